@@ -1,0 +1,223 @@
+//! The data model shared by the stages of the profiler pipeline.
+//!
+//! The BPF reader produces [`Trace`]s (one per sample, leaf frame first),
+//! the symbolizer fills in [`Frame::lines`], and the reporter aggregates
+//! them into profiles. Identities that cross crates are newtypes
+//! ([`Pid`], [`Tid`], [`FileId`]) so they cannot be mixed up.
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use std::fmt;
+use std::sync::Arc;
+
+/// A process id (the kernel's tgid).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Pid(pub u32);
+
+/// A thread id (the kernel's pid of the task).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tid(pub u32);
+
+impl fmt::Display for Pid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for Tid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The identity of an executable file's content: the first 16 bytes of
+/// SHA-256 over `file[..4096] ‖ file[len-4096..] ‖ len as big-endian u64`
+/// (the reference agent's "htlhash", so backends can match our files).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileId(pub [u8; 16]);
+
+impl FileId {
+    /// The high 64 bits, the short id the BPF maps use.
+    pub fn high64(&self) -> u64 {
+        u64::from_be_bytes(self.0[..8].try_into().expect("8 bytes"))
+    }
+
+    /// Lower-case hex of all 16 bytes.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl fmt::Debug for FileId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FileId({})", self.to_hex())
+    }
+}
+
+impl fmt::Display for FileId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+/// What produced a frame; its OTLP spelling is [`FrameKind::as_str`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum FrameKind {
+    /// Kernel code, symbolized from kallsyms.
+    Kernel,
+    /// Native user code (C, C++, Rust, ...).
+    Native,
+    /// Go code, unwound and named from `.gopclntab`.
+    Go,
+    /// CPython interpreted code.
+    CPython,
+    /// Java and other HotSpot JVM code.
+    Jvm,
+    /// V8 JavaScript.
+    V8Js,
+    /// PHP.
+    Php,
+    /// Ruby.
+    Ruby,
+    /// Perl.
+    Perl,
+    /// .NET.
+    DotNet,
+    /// Erlang BEAM.
+    Beam,
+}
+
+impl FrameKind {
+    /// The value of the `profile.frame.type` attribute, as the reference
+    /// agent writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FrameKind::Kernel => "kernel",
+            FrameKind::Native => "native",
+            FrameKind::Go => "go",
+            FrameKind::CPython => "cpython",
+            FrameKind::Jvm => "jvm",
+            FrameKind::V8Js => "v8js",
+            FrameKind::Php => "php",
+            FrameKind::Ruby => "ruby",
+            FrameKind::Perl => "perl",
+            FrameKind::DotNet => "dotnet",
+            FrameKind::Beam => "beam",
+        }
+    }
+}
+
+/// A file mapped into a process (one line of `/proc/PID/maps`, or the
+/// kernel image).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Mapping {
+    /// First virtual address of the mapping in the process.
+    pub start: u64,
+    /// One past the last virtual address.
+    pub end: u64,
+    /// Offset in the file of the byte mapped at `start`.
+    pub file_offset: u64,
+    /// Path of the file as the process sees it (e.g. `/usr/lib/x86_64-linux-gnu/libc.so.6`).
+    pub path: Arc<str>,
+    /// Content identity of the file, when it could be read.
+    pub file_id: Option<FileId>,
+    /// GNU build id (`.note.gnu.build-id`), lower-case hex.
+    pub gnu_build_id: Option<Arc<str>>,
+    /// Go build id (`.note.go.buildid`).
+    pub go_build_id: Option<Arc<str>>,
+}
+
+impl Mapping {
+    /// The file name part of [`Mapping::path`].
+    pub fn file_name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(&self.path)
+    }
+}
+
+/// One source position of a frame: a function and where in it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SourceLine {
+    /// Function name, demangled.
+    pub function: Arc<str>,
+    /// Source file, when known.
+    pub file: Option<Arc<str>>,
+    /// Line number, 0 when unknown.
+    pub line: u32,
+}
+
+/// One frame of a stack.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Frame {
+    /// Which unwinder produced it.
+    pub kind: FrameKind,
+    /// For native frames the address in the ELF file's virtual address
+    /// space (what a backend symbolizes with the build id); for kernel
+    /// frames the kernel address; for interpreted frames a
+    /// runtime-specific id.
+    pub address: u64,
+    /// The mapped file, when known.
+    pub mapping: Option<Arc<Mapping>>,
+    /// Symbolization: innermost (inlined) first, the containing function
+    /// last. Empty when the frame is not symbolized.
+    pub lines: Vec<SourceLine>,
+}
+
+impl Frame {
+    /// The name of the frame's outermost function, if symbolized.
+    pub fn function_name(&self) -> Option<&str> {
+        self.lines.last().map(|l| &*l.function)
+    }
+}
+
+/// What is known about a process, shared by all of its traces.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ProcessInfo {
+    /// The process id.
+    pub pid: Pid,
+    /// Path of the executable (`/proc/PID/exe`), empty if unknown.
+    pub executable_path: Arc<str>,
+    /// Name of the executable: the file name of the path, else the comm.
+    pub executable_name: Arc<str>,
+    /// Container id from the process's cgroup, when it runs in one.
+    pub container_id: Option<Arc<str>>,
+}
+
+/// One sampled stack of one thread.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Trace {
+    /// The process the thread belongs to.
+    pub process: Arc<ProcessInfo>,
+    /// The sampled thread.
+    pub tid: Tid,
+    /// The thread's name (`comm`).
+    pub thread_name: Arc<str>,
+    /// The CPU the sample was taken on.
+    pub cpu: u32,
+    /// Wall-clock time of the sample, nanoseconds since the Unix epoch.
+    pub timestamp_unix_ns: u64,
+    /// Frames, leaf (innermost) first.
+    pub frames: Vec<Frame>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_id_high64_is_big_endian_prefix() {
+        let mut b = [0u8; 16];
+        b[0] = 0x12;
+        b[7] = 0x34;
+        let id = FileId(b);
+        assert_eq!(id.high64(), 0x1200_0000_0000_0034);
+        assert_eq!(id.to_hex(), "12000000000000340000000000000000");
+    }
+
+    #[test]
+    fn frame_kinds_use_reference_spelling() {
+        assert_eq!(FrameKind::V8Js.as_str(), "v8js");
+        assert_eq!(FrameKind::DotNet.as_str(), "dotnet");
+        assert_eq!(FrameKind::CPython.as_str(), "cpython");
+    }
+}
