@@ -1,0 +1,7 @@
+//! Turns symbolized [`profiler_trace::Trace`]s into outputs:
+//!
+//! - [`folded`]: one line per distinct stack, the format flame graph tools read.
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod folded;
