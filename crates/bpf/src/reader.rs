@@ -1,0 +1,60 @@
+//! Draining the sample ring buffer.
+
+use crate::sample::RawSample;
+use crate::BpfError;
+use libbpf_rs::{MapHandle, RingBufferBuilder};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Reads samples from the ring buffer. Create it with
+/// [`crate::Sampler::sample_reader`] and call [`SampleReader::run`] on a
+/// thread of its own.
+pub struct SampleReader {
+    map: MapHandle,
+    malformed: AtomicU64,
+}
+
+impl SampleReader {
+    pub(crate) fn new(map: MapHandle) -> SampleReader {
+        SampleReader { map, malformed: AtomicU64::new(0) }
+    }
+
+    /// Delivers every sample to `on_sample` until `stop` is set, then
+    /// drains what is left. The programs wake the reader only when the
+    /// buffer fills up (to keep wake-ups off the hot path), so it also
+    /// polls every `interval`.
+    pub fn run(
+        &self,
+        interval: Duration,
+        stop: &AtomicBool,
+        mut on_sample: impl FnMut(RawSample),
+    ) -> Result<(), BpfError> {
+        let malformed = &self.malformed;
+        let mut builder = RingBufferBuilder::new();
+        builder
+            .add(&self.map, |data: &[u8]| {
+                match RawSample::parse(data) {
+                    Some(sample) => on_sample(sample),
+                    None => {
+                        malformed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                0
+            })
+            .map_err(|source| BpfError::Map { map: "samples", source })?;
+        let ring = builder.build().map_err(|source| BpfError::Map { map: "samples", source })?;
+        while !stop.load(Ordering::Relaxed) {
+            // poll() only consumes after a wake-up; consume() takes what
+            // arrived without one.
+            ring.poll(interval).map_err(|source| BpfError::Map { map: "samples", source })?;
+            ring.consume().map_err(|source| BpfError::Map { map: "samples", source })?;
+        }
+        ring.consume().map_err(|source| BpfError::Map { map: "samples", source })?;
+        Ok(())
+    }
+
+    /// Records that were shorter than their header announced.
+    pub fn malformed(&self) -> u64 {
+        self.malformed.load(Ordering::Relaxed)
+    }
+}

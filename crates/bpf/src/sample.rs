@@ -1,0 +1,110 @@
+//! One sample as the ring buffer delivers it (`struct sample_event` in
+//! `ebpf/types.h`: a fixed header, then only the used frame words).
+
+use crate::skel::types::sample_event;
+use std::mem::{offset_of, size_of};
+
+/// Size of the header before `frames[]` (SAMPLE_EVENT_HEADER_SIZE in C).
+const HEADER_SIZE: usize = 56;
+const MAX_FRAMES: usize = 256;
+const _: () = assert!(offset_of!(sample_event, frames) == HEADER_SIZE);
+const _: () = assert!(size_of::<sample_event>() == HEADER_SIZE + MAX_FRAMES * 8);
+const _: () = assert!(offset_of!(sample_event, ktime_ns) == 8);
+const _: () = assert!(offset_of!(sample_event, cpu) == 16);
+const _: () = assert!(offset_of!(sample_event, kernel_frames) == 20);
+const _: () = assert!(offset_of!(sample_event, user_frames) == 22);
+const _: () = assert!(offset_of!(sample_event, comm) == 24);
+const _: () = assert!(offset_of!(sample_event, process_comm) == 40);
+
+/// A sample decoded from the ring buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawSample {
+    /// Process id (tgid).
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// `CLOCK_MONOTONIC` time of the sample, ns.
+    pub ktime_ns: u64,
+    /// CPU the sample was taken on.
+    pub cpu: u32,
+    /// The thread's name.
+    pub comm: String,
+    /// The name of the thread group leader (the process).
+    pub process_comm: String,
+    /// Kernel return addresses, leaf first.
+    pub kernel_frames: Vec<u64>,
+    /// User return addresses (the first is the sampled pc), leaf first.
+    pub user_frames: Vec<u64>,
+}
+
+impl RawSample {
+    /// Decodes one ring buffer record; `None` if it is too short for what
+    /// its header announces.
+    pub fn parse(data: &[u8]) -> Option<RawSample> {
+        let header = data.get(..HEADER_SIZE)?;
+        let u32_at = |o: usize| u32::from_ne_bytes(header[o..o + 4].try_into().unwrap());
+        let u16_at = |o: usize| u16::from_ne_bytes(header[o..o + 2].try_into().unwrap());
+        let kernel = usize::from(u16_at(20));
+        let user = usize::from(u16_at(22));
+        let words = data.get(HEADER_SIZE..HEADER_SIZE + (kernel + user) * 8)?;
+        let mut frames = words.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap()));
+        Some(RawSample {
+            pid: u32_at(0),
+            tid: u32_at(4),
+            ktime_ns: u64::from_ne_bytes(header[8..16].try_into().unwrap()),
+            cpu: u32_at(16),
+            comm: c_string(&header[24..40]),
+            process_comm: c_string(&header[40..56]),
+            kernel_frames: frames.by_ref().take(kernel).collect(),
+            user_frames: frames.collect(),
+        })
+    }
+}
+
+fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(kernel: &[u64], user: &[u64]) -> Vec<u8> {
+        let mut d = Vec::new();
+        d.extend_from_slice(&42u32.to_ne_bytes());
+        d.extend_from_slice(&43u32.to_ne_bytes());
+        d.extend_from_slice(&1234u64.to_ne_bytes());
+        d.extend_from_slice(&1u32.to_ne_bytes());
+        d.extend_from_slice(&(kernel.len() as u16).to_ne_bytes());
+        d.extend_from_slice(&(user.len() as u16).to_ne_bytes());
+        let mut comm = [0u8; 16];
+        comm[..6].copy_from_slice(b"worker");
+        d.extend_from_slice(&comm);
+        let mut pcomm = [0u8; 16];
+        pcomm.copy_from_slice(b"sixteen-chars-xx");
+        d.extend_from_slice(&pcomm);
+        for f in kernel.iter().chain(user) {
+            d.extend_from_slice(&f.to_ne_bytes());
+        }
+        d
+    }
+
+    #[test]
+    fn parses_header_and_frames() {
+        let s = RawSample::parse(&record(&[0xffff_1, 0xffff_2], &[0x401000])).unwrap();
+        assert_eq!((s.pid, s.tid, s.ktime_ns, s.cpu), (42, 43, 1234, 1));
+        assert_eq!(s.comm, "worker");
+        assert_eq!(s.process_comm, "sixteen-chars-xx");
+        assert_eq!(s.kernel_frames, vec![0xffff_1, 0xffff_2]);
+        assert_eq!(s.user_frames, vec![0x401000]);
+    }
+
+    #[test]
+    fn rejects_truncated_records() {
+        let full = record(&[1, 2], &[3]);
+        for len in 0..full.len() {
+            assert_eq!(RawSample::parse(&full[..len]), None, "length {len}");
+        }
+    }
+}

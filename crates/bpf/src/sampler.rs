@@ -1,0 +1,160 @@
+//! Loading the programs and attaching them to the perf events.
+
+use crate::perf::{online_cpus, open_cpu_clock};
+use crate::preflight::{check_kernel_features, check_privileges};
+use crate::reader::SampleReader;
+use crate::skel::{OpenProfilerSkel, ProfilerSkel, ProfilerSkelBuilder};
+use crate::BpfError;
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, OpenObject};
+use std::mem::MaybeUninit;
+
+/// How to set up sampling.
+#[derive(Clone, Debug)]
+pub struct SamplerOptions {
+    /// Samples per second per CPU.
+    pub samples_per_second: u32,
+    /// Only sample these processes (tgids); `None` samples every process.
+    pub pids: Option<Vec<u32>>,
+    /// Size of the sample ring buffer in bytes (a power of two, at least
+    /// one page).
+    pub ring_buffer_bytes: u32,
+}
+
+impl Default for SamplerOptions {
+    fn default() -> Self {
+        SamplerOptions { samples_per_second: 20, pids: None, ring_buffer_bytes: 4 << 20 }
+    }
+}
+
+/// The counters the eBPF programs keep (`enum counter_id` in
+/// `ebpf/types.h`), summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Times the perf event fired.
+    pub triggered: u64,
+    /// Samples sent to user space.
+    pub sent: u64,
+    /// Samples lost because the ring buffer was full.
+    pub lost_ring_buffer: u64,
+    /// Ticks on an idle CPU (nothing to sample).
+    pub idle: u64,
+    /// Ticks of processes outside the pid filter.
+    pub filtered: u64,
+    /// Kernel stacks that could not be read.
+    pub kernel_stack_errors: u64,
+    /// User stacks that could not be read.
+    pub user_stack_errors: u64,
+}
+
+// Indexes of enum counter_id (ebpf/types.h). Never renumber.
+const COUNTER_SAMPLES_TRIGGERED: u32 = 0;
+const COUNTER_SAMPLES_SENT: u32 = 1;
+const COUNTER_SAMPLES_LOST_RINGBUF: u32 = 2;
+const COUNTER_SAMPLES_IDLE: u32 = 3;
+const COUNTER_SAMPLES_FILTERED: u32 = 4;
+const COUNTER_KERNEL_STACK_ERROR: u32 = 5;
+const COUNTER_USER_STACK_ERROR: u32 = 6;
+
+/// The loaded and attached eBPF programs. Dropping it detaches them.
+pub struct Sampler {
+    // Field order matters: links are dropped (detached) before the
+    // skeleton (programs and maps).
+    _perf_links: Vec<Link>,
+    skel: ProfilerSkel<'static>,
+    cpus: Vec<u32>,
+}
+
+impl Sampler {
+    /// Checks privileges and kernel features, loads the programs and
+    /// attaches them to a cpu-clock event on every online CPU.
+    pub fn load(options: &SamplerOptions) -> Result<Sampler, BpfError> {
+        check_privileges()?;
+        check_kernel_features()?;
+
+        // The skeleton borrows its object storage for its whole life; one
+        // small allocation per load is leaked to give it a 'static home
+        // (OpenObject is a pointer; libbpf's object itself is freed when
+        // the skeleton drops).
+        let storage: &'static mut MaybeUninit<OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open: OpenProfilerSkel<'static> =
+            ProfilerSkelBuilder::default().open(storage).map_err(BpfError::Load)?;
+        if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+            rodata.filter_pids = options.pids.is_some();
+        }
+        open.maps
+            .samples
+            .set_max_entries(options.ring_buffer_bytes)
+            .map_err(|source| BpfError::Map { map: "samples", source })?;
+        let skel = open.load().map_err(classify_load_error)?;
+
+        if let Some(pids) = &options.pids {
+            for pid in pids {
+                skel.maps
+                    .selected_pids
+                    .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+                    .map_err(|source| BpfError::Map { map: "selected_pids", source })?;
+            }
+        }
+
+        let cpus = online_cpus()?;
+        let mut links = Vec::with_capacity(cpus.len());
+        for &cpu in &cpus {
+            let fd = open_cpu_clock(cpu, options.samples_per_second)?;
+            // libbpf's link takes ownership of the fd and closes it.
+            let link = skel.progs.on_cpu_sample.attach_perf_event(fd).map_err(|e| {
+                // SAFETY: fd is ours and was not taken over (attach failed).
+                unsafe { libc::close(fd) };
+                BpfError::PerfEvent { cpu, source: std::io::Error::other(e.to_string()) }
+            })?;
+            links.push(link);
+        }
+        Ok(Sampler { _perf_links: links, skel, cpus })
+    }
+
+    /// The CPUs being sampled.
+    pub fn cpus(&self) -> &[u32] {
+        &self.cpus
+    }
+
+    /// A reader for the sample ring buffer, to be moved to its own thread.
+    pub fn sample_reader(&self) -> Result<SampleReader, BpfError> {
+        let map = MapHandle::try_from(&self.skel.maps.samples)
+            .map_err(|source| BpfError::Map { map: "samples", source })?;
+        Ok(SampleReader::new(map))
+    }
+
+    /// The programs' counters, summed over CPUs.
+    pub fn counters(&self) -> Result<Counters, BpfError> {
+        let read = |id: u32| -> Result<u64, BpfError> {
+            let per_cpu = self
+                .skel
+                .maps
+                .counters
+                .lookup_percpu(&id.to_ne_bytes(), MapFlags::ANY)
+                .map_err(|source| BpfError::Map { map: "counters", source })?
+                .unwrap_or_default();
+            Ok(per_cpu
+                .iter()
+                .filter_map(|v| v.get(..8).map(|b| u64::from_ne_bytes(b.try_into().unwrap())))
+                .sum())
+        };
+        Ok(Counters {
+            triggered: read(COUNTER_SAMPLES_TRIGGERED)?,
+            sent: read(COUNTER_SAMPLES_SENT)?,
+            lost_ring_buffer: read(COUNTER_SAMPLES_LOST_RINGBUF)?,
+            idle: read(COUNTER_SAMPLES_IDLE)?,
+            filtered: read(COUNTER_SAMPLES_FILTERED)?,
+            kernel_stack_errors: read(COUNTER_KERNEL_STACK_ERROR)?,
+            user_stack_errors: read(COUNTER_USER_STACK_ERROR)?,
+        })
+    }
+}
+
+fn classify_load_error(e: libbpf_rs::Error) -> BpfError {
+    use libbpf_rs::ErrorKind;
+    match e.kind() {
+        ErrorKind::PermissionDenied => BpfError::NotPrivileged { what: format!("loading the programs: {e}") },
+        _ => BpfError::Load(e),
+    }
+}
