@@ -1,0 +1,329 @@
+//! OTLP profiles (`opentelemetry.proto.profiles.v1development`, proto
+//! v1.10 layout) from [`Trace`]s.
+//!
+//! An [`OtlpAggregator`] collects the traces of one reporting interval:
+//! identical (process, thread, stack) triples become one sample with a
+//! count. [`OtlpAggregator::flush`] closes the interval and returns an
+//! [`ExportProfilesServiceRequest`]; [`encode`] turns it into the bytes
+//! that cross the C ABI or go out over gRPC.
+//!
+//! Shape of a request (what backends and Go's `pprofile` read):
+//!
+//! - one `ResourceProfiles` per process, resource attributes
+//!   `process.pid`, `process.executable.name`, `process.executable.path`
+//!   and, when known, `container.id`; one `ScopeProfiles` holding one
+//!   `Profile` with sample type `samples/count`, period type
+//!   `cpu/nanoseconds` and period `1e9 / samples_per_second`;
+//! - samples carry `values = [count]` (no per-sample timestamps) and the
+//!   attributes `thread.name` and `thread.id`;
+//! - one shared `ProfilesDictionary`: strings, functions, mappings
+//!   (attributes `process.executable.build_id.htlhash`/`.gnu`/`.go`),
+//!   locations (attribute `profile.frame.type`), stacks (leaf first) and
+//!   attributes are each stored once per request, and index 0 of every
+//!   table is the zero value.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use profiler_report::otlp::{encode, OtlpAggregator, OtlpConfig};
+//! use profiler_trace::{Pid, ProcessInfo, Tid, Trace};
+//!
+//! let mut agg = OtlpAggregator::new(OtlpConfig::new(20), 1_000);
+//! let process = Arc::new(ProcessInfo {
+//!     pid: Pid(42),
+//!     executable_path: "/usr/bin/app".into(),
+//!     executable_name: "app".into(),
+//!     container_id: None,
+//! });
+//! let trace = Trace {
+//!     process,
+//!     tid: Tid(42),
+//!     thread_name: "app".into(),
+//!     cpu: 0,
+//!     timestamp_unix_ns: 2_000,
+//!     frames: vec![],
+//! };
+//! agg.add(&trace);
+//! agg.add(&trace);
+//! let request = agg.flush(5_000).expect("two samples");
+//! let profile = &request.resource_profiles[0].scope_profiles[0].profiles[0];
+//! assert_eq!(profile.samples[0].values, vec![2]);
+//! assert!(!encode(&request).is_empty());
+//! ```
+
+mod dictionary;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::profiles::v1development as pb;
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use profiler_trace::{ProcessInfo, Trace};
+use prost::Message;
+
+use dictionary::{AttrValue, Dictionary};
+
+pub use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
+
+/// Attribute keys, spelled as the reference agent and the OpenTelemetry
+/// semantic conventions spell them.
+pub mod attr {
+    /// Location attribute: which unwinder produced the frame
+    /// ([`profiler_trace::FrameKind::as_str`]).
+    pub const FRAME_TYPE: &str = "profile.frame.type";
+    /// Mapping attribute: the file's [`profiler_trace::FileId`] in hex.
+    pub const BUILD_ID_HTLHASH: &str = "process.executable.build_id.htlhash";
+    /// Mapping attribute: the GNU build id in hex.
+    pub const BUILD_ID_GNU: &str = "process.executable.build_id.gnu";
+    /// Mapping attribute: the Go build id.
+    pub const BUILD_ID_GO: &str = "process.executable.build_id.go";
+    /// Resource attribute: the process id (int).
+    pub const PROCESS_PID: &str = "process.pid";
+    /// Resource attribute: the executable's file name.
+    pub const PROCESS_EXECUTABLE_NAME: &str = "process.executable.name";
+    /// Resource attribute: the executable's path.
+    pub const PROCESS_EXECUTABLE_PATH: &str = "process.executable.path";
+    /// Resource attribute: the container id, only when the process runs in one.
+    pub const CONTAINER_ID: &str = "container.id";
+    /// Sample attribute: the thread's name (`comm`).
+    pub const THREAD_NAME: &str = "thread.name";
+    /// Sample attribute: the thread id (int).
+    pub const THREAD_ID: &str = "thread.id";
+}
+
+/// Name of the instrumentation scope our profiles carry.
+pub const SCOPE_NAME: &str = "ebpf-profiler";
+
+/// Settings of an [`OtlpAggregator`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OtlpConfig {
+    /// Sampling frequency per CPU; the profile's period is
+    /// `1e9 / samples_per_second` nanoseconds of CPU time.
+    pub samples_per_second: u32,
+    /// Version of the instrumentation scope. By default this crate's version.
+    pub scope_version: String,
+}
+
+impl OtlpConfig {
+    /// Settings for sampling at `samples_per_second` Hz.
+    pub fn new(samples_per_second: u32) -> OtlpConfig {
+        OtlpConfig {
+            samples_per_second,
+            scope_version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+
+    /// CPU time one sample stands for, in nanoseconds.
+    pub fn period_ns(&self) -> i64 {
+        1_000_000_000 / i64::from(self.samples_per_second.max(1))
+    }
+}
+
+/// Collects the traces of one reporting interval and turns them into an
+/// OTLP profiles request. Not thread-safe: one reporter thread owns it.
+pub struct OtlpAggregator {
+    config: OtlpConfig,
+    interval_start_unix_ns: u64,
+    dict: Dictionary,
+    processes: Vec<ProcessSamples>,
+    process_index: HashMap<Arc<ProcessInfo>, usize>,
+    traces: u64,
+    // Scratch buffer for one trace's location indices.
+    stack_buf: Vec<i32>,
+}
+
+/// The samples of one process within the interval.
+struct ProcessSamples {
+    info: Arc<ProcessInfo>,
+    samples: Vec<pb::Sample>,
+    // (stack index, thread.name attr, thread.id attr) -> index in `samples`.
+    sample_index: HashMap<(i32, i32, i32), usize>,
+}
+
+impl OtlpAggregator {
+    /// An aggregator whose first interval starts at `interval_start_unix_ns`.
+    pub fn new(config: OtlpConfig, interval_start_unix_ns: u64) -> OtlpAggregator {
+        OtlpAggregator {
+            config,
+            interval_start_unix_ns,
+            dict: Dictionary::new(),
+            processes: Vec::new(),
+            process_index: HashMap::new(),
+            traces: 0,
+            stack_buf: Vec::new(),
+        }
+    }
+
+    /// The settings this aggregator was made with.
+    pub fn config(&self) -> &OtlpConfig {
+        &self.config
+    }
+
+    /// Start of the current interval, nanoseconds since the Unix epoch.
+    pub fn interval_start_unix_ns(&self) -> u64 {
+        self.interval_start_unix_ns
+    }
+
+    /// Traces added since the last flush.
+    pub fn trace_count(&self) -> u64 {
+        self.traces
+    }
+
+    /// Whether no trace was added since the last flush.
+    pub fn is_empty(&self) -> bool {
+        self.traces == 0
+    }
+
+    /// Counts one sample of `trace`.
+    pub fn add(&mut self, trace: &Trace) {
+        self.traces += 1;
+
+        let mut stack_buf = std::mem::take(&mut self.stack_buf);
+        stack_buf.clear();
+        stack_buf.extend(trace.frames.iter().map(|f| self.dict.location(f)));
+        let stack_index = self.dict.stack(&stack_buf);
+        self.stack_buf = stack_buf;
+
+        let thread_name = self.dict.attribute(
+            attr::THREAD_NAME,
+            AttrValue::Str((*trace.thread_name).into()),
+        );
+        let thread_id = self
+            .dict
+            .attribute(attr::THREAD_ID, AttrValue::Int(i64::from(trace.tid.0)));
+
+        let p = match self.process_index.get(&trace.process) {
+            Some(&p) => p,
+            None => {
+                self.processes.push(ProcessSamples {
+                    info: Arc::clone(&trace.process),
+                    samples: Vec::new(),
+                    sample_index: HashMap::new(),
+                });
+                self.process_index
+                    .insert(Arc::clone(&trace.process), self.processes.len() - 1);
+                self.processes.len() - 1
+            }
+        };
+        let process = &mut self.processes[p];
+        let key = (stack_index, thread_name, thread_id);
+        match process.sample_index.get(&key) {
+            Some(&s) => process.samples[s].values[0] += 1,
+            None => {
+                process.samples.push(pb::Sample {
+                    stack_index,
+                    attribute_indices: vec![thread_name, thread_id],
+                    link_index: 0,
+                    values: vec![1],
+                    timestamps_unix_nano: Vec::new(),
+                });
+                process.sample_index.insert(key, process.samples.len() - 1);
+            }
+        }
+    }
+
+    /// Closes the interval at `interval_end_unix_ns` and starts the next
+    /// one there. Returns the interval's request, or `None` when no trace
+    /// arrived.
+    pub fn flush(&mut self, interval_end_unix_ns: u64) -> Option<ExportProfilesServiceRequest> {
+        let start = std::mem::replace(&mut self.interval_start_unix_ns, interval_end_unix_ns);
+        if self.traces == 0 {
+            return None;
+        }
+        self.traces = 0;
+        self.process_index.clear();
+        let mut processes = std::mem::take(&mut self.processes);
+        // Deterministic output whatever the arrival order of processes.
+        processes.sort_by(|a, b| {
+            (a.info.pid, &a.info.executable_path).cmp(&(b.info.pid, &b.info.executable_path))
+        });
+
+        let sample_type = pb::ValueType {
+            type_strindex: self.dict.string("samples"),
+            unit_strindex: self.dict.string("count"),
+        };
+        let period_type = pb::ValueType {
+            type_strindex: self.dict.string("cpu"),
+            unit_strindex: self.dict.string("nanoseconds"),
+        };
+        let scope = InstrumentationScope {
+            name: SCOPE_NAME.to_owned(),
+            version: self.config.scope_version.clone(),
+            attributes: Vec::new(),
+            dropped_attributes_count: 0,
+        };
+
+        let resource_profiles = processes
+            .into_iter()
+            .map(|p| pb::ResourceProfiles {
+                resource: Some(Resource {
+                    attributes: resource_attributes(&p.info),
+                    dropped_attributes_count: 0,
+                    entity_refs: Vec::new(),
+                }),
+                scope_profiles: vec![pb::ScopeProfiles {
+                    scope: Some(scope.clone()),
+                    profiles: vec![pb::Profile {
+                        sample_type: Some(sample_type),
+                        samples: p.samples,
+                        time_unix_nano: start,
+                        duration_nano: interval_end_unix_ns.saturating_sub(start),
+                        period_type: Some(period_type),
+                        period: self.config.period_ns(),
+                        profile_id: Vec::new(),
+                        dropped_attributes_count: 0,
+                        original_payload_format: String::new(),
+                        original_payload: Vec::new(),
+                        attribute_indices: Vec::new(),
+                    }],
+                    schema_url: String::new(),
+                }],
+                schema_url: String::new(),
+            })
+            .collect();
+
+        Some(ExportProfilesServiceRequest {
+            resource_profiles,
+            dictionary: Some(self.dict.take()),
+        })
+    }
+}
+
+/// The request as protobuf bytes.
+pub fn encode(request: &ExportProfilesServiceRequest) -> Vec<u8> {
+    request.encode_to_vec()
+}
+
+fn resource_attributes(p: &ProcessInfo) -> Vec<KeyValue> {
+    let mut attrs = vec![
+        key_value(
+            attr::PROCESS_PID,
+            any_value::Value::IntValue(i64::from(p.pid.0)),
+        ),
+        key_value(
+            attr::PROCESS_EXECUTABLE_NAME,
+            any_value::Value::StringValue(p.executable_name.to_string()),
+        ),
+        key_value(
+            attr::PROCESS_EXECUTABLE_PATH,
+            any_value::Value::StringValue(p.executable_path.to_string()),
+        ),
+    ];
+    if let Some(id) = &p.container_id {
+        attrs.push(key_value(
+            attr::CONTAINER_ID,
+            any_value::Value::StringValue(id.to_string()),
+        ));
+    }
+    attrs
+}
+
+fn key_value(key: &str, value: any_value::Value) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue { value: Some(value) }),
+        key_strindex: 0,
+    }
+}

@@ -1,0 +1,587 @@
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::profiles::v1development as pb;
+use profiler_trace::{FileId, Frame, FrameKind, Mapping, Pid, ProcessInfo, SourceLine, Tid, Trace};
+use prost::Message;
+
+use super::*;
+
+fn process(pid: u32, path: &str, container: Option<&str>) -> Arc<ProcessInfo> {
+    Arc::new(ProcessInfo {
+        pid: Pid(pid),
+        executable_path: path.into(),
+        executable_name: path.rsplit('/').next().unwrap().into(),
+        container_id: container.map(Into::into),
+    })
+}
+
+fn mapping(start: u64, end: u64, path: &str) -> Mapping {
+    Mapping {
+        start,
+        end,
+        file_offset: 0,
+        path: path.into(),
+        file_id: None,
+        gnu_build_id: None,
+        go_build_id: None,
+    }
+}
+
+fn frame(
+    kind: FrameKind,
+    address: u64,
+    mapping: Option<&Arc<Mapping>>,
+    lines: &[(&str, Option<&str>, u32)],
+) -> Frame {
+    Frame {
+        kind,
+        address,
+        mapping: mapping.cloned(),
+        lines: lines
+            .iter()
+            .map(|&(function, file, line)| SourceLine {
+                function: function.into(),
+                file: file.map(Into::into),
+                line,
+            })
+            .collect(),
+    }
+}
+
+fn trace(process: &Arc<ProcessInfo>, tid: u32, thread: &str, frames: &[Frame]) -> Trace {
+    Trace {
+        process: Arc::clone(process),
+        tid: Tid(tid),
+        thread_name: thread.into(),
+        cpu: 0,
+        timestamp_unix_ns: 0,
+        frames: frames.to_vec(),
+    }
+}
+
+fn str_value(s: &str) -> Option<AnyValue> {
+    Some(AnyValue {
+        value: Some(Value::StringValue(s.into())),
+    })
+}
+
+fn int_value(i: i64) -> Option<AnyValue> {
+    Some(AnyValue {
+        value: Some(Value::IntValue(i)),
+    })
+}
+
+fn kv(key: &str, value: Option<AnyValue>) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value,
+        key_strindex: 0,
+    }
+}
+
+fn kvu(key_strindex: i32, value: Option<AnyValue>) -> pb::KeyValueAndUnit {
+    pb::KeyValueAndUnit {
+        key_strindex,
+        value,
+        unit_strindex: 0,
+    }
+}
+
+/// Encodes one small interval, decodes the bytes and checks every field of
+/// the result, including the order of every dictionary table.
+#[test]
+fn encoded_request_decodes_back_field_by_field() {
+    let p = process(7, "/bin/app", None);
+    let mut app = mapping(0x40_0000, 0x40_9000, "/bin/app");
+    app.file_offset = 0x1000;
+    app.gnu_build_id = Some("abcd".into());
+    let app = Arc::new(app);
+    let leaf = frame(
+        FrameKind::Native,
+        0x1234,
+        Some(&app),
+        &[("inl", Some("a.c"), 3), ("leaf", Some("a.c"), 9)],
+    );
+    let kernel = frame(
+        FrameKind::Kernel,
+        0xffff_ffff_8100_0000,
+        None,
+        &[("k", None, 0)],
+    );
+
+    let mut agg = OtlpAggregator::new(
+        OtlpConfig {
+            samples_per_second: 19,
+            scope_version: "v".into(),
+        },
+        100,
+    );
+    assert!(agg.is_empty());
+    agg.add(&trace(&p, 7, "main", &[kernel.clone(), leaf.clone()]));
+    agg.add(&trace(&p, 7, "main", &[kernel.clone(), leaf.clone()]));
+    agg.add(&trace(&p, 8, "io", std::slice::from_ref(&leaf)));
+    assert_eq!(agg.trace_count(), 3);
+
+    let bytes = encode(&agg.flush(5_100).expect("samples"));
+    assert!(agg.is_empty());
+    assert_eq!(agg.interval_start_unix_ns(), 5_100);
+    let req = ExportProfilesServiceRequest::decode(bytes.as_slice()).expect("decodes");
+
+    let d = req.dictionary.expect("dictionary");
+    // Interning order: kernel frame (function, frame type), then the leaf's
+    // mapping (path, build id), functions, frame type; then thread
+    // attributes; the value types last, at flush.
+    assert_eq!(
+        d.string_table,
+        vec![
+            "",
+            "k",
+            "profile.frame.type",
+            "/bin/app",
+            "process.executable.build_id.gnu",
+            "inl",
+            "a.c",
+            "leaf",
+            "thread.name",
+            "thread.id",
+            "samples",
+            "count",
+            "cpu",
+            "nanoseconds"
+        ]
+    );
+    assert_eq!(
+        d.function_table,
+        vec![
+            pb::Function::default(),
+            pb::Function {
+                name_strindex: 1,
+                system_name_strindex: 0,
+                filename_strindex: 0,
+                start_line: 0
+            },
+            pb::Function {
+                name_strindex: 5,
+                system_name_strindex: 0,
+                filename_strindex: 6,
+                start_line: 0
+            },
+            pb::Function {
+                name_strindex: 7,
+                system_name_strindex: 0,
+                filename_strindex: 6,
+                start_line: 0
+            },
+        ]
+    );
+    assert_eq!(
+        d.attribute_table,
+        vec![
+            pb::KeyValueAndUnit::default(),
+            kvu(2, str_value("kernel")),
+            kvu(4, str_value("abcd")),
+            kvu(2, str_value("native")),
+            kvu(8, str_value("main")),
+            kvu(9, int_value(7)),
+            kvu(8, str_value("io")),
+            kvu(9, int_value(8)),
+        ]
+    );
+    assert_eq!(
+        d.mapping_table,
+        vec![
+            pb::Mapping::default(),
+            pb::Mapping {
+                memory_start: 0x40_0000,
+                memory_limit: 0x40_9000,
+                file_offset: 0x1000,
+                filename_strindex: 3,
+                attribute_indices: vec![2],
+            },
+        ]
+    );
+    assert_eq!(
+        d.location_table,
+        vec![
+            pb::Location::default(),
+            pb::Location {
+                mapping_index: 0,
+                address: 0xffff_ffff_8100_0000,
+                lines: vec![pb::Line {
+                    function_index: 1,
+                    line: 0,
+                    column: 0
+                }],
+                attribute_indices: vec![1],
+            },
+            pb::Location {
+                mapping_index: 1,
+                address: 0x1234,
+                lines: vec![
+                    pb::Line {
+                        function_index: 2,
+                        line: 3,
+                        column: 0
+                    },
+                    pb::Line {
+                        function_index: 3,
+                        line: 9,
+                        column: 0
+                    },
+                ],
+                attribute_indices: vec![3],
+            },
+        ]
+    );
+    assert_eq!(
+        d.stack_table,
+        vec![
+            pb::Stack::default(),
+            pb::Stack {
+                location_indices: vec![1, 2]
+            },
+            pb::Stack {
+                location_indices: vec![2]
+            },
+        ]
+    );
+    assert_eq!(d.link_table, vec![pb::Link::default()]);
+
+    assert_eq!(req.resource_profiles.len(), 1);
+    let rp = &req.resource_profiles[0];
+    assert_eq!(
+        rp.resource.as_ref().expect("resource").attributes,
+        vec![
+            kv("process.pid", int_value(7)),
+            kv("process.executable.name", str_value("app")),
+            kv("process.executable.path", str_value("/bin/app")),
+        ]
+    );
+    assert_eq!(rp.scope_profiles.len(), 1);
+    let sp = &rp.scope_profiles[0];
+    let scope = sp.scope.as_ref().expect("scope");
+    assert_eq!(
+        (scope.name.as_str(), scope.version.as_str()),
+        ("ebpf-profiler", "v")
+    );
+    assert_eq!(sp.profiles.len(), 1);
+    let prof = &sp.profiles[0];
+    assert_eq!(
+        prof.sample_type,
+        Some(pb::ValueType {
+            type_strindex: 10,
+            unit_strindex: 11
+        })
+    );
+    assert_eq!(
+        prof.period_type,
+        Some(pb::ValueType {
+            type_strindex: 12,
+            unit_strindex: 13
+        })
+    );
+    assert_eq!(prof.period, 1_000_000_000 / 19);
+    assert_eq!(prof.time_unix_nano, 100);
+    assert_eq!(prof.duration_nano, 5_000);
+    assert!(prof.profile_id.is_empty());
+    assert!(prof.attribute_indices.is_empty());
+    assert_eq!(
+        prof.samples,
+        vec![
+            pb::Sample {
+                stack_index: 1,
+                attribute_indices: vec![4, 5],
+                link_index: 0,
+                values: vec![2],
+                timestamps_unix_nano: vec![],
+            },
+            pb::Sample {
+                stack_index: 2,
+                attribute_indices: vec![6, 7],
+                link_index: 0,
+                values: vec![1],
+                timestamps_unix_nano: vec![],
+            },
+        ]
+    );
+}
+
+#[test]
+fn empty_interval_gives_nothing_and_advances() {
+    let mut agg = OtlpAggregator::new(OtlpConfig::new(20), 10);
+    assert!(agg.flush(20).is_none());
+    assert_eq!(agg.interval_start_unix_ns(), 20);
+}
+
+#[test]
+fn intervals_do_not_share_tables() {
+    let p = process(1, "/bin/a", Some("c0ffee"));
+    let f = frame(FrameKind::Native, 1, None, &[("f", None, 0)]);
+    let mut agg = OtlpAggregator::new(OtlpConfig::new(20), 0);
+    agg.add(&trace(&p, 1, "a", std::slice::from_ref(&f)));
+    let first = agg.flush(1).unwrap();
+    agg.add(&trace(&p, 1, "a", &[f]));
+    let second = agg.flush(2).unwrap();
+    assert_eq!(first.dictionary, second.dictionary);
+    assert_eq!(
+        second.resource_profiles[0].scope_profiles[0].profiles[0].time_unix_nano,
+        1
+    );
+    assert_eq!(
+        second.resource_profiles[0]
+            .resource
+            .as_ref()
+            .unwrap()
+            .attributes[3],
+        kv("container.id", str_value("c0ffee"))
+    );
+}
+
+/// Processes come out sorted by pid; the same mapping and frame seen in two
+/// processes are stored once.
+#[test]
+fn processes_sorted_and_tables_shared_across_processes() {
+    let libc = Arc::new(mapping(0x7f00_0000, 0x7f10_0000, "/lib/libc.so.6"));
+    let f = frame(
+        FrameKind::Native,
+        0x2000,
+        Some(&libc),
+        &[("write", None, 0)],
+    );
+    let (a, b) = (process(20, "/bin/b", None), process(10, "/bin/a", None));
+    let mut agg = OtlpAggregator::new(OtlpConfig::new(20), 0);
+    agg.add(&trace(&a, 20, "b", std::slice::from_ref(&f)));
+    agg.add(&trace(&b, 10, "a", std::slice::from_ref(&f)));
+    let req = agg.flush(1).unwrap();
+    let pids: Vec<_> = req
+        .resource_profiles
+        .iter()
+        .map(|rp| rp.resource.as_ref().unwrap().attributes[0].clone())
+        .collect();
+    assert_eq!(
+        pids,
+        vec![
+            kv("process.pid", int_value(10)),
+            kv("process.pid", int_value(20))
+        ]
+    );
+    let d = req.dictionary.unwrap();
+    assert_eq!(d.mapping_table.len(), 2);
+    assert_eq!(d.location_table.len(), 2);
+    assert_eq!(d.stack_table.len(), 2);
+}
+
+// ---------------------------------------------------------------------------
+// The golden payload: crates/report/testdata/golden_profiles.pb, decoded by
+// go-receiver's Go test with pdata's pprofile. Its content is described in
+// crates/report/testdata/README.md; change both together.
+
+/// Interval of the golden payload.
+const GOLDEN_START_NS: u64 = 1_700_000_000_000_000_000;
+const GOLDEN_END_NS: u64 = GOLDEN_START_NS + 5_000_000_000;
+
+/// The golden request: two processes, kernel + native frames (one inlined
+/// function, one unsymbolized frame) and Go frames.
+pub(super) fn golden_request() -> ExportProfilesServiceRequest {
+    let workload = process(1234, "/usr/bin/workload", Some("0123456789abcdef"));
+    let server = process(4242, "/usr/local/bin/server", None);
+
+    let mut exe = mapping(0x55_5555_4000, 0x55_5555_9000, "/usr/bin/workload");
+    exe.file_offset = 0x1000;
+    exe.file_id = Some(FileId(
+        *b"\x01\x23\x45\x67\x89\xab\xcd\xef\xfe\xdc\xba\x98\x76\x54\x32\x10",
+    ));
+    exe.gnu_build_id = Some("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b".into());
+    let exe = Arc::new(exe);
+    let mut libc = mapping(
+        0x7f00_0002_8000,
+        0x7f00_001b_d000,
+        "/usr/lib/x86_64-linux-gnu/libc.so.6",
+    );
+    libc.file_offset = 0x28000;
+    libc.gnu_build_id = Some("2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e".into());
+    let libc = Arc::new(libc);
+    let mut go = mapping(0x40_0000, 0x80_0000, "/usr/local/bin/server");
+    go.file_id = Some(FileId([0xaa; 16]));
+    go.go_build_id = Some("goBuildId/abc/def/ghi".into());
+    let go = Arc::new(go);
+
+    let k_sleep = frame(
+        FrameKind::Kernel,
+        0xffff_ffff_8110_0000,
+        None,
+        &[("hrtimer_nanosleep", None, 0)],
+    );
+    let k_syscall = frame(
+        FrameKind::Kernel,
+        0xffff_ffff_81f0_0000,
+        None,
+        &[("do_syscall_64", None, 0)],
+    );
+    let c_nanosleep = frame(
+        FrameKind::Native,
+        0xe_a000,
+        Some(&libc),
+        &[("clock_nanosleep", None, 0)],
+    );
+    let c_leaf = frame(
+        FrameKind::Native,
+        0x1150,
+        Some(&exe),
+        &[
+            ("inlined_helper", Some("workload.c"), 5),
+            ("leaf", Some("workload.c"), 12),
+        ],
+    );
+    let c_middle = frame(
+        FrameKind::Native,
+        0x1180,
+        Some(&exe),
+        &[("middle", Some("workload.c"), 20)],
+    );
+    let c_main = frame(
+        FrameKind::Native,
+        0x11b0,
+        Some(&exe),
+        &[("main", Some("workload.c"), 30)],
+    );
+    let c_start = frame(
+        FrameKind::Native,
+        0x2_9d90,
+        Some(&libc),
+        &[("__libc_start_call_main", None, 0)],
+    );
+    let c_stripped = frame(FrameKind::Native, 0x1234, Some(&exe), &[]);
+    let go_work = frame(
+        FrameKind::Go,
+        0x48_1000,
+        Some(&go),
+        &[("main.work", Some("/src/server/main.go"), 20)],
+    );
+    let go_main = frame(
+        FrameKind::Go,
+        0x48_2000,
+        Some(&go),
+        &[("main.main", Some("/src/server/main.go"), 10)],
+    );
+    let go_rt = frame(
+        FrameKind::Go,
+        0x43_0000,
+        Some(&go),
+        &[("runtime.main", Some("/go/src/runtime/proc.go"), 283)],
+    );
+
+    let sleep_stack = [
+        k_sleep,
+        k_syscall.clone(),
+        c_nanosleep,
+        c_leaf,
+        c_middle,
+        c_main.clone(),
+        c_start.clone(),
+    ];
+    let stripped_stack = [c_stripped, c_main, c_start];
+    let go_stack = [k_syscall, go_work, go_main, go_rt];
+
+    let mut agg = OtlpAggregator::new(
+        OtlpConfig {
+            samples_per_second: 20,
+            scope_version: "golden".into(),
+        },
+        GOLDEN_START_NS,
+    );
+    for _ in 0..3 {
+        agg.add(&trace(&workload, 1235, "worker", &sleep_stack));
+    }
+    for _ in 0..2 {
+        agg.add(&trace(&workload, 1234, "workload", &sleep_stack));
+    }
+    agg.add(&trace(&workload, 1235, "worker", &stripped_stack));
+    for _ in 0..4 {
+        agg.add(&trace(&server, 4250, "server-worker", &go_stack));
+    }
+    agg.flush(GOLDEN_END_NS).expect("golden samples")
+}
+
+fn golden_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/golden_profiles.pb")
+}
+
+/// Fails when the committed golden payload differs from what the encoder
+/// produces now. Regenerate with `UPDATE_GOLDEN=1 cargo test -p
+/// profiler-report golden` and rerun the Go test (`make test-go`).
+#[test]
+fn golden_payload_is_fresh() {
+    let bytes = encode(&golden_request());
+    let path = golden_path();
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &bytes).expect("write golden payload");
+        return;
+    }
+    let committed = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run UPDATE_GOLDEN=1 cargo test -p profiler-report golden",
+            path.display()
+        )
+    });
+    assert!(
+        committed == bytes,
+        "{} is stale; run UPDATE_GOLDEN=1 cargo test -p profiler-report golden, then make test-go",
+        path.display()
+    );
+}
+
+/// Spot checks of the golden request itself, so that a wrong golden cannot
+/// be regenerated silently; the Go test checks the same facts after pdata
+/// decoded the bytes.
+#[test]
+fn golden_request_content() {
+    let req = golden_request();
+    let d = req.dictionary.as_ref().unwrap();
+    let s = |i: i32| d.string_table[i as usize].as_str();
+    let names = |stack: i32| -> Vec<Vec<&str>> {
+        d.stack_table[stack as usize]
+            .location_indices
+            .iter()
+            .map(|&l| {
+                d.location_table[l as usize]
+                    .lines
+                    .iter()
+                    .map(|line| s(d.function_table[line.function_index as usize].name_strindex))
+                    .collect()
+            })
+            .collect()
+    };
+    assert_eq!(req.resource_profiles.len(), 2);
+    let samples = &req.resource_profiles[0].scope_profiles[0].profiles[0].samples;
+    assert_eq!(
+        samples.iter().map(|s| s.values[0]).collect::<Vec<_>>(),
+        vec![3, 2, 1]
+    );
+    assert_eq!(
+        names(samples[0].stack_index),
+        vec![
+            vec!["hrtimer_nanosleep"],
+            vec!["do_syscall_64"],
+            vec!["clock_nanosleep"],
+            vec!["inlined_helper", "leaf"],
+            vec!["middle"],
+            vec!["main"],
+            vec!["__libc_start_call_main"],
+        ]
+    );
+    assert_eq!(samples[0].stack_index, samples[1].stack_index);
+    assert_eq!(
+        names(samples[2].stack_index),
+        vec![vec![], vec!["main"], vec!["__libc_start_call_main"]]
+    );
+    let go_samples = &req.resource_profiles[1].scope_profiles[0].profiles[0].samples;
+    assert_eq!(go_samples.len(), 1);
+    assert_eq!(go_samples[0].values, vec![4]);
+    // 11 distinct frames (do_syscall_64 shared by both processes) + zero value.
+    assert_eq!(d.location_table.len(), 12);
+    assert_eq!(d.mapping_table.len(), 4);
+    assert_eq!(d.stack_table.len(), 4);
+}
