@@ -1,0 +1,56 @@
+//! Everything the profiler reads from ELF files, for native unwinding and
+//! for naming what it finds.
+//!
+//! - [`ElfFile`] opens a file (mapped, or read for small files) or takes
+//!   bytes already in memory (the vDSO), and checks and parses its headers.
+//!   Only x86-64 ELF64 little-endian files are supported.
+//! - [`file_id_of_path`] / [`file_id_of_bytes`] compute the
+//!   [`profiler_trace::FileId`] content hash from the head and tail of a file.
+//! - [`ElfFile::gnu_build_id`] and [`ElfFile::go_build_id`] read the build
+//!   id notes (through sections, or `PT_NOTE` when sections are stripped).
+//! - [`SymbolTable`] maps ELF virtual addresses to function names.
+//! - [`LoadSegments`] turns a process address plus its `/proc/PID/maps`
+//!   line into the ELF virtual address that the tables use.
+//! - [`UnwindTable`] is the heart: `.eh_frame` and `.debug_frame` reduced
+//!   to a sorted list of [`StackDelta`]s, each an [`UnwindRule`] the BPF
+//!   unwinder can apply, with [`UnwindStats`] saying what could not be
+//!   expressed; [`RuleInterner`] deduplicates rules across files.
+//!
+//! Malformed input never panics: file structures are bounds-checked and
+//! reported as [`Error`]s; CFI problems leave a partial table and are
+//! counted in [`UnwindStats::errors`].
+//!
+//! ```no_run
+//! # fn main() -> Result<(), profiler_elf::Error> {
+//! let elf = profiler_elf::ElfFile::open("/lib/x86_64-linux-gnu/libc.so.6")?;
+//! let table = elf.unwind_table();
+//! let symbols = elf.symbols()?;
+//! if let Some(vaddr) = elf.elf_vaddr(0x7f00_0002_8a10, 0x7f00_0002_8000, 0x28000) {
+//!     println!("{:?} {:?}", symbols.lookup(vaddr), table.lookup(vaddr));
+//! }
+//! # Ok(())
+//! # }
+//! ```
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod error;
+mod file;
+mod fileid;
+mod mapping;
+mod notes;
+mod symbols;
+mod unwind;
+
+pub use error::{Error, Result};
+pub use file::{
+    ElfFile, ProgramHeader, Section, ET_DYN, ET_EXEC, PT_GNU_EH_FRAME, PT_LOAD, PT_NOTE, SHF_COMPRESSED, SHT_DYNSYM,
+    SHT_NOBITS, SHT_NOTE, SHT_SYMTAB,
+};
+pub use fileid::{file_id_of_bytes, file_id_of_path};
+pub use mapping::{LoadSegment, LoadSegments};
+pub use symbols::{SymbolSource, SymbolTable};
+pub use unwind::{
+    CfaBase, CfiError, CfiErrorKind, CfiSection, EhFrameSource, InvalidReason, RbpRule, RowCounts, RuleId,
+    RuleInterner, StackDelta, UnwindRule, UnwindStats, UnwindTable, MAX_KEPT_ERRORS,
+};

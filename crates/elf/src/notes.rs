@@ -1,0 +1,124 @@
+//! Build ids from ELF notes.
+//!
+//! A note is `namesz: u32, descsz: u32, type: u32`, then the name and the
+//! descriptor, each padded to the note alignment (4, or 8 in 8-aligned note
+//! sections such as `.note.gnu.property`) — gABI "Note Section".
+
+use crate::error::Result;
+use crate::file::{ElfFile, ReadLe, PT_NOTE, SHT_NOTE};
+
+/// Note type of the GNU build id (`NT_GNU_BUILD_ID`), owner "GNU".
+const NT_GNU_BUILD_ID: u32 = 3;
+/// Note type of the Go build id (`ELF_NOTE_GOBUILDID_TAG` in Go's linker), owner "Go".
+const NT_GO_BUILD_ID: u32 = 4;
+
+/// One parsed note.
+struct Note<'a> {
+    name: &'a [u8],
+    n_type: u32,
+    desc: &'a [u8],
+}
+
+/// Iterates over the notes in `data`, stopping at the first malformed one.
+fn notes(data: &[u8], align: u64) -> impl Iterator<Item = Note<'_>> {
+    let align = if align == 8 { 8usize } else { 4 };
+    let pad = move |n: usize| n.checked_add(align - 1).map(|n| n & !(align - 1));
+    let mut off = 0usize;
+    std::iter::from_fn(move || {
+        let namesz = data.u32_at(off)? as usize;
+        let descsz = data.u32_at(off + 4)? as usize;
+        let n_type = data.u32_at(off + 8)?;
+        let name_start = off + 12;
+        let desc_start = name_start.checked_add(pad(namesz)?)?;
+        let next = desc_start.checked_add(pad(descsz)?)?;
+        let name = data.get(name_start..name_start.checked_add(namesz)?)?;
+        let desc = data.get(desc_start..desc_start.checked_add(descsz)?)?;
+        // Names are NUL-terminated; compare without the terminator.
+        let name = name.strip_suffix(&[0]).unwrap_or(name);
+        off = next;
+        Some(Note { name, n_type, desc })
+    })
+}
+
+impl ElfFile {
+    /// Finds the first note with owner `owner` and type `n_type`: in note
+    /// sections when the section headers exist, else in `PT_NOTE` segments.
+    fn find_note(&self, owner: &[u8], n_type: u32) -> Result<Option<&[u8]>> {
+        let mut looked_in_sections = false;
+        for section in self.sections().iter().filter(|s| s.sh_type == SHT_NOTE) {
+            looked_in_sections = true;
+            let data = self.section_data(section)?;
+            if let Some(n) = notes(data, section.addralign).find(|n| n.name == owner && n.n_type == n_type) {
+                return Ok(Some(n.desc));
+            }
+        }
+        if looked_in_sections {
+            return Ok(None);
+        }
+        for phdr in self.program_headers().iter().filter(|p| p.p_type == PT_NOTE) {
+            let data = self.segment_data(phdr)?;
+            if let Some(n) = notes(data, phdr.align).find(|n| n.name == owner && n.n_type == n_type) {
+                return Ok(Some(n.desc));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The GNU build id (`.note.gnu.build-id`) as lower-case hex, found via
+    /// the section headers or, when they are stripped, the `PT_NOTE`
+    /// segments. `Ok(None)` when the file has none.
+    pub fn gnu_build_id(&self) -> Result<Option<String>> {
+        Ok(self
+            .find_note(b"GNU", NT_GNU_BUILD_ID)?
+            .filter(|d| !d.is_empty())
+            .map(|d| d.iter().map(|b| format!("{b:02x}")).collect()))
+    }
+
+    /// The Go build id (`.note.go.buildid`) as the string the Go tool
+    /// prints (`go tool buildid`). `Ok(None)` when the file has none.
+    pub fn go_build_id(&self) -> Result<Option<String>> {
+        Ok(self
+            .find_note(b"Go", NT_GO_BUILD_ID)?
+            .map(|d| String::from_utf8_lossy(d.strip_suffix(&[0]).unwrap_or(d)).into_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(name: &[u8], n_type: u32, desc: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend((name.len() as u32).to_le_bytes());
+        v.extend((desc.len() as u32).to_le_bytes());
+        v.extend(n_type.to_le_bytes());
+        v.extend(name);
+        while v.len() % 4 != 0 {
+            v.push(0);
+        }
+        v.extend(desc);
+        while v.len() % 4 != 0 {
+            v.push(0);
+        }
+        v
+    }
+
+    #[test]
+    fn parses_notes_and_stops_on_garbage() {
+        let mut data = note(b"GNU\0", 1, &[1, 2, 3, 4]);
+        data.extend(note(b"Go\0\0", 4, b"abc/def"));
+        data.extend(note(b"GNU\0", 3, &[0xde, 0xad, 0xbe, 0xef, 0x01]));
+        let all: Vec<_> = notes(&data, 4).map(|n| (n.name.to_vec(), n.n_type, n.desc.to_vec())).collect();
+        assert_eq!(all.len(), 3);
+        assert_eq!(all[1], (b"Go\0".to_vec(), 4, b"abc/def".to_vec()));
+        assert_eq!(all[2].2, vec![0xde, 0xad, 0xbe, 0xef, 0x01]);
+        // Every truncation yields a prefix of the notes, never a panic.
+        for cut in 0..data.len() {
+            assert!(notes(&data[..cut], 4).count() <= 3);
+        }
+        // Absurd sizes are rejected.
+        let mut bad = data.clone();
+        bad[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(notes(&bad, 4).count(), 0);
+    }
+}

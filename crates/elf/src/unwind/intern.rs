@@ -1,0 +1,119 @@
+//! System-wide deduplication of unwind rules.
+
+use std::collections::HashMap;
+
+use super::rules::{StackDelta, UnwindRule};
+use crate::error::{Error, Result};
+
+/// A small integer standing for an [`UnwindRule`] in a [`RuleInterner`].
+///
+/// 16 bits, so that a BPF table entry can be 4 bytes: 16 low address bits
+/// and a rule id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuleId(pub u16);
+
+impl RuleId {
+    /// Always [`UnwindRule::NoCoverage`].
+    pub const NO_COVERAGE: RuleId = RuleId(0);
+    /// Always [`UnwindRule::Invalid`].
+    pub const INVALID: RuleId = RuleId(1);
+    /// Always [`UnwindRule::Stop`].
+    pub const STOP: RuleId = RuleId(2);
+    /// Always [`UnwindRule::Signal`].
+    pub const SIGNAL: RuleId = RuleId(3);
+}
+
+/// Deduplicates rules across all files to [`RuleId`]s, so that the
+/// system-wide table of distinct rules stays small (about 10k on a
+/// desktop).
+///
+/// Ids 0–3 are fixed (see the [`RuleId`] constants) so the unwinder can
+/// test for them without a lookup. Ids are never reused or renumbered.
+#[derive(Clone, Debug)]
+pub struct RuleInterner {
+    ids: HashMap<UnwindRule, RuleId>,
+    rules: Vec<UnwindRule>,
+}
+
+impl Default for RuleInterner {
+    fn default() -> Self {
+        RuleInterner::new()
+    }
+}
+
+impl RuleInterner {
+    /// How many distinct rules fit (ids are 16 bits).
+    pub const CAPACITY: usize = 1 << 16;
+
+    /// An interner holding only the four fixed rules.
+    pub fn new() -> RuleInterner {
+        let mut interner = RuleInterner { ids: HashMap::new(), rules: Vec::new() };
+        for rule in [UnwindRule::NoCoverage, UnwindRule::Invalid, UnwindRule::Stop, UnwindRule::Signal] {
+            // Cannot fail: the table is empty.
+            let _ = interner.intern(rule);
+        }
+        interner
+    }
+
+    /// The id of `rule`, adding it if new.
+    pub fn intern(&mut self, rule: UnwindRule) -> Result<RuleId> {
+        if let Some(&id) = self.ids.get(&rule) {
+            return Ok(id);
+        }
+        let id = u16::try_from(self.rules.len()).map_err(|_| Error::RuleTableFull { capacity: Self::CAPACITY })?;
+        self.rules.push(rule);
+        self.ids.insert(rule, RuleId(id));
+        Ok(RuleId(id))
+    }
+
+    /// Interns every rule of `deltas`, giving `(address, id)` pairs. On
+    /// error the rules interned so far stay.
+    pub fn intern_deltas(&mut self, deltas: &[StackDelta]) -> Result<Vec<(u64, RuleId)>> {
+        deltas.iter().map(|d| Ok((d.address, self.intern(d.rule)?))).collect()
+    }
+
+    /// The rule with id `id`.
+    pub fn get(&self, id: RuleId) -> Option<UnwindRule> {
+        self.rules.get(usize::from(id.0)).copied()
+    }
+
+    /// Number of distinct rules, the fixed ones included.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Always false: the fixed rules are always there.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// All rules, indexed by id.
+    pub fn rules(&self) -> &[UnwindRule] {
+        &self.rules
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::unwind::rules::{CfaBase, RbpRule};
+
+    #[test]
+    fn dedups_and_fills_up() {
+        let mut i = RuleInterner::new();
+        assert_eq!(i.len(), 4);
+        assert_eq!(i.intern(UnwindRule::Stop).unwrap(), RuleId::STOP);
+        assert_eq!(i.get(RuleId::SIGNAL), Some(UnwindRule::Signal));
+        let rule = |offset| UnwindRule::Cfa { base: CfaBase::Rsp, offset, rbp: RbpRule::Unchanged };
+        let a = i.intern(rule(8)).unwrap();
+        assert_eq!(i.intern(rule(8)).unwrap(), a);
+        assert_eq!(a, RuleId(4));
+        for n in 0..(RuleInterner::CAPACITY as i32 - 5) {
+            i.intern(rule(16 + n)).unwrap();
+        }
+        assert_eq!(i.len(), RuleInterner::CAPACITY);
+        assert!(matches!(i.intern(rule(-1)), Err(Error::RuleTableFull { .. })));
+        assert_eq!(i.intern(rule(8)).unwrap(), a);
+        assert_eq!(i.get(RuleId(u16::MAX)), Some(rule(16 + RuleInterner::CAPACITY as i32 - 6)));
+    }
+}

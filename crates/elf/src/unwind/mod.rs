@@ -1,0 +1,65 @@
+//! Native unwind tables: `.eh_frame`/`.debug_frame` reduced to a sorted
+//! list of x86-64 [`UnwindRule`]s ("stack deltas").
+
+mod build;
+mod expr;
+mod intern;
+mod rules;
+mod stats;
+
+pub use intern::{RuleId, RuleInterner};
+pub use rules::{CfaBase, InvalidReason, RbpRule, StackDelta, UnwindRule};
+pub use stats::{CfiError, CfiErrorKind, CfiSection, EhFrameSource, RowCounts, UnwindStats, MAX_KEPT_ERRORS};
+
+use crate::file::ElfFile;
+
+/// The unwind rules of one file, by ELF virtual address.
+///
+/// `deltas` is sorted by address with no two neighbours holding the same
+/// rule; each rule applies up to the next entry. Addresses before the
+/// first entry, and from the last entry on (always
+/// [`UnwindRule::NoCoverage`]), have no CFI.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnwindTable {
+    /// The rules, sorted by address.
+    pub deltas: Vec<StackDelta>,
+    /// How the table was built, including any errors in the CFI.
+    pub stats: UnwindStats,
+}
+
+impl UnwindTable {
+    /// Reads `.eh_frame` (the section, or through `PT_GNU_EH_FRAME` when the
+    /// section headers are stripped) and `.debug_frame`; where both
+    /// describe an address, `.eh_frame` wins.
+    ///
+    /// Never fails: malformed CFI yields a partial table, with the problems
+    /// in [`UnwindStats::errors`]. A file without CFI gives an empty table.
+    pub fn from_elf(elf: &ElfFile) -> UnwindTable {
+        build::build(elf)
+    }
+
+    /// The rule in effect at `vaddr` ([`UnwindRule::NoCoverage`] outside
+    /// the table).
+    pub fn lookup(&self, vaddr: u64) -> UnwindRule {
+        let idx = self.deltas.partition_point(|d| d.address <= vaddr);
+        match idx.checked_sub(1) {
+            Some(i) => self.deltas[i].rule,
+            None => UnwindRule::NoCoverage,
+        }
+    }
+
+    /// Number of distinct rules in the table.
+    pub fn distinct_rules(&self) -> usize {
+        let mut rules: Vec<UnwindRule> = self.deltas.iter().map(|d| d.rule).collect();
+        rules.sort_unstable();
+        rules.dedup();
+        rules.len()
+    }
+}
+
+impl ElfFile {
+    /// Shorthand for [`UnwindTable::from_elf`].
+    pub fn unwind_table(&self) -> UnwindTable {
+        UnwindTable::from_elf(self)
+    }
+}
