@@ -1,20 +1,39 @@
 //! The profiler as a library: [`Agent::start`] loads the BPF programs,
-//! starts the reader, process, symbolization and reporting threads, and
-//! hands results to the sinks chosen in [`AgentConfig`].
+//! starts the reader and reporter threads, and hands results to the
+//! outputs: [`TraceSink`]s given by the caller and, when
+//! [`AgentConfig::otlp_batches`] is on, a bounded queue of serialized OTLP
+//! requests pulled with [`Agent::next_otlp_batch`].
+//!
+//! Threads: the *reader* drains the BPF ring buffer into a bounded
+//! channel (drops counted); the *reporter* turns samples into traces
+//! (process table, kallsyms) and feeds the sinks, closing a reporting
+//! interval every [`AgentConfig::reporter_interval`].
 //!
 //! Both front ends use only this API: the `ebpf-profiler` CLI and the C ABI
-//! in `ffi/` (which pulls serialized OTLP batches with
-//! [`Agent::next_otlp_batch`]).
+//! in `ffi/`.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod config;
+mod sink;
 mod stats;
+mod trace_builder;
 
-pub use config::{AgentConfig, ConfigError};
+pub use config::{AgentConfig, ConfigError, MAX_SAMPLES_PER_SECOND, MIN_REPORTER_INTERVAL_MS};
+pub use profiler_bpf::BpfError;
+pub use sink::TraceSink;
 pub use stats::Stats;
 
-use std::time::Duration;
+use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
+use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions};
+use profiler_process::{ProcessTable, ProcessTableLimits};
+use profiler_symbolize::KernelSymbolizer;
+use sink::{BatchCounters, OtlpBatchSink};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use trace_builder::TraceBuilder;
 
 /// Why the agent could not start.
 #[derive(Debug, thiserror::Error)]
@@ -23,9 +42,21 @@ pub enum StartError {
     /// The configuration is invalid.
     #[error("invalid configuration: {0}")]
     Config(#[from] ConfigError),
-    /// Not implemented yet (placeholder while the pipeline is wired up).
-    #[error("{0} is not implemented yet")]
-    Unimplemented(&'static str),
+    /// A process given in `pids` does not exist.
+    #[error("no process with pid {0}")]
+    NoSuchProcess(u32),
+    /// The BPF side could not be set up.
+    #[error(transparent)]
+    Bpf(#[from] BpfError),
+    /// A thread could not be started.
+    #[error("starting the {name} thread: {source}")]
+    Thread {
+        /// Which thread.
+        name: &'static str,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// The answer of [`Agent::next_otlp_batch`].
@@ -35,36 +66,239 @@ pub enum NextBatch {
     Batch(Vec<u8>),
     /// Nothing arrived within the timeout.
     Timeout,
-    /// The agent has stopped and every batch has been handed out.
+    /// The agent has stopped and every batch has been handed out (or
+    /// batches are not enabled).
     Stopped,
+}
+
+/// Capacity of the channel between the reader and the reporter, in
+/// samples (a few seconds of 1000 Hz on 8 CPUs).
+const SAMPLE_QUEUE_CAPACITY: usize = 32_768;
+/// How often the reader drains the ring buffer when not woken earlier.
+const READER_POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Counters updated by the threads.
+#[derive(Debug, Default)]
+struct Shared {
+    samples_dropped: AtomicU64,
+    samples_processed: AtomicU64,
+    samples_malformed: AtomicU64,
+    processes_seen: AtomicU64,
+    batches: Arc<BatchCounters>,
+}
+
+struct Running {
+    sampler: Sampler,
+    stop: Arc<AtomicBool>,
+    reader: JoinHandle<Result<(), BpfError>>,
+    reporter: JoinHandle<()>,
 }
 
 /// A running profiler.
 pub struct Agent {
-    _private: (),
+    running: Mutex<Option<Running>>,
+    /// Counters of the BPF programs, frozen at stop.
+    final_counters: Mutex<Counters>,
+    shared: Arc<Shared>,
+    batches: Option<Receiver<Vec<u8>>>,
+    warnings: Vec<String>,
 }
 
 impl Agent {
     /// Validates `config`, loads and attaches the BPF programs and starts
-    /// the pipeline threads.
+    /// the pipeline threads, with no outputs but the OTLP batch queue.
     pub fn start(config: AgentConfig) -> Result<Agent, StartError> {
+        Self::start_with_sinks(config, Vec::new())
+    }
+
+    /// As [`Agent::start`], also feeding every trace to `sinks`.
+    pub fn start_with_sinks(config: AgentConfig, mut sinks: Vec<Box<dyn TraceSink>>) -> Result<Agent, StartError> {
         config.validate()?;
-        Err(StartError::Unimplemented("the agent pipeline"))
+        for &pid in &config.pids {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                return Err(StartError::NoSuchProcess(pid));
+            }
+        }
+        let mut warnings = Vec::new();
+        let kernel = match KernelSymbolizer::new() {
+            Ok(k) => Some(k),
+            Err(e) => {
+                warnings.push(format!("kernel frames will not be named: {e}"));
+                None
+            }
+        };
+
+        let sampler = Sampler::load(&SamplerOptions {
+            samples_per_second: config.samples_per_second,
+            pids: (!config.pids.is_empty()).then(|| config.pids.clone()),
+            ..SamplerOptions::default()
+        })?;
+
+        let shared = Arc::new(Shared::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let batches = if config.otlp_batches {
+            let (tx, rx) = crossbeam_channel::bounded(config.batch_queue_capacity);
+            sinks.push(Box::new(OtlpBatchSink::new(
+                config.samples_per_second,
+                unix_now_ns(),
+                tx,
+                rx.clone(),
+                shared.batches.clone(),
+            )));
+            Some(rx)
+        } else {
+            None
+        };
+
+        let (sample_tx, sample_rx) = crossbeam_channel::bounded::<RawSample>(SAMPLE_QUEUE_CAPACITY);
+        let reader = {
+            let sample_reader = sampler.sample_reader()?;
+            let stop = stop.clone();
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("ep-reader".into())
+                .spawn(move || {
+                    let result = sample_reader.run(READER_POLL_INTERVAL, &stop, |sample| {
+                        if let Err(TrySendError::Full(_)) = sample_tx.try_send(sample) {
+                            shared.samples_dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                    });
+                    shared.samples_malformed.store(sample_reader.malformed(), Ordering::Relaxed);
+                    result
+                })
+                .map_err(|source| StartError::Thread { name: "reader", source })?
+        };
+        let reporter = {
+            let shared = shared.clone();
+            let builder = TraceBuilder::new(ProcessTable::new(ProcessTableLimits::default()), kernel);
+            let interval = config.reporter_interval();
+            std::thread::Builder::new()
+                .name("ep-reporter".into())
+                .spawn(move || report(sample_rx, builder, sinks, interval, &shared))
+                .map_err(|source| StartError::Thread { name: "reporter", source })?
+        };
+
+        Ok(Agent {
+            running: Mutex::new(Some(Running { sampler, stop, reader, reporter })),
+            final_counters: Mutex::new(Counters::default()),
+            shared,
+            batches,
+            warnings,
+        })
+    }
+
+    /// Problems that did not prevent starting (e.g. kernel symbols
+    /// unavailable), for the front end to show.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Waits up to `timeout` for the next OTLP batch (only when
     /// [`AgentConfig::otlp_batches`] is on).
     pub fn next_otlp_batch(&self, timeout: Duration) -> NextBatch {
-        let _ = timeout;
-        NextBatch::Stopped
+        let Some(batches) = &self.batches else { return NextBatch::Stopped };
+        match batches.recv_timeout(timeout) {
+            Ok(bytes) => {
+                self.shared.batches.sent.fetch_add(1, Ordering::Relaxed);
+                NextBatch::Batch(bytes)
+            }
+            Err(RecvTimeoutError::Timeout) => NextBatch::Timeout,
+            Err(RecvTimeoutError::Disconnected) => NextBatch::Stopped,
+        }
     }
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
-        Stats::default()
+        let counters = match &*lock(&self.running) {
+            Some(running) => running.sampler.counters().unwrap_or_default(),
+            None => *lock(&self.final_counters),
+        };
+        let s = &self.shared;
+        Stats {
+            samples: counters.sent,
+            samples_lost: counters.lost_ring_buffer,
+            samples_dropped: s.samples_dropped.load(Ordering::Relaxed),
+            samples_processed: s.samples_processed.load(Ordering::Relaxed),
+            samples_malformed: s.samples_malformed.load(Ordering::Relaxed),
+            kernel_stack_errors: counters.kernel_stack_errors,
+            user_stack_errors: counters.user_stack_errors,
+            processes_seen: s.processes_seen.load(Ordering::Relaxed),
+            batches_sent: s.batches.sent.load(Ordering::Relaxed),
+            batches_dropped: s.batches.dropped.load(Ordering::Relaxed),
+        }
     }
 
-    /// Stops sampling, flushes the last interval to the sinks and joins
-    /// the threads. Idempotent.
-    pub fn stop(&self) {}
+    /// Stops sampling, drains what was sampled, closes the last interval
+    /// (the sinks see it, and its OTLP batch stays pullable) and joins the
+    /// threads. Idempotent. Returns the reader's error if it failed.
+    pub fn stop(&self) -> Result<(), BpfError> {
+        let Some(mut running) = lock(&self.running).take() else { return Ok(()) };
+        running.sampler.detach();
+        running.stop.store(true, Ordering::Relaxed);
+        let read_result = running.reader.join().unwrap_or(Ok(()));
+        let _ = running.reporter.join();
+        *lock(&self.final_counters) = running.sampler.counters().unwrap_or_default();
+        read_result
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// Locks a mutex, recovering from a panic of another holder (the data
+/// here stays consistent: plain counters and handles).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn unix_now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}
+
+/// The reporter thread: samples -> traces -> sinks, interval by interval,
+/// until the reader hangs up.
+fn report(
+    samples: Receiver<RawSample>,
+    mut builder: TraceBuilder,
+    mut sinks: Vec<Box<dyn TraceSink>>,
+    interval: Duration,
+    shared: &Shared,
+) {
+    let mut interval_start = unix_now_ns();
+    let mut deadline = Instant::now() + interval;
+    loop {
+        match samples.recv_deadline(deadline) {
+            Ok(sample) => {
+                let trace = builder.build(&sample);
+                for sink in &mut sinks {
+                    sink.on_trace(&trace);
+                }
+                shared.samples_processed.fetch_add(1, Ordering::Relaxed);
+                shared.processes_seen.store(builder.processes().stats().processes_seen, Ordering::Relaxed);
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let end = unix_now_ns();
+                for sink in &mut sinks {
+                    sink.on_interval_end(interval_start, end);
+                }
+                interval_start = end;
+                deadline += interval;
+                if deadline < Instant::now() {
+                    deadline = Instant::now() + interval;
+                }
+                builder.processes_mut().expire();
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let end = unix_now_ns();
+                for sink in &mut sinks {
+                    sink.on_interval_end(interval_start, end);
+                    sink.on_stop();
+                }
+                return;
+            }
+        }
+    }
 }

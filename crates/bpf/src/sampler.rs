@@ -60,7 +60,7 @@ const COUNTER_USER_STACK_ERROR: u32 = 6;
 pub struct Sampler {
     // Field order matters: links are dropped (detached) before the
     // skeleton (programs and maps).
-    _perf_links: Vec<Link>,
+    perf_links: Vec<Link>,
     skel: ProfilerSkel<'static>,
     cpus: Vec<u32>,
 }
@@ -109,7 +109,12 @@ impl Sampler {
             })?;
             links.push(link);
         }
-        Ok(Sampler { _perf_links: links, skel, cpus })
+        Ok(Sampler { perf_links: links, skel, cpus })
+    }
+
+    /// Stops sampling: closes the perf events. The maps stay readable.
+    pub fn detach(&mut self) {
+        self.perf_links.clear();
     }
 
     /// The CPUs being sampled.

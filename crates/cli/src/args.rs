@@ -1,0 +1,127 @@
+//! Command-line flags. The original agent spells long flags with one dash
+//! (`-samples-per-second 20`); people paste those, so they are accepted
+//! too and rewritten to the two-dash form before parsing.
+
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Whole-system CPU profiler: samples every CPU with eBPF and unwinds
+/// kernel and user stacks.
+#[derive(Debug, Parser)]
+#[command(name = "ebpf-profiler", version, about)]
+pub struct Args {
+    /// Samples per second per CPU.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=i64::from(profiler_agent::MAX_SAMPLES_PER_SECOND)))]
+    pub samples_per_second: u32,
+
+    /// How long to profile (e.g. `10s`, `2m`); without it, until SIGINT or
+    /// SIGTERM.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Profile only this process and its threads (repeatable).
+    #[arg(long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+
+    /// Local output format.
+    #[arg(long, value_enum, default_value_t = Format::Folded)]
+    pub format: Format,
+
+    /// Where to write the local output; `-` is standard output.
+    #[arg(long, default_value = "-")]
+    pub output: PathBuf,
+
+    /// Length of a reporting interval (e.g. `5s`).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    pub reporter_interval: Duration,
+
+    /// How many stacks the exit summary lists.
+    #[arg(long, default_value_t = 5)]
+    pub summary_top: usize,
+}
+
+/// Local output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// One line per distinct stack, `process;root;...;leaf count`
+    /// (flamegraph.pl, inferno, speedscope).
+    Folded,
+}
+
+impl Args {
+    /// Parses `argv`, accepting single-dash long flags.
+    pub fn parse_from_env() -> Args {
+        Args::parse_from(normalize_single_dash(std::env::args()))
+    }
+}
+
+/// Rewrites `-long-flag[=v]` to `--long-flag[=v]` when `long-flag` is one
+/// of our long flags; everything else (values such as `-`, negative
+/// numbers, short flags) is left alone.
+pub fn normalize_single_dash(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    use clap::CommandFactory;
+    let command = Args::command();
+    let longs: Vec<String> = command
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(str::to_owned))
+        .chain(["help".to_owned(), "version".to_owned()])
+        .collect();
+    let mut after_separator = false;
+    args.into_iter()
+        .map(|arg| {
+            if after_separator || arg == "--" {
+                after_separator = true;
+                return arg;
+            }
+            match arg.strip_prefix('-') {
+                Some(rest) if !rest.starts_with('-') => {
+                    let name = rest.split('=').next().unwrap_or(rest);
+                    if longs.iter().any(|l| l == name) {
+                        format!("-{arg}")
+                    } else {
+                        arg
+                    }
+                }
+                _ => arg,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(normalize_single_dash(args.iter().map(|s| s.to_string())))
+    }
+
+    #[test]
+    fn reference_spelling_is_accepted() {
+        let a = parse(&["ebpf-profiler", "-samples-per-second", "99", "-duration=5s", "-pid", "12", "--pid", "13", "-output", "-"]).unwrap();
+        assert_eq!(a.samples_per_second, 99);
+        assert_eq!(a.duration, Some(Duration::from_secs(5)));
+        assert_eq!(a.pids, vec![12, 13]);
+        assert_eq!(a.output, PathBuf::from("-"));
+    }
+
+    #[test]
+    fn defaults() {
+        let a = parse(&["ebpf-profiler"]).unwrap();
+        assert_eq!(a.samples_per_second, 20);
+        assert_eq!(a.duration, None);
+        assert_eq!(a.format, Format::Folded);
+        assert_eq!(a.reporter_interval, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn bad_values_are_clear_errors() {
+        let e = parse(&["ebpf-profiler", "--samples-per-second", "0"]).unwrap_err().to_string();
+        assert!(e.contains("samples-per-second"), "{e}");
+        let e = parse(&["ebpf-profiler", "--duration", "soon"]).unwrap_err().to_string();
+        assert!(e.contains("duration"), "{e}");
+        let e = parse(&["ebpf-profiler", "-no-such-flag"]).unwrap_err().to_string();
+        assert!(e.contains("-no-such-flag"), "{e}");
+    }
+}

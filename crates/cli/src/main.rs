@@ -1,0 +1,119 @@
+//! `ebpf-profiler`: the standalone agent.
+
+mod args;
+
+use anyhow::{Context, Result};
+use args::{Args, Format};
+use profiler_agent::{Agent, AgentConfig, TraceSink};
+use profiler_report::folded::FoldedStacks;
+use profiler_trace::Trace;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Collects folded stacks for the whole run; the CLI writes them at exit.
+struct FoldedSink(Arc<Mutex<FoldedStacks>>);
+
+impl TraceSink for FoldedSink {
+    fn on_trace(&mut self, trace: &Trace) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).add(trace);
+    }
+}
+
+fn main() {
+    let args = Args::parse_from_env();
+    if let Err(e) = run(&args) {
+        eprintln!("ebpf-profiler: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: &Args) -> Result<()> {
+    let config = AgentConfig {
+        samples_per_second: args.samples_per_second,
+        reporter_interval_ms: args.reporter_interval.as_millis().try_into().unwrap_or(u64::MAX),
+        pids: args.pids.clone(),
+        ..AgentConfig::default()
+    };
+    let folded = Arc::new(Mutex::new(FoldedStacks::default()));
+    let sinks: Vec<Box<dyn TraceSink>> = match args.format {
+        Format::Folded => vec![Box::new(FoldedSink(folded.clone()))],
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
+    }
+
+    let started = Instant::now();
+    let agent = Agent::start_with_sinks(config, sinks)?;
+    for warning in agent.warnings() {
+        eprintln!("ebpf-profiler: warning: {warning}");
+    }
+    eprintln!(
+        "ebpf-profiler: sampling at {} Hz{}; {}",
+        args.samples_per_second,
+        if args.pids.is_empty() { String::new() } else { format!(" (pids {:?})", args.pids) },
+        match args.duration {
+            Some(d) => format!("for {}", humantime::format_duration(d)),
+            None => "until interrupted (Ctrl-C)".to_string(),
+        }
+    );
+    while !stop.load(Ordering::Relaxed) && args.duration.is_none_or(|d| started.elapsed() < d) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    agent.stop().context("reading samples")?;
+    let elapsed = started.elapsed();
+
+    let folded = folded.lock().unwrap_or_else(|p| p.into_inner());
+    write_output(&args.output, |out| folded.write_to(out))?;
+    print_summary(&agent, &folded, elapsed, args.summary_top);
+    Ok(())
+}
+
+fn write_output(path: &Path, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
+    if path == Path::new("-") {
+        let stdout = std::io::stdout();
+        let mut lock = stdout.lock();
+        write(&mut lock).context("writing to standard output")
+    } else {
+        let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let mut out = std::io::BufWriter::new(file);
+        write(&mut out).with_context(|| format!("writing {}", path.display()))
+    }
+}
+
+fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: usize) {
+    let s = agent.stats();
+    eprintln!("ebpf-profiler: summary after {:.1}s", elapsed.as_secs_f64());
+    eprintln!("  samples taken:     {}", s.samples + s.samples_lost);
+    eprintln!(
+        "  samples lost:      {} (ring buffer full: {}, reporter behind: {})",
+        s.samples_lost + s.samples_dropped,
+        s.samples_lost,
+        s.samples_dropped
+    );
+    eprintln!("  processes seen:    {}", s.processes_seen);
+    eprintln!("  distinct stacks:   {}", folded.len());
+    if folded.dropped() > 0 {
+        eprintln!("  stacks not kept:   {} (distinct stack limit)", folded.dropped());
+    }
+    if s.kernel_stack_errors + s.user_stack_errors > 0 {
+        eprintln!("  stack read errors: kernel {}, user {}", s.kernel_stack_errors, s.user_stack_errors);
+    }
+    if top > 0 && !folded.is_empty() {
+        eprintln!("  top stacks:");
+        let total = folded.total().max(1);
+        for (line, count) in folded.top(top) {
+            let shown: String = if line.chars().count() > 160 {
+                let tail: String = line.chars().rev().take(157).collect::<Vec<_>>().into_iter().rev().collect();
+                format!("...{tail}")
+            } else {
+                line.to_string()
+            };
+            eprintln!("    {:5.1}% {count:>7}  {shown}", 100.0 * count as f64 / total as f64);
+        }
+    }
+}
