@@ -1,0 +1,120 @@
+//! Helpers for the end-to-end tests: running the real agent on a
+//! workload, building workloads from the C sources in `workloads/`,
+//! and deciding what to do when BPF is unavailable (fail under CI, skip
+//! with a message elsewhere).
+#![deny(missing_docs)]
+
+use profiler_agent::{Agent, AgentConfig, StartError, TraceSink};
+use profiler_trace::{FrameKind, Trace};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Tests that load BPF run one at a time: they measure CPU shares, and
+/// two agents sampling at once would compete for the 2 CPUs.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether we run under CI, where a missing BPF is a failure.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// A child process killed (and reaped) when dropped.
+pub struct Workload {
+    child: Child,
+}
+
+impl Workload {
+    /// Starts `command`.
+    pub fn spawn(command: &mut Command) -> Workload {
+        let child = command.spawn().unwrap_or_else(|e| panic!("spawning {command:?}: {e}"));
+        Workload { child }
+    }
+
+    /// The child's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Compiles `workloads/<source>` with gcc and `flags` into a fresh
+/// directory; returns the executable's path (named after the source).
+pub fn build_c_workload(source: &str, flags: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads").join(source);
+    let stem = Path::new(source).file_stem().unwrap().to_str().unwrap();
+    let dir = std::env::temp_dir().join(format!("ep-workloads-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(stem);
+    let output = Command::new("gcc")
+        .args(flags)
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| panic!("running gcc: {e}"));
+    assert!(
+        output.status.success(),
+        "gcc {flags:?} {} failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}
+
+struct Collect(Arc<Mutex<Vec<Trace>>>);
+
+impl TraceSink for Collect {
+    fn on_trace(&mut self, trace: &Trace) {
+        self.0.lock().unwrap().push(trace.clone());
+    }
+}
+
+/// Profiles `pids` for `duration` at `hz` with the real agent and
+/// returns every trace. `None` means BPF is unavailable outside CI: the
+/// caller returns (the reason was printed). Under CI that case panics.
+pub fn profile(pids: &[u32], hz: u32, duration: Duration) -> Option<Vec<Trace>> {
+    let traces = Arc::new(Mutex::new(Vec::new()));
+    let config = AgentConfig { samples_per_second: hz, pids: pids.to_vec(), ..AgentConfig::default() };
+    let agent = match Agent::start_with_sinks(config, vec![Box::new(Collect(traces.clone()))]) {
+        Ok(agent) => agent,
+        Err(StartError::Bpf(e)) if !in_ci() => {
+            eprintln!("SKIPPED: BPF is not available here ({e}); under CI=true this fails");
+            return None;
+        }
+        Err(e) => panic!("starting the agent: {e}"),
+    };
+    std::thread::sleep(duration);
+    agent.stop().expect("reader ran without error");
+    let stats = agent.stats();
+    assert_eq!(stats.samples_lost + stats.samples_dropped, 0, "samples lost: {stats:?}");
+    let traces = std::mem::take(&mut *traces.lock().unwrap());
+    Some(traces)
+}
+
+/// The names of a trace's kernel frames, root first.
+pub fn kernel_chain(trace: &Trace) -> Vec<&str> {
+    let mut names: Vec<&str> = trace
+        .frames
+        .iter()
+        .filter(|f| f.kind == FrameKind::Kernel)
+        .filter_map(|f| f.function_name())
+        .collect();
+    names.reverse();
+    names
+}
+
+/// Whether `needle` occurs in `haystack` as consecutive elements.
+pub fn contains_in_order(haystack: &[&str], needle: &[&str]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+}
