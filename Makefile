@@ -1,0 +1,37 @@
+# ebpf-profiler build entry points. `make help` lists them.
+SHELL := /bin/bash
+CARGO ?= cargo
+
+# Extra test targets from the included makefiles (e.g. the Go receiver).
+EXTRA_TESTS :=
+
+.PHONY: help deps agent quickstart test test-rust clean
+
+help:
+	@echo "make deps        install the Debian packages the build needs (root)"
+	@echo "make agent       build ./ebpf-profiler (release)"
+	@echo "make quickstart  deps + agent + profile this machine for 10 s into profile.folded (root)"
+	@echo "make test        every test, BPF ones included (root)"
+
+deps:
+	scripts/install-deps.sh
+
+agent:
+	$(CARGO) build --release --locked -p ebpf-profiler
+	cp target/release/ebpf-profiler ./ebpf-profiler
+
+quickstart: deps agent
+	./ebpf-profiler --duration 10s --format folded --output profile.folded
+	@echo "wrote profile.folded (one line per stack; feed it to flamegraph.pl or speedscope)"
+
+test: test-rust $(EXTRA_TESTS)
+
+# All Rust tests; the ones in tests/ load the real eBPF programs (root).
+test-rust:
+	$(CARGO) test --locked --workspace
+
+clean:
+	$(CARGO) clean
+	rm -f ebpf-profiler profile.folded
+
+-include mk/*.mk

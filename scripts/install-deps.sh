@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build and the tests need. Idempotent;
+# run as root (CI does). Rust and Go come from the machine's toolchains.
+#   clang-19            compiles the eBPF C (Debian 12 has no plain `clang`)
+#   libelf-dev zlib1g-dev  static libelf.a / libz.a linked into the binaries
+#   pkg-config make gcc libbpf-sys builds the vendored libbpf
+#   protobuf-compiler   protoc, for crates that generate protobuf code
+set -euo pipefail
+packages=(clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
