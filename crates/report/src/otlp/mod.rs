@@ -11,8 +11,9 @@
 //!
 //! - one `ResourceProfiles` per process, resource attributes
 //!   `process.pid`, `process.executable.name`, `process.executable.path`
-//!   and, when known, `container.id`; one `ScopeProfiles` holding one
-//!   `Profile` with sample type `samples/count`, period type
+//!   and, when known, `container.id` (keys and string values as
+//!   references into the string table, as pdata writes them); one
+//!   `ScopeProfiles` holding one `Profile` with sample type `samples/count`, period type
 //!   `cpu/nanoseconds` and period `1e9 / samples_per_second`;
 //! - samples carry `values = [count]` (no per-sample timestamps) and the
 //!   attributes `thread.name` and `thread.id`;
@@ -259,7 +260,7 @@ impl OtlpAggregator {
             .into_iter()
             .map(|p| pb::ResourceProfiles {
                 resource: Some(Resource {
-                    attributes: resource_attributes(&p.info),
+                    attributes: resource_attributes(&mut self.dict, &p.info),
                     dropped_attributes_count: 0,
                     entity_refs: Vec::new(),
                 }),
@@ -296,34 +297,51 @@ pub fn encode(request: &ExportProfilesServiceRequest) -> Vec<u8> {
     request.encode_to_vec()
 }
 
-fn resource_attributes(p: &ProcessInfo) -> Vec<KeyValue> {
+/// Resource attributes as references into the string table: keys by
+/// `key_strindex`, string values by `string_value_strindex`. This is what
+/// pdata's own marshaler writes, and pdata v0.159.0's unmarshaler resolves
+/// every resource attribute key through the string table (a plain `key`
+/// with `key_strindex == 0` comes out as ""); see the Go golden test.
+fn resource_attributes(dict: &mut Dictionary, p: &ProcessInfo) -> Vec<KeyValue> {
     let mut attrs = vec![
         key_value(
+            dict,
             attr::PROCESS_PID,
-            any_value::Value::IntValue(i64::from(p.pid.0)),
+            ResourceValue::Int(i64::from(p.pid.0)),
         ),
         key_value(
+            dict,
             attr::PROCESS_EXECUTABLE_NAME,
-            any_value::Value::StringValue(p.executable_name.to_string()),
+            ResourceValue::Str(&p.executable_name),
         ),
         key_value(
+            dict,
             attr::PROCESS_EXECUTABLE_PATH,
-            any_value::Value::StringValue(p.executable_path.to_string()),
+            ResourceValue::Str(&p.executable_path),
         ),
     ];
     if let Some(id) = &p.container_id {
-        attrs.push(key_value(
-            attr::CONTAINER_ID,
-            any_value::Value::StringValue(id.to_string()),
-        ));
+        attrs.push(key_value(dict, attr::CONTAINER_ID, ResourceValue::Str(id)));
     }
     attrs
 }
 
-fn key_value(key: &str, value: any_value::Value) -> KeyValue {
+enum ResourceValue<'a> {
+    Str(&'a str),
+    Int(i64),
+}
+
+fn key_value(dict: &mut Dictionary, key: &str, value: ResourceValue<'_>) -> KeyValue {
+    let key_strindex = dict.string(key);
+    let value = match value {
+        // The empty string is index 0, which readers take as "unset".
+        ResourceValue::Str("") => any_value::Value::StringValue(String::new()),
+        ResourceValue::Str(s) => any_value::Value::StringValueStrindex(dict.string(s)),
+        ResourceValue::Int(i) => any_value::Value::IntValue(i),
+    };
     KeyValue {
-        key: key.to_owned(),
+        key: String::new(),
         value: Some(AnyValue { value: Some(value) }),
-        key_strindex: 0,
+        key_strindex,
     }
 }

@@ -73,12 +73,33 @@ fn int_value(i: i64) -> Option<AnyValue> {
     })
 }
 
-fn kv(key: &str, value: Option<AnyValue>) -> KeyValue {
+fn str_ref(strindex: i32) -> Option<AnyValue> {
+    Some(AnyValue {
+        value: Some(Value::StringValueStrindex(strindex)),
+    })
+}
+
+/// A resource attribute as we write them: key and string value by reference.
+fn kv(key_strindex: i32, value: Option<AnyValue>) -> KeyValue {
     KeyValue {
-        key: key.into(),
+        key: String::new(),
         value,
-        key_strindex: 0,
+        key_strindex,
     }
+}
+
+/// Resolves a resource attribute through the string table.
+fn resolve(strings: &[String], kv: &KeyValue) -> (String, Value) {
+    let value = match kv
+        .value
+        .as_ref()
+        .and_then(|v| v.value.clone())
+        .expect("value")
+    {
+        Value::StringValueStrindex(i) => Value::StringValue(strings[i as usize].clone()),
+        other => other,
+    };
+    (strings[kv.key_strindex as usize].clone(), value)
 }
 
 fn kvu(key_strindex: i32, value: Option<AnyValue>) -> pb::KeyValueAndUnit {
@@ -149,7 +170,11 @@ fn encoded_request_decodes_back_field_by_field() {
             "samples",
             "count",
             "cpu",
-            "nanoseconds"
+            "nanoseconds",
+            "process.pid",
+            "process.executable.name",
+            "app",
+            "process.executable.path",
         ]
     );
     assert_eq!(
@@ -254,9 +279,9 @@ fn encoded_request_decodes_back_field_by_field() {
     assert_eq!(
         rp.resource.as_ref().expect("resource").attributes,
         vec![
-            kv("process.pid", int_value(7)),
-            kv("process.executable.name", str_value("app")),
-            kv("process.executable.path", str_value("/bin/app")),
+            kv(14, int_value(7)),
+            kv(15, str_ref(16)),
+            kv(17, str_ref(3)),
         ]
     );
     assert_eq!(rp.scope_profiles.len(), 1);
@@ -329,13 +354,18 @@ fn intervals_do_not_share_tables() {
         second.resource_profiles[0].scope_profiles[0].profiles[0].time_unix_nano,
         1
     );
+    let strings = &second.dictionary.as_ref().unwrap().string_table;
+    let attrs = &second.resource_profiles[0]
+        .resource
+        .as_ref()
+        .unwrap()
+        .attributes;
     assert_eq!(
-        second.resource_profiles[0]
-            .resource
-            .as_ref()
-            .unwrap()
-            .attributes[3],
-        kv("container.id", str_value("c0ffee"))
+        resolve(strings, &attrs[3]),
+        (
+            "container.id".to_owned(),
+            Value::StringValue("c0ffee".into())
+        )
     );
 }
 
@@ -355,16 +385,17 @@ fn processes_sorted_and_tables_shared_across_processes() {
     agg.add(&trace(&a, 20, "b", std::slice::from_ref(&f)));
     agg.add(&trace(&b, 10, "a", std::slice::from_ref(&f)));
     let req = agg.flush(1).unwrap();
+    let strings = &req.dictionary.as_ref().unwrap().string_table;
     let pids: Vec<_> = req
         .resource_profiles
         .iter()
-        .map(|rp| rp.resource.as_ref().unwrap().attributes[0].clone())
+        .map(|rp| resolve(strings, &rp.resource.as_ref().unwrap().attributes[0]))
         .collect();
     assert_eq!(
         pids,
         vec![
-            kv("process.pid", int_value(10)),
-            kv("process.pid", int_value(20))
+            ("process.pid".to_owned(), Value::IntValue(10)),
+            ("process.pid".to_owned(), Value::IntValue(20))
         ]
     );
     let d = req.dictionary.unwrap();
