@@ -33,8 +33,9 @@ fn notes(data: &[u8], align: u64) -> impl Iterator<Item = Note<'_>> {
         let next = desc_start.checked_add(pad(descsz)?)?;
         let name = data.get(name_start..name_start.checked_add(namesz)?)?;
         let desc = data.get(desc_start..desc_start.checked_add(descsz)?)?;
-        // Names are NUL-terminated; compare without the terminator.
-        let name = name.strip_suffix(&[0]).unwrap_or(name);
+        // Names are NUL-terminated (Go pads "Go" to 4 bytes with NULs);
+        // compare without the terminator.
+        let name = &name[..name.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)];
         off = next;
         Some(Note { name, n_type, desc })
     })
@@ -45,7 +46,9 @@ impl ElfFile {
     /// sections when the section headers exist, else in `PT_NOTE` segments.
     fn find_note(&self, owner: &[u8], n_type: u32) -> Result<Option<&[u8]>> {
         let mut looked_in_sections = false;
-        for section in self.sections().iter().filter(|s| s.sh_type == SHT_NOTE) {
+        // Some producers give note sections another type (gcc does for a
+        // `.note.*` section declared in C), so go by name too.
+        for section in self.sections().iter().filter(|s| s.sh_type == SHT_NOTE || s.name.starts_with(".note")) {
             looked_in_sections = true;
             let data = self.section_data(section)?;
             if let Some(n) = notes(data, section.addralign).find(|n| n.name == owner && n.n_type == n_type) {
@@ -110,7 +113,7 @@ mod tests {
         data.extend(note(b"GNU\0", 3, &[0xde, 0xad, 0xbe, 0xef, 0x01]));
         let all: Vec<_> = notes(&data, 4).map(|n| (n.name.to_vec(), n.n_type, n.desc.to_vec())).collect();
         assert_eq!(all.len(), 3);
-        assert_eq!(all[1], (b"Go\0".to_vec(), 4, b"abc/def".to_vec()));
+        assert_eq!(all[1], (b"Go".to_vec(), 4, b"abc/def".to_vec()));
         assert_eq!(all[2].2, vec![0xde, 0xad, 0xbe, 0xef, 0x01]);
         // Every truncation yields a prefix of the notes, never a panic.
         for cut in 0..data.len() {

@@ -98,6 +98,16 @@ fn reduce_row(row: &UnwindTableRow<usize>, section: &[u8]) -> Result<UnwindRule,
                 RBP => CfaBase::Rbp,
                 _ => return Err(InvalidReason::CfaRegister),
             };
+            // GCC before 16 omits `.cfi_restore 6` after the `leave` of a
+            // DRAP epilogue, so the rows from there to the `ret` (CFA back to
+            // rsp-based) still say "rbp saved at [rbp]" although rbp already
+            // holds the caller's value. "Saved relative to rbp" only makes
+            // sense while rbp is this frame's pointer, i.e. with a CFA not
+            // computed from rsp.
+            let rbp = match (base, rbp) {
+                (CfaBase::Rsp, RbpRule::AtRbp(_)) => RbpRule::Unchanged,
+                _ => rbp,
+            };
             Ok(UnwindRule::Cfa { base, offset: narrow(*offset)?, rbp })
         }
         CfaRule::Expression(e) => match expr_bytes(e).and_then(parse_cfa_expression) {
@@ -476,4 +486,71 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
     deltas.shrink_to_fit();
     stats.deltas = deltas.len() as u64;
     UnwindTable { deltas, stats }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: UnwindRule = UnwindRule::Cfa { base: CfaBase::Rsp, offset: 8, rbp: RbpRule::Unchanged };
+    const B: UnwindRule = UnwindRule::Cfa { base: CfaBase::Rsp, offset: 16, rbp: RbpRule::Unchanged };
+    const C: UnwindRule = UnwindRule::Cfa { base: CfaBase::Rbp, offset: 16, rbp: RbpRule::AtCfa(-16) };
+    const NONE: UnwindRule = UnwindRule::NoCoverage;
+
+    /// A collector from (start, end, rows) FDEs.
+    fn collector(fdes: &[(u64, u64, &[(u64, UnwindRule)])]) -> Collector {
+        let mut c = Collector::default();
+        for &(start, end, rows) in fdes {
+            let first_row = c.rows.len() as u32;
+            c.spans.push(FdeSpan { start, end, first_row, row_end: first_row });
+            for &(addr, rule) in rows {
+                c.push_row(first_row, addr, rule);
+            }
+            c.spans.last_mut().unwrap().row_end = c.rows.len() as u32;
+        }
+        c
+    }
+
+    fn layout(eh: &Collector, debug: &Collector) -> (Vec<(u64, UnwindRule)>, UnwindStats) {
+        let mut stats = UnwindStats::default();
+        let mut pieces = place(&eh.spans, 0, &[], &mut stats);
+        let covered = coverage(&pieces);
+        pieces.extend(place(&debug.spans, 1, &covered, &mut stats));
+        pieces.sort_by_key(|p| p.start);
+        let mut deltas = Vec::new();
+        emit(&pieces, &[eh, debug], &mut deltas);
+        (deltas.into_iter().map(|d| (d.address, d.rule)).collect(), stats)
+    }
+
+    #[test]
+    fn eh_frame_wins_over_debug_frame() {
+        let eh = collector(&[(100, 200, &[(100, A), (150, B)])]);
+        let debug = collector(&[(50, 300, &[(50, C), (120, A)])]);
+        let (deltas, stats) = layout(&eh, &debug);
+        assert_eq!(deltas, vec![(50, C), (100, A), (150, B), (200, A), (300, NONE)]);
+        assert_eq!(stats.fdes_overlapped, 1);
+    }
+
+    #[test]
+    fn gaps_merges_and_overlaps() {
+        // Unsorted FDEs, a gap, equal neighbours across FDEs, an overlap
+        // and an FDE nested in another.
+        let eh = collector(&[
+            (120, 130, &[(120, A)]),
+            (100, 110, &[(100, A)]),
+            (130, 140, &[(130, A), (135, B)]),
+            (140, 200, &[(140, B), (190, C)]),
+            (180, 250, &[(180, A)]),
+            (210, 220, &[(210, C)]),
+        ]);
+        let (deltas, stats) = layout(&eh, &Collector::default());
+        assert_eq!(deltas, vec![(100, A), (110, NONE), (120, A), (135, B), (190, C), (200, A), (250, NONE)]);
+        assert_eq!(stats.fdes_overlapped, 2);
+    }
+
+    #[test]
+    fn rows_merge_within_an_fde() {
+        let c = collector(&[(0, 10, &[(0, A), (2, A), (4, B), (6, B), (8, A)])]);
+        assert_eq!(c.rows, vec![(0, A), (4, B), (8, A)]);
+    }
 }

@@ -136,11 +136,11 @@ mod tests {
         e[1] = 0x10; // breg7 16: not the PLT form
         assert_eq!(parse_cfa_expression(&e), None);
         e[1] = 0x08;
-        e.push(0x22);
-        assert_eq!(parse_cfa_expression(&e), None);
         for cut in 0..e.len() {
             assert_eq!(parse_cfa_expression(&e[..cut]), None);
         }
+        e.push(0x22);
+        assert_eq!(parse_cfa_expression(&e), None);
     }
 
     #[test]

@@ -1,0 +1,12 @@
+//! Integration tests of `profiler-elf` against real files: programs built
+//! here with gcc, the system libc, and readelf/sha256sum as independent
+//! oracles. They need gcc, binutils and coreutils, nothing else.
+
+mod support;
+
+mod fileid;
+mod malformed;
+mod mapping;
+mod notes;
+mod symbols;
+mod unwind;

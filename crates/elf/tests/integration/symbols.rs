@@ -1,0 +1,81 @@
+//! Symbol lookup against `nm`.
+
+use std::path::Path;
+use std::process::Command;
+
+use profiler_elf::{ElfFile, SymbolSource};
+
+use crate::support::{compile, run, test_dir, LIBC};
+use crate::unwind::SHAPES_C;
+
+/// Function symbols as `nm --defined-only -S` lists them: (addr, size, name).
+fn nm_functions(path: &Path, dynamic: bool) -> Vec<(u64, u64, String)> {
+    let mut cmd = Command::new("nm");
+    cmd.args(["--defined-only", "-S"]);
+    if dynamic {
+        cmd.arg("-D");
+    }
+    let out = run(cmd.arg(path));
+    out.lines()
+        .filter_map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            let (addr, size, kind, name) = match t.as_slice() {
+                [a, s, k, n] => (a, Some(s), k, n),
+                [a, k, n] => (a, None, k, n),
+                _ => return None,
+            };
+            if !matches!(*kind, "T" | "t" | "i") {
+                return None;
+            }
+            let size = size.map_or(0, |s| u64::from_str_radix(s, 16).expect("hex"));
+            let name = name.split('@').next().expect("name").to_owned();
+            Some((u64::from_str_radix(addr, 16).expect("hex"), size, name))
+        })
+        .collect()
+}
+
+#[test]
+fn lookup_agrees_with_nm() {
+    let dir = test_dir("symbols");
+    let bin = compile(&dir, "shapes", SHAPES_C, &["-O2"]);
+    let elf = ElfFile::open(&bin).expect("open");
+    let table = elf.symbols().expect("symbols");
+    assert_eq!(table.source(), SymbolSource::Symtab);
+    let nm = nm_functions(&bin, false);
+    assert!(nm.len() >= 6, "{nm:?}");
+    for (addr, size, name) in &nm {
+        let aliases: Vec<&str> = nm.iter().filter(|s| s.0 == *addr).map(|s| s.2.as_str()).collect();
+        let (got, off) = table.lookup(*addr).unwrap_or_else(|| panic!("{name} at {addr:#x} not found"));
+        assert!(aliases.contains(&got) && off == 0, "{name}: got {got}+{off}");
+        if *size > 1 {
+            assert_eq!(table.lookup(addr + size - 1).map(|(_, o)| o), Some(size - 1), "{name} last byte");
+        }
+        assert_eq!(table.find(name).map(|s| s.0), Some(*addr));
+    }
+    // Past the end of a sized symbol that no other symbol follows: a miss.
+    let (leaf, size) = table.find("leaf").expect("leaf");
+    let next = nm.iter().map(|s| s.0).filter(|&a| a > leaf).min().expect("a symbol after leaf");
+    if next > leaf + size {
+        assert_eq!(table.lookup(leaf + size), None);
+    }
+    assert_eq!(table.lookup(0), None);
+}
+
+#[test]
+fn libc_falls_back_to_dynsym() {
+    let elf = ElfFile::open(LIBC).expect("libc");
+    let table = elf.symbols().expect("symbols");
+    assert_eq!(table.source(), SymbolSource::Dynsym);
+    let (qsort, size) = table.find("qsort").expect("qsort");
+    assert!(size > 3);
+    assert_eq!(table.lookup(qsort + 3), Some(("qsort", 3)));
+    let nm = nm_functions(Path::new(LIBC), true);
+    let mut checked = 0;
+    for (addr, _, name) in nm.iter().step_by(37) {
+        let aliases: Vec<&str> = nm.iter().filter(|s| s.0 == *addr).map(|s| s.2.as_str()).collect();
+        let (got, off) = table.lookup(*addr).expect("found");
+        assert!(aliases.contains(&got) && off == 0, "{name}: {got}+{off}");
+        checked += 1;
+    }
+    assert!(checked > 20);
+}

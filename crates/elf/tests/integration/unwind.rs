@@ -1,0 +1,218 @@
+//! Unwind tables compared row by row with `readelf --debug-dump=frames-interp`.
+
+use std::path::Path;
+
+use profiler_elf::{CfaBase, EhFrameSource, ElfFile, InvalidReason, RbpRule, RuleInterner, UnwindRule, UnwindTable};
+
+use crate::support::{assert_fdes_match, compile, readelf_frames, strip_section_headers, test_dir, Fde, LIBC};
+
+/// Functions of the usual shapes: a leaf, one saving many registers, one
+/// with a frame pointer forced by alloca, one realigning its stack through
+/// a DRAP register (the `DW_CFA_def_cfa_expression` deref form).
+pub const SHAPES_C: &str = r#"
+#include <stdio.h>
+#include <string.h>
+#include <alloca.h>
+
+__attribute__((noinline)) int leaf(int x) { return x * 3 + 1; }
+
+__attribute__((noinline)) long many_regs(long *a, int n) {
+  long s0 = 0, s1 = 1, s2 = 2, s3 = 3, s4 = 4, s5 = 5;
+  for (int i = 0; i < n; i++) {
+    s0 += a[i] * s5; s1 ^= s0 + leaf(i); s2 += s1 * s4;
+    s3 -= s2; s4 += s3 ^ s0; s5 += leaf((int)s4);
+  }
+  return s0 + s1 + s2 + s3 + s4 + s5;
+}
+
+__attribute__((noinline)) int uses_alloca(int n) {
+  char *p = alloca(n + 16);
+  memset(p, n, n + 16);
+  return leaf(p[n / 2]) + (int)many_regs((long *)p, n / 8);
+}
+
+typedef double v4d __attribute__((vector_size(32)));
+__attribute__((noinline, target("avx"))) double realigned(int n) {
+  v4d a __attribute__((aligned(64))) = {1, 2, 3, 4};
+  volatile v4d b __attribute__((aligned(64)));
+  b = a;
+  for (int i = 0; i < n; i++) b = b * a;
+  printf("%f\n", b[0]);
+  return b[1];
+}
+
+int main(int argc, char **argv) {
+  (void)argv;
+  if (argc > 5) return (int)realigned(argc);
+  return uses_alloca(argc * 64);
+}
+"#;
+
+fn table_of(path: &Path) -> (ElfFile, UnwindTable) {
+    let elf = ElfFile::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let table = elf.unwind_table();
+    assert_eq!(table.stats.error_count, 0, "{}: {:?}", path.display(), table.stats.errors);
+    (elf, table)
+}
+
+fn fde_at(fdes: &[Fde], addr: u64) -> &Fde {
+    fdes.iter().find(|f| f.start <= addr && addr < f.end).unwrap_or_else(|| panic!("no FDE covers {addr:#x}"))
+}
+
+fn symbol(elf: &ElfFile, name: &str) -> (u64, u64) {
+    elf.symbols().expect("symbols").find(name).unwrap_or_else(|| panic!("no symbol {name}"))
+}
+
+/// Table invariants: sorted, strictly increasing, no equal neighbours,
+/// ends with NoCoverage.
+fn check_shape(table: &UnwindTable) {
+    assert!(!table.deltas.is_empty());
+    for w in table.deltas.windows(2) {
+        assert!(w[0].address < w[1].address, "not sorted: {w:?}");
+        assert_ne!(w[0].rule, w[1].rule, "unmerged neighbours: {w:?}");
+    }
+    assert_eq!(table.deltas.last().map(|d| d.rule), Some(UnwindRule::NoCoverage));
+    assert_eq!(table.stats.deltas, table.deltas.len() as u64);
+}
+
+#[test]
+fn gcc_omit_frame_pointer_matches_readelf() {
+    let dir = test_dir("unwind-omit-fp");
+    let bin = compile(&dir, "shapes", SHAPES_C, &["-O2", "-fomit-frame-pointer", "-Wl,--build-id"]);
+    let (elf, table) = table_of(&bin);
+    check_shape(&table);
+    let fdes = readelf_frames(&bin);
+    assert_fdes_match(&table, &fdes.iter().collect::<Vec<_>>(), "shapes -fomit-frame-pointer");
+
+    // _start: the return address is undefined.
+    assert_eq!(table.lookup(elf.entry()), UnwindRule::Stop);
+
+    // The PLT's expression, from the second stub on (the first 16 bytes
+    // are PLT0 with its own pushes).
+    let plt = elf.section_by_name(".plt").expect(".plt").addr;
+    assert_eq!(table.lookup(plt + 16), UnwindRule::Plt { threshold: 11 });
+    assert_eq!(table.lookup(plt + 16 + 11), UnwindRule::Plt { threshold: 11 });
+
+    // many_regs saves registers but never rbp-based CFA.
+    let (addr, size) = symbol(&elf, "many_regs");
+    let fde = fde_at(&fdes, addr);
+    assert!(fde.rows.len() > 3, "many_regs should push registers: {fde:?}");
+    for a in addr..addr + size {
+        assert!(matches!(table.lookup(a), UnwindRule::Cfa { base: CfaBase::Rsp, .. }), "{a:#x}");
+    }
+
+    // realigned: the DRAP form CFA = *(rbp - 8), rbp saved at [rbp].
+    let (addr, _) = symbol(&elf, "realigned");
+    let fde = fde_at(&fdes, addr);
+    let deref_rows: Vec<_> = fde.rows.iter().filter(|r| r.cols["CFA"] == "exp").collect();
+    assert!(!deref_rows.is_empty(), "no DRAP rows in realigned: {fde:?}");
+    for row in deref_rows {
+        assert_eq!(
+            table.lookup(row.loc),
+            UnwindRule::CfaDeref { base: CfaBase::Rbp, inner: -8, outer: 0, rbp: RbpRule::AtRbp(0) }
+        );
+    }
+    // The DRAP prologue's CFA = r10 rows are not expressible.
+    assert!(table.stats.invalid(InvalidReason::CfaRegister) > 0);
+    assert_eq!(table.stats.invalid(InvalidReason::CfaExpression), 0);
+    assert_eq!(table.stats.invalid(InvalidReason::ReturnAddress), 0);
+}
+
+#[test]
+fn gcc_frame_pointer_matches_readelf() {
+    let dir = test_dir("unwind-fp");
+    let bin = compile(&dir, "shapes", SHAPES_C, &["-O2", "-fno-omit-frame-pointer"]);
+    let (elf, table) = table_of(&bin);
+    check_shape(&table);
+    let fdes = readelf_frames(&bin);
+    assert_fdes_match(&table, &fdes.iter().collect::<Vec<_>>(), "shapes -fno-omit-frame-pointer");
+    // After the prologue, leaf frames use the frame pointer.
+    let (addr, size) = symbol(&elf, "many_regs");
+    let fp_rule = UnwindRule::Cfa { base: CfaBase::Rbp, offset: 16, rbp: RbpRule::AtCfa(-16) };
+    assert!((addr..addr + size).any(|a| table.lookup(a) == fp_rule));
+}
+
+#[test]
+fn debug_frame_merges_with_eh_frame() {
+    // Without asynchronous unwind tables, gcc puts the program's CFI in
+    // .debug_frame while crt1.o's _start keeps its .eh_frame.
+    let dir = test_dir("unwind-debug-frame");
+    let bin =
+        compile(&dir, "shapes", SHAPES_C, &["-O2", "-g", "-fno-asynchronous-unwind-tables", "-fomit-frame-pointer"]);
+    let (elf, table) = table_of(&bin);
+    check_shape(&table);
+    assert!(table.stats.fdes_eh_frame > 0 && table.stats.fdes_debug_frame > 0, "{:?}", table.stats);
+    let fdes = readelf_frames(&bin);
+    assert!(fdes.iter().any(|f| f.section == ".debug_frame"));
+    assert_fdes_match(&table, &fdes.iter().collect::<Vec<_>>(), "shapes with .debug_frame");
+    let (addr, _) = symbol(&elf, "many_regs");
+    assert_eq!(fde_at(&fdes, addr).section, ".debug_frame");
+    assert_eq!(table.lookup(elf.entry()), UnwindRule::Stop);
+}
+
+#[test]
+fn libc_matches_readelf() {
+    let (elf, table) = table_of(Path::new(LIBC));
+    check_shape(&table);
+    let fdes = readelf_frames(Path::new(LIBC));
+    // Every FDE of libc, row by row.
+    assert_fdes_match(&table, &fdes.iter().collect::<Vec<_>>(), "libc");
+    let symbols = elf.symbols().expect("symbols");
+
+    // Selected functions, by their exported names.
+    for name in ["qsort", "qsort_r", "memcpy", "memmove", "memset", "__clone", "malloc"] {
+        let (addr, _) = symbols.find(name).unwrap_or_else(|| panic!("libc has no {name}"));
+        let fde = fde_at(&fdes, addr);
+        assert_fdes_match(&table, &[fde], name);
+        assert!(matches!(table.lookup(addr), UnwindRule::Cfa { base: CfaBase::Rsp, offset: 8, .. }), "{name}");
+    }
+
+    // __restore_rt (not exported): the 'S' CIE and the rt_sigreturn code.
+    let sig: Vec<&Fde> = fdes.iter().filter(|f| f.augmentation.contains('S')).collect();
+    assert_eq!(sig.len(), 1, "one signal trampoline in libc");
+    let code = elf.bytes_at_vaddr(sig[0].start, (sig[0].end - sig[0].start) as usize).expect("code");
+    assert!(code.windows(9).any(|w| w == [0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05]), "{code:x?}");
+    for a in sig[0].start..sig[0].end {
+        assert_eq!(table.lookup(a), UnwindRule::Signal);
+    }
+    assert_eq!(table.stats.fdes_signal, 1);
+
+    // __clone's child part and clone3 (not exported: found by its
+    // `mov $435,%eax; syscall`) end in Stop after the syscall.
+    let (clone, size) = symbols.find("__clone").expect("__clone");
+    assert!((clone..clone + size + 64).any(|a| table.lookup(a) == UnwindRule::Stop), "__clone");
+    let text = elf.section_by_name(".text").expect(".text");
+    let text_data = elf.section_data(text).expect("text");
+    let clone3_syscall = [0xb8, 0xb3, 0x01, 0x00, 0x00, 0x0f, 0x05];
+    let at = text_data.windows(7).position(|w| w == clone3_syscall).expect("clone3 syscall") as u64 + text.addr;
+    let after: Vec<UnwindRule> = (at..at + 64).map(|a| table.lookup(a)).collect();
+    assert!(matches!(table.lookup(at), UnwindRule::Cfa { .. }), "clone3 before the syscall");
+    assert!(after.contains(&UnwindRule::Stop), "clone3 child: {after:?}");
+
+    // Rules dedupe well across files.
+    let mut interner = RuleInterner::new();
+    let ids = interner.intern_deltas(&table.deltas).expect("intern");
+    assert_eq!(ids.len(), table.deltas.len());
+    let fixed = [UnwindRule::NoCoverage, UnwindRule::Invalid, UnwindRule::Stop, UnwindRule::Signal];
+    let fixed_present = fixed.iter().filter(|r| table.deltas.iter().any(|d| d.rule == **r)).count();
+    assert_eq!(interner.len(), table.distinct_rules() + fixed.len() - fixed_present);
+    for (d, (addr, id)) in table.deltas.iter().zip(&ids) {
+        assert_eq!((d.address, Some(d.rule)), (*addr, interner.get(*id)));
+    }
+}
+
+#[test]
+fn stripped_section_headers_give_the_same_deltas() {
+    let dir = test_dir("unwind-stripped");
+    let bin = compile(&dir, "shapes", SHAPES_C, &["-O2", "-fomit-frame-pointer"]);
+    for original in [bin.as_path(), Path::new(LIBC)] {
+        let stripped = strip_section_headers(original, &dir.join("stripped"));
+        let (_, want) = table_of(original);
+        let (elf, got) = table_of(&stripped);
+        assert!(elf.sections().is_empty());
+        assert_eq!(want.stats.eh_frame_source, Some(EhFrameSource::Section));
+        assert_eq!(got.stats.eh_frame_source, Some(EhFrameSource::EhFrameHdr));
+        assert_eq!(got.deltas, want.deltas, "{}", original.display());
+        assert_eq!(got.stats.rows, want.stats.rows);
+    }
+}
