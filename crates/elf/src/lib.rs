@@ -44,13 +44,13 @@ mod unwind;
 
 pub use error::{Error, Result};
 pub use file::{
-    ElfFile, ProgramHeader, Section, ET_DYN, ET_EXEC, PT_GNU_EH_FRAME, PT_LOAD, PT_NOTE, SHF_COMPRESSED, SHT_DYNSYM,
-    SHT_NOBITS, SHT_NOTE, SHT_SYMTAB,
+    ElfFile, ProgramHeader, Section, ET_DYN, ET_EXEC, PT_GNU_EH_FRAME, PT_LOAD, PT_NOTE,
+    SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_NOTE, SHT_SYMTAB,
 };
 pub use fileid::{file_id_of_bytes, file_id_of_path};
 pub use mapping::{LoadSegment, LoadSegments};
 pub use symbols::{SymbolSource, SymbolTable};
 pub use unwind::{
-    CfaBase, CfiError, CfiErrorKind, CfiSection, EhFrameSource, InvalidReason, RbpRule, RowCounts, RuleId,
-    RuleInterner, StackDelta, UnwindRule, UnwindStats, UnwindTable, MAX_KEPT_ERRORS,
+    CfaBase, CfiError, CfiErrorKind, CfiSection, EhFrameSource, InvalidReason, RbpRule, RowCounts,
+    RuleId, RuleInterner, StackDelta, UnwindRule, UnwindStats, UnwindTable, MAX_KEPT_ERRORS,
 };

@@ -10,8 +10,9 @@
 use std::collections::HashMap;
 
 use gimli::{
-    BaseAddresses, CfaRule, CieOrFde, CommonInformationEntry, DebugFrame, EhFrame, EhFrameHdr, EndianSlice,
-    LittleEndian, Register, RegisterRule, UnwindContext, UnwindSection, UnwindTableRow,
+    BaseAddresses, CfaRule, CieOrFde, CommonInformationEntry, DebugFrame, EhFrame, EhFrameHdr,
+    EndianSlice, LittleEndian, Register, RegisterRule, UnwindContext, UnwindSection,
+    UnwindTableRow,
 };
 
 use super::expr::{parse_cfa_expression, parse_rbp_expression, CfaExpr};
@@ -57,7 +58,9 @@ impl Collector {
     /// Appends a row to the FDE whose rows start at `first_row`, merging
     /// it into the previous row of that FDE when the rules are equal.
     fn push_row(&mut self, first_row: u32, start: u64, rule: UnwindRule) {
-        if self.rows.len() > first_row as usize && self.rows.last().is_some_and(|last| last.1 == rule) {
+        if self.rows.len() > first_row as usize
+            && self.rows.last().is_some_and(|last| last.1 == rule)
+        {
             return;
         }
         self.rows.push((start, rule));
@@ -66,14 +69,21 @@ impl Collector {
 
 /// Reduces one CFI row. `section` holds the bytes expressions refer to.
 fn reduce_row(row: &UnwindTableRow<usize>, section: &[u8]) -> Result<UnwindRule, InvalidReason> {
-    let expr_bytes = |e: &gimli::UnwindExpression<usize>| section.get(e.offset..e.offset.checked_add(e.length)?);
+    let expr_bytes =
+        |e: &gimli::UnwindExpression<usize>| section.get(e.offset..e.offset.checked_add(e.length)?);
 
     match row.register(RA) {
         Some(RegisterRule::Undefined) => return Ok(UnwindRule::Stop),
         Some(RegisterRule::Offset(-8)) => {}
         _ => {
             // The CFA reason is more telling when both are wrong.
-            if !matches!(row.cfa(), CfaRule::RegisterAndOffset { register: RSP | RBP, .. }) {
+            if !matches!(
+                row.cfa(),
+                CfaRule::RegisterAndOffset {
+                    register: RSP | RBP,
+                    ..
+                }
+            ) {
                 return Err(cfa_reason(row.cfa(), section));
             }
             return Err(InvalidReason::ReturnAddress);
@@ -85,7 +95,9 @@ fn reduce_row(row: &UnwindTableRow<usize>, section: &[u8]) -> Result<UnwindRule,
         None | Some(RegisterRule::Undefined | RegisterRule::SameValue) => RbpRule::Unchanged,
         Some(RegisterRule::Offset(n)) => RbpRule::AtCfa(narrow(n)?),
         Some(RegisterRule::Expression(e)) => {
-            let offset = expr_bytes(&e).and_then(parse_rbp_expression).ok_or(InvalidReason::RbpRule)?;
+            let offset = expr_bytes(&e)
+                .and_then(parse_rbp_expression)
+                .ok_or(InvalidReason::RbpRule)?;
             RbpRule::AtRbp(narrow(offset)?)
         }
         Some(_) => return Err(InvalidReason::RbpRule),
@@ -108,7 +120,11 @@ fn reduce_row(row: &UnwindTableRow<usize>, section: &[u8]) -> Result<UnwindRule,
                 (CfaBase::Rsp, RbpRule::AtRbp(_)) => RbpRule::Unchanged,
                 _ => rbp,
             };
-            Ok(UnwindRule::Cfa { base, offset: narrow(*offset)?, rbp })
+            Ok(UnwindRule::Cfa {
+                base,
+                offset: narrow(*offset)?,
+                rbp,
+            })
         }
         CfaRule::Expression(e) => match expr_bytes(e).and_then(parse_cfa_expression) {
             Some(CfaExpr::Plt { threshold }) => Ok(UnwindRule::Plt { threshold }),
@@ -127,7 +143,9 @@ fn cfa_reason(cfa: &CfaRule<usize>, section: &[u8]) -> InvalidReason {
     match cfa {
         CfaRule::RegisterAndOffset { .. } => InvalidReason::CfaRegister,
         CfaRule::Expression(e) => {
-            let known = section.get(e.offset..e.offset.saturating_add(e.length)).and_then(parse_cfa_expression);
+            let known = section
+                .get(e.offset..e.offset.saturating_add(e.length))
+                .and_then(parse_cfa_expression);
             if known.is_some() {
                 InvalidReason::ReturnAddress
             } else {
@@ -162,7 +180,10 @@ fn is_sigreturn_trampoline(elf: &ElfFile, start: u64, end: u64) -> bool {
         return false;
     };
     let body = &code[code.iter().take_while(|&&b| b == 0x90).count()..];
-    body.starts_with(&RT_SIGRETURN) && body[RT_SIGRETURN.len()..].iter().all(|&b| b == 0x90 || b == 0xcc)
+    body.starts_with(&RT_SIGRETURN)
+        && body[RT_SIGRETURN.len()..]
+            .iter()
+            .all(|&b| b == 0x90 || b == 0xcc)
 }
 
 /// Runs every FDE of one section into `out`.
@@ -236,7 +257,12 @@ fn collect_section<'a, S>(
             continue;
         }
         let first_row = out.rows.len() as u32;
-        out.spans.push(FdeSpan { start, end, first_row, row_end: first_row });
+        out.spans.push(FdeSpan {
+            start,
+            end,
+            first_row,
+            row_end: first_row,
+        });
 
         if fde.is_signal_trampoline() || is_sigreturn_trampoline(elf, start, end) {
             stats.fdes_signal += 1;
@@ -298,7 +324,12 @@ struct Piece {
 
 /// Sorts one section's spans and clips overlaps (earlier start wins), then
 /// removes the parts already covered by `covered` (sorted, disjoint).
-fn place(spans: &[FdeSpan], source: u8, covered: &[(u64, u64)], stats: &mut UnwindStats) -> Vec<Piece> {
+fn place(
+    spans: &[FdeSpan],
+    source: u8,
+    covered: &[(u64, u64)],
+    stats: &mut UnwindStats,
+) -> Vec<Piece> {
     let mut order: Vec<u32> = (0..spans.len() as u32).collect();
     order.sort_by_key(|&i| spans[i as usize].start);
     let mut pieces = Vec::with_capacity(order.len());
@@ -328,7 +359,12 @@ fn place(spans: &[FdeSpan], source: u8, covered: &[(u64, u64)], stats: &mut Unwi
                     if stop < span.end {
                         shadowed = true;
                     }
-                    pieces.push(Piece { start, end: stop, source, span: i });
+                    pieces.push(Piece {
+                        start,
+                        end: stop,
+                        source,
+                        span: i,
+                    });
                     start = stop;
                 }
             }
@@ -388,7 +424,11 @@ fn emit(pieces: &[Piece], sources: &[&Collector], deltas: &mut Vec<StackDelta>) 
             if addr >= p.end {
                 break;
             }
-            push_delta(deltas, if i == first { p.start.max(addr) } else { addr }, rule);
+            push_delta(
+                deltas,
+                if i == first { p.start.max(addr) } else { addr },
+                rule,
+            );
         }
         prev_end = Some(prev_end.map_or(p.end, |e| e.max(p.end)));
     }
@@ -399,12 +439,19 @@ fn emit(pieces: &[Piece], sources: &[&Collector], deltas: &mut Vec<StackDelta>) 
 
 /// Finds `.eh_frame`: the section, else through `PT_GNU_EH_FRAME`.
 /// Returns the data, its virtual address and the hdr's address if used.
-fn find_eh_frame<'a>(elf: &'a ElfFile, stats: &mut UnwindStats) -> Option<(&'a [u8], u64, Option<u64>)> {
+fn find_eh_frame<'a>(
+    elf: &'a ElfFile,
+    stats: &mut UnwindStats,
+) -> Option<(&'a [u8], u64, Option<u64>)> {
     if let Some(section) = elf.section_by_name(".eh_frame") {
         return match elf.section_data(section) {
             Ok(data) => {
                 stats.eh_frame_source = Some(EhFrameSource::Section);
-                Some((data, section.addr, elf.section_by_name(".eh_frame_hdr").map(|s| s.addr)))
+                Some((
+                    data,
+                    section.addr,
+                    elf.section_by_name(".eh_frame_hdr").map(|s| s.addr),
+                ))
             }
             Err(_) => {
                 stats.error(CfiSection::EhFrame, 0, CfiErrorKind::OutOfBounds);
@@ -412,7 +459,10 @@ fn find_eh_frame<'a>(elf: &'a ElfFile, stats: &mut UnwindStats) -> Option<(&'a [
             }
         };
     }
-    let phdr = elf.program_headers().iter().find(|p| p.p_type == PT_GNU_EH_FRAME)?;
+    let phdr = elf
+        .program_headers()
+        .iter()
+        .find(|p| p.p_type == PT_GNU_EH_FRAME)?;
     let Ok(hdr) = slice(elf.data(), "PT_GNU_EH_FRAME", phdr.offset, phdr.filesz) else {
         stats.error(CfiSection::EhFrameHdr, 0, CfiErrorKind::OutOfBounds);
         return None;
@@ -447,13 +497,25 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
     let mut eh = Collector::default();
     if let Some((data, vaddr, hdr)) = find_eh_frame(elf, &mut stats) {
         stats.eh_frame_bytes = data.len() as u64;
-        let mut bases = BaseAddresses::default().set_eh_frame(vaddr).set_text(text).set_got(got);
+        let mut bases = BaseAddresses::default()
+            .set_eh_frame(vaddr)
+            .set_text(text)
+            .set_got(got);
         if let Some(hdr) = hdr {
             bases = bases.set_eh_frame_hdr(hdr);
         }
         let mut section = EhFrame::new(data, LittleEndian);
         section.set_address_size(8);
-        collect_section(elf, &section, data, &bases, CfiSection::EhFrame, &mut ctx, &mut eh, &mut stats);
+        collect_section(
+            elf,
+            &section,
+            data,
+            &bases,
+            CfiSection::EhFrame,
+            &mut ctx,
+            &mut eh,
+            &mut stats,
+        );
     }
 
     let mut debug = Collector::default();
@@ -467,7 +529,16 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
                     let bases = BaseAddresses::default().set_text(text).set_got(got);
                     let mut section = DebugFrame::new(data, LittleEndian);
                     section.set_address_size(8);
-                    collect_section(elf, &section, data, &bases, CfiSection::DebugFrame, &mut ctx, &mut debug, &mut stats);
+                    collect_section(
+                        elf,
+                        &section,
+                        data,
+                        &bases,
+                        CfiSection::DebugFrame,
+                        &mut ctx,
+                        &mut debug,
+                        &mut stats,
+                    );
                 }
                 Err(_) => stats.error(CfiSection::DebugFrame, 0, CfiErrorKind::OutOfBounds),
             }
@@ -492,17 +563,36 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
 mod tests {
     use super::*;
 
-    const A: UnwindRule = UnwindRule::Cfa { base: CfaBase::Rsp, offset: 8, rbp: RbpRule::Unchanged };
-    const B: UnwindRule = UnwindRule::Cfa { base: CfaBase::Rsp, offset: 16, rbp: RbpRule::Unchanged };
-    const C: UnwindRule = UnwindRule::Cfa { base: CfaBase::Rbp, offset: 16, rbp: RbpRule::AtCfa(-16) };
+    const A: UnwindRule = UnwindRule::Cfa {
+        base: CfaBase::Rsp,
+        offset: 8,
+        rbp: RbpRule::Unchanged,
+    };
+    const B: UnwindRule = UnwindRule::Cfa {
+        base: CfaBase::Rsp,
+        offset: 16,
+        rbp: RbpRule::Unchanged,
+    };
+    const C: UnwindRule = UnwindRule::Cfa {
+        base: CfaBase::Rbp,
+        offset: 16,
+        rbp: RbpRule::AtCfa(-16),
+    };
     const NONE: UnwindRule = UnwindRule::NoCoverage;
 
+    type TestFde<'a> = (u64, u64, &'a [(u64, UnwindRule)]);
+
     /// A collector from (start, end, rows) FDEs.
-    fn collector(fdes: &[(u64, u64, &[(u64, UnwindRule)])]) -> Collector {
+    fn collector(fdes: &[TestFde<'_>]) -> Collector {
         let mut c = Collector::default();
         for &(start, end, rows) in fdes {
             let first_row = c.rows.len() as u32;
-            c.spans.push(FdeSpan { start, end, first_row, row_end: first_row });
+            c.spans.push(FdeSpan {
+                start,
+                end,
+                first_row,
+                row_end: first_row,
+            });
             for &(addr, rule) in rows {
                 c.push_row(first_row, addr, rule);
             }
@@ -519,7 +609,10 @@ mod tests {
         pieces.sort_by_key(|p| p.start);
         let mut deltas = Vec::new();
         emit(&pieces, &[eh, debug], &mut deltas);
-        (deltas.into_iter().map(|d| (d.address, d.rule)).collect(), stats)
+        (
+            deltas.into_iter().map(|d| (d.address, d.rule)).collect(),
+            stats,
+        )
     }
 
     #[test]
@@ -527,7 +620,10 @@ mod tests {
         let eh = collector(&[(100, 200, &[(100, A), (150, B)])]);
         let debug = collector(&[(50, 300, &[(50, C), (120, A)])]);
         let (deltas, stats) = layout(&eh, &debug);
-        assert_eq!(deltas, vec![(50, C), (100, A), (150, B), (200, A), (300, NONE)]);
+        assert_eq!(
+            deltas,
+            vec![(50, C), (100, A), (150, B), (200, A), (300, NONE)]
+        );
         assert_eq!(stats.fdes_overlapped, 1);
     }
 
@@ -544,7 +640,18 @@ mod tests {
             (210, 220, &[(210, C)]),
         ]);
         let (deltas, stats) = layout(&eh, &Collector::default());
-        assert_eq!(deltas, vec![(100, A), (110, NONE), (120, A), (135, B), (190, C), (200, A), (250, NONE)]);
+        assert_eq!(
+            deltas,
+            vec![
+                (100, A),
+                (110, NONE),
+                (120, A),
+                (135, B),
+                (190, C),
+                (200, A),
+                (250, NONE)
+            ]
+        );
         assert_eq!(stats.fdes_overlapped, 2);
     }
 
