@@ -28,7 +28,7 @@ test: test-rust $(EXTRA_TESTS)
 
 # All Rust tests; the ones in tests/ load the real eBPF programs (root).
 test-rust:
-	$(CARGO) test --locked --workspace
+	$(CARGO) test --locked --workspace --no-fail-fast
 
 clean:
 	$(CARGO) clean

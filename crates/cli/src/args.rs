@@ -121,7 +121,10 @@ mod tests {
         assert!(e.contains("samples-per-second"), "{e}");
         let e = parse(&["ebpf-profiler", "--duration", "soon"]).unwrap_err().to_string();
         assert!(e.contains("duration"), "{e}");
+        // Unknown single-dash words stay short flags for clap to reject.
         let e = parse(&["ebpf-profiler", "-no-such-flag"]).unwrap_err().to_string();
-        assert!(e.contains("-no-such-flag"), "{e}");
+        assert!(e.contains("unexpected argument '-n'"), "{e}");
+        let e = parse(&["ebpf-profiler", "--no-such-flag"]).unwrap_err().to_string();
+        assert!(e.contains("--no-such-flag"), "{e}");
     }
 }
