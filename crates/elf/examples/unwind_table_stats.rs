@@ -66,7 +66,11 @@ fn main() {
         for (reason, n) in s.invalid_by_reason() {
             println!("    invalid {:<16} {n}", reason.as_str());
         }
-        println!("  deltas             {:>12}", table.deltas.len());
+        println!(
+            "  deltas             {:>12} ({} bytes each)",
+            table.deltas.len(),
+            std::mem::size_of::<profiler_elf::StackDelta>()
+        );
         println!("  distinct rules     {:>12}", table.distinct_rules());
         println!("  errors             {:>12}", s.error_count);
         for e in &s.errors {

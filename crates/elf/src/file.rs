@@ -145,7 +145,9 @@ pub struct Section {
 
 /// The bytes of the file: mapped, or owned.
 enum Data {
-    Mapped(Mmap),
+    /// The map, and the file for reads that should not fault pages of
+    /// the map into our resident set.
+    Mapped(Mmap, File),
     Owned(Vec<u8>),
 }
 
@@ -201,7 +203,7 @@ impl ElfFile {
             // against the length seen at map time, so changed bytes can only
             // produce wrong results or errors, never out-of-bounds reads.
             let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
-            Data::Mapped(map)
+            Data::Mapped(map, file)
         };
         ElfFile::parse(data)
     }
@@ -213,7 +215,7 @@ impl ElfFile {
 
     fn parse(data: Data) -> Result<ElfFile> {
         let bytes: &[u8] = match &data {
-            Data::Mapped(m) => m,
+            Data::Mapped(m, _) => m,
             Data::Owned(v) => v,
         };
         if bytes.get(..4) != Some(b"\x7fELF".as_slice()) {
@@ -362,7 +364,7 @@ impl ElfFile {
     /// All bytes of the file.
     pub fn data(&self) -> &[u8] {
         match &self.data {
-            Data::Mapped(m) => m,
+            Data::Mapped(m, _) => m,
             Data::Owned(v) => v,
         }
     }
@@ -443,6 +445,40 @@ impl ElfFile {
     /// `len` file bytes loaded at `vaddr`, if they are all file-backed.
     pub fn bytes_at_vaddr(&self, vaddr: u64, len: usize) -> Option<&[u8]> {
         self.data_from_vaddr(vaddr)?.get(..len)
+    }
+
+    /// Copies the file bytes loaded at `vaddr` into `buf`; false unless all
+    /// of them are file-backed.
+    ///
+    /// Unlike [`ElfFile::bytes_at_vaddr`], this reads a mapped file with
+    /// `pread` instead of through the map: for a few bytes here and there
+    /// across a large file (peeking at code), touching the map would fault
+    /// in (and keep resident) the surrounding pages for nothing.
+    pub fn read_at_vaddr(&self, vaddr: u64, buf: &mut [u8]) -> bool {
+        let Some(available) = self.data_from_vaddr(vaddr).map(<[u8]>::len) else {
+            return false;
+        };
+        let Some(offset) = self.vaddr_to_file_offset(vaddr) else {
+            return false;
+        };
+        if available < buf.len() {
+            return false;
+        }
+        match &self.data {
+            Data::Mapped(_, file) => {
+                std::os::unix::fs::FileExt::read_exact_at(file, buf, offset).is_ok()
+            }
+            Data::Owned(v) => {
+                let start = offset as usize; // within `v`: checked by data_from_vaddr
+                match v.get(start..start + buf.len()) {
+                    Some(src) => {
+                        buf.copy_from_slice(src);
+                        true
+                    }
+                    None => false,
+                }
+            }
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use gimli::{
 };
 
 use super::expr::{parse_cfa_expression, parse_rbp_expression, CfaExpr};
+use super::fxhash::FxBuildHasher;
 use super::rules::{CfaBase, InvalidReason, RbpRule, StackDelta, UnwindRule};
 use super::stats::{CfiErrorKind, CfiSection, EhFrameSource, UnwindStats};
 use super::UnwindTable;
@@ -28,10 +29,13 @@ const RBP: Register = Register(6);
 const RSP: Register = Register(7);
 const RA: Register = Register(16);
 
-/// FDEs longer than this are taken as corrupt.
-const MAX_FDE_LEN: u64 = 1 << 32;
-/// The longest FDE checked for the `rt_sigreturn` trampoline.
-const MAX_TRAMPOLINE_FDE_LEN: u64 = 32;
+/// FDEs longer than this are taken as corrupt (row addresses are kept
+/// as 32-bit offsets from their FDE's start).
+const MAX_FDE_LEN: u64 = u32::MAX as u64;
+/// The longest FDE checked for the `rt_sigreturn` trampoline: its 9 bytes,
+/// a leading `nop`, alignment padding. (Large binaries have ten thousands
+/// of FDEs this short, so each check is a `pread`, not a page fault.)
+const MAX_TRAMPOLINE_FDE_LEN: u64 = 16;
 /// `mov $15,%rax; syscall` (15 = `__NR_rt_sigreturn` on x86-64): the whole
 /// body of a signal return trampoline.
 const RT_SIGRETURN: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05];
@@ -47,23 +51,62 @@ struct FdeSpan {
 }
 
 /// Rows of all FDEs of one section.
+///
+/// A row is 8 bytes: its address relative to its FDE's start (FDEs are
+/// shorter than 4 GiB) and the index of its rule in `rules`, which holds
+/// each distinct rule once (a few hundred in a large library).
 #[derive(Default)]
 struct Collector {
-    /// Row start addresses and rules, FDE after FDE.
-    rows: Vec<(u64, UnwindRule)>,
+    rows: Vec<(u32, u32)>,
     spans: Vec<FdeSpan>,
+    rules: Vec<UnwindRule>,
+    rule_ids: HashMap<UnwindRule, u32, FxBuildHasher>,
 }
 
 impl Collector {
-    /// Appends a row to the FDE whose rows start at `first_row`, merging
-    /// it into the previous row of that FDE when the rules are equal.
-    fn push_row(&mut self, first_row: u32, start: u64, rule: UnwindRule) {
-        if self.rows.len() > first_row as usize
-            && self.rows.last().is_some_and(|last| last.1 == rule)
+    /// Starts the rows of a new FDE.
+    fn begin_fde(&mut self, start: u64, end: u64) {
+        let first_row = self.rows.len() as u32;
+        self.spans.push(FdeSpan {
+            start,
+            end,
+            first_row,
+            row_end: first_row,
+        });
+    }
+
+    /// Appends a row to the current FDE, merging it into the FDE's
+    /// previous row when the rules are equal.
+    fn push_row(&mut self, start: u64, rule: UnwindRule) {
+        let Some(span) = self.spans.last_mut() else {
+            return;
+        };
+        let id = match self.rule_ids.get(&rule) {
+            Some(&id) => id,
+            None => {
+                let id = self.rules.len() as u32;
+                self.rules.push(rule);
+                self.rule_ids.insert(rule, id);
+                id
+            }
+        };
+        if self.rows.len() > span.first_row as usize
+            && self.rows.last().is_some_and(|last| last.1 == id)
         {
             return;
         }
-        self.rows.push((start, rule));
+        // Rows lie inside their FDE, which is shorter than 4 GiB.
+        let rel = u32::try_from(start.saturating_sub(span.start)).unwrap_or(u32::MAX);
+        self.rows.push((rel, id));
+        span.row_end = self.rows.len() as u32;
+    }
+
+    /// The rows of `span` as (address, rule).
+    fn rows_of(&self, span: &FdeSpan) -> impl Iterator<Item = (u64, UnwindRule)> + '_ {
+        let start = span.start;
+        self.rows[span.first_row as usize..span.row_end as usize]
+            .iter()
+            .map(move |&(rel, id)| (start + u64::from(rel), self.rules[id as usize]))
     }
 }
 
@@ -176,9 +219,11 @@ fn is_sigreturn_trampoline(elf: &ElfFile, start: u64, end: u64) -> bool {
     if !(RT_SIGRETURN.len() as u64..=MAX_TRAMPOLINE_FDE_LEN).contains(&len) {
         return false;
     }
-    let Some(code) = elf.bytes_at_vaddr(start, len as usize) else {
+    let mut code = [0u8; MAX_TRAMPOLINE_FDE_LEN as usize];
+    let code = &mut code[..len as usize];
+    if !elf.read_at_vaddr(start, code) {
         return false;
-    };
+    }
     let body = &code[code.iter().take_while(|&&b| b == 0x90).count()..];
     body.starts_with(&RT_SIGRETURN)
         && body[RT_SIGRETURN.len()..]
@@ -256,18 +301,12 @@ fn collect_section<'a, S>(
             stats.fdes_empty += 1;
             continue;
         }
-        let first_row = out.rows.len() as u32;
-        out.spans.push(FdeSpan {
-            start,
-            end,
-            first_row,
-            row_end: first_row,
-        });
+        out.begin_fde(start, end);
 
         if fde.is_signal_trampoline() || is_sigreturn_trampoline(elf, start, end) {
             stats.fdes_signal += 1;
             stats.rows.signal += 1;
-            out.push_row(first_row, start, UnwindRule::Signal);
+            out.push_row(start, UnwindRule::Signal);
         } else {
             let mut covered_to = start;
             match fde.rows(section, bases, ctx) {
@@ -289,7 +328,7 @@ fn collect_section<'a, S>(
                                 }
                             };
                             covered_to = row_end;
-                            out.push_row(first_row, row_start, rule);
+                            out.push_row(row_start, rule);
                         }
                         Ok(None) => break,
                         Err(e) => {
@@ -304,11 +343,8 @@ fn collect_section<'a, S>(
                 // The program failed (or stopped short): what it did not
                 // describe is code we know nothing about but that it exists.
                 stats.count_invalid(InvalidReason::Malformed);
-                out.push_row(first_row, covered_to, UnwindRule::Invalid);
+                out.push_row(covered_to, UnwindRule::Invalid);
             }
-        }
-        if let Some(span) = out.spans.last_mut() {
-            span.row_end = out.rows.len() as u32;
         }
     }
 }
@@ -416,11 +452,14 @@ fn emit(pieces: &[Piece], sources: &[&Collector], deltas: &mut Vec<StackDelta>) 
             }
         }
         let col = sources[p.source as usize];
-        let span = col.spans[p.span as usize];
-        let rows = &col.rows[span.first_row as usize..span.row_end as usize];
+        let span = &col.spans[p.span as usize];
         // The row in effect at p.start, then every later row before p.end.
-        let first = rows.partition_point(|r| r.0 <= p.start).saturating_sub(1);
-        for (i, &(addr, rule)) in rows.iter().enumerate().skip(first) {
+        let rel_start = p.start - span.start;
+        let rows = &col.rows[span.first_row as usize..span.row_end as usize];
+        let first = rows
+            .partition_point(|r| u64::from(r.0) <= rel_start)
+            .saturating_sub(1);
+        for (i, (addr, rule)) in col.rows_of(span).enumerate().skip(first) {
             if addr >= p.end {
                 break;
             }
@@ -586,17 +625,10 @@ mod tests {
     fn collector(fdes: &[TestFde<'_>]) -> Collector {
         let mut c = Collector::default();
         for &(start, end, rows) in fdes {
-            let first_row = c.rows.len() as u32;
-            c.spans.push(FdeSpan {
-                start,
-                end,
-                first_row,
-                row_end: first_row,
-            });
+            c.begin_fde(start, end);
             for &(addr, rule) in rows {
-                c.push_row(first_row, addr, rule);
+                c.push_row(addr, rule);
             }
-            c.spans.last_mut().unwrap().row_end = c.rows.len() as u32;
         }
         c
     }
@@ -658,6 +690,8 @@ mod tests {
     #[test]
     fn rows_merge_within_an_fde() {
         let c = collector(&[(0, 10, &[(0, A), (2, A), (4, B), (6, B), (8, A)])]);
-        assert_eq!(c.rows, vec![(0, A), (4, B), (8, A)]);
+        let rows: Vec<_> = c.rows_of(&c.spans[0]).collect();
+        assert_eq!(rows, vec![(0, A), (4, B), (8, A)]);
+        assert_eq!(c.rules, vec![A, B]);
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use super::fxhash::FxBuildHasher;
 use super::rules::{StackDelta, UnwindRule};
 use crate::error::{Error, Result};
 
@@ -31,7 +32,7 @@ impl RuleId {
 /// test for them without a lookup. Ids are never reused or renumbered.
 #[derive(Clone, Debug)]
 pub struct RuleInterner {
-    ids: HashMap<UnwindRule, RuleId>,
+    ids: HashMap<UnwindRule, RuleId, FxBuildHasher>,
     rules: Vec<UnwindRule>,
 }
 
@@ -48,7 +49,7 @@ impl RuleInterner {
     /// An interner holding only the four fixed rules.
     pub fn new() -> RuleInterner {
         let mut interner = RuleInterner {
-            ids: HashMap::new(),
+            ids: HashMap::default(),
             rules: Vec::new(),
         };
         for rule in [

@@ -3,6 +3,7 @@
 
 mod build;
 mod expr;
+mod fxhash;
 mod intern;
 mod rules;
 mod stats;
