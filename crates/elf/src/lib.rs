@@ -7,7 +7,8 @@
 //! - [`file_id_of_path`] / [`file_id_of_bytes`] compute the
 //!   [`profiler_trace::FileId`] content hash from the head and tail of a file.
 //! - [`ElfFile::gnu_build_id`] and [`ElfFile::go_build_id`] read the build
-//!   id notes (through sections, or `PT_NOTE` when sections are stripped).
+//!   id notes (through sections, or `PT_NOTE` when sections are stripped);
+//!   [`ElfFile::gnu_debuglink`] names the separate debug file.
 //! - [`SymbolTable`] maps ELF virtual addresses to function names.
 //! - [`LoadSegments`] turns a process address plus its `/proc/PID/maps`
 //!   line into the ELF virtual address that the tables use.
@@ -49,6 +50,7 @@ pub use file::{
 };
 pub use fileid::{file_id_of_bytes, file_id_of_path};
 pub use mapping::{LoadSegment, LoadSegments};
+pub use notes::DebugLink;
 pub use symbols::{SymbolSource, SymbolTable};
 pub use unwind::{
     CfaBase, CfiError, CfiErrorKind, CfiSection, EhFrameSource, InvalidReason, RbpRule, RowCounts,

@@ -1,11 +1,22 @@
-//! Build ids from ELF notes.
+//! Build ids from ELF notes, and the `.gnu_debuglink` pointer to a
+//! separate debug file.
 //!
 //! A note is `namesz: u32, descsz: u32, type: u32`, then the name and the
 //! descriptor, each padded to the note alignment (4, or 8 in 8-aligned note
 //! sections such as `.note.gnu.property`) — gABI "Note Section".
 
 use crate::error::Result;
-use crate::file::{ElfFile, ReadLe, PT_NOTE, SHT_NOTE};
+use crate::file::{cstr_at, ElfFile, ReadLe, PT_NOTE, SHT_NOTE};
+
+/// The `.gnu_debuglink` section: where the separate debug file is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DebugLink {
+    /// File name of the debug file (looked up next to the file, in
+    /// `.debug/`, and under `/usr/lib/debug/`).
+    pub file: String,
+    /// CRC-32 (IEEE, as zlib's `crc32`) of the whole debug file.
+    pub crc: u32,
+}
 
 /// Note type of the GNU build id (`NT_GNU_BUILD_ID`), owner "GNU".
 const NT_GNU_BUILD_ID: u32 = 3;
@@ -86,6 +97,25 @@ impl ElfFile {
             .find_note(b"GNU", NT_GNU_BUILD_ID)?
             .filter(|d| !d.is_empty())
             .map(|d| d.iter().map(|b| format!("{b:02x}")).collect()))
+    }
+
+    /// The `.gnu_debuglink` section: a NUL-terminated file name, padding to
+    /// a multiple of 4 bytes, then a 4-byte CRC (GDB manual, "Debugging
+    /// Information in Separate Files"). `Ok(None)` when the file has none
+    /// or the section is malformed.
+    pub fn gnu_debuglink(&self) -> Result<Option<DebugLink>> {
+        let Some(section) = self.section_by_name(".gnu_debuglink") else {
+            return Ok(None);
+        };
+        let data = self.section_data(section)?;
+        let Some(name) = cstr_at(data, 0).filter(|n| !n.is_empty()) else {
+            return Ok(None);
+        };
+        let crc_at = (name.len() + 1).next_multiple_of(4);
+        Ok(data.u32_at(crc_at).map(|crc| DebugLink {
+            file: String::from_utf8_lossy(name).into_owned(),
+            crc,
+        }))
     }
 
     /// The Go build id (`.note.go.buildid`) as the string the Go tool

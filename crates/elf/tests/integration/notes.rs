@@ -110,3 +110,32 @@ fn which(name: &str) -> Result<std::path::PathBuf, ()> {
         .find(|p| p.is_file())
         .ok_or(())
 }
+
+#[test]
+fn gnu_debuglink_matches_objcopy() {
+    let dir = test_dir("notes-debuglink");
+    let raw = dir.join("debuglink");
+    run(Command::new("objcopy")
+        .arg(format!("--dump-section=.gnu_debuglink={}", raw.display()))
+        .arg(LIBC)
+        .arg(dir.join("scratch.o")));
+    let raw = std::fs::read(raw).expect("dumped section");
+    let name_len = raw.iter().position(|&b| b == 0).expect("NUL");
+    let crc = u32::from_le_bytes(raw[raw.len() - 4..].try_into().expect("4 bytes"));
+    let link = ElfFile::open(LIBC)
+        .expect("libc")
+        .gnu_debuglink()
+        .expect("section")
+        .expect("a debuglink");
+    assert_eq!(link.file.as_bytes(), &raw[..name_len]);
+    assert!(link.file.ends_with(".debug"));
+    assert_eq!(link.crc, crc);
+    let bin = compile(&dir, "plain", "int main(void) { return 0; }\n", &[]);
+    assert_eq!(
+        ElfFile::open(&bin)
+            .expect("open")
+            .gnu_debuglink()
+            .expect("ok"),
+        None
+    );
+}

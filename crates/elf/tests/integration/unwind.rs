@@ -337,3 +337,90 @@ fn stripped_section_headers_give_the_same_deltas() {
         assert_eq!(got.stats.rows, want.stats.rows);
     }
 }
+
+/// Two hand-written trampolines: one marked with `.cfi_signal_frame` (the
+/// 'S' augmentation), one recognized only by its code.
+const TRAMPOLINES_C: &str = r#"
+__asm__(
+  ".text\n"
+  ".globl marked_restore\n.type marked_restore,@function\n"
+  "marked_restore:\n.cfi_startproc\n.cfi_signal_frame\n"
+  "  movq $15, %rax\n  syscall\n.cfi_endproc\n.size marked_restore, .-marked_restore\n"
+  ".globl plain_restore\n.type plain_restore,@function\n"
+  "plain_restore:\n.cfi_startproc\n"
+  "  nop\n  movq $15, %rax\n  syscall\n.cfi_endproc\n.size plain_restore, .-plain_restore\n"
+  ".globl not_restore\n.type not_restore,@function\n"
+  "not_restore:\n.cfi_startproc\n"
+  "  movq $14, %rax\n  syscall\n.cfi_endproc\n.size not_restore, .-not_restore\n");
+int main(void) { return 0; }
+"#;
+
+#[test]
+fn signal_trampolines() {
+    let dir = test_dir("unwind-signal");
+    let bin = compile(&dir, "tramp", TRAMPOLINES_C, &["-O2"]);
+    let (elf, table) = table_of(&bin);
+    let (marked, _) = symbol(&elf, "marked_restore");
+    let (plain, _) = symbol(&elf, "plain_restore");
+    let (not, _) = symbol(&elf, "not_restore");
+    assert_eq!(table.lookup(marked), UnwindRule::Signal);
+    assert_eq!(table.lookup(marked + 8), UnwindRule::Signal);
+    assert_eq!(table.lookup(plain), UnwindRule::Signal);
+    assert_eq!(table.lookup(plain + 9), UnwindRule::Signal);
+    let leaf = UnwindRule::Cfa {
+        base: CfaBase::Rsp,
+        offset: 8,
+        rbp: RbpRule::Unchanged,
+    };
+    assert_eq!(table.lookup(not), leaf);
+    assert_eq!(table.stats.fdes_signal, 2);
+    // readelf agrees except where the code, not the CFI, makes the frame
+    // a signal frame.
+    let fdes = readelf_frames(&bin);
+    let others: Vec<&Fde> = fdes.iter().filter(|f| f.start != plain).collect();
+    assert_fdes_match(&table, &others, "trampolines");
+}
+
+/// The vDSO of this process, read from memory.
+fn vdso_bytes() -> Vec<u8> {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+    let line = maps
+        .lines()
+        .find(|l| l.ends_with("[vdso]"))
+        .expect("a vDSO");
+    let (start, end) = line
+        .split_whitespace()
+        .next()
+        .and_then(|r| r.split_once('-'))
+        .expect("range");
+    let start = u64::from_str_radix(start, 16).expect("hex");
+    let end = u64::from_str_radix(end, 16).expect("hex");
+    let mut buf = vec![0u8; (end - start) as usize];
+    let mem = std::fs::File::open("/proc/self/mem").expect("mem");
+    std::os::unix::fs::FileExt::read_exact_at(&mem, &mut buf, start).expect("read vDSO");
+    buf
+}
+
+#[test]
+fn vdso_from_memory() {
+    let data = vdso_bytes();
+    let dir = test_dir("unwind-vdso");
+    let path = dir.join("vdso.so");
+    std::fs::write(&path, &data).expect("write");
+    let elf = ElfFile::from_bytes(data).expect("vDSO parses");
+    assert!(elf.gnu_build_id().expect("notes").is_some());
+    let symbols = elf.symbols().expect("symbols");
+    let (gettime, _) = symbols
+        .find("__vdso_clock_gettime")
+        .expect("__vdso_clock_gettime");
+    assert_eq!(
+        symbols.lookup(gettime + 1),
+        Some(("__vdso_clock_gettime", 1))
+    );
+    let table = elf.unwind_table();
+    assert_eq!(table.stats.error_count, 0, "{:?}", table.stats.errors);
+    check_shape(&table);
+    let fdes = readelf_frames(&path);
+    assert_fdes_match(&table, &fdes.iter().collect::<Vec<_>>(), "vDSO");
+    assert!(matches!(table.lookup(gettime), UnwindRule::Cfa { .. }));
+}
