@@ -126,7 +126,7 @@ impl InvalidReason {
     }
 }
 
-/// One entry of an [`UnwindTable`]: `rule` applies from `address` up to
+/// One entry of an [`crate::UnwindTable`]: `rule` applies from `address` up to
 /// the next entry's address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct StackDelta {
