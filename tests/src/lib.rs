@@ -80,10 +80,39 @@ impl TraceSink for Collect {
     }
 }
 
+/// What one profiling run gave.
+pub struct Profile {
+    /// Every trace, in arrival order.
+    pub traces: Vec<Trace>,
+    /// CPU time (user + system) each profiled pid used while sampling
+    /// was attached: the ground truth sample counts are compared with.
+    pub cpu_seconds: Vec<(u32, f64)>,
+}
+
+impl Profile {
+    /// Samples a pid should get at `hz`: its CPU time × frequency.
+    pub fn expected_samples(&self, pid: u32, hz: u32) -> f64 {
+        let cpu = self.cpu_seconds.iter().find(|(p, _)| *p == pid).map(|(_, c)| *c).unwrap_or(0.0);
+        cpu * f64::from(hz)
+    }
+}
+
+/// CPU time (utime + stime) of a process, from `/proc/PID/stat`.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let Some((_, rest)) = stat.rsplit_once(')') else { return 0.0 };
+    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    // Fields 14 and 15 (utime, stime); `rest` starts at field 3.
+    (ticks(11) + ticks(12)) as f64 / hz
+}
+
 /// Profiles `pids` for `duration` at `hz` with the real agent and
 /// returns every trace. `None` means BPF is unavailable outside CI: the
 /// caller returns (the reason was printed). Under CI that case panics.
-pub fn profile(pids: &[u32], hz: u32, duration: Duration) -> Option<Vec<Trace>> {
+pub fn profile(pids: &[u32], hz: u32, duration: Duration) -> Option<Profile> {
     let traces = Arc::new(Mutex::new(Vec::new()));
     let config = AgentConfig { samples_per_second: hz, pids: pids.to_vec(), ..AgentConfig::default() };
     let agent = match Agent::start_with_sinks(config, vec![Box::new(Collect(traces.clone()))]) {
@@ -94,12 +123,14 @@ pub fn profile(pids: &[u32], hz: u32, duration: Duration) -> Option<Vec<Trace>> 
         }
         Err(e) => panic!("starting the agent: {e}"),
     };
+    let cpu_before: Vec<f64> = pids.iter().map(|&p| cpu_seconds(p)).collect();
     std::thread::sleep(duration);
+    let cpu_seconds = pids.iter().zip(cpu_before).map(|(&p, before)| (p, cpu_seconds(p) - before)).collect();
     agent.stop().expect("reader ran without error");
     let stats = agent.stats();
     assert_eq!(stats.samples_lost + stats.samples_dropped, 0, "samples lost: {stats:?}");
     let traces = std::mem::take(&mut *traces.lock().unwrap());
-    Some(traces)
+    Some(Profile { traces, cpu_seconds })
 }
 
 /// The names of a trace's kernel frames, root first.
