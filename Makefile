@@ -5,13 +5,15 @@ CARGO ?= cargo
 # Extra test targets from the included makefiles (e.g. the Go receiver).
 EXTRA_TESTS :=
 
-.PHONY: help deps agent quickstart test test-rust clean
+.PHONY: help deps agent quickstart test test-rust bench bench-quick clean
 
 help:
 	@echo "make deps        install the Debian packages the build needs (root)"
 	@echo "make agent       build ./ebpf-profiler (release)"
 	@echo "make quickstart  deps + agent + profile this machine for 10 s into profile.folded (root)"
 	@echo "make test        every test, BPF ones included (root)"
+	@echo "make bench       overhead, memory, completeness, start-up, side by side with perf -> BENCHMARKS.md (root)"
+	@echo "make bench-quick the same, reduced (< 3 min; CI runs it, never failing on a figure)"
 
 deps:
 	scripts/install-deps.sh
@@ -29,6 +31,13 @@ test: test-rust $(EXTRA_TESTS)
 # All Rust tests; the ones in tests/ load the real eBPF programs (root).
 test-rust:
 	$(CARGO) test --locked --workspace --no-fail-fast
+
+# Measures and writes BENCHMARKS.md; never asserts a figure.
+bench: deps agent
+	python3 bench/bench.py
+
+bench-quick: deps agent
+	python3 bench/bench.py --quick --output bench-quick.md
 
 clean:
 	$(CARGO) clean

@@ -1,0 +1,524 @@
+#!/usr/bin/env python3
+"""`make bench`: what the profiler costs and how well it unwinds, side by
+side with Linux perf, in one run on this machine.
+
+Rows (see the "bench" issue): agent CPU at 20 Hz and 1000 Hz with every CPU
+loaded, BPF program cost per sample, workload slowdown, memory with many
+processes, stack completeness on known call chains, start-up, unwind-table
+build cost, and `perf record` (frame pointers and DWARF) on the same
+workload at the same frequency. It measures and reports; it never fails on
+a figure. `--quick` runs a reduced version (under 3 minutes) for CI.
+
+Needs root (BPF, perf), gcc, perf (linux-perf) and bpftool.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENT = ROOT / "ebpf-profiler"
+WORKLOADS = ROOT / "bench" / "workloads"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+NCPU = os.cpu_count() or 1
+CHAIN = ["main", "chain_a", "chain_b", "chain_c", "chain_d", "chain_e"]
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- processes
+
+def cpu_seconds(pid):
+    """utime + stime of a process (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def status_kib(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+class Procs:
+    """Child processes killed at exit."""
+
+    def __init__(self):
+        self.children = []
+
+    def spawn(self, args, **kw):
+        p = subprocess.Popen(args, stdout=kw.pop("stdout", subprocess.DEVNULL),
+                             stderr=kw.pop("stderr", subprocess.DEVNULL), **kw)
+        self.children.append(p)
+        return p
+
+    def stop_all(self):
+        for p in self.children:
+            if p.poll() is None:
+                p.kill()
+        for p in self.children:
+            p.wait()
+        self.children = []
+
+
+def build_workloads(out):
+    cc = ["gcc", "-O2", "-g0"]
+    builds = {
+        "chain_nofp": (["-fomit-frame-pointer"], "chain.c"),
+        "chain_fp": (["-fno-omit-frame-pointer"], "chain.c"),
+        "periodic": ([], "periodic.c"),
+    }
+    for name, (flags, src) in builds.items():
+        subprocess.run(cc + flags + ["-o", str(out / name), str(WORKLOADS / src)], check=True)
+    return {name: out / name for name in builds}
+
+
+class Agent:
+    """The agent running for `seconds`, started and ready (programs attached)."""
+
+    def __init__(self, procs, hz, seconds, output, extra=()):
+        self.t_spawn = time.monotonic()
+        self.stderr_path = output.with_suffix(".stderr")
+        self.stderr = open(self.stderr_path, "w+")
+        self.p = procs.spawn([str(AGENT), "--samples-per-second", str(hz), "--duration", f"{seconds}s",
+                              "--format", "folded", "--output", str(output), *extra], stderr=self.stderr)
+        self.ready_s = self._wait_ready()
+
+    def _wait_ready(self, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.stderr.seek(0)
+            if "sampling at" in self.stderr.read():
+                return time.monotonic() - self.t_spawn
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.005)
+        self.stderr.seek(0)
+        raise RuntimeError(f"agent did not start: {self.stderr.read()}")
+
+    def wait(self):
+        self.p.wait()
+        self.stderr.seek(0)
+        return self.stderr.read()
+
+
+def summary_value(text, label):
+    m = re.search(rf"{label}:\s+(\d+)", text)
+    return int(m.group(1)) if m else None
+
+
+# ---------------------------------------------------------------- BPF facts
+
+def bpftool_json(*args):
+    r = subprocess.run(["bpftool", "-j", *args], capture_output=True, text=True)
+    return json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else []
+
+
+def owned_by(obj, pid):
+    return any(p.get("pid") == pid for p in obj.get("pids", []))
+
+
+def bpf_prog_stats(pid):
+    """(run_time_ns, run_cnt) summed over the agent's programs."""
+    total_ns = total_cnt = 0
+    for prog in bpftool_json("prog", "show"):
+        if owned_by(prog, pid):
+            total_ns += prog.get("run_time_ns", 0)
+            total_cnt += prog.get("run_cnt", 0)
+    return total_ns, total_cnt
+
+
+def bpf_map_memlock(pid):
+    maps = [m for m in bpftool_json("map", "show") if owned_by(m, pid)]
+    return sum(int(m.get("bytes_memlock", 0)) for m in maps), len(maps)
+
+
+# ---------------------------------------------------------------- stacks
+
+_nm_cache = {}
+
+
+def nm_symbols(path):
+    """Sorted (address, name) of the functions of an ELF file."""
+    if path not in _nm_cache:
+        r = subprocess.run(["nm", "-n", "--defined-only", str(path)], capture_output=True, text=True)
+        syms = []
+        for line in r.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] in "tTwW":
+                syms.append((int(parts[0], 16), parts[2]))
+        _nm_cache[path] = syms
+    return _nm_cache[path]
+
+
+def name_frame(frame, binaries):
+    """Names `file+0xADDR` frames of our workloads with nm when the agent
+    left them unnamed (it reports ELF addresses)."""
+    m = re.fullmatch(r"(.+)\+0x([0-9a-f]+)", frame)
+    if not m or m.group(1) not in binaries:
+        return frame
+    addr = int(m.group(2), 16)
+    best = frame
+    for start, name in nm_symbols(binaries[m.group(1)]):
+        if start > addr:
+            break
+        best = name
+    return best
+
+
+def completeness_folded(path, process, binaries):
+    """Of the workload's samples whose innermost user frame is the chain's
+    leaf, the share carrying the whole chain down to `_start`."""
+    at_leaf = complete = total = 0
+    for line in Path(path).read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        if frames[0] != process:
+            continue
+        n = int(count)
+        total += n
+        user = [name_frame(f, binaries) for f in frames[1:] if not f.endswith("_[k]")]
+        if not user or user[-1] != CHAIN[-1]:
+            continue
+        at_leaf += n
+        joined = ";".join(user)
+        if user[0] == "_start" and ";".join(CHAIN) in joined:
+            complete += n
+    return total, at_leaf, complete
+
+
+def completeness_perf_script(text, process):
+    """As completeness_folded, for `perf script` output (leaf first, one
+    `ip sym+off (dso)` line per frame)."""
+    at_leaf = complete = total = 0
+    for block in text.split("\n\n"):
+        lines = [l for l in block.strip().splitlines() if l.strip()]
+        if not lines or not lines[0].split() or lines[0].split()[0] != process:
+            continue
+        total += 1
+        user = [l.split()[1].split("+")[0] for l in lines[1:]
+                if "kernel.kallsyms" not in l and len(l.split()) >= 2]
+        if not user or user[0] != CHAIN[-1]:
+            continue
+        at_leaf += 1
+        root_first = list(reversed(user))
+        if root_first[0] == "_start" and ";".join(CHAIN) in ";".join(root_first):
+            complete += 1
+    return total, at_leaf, complete
+
+
+def pct(a, b):
+    return f"{100.0 * a / b:.1f}%" if b else "n/a"
+
+
+# ---------------------------------------------------------------- measurements
+
+def measure_agent_cpu(procs, bins, tmp, hz, seconds):
+    """Agent CPU (% of one core) and BPF ns/sample with every CPU busy
+    running the FP-less chain workload; also completeness on that workload."""
+    for _ in range(NCPU):
+        procs.spawn([str(bins["chain_nofp"]), "0"])
+    out = tmp / f"agent-{hz}.folded"
+    warmup = 2
+    agent = Agent(procs, hz, seconds + warmup + 2, out)
+    time.sleep(warmup)
+    c0, t0 = cpu_seconds(agent.p.pid), time.monotonic()
+    b0 = bpf_prog_stats(agent.p.pid)
+    time.sleep(seconds)
+    c1, t1 = cpu_seconds(agent.p.pid), time.monotonic()
+    b1 = bpf_prog_stats(agent.p.pid)
+    rss = status_kib(agent.p.pid, "VmRSS")
+    memlock, nmaps = bpf_map_memlock(agent.p.pid)
+    err = agent.wait()
+    procs.stop_all()
+    runs = b1[1] - b0[1]
+    total, at_leaf, complete = completeness_folded(out, "chain_nofp", {"chain_nofp": bins["chain_nofp"]})
+    return {
+        "hz": hz, "seconds": round(t1 - t0, 1),
+        "cpu_pct_one_core": 100.0 * (c1 - c0) / (t1 - t0),
+        "bpf_ns_per_run": (b1[0] - b0[0]) / runs if runs else None,
+        "bpf_runs": runs,
+        "rss_kib": rss, "bpf_memlock": memlock, "bpf_maps": nmaps,
+        "ready_s": agent.ready_s,
+        "samples": summary_value(err, "samples taken"), "lost": summary_value(err, "samples lost"),
+        "chain_total": total, "chain_at_leaf": at_leaf, "chain_complete": complete,
+    }
+
+
+def children_cpu():
+    """CPU seconds of all reaped children so far."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def measure_perf(procs, bins, tmp, hz, seconds, mode):
+    """perf record (fp or dwarf) on the same load; its CPU including
+    `perf script`, and completeness on the chain workload."""
+    binary = bins["chain_fp" if mode == "fp" else "chain_nofp"]
+    for _ in range(NCPU):
+        procs.spawn([str(binary), "0"])
+    time.sleep(0.5)
+    data = tmp / f"perf-{mode}-{hz}.data"
+    cg = ["-g"] if mode == "fp" else ["--call-graph", "dwarf"]
+    # The load workers are reaped only after this measurement, so the
+    # children's CPU delta is perf's (and its `sleep`'s) alone.
+    u0 = children_cpu()
+    r = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(hz), "-a", *cg, "-o", str(data),
+                        "--", "sleep", str(seconds)], capture_output=True, text=True)
+    record_cpu = children_cpu() - u0
+    procs.stop_all()
+    if r.returncode != 0:
+        return {"mode": mode, "hz": hz, "error": r.stderr.strip()[-300:]}
+    script_out = tmp / f"perf-{mode}-{hz}.txt"
+    u1 = children_cpu()
+    with open(script_out, "w") as f:
+        subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,pid,tid,cpu,time,event,ip,sym,dso"],
+                       stdout=f, stderr=subprocess.DEVNULL)
+    script_cpu = children_cpu() - u1
+    total, at_leaf, complete = completeness_perf_script(script_out.read_text(errors="replace"), binary.name)
+    return {
+        "mode": mode, "hz": hz, "seconds": seconds,
+        "record_cpu_pct_one_core": 100.0 * record_cpu / seconds,
+        "script_cpu_s": script_cpu,
+        "total_cpu_pct_one_core": 100.0 * (record_cpu + script_cpu) / seconds,
+        "data_bytes": data.stat().st_size,
+        "chain_total": total, "chain_at_leaf": at_leaf, "chain_complete": complete,
+    }
+
+
+def measure_slowdown(procs, bins, tmp, rounds, reps, freqs):
+    """Wall time of a fixed amount of work: no agent vs agent at each
+    frequency, alternating, medians."""
+    times = {f: [] for f in [None, *freqs]}
+    for rep in range(reps):
+        for f in [None, *freqs]:
+            agent = Agent(procs, f, 3600, tmp / "slowdown.folded") if f else None
+            t0 = time.monotonic()
+            subprocess.run([str(bins["chain_nofp"]), "-n", str(rounds)], check=True)
+            times[f].append(time.monotonic() - t0)
+            if agent:
+                agent.p.send_signal(2)
+                agent.wait()
+            procs.stop_all()
+    base = statistics.median(times[None])
+    return {("none" if f is None else f"{f}Hz"): {"median_s": statistics.median(v), "ratio": statistics.median(v) / base}
+            for f, v in times.items()}
+
+
+def measure_memory(procs, bins, tmp, nprocs, seconds):
+    for _ in range(nprocs):
+        procs.spawn([str(bins["periodic"])])
+    time.sleep(1)
+    agent = Agent(procs, 20, seconds + 1, tmp / "memory.folded")
+    time.sleep(seconds)
+    rss = status_kib(agent.p.pid, "VmRSS")
+    hwm = status_kib(agent.p.pid, "VmHWM")
+    memlock, nmaps = bpf_map_memlock(agent.p.pid)
+    err = agent.wait()
+    procs.stop_all()
+    return {"processes_alive": nprocs, "processes_seen": summary_value(err, "processes seen"),
+            "rss_kib": rss, "hwm_kib": hwm, "bpf_memlock": memlock, "bpf_maps": nmaps}
+
+
+def measure_new_process_first_sample(procs, bins, tmp):
+    """Start-up of the agent (spawn to attached) is measured by every run;
+    here: a process started after the agent, alive 1 s: how many of its
+    samples carry the whole chain."""
+    out = tmp / "newproc.folded"
+    agent = Agent(procs, 99, 4, out)
+    time.sleep(1)
+    subprocess.run([str(bins["chain_nofp"]), "1"], check=True)
+    agent.wait()
+    total, at_leaf, complete = completeness_folded(out, "chain_nofp", {"chain_nofp": bins["chain_nofp"]})
+    return {"ready_s": agent.ready_s, "samples": total, "at_leaf": at_leaf, "complete": complete}
+
+
+def largest_shared_library():
+    best = (0, None)
+    roots = ["/usr/lib", "/usr/local/lib", str(Path.home() / ".rustup")]
+    for root in roots:
+        for dirpath, _, files in os.walk(root):
+            for f in files:
+                if ".so" in f:
+                    p = os.path.join(dirpath, f)
+                    try:
+                        if not os.path.islink(p):
+                            size = os.path.getsize(p)
+                            if size > best[0]:
+                                best = (size, p)
+                    except OSError:
+                        pass
+    return best[1]
+
+
+def measure_unwind_tables(tmp):
+    subprocess.run(["cargo", "build", "-q", "--release", "--locked", "-p", "profiler-elf", "--example",
+                    "unwind_table_stats"], cwd=ROOT, check=True)
+    exe = ROOT / "target" / "release" / "examples" / "unwind_table_stats"
+    rows = []
+    for path in ["/lib/x86_64-linux-gnu/libc.so.6", largest_shared_library()]:
+        if not path:
+            continue
+        r = subprocess.run([str(exe), path], capture_output=True, text=True)
+        text = r.stdout
+
+        def num(label, cast=int):
+            m = re.search(rf"{label}\s+([\d.]+)", text)
+            return cast(m.group(1)) if m else None
+        rows.append({"file": path, "size": num("file size"), "ms": num("time", float),
+                     "peak_rss_kib": num(r"peak RSS \(VmHWM\)"), "deltas": num("deltas"),
+                     "rules": num("distinct rules")})
+    return rows
+
+
+# ---------------------------------------------------------------- report
+
+def machine():
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**30
+    return f"{platform.system()} {platform.release()}, {NCPU} CPUs ({cpu}), {mem} GiB RAM"
+
+
+def render(results, quick):
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    L = []
+    L.append(f"# Benchmarks{' (quick)' if quick else ''}\n")
+    L.append(f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
+    L.append(f"- commit: {commit}")
+    L.append(f"- machine: {machine()}")
+    L.append(f"- command: `make {'bench-quick' if quick else 'bench'}`\n")
+
+    L.append("## Agent CPU and BPF cost (every CPU busy with the FP-less chain workload)\n")
+    L.append("| frequency | measured over | agent CPU, % of one core | per profiled CPU | BPF ns / run | samples | lost | ready after |")
+    L.append("|---|---|---|---|---|---|---|---|")
+    for a in results["agent"]:
+        ns = f"{a['bpf_ns_per_run']:.0f}" if a["bpf_ns_per_run"] else "n/a"
+        L.append(f"| {a['hz']} Hz | {a['seconds']} s | {a['cpu_pct_one_core']:.2f}% | {a['cpu_pct_one_core'] / NCPU:.2f}% "
+                 f"| {ns} | {a['samples']} | {a['lost']} | {a['ready_s'] * 1000:.0f} ms |")
+
+    L.append("\n## Side by side with perf (same load, same frequency)\n")
+    L.append("| tool | frequency | CPU, % of one core (incl. getting stacks out) | chain complete to `_start` |")
+    L.append("|---|---|---|---|")
+    for a in results["agent"]:
+        L.append(f"| ebpf-profiler (FP-less build) | {a['hz']} Hz | {a['cpu_pct_one_core']:.2f}% "
+                 f"| {pct(a['chain_complete'], a['chain_at_leaf'])} of {a['chain_at_leaf']} at leaf |")
+    for p in results["perf"]:
+        if "error" in p:
+            L.append(f"| perf record {p['mode']} | {p['hz']} Hz | error: {p['error']} | |")
+            continue
+        label = "perf record -g (FP build)" if p["mode"] == "fp" else "perf record --call-graph dwarf (FP-less build)"
+        ours = next((a for a in results["agent"] if a["hz"] == p["hz"]), None)
+        ratio = f" (×{p['total_cpu_pct_one_core'] / ours['cpu_pct_one_core']:.1f} ours)" if ours and ours["cpu_pct_one_core"] else ""
+        L.append(f"| {label} | {p['hz']} Hz | {p['total_cpu_pct_one_core']:.2f}%{ratio}; record {p['record_cpu_pct_one_core']:.2f}% + "
+                 f"script {p['script_cpu_s']:.1f} s; {p['data_bytes'] / 2**20:.1f} MiB data "
+                 f"| {pct(p['chain_complete'], p['chain_at_leaf'])} of {p['chain_at_leaf']} at leaf |")
+
+    s = results["slowdown"]
+    L.append("\n## Workload slowdown (fixed work, wall time, medians of alternating runs)\n")
+    L.append("| agent | median | ratio to no agent |")
+    L.append("|---|---|---|")
+    for k, v in s.items():
+        L.append(f"| {k} | {v['median_s']:.3f} s | {v['ratio']:.3f} |")
+
+    m = results["memory"]
+    L.append("\n## Memory with many processes\n")
+    L.append("| processes alive | seen by agent | agent RSS | agent peak RSS | BPF maps memlock | maps |")
+    L.append("|---|---|---|---|---|---|")
+    L.append(f"| {m['processes_alive']} | {m['processes_seen']} | {m['rss_kib'] / 1024:.1f} MiB | {m['hwm_kib'] / 1024:.1f} MiB "
+             f"| {m['bpf_memlock'] / 2**20:.1f} MiB | {m['bpf_maps']} |")
+
+    n = results["newproc"]
+    L.append("\n## Start-up\n")
+    L.append(f"- agent spawn to programs attached: {n['ready_s'] * 1000:.0f} ms")
+    L.append(f"- process started after the agent, alive 1 s at 99 Hz: {n['samples']} samples, "
+             f"{n['at_leaf']} at the chain's leaf, {pct(n['complete'], n['at_leaf'])} complete to `_start`")
+
+    L.append("\n## Unwind tables (build from .eh_frame/.debug_frame)\n")
+    L.append("| file | size | time | peak RSS | deltas | distinct rules |")
+    L.append("|---|---|---|---|---|---|")
+    for u in results["unwind"]:
+        L.append(f"| `{u['file']}` | {(u['size'] or 0) / 2**20:.1f} MiB | {u['ms']} ms | {(u['peak_rss_kib'] or 0) / 1024:.1f} MiB "
+                 f"| {u['deltas']} | {u['rules']} |")
+    L.append("")
+    return "\n".join(L)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="reduced run for CI (< 3 minutes)")
+    ap.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"))
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench: needs root (BPF and perf)")
+    for tool in ["gcc", "perf", "bpftool", "nm"]:
+        if not shutil.which(tool):
+            sys.exit(f"bench: {tool} not found (make bench installs linux-perf and bpftool)")
+    if not AGENT.exists():
+        sys.exit("bench: ./ebpf-profiler missing (make agent)")
+    q = args.quick
+    subprocess.run(["sysctl", "-q", "-w", "kernel.bpf_stats_enabled=1"], check=False)
+    procs = Procs()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="ep-bench-") as t:
+        tmp = Path(t)
+        bins = build_workloads(tmp)
+        try:
+            results["agent"] = []
+            results["perf"] = []
+            for hz, secs in ([(20, 15), (1000, 10)] if q else [(20, 60), (1000, 60)]):
+                log(f"agent CPU at {hz} Hz for {secs} s")
+                results["agent"].append(measure_agent_cpu(procs, bins, tmp, hz, secs))
+                for mode in ["fp", "dwarf"]:
+                    psecs = min(secs, 10) if hz >= 1000 else secs
+                    log(f"perf record {mode} at {hz} Hz for {psecs} s")
+                    results["perf"].append(measure_perf_wrapped(procs, bins, tmp, hz, psecs, mode))
+            log("workload slowdown")
+            results["slowdown"] = measure_slowdown(procs, bins, tmp, rounds=3000 if q else 12000,
+                                                   reps=3 if q else 7, freqs=[20, 1000])
+            log("memory with many processes")
+            results["memory"] = measure_memory(procs, bins, tmp, nprocs=100 if q else 300, seconds=8 if q else 30)
+            log("new process")
+            results["newproc"] = measure_new_process_first_sample(procs, bins, tmp)
+            log("unwind tables")
+            results["unwind"] = measure_unwind_tables(tmp)
+        finally:
+            procs.stop_all()
+    text = render(results, q)
+    print(text)
+    Path(args.output).write_text(text)
+    (Path(args.output).with_suffix(".json")).write_text(json.dumps(results, indent=1, default=str))
+    log(f"wrote {args.output}")
+
+
+def measure_perf_wrapped(procs, bins, tmp, hz, seconds, mode):
+    try:
+        return measure_perf(procs, bins, tmp, hz, seconds, mode)
+    except Exception as e:  # a perf problem must not lose the other rows
+        procs.stop_all()
+        return {"mode": mode, "hz": hz, "error": str(e)}
+
+
+if __name__ == "__main__":
+    main()
