@@ -1,0 +1,51 @@
+//go:build linux && cgo
+
+package profilingreceiver
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The C ABI's error path: bad JSON comes back as an error carrying the
+// library's message (read on the same OS thread).
+func TestNativeStartWithBadJSON(t *testing.T) {
+	a, err := startNativeAgent("{not json")
+	require.Nil(t, a)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "invalid configuration: invalid configuration JSON")
+}
+
+func TestNativeStartWithUnknownField(t *testing.T) {
+	_, err := startNativeAgent(`{"samples_per_secnd": 20}`)
+	require.ErrorContains(t, err, "unknown field `samples_per_secnd`")
+}
+
+// The JSON the receiver writes is accepted by the Rust AgentConfig: the
+// start either succeeds or fails for a reason other than the
+// configuration.
+func TestNativeAcceptsTheReceiversJSON(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.Pids = []int{1}
+	text, err := cfg.agentJSON()
+	require.NoError(t, err)
+	a, err := startNativeAgent(text)
+	if err != nil {
+		assert.NotContains(t, err.Error(), "invalid configuration")
+		return
+	}
+	require.NoError(t, a.stop())
+	for {
+		_, status, err := a.nextBatch(pullTimeout)
+		require.NoError(t, err)
+		if status == batchStopped {
+			break
+		}
+	}
+	stats, err := a.stats()
+	require.NoError(t, err)
+	assert.Contains(t, stats, `"samples"`)
+	a.free()
+}

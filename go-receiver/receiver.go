@@ -1,0 +1,163 @@
+package profilingreceiver // import "ebpf-profiler/go-receiver"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer/xconsumer"
+	"go.opentelemetry.io/collector/pdata/pprofile"
+	"go.opentelemetry.io/collector/receiver"
+	"go.uber.org/zap"
+)
+
+// pullTimeout bounds one wait for a batch, and so how long the puller
+// takes to notice a shutdown.
+const pullTimeout = 250 * time.Millisecond
+
+// batchStatus is what one pull returned.
+type batchStatus int
+
+const (
+	batchReady batchStatus = iota
+	batchTimeout
+	batchStopped
+)
+
+// agent is the running profiler behind the C ABI (or a fake in tests).
+// nextBatch may run concurrently with stop and stats; free runs last.
+type agent interface {
+	nextBatch(timeout time.Duration) ([]byte, batchStatus, error)
+	stats() (string, error)
+	stop() error
+	free()
+}
+
+// agentStarter starts a profiler from the C ABI's JSON configuration.
+type agentStarter func(configJSON string) (agent, error)
+
+type profilingReceiver struct {
+	cfg   *Config
+	set   receiver.Settings
+	next  xconsumer.Profiles
+	start agentStarter
+
+	agent agent
+	// ctx is the context of ConsumeProfiles calls; cancelled when a
+	// shutdown runs out of time.
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	batches       atomic.Uint64
+	decodeErrors  atomic.Uint64
+	consumeErrors atomic.Uint64
+	shutdownOnce  sync.Once
+	shutdownErr   error
+}
+
+func newReceiver(cfg *Config, set receiver.Settings, next xconsumer.Profiles, start agentStarter) *profilingReceiver {
+	return &profilingReceiver{cfg: cfg, set: set, next: next, start: start}
+}
+
+// Start starts the profiler and the goroutine that pulls its batches.
+func (r *profilingReceiver) Start(_ context.Context, _ component.Host) error {
+	if err := r.cfg.Validate(); err != nil {
+		return fmt.Errorf("profiling receiver: %w", err)
+	}
+	if tracers, _ := parseTracers(r.cfg.Tracers); len(tracers) != 1 || tracers[0] != "all" {
+		r.set.Logger.Warn("tracers is not applied yet: the profiler unwinds native and kernel code only",
+			zap.String("tracers", r.cfg.Tracers))
+	}
+	configJSON, err := r.cfg.agentJSON()
+	if err != nil {
+		return fmt.Errorf("profiling receiver: %w", err)
+	}
+	a, err := r.start(configJSON)
+	if err != nil {
+		return fmt.Errorf("profiling receiver: %w", err)
+	}
+	r.agent = a
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.done = make(chan struct{})
+	go r.pull()
+	r.set.Logger.Info("profiler started",
+		zap.Int("samples_per_second", r.cfg.SamplesPerSecond),
+		zap.Duration("reporter_interval", r.cfg.ReporterInterval))
+	return nil
+}
+
+// pull hands every batch to the next consumer until the agent reports
+// that it stopped and was drained.
+func (r *profilingReceiver) pull() {
+	defer close(r.done)
+	for {
+		b, status, err := r.agent.nextBatch(pullTimeout)
+		if err != nil {
+			r.set.Logger.Error("pulling a profile batch failed", zap.Error(err))
+			// An error here is a bug in the library; do not spin on it.
+			time.Sleep(pullTimeout)
+			continue
+		}
+		switch status {
+		case batchReady:
+			r.deliver(b)
+		case batchStopped:
+			return
+		}
+	}
+}
+
+func (r *profilingReceiver) deliver(b []byte) {
+	r.batches.Add(1)
+	profiles, err := (&pprofile.ProtoUnmarshaler{}).UnmarshalProfiles(b)
+	if err != nil {
+		r.decodeErrors.Add(1)
+		r.set.Logger.Error("dropping a profile batch that does not decode", zap.Error(err), zap.Int("bytes", len(b)))
+		return
+	}
+	if err := r.next.ConsumeProfiles(r.ctx, profiles); err != nil {
+		r.consumeErrors.Add(1)
+		r.set.Logger.Warn("the pipeline refused a profile batch", zap.Error(err),
+			zap.Int("samples", profiles.SampleCount()))
+	}
+}
+
+// Shutdown stops the profiler, lets the puller deliver the last batch and
+// frees the library's handle. Safe to call without a successful Start.
+func (r *profilingReceiver) Shutdown(ctx context.Context) error {
+	r.shutdownOnce.Do(func() { r.shutdownErr = r.shutdown(ctx) })
+	return r.shutdownErr
+}
+
+func (r *profilingReceiver) shutdown(ctx context.Context) error {
+	if r.agent == nil {
+		return nil
+	}
+	stopErr := r.agent.stop()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		r.cancel()
+		// The puller may still be inside the library: leaking the handle
+		// is safe, freeing it under the puller's feet is not.
+		return errors.Join(stopErr, fmt.Errorf("profiling receiver: shutdown: %w", ctx.Err()))
+	}
+	r.cancel()
+	if stats, err := r.agent.stats(); err == nil {
+		r.set.Logger.Info("profiler stopped", zap.String("stats", stats),
+			zap.Uint64("batches", r.batches.Load()),
+			zap.Uint64("decode_errors", r.decodeErrors.Load()),
+			zap.Uint64("consume_errors", r.consumeErrors.Load()))
+	}
+	r.agent.free()
+	r.agent = nil
+	if stopErr != nil {
+		return fmt.Errorf("profiling receiver: %w", stopErr)
+	}
+	return nil
+}

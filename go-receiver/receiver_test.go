@@ -1,0 +1,181 @@
+package profilingreceiver
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+)
+
+// fakeAgent plays the library: it hands out queued batches, then reports
+// STOPPED once stop was called and the queue is empty.
+type fakeAgent struct {
+	mu       sync.Mutex
+	batches  [][]byte
+	stopped  bool
+	freed    bool
+	stopErr  error
+	blockFor time.Duration // each nextBatch call sleeps this long
+	calls    int
+}
+
+func (a *fakeAgent) nextBatch(timeout time.Duration) ([]byte, batchStatus, error) {
+	time.Sleep(a.blockFor)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls++
+	if a.freed {
+		panic("nextBatch after free")
+	}
+	if len(a.batches) > 0 {
+		b := a.batches[0]
+		a.batches = a.batches[1:]
+		return b, batchReady, nil
+	}
+	if a.stopped {
+		return nil, batchStopped, nil
+	}
+	a.mu.Unlock()
+	time.Sleep(min(timeout, 10*time.Millisecond))
+	a.mu.Lock()
+	return nil, batchTimeout, nil
+}
+
+func (a *fakeAgent) stats() (string, error) { return `{"samples":4}`, nil }
+
+func (a *fakeAgent) stop() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stopped = true
+	return a.stopErr
+}
+
+func (a *fakeAgent) free() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.freed = true
+}
+
+func goldenBytes(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(goldenPath)
+	require.NoError(t, err)
+	return b
+}
+
+func newTestReceiver(t *testing.T, sink *consumertest.ProfilesSink, a *fakeAgent, startErr error) (*profilingReceiver, *string) {
+	t.Helper()
+	var gotJSON string
+	r := newReceiver(createDefaultConfig(), receivertest.NewNopSettings(typeStr), sink,
+		func(configJSON string) (agent, error) {
+			gotJSON = configJSON
+			if startErr != nil {
+				return nil, startErr
+			}
+			return a, nil
+		})
+	return r, &gotJSON
+}
+
+func TestBatchesReachTheConsumer(t *testing.T) {
+	sink := new(consumertest.ProfilesSink)
+	a := &fakeAgent{batches: [][]byte{goldenBytes(t), goldenBytes(t)}}
+	r, gotJSON := newTestReceiver(t, sink, a, nil)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	assert.Contains(t, *gotJSON, `"otlp_batches":true`)
+
+	require.Eventually(t, func() bool { return len(sink.AllProfiles()) == 2 }, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 8, sink.SampleCount())
+	first := sink.AllProfiles()[0]
+	pid, ok := first.ResourceProfiles().At(0).Resource().Attributes().Get("process.pid")
+	require.True(t, ok)
+	assert.Equal(t, int64(1234), pid.Int())
+
+	require.NoError(t, r.Shutdown(context.Background()))
+	assert.True(t, a.stopped)
+	assert.True(t, a.freed)
+	// Idempotent.
+	require.NoError(t, r.Shutdown(context.Background()))
+}
+
+func TestShutdownDeliversTheLastBatch(t *testing.T) {
+	sink := new(consumertest.ProfilesSink)
+	a := &fakeAgent{}
+	r, _ := newTestReceiver(t, sink, a, nil)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	// The final interval's batch appears as the agent stops.
+	a.mu.Lock()
+	a.batches = append(a.batches, goldenBytes(t))
+	a.mu.Unlock()
+	require.NoError(t, r.Shutdown(context.Background()))
+	assert.Equal(t, 1, len(sink.AllProfiles()))
+	assert.True(t, a.freed)
+}
+
+func TestUndecodableBatchIsDroppedNotFatal(t *testing.T) {
+	sink := new(consumertest.ProfilesSink)
+	a := &fakeAgent{batches: [][]byte{{0xff, 0xff, 0xff}, goldenBytes(t)}}
+	r, _ := newTestReceiver(t, sink, a, nil)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	require.Eventually(t, func() bool { return len(sink.AllProfiles()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, r.Shutdown(context.Background()))
+	assert.Equal(t, uint64(1), r.decodeErrors.Load())
+	assert.Equal(t, uint64(2), r.batches.Load())
+}
+
+func TestConsumerErrorIsCountedNotFatal(t *testing.T) {
+	a := &fakeAgent{batches: [][]byte{goldenBytes(t), goldenBytes(t)}}
+	r := newReceiver(createDefaultConfig(), receivertest.NewNopSettings(typeStr),
+		consumertest.NewErr(errors.New("pipeline full")),
+		func(string) (agent, error) { return a, nil })
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	require.Eventually(t, func() bool { return r.consumeErrors.Load() == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, r.Shutdown(context.Background()))
+}
+
+func TestStartErrorIsReturned(t *testing.T) {
+	r, _ := newTestReceiver(t, new(consumertest.ProfilesSink), nil, errors.New("the profiler could not start: no BPF"))
+	err := r.Start(context.Background(), componenttest.NewNopHost())
+	require.EqualError(t, err, "profiling receiver: the profiler could not start: no BPF")
+	require.NoError(t, r.Shutdown(context.Background()))
+}
+
+func TestStartRejectsInvalidConfig(t *testing.T) {
+	r, _ := newTestReceiver(t, new(consumertest.ProfilesSink), &fakeAgent{}, nil)
+	r.cfg.SamplesPerSecond = 0
+	err := r.Start(context.Background(), componenttest.NewNopHost())
+	require.ErrorContains(t, err, "samples_per_second must be between 1 and 10000")
+}
+
+func TestStopErrorIsReported(t *testing.T) {
+	a := &fakeAgent{stopErr: errors.New("the profiler failed while running: ring buffer")}
+	r, _ := newTestReceiver(t, new(consumertest.ProfilesSink), a, nil)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	err := r.Shutdown(context.Background())
+	require.EqualError(t, err, "profiling receiver: the profiler failed while running: ring buffer")
+	assert.True(t, a.freed)
+}
+
+// A shutdown that runs out of time must not free the handle while the
+// puller may still be inside the library.
+func TestShutdownTimeoutLeaksRatherThanFrees(t *testing.T) {
+	a := &fakeAgent{blockFor: 300 * time.Millisecond}
+	r, _ := newTestReceiver(t, new(consumertest.ProfilesSink), a, nil)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := r.Shutdown(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	a.mu.Lock()
+	assert.False(t, a.freed)
+	a.mu.Unlock()
+	<-r.done
+}
