@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# CI for the collector side (issue 4): the C ABI header and its C smoke
+# test, the Go receiver's tests, otelcol-ebpf-profiler built with OCB, its
+# configuration check and the collector -> sink end-to-end test.
+# Called by .ci/run after `make test` (which ran the Rust tests, ffi's and
+# report's golden/decode tests included). Needs Go (preinstalled on this
+# machine kind; the Collector needs Go >= 1.25), a C compiler and root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CI="${CI:-true}"
+
+command -v go >/dev/null || { echo "collector.sh: go is not installed" >&2; exit 1; }
+echo "== collector: $(go version)"
+
+echo "== collector: C header"
+make check-header
+
+echo "== collector: C ABI smoke test"
+make test-ffi-c
+
+echo "== collector: Go receiver tests"
+make test-go
+
+echo "== collector: build otelcol-ebpf-profiler (OCB)"
+make otelcol-ebpf-profiler
+./otelcol-ebpf-profiler components | grep -q "name: profiling"
+./otelcol-ebpf-profiler validate --feature-gates=service.profilesSupport --config local.example.yaml
+
+echo "== collector: end to end"
+tests/e2e/collector_e2e.sh
