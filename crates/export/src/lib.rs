@@ -1,0 +1,517 @@
+//! The standalone agent's OTLP/gRPC exporter.
+//!
+//! [`OtlpExporter::start`] spawns one thread with a small tokio runtime
+//! that owns a tonic client of `ProfilesService`. The reporter hands it
+//! requests with [`OtlpExporter::send`], which never blocks: requests wait
+//! in a bounded buffer, the oldest dropped (and counted) when it is full.
+//! The thread sends one request at a time, gzip-compressed, retrying
+//! retryable failures (backend down, timeouts, ...) with exponential
+//! backoff up to [`ExporterConfig::max_attempts`]; when the backend comes
+//! back, the buffered requests follow. Nothing grows without bound, every
+//! loss is counted in [`ExporterStats`], and no failure of the backend
+//! makes the agent crash.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use profiler_export::{ExporterConfig, OtlpExporter};
+//! # fn request() -> profiler_export::ExportProfilesServiceRequest { Default::default() }
+//!
+//! let exporter = OtlpExporter::start(ExporterConfig::new("127.0.0.1:11000", false, 16))?;
+//! exporter.send(request());
+//! let stats = exporter.shutdown(Duration::from_secs(5));
+//! println!("{} sent, {} dropped", stats.requests_sent, stats.dropped());
+//! # Ok::<(), profiler_export::ExportError>(())
+//! ```
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
+use tokio::sync::{watch, Notify};
+use tonic::codec::CompressionEncoding;
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
+use tonic::Code;
+
+pub use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
+
+/// Settings of an [`OtlpExporter`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExporterConfig {
+    /// `host:port`, or a URI with an `http://`/`https://` scheme that
+    /// agrees with [`ExporterConfig::tls`].
+    pub endpoint: String,
+    /// Use TLS, verifying the server with the system's root certificates.
+    pub tls: bool,
+    /// Requests that may wait while one is being sent; beyond that the
+    /// oldest is dropped. At least 1.
+    pub buffer_capacity: usize,
+    /// Limit of one export call, connection included. Default 10 s.
+    pub timeout: Duration,
+    /// First wait before a retry; doubled after each failure. Default 500 ms.
+    pub initial_backoff: Duration,
+    /// Longest wait between two attempts. Default 5 s.
+    pub max_backoff: Duration,
+    /// Attempts per request before it is dropped. Default 5, at least 1.
+    pub max_attempts: u32,
+    /// Compress requests with gzip. Default on.
+    pub gzip: bool,
+}
+
+impl ExporterConfig {
+    /// Defaults for sending to `endpoint`.
+    pub fn new(endpoint: impl Into<String>, tls: bool, buffer_capacity: usize) -> ExporterConfig {
+        ExporterConfig {
+            endpoint: endpoint.into(),
+            tls,
+            buffer_capacity,
+            timeout: Duration::from_secs(10),
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(5),
+            max_attempts: 5,
+            gzip: true,
+        }
+    }
+
+    /// The endpoint as a URI with the scheme [`ExporterConfig::tls`] implies.
+    fn uri(&self) -> Result<String, ExportError> {
+        let scheme = if self.tls { "https" } else { "http" };
+        match self.endpoint.split_once("://") {
+            None => Ok(format!("{scheme}://{}", self.endpoint)),
+            Some((s, _)) if s == scheme => Ok(self.endpoint.clone()),
+            Some((s, _)) => Err(ExportError::Endpoint {
+                endpoint: self.endpoint.clone(),
+                reason: format!("scheme {s}:// does not match tls = {}", self.tls),
+            }),
+        }
+    }
+}
+
+/// Why an exporter could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExportError {
+    /// The endpoint is not a valid URI, or its scheme contradicts `tls`.
+    #[error("invalid OTLP endpoint {endpoint:?}: {reason}")]
+    Endpoint {
+        /// The endpoint as given.
+        endpoint: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A setting is out of range.
+    #[error("invalid exporter setting: {0}")]
+    Config(&'static str),
+    /// TLS could not be set up.
+    #[error("OTLP exporter TLS setup: {0}")]
+    Tls(#[source] tonic::transport::Error),
+    /// The exporter thread or its runtime could not start.
+    #[error("starting the OTLP exporter thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+/// A snapshot of an exporter's counters. Counters only grow, except
+/// [`ExporterStats::buffered`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExporterStats {
+    /// Requests the backend accepted.
+    pub requests_sent: u64,
+    /// Protobuf bytes of the accepted requests (before compression).
+    pub bytes_sent: u64,
+    /// Export calls that failed (each retry counts).
+    pub attempts_failed: u64,
+    /// Requests dropped because the buffer was full (the oldest go first).
+    pub dropped_buffer_full: u64,
+    /// Requests dropped after [`ExporterConfig::max_attempts`] failures.
+    pub dropped_retries_exhausted: u64,
+    /// Requests the backend refused with a non-retryable error.
+    pub dropped_rejected: u64,
+    /// Requests still unsent when the shutdown's time ran out.
+    pub dropped_shutdown: u64,
+    /// Profiles the backend reported as rejected in a partial success.
+    pub profiles_rejected: u64,
+    /// Requests waiting in the buffer now.
+    pub buffered: u64,
+    /// The last error from the backend, if any.
+    pub last_error: Option<String>,
+}
+
+impl ExporterStats {
+    /// All dropped requests, whatever the reason.
+    pub fn dropped(&self) -> u64 {
+        self.dropped_buffer_full
+            + self.dropped_retries_exhausted
+            + self.dropped_rejected
+            + self.dropped_shutdown
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    requests_sent: AtomicU64,
+    bytes_sent: AtomicU64,
+    attempts_failed: AtomicU64,
+    dropped_buffer_full: AtomicU64,
+    dropped_retries_exhausted: AtomicU64,
+    dropped_rejected: AtomicU64,
+    dropped_shutdown: AtomicU64,
+    profiles_rejected: AtomicU64,
+}
+
+struct Buffer {
+    queue: VecDeque<ExportProfilesServiceRequest>,
+    /// No more requests will come: drain the buffer and stop.
+    closing: bool,
+}
+
+struct Shared {
+    buffer: Mutex<Buffer>,
+    capacity: usize,
+    wake: Notify,
+    counters: Counters,
+    last_error: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn buffer(&self) -> std::sync::MutexGuard<'_, Buffer> {
+        // The buffer stays consistent even if a holder panicked.
+        self.buffer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_last_error(&self, e: String) {
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    }
+}
+
+/// A running exporter. Dropping it stops it at once (what is buffered is
+/// counted as dropped); [`OtlpExporter::shutdown`] first tries to deliver.
+pub struct OtlpExporter {
+    shared: Arc<Shared>,
+    abort: watch::Sender<bool>,
+    thread: Option<JoinHandle<()>>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl OtlpExporter {
+    /// Checks `config` and starts the exporter thread. The connection is
+    /// made lazily: a backend that is down now is not an error.
+    pub fn start(config: ExporterConfig) -> Result<OtlpExporter, ExportError> {
+        if config.buffer_capacity == 0 {
+            return Err(ExportError::Config("buffer_capacity must be at least 1"));
+        }
+        if config.max_attempts == 0 {
+            return Err(ExportError::Config("max_attempts must be at least 1"));
+        }
+        let uri = config.uri()?;
+        let mut endpoint = Endpoint::from_shared(uri).map_err(|e| ExportError::Endpoint {
+            endpoint: config.endpoint.clone(),
+            reason: e.to_string(),
+        })?;
+        endpoint = endpoint
+            .connect_timeout(config.timeout)
+            .timeout(config.timeout);
+        if config.tls {
+            endpoint = endpoint
+                .tls_config(ClientTlsConfig::new().with_native_roots())
+                .map_err(ExportError::Tls)?;
+        }
+
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(ExportError::Thread)?;
+        let shared = Arc::new(Shared {
+            buffer: Mutex::new(Buffer {
+                queue: VecDeque::new(),
+                closing: false,
+            }),
+            capacity: config.buffer_capacity,
+            wake: Notify::new(),
+            counters: Counters::default(),
+            last_error: Mutex::new(None),
+        });
+        let (abort, abort_rx) = watch::channel(false);
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let worker = Worker {
+            shared: shared.clone(),
+            config,
+            abort: abort_rx,
+        };
+        let thread = std::thread::Builder::new()
+            .name("ep-otlp-export".into())
+            .spawn(move || {
+                runtime.block_on(worker.run(endpoint));
+                let _ = done_tx.send(());
+            })
+            .map_err(ExportError::Thread)?;
+        Ok(OtlpExporter {
+            shared,
+            abort,
+            thread: Some(thread),
+            done,
+        })
+    }
+
+    /// Queues `request` for sending. Never blocks: when the buffer is
+    /// full the oldest waiting request is dropped and counted.
+    pub fn send(&self, request: ExportProfilesServiceRequest) {
+        let mut buffer = self.shared.buffer();
+        if buffer.closing {
+            self.shared
+                .counters
+                .dropped_shutdown
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if buffer.queue.len() >= self.shared.capacity {
+            buffer.queue.pop_front();
+            self.shared
+                .counters
+                .dropped_buffer_full
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        buffer.queue.push_back(request);
+        drop(buffer);
+        self.shared.wake.notify_one();
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> ExporterStats {
+        let c = &self.shared.counters;
+        ExporterStats {
+            requests_sent: c.requests_sent.load(Ordering::Relaxed),
+            bytes_sent: c.bytes_sent.load(Ordering::Relaxed),
+            attempts_failed: c.attempts_failed.load(Ordering::Relaxed),
+            dropped_buffer_full: c.dropped_buffer_full.load(Ordering::Relaxed),
+            dropped_retries_exhausted: c.dropped_retries_exhausted.load(Ordering::Relaxed),
+            dropped_rejected: c.dropped_rejected.load(Ordering::Relaxed),
+            dropped_shutdown: c.dropped_shutdown.load(Ordering::Relaxed),
+            profiles_rejected: c.profiles_rejected.load(Ordering::Relaxed),
+            buffered: self.shared.buffer().queue.len() as u64,
+            last_error: self
+                .shared
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        }
+    }
+
+    /// Delivers what is buffered for up to `timeout`, then stops; what is
+    /// still unsent is counted in [`ExporterStats::dropped_shutdown`].
+    pub fn shutdown(mut self, timeout: Duration) -> ExporterStats {
+        self.stop(timeout);
+        self.stats()
+    }
+
+    fn stop(&mut self, timeout: Duration) {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        self.shared.buffer().closing = true;
+        self.shared.wake.notify_one();
+        if self.done.recv_timeout(timeout).is_err() {
+            let _ = self.abort.send(true);
+        }
+        let _ = thread.join();
+    }
+}
+
+impl Drop for OtlpExporter {
+    fn drop(&mut self) {
+        self.stop(Duration::ZERO);
+    }
+}
+
+/// Whether a failed export may succeed when tried again (the OTLP
+/// specification's retryable codes).
+fn retryable(code: Code) -> bool {
+    matches!(
+        code,
+        Code::Cancelled
+            | Code::DeadlineExceeded
+            | Code::ResourceExhausted
+            | Code::Aborted
+            | Code::OutOfRange
+            | Code::Unavailable
+            | Code::DataLoss
+    )
+}
+
+struct Worker {
+    shared: Arc<Shared>,
+    config: ExporterConfig,
+    abort: watch::Receiver<bool>,
+}
+
+/// How the export of one request ended.
+enum Outcome {
+    Done,
+    Aborted,
+}
+
+impl Worker {
+    async fn run(mut self, endpoint: Endpoint) {
+        let channel: Channel = endpoint.connect_lazy();
+        let mut client = ProfilesServiceClient::new(channel);
+        if self.config.gzip {
+            client = client
+                .send_compressed(CompressionEncoding::Gzip)
+                .accept_compressed(CompressionEncoding::Gzip);
+        }
+        while let Some(request) = self.next_request().await {
+            if let Outcome::Aborted = self.export(&mut client, request).await {
+                let left = {
+                    let mut buffer = self.shared.buffer();
+                    let n = buffer.queue.len() as u64;
+                    buffer.queue.clear();
+                    n
+                };
+                // The request in flight and everything still buffered.
+                self.shared
+                    .counters
+                    .dropped_shutdown
+                    .fetch_add(left + 1, Ordering::Relaxed);
+                return;
+            }
+        }
+    }
+
+    /// The next request, or `None` once closing and drained (or aborted).
+    async fn next_request(&mut self) -> Option<ExportProfilesServiceRequest> {
+        loop {
+            {
+                let mut buffer = self.shared.buffer();
+                if let Some(r) = buffer.queue.pop_front() {
+                    return Some(r);
+                }
+                if buffer.closing {
+                    return None;
+                }
+            }
+            tokio::select! {
+                _ = self.shared.wake.notified() => {}
+                _ = self.abort.wait_for(|a| *a) => return None,
+            }
+        }
+    }
+
+    async fn export(
+        &mut self,
+        client: &mut ProfilesServiceClient<Channel>,
+        request: ExportProfilesServiceRequest,
+    ) -> Outcome {
+        let counters = &self.shared.counters;
+        let bytes = prost::Message::encoded_len(&request) as u64;
+        let mut backoff = self.config.initial_backoff;
+        for attempt in 1..=self.config.max_attempts {
+            let call = client.export(request.clone());
+            let result = tokio::select! {
+                r = tokio::time::timeout(self.config.timeout, call) => r,
+                _ = self.abort.wait_for(|a| *a) => return Outcome::Aborted,
+            };
+            let error = match result {
+                Ok(Ok(response)) => {
+                    counters.requests_sent.fetch_add(1, Ordering::Relaxed);
+                    counters.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
+                    if let Some(partial) = response.into_inner().partial_success {
+                        if partial.rejected_profiles > 0 {
+                            counters
+                                .profiles_rejected
+                                .fetch_add(partial.rejected_profiles as u64, Ordering::Relaxed);
+                            self.shared.set_last_error(format!(
+                                "backend rejected {} profiles: {}",
+                                partial.rejected_profiles, partial.error_message
+                            ));
+                        }
+                    }
+                    return Outcome::Done;
+                }
+                Ok(Err(status)) if !retryable(status.code()) => {
+                    counters.attempts_failed.fetch_add(1, Ordering::Relaxed);
+                    counters.dropped_rejected.fetch_add(1, Ordering::Relaxed);
+                    self.shared
+                        .set_last_error(format!("export refused: {status}"));
+                    return Outcome::Done;
+                }
+                Ok(Err(status)) => format!("export failed: {status}"),
+                Err(_) => format!("export timed out after {:?}", self.config.timeout),
+            };
+            counters.attempts_failed.fetch_add(1, Ordering::Relaxed);
+            self.shared.set_last_error(error);
+            if attempt == self.config.max_attempts {
+                break;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(jitter(backoff)) => {}
+                _ = self.abort.wait_for(|a| *a) => return Outcome::Aborted,
+            }
+            backoff = (backoff * 2).min(self.config.max_backoff);
+        }
+        counters
+            .dropped_retries_exhausted
+            .fetch_add(1, Ordering::Relaxed);
+        Outcome::Done
+    }
+}
+
+/// `d` spread over [d/2, d] so that many agents do not retry in step.
+fn jitter(d: Duration) -> Duration {
+    // The low bits of the clock are random enough for spreading retries.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.subsec_nanos());
+    let half = d / 2;
+    half + half.mul_f64(f64::from(nanos % 1000) / 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_gets_the_scheme_tls_implies() {
+        assert_eq!(
+            ExporterConfig::new("127.0.0.1:11000", false, 1)
+                .uri()
+                .unwrap(),
+            "http://127.0.0.1:11000"
+        );
+        assert_eq!(
+            ExporterConfig::new("collector:4317", true, 1)
+                .uri()
+                .unwrap(),
+            "https://collector:4317"
+        );
+        assert_eq!(
+            ExporterConfig::new("http://h:1", false, 1).uri().unwrap(),
+            "http://h:1"
+        );
+        assert!(matches!(
+            ExporterConfig::new("http://h:1", true, 1).uri(),
+            Err(ExportError::Endpoint { reason, .. }) if reason.contains("does not match tls = true")
+        ));
+    }
+
+    #[test]
+    fn retryable_codes_follow_the_otlp_spec() {
+        assert!(retryable(Code::Unavailable));
+        assert!(retryable(Code::DeadlineExceeded));
+        assert!(!retryable(Code::InvalidArgument));
+        assert!(!retryable(Code::Unauthenticated));
+        assert!(!retryable(Code::Unimplemented));
+    }
+
+    #[test]
+    fn jitter_stays_within_half_and_full() {
+        let d = Duration::from_millis(800);
+        let j = jitter(d);
+        assert!(j >= d / 2 && j <= d, "{j:?}");
+    }
+}

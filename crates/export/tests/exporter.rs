@@ -1,0 +1,357 @@
+//! The exporter against a real gRPC server on loopback.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_server::{
+    ProfilesService, ProfilesServiceServer,
+};
+use opentelemetry_proto::tonic::collector::profiles::v1development::{
+    ExportProfilesPartialSuccess, ExportProfilesServiceResponse,
+};
+use opentelemetry_proto::tonic::profiles::v1development::{
+    Profile, ResourceProfiles, ScopeProfiles,
+};
+use profiler_export::{
+    ExportError, ExportProfilesServiceRequest, ExporterConfig, ExporterStats, OtlpExporter,
+};
+use tonic::codec::CompressionEncoding;
+use tonic::{Code, Request, Response, Status};
+
+/// A request told apart by `marker` (the profile's time).
+fn request(marker: u64) -> ExportProfilesServiceRequest {
+    ExportProfilesServiceRequest {
+        resource_profiles: vec![ResourceProfiles {
+            scope_profiles: vec![ScopeProfiles {
+                profiles: vec![Profile {
+                    time_unix_nano: marker,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        dictionary: None,
+    }
+}
+
+fn marker(r: &ExportProfilesServiceRequest) -> u64 {
+    r.resource_profiles[0].scope_profiles[0].profiles[0].time_unix_nano
+}
+
+/// (marker, grpc-encoding) of every request the server saw.
+type Received = Arc<Mutex<Vec<(u64, Option<String>)>>>;
+
+/// What the test server answers.
+#[derive(Clone, Copy)]
+enum Reply {
+    Ok,
+    Refuse(Code),
+    PartiallyReject(i64),
+}
+
+#[derive(Clone)]
+struct Sink {
+    received: Received,
+    reply: Reply,
+}
+
+#[tonic::async_trait]
+impl ProfilesService for Sink {
+    async fn export(
+        &self,
+        request: Request<ExportProfilesServiceRequest>,
+    ) -> Result<Response<ExportProfilesServiceResponse>, Status> {
+        let encoding = request
+            .metadata()
+            .get("grpc-encoding")
+            .map(|v| v.to_str().unwrap().to_owned());
+        self.received
+            .lock()
+            .unwrap()
+            .push((marker(request.get_ref()), encoding));
+        match self.reply {
+            Reply::Ok => Ok(Response::new(ExportProfilesServiceResponse {
+                partial_success: None,
+            })),
+            Reply::Refuse(code) => Err(Status::new(code, "refused by the test")),
+            Reply::PartiallyReject(n) => Ok(Response::new(ExportProfilesServiceResponse {
+                partial_success: Some(ExportProfilesPartialSuccess {
+                    rejected_profiles: n,
+                    error_message: "too old".into(),
+                }),
+            })),
+        }
+    }
+}
+
+/// A gRPC server on `addr` in its own runtime thread; stops when dropped.
+struct Server {
+    received: Received,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(addr: SocketAddr, reply: Reply) -> Server {
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let sink = Sink {
+            received: received.clone(),
+            reply,
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready_tx, ready) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .expect("bind the test server");
+                ready_tx.send(()).unwrap();
+                tonic::transport::Server::builder()
+                    .add_service(
+                        ProfilesServiceServer::new(sink)
+                            .accept_compressed(CompressionEncoding::Gzip),
+                    )
+                    .serve_with_incoming_shutdown(tokio_stream_from(listener), async {
+                        let _ = stopped.await;
+                    })
+                    .await
+                    .unwrap();
+            });
+        });
+        ready
+            .recv_timeout(Duration::from_secs(10))
+            .expect("server ready");
+        Server {
+            received,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    fn markers(&self) -> Vec<u64> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(m, _)| *m)
+            .collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        let _ = self.thread.take().unwrap().join();
+    }
+}
+
+fn tokio_stream_from(
+    listener: tokio::net::TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    tokio_stream::wrappers::TcpListenerStream::new(listener)
+}
+
+/// A loopback address nobody listens on (yet).
+fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+fn config(addr: SocketAddr, capacity: usize) -> ExporterConfig {
+    let mut c = ExporterConfig::new(addr.to_string(), false, capacity);
+    c.initial_backoff = Duration::from_millis(20);
+    c.max_backoff = Duration::from_millis(100);
+    c.timeout = Duration::from_secs(2);
+    c
+}
+
+/// Polls `f` until it holds; fails after 20 s (a hang, not a timing check).
+fn wait_until(what: &str, exporter: &OtlpExporter, f: impl Fn(&ExporterStats) -> bool) {
+    let start = Instant::now();
+    loop {
+        let stats = exporter.stats();
+        if f(&stats) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "waiting for {what}: {stats:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn delivers_in_order_with_gzip() {
+    let addr = free_addr();
+    let server = Server::start(addr, Reply::Ok);
+    let exporter = OtlpExporter::start(config(addr, 8)).unwrap();
+    for m in 1..=3 {
+        exporter.send(request(m));
+    }
+    let stats = exporter.shutdown(Duration::from_secs(20));
+    assert_eq!(stats.requests_sent, 3);
+    assert_eq!(stats.dropped(), 0);
+    assert_eq!(stats.buffered, 0);
+    assert!(stats.bytes_sent > 0);
+    let received = server.received.lock().unwrap().clone();
+    assert_eq!(
+        received,
+        vec![
+            (1, Some("gzip".into())),
+            (2, Some("gzip".into())),
+            (3, Some("gzip".into()))
+        ]
+    );
+}
+
+/// The backend is down: the buffer keeps the newest requests, the oldest
+/// are dropped and counted, and when the backend comes up what was kept
+/// is delivered.
+#[test]
+fn buffers_while_down_and_resumes() {
+    let addr = free_addr();
+    let mut c = config(addr, 2);
+    c.max_attempts = 1000;
+    let exporter = OtlpExporter::start(c).unwrap();
+    exporter.send(request(1));
+    // Request 1 is in flight (failing and retrying) once the buffer is empty.
+    wait_until("request 1 in flight", &exporter, |s| {
+        s.attempts_failed >= 1 && s.buffered == 0
+    });
+    for m in 2..=5 {
+        exporter.send(request(m));
+    }
+    let stats = exporter.stats();
+    assert_eq!(
+        (stats.buffered, stats.dropped_buffer_full),
+        (2, 2),
+        "{stats:?}"
+    );
+    assert!(
+        stats
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("export failed"),
+        "{stats:?}"
+    );
+
+    let server = Server::start(addr, Reply::Ok);
+    wait_until("delivery after the backend returned", &exporter, |s| {
+        s.requests_sent == 3
+    });
+    assert_eq!(server.markers(), vec![1, 4, 5]);
+    let stats = exporter.shutdown(Duration::from_secs(5));
+    assert_eq!(stats.dropped(), 2);
+}
+
+#[test]
+fn gives_up_after_max_attempts() {
+    let addr = free_addr();
+    let mut c = config(addr, 4);
+    c.max_attempts = 2;
+    let exporter = OtlpExporter::start(c).unwrap();
+    exporter.send(request(1));
+    exporter.send(request(2));
+    wait_until("both requests given up", &exporter, |s| {
+        s.dropped_retries_exhausted == 2
+    });
+    let stats = exporter.shutdown(Duration::from_secs(5));
+    assert_eq!(stats.attempts_failed, 4);
+    assert_eq!(stats.requests_sent, 0);
+}
+
+#[test]
+fn non_retryable_refusal_is_dropped_at_once() {
+    let addr = free_addr();
+    let server = Server::start(addr, Reply::Refuse(Code::InvalidArgument));
+    let exporter = OtlpExporter::start(config(addr, 4)).unwrap();
+    exporter.send(request(7));
+    let stats = exporter.shutdown(Duration::from_secs(20));
+    assert_eq!(stats.dropped_rejected, 1);
+    assert_eq!(stats.attempts_failed, 1);
+    assert_eq!(server.markers(), vec![7]);
+    assert!(stats.last_error.unwrap().contains("refused by the test"));
+}
+
+#[test]
+fn retryable_refusal_is_retried() {
+    let addr = free_addr();
+    let server = Server::start(addr, Reply::Refuse(Code::Unavailable));
+    let mut c = config(addr, 4);
+    c.max_attempts = 3;
+    let exporter = OtlpExporter::start(c).unwrap();
+    exporter.send(request(9));
+    let stats = exporter.shutdown(Duration::from_secs(20));
+    assert_eq!(stats.dropped_retries_exhausted, 1);
+    assert_eq!(server.markers(), vec![9, 9, 9]);
+}
+
+#[test]
+fn partial_success_is_counted() {
+    let addr = free_addr();
+    let _server = Server::start(addr, Reply::PartiallyReject(3));
+    let exporter = OtlpExporter::start(config(addr, 4)).unwrap();
+    exporter.send(request(1));
+    let stats = exporter.shutdown(Duration::from_secs(20));
+    assert_eq!(stats.requests_sent, 1);
+    assert_eq!(stats.profiles_rejected, 3);
+    assert_eq!(
+        stats.last_error.as_deref(),
+        Some("backend rejected 3 profiles: too old")
+    );
+}
+
+/// A shutdown while the backend is down ends when its time is up and
+/// counts what it could not send.
+#[test]
+fn shutdown_with_backend_down_is_bounded() {
+    let addr = free_addr();
+    let mut c = config(addr, 4);
+    c.max_attempts = 1000;
+    let exporter = OtlpExporter::start(c).unwrap();
+    for m in 1..=3 {
+        exporter.send(request(m));
+    }
+    let stats = exporter.shutdown(Duration::from_millis(200));
+    assert_eq!(stats.dropped_shutdown, 3, "{stats:?}");
+    assert_eq!(stats.requests_sent, 0);
+}
+
+#[test]
+fn dropping_the_exporter_stops_it() {
+    let exporter = OtlpExporter::start(config(free_addr(), 4)).unwrap();
+    exporter.send(request(1));
+    drop(exporter);
+}
+
+#[test]
+fn bad_settings_are_errors() {
+    assert!(matches!(
+        OtlpExporter::start(ExporterConfig::new("127.0.0.1:1", false, 0)),
+        Err(ExportError::Config(_))
+    ));
+    assert!(matches!(
+        OtlpExporter::start(ExporterConfig::new("not a host:port", false, 1)),
+        Err(ExportError::Endpoint { .. })
+    ));
+    assert!(matches!(
+        OtlpExporter::start(ExporterConfig::new("http://127.0.0.1:1", true, 1)),
+        Err(ExportError::Endpoint { .. })
+    ));
+}
+
+#[test]
+fn tls_config_starts() {
+    let exporter = OtlpExporter::start(ExporterConfig::new("127.0.0.1:1", true, 1)).unwrap();
+    drop(exporter);
+}
