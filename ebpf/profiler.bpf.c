@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Entry program: runs on every CPU at each tick of the cpu-clock perf
- * event, records who was running and their kernel and user stacks, and
- * sends the sample to user space through a ring buffer.
+ * event, records who was running and their kernel stack, takes the user
+ * registers and hands over to the native unwinder (native_unwinder.bpf.h),
+ * which sends the sample to user space through a ring buffer.
+ *
+ * Also here: the process-exit tracepoint that tells the process manager
+ * to drop a process's unwinding state.
  */
 #include "include/vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include "types.h"
+#include "maps.h"
+#include "helpers.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -15,52 +21,50 @@ char LICENSE[] SEC("license") = "GPL";
  * selected_pids (the --pid option). */
 const volatile bool filter_pids = false;
 
-/* Samples for user space. Size set by user space at load time. */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 22);
-} samples SEC(".maps");
+/* Set by user space before load when the kernel has bpf_task_pt_regs
+ * (Linux 5.15). Without it, the user registers of a task sampled in the
+ * kernel are found at the top of its kernel stack: task->stack +
+ * thread_size - sizeof(struct pt_regs) (x86-64 has no
+ * TOP_OF_KERNEL_STACK_PADDING). The verifier drops the branch not taken,
+ * so the helper need not exist when unused. */
+const volatile bool have_task_pt_regs = false;
+/* THREAD_SIZE of the running kernel: 16 KiB on x86-64, 32 KiB with
+ * KASAN. Only used without bpf_task_pt_regs. */
+const volatile u64 thread_size = 16384;
 
-/* The tgids to profile when filter_pids is set (value unused). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, u32);
-	__type(value, u8);
-} selected_pids SEC(".maps");
+#include "native_unwinder.bpf.h"
 
-/* Scratch space to build one sample; too big for the 512-byte BPF stack. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, struct sample_event);
-} scratch SEC(".maps");
-
-/* Why samples ended the way they did; see enum counter_id. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, COUNTER_MAX);
-	__type(key, u32);
-	__type(value, u64);
-} counters SEC(".maps");
-
-static __always_inline void count(enum counter_id id)
+/* The user registers of the current task: from the perf context when the
+ * tick interrupted user mode, else the ones saved at kernel entry.
+ * Returns an unwind_stop reason, or STEP_CONTINUE when state is set. */
+static __always_inline int user_registers(struct bpf_perf_event_data *ctx, struct unwind_state *state)
 {
-	u32 key = id;
-	u64 *value = bpf_map_lookup_elem(&counters, &key);
-	if (value)
-		*value += 1;
-}
-
-/* User space polls the ring buffer on a timer; wake it early only when
- * the buffer is filling up, so a busy machine costs no wake-up per sample
- * and a burst cannot overflow the buffer before the next poll. */
-static __always_inline u64 wakeup_flag(void)
-{
-	u64 avail = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA);
-	u64 size = bpf_ringbuf_query(&samples, BPF_RB_RING_SIZE);
-	return avail > size / 4 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	if ((ctx->regs.cs & 3) == 3) {
+		state->pc = ctx->regs.ip;
+		state->sp = ctx->regs.sp;
+		state->fp = ctx->regs.bp;
+		return STEP_CONTINUE;
+	}
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	if (!BPF_CORE_READ(task, mm))
+		return UNWIND_STOP_KERNEL_THREAD;
+	struct pt_regs regs;
+	const void *saved;
+	if (have_task_pt_regs) {
+		saved = (const void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	} else {
+		void *stack = BPF_CORE_READ(task, stack);
+		saved = stack + thread_size - sizeof(struct pt_regs);
+	}
+	if (!saved || bpf_probe_read_kernel(&regs, sizeof(regs), saved))
+		return UNWIND_STOP_NO_USER_REGS;
+	/* A task that never ran in user space (or a corrupt frame). */
+	if ((regs.cs & 3) != 3)
+		return UNWIND_STOP_NO_USER_REGS;
+	state->pc = regs.ip;
+	state->sp = regs.sp;
+	state->fp = regs.bp;
+	return STEP_CONTINUE;
 }
 
 SEC("perf_event")
@@ -81,14 +85,16 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	}
 
 	u32 zero = 0;
-	struct sample_event *event = bpf_map_lookup_elem(&scratch, &zero);
-	if (!event)
+	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	if (!record)
 		return 0;
+	struct sample_event *event = &record->event;
 
 	event->pid = tgid;
 	event->tid = tid;
 	event->ktime_ns = bpf_ktime_get_ns();
 	event->cpu = bpf_get_smp_processor_id();
+	event->user_frames = 0;
 	bpf_get_current_comm(event->comm, sizeof(event->comm));
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct task_struct *leader = BPF_CORE_READ(task, group_leader);
@@ -106,26 +112,43 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 		kernel_frames = MAX_KERNEL_FRAMES;
 	event->kernel_frames = kernel_frames;
 
-	/* User frames: for now what bpf_get_stack gives (frame pointers);
-	 * the native unwinder replaces this. */
-	long user_bytes = bpf_get_stack(ctx, &event->frames[kernel_frames],
-					MAX_USER_FRAMES * sizeof(u64), BPF_F_USER_STACK);
-	if (user_bytes < 0) {
-		count(COUNTER_USER_STACK_ERROR);
-		user_bytes = 0;
+	struct unwind_state *state = &record->state;
+	state->exact = 1;
+	state->tail_calls = 0;
+	int result = user_registers(ctx, state);
+	if (result != STEP_CONTINUE) {
+		send_sample(event, result);
+		return 0;
 	}
-	u32 user_frames = (u32)user_bytes / sizeof(u64);
-	if (user_frames > MAX_USER_FRAMES)
-		user_frames = MAX_USER_FRAMES;
-	event->user_frames = user_frames;
+	bpf_tail_call(ctx, &programs, PROG_NATIVE_UNWIND);
+	send_sample(event, UNWIND_STOP_TAIL_CALLS);
+	return 0;
+}
 
-	/* Send the header and the used frame words only. */
-	u64 size = SAMPLE_EVENT_HEADER_SIZE + (u64)(kernel_frames + user_frames) * sizeof(u64);
-	if (size > sizeof(*event))
-		size = sizeof(*event);
-	if (bpf_ringbuf_output(&samples, event, size, wakeup_flag()) < 0)
-		count(COUNTER_SAMPLES_LOST_RINGBUF);
-	else
-		count(COUNTER_SAMPLES_SENT);
+/* The last thread of a process exits: tell the process manager, if the
+ * unwinder knows the pid or was told about it. */
+SEC("tp_btf/sched_process_exit")
+int on_process_exit(u64 *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx[0];
+	/* do_exit decrements signal->live before this tracepoint; 0 means
+	 * this was the group's last thread. (6.16 added a group_dead
+	 * argument; reading the counter works on every kernel.) */
+	if (BPF_CORE_READ(task, signal, live.counter) != 0)
+		return 0;
+	u32 tgid = BPF_CORE_READ(task, tgid);
+	struct pid_mapping_key key = {
+		.prefixlen = PID_MAPPING_KEY_BITS,
+		.pid_be = __builtin_bswap32(tgid),
+		.address_be = 0,
+	};
+	u64 new_key = ((u64)tgid << 32) | PROCESS_EVENT_NEW;
+	u64 pc_key = ((u64)tgid << 32) | PROCESS_EVENT_UNKNOWN_PC;
+	bool asked = bpf_map_lookup_elem(&process_event_times, &new_key) != NULL;
+	if (!asked && !bpf_map_lookup_elem(&pid_mappings, &key))
+		return 0;
+	bpf_map_delete_elem(&process_event_times, &new_key);
+	bpf_map_delete_elem(&process_event_times, &pc_key);
+	send_process_event(PROCESS_EVENT_EXIT, tgid, 0, false);
 	return 0;
 }

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The contract between the eBPF programs and user space: every struct
- * that crosses a map or the ring buffer is defined here once. The Rust
- * side mirrors them in crates/bpf/src/types.rs with size asserts; change
- * both together.
+ * that crosses a map or a ring buffer is defined here once. The Rust
+ * side mirrors them in crates/bpf/src/types.rs with size and offset
+ * asserts; change both together.
  */
 #ifndef EP_TYPES_H
 #define EP_TYPES_H
@@ -12,12 +12,62 @@
  * (sysctl kernel.perf_event_max_stack). */
 #define MAX_KERNEL_FRAMES 128
 /* Longest user stack we keep. */
-#define MAX_USER_FRAMES 128
+#define MAX_USER_FRAMES 256
 #define COMM_LEN 16
 
-/* One sample, as sent through the ring buffer. Only the header and the
- * used frame words are sent: frames[] holds kernel_frames kernel
- * addresses, then user_frames user addresses, leaf first. */
+/* Set in a user frame word when the address is the exact pc of the
+ * frame (the sampled instruction, or the instruction a signal
+ * interrupted) rather than a return address. Symbolization steps back
+ * one byte, into the call instruction, only for return addresses.
+ * User addresses never reach bit 63. */
+#define FRAME_EXACT_PC (1ULL << 63)
+
+/* Why the user stack of a sample ends where it ends (sample_event's
+ * unwind_stop, and the COUNTER_UNWIND_STOP_BASE + reason counters).
+ * Never renumber: the Rust side names them by these values. */
+enum unwind_stop {
+	/* Reached the thread's root (a STOP rule: _start, clone, clone3,
+	 * start_thread): the stack is complete. */
+	UNWIND_STOP_ROOT = 0,
+	/* A kernel thread: there is no user stack. */
+	UNWIND_STOP_KERNEL_THREAD = 1,
+	/* The process is not loaded yet (a new-process event was sent). */
+	UNWIND_STOP_UNKNOWN_PID = 2,
+	/* The pc is in no mapping the process manager loaded (an
+	 * unknown-pc event was sent: dlopen, or a mapping made since). */
+	UNWIND_STOP_UNKNOWN_PC = 3,
+	/* The pc is in executable memory without unwind tables (JIT code,
+	 * anonymous mappings, files that could not be read). */
+	UNWIND_STOP_NO_UNWIND_INFO = 4,
+	/* The file has no stack deltas for the pc's 64 KiB page. */
+	UNWIND_STOP_NO_DELTAS = 5,
+	/* The pc is between the FDEs of its file (no CFI covers it). */
+	UNWIND_STOP_NO_COVERAGE = 6,
+	/* The CFI for the pc cannot be expressed in our rules. */
+	UNWIND_STOP_INVALID_RULE = 7,
+	/* Reading the user stack failed (return address, saved register,
+	 * signal frame). */
+	UNWIND_STOP_READ_ERROR = 8,
+	/* The stack pointer did not grow: a corrupt stack or a wrong rule. */
+	UNWIND_STOP_BAD_SP = 9,
+	/* MAX_USER_FRAMES frames were collected; the stack goes on. */
+	UNWIND_STOP_MAX_FRAMES = 10,
+	/* A tail call failed (the kernel's limit, or the program array). */
+	UNWIND_STOP_TAIL_CALLS = 11,
+	/* A map lookup that cannot fail did (a bug, or a table being
+	 * replaced under our feet). */
+	UNWIND_STOP_INTERNAL = 12,
+	/* A return address of 0: the stack ends without a STOP rule. */
+	UNWIND_STOP_ZERO_PC = 13,
+	/* The user registers of a task in the kernel could not be read. */
+	UNWIND_STOP_NO_USER_REGS = 14,
+	UNWIND_STOP_COUNT = 15,
+};
+
+/* One sample, as sent through the samples ring buffer. Only the header
+ * and the used frame words are sent: frames[] holds kernel_frames kernel
+ * addresses, then user_frames user addresses (pcs; see FRAME_EXACT_PC),
+ * leaf first. */
 struct sample_event {
 	__u32 pid;            /* tgid */
 	__u32 tid;
@@ -27,12 +77,144 @@ struct sample_event {
 	__u16 user_frames;
 	char comm[COMM_LEN];          /* the thread's name */
 	char process_comm[COMM_LEN];  /* the thread group leader's name */
+	__u8 unwind_stop;             /* enum unwind_stop */
+	__u8 reserved[7];
 	__u64 frames[MAX_KERNEL_FRAMES + MAX_USER_FRAMES];
 };
 
-#define SAMPLE_EVENT_HEADER_SIZE 56
+#define SAMPLE_EVENT_HEADER_SIZE 64
 _Static_assert(__builtin_offsetof(struct sample_event, frames) == SAMPLE_EVENT_HEADER_SIZE,
 	       "sample_event header layout is part of the Rust contract");
+_Static_assert(__builtin_offsetof(struct sample_event, unwind_stop) == 56,
+	       "sample_event header layout is part of the Rust contract");
+
+/* What the process manager must hear about (process_events ring buffer). */
+enum process_event_kind {
+	/* A sample of a process the unwinder does not know. */
+	PROCESS_EVENT_NEW = 1,
+	/* A known process ran code in no mapping we loaded. */
+	PROCESS_EVENT_UNKNOWN_PC = 2,
+	/* The last thread of a process exited. */
+	PROCESS_EVENT_EXIT = 3,
+};
+
+struct process_event {
+	__u32 kind;      /* enum process_event_kind */
+	__u32 pid;       /* tgid */
+	__u64 ktime_ns;
+	__u64 pc;        /* PROCESS_EVENT_UNKNOWN_PC: the pc; else 0 */
+};
+_Static_assert(sizeof(struct process_event) == 24, "process_event is part of the Rust contract");
+
+/* Key of the pid_mappings LPM trie: prefixlen counts the bits of pid
+ * and address that must match; both are big-endian so that the trie's
+ * bit order is numeric order. An executable mapping [start, end) of a
+ * process is stored as the aligned power-of-two blocks that tile it
+ * (prefixlen 32 + 64 - log2(block)); a marker with prefixlen 32 says
+ * "this pid is known" (MAPPING_KIND_PROCESS). */
+struct pid_mapping_key {
+	__u32 prefixlen;
+	__u32 pid_be;
+	__u64 address_be;
+};
+_Static_assert(sizeof(struct pid_mapping_key) == 16, "pid_mapping_key is part of the Rust contract");
+
+#define PID_MAPPING_KEY_BITS (32 + 64)
+
+enum mapping_kind {
+	/* The per-pid marker: the pid is known, the address is not. */
+	MAPPING_KIND_PROCESS = 0,
+	/* A file with stack deltas (file_deltas[file_id]). */
+	MAPPING_KIND_NATIVE = 1,
+	/* Executable memory without unwind tables. */
+	MAPPING_KIND_NO_UNWIND_INFO = 2,
+};
+
+struct pid_mapping {
+	__u64 file_id;   /* FileId::high64 */
+	__u64 bias;      /* ELF virtual address = pc - bias */
+	__u32 kind;      /* enum mapping_kind */
+	__u32 reserved;
+};
+_Static_assert(sizeof(struct pid_mapping) == 24, "pid_mapping is part of the Rust contract");
+
+/* Stack deltas are indexed by 64 KiB pages of ELF virtual addresses. */
+#define DELTA_PAGE_BITS 16
+
+/* Key of delta_pages. */
+struct delta_page_key {
+	__u64 file_id;
+	__u64 page;      /* ELF virtual address >> DELTA_PAGE_BITS */
+};
+
+/* The deltas of one page: file_deltas[file_id][first .. first + count),
+ * sorted by page_offset, the first at offset 0 (it carries the rule in
+ * effect at the page's start). */
+struct delta_page {
+	__u32 first;
+	__u32 count;
+};
+
+/* One entry of a file's delta array. */
+struct delta_entry {
+	__u16 page_offset;  /* low DELTA_PAGE_BITS bits of the address */
+	__u16 rule_id;      /* index into unwind_rules */
+};
+_Static_assert(sizeof(struct delta_entry) == 4, "delta entries are 4 bytes");
+
+/* Rule ids with a fixed meaning (profiler_elf::RuleId); the unwinder
+ * tests them without a lookup. */
+#define RULE_ID_NO_COVERAGE 0
+#define RULE_ID_INVALID 1
+#define RULE_ID_STOP 2
+#define RULE_ID_SIGNAL 3
+
+enum rule_kind {
+	RULE_KIND_NONE = 0,
+	/* CFA = base + cfa_offset */
+	RULE_KIND_CFA = 1,
+	/* CFA = *(base + cfa_offset) + deref_outer */
+	RULE_KIND_CFA_DEREF = 2,
+	/* CFA = rsp + 8 + ((pc & 15) >= plt_threshold ? 8 : 0) */
+	RULE_KIND_PLT = 3,
+};
+
+enum cfa_base {
+	CFA_BASE_RSP = 0,
+	CFA_BASE_RBP = 1,
+};
+
+enum rbp_kind {
+	/* rbp keeps the caller's value */
+	RBP_UNCHANGED = 0,
+	/* the caller's rbp is at CFA + rbp_offset */
+	RBP_AT_CFA = 1,
+	/* the caller's rbp is at rbp + rbp_offset */
+	RBP_AT_RBP = 2,
+};
+
+/* One deduplicated unwind rule (unwind_rules[rule_id]). The return
+ * address is at CFA - 8 and the caller's rsp is the CFA. */
+struct unwind_rule {
+	__u8 kind;           /* enum rule_kind */
+	__u8 cfa_base;       /* enum cfa_base */
+	__u8 rbp_kind;       /* enum rbp_kind */
+	__u8 plt_threshold;
+	__s32 cfa_offset;
+	__s32 deref_outer;
+	__s32 rbp_offset;
+};
+_Static_assert(sizeof(struct unwind_rule) == 16, "unwind_rule is part of the Rust contract");
+
+/* x86-64 signal frames: at the rt_sigreturn trampoline rsp points at the
+ * struct ucontext of the rt_sigframe (the handler's return popped
+ * pretcode). uc_mcontext (struct sigcontext) is at offset 40 (uc_flags,
+ * uc_link, a 24-byte stack_t); in it rbp, rsp and rip are words 10, 15
+ * and 16 (arch/x86/include/uapi/asm/sigcontext.h, checked against
+ * glibc's offsetof(ucontext_t, uc_mcontext.gregs[REG_*])). */
+#define UCONTEXT_RBP 120
+#define UCONTEXT_RSP 160
+#define UCONTEXT_RIP 168
 
 /* Indexes into the per-CPU counters array. Never renumber: the Rust side
  * names them by these values. Retired ids stay reserved. */
@@ -49,9 +231,25 @@ enum counter_id {
 	COUNTER_SAMPLES_FILTERED = 4,
 	/* bpf_get_stack failed for the kernel stack */
 	COUNTER_KERNEL_STACK_ERROR = 5,
-	/* bpf_get_stack failed for the user stack */
+	/* retired: bpf_get_stack failed for the user stack (frame-pointer
+	 * unwinding, replaced by the native unwinder) */
 	COUNTER_USER_STACK_ERROR = 6,
-	COUNTER_MAX = 16,
+	/* process event sent to user space */
+	COUNTER_PROCESS_EVENTS_SENT = 7,
+	/* process event lost: its ring buffer was full */
+	COUNTER_PROCESS_EVENTS_LOST = 8,
+	/* process event not sent: one of its kind for the pid was sent
+	 * less than PROCESS_EVENT_INTERVAL_NS ago */
+	COUNTER_PROCESS_EVENTS_RATE_LIMITED = 9,
+	/* user frames unwound (summed over samples) */
+	COUNTER_USER_FRAMES = 10,
+	/* tail calls into the native unwinder */
+	COUNTER_NATIVE_TAIL_CALLS = 11,
+	/* COUNTER_UNWIND_STOP_BASE + enum unwind_stop: how each user
+	 * stack ended */
+	COUNTER_UNWIND_STOP_BASE = 32,
+	COUNTER_MAX = 64,
 };
+_Static_assert(COUNTER_UNWIND_STOP_BASE + UNWIND_STOP_COUNT <= COUNTER_MAX, "counters fit");
 
 #endif

@@ -53,6 +53,7 @@ enum {
 
 enum {
 	BPF_F_NO_PREALLOC = 1,
+	BPF_F_INNER_MAP = 4096,
 };
 
 /* flags for bpf_get_stack */
@@ -108,9 +109,25 @@ struct bpf_perf_event_data {
 };
 
 /* Kernel-internal, read through CO-RE. */
+typedef struct {
+	int counter;
+} atomic_t;
+
+struct mm_struct {
+} __attribute__((preserve_access_index));
+
+struct signal_struct {
+	/* threads of the group not yet exited (do_exit decrements it
+	 * before the sched_process_exit tracepoint) */
+	atomic_t live;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
+	void *stack;
+	struct mm_struct *mm;
+	struct signal_struct *signal;
 	struct task_struct *group_leader;
 	char comm[16];
 } __attribute__((preserve_access_index));

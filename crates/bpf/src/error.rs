@@ -48,6 +48,14 @@ pub enum BpfError {
         #[source]
         source: libbpf_rs::Error,
     },
+    /// A map has no room left.
+    #[error("BPF map {map} is full ({capacity} entries)")]
+    MapFull {
+        /// The map's name.
+        map: &'static str,
+        /// Its capacity.
+        capacity: u64,
+    },
     /// Reading a system file failed.
     #[error("reading {path}: {source}")]
     System {

@@ -7,19 +7,32 @@
 //! [`SampleReader`] to run on a thread of its own, which hands each
 //! [`RawSample`] to a callback. [`Sampler::counters`] reads the programs'
 //! own counters ([`Counters`]).
+//!
+//! The native unwinder in the kernel needs per-file stack deltas and
+//! per-process address maps: [`Sampler::unwind_maps`] gives the
+//! [`UnwindMaps`] that load them, and [`Sampler::process_event_reader`]
+//! the [`ProcessEventReader`] that says when (new processes, unknown pcs,
+//! exits). Each [`RawSample`] says how its user stack ended
+//! ([`UnwindStop`]).
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod error;
+mod events;
 mod perf;
 mod preflight;
 mod reader;
 mod sample;
 mod sampler;
 mod skel;
+mod types;
+mod unwind_maps;
 
 pub use error::BpfError;
+pub use events::ProcessEventReader;
 pub use perf::online_cpus;
 pub use reader::SampleReader;
 pub use sample::RawSample;
 pub use sampler::{Counters, Sampler, SamplerOptions};
+pub use types::{ProcessEvent, ProcessEventKind, UnwindStop, FRAME_EXACT_PC};
+pub use unwind_maps::{aligned_blocks, EncodedDeltas, MappingRange, MappingTarget, UnwindMaps, UnwindMapsStats};

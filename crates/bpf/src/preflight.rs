@@ -47,10 +47,23 @@ pub(crate) fn check_kernel_features() -> Result<(), BpfError> {
         libbpf_sys::libbpf_probe_bpf_map_type(libbpf_sys::BPF_MAP_TYPE_RINGBUF, std::ptr::null())
     };
     interpret(ringbuf, "BPF ring buffer maps", "Linux 5.8")?;
+    // SAFETY: as above.
+    let lpm = unsafe {
+        libbpf_sys::libbpf_probe_bpf_map_type(libbpf_sys::BPF_MAP_TYPE_LPM_TRIE, std::ptr::null())
+    };
+    interpret(lpm, "BPF LPM trie maps", "Linux 4.11")?;
+    // CO-RE and the tp_btf exit tracepoint need the kernel's BTF.
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return Err(BpfError::MissingFeature {
+            feature: "kernel BTF (/sys/kernel/btf/vmlinux)",
+            needs: "CONFIG_DEBUG_INFO_BTF=y",
+        });
+    }
     let helpers = [
         (libbpf_sys::BPF_FUNC_get_stack, "the bpf_get_stack helper", "Linux 4.18"),
         (libbpf_sys::BPF_FUNC_ringbuf_query, "the bpf_ringbuf_query helper", "Linux 5.8"),
         (libbpf_sys::BPF_FUNC_probe_read_kernel_str, "the bpf_probe_read_kernel_str helper", "Linux 5.5"),
+        (libbpf_sys::BPF_FUNC_probe_read_user, "the bpf_probe_read_user helper", "Linux 5.5"),
     ];
     for (helper, feature, needs) in helpers {
         // SAFETY: as above.
@@ -60,6 +73,19 @@ pub(crate) fn check_kernel_features() -> Result<(), BpfError> {
         interpret(r, feature, needs)?;
     }
     Ok(())
+}
+
+/// Whether perf_event programs may call `bpf_task_pt_regs` (Linux 5.15).
+pub(crate) fn has_task_pt_regs() -> bool {
+    // SAFETY: as in check_kernel_features.
+    let r = unsafe {
+        libbpf_sys::libbpf_probe_bpf_helper(
+            libbpf_sys::BPF_PROG_TYPE_PERF_EVENT,
+            libbpf_sys::BPF_FUNC_task_pt_regs,
+            std::ptr::null(),
+        )
+    };
+    r == 1
 }
 
 /// libbpf probes return 1 (supported), 0 (not supported) or -errno.

@@ -2,11 +2,12 @@
 //! `ebpf/types.h`: a fixed header, then only the used frame words).
 
 use crate::skel::types::sample_event;
+use crate::types::UnwindStop;
 use std::mem::{offset_of, size_of};
 
 /// Size of the header before `frames[]` (SAMPLE_EVENT_HEADER_SIZE in C).
-const HEADER_SIZE: usize = 56;
-const MAX_FRAMES: usize = 256;
+const HEADER_SIZE: usize = 64;
+const MAX_FRAMES: usize = 128 + 256;
 const _: () = assert!(offset_of!(sample_event, frames) == HEADER_SIZE);
 const _: () = assert!(size_of::<sample_event>() == HEADER_SIZE + MAX_FRAMES * 8);
 const _: () = assert!(offset_of!(sample_event, ktime_ns) == 8);
@@ -15,6 +16,7 @@ const _: () = assert!(offset_of!(sample_event, kernel_frames) == 20);
 const _: () = assert!(offset_of!(sample_event, user_frames) == 22);
 const _: () = assert!(offset_of!(sample_event, comm) == 24);
 const _: () = assert!(offset_of!(sample_event, process_comm) == 40);
+const _: () = assert!(offset_of!(sample_event, unwind_stop) == 56);
 
 /// A sample decoded from the ring buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,8 +35,11 @@ pub struct RawSample {
     pub process_comm: String,
     /// Kernel return addresses, leaf first.
     pub kernel_frames: Vec<u64>,
-    /// User return addresses (the first is the sampled pc), leaf first.
+    /// User pcs, leaf first: return addresses, or exact pcs (the sampled
+    /// one, one a signal interrupted) with [`crate::FRAME_EXACT_PC`] set.
     pub user_frames: Vec<u64>,
+    /// Why the user stack ends where it does.
+    pub unwind_stop: UnwindStop,
 }
 
 impl RawSample {
@@ -57,6 +62,7 @@ impl RawSample {
             process_comm: c_string(&header[40..56]),
             kernel_frames: frames.by_ref().take(kernel).collect(),
             user_frames: frames.collect(),
+            unwind_stop: UnwindStop::from_raw(header[56]),
         })
     }
 }
@@ -84,6 +90,7 @@ mod tests {
         let mut pcomm = [0u8; 16];
         pcomm.copy_from_slice(b"sixteen-chars-xx");
         d.extend_from_slice(&pcomm);
+        d.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0]);
         for f in kernel.iter().chain(user) {
             d.extend_from_slice(&f.to_ne_bytes());
         }
@@ -98,6 +105,7 @@ mod tests {
         assert_eq!(s.process_comm, "sixteen-chars-xx");
         assert_eq!(s.kernel_frames, vec![0xffff_1, 0xffff_2]);
         assert_eq!(s.user_frames, vec![0x401000]);
+        assert_eq!(s.unwind_stop, UnwindStop::UnknownPc);
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! Loading the programs and attaching them to the perf events.
 
+use crate::events::ProcessEventReader;
 use crate::perf::{online_cpus, open_cpu_clock};
-use crate::preflight::{check_kernel_features, check_privileges};
+use crate::preflight::{check_kernel_features, check_privileges, has_task_pt_regs};
 use crate::reader::SampleReader;
+use crate::types::UnwindStop;
+use crate::unwind_maps::UnwindMaps;
 use crate::skel::{OpenProfilerSkel, ProfilerSkel, ProfilerSkelBuilder};
 use crate::BpfError;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -19,11 +22,15 @@ pub struct SamplerOptions {
     /// Size of the sample ring buffer in bytes (a power of two, at least
     /// one page).
     pub ring_buffer_bytes: u32,
+    /// Find the user registers of tasks sampled in the kernel at the top
+    /// of their kernel stack even when `bpf_task_pt_regs` exists (the
+    /// fallback for kernels before 5.15; for tests).
+    pub user_regs_from_stack: bool,
 }
 
 impl Default for SamplerOptions {
     fn default() -> Self {
-        SamplerOptions { samples_per_second: 20, pids: None, ring_buffer_bytes: 4 << 20 }
+        SamplerOptions { samples_per_second: 20, pids: None, ring_buffer_bytes: 4 << 20, user_regs_from_stack: false }
     }
 }
 
@@ -43,8 +50,28 @@ pub struct Counters {
     pub filtered: u64,
     /// Kernel stacks that could not be read.
     pub kernel_stack_errors: u64,
-    /// User stacks that could not be read.
+    /// Retired (frame-pointer stacks that could not be read); always 0.
     pub user_stack_errors: u64,
+    /// Process events sent to the process manager.
+    pub process_events: u64,
+    /// Process events lost (their ring buffer was full).
+    pub process_events_lost: u64,
+    /// Process events not sent because one of their kind for the pid
+    /// went out just before.
+    pub process_events_rate_limited: u64,
+    /// User frames unwound.
+    pub user_frames: u64,
+    /// Tail calls into the native unwinder.
+    pub native_tail_calls: u64,
+    /// How user stacks ended, by [`UnwindStop`] (index = its raw value).
+    pub unwind_stops: [u64; UnwindStop::ALL.len()],
+}
+
+impl Counters {
+    /// How many user stacks ended for `reason`.
+    pub fn unwind_stop(&self, reason: UnwindStop) -> u64 {
+        self.unwind_stops.get(usize::from(reason.raw())).copied().unwrap_or(0)
+    }
 }
 
 // Indexes of enum counter_id (ebpf/types.h). Never renumber.
@@ -55,12 +82,19 @@ const COUNTER_SAMPLES_IDLE: u32 = 3;
 const COUNTER_SAMPLES_FILTERED: u32 = 4;
 const COUNTER_KERNEL_STACK_ERROR: u32 = 5;
 const COUNTER_USER_STACK_ERROR: u32 = 6;
+const COUNTER_PROCESS_EVENTS_SENT: u32 = 7;
+const COUNTER_PROCESS_EVENTS_LOST: u32 = 8;
+const COUNTER_PROCESS_EVENTS_RATE_LIMITED: u32 = 9;
+const COUNTER_USER_FRAMES: u32 = 10;
+const COUNTER_NATIVE_TAIL_CALLS: u32 = 11;
+const COUNTER_UNWIND_STOP_BASE: u32 = 32;
 
 /// The loaded and attached eBPF programs. Dropping it detaches them.
 pub struct Sampler {
     // Field order matters: links are dropped (detached) before the
     // skeleton (programs and maps).
     perf_links: Vec<Link>,
+    exit_link: Option<Link>,
     skel: ProfilerSkel<'static>,
     cpus: Vec<u32>,
 }
@@ -79,8 +113,10 @@ impl Sampler {
         let storage: &'static mut MaybeUninit<OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
         let mut open: OpenProfilerSkel<'static> =
             ProfilerSkelBuilder::default().open(storage).map_err(BpfError::Load)?;
+        let task_pt_regs = has_task_pt_regs() && !options.user_regs_from_stack;
         if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
             rodata.filter_pids = options.pids.is_some();
+            rodata.have_task_pt_regs = task_pt_regs;
         }
         open.maps
             .samples
@@ -97,6 +133,10 @@ impl Sampler {
             }
         }
 
+        // Exits first, so that no process is loaded without its exit
+        // being seen.
+        let exit_link = skel.progs.on_process_exit.attach().map_err(BpfError::Load)?;
+
         let cpus = online_cpus()?;
         let mut links = Vec::with_capacity(cpus.len());
         for &cpu in &cpus {
@@ -109,12 +149,14 @@ impl Sampler {
             })?;
             links.push(link);
         }
-        Ok(Sampler { perf_links: links, skel, cpus })
+        Ok(Sampler { perf_links: links, exit_link: Some(exit_link), skel, cpus })
     }
 
-    /// Stops sampling: closes the perf events. The maps stay readable.
+    /// Stops sampling: closes the perf events and the exit tracepoint.
+    /// The maps stay readable.
     pub fn detach(&mut self) {
         self.perf_links.clear();
+        self.exit_link = None;
     }
 
     /// The CPUs being sampled.
@@ -127,6 +169,29 @@ impl Sampler {
         let map = MapHandle::try_from(&self.skel.maps.samples)
             .map_err(|source| BpfError::Map { map: "samples", source })?;
         Ok(SampleReader::new(map))
+    }
+
+    /// A reader for the process events ring buffer, for the process
+    /// manager's thread.
+    pub fn process_event_reader(&self) -> Result<ProcessEventReader, BpfError> {
+        let map = MapHandle::try_from(&self.skel.maps.process_events)
+            .map_err(|source| BpfError::Map { map: "process_events", source })?;
+        Ok(ProcessEventReader::new(map))
+    }
+
+    /// Handles on the native unwinder's maps, for the process manager.
+    /// Make one: it keeps the bookkeeping of what it loads.
+    pub fn unwind_maps(&self) -> Result<UnwindMaps, BpfError> {
+        let handle = |map: &libbpf_rs::Map<'_>, name: &'static str| {
+            MapHandle::try_from(map).map_err(|source| BpfError::Map { map: name, source })
+        };
+        let maps = &self.skel.maps;
+        Ok(UnwindMaps::new(
+            handle(&maps.pid_mappings, "pid_mappings")?,
+            handle(&maps.unwind_rules, "unwind_rules")?,
+            handle(&maps.delta_pages, "delta_pages")?,
+            handle(&maps.file_deltas, "file_deltas")?,
+        ))
     }
 
     /// The programs' counters, summed over CPUs.
@@ -144,6 +209,10 @@ impl Sampler {
                 .filter_map(|v| v.get(..8).map(|b| u64::from_ne_bytes(b.try_into().unwrap())))
                 .sum())
         };
+        let mut unwind_stops = [0u64; UnwindStop::ALL.len()];
+        for (i, slot) in unwind_stops.iter_mut().enumerate() {
+            *slot = read(COUNTER_UNWIND_STOP_BASE + i as u32)?;
+        }
         Ok(Counters {
             triggered: read(COUNTER_SAMPLES_TRIGGERED)?,
             sent: read(COUNTER_SAMPLES_SENT)?,
@@ -152,6 +221,12 @@ impl Sampler {
             filtered: read(COUNTER_SAMPLES_FILTERED)?,
             kernel_stack_errors: read(COUNTER_KERNEL_STACK_ERROR)?,
             user_stack_errors: read(COUNTER_USER_STACK_ERROR)?,
+            process_events: read(COUNTER_PROCESS_EVENTS_SENT)?,
+            process_events_lost: read(COUNTER_PROCESS_EVENTS_LOST)?,
+            process_events_rate_limited: read(COUNTER_PROCESS_EVENTS_RATE_LIMITED)?,
+            user_frames: read(COUNTER_USER_FRAMES)?,
+            native_tail_calls: read(COUNTER_NATIVE_TAIL_CALLS)?,
+            unwind_stops,
         })
     }
 }

@@ -1,0 +1,63 @@
+//! Draining the process events ring buffer (new processes, unknown pcs,
+//! exits) for the process manager.
+
+use crate::types::ProcessEvent;
+use crate::BpfError;
+use libbpf_rs::{MapHandle, RingBufferBuilder};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Reads process events. Create it with
+/// [`crate::Sampler::process_event_reader`] and call
+/// [`ProcessEventReader::run`] on the process manager's thread.
+pub struct ProcessEventReader {
+    map: MapHandle,
+    malformed: AtomicU64,
+}
+
+impl ProcessEventReader {
+    pub(crate) fn new(map: MapHandle) -> ProcessEventReader {
+        ProcessEventReader { map, malformed: AtomicU64::new(0) }
+    }
+
+    /// Until `stop` is set: sleeps until events arrive (the programs wake
+    /// this reader for each one) or `tick` passes, then calls `handle`
+    /// with each event, then with `None` (a tick, for housekeeping).
+    pub fn run(
+        &self,
+        tick: Duration,
+        stop: &AtomicBool,
+        mut handle: impl FnMut(Option<ProcessEvent>),
+    ) -> Result<(), BpfError> {
+        let pending: RefCell<Vec<ProcessEvent>> = RefCell::new(Vec::new());
+        let malformed = &self.malformed;
+        let mut builder = RingBufferBuilder::new();
+        builder
+            .add(&self.map, |data: &[u8]| {
+                match ProcessEvent::parse(data) {
+                    Some(event) => pending.borrow_mut().push(event),
+                    None => {
+                        malformed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                0
+            })
+            .map_err(|source| BpfError::Map { map: "process_events", source })?;
+        let ring = builder.build().map_err(|source| BpfError::Map { map: "process_events", source })?;
+        while !stop.load(Ordering::Relaxed) {
+            ring.poll(tick).map_err(|source| BpfError::Map { map: "process_events", source })?;
+            let events = std::mem::take(&mut *pending.borrow_mut());
+            for event in events {
+                handle(Some(event));
+            }
+            handle(None);
+        }
+        Ok(())
+    }
+
+    /// Records that could not be decoded.
+    pub fn malformed(&self) -> u64 {
+        self.malformed.load(Ordering::Relaxed)
+    }
+}

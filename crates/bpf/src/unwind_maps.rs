@@ -1,0 +1,425 @@
+//! The native unwinder's maps, seen from user space: unwind rules, each
+//! file's stack deltas, and each process's (address -> file) prefixes.
+//!
+//! [`UnwindMaps`] owns the bookkeeping of what it put into the maps (the
+//! LPM keys of each pid, the pages of each file), so that everything it
+//! inserts has exactly one deletion path: [`UnwindMaps::remove_process`]
+//! and [`UnwindMaps::unload_file`].
+
+use crate::types::{
+    delta_entry, delta_page, delta_page_key, PidMappingKey, PidMappingValue, UnwindRuleValue,
+    DELTA_PAGE_BITS, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO, MAPPING_KIND_PROCESS,
+    PID_MAPPING_KEY_BITS,
+};
+use crate::BpfError;
+use libbpf_rs::libbpf_sys;
+use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
+use profiler_elf::{RuleId, UnwindRule};
+use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsFd, AsRawFd};
+
+/// Entries per batch update of a delta array.
+const BATCH: usize = 1 << 16;
+/// Most pages filled after the last delta of a page when its rule runs
+/// on (a 256 MiB function is not code).
+const MAX_FILL_PAGES: u64 = 4096;
+/// `BPF_F_INNER_MAP` (include/uapi/linux/bpf.h).
+const BPF_F_INNER_MAP: u32 = 1 << 12;
+
+/// A file's deltas in the unwinder's layout: 4-byte entries grouped by
+/// 64 KiB page, each page starting with an entry at offset 0 that
+/// carries the rule in effect there.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EncodedDeltas {
+    entries: Vec<u32>,
+    /// (page, first entry, entry count)
+    pages: Vec<(u64, u32, u32)>,
+}
+
+impl EncodedDeltas {
+    /// Encodes `deltas` (sorted by address; each rule applies up to the
+    /// next entry; [`RuleId::NO_COVERAGE`] marks gaps). Pages that hold no
+    /// delta and lie in a gap are left out.
+    pub fn encode(deltas: &[(u64, RuleId)]) -> EncodedDeltas {
+        let mut out = EncodedDeltas::default();
+        let page_mask = (1u64 << DELTA_PAGE_BITS) - 1;
+        let mut i = 0;
+        let mut in_effect = RuleId::NO_COVERAGE;
+        while i < deltas.len() {
+            let page = deltas[i].0 >> DELTA_PAGE_BITS;
+            let first = out.entries.len() as u32;
+            if deltas[i].0 & page_mask != 0 {
+                out.entries.push(delta_entry(0, in_effect.0));
+            }
+            while i < deltas.len() && deltas[i].0 >> DELTA_PAGE_BITS == page {
+                let (address, rule) = deltas[i];
+                // Equal neighbours add nothing.
+                if rule != in_effect || out.entries.len() as u32 == first {
+                    out.entries.push(delta_entry((address & page_mask) as u16, rule.0));
+                }
+                in_effect = rule;
+                i += 1;
+            }
+            out.pages.push((page, first, out.entries.len() as u32 - first));
+            // Pages wholly inside the last rule of this page, up to the
+            // next delta (a function longer than a page).
+            if in_effect != RuleId::NO_COVERAGE {
+                let next_page = deltas
+                    .get(i)
+                    .map_or(page + 1, |d| d.0 >> DELTA_PAGE_BITS)
+                    .min(page + 1 + MAX_FILL_PAGES);
+                for p in page + 1..next_page {
+                    let first = out.entries.len() as u32;
+                    out.entries.push(delta_entry(0, in_effect.0));
+                    out.pages.push((p, first, 1));
+                }
+            }
+        }
+        out
+    }
+
+    /// Number of 4-byte entries.
+    pub fn entries(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Number of 64 KiB pages.
+    pub fn pages(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// The rule in effect at `vaddr`, looked up as the BPF unwinder does
+    /// (`None` when the page has no deltas).
+    pub fn lookup(&self, vaddr: u64) -> Option<RuleId> {
+        let page = vaddr >> DELTA_PAGE_BITS;
+        let i = self.pages.binary_search_by_key(&page, |p| p.0).ok()?;
+        let (_, first, count) = self.pages[i];
+        let slice = &self.entries[first as usize..(first + count) as usize];
+        let offset = (vaddr & ((1 << DELTA_PAGE_BITS) - 1)) as u32;
+        let at = slice.partition_point(|e| e & 0xffff <= offset).checked_sub(1)?;
+        Some(RuleId((slice[at] >> 16) as u16))
+    }
+}
+
+/// What one executable mapping of a process is, for the unwinder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MappingTarget {
+    /// A file whose deltas are loaded: `file_id` is `FileId::high64`,
+    /// and `ELF vaddr = pc - bias`.
+    Native {
+        /// `FileId::high64()` of the file.
+        file_id: u64,
+        /// Load bias.
+        bias: u64,
+    },
+    /// Executable memory without unwind tables.
+    NoUnwindInfo,
+}
+
+/// One executable mapping `[start, end)` of a process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MappingRange {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// What is mapped there.
+    pub target: MappingTarget,
+}
+
+/// The aligned power-of-two blocks that exactly tile `[start, end)`, as
+/// (address, log2 size).
+pub fn aligned_blocks(start: u64, end: u64) -> Vec<(u64, u32)> {
+    let mut out = Vec::new();
+    let mut at = start;
+    while at < end {
+        let align = if at == 0 { 63 } else { at.trailing_zeros().min(63) };
+        let fit = 63 - (end - at).leading_zeros();
+        let bits = align.min(fit);
+        out.push((at, bits));
+        at += 1u64 << bits;
+    }
+    out
+}
+
+/// Counts of what [`UnwindMaps`] holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnwindMapsStats {
+    /// Processes with prefixes in `pid_mappings`.
+    pub processes: u64,
+    /// Prefixes in `pid_mappings` (markers included).
+    pub prefixes: u64,
+    /// Files with a delta array.
+    pub files: u64,
+    /// Pages in `delta_pages`.
+    pub pages: u64,
+    /// Entries in all delta arrays.
+    pub delta_entries: u64,
+    /// Rules written to `unwind_rules`.
+    pub rules: u64,
+}
+
+struct LoadedFile {
+    pages: Vec<u64>,
+    entries: u32,
+}
+
+/// Handles on the unwinder's maps plus the bookkeeping of their content.
+/// Made by [`crate::Sampler::unwind_maps`]; may move to another thread.
+pub struct UnwindMaps {
+    pid_mappings: MapHandle,
+    unwind_rules: MapHandle,
+    delta_pages: MapHandle,
+    file_deltas: MapHandle,
+    rules_capacity: u32,
+    rules_loaded: HashSet<u16>,
+    files: HashMap<u64, LoadedFile>,
+    processes: HashMap<u32, Vec<PidMappingKey>>,
+}
+
+fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> BpfError {
+    move |source| BpfError::Map { map, source }
+}
+
+impl UnwindMaps {
+    pub(crate) fn new(
+        pid_mappings: MapHandle,
+        unwind_rules: MapHandle,
+        delta_pages: MapHandle,
+        file_deltas: MapHandle,
+    ) -> UnwindMaps {
+        let rules_capacity = unwind_rules.max_entries();
+        UnwindMaps {
+            pid_mappings,
+            unwind_rules,
+            delta_pages,
+            file_deltas,
+            rules_capacity,
+            rules_loaded: HashSet::new(),
+            files: HashMap::new(),
+            processes: HashMap::new(),
+        }
+    }
+
+    /// How many rule ids the `unwind_rules` map holds.
+    pub fn rules_capacity(&self) -> u32 {
+        self.rules_capacity
+    }
+
+    /// Writes rule `id` (once; rules never change meaning).
+    pub fn set_rule(&mut self, id: RuleId, rule: &UnwindRule) -> Result<(), BpfError> {
+        if self.rules_loaded.contains(&id.0) {
+            return Ok(());
+        }
+        if u32::from(id.0) >= self.rules_capacity {
+            return Err(BpfError::MapFull { map: "unwind_rules", capacity: self.rules_capacity.into() });
+        }
+        let value = UnwindRuleValue::from_rule(rule).to_bytes();
+        self.unwind_rules
+            .update(&u32::from(id.0).to_ne_bytes(), &value, MapFlags::ANY)
+            .map_err(map_err("unwind_rules"))?;
+        self.rules_loaded.insert(id.0);
+        Ok(())
+    }
+
+    /// Whether the deltas of `file_id` are loaded.
+    pub fn has_file(&self, file_id: u64) -> bool {
+        self.files.contains_key(&file_id)
+    }
+
+    /// Loads a file's deltas: a delta array of its own, then its pages.
+    /// The rules it uses must have been set. Loading a loaded file does
+    /// nothing. An empty table is not loaded (its pcs stop with
+    /// `NoDeltas`).
+    pub fn load_file(&mut self, file_id: u64, deltas: &EncodedDeltas) -> Result<(), BpfError> {
+        if self.files.contains_key(&file_id) || deltas.entries.is_empty() {
+            return Ok(());
+        }
+        let count = u32::try_from(deltas.entries.len())
+            .map_err(|_| BpfError::MapFull { map: "file delta array", capacity: u32::MAX.into() })?;
+        let opts = libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
+            map_flags: BPF_F_INNER_MAP,
+            ..Default::default()
+        };
+        let array = MapHandle::create(MapType::Array, Some("ep_deltas"), 4, 4, count, &opts)
+            .map_err(map_err("file delta array"))?;
+        for (chunk_index, chunk) in deltas.entries.chunks(BATCH).enumerate() {
+            let base = (chunk_index * BATCH) as u32;
+            let keys: Vec<u8> = (0..chunk.len() as u32).flat_map(|i| (base + i).to_ne_bytes()).collect();
+            let values: Vec<u8> = chunk.iter().flat_map(|e| e.to_ne_bytes()).collect();
+            array
+                .update_batch(&keys, &values, chunk.len() as u32, MapFlags::ANY, MapFlags::ANY)
+                .map_err(map_err("file delta array"))?;
+        }
+        let fd = array.as_fd().as_raw_fd() as u32;
+        self.file_deltas
+            .update(&file_id.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
+            .map_err(map_err("file_deltas"))?;
+        // The outer map holds the array now; our fd closes with `array`.
+        let mut loaded = LoadedFile { pages: Vec::with_capacity(deltas.pages.len()), entries: count };
+        for &(page, first, n) in &deltas.pages {
+            let result = self.delta_pages.update(
+                &delta_page_key(file_id, page),
+                &delta_page(first, n),
+                MapFlags::ANY,
+            );
+            if let Err(source) = result {
+                // Leave nothing half loaded.
+                self.files.insert(file_id, loaded);
+                let _ = self.unload_file(file_id);
+                return Err(BpfError::Map { map: "delta_pages", source });
+            }
+            loaded.pages.push(page);
+        }
+        self.files.insert(file_id, loaded);
+        Ok(())
+    }
+
+    /// Removes a file's pages and delta array.
+    pub fn unload_file(&mut self, file_id: u64) -> Result<(), BpfError> {
+        let Some(loaded) = self.files.remove(&file_id) else { return Ok(()) };
+        let mut first_error = None;
+        for page in loaded.pages {
+            if let Err(source) = self.delta_pages.delete(&delta_page_key(file_id, page)) {
+                first_error.get_or_insert(BpfError::Map { map: "delta_pages", source });
+            }
+        }
+        if let Err(source) = self.file_deltas.delete(&file_id.to_ne_bytes()) {
+            first_error.get_or_insert(BpfError::Map { map: "file_deltas", source });
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Sets the executable mappings of `pid` (replacing what was there):
+    /// new prefixes go in before stale ones go out, so the unwinder never
+    /// sees a gap. Also inserts the pid's marker.
+    pub fn set_process(&mut self, pid: u32, ranges: &[MappingRange]) -> Result<(), BpfError> {
+        let mut entries: Vec<(PidMappingKey, PidMappingValue)> = Vec::new();
+        entries.push((
+            PidMappingKey::new(pid, 0, 32),
+            PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_PROCESS, reserved: 0 },
+        ));
+        for range in ranges {
+            let value = match range.target {
+                MappingTarget::Native { file_id, bias } => {
+                    PidMappingValue { file_id, bias, kind: MAPPING_KIND_NATIVE, reserved: 0 }
+                }
+                MappingTarget::NoUnwindInfo => {
+                    PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_NO_UNWIND_INFO, reserved: 0 }
+                }
+            };
+            for (address, bits) in aligned_blocks(range.start, range.end) {
+                let key = PidMappingKey::new(pid, address, PID_MAPPING_KEY_BITS - bits);
+                entries.push((key, value));
+            }
+        }
+        let mut keys = Vec::with_capacity(entries.len());
+        for (key, value) in &entries {
+            if let Err(source) = self.pid_mappings.update(&key.to_bytes(), &value.to_bytes(), MapFlags::ANY) {
+                // Remove what this call added that was not there before.
+                let old: HashSet<PidMappingKey> =
+                    self.processes.get(&pid).map(|k| k.iter().copied().collect()).unwrap_or_default();
+                for k in keys.iter().filter(|k| !old.contains(k)) {
+                    let _ = self.pid_mappings.delete(&PidMappingKey::to_bytes(*k));
+                }
+                return Err(BpfError::Map { map: "pid_mappings", source });
+            }
+            keys.push(*key);
+        }
+        let new: HashSet<PidMappingKey> = keys.iter().copied().collect();
+        if let Some(old) = self.processes.insert(pid, keys) {
+            for key in old.into_iter().filter(|k| !new.contains(k)) {
+                let _ = self.pid_mappings.delete(&key.to_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes every prefix of `pid`.
+    pub fn remove_process(&mut self, pid: u32) -> Result<(), BpfError> {
+        let Some(keys) = self.processes.remove(&pid) else { return Ok(()) };
+        let mut first_error = None;
+        // Marker last: while any prefix is there the pid stays "known".
+        for key in keys.iter().rev() {
+            if let Err(source) = self.pid_mappings.delete(&key.to_bytes()) {
+                first_error.get_or_insert(BpfError::Map { map: "pid_mappings", source });
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// What the maps hold, from the bookkeeping.
+    pub fn stats(&self) -> UnwindMapsStats {
+        UnwindMapsStats {
+            processes: self.processes.len() as u64,
+            prefixes: self.processes.values().map(|k| k.len() as u64).sum(),
+            files: self.files.len() as u64,
+            pages: self.files.values().map(|f| f.pages.len() as u64).sum(),
+            delta_entries: self.files.values().map(|f| u64::from(f.entries)).sum(),
+            rules: self.rules_loaded.len() as u64,
+        }
+    }
+
+    /// Counts the entries really in the maps (by iterating their keys):
+    /// (pid_mappings, delta_pages, file_deltas). For tests and checks.
+    pub fn count_map_entries(&self) -> (usize, usize, usize) {
+        (self.pid_mappings.keys().count(), self.delta_pages.keys().count(), self.file_deltas.keys().count())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: RuleId = RuleId(10);
+    const B: RuleId = RuleId(11);
+    const NONE: RuleId = RuleId::NO_COVERAGE;
+
+    #[test]
+    fn blocks_tile_exactly() {
+        for (start, end) in [(0x1000u64, 0x5000u64), (0x7f00_1234_5000, 0x7f00_1299_1000), (0, 0x10000), (0x3000, 0x4000)] {
+            let blocks = aligned_blocks(start, end);
+            let mut at = start;
+            for &(a, bits) in &blocks {
+                assert_eq!(a, at);
+                assert_eq!(a % (1 << bits), 0, "aligned");
+                at += 1 << bits;
+            }
+            assert_eq!(at, end);
+            assert!(blocks.len() <= 2 * 64);
+        }
+        assert_eq!(aligned_blocks(0x1000, 0x5000), vec![(0x1000, 12), (0x2000, 13), (0x4000, 12)]);
+    }
+
+    #[test]
+    fn pages_start_with_the_rule_in_effect() {
+        let deltas = [(0x1_0010, A), (0x1_0020, B), (0x1_0030, NONE), (0x3_0000, A), (0x5_8000, B), (0x5_9000, NONE)];
+        let e = EncodedDeltas::encode(&deltas);
+        // page 1: [0 NONE, 0x10 A, 0x20 B, 0x30 NONE]; page 3: [0 A];
+        // page 4: [0 A] (A goes on); page 5: [0 A, 0x8000 B, 0x9000 NONE].
+        assert_eq!(e.pages, vec![(1, 0, 4), (3, 4, 1), (4, 5, 1), (5, 6, 3)]);
+        assert_eq!(e.entries[0], delta_entry(0, 0));
+        assert_eq!(e.entries[6], delta_entry(0, A.0));
+        for (vaddr, want) in [
+            (0x1_0000, Some(NONE)),
+            (0x1_0010, Some(A)),
+            (0x1_001f, Some(A)),
+            (0x1_0025, Some(B)),
+            (0x1_ffff, Some(NONE)),
+            (0x2_0000, None),
+            (0x4_1234, Some(A)),
+            (0x5_8001, Some(B)),
+            (0x5_9001, Some(NONE)),
+        ] {
+            assert_eq!(e.lookup(vaddr), want, "{vaddr:#x}");
+        }
+    }
+
+    #[test]
+    fn equal_neighbours_merge_and_page_starts_are_not_duplicated() {
+        let e = EncodedDeltas::encode(&[(0x2_0000, A), (0x2_0004, A), (0x2_0008, B)]);
+        assert_eq!(e.entries, vec![delta_entry(0, A.0), delta_entry(8, B.0)]);
+        assert_eq!(e.pages, vec![(2, 0, 2)]);
+    }
+}

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Every map of the programs, with what it is for. Sizes marked "set by
+ * user space" are overridden before load (crates/bpf/src/sampler.rs).
+ */
+#ifndef EP_MAPS_H
+#define EP_MAPS_H
+
+#include "types.h"
+
+/* Samples for user space. Size set by user space at load time. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} samples SEC(".maps");
+
+/* New processes, unknown pcs and exits, for the process manager. Small,
+ * and read with wake-ups (not on a timer) so that a new process's tables
+ * are loaded within milliseconds of its first sample. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 16);
+} process_events SEC(".maps");
+
+/* The tgids to profile when filter_pids is set (value unused). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32);
+	__type(value, u8);
+} selected_pids SEC(".maps");
+
+/* Unwind state and the sample being built, per CPU: the entry program
+ * fills it and the native unwinder's tail calls carry it on (perf_event
+ * programs do not nest on one CPU). Too big for the 512-byte stack. */
+struct unwind_state {
+	u64 pc;
+	u64 sp;
+	u64 fp;
+	/* pc is exact (leaf, or interrupted by a signal), not a return
+	 * address: its rule is looked up at pc, not pc - 1 */
+	u8 exact;
+	u8 tail_calls;
+	u8 reserved[6];
+};
+
+struct sample_record {
+	struct unwind_state state;
+	struct sample_event event;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct sample_record);
+} scratch SEC(".maps");
+
+/* Why samples ended the way they did; see enum counter_id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, COUNTER_MAX);
+	__type(key, u32);
+	__type(value, u64);
+} counters SEC(".maps");
+
+/* (pid, pc) -> the file mapped there and its load bias; see
+ * struct pid_mapping_key. Tries allocate per entry (no preallocation),
+ * so the bound costs nothing until used. Set by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 20);
+	__type(key, struct pid_mapping_key);
+	__type(value, struct pid_mapping);
+} pid_mappings SEC(".maps");
+
+/* The deduplicated unwind rules of every loaded file, by rule id
+ * (profiler_elf::RuleInterner). Set by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << 15);
+	__type(key, u32);
+	__type(value, struct unwind_rule);
+} unwind_rules SEC(".maps");
+
+/* (file, 64 KiB page) -> the page's slice of the file's deltas. Set by
+ * user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 18);
+	__type(key, struct delta_page_key);
+	__type(value, struct delta_page);
+} delta_pages SEC(".maps");
+
+/* The template of the per-file delta arrays: user space creates one
+ * array per file, sized exactly (BPF_F_INNER_MAP lets sizes differ).
+ * Values are struct delta_entry, declared as u32 because clang emits only
+ * a forward declaration into BTF for a struct used through pointers. */
+struct file_delta_array {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_INNER_MAP);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u32);
+};
+
+/* file id -> its delta array. Set by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 14);
+	__type(key, u64);
+	__array(values, struct file_delta_array);
+} file_deltas SEC(".maps");
+
+/* When a process event of each kind was last sent for a pid (key
+ * pid << 32 | kind), to send at most one per PROCESS_EVENT_INTERVAL_NS. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1 << 14);
+	__type(key, u64);
+	__type(value, u64);
+} process_event_times SEC(".maps");
+
+#endif

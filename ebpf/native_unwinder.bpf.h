@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The native unwinder: walks a user stack without frame pointers, with
+ * the stack deltas user space built from .eh_frame/.debug_frame.
+ *
+ * Included once by profiler.bpf.c: libbpf-cargo builds one object per
+ * skeleton, and the programs share their maps.
+ *
+ * How one frame is unwound (the state is pc, rsp and rbp):
+ *  1. (pid, pc) -> pid_mappings (LPM trie) -> the file and its load bias;
+ *     vaddr = pc - bias. For a return address the caller's call
+ *     instruction is what matters, so pc - 1 is looked up (a call may be
+ *     the last instruction of a function).
+ *  2. (file, vaddr >> 16) -> delta_pages -> the page's slice of the
+ *     file's delta array; a binary search (at most 17 steps: a page holds
+ *     at most 65536 entries) finds the last entry at or below vaddr's
+ *     offset in the page. Its rule id is the rule in effect.
+ *  3. The rule gives the CFA (rsp|rbp + offset, a dereference, or the
+ *     PLT formula); the return address is at CFA - 8, the caller's rsp is
+ *     the CFA, and the caller's rbp is unchanged, at CFA + n or at
+ *     rbp + n. A signal trampoline instead restores pc, rsp and rbp from
+ *     the ucontext the kernel saved on the stack; a STOP rule means the
+ *     thread's root is reached.
+ * Every other outcome ends the stack with its enum unwind_stop reason.
+ *
+ * NATIVE_FRAMES_PER_PROGRAM frames are unwound per program run, then the
+ * program tail-calls itself (the kernel allows 33 tail calls) until the
+ * stack ends or MAX_USER_FRAMES are collected.
+ */
+
+/* Frames unwound per program run: what the verifier accepts comfortably
+ * (each frame costs up to 21 map lookups). */
+#define NATIVE_FRAMES_PER_PROGRAM 12
+/* Tail calls per sample: the entry program's call into the unwinder
+ * plus these stay within the kernel's MAX_TAIL_CALL_CNT (32, 33 since
+ * Linux 5.17). */
+#define MAX_NATIVE_TAIL_CALLS 31
+_Static_assert(NATIVE_FRAMES_PER_PROGRAM * (MAX_NATIVE_TAIL_CALLS + 1) >= MAX_USER_FRAMES,
+	       "enough program runs to collect MAX_USER_FRAMES frames");
+/* Binary search steps: ceil(log2(65536 entries per page)) + 1. */
+#define DELTA_SEARCH_STEPS 17
+
+enum {
+	PROG_NATIVE_UNWIND = 0,
+	PROG_COUNT = 1,
+};
+
+int native_unwind(struct bpf_perf_event_data *ctx);
+
+/* The unwinders, for tail calls; filled by libbpf at load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, PROG_COUNT);
+	__uint(key_size, sizeof(u32));
+	__array(values, int(void *));
+} programs SEC(".maps") = {
+	.values = {
+		[PROG_NATIVE_UNWIND] = (void *)&native_unwind,
+	},
+};
+
+/* Step results. */
+#define STEP_CONTINUE 0xff
+
+static __always_inline int read_user_u64(u64 *out, u64 address)
+{
+	return bpf_probe_read_user(out, sizeof(*out), (const void *)address);
+}
+
+/* The rule id in effect at vaddr of file_id, or an unwind_stop reason
+ * (as a negative number). */
+static __always_inline int find_rule(u64 file_id, u64 vaddr)
+{
+	struct delta_page_key page_key = {
+		.file_id = file_id,
+		.page = vaddr >> DELTA_PAGE_BITS,
+	};
+	struct delta_page *page = bpf_map_lookup_elem(&delta_pages, &page_key);
+	if (!page)
+		return -UNWIND_STOP_NO_DELTAS;
+	void *deltas = bpf_map_lookup_elem(&file_deltas, &file_id);
+	if (!deltas)
+		return -UNWIND_STOP_NO_DELTAS;
+	u32 first = page->first;
+	u32 n = page->count;
+	u16 target = vaddr & ((1 << DELTA_PAGE_BITS) - 1);
+	u32 lo = 0;
+	/* Invariant: entry first + lo is at or below target (the first entry
+	 * of a page is at offset 0); the answer is in [lo, lo + n). */
+	for (int i = 0; i < DELTA_SEARCH_STEPS; i++) {
+		if (n <= 1)
+			break;
+		u32 half = n / 2;
+		u32 index = first + lo + half;
+		struct delta_entry *entry = bpf_map_lookup_elem(deltas, &index);
+		if (!entry)
+			return -UNWIND_STOP_INTERNAL;
+		if (entry->page_offset <= target)
+			lo += half;
+		n -= half;
+	}
+	u32 index = first + lo;
+	struct delta_entry *entry = bpf_map_lookup_elem(deltas, &index);
+	if (!entry)
+		return -UNWIND_STOP_INTERNAL;
+	return entry->rule_id;
+}
+
+/* Unwinds one frame: records the current pc, then moves the state to the
+ * caller. Returns STEP_CONTINUE or the unwind_stop reason that ends the
+ * stack. */
+static __always_inline int unwind_step(struct sample_record *record, u32 pid)
+{
+	struct unwind_state *state = &record->state;
+	struct sample_event *event = &record->event;
+	u32 n = event->user_frames;
+	if (n >= MAX_USER_FRAMES)
+		return UNWIND_STOP_MAX_FRAMES;
+	u32 slot = event->kernel_frames + n;
+	if (slot >= MAX_KERNEL_FRAMES + MAX_USER_FRAMES)
+		return UNWIND_STOP_MAX_FRAMES;
+	u64 pc = state->pc;
+	event->frames[slot] = state->exact ? pc | FRAME_EXACT_PC : pc;
+	event->user_frames = n + 1;
+
+	u64 lookup_pc = state->exact ? pc : pc - 1;
+	struct pid_mapping_key key = {
+		.prefixlen = PID_MAPPING_KEY_BITS,
+		.pid_be = __builtin_bswap32(pid),
+		.address_be = __builtin_bswap64(lookup_pc),
+	};
+	struct pid_mapping *mapping = bpf_map_lookup_elem(&pid_mappings, &key);
+	if (!mapping) {
+		send_process_event(PROCESS_EVENT_NEW, pid, 0, true);
+		return UNWIND_STOP_UNKNOWN_PID;
+	}
+	if (mapping->kind == MAPPING_KIND_PROCESS) {
+		send_process_event(PROCESS_EVENT_UNKNOWN_PC, pid, lookup_pc, true);
+		return UNWIND_STOP_UNKNOWN_PC;
+	}
+	if (mapping->kind != MAPPING_KIND_NATIVE)
+		return UNWIND_STOP_NO_UNWIND_INFO;
+
+	int rule_id = find_rule(mapping->file_id, lookup_pc - mapping->bias);
+	if (rule_id < 0)
+		return -rule_id;
+	switch (rule_id) {
+	case RULE_ID_NO_COVERAGE:
+		return UNWIND_STOP_NO_COVERAGE;
+	case RULE_ID_INVALID:
+		return UNWIND_STOP_INVALID_RULE;
+	case RULE_ID_STOP:
+		return UNWIND_STOP_ROOT;
+	case RULE_ID_SIGNAL: {
+		/* The trampoline is not a frame of its own: the interrupted
+		 * code is, with an exact pc. */
+		event->user_frames = n;
+		u64 regs[(UCONTEXT_RIP - UCONTEXT_RBP) / 8 + 1];
+		if (bpf_probe_read_user(regs, sizeof(regs), (const void *)(state->sp + UCONTEXT_RBP)))
+			return UNWIND_STOP_READ_ERROR;
+		state->fp = regs[0];
+		state->sp = regs[(UCONTEXT_RSP - UCONTEXT_RBP) / 8];
+		state->pc = regs[(UCONTEXT_RIP - UCONTEXT_RBP) / 8];
+		state->exact = 1;
+		if (state->pc == 0)
+			return UNWIND_STOP_ZERO_PC;
+		return STEP_CONTINUE;
+	}
+	}
+
+	u32 rule_key = rule_id;
+	struct unwind_rule *rule = bpf_map_lookup_elem(&unwind_rules, &rule_key);
+	if (!rule)
+		return UNWIND_STOP_INTERNAL;
+	u64 base = rule->cfa_base == CFA_BASE_RBP ? state->fp : state->sp;
+	u64 cfa;
+	switch (rule->kind) {
+	case RULE_KIND_CFA:
+		cfa = base + (s64)rule->cfa_offset;
+		break;
+	case RULE_KIND_CFA_DEREF:
+		if (read_user_u64(&cfa, base + (s64)rule->cfa_offset))
+			return UNWIND_STOP_READ_ERROR;
+		cfa += (s64)rule->deref_outer;
+		break;
+	case RULE_KIND_PLT:
+		cfa = state->sp + 8 + ((pc & 15) >= rule->plt_threshold ? 8 : 0);
+		break;
+	default:
+		return UNWIND_STOP_INTERNAL;
+	}
+	if (cfa <= state->sp)
+		return UNWIND_STOP_BAD_SP;
+	u64 return_address;
+	if (read_user_u64(&return_address, cfa - 8))
+		return UNWIND_STOP_READ_ERROR;
+	switch (rule->rbp_kind) {
+	case RBP_AT_CFA:
+		if (read_user_u64(&state->fp, cfa + (s64)rule->rbp_offset))
+			return UNWIND_STOP_READ_ERROR;
+		break;
+	case RBP_AT_RBP:
+		if (read_user_u64(&state->fp, state->fp + (s64)rule->rbp_offset))
+			return UNWIND_STOP_READ_ERROR;
+		break;
+	default:
+		break;
+	}
+	if (return_address == 0)
+		return UNWIND_STOP_ZERO_PC;
+	state->pc = return_address;
+	state->sp = cfa;
+	state->exact = 0;
+	return STEP_CONTINUE;
+}
+
+SEC("perf_event")
+int native_unwind(struct bpf_perf_event_data *ctx)
+{
+	u32 zero = 0;
+	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	if (!record)
+		return 0;
+	u32 pid = record->event.pid;
+	for (int i = 0; i < NATIVE_FRAMES_PER_PROGRAM; i++) {
+		int result = unwind_step(record, pid);
+		if (result != STEP_CONTINUE) {
+			send_sample(&record->event, result);
+			return 0;
+		}
+	}
+	if (record->event.user_frames >= MAX_USER_FRAMES) {
+		send_sample(&record->event, UNWIND_STOP_MAX_FRAMES);
+		return 0;
+	}
+	if (record->state.tail_calls < MAX_NATIVE_TAIL_CALLS) {
+		record->state.tail_calls++;
+		count(COUNTER_NATIVE_TAIL_CALLS);
+		bpf_tail_call(ctx, &programs, PROG_NATIVE_UNWIND);
+	}
+	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
+	return 0;
+}
