@@ -28,3 +28,6 @@ make otelcol-ebpf-profiler
 
 echo "== collector: end to end"
 tests/e2e/collector_e2e.sh
+
+echo "== standalone agent: OTLP end to end (skips until ebpf-profiler has -collection-agent)"
+tests/e2e/agent_otlp_e2e.sh
