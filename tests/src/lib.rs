@@ -4,7 +4,7 @@
 //! with a message elsewhere).
 #![deny(missing_docs)]
 
-use profiler_agent::{Agent, AgentConfig, StartError, TraceSink};
+use profiler_agent::{Agent, AgentConfig, StartError, Stats, TraceSink};
 use profiler_trace::{FrameKind, Trace};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -131,6 +131,32 @@ pub fn profile(pids: &[u32], hz: u32, duration: Duration) -> Option<Profile> {
     assert_eq!(stats.samples_lost + stats.samples_dropped, 0, "samples lost: {stats:?}");
     let traces = std::mem::take(&mut *traces.lock().unwrap());
     Some(Profile { traces, cpu_seconds })
+}
+
+/// Starts the real agent with `config`, runs `during` while it samples,
+/// stops it and returns every trace and the final stats. `None` as for
+/// [`profile`].
+pub fn profile_with(config: AgentConfig, during: impl FnOnce(&Agent)) -> Option<(Vec<Trace>, Stats)> {
+    let traces = Arc::new(Mutex::new(Vec::new()));
+    let agent = start_agent(config, traces.clone())?;
+    during(&agent);
+    agent.stop().expect("reader ran without error");
+    let stats = agent.stats();
+    assert_eq!(stats.samples_lost + stats.samples_dropped, 0, "samples lost: {stats:?}");
+    let traces = std::mem::take(&mut *traces.lock().unwrap());
+    Some((traces, stats))
+}
+
+/// Starts the real agent feeding `traces`; `None` as for [`profile`].
+pub fn start_agent(config: AgentConfig, traces: Arc<Mutex<Vec<Trace>>>) -> Option<Agent> {
+    match Agent::start_with_sinks(config, vec![Box::new(Collect(traces))]) {
+        Ok(agent) => Some(agent),
+        Err(StartError::Bpf(e)) if !in_ci() => {
+            eprintln!("SKIPPED: BPF is not available here ({e}); under CI=true this fails");
+            None
+        }
+        Err(e) => panic!("starting the agent: {e}"),
+    }
 }
 
 /// The names of a trace's kernel frames, root first.

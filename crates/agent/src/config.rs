@@ -23,6 +23,9 @@ pub struct AgentConfig {
     pub batch_queue_capacity: usize,
     /// Name native frames on the host (ELF symbols, DWARF). Default true.
     pub symbolize_native: bool,
+    /// How long a file's unwind tables stay in the kernel after the last
+    /// process mapping it exits, in milliseconds. Default 30000.
+    pub file_unload_grace_ms: u64,
 }
 
 impl Default for AgentConfig {
@@ -34,6 +37,7 @@ impl Default for AgentConfig {
             otlp_batches: false,
             batch_queue_capacity: 16,
             symbolize_native: true,
+            file_unload_grace_ms: 30_000,
         }
     }
 }

@@ -6,8 +6,11 @@
 //!
 //! Threads: the *reader* drains the BPF ring buffer into a bounded
 //! channel (drops counted); the *reporter* turns samples into traces
-//! (process table, kallsyms) and feeds the sinks, closing a reporting
-//! interval every [`AgentConfig::reporter_interval`].
+//! (process snapshots, ELF symbols, kallsyms) and feeds the sinks, closing
+//! a reporting interval every [`AgentConfig::reporter_interval`]; the
+//! *process manager* follows the BPF programs' process events (new
+//! process, unknown pc, exit) and loads unwind tables and process
+//! mappings into the BPF maps for the native unwinder.
 //!
 //! Both front ends use only this API: the `ebpf-profiler` CLI and the C ABI
 //! in `ffi/`.
@@ -15,6 +18,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod config;
+mod process_manager;
 mod sink;
 mod stats;
 mod trace_builder;
@@ -25,8 +29,8 @@ pub use sink::TraceSink;
 pub use stats::Stats;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
-use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions};
-use profiler_process::{ProcessTable, ProcessTableLimits};
+use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions, UnwindStop};
+use profiler_process::{ManagerLimits, ProcessManager, ProcessRegistry};
 use profiler_symbolize::KernelSymbolizer;
 use sink::{BatchCounters, OtlpBatchSink};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -83,8 +87,9 @@ struct Shared {
     samples_dropped: AtomicU64,
     samples_processed: AtomicU64,
     samples_malformed: AtomicU64,
-    processes_seen: AtomicU64,
     batches: Arc<BatchCounters>,
+    unwind: Mutex<trace_builder::UnwindCounts>,
+    manager: Mutex<process_manager::ManagerReport>,
 }
 
 struct Running {
@@ -92,6 +97,7 @@ struct Running {
     stop: Arc<AtomicBool>,
     reader: JoinHandle<Result<(), BpfError>>,
     reporter: JoinHandle<()>,
+    manager: JoinHandle<Result<(), BpfError>>,
 }
 
 /// A running profiler.
@@ -128,7 +134,7 @@ impl Agent {
             }
         };
 
-        let sampler = Sampler::load(&SamplerOptions {
+        let mut sampler = Sampler::open(&SamplerOptions {
             samples_per_second: config.samples_per_second,
             pids: (!config.pids.is_empty()).then(|| config.pids.clone()),
             ..SamplerOptions::default()
@@ -168,9 +174,34 @@ impl Agent {
                 })
                 .map_err(|source| StartError::Thread { name: "reader", source })?
         };
+        let registry = Arc::new(ProcessRegistry::new());
+        let manager = {
+            let events = sampler.process_event_reader()?;
+            let limits = ManagerLimits {
+                file_unload_grace: Duration::from_millis(config.file_unload_grace_ms),
+                ..ManagerLimits::default()
+            };
+            let mut manager = ProcessManager::new(
+                process_manager::BpfLoader(sampler.unwind_maps()?),
+                registry.clone(),
+                limits,
+            );
+            // The selected processes are loaded before sampling starts, so
+            // that their first samples unwind.
+            for &pid in &config.pids {
+                manager.on_new_process(profiler_trace::Pid(pid));
+            }
+            sampler.start_sampling()?;
+            let stop = stop.clone();
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("ep-procman".into())
+                .spawn(move || process_manager::run(events, manager, &stop, &shared.manager))
+                .map_err(|source| StartError::Thread { name: "process manager", source })?
+        };
         let reporter = {
             let shared = shared.clone();
-            let builder = TraceBuilder::new(ProcessTable::new(ProcessTableLimits::default()), kernel);
+            let builder = TraceBuilder::new(registry, kernel, config.symbolize_native);
             let interval = config.reporter_interval();
             std::thread::Builder::new()
                 .name("ep-reporter".into())
@@ -179,7 +210,7 @@ impl Agent {
         };
 
         Ok(Agent {
-            running: Mutex::new(Some(Running { sampler, stop, reader, reporter })),
+            running: Mutex::new(Some(Running { sampler, stop, reader, reporter, manager })),
             final_counters: Mutex::new(Counters::default()),
             shared,
             batches,
@@ -214,6 +245,9 @@ impl Agent {
             None => *lock(&self.final_counters),
         };
         let s = &self.shared;
+        let unwind = *lock(&s.unwind);
+        let manager = *lock(&s.manager);
+        let stop = |r: UnwindStop| counters.unwind_stop(r);
         Stats {
             samples: counters.sent,
             samples_lost: counters.lost_ring_buffer,
@@ -222,9 +256,42 @@ impl Agent {
             samples_malformed: s.samples_malformed.load(Ordering::Relaxed),
             kernel_stack_errors: counters.kernel_stack_errors,
             user_stack_errors: counters.user_stack_errors,
-            processes_seen: s.processes_seen.load(Ordering::Relaxed),
+            processes_seen: manager.manager.processes_loaded,
             batches_sent: s.batches.sent.load(Ordering::Relaxed),
             batches_dropped: s.batches.dropped.load(Ordering::Relaxed),
+            user_stacks_complete: unwind.complete,
+            user_stacks_truncated: unwind.truncated,
+            user_frames_unresolved: unwind.unresolved_frames,
+            unwind_stopped_root: stop(UnwindStop::Root),
+            unwind_stopped_kernel_thread: stop(UnwindStop::KernelThread),
+            unwind_stopped_unknown_pid: stop(UnwindStop::UnknownPid),
+            unwind_stopped_unknown_pc: stop(UnwindStop::UnknownPc),
+            unwind_stopped_no_unwind_info: stop(UnwindStop::NoUnwindInfo),
+            unwind_stopped_no_deltas: stop(UnwindStop::NoDeltas),
+            unwind_stopped_no_coverage: stop(UnwindStop::NoCoverage),
+            unwind_stopped_invalid_rule: stop(UnwindStop::InvalidRule),
+            unwind_stopped_read_error: stop(UnwindStop::ReadError),
+            unwind_stopped_bad_sp: stop(UnwindStop::BadSp),
+            unwind_stopped_max_frames: stop(UnwindStop::MaxFrames),
+            unwind_stopped_tail_calls: stop(UnwindStop::TailCalls),
+            unwind_stopped_internal: stop(UnwindStop::Internal),
+            unwind_stopped_zero_pc: stop(UnwindStop::ZeroPc),
+            unwind_stopped_no_user_regs: stop(UnwindStop::NoUserRegs),
+            user_frames: counters.user_frames,
+            process_events: counters.process_events,
+            process_events_lost: counters.process_events_lost,
+            processes_loaded: manager.manager.processes,
+            processes_exited: manager.manager.processes_exited,
+            processes_rejected: manager.manager.processes_rejected,
+            files_loaded: manager.manager.files,
+            files_analysed: manager.manager.files_analysed,
+            files_failed: manager.manager.files_failed,
+            files_rejected: manager.manager.files_rejected,
+            unwind_deltas: manager.maps.delta_entries,
+            unwind_rules: manager.maps.rules,
+            unwind_prefixes: manager.maps.prefixes,
+            unwind_load_errors: manager.manager.load_errors,
+            unwind_analyse_ms: manager.manager.analyse_ms,
         }
     }
 
@@ -237,8 +304,16 @@ impl Agent {
         running.stop.store(true, Ordering::Relaxed);
         let read_result = running.reader.join().unwrap_or(Ok(()));
         let _ = running.reporter.join();
+        let manager_result = running.manager.join().unwrap_or(Ok(()));
         *lock(&self.final_counters) = running.sampler.counters().unwrap_or_default();
-        read_result
+        read_result.and(manager_result)
+    }
+
+    /// Entries in the native unwinder's maps, counted in the kernel:
+    /// (pid_mappings prefixes, delta_pages, file_deltas). `None` once
+    /// stopped. Iterates every key: for tests and diagnostics.
+    pub fn unwind_map_entries(&self) -> Option<(usize, usize, usize)> {
+        lock(&self.running).as_ref().and_then(|r| r.sampler.count_unwind_map_entries().ok())
     }
 }
 
@@ -277,7 +352,7 @@ fn report(
                     sink.on_trace(&trace);
                 }
                 shared.samples_processed.fetch_add(1, Ordering::Relaxed);
-                shared.processes_seen.store(builder.processes().stats().processes_seen, Ordering::Relaxed);
+                *lock(&shared.unwind) = builder.counts();
             }
             Err(RecvTimeoutError::Timeout) => {
                 let end = unix_now_ns();
@@ -289,7 +364,6 @@ fn report(
                 if deadline < Instant::now() {
                     deadline = Instant::now() + interval;
                 }
-                builder.processes_mut().expire();
             }
             Err(RecvTimeoutError::Disconnected) => {
                 let end = unix_now_ns();

@@ -17,12 +17,81 @@ pub struct Stats {
     pub samples_malformed: u64,
     /// Kernel stacks the BPF program could not read.
     pub kernel_stack_errors: u64,
-    /// User stacks the BPF program could not read.
+    /// Retired (frame-pointer stacks that could not be read); always 0.
     pub user_stack_errors: u64,
-    /// Distinct processes seen.
+    /// Processes the process manager loaded for unwinding (ever).
     pub processes_seen: u64,
     /// OTLP batches handed out through the batch queue.
     pub batches_sent: u64,
     /// OTLP batches dropped because nobody pulled them in time.
     pub batches_dropped: u64,
+
+    /// Processed samples whose user stack reached the thread's root.
+    pub user_stacks_complete: u64,
+    /// Processed samples whose user stack ended early (the
+    /// `unwind_stopped_*` counters say why).
+    pub user_stacks_truncated: u64,
+    /// User frames in no mapping known to user space.
+    pub user_frames_unresolved: u64,
+    /// User stacks that reached the thread's root (`_start`, `clone`, ...).
+    pub unwind_stopped_root: u64,
+    /// Samples of kernel threads (no user stack).
+    pub unwind_stopped_kernel_thread: u64,
+    /// Stacks of processes not loaded yet (only the sampled pc).
+    pub unwind_stopped_unknown_pid: u64,
+    /// Stacks that reached a pc in no loaded mapping.
+    pub unwind_stopped_unknown_pc: u64,
+    /// Stacks that reached memory without unwind tables (JIT, anonymous,
+    /// unreadable files).
+    pub unwind_stopped_no_unwind_info: u64,
+    /// Stacks that reached a 64 KiB page of a file without deltas.
+    pub unwind_stopped_no_deltas: u64,
+    /// Stacks that reached code no CFI covers.
+    pub unwind_stopped_no_coverage: u64,
+    /// Stacks that reached CFI the unwinder cannot express.
+    pub unwind_stopped_invalid_rule: u64,
+    /// Stacks cut by a failed read of user memory.
+    pub unwind_stopped_read_error: u64,
+    /// Stacks cut because the stack pointer did not grow.
+    pub unwind_stopped_bad_sp: u64,
+    /// Stacks cut at the frame limit.
+    pub unwind_stopped_max_frames: u64,
+    /// Stacks cut by a failed tail call.
+    pub unwind_stopped_tail_calls: u64,
+    /// Stacks cut by an internal error (map lookup).
+    pub unwind_stopped_internal: u64,
+    /// Stacks ended by a zero return address without a root rule.
+    pub unwind_stopped_zero_pc: u64,
+    /// Samples in the kernel whose user registers could not be read.
+    pub unwind_stopped_no_user_regs: u64,
+    /// User frames unwound in the kernel.
+    pub user_frames: u64,
+    /// Process events (new, unknown pc, exit) the programs sent.
+    pub process_events: u64,
+    /// Process events lost (ring buffer full).
+    pub process_events_lost: u64,
+    /// Processes loaded for unwinding now.
+    pub processes_loaded: u64,
+    /// Processes unloaded after they exited.
+    pub processes_exited: u64,
+    /// Processes not loaded because of the process limit.
+    pub processes_rejected: u64,
+    /// Files whose unwind tables are held now.
+    pub files_loaded: u64,
+    /// Files analysed (ELF read, unwind table built).
+    pub files_analysed: u64,
+    /// Files that could not be opened or parsed.
+    pub files_failed: u64,
+    /// Files refused by the file or table size limits.
+    pub files_rejected: u64,
+    /// Stack delta entries in the BPF maps now.
+    pub unwind_deltas: u64,
+    /// Distinct unwind rules in the BPF maps.
+    pub unwind_rules: u64,
+    /// Address prefixes in the BPF pid map now.
+    pub unwind_prefixes: u64,
+    /// Failed BPF map updates of the process manager.
+    pub unwind_load_errors: u64,
+    /// Time spent analysing files (tables, symbols), ms.
+    pub unwind_analyse_ms: u64,
 }

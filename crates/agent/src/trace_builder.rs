@@ -1,66 +1,95 @@
 //! Turns a raw sample from the ring buffer into a [`Trace`]: process
-//! identity, kernel frames named from kallsyms, user frames attached to
-//! their mapping.
+//! identity, kernel frames named from kallsyms, user frames resolved to
+//! their mapping and ELF virtual address and named from the file's ELF
+//! symbols, with the process snapshots the process manager publishes.
 
-use profiler_bpf::RawSample;
-use profiler_process::ProcessTable;
+use profiler_bpf::{RawSample, UnwindStop, FRAME_EXACT_PC};
+use profiler_process::{procfs, ProcessRegistry, ProcessSnapshot};
 use profiler_symbolize::KernelSymbolizer;
-use profiler_trace::{Frame, FrameKind, Pid, SourceLine, Tid, Trace};
+use profiler_trace::{FileId, Frame, FrameKind, Pid, ProcessInfo, SourceLine, Tid, Trace};
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
 
 /// Bound on cached kernel frames (distinct kernel addresses).
 const MAX_CACHED_KERNEL_FRAMES: usize = 65_536;
+/// Bound on cached native function names.
+const MAX_CACHED_NATIVE_NAMES: usize = 65_536;
+/// Bound on processes the manager did not load (kernel threads, first
+/// samples) whose identity is cached here.
+const MAX_UNLOADED_PROCESSES: usize = 4096;
+
+/// Counts of how the user stacks of the processed samples ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct UnwindCounts {
+    /// Samples whose user stack reached the thread's root.
+    pub complete: u64,
+    /// Samples with a user stack that ended early.
+    pub truncated: u64,
+    /// User frames with no known mapping.
+    pub unresolved_frames: u64,
+}
 
 pub(crate) struct TraceBuilder {
-    processes: ProcessTable,
+    registry: Arc<ProcessRegistry>,
     kernel: Option<KernelSymbolizer>,
+    symbolize_native: bool,
     // Kernel address (as looked up) -> its named frame.
     kernel_frames: HashMap<u64, Frame>,
+    // (file, symbol start) -> the name, shared by every frame in it.
+    native_names: HashMap<(FileId, u64), Arc<str>>,
+    // Identity of processes the manager has not loaded.
+    unloaded: HashMap<Pid, Arc<ProcessInfo>>,
     // Thread names are few; share one allocation per distinct name.
     names: HashMap<String, Arc<str>>,
+    counts: UnwindCounts,
     /// CLOCK_REALTIME - CLOCK_MONOTONIC, to date samples.
     realtime_offset_ns: i128,
 }
 
 impl TraceBuilder {
-    pub(crate) fn new(processes: ProcessTable, kernel: Option<KernelSymbolizer>) -> TraceBuilder {
+    pub(crate) fn new(
+        registry: Arc<ProcessRegistry>,
+        kernel: Option<KernelSymbolizer>,
+        symbolize_native: bool,
+    ) -> TraceBuilder {
         TraceBuilder {
-            processes,
+            registry,
             kernel,
+            symbolize_native,
             kernel_frames: HashMap::new(),
+            native_names: HashMap::new(),
+            unloaded: HashMap::new(),
             names: HashMap::new(),
+            counts: UnwindCounts::default(),
             realtime_offset_ns: realtime_offset_ns(),
         }
     }
 
-    pub(crate) fn processes(&self) -> &ProcessTable {
-        &self.processes
-    }
-
-    pub(crate) fn processes_mut(&mut self) -> &mut ProcessTable {
-        &mut self.processes
+    pub(crate) fn counts(&self) -> UnwindCounts {
+        self.counts
     }
 
     pub(crate) fn build(&mut self, sample: &RawSample) -> Trace {
         let pid = Pid(sample.pid);
-        let process = self.processes.process(pid, &sample.process_comm);
+        let snapshot = self.registry.get(pid);
+        let process = match &snapshot {
+            Some(s) => s.info.clone(),
+            None => self.unloaded_info(pid, &sample.process_comm),
+        };
         let mut frames = Vec::with_capacity(sample.kernel_frames.len() + sample.user_frames.len());
         for (i, &address) in sample.kernel_frames.iter().enumerate() {
             frames.push(self.kernel_frame(address, i == 0));
         }
-        for (i, &address) in sample.user_frames.iter().enumerate() {
-            // Return addresses point after the call; step back into it so
-            // the frame names the calling instruction (not the next one,
-            // which may belong to another function after a noreturn call).
-            let lookup = if i == 0 { address } else { address.saturating_sub(1) };
-            let frame = match self.processes.resolve(pid, lookup) {
-                // Until ELF program headers are read, the frame's address is
-                // the file offset of the instruction.
-                Some(r) => Frame { kind: FrameKind::Native, address: r.file_offset, mapping: Some(r.mapping), lines: vec![] },
-                None => Frame { kind: FrameKind::Native, address, mapping: None, lines: vec![] },
-            };
-            frames.push(frame);
+        for &word in &sample.user_frames {
+            frames.push(self.user_frame(snapshot.as_deref(), word));
+        }
+        if !sample.user_frames.is_empty() {
+            if sample.unwind_stop == UnwindStop::Root {
+                self.counts.complete += 1;
+            } else {
+                self.counts.truncated += 1;
+            }
         }
         Trace {
             process,
@@ -70,6 +99,59 @@ impl TraceBuilder {
             timestamp_unix_ns: (i128::from(sample.ktime_ns) + self.realtime_offset_ns).max(0) as u64,
             frames,
         }
+    }
+
+    fn unloaded_info(&mut self, pid: Pid, comm: &str) -> Arc<ProcessInfo> {
+        if let Some(info) = self.unloaded.get(&pid) {
+            return info.clone();
+        }
+        let info = Arc::new(procfs::read_info(Path::new("/proc"), pid, comm));
+        if self.unloaded.len() >= MAX_UNLOADED_PROCESSES {
+            self.unloaded.clear();
+        }
+        self.unloaded.insert(pid, info.clone());
+        info
+    }
+
+    /// A user frame. Return addresses point after their call; the frame
+    /// stands for the call instruction, so it is looked up (and reported)
+    /// one byte back: a call may be the last instruction of a function
+    /// (noreturn callees). Exact pcs are taken as they are.
+    fn user_frame(&mut self, snapshot: Option<&ProcessSnapshot>, word: u64) -> Frame {
+        let exact = word & FRAME_EXACT_PC != 0;
+        let pc = word & !FRAME_EXACT_PC;
+        let lookup = if exact { pc } else { pc.saturating_sub(1) };
+        let Some(resolved) = snapshot.and_then(|s| s.resolve(lookup)) else {
+            self.counts.unresolved_frames += 1;
+            return Frame { kind: FrameKind::Native, address: lookup, mapping: None, lines: vec![] };
+        };
+        let mapping = resolved.mapping.clone();
+        let Some(vaddr) = resolved.vaddr else {
+            // Without the file's segments, the file offset is all we have.
+            let address = lookup - mapping.start + mapping.file_offset;
+            return Frame { kind: FrameKind::Native, address, mapping: Some(mapping), lines: vec![] };
+        };
+        let mut lines = vec![];
+        if self.symbolize_native {
+            if let Some(file) = resolved.file {
+                if let Some((name, offset)) = file.symbols.lookup(vaddr) {
+                    let key = (file.file_id, vaddr - offset);
+                    let function = match self.native_names.get(&key) {
+                        Some(f) => f.clone(),
+                        None => {
+                            let f: Arc<str> = Arc::from(name);
+                            if self.native_names.len() >= MAX_CACHED_NATIVE_NAMES {
+                                self.native_names.clear();
+                            }
+                            self.native_names.insert(key, f.clone());
+                            f
+                        }
+                    };
+                    lines.push(SourceLine { function, file: None, line: 0 });
+                }
+            }
+        }
+        Frame { kind: FrameKind::Native, address: vaddr, mapping: Some(mapping), lines }
     }
 
     fn kernel_frame(&mut self, address: u64, is_leaf: bool) -> Frame {

@@ -97,12 +97,11 @@ pub struct Sampler {
     exit_link: Option<Link>,
     skel: ProfilerSkel<'static>,
     cpus: Vec<u32>,
+    frequency: u32,
 }
 
 impl Sampler {
-    /// Checks privileges and kernel features, loads the programs and
-    /// attaches them to a cpu-clock event on every online CPU.
-    pub fn load(options: &SamplerOptions) -> Result<Sampler, BpfError> {
+    fn load_programs(options: &SamplerOptions) -> Result<Sampler, BpfError> {
         check_privileges()?;
         check_kernel_features()?;
 
@@ -137,20 +136,47 @@ impl Sampler {
         // being seen.
         let exit_link = skel.progs.on_process_exit.attach().map_err(BpfError::Load)?;
 
+        Ok(Sampler { perf_links: Vec::new(), exit_link: Some(exit_link), skel, cpus: Vec::new(), frequency: options.samples_per_second })
+    }
+
+    /// Checks, loads and attaches everything but the perf events:
+    /// [`Sampler::start_sampling`] starts sampling. In between, the
+    /// unwinder's maps can be filled so that the first samples unwind.
+    pub fn open(options: &SamplerOptions) -> Result<Sampler, BpfError> {
+        Self::load_programs(options)
+    }
+
+    /// Checks privileges and kernel features, loads the programs and
+    /// attaches them to a cpu-clock event on every online CPU.
+    pub fn load(options: &SamplerOptions) -> Result<Sampler, BpfError> {
+        let mut sampler = Self::load_programs(options)?;
+        sampler.start_sampling()?;
+        Ok(sampler)
+    }
+
+    /// Attaches the entry program to a cpu-clock event on every online
+    /// CPU (once).
+    pub fn start_sampling(&mut self) -> Result<(), BpfError> {
+        if !self.perf_links.is_empty() {
+            return Ok(());
+        }
         let cpus = online_cpus()?;
         let mut links = Vec::with_capacity(cpus.len());
         for &cpu in &cpus {
-            let fd = open_cpu_clock(cpu, options.samples_per_second)?;
+            let fd = open_cpu_clock(cpu, self.frequency)?;
             // libbpf's link takes ownership of the fd and closes it.
-            let link = skel.progs.on_cpu_sample.attach_perf_event(fd).map_err(|e| {
+            let link = self.skel.progs.on_cpu_sample.attach_perf_event(fd).map_err(|e| {
                 // SAFETY: fd is ours and was not taken over (attach failed).
                 unsafe { libc::close(fd) };
                 BpfError::PerfEvent { cpu, source: std::io::Error::other(e.to_string()) }
             })?;
             links.push(link);
         }
-        Ok(Sampler { perf_links: links, exit_link: Some(exit_link), skel, cpus })
+        self.perf_links = links;
+        self.cpus = cpus;
+        Ok(())
     }
+
 
     /// Stops sampling: closes the perf events and the exit tracepoint.
     /// The maps stay readable.
@@ -192,6 +218,13 @@ impl Sampler {
             handle(&maps.delta_pages, "delta_pages")?,
             handle(&maps.file_deltas, "file_deltas")?,
         ))
+    }
+
+    /// Entries in the native unwinder's maps, counted by iterating their
+    /// keys: (pid_mappings, delta_pages, file_deltas).
+    pub fn count_unwind_map_entries(&self) -> Result<(usize, usize, usize), BpfError> {
+        let maps = &self.skel.maps;
+        Ok((maps.pid_mappings.keys().count(), maps.delta_pages.keys().count(), maps.file_deltas.keys().count()))
     }
 
     /// The programs' counters, summed over CPUs.

@@ -1,17 +1,28 @@
-//! Per-process knowledge, read lazily from `/proc` when a process is first
-//! sampled.
+//! Per-process knowledge for native unwinding and symbolization.
 //!
-//! - [`maps`]: parsing `/proc/PID/maps` into file-backed [`Mapping`]s.
-//! - [`ProcessTable`]: the bounded table of known processes; resolves a
-//!   (pid, address) to its mapping, re-reading the maps (rate-limited)
-//!   when an address is not covered (dlopen, new thread stacks), and
-//!   survives processes that vanish mid-read.
-//!
-//! [`Mapping`]: profiler_trace::Mapping
+//! - [`ProcessManager`]: the lifecycle of processes for the unwinder. On
+//!   a new pid, an unknown pc or an exit it reads `/proc/PID/maps`,
+//!   analyses each executable file once per [`profiler_trace::FileId`]
+//!   ([`ExecutableFile`]: build ids, segments, symbols, unwind table),
+//!   loads tables and mappings through an [`UnwindLoader`] (the BPF maps
+//!   in the agent) and unloads them when processes exit. Bounded by
+//!   [`ManagerLimits`], counted in [`ManagerStats`].
+//! - [`ProcessRegistry`]: the loaded processes as immutable
+//!   [`ProcessSnapshot`]s, shared with the trace builder, which resolves
+//!   pcs to mappings and ELF addresses with them.
+//! - [`maps`]: parsing `/proc/PID/maps`; [`procfs`]: the rest of
+//!   `/proc/PID` (executable, start time, container id, memory).
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod files;
+mod manager;
 pub mod maps;
-mod table;
+pub mod procfs;
+mod registry;
 
-pub use table::{ProcessTable, ProcessTableLimits, ProcessTableStats, ResolvedAddress};
+pub use files::ExecutableFile;
+pub use manager::{
+    LoaderError, ManagerLimits, ManagerStats, ProcessManager, UnwindLoader, UnwindMapping, UnwindTarget,
+};
+pub use registry::{ProcessRegistry, ProcessSnapshot, ResolvedAddress, SnapshotMapping};

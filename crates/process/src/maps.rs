@@ -37,10 +37,26 @@ impl MapsEntry {
     }
 }
 
-/// Parses the executable mappings of a maps file: `x` permission and
-/// a path (a file or `[vdso]`). Malformed lines are skipped.
+/// Parses the executable mappings of a maps file (`x` permission): files,
+/// `[vdso]`, and anonymous memory (JIT code; empty `path`). Kernel
+/// pseudo mappings (`[vsyscall]`) and malformed lines are skipped.
 pub fn parse_executable(text: &str) -> Vec<MapsEntry> {
-    text.lines().filter_map(parse_line).filter(|e| !e.path.is_empty()).collect()
+    text.lines().filter_map(parse_line).filter(|e| e.start < KERNEL_SPACE).collect()
+}
+
+/// User addresses are below this on x86-64 (even with 5-level paging).
+const KERNEL_SPACE: u64 = 1 << 63;
+
+impl MapsEntry {
+    /// Whether nothing is mapped from a file (anonymous executable memory).
+    pub fn is_anonymous(&self) -> bool {
+        self.path.is_empty()
+    }
+
+    /// Whether this is the vDSO.
+    pub fn is_vdso(&self) -> bool {
+        self.path == "[vdso]"
+    }
 }
 
 fn parse_line(line: &str) -> Option<MapsEntry> {
@@ -104,8 +120,9 @@ broken line
         let paths: Vec<&str> = e.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(
             paths,
-            ["/usr/bin/dd", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/tmp/my lib.so", "[vdso]"]
+            ["/usr/bin/dd", "/usr/lib/x86_64-linux-gnu/libc.so.6", "", "/tmp/my lib.so", "[vdso]"]
         );
+        assert!(e[2].is_anonymous() && e[4].is_vdso());
         assert_eq!(
             e[1],
             MapsEntry {

@@ -1,0 +1,95 @@
+//! What the profiler knows of one executable file (or the vDSO): its
+//! identity, build ids, load segments, symbols and unwind table summary.
+//! Built once per [`FileId`] and shared by every process that maps it.
+
+use profiler_elf::{ElfFile, LoadSegments, SymbolTable, UnwindTable};
+use profiler_trace::FileId;
+use std::sync::Arc;
+
+/// One executable file, as analysed when first mapped.
+#[derive(Debug)]
+pub struct ExecutableFile {
+    /// Content identity.
+    pub file_id: FileId,
+    /// The path the first process that mapped it gave (as that process
+    /// sees it).
+    pub path: Arc<str>,
+    /// GNU build id, hex.
+    pub gnu_build_id: Option<Arc<str>>,
+    /// Go build id.
+    pub go_build_id: Option<Arc<str>>,
+    /// `PT_LOAD` segments: process address -> ELF virtual address.
+    pub segments: LoadSegments,
+    /// Function symbols (`.symtab`, else `.dynsym`).
+    pub symbols: SymbolTable,
+    /// Stack deltas in the file's table (0: no CFI, unwinding stops in it).
+    pub deltas: u64,
+    /// CFI rows that could not be expressed.
+    pub invalid_rows: u64,
+}
+
+/// An analysed file and its unwind table, before the table is loaded
+/// (the table is dropped once it is in the BPF maps).
+pub(crate) struct AnalysedFile {
+    pub file: Arc<ExecutableFile>,
+    pub table: UnwindTable,
+}
+
+/// Reads `elf` completely: segments, symbols, build ids, unwind table.
+pub(crate) fn analyse(elf: &ElfFile, file_id: FileId, path: &str) -> AnalysedFile {
+    let table = elf.unwind_table();
+    let symbols = elf.symbols().unwrap_or_else(|_| empty_symbols());
+    let invalid_rows = table.stats.invalid_by_reason().map(|(_, n)| n).sum();
+    let file = ExecutableFile {
+        file_id,
+        path: Arc::from(path),
+        gnu_build_id: elf.gnu_build_id().ok().flatten().map(Arc::from),
+        go_build_id: elf.go_build_id().ok().flatten().map(Arc::from),
+        segments: elf.load_segments(),
+        symbols,
+        deltas: table.deltas.len() as u64,
+        invalid_rows,
+    };
+    AnalysedFile { file: Arc::new(file), table }
+}
+
+fn empty_symbols() -> SymbolTable {
+    // A file whose symbol tables are malformed: no names, still unwound.
+    // Built from an ELF header with no sections.
+    let mut header = vec![0u8; 64];
+    header[..4].copy_from_slice(b"\x7fELF");
+    header[4] = 2; // ELFCLASS64
+    header[5] = 1; // little-endian
+    header[6] = 1; // EV_CURRENT
+    header[16] = 3; // ET_DYN
+    header[18] = 62; // EM_X86_64
+    header[20] = 1; // e_version
+    header[52] = 64; // e_ehsize
+    header[54] = 56; // e_phentsize
+    header[58] = 64; // e_shentsize
+    ElfFile::from_bytes(header)
+        .and_then(|e| e.symbols())
+        .expect("a header-only ELF has an empty symbol table")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_symbols_is_empty() {
+        assert!(empty_symbols().is_empty());
+    }
+
+    #[test]
+    fn analyses_own_executable() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let elf = ElfFile::open(&exe).unwrap();
+        let id = profiler_elf::file_id_of_path(&exe).unwrap();
+        let a = analyse(&elf, id, exe.to_str().unwrap());
+        assert!(a.file.deltas > 100, "{}", a.file.deltas);
+        assert_eq!(a.file.deltas, a.table.deltas.len() as u64);
+        assert!(!a.file.symbols.is_empty());
+        assert!(a.file.gnu_build_id.is_some());
+    }
+}

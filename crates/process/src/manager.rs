@@ -1,0 +1,636 @@
+//! The process manager: turns process events (a new pid sampled, a pc in
+//! no known mapping, an exit) into unwinding state for the kernel, and
+//! keeps the [`ProcessRegistry`] that symbolization reads.
+//!
+//! For each process it reads `/proc/PID/maps`, opens each executable file
+//! through `/proc/PID/map_files/<range>` (so files of other mount
+//! namespaces are reached, and a file replaced on disk is still the one
+//! mapped), else `/proc/PID/root/<path>`, reads the vDSO from the
+//! process's memory, and analyses each file once per [`FileId`]: its
+//! unwind table is interned and loaded through the [`UnwindLoader`], then
+//! the process's mappings are. Files are reference-counted by the
+//! processes that map them and unloaded a grace period after the last
+//! one goes. Everything is bounded by [`ManagerLimits`] and counted in
+//! [`ManagerStats`].
+
+use crate::files::{analyse, ExecutableFile};
+use crate::maps::{parse_executable, MapsEntry};
+use crate::procfs::{read_info, read_memory, read_start_time};
+use crate::registry::{ProcessRegistry, ProcessSnapshot, SnapshotMapping};
+use profiler_elf::{file_id_of_bytes, file_id_of_path, ElfFile, RuleId, RuleInterner, UnwindRule};
+use profiler_trace::{FileId, Pid};
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// An error of the [`UnwindLoader`] (the BPF maps).
+pub type LoaderError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What an executable mapping is, for the unwinder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnwindTarget {
+    /// A file whose deltas are loaded; `ELF vaddr = pc - bias`.
+    File {
+        /// The file.
+        file_id: FileId,
+        /// Load bias.
+        bias: u64,
+    },
+    /// Executable memory without unwind tables.
+    NoUnwindInfo,
+}
+
+/// One executable mapping `[start, end)` of a process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnwindMapping {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// What is there.
+    pub target: UnwindTarget,
+}
+
+/// Where the manager puts unwinding state: the BPF maps in the agent, a
+/// recorder in tests.
+pub trait UnwindLoader {
+    /// Makes rule `id` known (called before any file using it is loaded;
+    /// may be called again for the same id).
+    fn set_rule(&mut self, id: RuleId, rule: &UnwindRule) -> Result<(), LoaderError>;
+    /// Loads a file's deltas (sorted `(ELF vaddr, rule)` pairs).
+    fn load_file(&mut self, file_id: FileId, deltas: &[(u64, RuleId)]) -> Result<(), LoaderError>;
+    /// Unloads a file's deltas.
+    fn unload_file(&mut self, file_id: FileId) -> Result<(), LoaderError>;
+    /// Sets (replaces) the executable mappings of `pid`.
+    fn set_process(&mut self, pid: Pid, mappings: &[UnwindMapping]) -> Result<(), LoaderError>;
+    /// Removes everything of `pid`.
+    fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError>;
+}
+
+/// Bounds and timings of the manager.
+#[derive(Clone, Debug)]
+pub struct ManagerLimits {
+    /// Most processes loaded at once; more are refused (and counted).
+    pub max_processes: usize,
+    /// Most files analysed and held at once; more are refused (their
+    /// mappings stop unwinding) and counted.
+    pub max_files: usize,
+    /// Files with more stack deltas are not loaded (counted).
+    pub max_deltas_per_file: usize,
+    /// How long an exited process's snapshot stays for samples still in
+    /// flight.
+    pub exit_grace: Duration,
+    /// How long a file nobody maps stays loaded (a process restarting
+    /// finds it still there).
+    pub file_unload_grace: Duration,
+    /// Shortest time between two reads of one process's maps.
+    pub maps_refresh_interval: Duration,
+    /// How often loaded processes are checked for having exited unseen
+    /// (a lost exit event).
+    pub liveness_interval: Duration,
+}
+
+impl Default for ManagerLimits {
+    fn default() -> Self {
+        ManagerLimits {
+            max_processes: 8192,
+            max_files: 8192,
+            max_deltas_per_file: 8 << 20,
+            exit_grace: Duration::from_secs(5),
+            file_unload_grace: Duration::from_secs(30),
+            maps_refresh_interval: Duration::from_millis(100),
+            liveness_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The manager's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ManagerStats {
+    /// Processes loaded now.
+    pub processes: u64,
+    /// Processes ever loaded.
+    pub processes_loaded: u64,
+    /// Processes unloaded after exiting.
+    pub processes_exited: u64,
+    /// Processes not loaded because `max_processes` were.
+    pub processes_rejected: u64,
+    /// Pid reuse seen (same pid, another process).
+    pub pid_reuse: u64,
+    /// Reads of `/proc/PID/maps`.
+    pub maps_reads: u64,
+    /// Processes that vanished or could not be read.
+    pub maps_read_failures: u64,
+    /// Files held now.
+    pub files: u64,
+    /// Files analysed (opened, tables built).
+    pub files_analysed: u64,
+    /// Files that could not be opened or parsed.
+    pub files_failed: u64,
+    /// Files refused by `max_files` or `max_deltas_per_file`.
+    pub files_rejected: u64,
+    /// Files unloaded after their grace period.
+    pub files_unloaded: u64,
+    /// Stack deltas of the files held now.
+    pub deltas: u64,
+    /// Distinct unwind rules.
+    pub rules: u64,
+    /// Errors of the loader (BPF map updates).
+    pub load_errors: u64,
+    /// Time spent analysing files, ms.
+    pub analyse_ms: u64,
+}
+
+struct FileEntry {
+    file: Arc<ExecutableFile>,
+    /// Processes mapping it.
+    refs: usize,
+    /// When refs last dropped to 0.
+    unused_since: Option<Instant>,
+    /// Deltas in the loader.
+    loaded: bool,
+}
+
+struct ProcessState {
+    start_time: Option<u64>,
+    files: HashSet<FileId>,
+    maps_read_at: Instant,
+}
+
+/// Identity of a file on disk, to skip hashing it again.
+type DiskKey = (u64, u64, u64, i64, i64);
+
+/// Bound of the (device, inode, ...) -> FileId cache and of the set of
+/// files known to fail.
+const MAX_DISK_KEYS: usize = 65_536;
+
+/// See the module documentation.
+pub struct ProcessManager<L: UnwindLoader> {
+    loader: L,
+    registry: Arc<ProcessRegistry>,
+    interner: RuleInterner,
+    files: HashMap<FileId, FileEntry>,
+    disk_keys: HashMap<DiskKey, FileId>,
+    failed: HashSet<DiskKey>,
+    processes: HashMap<Pid, ProcessState>,
+    exited: Vec<(Pid, Instant)>,
+    last_liveness: Instant,
+    limits: ManagerLimits,
+    stats: ManagerStats,
+    proc_root: PathBuf,
+}
+
+impl<L: UnwindLoader> ProcessManager<L> {
+    /// A manager loading into `loader` and publishing into `registry`.
+    pub fn new(loader: L, registry: Arc<ProcessRegistry>, limits: ManagerLimits) -> ProcessManager<L> {
+        ProcessManager {
+            loader,
+            registry,
+            interner: RuleInterner::new(),
+            files: HashMap::new(),
+            disk_keys: HashMap::new(),
+            failed: HashSet::new(),
+            processes: HashMap::new(),
+            exited: Vec::new(),
+            last_liveness: Instant::now(),
+            limits,
+            stats: ManagerStats::default(),
+            proc_root: PathBuf::from("/proc"),
+        }
+    }
+
+    /// The loader.
+    pub fn loader(&self) -> &L {
+        &self.loader
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> ManagerStats {
+        let mut s = self.stats;
+        s.processes = self.processes.len() as u64;
+        s.files = self.files.len() as u64;
+        s.deltas = self.files.values().filter(|f| f.loaded).map(|f| f.file.deltas).sum();
+        s.rules = self.interner.len() as u64;
+        s
+    }
+
+    /// Whether `pid` is loaded.
+    pub fn is_loaded(&self, pid: Pid) -> bool {
+        self.processes.contains_key(&pid)
+    }
+
+    /// A sample of `pid` found it unknown: load it (again, when it was
+    /// loaded long enough ago that the event is not ours in flight).
+    pub fn on_new_process(&mut self, pid: Pid) {
+        self.sync(pid, true);
+    }
+
+    /// `pid` ran code at `pc` in no loaded mapping (dlopen, mmap):
+    /// re-read its maps.
+    pub fn on_unknown_pc(&mut self, pid: Pid, _pc: u64) {
+        self.sync(pid, false);
+    }
+
+    /// The last thread of `pid` exited.
+    pub fn on_exit(&mut self, pid: Pid) {
+        self.unload_process(pid, false);
+    }
+
+    /// Housekeeping, to call about once a second: forgets exited
+    /// processes after their grace, unloads files nobody maps, notices
+    /// exits that were missed.
+    pub fn tick(&mut self) {
+        let now = Instant::now();
+        let grace = self.limits.exit_grace;
+        let registry = &self.registry;
+        self.exited.retain(|&(pid, at)| {
+            if now.duration_since(at) < grace {
+                return true;
+            }
+            registry.remove(pid);
+            false
+        });
+        if now.duration_since(self.last_liveness) >= self.limits.liveness_interval {
+            self.last_liveness = now;
+            let gone: Vec<Pid> = self
+                .processes
+                .iter()
+                .filter(|(pid, p)| read_start_time(&self.proc_root, **pid) != p.start_time)
+                .map(|(pid, _)| *pid)
+                .collect();
+            for pid in gone {
+                self.unload_process(pid, false);
+            }
+        }
+        let unload_grace = self.limits.file_unload_grace;
+        let unused: Vec<FileId> = self
+            .files
+            .iter()
+            .filter(|(_, f)| f.refs == 0 && f.unused_since.is_some_and(|t| now.duration_since(t) >= unload_grace))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in unused {
+            if let Some(entry) = self.files.remove(&id) {
+                if entry.loaded {
+                    if let Err(_e) = self.loader.unload_file(id) {
+                        self.stats.load_errors += 1;
+                    }
+                }
+                self.stats.files_unloaded += 1;
+            }
+        }
+    }
+
+    /// Unloads every process and file (the agent stopping).
+    pub fn unload_all(&mut self) {
+        let pids: Vec<Pid> = self.processes.keys().copied().collect();
+        for pid in pids {
+            self.unload_process(pid, true);
+        }
+        for (id, entry) in std::mem::take(&mut self.files) {
+            if entry.loaded && self.loader.unload_file(id).is_err() {
+                self.stats.load_errors += 1;
+            }
+        }
+    }
+
+    fn unload_process(&mut self, pid: Pid, immediately: bool) {
+        let Some(state) = self.processes.remove(&pid) else { return };
+        if self.loader.remove_process(pid).is_err() {
+            self.stats.load_errors += 1;
+        }
+        self.release_files(&state.files);
+        self.stats.processes_exited += 1;
+        if immediately {
+            self.registry.remove(pid);
+        } else {
+            self.exited.push((pid, Instant::now()));
+        }
+    }
+
+    fn release_files(&mut self, files: &HashSet<FileId>) {
+        let now = Instant::now();
+        for id in files {
+            if let Some(entry) = self.files.get_mut(id) {
+                entry.refs = entry.refs.saturating_sub(1);
+                if entry.refs == 0 {
+                    entry.unused_since = Some(now);
+                }
+            }
+        }
+    }
+
+    fn sync(&mut self, pid: Pid, new_event: bool) {
+        let start_time = read_start_time(&self.proc_root, pid);
+        if start_time.is_none() {
+            // Gone already (or never was): nothing to load.
+            self.stats.maps_read_failures += 1;
+            return;
+        }
+        if let Some(state) = self.processes.get(&pid) {
+            if state.start_time != start_time {
+                self.stats.pid_reuse += 1;
+                self.unload_process(pid, true);
+            } else if state.maps_read_at.elapsed() < self.limits.maps_refresh_interval
+                || (new_event && state.maps_read_at.elapsed() < Duration::from_millis(500))
+            {
+                return;
+            }
+        } else if self.processes.len() >= self.limits.max_processes {
+            self.stats.processes_rejected += 1;
+            return;
+        }
+
+        self.stats.maps_reads += 1;
+        let maps_path = self.proc_root.join(pid.0.to_string()).join("maps");
+        let Ok(text) = std::fs::read_to_string(&maps_path) else {
+            self.stats.maps_read_failures += 1;
+            return;
+        };
+        let entries = parse_executable(&text);
+
+        let mut snapshot_mappings = Vec::with_capacity(entries.len());
+        let mut unwind_mappings = Vec::with_capacity(entries.len());
+        let mut files = HashSet::new();
+        for entry in &entries {
+            let file = if entry.is_anonymous() { None } else { self.file_for(pid, entry) };
+            let bias = file.as_ref().and_then(|f| f.segments.bias(entry.start, entry.offset));
+            let loaded = file.as_ref().is_some_and(|f| self.files.get(&f.file_id).is_some_and(|e| e.loaded));
+            let target = match (&file, bias) {
+                (Some(f), Some(bias)) if loaded => UnwindTarget::File { file_id: f.file_id, bias },
+                _ => UnwindTarget::NoUnwindInfo,
+            };
+            unwind_mappings.push(UnwindMapping { start: entry.start, end: entry.end, target });
+            if let Some(f) = &file {
+                files.insert(f.file_id);
+            }
+            let mut mapping = entry.to_mapping();
+            if let Some(f) = &file {
+                mapping.file_id = Some(f.file_id);
+                mapping.gnu_build_id = f.gnu_build_id.clone();
+                mapping.go_build_id = f.go_build_id.clone();
+            }
+            snapshot_mappings.push(SnapshotMapping { mapping: Arc::new(mapping), file, bias });
+        }
+        snapshot_mappings.sort_by_key(|m| m.mapping.start);
+
+        if self.loader.set_process(pid, &unwind_mappings).is_err() {
+            self.stats.load_errors += 1;
+        }
+        // References: take the new ones before releasing the old ones.
+        let now = Instant::now();
+        let old = match self.processes.get_mut(&pid) {
+            Some(state) => {
+                state.maps_read_at = now;
+                std::mem::replace(&mut state.files, files.clone())
+            }
+            None => {
+                self.stats.processes_loaded += 1;
+                self.processes.insert(pid, ProcessState { start_time, files: files.clone(), maps_read_at: now });
+                HashSet::new()
+            }
+        };
+        for id in files.difference(&old) {
+            if let Some(e) = self.files.get_mut(id) {
+                e.refs += 1;
+                e.unused_since = None;
+            }
+        }
+        let released: HashSet<FileId> = old.difference(&files).copied().collect();
+        self.release_files(&released);
+
+        let comm = std::fs::read_to_string(self.proc_root.join(pid.0.to_string()).join("comm")).unwrap_or_default();
+        let info = read_info(&self.proc_root, pid, comm.trim_end());
+        self.registry.set(pid, ProcessSnapshot { info: Arc::new(info), mappings: snapshot_mappings });
+    }
+
+    /// The analysed file behind a file-backed mapping (analysing and
+    /// loading it on first sight).
+    fn file_for(&mut self, pid: Pid, entry: &MapsEntry) -> Option<Arc<ExecutableFile>> {
+        let dir = self.proc_root.join(pid.0.to_string());
+        if entry.is_vdso() {
+            let bytes = read_memory(&self.proc_root, pid, entry.start, entry.end).ok()?;
+            let file_id = file_id_of_bytes(&bytes);
+            if let Some(e) = self.files.get(&file_id) {
+                return Some(e.file.clone());
+            }
+            return self.add_file(file_id, "[vdso]", || ElfFile::from_bytes(bytes).ok());
+        }
+        let by_range = dir.join("map_files").join(format!("{:x}-{:x}", entry.start, entry.end));
+        let path = match std::fs::metadata(&by_range) {
+            Ok(_) => by_range,
+            Err(_) => dir.join("root").join(entry.path.trim_start_matches('/')),
+        };
+        let meta = std::fs::metadata(&path).ok()?;
+        let key: DiskKey = (meta.dev(), meta.ino(), meta.size(), meta.mtime(), meta.mtime_nsec());
+        if self.failed.contains(&key) {
+            return None;
+        }
+        let file_id = match self.disk_keys.get(&key) {
+            Some(id) => *id,
+            None => {
+                let id = file_id_of_path(&path).ok()?;
+                if self.disk_keys.len() >= MAX_DISK_KEYS {
+                    self.disk_keys.clear();
+                }
+                self.disk_keys.insert(key, id);
+                id
+            }
+        };
+        if let Some(e) = self.files.get(&file_id) {
+            return Some(e.file.clone());
+        }
+        let file = self.add_file(file_id, &entry.path, || ElfFile::open(&path).ok());
+        if file.is_none() && !self.files.contains_key(&file_id) {
+            if self.failed.len() >= MAX_DISK_KEYS {
+                self.failed.clear();
+            }
+            self.failed.insert(key);
+        }
+        file
+    }
+
+    fn add_file(
+        &mut self,
+        file_id: FileId,
+        path: &str,
+        open: impl FnOnce() -> Option<ElfFile>,
+    ) -> Option<Arc<ExecutableFile>> {
+        if self.files.len() >= self.limits.max_files {
+            self.stats.files_rejected += 1;
+            return None;
+        }
+        let started = Instant::now();
+        let Some(elf) = open() else {
+            self.stats.files_failed += 1;
+            return None;
+        };
+        let analysed = analyse(&elf, file_id, path);
+        drop(elf);
+        self.stats.files_analysed += 1;
+        let mut loaded = false;
+        if analysed.table.deltas.len() > self.limits.max_deltas_per_file {
+            self.stats.files_rejected += 1;
+        } else if !analysed.table.deltas.is_empty() {
+            loaded = self.load_table(file_id, &analysed.table.deltas);
+        }
+        self.stats.analyse_ms += started.elapsed().as_millis() as u64;
+        self.files.insert(
+            file_id,
+            FileEntry { file: analysed.file.clone(), refs: 0, unused_since: Some(Instant::now()), loaded },
+        );
+        Some(analysed.file)
+    }
+
+    fn load_table(&mut self, file_id: FileId, deltas: &[profiler_elf::StackDelta]) -> bool {
+        let Ok(interned) = self.interner.intern_deltas(deltas) else {
+            self.stats.files_rejected += 1;
+            return false;
+        };
+        let mut ids: Vec<RuleId> = interned.iter().map(|d| d.1).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        for id in ids {
+            let Some(rule) = self.interner.get(id) else { continue };
+            if self.loader.set_rule(id, &rule).is_err() {
+                self.stats.load_errors += 1;
+                return false;
+            }
+        }
+        match self.loader.load_file(file_id, &interned) {
+            Ok(()) => true,
+            Err(_) => {
+                self.stats.load_errors += 1;
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Child, Command};
+
+    /// Records what the manager loads.
+    #[derive(Default)]
+    struct Recorder {
+        rules: HashSet<RuleId>,
+        files: HashMap<FileId, usize>,
+        processes: HashMap<Pid, Vec<UnwindMapping>>,
+    }
+
+    impl UnwindLoader for Recorder {
+        fn set_rule(&mut self, id: RuleId, _rule: &UnwindRule) -> Result<(), LoaderError> {
+            self.rules.insert(id);
+            Ok(())
+        }
+        fn load_file(&mut self, file_id: FileId, deltas: &[(u64, RuleId)]) -> Result<(), LoaderError> {
+            assert!(deltas.iter().all(|d| self.rules.contains(&d.1)), "rules set before the file");
+            assert!(self.files.insert(file_id, deltas.len()).is_none(), "loaded twice");
+            Ok(())
+        }
+        fn unload_file(&mut self, file_id: FileId) -> Result<(), LoaderError> {
+            self.files.remove(&file_id).map(|_| ()).ok_or_else(|| "not loaded".into())
+        }
+        fn set_process(&mut self, pid: Pid, mappings: &[UnwindMapping]) -> Result<(), LoaderError> {
+            for m in mappings {
+                if let UnwindTarget::File { file_id, .. } = m.target {
+                    assert!(self.files.contains_key(&file_id), "file loaded before the process");
+                }
+            }
+            self.processes.insert(pid, mappings.to_vec());
+            Ok(())
+        }
+        fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError> {
+            self.processes.remove(&pid);
+            Ok(())
+        }
+    }
+
+    struct Kill(Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn sleeper() -> Kill {
+        Kill(Command::new("sleep").arg("30").spawn().unwrap())
+    }
+
+    fn quick() -> ManagerLimits {
+        ManagerLimits {
+            exit_grace: Duration::ZERO,
+            file_unload_grace: Duration::ZERO,
+            maps_refresh_interval: Duration::ZERO,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn loads_shares_and_unloads_files() {
+        let registry = Arc::new(ProcessRegistry::new());
+        let mut m = ProcessManager::new(Recorder::default(), registry.clone(), quick());
+        let (a, b) = (sleeper(), sleeper());
+        let (pa, pb) = (Pid(a.0.id()), Pid(b.0.id()));
+        m.on_new_process(pa);
+        let files_after_one = m.loader().files.len();
+        assert!(files_after_one >= 2, "sleep, libc, ld.so, vdso: {files_after_one}");
+        m.on_new_process(pb);
+        assert_eq!(m.loader().files.len(), files_after_one, "the second sleep shares every file");
+        assert_eq!(m.stats().processes, 2);
+        let snap = registry.get(pa).unwrap();
+        assert_eq!(&*snap.info.executable_name, "sleep");
+        let libc = snap.mappings.iter().find(|s| s.mapping.path.contains("libc.so")).expect("libc mapped");
+        assert!(libc.mapping.file_id.is_some() && libc.mapping.gnu_build_id.is_some());
+        assert!(m.loader().processes[&pa].iter().any(|u| matches!(u.target, UnwindTarget::File { .. })));
+        assert!(snap.mappings.iter().any(|s| s.mapping.path.as_ref() == "[vdso]" && s.file.is_some()));
+
+        m.on_exit(pa);
+        m.tick();
+        assert!(registry.get(pa).is_none());
+        assert_eq!(m.loader().files.len(), files_after_one, "b still maps them");
+        drop(b);
+        m.on_exit(pb);
+        m.tick();
+        assert!(m.loader().files.is_empty(), "{:?}", m.loader().files);
+        assert!(m.loader().processes.is_empty());
+        assert!(registry.is_empty());
+        let s = m.stats();
+        assert_eq!((s.processes, s.files, s.processes_exited), (0, 0, 2));
+    }
+
+    #[test]
+    fn vanished_and_missed_exits_are_handled() {
+        let registry = Arc::new(ProcessRegistry::new());
+        let limits = ManagerLimits { liveness_interval: Duration::ZERO, ..quick() };
+        let mut m = ProcessManager::new(Recorder::default(), registry.clone(), limits);
+        m.on_new_process(Pid(u32::MAX - 1));
+        assert_eq!(m.stats().maps_read_failures, 1);
+        let a = sleeper();
+        let pa = Pid(a.0.id());
+        m.on_new_process(pa);
+        assert!(m.is_loaded(pa));
+        drop(a); // exits, and no exit event comes
+        m.tick();
+        m.tick();
+        assert!(!m.is_loaded(pa));
+        assert!(m.loader().files.is_empty());
+    }
+
+    #[test]
+    fn process_limit_is_counted() {
+        let registry = Arc::new(ProcessRegistry::new());
+        let limits = ManagerLimits { max_processes: 1, ..quick() };
+        let mut m = ProcessManager::new(Recorder::default(), registry, limits);
+        let (a, b) = (sleeper(), sleeper());
+        m.on_new_process(Pid(a.0.id()));
+        m.on_new_process(Pid(b.0.id()));
+        assert_eq!(m.stats().processes, 1);
+        assert_eq!(m.stats().processes_rejected, 1);
+    }
+}
