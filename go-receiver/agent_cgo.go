@@ -16,6 +16,7 @@ package profilingreceiver // import "ebpf-profiler/go-receiver"
 import "C"
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -83,6 +84,21 @@ func (a *nativeAgent) stats() (string, error) {
 	}
 	defer C.ebpf_profiler_free_string(s)
 	return C.GoString(s), nil
+}
+
+func (a *nativeAgent) warnings() ([]string, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	s := C.ebpf_profiler_warnings(a.p)
+	if s == nil {
+		return nil, lastError(int(C.EBPF_PROFILER_ERR_INVALID_ARGUMENT))
+	}
+	defer C.ebpf_profiler_free_string(s)
+	var out []string
+	if err := json.Unmarshal([]byte(C.GoString(s)), &out); err != nil {
+		return nil, fmt.Errorf("the profiler's warnings: %w", err)
+	}
+	return out, nil
 }
 
 func (a *nativeAgent) stop() error {

@@ -44,6 +44,9 @@ func TestNativeAcceptsTheReceiversJSON(t *testing.T) {
 			break
 		}
 	}
+	warnings, err := a.warnings()
+	require.NoError(t, err)
+	t.Logf("warnings: %q", warnings)
 	stats, err := a.stats()
 	require.NoError(t, err)
 	assert.Contains(t, stats, `"samples"`)

@@ -33,6 +33,8 @@ const (
 type agent interface {
 	nextBatch(timeout time.Duration) ([]byte, batchStatus, error)
 	stats() (string, error)
+	// warnings are problems that did not prevent the start.
+	warnings() ([]string, error)
 	stop() error
 	free()
 }
@@ -82,6 +84,13 @@ func (r *profilingReceiver) Start(_ context.Context, _ component.Host) error {
 		return fmt.Errorf("profiling receiver: %w", err)
 	}
 	r.agent = a
+	if warnings, err := a.warnings(); err != nil {
+		r.set.Logger.Warn("could not read the profiler's warnings", zap.Error(err))
+	} else {
+		for _, w := range warnings {
+			r.set.Logger.Warn("profiler: " + w)
+		}
+	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.done = make(chan struct{})
 	go r.pull()

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // fakeAgent plays the library: it hands out queued batches, then reports
@@ -25,6 +27,7 @@ type fakeAgent struct {
 	stopErr  error
 	blockFor time.Duration // each nextBatch call sleeps this long
 	calls    int
+	warns    []string
 }
 
 func (a *fakeAgent) nextBatch(timeout time.Duration) ([]byte, batchStatus, error) {
@@ -50,6 +53,8 @@ func (a *fakeAgent) nextBatch(timeout time.Duration) ([]byte, batchStatus, error
 }
 
 func (a *fakeAgent) stats() (string, error) { return `{"samples":4}`, nil }
+
+func (a *fakeAgent) warnings() ([]string, error) { return a.warns, nil }
 
 func (a *fakeAgent) stop() error {
 	a.mu.Lock()
@@ -118,6 +123,18 @@ func TestShutdownDeliversTheLastBatch(t *testing.T) {
 	require.NoError(t, r.Shutdown(context.Background()))
 	assert.Equal(t, 1, len(sink.AllProfiles()))
 	assert.True(t, a.freed)
+}
+
+func TestWarningsAreLogged(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	set := receivertest.NewNopSettings(typeStr)
+	set.Logger = zap.New(core)
+	a := &fakeAgent{warns: []string{"kernel frames will not be named: no kallsyms"}}
+	r := newReceiver(createDefaultConfig(), set, new(consumertest.ProfilesSink),
+		func(string) (agent, error) { return a, nil })
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, r.Shutdown(context.Background()))
+	require.Equal(t, 1, logs.FilterMessage("profiler: kernel frames will not be named: no kallsyms").Len())
 }
 
 func TestUndecodableBatchIsDroppedNotFatal(t *testing.T) {

@@ -100,12 +100,22 @@ void ebpf_profiler_free_batch(struct ebpf_profiler_batch *batch);
 // `profiler` must be NULL or a live handle from [`ebpf_profiler_start`].
 char *ebpf_profiler_stats(const struct ebpf_profiler *profiler);
 
-// Releases a string returned by [`ebpf_profiler_stats`]. NULL is ignored.
+// Problems that did not prevent the start (e.g. kernel symbols
+// unavailable) as a JSON array of strings, or NULL on error. Release the
+// string with [`ebpf_profiler_free_string`].
 //
 // # Safety
 //
-// `s` must be NULL or a string from [`ebpf_profiler_stats`] not released
-// since.
+// `profiler` must be NULL or a live handle from [`ebpf_profiler_start`].
+char *ebpf_profiler_warnings(const struct ebpf_profiler *profiler);
+
+// Releases a string returned by [`ebpf_profiler_stats`] or
+// [`ebpf_profiler_warnings`]. NULL is ignored.
+//
+// # Safety
+//
+// `s` must be NULL or a string from [`ebpf_profiler_stats`] or
+// [`ebpf_profiler_warnings`] not released since.
 void ebpf_profiler_free_string(char *s);
 
 // Stops sampling and flushes the last interval; batches already made can

@@ -145,6 +145,19 @@ impl<E: std::fmt::Display> StopOutcome for Result<(), E> {
     }
 }
 
+/// `value` as a JSON string owned by the caller, or NULL (with a last
+/// error) if it cannot be serialized.
+fn json_string(value: &impl serde::Serialize) -> *mut c_char {
+    match serde_json::to_string(value) {
+        // JSON text never contains a NUL byte.
+        Ok(json) => CString::new(json).map_or(ptr::null_mut(), CString::into_raw),
+        Err(e) => {
+            set_last_error(format!("could not serialize to JSON: {e}"));
+            ptr::null_mut()
+        }
+    }
+}
+
 /// The ABI version the library implements ([`EBPF_PROFILER_ABI_VERSION`]).
 #[no_mangle]
 pub extern "C" fn ebpf_profiler_abi_version() -> u32 {
@@ -309,23 +322,37 @@ pub unsafe extern "C" fn ebpf_profiler_stats(profiler: *const ebpf_profiler) -> 
         }
         // SAFETY: a live handle per the contract; only shared access.
         let agent = unsafe { &(*profiler).agent };
-        match serde_json::to_string(&agent.stats()) {
-            // JSON text never contains a NUL byte.
-            Ok(json) => CString::new(json).map_or(ptr::null_mut(), CString::into_raw),
-            Err(e) => {
-                set_last_error(format!("could not serialize stats: {e}"));
-                ptr::null_mut()
-            }
-        }
+        json_string(&agent.stats())
     })
 }
 
-/// Releases a string returned by [`ebpf_profiler_stats`]. NULL is ignored.
+/// Problems that did not prevent the start (e.g. kernel symbols
+/// unavailable) as a JSON array of strings, or NULL on error. Release the
+/// string with [`ebpf_profiler_free_string`].
 ///
 /// # Safety
 ///
-/// `s` must be NULL or a string from [`ebpf_profiler_stats`] not released
-/// since.
+/// `profiler` must be NULL or a live handle from [`ebpf_profiler_start`].
+#[no_mangle]
+pub unsafe extern "C" fn ebpf_profiler_warnings(profiler: *const ebpf_profiler) -> *mut c_char {
+    guard("ebpf_profiler_warnings", ptr::null_mut(), || {
+        if profiler.is_null() {
+            set_last_error("profiler must not be NULL");
+            return ptr::null_mut();
+        }
+        // SAFETY: a live handle per the contract; only shared access.
+        let agent = unsafe { &(*profiler).agent };
+        json_string(&agent.warnings())
+    })
+}
+
+/// Releases a string returned by [`ebpf_profiler_stats`] or
+/// [`ebpf_profiler_warnings`]. NULL is ignored.
+///
+/// # Safety
+///
+/// `s` must be NULL or a string from [`ebpf_profiler_stats`] or
+/// [`ebpf_profiler_warnings`] not released since.
 #[no_mangle]
 pub unsafe extern "C" fn ebpf_profiler_free_string(s: *mut c_char) {
     guard("ebpf_profiler_free_string", (), || {

@@ -86,6 +86,7 @@ fn null_arguments_are_rejected() {
             EBPF_PROFILER_ERR_INVALID_ARGUMENT
         );
         assert!(ebpf_profiler_stats(ptr::null()).is_null());
+        assert!(ebpf_profiler_warnings(ptr::null()).is_null());
         ebpf_profiler_free_batch(ptr::null_mut());
         ebpf_profiler_free_batch(&mut batch);
         ebpf_profiler_free_string(ptr::null_mut());
@@ -120,6 +121,12 @@ fn valid_config_starts_or_fails_cleanly() {
                     serde_json::from_str(CStr::from_ptr(stats).to_str().unwrap()).unwrap();
                 assert!(json.get("samples").is_some(), "{json}");
                 ebpf_profiler_free_string(stats);
+                let warnings = ebpf_profiler_warnings(handle);
+                assert!(!warnings.is_null());
+                let json: serde_json::Value =
+                    serde_json::from_str(CStr::from_ptr(warnings).to_str().unwrap()).unwrap();
+                assert!(json.is_array(), "{json}");
+                ebpf_profiler_free_string(warnings);
                 assert_eq!(ebpf_profiler_stop(handle), EBPF_PROFILER_OK);
                 let mut batch = ebpf_profiler_batch {
                     data: ptr::null(),
