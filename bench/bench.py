@@ -9,7 +9,7 @@ build cost, and `perf record` (frame pointers and DWARF) on the same
 workload at the same frequency. It measures and reports; it never fails on
 a figure. `--quick` runs a reduced version (under 3 minutes) for CI.
 
-Needs root (BPF, perf), gcc, perf (linux-perf) and bpftool.
+Needs root (BPF, perf), gcc and perf (linux-perf).
 """
 
 import argparse
@@ -125,28 +125,38 @@ def summary_value(text, label):
 
 # ---------------------------------------------------------------- BPF facts
 
-def bpftool_json(*args):
-    r = subprocess.run(["bpftool", "-j", *args], capture_output=True, text=True)
-    return json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else []
-
-
-def owned_by(obj, pid):
-    return any(p.get("pid") == pid for p in obj.get("pids", []))
+def bpf_objects(pid):
+    """The BPF programs and maps a process holds, from /proc/PID/fdinfo
+    (works whatever bpftool was built with), deduplicated by id."""
+    progs, maps = {}, {}
+    fd_dir = f"/proc/{pid}/fd"
+    for fd in os.listdir(fd_dir):
+        try:
+            target = os.readlink(f"{fd_dir}/{fd}")
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                info = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
+        except OSError:
+            continue
+        info = {k.strip(): v.strip() for k, v in info.items()}
+        if target == "anon_inode:bpf-prog" and "prog_id" in info:
+            progs[info["prog_id"]] = info
+        elif target == "anon_inode:bpf-map" and "map_id" in info:
+            maps[info["map_id"]] = info
+    return progs, maps
 
 
 def bpf_prog_stats(pid):
-    """(run_time_ns, run_cnt) summed over the agent's programs."""
-    total_ns = total_cnt = 0
-    for prog in bpftool_json("prog", "show"):
-        if owned_by(prog, pid):
-            total_ns += prog.get("run_time_ns", 0)
-            total_cnt += prog.get("run_cnt", 0)
-    return total_ns, total_cnt
+    """(run_time_ns, run_cnt) summed over the process's programs
+    (counted while kernel.bpf_stats_enabled=1)."""
+    progs, _ = bpf_objects(pid)
+    return (sum(int(p.get("run_time_ns", 0)) for p in progs.values()),
+            sum(int(p.get("run_cnt", 0)) for p in progs.values()))
 
 
 def bpf_map_memlock(pid):
-    maps = [m for m in bpftool_json("map", "show") if owned_by(m, pid)]
-    return sum(int(m.get("bytes_memlock", 0)) for m in maps), len(maps)
+    """(bytes charged for the process's BPF maps, number of maps)."""
+    _, maps = bpf_objects(pid)
+    return sum(int(m.get("memlock", 0)) for m in maps.values()), len(maps)
 
 
 # ---------------------------------------------------------------- stacks
@@ -267,7 +277,7 @@ def children_cpu():
     return ru.ru_utime + ru.ru_stime
 
 
-def measure_perf(procs, bins, tmp, hz, seconds, mode):
+def measure_perf(procs, bins, tmp, hz, seconds, mode, script_timeout):
     """perf record (fp or dwarf) on the same load; its CPU including
     `perf script`, and completeness on the chain workload."""
     binary = bins["chain_fp" if mode == "fp" else "chain_nofp"]
@@ -280,7 +290,7 @@ def measure_perf(procs, bins, tmp, hz, seconds, mode):
     # children's CPU delta is perf's (and its `sleep`'s) alone.
     u0 = children_cpu()
     r = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(hz), "-a", *cg, "-o", str(data),
-                        "--", "sleep", str(seconds)], capture_output=True, text=True)
+                        "--", "sleep", str(seconds)], capture_output=True, text=True, timeout=seconds + 120)
     record_cpu = children_cpu() - u0
     procs.stop_all()
     if r.returncode != 0:
@@ -289,7 +299,7 @@ def measure_perf(procs, bins, tmp, hz, seconds, mode):
     u1 = children_cpu()
     with open(script_out, "w") as f:
         subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,pid,tid,cpu,time,event,ip,sym,dso"],
-                       stdout=f, stderr=subprocess.DEVNULL)
+                       stdout=f, stderr=subprocess.DEVNULL, timeout=script_timeout)
     script_cpu = children_cpu() - u1
     total, at_leaf, complete = completeness_perf_script(script_out.read_text(errors="replace"), binary.name)
     return {
@@ -309,6 +319,7 @@ def measure_slowdown(procs, bins, tmp, rounds, reps, freqs):
     for rep in range(reps):
         for f in [None, *freqs]:
             agent = Agent(procs, f, 3600, tmp / "slowdown.folded") if f else None
+            time.sleep(1)  # let the agent settle (first /proc reads) in every mode alike
             t0 = time.monotonic()
             subprocess.run([str(bins["chain_nofp"]), "-n", str(rounds)], check=True)
             times[f].append(time.monotonic() - t0)
@@ -472,7 +483,7 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench: needs root (BPF and perf)")
-    for tool in ["gcc", "perf", "bpftool", "nm"]:
+    for tool in ["gcc", "perf", "nm"]:
         if not shutil.which(tool):
             sys.exit(f"bench: {tool} not found (make bench installs linux-perf and bpftool)")
     if not AGENT.exists():
@@ -491,11 +502,15 @@ def main():
                 log(f"agent CPU at {hz} Hz for {secs} s")
                 results["agent"].append(measure_agent_cpu(procs, bins, tmp, hz, secs))
                 for mode in ["fp", "dwarf"]:
-                    psecs = min(secs, 10) if hz >= 1000 else secs
+                    if q and mode == "dwarf" and hz >= 1000:
+                        continue  # perf script alone takes minutes here; full run only
+                    # DWARF stacks are 8 KiB a sample: keep the 1000 Hz file small.
+                    psecs = min(secs, 5) if hz >= 1000 and mode == "dwarf" else secs
                     log(f"perf record {mode} at {hz} Hz for {psecs} s")
-                    results["perf"].append(measure_perf_wrapped(procs, bins, tmp, hz, psecs, mode))
+                    results["perf"].append(measure_perf_wrapped(procs, bins, tmp, hz, psecs, mode,
+                                                                script_timeout=120 if q else 900))
             log("workload slowdown")
-            results["slowdown"] = measure_slowdown(procs, bins, tmp, rounds=3000 if q else 12000,
+            results["slowdown"] = measure_slowdown(procs, bins, tmp, rounds=20000 if q else 60000,
                                                    reps=3 if q else 7, freqs=[20, 1000])
             log("memory with many processes")
             results["memory"] = measure_memory(procs, bins, tmp, nprocs=100 if q else 300, seconds=8 if q else 30)
@@ -512,9 +527,9 @@ def main():
     log(f"wrote {args.output}")
 
 
-def measure_perf_wrapped(procs, bins, tmp, hz, seconds, mode):
+def measure_perf_wrapped(procs, bins, tmp, hz, seconds, mode, script_timeout):
     try:
-        return measure_perf(procs, bins, tmp, hz, seconds, mode)
+        return measure_perf(procs, bins, tmp, hz, seconds, mode, script_timeout)
     except Exception as e:  # a perf problem must not lose the other rows
         procs.stop_all()
         return {"mode": mode, "hz": hz, "error": str(e)}
