@@ -24,9 +24,10 @@ pub struct Args {
     #[arg(long = "pid", value_name = "PID")]
     pub pids: Vec<u32>,
 
-    /// Local output format.
-    #[arg(long, value_enum, default_value_t = Format::Folded)]
-    pub format: Format,
+    /// Local output format. Default: `folded`, unless `--collection-agent`
+    /// is given (then no local output unless asked for).
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
 
     /// Where to write the local output; `-` is standard output.
     #[arg(long, default_value = "-")]
@@ -35,6 +36,20 @@ pub struct Args {
     /// Length of a reporting interval (e.g. `5s`).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
     pub reporter_interval: Duration,
+
+    /// Send profiles over OTLP/gRPC to this backend (`HOST:PORT`, e.g. an
+    /// OpenTelemetry Collector's otlp receiver), every reporting interval.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub collection_agent: Option<String>,
+
+    /// Talk to the collection agent in plain text instead of TLS.
+    #[arg(long)]
+    pub disable_tls: bool,
+
+    /// Reporting intervals kept in memory while the backend is unreachable;
+    /// beyond that the oldest are dropped (and counted).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub export_buffer: u32,
 
     /// How many stacks the exit summary lists.
     #[arg(long, default_value_t = 5)]
@@ -50,6 +65,15 @@ pub enum Format {
 }
 
 impl Args {
+    /// The local output format, if any.
+    pub fn local_format(&self) -> Option<Format> {
+        match (self.format, &self.collection_agent) {
+            (Some(f), _) => Some(f),
+            (None, None) => Some(Format::Folded),
+            (None, Some(_)) => None,
+        }
+    }
+
     /// Parses `argv`, accepting single-dash long flags.
     pub fn parse_from_env() -> Args {
         Args::parse_from(normalize_single_dash(std::env::args()))
@@ -107,11 +131,24 @@ mod tests {
     }
 
     #[test]
+    fn otlp_flags_in_reference_spelling() {
+        let a = parse(&["ebpf-profiler", "-collection-agent", "127.0.0.1:11000", "-disable-tls", "-reporter-interval", "2s"]).unwrap();
+        assert_eq!(a.collection_agent.as_deref(), Some("127.0.0.1:11000"));
+        assert!(a.disable_tls);
+        assert_eq!(a.reporter_interval, Duration::from_secs(2));
+        assert_eq!(a.local_format(), None, "no local output unless asked for");
+        let a = parse(&["ebpf-profiler", "-collection-agent=h:1", "--format", "folded"]).unwrap();
+        assert_eq!(a.local_format(), Some(Format::Folded));
+    }
+
+    #[test]
     fn defaults() {
         let a = parse(&["ebpf-profiler"]).unwrap();
         assert_eq!(a.samples_per_second, 20);
         assert_eq!(a.duration, None);
-        assert_eq!(a.format, Format::Folded);
+        assert_eq!(a.local_format(), Some(Format::Folded));
+        assert_eq!(a.collection_agent, None);
+        assert!(!a.disable_tls);
         assert_eq!(a.reporter_interval, Duration::from_secs(5));
     }
 

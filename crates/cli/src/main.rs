@@ -1,10 +1,13 @@
 //! `ebpf-profiler`: the standalone agent.
 
 mod args;
+mod export_sink;
 
 use anyhow::{Context, Result};
 use args::{Args, Format};
+use export_sink::ExportSink;
 use profiler_agent::{Agent, AgentConfig, TraceSink};
+use profiler_export::{ExporterConfig, ExporterStats, OtlpExporter};
 use profiler_report::folded::FoldedStacks;
 use profiler_trace::Trace;
 use std::io::Write;
@@ -38,8 +41,19 @@ fn run(args: &Args) -> Result<()> {
         ..AgentConfig::default()
     };
     let folded = Arc::new(Mutex::new(FoldedStacks::default()));
-    let sinks: Vec<Box<dyn TraceSink>> = match args.format {
-        Format::Folded => vec![Box::new(FoldedSink(folded.clone()))],
+    let mut sinks: Vec<Box<dyn TraceSink>> = Vec::new();
+    match args.local_format() {
+        Some(Format::Folded) => sinks.push(Box::new(FoldedSink(folded.clone()))),
+        None => {}
+    }
+    let exporter = match &args.collection_agent {
+        Some(endpoint) => {
+            let config = ExporterConfig::new(endpoint.clone(), !args.disable_tls, args.export_buffer as usize);
+            let exporter = Arc::new(Mutex::new(OtlpExporter::start(config).context("starting the OTLP exporter")?));
+            sinks.push(Box::new(ExportSink::new(args.samples_per_second, unix_now_ns(), exporter.clone())));
+            Some(exporter)
+        }
+        None => None,
     };
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -67,10 +81,23 @@ fn run(args: &Args) -> Result<()> {
     agent.stop().context("reading samples")?;
     let elapsed = started.elapsed();
 
+    // stop() joined the reporter, which dropped the sinks: the exporter is
+    // ours alone now, and shutting it down flushes what is buffered.
+    let export_stats = exporter.map(|e| match Arc::try_unwrap(e) {
+        Ok(e) => e.into_inner().unwrap_or_else(|p| p.into_inner()).shutdown(Duration::from_secs(5)),
+        Err(e) => e.lock().unwrap_or_else(|p| p.into_inner()).stats(),
+    });
+
     let folded = folded.lock().unwrap_or_else(|p| p.into_inner());
-    write_output(&args.output, |out| folded.write_to(out))?;
-    print_summary(&agent, &folded, elapsed, args.summary_top);
+    if args.local_format().is_some() {
+        write_output(&args.output, |out| folded.write_to(out))?;
+    }
+    print_summary(&agent, &folded, elapsed, args.summary_top, export_stats.as_ref());
     Ok(())
+}
+
+fn unix_now_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
 
 fn write_output(path: &Path, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
@@ -85,7 +112,7 @@ fn write_output(path: &Path, write: impl FnOnce(&mut dyn Write) -> std::io::Resu
     }
 }
 
-fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: usize) {
+fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: usize, export: Option<&ExporterStats>) {
     let s = agent.stats();
     eprintln!("ebpf-profiler: summary after {:.1}s", elapsed.as_secs_f64());
     eprintln!("  samples taken:     {}", s.samples + s.samples_lost);
@@ -96,7 +123,19 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
         s.samples_dropped
     );
     eprintln!("  processes seen:    {}", s.processes_seen);
-    eprintln!("  distinct stacks:   {}", folded.len());
+    if let Some(e) = export {
+        eprintln!(
+            "  OTLP export:       {} requests sent ({} bytes), {} dropped, {} failed attempts{}",
+            e.requests_sent,
+            e.bytes_sent,
+            e.dropped(),
+            e.attempts_failed,
+            e.last_error.as_ref().map(|m| format!("; last error: {m}")).unwrap_or_default()
+        );
+    }
+    if !folded.is_empty() {
+        eprintln!("  distinct stacks:   {}", folded.len());
+    }
     if folded.dropped() > 0 {
         eprintln!("  stacks not kept:   {} (distinct stack limit)", folded.dropped());
     }
