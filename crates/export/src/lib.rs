@@ -117,7 +117,7 @@ pub enum ExportError {
 
 /// A snapshot of an exporter's counters. Counters only grow, except
 /// [`ExporterStats::buffered`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct ExporterStats {
     /// Requests the backend accepted.
