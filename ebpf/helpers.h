@@ -5,9 +5,14 @@
 
 #include "maps.h"
 
-/* At most one process event of a kind per pid in this interval: enough
- * for the process manager to act, bounded when it cannot. */
-#define PROCESS_EVENT_INTERVAL_NS (500ULL * 1000 * 1000)
+/* At most one new-process event per pid in this interval: enough for the
+ * process manager to act, bounded when it cannot (an unreadable
+ * process). */
+#define NEW_PROCESS_EVENT_INTERVAL_NS (500ULL * 1000 * 1000)
+/* At most one unknown-pc event per pid in this interval: short, because
+ * a program starting up maps its libraries one after the other (and the
+ * stacks in between stop short until the manager re-reads the maps). */
+#define UNKNOWN_PC_EVENT_INTERVAL_NS (50ULL * 1000 * 1000)
 
 static __always_inline void count(enum counter_id id)
 {
@@ -36,15 +41,17 @@ static __always_inline u64 wakeup_flag(void)
 	return avail > size / 4 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
-/* Sends a process event unless one of its kind went out for the pid
- * within PROCESS_EVENT_INTERVAL_NS. */
+/* Sends a process event, if rate_limited unless one of its kind went out
+ * for the pid within its interval. */
 static __always_inline void send_process_event(u32 kind, u32 pid, u64 pc, bool rate_limited)
 {
 	u64 now = bpf_ktime_get_ns();
 	u64 key = ((u64)pid << 32) | kind;
 	if (rate_limited) {
 		u64 *last = bpf_map_lookup_elem(&process_event_times, &key);
-		if (last && now - *last < PROCESS_EVENT_INTERVAL_NS) {
+		u64 interval = kind == PROCESS_EVENT_UNKNOWN_PC ? UNKNOWN_PC_EVENT_INTERVAL_NS
+							       : NEW_PROCESS_EVENT_INTERVAL_NS;
+		if (last && now - *last < interval) {
 			count(COUNTER_PROCESS_EVENTS_RATE_LIMITED);
 			return;
 		}

@@ -116,7 +116,7 @@ struct {
 } file_deltas SEC(".maps");
 
 /* When a process event of each kind was last sent for a pid (key
- * pid << 32 | kind), to send at most one per PROCESS_EVENT_INTERVAL_NS. */
+ * pid << 32 | kind), to rate-limit them (helpers.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 1 << 14);

@@ -5,8 +5,8 @@
  * registers and hands over to the native unwinder (native_unwinder.bpf.h),
  * which sends the sample to user space through a ring buffer.
  *
- * Also here: the process-exit tracepoint that tells the process manager
- * to drop a process's unwinding state.
+ * Also here: the process exit and exec tracepoints that tell the process
+ * manager to drop or reload a process's unwinding state.
  */
 #include "include/vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
@@ -150,5 +150,21 @@ int on_process_exit(u64 *ctx)
 	bpf_map_delete_elem(&process_event_times, &new_key);
 	bpf_map_delete_elem(&process_event_times, &pc_key);
 	send_process_event(PROCESS_EVENT_EXIT, tgid, 0, false);
+	return 0;
+}
+
+/* A process replaced its program: its old mappings are gone. Telling the
+ * process manager now (not at the next sample) lets it load the new
+ * program before the program's first samples. Every exec of a selected
+ * process (or of any process without a pid filter) is reported; execs
+ * are rare next to samples. */
+SEC("tp_btf/sched_process_exec")
+int on_process_exec(u64 *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx[0];
+	u32 tgid = BPF_CORE_READ(task, tgid);
+	if (filter_pids && !bpf_map_lookup_elem(&selected_pids, &tgid))
+		return 0;
+	send_process_event(PROCESS_EVENT_EXEC, tgid, 0, false);
 	return 0;
 }

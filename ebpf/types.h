@@ -96,6 +96,8 @@ enum process_event_kind {
 	PROCESS_EVENT_UNKNOWN_PC = 2,
 	/* The last thread of a process exited. */
 	PROCESS_EVENT_EXIT = 3,
+	/* A process called execve: its mappings are all new. */
+	PROCESS_EVENT_EXEC = 4,
 };
 
 struct process_event {
@@ -239,7 +241,7 @@ enum counter_id {
 	/* process event lost: its ring buffer was full */
 	COUNTER_PROCESS_EVENTS_LOST = 8,
 	/* process event not sent: one of its kind for the pid was sent
-	 * less than PROCESS_EVENT_INTERVAL_NS ago */
+	 * just before (helpers.h: *_EVENT_INTERVAL_NS) */
 	COUNTER_PROCESS_EVENTS_RATE_LIMITED = 9,
 	/* user frames unwound (summed over samples) */
 	COUNTER_USER_FRAMES = 10,

@@ -175,3 +175,170 @@ pub fn kernel_chain(trace: &Trace) -> Vec<&str> {
 pub fn contains_in_order(haystack: &[&str], needle: &[&str]) -> bool {
     needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
+
+/// Compiles `workloads/<source>` with `compiler` (`gcc`, `g++`, `rustc`)
+/// and `flags` into this test run's directory as `out_name`.
+pub fn build_workload(compiler: &str, source: &str, flags: &[&str], out_name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads").join(source);
+    let dir = std::env::temp_dir().join(format!("ep-workloads-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(out_name);
+    let output = Command::new(compiler)
+        .args(flags)
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| panic!("running {compiler}: {e}"));
+    assert!(
+        output.status.success(),
+        "{compiler} {flags:?} {} failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}
+
+/// One element of an expected user stack, root first (see [`matches_chain`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Step {
+    /// One frame of this function (C++ names may go on with `(params)`).
+    Fn(&'static str),
+    /// One frame in this file (e.g. `libc.so.6`, `[vdso]`), named or not.
+    In(&'static str),
+    /// One or more frames in this file.
+    ManyIn(&'static str),
+    /// One or more frames of any kind.
+    Any,
+}
+
+/// A user frame as the chain checks see it: function name and file name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameDesc {
+    /// The function, if named.
+    pub name: Option<String>,
+    /// The mapped file's name, if known.
+    pub file: Option<String>,
+}
+
+impl std::fmt::Display for FrameDesc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.name, &self.file) {
+            (Some(n), _) => write!(f, "{n}"),
+            (None, Some(file)) => write!(f, "{file}+?"),
+            (None, None) => write!(f, "?"),
+        }
+    }
+}
+
+/// The user frames of a trace, root first.
+pub fn user_frames(trace: &Trace) -> Vec<FrameDesc> {
+    let mut out: Vec<FrameDesc> = trace
+        .frames
+        .iter()
+        .filter(|f| f.kind != FrameKind::Kernel)
+        .map(|f| FrameDesc {
+            name: f.function_name().map(str::to_string),
+            file: f.mapping.as_ref().map(|m| m.file_name().to_string()),
+        })
+        .collect();
+    out.reverse();
+    out
+}
+
+fn step_matches_one(step: Step, frame: &FrameDesc) -> bool {
+    match step {
+        Step::Fn(want) => frame.name.as_deref().is_some_and(|n| {
+            n == want || (n.starts_with(want) && n[want.len()..].starts_with('('))
+        }),
+        Step::In(file) | Step::ManyIn(file) => frame.file.as_deref() == Some(file),
+        Step::Any => true,
+    }
+}
+
+/// Whether `frames` (root first) is exactly `pattern`.
+pub fn matches_chain(frames: &[FrameDesc], pattern: &[Step]) -> bool {
+    let Some((&step, rest)) = pattern.split_first() else { return frames.is_empty() };
+    let Some(first) = frames.first() else { return false };
+    if !step_matches_one(step, first) {
+        return false;
+    }
+    match step {
+        Step::ManyIn(_) | Step::Any => (1..=frames.len())
+            .take_while(|&n| step_matches_one(step, &frames[n - 1]))
+            .any(|n| matches_chain(&frames[n..], rest)),
+        _ => matches_chain(&frames[1..], rest),
+    }
+}
+
+/// How many of a pid's samples at a leaf carry the whole expected chain.
+#[derive(Debug)]
+pub struct Completeness {
+    /// Samples whose innermost user frame is the leaf, or is not resolved
+    /// at all (a stack that could not even be attributed counts as a
+    /// failure).
+    pub at_leaf: usize,
+    /// Of those, the ones matching the chain.
+    pub complete: usize,
+    /// A few that did not match, root first.
+    pub failures: Vec<String>,
+}
+
+impl Completeness {
+    /// `complete / at_leaf`.
+    pub fn ratio(&self) -> f64 {
+        if self.at_leaf == 0 {
+            0.0
+        } else {
+            self.complete as f64 / self.at_leaf as f64
+        }
+    }
+}
+
+/// Checks the samples of `pid` whose leaf frame satisfies `leaf` against
+/// `pattern` (root first).
+pub fn completeness(traces: &[Trace], pid: u32, leaf: Step, pattern: &[Step]) -> Completeness {
+    let mut c = Completeness { at_leaf: 0, complete: 0, failures: Vec::new() };
+    for t in traces.iter().filter(|t| t.process.pid.0 == pid) {
+        let frames = user_frames(t);
+        let Some(innermost) = frames.last() else { continue };
+        let unresolved = innermost.file.is_none();
+        if !unresolved && !step_matches_one(leaf, innermost) {
+            continue;
+        }
+        c.at_leaf += 1;
+        if matches_chain(&frames, pattern) {
+            c.complete += 1;
+        } else if c.failures.len() < 5 {
+            c.failures.push(frames.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(";"));
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(name: Option<&str>, file: &str) -> FrameDesc {
+        FrameDesc { name: name.map(str::to_string), file: Some(file.to_string()) }
+    }
+
+    #[test]
+    fn chains_match_exactly() {
+        let frames = vec![
+            f(Some("_start"), "a"),
+            f(None, "libc.so.6"),
+            f(None, "libc.so.6"),
+            f(Some("main"), "a"),
+            f(Some("Circle::area() const"), "a"),
+        ];
+        use Step::*;
+        assert!(matches_chain(&frames, &[Fn("_start"), ManyIn("libc.so.6"), Fn("main"), Fn("Circle::area")]));
+        assert!(matches_chain(&frames, &[Fn("_start"), Any, Fn("Circle::area")]));
+        assert!(!matches_chain(&frames, &[Fn("_start"), In("libc.so.6"), Fn("main"), Fn("Circle::area")]));
+        assert!(!matches_chain(&frames, &[Fn("_start"), ManyIn("libc.so.6"), Fn("main")]));
+        assert!(!matches_chain(&frames[1..], &[Fn("_start"), Any]));
+        assert!(!matches_chain(&frames, &[Fn("_start"), Any, Fn("Circle::are")]));
+    }
+}

@@ -1,9 +1,8 @@
+/* A main-thread chain of noinline functions, and a second thread whose
+ * comparison callback runs under libc's qsort. Built -O2
+ * -fomit-frame-pointer by tests/native_unwinding.rs. */
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
 static volatile unsigned long sink;
@@ -14,17 +13,37 @@ NOINLINE void chain_3(void) { chain_4(); sink++; }
 NOINLINE void chain_2(void) { chain_3(); sink++; }
 NOINLINE void chain_1(void) { chain_2(); sink++; }
 
-NOINLINE int compare_leaf(int a, int b) { for (int i = 0; i < 200; i++) sink += i; return (a > b) - (a < b); }
-NOINLINE int compare(const void *a, const void *b) { int r = compare_leaf(*(const int *)a, *(const int *)b); sink++; return r; }
-NOINLINE void sort_worker(void) {
-	int v[512];
-	for (;;) { for (int i = 0; i < 512; i++) v[i] = rand(); qsort(v, 512, sizeof(int), compare); }
+NOINLINE int compare_leaf(int a, int b)
+{
+	for (int i = 0; i < 200; i++)
+		sink += i;
+	return (a > b) - (a < b);
 }
-NOINLINE void *thread_main(void *arg) { sort_worker(); return arg; }
+NOINLINE int compare(const void *a, const void *b)
+{
+	int r = compare_leaf(*(const int *)a, *(const int *)b);
+	sink++;
+	return r;
+}
+NOINLINE void sort_worker(void)
+{
+	int v[512];
+	for (;;) {
+		for (int i = 0; i < 512; i++)
+			v[i] = rand();
+		qsort(v, 512, sizeof(int), compare);
+	}
+}
+NOINLINE void *thread_main(void *arg)
+{
+	sort_worker();
+	return arg;
+}
 
 int main(void)
 {
 	pthread_t t;
 	pthread_create(&t, NULL, thread_main, NULL);
-	for (;;) chain_1();
+	for (;;)
+		chain_1();
 }

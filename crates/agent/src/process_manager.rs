@@ -78,6 +78,7 @@ pub(crate) fn run(
             ProcessEventKind::New => manager.on_new_process(Pid(e.pid)),
             ProcessEventKind::UnknownPc => manager.on_unknown_pc(Pid(e.pid), e.pc),
             ProcessEventKind::Exit => manager.on_exit(Pid(e.pid)),
+            ProcessEventKind::Exec => manager.on_exec(Pid(e.pid)),
         },
         None => {
             if last_housekeeping.elapsed() >= HOUSEKEEPING {

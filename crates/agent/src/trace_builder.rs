@@ -139,7 +139,7 @@ impl TraceBuilder {
                     let function = match self.native_names.get(&key) {
                         Some(f) => f.clone(),
                         None => {
-                            let f: Arc<str> = Arc::from(name);
+                            let f: Arc<str> = Arc::from(demangle(name));
                             if self.native_names.len() >= MAX_CACHED_NATIVE_NAMES {
                                 self.native_names.clear();
                             }
@@ -189,6 +189,22 @@ impl TraceBuilder {
     }
 }
 
+/// The readable name of a Rust (legacy or v0) or C++ (Itanium) symbol,
+/// else the symbol as it is. Rust hashes (`::h0123...`) are left out.
+pub(crate) fn demangle(name: &str) -> String {
+    if let Ok(d) = rustc_demangle::try_demangle(name) {
+        return format!("{d:#}");
+    }
+    if name.starts_with("_Z") {
+        if let Ok(symbol) = cpp_demangle::Symbol::new(name) {
+            if let Ok(d) = symbol.demangle() {
+                return d;
+            }
+        }
+    }
+    name.to_string()
+}
+
 fn clock_ns(clock: libc::clockid_t) -> i128 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: ts is a valid, writable timespec.
@@ -199,4 +215,17 @@ fn clock_ns(clock: libc::clockid_t) -> i128 {
 /// bpf_ktime_get_ns() reads CLOCK_MONOTONIC; this turns it into wall time.
 fn realtime_offset_ns() -> i128 {
     clock_ns(libc::CLOCK_REALTIME) - clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::demangle;
+
+    #[test]
+    fn demangles_rust_and_cpp() {
+        assert_eq!(demangle("_ZN10rust_chain7chain_a17h0123456789abcdefE"), "rust_chain::chain_a");
+        assert_eq!(demangle("_ZNK6Circle4areaEv"), "Circle::area() const");
+        assert_eq!(demangle("chain_leaf"), "chain_leaf");
+        assert_eq!(demangle("_Zgarbage"), "_Zgarbage");
+    }
 }

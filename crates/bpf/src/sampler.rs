@@ -95,6 +95,7 @@ pub struct Sampler {
     // skeleton (programs and maps).
     perf_links: Vec<Link>,
     exit_link: Option<Link>,
+    exec_link: Option<Link>,
     skel: ProfilerSkel<'static>,
     cpus: Vec<u32>,
     frequency: u32,
@@ -135,8 +136,9 @@ impl Sampler {
         // Exits first, so that no process is loaded without its exit
         // being seen.
         let exit_link = skel.progs.on_process_exit.attach().map_err(BpfError::Load)?;
+        let exec_link = skel.progs.on_process_exec.attach().map_err(BpfError::Load)?;
 
-        Ok(Sampler { perf_links: Vec::new(), exit_link: Some(exit_link), skel, cpus: Vec::new(), frequency: options.samples_per_second })
+        Ok(Sampler { perf_links: Vec::new(), exit_link: Some(exit_link), exec_link: Some(exec_link), skel, cpus: Vec::new(), frequency: options.samples_per_second })
     }
 
     /// Checks, loads and attaches everything but the perf events:
@@ -178,11 +180,12 @@ impl Sampler {
     }
 
 
-    /// Stops sampling: closes the perf events and the exit tracepoint.
+    /// Stops sampling: closes the perf events and the process tracepoints.
     /// The maps stay readable.
     pub fn detach(&mut self) {
         self.perf_links.clear();
         self.exit_link = None;
+        self.exec_link = None;
     }
 
     /// The CPUs being sampled.

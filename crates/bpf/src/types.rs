@@ -125,6 +125,8 @@ pub enum ProcessEventKind {
     UnknownPc,
     /// The last thread of the process exited.
     Exit,
+    /// The process called execve: every mapping is new.
+    Exec,
 }
 
 /// One record of the `process_events` ring buffer.
@@ -152,6 +154,7 @@ impl ProcessEvent {
             1 => ProcessEventKind::New,
             2 => ProcessEventKind::UnknownPc,
             3 => ProcessEventKind::Exit,
+            4 => ProcessEventKind::Exec,
             _ => return None,
         };
         Some(ProcessEvent { kind, pid: u32_at(4), ktime_ns: u64_at(8), pc: u64_at(16) })

@@ -104,6 +104,32 @@ impl LoadSegments {
     }
 }
 
+impl LoadSegments {
+    /// The load bias of an *executable* mapping (`r-xp` in
+    /// `/proc/PID/maps`) starting at `map_start` with file offset
+    /// `map_offset`: like [`LoadSegments::bias`], but decided by the
+    /// executable (`PF_X`) segment the mapping holds. Linkers that pack
+    /// segments without page alignment (lld, Rust's default) put the end
+    /// of a read-only segment and the start of the text segment in one
+    /// file page; the page is mapped for both, and only the text segment
+    /// gives the executable mapping's addresses.
+    pub fn executable_bias(&self, map_start: u64, map_offset: u64) -> Option<u64> {
+        const PF_X: u32 = 1;
+        let text = self.segments.iter().find(|s| {
+            s.flags & PF_X != 0
+                && map_offset >= s.offset & !(PAGE - 1)
+                && map_offset < s.offset.saturating_add(s.filesz.max(1))
+        });
+        match text {
+            Some(s) => {
+                let vaddr = s.vaddr.wrapping_sub(s.offset.wrapping_sub(map_offset));
+                Some(map_start.wrapping_sub(vaddr))
+            }
+            None => self.bias(map_start, map_offset),
+        }
+    }
+}
+
 impl ElfFile {
     /// Shorthand for [`LoadSegments::from_elf`].
     pub fn load_segments(&self) -> LoadSegments {
@@ -170,5 +196,23 @@ mod tests {
         assert_eq!(segs.elf_vaddr(text_map - 1, text_map, 0x1000), None);
         assert_eq!(segs.elf_vaddr(text_map, text_map, 0x9000), None);
         assert_eq!(segs.elf_vaddr(u64::MAX, 0, u64::MAX), None);
+        assert_eq!(segs.executable_bias(text_map, 0x1000), Some(0x5555_5555_4000));
+    }
+
+    #[test]
+    fn executable_bias_with_packed_segments() {
+        // lld (rustc's default layout): the text segment starts in the
+        // same file page as the read-only one ends, at another vaddr delta.
+        let segs = LoadSegments {
+            segments: vec![
+                LoadSegment { offset: 0, vaddr: 0, filesz: 0x127e0, memsz: 0x127e0, flags: 4 },
+                LoadSegment { offset: 0x127e0, vaddr: 0x137e0, filesz: 0x3c970, memsz: 0x3c970, flags: 5 },
+            ],
+        };
+        let map = 0x5577_2f74_b000u64; // r-xp at file offset 0x12000
+        let bias = segs.executable_bias(map, 0x12000).unwrap();
+        assert_eq!(map.wrapping_sub(bias), 0x13000);
+        // The generic rule picks the read-only segment: off by a page.
+        assert_eq!(segs.bias(map, 0x12000).map(|b| map.wrapping_sub(b)), Some(0x12000));
     }
 }

@@ -85,7 +85,8 @@ pub struct ManagerLimits {
     /// How long a file nobody maps stays loaded (a process restarting
     /// finds it still there).
     pub file_unload_grace: Duration,
-    /// Shortest time between two reads of one process's maps.
+    /// A new-process event for a process loaded less than this ago is
+    /// ignored (it was sent before the load finished).
     pub maps_refresh_interval: Duration,
     /// How often loaded processes are checked for having exited unseen
     /// (a lost exit event).
@@ -100,7 +101,7 @@ impl Default for ManagerLimits {
             max_deltas_per_file: 8 << 20,
             exit_grace: Duration::from_secs(5),
             file_unload_grace: Duration::from_secs(30),
-            maps_refresh_interval: Duration::from_millis(100),
+            maps_refresh_interval: Duration::from_millis(500),
             liveness_interval: Duration::from_secs(5),
         }
     }
@@ -233,6 +234,12 @@ impl<L: UnwindLoader> ProcessManager<L> {
         self.sync(pid, false);
     }
 
+    /// `pid` called execve: its mappings are all new.
+    pub fn on_exec(&mut self, pid: Pid) {
+        self.unload_process(pid, true);
+        self.sync(pid, false);
+    }
+
     /// The last thread of `pid` exited.
     pub fn on_exit(&mut self, pid: Pid) {
         self.unload_process(pid, false);
@@ -283,12 +290,15 @@ impl<L: UnwindLoader> ProcessManager<L> {
         }
     }
 
-    /// Unloads every process and file (the agent stopping).
+    /// Unloads every process and file from the loader (the agent
+    /// stopping). The registry keeps its snapshots: samples taken before
+    /// the stop may still be on their way to the trace builder.
     pub fn unload_all(&mut self) {
         let pids: Vec<Pid> = self.processes.keys().copied().collect();
         for pid in pids {
-            self.unload_process(pid, true);
+            self.unload_process(pid, false);
         }
+        self.exited.clear();
         for (id, entry) in std::mem::take(&mut self.files) {
             if entry.loaded && self.loader.unload_file(id).is_err() {
                 self.stats.load_errors += 1;
@@ -333,9 +343,9 @@ impl<L: UnwindLoader> ProcessManager<L> {
             if state.start_time != start_time {
                 self.stats.pid_reuse += 1;
                 self.unload_process(pid, true);
-            } else if state.maps_read_at.elapsed() < self.limits.maps_refresh_interval
-                || (new_event && state.maps_read_at.elapsed() < Duration::from_millis(500))
-            {
+            } else if new_event && state.maps_read_at.elapsed() < self.limits.maps_refresh_interval {
+                // A sample taken before our load finished; the kernel
+                // rate-limits unknown-pc events itself.
                 return;
             }
         } else if self.processes.len() >= self.limits.max_processes {
@@ -356,7 +366,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
         let mut files = HashSet::new();
         for entry in &entries {
             let file = if entry.is_anonymous() { None } else { self.file_for(pid, entry) };
-            let bias = file.as_ref().and_then(|f| f.segments.bias(entry.start, entry.offset));
+            let bias = file.as_ref().and_then(|f| f.segments.executable_bias(entry.start, entry.offset));
             let loaded = file.as_ref().is_some_and(|f| self.files.get(&f.file_id).is_some_and(|e| e.loaded));
             let target = match (&file, bias) {
                 (Some(f), Some(bias)) if loaded => UnwindTarget::File { file_id: f.file_id, bias },
@@ -558,8 +568,17 @@ mod tests {
         }
     }
 
+    /// A `sleep` whose libraries are mapped (ld.so works after exec).
     fn sleeper() -> Kill {
-        Kill(Command::new("sleep").arg("30").spawn().unwrap())
+        let k = Kill(Command::new("sleep").arg("30").spawn().unwrap());
+        let maps = format!("/proc/{}/maps", k.0.id());
+        for _ in 0..200 {
+            if std::fs::read_to_string(&maps).unwrap_or_default().contains("libc.so") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        k
     }
 
     fn quick() -> ManagerLimits {
