@@ -110,6 +110,24 @@ fn vdso_clock_gettime() {
     assert_complete("vDSO clock_gettime", &c, &stats);
 }
 
+/// Samples taken in the kernel (a read syscall) unwind the user stack
+/// from the registers saved at kernel entry.
+#[test]
+fn samples_in_the_kernel_unwind_the_user_stack() {
+    let _serial = serial();
+    let exe = c_workload("syscall_chain.c");
+    let w = Workload::spawn(&mut Command::new(&exe));
+    let Some((traces, stats)) = profile_running(&w) else { return };
+    let in_kernel: Vec<Trace> = traces
+        .iter()
+        .filter(|t| t.frames.first().is_some_and(|f| f.kind == profiler_trace::FrameKind::Kernel))
+        .cloned()
+        .collect();
+    let chain = main_thread(&[Fn("read_loop"), Fn("read_block"), Fn("read")]);
+    let c = completeness(&in_kernel, w.pid(), Fn("read"), &chain);
+    assert_complete("user stacks of samples in the kernel", &c, &stats);
+}
+
 #[test]
 fn deep_recursion_comes_through_whole() {
     let _serial = serial();
@@ -228,4 +246,53 @@ fn short_lived_process_started_after_the_agent_then_maps_empty() {
     let chain = main_thread(&[Fn("short_work"), Fn("short_leaf")]);
     let c = completeness(&traces, traces.first().map_or(0, |t| t.process.pid.0), Fn("short_leaf"), &chain);
     assert_complete("short-lived process", &c, &stats_before_stop);
+}
+
+/// Measurement, not a CI test (run it with `--release -- --ignored
+/// --nocapture`): whole-system profiling, a program never seen before
+/// starts as a new process; prints how long until its first sample and
+/// its first sample unwound to the root, and its completeness.
+#[test]
+#[ignore]
+fn measure_new_process_latency() {
+    let _serial = serial();
+    let exe = c_workload("short_lived.c");
+    let traces = Arc::new(Mutex::new(Vec::new()));
+    let config = AgentConfig { samples_per_second: HZ, ..AgentConfig::default() };
+    let Some(agent) = start_agent(config, traces.clone()) else { return };
+    // Let the agent load what already runs.
+    std::thread::sleep(Duration::from_secs(3));
+    let started_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let started = Instant::now();
+    let mut child = Command::new(&exe).spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let lifetime = started.elapsed();
+    std::thread::sleep(Duration::from_millis(500));
+    agent.stop().unwrap();
+    let stats = agent.stats();
+    let traces = std::mem::take(&mut *traces.lock().unwrap());
+    let ours: Vec<&Trace> = traces.iter().filter(|t| t.process.pid.0 == pid).collect();
+    let chain = main_thread(&[Fn("short_work"), Fn("short_leaf")]);
+    let first = ours.iter().map(|t| t.timestamp_unix_ns).min();
+    let first_complete = ours
+        .iter()
+        .filter(|t| profiler_tests::matches_chain(&profiler_tests::user_frames(t), &chain))
+        .map(|t| t.timestamp_unix_ns)
+        .min();
+    let ms = |t: Option<u64>| t.map(|t| (t.saturating_sub(started_ns)) as f64 / 1e6);
+    let c = completeness(&traces, pid, Fn("short_leaf"), &chain);
+    eprintln!(
+        "new process: lived {:.0} ms; first sample after {:?} ms, first sample unwound to the root after {:?} ms; \
+         completeness {}/{} = {:.1}%; processes loaded {}, files analysed {} in {} ms",
+        lifetime.as_secs_f64() * 1e3,
+        ms(first),
+        ms(first_complete),
+        c.complete,
+        c.at_leaf,
+        100.0 * c.ratio(),
+        stats.processes_seen,
+        stats.files_analysed,
+        stats.unwind_analyse_ms
+    );
 }
