@@ -29,5 +29,5 @@ make otelcol-ebpf-profiler
 echo "== collector: end to end"
 tests/e2e/collector_e2e.sh
 
-echo "== standalone agent: OTLP end to end (skips until ebpf-profiler has -collection-agent)"
+echo "== standalone agent: OTLP end to end"
 tests/e2e/agent_otlp_e2e.sh

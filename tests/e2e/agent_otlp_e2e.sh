@@ -91,6 +91,9 @@ stop "$dd_pid"
 stop "$agent"
 stop "$sink"
 if grep -qE "panicked|SIGSEGV" "$tmp/agent.log"; then fail "the agent crashed"; fi
+# The exit summary counts the export attempts that failed while the sink
+# was down (and what was dropped, if the outage outlasted the retries).
+grep -qE "[1-9][0-9]* failed attempts" "$tmp/agent.log" || fail "the agent's summary shows no failed export attempt during the outage"
 [ -s "$tmp/sink1.pb" ] || fail "the first sink received nothing"
 [ -s "$tmp/sink2.pb" ] || fail "the restarted sink received nothing"
 
