@@ -128,23 +128,6 @@ fn fail(status: ebpf_profiler_status, message: impl Into<String>) -> ebpf_profil
     status
 }
 
-/// What [`Agent::stop`] returns, as an optional error message.
-trait StopOutcome {
-    fn into_error(self) -> Option<String>;
-}
-
-impl StopOutcome for () {
-    fn into_error(self) -> Option<String> {
-        None
-    }
-}
-
-impl<E: std::fmt::Display> StopOutcome for Result<(), E> {
-    fn into_error(self) -> Option<String> {
-        self.err().map(|e| e.to_string())
-    }
-}
-
 /// `value` as a JSON string owned by the caller, or NULL (with a last
 /// error) if it cannot be serialized.
 fn json_string(value: &impl serde::Serialize) -> *mut c_char {
@@ -382,9 +365,9 @@ pub unsafe extern "C" fn ebpf_profiler_stop(
             );
         }
         // SAFETY: a live handle per the contract; only shared access.
-        match unsafe { &(*profiler).agent }.stop().into_error() {
-            None => EBPF_PROFILER_OK,
-            Some(e) => fail(
+        match unsafe { &(*profiler).agent }.stop() {
+            Ok(()) => EBPF_PROFILER_OK,
+            Err(e) => fail(
                 EBPF_PROFILER_ERR_RUNTIME,
                 format!("the profiler failed while running: {e}"),
             ),
@@ -409,7 +392,7 @@ pub unsafe extern "C" fn ebpf_profiler_free(profiler: *mut ebpf_profiler) {
         // caller guarantees exclusive, final access.
         let handle = unsafe { Box::from_raw(profiler) };
         // Nobody is left to hear about a failure here; `stop` reports it.
-        let _ = handle.agent.stop().into_error();
+        let _ = handle.agent.stop();
         drop(handle);
     })
 }

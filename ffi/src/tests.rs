@@ -148,7 +148,11 @@ fn valid_config_starts_or_fails_cleanly() {
         }
         EBPF_PROFILER_ERR_START => {
             // Under CI (root, a BPF-capable kernel) the profiler must start.
-            assert!(std::env::var("CI").as_deref() != Ok("true"), "CI: {}", last_error());
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI: {}",
+                last_error()
+            );
             assert!(handle.is_null());
             assert!(
                 last_error().starts_with("the profiler could not start: "),
