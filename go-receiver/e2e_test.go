@@ -55,7 +55,8 @@ func containsInOrder(haystack, needle []string) bool {
 //
 //	EBPF_PROFILER_E2E_FILES       comma-separated file exporter outputs (proto), each must hold the workload
 //	EBPF_PROFILER_E2E_PID         the workload's pid
-//	EBPF_PROFILER_E2E_NAME        its process.executable.name and thread.name
+//	EBPF_PROFILER_E2E_TID         only this thread's samples (default: the pid, i.e. the main thread)
+//	EBPF_PROFILER_E2E_NAME        its process.executable.name and the thread's thread.name
 //	EBPF_PROFILER_E2E_CHAIN       comma-separated function names, leaf first, consecutive in the stack
 //	EBPF_PROFILER_E2E_FRAME_TYPE  profile.frame.type of the chain's frames
 //	EBPF_PROFILER_E2E_MIN_SHARE   share of the workload's samples that must carry the chain (default 0.5)
@@ -66,6 +67,11 @@ func TestE2EProfiles(t *testing.T) {
 	}
 	pid, err := strconv.ParseInt(os.Getenv("EBPF_PROFILER_E2E_PID"), 10, 64)
 	require.NoError(t, err, "EBPF_PROFILER_E2E_PID")
+	tid := pid
+	if s := os.Getenv("EBPF_PROFILER_E2E_TID"); s != "" {
+		tid, err = strconv.ParseInt(s, 10, 64)
+		require.NoError(t, err, "EBPF_PROFILER_E2E_TID")
+	}
 	name := os.Getenv("EBPF_PROFILER_E2E_NAME")
 	chain := strings.Split(os.Getenv("EBPF_PROFILER_E2E_CHAIN"), ",")
 	frameType := os.Getenv("EBPF_PROFILER_E2E_FRAME_TYPE")
@@ -96,8 +102,10 @@ func TestE2EProfiles(t *testing.T) {
 					profiles := rp.ScopeProfiles().At(j).Profiles()
 					for k := 0; k < profiles.Len(); k++ {
 						for _, s := range viewSamples(t, d, profiles.At(k)) {
+							if s.threadID != tid {
+								continue
+							}
 							assert.Equal(t, name, s.threadName, "thread.name")
-							assert.Equal(t, pid, s.threadID, "thread.id of a single-threaded workload")
 							var names []string
 							chainTypesOK := true
 							for _, f := range s.stack {
@@ -126,9 +134,9 @@ func TestE2EProfiles(t *testing.T) {
 				}
 			}
 		}
-		assert.Positive(t, inFile, "%s holds no sample of pid %d", path, pid)
+		assert.Positive(t, inFile, "%s holds no sample of pid %d, thread %d", path, pid, tid)
 	}
-	require.Positive(t, total, "no sample of pid %d at all", pid)
+	require.Positive(t, total, "no sample of pid %d, thread %d at all", pid, tid)
 	share := float64(withChain) / float64(total)
 	t.Logf("%d of %d samples of %s carry %v (%.0f%%)", withChain, total, name, chain, share*100)
 	assert.GreaterOrEqual(t, share, minShare,
