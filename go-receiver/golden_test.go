@@ -123,6 +123,7 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 	assert.Equal(t, int64(50_000_000), prof.Period())
 	assert.Equal(t, uint64(1_700_000_000_000_000_000), uint64(prof.Time()))
 	assert.Equal(t, uint64(5_000_000_000), prof.DurationNano())
+	assert.False(t, prof.ProfileID().IsEmpty(), "every profile has a profile_id")
 
 	sleepStack := []frameView{
 		{[]string{"hrtimer_nanosleep"}, "kernel", ""},
@@ -168,6 +169,8 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 		"process.executable.path": "/usr/local/bin/server",
 	}, rps.At(1).Resource().Attributes().AsRaw())
 	goProf := rps.At(1).ScopeProfiles().At(0).Profiles().At(0)
+	assert.False(t, goProf.ProfileID().IsEmpty())
+	assert.NotEqual(t, prof.ProfileID(), goProf.ProfileID(), "profile ids are distinct")
 	goSamples := viewSamples(t, d, goProf)
 	assert.Equal(t, []sampleView{{4, "server-worker", 4250, []frameView{
 		{[]string{"do_syscall_64"}, "kernel", ""},

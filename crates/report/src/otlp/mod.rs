@@ -15,6 +15,7 @@
 //!   references into the string table, as pdata writes them); one
 //!   `ScopeProfiles` holding one `Profile` with sample type `samples/count`, period type
 //!   `cpu/nanoseconds` and period `1e9 / samples_per_second`;
+//! - every profile has a distinct random 16-byte `profile_id`;
 //! - samples carry `values = [count]` (no per-sample timestamps) and the
 //!   attributes `thread.name` and `thread.id`;
 //! - one shared `ProfilesDictionary`: strings, functions, mappings
@@ -105,6 +106,10 @@ pub struct OtlpConfig {
     pub samples_per_second: u32,
     /// Version of the instrumentation scope. By default this crate's version.
     pub scope_version: String,
+    /// Seed of the 16-byte `profile_id`s (every profile gets a distinct,
+    /// non-zero one, as the reference agent's random ids). Random by
+    /// default; fixed in tests for reproducible output.
+    pub profile_id_seed: u64,
 }
 
 impl OtlpConfig {
@@ -113,6 +118,7 @@ impl OtlpConfig {
         OtlpConfig {
             samples_per_second,
             scope_version: env!("CARGO_PKG_VERSION").to_owned(),
+            profile_id_seed: random_seed(),
         }
     }
 
@@ -120,6 +126,37 @@ impl OtlpConfig {
     pub fn period_ns(&self) -> i64 {
         1_000_000_000 / i64::from(self.samples_per_second.max(1))
     }
+}
+
+/// 64 random bits from the standard library's per-process hash keys and
+/// the clock (no RNG dependency; uniqueness, not secrecy, is the goal).
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(now);
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// SplitMix64: a bijective mixer, so distinct inputs give distinct ids.
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The `n`th profile id of `seed`: 16 bytes, never all zero.
+fn profile_id(seed: u64, n: u64) -> Vec<u8> {
+    let hi = splitmix64(seed ^ splitmix64(n));
+    let lo = splitmix64(hi ^ n).max(1);
+    let mut id = Vec::with_capacity(16);
+    id.extend_from_slice(&hi.to_be_bytes());
+    id.extend_from_slice(&lo.to_be_bytes());
+    id
 }
 
 /// Collects the traces of one reporting interval and turns them into an
@@ -131,6 +168,8 @@ pub struct OtlpAggregator {
     processes: Vec<ProcessSamples>,
     process_index: HashMap<Arc<ProcessInfo>, usize>,
     traces: u64,
+    // Profiles made so far; numbers the profile ids.
+    profiles_made: u64,
     // Scratch buffer for one trace's location indices.
     stack_buf: Vec<i32>,
 }
@@ -153,6 +192,7 @@ impl OtlpAggregator {
             processes: Vec::new(),
             process_index: HashMap::new(),
             traces: 0,
+            profiles_made: 0,
             stack_buf: Vec::new(),
         }
     }
@@ -273,7 +313,10 @@ impl OtlpAggregator {
                         duration_nano: interval_end_unix_ns.saturating_sub(start),
                         period_type: Some(period_type),
                         period: self.config.period_ns(),
-                        profile_id: Vec::new(),
+                        profile_id: {
+                            self.profiles_made += 1;
+                            profile_id(self.config.profile_id_seed, self.profiles_made)
+                        },
                         dropped_attributes_count: 0,
                         original_payload_format: String::new(),
                         original_payload: Vec::new(),

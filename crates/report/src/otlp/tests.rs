@@ -136,6 +136,7 @@ fn encoded_request_decodes_back_field_by_field() {
         OtlpConfig {
             samples_per_second: 19,
             scope_version: "v".into(),
+            profile_id_seed: 7,
         },
         100,
     );
@@ -310,7 +311,8 @@ fn encoded_request_decodes_back_field_by_field() {
     assert_eq!(prof.period, 1_000_000_000 / 19);
     assert_eq!(prof.time_unix_nano, 100);
     assert_eq!(prof.duration_nano, 5_000);
-    assert!(prof.profile_id.is_empty());
+    assert_eq!(prof.profile_id, profile_id(7, 1));
+    assert_eq!(prof.profile_id.len(), 16);
     assert!(prof.attribute_indices.is_empty());
     assert_eq!(
         prof.samples,
@@ -330,6 +332,30 @@ fn encoded_request_decodes_back_field_by_field() {
                 timestamps_unix_nano: vec![],
             },
         ]
+    );
+}
+
+#[test]
+fn profile_ids_are_distinct_and_nonzero() {
+    let p1 = process(1, "/bin/a", None);
+    let p2 = process(2, "/bin/b", None);
+    let f = frame(FrameKind::Native, 1, None, &[("f", None, 0)]);
+    let mut agg = OtlpAggregator::new(OtlpConfig::new(20), 0);
+    let mut ids = std::collections::HashSet::new();
+    for end in 1..=3 {
+        agg.add(&trace(&p1, 1, "a", std::slice::from_ref(&f)));
+        agg.add(&trace(&p2, 2, "b", std::slice::from_ref(&f)));
+        for rp in agg.flush(end).unwrap().resource_profiles {
+            let id = rp.scope_profiles[0].profiles[0].profile_id.clone();
+            assert_eq!(id.len(), 16);
+            assert!(id.iter().any(|&b| b != 0));
+            assert!(ids.insert(id), "profile ids repeat");
+        }
+    }
+    assert_eq!(ids.len(), 6);
+    assert_ne!(
+        OtlpConfig::new(20).profile_id_seed,
+        OtlpConfig::new(20).profile_id_seed
     );
 }
 
@@ -520,6 +546,7 @@ pub(super) fn golden_request() -> ExportProfilesServiceRequest {
         OtlpConfig {
             samples_per_second: 20,
             scope_version: "golden".into(),
+            profile_id_seed: 0x0060_1de2,
         },
         GOLDEN_START_NS,
     );
