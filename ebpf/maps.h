@@ -84,33 +84,36 @@ struct {
 	__type(value, struct unwind_rule);
 } unwind_rules SEC(".maps");
 
-/* (file, 64 KiB page) -> the page's slice of the file's deltas. Set by
+/* (file, 64 KiB page) -> the page's slice of the file's deltas: 65536
+ * pages are 4 GiB of text. (Hash maps allocate their buckets up front,
+ * 16 bytes per entry of max_entries, even without preallocation.) Set by
  * user space. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 1 << 18);
+	__uint(max_entries, 1 << 16);
 	__type(key, struct delta_page_key);
 	__type(value, struct delta_page);
 } delta_pages SEC(".maps");
 
 /* The template of the per-file delta arrays: user space creates one
  * array per file, sized exactly (BPF_F_INNER_MAP lets sizes differ).
- * Values are struct delta_entry, declared as u32 because clang emits only
- * a forward declaration into BTF for a struct used through pointers. */
+ * Each element holds two struct delta_entry (entry i is the low half of
+ * element i / 2 when i is even, the high half when odd): array elements
+ * take 8 bytes even when their value is 4, so pairs halve the memory. */
 struct file_delta_array {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_INNER_MAP);
 	__uint(max_entries, 1);
 	__type(key, u32);
-	__type(value, u32);
+	__type(value, u64);
 };
 
 /* file id -> its delta array. Set by user space. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 1 << 14);
+	__uint(max_entries, 1 << 13);
 	__type(key, u64);
 	__array(values, struct file_delta_array);
 } file_deltas SEC(".maps");
@@ -119,7 +122,7 @@ struct {
  * pid << 32 | kind), to rate-limit them (helpers.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 1 << 14);
+	__uint(max_entries, 1 << 12);
 	__type(key, u64);
 	__type(value, u64);
 } process_event_times SEC(".maps");

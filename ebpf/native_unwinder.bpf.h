@@ -69,6 +69,16 @@ static __always_inline int read_user_u64(u64 *out, u64 address)
 	return bpf_probe_read_user(out, sizeof(*out), (const void *)address);
 }
 
+/* Entry `index` of a delta array (two entries per element), or -1. */
+static __always_inline long delta_at(void *deltas, u32 index)
+{
+	u32 key = index >> 1;
+	u64 *pair = bpf_map_lookup_elem(deltas, &key);
+	if (!pair)
+		return -1;
+	return (index & 1) ? (u32)(*pair >> 32) : (u32)*pair;
+}
+
 /* The rule id in effect at vaddr of file_id, or an unwind_stop reason
  * (as a negative number). */
 static __always_inline int find_rule(u64 file_id, u64 vaddr)
@@ -93,19 +103,18 @@ static __always_inline int find_rule(u64 file_id, u64 vaddr)
 		if (n <= 1)
 			break;
 		u32 half = n / 2;
-		u32 index = first + lo + half;
-		struct delta_entry *entry = bpf_map_lookup_elem(deltas, &index);
-		if (!entry)
+		long entry = delta_at(deltas, first + lo + half);
+		if (entry < 0)
 			return -UNWIND_STOP_INTERNAL;
-		if (entry->page_offset <= target)
+		/* struct delta_entry: page_offset is the low half */
+		if ((u16)entry <= target)
 			lo += half;
 		n -= half;
 	}
-	u32 index = first + lo;
-	struct delta_entry *entry = bpf_map_lookup_elem(deltas, &index);
-	if (!entry)
+	long entry = delta_at(deltas, first + lo);
+	if (entry < 0)
 		return -UNWIND_STOP_INTERNAL;
-	return entry->rule_id;
+	return (u16)(entry >> 16);
 }
 
 /* Unwinds one frame: records the current pc, then moves the state to the

@@ -235,6 +235,12 @@ impl UnwindMaps {
         if self.files.contains_key(&file_id) || deltas.entries.is_empty() {
             return Ok(());
         }
+        // Two entries per 8-byte element (array elements take 8 bytes).
+        let pairs: Vec<u64> = deltas
+            .entries
+            .chunks(2)
+            .map(|p| u64::from(p[0]) | (u64::from(p.get(1).copied().unwrap_or(0)) << 32))
+            .collect();
         let count = u32::try_from(deltas.entries.len())
             .map_err(|_| BpfError::MapFull { map: "file delta array", capacity: u32::MAX.into() })?;
         let opts = libbpf_sys::bpf_map_create_opts {
@@ -242,9 +248,9 @@ impl UnwindMaps {
             map_flags: BPF_F_INNER_MAP,
             ..Default::default()
         };
-        let array = MapHandle::create(MapType::Array, Some("ep_deltas"), 4, 4, count, &opts)
+        let array = MapHandle::create(MapType::Array, Some("ep_deltas"), 4, 8, pairs.len() as u32, &opts)
             .map_err(map_err("file delta array"))?;
-        for (chunk_index, chunk) in deltas.entries.chunks(BATCH).enumerate() {
+        for (chunk_index, chunk) in pairs.chunks(BATCH).enumerate() {
             let base = (chunk_index * BATCH) as u32;
             let keys: Vec<u8> = (0..chunk.len() as u32).flat_map(|i| (base + i).to_ne_bytes()).collect();
             let values: Vec<u8> = chunk.iter().flat_map(|e| e.to_ne_bytes()).collect();
