@@ -10,6 +10,10 @@
 //!   id notes (through sections, or `PT_NOTE` when sections are stripped);
 //!   [`ElfFile::gnu_debuglink`] names the separate debug file.
 //! - [`SymbolTable`] maps ELF virtual addresses to function names.
+//! - [`GoPclntab`] reads Go's `.gopclntab` (Go 1.16+, also in stripped
+//!   binaries and without section headers): function, file, line and
+//!   inlined functions of a pc, and the `pcsp` stack-pointer deltas a Go
+//!   unwinder needs.
 //! - [`LoadSegments`] turns a process address plus its `/proc/PID/maps`
 //!   line into the ELF virtual address that the tables use.
 //! - [`UnwindTable`] is the heart: `.eh_frame` and `.debug_frame` reduced
@@ -38,6 +42,7 @@
 mod error;
 mod file;
 mod fileid;
+mod gopclntab;
 mod mapping;
 mod notes;
 mod symbols;
@@ -49,6 +54,10 @@ pub use file::{
     SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_NOTE, SHT_SYMTAB,
 };
 pub use fileid::{file_id_of_bytes, file_id_of_path};
+pub use gopclntab::{
+    GoFrame, GoFunc, GoPclntab, GoPclntabLayout, GoPclntabVersion, PcRange, PcValues,
+    FUNC_FLAG_ASM, FUNC_FLAG_SP_WRITE, FUNC_FLAG_TOP_FRAME, GO116_MAGIC, GO118_MAGIC, GO120_MAGIC,
+};
 pub use mapping::{LoadSegment, LoadSegments};
 pub use notes::DebugLink;
 pub use symbols::{SymbolSource, SymbolTable};

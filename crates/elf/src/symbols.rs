@@ -219,4 +219,37 @@ impl ElfFile {
     pub fn symbols(&self) -> Result<SymbolTable> {
         SymbolTable::from_elf(self)
     }
+
+    /// The address of the first defined symbol of any kind (function,
+    /// object, untyped) named exactly `name`, from `.symtab` then
+    /// `.dynsym`: a linear scan, for the odd well-known symbol (e.g. Go's
+    /// `runtime.text`).
+    pub fn symbol_address(&self, name: &str) -> Option<u64> {
+        for sh_type in [SHT_SYMTAB, SHT_DYNSYM] {
+            let Some(section) = self.sections().iter().find(|s| s.sh_type == sh_type) else {
+                continue;
+            };
+            let Ok(data) = self.section_data(section) else {
+                continue;
+            };
+            let Some(strtab) = self
+                .sections()
+                .get(section.link as usize)
+                .and_then(|s| slice(self.data(), "symbol string table", s.offset, s.size).ok())
+            else {
+                continue;
+            };
+            for entry in data.chunks_exact(SYM_SIZE) {
+                let shndx = entry.u16_at(6).unwrap_or(SHN_UNDEF);
+                if shndx == SHN_UNDEF {
+                    continue;
+                }
+                let name_off = entry.u32_at(0).unwrap_or(0) as usize;
+                if cstr_at(strtab, name_off) == Some(name.as_bytes()) {
+                    return entry.u64_at(8);
+                }
+            }
+        }
+        None
+    }
 }

@@ -5,6 +5,7 @@
 mod support;
 
 mod fileid;
+mod gopclntab;
 mod malformed;
 mod mapping;
 mod notes;
