@@ -32,5 +32,5 @@ func createProfiles(
 	if !ok {
 		return nil, errors.New("profiling receiver: configuration is not a *profilingreceiver.Config")
 	}
-	return newReceiver(c, set, next, startNativeAgent), nil
+	return newReceiver(c, set, next, startNativeAgent)
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/xconsumer"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.uber.org/zap"
 )
 
@@ -47,6 +48,9 @@ type profilingReceiver struct {
 	set   receiver.Settings
 	next  xconsumer.Profiles
 	start agentStarter
+	// obs records the Collector's receiver metrics
+	// (otelcol_receiver_{accepted,refused,failed}_profile_samples).
+	obs *receiverhelper.ObsReport
 
 	agent agent
 	// ctx is the context of ConsumeProfiles calls; cancelled when a
@@ -62,8 +66,20 @@ type profilingReceiver struct {
 	shutdownErr   error
 }
 
-func newReceiver(cfg *Config, set receiver.Settings, next xconsumer.Profiles, start agentStarter) *profilingReceiver {
-	return &profilingReceiver{cfg: cfg, set: set, next: next, start: start}
+// transport names where the receiver's data comes from in its metrics.
+const transport = "ebpf"
+
+func newReceiver(cfg *Config, set receiver.Settings, next xconsumer.Profiles, start agentStarter) (*profilingReceiver, error) {
+	obs, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
+		ReceiverID:             set.ID,
+		Transport:              transport,
+		LongLivedCtx:           true,
+		ReceiverCreateSettings: set,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("profiling receiver: %w", err)
+	}
+	return &profilingReceiver{cfg: cfg, set: set, next: next, start: start, obs: obs}, nil
 }
 
 // Start starts the profiler and the goroutine that pulls its batches.
@@ -129,7 +145,10 @@ func (r *profilingReceiver) deliver(b []byte) {
 		r.set.Logger.Error("dropping a profile batch that does not decode", zap.Error(err), zap.Int("bytes", len(b)))
 		return
 	}
-	if err := r.next.ConsumeProfiles(r.ctx, profiles); err != nil {
+	ctx := r.obs.StartProfilesOp(r.ctx)
+	err = r.next.ConsumeProfiles(ctx, profiles)
+	r.obs.EndProfilesOp(ctx, "otlp_proto", profiles.SampleCount(), err)
+	if err != nil {
 		r.consumeErrors.Add(1)
 		r.set.Logger.Warn("the pipeline refused a profile batch", zap.Error(err),
 			zap.Int("samples", profiles.SampleCount()))

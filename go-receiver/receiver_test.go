@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -79,7 +80,7 @@ func goldenBytes(t *testing.T) []byte {
 func newTestReceiver(t *testing.T, sink *consumertest.ProfilesSink, a *fakeAgent, startErr error) (*profilingReceiver, *string) {
 	t.Helper()
 	var gotJSON string
-	r := newReceiver(createDefaultConfig(), receivertest.NewNopSettings(typeStr), sink,
+	r, err := newReceiver(createDefaultConfig(), receivertest.NewNopSettings(typeStr), sink,
 		func(configJSON string) (agent, error) {
 			gotJSON = configJSON
 			if startErr != nil {
@@ -87,6 +88,7 @@ func newTestReceiver(t *testing.T, sink *consumertest.ProfilesSink, a *fakeAgent
 			}
 			return a, nil
 		})
+	require.NoError(t, err)
 	return r, &gotJSON
 }
 
@@ -130,8 +132,9 @@ func TestWarningsAreLogged(t *testing.T) {
 	set := receivertest.NewNopSettings(typeStr)
 	set.Logger = zap.New(core)
 	a := &fakeAgent{warns: []string{"kernel frames will not be named: no kallsyms"}}
-	r := newReceiver(createDefaultConfig(), set, new(consumertest.ProfilesSink),
+	r, err := newReceiver(createDefaultConfig(), set, new(consumertest.ProfilesSink),
 		func(string) (agent, error) { return a, nil })
+	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
 	require.NoError(t, r.Shutdown(context.Background()))
 	require.Equal(t, 1, logs.FilterMessage("profiler: kernel frames will not be named: no kallsyms").Len())
@@ -150,12 +153,47 @@ func TestUndecodableBatchIsDroppedNotFatal(t *testing.T) {
 
 func TestConsumerErrorIsCountedNotFatal(t *testing.T) {
 	a := &fakeAgent{batches: [][]byte{goldenBytes(t), goldenBytes(t)}}
-	r := newReceiver(createDefaultConfig(), receivertest.NewNopSettings(typeStr),
+	tel := componenttest.NewTelemetry()
+	defer func() { require.NoError(t, tel.Shutdown(context.Background())) }()
+	set := receivertest.NewNopSettings(typeStr)
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	r, err := newReceiver(createDefaultConfig(), set,
 		consumertest.NewErr(errors.New("pipeline full")),
 		func(string) (agent, error) { return a, nil })
+	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
 	require.Eventually(t, func() bool { return r.consumeErrors.Load() == 2 }, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, r.Shutdown(context.Background()))
+	assert.Equal(t, int64(8), sumMetric(t, tel, "otelcol_receiver_refused_profile_samples"))
+}
+
+// sumMetric is the value of a counter the receiver recorded.
+func sumMetric(t *testing.T, tel *componenttest.Telemetry, name string) int64 {
+	t.Helper()
+	m, err := tel.GetMetric(name)
+	require.NoError(t, err)
+	sum, ok := m.Data.(metricdata.Sum[int64])
+	require.True(t, ok, "%s is a sum: %T", name, m.Data)
+	var total int64
+	for _, dp := range sum.DataPoints {
+		total += dp.Value
+	}
+	return total
+}
+
+// Accepted samples show in the Collector's receiver metrics.
+func TestAcceptedSamplesAreCounted(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	defer func() { require.NoError(t, tel.Shutdown(context.Background())) }()
+	set := receivertest.NewNopSettings(typeStr)
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	sink := new(consumertest.ProfilesSink)
+	a := &fakeAgent{batches: [][]byte{goldenBytes(t)}}
+	r, err := newReceiver(createDefaultConfig(), set, sink, func(string) (agent, error) { return a, nil })
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, r.Shutdown(context.Background()))
+	assert.Equal(t, int64(4), sumMetric(t, tel, "otelcol_receiver_accepted_profile_samples"))
 }
 
 func TestStartErrorIsReturned(t *testing.T) {
