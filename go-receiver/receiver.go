@@ -69,6 +69,32 @@ type profilingReceiver struct {
 // transport names where the receiver's data comes from in its metrics.
 const transport = "ebpf"
 
+// running is held by the receiver whose profiler runs: the profiler samples
+// the whole machine, so a second one in the same Collector would only
+// double the overhead (and its BPF programs).
+var running struct {
+	sync.Mutex
+	id string
+}
+
+func claimProfiler(id string) error {
+	running.Lock()
+	defer running.Unlock()
+	if running.id != "" {
+		return fmt.Errorf("the profiler already runs for receiver %q; configure one profiling receiver per Collector", running.id)
+	}
+	running.id = id
+	return nil
+}
+
+func releaseProfiler(id string) {
+	running.Lock()
+	defer running.Unlock()
+	if running.id == id {
+		running.id = ""
+	}
+}
+
 func newReceiver(cfg *Config, set receiver.Settings, next xconsumer.Profiles, start agentStarter) (*profilingReceiver, error) {
 	obs, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
 		ReceiverID:             set.ID,
@@ -95,8 +121,12 @@ func (r *profilingReceiver) Start(_ context.Context, _ component.Host) error {
 	if err != nil {
 		return fmt.Errorf("profiling receiver: %w", err)
 	}
+	if err := claimProfiler(r.set.ID.String()); err != nil {
+		return fmt.Errorf("profiling receiver: %w", err)
+	}
 	a, err := r.start(configJSON)
 	if err != nil {
+		releaseProfiler(r.set.ID.String())
 		return fmt.Errorf("profiling receiver: %w", err)
 	}
 	r.agent = a
@@ -167,6 +197,8 @@ func (r *profilingReceiver) shutdown(ctx context.Context) error {
 		return nil
 	}
 	stopErr := r.agent.stop()
+	// Sampling has stopped: another receiver may start a profiler.
+	defer releaseProfiler(r.set.ID.String())
 	select {
 	case <-r.done:
 	case <-ctx.Done():

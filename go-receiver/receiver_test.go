@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
@@ -201,6 +202,27 @@ func TestStartErrorIsReturned(t *testing.T) {
 	err := r.Start(context.Background(), componenttest.NewNopHost())
 	require.EqualError(t, err, "profiling receiver: the profiler could not start: no BPF")
 	require.NoError(t, r.Shutdown(context.Background()))
+}
+
+func TestOneProfilerPerCollector(t *testing.T) {
+	first, _ := newTestReceiver(t, new(consumertest.ProfilesSink), &fakeAgent{}, nil)
+	require.NoError(t, first.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { _ = first.Shutdown(context.Background()) })
+
+	set := receivertest.NewNopSettings(typeStr)
+	set.ID = component.NewIDWithName(typeStr, "second")
+	second, err := newReceiver(createDefaultConfig(), set, new(consumertest.ProfilesSink),
+		func(string) (agent, error) { return &fakeAgent{}, nil })
+	require.NoError(t, err)
+	err = second.Start(context.Background(), componenttest.NewNopHost())
+	require.ErrorContains(t, err, `the profiler already runs for receiver "`+first.set.ID.String()+`"`)
+	require.NoError(t, second.Shutdown(context.Background()))
+
+	// Once the first stopped, another may start.
+	require.NoError(t, first.Shutdown(context.Background()))
+	third, _ := newTestReceiver(t, new(consumertest.ProfilesSink), &fakeAgent{}, nil)
+	require.NoError(t, third.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, third.Shutdown(context.Background()))
 }
 
 func TestStartRejectsInvalidConfig(t *testing.T) {
