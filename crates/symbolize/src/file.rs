@@ -1,0 +1,336 @@
+//! One file's symbolization sources, loaded together: Go's function table,
+//! DWARF (in the file or a separate debug file) and ELF symbols.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use profiler_elf::{
+    ElfFile, GoPclntab, GoPclntabLayout, GoPclntabVersion, SymbolSource, SymbolTable,
+};
+use profiler_trace::{Pid, SourceLine};
+
+use crate::debugfile::{self, DebugConfig};
+use crate::demangle::demangle;
+use crate::dwarf::{Dwarf, DwarfError};
+
+/// How to open a file, and where it lives as its process sees it (to find
+/// its separate debug file).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FileSource {
+    /// The path to open now, e.g. `/proc/PID/root/usr/lib/libfoo.so` or
+    /// `/proc/PID/map_files/START-END`.
+    pub open_path: PathBuf,
+    /// The file's path in the process's mount namespace, e.g.
+    /// `/usr/lib/libfoo.so` (its directory is where `.gnu_debuglink`
+    /// files are looked for). May equal `open_path`.
+    pub path: String,
+    /// The process's root directory as the host sees it
+    /// (`/proc/PID/root`), when the debug directories should be looked up
+    /// there first; `None` for files of the host's own namespace.
+    pub root: Option<PathBuf>,
+}
+
+impl FileSource {
+    /// A file of the host's namespace, opened by its path.
+    pub fn new(path: impl Into<PathBuf>) -> FileSource {
+        let open_path = path.into();
+        FileSource {
+            path: open_path.to_string_lossy().into_owned(),
+            open_path,
+            root: None,
+        }
+    }
+
+    /// `path` as process `pid` sees it, opened through
+    /// `/proc/PID/root/...` (works for processes in containers).
+    pub fn in_process(pid: Pid, path: &str) -> FileSource {
+        let root = PathBuf::from(format!("/proc/{pid}/root"));
+        FileSource {
+            open_path: root.join(path.trim_start_matches('/')),
+            path: path.to_owned(),
+            root: Some(root),
+        }
+    }
+
+    /// The file mapped at `start..end` in process `pid`, opened through
+    /// `/proc/PID/map_files/` (works after the file was deleted or
+    /// replaced on disk); `path` is the mapping's path, for debug links.
+    pub fn in_mapping(pid: Pid, start: u64, end: u64, path: &str) -> FileSource {
+        FileSource {
+            open_path: PathBuf::from(format!("/proc/{pid}/map_files/{start:x}-{end:x}")),
+            path: path.to_owned(),
+            root: Some(PathBuf::from(format!("/proc/{pid}/root"))),
+        }
+    }
+}
+
+/// Which source named a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LineSource {
+    /// DWARF in the file itself.
+    Dwarf,
+    /// DWARF in a separate debug file.
+    DebugFile,
+    /// Go's `.gopclntab` (the frame is Go code).
+    GoPclntab,
+    /// `.symtab`/`.dynsym`: function name only.
+    Symbols,
+}
+
+/// Where a file's DWARF came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DwarfOrigin {
+    /// The file's own `.debug_*` sections.
+    InFile,
+    /// A separate debug file (build id or `.gnu_debuglink`).
+    DebugFile,
+}
+
+/// What was found in a file when it was loaded.
+#[derive(Clone, Debug)]
+pub struct FileInfo {
+    /// The Go table format, for Go binaries.
+    pub go_pclntab: Option<GoPclntabVersion>,
+    /// Where the DWARF came from, when there is usable DWARF.
+    pub dwarf: Option<DwarfOrigin>,
+    /// The separate debug file, when one was found.
+    pub debug_file: Option<PathBuf>,
+    /// Why DWARF that exists could not be used (corrupt, zstd, ...).
+    pub dwarf_error: Option<Arc<DwarfError>>,
+    /// Which ELF symbol table names functions.
+    pub symbols: SymbolSource,
+    /// Number of function symbols.
+    pub symbol_count: usize,
+}
+
+/// Why a file could not be loaded at all.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// Opening or parsing the file failed.
+    #[error("cannot load {path}")]
+    Open {
+        /// The path that was opened.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: profiler_elf::Error,
+    },
+    /// Loading panicked (a bug, caught so that it costs only this file).
+    #[error("loading {path} panicked")]
+    Panicked {
+        /// The path that was opened.
+        path: PathBuf,
+    },
+}
+
+/// The symbolization sources of one file, loaded (on a background thread
+/// by [`crate::NativeSymbolizer`], or directly).
+///
+/// Lookups take `&self` but parse DWARF lazily into interior caches, so
+/// the type is `Send` but not `Sync`: one thread looks up at a time.
+pub struct FileSymbolizer {
+    elf: Arc<ElfFile>,
+    go: Option<(GoPclntabLayout, Range<u64>)>,
+    dwarf: Option<(Dwarf, LineSource)>,
+    symbols: Option<SymbolTable>,
+    symbol_bytes: u64,
+    names: RefCell<Names>,
+    info: FileInfo,
+}
+
+/// Interned names and files: one allocation per distinct string.
+#[derive(Default)]
+struct Names {
+    set: HashSet<Arc<str>>,
+    bytes: u64,
+}
+
+impl Names {
+    fn get(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.set.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(s);
+        self.bytes += s.len() as u64 + 32;
+        self.set.insert(a.clone());
+        a
+    }
+}
+
+impl std::fmt::Debug for FileSymbolizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSymbolizer")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileSymbolizer {
+    /// Opens the file and loads every source it has: Go's table, DWARF
+    /// (parsing the unit index, which takes a while for large files), the
+    /// separate debug file, the symbol table. Only failing to open or
+    /// parse the file itself is an error; missing or broken debug
+    /// information leaves fewer sources.
+    pub fn load(source: &FileSource, config: &DebugConfig) -> Result<FileSymbolizer, LoadError> {
+        let elf = ElfFile::open(&source.open_path).map_err(|e| LoadError::Open {
+            path: source.open_path.clone(),
+            source: e,
+        })?;
+        Ok(FileSymbolizer::from_elf(Arc::new(elf), source, config))
+    }
+
+    /// Loads the sources of an already opened file.
+    pub fn from_elf(
+        elf: Arc<ElfFile>,
+        source: &FileSource,
+        config: &DebugConfig,
+    ) -> FileSymbolizer {
+        let go = GoPclntab::find(&elf)
+            .ok()
+            .flatten()
+            .map(|t| (t.layout(), t.text_range()));
+        let mut dwarf = None;
+        let mut debug_file = None;
+        let mut dwarf_error = None;
+        if config.use_dwarf {
+            match Dwarf::load(&elf) {
+                Ok(d) => dwarf = Some((d, LineSource::Dwarf)),
+                Err(DwarfError::Missing) => {
+                    if let Some(df) = debugfile::find(&elf, source, config) {
+                        match Dwarf::load(&df.elf) {
+                            Ok(d) => dwarf = Some((d, LineSource::DebugFile)),
+                            Err(e) => dwarf_error = Some(Arc::new(e)),
+                        }
+                        debug_file = Some(df);
+                    }
+                }
+                Err(e) => dwarf_error = Some(Arc::new(e)),
+            }
+        }
+        let mut symbols = elf.symbols().ok();
+        if symbols.as_ref().map(SymbolTable::source) != Some(SymbolSource::Symtab) {
+            if let Some(s) = debug_file
+                .as_ref()
+                .and_then(|df| df.elf.symbols().ok())
+                .filter(|s| s.source() == SymbolSource::Symtab)
+            {
+                symbols = Some(s);
+            }
+        }
+        let symbol_bytes = symbols
+            .as_ref()
+            .map(|s| s.iter().map(|(_, _, n)| n.len() as u64 + 24).sum())
+            .unwrap_or(0);
+        let info = FileInfo {
+            go_pclntab: go.as_ref().map(|(l, _)| l.version()),
+            dwarf: dwarf.as_ref().map(|(_, s)| match s {
+                LineSource::DebugFile => DwarfOrigin::DebugFile,
+                _ => DwarfOrigin::InFile,
+            }),
+            debug_file: debug_file.map(|d| d.path),
+            dwarf_error,
+            symbols: symbols
+                .as_ref()
+                .map_or(SymbolSource::None, SymbolTable::source),
+            symbol_count: symbols.as_ref().map_or(0, SymbolTable::len),
+        };
+        FileSymbolizer {
+            elf,
+            go,
+            dwarf,
+            symbols,
+            symbol_bytes,
+            names: RefCell::new(Names::default()),
+            info,
+        }
+    }
+
+    /// What the file offered.
+    pub fn info(&self) -> &FileInfo {
+        &self.info
+    }
+
+    /// Estimated heap bytes held: symbols, decompressed DWARF, an
+    /// allowance for lazily parsed DWARF, interned names. The mapped file
+    /// itself is not counted (its pages are the kernel's page cache).
+    pub fn cost(&self) -> u64 {
+        self.symbol_bytes
+            + self.dwarf.as_ref().map_or(0, |(d, _)| d.cost())
+            + self.names.borrow().bytes
+            + 256
+    }
+
+    /// The source lines of ELF virtual address `vaddr`, innermost
+    /// (inlined) first, the containing function last, and which source
+    /// named them; `None` when no source covers the address.
+    ///
+    /// For a return address, pass the address of the call (e.g. return
+    /// address - 1), or the line after the call is reported.
+    pub fn symbolize(&self, vaddr: u64) -> Option<(Vec<SourceLine>, LineSource)> {
+        let mut names = self.names.borrow_mut();
+        if let Some((layout, text)) = &self.go {
+            if text.contains(&vaddr) {
+                if let Some(tab) = layout.bind(&self.elf) {
+                    let frames = tab.frames(vaddr);
+                    if !frames.is_empty() {
+                        let lines = frames
+                            .iter()
+                            .map(|f| SourceLine {
+                                function: names.get(f.function),
+                                file: f.file.map(|p| names.get(p)),
+                                line: f.line,
+                            })
+                            .collect();
+                        return Some((lines, LineSource::GoPclntab));
+                    }
+                }
+            }
+        }
+        let symbol = || {
+            self.symbols
+                .as_ref()
+                .and_then(|s| s.lookup(vaddr))
+                .map(|(name, _)| name)
+        };
+        if let Some((dwarf, source)) = &self.dwarf {
+            let frames = dwarf.frames(vaddr);
+            let count = frames.len();
+            let mut lines = Vec::with_capacity(count);
+            for (i, f) in frames.into_iter().enumerate() {
+                let function = match &f.function {
+                    Some(n) => names.get(&demangle(n)),
+                    // The containing function without a DWARF name (e.g.
+                    // only a line table): its ELF symbol.
+                    None if i + 1 == count => match symbol() {
+                        Some(n) => names.get(&demangle(n)),
+                        None => names.get("??"),
+                    },
+                    None => names.get("??"),
+                };
+                lines.push(SourceLine {
+                    function,
+                    file: f.file.as_deref().map(|p| names.get(p)),
+                    line: f.line,
+                });
+            }
+            if lines.iter().any(|l| &*l.function != "??") {
+                return Some((lines, *source));
+            }
+        }
+        let name = symbol()?;
+        Some((
+            vec![SourceLine {
+                function: names.get(&demangle(name)),
+                file: None,
+                line: 0,
+            }],
+            LineSource::Symbols,
+        ))
+    }
+}

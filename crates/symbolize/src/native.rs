@@ -1,0 +1,525 @@
+//! Native symbolization off the caller's thread: files load on a
+//! background worker, lookups answer from bounded caches, and a lookup in
+//! a file still loading says so ([`Symbolized::Pending`]) instead of
+//! waiting.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use profiler_trace::{FileId, SourceLine};
+
+use crate::cache::GenerationalCache;
+use crate::debugfile::DebugConfig;
+use crate::file::{FileSource, FileSymbolizer, LineSource, LoadError};
+
+/// Settings of a [`NativeSymbolizer`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NativeConfig {
+    /// Symbolize native frames at all. When false, nothing is loaded, no
+    /// thread is started, and every lookup is
+    /// `Unknown(Reason::Disabled)`. Default true.
+    pub enabled: bool,
+    /// DWARF use and where separate debug files are looked for.
+    pub debug: DebugConfig,
+    /// Most files kept loaded (least recently used ones are dropped).
+    /// Default 256.
+    pub max_files: usize,
+    /// Most estimated heap bytes of loaded files
+    /// ([`FileSymbolizer::cost`]); the least recently used files are
+    /// dropped beyond it (the one just loaded always stays). Default
+    /// 256 MiB.
+    pub max_file_bytes: u64,
+    /// Most cached (file, address) answers. Default 65,536.
+    pub max_addresses: usize,
+    /// Most loads waiting for the worker; further requests are dropped
+    /// (counted) and asked again by a later lookup. Default 64.
+    pub queue_capacity: usize,
+    /// How long a file that failed to load is not tried again. Default 60 s.
+    pub retry_failed_after: Duration,
+}
+
+impl Default for NativeConfig {
+    fn default() -> NativeConfig {
+        NativeConfig {
+            enabled: true,
+            debug: DebugConfig::default(),
+            max_files: 256,
+            max_file_bytes: 256 << 20,
+            max_addresses: 65_536,
+            queue_capacity: 64,
+            retry_failed_after: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The answer for one address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Symbolized {
+    /// Named: source lines innermost (inlined) first, the containing
+    /// function last (never empty), and which source named them.
+    Lines {
+        /// The lines, shared with the cache.
+        lines: Arc<[SourceLine]>,
+        /// Where they came from ([`LineSource::GoPclntab`] marks Go code).
+        source: LineSource,
+    },
+    /// The file is being loaded; ask again later (e.g. next interval).
+    Pending,
+    /// Not named, and why.
+    Unknown(Reason),
+}
+
+/// Why an address has no name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Reason {
+    /// Native symbolization is turned off.
+    Disabled,
+    /// The file is loaded but no source covers the address.
+    UnknownAddress,
+    /// The file could not be opened or parsed (tried again after
+    /// [`NativeConfig::retry_failed_after`]).
+    LoadFailed,
+    /// The load queue was full; a later lookup asks again.
+    QueueFull,
+}
+
+/// Counters and gauges of a [`NativeSymbolizer`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NativeStats {
+    /// Lookups answered from the address cache.
+    pub address_hits: u64,
+    /// Lookups not in the address cache.
+    pub address_misses: u64,
+    /// Address cache entries dropped to stay within its bound.
+    pub address_evictions: u64,
+    /// Lookups answered [`Symbolized::Pending`].
+    pub pending: u64,
+    /// Loads handed to the worker.
+    pub loads_requested: u64,
+    /// Loads finished successfully.
+    pub loads_done: u64,
+    /// Loads that failed.
+    pub loads_failed: u64,
+    /// Load requests dropped because the queue was full.
+    pub queue_drops: u64,
+    /// Loaded files dropped to stay within the bounds.
+    pub file_evictions: u64,
+    /// Sum of load times, milliseconds.
+    pub load_ms_total: u64,
+    /// Longest load, milliseconds.
+    pub load_ms_max: u64,
+    /// Files loaded now.
+    pub files_loaded: u64,
+    /// Estimated heap bytes of the loaded files now.
+    pub file_bytes: u64,
+    /// Addresses cached now.
+    pub addresses_cached: u64,
+}
+
+/// A cached answer: the lines and their source.
+type Named = (Arc<[SourceLine]>, LineSource);
+
+enum State {
+    Loading,
+    Loaded(Box<FileSymbolizer>),
+    Failed(Instant),
+}
+
+struct Slot {
+    state: State,
+    last_used: u64,
+    cost: u64,
+}
+
+struct LoadRequest {
+    file_id: FileId,
+    source: FileSource,
+}
+
+struct LoadResult {
+    file_id: FileId,
+    result: Result<FileSymbolizer, LoadError>,
+    elapsed: Duration,
+}
+
+/// Blocks the worker while held; see [`NativeSymbolizer::hold_loads`].
+#[derive(Default)]
+struct Gate {
+    holds: Mutex<u32>,
+    released: Condvar,
+}
+
+impl Gate {
+    fn wait_open(&self) {
+        let mut holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
+        while *holds > 0 {
+            holds = self.released.wait(holds).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// While this lives, the worker starts no load (for tests that need a
+/// file to stay pending).
+pub struct LoadHold {
+    gate: Arc<Gate>,
+}
+
+impl Drop for LoadHold {
+    fn drop(&mut self) {
+        let mut holds = self.gate.holds.lock().unwrap_or_else(|p| p.into_inner());
+        *holds -= 1;
+        self.gate.released.notify_all();
+    }
+}
+
+/// Names native frames: `(FileId, ELF virtual address)` to source lines,
+/// from DWARF (with inline frames), separate debug files, Go's function
+/// table and ELF symbols, with C++ and Rust names demangled.
+///
+/// Owned by one thread (methods take `&mut self`); files load on a
+/// worker thread it starts. A lookup never waits for a load: the first
+/// lookup in a file queues its load and answers [`Symbolized::Pending`],
+/// as do lookups until the load is done; the loaded file then answers
+/// every later lookup. Loaded files are kept in an LRU bounded by count
+/// and estimated bytes, answers in a bounded address cache.
+///
+/// ```no_run
+/// use profiler_symbolize::{FileSource, NativeConfig, NativeSymbolizer, Symbolized};
+/// # let file_id = profiler_trace::FileId([0; 16]);
+/// let mut symbolizer = NativeSymbolizer::new(NativeConfig::default())?;
+/// let path = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+/// match symbolizer.symbolize(file_id, 0x2a1c9, || FileSource::new(path)) {
+///     Symbolized::Lines { lines, .. } => println!("{}", lines[lines.len() - 1].function),
+///     Symbolized::Pending => println!("later"),
+///     Symbolized::Unknown(reason) => println!("{reason:?}"),
+/// }
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct NativeSymbolizer {
+    config: NativeConfig,
+    files: HashMap<FileId, Slot>,
+    loading: usize,
+    tick: u64,
+    addresses: GenerationalCache<(FileId, u64), Option<Named>>,
+    requests: Option<Sender<LoadRequest>>,
+    results: Receiver<LoadResult>,
+    gate: Arc<Gate>,
+    stats: NativeStats,
+}
+
+impl std::fmt::Debug for NativeSymbolizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeSymbolizer")
+            .field("config", &self.config)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NativeSymbolizer {
+    /// A symbolizer with `config`; starts the load worker thread
+    /// (`symbolize-load`) unless disabled. Fails only if the thread
+    /// cannot be started.
+    pub fn new(config: NativeConfig) -> std::io::Result<NativeSymbolizer> {
+        // Every request yields one result and at most queue + 1 requests
+        // are outstanding (queued, plus the one loading), so the result
+        // channel never blocks the worker.
+        let capacity = config.queue_capacity.max(1);
+        let (result_tx, results) = crossbeam_channel::bounded(capacity + 1);
+        let gate = Arc::new(Gate::default());
+        let requests = if config.enabled {
+            let (tx, rx) = crossbeam_channel::bounded::<LoadRequest>(capacity);
+            let debug = config.debug.clone();
+            let gate = gate.clone();
+            std::thread::Builder::new()
+                .name("symbolize-load".into())
+                .spawn(move || worker(rx, result_tx, debug, gate))?;
+            Some(tx)
+        } else {
+            None
+        };
+        Ok(NativeSymbolizer {
+            addresses: GenerationalCache::new(config.max_addresses),
+            config,
+            files: HashMap::new(),
+            loading: 0,
+            tick: 0,
+            requests,
+            results,
+            gate,
+            stats: NativeStats::default(),
+        })
+    }
+
+    /// Whether native symbolization is on.
+    pub fn enabled(&self) -> bool {
+        self.requests.is_some()
+    }
+
+    /// Names `vaddr`, an ELF virtual address in the file `file_id`. For a
+    /// return address pass the call's address (return address - 1).
+    ///
+    /// `source` says how to open the file; it is called only when the
+    /// file must be (re)loaded, so the common path allocates nothing.
+    /// Never blocks on a load.
+    pub fn symbolize(
+        &mut self,
+        file_id: FileId,
+        vaddr: u64,
+        source: impl FnOnce() -> FileSource,
+    ) -> Symbolized {
+        if self.requests.is_none() {
+            return Symbolized::Unknown(Reason::Disabled);
+        }
+        self.collect_results();
+        self.tick += 1;
+        let key = (file_id, vaddr);
+        if let Some(answer) = self.addresses.get(&key) {
+            self.stats.address_hits += 1;
+            if let Some(slot) = self.files.get_mut(&file_id) {
+                slot.last_used = self.tick;
+            }
+            return match answer {
+                Some((lines, source)) => Symbolized::Lines { lines, source },
+                None => Symbolized::Unknown(Reason::UnknownAddress),
+            };
+        }
+        self.stats.address_misses += 1;
+        let tick = self.tick;
+        let retry = self.config.retry_failed_after;
+        enum Next {
+            Answer(Symbolized),
+            Looked(Option<(Arc<[SourceLine]>, LineSource)>, u64),
+            Broken,
+            Request,
+        }
+        let next = match self.files.get_mut(&file_id) {
+            None => Next::Request,
+            Some(slot) => {
+                slot.last_used = tick;
+                match &slot.state {
+                    State::Loaded(file) => {
+                        // Lookups parse DWARF; a bug there must not take
+                        // the caller down: the file is then given up.
+                        let looked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            file.symbolize(vaddr)
+                        }));
+                        match looked {
+                            Ok(answer) => {
+                                let answer = answer.map(|(lines, source)| {
+                                    (Arc::<[SourceLine]>::from(lines), source)
+                                });
+                                // Lazily parsed DWARF grows the file's cost.
+                                let cost = file.cost();
+                                let grew = cost.saturating_sub(slot.cost);
+                                slot.cost = cost;
+                                Next::Looked(answer, grew)
+                            }
+                            Err(_) => Next::Broken,
+                        }
+                    }
+                    State::Loading => Next::Answer(Symbolized::Pending),
+                    State::Failed(at) if at.elapsed() < retry => {
+                        Next::Answer(Symbolized::Unknown(Reason::LoadFailed))
+                    }
+                    State::Failed(_) => Next::Request,
+                }
+            }
+        };
+        match next {
+            Next::Answer(a) => {
+                if a == Symbolized::Pending {
+                    self.stats.pending += 1;
+                }
+                a
+            }
+            Next::Looked(answer, grew) => {
+                self.stats.file_bytes += grew;
+                self.addresses.insert(key, answer.clone());
+                if grew > 0 {
+                    self.evict(Some(file_id));
+                }
+                match answer {
+                    Some((lines, source)) => Symbolized::Lines { lines, source },
+                    None => Symbolized::Unknown(Reason::UnknownAddress),
+                }
+            }
+            Next::Broken => {
+                if let Some(slot) = self.files.get_mut(&file_id) {
+                    if matches!(slot.state, State::Loaded(_)) {
+                        self.stats.files_loaded -= 1;
+                        self.stats.file_bytes -= slot.cost;
+                    }
+                    slot.cost = 0;
+                    slot.state = State::Failed(Instant::now());
+                }
+                self.stats.loads_failed += 1;
+                Symbolized::Unknown(Reason::LoadFailed)
+            }
+            Next::Request => self.request(file_id, source()),
+        }
+    }
+
+    /// Queues a load of `file_id`.
+    fn request(&mut self, file_id: FileId, source: FileSource) -> Symbolized {
+        let Some(tx) = &self.requests else {
+            return Symbolized::Unknown(Reason::Disabled);
+        };
+        match tx.try_send(LoadRequest { file_id, source }) {
+            Ok(()) => {
+                self.stats.loads_requested += 1;
+                self.stats.pending += 1;
+                self.loading += 1;
+                self.files.insert(
+                    file_id,
+                    Slot {
+                        state: State::Loading,
+                        last_used: self.tick,
+                        cost: 0,
+                    },
+                );
+                self.evict(Some(file_id));
+                Symbolized::Pending
+            }
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.stats.queue_drops += 1;
+                Symbolized::Unknown(Reason::QueueFull)
+            }
+        }
+    }
+
+    /// Installs finished loads.
+    fn collect_results(&mut self) {
+        while let Ok(r) = self.results.try_recv() {
+            self.install(r);
+        }
+    }
+
+    fn install(&mut self, r: LoadResult) {
+        let ms = r.elapsed.as_millis() as u64;
+        self.stats.load_ms_total += ms;
+        self.stats.load_ms_max = self.stats.load_ms_max.max(ms);
+        let Some(slot) = self.files.get_mut(&r.file_id) else {
+            // Evicted while loading: drop the result.
+            return;
+        };
+        if !matches!(slot.state, State::Loading) {
+            return;
+        }
+        self.loading -= 1;
+        match r.result {
+            Ok(file) => {
+                self.stats.loads_done += 1;
+                slot.cost = file.cost();
+                self.stats.file_bytes += slot.cost;
+                self.stats.files_loaded += 1;
+                slot.state = State::Loaded(Box::new(file));
+            }
+            Err(_) => {
+                self.stats.loads_failed += 1;
+                slot.state = State::Failed(Instant::now());
+            }
+        }
+        self.evict(Some(r.file_id));
+    }
+
+    /// Drops least recently used files beyond the bounds, sparing `keep`.
+    fn evict(&mut self, keep: Option<FileId>) {
+        while self.files.len() > self.config.max_files.max(1)
+            || self.stats.file_bytes > self.config.max_file_bytes
+        {
+            let victim = self
+                .files
+                .iter()
+                .filter(|(id, _)| Some(**id) != keep)
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(id, _)| *id);
+            let Some(victim) = victim else {
+                break;
+            };
+            let Some(slot) = self.files.remove(&victim) else {
+                break;
+            };
+            match slot.state {
+                State::Loaded(_) => {
+                    self.stats.file_evictions += 1;
+                    self.stats.files_loaded -= 1;
+                    self.stats.file_bytes -= slot.cost;
+                }
+                // Its result will be ignored when it arrives.
+                State::Loading => self.loading -= 1,
+                State::Failed(_) => {}
+            }
+        }
+    }
+
+    /// Waits until no load is outstanding or `timeout` passes, installing
+    /// results as they come; true when nothing is loading any more. For
+    /// one-shot tools and tests; the profiler never waits.
+    pub fn wait_for_loads(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        self.collect_results();
+        while self.loading > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.results.recv_timeout(left) {
+                Ok(r) => self.install(r),
+                Err(_) => break,
+            }
+        }
+        self.loading == 0
+    }
+
+    /// Stops the worker from starting loads until the returned guard is
+    /// dropped (a load already running finishes). For tests that need a
+    /// lookup to find its file still loading.
+    #[doc(hidden)]
+    pub fn hold_loads(&self) -> LoadHold {
+        let mut holds = self.gate.holds.lock().unwrap_or_else(|p| p.into_inner());
+        *holds += 1;
+        LoadHold {
+            gate: self.gate.clone(),
+        }
+    }
+
+    /// Counters and gauges.
+    pub fn stats(&self) -> NativeStats {
+        NativeStats {
+            address_evictions: self.addresses.evictions(),
+            addresses_cached: self.addresses.len() as u64,
+            ..self.stats
+        }
+    }
+}
+
+fn worker(
+    requests: Receiver<LoadRequest>,
+    results: Sender<LoadResult>,
+    debug: DebugConfig,
+    gate: Arc<Gate>,
+) {
+    // Ends when the symbolizer (the only sender) is dropped.
+    for req in requests {
+        gate.wait_open();
+        let start = Instant::now();
+        // Parsing untrusted files: a bug must cost this file, not the thread.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            FileSymbolizer::load(&req.source, &debug)
+        }))
+        .unwrap_or_else(|_| {
+            Err(LoadError::Panicked {
+                path: req.source.open_path.clone(),
+            })
+        });
+        let r = LoadResult {
+            file_id: req.file_id,
+            result,
+            elapsed: start.elapsed(),
+        };
+        if results.send(r).is_err() {
+            break;
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! Integration tests of `profiler-symbolize` against programs built here
+//! with gcc, g++, rustc and go (each test skips, saying so, when its
+//! toolchain is missing) and binutils (objcopy, strip).
+
+mod support;
+
+mod native_c;
