@@ -73,20 +73,24 @@ pub(crate) fn run(
     };
     publish(&manager);
     let mut last_housekeeping = Instant::now();
-    let result = reader.run(TICK, stop, |event| match event {
-        Some(e) => match e.kind {
-            ProcessEventKind::New => manager.on_new_process(Pid(e.pid)),
-            ProcessEventKind::UnknownPc => manager.on_unknown_pc(Pid(e.pid), e.pc),
-            ProcessEventKind::Exit => manager.on_exit(Pid(e.pid)),
-            ProcessEventKind::Exec => manager.on_exec(Pid(e.pid)),
-        },
-        None => {
-            if last_housekeeping.elapsed() >= HOUSEKEEPING {
-                last_housekeeping = Instant::now();
-                manager.tick();
+    let result = reader.run(TICK, stop, |event| {
+        match event {
+            Some(e) => match e.kind {
+                ProcessEventKind::New => manager.on_new_process(Pid(e.pid)),
+                ProcessEventKind::UnknownPc => manager.on_unknown_pc(Pid(e.pid), e.pc),
+                ProcessEventKind::Exit => manager.on_exit(Pid(e.pid)),
+                ProcessEventKind::Exec => manager.on_exec(Pid(e.pid)),
+            },
+            None => {
+                manager.run_due();
+                if last_housekeeping.elapsed() >= HOUSEKEEPING {
+                    last_housekeeping = Instant::now();
+                    manager.tick();
+                }
+                publish(&manager);
             }
-            publish(&manager);
         }
+        manager.next_deadline().map_or(TICK, |d| d.saturating_duration_since(Instant::now()))
     });
     manager.unload_all();
     publish(&manager);

@@ -22,13 +22,14 @@ impl ProcessEventReader {
     }
 
     /// Until `stop` is set: sleeps until events arrive (the programs wake
-    /// this reader for each one) or `tick` passes, then calls `handle`
-    /// with each event, then with `None` (a tick, for housekeeping).
+    /// this reader for each one) or the timeout passes, then calls
+    /// `handle` with each event, then with `None` (for housekeeping),
+    /// whose answer is the next timeout (at most `tick`).
     pub fn run(
         &self,
         tick: Duration,
         stop: &AtomicBool,
-        mut handle: impl FnMut(Option<ProcessEvent>),
+        mut handle: impl FnMut(Option<ProcessEvent>) -> Duration,
     ) -> Result<(), BpfError> {
         let pending: RefCell<Vec<ProcessEvent>> = RefCell::new(Vec::new());
         let malformed = &self.malformed;
@@ -45,13 +46,14 @@ impl ProcessEventReader {
             })
             .map_err(|source| BpfError::Map { map: "process_events", source })?;
         let ring = builder.build().map_err(|source| BpfError::Map { map: "process_events", source })?;
+        let mut timeout = tick;
         while !stop.load(Ordering::Relaxed) {
-            ring.poll(tick).map_err(|source| BpfError::Map { map: "process_events", source })?;
+            ring.poll(timeout).map_err(|source| BpfError::Map { map: "process_events", source })?;
             let events = std::mem::take(&mut *pending.borrow_mut());
             for event in events {
                 handle(Some(event));
             }
-            handle(None);
+            timeout = handle(None).min(tick);
         }
         Ok(())
     }

@@ -91,6 +91,9 @@ pub struct ManagerLimits {
     /// How often loaded processes are checked for having exited unseen
     /// (a lost exit event).
     pub liveness_interval: Duration,
+    /// Processes never sampled that are loaded at their exec, per second
+    /// (more are loaded at their first sample).
+    pub exec_preloads_per_second: f64,
 }
 
 impl Default for ManagerLimits {
@@ -103,6 +106,7 @@ impl Default for ManagerLimits {
             file_unload_grace: Duration::from_secs(30),
             maps_refresh_interval: Duration::from_millis(500),
             liveness_interval: Duration::from_secs(5),
+            exec_preloads_per_second: 20.0,
         }
     }
 }
@@ -142,6 +146,8 @@ pub struct ManagerStats {
     pub load_errors: u64,
     /// Time spent analysing files, ms.
     pub analyse_ms: u64,
+    /// Execs of processes never sampled not loaded ahead (over budget).
+    pub exec_preloads_skipped: u64,
 }
 
 struct FileEntry {
@@ -163,6 +169,9 @@ struct ProcessState {
 /// Identity of a file on disk, to skip hashing it again.
 type DiskKey = (u64, u64, u64, i64, i64);
 
+/// When maps are read again after an exec (ms after it).
+const EXEC_RESYNC_MS: [u64; 3] = [5, 25, 100];
+
 /// Bound of the (device, inode, ...) -> FileId cache and of the set of
 /// files known to fail.
 const MAX_DISK_KEYS: usize = 65_536;
@@ -178,6 +187,12 @@ pub struct ProcessManager<L: UnwindLoader> {
     processes: HashMap<Pid, ProcessState>,
     exited: Vec<(Pid, Instant)>,
     last_liveness: Instant,
+    /// Re-reads of maps scheduled after an exec, when the dynamic loader
+    /// will have mapped the libraries.
+    resyncs: Vec<(Pid, Instant)>,
+    /// Budget of exec preloads of processes never sampled (token bucket).
+    exec_tokens: f64,
+    exec_tokens_at: Instant,
     limits: ManagerLimits,
     stats: ManagerStats,
     proc_root: PathBuf,
@@ -196,6 +211,9 @@ impl<L: UnwindLoader> ProcessManager<L> {
             processes: HashMap::new(),
             exited: Vec::new(),
             last_liveness: Instant::now(),
+            resyncs: Vec::new(),
+            exec_tokens: limits.exec_preloads_per_second,
+            exec_tokens_at: Instant::now(),
             limits,
             stats: ManagerStats::default(),
             proc_root: PathBuf::from("/proc"),
@@ -234,10 +252,56 @@ impl<L: UnwindLoader> ProcessManager<L> {
         self.sync(pid, false);
     }
 
-    /// `pid` called execve: its mappings are all new.
+    /// `pid` called execve: its mappings are all new. A loaded process is
+    /// reloaded; a process never sampled is loaded ahead of its first
+    /// sample while the exec preload budget lasts (execs can come by the
+    /// hundred per second on a build machine; most of those processes are
+    /// never sampled, and the first sample loads them anyway). Either way
+    /// its maps are read again a few times in the next 100 ms, as the
+    /// dynamic loader maps the libraries.
     pub fn on_exec(&mut self, pid: Pid) {
+        let known = self.processes.contains_key(&pid);
+        if !known && !self.take_exec_token() {
+            self.stats.exec_preloads_skipped += 1;
+            return;
+        }
         self.unload_process(pid, true);
         self.sync(pid, false);
+        let now = Instant::now();
+        for ms in EXEC_RESYNC_MS {
+            self.resyncs.push((pid, now + Duration::from_millis(ms)));
+        }
+    }
+
+    /// When [`ProcessManager::run_due`] next has work, if ever.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.resyncs.iter().map(|r| r.1).min()
+    }
+
+    /// Does the scheduled work that is due (re-reading maps after execs).
+    pub fn run_due(&mut self) {
+        let now = Instant::now();
+        let due: Vec<Pid> = self.resyncs.iter().filter(|r| r.1 <= now).map(|r| r.0).collect();
+        self.resyncs.retain(|r| r.1 > now);
+        for pid in due {
+            if self.processes.contains_key(&pid) {
+                self.sync(pid, false);
+            }
+        }
+    }
+
+    fn take_exec_token(&mut self) -> bool {
+        let rate = self.limits.exec_preloads_per_second;
+        let now = Instant::now();
+        let refill = now.duration_since(self.exec_tokens_at).as_secs_f64() * rate;
+        self.exec_tokens = (self.exec_tokens + refill).min(rate.max(1.0));
+        self.exec_tokens_at = now;
+        if self.exec_tokens >= 1.0 {
+            self.exec_tokens -= 1.0;
+            true
+        } else {
+            false
+        }
     }
 
     /// The last thread of `pid` exited.
@@ -639,6 +703,25 @@ mod tests {
         m.tick();
         assert!(!m.is_loaded(pa));
         assert!(m.loader().files.is_empty());
+    }
+
+    #[test]
+    fn exec_preloads_within_budget_and_resyncs() {
+        let registry = Arc::new(ProcessRegistry::new());
+        let limits = ManagerLimits { exec_preloads_per_second: 1.0, ..quick() };
+        let mut m = ProcessManager::new(Recorder::default(), registry, limits);
+        let (a, b) = (sleeper(), sleeper());
+        m.on_exec(Pid(a.0.id()));
+        assert!(m.is_loaded(Pid(a.0.id())));
+        assert!(m.next_deadline().is_some(), "maps are read again after an exec");
+        m.on_exec(Pid(b.0.id()));
+        assert!(!m.is_loaded(Pid(b.0.id())), "over budget: loaded at its first sample");
+        assert_eq!(m.stats().exec_preloads_skipped, 1);
+        std::thread::sleep(Duration::from_millis(110));
+        let reads = m.stats().maps_reads;
+        m.run_due();
+        assert_eq!(m.stats().maps_reads, reads + 3);
+        assert_eq!(m.next_deadline(), None);
     }
 
     #[test]
