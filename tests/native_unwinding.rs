@@ -281,6 +281,12 @@ fn measure_new_process_latency() {
         .map(|t| t.timestamp_unix_ns)
         .min();
     let ms = |t: Option<u64>| t.map(|t| (t.saturating_sub(started_ns)) as f64 / 1e6);
+    let mut by_time = ours.clone();
+    by_time.sort_by_key(|t| t.timestamp_unix_ns);
+    for t in by_time.iter().take(3) {
+        let frames: Vec<String> = profiler_tests::user_frames(t).iter().map(|f| f.to_string()).collect();
+        eprintln!("  at {:?} ms: {}", ms(Some(t.timestamp_unix_ns)), frames.join(";"));
+    }
     let c = completeness(&traces, pid, Fn("short_leaf"), &chain);
     eprintln!(
         "new process: lived {:.0} ms; first sample after {:?} ms, first sample unwound to the root after {:?} ms; \

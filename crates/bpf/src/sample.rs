@@ -99,11 +99,11 @@ mod tests {
 
     #[test]
     fn parses_header_and_frames() {
-        let s = RawSample::parse(&record(&[0xffff_1, 0xffff_2], &[0x401000])).unwrap();
+        let s = RawSample::parse(&record(&[0xffff1, 0xffff2], &[0x401000])).unwrap();
         assert_eq!((s.pid, s.tid, s.ktime_ns, s.cpu), (42, 43, 1234, 1));
         assert_eq!(s.comm, "worker");
         assert_eq!(s.process_comm, "sixteen-chars-xx");
-        assert_eq!(s.kernel_frames, vec![0xffff_1, 0xffff_2]);
+        assert_eq!(s.kernel_frames, vec![0xffff1, 0xffff2]);
         assert_eq!(s.user_frames, vec![0x401000]);
         assert_eq!(s.unwind_stop, UnwindStop::UnknownPc);
     }
