@@ -301,4 +301,5 @@ fn measure_new_process_latency() {
         stats.files_analysed,
         stats.unwind_analyse_ms
     );
+    eprintln!("{stats:#?}");
 }

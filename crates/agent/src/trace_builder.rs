@@ -102,8 +102,11 @@ impl TraceBuilder {
     }
 
     fn unloaded_info(&mut self, pid: Pid, comm: &str) -> Arc<ProcessInfo> {
+        // A reused pid most often comes with another name: read again.
         if let Some(info) = self.unloaded.get(&pid) {
-            return info.clone();
+            if info.executable_path.is_empty() || info.executable_name.starts_with(comm) {
+                return info.clone();
+            }
         }
         let info = Arc::new(procfs::read_info(Path::new("/proc"), pid, comm));
         if self.unloaded.len() >= MAX_UNLOADED_PROCESSES {
