@@ -140,6 +140,9 @@ pub struct FileSymbolizer {
     dwarf: Option<(Dwarf, LineSource)>,
     symbols: Option<SymbolTable>,
     symbol_bytes: u64,
+    /// Executable `PT_LOAD` ranges: symbols name only code (a last symbol
+    /// of size 0 would otherwise cover every higher address).
+    code: Vec<Range<u64>>,
     names: RefCell<Names>,
     info: FileInfo,
 }
@@ -240,12 +243,20 @@ impl FileSymbolizer {
                 .map_or(SymbolSource::None, SymbolTable::source),
             symbol_count: symbols.as_ref().map_or(0, SymbolTable::len),
         };
+        let code = elf
+            .program_headers()
+            .iter()
+            // PF_X = 1.
+            .filter(|p| p.p_type == profiler_elf::PT_LOAD && p.flags & 1 != 0)
+            .map(|p| p.vaddr..p.vaddr.saturating_add(p.memsz))
+            .collect();
         FileSymbolizer {
             elf,
             go,
             dwarf,
             symbols,
             symbol_bytes,
+            code,
             names: RefCell::new(Names::default()),
             info,
         }
@@ -292,9 +303,11 @@ impl FileSymbolizer {
                 }
             }
         }
+        let in_code = self.code.iter().any(|r| r.contains(&vaddr));
         let symbol = || {
             self.symbols
                 .as_ref()
+                .filter(|_| in_code)
                 .and_then(|s| s.lookup(vaddr))
                 .map(|(name, _)| name)
         };

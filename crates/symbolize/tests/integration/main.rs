@@ -4,4 +4,8 @@
 
 mod support;
 
+mod background;
+mod demangle;
+mod golang;
+mod malformed;
 mod native_c;
