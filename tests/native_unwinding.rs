@@ -227,10 +227,14 @@ fn short_lived_process_started_after_the_agent_then_maps_empty() {
     // Everything loaded for it goes: the process at once, its files after
     // the (zero) grace period, at the next housekeeping.
     let mut entries = agent.unwind_map_entries();
+    let mut stats = agent.stats();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while entries != Some((0, 0, 0)) && Instant::now() < deadline {
+    while (entries != Some((0, 0, 0)) || (stats.processes_loaded, stats.files_loaded) != (0, 0))
+        && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(100));
         entries = agent.unwind_map_entries();
+        stats = agent.stats();
     }
     let stats_before_stop = agent.stats();
     agent.stop().expect("clean stop");
