@@ -2,7 +2,7 @@
 //! DWARF (in the file or a separate debug file) and ELF symbols.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -147,10 +147,13 @@ pub struct FileSymbolizer {
     info: FileInfo,
 }
 
-/// Interned names and files: one allocation per distinct string.
+/// Interned names and files: one allocation per distinct string; and the
+/// demangled name of each ELF symbol looked up (demangling C++ costs
+/// microseconds).
 #[derive(Default)]
 struct Names {
     set: HashSet<Arc<str>>,
+    symbols: HashMap<u64, Arc<str>>,
     bytes: u64,
 }
 
@@ -162,6 +165,17 @@ impl Names {
         let a: Arc<str> = Arc::from(s);
         self.bytes += s.len() as u64 + 32;
         self.set.insert(a.clone());
+        a
+    }
+
+    /// The demangled name of the symbol at `addr` named `raw`.
+    fn symbol(&mut self, addr: u64, raw: &str) -> Arc<str> {
+        if let Some(a) = self.symbols.get(&addr) {
+            return a.clone();
+        }
+        let a = self.get(&demangle(raw));
+        self.bytes += 24;
+        self.symbols.insert(addr, a.clone());
         a
     }
 }
@@ -304,12 +318,13 @@ impl FileSymbolizer {
             }
         }
         let in_code = self.code.iter().any(|r| r.contains(&vaddr));
+        // (symbol address, raw name) of the containing ELF symbol.
         let symbol = || {
             self.symbols
                 .as_ref()
                 .filter(|_| in_code)
                 .and_then(|s| s.lookup(vaddr))
-                .map(|(name, _)| name)
+                .map(|(name, offset)| (vaddr - offset, name))
         };
         if let Some((dwarf, source)) = &self.dwarf {
             let frames = dwarf.frames(vaddr);
@@ -321,7 +336,7 @@ impl FileSymbolizer {
                     // The containing function without a DWARF name (e.g.
                     // only a line table): its ELF symbol.
                     None if i + 1 == count => match symbol() {
-                        Some(n) => names.get(&demangle(n)),
+                        Some((addr, raw)) => names.symbol(addr, raw),
                         None => names.get("??"),
                     },
                     None => names.get("??"),
@@ -336,10 +351,10 @@ impl FileSymbolizer {
                 return Some((lines, *source));
             }
         }
-        let name = symbol()?;
+        let (addr, raw) = symbol()?;
         Some((
             vec![SourceLine {
-                function: names.get(&demangle(name)),
+                function: names.symbol(addr, raw),
                 file: None,
                 line: 0,
             }],

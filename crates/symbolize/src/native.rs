@@ -29,7 +29,7 @@ pub struct NativeConfig {
     /// Most estimated heap bytes of loaded files
     /// ([`FileSymbolizer::cost`]); the least recently used files are
     /// dropped beyond it (the one just loaded always stays). Default
-    /// 256 MiB.
+    /// 64 MiB (glibc's separate debug file alone costs about 34 MiB).
     pub max_file_bytes: u64,
     /// Most cached (file, address) answers. Default 65,536.
     pub max_addresses: usize,
@@ -46,7 +46,7 @@ impl Default for NativeConfig {
             enabled: true,
             debug: DebugConfig::default(),
             max_files: 256,
-            max_file_bytes: 256 << 20,
+            max_file_bytes: 64 << 20,
             max_addresses: 65_536,
             queue_capacity: 64,
             retry_failed_after: Duration::from_secs(60),
@@ -521,5 +521,33 @@ fn worker(
         if results.send(r).is_err() {
             break;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn can_move_to_the_thread_that_uses_it() {
+        fn send<T: Send>() {}
+        send::<NativeSymbolizer>();
+        send::<FileSymbolizer>();
+    }
+
+    #[test]
+    fn disabled_starts_nothing() {
+        let mut s = NativeSymbolizer::new(NativeConfig {
+            enabled: false,
+            ..NativeConfig::default()
+        })
+        .expect("new");
+        assert!(!s.enabled());
+        assert_eq!(
+            s.symbolize(FileId([1; 16]), 0x1000, || panic!("no load")),
+            Symbolized::Unknown(Reason::Disabled)
+        );
+        assert!(s.wait_for_loads(Duration::ZERO));
+        assert_eq!(s.stats(), NativeStats::default());
     }
 }
