@@ -1,6 +1,7 @@
 //! DWARF line tables and inline frames through `addr2line`, reading the
 //! sections straight from the mapped file (decompressing `SHF_COMPRESSED`
-//! and legacy `.zdebug_*` zlib sections into memory).
+//! zlib and zstd sections and legacy `.zdebug_*` zlib sections into
+//! memory).
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -9,6 +10,8 @@ use profiler_elf::{ElfFile, SHF_COMPRESSED, SHT_NOBITS};
 
 /// `ch_type` of zlib-compressed sections (`ELFCOMPRESS_ZLIB`).
 const ELFCOMPRESS_ZLIB: u32 = 1;
+/// `ch_type` of zstd-compressed sections (`ELFCOMPRESS_ZSTD`).
+const ELFCOMPRESS_ZSTD: u32 = 2;
 /// Size of `Elf64_Chdr`.
 const CHDR_SIZE: usize = 24;
 /// Largest section we decompress (a guard against decompression bombs).
@@ -90,7 +93,7 @@ pub enum DwarfError {
     /// The file has no `.debug_info`.
     #[error("no .debug_info")]
     Missing,
-    /// A compressed section uses another format than zlib (e.g. zstd).
+    /// A compressed section uses another format than zlib or zstd.
     #[error("{section}: unsupported compression type {kind}")]
     UnsupportedCompression {
         /// Section name.
@@ -236,15 +239,15 @@ fn section_bytes(elf: &Arc<ElfFile>, name: &str) -> Result<SectionBytes, DwarfEr
     }
     let kind = u32::from_le_bytes(data[0..4].try_into().map_err(|_| bad())?);
     let size = u64::from_le_bytes(data[8..16].try_into().map_err(|_| bad())?);
-    if kind != ELFCOMPRESS_ZLIB {
-        return Err(DwarfError::UnsupportedCompression {
+    let body = &data[CHDR_SIZE..];
+    match kind {
+        ELFCOMPRESS_ZLIB => inflate(body, size).map_err(|_| bad()).map(owned),
+        ELFCOMPRESS_ZSTD => unzstd(body, size).map_err(|_| bad()).map(owned),
+        _ => Err(DwarfError::UnsupportedCompression {
             section: name.to_owned(),
             kind,
-        });
+        }),
     }
-    inflate(&data[CHDR_SIZE..], size)
-        .map_err(|_| bad())
-        .map(owned)
 }
 
 fn owned(v: Vec<u8>) -> SectionBytes {
@@ -279,6 +282,22 @@ fn inflate(data: &[u8], size: u64) -> Result<Vec<u8>, ()> {
     Ok(out)
 }
 
+/// Decompresses zstd frames that must produce exactly `size` bytes.
+fn unzstd(data: &[u8], size: u64) -> Result<Vec<u8>, ()> {
+    if size > MAX_DECOMPRESSED {
+        return Err(());
+    }
+    let mut out = vec![0u8; size as usize + 1];
+    let n = ruzstd::decoding::FrameDecoder::new()
+        .decode_all(data, &mut out)
+        .map_err(|_| ())?;
+    if n as u64 != size {
+        return Err(());
+    }
+    out.truncate(n);
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,5 +314,13 @@ mod tests {
         assert!(inflate(&z, 6).is_err());
         assert!(inflate(&z[..8], 5).is_err());
         assert!(inflate(&z, MAX_DECOMPRESSED + 1).is_err());
+    }
+
+    #[test]
+    fn unzstd_rejects_garbage() {
+        assert!(unzstd(&[], 0).is_ok());
+        assert!(unzstd(&[0x28, 0xb5, 0x2f, 0xfd, 0xff], 5).is_err());
+        assert!(unzstd(b"not zstd at all", 5).is_err());
+        assert!(unzstd(&[], MAX_DECOMPRESSED + 1).is_err());
     }
 }

@@ -231,3 +231,26 @@ fn stripped_with_build_id_under_a_debug_root() {
         .expect("load");
     assert_eq!(sym.info().dwarf, None);
 }
+
+#[test]
+fn compressed_debug_sections() {
+    if !have("gcc") || !have("objcopy") {
+        return;
+    }
+    let dir = test_dir("c-compressed");
+    let chain = build_chain(&dir);
+    // zlib-gnu: legacy .zdebug_* sections; zlib (gABI) and zstd:
+    // SHF_COMPRESSED sections with an Elf64_Chdr.
+    for kind in ["zlib-gnu", "zlib", "zstd"] {
+        let out = dir.join(format!("chain.{kind}"));
+        run(Command::new("objcopy")
+            .arg(format!("--compress-debug-sections={kind}"))
+            .arg(&chain.bin)
+            .arg(&out));
+        let sym =
+            FileSymbolizer::load(&FileSource::new(&out), &DebugConfig::default()).expect("load");
+        assert!(sym.info().dwarf_error.is_none(), "{kind}: {:?}", sym.info());
+        assert_eq!(sym.info().dwarf, Some(DwarfOrigin::InFile), "{kind}");
+        check(&sym, &chain, LineSource::Dwarf, kind);
+    }
+}
