@@ -63,7 +63,7 @@ fn roots(source: &FileSource, config: &DebugConfig) -> Vec<PathBuf> {
 }
 
 /// Whether `elf` holds DWARF.
-fn has_debug_info(elf: &ElfFile) -> bool {
+pub(crate) fn has_debug_info(elf: &ElfFile) -> bool {
     elf.sections().iter().any(|s| {
         (s.name == ".debug_info" || s.name == ".zdebug_info")
             && s.size > 0
@@ -71,25 +71,71 @@ fn has_debug_info(elf: &ElfFile) -> bool {
     })
 }
 
+/// `<root>/.build-id/ab/cdef....debug` of build id `id` (hex).
+fn build_id_path(root: &Path, id: &str) -> PathBuf {
+    root.join(".build-id")
+        .join(&id[..2])
+        .join(format!("{}.debug", &id[2..]))
+}
+
+/// Opens `path` when it is an ELF file with build id `id` and DWARF.
+fn open_checked(path: &Path, id: &str) -> Option<Arc<ElfFile>> {
+    let elf = ElfFile::open(path).ok()?;
+    (elf.gnu_build_id().ok().flatten().as_deref() == Some(id) && has_debug_info(&elf))
+        .then(|| Arc::new(elf))
+}
+
+/// The supplementary DWARF file (`dwz -m`) that `dwarf`'s
+/// `.gnu_debugaltlink` names: a NUL-terminated path (absolute, or
+/// relative to the file holding the link), then the build id the
+/// supplementary file must have. Tried at that path, then by build id
+/// under the debug roots.
+pub(crate) fn find_sup(
+    dwarf: &ElfFile,
+    dwarf_path: &Path,
+    source: &FileSource,
+    config: &DebugConfig,
+) -> Option<Arc<ElfFile>> {
+    use std::os::unix::ffi::OsStrExt;
+    let section = dwarf.section_by_name(".gnu_debugaltlink")?;
+    let data = dwarf.section_data(section).ok()?;
+    let nul = data.iter().position(|&b| b == 0)?;
+    let name = Path::new(std::ffi::OsStr::from_bytes(&data[..nul]));
+    let id: String = data[nul + 1..].iter().map(|b| format!("{b:02x}")).collect();
+    if id.len() < 4 {
+        return None;
+    }
+    let mut candidates = Vec::new();
+    if name.is_absolute() {
+        if source.root.is_some() {
+            candidates.push(under(source.root.as_deref(), name));
+        }
+        candidates.push(name.to_owned());
+    } else if !name.as_os_str().is_empty() {
+        if let Some(dir) = dwarf_path.parent() {
+            candidates.push(dir.join(name));
+        }
+        // DWARF in the file itself, opened through /proc/PID/map_files:
+        // relative to where the process sees the file.
+        if let Some(dir) = Path::new(&source.path).parent() {
+            candidates.push(under(source.root.as_deref(), &dir.join(name)));
+        }
+    }
+    for root in roots(source, config) {
+        candidates.push(build_id_path(&root, &id));
+    }
+    candidates.dedup();
+    candidates.iter().find_map(|p| open_checked(p, &id))
+}
+
 /// Finds the separate debug file of `elf`, opened from `source`.
 pub(crate) fn find(elf: &ElfFile, source: &FileSource, config: &DebugConfig) -> Option<DebugFile> {
     let roots = roots(source, config);
     if let Some(id) = elf.gnu_build_id().ok().flatten().filter(|id| id.len() > 2) {
         for root in &roots {
-            let path = root
-                .join(".build-id")
-                .join(&id[..2])
-                .join(format!("{}.debug", &id[2..]));
-            let Ok(debug) = ElfFile::open(&path) else {
-                continue;
-            };
-            if debug.gnu_build_id().ok().flatten().as_deref() == Some(id.as_str())
-                && has_debug_info(&debug)
-            {
-                return Some(DebugFile {
-                    path,
-                    elf: Arc::new(debug),
-                });
+            let path = build_id_path(root, &id);
+            if let Some(elf) = open_checked(&path, &id) {
+                return Some(DebugFile { path, elf });
             }
         }
     }

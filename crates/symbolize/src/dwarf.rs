@@ -116,7 +116,13 @@ impl Dwarf {
     /// Parses the unit index of `elf`'s DWARF (the costly part: every
     /// unit header and address range), leaving line tables and function
     /// trees to be parsed on first lookup in each unit.
-    pub(crate) fn load(elf: &Arc<ElfFile>) -> Result<Dwarf, DwarfError> {
+    ///
+    /// `sup` is the supplementary file `.gnu_debugaltlink` names (DWARF
+    /// shared between files by `dwz`), when found.
+    pub(crate) fn load(
+        elf: &Arc<ElfFile>,
+        sup: Option<&Arc<ElfFile>>,
+    ) -> Result<Dwarf, DwarfError> {
         let has_info = elf.sections().iter().any(|s| {
             (s.name == ".debug_info" || s.name == ".zdebug_info")
                 && s.size > 0
@@ -128,7 +134,7 @@ impl Dwarf {
         let mut owned_bytes = 0u64;
         let mut info_bytes = 0u64;
         let mut abbrev_bytes = 0u64;
-        let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, DwarfError> {
+        let mut dwarf = gimli::Dwarf::load(|id| -> Result<Reader, DwarfError> {
             let bytes = section_bytes(elf, id.name())?;
             if let Backing::Owned(_) = bytes.backing {
                 owned_bytes += bytes.len as u64;
@@ -140,6 +146,18 @@ impl Dwarf {
             }
             Ok(gimli::EndianReader::new(bytes, gimli::LittleEndian))
         })?;
+        if let Some(sup) = sup {
+            dwarf.load_sup(|id| -> Result<Reader, DwarfError> {
+                let bytes = section_bytes(sup, id.name())?;
+                if let Backing::Owned(_) = bytes.backing {
+                    owned_bytes += bytes.len as u64;
+                }
+                if id == gimli::SectionId::DebugAbbrev {
+                    abbrev_bytes += bytes.len as u64;
+                }
+                Ok(gimli::EndianReader::new(bytes, gimli::LittleEndian))
+            })?;
+        }
         let context = addr2line::Context::from_dwarf(dwarf).map_err(DwarfError::Parse)?;
         Ok(Dwarf {
             context,

@@ -216,18 +216,25 @@ impl FileSymbolizer {
         let mut debug_file = None;
         let mut dwarf_error = None;
         if config.use_dwarf {
-            match Dwarf::load(&elf) {
-                Ok(d) => dwarf = Some((d, LineSource::Dwarf)),
-                Err(DwarfError::Missing) => {
-                    if let Some(df) = debugfile::find(&elf, source, config) {
-                        match Dwarf::load(&df.elf) {
-                            Ok(d) => dwarf = Some((d, LineSource::DebugFile)),
-                            Err(e) => dwarf_error = Some(Arc::new(e)),
-                        }
-                        debug_file = Some(df);
-                    }
-                }
-                Err(e) => dwarf_error = Some(Arc::new(e)),
+            // The file's own DWARF, else a separate debug file's; either
+            // may lean on a supplementary file.
+            let with_sup = |dwarf_elf: &Arc<ElfFile>, dwarf_path: &std::path::Path| {
+                let sup = debugfile::find_sup(dwarf_elf, dwarf_path, source, config);
+                Dwarf::load(dwarf_elf, sup.as_ref())
+            };
+            let loaded = if debugfile::has_debug_info(&elf) {
+                Some((with_sup(&elf, &source.open_path), LineSource::Dwarf))
+            } else if let Some(df) = debugfile::find(&elf, source, config) {
+                let r = with_sup(&df.elf, &df.path);
+                debug_file = Some(df);
+                Some((r, LineSource::DebugFile))
+            } else {
+                None
+            };
+            match loaded {
+                Some((Ok(d), origin)) => dwarf = Some((d, origin)),
+                Some((Err(e), _)) => dwarf_error = Some(Arc::new(e)),
+                None => {}
             }
         }
         let mut symbols = elf.symbols().ok();

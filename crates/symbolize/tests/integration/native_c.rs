@@ -254,3 +254,61 @@ fn compressed_debug_sections() {
         check(&sym, &chain, LineSource::Dwarf, kind);
     }
 }
+
+#[test]
+fn dwz_supplementary_file() {
+    if !have("gcc") || !have("dwz") {
+        return;
+    }
+    let dir = test_dir("c-dwz");
+    let chain = build_chain(&dir);
+    // A second program sharing most of the debug information.
+    let other = compile(
+        &dir,
+        "gcc",
+        "chain.c",
+        CHAIN_C,
+        "other",
+        &["-O2", "-g", "-DOTHER"],
+    );
+    // Common DIEs move to common.debug; each file gets a
+    // .gnu_debugaltlink naming it (relative to the file) and its build id.
+    run(Command::new("dwz")
+        .current_dir(&dir)
+        .args(["-m", "common.debug", "-M", "common.debug"])
+        .arg(&chain.bin)
+        .arg(&other));
+    let altlink = profiler_elf::ElfFile::open(&chain.bin)
+        .expect("open")
+        .section_by_name(".gnu_debugaltlink")
+        .is_some();
+    if !altlink {
+        eprintln!("SKIPPED: dwz found nothing to share");
+        return;
+    }
+    let sym =
+        FileSymbolizer::load(&FileSource::new(&chain.bin), &DebugConfig::default()).expect("load");
+    assert!(sym.info().dwarf_error.is_none(), "{:?}", sym.info());
+    check(&sym, &chain, LineSource::Dwarf, "dwz");
+
+    // Found by build id under a debug root when the path does not lead
+    // to it.
+    let id = profiler_elf::ElfFile::open(dir.join("common.debug"))
+        .expect("open")
+        .gnu_build_id()
+        .expect("notes")
+        .expect("dwz writes a build id");
+    let root = dir.join("debugroot");
+    copy(
+        &dir.join("common.debug"),
+        &root
+            .join(".build-id")
+            .join(&id[..2])
+            .join(format!("{}.debug", &id[2..])),
+    );
+    let moved = dir.join("moved");
+    copy(&chain.bin, &moved.join("chain"));
+    let sym =
+        FileSymbolizer::load(&FileSource::new(moved.join("chain")), &roots(&root)).expect("load");
+    check(&sym, &chain, LineSource::Dwarf, "dwz by build id");
+}
