@@ -147,6 +147,23 @@ pub struct FileSymbolizer {
     info: FileInfo,
 }
 
+/// Bytes of executable sections outside `text` (alignment padding and
+/// stubs in pure Go binaries, C code in cgo binaries).
+fn code_outside(elf: &ElfFile, text: &Range<u64>) -> u64 {
+    /// `SHF_EXECINSTR`.
+    const SHF_EXECINSTR: u64 = 4;
+    elf.sections()
+        .iter()
+        .filter(|s| s.flags & SHF_EXECINSTR != 0 && s.sh_type != profiler_elf::SHT_NOBITS)
+        .map(|s| {
+            let end = s.addr.saturating_add(s.size);
+            let below = text.start.clamp(s.addr, end) - s.addr;
+            let above = end - text.end.clamp(s.addr, end);
+            below + above
+        })
+        .sum()
+}
+
 /// Interned names and files: one allocation per distinct string; and the
 /// demangled name of each ELF symbol looked up (demangling C++ costs
 /// microseconds).
@@ -212,10 +229,17 @@ impl FileSymbolizer {
             .ok()
             .flatten()
             .map(|t| (t.layout(), t.text_range()));
+        // A pure Go binary needs nothing but its function table: its
+        // (large, compressed) DWARF and symbols would cost memory for no
+        // frame. A cgo binary has C code outside the table's range.
+        let native_code = match &go {
+            None => true,
+            Some((_, text)) => code_outside(&elf, text) > 1024,
+        };
         let mut dwarf = None;
         let mut debug_file = None;
         let mut dwarf_error = None;
-        if config.use_dwarf {
+        if config.use_dwarf && native_code {
             // The file's own DWARF, else a separate debug file's; either
             // may lean on a supplementary file.
             let with_sup = |dwarf_elf: &Arc<ElfFile>, dwarf_path: &std::path::Path| {
@@ -237,7 +261,7 @@ impl FileSymbolizer {
                 None => {}
             }
         }
-        let mut symbols = elf.symbols().ok();
+        let mut symbols = native_code.then(|| elf.symbols().ok()).flatten();
         if symbols.as_ref().map(SymbolTable::source) != Some(SymbolSource::Symtab) {
             if let Some(s) = debug_file
                 .as_ref()

@@ -135,6 +135,22 @@ fn stripped_go_binary_with_inline_frames() {
 }
 
 #[test]
+fn unstripped_pure_go_binary_uses_only_the_function_table() {
+    if !have("go") {
+        return;
+    }
+    let dir = test_dir("go-full");
+    let bin = go_build(&dir, "gochain", &[]);
+    let out = run(&mut Command::new(&bin));
+    let sym = FileSymbolizer::load(&FileSource::new(&bin), &DebugConfig::default()).expect("load");
+    // DWARF and symbols would only cost memory: no code outside Go's.
+    assert_eq!(sym.info().dwarf, None, "{:?}", sym.info());
+    assert_eq!(sym.info().symbols, profiler_elf::SymbolSource::None);
+    compare(&sym, &runtime_frames(&out, "main"), "main");
+    compare(&sym, &runtime_frames(&out, "goroutine"), "goroutine");
+}
+
+#[test]
 fn cgo_binary_names_go_and_c_frames() {
     if !have("go") || !have("gcc") {
         return;
