@@ -2,8 +2,6 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-# Extra test targets from the included makefiles (e.g. the Go receiver).
-EXTRA_TESTS :=
 
 .PHONY: help deps agent quickstart test test-rust bench bench-quick clean
 
@@ -26,7 +24,8 @@ quickstart: deps agent
 	./ebpf-profiler --duration 10s --format folded --output profile.folded
 	@echo "wrote profile.folded (one line per stack; feed it to flamegraph.pl or speedscope)"
 
-test: test-rust $(EXTRA_TESTS)
+# The Go receiver's tests (test-go) come from mk/collector.mk.
+test: test-rust test-go
 
 # All Rust tests; the ones in tests/ load the real eBPF programs (root).
 test-rust:
@@ -34,10 +33,10 @@ test-rust:
 
 # Measures and writes BENCHMARKS.md; never asserts a figure.
 bench: deps agent
-	python3 bench/bench.py
+	PYTHONDONTWRITEBYTECODE=1 python3 bench/bench.py
 
 bench-quick: deps agent
-	python3 bench/bench.py --quick --output bench-quick.md
+	PYTHONDONTWRITEBYTECODE=1 python3 bench/bench.py --quick --output bench-quick.md
 
 clean:
 	$(CARGO) clean

@@ -18,8 +18,7 @@ make check-header
 echo "== collector: C ABI smoke test"
 make test-ffi-c
 
-echo "== collector: Go receiver tests"
-make test-go
+# (The Go receiver's tests ran in `make test`.)
 
 echo "== collector: build otelcol-ebpf-profiler (OCB)"
 make otelcol-ebpf-profiler

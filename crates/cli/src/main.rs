@@ -122,7 +122,43 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
         s.samples_lost,
         s.samples_dropped
     );
-    eprintln!("  processes seen:    {}", s.processes_seen);
+    let stacks = s.user_stacks_complete + s.user_stacks_truncated;
+    if stacks > 0 {
+        eprintln!(
+            "  user stacks:       {:.1}% unwound to the thread's root ({} of {}; {} frames)",
+            100.0 * s.user_stacks_complete as f64 / stacks as f64,
+            s.user_stacks_complete,
+            stacks,
+            s.user_frames
+        );
+    }
+    // Every reason a stack ended early, as the BPF unwinder counted it.
+    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(&s) {
+        let stops: Vec<String> = fields
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix("unwind_stopped_")?, v.as_u64()?)))
+            .filter(|(reason, n)| *n > 0 && *reason != "root")
+            .map(|(reason, n)| format!("{reason} {n}"))
+            .collect();
+        if !stops.is_empty() {
+            eprintln!("  unwind stops:      {}", stops.join(", "));
+        }
+    }
+    // Gauges such as loaded files are back to zero after stop; show totals.
+    eprintln!(
+        "  processes:         {} seen, {} exited, {} not loaded (process limit)",
+        s.processes_seen, s.processes_exited, s.processes_rejected
+    );
+    eprintln!(
+        "  files:             {} analysed in {} ms, {} failed, {} over the size limits",
+        s.files_analysed, s.unwind_analyse_ms, s.files_failed, s.files_rejected
+    );
+    if s.process_events_lost + s.unwind_load_errors > 0 {
+        eprintln!(
+            "  problems:          {} process events lost, {} unwind map load errors",
+            s.process_events_lost, s.unwind_load_errors
+        );
+    }
     if let Some(e) = export {
         eprintln!(
             "  OTLP export:       {} requests sent ({} bytes), {} dropped, {} failed attempts{}",
@@ -139,8 +175,8 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
     if folded.dropped() > 0 {
         eprintln!("  stacks not kept:   {} (distinct stack limit)", folded.dropped());
     }
-    if s.kernel_stack_errors + s.user_stack_errors > 0 {
-        eprintln!("  stack read errors: kernel {}, user {}", s.kernel_stack_errors, s.user_stack_errors);
+    if s.kernel_stack_errors > 0 {
+        eprintln!("  kernel stack read errors: {}", s.kernel_stack_errors);
     }
     if top > 0 && !folded.is_empty() {
         eprintln!("  top stacks:");
