@@ -211,11 +211,31 @@ impl FileSymbolizer {
     /// separate debug file, the symbol table. Only failing to open or
     /// parse the file itself is an error; missing or broken debug
     /// information leaves fewer sources.
+    ///
+    /// When `open_path` cannot be opened (e.g. `/proc/PID/map_files/...`
+    /// without the capability to read it) and the source has a root, the
+    /// file's path under that root is tried.
     pub fn load(source: &FileSource, config: &DebugConfig) -> Result<FileSymbolizer, LoadError> {
-        let elf = ElfFile::open(&source.open_path).map_err(|e| LoadError::Open {
-            path: source.open_path.clone(),
-            source: e,
-        })?;
+        let elf = match ElfFile::open(&source.open_path) {
+            Ok(elf) => elf,
+            Err(e) => {
+                let fallback = source
+                    .root
+                    .as_ref()
+                    .filter(|_| source.path.starts_with('/'))
+                    .map(|r| r.join(source.path.trim_start_matches('/')))
+                    .filter(|p| *p != source.open_path);
+                match fallback.map(ElfFile::open) {
+                    Some(Ok(elf)) => elf,
+                    _ => {
+                        return Err(LoadError::Open {
+                            path: source.open_path.clone(),
+                            source: e,
+                        })
+                    }
+                }
+            }
+        };
         Ok(FileSymbolizer::from_elf(Arc::new(elf), source, config))
     }
 

@@ -36,7 +36,7 @@ pub struct NativeConfig {
     /// Most loads waiting for the worker; further requests are dropped
     /// (counted) and asked again by a later lookup. Default 64.
     pub queue_capacity: usize,
-    /// How long a file that failed to load is not tried again. Default 60 s.
+    /// How long a file that failed to load is not tried again. Default 10 s.
     pub retry_failed_after: Duration,
 }
 
@@ -49,7 +49,7 @@ impl Default for NativeConfig {
             max_file_bytes: 64 << 20,
             max_addresses: 65_536,
             queue_capacity: 64,
-            retry_failed_after: Duration::from_secs(60),
+            retry_failed_after: Duration::from_secs(10),
         }
     }
 }
@@ -454,6 +454,40 @@ impl NativeSymbolizer {
                 State::Failed(_) => {}
             }
         }
+    }
+
+    /// Installs a file loaded by the caller, e.g. the vDSO built from
+    /// bytes read out of a process with [`FileSymbolizer::from_elf`]
+    /// (there is no path to load it from). Replaces what was known of
+    /// `file_id`; no-op when disabled.
+    pub fn insert(&mut self, file_id: FileId, file: FileSymbolizer) {
+        if self.requests.is_none() {
+            return;
+        }
+        self.collect_results();
+        self.tick += 1;
+        if let Some(old) = self.files.remove(&file_id) {
+            match old.state {
+                State::Loaded(_) => {
+                    self.stats.files_loaded -= 1;
+                    self.stats.file_bytes -= old.cost;
+                }
+                State::Loading => self.loading -= 1,
+                State::Failed(_) => {}
+            }
+        }
+        let cost = file.cost();
+        self.stats.files_loaded += 1;
+        self.stats.file_bytes += cost;
+        self.files.insert(
+            file_id,
+            Slot {
+                state: State::Loaded(Box::new(file)),
+                last_used: self.tick,
+                cost,
+            },
+        );
+        self.evict(Some(file_id));
     }
 
     /// Waits until no load is outstanding or `timeout` passes, installing

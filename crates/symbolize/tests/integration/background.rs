@@ -212,3 +212,45 @@ fn bounds_drops_failures_and_the_off_switch() {
         Symbolized::Unknown(Reason::UnknownAddress)
     );
 }
+
+#[test]
+fn files_from_bytes_and_path_fallback() {
+    if !have("gcc") {
+        return;
+    }
+    let dir = test_dir("background-insert");
+    let chain = build_chain(&dir);
+    let call = chain.calls[1];
+    let mut s = NativeSymbolizer::new(NativeConfig::default()).expect("new");
+
+    // A file the caller has as bytes (the vDSO): installed directly,
+    // answered at once.
+    let bytes = std::fs::read(&chain.bin).expect("read");
+    let id = profiler_elf::file_id_of_bytes(&bytes);
+    let elf = std::sync::Arc::new(ElfFile::from_bytes(bytes).expect("elf"));
+    let file = profiler_symbolize::FileSymbolizer::from_elf(
+        elf,
+        &FileSource::new("[vdso]"),
+        &profiler_symbolize::DebugConfig::default(),
+    );
+    s.insert(id, file);
+    let Symbolized::Lines { lines, .. } = s.symbolize(id, call, || panic!("inserted")) else {
+        panic!("not named");
+    };
+    assert_eq!(&*lines[0].function, "top");
+    assert_eq!(s.stats().files_loaded, 1);
+
+    // /proc/PID/map_files not readable: the path under the root is used.
+    let other = FileId([9; 16]);
+    let source = || FileSource {
+        open_path: dir.join("no-such-map-file"),
+        path: "/chain".into(),
+        root: Some(dir.clone()),
+    };
+    assert_eq!(s.symbolize(other, call, source), Symbolized::Pending);
+    assert!(s.wait_for_loads(WAIT));
+    assert!(matches!(
+        s.symbolize(other, call, || panic!("loaded")),
+        Symbolized::Lines { .. }
+    ));
+}
