@@ -17,6 +17,34 @@
 //!   debug file found by build id or `.gnu_debuglink` under the
 //!   [`DebugConfig`] roots), then `.symtab`/`.dynsym`.
 //! - [`demangle`]: Rust (legacy and v0) and C++ (Itanium) names.
+//!
+//! # Native frames in the profiler
+//!
+//! The thread that builds traces owns one [`NativeSymbolizer`] and, for
+//! each user frame whose file and ELF virtual address it knows, calls
+//! [`NativeSymbolizer::symbolize`] with the file's id, the address (of
+//! the call: return address - 1) and a closure giving a [`FileSource`]
+//! (e.g. [`FileSource::in_mapping`]). [`Symbolized::Lines`] fills the
+//! frame's lines (a [`LineSource::GoPclntab`] answer marks Go code);
+//! [`Symbolized::Pending`] and [`Symbolized::Unknown`] leave the frame
+//! with its address only (a later sample gets the names). Nothing blocks:
+//! files load on the symbolizer's own worker thread.
+//!
+//! ```no_run
+//! use profiler_symbolize::{FileSource, LineSource, NativeConfig, NativeSymbolizer, Symbolized};
+//! use profiler_trace::{FileId, Pid};
+//!
+//! let mut symbolizer = NativeSymbolizer::new(NativeConfig::default())?;
+//! # let (file_id, pid, start, end, path, vaddr) = (FileId([0; 16]), Pid(1), 0, 0, "/bin/true", 0);
+//! match symbolizer.symbolize(file_id, vaddr, || FileSource::in_mapping(pid, start, end, path)) {
+//!     Symbolized::Lines { lines, source } => {
+//!         let is_go = source == LineSource::GoPclntab;
+//!         println!("{} lines, go: {is_go}", lines.len());
+//!     }
+//!     Symbolized::Pending | Symbolized::Unknown(_) => {}
+//! }
+//! # Ok::<(), std::io::Error>(())
+//! ```
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
