@@ -6,8 +6,9 @@
 #   pkg-config make gcc libbpf-sys builds the vendored libbpf
 #   protobuf-compiler   protoc, for crates that generate protobuf code
 #   linux-perf bpftool  make bench: perf side by side, BPF program and map stats
+#   dwz                 symbolization tests of dwz-compressed debug info
 set -euo pipefail
-packages=(clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool)
+packages=(clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool dwz)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -31,7 +31,7 @@ pub use stats::Stats;
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
 use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions, UnwindStop};
 use profiler_process::{ManagerLimits, ProcessManager, ProcessRegistry};
-use profiler_symbolize::KernelSymbolizer;
+use profiler_symbolize::{KernelSymbolizer, NativeConfig, NativeStats, NativeSymbolizer};
 use sink::{BatchCounters, OtlpBatchSink};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -90,6 +90,8 @@ struct Shared {
     batches: Arc<BatchCounters>,
     unwind: Mutex<trace_builder::UnwindCounts>,
     manager: Mutex<process_manager::ManagerReport>,
+    /// Published by the reporter at each interval's end and at stop.
+    symbolizer: Mutex<NativeStats>,
 }
 
 struct Running {
@@ -201,7 +203,16 @@ impl Agent {
         };
         let reporter = {
             let shared = shared.clone();
-            let builder = TraceBuilder::new(registry, kernel, config.symbolize_native);
+            let native = NativeSymbolizer::new(NativeConfig {
+                enabled: config.symbolize_native,
+                ..NativeConfig::default()
+            })
+            .or_else(|e| {
+                warnings.push(format!("native frames will be named from ELF symbols only: {e}"));
+                NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() })
+            })
+            .map_err(|source| StartError::Thread { name: "symbolizer", source })?;
+            let builder = TraceBuilder::new(registry, kernel, native);
             let interval = config.reporter_interval();
             std::thread::Builder::new()
                 .name("ep-reporter".into())
@@ -248,6 +259,7 @@ impl Agent {
         let unwind = *lock(&s.unwind);
         let manager = *lock(&s.manager);
         let stop = |r: UnwindStop| counters.unwind_stop(r);
+        let symbolizer = lock(&s.symbolizer).clone();
         Stats {
             samples: counters.sent,
             samples_lost: counters.lost_ring_buffer,
@@ -259,6 +271,11 @@ impl Agent {
             processes_seen: manager.manager.processes_loaded,
             batches_sent: s.batches.sent.load(Ordering::Relaxed),
             batches_dropped: s.batches.dropped.load(Ordering::Relaxed),
+            symbolizer_files_loaded: symbolizer.files_loaded,
+            symbolizer_loads_failed: symbolizer.loads_failed,
+            symbolizer_queue_drops: symbolizer.queue_drops,
+            symbolizer_file_evictions: symbolizer.file_evictions,
+            symbolizer_load_ms_max: symbolizer.load_ms_max,
             user_stacks_complete: unwind.complete,
             user_stacks_truncated: unwind.truncated,
             user_frames_unresolved: unwind.unresolved_frames,
@@ -355,6 +372,7 @@ fn report(
                 *lock(&shared.unwind) = builder.counts();
             }
             Err(RecvTimeoutError::Timeout) => {
+                *lock(&shared.symbolizer) = builder.native_stats();
                 let end = unix_now_ns();
                 for sink in &mut sinks {
                     sink.on_interval_end(interval_start, end);
@@ -366,6 +384,7 @@ fn report(
                 }
             }
             Err(RecvTimeoutError::Disconnected) => {
+                *lock(&shared.symbolizer) = builder.native_stats();
                 let end = unix_now_ns();
                 for sink in &mut sinks {
                     sink.on_interval_end(interval_start, end);

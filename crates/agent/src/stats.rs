@@ -25,6 +25,16 @@ pub struct Stats {
     pub batches_sent: u64,
     /// OTLP batches dropped because nobody pulled them in time.
     pub batches_dropped: u64,
+    /// Files whose symbols (pclntab, DWARF, ELF) the native symbolizer holds.
+    pub symbolizer_files_loaded: u64,
+    /// Symbol loads that failed (file gone, unreadable).
+    pub symbolizer_loads_failed: u64,
+    /// Symbol loads not queued because the loader was busy (retried later).
+    pub symbolizer_queue_drops: u64,
+    /// Files whose symbols were evicted to stay within the memory budget.
+    pub symbolizer_file_evictions: u64,
+    /// Longest single symbol load, ms.
+    pub symbolizer_load_ms_max: u64,
 
     /// Processed samples whose user stack reached the thread's root.
     pub user_stacks_complete: u64,

@@ -1,11 +1,14 @@
 //! Turns a raw sample from the ring buffer into a [`Trace`]: process
 //! identity, kernel frames named from kallsyms, user frames resolved to
-//! their mapping and ELF virtual address and named from the file's ELF
-//! symbols, with the process snapshots the process manager publishes.
+//! their mapping and ELF virtual address (with the process snapshots the
+//! process manager publishes) and named by the native symbolizer (Go
+//! pclntab, DWARF with inline frames, ELF symbols). While the symbolizer
+//! loads a file in the background, frames get the file's ELF symbol name
+//! as a stop-gap.
 
 use profiler_bpf::{RawSample, UnwindStop, FRAME_EXACT_PC};
 use profiler_process::{procfs, ProcessRegistry, ProcessSnapshot};
-use profiler_symbolize::KernelSymbolizer;
+use profiler_symbolize::{demangle, FileSource, KernelSymbolizer, LineSource, NativeSymbolizer, Symbolized};
 use profiler_trace::{FileId, Frame, FrameKind, Pid, ProcessInfo, SourceLine, Tid, Trace};
 use std::collections::HashMap;
 use std::path::Path;
@@ -33,7 +36,7 @@ pub(crate) struct UnwindCounts {
 pub(crate) struct TraceBuilder {
     registry: Arc<ProcessRegistry>,
     kernel: Option<KernelSymbolizer>,
-    symbolize_native: bool,
+    native: NativeSymbolizer,
     // Kernel address (as looked up) -> its named frame.
     kernel_frames: HashMap<u64, Frame>,
     // (file, symbol start) -> the name, shared by every frame in it.
@@ -51,12 +54,12 @@ impl TraceBuilder {
     pub(crate) fn new(
         registry: Arc<ProcessRegistry>,
         kernel: Option<KernelSymbolizer>,
-        symbolize_native: bool,
+        native: NativeSymbolizer,
     ) -> TraceBuilder {
         TraceBuilder {
             registry,
             kernel,
-            symbolize_native,
+            native,
             kernel_frames: HashMap::new(),
             native_names: HashMap::new(),
             unloaded: HashMap::new(),
@@ -68,6 +71,10 @@ impl TraceBuilder {
 
     pub(crate) fn counts(&self) -> UnwindCounts {
         self.counts
+    }
+
+    pub(crate) fn native_stats(&self) -> profiler_symbolize::NativeStats {
+        self.native.stats()
     }
 
     pub(crate) fn build(&mut self, sample: &RawSample) -> Trace {
@@ -134,27 +141,43 @@ impl TraceBuilder {
             let address = lookup - mapping.start + mapping.file_offset;
             return Frame { kind: FrameKind::Native, address, mapping: Some(mapping), lines: vec![] };
         };
+        let mut kind = FrameKind::Native;
         let mut lines = vec![];
-        if self.symbolize_native {
-            if let Some(file) = resolved.file {
-                if let Some((name, offset)) = file.symbols.lookup(vaddr) {
-                    let key = (file.file_id, vaddr - offset);
-                    let function = match self.native_names.get(&key) {
-                        Some(f) => f.clone(),
-                        None => {
-                            let f: Arc<str> = Arc::from(demangle(name));
-                            if self.native_names.len() >= MAX_CACHED_NATIVE_NAMES {
-                                self.native_names.clear();
-                            }
-                            self.native_names.insert(key, f.clone());
-                            f
-                        }
-                    };
-                    lines.push(SourceLine { function, file: None, line: 0 });
+        if let (Some(file), true) = (resolved.file, self.native.enabled()) {
+            let pid = snapshot.map(|s| s.info.pid).unwrap_or(Pid(0));
+            let source = || FileSource::in_mapping(pid, mapping.start, mapping.end, &mapping.path);
+            match self.native.symbolize(file.file_id, vaddr, source) {
+                Symbolized::Lines { lines: found, source } => {
+                    lines = found.to_vec();
+                    if source == LineSource::GoPclntab {
+                        kind = FrameKind::Go;
+                    }
+                }
+                // Loading in the background, or no better source (the
+                // vDSO has no file to open): the symbol table the process
+                // manager read names it meanwhile.
+                Symbolized::Pending | Symbolized::Unknown(_) => {
+                    if let Some((name, offset)) = file.symbols.lookup(vaddr) {
+                        let function = self.symbol_name(file.file_id, vaddr - offset, name);
+                        lines.push(SourceLine { function, file: None, line: 0 });
+                    }
                 }
             }
         }
-        Frame { kind: FrameKind::Native, address: vaddr, mapping: Some(mapping), lines }
+        Frame { kind, address: vaddr, mapping: Some(mapping), lines }
+    }
+
+    /// The demangled name of the symbol at `start` of `file`, cached.
+    fn symbol_name(&mut self, file: FileId, start: u64, raw: &str) -> Arc<str> {
+        if let Some(f) = self.native_names.get(&(file, start)) {
+            return f.clone();
+        }
+        let f: Arc<str> = Arc::from(demangle(raw));
+        if self.native_names.len() >= MAX_CACHED_NATIVE_NAMES {
+            self.native_names.clear();
+        }
+        self.native_names.insert((file, start), f.clone());
+        f
     }
 
     fn kernel_frame(&mut self, address: u64, is_leaf: bool) -> Frame {
@@ -192,21 +215,6 @@ impl TraceBuilder {
     }
 }
 
-/// The readable name of a Rust (legacy or v0) or C++ (Itanium) symbol,
-/// else the symbol as it is. Rust hashes (`::h0123...`) are left out.
-pub(crate) fn demangle(name: &str) -> String {
-    if let Ok(d) = rustc_demangle::try_demangle(name) {
-        return format!("{d:#}");
-    }
-    if name.starts_with("_Z") {
-        if let Ok(symbol) = cpp_demangle::Symbol::new(name) {
-            if let Ok(d) = symbol.demangle() {
-                return d;
-            }
-        }
-    }
-    name.to_string()
-}
 
 fn clock_ns(clock: libc::clockid_t) -> i128 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -218,17 +226,4 @@ fn clock_ns(clock: libc::clockid_t) -> i128 {
 /// bpf_ktime_get_ns() reads CLOCK_MONOTONIC; this turns it into wall time.
 fn realtime_offset_ns() -> i128 {
     clock_ns(libc::CLOCK_REALTIME) - clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::demangle;
-
-    #[test]
-    fn demangles_rust_and_cpp() {
-        assert_eq!(demangle("_ZN10rust_chain7chain_a17h0123456789abcdefE"), "rust_chain::chain_a");
-        assert_eq!(demangle("_ZNK6Circle4areaEv"), "Circle::area() const");
-        assert_eq!(demangle("chain_leaf"), "chain_leaf");
-        assert_eq!(demangle("_Zgarbage"), "_Zgarbage");
-    }
 }
