@@ -159,6 +159,19 @@ def bpf_map_memlock(pid):
     return sum(int(m.get("memlock", 0)) for m in maps.values()), len(maps)
 
 
+def bpf_file_tables():
+    """(bytes, count) of the per-file delta arrays (inner maps named
+    `ep_deltas`): the agent hands them to the kernel and keeps no fd, so
+    they are found by name. Assumes one agent runs."""
+    r = subprocess.run(["bpftool", "-j", "map", "show"], capture_output=True, text=True)
+    try:
+        maps = json.loads(r.stdout) if r.returncode == 0 else []
+    except json.JSONDecodeError:
+        maps = []
+    tables = [m for m in maps if m.get("name") == "ep_deltas"]
+    return sum(int(m.get("bytes_memlock", 0)) for m in tables), len(tables)
+
+
 # ---------------------------------------------------------------- stacks
 
 _nm_cache = {}
@@ -342,10 +355,13 @@ def measure_memory(procs, bins, tmp, nprocs, seconds):
     rss = status_kib(agent.p.pid, "VmRSS")
     hwm = status_kib(agent.p.pid, "VmHWM")
     memlock, nmaps = bpf_map_memlock(agent.p.pid)
+    table_bytes, tables = bpf_file_tables()
     err = agent.wait()
     procs.stop_all()
-    return {"processes_alive": nprocs, "processes_seen": summary_value(err, "processes seen"),
-            "rss_kib": rss, "hwm_kib": hwm, "bpf_memlock": memlock, "bpf_maps": nmaps}
+    m = re.search(r"processes:\s+(\d+) seen", err)
+    return {"processes_alive": nprocs, "processes_seen": int(m.group(1)) if m else None,
+            "rss_kib": rss, "hwm_kib": hwm, "bpf_memlock": memlock, "bpf_maps": nmaps,
+            "file_tables_bytes": table_bytes, "file_tables": tables}
 
 
 def measure_new_process_first_sample(procs, bins, tmp):
@@ -359,6 +375,21 @@ def measure_new_process_first_sample(procs, bins, tmp):
     agent.wait()
     total, at_leaf, complete = completeness_folded(out, "chain_nofp", {"chain_nofp": bins["chain_nofp"]})
     return {"ready_s": agent.ready_s, "samples": total, "at_leaf": at_leaf, "complete": complete}
+
+
+def measure_new_process_latency():
+    """A program never seen before starts under whole-system profiling:
+    time to its first sample and to its first sample unwound to the root
+    (the ignored measurement test in tests/native_unwinding.rs)."""
+    r = subprocess.run(["cargo", "test", "-q", "--release", "--locked", "-p", "profiler-tests", "--test",
+                        "native_unwinding", "--", "--ignored", "--nocapture", "measure_new_process_latency"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+    m = re.search(r"first sample after Some\(([\d.]+)\) ms, first sample unwound to the root after "
+                  r"Some\(([\d.]+)\) ms; completeness (\d+)/(\d+)", r.stderr)
+    if not m:
+        return {"error": (r.stderr or r.stdout).strip()[-300:]}
+    return {"first_ms": float(m.group(1)), "first_complete_ms": float(m.group(2)),
+            "complete": int(m.group(3)), "at_leaf": int(m.group(4))}
 
 
 def largest_shared_library():
@@ -456,16 +487,25 @@ def render(results, quick):
 
     m = results["memory"]
     L.append("\n## Memory with many processes\n")
-    L.append("| processes alive | seen by agent | agent RSS | agent peak RSS | BPF maps memlock | maps |")
-    L.append("|---|---|---|---|---|---|")
+    L.append("| processes alive | seen by agent | agent RSS | agent peak RSS | fixed BPF maps | per-file delta tables | per file |")
+    L.append("|---|---|---|---|---|---|---|")
+    per_file = f"{m['file_tables_bytes'] / m['file_tables'] / 1024:.0f} KiB" if m["file_tables"] else "n/a"
     L.append(f"| {m['processes_alive']} | {m['processes_seen']} | {m['rss_kib'] / 1024:.1f} MiB | {m['hwm_kib'] / 1024:.1f} MiB "
-             f"| {m['bpf_memlock'] / 2**20:.1f} MiB | {m['bpf_maps']} |")
+             f"| {m['bpf_memlock'] / 2**20:.1f} MiB ({m['bpf_maps']} maps) | {m['file_tables_bytes'] / 2**20:.1f} MiB "
+             f"({m['file_tables']} files) | {per_file} |")
 
     n = results["newproc"]
     L.append("\n## Start-up\n")
     L.append(f"- agent spawn to programs attached: {n['ready_s'] * 1000:.0f} ms")
     L.append(f"- process started after the agent, alive 1 s at 99 Hz: {n['samples']} samples, "
              f"{n['at_leaf']} at the chain's leaf, {pct(n['complete'], n['at_leaf'])} complete to `_start`")
+    lat = results.get("latency", {})
+    if "error" in lat:
+        L.append(f"- new process latency: measurement failed: {lat['error']}")
+    elif lat:
+        L.append(f"- new process (never seen before, whole-system profiling): first sample after {lat['first_ms']:.0f} ms, "
+                 f"first sample unwound to the root after {lat['first_complete_ms']:.0f} ms; "
+                 f"{pct(lat['complete'], lat['at_leaf'])} of its {lat['at_leaf']} leaf samples complete")
 
     L.append("\n## Unwind tables (build from .eh_frame/.debug_frame)\n")
     L.append("| file | size | time | peak RSS | deltas | distinct rules |")
@@ -517,6 +557,8 @@ def main():
             results["memory"] = measure_memory(procs, bins, tmp, nprocs=100 if q else 300, seconds=8 if q else 30)
             log("new process")
             results["newproc"] = measure_new_process_first_sample(procs, bins, tmp)
+            log("new process latency")
+            results["latency"] = measure_new_process_latency()
             log("unwind tables")
             results["unwind"] = measure_unwind_tables(tmp)
         finally:
