@@ -51,6 +51,11 @@ pub struct Args {
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub export_buffer: u32,
 
+    /// Do not name native frames on the host (no DWARF or symbol loading):
+    /// frames keep file, build id and address for a backend to symbolize.
+    #[arg(long)]
+    pub no_symbolize: bool,
+
     /// How many stacks the exit summary lists.
     #[arg(long, default_value_t = 5)]
     pub summary_top: usize,

@@ -38,6 +38,7 @@ fn run(args: &Args) -> Result<()> {
         samples_per_second: args.samples_per_second,
         reporter_interval_ms: args.reporter_interval.as_millis().try_into().unwrap_or(u64::MAX),
         pids: args.pids.clone(),
+        symbolize_native: !args.no_symbolize,
         ..AgentConfig::default()
     };
     let folded = Arc::new(Mutex::new(FoldedStacks::default()));
