@@ -67,6 +67,10 @@ pub enum Format {
     /// One line per distinct stack, `process;root;...;leaf count`
     /// (flamegraph.pl, inferno, speedscope).
     Folded,
+    /// gzip-compressed pprof protobuf (`go tool pprof`, Pyroscope, Parca).
+    Pprof,
+    /// An interactive flame graph (SVG).
+    Svg,
 }
 
 impl Args {
@@ -144,6 +148,10 @@ mod tests {
         assert_eq!(a.local_format(), None, "no local output unless asked for");
         let a = parse(&["ebpf-profiler", "-collection-agent=h:1", "--format", "folded"]).unwrap();
         assert_eq!(a.local_format(), Some(Format::Folded));
+        let a = parse(&["ebpf-profiler", "-format", "pprof"]).unwrap();
+        assert_eq!(a.local_format(), Some(Format::Pprof));
+        let a = parse(&["ebpf-profiler", "--format=svg"]).unwrap();
+        assert_eq!(a.local_format(), Some(Format::Svg));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use export_sink::ExportSink;
 use profiler_agent::{Agent, AgentConfig, TraceSink};
 use profiler_export::{ExporterConfig, ExporterStats, OtlpExporter};
 use profiler_report::folded::FoldedStacks;
+use profiler_report::pprof::PprofBuilder;
 use profiler_trace::Trace;
 use std::io::Write;
 use std::path::Path;
@@ -22,6 +23,17 @@ struct FoldedSink(Arc<Mutex<FoldedStacks>>);
 impl TraceSink for FoldedSink {
     fn on_trace(&mut self, trace: &Trace) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).add(trace);
+    }
+}
+
+/// Builds the pprof profile for the whole run.
+struct PprofSink(Arc<Mutex<Option<PprofBuilder>>>);
+
+impl TraceSink for PprofSink {
+    fn on_trace(&mut self, trace: &Trace) {
+        if let Some(b) = self.0.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            b.add(trace);
+        }
     }
 }
 
@@ -42,10 +54,15 @@ fn run(args: &Args) -> Result<()> {
         ..AgentConfig::default()
     };
     let folded = Arc::new(Mutex::new(FoldedStacks::default()));
+    let pprof = Arc::new(Mutex::new(None));
     let mut sinks: Vec<Box<dyn TraceSink>> = Vec::new();
-    match args.local_format() {
-        Some(Format::Folded) => sinks.push(Box::new(FoldedSink(folded.clone()))),
-        None => {}
+    // Folded stacks also feed the summary's top stacks (bounded).
+    if args.local_format().is_some() {
+        sinks.push(Box::new(FoldedSink(folded.clone())));
+    }
+    if args.local_format() == Some(Format::Pprof) {
+        *pprof.lock().unwrap_or_else(|p| p.into_inner()) = Some(PprofBuilder::new(args.samples_per_second, unix_now_ns()));
+        sinks.push(Box::new(PprofSink(pprof.clone())));
     }
     let exporter = match &args.collection_agent {
         Some(endpoint) => {
@@ -90,8 +107,20 @@ fn run(args: &Args) -> Result<()> {
     });
 
     let folded = folded.lock().unwrap_or_else(|p| p.into_inner());
-    if args.local_format().is_some() {
-        write_output(&args.output, |out| folded.write_to(out))?;
+    match args.local_format() {
+        Some(Format::Folded) => write_output(&args.output, |out| folded.write_to(out))?,
+        Some(Format::Svg) => write_output(&args.output, |out| {
+            let title = format!("ebpf-profiler: {} Hz, {:.1} s", args.samples_per_second, elapsed.as_secs_f64());
+            profiler_report::flamegraph::write_svg(&folded, &title, out)
+        })?,
+        Some(Format::Pprof) => {
+            let builder = pprof.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(builder) = builder {
+                let profile = builder.finish(unix_now_ns());
+                write_output(&args.output, |out| profiler_report::pprof::write_gzipped(&profile, out))?;
+            }
+        }
+        None => {}
     }
     print_summary(&agent, &folded, elapsed, args.summary_top, export_stats.as_ref());
     Ok(())

@@ -75,13 +75,18 @@ impl FoldedStacks {
         all
     }
 
-    /// Writes every stack as `line count`, sorted by line so output is
+    /// Every stack as `line count`, sorted by line so output is
     /// reproducible.
-    pub fn write_to(&self, out: &mut dyn Write) -> io::Result<()> {
+    pub fn lines(&self) -> Vec<String> {
         let mut lines: Vec<(&String, &u64)> = self.counts.iter().collect();
         lines.sort();
-        for (line, count) in lines {
-            writeln!(out, "{line} {count}")?;
+        lines.into_iter().map(|(line, count)| format!("{line} {count}")).collect()
+    }
+
+    /// Writes [`FoldedStacks::lines`], one per line.
+    pub fn write_to(&self, out: &mut dyn Write) -> io::Result<()> {
+        for line in self.lines() {
+            writeln!(out, "{line}")?;
         }
         out.flush()
     }
@@ -133,6 +138,40 @@ fn push_sanitized(line: &mut String, name: &str) {
         '\n' | '\r' => ' ',
         c => c,
     }));
+}
+
+/// Trace builders shared by this crate's tests.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use profiler_trace::{Frame, FrameKind, Pid, ProcessInfo, SourceLine, Tid, Trace};
+    use std::sync::Arc;
+
+    /// A trace of process `name` with `user` frames (root first) and then
+    /// `kernel` frames (outermost first).
+    pub(crate) fn trace(name: &str, user: &[&str], kernel: &[&str]) -> Trace {
+        let frame = |kind, n: &str| Frame {
+            kind,
+            address: 0,
+            mapping: None,
+            lines: vec![SourceLine { function: Arc::from(n), file: None, line: 0 }],
+        };
+        let mut frames: Vec<Frame> = user.iter().map(|n| frame(FrameKind::Native, n)).collect();
+        frames.extend(kernel.iter().map(|n| frame(FrameKind::Kernel, n)));
+        frames.reverse();
+        Trace {
+            process: Arc::new(ProcessInfo {
+                pid: Pid(1),
+                executable_path: Arc::from(""),
+                executable_name: Arc::from(name),
+                container_id: None,
+            }),
+            tid: Tid(1),
+            thread_name: Arc::from(name),
+            cpu: 0,
+            timestamp_unix_ns: 0,
+            frames,
+        }
+    }
 }
 
 #[cfg(test)]
