@@ -259,7 +259,7 @@ impl Agent {
         let unwind = *lock(&s.unwind);
         let manager = *lock(&s.manager);
         let stop = |r: UnwindStop| counters.unwind_stop(r);
-        let symbolizer = lock(&s.symbolizer).clone();
+        let symbolizer = *lock(&s.symbolizer);
         Stats {
             samples: counters.sent,
             samples_lost: counters.lost_ring_buffer,
