@@ -41,7 +41,9 @@ struct unwind_state {
 	 * address: its rule is looked up at pc, not pc - 1 */
 	u8 exact;
 	u8 tail_calls;
-	u8 reserved[6];
+	/* RULE_KIND_STACK_SWITCH frames unwound so far */
+	u8 stack_switches;
+	u8 reserved[5];
 };
 
 struct sample_record {

@@ -20,7 +20,9 @@
  *     the CFA, and the caller's rbp is unchanged, at CFA + n or at
  *     rbp + n. A signal trampoline instead restores pc, rsp and rbp from
  *     the ucontext the kernel saved on the stack; a STOP rule means the
- *     thread's root is reached.
+ *     thread's root is reached. The CFA must lie above rsp (stacks grow
+ *     down), except for a STACK_SWITCH rule: Go's stack switches keep
+ *     the caller's frame in rbp, on another stack (docs/go-unwinding.md).
  * Every other outcome ends the stack with its enum unwind_stop reason.
  *
  * NATIVE_FRAMES_PER_PROGRAM frames are unwound per program run, then the
@@ -41,6 +43,12 @@ _Static_assert(NATIVE_FRAMES_PER_PROGRAM * (MAX_NATIVE_TAIL_CALLS + 1) >= MAX_US
 	       "enough program runs to collect MAX_USER_FRAMES frames");
 /* Binary search steps: ceil(log2(65536 entries per page)) + 1. */
 #define DELTA_SEARCH_STEPS 17
+/* Stack switches (RULE_KIND_STACK_SWITCH) followed per sample. Their CFA
+ * is not checked against rsp, so this bound is what keeps a corrupt
+ * frame-pointer chain from looping. A Go stack needs two per cgo
+ * crossing (C -> Go callback -> goroutine stack, back) and one per
+ * systemstack. */
+#define MAX_STACK_SWITCHES 8
 
 enum {
 	PROG_NATIVE_UNWIND = 0,
@@ -162,6 +170,8 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 		return UNWIND_STOP_INVALID_RULE;
 	case RULE_ID_STOP:
 		return UNWIND_STOP_ROOT;
+	case RULE_ID_UNFOLLOWED_SWITCH:
+		return UNWIND_STOP_STACK_SWITCH;
 	case RULE_ID_SIGNAL: {
 		/* The trampoline is not a frame of its own: the interrupted
 		 * code is, with an exact pc. */
@@ -197,10 +207,19 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 	case RULE_KIND_PLT:
 		cfa = state->sp + 8 + ((pc & 15) >= rule->plt_threshold ? 8 : 0);
 		break;
+	case RULE_KIND_STACK_SWITCH:
+		/* The caller is on the stack rbp points into, anywhere. */
+		if (state->stack_switches >= MAX_STACK_SWITCHES)
+			return UNWIND_STOP_STACK_SWITCH;
+		state->stack_switches++;
+		cfa = state->fp + (s64)rule->cfa_offset;
+		if (cfa & 7)
+			return UNWIND_STOP_BAD_SP;
+		break;
 	default:
 		return UNWIND_STOP_INTERNAL;
 	}
-	if (cfa <= state->sp)
+	if (cfa <= state->sp && rule->kind != RULE_KIND_STACK_SWITCH)
 		return UNWIND_STOP_BAD_SP;
 	u64 return_address;
 	if (read_user_u64(&return_address, cfa - 8))

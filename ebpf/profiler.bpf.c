@@ -115,6 +115,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	struct unwind_state *state = &record->state;
 	state->exact = 1;
 	state->tail_calls = 0;
+	state->stack_switches = 0;
 	int result = user_registers(ctx, state);
 	if (result != STEP_CONTINUE) {
 		send_sample(event, result);

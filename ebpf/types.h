@@ -61,7 +61,12 @@ enum unwind_stop {
 	UNWIND_STOP_ZERO_PC = 13,
 	/* The user registers of a task in the kernel could not be read. */
 	UNWIND_STOP_NO_USER_REGS = 14,
-	UNWIND_STOP_COUNT = 15,
+	/* A stack switch that cannot be followed (RULE_ID_UNFOLLOWED_SWITCH:
+	 * Go's mcall, morestack, gogo), or more than MAX_STACK_SWITCHES
+	 * switches: the frames so far are right, the callers are on a
+	 * stack nothing here leads to. */
+	UNWIND_STOP_STACK_SWITCH = 15,
+	UNWIND_STOP_COUNT = 16,
 };
 
 /* One sample, as sent through the samples ring buffer. Only the header
@@ -170,6 +175,8 @@ _Static_assert(sizeof(struct delta_entry) == 4, "delta entries are 4 bytes");
 #define RULE_ID_INVALID 1
 #define RULE_ID_STOP 2
 #define RULE_ID_SIGNAL 3
+/* A stack switch the unwinder cannot follow (UNWIND_STOP_STACK_SWITCH). */
+#define RULE_ID_UNFOLLOWED_SWITCH 4
 
 enum rule_kind {
 	RULE_KIND_NONE = 0,
@@ -179,6 +186,11 @@ enum rule_kind {
 	RULE_KIND_CFA_DEREF = 2,
 	/* CFA = rsp + 8 + ((pc & 15) >= plt_threshold ? 8 : 0) */
 	RULE_KIND_PLT = 3,
+	/* CFA = rbp + cfa_offset, and the CFA may lie on another stack (need
+	 * not be above rsp): a function that switched stacks and keeps its
+	 * frame pointer in rbp (Go's systemstack, asmcgocall, cgocallback,
+	 * the vDSO callers). At most MAX_STACK_SWITCHES per sample. */
+	RULE_KIND_STACK_SWITCH = 4,
 };
 
 enum cfa_base {

@@ -128,6 +128,12 @@ impl Agent {
             }
         }
         let mut warnings = Vec::new();
+        let mut sampler = Sampler::open(&SamplerOptions {
+            samples_per_second: config.samples_per_second,
+            pids: (!config.pids.is_empty()).then(|| config.pids.clone()),
+            ..SamplerOptions::default()
+        })?;
+        // Read after the programs are loaded, so that they are named.
         let kernel = match KernelSymbolizer::new() {
             Ok(k) => Some(k),
             Err(e) => {
@@ -135,12 +141,6 @@ impl Agent {
                 None
             }
         };
-
-        let mut sampler = Sampler::open(&SamplerOptions {
-            samples_per_second: config.samples_per_second,
-            pids: (!config.pids.is_empty()).then(|| config.pids.clone()),
-            ..SamplerOptions::default()
-        })?;
 
         let shared = Arc::new(Shared::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -294,6 +294,7 @@ impl Agent {
             unwind_stopped_internal: stop(UnwindStop::Internal),
             unwind_stopped_zero_pc: stop(UnwindStop::ZeroPc),
             unwind_stopped_no_user_regs: stop(UnwindStop::NoUserRegs),
+            unwind_stopped_stack_switch: stop(UnwindStop::StackSwitch),
             user_frames: counters.user_frames,
             process_events: counters.process_events,
             process_events_lost: counters.process_events_lost,

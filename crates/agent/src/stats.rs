@@ -74,6 +74,9 @@ pub struct Stats {
     pub unwind_stopped_zero_pc: u64,
     /// Samples in the kernel whose user registers could not be read.
     pub unwind_stopped_no_user_regs: u64,
+    /// Stacks ended at a stack switch that cannot be followed (Go's
+    /// `runtime.mcall`, `runtime.morestack`, ...).
+    pub unwind_stopped_stack_switch: u64,
     /// User frames unwound in the kernel.
     pub user_frames: u64,
     /// Process events (new, unknown pc, exit) the programs sent.

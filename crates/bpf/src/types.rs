@@ -50,13 +50,16 @@ pub enum UnwindStop {
     ZeroPc,
     /// The user registers of a task in the kernel could not be read.
     NoUserRegs,
+    /// A stack switch the unwinder cannot follow (Go's `mcall`,
+    /// `morestack`, ...), or too many switches in one stack.
+    StackSwitch,
     /// A value this version does not know.
     Unknown(u8),
 }
 
 impl UnwindStop {
     /// Every known reason, in `enum unwind_stop` order.
-    pub const ALL: [UnwindStop; 15] = [
+    pub const ALL: [UnwindStop; 16] = [
         UnwindStop::Root,
         UnwindStop::KernelThread,
         UnwindStop::UnknownPid,
@@ -72,6 +75,7 @@ impl UnwindStop {
         UnwindStop::Internal,
         UnwindStop::ZeroPc,
         UnwindStop::NoUserRegs,
+        UnwindStop::StackSwitch,
     ];
 
     /// From the C value.
@@ -105,6 +109,7 @@ impl UnwindStop {
             UnwindStop::Internal => "internal",
             UnwindStop::ZeroPc => "zero_pc",
             UnwindStop::NoUserRegs => "no_user_regs",
+            UnwindStop::StackSwitch => "stack_switch",
             UnwindStop::Unknown(_) => "unknown",
         }
     }
@@ -238,6 +243,7 @@ pub(crate) fn delta_entry(page_offset: u16, rule_id: u16) -> u32 {
 const RULE_KIND_CFA: u8 = 1;
 const RULE_KIND_CFA_DEREF: u8 = 2;
 const RULE_KIND_PLT: u8 = 3;
+const RULE_KIND_STACK_SWITCH: u8 = 4;
 const CFA_BASE_RSP: u8 = 0;
 const CFA_BASE_RBP: u8 = 1;
 const RBP_UNCHANGED: u8 = 0;
@@ -300,6 +306,17 @@ impl UnwindRuleValue {
             UnwindRule::Plt { threshold } => {
                 UnwindRuleValue { kind: RULE_KIND_PLT, plt_threshold: *threshold, ..Default::default() }
             }
+            UnwindRule::StackSwitch { offset, rbp: r } => {
+                let (rbp_kind, rbp_offset) = rbp(r);
+                UnwindRuleValue {
+                    kind: RULE_KIND_STACK_SWITCH,
+                    cfa_base: CFA_BASE_RBP,
+                    rbp_kind,
+                    cfa_offset: *offset,
+                    rbp_offset,
+                    ..Default::default()
+                }
+            }
             _ => UnwindRuleValue::default(),
         }
     }
@@ -353,6 +370,12 @@ mod tests {
         );
         assert_eq!(UnwindRuleValue::from_rule(&UnwindRule::Plt { threshold: 11 }).plt_threshold, 11);
         assert_eq!(UnwindRuleValue::from_rule(&UnwindRule::Stop), UnwindRuleValue::default());
+        assert_eq!(UnwindRuleValue::from_rule(&UnwindRule::UnfollowedSwitch), UnwindRuleValue::default());
+        let r = UnwindRuleValue::from_rule(&UnwindRule::StackSwitch { offset: 16, rbp: RbpRule::AtCfa(-16) });
+        assert_eq!(
+            (r.kind, r.cfa_base, r.cfa_offset, r.rbp_kind, r.rbp_offset),
+            (RULE_KIND_STACK_SWITCH, CFA_BASE_RBP, 16, RBP_AT_CFA, -16)
+        );
         assert_eq!(delta_entry(0x1234, 7).to_le_bytes(), [0x34, 0x12, 7, 0]);
     }
 

@@ -238,6 +238,11 @@ impl GoFunc {
         self.flag & FUNC_FLAG_SP_WRITE != 0
     }
 
+    /// Whether the function is written in assembly (Go 1.17+ tables).
+    pub fn is_asm(&self) -> bool {
+        self.flag & FUNC_FLAG_ASM != 0
+    }
+
     /// Whether `pc` is in the function.
     pub fn contains(&self, pc: u64) -> bool {
         (self.entry..self.end).contains(&pc)

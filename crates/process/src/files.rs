@@ -2,6 +2,7 @@
 //! identity, build ids, load segments, symbols and unwind table summary.
 //! Built once per [`FileId`] and shared by every process that maps it.
 
+use crate::go_tables::{with_go_tables, GoUnwindStats};
 use profiler_elf::{ElfFile, LoadSegments, SymbolTable, UnwindTable};
 use profiler_trace::FileId;
 use std::sync::Arc;
@@ -26,6 +27,8 @@ pub struct ExecutableFile {
     pub deltas: u64,
     /// CFI rows that could not be expressed.
     pub invalid_rows: u64,
+    /// For a Go binary: how its `.gopclntab` became stack deltas.
+    pub go_unwind: Option<GoUnwindStats>,
 }
 
 /// An analysed file and its unwind table, before the table is loaded
@@ -37,7 +40,8 @@ pub(crate) struct AnalysedFile {
 
 /// Reads `elf` completely: segments, symbols, build ids, unwind table.
 pub(crate) fn analyse(elf: &ElfFile, file_id: FileId, path: &str) -> AnalysedFile {
-    let table = elf.unwind_table();
+    // Go code has no CFI: its deltas come from .gopclntab.
+    let (table, go_unwind) = with_go_tables(elf, elf.unwind_table());
     let symbols = elf.symbols().unwrap_or_else(|_| empty_symbols());
     let invalid_rows = table.stats.invalid_by_reason().map(|(_, n)| n).sum();
     let file = ExecutableFile {
@@ -49,6 +53,7 @@ pub(crate) fn analyse(elf: &ElfFile, file_id: FileId, path: &str) -> AnalysedFil
         symbols,
         deltas: table.deltas.len() as u64,
         invalid_rows,
+        go_unwind,
     };
     AnalysedFile { file: Arc::new(file), table }
 }

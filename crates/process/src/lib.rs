@@ -16,12 +16,14 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod files;
+mod go_tables;
 mod manager;
 pub mod maps;
 pub mod procfs;
 mod registry;
 
 pub use files::ExecutableFile;
+pub use go_tables::{GoUnwindStats, FOLLOWED_SWITCHES};
 pub use manager::{
     LoaderError, ManagerLimits, ManagerStats, ProcessManager, UnwindLoader, UnwindMapping, UnwindTarget,
 };

@@ -3,6 +3,20 @@
 //! Line format (fs/proc, kernel/kallsyms.c): `ffffffff81000000 T _stext`,
 //! module symbols end with `\t[module_name]`. Addresses read as zero when
 //! `kernel.kptr_restrict` hides them from the reader.
+//!
+//! JIT-compiled BPF programs are listed too (kernel/bpf/core.c,
+//! `bpf_get_prog_name`), as text symbols of the pseudo-module `[bpf]`:
+//! `bpf_prog_<tag>_<name>`, the tag being 16 hex digits (the program's
+//! SHA-1 prefix, as `bpftool prog` shows it) and the name the program's
+//! (its function name for BTF programs, e.g. `on_cpu_sample`); trampolines
+//! and dispatchers appear as `bpf_trampoline_<id>` and
+//! `bpf_dispatcher_<name>`. A frame in one reads
+//! `bpf_prog_0870a3894f4dc8a0_on_cpu_sample [bpf]` ([`KernelSymbol`]'s
+//! `Display`), and [`KernelSymbol::bpf_program`] splits it. Programs come
+//! and go while the profiler runs: a lookup that lands in a BPF program
+//! reads the table again when it is older than
+//! [`KernelSymbolizer::BPF_REFRESH_INTERVAL`], so that a program loaded
+//! since is not named after its neighbour.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -38,6 +52,51 @@ pub struct KernelSymbol<'a> {
     pub module: Option<&'a str>,
     /// Distance from the symbol's start.
     pub offset: u64,
+}
+
+impl std::fmt::Display for KernelSymbol<'_> {
+    /// `name`, or `name [module]` for a module's (or BPF's) symbol.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.module {
+            Some(module) => write!(f, "{} [{module}]", self.name),
+            None => f.write_str(self.name),
+        }
+    }
+}
+
+/// The pseudo-module of BPF symbols.
+const BPF_MODULE: &str = "bpf";
+
+/// A JIT-compiled BPF program, from its symbol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BpfProgram<'a> {
+    /// The program's tag, 16 hex digits.
+    pub tag: &'a str,
+    /// The program's name; empty for unnamed programs.
+    pub name: &'a str,
+}
+
+impl<'a> KernelSymbol<'a> {
+    /// Whether the symbol is BPF code (a program, trampoline or
+    /// dispatcher).
+    pub fn is_bpf(&self) -> bool {
+        self.module == Some(BPF_MODULE)
+    }
+
+    /// The BPF program this symbol is (`bpf_prog_<tag>[_<name>]` in
+    /// `[bpf]`).
+    pub fn bpf_program(&self) -> Option<BpfProgram<'a>> {
+        if !self.is_bpf() {
+            return None;
+        }
+        let rest = self.name.strip_prefix("bpf_prog_")?;
+        let tag = rest.get(..16).filter(|t| t.bytes().all(|b| b.is_ascii_hexdigit()))?;
+        let name = match &rest[16..] {
+            "" => "",
+            tail => tail.strip_prefix('_')?,
+        };
+        Some(BpfProgram { tag, name })
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -167,6 +226,12 @@ pub struct KernelSymbolizer {
 }
 
 impl KernelSymbolizer {
+    /// A lookup landing in BPF code reads the table again when it is
+    /// older than this: programs are loaded and unloaded all the time, and
+    /// a program loaded since the last read would be named after the
+    /// symbol before it. (A read of kallsyms costs about 50 ms of CPU.)
+    pub const BPF_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
+
     /// Loads `/proc/kallsyms`.
     pub fn new() -> Result<KernelSymbolizer, KallsymsError> {
         Self::with_path(PathBuf::from("/proc/kallsyms"), Duration::from_secs(60))
@@ -179,16 +244,29 @@ impl KernelSymbolizer {
     }
 
     /// Looks `address` up; on a miss, reloads the table (a module may have
-    /// been loaded since) unless it was loaded recently.
+    /// been loaded since) unless it was loaded recently, and on a hit in
+    /// BPF code, unless it was loaded within
+    /// [`Self::BPF_REFRESH_INTERVAL`].
     pub fn lookup(&mut self, address: u64) -> Option<KernelSymbol<'_>> {
-        if self.symbols.lookup(address).is_none() && self.loaded_at.elapsed() >= self.min_reload_interval {
-            self.loaded_at = Instant::now();
-            if let Ok(symbols) = KernelSymbols::load_from(&self.path) {
-                self.symbols = symbols;
-                self.reloads += 1;
-            }
+        let stale = match self.symbols.lookup(address) {
+            None => self.loaded_at.elapsed() >= self.min_reload_interval,
+            Some(s) if s.is_bpf() => self.loaded_at.elapsed() >= Self::BPF_REFRESH_INTERVAL,
+            Some(_) => false,
+        };
+        if stale {
+            self.reload();
         }
         self.symbols.lookup(address)
+    }
+
+    /// Reads the table again now (e.g. right after loading BPF programs,
+    /// so that they are named).
+    pub fn reload(&mut self) {
+        self.loaded_at = Instant::now();
+        if let Ok(symbols) = KernelSymbols::load_from(&self.path) {
+            self.symbols = symbols;
+            self.reloads += 1;
+        }
     }
 
     /// How many times the table was read again after start.
@@ -240,6 +318,92 @@ ffffffffc0002000 T e1000_probe\t[e1000]
             Some(KernelSymbol { name: "nft_do_chain", module: Some("nf_tables"), offset: 4 })
         );
         assert_eq!(s.lookup(0xffffffffc0002001).and_then(|k| k.module), Some("e1000"));
+    }
+
+    /// As this kernel (6.18) lists them: programs, a trampoline and a
+    /// dispatcher in `[bpf]`, between module symbols.
+    const WITH_BPF: &str = "\
+ffffffff81000000 T _stext
+ffffffffc0001000 t nf_hook_slow\t[nf_tables]
+ffffffffc0025ba8 t bpf_prog_427349059a1ec9de_native_unwind\t[bpf]
+ffffffffc0026c58 t bpf_prog_0870a3894f4dc8a0_on_cpu_sample\t[bpf]
+ffffffffc0027474 t bpf_prog_8713e3d97c9d80fd\t[bpf]
+ffffffffc0028000 t bpf_trampoline_6442491866\t[bpf]
+ffffffffc0029000 t bpf_dispatcher_xdp\t[bpf]
+ffffffffc002a000 t bpf_prog_8713e3d97c9d80fd_F\t[bpf]
+";
+
+    #[test]
+    fn bpf_programs_are_named_and_split() {
+        let s = KernelSymbols::parse(WITH_BPF);
+        let sample = s.lookup(0xffffffffc0026c58 + 0x40).unwrap();
+        assert_eq!(sample.to_string(), "bpf_prog_0870a3894f4dc8a0_on_cpu_sample [bpf]");
+        assert!(sample.is_bpf());
+        assert_eq!(
+            sample.bpf_program(),
+            Some(BpfProgram { tag: "0870a3894f4dc8a0", name: "on_cpu_sample" })
+        );
+        // An unnamed program, a trampoline, a dispatcher, a subprogram.
+        let unnamed = s.lookup(0xffffffffc0027474).unwrap();
+        assert_eq!(unnamed.bpf_program(), Some(BpfProgram { tag: "8713e3d97c9d80fd", name: "" }));
+        let trampoline = s.lookup(0xffffffffc0028010).unwrap();
+        assert_eq!(trampoline.to_string(), "bpf_trampoline_6442491866 [bpf]");
+        assert!(trampoline.is_bpf() && trampoline.bpf_program().is_none());
+        assert!(s.lookup(0xffffffffc0029000).unwrap().bpf_program().is_none());
+        assert_eq!(s.lookup(0xffffffffc002a000).unwrap().bpf_program().map(|p| p.name), Some("F"));
+        // Module and kernel symbols are not BPF.
+        let module = s.lookup(0xffffffffc0001010).unwrap();
+        assert_eq!(module.to_string(), "nf_hook_slow [nf_tables]");
+        assert!(!module.is_bpf() && module.bpf_program().is_none());
+        assert_eq!(s.lookup(0xffffffff81000010).unwrap().to_string(), "_stext");
+        // A look-alike outside [bpf] is not a program.
+        let fake = KernelSymbols::parse("ffffffff81000000 T bpf_prog_0870a3894f4dc8a0_x\n");
+        assert!(fake.lookup(0xffffffff81000000).unwrap().bpf_program().is_none());
+    }
+
+    #[test]
+    fn a_hit_in_bpf_code_refreshes_an_old_table() {
+        let path = std::env::temp_dir().join(format!("kallsyms-bpf-test-{}", std::process::id()));
+        std::fs::write(&path, WITH_BPF).unwrap();
+        let mut k = KernelSymbolizer::with_path(path.clone(), Duration::from_secs(3600)).unwrap();
+        // A program loaded after the table was read, right after
+        // on_cpu_sample: named after its neighbour until the table is read
+        // again.
+        let new_prog = 0xffffffffc0027000;
+        let with_new = WITH_BPF.replace(
+            "ffffffffc0027474",
+            "ffffffffc0027000 t bpf_prog_1111222233334444_on_process_exec\t[bpf]\nffffffffc0027474",
+        );
+        std::fs::write(&path, with_new).unwrap();
+        assert_eq!(k.lookup(new_prog).unwrap().bpf_program().unwrap().name, "on_cpu_sample");
+        assert_eq!(k.reloads(), 0, "the table is fresh");
+        k.loaded_at -= KernelSymbolizer::BPF_REFRESH_INTERVAL;
+        assert_eq!(k.lookup(new_prog).unwrap().bpf_program().unwrap().name, "on_process_exec");
+        assert_eq!(k.reloads(), 1);
+        // Kernel and module hits never trigger a read.
+        k.loaded_at -= KernelSymbolizer::BPF_REFRESH_INTERVAL;
+        k.lookup(0xffffffffc0001010);
+        assert_eq!(k.reloads(), 1);
+        std::fs::remove_file(&path).ok();
+    }
+
+    #[test]
+    fn this_kernel_lists_bpf_programs_in_bpf() {
+        // Only when some BPF program is loaded (the profiler's own, under
+        // the end-to-end tests) and the addresses are visible.
+        let Ok(text) = std::fs::read_to_string("/proc/kallsyms") else { return };
+        let symbols = KernelSymbols::parse(&text);
+        let Some(line) = text.lines().find(|l| l.ends_with("\t[bpf]") && l.contains(" bpf_prog_")) else {
+            eprintln!("skip: no BPF program loaded");
+            return;
+        };
+        let address = u64::from_str_radix(line.split(' ').next().unwrap(), 16).unwrap();
+        if address == 0 {
+            return;
+        }
+        let symbol = symbols.lookup(address).unwrap();
+        assert!(symbol.bpf_program().is_some(), "{line:?} -> {symbol}");
+        assert!(symbol.to_string().ends_with(" [bpf]"));
     }
 
     #[test]

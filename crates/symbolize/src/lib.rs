@@ -1,10 +1,11 @@
 //! Naming frames on the host.
 //!
-//! - [`KernelSymbols`]: `/proc/kallsyms` (kernel and module text symbols),
+//! - [`KernelSymbols`]: `/proc/kallsyms` (kernel, module and BPF program
+//!   text symbols),
 //!   parsed once into a compact sorted table and looked up by binary
 //!   search; [`KernelSymbolizer`] caches it and reloads it, rate-limited,
 //!   when an address falls outside every known symbol (a module loaded
-//!   after start).
+//!   after start) or in BPF code (programs come and go).
 //! - [`NativeSymbolizer`]: native and Go frames, `(FileId, ELF virtual
 //!   address)` to [`SourceLine`](profiler_trace::SourceLine)s innermost
 //!   first. Files load on a background worker (a lookup in a file still
@@ -60,5 +61,5 @@ pub use debugfile::DebugConfig;
 pub use demangle::demangle;
 pub use dwarf::DwarfError;
 pub use file::{DwarfOrigin, FileInfo, FileSource, FileSymbolizer, LineSource, LoadError};
-pub use kallsyms::{KallsymsError, KernelSymbol, KernelSymbolizer, KernelSymbols};
+pub use kallsyms::{BpfProgram, KallsymsError, KernelSymbol, KernelSymbolizer, KernelSymbols};
 pub use native::{LoadHold, NativeConfig, NativeStats, NativeSymbolizer, Reason, Symbolized};

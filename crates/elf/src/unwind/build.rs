@@ -206,6 +206,8 @@ fn count_rule(stats: &mut UnwindStats, rule: &UnwindRule) {
         UnwindRule::Plt { .. } => rows.plt += 1,
         UnwindRule::Signal => rows.signal += 1,
         UnwindRule::Stop => rows.stop += 1,
+        // Never reduced from CFI (Go tables only).
+        UnwindRule::StackSwitch { .. } | UnwindRule::UnfollowedSwitch => {}
         UnwindRule::Invalid | UnwindRule::NoCoverage => {}
     }
 }

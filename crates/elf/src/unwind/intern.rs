@@ -22,13 +22,15 @@ impl RuleId {
     pub const STOP: RuleId = RuleId(2);
     /// Always [`UnwindRule::Signal`].
     pub const SIGNAL: RuleId = RuleId(3);
+    /// Always [`UnwindRule::UnfollowedSwitch`].
+    pub const UNFOLLOWED_SWITCH: RuleId = RuleId(4);
 }
 
 /// Deduplicates rules across all files to [`RuleId`]s, so that the
 /// system-wide table of distinct rules stays small (about 10k on a
 /// desktop).
 ///
-/// Ids 0–3 are fixed (see the [`RuleId`] constants) so the unwinder can
+/// Ids 0–4 are fixed (see the [`RuleId`] constants) so the unwinder can
 /// test for them without a lookup. Ids are never reused or renumbered.
 #[derive(Clone, Debug)]
 pub struct RuleInterner {
@@ -46,7 +48,7 @@ impl RuleInterner {
     /// How many distinct rules fit (ids are 16 bits).
     pub const CAPACITY: usize = 1 << 16;
 
-    /// An interner holding only the four fixed rules.
+    /// An interner holding only the fixed rules.
     pub fn new() -> RuleInterner {
         let mut interner = RuleInterner {
             ids: HashMap::default(),
@@ -57,6 +59,7 @@ impl RuleInterner {
             UnwindRule::Invalid,
             UnwindRule::Stop,
             UnwindRule::Signal,
+            UnwindRule::UnfollowedSwitch,
         ] {
             // Cannot fail: the table is empty.
             let _ = interner.intern(rule);
@@ -115,9 +118,13 @@ mod tests {
     #[test]
     fn dedups_and_fills_up() {
         let mut i = RuleInterner::new();
-        assert_eq!(i.len(), 4);
+        assert_eq!(i.len(), 5);
         assert_eq!(i.intern(UnwindRule::Stop).unwrap(), RuleId::STOP);
         assert_eq!(i.get(RuleId::SIGNAL), Some(UnwindRule::Signal));
+        assert_eq!(
+            i.intern(UnwindRule::UnfollowedSwitch).unwrap(),
+            RuleId::UNFOLLOWED_SWITCH
+        );
         let rule = |offset| UnwindRule::Cfa {
             base: CfaBase::Rsp,
             offset,
@@ -125,8 +132,8 @@ mod tests {
         };
         let a = i.intern(rule(8)).unwrap();
         assert_eq!(i.intern(rule(8)).unwrap(), a);
-        assert_eq!(a, RuleId(4));
-        for n in 0..(RuleInterner::CAPACITY as i32 - 5) {
+        assert_eq!(a, RuleId(5));
+        for n in 0..(RuleInterner::CAPACITY as i32 - 6) {
             i.intern(rule(16 + n)).unwrap();
         }
         assert_eq!(i.len(), RuleInterner::CAPACITY);
@@ -137,7 +144,7 @@ mod tests {
         assert_eq!(i.intern(rule(8)).unwrap(), a);
         assert_eq!(
             i.get(RuleId(u16::MAX)),
-            Some(rule(16 + RuleInterner::CAPACITY as i32 - 6))
+            Some(rule(16 + RuleInterner::CAPACITY as i32 - 7))
         );
     }
 }

@@ -70,6 +70,26 @@ pub enum UnwindRule {
     /// The outermost frame: the return address is undefined
     /// (`DW_CFA_undefined rip` in `_start`, `clone`, `clone3`, ...).
     Stop,
+    /// A function that moved `rsp` to another stack and keeps its own
+    /// frame pointer in `rbp` (Go's `runtime.systemstack`,
+    /// `runtime.asmcgocall`, `runtime.cgocallback`, the vDSO callers):
+    /// `CFA = rbp + offset`, the return address at `CFA - 8`, the caller's
+    /// `rbp` per `rbp`. The caller's frame is on the stack `rbp` points
+    /// into, which need not lie above `rsp`: the unwinder does not require
+    /// the stack to grow here (it bounds the number of such switches).
+    StackSwitch {
+        /// Added to `rbp`.
+        offset: i32,
+        /// Where the caller's `rbp` is.
+        rbp: RbpRule,
+    },
+    /// A stack switch the unwinder cannot follow: nothing on this stack
+    /// or in the registers leads to the caller (Go's `runtime.mcall` and
+    /// `runtime.morestack` after their switch to the system stack,
+    /// `gogo`, any Go function flagged as writing `rsp` that is not known
+    /// to keep a frame pointer). The frames so far are right; the stack
+    /// ends with its own counted reason, not as a root.
+    UnfollowedSwitch,
     /// CFI exists here but cannot be expressed in this rule set; the reason
     /// is counted in [`crate::UnwindStats`]. Never guessed around.
     Invalid,

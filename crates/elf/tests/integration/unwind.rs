@@ -308,6 +308,7 @@ fn libc_matches_readelf() {
         UnwindRule::Invalid,
         UnwindRule::Stop,
         UnwindRule::Signal,
+        UnwindRule::UnfollowedSwitch,
     ];
     let fixed_present = fixed
         .iter()

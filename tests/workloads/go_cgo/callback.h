@@ -1,0 +1,2 @@
+long c_outer(long n);
+void start_c_thread(void);
