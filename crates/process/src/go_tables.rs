@@ -178,7 +178,6 @@ impl Code for CodeWindow<'_> {
 /// One function, as the rule generation sees it.
 struct FuncDesc<'n> {
     entry: u64,
-    end: u64,
     name: &'n str,
     flag_top_frame: bool,
     flag_sp_write: bool,
@@ -239,7 +238,6 @@ fn describe<'a>(tab: &GoPclntab<'a>, f: &GoFunc, has_flags: bool) -> FuncDesc<'a
     }
     FuncDesc {
         entry: f.entry,
-        end: f.end,
         name: tab.func_name(f).unwrap_or(""),
         flag_top_frame: f.is_top_frame(),
         flag_sp_write: f.writes_sp(),
@@ -455,7 +453,7 @@ fn merge(cfi: &[StackDelta], go: &[Piece], stats: &mut GoUnwindStats) -> Vec<Sta
     let mut out: Vec<StackDelta> = Vec::with_capacity(points.len());
     let (mut i, mut j) = (0usize, 0usize);
     for w in points.windows(2) {
-        let (s, e) = (w[0], w[1]);
+        let s = w[0];
         while i < a.len() && a[i].1 <= s {
             i += 1;
         }
@@ -481,7 +479,6 @@ fn merge(cfi: &[StackDelta], go: &[Piece], stats: &mut GoUnwindStats) -> Vec<Sta
             (None, Some(p)) => p.rule,
             (None, None) => UnwindRule::NoCoverage,
         };
-        let _ = e;
         push_delta(&mut out, s, rule);
     }
     if let Some(&last) = points.last() {
@@ -533,15 +530,7 @@ mod tests {
             let stop = runs.get(i + 1).map_or(end, |r| r.0);
             ranges.push(PcRange { start: entry + start, end: entry + stop, value });
         }
-        FuncDesc {
-            entry,
-            end: entry + 0x100,
-            name,
-            flag_top_frame: false,
-            flag_sp_write: false,
-            has_flags: true,
-            ranges,
-        }
+        FuncDesc { entry, name, flag_top_frame: false, flag_sp_write: false, has_flags: true, ranges }
     }
 
     fn rsp(offset: i32, rbp: RbpRule) -> UnwindRule {
