@@ -19,7 +19,7 @@ use std::time::Duration;
 use Step::{Any, Fn, In};
 
 const HZ: u32 = 99;
-const SECONDS: u64 = 6;
+const SECONDS: u64 = 8;
 const REQUIRED: f64 = 0.95;
 /// Fewer samples at a leaf than this says nothing.
 const MIN_SAMPLES: usize = 25;
@@ -215,6 +215,13 @@ fn stripped_go_goroutines_and_the_system_stack() {
     ];
     let c = completeness(&traces, w.pid(), through("runtime.gcBgMarkWorker.func2"), &worker_chain);
     assert_complete("GC mark worker through runtime.systemstack", &c, &stats);
+    // Every stack through a switch to the system stack (mark workers,
+    // mark assists, write barrier flushes, ...) reaches its goroutine's
+    // root. (On the system stack already, systemstack tail-calls and
+    // leaves no frame.)
+    let through_switch = [Fn("runtime.goexit"), Any, Fn("runtime.systemstack"), Any];
+    let c = completeness(&traces, w.pid(), through("runtime.systemstack"), &through_switch);
+    assert_complete("every stack through runtime.systemstack", &c, &stats);
 
     eprintln!("stacks with frames not named yet: {}", unnamed_stacks(&traces, w.pid()));
     assert_eq!(stats.unwind_stopped_bad_sp + stats.unwind_stopped_invalid_rule, 0, "{stats:#?}");

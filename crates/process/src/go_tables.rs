@@ -41,9 +41,11 @@
 //!   its first instruction: the stack ends there with its own counted
 //!   reason, never a guess.
 //!
-//! Where `.eh_frame`/`.debug_frame` and a Go function describe the same
-//! address, the CFI wins for ordinary functions and the Go rule wins for
-//! the special ones (roots, switches, signal returns).
+//! Where `.eh_frame`/`.debug_frame` and a Go function's `pcsp` describe
+//! the same address, the Go rule wins: Go's own `.debug_frame` (kept in
+//! unstripped binaries) says nothing of `rbp`, nor of roots and stack
+//! switches. CFI describes the rest (C code; `.gopclntab` lists C
+//! functions linked internally without `pcsp`).
 
 use profiler_elf::{CfaBase, ElfFile, GoFunc, GoPclntab, PcRange, RbpRule, StackDelta, UnwindRule, UnwindTable};
 
@@ -121,19 +123,17 @@ pub struct GoUnwindStats {
     /// `pcsp` ranges that cannot be expressed (a negative delta: the
     /// return address is not on the stack): [`UnwindRule::Invalid`].
     pub invalid: u64,
-    /// Ranges of ordinary Go functions where CFI was kept instead.
-    pub shadowed_by_cfi: u64,
-    /// Ranges where a special Go rule replaced CFI.
+    /// Go ranges that replaced a different CFI rule (Go's own
+    /// `.debug_frame` in unstripped binaries).
     pub cfi_overridden: u64,
 }
 
-/// A Go rule over `[start, end)`; `strong` ones win over CFI.
+/// A Go rule over `[start, end)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Piece {
     start: u64,
     end: u64,
     rule: UnwindRule,
-    strong: bool,
 }
 
 /// Code bytes by virtual address.
@@ -296,10 +296,10 @@ fn framing(f: &FuncDesc<'_>, code: &mut impl Code) -> Framing {
 
 /// Appends `[start, end)` with `rule`, keeping `out` sorted and disjoint
 /// (a malformed table's overlapping functions are clipped).
-fn push(out: &mut Vec<Piece>, start: u64, end: u64, rule: UnwindRule, strong: bool) {
+fn push(out: &mut Vec<Piece>, start: u64, end: u64, rule: UnwindRule) {
     let start = out.last().map_or(start, |p| start.max(p.end));
     if start < end {
-        out.push(Piece { start, end, rule, strong });
+        out.push(Piece { start, end, rule });
     }
 }
 
@@ -309,7 +309,6 @@ fn pcsp_pieces(
     framing: Framing,
     from: u64,
     to: u64,
-    strong: bool,
     out: &mut Vec<Piece>,
     stats: &mut GoUnwindStats,
 ) {
@@ -329,10 +328,10 @@ fn pcsp_pieces(
             }
             stats.ranges += 1;
             match pcsp_rule(r.value, rbp) {
-                Some(rule) => push(out, s, e, rule, strong),
+                Some(rule) => push(out, s, e, rule),
                 None => {
                     stats.invalid += 1;
-                    push(out, s, e, UnwindRule::Invalid, strong);
+                    push(out, s, e, UnwindRule::Invalid);
                 }
             }
         }
@@ -355,14 +354,14 @@ fn function_pieces(f: &FuncDesc<'_>, code: &mut impl Code, out: &mut Vec<Piece>,
         // Its address is a return address: pc - 1 must find it too.
         let pad = matches!(code.bytes(f.entry - 1, 1), Some([0xcc | 0x90]));
         let start = if pad && out.last().is_none_or(|p| p.end < f.entry) { f.entry - 1 } else { f.entry };
-        push(out, start, end, UnwindRule::Signal, true);
+        push(out, start, end, UnwindRule::Signal);
         return;
     }
 
     let top = if f.has_flags { f.flag_top_frame } else { TOP_FRAMES.contains(&f.name) };
     if top && !NOT_ROOTS.contains(&f.name) {
         stats.roots += 1;
-        push(out, f.entry, end, UnwindRule::Stop, true);
+        push(out, f.entry, end, UnwindRule::Stop);
         return;
     }
 
@@ -375,7 +374,7 @@ fn function_pieces(f: &FuncDesc<'_>, code: &mut impl Code, out: &mut Vec<Piece>,
             stats.switches_followed += 1;
             // The prologue from pcsp, then rbp is the frame pointer
             // wherever the frame is open.
-            pcsp_pieces(f, Framing::From(f.entry + 1), f.entry, prologue, true, out, stats);
+            pcsp_pieces(f, Framing::From(f.entry + 1), f.entry, prologue, out, stats);
             for r in &f.ranges {
                 let (start, end) = (r.start.max(prologue), r.end);
                 if start >= end {
@@ -392,13 +391,13 @@ fn function_pieces(f: &FuncDesc<'_>, code: &mut impl Code, out: &mut Vec<Piece>,
                         UnwindRule::Invalid
                     }
                 };
-                push(out, start, end, rule, true);
+                push(out, start, end, rule);
             }
         } else {
             stats.switches_unfollowed += 1;
             // Nothing is moved before the first instruction runs.
-            pcsp_pieces(f, Framing::None, f.entry, f.entry + 1, true, out, stats);
-            push(out, f.entry + 1, end, UnwindRule::UnfollowedSwitch, true);
+            pcsp_pieces(f, Framing::None, f.entry, f.entry + 1, out, stats);
+            push(out, f.entry + 1, end, UnwindRule::UnfollowedSwitch);
         }
         return;
     }
@@ -408,7 +407,7 @@ fn function_pieces(f: &FuncDesc<'_>, code: &mut impl Code, out: &mut Vec<Piece>,
     if framing != Framing::None {
         stats.framed_functions += 1;
     }
-    pcsp_pieces(f, framing, f.entry, end, false, out, stats);
+    pcsp_pieces(f, framing, f.entry, end, out, stats);
 }
 
 /// The CFI table's covered intervals: `(start, end, rule)`.
@@ -427,8 +426,8 @@ fn cfi_intervals(deltas: &[StackDelta]) -> Vec<(u64, u64, UnwindRule)> {
     out
 }
 
-/// Merges CFI deltas and Go pieces into one sorted delta list: strong Go
-/// pieces first, then CFI, then the other Go pieces.
+/// Merges CFI deltas and Go pieces into one sorted delta list, the Go
+/// pieces first.
 fn merge(cfi: &[StackDelta], go: &[Piece], stats: &mut GoUnwindStats) -> Vec<StackDelta> {
     let a = cfi_intervals(cfi);
     // Every boundary, in order.
@@ -463,17 +462,11 @@ fn merge(cfi: &[StackDelta], go: &[Piece], stats: &mut GoUnwindStats) -> Vec<Sta
         let in_a = a.get(i).filter(|x| x.0 <= s).map(|x| x.2);
         let in_b = go.get(j).filter(|p| p.start <= s);
         let rule = match (in_a, in_b) {
-            (Some(c), Some(p)) if p.strong => {
+            (Some(c), Some(p)) => {
                 if c != p.rule && p.start == s {
                     stats.cfi_overridden += 1;
                 }
                 p.rule
-            }
-            (Some(c), Some(p)) => {
-                if p.start == s {
-                    stats.shadowed_by_cfi += 1;
-                }
-                c
             }
             (Some(c), None) => c,
             (None, Some(p)) => p.rule,
@@ -636,7 +629,7 @@ mod tests {
         let mut out = Vec::new();
         let mut stats = GoUnwindStats::default();
         function_pieces(&f, &mut code, &mut out, &mut stats);
-        assert_eq!(out, vec![Piece { start: 0xfff, end: 0x100b, rule: UnwindRule::Signal, strong: true }]);
+        assert_eq!(out, vec![Piece { start: 0xfff, end: 0x100b, rule: UnwindRule::Signal }]);
         assert_eq!(stats.signal_trampolines, 1);
     }
 
@@ -696,7 +689,7 @@ mod tests {
     }
 
     #[test]
-    fn merge_keeps_cfi_for_ordinary_code_and_special_go_rules() {
+    fn merge_prefers_go_rules_and_keeps_cfi_elsewhere() {
         let c = rsp(16, RbpRule::AtCfa(-16));
         let cfi = vec![
             delta(0x100, c),
@@ -705,11 +698,10 @@ mod tests {
             delta(0x310, UnwindRule::NoCoverage),
         ];
         let go = vec![
-            // Overlaps the CFI: CFI wins.
-            Piece { start: 0x110, end: 0x140, rule: rsp(8, UNCHANGED), strong: false },
-            Piece { start: 0x200, end: 0x220, rule: rsp(24, UNCHANGED), strong: false },
-            // Strong: wins over CFI.
-            Piece { start: 0x308, end: 0x320, rule: UnwindRule::UnfollowedSwitch, strong: true },
+            // Overlaps the CFI (Go's .debug_frame): the Go rule wins.
+            Piece { start: 0x110, end: 0x140, rule: rsp(8, UNCHANGED) },
+            Piece { start: 0x200, end: 0x220, rule: rsp(24, UNCHANGED) },
+            Piece { start: 0x308, end: 0x320, rule: UnwindRule::UnfollowedSwitch },
         ];
         let mut stats = GoUnwindStats::default();
         let merged = merge(&cfi, &go, &mut stats);
@@ -717,7 +709,7 @@ mod tests {
             merged,
             vec![
                 delta(0x100, c),
-                delta(0x120, rsp(8, UNCHANGED)),
+                delta(0x110, rsp(8, UNCHANGED)),
                 delta(0x140, UnwindRule::NoCoverage),
                 delta(0x200, rsp(24, UNCHANGED)),
                 delta(0x220, UnwindRule::NoCoverage),
@@ -726,7 +718,7 @@ mod tests {
                 delta(0x320, UnwindRule::NoCoverage),
             ]
         );
-        assert_eq!((stats.shadowed_by_cfi, stats.cfi_overridden), (1, 1));
+        assert_eq!(stats.cfi_overridden, 2);
         // Nothing from Go: the CFI table unchanged.
         assert_eq!(merge(&cfi, &[], &mut stats), cfi);
         assert_eq!(merge(&[], &[], &mut stats), vec![]);
@@ -757,15 +749,16 @@ func work(n int) int {
 func main() { fmt.Println(work(10)) }
 "#;
 
-    /// Builds PROGRAM stripped, or `None` (skip) without a Go toolchain.
-    fn build() -> Option<PathBuf> {
-        let dir = std::env::temp_dir().join(format!("go-tables-test-{}", std::process::id()));
+    /// Builds PROGRAM with `ldflags` into `dir`, or `None` (skip) without
+    /// a Go toolchain.
+    fn build(name: &str, ldflags: &str) -> Option<PathBuf> {
+        let dir = std::env::temp_dir().join(format!("go-tables-test-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("main.go"), PROGRAM).unwrap();
         std::fs::write(dir.join("go.mod"), "module gotables\n\ngo 1.21\n").unwrap();
         let out = dir.join("prog");
         let status = Command::new("go")
-            .args(["build", "-ldflags=-s -w", "-o"])
+            .args(["build", "-ldflags", ldflags, "-o"])
             .arg(&out)
             .arg(".")
             .current_dir(&dir)
@@ -784,7 +777,7 @@ func main() { fmt.Println(work(10)) }
 
     #[test]
     fn stripped_go_binary_gets_whole_tables() {
-        let Some(path) = build() else { return };
+        let Some(path) = build("stripped", "-s -w") else { return };
         let elf = ElfFile::open(&path).unwrap();
         let cfi = elf.unwind_table();
         assert!(cfi.deltas.is_empty(), "a pure Go binary has no CFI: {:?}", cfi.stats);
@@ -822,6 +815,28 @@ func main() { fmt.Println(work(10)) }
         // Deltas sorted, no equal neighbours, NoCoverage last.
         assert!(table.deltas.windows(2).all(|w| w[0].address < w[1].address && w[0].rule != w[1].rule));
         assert_eq!(table.deltas.last().unwrap().rule, UnwindRule::NoCoverage);
+        std::fs::remove_dir_all(path.parent().unwrap()).ok();
+    }
+
+    /// An unstripped binary keeps Go's `.debug_frame` (here uncompressed,
+    /// so that it is read): it knows nothing of rbp, roots or stack
+    /// switches, and the Go rules replace it.
+    #[test]
+    fn go_rules_win_over_gos_debug_frame() {
+        let Some(path) = build("debug", "-compressdwarf=false") else { return };
+        let elf = ElfFile::open(&path).unwrap();
+        let cfi = elf.unwind_table();
+        assert!(cfi.stats.fdes_debug_frame > 1000, "{:?}", cfi.stats);
+        let (table, stats) = with_go_tables(&elf, cfi);
+        let stats = stats.unwrap();
+        assert!(stats.cfi_overridden > 1000, "{stats:?}");
+        let tab = GoPclntab::find(&elf).unwrap().unwrap();
+        let func = |name: &str| tab.funcs().find(|f| tab.func_name(f) == Some(name)).unwrap();
+        let systemstack = func("runtime.systemstack");
+        assert_eq!(table.lookup(systemstack.entry + 0x10), UnwindRule::StackSwitch { offset: 16, rbp: RBP_SAVED });
+        assert_eq!(table.lookup(func("runtime.goexit").entry), UnwindRule::Stop);
+        let main = func("main.main");
+        assert!((main.entry..main.end).any(|pc| matches!(table.lookup(pc), UnwindRule::Cfa { rbp: RBP_SAVED, .. })));
         std::fs::remove_dir_all(path.parent().unwrap()).ok();
     }
 }
