@@ -384,12 +384,13 @@ def measure_new_process_latency():
     r = subprocess.run(["cargo", "test", "-q", "--release", "--locked", "-p", "profiler-tests", "--test",
                         "native_unwinding", "--", "--ignored", "--nocapture", "measure_new_process_latency"],
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
-    m = re.search(r"first sample after Some\(([\d.]+)\) ms, first sample unwound to the root after "
-                  r"Some\(([\d.]+)\) ms; completeness (\d+)/(\d+)", r.stderr)
+    m = re.search(r"first sample after (Some\(([\d.]+)\)|None) ms, first sample unwound to the root after "
+                  r"(Some\(([\d.]+)\)|None) ms; completeness (\d+)/(\d+)", r.stderr)
     if not m:
-        return {"error": (r.stderr or r.stdout).strip()[-300:]}
-    return {"first_ms": float(m.group(1)), "first_complete_ms": float(m.group(2)),
-            "complete": int(m.group(3)), "at_leaf": int(m.group(4))}
+        return {"error": " ".join((r.stderr or r.stdout).split())[-300:]}
+    as_ms = lambda v: float(v) if v is not None else None
+    return {"first_ms": as_ms(m.group(2)), "first_complete_ms": as_ms(m.group(4)),
+            "complete": int(m.group(5)), "at_leaf": int(m.group(6))}
 
 
 def largest_shared_library():
@@ -451,6 +452,10 @@ def render(results, quick):
     L.append(f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
     L.append(f"- commit: {commit}")
     L.append(f"- machine: {machine()}")
+    la = results.get("loadavg", {})
+    if la:
+        L.append(f"- load average (1 min) at start / end: {la['start']:.2f} / {la['end']:.2f}; the agent profiles "
+                 "and symbolizes everything that runs, so other activity on the machine shows in its figures")
     L.append(f"- command: `make {'bench-quick' if quick else 'bench'}`\n")
 
     L.append("## Agent CPU and BPF cost (every CPU busy with the FP-less chain workload)\n")
@@ -503,8 +508,9 @@ def render(results, quick):
     if "error" in lat:
         L.append(f"- new process latency: measurement failed: {lat['error']}")
     elif lat:
-        L.append(f"- new process (never seen before, whole-system profiling): first sample after {lat['first_ms']:.0f} ms, "
-                 f"first sample unwound to the root after {lat['first_complete_ms']:.0f} ms; "
+        fmt = lambda v: f"{v:.0f} ms" if v is not None else "never"
+        L.append(f"- new process (never seen before, whole-system profiling): first sample after {fmt(lat['first_ms'])}, "
+                 f"first sample unwound to the root after {fmt(lat['first_complete_ms'])}; "
                  f"{pct(lat['complete'], lat['at_leaf'])} of its {lat['at_leaf']} leaf samples complete")
 
     L.append("\n## Unwind tables (build from .eh_frame/.debug_frame)\n")
@@ -532,7 +538,7 @@ def main():
     q = args.quick
     subprocess.run(["sysctl", "-q", "-w", "kernel.bpf_stats_enabled=1"], check=False)
     procs = Procs()
-    results = {}
+    results = {"loadavg": {"start": os.getloadavg()[0]}}
     with tempfile.TemporaryDirectory(prefix="ep-bench-") as t:
         tmp = Path(t)
         bins = build_workloads(tmp)
@@ -563,6 +569,7 @@ def main():
             results["unwind"] = measure_unwind_tables(tmp)
         finally:
             procs.stop_all()
+    results["loadavg"]["end"] = os.getloadavg()[0]
     text = render(results, q)
     print(text)
     Path(args.output).write_text(text)
