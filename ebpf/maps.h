@@ -46,8 +46,55 @@ struct unwind_state {
 	u8 reserved[5];
 };
 
+/* Whether this sample's interpreter loops are unwound as such. */
+enum interp_mode {
+	/* No loop met yet: the first one hands over. */
+	INTERP_MODE_NONE = 0,
+	/* The Python unwinder runs the sample (it found the thread's
+	 * frames). */
+	INTERP_MODE_ACTIVE = 1,
+	/* The frames could not be found or read: loops are native frames. */
+	INTERP_MODE_UNAVAILABLE = 2,
+};
+
+/* What unwind_step does at the next interpreter loop frame. */
+enum interp_next {
+	/* Hand over to the interpreter unwinder (STEP_INTERPRETER). */
+	INTERP_NEXT_HAND_OVER = 0,
+	/* Its interpreted frames are recorded: unwind it without
+	 * recording it. */
+	INTERP_NEXT_SKIP = 1,
+	/* No interpreted frames for it: record it as a native frame. */
+	INTERP_NEXT_NATIVE = 2,
+};
+
+/* The interpreter unwinder's part of the unwind state
+ * (python_unwinder.bpf.h). */
+struct interp_state {
+	/* enum interp_mode */
+	u8 mode;
+	/* enum interp_next: what the native unwinder does at the next
+	 * frame of an interpreter loop */
+	u8 next;
+	/* the Python unwinder is recording the frames of the loop at pc */
+	u8 in_loop;
+	/* frames recorded for the loop at pc (saturating) */
+	u8 loop_frames;
+	u8 reserved[4];
+	/* The interpreter file (pid_mappings) the hand-over came from. */
+	u64 file_id;
+	u64 bias;
+	/* The next CPython frame to record (0: none left). */
+	u64 frame;
+	/* python_files[file_id], copied at the hand-over. */
+	struct python_file py;
+	/* One frame, as read. */
+	u8 buf[PYTHON_FRAME_READ_MAX];
+};
+
 struct sample_record {
 	struct unwind_state state;
+	struct interp_state interp;
 	struct sample_event event;
 };
 
@@ -119,6 +166,26 @@ struct {
 	__type(key, u64);
 	__array(values, struct file_delta_array);
 } file_deltas SEC(".maps");
+
+/* The CPython builds in loaded files: file id -> how to walk their
+ * frames. Set by user space with the file's deltas, removed with them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 10);
+	__type(key, u64);
+	__type(value, struct python_file);
+} python_files SEC(".maps");
+
+/* (tgid << 32 | tid) -> the thread's PyThreadState, found once by
+ * walking the interpreter's thread list and checked at each use; a
+ * thread's entry goes when it exits (on_process_exit). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1 << 12);
+	__type(key, u64);
+	__type(value, u64);
+} python_thread_states SEC(".maps");
 
 /* When a process event of each kind was last sent for a pid (key
  * pid << 32 | kind), to rate-limit them (helpers.h). */

@@ -52,10 +52,12 @@ _Static_assert(NATIVE_FRAMES_PER_PROGRAM * (MAX_NATIVE_TAIL_CALLS + 1) >= MAX_US
 
 enum {
 	PROG_NATIVE_UNWIND = 0,
-	PROG_COUNT = 1,
+	PROG_PYTHON_UNWIND = 1,
+	PROG_COUNT = 2,
 };
 
 int native_unwind(struct bpf_perf_event_data *ctx);
+int python_unwind(struct bpf_perf_event_data *ctx);
 
 /* The unwinders, for tail calls; filled by libbpf at load. */
 struct {
@@ -66,11 +68,15 @@ struct {
 } programs SEC(".maps") = {
 	.values = {
 		[PROG_NATIVE_UNWIND] = (void *)&native_unwind,
+		[PROG_PYTHON_UNWIND] = (void *)&python_unwind,
 	},
 };
 
 /* Step results. */
 #define STEP_CONTINUE 0xff
+/* The pc is in an interpreter loop: the interpreter unwinder takes over
+ * (the state is unchanged; the frame is not recorded). */
+#define STEP_INTERPRETER 0xfe
 
 static __always_inline int read_user_u64(u64 *out, u64 address)
 {
@@ -159,6 +165,20 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 	}
 	if (mapping->kind != MAPPING_KIND_NATIVE)
 		return UNWIND_STOP_NO_UNWIND_INFO;
+	if (mapping->flags & MAPPING_FLAG_INTERPRETER_LOOP) {
+		struct interp_state *interp = &record->interp;
+		u8 next = interp->next;
+		interp->next = INTERP_NEXT_HAND_OVER;
+		if (next == INTERP_NEXT_SKIP) {
+			/* Its interpreted frames stand in its place. */
+			event->user_frames = n;
+		} else if (next == INTERP_NEXT_HAND_OVER && interp->mode != INTERP_MODE_UNAVAILABLE) {
+			event->user_frames = n;
+			interp->file_id = mapping->file_id;
+			interp->bias = mapping->bias;
+			return STEP_INTERPRETER;
+		}
+	}
 
 	int rule_id = find_rule(mapping->file_id, lookup_pc - mapping->bias);
 	if (rule_id < 0)
@@ -254,6 +274,17 @@ int native_unwind(struct bpf_perf_event_data *ctx)
 	u32 pid = record->event.pid;
 	for (int i = 0; i < NATIVE_FRAMES_PER_PROGRAM; i++) {
 		int result = unwind_step(record, pid);
+		if (result == STEP_INTERPRETER) {
+			/* The Python unwinder runs the rest of the sample. */
+			if (record->state.tail_calls < MAX_NATIVE_TAIL_CALLS) {
+				record->state.tail_calls++;
+				count(COUNTER_PYTHON_TAIL_CALLS);
+				bpf_tail_call(ctx, &programs, PROG_PYTHON_UNWIND);
+			}
+			/* It cannot: the loops are native frames. */
+			record->interp.mode = INTERP_MODE_UNAVAILABLE;
+			continue;
+		}
 		if (result != STEP_CONTINUE) {
 			send_sample(&record->event, result);
 			return 0;

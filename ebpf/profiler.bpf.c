@@ -33,6 +33,7 @@ const volatile bool have_task_pt_regs = false;
 const volatile u64 thread_size = 16384;
 
 #include "native_unwinder.bpf.h"
+#include "python_unwinder.bpf.h"
 
 /* The user registers of the current task: from the perf context when the
  * tick interrupted user mode, else the ones saved at kernel entry.
@@ -116,6 +117,9 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	state->exact = 1;
 	state->tail_calls = 0;
 	state->stack_switches = 0;
+	record->interp.mode = INTERP_MODE_NONE;
+	record->interp.next = INTERP_NEXT_HAND_OVER;
+	record->interp.in_loop = 0;
 	int result = user_registers(ctx, state);
 	if (result != STEP_CONTINUE) {
 		send_sample(event, result);
@@ -132,6 +136,9 @@ SEC("tp_btf/sched_process_exit")
 int on_process_exit(u64 *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
+	/* Every thread: forget its CPython thread state. */
+	u64 thread_key = ((u64)BPF_CORE_READ(task, tgid) << 32) | (u32)BPF_CORE_READ(task, pid);
+	bpf_map_delete_elem(&python_thread_states, &thread_key);
 	/* do_exit decrements signal->live before this tracepoint; 0 means
 	 * this was the group's last thread. (6.16 added a group_dead
 	 * argument; reading the counter works on every kernel.) */

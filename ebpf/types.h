@@ -22,6 +22,17 @@
  * User addresses never reach bit 63. */
 #define FRAME_EXACT_PC (1ULL << 63)
 
+/* Set in a user frame word that is an interpreter's frame, not a pc
+ * (FRAME_EXACT_PC is then clear; pcs never reach bit 62). A CPython
+ * frame word is FRAME_INTERPRETED | offset << PYTHON_FRAME_OFFSET_SHIFT
+ * | code >> 3: the code object's address (8-aligned, below 2^47; 0 when
+ * it is not) and the byte offset of the instruction in its bytecode
+ * (clamped to PYTHON_FRAME_OFFSET_MAX). See python_unwinder.bpf.h. */
+#define FRAME_INTERPRETED (1ULL << 62)
+#define PYTHON_FRAME_OFFSET_SHIFT 44
+#define PYTHON_FRAME_OFFSET_MAX ((1ULL << 18) - 1)
+#define PYTHON_FRAME_CODE_MASK ((1ULL << PYTHON_FRAME_OFFSET_SHIFT) - 1)
+
 /* Why the user stack of a sample ends where it ends (sample_event's
  * unwind_stop, and the COUNTER_UNWIND_STOP_BASE + reason counters).
  * Never renumber: the Rust side names them by these values. */
@@ -137,11 +148,18 @@ enum mapping_kind {
 	MAPPING_KIND_NO_UNWIND_INFO = 2,
 };
 
+/* pid_mapping flags. */
+/* The prefix covers an interpreter's evaluation loop (CPython's
+ * _PyEval_EvalFrameDefault): the interpreter unwinder records the
+ * interpreted frames that loop runs in place of its native frame. The
+ * file's python_files entry says how. */
+#define MAPPING_FLAG_INTERPRETER_LOOP 1
+
 struct pid_mapping {
 	__u64 file_id;   /* FileId::high64 */
 	__u64 bias;      /* ELF virtual address = pc - bias */
 	__u32 kind;      /* enum mapping_kind */
-	__u32 reserved;
+	__u32 flags;     /* MAPPING_FLAG_* */
 };
 _Static_assert(sizeof(struct pid_mapping) == 24, "pid_mapping is part of the Rust contract");
 
@@ -259,11 +277,78 @@ enum counter_id {
 	COUNTER_USER_FRAMES = 10,
 	/* tail calls into the native unwinder */
 	COUNTER_NATIVE_TAIL_CALLS = 11,
+	/* CPython frames recorded */
+	COUNTER_PYTHON_FRAMES = 12,
+	/* tail calls into the Python unwinder (hand-overs included) */
+	COUNTER_PYTHON_TAIL_CALLS = 13,
+	/* samples in a CPython evaluation loop whose thread state was not
+	 * found (their loops stay native frames) */
+	COUNTER_PYTHON_NO_THREAD_STATE = 14,
+	/* a CPython frame could not be read (the rest of the stack's loops
+	 * stay native frames) */
+	COUNTER_PYTHON_READ_ERRORS = 15,
 	/* COUNTER_UNWIND_STOP_BASE + enum unwind_stop: how each user
 	 * stack ended */
 	COUNTER_UNWIND_STOP_BASE = 32,
 	COUNTER_MAX = 64,
 };
 _Static_assert(COUNTER_UNWIND_STOP_BASE + UNWIND_STOP_COUNT <= COUNTER_MAX, "counters fit");
+
+/* How a CPython version chains its frames (struct python_file). */
+enum python_frame_model {
+	/* 3.8-3.10: PyFrameObject, one per evaluation loop run
+	 * (tstate->frame, f_back). */
+	PYTHON_FRAMES_OBJECTS = 0,
+	/* 3.11: _PyInterpreterFrame; a loop run ends at the frame whose
+	 * is_entry is set (that frame is its first). */
+	PYTHON_FRAMES_ENTRY_FLAG = 1,
+	/* 3.12+: _PyInterpreterFrame; a loop run ends at the shim frame it
+	 * pushed on the C stack (owner == FRAME_OWNED_BY_CSTACK). */
+	PYTHON_FRAMES_CSTACK_OWNER = 2,
+};
+
+/* Where a CPython frame says which instruction runs. */
+enum python_lasti {
+	/* int f_lasti: a byte offset (3.8, 3.9) */
+	PYTHON_LASTI_BYTES = 0,
+	/* int f_lasti: an index of 2-byte code units (3.10) */
+	PYTHON_LASTI_UNITS = 1,
+	/* a pointer into the code object's co_code_adaptive (3.11+:
+	 * prev_instr, instr_ptr) */
+	PYTHON_LASTI_POINTER = 2,
+};
+
+/* _PyInterpreterFrame.owner of the shim frame an evaluation loop run
+ * pushes on the C stack (FRAME_OWNED_BY_CSTACK, 3.12+). */
+#define PYTHON_OWNER_CSTACK 3
+/* An offset that does not apply to the version. */
+#define PYTHON_NO_OFFSET 0xffffffffU
+/* Bytes of a frame read at once; every frame field lies below. */
+#define PYTHON_FRAME_READ_MAX 128
+
+/* What the unwinder needs of one CPython build (python_files[file_id],
+ * set by user space from the ELF symbols and per-version layouts:
+ * crates/interpreters). Offsets are in bytes. */
+struct python_file {
+	__u64 runtime_vaddr;             /* _PyRuntime, ELF virtual address */
+	__u16 version;                   /* major << 8 | minor */
+	__u8 frame_model;                /* enum python_frame_model */
+	__u8 lasti_kind;                 /* enum python_lasti */
+	__u32 frame_read_size;           /* bytes of a frame to read (<= PYTHON_FRAME_READ_MAX) */
+	__u32 runtime_interpreters_head; /* _PyRuntimeState.interpreters.head */
+	__u32 interp_next;               /* PyInterpreterState.next */
+	__u32 interp_threads_head;       /* PyInterpreterState.tstate_head / threads.head */
+	__u32 tstate_next;               /* PyThreadState.next */
+	__u32 tstate_thread_id;          /* PyThreadState.thread_id (pthread_self) */
+	__u32 tstate_frame;              /* PyThreadState.frame / cframe / current_frame */
+	__u32 cframe_current_frame;      /* _PyCFrame.current_frame, or PYTHON_NO_OFFSET */
+	__u32 frame_previous;            /* f_back / previous */
+	__u32 frame_code;                /* f_code / f_executable */
+	__u32 frame_lasti;               /* f_lasti / prev_instr / instr_ptr */
+	__u32 frame_entry;               /* is_entry (3.11) / owner (3.12+) */
+	__u32 code_adaptive;             /* PyCodeObject.co_code_adaptive (3.11+) */
+	__u32 reserved[2];
+};
+_Static_assert(sizeof(struct python_file) == 72, "python_file is part of the Rust contract");
 
 #endif

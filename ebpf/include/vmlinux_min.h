@@ -122,7 +122,13 @@ struct signal_struct {
 	atomic_t live;
 } __attribute__((preserve_access_index));
 
+struct thread_struct {
+	/* the user fs base: the thread pointer (glibc's struct pthread) */
+	unsigned long fsbase;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
+	struct thread_struct thread;
 	int pid;
 	int tgid;
 	void *stack;

@@ -30,6 +30,7 @@ pub use stats::Stats;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
 use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions, UnwindStop};
+use profiler_interpreters::python::{PythonRegistry, PythonSymbolizerStats};
 use profiler_process::{ManagerLimits, ProcessManager, ProcessRegistry};
 use profiler_symbolize::{KernelSymbolizer, NativeConfig, NativeStats, NativeSymbolizer};
 use sink::{BatchCounters, OtlpBatchSink};
@@ -92,6 +93,9 @@ struct Shared {
     manager: Mutex<process_manager::ManagerReport>,
     /// Published by the reporter at each interval's end and at stop.
     symbolizer: Mutex<NativeStats>,
+    python_symbolizer: Mutex<PythonSymbolizerStats>,
+    /// Things found while running, each told once (Agent::notices).
+    notices: Arc<Mutex<Vec<String>>>,
 }
 
 struct Running {
@@ -177,14 +181,20 @@ impl Agent {
                 .map_err(|source| StartError::Thread { name: "reader", source })?
         };
         let registry = Arc::new(ProcessRegistry::new());
+        let python_builds = Arc::new(PythonRegistry::new());
         let manager = {
             let events = sampler.process_event_reader()?;
             let limits = ManagerLimits {
                 file_unload_grace: Duration::from_millis(config.file_unload_grace_ms),
                 ..ManagerLimits::default()
             };
+            let interpreters = process_manager::Interpreters::new(
+                sampler.interpreter_maps()?,
+                python_builds.clone(),
+                shared.notices.clone(),
+            );
             let mut manager = ProcessManager::new(
-                process_manager::BpfLoader(sampler.unwind_maps()?),
+                process_manager::BpfLoader::new(sampler.unwind_maps()?, interpreters),
                 registry.clone(),
                 limits,
             );
@@ -212,7 +222,7 @@ impl Agent {
                 NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() })
             })
             .map_err(|source| StartError::Thread { name: "symbolizer", source })?;
-            let builder = TraceBuilder::new(registry, kernel, native);
+            let builder = TraceBuilder::new(registry, kernel, native, python_builds);
             let interval = config.reporter_interval();
             std::thread::Builder::new()
                 .name("ep-reporter".into())
@@ -233,6 +243,14 @@ impl Agent {
     /// unavailable), for the front end to show.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Things found while running that a user should hear of, each told
+    /// once, oldest first (at most 64): e.g. an unsupported CPython whose
+    /// frames are profiled as native code. The front end shows the ones
+    /// past those it already showed.
+    pub fn notices(&self) -> Vec<String> {
+        lock(&self.shared.notices).clone()
     }
 
     /// Waits up to `timeout` for the next OTLP batch (only when
@@ -260,6 +278,7 @@ impl Agent {
         let manager = *lock(&s.manager);
         let stop = |r: UnwindStop| counters.unwind_stop(r);
         let symbolizer = *lock(&s.symbolizer);
+        let python = *lock(&s.python_symbolizer);
         Stats {
             samples: counters.sent,
             samples_lost: counters.lost_ring_buffer,
@@ -308,8 +327,19 @@ impl Agent {
             unwind_deltas: manager.maps.delta_entries,
             unwind_rules: manager.maps.rules,
             unwind_prefixes: manager.maps.prefixes,
-            unwind_load_errors: manager.manager.load_errors,
+            unwind_load_errors: manager.manager.load_errors + manager.interpreters.load_errors,
             unwind_analyse_ms: manager.manager.analyse_ms,
+            python_files: manager.interpreters.python_files,
+            python_unsupported: manager.interpreters.python_unsupported,
+            python_frames: counters.python_frames,
+            python_frames_named: python.frames,
+            python_frames_unknown: python.unknown,
+            python_code_reads: python.code_reads,
+            python_no_thread_state: counters.python_no_thread_state,
+            python_read_errors: counters.python_read_errors,
+            python_tail_calls: counters.python_tail_calls,
+            bpf_run_time_ns: counters.bpf_run_time_ns,
+            bpf_runs: counters.bpf_runs,
         }
     }
 
@@ -332,6 +362,15 @@ impl Agent {
     /// stopped. Iterates every key: for tests and diagnostics.
     pub fn unwind_map_entries(&self) -> Option<(usize, usize, usize)> {
         lock(&self.running).as_ref().and_then(|r| r.sampler.count_unwind_map_entries().ok())
+    }
+
+    /// The keys in the interpreter unwinders' maps, read in the kernel:
+    /// (python_files: `FileId::high64` of each CPython build loaded,
+    /// python_thread_states: `tgid << 32 | tid` of each thread whose
+    /// thread state is cached). `None` once stopped. Iterates every key:
+    /// for tests and diagnostics.
+    pub fn interpreter_map_keys(&self) -> Option<(Vec<u64>, Vec<u64>)> {
+        lock(&self.running).as_ref().map(|r| r.sampler.interpreter_map_keys())
     }
 }
 
@@ -374,6 +413,7 @@ fn report(
             }
             Err(RecvTimeoutError::Timeout) => {
                 *lock(&shared.symbolizer) = builder.native_stats();
+                *lock(&shared.python_symbolizer) = builder.python_stats();
                 let end = unix_now_ns();
                 for sink in &mut sinks {
                     sink.on_interval_end(interval_start, end);
@@ -386,6 +426,7 @@ fn report(
             }
             Err(RecvTimeoutError::Disconnected) => {
                 *lock(&shared.symbolizer) = builder.native_stats();
+                *lock(&shared.python_symbolizer) = builder.python_stats();
                 let end = unix_now_ns();
                 for sink in &mut sinks {
                     sink.on_interval_end(interval_start, end);

@@ -1,13 +1,22 @@
 //! The process manager's thread: process events from the BPF programs
 //! drive a [`ProcessManager`] that loads unwinding state into the BPF
-//! maps through [`BpfLoader`].
+//! maps through [`BpfLoader`], which also finds interpreters in the files
+//! it loads (CPython: [`profiler_interpreters::python::detect`]) and
+//! marks their evaluation loops for the interpreter unwinder.
 
-use profiler_bpf::{EncodedDeltas, MappingRange, MappingTarget, ProcessEventKind, ProcessEventReader, UnwindMaps};
-use profiler_elf::{RuleId, UnwindRule};
-use profiler_process::{LoaderError, ManagerStats, ProcessManager, UnwindLoader, UnwindMapping, UnwindTarget};
+use profiler_bpf::{
+    EncodedDeltas, InterpreterMaps, MappingRange, MappingTarget, ProcessEventKind, ProcessEventReader,
+    PythonFileValue, PythonFrameModel, PythonLasti, UnwindMaps, PYTHON_NO_OFFSET,
+};
+use profiler_elf::{ElfFile, RuleId, UnwindRule};
+use profiler_interpreters::python::{self, Detection, FrameModel, Lasti, PythonBuild, PythonRegistry};
+use profiler_process::{
+    ExecutableFile, LoaderError, ManagerStats, ProcessManager, UnwindLoader, UnwindMapping, UnwindTarget,
+};
 use profiler_trace::{FileId, Pid};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long the thread sleeps when no event comes (housekeeping period).
@@ -16,38 +25,221 @@ const TICK: Duration = Duration::from_millis(250);
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 
 /// [`UnwindLoader`] over the BPF maps.
-pub(crate) struct BpfLoader(pub UnwindMaps);
+pub(crate) struct BpfLoader {
+    pub maps: UnwindMaps,
+    pub interpreters: Interpreters,
+}
+
+impl BpfLoader {
+    pub(crate) fn new(maps: UnwindMaps, interpreters: Interpreters) -> BpfLoader {
+        BpfLoader { maps, interpreters }
+    }
+}
 
 impl UnwindLoader for BpfLoader {
     fn set_rule(&mut self, id: RuleId, rule: &UnwindRule) -> Result<(), LoaderError> {
-        Ok(self.0.set_rule(id, rule)?)
+        Ok(self.maps.set_rule(id, rule)?)
     }
 
     fn load_file(&mut self, file_id: FileId, deltas: &[(u64, RuleId)]) -> Result<(), LoaderError> {
-        Ok(self.0.load_file(file_id.high64(), &EncodedDeltas::encode(deltas))?)
+        self.maps.load_file(file_id.high64(), &EncodedDeltas::encode(deltas))?;
+        self.interpreters.file_loaded(file_id);
+        Ok(())
     }
 
     fn unload_file(&mut self, file_id: FileId) -> Result<(), LoaderError> {
-        Ok(self.0.unload_file(file_id.high64())?)
+        self.interpreters.file_unloaded(file_id);
+        Ok(self.maps.unload_file(file_id.high64())?)
     }
 
     fn set_process(&mut self, pid: Pid, mappings: &[UnwindMapping]) -> Result<(), LoaderError> {
-        let ranges: Vec<MappingRange> = mappings
-            .iter()
-            .map(|m| MappingRange {
-                start: m.start,
-                end: m.end,
-                target: match m.target {
-                    UnwindTarget::File { file_id, bias } => MappingTarget::Native { file_id: file_id.high64(), bias },
-                    UnwindTarget::NoUnwindInfo => MappingTarget::NoUnwindInfo,
-                },
-            })
-            .collect();
-        Ok(self.0.set_process(pid.0, &ranges)?)
+        let mut ranges: Vec<MappingRange> = Vec::with_capacity(mappings.len());
+        for m in mappings {
+            match m.target {
+                UnwindTarget::File { file_id, bias } => {
+                    self.interpreters.split(m.start, m.end, file_id, bias, &mut ranges);
+                }
+                UnwindTarget::NoUnwindInfo => {
+                    ranges.push(MappingRange { start: m.start, end: m.end, target: MappingTarget::NoUnwindInfo })
+                }
+            }
+        }
+        Ok(self.maps.set_process(pid.0, &ranges)?)
     }
 
     fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError> {
-        Ok(self.0.remove_process(pid.0)?)
+        Ok(self.maps.remove_process(pid.0)?)
+    }
+
+    fn inspect_file(&mut self, file: &ExecutableFile, elf: &ElfFile) {
+        self.interpreters.inspect(file, elf);
+    }
+}
+
+/// Counters of the interpreters found in files.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct InterpreterStats {
+    /// Files holding a supported CPython whose loop is marked now.
+    pub python_files: u64,
+    /// Files holding a CPython that is not supported (reported once each).
+    pub python_unsupported: u64,
+    /// BPF map updates for interpreters that failed.
+    pub load_errors: u64,
+}
+
+/// Most unsupported files remembered (so each is reported once).
+const MAX_REPORTED: usize = 4096;
+/// Most notices kept for [`crate::Agent::notices`].
+pub(crate) const MAX_NOTICES: usize = 64;
+
+/// The interpreters in the files the process manager loads: detection at
+/// analysis, the `python_files` map entry with the file's deltas, the
+/// loop's prefixes in each process, reports of unsupported builds.
+pub(crate) struct Interpreters {
+    maps: InterpreterMaps,
+    registry: Arc<PythonRegistry>,
+    notices: Arc<Mutex<Vec<String>>>,
+    /// The build in the file just inspected; loaded with its deltas (the
+    /// manager loads a file right after analysing it, or not at all).
+    pending: Option<(FileId, Arc<PythonBuild>)>,
+    /// Builds whose loops are marked, by file.
+    loaded: HashMap<FileId, Arc<PythonBuild>>,
+    reported: HashSet<FileId>,
+    stats: InterpreterStats,
+}
+
+impl Interpreters {
+    pub(crate) fn new(
+        maps: InterpreterMaps,
+        registry: Arc<PythonRegistry>,
+        notices: Arc<Mutex<Vec<String>>>,
+    ) -> Interpreters {
+        Interpreters {
+            maps,
+            registry,
+            notices,
+            pending: None,
+            loaded: HashMap::new(),
+            reported: HashSet::new(),
+            stats: InterpreterStats::default(),
+        }
+    }
+
+    pub(crate) fn stats(&self) -> InterpreterStats {
+        let mut s = self.stats;
+        s.python_files = self.loaded.len() as u64;
+        s
+    }
+
+    fn inspect(&mut self, file: &ExecutableFile, elf: &ElfFile) {
+        self.pending = None;
+        match python::detect(elf, &file.symbols, &file.path) {
+            Detection::NotPython => {}
+            Detection::Supported(build) => self.pending = Some((file.file_id, Arc::new(build))),
+            Detection::Unsupported { version, reason } => {
+                if self.reported.len() >= MAX_REPORTED {
+                    self.reported.clear();
+                }
+                if self.reported.insert(file.file_id) {
+                    self.stats.python_unsupported += 1;
+                    let version = version.map_or_else(|| "of unknown version".to_string(), |v| v.to_string());
+                    let notice = format!(
+                        "CPython {version} in {} is not supported ({reason}): its frames are profiled as native code",
+                        file.path
+                    );
+                    let mut notices = self.notices.lock().unwrap_or_else(|p| p.into_inner());
+                    if notices.len() < MAX_NOTICES {
+                        notices.push(notice);
+                    }
+                }
+            }
+        }
+    }
+
+    fn file_loaded(&mut self, file_id: FileId) {
+        let Some((pending_id, build)) = self.pending.take() else { return };
+        if pending_id != file_id {
+            return;
+        }
+        if self.maps.set_python_file(file_id.high64(), &python_file_value(&build)).is_err() {
+            self.stats.load_errors += 1;
+            return;
+        }
+        self.registry.insert(file_id, build.clone());
+        self.loaded.insert(file_id, build);
+    }
+
+    fn file_unloaded(&mut self, file_id: FileId) {
+        if self.loaded.remove(&file_id).is_some() && self.maps.remove_file(file_id.high64()).is_err() {
+            self.stats.load_errors += 1;
+        }
+    }
+
+    /// The ranges of one mapping of a loaded file: its evaluation loop's
+    /// addresses, if it holds one, marked for the interpreter unwinder.
+    fn split(&self, start: u64, end: u64, file_id: FileId, bias: u64, out: &mut Vec<MappingRange>) {
+        let native = MappingTarget::Native { file_id: file_id.high64(), bias };
+        let Some(build) = self.loaded.get(&file_id) else {
+            out.push(MappingRange { start, end, target: native });
+            return;
+        };
+        let mut loops: Vec<(u64, u64)> = build
+            .eval_ranges
+            .iter()
+            .map(|&(s, e)| (s.wrapping_add(bias).max(start), e.wrapping_add(bias).min(end)))
+            .filter(|(s, e)| s < e)
+            .collect();
+        loops.sort_unstable();
+        let mut at = start;
+        for (s, e) in loops {
+            if s > at {
+                out.push(MappingRange { start: at, end: s, target: native });
+            }
+            let s = s.max(at);
+            if s < e {
+                let target = MappingTarget::InterpreterLoop { file_id: file_id.high64(), bias };
+                out.push(MappingRange { start: s, end: e, target });
+                at = e;
+            }
+        }
+        if at < end {
+            out.push(MappingRange { start: at, end, target: native });
+        }
+    }
+}
+
+// The unwinder reads this much of a frame; every layout fits in it.
+const _: () = assert!(python::FRAME_READ_MAX == profiler_bpf::PYTHON_FRAME_READ_MAX);
+
+/// The `python_files` value of a build.
+fn python_file_value(build: &PythonBuild) -> PythonFileValue {
+    let l = &build.layout;
+    PythonFileValue {
+        runtime_vaddr: build.runtime_vaddr,
+        version: build.version.short(),
+        frame_model: match l.frame_model {
+            FrameModel::Objects => PythonFrameModel::Objects,
+            FrameModel::EntryFlag => PythonFrameModel::EntryFlag,
+            FrameModel::CStackOwner => PythonFrameModel::CStackOwner,
+        },
+        lasti_kind: match l.lasti {
+            Lasti::Bytes => PythonLasti::Bytes,
+            Lasti::Units => PythonLasti::Units,
+            Lasti::Pointer => PythonLasti::Pointer,
+        },
+        frame_read_size: l.frame_read_size,
+        runtime_interpreters_head: l.runtime_interpreters_head,
+        interp_next: l.interp_next,
+        interp_threads_head: l.interp_threads_head,
+        tstate_next: l.tstate_next,
+        tstate_thread_id: l.tstate_thread_id,
+        tstate_frame: l.tstate_frame,
+        cframe_current_frame: l.cframe_current_frame.unwrap_or(PYTHON_NO_OFFSET),
+        frame_previous: l.frame_previous,
+        frame_code: l.frame_code,
+        frame_lasti: l.frame_lasti,
+        frame_entry: l.frame_entry.unwrap_or(PYTHON_NO_OFFSET),
+        code_adaptive: l.code_adaptive.unwrap_or(0),
     }
 }
 
@@ -56,6 +248,7 @@ impl UnwindLoader for BpfLoader {
 pub(crate) struct ManagerReport {
     pub manager: ManagerStats,
     pub maps: profiler_bpf::UnwindMapsStats,
+    pub interpreters: InterpreterStats,
 }
 
 /// The thread's body: follows events until `stop`, then unloads
@@ -69,7 +262,8 @@ pub(crate) fn run(
     let publish = |m: &ProcessManager<BpfLoader>| {
         let mut r = report.lock().unwrap_or_else(|p| p.into_inner());
         r.manager = m.stats();
-        r.maps = m.loader().0.stats();
+        r.maps = m.loader().maps.stats();
+        r.interpreters = m.loader().interpreters.stats();
     };
     publish(&manager);
     let mut last_housekeeping = Instant::now();

@@ -107,4 +107,35 @@ pub struct Stats {
     pub unwind_load_errors: u64,
     /// Time spent analysing files (tables, symbols), ms.
     pub unwind_analyse_ms: u64,
+
+    /// Files holding a supported CPython (3.8-3.13) whose evaluation loop
+    /// is unwound as Python frames now.
+    pub python_files: u64,
+    /// Files holding a CPython that is not supported (unknown version,
+    /// unusual build): profiled as native code, each told once in
+    /// `Agent::notices`.
+    pub python_unsupported: u64,
+    /// CPython frames the BPF unwinder recorded.
+    pub python_frames: u64,
+    /// CPython frames named (function, file, line).
+    pub python_frames_named: u64,
+    /// CPython frames that could not be named (the process had exited,
+    /// or the code object was unreadable).
+    pub python_frames_unknown: u64,
+    /// CPython code objects read from process memory (cache misses).
+    pub python_code_reads: u64,
+    /// Samples in a CPython evaluation loop whose thread state was not
+    /// found: their loops stayed native frames.
+    pub python_no_thread_state: u64,
+    /// CPython frames that could not be read in the kernel: the rest of
+    /// their stack's loops stayed native frames.
+    pub python_read_errors: u64,
+    /// Tail calls into the Python unwinder.
+    pub python_tail_calls: u64,
+    /// Time the kernel spent in the sampling programs, ns (0 unless the
+    /// `kernel.bpf_stats_enabled` sysctl is 1). Divided by `bpf_runs`:
+    /// the BPF cost of one sample.
+    pub bpf_run_time_ns: u64,
+    /// Runs counted in `bpf_run_time_ns`.
+    pub bpf_runs: u64,
 }

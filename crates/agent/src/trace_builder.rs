@@ -4,9 +4,13 @@
 //! process manager publishes) and named by the native symbolizer (Go
 //! pclntab, DWARF with inline frames, ELF symbols). While the symbolizer
 //! loads a file in the background, frames get the file's ELF symbol name
-//! as a stop-gap.
+//! as a stop-gap. CPython frames (recorded by the interpreter unwinder in
+//! place of the evaluation loop) are named from the process's memory by
+//! the [`PythonSymbolizer`], with the build the process maps.
 
-use profiler_bpf::{RawSample, UnwindStop, FRAME_EXACT_PC};
+use profiler_bpf::{RawSample, UnwindStop, UserFrame, FRAME_EXACT_PC};
+use profiler_interpreters::python::{PythonBuild, PythonRegistry, PythonSymbolizer, PythonSymbolizerStats};
+use profiler_interpreters::PidMemory;
 use profiler_process::{procfs, ProcessRegistry, ProcessSnapshot};
 use profiler_symbolize::{demangle, FileSource, KernelSymbolizer, LineSource, NativeSymbolizer, Symbolized};
 use profiler_trace::{FileId, Frame, FrameKind, Pid, ProcessInfo, SourceLine, Tid, Trace};
@@ -21,6 +25,9 @@ const MAX_CACHED_NATIVE_NAMES: usize = 65_536;
 /// Bound on processes the manager did not load (kernel threads, first
 /// samples) whose identity is cached here.
 const MAX_UNLOADED_PROCESSES: usize = 4096;
+/// Bounds on cached CPython code objects: entries and bytes.
+const MAX_CACHED_PYTHON_CODES: usize = 65_536;
+const MAX_CACHED_PYTHON_BYTES: usize = 32 << 20;
 
 /// Counts of how the user stacks of the processed samples ended.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,6 +55,8 @@ pub(crate) struct TraceBuilder {
     counts: UnwindCounts,
     /// CLOCK_REALTIME - CLOCK_MONOTONIC, to date samples.
     realtime_offset_ns: i128,
+    python_builds: Arc<PythonRegistry>,
+    python: PythonSymbolizer,
 }
 
 impl TraceBuilder {
@@ -55,8 +64,11 @@ impl TraceBuilder {
         registry: Arc<ProcessRegistry>,
         kernel: Option<KernelSymbolizer>,
         native: NativeSymbolizer,
+        python_builds: Arc<PythonRegistry>,
     ) -> TraceBuilder {
         TraceBuilder {
+            python_builds,
+            python: PythonSymbolizer::new(MAX_CACHED_PYTHON_CODES, MAX_CACHED_PYTHON_BYTES),
             registry,
             kernel,
             native,
@@ -77,6 +89,10 @@ impl TraceBuilder {
         self.native.stats()
     }
 
+    pub(crate) fn python_stats(&self) -> PythonSymbolizerStats {
+        self.python.stats()
+    }
+
     pub(crate) fn build(&mut self, sample: &RawSample) -> Trace {
         let pid = Pid(sample.pid);
         let snapshot = self.registry.get(pid);
@@ -88,8 +104,16 @@ impl TraceBuilder {
         for (i, &address) in sample.kernel_frames.iter().enumerate() {
             frames.push(self.kernel_frame(address, i == 0));
         }
+        // The CPython build the process maps, found at its first frame.
+        let mut python: Option<Option<(Arc<PythonBuild>, u64)>> = None;
         for &word in &sample.user_frames {
-            frames.push(self.user_frame(snapshot.as_deref(), word));
+            match UserFrame::decode(word) {
+                UserFrame::Python { code, offset } => {
+                    let build = python.get_or_insert_with(|| self.python_build(snapshot.as_deref())).clone();
+                    frames.push(self.python_frame(pid, build, code, offset));
+                }
+                UserFrame::Native { .. } => frames.push(self.user_frame(snapshot.as_deref(), word)),
+            }
         }
         if !sample.user_frames.is_empty() {
             if sample.unwind_stop == UnwindStop::Root {
@@ -178,6 +202,23 @@ impl TraceBuilder {
         }
         self.native_names.insert((file, start), f.clone());
         f
+    }
+
+    /// The CPython build `snapshot`'s process maps, and its bias.
+    fn python_build(&self, snapshot: Option<&ProcessSnapshot>) -> Option<(Arc<PythonBuild>, u64)> {
+        let mappings = &snapshot?.mappings;
+        let ids = mappings.iter().filter_map(|m| m.file.as_ref().map(|f| &f.file_id));
+        let (file_id, build) = self.python_builds.find(ids)?;
+        let bias = mappings.iter().find(|m| m.file.as_ref().is_some_and(|f| f.file_id == file_id))?.bias?;
+        Some((build, bias))
+    }
+
+    /// A CPython frame: the code object's qualified name, file and the
+    /// line of the instruction at `offset` (unnamed when the code object
+    /// cannot be read: the process exited, or the frame was garbage).
+    fn python_frame(&mut self, pid: Pid, build: Option<(Arc<PythonBuild>, u64)>, code: u64, offset: u32) -> Frame {
+        let line = build.and_then(|(build, bias)| self.python.symbolize(&PidMemory(pid.0), pid.0, &build, bias, code, offset));
+        Frame { kind: FrameKind::CPython, address: u64::from(offset), mapping: None, lines: line.into_iter().collect() }
     }
 
     fn kernel_frame(&mut self, address: u64, is_leaf: bool) -> Frame {

@@ -13,12 +13,15 @@
 //! [`UnwindMaps`] that load them, and [`Sampler::process_event_reader`]
 //! the [`ProcessEventReader`] that says when (new processes, unknown pcs,
 //! exits). Each [`RawSample`] says how its user stack ended
-//! ([`UnwindStop`]).
+//! ([`UnwindStop`]); its frame words decode with [`UserFrame`] (native
+//! pcs, and CPython frames the interpreter unwinder recorded in place of
+//! the evaluation loop, whose builds [`InterpreterMaps`] loads).
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod error;
 mod events;
+mod interpreter_maps;
 mod perf;
 mod preflight;
 mod reader;
@@ -30,9 +33,13 @@ mod unwind_maps;
 
 pub use error::BpfError;
 pub use events::ProcessEventReader;
+pub use interpreter_maps::InterpreterMaps;
 pub use perf::online_cpus;
 pub use reader::SampleReader;
 pub use sample::RawSample;
 pub use sampler::{Counters, Sampler, SamplerOptions};
-pub use types::{ProcessEvent, ProcessEventKind, UnwindStop, FRAME_EXACT_PC};
+pub use types::{
+    ProcessEvent, ProcessEventKind, PythonFileValue, PythonFrameModel, PythonLasti, UnwindStop, UserFrame,
+    FRAME_EXACT_PC, FRAME_INTERPRETED, PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET,
+};
 pub use unwind_maps::{aligned_blocks, EncodedDeltas, MappingRange, MappingTarget, UnwindMaps, UnwindMapsStats};

@@ -1,6 +1,7 @@
 //! Loading the programs and attaching them to the perf events.
 
 use crate::events::ProcessEventReader;
+use crate::interpreter_maps::InterpreterMaps;
 use crate::perf::{online_cpus, open_cpu_clock};
 use crate::preflight::{check_kernel_features, check_privileges, has_task_pt_regs};
 use crate::reader::SampleReader;
@@ -63,6 +64,21 @@ pub struct Counters {
     pub user_frames: u64,
     /// Tail calls into the native unwinder.
     pub native_tail_calls: u64,
+    /// CPython frames recorded.
+    pub python_frames: u64,
+    /// Tail calls into the Python unwinder (hand-overs included).
+    pub python_tail_calls: u64,
+    /// Samples in a CPython evaluation loop whose thread state was not
+    /// found (their loops stay native frames).
+    pub python_no_thread_state: u64,
+    /// CPython frames that could not be read (the rest of their stack's
+    /// loops stay native frames).
+    pub python_read_errors: u64,
+    /// Time the kernel spent in the programs for samples, ns (the entry
+    /// program and its tail calls); 0 unless `kernel.bpf_stats_enabled`.
+    pub bpf_run_time_ns: u64,
+    /// Runs of the entry program counted in `bpf_run_time_ns`.
+    pub bpf_runs: u64,
     /// How user stacks ended, by [`UnwindStop`] (index = its raw value).
     pub unwind_stops: [u64; UnwindStop::ALL.len()],
 }
@@ -87,6 +103,10 @@ const COUNTER_PROCESS_EVENTS_LOST: u32 = 8;
 const COUNTER_PROCESS_EVENTS_RATE_LIMITED: u32 = 9;
 const COUNTER_USER_FRAMES: u32 = 10;
 const COUNTER_NATIVE_TAIL_CALLS: u32 = 11;
+const COUNTER_PYTHON_FRAMES: u32 = 12;
+const COUNTER_PYTHON_TAIL_CALLS: u32 = 13;
+const COUNTER_PYTHON_NO_THREAD_STATE: u32 = 14;
+const COUNTER_PYTHON_READ_ERRORS: u32 = 15;
 const COUNTER_UNWIND_STOP_BASE: u32 = 32;
 
 /// The loaded and attached eBPF programs. Dropping it detaches them.
@@ -223,6 +243,47 @@ impl Sampler {
         ))
     }
 
+    /// Handles on the interpreter unwinders' maps, for the process
+    /// manager. Make one: it keeps the bookkeeping of what it loads.
+    pub fn interpreter_maps(&self) -> Result<InterpreterMaps, BpfError> {
+        let maps = &self.skel.maps;
+        let files = MapHandle::try_from(&maps.python_files)
+            .map_err(|source| BpfError::Map { map: "python_files", source })?;
+        let threads = MapHandle::try_from(&maps.python_thread_states)
+            .map_err(|source| BpfError::Map { map: "python_thread_states", source })?;
+        Ok(InterpreterMaps::new(files, threads))
+    }
+
+    /// The keys in the interpreter unwinders' maps, read by iterating
+    /// them: (python_files: file ids, python_thread_states: `tgid << 32 |
+    /// tid`). For tests and checks.
+    pub fn interpreter_map_keys(&self) -> (Vec<u64>, Vec<u64>) {
+        let maps = &self.skel.maps;
+        let keys = |m: &libbpf_rs::Map<'_>| -> Vec<u64> {
+            m.keys().filter_map(|k| k.get(..8).map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))).collect()
+        };
+        (keys(&maps.python_files), keys(&maps.python_thread_states))
+    }
+
+    /// The entry program's run statistics from the kernel: (total run
+    /// time in ns, runs). Tail calls run inside their caller's run, so
+    /// this is the whole BPF cost of the samples. Both are 0 unless the
+    /// `kernel.bpf_stats_enabled` sysctl is 1.
+    pub fn entry_program_run_stats(&self) -> (u64, u64) {
+        use std::os::fd::{AsFd, AsRawFd};
+        let fd = self.skel.progs.on_cpu_sample.as_fd().as_raw_fd();
+        let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+        let mut len = std::mem::size_of_val(&info) as u32;
+        // SAFETY: info is a writable bpf_prog_info of len bytes.
+        let rc = unsafe {
+            libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info as *mut _ as *mut _, &mut len)
+        };
+        if rc != 0 {
+            return (0, 0);
+        }
+        (info.run_time_ns, info.run_cnt)
+    }
+
     /// Entries in the native unwinder's maps, counted by iterating their
     /// keys: (pid_mappings, delta_pages, file_deltas).
     pub fn count_unwind_map_entries(&self) -> Result<(usize, usize, usize), BpfError> {
@@ -249,7 +310,10 @@ impl Sampler {
         for (i, slot) in unwind_stops.iter_mut().enumerate() {
             *slot = read(COUNTER_UNWIND_STOP_BASE + i as u32)?;
         }
+        let (bpf_run_time_ns, bpf_runs) = self.entry_program_run_stats();
         Ok(Counters {
+            bpf_run_time_ns,
+            bpf_runs,
             triggered: read(COUNTER_SAMPLES_TRIGGERED)?,
             sent: read(COUNTER_SAMPLES_SENT)?,
             lost_ring_buffer: read(COUNTER_SAMPLES_LOST_RINGBUF)?,
@@ -262,6 +326,10 @@ impl Sampler {
             process_events_rate_limited: read(COUNTER_PROCESS_EVENTS_RATE_LIMITED)?,
             user_frames: read(COUNTER_USER_FRAMES)?,
             native_tail_calls: read(COUNTER_NATIVE_TAIL_CALLS)?,
+            python_frames: read(COUNTER_PYTHON_FRAMES)?,
+            python_tail_calls: read(COUNTER_PYTHON_TAIL_CALLS)?,
+            python_no_thread_state: read(COUNTER_PYTHON_NO_THREAD_STATE)?,
+            python_read_errors: read(COUNTER_PYTHON_READ_ERRORS)?,
             unwind_stops,
         })
     }

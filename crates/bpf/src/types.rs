@@ -10,6 +10,53 @@ use std::mem::{offset_of, size_of};
 /// return addresses.
 pub const FRAME_EXACT_PC: u64 = 1 << 63;
 
+/// `FRAME_INTERPRETED`: set in a user frame word that is an interpreter's
+/// frame rather than a pc (see [`UserFrame`]).
+pub const FRAME_INTERPRETED: u64 = 1 << 62;
+/// `PYTHON_FRAME_OFFSET_SHIFT`, `PYTHON_FRAME_OFFSET_MAX`.
+const PYTHON_FRAME_OFFSET_SHIFT: u32 = 44;
+const PYTHON_FRAME_OFFSET_MAX: u64 = (1 << 18) - 1;
+
+/// One user frame word of a sample, decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UserFrame {
+    /// A native pc.
+    Native {
+        /// The address.
+        pc: u64,
+        /// An exact pc (the sampled instruction, or one a signal
+        /// interrupted), not a return address.
+        exact: bool,
+    },
+    /// A CPython frame.
+    Python {
+        /// Address of the code object in the process, 0 when the unwinder
+        /// could not encode it.
+        code: u64,
+        /// Byte offset of the frame's current instruction in the code
+        /// object's bytecode.
+        offset: u32,
+    },
+}
+
+impl UserFrame {
+    /// Decodes a frame word of [`crate::RawSample::user_frames`].
+    pub fn decode(word: u64) -> UserFrame {
+        if word & FRAME_EXACT_PC == 0 && word & FRAME_INTERPRETED != 0 {
+            let code = (word & ((1 << PYTHON_FRAME_OFFSET_SHIFT) - 1)) << 3;
+            let offset = ((word >> PYTHON_FRAME_OFFSET_SHIFT) & PYTHON_FRAME_OFFSET_MAX) as u32;
+            return UserFrame::Python { code, offset };
+        }
+        UserFrame::Native { pc: word & !FRAME_EXACT_PC, exact: word & FRAME_EXACT_PC != 0 }
+    }
+
+    /// The word the unwinder writes for a CPython frame (for tests).
+    pub fn python_word(code: u64, offset: u32) -> u64 {
+        let code_bits = if code & 7 != 0 || code >> 47 != 0 { 0 } else { code >> 3 };
+        FRAME_INTERPRETED | (u64::from(offset).min(PYTHON_FRAME_OFFSET_MAX) << PYTHON_FRAME_OFFSET_SHIFT) | code_bits
+    }
+}
+
 /// `DELTA_PAGE_BITS`: deltas are indexed by pages of this many bits.
 pub(crate) const DELTA_PAGE_BITS: u32 = 16;
 
@@ -195,6 +242,9 @@ pub(crate) const MAPPING_KIND_PROCESS: u32 = 0;
 pub(crate) const MAPPING_KIND_NATIVE: u32 = 1;
 pub(crate) const MAPPING_KIND_NO_UNWIND_INFO: u32 = 2;
 
+/// `MAPPING_FLAG_INTERPRETER_LOOP`.
+pub(crate) const MAPPING_FLAG_INTERPRETER_LOOP: u32 = 1;
+
 /// `struct pid_mapping`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,7 +252,7 @@ pub(crate) struct PidMappingValue {
     pub file_id: u64,
     pub bias: u64,
     pub kind: u32,
-    pub reserved: u32,
+    pub flags: u32,
 }
 const _: () = assert!(size_of::<PidMappingValue>() == 24);
 const _: () = assert!(offset_of!(PidMappingValue, kind) == 16);
@@ -213,6 +263,7 @@ impl PidMappingValue {
         b[..8].copy_from_slice(&self.file_id.to_ne_bytes());
         b[8..16].copy_from_slice(&self.bias.to_ne_bytes());
         b[16..20].copy_from_slice(&self.kind.to_ne_bytes());
+        b[20..24].copy_from_slice(&self.flags.to_ne_bytes());
         b
     }
 }
@@ -334,9 +385,140 @@ impl UnwindRuleValue {
     }
 }
 
+/// `enum python_frame_model`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PythonFrameModel {
+    /// 3.8-3.10: `PyFrameObject`, one per evaluation loop run.
+    Objects = 0,
+    /// 3.11: `_PyInterpreterFrame`, a loop run ends at `is_entry`.
+    EntryFlag = 1,
+    /// 3.12+: `_PyInterpreterFrame`, a loop run ends at its C-stack shim.
+    CStackOwner = 2,
+}
+
+/// `enum python_lasti`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PythonLasti {
+    /// `int f_lasti`, a byte offset (3.8, 3.9).
+    Bytes = 0,
+    /// `int f_lasti`, in 2-byte code units (3.10).
+    Units = 1,
+    /// A pointer into `co_code_adaptive` (3.11+).
+    Pointer = 2,
+}
+
+/// `PYTHON_NO_OFFSET`: an offset that does not apply to a version.
+pub const PYTHON_NO_OFFSET: u32 = u32::MAX;
+/// `PYTHON_FRAME_READ_MAX`.
+pub const PYTHON_FRAME_READ_MAX: u32 = 128;
+
+/// `struct python_file`: what the BPF unwinder needs of one CPython
+/// build. Offsets are in bytes.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PythonFileValue {
+    /// `_PyRuntime`, ELF virtual address.
+    pub runtime_vaddr: u64,
+    /// `major << 8 | minor`.
+    pub version: u16,
+    pub frame_model: PythonFrameModel,
+    pub lasti_kind: PythonLasti,
+    /// Bytes of a frame to read (at most [`PYTHON_FRAME_READ_MAX`]).
+    pub frame_read_size: u32,
+    pub runtime_interpreters_head: u32,
+    pub interp_next: u32,
+    pub interp_threads_head: u32,
+    pub tstate_next: u32,
+    pub tstate_thread_id: u32,
+    pub tstate_frame: u32,
+    /// [`PYTHON_NO_OFFSET`] when the thread state points at the frame.
+    pub cframe_current_frame: u32,
+    pub frame_previous: u32,
+    pub frame_code: u32,
+    pub frame_lasti: u32,
+    pub frame_entry: u32,
+    pub code_adaptive: u32,
+}
+
+/// `sizeof(struct python_file)`.
+pub(crate) const PYTHON_FILE_SIZE: usize = 72;
+
+impl PythonFileValue {
+    pub(crate) fn to_bytes(self) -> [u8; PYTHON_FILE_SIZE] {
+        let mut b = [0u8; PYTHON_FILE_SIZE];
+        b[..8].copy_from_slice(&self.runtime_vaddr.to_ne_bytes());
+        b[8..10].copy_from_slice(&self.version.to_ne_bytes());
+        b[10] = self.frame_model as u8;
+        b[11] = self.lasti_kind as u8;
+        let words = [
+            self.frame_read_size,
+            self.runtime_interpreters_head,
+            self.interp_next,
+            self.interp_threads_head,
+            self.tstate_next,
+            self.tstate_thread_id,
+            self.tstate_frame,
+            self.cframe_current_frame,
+            self.frame_previous,
+            self.frame_code,
+            self.frame_lasti,
+            self.frame_entry,
+            self.code_adaptive,
+        ];
+        for (i, w) in words.iter().enumerate() {
+            b[12 + 4 * i..16 + 4 * i].copy_from_slice(&w.to_ne_bytes());
+        }
+        b
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn python_frame_words_round_trip() {
+        let w = UserFrame::python_word(0x7f12_3456_7898, 1234);
+        assert_eq!(w & FRAME_EXACT_PC, 0);
+        assert_eq!(UserFrame::decode(w), UserFrame::Python { code: 0x7f12_3456_7898, offset: 1234 });
+        // Not encodable: misaligned, or above 2^47; offsets clamp.
+        assert_eq!(UserFrame::decode(UserFrame::python_word(0x1001, 7)), UserFrame::Python { code: 0, offset: 7 });
+        assert_eq!(UserFrame::decode(UserFrame::python_word(1 << 48, 1 << 20)), UserFrame::Python {
+            code: 0,
+            offset: (1 << 18) - 1
+        });
+        assert_eq!(UserFrame::decode(0x4010 | FRAME_EXACT_PC), UserFrame::Native { pc: 0x4010, exact: true });
+        assert_eq!(UserFrame::decode(0x7fff_1234), UserFrame::Native { pc: 0x7fff_1234, exact: false });
+    }
+
+    #[test]
+    fn python_file_layout() {
+        let v = PythonFileValue {
+            runtime_vaddr: 0x1122,
+            version: 0x030b,
+            frame_model: PythonFrameModel::EntryFlag,
+            lasti_kind: PythonLasti::Pointer,
+            frame_read_size: 72,
+            runtime_interpreters_head: 40,
+            interp_next: 0,
+            interp_threads_head: 16,
+            tstate_next: 8,
+            tstate_thread_id: 152,
+            tstate_frame: 56,
+            cframe_current_frame: 8,
+            frame_previous: 48,
+            frame_code: 32,
+            frame_lasti: 56,
+            frame_entry: 68,
+            code_adaptive: 184,
+        };
+        let b = v.to_bytes();
+        assert_eq!(&b[8..12], &[0x0b, 0x03, 1, 2]);
+        assert_eq!(u32::from_ne_bytes(b[12..16].try_into().unwrap()), 72);
+        // code_adaptive is the last offset, at 60; 8 reserved bytes follow.
+        assert_eq!(u32::from_ne_bytes(b[60..64].try_into().unwrap()), 184);
+        assert_eq!(&b[64..], &[0; 8]);
+    }
 
     #[test]
     fn unwind_stop_round_trips() {

@@ -8,8 +8,8 @@
 
 use crate::types::{
     delta_entry, delta_page, delta_page_key, PidMappingKey, PidMappingValue, UnwindRuleValue,
-    DELTA_PAGE_BITS, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO, MAPPING_KIND_PROCESS,
-    PID_MAPPING_KEY_BITS,
+    DELTA_PAGE_BITS, MAPPING_FLAG_INTERPRETER_LOOP, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO,
+    MAPPING_KIND_PROCESS, PID_MAPPING_KEY_BITS,
 };
 use crate::BpfError;
 use libbpf_rs::libbpf_sys;
@@ -114,6 +114,16 @@ pub enum MappingTarget {
     },
     /// Executable memory without unwind tables.
     NoUnwindInfo,
+    /// Part of a file with deltas (as [`MappingTarget::Native`]) that
+    /// holds an interpreter's evaluation loop: the unwinder hands its
+    /// frames over to the interpreter unwinder of the file
+    /// ([`crate::InterpreterMaps`]).
+    InterpreterLoop {
+        /// `FileId::high64()` of the file.
+        file_id: u64,
+        /// Load bias.
+        bias: u64,
+    },
 }
 
 /// One executable mapping `[start, end)` of a process.
@@ -304,16 +314,22 @@ impl UnwindMaps {
         let mut entries: Vec<(PidMappingKey, PidMappingValue)> = Vec::new();
         entries.push((
             PidMappingKey::new(pid, 0, 32),
-            PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_PROCESS, reserved: 0 },
+            PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_PROCESS, flags: 0 },
         ));
         for range in ranges {
             let value = match range.target {
                 MappingTarget::Native { file_id, bias } => {
-                    PidMappingValue { file_id, bias, kind: MAPPING_KIND_NATIVE, reserved: 0 }
+                    PidMappingValue { file_id, bias, kind: MAPPING_KIND_NATIVE, flags: 0 }
                 }
                 MappingTarget::NoUnwindInfo => {
-                    PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_NO_UNWIND_INFO, reserved: 0 }
+                    PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_NO_UNWIND_INFO, flags: 0 }
                 }
+                MappingTarget::InterpreterLoop { file_id, bias } => PidMappingValue {
+                    file_id,
+                    bias,
+                    kind: MAPPING_KIND_NATIVE,
+                    flags: MAPPING_FLAG_INTERPRETER_LOOP,
+                },
             };
             for (address, bits) in aligned_blocks(range.start, range.end) {
                 let key = PidMappingKey::new(pid, address, PID_MAPPING_KEY_BITS - bits);

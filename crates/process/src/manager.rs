@@ -67,6 +67,10 @@ pub trait UnwindLoader {
     fn set_process(&mut self, pid: Pid, mappings: &[UnwindMapping]) -> Result<(), LoaderError>;
     /// Removes everything of `pid`.
     fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError>;
+    /// A file was analysed, before its deltas are loaded: a chance to
+    /// find an interpreter in it (the agent looks for CPython). Does
+    /// nothing by default.
+    fn inspect_file(&mut self, _file: &ExecutableFile, _elf: &ElfFile) {}
 }
 
 /// Bounds and timings of the manager.
@@ -542,6 +546,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             return None;
         };
         let analysed = analyse(&elf, file_id, path);
+        self.loader.inspect_file(&analysed.file, &elf);
         drop(elf);
         self.stats.files_analysed += 1;
         let mut loaded = false;

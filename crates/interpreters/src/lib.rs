@@ -1,0 +1,26 @@
+//! The user-space half of the interpreter unwinders.
+//!
+//! The BPF side records interpreted frames in place of the native frames
+//! of an interpreter's evaluation loop (`ebpf/python_unwinder.bpf.h`); it
+//! needs, per file holding an interpreter, where the loop is and how the
+//! interpreter lays out its threads and frames, and user space needs to
+//! turn the recorded frames into names, files and lines. Both come from
+//! here:
+//!
+//! - [`python`]: CPython 3.8-3.13. [`python::detect`] finds a build in an
+//!   ELF file (version, `_PyRuntime`, the evaluation loop, the
+//!   per-version [`python::Layout`]); [`python::PythonRegistry`] shares
+//!   the builds by file id; [`python::PythonSymbolizer`] names frames from
+//!   the process's memory with bounded caches.
+//! - [`memory`]: reading another process's memory.
+//!
+//! Nothing here loads BPF maps: the agent converts a
+//! [`python::PythonBuild`] into the map value and marks the loop's
+//! addresses in each process that maps the file.
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod memory;
+pub mod python;
+
+pub use memory::{PidMemory, ProcessMemory};

@@ -1,0 +1,346 @@
+//! CPython: finding it in a file ([`detect`]), what the BPF unwinder needs
+//! of each build ([`PythonBuild`], [`Layout`]), and naming its frames from
+//! the process's memory ([`PythonSymbolizer`]).
+//!
+//! A build is recognised by its evaluation loop `_PyEval_EvalFrameDefault`
+//! (the executable of a static build, or `libpython3.X.so`); its version
+//! comes from `Py_Version` (3.11+), the `_Py_DebugOffsets` of 3.13, or the
+//! file's name (`python3.X`, `libpython3.X.so`). Versions 3.8 to 3.13 are
+//! supported; anything else is [`Detection::Unsupported`] and profiled as
+//! native code.
+
+mod layout;
+mod linetable;
+mod symbolizer;
+
+pub use layout::{FrameModel, Lasti, Layout, LineTableFormat, OB_TYPE};
+pub use linetable::line_for_offset;
+pub use symbolizer::{CodeInfo, PythonSymbolizer, PythonSymbolizerStats};
+
+use crate::memory::ProcessMemory;
+use profiler_elf::{ElfFile, SymbolTable};
+use profiler_trace::FileId;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+/// Bytes of a frame the BPF unwinder reads at once (`PYTHON_FRAME_READ_MAX`
+/// in `ebpf/types.h`): every frame field of a [`Layout`] lies below.
+pub const FRAME_READ_MAX: u32 = 128;
+
+/// The evaluation loop; its native frames are replaced by the Python
+/// frames they run.
+const EVAL_LOOP: &str = "_PyEval_EvalFrameDefault";
+/// The loop's cold part, when the compiler split it (`.symtab` only).
+const EVAL_LOOP_COLD: &str = "_PyEval_EvalFrameDefault.cold";
+/// Only in `Py_TRACE_REFS` builds, whose objects have two more pointers
+/// in their header (every offset moves).
+const TRACE_REFS_SYMBOL: &str = "_Py_PrintReferences";
+/// Bytes of `_Py_DebugOffsets` read (3.13's struct is 584 bytes).
+const DEBUG_OFFSETS_SIZE: usize = 584;
+
+/// A CPython version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Version {
+    /// 3.
+    pub major: u8,
+    /// 8 to 13 are supported.
+    pub minor: u8,
+    /// The patch level, when known (`Py_Version`, 3.11+).
+    pub micro: Option<u8>,
+}
+
+impl Version {
+    /// From `PY_VERSION_HEX` (`0x030b07f0` is 3.11.7 final).
+    pub fn from_hex(hex: u32) -> Version {
+        Version { major: (hex >> 24) as u8, minor: (hex >> 16) as u8, micro: Some((hex >> 8) as u8) }
+    }
+
+    /// `major << 8 | minor`, as the BPF side keeps it.
+    pub fn short(self) -> u16 {
+        u16::from(self.major) << 8 | u16::from(self.minor)
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.micro {
+            Some(micro) => write!(f, "{}.{}.{micro}", self.major, self.minor),
+            None => write!(f, "{}.{}", self.major, self.minor),
+        }
+    }
+}
+
+/// Where a build's [`Layout`] came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayoutSource {
+    /// This crate's per-version table.
+    Table,
+    /// The build's own `_Py_DebugOffsets` (3.13).
+    DebugOffsets,
+}
+
+/// A supported CPython build found in a file. Addresses are ELF virtual
+/// addresses (process address = vaddr + the mapping's bias).
+#[derive(Clone, Debug)]
+pub struct PythonBuild {
+    /// Its version.
+    pub version: Version,
+    /// Its offsets.
+    pub layout: Layout,
+    /// Where they came from.
+    pub layout_source: LayoutSource,
+    /// `_PyRuntime`.
+    pub runtime_vaddr: u64,
+    /// `PyCode_Type`, to tell a code object from garbage.
+    pub code_type_vaddr: Option<u64>,
+    /// The evaluation loop's code: `[start, end)` ranges.
+    pub eval_ranges: Vec<(u64, u64)>,
+}
+
+/// What [`detect`] found in a file.
+#[derive(Clone, Debug)]
+pub enum Detection {
+    /// No CPython evaluation loop in it.
+    NotPython,
+    /// A build this crate knows how to unwind.
+    Supported(PythonBuild),
+    /// CPython, but not one to unwind (its frames stay native frames).
+    Unsupported {
+        /// Its version, when it could be found.
+        version: Option<Version>,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Looks for CPython in an executable file (`symbols` is its function
+/// table, `path` its name, used for the version of 3.8-3.10).
+pub fn detect(elf: &ElfFile, symbols: &SymbolTable, path: &str) -> Detection {
+    let Some((eval, eval_size)) = symbols.find(EVAL_LOOP) else {
+        return Detection::NotPython;
+    };
+    let unsupported =
+        |version: Option<Version>, reason: &str| Detection::Unsupported { version, reason: reason.to_string() };
+    let from_symbol = elf
+        .symbol_address("Py_Version")
+        .and_then(|a| elf.bytes_at_vaddr(a, 4))
+        .map(|b| Version::from_hex(u32::from_le_bytes(b.try_into().expect("4 bytes"))));
+    let Some(runtime_vaddr) = elf.symbol_address("_PyRuntime") else {
+        return unsupported(from_symbol, "no _PyRuntime symbol");
+    };
+    let debug_offsets = elf.bytes_at_vaddr(runtime_vaddr, DEBUG_OFFSETS_SIZE).filter(|b| b.starts_with(b"xdebugpy"));
+    let version = from_symbol
+        .or_else(|| debug_offsets.map(|b| Version::from_hex(u32::from_le_bytes(b[8..12].try_into().expect("4")))))
+        .or_else(|| version_from_path(path));
+    let Some(version) = version else {
+        return unsupported(None, "its version is unknown (no Py_Version, and the file name says none)");
+    };
+    if !(version.major == 3 && (8..=13).contains(&version.minor)) {
+        return unsupported(Some(version), "only 3.8 to 3.13 are supported");
+    }
+    if elf.symbol_address(TRACE_REFS_SYMBOL).is_some() {
+        return unsupported(Some(version), "a Py_TRACE_REFS build (another object layout)");
+    }
+    if eval_size == 0 {
+        return unsupported(Some(version), "the size of _PyEval_EvalFrameDefault is unknown");
+    }
+    let (layout, layout_source) = if version.minor >= 13 {
+        let Some(data) = debug_offsets else {
+            return unsupported(Some(version), "no _Py_DebugOffsets in _PyRuntime");
+        };
+        match Layout::from_debug_offsets(data) {
+            Ok((hex, layout)) if Version::from_hex(hex).minor == version.minor => (layout, LayoutSource::DebugOffsets),
+            Ok((hex, _)) => {
+                return unsupported(Some(version), &format!("_Py_DebugOffsets say {}", Version::from_hex(hex)))
+            }
+            Err(reason) => return unsupported(Some(version), &reason),
+        }
+    } else {
+        match Layout::for_version(version.major, version.minor) {
+            Some(layout) => (layout, LayoutSource::Table),
+            None => return unsupported(Some(version), "no layout for this version"),
+        }
+    };
+    let mut eval_ranges = vec![(eval, eval + eval_size)];
+    if let Some((cold, cold_size)) = symbols.find(EVAL_LOOP_COLD) {
+        if cold_size > 0 {
+            eval_ranges.push((cold, cold + cold_size));
+        }
+    }
+    Detection::Supported(PythonBuild {
+        version,
+        layout,
+        layout_source,
+        runtime_vaddr,
+        code_type_vaddr: elf.symbol_address("PyCode_Type"),
+        eval_ranges,
+    })
+}
+
+/// `3.X` from `python3.X`, `libpython3.X.so.1.0`, `python3.Xd`...
+fn version_from_path(path: &str) -> Option<Version> {
+    let name = path.rsplit('/').next()?;
+    let at = name.find("python")? + "python".len();
+    let rest = &name[at..];
+    let (major, rest) = rest.split_once('.')?;
+    let minor: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    Some(Version { major: major.parse().ok()?, minor: minor.parse().ok()?, micro: None })
+}
+
+/// One Python frame of a thread, as the BPF unwinder records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameRef {
+    /// The code object's address.
+    pub code: u64,
+    /// Byte offset of the current instruction in its bytecode.
+    pub offset: u32,
+}
+
+/// Walks the Python frames of the thread whose `thread_id`
+/// (`pthread_self()`, `threading.get_ident()`) is given, innermost first,
+/// the way the BPF unwinder does (all loops, without the native frames
+/// between them). For tests and diagnostics: it checks a build's layout
+/// against a live process.
+pub fn walk_thread(
+    memory: &dyn ProcessMemory,
+    build: &PythonBuild,
+    bias: u64,
+    thread_id: u64,
+) -> Result<Vec<FrameRef>, String> {
+    let l = &build.layout;
+    let u64_at = |address: u64| -> Result<u64, String> {
+        let mut b = [0u8; 8];
+        if memory.read(address, &mut b) {
+            Ok(u64::from_le_bytes(b))
+        } else {
+            Err(format!("cannot read {address:#x}"))
+        }
+    };
+    let mut interp = u64_at(bias + build.runtime_vaddr + u64::from(l.runtime_interpreters_head))?;
+    let mut tstate = 0;
+    'interps: while interp != 0 {
+        let mut t = u64_at(interp + u64::from(l.interp_threads_head))?;
+        for _ in 0..10_000 {
+            if t == 0 {
+                break;
+            }
+            if u64_at(t + u64::from(l.tstate_thread_id))? == thread_id {
+                tstate = t;
+                break 'interps;
+            }
+            t = u64_at(t + u64::from(l.tstate_next))?;
+        }
+        interp = u64_at(interp + u64::from(l.interp_next))?;
+    }
+    if tstate == 0 {
+        return Err(format!("no thread state with thread id {thread_id:#x}"));
+    }
+    let mut frame = u64_at(tstate + u64::from(l.tstate_frame))?;
+    if let (Some(off), true) = (l.cframe_current_frame, frame != 0) {
+        frame = u64_at(frame + u64::from(off))?;
+    }
+    let mut frames = Vec::new();
+    while frame != 0 && frames.len() < 10_000 {
+        let mut buf = vec![0u8; l.frame_read_size as usize];
+        if !memory.read(frame, &mut buf) {
+            return Err(format!("cannot read the frame at {frame:#x}"));
+        }
+        let word = |off: u32| u64::from_le_bytes(buf[off as usize..off as usize + 8].try_into().expect("8"));
+        let code = word(l.frame_code);
+        let previous = word(l.frame_previous);
+        let shim = l.frame_model == FrameModel::CStackOwner && l.frame_entry.is_some_and(|e| buf[e as usize] == 3);
+        if !shim && code != 0 {
+            let lasti = |off: u32| i32::from_le_bytes(buf[off as usize..off as usize + 4].try_into().expect("4"));
+            let offset = match l.lasti {
+                Lasti::Bytes => i64::from(lasti(l.frame_lasti)),
+                Lasti::Units => 2 * i64::from(lasti(l.frame_lasti)),
+                Lasti::Pointer => word(l.frame_lasti) as i64 - (code + u64::from(l.code_adaptive.unwrap_or(0))) as i64,
+            };
+            frames.push(FrameRef { code, offset: offset.clamp(0, i64::from(u32::MAX)) as u32 });
+        }
+        frame = previous;
+    }
+    Ok(frames)
+}
+
+/// Most builds [`PythonRegistry`] holds.
+const MAX_REGISTERED_BUILDS: usize = 1024;
+
+/// The CPython builds found in files, by [`FileId`]: written where files
+/// are analysed, read where frames are named. A file id names content, so
+/// an entry never goes stale; the registry is only bounded.
+#[derive(Debug, Default)]
+pub struct PythonRegistry {
+    builds: Mutex<HashMap<FileId, Arc<PythonBuild>>>,
+}
+
+impl PythonRegistry {
+    /// An empty registry.
+    pub fn new() -> PythonRegistry {
+        PythonRegistry::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<FileId, Arc<PythonBuild>>> {
+        self.builds.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records the build in `file_id`.
+    pub fn insert(&self, file_id: FileId, build: Arc<PythonBuild>) {
+        let mut builds = self.lock();
+        if builds.len() >= MAX_REGISTERED_BUILDS && !builds.contains_key(&file_id) {
+            builds.clear();
+        }
+        builds.insert(file_id, build);
+    }
+
+    /// The build in `file_id`, if any.
+    pub fn get(&self, file_id: &FileId) -> Option<Arc<PythonBuild>> {
+        self.lock().get(file_id).cloned()
+    }
+
+    /// The first of `file_ids` that holds a build, with it.
+    pub fn find<'a>(&self, file_ids: impl IntoIterator<Item = &'a FileId>) -> Option<(FileId, Arc<PythonBuild>)> {
+        let builds = self.lock();
+        if builds.is_empty() {
+            return None;
+        }
+        file_ids.into_iter().find_map(|id| builds.get(id).map(|b| (*id, b.clone())))
+    }
+
+    /// Builds held.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_from_paths() {
+        let v = |p: &str| version_from_path(p).map(|v| (v.major, v.minor));
+        assert_eq!(v("/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0"), Some((3, 11)));
+        assert_eq!(v("/root/.pyenv/versions/3.8.18/bin/python3.8"), Some((3, 8)));
+        assert_eq!(v("/opt/python3.10d"), Some((3, 10)));
+        assert_eq!(v("/usr/bin/python3"), None);
+        assert_eq!(v("/usr/bin/python"), None);
+        assert_eq!(v("/usr/bin/pythonX.Y"), None);
+        assert_eq!(Version::from_hex(0x030b07f0).to_string(), "3.11.7");
+        assert_eq!(Version::from_hex(0x030b07f0).short(), 0x030b);
+    }
+
+    #[test]
+    fn files_without_an_eval_loop_are_not_python() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let elf = ElfFile::open(&exe).unwrap();
+        let symbols = elf.symbols().unwrap();
+        assert!(matches!(detect(&elf, &symbols, exe.to_str().unwrap()), Detection::NotPython));
+    }
+}

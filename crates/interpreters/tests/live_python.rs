@@ -1,0 +1,136 @@
+//! Checks the per-version layouts against live interpreters: every CPython
+//! found on this machine (pyenv's 3.8-3.13, the system's python3) runs
+//! `live_python.py`, which parks a thread in a known chain and prints what
+//! CPython itself says of a few code objects; this test then finds the
+//! build in the process's files ([`detect`]), walks the parked thread's
+//! frames the way the BPF unwinder does ([`walk_thread`]), and names code
+//! objects and lines from the process's memory ([`PythonSymbolizer`]).
+//! Interpreters that are not installed are skipped (and listed).
+
+use profiler_elf::ElfFile;
+use profiler_interpreters::python::{detect, walk_thread, Detection, PythonBuild, PythonSymbolizer};
+use profiler_interpreters::PidMemory;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn interpreters() -> Vec<PathBuf> {
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let mut found = Vec::new();
+    for v in ["3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"] {
+        found.push(Path::new(&home).join(".pyenv/versions").join(v).join("bin/python3"));
+    }
+    found.push(PathBuf::from("/usr/bin/python3"));
+    found.retain(|p| {
+        let ok = p.exists();
+        if !ok {
+            eprintln!("skipped: {} is not installed", p.display());
+        }
+        ok
+    });
+    found
+}
+
+/// The build mapped by `pid`, with its bias.
+fn find_build(pid: u32) -> (String, PythonBuild, u64) {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    for line in maps.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() < 6 || !fields[1].contains('x') || !fields[5].starts_with('/') {
+            continue;
+        }
+        let path = fields[5];
+        let Ok(elf) = ElfFile::open(path) else { continue };
+        let symbols = elf.symbols().unwrap();
+        match detect(&elf, &symbols, path) {
+            Detection::Supported(build) => {
+                let (range, offset) = (fields[0], u64::from_str_radix(fields[2], 16).unwrap());
+                let start = u64::from_str_radix(range.split('-').next().unwrap(), 16).unwrap();
+                let bias = elf.load_segments().bias(start, offset).unwrap();
+                return (path.to_string(), build, bias);
+            }
+            Detection::Unsupported { version, reason } => panic!("{path}: {version:?} unsupported: {reason}"),
+            Detection::NotPython => {}
+        }
+    }
+    panic!("no CPython build in the maps of {pid}");
+}
+
+fn short(name: &str) -> &str {
+    name.rsplit('.').next().unwrap_or(name)
+}
+
+#[test]
+fn layouts_match_live_interpreters() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/live_python.py");
+    for python in interpreters() {
+        let mut child =
+            Command::new(&python).arg(&script).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        let facts: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        let pid = facts["pid"].as_u64().unwrap() as u32;
+        let (path, build, bias) = find_build(pid);
+        let v = &facts["version"];
+        let what = format!("{} ({path}, {})", python.display(), build.version);
+        assert_eq!(
+            (u64::from(build.version.major), u64::from(build.version.minor)),
+            (v[0].as_u64().unwrap(), v[1].as_u64().unwrap()),
+            "{what}"
+        );
+        assert_eq!(build.runtime_vaddr + bias, facts["runtime"].as_u64().unwrap(), "{what}: _PyRuntime");
+
+        let memory = PidMemory(pid);
+        let mut symbolizer = PythonSymbolizer::new(1000, 1 << 20);
+        for code in facts["codes"].as_array().unwrap() {
+            let id = code["id"].as_u64().unwrap();
+            let expected_name = code["name"].as_str().unwrap();
+            for (unit, want) in code["lines"].as_array().unwrap().iter().enumerate() {
+                let offset = 2 * unit as u32;
+                let got = symbolizer
+                    .symbolize(&memory, pid, &build, bias, id, offset)
+                    .unwrap_or_else(|| panic!("{what}: code object {expected_name} unreadable"));
+                assert_eq!(&*got.function, expected_name, "{what}");
+                assert_eq!(got.file.as_deref(), code["file"].as_str(), "{what}");
+                let want = want.as_i64().unwrap();
+                // No line (-1): the frame gets its function's first line.
+                let want = if want < 0 { code["first_line"].as_i64().unwrap() } else { want };
+                assert_eq!(i64::from(got.line), want, "{what}: {expected_name} at byte {offset}");
+            }
+        }
+
+        // The parked thread, as the BPF unwinder walks it.
+        let thread = facts["thread"].as_u64().unwrap();
+        let frames = walk_thread(&memory, &build, bias, thread).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let names: Vec<String> = frames
+            .iter()
+            .map(|f| {
+                symbolizer
+                    .symbolize(&memory, pid, &build, bias, f.code, f.offset)
+                    .map(|l| l.function.to_string())
+                    .unwrap_or_default()
+            })
+            .collect();
+        let from_leaf: Vec<&str> = names.iter().map(|n| short(n)).skip_while(|n| *n != "leaf").collect();
+        assert_eq!(
+            from_leaf,
+            ["leaf", "middle", "outer", "run", "_bootstrap_inner", "_bootstrap"],
+            "{what}: thread frames {names:?}"
+        );
+        let main = walk_thread(&memory, &build, bias, facts["main"].as_u64().unwrap()).unwrap();
+        let main_names: Vec<String> = main
+            .iter()
+            .map(|f| {
+                symbolizer
+                    .symbolize(&memory, pid, &build, bias, f.code, f.offset)
+                    .map(|l| l.function.to_string())
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert_eq!(main_names, ["<module>"], "{what}");
+        eprintln!("ok: {what}: layout from {:?}, thread {names:?}", build.layout_source);
+
+        child.stdin.as_mut().unwrap().write_all(b"\n").unwrap();
+        child.wait().unwrap();
+    }
+}

@@ -1,0 +1,703 @@
+//! CPython unwinding on the real eBPF programs: Python frames in place of
+//! the interpreter's evaluation loop, native frames above and below them,
+//! for every CPython on this machine (pyenv's 3.8-3.13 under
+//! `~/.pyenv/versions`, the system's `/usr/bin/python3`; those not
+//! installed are skipped, the system one is required under CI).
+//!
+//! Each test asserts a whole chain, root first and in order, in at least
+//! 95% of the samples whose innermost Python frame is the chain's leaf
+//! (samples with no Python frame at all count as failures), and prints the
+//! measured completeness.
+
+use profiler_agent::{AgentConfig, Stats};
+use profiler_tests::{in_ci, profile_with, serial, start_agent, Workload};
+use profiler_trace::{FrameKind, Trace};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const HZ: u32 = 99;
+const SECONDS: u64 = 3;
+const REQUIRED: f64 = 0.95;
+const MIN_SAMPLES: usize = 25;
+const LIBC: &str = "libc.so.6";
+
+/// One CPython to test.
+struct Python {
+    /// The executable to run.
+    exe: PathBuf,
+    /// 3.x
+    minor: u8,
+    /// File names of its native code as mapped: the executable and, for a
+    /// shared build, libpython.
+    files: Vec<String>,
+}
+
+impl Python {
+    /// pyenv's `version` ("3.11.7"), or "system" for /usr/bin/python3.
+    fn find(version: &str) -> Option<Python> {
+        let exe = if version == "system" {
+            PathBuf::from("/usr/bin/python3")
+        } else {
+            let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+            Path::new(&home).join(".pyenv/versions").join(version).join("bin/python3")
+        };
+        let Ok(real) = std::fs::canonicalize(&exe) else {
+            if version == "system" && in_ci() {
+                panic!("{} is required under CI", exe.display());
+            }
+            eprintln!("SKIPPED: {} is not installed", exe.display());
+            return None;
+        };
+        let out = Command::new(&exe).args(["-c", "import sys; print(sys.version_info[1])"]).output().ok()?;
+        let minor: u8 = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+        let mut files = vec![real.file_name()?.to_str()?.to_string()];
+        let lib = real.parent()?.parent()?.join("lib").join(format!("libpython3.{minor}.so.1.0"));
+        if lib.exists() {
+            files.push(lib.file_name()?.to_str()?.to_string());
+        }
+        Some(Python { exe, minor, files })
+    }
+
+    /// The function name CPython gives a method: its qualified name from
+    /// 3.11 (`co_qualname`), the bare name before.
+    fn method(&self, class: &str, name: &str) -> String {
+        if self.minor >= 11 {
+            format!("{class}.{name}")
+        } else {
+            name.to_string()
+        }
+    }
+
+    fn spawn(&self, script: &str) -> Workload {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python").join(script);
+        Workload::spawn(Command::new(&self.exe).arg(path).env("PYTHONDONTWRITEBYTECODE", "1"))
+    }
+}
+
+/// A user frame as the checks see it.
+#[derive(Clone, Debug)]
+struct F {
+    python: bool,
+    name: Option<String>,
+    file: Option<String>,
+}
+
+impl std::fmt::Display for F {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = self.name.as_deref().unwrap_or("?");
+        if self.python {
+            write!(f, "py:{name}")
+        } else {
+            write!(f, "{name}@{}", self.file.as_deref().unwrap_or("?"))
+        }
+    }
+}
+
+/// The user frames of a trace, root first.
+fn frames(trace: &Trace) -> Vec<F> {
+    let mut out: Vec<F> = trace
+        .frames
+        .iter()
+        .filter(|f| f.kind != FrameKind::Kernel)
+        .map(|f| F {
+            python: f.kind == FrameKind::CPython,
+            name: f.function_name().map(str::to_string),
+            file: f.mapping.as_ref().map(|m| m.file_name().to_string()),
+        })
+        .collect();
+    out.reverse();
+    out
+}
+
+/// One element of an expected stack, root first.
+#[derive(Clone, Debug)]
+enum S {
+    /// One Python frame of this function.
+    Py(String),
+    /// One native frame of this function.
+    Native(&'static str),
+    /// One native frame in this file (named or not: a file the
+    /// symbolizer has not loaded yet has no names).
+    NativeIn(String),
+    /// One or more native frames, each in one of these files (see
+    /// `native_in`), none of them the evaluation loop (it must have
+    /// become Python frames).
+    Natives(Vec<String>),
+    /// The same, zero or more.
+    OptNatives(Vec<String>),
+    /// Zero or more native frames of any file.
+    AnyNatives,
+}
+
+fn is_eval_loop(f: &F) -> bool {
+    f.name.as_deref() == Some("_PyEval_EvalFrameDefault")
+}
+
+/// A native frame in one of `files` (a file name, or its start:
+/// `libffi.so.8` stands for `libffi.so.8.1.2`).
+fn native_in(f: &F, files: &[String]) -> bool {
+    !f.python
+        && !is_eval_loop(f)
+        && f.file.as_ref().is_some_and(|file| files.iter().any(|w| file.starts_with(w.as_str())))
+}
+
+fn matches(frames: &[F], pattern: &[S]) -> bool {
+    let Some((step, rest)) = pattern.split_first() else { return frames.is_empty() };
+    match step {
+        S::Py(name) => {
+            frames.first().is_some_and(|f| f.python && f.name.as_deref() == Some(name.as_str()))
+                && matches(&frames[1..], rest)
+        }
+        S::Native(name) => {
+            frames.first().is_some_and(|f| !f.python && f.name.as_deref() == Some(name)) && matches(&frames[1..], rest)
+        }
+        S::NativeIn(file) => {
+            frames.first().is_some_and(|f| native_in(f, std::slice::from_ref(file))) && matches(&frames[1..], rest)
+        }
+        S::Natives(files) | S::OptNatives(files) => {
+            let min = usize::from(matches!(step, S::Natives(_)));
+            let run = frames.iter().take_while(|f| native_in(f, files)).count();
+            (min..=run).any(|n| matches(&frames[n..], rest))
+        }
+        S::AnyNatives => {
+            let run = frames.iter().take_while(|f| !f.python).count();
+            (0..=run).any(|n| matches(&frames[n..], rest))
+        }
+    }
+}
+
+/// How many samples whose innermost Python frame is the leaf carry the
+/// whole chain.
+#[derive(Debug, Default)]
+struct Completeness {
+    at_leaf: usize,
+    complete: usize,
+    /// Samples whose innermost Python frame is another function.
+    elsewhere: usize,
+    failures: Vec<String>,
+}
+
+impl Completeness {
+    fn ratio(&self) -> f64 {
+        if self.at_leaf == 0 {
+            0.0
+        } else {
+            self.complete as f64 / self.at_leaf as f64
+        }
+    }
+
+    fn fail(&mut self, frames: &[F]) {
+        self.at_leaf += 1;
+        if self.failures.len() < 5 {
+            self.failures.push(frames.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(";"));
+        }
+    }
+}
+
+/// Checks the samples of `pid` (of threads `tids`, when given) against
+/// `chain` (root first, its last step the leaf's [`S::Py`]); native frames
+/// below the leaf are allowed.
+fn completeness(traces: &[Trace], pid: u32, tids: Option<&HashSet<u32>>, chain: &[S]) -> Completeness {
+    let Some(S::Py(leaf)) = chain.last() else { panic!("the chain ends with its leaf") };
+    let mut pattern = chain.to_vec();
+    pattern.push(S::AnyNatives);
+    let mut c = Completeness::default();
+    for t in traces.iter().filter(|t| t.process.pid.0 == pid) {
+        if tids.is_some_and(|tids| !tids.contains(&t.tid.0)) {
+            continue;
+        }
+        let frames = frames(t);
+        match frames.iter().rev().find(|f| f.python) {
+            // An unnamed Python frame, or none at all (the Python
+            // workloads run Python code all the time): a failure.
+            None => c.fail(&frames),
+            Some(f) if f.name.is_none() => c.fail(&frames),
+            Some(f) if f.name.as_deref() != Some(leaf.as_str()) => c.elsewhere += 1,
+            Some(_) if matches(&frames, &pattern) => {
+                c.at_leaf += 1;
+                c.complete += 1;
+            }
+            Some(_) => c.fail(&frames),
+        }
+    }
+    c
+}
+
+fn assert_complete(what: &str, c: &Completeness, stats: &Stats) {
+    let cost = if stats.bpf_runs > 0 {
+        format!("; BPF {:.0} ns per sample (all processes)", stats.bpf_run_time_ns as f64 / stats.bpf_runs as f64)
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "completeness {what}: {}/{} = {:.1}% ({} samples elsewhere){cost}",
+        c.complete,
+        c.at_leaf,
+        100.0 * c.ratio(),
+        c.elsewhere
+    );
+    assert!(c.at_leaf >= MIN_SAMPLES, "{what}: only {} samples at the leaf; {stats:#?}", c.at_leaf);
+    assert!(
+        c.ratio() >= REQUIRED,
+        "{what}: {} of {} samples at the leaf carry the whole chain ({:.1}%); some that do not (root \
+         first):\n{}\n{stats:#?}",
+        c.complete,
+        c.at_leaf,
+        100.0 * c.ratio(),
+        c.failures.join("\n")
+    );
+}
+
+/// Profiles the already running `workload` for SECONDS.
+fn profile_running(workload: &Workload) -> Option<(Vec<Trace>, Stats)> {
+    std::thread::sleep(Duration::from_millis(500));
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![workload.pid()], ..AgentConfig::default() };
+    profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS)))
+}
+
+/// The native frames of a main thread above its first Python frame:
+/// `_start` in the executable, libc's start, the interpreter's `main` and
+/// run functions (matched by file: names come when the native symbolizer
+/// has loaded a file).
+fn main_root(py: &Python) -> Vec<S> {
+    let mut files = py.files.clone();
+    files.push(LIBC.to_string());
+    vec![S::NativeIn(py.files[0].clone()), S::Natives(files)]
+}
+
+/// What may lie between two Python frames: before 3.11 every Python call
+/// is a run of the evaluation loop of its own, with the interpreter's
+/// call machinery between; from 3.11 Python-to-Python calls are inlined
+/// (calls through C still make a new run).
+fn between(py: &Python) -> S {
+    S::OptNatives(py.files.clone())
+}
+
+/// `py` frames with `between` in between.
+fn python_chain(py: &Python, names: &[String]) -> Vec<S> {
+    let mut out = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        if i > 0 {
+            out.push(between(py));
+        }
+        out.push(S::Py(name.clone()));
+    }
+    out
+}
+
+fn chain_test(version: &str) {
+    let _serial = serial();
+    let Some(py) = Python::find(version) else { return };
+    let w = py.spawn("chain.py");
+    let Some((traces, stats)) = profile_running(&w) else { return };
+    let mut chain = main_root(&py);
+    chain.extend(python_chain(&py, &["<module>", "f1", "f2", "f3"].map(String::from)));
+    let c = completeness(&traces, w.pid(), None, &chain);
+    assert_complete(&format!("Python {version} <module> -> f1 -> f2 -> f3"), &c, &stats);
+    assert_eq!(stats.python_unsupported, 0);
+}
+
+fn ctypes_test(version: &str) {
+    let _serial = serial();
+    let Some(py) = Python::find(version) else { return };
+    let w = py.spawn("ctypes_qsort.py");
+    let Some((traces, stats)) = profile_running(&w) else { return };
+    let ctypes = format!("_ctypes.cpython-3{}-x86_64-linux-gnu.so", py.minor);
+    let libffi = "libffi.so.8".to_string();
+    let mut to_ctypes = py.files.clone();
+    to_ctypes.push(ctypes.clone());
+    let mut chain = main_root(&py);
+    chain.extend(python_chain(&py, &["<module>", "sorter", "sort_once"].map(String::from)));
+    // sort_once -> (call machinery) -> _ctypes -> libffi -> libc's qsort
+    // -> libffi's closure -> _ctypes -> (call machinery) -> py_compare.
+    chain.extend([
+        S::Natives(to_ctypes.clone()),
+        S::Natives(vec![libffi.clone()]),
+        S::Natives(vec![LIBC.to_string()]),
+        S::Natives(vec![libffi]),
+        S::Natives(to_ctypes),
+    ]);
+    chain.extend(python_chain(&py, &["py_compare", "cmp_leaf"].map(String::from)));
+    let c = completeness(&traces, w.pid(), None, &chain);
+    assert_complete(&format!("Python {version} -> ctypes -> qsort -> Python callback"), &c, &stats);
+}
+
+fn threads_test(version: &str) {
+    let _serial = serial();
+    let Some(py) = Python::find(version) else { return };
+    let w = py.spawn("threads.py");
+    let Some((traces, stats)) = profile_running(&w) else { return };
+    // Which threads ran which leaf: each thread must show its own.
+    let mut by_leaf: HashMap<String, HashSet<u32>> = HashMap::new();
+    for t in traces.iter().filter(|t| t.process.pid.0 == w.pid()) {
+        if let Some(name) = frames(t).iter().rev().find(|f| f.python).and_then(|f| f.name.clone()) {
+            by_leaf.entry(name).or_default().insert(t.tid.0);
+        }
+    }
+    let (a, b) =
+        (by_leaf.get("a_leaf").cloned().unwrap_or_default(), by_leaf.get("b_leaf").cloned().unwrap_or_default());
+    assert!(a.len() == 1 && b.len() == 1 && a != b, "one thread per leaf: {by_leaf:?}");
+    assert!(!a.contains(&w.pid()) && !b.contains(&w.pid()), "not the main thread");
+    for (worker, mid, leaf, tids) in [("worker_a", "a_mid", "a_leaf", &a), ("worker_b", "b_mid", "b_leaf", &b)] {
+        // A thread's root: clone3 and start_thread in libc, then the
+        // interpreter's thread bootstrap.
+        let mut files = py.files.clone();
+        files.push(LIBC.to_string());
+        let mut chain = vec![S::Natives(vec![LIBC.to_string()]), S::Natives(files)];
+        let names = [
+            py.method("Thread", "_bootstrap"),
+            py.method("Thread", "_bootstrap_inner"),
+            py.method("Thread", "run"),
+            worker.to_string(),
+            mid.to_string(),
+            leaf.to_string(),
+        ];
+        chain.extend(python_chain(&py, &names));
+        // The thread's own samples, and no sample of the other thread may
+        // show this chain's leaf (checked above: one thread per leaf).
+        let c = completeness(&traces, w.pid(), Some(tids), &chain);
+        assert_complete(&format!("Python {version} thread {worker}"), &c, &stats);
+    }
+}
+
+macro_rules! per_version {
+    ($test:ident: $($name:ident => $version:expr),* $(,)?) => {
+        mod $test {
+            $(
+                #[test]
+                fn $name() {
+                    super::$test($version)
+                }
+            )*
+        }
+    };
+}
+
+per_version!(chain_test: v3_8 => "3.8.18", v3_9 => "3.9.18", v3_10 => "3.10.13", v3_11 => "3.11.7",
+    v3_12 => "3.12.1", v3_13 => "3.13.0", system => "system");
+per_version!(ctypes_test: v3_8 => "3.8.18", v3_9 => "3.9.18", v3_10 => "3.10.13", v3_11 => "3.11.7",
+    v3_12 => "3.12.1", v3_13 => "3.13.0", system => "system");
+per_version!(threads_test: v3_8 => "3.8.18", v3_9 => "3.9.18", v3_10 => "3.10.13", v3_11 => "3.11.7",
+    v3_12 => "3.12.1", v3_13 => "3.13.0", system => "system");
+
+/// A fresh directory for this test run's files.
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ep-python-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The system's static CPython (Debian's `/usr/bin/python3.11`: the
+/// interpreter is in the executable), copied to `dir` under its own name;
+/// `edit` changes the copy's bytes (a copy of the same bytes would have
+/// the same file id as the original).
+fn python_copy(dir: &Path, edit: impl FnOnce(&Path, &mut Vec<u8>)) -> Option<(Python, PathBuf)> {
+    let py = Python::find("system")?;
+    let real = std::fs::canonicalize(&py.exe).unwrap();
+    if py.files.len() != 1 {
+        eprintln!("SKIPPED: {} is not a static build", real.display());
+        return None;
+    }
+    let copy = dir.join(real.file_name().unwrap());
+    let mut bytes = std::fs::read(&real).unwrap();
+    edit(&real, &mut bytes);
+    std::fs::write(&copy, &bytes).unwrap();
+    std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    Some((py, copy))
+}
+
+fn spawn_copy(copy: &Path, script: &str, args: &[&str]) -> Workload {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python").join(script);
+    Workload::spawn(
+        Command::new(copy).arg(path).args(args).env("PYTHONDONTWRITEBYTECODE", "1").env("PYTHONHOME", "/usr"),
+    )
+}
+
+/// How many samples of `pid` are whole native stacks (from `_start`, all
+/// native, each frame in `files`) that went through the evaluation loop.
+fn native_through_eval_loop(traces: &[Trace], pid: u32, files: &[String]) -> Completeness {
+    let mut c = Completeness::default();
+    let pattern = [S::Native("_start"), S::AnyNatives];
+    for t in traces.iter().filter(|t| t.process.pid.0 == pid) {
+        let frames = frames(t);
+        let whole = matches(&frames, &pattern)
+            && frames.iter().all(|f| {
+                !f.python && f.file.as_ref().is_some_and(|file| files.iter().any(|w| file.starts_with(w.as_str())))
+            })
+            && frames.iter().any(is_eval_loop);
+        if whole {
+            c.at_leaf += 1;
+            c.complete += 1;
+        } else {
+            c.fail(&frames);
+        }
+    }
+    c
+}
+
+/// A CPython of a version this profiler does not know (3.99: the system's
+/// interpreter with its `Py_Version` changed) is reported once, however
+/// many processes run it, and profiled as native code: whole native
+/// stacks through `_PyEval_EvalFrameDefault`, no Python frame.
+#[test]
+fn unsupported_version_is_reported_once_and_profiled_as_native() {
+    let _serial = serial();
+    let dir = scratch_dir("unsupported");
+    let Some((_py, copy)) = python_copy(&dir, |real, bytes| {
+        let elf = profiler_elf::ElfFile::open(real).unwrap();
+        let at = elf.symbol_address("Py_Version").expect("3.11+ has Py_Version");
+        let offset = elf.vaddr_to_file_offset(at).unwrap() as usize;
+        bytes[offset..offset + 4].copy_from_slice(&0x036300f0u32.to_le_bytes());
+    }) else {
+        return;
+    };
+    let (a, b) = (spawn_copy(&copy, "chain.py", &[]), spawn_copy(&copy, "chain.py", &[]));
+    std::thread::sleep(Duration::from_millis(500));
+    let traces = Arc::new(Mutex::new(Vec::new()));
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![a.pid(), b.pid()], ..AgentConfig::default() };
+    let Some(agent) = start_agent(config, traces.clone()) else { return };
+    std::thread::sleep(Duration::from_secs(SECONDS));
+    let notices = agent.notices();
+    agent.stop().expect("clean stop");
+    let stats = agent.stats();
+    let traces = std::mem::take(&mut *traces.lock().unwrap());
+    eprintln!("notices: {notices:?}");
+    assert_eq!(stats.python_unsupported, 1, "one file, two processes: told once; {stats:#?}");
+    assert_eq!(notices.iter().filter(|n| n.contains("3.99")).count(), 1, "{notices:?}");
+    assert_eq!((stats.python_files, stats.python_frames), (0, 0), "{stats:#?}");
+    let files = vec![copy.file_name().unwrap().to_str().unwrap().to_string(), LIBC.to_string()];
+    for w in [&a, &b] {
+        let c = native_through_eval_loop(&traces, w.pid(), &files);
+        assert_complete("unsupported CPython 3.99, native stacks", &c, &stats);
+    }
+}
+
+/// An executable that looks like CPython 3.11 but whose runtime state is
+/// made up: a frame chain that loops over a "code object" that is not
+/// one, or no thread state for the thread. The unwinder stays bounded,
+/// nothing is named from garbage, and without a thread state the
+/// evaluation loop stays a native frame in whole stacks.
+#[test]
+fn malformed_interpreter_state_is_survived() {
+    let _serial = serial();
+    let dir = scratch_dir("malformed");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python/fake_python.c");
+    let exe = dir.join("python3.11");
+    let out = Command::new("gcc")
+        .args(["-O2", "-fomit-frame-pointer", "-rdynamic", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let looping = Workload::spawn(&mut Command::new(&exe));
+    let nothread = Workload::spawn(Command::new(&exe).arg("nothread"));
+    std::thread::sleep(Duration::from_millis(300));
+    let config =
+        AgentConfig { samples_per_second: HZ, pids: vec![looping.pid(), nothread.pid()], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
+        return;
+    };
+    assert_eq!(stats.python_unsupported, 0, "taken for 3.11: {stats:#?}");
+    assert!(stats.python_tail_calls > 0, "handed over: {stats:#?}");
+    // The loop: bounded by the frame limit, no frame named from garbage.
+    let looped: Vec<&Trace> = traces.iter().filter(|t| t.process.pid.0 == looping.pid()).collect();
+    assert!(looped.len() >= MIN_SAMPLES, "{stats:#?}");
+    for t in &looped {
+        let frames = frames(t);
+        assert!(frames.len() <= 256, "{} frames", frames.len());
+        assert!(frames.iter().filter(|f| f.python).all(|f| f.name.is_none()), "named from garbage");
+    }
+    assert!(looped.iter().any(|t| frames(t).iter().any(|f| f.python)), "the made-up frames were walked");
+    assert_eq!(stats.python_frames_named, 0, "{stats:#?}");
+    assert!(stats.python_frames_unknown > 0, "{stats:#?}");
+    // No thread state: whole native stacks.
+    assert!(stats.python_no_thread_state > 0, "{stats:#?}");
+    let chain = [
+        S::Native("_start"),
+        S::Natives(vec![LIBC.into()]),
+        S::Native("main"),
+        S::Native("_PyEval_EvalFrameDefault"),
+        S::Native("fake_leaf"),
+    ];
+    let mut c = Completeness::default();
+    for t in traces.iter().filter(|t| t.process.pid.0 == nothread.pid()) {
+        let frames = frames(t);
+        if frames.last().and_then(|f| f.name.as_deref()) != Some("fake_leaf") {
+            continue;
+        }
+        // `matches` refuses the loop among Natives, not as a named step.
+        if matches(&frames, &chain) {
+            c.at_leaf += 1;
+            c.complete += 1;
+        } else {
+            c.fail(&frames);
+        }
+    }
+    assert_complete("made-up CPython without a thread state, native stacks", &c, &stats);
+}
+
+/// Short-lived CPython processes made by fork (no exec), and one started
+/// after the agent by exec: their chains come through, and once they have
+/// exited nothing made for them stays in the maps (their build's entry,
+/// their threads' cached thread states, their prefixes and the files'
+/// tables). The interpreter is a private copy of the system's, so that
+/// its build is ours alone.
+#[test]
+fn short_lived_forked_and_exec_processes_then_maps_empty() {
+    let _serial = serial();
+    let dir = scratch_dir("forks");
+    let Some((py, copy)) = python_copy(&dir, |_, bytes| bytes.push(0)) else { return };
+    let file_id = profiler_elf::file_id_of_path(&copy).unwrap().high64();
+    // A parent forks 6 children that start working 3.5 s later (the agent
+    // selects them by pid meanwhile; a fork is not an exec, so nothing
+    // else would select them), work 1.5 s and exit.
+    let mut parent = spawn_copy_piped(&copy, "forks.py", &["6", "3.5"]);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(parent.0.stdout.as_mut().unwrap()), &mut line).unwrap();
+    let children: Vec<u32> = line.split_whitespace().map(|p| p.parse().unwrap()).collect();
+    assert_eq!(children.len(), 6);
+    // And a program that becomes CPython after the agent started (exec),
+    // runs a chain for 2 s (before the children start) and exits.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python/short_chain.py");
+    let shell = Workload::spawn(Command::new("sh").arg("-c").arg(format!(
+        "sleep 1; PYTHONHOME=/usr PYTHONDONTWRITEBYTECODE=1 exec {} {} 2",
+        copy.display(),
+        script.display()
+    )));
+    let mut pids = children.clone();
+    pids.extend([parent.0.id(), shell.pid()]);
+    let traces = Arc::new(Mutex::new(Vec::new()));
+    let config =
+        AgentConfig { samples_per_second: HZ, pids: pids.clone(), file_unload_grace_ms: 0, ..AgentConfig::default() };
+    let Some(agent) = start_agent(config, traces.clone()) else { return };
+    parent.0.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(format!("/proc/{}/stat", shell.pid())).is_ok_and(|s| !s.contains(") Z"))
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Everything made for them goes: the processes at once, the files
+    // and the build's entry after the (zero) grace period, the threads'
+    // entries at their exit.
+    let ours = |keys: &(Vec<u64>, Vec<u64>)| {
+        let files = keys.0.iter().filter(|&&k| k == file_id).count();
+        let threads = keys.1.iter().filter(|&&k| pids.contains(&((k >> 32) as u32))).count();
+        (files, threads)
+    };
+    let mut keys = agent.interpreter_map_keys().unwrap();
+    let mut entries = agent.unwind_map_entries();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (ours(&keys) != (0, 0) || entries != Some((0, 0, 0))) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        keys = agent.interpreter_map_keys().unwrap();
+        entries = agent.unwind_map_entries();
+    }
+    agent.stop().expect("clean stop");
+    let stats = agent.stats();
+    assert_eq!(ours(&keys), (0, 0), "(python_files, python_thread_states) entries left; {stats:#?}");
+    assert_eq!(entries, Some((0, 0, 0)), "(pid_mappings, delta_pages, file_deltas) entries left; {stats:#?}");
+
+    let traces = std::mem::take(&mut *traces.lock().unwrap());
+    // The copy is a file the native symbolizer sees for the first time:
+    // its frames may be unnamed while it loads, so the root is matched by
+    // file (_start is in the executable).
+    let name = copy.file_name().unwrap().to_str().unwrap().to_string();
+    let root = vec![S::NativeIn(name.clone()), S::Natives(vec![name, LIBC.to_string()])];
+    let mut chain = root.clone();
+    chain.extend(python_chain(&py, &["<module>", "spawn", "child_work", "child_leaf"].map(String::from)));
+    let mut forked = Completeness::default();
+    for &pid in &children {
+        let c = completeness(&traces, pid, None, &chain);
+        forked.at_leaf += c.at_leaf;
+        forked.complete += c.complete;
+        forked.elsewhere += c.elsewhere;
+        forked.failures.extend(c.failures.into_iter().take(1));
+    }
+    assert_complete("6 forked CPython children", &forked, &stats);
+    let mut chain = root;
+    chain.extend(python_chain(&py, &["<module>", "f1", "f2", "f3"].map(String::from)));
+    let c = completeness(&traces, shell.pid(), None, &chain);
+    assert_complete("CPython started after the agent (exec)", &c, &stats);
+}
+
+struct Piped(std::process::Child);
+
+impl Drop for Piped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_copy_piped(copy: &Path, script: &str, args: &[&str]) -> Piped {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python").join(script);
+    Piped(
+        Command::new(copy)
+            .arg(path)
+            .args(args)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("PYTHONHOME", "/usr")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Measurement, not a CI test (`cargo test --release --test
+/// python_unwinding -- --ignored --nocapture measure`): the BPF cost of a
+/// sample (kernel run time of the sampling programs over the samples
+/// sent; needs `sysctl kernel.bpf_stats_enabled=1`) for a native C chain
+/// and for the Python chain of each interpreter.
+#[test]
+#[ignore]
+fn measure_bpf_cost_per_sample() {
+    let _serial = serial();
+    let c = profiler_tests::build_workload(
+        "gcc",
+        "native_chain.c",
+        &["-O2", "-fomit-frame-pointer", "-pthread"],
+        "native_chain",
+    );
+    let mut runs: Vec<(String, Box<dyn Fn() -> Workload>)> =
+        vec![("C native_chain".into(), Box::new(move || Workload::spawn(&mut Command::new(&c))))];
+    for v in ["3.8.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0", "system"] {
+        if let Some(py) = Python::find(v) {
+            runs.push((format!("Python {v} chain.py"), Box::new(move || py.spawn("chain.py"))));
+        }
+    }
+    // The system's interpreter unwound as native code only (its version
+    // changed to 3.99): the Python unwinder's own share.
+    let dir = scratch_dir("measure");
+    if let Some((_, copy)) = python_copy(&dir, |real, bytes| {
+        let elf = profiler_elf::ElfFile::open(real).unwrap();
+        let offset = elf.vaddr_to_file_offset(elf.symbol_address("Py_Version").unwrap()).unwrap() as usize;
+        bytes[offset..offset + 4].copy_from_slice(&0x036300f0u32.to_le_bytes());
+    }) {
+        runs.push(("Python system chain.py, native only".into(), Box::new(move || spawn_copy(&copy, "chain.py", &[]))));
+    }
+    for (what, spawn) in &runs {
+        let w = spawn();
+        std::thread::sleep(Duration::from_millis(300));
+        let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+        let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(5))) else {
+            return;
+        };
+        let frames: usize =
+            traces.iter().map(|t| t.frames.iter().filter(|f| f.kind != FrameKind::Kernel).count()).sum();
+        eprintln!(
+            "{what}: {} samples, {:.1} user frames each ({} Python); BPF {:.0} ns per sample sent ({} runs, {} \
+             sent)",
+            stats.samples,
+            frames as f64 / traces.len().max(1) as f64,
+            stats.python_frames / stats.samples.max(1),
+            stats.bpf_run_time_ns as f64 / stats.samples.max(1) as f64,
+            stats.bpf_runs,
+            stats.samples
+        );
+    }
+}
