@@ -137,7 +137,7 @@ fn is_eval_loop(f: &F) -> bool {
 }
 
 /// A native frame in one of `files` (a file name, or its start:
-/// `libffi.so.8` stands for `libffi.so.8.1.2`).
+/// `libffi.so` stands for `libffi.so.8.1.2`).
 fn native_in(f: &F, files: &[String]) -> bool {
     !f.python
         && !is_eval_loop(f)
@@ -306,7 +306,7 @@ fn ctypes_test(version: &str) {
     let w = py.spawn("ctypes_qsort.py");
     let Some((traces, stats)) = profile_running(&w) else { return };
     let ctypes = format!("_ctypes.cpython-3{}-x86_64-linux-gnu.so", py.minor);
-    let libffi = "libffi.so.8".to_string();
+    let libffi = "libffi.so".to_string();
     let mut to_ctypes = py.files.clone();
     to_ctypes.push(ctypes.clone());
     let mut chain = main_root(&py);
