@@ -117,6 +117,13 @@ pub struct Layout {
 /// `PyObject.ob_type`: the same in every version (no `Py_TRACE_REFS`).
 pub const OB_TYPE: u32 = 8;
 
+/// Largest offset into the runtime, interpreter and thread states a
+/// build's `_Py_DebugOffsets` may give.
+const MAX_STATE_OFFSET: u64 = 1 << 20;
+/// Largest offset into a code, bytes or str object it may give (objects
+/// are read whole up to their last field used).
+const MAX_OBJECT_OFFSET: u64 = 4096;
+
 impl Layout {
     /// The layout of CPython `major.minor`, for 3.8 to 3.13.
     pub fn for_version(major: u8, minor: u8) -> Option<Layout> {
@@ -287,11 +294,15 @@ impl Layout {
             }
             Ok(v as u32)
         };
-        let runtime_size = word(3)?;
-        let interp_size = word(6)?;
-        let tstate_size = word(19)?;
-        let frame_size = word(28)?.min(u64::from(crate::python::FRAME_READ_MAX));
-        let code_size = word(34)?;
+        // The states are large (the interpreter's is ~190 KiB); objects
+        // are read whole, so their offsets must stay small.
+        let runtime_size = word(3)?.min(MAX_STATE_OFFSET);
+        let interp_size = word(6)?.min(MAX_STATE_OFFSET);
+        let tstate_size = word(19)?.min(MAX_STATE_OFFSET);
+        let frame_size = word(28)?.min(u64::from(crate::python::FRAME_READ_MAX) - 8);
+        let code_size = word(34)?.min(MAX_OBJECT_OFFSET);
+        let bytes_size = word(64)?.min(MAX_OBJECT_OFFSET);
+        let unicode_size = word(67)?.min(MAX_OBJECT_OFFSET);
         let frame_previous = field(29, frame_size)?;
         let frame_code = field(30, frame_size)?;
         let frame_lasti = field(31, frame_size)?;
@@ -323,14 +334,14 @@ impl Layout {
             code_firstlineno: field(39, code_size)?,
             line_table: LineTableFormat::Locations,
             code_adaptive: Some(field(43, code_size + 1)?),
-            bytes_size: field(65, word(64)?)?,
-            bytes_data: field(66, word(64)? + 1)?,
-            unicode_state: field(68, word(67)?)?,
-            unicode_length: field(69, word(67)?)?,
-            unicode_ascii_size: field(70, word(67)? + 1)?,
+            bytes_size: field(65, bytes_size)?,
+            bytes_data: field(66, bytes_size + 1)?,
+            unicode_state: field(68, unicode_size)?,
+            unicode_length: field(69, unicode_size)?,
+            unicode_ascii_size: field(70, unicode_size + 1)?,
             // PyCompactUnicodeObject: PyASCIIObject, then utf8_length and
             // utf8.
-            unicode_compact_size: field(70, word(67)? + 1)? + 16,
+            unicode_compact_size: field(70, unicode_size + 1)? + 16,
         };
         Ok((version, layout))
     }
@@ -407,6 +418,15 @@ mod tests {
         let mut b = good.clone();
         b[8 * 24..8 * 25].copy_from_slice(&100_000u64.to_le_bytes());
         assert!(Layout::from_debug_offsets(&b).is_err(), "thread_id beyond the thread state");
+        // Huge objects: refused rather than read whole.
+        let mut b = good.clone();
+        b[8 * 34..8 * 35].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        b[8 * 35..8 * 36].copy_from_slice(&(1u64 << 30).to_le_bytes());
+        assert!(Layout::from_debug_offsets(&b).is_err(), "co_filename 1 GiB into the code object");
+        let mut b = good.clone();
+        b[8 * 28..8 * 29].copy_from_slice(&4096u64.to_le_bytes());
+        b[8 * 29..8 * 30].copy_from_slice(&200u64.to_le_bytes());
+        assert!(Layout::from_debug_offsets(&b).is_err(), "a frame field beyond what the unwinder reads");
         let mut b = good;
         b[8..16].copy_from_slice(&0x030e00f0u64.to_le_bytes());
         assert!(Layout::from_debug_offsets(&b).is_err(), "3.14");
