@@ -383,11 +383,27 @@ per_version!(ctypes_test: v3_8 => "3.8.18", v3_9 => "3.9.18", v3_10 => "3.10.13"
 per_version!(threads_test: v3_8 => "3.8.18", v3_9 => "3.9.18", v3_10 => "3.10.13", v3_11 => "3.11.7",
     v3_12 => "3.12.1", v3_13 => "3.13.0", system => "system");
 
-/// A fresh directory for this test run's files.
-fn scratch_dir(name: &str) -> PathBuf {
+/// A fresh directory for a test's files, removed when dropped (declare it
+/// before the workloads that use its files: they are dropped first).
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch_dir(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("ep-python-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
 /// The system's static CPython (Debian's `/usr/bin/python3.11`: the
