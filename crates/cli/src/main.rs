@@ -93,10 +93,13 @@ fn run(args: &Args) -> Result<()> {
             None => "until interrupted (Ctrl-C)".to_string(),
         }
     );
+    let mut notices_shown = 0;
     while !stop.load(Ordering::Relaxed) && args.duration.is_none_or(|d| started.elapsed() < d) {
         std::thread::sleep(Duration::from_millis(50));
+        notices_shown = show_notices(&agent, notices_shown);
     }
     agent.stop().context("reading samples")?;
+    show_notices(&agent, notices_shown);
     let elapsed = started.elapsed();
 
     // stop() joined the reporter, which dropped the sinks: the exporter is
@@ -128,6 +131,15 @@ fn run(args: &Args) -> Result<()> {
 
 fn unix_now_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}
+
+/// Prints the agent's notices not shown yet; returns how many are shown.
+fn show_notices(agent: &Agent, shown: usize) -> usize {
+    let notices = agent.notices();
+    for notice in notices.iter().skip(shown) {
+        eprintln!("ebpf-profiler: notice: {notice}");
+    }
+    notices.len().max(shown)
 }
 
 fn write_output(path: &Path, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
@@ -173,6 +185,15 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
         if !stops.is_empty() {
             eprintln!("  unwind stops:      {}", stops.join(", "));
         }
+    }
+    if s.python_frames > 0 || s.python_unsupported > 0 {
+        eprintln!(
+            "  python:            {} frames ({} named), {} unsupported interpreters (profiled as native)",
+            s.python_frames, s.python_frames_named, s.python_unsupported
+        );
+    }
+    if s.bpf_runs > 0 {
+        eprintln!("  BPF cost:          {:.1} µs per program run", s.bpf_run_time_ns as f64 / s.bpf_runs as f64 / 1e3);
     }
     // Gauges such as loaded files are back to zero after stop; show totals.
     eprintln!(
