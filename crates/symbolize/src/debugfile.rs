@@ -23,6 +23,16 @@ pub struct DebugConfig {
     /// process with its own root (a container), each is also looked up
     /// under that root first. Default `["/usr/lib/debug"]`.
     pub debug_roots: Vec<PathBuf>,
+    /// DWARF that would take more heap than this once loaded (its
+    /// decompressed sections and the unit index parsed before any lookup)
+    /// is not used: the file is named from its symbols only. Estimated
+    /// from the raw sections before anything is parsed. Default 8 MiB:
+    /// enough for most C and C++ libraries and programs with their debug
+    /// information (glibc's `ld.so` debug file: 3 MiB), not for glibc's
+    /// libc debug file (about 37 MiB, 30 MiB really held) or a 50 MB Rust
+    /// program built with `debug = 1` (about 16 MiB; then 10-20 MiB more
+    /// as lookups parse its units).
+    pub max_dwarf_bytes: u64,
 }
 
 impl Default for DebugConfig {
@@ -30,6 +40,7 @@ impl Default for DebugConfig {
         DebugConfig {
             use_dwarf: true,
             debug_roots: vec![PathBuf::from("/usr/lib/debug")],
+            max_dwarf_bytes: 8 << 20,
         }
     }
 }
@@ -89,13 +100,13 @@ fn open_checked(path: &Path, id: &str) -> Option<Arc<ElfFile>> {
 /// `.gnu_debugaltlink` names: a NUL-terminated path (absolute, or
 /// relative to the file holding the link), then the build id the
 /// supplementary file must have. Tried at that path, then by build id
-/// under the debug roots.
+/// under the debug roots. Returns the file and the path it was found at.
 pub(crate) fn find_sup(
     dwarf: &ElfFile,
     dwarf_path: &Path,
     source: &FileSource,
     config: &DebugConfig,
-) -> Option<Arc<ElfFile>> {
+) -> Option<(PathBuf, Arc<ElfFile>)> {
     use std::os::unix::ffi::OsStrExt;
     let section = dwarf.section_by_name(".gnu_debugaltlink")?;
     let data = dwarf.section_data(section).ok()?;
@@ -125,7 +136,9 @@ pub(crate) fn find_sup(
         candidates.push(build_id_path(&root, &id));
     }
     candidates.dedup();
-    candidates.iter().find_map(|p| open_checked(p, &id))
+    candidates
+        .into_iter()
+        .find_map(|p| open_checked(&p, &id).map(|elf| (p, elf)))
 }
 
 /// Finds the separate debug file of `elf`, opened from `source`.

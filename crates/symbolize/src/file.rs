@@ -1,20 +1,22 @@
-//! One file's symbolization sources, loaded together: Go's function table,
-//! DWARF (in the file or a separate debug file) and ELF symbols.
+//! One file's symbolization sources: Go's function table, DWARF (in the
+//! file or a separate debug file) and ELF symbols, loaded in two steps
+//! (symbols and Go's table first, DWARF after) so that a file can answer
+//! with its symbols while its DWARF loads.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use profiler_elf::{
-    ElfFile, GoPclntab, GoPclntabLayout, GoPclntabVersion, SymbolSource, SymbolTable,
-};
+use profiler_elf::{ElfFile, GoPclntab, GoPclntabLayout, GoPclntabVersion, SymbolSource};
 use profiler_trace::{Pid, SourceLine};
 
 use crate::debugfile::{self, DebugConfig};
 use crate::demangle::demangle;
-use crate::dwarf::{Dwarf, DwarfError};
+use crate::dwarf::{Dwarf, DwarfError, DwarfFile};
+use crate::filemap::{Backing, FileMap};
+use crate::symtab::Symbols;
 
 /// How to open a file, and where it lives as its process sees it (to find
 /// its separate debug file).
@@ -31,6 +33,9 @@ pub struct FileSource {
     /// (`/proc/PID/root`), when the debug directories should be looked up
     /// there first; `None` for files of the host's own namespace.
     pub root: Option<PathBuf>,
+    /// When set, the file is not on disk but in memory: these addresses
+    /// of the process whose `/proc/PID/mem` is `open_path` (the vDSO).
+    pub memory: Option<Range<u64>>,
 }
 
 impl FileSource {
@@ -41,6 +46,7 @@ impl FileSource {
             path: open_path.to_string_lossy().into_owned(),
             open_path,
             root: None,
+            memory: None,
         }
     }
 
@@ -52,6 +58,7 @@ impl FileSource {
             open_path: root.join(path.trim_start_matches('/')),
             path: path.to_owned(),
             root: Some(root),
+            memory: None,
         }
     }
 
@@ -63,6 +70,19 @@ impl FileSource {
             open_path: PathBuf::from(format!("/proc/{pid}/map_files/{start:x}-{end:x}")),
             path: path.to_owned(),
             root: Some(PathBuf::from(format!("/proc/{pid}/root"))),
+            memory: None,
+        }
+    }
+
+    /// The ELF image at `start..end` in the memory of process `pid`, read
+    /// through `/proc/PID/mem`: the vDSO (`name` is how its mapping is
+    /// named, e.g. `[vdso]`). At most 1 MiB is read.
+    pub fn in_memory(pid: Pid, start: u64, end: u64, name: &str) -> FileSource {
+        FileSource {
+            open_path: PathBuf::from(format!("/proc/{pid}/mem")),
+            path: name.to_owned(),
+            root: None,
+            memory: Some(start..end),
         }
     }
 }
@@ -121,6 +141,17 @@ pub enum LoadError {
         #[source]
         source: profiler_elf::Error,
     },
+    /// Reading an in-memory file ([`FileSource::in_memory`]) failed.
+    #[error("cannot read {path} at {start:#x}")]
+    Read {
+        /// The memory file.
+        path: PathBuf,
+        /// The first address.
+        start: u64,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
     /// Loading panicked (a bug, caught so that it costs only this file).
     #[error("loading {path} panicked")]
     Panicked {
@@ -135,16 +166,17 @@ pub enum LoadError {
 /// Lookups take `&self` but parse DWARF lazily into interior caches, so
 /// the type is `Send` but not `Sync`: one thread looks up at a time.
 pub struct FileSymbolizer {
-    elf: Arc<ElfFile>,
-    go: Option<(GoPclntabLayout, Range<u64>)>,
+    /// Go's table, and the file it is read from.
+    go: Option<(Arc<ElfFile>, GoPclntabLayout, Range<u64>)>,
     dwarf: Option<(Dwarf, LineSource)>,
-    symbols: Option<SymbolTable>,
-    symbol_bytes: u64,
+    symbols: Option<Symbols>,
     /// Executable `PT_LOAD` ranges: symbols name only code (a last symbol
     /// of size 0 would otherwise cover every higher address).
     code: Vec<Range<u64>>,
     names: RefCell<Names>,
     info: FileInfo,
+    /// A lookup read the file since its pages were last released.
+    touched: Cell<bool>,
 }
 
 /// Bytes of executable sections outside `text` (alignment padding and
@@ -171,7 +203,8 @@ fn code_outside(elf: &ElfFile, text: &Range<u64>) -> u64 {
 struct Names {
     set: HashSet<Arc<str>>,
     symbols: HashMap<u64, Arc<str>>,
-    bytes: u64,
+    /// Bytes of the interned strings (with their `Arc` headers).
+    strings: u64,
 }
 
 impl Names {
@@ -180,21 +213,48 @@ impl Names {
             return a.clone();
         }
         let a: Arc<str> = Arc::from(s);
-        self.bytes += s.len() as u64 + 32;
+        self.strings += (s.len() as u64 + 16).next_multiple_of(8);
         self.set.insert(a.clone());
         a
     }
 
-    /// The demangled name of the symbol at `addr` named `raw`.
+    /// The demangled name of the symbol at `addr` named `raw`, without a
+    /// symbol version (`memcpy@@GLIBC_2.14` is `memcpy`; versioned names
+    /// are in the `.symtab` of separate debug files).
     fn symbol(&mut self, addr: u64, raw: &str) -> Arc<str> {
         if let Some(a) = self.symbols.get(&addr) {
             return a.clone();
         }
+        let raw = match raw.find('@') {
+            Some(at) if at > 0 => &raw[..at],
+            _ => raw,
+        };
         let a = self.get(&demangle(raw));
-        self.bytes += 24;
         self.symbols.insert(addr, a.clone());
         a
     }
+
+    /// Heap bytes: the strings and both tables.
+    fn bytes(&self) -> u64 {
+        self.strings
+            + table_bytes(self.set.capacity(), 16)
+            + table_bytes(self.symbols.capacity(), 24)
+    }
+}
+
+/// Heap of a `HashMap`/`HashSet` of `capacity` with `slot`-byte entries:
+/// a power-of-two number of buckets (8 per 7 entries), one control byte
+/// each, and a group of trailing control bytes.
+pub(crate) fn table_bytes(capacity: usize, slot: u64) -> u64 {
+    if capacity == 0 {
+        return 0;
+    }
+    let buckets = if capacity < 8 {
+        (capacity + 1).next_power_of_two()
+    } else {
+        (capacity * 8 / 7).next_power_of_two()
+    } as u64;
+    buckets * (slot + 1) + 16
 }
 
 impl std::fmt::Debug for FileSymbolizer {
@@ -205,38 +265,210 @@ impl std::fmt::Debug for FileSymbolizer {
     }
 }
 
+/// The second step of a load: finding and parsing the file's DWARF (see
+/// [`FileSymbolizer::load_symbols`]).
+pub(crate) struct DwarfJob {
+    elf: Arc<ElfFile>,
+    bytes: Backing,
+    source: FileSource,
+    config: DebugConfig,
+    /// Whether the file's own symbols are a full `.symtab`.
+    has_symtab: bool,
+}
+
+/// What the second step found, to [`FileSymbolizer::attach`].
+pub(crate) struct DwarfPart {
+    dwarf: Option<(Dwarf, LineSource)>,
+    debug_file: Option<PathBuf>,
+    dwarf_error: Option<Arc<DwarfError>>,
+    /// The debug file's `.symtab`, when the file itself has none.
+    symbols: Option<Symbols>,
+}
+
+impl DwarfPart {
+    /// The part of a DWARF step that panicked: no DWARF.
+    pub(crate) fn panicked() -> DwarfPart {
+        DwarfPart {
+            dwarf: None,
+            debug_file: None,
+            dwarf_error: None,
+            symbols: None,
+        }
+    }
+
+    /// Why DWARF that exists was not used.
+    pub(crate) fn error(&self) -> Option<&DwarfError> {
+        self.dwarf_error.as_deref()
+    }
+}
+
+impl DwarfJob {
+    /// Finds the DWARF (the file's own, else a separate debug file's,
+    /// either with its `dwz` supplementary file) and parses its unit
+    /// index, unless that would take more than
+    /// [`DebugConfig::max_dwarf_bytes`].
+    pub(crate) fn run(self) -> DwarfPart {
+        let DwarfJob {
+            elf,
+            bytes,
+            source,
+            config,
+            has_symtab,
+        } = self;
+        let with_sup = |file: &DwarfFile, dwarf_path: &Path| {
+            let sup = debugfile::find_sup(&file.elf, dwarf_path, &source, &config)
+                .and_then(|(path, elf)| mapped(elf, &path));
+            Dwarf::load(file, sup.as_ref(), config.max_dwarf_bytes)
+        };
+        let mut part = DwarfPart {
+            dwarf: None,
+            debug_file: None,
+            dwarf_error: None,
+            symbols: None,
+        };
+        let bytes_of_file = bytes.clone();
+        let loaded = if debugfile::has_debug_info(&elf) {
+            let file = DwarfFile { elf, bytes };
+            Some((with_sup(&file, &source.open_path), LineSource::Dwarf))
+        } else if let Some(df) = debugfile::find(&elf, &source, &config) {
+            drop(elf);
+            match mapped(df.elf, &df.path) {
+                Some(file) => {
+                    let r = with_sup(&file, &df.path);
+                    if r.is_err() {
+                        file.bytes.release();
+                    }
+                    if !has_symtab {
+                        part.symbols = Symbols::from_elf(&file.elf, &file.bytes)
+                            .filter(|s| s.source() == SymbolSource::Symtab);
+                        if let Some(s) = &part.symbols {
+                            s.backing().release();
+                        }
+                    }
+                    part.debug_file = Some(df.path);
+                    Some((r, LineSource::DebugFile))
+                }
+                None => None,
+            }
+        } else {
+            None
+        };
+        // Finding and indexing the DWARF read pages of the maps (also
+        // when it was then not used).
+        if let Some((Ok(d), _)) = &loaded {
+            d.release_pages();
+        }
+        bytes_of_file.release();
+        match loaded {
+            Some((Ok(d), origin)) => part.dwarf = Some((d, origin)),
+            Some((Err(e), _)) => part.dwarf_error = Some(Arc::new(e)),
+            None => {}
+        }
+        part
+    }
+}
+
+/// `elf` (opened from `path`) with its bytes served from the
+/// symbolizer's own map of `path`, whose pages can be released; the
+/// `ElfFile`'s bytes when `path` cannot be mapped again or changed.
+fn mapped(elf: Arc<ElfFile>, path: &Path) -> Option<DwarfFile> {
+    let bytes = match FileMap::open(path) {
+        Ok(m) if m.data().len() == elf.data().len() => Backing::Map(Arc::new(m)),
+        _ => Backing::Elf(elf.clone()),
+    };
+    Some(DwarfFile { elf, bytes })
+}
+
+/// Whether `elf` may hold Go's function table: a section or note only Go
+/// binaries have, or no section headers (then only a scan can tell).
+/// `GoPclntab::find` scans the read-only segments when no section names
+/// the table: in a 200 MB C++ library that reads (and makes resident)
+/// tens of MB for nothing.
+fn may_be_go(elf: &ElfFile) -> bool {
+    elf.sections().is_empty()
+        || elf.sections().iter().any(|s| {
+            s.name.ends_with(".gopclntab")
+                || s.name == ".go.buildinfo"
+                || s.name == ".note.go.buildid"
+        })
+        || elf.go_build_id().ok().flatten().is_some()
+}
+
+/// Largest in-memory file read ([`FileSource::in_memory`]).
+const MAX_MEMORY_FILE: u64 = 1 << 20;
+
 impl FileSymbolizer {
-    /// Opens the file and loads every source it has: Go's table, DWARF
-    /// (parsing the unit index, which takes a while for large files), the
-    /// separate debug file, the symbol table. Only failing to open or
-    /// parse the file itself is an error; missing or broken debug
+    /// Opens the file and loads every source it has: Go's table, the
+    /// symbol table, DWARF (parsing the unit index, which takes a while
+    /// for large files), the separate debug file. Only failing to open
+    /// or parse the file itself is an error; missing or broken debug
     /// information leaves fewer sources.
     ///
     /// When `open_path` cannot be opened (e.g. `/proc/PID/map_files/...`
     /// without the capability to read it) and the source has a root, the
     /// file's path under that root is tried.
     pub fn load(source: &FileSource, config: &DebugConfig) -> Result<FileSymbolizer, LoadError> {
-        let elf = match ElfFile::open(&source.open_path) {
-            Ok(elf) => elf,
-            Err(e) => {
-                let fallback = source
-                    .root
-                    .as_ref()
-                    .filter(|_| source.path.starts_with('/'))
-                    .map(|r| r.join(source.path.trim_start_matches('/')))
-                    .filter(|p| *p != source.open_path);
-                match fallback.map(ElfFile::open) {
-                    Some(Ok(elf)) => elf,
-                    _ => {
-                        return Err(LoadError::Open {
-                            path: source.open_path.clone(),
-                            source: e,
-                        })
-                    }
+        let (mut file, job) = FileSymbolizer::load_symbols(source, config)?;
+        if let Some(job) = job {
+            file.attach(job.run());
+        }
+        Ok(file)
+    }
+
+    /// The first step of a load: the file, its symbols and Go's table;
+    /// and the second step to run (DWARF), if any.
+    pub(crate) fn load_symbols(
+        source: &FileSource,
+        config: &DebugConfig,
+    ) -> Result<(FileSymbolizer, Option<DwarfJob>), LoadError> {
+        if let Some(range) = &source.memory {
+            use std::os::unix::fs::FileExt;
+            let read = || -> std::io::Result<Vec<u8>> {
+                let len = range.end.saturating_sub(range.start);
+                if len == 0 || len > MAX_MEMORY_FILE {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "implausible size",
+                    ));
                 }
-            }
-        };
-        Ok(FileSymbolizer::from_elf(Arc::new(elf), source, config))
+                let mut buf = vec![0u8; len as usize];
+                std::fs::File::open(&source.open_path)?.read_exact_at(&mut buf, range.start)?;
+                Ok(buf)
+            };
+            let bytes = read().map_err(|e| LoadError::Read {
+                path: source.open_path.clone(),
+                start: range.start,
+                source: e,
+            })?;
+            let elf = ElfFile::from_bytes(bytes).map_err(|e| LoadError::Open {
+                path: source.open_path.clone(),
+                source: e,
+            })?;
+            let elf = Arc::new(elf);
+            let bytes = Backing::Elf(elf.clone());
+            return Ok(FileSymbolizer::first_step(elf, bytes, source, config));
+        }
+        let mut opened = ElfFile::open(&source.open_path).map(|e| (e, source.open_path.clone()));
+        if let Err(e) = opened {
+            let fallback = source
+                .root
+                .as_ref()
+                .filter(|_| source.path.starts_with('/'))
+                .map(|r| r.join(source.path.trim_start_matches('/')))
+                .filter(|p| *p != source.open_path);
+            opened = match fallback.map(|p| ElfFile::open(&p).map(|e| (e, p))) {
+                Some(Ok(found)) => Ok(found),
+                _ => Err(e),
+            };
+        }
+        let (elf, path) = opened.map_err(|e| LoadError::Open {
+            path: source.open_path.clone(),
+            source: e,
+        })?;
+        let file = mapped(Arc::new(elf), &path).expect("always some");
+        Ok(FileSymbolizer::first_step(
+            file.elf, file.bytes, source, config,
+        ))
     }
 
     /// Loads the sources of an already opened file.
@@ -245,8 +477,22 @@ impl FileSymbolizer {
         source: &FileSource,
         config: &DebugConfig,
     ) -> FileSymbolizer {
-        let go = GoPclntab::find(&elf)
-            .ok()
+        let bytes = Backing::Elf(elf.clone());
+        let (mut file, job) = FileSymbolizer::first_step(elf, bytes, source, config);
+        if let Some(job) = job {
+            file.attach(job.run());
+        }
+        file
+    }
+
+    fn first_step(
+        elf: Arc<ElfFile>,
+        bytes: Backing,
+        source: &FileSource,
+        config: &DebugConfig,
+    ) -> (FileSymbolizer, Option<DwarfJob>) {
+        let go = may_be_go(&elf)
+            .then(|| GoPclntab::find(&elf).ok().flatten())
             .flatten()
             .map(|t| (t.layout(), t.text_range()));
         // A pure Go binary needs nothing but its function table: its
@@ -256,57 +502,20 @@ impl FileSymbolizer {
             None => true,
             Some((_, text)) => code_outside(&elf, text) > 1024,
         };
-        let mut dwarf = None;
-        let mut debug_file = None;
-        let mut dwarf_error = None;
-        if config.use_dwarf && native_code {
-            // The file's own DWARF, else a separate debug file's; either
-            // may lean on a supplementary file.
-            let with_sup = |dwarf_elf: &Arc<ElfFile>, dwarf_path: &std::path::Path| {
-                let sup = debugfile::find_sup(dwarf_elf, dwarf_path, source, config);
-                Dwarf::load(dwarf_elf, sup.as_ref())
-            };
-            let loaded = if debugfile::has_debug_info(&elf) {
-                Some((with_sup(&elf, &source.open_path), LineSource::Dwarf))
-            } else if let Some(df) = debugfile::find(&elf, source, config) {
-                let r = with_sup(&df.elf, &df.path);
-                debug_file = Some(df);
-                Some((r, LineSource::DebugFile))
-            } else {
-                None
-            };
-            match loaded {
-                Some((Ok(d), origin)) => dwarf = Some((d, origin)),
-                Some((Err(e), _)) => dwarf_error = Some(Arc::new(e)),
-                None => {}
-            }
-        }
-        let mut symbols = native_code.then(|| elf.symbols().ok()).flatten();
-        if symbols.as_ref().map(SymbolTable::source) != Some(SymbolSource::Symtab) {
-            if let Some(s) = debug_file
-                .as_ref()
-                .and_then(|df| df.elf.symbols().ok())
-                .filter(|s| s.source() == SymbolSource::Symtab)
-            {
-                symbols = Some(s);
-            }
-        }
-        let symbol_bytes = symbols
-            .as_ref()
-            .map(|s| s.iter().map(|(_, _, n)| n.len() as u64 + 24).sum())
-            .unwrap_or(0);
+        let symbols = if native_code {
+            Symbols::from_elf(&elf, &bytes)
+        } else {
+            None
+        };
+        // Reading the symbol table touched its pages.
+        bytes.release();
         let info = FileInfo {
             go_pclntab: go.as_ref().map(|(l, _)| l.version()),
-            dwarf: dwarf.as_ref().map(|(_, s)| match s {
-                LineSource::DebugFile => DwarfOrigin::DebugFile,
-                _ => DwarfOrigin::InFile,
-            }),
-            debug_file: debug_file.map(|d| d.path),
-            dwarf_error,
-            symbols: symbols
-                .as_ref()
-                .map_or(SymbolSource::None, SymbolTable::source),
-            symbol_count: symbols.as_ref().map_or(0, SymbolTable::len),
+            dwarf: None,
+            debug_file: None,
+            dwarf_error: None,
+            symbols: symbols.as_ref().map_or(SymbolSource::None, Symbols::source),
+            symbol_count: symbols.as_ref().map_or(0, Symbols::len),
         };
         let code = elf
             .program_headers()
@@ -315,16 +524,55 @@ impl FileSymbolizer {
             .filter(|p| p.p_type == profiler_elf::PT_LOAD && p.flags & 1 != 0)
             .map(|p| p.vaddr..p.vaddr.saturating_add(p.memsz))
             .collect();
-        FileSymbolizer {
-            elf,
-            go,
-            dwarf,
+        let job = (config.use_dwarf && native_code).then(|| DwarfJob {
+            elf: elf.clone(),
+            bytes,
+            source: source.clone(),
+            config: config.clone(),
+            has_symtab: info.symbols == SymbolSource::Symtab,
+        });
+        let file = FileSymbolizer {
+            // Only Go's table reads the `ElfFile` after the load; other
+            // files drop it (and its map) once the DWARF step is done.
+            go: go.map(|(layout, text)| (elf, layout, text)),
+            dwarf: None,
             symbols,
-            symbol_bytes,
             code,
             names: RefCell::new(Names::default()),
             info,
+            touched: Cell::new(false),
+        };
+        (file, job)
+    }
+
+    /// Adds what the DWARF step found.
+    pub(crate) fn attach(&mut self, part: DwarfPart) {
+        self.info.dwarf = part.dwarf.as_ref().map(|(_, s)| match s {
+            LineSource::DebugFile => DwarfOrigin::DebugFile,
+            _ => DwarfOrigin::InFile,
+        });
+        self.info.debug_file = part.debug_file;
+        self.info.dwarf_error = part.dwarf_error;
+        self.dwarf = part.dwarf;
+        if let Some(s) = part.symbols {
+            self.info.symbols = s.source();
+            self.info.symbol_count = s.len();
+            self.symbols = Some(s);
+            // Names cached by address came from the other table.
+            self.names.borrow_mut().symbols.clear();
         }
+    }
+
+    /// The DWARF's accounting: estimated unit index bytes, units parsed
+    /// by lookups, and the sums of their line program bytes, file names
+    /// and `.debug_info` bytes. For measurements (the `memory_breakdown`
+    /// example), not part of the API.
+    #[doc(hidden)]
+    pub fn dwarf_accounting(&self) -> Option<(u64, u64, [u64; 3])> {
+        self.dwarf.as_ref().map(|(d, _)| {
+            let (units, sizes) = d.parsed_units();
+            (d.index_bytes(), units, sizes)
+        })
     }
 
     /// What the file offered.
@@ -332,14 +580,48 @@ impl FileSymbolizer {
         &self.info
     }
 
-    /// Estimated heap bytes held: symbols, decompressed DWARF, an
-    /// allowance for lazily parsed DWARF, interned names. The mapped file
-    /// itself is not counted (its pages are the kernel's page cache).
+    /// Accounted heap bytes held: symbols (16 bytes each; names stay in
+    /// the file), decompressed DWARF, its unit index and the units parsed
+    /// by lookups so far, interned names. Mapped file bytes are not
+    /// counted (they are the kernel's page cache; the
+    /// [`crate::NativeSymbolizer`] gives the pages read back to it).
     pub fn cost(&self) -> u64 {
-        self.symbol_bytes
+        // Small files are read into memory rather than mapped: count each
+        // such buffer once.
+        let mut files: Vec<&Backing> = Vec::new();
+        let backings = self
+            .symbols
+            .as_ref()
+            .map(Symbols::backing)
+            .into_iter()
+            .chain(self.dwarf.iter().flat_map(|(d, _)| d.file_backings()));
+        for b in backings {
+            if !files.iter().any(|f| f.id() == b.id()) {
+                files.push(b);
+            }
+        }
+        files.iter().map(|b| b.heap_bytes()).sum::<u64>()
+            + self.symbols.as_ref().map_or(0, Symbols::heap_bytes)
             + self.dwarf.as_ref().map_or(0, |(d, _)| d.cost())
-            + self.names.borrow().bytes
-            + 256
+            + self.names.borrow().bytes()
+            + self.code.capacity() as u64 * 16
+            // The structure itself (boxed when loaded) and small parts.
+            + std::mem::size_of::<Self>() as u64
+            + 1024
+    }
+
+    /// Gives the file pages read since the last call back to the kernel
+    /// (they stay readable). Cheap when nothing was read.
+    pub fn release_pages(&self) {
+        if !self.touched.replace(false) {
+            return;
+        }
+        if let Some(s) = &self.symbols {
+            s.backing().release();
+        }
+        if let Some((d, _)) = &self.dwarf {
+            d.release_pages();
+        }
     }
 
     /// The source lines of ELF virtual address `vaddr`, innermost
@@ -349,10 +631,11 @@ impl FileSymbolizer {
     /// For a return address, pass the address of the call (e.g. return
     /// address - 1), or the line after the call is reported.
     pub fn symbolize(&self, vaddr: u64) -> Option<(Vec<SourceLine>, LineSource)> {
+        self.touched.set(true);
         let mut names = self.names.borrow_mut();
-        if let Some((layout, text)) = &self.go {
+        if let Some((elf, layout, text)) = &self.go {
             if text.contains(&vaddr) {
-                if let Some(tab) = layout.bind(&self.elf) {
+                if let Some(tab) = layout.bind(elf) {
                     let frames = tab.frames(vaddr);
                     if !frames.is_empty() {
                         let lines = frames
@@ -369,13 +652,14 @@ impl FileSymbolizer {
             }
         }
         let in_code = self.code.iter().any(|r| r.contains(&vaddr));
-        // (symbol address, raw name) of the containing ELF symbol.
-        let symbol = || {
-            self.symbols
+        // The name of the containing ELF symbol, demangled and interned.
+        let symbol = |names: &mut Names| {
+            let (raw, addr) = self
+                .symbols
                 .as_ref()
                 .filter(|_| in_code)
-                .and_then(|s| s.lookup(vaddr))
-                .map(|(name, offset)| (vaddr - offset, name))
+                .and_then(|s| s.lookup(vaddr))?;
+            Some(names.symbol(addr, &raw))
         };
         if let Some((dwarf, source)) = &self.dwarf {
             let frames = dwarf.frames(vaddr);
@@ -386,10 +670,7 @@ impl FileSymbolizer {
                     Some(n) => names.get(&demangle(n)),
                     // The containing function without a DWARF name (e.g.
                     // only a line table): its ELF symbol.
-                    None if i + 1 == count => match symbol() {
-                        Some((addr, raw)) => names.symbol(addr, raw),
-                        None => names.get("??"),
-                    },
+                    None if i + 1 == count => symbol(&mut names).unwrap_or_else(|| names.get("??")),
                     None => names.get("??"),
                 };
                 lines.push(SourceLine {
@@ -402,10 +683,10 @@ impl FileSymbolizer {
                 return Some((lines, *source));
             }
         }
-        let (addr, raw) = symbol()?;
+        let function = symbol(&mut names)?;
         Some((
             vec![SourceLine {
-                function: names.symbol(addr, raw),
+                function,
                 file: None,
                 line: 0,
             }],

@@ -8,10 +8,12 @@
 //!   after start) or in BPF code (programs come and go).
 //! - [`NativeSymbolizer`]: native and Go frames, `(FileId, ELF virtual
 //!   address)` to [`SourceLine`](profiler_trace::SourceLine)s innermost
-//!   first. Files load on a background worker (a lookup in a file still
-//!   loading answers [`Symbolized::Pending`]); loaded files and answers
-//!   live in bounded caches; [`NativeStats`] counts hits, misses, loads,
-//!   drops and evictions.
+//!   first. Files load on a background worker in two steps, symbols
+//!   first, DWARF after (a lookup in a file still loading answers
+//!   [`Symbolized::Pending`], or from its symbols while its DWARF
+//!   loads); loaded files live within a memory budget, answers in a
+//!   bounded cache; [`NativeStats`] counts hits, misses, loads, drops and
+//!   evictions.
 //! - [`FileSymbolizer`]: the sources of one file, in the order they are
 //!   tried: Go's `.gopclntab` (for Go code, with inlined functions),
 //!   DWARF line tables with inline frames (in the file, or in a separate
@@ -46,6 +48,30 @@
 //! }
 //! # Ok::<(), std::io::Error>(())
 //! ```
+//!
+//! # Memory
+//!
+//! The symbolizer is the part of the profiler whose memory grows with
+//! what runs on the machine, so it has a budget,
+//! [`NativeConfig::max_file_bytes`] (24 MiB by default), over what
+//! [`FileSymbolizer::cost`] accounts for each loaded file:
+//!
+//! - symbols: 16 bytes each, names left in the file (read when a lookup
+//!   needs one, then interned and counted);
+//! - DWARF: decompressed sections, the unit index addr2line parses at
+//!   load, and each unit and function the first time a lookup parses it
+//!   (counted by replaying the unit's line program and walking its
+//!   entries). DWARF that would take more than
+//!   [`DebugConfig::max_dwarf_bytes`] (8 MiB) is not loaded: the file is
+//!   named from its symbols (counted in [`NativeStats::dwarf_too_large`]);
+//! - files are mapped, not read: the pages lookups read are given back to
+//!   the page cache every second ([`FileSymbolizer::release_pages`]).
+//!
+//! Beyond the budget the least recently used files are dropped (their
+//! answers stay cached); a file over the budget on its own is given up
+//! for [`NativeConfig::retry_failed_after`]. The `memory_breakdown`
+//! example measures all of this file by file with a counting allocator;
+//! `docs/memory.md` has the figures.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -54,8 +80,10 @@ mod debugfile;
 mod demangle;
 mod dwarf;
 mod file;
+mod filemap;
 mod kallsyms;
 mod native;
+mod symtab;
 
 pub use debugfile::DebugConfig;
 pub use demangle::demangle;

@@ -12,7 +12,7 @@ use profiler_trace::{FileId, SourceLine};
 
 use crate::cache::GenerationalCache;
 use crate::debugfile::DebugConfig;
-use crate::file::{FileSource, FileSymbolizer, LineSource, LoadError};
+use crate::file::{DwarfPart, FileSource, FileSymbolizer, LineSource, LoadError};
 
 /// Settings of a [`NativeSymbolizer`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,12 +26,19 @@ pub struct NativeConfig {
     /// Most files kept loaded (least recently used ones are dropped).
     /// Default 256.
     pub max_files: usize,
-    /// Most estimated heap bytes of loaded files
-    /// ([`FileSymbolizer::cost`]); the least recently used files are
-    /// dropped beyond it (the one just loaded always stays). Default
-    /// 64 MiB (glibc's separate debug file alone costs about 34 MiB).
+    /// The memory budget of loaded files: most heap bytes they hold, as
+    /// accounted by [`FileSymbolizer::cost`] (symbols, decompressed and
+    /// parsed DWARF including the units lookups parse later, interned
+    /// names). Beyond it the least recently used files are dropped; a
+    /// file that alone grows beyond it is dropped too (its answers stay
+    /// in the address cache; a new address loads it again). DWARF too
+    /// large for [`DebugConfig::max_dwarf_bytes`] is not loaded at all.
+    /// Default 24 MiB: with the 8 MiB DWARF limit, room for a few files
+    /// with DWARF and the symbols of a few hundred files (a 150 MB
+    /// library's 100,000 symbols: 1.6 MiB), within the agent's 60 MB.
     pub max_file_bytes: u64,
-    /// Most cached (file, address) answers. Default 65,536.
+    /// Most cached (file, address) answers (about 150 bytes each).
+    /// Default 16,384.
     pub max_addresses: usize,
     /// Most loads waiting for the worker; further requests are dropped
     /// (counted) and asked again by a later lookup. Default 64.
@@ -46,8 +53,8 @@ impl Default for NativeConfig {
             enabled: true,
             debug: DebugConfig::default(),
             max_files: 256,
-            max_file_bytes: 64 << 20,
-            max_addresses: 65_536,
+            max_file_bytes: 24 << 20,
+            max_addresses: 16_384,
             queue_capacity: 64,
             retry_failed_after: Duration::from_secs(10),
         }
@@ -107,13 +114,18 @@ pub struct NativeStats {
     pub queue_drops: u64,
     /// Loaded files dropped to stay within the bounds.
     pub file_evictions: u64,
+    /// Files whose DWARF was not loaded because it would take more than
+    /// [`DebugConfig::max_dwarf_bytes`] (named from symbols instead).
+    pub dwarf_too_large: u64,
     /// Sum of load times, milliseconds.
     pub load_ms_total: u64,
     /// Longest load, milliseconds.
     pub load_ms_max: u64,
     /// Files loaded now.
     pub files_loaded: u64,
-    /// Estimated heap bytes of the loaded files now.
+    /// Heap bytes of the loaded files now, as accounted
+    /// ([`FileSymbolizer::cost`]); at most [`NativeConfig::max_file_bytes`]
+    /// once a lookup or load has made room.
     pub file_bytes: u64,
     /// Addresses cached now.
     pub addresses_cached: u64,
@@ -124,7 +136,12 @@ type Named = (Arc<[SourceLine]>, LineSource);
 
 enum State {
     Loading,
-    Loaded(Box<FileSymbolizer>),
+    /// Loaded; `complete` is false while its DWARF still loads (lookups
+    /// answer from its symbols, without caching the answer).
+    Loaded {
+        file: Box<FileSymbolizer>,
+        complete: bool,
+    },
     Failed(Instant),
 }
 
@@ -139,11 +156,25 @@ struct LoadRequest {
     source: FileSource,
 }
 
+/// What the worker sends: a load in one step (`Done`), or in two
+/// (`Symbols`, then `Dwarf`).
+enum Step {
+    /// The whole load.
+    Done(Result<FileSymbolizer, LoadError>),
+    /// Symbols and Go's table; the DWARF step follows.
+    Symbols(FileSymbolizer),
+    /// The DWARF step.
+    Dwarf(DwarfPart),
+}
+
 struct LoadResult {
     file_id: FileId,
-    result: Result<FileSymbolizer, LoadError>,
+    step: Step,
     elapsed: Duration,
 }
+
+/// How often the file pages read by lookups are given back.
+const RELEASE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Blocks the worker while held; see [`NativeSymbolizer::hold_loads`].
 #[derive(Default)]
@@ -161,8 +192,23 @@ impl Gate {
     }
 }
 
-/// While this lives, the worker starts no load (for tests that need a
-/// file to stay pending).
+impl Gate {
+    fn hold(self: &Arc<Gate>) -> LoadHold {
+        let mut holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
+        *holds += 1;
+        LoadHold { gate: self.clone() }
+    }
+}
+
+/// The worker's gates: before a load, and before a load's DWARF step.
+#[derive(Default)]
+struct Gates {
+    load: Arc<Gate>,
+    dwarf: Arc<Gate>,
+}
+
+/// While this lives, the worker starts no load, or no DWARF step (for
+/// tests that need a file to stay pending, or named from its symbols).
 pub struct LoadHold {
     gate: Arc<Gate>,
 }
@@ -206,8 +252,10 @@ pub struct NativeSymbolizer {
     addresses: GenerationalCache<(FileId, u64), Option<Named>>,
     requests: Option<Sender<LoadRequest>>,
     results: Receiver<LoadResult>,
-    gate: Arc<Gate>,
+    gates: Arc<Gates>,
     stats: NativeStats,
+    /// When lookups' file pages were last given back.
+    released_at: Instant,
 }
 
 impl std::fmt::Debug for NativeSymbolizer {
@@ -224,19 +272,19 @@ impl NativeSymbolizer {
     /// (`symbolize-load`) unless disabled. Fails only if the thread
     /// cannot be started.
     pub fn new(config: NativeConfig) -> std::io::Result<NativeSymbolizer> {
-        // Every request yields one result and at most queue + 1 requests
-        // are outstanding (queued, plus the one loading), so the result
-        // channel never blocks the worker.
+        // Every request yields at most two results and at most queue + 1
+        // requests are outstanding (queued, plus the one loading), so the
+        // result channel never blocks the worker.
         let capacity = config.queue_capacity.max(1);
-        let (result_tx, results) = crossbeam_channel::bounded(capacity + 1);
-        let gate = Arc::new(Gate::default());
+        let (result_tx, results) = crossbeam_channel::bounded(2 * (capacity + 1));
+        let gates = Arc::new(Gates::default());
         let requests = if config.enabled {
             let (tx, rx) = crossbeam_channel::bounded::<LoadRequest>(capacity);
             let debug = config.debug.clone();
-            let gate = gate.clone();
+            let gates = gates.clone();
             std::thread::Builder::new()
                 .name("symbolize-load".into())
-                .spawn(move || worker(rx, result_tx, debug, gate))?;
+                .spawn(move || worker(rx, result_tx, debug, gates))?;
             Some(tx)
         } else {
             None
@@ -249,8 +297,9 @@ impl NativeSymbolizer {
             tick: 0,
             requests,
             results,
-            gate,
+            gates,
             stats: NativeStats::default(),
+            released_at: Instant::now(),
         })
     }
 
@@ -292,7 +341,11 @@ impl NativeSymbolizer {
         let retry = self.config.retry_failed_after;
         enum Next {
             Answer(Symbolized),
-            Looked(Option<(Arc<[SourceLine]>, LineSource)>, u64),
+            Looked {
+                answer: Option<Named>,
+                cost: u64,
+                complete: bool,
+            },
             Broken,
             Request,
         }
@@ -301,23 +354,21 @@ impl NativeSymbolizer {
             Some(slot) => {
                 slot.last_used = tick;
                 match &slot.state {
-                    State::Loaded(file) => {
+                    State::Loaded { file, complete } => {
                         // Lookups parse DWARF; a bug there must not take
                         // the caller down: the file is then given up.
                         let looked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             file.symbolize(vaddr)
                         }));
                         match looked {
-                            Ok(answer) => {
-                                let answer = answer.map(|(lines, source)| {
+                            Ok(answer) => Next::Looked {
+                                answer: answer.map(|(lines, source)| {
                                     (Arc::<[SourceLine]>::from(lines), source)
-                                });
+                                }),
                                 // Lazily parsed DWARF grows the file's cost.
-                                let cost = file.cost();
-                                let grew = cost.saturating_sub(slot.cost);
-                                slot.cost = cost;
-                                Next::Looked(answer, grew)
-                            }
+                                cost: file.cost(),
+                                complete: *complete,
+                            },
                             Err(_) => Next::Broken,
                         }
                     }
@@ -336,12 +387,29 @@ impl NativeSymbolizer {
                 }
                 a
             }
-            Next::Looked(answer, grew) => {
-                self.stats.file_bytes += grew;
-                self.addresses.insert(key, answer.clone());
-                if grew > 0 {
-                    self.evict(Some(file_id));
+            Next::Looked {
+                answer,
+                cost,
+                complete,
+            } => {
+                if let Some(slot) = self.files.get_mut(&file_id) {
+                    self.stats.file_bytes = self.stats.file_bytes - slot.cost + cost;
+                    slot.cost = cost;
                 }
+                self.evict(Some(file_id));
+                self.release_pages_now_and_then();
+                if !complete {
+                    // Named from symbols while DWARF loads: not cached,
+                    // DWARF may name it better in a moment.
+                    return match answer {
+                        Some((lines, source)) => Symbolized::Lines { lines, source },
+                        None => {
+                            self.stats.pending += 1;
+                            Symbolized::Pending
+                        }
+                    };
+                }
+                self.addresses.insert(key, answer.clone());
                 match answer {
                     Some((lines, source)) => Symbolized::Lines { lines, source },
                     None => Symbolized::Unknown(Reason::UnknownAddress),
@@ -349,9 +417,12 @@ impl NativeSymbolizer {
             }
             Next::Broken => {
                 if let Some(slot) = self.files.get_mut(&file_id) {
-                    if matches!(slot.state, State::Loaded(_)) {
+                    if let State::Loaded { complete, .. } = slot.state {
                         self.stats.files_loaded -= 1;
                         self.stats.file_bytes -= slot.cost;
+                        if !complete {
+                            self.loading -= 1;
+                        }
                     }
                     slot.cost = 0;
                     slot.state = State::Failed(Instant::now());
@@ -360,6 +431,20 @@ impl NativeSymbolizer {
                 Symbolized::Unknown(Reason::LoadFailed)
             }
             Next::Request => self.request(file_id, source()),
+        }
+    }
+
+    /// Gives the file pages lookups read back to the kernel, at most once
+    /// per [`RELEASE_INTERVAL`].
+    fn release_pages_now_and_then(&mut self) {
+        if self.released_at.elapsed() < RELEASE_INTERVAL {
+            return;
+        }
+        self.released_at = Instant::now();
+        for slot in self.files.values() {
+            if let State::Loaded { file, .. } = &slot.state {
+                file.release_pages();
+            }
         }
     }
 
@@ -399,34 +484,73 @@ impl NativeSymbolizer {
     }
 
     fn install(&mut self, r: LoadResult) {
-        let ms = r.elapsed.as_millis() as u64;
-        self.stats.load_ms_total += ms;
-        self.stats.load_ms_max = self.stats.load_ms_max.max(ms);
         let Some(slot) = self.files.get_mut(&r.file_id) else {
             // Evicted while loading: drop the result.
             return;
         };
-        if !matches!(slot.state, State::Loading) {
-            return;
-        }
-        self.loading -= 1;
-        match r.result {
-            Ok(file) => {
-                self.stats.loads_done += 1;
+        let done = |stats: &mut NativeStats| {
+            let ms = r.elapsed.as_millis() as u64;
+            stats.load_ms_total += ms;
+            stats.load_ms_max = stats.load_ms_max.max(ms);
+        };
+        match (r.step, &mut slot.state) {
+            (Step::Done(result), State::Loading) => {
+                self.loading -= 1;
+                done(&mut self.stats);
+                match result {
+                    Ok(file) => {
+                        self.stats.loads_done += 1;
+                        self.stats.files_loaded += 1;
+                        slot.cost = file.cost();
+                        self.stats.file_bytes += slot.cost;
+                        slot.state = State::Loaded {
+                            file: Box::new(file),
+                            complete: true,
+                        };
+                    }
+                    Err(_) => {
+                        self.stats.loads_failed += 1;
+                        slot.state = State::Failed(Instant::now());
+                    }
+                }
+            }
+            (Step::Symbols(file), State::Loading) => {
+                self.stats.files_loaded += 1;
                 slot.cost = file.cost();
                 self.stats.file_bytes += slot.cost;
-                self.stats.files_loaded += 1;
-                slot.state = State::Loaded(Box::new(file));
+                slot.state = State::Loaded {
+                    file: Box::new(file),
+                    complete: false,
+                };
             }
-            Err(_) => {
-                self.stats.loads_failed += 1;
-                slot.state = State::Failed(Instant::now());
+            (
+                Step::Dwarf(part),
+                State::Loaded {
+                    file,
+                    complete: complete @ false,
+                },
+            ) => {
+                self.loading -= 1;
+                done(&mut self.stats);
+                self.stats.loads_done += 1;
+                if matches!(part.error(), Some(crate::DwarfError::TooLarge { .. })) {
+                    self.stats.dwarf_too_large += 1;
+                }
+                file.attach(part);
+                *complete = true;
+                let cost = file.cost();
+                self.stats.file_bytes = self.stats.file_bytes - slot.cost + cost;
+                slot.cost = cost;
             }
+            // A result for a state it does not belong to (the slot was
+            // replaced): ignored.
+            _ => return,
         }
         self.evict(Some(r.file_id));
     }
 
-    /// Drops least recently used files beyond the bounds, sparing `keep`.
+    /// Drops least recently used files beyond the bounds, sparing `keep`
+    /// unless it alone is over the byte budget.
     fn evict(&mut self, keep: Option<FileId>) {
         while self.files.len() > self.config.max_files.max(1)
             || self.stats.file_bytes > self.config.max_file_bytes
@@ -436,18 +560,40 @@ impl NativeSymbolizer {
                 .iter()
                 .filter(|(id, _)| Some(**id) != keep)
                 .min_by_key(|(_, s)| s.last_used)
-                .map(|(id, _)| *id);
+                .map(|(id, _)| *id)
+                .or(keep.filter(|_| self.stats.file_bytes > self.config.max_file_bytes));
             let Some(victim) = victim else {
                 break;
             };
-            let Some(slot) = self.files.remove(&victim) else {
-                break;
+            let slot = if Some(victim) == keep {
+                // Over the budget on its own: given up for a while (as a
+                // failed load), rather than loaded again at the next
+                // address.
+                let Some(slot) = self.files.get_mut(&victim) else {
+                    break;
+                };
+                let state = std::mem::replace(&mut slot.state, State::Failed(Instant::now()));
+                let cost = std::mem::take(&mut slot.cost);
+                Slot {
+                    state,
+                    last_used: 0,
+                    cost,
+                }
+            } else {
+                let Some(slot) = self.files.remove(&victim) else {
+                    break;
+                };
+                slot
             };
             match slot.state {
-                State::Loaded(_) => {
+                State::Loaded { complete, .. } => {
                     self.stats.file_evictions += 1;
                     self.stats.files_loaded -= 1;
                     self.stats.file_bytes -= slot.cost;
+                    // Its DWARF step's result will be ignored.
+                    if !complete {
+                        self.loading -= 1;
+                    }
                 }
                 // Its result will be ignored when it arrives.
                 State::Loading => self.loading -= 1,
@@ -468,9 +614,12 @@ impl NativeSymbolizer {
         self.tick += 1;
         if let Some(old) = self.files.remove(&file_id) {
             match old.state {
-                State::Loaded(_) => {
+                State::Loaded { complete, .. } => {
                     self.stats.files_loaded -= 1;
                     self.stats.file_bytes -= old.cost;
+                    if !complete {
+                        self.loading -= 1;
+                    }
                 }
                 State::Loading => self.loading -= 1,
                 State::Failed(_) => {}
@@ -482,7 +631,10 @@ impl NativeSymbolizer {
         self.files.insert(
             file_id,
             Slot {
-                state: State::Loaded(Box::new(file)),
+                state: State::Loaded {
+                    file: Box::new(file),
+                    complete: true,
+                },
                 last_used: self.tick,
                 cost,
             },
@@ -511,11 +663,15 @@ impl NativeSymbolizer {
     /// lookup to find its file still loading.
     #[doc(hidden)]
     pub fn hold_loads(&self) -> LoadHold {
-        let mut holds = self.gate.holds.lock().unwrap_or_else(|p| p.into_inner());
-        *holds += 1;
-        LoadHold {
-            gate: self.gate.clone(),
-        }
+        self.gates.load.hold()
+    }
+
+    /// Stops the worker from starting the DWARF step of loads until the
+    /// returned guard is dropped: files answer from their symbols
+    /// meanwhile. For tests.
+    #[doc(hidden)]
+    pub fn hold_dwarf_loads(&self) -> LoadHold {
+        self.gates.dwarf.hold()
     }
 
     /// Counters and gauges.
@@ -532,27 +688,47 @@ fn worker(
     requests: Receiver<LoadRequest>,
     results: Sender<LoadResult>,
     debug: DebugConfig,
-    gate: Arc<Gate>,
+    gates: Arc<Gates>,
 ) {
+    // Parsing untrusted files: a bug must cost this file, not the thread.
+    fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
+    }
     // Ends when the symbolizer (the only sender) is dropped.
     for req in requests {
-        gate.wait_open();
+        gates.load.wait_open();
         let start = Instant::now();
-        // Parsing untrusted files: a bug must cost this file, not the thread.
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            FileSymbolizer::load(&req.source, &debug)
-        }))
-        .unwrap_or_else(|_| {
-            Err(LoadError::Panicked {
-                path: req.source.open_path.clone(),
-            })
-        });
-        let r = LoadResult {
-            file_id: req.file_id,
-            result,
-            elapsed: start.elapsed(),
+        let send = |step| {
+            results
+                .send(LoadResult {
+                    file_id: req.file_id,
+                    step,
+                    elapsed: start.elapsed(),
+                })
+                .is_ok()
         };
-        if results.send(r).is_err() {
+        let first =
+            guarded(|| FileSymbolizer::load_symbols(&req.source, &debug)).unwrap_or_else(|| {
+                Err(LoadError::Panicked {
+                    path: req.source.open_path.clone(),
+                })
+            });
+        let sent = match first {
+            Err(e) => send(Step::Done(Err(e))),
+            Ok((file, None)) => send(Step::Done(Ok(file))),
+            Ok((file, Some(job))) => {
+                // Symbols first: the file answers with them while its
+                // DWARF loads.
+                if send(Step::Symbols(file)) {
+                    gates.dwarf.wait_open();
+                    let part = guarded(|| job.run()).unwrap_or_else(DwarfPart::panicked);
+                    send(Step::Dwarf(part))
+                } else {
+                    false
+                }
+            }
+        };
+        if !sent {
             break;
         }
     }

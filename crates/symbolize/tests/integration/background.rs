@@ -246,6 +246,7 @@ fn files_from_bytes_and_path_fallback() {
         open_path: dir.join("no-such-map-file"),
         path: "/chain".into(),
         root: Some(dir.clone()),
+        memory: None,
     };
     assert_eq!(s.symbolize(other, call, source), Symbolized::Pending);
     assert!(s.wait_for_loads(WAIT));

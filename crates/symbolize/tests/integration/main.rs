@@ -8,4 +8,9 @@ mod background;
 mod demangle;
 mod golang;
 mod malformed;
+mod memory;
 mod native_c;
+
+/// Counts heap per thread, for the `memory` tests.
+#[global_allocator]
+static ALLOC: memory::PerThread = memory::PerThread;

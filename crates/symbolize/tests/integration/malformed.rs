@@ -35,6 +35,7 @@ fn exercise(data: Vec<u8>, addrs: &[u64]) -> usize {
         &DebugConfig {
             use_dwarf: true,
             debug_roots: vec![],
+            ..DebugConfig::default()
         },
     );
     addrs

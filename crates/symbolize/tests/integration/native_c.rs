@@ -102,6 +102,7 @@ fn roots(root: &Path) -> DebugConfig {
     DebugConfig {
         use_dwarf: true,
         debug_roots: vec![root.to_owned()],
+        ..DebugConfig::default()
     }
 }
 
@@ -135,6 +136,7 @@ fn stripped_with_debuglink_is_fully_symbolized() {
         open_path: d2.join("bin/chain"),
         path: "/bin/chain".into(),
         root: Some(d2.clone()),
+        memory: None,
     };
     let sym = FileSymbolizer::load(&source, &nowhere).expect("load");
     check(
@@ -152,6 +154,7 @@ fn stripped_with_debuglink_is_fully_symbolized() {
         open_path: d3.join("opt/app/chain"),
         path: "/opt/app/chain".into(),
         root: None,
+        memory: None,
     };
     let sym = FileSymbolizer::load(&source, &roots(&d3.join("debugroot"))).expect("load");
     check(
@@ -217,6 +220,7 @@ fn stripped_with_build_id_under_a_debug_root() {
         open_path: container.join("usr/bin/chain"),
         path: "/usr/bin/chain".into(),
         root: Some(container.clone()),
+        memory: None,
     };
     let sym = FileSymbolizer::load(&source, &DebugConfig::default()).expect("load");
     check(

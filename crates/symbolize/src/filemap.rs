@@ -1,0 +1,128 @@
+//! The bytes of a file as the symbolizer reads them after a load:
+//! mapped read-only (large files) or read into memory (small ones), with
+//! a way to give the mapped pages back.
+//!
+//! A loaded file is read now and then (a symbol's name, a DWARF unit),
+//! but every page read stays in our resident set for as long as the file
+//! stays mapped: after a few thousand lookups in a 150 MB library that
+//! is tens of MB of RSS for bytes the page cache holds anyway.
+//! [`FileMap::release`] drops them (`MADV_DONTNEED`): the next read
+//! faults the page back in from the page cache.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use memmap2::{Mmap, UncheckedAdvice};
+
+/// Files smaller than this are read into memory instead of mapped (as
+/// `ElfFile::open` does).
+const READ_THRESHOLD: u64 = 256 * 1024;
+
+enum Data {
+    Mapped(Mmap),
+    Owned(Vec<u8>),
+}
+
+/// A whole file's bytes, mapped or owned; they never move while the
+/// `FileMap` lives.
+pub(crate) struct FileMap {
+    data: Data,
+}
+
+impl FileMap {
+    /// Maps (or reads, when small) the file at `path`.
+    pub(crate) fn open(path: &Path) -> std::io::Result<FileMap> {
+        let file = File::open(path)?;
+        let len = file.metadata()?.len();
+        let data = if len < READ_THRESHOLD {
+            let mut buf = Vec::with_capacity(len as usize);
+            std::io::Read::read_to_end(&mut &file, &mut buf)?;
+            Data::Owned(buf)
+        } else {
+            // SAFETY: a private read-only map we never write through. As
+            // for `ElfFile::open`: a file truncated under us could fault
+            // reads past its new end, which we accept for executables and
+            // libraries (running ones cannot be written, packages are
+            // replaced by rename); every read is bounds-checked against
+            // the length mapped.
+            Data::Mapped(unsafe { Mmap::map(&file) }?)
+        };
+        Ok(FileMap { data })
+    }
+
+    /// The bytes.
+    pub(crate) fn data(&self) -> &[u8] {
+        match &self.data {
+            Data::Mapped(m) => m,
+            Data::Owned(v) => v,
+        }
+    }
+
+    /// Drops the mapped pages from our resident set (the bytes stay
+    /// readable: a later read faults them in again). No-op when owned.
+    pub(crate) fn release(&self) {
+        if let Data::Mapped(m) = &self.data {
+            // SAFETY: `MADV_DONTNEED` on a private file mapping that was
+            // never written only discards our page table entries; a later
+            // read maps the page cache's (unchanged) page again, so every
+            // slice we handed out keeps reading the same bytes.
+            let _ = unsafe { m.unchecked_advise(UncheckedAdvice::DontNeed) };
+        }
+    }
+}
+
+/// Who keeps bytes the symbolizer reads after a load alive.
+#[derive(Clone)]
+pub(crate) enum Backing {
+    /// The symbolizer's own map of a file (pages can be released).
+    Map(Arc<FileMap>),
+    /// An ELF file given as bytes (e.g. the vDSO), or opened elsewhere.
+    Elf(Arc<profiler_elf::ElfFile>),
+    /// Bytes decompressed into memory (a `Vec` decompressed in place at
+    /// its final size: no copy, no slack).
+    Owned(Arc<Vec<u8>>),
+}
+
+impl Backing {
+    /// All the bytes.
+    pub(crate) fn data(&self) -> &[u8] {
+        match self {
+            Backing::Map(m) => m.data(),
+            Backing::Elf(e) => e.data(),
+            Backing::Owned(v) => v,
+        }
+    }
+
+    /// Heap bytes held (owned data only; mapped bytes are the page
+    /// cache's).
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        match self {
+            Backing::Map(m) => match &m.data {
+                Data::Owned(v) => v.capacity() as u64,
+                Data::Mapped(_) => 0,
+            },
+            // Small files are read into memory by `ElfFile::open` (and
+            // the vDSO comes as bytes); larger ones are mapped.
+            Backing::Elf(e) if (e.data().len() as u64) < READ_THRESHOLD => e.data().len() as u64,
+            Backing::Elf(_) => 0,
+            Backing::Owned(v) => v.capacity() as u64,
+        }
+    }
+
+    /// Identity of the bytes (two clones of one backing are the same).
+    pub(crate) fn id(&self) -> *const u8 {
+        match self {
+            Backing::Map(m) => Arc::as_ptr(m).cast(),
+            Backing::Elf(e) => Arc::as_ptr(e).cast(),
+            Backing::Owned(v) => Arc::as_ptr(v).cast(),
+        }
+    }
+
+    /// See [`FileMap::release`].
+    pub(crate) fn release(&self) {
+        if let Backing::Map(m) = self {
+            m.release();
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! Memory: what the symbolizer accounts for a file against the heap it
+//! really holds (measured by this test binary's counting allocator, per
+//! thread), the byte budget of `NativeSymbolizer`, DWARF over the size
+//! limit served from symbols, symbols answering while DWARF loads.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use profiler_elf::{file_id_of_path, ElfFile};
+use profiler_symbolize::{
+    DebugConfig, DwarfError, FileSource, FileSymbolizer, LineSource, NativeConfig,
+    NativeSymbolizer, Reason, Symbolized,
+};
+use profiler_trace::Pid;
+
+use crate::native_c::build_chain;
+use crate::support::{compile, have, short, test_dir};
+
+/// Counts the heap each thread allocates minus what it frees: exact for
+/// work done on one thread with no frees of another thread's blocks
+/// (each test measures on its own thread, tests run in parallel).
+pub struct PerThread;
+
+thread_local! {
+    static LIVE: Cell<i64> = const { Cell::new(0) };
+}
+
+fn count(delta: i64) {
+    let _ = LIVE.try_with(|l| l.set(l.get() + delta));
+}
+
+// SAFETY: forwards every call to `System` unchanged; the counter is a
+// const-initialized thread local without destructor (no allocation).
+unsafe impl GlobalAlloc for PerThread {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's guarantees, forwarded.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            count(layout.size() as i64);
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's guarantees, forwarded.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            count(layout.size() as i64);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's guarantees, forwarded.
+        unsafe { System.dealloc(ptr, layout) };
+        count(-(layout.size() as i64));
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's guarantees, forwarded.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            count(new_size as i64 - layout.size() as i64);
+        }
+        p
+    }
+}
+
+/// Heap this thread holds now.
+fn live() -> i64 {
+    LIVE.with(Cell::get)
+}
+
+/// Up to `max` addresses 8 bytes into the functions of `bin`.
+fn function_addresses(bin: &Path, max: usize) -> Vec<u64> {
+    let elf = ElfFile::open(bin).expect("open");
+    let symbols = elf.symbols().expect("symbols");
+    let all: Vec<u64> = symbols
+        .iter()
+        .filter(|(_, size, _)| *size > 8)
+        .map(|(a, _, _)| a + 8)
+        .collect();
+    let step = (all.len() / max).max(1);
+    all.into_iter().step_by(step).take(max).collect()
+}
+
+/// Checks that what `FileSymbolizer::cost` accounts covers the heap the
+/// file holds, after loading and after lookups (the lazily parsed DWARF
+/// units), without overstating it wildly.
+fn check_account(what: &str, source: &FileSource, config: &DebugConfig, addrs: &[u64]) {
+    let before = live();
+    let file = FileSymbolizer::load(source, config).expect("load");
+    let held = live() - before;
+    let cost = file.cost() as i64;
+    assert!(
+        cost >= held,
+        "{what}: loaded, holds {held} bytes, accounts {cost}"
+    );
+    let mut named = 0;
+    for &a in addrs {
+        if file.symbolize(a).is_some() {
+            named += 1;
+        }
+    }
+    assert!(
+        named > addrs.len() / 2,
+        "{what}: {named} of {} named",
+        addrs.len()
+    );
+    let held = live() - before;
+    let cost = file.cost() as i64;
+    eprintln!(
+        "{what}: {held} bytes held, {cost} accounted ({:?})",
+        file.info().dwarf
+    );
+    assert!(
+        cost >= held,
+        "{what}: after {} lookups, holds {held} bytes, accounts {cost}",
+        addrs.len()
+    );
+    assert!(
+        cost <= 3 * held + (256 << 10),
+        "{what}: accounts {cost} for {held} bytes held"
+    );
+    drop(file);
+}
+
+/// A Rust program with the standard library's debug information (many
+/// units, inline frames), built `-O -g`.
+fn rust_program(dir: &Path) -> Option<PathBuf> {
+    if !have("rustc") {
+        return None;
+    }
+    let src = "use std::collections::HashMap;\n\
+               fn main() {\n\
+                   let mut m = HashMap::new();\n\
+                   for (i, a) in std::env::args().enumerate() { m.insert(a, i); }\n\
+                   let mut v: Vec<_> = m.into_iter().collect();\n\
+                   v.sort();\n\
+                   println!(\"{v:?} {}\", format!(\"{:?}\", std::time::Instant::now()));\n\
+               }\n";
+    Some(compile(dir, "rustc", "prog.rs", src, "prog", &["-O", "-g"]))
+}
+
+#[test]
+fn accounted_bytes_cover_the_heap_held() {
+    if !have("gcc") {
+        return;
+    }
+    let dir = test_dir("memory-account");
+    let chain = build_chain(&dir);
+    let config = DebugConfig::default();
+    let addrs = function_addresses(&chain.bin, 1000);
+    check_account("C -O2 -g", &FileSource::new(&chain.bin), &config, &addrs);
+    if let Some(bin) = rust_program(&dir) {
+        // Large enough DWARF for the index to matter: let it load.
+        let config = DebugConfig {
+            max_dwarf_bytes: 1 << 30,
+            ..DebugConfig::default()
+        };
+        let addrs = function_addresses(&bin, 2000);
+        check_account("Rust -O -g", &FileSource::new(&bin), &config, &addrs);
+        // Symbols only.
+        let config = DebugConfig {
+            use_dwarf: false,
+            ..DebugConfig::default()
+        };
+        check_account("Rust, symbols", &FileSource::new(&bin), &config, &addrs);
+    }
+}
+
+#[test]
+fn dwarf_over_the_limit_is_served_from_symbols() {
+    if !have("gcc") {
+        return;
+    }
+    let dir = test_dir("memory-dwarf-limit");
+    let chain = build_chain(&dir);
+    let small = DebugConfig {
+        max_dwarf_bytes: 1024,
+        ..DebugConfig::default()
+    };
+    let file = FileSymbolizer::load(&FileSource::new(&chain.bin), &small).expect("load");
+    assert_eq!(file.info().dwarf, None);
+    assert!(
+        matches!(
+            file.info().dwarf_error.as_deref(),
+            Some(DwarfError::TooLarge { limit: 1024, .. })
+        ),
+        "{:?}",
+        file.info()
+    );
+    let (lines, source) = file.symbolize(chain.calls[1]).expect("named");
+    assert_eq!(source, LineSource::Symbols);
+    assert_eq!(short(&lines), vec![("top".to_owned(), String::new(), 0)]);
+
+    let mut s = NativeSymbolizer::new(NativeConfig {
+        debug: small,
+        ..NativeConfig::default()
+    })
+    .expect("start");
+    let id = file_id_of_path(&chain.bin).expect("id");
+    assert_eq!(
+        s.symbolize(id, chain.calls[1], || FileSource::new(&chain.bin)),
+        Symbolized::Pending
+    );
+    assert!(s.wait_for_loads(Duration::from_secs(600)));
+    match s.symbolize(id, chain.calls[1], || panic!("loaded")) {
+        Symbolized::Lines { source, .. } => assert_eq!(source, LineSource::Symbols),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.stats().dwarf_too_large, 1);
+}
+
+#[test]
+fn the_byte_budget_holds_over_many_files() {
+    if !have("gcc") {
+        return;
+    }
+    let dir = test_dir("memory-budget");
+    let chain = build_chain(&dir);
+    // Distinct files (distinct FileIds) with the same code.
+    let files: Vec<_> = (0..8u8)
+        .map(|i| {
+            let p = dir.join(format!("copy{i}"));
+            let mut data = std::fs::read(&chain.bin).expect("read");
+            data.push(i);
+            std::fs::write(&p, data).expect("write");
+            (file_id_of_path(&p).expect("id"), p)
+        })
+        .collect();
+    // What one loaded, looked-up file accounts.
+    let one = {
+        let f = FileSymbolizer::load(&FileSource::new(&files[0].1), &DebugConfig::default())
+            .expect("load");
+        f.symbolize(chain.calls[0]);
+        f.symbolize(chain.calls[1]);
+        f.cost()
+    };
+    let budget = 3 * one;
+    let mut s = NativeSymbolizer::new(NativeConfig {
+        max_file_bytes: budget,
+        ..NativeConfig::default()
+    })
+    .expect("start");
+    for round in 0..2 {
+        for (id, path) in &files {
+            for (i, &call) in chain.calls.iter().enumerate() {
+                // A new address each round: never from the address cache.
+                let vaddr = call - round;
+                if let Symbolized::Pending = s.symbolize(*id, vaddr, || FileSource::new(path)) {
+                    assert!(s.wait_for_loads(Duration::from_secs(600)));
+                    let answer = s.symbolize(*id, vaddr, || FileSource::new(path));
+                    assert!(
+                        matches!(answer, Symbolized::Lines { .. }),
+                        "round {round}, call {i}: {answer:?}"
+                    );
+                }
+                let st = s.stats();
+                assert!(
+                    st.file_bytes <= budget,
+                    "{} > {budget}: {st:?}",
+                    st.file_bytes
+                );
+            }
+        }
+    }
+    let st = s.stats();
+    assert!(st.file_evictions >= 5, "{st:?}");
+    assert!(st.files_loaded <= 3, "{st:?}");
+
+    // A budget smaller than one file: it answers, then is given up for a
+    // while instead of being loaded again at every address.
+    let mut s = NativeSymbolizer::new(NativeConfig {
+        max_file_bytes: one / 4,
+        ..NativeConfig::default()
+    })
+    .expect("start");
+    let (id, path) = &files[0];
+    assert_eq!(
+        s.symbolize(*id, chain.calls[0], || FileSource::new(path)),
+        Symbolized::Pending
+    );
+    assert!(s.wait_for_loads(Duration::from_secs(600)));
+    assert_eq!(s.stats().file_bytes, 0);
+    assert_eq!(
+        s.symbolize(*id, chain.calls[1], || panic!("not loaded again")),
+        Symbolized::Unknown(Reason::LoadFailed)
+    );
+}
+
+#[test]
+fn symbols_answer_while_dwarf_loads() {
+    if !have("gcc") {
+        return;
+    }
+    let dir = test_dir("memory-two-steps");
+    let chain = build_chain(&dir);
+    let id = file_id_of_path(&chain.bin).expect("id");
+    let call = chain.calls[1];
+    let mut s = NativeSymbolizer::new(NativeConfig::default()).expect("start");
+    let hold = s.hold_dwarf_loads();
+    assert_eq!(
+        s.symbolize(id, call, || FileSource::new(&chain.bin)),
+        Symbolized::Pending
+    );
+    // The symbols step arrives (no timing assumption: poll, generously).
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let lines = loop {
+        match s.symbolize(id, call, || panic!("one load")) {
+            Symbolized::Lines { lines, source } => {
+                assert_eq!(source, LineSource::Symbols);
+                break lines;
+            }
+            Symbolized::Pending if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(short(&lines), vec![("top".to_owned(), String::new(), 0)]);
+    // Not cached: the next answer comes from the file again.
+    assert!(matches!(
+        s.symbolize(id, call, || panic!("one load")),
+        Symbolized::Lines {
+            source: LineSource::Symbols,
+            ..
+        }
+    ));
+    let st = s.stats();
+    assert_eq!((st.loads_done, st.files_loaded, st.address_hits), (0, 1, 0));
+    drop(hold);
+    assert!(s.wait_for_loads(Duration::from_secs(600)));
+    match s.symbolize(id, call, || panic!("loaded")) {
+        Symbolized::Lines { lines, source } => {
+            assert_eq!(source, LineSource::Dwarf);
+            assert_eq!(
+                lines[0].line,
+                crate::support::line_of(crate::native_c::CHAIN_C, "TOP_CALLS_MIDDLE")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.stats().loads_done, 1);
+}
+
+#[test]
+fn the_vdso_is_read_from_memory() {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+    let Some(range) = maps.lines().find(|l| l.ends_with("[vdso]")).map(|l| {
+        let r = l.split_whitespace().next().expect("range");
+        let (a, b) = r.split_once('-').expect("a-b");
+        (
+            u64::from_str_radix(a, 16).expect("hex"),
+            u64::from_str_radix(b, 16).expect("hex"),
+        )
+    }) else {
+        eprintln!("SKIPPED: no vDSO");
+        return;
+    };
+    let source = FileSource::in_memory(Pid(std::process::id()), range.0, range.1, "[vdso]");
+    let file = FileSymbolizer::load(&source, &DebugConfig::default()).expect("load");
+    // Its own table says where clock_gettime is.
+    let bytes = {
+        use std::os::unix::fs::FileExt;
+        let mut b = vec![0u8; (range.1 - range.0) as usize];
+        std::fs::File::open("/proc/self/mem")
+            .expect("mem")
+            .read_exact_at(&mut b, range.0)
+            .expect("read");
+        b
+    };
+    let elf = ElfFile::from_bytes(bytes).expect("elf");
+    let (addr, _) = elf
+        .symbols()
+        .expect("symbols")
+        .find("__vdso_clock_gettime")
+        .expect("__vdso_clock_gettime");
+    let (lines, source) = file.symbolize(addr + 4).expect("named");
+    assert_eq!(source, LineSource::Symbols);
+    assert!(
+        lines[0].function.contains("clock_gettime"),
+        "{:?}",
+        lines[0].function
+    );
+}
