@@ -2,26 +2,24 @@
 //! identity, kernel frames named from kallsyms, user frames resolved to
 //! their mapping and ELF virtual address (with the process snapshots the
 //! process manager publishes) and named by the native symbolizer (Go
-//! pclntab, DWARF with inline frames, ELF symbols). While the symbolizer
-//! loads a file in the background, frames get the file's ELF symbol name
-//! as a stop-gap. CPython frames (recorded by the interpreter unwinder in
-//! place of the evaluation loop) are named from the process's memory by
-//! the [`PythonSymbolizer`], with the build the process maps.
+//! pclntab, DWARF with inline frames, ELF symbols), which answers from a
+//! file's symbols while its DWARF loads in the background. CPython frames
+//! (recorded by the interpreter unwinder in place of the evaluation loop)
+//! are named from the process's memory by the [`PythonSymbolizer`], with
+//! the build the process maps.
 
 use profiler_bpf::{RawSample, UnwindStop, UserFrame, FRAME_EXACT_PC};
 use profiler_interpreters::python::{PythonBuild, PythonRegistry, PythonSymbolizer, PythonSymbolizerStats};
 use profiler_interpreters::PidMemory;
 use profiler_process::{procfs, ProcessRegistry, ProcessSnapshot};
-use profiler_symbolize::{demangle, FileSource, KernelSymbolizer, LineSource, NativeSymbolizer, Symbolized};
-use profiler_trace::{FileId, Frame, FrameKind, Pid, ProcessInfo, SourceLine, Tid, Trace};
+use profiler_symbolize::{FileSource, KernelSymbolizer, LineSource, NativeSymbolizer, Symbolized};
+use profiler_trace::{Frame, FrameKind, Pid, ProcessInfo, SourceLine, Tid, Trace};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 /// Bound on cached kernel frames (distinct kernel addresses).
 const MAX_CACHED_KERNEL_FRAMES: usize = 65_536;
-/// Bound on cached native function names.
-const MAX_CACHED_NATIVE_NAMES: usize = 65_536;
 /// Bound on processes the manager did not load (kernel threads, first
 /// samples) whose identity is cached here.
 const MAX_UNLOADED_PROCESSES: usize = 4096;
@@ -46,8 +44,6 @@ pub(crate) struct TraceBuilder {
     native: NativeSymbolizer,
     // Kernel address (as looked up) -> its named frame.
     kernel_frames: HashMap<u64, Frame>,
-    // (file, symbol start) -> the name, shared by every frame in it.
-    native_names: HashMap<(FileId, u64), Arc<str>>,
     // Identity of processes the manager has not loaded.
     unloaded: HashMap<Pid, Arc<ProcessInfo>>,
     // Thread names are few; share one allocation per distinct name.
@@ -73,7 +69,6 @@ impl TraceBuilder {
             kernel,
             native,
             kernel_frames: HashMap::new(),
-            native_names: HashMap::new(),
             unloaded: HashMap::new(),
             names: HashMap::new(),
             counts: UnwindCounts::default(),
@@ -169,39 +164,22 @@ impl TraceBuilder {
         let mut lines = vec![];
         if let (Some(file), true) = (resolved.file, self.native.enabled()) {
             let pid = snapshot.map(|s| s.info.pid).unwrap_or(Pid(0));
-            let source = || FileSource::in_mapping(pid, mapping.start, mapping.end, &mapping.path);
-            match self.native.symbolize(file.file_id, vaddr, source) {
-                Symbolized::Lines { lines: found, source } => {
-                    lines = found.to_vec();
-                    if source == LineSource::GoPclntab {
-                        kind = FrameKind::Go;
-                    }
-                }
-                // Loading in the background, or no better source (the
-                // vDSO has no file to open): the symbol table the process
-                // manager read names it meanwhile.
-                Symbolized::Pending | Symbolized::Unknown(_) => {
-                    if let Some((name, offset)) = file.symbols.lookup(vaddr) {
-                        let function = self.symbol_name(file.file_id, vaddr - offset, name);
-                        lines.push(SourceLine { function, file: None, line: 0 });
-                    }
+            let source = || match &*mapping.path {
+                // No file to open: the image in the process's memory.
+                "[vdso]" => FileSource::in_memory(pid, mapping.start, mapping.end, &mapping.path),
+                path => FileSource::in_mapping(pid, mapping.start, mapping.end, path),
+            };
+            // The symbolizer loads a file's symbols first (milliseconds)
+            // and answers from them while its DWARF loads; until then
+            // (Pending) the frame keeps its address only.
+            if let Symbolized::Lines { lines: found, source } = self.native.symbolize(file.file_id, vaddr, source) {
+                lines = found.to_vec();
+                if source == LineSource::GoPclntab {
+                    kind = FrameKind::Go;
                 }
             }
         }
         Frame { kind, address: vaddr, mapping: Some(mapping), lines }
-    }
-
-    /// The demangled name of the symbol at `start` of `file`, cached.
-    fn symbol_name(&mut self, file: FileId, start: u64, raw: &str) -> Arc<str> {
-        if let Some(f) = self.native_names.get(&(file, start)) {
-            return f.clone();
-        }
-        let f: Arc<str> = Arc::from(demangle(raw));
-        if self.native_names.len() >= MAX_CACHED_NATIVE_NAMES {
-            self.native_names.clear();
-        }
-        self.native_names.insert((file, start), f.clone());
-        f
     }
 
     /// The CPython build `snapshot`'s process maps, and its bias.

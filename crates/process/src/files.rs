@@ -21,7 +21,11 @@ pub struct ExecutableFile {
     pub go_build_id: Option<Arc<str>>,
     /// `PT_LOAD` segments: process address -> ELF virtual address.
     pub segments: LoadSegments,
-    /// Function symbols (`.symtab`, else `.dynsym`).
+    /// Function symbols (`.symtab`, else `.dynsym`), only while the file
+    /// is analysed (what [`crate::UnwindLoader::inspect_file`] sees):
+    /// empty in the files the manager shares. Frames are named by the
+    /// native symbolizer, which keeps its own compact table; a second
+    /// copy here cost 20 MB per large C++ or Rust library.
     pub symbols: SymbolTable,
     /// Stack deltas in the file's table (0: no CFI, unwinding stops in it).
     pub deltas: u64,
@@ -58,7 +62,7 @@ pub(crate) fn analyse(elf: &ElfFile, file_id: FileId, path: &str) -> AnalysedFil
     AnalysedFile { file: Arc::new(file), table }
 }
 
-fn empty_symbols() -> SymbolTable {
+pub(crate) fn empty_symbols() -> SymbolTable {
     // A file whose symbol tables are malformed: no names, still unwound.
     // Built from an ELF header with no sections.
     let mut header = vec![0u8; 64];

@@ -13,7 +13,7 @@
 //! one goes. Everything is bounded by [`ManagerLimits`] and counted in
 //! [`ManagerStats`].
 
-use crate::files::{analyse, ExecutableFile};
+use crate::files::{analyse, empty_symbols, ExecutableFile};
 use crate::maps::{parse_executable, MapsEntry};
 use crate::procfs::{read_info, read_memory, read_start_time};
 use crate::registry::{ProcessRegistry, ProcessSnapshot, SnapshotMapping};
@@ -545,15 +545,20 @@ impl<L: UnwindLoader> ProcessManager<L> {
             self.stats.files_failed += 1;
             return None;
         };
-        let analysed = analyse(&elf, file_id, path);
+        let mut analysed = analyse(&elf, file_id, path);
         self.loader.inspect_file(&analysed.file, &elf);
         drop(elf);
+        // The symbols were for inspect_file only (see ExecutableFile).
+        if let Some(f) = Arc::get_mut(&mut analysed.file) {
+            f.symbols = empty_symbols();
+        }
         self.stats.files_analysed += 1;
         let mut loaded = false;
-        if analysed.table.deltas.len() > self.limits.max_deltas_per_file {
+        let deltas = std::mem::take(&mut analysed.table.deltas);
+        if deltas.len() > self.limits.max_deltas_per_file {
             self.stats.files_rejected += 1;
-        } else if !analysed.table.deltas.is_empty() {
-            loaded = self.load_table(file_id, &analysed.table.deltas);
+        } else if !deltas.is_empty() {
+            loaded = self.load_table(file_id, deltas);
         }
         self.stats.analyse_ms += started.elapsed().as_millis() as u64;
         self.files.insert(
@@ -563,8 +568,8 @@ impl<L: UnwindLoader> ProcessManager<L> {
         Some(analysed.file)
     }
 
-    fn load_table(&mut self, file_id: FileId, deltas: &[profiler_elf::StackDelta]) -> bool {
-        let Ok(interned) = self.interner.intern_deltas(deltas) else {
+    fn load_table(&mut self, file_id: FileId, deltas: Vec<profiler_elf::StackDelta>) -> bool {
+        let Ok(interned) = intern_consuming(&mut self.interner, deltas) else {
             self.stats.files_rejected += 1;
             return false;
         };
@@ -586,6 +591,29 @@ impl<L: UnwindLoader> ProcessManager<L> {
             }
         }
     }
+}
+
+/// Deltas interned per chunk at a time by [`intern_consuming`].
+const INTERN_CHUNK: usize = 64 * 1024;
+
+/// `interner.intern_deltas(&deltas)`, giving `deltas`' memory back as
+/// it goes: for a 150 MB library both tables take 35 MB each, so holding
+/// both at once would double the manager's peak. Consumed from the end,
+/// chunk by chunk, shrinking `deltas` (large blocks are their own
+/// mappings: shrinking returns the pages); the output is allocated whole
+/// up front but its pages only become resident as they are written.
+fn intern_consuming(
+    interner: &mut RuleInterner,
+    mut deltas: Vec<profiler_elf::StackDelta>,
+) -> profiler_elf::Result<Vec<(u64, RuleId)>> {
+    let mut out = Vec::with_capacity(deltas.len());
+    while !deltas.is_empty() {
+        let tail = deltas.split_off(deltas.len().saturating_sub(INTERN_CHUNK));
+        deltas.shrink_to_fit();
+        out.extend(interner.intern_deltas(&tail)?.into_iter().rev());
+    }
+    out.reverse();
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -727,6 +755,18 @@ mod tests {
         m.run_due();
         assert_eq!(m.stats().maps_reads, reads + 3);
         assert_eq!(m.next_deadline(), None);
+    }
+
+    #[test]
+    fn interning_while_consuming_keeps_order() {
+        use profiler_elf::{StackDelta, UnwindRule};
+        let rules = [UnwindRule::Stop, UnwindRule::Signal, UnwindRule::UnfollowedSwitch];
+        let deltas: Vec<StackDelta> = (0..3 * INTERN_CHUNK as u64 + 17)
+            .map(|i| StackDelta { address: 0x1000 + 4 * i, rule: rules[(i % 7 % 3) as usize] })
+            .collect();
+        let want = RuleInterner::new().intern_deltas(&deltas).unwrap();
+        let got = intern_consuming(&mut RuleInterner::new(), deltas).unwrap();
+        assert_eq!(got, want);
     }
 
     #[test]
