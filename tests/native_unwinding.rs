@@ -5,9 +5,7 @@
 //! the chain's leaf. Each test prints its measured completeness.
 
 use profiler_agent::{AgentConfig, Stats};
-use profiler_tests::{
-    build_workload, completeness, profile_with, serial, start_agent, Completeness, Step, Workload,
-};
+use profiler_tests::{build_workload, completeness, profile_with, serial, start_agent, Completeness, Step, Workload};
 use profiler_trace::Trace;
 use std::path::PathBuf;
 use std::process::Command;
@@ -72,15 +70,8 @@ fn c_main_thread_chain_and_qsort_callback_thread() {
 
     // A thread's root is clone3 and start_thread (in libc, unnamed without
     // its .symtab); the callback comes through qsort's code in libc.
-    let thread_chain = [
-        In(LIBC),
-        In(LIBC),
-        Fn("thread_main"),
-        Fn("sort_worker"),
-        ManyIn(LIBC),
-        Fn("compare"),
-        Fn("compare_leaf"),
-    ];
+    let thread_chain =
+        [In(LIBC), In(LIBC), Fn("thread_main"), Fn("sort_worker"), ManyIn(LIBC), Fn("compare"), Fn("compare_leaf")];
     let c = completeness(&traces, w.pid(), Fn("compare_leaf"), &thread_chain);
     assert_complete("C qsort callback thread", &c, &stats);
 }
@@ -91,13 +82,8 @@ fn signal_handler_unwinds_into_the_interrupted_code() {
     let exe = c_workload("signal_handler.c");
     let w = Workload::spawn(&mut Command::new(&exe));
     let Some((traces, stats)) = profile_running(&w) else { return };
-    let chain = main_thread(&[
-        Fn("spin_outer"),
-        Fn("spin_inner"),
-        Fn("on_signal"),
-        Fn("handler_work"),
-        Fn("handler_leaf"),
-    ]);
+    let chain =
+        main_thread(&[Fn("spin_outer"), Fn("spin_inner"), Fn("on_signal"), Fn("handler_work"), Fn("handler_leaf")]);
     let c = completeness(&traces, w.pid(), Fn("handler_leaf"), &chain);
     assert_complete("C signal handler", &c, &stats);
 }
@@ -155,12 +141,7 @@ fn cpp_virtual_calls_and_templates() {
     let exe = build_workload("g++", "virtual_calls.cpp", &["-O2"], "virtual_calls");
     let w = Workload::spawn(&mut Command::new(&exe));
     let Some((traces, stats)) = profile_running(&w) else { return };
-    let chain = main_thread(&[
-        Fn("drive"),
-        Fn("Accumulator<Shape>::total"),
-        Fn("Circle::area"),
-        Fn("circle_leaf"),
-    ]);
+    let chain = main_thread(&[Fn("drive"), Fn("Accumulator<Shape>::total"), Fn("Circle::area"), Fn("circle_leaf")]);
     let c = completeness(&traces, w.pid(), Fn("circle_leaf"), &chain);
     assert_complete("C++ virtual calls", &c, &stats);
 }
@@ -216,12 +197,8 @@ fn short_lived_process_started_after_the_agent_then_maps_empty() {
     // The shell is selected; it execs the program after the agent started.
     let w = Workload::spawn(Command::new("sh").arg("-c").arg(format!("sleep 1; exec {}", exe.display())));
     let traces = Arc::new(Mutex::new(Vec::new()));
-    let config = AgentConfig {
-        samples_per_second: HZ,
-        pids: vec![w.pid()],
-        file_unload_grace_ms: 0,
-        ..AgentConfig::default()
-    };
+    let config =
+        AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], file_unload_grace_ms: 0, ..AgentConfig::default() };
     let Some(agent) = start_agent(config, traces.clone()) else { return };
     // Wait for the program to exit (1 s of sleep, then 700 ms of CPU).
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -26,13 +26,7 @@ fn busy_process_gets_one_cpu_worth_of_samples() {
     let ours: Vec<_> = traces.iter().filter(|t| t.process.pid.0 == busy.pid()).collect();
     assert_eq!(ours.len(), traces.len(), "the pid filter let other processes through");
     let share = ours.len() as f64 / expected;
-    assert!(
-        (0.80..=1.10).contains(&share),
-        "{} samples for {} expected ({:.0}%)",
-        ours.len(),
-        expected,
-        share * 100.0
-    );
+    assert!((0.80..=1.10).contains(&share), "{} samples for {} expected ({:.0}%)", ours.len(), expected, share * 100.0);
     for t in &ours {
         assert_eq!(t.tid.0, busy.pid());
         assert_eq!(&*t.thread_name, "busy_loop");

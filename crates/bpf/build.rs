@@ -21,21 +21,15 @@ fn main() {
         let source = ebpf_dir.join(format!("{name}.bpf.c"));
         let skeleton = out_dir.join(format!("{name}.skel.rs"));
         let mut builder = SkeletonBuilder::new();
-        builder
-            .source(&source)
-            .clang(&clang)
-            .clang_args([
-                format!("-I{libbpf_include}"),
-                "-Wall".into(),
-                "-Wextra".into(),
-                "-Werror".into(),
-                "-Wno-unused-parameter".into(),
-            ]);
+        builder.source(&source).clang(&clang).clang_args([
+            format!("-I{libbpf_include}"),
+            "-Wall".into(),
+            "-Wextra".into(),
+            "-Werror".into(),
+            "-Wno-unused-parameter".into(),
+        ]);
         if let Err(e) = builder.build_and_generate(&skeleton) {
-            panic!(
-                "building {} with {clang} failed (install clang-19, or set BPF_CLANG): {e:#}",
-                source.display()
-            );
+            panic!("building {} with {clang} failed (install clang-19, or set BPF_CLANG): {e:#}", source.display());
         }
     }
 }

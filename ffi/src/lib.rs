@@ -175,29 +175,16 @@ pub unsafe extern "C" fn ebpf_profiler_start(
 ) -> ebpf_profiler_status {
     guard("ebpf_profiler_start", EBPF_PROFILER_ERR_PANIC, || {
         if config_json.is_null() || out.is_null() {
-            return fail(
-                EBPF_PROFILER_ERR_INVALID_ARGUMENT,
-                "config_json and out must not be NULL",
-            );
+            return fail(EBPF_PROFILER_ERR_INVALID_ARGUMENT, "config_json and out must not be NULL");
         }
         // SAFETY: non-NULL and NUL-terminated per the caller's contract.
         let text = match unsafe { CStr::from_ptr(config_json) }.to_str() {
             Ok(text) => text,
-            Err(e) => {
-                return fail(
-                    EBPF_PROFILER_ERR_INVALID_ARGUMENT,
-                    format!("config_json is not UTF-8: {e}"),
-                )
-            }
+            Err(e) => return fail(EBPF_PROFILER_ERR_INVALID_ARGUMENT, format!("config_json is not UTF-8: {e}")),
         };
         let mut config = match AgentConfig::from_json(text) {
             Ok(config) => config,
-            Err(e) => {
-                return fail(
-                    EBPF_PROFILER_ERR_CONFIG,
-                    format!("invalid configuration: {e}"),
-                )
-            }
+            Err(e) => return fail(EBPF_PROFILER_ERR_CONFIG, format!("invalid configuration: {e}")),
         };
         config.otlp_batches = true;
         match Agent::start(config) {
@@ -207,14 +194,8 @@ pub unsafe extern "C" fn ebpf_profiler_start(
                 unsafe { out.write(handle) };
                 EBPF_PROFILER_OK
             }
-            Err(StartError::Config(e)) => fail(
-                EBPF_PROFILER_ERR_CONFIG,
-                format!("invalid configuration: {e}"),
-            ),
-            Err(e) => fail(
-                EBPF_PROFILER_ERR_START,
-                format!("the profiler could not start: {e}"),
-            ),
+            Err(StartError::Config(e)) => fail(EBPF_PROFILER_ERR_CONFIG, format!("invalid configuration: {e}")),
+            Err(e) => fail(EBPF_PROFILER_ERR_START, format!("the profiler could not start: {e}")),
         }
     })
 }
@@ -235,18 +216,10 @@ pub unsafe extern "C" fn ebpf_profiler_next_batch(
 ) -> ebpf_profiler_status {
     guard("ebpf_profiler_next_batch", EBPF_PROFILER_ERR_PANIC, || {
         if profiler.is_null() || out.is_null() {
-            return fail(
-                EBPF_PROFILER_ERR_INVALID_ARGUMENT,
-                "profiler and out must not be NULL",
-            );
+            return fail(EBPF_PROFILER_ERR_INVALID_ARGUMENT, "profiler and out must not be NULL");
         }
         // SAFETY: `out` is valid for a write per the contract.
-        unsafe {
-            out.write(ebpf_profiler_batch {
-                data: ptr::null(),
-                len: 0,
-            })
-        };
+        unsafe { out.write(ebpf_profiler_batch { data: ptr::null(), len: 0 }) };
         // SAFETY: a live handle per the contract; only shared access.
         let agent = unsafe { &(*profiler).agent };
         match agent.next_otlp_batch(Duration::from_millis(u64::from(timeout_ms))) {
@@ -354,23 +327,15 @@ pub unsafe extern "C" fn ebpf_profiler_free_string(s: *mut c_char) {
 ///
 /// `profiler` must be NULL or a live handle from [`ebpf_profiler_start`].
 #[no_mangle]
-pub unsafe extern "C" fn ebpf_profiler_stop(
-    profiler: *const ebpf_profiler,
-) -> ebpf_profiler_status {
+pub unsafe extern "C" fn ebpf_profiler_stop(profiler: *const ebpf_profiler) -> ebpf_profiler_status {
     guard("ebpf_profiler_stop", EBPF_PROFILER_ERR_PANIC, || {
         if profiler.is_null() {
-            return fail(
-                EBPF_PROFILER_ERR_INVALID_ARGUMENT,
-                "profiler must not be NULL",
-            );
+            return fail(EBPF_PROFILER_ERR_INVALID_ARGUMENT, "profiler must not be NULL");
         }
         // SAFETY: a live handle per the contract; only shared access.
         match unsafe { &(*profiler).agent }.stop() {
             Ok(()) => EBPF_PROFILER_OK,
-            Err(e) => fail(
-                EBPF_PROFILER_ERR_RUNTIME,
-                format!("the profiler failed while running: {e}"),
-            ),
+            Err(e) => fail(EBPF_PROFILER_ERR_RUNTIME, format!("the profiler failed while running: {e}")),
         }
     })
 }

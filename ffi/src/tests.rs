@@ -30,61 +30,35 @@ fn start_with_bad_json_is_a_config_error_with_message() {
     assert_eq!(status, EBPF_PROFILER_ERR_CONFIG);
     assert!(handle.is_null());
     let message = last_error();
-    assert!(
-        message.starts_with("invalid configuration: invalid configuration JSON"),
-        "{message}"
-    );
+    assert!(message.starts_with("invalid configuration: invalid configuration JSON"), "{message}");
 }
 
 #[test]
 fn start_with_unknown_field_or_bad_value_is_a_config_error() {
     let (status, _) = start(r#"{"samples_per_secnd": 20}"#);
     assert_eq!(status, EBPF_PROFILER_ERR_CONFIG);
-    assert!(
-        last_error().contains("unknown field `samples_per_secnd`"),
-        "{}",
-        last_error()
-    );
+    assert!(last_error().contains("unknown field `samples_per_secnd`"), "{}", last_error());
 
     let (status, _) = start(r#"{"samples_per_second": 0}"#);
     assert_eq!(status, EBPF_PROFILER_ERR_CONFIG);
-    assert!(
-        last_error().contains("samples_per_second must be between 1 and"),
-        "{}",
-        last_error()
-    );
+    assert!(last_error().contains("samples_per_second must be between 1 and"), "{}", last_error());
 }
 
 #[test]
 fn null_arguments_are_rejected() {
     let mut handle = ptr::null_mut();
     // SAFETY: NULL is allowed by the contract.
-    assert_eq!(
-        unsafe { ebpf_profiler_start(ptr::null(), &mut handle) },
-        EBPF_PROFILER_ERR_INVALID_ARGUMENT
-    );
+    assert_eq!(unsafe { ebpf_profiler_start(ptr::null(), &mut handle) }, EBPF_PROFILER_ERR_INVALID_ARGUMENT);
     assert!(last_error().contains("must not be NULL"));
     let json = CString::new("{}").unwrap();
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { ebpf_profiler_start(json.as_ptr(), ptr::null_mut()) },
-        EBPF_PROFILER_ERR_INVALID_ARGUMENT
-    );
+    assert_eq!(unsafe { ebpf_profiler_start(json.as_ptr(), ptr::null_mut()) }, EBPF_PROFILER_ERR_INVALID_ARGUMENT);
 
-    let mut batch = ebpf_profiler_batch {
-        data: ptr::null(),
-        len: 0,
-    };
+    let mut batch = ebpf_profiler_batch { data: ptr::null(), len: 0 };
     // SAFETY: as above.
     unsafe {
-        assert_eq!(
-            ebpf_profiler_next_batch(ptr::null(), 0, &mut batch),
-            EBPF_PROFILER_ERR_INVALID_ARGUMENT
-        );
-        assert_eq!(
-            ebpf_profiler_stop(ptr::null()),
-            EBPF_PROFILER_ERR_INVALID_ARGUMENT
-        );
+        assert_eq!(ebpf_profiler_next_batch(ptr::null(), 0, &mut batch), EBPF_PROFILER_ERR_INVALID_ARGUMENT);
+        assert_eq!(ebpf_profiler_stop(ptr::null()), EBPF_PROFILER_ERR_INVALID_ARGUMENT);
         assert!(ebpf_profiler_stats(ptr::null()).is_null());
         assert!(ebpf_profiler_warnings(ptr::null()).is_null());
         ebpf_profiler_free_batch(ptr::null_mut());
@@ -117,21 +91,16 @@ fn valid_config_starts_or_fails_cleanly() {
             unsafe {
                 let stats = ebpf_profiler_stats(handle);
                 assert!(!stats.is_null());
-                let json: serde_json::Value =
-                    serde_json::from_str(CStr::from_ptr(stats).to_str().unwrap()).unwrap();
+                let json: serde_json::Value = serde_json::from_str(CStr::from_ptr(stats).to_str().unwrap()).unwrap();
                 assert!(json.get("samples").is_some(), "{json}");
                 ebpf_profiler_free_string(stats);
                 let warnings = ebpf_profiler_warnings(handle);
                 assert!(!warnings.is_null());
-                let json: serde_json::Value =
-                    serde_json::from_str(CStr::from_ptr(warnings).to_str().unwrap()).unwrap();
+                let json: serde_json::Value = serde_json::from_str(CStr::from_ptr(warnings).to_str().unwrap()).unwrap();
                 assert!(json.is_array(), "{json}");
                 ebpf_profiler_free_string(warnings);
                 assert_eq!(ebpf_profiler_stop(handle), EBPF_PROFILER_OK);
-                let mut batch = ebpf_profiler_batch {
-                    data: ptr::null(),
-                    len: 0,
-                };
+                let mut batch = ebpf_profiler_batch { data: ptr::null(), len: 0 };
                 let mut pulls = 0;
                 loop {
                     match ebpf_profiler_next_batch(handle, 100, &mut batch) {
@@ -148,17 +117,9 @@ fn valid_config_starts_or_fails_cleanly() {
         }
         EBPF_PROFILER_ERR_START => {
             // Under CI (root, a BPF-capable kernel) the profiler must start.
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "CI: {}",
-                last_error()
-            );
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "CI: {}", last_error());
             assert!(handle.is_null());
-            assert!(
-                last_error().starts_with("the profiler could not start: "),
-                "{}",
-                last_error()
-            );
+            assert!(last_error().starts_with("the profiler could not start: "), "{}", last_error());
         }
         other => panic!("unexpected status {other:?}: {}", last_error()),
     }
@@ -166,18 +127,10 @@ fn valid_config_starts_or_fails_cleanly() {
 
 #[test]
 fn panics_become_an_error_status() {
-    let status = guard(
-        "test_entry",
-        EBPF_PROFILER_ERR_PANIC,
-        || -> ebpf_profiler_status { panic!("boom {}", 7) },
-    );
+    let status = guard("test_entry", EBPF_PROFILER_ERR_PANIC, || -> ebpf_profiler_status { panic!("boom {}", 7) });
     assert_eq!(status, EBPF_PROFILER_ERR_PANIC);
     assert_eq!(last_error(), "panic in test_entry: boom 7");
-    let status = guard(
-        "test_entry",
-        EBPF_PROFILER_ERR_PANIC,
-        || -> ebpf_profiler_status { panic!("static") },
-    );
+    let status = guard("test_entry", EBPF_PROFILER_ERR_PANIC, || -> ebpf_profiler_status { panic!("static") });
     assert_eq!(status, EBPF_PROFILER_ERR_PANIC);
     assert_eq!(last_error(), "panic in test_entry: static");
 }
@@ -186,10 +139,7 @@ fn panics_become_an_error_status() {
 fn batches_round_trip_through_free_batch() {
     let bytes = vec![1u8, 2, 3].into_boxed_slice();
     let len = bytes.len();
-    let mut batch = ebpf_profiler_batch {
-        data: Box::into_raw(bytes) as *const u8,
-        len,
-    };
+    let mut batch = ebpf_profiler_batch { data: Box::into_raw(bytes) as *const u8, len };
     // SAFETY: the batch owns a boxed slice, as next_batch makes them.
     unsafe { ebpf_profiler_free_batch(&mut batch) };
     assert!(batch.data.is_null());
@@ -208,8 +158,7 @@ fn messages_with_nul_are_cut() {
 #[test]
 fn header_is_fresh() {
     let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let config =
-        cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
+    let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
     let bindings = cbindgen::Builder::new()
         .with_crate(&crate_dir)
         .with_config(config)
@@ -223,9 +172,5 @@ fn header_is_fresh() {
     }
     let committed_path = crate_dir.join("../include/ebpf_profiler.h");
     let committed = std::fs::read(&committed_path).unwrap_or_default();
-    assert!(
-        committed == header,
-        "{} is stale; run `make update-header` and commit it",
-        committed_path.display()
-    );
+    assert!(committed == header, "{} is stale; run `make update-header` and commit it", committed_path.display());
 }

@@ -161,12 +161,8 @@ pub fn start_agent(config: AgentConfig, traces: Arc<Mutex<Vec<Trace>>>) -> Optio
 
 /// The names of a trace's kernel frames, root first.
 pub fn kernel_chain(trace: &Trace) -> Vec<&str> {
-    let mut names: Vec<&str> = trace
-        .frames
-        .iter()
-        .filter(|f| f.kind == FrameKind::Kernel)
-        .filter_map(|f| f.function_name())
-        .collect();
+    let mut names: Vec<&str> =
+        trace.frames.iter().filter(|f| f.kind == FrameKind::Kernel).filter_map(|f| f.function_name()).collect();
     names.reverse();
     names
 }
@@ -248,9 +244,10 @@ pub fn user_frames(trace: &Trace) -> Vec<FrameDesc> {
 
 fn step_matches_one(step: Step, frame: &FrameDesc) -> bool {
     match step {
-        Step::Fn(want) => frame.name.as_deref().is_some_and(|n| {
-            n == want || (n.starts_with(want) && n[want.len()..].starts_with('('))
-        }),
+        Step::Fn(want) => frame
+            .name
+            .as_deref()
+            .is_some_and(|n| n == want || (n.starts_with(want) && n[want.len()..].starts_with('('))),
         Step::In(file) | Step::ManyIn(file) => frame.file.as_deref() == Some(file),
         Step::Any => true,
     }

@@ -80,8 +80,7 @@ pub const MIN_REPORTER_INTERVAL_MS: u64 = 100;
 impl AgentConfig {
     /// Parses the JSON form (as the C ABI receives it).
     pub fn from_json(text: &str) -> Result<AgentConfig, ConfigError> {
-        let config: AgentConfig =
-            serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
+        let config: AgentConfig = serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
         config.validate()?;
         Ok(config)
     }
@@ -94,10 +93,7 @@ impl AgentConfig {
     /// Checks every value's range.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.samples_per_second == 0 || self.samples_per_second > MAX_SAMPLES_PER_SECOND {
-            return Err(ConfigError::SamplesPerSecond {
-                got: self.samples_per_second,
-                max: MAX_SAMPLES_PER_SECOND,
-            });
+            return Err(ConfigError::SamplesPerSecond { got: self.samples_per_second, max: MAX_SAMPLES_PER_SECOND });
         }
         if self.reporter_interval_ms < MIN_REPORTER_INTERVAL_MS {
             return Err(ConfigError::ReporterInterval {

@@ -214,15 +214,13 @@ impl Agent {
         };
         let reporter = {
             let shared = shared.clone();
-            let native = NativeSymbolizer::new(NativeConfig {
-                enabled: config.symbolize_native,
-                ..NativeConfig::default()
-            })
-            .or_else(|e| {
-                warnings.push(format!("native frames will be named from ELF symbols only: {e}"));
-                NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() })
-            })
-            .map_err(|source| StartError::Thread { name: "symbolizer", source })?;
+            let native =
+                NativeSymbolizer::new(NativeConfig { enabled: config.symbolize_native, ..NativeConfig::default() })
+                    .or_else(|e| {
+                        warnings.push(format!("native frames will be named from ELF symbols only: {e}"));
+                        NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() })
+                    })
+                    .map_err(|source| StartError::Thread { name: "symbolizer", source })?;
             let builder = TraceBuilder::new(registry, kernel, native, python_builds);
             let interval = config.reporter_interval();
             std::thread::Builder::new()

@@ -5,8 +5,8 @@
 //! marks their evaluation loops for the interpreter unwinder.
 
 use profiler_bpf::{
-    EncodedDeltas, InterpreterMaps, MappingRange, MappingTarget, ProcessEventKind, ProcessEventReader,
-    PythonFileValue, PythonFrameModel, PythonLasti, UnwindMaps, PYTHON_NO_OFFSET,
+    EncodedDeltas, InterpreterMaps, MappingRange, MappingTarget, ProcessEventKind, ProcessEventReader, PythonFileValue,
+    PythonFrameModel, PythonLasti, UnwindMaps, PYTHON_NO_OFFSET,
 };
 use profiler_elf::{ElfFile, RuleId, UnwindRule};
 use profiler_interpreters::python::{self, Detection, FrameModel, Lasti, PythonBuild, PythonRegistry};
@@ -290,4 +290,3 @@ pub(crate) fn run(
     publish(&manager);
     result
 }
-

@@ -1,9 +1,9 @@
 //! Where traces go: the reporter thread hands every trace to each sink,
 //! and tells them when a reporting interval ends and when the agent stops.
 
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 use profiler_report::otlp::{encode, OtlpAggregator, OtlpConfig};
 use profiler_trace::Trace;
-use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 

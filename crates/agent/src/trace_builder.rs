@@ -195,7 +195,8 @@ impl TraceBuilder {
     /// line of the instruction at `offset` (unnamed when the code object
     /// cannot be read: the process exited, or the frame was garbage).
     fn python_frame(&mut self, pid: Pid, build: Option<(Arc<PythonBuild>, u64)>, code: u64, offset: u32) -> Frame {
-        let line = build.and_then(|(build, bias)| self.python.symbolize(&PidMemory(pid.0), pid.0, &build, bias, code, offset));
+        let line =
+            build.and_then(|(build, bias)| self.python.symbolize(&PidMemory(pid.0), pid.0, &build, bias, code, offset));
         Frame { kind: FrameKind::CPython, address: u64::from(offset), mapping: None, lines: line.into_iter().collect() }
     }
 
@@ -233,7 +234,6 @@ impl TraceBuilder {
         n
     }
 }
-
 
 fn clock_ns(clock: libc::clockid_t) -> i128 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };

@@ -62,15 +62,10 @@ pub(crate) fn open_cpu_clock(cpu: u32, frequency: u32) -> Result<i32, BpfError> 
         let source = io::Error::last_os_error();
         return Err(match source.raw_os_error() {
             Some(libc::EACCES) | Some(libc::EPERM) => BpfError::NotPrivileged {
-                what: format!(
-                    "perf_event_open on CPU {cpu} ({source}; see /proc/sys/kernel/perf_event_paranoid)"
-                ),
+                what: format!("perf_event_open on CPU {cpu} ({source}; see /proc/sys/kernel/perf_event_paranoid)"),
             },
             Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::EOPNOTSUPP) => {
-                BpfError::MissingFeature {
-                    feature: "the software cpu-clock perf event",
-                    needs: "CONFIG_PERF_EVENTS",
-                }
+                BpfError::MissingFeature { feature: "the software cpu-clock perf event", needs: "CONFIG_PERF_EVENTS" }
             }
             _ => BpfError::PerfEvent { cpu, source },
         });

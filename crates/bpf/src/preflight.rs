@@ -38,19 +38,14 @@ pub(crate) fn check_privileges() -> Result<(), BpfError> {
 pub(crate) fn check_kernel_features() -> Result<(), BpfError> {
     // SAFETY: libbpf probes take plain enum values and a null options
     // pointer; they create and free their own test objects.
-    let prog = unsafe {
-        libbpf_sys::libbpf_probe_bpf_prog_type(libbpf_sys::BPF_PROG_TYPE_PERF_EVENT, std::ptr::null())
-    };
+    let prog =
+        unsafe { libbpf_sys::libbpf_probe_bpf_prog_type(libbpf_sys::BPF_PROG_TYPE_PERF_EVENT, std::ptr::null()) };
     interpret(prog, "perf_event BPF programs", "Linux 4.9")?;
     // SAFETY: as above.
-    let ringbuf = unsafe {
-        libbpf_sys::libbpf_probe_bpf_map_type(libbpf_sys::BPF_MAP_TYPE_RINGBUF, std::ptr::null())
-    };
+    let ringbuf = unsafe { libbpf_sys::libbpf_probe_bpf_map_type(libbpf_sys::BPF_MAP_TYPE_RINGBUF, std::ptr::null()) };
     interpret(ringbuf, "BPF ring buffer maps", "Linux 5.8")?;
     // SAFETY: as above.
-    let lpm = unsafe {
-        libbpf_sys::libbpf_probe_bpf_map_type(libbpf_sys::BPF_MAP_TYPE_LPM_TRIE, std::ptr::null())
-    };
+    let lpm = unsafe { libbpf_sys::libbpf_probe_bpf_map_type(libbpf_sys::BPF_MAP_TYPE_LPM_TRIE, std::ptr::null()) };
     interpret(lpm, "BPF LPM trie maps", "Linux 4.11")?;
     // CO-RE and the tp_btf exit tracepoint need the kernel's BTF.
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
@@ -94,9 +89,9 @@ fn interpret(result: i32, feature: &'static str, needs: &'static str) -> Result<
         1 => Ok(()),
         0 => Err(BpfError::MissingFeature { feature, needs }),
         e if -e == libc::ENOSYS => Err(BpfError::Unavailable(io::Error::from_raw_os_error(libc::ENOSYS))),
-        e if -e == libc::EPERM || -e == libc::EACCES => Err(BpfError::NotPrivileged {
-            what: format!("probing {feature}: {}", io::Error::from_raw_os_error(-e)),
-        }),
+        e if -e == libc::EPERM || -e == libc::EACCES => {
+            Err(BpfError::NotPrivileged { what: format!("probing {feature}: {}", io::Error::from_raw_os_error(-e)) })
+        }
         e => Err(BpfError::Unavailable(io::Error::from_raw_os_error(-e))),
     }
 }

@@ -5,9 +5,9 @@ use crate::interpreter_maps::InterpreterMaps;
 use crate::perf::{online_cpus, open_cpu_clock};
 use crate::preflight::{check_kernel_features, check_privileges, has_task_pt_regs};
 use crate::reader::SampleReader;
+use crate::skel::{OpenProfilerSkel, ProfilerSkel, ProfilerSkelBuilder};
 use crate::types::UnwindStop;
 use crate::unwind_maps::UnwindMaps;
-use crate::skel::{OpenProfilerSkel, ProfilerSkel, ProfilerSkelBuilder};
 use crate::BpfError;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, OpenObject};
@@ -158,7 +158,14 @@ impl Sampler {
         let exit_link = skel.progs.on_process_exit.attach().map_err(BpfError::Load)?;
         let exec_link = skel.progs.on_process_exec.attach().map_err(BpfError::Load)?;
 
-        Ok(Sampler { perf_links: Vec::new(), exit_link: Some(exit_link), exec_link: Some(exec_link), skel, cpus: Vec::new(), frequency: options.samples_per_second })
+        Ok(Sampler {
+            perf_links: Vec::new(),
+            exit_link: Some(exit_link),
+            exec_link: Some(exec_link),
+            skel,
+            cpus: Vec::new(),
+            frequency: options.samples_per_second,
+        })
     }
 
     /// Checks, loads and attaches everything but the perf events:
@@ -199,7 +206,6 @@ impl Sampler {
         Ok(())
     }
 
-
     /// Stops sampling: closes the perf events and the process tracepoints.
     /// The maps stay readable.
     pub fn detach(&mut self) {
@@ -215,8 +221,8 @@ impl Sampler {
 
     /// A reader for the sample ring buffer, to be moved to its own thread.
     pub fn sample_reader(&self) -> Result<SampleReader, BpfError> {
-        let map = MapHandle::try_from(&self.skel.maps.samples)
-            .map_err(|source| BpfError::Map { map: "samples", source })?;
+        let map =
+            MapHandle::try_from(&self.skel.maps.samples).map_err(|source| BpfError::Map { map: "samples", source })?;
         Ok(SampleReader::new(map))
     }
 
@@ -247,8 +253,8 @@ impl Sampler {
     /// manager. Make one: it keeps the bookkeeping of what it loads.
     pub fn interpreter_maps(&self) -> Result<InterpreterMaps, BpfError> {
         let maps = &self.skel.maps;
-        let files = MapHandle::try_from(&maps.python_files)
-            .map_err(|source| BpfError::Map { map: "python_files", source })?;
+        let files =
+            MapHandle::try_from(&maps.python_files).map_err(|source| BpfError::Map { map: "python_files", source })?;
         let threads = MapHandle::try_from(&maps.python_thread_states)
             .map_err(|source| BpfError::Map { map: "python_thread_states", source })?;
         Ok(InterpreterMaps::new(files, threads))
@@ -275,9 +281,7 @@ impl Sampler {
         let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
         let mut len = std::mem::size_of_val(&info) as u32;
         // SAFETY: info is a writable bpf_prog_info of len bytes.
-        let rc = unsafe {
-            libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info as *mut _ as *mut _, &mut len)
-        };
+        let rc = unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info as *mut _ as *mut _, &mut len) };
         if rc != 0 {
             return (0, 0);
         }
@@ -301,10 +305,7 @@ impl Sampler {
                 .lookup_percpu(&id.to_ne_bytes(), MapFlags::ANY)
                 .map_err(|source| BpfError::Map { map: "counters", source })?
                 .unwrap_or_default();
-            Ok(per_cpu
-                .iter()
-                .filter_map(|v| v.get(..8).map(|b| u64::from_ne_bytes(b.try_into().unwrap())))
-                .sum())
+            Ok(per_cpu.iter().filter_map(|v| v.get(..8).map(|b| u64::from_ne_bytes(b.try_into().unwrap()))).sum())
         };
         let mut unwind_stops = [0u64; UnwindStop::ALL.len()];
         for (i, slot) in unwind_stops.iter_mut().enumerate() {

@@ -483,10 +483,10 @@ mod tests {
         assert_eq!(UserFrame::decode(w), UserFrame::Python { code: 0x7f12_3456_7898, offset: 1234 });
         // Not encodable: misaligned, or above 2^47; offsets clamp.
         assert_eq!(UserFrame::decode(UserFrame::python_word(0x1001, 7)), UserFrame::Python { code: 0, offset: 7 });
-        assert_eq!(UserFrame::decode(UserFrame::python_word(1 << 48, 1 << 20)), UserFrame::Python {
-            code: 0,
-            offset: (1 << 18) - 1
-        });
+        assert_eq!(
+            UserFrame::decode(UserFrame::python_word(1 << 48, 1 << 20)),
+            UserFrame::Python { code: 0, offset: (1 << 18) - 1 }
+        );
         assert_eq!(UserFrame::decode(0x4010 | FRAME_EXACT_PC), UserFrame::Native { pc: 0x4010, exact: true });
         assert_eq!(UserFrame::decode(0x7fff_1234), UserFrame::Native { pc: 0x7fff_1234, exact: false });
     }

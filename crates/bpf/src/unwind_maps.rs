@@ -7,9 +7,9 @@
 //! and [`UnwindMaps::unload_file`].
 
 use crate::types::{
-    delta_entry, delta_page, delta_page_key, PidMappingKey, PidMappingValue, UnwindRuleValue,
-    DELTA_PAGE_BITS, MAPPING_FLAG_INTERPRETER_LOOP, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO,
-    MAPPING_KIND_PROCESS, PID_MAPPING_KEY_BITS,
+    delta_entry, delta_page, delta_page_key, PidMappingKey, PidMappingValue, UnwindRuleValue, DELTA_PAGE_BITS,
+    MAPPING_FLAG_INTERPRETER_LOOP, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO, MAPPING_KIND_PROCESS,
+    PID_MAPPING_KEY_BITS,
 };
 use crate::BpfError;
 use libbpf_rs::libbpf_sys;
@@ -64,10 +64,8 @@ impl EncodedDeltas {
             // Pages wholly inside the last rule of this page, up to the
             // next delta (a function longer than a page).
             if in_effect != RuleId::NO_COVERAGE {
-                let next_page = deltas
-                    .get(i)
-                    .map_or(page + 1, |d| d.0 >> DELTA_PAGE_BITS)
-                    .min(page + 1 + MAX_FILL_PAGES);
+                let next_page =
+                    deltas.get(i).map_or(page + 1, |d| d.0 >> DELTA_PAGE_BITS).min(page + 1 + MAX_FILL_PAGES);
                 for p in page + 1..next_page {
                     let first = out.entries.len() as u32;
                     out.entries.push(delta_entry(0, in_effect.0));
@@ -275,11 +273,7 @@ impl UnwindMaps {
         // The outer map holds the array now; our fd closes with `array`.
         let mut loaded = LoadedFile { pages: Vec::with_capacity(deltas.pages.len()), entries: count };
         for &(page, first, n) in &deltas.pages {
-            let result = self.delta_pages.update(
-                &delta_page_key(file_id, page),
-                &delta_page(first, n),
-                MapFlags::ANY,
-            );
+            let result = self.delta_pages.update(&delta_page_key(file_id, page), &delta_page(first, n), MapFlags::ANY);
             if let Err(source) = result {
                 // Leave nothing half loaded.
                 self.files.insert(file_id, loaded);
@@ -324,12 +318,9 @@ impl UnwindMaps {
                 MappingTarget::NoUnwindInfo => {
                     PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_NO_UNWIND_INFO, flags: 0 }
                 }
-                MappingTarget::InterpreterLoop { file_id, bias } => PidMappingValue {
-                    file_id,
-                    bias,
-                    kind: MAPPING_KIND_NATIVE,
-                    flags: MAPPING_FLAG_INTERPRETER_LOOP,
-                },
+                MappingTarget::InterpreterLoop { file_id, bias } => {
+                    PidMappingValue { file_id, bias, kind: MAPPING_KIND_NATIVE, flags: MAPPING_FLAG_INTERPRETER_LOOP }
+                }
             };
             for (address, bits) in aligned_blocks(range.start, range.end) {
                 let key = PidMappingKey::new(pid, address, PID_MAPPING_KEY_BITS - bits);
@@ -400,7 +391,9 @@ mod tests {
 
     #[test]
     fn blocks_tile_exactly() {
-        for (start, end) in [(0x1000u64, 0x5000u64), (0x7f00_1234_5000, 0x7f00_1299_1000), (0, 0x10000), (0x3000, 0x4000)] {
+        for (start, end) in
+            [(0x1000u64, 0x5000u64), (0x7f00_1234_5000, 0x7f00_1299_1000), (0, 0x10000), (0x3000, 0x4000)]
+        {
             let blocks = aligned_blocks(start, end);
             let mut at = start;
             for &(a, bits) in &blocks {

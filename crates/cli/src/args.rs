@@ -132,7 +132,19 @@ mod tests {
 
     #[test]
     fn reference_spelling_is_accepted() {
-        let a = parse(&["ebpf-profiler", "-samples-per-second", "99", "-duration=5s", "-pid", "12", "--pid", "13", "-output", "-"]).unwrap();
+        let a = parse(&[
+            "ebpf-profiler",
+            "-samples-per-second",
+            "99",
+            "-duration=5s",
+            "-pid",
+            "12",
+            "--pid",
+            "13",
+            "-output",
+            "-",
+        ])
+        .unwrap();
         assert_eq!(a.samples_per_second, 99);
         assert_eq!(a.duration, Some(Duration::from_secs(5)));
         assert_eq!(a.pids, vec![12, 13]);
@@ -141,7 +153,15 @@ mod tests {
 
     #[test]
     fn otlp_flags_in_reference_spelling() {
-        let a = parse(&["ebpf-profiler", "-collection-agent", "127.0.0.1:11000", "-disable-tls", "-reporter-interval", "2s"]).unwrap();
+        let a = parse(&[
+            "ebpf-profiler",
+            "-collection-agent",
+            "127.0.0.1:11000",
+            "-disable-tls",
+            "-reporter-interval",
+            "2s",
+        ])
+        .unwrap();
         assert_eq!(a.collection_agent.as_deref(), Some("127.0.0.1:11000"));
         assert!(a.disable_tls);
         assert_eq!(a.reporter_interval, Duration::from_secs(2));

@@ -61,7 +61,8 @@ fn run(args: &Args) -> Result<()> {
         sinks.push(Box::new(FoldedSink(folded.clone())));
     }
     if args.local_format() == Some(Format::Pprof) {
-        *pprof.lock().unwrap_or_else(|p| p.into_inner()) = Some(PprofBuilder::new(args.samples_per_second, unix_now_ns()));
+        *pprof.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(PprofBuilder::new(args.samples_per_second, unix_now_ns()));
         sinks.push(Box::new(PprofSink(pprof.clone())));
     }
     let exporter = match &args.collection_agent {

@@ -23,9 +23,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let pcs: Vec<u64> = args
-        .map(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).expect("hex pc"))
-        .collect();
+    let pcs: Vec<u64> = args.map(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).expect("hex pc")).collect();
     if pcs.is_empty() {
         let r = tab.text_range();
         println!(

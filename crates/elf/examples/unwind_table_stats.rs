@@ -37,27 +37,15 @@ fn main() {
         let s = &table.stats;
         println!("{path}");
         println!("  file size          {:>12} bytes", elf.data().len());
-        println!(
-            "  time               {:>12.1} ms",
-            elapsed.as_secs_f64() * 1e3
-        );
-        println!(
-            "  peak RSS (VmHWM)   {:>12} KiB (before: {rss_before} KiB)",
-            rss_after
-        );
-        println!(
-            "  eh_frame           {:>12} bytes ({:?})",
-            s.eh_frame_bytes, s.eh_frame_source
-        );
+        println!("  time               {:>12.1} ms", elapsed.as_secs_f64() * 1e3);
+        println!("  peak RSS (VmHWM)   {:>12} KiB (before: {rss_before} KiB)", rss_after);
+        println!("  eh_frame           {:>12} bytes ({:?})", s.eh_frame_bytes, s.eh_frame_source);
         println!("  debug_frame        {:>12} bytes", s.debug_frame_bytes);
         println!(
             "  CIEs / FDEs        {:>12} / {} eh_frame + {} debug_frame",
             s.cies, s.fdes_eh_frame, s.fdes_debug_frame
         );
-        println!(
-            "  FDEs signal/empty/overlapped {} / {} / {}",
-            s.fdes_signal, s.fdes_empty, s.fdes_overlapped
-        );
+        println!("  FDEs signal/empty/overlapped {} / {} / {}", s.fdes_signal, s.fdes_empty, s.fdes_overlapped);
         println!("  rows               {:>12}", s.rows.total());
         println!(
             "    cfa {} cfa_deref {} plt {} signal {} stop {} invalid {}",

@@ -81,18 +81,8 @@ impl ReadLe for [u8] {
 }
 
 /// `data[offset..offset+size]`, or a [`Error::Truncated`] naming `what`.
-pub(crate) fn slice<'a>(
-    data: &'a [u8],
-    what: &'static str,
-    offset: u64,
-    size: u64,
-) -> Result<&'a [u8]> {
-    let truncated = || Error::Truncated {
-        what,
-        offset,
-        size,
-        file_len: data.len() as u64,
-    };
+pub(crate) fn slice<'a>(data: &'a [u8], what: &'static str, offset: u64, size: u64) -> Result<&'a [u8]> {
+    let truncated = || Error::Truncated { what, offset, size, file_len: data.len() as u64 };
     let start = usize::try_from(offset).map_err(|_| truncated())?;
     let len = usize::try_from(size).map_err(|_| truncated())?;
     let end = start.checked_add(len).ok_or_else(truncated)?;
@@ -180,10 +170,7 @@ impl ElfFile {
     /// mapped read-only.
     pub fn open(path: impl AsRef<Path>) -> Result<ElfFile> {
         let path = path.as_ref();
-        let io_err = |source| Error::Io {
-            path: path.to_owned(),
-            source,
-        };
+        let io_err = |source| Error::Io { path: path.to_owned(), source };
         let file = File::open(path).map_err(io_err)?;
         let len = file.metadata().map_err(io_err)?.len();
         let data = if len < READ_THRESHOLD {
@@ -224,30 +211,18 @@ impl ElfFile {
         let header = slice(bytes, "ELF header", 0, EHDR_SIZE as u64)?;
         let class = header[4];
         if class != ELFCLASS64 {
-            return Err(Error::Unsupported {
-                what: "EI_CLASS",
-                value: class.into(),
-                expected: "ELFCLASS64 (2)",
-            });
+            return Err(Error::Unsupported { what: "EI_CLASS", value: class.into(), expected: "ELFCLASS64 (2)" });
         }
         let encoding = header[5];
         if encoding != ELFDATA2LSB {
-            return Err(Error::Unsupported {
-                what: "EI_DATA",
-                value: encoding.into(),
-                expected: "ELFDATA2LSB (1)",
-            });
+            return Err(Error::Unsupported { what: "EI_DATA", value: encoding.into(), expected: "ELFDATA2LSB (1)" });
         }
         // The header slice is exactly EHDR_SIZE bytes, so these reads cannot
         // fail; `unwrap_or` keeps the code panic-free anyway.
         let e_type = header.u16_at(16).unwrap_or(0);
         let machine = header.u16_at(18).unwrap_or(0);
         if machine != EM_X86_64 {
-            return Err(Error::Unsupported {
-                what: "e_machine",
-                value: machine.into(),
-                expected: "EM_X86_64 (62)",
-            });
+            return Err(Error::Unsupported { what: "e_machine", value: machine.into(), expected: "EM_X86_64 (62)" });
         }
         let entry = header.u64_at(24).unwrap_or(0);
         let phoff = header.u64_at(32).unwrap_or(0);
@@ -262,10 +237,7 @@ impl ElfFile {
         // (gABI "Extended section numbering").
         if shoff != 0 {
             if usize::from(shentsize) != SHDR_SIZE {
-                return Err(Error::Malformed {
-                    what: "e_shentsize",
-                    value: shentsize.into(),
-                });
+                return Err(Error::Malformed { what: "e_shentsize", value: shentsize.into() });
             }
             let sh0 = slice(bytes, "section header 0", shoff, SHDR_SIZE as u64)?;
             if shnum == 0 {
@@ -284,17 +256,9 @@ impl ElfFile {
         let mut phdrs = Vec::new();
         if phnum > 0 {
             if usize::from(phentsize) != PHDR_SIZE {
-                return Err(Error::Malformed {
-                    what: "e_phentsize",
-                    value: phentsize.into(),
-                });
+                return Err(Error::Malformed { what: "e_phentsize", value: phentsize.into() });
             }
-            let size = phnum
-                .checked_mul(PHDR_SIZE as u64)
-                .ok_or(Error::Malformed {
-                    what: "e_phnum",
-                    value: phnum,
-                })?;
+            let size = phnum.checked_mul(PHDR_SIZE as u64).ok_or(Error::Malformed { what: "e_phnum", value: phnum })?;
             let table = slice(bytes, "program header table", phoff, size)?;
             phdrs.reserve(phnum as usize);
             for ph in table.chunks_exact(PHDR_SIZE) {
@@ -312,12 +276,7 @@ impl ElfFile {
 
         let mut sections = Vec::new();
         if shnum > 0 {
-            let size = shnum
-                .checked_mul(SHDR_SIZE as u64)
-                .ok_or(Error::Malformed {
-                    what: "e_shnum",
-                    value: shnum,
-                })?;
+            let size = shnum.checked_mul(SHDR_SIZE as u64).ok_or(Error::Malformed { what: "e_shnum", value: shnum })?;
             let table = slice(bytes, "section header table", shoff, size)?;
             sections.reserve(shnum as usize);
             let mut name_offsets = Vec::with_capacity(shnum as usize);
@@ -352,13 +311,7 @@ impl ElfFile {
             }
         }
 
-        Ok(ElfFile {
-            data,
-            e_type,
-            entry,
-            phdrs,
-            sections,
-        })
+        Ok(ElfFile { data, e_type, entry, phdrs, sections })
     }
 
     /// All bytes of the file.
@@ -416,9 +369,7 @@ impl ElfFile {
 
     /// The `PT_LOAD` segment whose file-backed part contains `vaddr`.
     pub fn load_segment_for_vaddr(&self, vaddr: u64) -> Option<&ProgramHeader> {
-        self.phdrs
-            .iter()
-            .find(|p| p.p_type == PT_LOAD && vaddr >= p.vaddr && vaddr - p.vaddr < p.filesz)
+        self.phdrs.iter().find(|p| p.p_type == PT_LOAD && vaddr >= p.vaddr && vaddr - p.vaddr < p.filesz)
     }
 
     /// The file offset holding the byte loaded at `vaddr`, if any.
@@ -436,9 +387,7 @@ impl ElfFile {
         let len = p.filesz - skip;
         let data = self.data();
         let start = usize::try_from(start).ok()?;
-        let end = start
-            .saturating_add(usize::try_from(len).unwrap_or(usize::MAX))
-            .min(data.len());
+        let end = start.saturating_add(usize::try_from(len).unwrap_or(usize::MAX)).min(data.len());
         data.get(start..end)
     }
 
@@ -465,9 +414,7 @@ impl ElfFile {
             return false;
         }
         match &self.data {
-            Data::Mapped(_, file) => {
-                std::os::unix::fs::FileExt::read_exact_at(file, buf, offset).is_ok()
-            }
+            Data::Mapped(_, file) => std::os::unix::fs::FileExt::read_exact_at(file, buf, offset).is_ok(),
             Data::Owned(v) => {
                 let start = offset as usize; // within `v`: checked by data_from_vaddr
                 match v.get(start..start + buf.len()) {
@@ -495,48 +442,21 @@ mod tests {
 
     #[test]
     fn rejects_non_elf_and_other_classes() {
-        assert!(matches!(
-            ElfFile::from_bytes(b"hello world".to_vec()),
-            Err(Error::NotElf)
-        ));
-        assert!(matches!(
-            ElfFile::from_bytes(Vec::new()),
-            Err(Error::NotElf)
-        ));
+        assert!(matches!(ElfFile::from_bytes(b"hello world".to_vec()), Err(Error::NotElf)));
+        assert!(matches!(ElfFile::from_bytes(Vec::new()), Err(Error::NotElf)));
         let mut h = vec![0u8; 64];
         h[..4].copy_from_slice(b"\x7fELF");
         h[4] = 1; // ELFCLASS32
         h[5] = 1;
-        assert!(matches!(
-            ElfFile::from_bytes(h.clone()),
-            Err(Error::Unsupported {
-                what: "EI_CLASS",
-                ..
-            })
-        ));
+        assert!(matches!(ElfFile::from_bytes(h.clone()), Err(Error::Unsupported { what: "EI_CLASS", .. })));
         h[4] = 2;
         h[5] = 2; // big endian
-        assert!(matches!(
-            ElfFile::from_bytes(h.clone()),
-            Err(Error::Unsupported {
-                what: "EI_DATA",
-                ..
-            })
-        ));
+        assert!(matches!(ElfFile::from_bytes(h.clone()), Err(Error::Unsupported { what: "EI_DATA", .. })));
         h[5] = 1;
         h[18] = 183; // aarch64
-        assert!(matches!(
-            ElfFile::from_bytes(h.clone()),
-            Err(Error::Unsupported {
-                what: "e_machine",
-                ..
-            })
-        ));
+        assert!(matches!(ElfFile::from_bytes(h.clone()), Err(Error::Unsupported { what: "e_machine", .. })));
         h[18] = 62;
-        assert!(matches!(
-            ElfFile::from_bytes(h[..40].to_vec()),
-            Err(Error::Truncated { .. })
-        ));
+        assert!(matches!(ElfFile::from_bytes(h[..40].to_vec()), Err(Error::Truncated { .. })));
         let elf = ElfFile::from_bytes(h).expect("minimal header");
         assert!(elf.program_headers().is_empty());
         assert!(elf.sections().is_empty());

@@ -29,18 +29,14 @@ pub fn file_id_of_bytes(data: &[u8]) -> FileId {
 /// The [`FileId`] of a file, reading only its first and last 4 KiB.
 pub fn file_id_of_path(path: impl AsRef<Path>) -> Result<FileId> {
     let path = path.as_ref();
-    let io_err = |source| Error::Io {
-        path: path.to_owned(),
-        source,
-    };
+    let io_err = |source| Error::Io { path: path.to_owned(), source };
     let file = File::open(path).map_err(io_err)?;
     let len = file.metadata().map_err(io_err)?.len();
     let part = len.min(PART) as usize;
     let mut head = vec![0u8; part];
     file.read_exact_at(&mut head, 0).map_err(io_err)?;
     let mut tail = vec![0u8; part];
-    file.read_exact_at(&mut tail, len - part as u64)
-        .map_err(io_err)?;
+    file.read_exact_at(&mut tail, len - part as u64).map_err(io_err)?;
     Ok(finish(&head, &tail, len))
 }
 

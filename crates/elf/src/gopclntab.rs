@@ -165,14 +165,8 @@ impl GoPclntabLayout {
     /// layout was found in (another file gives garbage or `None`, never a
     /// panic).
     pub fn bind(self, elf: &ElfFile) -> Option<GoPclntab<'_>> {
-        let data = elf
-            .data()
-            .get(self.offset..self.offset.checked_add(self.len)?)?;
-        Some(GoPclntab {
-            elf,
-            data,
-            layout: self,
-        })
+        let data = elf.data().get(self.offset..self.offset.checked_add(self.len)?)?;
+        Some(GoPclntab { elf, data, layout: self })
     }
 
     /// The table format.
@@ -296,20 +290,12 @@ impl Iterator for PcValues<'_> {
         }
         self.first = false;
         // Zig-zag: the low bit is the sign.
-        let vdelta = if uvdelta & 1 != 0 {
-            !(uvdelta >> 1) as i32
-        } else {
-            (uvdelta >> 1) as i32
-        };
+        let vdelta = if uvdelta & 1 != 0 { !(uvdelta >> 1) as i32 } else { (uvdelta >> 1) as i32 };
         let pcdelta = u64::from(read_uvarint(self.data, &mut self.pos)?) * self.quantum;
         let start = self.pc;
         self.pc = self.pc.checked_add(pcdelta)?;
         self.value = self.value.wrapping_add(vdelta);
-        Some(PcRange {
-            start,
-            end: self.pc,
-            value: self.value,
-        })
+        Some(PcRange { start, end: self.pc, value: self.value })
     }
 }
 
@@ -380,10 +366,7 @@ fn parse_header(data: &[u8]) -> Option<Header> {
         functab: off(4)?,
     };
     // The function table must fit.
-    let functab_len = (nfunc as usize)
-        .checked_mul(2)?
-        .checked_add(1)?
-        .checked_mul(version.functab_field())?;
+    let functab_len = (nfunc as usize).checked_mul(2)?.checked_add(1)?.checked_mul(version.functab_field())?;
     if header.functab.checked_add(functab_len)? > data.len() || nfunc == 0 {
         return None;
     }
@@ -438,10 +421,8 @@ impl<'a> GoPclntab<'a> {
                 .or_else(|| elf.symbol_address("go:func.*"))
                 .or_else(|| elf.symbol_address("go.func.*"));
         }
-        let data = slice_of(elf, &layout).ok_or(Error::Malformed {
-            what: ".gopclntab bounds",
-            value: offset as u64,
-        })?;
+        let data =
+            slice_of(elf, &layout).ok_or(Error::Malformed { what: ".gopclntab bounds", value: offset as u64 })?;
         Ok(Some(GoPclntab { elf, data, layout }))
     }
 
@@ -496,9 +477,7 @@ impl<'a> GoPclntab<'a> {
         let ft = self.functab();
         match self.layout.version {
             GoPclntabVersion::Go116 => ft.u64_at(i as usize * 16),
-            _ => ft
-                .u32_at(i as usize * 8)
-                .and_then(|o| self.layout.text_start.checked_add(u64::from(o))),
+            _ => ft.u32_at(i as usize * 8).and_then(|o| self.layout.text_start.checked_add(u64::from(o))),
         }
     }
 
@@ -607,26 +586,14 @@ impl<'a> GoPclntab<'a> {
         let data = if off == 0 {
             &[][..]
         } else {
-            self.data
-                .get(self.layout.pctab.saturating_add(off as usize)..)
-                .unwrap_or(&[])
+            self.data.get(self.layout.pctab.saturating_add(off as usize)..).unwrap_or(&[])
         };
-        PcValues {
-            data,
-            pos: 0,
-            pc: entry,
-            value: -1,
-            quantum: u64::from(self.layout.quantum),
-            first: true,
-        }
+        PcValues { data, pos: 0, pc: entry, value: -1, quantum: u64::from(self.layout.quantum), first: true }
     }
 
     /// The value of the table at `off` for `pc`.
     fn pc_value(&self, off: u32, entry: u64, pc: u64) -> Option<i32> {
-        self.pc_values(off, entry)
-            .find(|r| pc < r.end)
-            .filter(|r| pc >= r.start)
-            .map(|r| r.value)
+        self.pc_values(off, entry).find(|r| pc < r.end).filter(|r| pc >= r.start).map(|r| r.value)
     }
 
     /// The `pcsp` table of `f`: for each pc range, how many bytes the
@@ -646,23 +613,16 @@ impl<'a> GoPclntab<'a> {
     /// File and line of `pc` in `f` (for an inlined pc: the position in
     /// the inlined function's body).
     pub fn file_line(&self, f: &GoFunc, pc: u64) -> (Option<&'a str>, u32) {
-        let line = self
-            .pc_value(f.pcln, f.entry, pc)
-            .and_then(|l| u32::try_from(l).ok())
-            .unwrap_or(0);
-        let file = self
-            .pc_value(f.pcfile, f.entry, pc)
-            .and_then(|i| u32::try_from(i).ok())
-            .and_then(|i| self.file_name(f, i));
+        let line = self.pc_value(f.pcln, f.entry, pc).and_then(|l| u32::try_from(l).ok()).unwrap_or(0);
+        let file =
+            self.pc_value(f.pcfile, f.entry, pc).and_then(|i| u32::try_from(i).ok()).and_then(|i| self.file_name(f, i));
         (file, line)
     }
 
     /// File `index` of `f`'s compilation unit.
     fn file_name(&self, f: &GoFunc, index: u32) -> Option<&'a str> {
         let slot = f.cu_offset.checked_add(index)? as usize;
-        let off = self
-            .data
-            .u32_at(self.layout.cutab.checked_add(slot.checked_mul(4)?)?)?;
+        let off = self.data.u32_at(self.layout.cutab.checked_add(slot.checked_mul(4)?)?)?;
         if off == u32::MAX {
             return None;
         }
@@ -683,19 +643,13 @@ impl<'a> GoPclntab<'a> {
         if i >= u32::from(f.nfuncdata) {
             return None;
         }
-        let after_pcdata =
-            f.record + self.layout.version.func_size() + (f.npcdata as usize).checked_mul(4)?;
+        let after_pcdata = f.record + self.layout.version.func_size() + (f.npcdata as usize).checked_mul(4)?;
         match self.layout.version {
             GoPclntabVersion::Go116 => {
                 // Pointers are 8-aligned in memory.
-                let abs = self
-                    .layout
-                    .vaddr
-                    .checked_add((self.layout.functab + after_pcdata) as u64)?;
+                let abs = self.layout.vaddr.checked_add((self.layout.functab + after_pcdata) as u64)?;
                 let at = after_pcdata + (abs % 8) as usize;
-                self.functab()
-                    .u64_at(at + i as usize * 8)
-                    .filter(|&p| p != 0)
+                self.functab().u64_at(at + i as usize * 8).filter(|&p| p != 0)
             }
             _ => {
                 let off = self.functab().u32_at(after_pcdata + i as usize * 4)?;
@@ -716,16 +670,12 @@ impl<'a> GoPclntab<'a> {
         };
         let mut frames = Vec::new();
         let mut at = pc;
-        if let (Some(index_table), Some(tree)) = (
-            self.pcdata(&f, PCDATA_INL_TREE_INDEX),
-            self.funcdata(&f, FUNCDATA_INL_TREE),
-        ) {
+        if let (Some(index_table), Some(tree)) =
+            (self.pcdata(&f, PCDATA_INL_TREE_INDEX), self.funcdata(&f, FUNCDATA_INL_TREE))
+        {
             let size = self.layout.version.inlined_call_size();
             while frames.len() < MAX_INLINE_DEPTH {
-                let Some(ix) = self
-                    .pc_value(index_table, f.entry, at)
-                    .and_then(|ix| u64::try_from(ix).ok())
-                else {
+                let Some(ix) = self.pc_value(index_table, f.entry, at).and_then(|ix| u64::try_from(ix).ok()) else {
                     break;
                 };
                 let Some(call) = ix
@@ -743,12 +693,7 @@ impl<'a> GoPclntab<'a> {
                     break;
                 };
                 let (file, line) = self.file_line(&f, at);
-                frames.push(GoFrame {
-                    function: self.name(name_off as i32).unwrap_or("?"),
-                    file,
-                    line,
-                    inlined: true,
-                });
+                frames.push(GoFrame { function: self.name(name_off as i32).unwrap_or("?"), file, line, inlined: true });
                 let Some(next) = f.entry.checked_add(u64::from(parent_pc)) else {
                     break;
                 };
@@ -759,12 +704,7 @@ impl<'a> GoPclntab<'a> {
             }
         }
         let (file, line) = self.file_line(&f, at);
-        frames.push(GoFrame {
-            function: self.func_name(&f).unwrap_or("?"),
-            file,
-            line,
-            inlined: false,
-        });
+        frames.push(GoFrame { function: self.func_name(&f).unwrap_or("?"), file, line, inlined: false });
         frames
     }
 }
@@ -776,35 +716,24 @@ fn functab_entry(elf: &ElfFile, layout: &GoPclntabLayout, i: usize) -> Option<u3
 
 /// The table's bytes.
 fn slice_of<'e>(elf: &'e ElfFile, layout: &GoPclntabLayout) -> Option<&'e [u8]> {
-    elf.data()
-        .get(layout.offset..layout.offset.checked_add(layout.len)?)
+    elf.data().get(layout.offset..layout.offset.checked_add(layout.len)?)
 }
 
 /// (file offset, length, vaddr, header) of the table.
 fn locate(elf: &ElfFile) -> Result<Option<(usize, usize, u64, Header)>> {
     // Internal linking names it `.gopclntab`; some external links keep a
     // prefix (`.data.rel.ro.gopclntab`).
-    for s in elf
-        .sections()
-        .iter()
-        .filter(|s| s.name.ends_with(".gopclntab") && s.sh_type != SHT_NOBITS)
-    {
+    for s in elf.sections().iter().filter(|s| s.name.ends_with(".gopclntab") && s.sh_type != SHT_NOBITS) {
         let data = elf.section_data(s)?;
         if let Some(h) = parse_header(data) {
-            let offset = usize::try_from(s.offset).map_err(|_| Error::Malformed {
-                what: ".gopclntab offset",
-                value: s.offset,
-            })?;
+            let offset = usize::try_from(s.offset)
+                .map_err(|_| Error::Malformed { what: ".gopclntab offset", value: s.offset })?;
             return Ok(Some((offset, data.len(), s.addr, h)));
         }
     }
     // No section: scan the loaded, non-executable segments (the table is
     // read-only data) at 8-byte aligned addresses.
-    for p in elf
-        .program_headers()
-        .iter()
-        .filter(|p| p.p_type == PT_LOAD && p.flags & PF_X == 0)
-    {
+    for p in elf.program_headers().iter().filter(|p| p.p_type == PT_LOAD && p.flags & PF_X == 0) {
         let Ok(seg) = elf.segment_data(p) else {
             continue;
         };
@@ -818,12 +747,7 @@ fn locate(elf: &ElfFile) -> Result<Option<(usize, usize, u64, Header)>> {
                 if let Some(h) = parse_header(data) {
                     if plausible(elf, data, &h) {
                         let offset = usize::try_from(p.offset).unwrap_or(usize::MAX);
-                        return Ok(Some((
-                            offset.saturating_add(at),
-                            data.len(),
-                            p.vaddr + at as u64,
-                            h,
-                        )));
+                        return Ok(Some((offset.saturating_add(at), data.len(), p.vaddr + at as u64, h)));
                     }
                 }
             }
@@ -851,9 +775,9 @@ fn plausible(elf: &ElfFile, data: &[u8], h: &Header) -> bool {
     }
     if h.version == GoPclntabVersion::Go116 {
         let exec = |a: u64| {
-            elf.program_headers().iter().any(|p| {
-                p.p_type == PT_LOAD && p.flags & PF_X != 0 && a >= p.vaddr && a <= p.vaddr + p.memsz
-            })
+            elf.program_headers()
+                .iter()
+                .any(|p| p.p_type == PT_LOAD && p.flags & PF_X != 0 && a >= p.vaddr && a <= p.vaddr + p.memsz)
         };
         if !exec(first) || !exec(last) {
             return false;
@@ -863,9 +787,8 @@ fn plausible(elf: &ElfFile, data: &[u8], h: &Header) -> bool {
         GoPclntabVersion::Go116 => ft.u64_at(field),
         _ => ft.u32_at(field).map(u64::from),
     };
-    let name_off = funcoff
-        .and_then(|o| usize::try_from(o).ok())
-        .and_then(|o| ft.u32_at(o + if field == 8 { 8 } else { 4 }));
+    let name_off =
+        funcoff.and_then(|o| usize::try_from(o).ok()).and_then(|o| ft.u32_at(o + if field == 8 { 8 } else { 4 }));
     name_off
         .and_then(|n| cstr_at(data, h.funcnametab.checked_add(n as usize)?))
         .is_some_and(|n| !n.is_empty() && std::str::from_utf8(n).is_ok())
@@ -881,11 +804,7 @@ fn read_u64_at_vaddr(elf: &ElfFile, vaddr: u64) -> Option<u64> {
 /// `funcnametab` slice pointing at the table's name table.
 fn find_moduledata(elf: &ElfFile, pclntab: u64, funcnametab: u64) -> Option<u64> {
     let names = pclntab.checked_add(funcnametab)?;
-    for p in elf
-        .program_headers()
-        .iter()
-        .filter(|p| p.p_type == PT_LOAD && p.flags & PF_W != 0)
-    {
+    for p in elf.program_headers().iter().filter(|p| p.p_type == PT_LOAD && p.flags & PF_W != 0) {
         let Ok(seg) = elf.segment_data(p) else {
             continue;
         };
@@ -921,29 +840,10 @@ mod tests {
         // Value -1 -> 7 over [100, 104), 7 -> 3 over [104, 110), end.
         // Deltas: +8 (zig-zag 16), pc 4; -4 (zig-zag 7), pc 6; 0 ends.
         let table = [16u8, 4, 7, 6, 0];
-        let values: Vec<_> = PcValues {
-            data: &table,
-            pos: 0,
-            pc: 100,
-            value: -1,
-            quantum: 1,
-            first: true,
-        }
-        .collect();
+        let values: Vec<_> = PcValues { data: &table, pos: 0, pc: 100, value: -1, quantum: 1, first: true }.collect();
         assert_eq!(
             values,
-            vec![
-                PcRange {
-                    start: 100,
-                    end: 104,
-                    value: 7
-                },
-                PcRange {
-                    start: 104,
-                    end: 110,
-                    value: 3
-                },
-            ]
+            vec![PcRange { start: 100, end: 104, value: 7 }, PcRange { start: 104, end: 110, value: 3 },]
         );
     }
 
@@ -988,14 +888,7 @@ mod tests {
         let mut prev = -1;
         for &(value, len) in runs {
             let d = value - prev;
-            uvarint(
-                &mut out,
-                if d < 0 {
-                    ((!d as u32) << 1) | 1
-                } else {
-                    (d as u32) << 1
-                },
-            );
+            uvarint(&mut out, if d < 0 { ((!d as u32) << 1) | 1 } else { (d as u32) << 1 });
             uvarint(&mut out, len);
             prev = value;
         }
@@ -1047,15 +940,10 @@ mod tests {
         // Records after the function table; the inline tree after them.
         let mut recs: Vec<u8> = Vec::new();
         let mut funcoffs = Vec::new();
-        let inl_tree_vaddr = |recs_len: usize| {
-            (RO_VADDR + (PCLN_AT + functab + records_at + recs_len + 64) as u64) & !7
-        };
-        for (i, (entry, name, sp, ln, has_inl)) in [
-            (TEXT, outer, pcsp, pcln, true),
-            (TEXT + 0x40, other, pcsp2, pcln2, false),
-        ]
-        .into_iter()
-        .enumerate()
+        let inl_tree_vaddr =
+            |recs_len: usize| (RO_VADDR + (PCLN_AT + functab + records_at + recs_len + 64) as u64) & !7;
+        for (i, (entry, name, sp, ln, has_inl)) in
+            [(TEXT, outer, pcsp, pcln, true), (TEXT + 0x40, other, pcsp2, pcln2, false)].into_iter().enumerate()
         {
             let _ = i;
             recs.align(8);
@@ -1177,16 +1065,11 @@ mod tests {
         let pcln_vaddr = RO_VADDR + PCLN_AT as u64;
         md[..8].copy_from_slice(&pcln_vaddr.to_le_bytes());
         md[8..16].copy_from_slice(&(pcln_vaddr + funcnametab as u64).to_le_bytes());
-        let put = |md: &mut Vec<u8>, at: u64, v: u64| {
-            md[at as usize..at as usize + 8].copy_from_slice(&v.to_le_bytes())
-        };
+        let put =
+            |md: &mut Vec<u8>, at: u64, v: u64| md[at as usize..at as usize + 8].copy_from_slice(&v.to_le_bytes());
         put(&mut md, MODULEDATA_MINPC, TEXT);
         put(&mut md, MODULEDATA_TEXT, TEXT);
-        let gofunc_at = if version == GoPclntabVersion::Go118 {
-            MODULEDATA_GOFUNC_118
-        } else {
-            MODULEDATA_GOFUNC_120
-        };
+        let gofunc_at = if version == GoPclntabVersion::Go118 { MODULEDATA_GOFUNC_118 } else { MODULEDATA_GOFUNC_120 };
         put(&mut md, gofunc_at, tree);
         f.extend(&md);
         let end_of_data = f.len();
@@ -1199,10 +1082,9 @@ mod tests {
             f.align(8);
             shoff = f.len();
             f.extend([0u8; 64]);
-            for (name, addr, off, size, ty) in [
-                (1u32, pcln_vaddr, PCLN_AT as u64, pcln_len as u64, 1u32),
-                (12, 0, strtab_off as u64, 23, 3),
-            ] {
+            for (name, addr, off, size, ty) in
+                [(1u32, pcln_vaddr, PCLN_AT as u64, pcln_len as u64, 1u32), (12, 0, strtab_off as u64, 23, 3)]
+            {
                 f.u32(name);
                 f.u32(ty);
                 f.u64(2); // SHF_ALLOC
@@ -1264,29 +1146,14 @@ mod tests {
         assert_eq!(
             frames,
             vec![
-                GoFrame {
-                    function: "main.inner",
-                    file: Some("main.go"),
-                    line: 20,
-                    inlined: true
-                },
-                GoFrame {
-                    function: "main.outer",
-                    file: Some("main.go"),
-                    line: 11,
-                    inlined: false
-                },
+                GoFrame { function: "main.inner", file: Some("main.go"), line: 20, inlined: true },
+                GoFrame { function: "main.outer", file: Some("main.go"), line: 11, inlined: false },
             ],
             "{version:?}"
         );
         assert_eq!(
             tab.frames(TEXT + 4),
-            vec![GoFrame {
-                function: "main.outer",
-                file: Some("main.go"),
-                line: 10,
-                inlined: false
-            }]
+            vec![GoFrame { function: "main.outer", file: Some("main.go"), line: 10, inlined: false }]
         );
         assert_eq!(tab.frames(TEXT + 0x50)[0].function, "main.other");
         assert_eq!(tab.frames(TEXT + 0x50)[0].line, 30);
@@ -1297,21 +1164,9 @@ mod tests {
         assert_eq!(
             tab.sp_deltas(&f).collect::<Vec<_>>(),
             vec![
-                PcRange {
-                    start: TEXT,
-                    end: TEXT + 4,
-                    value: 0
-                },
-                PcRange {
-                    start: TEXT + 4,
-                    end: TEXT + 0x3c,
-                    value: 24
-                },
-                PcRange {
-                    start: TEXT + 0x3c,
-                    end: TEXT + 0x40,
-                    value: 0
-                },
+                PcRange { start: TEXT, end: TEXT + 4, value: 0 },
+                PcRange { start: TEXT + 4, end: TEXT + 0x3c, value: 24 },
+                PcRange { start: TEXT + 0x3c, end: TEXT + 0x40, value: 0 },
             ]
         );
         assert_eq!(tab.sp_delta(&f, TEXT + 0x10), Some(24));
@@ -1325,11 +1180,7 @@ mod tests {
 
     #[test]
     fn synthetic_tables_of_each_version() {
-        for version in [
-            GoPclntabVersion::Go116,
-            GoPclntabVersion::Go118,
-            GoPclntabVersion::Go120,
-        ] {
+        for version in [GoPclntabVersion::Go116, GoPclntabVersion::Go118, GoPclntabVersion::Go120] {
             check_synthetic(version, true);
             check_synthetic(version, false);
         }
@@ -1337,11 +1188,7 @@ mod tests {
 
     #[test]
     fn truncated_and_corrupted_tables_never_panic() {
-        for version in [
-            GoPclntabVersion::Go116,
-            GoPclntabVersion::Go118,
-            GoPclntabVersion::Go120,
-        ] {
+        for version in [GoPclntabVersion::Go116, GoPclntabVersion::Go118, GoPclntabVersion::Go120] {
             let data = synthetic(version, true);
             // Truncations: the section runs past the end.
             for cut in (0..data.len()).step_by(3) {

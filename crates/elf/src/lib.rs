@@ -50,18 +50,18 @@ mod unwind;
 
 pub use error::{Error, Result};
 pub use file::{
-    ElfFile, ProgramHeader, Section, ET_DYN, ET_EXEC, PT_GNU_EH_FRAME, PT_LOAD, PT_NOTE,
-    SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_NOTE, SHT_SYMTAB,
+    ElfFile, ProgramHeader, Section, ET_DYN, ET_EXEC, PT_GNU_EH_FRAME, PT_LOAD, PT_NOTE, SHF_COMPRESSED, SHT_DYNSYM,
+    SHT_NOBITS, SHT_NOTE, SHT_SYMTAB,
 };
 pub use fileid::{file_id_of_bytes, file_id_of_path};
 pub use gopclntab::{
-    GoFrame, GoFunc, GoPclntab, GoPclntabLayout, GoPclntabVersion, PcRange, PcValues,
-    FUNC_FLAG_ASM, FUNC_FLAG_SP_WRITE, FUNC_FLAG_TOP_FRAME, GO116_MAGIC, GO118_MAGIC, GO120_MAGIC,
+    GoFrame, GoFunc, GoPclntab, GoPclntabLayout, GoPclntabVersion, PcRange, PcValues, FUNC_FLAG_ASM,
+    FUNC_FLAG_SP_WRITE, FUNC_FLAG_TOP_FRAME, GO116_MAGIC, GO118_MAGIC, GO120_MAGIC,
 };
 pub use mapping::{LoadSegment, LoadSegments};
 pub use notes::DebugLink;
 pub use symbols::{SymbolSource, SymbolTable};
 pub use unwind::{
-    CfaBase, CfiError, CfiErrorKind, CfiSection, EhFrameSource, InvalidReason, RbpRule, RowCounts,
-    RuleId, RuleInterner, StackDelta, UnwindRule, UnwindStats, UnwindTable, MAX_KEPT_ERRORS,
+    CfaBase, CfiError, CfiErrorKind, CfiSection, EhFrameSource, InvalidReason, RbpRule, RowCounts, RuleId,
+    RuleInterner, StackDelta, UnwindRule, UnwindStats, UnwindTable, MAX_KEPT_ERRORS,
 };

@@ -42,13 +42,7 @@ impl LoadSegments {
             .program_headers()
             .iter()
             .filter(|p| p.p_type == PT_LOAD)
-            .map(|p| LoadSegment {
-                offset: p.offset,
-                vaddr: p.vaddr,
-                filesz: p.filesz,
-                memsz: p.memsz,
-                flags: p.flags,
-            })
+            .map(|p| LoadSegment { offset: p.offset, vaddr: p.vaddr, filesz: p.filesz, memsz: p.memsz, flags: p.flags })
             .collect();
         LoadSegments { segments }
     }
@@ -62,20 +56,13 @@ impl LoadSegments {
     /// contains it, else the one whose page-rounded range does (the bytes
     /// the kernel maps along with the segment).
     pub fn segment_for_file_offset(&self, off: u64) -> Option<&LoadSegment> {
-        self.segments
-            .iter()
-            .find(|s| off >= s.offset && off - s.offset < s.filesz.max(1))
-            .or_else(|| {
-                self.segments.iter().find(|s| {
-                    let start = s.offset & !(PAGE - 1);
-                    let end = s
-                        .offset
-                        .saturating_add(s.filesz.max(1))
-                        .saturating_add(PAGE - 1)
-                        & !(PAGE - 1);
-                    off >= start && off < end
-                })
+        self.segments.iter().find(|s| off >= s.offset && off - s.offset < s.filesz.max(1)).or_else(|| {
+            self.segments.iter().find(|s| {
+                let start = s.offset & !(PAGE - 1);
+                let end = s.offset.saturating_add(s.filesz.max(1)).saturating_add(PAGE - 1) & !(PAGE - 1);
+                off >= start && off < end
             })
+        })
     }
 
     /// The ELF virtual address of file offset `off`.
@@ -151,48 +138,18 @@ mod tests {
         // A typical PIE: r--, r-x, r--, rw- segments.
         let segs = LoadSegments {
             segments: vec![
-                LoadSegment {
-                    offset: 0,
-                    vaddr: 0,
-                    filesz: 0x628,
-                    memsz: 0x628,
-                    flags: 4,
-                },
-                LoadSegment {
-                    offset: 0x1000,
-                    vaddr: 0x1000,
-                    filesz: 0x1d5,
-                    memsz: 0x1d5,
-                    flags: 5,
-                },
-                LoadSegment {
-                    offset: 0x2000,
-                    vaddr: 0x2000,
-                    filesz: 0x114,
-                    memsz: 0x114,
-                    flags: 4,
-                },
-                LoadSegment {
-                    offset: 0x2df0,
-                    vaddr: 0x3df0,
-                    filesz: 0x228,
-                    memsz: 0x230,
-                    flags: 6,
-                },
+                LoadSegment { offset: 0, vaddr: 0, filesz: 0x628, memsz: 0x628, flags: 4 },
+                LoadSegment { offset: 0x1000, vaddr: 0x1000, filesz: 0x1d5, memsz: 0x1d5, flags: 5 },
+                LoadSegment { offset: 0x2000, vaddr: 0x2000, filesz: 0x114, memsz: 0x114, flags: 4 },
+                LoadSegment { offset: 0x2df0, vaddr: 0x3df0, filesz: 0x228, memsz: 0x230, flags: 6 },
             ],
         };
         let text_map = 0x5555_5555_5000u64;
-        assert_eq!(
-            segs.elf_vaddr(text_map + 0x139, text_map, 0x1000),
-            Some(0x1139)
-        );
+        assert_eq!(segs.elf_vaddr(text_map + 0x139, text_map, 0x1000), Some(0x1139));
         assert_eq!(segs.bias(text_map, 0x1000), Some(0x5555_5555_4000));
         // The data mapping starts at the page holding offset 0x2df0.
         let data_map = 0x5555_5555_7000u64;
-        assert_eq!(
-            segs.elf_vaddr(data_map + 0xe00, data_map, 0x2000),
-            Some(0x3e00)
-        );
+        assert_eq!(segs.elf_vaddr(data_map + 0xe00, data_map, 0x2000), Some(0x3e00));
         assert_eq!(segs.elf_vaddr(text_map - 1, text_map, 0x1000), None);
         assert_eq!(segs.elf_vaddr(text_map, text_map, 0x9000), None);
         assert_eq!(segs.elf_vaddr(u64::MAX, 0, u64::MAX), None);

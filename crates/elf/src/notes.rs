@@ -59,30 +59,19 @@ impl ElfFile {
         let mut looked_in_sections = false;
         // Some producers give note sections another type (gcc does for a
         // `.note.*` section declared in C), so go by name too.
-        for section in self
-            .sections()
-            .iter()
-            .filter(|s| s.sh_type == SHT_NOTE || s.name.starts_with(".note"))
-        {
+        for section in self.sections().iter().filter(|s| s.sh_type == SHT_NOTE || s.name.starts_with(".note")) {
             looked_in_sections = true;
             let data = self.section_data(section)?;
-            if let Some(n) =
-                notes(data, section.addralign).find(|n| n.name == owner && n.n_type == n_type)
-            {
+            if let Some(n) = notes(data, section.addralign).find(|n| n.name == owner && n.n_type == n_type) {
                 return Ok(Some(n.desc));
             }
         }
         if looked_in_sections {
             return Ok(None);
         }
-        for phdr in self
-            .program_headers()
-            .iter()
-            .filter(|p| p.p_type == PT_NOTE)
-        {
+        for phdr in self.program_headers().iter().filter(|p| p.p_type == PT_NOTE) {
             let data = self.segment_data(phdr)?;
-            if let Some(n) = notes(data, phdr.align).find(|n| n.name == owner && n.n_type == n_type)
-            {
+            if let Some(n) = notes(data, phdr.align).find(|n| n.name == owner && n.n_type == n_type) {
                 return Ok(Some(n.desc));
             }
         }
@@ -112,10 +101,7 @@ impl ElfFile {
             return Ok(None);
         };
         let crc_at = (name.len() + 1).next_multiple_of(4);
-        Ok(data.u32_at(crc_at).map(|crc| DebugLink {
-            file: String::from_utf8_lossy(name).into_owned(),
-            crc,
-        }))
+        Ok(data.u32_at(crc_at).map(|crc| DebugLink { file: String::from_utf8_lossy(name).into_owned(), crc }))
     }
 
     /// The Go build id (`.note.go.buildid`) as the string the Go tool
@@ -152,9 +138,7 @@ mod tests {
         let mut data = note(b"GNU\0", 1, &[1, 2, 3, 4]);
         data.extend(note(b"Go\0\0", 4, b"abc/def"));
         data.extend(note(b"GNU\0", 3, &[0xde, 0xad, 0xbe, 0xef, 0x01]));
-        let all: Vec<_> = notes(&data, 4)
-            .map(|n| (n.name.to_vec(), n.n_type, n.desc.to_vec()))
-            .collect();
+        let all: Vec<_> = notes(&data, 4).map(|n| (n.name.to_vec(), n.n_type, n.desc.to_vec())).collect();
         assert_eq!(all.len(), 3);
         assert_eq!(all[1], (b"Go".to_vec(), 4, b"abc/def".to_vec()));
         assert_eq!(all[2].2, vec![0xde, 0xad, 0xbe, 0xef, 0x01]);

@@ -54,10 +54,7 @@ impl SymbolTable {
     /// Builds the table from `.symtab`, or from `.dynsym` when `.symtab` is
     /// absent or holds no function.
     pub fn from_elf(elf: &ElfFile) -> Result<SymbolTable> {
-        for (sh_type, source) in [
-            (SHT_SYMTAB, SymbolSource::Symtab),
-            (SHT_DYNSYM, SymbolSource::Dynsym),
-        ] {
+        for (sh_type, source) in [(SHT_SYMTAB, SymbolSource::Symtab), (SHT_DYNSYM, SymbolSource::Dynsym)] {
             let Some(section) = elf.sections().iter().find(|s| s.sh_type == sh_type) else {
                 continue;
             };
@@ -66,38 +63,19 @@ impl SymbolTable {
                 return Ok(table);
             }
         }
-        Ok(SymbolTable {
-            syms: Vec::new(),
-            names: String::new(),
-            source: SymbolSource::None,
-        })
+        Ok(SymbolTable { syms: Vec::new(), names: String::new(), source: SymbolSource::None })
     }
 
-    fn from_section(
-        elf: &ElfFile,
-        section: &crate::file::Section,
-        source: SymbolSource,
-    ) -> Result<SymbolTable> {
+    fn from_section(elf: &ElfFile, section: &crate::file::Section, source: SymbolSource) -> Result<SymbolTable> {
         if section.entsize != 0 && section.entsize != SYM_SIZE as u64 {
-            return Err(Error::Malformed {
-                what: "symbol table sh_entsize",
-                value: section.entsize,
-            });
+            return Err(Error::Malformed { what: "symbol table sh_entsize", value: section.entsize });
         }
         let data = elf.section_data(section)?;
         let strtab_section = elf
             .sections()
             .get(section.link as usize)
-            .ok_or(Error::Malformed {
-                what: "symbol table sh_link",
-                value: section.link.into(),
-            })?;
-        let strtab = slice(
-            elf.data(),
-            "symbol string table",
-            strtab_section.offset,
-            strtab_section.size,
-        )?;
+            .ok_or(Error::Malformed { what: "symbol table sh_link", value: section.link.into() })?;
+        let strtab = slice(elf.data(), "symbol string table", strtab_section.offset, strtab_section.size)?;
 
         let mut syms = Vec::new();
         let mut names = String::new();
@@ -118,13 +96,8 @@ impl SymbolTable {
                 continue;
             }
             let name = String::from_utf8_lossy(name);
-            let (Ok(name_start), Ok(name_len)) =
-                (u32::try_from(names.len()), u32::try_from(name.len()))
-            else {
-                return Err(Error::Malformed {
-                    what: "symbol names exceed 4 GiB",
-                    value: names.len() as u64,
-                });
+            let (Ok(name_start), Ok(name_len)) = (u32::try_from(names.len()), u32::try_from(name.len())) else {
+                return Err(Error::Malformed { what: "symbol names exceed 4 GiB", value: names.len() as u64 });
             };
             names.push_str(&name);
             // Aliases sort global first, then weak, then local.
@@ -133,31 +106,15 @@ impl SymbolTable {
                 STB_WEAK => 1,
                 _ => 2,
             };
-            syms.push((
-                rank,
-                Sym {
-                    addr,
-                    size,
-                    name_start,
-                    name_len,
-                },
-            ));
+            syms.push((rank, Sym { addr, size, name_start, name_len }));
         }
         syms.sort_unstable_by(|(ra, a), (rb, b)| {
-            a.addr
-                .cmp(&b.addr)
-                .then(ra.cmp(rb))
-                .then(b.size.cmp(&a.size))
-                .then(a.name_start.cmp(&b.name_start))
+            a.addr.cmp(&b.addr).then(ra.cmp(rb)).then(b.size.cmp(&a.size)).then(a.name_start.cmp(&b.name_start))
         });
         let mut syms: Vec<Sym> = syms.into_iter().map(|(_, s)| s).collect();
         syms.shrink_to_fit();
         names.shrink_to_fit();
-        Ok(SymbolTable {
-            syms,
-            names,
-            source,
-        })
+        Ok(SymbolTable { syms, names, source })
     }
 
     /// Which table the symbols came from.
@@ -177,9 +134,7 @@ impl SymbolTable {
 
     fn name(&self, s: &Sym) -> &str {
         let start = s.name_start as usize;
-        self.names
-            .get(start..start + s.name_len as usize)
-            .unwrap_or("")
+        self.names.get(start..start + s.name_len as usize).unwrap_or("")
     }
 
     /// The function containing `vaddr` (an ELF virtual address, see
@@ -193,19 +148,13 @@ impl SymbolTable {
         let addr = self.syms.get(idx.checked_sub(1)?)?.addr;
         let first = self.syms[..idx].partition_point(|s| s.addr < addr);
         let offset = vaddr - addr;
-        self.syms[first..idx]
-            .iter()
-            .find(|s| s.size == 0 || offset < s.size)
-            .map(|s| (self.name(s), offset))
+        self.syms[first..idx].iter().find(|s| s.size == 0 || offset < s.size).map(|s| (self.name(s), offset))
     }
 
     /// The address and size of the first function named exactly `name`
     /// (a linear scan).
     pub fn find(&self, name: &str) -> Option<(u64, u64)> {
-        self.syms
-            .iter()
-            .find(|s| self.name(s) == name)
-            .map(|s| (s.addr, s.size))
+        self.syms.iter().find(|s| self.name(s) == name).map(|s| (s.addr, s.size))
     }
 
     /// All symbols in address order as `(address, size, name)`.

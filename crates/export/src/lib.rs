@@ -145,10 +145,7 @@ pub struct ExporterStats {
 impl ExporterStats {
     /// All dropped requests, whatever the reason.
     pub fn dropped(&self) -> u64 {
-        self.dropped_buffer_full
-            + self.dropped_retries_exhausted
-            + self.dropped_rejected
-            + self.dropped_shutdown
+        self.dropped_buffer_full + self.dropped_retries_exhausted + self.dropped_rejected + self.dropped_shutdown
     }
 }
 
@@ -209,28 +206,17 @@ impl OtlpExporter {
             return Err(ExportError::Config("max_attempts must be at least 1"));
         }
         let uri = config.uri()?;
-        let mut endpoint = Endpoint::from_shared(uri).map_err(|e| ExportError::Endpoint {
-            endpoint: config.endpoint.clone(),
-            reason: e.to_string(),
-        })?;
-        endpoint = endpoint
-            .connect_timeout(config.timeout)
-            .timeout(config.timeout);
+        let mut endpoint = Endpoint::from_shared(uri)
+            .map_err(|e| ExportError::Endpoint { endpoint: config.endpoint.clone(), reason: e.to_string() })?;
+        endpoint = endpoint.connect_timeout(config.timeout).timeout(config.timeout);
         if config.tls {
-            endpoint = endpoint
-                .tls_config(ClientTlsConfig::new().with_native_roots())
-                .map_err(ExportError::Tls)?;
+            endpoint = endpoint.tls_config(ClientTlsConfig::new().with_native_roots()).map_err(ExportError::Tls)?;
         }
 
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(ExportError::Thread)?;
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ExportError::Thread)?;
         let shared = Arc::new(Shared {
-            buffer: Mutex::new(Buffer {
-                queue: VecDeque::new(),
-                closing: false,
-            }),
+            buffer: Mutex::new(Buffer { queue: VecDeque::new(), closing: false }),
             capacity: config.buffer_capacity,
             wake: Notify::new(),
             counters: Counters::default(),
@@ -238,11 +224,7 @@ impl OtlpExporter {
         });
         let (abort, abort_rx) = watch::channel(false);
         let (done_tx, done) = std::sync::mpsc::channel();
-        let worker = Worker {
-            shared: shared.clone(),
-            config,
-            abort: abort_rx,
-        };
+        let worker = Worker { shared: shared.clone(), config, abort: abort_rx };
         let thread = std::thread::Builder::new()
             .name("ep-otlp-export".into())
             .spawn(move || {
@@ -250,12 +232,7 @@ impl OtlpExporter {
                 let _ = done_tx.send(());
             })
             .map_err(ExportError::Thread)?;
-        Ok(OtlpExporter {
-            shared,
-            abort,
-            thread: Some(thread),
-            done,
-        })
+        Ok(OtlpExporter { shared, abort, thread: Some(thread), done })
     }
 
     /// Queues `request` for sending. Never blocks: when the buffer is
@@ -263,18 +240,12 @@ impl OtlpExporter {
     pub fn send(&self, request: ExportProfilesServiceRequest) {
         let mut buffer = self.shared.buffer();
         if buffer.closing {
-            self.shared
-                .counters
-                .dropped_shutdown
-                .fetch_add(1, Ordering::Relaxed);
+            self.shared.counters.dropped_shutdown.fetch_add(1, Ordering::Relaxed);
             return;
         }
         if buffer.queue.len() >= self.shared.capacity {
             buffer.queue.pop_front();
-            self.shared
-                .counters
-                .dropped_buffer_full
-                .fetch_add(1, Ordering::Relaxed);
+            self.shared.counters.dropped_buffer_full.fetch_add(1, Ordering::Relaxed);
         }
         buffer.queue.push_back(request);
         drop(buffer);
@@ -294,12 +265,7 @@ impl OtlpExporter {
             dropped_shutdown: c.dropped_shutdown.load(Ordering::Relaxed),
             profiles_rejected: c.profiles_rejected.load(Ordering::Relaxed),
             buffered: self.shared.buffer().queue.len() as u64,
-            last_error: self
-                .shared
-                .last_error
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            last_error: self.shared.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }
     }
 
@@ -361,9 +327,7 @@ impl Worker {
         let channel: Channel = endpoint.connect_lazy();
         let mut client = ProfilesServiceClient::new(channel);
         if self.config.gzip {
-            client = client
-                .send_compressed(CompressionEncoding::Gzip)
-                .accept_compressed(CompressionEncoding::Gzip);
+            client = client.send_compressed(CompressionEncoding::Gzip).accept_compressed(CompressionEncoding::Gzip);
         }
         while let Some(request) = self.next_request().await {
             if let Outcome::Aborted = self.export(&mut client, request).await {
@@ -374,10 +338,7 @@ impl Worker {
                     n
                 };
                 // The request in flight and everything still buffered.
-                self.shared
-                    .counters
-                    .dropped_shutdown
-                    .fetch_add(left + 1, Ordering::Relaxed);
+                self.shared.counters.dropped_shutdown.fetch_add(left + 1, Ordering::Relaxed);
                 return;
             }
         }
@@ -422,9 +383,7 @@ impl Worker {
                     counters.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
                     if let Some(partial) = response.into_inner().partial_success {
                         if partial.rejected_profiles > 0 {
-                            counters
-                                .profiles_rejected
-                                .fetch_add(partial.rejected_profiles as u64, Ordering::Relaxed);
+                            counters.profiles_rejected.fetch_add(partial.rejected_profiles as u64, Ordering::Relaxed);
                             self.shared.set_last_error(format!(
                                 "backend rejected {} profiles: {}",
                                 partial.rejected_profiles, partial.error_message
@@ -436,8 +395,7 @@ impl Worker {
                 Ok(Err(status)) if !retryable(status.code()) => {
                     counters.attempts_failed.fetch_add(1, Ordering::Relaxed);
                     counters.dropped_rejected.fetch_add(1, Ordering::Relaxed);
-                    self.shared
-                        .set_last_error(format!("export refused: {status}"));
+                    self.shared.set_last_error(format!("export refused: {status}"));
                     return Outcome::Done;
                 }
                 Ok(Err(status)) => format!("export failed: {status}"),
@@ -454,9 +412,7 @@ impl Worker {
             }
             backoff = (backoff * 2).min(self.config.max_backoff);
         }
-        counters
-            .dropped_retries_exhausted
-            .fetch_add(1, Ordering::Relaxed);
+        counters.dropped_retries_exhausted.fetch_add(1, Ordering::Relaxed);
         Outcome::Done
     }
 }
@@ -464,9 +420,7 @@ impl Worker {
 /// `d` spread over [d/2, d] so that many agents do not retry in step.
 fn jitter(d: Duration) -> Duration {
     // The low bits of the clock are random enough for spreading retries.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |t| t.subsec_nanos());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |t| t.subsec_nanos());
     let half = d / 2;
     half + half.mul_f64(f64::from(nanos % 1000) / 1000.0)
 }
@@ -477,22 +431,9 @@ mod tests {
 
     #[test]
     fn endpoint_gets_the_scheme_tls_implies() {
-        assert_eq!(
-            ExporterConfig::new("127.0.0.1:11000", false, 1)
-                .uri()
-                .unwrap(),
-            "http://127.0.0.1:11000"
-        );
-        assert_eq!(
-            ExporterConfig::new("collector:4317", true, 1)
-                .uri()
-                .unwrap(),
-            "https://collector:4317"
-        );
-        assert_eq!(
-            ExporterConfig::new("http://h:1", false, 1).uri().unwrap(),
-            "http://h:1"
-        );
+        assert_eq!(ExporterConfig::new("127.0.0.1:11000", false, 1).uri().unwrap(), "http://127.0.0.1:11000");
+        assert_eq!(ExporterConfig::new("collector:4317", true, 1).uri().unwrap(), "https://collector:4317");
+        assert_eq!(ExporterConfig::new("http://h:1", false, 1).uri().unwrap(), "http://h:1");
         assert!(matches!(
             ExporterConfig::new("http://h:1", true, 1).uri(),
             Err(ExportError::Endpoint { reason, .. }) if reason.contains("does not match tls = true")

@@ -10,12 +10,8 @@ use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_ser
 use opentelemetry_proto::tonic::collector::profiles::v1development::{
     ExportProfilesPartialSuccess, ExportProfilesServiceResponse,
 };
-use opentelemetry_proto::tonic::profiles::v1development::{
-    Profile, ResourceProfiles, ScopeProfiles,
-};
-use profiler_export::{
-    ExportError, ExportProfilesServiceRequest, ExporterConfig, ExporterStats, OtlpExporter,
-};
+use opentelemetry_proto::tonic::profiles::v1development::{Profile, ResourceProfiles, ScopeProfiles};
+use profiler_export::{ExportError, ExportProfilesServiceRequest, ExporterConfig, ExporterStats, OtlpExporter};
 use tonic::codec::CompressionEncoding;
 use tonic::{Code, Request, Response, Status};
 
@@ -24,10 +20,7 @@ fn request(marker: u64) -> ExportProfilesServiceRequest {
     ExportProfilesServiceRequest {
         resource_profiles: vec![ResourceProfiles {
             scope_profiles: vec![ScopeProfiles {
-                profiles: vec![Profile {
-                    time_unix_nano: marker,
-                    ..Default::default()
-                }],
+                profiles: vec![Profile { time_unix_nano: marker, ..Default::default() }],
                 ..Default::default()
             }],
             ..Default::default()
@@ -63,18 +56,10 @@ impl ProfilesService for Sink {
         &self,
         request: Request<ExportProfilesServiceRequest>,
     ) -> Result<Response<ExportProfilesServiceResponse>, Status> {
-        let encoding = request
-            .metadata()
-            .get("grpc-encoding")
-            .map(|v| v.to_str().unwrap().to_owned());
-        self.received
-            .lock()
-            .unwrap()
-            .push((marker(request.get_ref()), encoding));
+        let encoding = request.metadata().get("grpc-encoding").map(|v| v.to_str().unwrap().to_owned());
+        self.received.lock().unwrap().push((marker(request.get_ref()), encoding));
         match self.reply {
-            Reply::Ok => Ok(Response::new(ExportProfilesServiceResponse {
-                partial_success: None,
-            })),
+            Reply::Ok => Ok(Response::new(ExportProfilesServiceResponse { partial_success: None })),
             Reply::Refuse(code) => Err(Status::new(code, "refused by the test")),
             Reply::PartiallyReject(n) => Ok(Response::new(ExportProfilesServiceResponse {
                 partial_success: Some(ExportProfilesPartialSuccess {
@@ -96,27 +81,16 @@ struct Server {
 impl Server {
     fn start(addr: SocketAddr, reply: Reply) -> Server {
         let received = Arc::new(Mutex::new(Vec::new()));
-        let sink = Sink {
-            received: received.clone(),
-            reply,
-        };
+        let sink = Sink { received: received.clone(), reply };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (ready_tx, ready) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind(addr)
-                    .await
-                    .expect("bind the test server");
+                let listener = tokio::net::TcpListener::bind(addr).await.expect("bind the test server");
                 ready_tx.send(()).unwrap();
                 tonic::transport::Server::builder()
-                    .add_service(
-                        ProfilesServiceServer::new(sink)
-                            .accept_compressed(CompressionEncoding::Gzip),
-                    )
+                    .add_service(ProfilesServiceServer::new(sink).accept_compressed(CompressionEncoding::Gzip))
                     .serve_with_incoming_shutdown(tokio_stream_from(listener), async {
                         let _ = stopped.await;
                     })
@@ -124,23 +98,12 @@ impl Server {
                     .unwrap();
             });
         });
-        ready
-            .recv_timeout(Duration::from_secs(10))
-            .expect("server ready");
-        Server {
-            received,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+        ready.recv_timeout(Duration::from_secs(10)).expect("server ready");
+        Server { received, stop: Some(stop), thread: Some(thread) }
     }
 
     fn markers(&self) -> Vec<u64> {
-        self.received
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(m, _)| *m)
-            .collect()
+        self.received.lock().unwrap().iter().map(|(m, _)| *m).collect()
     }
 }
 
@@ -159,10 +122,7 @@ fn tokio_stream_from(
 
 /// A loopback address nobody listens on (yet).
 fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
 
 fn config(addr: SocketAddr, capacity: usize) -> ExporterConfig {
@@ -181,10 +141,7 @@ fn wait_until(what: &str, exporter: &OtlpExporter, f: impl Fn(&ExporterStats) ->
         if f(&stats) {
             return;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "waiting for {what}: {stats:?}"
-        );
+        assert!(start.elapsed() < Duration::from_secs(20), "waiting for {what}: {stats:?}");
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -203,14 +160,7 @@ fn delivers_in_order_with_gzip() {
     assert_eq!(stats.buffered, 0);
     assert!(stats.bytes_sent > 0);
     let received = server.received.lock().unwrap().clone();
-    assert_eq!(
-        received,
-        vec![
-            (1, Some("gzip".into())),
-            (2, Some("gzip".into())),
-            (3, Some("gzip".into()))
-        ]
-    );
+    assert_eq!(received, vec![(1, Some("gzip".into())), (2, Some("gzip".into())), (3, Some("gzip".into()))]);
 }
 
 /// The backend is down: the buffer keeps the newest requests, the oldest
@@ -224,31 +174,16 @@ fn buffers_while_down_and_resumes() {
     let exporter = OtlpExporter::start(c).unwrap();
     exporter.send(request(1));
     // Request 1 is in flight (failing and retrying) once the buffer is empty.
-    wait_until("request 1 in flight", &exporter, |s| {
-        s.attempts_failed >= 1 && s.buffered == 0
-    });
+    wait_until("request 1 in flight", &exporter, |s| s.attempts_failed >= 1 && s.buffered == 0);
     for m in 2..=5 {
         exporter.send(request(m));
     }
     let stats = exporter.stats();
-    assert_eq!(
-        (stats.buffered, stats.dropped_buffer_full),
-        (2, 2),
-        "{stats:?}"
-    );
-    assert!(
-        stats
-            .last_error
-            .as_deref()
-            .unwrap_or("")
-            .contains("export failed"),
-        "{stats:?}"
-    );
+    assert_eq!((stats.buffered, stats.dropped_buffer_full), (2, 2), "{stats:?}");
+    assert!(stats.last_error.as_deref().unwrap_or("").contains("export failed"), "{stats:?}");
 
     let server = Server::start(addr, Reply::Ok);
-    wait_until("delivery after the backend returned", &exporter, |s| {
-        s.requests_sent == 3
-    });
+    wait_until("delivery after the backend returned", &exporter, |s| s.requests_sent == 3);
     assert_eq!(server.markers(), vec![1, 4, 5]);
     let stats = exporter.shutdown(Duration::from_secs(5));
     assert_eq!(stats.dropped(), 2);
@@ -262,9 +197,7 @@ fn gives_up_after_max_attempts() {
     let exporter = OtlpExporter::start(c).unwrap();
     exporter.send(request(1));
     exporter.send(request(2));
-    wait_until("both requests given up", &exporter, |s| {
-        s.dropped_retries_exhausted == 2
-    });
+    wait_until("both requests given up", &exporter, |s| s.dropped_retries_exhausted == 2);
     let stats = exporter.shutdown(Duration::from_secs(5));
     assert_eq!(stats.attempts_failed, 4);
     assert_eq!(stats.requests_sent, 0);
@@ -305,10 +238,7 @@ fn partial_success_is_counted() {
     let stats = exporter.shutdown(Duration::from_secs(20));
     assert_eq!(stats.requests_sent, 1);
     assert_eq!(stats.profiles_rejected, 3);
-    assert_eq!(
-        stats.last_error.as_deref(),
-        Some("backend rejected 3 profiles: too old")
-    );
+    assert_eq!(stats.last_error.as_deref(), Some("backend rejected 3 profiles: too old"));
 }
 
 /// A shutdown while the backend is down ends when its time is up and
@@ -336,10 +266,7 @@ fn dropping_the_exporter_stops_it() {
 
 #[test]
 fn bad_settings_are_errors() {
-    assert!(matches!(
-        OtlpExporter::start(ExporterConfig::new("127.0.0.1:1", false, 0)),
-        Err(ExportError::Config(_))
-    ));
+    assert!(matches!(OtlpExporter::start(ExporterConfig::new("127.0.0.1:1", false, 0)), Err(ExportError::Config(_))));
     assert!(matches!(
         OtlpExporter::start(ExporterConfig::new("not a host:port", false, 1)),
         Err(ExportError::Endpoint { .. })

@@ -76,9 +76,7 @@ pub(crate) fn empty_symbols() -> SymbolTable {
     header[52] = 64; // e_ehsize
     header[54] = 56; // e_phentsize
     header[58] = 64; // e_shentsize
-    ElfFile::from_bytes(header)
-        .and_then(|e| e.symbols())
-        .expect("a header-only ELF has an empty symbol table")
+    ElfFile::from_bytes(header).and_then(|e| e.symbols()).expect("a header-only ELF has an empty symbol table")
 }
 
 #[cfg(test)]

@@ -89,13 +89,7 @@ fn parse_line(line: &str) -> Option<MapsEntry> {
         // A file deleted after mapping keeps working; its name gets a suffix.
         p => p.strip_suffix(" (deleted)").unwrap_or(p).to_string(),
     };
-    Some(MapsEntry {
-        start,
-        end,
-        offset: u64::from_str_radix(offset, 16).ok()?,
-        inode: inode.parse().ok()?,
-        path,
-    })
+    Some(MapsEntry { start, end, offset: u64::from_str_radix(offset, 16).ok()?, inode: inode.parse().ok()?, path })
 }
 
 #[cfg(test)]
@@ -118,10 +112,7 @@ broken line
     fn keeps_executable_file_mappings_and_vdso() {
         let e = parse_executable(MAPS);
         let paths: Vec<&str> = e.iter().map(|e| e.path.as_str()).collect();
-        assert_eq!(
-            paths,
-            ["/usr/bin/dd", "/usr/lib/x86_64-linux-gnu/libc.so.6", "", "/tmp/my lib.so", "[vdso]"]
-        );
+        assert_eq!(paths, ["/usr/bin/dd", "/usr/lib/x86_64-linux-gnu/libc.so.6", "", "/tmp/my lib.so", "[vdso]"]);
         assert!(e[2].is_anonymous() && e[4].is_vdso());
         assert_eq!(
             e[1],

@@ -54,7 +54,6 @@ pub(crate) fn container_id_from_cgroup(text: &str) -> Option<String> {
     None
 }
 
-
 /// Field 22 (starttime, clock ticks since boot) of `/proc/PID/stat`.
 pub fn read_start_time(proc_root: &Path, pid: Pid) -> Option<u64> {
     let stat = std::fs::read_to_string(proc_root.join(pid.0.to_string()).join("stat")).ok()?;

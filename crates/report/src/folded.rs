@@ -226,10 +226,7 @@ mod tests {
                 Frame { kind: FrameKind::Native, address: 0xdead, mapping: None, lines: vec![] },
             ],
         );
-        assert_eq!(
-            folded_line(&t),
-            "dd;0xdead;main;inlined_helper;libc.so.6+0x1c2e0;vfs_read_[k];read_zero_[k]"
-        );
+        assert_eq!(folded_line(&t), "dd;0xdead;main;inlined_helper;libc.so.6+0x1c2e0;vfs_read_[k];read_zero_[k]");
     }
 
     #[test]

@@ -348,7 +348,11 @@ mod tests {
         assert_eq!(p.string_table[label("thread").str as usize], "dd");
         // Shared frames are one location; the kernel ones in one mapping.
         assert_eq!(p.location.len(), 6);
-        let kernel = p.location.iter().find(|l| names(&p, &Sample { location_id: vec![l.id], ..Default::default() })[0] == "read_zero").unwrap();
+        let kernel = p
+            .location
+            .iter()
+            .find(|l| names(&p, &Sample { location_id: vec![l.id], ..Default::default() })[0] == "read_zero")
+            .unwrap();
         assert_eq!(p.string_table[p.mapping[kernel.mapping_id as usize - 1].filename as usize], "[kernel.kallsyms]");
         assert_eq!(p.period, 50_000_000);
         assert_eq!((p.time_nanos, p.duration_nanos), (1_000, 5_000_000_001 - 1_000));
@@ -376,11 +380,7 @@ mod tests {
         let mut file = std::fs::File::create(&path).unwrap();
         write_gzipped(&profile(), &mut file).unwrap();
         drop(file);
-        let out = std::process::Command::new("go")
-            .args(["tool", "pprof", "-traces"])
-            .arg(&path)
-            .output()
-            .unwrap();
+        let out = std::process::Command::new("go").args(["tool", "pprof", "-traces"]).arg(&path).output().unwrap();
         std::fs::remove_file(&path).ok();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "go tool pprof failed: {}", String::from_utf8_lossy(&out.stderr));

@@ -101,11 +101,7 @@ fn mib(b: i64) -> String {
 /// Up to `max` function addresses spread over the file, 8 bytes in.
 fn addresses(elf: &ElfFile, max: usize) -> Vec<u64> {
     let mut addrs: Vec<u64> = match elf.symbols() {
-        Ok(s) if !s.is_empty() => s
-            .iter()
-            .filter(|(_, size, _)| *size > 8)
-            .map(|(a, _, _)| a + 8)
-            .collect(),
+        Ok(s) if !s.is_empty() => s.iter().filter(|(_, size, _)| *size > 8).map(|(a, _, _)| a + 8).collect(),
         _ => match GoPclntab::find(elf) {
             Ok(Some(t)) => t.funcs().map(|f| f.entry + 8).collect(),
             _ => Vec::new(),
@@ -165,10 +161,7 @@ fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut lookups = 2_000;
     if let Some(i) = args.iter().position(|a| a == "--lookups") {
-        lookups = args
-            .get(i + 1)
-            .and_then(|n| n.parse().ok())
-            .expect("--lookups N");
+        lookups = args.get(i + 1).and_then(|n| n.parse().ok()).expect("--lookups N");
         args.drain(i..i + 2);
     }
     let mut debug = DebugConfig::default();
@@ -177,11 +170,7 @@ fn main() {
         args.remove(i);
     }
     if let Some(i) = args.iter().position(|a| a == "--max-dwarf-mib") {
-        debug.max_dwarf_bytes = args
-            .get(i + 1)
-            .and_then(|n| n.parse::<u64>().ok())
-            .expect("--max-dwarf-mib N")
-            << 20;
+        debug.max_dwarf_bytes = args.get(i + 1).and_then(|n| n.parse::<u64>().ok()).expect("--max-dwarf-mib N") << 20;
         args.drain(i..i + 2);
     }
     let files: Vec<(String, String)> = if args.iter().any(|a| a == "--system") {
@@ -206,17 +195,14 @@ fn main() {
     );
     let mut t = Totals::default();
     for (open, path) in files {
-        let size = std::fs::metadata(&open)
-            .map(|m| m.len() as i64)
-            .unwrap_or(0);
+        let size = std::fs::metadata(&open).map(|m| m.len() as i64).unwrap_or(0);
         let Ok(elf) = ElfFile::open(&open) else {
             continue;
         };
         let (syms, sym_held, sym_peak) = measure(|| elf.symbols());
         drop(syms);
         let (table, _, unwind_peak) = measure(|| elf.unwind_table());
-        let unwind_held =
-            (table.deltas.capacity() * std::mem::size_of::<profiler_elf::StackDelta>()) as i64;
+        let unwind_held = (table.deltas.capacity() * std::mem::size_of::<profiler_elf::StackDelta>()) as i64;
         drop(table);
         let addrs = addresses(&elf, lookups);
         drop(elf);

@@ -11,9 +11,7 @@
 use std::time::Instant;
 
 use profiler_elf::{file_id_of_path, ElfFile, GoPclntab};
-use profiler_symbolize::{
-    DebugConfig, FileSource, FileSymbolizer, NativeConfig, NativeSymbolizer, Symbolized,
-};
+use profiler_symbolize::{DebugConfig, FileSource, FileSymbolizer, NativeConfig, NativeSymbolizer, Symbolized};
 
 /// (RssAnon, RssFile) in KiB.
 fn rss() -> (u64, u64) {
@@ -31,11 +29,7 @@ fn rss() -> (u64, u64) {
 fn addresses(path: &str, max: usize) -> Vec<u64> {
     let elf = ElfFile::open(path).expect("open");
     let mut addrs: Vec<u64> = match elf.symbols() {
-        Ok(s) if !s.is_empty() => s
-            .iter()
-            .filter(|(_, size, _)| *size > 8)
-            .map(|(a, _, _)| a + 8)
-            .collect(),
+        Ok(s) if !s.is_empty() => s.iter().filter(|(_, size, _)| *size > 8).map(|(a, _, _)| a + 8).collect(),
         _ => match GoPclntab::find(&elf) {
             Ok(Some(t)) => t.funcs().map(|f| f.entry + 8).collect(),
             _ => Vec::new(),
@@ -49,13 +43,8 @@ fn addresses(path: &str, max: usize) -> Vec<u64> {
 fn main() {
     let mut args = std::env::args().skip(1).peekable();
     let use_dwarf = args.next_if_eq("--no-dwarf").is_none();
-    let debug = DebugConfig {
-        use_dwarf,
-        ..DebugConfig::default()
-    };
-    let path = args
-        .next()
-        .expect("usage: symbolize_bench [--no-dwarf] FILE [ADDRESSES]");
+    let debug = DebugConfig { use_dwarf, ..DebugConfig::default() };
+    let path = args.next().expect("usage: symbolize_bench [--no-dwarf] FILE [ADDRESSES]");
     let max: usize = args.next().map_or(20_000, |a| a.parse().expect("count"));
     let addrs = addresses(&path, max);
 
@@ -97,11 +86,7 @@ fn main() {
 
     // Cached lookups through the background symbolizer.
     let id = file_id_of_path(&path).expect("file id");
-    let mut native = NativeSymbolizer::new(NativeConfig {
-        debug,
-        ..NativeConfig::default()
-    })
-    .expect("start");
+    let mut native = NativeSymbolizer::new(NativeConfig { debug, ..NativeConfig::default() }).expect("start");
     let t = Instant::now();
     let first = native.symbolize(id, addrs[0], || FileSource::new(&path));
     assert_eq!(first, Symbolized::Pending);

@@ -16,12 +16,7 @@ pub(crate) struct GenerationalCache<K, V> {
 
 impl<K: Hash + Eq, V: Clone> GenerationalCache<K, V> {
     pub(crate) fn new(capacity: usize) -> Self {
-        GenerationalCache {
-            young: HashMap::new(),
-            old: HashMap::new(),
-            half: (capacity / 2).max(1),
-            evictions: 0,
-        }
+        GenerationalCache { young: HashMap::new(), old: HashMap::new(), half: (capacity / 2).max(1), evictions: 0 }
     }
 
     pub(crate) fn get(&mut self, key: &K) -> Option<V>

@@ -37,11 +37,7 @@ pub struct DebugConfig {
 
 impl Default for DebugConfig {
     fn default() -> DebugConfig {
-        DebugConfig {
-            use_dwarf: true,
-            debug_roots: vec![PathBuf::from("/usr/lib/debug")],
-            max_dwarf_bytes: 8 << 20,
-        }
+        DebugConfig { use_dwarf: true, debug_roots: vec![PathBuf::from("/usr/lib/debug")], max_dwarf_bytes: 8 << 20 }
     }
 }
 
@@ -76,24 +72,19 @@ fn roots(source: &FileSource, config: &DebugConfig) -> Vec<PathBuf> {
 /// Whether `elf` holds DWARF.
 pub(crate) fn has_debug_info(elf: &ElfFile) -> bool {
     elf.sections().iter().any(|s| {
-        (s.name == ".debug_info" || s.name == ".zdebug_info")
-            && s.size > 0
-            && s.sh_type != profiler_elf::SHT_NOBITS
+        (s.name == ".debug_info" || s.name == ".zdebug_info") && s.size > 0 && s.sh_type != profiler_elf::SHT_NOBITS
     })
 }
 
 /// `<root>/.build-id/ab/cdef....debug` of build id `id` (hex).
 fn build_id_path(root: &Path, id: &str) -> PathBuf {
-    root.join(".build-id")
-        .join(&id[..2])
-        .join(format!("{}.debug", &id[2..]))
+    root.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]))
 }
 
 /// Opens `path` when it is an ELF file with build id `id` and DWARF.
 fn open_checked(path: &Path, id: &str) -> Option<Arc<ElfFile>> {
     let elf = ElfFile::open(path).ok()?;
-    (elf.gnu_build_id().ok().flatten().as_deref() == Some(id) && has_debug_info(&elf))
-        .then(|| Arc::new(elf))
+    (elf.gnu_build_id().ok().flatten().as_deref() == Some(id) && has_debug_info(&elf)).then(|| Arc::new(elf))
 }
 
 /// The supplementary DWARF file (`dwz -m`) that `dwarf`'s
@@ -136,9 +127,7 @@ pub(crate) fn find_sup(
         candidates.push(build_id_path(&root, &id));
     }
     candidates.dedup();
-    candidates
-        .into_iter()
-        .find_map(|p| open_checked(&p, &id).map(|elf| (p, elf)))
+    candidates.into_iter().find_map(|p| open_checked(&p, &id).map(|elf| (p, elf)))
 }
 
 /// Finds the separate debug file of `elf`, opened from `source`.
@@ -177,10 +166,7 @@ pub(crate) fn find(elf: &ElfFile, source: &FileSource, config: &DebugConfig) -> 
             continue;
         };
         if crc32fast::hash(debug.data()) == link.crc && has_debug_info(&debug) {
-            return Some(DebugFile {
-                path,
-                elf: Arc::new(debug),
-            });
+            return Some(DebugFile { path, elf: Arc::new(debug) });
         }
     }
     None

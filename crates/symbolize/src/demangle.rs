@@ -42,10 +42,7 @@ mod tests {
 
     #[test]
     fn rust_legacy_and_v0() {
-        assert_eq!(
-            demangle("_ZN10rust_chain7chain_a17h0123456789abcdefE"),
-            "rust_chain::chain_a"
-        );
+        assert_eq!(demangle("_ZN10rust_chain7chain_a17h0123456789abcdefE"), "rust_chain::chain_a");
         // v0, with a crate disambiguator and a generic argument.
         assert_eq!(
             demangle("_RINvNtCs1234_4core3ptr13drop_in_placeNtCs5678_5alloc6StringEB4_"),
@@ -53,19 +50,13 @@ mod tests {
         );
         assert_eq!(demangle("_RNvCs1234_7mycrate4main"), "mycrate::main");
         // LLVM's suffix on a legacy name.
-        assert_eq!(
-            demangle("_ZN4core3fmt5write17h0123456789abcdefE.llvm.123456"),
-            "core::fmt::write"
-        );
+        assert_eq!(demangle("_ZN4core3fmt5write17h0123456789abcdefE.llvm.123456"), "core::fmt::write");
     }
 
     #[test]
     fn cpp() {
         assert_eq!(demangle("_ZNK6Circle4areaEv"), "Circle::area() const");
-        assert_eq!(
-            demangle("_ZN2ns6Widget7computeEi"),
-            "ns::Widget::compute(int)"
-        );
+        assert_eq!(demangle("_ZN2ns6Widget7computeEi"), "ns::Widget::compute(int)");
         assert_eq!(demangle("_Z5twiceIiET_S0_"), "int twice<int>(int)");
         assert_eq!(demangle("_ZN2ns4workEv.cold"), "ns::work() [clone .cold]");
         // A C++ name without parameters reads the same both ways.
@@ -74,16 +65,7 @@ mod tests {
 
     #[test]
     fn others_unchanged() {
-        for name in [
-            "main",
-            "chain_leaf",
-            "_Zgarbage",
-            "_R",
-            "_Z",
-            "",
-            "runtime.main",
-            "_ZN",
-        ] {
+        for name in ["main", "chain_leaf", "_Zgarbage", "_R", "_Z", "", "runtime.main", "_ZN"] {
             assert_eq!(demangle(name), name);
         }
     }

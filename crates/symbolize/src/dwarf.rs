@@ -98,10 +98,7 @@ impl Deref for SectionBytes {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        self.backing
-            .data()
-            .get(self.start..self.start + self.len)
-            .unwrap_or(&[])
+        self.backing.data().get(self.start..self.start + self.len).unwrap_or(&[])
     }
 }
 
@@ -198,16 +195,11 @@ impl Dwarf {
     ///
     /// `sup` is the supplementary file `.gnu_debugaltlink` names (DWARF
     /// shared between files by `dwz`), when found.
-    pub(crate) fn load(
-        file: &DwarfFile,
-        sup: Option<&DwarfFile>,
-        max_bytes: u64,
-    ) -> Result<Dwarf, DwarfError> {
-        let has_info = file.elf.sections().iter().any(|s| {
-            (s.name == ".debug_info" || s.name == ".zdebug_info")
-                && s.size > 0
-                && s.sh_type != SHT_NOBITS
-        });
+    pub(crate) fn load(file: &DwarfFile, sup: Option<&DwarfFile>, max_bytes: u64) -> Result<Dwarf, DwarfError> {
+        let has_info =
+            file.elf.sections().iter().any(|s| {
+                (s.name == ".debug_info" || s.name == ".zdebug_info") && s.size > 0 && s.sh_type != SHT_NOBITS
+            });
         if !has_info {
             return Err(DwarfError::Missing);
         }
@@ -215,10 +207,7 @@ impl Dwarf {
         // decompressing anything when that alone is over the limit.
         let inflated = inflated_size(&file.elf) + sup.map_or(0, |s| inflated_size(&s.elf));
         if inflated > max_bytes {
-            return Err(DwarfError::TooLarge {
-                estimated: inflated,
-                limit: max_bytes,
-            });
+            return Err(DwarfError::TooLarge { estimated: inflated, limit: max_bytes });
         }
         let mut owned_bytes = 0u64;
         let mut owners = Vec::new();
@@ -240,10 +229,7 @@ impl Dwarf {
             index_bytes += estimate_index(sup);
         }
         if owned_bytes + index_bytes > max_bytes {
-            return Err(DwarfError::TooLarge {
-                estimated: owned_bytes + index_bytes,
-                limit: max_bytes,
-            });
+            return Err(DwarfError::TooLarge { estimated: owned_bytes + index_bytes, limit: max_bytes });
         }
         // Tables shared by several units (common in rustc output) are
         // then parsed once instead of once per unit.
@@ -269,12 +255,7 @@ impl Dwarf {
     /// Units parsed by lookups, and the sums of their line program
     /// bytes, file names and `.debug_info` bytes.
     pub(crate) fn parsed_units(&self) -> (u64, [u64; 3]) {
-        let units = self
-            .parsed
-            .borrow()
-            .iter()
-            .filter(|k| **k >> 63 == 0)
-            .count();
+        let units = self.parsed.borrow().iter().filter(|k| **k >> 63 == 0).count();
         (units as u64, self.parsed_sizes.get())
     }
 
@@ -291,10 +272,7 @@ impl Dwarf {
     /// The files (maps, `ElfFile`s) sections are read from, possibly
     /// repeated.
     pub(crate) fn file_backings(&self) -> impl Iterator<Item = &Backing> {
-        self.owners
-            .iter()
-            .map(|o| &o.backing)
-            .filter(|b| !matches!(b, Backing::Owned(_)))
+        self.owners.iter().map(|o| &o.backing).filter(|b| !matches!(b, Backing::Owned(_)))
     }
 
     /// Gives the mapped pages read so far back (see
@@ -326,20 +304,12 @@ impl Dwarf {
             };
             // The last frame's entry is the containing function's.
             function_die = frame.dw_die_offset;
-            let function = frame
-                .function
-                .as_ref()
-                .and_then(|f| f.raw_name().ok())
-                .map(|n| n.into_owned());
+            let function = frame.function.as_ref().and_then(|f| f.raw_name().ok()).map(|n| n.into_owned());
             let (file, line) = match &frame.location {
                 Some(l) => (l.file.map(str::to_owned), l.line.unwrap_or(0)),
                 None => (None, 0),
             };
-            out.push(DwarfFrame {
-                function,
-                file,
-                line,
-            });
+            out.push(DwarfFrame { function, file, line });
         }
         self.charge(vaddr, function_die);
         out
@@ -359,10 +329,7 @@ impl Dwarf {
         if self.parsed.borrow_mut().insert(unit_key) {
             let (program, files) = unit.line_program.as_ref().map_or((0, 0), |p| {
                 let h = p.header();
-                (
-                    h.raw_program_buf().len() as u64,
-                    h.file_names().len() as u64,
-                )
+                (h.raw_program_buf().len() as u64, h.file_names().len() as u64)
             });
             let info = unit.header.length_including_self() as u64;
             let [p, f, i] = self.parsed_sizes.get();
@@ -413,10 +380,7 @@ fn unit_bytes(unit: gimli::UnitRef<'_, Reader>) -> Result<u64, gimli::Error> {
 
 /// Heap addr2line holds once the function at entry `die` is parsed: its
 /// inlined calls (the entries below it).
-fn function_bytes(
-    unit: gimli::UnitRef<'_, Reader>,
-    die: gimli::UnitOffset<usize>,
-) -> Result<u64, gimli::Error> {
+fn function_bytes(unit: gimli::UnitRef<'_, Reader>, die: gimli::UnitOffset<usize>) -> Result<u64, gimli::Error> {
     let mut entries = unit.entries_raw(Some(die))?;
     let depth = entries.next_depth();
     let mut inlined = 0u64;
@@ -456,10 +420,7 @@ pub(crate) fn estimate_index(dwarf: &gimli::Dwarf<Reader>) -> u64 {
     let mut tables: HashMap<u64, ()> = HashMap::new();
     let mut headers = dwarf.units();
     while let Ok(Some(h)) = headers.next() {
-        if matches!(
-            h.type_(),
-            gimli::UnitType::Type { .. } | gimli::UnitType::SplitType { .. }
-        ) {
+        if matches!(h.type_(), gimli::UnitType::Type { .. } | gimli::UnitType::SplitType { .. }) {
             continue;
         }
         units += 1;
@@ -467,10 +428,8 @@ pub(crate) fn estimate_index(dwarf: &gimli::Dwarf<Reader>) -> u64 {
     }
     let unit_bytes = units * (size_of::<gimli::Unit<Reader>>() as u64 + RES_UNIT_EXTRA);
     let abbrev = dwarf.debug_abbrev.reader().slice();
-    let abbrev_bytes: u64 = tables
-        .keys()
-        .map(|&off| abbreviations_bytes(abbrev.get(off as usize..).unwrap_or(&[])))
-        .sum();
+    let abbrev_bytes: u64 =
+        tables.keys().map(|&off| abbreviations_bytes(abbrev.get(off as usize..).unwrap_or(&[]))).sum();
     let line_bytes = line_headers_bytes(&dwarf.debug_line);
     // One range per `.debug_aranges` entry (16 bytes each on 64-bit),
     // else a few per unit.
@@ -542,10 +501,7 @@ fn line_headers_bytes(debug_line: &gimli::DebugLine<Reader>) -> u64 {
             let Some(b) = data.get(offset + 4..offset + 12) else {
                 break;
             };
-            (
-                u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as usize,
-                12,
-            )
+            (u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as usize, 12)
         } else {
             (len32 as usize, 4)
         };
@@ -556,8 +512,7 @@ fn line_headers_bytes(debug_line: &gimli::DebugLine<Reader>) -> u64 {
             let h = p.header();
             total += grown(h.file_names().len() as u64) * file
                 + grown(h.include_directories().len() as u64) * dir
-                + (h.file_name_entry_format().len() + h.directory_entry_format().len()) as u64
-                    * format;
+                + (h.file_name_entry_format().len() + h.directory_entry_format().len()) as u64 * format;
         }
         let Some(next) = offset.checked_add(header + len) else {
             break;
@@ -607,28 +562,17 @@ fn inflated_size(elf: &ElfFile) -> u64 {
 /// decompressed when needed; empty when the file lacks it.
 fn section_bytes(file: &DwarfFile, name: &str) -> Result<SectionBytes, DwarfError> {
     let elf = &file.elf;
-    let empty = || SectionBytes {
-        backing: Backing::Owned(Arc::new(Vec::new())),
-        start: 0,
-        len: 0,
-    };
-    let section = elf
-        .section_by_name(name)
-        .filter(|s| s.sh_type != SHT_NOBITS);
+    let empty = || SectionBytes { backing: Backing::Owned(Arc::new(Vec::new())), start: 0, len: 0 };
+    let section = elf.section_by_name(name).filter(|s| s.sh_type != SHT_NOBITS);
     let Some(section) = section else {
         // GNU's old convention: `.zdebug_info` = "ZLIB", big-endian u64
         // size, zlib stream.
         let zname = format!(".z{}", name.trim_start_matches('.'));
-        let Some(z) = elf
-            .section_by_name(&zname)
-            .filter(|s| s.sh_type != SHT_NOBITS)
-        else {
+        let Some(z) = elf.section_by_name(&zname).filter(|s| s.sh_type != SHT_NOBITS) else {
             return Ok(empty());
         };
         let data = elf.section_data(z).unwrap_or(&[]);
-        let bad = || DwarfError::Decompress {
-            section: zname.clone(),
-        };
+        let bad = || DwarfError::Decompress { section: zname.clone() };
         if data.len() < 12 || &data[..4] != b"ZLIB" {
             return Err(bad());
         }
@@ -641,15 +585,9 @@ fn section_bytes(file: &DwarfFile, name: &str) -> Result<SectionBytes, DwarfErro
     };
     if section.flags & SHF_COMPRESSED == 0 {
         let start = section.offset as usize;
-        return Ok(SectionBytes {
-            backing: file.bytes.clone(),
-            start,
-            len: data.len(),
-        });
+        return Ok(SectionBytes { backing: file.bytes.clone(), start, len: data.len() });
     }
-    let bad = || DwarfError::Decompress {
-        section: name.to_owned(),
-    };
+    let bad = || DwarfError::Decompress { section: name.to_owned() };
     if data.len() < CHDR_SIZE {
         return Err(bad());
     }
@@ -659,20 +597,13 @@ fn section_bytes(file: &DwarfFile, name: &str) -> Result<SectionBytes, DwarfErro
     match kind {
         ELFCOMPRESS_ZLIB => inflate(body, size).map_err(|_| bad()).map(owned),
         ELFCOMPRESS_ZSTD => unzstd(body, size).map_err(|_| bad()).map(owned),
-        _ => Err(DwarfError::UnsupportedCompression {
-            section: name.to_owned(),
-            kind,
-        }),
+        _ => Err(DwarfError::UnsupportedCompression { section: name.to_owned(), kind }),
     }
 }
 
 fn owned(v: Vec<u8>) -> SectionBytes {
     let len = v.len();
-    SectionBytes {
-        backing: Backing::Owned(Arc::new(v)),
-        start: 0,
-        len,
-    }
+    SectionBytes { backing: Backing::Owned(Arc::new(v)), start: 0, len }
 }
 
 /// Inflates a zlib stream that must produce exactly `size` bytes, into a
@@ -684,13 +615,8 @@ fn inflate(data: &[u8], size: u64) -> Result<Vec<u8>, ()> {
     }
     // One byte more than announced, to notice a stream that is longer.
     let mut out = vec![0u8; size as usize + 1];
-    let n = miniz_oxide::inflate::decompress_slice_iter_to_slice(
-        &mut out,
-        std::iter::once(data),
-        true,
-        false,
-    )
-    .map_err(|_| ())?;
+    let n = miniz_oxide::inflate::decompress_slice_iter_to_slice(&mut out, std::iter::once(data), true, false)
+        .map_err(|_| ())?;
     if n as u64 != size {
         return Err(());
     }
@@ -704,9 +630,7 @@ fn unzstd(data: &[u8], size: u64) -> Result<Vec<u8>, ()> {
         return Err(());
     }
     let mut out = vec![0u8; size as usize + 1];
-    let n = ruzstd::decoding::FrameDecoder::new()
-        .decode_all(data, &mut out)
-        .map_err(|_| ())?;
+    let n = ruzstd::decoding::FrameDecoder::new().decode_all(data, &mut out).map_err(|_| ())?;
     if n as u64 != size {
         return Err(());
     }
@@ -721,10 +645,7 @@ mod tests {
     #[test]
     fn inflate_checks_size() {
         // zlib stream of b"hello" (stored block).
-        let z = [
-            0x78, 0x01, 0x01, 0x05, 0x00, 0xfa, 0xff, b'h', b'e', b'l', b'l', b'o', 0x06, 0x2c,
-            0x02, 0x15,
-        ];
+        let z = [0x78, 0x01, 0x01, 0x05, 0x00, 0xfa, 0xff, b'h', b'e', b'l', b'l', b'o', 0x06, 0x2c, 0x02, 0x15];
         assert_eq!(inflate(&z, 5), Ok(b"hello".to_vec()));
         assert!(inflate(&z, 4).is_err());
         assert!(inflate(&z, 6).is_err());

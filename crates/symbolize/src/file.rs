@@ -42,12 +42,7 @@ impl FileSource {
     /// A file of the host's namespace, opened by its path.
     pub fn new(path: impl Into<PathBuf>) -> FileSource {
         let open_path = path.into();
-        FileSource {
-            path: open_path.to_string_lossy().into_owned(),
-            open_path,
-            root: None,
-            memory: None,
-        }
+        FileSource { path: open_path.to_string_lossy().into_owned(), open_path, root: None, memory: None }
     }
 
     /// `path` as process `pid` sees it, opened through
@@ -236,9 +231,7 @@ impl Names {
 
     /// Heap bytes: the strings and both tables.
     fn bytes(&self) -> u64 {
-        self.strings
-            + table_bytes(self.set.capacity(), 16)
-            + table_bytes(self.symbols.capacity(), 24)
+        self.strings + table_bytes(self.set.capacity(), 16) + table_bytes(self.symbols.capacity(), 24)
     }
 }
 
@@ -249,19 +242,14 @@ pub(crate) fn table_bytes(capacity: usize, slot: u64) -> u64 {
     if capacity == 0 {
         return 0;
     }
-    let buckets = if capacity < 8 {
-        (capacity + 1).next_power_of_two()
-    } else {
-        (capacity * 8 / 7).next_power_of_two()
-    } as u64;
+    let buckets =
+        if capacity < 8 { (capacity + 1).next_power_of_two() } else { (capacity * 8 / 7).next_power_of_two() } as u64;
     buckets * (slot + 1) + 16
 }
 
 impl std::fmt::Debug for FileSymbolizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FileSymbolizer")
-            .field("info", &self.info)
-            .finish_non_exhaustive()
+        f.debug_struct("FileSymbolizer").field("info", &self.info).finish_non_exhaustive()
     }
 }
 
@@ -288,12 +276,7 @@ pub(crate) struct DwarfPart {
 impl DwarfPart {
     /// The part of a DWARF step that panicked: no DWARF.
     pub(crate) fn panicked() -> DwarfPart {
-        DwarfPart {
-            dwarf: None,
-            debug_file: None,
-            dwarf_error: None,
-            symbols: None,
-        }
+        DwarfPart { dwarf: None, debug_file: None, dwarf_error: None, symbols: None }
     }
 
     /// Why DWARF that exists was not used.
@@ -308,24 +291,13 @@ impl DwarfJob {
     /// index, unless that would take more than
     /// [`DebugConfig::max_dwarf_bytes`].
     pub(crate) fn run(self) -> DwarfPart {
-        let DwarfJob {
-            elf,
-            bytes,
-            source,
-            config,
-            has_symtab,
-        } = self;
+        let DwarfJob { elf, bytes, source, config, has_symtab } = self;
         let with_sup = |file: &DwarfFile, dwarf_path: &Path| {
-            let sup = debugfile::find_sup(&file.elf, dwarf_path, &source, &config)
-                .and_then(|(path, elf)| mapped(elf, &path));
+            let sup =
+                debugfile::find_sup(&file.elf, dwarf_path, &source, &config).and_then(|(path, elf)| mapped(elf, &path));
             Dwarf::load(file, sup.as_ref(), config.max_dwarf_bytes)
         };
-        let mut part = DwarfPart {
-            dwarf: None,
-            debug_file: None,
-            dwarf_error: None,
-            symbols: None,
-        };
+        let mut part = DwarfPart { dwarf: None, debug_file: None, dwarf_error: None, symbols: None };
         let bytes_of_file = bytes.clone();
         let loaded = if debugfile::has_debug_info(&elf) {
             let file = DwarfFile { elf, bytes };
@@ -339,8 +311,8 @@ impl DwarfJob {
                         file.bytes.release();
                     }
                     if !has_symtab {
-                        part.symbols = Symbols::from_elf(&file.elf, &file.bytes)
-                            .filter(|s| s.source() == SymbolSource::Symtab);
+                        part.symbols =
+                            Symbols::from_elf(&file.elf, &file.bytes).filter(|s| s.source() == SymbolSource::Symtab);
                         if let Some(s) = &part.symbols {
                             s.backing().release();
                         }
@@ -386,11 +358,10 @@ fn mapped(elf: Arc<ElfFile>, path: &Path) -> Option<DwarfFile> {
 /// tens of MB for nothing.
 fn may_be_go(elf: &ElfFile) -> bool {
     elf.sections().is_empty()
-        || elf.sections().iter().any(|s| {
-            s.name.ends_with(".gopclntab")
-                || s.name == ".go.buildinfo"
-                || s.name == ".note.go.buildid"
-        })
+        || elf
+            .sections()
+            .iter()
+            .any(|s| s.name.ends_with(".gopclntab") || s.name == ".go.buildinfo" || s.name == ".note.go.buildid")
         || elf.go_build_id().ok().flatten().is_some()
 }
 
@@ -426,10 +397,7 @@ impl FileSymbolizer {
             let read = || -> std::io::Result<Vec<u8>> {
                 let len = range.end.saturating_sub(range.start);
                 if len == 0 || len > MAX_MEMORY_FILE {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::InvalidInput,
-                        "implausible size",
-                    ));
+                    return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "implausible size"));
                 }
                 let mut buf = vec![0u8; len as usize];
                 std::fs::File::open(&source.open_path)?.read_exact_at(&mut buf, range.start)?;
@@ -440,10 +408,8 @@ impl FileSymbolizer {
                 start: range.start,
                 source: e,
             })?;
-            let elf = ElfFile::from_bytes(bytes).map_err(|e| LoadError::Open {
-                path: source.open_path.clone(),
-                source: e,
-            })?;
+            let elf = ElfFile::from_bytes(bytes)
+                .map_err(|e| LoadError::Open { path: source.open_path.clone(), source: e })?;
             let elf = Arc::new(elf);
             let bytes = Backing::Elf(elf.clone());
             return Ok(FileSymbolizer::first_step(elf, bytes, source, config));
@@ -461,22 +427,13 @@ impl FileSymbolizer {
                 _ => Err(e),
             };
         }
-        let (elf, path) = opened.map_err(|e| LoadError::Open {
-            path: source.open_path.clone(),
-            source: e,
-        })?;
+        let (elf, path) = opened.map_err(|e| LoadError::Open { path: source.open_path.clone(), source: e })?;
         let file = mapped(Arc::new(elf), &path).expect("always some");
-        Ok(FileSymbolizer::first_step(
-            file.elf, file.bytes, source, config,
-        ))
+        Ok(FileSymbolizer::first_step(file.elf, file.bytes, source, config))
     }
 
     /// Loads the sources of an already opened file.
-    pub fn from_elf(
-        elf: Arc<ElfFile>,
-        source: &FileSource,
-        config: &DebugConfig,
-    ) -> FileSymbolizer {
+    pub fn from_elf(elf: Arc<ElfFile>, source: &FileSource, config: &DebugConfig) -> FileSymbolizer {
         let bytes = Backing::Elf(elf.clone());
         let (mut file, job) = FileSymbolizer::first_step(elf, bytes, source, config);
         if let Some(job) = job {
@@ -502,11 +459,7 @@ impl FileSymbolizer {
             None => true,
             Some((_, text)) => code_outside(&elf, text) > 1024,
         };
-        let symbols = if native_code {
-            Symbols::from_elf(&elf, &bytes)
-        } else {
-            None
-        };
+        let symbols = if native_code { Symbols::from_elf(&elf, &bytes) } else { None };
         // Reading the symbol table touched its pages.
         bytes.release();
         let info = FileInfo {
@@ -654,11 +607,7 @@ impl FileSymbolizer {
         let in_code = self.code.iter().any(|r| r.contains(&vaddr));
         // The name of the containing ELF symbol, demangled and interned.
         let symbol = |names: &mut Names| {
-            let (raw, addr) = self
-                .symbols
-                .as_ref()
-                .filter(|_| in_code)
-                .and_then(|s| s.lookup(vaddr))?;
+            let (raw, addr) = self.symbols.as_ref().filter(|_| in_code).and_then(|s| s.lookup(vaddr))?;
             Some(names.symbol(addr, &raw))
         };
         if let Some((dwarf, source)) = &self.dwarf {
@@ -673,24 +622,13 @@ impl FileSymbolizer {
                     None if i + 1 == count => symbol(&mut names).unwrap_or_else(|| names.get("??")),
                     None => names.get("??"),
                 };
-                lines.push(SourceLine {
-                    function,
-                    file: f.file.as_deref().map(|p| names.get(p)),
-                    line: f.line,
-                });
+                lines.push(SourceLine { function, file: f.file.as_deref().map(|p| names.get(p)), line: f.line });
             }
             if lines.iter().any(|l| &*l.function != "??") {
                 return Some((lines, *source));
             }
         }
         let function = symbol(&mut names)?;
-        Some((
-            vec![SourceLine {
-                function,
-                file: None,
-                line: 0,
-            }],
-            LineSource::Symbols,
-        ))
+        Some((vec![SourceLine { function, file: None, line: 0 }], LineSource::Symbols))
     }
 }

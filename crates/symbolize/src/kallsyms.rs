@@ -130,8 +130,8 @@ impl KernelSymbols {
 
     /// Reads and parses a file in kallsyms format.
     pub fn load_from(path: &Path) -> Result<KernelSymbols, KallsymsError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| KallsymsError::Read { path: path.to_owned(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| KallsymsError::Read { path: path.to_owned(), source })?;
         let symbols = Self::parse(&text);
         if symbols.entries.is_empty() && text.lines().next().is_some() {
             return Err(KallsymsError::AddressesHidden { path: path.to_owned() });
@@ -160,9 +160,7 @@ impl KernelSymbols {
             let (module_start, module_len) = match module {
                 None => (0, 0),
                 Some(m) => match last_module {
-                    Some((start, len)) if &symbols.names[start as usize..][..usize::from(len)] == m => {
-                        (start, len)
-                    }
+                    Some((start, len)) if &symbols.names[start as usize..][..usize::from(len)] == m => (start, len),
                     _ => {
                         let start = symbols.names.len() as u32;
                         symbols.names.push_str(m);
@@ -173,13 +171,7 @@ impl KernelSymbols {
             };
             let name_start = symbols.names.len() as u32;
             symbols.names.push_str(name);
-            symbols.entries.push(Entry {
-                address,
-                name_start,
-                name_len: name.len() as u16,
-                module_start,
-                module_len,
-            });
+            symbols.entries.push(Entry { address, name_start, name_len: name.len() as u16, module_start, module_len });
         }
         symbols.entries.sort_by_key(|e| e.address);
         symbols.entries.shrink_to_fit();
@@ -303,14 +295,8 @@ ffffffffc0002000 T e1000_probe\t[e1000]
     fn parses_text_symbols_sorted_with_modules() {
         let s = KernelSymbols::parse(SAMPLE);
         assert_eq!(s.len(), 8);
-        assert_eq!(
-            s.lookup(0xffffffff81d35f10),
-            Some(KernelSymbol { name: "read_zero", module: None, offset: 0x10 })
-        );
-        assert_eq!(
-            s.lookup(0xffffffff816bb820),
-            Some(KernelSymbol { name: "ksys_read", module: None, offset: 0 })
-        );
+        assert_eq!(s.lookup(0xffffffff81d35f10), Some(KernelSymbol { name: "read_zero", module: None, offset: 0x10 }));
+        assert_eq!(s.lookup(0xffffffff816bb820), Some(KernelSymbol { name: "ksys_read", module: None, offset: 0 }));
         // Data symbols do not bound text symbols: ksys_read runs on.
         assert_eq!(s.lookup(0xffffffff816bb910).map(|k| k.name), Some("ksys_read"));
         assert_eq!(
@@ -339,10 +325,7 @@ ffffffffc002a000 t bpf_prog_8713e3d97c9d80fd_F\t[bpf]
         let sample = s.lookup(0xffffffffc0026c58 + 0x40).unwrap();
         assert_eq!(sample.to_string(), "bpf_prog_0870a3894f4dc8a0_on_cpu_sample [bpf]");
         assert!(sample.is_bpf());
-        assert_eq!(
-            sample.bpf_program(),
-            Some(BpfProgram { tag: "0870a3894f4dc8a0", name: "on_cpu_sample" })
-        );
+        assert_eq!(sample.bpf_program(), Some(BpfProgram { tag: "0870a3894f4dc8a0", name: "on_cpu_sample" }));
         // An unnamed program, a trampoline, a dispatcher, a subprogram.
         let unnamed = s.lookup(0xffffffffc0027474).unwrap();
         assert_eq!(unnamed.bpf_program(), Some(BpfProgram { tag: "8713e3d97c9d80fd", name: "" }));

@@ -314,12 +314,7 @@ impl NativeSymbolizer {
     /// `source` says how to open the file; it is called only when the
     /// file must be (re)loaded, so the common path allocates nothing.
     /// Never blocks on a load.
-    pub fn symbolize(
-        &mut self,
-        file_id: FileId,
-        vaddr: u64,
-        source: impl FnOnce() -> FileSource,
-    ) -> Symbolized {
+    pub fn symbolize(&mut self, file_id: FileId, vaddr: u64, source: impl FnOnce() -> FileSource) -> Symbolized {
         if self.requests.is_none() {
             return Symbolized::Unknown(Reason::Disabled);
         }
@@ -341,11 +336,7 @@ impl NativeSymbolizer {
         let retry = self.config.retry_failed_after;
         enum Next {
             Answer(Symbolized),
-            Looked {
-                answer: Option<Named>,
-                cost: u64,
-                complete: bool,
-            },
+            Looked { answer: Option<Named>, cost: u64, complete: bool },
             Broken,
             Request,
         }
@@ -357,14 +348,10 @@ impl NativeSymbolizer {
                     State::Loaded { file, complete } => {
                         // Lookups parse DWARF; a bug there must not take
                         // the caller down: the file is then given up.
-                        let looked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            file.symbolize(vaddr)
-                        }));
+                        let looked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| file.symbolize(vaddr)));
                         match looked {
                             Ok(answer) => Next::Looked {
-                                answer: answer.map(|(lines, source)| {
-                                    (Arc::<[SourceLine]>::from(lines), source)
-                                }),
+                                answer: answer.map(|(lines, source)| (Arc::<[SourceLine]>::from(lines), source)),
                                 // Lazily parsed DWARF grows the file's cost.
                                 cost: file.cost(),
                                 complete: *complete,
@@ -373,9 +360,7 @@ impl NativeSymbolizer {
                         }
                     }
                     State::Loading => Next::Answer(Symbolized::Pending),
-                    State::Failed(at) if at.elapsed() < retry => {
-                        Next::Answer(Symbolized::Unknown(Reason::LoadFailed))
-                    }
+                    State::Failed(at) if at.elapsed() < retry => Next::Answer(Symbolized::Unknown(Reason::LoadFailed)),
                     State::Failed(_) => Next::Request,
                 }
             }
@@ -387,11 +372,7 @@ impl NativeSymbolizer {
                 }
                 a
             }
-            Next::Looked {
-                answer,
-                cost,
-                complete,
-            } => {
+            Next::Looked { answer, cost, complete } => {
                 if let Some(slot) = self.files.get_mut(&file_id) {
                     self.stats.file_bytes = self.stats.file_bytes - slot.cost + cost;
                     slot.cost = cost;
@@ -458,14 +439,7 @@ impl NativeSymbolizer {
                 self.stats.loads_requested += 1;
                 self.stats.pending += 1;
                 self.loading += 1;
-                self.files.insert(
-                    file_id,
-                    Slot {
-                        state: State::Loading,
-                        last_used: self.tick,
-                        cost: 0,
-                    },
-                );
+                self.files.insert(file_id, Slot { state: State::Loading, last_used: self.tick, cost: 0 });
                 self.evict(Some(file_id));
                 Symbolized::Pending
             }
@@ -503,10 +477,7 @@ impl NativeSymbolizer {
                         self.stats.files_loaded += 1;
                         slot.cost = file.cost();
                         self.stats.file_bytes += slot.cost;
-                        slot.state = State::Loaded {
-                            file: Box::new(file),
-                            complete: true,
-                        };
+                        slot.state = State::Loaded { file: Box::new(file), complete: true };
                     }
                     Err(_) => {
                         self.stats.loads_failed += 1;
@@ -518,18 +489,9 @@ impl NativeSymbolizer {
                 self.stats.files_loaded += 1;
                 slot.cost = file.cost();
                 self.stats.file_bytes += slot.cost;
-                slot.state = State::Loaded {
-                    file: Box::new(file),
-                    complete: false,
-                };
+                slot.state = State::Loaded { file: Box::new(file), complete: false };
             }
-            (
-                Step::Dwarf(part),
-                State::Loaded {
-                    file,
-                    complete: complete @ false,
-                },
-            ) => {
+            (Step::Dwarf(part), State::Loaded { file, complete: complete @ false }) => {
                 self.loading -= 1;
                 done(&mut self.stats);
                 self.stats.loads_done += 1;
@@ -552,9 +514,7 @@ impl NativeSymbolizer {
     /// Drops least recently used files beyond the bounds, sparing `keep`
     /// unless it alone is over the byte budget.
     fn evict(&mut self, keep: Option<FileId>) {
-        while self.files.len() > self.config.max_files.max(1)
-            || self.stats.file_bytes > self.config.max_file_bytes
-        {
+        while self.files.len() > self.config.max_files.max(1) || self.stats.file_bytes > self.config.max_file_bytes {
             let victim = self
                 .files
                 .iter()
@@ -574,11 +534,7 @@ impl NativeSymbolizer {
                 };
                 let state = std::mem::replace(&mut slot.state, State::Failed(Instant::now()));
                 let cost = std::mem::take(&mut slot.cost);
-                Slot {
-                    state,
-                    last_used: 0,
-                    cost,
-                }
+                Slot { state, last_used: 0, cost }
             } else {
                 let Some(slot) = self.files.remove(&victim) else {
                     break;
@@ -630,14 +586,7 @@ impl NativeSymbolizer {
         self.stats.file_bytes += cost;
         self.files.insert(
             file_id,
-            Slot {
-                state: State::Loaded {
-                    file: Box::new(file),
-                    complete: true,
-                },
-                last_used: self.tick,
-                cost,
-            },
+            Slot { state: State::Loaded { file: Box::new(file), complete: true }, last_used: self.tick, cost },
         );
         self.evict(Some(file_id));
     }
@@ -684,12 +633,7 @@ impl NativeSymbolizer {
     }
 }
 
-fn worker(
-    requests: Receiver<LoadRequest>,
-    results: Sender<LoadResult>,
-    debug: DebugConfig,
-    gates: Arc<Gates>,
-) {
+fn worker(requests: Receiver<LoadRequest>, results: Sender<LoadResult>, debug: DebugConfig, gates: Arc<Gates>) {
     // Parsing untrusted files: a bug must cost this file, not the thread.
     fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
@@ -698,21 +642,9 @@ fn worker(
     for req in requests {
         gates.load.wait_open();
         let start = Instant::now();
-        let send = |step| {
-            results
-                .send(LoadResult {
-                    file_id: req.file_id,
-                    step,
-                    elapsed: start.elapsed(),
-                })
-                .is_ok()
-        };
-        let first =
-            guarded(|| FileSymbolizer::load_symbols(&req.source, &debug)).unwrap_or_else(|| {
-                Err(LoadError::Panicked {
-                    path: req.source.open_path.clone(),
-                })
-            });
+        let send = |step| results.send(LoadResult { file_id: req.file_id, step, elapsed: start.elapsed() }).is_ok();
+        let first = guarded(|| FileSymbolizer::load_symbols(&req.source, &debug))
+            .unwrap_or_else(|| Err(LoadError::Panicked { path: req.source.open_path.clone() }));
         let sent = match first {
             Err(e) => send(Step::Done(Err(e))),
             Ok((file, None)) => send(Step::Done(Ok(file))),
@@ -747,16 +679,9 @@ mod tests {
 
     #[test]
     fn disabled_starts_nothing() {
-        let mut s = NativeSymbolizer::new(NativeConfig {
-            enabled: false,
-            ..NativeConfig::default()
-        })
-        .expect("new");
+        let mut s = NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() }).expect("new");
         assert!(!s.enabled());
-        assert_eq!(
-            s.symbolize(FileId([1; 16]), 0x1000, || panic!("no load")),
-            Symbolized::Unknown(Reason::Disabled)
-        );
+        assert_eq!(s.symbolize(FileId([1; 16]), 0x1000, || panic!("no load")), Symbolized::Unknown(Reason::Disabled));
         assert!(s.wait_for_loads(Duration::ZERO));
         assert_eq!(s.stats(), NativeStats::default());
     }

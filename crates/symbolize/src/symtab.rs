@@ -59,15 +59,12 @@ impl Symbols {
     /// absent or has none; `None` when neither has any. `bytes` are
     /// `elf`'s bytes (possibly through another map of the same file).
     pub(crate) fn from_elf(elf: &ElfFile, bytes: &Backing) -> Option<Symbols> {
-        [
-            (SHT_SYMTAB, SymbolSource::Symtab),
-            (SHT_DYNSYM, SymbolSource::Dynsym),
-        ]
-        .into_iter()
-        .find_map(|(sh_type, source)| {
-            let section = elf.sections().iter().find(|s| s.sh_type == sh_type)?;
-            Symbols::from_section(elf, bytes, section, source)
-        })
+        [(SHT_SYMTAB, SymbolSource::Symtab), (SHT_DYNSYM, SymbolSource::Dynsym)].into_iter().find_map(
+            |(sh_type, source)| {
+                let section = elf.sections().iter().find(|s| s.sh_type == sh_type)?;
+                Symbols::from_section(elf, bytes, section, source)
+            },
+        )
     }
 
     fn from_section(
@@ -87,16 +84,11 @@ impl Symbols {
         };
         let (start, len) = range(section.offset, section.size)?;
         let entries = &data[start..start + len];
-        let strtab = elf
-            .sections()
-            .get(section.link as usize)
-            .filter(|s| s.sh_type != SHT_NOBITS)?;
+        let strtab = elf.sections().get(section.link as usize).filter(|s| s.sh_type != SHT_NOBITS)?;
         let (strtab_start, strtab_len) = range(strtab.offset, strtab.size)?;
         let u16_at = |e: &[u8], o: usize| u16::from_le_bytes([e[o], e[o + 1]]);
-        let u32_at =
-            |e: &[u8], o: usize| u32::from_le_bytes(e[o..o + 4].try_into().unwrap_or([0; 4]));
-        let u64_at =
-            |e: &[u8], o: usize| u64::from_le_bytes(e[o..o + 8].try_into().unwrap_or([0; 8]));
+        let u32_at = |e: &[u8], o: usize| u32::from_le_bytes(e[o..o + 4].try_into().unwrap_or([0; 4]));
+        let u64_at = |e: &[u8], o: usize| u64::from_le_bytes(e[o..o + 8].try_into().unwrap_or([0; 8]));
         // (symbol, alias rank: global, weak, local; then entry index).
         let keep = |e: &[u8]| -> Option<(Sym, u8)> {
             let info = e[4];
@@ -120,10 +112,7 @@ impl Symbols {
             };
             Some((Sym { addr, size, name }, rank))
         };
-        let count = entries
-            .chunks_exact(SYM_SIZE)
-            .filter(|e| keep(e).is_some())
-            .count();
+        let count = entries.chunks_exact(SYM_SIZE).filter(|e| keep(e).is_some()).count();
         if count == 0 {
             return None;
         }
@@ -136,20 +125,10 @@ impl Symbols {
         // Aliases: global first, then weak, then local; the larger one
         // first; then in table order (as `SymbolTable` sorts them).
         all.sort_unstable_by(|(a, ra, ia), (b, rb, ib)| {
-            a.addr
-                .cmp(&b.addr)
-                .then(ra.cmp(rb))
-                .then(b.size.cmp(&a.size))
-                .then(ia.cmp(ib))
+            a.addr.cmp(&b.addr).then(ra.cmp(rb)).then(b.size.cmp(&a.size)).then(ia.cmp(ib))
         });
         let syms: Box<[Sym]> = all.iter().map(|(s, _, _)| *s).collect();
-        Some(Symbols {
-            syms,
-            bytes: bytes.clone(),
-            strtab_start,
-            strtab_len,
-            source,
-        })
+        Some(Symbols { syms, bytes: bytes.clone(), strtab_start, strtab_len, source })
     }
 
     /// Which table the symbols came from.
@@ -174,9 +153,7 @@ impl Symbols {
 
     fn name(&self, s: &Sym) -> Cow<'_, str> {
         let data = self.bytes.data();
-        let table = data
-            .get(self.strtab_start..self.strtab_start + self.strtab_len)
-            .unwrap_or(&[]);
+        let table = data.get(self.strtab_start..self.strtab_start + self.strtab_len).unwrap_or(&[]);
         let rest = table.get(s.name as usize..).unwrap_or(&[]);
         let rest = &rest[..rest.len().min(MAX_NAME)];
         let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
@@ -192,10 +169,7 @@ impl Symbols {
         let addr = self.syms.get(idx.checked_sub(1)?)?.addr;
         let first = self.syms[..idx].partition_point(|s| s.addr < addr);
         let offset = vaddr - addr;
-        self.syms[first..idx]
-            .iter()
-            .find(|s| s.size == 0 || offset < u64::from(s.size))
-            .map(|s| (self.name(s), addr))
+        self.syms[first..idx].iter().find(|s| s.size == 0 || offset < u64::from(s.size)).map(|s| (self.name(s), addr))
     }
 }
 
@@ -211,16 +185,10 @@ mod tests {
         let table = elf.symbols().expect("symbols");
         let bytes = Backing::Elf(Arc::new(ElfFile::open(path).expect("open")));
         let ours = Symbols::from_elf(&elf, &bytes).expect("functions");
-        assert_eq!(
-            (ours.len(), ours.source()),
-            (table.len(), table.source()),
-            "{path}"
-        );
+        assert_eq!((ours.len(), ours.source()), (table.len(), table.source()), "{path}");
         for (addr, size, _) in table.iter() {
             for vaddr in [addr, addr + size / 2, addr + size] {
-                let theirs = table
-                    .lookup(vaddr)
-                    .map(|(n, off)| (n.to_owned(), vaddr - off));
+                let theirs = table.lookup(vaddr).map(|(n, off)| (n.to_owned(), vaddr - off));
                 let mine = ours.lookup(vaddr).map(|(n, a)| (n.into_owned(), a));
                 assert_eq!(mine, theirs, "{path} at {vaddr:#x}");
             }
@@ -230,10 +198,7 @@ mod tests {
     #[test]
     fn chooses_as_the_elf_symbol_table_does() {
         same_as_elf("/proc/self/exe");
-        for lib in [
-            "/usr/lib/x86_64-linux-gnu/libc.so.6",
-            "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
-        ] {
+        for lib in ["/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"] {
             if std::path::Path::new(lib).exists() {
                 same_as_elf(lib);
             }

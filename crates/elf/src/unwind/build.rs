@@ -10,9 +10,8 @@
 use std::collections::HashMap;
 
 use gimli::{
-    BaseAddresses, CfaRule, CieOrFde, CommonInformationEntry, DebugFrame, EhFrame, EhFrameHdr,
-    EndianSlice, LittleEndian, Register, RegisterRule, UnwindContext, UnwindSection,
-    UnwindTableRow,
+    BaseAddresses, CfaRule, CieOrFde, CommonInformationEntry, DebugFrame, EhFrame, EhFrameHdr, EndianSlice,
+    LittleEndian, Register, RegisterRule, UnwindContext, UnwindSection, UnwindTableRow,
 };
 
 use super::expr::{parse_cfa_expression, parse_rbp_expression, CfaExpr};
@@ -67,12 +66,7 @@ impl Collector {
     /// Starts the rows of a new FDE.
     fn begin_fde(&mut self, start: u64, end: u64) {
         let first_row = self.rows.len() as u32;
-        self.spans.push(FdeSpan {
-            start,
-            end,
-            first_row,
-            row_end: first_row,
-        });
+        self.spans.push(FdeSpan { start, end, first_row, row_end: first_row });
     }
 
     /// Appends a row to the current FDE, merging it into the FDE's
@@ -90,9 +84,7 @@ impl Collector {
                 id
             }
         };
-        if self.rows.len() > span.first_row as usize
-            && self.rows.last().is_some_and(|last| last.1 == id)
-        {
+        if self.rows.len() > span.first_row as usize && self.rows.last().is_some_and(|last| last.1 == id) {
             return;
         }
         // Rows lie inside their FDE, which is shorter than 4 GiB.
@@ -112,21 +104,14 @@ impl Collector {
 
 /// Reduces one CFI row. `section` holds the bytes expressions refer to.
 fn reduce_row(row: &UnwindTableRow<usize>, section: &[u8]) -> Result<UnwindRule, InvalidReason> {
-    let expr_bytes =
-        |e: &gimli::UnwindExpression<usize>| section.get(e.offset..e.offset.checked_add(e.length)?);
+    let expr_bytes = |e: &gimli::UnwindExpression<usize>| section.get(e.offset..e.offset.checked_add(e.length)?);
 
     match row.register(RA) {
         Some(RegisterRule::Undefined) => return Ok(UnwindRule::Stop),
         Some(RegisterRule::Offset(-8)) => {}
         _ => {
             // The CFA reason is more telling when both are wrong.
-            if !matches!(
-                row.cfa(),
-                CfaRule::RegisterAndOffset {
-                    register: RSP | RBP,
-                    ..
-                }
-            ) {
+            if !matches!(row.cfa(), CfaRule::RegisterAndOffset { register: RSP | RBP, .. }) {
                 return Err(cfa_reason(row.cfa(), section));
             }
             return Err(InvalidReason::ReturnAddress);
@@ -138,9 +123,7 @@ fn reduce_row(row: &UnwindTableRow<usize>, section: &[u8]) -> Result<UnwindRule,
         None | Some(RegisterRule::Undefined | RegisterRule::SameValue) => RbpRule::Unchanged,
         Some(RegisterRule::Offset(n)) => RbpRule::AtCfa(narrow(n)?),
         Some(RegisterRule::Expression(e)) => {
-            let offset = expr_bytes(&e)
-                .and_then(parse_rbp_expression)
-                .ok_or(InvalidReason::RbpRule)?;
+            let offset = expr_bytes(&e).and_then(parse_rbp_expression).ok_or(InvalidReason::RbpRule)?;
             RbpRule::AtRbp(narrow(offset)?)
         }
         Some(_) => return Err(InvalidReason::RbpRule),
@@ -163,11 +146,7 @@ fn reduce_row(row: &UnwindTableRow<usize>, section: &[u8]) -> Result<UnwindRule,
                 (CfaBase::Rsp, RbpRule::AtRbp(_)) => RbpRule::Unchanged,
                 _ => rbp,
             };
-            Ok(UnwindRule::Cfa {
-                base,
-                offset: narrow(*offset)?,
-                rbp,
-            })
+            Ok(UnwindRule::Cfa { base, offset: narrow(*offset)?, rbp })
         }
         CfaRule::Expression(e) => match expr_bytes(e).and_then(parse_cfa_expression) {
             Some(CfaExpr::Plt { threshold }) => Ok(UnwindRule::Plt { threshold }),
@@ -186,9 +165,7 @@ fn cfa_reason(cfa: &CfaRule<usize>, section: &[u8]) -> InvalidReason {
     match cfa {
         CfaRule::RegisterAndOffset { .. } => InvalidReason::CfaRegister,
         CfaRule::Expression(e) => {
-            let known = section
-                .get(e.offset..e.offset.saturating_add(e.length))
-                .and_then(parse_cfa_expression);
+            let known = section.get(e.offset..e.offset.saturating_add(e.length)).and_then(parse_cfa_expression);
             if known.is_some() {
                 InvalidReason::ReturnAddress
             } else {
@@ -227,10 +204,7 @@ fn is_sigreturn_trampoline(elf: &ElfFile, start: u64, end: u64) -> bool {
         return false;
     }
     let body = &code[code.iter().take_while(|&&b| b == 0x90).count()..];
-    body.starts_with(&RT_SIGRETURN)
-        && body[RT_SIGRETURN.len()..]
-            .iter()
-            .all(|&b| b == 0x90 || b == 0xcc)
+    body.starts_with(&RT_SIGRETURN) && body[RT_SIGRETURN.len()..].iter().all(|&b| b == 0x90 || b == 0xcc)
 }
 
 /// Runs every FDE of one section into `out`.
@@ -362,12 +336,7 @@ struct Piece {
 
 /// Sorts one section's spans and clips overlaps (earlier start wins), then
 /// removes the parts already covered by `covered` (sorted, disjoint).
-fn place(
-    spans: &[FdeSpan],
-    source: u8,
-    covered: &[(u64, u64)],
-    stats: &mut UnwindStats,
-) -> Vec<Piece> {
+fn place(spans: &[FdeSpan], source: u8, covered: &[(u64, u64)], stats: &mut UnwindStats) -> Vec<Piece> {
     let mut order: Vec<u32> = (0..spans.len() as u32).collect();
     order.sort_by_key(|&i| spans[i as usize].start);
     let mut pieces = Vec::with_capacity(order.len());
@@ -397,12 +366,7 @@ fn place(
                     if stop < span.end {
                         shadowed = true;
                     }
-                    pieces.push(Piece {
-                        start,
-                        end: stop,
-                        source,
-                        span: i,
-                    });
+                    pieces.push(Piece { start, end: stop, source, span: i });
                     start = stop;
                 }
             }
@@ -458,18 +422,12 @@ fn emit(pieces: &[Piece], sources: &[&Collector], deltas: &mut Vec<StackDelta>) 
         // The row in effect at p.start, then every later row before p.end.
         let rel_start = p.start - span.start;
         let rows = &col.rows[span.first_row as usize..span.row_end as usize];
-        let first = rows
-            .partition_point(|r| u64::from(r.0) <= rel_start)
-            .saturating_sub(1);
+        let first = rows.partition_point(|r| u64::from(r.0) <= rel_start).saturating_sub(1);
         for (i, (addr, rule)) in col.rows_of(span).enumerate().skip(first) {
             if addr >= p.end {
                 break;
             }
-            push_delta(
-                deltas,
-                if i == first { p.start.max(addr) } else { addr },
-                rule,
-            );
+            push_delta(deltas, if i == first { p.start.max(addr) } else { addr }, rule);
         }
         prev_end = Some(prev_end.map_or(p.end, |e| e.max(p.end)));
     }
@@ -480,19 +438,12 @@ fn emit(pieces: &[Piece], sources: &[&Collector], deltas: &mut Vec<StackDelta>) 
 
 /// Finds `.eh_frame`: the section, else through `PT_GNU_EH_FRAME`.
 /// Returns the data, its virtual address and the hdr's address if used.
-fn find_eh_frame<'a>(
-    elf: &'a ElfFile,
-    stats: &mut UnwindStats,
-) -> Option<(&'a [u8], u64, Option<u64>)> {
+fn find_eh_frame<'a>(elf: &'a ElfFile, stats: &mut UnwindStats) -> Option<(&'a [u8], u64, Option<u64>)> {
     if let Some(section) = elf.section_by_name(".eh_frame") {
         return match elf.section_data(section) {
             Ok(data) => {
                 stats.eh_frame_source = Some(EhFrameSource::Section);
-                Some((
-                    data,
-                    section.addr,
-                    elf.section_by_name(".eh_frame_hdr").map(|s| s.addr),
-                ))
+                Some((data, section.addr, elf.section_by_name(".eh_frame_hdr").map(|s| s.addr)))
             }
             Err(_) => {
                 stats.error(CfiSection::EhFrame, 0, CfiErrorKind::OutOfBounds);
@@ -500,10 +451,7 @@ fn find_eh_frame<'a>(
             }
         };
     }
-    let phdr = elf
-        .program_headers()
-        .iter()
-        .find(|p| p.p_type == PT_GNU_EH_FRAME)?;
+    let phdr = elf.program_headers().iter().find(|p| p.p_type == PT_GNU_EH_FRAME)?;
     let Ok(hdr) = slice(elf.data(), "PT_GNU_EH_FRAME", phdr.offset, phdr.filesz) else {
         stats.error(CfiSection::EhFrameHdr, 0, CfiErrorKind::OutOfBounds);
         return None;
@@ -538,25 +486,13 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
     let mut eh = Collector::default();
     if let Some((data, vaddr, hdr)) = find_eh_frame(elf, &mut stats) {
         stats.eh_frame_bytes = data.len() as u64;
-        let mut bases = BaseAddresses::default()
-            .set_eh_frame(vaddr)
-            .set_text(text)
-            .set_got(got);
+        let mut bases = BaseAddresses::default().set_eh_frame(vaddr).set_text(text).set_got(got);
         if let Some(hdr) = hdr {
             bases = bases.set_eh_frame_hdr(hdr);
         }
         let mut section = EhFrame::new(data, LittleEndian);
         section.set_address_size(8);
-        collect_section(
-            elf,
-            &section,
-            data,
-            &bases,
-            CfiSection::EhFrame,
-            &mut ctx,
-            &mut eh,
-            &mut stats,
-        );
+        collect_section(elf, &section, data, &bases, CfiSection::EhFrame, &mut ctx, &mut eh, &mut stats);
     }
 
     let mut debug = Collector::default();
@@ -604,21 +540,9 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
 mod tests {
     use super::*;
 
-    const A: UnwindRule = UnwindRule::Cfa {
-        base: CfaBase::Rsp,
-        offset: 8,
-        rbp: RbpRule::Unchanged,
-    };
-    const B: UnwindRule = UnwindRule::Cfa {
-        base: CfaBase::Rsp,
-        offset: 16,
-        rbp: RbpRule::Unchanged,
-    };
-    const C: UnwindRule = UnwindRule::Cfa {
-        base: CfaBase::Rbp,
-        offset: 16,
-        rbp: RbpRule::AtCfa(-16),
-    };
+    const A: UnwindRule = UnwindRule::Cfa { base: CfaBase::Rsp, offset: 8, rbp: RbpRule::Unchanged };
+    const B: UnwindRule = UnwindRule::Cfa { base: CfaBase::Rsp, offset: 16, rbp: RbpRule::Unchanged };
+    const C: UnwindRule = UnwindRule::Cfa { base: CfaBase::Rbp, offset: 16, rbp: RbpRule::AtCfa(-16) };
     const NONE: UnwindRule = UnwindRule::NoCoverage;
 
     type TestFde<'a> = (u64, u64, &'a [(u64, UnwindRule)]);
@@ -643,10 +567,7 @@ mod tests {
         pieces.sort_by_key(|p| p.start);
         let mut deltas = Vec::new();
         emit(&pieces, &[eh, debug], &mut deltas);
-        (
-            deltas.into_iter().map(|d| (d.address, d.rule)).collect(),
-            stats,
-        )
+        (deltas.into_iter().map(|d| (d.address, d.rule)).collect(), stats)
     }
 
     #[test]
@@ -654,10 +575,7 @@ mod tests {
         let eh = collector(&[(100, 200, &[(100, A), (150, B)])]);
         let debug = collector(&[(50, 300, &[(50, C), (120, A)])]);
         let (deltas, stats) = layout(&eh, &debug);
-        assert_eq!(
-            deltas,
-            vec![(50, C), (100, A), (150, B), (200, A), (300, NONE)]
-        );
+        assert_eq!(deltas, vec![(50, C), (100, A), (150, B), (200, A), (300, NONE)]);
         assert_eq!(stats.fdes_overlapped, 1);
     }
 
@@ -674,18 +592,7 @@ mod tests {
             (210, 220, &[(210, C)]),
         ]);
         let (deltas, stats) = layout(&eh, &Collector::default());
-        assert_eq!(
-            deltas,
-            vec![
-                (100, A),
-                (110, NONE),
-                (120, A),
-                (135, B),
-                (190, C),
-                (200, A),
-                (250, NONE)
-            ]
-        );
+        assert_eq!(deltas, vec![(100, A), (110, NONE), (120, A), (135, B), (190, C), (200, A), (250, NONE)]);
         assert_eq!(stats.fdes_overlapped, 2);
     }
 

@@ -21,11 +21,7 @@ const REG_RIP: u8 = 16;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum CfaExpr {
     /// `DW_OP_bregN inner; DW_OP_deref; [DW_OP_plus_uconst outer]`.
-    Deref {
-        base: CfaBase,
-        inner: i64,
-        outer: u64,
-    },
+    Deref { base: CfaBase, inner: i64, outer: u64 },
     /// The GNU ld `.plt` expression with the given `DW_OP_litN` threshold.
     Plt { threshold: u8 },
 }
@@ -91,14 +87,7 @@ impl Ops<'_> {
 /// The GNU ld PLT CFA expression, except for the `DW_OP_litN` threshold:
 /// `DW_OP_breg7 8; DW_OP_breg16 0; DW_OP_lit15; DW_OP_and; DW_OP_litN;
 /// DW_OP_ge; DW_OP_lit3; DW_OP_shl; DW_OP_plus`.
-const PLT_PREFIX: [u8; 6] = [
-    DW_OP_BREG0 + REG_RSP,
-    8,
-    DW_OP_BREG0 + REG_RIP,
-    0,
-    DW_OP_LIT0 + 15,
-    DW_OP_AND,
-];
+const PLT_PREFIX: [u8; 6] = [DW_OP_BREG0 + REG_RSP, 8, DW_OP_BREG0 + REG_RIP, 0, DW_OP_LIT0 + 15, DW_OP_AND];
 const PLT_SUFFIX: [u8; 4] = [DW_OP_GE, DW_OP_LIT0 + 3, DW_OP_SHL, DW_OP_PLUS];
 
 /// Recognizes a `DW_CFA_def_cfa_expression` body.
@@ -106,9 +95,7 @@ pub(crate) fn parse_cfa_expression(bytes: &[u8]) -> Option<CfaExpr> {
     if let Some(rest) = bytes.strip_prefix(&PLT_PREFIX) {
         if let [lit, suffix @ ..] = rest {
             if suffix == PLT_SUFFIX && (DW_OP_LIT0..DW_OP_LIT0 + 16).contains(lit) {
-                return Some(CfaExpr::Plt {
-                    threshold: lit - DW_OP_LIT0,
-                });
+                return Some(CfaExpr::Plt { threshold: lit - DW_OP_LIT0 });
             }
         }
         return None;
@@ -142,18 +129,10 @@ mod tests {
 
     #[test]
     fn plt_forms() {
-        let mut e = vec![
-            0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22,
-        ];
-        assert_eq!(
-            parse_cfa_expression(&e),
-            Some(CfaExpr::Plt { threshold: 11 })
-        );
+        let mut e = vec![0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22];
+        assert_eq!(parse_cfa_expression(&e), Some(CfaExpr::Plt { threshold: 11 }));
         e[6] = 0x3a;
-        assert_eq!(
-            parse_cfa_expression(&e),
-            Some(CfaExpr::Plt { threshold: 10 })
-        );
+        assert_eq!(parse_cfa_expression(&e), Some(CfaExpr::Plt { threshold: 10 }));
         e[1] = 0x10; // breg7 16: not the PLT form
         assert_eq!(parse_cfa_expression(&e), None);
         e[1] = 0x08;
@@ -169,29 +148,19 @@ mod tests {
         // DW_OP_breg6 -8; DW_OP_deref (GCC DRAP)
         assert_eq!(
             parse_cfa_expression(&[0x76, 0x78, 0x06]),
-            Some(CfaExpr::Deref {
-                base: CfaBase::Rbp,
-                inner: -8,
-                outer: 0
-            })
+            Some(CfaExpr::Deref { base: CfaBase::Rbp, inner: -8, outer: 0 })
         );
         // DW_OP_breg7 16; DW_OP_deref; DW_OP_plus_uconst 200
         assert_eq!(
             parse_cfa_expression(&[0x77, 0x10, 0x06, 0x23, 0xc8, 0x01]),
-            Some(CfaExpr::Deref {
-                base: CfaBase::Rsp,
-                inner: 16,
-                outer: 200
-            })
+            Some(CfaExpr::Deref { base: CfaBase::Rsp, inner: 16, outer: 200 })
         );
         // breg3 (rbx) is not expressible; neither is a trailing op.
         assert_eq!(parse_cfa_expression(&[0x73, 0x00, 0x06]), None);
         assert_eq!(parse_cfa_expression(&[0x76, 0x78, 0x06, 0x06]), None);
         assert_eq!(parse_cfa_expression(&[0x76, 0x78]), None);
         assert_eq!(
-            parse_cfa_expression(&[
-                0x76, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x06
-            ]),
+            parse_cfa_expression(&[0x76, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x06]),
             None
         );
         assert_eq!(parse_cfa_expression(&[]), None);

@@ -50,10 +50,7 @@ impl RuleInterner {
 
     /// An interner holding only the fixed rules.
     pub fn new() -> RuleInterner {
-        let mut interner = RuleInterner {
-            ids: HashMap::default(),
-            rules: Vec::new(),
-        };
+        let mut interner = RuleInterner { ids: HashMap::default(), rules: Vec::new() };
         for rule in [
             UnwindRule::NoCoverage,
             UnwindRule::Invalid,
@@ -72,9 +69,7 @@ impl RuleInterner {
         if let Some(&id) = self.ids.get(&rule) {
             return Ok(id);
         }
-        let id = u16::try_from(self.rules.len()).map_err(|_| Error::RuleTableFull {
-            capacity: Self::CAPACITY,
-        })?;
+        let id = u16::try_from(self.rules.len()).map_err(|_| Error::RuleTableFull { capacity: Self::CAPACITY })?;
         self.rules.push(rule);
         self.ids.insert(rule, RuleId(id));
         Ok(RuleId(id))
@@ -83,10 +78,7 @@ impl RuleInterner {
     /// Interns every rule of `deltas`, giving `(address, id)` pairs. On
     /// error the rules interned so far stay.
     pub fn intern_deltas(&mut self, deltas: &[StackDelta]) -> Result<Vec<(u64, RuleId)>> {
-        deltas
-            .iter()
-            .map(|d| Ok((d.address, self.intern(d.rule)?)))
-            .collect()
+        deltas.iter().map(|d| Ok((d.address, self.intern(d.rule)?))).collect()
     }
 
     /// The rule with id `id`.
@@ -121,15 +113,8 @@ mod tests {
         assert_eq!(i.len(), 5);
         assert_eq!(i.intern(UnwindRule::Stop).unwrap(), RuleId::STOP);
         assert_eq!(i.get(RuleId::SIGNAL), Some(UnwindRule::Signal));
-        assert_eq!(
-            i.intern(UnwindRule::UnfollowedSwitch).unwrap(),
-            RuleId::UNFOLLOWED_SWITCH
-        );
-        let rule = |offset| UnwindRule::Cfa {
-            base: CfaBase::Rsp,
-            offset,
-            rbp: RbpRule::Unchanged,
-        };
+        assert_eq!(i.intern(UnwindRule::UnfollowedSwitch).unwrap(), RuleId::UNFOLLOWED_SWITCH);
+        let rule = |offset| UnwindRule::Cfa { base: CfaBase::Rsp, offset, rbp: RbpRule::Unchanged };
         let a = i.intern(rule(8)).unwrap();
         assert_eq!(i.intern(rule(8)).unwrap(), a);
         assert_eq!(a, RuleId(5));
@@ -137,14 +122,8 @@ mod tests {
             i.intern(rule(16 + n)).unwrap();
         }
         assert_eq!(i.len(), RuleInterner::CAPACITY);
-        assert!(matches!(
-            i.intern(rule(-1)),
-            Err(Error::RuleTableFull { .. })
-        ));
+        assert!(matches!(i.intern(rule(-1)), Err(Error::RuleTableFull { .. })));
         assert_eq!(i.intern(rule(8)).unwrap(), a);
-        assert_eq!(
-            i.get(RuleId(u16::MAX)),
-            Some(rule(16 + RuleInterner::CAPACITY as i32 - 7))
-        );
+        assert_eq!(i.get(RuleId(u16::MAX)), Some(rule(16 + RuleInterner::CAPACITY as i32 - 7)));
     }
 }

@@ -10,9 +10,7 @@ mod stats;
 
 pub use intern::{RuleId, RuleInterner};
 pub use rules::{CfaBase, InvalidReason, RbpRule, StackDelta, UnwindRule};
-pub use stats::{
-    CfiError, CfiErrorKind, CfiSection, EhFrameSource, RowCounts, UnwindStats, MAX_KEPT_ERRORS,
-};
+pub use stats::{CfiError, CfiErrorKind, CfiSection, EhFrameSource, RowCounts, UnwindStats, MAX_KEPT_ERRORS};
 
 use crate::file::ElfFile;
 

@@ -74,9 +74,7 @@ impl fmt::Display for CfiError {
             CfiErrorKind::OutOfBounds => f.write_str("section data outside the file"),
             CfiErrorKind::Compressed => f.write_str("compressed section not supported"),
             CfiErrorKind::BadRange => f.write_str("FDE address range too large or wrapping"),
-            CfiErrorKind::BadEhFramePtr => {
-                f.write_str("eh_frame_ptr points outside the loaded file data")
-            }
+            CfiErrorKind::BadEhFramePtr => f.write_str("eh_frame_ptr points outside the loaded file data"),
         }
     }
 }
@@ -160,11 +158,7 @@ impl UnwindStats {
     pub(crate) fn error(&mut self, section: CfiSection, offset: u64, kind: CfiErrorKind) {
         self.error_count += 1;
         if self.errors.len() < MAX_KEPT_ERRORS {
-            self.errors.push(CfiError {
-                section,
-                offset,
-                kind,
-            });
+            self.errors.push(CfiError { section, offset, kind });
         }
     }
 }

@@ -30,17 +30,10 @@ fn file_id_matches_sha256sum() {
         std::fs::write(&path, &data).expect("write");
         let want = oracle(&data, &dir);
         assert_eq!(file_id_of_bytes(&data).to_hex(), want, "bytes, len {len}");
-        assert_eq!(
-            file_id_of_path(&path).expect("path").to_hex(),
-            want,
-            "path, len {len}"
-        );
+        assert_eq!(file_id_of_path(&path).expect("path").to_hex(), want, "path, len {len}");
     }
     let libc = std::fs::read(LIBC).expect("libc");
-    assert_eq!(
-        file_id_of_path(LIBC).expect("libc").to_hex(),
-        oracle(&libc, &dir)
-    );
+    assert_eq!(file_id_of_path(LIBC).expect("libc").to_hex(), oracle(&libc, &dir));
 }
 
 #[test]

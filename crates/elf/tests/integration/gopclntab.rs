@@ -83,16 +83,11 @@ fn matches_the_symbol_table_in_every_build_shape() {
 
     for (path, same_layout) in [(&stripped, true), (&no_headers, true), (&pie, false)] {
         let elf = ElfFile::open(path).expect("open");
-        assert!(
-            elf.symbols().expect("symbols").is_empty(),
-            "{path:?} is stripped"
-        );
+        assert!(elf.symbols().expect("symbols").is_empty(), "{path:?} is stripped");
         let tab = GoPclntab::find(&elf).expect("find").expect("table");
         assert!(tab.has_inline_info(), "{path:?}");
         let by_name = |want: &str| {
-            tab.funcs()
-                .find(|f| tab.func_name(f) == Some(want))
-                .unwrap_or_else(|| panic!("{want} in {path:?}"))
+            tab.funcs().find(|f| tab.func_name(f) == Some(want)).unwrap_or_else(|| panic!("{want} in {path:?}"))
         };
         let f = by_name("main.leaf");
         let g = by_name("runtime.goexit");
@@ -110,9 +105,7 @@ fn matches_the_symbol_table_in_every_build_shape() {
         let ranges: Vec<_> = tab.sp_deltas(&f).collect();
         assert_eq!(ranges.first().map(|r| r.start), Some(f.entry));
         // The table may stop before the alignment padding at the end.
-        assert!(ranges
-            .last()
-            .is_some_and(|r| r.end <= f.end && r.end > f.end - 32));
+        assert!(ranges.last().is_some_and(|r| r.end <= f.end && r.end > f.end - 32));
         assert!(ranges.windows(2).all(|w| w[0].end == w[1].start));
         // The sort.Slice closure is named after its function.
         by_name("main.leaf.func1");

@@ -23,10 +23,7 @@ fn exercise(data: Vec<u8>) -> Option<u64> {
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         self.0 >> 33
     }
 }
@@ -41,11 +38,7 @@ fn shapes_binary(name: &str) -> (std::path::PathBuf, Vec<u8>) {
 #[test]
 fn every_truncation_point() {
     let (dir, data) = shapes_binary("malformed-truncate");
-    let stripped = std::fs::read(strip_section_headers(
-        &dir.join("shapes"),
-        &dir.join("stripped"),
-    ))
-    .expect("read");
+    let stripped = std::fs::read(strip_section_headers(&dir.join("shapes"), &dir.join("stripped"))).expect("read");
     let mut parsed = 0;
     for cut in 0..data.len() {
         let result = ElfFile::from_bytes(data[..cut].to_vec());
@@ -138,11 +131,7 @@ fn eh_frame_section_out_of_bounds_or_cut() {
     let (_, data) = shapes_binary("malformed-eh-frame-size");
     let elf = ElfFile::from_bytes(data.clone()).expect("valid");
     let full = elf.unwind_table();
-    let index = elf
-        .sections()
-        .iter()
-        .position(|s| s.name == ".eh_frame")
-        .expect(".eh_frame");
+    let index = elf.sections().iter().position(|s| s.name == ".eh_frame").expect(".eh_frame");
     let shoff = u64::from_le_bytes(data[40..48].try_into().unwrap()) as usize;
     let size_field = shoff + index * 64 + 32;
     let offset_field = shoff + index * 64 + 24;
@@ -157,14 +146,7 @@ fn eh_frame_section_out_of_bounds_or_cut() {
     // Offset near u64::MAX.
     let mut d = data.clone();
     d[offset_field..offset_field + 8].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
-    assert_eq!(
-        ElfFile::from_bytes(d)
-            .expect("headers")
-            .unwind_table()
-            .stats
-            .error_count,
-        1
-    );
+    assert_eq!(ElfFile::from_bytes(d).expect("headers").unwind_table().stats.error_count, 1);
 
     // Cut in the middle of an entry: the entries before it stay.
     let (_, size) = section_range(&data, ".eh_frame");

@@ -30,29 +30,17 @@ fn check(args: &[&str], name: &str, pie: bool) {
         .find_map(|l| {
             let t: Vec<&str> = l.split_whitespace().collect();
             let (s, e) = t.first()?.split_once('-')?;
-            let (s, e) = (
-                u64::from_str_radix(s, 16).ok()?,
-                u64::from_str_radix(e, 16).ok()?,
-            );
+            let (s, e) = (u64::from_str_radix(s, 16).ok()?, u64::from_str_radix(e, 16).ok()?);
             let path = t.get(5)?;
-            (s <= addr && addr < e && path.ends_with(name))
-                .then(|| (s, u64::from_str_radix(t[2], 16).ok()))
+            (s <= addr && addr < e && path.ends_with(name)).then(|| (s, u64::from_str_radix(t[2], 16).ok()))
         })
         .expect("mapping of target");
     let offset = offset.expect("offset");
     let elf = ElfFile::open(&bin).expect("open");
     assert_eq!(elf.is_position_independent(), pie);
-    let (want, _) = elf
-        .symbols()
-        .expect("symbols")
-        .find("target")
-        .expect("target");
+    let (want, _) = elf.symbols().expect("symbols").find("target").expect("target");
     let segments = elf.load_segments();
-    assert_eq!(
-        segments.elf_vaddr(addr, start, offset),
-        Some(want),
-        "{name}: {out}"
-    );
+    assert_eq!(segments.elf_vaddr(addr, start, offset), Some(want), "{name}: {out}");
     let bias = segments.bias(start, offset).expect("bias");
     assert_eq!(want.wrapping_add(bias), addr);
     if !pie {

@@ -12,9 +12,7 @@ pub const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
 
 /// A fresh directory for one test.
 pub fn test_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("profiler-elf")
-        .join(name);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("profiler-elf").join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     dir
@@ -22,9 +20,7 @@ pub fn test_dir(name: &str) -> PathBuf {
 
 /// Runs `cmd`, panicking with the command, status and output on failure.
 pub fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     if !out.status.success() {
         panic!(
             "{cmd:?} failed with {}\nstdout:\n{}\nstderr:\n{}",
@@ -79,17 +75,9 @@ pub struct Fde {
 pub fn readelf_frames(path: &Path) -> Vec<Fde> {
     // readelf exits 1 on libraries whose .gnu_debuglink file is missing,
     // after printing everything: judge by the output instead.
-    let out = Command::new("readelf")
-        .arg("--debug-dump=frames-interp")
-        .arg(path)
-        .output()
-        .expect("run readelf");
+    let out = Command::new("readelf").arg("--debug-dump=frames-interp").arg(path).output().expect("run readelf");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        text.contains("Contents of the"),
-        "readelf printed no CFI for {}: {out:?}",
-        path.display()
-    );
+    assert!(text.contains("Contents of the"), "readelf printed no CFI for {}: {out:?}", path.display());
     // CIE (section, offset) -> (augmentation, initial rows)
     let mut cies: HashMap<(String, String), (String, Vec<Row>)> = HashMap::new();
     let mut fdes: Vec<Fde> = Vec::new();
@@ -124,27 +112,15 @@ pub fn readelf_frames(path: &Path) -> Vec<Fde> {
         }
         if tokens.len() >= 6 && tokens[3] == "FDE" {
             let cie = tokens[4].strip_prefix("cie=").expect("cie=");
-            let (start, end) = tokens[5]
-                .strip_prefix("pc=")
-                .and_then(|r| r.split_once(".."))
-                .expect("pc=");
-            let (aug, cie_rows) = cies
-                .get(&(section.clone(), cie.to_owned()))
-                .cloned()
-                .expect("CIE of FDE");
+            let (start, end) = tokens[5].strip_prefix("pc=").and_then(|r| r.split_once("..")).expect("pc=");
+            let (aug, cie_rows) = cies.get(&(section.clone(), cie.to_owned())).cloned().expect("CIE of FDE");
             let start = u64::from_str_radix(start, 16).expect("hex");
             let end = u64::from_str_radix(end, 16).expect("hex");
             let rows = cie_rows.into_iter().take(1).map(|mut r| {
                 r.loc = start;
                 r
             });
-            fdes.push(Fde {
-                section: section.clone(),
-                start,
-                end,
-                augmentation: aug,
-                rows: rows.collect(),
-            });
+            fdes.push(Fde { section: section.clone(), start, end, augmentation: aug, rows: rows.collect() });
             target = Target::Fde;
             continue;
         }
@@ -162,11 +138,7 @@ pub fn readelf_frames(path: &Path) -> Vec<Fde> {
             && u64::from_str_radix(tokens[0], 16).is_ok()
         {
             let loc = u64::from_str_radix(tokens[0], 16).expect("hex");
-            let cols = header[1..]
-                .iter()
-                .cloned()
-                .zip(tokens[1..].iter().map(|s| s.to_string()))
-                .collect();
+            let cols = header[1..].iter().cloned().zip(tokens[1..].iter().map(|s| s.to_string())).collect();
             let row = Row { loc, cols };
             match &target {
                 Target::Cie(key) => cies.get_mut(key).expect("cie").1.push(row),
@@ -204,10 +176,7 @@ fn parse_cfa_offset(text: &str) -> Option<(CfaBase, i32)> {
     let (reg, off) = text
         .split_once('+')
         .map(|(r, o)| (r, o.parse().ok()))
-        .or_else(|| {
-            text.split_once('-')
-                .map(|(r, o)| (r, o.parse::<i32>().ok().map(|v| -v)))
-        })?;
+        .or_else(|| text.split_once('-').map(|(r, o)| (r, o.parse::<i32>().ok().map(|v| -v))))?;
     let base = match reg {
         "rsp" => CfaBase::Rsp,
         "rbp" => CfaBase::Rbp,
@@ -240,9 +209,7 @@ pub fn expected(fde: &Fde, row: &Row) -> Expected {
         if rbp.is_none() && rbp_text != "exp" {
             return Expected::Exact(UnwindRule::Invalid);
         }
-        return Expected::CfaExpression {
-            rbp_is_expression: rbp_text == "exp",
-        };
+        return Expected::CfaExpression { rbp_is_expression: rbp_text == "exp" };
     }
     let Some((base, offset)) = parse_cfa_offset(cfa) else {
         return Expected::Exact(UnwindRule::Invalid);
@@ -268,14 +235,9 @@ fn matches(expected: &Expected, actual: UnwindRule) -> bool {
             *rbp_is_expression == matches!(rbp, RbpRule::AtRbp(_))
         }
         (Expected::CfaExpression { .. }, UnwindRule::Plt { .. }) => true,
-        (
-            Expected::CfaWithRbpExpression { base, offset },
-            UnwindRule::Cfa {
-                base: b,
-                offset: o,
-                rbp,
-            },
-        ) => *base == b && *offset == o && matches!(rbp, RbpRule::AtRbp(_)),
+        (Expected::CfaWithRbpExpression { base, offset }, UnwindRule::Cfa { base: b, offset: o, rbp }) => {
+            *base == b && *offset == o && matches!(rbp, RbpRule::AtRbp(_))
+        }
         _ => false,
     }
 }
@@ -301,10 +263,7 @@ pub fn compare_fde(table: &UnwindTable, fde: &Fde) -> Vec<String> {
     }
     let locs: Vec<u64> = fde.rows.iter().map(|r| r.loc).collect();
     let first = table.deltas.partition_point(|d| d.address <= fde.start);
-    for d in table.deltas[first..]
-        .iter()
-        .take_while(|d| d.address < fde.end)
-    {
+    for d in table.deltas[first..].iter().take_while(|d| d.address < fde.end) {
         if !locs.contains(&d.address) {
             problems.push(format!(
                 "{} FDE {:#x}..{:#x}: table has a rule change at {:#x} ({:?}) where readelf has no row",
@@ -323,11 +282,6 @@ pub fn assert_fdes_match(table: &UnwindTable, fdes: &[&Fde], what: &str) {
         problems.is_empty(),
         "{what}: {} mismatches with readelf, first ones:\n{}",
         problems.len(),
-        problems
-            .iter()
-            .take(20)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
+        problems.iter().take(20).cloned().collect::<Vec<_>>().join("\n")
     );
 }

@@ -44,35 +44,17 @@ fn lookup_agrees_with_nm() {
     let nm = nm_functions(&bin, false);
     assert!(nm.len() >= 6, "{nm:?}");
     for (addr, size, name) in &nm {
-        let aliases: Vec<&str> = nm
-            .iter()
-            .filter(|s| s.0 == *addr)
-            .map(|s| s.2.as_str())
-            .collect();
-        let (got, off) = table
-            .lookup(*addr)
-            .unwrap_or_else(|| panic!("{name} at {addr:#x} not found"));
-        assert!(
-            aliases.contains(&got) && off == 0,
-            "{name}: got {got}+{off}"
-        );
+        let aliases: Vec<&str> = nm.iter().filter(|s| s.0 == *addr).map(|s| s.2.as_str()).collect();
+        let (got, off) = table.lookup(*addr).unwrap_or_else(|| panic!("{name} at {addr:#x} not found"));
+        assert!(aliases.contains(&got) && off == 0, "{name}: got {got}+{off}");
         if *size > 1 {
-            assert_eq!(
-                table.lookup(addr + size - 1).map(|(_, o)| o),
-                Some(size - 1),
-                "{name} last byte"
-            );
+            assert_eq!(table.lookup(addr + size - 1).map(|(_, o)| o), Some(size - 1), "{name} last byte");
         }
         assert_eq!(table.find(name).map(|s| s.0), Some(*addr));
     }
     // Past the end of a sized symbol that no other symbol follows: a miss.
     let (leaf, size) = table.find("leaf").expect("leaf");
-    let next = nm
-        .iter()
-        .map(|s| s.0)
-        .filter(|&a| a > leaf)
-        .min()
-        .expect("a symbol after leaf");
+    let next = nm.iter().map(|s| s.0).filter(|&a| a > leaf).min().expect("a symbol after leaf");
     if next > leaf + size {
         assert_eq!(table.lookup(leaf + size), None);
     }
@@ -90,11 +72,7 @@ fn libc_falls_back_to_dynsym() {
     let nm = nm_functions(Path::new(LIBC), true);
     let mut checked = 0;
     for (addr, _, name) in nm.iter().step_by(37) {
-        let aliases: Vec<&str> = nm
-            .iter()
-            .filter(|s| s.0 == *addr)
-            .map(|s| s.2.as_str())
-            .collect();
+        let aliases: Vec<&str> = nm.iter().filter(|s| s.0 == *addr).map(|s| s.2.as_str()).collect();
         let (got, off) = table.lookup(*addr).expect("found");
         assert!(aliases.contains(&got) && off == 0, "{name}: {got}+{off}");
         checked += 1;

@@ -2,13 +2,9 @@
 
 use std::path::Path;
 
-use profiler_elf::{
-    CfaBase, EhFrameSource, ElfFile, InvalidReason, RbpRule, RuleInterner, UnwindRule, UnwindTable,
-};
+use profiler_elf::{CfaBase, EhFrameSource, ElfFile, InvalidReason, RbpRule, RuleInterner, UnwindRule, UnwindTable};
 
-use crate::support::{
-    assert_fdes_match, compile, readelf_frames, strip_section_headers, test_dir, Fde, LIBC,
-};
+use crate::support::{assert_fdes_match, compile, readelf_frames, strip_section_headers, test_dir, Fde, LIBC};
 
 /// Functions of the usual shapes: a leaf, one saving many registers, one
 /// with a frame pointer forced by alloca, one realigning its stack through
@@ -55,27 +51,16 @@ int main(int argc, char **argv) {
 fn table_of(path: &Path) -> (ElfFile, UnwindTable) {
     let elf = ElfFile::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
     let table = elf.unwind_table();
-    assert_eq!(
-        table.stats.error_count,
-        0,
-        "{}: {:?}",
-        path.display(),
-        table.stats.errors
-    );
+    assert_eq!(table.stats.error_count, 0, "{}: {:?}", path.display(), table.stats.errors);
     (elf, table)
 }
 
 fn fde_at(fdes: &[Fde], addr: u64) -> &Fde {
-    fdes.iter()
-        .find(|f| f.start <= addr && addr < f.end)
-        .unwrap_or_else(|| panic!("no FDE covers {addr:#x}"))
+    fdes.iter().find(|f| f.start <= addr && addr < f.end).unwrap_or_else(|| panic!("no FDE covers {addr:#x}"))
 }
 
 fn symbol(elf: &ElfFile, name: &str) -> (u64, u64) {
-    elf.symbols()
-        .expect("symbols")
-        .find(name)
-        .unwrap_or_else(|| panic!("no symbol {name}"))
+    elf.symbols().expect("symbols").find(name).unwrap_or_else(|| panic!("no symbol {name}"))
 }
 
 /// Table invariants: sorted, strictly increasing, no equal neighbours,
@@ -86,30 +71,18 @@ fn check_shape(table: &UnwindTable) {
         assert!(w[0].address < w[1].address, "not sorted: {w:?}");
         assert_ne!(w[0].rule, w[1].rule, "unmerged neighbours: {w:?}");
     }
-    assert_eq!(
-        table.deltas.last().map(|d| d.rule),
-        Some(UnwindRule::NoCoverage)
-    );
+    assert_eq!(table.deltas.last().map(|d| d.rule), Some(UnwindRule::NoCoverage));
     assert_eq!(table.stats.deltas, table.deltas.len() as u64);
 }
 
 #[test]
 fn gcc_omit_frame_pointer_matches_readelf() {
     let dir = test_dir("unwind-omit-fp");
-    let bin = compile(
-        &dir,
-        "shapes",
-        SHAPES_C,
-        &["-O2", "-fomit-frame-pointer", "-Wl,--build-id"],
-    );
+    let bin = compile(&dir, "shapes", SHAPES_C, &["-O2", "-fomit-frame-pointer", "-Wl,--build-id"]);
     let (elf, table) = table_of(&bin);
     check_shape(&table);
     let fdes = readelf_frames(&bin);
-    assert_fdes_match(
-        &table,
-        &fdes.iter().collect::<Vec<_>>(),
-        "shapes -fomit-frame-pointer",
-    );
+    assert_fdes_match(&table, &fdes.iter().collect::<Vec<_>>(), "shapes -fomit-frame-pointer");
 
     // _start: the return address is undefined.
     assert_eq!(table.lookup(elf.entry()), UnwindRule::Stop);
@@ -118,29 +91,14 @@ fn gcc_omit_frame_pointer_matches_readelf() {
     // are PLT0 with its own pushes).
     let plt = elf.section_by_name(".plt").expect(".plt").addr;
     assert_eq!(table.lookup(plt + 16), UnwindRule::Plt { threshold: 11 });
-    assert_eq!(
-        table.lookup(plt + 16 + 11),
-        UnwindRule::Plt { threshold: 11 }
-    );
+    assert_eq!(table.lookup(plt + 16 + 11), UnwindRule::Plt { threshold: 11 });
 
     // many_regs saves registers but never rbp-based CFA.
     let (addr, size) = symbol(&elf, "many_regs");
     let fde = fde_at(&fdes, addr);
-    assert!(
-        fde.rows.len() > 3,
-        "many_regs should push registers: {fde:?}"
-    );
+    assert!(fde.rows.len() > 3, "many_regs should push registers: {fde:?}");
     for a in addr..addr + size {
-        assert!(
-            matches!(
-                table.lookup(a),
-                UnwindRule::Cfa {
-                    base: CfaBase::Rsp,
-                    ..
-                }
-            ),
-            "{a:#x}"
-        );
+        assert!(matches!(table.lookup(a), UnwindRule::Cfa { base: CfaBase::Rsp, .. }), "{a:#x}");
     }
 
     // realigned: the DRAP form CFA = *(rbp - 8), rbp saved at [rbp].
@@ -151,12 +109,7 @@ fn gcc_omit_frame_pointer_matches_readelf() {
     for row in deref_rows {
         assert_eq!(
             table.lookup(row.loc),
-            UnwindRule::CfaDeref {
-                base: CfaBase::Rbp,
-                inner: -8,
-                outer: 0,
-                rbp: RbpRule::AtRbp(0)
-            }
+            UnwindRule::CfaDeref { base: CfaBase::Rbp, inner: -8, outer: 0, rbp: RbpRule::AtRbp(0) }
         );
     }
     // The DRAP prologue's CFA = r10 rows are not expressible.
@@ -168,27 +121,14 @@ fn gcc_omit_frame_pointer_matches_readelf() {
 #[test]
 fn gcc_frame_pointer_matches_readelf() {
     let dir = test_dir("unwind-fp");
-    let bin = compile(
-        &dir,
-        "shapes",
-        SHAPES_C,
-        &["-O2", "-fno-omit-frame-pointer"],
-    );
+    let bin = compile(&dir, "shapes", SHAPES_C, &["-O2", "-fno-omit-frame-pointer"]);
     let (elf, table) = table_of(&bin);
     check_shape(&table);
     let fdes = readelf_frames(&bin);
-    assert_fdes_match(
-        &table,
-        &fdes.iter().collect::<Vec<_>>(),
-        "shapes -fno-omit-frame-pointer",
-    );
+    assert_fdes_match(&table, &fdes.iter().collect::<Vec<_>>(), "shapes -fno-omit-frame-pointer");
     // After the prologue, leaf frames use the frame pointer.
     let (addr, size) = symbol(&elf, "many_regs");
-    let fp_rule = UnwindRule::Cfa {
-        base: CfaBase::Rbp,
-        offset: 16,
-        rbp: RbpRule::AtCfa(-16),
-    };
+    let fp_rule = UnwindRule::Cfa { base: CfaBase::Rbp, offset: 16, rbp: RbpRule::AtCfa(-16) };
     assert!((addr..addr + size).any(|a| table.lookup(a) == fp_rule));
 }
 
@@ -197,31 +137,14 @@ fn debug_frame_merges_with_eh_frame() {
     // Without asynchronous unwind tables, gcc puts the program's CFI in
     // .debug_frame while crt1.o's _start keeps its .eh_frame.
     let dir = test_dir("unwind-debug-frame");
-    let bin = compile(
-        &dir,
-        "shapes",
-        SHAPES_C,
-        &[
-            "-O2",
-            "-g",
-            "-fno-asynchronous-unwind-tables",
-            "-fomit-frame-pointer",
-        ],
-    );
+    let bin =
+        compile(&dir, "shapes", SHAPES_C, &["-O2", "-g", "-fno-asynchronous-unwind-tables", "-fomit-frame-pointer"]);
     let (elf, table) = table_of(&bin);
     check_shape(&table);
-    assert!(
-        table.stats.fdes_eh_frame > 0 && table.stats.fdes_debug_frame > 0,
-        "{:?}",
-        table.stats
-    );
+    assert!(table.stats.fdes_eh_frame > 0 && table.stats.fdes_debug_frame > 0, "{:?}", table.stats);
     let fdes = readelf_frames(&bin);
     assert!(fdes.iter().any(|f| f.section == ".debug_frame"));
-    assert_fdes_match(
-        &table,
-        &fdes.iter().collect::<Vec<_>>(),
-        "shapes with .debug_frame",
-    );
+    assert_fdes_match(&table, &fdes.iter().collect::<Vec<_>>(), "shapes with .debug_frame");
     let (addr, _) = symbol(&elf, "many_regs");
     assert_eq!(fde_at(&fdes, addr).section, ".debug_frame");
     assert_eq!(table.lookup(elf.entry()), UnwindRule::Stop);
@@ -237,41 +160,18 @@ fn libc_matches_readelf() {
     let symbols = elf.symbols().expect("symbols");
 
     // Selected functions, by their exported names.
-    for name in [
-        "qsort", "qsort_r", "memcpy", "memmove", "memset", "__clone", "malloc",
-    ] {
-        let (addr, _) = symbols
-            .find(name)
-            .unwrap_or_else(|| panic!("libc has no {name}"));
+    for name in ["qsort", "qsort_r", "memcpy", "memmove", "memset", "__clone", "malloc"] {
+        let (addr, _) = symbols.find(name).unwrap_or_else(|| panic!("libc has no {name}"));
         let fde = fde_at(&fdes, addr);
         assert_fdes_match(&table, &[fde], name);
-        assert!(
-            matches!(
-                table.lookup(addr),
-                UnwindRule::Cfa {
-                    base: CfaBase::Rsp,
-                    offset: 8,
-                    ..
-                }
-            ),
-            "{name}"
-        );
+        assert!(matches!(table.lookup(addr), UnwindRule::Cfa { base: CfaBase::Rsp, offset: 8, .. }), "{name}");
     }
 
     // __restore_rt (not exported): the 'S' CIE and the rt_sigreturn code.
-    let sig: Vec<&Fde> = fdes
-        .iter()
-        .filter(|f| f.augmentation.contains('S'))
-        .collect();
+    let sig: Vec<&Fde> = fdes.iter().filter(|f| f.augmentation.contains('S')).collect();
     assert_eq!(sig.len(), 1, "one signal trampoline in libc");
-    let code = elf
-        .bytes_at_vaddr(sig[0].start, (sig[0].end - sig[0].start) as usize)
-        .expect("code");
-    assert!(
-        code.windows(9)
-            .any(|w| w == [0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05]),
-        "{code:x?}"
-    );
+    let code = elf.bytes_at_vaddr(sig[0].start, (sig[0].end - sig[0].start) as usize).expect("code");
+    assert!(code.windows(9).any(|w| w == [0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05]), "{code:x?}");
     for a in sig[0].start..sig[0].end {
         assert_eq!(table.lookup(a), UnwindRule::Signal);
     }
@@ -280,23 +180,13 @@ fn libc_matches_readelf() {
     // __clone's child part and clone3 (not exported: found by its
     // `mov $435,%eax; syscall`) end in Stop after the syscall.
     let (clone, size) = symbols.find("__clone").expect("__clone");
-    assert!(
-        (clone..clone + size + 64).any(|a| table.lookup(a) == UnwindRule::Stop),
-        "__clone"
-    );
+    assert!((clone..clone + size + 64).any(|a| table.lookup(a) == UnwindRule::Stop), "__clone");
     let text = elf.section_by_name(".text").expect(".text");
     let text_data = elf.section_data(text).expect("text");
     let clone3_syscall = [0xb8, 0xb3, 0x01, 0x00, 0x00, 0x0f, 0x05];
-    let at = text_data
-        .windows(7)
-        .position(|w| w == clone3_syscall)
-        .expect("clone3 syscall") as u64
-        + text.addr;
+    let at = text_data.windows(7).position(|w| w == clone3_syscall).expect("clone3 syscall") as u64 + text.addr;
     let after: Vec<UnwindRule> = (at..at + 64).map(|a| table.lookup(a)).collect();
-    assert!(
-        matches!(table.lookup(at), UnwindRule::Cfa { .. }),
-        "clone3 before the syscall"
-    );
+    assert!(matches!(table.lookup(at), UnwindRule::Cfa { .. }), "clone3 before the syscall");
     assert!(after.contains(&UnwindRule::Stop), "clone3 child: {after:?}");
 
     // Rules dedupe well across files.
@@ -310,14 +200,8 @@ fn libc_matches_readelf() {
         UnwindRule::Signal,
         UnwindRule::UnfollowedSwitch,
     ];
-    let fixed_present = fixed
-        .iter()
-        .filter(|r| table.deltas.iter().any(|d| d.rule == **r))
-        .count();
-    assert_eq!(
-        interner.len(),
-        table.distinct_rules() + fixed.len() - fixed_present
-    );
+    let fixed_present = fixed.iter().filter(|r| table.deltas.iter().any(|d| d.rule == **r)).count();
+    assert_eq!(interner.len(), table.distinct_rules() + fixed.len() - fixed_present);
     for (d, (addr, id)) in table.deltas.iter().zip(&ids) {
         assert_eq!((d.address, Some(d.rule)), (*addr, interner.get(*id)));
     }
@@ -368,11 +252,7 @@ fn signal_trampolines() {
     assert_eq!(table.lookup(marked + 8), UnwindRule::Signal);
     assert_eq!(table.lookup(plain), UnwindRule::Signal);
     assert_eq!(table.lookup(plain + 9), UnwindRule::Signal);
-    let leaf = UnwindRule::Cfa {
-        base: CfaBase::Rsp,
-        offset: 8,
-        rbp: RbpRule::Unchanged,
-    };
+    let leaf = UnwindRule::Cfa { base: CfaBase::Rsp, offset: 8, rbp: RbpRule::Unchanged };
     assert_eq!(table.lookup(not), leaf);
     assert_eq!(table.stats.fdes_signal, 2);
     // readelf agrees except where the code, not the CFI, makes the frame
@@ -385,15 +265,8 @@ fn signal_trampolines() {
 /// The vDSO of this process, read from memory.
 fn vdso_bytes() -> Vec<u8> {
     let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
-    let line = maps
-        .lines()
-        .find(|l| l.ends_with("[vdso]"))
-        .expect("a vDSO");
-    let (start, end) = line
-        .split_whitespace()
-        .next()
-        .and_then(|r| r.split_once('-'))
-        .expect("range");
+    let line = maps.lines().find(|l| l.ends_with("[vdso]")).expect("a vDSO");
+    let (start, end) = line.split_whitespace().next().and_then(|r| r.split_once('-')).expect("range");
     let start = u64::from_str_radix(start, 16).expect("hex");
     let end = u64::from_str_radix(end, 16).expect("hex");
     let mut buf = vec![0u8; (end - start) as usize];
@@ -411,13 +284,8 @@ fn vdso_from_memory() {
     let elf = ElfFile::from_bytes(data).expect("vDSO parses");
     assert!(elf.gnu_build_id().expect("notes").is_some());
     let symbols = elf.symbols().expect("symbols");
-    let (gettime, _) = symbols
-        .find("__vdso_clock_gettime")
-        .expect("__vdso_clock_gettime");
-    assert_eq!(
-        symbols.lookup(gettime + 1),
-        Some(("__vdso_clock_gettime", 1))
-    );
+    let (gettime, _) = symbols.find("__vdso_clock_gettime").expect("__vdso_clock_gettime");
+    assert_eq!(symbols.lookup(gettime + 1), Some(("__vdso_clock_gettime", 1)));
     let table = elf.unwind_table();
     assert_eq!(table.stats.error_count, 0, "{:?}", table.stats.errors);
     check_shape(&table);

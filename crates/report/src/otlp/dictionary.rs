@@ -114,12 +114,7 @@ impl Dictionary {
             return i;
         }
         let i = table_index(self.functions.len());
-        self.functions.push(pb::Function {
-            name_strindex,
-            system_name_strindex: 0,
-            filename_strindex,
-            start_line: 0,
-        });
+        self.functions.push(pb::Function { name_strindex, system_name_strindex: 0, filename_strindex, start_line: 0 });
         self.function_index.insert(key, i);
         i
     }
@@ -131,16 +126,13 @@ impl Dictionary {
         let filename_strindex = self.string(&m.path);
         let mut attribute_indices = Vec::new();
         if let Some(id) = &m.file_id {
-            attribute_indices
-                .push(self.attribute(attr::BUILD_ID_HTLHASH, AttrValue::Str(id.to_hex().into())));
+            attribute_indices.push(self.attribute(attr::BUILD_ID_HTLHASH, AttrValue::Str(id.to_hex().into())));
         }
         if let Some(id) = &m.gnu_build_id {
-            attribute_indices
-                .push(self.attribute(attr::BUILD_ID_GNU, AttrValue::Str((**id).into())));
+            attribute_indices.push(self.attribute(attr::BUILD_ID_GNU, AttrValue::Str((**id).into())));
         }
         if let Some(id) = &m.go_build_id {
-            attribute_indices
-                .push(self.attribute(attr::BUILD_ID_GO, AttrValue::Str((**id).into())));
+            attribute_indices.push(self.attribute(attr::BUILD_ID_GO, AttrValue::Str((**id).into())));
         }
         let i = table_index(self.mappings.len());
         self.mappings.push(pb::Mapping {
@@ -169,8 +161,7 @@ impl Dictionary {
                 column: 0,
             })
             .collect();
-        let frame_type =
-            self.attribute(attr::FRAME_TYPE, AttrValue::Str(frame.kind.as_str().into()));
+        let frame_type = self.attribute(attr::FRAME_TYPE, AttrValue::Str(frame.kind.as_str().into()));
         let i = table_index(self.locations.len());
         self.locations.push(pb::Location {
             mapping_index,
@@ -188,9 +179,7 @@ impl Dictionary {
             return i;
         }
         let i = table_index(self.stacks.len());
-        self.stacks.push(pb::Stack {
-            location_indices: locations.to_vec(),
-        });
+        self.stacks.push(pb::Stack { location_indices: locations.to_vec() });
         self.stack_index.insert(locations.into(), i);
         i
     }

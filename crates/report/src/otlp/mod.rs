@@ -133,9 +133,7 @@ impl OtlpConfig {
 fn random_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     h.write_u128(now);
     h.write_u32(std::process::id());
     h.finish()
@@ -227,13 +225,8 @@ impl OtlpAggregator {
         let stack_index = self.dict.stack(&stack_buf);
         self.stack_buf = stack_buf;
 
-        let thread_name = self.dict.attribute(
-            attr::THREAD_NAME,
-            AttrValue::Str((*trace.thread_name).into()),
-        );
-        let thread_id = self
-            .dict
-            .attribute(attr::THREAD_ID, AttrValue::Int(i64::from(trace.tid.0)));
+        let thread_name = self.dict.attribute(attr::THREAD_NAME, AttrValue::Str((*trace.thread_name).into()));
+        let thread_id = self.dict.attribute(attr::THREAD_ID, AttrValue::Int(i64::from(trace.tid.0)));
 
         let p = match self.process_index.get(&trace.process) {
             Some(&p) => p,
@@ -243,8 +236,7 @@ impl OtlpAggregator {
                     samples: Vec::new(),
                     sample_index: HashMap::new(),
                 });
-                self.process_index
-                    .insert(Arc::clone(&trace.process), self.processes.len() - 1);
+                self.process_index.insert(Arc::clone(&trace.process), self.processes.len() - 1);
                 self.processes.len() - 1
             }
         };
@@ -277,18 +269,12 @@ impl OtlpAggregator {
         self.process_index.clear();
         let mut processes = std::mem::take(&mut self.processes);
         // Deterministic output whatever the arrival order of processes.
-        processes.sort_by(|a, b| {
-            (a.info.pid, &a.info.executable_path).cmp(&(b.info.pid, &b.info.executable_path))
-        });
+        processes.sort_by(|a, b| (a.info.pid, &a.info.executable_path).cmp(&(b.info.pid, &b.info.executable_path)));
 
-        let sample_type = pb::ValueType {
-            type_strindex: self.dict.string("samples"),
-            unit_strindex: self.dict.string("count"),
-        };
-        let period_type = pb::ValueType {
-            type_strindex: self.dict.string("cpu"),
-            unit_strindex: self.dict.string("nanoseconds"),
-        };
+        let sample_type =
+            pb::ValueType { type_strindex: self.dict.string("samples"), unit_strindex: self.dict.string("count") };
+        let period_type =
+            pb::ValueType { type_strindex: self.dict.string("cpu"), unit_strindex: self.dict.string("nanoseconds") };
         let scope = InstrumentationScope {
             name: SCOPE_NAME.to_owned(),
             version: self.config.scope_version.clone(),
@@ -328,10 +314,7 @@ impl OtlpAggregator {
             })
             .collect();
 
-        Some(ExportProfilesServiceRequest {
-            resource_profiles,
-            dictionary: Some(self.dict.take()),
-        })
+        Some(ExportProfilesServiceRequest { resource_profiles, dictionary: Some(self.dict.take()) })
     }
 }
 
@@ -347,21 +330,9 @@ pub fn encode(request: &ExportProfilesServiceRequest) -> Vec<u8> {
 /// with `key_strindex == 0` comes out as ""); see the Go golden test.
 fn resource_attributes(dict: &mut Dictionary, p: &ProcessInfo) -> Vec<KeyValue> {
     let mut attrs = vec![
-        key_value(
-            dict,
-            attr::PROCESS_PID,
-            ResourceValue::Int(i64::from(p.pid.0)),
-        ),
-        key_value(
-            dict,
-            attr::PROCESS_EXECUTABLE_NAME,
-            ResourceValue::Str(&p.executable_name),
-        ),
-        key_value(
-            dict,
-            attr::PROCESS_EXECUTABLE_PATH,
-            ResourceValue::Str(&p.executable_path),
-        ),
+        key_value(dict, attr::PROCESS_PID, ResourceValue::Int(i64::from(p.pid.0))),
+        key_value(dict, attr::PROCESS_EXECUTABLE_NAME, ResourceValue::Str(&p.executable_name)),
+        key_value(dict, attr::PROCESS_EXECUTABLE_PATH, ResourceValue::Str(&p.executable_path)),
     ];
     if let Some(id) = &p.container_id {
         attrs.push(key_value(dict, attr::CONTAINER_ID, ResourceValue::Str(id)));
@@ -382,9 +353,5 @@ fn key_value(dict: &mut Dictionary, key: &str, value: ResourceValue<'_>) -> KeyV
         ResourceValue::Str(s) => any_value::Value::StringValueStrindex(dict.string(s)),
         ResourceValue::Int(i) => any_value::Value::IntValue(i),
     };
-    KeyValue {
-        key: String::new(),
-        value: Some(AnyValue { value: Some(value) }),
-        key_strindex,
-    }
+    KeyValue { key: String::new(), value: Some(AnyValue { value: Some(value) }), key_strindex }
 }

@@ -18,34 +18,17 @@ fn process(pid: u32, path: &str, container: Option<&str>) -> Arc<ProcessInfo> {
 }
 
 fn mapping(start: u64, end: u64, path: &str) -> Mapping {
-    Mapping {
-        start,
-        end,
-        file_offset: 0,
-        path: path.into(),
-        file_id: None,
-        gnu_build_id: None,
-        go_build_id: None,
-    }
+    Mapping { start, end, file_offset: 0, path: path.into(), file_id: None, gnu_build_id: None, go_build_id: None }
 }
 
-fn frame(
-    kind: FrameKind,
-    address: u64,
-    mapping: Option<&Arc<Mapping>>,
-    lines: &[(&str, Option<&str>, u32)],
-) -> Frame {
+fn frame(kind: FrameKind, address: u64, mapping: Option<&Arc<Mapping>>, lines: &[(&str, Option<&str>, u32)]) -> Frame {
     Frame {
         kind,
         address,
         mapping: mapping.cloned(),
         lines: lines
             .iter()
-            .map(|&(function, file, line)| SourceLine {
-                function: function.into(),
-                file: file.map(Into::into),
-                line,
-            })
+            .map(|&(function, file, line)| SourceLine { function: function.into(), file: file.map(Into::into), line })
             .collect(),
     }
 }
@@ -62,40 +45,25 @@ fn trace(process: &Arc<ProcessInfo>, tid: u32, thread: &str, frames: &[Frame]) -
 }
 
 fn str_value(s: &str) -> Option<AnyValue> {
-    Some(AnyValue {
-        value: Some(Value::StringValue(s.into())),
-    })
+    Some(AnyValue { value: Some(Value::StringValue(s.into())) })
 }
 
 fn int_value(i: i64) -> Option<AnyValue> {
-    Some(AnyValue {
-        value: Some(Value::IntValue(i)),
-    })
+    Some(AnyValue { value: Some(Value::IntValue(i)) })
 }
 
 fn str_ref(strindex: i32) -> Option<AnyValue> {
-    Some(AnyValue {
-        value: Some(Value::StringValueStrindex(strindex)),
-    })
+    Some(AnyValue { value: Some(Value::StringValueStrindex(strindex)) })
 }
 
 /// A resource attribute as we write them: key and string value by reference.
 fn kv(key_strindex: i32, value: Option<AnyValue>) -> KeyValue {
-    KeyValue {
-        key: String::new(),
-        value,
-        key_strindex,
-    }
+    KeyValue { key: String::new(), value, key_strindex }
 }
 
 /// Resolves a resource attribute through the string table.
 fn resolve(strings: &[String], kv: &KeyValue) -> (String, Value) {
-    let value = match kv
-        .value
-        .as_ref()
-        .and_then(|v| v.value.clone())
-        .expect("value")
-    {
+    let value = match kv.value.as_ref().and_then(|v| v.value.clone()).expect("value") {
         Value::StringValueStrindex(i) => Value::StringValue(strings[i as usize].clone()),
         other => other,
     };
@@ -103,11 +71,7 @@ fn resolve(strings: &[String], kv: &KeyValue) -> (String, Value) {
 }
 
 fn kvu(key_strindex: i32, value: Option<AnyValue>) -> pb::KeyValueAndUnit {
-    pb::KeyValueAndUnit {
-        key_strindex,
-        value,
-        unit_strindex: 0,
-    }
+    pb::KeyValueAndUnit { key_strindex, value, unit_strindex: 0 }
 }
 
 /// Encodes one small interval, decodes the bytes and checks every field of
@@ -119,27 +83,11 @@ fn encoded_request_decodes_back_field_by_field() {
     app.file_offset = 0x1000;
     app.gnu_build_id = Some("abcd".into());
     let app = Arc::new(app);
-    let leaf = frame(
-        FrameKind::Native,
-        0x1234,
-        Some(&app),
-        &[("inl", Some("a.c"), 3), ("leaf", Some("a.c"), 9)],
-    );
-    let kernel = frame(
-        FrameKind::Kernel,
-        0xffff_ffff_8100_0000,
-        None,
-        &[("k", None, 0)],
-    );
+    let leaf = frame(FrameKind::Native, 0x1234, Some(&app), &[("inl", Some("a.c"), 3), ("leaf", Some("a.c"), 9)]);
+    let kernel = frame(FrameKind::Kernel, 0xffff_ffff_8100_0000, None, &[("k", None, 0)]);
 
-    let mut agg = OtlpAggregator::new(
-        OtlpConfig {
-            samples_per_second: 19,
-            scope_version: "v".into(),
-            profile_id_seed: 7,
-        },
-        100,
-    );
+    let mut agg =
+        OtlpAggregator::new(OtlpConfig { samples_per_second: 19, scope_version: "v".into(), profile_id_seed: 7 }, 100);
     assert!(agg.is_empty());
     agg.add(&trace(&p, 7, "main", &[kernel.clone(), leaf.clone()]));
     agg.add(&trace(&p, 7, "main", &[kernel.clone(), leaf.clone()]));
@@ -182,24 +130,9 @@ fn encoded_request_decodes_back_field_by_field() {
         d.function_table,
         vec![
             pb::Function::default(),
-            pb::Function {
-                name_strindex: 1,
-                system_name_strindex: 0,
-                filename_strindex: 0,
-                start_line: 0
-            },
-            pb::Function {
-                name_strindex: 5,
-                system_name_strindex: 0,
-                filename_strindex: 6,
-                start_line: 0
-            },
-            pb::Function {
-                name_strindex: 7,
-                system_name_strindex: 0,
-                filename_strindex: 6,
-                start_line: 0
-            },
+            pb::Function { name_strindex: 1, system_name_strindex: 0, filename_strindex: 0, start_line: 0 },
+            pb::Function { name_strindex: 5, system_name_strindex: 0, filename_strindex: 6, start_line: 0 },
+            pb::Function { name_strindex: 7, system_name_strindex: 0, filename_strindex: 6, start_line: 0 },
         ]
     );
     assert_eq!(
@@ -235,27 +168,15 @@ fn encoded_request_decodes_back_field_by_field() {
             pb::Location {
                 mapping_index: 0,
                 address: 0xffff_ffff_8100_0000,
-                lines: vec![pb::Line {
-                    function_index: 1,
-                    line: 0,
-                    column: 0
-                }],
+                lines: vec![pb::Line { function_index: 1, line: 0, column: 0 }],
                 attribute_indices: vec![1],
             },
             pb::Location {
                 mapping_index: 1,
                 address: 0x1234,
                 lines: vec![
-                    pb::Line {
-                        function_index: 2,
-                        line: 3,
-                        column: 0
-                    },
-                    pb::Line {
-                        function_index: 3,
-                        line: 9,
-                        column: 0
-                    },
+                    pb::Line { function_index: 2, line: 3, column: 0 },
+                    pb::Line { function_index: 3, line: 9, column: 0 },
                 ],
                 attribute_indices: vec![3],
             },
@@ -263,15 +184,7 @@ fn encoded_request_decodes_back_field_by_field() {
     );
     assert_eq!(
         d.stack_table,
-        vec![
-            pb::Stack::default(),
-            pb::Stack {
-                location_indices: vec![1, 2]
-            },
-            pb::Stack {
-                location_indices: vec![2]
-            },
-        ]
+        vec![pb::Stack::default(), pb::Stack { location_indices: vec![1, 2] }, pb::Stack { location_indices: vec![2] },]
     );
     assert_eq!(d.link_table, vec![pb::Link::default()]);
 
@@ -279,35 +192,16 @@ fn encoded_request_decodes_back_field_by_field() {
     let rp = &req.resource_profiles[0];
     assert_eq!(
         rp.resource.as_ref().expect("resource").attributes,
-        vec![
-            kv(14, int_value(7)),
-            kv(15, str_ref(16)),
-            kv(17, str_ref(3)),
-        ]
+        vec![kv(14, int_value(7)), kv(15, str_ref(16)), kv(17, str_ref(3)),]
     );
     assert_eq!(rp.scope_profiles.len(), 1);
     let sp = &rp.scope_profiles[0];
     let scope = sp.scope.as_ref().expect("scope");
-    assert_eq!(
-        (scope.name.as_str(), scope.version.as_str()),
-        ("ebpf-profiler", "v")
-    );
+    assert_eq!((scope.name.as_str(), scope.version.as_str()), ("ebpf-profiler", "v"));
     assert_eq!(sp.profiles.len(), 1);
     let prof = &sp.profiles[0];
-    assert_eq!(
-        prof.sample_type,
-        Some(pb::ValueType {
-            type_strindex: 10,
-            unit_strindex: 11
-        })
-    );
-    assert_eq!(
-        prof.period_type,
-        Some(pb::ValueType {
-            type_strindex: 12,
-            unit_strindex: 13
-        })
-    );
+    assert_eq!(prof.sample_type, Some(pb::ValueType { type_strindex: 10, unit_strindex: 11 }));
+    assert_eq!(prof.period_type, Some(pb::ValueType { type_strindex: 12, unit_strindex: 13 }));
     assert_eq!(prof.period, 1_000_000_000 / 19);
     assert_eq!(prof.time_unix_nano, 100);
     assert_eq!(prof.duration_nano, 5_000);
@@ -353,10 +247,7 @@ fn profile_ids_are_distinct_and_nonzero() {
         }
     }
     assert_eq!(ids.len(), 6);
-    assert_ne!(
-        OtlpConfig::new(20).profile_id_seed,
-        OtlpConfig::new(20).profile_id_seed
-    );
+    assert_ne!(OtlpConfig::new(20).profile_id_seed, OtlpConfig::new(20).profile_id_seed);
 }
 
 #[test]
@@ -376,23 +267,10 @@ fn intervals_do_not_share_tables() {
     agg.add(&trace(&p, 1, "a", &[f]));
     let second = agg.flush(2).unwrap();
     assert_eq!(first.dictionary, second.dictionary);
-    assert_eq!(
-        second.resource_profiles[0].scope_profiles[0].profiles[0].time_unix_nano,
-        1
-    );
+    assert_eq!(second.resource_profiles[0].scope_profiles[0].profiles[0].time_unix_nano, 1);
     let strings = &second.dictionary.as_ref().unwrap().string_table;
-    let attrs = &second.resource_profiles[0]
-        .resource
-        .as_ref()
-        .unwrap()
-        .attributes;
-    assert_eq!(
-        resolve(strings, &attrs[3]),
-        (
-            "container.id".to_owned(),
-            Value::StringValue("c0ffee".into())
-        )
-    );
+    let attrs = &second.resource_profiles[0].resource.as_ref().unwrap().attributes;
+    assert_eq!(resolve(strings, &attrs[3]), ("container.id".to_owned(), Value::StringValue("c0ffee".into())));
 }
 
 /// Processes come out sorted by pid; the same mapping and frame seen in two
@@ -400,29 +278,18 @@ fn intervals_do_not_share_tables() {
 #[test]
 fn processes_sorted_and_tables_shared_across_processes() {
     let libc = Arc::new(mapping(0x7f00_0000, 0x7f10_0000, "/lib/libc.so.6"));
-    let f = frame(
-        FrameKind::Native,
-        0x2000,
-        Some(&libc),
-        &[("write", None, 0)],
-    );
+    let f = frame(FrameKind::Native, 0x2000, Some(&libc), &[("write", None, 0)]);
     let (a, b) = (process(20, "/bin/b", None), process(10, "/bin/a", None));
     let mut agg = OtlpAggregator::new(OtlpConfig::new(20), 0);
     agg.add(&trace(&a, 20, "b", std::slice::from_ref(&f)));
     agg.add(&trace(&b, 10, "a", std::slice::from_ref(&f)));
     let req = agg.flush(1).unwrap();
     let strings = &req.dictionary.as_ref().unwrap().string_table;
-    let pids: Vec<_> = req
-        .resource_profiles
-        .iter()
-        .map(|rp| resolve(strings, &rp.resource.as_ref().unwrap().attributes[0]))
-        .collect();
+    let pids: Vec<_> =
+        req.resource_profiles.iter().map(|rp| resolve(strings, &rp.resource.as_ref().unwrap().attributes[0])).collect();
     assert_eq!(
         pids,
-        vec![
-            ("process.pid".to_owned(), Value::IntValue(10)),
-            ("process.pid".to_owned(), Value::IntValue(20))
-        ]
+        vec![("process.pid".to_owned(), Value::IntValue(10)), ("process.pid".to_owned(), Value::IntValue(20))]
     );
     let d = req.dictionary.unwrap();
     assert_eq!(d.mapping_table.len(), 2);
@@ -447,16 +314,10 @@ pub(super) fn golden_request() -> ExportProfilesServiceRequest {
 
     let mut exe = mapping(0x55_5555_4000, 0x55_5555_9000, "/usr/bin/workload");
     exe.file_offset = 0x1000;
-    exe.file_id = Some(FileId(
-        *b"\x01\x23\x45\x67\x89\xab\xcd\xef\xfe\xdc\xba\x98\x76\x54\x32\x10",
-    ));
+    exe.file_id = Some(FileId(*b"\x01\x23\x45\x67\x89\xab\xcd\xef\xfe\xdc\xba\x98\x76\x54\x32\x10"));
     exe.gnu_build_id = Some("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b".into());
     let exe = Arc::new(exe);
-    let mut libc = mapping(
-        0x7f00_0002_8000,
-        0x7f00_001b_d000,
-        "/usr/lib/x86_64-linux-gnu/libc.so.6",
-    );
+    let mut libc = mapping(0x7f00_0002_8000, 0x7f00_001b_d000, "/usr/lib/x86_64-linux-gnu/libc.so.6");
     libc.file_offset = 0x28000;
     libc.gnu_build_id = Some("2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e".into());
     let libc = Arc::new(libc);
@@ -465,89 +326,29 @@ pub(super) fn golden_request() -> ExportProfilesServiceRequest {
     go.go_build_id = Some("goBuildId/abc/def/ghi".into());
     let go = Arc::new(go);
 
-    let k_sleep = frame(
-        FrameKind::Kernel,
-        0xffff_ffff_8110_0000,
-        None,
-        &[("hrtimer_nanosleep", None, 0)],
-    );
-    let k_syscall = frame(
-        FrameKind::Kernel,
-        0xffff_ffff_81f0_0000,
-        None,
-        &[("do_syscall_64", None, 0)],
-    );
-    let c_nanosleep = frame(
-        FrameKind::Native,
-        0xe_a000,
-        Some(&libc),
-        &[("clock_nanosleep", None, 0)],
-    );
+    let k_sleep = frame(FrameKind::Kernel, 0xffff_ffff_8110_0000, None, &[("hrtimer_nanosleep", None, 0)]);
+    let k_syscall = frame(FrameKind::Kernel, 0xffff_ffff_81f0_0000, None, &[("do_syscall_64", None, 0)]);
+    let c_nanosleep = frame(FrameKind::Native, 0xe_a000, Some(&libc), &[("clock_nanosleep", None, 0)]);
     let c_leaf = frame(
         FrameKind::Native,
         0x1150,
         Some(&exe),
-        &[
-            ("inlined_helper", Some("workload.c"), 5),
-            ("leaf", Some("workload.c"), 12),
-        ],
+        &[("inlined_helper", Some("workload.c"), 5), ("leaf", Some("workload.c"), 12)],
     );
-    let c_middle = frame(
-        FrameKind::Native,
-        0x1180,
-        Some(&exe),
-        &[("middle", Some("workload.c"), 20)],
-    );
-    let c_main = frame(
-        FrameKind::Native,
-        0x11b0,
-        Some(&exe),
-        &[("main", Some("workload.c"), 30)],
-    );
-    let c_start = frame(
-        FrameKind::Native,
-        0x2_9d90,
-        Some(&libc),
-        &[("__libc_start_call_main", None, 0)],
-    );
+    let c_middle = frame(FrameKind::Native, 0x1180, Some(&exe), &[("middle", Some("workload.c"), 20)]);
+    let c_main = frame(FrameKind::Native, 0x11b0, Some(&exe), &[("main", Some("workload.c"), 30)]);
+    let c_start = frame(FrameKind::Native, 0x2_9d90, Some(&libc), &[("__libc_start_call_main", None, 0)]);
     let c_stripped = frame(FrameKind::Native, 0x1234, Some(&exe), &[]);
-    let go_work = frame(
-        FrameKind::Go,
-        0x48_1000,
-        Some(&go),
-        &[("main.work", Some("/src/server/main.go"), 20)],
-    );
-    let go_main = frame(
-        FrameKind::Go,
-        0x48_2000,
-        Some(&go),
-        &[("main.main", Some("/src/server/main.go"), 10)],
-    );
-    let go_rt = frame(
-        FrameKind::Go,
-        0x43_0000,
-        Some(&go),
-        &[("runtime.main", Some("/go/src/runtime/proc.go"), 283)],
-    );
+    let go_work = frame(FrameKind::Go, 0x48_1000, Some(&go), &[("main.work", Some("/src/server/main.go"), 20)]);
+    let go_main = frame(FrameKind::Go, 0x48_2000, Some(&go), &[("main.main", Some("/src/server/main.go"), 10)]);
+    let go_rt = frame(FrameKind::Go, 0x43_0000, Some(&go), &[("runtime.main", Some("/go/src/runtime/proc.go"), 283)]);
 
-    let sleep_stack = [
-        k_sleep,
-        k_syscall.clone(),
-        c_nanosleep,
-        c_leaf,
-        c_middle,
-        c_main.clone(),
-        c_start.clone(),
-    ];
+    let sleep_stack = [k_sleep, k_syscall.clone(), c_nanosleep, c_leaf, c_middle, c_main.clone(), c_start.clone()];
     let stripped_stack = [c_stripped, c_main, c_start];
     let go_stack = [k_syscall, go_work, go_main, go_rt];
 
     let mut agg = OtlpAggregator::new(
-        OtlpConfig {
-            samples_per_second: 20,
-            scope_version: "golden".into(),
-            profile_id_seed: 0x0060_1de2,
-        },
+        OtlpConfig { samples_per_second: 20, scope_version: "golden".into(), profile_id_seed: 0x0060_1de2 },
         GOLDEN_START_NS,
     );
     for _ in 0..3 {
@@ -579,10 +380,7 @@ fn golden_payload_is_fresh() {
         return;
     }
     let committed = std::fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; run UPDATE_GOLDEN=1 cargo test -p profiler-report golden",
-            path.display()
-        )
+        panic!("{}: {e}; run UPDATE_GOLDEN=1 cargo test -p profiler-report golden", path.display())
     });
     assert!(
         committed == bytes,
@@ -614,10 +412,7 @@ fn golden_request_content() {
     };
     assert_eq!(req.resource_profiles.len(), 2);
     let samples = &req.resource_profiles[0].scope_profiles[0].profiles[0].samples;
-    assert_eq!(
-        samples.iter().map(|s| s.values[0]).collect::<Vec<_>>(),
-        vec![3, 2, 1]
-    );
+    assert_eq!(samples.iter().map(|s| s.values[0]).collect::<Vec<_>>(), vec![3, 2, 1]);
     assert_eq!(
         names(samples[0].stack_index),
         vec![
@@ -631,10 +426,7 @@ fn golden_request_content() {
         ]
     );
     assert_eq!(samples[0].stack_index, samples[1].stack_index);
-    assert_eq!(
-        names(samples[2].stack_index),
-        vec![vec![], vec!["main"], vec!["__libc_start_call_main"]]
-    );
+    assert_eq!(names(samples[2].stack_index), vec![vec![], vec!["main"], vec!["__libc_start_call_main"]]);
     let go_samples = &req.resource_profiles[1].scope_profiles[0].profiles[0].samples;
     assert_eq!(go_samples.len(), 1);
     assert_eq!(go_samples[0].values, vec![4]);

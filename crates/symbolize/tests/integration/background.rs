@@ -7,9 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use profiler_elf::{file_id_of_path, ElfFile};
-use profiler_symbolize::{
-    demangle, FileSource, LineSource, NativeConfig, NativeSymbolizer, Reason, Symbolized,
-};
+use profiler_symbolize::{demangle, FileSource, LineSource, NativeConfig, NativeSymbolizer, Reason, Symbolized};
 use profiler_trace::FileId;
 
 use crate::native_c::build_chain;
@@ -27,14 +25,9 @@ fn source(path: &Path) -> impl FnOnce() -> FileSource + '_ {
 fn large_library() -> Option<PathBuf> {
     let sysroot = run(Command::new("rustc").arg("--print").arg("sysroot"));
     let lib = Path::new(sysroot.trim()).join("lib");
-    std::fs::read_dir(&lib)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("librustc_driver-") && n.ends_with(".so"))
-        })
+    std::fs::read_dir(&lib).ok()?.filter_map(|e| e.ok().map(|e| e.path())).find(|p| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("librustc_driver-") && n.ends_with(".so"))
+    })
 }
 
 #[test]
@@ -50,11 +43,8 @@ fn a_large_file_is_pending_then_named() {
     // table's choice among aliases: identical functions are folded).
     let elf = ElfFile::open(&lib).expect("open");
     let symbols = elf.symbols().expect("symbols");
-    let (addr, _, _) = symbols
-        .iter()
-        .filter(|(_, size, name)| *size > 64 && name.starts_with("_ZN"))
-        .nth(1000)
-        .expect("a function");
+    let (addr, _, _) =
+        symbols.iter().filter(|(_, size, name)| *size > 64 && name.starts_with("_ZN")).nth(1000).expect("a function");
     let vaddr = addr + 8;
     let want = demangle(symbols.lookup(vaddr).expect("named").0).into_owned();
     let file_id = file_id_of_path(&lib).expect("file id");
@@ -62,19 +52,10 @@ fn a_large_file_is_pending_then_named() {
 
     let mut s = NativeSymbolizer::new(NativeConfig::default()).expect("start");
     let hold = s.hold_loads();
-    assert_eq!(
-        s.symbolize(file_id, vaddr, source(&lib)),
-        Symbolized::Pending
-    );
+    assert_eq!(s.symbolize(file_id, vaddr, source(&lib)), Symbolized::Pending);
     // Right after: still loading, and the source is not asked for again.
-    assert_eq!(
-        s.symbolize(file_id, vaddr, || panic!("no second load request")),
-        Symbolized::Pending
-    );
-    assert_eq!(
-        s.symbolize(file_id, vaddr + 1, || panic!("no second load request")),
-        Symbolized::Pending
-    );
+    assert_eq!(s.symbolize(file_id, vaddr, || panic!("no second load request")), Symbolized::Pending);
+    assert_eq!(s.symbolize(file_id, vaddr + 1, || panic!("no second load request")), Symbolized::Pending);
     let st = s.stats();
     assert_eq!((st.loads_requested, st.pending, st.loads_done), (1, 3, 0));
     drop(hold);
@@ -87,10 +68,7 @@ fn a_large_file_is_pending_then_named() {
         other => panic!("expected lines, got {other:?}"),
     }
     // Again: from the address cache.
-    assert!(matches!(
-        s.symbolize(file_id, vaddr, || panic!("cached")),
-        Symbolized::Lines { .. }
-    ));
+    assert!(matches!(s.symbolize(file_id, vaddr, || panic!("cached")), Symbolized::Lines { .. }));
     let st = s.stats();
     assert_eq!((st.loads_done, st.files_loaded, st.address_hits), (1, 1, 1));
     assert!(st.file_bytes > 1 << 20, "{st:?}");
@@ -115,72 +93,37 @@ fn bounds_drops_failures_and_the_off_switch() {
     let call = chain.calls[1];
 
     // Off: nothing is loaded.
-    let mut off = NativeSymbolizer::new(NativeConfig {
-        enabled: false,
-        ..NativeConfig::default()
-    })
-    .expect("new");
+    let mut off = NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() }).expect("new");
     assert!(!off.enabled());
-    assert_eq!(
-        off.symbolize(files[0].0, call, || panic!("disabled")),
-        Symbolized::Unknown(Reason::Disabled)
-    );
+    assert_eq!(off.symbolize(files[0].0, call, || panic!("disabled")), Symbolized::Unknown(Reason::Disabled));
 
     // One file at most: loading a second evicts the first.
-    let mut s = NativeSymbolizer::new(NativeConfig {
-        max_files: 1,
-        ..NativeConfig::default()
-    })
-    .expect("new");
+    let mut s = NativeSymbolizer::new(NativeConfig { max_files: 1, ..NativeConfig::default() }).expect("new");
     for (id, path) in &files[..2] {
         assert_eq!(s.symbolize(*id, call, source(path)), Symbolized::Pending);
         assert!(s.wait_for_loads(WAIT));
-        let Symbolized::Lines { lines, source } = s.symbolize(*id, call, || panic!("loaded"))
-        else {
+        let Symbolized::Lines { lines, source } = s.symbolize(*id, call, || panic!("loaded")) else {
             panic!("not named");
         };
         assert_eq!(source, LineSource::Dwarf);
         assert_eq!(&*lines[0].function, "top");
     }
     let st = s.stats();
-    assert_eq!(
-        (st.files_loaded, st.file_evictions, st.loads_done),
-        (1, 1, 2)
-    );
+    assert_eq!((st.files_loaded, st.file_evictions, st.loads_done), (1, 1, 2));
     // The evicted file's answers stay cached; a new address reloads it.
-    assert!(matches!(
-        s.symbolize(files[0].0, call, || panic!("cached")),
-        Symbolized::Lines { .. }
-    ));
-    assert_eq!(
-        s.symbolize(files[0].0, call + 1, source(&files[0].1)),
-        Symbolized::Pending
-    );
+    assert!(matches!(s.symbolize(files[0].0, call, || panic!("cached")), Symbolized::Lines { .. }));
+    assert_eq!(s.symbolize(files[0].0, call + 1, source(&files[0].1)), Symbolized::Pending);
     assert!(s.wait_for_loads(WAIT));
 
     // A full queue drops the request (counted) and answers QueueFull.
-    let mut s = NativeSymbolizer::new(NativeConfig {
-        queue_capacity: 1,
-        ..NativeConfig::default()
-    })
-    .expect("new");
+    let mut s = NativeSymbolizer::new(NativeConfig { queue_capacity: 1, ..NativeConfig::default() }).expect("new");
     let hold = s.hold_loads();
-    let answers: Vec<Symbolized> = files
-        .iter()
-        .map(|(id, path)| s.symbolize(*id, call, source(path)))
-        .collect();
+    let answers: Vec<Symbolized> = files.iter().map(|(id, path)| s.symbolize(*id, call, source(path))).collect();
     // The worker holds at most one request, the queue one more (whether
     // the worker took the first one yet is a race: one or two drops).
     assert_eq!(answers[0], Symbolized::Pending);
-    assert_eq!(
-        answers.last(),
-        Some(&Symbolized::Unknown(Reason::QueueFull)),
-        "{answers:?}"
-    );
-    let full = answers
-        .iter()
-        .filter(|a| **a == Symbolized::Unknown(Reason::QueueFull))
-        .count();
+    assert_eq!(answers.last(), Some(&Symbolized::Unknown(Reason::QueueFull)), "{answers:?}");
+    let full = answers.iter().filter(|a| **a == Symbolized::Unknown(Reason::QueueFull)).count();
     assert_eq!(s.stats().queue_drops, full as u64);
     drop(hold);
     assert!(s.wait_for_loads(WAIT));
@@ -188,29 +131,17 @@ fn bounds_drops_failures_and_the_off_switch() {
     let (id, path) = &files[2];
     assert_eq!(s.symbolize(*id, call, source(path)), Symbolized::Pending);
     assert!(s.wait_for_loads(WAIT));
-    assert!(matches!(
-        s.symbolize(*id, call, || panic!("loaded")),
-        Symbolized::Lines { .. }
-    ));
+    assert!(matches!(s.symbolize(*id, call, || panic!("loaded")), Symbolized::Lines { .. }));
 
     // A file that cannot be opened fails, and is not retried at once.
     let missing = FileId([7; 16]);
     let nowhere = dir.join("missing");
-    assert_eq!(
-        s.symbolize(missing, 0x1000, source(&nowhere)),
-        Symbolized::Pending
-    );
+    assert_eq!(s.symbolize(missing, 0x1000, source(&nowhere)), Symbolized::Pending);
     assert!(s.wait_for_loads(WAIT));
-    assert_eq!(
-        s.symbolize(missing, 0x1000, || panic!("not retried yet")),
-        Symbolized::Unknown(Reason::LoadFailed)
-    );
+    assert_eq!(s.symbolize(missing, 0x1000, || panic!("not retried yet")), Symbolized::Unknown(Reason::LoadFailed));
     assert_eq!(s.stats().loads_failed, 1);
     // An address outside every source.
-    assert_eq!(
-        s.symbolize(*id, 0xdead_0000, || panic!("loaded")),
-        Symbolized::Unknown(Reason::UnknownAddress)
-    );
+    assert_eq!(s.symbolize(*id, 0xdead_0000, || panic!("loaded")), Symbolized::Unknown(Reason::UnknownAddress));
 }
 
 #[test]
@@ -250,8 +181,5 @@ fn files_from_bytes_and_path_fallback() {
     };
     assert_eq!(s.symbolize(other, call, source), Symbolized::Pending);
     assert!(s.wait_for_loads(WAIT));
-    assert!(matches!(
-        s.symbolize(other, call, || panic!("loaded")),
-        Symbolized::Lines { .. }
-    ));
+    assert!(matches!(s.symbolize(other, call, || panic!("loaded")), Symbolized::Lines { .. }));
 }

@@ -59,14 +59,12 @@ fn compare(sym: &FileSymbolizer, frames: &[RuntimeFrame], tag: &str) {
     assert!(!frames.is_empty(), "{tag}: no frames printed");
     let mut i = 0;
     while i < frames.len() {
-        let (lines, source) = sym
-            .symbolize(frames[i].pc)
-            .unwrap_or_else(|| panic!("{tag}: {:#x} not symbolized", frames[i].pc));
+        let (lines, source) =
+            sym.symbolize(frames[i].pc).unwrap_or_else(|| panic!("{tag}: {:#x} not symbolized", frames[i].pc));
         assert_eq!(source, LineSource::GoPclntab);
         for (j, l) in lines.iter().enumerate() {
-            let want = frames
-                .get(i + j)
-                .unwrap_or_else(|| panic!("{tag}: more frames than the runtime at {i}: {lines:?}"));
+            let want =
+                frames.get(i + j).unwrap_or_else(|| panic!("{tag}: more frames than the runtime at {i}: {lines:?}"));
             assert_eq!(
                 (&*l.function, l.file.as_deref().unwrap_or(""), l.line),
                 (want.function.as_str(), want.file.as_str(), want.line),
@@ -114,14 +112,8 @@ fn stripped_go_binary_with_inline_frames() {
     );
     // Our expansion of leaf's caller has the inline frame.
     let (lines, _) = sym.symbolize(main[1].pc).expect("inlined");
-    assert_eq!(
-        lines.iter().map(|l| &*l.function).collect::<Vec<_>>(),
-        ["main.inlined", "main.middle"]
-    );
-    assert_eq!(
-        main.last().map(|f| f.function.as_str()),
-        Some("runtime.goexit")
-    );
+    assert_eq!(lines.iter().map(|l| &*l.function).collect::<Vec<_>>(), ["main.inlined", "main.middle"]);
+    assert_eq!(main.last().map(|f| f.function.as_str()), Some("runtime.goexit"));
 
     // The goroutine: through sort's (partly inlined) functions.
     let goroutine = runtime_frames(&out, "goroutine");
@@ -159,10 +151,7 @@ fn cgo_binary_names_go_and_c_frames() {
     std::fs::write(dir.join("main.go"), CGO_MAIN).expect("write");
     std::fs::write(dir.join("chain.c"), CGO_C).expect("write");
     std::fs::write(dir.join("go.mod"), "module example.com/cgochain\ngo 1.21\n").expect("write");
-    for (name, flags, c_named) in [
-        ("cgo", &[][..], true),
-        ("cgo-stripped", &["-ldflags=-s -w"][..], false),
-    ] {
+    for (name, flags, c_named) in [("cgo", &[][..], true), ("cgo-stripped", &["-ldflags=-s -w"][..], false)] {
         let bin = dir.join(name);
         run(Command::new("go")
             .current_dir(&dir)
@@ -173,8 +162,7 @@ fn cgo_binary_names_go_and_c_frames() {
             .arg(&bin)
             .arg("."));
         let out = run(&mut Command::new(&bin));
-        let sym =
-            FileSymbolizer::load(&FileSource::new(&bin), &DebugConfig::default()).expect("load");
+        let sym = FileSymbolizer::load(&FileSource::new(&bin), &DebugConfig::default()).expect("load");
         // The Go frames above and below the C ones, from pclntab.
         let frames = runtime_frames(&out, "cgo");
         compare(&sym, &frames, name);
@@ -192,11 +180,7 @@ fn cgo_binary_names_go_and_c_frames() {
                 assert_eq!(source, LineSource::Dwarf);
                 assert_eq!(
                     short(&lines),
-                    vec![(
-                        "c_entry".to_owned(),
-                        "chain.c".to_owned(),
-                        line_of(CGO_C, "C_ENTRY_CALLS_MIDDLE")
-                    )]
+                    vec![("c_entry".to_owned(), "chain.c".to_owned(), line_of(CGO_C, "C_ENTRY_CALLS_MIDDLE"))]
                 );
             }
             None => assert!(!c_named, "{name}: c_entry not named"),

@@ -15,10 +15,7 @@ use crate::support::{have, test_dir};
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         self.0 >> 33
     }
 }
@@ -32,26 +29,15 @@ fn exercise(data: Vec<u8>, addrs: &[u64]) -> usize {
     let sym = FileSymbolizer::from_elf(
         Arc::new(elf),
         &FileSource::new("/nonexistent/for-debuglinks"),
-        &DebugConfig {
-            use_dwarf: true,
-            debug_roots: vec![],
-            ..DebugConfig::default()
-        },
+        &DebugConfig { use_dwarf: true, debug_roots: vec![], ..DebugConfig::default() },
     );
-    addrs
-        .iter()
-        .filter(|&&a| sym.symbolize(a).is_some())
-        .count()
+    addrs.iter().filter(|&&a| sym.symbolize(a).is_some()).count()
 }
 
 /// `(offset, size)` of the named sections.
 fn sections(path: &Path, names: &[&str]) -> Vec<(usize, usize)> {
     let elf = ElfFile::open(path).expect("open");
-    names
-        .iter()
-        .filter_map(|n| elf.section_by_name(n))
-        .map(|s| (s.offset as usize, s.size as usize))
-        .collect()
+    names.iter().filter_map(|n| elf.section_by_name(n)).map(|s| (s.offset as usize, s.size as usize)).collect()
 }
 
 #[test]
@@ -65,21 +51,11 @@ fn garbage_dwarf_and_truncated_files() {
     let elf = ElfFile::open(&chain.bin).expect("open");
     let text = elf.section_by_name(".text").expect("text").clone();
     drop(elf);
-    let addrs: Vec<u64> = (0..400)
-        .map(|i| text.addr + i * text.size / 400)
-        .chain(chain.calls)
-        .collect();
+    let addrs: Vec<u64> = (0..400).map(|i| text.addr + i * text.size / 400).chain(chain.calls).collect();
     assert!(exercise(data.clone(), &addrs) > 300);
     let debug = sections(
         &chain.bin,
-        &[
-            ".debug_info",
-            ".debug_abbrev",
-            ".debug_line",
-            ".debug_str",
-            ".debug_rnglists",
-            ".debug_aranges",
-        ],
+        &[".debug_info", ".debug_abbrev", ".debug_line", ".debug_str", ".debug_rnglists", ".debug_aranges"],
     );
     assert!(debug.len() >= 4, "{debug:?}");
     let mut rng = Lcg(42);
@@ -123,9 +99,7 @@ fn truncated_and_corrupted_gopclntab() {
     let elf = ElfFile::open(&bin).expect("open");
     let text = elf.section_by_name(".text").expect("text").clone();
     drop(elf);
-    let addrs: Vec<u64> = (0..2000)
-        .map(|i| text.addr + i * text.size / 2000)
-        .collect();
+    let addrs: Vec<u64> = (0..2000).map(|i| text.addr + i * text.size / 2000).collect();
     assert!(exercise(data.clone(), &addrs) > 1900);
 
     // The file cut inside the table (section headers lost with the tail:
@@ -137,11 +111,7 @@ fn truncated_and_corrupted_gopclntab() {
     // The section header claiming a shorter table.
     let elf = ElfFile::open(&bin).expect("open");
     let shoff = u64::from_le_bytes(data[40..48].try_into().unwrap()) as usize;
-    let index = elf
-        .sections()
-        .iter()
-        .position(|s| s.name == ".gopclntab")
-        .expect("index");
+    let index = elf.sections().iter().position(|s| s.name == ".gopclntab").expect("index");
     drop(elf);
     for frac in [0, 1, 4, 8, 12, 15] {
         let mut d = data.clone();

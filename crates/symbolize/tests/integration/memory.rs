@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use profiler_elf::{file_id_of_path, ElfFile};
 use profiler_symbolize::{
-    DebugConfig, DwarfError, FileSource, FileSymbolizer, LineSource, NativeConfig,
-    NativeSymbolizer, Reason, Symbolized,
+    DebugConfig, DwarfError, FileSource, FileSymbolizer, LineSource, NativeConfig, NativeSymbolizer, Reason, Symbolized,
 };
 use profiler_trace::Pid;
 
@@ -74,11 +73,7 @@ fn live() -> i64 {
 fn function_addresses(bin: &Path, max: usize) -> Vec<u64> {
     let elf = ElfFile::open(bin).expect("open");
     let symbols = elf.symbols().expect("symbols");
-    let all: Vec<u64> = symbols
-        .iter()
-        .filter(|(_, size, _)| *size > 8)
-        .map(|(a, _, _)| a + 8)
-        .collect();
+    let all: Vec<u64> = symbols.iter().filter(|(_, size, _)| *size > 8).map(|(a, _, _)| a + 8).collect();
     let step = (all.len() / max).max(1);
     all.into_iter().step_by(step).take(max).collect()
 }
@@ -91,36 +86,19 @@ fn check_account(what: &str, source: &FileSource, config: &DebugConfig, addrs: &
     let file = FileSymbolizer::load(source, config).expect("load");
     let held = live() - before;
     let cost = file.cost() as i64;
-    assert!(
-        cost >= held,
-        "{what}: loaded, holds {held} bytes, accounts {cost}"
-    );
+    assert!(cost >= held, "{what}: loaded, holds {held} bytes, accounts {cost}");
     let mut named = 0;
     for &a in addrs {
         if file.symbolize(a).is_some() {
             named += 1;
         }
     }
-    assert!(
-        named > addrs.len() / 2,
-        "{what}: {named} of {} named",
-        addrs.len()
-    );
+    assert!(named > addrs.len() / 2, "{what}: {named} of {} named", addrs.len());
     let held = live() - before;
     let cost = file.cost() as i64;
-    eprintln!(
-        "{what}: {held} bytes held, {cost} accounted ({:?})",
-        file.info().dwarf
-    );
-    assert!(
-        cost >= held,
-        "{what}: after {} lookups, holds {held} bytes, accounts {cost}",
-        addrs.len()
-    );
-    assert!(
-        cost <= 3 * held + (256 << 10),
-        "{what}: accounts {cost} for {held} bytes held"
-    );
+    eprintln!("{what}: {held} bytes held, {cost} accounted ({:?})", file.info().dwarf);
+    assert!(cost >= held, "{what}: after {} lookups, holds {held} bytes, accounts {cost}", addrs.len());
+    assert!(cost <= 3 * held + (256 << 10), "{what}: accounts {cost} for {held} bytes held");
     drop(file);
 }
 
@@ -153,17 +131,11 @@ fn accounted_bytes_cover_the_heap_held() {
     check_account("C -O2 -g", &FileSource::new(&chain.bin), &config, &addrs);
     if let Some(bin) = rust_program(&dir) {
         // Large enough DWARF for the index to matter: let it load.
-        let config = DebugConfig {
-            max_dwarf_bytes: 1 << 30,
-            ..DebugConfig::default()
-        };
+        let config = DebugConfig { max_dwarf_bytes: 1 << 30, ..DebugConfig::default() };
         let addrs = function_addresses(&bin, 2000);
         check_account("Rust -O -g", &FileSource::new(&bin), &config, &addrs);
         // Symbols only.
-        let config = DebugConfig {
-            use_dwarf: false,
-            ..DebugConfig::default()
-        };
+        let config = DebugConfig { use_dwarf: false, ..DebugConfig::default() };
         check_account("Rust, symbols", &FileSource::new(&bin), &config, &addrs);
     }
 }
@@ -175,17 +147,11 @@ fn dwarf_over_the_limit_is_served_from_symbols() {
     }
     let dir = test_dir("memory-dwarf-limit");
     let chain = build_chain(&dir);
-    let small = DebugConfig {
-        max_dwarf_bytes: 1024,
-        ..DebugConfig::default()
-    };
+    let small = DebugConfig { max_dwarf_bytes: 1024, ..DebugConfig::default() };
     let file = FileSymbolizer::load(&FileSource::new(&chain.bin), &small).expect("load");
     assert_eq!(file.info().dwarf, None);
     assert!(
-        matches!(
-            file.info().dwarf_error.as_deref(),
-            Some(DwarfError::TooLarge { limit: 1024, .. })
-        ),
+        matches!(file.info().dwarf_error.as_deref(), Some(DwarfError::TooLarge { limit: 1024, .. })),
         "{:?}",
         file.info()
     );
@@ -193,16 +159,9 @@ fn dwarf_over_the_limit_is_served_from_symbols() {
     assert_eq!(source, LineSource::Symbols);
     assert_eq!(short(&lines), vec![("top".to_owned(), String::new(), 0)]);
 
-    let mut s = NativeSymbolizer::new(NativeConfig {
-        debug: small,
-        ..NativeConfig::default()
-    })
-    .expect("start");
+    let mut s = NativeSymbolizer::new(NativeConfig { debug: small, ..NativeConfig::default() }).expect("start");
     let id = file_id_of_path(&chain.bin).expect("id");
-    assert_eq!(
-        s.symbolize(id, chain.calls[1], || FileSource::new(&chain.bin)),
-        Symbolized::Pending
-    );
+    assert_eq!(s.symbolize(id, chain.calls[1], || FileSource::new(&chain.bin)), Symbolized::Pending);
     assert!(s.wait_for_loads(Duration::from_secs(600)));
     match s.symbolize(id, chain.calls[1], || panic!("loaded")) {
         Symbolized::Lines { source, .. } => assert_eq!(source, LineSource::Symbols),
@@ -230,18 +189,14 @@ fn the_byte_budget_holds_over_many_files() {
         .collect();
     // What one loaded, looked-up file accounts.
     let one = {
-        let f = FileSymbolizer::load(&FileSource::new(&files[0].1), &DebugConfig::default())
-            .expect("load");
+        let f = FileSymbolizer::load(&FileSource::new(&files[0].1), &DebugConfig::default()).expect("load");
         f.symbolize(chain.calls[0]);
         f.symbolize(chain.calls[1]);
         f.cost()
     };
     let budget = 3 * one;
-    let mut s = NativeSymbolizer::new(NativeConfig {
-        max_file_bytes: budget,
-        ..NativeConfig::default()
-    })
-    .expect("start");
+    let mut s =
+        NativeSymbolizer::new(NativeConfig { max_file_bytes: budget, ..NativeConfig::default() }).expect("start");
     for round in 0..2 {
         for (id, path) in &files {
             for (i, &call) in chain.calls.iter().enumerate() {
@@ -250,17 +205,10 @@ fn the_byte_budget_holds_over_many_files() {
                 if let Symbolized::Pending = s.symbolize(*id, vaddr, || FileSource::new(path)) {
                     assert!(s.wait_for_loads(Duration::from_secs(600)));
                     let answer = s.symbolize(*id, vaddr, || FileSource::new(path));
-                    assert!(
-                        matches!(answer, Symbolized::Lines { .. }),
-                        "round {round}, call {i}: {answer:?}"
-                    );
+                    assert!(matches!(answer, Symbolized::Lines { .. }), "round {round}, call {i}: {answer:?}");
                 }
                 let st = s.stats();
-                assert!(
-                    st.file_bytes <= budget,
-                    "{} > {budget}: {st:?}",
-                    st.file_bytes
-                );
+                assert!(st.file_bytes <= budget, "{} > {budget}: {st:?}", st.file_bytes);
             }
         }
     }
@@ -270,16 +218,10 @@ fn the_byte_budget_holds_over_many_files() {
 
     // A budget smaller than one file: it answers, then is given up for a
     // while instead of being loaded again at every address.
-    let mut s = NativeSymbolizer::new(NativeConfig {
-        max_file_bytes: one / 4,
-        ..NativeConfig::default()
-    })
-    .expect("start");
+    let mut s =
+        NativeSymbolizer::new(NativeConfig { max_file_bytes: one / 4, ..NativeConfig::default() }).expect("start");
     let (id, path) = &files[0];
-    assert_eq!(
-        s.symbolize(*id, chain.calls[0], || FileSource::new(path)),
-        Symbolized::Pending
-    );
+    assert_eq!(s.symbolize(*id, chain.calls[0], || FileSource::new(path)), Symbolized::Pending);
     assert!(s.wait_for_loads(Duration::from_secs(600)));
     assert_eq!(s.stats().file_bytes, 0);
     assert_eq!(
@@ -299,10 +241,7 @@ fn symbols_answer_while_dwarf_loads() {
     let call = chain.calls[1];
     let mut s = NativeSymbolizer::new(NativeConfig::default()).expect("start");
     let hold = s.hold_dwarf_loads();
-    assert_eq!(
-        s.symbolize(id, call, || FileSource::new(&chain.bin)),
-        Symbolized::Pending
-    );
+    assert_eq!(s.symbolize(id, call, || FileSource::new(&chain.bin)), Symbolized::Pending);
     // The symbols step arrives (no timing assumption: poll, generously).
     let deadline = Instant::now() + Duration::from_secs(600);
     let lines = loop {
@@ -311,9 +250,7 @@ fn symbols_answer_while_dwarf_loads() {
                 assert_eq!(source, LineSource::Symbols);
                 break lines;
             }
-            Symbolized::Pending if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(5))
-            }
+            Symbolized::Pending if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
             other => panic!("{other:?}"),
         }
     };
@@ -321,10 +258,7 @@ fn symbols_answer_while_dwarf_loads() {
     // Not cached: the next answer comes from the file again.
     assert!(matches!(
         s.symbolize(id, call, || panic!("one load")),
-        Symbolized::Lines {
-            source: LineSource::Symbols,
-            ..
-        }
+        Symbolized::Lines { source: LineSource::Symbols, .. }
     ));
     let st = s.stats();
     assert_eq!((st.loads_done, st.files_loaded, st.address_hits), (0, 1, 0));
@@ -333,10 +267,7 @@ fn symbols_answer_while_dwarf_loads() {
     match s.symbolize(id, call, || panic!("loaded")) {
         Symbolized::Lines { lines, source } => {
             assert_eq!(source, LineSource::Dwarf);
-            assert_eq!(
-                lines[0].line,
-                crate::support::line_of(crate::native_c::CHAIN_C, "TOP_CALLS_MIDDLE")
-            );
+            assert_eq!(lines[0].line, crate::support::line_of(crate::native_c::CHAIN_C, "TOP_CALLS_MIDDLE"));
         }
         other => panic!("{other:?}"),
     }
@@ -349,10 +280,7 @@ fn the_vdso_is_read_from_memory() {
     let Some(range) = maps.lines().find(|l| l.ends_with("[vdso]")).map(|l| {
         let r = l.split_whitespace().next().expect("range");
         let (a, b) = r.split_once('-').expect("a-b");
-        (
-            u64::from_str_radix(a, 16).expect("hex"),
-            u64::from_str_radix(b, 16).expect("hex"),
-        )
+        (u64::from_str_radix(a, 16).expect("hex"), u64::from_str_radix(b, 16).expect("hex"))
     }) else {
         eprintln!("SKIPPED: no vDSO");
         return;
@@ -363,23 +291,12 @@ fn the_vdso_is_read_from_memory() {
     let bytes = {
         use std::os::unix::fs::FileExt;
         let mut b = vec![0u8; (range.1 - range.0) as usize];
-        std::fs::File::open("/proc/self/mem")
-            .expect("mem")
-            .read_exact_at(&mut b, range.0)
-            .expect("read");
+        std::fs::File::open("/proc/self/mem").expect("mem").read_exact_at(&mut b, range.0).expect("read");
         b
     };
     let elf = ElfFile::from_bytes(bytes).expect("elf");
-    let (addr, _) = elf
-        .symbols()
-        .expect("symbols")
-        .find("__vdso_clock_gettime")
-        .expect("__vdso_clock_gettime");
+    let (addr, _) = elf.symbols().expect("symbols").find("__vdso_clock_gettime").expect("__vdso_clock_gettime");
     let (lines, source) = file.symbolize(addr + 4).expect("named");
     assert_eq!(source, LineSource::Symbols);
-    assert!(
-        lines[0].function.contains("clock_gettime"),
-        "{:?}",
-        lines[0].function
-    );
+    assert!(lines[0].function.contains("clock_gettime"), "{:?}", lines[0].function);
 }

@@ -25,30 +25,20 @@ pub fn build_chain(dir: &Path) -> Chain {
     let base = hex_values(&out, "base")[0];
     let ras = hex_values(&out, "ra");
     assert_eq!(ras.len(), 2, "{out}");
-    let calls = [
-        elf_vaddr(&bin, base, ras[0]) - 1,
-        elf_vaddr(&bin, base, ras[1]) - 1,
-    ];
+    let calls = [elf_vaddr(&bin, base, ras[0]) - 1, elf_vaddr(&bin, base, ras[1]) - 1];
     Chain { bin, calls }
 }
 
 /// What the two calls must symbolize to.
 fn expected() -> [Vec<(String, String, u32)>; 2] {
     let at = |f: &str, marker: &str| (f.to_owned(), "chain.c".to_owned(), line_of(CHAIN_C, marker));
-    [
-        vec![
-            at("helper", "HELPER_CALLS_LEAF"),
-            at("middle", "MIDDLE_CALLS_HELPER"),
-        ],
-        vec![at("top", "TOP_CALLS_MIDDLE")],
-    ]
+    [vec![at("helper", "HELPER_CALLS_LEAF"), at("middle", "MIDDLE_CALLS_HELPER")], vec![at("top", "TOP_CALLS_MIDDLE")]]
 }
 
 fn check(sym: &FileSymbolizer, chain: &Chain, source: LineSource, what: &str) {
     for (call, want) in chain.calls.iter().zip(expected()) {
-        let (lines, got_source) = sym
-            .symbolize(*call)
-            .unwrap_or_else(|| panic!("{what}: {call:#x} not symbolized ({:?})", sym.info()));
+        let (lines, got_source) =
+            sym.symbolize(*call).unwrap_or_else(|| panic!("{what}: {call:#x} not symbolized ({:?})", sym.info()));
         assert_eq!(short(&lines), want, "{what}: {call:#x}");
         assert_eq!(got_source, source, "{what}");
     }
@@ -61,17 +51,13 @@ fn inline_frames_from_dwarf_in_the_file() {
     }
     let dir = test_dir("c-inline");
     let chain = build_chain(&dir);
-    let sym =
-        FileSymbolizer::load(&FileSource::new(&chain.bin), &DebugConfig::default()).expect("load");
+    let sym = FileSymbolizer::load(&FileSource::new(&chain.bin), &DebugConfig::default()).expect("load");
     assert_eq!(sym.info().dwarf, Some(DwarfOrigin::InFile));
     check(&sym, &chain, LineSource::Dwarf, "-O2 -g");
 
     // Without DWARF (use_dwarf off): the ELF symbol of the containing
     // function only.
-    let no_dwarf = DebugConfig {
-        use_dwarf: false,
-        ..DebugConfig::default()
-    };
+    let no_dwarf = DebugConfig { use_dwarf: false, ..DebugConfig::default() };
     let sym = FileSymbolizer::load(&FileSource::new(&chain.bin), &no_dwarf).expect("load");
     let (lines, source) = sym.symbolize(chain.calls[0]).expect("symbol");
     assert_eq!(source, LineSource::Symbols);
@@ -82,28 +68,18 @@ fn inline_frames_from_dwarf_in_the_file() {
 /// `objcopy --add-gnu-debuglink`: returns (stripped binary, debug file).
 fn split(dir: &Path, bin: &Path, link: bool) -> (PathBuf, PathBuf) {
     let debug = dir.join("chain.debug");
-    run(Command::new("objcopy")
-        .arg("--only-keep-debug")
-        .arg(bin)
-        .arg(&debug));
+    run(Command::new("objcopy").arg("--only-keep-debug").arg(bin).arg(&debug));
     let stripped = dir.join("chain.stripped");
     run(Command::new("strip").arg("-o").arg(&stripped).arg(bin));
     if link {
         // The link records the file name and the CRC of the debug file.
-        run(Command::new("objcopy")
-            .current_dir(dir)
-            .arg("--add-gnu-debuglink=chain.debug")
-            .arg(&stripped));
+        run(Command::new("objcopy").current_dir(dir).arg("--add-gnu-debuglink=chain.debug").arg(&stripped));
     }
     (stripped, debug)
 }
 
 fn roots(root: &Path) -> DebugConfig {
-    DebugConfig {
-        use_dwarf: true,
-        debug_roots: vec![root.to_owned()],
-        ..DebugConfig::default()
-    }
+    DebugConfig { use_dwarf: true, debug_roots: vec![root.to_owned()], ..DebugConfig::default() }
 }
 
 #[test]
@@ -120,49 +96,26 @@ fn stripped_with_debuglink_is_fully_symbolized() {
     let sym = FileSymbolizer::load(&FileSource::new(&stripped), &nowhere).expect("load");
     assert_eq!(sym.info().dwarf, Some(DwarfOrigin::DebugFile));
     assert_eq!(sym.info().debug_file.as_deref(), Some(debug.as_path()));
-    check(
-        &sym,
-        &chain,
-        LineSource::DebugFile,
-        "debuglink next to the file",
-    );
+    check(&sym, &chain, LineSource::DebugFile, "debuglink next to the file");
 
     // 2. In `.debug/` next to the file, opened through another path (as
     // through /proc/PID/map_files) with the process's view of its path.
     let d2 = dir.join("dotdebug");
     copy(&stripped, &d2.join("bin/chain"));
     copy(&debug, &d2.join("bin/.debug/chain.debug"));
-    let source = FileSource {
-        open_path: d2.join("bin/chain"),
-        path: "/bin/chain".into(),
-        root: Some(d2.clone()),
-        memory: None,
-    };
+    let source =
+        FileSource { open_path: d2.join("bin/chain"), path: "/bin/chain".into(), root: Some(d2.clone()), memory: None };
     let sym = FileSymbolizer::load(&source, &nowhere).expect("load");
-    check(
-        &sym,
-        &chain,
-        LineSource::DebugFile,
-        ".debug/ under the process root",
-    );
+    check(&sym, &chain, LineSource::DebugFile, ".debug/ under the process root");
 
     // 3. Under a debug root: <root>/<dir of the file>/chain.debug.
     let d3 = dir.join("root3");
     copy(&stripped, &d3.join("opt/app/chain"));
     copy(&debug, &d3.join("debugroot/opt/app/chain.debug"));
-    let source = FileSource {
-        open_path: d3.join("opt/app/chain"),
-        path: "/opt/app/chain".into(),
-        root: None,
-        memory: None,
-    };
+    let source =
+        FileSource { open_path: d3.join("opt/app/chain"), path: "/opt/app/chain".into(), root: None, memory: None };
     let sym = FileSymbolizer::load(&source, &roots(&d3.join("debugroot"))).expect("load");
-    check(
-        &sym,
-        &chain,
-        LineSource::DebugFile,
-        "debug root + directory",
-    );
+    check(&sym, &chain, LineSource::DebugFile, "debug root + directory");
 
     // 4. A debug file with the right name and the wrong CRC is refused.
     let d4 = dir.join("badcrc");
@@ -192,13 +145,7 @@ fn stripped_with_build_id_under_a_debug_root() {
         .expect("notes")
         .expect("gcc writes a build id");
     let root = dir.join("debugroot");
-    copy(
-        &debug,
-        &root
-            .join(".build-id")
-            .join(&id[..2])
-            .join(format!("{}.debug", &id[2..])),
-    );
+    copy(&debug, &root.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..])));
     let sym = FileSymbolizer::load(&FileSource::new(&stripped), &roots(&root)).expect("load");
     assert_eq!(sym.info().dwarf, Some(DwarfOrigin::DebugFile));
     check(&sym, &chain, LineSource::DebugFile, "build id");
@@ -209,13 +156,7 @@ fn stripped_with_build_id_under_a_debug_root() {
     // root first.
     let container = dir.join("container");
     copy(&stripped, &container.join("usr/bin/chain"));
-    copy(
-        &debug,
-        &container
-            .join("usr/lib/debug/.build-id")
-            .join(&id[..2])
-            .join(format!("{}.debug", &id[2..])),
-    );
+    copy(&debug, &container.join("usr/lib/debug/.build-id").join(&id[..2]).join(format!("{}.debug", &id[2..])));
     let source = FileSource {
         open_path: container.join("usr/bin/chain"),
         path: "/usr/bin/chain".into(),
@@ -223,16 +164,10 @@ fn stripped_with_build_id_under_a_debug_root() {
         memory: None,
     };
     let sym = FileSymbolizer::load(&source, &DebugConfig::default()).expect("load");
-    check(
-        &sym,
-        &chain,
-        LineSource::DebugFile,
-        "build id in the process root",
-    );
+    check(&sym, &chain, LineSource::DebugFile, "build id in the process root");
 
     // Without any debug root holding it: nothing.
-    let sym = FileSymbolizer::load(&FileSource::new(&stripped), &roots(&dir.join("empty")))
-        .expect("load");
+    let sym = FileSymbolizer::load(&FileSource::new(&stripped), &roots(&dir.join("empty"))).expect("load");
     assert_eq!(sym.info().dwarf, None);
 }
 
@@ -247,12 +182,8 @@ fn compressed_debug_sections() {
     // SHF_COMPRESSED sections with an Elf64_Chdr.
     for kind in ["zlib-gnu", "zlib", "zstd"] {
         let out = dir.join(format!("chain.{kind}"));
-        run(Command::new("objcopy")
-            .arg(format!("--compress-debug-sections={kind}"))
-            .arg(&chain.bin)
-            .arg(&out));
-        let sym =
-            FileSymbolizer::load(&FileSource::new(&out), &DebugConfig::default()).expect("load");
+        run(Command::new("objcopy").arg(format!("--compress-debug-sections={kind}")).arg(&chain.bin).arg(&out));
+        let sym = FileSymbolizer::load(&FileSource::new(&out), &DebugConfig::default()).expect("load");
         assert!(sym.info().dwarf_error.is_none(), "{kind}: {:?}", sym.info());
         assert_eq!(sym.info().dwarf, Some(DwarfOrigin::InFile), "{kind}");
         check(&sym, &chain, LineSource::Dwarf, kind);
@@ -267,14 +198,7 @@ fn dwz_supplementary_file() {
     let dir = test_dir("c-dwz");
     let chain = build_chain(&dir);
     // A second program sharing most of the debug information.
-    let other = compile(
-        &dir,
-        "gcc",
-        "chain.c",
-        CHAIN_C,
-        "other",
-        &["-O2", "-g", "-DOTHER"],
-    );
+    let other = compile(&dir, "gcc", "chain.c", CHAIN_C, "other", &["-O2", "-g", "-DOTHER"]);
     // Common DIEs move to common.debug; each file gets a
     // .gnu_debugaltlink naming it (relative to the file) and its build id.
     run(Command::new("dwz")
@@ -282,16 +206,12 @@ fn dwz_supplementary_file() {
         .args(["-m", "common.debug", "-M", "common.debug"])
         .arg(&chain.bin)
         .arg(&other));
-    let altlink = profiler_elf::ElfFile::open(&chain.bin)
-        .expect("open")
-        .section_by_name(".gnu_debugaltlink")
-        .is_some();
+    let altlink = profiler_elf::ElfFile::open(&chain.bin).expect("open").section_by_name(".gnu_debugaltlink").is_some();
     if !altlink {
         eprintln!("SKIPPED: dwz found nothing to share");
         return;
     }
-    let sym =
-        FileSymbolizer::load(&FileSource::new(&chain.bin), &DebugConfig::default()).expect("load");
+    let sym = FileSymbolizer::load(&FileSource::new(&chain.bin), &DebugConfig::default()).expect("load");
     assert!(sym.info().dwarf_error.is_none(), "{:?}", sym.info());
     check(&sym, &chain, LineSource::Dwarf, "dwz");
 
@@ -303,16 +223,9 @@ fn dwz_supplementary_file() {
         .expect("notes")
         .expect("dwz writes a build id");
     let root = dir.join("debugroot");
-    copy(
-        &dir.join("common.debug"),
-        &root
-            .join(".build-id")
-            .join(&id[..2])
-            .join(format!("{}.debug", &id[2..])),
-    );
+    copy(&dir.join("common.debug"), &root.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..])));
     let moved = dir.join("moved");
     copy(&chain.bin, &moved.join("chain"));
-    let sym =
-        FileSymbolizer::load(&FileSource::new(moved.join("chain")), &roots(&root)).expect("load");
+    let sym = FileSymbolizer::load(&FileSource::new(moved.join("chain")), &roots(&root)).expect("load");
     check(&sym, &chain, LineSource::Dwarf, "dwz by build id");
 }

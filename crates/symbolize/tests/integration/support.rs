@@ -9,9 +9,7 @@ use profiler_trace::SourceLine;
 
 /// A fresh directory for one test, under cargo's target tmp dir.
 pub fn test_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("profiler-symbolize")
-        .join(name);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("profiler-symbolize").join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     dir
@@ -31,9 +29,7 @@ pub fn have(tool: &str) -> bool {
 
 /// Runs `cmd`, panicking with the command, status and output on failure.
 pub fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     if !out.status.success() {
         panic!(
             "{cmd:?} failed with {}\nstdout:\n{}\nstderr:\n{}",
@@ -47,34 +43,18 @@ pub fn run(cmd: &mut Command) -> String {
 
 /// Writes `source` to `dir/file` and compiles it with `compiler` into
 /// `dir/out`.
-pub fn compile(
-    dir: &Path,
-    compiler: &str,
-    file: &str,
-    source: &str,
-    out: &str,
-    args: &[&str],
-) -> PathBuf {
+pub fn compile(dir: &Path, compiler: &str, file: &str, source: &str, out: &str, args: &[&str]) -> PathBuf {
     let src = dir.join(file);
     std::fs::write(&src, source).expect("write source");
     let bin = dir.join(out);
-    run(Command::new(compiler)
-        .current_dir(dir)
-        .args(args)
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src));
+    run(Command::new(compiler).current_dir(dir).args(args).arg("-o").arg(&bin).arg(&src));
     bin
 }
 
 /// The 1-based line of the only line of `source` containing `marker`.
 pub fn line_of(source: &str, marker: &str) -> u32 {
-    let lines: Vec<usize> = source
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| l.contains(marker))
-        .map(|(i, _)| i + 1)
-        .collect();
+    let lines: Vec<usize> =
+        source.lines().enumerate().filter(|(_, l)| l.contains(marker)).map(|(i, _)| i + 1).collect();
     assert_eq!(lines.len(), 1, "marker {marker:?} must appear once");
     lines[0] as u32
 }
@@ -92,13 +72,7 @@ pub fn hex_values(output: &str, key: &str) -> Vec<u64> {
 /// printed `base`, the address of `__executable_start` (its first byte).
 pub fn elf_vaddr(bin: &Path, base: u64, addr: u64) -> u64 {
     let elf = ElfFile::open(bin).expect("open");
-    let first = elf
-        .program_headers()
-        .iter()
-        .filter(|p| p.p_type == PT_LOAD)
-        .map(|p| p.vaddr)
-        .min()
-        .expect("a PT_LOAD");
+    let first = elf.program_headers().iter().filter(|p| p.p_type == PT_LOAD).map(|p| p.vaddr).min().expect("a PT_LOAD");
     addr - base + first
 }
 
@@ -107,11 +81,7 @@ pub fn short(lines: &[SourceLine]) -> Vec<(String, String, u32)> {
     lines
         .iter()
         .map(|l| {
-            let file = l
-                .file
-                .as_deref()
-                .map(|f| f.rsplit('/').next().unwrap_or(f).to_owned())
-                .unwrap_or_default();
+            let file = l.file.as_deref().map(|f| f.rsplit('/').next().unwrap_or(f).to_owned()).unwrap_or_default();
             (l.function.to_string(), file, l.line)
         })
         .collect()
