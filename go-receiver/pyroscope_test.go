@@ -20,13 +20,15 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	_ "google.golang.org/grpc/encoding/gzip" // the agent and the Collector compress
+
 	"google.golang.org/grpc/status"
 )
 
 // pyroscopeLabels applies the rules Grafana Pyroscope's OTLP ingest
 // applies to a resource before it accepts a profile (seen with Pyroscope
 // v2.2.1: a referenced key became a label with an empty name and the
-// whole export was refused with "invalid label name ''"): every resource
+// whole export was refused with "invalid label name ”"): every resource
 // attribute becomes a label named by its plain key, string values are
 // read as plain strings, and `service.name` becomes `service_name`
 // ("unknown_service" when absent).
@@ -198,21 +200,31 @@ service:
 				require.True(t, time.Now().Before(deadline), "no profile of dd within 60 s; log: %s", readFile(log))
 				time.Sleep(200 * time.Millisecond)
 			}
-			cpuBefore := cpuSeconds(t, dd.Process.Pid)
-			countBefore := ddSampleCount(sink, dd.Process.Pid)
+			// dd's CPU rate over the next seconds against the rate the
+			// profiles that arrive meanwhile show (samples / Hz over the
+			// intervals they cover).
+			seen := len(ddProfiles(sink, dd.Process.Pid))
+			cpuBefore, wallBefore := cpuSeconds(t, dd.Process.Pid), time.Now()
 			time.Sleep(6 * time.Second)
-			cpu := cpuSeconds(t, dd.Process.Pid) - cpuBefore
-			// Whatever arrives within two intervals belongs to the window.
-			time.Sleep(2 * time.Second)
-			samples := ddSampleCount(sink, dd.Process.Pid) - countBefore
+			cpuRate := (cpuSeconds(t, dd.Process.Pid) - cpuBefore) / time.Since(wallBefore).Seconds()
+			var samples int64
+			var covered float64
+			for _, p := range ddProfiles(sink, dd.Process.Pid)[seen:] {
+				covered += float64(p.profile.DurationNano()) / 1e9
+				for i := 0; i < p.profile.Samples().Len(); i++ {
+					samples += p.profile.Samples().At(i).Values().At(0)
+				}
+			}
+			require.Positive(t, covered, "no profile of dd arrived within 6 s")
+			profiledRate := float64(samples) / hz / covered
 
 			sink.mu.Lock()
 			refused, accepted := len(sink.refused), len(sink.accepted)
 			sink.mu.Unlock()
 			assert.Zero(t, refused, "Pyroscope's rules refused exports")
 			assert.Positive(t, accepted)
-			profiled := float64(samples) / hz
-			assert.InDelta(t, cpu, profiled, 0.25*cpu+0.2, "CPU seconds: dd used %.2f, profiles say %.2f", cpu, profiled)
+			assert.InDelta(t, cpuRate, profiledRate, 0.25*cpuRate+0.05,
+				"dd's CPU per second: %.2f measured, %.2f in the profiles", cpuRate, profiledRate)
 
 			withChain, total := 0, 0
 			for _, p := range ddProfiles(sink, dd.Process.Pid) {
@@ -232,6 +244,8 @@ service:
 				}
 			}
 			require.Positive(t, total)
+			t.Logf("%s: %d exports accepted, 0 refused; dd CPU/s %.2f measured, %.2f profiled; chain in %d of %d samples",
+				front, accepted, cpuRate, profiledRate, withChain, total)
 			assert.GreaterOrEqual(t, float64(withChain)/float64(total), 0.8,
 				"dd's samples with read_zero <- vfs_read <- ksys_read: %d of %d", withChain, total)
 		})
@@ -263,16 +277,6 @@ func ddProfiles(s *pyroscopeSink, pid int) []ddProfile {
 		}
 	}
 	return out
-}
-
-func ddSampleCount(s *pyroscopeSink, pid int) int64 {
-	var n int64
-	for _, p := range ddProfiles(s, pid) {
-		for i := 0; i < p.profile.Samples().Len(); i++ {
-			n += p.profile.Samples().At(i).Values().At(0)
-		}
-	}
-	return n
 }
 
 func readFile(path string) string {
