@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -25,21 +26,93 @@ var knownTracers = map[string]bool{
 	"labels": true, "beam": true,
 }
 
-// Config is the receiver's configuration. Keys and defaults follow the
-// reference eBPF profiler receiver where the meaning is the same.
+// ErrorMode says what a profiler that cannot start does to the Collector.
+type ErrorMode string
+
+const (
+	// ErrorModePropagate fails the Collector's start (the default, as in the
+	// reference receiver).
+	ErrorModePropagate ErrorMode = "propagate"
+	// ErrorModeIgnore logs the error and keeps the Collector running
+	// without profiling (for nodes where BPF cannot load).
+	ErrorModeIgnore ErrorMode = "ignore"
+)
+
+// UnmarshalText accepts the mode in any case, as the reference does.
+func (m *ErrorMode) UnmarshalText(text []byte) error {
+	switch v := ErrorMode(strings.ToLower(string(text))); v {
+	case ErrorModePropagate, ErrorModeIgnore:
+		*m = v
+		return nil
+	default:
+		return fmt.Errorf("error_mode must be %q or %q, got %q", ErrorModePropagate, ErrorModeIgnore, string(text))
+	}
+}
+
+// InterpreterConfig switches one interpreter unwinder off.
+type InterpreterConfig struct {
+	Disabled bool `mapstructure:"disabled"`
+}
+
+// GoConfig is interpreters.go: Go symbolization and goroutine labels.
+type GoConfig struct {
+	Disabled      bool              `mapstructure:"disabled"`
+	Labels        InterpreterConfig `mapstructure:"labels"`
+	Symbolization InterpreterConfig `mapstructure:"symbolization"`
+}
+
+// RubyConfig is interpreters.ruby.
+type RubyConfig struct {
+	Disabled         bool `mapstructure:"disabled"`
+	SkipNativeResume bool `mapstructure:"skip_native_resume"`
+}
+
+// InterpretersConfig is the reference receiver's `interpreters` block:
+// every interpreter is enabled unless `disabled: true`.
+type InterpretersConfig struct {
+	Python  InterpreterConfig `mapstructure:"python"`
+	Perl    InterpreterConfig `mapstructure:"perl"`
+	PHP     InterpreterConfig `mapstructure:"php"`
+	Hotspot InterpreterConfig `mapstructure:"hotspot"`
+	Ruby    RubyConfig        `mapstructure:"ruby"`
+	V8      InterpreterConfig `mapstructure:"v8"`
+	Dotnet  InterpreterConfig `mapstructure:"dotnet"`
+	Go      GoConfig          `mapstructure:"go"`
+	BEAM    InterpreterConfig `mapstructure:"beam"`
+	LuaJIT  InterpreterConfig `mapstructure:"luajit"`
+}
+
+// ProbeConfig is one entry of `probes`; everything but the type is
+// probe-specific.
+type ProbeConfig struct {
+	Type   string         `mapstructure:"type"`
+	Config map[string]any `mapstructure:",remain"`
+}
+
+// Config is the receiver's configuration. It accepts every key of the
+// reference eBPF profiler receiver with the same meaning and default, so
+// that its configuration files run unchanged; keys with no meaning here
+// are checked, and a value other than the default is logged once as not
+// applied (see notApplied). Our own keys: tracers, pids, symbolize_native,
+// batch_queue_capacity.
 type Config struct {
 	// SamplesPerSecond is the sampling frequency per CPU. Default 20.
 	SamplesPerSecond int `mapstructure:"samples_per_second"`
 	// ReporterInterval is how often aggregated profiles are emitted.
 	// Default 5s.
 	ReporterInterval time.Duration `mapstructure:"reporter_interval"`
+	// ErrorMode: "propagate" (default) fails the Collector when the
+	// profiler cannot start; "ignore" logs it and runs without profiling.
+	ErrorMode ErrorMode `mapstructure:"error_mode"`
 	// Tracers selects the interpreter unwinders: "all" or a comma-separated
 	// list (perl, php, python, hotspot, ruby, v8, dotnet, go, labels, beam).
-	// Default "all".
+	// Default "all". The reference's older spelling of Interpreters.
 	Tracers string `mapstructure:"tracers"`
+	// Interpreters switches interpreter unwinders off one by one.
+	Interpreters InterpretersConfig `mapstructure:"interpreters"`
 	// OffCPUThreshold is the share of scheduler switches to sample for
 	// off-CPU profiles, in [0, 1]. 0 (the default) disables off-CPU
-	// profiling; other values are not supported yet.
+	// profiling; other values are accepted but not applied yet.
 	OffCPUThreshold float64 `mapstructure:"off_cpu_threshold"`
 	// Pids restricts profiling to these processes. Empty (the default)
 	// profiles the whole system.
@@ -51,18 +124,64 @@ type Config struct {
 	// pipeline before the oldest is dropped (and counted). Default 16.
 	BatchQueueCapacity int `mapstructure:"batch_queue_capacity"`
 
+	// Reference keys checked like the reference does, not applied here.
+	ReporterJitter          float64       `mapstructure:"reporter_jitter"`
+	MonitorInterval         time.Duration `mapstructure:"monitor_interval"`
+	FrameCacheSize          uint          `mapstructure:"frame_cache_size"`
+	ProbabilisticInterval   time.Duration `mapstructure:"probabilistic_interval"`
+	ProbabilisticThreshold  uint          `mapstructure:"probabilistic_threshold"`
+	ClockSyncInterval       time.Duration `mapstructure:"clock_sync_interval"`
+	SendErrorFrames         bool          `mapstructure:"send_error_frames"`
+	SendIdleFrames          bool          `mapstructure:"send_idle_frames"`
+	FilterMinProcessAge     time.Duration `mapstructure:"filter_min_process_age"`
+	VerboseMode             bool          `mapstructure:"verbose_mode"`
+	IncludeEnvVars          string        `mapstructure:"include_env_vars"`
+	MapScaleFactor          uint          `mapstructure:"map_scale_factor"`
+	BPFVerifierLogLevel     uint          `mapstructure:"bpf_verifier_log_level"`
+	NoKernelVersionCheck    bool          `mapstructure:"no_kernel_version_check"`
+	MaxGRPCRetries          uint32        `mapstructure:"max_grpc_retries"`
+	MaxRPCMsgSize           int           `mapstructure:"max_rpc_msg_size"`
+	BPFFSRoot               string        `mapstructure:"bpf_fs_root"`
+	OBIProcessCtx           bool          `mapstructure:"obi_process_ctx"`
+	PIDNamespaceTranslation bool          `mapstructure:"pid_namespace_translation"`
+	PinCPUIDs               string        `mapstructure:"pin_cpu_ids"`
+	Probes                  []ProbeConfig `mapstructure:"probes"`
+
 	// Prevent unkeyed literal initialization.
 	_ struct{}
 }
+
+// Bounds the reference receiver checks too.
+const (
+	minFrameCacheSize         = 1024
+	maxFrameCacheSize         = 1024 * 1024
+	maxMapScaleFactor         = 8
+	maxBPFVerifierLogLevel    = 2
+	minProbabilisticInterval  = time.Minute
+	maxProbabilisticInterval  = 5 * time.Minute
+	maxProbabilisticThreshold = 100
+)
 
 func createDefaultConfig() *Config {
 	return &Config{
 		SamplesPerSecond:   20,
 		ReporterInterval:   5 * time.Second,
+		ErrorMode:          ErrorModePropagate,
 		Tracers:            "all",
 		OffCPUThreshold:    0,
 		SymbolizeNative:    true,
 		BatchQueueCapacity: 16,
+
+		// The reference receiver's defaults.
+		ReporterJitter:         0.2,
+		MonitorInterval:        5 * time.Second,
+		FrameCacheSize:         16384,
+		ProbabilisticInterval:  time.Minute,
+		ProbabilisticThreshold: maxProbabilisticThreshold,
+		ClockSyncInterval:      3 * time.Minute,
+		MaxGRPCRetries:         5,
+		MaxRPCMsgSize:          32 << 20,
+		BPFFSRoot:              "/sys/fs/bpf/",
 	}
 }
 
@@ -78,15 +197,15 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("reporter_interval must be at least %s, got %s",
 			minReporterInterval, c.ReporterInterval))
 	}
+	if c.ErrorMode != ErrorModePropagate && c.ErrorMode != ErrorModeIgnore {
+		errs = append(errs, fmt.Errorf("error_mode must be %q or %q, got %q",
+			ErrorModePropagate, ErrorModeIgnore, c.ErrorMode))
+	}
 	if _, err := parseTracers(c.Tracers); err != nil {
 		errs = append(errs, err)
 	}
-	switch {
-	case c.OffCPUThreshold < 0 || c.OffCPUThreshold > 1:
+	if c.OffCPUThreshold < 0 || c.OffCPUThreshold > 1 {
 		errs = append(errs, fmt.Errorf("off_cpu_threshold must be in [0, 1] (0 disables off-CPU profiling), got %v",
-			c.OffCPUThreshold))
-	case c.OffCPUThreshold != 0:
-		errs = append(errs, fmt.Errorf("off_cpu_threshold: off-CPU profiling is not supported yet; set 0, got %v",
 			c.OffCPUThreshold))
 	}
 	for _, pid := range c.Pids {
@@ -97,7 +216,114 @@ func (c *Config) Validate() error {
 	if c.BatchQueueCapacity < 1 {
 		errs = append(errs, fmt.Errorf("batch_queue_capacity must be at least 1, got %d", c.BatchQueueCapacity))
 	}
+	errs = append(errs, c.validateReferenceKeys()...)
 	return errors.Join(errs...)
+}
+
+// validateReferenceKeys applies the reference receiver's bounds to the keys
+// that are accepted for compatibility, so a file valid there is valid here
+// and a file invalid there fails here too.
+func (c *Config) validateReferenceKeys() []error {
+	var errs []error
+	if c.ReporterJitter < 0 || c.ReporterJitter > 1 {
+		errs = append(errs, fmt.Errorf("reporter_jitter must be in [0, 1] (0 disables jitter), got %v", c.ReporterJitter))
+	}
+	if c.FrameCacheSize < minFrameCacheSize || c.FrameCacheSize > maxFrameCacheSize {
+		errs = append(errs, fmt.Errorf("frame_cache_size must be between %d and %d, got %d",
+			minFrameCacheSize, maxFrameCacheSize, c.FrameCacheSize))
+	}
+	if c.ProbabilisticInterval < minProbabilisticInterval || c.ProbabilisticInterval > maxProbabilisticInterval {
+		errs = append(errs, fmt.Errorf("probabilistic_interval must be between %s and %s, got %s",
+			minProbabilisticInterval, maxProbabilisticInterval, c.ProbabilisticInterval))
+	}
+	if c.ProbabilisticThreshold < 1 || c.ProbabilisticThreshold > maxProbabilisticThreshold {
+		errs = append(errs, fmt.Errorf("probabilistic_threshold must be between 1 and %d, got %d",
+			maxProbabilisticThreshold, c.ProbabilisticThreshold))
+	}
+	if c.FilterMinProcessAge < 0 {
+		errs = append(errs, fmt.Errorf("filter_min_process_age must not be negative, got %s", c.FilterMinProcessAge))
+	}
+	if c.MapScaleFactor > maxMapScaleFactor {
+		errs = append(errs, fmt.Errorf("map_scale_factor must be at most %d, got %d", maxMapScaleFactor, c.MapScaleFactor))
+	}
+	if c.BPFVerifierLogLevel > maxBPFVerifierLogLevel {
+		errs = append(errs, fmt.Errorf("bpf_verifier_log_level must be at most %d, got %d",
+			maxBPFVerifierLogLevel, c.BPFVerifierLogLevel))
+	}
+	if c.MonitorInterval < 0 || c.ClockSyncInterval < 0 {
+		errs = append(errs, errors.New("monitor_interval and clock_sync_interval must not be negative"))
+	}
+	if c.MaxRPCMsgSize < 0 {
+		errs = append(errs, fmt.Errorf("max_rpc_msg_size must not be negative, got %d", c.MaxRPCMsgSize))
+	}
+	if c.PinCPUIDs != "" {
+		if err := checkCPURange(c.PinCPUIDs); err != nil {
+			errs = append(errs, fmt.Errorf("pin_cpu_ids: %w", err))
+		}
+	}
+	for i, p := range c.Probes {
+		if p.Type == "" {
+			errs = append(errs, fmt.Errorf("probes[%d]: type is required", i))
+		}
+	}
+	return errs
+}
+
+// checkCPURange checks a CPU list such as "0-3,6".
+func checkCPURange(s string) error {
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.ParseUint(lo, 10, 16)
+		if err != nil {
+			return fmt.Errorf("%q is not a CPU list such as 0-3,6", s)
+		}
+		if isRange {
+			b, err := strconv.ParseUint(hi, 10, 16)
+			if err != nil || b < a {
+				return fmt.Errorf("%q is not a CPU list such as 0-3,6", s)
+			}
+		}
+	}
+	return nil
+}
+
+// notApplied names each accepted key whose value asks for something this
+// profiler does not do; Start logs one warning per name. Values that match
+// what the profiler does anyway (the defaults, turning off what does not
+// run here) are not listed.
+func (c *Config) notApplied() []string {
+	d := createDefaultConfig()
+	var keys []string
+	add := func(cond bool, key string) {
+		if cond {
+			keys = append(keys, key)
+		}
+	}
+	add(c.OffCPUThreshold != 0, "off_cpu_threshold")
+	add(c.ReporterJitter != d.ReporterJitter && c.ReporterJitter != 0, "reporter_jitter")
+	add(c.MonitorInterval != d.MonitorInterval, "monitor_interval")
+	add(c.FrameCacheSize != d.FrameCacheSize, "frame_cache_size")
+	add(c.ProbabilisticThreshold != d.ProbabilisticThreshold, "probabilistic_threshold")
+	add(c.ProbabilisticInterval != d.ProbabilisticInterval, "probabilistic_interval")
+	add(c.ClockSyncInterval != d.ClockSyncInterval, "clock_sync_interval")
+	add(c.SendErrorFrames, "send_error_frames")
+	add(c.SendIdleFrames, "send_idle_frames")
+	add(c.FilterMinProcessAge != 0, "filter_min_process_age")
+	add(c.VerboseMode, "verbose_mode")
+	add(c.IncludeEnvVars != "", "include_env_vars")
+	add(c.MapScaleFactor != 0, "map_scale_factor")
+	add(c.BPFVerifierLogLevel != 0, "bpf_verifier_log_level")
+	add(c.NoKernelVersionCheck, "no_kernel_version_check")
+	add(c.MaxGRPCRetries != d.MaxGRPCRetries, "max_grpc_retries")
+	add(c.MaxRPCMsgSize != d.MaxRPCMsgSize, "max_rpc_msg_size")
+	add(c.BPFFSRoot != d.BPFFSRoot, "bpf_fs_root")
+	add(c.OBIProcessCtx, "obi_process_ctx")
+	add(c.PIDNamespaceTranslation, "pid_namespace_translation")
+	add(c.PinCPUIDs != "", "pin_cpu_ids")
+	add(len(c.Probes) != 0, "probes")
+	add(c.Interpreters.Go.Symbolization.Disabled || c.Interpreters.Go.Disabled, "interpreters.go")
+	add(c.Interpreters.Ruby.SkipNativeResume, "interpreters.ruby.skip_native_resume")
+	return keys
 }
 
 // parseTracers splits and checks the `tracers` list.

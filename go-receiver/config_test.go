@@ -42,7 +42,111 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Empty(t, cfg.Pids)
 	assert.True(t, cfg.SymbolizeNative)
 	assert.Equal(t, 16, cfg.BatchQueueCapacity)
+	// The reference receiver's defaults.
+	assert.Equal(t, ErrorModePropagate, cfg.ErrorMode)
+	assert.Equal(t, InterpretersConfig{}, cfg.Interpreters)
+	assert.Equal(t, 0.2, cfg.ReporterJitter)
+	assert.Equal(t, 5*time.Second, cfg.MonitorInterval)
+	assert.Equal(t, uint(16384), cfg.FrameCacheSize)
+	assert.Equal(t, time.Minute, cfg.ProbabilisticInterval)
+	assert.Equal(t, uint(100), cfg.ProbabilisticThreshold)
+	assert.Equal(t, 3*time.Minute, cfg.ClockSyncInterval)
+	assert.Equal(t, uint32(5), cfg.MaxGRPCRetries)
+	assert.Equal(t, 32<<20, cfg.MaxRPCMsgSize)
+	assert.Equal(t, "/sys/fs/bpf/", cfg.BPFFSRoot)
+	assert.False(t, cfg.SendErrorFrames)
+	assert.Equal(t, time.Duration(0), cfg.FilterMinProcessAge)
+	assert.Empty(t, cfg.IncludeEnvVars)
 	require.NoError(t, confmap.Validate(cfg))
+	// Nothing to warn about in the defaults.
+	assert.Empty(t, cfg.notApplied())
+}
+
+// A configuration written for the reference receiver, every key set,
+// loads and validates unchanged; each key it cannot apply is named once.
+func TestReferenceConfigLoadsUnchanged(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "reference.yaml"))
+	require.NoError(t, err)
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	require.NoError(t, cm.Unmarshal(cfg))
+	require.NoError(t, confmap.Validate(cfg))
+
+	assert.Equal(t, 19, cfg.SamplesPerSecond)
+	assert.Equal(t, 10*time.Second, cfg.ReporterInterval)
+	assert.Equal(t, ErrorModeIgnore, cfg.ErrorMode)
+	assert.True(t, cfg.Interpreters.Python.Disabled)
+	assert.False(t, cfg.Interpreters.PHP.Disabled)
+	assert.True(t, cfg.Interpreters.Go.Labels.Disabled)
+	assert.True(t, cfg.Interpreters.Ruby.SkipNativeResume)
+	assert.Equal(t, []ProbeConfig{{Type: "kprobe", Config: map[string]any{"symbol": "vfs_open"}}}, cfg.Probes)
+	assert.Equal(t, "HOME,LANG", cfg.IncludeEnvVars)
+	assert.Equal(t, 8388608, cfg.MaxRPCMsgSize)
+
+	assert.Equal(t, []string{
+		"off_cpu_threshold", "reporter_jitter", "monitor_interval", "frame_cache_size",
+		"probabilistic_threshold", "probabilistic_interval", "clock_sync_interval",
+		"send_error_frames", "send_idle_frames", "filter_min_process_age", "verbose_mode",
+		"include_env_vars", "map_scale_factor", "bpf_verifier_log_level", "no_kernel_version_check",
+		"max_grpc_retries", "max_rpc_msg_size", "bpf_fs_root", "obi_process_ctx",
+		"pid_namespace_translation", "pin_cpu_ids", "probes", "interpreters.go",
+		"interpreters.ruby.skip_native_resume",
+	}, cfg.notApplied())
+
+	// The applied keys reach the library.
+	text, err := cfg.agentJSON()
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"samples_per_second":19,"reporter_interval_ms":10000,"pids":[],"otlp_batches":true,"batch_queue_capacity":16,"symbolize_native":true}`, text)
+}
+
+// The reference receiver's own minimal form: `interpreters` turning
+// Python off, nothing else.
+func TestInterpretersPythonDisabledIsAccepted(t *testing.T) {
+	cm := confmap.NewFromStringMap(map[string]any{
+		"interpreters": map[string]any{"python": map[string]any{"disabled": true}},
+	})
+	cfg := createDefaultConfig()
+	require.NoError(t, cm.Unmarshal(cfg))
+	require.NoError(t, confmap.Validate(cfg))
+	assert.True(t, cfg.Interpreters.Python.Disabled)
+	// Python frames are not unwound here: turning them off is what happens.
+	assert.Empty(t, cfg.notApplied())
+}
+
+func TestBadErrorModeIsRejectedWhenLoaded(t *testing.T) {
+	_, err := loadConfig(t, component.NewIDWithName(typeStr, "bad_error_mode").String())
+	require.ErrorContains(t, err, `error_mode must be "propagate" or "ignore", got "crash"`)
+	// Set directly (not through the text form), Validate catches it.
+	cfg := createDefaultConfig()
+	cfg.ErrorMode = "crash"
+	require.ErrorContains(t, confmap.Validate(cfg), `error_mode must be "propagate" or "ignore", got "crash"`)
+}
+
+func TestErrorModeIsCaseInsensitive(t *testing.T) {
+	cfg, err := loadConfig(t, component.NewIDWithName(typeStr, "ignore_upper").String())
+	require.NoError(t, err)
+	assert.Equal(t, ErrorModeIgnore, cfg.ErrorMode)
+}
+
+// The reference receiver's bounds hold for the keys accepted for
+// compatibility, every violation reported.
+func TestReferenceKeysAreChecked(t *testing.T) {
+	cfg, err := loadConfig(t, component.NewIDWithName(typeStr, "bad_reference_keys").String())
+	require.NoError(t, err)
+	err = confmap.Validate(cfg)
+	require.Error(t, err)
+	for _, want := range []string{
+		"reporter_jitter must be in [0, 1] (0 disables jitter), got 2",
+		"frame_cache_size must be between 1024 and 1048576, got 10",
+		"probabilistic_interval must be between 1m0s and 5m0s, got 10s",
+		"probabilistic_threshold must be between 1 and 100, got 0",
+		"filter_min_process_age must not be negative, got -1s",
+		"map_scale_factor must be at most 8, got 9",
+		"bpf_verifier_log_level must be at most 2, got 3",
+		`pin_cpu_ids: "3-1" is not a CPU list such as 0-3,6`,
+		"probes[0]: type is required",
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
 }
 
 func TestLoadConfig(t *testing.T) {
@@ -69,7 +173,6 @@ func TestInvalidConfigsGiveClearErrors(t *testing.T) {
 		"bad_interval":         "reporter_interval must be at least 100ms, got 10ms",
 		"bad_tracer":           `tracers: unknown tracer "cobol" (valid: all, beam, dotnet, go, hotspot, labels, native, perl, php, python, ruby, v8)`,
 		"off_cpu_out_of_range": "off_cpu_threshold must be in [0, 1] (0 disables off-CPU profiling), got 1.5",
-		"off_cpu_unsupported":  "off_cpu_threshold: off-CPU profiling is not supported yet; set 0, got 0.1",
 		"bad_pid":              "pids: 0 is not a valid process id",
 		"bad_queue":            "batch_queue_capacity must be at least 1, got 0",
 	} {

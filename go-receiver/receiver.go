@@ -116,6 +116,10 @@ func (r *profilingReceiver) Start(_ context.Context, _ component.Host) error {
 		r.set.Logger.Warn("tracers is not applied yet: the profiler unwinds native and kernel code only",
 			zap.String("tracers", r.cfg.Tracers))
 	}
+	for _, key := range r.cfg.notApplied() {
+		r.set.Logger.Warn("configuration key accepted for compatibility with the reference receiver but not applied",
+			zap.String("key", key))
+	}
 	configJSON, err := r.cfg.agentJSON()
 	if err != nil {
 		return fmt.Errorf("profiling receiver: %w", err)
@@ -126,7 +130,14 @@ func (r *profilingReceiver) Start(_ context.Context, _ component.Host) error {
 	a, err := r.start(configJSON)
 	if err != nil {
 		releaseProfiler(r.set.ID.String())
-		return fmt.Errorf("profiling receiver: %w", err)
+		if r.cfg.ErrorMode == ErrorModeIgnore {
+			// A node where BPF cannot load keeps its Collector (and
+			// its other pipelines) running.
+			r.set.Logger.Error("the profiler could not start; continuing without profiling (error_mode: ignore)",
+				zap.Error(err))
+			return nil
+		}
+		return fmt.Errorf("profiling receiver: %w (set error_mode: ignore to run the Collector without profiling)", err)
 	}
 	r.agent = a
 	if warnings, err := a.warnings(); err != nil {

@@ -200,8 +200,54 @@ func TestAcceptedSamplesAreCounted(t *testing.T) {
 func TestStartErrorIsReturned(t *testing.T) {
 	r, _ := newTestReceiver(t, new(consumertest.ProfilesSink), nil, errors.New("the profiler could not start: no BPF"))
 	err := r.Start(context.Background(), componenttest.NewNopHost())
-	require.EqualError(t, err, "profiling receiver: the profiler could not start: no BPF")
+	require.EqualError(t, err, "profiling receiver: the profiler could not start: no BPF"+
+		" (set error_mode: ignore to run the Collector without profiling)")
 	require.NoError(t, r.Shutdown(context.Background()))
+}
+
+// error_mode: ignore keeps the Collector up when the profiler cannot
+// start: Start succeeds, logs why, and the profiler is not claimed.
+func TestStartErrorIsLoggedWithErrorModeIgnore(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	set := receivertest.NewNopSettings(typeStr)
+	set.Logger = zap.New(core)
+	cfg := createDefaultConfig()
+	cfg.ErrorMode = ErrorModeIgnore
+	r, err := newReceiver(cfg, set, new(consumertest.ProfilesSink),
+		func(string) (agent, error) { return nil, errors.New("loading BPF programs: operation not permitted") })
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	entries := logs.FilterMessage("the profiler could not start; continuing without profiling (error_mode: ignore)").All()
+	require.Len(t, entries, 1)
+	assert.Equal(t, zap.ErrorLevel, entries[0].Level)
+	assert.Equal(t, "loading BPF programs: operation not permitted", entries[0].ContextMap()["error"])
+	require.NoError(t, r.Shutdown(context.Background()))
+
+	// Nothing holds the profiler: another receiver may start one.
+	other, _ := newTestReceiver(t, new(consumertest.ProfilesSink), &fakeAgent{}, nil)
+	require.NoError(t, other.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, other.Shutdown(context.Background()))
+}
+
+// Each accepted-but-not-applied key is named in exactly one warning.
+func TestNotAppliedKeysWarnOnce(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	set := receivertest.NewNopSettings(typeStr)
+	set.Logger = zap.New(core)
+	cfg := createDefaultConfig()
+	cfg.IncludeEnvVars = "HOME"
+	cfg.SendErrorFrames = true
+	r, err := newReceiver(cfg, set, new(consumertest.ProfilesSink),
+		func(string) (agent, error) { return &fakeAgent{}, nil })
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, r.Shutdown(context.Background()))
+	entries := logs.FilterMessage("configuration key accepted for compatibility with the reference receiver but not applied").All()
+	var keys []string
+	for _, e := range entries {
+		keys = append(keys, e.ContextMap()["key"].(string))
+	}
+	assert.Equal(t, []string{"send_error_frames", "include_env_vars"}, keys)
 }
 
 func TestOneProfilerPerCollector(t *testing.T) {
