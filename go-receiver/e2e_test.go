@@ -60,6 +60,7 @@ func containsInOrder(haystack, needle []string) bool {
 //	EBPF_PROFILER_E2E_CHAIN       comma-separated function names, leaf first, consecutive in the stack
 //	EBPF_PROFILER_E2E_FRAME_TYPE  profile.frame.type of the chain's frames
 //	EBPF_PROFILER_E2E_MIN_SHARE   share of the workload's samples that must carry the chain (default 0.5)
+//	EBPF_PROFILER_E2E_CONTAINER_ID  if set, the workload's container.id (it runs in a container)
 func TestE2EProfiles(t *testing.T) {
 	files := os.Getenv("EBPF_PROFILER_E2E_FILES")
 	if files == "" {
@@ -81,6 +82,8 @@ func TestE2EProfiles(t *testing.T) {
 		require.NoError(t, err)
 	}
 
+	containerID := os.Getenv("EBPF_PROFILER_E2E_CONTAINER_ID")
+
 	var total, withChain int64
 	var firstStack []string
 	for _, path := range strings.Split(files, ",") {
@@ -98,6 +101,11 @@ func TestE2EProfiles(t *testing.T) {
 				}
 				exe, _ := attrs.Get("process.executable.name")
 				assert.Equal(t, name, exe.Str(), "process.executable.name")
+				if containerID != "" {
+					cid, ok := attrs.Get("container.id")
+					assert.True(t, ok, "pid %d has no container.id", pid)
+					assert.Equal(t, containerID, cid.Str(), "container.id")
+				}
 				for j := 0; j < rp.ScopeProfiles().Len(); j++ {
 					profiles := rp.ScopeProfiles().At(j).Profiles()
 					for k := 0; k < profiles.Len(); k++ {
