@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The container image, built and run for real: Debian's docker.io daemon
+# (started here on its own socket and data root when none runs), the
+# profiler container run as the Helm chart runs it (--pid=host, uid 0,
+# every capability dropped but the chart's list, read-only root file
+# system, /tmp a tmpfs, seccomp unconfined as the chart's default), and a
+# workload (tests/workloads/native_chain.c, static, no frame pointers) in a
+# second container. A sink Collector on the host receives the profiles;
+# go-receiver's TestE2EProfiles checks the workload's host pid, its
+# container.id (the workload container's id) and its native chain.
+#
+# Also checks the image itself: version tag, default user 65532, size.
+# Needs root, docker.io (`apt-get install docker.io`) and a built
+# ./otelcol-ebpf-profiler. Without root it skips, except under CI=true.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+e2e_name=image_test
+source tests/e2e/lib.sh
+e2e_require_root
+
+if ! command -v dockerd >/dev/null && [ "${CI:-}" = true ]; then
+  echo "$e2e_name: installing docker.io"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker.io >"$tmp/apt.log" 2>&1 ||
+    fail "apt-get install docker.io"
+fi
+command -v dockerd >/dev/null || fail "dockerd missing: apt-get install docker.io"
+
+# A daemon of our own unless DOCKER_HOST points at a running one.
+if [ -z "${DOCKER_HOST:-}" ] || ! docker info >/dev/null 2>&1; then
+  export DOCKER_HOST=unix://$tmp/docker.sock
+  mkdir -p "$tmp/docker-exec"
+  dockerd --host "$DOCKER_HOST" --data-root /var/lib/ebpf-profiler-image-test \
+    --exec-root "$tmp/docker-exec" --pidfile "$tmp/dockerd.pid" \
+    --iptables=false --bridge=none >"$tmp/dockerd.log" 2>&1 &
+  pids+=("$!")
+  for _ in $(seq 100); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
+  docker info >/dev/null 2>&1 || fail "dockerd did not start (see dockerd.log)"
+fi
+containers=()
+cleanup_containers() { for c in "${containers[@]}"; do docker rm -f "$c" >/dev/null 2>&1 || true; done; }
+trap 'cleanup_containers; e2e_cleanup' EXIT
+
+version=$(sed -n 's/^  version: *//p' builder-config.yaml | head -n1)
+image=ebpf-profiler-test/otelcol-ebpf-profiler
+IMAGE_NAME=$image deploy/image/build.sh | tee "$tmp/build.log"
+[ "$(docker image inspect -f '{{.Config.User}}' "$image:$version")" = 65532:65532 ] || fail "default user is not 65532"
+size=$(docker image inspect -f '{{.Size}}' "$image:$version")
+echo "$e2e_name: image $image:$version is $((size / 1024 / 1024)) MiB"
+# Non-root capable: as the default user it starts, and says why BPF fails.
+docker run --rm --network none "$image:$version" --version > "$tmp/version.log" 2>&1 ||
+  fail "the image does not run as its default user"
+grep -q "$version" "$tmp/version.log" || fail "--version does not print $version"
+
+# The chart's capabilities, from its values.yaml.
+caps=$(python3 -c 'import yaml; print(",".join(yaml.safe_load(open("deploy/helm/ebpf-profiler/values.yaml"))["capabilities"]))')
+echo "$e2e_name: capabilities $caps"
+
+# The workload container: a static native_chain in an otherwise empty image.
+mkdir -p "$tmp/workload"
+cc -static -O2 -fomit-frame-pointer -pthread tests/workloads/native_chain.c -o "$tmp/workload/native_chain" ||
+  fail "building a static native_chain (libc6-dev)"
+tar -C "$tmp/workload" -c . | docker import --change 'ENTRYPOINT ["/native_chain"]' - ebpf-profiler-test/workload:1 >/dev/null
+
+cat > "$tmp/agent.yaml" <<YAML
+receivers:
+  profiling:
+    samples_per_second: 97
+    reporter_interval: 1s
+    error_mode: propagate
+exporters:
+  otlp_grpc:
+    endpoint: 127.0.0.1:$port
+    tls:
+      insecure: true
+service:
+  telemetry:
+    metrics:
+      level: none
+  pipelines:
+    profiles:
+      receivers: [profiling]
+      exporters: [otlp_grpc]
+YAML
+chmod 0644 "$tmp/agent.yaml"; chmod 0755 "$tmp"
+
+start_sink "$tmp/sink.pb" "$tmp/sink.log"
+workload=$(docker run -d --network none ebpf-profiler-test/workload:1)
+containers+=("$workload")
+native_pid=$(docker inspect -f '{{.State.Pid}}' "$workload")
+[ "$native_pid" -gt 0 ] || fail "the workload container is not running"
+profiler=$(docker run -d --pid=host --network host --user 0:0 \
+  --cap-drop ALL --cap-add "$caps" --security-opt seccomp=unconfined \
+  --read-only --tmpfs /tmp -v "$tmp/agent.yaml:/conf/config.yaml:ro" \
+  "$image:$version" --config=/conf/config.yaml --feature-gates=service.profilesSupport)
+containers+=("$profiler")
+sleep 10
+docker logs "$profiler" > "$tmp/profiler.log" 2>&1 || true
+[ "$(docker inspect -f '{{.State.Running}}' "$profiler")" = true ] || fail "the profiler container exited"
+grep -q "profiler started" "$tmp/profiler.log" || fail "the receiver did not start in the container"
+docker stop -t 10 "$profiler" >/dev/null
+docker logs "$profiler" > "$tmp/profiler.log" 2>&1 || true
+grep -q "profiler stopped" "$tmp/profiler.log" || fail "the receiver did not stop cleanly"
+stop "$sink"
+[ -s "$tmp/sink.pb" ] || fail "the sink received nothing"
+
+( cd go-receiver &&
+  EBPF_PROFILER_E2E_FILES=$tmp/sink.pb EBPF_PROFILER_E2E_PID=$native_pid EBPF_PROFILER_E2E_NAME=native_chain \
+  EBPF_PROFILER_E2E_CONTAINER_ID=$workload \
+  EBPF_PROFILER_E2E_CHAIN=chain_leaf,chain_4,chain_3,chain_2,chain_1,main EBPF_PROFILER_E2E_FRAME_TYPE=native \
+    go test -count=1 -run TestE2EProfiles -v . ) || fail "the workload's profiles are not as expected"
+echo "$e2e_name: ok (image $((size / 1024 / 1024)) MiB)"
