@@ -85,7 +85,7 @@ def main():
     check("--feature-gates=service.profilesSupport" in args, "profiles feature gate")
     check("--config=/conf/config.yaml" in args, "config path")
 
-    # RBAC: read-only access to what k8sattributes reads.
+    # RBAC: read-only access to what k8s_attributes reads.
     if rbac:
         sa = by_kind["ServiceAccount"][0]["metadata"]["name"]
         check(pod.get("serviceAccountName") == sa, "the pod uses the chart's service account")
@@ -112,16 +112,16 @@ def main():
     check(cfg["service"]["extensions"] == ["health_check"], "health_check enabled")
     check(cfg["processors"]["memory_limiter"]["limit_percentage"] == 80, "memory_limiter from the limit")
     if variant == "privileged":
-        check(pipe["processors"] == ["memory_limiter", "resourcedetection"], f"processors {pipe['processors']}")
-        check("k8sattributes" not in cfg["processors"], "k8sattributes off")
+        check(pipe["processors"] == ["memory_limiter", "resource_detection"], f"processors {pipe['processors']}")
+        check("k8s_attributes" not in cfg["processors"], "k8s_attributes off")
     else:
-        check(pipe["processors"] == ["memory_limiter", "k8sattributes", "resourcedetection"],
+        check(pipe["processors"] == ["memory_limiter", "k8s_attributes", "resource_detection"],
               f"processors {pipe['processors']}")
-        k8s = cfg["processors"]["k8sattributes"]
+        k8s = cfg["processors"]["k8s_attributes"]
         check(k8s["pod_association"] == [{"sources": [{"from": "resource_attribute", "name": "container.id"}]}],
               "pods associated by container.id")
         for attr in ("k8s.pod.name", "k8s.namespace.name", "k8s.deployment.name", "k8s.container.name"):
-            check(attr in k8s["extract"]["metadata"], f"k8sattributes extracts {attr}")
+            check(attr in k8s["extract"]["metadata"], f"k8s_attributes extracts {attr}")
         check(k8s["filter"]["node_from_env_var"] == "K8S_NODE_NAME", "only this node's pods")
     if variant == "backend-and-interpreters":
         check(recv == {"samples_per_second": 97, "reporter_interval": "10s", "error_mode": "propagate",

@@ -28,11 +28,14 @@ KUBERNETES_VERSION=v1.34.1
 gobin=$(go env GOPATH)/bin
 helm=$gobin/helm
 kubeconform=$gobin/kubeconform
-if ! [ -x "$helm" ] || ! "$helm" version --short 2>/dev/null | grep -q "^$HELM_VERSION"; then
+# The module version go install built (the binaries' own --version does not
+# carry it).
+built_version() { go version -m "$1" 2>/dev/null | awk '$1 == "mod" { print $3 }'; }
+if ! [ -x "$helm" ] || [ "$(built_version "$helm")" != "$HELM_VERSION" ]; then
   echo "helm_test: installing helm $HELM_VERSION"
   go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 fi
-if ! [ -x "$kubeconform" ] || ! "$kubeconform" -v 2>/dev/null | grep -q "^$KUBECONFORM_VERSION"; then
+if ! [ -x "$kubeconform" ] || [ "$(built_version "$kubeconform")" != "$KUBECONFORM_VERSION" ]; then
   echo "helm_test: installing kubeconform $KUBECONFORM_VERSION"
   go install "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION"
 fi
@@ -78,7 +81,7 @@ for variant in default $(cd "$chart/examples" && ls *.yaml | sed 's/\.yaml$//');
   values=()
   [ "$variant" = default ] || values=(-f "$chart/examples/$variant.yaml")
   "$helm" lint --strict "$chart" "${values[@]}" >/dev/null
-  "$helm" template profiler "$chart" --namespace profiling "${values[@]}" > "$tmp/$variant.yaml"
+  "$helm" template profiler "$chart" --namespace profiling --kube-version "$KUBERNETES_VERSION" "${values[@]}" > "$tmp/$variant.yaml"
   "$kubeconform" -strict -summary -schema-location "$schema_location" "$tmp/$variant.yaml"
   python3 deploy/helm/test/check_rendered.py "$tmp/$variant.yaml" "$variant" "$tmp/$variant.config.yaml"
   validate_config "$tmp/$variant.config.yaml" "$variant"
@@ -99,18 +102,19 @@ assert "--feature-gates=service.profilesSupport" in v["command"]["extraArgs"]
 cfg = v["alternateConfig"]
 assert cfg["service"]["pipelines"]["profiles"]["receivers"] == ["profiling"]
 assert cfg["extensions"]["health_check"]["endpoint"] == "${env:MY_POD_IP}:13133"
-# The preset adds k8sattributes with its own settings; validate with a
+# The preset adds k8s_attributes (the chart rewrites the deprecated
+# k8sattributes name) with its own settings; validate with a
 # stand-in so every component is checked.
-cfg.setdefault("processors", {})["k8sattributes"] = {
+cfg.setdefault("processors", {})["k8s_attributes"] = {
     "pod_association": [{"sources": [{"from": "resource_attribute", "name": "container.id"}]}]}
-cfg["service"]["pipelines"]["profiles"]["processors"].insert(0, "k8sattributes")
+cfg["service"]["pipelines"]["profiles"]["processors"].insert(0, "k8s_attributes")
 assert not [p for p, o in v["ports"].items() if o.get("enabled") and p != "metrics"], "host ports left open"
 yaml.safe_dump(cfg, open(sys.argv[2], "w"))
 print("helm_test: community values: ok")
 PY
 validate_config "$tmp/community.config.yaml" "$community"
 if [ -n "${OTEL_COLLECTOR_CHART:-}" ]; then
-  "$helm" template profiler "$OTEL_COLLECTOR_CHART" --namespace profiling -f "$community" > "$tmp/community.yaml"
+  "$helm" template profiler "$OTEL_COLLECTOR_CHART" --namespace profiling --kube-version "$KUBERNETES_VERSION" -f "$community" > "$tmp/community.yaml"
   "$kubeconform" -strict -summary -schema-location "$schema_location" "$tmp/community.yaml"
   python3 - "$tmp/community.yaml" <<'PY'
 import sys, yaml
@@ -124,8 +128,8 @@ assert "SYS_ADMIN" not in c["securityContext"]["capabilities"]["add"]
 assert c["securityContext"]["privileged"] is False
 cm = [d for d in docs if d["kind"] == "ConfigMap"][0]
 cfg = yaml.safe_load(cm["data"]["relay"])
-assert cfg["service"]["pipelines"]["profiles"]["processors"][0] == "k8sattributes", cfg["service"]["pipelines"]
-assert {"from": "resource_attribute", "name": "container.id"} in cfg["processors"]["k8sattributes"]["pod_association"][0]["sources"]
+assert cfg["service"]["pipelines"]["profiles"]["processors"][0] == "k8s_attributes", cfg["service"]["pipelines"]
+assert {"from": "resource_attribute", "name": "container.id"} in cfg["processors"]["k8s_attributes"]["pod_association"][0]["sources"]
 print("helm_test: community chart rendering: ok")
 PY
 fi

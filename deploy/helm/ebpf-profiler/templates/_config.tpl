@@ -1,15 +1,15 @@
 {{/*
 The Collector configuration: profiling receiver -> memory_limiter ->
-k8sattributes (pod metadata by container.id) -> resourcedetection ->
+k8s_attributes (pod metadata by container.id) -> resource_detection ->
 OTLP/gRPC exporter, with the health_check extension. .Values.config is
 deep-merged over it.
 */}}
 {{- define "ebpf-profiler.config" -}}
 {{- $processors := list "memory_limiter" -}}
 {{- if .Values.k8sAttributes.enabled -}}
-{{- $processors = append $processors "k8sattributes" -}}
+{{- $processors = append $processors "k8s_attributes" -}}
 {{- end -}}
-{{- $processors = append $processors "resourcedetection" -}}
+{{- $processors = append $processors "resource_detection" -}}
 {{- $base := include "ebpf-profiler.baseConfig" . | fromYaml -}}
 {{- $_ := set (index $base.service.pipelines "profiles") "processors" $processors -}}
 {{- $merged := mustMergeOverwrite $base (deepCopy .Values.config) -}}
@@ -32,7 +32,7 @@ processors:
     limit_percentage: {{ .Values.memoryLimiter.percentage | int }}
     spike_limit_percentage: {{ .Values.memoryLimiter.spikePercentage | int }}
   {{- if .Values.k8sAttributes.enabled }}
-  k8sattributes:
+  k8s_attributes:
     filter:
       # Only this node's pods: a DaemonSet pod watches its own node.
       node_from_env_var: K8S_NODE_NAME
@@ -55,7 +55,7 @@ processors:
         - container.image.name
         - container.image.tag
   {{- end }}
-  resourcedetection:
+  resource_detection:
     detectors: [env, system]
     override: false
 exporters:
