@@ -24,6 +24,17 @@ echo "== collector: build otelcol-ebpf-profiler (OCB)"
 make otelcol-ebpf-profiler
 ./otelcol-ebpf-profiler components | grep -q "name: profiling"
 ./otelcol-ebpf-profiler validate --feature-gates=service.profilesSupport --config local.example.yaml
+# A configuration written for the reference receiver, unchanged.
+./otelcol-ebpf-profiler validate --feature-gates=service.profilesSupport --config go-receiver/testdata/reference-collector.yaml
+
+echo "== collector: error_mode with a profiler that cannot start"
+tests/e2e/error_mode_e2e.sh
+
+echo "== Helm chart: lint, template, kubeconform, assertions"
+deploy/helm/test/helm_test.sh
+
+echo "== container image: built offline, run with the chart's capabilities"
+deploy/image/image_test.sh
 
 echo "== collector: end to end"
 tests/e2e/collector_e2e.sh
