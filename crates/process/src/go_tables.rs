@@ -750,7 +750,7 @@ func main() { fmt.Println(work(10)) }
 "#;
 
     /// Builds PROGRAM with `ldflags` into `dir`, or `None` (skip) without
-    /// a Go toolchain.
+    /// a Go toolchain outside CI (under CI=true that fails).
     fn build(name: &str, ldflags: &str) -> Option<PathBuf> {
         let dir = std::env::temp_dir().join(format!("go-tables-test-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -767,11 +767,11 @@ func main() { fmt.Println(work(10)) }
         match status {
             Ok(s) if s.success() => Some(out),
             Ok(s) => panic!("go build failed: {s}"),
-            Err(e) if std::env::var("CI").is_err() => {
-                eprintln!("SKIPPED: no Go toolchain ({e})");
+            Err(e) if !std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
+                eprintln!("SKIPPED: no Go toolchain ({e}); under CI=true this fails");
                 None
             }
-            Err(e) => panic!("go: {e}"),
+            Err(e) => panic!("go is required under CI=true: {e}"),
         }
     }
 
