@@ -23,7 +23,10 @@ mod sink;
 mod stats;
 mod trace_builder;
 
-pub use config::{AgentConfig, ConfigError, MAX_SAMPLES_PER_SECOND, MIN_REPORTER_INTERVAL_MS};
+pub use config::{
+    AgentConfig, ConfigError, MAX_BATCH_QUEUE_CAPACITY, MAX_FILE_UNLOAD_GRACE_MS, MAX_PID, MAX_PIDS,
+    MAX_REPORTER_INTERVAL_MS, MAX_SAMPLES_PER_SECOND, MIN_REPORTER_INTERVAL_MS,
+};
 pub use profiler_bpf::BpfError;
 pub use sink::TraceSink;
 pub use stats::Stats;
