@@ -124,8 +124,9 @@ fn run(args: &Args) -> Result<()> {
         std::thread::sleep(Duration::from_millis(50));
         notices_shown = show_notices(&agent, notices_shown);
     }
-    agent.stop().context("reading samples")?;
+    // The sampled time; stopping (joining the pipeline) can take a while.
     let elapsed = started.elapsed();
+    agent.stop().context("reading samples")?;
     show_notices(&agent, notices_shown);
 
     // stop() joined the reporter, which dropped the sinks: the exporter is
@@ -174,7 +175,7 @@ fn show_notices(agent: &Agent, shown: usize) -> usize {
 
 fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: usize, export: Option<&ExporterStats>) {
     let s = agent.stats();
-    say!("ebpf-profiler: summary after {:.1}s", elapsed.as_secs_f64());
+    say!("ebpf-profiler: summary after {:.1}s of sampling", elapsed.as_secs_f64());
     say!("  samples taken:     {}", s.samples + s.samples_lost);
     say!(
         "  samples lost:      {} (ring buffer full: {}, reporter behind: {})",
