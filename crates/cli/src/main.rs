@@ -173,6 +173,26 @@ fn show_notices(agent: &Agent, shown: usize) -> usize {
     notices.len().max(shown)
 }
 
+/// Why export requests were dropped, e.g. ` (buffer full 3, refused
+/// InvalidArgument 1)`; empty when none were.
+fn export_drop_reasons(e: &ExporterStats) -> String {
+    let mut reasons: Vec<String> = [
+        ("buffer full", e.dropped_buffer_full),
+        ("retries exhausted", e.dropped_retries_exhausted),
+        ("unsent at exit", e.dropped_shutdown),
+    ]
+    .iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(reason, n)| format!("{reason} {n}"))
+    .collect();
+    reasons.extend(e.dropped_rejected_by_code.iter().map(|(code, n)| format!("refused {code} {n}")));
+    if reasons.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", reasons.join(", "))
+    }
+}
+
 fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: usize, export: Option<&ExporterStats>) {
     let s = agent.stats();
     say!("ebpf-profiler: summary after {:.1}s of sampling", elapsed.as_secs_f64());
@@ -239,10 +259,11 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
     }
     if let Some(e) = export {
         say!(
-            "  OTLP export:       {} requests sent ({} bytes), {} dropped, {} failed attempts{}",
+            "  OTLP export:       {} requests sent ({} bytes), {} dropped{}, {} failed attempts{}",
             e.requests_sent,
             e.bytes_sent,
             e.dropped(),
+            export_drop_reasons(e),
             e.attempts_failed,
             e.last_error.as_ref().map(|m| format!("; last error: {m}")).unwrap_or_default()
         );
@@ -268,5 +289,21 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
             };
             say!("    {:5.1}% {count:>7}  {shown}", 100.0 * count as f64 / total as f64);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn export_drops_are_told_by_reason() {
+        let mut e = ExporterStats::default();
+        assert_eq!(export_drop_reasons(&e), "");
+        e.dropped_buffer_full = 3;
+        e.dropped_shutdown = 1;
+        e.dropped_rejected = 2;
+        e.dropped_rejected_by_code.insert("InvalidArgument".into(), 2);
+        assert_eq!(export_drop_reasons(&e), " (buffer full 3, unsent at exit 1, refused InvalidArgument 2)");
     }
 }
