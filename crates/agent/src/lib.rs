@@ -23,7 +23,10 @@ mod sink;
 mod stats;
 mod trace_builder;
 
-pub use config::{AgentConfig, ConfigError, MAX_SAMPLES_PER_SECOND, MIN_REPORTER_INTERVAL_MS};
+pub use config::{
+    AgentConfig, ConfigError, MAX_BATCH_QUEUE_CAPACITY, MAX_FILE_UNLOAD_GRACE_MS, MAX_PID, MAX_PIDS,
+    MAX_REPORTER_INTERVAL_MS, MAX_SAMPLES_PER_SECOND, MIN_REPORTER_INTERVAL_MS,
+};
 pub use profiler_bpf::BpfError;
 pub use sink::TraceSink;
 pub use stats::Stats;
@@ -114,6 +117,7 @@ pub struct Agent {
     shared: Arc<Shared>,
     batches: Option<Receiver<Vec<u8>>>,
     warnings: Vec<String>,
+    sampling_started: Instant,
 }
 
 impl Agent {
@@ -182,6 +186,7 @@ impl Agent {
                 .map_err(|source| StartError::Thread { name: "reader", source })?
         };
         let registry = Arc::new(ProcessRegistry::new());
+        let sampling_started;
         let python_builds = Arc::new(PythonRegistry::new());
         let manager = {
             let events = sampler.process_event_reader()?;
@@ -205,6 +210,7 @@ impl Agent {
                 manager.on_new_process(profiler_trace::Pid(pid));
             }
             sampler.start_sampling()?;
+            sampling_started = Instant::now();
             let stop = stop.clone();
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -235,7 +241,14 @@ impl Agent {
             shared,
             batches,
             warnings,
+            sampling_started,
         })
+    }
+
+    /// When the perf events were attached: the start of the profiled
+    /// time (loading the programs and tables before it can take seconds).
+    pub fn sampling_started(&self) -> Instant {
+        self.sampling_started
     }
 
     /// Problems that did not prevent starting (e.g. kernel symbols
