@@ -563,6 +563,14 @@ impl FileSymbolizer {
             + 1024
     }
 
+    /// Whether a file this symbolizer reads shrank while mapped (see
+    /// [`profiler_elf::map_guard`]): it names nothing from then on.
+    pub fn changed(&self) -> bool {
+        self.go.as_ref().is_some_and(|(elf, _, _)| elf.changed_while_read())
+            || self.symbols.as_ref().is_some_and(|s| s.backing().changed())
+            || self.dwarf.as_ref().is_some_and(|(d, _)| d.changed())
+    }
+
     /// Gives the file pages read since the last call back to the kernel
     /// (they stay readable). Cheap when nothing was read.
     pub fn release_pages(&self) {
@@ -585,6 +593,10 @@ impl FileSymbolizer {
     /// address - 1), or the line after the call is reported.
     pub fn symbolize(&self, vaddr: u64) -> Option<(Vec<SourceLine>, LineSource)> {
         self.touched.set(true);
+        if self.changed() {
+            // Truncated under the map: what it reads now is zero pages.
+            return None;
+        }
         let mut names = self.names.borrow_mut();
         if let Some((elf, layout, text)) = &self.go {
             if text.contains(&vaddr) {
