@@ -1309,6 +1309,8 @@ mod tests {
         }
         h[8..16].copy_from_slice(&(u64::from(MAX_GO_FUNCTIONS) + 1).to_le_bytes());
         h.resize(72 + (MAX_GO_FUNCTIONS as usize + 2) * 52, 0);
-        assert!(matches!(checked_header(&h), Err(HeaderError::TooManyFunctions(_, l)) if l == u64::from(MAX_GO_FUNCTIONS)));
+        assert!(
+            matches!(checked_header(&h), Err(HeaderError::TooManyFunctions(_, l)) if l == u64::from(MAX_GO_FUNCTIONS))
+        );
     }
 }

@@ -43,8 +43,12 @@ struct Slot {
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
-const EMPTY_SLOT: Slot =
-    Slot { state: AtomicU8::new(FREE), changed: AtomicU8::new(0), start: AtomicUsize::new(0), len: AtomicUsize::new(0) };
+const EMPTY_SLOT: Slot = Slot {
+    state: AtomicU8::new(FREE),
+    changed: AtomicU8::new(0),
+    start: AtomicUsize::new(0),
+    len: AtomicUsize::new(0),
+};
 
 static SLOTS: [Slot; MAX_GUARDED_MAPS] = [EMPTY_SLOT; MAX_GUARDED_MAPS];
 static CHANGED_FILES: AtomicU64 = AtomicU64::new(0);
