@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn slots_are_reused_and_unmatched_addresses_are_not_ours() {
-        let data = vec![0u8; 64];
+        let data = [0u8; 64];
         let before = SLOTS.iter().filter(|s| s.state.load(Ordering::Relaxed) == ACTIVE).count();
         {
             let g = MapGuard::register(data.as_ptr(), data.len());

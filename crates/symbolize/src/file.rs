@@ -271,12 +271,14 @@ pub(crate) struct DwarfPart {
     dwarf_error: Option<Arc<DwarfError>>,
     /// The debug file's `.symtab`, when the file itself has none.
     symbols: Option<Symbols>,
+    /// Loading the DWARF panicked (counted in `NativeStats::panics`).
+    pub(crate) panicked: bool,
 }
 
 impl DwarfPart {
     /// The part of a DWARF step that panicked: no DWARF.
     pub(crate) fn panicked() -> DwarfPart {
-        DwarfPart { dwarf: None, debug_file: None, dwarf_error: None, symbols: None }
+        DwarfPart { dwarf: None, debug_file: None, dwarf_error: None, symbols: None, panicked: true }
     }
 
     /// Why DWARF that exists was not used.
@@ -297,7 +299,7 @@ impl DwarfJob {
                 debugfile::find_sup(&file.elf, dwarf_path, &source, &config).and_then(|(path, elf)| mapped(elf, &path));
             Dwarf::load(file, sup.as_ref(), config.max_dwarf_bytes)
         };
-        let mut part = DwarfPart { dwarf: None, debug_file: None, dwarf_error: None, symbols: None };
+        let mut part = DwarfPart { dwarf: None, debug_file: None, dwarf_error: None, symbols: None, panicked: false };
         let bytes_of_file = bytes.clone();
         let loaded = if debugfile::has_debug_info(&elf) {
             let file = DwarfFile { elf, bytes };
