@@ -200,7 +200,7 @@ enum Framing {
 
 /// Reads the Go table of `elf`, if it has one, and merges its rules into
 /// `cfi` (the table from `.eh_frame`/`.debug_frame`).
-pub(crate) fn with_go_tables(elf: &ElfFile, cfi: UnwindTable) -> (UnwindTable, Option<GoUnwindStats>) {
+pub fn with_go_tables(elf: &ElfFile, cfi: UnwindTable) -> (UnwindTable, Option<GoUnwindStats>) {
     let tab = match GoPclntab::find(elf) {
         Ok(Some(tab)) => tab,
         Ok(None) => return (cfi, None),
