@@ -150,6 +150,8 @@ pub struct ExporterStats {
     pub profiles_rejected: u64,
     /// Requests in the buffer now, the one being sent included.
     pub buffered: u64,
+    /// Requests whose export panicked (each dropped; the exporter went on).
+    pub panics: u64,
     /// The last error from the backend, if any.
     pub last_error: Option<String>,
 }
@@ -171,6 +173,7 @@ struct Counters {
     dropped_rejected: AtomicU64,
     dropped_shutdown: AtomicU64,
     profiles_rejected: AtomicU64,
+    panics: AtomicU64,
 }
 
 /// A buffered request and how many retryable answers it got.
@@ -313,6 +316,7 @@ impl OtlpExporter {
             dropped_rejected_by_code: self.shared.rejected_by_code.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             profiles_rejected: c.profiles_rejected.load(Ordering::Relaxed),
             buffered: self.shared.buffer().held() as u64,
+            panics: c.panics.load(Ordering::Relaxed),
             last_error: self.shared.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }
     }
@@ -403,7 +407,16 @@ impl Worker {
         // the next attempt waits whichever request it is for.
         let mut backoff = self.config.initial_backoff;
         while let Some(entry) = self.next_request().await {
-            match self.export(&mut client, entry).await {
+            // A panic in one export costs that request, not the thread.
+            let outcome = match CatchUnwind(Box::pin(self.export(&mut client, entry))).await {
+                Ok(outcome) => outcome,
+                Err(()) => {
+                    self.shared.counters.panics.fetch_add(1, Ordering::Relaxed);
+                    self.shared.buffer().in_flight = InFlight::None;
+                    Outcome::Done
+                }
+            };
+            match outcome {
                 Outcome::Done => backoff = self.config.initial_backoff,
                 Outcome::Retry => {
                     let aborted = tokio::select! {
@@ -513,6 +526,22 @@ impl Worker {
     }
 }
 
+/// A future whose panics come out as `Err(())`.
+struct CatchUnwind<F>(std::pin::Pin<Box<F>>);
+
+impl<F: std::future::Future> std::future::Future for CatchUnwind<F> {
+    type Output = Result<F::Output, ()>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(_) => std::task::Poll::Ready(Err(())),
+        }
+    }
+}
+
 /// `d` spread over [d/2, d] so that many agents do not retry in step.
 fn jitter(d: Duration) -> Duration {
     // The low bits of the clock are random enough for spreading retries.
@@ -524,6 +553,17 @@ fn jitter(d: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_panicking_future_is_an_error() {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let panics = CatchUnwind(Box::pin(async {
+            tokio::task::yield_now().await;
+            panic!("in an export");
+        }));
+        assert_eq!(rt.block_on(panics), Err::<(), ()>(()));
+        assert_eq!(rt.block_on(CatchUnwind(Box::pin(async { 7 }))), Ok(7));
+    }
 
     #[test]
     fn endpoint_gets_the_scheme_tls_implies() {

@@ -129,6 +129,9 @@ pub struct NativeStats {
     pub file_bytes: u64,
     /// Addresses cached now.
     pub addresses_cached: u64,
+    /// Loads whose parsing panicked in the worker thread (the file is
+    /// dropped, the worker goes on).
+    pub panics: u64,
 }
 
 /// A cached answer: the lines and their source.
@@ -479,8 +482,11 @@ impl NativeSymbolizer {
                         self.stats.file_bytes += slot.cost;
                         slot.state = State::Loaded { file: Box::new(file), complete: true };
                     }
-                    Err(_) => {
+                    Err(e) => {
                         self.stats.loads_failed += 1;
+                        if matches!(e, LoadError::Panicked { .. }) {
+                            self.stats.panics += 1;
+                        }
                         slot.state = State::Failed(Instant::now());
                     }
                 }
@@ -497,6 +503,9 @@ impl NativeSymbolizer {
                 self.stats.loads_done += 1;
                 if matches!(part.error(), Some(crate::DwarfError::TooLarge { .. })) {
                     self.stats.dwarf_too_large += 1;
+                }
+                if part.panicked {
+                    self.stats.panics += 1;
                 }
                 file.attach(part);
                 *complete = true;
