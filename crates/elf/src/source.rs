@@ -366,6 +366,13 @@ pub fn table_key_of_file(file: &File, size: u64) -> io::Result<TableKey> {
     Ok(TableKey(h.finalize().into()))
 }
 
+/// The [`TableKey`] of the host file at `path` (as [`open_regular`]
+/// opens it, for an executable).
+pub fn table_key_of_path(path: impl AsRef<Path>) -> Result<TableKey, OpenError> {
+    let opened = open_regular(path.as_ref(), Purpose::Executable)?;
+    Ok(table_key_of_file(&opened.file, opened.identity.size)?)
+}
+
 /// The [`TableKey`] of bytes in memory (the vDSO).
 pub fn table_key_of_bytes(data: &[u8]) -> TableKey {
     let mut h = Sha256::new();
