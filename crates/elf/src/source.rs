@@ -343,6 +343,20 @@ pub fn open_in_root(root: &Path, path: &Path, purpose: Purpose) -> Result<Opened
     reopen_regular(unsafe { OwnedFd::from_raw_fd(ret as i32) }, purpose)
 }
 
+/// `path`, as `/proc/PID/maps` shows it to us, as the process whose root
+/// is `root` (`/proc/PID/root`) names it. A process in another mount
+/// namespace (a container) is shown its own paths already; a chrooted
+/// process of ours is shown with its root's prefix, which is removed.
+pub fn path_in_root(root: &Path, path: &Path) -> std::path::PathBuf {
+    match std::fs::read_link(root) {
+        Ok(target) if target != Path::new("/") && target.is_absolute() => match path.strip_prefix(&target) {
+            Ok(rest) => Path::new("/").join(rest),
+            Err(_) => path.to_owned(),
+        },
+        _ => path.to_owned(),
+    }
+}
+
 /// Bytes read at a time when hashing a whole file.
 const DIGEST_CHUNK: usize = 256 * 1024;
 

@@ -23,8 +23,8 @@ use crate::maps::{parse_executable, MapsEntry};
 use crate::procfs::{read_info, read_memory, read_start_time};
 use crate::registry::{ProcessRegistry, ProcessSnapshot, SnapshotMapping};
 use profiler_elf::source::{
-    open_in_root, open_regular, table_key_of_bytes, table_key_of_file, FileIdentity, OpenError, OpenedFile, Purpose,
-    Refusals,
+    open_in_root, open_regular, path_in_root, table_key_of_bytes, table_key_of_file, FileIdentity, OpenError,
+    OpenedFile, Purpose, Refusals,
 };
 use profiler_elf::{file_id_of_bytes, file_id_of_file, ElfFile, RuleId, RuleInterner, UnwindRule};
 use profiler_trace::{FileId, Pid, TableKey};
@@ -587,7 +587,9 @@ impl<L: UnwindLoader> ProcessManager<L> {
                 Err(_) => {}
             }
         }
-        let opened = open_in_root(&dir.join("root"), Path::new(&entry.path), Purpose::Executable)?;
+        let root = dir.join("root");
+        let path = path_in_root(&root, Path::new(&entry.path));
+        let opened = open_in_root(&root, &path, Purpose::Executable)?;
         if !opened.identity.is_mapped(entry.dev.0, entry.dev.1, entry.inode, opened.on_overlay) {
             return Err(OpenError::Mismatch);
         }

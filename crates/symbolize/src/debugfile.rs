@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use profiler_elf::source::{open_in_root, open_regular, OpenError, OpenedFile, Purpose, Refusals};
+use profiler_elf::source::{open_in_root, open_regular, path_in_root, OpenError, OpenedFile, Purpose, Refusals};
 use profiler_elf::ElfFile;
 
 use crate::dwarf::DwarfFile;
@@ -104,6 +104,14 @@ impl Place {
 pub(crate) struct DebugFile {
     pub place: Place,
     pub file: DwarfFile,
+}
+
+/// The file's path as its process names it.
+fn process_path(source: &FileSource) -> PathBuf {
+    match &source.root {
+        Some(root) => path_in_root(root, Path::new(&source.path)),
+        None => PathBuf::from(&source.path),
+    }
 }
 
 /// Whether `root` (e.g. `/proc/PID/root`) is the host's own root.
@@ -195,7 +203,7 @@ pub(crate) fn find_sup(
             candidates.push(p);
         }
         // DWARF in the file itself: relative to where the process sees it.
-        if let Some(dir) = Path::new(&source.path).parent() {
+        if let Some(dir) = process_path(source).parent() {
             candidates.push(Place::new(source.root.as_deref(), &dir.join(name)));
         }
     }
@@ -221,7 +229,7 @@ pub(crate) fn find(
     let link = elf.gnu_debuglink().ok().flatten()?;
     // The directory of the file as the process names it; a path through
     // /proc/PID/map_files says nothing about where the file lives.
-    let dir = Path::new(&source.path).parent()?.to_owned();
+    let dir = process_path(source).parent()?.to_owned();
     let name = Path::new(&link.file);
     if name.components().count() != 1 {
         return None;

@@ -9,7 +9,9 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use profiler_elf::source::{open_in_root, open_regular, FileIdentity, OpenError, OpenedFile, Purpose, Refusals};
+use profiler_elf::source::{
+    open_in_root, open_regular, path_in_root, FileIdentity, OpenError, OpenedFile, Purpose, Refusals,
+};
 use profiler_elf::{ElfFile, GoPclntab, GoPclntabLayout, GoPclntabVersion, SymbolSource};
 use profiler_trace::{Pid, SourceLine};
 
@@ -409,7 +411,7 @@ fn open_source(source: &FileSource) -> Result<OpenedFile, LoadError> {
         }
     }
     let opened = match in_root {
-        Some(root) => open_in_root(root, Path::new(&source.path), Purpose::Executable),
+        Some(root) => open_in_root(root, &path_in_root(root, Path::new(&source.path)), Purpose::Executable),
         None => Err(first_error.unwrap_or(OpenError::Io(std::io::ErrorKind::NotFound.into()))),
     };
     match opened {
