@@ -312,7 +312,14 @@ fn debuglink_symlink_in_a_chroot_stays_inside_it() {
     for (name, copy_inside) in [("root1", false), ("root2", true)] {
         let root = dir.join(name);
         std::fs::create_dir_all(root.join("app")).unwrap();
-        std::fs::copy(&stripped, root.join("app/chain")).unwrap();
+        let mut binary = std::fs::read(&stripped).unwrap();
+        if copy_inside {
+            // Other content: symbols are per content, and the two roots
+            // give the same content different debug files.
+            binary.push(0);
+        }
+        std::fs::write(root.join("app/chain"), binary).unwrap();
+        std::fs::set_permissions(root.join("app/chain"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         std::os::unix::fs::symlink(&host_debug, root.join("app/chain.debug")).unwrap();
         if copy_inside {
             let inside = root.join(host_debug.strip_prefix("/").unwrap());
