@@ -26,6 +26,11 @@ pub struct AgentConfig {
     /// How long a file's unwind tables stay in the kernel after the last
     /// process mapping it exits, in milliseconds. Default 30000.
     pub file_unload_grace_ms: u64,
+    /// Open mapped files through `/proc/PID/map_files` when allowed.
+    /// False opens them by path inside the process's root (checked
+    /// against the mapping's device and inode), as an agent without
+    /// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE does. Default true.
+    pub open_via_map_files: bool,
 }
 
 impl Default for AgentConfig {
@@ -38,6 +43,7 @@ impl Default for AgentConfig {
             batch_queue_capacity: 16,
             symbolize_native: true,
             file_unload_grace_ms: 30_000,
+            open_via_map_files: true,
         }
     }
 }

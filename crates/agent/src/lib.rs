@@ -197,6 +197,7 @@ impl Agent {
             let events = sampler.process_event_reader()?;
             let limits = ManagerLimits {
                 file_unload_grace: Duration::from_millis(config.file_unload_grace_ms),
+                open_via_map_files: config.open_via_map_files,
                 ..ManagerLimits::default()
             };
             let interpreters = process_manager::Interpreters::new(
@@ -234,7 +235,8 @@ impl Agent {
                         NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() })
                     })
                     .map_err(|source| StartError::Thread { name: "symbolizer", source })?;
-            let builder = TraceBuilder::new(registry, kernel, native, python_builds);
+            let mut builder = TraceBuilder::new(registry, kernel, native, python_builds);
+            builder.set_open_via_map_files(config.open_via_map_files);
             let interval = config.reporter_interval();
             std::thread::Builder::new()
                 .name("ep-reporter".into())
@@ -298,6 +300,8 @@ impl Agent {
         let stop = |r: UnwindStop| counters.unwind_stop(r);
         let symbolizer = *lock(&s.symbolizer);
         let python = *lock(&s.python_symbolizer);
+        let mut refused = manager.manager.files_refused;
+        refused.add(&symbolizer.files_refused);
         Stats {
             samples: counters.sent,
             samples_lost: counters.lost_ring_buffer,
@@ -343,6 +347,12 @@ impl Agent {
             files_analysed: manager.manager.files_analysed,
             files_failed: manager.manager.files_failed,
             files_rejected: manager.manager.files_rejected,
+            files_refused_not_regular: refused.not_regular,
+            files_refused_too_large: refused.too_large,
+            files_refused_mismatch: refused.mismatch,
+            files_refused_escape: refused.escape,
+            files_refused_no_openat2: refused.no_openat2,
+            file_id_collisions: manager.manager.file_id_collisions,
             unwind_deltas: manager.maps.delta_entries,
             unwind_rules: manager.maps.rules,
             unwind_prefixes: manager.maps.prefixes,
@@ -389,7 +399,7 @@ impl Agent {
     }
 
     /// The keys in the interpreter unwinders' maps, read in the kernel:
-    /// (python_files: `FileId::high64` of each CPython build loaded,
+    /// (python_files: `TableKey::bpf_id` of each CPython build loaded,
     /// python_thread_states: `tgid << 32 | tid` of each thread whose
     /// thread state is cached). `None` once stopped. Iterates every key:
     /// for tests and diagnostics.

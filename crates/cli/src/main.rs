@@ -250,6 +250,23 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
         s.files_failed,
         s.files_rejected
     );
+    let refused = s.files_refused_not_regular
+        + s.files_refused_too_large
+        + s.files_refused_mismatch
+        + s.files_refused_escape
+        + s.files_refused_no_openat2;
+    if refused + s.file_id_collisions > 0 {
+        eprintln!(
+            "  files refused:     {} not regular, {} too large, {} not the mapped file, {} leaving their root, \
+             {} without openat2; {} FileId collisions",
+            s.files_refused_not_regular,
+            s.files_refused_too_large,
+            s.files_refused_mismatch,
+            s.files_refused_escape,
+            s.files_refused_no_openat2,
+            s.file_id_collisions
+        );
+    }
     if s.process_events_lost + s.unwind_load_errors > 0 {
         say!(
             "  problems:          {} process events lost, {} unwind map load errors",

@@ -177,18 +177,32 @@ impl std::fmt::Debug for ElfFile {
 }
 
 impl ElfFile {
-    /// Opens `path`: small files are read into memory, larger ones are
-    /// mapped read-only.
+    /// Opens `path` (a regular file within
+    /// [`crate::source::MAX_EXECUTABLE_BYTES`], see
+    /// [`crate::source::open_regular`]): small files are read into
+    /// memory, larger ones are mapped read-only.
     pub fn open(path: impl AsRef<Path>) -> Result<ElfFile> {
         let path = path.as_ref();
         let io_err = |source| Error::Io { path: path.to_owned(), source };
-        let file = File::open(path).map_err(io_err)?;
-        let len = file.metadata().map_err(io_err)?.len();
+        let opened =
+            crate::source::open_regular(path, crate::source::Purpose::Executable).map_err(|e| io_err(e.into()))?;
+        ElfFile::from_file(opened.file, opened.identity.size).map_err(|e| match e {
+            Error::Io { source, .. } => io_err(source),
+            other => other,
+        })
+    }
+
+    /// Reads (small) or maps (large) the first `len` bytes of an open
+    /// file, e.g. one opened by [`crate::source`] (`len` is the size its
+    /// checks saw: growing the file later does not grow what is read).
+    pub fn from_file(file: File, len: u64) -> Result<ElfFile> {
+        let io_err = |source| Error::Io { path: "<descriptor>".into(), source };
         let data = if len < READ_THRESHOLD {
-            let mut buf = Vec::with_capacity(len as usize);
-            std::io::Read::read_to_end(&mut &file, &mut buf).map_err(io_err)?;
+            let mut buf = vec![0u8; len as usize];
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf, 0).map_err(io_err)?;
             Data::Owned(buf)
         } else {
+            let len = usize::try_from(len).map_err(|_| io_err(std::io::ErrorKind::InvalidInput.into()))?;
             // SAFETY: the map is private and read-only, so we never write
             // through it and nobody else sees our view. What memmap2 cannot
             // promise is that the file stays unchanged while mapped: if
@@ -199,7 +213,7 @@ impl ElfFile {
             // parsing is bounds-checked against the length seen at map
             // time, so changed bytes can only produce wrong results or
             // errors, never out-of-bounds reads.
-            let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
+            let map = unsafe { memmap2::MmapOptions::new().len(len).map(&file) }.map_err(io_err)?;
             let guard = MapGuard::register(map.as_ptr(), map.len());
             Data::Mapped(guard, map, file)
         };

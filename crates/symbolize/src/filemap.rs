@@ -10,7 +10,6 @@
 //! faults the page back in from the page cache.
 
 use std::fs::File;
-use std::path::Path;
 use std::sync::Arc;
 
 use memmap2::{Mmap, UncheckedAdvice};
@@ -33,21 +32,20 @@ pub(crate) struct FileMap {
 }
 
 impl FileMap {
-    /// Maps (or reads, when small) the file at `path`.
-    pub(crate) fn open(path: &Path) -> std::io::Result<FileMap> {
-        let file = File::open(path)?;
-        let len = file.metadata()?.len();
+    /// Maps (or reads, when small) the first `len` bytes of an open file.
+    pub(crate) fn from_file(file: &File, len: u64) -> std::io::Result<FileMap> {
         let data = if len < READ_THRESHOLD {
-            let mut buf = Vec::with_capacity(len as usize);
-            std::io::Read::read_to_end(&mut &file, &mut buf)?;
+            let mut buf = vec![0u8; len as usize];
+            std::os::unix::fs::FileExt::read_exact_at(file, &mut buf, 0)?;
             Data::Owned(buf)
         } else {
+            let len = usize::try_from(len).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
             // SAFETY: a private read-only map we never write through. As
             // for `ElfFile::open`: a file truncated under us faults reads
             // past its new end; the map guard turns them into zero pages
             // and marks the map changed (lookups then stop using it);
             // every read is bounds-checked against the length mapped.
-            let map = unsafe { Mmap::map(&file) }?;
+            let map = unsafe { memmap2::MmapOptions::new().len(len).map(file) }?;
             Data::Mapped(MapGuard::register(map.as_ptr(), map.len()), map)
         };
         Ok(FileMap { data })

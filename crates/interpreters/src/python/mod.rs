@@ -19,7 +19,7 @@ pub use symbolizer::{CodeInfo, PythonSymbolizer, PythonSymbolizerStats};
 
 use crate::memory::ProcessMemory;
 use profiler_elf::{ElfFile, SymbolTable};
-use profiler_trace::FileId;
+use profiler_trace::TableKey;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -275,12 +275,14 @@ pub fn walk_thread(
 /// Most builds [`PythonRegistry`] holds.
 const MAX_REGISTERED_BUILDS: usize = 1024;
 
-/// The CPython builds found in files, by [`FileId`]: written where files
-/// are analysed, read where frames are named. A file id names content, so
-/// an entry never goes stale; the registry is only bounded.
+/// The CPython builds found in files, by [`TableKey`] (the digest of the
+/// whole file: a crafted file sharing a library's head and tail does not
+/// share its build): written where files are analysed, read where frames
+/// are named. A key names content, so an entry never goes stale; the
+/// registry is only bounded.
 #[derive(Debug, Default)]
 pub struct PythonRegistry {
-    builds: Mutex<HashMap<FileId, Arc<PythonBuild>>>,
+    builds: Mutex<HashMap<TableKey, Arc<PythonBuild>>>,
 }
 
 impl PythonRegistry {
@@ -289,12 +291,12 @@ impl PythonRegistry {
         PythonRegistry::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<FileId, Arc<PythonBuild>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TableKey, Arc<PythonBuild>>> {
         self.builds.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Records the build in `file_id`.
-    pub fn insert(&self, file_id: FileId, build: Arc<PythonBuild>) {
+    pub fn insert(&self, file_id: TableKey, build: Arc<PythonBuild>) {
         let mut builds = self.lock();
         if builds.len() >= MAX_REGISTERED_BUILDS && !builds.contains_key(&file_id) {
             builds.clear();
@@ -303,12 +305,12 @@ impl PythonRegistry {
     }
 
     /// The build in `file_id`, if any.
-    pub fn get(&self, file_id: &FileId) -> Option<Arc<PythonBuild>> {
+    pub fn get(&self, file_id: &TableKey) -> Option<Arc<PythonBuild>> {
         self.lock().get(file_id).cloned()
     }
 
     /// The first of `file_ids` that holds a build, with it.
-    pub fn find<'a>(&self, file_ids: impl IntoIterator<Item = &'a FileId>) -> Option<(FileId, Arc<PythonBuild>)> {
+    pub fn find<'a>(&self, file_ids: impl IntoIterator<Item = &'a TableKey>) -> Option<(TableKey, Arc<PythonBuild>)> {
         let builds = self.lock();
         if builds.is_empty() {
             return None;
