@@ -55,7 +55,7 @@ pub use file::{
 };
 pub use fileid::{file_id_of_bytes, file_id_of_path};
 pub use gopclntab::{
-    GoFrame, GoFunc, GoPclntab, GoPclntabLayout, GoPclntabVersion, PcRange, PcValues, FUNC_FLAG_ASM,
+    may_be_go, GoFrame, GoFunc, GoPclntab, GoPclntabLayout, GoPclntabVersion, PcRange, PcValues, FUNC_FLAG_ASM,
     FUNC_FLAG_SP_WRITE, FUNC_FLAG_TOP_FRAME, GO116_MAGIC, GO118_MAGIC, GO120_MAGIC,
 };
 pub use mapping::{LoadSegment, LoadSegments};
