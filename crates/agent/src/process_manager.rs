@@ -133,7 +133,7 @@ impl Interpreters {
 
     fn inspect(&mut self, file: &ExecutableFile, elf: &ElfFile) {
         self.pending = None;
-        match python::detect(elf, &file.symbols, &file.path) {
+        match python::detect(elf, &file.path) {
             Detection::NotPython => {}
             Detection::Supported(build) => self.pending = Some((file.file_id, Arc::new(build))),
             Detection::Unsupported { version, reason } => {

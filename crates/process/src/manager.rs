@@ -13,7 +13,7 @@
 //! one goes. Everything is bounded by [`ManagerLimits`] and counted in
 //! [`ManagerStats`].
 
-use crate::files::{analyse, empty_symbols, ExecutableFile};
+use crate::files::{analyse, ExecutableFile};
 use crate::maps::{parse_executable, MapsEntry};
 use crate::procfs::{read_info, read_memory, read_start_time};
 use crate::registry::{ProcessRegistry, ProcessSnapshot, SnapshotMapping};
@@ -548,10 +548,6 @@ impl<L: UnwindLoader> ProcessManager<L> {
         let mut analysed = analyse(&elf, file_id, path);
         self.loader.inspect_file(&analysed.file, &elf);
         drop(elf);
-        // The symbols were for inspect_file only (see ExecutableFile).
-        if let Some(f) = Arc::get_mut(&mut analysed.file) {
-            f.symbols = empty_symbols();
-        }
         self.stats.files_analysed += 1;
         let mut loaded = false;
         let deltas = std::mem::take(&mut analysed.table.deltas);
