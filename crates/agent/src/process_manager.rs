@@ -41,8 +41,12 @@ impl UnwindLoader for BpfLoader {
         Ok(self.maps.set_rule(id, rule)?)
     }
 
-    fn load_file(&mut self, file_id: FileId, deltas: &[(u64, RuleId)]) -> Result<(), LoaderError> {
-        self.maps.load_file(file_id.high64(), &EncodedDeltas::encode(deltas))?;
+    fn load_file(
+        &mut self,
+        file_id: FileId,
+        deltas: &mut dyn Iterator<Item = (u64, RuleId)>,
+    ) -> Result<(), LoaderError> {
+        self.maps.load_file(file_id.high64(), &EncodedDeltas::encode_iter(deltas))?;
         self.interpreters.file_loaded(file_id);
         Ok(())
     }
