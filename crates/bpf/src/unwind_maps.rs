@@ -251,12 +251,10 @@ impl UnwindMaps {
         if self.files.contains_key(&file_id) || deltas.entries.is_empty() {
             return Ok(());
         }
-        // Two entries per 8-byte element (array elements take 8 bytes).
-        let pairs: Vec<u64> = deltas
-            .entries
-            .chunks(2)
-            .map(|p| u64::from(p[0]) | (u64::from(p.get(1).copied().unwrap_or(0)) << 32))
-            .collect();
+        // Two entries per 8-byte element (array elements take 8 bytes),
+        // paired a batch at a time rather than copying the whole table.
+        let pair = |p: &[u32]| u64::from(p[0]) | (u64::from(p.get(1).copied().unwrap_or(0)) << 32);
+        let elements = deltas.entries.len().div_ceil(2);
         let count = u32::try_from(deltas.entries.len())
             .map_err(|_| BpfError::MapFull { map: "file delta array", capacity: u32::MAX.into() })?;
         let opts = libbpf_sys::bpf_map_create_opts {
@@ -264,15 +262,14 @@ impl UnwindMaps {
             map_flags: BPF_F_INNER_MAP,
             ..Default::default()
         };
-        let array = MapHandle::create(MapType::Array, Some("ep_deltas"), 4, 8, pairs.len() as u32, &opts)
+        let array = MapHandle::create(MapType::Array, Some("ep_deltas"), 4, 8, elements as u32, &opts)
             .map_err(map_err("file delta array"))?;
-        for (chunk_index, chunk) in pairs.chunks(BATCH).enumerate() {
+        for (chunk_index, chunk) in deltas.entries.chunks(2 * BATCH).enumerate() {
             let base = (chunk_index * BATCH) as u32;
-            let keys: Vec<u8> = (0..chunk.len() as u32).flat_map(|i| (base + i).to_ne_bytes()).collect();
-            let values: Vec<u8> = chunk.iter().flat_map(|e| e.to_ne_bytes()).collect();
-            array
-                .update_batch(&keys, &values, chunk.len() as u32, MapFlags::ANY, MapFlags::ANY)
-                .map_err(map_err("file delta array"))?;
+            let n = chunk.len().div_ceil(2) as u32;
+            let keys: Vec<u8> = (0..n).flat_map(|i| (base + i).to_ne_bytes()).collect();
+            let values: Vec<u8> = chunk.chunks(2).flat_map(|p| pair(p).to_ne_bytes()).collect();
+            array.update_batch(&keys, &values, n, MapFlags::ANY, MapFlags::ANY).map_err(map_err("file delta array"))?;
         }
         let fd = array.as_fd().as_raw_fd() as u32;
         self.file_deltas

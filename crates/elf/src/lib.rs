@@ -62,7 +62,7 @@ pub use mapping::{LoadSegment, LoadSegments};
 pub use notes::DebugLink;
 pub use symbols::{SymbolSource, SymbolTable};
 pub use unwind::{
-    CfaBase, CfiError, CfiErrorKind, CfiSection, Deltas, DeltasBuilder, EhFrameSource, IndexedIter, InvalidReason,
-    RbpRule, RowCounts, RuleId, RuleInterner, StackDelta, UnwindRule, UnwindStats, UnwindTable, MAX_KEPT_ERRORS,
-    MAX_RULES_PER_TABLE,
+    CfaBase, CfiError, CfiErrorKind, CfiSection, Deltas, DeltasBuilder, EhFrameSource, IndexedIter, IntoIndexed,
+    InvalidReason, RbpRule, RowCounts, RuleId, RuleInterner, StackDelta, UnwindRule, UnwindStats, UnwindTable,
+    MAX_KEPT_ERRORS, MAX_RULES_PER_TABLE,
 };

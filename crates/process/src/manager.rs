@@ -559,7 +559,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
         if deltas.len() > self.limits.max_deltas_per_file {
             self.stats.files_rejected += 1;
         } else if !deltas.is_empty() {
-            loaded = self.load_table(file_id, &deltas);
+            loaded = self.load_table(file_id, deltas);
         }
         self.stats.analyse_ms += started.elapsed().as_millis() as u64;
         self.files.insert(
@@ -570,9 +570,9 @@ impl<L: UnwindLoader> ProcessManager<L> {
     }
 
     /// Interns the file's few hundred distinct rules and hands the loader
-    /// its deltas straight from the compact table (4 bytes a delta): no
-    /// second copy of the table is made.
-    fn load_table(&mut self, file_id: FileId, deltas: &profiler_elf::Deltas) -> bool {
+    /// its deltas straight from the compact table (4 bytes a delta), which
+    /// is freed as soon as the loader has read it.
+    fn load_table(&mut self, file_id: FileId, deltas: profiler_elf::Deltas) -> bool {
         let mut ids = Vec::with_capacity(deltas.rules().len());
         for &rule in deltas.rules() {
             let Ok(id) = self.interner.intern(rule) else {
@@ -591,7 +591,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
                 return false;
             }
         }
-        let mut pairs = deltas.iter_indexed().map(|(address, rule)| (address, ids[usize::from(rule)]));
+        let mut pairs = deltas.into_indexed().map(|(address, rule)| (address, ids[usize::from(rule)]));
         match self.loader.load_file(file_id, &mut pairs) {
             Ok(()) => true,
             Err(_) => {
@@ -764,7 +764,7 @@ mod tests {
         let deltas: Deltas = want.iter().copied().collect();
         let mut m = ProcessManager::new(Recorder::default(), Arc::new(ProcessRegistry::new()), quick());
         let file_id = FileId([7; 16]);
-        assert!(m.load_table(file_id, &deltas));
+        assert!(m.load_table(file_id, deltas));
         let expected = RuleInterner::new().intern_deltas(&want).unwrap();
         assert_eq!(m.loader.last_loaded, expected);
         assert_eq!(m.loader.files[&file_id], want.len());

@@ -67,6 +67,13 @@ impl Deltas {
         self.iter().collect()
     }
 
+    /// [`Deltas::iter_indexed`], consuming the table: its memory is freed
+    /// as soon as the last delta has been read, so that a caller encoding
+    /// it into another form does not hold both afterwards.
+    pub fn into_indexed(self) -> IntoIndexed {
+        IntoIndexed { deltas: self, entry: 0, page: 0 }
+    }
+
     /// The last delta.
     pub fn last(&self) -> Option<StackDelta> {
         let entry = *self.entries.last()?;
@@ -157,6 +164,34 @@ impl Iterator for IndexedIter<'_> {
 }
 
 impl ExactSizeIterator for IndexedIter<'_> {}
+
+/// Iterator of [`Deltas::into_indexed`].
+pub struct IntoIndexed {
+    deltas: Deltas,
+    entry: usize,
+    page: usize,
+}
+
+impl Iterator for IntoIndexed {
+    type Item = (u64, u16);
+
+    fn next(&mut self) -> Option<(u64, u16)> {
+        let mut it = IndexedIter { deltas: &self.deltas, entry: self.entry, page: self.page };
+        let next = it.next();
+        (self.entry, self.page) = (it.entry, it.page);
+        if next.is_none() {
+            // Exhausted: give the memory back now.
+            self.deltas = Deltas::default();
+            self.entry = 0;
+        }
+        next
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.deltas.entries.len().saturating_sub(self.entry);
+        (n, Some(n))
+    }
+}
 
 /// Builds [`Deltas`] from rows in address order.
 #[derive(Default)]
@@ -283,6 +318,11 @@ mod tests {
         assert_eq!(d.pages.len(), 4);
         let indexed: Vec<(u64, u16)> = d.iter_indexed().collect();
         assert_eq!(indexed[4], (0x7_0010, 1));
+        let mut owned = d.clone().into_indexed();
+        assert_eq!(owned.size_hint(), (want.len(), Some(want.len())));
+        assert_eq!(owned.by_ref().collect::<Vec<_>>(), indexed);
+        assert_eq!(owned.deltas.heap_bytes(), 0, "freed once read");
+        assert_eq!(owned.next(), None);
     }
 
     #[test]

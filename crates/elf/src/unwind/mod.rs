@@ -9,7 +9,7 @@ mod intern;
 mod rules;
 mod stats;
 
-pub use deltas::{Deltas, DeltasBuilder, IndexedIter, MAX_RULES_PER_TABLE};
+pub use deltas::{Deltas, DeltasBuilder, IndexedIter, IntoIndexed, MAX_RULES_PER_TABLE};
 pub use intern::{RuleId, RuleInterner};
 pub use rules::{CfaBase, InvalidReason, RbpRule, StackDelta, UnwindRule};
 pub use stats::{CfiError, CfiErrorKind, CfiSection, EhFrameSource, RowCounts, UnwindStats, MAX_KEPT_ERRORS};
