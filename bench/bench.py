@@ -665,12 +665,16 @@ def main():
     ap.add_argument("--reference", metavar="PATH",
                     help="the reference agent's binary, run through the churn scenario too (never downloaded)")
     ap.add_argument("--only-churn", action="store_true", help="run the churn scenario alone")
+    ap.add_argument("--agent", metavar="PATH", help="the agent binary to measure (default: ./ebpf-profiler)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench: needs root (BPF and perf)")
     for tool in ["gcc", "perf", "nm"]:
         if not shutil.which(tool):
             sys.exit(f"bench: {tool} not found (make bench installs linux-perf and bpftool)")
+    if args.agent:
+        global AGENT
+        AGENT = Path(args.agent).resolve()
     if not AGENT.exists():
         sys.exit("bench: ./ebpf-profiler missing (make agent)")
     if args.reference and not os.access(args.reference, os.X_OK):
