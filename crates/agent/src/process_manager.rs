@@ -41,8 +41,12 @@ impl UnwindLoader for BpfLoader {
         Ok(self.maps.set_rule(id, rule)?)
     }
 
-    fn load_file(&mut self, table_key: TableKey, deltas: &[(u64, RuleId)]) -> Result<(), LoaderError> {
-        self.maps.load_file(table_key.bpf_id(), &EncodedDeltas::encode(deltas))?;
+    fn load_file(
+        &mut self,
+        table_key: TableKey,
+        deltas: &mut dyn Iterator<Item = (u64, RuleId)>,
+    ) -> Result<(), LoaderError> {
+        self.maps.load_file(table_key.bpf_id(), &EncodedDeltas::encode_iter(deltas))?;
         self.interpreters.file_loaded(table_key);
         Ok(())
     }
@@ -133,7 +137,7 @@ impl Interpreters {
 
     fn inspect(&mut self, file: &ExecutableFile, elf: &ElfFile) {
         self.pending = None;
-        match python::detect(elf, &file.symbols, &file.path) {
+        match python::detect(elf, &file.path) {
             Detection::NotPython => {}
             Detection::Supported(build) => self.pending = Some((file.table_key, Arc::new(build))),
             Detection::Unsupported { version, reason } => {

@@ -772,7 +772,11 @@ fn locate(elf: &ElfFile) -> Result<Option<(usize, usize, u64, Header)>> {
         }
     }
     // No section: scan the loaded, non-executable segments (the table is
-    // read-only data) at 8-byte aligned addresses.
+    // read-only data) at 8-byte aligned addresses. Only in files that may
+    // be Go: the scan reads (and makes resident) every read-only page.
+    if !may_be_go(elf) {
+        return Ok(None);
+    }
     for p in elf.program_headers().iter().filter(|p| p.p_type == PT_LOAD && p.flags & PF_X == 0) {
         let Ok(seg) = elf.segment_data(p) else {
             continue;
@@ -795,6 +799,19 @@ fn locate(elf: &ElfFile) -> Result<Option<(usize, usize, u64, Header)>> {
         }
     }
     Ok(None)
+}
+
+/// Whether `elf` may hold Go's function table without a section naming
+/// it: a section or note only Go binaries have, or no section headers
+/// (then only a scan can tell). A C++ library of 200 MB has none of them,
+/// and scanning its read-only segments would read tens of MB for nothing.
+pub fn may_be_go(elf: &ElfFile) -> bool {
+    let sections = elf.sections();
+    sections.is_empty()
+        || sections
+            .iter()
+            .any(|s| s.name.ends_with(".gopclntab") || s.name == ".go.buildinfo" || s.name == ".note.go.buildid")
+        || elf.go_build_id().ok().flatten().is_some()
 }
 
 /// Whether a header found by scanning describes a real table: its first
@@ -1224,6 +1241,23 @@ mod tests {
             check_synthetic(version, true);
             check_synthetic(version, false);
         }
+    }
+
+    #[test]
+    fn scans_only_files_that_may_be_go() {
+        let data = synthetic(GoPclntabVersion::Go120, true);
+        let at = data.windows(12).position(|w| w == b"\0.gopclntab\0").expect("the section name") + 1;
+        // The same table under a section name no Go linker writes: the file
+        // has section headers and nothing of Go, so it is not scanned.
+        let mut renamed = data.clone();
+        renamed[at..at + 10].copy_from_slice(b".rodata.xy");
+        let elf = ElfFile::from_bytes(renamed).expect("elf");
+        assert!(!may_be_go(&elf));
+        assert!(GoPclntab::find(&elf).expect("find").is_none());
+        // Without section headers the scan finds it.
+        let elf = ElfFile::from_bytes(synthetic(GoPclntabVersion::Go120, false)).expect("elf");
+        assert!(may_be_go(&elf));
+        assert_eq!(GoPclntab::find(&elf).expect("find").expect("a table").len(), 2);
     }
 
     #[test]

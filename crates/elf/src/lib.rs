@@ -61,13 +61,14 @@ pub use file::{
 };
 pub use fileid::{file_id_of_bytes, file_id_of_file, file_id_of_path};
 pub use gopclntab::{
-    GoFrame, GoFunc, GoPclntab, GoPclntabLayout, GoPclntabVersion, PcRange, PcValues, FUNC_FLAG_ASM,
+    may_be_go, GoFrame, GoFunc, GoPclntab, GoPclntabLayout, GoPclntabVersion, PcRange, PcValues, FUNC_FLAG_ASM,
     FUNC_FLAG_SP_WRITE, FUNC_FLAG_TOP_FRAME, GO116_MAGIC, GO118_MAGIC, GO120_MAGIC, MAX_GO_FUNCTIONS,
 };
 pub use mapping::{LoadSegment, LoadSegments};
 pub use notes::DebugLink;
 pub use symbols::{SymbolSource, SymbolTable};
 pub use unwind::{
-    CfaBase, CfiError, CfiErrorKind, CfiSection, EhFrameSource, InvalidReason, RbpRule, RowCounts, RuleId,
-    RuleInterner, StackDelta, UnwindRule, UnwindStats, UnwindTable, MAX_KEPT_ERRORS,
+    CfaBase, CfiError, CfiErrorKind, CfiSection, Deltas, DeltasBuilder, EhFrameSource, IndexedIter, IntoIndexed,
+    InvalidReason, RbpRule, RowCounts, RuleId, RuleInterner, StackDelta, UnwindRule, UnwindStats, UnwindTable,
+    MAX_KEPT_ERRORS, MAX_RULES_PER_TABLE,
 };

@@ -44,8 +44,7 @@ fn find_build(pid: u32) -> (String, PythonBuild, u64) {
         }
         let path = fields[5];
         let Ok(elf) = ElfFile::open(path) else { continue };
-        let symbols = elf.symbols().unwrap();
-        match detect(&elf, &symbols, path) {
+        match detect(&elf, path) {
             Detection::Supported(build) => {
                 let (range, offset) = (fields[0], u64::from_str_radix(fields[2], 16).unwrap());
                 let start = u64::from_str_radix(range.split('-').next().unwrap(), 16).unwrap();

@@ -1,10 +1,14 @@
 //! What the profiler knows of one executable file (or the vDSO): its
-//! identity, build ids, load segments, symbols and unwind table summary.
+//! identity, build ids, load segments and unwind table summary (frames
+//! are named by the native symbolizer, which keeps its own compact symbol
+//! table; the interpreter checks look the few names they need up in the
+//! file: a copy of the symbol table here cost 20-30 MB per large C++ or
+//! Rust library).
 //! Built once per [`FileId`] and shared by every process that maps it.
 
 use crate::go_tables::{with_go_tables, GoUnwindStats};
 use profiler_elf::source::FileIdentity;
-use profiler_elf::{ElfFile, LoadSegments, SymbolTable, UnwindTable};
+use profiler_elf::{ElfFile, LoadSegments, UnwindTable};
 use profiler_trace::{FileId, TableKey};
 use std::sync::Arc;
 
@@ -29,12 +33,6 @@ pub struct ExecutableFile {
     pub go_build_id: Option<Arc<str>>,
     /// `PT_LOAD` segments: process address -> ELF virtual address.
     pub segments: LoadSegments,
-    /// Function symbols (`.symtab`, else `.dynsym`), only while the file
-    /// is analysed (what [`crate::UnwindLoader::inspect_file`] sees):
-    /// empty in the files the manager shares. Frames are named by the
-    /// native symbolizer, which keeps its own compact table; a second
-    /// copy here cost 20 MB per large C++ or Rust library.
-    pub symbols: SymbolTable,
     /// Stack deltas in the file's table (0: no CFI, unwinding stops in it).
     pub deltas: u64,
     /// CFI rows that could not be expressed.
@@ -58,17 +56,15 @@ pub(crate) struct FileKeys {
     pub identity: Option<FileIdentity>,
 }
 
-/// Reads `elf` completely: segments, symbols, build ids, unwind table.
+/// Reads what the profiler keeps of `elf`: segments, build ids, unwind table.
 pub(crate) fn analyse(elf: &ElfFile, keys: FileKeys, path: &str) -> AnalysedFile {
     // Go code has no CFI: its deltas come from .gopclntab.
     let (mut table, go_unwind) = with_go_tables(elf, elf.unwind_table());
-    let mut symbols = elf.symbols().unwrap_or_else(|_| empty_symbols());
     if elf.changed_while_read() {
         // Truncated under the map: parsed from zero pages (counted in
         // `profiler_elf::map_guard::files_changed_while_read`).
-        table.deltas = Vec::new();
+        table.deltas = Default::default();
         table.stats.file_changed = true;
-        symbols = empty_symbols();
     }
     let invalid_rows = table.stats.invalid_by_reason().map(|(_, n)| n).sum();
     let file = ExecutableFile {
@@ -79,7 +75,6 @@ pub(crate) fn analyse(elf: &ElfFile, keys: FileKeys, path: &str) -> AnalysedFile
         gnu_build_id: elf.gnu_build_id().ok().flatten().map(Arc::from),
         go_build_id: elf.go_build_id().ok().flatten().map(Arc::from),
         segments: elf.load_segments(),
-        symbols,
         deltas: table.deltas.len() as u64,
         invalid_rows,
         go_unwind,
@@ -87,31 +82,9 @@ pub(crate) fn analyse(elf: &ElfFile, keys: FileKeys, path: &str) -> AnalysedFile
     AnalysedFile { file: Arc::new(file), table }
 }
 
-pub(crate) fn empty_symbols() -> SymbolTable {
-    // A file whose symbol tables are malformed: no names, still unwound.
-    // Built from an ELF header with no sections.
-    let mut header = vec![0u8; 64];
-    header[..4].copy_from_slice(b"\x7fELF");
-    header[4] = 2; // ELFCLASS64
-    header[5] = 1; // little-endian
-    header[6] = 1; // EV_CURRENT
-    header[16] = 3; // ET_DYN
-    header[18] = 62; // EM_X86_64
-    header[20] = 1; // e_version
-    header[52] = 64; // e_ehsize
-    header[54] = 56; // e_phentsize
-    header[58] = 64; // e_shentsize
-    ElfFile::from_bytes(header).and_then(|e| e.symbols()).expect("a header-only ELF has an empty symbol table")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn empty_symbols_is_empty() {
-        assert!(empty_symbols().is_empty());
-    }
 
     #[test]
     fn analyses_own_executable() {
@@ -122,7 +95,6 @@ mod tests {
         let a = analyse(&elf, keys, exe.to_str().unwrap());
         assert!(a.file.deltas > 100, "{}", a.file.deltas);
         assert_eq!(a.file.deltas, a.table.deltas.len() as u64);
-        assert!(!a.file.symbols.is_empty());
         assert!(a.file.gnu_build_id.is_some());
     }
 }

@@ -47,7 +47,9 @@
 //! switches. CFI describes the rest (C code; `.gopclntab` lists C
 //! functions linked internally without `pcsp`).
 
-use profiler_elf::{CfaBase, ElfFile, GoFunc, GoPclntab, PcRange, RbpRule, StackDelta, UnwindRule, UnwindTable};
+use profiler_elf::{
+    CfaBase, Deltas, ElfFile, GoFunc, GoPclntab, PcRange, RbpRule, StackDelta, UnwindRule, UnwindTable,
+};
 
 /// `SPWRITE` functions known to keep their own frame pointer in `rbp`
 /// from their prologue to their epilogue while `rsp` is elsewhere, so that
@@ -210,8 +212,12 @@ pub fn with_go_tables(elf: &ElfFile, cfi: UnwindTable) -> (UnwindTable, Option<G
     let mut stats = GoUnwindStats::default();
     let mut code = CodeWindow { elf, base: 0, buf: Vec::new() };
     let pieces = go_pieces(&tab, &mut code, &mut stats);
-    let deltas = merge(&cfi.deltas, &pieces, &mut stats);
+    // Go binaries' CFI (cgo's C code) is small: merged as plain deltas.
+    let cfi_deltas: Vec<StackDelta> = cfi.deltas.iter().collect();
     let mut table = cfi;
+    table.deltas = Deltas::default();
+    let deltas: Deltas = merge(&cfi_deltas, &pieces, &mut stats).into_iter().collect();
+    drop(cfi_deltas);
     table.stats.deltas = deltas.len() as u64;
     table.deltas = deltas;
     (table, Some(stats))
@@ -820,7 +826,8 @@ func main() { fmt.Println(work(10)) }
         let sigreturn = func("runtime.sigreturn__sigaction");
         assert_eq!(table.lookup(sigreturn.entry - 1), UnwindRule::Signal);
         // Deltas sorted, no equal neighbours, NoCoverage last.
-        assert!(table.deltas.windows(2).all(|w| w[0].address < w[1].address && w[0].rule != w[1].rule));
+        let deltas: Vec<StackDelta> = table.deltas.iter().collect();
+        assert!(deltas.windows(2).all(|w| w[0].address < w[1].address && w[0].rule != w[1].rule));
         assert_eq!(table.deltas.last().unwrap().rule, UnwindRule::NoCoverage);
         std::fs::remove_dir_all(path.parent().unwrap()).ok();
     }

@@ -18,7 +18,7 @@
 //! one goes. Everything is bounded by [`ManagerLimits`] and counted in
 //! [`ManagerStats`].
 
-use crate::files::{analyse, empty_symbols, ExecutableFile, FileKeys};
+use crate::files::{analyse, ExecutableFile, FileKeys};
 use crate::maps::{parse_executable, MapsEntry};
 use crate::procfs::{read_info, read_memory, read_start_time};
 use crate::registry::{ProcessRegistry, ProcessSnapshot, SnapshotMapping};
@@ -68,8 +68,13 @@ pub trait UnwindLoader {
     /// Makes rule `id` known (called before any file using it is loaded;
     /// may be called again for the same id).
     fn set_rule(&mut self, id: RuleId, rule: &UnwindRule) -> Result<(), LoaderError>;
-    /// Loads a file's deltas (sorted `(ELF vaddr, rule)` pairs).
-    fn load_file(&mut self, table_key: TableKey, deltas: &[(u64, RuleId)]) -> Result<(), LoaderError>;
+    /// Loads a file's deltas (sorted `(ELF vaddr, rule)` pairs, read from
+    /// the file's compact table as they are consumed).
+    fn load_file(
+        &mut self,
+        table_key: TableKey,
+        deltas: &mut dyn Iterator<Item = (u64, RuleId)>,
+    ) -> Result<(), LoaderError>;
     /// Unloads a file's deltas.
     fn unload_file(&mut self, table_key: TableKey) -> Result<(), LoaderError>;
     /// Sets (replaces) the executable mappings of `pid`.
@@ -614,10 +619,6 @@ impl<L: UnwindLoader> ProcessManager<L> {
         let mut analysed = analyse(&elf, keys, path);
         self.loader.inspect_file(&analysed.file, &elf);
         drop(elf);
-        // The symbols were for inspect_file only (see ExecutableFile).
-        if let Some(f) = Arc::get_mut(&mut analysed.file) {
-            f.symbols = empty_symbols();
-        }
         self.stats.files_analysed += 1;
         let mut loaded = false;
         let deltas = std::mem::take(&mut analysed.table.deltas);
@@ -641,22 +642,30 @@ impl<L: UnwindLoader> ProcessManager<L> {
         Some(analysed.file)
     }
 
-    fn load_table(&mut self, table_key: TableKey, deltas: Vec<profiler_elf::StackDelta>) -> bool {
-        let Ok(interned) = intern_consuming(&mut self.interner, deltas) else {
-            self.stats.files_rejected += 1;
-            return false;
-        };
-        let mut ids: Vec<RuleId> = interned.iter().map(|d| d.1).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        for id in ids {
+    /// Interns the file's few hundred distinct rules and hands the loader
+    /// its deltas straight from the compact table (4 bytes a delta), which
+    /// is freed as soon as the loader has read it.
+    fn load_table(&mut self, table_key: TableKey, deltas: profiler_elf::Deltas) -> bool {
+        let mut ids = Vec::with_capacity(deltas.rules().len());
+        for &rule in deltas.rules() {
+            let Ok(id) = self.interner.intern(rule) else {
+                self.stats.files_rejected += 1;
+                return false;
+            };
+            ids.push(id);
+        }
+        let mut distinct = ids.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        for id in distinct {
             let Some(rule) = self.interner.get(id) else { continue };
             if self.loader.set_rule(id, &rule).is_err() {
                 self.stats.load_errors += 1;
                 return false;
             }
         }
-        match self.loader.load_file(table_key, &interned) {
+        let mut pairs = deltas.into_indexed().map(|(address, rule)| (address, ids[usize::from(rule)]));
+        match self.loader.load_file(table_key, &mut pairs) {
             Ok(()) => true,
             Err(_) => {
                 self.stats.load_errors += 1;
@@ -682,29 +691,6 @@ fn file_keys(opened: &OpenedFile) -> Option<FileKeys> {
     })
 }
 
-/// Deltas interned per chunk at a time by [`intern_consuming`].
-const INTERN_CHUNK: usize = 64 * 1024;
-
-/// `interner.intern_deltas(&deltas)`, giving `deltas`' memory back as
-/// it goes: for a 150 MB library both tables take 35 MB each, so holding
-/// both at once would double the manager's peak. Consumed from the end,
-/// chunk by chunk, shrinking `deltas` (large blocks are their own
-/// mappings: shrinking returns the pages); the output is allocated whole
-/// up front but its pages only become resident as they are written.
-fn intern_consuming(
-    interner: &mut RuleInterner,
-    mut deltas: Vec<profiler_elf::StackDelta>,
-) -> profiler_elf::Result<Vec<(u64, RuleId)>> {
-    let mut out = Vec::with_capacity(deltas.len());
-    while !deltas.is_empty() {
-        let tail = deltas.split_off(deltas.len().saturating_sub(INTERN_CHUNK));
-        deltas.shrink_to_fit();
-        out.extend(interner.intern_deltas(&tail)?.into_iter().rev());
-    }
-    out.reverse();
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -716,6 +702,7 @@ mod tests {
         rules: HashSet<RuleId>,
         files: HashMap<TableKey, usize>,
         processes: HashMap<Pid, Vec<UnwindMapping>>,
+        last_loaded: Vec<(u64, RuleId)>,
     }
 
     impl UnwindLoader for Recorder {
@@ -723,9 +710,15 @@ mod tests {
             self.rules.insert(id);
             Ok(())
         }
-        fn load_file(&mut self, file_id: TableKey, deltas: &[(u64, RuleId)]) -> Result<(), LoaderError> {
+        fn load_file(
+            &mut self,
+            file_id: TableKey,
+            deltas: &mut dyn Iterator<Item = (u64, RuleId)>,
+        ) -> Result<(), LoaderError> {
+            let deltas: Vec<(u64, RuleId)> = deltas.collect();
             assert!(deltas.iter().all(|d| self.rules.contains(&d.1)), "rules set before the file");
             assert!(self.files.insert(file_id, deltas.len()).is_none(), "loaded twice");
+            self.last_loaded = deltas;
             Ok(())
         }
         fn unload_file(&mut self, file_id: TableKey) -> Result<(), LoaderError> {
@@ -847,15 +840,23 @@ mod tests {
     }
 
     #[test]
-    fn interning_while_consuming_keeps_order() {
-        use profiler_elf::{StackDelta, UnwindRule};
-        let rules = [UnwindRule::Stop, UnwindRule::Signal, UnwindRule::UnfollowedSwitch];
-        let deltas: Vec<StackDelta> = (0..3 * INTERN_CHUNK as u64 + 17)
-            .map(|i| StackDelta { address: 0x1000 + 4 * i, rule: rules[(i % 7 % 3) as usize] })
-            .collect();
-        let want = RuleInterner::new().intern_deltas(&deltas).unwrap();
-        let got = intern_consuming(&mut RuleInterner::new(), deltas).unwrap();
-        assert_eq!(got, want);
+    fn tables_are_loaded_with_global_rule_ids() {
+        use profiler_elf::{CfaBase, Deltas, RbpRule, StackDelta};
+        let rules = [
+            UnwindRule::Stop,
+            UnwindRule::Cfa { base: CfaBase::Rsp, offset: 24, rbp: RbpRule::Unchanged },
+            UnwindRule::Signal,
+            UnwindRule::NoCoverage,
+        ];
+        let want: Vec<StackDelta> =
+            (0..50_000u64).map(|i| StackDelta { address: 0x1000 + 12 * i, rule: rules[(i % 4) as usize] }).collect();
+        let deltas: Deltas = want.iter().copied().collect();
+        let mut m = ProcessManager::new(Recorder::default(), Arc::new(ProcessRegistry::new()), quick());
+        let file_id = TableKey([7; 32]);
+        assert!(m.load_table(file_id, deltas));
+        let expected = RuleInterner::new().intern_deltas(&want).unwrap();
+        assert_eq!(m.loader.last_loaded, expected);
+        assert_eq!(m.loader.files[&file_id], want.len());
     }
 
     /// A copy of `sleep` in a temp dir, running, its maps read.

@@ -456,20 +456,6 @@ fn check_identity(opened: OpenedFile, source: &FileSource) -> Result<OpenedFile,
     }
 }
 
-/// Whether `elf` may hold Go's function table: a section or note only Go
-/// binaries have, or no section headers (then only a scan can tell).
-/// `GoPclntab::find` scans the read-only segments when no section names
-/// the table: in a 200 MB C++ library that reads (and makes resident)
-/// tens of MB for nothing.
-fn may_be_go(elf: &ElfFile) -> bool {
-    elf.sections().is_empty()
-        || elf
-            .sections()
-            .iter()
-            .any(|s| s.name.ends_with(".gopclntab") || s.name == ".go.buildinfo" || s.name == ".note.go.buildid")
-        || elf.go_build_id().ok().flatten().is_some()
-}
-
 /// Largest in-memory file read ([`FileSource::in_memory`]).
 const MAX_MEMORY_FILE: u64 = 1 << 20;
 
@@ -540,10 +526,8 @@ impl FileSymbolizer {
         source: &FileSource,
         config: &DebugConfig,
     ) -> (FileSymbolizer, Option<DwarfJob>) {
-        let go = may_be_go(&elf)
-            .then(|| GoPclntab::find(&elf).ok().flatten())
-            .flatten()
-            .map(|t| (t.layout(), t.text_range()));
+        // `find` only scans for the table in files that may be Go.
+        let go = GoPclntab::find(&elf).ok().flatten().map(|t| (t.layout(), t.text_range()));
         // A pure Go binary needs nothing but its function table: its
         // (large, compressed) DWARF and symbols would cost memory for no
         // frame. A cgo binary has C code outside the table's range.

@@ -128,11 +128,15 @@ pub struct UnwindStats {
     /// FDEs (partly) shadowed by others: `.debug_frame` ones under
     /// `.eh_frame`, or overlapping ones in the same section.
     pub fdes_overlapped: u64,
-    /// Rows by rule.
+    /// Rows by rule, of the FDEs that describe some address of the table
+    /// (an FDE wholly shadowed by others is not run).
     pub rows: RowCounts,
     invalid: [u64; InvalidReason::ALL.len()],
     /// Entries in the final table.
     pub deltas: u64,
+    /// Deltas left out: beyond 65,536 distinct rules in one file, or out
+    /// of address order (never seen in a real file).
+    pub deltas_dropped: u64,
     /// Problems met, the first [`MAX_KEPT_ERRORS`] of them.
     pub errors: Vec<CfiError>,
     /// Number of problems met.

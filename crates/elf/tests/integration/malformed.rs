@@ -222,7 +222,7 @@ fn eh_frame_section_out_of_bounds_or_cut() {
     assert!(!table.deltas.is_empty());
     assert!(table.deltas.len() < full.deltas.len());
     // What is there agrees with the full table.
-    for d in &table.deltas {
+    for d in table.deltas.iter() {
         if d.rule != UnwindRule::NoCoverage {
             assert_eq!(full.lookup(d.address), d.rule, "{:#x}", d.address);
         }

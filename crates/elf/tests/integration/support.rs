@@ -268,8 +268,9 @@ pub fn compare_fde(table: &UnwindTable, fde: &Fde) -> Vec<String> {
         }
     }
     let locs: Vec<u64> = fde.rows.iter().map(|r| r.loc).collect();
-    let first = table.deltas.partition_point(|d| d.address <= fde.start);
-    for d in table.deltas[first..].iter().take_while(|d| d.address < fde.end) {
+    let deltas = table.deltas.to_vec();
+    let first = deltas.partition_point(|d| d.address <= fde.start);
+    for d in deltas[first..].iter().take_while(|d| d.address < fde.end) {
         if !locs.contains(&d.address) {
             problems.push(format!(
                 "{} FDE {:#x}..{:#x}: table has a rule change at {:#x} ({:?}) where readelf has no row",

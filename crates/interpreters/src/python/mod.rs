@@ -18,7 +18,7 @@ pub use linetable::line_for_offset;
 pub use symbolizer::{CodeInfo, PythonSymbolizer, PythonSymbolizerStats};
 
 use crate::memory::ProcessMemory;
-use profiler_elf::{ElfFile, SymbolTable};
+use profiler_elf::ElfFile;
 use profiler_trace::TableKey;
 use std::collections::HashMap;
 use std::fmt;
@@ -114,10 +114,11 @@ pub enum Detection {
     },
 }
 
-/// Looks for CPython in an executable file (`symbols` is its function
-/// table, `path` its name, used for the version of 3.8-3.10).
-pub fn detect(elf: &ElfFile, symbols: &SymbolTable, path: &str) -> Detection {
-    let Some((eval, eval_size)) = symbols.find(EVAL_LOOP) else {
+/// Looks for CPython in an executable file (`path` is its name, used for
+/// the version of 3.8-3.10). The few functions it needs are looked up by
+/// name in the file's symbol table, which is never copied.
+pub fn detect(elf: &ElfFile, path: &str) -> Detection {
+    let Some((eval, eval_size)) = elf.function_symbol(EVAL_LOOP) else {
         return Detection::NotPython;
     };
     let unsupported =
@@ -163,7 +164,7 @@ pub fn detect(elf: &ElfFile, symbols: &SymbolTable, path: &str) -> Detection {
         }
     };
     let mut eval_ranges = vec![(eval, eval.saturating_add(eval_size))];
-    if let Some((cold, cold_size)) = symbols.find(EVAL_LOOP_COLD) {
+    if let Some((cold, cold_size)) = elf.function_symbol(EVAL_LOOP_COLD) {
         if cold_size > 0 {
             eval_ranges.push((cold, cold.saturating_add(cold_size)));
         }
@@ -350,7 +351,6 @@ mod tests {
     fn files_without_an_eval_loop_are_not_python() {
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let elf = ElfFile::open(&exe).unwrap();
-        let symbols = elf.symbols().unwrap();
-        assert!(matches!(detect(&elf, &symbols, exe.to_str().unwrap()), Detection::NotPython));
+        assert!(matches!(detect(&elf, exe.to_str().unwrap()), Detection::NotPython));
     }
 }
