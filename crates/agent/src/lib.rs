@@ -18,6 +18,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod config;
+mod late_unwind;
 mod process_manager;
 mod sink;
 mod stats;
@@ -29,7 +30,8 @@ pub use sink::TraceSink;
 pub use stats::Stats;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
-use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions, UnwindStop};
+use late_unwind::{LateUnwindCounts, LateUnwinder};
+use profiler_bpf::{Counters, MapTables, RawSample, Sampler, SamplerOptions, UnwindStop};
 use profiler_interpreters::python::{PythonRegistry, PythonSymbolizerStats};
 use profiler_process::{ManagerLimits, ProcessManager, ProcessRegistry};
 use profiler_symbolize::{KernelSymbolizer, NativeConfig, NativeStats, NativeSymbolizer};
@@ -81,6 +83,9 @@ pub enum NextBatch {
 const SAMPLE_QUEUE_CAPACITY: usize = 32_768;
 /// How often the reader drains the ring buffer when not woken earlier.
 const READER_POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// Most bytes of stack copies in the channel between the reader and the
+/// reporter; beyond, samples go on without theirs (counted).
+const MAX_STACK_BYTES_IN_FLIGHT: u64 = 8 << 20;
 
 /// Counters updated by the threads.
 #[derive(Debug, Default)]
@@ -88,6 +93,11 @@ struct Shared {
     samples_dropped: AtomicU64,
     samples_processed: AtomicU64,
     samples_malformed: AtomicU64,
+    /// Bytes of stack copies sent to the reporter and not received yet.
+    stack_bytes_in_flight: AtomicU64,
+    /// Stack copies dropped because too many bytes were in flight.
+    stack_copies_backlogged: AtomicU64,
+    late: Mutex<LateUnwindCounts>,
     batches: Arc<BatchCounters>,
     unwind: Mutex<trace_builder::UnwindCounts>,
     manager: Mutex<process_manager::ManagerReport>,
@@ -171,8 +181,20 @@ impl Agent {
             std::thread::Builder::new()
                 .name("ep-reader".into())
                 .spawn(move || {
-                    let result = sample_reader.run(READER_POLL_INTERVAL, &stop, |sample| {
+                    let result = sample_reader.run(READER_POLL_INTERVAL, &stop, |mut sample| {
+                        let copied = sample.stack.as_ref().map_or(0, |s| s.bytes.len() as u64);
+                        let in_flight = &shared.stack_bytes_in_flight;
+                        if copied > 0 {
+                            if in_flight.load(Ordering::Relaxed) + copied > MAX_STACK_BYTES_IN_FLIGHT {
+                                sample.stack = None;
+                                shared.stack_copies_backlogged.fetch_add(1, Ordering::Relaxed);
+                            } else {
+                                in_flight.fetch_add(copied, Ordering::Relaxed);
+                            }
+                        }
+                        let carried = sample.stack.as_ref().map_or(0, |s| s.bytes.len() as u64);
                         if let Err(TrySendError::Full(_)) = sample_tx.try_send(sample) {
+                            in_flight.fetch_sub(carried, Ordering::Relaxed);
                             shared.samples_dropped.fetch_add(1, Ordering::Relaxed);
                         }
                     });
@@ -205,11 +227,12 @@ impl Agent {
                 manager.on_new_process(profiler_trace::Pid(pid));
             }
             sampler.start_sampling()?;
+            let load_delay = Duration::from_millis(config.process_load_delay_ms);
             let stop = stop.clone();
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("ep-procman".into())
-                .spawn(move || process_manager::run(events, manager, &stop, &shared.manager))
+                .spawn(move || process_manager::run(events, manager, load_delay, &stop, &shared.manager))
                 .map_err(|source| StartError::Thread { name: "process manager", source })?
         };
         let reporter = {
@@ -221,11 +244,15 @@ impl Agent {
                         NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() })
                     })
                     .map_err(|source| StartError::Thread { name: "symbolizer", source })?;
-            let builder = TraceBuilder::new(registry, kernel, native, python_builds);
+            let late = LateUnwinder::new(sampler.map_tables()?);
+            let builder = TraceBuilder::new(registry.clone(), kernel, native, python_builds);
             let interval = config.reporter_interval();
             std::thread::Builder::new()
                 .name("ep-reporter".into())
-                .spawn(move || report(sample_rx, builder, sinks, interval, &shared))
+                .spawn(move || {
+                    let mut reporter = Reporter { builder, sinks, late, registry, shared: &shared };
+                    reporter.run(sample_rx, interval)
+                })
                 .map_err(|source| StartError::Thread { name: "reporter", source })?
         };
 
@@ -275,6 +302,7 @@ impl Agent {
         let s = &self.shared;
         let unwind = *lock(&s.unwind);
         let manager = *lock(&s.manager);
+        let late = lock(&s.late).clone();
         let stop = |r: UnwindStop| counters.unwind_stop(r);
         let symbolizer = *lock(&s.symbolizer);
         let python = *lock(&s.python_symbolizer);
@@ -339,6 +367,15 @@ impl Agent {
             python_tail_calls: counters.python_tail_calls,
             bpf_run_time_ns: counters.bpf_run_time_ns,
             bpf_runs: counters.bpf_runs,
+            late_unwind_copies: counters.stack_copies,
+            late_unwind_copy_bytes: counters.stack_copy_bytes,
+            late_unwind_copies_skipped: counters.stack_copies_skipped,
+            late_unwind_copies_failed: counters.stack_copies_failed,
+            late_unwind_complete: late.stops.get(&UnwindStop::Root).copied().unwrap_or(0),
+            late_unwind_truncated: late.stops.iter().filter(|(r, _)| **r != UnwindStop::Root).map(|(_, n)| n).sum(),
+            late_unwind_stops: late.stops.iter().map(|(r, n)| (r.as_str().to_string(), *n)).collect(),
+            late_unwind_dropped_queue_full: late.dropped_queue_full + s.stack_copies_backlogged.load(Ordering::Relaxed),
+            late_unwind_timed_out: late.timed_out,
         }
     }
 
@@ -414,33 +451,60 @@ fn unix_now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
 
-/// The reporter thread: samples -> traces -> sinks, interval by interval,
-/// until the reader hangs up.
-fn report(
-    samples: Receiver<RawSample>,
-    mut builder: TraceBuilder,
-    mut sinks: Vec<Box<dyn TraceSink>>,
-    interval: Duration,
-    shared: &Shared,
-) {
-    let mut interval_start = unix_now_ns();
-    let mut deadline = Instant::now() + interval;
-    loop {
-        match samples.recv_deadline(deadline) {
-            Ok(sample) => {
-                let trace = builder.build(&sample);
-                for sink in &mut sinks {
-                    sink.on_trace(&trace);
+/// The reporter thread's state: samples -> traces -> sinks, interval by
+/// interval; samples with a stack copy wait in `late` for their process.
+struct Reporter<'a> {
+    builder: TraceBuilder,
+    sinks: Vec<Box<dyn TraceSink>>,
+    late: LateUnwinder<MapTables>,
+    registry: Arc<ProcessRegistry>,
+    shared: &'a Shared,
+}
+
+impl Reporter<'_> {
+    /// Runs until the reader hangs up.
+    fn run(&mut self, samples: Receiver<RawSample>, interval: Duration) {
+        let mut interval_start = unix_now_ns();
+        let mut deadline = Instant::now() + interval;
+        let mut ready = Vec::new();
+        loop {
+            let wake = self.late.next_poll().map_or(deadline, |p| p.min(deadline));
+            let received = samples.recv_deadline(wake);
+            match received {
+                Ok(sample) => {
+                    if let Some(copy) = &sample.stack {
+                        self.shared.stack_bytes_in_flight.fetch_sub(copy.bytes.len() as u64, Ordering::Relaxed);
+                        self.late.hold(sample, Instant::now(), &mut ready);
+                    } else {
+                        self.emit(&sample);
+                    }
                 }
-                shared.samples_processed.fetch_add(1, Ordering::Relaxed);
-                *lock(&shared.unwind) = builder.counts();
+                Err(RecvTimeoutError::Disconnected) => {
+                    let registry = &self.registry;
+                    self.late.flush(|pid, address| snapshot_covers(registry, pid, address), &mut ready);
+                    self.emit_all(&mut ready);
+                    *lock(&self.shared.late) = self.late.counts().clone();
+                    self.publish_symbolizer_stats();
+                    let end = unix_now_ns();
+                    for sink in &mut self.sinks {
+                        sink.on_interval_end(interval_start, end);
+                        sink.on_stop();
+                    }
+                    return;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
             }
-            Err(RecvTimeoutError::Timeout) => {
+            let registry = &self.registry;
+            self.late.poll(Instant::now(), |pid, address| snapshot_covers(registry, pid, address), &mut ready);
+            if !ready.is_empty() {
+                self.emit_all(&mut ready);
+                *lock(&self.shared.late) = self.late.counts().clone();
+            }
+            if Instant::now() >= deadline {
                 trim_allocator();
-                *lock(&shared.symbolizer) = builder.native_stats();
-                *lock(&shared.python_symbolizer) = builder.python_stats();
+                self.publish_symbolizer_stats();
                 let end = unix_now_ns();
-                for sink in &mut sinks {
+                for sink in &mut self.sinks {
                     sink.on_interval_end(interval_start, end);
                 }
                 interval_start = end;
@@ -449,16 +513,32 @@ fn report(
                     deadline = Instant::now() + interval;
                 }
             }
-            Err(RecvTimeoutError::Disconnected) => {
-                *lock(&shared.symbolizer) = builder.native_stats();
-                *lock(&shared.python_symbolizer) = builder.python_stats();
-                let end = unix_now_ns();
-                for sink in &mut sinks {
-                    sink.on_interval_end(interval_start, end);
-                    sink.on_stop();
-                }
-                return;
-            }
         }
     }
+
+    fn emit(&mut self, sample: &RawSample) {
+        let trace = self.builder.build(sample);
+        for sink in &mut self.sinks {
+            sink.on_trace(&trace);
+        }
+        self.shared.samples_processed.fetch_add(1, Ordering::Relaxed);
+        *lock(&self.shared.unwind) = self.builder.counts();
+    }
+
+    fn emit_all(&mut self, ready: &mut Vec<RawSample>) {
+        for sample in ready.drain(..) {
+            self.emit(&sample);
+        }
+    }
+
+    fn publish_symbolizer_stats(&self) {
+        *lock(&self.shared.symbolizer) = self.builder.native_stats();
+        *lock(&self.shared.python_symbolizer) = self.builder.python_stats();
+    }
+}
+
+/// Whether the process snapshot user space holds for `pid` maps
+/// `address` (the trace builder names frames with it).
+fn snapshot_covers(registry: &ProcessRegistry, pid: u32, address: u64) -> bool {
+    registry.get(profiler_trace::Pid(pid)).is_some_and(|s| s.resolve(address).is_some())
 }

@@ -256,6 +256,7 @@ pub(crate) struct ManagerReport {
 pub(crate) fn run(
     reader: ProcessEventReader,
     mut manager: ProcessManager<BpfLoader>,
+    load_delay: Duration,
     stop: &AtomicBool,
     report: &Mutex<ManagerReport>,
 ) -> Result<(), profiler_bpf::BpfError> {
@@ -268,6 +269,11 @@ pub(crate) fn run(
     publish(&manager);
     let mut last_housekeeping = Instant::now();
     let result = reader.run(TICK, stop, |event| {
+        if let Some(e) = &event {
+            if !load_delay.is_zero() && matches!(e.kind, ProcessEventKind::New | ProcessEventKind::Exec) {
+                std::thread::sleep(load_delay);
+            }
+        }
         match event {
             Some(e) => match e.kind {
                 ProcessEventKind::New => manager.on_new_process(Pid(e.pid)),

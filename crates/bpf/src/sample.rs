@@ -52,7 +52,7 @@ const _: () = assert!(
 /// The user stack of a sample whose process (or pc) was not loaded yet,
 /// copied where the in-kernel unwinder stopped, for
 /// [`crate::late_unwind`] to go on from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct StackCopy {
     /// The pc the unwinder stopped at (the sample's last user frame).
     pub pc: u64,
@@ -131,6 +131,20 @@ impl RawSample {
 
 /// A `struct stack_copy` and its bytes; `None` when the record is
 /// shorter than the header says or the size is beyond the maximum.
+impl std::fmt::Debug for StackCopy {
+    // The bytes are noise in logs: their count says enough.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StackCopy")
+            .field("pc", &format_args!("{:#x}", self.pc))
+            .field("sp", &format_args!("{:#x}", self.sp))
+            .field("fp", &format_args!("{:#x}", self.fp))
+            .field("exact", &self.exact)
+            .field("stack_switches", &self.stack_switches)
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
+}
+
 fn parse_stack_copy(data: &[u8]) -> Option<StackCopy> {
     let header = data.get(..STACK_COPY_HEADER_SIZE)?;
     let u64_at = |o: usize| u64::from_ne_bytes(header[o..o + 8].try_into().unwrap());
