@@ -25,9 +25,12 @@ fn process_started_while_the_manager_is_busy_is_complete_from_200ms() {
     let _serial = serial();
     let exe = build_workload("gcc", "native_chain.c", &["-O2", "-fomit-frame-pointer", "-pthread"], "native_chain");
     // The shell is selected (and loaded before sampling starts); it execs
-    // the program after the agent started: an exec the manager handles
-    // LOAD_DELAY_MS late.
-    let w = Workload::spawn(Command::new("sh").arg("-c").arg(format!("sleep 2; exec {}", exe.display())));
+    // the program once the agent runs (when `go` appears): an exec the
+    // manager handles LOAD_DELAY_MS late.
+    let go = exe.with_file_name("late_unwinding.go");
+    let _ = std::fs::remove_file(&go);
+    let script = format!("while [ ! -e {} ]; do sleep 0.05; done; exec {}", go.display(), exe.display());
+    let w = Workload::spawn(Command::new("sh").arg("-c").arg(script));
     let config = AgentConfig {
         samples_per_second: HZ,
         pids: vec![w.pid()],
@@ -37,8 +40,9 @@ fn process_started_while_the_manager_is_busy_is_complete_from_200ms() {
     let pid = w.pid();
     let Some((traces, stats)) = profile_with(config, |_| {
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        assert_eq!(comm.trim_end(), "sh", "the program was exec'd before the agent started: a slow start");
-        std::thread::sleep(Duration::from_millis(6000));
+        assert_eq!(comm.trim_end(), "sh", "the shell waits for the agent");
+        std::fs::write(&go, b"").expect("creating the go file");
+        std::thread::sleep(Duration::from_millis(5000));
     }) else {
         return;
     };
