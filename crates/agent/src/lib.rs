@@ -85,7 +85,7 @@ const SAMPLE_QUEUE_CAPACITY: usize = 32_768;
 const READER_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Most bytes of stack copies in the channel between the reader and the
 /// reporter; beyond, samples go on without theirs (counted).
-const MAX_STACK_BYTES_IN_FLIGHT: u64 = 8 << 20;
+const MAX_STACK_BYTES_IN_FLIGHT: u64 = 4 << 20;
 
 /// Counters updated by the threads.
 #[derive(Debug, Default)]
