@@ -97,11 +97,12 @@ static __always_inline void send_sample(struct sample_event *event, u8 stop)
 	send_sample_sized(event, stop, 0);
 }
 
-/* The stack copy budget of each CPU (struct stack_copy_budget): 1 MiB a
- * second is 64 full windows, three times what one CPU sampled at 20 Hz
- * can need. */
+/* The stack copy budget of each CPU (struct stack_copy_budget): bytes
+ * per STACK_COPY_BUDGET_NS. Set by user space before load to a full
+ * window per sample of the CPU (one new process per CPU fully covered,
+ * more with smaller windows). */
 #define STACK_COPY_BUDGET_NS (1000ULL * 1000 * 1000)
-#define STACK_COPY_BUDGET_BYTES (1ULL << 20)
+const volatile u64 stack_copy_budget_bytes = 20 * STACK_COPY_MAX;
 /* Windows end at a page boundary: from sp to the end of its page plus
  * up to STACK_COPY_EXTRA_PAGES pages, fewer when a read fails (the stack
  * mapping ends there). */
@@ -127,7 +128,7 @@ static __always_inline u32 append_stack_copy(struct sample_record *record)
 		budget->window_start_ns = now;
 		budget->bytes = 0;
 	}
-	if (budget->bytes + STACK_COPY_MAX > STACK_COPY_BUDGET_BYTES ||
+	if (budget->bytes + STACK_COPY_MAX > stack_copy_budget_bytes ||
 	    bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&samples, BPF_RB_RING_SIZE) / 2) {
 		count(COUNTER_STACK_COPY_SKIPPED);
 		return 0;

@@ -108,7 +108,7 @@ struct {
 	__type(value, struct sample_record);
 } scratch SEC(".maps");
 
-/* Stack copies are bounded per CPU: at most STACK_COPY_BUDGET_BYTES in
+/* Stack copies are bounded per CPU: at most stack_copy_budget_bytes in
  * each STACK_COPY_BUDGET_NS window (helpers.h), so that a burst of new
  * processes (a fork bomb) cannot flood the samples ring buffer. */
 struct stack_copy_budget {

@@ -11,12 +11,15 @@ use profiler_bpf::{LateUnwind, MapTables, RawSample, StackCopy, UnwindStop, FRAM
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-/// How long a sample waits for its process at most.
-pub(crate) const PENDING_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a sample waits for its process at most: a busy process
+/// manager (large files to analyse, many new processes) has been seen to
+/// take 6-9 s.
+pub(crate) const PENDING_TIMEOUT: Duration = Duration::from_secs(8);
 /// Bounds on the samples held: count and stack bytes (the oldest goes on
-/// as it is when a new one does not fit).
+/// as it is when a new one does not fit). 8 MiB holds the BPF budget of
+/// two CPUs at 20 Hz for the whole timeout.
 const MAX_PENDING_SAMPLES: usize = 1024;
-pub(crate) const MAX_PENDING_BYTES: usize = 4 << 20;
+pub(crate) const MAX_PENDING_BYTES: usize = 8 << 20;
 /// How often held samples are checked.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// `MAX_USER_FRAMES` of the BPF unwinder: the late frames continue the

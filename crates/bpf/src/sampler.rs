@@ -6,6 +6,7 @@ use crate::late_unwind::MapTables;
 use crate::perf::{online_cpus, open_cpu_clock};
 use crate::preflight::{check_kernel_features, check_privileges, has_task_pt_regs};
 use crate::reader::SampleReader;
+use crate::sample::STACK_COPY_MAX;
 use crate::skel::{OpenProfilerSkel, ProfilerSkel, ProfilerSkelBuilder};
 use crate::types::UnwindStop;
 use crate::unwind_maps::UnwindMaps;
@@ -152,6 +153,7 @@ impl Sampler {
         if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
             rodata.filter_pids = options.pids.is_some();
             rodata.have_task_pt_regs = task_pt_regs;
+            rodata.stack_copy_budget_bytes = u64::from(options.samples_per_second) * STACK_COPY_MAX as u64;
         }
         open.maps
             .samples
