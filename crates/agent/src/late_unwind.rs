@@ -44,6 +44,21 @@ impl LateTables for MapTables {
     }
 }
 
+/// No tables: nothing is ever loaded (for tests of the reporter).
+#[cfg(test)]
+pub(crate) struct NoTables;
+
+#[cfg(test)]
+impl LateTables for NoTables {
+    fn is_loaded(&mut self, _pid: u32, _address: u64) -> bool {
+        false
+    }
+
+    fn unwind(&mut self, _pid: u32, copy: &StackCopy, _max_frames: usize) -> LateUnwind {
+        LateUnwind { frames: vec![copy.pc], stop: UnwindStop::UnknownPid }
+    }
+}
+
 /// Counters of late unwinding.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct LateUnwindCounts {

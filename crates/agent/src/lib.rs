@@ -24,14 +24,17 @@ mod sink;
 mod stats;
 mod trace_builder;
 
-pub use config::{AgentConfig, ConfigError, MAX_SAMPLES_PER_SECOND, MIN_REPORTER_INTERVAL_MS};
+pub use config::{
+    AgentConfig, ConfigError, MAX_BATCH_QUEUE_CAPACITY, MAX_FILE_UNLOAD_GRACE_MS, MAX_PID, MAX_PIDS,
+    MAX_REPORTER_INTERVAL_MS, MAX_SAMPLES_PER_SECOND, MIN_REPORTER_INTERVAL_MS,
+};
 pub use profiler_bpf::BpfError;
 pub use sink::TraceSink;
 pub use stats::Stats;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
-use late_unwind::{LateUnwindCounts, LateUnwinder};
-use profiler_bpf::{Counters, MapTables, RawSample, Sampler, SamplerOptions, UnwindStop};
+use late_unwind::{LateTables, LateUnwindCounts, LateUnwinder};
+use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions, UnwindStop};
 use profiler_interpreters::python::{PythonRegistry, PythonSymbolizerStats};
 use profiler_process::{ManagerLimits, ProcessManager, ProcessRegistry};
 use profiler_symbolize::{KernelSymbolizer, NativeConfig, NativeStats, NativeSymbolizer};
@@ -91,6 +94,10 @@ const MAX_STACK_BYTES_IN_FLIGHT: u64 = 4 << 20;
 #[derive(Debug, Default)]
 struct Shared {
     samples_dropped: AtomicU64,
+    /// Panics caught per thread (see `Stats::panics_*`).
+    panics_reader: AtomicU64,
+    panics_reporter: AtomicU64,
+    panics_process_manager: AtomicU64,
     samples_processed: AtomicU64,
     samples_malformed: AtomicU64,
     /// Bytes of stack copies sent to the reporter and not received yet.
@@ -124,6 +131,7 @@ pub struct Agent {
     shared: Arc<Shared>,
     batches: Option<Receiver<Vec<u8>>>,
     warnings: Vec<String>,
+    sampling_started: Instant,
 }
 
 impl Agent {
@@ -199,16 +207,19 @@ impl Agent {
                         }
                     });
                     shared.samples_malformed.store(sample_reader.malformed(), Ordering::Relaxed);
+                    shared.panics_reader.fetch_add(sample_reader.panics(), Ordering::Relaxed);
                     result
                 })
                 .map_err(|source| StartError::Thread { name: "reader", source })?
         };
         let registry = Arc::new(ProcessRegistry::new());
+        let sampling_started;
         let python_builds = Arc::new(PythonRegistry::new());
         let manager = {
             let events = sampler.process_event_reader()?;
             let limits = ManagerLimits {
                 file_unload_grace: Duration::from_millis(config.file_unload_grace_ms),
+                open_via_map_files: config.open_via_map_files,
                 ..ManagerLimits::default()
             };
             let interpreters = process_manager::Interpreters::new(
@@ -227,12 +238,16 @@ impl Agent {
                 manager.on_new_process(profiler_trace::Pid(pid));
             }
             sampler.start_sampling()?;
+            sampling_started = Instant::now();
             let load_delay = Duration::from_millis(config.process_load_delay_ms);
             let stop = stop.clone();
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("ep-procman".into())
-                .spawn(move || process_manager::run(events, manager, load_delay, &stop, &shared.manager))
+                .spawn(move || {
+                    let panics = &shared.panics_process_manager;
+                    process_manager::run(events, manager, load_delay, &stop, &shared.manager, panics)
+                })
                 .map_err(|source| StartError::Thread { name: "process manager", source })?
         };
         let reporter = {
@@ -245,14 +260,12 @@ impl Agent {
                     })
                     .map_err(|source| StartError::Thread { name: "symbolizer", source })?;
             let late = LateUnwinder::new(sampler.map_tables()?);
-            let builder = TraceBuilder::new(registry.clone(), kernel, native, python_builds);
+            let mut builder = TraceBuilder::new(registry.clone(), kernel, native, python_builds);
+            builder.set_open_via_map_files(config.open_via_map_files);
             let interval = config.reporter_interval();
             std::thread::Builder::new()
                 .name("ep-reporter".into())
-                .spawn(move || {
-                    let mut reporter = Reporter { builder, sinks, late, registry, shared: &shared };
-                    reporter.run(sample_rx, interval)
-                })
+                .spawn(move || report(sample_rx, builder, sinks, late, registry, interval, &shared))
                 .map_err(|source| StartError::Thread { name: "reporter", source })?
         };
 
@@ -262,7 +275,14 @@ impl Agent {
             shared,
             batches,
             warnings,
+            sampling_started,
         })
+    }
+
+    /// When the perf events were attached: the start of the profiled
+    /// time (loading the programs and tables before it can take seconds).
+    pub fn sampling_started(&self) -> Instant {
+        self.sampling_started
     }
 
     /// Problems that did not prevent starting (e.g. kernel symbols
@@ -306,6 +326,8 @@ impl Agent {
         let stop = |r: UnwindStop| counters.unwind_stop(r);
         let symbolizer = *lock(&s.symbolizer);
         let python = *lock(&s.python_symbolizer);
+        let mut refused = manager.manager.files_refused;
+        refused.add(&symbolizer.files_refused);
         Stats {
             samples: counters.sent,
             samples_lost: counters.lost_ring_buffer,
@@ -351,6 +373,12 @@ impl Agent {
             files_analysed: manager.manager.files_analysed,
             files_failed: manager.manager.files_failed,
             files_rejected: manager.manager.files_rejected,
+            files_refused_not_regular: refused.not_regular,
+            files_refused_too_large: refused.too_large,
+            files_refused_mismatch: refused.mismatch,
+            files_refused_escape: refused.escape,
+            files_refused_no_openat2: refused.no_openat2,
+            file_id_collisions: manager.manager.file_id_collisions,
             unwind_deltas: manager.maps.delta_entries,
             unwind_rules: manager.maps.rules,
             unwind_prefixes: manager.maps.prefixes,
@@ -376,6 +404,11 @@ impl Agent {
             late_unwind_stops: late.stops.iter().map(|(r, n)| (r.as_str().to_string(), *n)).collect(),
             late_unwind_dropped_queue_full: late.dropped_queue_full + s.stack_copies_backlogged.load(Ordering::Relaxed),
             late_unwind_timed_out: late.timed_out,
+            panics_reader: s.panics_reader.load(Ordering::Relaxed),
+            panics_reporter: s.panics_reporter.load(Ordering::Relaxed),
+            panics_process_manager: s.panics_process_manager.load(Ordering::Relaxed),
+            panics_symbolizer: symbolizer.panics,
+            files_changed_while_read: profiler_elf::map_guard::files_changed_while_read(),
         }
     }
 
@@ -401,7 +434,7 @@ impl Agent {
     }
 
     /// The keys in the interpreter unwinders' maps, read in the kernel:
-    /// (python_files: `FileId::high64` of each CPython build loaded,
+    /// (python_files: `TableKey::bpf_id` of each CPython build loaded,
     /// python_thread_states: `tgid << 32 | tid` of each thread whose
     /// thread state is cached). `None` once stopped. Iterates every key:
     /// for tests and diagnostics.
@@ -451,17 +484,39 @@ fn unix_now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
 
-/// The reporter thread's state: samples -> traces -> sinks, interval by
-/// interval; samples with a stack copy wait in `late` for their process.
-struct Reporter<'a> {
+/// The reporter thread: samples -> traces -> sinks, interval by interval,
+/// until the reader hangs up; samples with a stack copy wait in `late`
+/// for their process.
+fn report<T: LateTables>(
+    samples: Receiver<RawSample>,
     builder: TraceBuilder,
     sinks: Vec<Box<dyn TraceSink>>,
-    late: LateUnwinder<MapTables>,
+    late: LateUnwinder<T>,
+    registry: Arc<ProcessRegistry>,
+    interval: Duration,
+    shared: &Shared,
+) {
+    Reporter { builder, sinks, late, registry, shared }.run(samples, interval);
+}
+
+/// The reporter thread's state.
+struct Reporter<'a, T> {
+    builder: TraceBuilder,
+    sinks: Vec<Box<dyn TraceSink>>,
+    late: LateUnwinder<T>,
     registry: Arc<ProcessRegistry>,
     shared: &'a Shared,
 }
 
-impl Reporter<'_> {
+impl<T: LateTables> Reporter<'_, T> {
+    /// A panic (a bug met by one process's data) costs the unit of work
+    /// it happened in, never the thread: reporting would stop silently.
+    fn guarded(&self, f: impl FnOnce()) {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+            self.shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Runs until the reader hangs up.
     fn run(&mut self, samples: Receiver<RawSample>, interval: Duration) {
         let mut interval_start = unix_now_ns();
@@ -469,8 +524,7 @@ impl Reporter<'_> {
         let mut ready = Vec::new();
         loop {
             let wake = self.late.next_poll().map_or(deadline, |p| p.min(deadline));
-            let received = samples.recv_deadline(wake);
-            match received {
+            match samples.recv_deadline(wake) {
                 Ok(sample) => {
                     if let Some(copy) = &sample.stack {
                         self.shared.stack_bytes_in_flight.fetch_sub(copy.bytes.len() as u64, Ordering::Relaxed);
@@ -480,22 +534,37 @@ impl Reporter<'_> {
                     }
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    let registry = &self.registry;
-                    self.late.flush(|pid, address| snapshot_covers(registry, pid, address), &mut ready);
+                    let registry = self.registry.clone();
+                    let late = &mut self.late;
+                    let flushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        late.flush(|pid, address| snapshot_covers(&registry, pid, address), &mut ready)
+                    }));
+                    if flushed.is_err() {
+                        self.shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
+                    }
                     self.emit_all(&mut ready);
                     *lock(&self.shared.late) = self.late.counts().clone();
                     self.publish_symbolizer_stats();
                     let end = unix_now_ns();
-                    for sink in &mut self.sinks {
-                        sink.on_interval_end(interval_start, end);
-                        sink.on_stop();
+                    for sink in std::mem::take(&mut self.sinks) {
+                        let mut sink = sink;
+                        self.guarded(|| {
+                            sink.on_interval_end(interval_start, end);
+                            sink.on_stop();
+                        });
                     }
                     return;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
-            let registry = &self.registry;
-            self.late.poll(Instant::now(), |pid, address| snapshot_covers(registry, pid, address), &mut ready);
+            let registry = self.registry.clone();
+            let late = &mut self.late;
+            let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                late.poll(Instant::now(), |pid, address| snapshot_covers(&registry, pid, address), &mut ready)
+            }));
+            if polled.is_err() {
+                self.shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
+            }
             if !ready.is_empty() {
                 self.emit_all(&mut ready);
                 *lock(&self.shared.late) = self.late.counts().clone();
@@ -504,9 +573,11 @@ impl Reporter<'_> {
                 trim_allocator();
                 self.publish_symbolizer_stats();
                 let end = unix_now_ns();
-                for sink in &mut self.sinks {
-                    sink.on_interval_end(interval_start, end);
+                let mut sinks = std::mem::take(&mut self.sinks);
+                for sink in &mut sinks {
+                    self.guarded(|| sink.on_interval_end(interval_start, end));
                 }
+                self.sinks = sinks;
                 interval_start = end;
                 deadline += interval;
                 if deadline < Instant::now() {
@@ -517,12 +588,19 @@ impl Reporter<'_> {
     }
 
     fn emit(&mut self, sample: &RawSample) {
-        let trace = self.builder.build(sample);
-        for sink in &mut self.sinks {
-            sink.on_trace(&trace);
+        let (builder, sinks) = (&mut self.builder, &mut self.sinks);
+        let shared = self.shared;
+        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let trace = builder.build(sample);
+            for sink in sinks.iter_mut() {
+                sink.on_trace(&trace);
+            }
+            shared.samples_processed.fetch_add(1, Ordering::Relaxed);
+        }));
+        if built.is_err() {
+            shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
         }
-        self.shared.samples_processed.fetch_add(1, Ordering::Relaxed);
-        *lock(&self.shared.unwind) = self.builder.counts();
+        *lock(&shared.unwind) = self.builder.counts();
     }
 
     fn emit_all(&mut self, ready: &mut Vec<RawSample>) {
@@ -541,4 +619,58 @@ impl Reporter<'_> {
 /// `address` (the trace builder names frames with it).
 fn snapshot_covers(registry: &ProcessRegistry, pid: u32, address: u64) -> bool {
     registry.get(profiler_trace::Pid(pid)).is_some_and(|s| s.resolve(address).is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Panics on the first trace, records the others and the stop.
+    struct Fragile(Arc<Mutex<(u32, bool)>>);
+
+    impl TraceSink for Fragile {
+        fn on_trace(&mut self, _trace: &profiler_trace::Trace) {
+            let mut seen = lock(&self.0);
+            seen.0 += 1;
+            if seen.0 == 1 {
+                drop(seen);
+                panic!("a bug met by one sample");
+            }
+        }
+        fn on_stop(&mut self) {
+            lock(&self.0).1 = true;
+        }
+    }
+
+    #[test]
+    fn the_reporter_survives_a_panic_in_one_sample() {
+        let native = NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() }).expect("new");
+        let builder =
+            TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(PythonRegistry::new()));
+        let seen = Arc::new(Mutex::new((0, false)));
+        let (tx, rx) = crossbeam_channel::bounded(8);
+        for tid in 0..3 {
+            tx.send(RawSample {
+                pid: 1,
+                tid,
+                ktime_ns: 0,
+                cpu: 0,
+                comm: "t".into(),
+                process_comm: "p".into(),
+                kernel_frames: vec![],
+                user_frames: vec![0x1000],
+                unwind_stop: UnwindStop::UnknownPid,
+                stack: None,
+            })
+            .unwrap();
+        }
+        drop(tx);
+        let shared = Shared::default();
+        let sinks: Vec<Box<dyn TraceSink>> = vec![Box::new(Fragile(seen.clone()))];
+        let late = LateUnwinder::new(late_unwind::NoTables);
+        report(rx, builder, sinks, late, Arc::new(ProcessRegistry::new()), Duration::from_secs(60), &shared);
+        assert_eq!(shared.panics_reporter.load(Ordering::Relaxed), 1);
+        assert_eq!(shared.samples_processed.load(Ordering::Relaxed), 2, "the other samples went on");
+        assert_eq!(*lock(&seen), (3, true), "every sample reached the sink, then the stop");
+    }
 }

@@ -99,13 +99,21 @@ pub struct RawSample {
 
 impl RawSample {
     /// Decodes one ring buffer record; `None` if it is too short for what
-    /// its header announces.
+    /// its header announces, or announces more frames than a sample holds.
     pub fn parse(data: &[u8]) -> Option<RawSample> {
-        let header = data.get(..HEADER_SIZE)?;
-        let u32_at = |o: usize| u32::from_ne_bytes(header[o..o + 4].try_into().unwrap());
-        let u16_at = |o: usize| u16::from_ne_bytes(header[o..o + 2].try_into().unwrap());
+        let header: &[u8; HEADER_SIZE] = data.get(..HEADER_SIZE)?.try_into().ok()?;
+        let u32_at = |o: usize| u32::from_ne_bytes([header[o], header[o + 1], header[o + 2], header[o + 3]]);
+        let u16_at = |o: usize| u16::from_ne_bytes([header[o], header[o + 1]]);
+        let u64_at = |o: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&header[o..o + 8]);
+            u64::from_ne_bytes(b)
+        };
         let kernel = usize::from(u16_at(20));
         let user = usize::from(u16_at(22));
+        if kernel + user > MAX_FRAMES {
+            return None;
+        }
         let frames_end = HEADER_SIZE + (kernel + user) * 8;
         let words = data.get(HEADER_SIZE..frames_end)?;
         let stack = if header[57] & SAMPLE_FLAG_STACK_COPY != 0 {
@@ -113,12 +121,12 @@ impl RawSample {
         } else {
             None
         };
-        let mut frames = words.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap()));
+        let mut frames = words.chunks_exact(8).map(|c| c.try_into().map_or(0, u64::from_ne_bytes));
         Some(RawSample {
             stack,
             pid: u32_at(0),
             tid: u32_at(4),
-            ktime_ns: u64::from_ne_bytes(header[8..16].try_into().unwrap()),
+            ktime_ns: u64_at(8),
             cpu: u32_at(16),
             comm: c_string(&header[24..40]),
             process_comm: c_string(&header[40..56]),
@@ -247,6 +255,15 @@ mod tests {
         }
         let huge = with_copy(record(&[], &[1]), STACK_COPY_MAX as u32 + 8, &vec![0; STACK_COPY_MAX + 8]);
         assert_eq!(RawSample::parse(&huge), None);
+    }
+
+    #[test]
+    fn rejects_more_frames_than_a_sample_holds() {
+        let mut r = record(&[1; 200], &[2; 184]);
+        assert!(RawSample::parse(&r).is_some());
+        r[22] = 185;
+        r.extend_from_slice(&[0; 8]);
+        assert_eq!(RawSample::parse(&r), None);
     }
 
     #[test]
