@@ -26,6 +26,10 @@ pub struct AgentConfig {
     /// How long a file's unwind tables stay in the kernel after the last
     /// process mapping it exits, in milliseconds. Default 30000.
     pub file_unload_grace_ms: u64,
+    /// For tests: the process manager waits this long before it handles
+    /// each new-process or exec event (a busy manager, made
+    /// deterministic). Default 0.
+    pub process_load_delay_ms: u64,
     /// Open mapped files through `/proc/PID/map_files` when allowed.
     /// False opens them by path inside the process's root (checked
     /// against the mapping's device and inode), as an agent without
@@ -43,6 +47,7 @@ impl Default for AgentConfig {
             batch_queue_capacity: 16,
             symbolize_native: true,
             file_unload_grace_ms: 30_000,
+            process_load_delay_ms: 0,
             open_via_map_files: true,
         }
     }

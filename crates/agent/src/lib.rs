@@ -18,6 +18,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod config;
+mod late_unwind;
 mod process_manager;
 mod sink;
 mod stats;
@@ -32,6 +33,7 @@ pub use sink::TraceSink;
 pub use stats::Stats;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
+use late_unwind::{LateTables, LateUnwindCounts, LateUnwinder};
 use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions, UnwindStop};
 use profiler_interpreters::python::{PythonRegistry, PythonSymbolizerStats};
 use profiler_process::{ManagerLimits, ProcessManager, ProcessRegistry};
@@ -84,6 +86,9 @@ pub enum NextBatch {
 const SAMPLE_QUEUE_CAPACITY: usize = 32_768;
 /// How often the reader drains the ring buffer when not woken earlier.
 const READER_POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// Most bytes of stack copies in the channel between the reader and the
+/// reporter; beyond, samples go on without theirs (counted).
+const MAX_STACK_BYTES_IN_FLIGHT: u64 = 4 << 20;
 
 /// Counters updated by the threads.
 #[derive(Debug, Default)]
@@ -95,6 +100,11 @@ struct Shared {
     panics_process_manager: AtomicU64,
     samples_processed: AtomicU64,
     samples_malformed: AtomicU64,
+    /// Bytes of stack copies sent to the reporter and not received yet.
+    stack_bytes_in_flight: AtomicU64,
+    /// Stack copies dropped because too many bytes were in flight.
+    stack_copies_backlogged: AtomicU64,
+    late: Mutex<LateUnwindCounts>,
     batches: Arc<BatchCounters>,
     unwind: Mutex<trace_builder::UnwindCounts>,
     manager: Mutex<process_manager::ManagerReport>,
@@ -180,8 +190,20 @@ impl Agent {
             std::thread::Builder::new()
                 .name("ep-reader".into())
                 .spawn(move || {
-                    let result = sample_reader.run(READER_POLL_INTERVAL, &stop, |sample| {
+                    let result = sample_reader.run(READER_POLL_INTERVAL, &stop, |mut sample| {
+                        let copied = sample.stack.as_ref().map_or(0, |s| s.bytes.len() as u64);
+                        let in_flight = &shared.stack_bytes_in_flight;
+                        if copied > 0 {
+                            if in_flight.load(Ordering::Relaxed) + copied > MAX_STACK_BYTES_IN_FLIGHT {
+                                sample.stack = None;
+                                shared.stack_copies_backlogged.fetch_add(1, Ordering::Relaxed);
+                            } else {
+                                in_flight.fetch_add(copied, Ordering::Relaxed);
+                            }
+                        }
+                        let carried = sample.stack.as_ref().map_or(0, |s| s.bytes.len() as u64);
                         if let Err(TrySendError::Full(_)) = sample_tx.try_send(sample) {
+                            in_flight.fetch_sub(carried, Ordering::Relaxed);
                             shared.samples_dropped.fetch_add(1, Ordering::Relaxed);
                         }
                     });
@@ -218,12 +240,14 @@ impl Agent {
             }
             sampler.start_sampling()?;
             sampling_started = Instant::now();
+            let load_delay = Duration::from_millis(config.process_load_delay_ms);
             let stop = stop.clone();
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("ep-procman".into())
                 .spawn(move || {
-                    process_manager::run(events, manager, &stop, &shared.manager, &shared.panics_process_manager)
+                    let panics = &shared.panics_process_manager;
+                    process_manager::run(events, manager, load_delay, &stop, &shared.manager, panics)
                 })
                 .map_err(|source| StartError::Thread { name: "process manager", source })?
         };
@@ -236,12 +260,13 @@ impl Agent {
                         NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() })
                     })
                     .map_err(|source| StartError::Thread { name: "symbolizer", source })?;
-            let mut builder = TraceBuilder::new(registry, kernel, native, python_builds);
+            let late = LateUnwinder::new(sampler.map_tables()?);
+            let mut builder = TraceBuilder::new(registry.clone(), kernel, native, python_builds);
             builder.set_open_via_map_files(config.open_via_map_files);
             let interval = config.reporter_interval();
             std::thread::Builder::new()
                 .name("ep-reporter".into())
-                .spawn(move || report(sample_rx, builder, sinks, interval, &shared))
+                .spawn(move || report(sample_rx, builder, sinks, late, registry, interval, &shared))
                 .map_err(|source| StartError::Thread { name: "reporter", source })?
         };
 
@@ -298,6 +323,7 @@ impl Agent {
         let s = &self.shared;
         let unwind = *lock(&s.unwind);
         let manager = *lock(&s.manager);
+        let late = lock(&s.late).clone();
         let stop = |r: UnwindStop| counters.unwind_stop(r);
         let symbolizer = *lock(&s.symbolizer);
         let python = *lock(&s.python_symbolizer);
@@ -370,6 +396,15 @@ impl Agent {
             python_tail_calls: counters.python_tail_calls,
             bpf_run_time_ns: counters.bpf_run_time_ns,
             bpf_runs: counters.bpf_runs,
+            late_unwind_copies: counters.stack_copies,
+            late_unwind_copy_bytes: counters.stack_copy_bytes,
+            late_unwind_copies_skipped: counters.stack_copies_skipped,
+            late_unwind_copies_failed: counters.stack_copies_failed,
+            late_unwind_complete: late.stops.get(&UnwindStop::Root).copied().unwrap_or(0),
+            late_unwind_truncated: late.stops.iter().filter(|(r, _)| **r != UnwindStop::Root).map(|(_, n)| n).sum(),
+            late_unwind_stops: late.stops.iter().map(|(r, n)| (r.as_str().to_string(), *n)).collect(),
+            late_unwind_dropped_queue_full: late.dropped_queue_full + s.stack_copies_backlogged.load(Ordering::Relaxed),
+            late_unwind_timed_out: late.timed_out,
             panics_reader: s.panics_reader.load(Ordering::Relaxed),
             panics_reporter: s.panics_reporter.load(Ordering::Relaxed),
             panics_process_manager: s.panics_process_manager.load(Ordering::Relaxed),
@@ -470,63 +505,140 @@ fn unix_now_ns() -> u64 {
 }
 
 /// The reporter thread: samples -> traces -> sinks, interval by interval,
-/// until the reader hangs up.
-fn report(
+/// until the reader hangs up; samples with a stack copy wait in `late`
+/// for their process.
+fn report<T: LateTables>(
     samples: Receiver<RawSample>,
-    mut builder: TraceBuilder,
-    mut sinks: Vec<Box<dyn TraceSink>>,
+    builder: TraceBuilder,
+    sinks: Vec<Box<dyn TraceSink>>,
+    late: LateUnwinder<T>,
+    registry: Arc<ProcessRegistry>,
     interval: Duration,
     shared: &Shared,
 ) {
-    let mut interval_start = unix_now_ns();
-    let mut deadline = Instant::now() + interval;
-    // A panic (a bug met by one process's data) costs the unit of work
-    // it happened in, never the thread: reporting would stop silently.
-    let guarded = |f: &mut dyn FnMut()| {
+    Reporter { builder, sinks, late, registry, shared }.run(samples, interval);
+}
+
+/// The reporter thread's state.
+struct Reporter<'a, T> {
+    builder: TraceBuilder,
+    sinks: Vec<Box<dyn TraceSink>>,
+    late: LateUnwinder<T>,
+    registry: Arc<ProcessRegistry>,
+    shared: &'a Shared,
+}
+
+impl<T: LateTables> Reporter<'_, T> {
+    /// A panic (a bug met by one process's data) costs the unit of work
+    /// it happened in, never the thread: reporting would stop silently.
+    fn guarded(&self, f: impl FnOnce()) {
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
-            shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
+            self.shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
         }
-    };
-    loop {
-        match samples.recv_deadline(deadline) {
-            Ok(sample) => {
-                guarded(&mut || {
-                    let trace = builder.build(&sample);
-                    for sink in &mut sinks {
-                        sink.on_trace(&trace);
+    }
+
+    /// Runs until the reader hangs up.
+    fn run(&mut self, samples: Receiver<RawSample>, interval: Duration) {
+        let mut interval_start = unix_now_ns();
+        let mut deadline = Instant::now() + interval;
+        let mut ready = Vec::new();
+        loop {
+            let wake = self.late.next_poll().map_or(deadline, |p| p.min(deadline));
+            match samples.recv_deadline(wake) {
+                Ok(sample) => {
+                    if let Some(copy) = &sample.stack {
+                        self.shared.stack_bytes_in_flight.fetch_sub(copy.bytes.len() as u64, Ordering::Relaxed);
+                        self.late.hold(sample, Instant::now(), &mut ready);
+                    } else {
+                        self.emit(&sample);
                     }
-                    shared.samples_processed.fetch_add(1, Ordering::Relaxed);
-                });
-                *lock(&shared.unwind) = builder.counts();
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                trim_allocator();
-                *lock(&shared.symbolizer) = builder.native_stats();
-                *lock(&shared.python_symbolizer) = builder.python_stats();
-                let end = unix_now_ns();
-                for sink in &mut sinks {
-                    guarded(&mut || sink.on_interval_end(interval_start, end));
                 }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let registry = self.registry.clone();
+                    let late = &mut self.late;
+                    let flushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        late.flush(|pid, address| snapshot_covers(&registry, pid, address), &mut ready)
+                    }));
+                    if flushed.is_err() {
+                        self.shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.emit_all(&mut ready);
+                    *lock(&self.shared.late) = self.late.counts().clone();
+                    self.publish_symbolizer_stats();
+                    let end = unix_now_ns();
+                    for sink in std::mem::take(&mut self.sinks) {
+                        let mut sink = sink;
+                        self.guarded(|| {
+                            sink.on_interval_end(interval_start, end);
+                            sink.on_stop();
+                        });
+                    }
+                    return;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            let registry = self.registry.clone();
+            let late = &mut self.late;
+            let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                late.poll(Instant::now(), |pid, address| snapshot_covers(&registry, pid, address), &mut ready)
+            }));
+            if polled.is_err() {
+                self.shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
+            }
+            if !ready.is_empty() {
+                self.emit_all(&mut ready);
+                *lock(&self.shared.late) = self.late.counts().clone();
+            }
+            if Instant::now() >= deadline {
+                trim_allocator();
+                self.publish_symbolizer_stats();
+                let end = unix_now_ns();
+                let mut sinks = std::mem::take(&mut self.sinks);
+                for sink in &mut sinks {
+                    self.guarded(|| sink.on_interval_end(interval_start, end));
+                }
+                self.sinks = sinks;
                 interval_start = end;
                 deadline += interval;
                 if deadline < Instant::now() {
                     deadline = Instant::now() + interval;
                 }
             }
-            Err(RecvTimeoutError::Disconnected) => {
-                *lock(&shared.symbolizer) = builder.native_stats();
-                *lock(&shared.python_symbolizer) = builder.python_stats();
-                let end = unix_now_ns();
-                for sink in &mut sinks {
-                    guarded(&mut || {
-                        sink.on_interval_end(interval_start, end);
-                        sink.on_stop();
-                    });
-                }
-                return;
-            }
         }
     }
+
+    fn emit(&mut self, sample: &RawSample) {
+        let (builder, sinks) = (&mut self.builder, &mut self.sinks);
+        let shared = self.shared;
+        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let trace = builder.build(sample);
+            for sink in sinks.iter_mut() {
+                sink.on_trace(&trace);
+            }
+            shared.samples_processed.fetch_add(1, Ordering::Relaxed);
+        }));
+        if built.is_err() {
+            shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
+        }
+        *lock(&shared.unwind) = self.builder.counts();
+    }
+
+    fn emit_all(&mut self, ready: &mut Vec<RawSample>) {
+        for sample in ready.drain(..) {
+            self.emit(&sample);
+        }
+    }
+
+    fn publish_symbolizer_stats(&self) {
+        *lock(&self.shared.symbolizer) = self.builder.native_stats();
+        *lock(&self.shared.python_symbolizer) = self.builder.python_stats();
+    }
+}
+
+/// Whether the process snapshot user space holds for `pid` maps
+/// `address` (the trace builder names frames with it).
+fn snapshot_covers(registry: &ProcessRegistry, pid: u32, address: u64) -> bool {
+    registry.get(profiler_trace::Pid(pid)).is_some_and(|s| s.resolve(address).is_some())
 }
 
 #[cfg(test)]
@@ -568,12 +680,15 @@ mod tests {
                 kernel_frames: vec![],
                 user_frames: vec![0x1000],
                 unwind_stop: UnwindStop::UnknownPid,
+                stack: None,
             })
             .unwrap();
         }
         drop(tx);
         let shared = Shared::default();
-        report(rx, builder, vec![Box::new(Fragile(seen.clone()))], Duration::from_secs(60), &shared);
+        let sinks: Vec<Box<dyn TraceSink>> = vec![Box::new(Fragile(seen.clone()))];
+        let late = LateUnwinder::new(late_unwind::NoTables);
+        report(rx, builder, sinks, late, Arc::new(ProcessRegistry::new()), Duration::from_secs(60), &shared);
         assert_eq!(shared.panics_reporter.load(Ordering::Relaxed), 1);
         assert_eq!(shared.samples_processed.load(Ordering::Relaxed), 2, "the other samples went on");
         assert_eq!(*lock(&seen), (3, true), "every sample reached the sink, then the stop");

@@ -311,6 +311,7 @@ pub(crate) struct ManagerReport {
 pub(crate) fn run(
     reader: ProcessEventReader,
     mut manager: ProcessManager<BpfLoader>,
+    load_delay: Duration,
     stop: &AtomicBool,
     report: &Mutex<ManagerReport>,
     panics: &AtomicU64,
@@ -327,6 +328,11 @@ pub(crate) fn run(
     publish(&manager);
     let mut last_housekeeping = Instant::now();
     let result = reader.run(TICK, stop, |event| {
+        if let Some(e) = &event {
+            if !load_delay.is_zero() && matches!(e.kind, ProcessEventKind::New | ProcessEventKind::Exec) {
+                std::thread::sleep(load_delay);
+            }
+        }
         // A panic while handling one process (its files are anyone's)
         // costs that event, not the thread.
         let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match event {

@@ -1,6 +1,7 @@
 //! Counters the agent exposes (exit summary, C ABI `stats`, benchmarks).
 
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// A snapshot of the agent's counters. Counters only grow.
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -158,6 +159,32 @@ pub struct Stats {
     /// Runs counted in `bpf_run_time_ns`.
     pub bpf_runs: u64,
 
+    /// Samples of a process (or pc) not loaded yet that the programs sent
+    /// with a copy of their user stack, to unwind in user space once the
+    /// process is loaded.
+    pub late_unwind_copies: u64,
+    /// Bytes of user stack copied for them.
+    pub late_unwind_copy_bytes: u64,
+    /// Such samples sent without a copy: the per-CPU budget was spent or
+    /// the ring buffer was filling up (a burst of new processes).
+    pub late_unwind_copies_skipped: u64,
+    /// Such samples sent without a copy because no stack could be read.
+    pub late_unwind_copies_failed: u64,
+    /// Samples unwound in user space to the thread's root.
+    pub late_unwind_complete: u64,
+    /// Samples unwound in user space that stopped early
+    /// (`late_unwind_stops` says why).
+    pub late_unwind_truncated: u64,
+    /// Samples unwound in user space, by how their stack ended (the
+    /// `unwind_stopped_*` names, plus `outside_copy`: a read fell outside
+    /// the copied window).
+    pub late_unwind_stops: BTreeMap<String, u64>,
+    /// Copies given up because the pending bounds were reached (oldest
+    /// first); their samples went on with their leaf only.
+    pub late_unwind_dropped_queue_full: u64,
+    /// Copies given up because their process was not loaded in time; their
+    /// samples went on with their leaf only.
+    pub late_unwind_timed_out: u64,
     /// Panics caught on the ring buffer reader thread (each cost one
     /// sample; the thread went on).
     pub panics_reader: u64,

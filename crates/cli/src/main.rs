@@ -225,6 +225,27 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
             say!("  unwind stops:      {}", stops.join(", "));
         }
     }
+    if s.late_unwind_copies + s.late_unwind_copies_skipped + s.late_unwind_copies_failed > 0 {
+        let stops: Vec<String> = s
+            .late_unwind_stops
+            .iter()
+            .filter(|(reason, _)| *reason != "root")
+            .map(|(reason, n)| format!("{reason} {n}"))
+            .collect();
+        eprintln!(
+            "  new processes:     {} stacks copied ({} KiB), {} unwound in user space to the root, {} stopped early{}; \
+             not copied: {} over budget, {} unreadable; given up: {} queue full, {} not loaded in time",
+            s.late_unwind_copies,
+            s.late_unwind_copy_bytes / 1024,
+            s.late_unwind_complete,
+            s.late_unwind_truncated,
+            if stops.is_empty() { String::new() } else { format!(" ({})", stops.join(", ")) },
+            s.late_unwind_copies_skipped,
+            s.late_unwind_copies_failed,
+            s.late_unwind_dropped_queue_full,
+            s.late_unwind_timed_out
+        );
+    }
     if s.python_frames > 0 || s.python_unsupported > 0 {
         say!(
             "  python:            {} frames ({} named), {} unsupported interpreters (profiled as native)",
