@@ -527,10 +527,8 @@ impl<L: UnwindLoader> ProcessManager<L> {
         let opened = match self.open_mapped(pid, entry) {
             Ok(opened) => opened,
             Err(e) => {
+                // Plain I/O errors (the process exited, ...) are not counted.
                 self.stats.files_refused.count(&e);
-                if !e.is_refusal() {
-                    self.stats.files_failed += 1;
-                }
                 return None;
             }
         };
