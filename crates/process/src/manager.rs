@@ -913,6 +913,54 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Unmounts when dropped.
+    struct Mount(PathBuf);
+    impl Drop for Mount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+
+    /// A program run from an overlayfs mount (a container's root file
+    /// system), opened without map_files: the maps line and the overlay
+    /// agree on the inode (and, on recent kernels, the device).
+    #[test]
+    fn without_map_files_overlay_files_are_found() {
+        let dir = std::env::temp_dir().join(format!("ep-manager-{}-overlay", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for d in ["lower", "upper", "work", "merged"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        let sleep = Command::new("sh").arg("-c").arg("command -v sleep").output().unwrap();
+        std::fs::copy(String::from_utf8(sleep.stdout).unwrap().trim(), dir.join("lower/sleepy")).unwrap();
+        let options = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            dir.join("lower").display(),
+            dir.join("upper").display(),
+            dir.join("work").display()
+        );
+        let merged = dir.join("merged");
+        let mounted = Command::new("mount").args(["-t", "overlay", "overlay", "-o", &options]).arg(&merged).status();
+        if !mounted.is_ok_and(|s| s.success()) {
+            let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+            assert!(!ci, "mounting an overlay failed (root is needed)");
+            eprintln!("SKIPPED: cannot mount an overlay here; under CI=true this fails");
+            return;
+        }
+        let _mount = Mount(merged.clone());
+        let k = Kill(Command::new(merged.join("sleepy")).arg("30").spawn().unwrap());
+        let pid = Pid(k.0.id());
+        std::thread::sleep(Duration::from_millis(100));
+        let registry = Arc::new(ProcessRegistry::new());
+        let limits = ManagerLimits { open_via_map_files: false, ..quick() };
+        let mut m = ProcessManager::new(Recorder::default(), registry.clone(), limits);
+        m.on_new_process(pid);
+        let snap = registry.get(pid).unwrap();
+        assert!(mapping_of(&snap, "sleepy").file.is_some(), "{:?}", m.stats());
+        assert_eq!(m.stats().files_refused, Refusals::default());
+        drop(k);
+    }
+
     #[test]
     fn same_file_id_different_content_gets_its_own_table() {
         // Two copies of `sleep` with the same head, tail and length but a
