@@ -153,7 +153,8 @@ pub struct ManagerStats {
     pub files_analysed: u64,
     /// Files that could not be opened or parsed.
     pub files_failed: u64,
-    /// Files refused by `max_files` or `max_deltas_per_file`.
+    /// Files refused by `max_files` or `max_deltas_per_file` (or whose
+    /// 64-bit BPF id another held content already has).
     pub files_rejected: u64,
     /// Files unloaded after their grace period.
     pub files_unloaded: u64,
@@ -619,7 +620,10 @@ impl<L: UnwindLoader> ProcessManager<L> {
         self.stats.files_analysed += 1;
         let mut loaded = false;
         let deltas = std::mem::take(&mut analysed.table.deltas);
-        if deltas.len() > self.limits.max_deltas_per_file {
+        // The BPF maps know files by 64 bits of the key: another content
+        // with the same 64 bits (2^-64 by chance) must not replace its table.
+        let bpf_id_taken = self.files.keys().any(|k| k.bpf_id() == keys.table_key.bpf_id() && *k != keys.table_key);
+        if deltas.len() > self.limits.max_deltas_per_file || bpf_id_taken {
             self.stats.files_rejected += 1;
         } else if !deltas.is_empty() {
             loaded = self.load_table(keys.table_key, deltas);
