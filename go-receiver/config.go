@@ -13,8 +13,11 @@ import (
 // here so that a bad value fails when the configuration is loaded, with the
 // key's name in the message.
 const (
-	maxSamplesPerSecond = 10000
-	minReporterInterval = 100 * time.Millisecond
+	maxSamplesPerSecond   = 10000
+	minReporterInterval   = 100 * time.Millisecond
+	maxReporterInterval   = time.Hour
+	maxBatchQueueCapacity = 1024
+	maxPids               = 1024
 )
 
 // knownTracers are the values `tracers` accepts, as the reference receiver
@@ -23,6 +26,21 @@ var knownTracers = map[string]bool{
 	"all": true, "native": true, "perl": true, "php": true, "python": true,
 	"hotspot": true, "ruby": true, "v8": true, "dotnet": true, "go": true,
 	"labels": true, "beam": true,
+}
+
+// supportedUnwinders is what the profiler unwinds, whatever `tracers` and
+// `interpreters` say (neither is applied yet): the other interpreters'
+// frames show as the native frames of their runtimes.
+const supportedUnwinders = "kernel, native (C, C++, Rust), Go and CPython 3.8-3.13"
+
+// InterpreterConfig is one entry of `interpreters`, in the shape of the
+// reference receiver (`interpreters: {python: {disabled: true}}`).
+type InterpreterConfig struct {
+	// Disabled turns this interpreter's unwinder off (not applied yet).
+	Disabled bool `mapstructure:"disabled"`
+
+	// Prevent unkeyed literal initialization.
+	_ struct{}
 }
 
 // Config is the receiver's configuration. Keys and defaults follow the
@@ -37,6 +55,10 @@ type Config struct {
 	// list (perl, php, python, hotspot, ruby, v8, dotnet, go, labels, beam).
 	// Default "all".
 	Tracers string `mapstructure:"tracers"`
+	// Interpreters configures the interpreter unwinders by name (the
+	// names of `tracers` but "all" and "native"), as the reference
+	// receiver's current configuration does. Default: none listed.
+	Interpreters map[string]InterpreterConfig `mapstructure:"interpreters"`
 	// OffCPUThreshold is the share of scheduler switches to sample for
 	// off-CPU profiles, in [0, 1]. 0 (the default) disables off-CPU
 	// profiling; other values are not supported yet.
@@ -78,8 +100,18 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("reporter_interval must be at least %s, got %s",
 			minReporterInterval, c.ReporterInterval))
 	}
+	if c.ReporterInterval > maxReporterInterval {
+		errs = append(errs, fmt.Errorf("reporter_interval must be at most %s, got %s",
+			maxReporterInterval, c.ReporterInterval))
+	}
 	if _, err := parseTracers(c.Tracers); err != nil {
 		errs = append(errs, err)
+	}
+	for _, name := range sortedKeys(c.Interpreters) {
+		if !isInterpreter(name) {
+			errs = append(errs, fmt.Errorf("interpreters: unknown interpreter %q (valid: %s)", name,
+				strings.Join(interpreterNames(), ", ")))
+		}
 	}
 	switch {
 	case c.OffCPUThreshold < 0 || c.OffCPUThreshold > 1:
@@ -89,6 +121,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("off_cpu_threshold: off-CPU profiling is not supported yet; set 0, got %v",
 			c.OffCPUThreshold))
 	}
+	if len(c.Pids) > maxPids {
+		errs = append(errs, fmt.Errorf("pids: at most %d processes are supported, got %d", maxPids, len(c.Pids)))
+	}
 	for _, pid := range c.Pids {
 		if pid < 1 || pid > 1<<22 {
 			errs = append(errs, fmt.Errorf("pids: %d is not a valid process id", pid))
@@ -96,6 +131,10 @@ func (c *Config) Validate() error {
 	}
 	if c.BatchQueueCapacity < 1 {
 		errs = append(errs, fmt.Errorf("batch_queue_capacity must be at least 1, got %d", c.BatchQueueCapacity))
+	}
+	if c.BatchQueueCapacity > maxBatchQueueCapacity {
+		errs = append(errs, fmt.Errorf("batch_queue_capacity must be at most %d, got %d",
+			maxBatchQueueCapacity, c.BatchQueueCapacity))
 	}
 	return errors.Join(errs...)
 }
@@ -119,6 +158,48 @@ func parseTracers(s string) ([]string, error) {
 		names = append(names, name)
 	}
 	return names, nil
+}
+
+// isInterpreter tells whether `interpreters` accepts name: a tracer
+// other than "all" and "native".
+func isInterpreter(name string) bool {
+	return knownTracers[name] && name != "all" && name != "native"
+}
+
+// interpreterNames lists what `interpreters` accepts, sorted.
+func interpreterNames() []string {
+	var names []string
+	for name := range knownTracers {
+		if isInterpreter(name) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// unappliedSettings describes the settings given that the profiler does
+// not apply yet; empty when there are none.
+func (c *Config) unappliedSettings() []string {
+	var out []string
+	if tracers, _ := parseTracers(c.Tracers); len(tracers) != 1 || tracers[0] != "all" {
+		out = append(out, fmt.Sprintf("tracers=%q", c.Tracers))
+	}
+	for _, name := range sortedKeys(c.Interpreters) {
+		if c.Interpreters[name].Disabled {
+			out = append(out, fmt.Sprintf("interpreters.%s.disabled=true", name))
+		}
+	}
+	return out
 }
 
 // agentConfig is the JSON the C ABI's ebpf_profiler_start reads: the

@@ -63,11 +63,25 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, want, cfg)
 }
 
+// The reference receiver's current shape, `interpreters: {python:
+// {disabled: true}}`, loads and validates.
+func TestReferenceInterpretersShape(t *testing.T) {
+	cfg, err := loadConfig(t, component.NewIDWithName(typeStr, "reference_shape").String())
+	require.NoError(t, err)
+	require.NoError(t, confmap.Validate(cfg))
+	want := createDefaultConfig()
+	want.Interpreters = map[string]InterpreterConfig{"python": {Disabled: true}, "hotspot": {Disabled: false}}
+	assert.Equal(t, want, cfg)
+	assert.Equal(t, []string{"interpreters.python.disabled=true"}, cfg.unappliedSettings())
+	assert.Empty(t, createDefaultConfig().unappliedSettings())
+}
+
 func TestInvalidConfigsGiveClearErrors(t *testing.T) {
 	for name, want := range map[string]string{
 		"bad_rate":             "samples_per_second must be between 1 and 10000, got 0",
 		"bad_interval":         "reporter_interval must be at least 100ms, got 10ms",
 		"bad_tracer":           `tracers: unknown tracer "cobol" (valid: all, beam, dotnet, go, hotspot, labels, native, perl, php, python, ruby, v8)`,
+		"bad_interpreter":      `interpreters: unknown interpreter "cobol" (valid: beam, dotnet, go, hotspot, labels, perl, php, python, ruby, v8)`,
 		"off_cpu_out_of_range": "off_cpu_threshold must be in [0, 1] (0 disables off-CPU profiling), got 1.5",
 		"off_cpu_unsupported":  "off_cpu_threshold: off-CPU profiling is not supported yet; set 0, got 0.1",
 		"bad_pid":              "pids: 0 is not a valid process id",
@@ -90,6 +104,29 @@ func TestSeveralErrorsAreAllReported(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "samples_per_second must be between 1 and 10000, got 20000")
 	assert.Contains(t, err.Error(), "batch_queue_capacity must be at least 1, got -1")
+}
+
+// The upper bounds are those of the Rust agent (crates/agent/src/config.rs),
+// so that a value it would refuse fails when the Collector loads its
+// configuration; the limits themselves are accepted.
+func TestUpperBoundsMatchTheAgent(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.ReporterInterval = time.Hour
+	cfg.BatchQueueCapacity = 1024
+	cfg.Pids = make([]int, 1024)
+	for i := range cfg.Pids {
+		cfg.Pids[i] = i + 1
+	}
+	require.NoError(t, cfg.Validate())
+
+	cfg.ReporterInterval = time.Hour + time.Millisecond
+	cfg.BatchQueueCapacity = 100000000000
+	cfg.Pids = append(cfg.Pids, 1025)
+	err := cfg.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "reporter_interval must be at most 1h0m0s, got 1h0m0.001s")
+	assert.Contains(t, err.Error(), "batch_queue_capacity must be at most 1024, got 100000000000")
+	assert.Contains(t, err.Error(), "pids: at most 1024 processes are supported, got 1025")
 }
 
 func TestUnknownKeyIsRejected(t *testing.T) {

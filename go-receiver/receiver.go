@@ -10,7 +10,6 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/xconsumer"
-	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.uber.org/zap"
@@ -113,9 +112,9 @@ func (r *profilingReceiver) Start(_ context.Context, _ component.Host) error {
 	if err := r.cfg.Validate(); err != nil {
 		return fmt.Errorf("profiling receiver: %w", err)
 	}
-	if tracers, _ := parseTracers(r.cfg.Tracers); len(tracers) != 1 || tracers[0] != "all" {
-		r.set.Logger.Warn("tracers is not applied yet: the profiler unwinds native and kernel code only",
-			zap.String("tracers", r.cfg.Tracers))
+	if unapplied := r.cfg.unappliedSettings(); len(unapplied) > 0 {
+		r.set.Logger.Warn("selecting unwinders is not applied yet: the profiler always unwinds "+supportedUnwinders,
+			zap.Strings("settings", unapplied))
 	}
 	configJSON, err := r.cfg.agentJSON()
 	if err != nil {
@@ -169,7 +168,7 @@ func (r *profilingReceiver) pull() {
 
 func (r *profilingReceiver) deliver(b []byte) {
 	r.batches.Add(1)
-	profiles, err := (&pprofile.ProtoUnmarshaler{}).UnmarshalProfiles(b)
+	profiles, err := decodeProfiles(b)
 	if err != nil {
 		r.decodeErrors.Add(1)
 		r.set.Logger.Error("dropping a profile batch that does not decode", zap.Error(err), zap.Int("bytes", len(b)))

@@ -15,7 +15,7 @@ use profiler_process::{
 };
 use profiler_trace::{Pid, TableKey};
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -309,6 +309,7 @@ pub(crate) fn run(
     mut manager: ProcessManager<BpfLoader>,
     stop: &AtomicBool,
     report: &Mutex<ManagerReport>,
+    panics: &AtomicU64,
 ) -> Result<(), profiler_bpf::BpfError> {
     let mut told = Told::default();
     let mut publish = |m: &ProcessManager<BpfLoader>| {
@@ -322,7 +323,9 @@ pub(crate) fn run(
     publish(&manager);
     let mut last_housekeeping = Instant::now();
     let result = reader.run(TICK, stop, |event| {
-        match event {
+        // A panic while handling one process (its files are anyone's)
+        // costs that event, not the thread.
+        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match event {
             Some(e) => match e.kind {
                 ProcessEventKind::New => manager.on_new_process(Pid(e.pid)),
                 ProcessEventKind::UnknownPc => manager.on_unknown_pc(Pid(e.pid), e.pc),
@@ -337,6 +340,9 @@ pub(crate) fn run(
                 }
                 publish(&manager);
             }
+        }));
+        if handled.is_err() {
+            panics.fetch_add(1, Ordering::Relaxed);
         }
         manager.next_deadline().map_or(TICK, |d| d.saturating_duration_since(Instant::now()))
     });

@@ -157,4 +157,20 @@ pub struct Stats {
     pub bpf_run_time_ns: u64,
     /// Runs counted in `bpf_run_time_ns`.
     pub bpf_runs: u64,
+
+    /// Panics caught on the ring buffer reader thread (each cost one
+    /// sample; the thread went on).
+    pub panics_reader: u64,
+    /// Panics caught on the reporter thread (each cost one sample or one
+    /// interval's output).
+    pub panics_reporter: u64,
+    /// Panics caught on the process manager thread (each cost one process
+    /// event or one housekeeping round).
+    pub panics_process_manager: u64,
+    /// Panics caught on the symbolizer's loader thread (each cost one
+    /// file's symbols).
+    pub panics_symbolizer: u64,
+    /// Files that shrank while mapped and parsed (their tables and names
+    /// discarded instead of a SIGBUS).
+    pub files_changed_while_read: u64,
 }

@@ -47,6 +47,7 @@ mod error;
 mod file;
 mod fileid;
 mod gopclntab;
+pub mod map_guard;
 mod mapping;
 mod notes;
 pub mod source;
@@ -55,13 +56,13 @@ mod unwind;
 
 pub use error::{Error, Result};
 pub use file::{
-    ElfFile, ProgramHeader, Section, ET_DYN, ET_EXEC, PT_GNU_EH_FRAME, PT_LOAD, PT_NOTE, SHF_COMPRESSED, SHT_DYNSYM,
-    SHT_NOBITS, SHT_NOTE, SHT_SYMTAB,
+    ElfFile, ProgramHeader, Section, ET_DYN, ET_EXEC, MAX_PROGRAM_HEADERS, MAX_SECTION_HEADERS, PT_GNU_EH_FRAME,
+    PT_LOAD, PT_NOTE, SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_NOTE, SHT_SYMTAB,
 };
 pub use fileid::{file_id_of_bytes, file_id_of_file, file_id_of_path};
 pub use gopclntab::{
     GoFrame, GoFunc, GoPclntab, GoPclntabLayout, GoPclntabVersion, PcRange, PcValues, FUNC_FLAG_ASM,
-    FUNC_FLAG_SP_WRITE, FUNC_FLAG_TOP_FRAME, GO116_MAGIC, GO118_MAGIC, GO120_MAGIC,
+    FUNC_FLAG_SP_WRITE, FUNC_FLAG_TOP_FRAME, GO116_MAGIC, GO118_MAGIC, GO120_MAGIC, MAX_GO_FUNCTIONS,
 };
 pub use mapping::{LoadSegment, LoadSegments};
 pub use notes::DebugLink;

@@ -61,8 +61,15 @@ pub(crate) struct FileKeys {
 /// Reads `elf` completely: segments, symbols, build ids, unwind table.
 pub(crate) fn analyse(elf: &ElfFile, keys: FileKeys, path: &str) -> AnalysedFile {
     // Go code has no CFI: its deltas come from .gopclntab.
-    let (table, go_unwind) = with_go_tables(elf, elf.unwind_table());
-    let symbols = elf.symbols().unwrap_or_else(|_| empty_symbols());
+    let (mut table, go_unwind) = with_go_tables(elf, elf.unwind_table());
+    let mut symbols = elf.symbols().unwrap_or_else(|_| empty_symbols());
+    if elf.changed_while_read() {
+        // Truncated under the map: parsed from zero pages (counted in
+        // `profiler_elf::map_guard::files_changed_while_read`).
+        table.deltas = Vec::new();
+        table.stats.file_changed = true;
+        symbols = empty_symbols();
+    }
     let invalid_rows = table.stats.invalid_by_reason().map(|(_, n)| n).sum();
     let file = ExecutableFile {
         file_id: keys.file_id,

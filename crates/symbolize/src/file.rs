@@ -304,6 +304,8 @@ pub(crate) struct DwarfPart {
     dwarf_error: Option<Arc<DwarfError>>,
     /// The debug file's `.symtab`, when the file itself has none.
     symbols: Option<Symbols>,
+    /// Loading the DWARF panicked (counted in `NativeStats::panics`).
+    pub(crate) panicked: bool,
     /// Debug file candidates refused.
     refusals: Refusals,
 }
@@ -311,7 +313,14 @@ pub(crate) struct DwarfPart {
 impl DwarfPart {
     /// The part of a DWARF step that panicked: no DWARF.
     pub(crate) fn panicked() -> DwarfPart {
-        DwarfPart { dwarf: None, debug_file: None, dwarf_error: None, symbols: None, refusals: Refusals::default() }
+        DwarfPart {
+            dwarf: None,
+            debug_file: None,
+            dwarf_error: None,
+            symbols: None,
+            panicked: true,
+            refusals: Refusals::default(),
+        }
     }
 
     /// Why DWARF that exists was not used.
@@ -337,7 +346,14 @@ impl DwarfJob {
             let sup = debugfile::find_sup(&file.elf, place, &source, &config, &mut refusals);
             Dwarf::load(file, sup.as_ref(), config.max_dwarf_bytes)
         };
-        let mut part = DwarfPart::panicked();
+        let mut part = DwarfPart {
+            dwarf: None,
+            debug_file: None,
+            dwarf_error: None,
+            symbols: None,
+            panicked: false,
+            refusals: Refusals::default(),
+        };
         let bytes_of_file = bytes.clone();
         let mut found_refusals = Refusals::default();
         let loaded = if debugfile::has_debug_info(&elf) {
@@ -639,6 +655,14 @@ impl FileSymbolizer {
             + 1024
     }
 
+    /// Whether a file this symbolizer reads shrank while mapped (see
+    /// [`profiler_elf::map_guard`]): it names nothing from then on.
+    pub fn changed(&self) -> bool {
+        self.go.as_ref().is_some_and(|(elf, _, _)| elf.changed_while_read())
+            || self.symbols.as_ref().is_some_and(|s| s.backing().changed())
+            || self.dwarf.as_ref().is_some_and(|(d, _)| d.changed())
+    }
+
     /// Gives the file pages read since the last call back to the kernel
     /// (they stay readable). Cheap when nothing was read.
     pub fn release_pages(&self) {
@@ -661,6 +685,10 @@ impl FileSymbolizer {
     /// address - 1), or the line after the call is reported.
     pub fn symbolize(&self, vaddr: u64) -> Option<(Vec<SourceLine>, LineSource)> {
         self.touched.set(true);
+        if self.changed() {
+            // Truncated under the map: what it reads now is zero pages.
+            return None;
+        }
         let mut names = self.names.borrow_mut();
         if let Some((elf, layout, text)) = &self.go {
             if text.contains(&vaddr) {

@@ -134,6 +134,9 @@ pub struct NativeStats {
     pub file_bytes: u64,
     /// Addresses cached now.
     pub addresses_cached: u64,
+    /// Loads whose parsing panicked in the worker thread (the file is
+    /// dropped, the worker goes on).
+    pub panics: u64,
 }
 
 /// A cached answer: the lines and their source.
@@ -491,6 +494,9 @@ impl NativeSymbolizer {
                             self.stats.files_refused.count(reason);
                         }
                         self.stats.loads_failed += 1;
+                        if matches!(e, LoadError::Panicked { .. }) {
+                            self.stats.panics += 1;
+                        }
                         slot.state = State::Failed(Instant::now());
                     }
                 }
@@ -508,6 +514,9 @@ impl NativeSymbolizer {
                 self.stats.files_refused.add(&part.refusals());
                 if matches!(part.error(), Some(crate::DwarfError::TooLarge { .. })) {
                     self.stats.dwarf_too_large += 1;
+                }
+                if part.panicked {
+                    self.stats.panics += 1;
                 }
                 file.attach(part);
                 *complete = true;

@@ -210,6 +210,10 @@ pub struct ProcessInfo {
     pub executable_name: Arc<str>,
     /// Container id from the process's cgroup, when it runs in one.
     pub container_id: Option<Arc<str>>,
+    /// The service the process belongs to (`service.name`): its
+    /// `OTEL_SERVICE_NAME` or the `service.name` of its
+    /// `OTEL_RESOURCE_ATTRIBUTES`, else the executable's name.
+    pub service_name: Arc<str>,
 }
 
 /// One sampled stack of one thread.

@@ -10,6 +10,12 @@ use profiler_elf::{CfaBase, RbpRule, UnwindRule, UnwindTable};
 /// The system C library the tests compare against.
 pub const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
 
+/// Whether we run under CI (`CI=true`), where a missing tool fails the
+/// test instead of skipping it.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
 /// A fresh directory for one test.
 pub fn test_dir(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("profiler-elf").join(name);

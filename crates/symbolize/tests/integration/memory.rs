@@ -25,10 +25,21 @@ pub struct PerThread;
 
 thread_local! {
     static LIVE: Cell<i64> = const { Cell::new(0) };
+    static PEAK: Cell<i64> = const { Cell::new(0) };
 }
 
 fn count(delta: i64) {
-    let _ = LIVE.try_with(|l| l.set(l.get() + delta));
+    let _ = LIVE.try_with(|l| {
+        let now = l.get() + delta;
+        l.set(now);
+        let _ = PEAK.try_with(|p| p.set(p.get().max(now)));
+    });
+}
+
+/// The most heap this thread held since the last call (from what it holds now).
+pub fn peak_since_last() -> i64 {
+    let now = LIVE.with(Cell::get);
+    PEAK.with(|p| p.replace(now))
 }
 
 // SAFETY: forwards every call to `System` unchanged; the counter is a
@@ -66,7 +77,7 @@ unsafe impl GlobalAlloc for PerThread {
 }
 
 /// Heap this thread holds now.
-fn live() -> i64 {
+pub fn live() -> i64 {
     LIVE.with(Cell::get)
 }
 
