@@ -499,7 +499,7 @@ fn short_lived_forked_and_exec_processes_then_maps_empty() {
     let _serial = serial();
     let dir = scratch_dir("forks");
     let Some((py, copy)) = python_copy(&dir, |_, bytes| bytes.push(0)) else { return };
-    let file_id = profiler_elf::file_id_of_path(&copy).unwrap().high64();
+    let file_id = profiler_elf::source::table_key_of_path(&copy).unwrap().bpf_id();
     // A parent forks 6 children that start working 3.5 s later (the agent
     // selects them by pid meanwhile; a fork is not an exec, so nothing
     // else would select them), work 1.5 s and exit.

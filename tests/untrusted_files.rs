@@ -4,7 +4,9 @@
 //! container's root or naming a FIFO or `/dev/zero`. In each case the
 //! agent keeps running, counts the refusal, and keeps profiling a
 //! well-behaved process whole (its exact chain in at least 95% of its
-//! samples at the leaf).
+//! samples at the leaf). The well-behaved process starts a second after
+//! the agent, so the bad files are met first; 7 s of profiling leave it
+//! enough samples on a loaded 2-CPU machine.
 
 use profiler_agent::{AgentConfig, Stats};
 use profiler_tests::{build_workload, completeness, profile_with, serial, user_frames, Completeness, Step, Workload};
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant};
 use Step::{Fn, In};
 
 const HZ: u32 = 99;
-const SECONDS: u64 = 5;
+const SECONDS: u64 = 7;
 const REQUIRED: f64 = 0.95;
 const MIN_SAMPLES: usize = 25;
 const C_FLAGS: &[&str] = &["-O2", "-fomit-frame-pointer", "-pthread"];

@@ -158,7 +158,8 @@ pub struct ManagerStats {
     pub files_analysed: u64,
     /// Files that could not be opened or parsed.
     pub files_failed: u64,
-    /// Files refused by `max_files` or `max_deltas_per_file`.
+    /// Files refused by `max_files` or `max_deltas_per_file` (or whose
+    /// 64-bit BPF id another held content already has).
     pub files_rejected: u64,
     /// Files unloaded after their grace period.
     pub files_unloaded: u64,
@@ -532,10 +533,8 @@ impl<L: UnwindLoader> ProcessManager<L> {
         let opened = match self.open_mapped(pid, entry) {
             Ok(opened) => opened,
             Err(e) => {
+                // Plain I/O errors (the process exited, ...) are not counted.
                 self.stats.files_refused.count(&e);
-                if !e.is_refusal() {
-                    self.stats.files_failed += 1;
-                }
                 return None;
             }
         };
@@ -622,7 +621,10 @@ impl<L: UnwindLoader> ProcessManager<L> {
         self.stats.files_analysed += 1;
         let mut loaded = false;
         let deltas = std::mem::take(&mut analysed.table.deltas);
-        if deltas.len() > self.limits.max_deltas_per_file {
+        // The BPF maps know files by 64 bits of the key: another content
+        // with the same 64 bits (2^-64 by chance) must not replace its table.
+        let bpf_id_taken = self.files.keys().any(|k| k.bpf_id() == keys.table_key.bpf_id() && *k != keys.table_key);
+        if deltas.len() > self.limits.max_deltas_per_file || bpf_id_taken {
             self.stats.files_rejected += 1;
         } else if !deltas.is_empty() {
             loaded = self.load_table(keys.table_key, deltas);
@@ -914,6 +916,54 @@ mod tests {
         assert_eq!(m.stats().files_refused.not_regular, 1);
         assert!(m.is_loaded(pid));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Unmounts when dropped.
+    struct Mount(PathBuf);
+    impl Drop for Mount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+
+    /// A program run from an overlayfs mount (a container's root file
+    /// system), opened without map_files: the maps line and the overlay
+    /// agree on the inode (and, on recent kernels, the device).
+    #[test]
+    fn without_map_files_overlay_files_are_found() {
+        let dir = std::env::temp_dir().join(format!("ep-manager-{}-overlay", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for d in ["lower", "upper", "work", "merged"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        let sleep = Command::new("sh").arg("-c").arg("command -v sleep").output().unwrap();
+        std::fs::copy(String::from_utf8(sleep.stdout).unwrap().trim(), dir.join("lower/sleepy")).unwrap();
+        let options = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            dir.join("lower").display(),
+            dir.join("upper").display(),
+            dir.join("work").display()
+        );
+        let merged = dir.join("merged");
+        let mounted = Command::new("mount").args(["-t", "overlay", "overlay", "-o", &options]).arg(&merged).status();
+        if !mounted.is_ok_and(|s| s.success()) {
+            let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+            assert!(!ci, "mounting an overlay failed (root is needed)");
+            eprintln!("SKIPPED: cannot mount an overlay here; under CI=true this fails");
+            return;
+        }
+        let _mount = Mount(merged.clone());
+        let k = Kill(Command::new(merged.join("sleepy")).arg("30").spawn().unwrap());
+        let pid = Pid(k.0.id());
+        std::thread::sleep(Duration::from_millis(100));
+        let registry = Arc::new(ProcessRegistry::new());
+        let limits = ManagerLimits { open_via_map_files: false, ..quick() };
+        let mut m = ProcessManager::new(Recorder::default(), registry.clone(), limits);
+        m.on_new_process(pid);
+        let snap = registry.get(pid).unwrap();
+        assert!(mapping_of(&snap, "sleepy").file.is_some(), "{:?}", m.stats());
+        assert_eq!(m.stats().files_refused, Refusals::default());
+        drop(k);
     }
 
     #[test]
