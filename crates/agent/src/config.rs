@@ -23,9 +23,12 @@ pub struct AgentConfig {
     pub batch_queue_capacity: usize,
     /// Name native frames on the host (ELF symbols, DWARF). Default true.
     pub symbolize_native: bool,
-    /// How long a file's unwind tables stay in the kernel after the last
-    /// process mapping it exits, in milliseconds. Default 30000.
-    pub file_unload_grace_ms: u64,
+    /// MiB the unwind tables of files no process maps any more may take
+    /// (their deltas in the kernel, 4 bytes each, and their state in the
+    /// agent) before the least recently used are unloaded: a program
+    /// started again finds its tables loaded. Default 64; 0 unloads a
+    /// file when its last process exits.
+    pub unused_tables_budget_mib: u64,
 }
 
 impl Default for AgentConfig {
@@ -37,7 +40,7 @@ impl Default for AgentConfig {
             otlp_batches: false,
             batch_queue_capacity: 16,
             symbolize_native: true,
-            file_unload_grace_ms: 30_000,
+            unused_tables_budget_mib: 64,
         }
     }
 }
@@ -65,6 +68,14 @@ pub enum ConfigError {
     /// `batch_queue_capacity` must be at least 1.
     #[error("batch_queue_capacity must be at least 1")]
     BatchQueueCapacity,
+    /// `unused_tables_budget_mib` must be at most MAX.
+    #[error("unused_tables_budget_mib must be at most {max}, got {got}")]
+    UnusedTablesBudget {
+        /// The value given.
+        got: u64,
+        /// The largest accepted value.
+        max: u64,
+    },
     /// The JSON text could not be parsed.
     #[error("invalid configuration JSON: {0}")]
     Json(String),
@@ -74,6 +85,8 @@ pub enum ConfigError {
 /// `perf_event_max_sample_rate` is 100000; beyond a few kHz the profiler
 /// itself dominates).
 pub const MAX_SAMPLES_PER_SECOND: u32 = 10_000;
+/// Largest budget of unused unwind tables accepted, MiB.
+pub const MAX_UNUSED_TABLES_BUDGET_MIB: u64 = 4096;
 /// Shortest reporting interval accepted.
 pub const MIN_REPORTER_INTERVAL_MS: u64 = 100;
 
@@ -103,6 +116,12 @@ impl AgentConfig {
         }
         if self.batch_queue_capacity == 0 {
             return Err(ConfigError::BatchQueueCapacity);
+        }
+        if self.unused_tables_budget_mib > MAX_UNUSED_TABLES_BUDGET_MIB {
+            return Err(ConfigError::UnusedTablesBudget {
+                got: self.unused_tables_budget_mib,
+                max: MAX_UNUSED_TABLES_BUDGET_MIB,
+            });
         }
         Ok(())
     }
@@ -135,5 +154,10 @@ mod tests {
             AgentConfig::from_json(r#"{"reporter_interval_ms": 5}"#),
             Err(ConfigError::ReporterInterval { got_ms: 5, min_ms: MIN_REPORTER_INTERVAL_MS })
         );
+        assert_eq!(
+            AgentConfig::from_json(r#"{"unused_tables_budget_mib": 4097}"#),
+            Err(ConfigError::UnusedTablesBudget { got: 4097, max: MAX_UNUSED_TABLES_BUDGET_MIB })
+        );
+        assert_eq!(AgentConfig::from_json(r#"{"unused_tables_budget_mib": 0}"#).unwrap().unused_tables_budget_mib, 0);
     }
 }

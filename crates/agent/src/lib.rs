@@ -31,7 +31,7 @@ pub use stats::Stats;
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
 use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions, UnwindStop};
 use profiler_interpreters::python::{PythonRegistry, PythonSymbolizerStats};
-use profiler_process::{ManagerLimits, ProcessManager, ProcessRegistry};
+use profiler_process::{EventQueue, ManagerLimits, ProcessManager, ProcessRegistry};
 use profiler_symbolize::{KernelSymbolizer, NativeConfig, NativeStats, NativeSymbolizer};
 use sink::{BatchCounters, OtlpBatchSink};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -103,7 +103,8 @@ struct Running {
     stop: Arc<AtomicBool>,
     reader: JoinHandle<Result<(), BpfError>>,
     reporter: JoinHandle<()>,
-    manager: JoinHandle<Result<(), BpfError>>,
+    manager: JoinHandle<()>,
+    events: JoinHandle<Result<(), BpfError>>,
 }
 
 /// A running profiler.
@@ -183,10 +184,11 @@ impl Agent {
         };
         let registry = Arc::new(ProcessRegistry::new());
         let python_builds = Arc::new(PythonRegistry::new());
-        let manager = {
-            let events = sampler.process_event_reader()?;
+        let (manager, events) = {
+            let reader = Arc::new(sampler.process_event_reader()?);
+            let queue = Arc::new(EventQueue::new(process_manager::EVENT_QUEUE_CAPACITY));
             let limits = ManagerLimits {
-                file_unload_grace: Duration::from_millis(config.file_unload_grace_ms),
+                unused_files_budget: config.unused_tables_budget_mib << 20,
                 ..ManagerLimits::default()
             };
             let interpreters = process_manager::Interpreters::new(
@@ -204,13 +206,22 @@ impl Agent {
             for &pid in &config.pids {
                 manager.on_new_process(profiler_trace::Pid(pid));
             }
+            manager.settle();
+            let events = {
+                let (reader, queue, stop) = (reader.clone(), queue.clone(), stop.clone());
+                std::thread::Builder::new()
+                    .name("ep-procevents".into())
+                    .spawn(move || process_manager::drain(&reader, &queue, &stop))
+                    .map_err(|source| StartError::Thread { name: "process events", source })?
+            };
             sampler.start_sampling()?;
             let stop = stop.clone();
             let shared = shared.clone();
-            std::thread::Builder::new()
+            let manager = std::thread::Builder::new()
                 .name("ep-procman".into())
-                .spawn(move || process_manager::run(events, manager, &stop, &shared.manager))
-                .map_err(|source| StartError::Thread { name: "process manager", source })?
+                .spawn(move || process_manager::run(queue, &reader, manager, &stop, &shared.manager))
+                .map_err(|source| StartError::Thread { name: "process manager", source })?;
+            (manager, events)
         };
         let reporter = {
             let shared = shared.clone();
@@ -230,7 +241,7 @@ impl Agent {
         };
 
         Ok(Agent {
-            running: Mutex::new(Some(Running { sampler, stop, reader, reporter, manager })),
+            running: Mutex::new(Some(Running { sampler, stop, reader, reporter, manager, events })),
             final_counters: Mutex::new(Counters::default()),
             shared,
             batches,
@@ -316,6 +327,15 @@ impl Agent {
             user_frames: counters.user_frames,
             process_events: counters.process_events,
             process_events_lost: counters.process_events_lost,
+            process_events_received: manager.queue.received,
+            process_events_coalesced: manager.queue.coalesced,
+            process_events_cancelled: manager.queue.cancelled,
+            process_events_dropped: manager.queue.dropped,
+            process_events_malformed: manager.events_malformed,
+            process_loads_timed: manager.manager.load_latency.count,
+            process_load_p50_us: manager.manager.load_latency.p50_us,
+            process_load_p99_us: manager.manager.load_latency.p99_us,
+            process_load_max_us: manager.manager.load_latency.max_us,
             processes_loaded: manager.manager.processes,
             processes_exited: manager.manager.processes_exited,
             processes_rejected: manager.manager.processes_rejected,
@@ -323,6 +343,10 @@ impl Agent {
             files_analysed: manager.manager.files_analysed,
             files_failed: manager.manager.files_failed,
             files_rejected: manager.manager.files_rejected,
+            files_pending: manager.manager.files_pending,
+            files_unused: manager.manager.files_unused,
+            files_unused_bytes: manager.manager.files_unused_bytes,
+            files_evicted: manager.manager.files_evicted,
             unwind_deltas: manager.maps.delta_entries,
             unwind_rules: manager.maps.rules,
             unwind_prefixes: manager.maps.prefixes,
@@ -351,9 +375,10 @@ impl Agent {
         running.stop.store(true, Ordering::Relaxed);
         let read_result = running.reader.join().unwrap_or(Ok(()));
         let _ = running.reporter.join();
-        let manager_result = running.manager.join().unwrap_or(Ok(()));
+        let events_result = running.events.join().unwrap_or(Ok(()));
+        let _ = running.manager.join();
         *lock(&self.final_counters) = running.sampler.counters().unwrap_or_default();
-        read_result.and(manager_result)
+        read_result.and(events_result)
     }
 
     /// Entries in the native unwinder's maps, counted in the kernel:

@@ -1,5 +1,5 @@
-//! The process manager's thread: process events from the BPF programs
-//! drive a [`ProcessManager`] that loads unwinding state into the BPF
+//! The process manager's threads: process events from the BPF programs,
+//! drained into an [`EventQueue`] by one thread, drive a [`ProcessManager`] that loads unwinding state into the BPF
 //! maps through [`BpfLoader`], which also finds interpreters in the files
 //! it loads (CPython: [`profiler_interpreters::python::detect`]) and
 //! marks their evaluation loops for the interpreter unwinder.
@@ -11,11 +11,12 @@ use profiler_bpf::{
 use profiler_elf::{ElfFile, RuleId, UnwindRule};
 use profiler_interpreters::python::{self, Detection, FrameModel, Lasti, PythonBuild, PythonRegistry};
 use profiler_process::{
-    ExecutableFile, LoaderError, ManagerStats, ProcessManager, UnwindLoader, UnwindMapping, UnwindTarget,
+    EventKind, EventQueue, ExecutableFile, LoaderError, ManagerStats, ProcessManager, QueueStats, UnwindLoader,
+    UnwindMapping, UnwindTarget,
 };
 use profiler_trace::{FileId, Pid};
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,8 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(250);
 /// Housekeeping at most this often.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
+/// Counters published at most this often.
+const PUBLISH: Duration = Duration::from_millis(250);
 
 /// [`UnwindLoader`] over the BPF maps.
 pub(crate) struct BpfLoader {
@@ -243,50 +246,88 @@ fn python_file_value(build: &PythonBuild) -> PythonFileValue {
     }
 }
 
-/// What the thread publishes for [`crate::Agent::stats`].
+/// What the threads publish for [`crate::Agent::stats`].
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct ManagerReport {
     pub manager: ManagerStats,
     pub maps: profiler_bpf::UnwindMapsStats,
     pub interpreters: InterpreterStats,
+    pub queue: QueueStats,
+    /// Ring buffer records that could not be decoded.
+    pub events_malformed: u64,
 }
 
-/// The thread's body: follows events until `stop`, then unloads
-/// everything.
+/// Pids with pending work the event queue holds at most (each costs
+/// about 50 bytes); beyond, events are dropped and counted, and a
+/// dropped load comes again with the process's next sample.
+pub(crate) const EVENT_QUEUE_CAPACITY: usize = 65_536;
+/// Pieces of work handled between two looks at the analysis results.
+const WORK_BATCH: usize = 64;
+
+/// The draining thread's body: the ring buffer into the event queue
+/// until `stop`. It never waits on the manager, so the kernel's buffer
+/// does not fill while files are analysed.
+pub(crate) fn drain(
+    reader: &ProcessEventReader,
+    queue: &EventQueue,
+    stop: &AtomicBool,
+) -> Result<(), profiler_bpf::BpfError> {
+    let result = reader.run(TICK, stop, |event| {
+        if let Some(e) = event {
+            let kind = match e.kind {
+                ProcessEventKind::New => EventKind::New,
+                ProcessEventKind::UnknownPc => EventKind::UnknownPc,
+                ProcessEventKind::Exit => EventKind::Exit,
+                ProcessEventKind::Exec => EventKind::Exec,
+            };
+            queue.push(kind, Pid(e.pid), e.ktime_ns);
+        }
+        TICK
+    });
+    queue.wake();
+    result
+}
+
+/// The manager thread's body: follows the event queue (and the files
+/// analysed) until `stop`, then unloads everything.
 pub(crate) fn run(
-    reader: ProcessEventReader,
+    queue: Arc<EventQueue>,
+    reader: &ProcessEventReader,
     mut manager: ProcessManager<BpfLoader>,
     stop: &AtomicBool,
     report: &Mutex<ManagerReport>,
-) -> Result<(), profiler_bpf::BpfError> {
+) {
+    let waker = queue.clone();
+    manager.set_waker(Arc::new(move || waker.wake()));
     let publish = |m: &ProcessManager<BpfLoader>| {
         let mut r = report.lock().unwrap_or_else(|p| p.into_inner());
         r.manager = m.stats();
         r.maps = m.loader().maps.stats();
         r.interpreters = m.loader().interpreters.stats();
+        r.queue = queue.stats();
+        r.events_malformed = reader.malformed();
     };
     publish(&manager);
     let mut last_housekeeping = Instant::now();
-    let result = reader.run(TICK, stop, |event| {
-        match event {
-            Some(e) => match e.kind {
-                ProcessEventKind::New => manager.on_new_process(Pid(e.pid)),
-                ProcessEventKind::UnknownPc => manager.on_unknown_pc(Pid(e.pid), e.pc),
-                ProcessEventKind::Exit => manager.on_exit(Pid(e.pid)),
-                ProcessEventKind::Exec => manager.on_exec(Pid(e.pid)),
-            },
-            None => {
-                manager.run_due();
-                if last_housekeeping.elapsed() >= HOUSEKEEPING {
-                    last_housekeeping = Instant::now();
-                    manager.tick();
-                }
-                publish(&manager);
-            }
+    let mut last_publish = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let timeout = manager.next_deadline().map_or(TICK, |d| d.saturating_duration_since(Instant::now())).min(TICK);
+        for work in queue.wait(timeout, WORK_BATCH) {
+            manager.on_work(work);
+            // Files analysed meanwhile unblock their processes now.
+            manager.collect_analysed();
         }
-        manager.next_deadline().map_or(TICK, |d| d.saturating_duration_since(Instant::now()))
-    });
+        manager.collect_analysed();
+        manager.run_due();
+        if last_housekeeping.elapsed() >= HOUSEKEEPING {
+            last_housekeeping = Instant::now();
+            manager.tick();
+        }
+        if last_publish.elapsed() >= PUBLISH {
+            last_publish = Instant::now();
+            publish(&manager);
+        }
+    }
     manager.unload_all();
     publish(&manager);
-    result
 }

@@ -205,10 +205,25 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
         "  files:             {} analysed in {} ms, {} failed, {} over the size limits",
         s.files_analysed, s.unwind_analyse_ms, s.files_failed, s.files_rejected
     );
-    if s.process_events_lost + s.unwind_load_errors > 0 {
+    eprintln!("  unused tables:     {} files evicted (budget), {} kept at stop", s.files_evicted, s.files_unused);
+    eprintln!(
+        "  process events:    {} received, {} merged per pid, {} loads cancelled by an exit",
+        s.process_events_received, s.process_events_coalesced, s.process_events_cancelled
+    );
+    if s.process_loads_timed > 0 {
         eprintln!(
-            "  problems:          {} process events lost, {} unwind map load errors",
-            s.process_events_lost, s.unwind_load_errors
+            "  load latency:      p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} processes (event to unwind tables ready)",
+            s.process_load_p50_us as f64 / 1e3,
+            s.process_load_p99_us as f64 / 1e3,
+            s.process_load_max_us as f64 / 1e3,
+            s.process_loads_timed
+        );
+    }
+    if s.process_events_lost + s.process_events_dropped + s.process_events_malformed + s.unwind_load_errors > 0 {
+        eprintln!(
+            "  problems:          {} process events lost (ring buffer full), {} dropped (queue full), {} malformed, \
+             {} unwind map load errors",
+            s.process_events_lost, s.process_events_dropped, s.process_events_malformed, s.unwind_load_errors
         );
     }
     if let Some(e) = export {

@@ -62,6 +62,22 @@ pub(crate) fn analyse(elf: &ElfFile, file_id: FileId, path: &str) -> AnalysedFil
     AnalysedFile { file: Arc::new(file), table }
 }
 
+/// What [`analyse`] finds that is cheap to read (identity, build ids,
+/// segments), before the analysis: no symbols, no deltas yet.
+pub(crate) fn describe(elf: &ElfFile, file_id: FileId, path: Arc<str>) -> ExecutableFile {
+    ExecutableFile {
+        file_id,
+        path,
+        gnu_build_id: elf.gnu_build_id().ok().flatten().map(Arc::from),
+        go_build_id: elf.go_build_id().ok().flatten().map(Arc::from),
+        segments: elf.load_segments(),
+        symbols: empty_symbols(),
+        deltas: 0,
+        invalid_rows: 0,
+        go_unwind: None,
+    }
+}
+
 pub(crate) fn empty_symbols() -> SymbolTable {
     // A file whose symbol tables are malformed: no names, still unwound.
     // Built from an ELF header with no sections.

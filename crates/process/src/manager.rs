@@ -1,28 +1,35 @@
 //! The process manager: turns process events (a new pid sampled, a pc in
-//! no known mapping, an exit) into unwinding state for the kernel, and
-//! keeps the [`ProcessRegistry`] that symbolization reads.
+//! no known mapping, an exec, an exit) into unwinding state for the
+//! kernel, and keeps the [`ProcessRegistry`] that symbolization reads.
 //!
 //! For each process it reads `/proc/PID/maps`, opens each executable file
 //! through `/proc/PID/map_files/<range>` (so files of other mount
 //! namespaces are reached, and a file replaced on disk is still the one
 //! mapped), else `/proc/PID/root/<path>`, reads the vDSO from the
-//! process's memory, and analyses each file once per [`FileId`]: its
-//! unwind table is interned and loaded through the [`UnwindLoader`], then
-//! the process's mappings are. Files are reference-counted by the
-//! processes that map them and unloaded a grace period after the last
-//! one goes. Everything is bounded by [`ManagerLimits`] and counted in
-//! [`ManagerStats`].
+//! process's memory, and has each file analysed once per [`FileId`] by a
+//! small pool of workers ([`crate::pool`]). The manager alone updates the
+//! [`UnwindLoader`]: a file's rules, then its deltas, then the mappings
+//! of the processes that map it. A process is loaded at once with the
+//! files that are ready, and again as the others become ready. Files are
+//! reference-counted by the processes that map them; the ones nobody
+//! maps stay loaded, least recently used first out, within a byte budget
+//! ([`crate::lru`]). Everything is bounded by [`ManagerLimits`] and
+//! counted in [`ManagerStats`].
 
-use crate::files::{analyse, empty_symbols, ExecutableFile};
+use crate::files::{describe, empty_symbols, ExecutableFile};
+use crate::latency::{LatencyHistogram, LatencySummary};
+use crate::lru::UnusedFiles;
 use crate::maps::{parse_executable, MapsEntry};
+use crate::pool::{AnalysisPool, Done, Job, Table, Waker};
 use crate::procfs::{read_info, read_memory, read_start_time};
+use crate::queue::{LoadKind, PendingWork};
 use crate::registry::{ProcessRegistry, ProcessSnapshot, SnapshotMapping};
 use profiler_elf::{file_id_of_bytes, file_id_of_path, ElfFile, RuleId, RuleInterner, UnwindRule};
 use profiler_trace::{FileId, Pid};
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// An error of the [`UnwindLoader`] (the BPF maps).
@@ -38,7 +45,8 @@ pub enum UnwindTarget {
         /// Load bias.
         bias: u64,
     },
-    /// Executable memory without unwind tables.
+    /// Executable memory without unwind tables (or whose tables are not
+    /// ready yet).
     NoUnwindInfo,
 }
 
@@ -54,7 +62,7 @@ pub struct UnwindMapping {
 }
 
 /// Where the manager puts unwinding state: the BPF maps in the agent, a
-/// recorder in tests.
+/// recorder in tests. Only the manager's thread calls it.
 pub trait UnwindLoader {
     /// Makes rule `id` known (called before any file using it is loaded;
     /// may be called again for the same id).
@@ -67,8 +75,8 @@ pub trait UnwindLoader {
     fn set_process(&mut self, pid: Pid, mappings: &[UnwindMapping]) -> Result<(), LoaderError>;
     /// Removes everything of `pid`.
     fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError>;
-    /// A file was analysed, before its deltas are loaded: a chance to
-    /// find an interpreter in it (the agent looks for CPython). Does
+    /// A file was analysed, right before its deltas are loaded: a chance
+    /// to find an interpreter in it (the agent looks for CPython). Does
     /// nothing by default.
     fn inspect_file(&mut self, _file: &ExecutableFile, _elf: &ElfFile) {}
 }
@@ -78,17 +86,21 @@ pub trait UnwindLoader {
 pub struct ManagerLimits {
     /// Most processes loaded at once; more are refused (and counted).
     pub max_processes: usize,
-    /// Most files analysed and held at once; more are refused (their
-    /// mappings stop unwinding) and counted.
+    /// Most files analysed and held at once (the unused ones are evicted
+    /// first to make room); more are refused (their mappings stop
+    /// unwinding) and counted.
     pub max_files: usize,
     /// Files with more stack deltas are not loaded (counted).
     pub max_deltas_per_file: usize,
     /// How long an exited process's snapshot stays for samples still in
     /// flight.
     pub exit_grace: Duration,
-    /// How long a file nobody maps stays loaded (a process restarting
-    /// finds it still there).
-    pub file_unload_grace: Duration,
+    /// Bytes the files nobody maps may hold (their deltas in the kernel,
+    /// 4 bytes each, and their state here) before the least recently
+    /// used are unloaded: a program started again finds its tables.
+    pub unused_files_budget: u64,
+    /// Threads analysing files.
+    pub analysis_workers: usize,
     /// A new-process event for a process loaded less than this ago is
     /// ignored (it was sent before the load finished).
     pub maps_refresh_interval: Duration,
@@ -107,7 +119,8 @@ impl Default for ManagerLimits {
             max_files: 8192,
             max_deltas_per_file: 8 << 20,
             exit_grace: Duration::from_secs(5),
-            file_unload_grace: Duration::from_secs(30),
+            unused_files_budget: 64 << 20,
+            analysis_workers: 2,
             maps_refresh_interval: Duration::from_millis(500),
             liveness_interval: Duration::from_secs(5),
             exec_preloads_per_second: 20.0,
@@ -132,42 +145,71 @@ pub struct ManagerStats {
     pub maps_reads: u64,
     /// Processes that vanished or could not be read.
     pub maps_read_failures: u64,
-    /// Files held now.
+    /// Files held now (analysed or being analysed).
     pub files: u64,
+    /// Files being analysed now.
+    pub files_pending: u64,
     /// Files analysed (opened, tables built).
     pub files_analysed: u64,
     /// Files that could not be opened or parsed.
     pub files_failed: u64,
     /// Files refused by `max_files` or `max_deltas_per_file`.
     pub files_rejected: u64,
-    /// Files unloaded after their grace period.
-    pub files_unloaded: u64,
+    /// Files held now that no process maps.
+    pub files_unused: u64,
+    /// Bytes those hold (see [`ManagerLimits::unused_files_budget`]).
+    pub files_unused_bytes: u64,
+    /// Unused files unloaded to stay within the budget or the file limit.
+    pub files_evicted: u64,
     /// Stack deltas of the files held now.
     pub deltas: u64,
     /// Distinct unwind rules.
     pub rules: u64,
     /// Errors of the loader (BPF map updates).
     pub load_errors: u64,
-    /// Time spent analysing files, ms.
+    /// Time spent analysing files (summed over the workers), ms.
     pub analyse_ms: u64,
     /// Execs of processes never sampled not loaded ahead (over budget).
     pub exec_preloads_skipped: u64,
+    /// From a process's event (kernel time) to the moment its mappings
+    /// were in the loader with every file's table ready.
+    pub load_latency: LatencySummary,
+}
+
+/// What became of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FileState {
+    /// Being analysed.
+    Pending,
+    /// Deltas in the loader.
+    Loaded,
+    /// Analysed, nothing loaded (no CFI, over the limits, load failed).
+    NoTable,
 }
 
 struct FileEntry {
     file: Arc<ExecutableFile>,
     /// Processes mapping it.
     refs: usize,
-    /// When refs last dropped to 0.
-    unused_since: Option<Instant>,
-    /// Deltas in the loader.
-    loaded: bool,
+    state: FileState,
+}
+
+/// A file-backed (or anonymous) executable mapping of a process, as
+/// last read from its maps.
+#[derive(Clone, Copy)]
+struct ProcessMapping {
+    start: u64,
+    end: u64,
+    file: Option<(FileId, u64)>,
 }
 
 struct ProcessState {
     start_time: Option<u64>,
     files: HashSet<FileId>,
+    mappings: Vec<ProcessMapping>,
     maps_read_at: Instant,
+    /// Kernel time of the event whose load is not complete yet.
+    waiting_since_ns: Option<u64>,
 }
 
 /// Identity of a file on disk, to skip hashing it again.
@@ -180,12 +222,26 @@ const EXEC_RESYNC_MS: [u64; 3] = [5, 25, 100];
 /// files known to fail.
 const MAX_DISK_KEYS: usize = 65_536;
 
+/// What a held file costs beyond its deltas (its state here, the
+/// loader's bookkeeping), for the unused files' budget.
+const FILE_OVERHEAD_BYTES: u64 = 4096;
+
+/// `CLOCK_MONOTONIC` now, ns: the clock of the kernel's event times.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out pointer for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+}
+
 /// See the module documentation.
 pub struct ProcessManager<L: UnwindLoader> {
     loader: L,
     registry: Arc<ProcessRegistry>,
-    interner: RuleInterner,
+    interner: Arc<Mutex<RuleInterner>>,
+    pool: AnalysisPool,
     files: HashMap<FileId, FileEntry>,
+    unused: UnusedFiles<FileId>,
     disk_keys: HashMap<DiskKey, FileId>,
     failed: HashSet<DiskKey>,
     processes: HashMap<Pid, ProcessState>,
@@ -197,6 +253,12 @@ pub struct ProcessManager<L: UnwindLoader> {
     /// Budget of exec preloads of processes never sampled (token bucket).
     exec_tokens: f64,
     exec_tokens_at: Instant,
+    /// Kernel time of the event being handled (0: none, now is used).
+    event_ktime_ns: u64,
+    /// Whether the file being added is the one a process's own code is
+    /// in (its analysis goes first).
+    adding_urgent: bool,
+    latency: LatencyHistogram,
     limits: ManagerLimits,
     stats: ManagerStats,
     proc_root: PathBuf,
@@ -205,11 +267,14 @@ pub struct ProcessManager<L: UnwindLoader> {
 impl<L: UnwindLoader> ProcessManager<L> {
     /// A manager loading into `loader` and publishing into `registry`.
     pub fn new(loader: L, registry: Arc<ProcessRegistry>, limits: ManagerLimits) -> ProcessManager<L> {
+        let interner = Arc::new(Mutex::new(RuleInterner::new()));
         ProcessManager {
             loader,
             registry,
-            interner: RuleInterner::new(),
+            pool: AnalysisPool::new(limits.analysis_workers, limits.max_deltas_per_file, interner.clone()),
+            interner,
             files: HashMap::new(),
+            unused: UnusedFiles::new(limits.unused_files_budget),
             disk_keys: HashMap::new(),
             failed: HashSet::new(),
             processes: HashMap::new(),
@@ -218,10 +283,20 @@ impl<L: UnwindLoader> ProcessManager<L> {
             resyncs: Vec::new(),
             exec_tokens: limits.exec_preloads_per_second,
             exec_tokens_at: Instant::now(),
+            event_ktime_ns: 0,
+            adding_urgent: false,
+            latency: LatencyHistogram::default(),
             limits,
             stats: ManagerStats::default(),
             proc_root: PathBuf::from("/proc"),
         }
+    }
+
+    /// Calls `waker` (from a worker thread) whenever a file's analysis is
+    /// done: the caller's loop should then call
+    /// [`ProcessManager::collect_analysed`].
+    pub fn set_waker(&self, waker: Waker) {
+        self.pool.set_waker(waker);
     }
 
     /// The loader.
@@ -234,14 +309,35 @@ impl<L: UnwindLoader> ProcessManager<L> {
         let mut s = self.stats;
         s.processes = self.processes.len() as u64;
         s.files = self.files.len() as u64;
-        s.deltas = self.files.values().filter(|f| f.loaded).map(|f| f.file.deltas).sum();
-        s.rules = self.interner.len() as u64;
+        s.files_pending = self.files.values().filter(|f| f.state == FileState::Pending).count() as u64;
+        s.files_unused = self.unused.len() as u64;
+        s.files_unused_bytes = self.unused.bytes();
+        s.deltas = self.files.values().filter(|f| f.state == FileState::Loaded).map(|f| f.file.deltas).sum();
+        s.rules = self.interner.lock().unwrap_or_else(|p| p.into_inner()).len() as u64;
+        s.analyse_ms = self.pool.stats().analyse_ms;
+        s.load_latency = self.latency.summary();
         s
     }
 
     /// Whether `pid` is loaded.
     pub fn is_loaded(&self, pid: Pid) -> bool {
         self.processes.contains_key(&pid)
+    }
+
+    /// Handles the work the event queue merged for one pid: its exit,
+    /// then the load asked after it.
+    pub fn on_work(&mut self, work: PendingWork) {
+        if work.exit {
+            self.on_exit(work.pid);
+        }
+        self.event_ktime_ns = work.ktime_ns;
+        match work.load {
+            Some(LoadKind::New) => self.on_new_process(work.pid),
+            Some(LoadKind::UnknownPc) => self.on_unknown_pc(work.pid, 0),
+            Some(LoadKind::Exec) => self.on_exec(work.pid),
+            None => {}
+        }
+        self.event_ktime_ns = 0;
     }
 
     /// A sample of `pid` found it unknown: load it (again, when it was
@@ -294,6 +390,28 @@ impl<L: UnwindLoader> ProcessManager<L> {
         }
     }
 
+    /// Loads the files whose analysis is done, then the processes that
+    /// map them. Never blocks.
+    pub fn collect_analysed(&mut self) {
+        for done in self.pool.take_done() {
+            self.finish_file(done);
+        }
+    }
+
+    /// Waits for every analysis under way and loads the results (tests,
+    /// and callers that want everything loaded before going on).
+    pub fn settle(&mut self) {
+        loop {
+            let done = self.pool.wait_idle();
+            if done.is_empty() {
+                return;
+            }
+            for d in done {
+                self.finish_file(d);
+            }
+        }
+    }
+
     fn take_exec_token(&mut self) -> bool {
         let rate = self.limits.exec_preloads_per_second;
         let now = Instant::now();
@@ -314,8 +432,8 @@ impl<L: UnwindLoader> ProcessManager<L> {
     }
 
     /// Housekeeping, to call about once a second: forgets exited
-    /// processes after their grace, unloads files nobody maps, notices
-    /// exits that were missed.
+    /// processes after their grace, notices exits that were missed, keeps
+    /// the unused files within their budget.
     pub fn tick(&mut self) {
         let now = Instant::now();
         let grace = self.limits.exit_grace;
@@ -339,23 +457,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
                 self.unload_process(pid, false);
             }
         }
-        let unload_grace = self.limits.file_unload_grace;
-        let unused: Vec<FileId> = self
-            .files
-            .iter()
-            .filter(|(_, f)| f.refs == 0 && f.unused_since.is_some_and(|t| now.duration_since(t) >= unload_grace))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in unused {
-            if let Some(entry) = self.files.remove(&id) {
-                if entry.loaded {
-                    if let Err(_e) = self.loader.unload_file(id) {
-                        self.stats.load_errors += 1;
-                    }
-                }
-                self.stats.files_unloaded += 1;
-            }
-        }
+        self.evict_over_budget();
     }
 
     /// Unloads every process and file from the loader (the agent
@@ -367,8 +469,9 @@ impl<L: UnwindLoader> ProcessManager<L> {
             self.unload_process(pid, false);
         }
         self.exited.clear();
+        while self.unused.pop_oldest().is_some() {}
         for (id, entry) in std::mem::take(&mut self.files) {
-            if entry.loaded && self.loader.unload_file(id).is_err() {
+            if entry.state == FileState::Loaded && self.loader.unload_file(id).is_err() {
                 self.stats.load_errors += 1;
             }
         }
@@ -389,15 +492,30 @@ impl<L: UnwindLoader> ProcessManager<L> {
     }
 
     fn release_files(&mut self, files: &HashSet<FileId>) {
-        let now = Instant::now();
         for id in files {
             if let Some(entry) = self.files.get_mut(id) {
                 entry.refs = entry.refs.saturating_sub(1);
-                if entry.refs == 0 {
-                    entry.unused_since = Some(now);
+                if entry.refs == 0 && entry.state != FileState::Pending {
+                    self.unused.insert(*id, cost(entry));
                 }
             }
         }
+        self.evict_over_budget();
+    }
+
+    /// Unloads the least recently used unused files beyond the budget.
+    fn evict_over_budget(&mut self) {
+        while let Some(id) = self.unused.pop_over_budget() {
+            self.evict(id);
+        }
+    }
+
+    fn evict(&mut self, id: FileId) {
+        let Some(entry) = self.files.remove(&id) else { return };
+        if entry.state == FileState::Loaded && self.loader.unload_file(id).is_err() {
+            self.stats.load_errors += 1;
+        }
+        self.stats.files_evicted += 1;
     }
 
     fn sync(&mut self, pid: Pid, new_event: bool) {
@@ -430,17 +548,18 @@ impl<L: UnwindLoader> ProcessManager<L> {
         let entries = parse_executable(&text);
 
         let mut snapshot_mappings = Vec::with_capacity(entries.len());
-        let mut unwind_mappings = Vec::with_capacity(entries.len());
+        let mut mappings = Vec::with_capacity(entries.len());
         let mut files = HashSet::new();
+        // The lowest file mapping is the program's own executable (ld.so
+        // and libraries are mapped above it): analysed first.
+        let mut first_file = true;
         for entry in &entries {
+            self.adding_urgent = first_file && !entry.is_anonymous() && !entry.is_vdso();
             let file = if entry.is_anonymous() { None } else { self.file_for(pid, entry) };
+            first_file &= entry.is_anonymous();
             let bias = file.as_ref().and_then(|f| f.segments.executable_bias(entry.start, entry.offset));
-            let loaded = file.as_ref().is_some_and(|f| self.files.get(&f.file_id).is_some_and(|e| e.loaded));
-            let target = match (&file, bias) {
-                (Some(f), Some(bias)) if loaded => UnwindTarget::File { file_id: f.file_id, bias },
-                _ => UnwindTarget::NoUnwindInfo,
-            };
-            unwind_mappings.push(UnwindMapping { start: entry.start, end: entry.end, target });
+            let target = file.as_ref().zip(bias).map(|(f, b)| (f.file_id, b));
+            mappings.push(ProcessMapping { start: entry.start, end: entry.end, file: target });
             if let Some(f) = &file {
                 files.insert(f.file_id);
             }
@@ -452,36 +571,116 @@ impl<L: UnwindLoader> ProcessManager<L> {
             }
             snapshot_mappings.push(SnapshotMapping { mapping: Arc::new(mapping), file, bias });
         }
+        self.adding_urgent = false;
         snapshot_mappings.sort_by_key(|m| m.mapping.start);
 
-        if self.loader.set_process(pid, &unwind_mappings).is_err() {
-            self.stats.load_errors += 1;
-        }
         // References: take the new ones before releasing the old ones.
         let now = Instant::now();
+        let since = match self.event_ktime_ns {
+            0 => monotonic_ns(),
+            t => t,
+        };
         let old = match self.processes.get_mut(&pid) {
             Some(state) => {
                 state.maps_read_at = now;
+                state.mappings = mappings;
+                state.waiting_since_ns = state.waiting_since_ns.or(Some(since));
                 std::mem::replace(&mut state.files, files.clone())
             }
             None => {
                 self.stats.processes_loaded += 1;
-                self.processes.insert(pid, ProcessState { start_time, files: files.clone(), maps_read_at: now });
+                let state = ProcessState {
+                    start_time,
+                    files: files.clone(),
+                    mappings,
+                    maps_read_at: now,
+                    waiting_since_ns: Some(since),
+                };
+                self.processes.insert(pid, state);
                 HashSet::new()
             }
         };
         for id in files.difference(&old) {
             if let Some(e) = self.files.get_mut(id) {
                 e.refs += 1;
-                e.unused_since = None;
+                self.unused.remove(*id);
             }
         }
         let released: HashSet<FileId> = old.difference(&files).copied().collect();
         self.release_files(&released);
+        self.push_mappings(pid);
 
         let comm = std::fs::read_to_string(self.proc_root.join(pid.0.to_string()).join("comm")).unwrap_or_default();
         let info = read_info(&self.proc_root, pid, comm.trim_end());
         self.registry.set(pid, ProcessSnapshot { info: Arc::new(info), mappings: snapshot_mappings });
+    }
+
+    /// Sets `pid`'s mappings in the loader, those of the files whose
+    /// tables are loaded as files, the others as code without unwind
+    /// information (until their analysis is done).
+    fn push_mappings(&mut self, pid: Pid) {
+        let Some(state) = self.processes.get_mut(&pid) else { return };
+        let mut complete = true;
+        let unwind: Vec<UnwindMapping> = state
+            .mappings
+            .iter()
+            .map(|m| {
+                let state = m.file.and_then(|(id, _)| self.files.get(&id)).map(|e| e.state);
+                complete &= state != Some(FileState::Pending);
+                let target = match (m.file, state) {
+                    (Some((file_id, bias)), Some(FileState::Loaded)) => UnwindTarget::File { file_id, bias },
+                    _ => UnwindTarget::NoUnwindInfo,
+                };
+                UnwindMapping { start: m.start, end: m.end, target }
+            })
+            .collect();
+        if self.loader.set_process(pid, &unwind).is_err() {
+            self.stats.load_errors += 1;
+        }
+        if complete {
+            if let Some(since) = state.waiting_since_ns.take() {
+                self.latency.record(monotonic_ns().saturating_sub(since) / 1000);
+            }
+        }
+    }
+
+    /// A file's analysis is done: its table is loaded, then the processes
+    /// that map it.
+    fn finish_file(&mut self, done: Done) {
+        let Done { mut file, elf, table } = done;
+        let id = file.file_id;
+        if !self.files.get(&id).is_some_and(|e| e.state == FileState::Pending) {
+            return; // unloaded meanwhile (stopping)
+        }
+        self.stats.files_analysed += 1;
+        let mut state = FileState::NoTable;
+        self.loader.inspect_file(&file, &elf);
+        match table {
+            Table::Deltas(deltas) if deltas.is_empty() => {}
+            Table::Deltas(deltas) => {
+                if self.load_table(id, &deltas) {
+                    state = FileState::Loaded;
+                }
+            }
+            Table::TooLarge | Table::RulesFull => self.stats.files_rejected += 1,
+        }
+        drop(elf);
+        // The symbols were for inspect_file only (see ExecutableFile).
+        if let Some(f) = Arc::get_mut(&mut file) {
+            f.symbols = empty_symbols();
+        }
+        let Some(entry) = self.files.get_mut(&id) else { return };
+        entry.file = file;
+        entry.state = state;
+        if entry.refs == 0 {
+            self.unused.insert(id, cost(entry));
+            self.evict_over_budget();
+        }
+        let pids: Vec<Pid> =
+            self.processes.iter().filter(|(_, p)| p.files.contains(&id)).map(|(pid, _)| *pid).collect();
+        for pid in pids {
+            self.push_mappings(pid);
+        }
     }
 
     /// The analysed file behind a file-backed mapping (analysing and
@@ -530,6 +729,9 @@ impl<L: UnwindLoader> ProcessManager<L> {
         file
     }
 
+    /// Registers a file first seen and queues its analysis; the mappings
+    /// of the file unwind once it is done. The returned description
+    /// (segments, build ids) is complete already.
     fn add_file(
         &mut self,
         file_id: FileId,
@@ -537,53 +739,41 @@ impl<L: UnwindLoader> ProcessManager<L> {
         open: impl FnOnce() -> Option<ElfFile>,
     ) -> Option<Arc<ExecutableFile>> {
         if self.files.len() >= self.limits.max_files {
-            self.stats.files_rejected += 1;
-            return None;
+            match self.unused.pop_oldest() {
+                Some(old) => self.evict(old),
+                None => {
+                    self.stats.files_rejected += 1;
+                    return None;
+                }
+            }
         }
-        let started = Instant::now();
         let Some(elf) = open() else {
             self.stats.files_failed += 1;
             return None;
         };
-        let mut analysed = analyse(&elf, file_id, path);
-        self.loader.inspect_file(&analysed.file, &elf);
-        drop(elf);
-        // The symbols were for inspect_file only (see ExecutableFile).
-        if let Some(f) = Arc::get_mut(&mut analysed.file) {
-            f.symbols = empty_symbols();
-        }
-        self.stats.files_analysed += 1;
-        let mut loaded = false;
-        let deltas = std::mem::take(&mut analysed.table.deltas);
-        if deltas.len() > self.limits.max_deltas_per_file {
-            self.stats.files_rejected += 1;
-        } else if !deltas.is_empty() {
-            loaded = self.load_table(file_id, deltas);
-        }
-        self.stats.analyse_ms += started.elapsed().as_millis() as u64;
-        self.files.insert(
-            file_id,
-            FileEntry { file: analysed.file.clone(), refs: 0, unused_since: Some(Instant::now()), loaded },
-        );
-        Some(analysed.file)
+        let path: Arc<str> = Arc::from(path);
+        let file = Arc::new(describe(&elf, file_id, path.clone()));
+        self.files.insert(file_id, FileEntry { file: file.clone(), refs: 0, state: FileState::Pending });
+        self.pool.submit(Job { file_id, path, elf, urgent: self.adding_urgent });
+        Some(file)
     }
 
-    fn load_table(&mut self, file_id: FileId, deltas: Vec<profiler_elf::StackDelta>) -> bool {
-        let Ok(interned) = intern_consuming(&mut self.interner, deltas) else {
-            self.stats.files_rejected += 1;
-            return false;
-        };
-        let mut ids: Vec<RuleId> = interned.iter().map(|d| d.1).collect();
+    /// Sets the rules of a file's deltas, then the deltas.
+    fn load_table(&mut self, file_id: FileId, deltas: &[(u64, RuleId)]) -> bool {
+        let mut ids: Vec<RuleId> = deltas.iter().map(|d| d.1).collect();
         ids.sort_unstable();
         ids.dedup();
-        for id in ids {
-            let Some(rule) = self.interner.get(id) else { continue };
+        let rules: Vec<(RuleId, UnwindRule)> = {
+            let interner = self.interner.lock().unwrap_or_else(|p| p.into_inner());
+            ids.into_iter().filter_map(|id| Some((id, interner.get(id)?))).collect()
+        };
+        for (id, rule) in rules {
             if self.loader.set_rule(id, &rule).is_err() {
                 self.stats.load_errors += 1;
                 return false;
             }
         }
-        match self.loader.load_file(file_id, &interned) {
+        match self.loader.load_file(file_id, deltas) {
             Ok(()) => true,
             Err(_) => {
                 self.stats.load_errors += 1;
@@ -593,40 +783,29 @@ impl<L: UnwindLoader> ProcessManager<L> {
     }
 }
 
-/// Deltas interned per chunk at a time by [`intern_consuming`].
-const INTERN_CHUNK: usize = 64 * 1024;
-
-/// `interner.intern_deltas(&deltas)`, giving `deltas`' memory back as
-/// it goes: for a 150 MB library both tables take 35 MB each, so holding
-/// both at once would double the manager's peak. Consumed from the end,
-/// chunk by chunk, shrinking `deltas` (large blocks are their own
-/// mappings: shrinking returns the pages); the output is allocated whole
-/// up front but its pages only become resident as they are written.
-fn intern_consuming(
-    interner: &mut RuleInterner,
-    mut deltas: Vec<profiler_elf::StackDelta>,
-) -> profiler_elf::Result<Vec<(u64, RuleId)>> {
-    let mut out = Vec::with_capacity(deltas.len());
-    while !deltas.is_empty() {
-        let tail = deltas.split_off(deltas.len().saturating_sub(INTERN_CHUNK));
-        deltas.shrink_to_fit();
-        out.extend(interner.intern_deltas(&tail)?.into_iter().rev());
-    }
-    out.reverse();
-    Ok(out)
+/// What a file nobody maps costs while held: its deltas in the kernel
+/// (4 bytes each) and its state here.
+fn cost(entry: &FileEntry) -> u64 {
+    let deltas = if entry.state == FileState::Loaded { entry.file.deltas } else { 0 };
+    deltas * 4 + FILE_OVERHEAD_BYTES
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::queue::{EventKind, EventQueue};
     use std::process::{Child, Command};
 
-    /// Records what the manager loads.
+    /// Records what the manager loads, and checks the order: rules before
+    /// the files that use them, files before the processes that map them.
     #[derive(Default)]
     struct Recorder {
         rules: HashSet<RuleId>,
         files: HashMap<FileId, usize>,
         processes: HashMap<Pid, Vec<UnwindMapping>>,
+        /// Every set_process, in order.
+        process_sets: Vec<(Pid, usize)>,
+        loads: usize,
     }
 
     impl UnwindLoader for Recorder {
@@ -637,18 +816,22 @@ mod tests {
         fn load_file(&mut self, file_id: FileId, deltas: &[(u64, RuleId)]) -> Result<(), LoaderError> {
             assert!(deltas.iter().all(|d| self.rules.contains(&d.1)), "rules set before the file");
             assert!(self.files.insert(file_id, deltas.len()).is_none(), "loaded twice");
+            self.loads += 1;
             Ok(())
         }
         fn unload_file(&mut self, file_id: FileId) -> Result<(), LoaderError> {
             self.files.remove(&file_id).map(|_| ()).ok_or_else(|| "not loaded".into())
         }
         fn set_process(&mut self, pid: Pid, mappings: &[UnwindMapping]) -> Result<(), LoaderError> {
+            let mut files = 0;
             for m in mappings {
                 if let UnwindTarget::File { file_id, .. } = m.target {
                     assert!(self.files.contains_key(&file_id), "file loaded before the process");
+                    files += 1;
                 }
             }
             self.processes.insert(pid, mappings.to_vec());
+            self.process_sets.push((pid, files));
             Ok(())
         }
         fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError> {
@@ -681,10 +864,14 @@ mod tests {
     fn quick() -> ManagerLimits {
         ManagerLimits {
             exit_grace: Duration::ZERO,
-            file_unload_grace: Duration::ZERO,
+            unused_files_budget: 0,
             maps_refresh_interval: Duration::ZERO,
             ..Default::default()
         }
+    }
+
+    fn loaded_files(mappings: &[UnwindMapping]) -> usize {
+        mappings.iter().filter(|u| matches!(u.target, UnwindTarget::File { .. })).count()
     }
 
     #[test]
@@ -694,16 +881,23 @@ mod tests {
         let (a, b) = (sleeper(), sleeper());
         let (pa, pb) = (Pid(a.0.id()), Pid(b.0.id()));
         m.on_new_process(pa);
+        // Loaded at once, without unwind tables until they are analysed.
+        assert_eq!(m.loader().process_sets, vec![(pa, 0)]);
+        assert!(m.stats().files_pending >= 2);
+        m.settle();
         let files_after_one = m.loader().files.len();
         assert!(files_after_one >= 2, "sleep, libc, ld.so, vdso: {files_after_one}");
+        assert_eq!(loaded_files(&m.loader().processes[&pa]), files_after_one, "every mapping unwinds now");
+        assert_eq!(m.stats().load_latency.count, 1);
         m.on_new_process(pb);
         assert_eq!(m.loader().files.len(), files_after_one, "the second sleep shares every file");
+        assert_eq!(loaded_files(&m.loader().processes[&pb]), files_after_one, "known files: complete at once");
         assert_eq!(m.stats().processes, 2);
+        assert_eq!(m.stats().load_latency.count, 2);
         let snap = registry.get(pa).unwrap();
         assert_eq!(&*snap.info.executable_name, "sleep");
         let libc = snap.mappings.iter().find(|s| s.mapping.path.contains("libc.so")).expect("libc mapped");
         assert!(libc.mapping.file_id.is_some() && libc.mapping.gnu_build_id.is_some());
-        assert!(m.loader().processes[&pa].iter().any(|u| matches!(u.target, UnwindTarget::File { .. })));
         assert!(snap.mappings.iter().any(|s| s.mapping.path.as_ref() == "[vdso]" && s.file.is_some()));
 
         m.on_exit(pa);
@@ -713,11 +907,102 @@ mod tests {
         drop(b);
         m.on_exit(pb);
         m.tick();
-        assert!(m.loader().files.is_empty(), "{:?}", m.loader().files);
+        assert!(m.loader().files.is_empty(), "a zero budget keeps no unused file: {:?}", m.loader().files);
         assert!(m.loader().processes.is_empty());
         assert!(registry.is_empty());
         let s = m.stats();
         assert_eq!((s.processes, s.files, s.processes_exited), (0, 0, 2));
+        assert_eq!(s.files_evicted, s.files_analysed);
+    }
+
+    #[test]
+    fn unused_files_stay_within_budget_and_are_not_analysed_again() {
+        let registry = Arc::new(ProcessRegistry::new());
+        let limits = ManagerLimits { unused_files_budget: 64 << 20, ..quick() };
+        let mut m = ProcessManager::new(Recorder::default(), registry.clone(), limits);
+        let a = sleeper();
+        let pa = Pid(a.0.id());
+        m.on_new_process(pa);
+        m.settle();
+        let analysed = m.stats().files_analysed;
+        let loaded = m.loader().files.len();
+        drop(a);
+        m.on_exit(pa);
+        m.tick();
+        let s = m.stats();
+        assert_eq!((s.processes, s.files_unused, s.files_evicted), (0, analysed, 0));
+        assert!(s.files_unused_bytes >= analysed * FILE_OVERHEAD_BYTES);
+        assert_eq!(m.loader().files.len(), loaded, "tables stay loaded");
+
+        // The program starts again: nothing is analysed or loaded again.
+        let b = sleeper();
+        let pb = Pid(b.0.id());
+        m.on_new_process(pb);
+        assert_eq!(m.stats().files_pending, 0);
+        m.settle();
+        assert_eq!(m.stats().files_analysed, analysed);
+        assert_eq!(m.loader().loads, loaded);
+        assert_eq!(loaded_files(&m.loader().processes[&pb]), loaded);
+        assert_eq!(m.stats().files_unused, 0);
+
+        // A budget below one file's cost evicts every unused file.
+        drop(b);
+        m.unused = UnusedFiles::new(FILE_OVERHEAD_BYTES - 1);
+        m.on_exit(pb);
+        assert_eq!(m.stats().files_evicted, analysed);
+        assert!(m.loader().files.is_empty());
+    }
+
+    #[test]
+    fn least_recently_unused_file_goes_first() {
+        let registry = Arc::new(ProcessRegistry::new());
+        let mut m = ProcessManager::new(Recorder::default(), registry, ManagerLimits { ..quick() });
+        // Two fake files, loaded by hand: the budget holds one of them.
+        let old = FileId([1; 16]);
+        let new = FileId([2; 16]);
+        for id in [old, new] {
+            let elf = ElfFile::open(std::fs::read_link("/proc/self/exe").unwrap()).unwrap();
+            let file = Arc::new(describe(&elf, id, Arc::from("x")));
+            m.loader.load_file(id, &[]).unwrap();
+            m.files.insert(id, FileEntry { file, refs: 1, state: FileState::Loaded });
+        }
+        m.unused = UnusedFiles::new(FILE_OVERHEAD_BYTES);
+        m.release_files(&HashSet::from([old]));
+        assert_eq!(m.stats().files_evicted, 0);
+        m.release_files(&HashSet::from([new]));
+        assert_eq!(m.stats().files_evicted, 1);
+        assert!(m.files.contains_key(&new) && !m.files.contains_key(&old));
+        assert_eq!(m.loader().files.keys().copied().collect::<Vec<_>>(), vec![new]);
+    }
+
+    #[test]
+    fn queued_events_load_in_order_and_latency_is_measured() {
+        let registry = Arc::new(ProcessRegistry::new());
+        let mut m = ProcessManager::new(Recorder::default(), registry, quick());
+        let q = EventQueue::new(64);
+        let (a, b) = (sleeper(), sleeper());
+        let (pa, pb) = (Pid(a.0.id()), Pid(b.0.id()));
+        let t0 = monotonic_ns();
+        q.push(EventKind::New, pa, t0);
+        q.push(EventKind::UnknownPc, pa, t0 + 1);
+        q.push(EventKind::New, pb, t0);
+        q.push(EventKind::Exit, Pid(u32::MAX - 3), t0);
+        for w in q.wait(Duration::ZERO, 64) {
+            m.on_work(w);
+        }
+        m.settle();
+        assert_eq!(m.stats().maps_reads, 2, "one read per pid");
+        assert!(loaded_files(&m.loader().processes[&pa]) >= 2);
+        assert_eq!(loaded_files(&m.loader().processes[&pa]), loaded_files(&m.loader().processes[&pb]));
+        let l = m.stats().load_latency;
+        assert_eq!(l.count, 2);
+        assert!(l.max_us >= l.p50_us && l.max_us < 60_000_000, "{l:?}");
+        // Each process was set once incomplete, then once per file as it
+        // became ready, and never lost a file it had.
+        for pid in [pa, pb] {
+            let sets: Vec<usize> = m.loader().process_sets.iter().filter(|s| s.0 == pid).map(|s| s.1).collect();
+            assert!(sets.windows(2).all(|w| w[0] <= w[1]), "{sets:?}");
+        }
     }
 
     #[test]
@@ -730,6 +1015,7 @@ mod tests {
         let a = sleeper();
         let pa = Pid(a.0.id());
         m.on_new_process(pa);
+        m.settle();
         assert!(m.is_loaded(pa));
         drop(a); // exits, and no exit event comes
         m.tick();
@@ -759,13 +1045,14 @@ mod tests {
 
     #[test]
     fn interning_while_consuming_keeps_order() {
+        use crate::pool::{intern_consuming, INTERN_CHUNK};
         use profiler_elf::{StackDelta, UnwindRule};
         let rules = [UnwindRule::Stop, UnwindRule::Signal, UnwindRule::UnfollowedSwitch];
         let deltas: Vec<StackDelta> = (0..3 * INTERN_CHUNK as u64 + 17)
             .map(|i| StackDelta { address: 0x1000 + 4 * i, rule: rules[(i % 7 % 3) as usize] })
             .collect();
         let want = RuleInterner::new().intern_deltas(&deltas).unwrap();
-        let got = intern_consuming(&mut RuleInterner::new(), deltas).unwrap();
+        let got = intern_consuming(&Mutex::new(RuleInterner::new()), deltas).unwrap();
         assert_eq!(got, want);
     }
 

@@ -1,0 +1,265 @@
+//! The workers that analyse files (ELF reading, unwind tables, rule
+//! interning) off the manager's thread, so that a process whose files
+//! are known or small is loaded while a 190 MB library is being
+//! analysed. Jobs run in priority order (a process's executable first,
+//! then smaller files first) and at most one big file is analysed at a
+//! time, which bounds the peak memory and keeps a worker free for the
+//! small files. Results go back to the manager, which alone updates the
+//! loader (rules before files, files before processes).
+
+use crate::files::{analyse, ExecutableFile};
+use profiler_elf::{ElfFile, RuleId, RuleInterner, StackDelta};
+use profiler_trace::FileId;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Files at least this large are "big": one at a time.
+pub(crate) const BIG_FILE: u64 = 32 << 20;
+
+/// Called by a worker when a result is ready (wakes the manager's loop).
+pub type Waker = Arc<dyn Fn() + Send + Sync>;
+
+/// A file to analyse.
+pub(crate) struct Job {
+    pub file_id: FileId,
+    pub path: Arc<str>,
+    pub elf: ElfFile,
+    /// Lower runs first.
+    pub urgent: bool,
+}
+
+/// What became of a file's table.
+pub(crate) enum Table {
+    /// Interned deltas, sorted by address.
+    Deltas(Vec<(u64, RuleId)>),
+    /// More deltas than the limit.
+    TooLarge,
+    /// The rule table is full.
+    RulesFull,
+}
+
+/// An analysed file, for the manager to load.
+pub(crate) struct Done {
+    pub file: Arc<ExecutableFile>,
+    /// Kept for [`crate::UnwindLoader::inspect_file`].
+    pub elf: ElfFile,
+    pub table: Table,
+}
+
+/// Pool counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct PoolStats {
+    /// Analysis time summed over the workers, ms.
+    pub analyse_ms: u64,
+}
+
+struct Queue {
+    /// (not urgent, size, sequence) -> job.
+    jobs: BTreeMap<(bool, u64, u64), Job>,
+    running: usize,
+    big_running: bool,
+    done: Vec<Done>,
+    seq: u64,
+    shutdown: bool,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    work: Condvar,
+    idle: Condvar,
+    interner: Arc<Mutex<RuleInterner>>,
+    max_deltas: usize,
+    analyse_us: AtomicU64,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// See the module documentation.
+pub(crate) struct AnalysisPool {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl AnalysisPool {
+    /// `workers` threads (at least one) interning into `interner`.
+    pub fn new(workers: usize, max_deltas: usize, interner: Arc<Mutex<RuleInterner>>) -> AnalysisPool {
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue {
+                jobs: BTreeMap::new(),
+                running: 0,
+                big_running: false,
+                done: Vec::new(),
+                seq: 0,
+                shutdown: false,
+            }),
+            work: Condvar::new(),
+            idle: Condvar::new(),
+            interner,
+            max_deltas,
+            analyse_us: AtomicU64::new(0),
+            waker: Mutex::new(None),
+        });
+        let workers = (0..workers.max(1))
+            .filter_map(|i| {
+                let shared = shared.clone();
+                std::thread::Builder::new().name(format!("file-analysis-{i}")).spawn(move || work(&shared)).ok()
+            })
+            .collect();
+        AnalysisPool { shared, workers }
+    }
+
+    /// Calls `waker` whenever a result is ready.
+    pub fn set_waker(&self, waker: Waker) {
+        *self.shared.waker.lock().unwrap_or_else(|p| p.into_inner()) = Some(waker);
+    }
+
+    /// Queues a file.
+    pub fn submit(&self, job: Job) {
+        if self.workers.is_empty() {
+            // No thread could be started: analysed here, late but not lost.
+            let done = run(&self.shared, job);
+            self.shared.lock().done.push(done);
+            return;
+        }
+        let mut q = self.shared.lock();
+        q.seq += 1;
+        let key = (!job.urgent, job.elf.data().len() as u64, q.seq);
+        q.jobs.insert(key, job);
+        drop(q);
+        self.shared.work.notify_all();
+    }
+
+    /// The results ready now.
+    pub fn take_done(&self) -> Vec<Done> {
+        std::mem::take(&mut self.shared.lock().done)
+    }
+
+    /// Waits until no job is queued or running, then takes the results.
+    pub fn wait_idle(&self) -> Vec<Done> {
+        let mut q = self.shared.lock();
+        while !q.jobs.is_empty() || q.running > 0 {
+            q = self.shared.idle.wait(q).unwrap_or_else(|p| p.into_inner());
+        }
+        std::mem::take(&mut q.done)
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        PoolStats { analyse_ms: self.shared.analyse_us.load(Ordering::Relaxed) / 1000 }
+    }
+}
+
+impl Drop for AnalysisPool {
+    fn drop(&mut self) {
+        {
+            let mut q = self.shared.lock();
+            q.shutdown = true;
+            q.jobs.clear();
+        }
+        self.shared.work.notify_all();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+/// A worker: the most urgent job it may run (not a second big file),
+/// analysed, then handed back.
+fn work(shared: &Shared) {
+    lower_priority();
+    let mut q = shared.lock();
+    loop {
+        if q.shutdown {
+            return;
+        }
+        let big_running = q.big_running;
+        let next = q.jobs.keys().find(|k| !(big_running && k.1 >= BIG_FILE)).copied();
+        let Some(key) = next else {
+            q = shared.work.wait(q).unwrap_or_else(|p| p.into_inner());
+            continue;
+        };
+        let Some(job) = q.jobs.remove(&key) else { continue };
+        let big = key.1 >= BIG_FILE;
+        q.running += 1;
+        q.big_running |= big;
+        drop(q);
+
+        let started = Instant::now();
+        let done = run(shared, job);
+        shared.analyse_us.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+
+        q = shared.lock();
+        q.running -= 1;
+        if big {
+            q.big_running = false;
+        }
+        q.done.push(done);
+        let idle = q.jobs.is_empty() && q.running == 0;
+        drop(q);
+        if big {
+            shared.work.notify_all();
+        }
+        if idle {
+            shared.idle.notify_all();
+        }
+        if let Some(w) = shared.waker.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            w();
+        }
+        q = shared.lock();
+    }
+}
+
+fn run(shared: &Shared, job: Job) -> Done {
+    let mut analysed = analyse(&job.elf, job.file_id, &job.path);
+    let deltas = std::mem::take(&mut analysed.table.deltas);
+    let table = if deltas.len() > shared.max_deltas {
+        Table::TooLarge
+    } else {
+        match intern_consuming(&shared.interner, deltas) {
+            Ok(d) => Table::Deltas(d),
+            Err(_) => Table::RulesFull,
+        }
+    };
+    Done { file: analysed.file, elf: job.elf, table }
+}
+
+/// Analysis is batch work: `SCHED_BATCH` keeps its fair share of the CPU
+/// (a lower nice value starved it on a busy machine, and new processes
+/// waited seconds for their tables) but lets interactive tasks preempt it.
+fn lower_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is valid for the call; pid 0 is the calling thread.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+}
+
+/// Deltas interned per chunk at a time by [`intern_consuming`].
+pub(crate) const INTERN_CHUNK: usize = 64 * 1024;
+
+/// `interner.intern_deltas(&deltas)`, giving `deltas`' memory back as
+/// it goes: for a 150 MB library both tables take 35 MB each, so holding
+/// both at once would double the peak. Consumed from the end, chunk by
+/// chunk, shrinking `deltas` (large blocks are their own mappings:
+/// shrinking returns the pages); the output is allocated whole up front
+/// but its pages only become resident as they are written. The interner
+/// is locked per chunk, so workers interleave.
+pub(crate) fn intern_consuming(
+    interner: &Mutex<RuleInterner>,
+    mut deltas: Vec<StackDelta>,
+) -> profiler_elf::Result<Vec<(u64, RuleId)>> {
+    let mut out = Vec::with_capacity(deltas.len());
+    while !deltas.is_empty() {
+        let tail = deltas.split_off(deltas.len().saturating_sub(INTERN_CHUNK));
+        deltas.shrink_to_fit();
+        let ids = interner.lock().unwrap_or_else(|p| p.into_inner()).intern_deltas(&tail)?;
+        out.extend(ids.into_iter().rev());
+    }
+    out.reverse();
+    Ok(out)
+}
