@@ -67,11 +67,7 @@ fn churn_loses_no_process_event_and_a_new_program_unwinds_whole() {
         "process events lost (ring buffer), dropped (queue), malformed; {stats:#?}"
     );
     // Every exec was reported and read (the churn's and the program's).
-    assert!(
-        stats.process_events_received >= started + 1,
-        "{} events for {started} execs",
-        stats.process_events_received
-    );
+    assert!(stats.process_events_received > started, "{} events for {started} execs", stats.process_events_received);
     assert_eq!(stats.process_events_received, stats.process_events, "every event sent was read");
     assert!(stats.process_loads_timed > 0);
 
