@@ -576,15 +576,17 @@ impl<L: UnwindLoader> ProcessManager<L> {
 
         // References: take the new ones before releasing the old ones.
         let now = Instant::now();
-        let since = match self.event_ktime_ns {
-            0 => monotonic_ns(),
-            t => t,
-        };
+        // Timed from the event that asked for this load (from now for a
+        // process loaded without one); scheduled re-reads are not timed.
+        let event = self.event_ktime_ns;
+        let since = if event == 0 { monotonic_ns() } else { event };
         let old = match self.processes.get_mut(&pid) {
             Some(state) => {
                 state.maps_read_at = now;
                 state.mappings = mappings;
-                state.waiting_since_ns = state.waiting_since_ns.or(Some(since));
+                if event != 0 {
+                    state.waiting_since_ns = state.waiting_since_ns.or(Some(event));
+                }
                 std::mem::replace(&mut state.files, files.clone())
             }
             None => {

@@ -57,8 +57,7 @@ pub(crate) struct PoolStats {
 }
 
 struct Queue {
-    /// (not urgent, size, sequence) -> job.
-    jobs: BTreeMap<(bool, u64, u64), Job>,
+    jobs: BTreeMap<JobKey, Job>,
     running: usize,
     big_running: bool,
     done: Vec<Done>,
@@ -157,6 +156,9 @@ impl AnalysisPool {
 }
 
 impl Drop for AnalysisPool {
+    /// Queued jobs are dropped; a worker in the middle of a big file is
+    /// not waited for (that can take seconds, and the agent's stop must
+    /// not): it finishes that file, drops it and exits.
     fn drop(&mut self) {
         {
             let mut q = self.shared.lock();
@@ -165,7 +167,9 @@ impl Drop for AnalysisPool {
         }
         self.shared.work.notify_all();
         for w in self.workers.drain(..) {
-            let _ = w.join();
+            if w.is_finished() {
+                let _ = w.join();
+            }
         }
     }
 }
@@ -179,9 +183,7 @@ fn work(shared: &Shared) {
         if q.shutdown {
             return;
         }
-        let big_running = q.big_running;
-        let next = q.jobs.keys().find(|k| !(big_running && k.1 >= BIG_FILE)).copied();
-        let Some(key) = next else {
+        let Some(key) = pick(&q.jobs, q.big_running) else {
             q = shared.work.wait(q).unwrap_or_else(|p| p.into_inner());
             continue;
         };
@@ -196,6 +198,9 @@ fn work(shared: &Shared) {
         shared.analyse_us.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
 
         q = shared.lock();
+        if q.shutdown {
+            return;
+        }
         q.running -= 1;
         if big {
             q.big_running = false;
@@ -214,6 +219,15 @@ fn work(shared: &Shared) {
         }
         q = shared.lock();
     }
+}
+
+/// Job keys: (not urgent, file size, arrival).
+type JobKey = (bool, u64, u64);
+
+/// The job to run next: the first in key order (urgent, then smaller,
+/// then older) that is not a second big file.
+fn pick<V>(jobs: &BTreeMap<JobKey, V>, big_running: bool) -> Option<JobKey> {
+    jobs.keys().find(|k| !(big_running && k.1 >= BIG_FILE)).copied()
 }
 
 fn run(shared: &Shared, job: Job) -> Done {
@@ -262,4 +276,50 @@ pub(crate) fn intern_consuming(
     }
     out.reverse();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn executable_first_then_small_files_and_one_big_file_at_a_time() {
+        const URGENT: bool = false; // the key's first field is "not urgent"
+        const LATER: bool = true;
+        let mut jobs = BTreeMap::new();
+        jobs.insert((URGENT, BIG_FILE * 2, 4), "big executable");
+        jobs.insert((LATER, BIG_FILE * 5, 1), "libLLVM");
+        jobs.insert((LATER, 2 << 20, 2), "libc");
+        jobs.insert((LATER, 200 << 10, 3), "ld.so");
+        jobs.insert((LATER, 200 << 10, 5), "another small file");
+        let mut order = Vec::new();
+        while let Some(k) = pick(&jobs, false) {
+            order.push(jobs.remove(&k).unwrap());
+        }
+        assert_eq!(order, ["big executable", "ld.so", "another small file", "libc", "libLLVM"]);
+
+        jobs.insert((LATER, BIG_FILE * 5, 1), "libLLVM");
+        jobs.insert((URGENT, BIG_FILE, 2), "big executable");
+        assert_eq!(pick(&jobs, true), None, "a big file is being analysed: the big ones wait");
+        jobs.insert((LATER, 4096, 3), "small");
+        assert_eq!(pick(&jobs, true).map(|k| jobs[&k]), Some("small"));
+    }
+
+    #[test]
+    fn analyses_and_interns_on_a_worker() {
+        let interner = Arc::new(Mutex::new(RuleInterner::new()));
+        let pool = AnalysisPool::new(2, 8 << 20, interner.clone());
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let id = profiler_elf::file_id_of_path(&exe).unwrap();
+        let elf = ElfFile::open(&exe).unwrap();
+        pool.submit(Job { file_id: id, path: Arc::from("self"), elf, urgent: true });
+        let done = pool.wait_idle();
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].file.file_id, id);
+        let Table::Deltas(deltas) = &done[0].table else { panic!("no deltas") };
+        assert_eq!(deltas.len() as u64, done[0].file.deltas);
+        let interner = interner.lock().unwrap();
+        assert!(deltas.iter().all(|d| interner.get(d.1).is_some()), "every rule interned");
+        assert!(deltas.windows(2).all(|w| w[0].0 <= w[1].0), "sorted");
+    }
 }
