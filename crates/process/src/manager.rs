@@ -145,6 +145,9 @@ pub struct ManagerStats {
     pub maps_reads: u64,
     /// Processes that vanished or could not be read.
     pub maps_read_failures: u64,
+    /// Reads of maps whose executable mappings had not changed (nothing
+    /// else done).
+    pub maps_unchanged: u64,
     /// Files held now (analysed or being analysed).
     pub files: u64,
     /// Files being analysed now.
@@ -208,6 +211,8 @@ struct ProcessState {
     files: HashSet<FileId>,
     mappings: Vec<ProcessMapping>,
     maps_read_at: Instant,
+    /// Of the executable mappings last read (see [`maps_digest`]).
+    maps_digest: u64,
     /// Kernel time of the event whose load is not complete yet.
     waiting_since_ns: Option<u64>,
 }
@@ -546,6 +551,16 @@ impl<L: UnwindLoader> ProcessManager<L> {
             return;
         };
         let entries = parse_executable(&text);
+        let digest = maps_digest(&entries);
+        if let Some(state) = self.processes.get_mut(&pid) {
+            if state.maps_digest == digest {
+                // Nothing executable changed (most re-reads after an
+                // exec, once ld.so is done): no file to look at again.
+                state.maps_read_at = Instant::now();
+                self.stats.maps_unchanged += 1;
+                return;
+            }
+        }
 
         let mut snapshot_mappings = Vec::with_capacity(entries.len());
         let mut mappings = Vec::with_capacity(entries.len());
@@ -583,6 +598,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
         let old = match self.processes.get_mut(&pid) {
             Some(state) => {
                 state.maps_read_at = now;
+                state.maps_digest = digest;
                 state.mappings = mappings;
                 if event != 0 {
                     state.waiting_since_ns = state.waiting_since_ns.or(Some(event));
@@ -596,12 +612,15 @@ impl<L: UnwindLoader> ProcessManager<L> {
                     files: files.clone(),
                     mappings,
                     maps_read_at: now,
+                    maps_digest: digest,
                     waiting_since_ns: Some(since),
                 };
                 self.processes.insert(pid, state);
                 HashSet::new()
             }
         };
+        // The same program as before keeps its name, path and container.
+        let known_info = if old.is_empty() { None } else { self.registry.get(pid).map(|s| s.info.clone()) };
         for id in files.difference(&old) {
             if let Some(e) = self.files.get_mut(id) {
                 e.refs += 1;
@@ -612,9 +631,11 @@ impl<L: UnwindLoader> ProcessManager<L> {
         self.release_files(&released);
         self.push_mappings(pid);
 
-        let comm = std::fs::read_to_string(self.proc_root.join(pid.0.to_string()).join("comm")).unwrap_or_default();
-        let info = read_info(&self.proc_root, pid, comm.trim_end());
-        self.registry.set(pid, ProcessSnapshot { info: Arc::new(info), mappings: snapshot_mappings });
+        let info = known_info.unwrap_or_else(|| {
+            let comm = std::fs::read_to_string(self.proc_root.join(pid.0.to_string()).join("comm")).unwrap_or_default();
+            Arc::new(read_info(&self.proc_root, pid, comm.trim_end()))
+        });
+        self.registry.set(pid, ProcessSnapshot { info, mappings: snapshot_mappings });
     }
 
     /// Sets `pid`'s mappings in the loader, those of the files whose
@@ -783,6 +804,17 @@ impl<L: UnwindLoader> ProcessManager<L> {
             }
         }
     }
+}
+
+/// A digest of a process's executable mappings: equal digests, nothing
+/// to load again.
+fn maps_digest(entries: &[MapsEntry]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for e in entries {
+        (e.start, e.end, e.offset, e.inode, &e.path).hash(&mut h);
+    }
+    h.finish()
 }
 
 /// What a file nobody maps costs while held: its deltas in the kernel
@@ -1042,6 +1074,7 @@ mod tests {
         let reads = m.stats().maps_reads;
         m.run_due();
         assert_eq!(m.stats().maps_reads, reads + 3);
+        assert_eq!(m.stats().maps_unchanged, 3, "sleep's mappings did not change after its exec");
         assert_eq!(m.next_deadline(), None);
     }
 
