@@ -174,6 +174,10 @@ pub struct ManagerStats {
     pub analyse_ms: u64,
     /// Execs of processes never sampled not loaded ahead (over budget).
     pub exec_preloads_skipped: u64,
+    /// Execs whose process was gone when its load was due.
+    pub exec_preloads_gone: u64,
+    /// Loads and re-reads not scheduled (too many waiting).
+    pub scheduled_dropped: u64,
     /// From a process's event (kernel time) to the moment its mappings
     /// were in the loader with every file's table ready.
     pub load_latency: LatencySummary,
@@ -220,8 +224,31 @@ struct ProcessState {
 /// Identity of a file on disk, to skip hashing it again.
 type DiskKey = (u64, u64, u64, i64, i64);
 
+/// When a program is loaded after its exec.
+const EXEC_LOAD_DELAY: Duration = Duration::from_millis(5);
 /// When maps are read again after an exec (ms after it).
-const EXEC_RESYNC_MS: [u64; 3] = [5, 25, 100];
+const EXEC_RESYNC_MS: [u64; 2] = [25, 100];
+/// Most loads and re-reads scheduled at once (more are dropped and
+/// counted; a process missed this way is loaded at its first sample).
+const MAX_SCHEDULED: usize = 16_384;
+
+/// A load scheduled after an exec.
+#[derive(Clone, Copy)]
+struct ExecLoad {
+    /// Kernel time of the exec event (0: unknown).
+    ktime_ns: u64,
+    /// The process was loaded before its exec (its load is not an exec
+    /// preload, it needs no budget).
+    was_loaded: bool,
+}
+
+/// Work for later: a load after an exec, or a re-read of maps.
+#[derive(Clone, Copy)]
+struct Scheduled {
+    pid: Pid,
+    at: Instant,
+    exec: Option<ExecLoad>,
+}
 
 /// Bound of the (device, inode, ...) -> FileId cache and of the set of
 /// files known to fail.
@@ -252,9 +279,9 @@ pub struct ProcessManager<L: UnwindLoader> {
     processes: HashMap<Pid, ProcessState>,
     exited: Vec<(Pid, Instant)>,
     last_liveness: Instant,
-    /// Re-reads of maps scheduled after an exec, when the dynamic loader
-    /// will have mapped the libraries.
-    resyncs: Vec<(Pid, Instant)>,
+    /// Loads after execs and re-reads of maps after them, when the
+    /// dynamic loader will have mapped the libraries.
+    scheduled: Vec<Scheduled>,
     /// Budget of exec preloads of processes never sampled (token bucket).
     exec_tokens: f64,
     exec_tokens_at: Instant,
@@ -285,7 +312,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             processes: HashMap::new(),
             exited: Vec::new(),
             last_liveness: Instant::now(),
-            resyncs: Vec::new(),
+            scheduled: Vec::new(),
             exec_tokens: limits.exec_preloads_per_second,
             exec_tokens_at: Instant::now(),
             event_ktime_ns: 0,
@@ -357,40 +384,67 @@ impl<L: UnwindLoader> ProcessManager<L> {
         self.sync(pid, false);
     }
 
-    /// `pid` called execve: its mappings are all new. A loaded process is
-    /// reloaded; a process never sampled is loaded ahead of its first
-    /// sample while the exec preload budget lasts (execs can come by the
-    /// hundred per second on a build machine; most of those processes are
-    /// never sampled, and the first sample loads them anyway). Either way
-    /// its maps are read again a few times in the next 100 ms, as the
-    /// dynamic loader maps the libraries.
+    /// `pid` called execve: its mappings are all new. The old ones go at
+    /// once; the new program is loaded a few milliseconds later, once
+    /// ld.so has mapped its libraries, if it still runs then (most
+    /// processes of a build's churn are gone by then, and cost nothing
+    /// more). A process never sampled is loaded ahead of its first sample
+    /// while the exec preload budget lasts (execs can come by the hundred
+    /// per second on a build machine; most of those processes are never
+    /// sampled, and the first sample loads them anyway). Its maps are
+    /// read again 25 and 100 ms after the exec, for late libraries.
     pub fn on_exec(&mut self, pid: Pid) {
-        let known = self.processes.contains_key(&pid);
-        if !known && !self.take_exec_token() {
-            self.stats.exec_preloads_skipped += 1;
+        let was_loaded = self.processes.contains_key(&pid);
+        self.unload_process(pid, true);
+        let exec = ExecLoad { ktime_ns: self.event_ktime_ns, was_loaded };
+        self.schedule(pid, EXEC_LOAD_DELAY, Some(exec));
+    }
+
+    fn schedule(&mut self, pid: Pid, after: Duration, exec: Option<ExecLoad>) {
+        if self.scheduled.len() >= MAX_SCHEDULED {
+            self.stats.scheduled_dropped += 1;
             return;
         }
-        self.unload_process(pid, true);
-        self.sync(pid, false);
-        let now = Instant::now();
-        for ms in EXEC_RESYNC_MS {
-            self.resyncs.push((pid, now + Duration::from_millis(ms)));
-        }
+        self.scheduled.push(Scheduled { pid, at: Instant::now() + after, exec });
     }
 
     /// When [`ProcessManager::run_due`] next has work, if ever.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.resyncs.iter().map(|r| r.1).min()
+        self.scheduled.iter().map(|r| r.at).min()
     }
 
-    /// Does the scheduled work that is due (re-reading maps after execs).
+    /// Does the scheduled work that is due (loads after execs, re-reading
+    /// maps after them).
     pub fn run_due(&mut self) {
         let now = Instant::now();
-        let due: Vec<Pid> = self.resyncs.iter().filter(|r| r.1 <= now).map(|r| r.0).collect();
-        self.resyncs.retain(|r| r.1 > now);
-        for pid in due {
-            if self.processes.contains_key(&pid) {
-                self.sync(pid, false);
+        let due: Vec<Scheduled> = self.scheduled.iter().filter(|r| r.at <= now).copied().collect();
+        self.scheduled.retain(|r| r.at > now);
+        for s in due {
+            match s.exec {
+                Some(exec) => self.load_after_exec(s.pid, exec),
+                None if self.processes.contains_key(&s.pid) => self.sync(s.pid, false),
+                None => {}
+            }
+        }
+    }
+
+    fn load_after_exec(&mut self, pid: Pid, exec: ExecLoad) {
+        if !self.processes.contains_key(&pid) {
+            if read_start_time(&self.proc_root, pid).is_none() {
+                self.stats.exec_preloads_gone += 1;
+                return;
+            }
+            if !exec.was_loaded && !self.take_exec_token() {
+                self.stats.exec_preloads_skipped += 1;
+                return;
+            }
+        }
+        self.event_ktime_ns = exec.ktime_ns;
+        self.sync(pid, false);
+        self.event_ktime_ns = 0;
+        if self.processes.contains_key(&pid) {
+            for ms in EXEC_RESYNC_MS {
+                self.schedule(pid, Duration::from_millis(ms) - EXEC_LOAD_DELAY, None);
             }
         }
     }
@@ -1064,18 +1118,29 @@ mod tests {
         let limits = ManagerLimits { exec_preloads_per_second: 1.0, ..quick() };
         let mut m = ProcessManager::new(Recorder::default(), registry, limits);
         let (a, b) = (sleeper(), sleeper());
-        m.on_exec(Pid(a.0.id()));
-        assert!(m.is_loaded(Pid(a.0.id())));
-        assert!(m.next_deadline().is_some(), "maps are read again after an exec");
-        m.on_exec(Pid(b.0.id()));
-        assert!(!m.is_loaded(Pid(b.0.id())), "over budget: loaded at its first sample");
-        assert_eq!(m.stats().exec_preloads_skipped, 1);
-        std::thread::sleep(Duration::from_millis(110));
-        let reads = m.stats().maps_reads;
+        let (pa, pb) = (Pid(a.0.id()), Pid(b.0.id()));
+        m.on_exec(Pid(u32::MAX - 5)); // exited before its load: costs no budget
+        m.on_exec(pa);
+        m.on_exec(pb);
+        assert!(!m.is_loaded(pa), "loaded once ld.so is done, not at the exec");
+        assert!(m.next_deadline().is_some());
+        std::thread::sleep(EXEC_LOAD_DELAY);
         m.run_due();
-        assert_eq!(m.stats().maps_reads, reads + 3);
-        assert_eq!(m.stats().maps_unchanged, 3, "sleep's mappings did not change after its exec");
+        assert!(m.is_loaded(pa));
+        assert!(!m.is_loaded(pb), "over budget: loaded at its first sample");
+        let s = m.stats();
+        assert_eq!((s.exec_preloads_gone, s.exec_preloads_skipped, s.maps_reads), (1, 1, 1));
+        std::thread::sleep(Duration::from_millis(100));
+        m.run_due();
+        assert_eq!(m.stats().maps_reads, 3);
+        assert_eq!(m.stats().maps_unchanged, 2, "sleep's mappings did not change after its load");
         assert_eq!(m.next_deadline(), None);
+        // A loaded process that execs again needs no budget.
+        m.on_exec(pa);
+        assert!(!m.is_loaded(pa));
+        std::thread::sleep(EXEC_LOAD_DELAY);
+        m.run_due();
+        assert!(m.is_loaded(pa));
     }
 
     #[test]
