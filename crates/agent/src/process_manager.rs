@@ -261,6 +261,10 @@ pub(crate) struct ManagerReport {
 /// about 50 bytes); beyond, events are dropped and counted, and a
 /// dropped load comes again with the process's next sample.
 pub(crate) const EVENT_QUEUE_CAPACITY: usize = 65_536;
+/// Pause of the draining thread after a batch of events (see [`drain`]):
+/// at most this much added delay, at most 1/DRAIN_PAUSE wake-ups a second
+/// however many events come. 256 KiB of ring buffer hold 8192 events.
+const DRAIN_PAUSE: Duration = Duration::from_millis(5);
 /// Pieces of work handled between two looks at the analysis results.
 const WORK_BATCH: usize = 64;
 
@@ -272,8 +276,9 @@ pub(crate) fn drain(
     queue: &EventQueue,
     stop: &AtomicBool,
 ) -> Result<(), profiler_bpf::BpfError> {
-    let result = reader.run(TICK, stop, |event| {
-        if let Some(e) = event {
+    let mut got_events = false;
+    let result = reader.run(TICK, stop, |event| match event {
+        Some(e) => {
             let kind = match e.kind {
                 ProcessEventKind::New => EventKind::New,
                 ProcessEventKind::UnknownPc => EventKind::UnknownPc,
@@ -281,8 +286,18 @@ pub(crate) fn drain(
                 ProcessEventKind::Exec => EventKind::Exec,
             };
             queue.push(kind, Pid(e.pid), e.ktime_ns);
+            got_events = true;
+            TICK
         }
-        TICK
+        None => {
+            // The programs wake this thread for every event: under churn,
+            // a short pause after a batch gathers the next events into
+            // one wake-up (of this thread and of the manager).
+            if std::mem::take(&mut got_events) {
+                std::thread::sleep(DRAIN_PAUSE);
+            }
+            TICK
+        }
     });
     queue.wake();
     result

@@ -430,7 +430,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
 
     fn load_after_exec(&mut self, pid: Pid, exec: ExecLoad) {
         if !self.processes.contains_key(&pid) {
-            if read_start_time(&self.proc_root, pid).is_none() {
+            if !is_running(pid) {
                 self.stats.exec_preloads_gone += 1;
                 return;
             }
@@ -858,6 +858,14 @@ impl<L: UnwindLoader> ProcessManager<L> {
             }
         }
     }
+}
+
+/// Whether `pid` exists (one syscall, no /proc read: most processes of a
+/// build's churn are gone when their load is due).
+fn is_running(pid: Pid) -> bool {
+    let Ok(raw) = libc::pid_t::try_from(pid.0) else { return false };
+    // SAFETY: signal 0 only checks that the process exists.
+    raw > 0 && unsafe { libc::kill(raw, 0) } == 0
 }
 
 /// A digest of a process's executable mappings: equal digests, nothing
