@@ -276,8 +276,16 @@ pub(crate) fn drain(
     queue: &EventQueue,
     stop: &AtomicBool,
 ) -> Result<(), profiler_bpf::BpfError> {
+    // Closed however this ends (even by a panic), so the manager stops.
+    struct CloseOnDrop<'a>(&'a EventQueue);
+    impl Drop for CloseOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.close();
+        }
+    }
+    let _close = CloseOnDrop(queue);
     let mut got_events = false;
-    let result = reader.run(TICK, stop, |event| match event {
+    reader.run(TICK, stop, |event| match event {
         Some(e) => {
             let kind = match e.kind {
                 ProcessEventKind::New => EventKind::New,
@@ -298,9 +306,7 @@ pub(crate) fn drain(
             }
             TICK
         }
-    });
-    queue.wake();
-    result
+    })
 }
 
 /// The manager thread's body: follows the event queue (and the files
@@ -325,7 +331,8 @@ pub(crate) fn run(
     publish(&manager);
     let mut last_housekeeping = Instant::now();
     let mut last_publish = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
+    // Until the stop, and the events read before it are handled too.
+    while !stop.load(Ordering::Relaxed) || !queue.is_closed() {
         let timeout = manager.next_deadline().map_or(TICK, |d| d.saturating_duration_since(Instant::now())).min(TICK);
         for work in queue.wait(timeout, WORK_BATCH) {
             manager.on_work(work);

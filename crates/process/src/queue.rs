@@ -71,6 +71,7 @@ struct State {
     order: VecDeque<Pid>,
     work: HashMap<Pid, PendingWork>,
     woken: bool,
+    closed: bool,
     stats: QueueStats,
 }
 
@@ -130,6 +131,18 @@ impl EventQueue {
     pub fn wake(&self) {
         self.lock().woken = true;
         self.ready.notify_one();
+    }
+
+    /// The producer is done: no event will come any more (wakes
+    /// [`EventQueue::wait`]).
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.wake();
+    }
+
+    /// Whether [`EventQueue::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
     }
 
     /// Takes up to `max` pieces of work, oldest first; waits up to
@@ -218,5 +231,9 @@ mod tests {
         t.join().unwrap();
         q.push(EventKind::Exec, Pid(9), 1);
         assert_eq!(q.wait(Duration::from_secs(10), 10).len(), 1);
+        assert!(!q.is_closed());
+        q.close();
+        assert!(q.is_closed());
+        assert!(q.wait(Duration::from_secs(10), 10).is_empty(), "closing wakes the consumer");
     }
 }
