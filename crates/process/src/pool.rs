@@ -2,9 +2,8 @@
 //! interning) off the manager's thread, so that a process whose files
 //! are known or small is loaded while a 190 MB library is being
 //! analysed. Jobs run in priority order (a process's executable first,
-//! then smaller files first) and at most one big file is analysed at a
-//! time, which bounds the peak memory and keeps a worker free for the
-//! small files. Results go back to the manager, which alone updates the
+//! then smaller files first); at most one big file is analysed at a time
+//! (it bounds the peak memory) and one worker is kept for small files. Results go back to the manager, which alone updates the
 //! loader (rules before files, files before processes).
 
 use crate::files::{analyse, ExecutableFile};
@@ -18,6 +17,10 @@ use std::time::Instant;
 
 /// Files at least this large are "big": one at a time.
 pub(crate) const BIG_FILE: u64 = 32 << 20;
+/// Files at least this large are "large": they leave one worker (of two
+/// or more) to the small files, so that a new program waits for one
+/// small file's analysis at most.
+pub(crate) const LARGE_FILE: u64 = 4 << 20;
 
 /// Called by a worker when a result is ready (wakes the manager's loop).
 pub type Waker = Arc<dyn Fn() + Send + Sync>;
@@ -59,7 +62,7 @@ pub(crate) struct PoolStats {
 struct Queue {
     jobs: BTreeMap<JobKey, Job>,
     running: usize,
-    big_running: bool,
+    busy: Busy,
     done: Vec<Done>,
     seq: u64,
     shutdown: bool,
@@ -94,7 +97,7 @@ impl AnalysisPool {
             queue: Mutex::new(Queue {
                 jobs: BTreeMap::new(),
                 running: 0,
-                big_running: false,
+                busy: Busy { big: false, large: 0, large_slots: workers.max(2) - 1 },
                 done: Vec::new(),
                 seq: 0,
                 shutdown: false,
@@ -183,14 +186,14 @@ fn work(shared: &Shared) {
         if q.shutdown {
             return;
         }
-        let Some(key) = pick(&q.jobs, q.big_running) else {
+        let Some(key) = pick(&q.jobs, q.busy) else {
             q = shared.work.wait(q).unwrap_or_else(|p| p.into_inner());
             continue;
         };
         let Some(job) = q.jobs.remove(&key) else { continue };
-        let big = key.1 >= BIG_FILE;
+        let size = key.1;
         q.running += 1;
-        q.big_running |= big;
+        q.busy.start(size);
         drop(q);
 
         let started = Instant::now();
@@ -202,13 +205,11 @@ fn work(shared: &Shared) {
             return;
         }
         q.running -= 1;
-        if big {
-            q.big_running = false;
-        }
+        q.busy.end(size);
         q.done.push(done);
         let idle = q.jobs.is_empty() && q.running == 0;
         drop(q);
-        if big {
+        if size >= LARGE_FILE {
             shared.work.notify_all();
         }
         if idle {
@@ -224,10 +225,39 @@ fn work(shared: &Shared) {
 /// Job keys: (not urgent, file size, arrival).
 type JobKey = (bool, u64, u64);
 
+/// What the workers are analysing, by size.
+#[derive(Clone, Copy, Debug)]
+struct Busy {
+    /// A big file.
+    big: bool,
+    /// Large files (big ones included).
+    large: usize,
+    /// Most large files at once.
+    large_slots: usize,
+}
+
+impl Busy {
+    fn allows(&self, size: u64) -> bool {
+        (size < BIG_FILE || !self.big) && (size < LARGE_FILE || self.large < self.large_slots)
+    }
+    fn start(&mut self, size: u64) {
+        self.big |= size >= BIG_FILE;
+        self.large += usize::from(size >= LARGE_FILE);
+    }
+    fn end(&mut self, size: u64) {
+        if size >= BIG_FILE {
+            self.big = false;
+        }
+        if size >= LARGE_FILE {
+            self.large -= 1;
+        }
+    }
+}
+
 /// The job to run next: the first in key order (urgent, then smaller,
-/// then older) that is not a second big file.
-fn pick<V>(jobs: &BTreeMap<JobKey, V>, big_running: bool) -> Option<JobKey> {
-    jobs.keys().find(|k| !(big_running && k.1 >= BIG_FILE)).copied()
+/// then older) that `busy` allows.
+fn pick<V>(jobs: &BTreeMap<JobKey, V>, busy: Busy) -> Option<JobKey> {
+    jobs.keys().find(|k| busy.allows(k.1)).copied()
 }
 
 fn run(shared: &Shared, job: Job) -> Done {
@@ -283,9 +313,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn executable_first_then_small_files_and_one_big_file_at_a_time() {
+    fn executable_first_then_small_files_and_one_worker_kept_for_small_files() {
         const URGENT: bool = false; // the key's first field is "not urgent"
         const LATER: bool = true;
+        let idle = Busy { big: false, large: 0, large_slots: 1 };
         let mut jobs = BTreeMap::new();
         jobs.insert((URGENT, BIG_FILE * 2, 4), "big executable");
         jobs.insert((LATER, BIG_FILE * 5, 1), "libLLVM");
@@ -293,16 +324,28 @@ mod tests {
         jobs.insert((LATER, 200 << 10, 3), "ld.so");
         jobs.insert((LATER, 200 << 10, 5), "another small file");
         let mut order = Vec::new();
-        while let Some(k) = pick(&jobs, false) {
+        while let Some(k) = pick(&jobs, idle) {
             order.push(jobs.remove(&k).unwrap());
         }
         assert_eq!(order, ["big executable", "ld.so", "another small file", "libc", "libLLVM"]);
 
-        jobs.insert((LATER, BIG_FILE * 5, 1), "libLLVM");
+        // One worker is on a big file: the other takes small files only.
+        let mut busy = idle;
+        busy.start(BIG_FILE * 5);
         jobs.insert((URGENT, BIG_FILE, 2), "big executable");
-        assert_eq!(pick(&jobs, true), None, "a big file is being analysed: the big ones wait");
-        jobs.insert((LATER, 4096, 3), "small");
-        assert_eq!(pick(&jobs, true).map(|k| jobs[&k]), Some("small"));
+        jobs.insert((LATER, LARGE_FILE, 3), "large library");
+        assert_eq!(pick(&jobs, busy), None, "the large ones wait");
+        jobs.insert((LATER, LARGE_FILE - 1, 4), "small");
+        assert_eq!(pick(&jobs, busy).map(|k| jobs[&k]), Some("small"));
+        busy.end(BIG_FILE * 5);
+        assert_eq!(pick(&jobs, busy).map(|k| jobs[&k]), Some("big executable"));
+
+        // With three workers, two may analyse large files, one of them big.
+        let mut busy = Busy { big: false, large: 0, large_slots: 2 };
+        busy.start(BIG_FILE);
+        assert!(busy.allows(LARGE_FILE) && !busy.allows(BIG_FILE));
+        busy.start(LARGE_FILE);
+        assert!(!busy.allows(LARGE_FILE) && busy.allows(LARGE_FILE - 1));
     }
 
     #[test]
