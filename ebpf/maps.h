@@ -19,7 +19,7 @@ struct {
  * are loaded within milliseconds of its first sample. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 16);
+	__uint(max_entries, 1 << 18); /* 8192 events: bursts of execs */
 } process_events SEC(".maps");
 
 /* The tgids to profile when filter_pids is set (value unused). */

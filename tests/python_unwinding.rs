@@ -519,8 +519,12 @@ fn short_lived_forked_and_exec_processes_then_maps_empty() {
     let mut pids = children.clone();
     pids.extend([parent.0.id(), shell.pid()]);
     let traces = Arc::new(Mutex::new(Vec::new()));
-    let config =
-        AgentConfig { samples_per_second: HZ, pids: pids.clone(), file_unload_grace_ms: 0, ..AgentConfig::default() };
+    let config = AgentConfig {
+        samples_per_second: HZ,
+        pids: pids.clone(),
+        unused_tables_budget_mib: 0,
+        ..AgentConfig::default()
+    };
     let Some(agent) = start_agent(config, traces.clone()) else { return };
     parent.0.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

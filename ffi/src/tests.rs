@@ -70,7 +70,7 @@ fn bad_configs_are_config_errors_before_anything_is_loaded() {
             format!(r#"{{"reporter_interval_ms": {}}}"#, u64::MAX),
             "reporter_interval_ms must be between 100 and 3600000",
         ),
-        (r#"{"file_unload_grace_ms": 86400000}"#.into(), "file_unload_grace_ms must be between 0 and 3600000"),
+        (r#"{"unused_tables_budget_mib": 86400000}"#.into(), "unused_tables_budget_mib must be between 0 and 4096"),
         (r#"{"pids": [0]}"#.into(), "pids must be between 1 and 4194304, got 0"),
         (
             format!(r#"{{"pids": {:?}}}"#, (1..=1025).collect::<Vec<u32>>()),

@@ -23,9 +23,12 @@ pub struct AgentConfig {
     pub batch_queue_capacity: usize,
     /// Name native frames on the host (ELF symbols, DWARF). Default true.
     pub symbolize_native: bool,
-    /// How long a file's unwind tables stay in the kernel after the last
-    /// process mapping it exits, in milliseconds. Default 30000.
-    pub file_unload_grace_ms: u64,
+    /// MiB the unwind tables of files no process maps any more may take
+    /// (their deltas in the kernel, 4 bytes each, and their state in the
+    /// agent) before the least recently used are unloaded: a program
+    /// started again finds its tables loaded. Default 64; 0 unloads a
+    /// file when its last process exits.
+    pub unused_tables_budget_mib: u64,
     /// For tests: the process manager waits this long before it handles
     /// each new-process or exec event (a busy manager, made
     /// deterministic). Default 0.
@@ -46,7 +49,7 @@ impl Default for AgentConfig {
             otlp_batches: false,
             batch_queue_capacity: 16,
             symbolize_native: true,
-            file_unload_grace_ms: 30_000,
+            unused_tables_budget_mib: 64,
             process_load_delay_ms: 0,
             open_via_map_files: true,
         }
@@ -87,6 +90,8 @@ pub enum ConfigError {
 /// `perf_event_max_sample_rate` is 100000; beyond a few kHz the profiler
 /// itself dominates).
 pub const MAX_SAMPLES_PER_SECOND: u32 = 10_000;
+/// Largest budget of unused unwind tables accepted, MiB.
+pub const MAX_UNUSED_TABLES_BUDGET_MIB: u64 = 4096;
 /// Shortest reporting interval accepted.
 pub const MIN_REPORTER_INTERVAL_MS: u64 = 100;
 /// Longest reporting interval accepted: one interval's aggregate is held
@@ -95,9 +100,6 @@ pub const MAX_REPORTER_INTERVAL_MS: u64 = 3_600_000;
 /// Most OTLP batches that may wait to be pulled: the queue's slots are
 /// allocated at start, and each waiting batch holds a whole interval.
 pub const MAX_BATCH_QUEUE_CAPACITY: usize = 1024;
-/// Longest time a file's unwind tables may outlive its last process:
-/// they occupy kernel map space meanwhile.
-pub const MAX_FILE_UNLOAD_GRACE_MS: u64 = 3_600_000;
 /// Most processes `pids` may select: the size of the BPF programs'
 /// `selected_pids` map (ebpf/maps.h).
 pub const MAX_PIDS: usize = 1024;
@@ -136,7 +138,7 @@ impl AgentConfig {
             MAX_REPORTER_INTERVAL_MS,
         )?;
         check_range("batch_queue_capacity", self.batch_queue_capacity as u64, 1, MAX_BATCH_QUEUE_CAPACITY as u64)?;
-        check_range("file_unload_grace_ms", self.file_unload_grace_ms, 0, MAX_FILE_UNLOAD_GRACE_MS)?;
+        check_range("unused_tables_budget_mib", self.unused_tables_budget_mib, 0, MAX_UNUSED_TABLES_BUDGET_MIB)?;
         if self.pids.len() > MAX_PIDS {
             return Err(ConfigError::TooManyPids { got: self.pids.len(), max: MAX_PIDS });
         }
@@ -203,6 +205,16 @@ mod tests {
                 max: MAX_REPORTER_INTERVAL_MS
             })
         );
+        assert_eq!(
+            AgentConfig::from_json(r#"{"unused_tables_budget_mib": 4097}"#),
+            Err(ConfigError::OutOfRange {
+                field: "unused_tables_budget_mib",
+                got: 4097,
+                min: 0,
+                max: MAX_UNUSED_TABLES_BUDGET_MIB
+            })
+        );
+        assert_eq!(AgentConfig::from_json(r#"{"unused_tables_budget_mib": 0}"#).unwrap().unused_tables_budget_mib, 0);
     }
 
     /// Every numeric field has an upper bound, checked before the agent
@@ -231,8 +243,8 @@ mod tests {
             ("samples_per_second", u64::from(u32::MAX), u64::from(MAX_SAMPLES_PER_SECOND))
         );
         assert_eq!(
-            out_of_range(r#"{"file_unload_grace_ms": 3600001}"#),
-            ("file_unload_grace_ms", 3_600_001, MAX_FILE_UNLOAD_GRACE_MS)
+            out_of_range(r#"{"unused_tables_budget_mib": 4097}"#),
+            ("unused_tables_budget_mib", 4097, MAX_UNUSED_TABLES_BUDGET_MIB)
         );
         assert_eq!(out_of_range(r#"{"pids": [1, 0]}"#), ("pids", 0, u64::from(MAX_PID)));
         assert_eq!(out_of_range(r#"{"pids": [4194305]}"#), ("pids", 4_194_305, u64::from(MAX_PID)));
@@ -242,7 +254,7 @@ mod tests {
         // The limits themselves are accepted.
         let c = AgentConfig::from_json(&format!(
             r#"{{"samples_per_second": {MAX_SAMPLES_PER_SECOND}, "reporter_interval_ms": {MAX_REPORTER_INTERVAL_MS},
-                "batch_queue_capacity": {MAX_BATCH_QUEUE_CAPACITY}, "file_unload_grace_ms": {MAX_FILE_UNLOAD_GRACE_MS},
+                "batch_queue_capacity": {MAX_BATCH_QUEUE_CAPACITY}, "unused_tables_budget_mib": {MAX_UNUSED_TABLES_BUDGET_MIB},
                 "pids": [{MAX_PID}]}}"#
         ))
         .unwrap();

@@ -25,8 +25,8 @@ mod stats;
 mod trace_builder;
 
 pub use config::{
-    AgentConfig, ConfigError, MAX_BATCH_QUEUE_CAPACITY, MAX_FILE_UNLOAD_GRACE_MS, MAX_PID, MAX_PIDS,
-    MAX_REPORTER_INTERVAL_MS, MAX_SAMPLES_PER_SECOND, MIN_REPORTER_INTERVAL_MS,
+    AgentConfig, ConfigError, MAX_BATCH_QUEUE_CAPACITY, MAX_PID, MAX_PIDS, MAX_REPORTER_INTERVAL_MS,
+    MAX_SAMPLES_PER_SECOND, MAX_UNUSED_TABLES_BUDGET_MIB, MIN_REPORTER_INTERVAL_MS,
 };
 pub use profiler_bpf::BpfError;
 pub use sink::TraceSink;
@@ -36,7 +36,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
 use late_unwind::{LateTables, LateUnwindCounts, LateUnwinder};
 use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions, UnwindStop};
 use profiler_interpreters::python::{PythonRegistry, PythonSymbolizerStats};
-use profiler_process::{ManagerLimits, ProcessManager, ProcessRegistry};
+use profiler_process::{EventQueue, ManagerLimits, ProcessManager, ProcessRegistry};
 use profiler_symbolize::{KernelSymbolizer, NativeConfig, NativeStats, NativeSymbolizer};
 use sink::{BatchCounters, OtlpBatchSink};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -120,7 +120,8 @@ struct Running {
     stop: Arc<AtomicBool>,
     reader: JoinHandle<Result<(), BpfError>>,
     reporter: JoinHandle<()>,
-    manager: JoinHandle<Result<(), BpfError>>,
+    manager: JoinHandle<()>,
+    events: JoinHandle<Result<(), BpfError>>,
 }
 
 /// A running profiler.
@@ -216,10 +217,11 @@ impl Agent {
         let registry = Arc::new(ProcessRegistry::new());
         let sampling_started;
         let python_builds = Arc::new(PythonRegistry::new());
-        let manager = {
-            let events = sampler.process_event_reader()?;
+        let (manager, events) = {
+            let reader = Arc::new(sampler.process_event_reader()?);
+            let queue = Arc::new(EventQueue::new(process_manager::EVENT_QUEUE_CAPACITY));
             let limits = ManagerLimits {
-                file_unload_grace: Duration::from_millis(config.file_unload_grace_ms),
+                unused_files_budget: config.unused_tables_budget_mib << 20,
                 open_via_map_files: config.open_via_map_files,
                 ..ManagerLimits::default()
             };
@@ -238,18 +240,27 @@ impl Agent {
             for &pid in &config.pids {
                 manager.on_new_process(profiler_trace::Pid(pid));
             }
+            manager.settle();
+            let events = {
+                let (reader, queue, stop) = (reader.clone(), queue.clone(), stop.clone());
+                std::thread::Builder::new()
+                    .name("ep-procevents".into())
+                    .spawn(move || process_manager::drain(&reader, &queue, &stop))
+                    .map_err(|source| StartError::Thread { name: "process events", source })?
+            };
             sampler.start_sampling()?;
             sampling_started = Instant::now();
             let load_delay = Duration::from_millis(config.process_load_delay_ms);
             let stop = stop.clone();
             let shared = shared.clone();
-            std::thread::Builder::new()
+            let manager = std::thread::Builder::new()
                 .name("ep-procman".into())
                 .spawn(move || {
                     let panics = &shared.panics_process_manager;
-                    process_manager::run(events, manager, load_delay, &stop, &shared.manager, panics)
+                    process_manager::run(queue, &reader, manager, load_delay, &stop, &shared.manager, panics)
                 })
-                .map_err(|source| StartError::Thread { name: "process manager", source })?
+                .map_err(|source| StartError::Thread { name: "process manager", source })?;
+            (manager, events)
         };
         let reporter = {
             let shared = shared.clone();
@@ -271,7 +282,7 @@ impl Agent {
         };
 
         Ok(Agent {
-            running: Mutex::new(Some(Running { sampler, stop, reader, reporter, manager })),
+            running: Mutex::new(Some(Running { sampler, stop, reader, reporter, manager, events })),
             final_counters: Mutex::new(Counters::default()),
             shared,
             batches,
@@ -367,6 +378,15 @@ impl Agent {
             user_frames: counters.user_frames,
             process_events: counters.process_events,
             process_events_lost: counters.process_events_lost,
+            process_events_received: manager.queue.received,
+            process_events_coalesced: manager.queue.coalesced,
+            process_events_cancelled: manager.queue.cancelled,
+            process_events_dropped: manager.queue.dropped,
+            process_events_malformed: manager.events_malformed,
+            process_loads_timed: manager.manager.load_latency.count,
+            process_load_p50_us: manager.manager.load_latency.p50_us,
+            process_load_p99_us: manager.manager.load_latency.p99_us,
+            process_load_max_us: manager.manager.load_latency.max_us,
             processes_loaded: manager.manager.processes,
             processes_exited: manager.manager.processes_exited,
             processes_rejected: manager.manager.processes_rejected,
@@ -380,6 +400,10 @@ impl Agent {
             files_refused_escape: refused.escape,
             files_refused_no_openat2: refused.no_openat2,
             file_id_collisions: manager.manager.file_id_collisions,
+            files_pending: manager.manager.files_pending,
+            files_unused: manager.manager.files_unused,
+            files_unused_bytes: manager.manager.files_unused_bytes,
+            files_evicted: manager.manager.files_evicted,
             unwind_deltas: manager.maps.delta_entries,
             unwind_rules: manager.maps.rules,
             unwind_prefixes: manager.maps.prefixes,
@@ -422,9 +446,10 @@ impl Agent {
         running.stop.store(true, Ordering::Relaxed);
         let read_result = running.reader.join().unwrap_or(Ok(()));
         let _ = running.reporter.join();
-        let manager_result = running.manager.join().unwrap_or(Ok(()));
+        let events_result = running.events.join().unwrap_or(Ok(()));
+        let _ = running.manager.join();
         *lock(&self.final_counters) = running.sampler.counters().unwrap_or_default();
-        read_result.and(manager_result)
+        read_result.and(events_result)
     }
 
     /// Entries in the native unwinder's maps, counted in the kernel:

@@ -1,5 +1,5 @@
-//! The process manager's thread: process events from the BPF programs
-//! drive a [`ProcessManager`] that loads unwinding state into the BPF
+//! The process manager's threads: process events from the BPF programs,
+//! drained into an [`EventQueue`] by one thread, drive a [`ProcessManager`] that loads unwinding state into the BPF
 //! maps through [`BpfLoader`], which also finds interpreters in the files
 //! it loads (CPython: [`profiler_interpreters::python::detect`]) and
 //! marks their evaluation loops for the interpreter unwinder.
@@ -11,7 +11,8 @@ use profiler_bpf::{
 use profiler_elf::{ElfFile, RuleId, UnwindRule};
 use profiler_interpreters::python::{self, Detection, FrameModel, Lasti, PythonBuild, PythonRegistry};
 use profiler_process::{
-    ExecutableFile, LoaderError, ManagerStats, ProcessManager, UnwindLoader, UnwindMapping, UnwindTarget,
+    EventKind, EventQueue, ExecutableFile, LoadKind, LoaderError, ManagerStats, ProcessManager, QueueStats,
+    UnwindLoader, UnwindMapping, UnwindTarget,
 };
 use profiler_trace::{Pid, TableKey};
 use std::collections::{HashMap, HashSet};
@@ -23,6 +24,8 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(250);
 /// Housekeeping at most this often.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
+/// Counters published at most this often.
+const PUBLISH: Duration = Duration::from_millis(250);
 
 /// [`UnwindLoader`] over the BPF maps.
 pub(crate) struct BpfLoader {
@@ -298,24 +301,82 @@ impl Told {
     }
 }
 
-/// What the thread publishes for [`crate::Agent::stats`].
+/// What the threads publish for [`crate::Agent::stats`].
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct ManagerReport {
     pub manager: ManagerStats,
     pub maps: profiler_bpf::UnwindMapsStats,
     pub interpreters: InterpreterStats,
+    pub queue: QueueStats,
+    /// Ring buffer records that could not be decoded.
+    pub events_malformed: u64,
 }
 
-/// The thread's body: follows events until `stop`, then unloads
-/// everything.
+/// Pids with pending work the event queue holds at most (each costs
+/// about 50 bytes); beyond, events are dropped and counted, and a
+/// dropped load comes again with the process's next sample.
+pub(crate) const EVENT_QUEUE_CAPACITY: usize = 65_536;
+/// Pause of the draining thread after a batch of events (see [`drain`]):
+/// at most this much added delay, at most 1/DRAIN_PAUSE wake-ups a second
+/// however many events come. 256 KiB of ring buffer hold 8192 events.
+const DRAIN_PAUSE: Duration = Duration::from_millis(5);
+/// Pieces of work handled between two looks at the analysis results.
+const WORK_BATCH: usize = 64;
+
+/// The draining thread's body: the ring buffer into the event queue
+/// until `stop`. It never waits on the manager, so the kernel's buffer
+/// does not fill while files are analysed.
+pub(crate) fn drain(
+    reader: &ProcessEventReader,
+    queue: &EventQueue,
+    stop: &AtomicBool,
+) -> Result<(), profiler_bpf::BpfError> {
+    // Closed however this ends (even by a panic), so the manager stops.
+    struct CloseOnDrop<'a>(&'a EventQueue);
+    impl Drop for CloseOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.close();
+        }
+    }
+    let _close = CloseOnDrop(queue);
+    let mut got_events = false;
+    reader.run(TICK, stop, |event| match event {
+        Some(e) => {
+            let kind = match e.kind {
+                ProcessEventKind::New => EventKind::New,
+                ProcessEventKind::UnknownPc => EventKind::UnknownPc,
+                ProcessEventKind::Exit => EventKind::Exit,
+                ProcessEventKind::Exec => EventKind::Exec,
+            };
+            queue.push(kind, Pid(e.pid), e.ktime_ns);
+            got_events = true;
+            TICK
+        }
+        None => {
+            // The programs wake this thread for every event: under churn,
+            // a short pause after a batch gathers the next events into
+            // one wake-up (of this thread and of the manager).
+            if std::mem::take(&mut got_events) {
+                std::thread::sleep(DRAIN_PAUSE);
+            }
+            TICK
+        }
+    })
+}
+
+/// The manager thread's body: follows the event queue (and the files
+/// analysed) until `stop`, then unloads everything.
 pub(crate) fn run(
-    reader: ProcessEventReader,
+    queue: Arc<EventQueue>,
+    reader: &ProcessEventReader,
     mut manager: ProcessManager<BpfLoader>,
     load_delay: Duration,
     stop: &AtomicBool,
     report: &Mutex<ManagerReport>,
     panics: &AtomicU64,
-) -> Result<(), profiler_bpf::BpfError> {
+) {
+    let waker = queue.clone();
+    manager.set_waker(Arc::new(move || waker.wake()));
     let mut told = Told::default();
     let mut publish = |m: &ProcessManager<BpfLoader>| {
         let stats = m.stats();
@@ -324,39 +385,46 @@ pub(crate) fn run(
         r.manager = stats;
         r.maps = m.loader().maps.stats();
         r.interpreters = m.loader().interpreters.stats();
+        r.queue = queue.stats();
+        r.events_malformed = reader.malformed();
     };
     publish(&manager);
     let mut last_housekeeping = Instant::now();
-    let result = reader.run(TICK, stop, |event| {
-        if let Some(e) = &event {
-            if !load_delay.is_zero() && matches!(e.kind, ProcessEventKind::New | ProcessEventKind::Exec) {
+    let mut last_publish = Instant::now();
+    // Until the stop, and the events read before it are handled too.
+    while !stop.load(Ordering::Relaxed) || !queue.is_closed() {
+        let timeout = manager.next_deadline().map_or(TICK, |d| d.saturating_duration_since(Instant::now())).min(TICK);
+        for work in queue.wait(timeout, WORK_BATCH) {
+            if !load_delay.is_zero() && matches!(work.load, Some(LoadKind::New | LoadKind::Exec)) {
                 std::thread::sleep(load_delay);
             }
+            // A panic while handling one process (its files are anyone's)
+            // costs that work, not the thread.
+            let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                manager.on_work(work);
+                // Files analysed meanwhile unblock their processes now.
+                manager.collect_analysed();
+            }));
+            if handled.is_err() {
+                panics.fetch_add(1, Ordering::Relaxed);
+            }
         }
-        // A panic while handling one process (its files are anyone's)
-        // costs that event, not the thread.
-        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match event {
-            Some(e) => match e.kind {
-                ProcessEventKind::New => manager.on_new_process(Pid(e.pid)),
-                ProcessEventKind::UnknownPc => manager.on_unknown_pc(Pid(e.pid), e.pc),
-                ProcessEventKind::Exit => manager.on_exit(Pid(e.pid)),
-                ProcessEventKind::Exec => manager.on_exec(Pid(e.pid)),
-            },
-            None => {
-                manager.run_due();
-                if last_housekeeping.elapsed() >= HOUSEKEEPING {
-                    last_housekeeping = Instant::now();
-                    manager.tick();
-                }
-                publish(&manager);
+        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            manager.collect_analysed();
+            manager.run_due();
+            if last_housekeeping.elapsed() >= HOUSEKEEPING {
+                last_housekeeping = Instant::now();
+                manager.tick();
             }
         }));
         if handled.is_err() {
             panics.fetch_add(1, Ordering::Relaxed);
         }
-        manager.next_deadline().map_or(TICK, |d| d.saturating_duration_since(Instant::now()))
-    });
+        if last_publish.elapsed() >= PUBLISH {
+            last_publish = Instant::now();
+            publish(&manager);
+        }
+    }
     manager.unload_all();
     publish(&manager);
-    result
 }

@@ -84,6 +84,25 @@ pub struct Stats {
     pub process_events: u64,
     /// Process events lost (ring buffer full).
     pub process_events_lost: u64,
+    /// Process events read from the ring buffer into the manager's queue.
+    pub process_events_received: u64,
+    /// Process events merged into work already queued for their pid.
+    pub process_events_coalesced: u64,
+    /// Queued loads cancelled by their process's exit.
+    pub process_events_cancelled: u64,
+    /// Process events dropped because the manager's queue was full.
+    pub process_events_dropped: u64,
+    /// Process event records that could not be decoded.
+    pub process_events_malformed: u64,
+    /// Processes whose load was timed (event to mappings in the BPF maps
+    /// with every file's table ready).
+    pub process_loads_timed: u64,
+    /// Median of those delays, µs (upper bound of a power-of-two bucket).
+    pub process_load_p50_us: u64,
+    /// 99th percentile of those delays, µs (upper bound of its bucket).
+    pub process_load_p99_us: u64,
+    /// Longest of those delays, µs.
+    pub process_load_max_us: u64,
     /// Processes loaded for unwinding now.
     pub processes_loaded: u64,
     /// Processes unloaded after they exited.
@@ -117,6 +136,15 @@ pub struct Stats {
     /// Files sharing another held file's FileId (head, tail, length)
     /// with different content: each kept its own tables.
     pub file_id_collisions: u64,
+    /// Files being analysed now.
+    pub files_pending: u64,
+    /// Files no process maps whose tables are kept now (within
+    /// `unused_tables_budget_mib`).
+    pub files_unused: u64,
+    /// Bytes those count against the budget.
+    pub files_unused_bytes: u64,
+    /// Unused files unloaded to stay within the budget.
+    pub files_evicted: u64,
     /// Stack delta entries in the BPF maps now.
     pub unwind_deltas: u64,
     /// Distinct unwind rules in the BPF maps.

@@ -277,7 +277,7 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
         + s.files_refused_escape
         + s.files_refused_no_openat2;
     if refused + s.file_id_collisions > 0 {
-        eprintln!(
+        say!(
             "  files refused:     {} not regular, {} too large, {} not the mapped file, {} leaving their root, \
              {} without openat2; {} FileId collisions",
             s.files_refused_not_regular,
@@ -288,10 +288,29 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
             s.file_id_collisions
         );
     }
-    if s.process_events_lost + s.unwind_load_errors > 0 {
+    say!("  unused tables:     {} files evicted (budget), {} kept at stop", s.files_evicted, s.files_unused);
+    say!(
+        "  process events:    {} received, {} merged per pid, {} loads cancelled by an exit",
+        s.process_events_received,
+        s.process_events_coalesced,
+        s.process_events_cancelled
+    );
+    if s.process_loads_timed > 0 {
         say!(
-            "  problems:          {} process events lost, {} unwind map load errors",
+            "  load latency:      p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} processes (event to unwind tables ready)",
+            s.process_load_p50_us as f64 / 1e3,
+            s.process_load_p99_us as f64 / 1e3,
+            s.process_load_max_us as f64 / 1e3,
+            s.process_loads_timed
+        );
+    }
+    if s.process_events_lost + s.process_events_dropped + s.process_events_malformed + s.unwind_load_errors > 0 {
+        say!(
+            "  problems:          {} process events lost (ring buffer full), {} dropped (queue full), {} malformed, \
+             {} unwind map load errors",
             s.process_events_lost,
+            s.process_events_dropped,
+            s.process_events_malformed,
             s.unwind_load_errors
         );
     }

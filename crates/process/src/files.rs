@@ -82,6 +82,23 @@ pub(crate) fn analyse(elf: &ElfFile, keys: FileKeys, path: &str) -> AnalysedFile
     AnalysedFile { file: Arc::new(file), table }
 }
 
+/// What [`analyse`] finds that is cheap to read (identity, build ids,
+/// segments), before the analysis: no deltas yet.
+pub(crate) fn describe(elf: &ElfFile, keys: FileKeys, path: Arc<str>) -> ExecutableFile {
+    ExecutableFile {
+        file_id: keys.file_id,
+        table_key: keys.table_key,
+        identity: keys.identity,
+        path,
+        gnu_build_id: elf.gnu_build_id().ok().flatten().map(Arc::from),
+        go_build_id: elf.go_build_id().ok().flatten().map(Arc::from),
+        segments: elf.load_segments(),
+        deltas: 0,
+        invalid_rows: 0,
+        go_unwind: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
