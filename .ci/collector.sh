@@ -30,3 +30,6 @@ tests/e2e/collector_e2e.sh
 
 echo "== standalone agent: OTLP end to end"
 tests/e2e/agent_otlp_e2e.sh
+
+echo "== agent and collector against Pyroscope's ingest rules"
+tests/e2e/pyroscope_e2e.sh

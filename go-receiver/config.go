@@ -13,8 +13,11 @@ import (
 // here so that a bad value fails when the configuration is loaded, with the
 // key's name in the message.
 const (
-	maxSamplesPerSecond = 10000
-	minReporterInterval = 100 * time.Millisecond
+	maxSamplesPerSecond   = 10000
+	minReporterInterval   = 100 * time.Millisecond
+	maxReporterInterval   = time.Hour
+	maxBatchQueueCapacity = 1024
+	maxPids               = 1024
 )
 
 // knownTracers are the values `tracers` accepts, as the reference receiver
@@ -97,6 +100,10 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("reporter_interval must be at least %s, got %s",
 			minReporterInterval, c.ReporterInterval))
 	}
+	if c.ReporterInterval > maxReporterInterval {
+		errs = append(errs, fmt.Errorf("reporter_interval must be at most %s, got %s",
+			maxReporterInterval, c.ReporterInterval))
+	}
 	if _, err := parseTracers(c.Tracers); err != nil {
 		errs = append(errs, err)
 	}
@@ -114,6 +121,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("off_cpu_threshold: off-CPU profiling is not supported yet; set 0, got %v",
 			c.OffCPUThreshold))
 	}
+	if len(c.Pids) > maxPids {
+		errs = append(errs, fmt.Errorf("pids: at most %d processes are supported, got %d", maxPids, len(c.Pids)))
+	}
 	for _, pid := range c.Pids {
 		if pid < 1 || pid > 1<<22 {
 			errs = append(errs, fmt.Errorf("pids: %d is not a valid process id", pid))
@@ -121,6 +131,10 @@ func (c *Config) Validate() error {
 	}
 	if c.BatchQueueCapacity < 1 {
 		errs = append(errs, fmt.Errorf("batch_queue_capacity must be at least 1, got %d", c.BatchQueueCapacity))
+	}
+	if c.BatchQueueCapacity > maxBatchQueueCapacity {
+		errs = append(errs, fmt.Errorf("batch_queue_capacity must be at most %d, got %d",
+			maxBatchQueueCapacity, c.BatchQueueCapacity))
 	}
 	return errors.Join(errs...)
 }

@@ -106,6 +106,29 @@ func TestSeveralErrorsAreAllReported(t *testing.T) {
 	assert.Contains(t, err.Error(), "batch_queue_capacity must be at least 1, got -1")
 }
 
+// The upper bounds are those of the Rust agent (crates/agent/src/config.rs),
+// so that a value it would refuse fails when the Collector loads its
+// configuration; the limits themselves are accepted.
+func TestUpperBoundsMatchTheAgent(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.ReporterInterval = time.Hour
+	cfg.BatchQueueCapacity = 1024
+	cfg.Pids = make([]int, 1024)
+	for i := range cfg.Pids {
+		cfg.Pids[i] = i + 1
+	}
+	require.NoError(t, cfg.Validate())
+
+	cfg.ReporterInterval = time.Hour + time.Millisecond
+	cfg.BatchQueueCapacity = 100000000000
+	cfg.Pids = append(cfg.Pids, 1025)
+	err := cfg.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "reporter_interval must be at most 1h0m0s, got 1h0m0.001s")
+	assert.Contains(t, err.Error(), "batch_queue_capacity must be at most 1024, got 100000000000")
+	assert.Contains(t, err.Error(), "pids: at most 1024 processes are supported, got 1025")
+}
+
 func TestUnknownKeyIsRejected(t *testing.T) {
 	_, err := loadConfig(t, component.NewIDWithName(typeStr, "unknown_key").String())
 	require.Error(t, err)

@@ -77,7 +77,7 @@ func viewSamples(t *testing.T, d pprofile.ProfilesDictionary, p pprofile.Profile
 func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 	b, err := os.ReadFile(goldenPath)
 	require.NoError(t, err)
-	pd, err := (&pprofile.ProtoUnmarshaler{}).UnmarshalProfiles(b)
+	pd, err := decodeProfiles(b)
 	require.NoError(t, err)
 
 	assert.Equal(t, 4, pd.SampleCount())
@@ -105,6 +105,7 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 	// Process 1: the C workload.
 	res := rps.At(0).Resource().Attributes().AsRaw()
 	assert.Equal(t, map[string]any{
+		"service.name":            "workload",
 		"process.pid":             int64(1234),
 		"process.executable.name": "workload",
 		"process.executable.path": "/usr/bin/workload",
@@ -164,6 +165,7 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 
 	// Process 2: the Go server, no container.
 	assert.Equal(t, map[string]any{
+		"service.name":            "checkout",
 		"process.pid":             int64(4242),
 		"process.executable.name": "server",
 		"process.executable.path": "/usr/local/bin/server",

@@ -10,7 +10,6 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/xconsumer"
-	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.uber.org/zap"
@@ -169,7 +168,7 @@ func (r *profilingReceiver) pull() {
 
 func (r *profilingReceiver) deliver(b []byte) {
 	r.batches.Add(1)
-	profiles, err := (&pprofile.ProtoUnmarshaler{}).UnmarshalProfiles(b)
+	profiles, err := decodeProfiles(b)
 	if err != nil {
 		r.decodeErrors.Add(1)
 		r.set.Logger.Error("dropping a profile batch that does not decode", zap.Error(err), zap.Int("bytes", len(b)))

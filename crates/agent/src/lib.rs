@@ -23,7 +23,10 @@ mod sink;
 mod stats;
 mod trace_builder;
 
-pub use config::{AgentConfig, ConfigError, MAX_SAMPLES_PER_SECOND, MIN_REPORTER_INTERVAL_MS};
+pub use config::{
+    AgentConfig, ConfigError, MAX_BATCH_QUEUE_CAPACITY, MAX_FILE_UNLOAD_GRACE_MS, MAX_PID, MAX_PIDS,
+    MAX_REPORTER_INTERVAL_MS, MAX_SAMPLES_PER_SECOND, MIN_REPORTER_INTERVAL_MS,
+};
 pub use profiler_bpf::BpfError;
 pub use sink::TraceSink;
 pub use stats::Stats;
@@ -86,6 +89,10 @@ const READER_POLL_INTERVAL: Duration = Duration::from_millis(100);
 #[derive(Debug, Default)]
 struct Shared {
     samples_dropped: AtomicU64,
+    /// Panics caught per thread (see `Stats::panics_*`).
+    panics_reader: AtomicU64,
+    panics_reporter: AtomicU64,
+    panics_process_manager: AtomicU64,
     samples_processed: AtomicU64,
     samples_malformed: AtomicU64,
     batches: Arc<BatchCounters>,
@@ -114,6 +121,7 @@ pub struct Agent {
     shared: Arc<Shared>,
     batches: Option<Receiver<Vec<u8>>>,
     warnings: Vec<String>,
+    sampling_started: Instant,
 }
 
 impl Agent {
@@ -177,16 +185,19 @@ impl Agent {
                         }
                     });
                     shared.samples_malformed.store(sample_reader.malformed(), Ordering::Relaxed);
+                    shared.panics_reader.fetch_add(sample_reader.panics(), Ordering::Relaxed);
                     result
                 })
                 .map_err(|source| StartError::Thread { name: "reader", source })?
         };
         let registry = Arc::new(ProcessRegistry::new());
+        let sampling_started;
         let python_builds = Arc::new(PythonRegistry::new());
         let manager = {
             let events = sampler.process_event_reader()?;
             let limits = ManagerLimits {
                 file_unload_grace: Duration::from_millis(config.file_unload_grace_ms),
+                open_via_map_files: config.open_via_map_files,
                 ..ManagerLimits::default()
             };
             let interpreters = process_manager::Interpreters::new(
@@ -205,11 +216,14 @@ impl Agent {
                 manager.on_new_process(profiler_trace::Pid(pid));
             }
             sampler.start_sampling()?;
+            sampling_started = Instant::now();
             let stop = stop.clone();
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("ep-procman".into())
-                .spawn(move || process_manager::run(events, manager, &stop, &shared.manager))
+                .spawn(move || {
+                    process_manager::run(events, manager, &stop, &shared.manager, &shared.panics_process_manager)
+                })
                 .map_err(|source| StartError::Thread { name: "process manager", source })?
         };
         let reporter = {
@@ -221,7 +235,8 @@ impl Agent {
                         NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() })
                     })
                     .map_err(|source| StartError::Thread { name: "symbolizer", source })?;
-            let builder = TraceBuilder::new(registry, kernel, native, python_builds);
+            let mut builder = TraceBuilder::new(registry, kernel, native, python_builds);
+            builder.set_open_via_map_files(config.open_via_map_files);
             let interval = config.reporter_interval();
             std::thread::Builder::new()
                 .name("ep-reporter".into())
@@ -235,7 +250,14 @@ impl Agent {
             shared,
             batches,
             warnings,
+            sampling_started,
         })
+    }
+
+    /// When the perf events were attached: the start of the profiled
+    /// time (loading the programs and tables before it can take seconds).
+    pub fn sampling_started(&self) -> Instant {
+        self.sampling_started
     }
 
     /// Problems that did not prevent starting (e.g. kernel symbols
@@ -278,6 +300,8 @@ impl Agent {
         let stop = |r: UnwindStop| counters.unwind_stop(r);
         let symbolizer = *lock(&s.symbolizer);
         let python = *lock(&s.python_symbolizer);
+        let mut refused = manager.manager.files_refused;
+        refused.add(&symbolizer.files_refused);
         Stats {
             samples: counters.sent,
             samples_lost: counters.lost_ring_buffer,
@@ -323,6 +347,12 @@ impl Agent {
             files_analysed: manager.manager.files_analysed,
             files_failed: manager.manager.files_failed,
             files_rejected: manager.manager.files_rejected,
+            files_refused_not_regular: refused.not_regular,
+            files_refused_too_large: refused.too_large,
+            files_refused_mismatch: refused.mismatch,
+            files_refused_escape: refused.escape,
+            files_refused_no_openat2: refused.no_openat2,
+            file_id_collisions: manager.manager.file_id_collisions,
             unwind_deltas: manager.maps.delta_entries,
             unwind_rules: manager.maps.rules,
             unwind_prefixes: manager.maps.prefixes,
@@ -339,6 +369,11 @@ impl Agent {
             python_tail_calls: counters.python_tail_calls,
             bpf_run_time_ns: counters.bpf_run_time_ns,
             bpf_runs: counters.bpf_runs,
+            panics_reader: s.panics_reader.load(Ordering::Relaxed),
+            panics_reporter: s.panics_reporter.load(Ordering::Relaxed),
+            panics_process_manager: s.panics_process_manager.load(Ordering::Relaxed),
+            panics_symbolizer: symbolizer.panics,
+            files_changed_while_read: profiler_elf::map_guard::files_changed_while_read(),
         }
     }
 
@@ -364,7 +399,7 @@ impl Agent {
     }
 
     /// The keys in the interpreter unwinders' maps, read in the kernel:
-    /// (python_files: `FileId::high64` of each CPython build loaded,
+    /// (python_files: `TableKey::bpf_id` of each CPython build loaded,
     /// python_thread_states: `tgid << 32 | tid` of each thread whose
     /// thread state is cached). `None` once stopped. Iterates every key:
     /// for tests and diagnostics.
@@ -425,14 +460,23 @@ fn report(
 ) {
     let mut interval_start = unix_now_ns();
     let mut deadline = Instant::now() + interval;
+    // A panic (a bug met by one process's data) costs the unit of work
+    // it happened in, never the thread: reporting would stop silently.
+    let guarded = |f: &mut dyn FnMut()| {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+            shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
+        }
+    };
     loop {
         match samples.recv_deadline(deadline) {
             Ok(sample) => {
-                let trace = builder.build(&sample);
-                for sink in &mut sinks {
-                    sink.on_trace(&trace);
-                }
-                shared.samples_processed.fetch_add(1, Ordering::Relaxed);
+                guarded(&mut || {
+                    let trace = builder.build(&sample);
+                    for sink in &mut sinks {
+                        sink.on_trace(&trace);
+                    }
+                    shared.samples_processed.fetch_add(1, Ordering::Relaxed);
+                });
                 *lock(&shared.unwind) = builder.counts();
             }
             Err(RecvTimeoutError::Timeout) => {
@@ -441,7 +485,7 @@ fn report(
                 *lock(&shared.python_symbolizer) = builder.python_stats();
                 let end = unix_now_ns();
                 for sink in &mut sinks {
-                    sink.on_interval_end(interval_start, end);
+                    guarded(&mut || sink.on_interval_end(interval_start, end));
                 }
                 interval_start = end;
                 deadline += interval;
@@ -454,11 +498,64 @@ fn report(
                 *lock(&shared.python_symbolizer) = builder.python_stats();
                 let end = unix_now_ns();
                 for sink in &mut sinks {
-                    sink.on_interval_end(interval_start, end);
-                    sink.on_stop();
+                    guarded(&mut || {
+                        sink.on_interval_end(interval_start, end);
+                        sink.on_stop();
+                    });
                 }
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Panics on the first trace, records the others and the stop.
+    struct Fragile(Arc<Mutex<(u32, bool)>>);
+
+    impl TraceSink for Fragile {
+        fn on_trace(&mut self, _trace: &profiler_trace::Trace) {
+            let mut seen = lock(&self.0);
+            seen.0 += 1;
+            if seen.0 == 1 {
+                drop(seen);
+                panic!("a bug met by one sample");
+            }
+        }
+        fn on_stop(&mut self) {
+            lock(&self.0).1 = true;
+        }
+    }
+
+    #[test]
+    fn the_reporter_survives_a_panic_in_one_sample() {
+        let native = NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() }).expect("new");
+        let builder =
+            TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(PythonRegistry::new()));
+        let seen = Arc::new(Mutex::new((0, false)));
+        let (tx, rx) = crossbeam_channel::bounded(8);
+        for tid in 0..3 {
+            tx.send(RawSample {
+                pid: 1,
+                tid,
+                ktime_ns: 0,
+                cpu: 0,
+                comm: "t".into(),
+                process_comm: "p".into(),
+                kernel_frames: vec![],
+                user_frames: vec![0x1000],
+                unwind_stop: UnwindStop::UnknownPid,
+            })
+            .unwrap();
+        }
+        drop(tx);
+        let shared = Shared::default();
+        report(rx, builder, vec![Box::new(Fragile(seen.clone()))], Duration::from_secs(60), &shared);
+        assert_eq!(shared.panics_reporter.load(Ordering::Relaxed), 1);
+        assert_eq!(shared.samples_processed.load(Ordering::Relaxed), 2, "the other samples went on");
+        assert_eq!(*lock(&seen), (3, true), "every sample reached the sink, then the stop");
     }
 }

@@ -97,6 +97,25 @@ pub struct Stats {
     pub files_failed: u64,
     /// Files refused by the file or table size limits.
     pub files_rejected: u64,
+    /// Files refused because they are not regular files (FIFOs, devices,
+    /// sockets, directories), whether mapped or named by a debug link:
+    /// the process manager's and the symbolizer's.
+    pub files_refused_not_regular: u64,
+    /// Files refused for their size (2 GiB for executables and
+    /// libraries, 4 GiB for debug files).
+    pub files_refused_too_large: u64,
+    /// Files refused because the path led to another file than the one
+    /// mapped (replaced on disk) or analysed.
+    pub files_refused_mismatch: u64,
+    /// Paths refused because they tried to leave the process's root
+    /// (magic links, symlink loops).
+    pub files_refused_escape: u64,
+    /// Files inside a process's root not opened because `openat2` is
+    /// missing (Linux before 5.6).
+    pub files_refused_no_openat2: u64,
+    /// Files sharing another held file's FileId (head, tail, length)
+    /// with different content: each kept its own tables.
+    pub file_id_collisions: u64,
     /// Stack delta entries in the BPF maps now.
     pub unwind_deltas: u64,
     /// Distinct unwind rules in the BPF maps.
@@ -138,4 +157,20 @@ pub struct Stats {
     pub bpf_run_time_ns: u64,
     /// Runs counted in `bpf_run_time_ns`.
     pub bpf_runs: u64,
+
+    /// Panics caught on the ring buffer reader thread (each cost one
+    /// sample; the thread went on).
+    pub panics_reader: u64,
+    /// Panics caught on the reporter thread (each cost one sample or one
+    /// interval's output).
+    pub panics_reporter: u64,
+    /// Panics caught on the process manager thread (each cost one process
+    /// event or one housekeeping round).
+    pub panics_process_manager: u64,
+    /// Panics caught on the symbolizer's loader thread (each cost one
+    /// file's symbols).
+    pub panics_symbolizer: u64,
+    /// Files that shrank while mapped and parsed (their tables and names
+    /// discarded instead of a SIGBUS).
+    pub files_changed_while_read: u64,
 }

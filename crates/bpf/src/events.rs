@@ -36,8 +36,15 @@ impl ProcessEventReader {
         let mut builder = RingBufferBuilder::new();
         builder
             .add(&self.map, |data: &[u8]| {
-                match ProcessEvent::parse(data) {
-                    Some(event) => pending.borrow_mut().push(event),
+                // Called from C (libbpf): nothing may unwind out of here;
+                // a record that panics is counted as malformed.
+                let parsed = std::panic::catch_unwind(|| ProcessEvent::parse(data)).ok().flatten();
+                match parsed {
+                    Some(event) => {
+                        if let Ok(mut pending) = pending.try_borrow_mut() {
+                            pending.push(event);
+                        }
+                    }
                     None => {
                         malformed.fetch_add(1, Ordering::Relaxed);
                     }

@@ -44,19 +44,27 @@ pub struct RawSample {
 
 impl RawSample {
     /// Decodes one ring buffer record; `None` if it is too short for what
-    /// its header announces.
+    /// its header announces, or announces more frames than a sample holds.
     pub fn parse(data: &[u8]) -> Option<RawSample> {
-        let header = data.get(..HEADER_SIZE)?;
-        let u32_at = |o: usize| u32::from_ne_bytes(header[o..o + 4].try_into().unwrap());
-        let u16_at = |o: usize| u16::from_ne_bytes(header[o..o + 2].try_into().unwrap());
+        let header: &[u8; HEADER_SIZE] = data.get(..HEADER_SIZE)?.try_into().ok()?;
+        let u32_at = |o: usize| u32::from_ne_bytes([header[o], header[o + 1], header[o + 2], header[o + 3]]);
+        let u16_at = |o: usize| u16::from_ne_bytes([header[o], header[o + 1]]);
+        let u64_at = |o: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&header[o..o + 8]);
+            u64::from_ne_bytes(b)
+        };
         let kernel = usize::from(u16_at(20));
         let user = usize::from(u16_at(22));
+        if kernel + user > MAX_FRAMES {
+            return None;
+        }
         let words = data.get(HEADER_SIZE..HEADER_SIZE + (kernel + user) * 8)?;
-        let mut frames = words.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap()));
+        let mut frames = words.chunks_exact(8).map(|c| c.try_into().map_or(0, u64::from_ne_bytes));
         Some(RawSample {
             pid: u32_at(0),
             tid: u32_at(4),
-            ktime_ns: u64::from_ne_bytes(header[8..16].try_into().unwrap()),
+            ktime_ns: u64_at(8),
             cpu: u32_at(16),
             comm: c_string(&header[24..40]),
             process_comm: c_string(&header[40..56]),
@@ -106,6 +114,15 @@ mod tests {
         assert_eq!(s.kernel_frames, vec![0xffff1, 0xffff2]);
         assert_eq!(s.user_frames, vec![0x401000]);
         assert_eq!(s.unwind_stop, UnwindStop::UnknownPc);
+    }
+
+    #[test]
+    fn rejects_more_frames_than_a_sample_holds() {
+        let mut r = record(&[1; 200], &[2; 184]);
+        assert!(RawSample::parse(&r).is_some());
+        r[22] = 185;
+        r.extend_from_slice(&[0; 8]);
+        assert_eq!(RawSample::parse(&r), None);
     }
 
     #[test]

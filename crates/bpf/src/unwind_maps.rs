@@ -102,10 +102,10 @@ impl EncodedDeltas {
 /// What one executable mapping of a process is, for the unwinder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MappingTarget {
-    /// A file whose deltas are loaded: `file_id` is `FileId::high64`,
+    /// A file whose deltas are loaded: `file_id` is `TableKey::bpf_id`,
     /// and `ELF vaddr = pc - bias`.
     Native {
-        /// `FileId::high64()` of the file.
+        /// `TableKey::bpf_id()` of the file.
         file_id: u64,
         /// Load bias.
         bias: u64,
@@ -117,7 +117,7 @@ pub enum MappingTarget {
     /// frames over to the interpreter unwinder of the file
     /// ([`crate::InterpreterMaps`]).
     InterpreterLoop {
-        /// `FileId::high64()` of the file.
+        /// `TableKey::bpf_id()` of the file.
         file_id: u64,
         /// Load bias.
         bias: u64,

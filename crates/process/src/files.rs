@@ -3,15 +3,23 @@
 //! Built once per [`FileId`] and shared by every process that maps it.
 
 use crate::go_tables::{with_go_tables, GoUnwindStats};
+use profiler_elf::source::FileIdentity;
 use profiler_elf::{ElfFile, LoadSegments, SymbolTable, UnwindTable};
-use profiler_trace::FileId;
+use profiler_trace::{FileId, TableKey};
 use std::sync::Arc;
 
 /// One executable file, as analysed when first mapped.
 #[derive(Debug)]
 pub struct ExecutableFile {
-    /// Content identity.
+    /// Content identity as the wire carries it (head, tail and length:
+    /// two different files may share it).
     pub file_id: FileId,
+    /// Digest of the whole content: what its unwind table, symbols and
+    /// interpreter state are keyed by.
+    pub table_key: TableKey,
+    /// The inode and version analysed (`None` for the vDSO): a later
+    /// open by path must find the same one.
+    pub identity: Option<FileIdentity>,
     /// The path the first process that mapped it gave (as that process
     /// sees it).
     pub path: Arc<str>,
@@ -42,14 +50,31 @@ pub(crate) struct AnalysedFile {
     pub table: UnwindTable,
 }
 
+/// Who a file is: its wire id, content key and (on disk) identity.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FileKeys {
+    pub file_id: FileId,
+    pub table_key: TableKey,
+    pub identity: Option<FileIdentity>,
+}
+
 /// Reads `elf` completely: segments, symbols, build ids, unwind table.
-pub(crate) fn analyse(elf: &ElfFile, file_id: FileId, path: &str) -> AnalysedFile {
+pub(crate) fn analyse(elf: &ElfFile, keys: FileKeys, path: &str) -> AnalysedFile {
     // Go code has no CFI: its deltas come from .gopclntab.
-    let (table, go_unwind) = with_go_tables(elf, elf.unwind_table());
-    let symbols = elf.symbols().unwrap_or_else(|_| empty_symbols());
+    let (mut table, go_unwind) = with_go_tables(elf, elf.unwind_table());
+    let mut symbols = elf.symbols().unwrap_or_else(|_| empty_symbols());
+    if elf.changed_while_read() {
+        // Truncated under the map: parsed from zero pages (counted in
+        // `profiler_elf::map_guard::files_changed_while_read`).
+        table.deltas = Vec::new();
+        table.stats.file_changed = true;
+        symbols = empty_symbols();
+    }
     let invalid_rows = table.stats.invalid_by_reason().map(|(_, n)| n).sum();
     let file = ExecutableFile {
-        file_id,
+        file_id: keys.file_id,
+        table_key: keys.table_key,
+        identity: keys.identity,
         path: Arc::from(path),
         gnu_build_id: elf.gnu_build_id().ok().flatten().map(Arc::from),
         go_build_id: elf.go_build_id().ok().flatten().map(Arc::from),
@@ -93,7 +118,8 @@ mod tests {
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let elf = ElfFile::open(&exe).unwrap();
         let id = profiler_elf::file_id_of_path(&exe).unwrap();
-        let a = analyse(&elf, id, exe.to_str().unwrap());
+        let keys = FileKeys { file_id: id, table_key: TableKey([1; 32]), identity: None };
+        let a = analyse(&elf, keys, exe.to_str().unwrap());
         assert!(a.file.deltas > 100, "{}", a.file.deltas);
         assert_eq!(a.file.deltas, a.table.deltas.len() as u64);
         assert!(!a.file.symbols.is_empty());

@@ -28,3 +28,9 @@ pub use manager::{
     LoaderError, ManagerLimits, ManagerStats, ProcessManager, UnwindLoader, UnwindMapping, UnwindTarget,
 };
 pub use registry::{ProcessRegistry, ProcessSnapshot, ResolvedAddress, SnapshotMapping};
+
+/// Entry points of the fuzz targets (`fuzz/`). NOT PART OF THE API.
+#[doc(hidden)]
+pub mod __fuzz {
+    pub use crate::go_tables::with_go_tables;
+}

@@ -5,23 +5,32 @@
 //! For each process it reads `/proc/PID/maps`, opens each executable file
 //! through `/proc/PID/map_files/<range>` (so files of other mount
 //! namespaces are reached, and a file replaced on disk is still the one
-//! mapped), else `/proc/PID/root/<path>`, reads the vDSO from the
-//! process's memory, and analyses each file once per [`FileId`]: its
-//! unwind table is interned and loaded through the [`UnwindLoader`], then
-//! the process's mappings are. Files are reference-counted by the
+//! mapped), else as `<path>` inside `/proc/PID/root` (resolved within
+//! that root, and used only when it is the inode the maps line names),
+//! always as [`profiler_elf::source`] opens files a process controls
+//! (regular files only, bounded; refusals counted). It reads the vDSO
+//! from the process's memory, and analyses each file once per content
+//! ([`TableKey`], a digest of the whole file, computed once per inode
+//! version; a [`FileId`] shared by two contents is counted, never
+//! trusted): its unwind table is interned and loaded through the
+//! [`UnwindLoader`], then the process's mappings are. Files are reference-counted by the
 //! processes that map them and unloaded a grace period after the last
 //! one goes. Everything is bounded by [`ManagerLimits`] and counted in
 //! [`ManagerStats`].
 
-use crate::files::{analyse, empty_symbols, ExecutableFile};
+use crate::files::{analyse, empty_symbols, ExecutableFile, FileKeys};
 use crate::maps::{parse_executable, MapsEntry};
 use crate::procfs::{read_info, read_memory, read_start_time};
 use crate::registry::{ProcessRegistry, ProcessSnapshot, SnapshotMapping};
-use profiler_elf::{file_id_of_bytes, file_id_of_path, ElfFile, RuleId, RuleInterner, UnwindRule};
-use profiler_trace::{FileId, Pid};
+use profiler_elf::source::{
+    open_in_root, open_regular, path_in_root, table_key_of_bytes, table_key_of_file, FileIdentity, OpenError,
+    OpenedFile, Purpose, Refusals,
+};
+use profiler_elf::{file_id_of_bytes, file_id_of_file, ElfFile, RuleId, RuleInterner, UnwindRule};
+use profiler_trace::{FileId, Pid, TableKey};
 use std::collections::{HashMap, HashSet};
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,8 +42,8 @@ pub type LoaderError = Box<dyn std::error::Error + Send + Sync>;
 pub enum UnwindTarget {
     /// A file whose deltas are loaded; `ELF vaddr = pc - bias`.
     File {
-        /// The file.
-        file_id: FileId,
+        /// The file's content.
+        table_key: TableKey,
         /// Load bias.
         bias: u64,
     },
@@ -60,9 +69,9 @@ pub trait UnwindLoader {
     /// may be called again for the same id).
     fn set_rule(&mut self, id: RuleId, rule: &UnwindRule) -> Result<(), LoaderError>;
     /// Loads a file's deltas (sorted `(ELF vaddr, rule)` pairs).
-    fn load_file(&mut self, file_id: FileId, deltas: &[(u64, RuleId)]) -> Result<(), LoaderError>;
+    fn load_file(&mut self, table_key: TableKey, deltas: &[(u64, RuleId)]) -> Result<(), LoaderError>;
     /// Unloads a file's deltas.
-    fn unload_file(&mut self, file_id: FileId) -> Result<(), LoaderError>;
+    fn unload_file(&mut self, table_key: TableKey) -> Result<(), LoaderError>;
     /// Sets (replaces) the executable mappings of `pid`.
     fn set_process(&mut self, pid: Pid, mappings: &[UnwindMapping]) -> Result<(), LoaderError>;
     /// Removes everything of `pid`.
@@ -98,6 +107,11 @@ pub struct ManagerLimits {
     /// Processes never sampled that are loaded at their exec, per second
     /// (more are loaded at their first sample).
     pub exec_preloads_per_second: f64,
+    /// Open mapped files through `/proc/PID/map_files` when allowed
+    /// (it needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE). False forces
+    /// the path inside the process's root, checked against the maps
+    /// line's device and inode, as without those capabilities.
+    pub open_via_map_files: bool,
 }
 
 impl Default for ManagerLimits {
@@ -111,6 +125,7 @@ impl Default for ManagerLimits {
             maps_refresh_interval: Duration::from_millis(500),
             liveness_interval: Duration::from_secs(5),
             exec_preloads_per_second: 20.0,
+            open_via_map_files: true,
         }
     }
 }
@@ -152,6 +167,12 @@ pub struct ManagerStats {
     pub analyse_ms: u64,
     /// Execs of processes never sampled not loaded ahead (over budget).
     pub exec_preloads_skipped: u64,
+    /// Mapped files refused, by reason (not regular, too large, not the
+    /// mapped inode, path leaving the process's root, ...).
+    pub files_refused: Refusals,
+    /// Files whose [`FileId`] (head, tail, length) equals another held
+    /// file's while their contents differ: each keeps its own tables.
+    pub file_id_collisions: u64,
 }
 
 struct FileEntry {
@@ -166,12 +187,12 @@ struct FileEntry {
 
 struct ProcessState {
     start_time: Option<u64>,
-    files: HashSet<FileId>,
+    files: HashSet<TableKey>,
     maps_read_at: Instant,
 }
 
 /// Identity of a file on disk, to skip hashing it again.
-type DiskKey = (u64, u64, u64, i64, i64);
+type DiskKey = FileIdentity;
 
 /// When maps are read again after an exec (ms after it).
 const EXEC_RESYNC_MS: [u64; 3] = [5, 25, 100];
@@ -185,8 +206,10 @@ pub struct ProcessManager<L: UnwindLoader> {
     loader: L,
     registry: Arc<ProcessRegistry>,
     interner: RuleInterner,
-    files: HashMap<FileId, FileEntry>,
-    disk_keys: HashMap<DiskKey, FileId>,
+    files: HashMap<TableKey, FileEntry>,
+    /// The content of each held file's [`FileId`], to notice collisions.
+    file_ids: HashMap<FileId, TableKey>,
+    disk_keys: HashMap<DiskKey, (FileId, TableKey)>,
     failed: HashSet<DiskKey>,
     processes: HashMap<Pid, ProcessState>,
     exited: Vec<(Pid, Instant)>,
@@ -210,6 +233,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             registry,
             interner: RuleInterner::new(),
             files: HashMap::new(),
+            file_ids: HashMap::new(),
             disk_keys: HashMap::new(),
             failed: HashSet::new(),
             processes: HashMap::new(),
@@ -340,7 +364,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             }
         }
         let unload_grace = self.limits.file_unload_grace;
-        let unused: Vec<FileId> = self
+        let unused: Vec<TableKey> = self
             .files
             .iter()
             .filter(|(_, f)| f.refs == 0 && f.unused_since.is_some_and(|t| now.duration_since(t) >= unload_grace))
@@ -348,6 +372,9 @@ impl<L: UnwindLoader> ProcessManager<L> {
             .collect();
         for id in unused {
             if let Some(entry) = self.files.remove(&id) {
+                if self.file_ids.get(&entry.file.file_id) == Some(&id) {
+                    self.file_ids.remove(&entry.file.file_id);
+                }
                 if entry.loaded {
                     if let Err(_e) = self.loader.unload_file(id) {
                         self.stats.load_errors += 1;
@@ -367,6 +394,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             self.unload_process(pid, false);
         }
         self.exited.clear();
+        self.file_ids.clear();
         for (id, entry) in std::mem::take(&mut self.files) {
             if entry.loaded && self.loader.unload_file(id).is_err() {
                 self.stats.load_errors += 1;
@@ -388,7 +416,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
         }
     }
 
-    fn release_files(&mut self, files: &HashSet<FileId>) {
+    fn release_files(&mut self, files: &HashSet<TableKey>) {
         let now = Instant::now();
         for id in files {
             if let Some(entry) = self.files.get_mut(id) {
@@ -435,14 +463,14 @@ impl<L: UnwindLoader> ProcessManager<L> {
         for entry in &entries {
             let file = if entry.is_anonymous() { None } else { self.file_for(pid, entry) };
             let bias = file.as_ref().and_then(|f| f.segments.executable_bias(entry.start, entry.offset));
-            let loaded = file.as_ref().is_some_and(|f| self.files.get(&f.file_id).is_some_and(|e| e.loaded));
+            let loaded = file.as_ref().is_some_and(|f| self.files.get(&f.table_key).is_some_and(|e| e.loaded));
             let target = match (&file, bias) {
-                (Some(f), Some(bias)) if loaded => UnwindTarget::File { file_id: f.file_id, bias },
+                (Some(f), Some(bias)) if loaded => UnwindTarget::File { table_key: f.table_key, bias },
                 _ => UnwindTarget::NoUnwindInfo,
             };
             unwind_mappings.push(UnwindMapping { start: entry.start, end: entry.end, target });
             if let Some(f) = &file {
-                files.insert(f.file_id);
+                files.insert(f.table_key);
             }
             let mut mapping = entry.to_mapping();
             if let Some(f) = &file {
@@ -476,7 +504,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
                 e.unused_since = None;
             }
         }
-        let released: HashSet<FileId> = old.difference(&files).copied().collect();
+        let released: HashSet<TableKey> = old.difference(&files).copied().collect();
         self.release_files(&released);
 
         let comm = std::fs::read_to_string(self.proc_root.join(pid.0.to_string()).join("comm")).unwrap_or_default();
@@ -487,52 +515,90 @@ impl<L: UnwindLoader> ProcessManager<L> {
     /// The analysed file behind a file-backed mapping (analysing and
     /// loading it on first sight).
     fn file_for(&mut self, pid: Pid, entry: &MapsEntry) -> Option<Arc<ExecutableFile>> {
-        let dir = self.proc_root.join(pid.0.to_string());
         if entry.is_vdso() {
             let bytes = read_memory(&self.proc_root, pid, entry.start, entry.end).ok()?;
-            let file_id = file_id_of_bytes(&bytes);
-            if let Some(e) = self.files.get(&file_id) {
+            let keys =
+                FileKeys { file_id: file_id_of_bytes(&bytes), table_key: table_key_of_bytes(&bytes), identity: None };
+            if let Some(e) = self.files.get(&keys.table_key) {
                 return Some(e.file.clone());
             }
-            return self.add_file(file_id, "[vdso]", || ElfFile::from_bytes(bytes).ok());
+            return self.add_file(keys, "[vdso]", || ElfFile::from_bytes(bytes).ok());
         }
-        let by_range = dir.join("map_files").join(format!("{:x}-{:x}", entry.start, entry.end));
-        let path = match std::fs::metadata(&by_range) {
-            Ok(_) => by_range,
-            Err(_) => dir.join("root").join(entry.path.trim_start_matches('/')),
+        let opened = match self.open_mapped(pid, entry) {
+            Ok(opened) => opened,
+            Err(e) => {
+                self.stats.files_refused.count(&e);
+                if !e.is_refusal() {
+                    self.stats.files_failed += 1;
+                }
+                return None;
+            }
         };
-        let meta = std::fs::metadata(&path).ok()?;
-        let key: DiskKey = (meta.dev(), meta.ino(), meta.size(), meta.mtime(), meta.mtime_nsec());
+        let key: DiskKey = opened.identity;
         if self.failed.contains(&key) {
             return None;
         }
-        let file_id = match self.disk_keys.get(&key) {
-            Some(id) => *id,
+        let keys = match self.disk_keys.get(&key) {
+            Some(&(file_id, table_key)) => FileKeys { file_id, table_key, identity: Some(key) },
             None => {
-                let id = file_id_of_path(&path).ok()?;
+                let Some(keys) = file_keys(&opened) else {
+                    // Not ELF, or unreadable: nothing hashed beyond 4 bytes.
+                    self.stats.files_failed += 1;
+                    self.remember_failed(key);
+                    return None;
+                };
                 if self.disk_keys.len() >= MAX_DISK_KEYS {
                     self.disk_keys.clear();
                 }
-                self.disk_keys.insert(key, id);
-                id
+                self.disk_keys.insert(key, (keys.file_id, keys.table_key));
+                keys
             }
         };
-        if let Some(e) = self.files.get(&file_id) {
+        if let Some(e) = self.files.get(&keys.table_key) {
             return Some(e.file.clone());
         }
-        let file = self.add_file(file_id, &entry.path, || ElfFile::open(&path).ok());
-        if file.is_none() && !self.files.contains_key(&file_id) {
-            if self.failed.len() >= MAX_DISK_KEYS {
-                self.failed.clear();
-            }
-            self.failed.insert(key);
+        let size = opened.identity.size;
+        let file = self.add_file(keys, &entry.path, || ElfFile::from_file(opened.file, size).ok());
+        if file.is_none() && !self.files.contains_key(&keys.table_key) {
+            self.remember_failed(key);
         }
         file
     }
 
+    fn remember_failed(&mut self, key: DiskKey) {
+        if self.failed.len() >= MAX_DISK_KEYS {
+            self.failed.clear();
+        }
+        self.failed.insert(key);
+    }
+
+    /// Opens the file a mapping maps: through `map_files` (the mapped
+    /// file itself), else by its path inside the process's root, which
+    /// must then be the inode the maps line names.
+    fn open_mapped(&self, pid: Pid, entry: &MapsEntry) -> Result<OpenedFile, OpenError> {
+        let dir = self.proc_root.join(pid.0.to_string());
+        if self.limits.open_via_map_files {
+            let by_range = dir.join("map_files").join(format!("{:x}-{:x}", entry.start, entry.end));
+            match open_regular(&by_range, Purpose::Executable) {
+                Ok(opened) => return Ok(opened),
+                // What is mapped is itself unacceptable (a device, ...).
+                Err(e) if e.is_refusal() => return Err(e),
+                // Not allowed to read map_files: by path below.
+                Err(_) => {}
+            }
+        }
+        let root = dir.join("root");
+        let path = path_in_root(&root, Path::new(&entry.path));
+        let opened = open_in_root(&root, &path, Purpose::Executable)?;
+        if !opened.identity.is_mapped(entry.dev.0, entry.dev.1, entry.inode, opened.on_overlay) {
+            return Err(OpenError::Mismatch);
+        }
+        Ok(opened)
+    }
+
     fn add_file(
         &mut self,
-        file_id: FileId,
+        keys: FileKeys,
         path: &str,
         open: impl FnOnce() -> Option<ElfFile>,
     ) -> Option<Arc<ExecutableFile>> {
@@ -545,7 +611,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             self.stats.files_failed += 1;
             return None;
         };
-        let mut analysed = analyse(&elf, file_id, path);
+        let mut analysed = analyse(&elf, keys, path);
         self.loader.inspect_file(&analysed.file, &elf);
         drop(elf);
         // The symbols were for inspect_file only (see ExecutableFile).
@@ -558,17 +624,24 @@ impl<L: UnwindLoader> ProcessManager<L> {
         if deltas.len() > self.limits.max_deltas_per_file {
             self.stats.files_rejected += 1;
         } else if !deltas.is_empty() {
-            loaded = self.load_table(file_id, deltas);
+            loaded = self.load_table(keys.table_key, deltas);
         }
         self.stats.analyse_ms += started.elapsed().as_millis() as u64;
+        match self.file_ids.get(&keys.file_id) {
+            Some(other) if *other != keys.table_key => self.stats.file_id_collisions += 1,
+            Some(_) => {}
+            None => {
+                self.file_ids.insert(keys.file_id, keys.table_key);
+            }
+        }
         self.files.insert(
-            file_id,
+            keys.table_key,
             FileEntry { file: analysed.file.clone(), refs: 0, unused_since: Some(Instant::now()), loaded },
         );
         Some(analysed.file)
     }
 
-    fn load_table(&mut self, file_id: FileId, deltas: Vec<profiler_elf::StackDelta>) -> bool {
+    fn load_table(&mut self, table_key: TableKey, deltas: Vec<profiler_elf::StackDelta>) -> bool {
         let Ok(interned) = intern_consuming(&mut self.interner, deltas) else {
             self.stats.files_rejected += 1;
             return false;
@@ -583,7 +656,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
                 return false;
             }
         }
-        match self.loader.load_file(file_id, &interned) {
+        match self.loader.load_file(table_key, &interned) {
             Ok(()) => true,
             Err(_) => {
                 self.stats.load_errors += 1;
@@ -591,6 +664,22 @@ impl<L: UnwindLoader> ProcessManager<L> {
             }
         }
     }
+}
+
+/// The wire id and content key of an opened file, when it is ELF (the
+/// whole file is hashed only then).
+fn file_keys(opened: &OpenedFile) -> Option<FileKeys> {
+    let mut magic = [0u8; 4];
+    opened.file.read_exact_at(&mut magic, 0).ok()?;
+    if &magic != b"\x7fELF" {
+        return None;
+    }
+    let size = opened.identity.size;
+    Some(FileKeys {
+        file_id: file_id_of_file(&opened.file, size).ok()?,
+        table_key: table_key_of_file(&opened.file, size).ok()?,
+        identity: Some(opened.identity),
+    })
 }
 
 /// Deltas interned per chunk at a time by [`intern_consuming`].
@@ -625,7 +714,7 @@ mod tests {
     #[derive(Default)]
     struct Recorder {
         rules: HashSet<RuleId>,
-        files: HashMap<FileId, usize>,
+        files: HashMap<TableKey, usize>,
         processes: HashMap<Pid, Vec<UnwindMapping>>,
     }
 
@@ -634,18 +723,18 @@ mod tests {
             self.rules.insert(id);
             Ok(())
         }
-        fn load_file(&mut self, file_id: FileId, deltas: &[(u64, RuleId)]) -> Result<(), LoaderError> {
+        fn load_file(&mut self, file_id: TableKey, deltas: &[(u64, RuleId)]) -> Result<(), LoaderError> {
             assert!(deltas.iter().all(|d| self.rules.contains(&d.1)), "rules set before the file");
             assert!(self.files.insert(file_id, deltas.len()).is_none(), "loaded twice");
             Ok(())
         }
-        fn unload_file(&mut self, file_id: FileId) -> Result<(), LoaderError> {
+        fn unload_file(&mut self, file_id: TableKey) -> Result<(), LoaderError> {
             self.files.remove(&file_id).map(|_| ()).ok_or_else(|| "not loaded".into())
         }
         fn set_process(&mut self, pid: Pid, mappings: &[UnwindMapping]) -> Result<(), LoaderError> {
             for m in mappings {
-                if let UnwindTarget::File { file_id, .. } = m.target {
-                    assert!(self.files.contains_key(&file_id), "file loaded before the process");
+                if let UnwindTarget::File { table_key, .. } = m.target {
+                    assert!(self.files.contains_key(&table_key), "file loaded before the process");
                 }
             }
             self.processes.insert(pid, mappings.to_vec());
@@ -767,6 +856,97 @@ mod tests {
         let want = RuleInterner::new().intern_deltas(&deltas).unwrap();
         let got = intern_consuming(&mut RuleInterner::new(), deltas).unwrap();
         assert_eq!(got, want);
+    }
+
+    /// A copy of `sleep` in a temp dir, running, its maps read.
+    fn copied_sleeper(dir: &Path) -> (Kill, PathBuf) {
+        std::fs::create_dir_all(dir).unwrap();
+        let exe = dir.join("sleepy");
+        let sleep = Command::new("sh").arg("-c").arg("command -v sleep").output().unwrap();
+        let sleep = String::from_utf8(sleep.stdout).unwrap();
+        std::fs::copy(sleep.trim(), &exe).unwrap();
+        let k = Kill(Command::new(&exe).arg("30").spawn().unwrap());
+        let maps = format!("/proc/{}/maps", k.0.id());
+        for _ in 0..200 {
+            if std::fs::read_to_string(&maps).unwrap_or_default().contains("libc.so") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        (k, exe)
+    }
+
+    fn mapping_of<'a>(registry: &'a ProcessSnapshot, name: &str) -> &'a SnapshotMapping {
+        registry.mappings.iter().find(|m| m.mapping.path.ends_with(name)).expect("mapped")
+    }
+
+    #[test]
+    fn without_map_files_only_the_mapped_inode_is_used() {
+        let dir = std::env::temp_dir().join(format!("ep-manager-{}-swap", std::process::id()));
+        let (k, exe) = copied_sleeper(&dir);
+        let pid = Pid(k.0.id());
+        let registry = Arc::new(ProcessRegistry::new());
+        let limits = ManagerLimits { open_via_map_files: false, ..quick() };
+        let mut m = ProcessManager::new(Recorder::default(), registry.clone(), limits);
+        m.on_new_process(pid);
+        let snap = registry.get(pid).unwrap();
+        let first = mapping_of(&snap, "sleepy").file.clone().expect("opened by path, same inode");
+        assert_eq!(m.stats().files_refused, Refusals::default());
+
+        // Replaced on disk (by rename, as package managers do): the path
+        // now names another inode, which is refused.
+        let new = dir.join("new");
+        std::fs::copy("/proc/self/exe", &new).unwrap();
+        std::fs::rename(&new, &exe).unwrap();
+        m.on_unknown_pc(pid, 0);
+        let snap = registry.get(pid).unwrap();
+        assert!(mapping_of(&snap, "sleepy").file.is_none(), "the new file is not the mapped one");
+        assert_eq!(m.stats().files_refused.mismatch, 1);
+        assert!(first.identity.is_some(), "a file on disk carries the inode it was read from");
+
+        // Replaced by a FIFO: refused without blocking.
+        std::fs::remove_file(&exe).unwrap();
+        let c = std::ffi::CString::new(exe.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: c is NUL-terminated.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        m.on_unknown_pc(pid, 0);
+        assert_eq!(m.stats().files_refused.not_regular, 1);
+        assert!(m.is_loaded(pid));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn same_file_id_different_content_gets_its_own_table() {
+        // Two copies of `sleep` with the same head, tail and length but a
+        // different middle: one FileId, two contents.
+        let dir = std::env::temp_dir().join(format!("ep-manager-{}-collide", std::process::id()));
+        let (a, exe) = copied_sleeper(&dir.join("a"));
+        let mut bytes = std::fs::read(&exe).unwrap();
+        assert!(bytes.len() > 3 * 4096);
+        let mid = bytes.len() / 2;
+        for b in &mut bytes[mid - 64..mid + 64] {
+            *b ^= 0x5a;
+        }
+        let crafted_dir = dir.join("b");
+        std::fs::create_dir_all(&crafted_dir).unwrap();
+        let crafted = crafted_dir.join("sleepy");
+        std::fs::write(&crafted, &bytes).unwrap();
+        std::fs::set_permissions(&crafted, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let b = Kill(Command::new(&crafted).arg("30").spawn().unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(profiler_elf::file_id_of_path(&exe).unwrap(), profiler_elf::file_id_of_path(&crafted).unwrap());
+
+        let registry = Arc::new(ProcessRegistry::new());
+        let mut m = ProcessManager::new(Recorder::default(), registry.clone(), quick());
+        m.on_new_process(Pid(b.0.id()));
+        m.on_new_process(Pid(a.0.id()));
+        let fa = mapping_of(&registry.get(Pid(a.0.id())).unwrap(), "sleepy").file.clone().unwrap();
+        let fb = mapping_of(&registry.get(Pid(b.0.id())).unwrap(), "sleepy").file.clone().unwrap();
+        assert_eq!(fa.file_id, fb.file_id, "the wire id is shared");
+        assert_ne!(fa.table_key, fb.table_key, "the tables are not");
+        assert!(m.loader().files.contains_key(&fa.table_key) && m.loader().files.contains_key(&fb.table_key));
+        assert_eq!(m.stats().file_id_collisions, 1);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Reading what a process is from `/proc/PID`: its executable, start
-//! time (to tell a reused pid from the old process), container, and the
-//! vDSO's bytes.
+//! time (to tell a reused pid from the old process), container, service
+//! name, and the vDSO's bytes.
 
 use profiler_trace::{Pid, ProcessInfo};
+use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ pub fn read_info(proc_root: &Path, pid: Pid, comm: &str) -> ProcessInfo {
             Arc::from(p.strip_suffix(" (deleted)").unwrap_or(&p))
         })
         .unwrap_or_else(|_| Arc::from(""));
-    let executable_name = match executable_path.rsplit('/').next() {
+    let executable_name: Arc<str> = match executable_path.rsplit('/').next() {
         Some(name) if !name.is_empty() => Arc::from(name),
         _ => Arc::from(comm),
     };
@@ -25,7 +26,73 @@ pub fn read_info(proc_root: &Path, pid: Pid, comm: &str) -> ProcessInfo {
         .ok()
         .and_then(|text| container_id_from_cgroup(&text))
         .map(Arc::from);
-    ProcessInfo { pid, executable_path, executable_name, container_id }
+    let service_name = read_environ(&dir)
+        .and_then(|environ| service_name_from_environ(&environ))
+        .map(Arc::from)
+        .unwrap_or_else(|| executable_name.clone());
+    ProcessInfo { pid, executable_path, executable_name, container_id, service_name }
+}
+
+/// Most bytes of `/proc/PID/environ` read: the process controls its
+/// environment, and the variables we look for come early in practice.
+const MAX_ENVIRON_BYTES: u64 = 256 * 1024;
+/// Longest service name taken from a process's environment.
+const MAX_SERVICE_NAME_BYTES: usize = 256;
+
+/// The first [`MAX_ENVIRON_BYTES`] of the process's initial environment.
+fn read_environ(dir: &Path) -> Option<Vec<u8>> {
+    let file = std::fs::File::open(dir.join("environ")).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MAX_ENVIRON_BYTES).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// The service a process says it is, as the OpenTelemetry SDKs read it:
+/// `OTEL_SERVICE_NAME`, else `service.name` in `OTEL_RESOURCE_ATTRIBUTES`
+/// (comma-separated `key=value`, values percent-encoded). Names that are
+/// empty, too long or not UTF-8 are ignored.
+pub(crate) fn service_name_from_environ(environ: &[u8]) -> Option<String> {
+    let mut from_attributes = None;
+    for var in environ.split(|&b| b == 0) {
+        if let Some(value) = var.strip_prefix(b"OTEL_SERVICE_NAME=") {
+            if let Some(name) = plausible_name(value) {
+                return Some(name);
+            }
+        } else if let Some(list) = var.strip_prefix(b"OTEL_RESOURCE_ATTRIBUTES=") {
+            let list = std::str::from_utf8(list).ok();
+            let pair =
+                list.into_iter().flat_map(|l| l.split(',')).find_map(|kv| kv.trim().strip_prefix("service.name="));
+            from_attributes = from_attributes.or_else(|| pair.and_then(|v| plausible_name(&percent_decode(v.trim()))));
+        }
+    }
+    from_attributes
+}
+
+fn plausible_name(value: &[u8]) -> Option<String> {
+    let name = std::str::from_utf8(value).ok()?.trim();
+    (!name.is_empty() && name.len() <= MAX_SERVICE_NAME_BYTES && !name.chars().any(char::is_control))
+        .then(|| name.to_string())
+}
+
+/// `%XX` escapes decoded (W3C baggage octets); anything malformed kept as is.
+fn percent_decode(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (b[i], b.get(i + 1).and_then(|&c| hex(c)), b.get(i + 2).and_then(|&c| hex(c))) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Field 22 (starttime) of `/proc/PID/stat`. The comm field (2) may hold
@@ -82,6 +149,42 @@ mod tests {
         let stat = "1234 (a) b (c) R 1 1234 1234 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 987654 1000 100";
         assert_eq!(parse_start_time(stat), Some(987654));
         assert_eq!(parse_start_time("garbage"), None);
+    }
+
+    #[test]
+    fn service_names_from_the_environment() {
+        let env = |vars: &[&str]| vars.iter().flat_map(|v| v.bytes().chain([0])).collect::<Vec<u8>>();
+        assert_eq!(
+            service_name_from_environ(&env(&["PATH=/bin", "OTEL_SERVICE_NAME=checkout"])).as_deref(),
+            Some("checkout")
+        );
+        // OTEL_SERVICE_NAME wins over the resource attributes, wherever it is.
+        let both =
+            env(&["OTEL_RESOURCE_ATTRIBUTES=service.name=cart,deployment.environment=prod", "OTEL_SERVICE_NAME=pay"]);
+        assert_eq!(service_name_from_environ(&both).as_deref(), Some("pay"));
+        let attrs = env(&["OTEL_RESOURCE_ATTRIBUTES=team=a, service.name=cart%20api ,x=y"]);
+        assert_eq!(service_name_from_environ(&attrs).as_deref(), Some("cart api"));
+        assert_eq!(service_name_from_environ(&env(&["OTEL_SERVICE_NAME=", "HOME=/root"])), None);
+        assert_eq!(service_name_from_environ(&env(&["OTEL_SERVICE_NAME=a\tb"])), None);
+        let long = format!("OTEL_SERVICE_NAME={}", "s".repeat(MAX_SERVICE_NAME_BYTES + 1));
+        assert_eq!(service_name_from_environ(&env(&[&long])), None);
+        assert_eq!(service_name_from_environ(b"OTEL_SERVICE_NAME=\xff\xfe"), None);
+        assert_eq!(service_name_from_environ(b""), None);
+    }
+
+    #[test]
+    fn service_name_of_a_live_process() {
+        let mut child =
+            std::process::Command::new("sleep").arg("30").env("OTEL_SERVICE_NAME", "svc-under-test").spawn().unwrap();
+        let info = read_info(Path::new("/proc"), Pid(child.id()), "sleep");
+        let plain = read_info(Path::new("/proc"), Pid(std::process::id()), "x");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(&*info.service_name, "svc-under-test");
+        // Our test process has no OTEL_SERVICE_NAME: the executable's name.
+        if std::env::var_os("OTEL_SERVICE_NAME").is_none() && std::env::var_os("OTEL_RESOURCE_ATTRIBUTES").is_none() {
+            assert_eq!(plain.service_name, plain.executable_name);
+        }
     }
 
     #[test]

@@ -531,6 +531,11 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
     let mut deltas = Vec::with_capacity(eh.rows.len() + debug.rows.len() + pieces.len());
     emit(&pieces, &[&eh, &debug], &mut deltas);
     drop((eh, debug));
+    if elf.changed_while_read() {
+        // Parsed (partly) from zero pages: worthless.
+        stats.file_changed = true;
+        return UnwindTable { deltas: Vec::new(), stats };
+    }
     deltas.shrink_to_fit();
     stats.deltas = deltas.len() as u64;
     UnwindTable { deltas, stats }

@@ -137,6 +137,9 @@ pub struct UnwindStats {
     pub errors: Vec<CfiError>,
     /// Number of problems met.
     pub error_count: u64,
+    /// The file shrank while it was read: the table was discarded (see
+    /// [`crate::map_guard`]).
+    pub file_changed: bool,
 }
 
 impl UnwindStats {

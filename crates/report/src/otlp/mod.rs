@@ -10,9 +10,9 @@
 //! Shape of a request (what backends and Go's `pprofile` read):
 //!
 //! - one `ResourceProfiles` per process, resource attributes
-//!   `process.pid`, `process.executable.name`, `process.executable.path`
-//!   and, when known, `container.id` (keys and string values as
-//!   references into the string table, as pdata writes them); one
+//!   `service.name`, `process.pid`, `process.executable.name`,
+//!   `process.executable.path` and, when known, `container.id` (plain
+//!   keys and values, which every OTLP reader understands); one
 //!   `ScopeProfiles` holding one `Profile` with sample type `samples/count`, period type
 //!   `cpu/nanoseconds` and period `1e9 / samples_per_second`;
 //! - every profile has a distinct random 16-byte `profile_id`;
@@ -35,6 +35,7 @@
 //!     executable_path: "/usr/bin/app".into(),
 //!     executable_name: "app".into(),
 //!     container_id: None,
+//!     service_name: "app".into(),
 //! });
 //! let trace = Trace {
 //!     process,
@@ -81,6 +82,9 @@ pub mod attr {
     pub const BUILD_ID_GNU: &str = "process.executable.build_id.gnu";
     /// Mapping attribute: the Go build id.
     pub const BUILD_ID_GO: &str = "process.executable.build_id.go";
+    /// Resource attribute: the service (`OTEL_SERVICE_NAME`, else the
+    /// executable's name), which backends group profiles by.
+    pub const SERVICE_NAME: &str = "service.name";
     /// Resource attribute: the process id (int).
     pub const PROCESS_PID: &str = "process.pid";
     /// Resource attribute: the executable's file name.
@@ -286,7 +290,7 @@ impl OtlpAggregator {
             .into_iter()
             .map(|p| pb::ResourceProfiles {
                 resource: Some(Resource {
-                    attributes: resource_attributes(&mut self.dict, &p.info),
+                    attributes: resource_attributes(&p.info),
                     dropped_attributes_count: 0,
                     entity_refs: Vec::new(),
                 }),
@@ -323,35 +327,29 @@ pub fn encode(request: &ExportProfilesServiceRequest) -> Vec<u8> {
     request.encode_to_vec()
 }
 
-/// Resource attributes as references into the string table: keys by
-/// `key_strindex`, string values by `string_value_strindex`. This is what
-/// pdata's own marshaler writes, and pdata v0.159.0's unmarshaler resolves
-/// every resource attribute key through the string table (a plain `key`
-/// with `key_strindex == 0` comes out as ""); see the Go golden test.
-fn resource_attributes(dict: &mut Dictionary, p: &ProcessInfo) -> Vec<KeyValue> {
+/// Resource attributes with plain keys and values, as OTLP defines them
+/// for every signal. The profiles dictionary's `key_strindex` and
+/// `string_value_strindex` are allowed here too, but not every reader
+/// resolves them: Grafana Pyroscope reads only plain keys (a referenced
+/// key becomes a label with an empty name, and the export is refused),
+/// and a Collector's OTLP receiver passes them on unresolved. Go's pdata
+/// reads plain keys when the request is decoded as an `ExportRequest`
+/// (the receiver does), but `ProtoUnmarshaler` overwrites every
+/// resource key with `string_table[key_strindex]`, so "" for plain keys
+/// (pdata v0.159.0, `resolveKeyValueReferences`); see the Go golden test.
+fn resource_attributes(p: &ProcessInfo) -> Vec<KeyValue> {
     let mut attrs = vec![
-        key_value(dict, attr::PROCESS_PID, ResourceValue::Int(i64::from(p.pid.0))),
-        key_value(dict, attr::PROCESS_EXECUTABLE_NAME, ResourceValue::Str(&p.executable_name)),
-        key_value(dict, attr::PROCESS_EXECUTABLE_PATH, ResourceValue::Str(&p.executable_path)),
+        key_value(attr::SERVICE_NAME, any_value::Value::StringValue(p.service_name.to_string())),
+        key_value(attr::PROCESS_PID, any_value::Value::IntValue(i64::from(p.pid.0))),
+        key_value(attr::PROCESS_EXECUTABLE_NAME, any_value::Value::StringValue(p.executable_name.to_string())),
+        key_value(attr::PROCESS_EXECUTABLE_PATH, any_value::Value::StringValue(p.executable_path.to_string())),
     ];
     if let Some(id) = &p.container_id {
-        attrs.push(key_value(dict, attr::CONTAINER_ID, ResourceValue::Str(id)));
+        attrs.push(key_value(attr::CONTAINER_ID, any_value::Value::StringValue(id.to_string())));
     }
     attrs
 }
 
-enum ResourceValue<'a> {
-    Str(&'a str),
-    Int(i64),
-}
-
-fn key_value(dict: &mut Dictionary, key: &str, value: ResourceValue<'_>) -> KeyValue {
-    let key_strindex = dict.string(key);
-    let value = match value {
-        // The empty string is index 0, which readers take as "unset".
-        ResourceValue::Str("") => any_value::Value::StringValue(String::new()),
-        ResourceValue::Str(s) => any_value::Value::StringValueStrindex(dict.string(s)),
-        ResourceValue::Int(i) => any_value::Value::IntValue(i),
-    };
-    KeyValue { key: String::new(), value: Some(AnyValue { value: Some(value) }), key_strindex }
+fn key_value(key: &str, value: any_value::Value) -> KeyValue {
+    KeyValue { key: key.to_string(), value: Some(AnyValue { value: Some(value) }), key_strindex: 0 }
 }

@@ -14,6 +14,7 @@ fn process(pid: u32, path: &str, container: Option<&str>) -> Arc<ProcessInfo> {
         executable_path: path.into(),
         executable_name: path.rsplit('/').next().unwrap().into(),
         container_id: container.map(Into::into),
+        service_name: path.rsplit('/').next().unwrap().into(),
     })
 }
 
@@ -52,22 +53,18 @@ fn int_value(i: i64) -> Option<AnyValue> {
     Some(AnyValue { value: Some(Value::IntValue(i)) })
 }
 
-fn str_ref(strindex: i32) -> Option<AnyValue> {
-    Some(AnyValue { value: Some(Value::StringValueStrindex(strindex)) })
+/// A resource attribute as we write them: plain key and value, no
+/// references into the string table (Pyroscope reads only plain keys).
+fn kv(key: &str, value: Option<AnyValue>) -> KeyValue {
+    KeyValue { key: key.into(), value, key_strindex: 0 }
 }
 
-/// A resource attribute as we write them: key and string value by reference.
-fn kv(key_strindex: i32, value: Option<AnyValue>) -> KeyValue {
-    KeyValue { key: String::new(), value, key_strindex }
-}
-
-/// Resolves a resource attribute through the string table.
-fn resolve(strings: &[String], kv: &KeyValue) -> (String, Value) {
-    let value = match kv.value.as_ref().and_then(|v| v.value.clone()).expect("value") {
-        Value::StringValueStrindex(i) => Value::StringValue(strings[i as usize].clone()),
-        other => other,
-    };
-    (strings[kv.key_strindex as usize].clone(), value)
+/// A resource attribute's key and value, checking they are plain.
+fn plain(kv: &KeyValue) -> (String, Value) {
+    assert_eq!(kv.key_strindex, 0, "resource keys are plain: {kv:?}");
+    let value = kv.value.as_ref().and_then(|v| v.value.clone()).expect("value");
+    assert!(!matches!(value, Value::StringValueStrindex(_)), "resource values are plain: {kv:?}");
+    (kv.key.clone(), value)
 }
 
 fn kvu(key_strindex: i32, value: Option<AnyValue>) -> pb::KeyValueAndUnit {
@@ -120,10 +117,6 @@ fn encoded_request_decodes_back_field_by_field() {
             "count",
             "cpu",
             "nanoseconds",
-            "process.pid",
-            "process.executable.name",
-            "app",
-            "process.executable.path",
         ]
     );
     assert_eq!(
@@ -192,7 +185,12 @@ fn encoded_request_decodes_back_field_by_field() {
     let rp = &req.resource_profiles[0];
     assert_eq!(
         rp.resource.as_ref().expect("resource").attributes,
-        vec![kv(14, int_value(7)), kv(15, str_ref(16)), kv(17, str_ref(3)),]
+        vec![
+            kv("service.name", str_value("app")),
+            kv("process.pid", int_value(7)),
+            kv("process.executable.name", str_value("app")),
+            kv("process.executable.path", str_value("/bin/app")),
+        ]
     );
     assert_eq!(rp.scope_profiles.len(), 1);
     let sp = &rp.scope_profiles[0];
@@ -268,9 +266,8 @@ fn intervals_do_not_share_tables() {
     let second = agg.flush(2).unwrap();
     assert_eq!(first.dictionary, second.dictionary);
     assert_eq!(second.resource_profiles[0].scope_profiles[0].profiles[0].time_unix_nano, 1);
-    let strings = &second.dictionary.as_ref().unwrap().string_table;
     let attrs = &second.resource_profiles[0].resource.as_ref().unwrap().attributes;
-    assert_eq!(resolve(strings, &attrs[3]), ("container.id".to_owned(), Value::StringValue("c0ffee".into())));
+    assert_eq!(plain(&attrs[4]), ("container.id".to_owned(), Value::StringValue("c0ffee".into())));
 }
 
 /// Processes come out sorted by pid; the same mapping and frame seen in two
@@ -284,9 +281,8 @@ fn processes_sorted_and_tables_shared_across_processes() {
     agg.add(&trace(&a, 20, "b", std::slice::from_ref(&f)));
     agg.add(&trace(&b, 10, "a", std::slice::from_ref(&f)));
     let req = agg.flush(1).unwrap();
-    let strings = &req.dictionary.as_ref().unwrap().string_table;
     let pids: Vec<_> =
-        req.resource_profiles.iter().map(|rp| resolve(strings, &rp.resource.as_ref().unwrap().attributes[0])).collect();
+        req.resource_profiles.iter().map(|rp| plain(&rp.resource.as_ref().unwrap().attributes[1])).collect();
     assert_eq!(
         pids,
         vec![("process.pid".to_owned(), Value::IntValue(10)), ("process.pid".to_owned(), Value::IntValue(20))]
@@ -310,7 +306,11 @@ const GOLDEN_END_NS: u64 = GOLDEN_START_NS + 5_000_000_000;
 /// function, one unsymbolized frame) and Go frames.
 pub(super) fn golden_request() -> ExportProfilesServiceRequest {
     let workload = process(1234, "/usr/bin/workload", Some("0123456789abcdef"));
-    let server = process(4242, "/usr/local/bin/server", None);
+    // A process that names its service (OTEL_SERVICE_NAME=checkout).
+    let server = Arc::new(ProcessInfo {
+        service_name: "checkout".into(),
+        ..ProcessInfo::clone(&process(4242, "/usr/local/bin/server", None))
+    });
 
     let mut exe = mapping(0x55_5555_4000, 0x55_5555_9000, "/usr/bin/workload");
     exe.file_offset = 0x1000;
