@@ -370,8 +370,16 @@ def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3)
                "bpf_ns_per_sample": (b1[0] - b0[0]) / runs if runs else None, "bpf_samples": runs,
                **sampler.summary(settle_s=60 if seconds >= 180 else seconds / 3)}
         if who == "ebpf-profiler":
-            total, at_leaf, complete = completeness_folded(out, "churn_probe", {"churn_probe": bins["churn_probe"]})
+            if out.exists():
+                total, at_leaf, complete = completeness_folded(out, "churn_probe", {"churn_probe": bins["churn_probe"]})
+            else:
+                total = at_leaf = complete = 0
+                log(f"churn: the agent wrote no output (exit {agent.p.returncode}): {' '.join(err.split())[-400:]}")
+            row["agent_exit"] = agent.p.returncode
             m = re.search(r"(\d+) process events lost", err)
+            fa = re.search(r"files:\s+(\d+) analysed in (\d+) ms", err)
+            row.update({"distinct_stacks": summary_value(err, "distinct stacks"),
+                        "files_analysed": int(fa.group(1)) if fa else None, "analyse_ms": int(fa.group(2)) if fa else None})
             row.update({"latency_ms": load_latency(err), "process_events_lost": int(m.group(1)) if m else 0,
                         "samples": summary_value(err, "samples taken"), "lost": summary_value(err, "samples lost"),
                         "probe_samples": total, "probe_at_leaf": at_leaf, "probe_complete": complete})
@@ -653,6 +661,11 @@ def render_churn(L, rows):
                  f"| {mib(r['steady_rss_kib'])} ({mib(r['steady_anon_kib'])}) | {mib(r['max_rss_kib'])} "
                  f"| {mib(r['hwm_kib'])} | {r['drift_kib'] / 1024:+.1f} MiB | {r['cpu_pct_one_core']:.2f}% | {ns} "
                  f"| {lat} | {r.get('process_events_lost', 'n/a')} | {r.get('lost', 'n/a')} | {probe} |")
+    for r in rows:
+        if r["agent"] == "ebpf-profiler":
+            L.append(f"\n- {r['agent']} at {r['hz']} Hz: {r.get('files_analysed')} files analysed in "
+                     f"{r.get('analyse_ms')} ms; {r.get('distinct_stacks')} distinct stacks in its folded output "
+                     "(kept for the whole run, part of its RSS)")
     for r in rows:
         curve = ", ".join(f"{p[1] / 1024:.0f}" for p in r["curve"])
         L.append(f"\n- {r['agent']} at {r['hz']} Hz, VmRSS every 5 s (MiB): {curve}")
