@@ -15,7 +15,7 @@ fuzz_max_len_unwind_table := 1048576
 fuzz_max_len_gopclntab := 2097152
 fuzz_max_len_dwarf_symbolize := 1048576
 fuzz_max_len_python := 4096
-fuzz_max_len_sample_decoder := 4096
+fuzz_max_len_sample_decoder := 8192
 
 .PHONY: fuzz fuzz-smoke fuzz-seed fuzz-build
 

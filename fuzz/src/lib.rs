@@ -102,7 +102,7 @@ pub fn elf_with_sections(sections: &[(&str, &[u8])], eh_frame_hdr: Option<&str>)
 
 /// Splits fuzzer input at the first occurrence of `marker` into two parts (the
 /// second empty when there is none).
-pub fn split_at_marker(data: &[u8], marker: &[u8]) -> (&[u8], &[u8]) {
+pub fn split_at_marker<'a>(data: &'a [u8], marker: &[u8]) -> (&'a [u8], &'a [u8]) {
     match data.windows(marker.len()).position(|w| w == marker) {
         Some(at) => (&data[..at], &data[at + marker.len()..]),
         None => (data, &[]),

@@ -339,6 +339,11 @@ struct Header {
 /// (every function has a pair in the function table and a `_func` record).
 pub const MAX_GO_FUNCTIONS: u32 = 1 << 22;
 
+/// Most bytes of one segment searched for a table header when there is
+/// no `.gopclntab` section (the largest Go binaries' read-only segments
+/// are a few hundred MB).
+const MAX_PCLNTAB_SCAN: usize = 1 << 30;
+
 /// Why a header was not accepted.
 enum HeaderError {
     /// Not a (supported) table header.
@@ -781,6 +786,8 @@ fn locate(elf: &ElfFile) -> Result<Option<(usize, usize, u64, Header)>> {
         let Ok(seg) = elf.segment_data(p) else {
             continue;
         };
+        // A (sparse) file can claim a segment of terabytes.
+        let seg = &seg[..seg.len().min(MAX_PCLNTAB_SCAN)];
         let magics = [GO120_MAGIC, GO118_MAGIC, GO116_MAGIC].map(u32::to_le_bytes);
         let first = ((8 - p.vaddr % 8) % 8) as usize;
         let mut at = first;

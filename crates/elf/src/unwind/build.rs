@@ -530,6 +530,7 @@ fn find_eh_frame<'a>(elf: &'a ElfFile, stats: &mut UnwindStats) -> Option<(&'a [
 /// Builds the table; see [`UnwindTable::from_elf`].
 pub(super) fn build(elf: &ElfFile) -> UnwindTable {
     let mut stats = UnwindStats::default();
+    stats.sections_ignored = elf.sections_ignored().is_some();
     let text = elf.section_by_name(".text").map_or(0, |s| s.addr);
     let got = elf.section_by_name(".got").map_or(0, |s| s.addr);
 

@@ -144,6 +144,10 @@ pub struct UnwindStats {
     /// The file shrank while it was read: the table was discarded (see
     /// [`crate::map_guard`]).
     pub file_changed: bool,
+    /// The section header table was unusable (truncated, absurd) and
+    /// ignored: `.eh_frame` came through `PT_GNU_EH_FRAME`, without
+    /// `.debug_frame` ([`crate::ElfFile::sections_ignored`] says why).
+    pub sections_ignored: bool,
 }
 
 impl UnwindStats {
