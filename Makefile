@@ -3,12 +3,13 @@ SHELL := /bin/bash
 CARGO ?= cargo
 
 
-.PHONY: help deps agent quickstart test test-rust bench bench-quick clean
+.PHONY: help deps agent quickstart lint lint-rust test test-rust bench bench-quick clean
 
 help:
 	@echo "make deps        install the Debian packages the build needs (root)"
 	@echo "make agent       build ./ebpf-profiler (release)"
 	@echo "make quickstart  deps + agent + profile this machine for 10 s into profile.folded (root)"
+	@echo "make lint        rustfmt, clippy (-D warnings), gofmt and go vet; builds nothing but clippy's check"
 	@echo "make test        every test, BPF ones included (root)"
 	@echo "make bench       overhead, memory, completeness, start-up, side by side with perf -> BENCHMARKS.md (root)"
 	@echo "make bench-quick the same, reduced (< 3 min; CI runs it, never failing on a figure)"
@@ -23,6 +24,14 @@ agent:
 quickstart: deps agent
 	./ebpf-profiler --duration 10s --format folded --output profile.folded
 	@echo "wrote profile.folded (one line per stack; feed it to flamegraph.pl or speedscope)"
+
+# Format, lints and vet: what CI enforces before running any test. The Go
+# half (lint-go) comes from mk/collector.mk.
+lint: lint-rust lint-go
+
+lint-rust:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 # The Go receiver's tests (test-go) come from mk/collector.mk.
 test: test-rust test-go

@@ -4,10 +4,13 @@ side with Linux perf, in one run on this machine.
 
 Rows (see the "bench" issue): agent CPU at 20 Hz and 1000 Hz with every CPU
 loaded, BPF program cost per sample, workload slowdown, memory with many
-processes, stack completeness on known call chains, start-up, unwind-table
-build cost, and `perf record` (frame pointers and DWARF) on the same
-workload at the same frequency. It measures and reports; it never fails on
-a figure. `--quick` runs a reduced version (under 3 minutes) for CI.
+processes, memory and process loading under churn (~30 short-lived
+processes a second of varied binaries, every CPU busy), stack completeness
+on known call chains, start-up, unwind-table build cost, and `perf record`
+(frame pointers and DWARF) on the same workload at the same frequency. It
+measures and reports; it never fails on a figure. `--quick` runs a reduced
+version (under 3 minutes) for CI. `--reference PATH` adds the reference
+agent (a binary you provide; never downloaded) to the churn rows.
 
 Needs root (BPF, perf), gcc and perf (linux-perf).
 """
@@ -26,6 +29,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from churn import Churn, MemorySampler, churn_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = ROOT / "ebpf-profiler"
@@ -83,6 +88,10 @@ def build_workloads(out):
         "chain_nofp": (["-fomit-frame-pointer"], "chain.c"),
         "chain_fp": (["-fno-omit-frame-pointer"], "chain.c"),
         "periodic": ([], "periodic.c"),
+        # The churn scenario's CPU load and its new process, named apart
+        # from the other measurements' workloads.
+        "churn_busy": (["-fomit-frame-pointer"], "chain.c"),
+        "churn_probe": (["-fomit-frame-pointer"], "chain.c"),
     }
     for name, (flags, src) in builds.items():
         subprocess.run(cc + flags + ["-o", str(out / name), str(WORKLOADS / src)], check=True)
@@ -151,6 +160,16 @@ def bpf_prog_stats(pid):
     progs, _ = bpf_objects(pid)
     return (sum(int(p.get("run_time_ns", 0)) for p in progs.values()),
             sum(int(p.get("run_cnt", 0)) for p in progs.values()))
+
+
+def bpf_perf_event_stats(pid):
+    """(run_time_ns, run_cnt) of the process's perf_event programs only
+    (prog_type 7): one run per sample, without the process event
+    tracepoints, which churn makes busy."""
+    progs, _ = bpf_objects(pid)
+    sampling = [p for p in progs.values() if p.get("prog_type") == "7"]
+    return (sum(int(p.get("run_time_ns", 0)) for p in sampling),
+            sum(int(p.get("run_cnt", 0)) for p in sampling))
 
 
 def bpf_map_memlock(pid):
@@ -282,6 +301,90 @@ def measure_agent_cpu(procs, bins, tmp, hz, seconds):
         "samples": summary_value(err, "samples taken"), "lost": summary_value(err, "samples lost"),
         "chain_total": total, "chain_at_leaf": at_leaf, "chain_complete": complete,
     }
+
+
+def until(t):
+    delay = t - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+
+
+def load_latency(err):
+    """Process-load latency p50/p99 in ms from the agent's summary, when it
+    reports them (a line naming p50 and p99); else None."""
+    m = re.search(r"load[^\n]*?p50[^\d\n]*([\d.]+)[^\n]*?p99[^\d\n]*([\d.]+)", err)
+    return (float(m.group(1)), float(m.group(2))) if m else None
+
+
+def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3):
+    """Every CPU busy, `rate` short-lived processes a second, for
+    `seconds`: the agent's RSS every 5 s, its maxima, CPU, BPF cost per
+    sample, process-load latency, lost process events, and how complete
+    the stacks of new processes started during the churn are (each sleeps
+    200 ms after exec, then runs the chain for 2 s). With `reference`, the
+    same for the reference agent (memory and CPU only: it has no local
+    output)."""
+    cmds = churn_commands(tmp)
+    rows = []
+    for who in ["ebpf-profiler"] + (["reference"] if reference else []):
+        log(f"churn: {who} at {hz} Hz for {seconds} s, {rate} processes/s ({', '.join(cmds)})")
+        for _ in range(NCPU):
+            procs.spawn([str(bins["churn_busy"]), "0"])
+        out = tmp / f"churn-{hz}.folded"
+        if who == "ebpf-profiler":
+            agent = Agent(procs, hz, seconds + 3, out)
+            pid = agent.p.pid
+        else:
+            ref_err = open(tmp / f"reference-{hz}.stderr", "w")
+            ref = procs.spawn([reference, "-samples-per-second", str(hz), "-collection-agent", "127.0.0.1:11000",
+                               "-disable-tls"], stderr=ref_err)
+            time.sleep(5)  # its start-up: no readiness line to wait for
+            pid = ref.pid
+        churn = Churn(cmds, rate, max_in_flight=64).start()
+        sampler = MemorySampler(pid).start()
+        c0, t0 = cpu_seconds(pid), time.monotonic()
+        b0 = bpf_perf_event_stats(pid)
+        for i in range(probes):
+            until(t0 + seconds * (i + 1) / (probes + 1))
+            procs.spawn([str(bins["churn_probe"]), "2", "0.2"])
+        until(t0 + seconds)
+        c1, t1 = cpu_seconds(pid), time.monotonic()
+        b1 = bpf_perf_event_stats(pid)
+        sampler.stop()
+        churn.stop()
+        if who == "ebpf-profiler":
+            err = agent.wait()
+        else:
+            ref.send_signal(2)
+            try:
+                ref.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                ref.kill()
+            err = ""
+        procs.stop_all()
+        runs = b1[1] - b0[1]
+        row = {"agent": who, "hz": hz, "seconds": round(t1 - t0, 1),
+               "processes_started": churn.started, "processes_failed": churn.failed,
+               "starts_skipped": churn.skipped, "rate": churn.started / churn.seconds,
+               "cpu_pct_one_core": 100.0 * (c1 - c0) / (t1 - t0),
+               "bpf_ns_per_sample": (b1[0] - b0[0]) / runs if runs else None, "bpf_samples": runs,
+               **sampler.summary(settle_s=60 if seconds >= 180 else seconds / 3)}
+        if who == "ebpf-profiler":
+            if out.exists():
+                total, at_leaf, complete = completeness_folded(out, "churn_probe", {"churn_probe": bins["churn_probe"]})
+            else:
+                total = at_leaf = complete = 0
+                log(f"churn: the agent wrote no output (exit {agent.p.returncode}): {' '.join(err.split())[-400:]}")
+            row["agent_exit"] = agent.p.returncode
+            m = re.search(r"(\d+) process events lost", err)
+            fa = re.search(r"files:\s+(\d+) analysed in (\d+) ms", err)
+            row.update({"distinct_stacks": summary_value(err, "distinct stacks"),
+                        "files_analysed": int(fa.group(1)) if fa else None, "analyse_ms": int(fa.group(2)) if fa else None})
+            row.update({"latency_ms": load_latency(err), "process_events_lost": int(m.group(1)) if m else 0,
+                        "samples": summary_value(err, "samples taken"), "lost": summary_value(err, "samples lost"),
+                        "probe_samples": total, "probe_at_leaf": at_leaf, "probe_complete": complete})
+        rows.append(row)
+    return rows
 
 
 def children_cpu():
@@ -444,6 +547,10 @@ def machine():
     return f"{platform.system()} {platform.release()}, {NCPU} CPUs ({cpu}), {mem} GiB RAM"
 
 
+class Done(Exception):
+    """Ends a partial run (--only-churn) early."""
+
+
 def render(results, quick):
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
@@ -457,6 +564,10 @@ def render(results, quick):
         L.append(f"- load average (1 min) at start / end: {la['start']:.2f} / {la['end']:.2f}; the agent profiles "
                  "and symbolizes everything that runs, so other activity on the machine shows in its figures")
     L.append(f"- command: `make {'bench-quick' if quick else 'bench'}`\n")
+    if "agent" not in results:  # --only-churn
+        render_churn(L, results.get("churn", []))
+        L.append("")
+        return "\n".join(L)
 
     L.append("## Agent CPU and BPF cost (every CPU busy with the FP-less chain workload)\n")
     L.append("| frequency | measured over | agent CPU, % of one core | per profiled CPU | BPF ns / run | samples | lost | ready after |")
@@ -513,6 +624,8 @@ def render(results, quick):
                  f"first sample unwound to the root after {fmt(lat['first_complete_ms'])}; "
                  f"{pct(lat['complete'], lat['at_leaf'])} of its {lat['at_leaf']} leaf samples complete")
 
+    render_churn(L, results.get("churn", []))
+
     L.append("\n## Unwind tables (build from .eh_frame/.debug_frame)\n")
     L.append("| file | size | time | peak RSS | deltas | distinct rules |")
     L.append("|---|---|---|---|---|---|")
@@ -523,18 +636,62 @@ def render(results, quick):
     return "\n".join(L)
 
 
+def render_churn(L, rows):
+    if not rows:
+        return
+    mib = lambda kib: f"{kib / 1024:.1f} MiB" if kib is not None else "n/a"
+    L.append("\n## Churn: memory and process loading (every CPU busy, short-lived processes of varied binaries)\n")
+    L.append("Steady RSS is the median of the 5-second points after the first minute (a third of the run when "
+             "shorter); drift is the median of the last third of those points minus that of the first third. "
+             "New processes: started during the churn, each sleeps 200 ms after exec and then runs the chain: "
+             "the share of their samples at the chain's leaf that carry the whole chain to `_start`.\n")
+    L.append("Processes started are fewer than asked (30/s) when the machine is too loaded for them to end in time "
+             "(at most 64 run at once; the starts skipped are in the JSON).\n")
+    L.append("| agent | frequency | duration | processes started | steady RSS (anon) | max sampled RSS | VmHWM | drift "
+             "| CPU, % of one core | BPF ns / sample | process load p50 / p99 | process events lost | samples lost "
+             "| new processes complete |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        ns = f"{r['bpf_ns_per_sample']:.0f}" if r.get("bpf_ns_per_sample") else "n/a"
+        ours = r["agent"] == "ebpf-profiler"
+        lat = r.get("latency_ms")
+        lat = (f"{lat[0]:.0f} / {lat[1]:.0f} ms" if lat else "TODO: no agent counter yet") if ours else "n/a"
+        probe = f"{pct(r['probe_complete'], r['probe_at_leaf'])} of {r['probe_at_leaf']}" if ours else "n/a"
+        L.append(f"| {r['agent']} | {r['hz']} Hz | {r['seconds']:.0f} s | {r['processes_started']} ({r['rate']:.1f}/s) "
+                 f"| {mib(r['steady_rss_kib'])} ({mib(r['steady_anon_kib'])}) | {mib(r['max_rss_kib'])} "
+                 f"| {mib(r['hwm_kib'])} | {r['drift_kib'] / 1024:+.1f} MiB | {r['cpu_pct_one_core']:.2f}% | {ns} "
+                 f"| {lat} | {r.get('process_events_lost', 'n/a')} | {r.get('lost', 'n/a')} | {probe} |")
+    for r in rows:
+        if r["agent"] == "ebpf-profiler":
+            L.append(f"\n- {r['agent']} at {r['hz']} Hz: {r.get('files_analysed')} files analysed in "
+                     f"{r.get('analyse_ms')} ms; {r.get('distinct_stacks')} distinct stacks in its folded output "
+                     "(kept for the whole run, part of its RSS)")
+    for r in rows:
+        curve = ", ".join(f"{p[1] / 1024:.0f}" for p in r["curve"])
+        L.append(f"\n- {r['agent']} at {r['hz']} Hz, VmRSS every 5 s (MiB): {curve}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="reduced run for CI (< 3 minutes)")
     ap.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"))
+    ap.add_argument("--reference", metavar="PATH",
+                    help="the reference agent's binary, run through the churn scenario too (never downloaded)")
+    ap.add_argument("--only-churn", action="store_true", help="run the churn scenario alone")
+    ap.add_argument("--agent", metavar="PATH", help="the agent binary to measure (default: ./ebpf-profiler)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench: needs root (BPF and perf)")
     for tool in ["gcc", "perf", "nm"]:
         if not shutil.which(tool):
             sys.exit(f"bench: {tool} not found (make bench installs linux-perf and bpftool)")
+    if args.agent:
+        global AGENT
+        AGENT = Path(args.agent).resolve()
     if not AGENT.exists():
         sys.exit("bench: ./ebpf-profiler missing (make agent)")
+    if args.reference and not os.access(args.reference, os.X_OK):
+        sys.exit(f"bench: --reference {args.reference}: not an executable")
     q = args.quick
     subprocess.run(["sysctl", "-q", "-w", "kernel.bpf_stats_enabled=1"], check=False)
     procs = Procs()
@@ -543,6 +700,11 @@ def main():
         tmp = Path(t)
         bins = build_workloads(tmp)
         try:
+            churn_runs = [(20, 25)] if q else [(20, 600), (1000, 120)]
+            if args.only_churn:
+                results["churn"] = [r for hz, secs in churn_runs
+                                    for r in measure_churn(procs, bins, tmp, hz, secs, 30, args.reference)]
+                raise Done
             results["agent"] = []
             results["perf"] = []
             for hz, secs in ([(20, 15), (1000, 10)] if q else [(20, 60), (1000, 60)]):
@@ -567,6 +729,10 @@ def main():
             results["latency"] = measure_new_process_latency()
             log("unwind tables")
             results["unwind"] = measure_unwind_tables(tmp)
+            results["churn"] = [r for hz, secs in churn_runs
+                                for r in measure_churn(procs, bins, tmp, hz, secs, 30, args.reference)]
+        except Done:
+            pass
         finally:
             procs.stop_all()
     results["loadavg"]["end"] = os.getloadavg()[0]

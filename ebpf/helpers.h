@@ -70,8 +70,9 @@ static __always_inline void send_process_event(u32 kind, u32 pid, u64 pc, bool r
 		count(COUNTER_PROCESS_EVENTS_SENT);
 }
 
-/* Sends the finished sample (header and the used frame words only). */
-static __always_inline void send_sample(struct sample_event *event, u8 stop)
+/* Sends the finished sample: the header, the used frame words, then
+ * `extra` bytes that follow them in the record (a stack copy). */
+static __always_inline void send_sample_sized(struct sample_event *event, u8 stop, u32 extra)
 {
 	event->unwind_stop = stop;
 	if (stop < UNWIND_STOP_COUNT)
@@ -81,10 +82,100 @@ static __always_inline void send_sample(struct sample_event *event, u8 stop)
 	u64 size = SAMPLE_EVENT_HEADER_SIZE + words * sizeof(u64);
 	if (size > sizeof(*event))
 		size = sizeof(*event);
+	if (extra > sizeof(struct stack_copy) + STACK_COPY_MAX)
+		extra = 0;
+	size += extra;
 	if (bpf_ringbuf_output(&samples, event, size, wakeup_flag()) < 0)
 		count(COUNTER_SAMPLES_LOST_RINGBUF);
 	else
 		count(COUNTER_SAMPLES_SENT);
+}
+
+/* Sends the finished sample (header and the used frame words only). */
+static __always_inline void send_sample(struct sample_event *event, u8 stop)
+{
+	send_sample_sized(event, stop, 0);
+}
+
+/* The stack copy budget of each CPU (struct stack_copy_budget): bytes
+ * per STACK_COPY_BUDGET_NS. Set by user space before load to a full
+ * window per sample of the CPU (one new process per CPU fully covered,
+ * more with smaller windows). */
+#define STACK_COPY_BUDGET_NS (1000ULL * 1000 * 1000)
+const volatile u64 stack_copy_budget_bytes = 20 * STACK_COPY_MAX;
+/* Windows end at a page boundary: from sp to the end of its page plus
+ * up to STACK_COPY_EXTRA_PAGES pages, fewer when a read fails (the stack
+ * mapping ends there). */
+#define STACK_COPY_PAGE 4096
+#define STACK_COPY_EXTRA_PAGES 3
+_Static_assert(STACK_COPY_PAGE * (STACK_COPY_EXTRA_PAGES + 1) <= STACK_COPY_MAX, "windows fit");
+
+/* Puts a struct stack_copy of the unwinder's state and the user stack
+ * from its sp right after the used frame words. Returns the bytes added
+ * (0: no copy, counted why). */
+static __always_inline u32 append_stack_copy(struct sample_record *record)
+{
+	struct sample_event *event = &record->event;
+	u64 words = (u64)event->kernel_frames + event->user_frames;
+	if (words > MAX_KERNEL_FRAMES + MAX_USER_FRAMES)
+		return 0;
+	u32 zero = 0;
+	struct stack_copy_budget *budget = bpf_map_lookup_elem(&stack_copy_budgets, &zero);
+	if (!budget)
+		return 0;
+	u64 now = event->ktime_ns;
+	if (now - budget->window_start_ns >= STACK_COPY_BUDGET_NS) {
+		budget->window_start_ns = now;
+		budget->bytes = 0;
+	}
+	if (budget->bytes + STACK_COPY_MAX > stack_copy_budget_bytes ||
+	    bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&samples, BPF_RB_RING_SIZE) / 2) {
+		count(COUNTER_STACK_COPY_SKIPPED);
+		return 0;
+	}
+	struct stack_copy *copy = (struct stack_copy *)&event->frames[words];
+	u8 *window = (u8 *)(copy + 1);
+	u64 sp = record->state.sp;
+	u32 head = STACK_COPY_PAGE - (u32)(sp & (STACK_COPY_PAGE - 1));
+	u32 size = 0;
+	for (int pages = STACK_COPY_EXTRA_PAGES; pages >= 0; pages--) {
+		u32 want = head + pages * STACK_COPY_PAGE;
+		if (want > STACK_COPY_MAX)
+			want = STACK_COPY_MAX;
+		if (bpf_probe_read_user(window, want, (const void *)sp) == 0) {
+			size = want;
+			break;
+		}
+	}
+	if (size == 0) {
+		count(COUNTER_STACK_COPY_FAILED);
+		return 0;
+	}
+	copy->pc = record->state.pc;
+	copy->sp = sp;
+	copy->fp = record->state.fp;
+	copy->exact = record->state.exact;
+	copy->stack_switches = record->state.stack_switches;
+	copy->reserved[0] = 0;
+	copy->reserved[1] = 0;
+	copy->size = size;
+	event->flags |= SAMPLE_FLAG_STACK_COPY;
+	budget->bytes += size;
+	count(COUNTER_STACK_COPIES);
+	count_n(COUNTER_STACK_COPY_BYTES, size);
+	return sizeof(struct stack_copy) + size;
+}
+
+/* Sends a sample whose user stack ended with `stop`. A process or
+ * mapping the process manager has not loaded yet gets a copy of its
+ * stack, which user space unwinds once it is loaded; other samples cost
+ * nothing more. */
+static __always_inline void finish_sample(struct sample_record *record, u8 stop)
+{
+	u32 extra = 0;
+	if (stop == UNWIND_STOP_UNKNOWN_PID || stop == UNWIND_STOP_UNKNOWN_PC)
+		extra = append_stack_copy(record);
+	send_sample_sized(&record->event, stop, extra);
 }
 
 #endif

@@ -19,7 +19,7 @@ struct {
  * are loaded within milliseconds of its first sample. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 16);
+	__uint(max_entries, 1 << 18); /* 8192 events: bursts of execs */
 } process_events SEC(".maps");
 
 /* The tgids to profile when filter_pids is set (value unused). */
@@ -96,6 +96,9 @@ struct sample_record {
 	struct unwind_state state;
 	struct interp_state interp;
 	struct sample_event event;
+	/* Room for a struct stack_copy and its window after the used frame
+	 * words, whichever their number: the sample goes out in one piece. */
+	u8 stack_copy_room[sizeof(struct stack_copy) + STACK_COPY_MAX];
 };
 
 struct {
@@ -104,6 +107,21 @@ struct {
 	__type(key, u32);
 	__type(value, struct sample_record);
 } scratch SEC(".maps");
+
+/* Stack copies are bounded per CPU: at most stack_copy_budget_bytes in
+ * each STACK_COPY_BUDGET_NS window (helpers.h), so that a burst of new
+ * processes (a fork bomb) cannot flood the samples ring buffer. */
+struct stack_copy_budget {
+	u64 window_start_ns;
+	u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct stack_copy_budget);
+} stack_copy_budgets SEC(".maps");
 
 /* Why samples ended the way they did; see enum counter_id. */
 struct {

@@ -286,7 +286,7 @@ int native_unwind(struct bpf_perf_event_data *ctx)
 			continue;
 		}
 		if (result != STEP_CONTINUE) {
-			send_sample(&record->event, result);
+			finish_sample(record, result);
 			return 0;
 		}
 	}

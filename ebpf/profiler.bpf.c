@@ -96,6 +96,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	event->ktime_ns = bpf_ktime_get_ns();
 	event->cpu = bpf_get_smp_processor_id();
 	event->user_frames = 0;
+	event->flags = 0;
 	bpf_get_current_comm(event->comm, sizeof(event->comm));
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct task_struct *leader = BPF_CORE_READ(task, group_leader);

@@ -77,13 +77,17 @@ enum unwind_stop {
 	 * switches: the frames so far are right, the callers are on a
 	 * stack nothing here leads to. */
 	UNWIND_STOP_STACK_SWITCH = 15,
-	UNWIND_STOP_COUNT = 16,
+	/* User space only (late unwinding of a stack copy, struct
+	 * stack_copy): a read fell outside the copied window. */
+	UNWIND_STOP_OUTSIDE_COPY = 16,
+	UNWIND_STOP_COUNT = 17,
 };
 
 /* One sample, as sent through the samples ring buffer. Only the header
  * and the used frame words are sent: frames[] holds kernel_frames kernel
  * addresses, then user_frames user addresses (pcs; see FRAME_EXACT_PC),
- * leaf first. */
+ * leaf first. With SAMPLE_FLAG_STACK_COPY, a struct stack_copy and its
+ * bytes follow the used frame words. */
 struct sample_event {
 	__u32 pid;            /* tgid */
 	__u32 tid;
@@ -94,14 +98,40 @@ struct sample_event {
 	char comm[COMM_LEN];          /* the thread's name */
 	char process_comm[COMM_LEN];  /* the thread group leader's name */
 	__u8 unwind_stop;             /* enum unwind_stop */
-	__u8 reserved[7];
+	__u8 flags;                   /* SAMPLE_FLAG_* */
+	__u8 reserved[6];
 	__u64 frames[MAX_KERNEL_FRAMES + MAX_USER_FRAMES];
 };
+
+/* A struct stack_copy follows the frame words. */
+#define SAMPLE_FLAG_STACK_COPY 1
+
+/* Most bytes of user stack copied for a sample whose process is not
+ * loaded yet (UNWIND_STOP_UNKNOWN_PID, UNWIND_STOP_UNKNOWN_PC): user
+ * space holds the sample until the process's tables are loaded, then
+ * unwinds the rest of it from this window with the same rules. */
+#define STACK_COPY_MAX 16384
+
+/* The unwinder's state where it stopped (its frame at pc is the last
+ * user frame of the sample: user space records it again when it goes
+ * on), then `size` bytes of the user stack from sp up. */
+struct stack_copy {
+	__u64 pc;
+	__u64 sp;
+	__u64 fp;
+	__u8 exact;           /* pc is exact, not a return address */
+	__u8 stack_switches;  /* RULE_KIND_STACK_SWITCH frames so far */
+	__u8 reserved[2];
+	__u32 size;           /* bytes of stack that follow */
+};
+_Static_assert(sizeof(struct stack_copy) == 32, "stack_copy is part of the Rust contract");
 
 #define SAMPLE_EVENT_HEADER_SIZE 64
 _Static_assert(__builtin_offsetof(struct sample_event, frames) == SAMPLE_EVENT_HEADER_SIZE,
 	       "sample_event header layout is part of the Rust contract");
 _Static_assert(__builtin_offsetof(struct sample_event, unwind_stop) == 56,
+	       "sample_event header layout is part of the Rust contract");
+_Static_assert(__builtin_offsetof(struct sample_event, flags) == 57,
 	       "sample_event header layout is part of the Rust contract");
 
 /* What the process manager must hear about (process_events ring buffer). */
@@ -287,6 +317,15 @@ enum counter_id {
 	/* a CPython frame could not be read (the rest of the stack's loops
 	 * stay native frames) */
 	COUNTER_PYTHON_READ_ERRORS = 15,
+	/* samples sent with a stack copy (struct stack_copy) */
+	COUNTER_STACK_COPIES = 16,
+	/* samples that needed a stack copy and went without: the per-CPU
+	 * budget was spent or the ring buffer was filling up */
+	COUNTER_STACK_COPY_SKIPPED = 17,
+	/* samples that needed a stack copy and no window could be read */
+	COUNTER_STACK_COPY_FAILED = 18,
+	/* bytes of user stack copied */
+	COUNTER_STACK_COPY_BYTES = 19,
 	/* COUNTER_UNWIND_STOP_BASE + enum unwind_stop: how each user
 	 * stack ended */
 	COUNTER_UNWIND_STOP_BASE = 32,

@@ -14,8 +14,11 @@ import (
 // here so that a bad value fails when the configuration is loaded, with the
 // key's name in the message.
 const (
-	maxSamplesPerSecond = 10000
-	minReporterInterval = 100 * time.Millisecond
+	maxSamplesPerSecond   = 10000
+	minReporterInterval   = 100 * time.Millisecond
+	maxReporterInterval   = time.Hour
+	maxBatchQueueCapacity = 1024
+	maxPids               = 1024
 )
 
 // knownTracers are the values `tracers` accepts, as the reference receiver
@@ -25,6 +28,11 @@ var knownTracers = map[string]bool{
 	"hotspot": true, "ruby": true, "v8": true, "dotnet": true, "go": true,
 	"labels": true, "beam": true,
 }
+
+// supportedUnwinders is what the profiler unwinds, whatever `tracers` and
+// `interpreters` say (neither is applied yet): the other interpreters'
+// frames show as the native frames of their runtimes.
+const supportedUnwinders = "kernel, native (C, C++, Rust), Go and CPython 3.8-3.13"
 
 // ErrorMode says what a profiler that cannot start does to the Collector.
 type ErrorMode string
@@ -201,12 +209,19 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("error_mode must be %q or %q, got %q",
 			ErrorModePropagate, ErrorModeIgnore, c.ErrorMode))
 	}
+	if c.ReporterInterval > maxReporterInterval {
+		errs = append(errs, fmt.Errorf("reporter_interval must be at most %s, got %s",
+			maxReporterInterval, c.ReporterInterval))
+	}
 	if _, err := parseTracers(c.Tracers); err != nil {
 		errs = append(errs, err)
 	}
 	if c.OffCPUThreshold < 0 || c.OffCPUThreshold > 1 {
 		errs = append(errs, fmt.Errorf("off_cpu_threshold must be in [0, 1] (0 disables off-CPU profiling), got %v",
 			c.OffCPUThreshold))
+	}
+	if len(c.Pids) > maxPids {
+		errs = append(errs, fmt.Errorf("pids: at most %d processes are supported, got %d", maxPids, len(c.Pids)))
 	}
 	for _, pid := range c.Pids {
 		if pid < 1 || pid > 1<<22 {
@@ -215,6 +230,10 @@ func (c *Config) Validate() error {
 	}
 	if c.BatchQueueCapacity < 1 {
 		errs = append(errs, fmt.Errorf("batch_queue_capacity must be at least 1, got %d", c.BatchQueueCapacity))
+	}
+	if c.BatchQueueCapacity > maxBatchQueueCapacity {
+		errs = append(errs, fmt.Errorf("batch_queue_capacity must be at most %d, got %d",
+			maxBatchQueueCapacity, c.BatchQueueCapacity))
 	}
 	errs = append(errs, c.validateReferenceKeys()...)
 	return errors.Join(errs...)
@@ -289,8 +308,8 @@ func checkCPURange(s string) error {
 
 // notApplied names each accepted key whose value asks for something this
 // profiler does not do; Start logs one warning per name. Values that match
-// what the profiler does anyway (the defaults, turning off what does not
-// run here) are not listed.
+// what the profiler does anyway (the defaults) are not listed; unwinder
+// selections (tracers, interpreters) are unappliedSettings'.
 func (c *Config) notApplied() []string {
 	d := createDefaultConfig()
 	var keys []string
@@ -321,7 +340,6 @@ func (c *Config) notApplied() []string {
 	add(c.PIDNamespaceTranslation, "pid_namespace_translation")
 	add(c.PinCPUIDs != "", "pin_cpu_ids")
 	add(len(c.Probes) != 0, "probes")
-	add(c.Interpreters.Go.Symbolization.Disabled || c.Interpreters.Go.Disabled, "interpreters.go")
 	add(c.Interpreters.Ruby.SkipNativeResume, "interpreters.ruby.skip_native_resume")
 	return keys
 }
@@ -345,6 +363,42 @@ func parseTracers(s string) ([]string, error) {
 		names = append(names, name)
 	}
 	return names, nil
+}
+
+// disabledInterpreters names the interpreters `interpreters` turns off
+// (go counts when its symbolization or labels are off too), in the
+// reference receiver's order.
+func (c *Config) disabledInterpreters() []string {
+	in := c.Interpreters
+	var names []string
+	for _, e := range []struct {
+		name     string
+		disabled bool
+	}{
+		{"python", in.Python.Disabled}, {"perl", in.Perl.Disabled}, {"php", in.PHP.Disabled},
+		{"hotspot", in.Hotspot.Disabled}, {"ruby", in.Ruby.Disabled}, {"v8", in.V8.Disabled},
+		{"dotnet", in.Dotnet.Disabled},
+		{"go", in.Go.Disabled || in.Go.Labels.Disabled || in.Go.Symbolization.Disabled},
+		{"beam", in.BEAM.Disabled}, {"luajit", in.LuaJIT.Disabled},
+	} {
+		if e.disabled {
+			names = append(names, e.name)
+		}
+	}
+	return names
+}
+
+// unappliedSettings describes the unwinder selections given that the
+// profiler does not apply yet; empty when there are none.
+func (c *Config) unappliedSettings() []string {
+	var out []string
+	if tracers, _ := parseTracers(c.Tracers); len(tracers) != 1 || tracers[0] != "all" {
+		out = append(out, fmt.Sprintf("tracers=%q", c.Tracers))
+	}
+	for _, name := range c.disabledInterpreters() {
+		out = append(out, fmt.Sprintf("interpreters.%s.disabled=true", name))
+	}
+	return out
 }
 
 // agentConfig is the JSON the C ABI's ebpf_profiler_start reads: the

@@ -88,9 +88,15 @@ func TestReferenceConfigLoadsUnchanged(t *testing.T) {
 		"send_error_frames", "send_idle_frames", "filter_min_process_age", "verbose_mode",
 		"include_env_vars", "map_scale_factor", "bpf_verifier_log_level", "no_kernel_version_check",
 		"max_grpc_retries", "max_rpc_msg_size", "bpf_fs_root", "obi_process_ctx",
-		"pid_namespace_translation", "pin_cpu_ids", "probes", "interpreters.go",
+		"pid_namespace_translation", "pin_cpu_ids", "probes",
 		"interpreters.ruby.skip_native_resume",
 	}, cfg.notApplied())
+	assert.Equal(t, []string{
+		"interpreters.python.disabled=true", "interpreters.perl.disabled=true",
+		"interpreters.hotspot.disabled=true", "interpreters.v8.disabled=true",
+		"interpreters.dotnet.disabled=true", "interpreters.go.disabled=true",
+		"interpreters.beam.disabled=true", "interpreters.luajit.disabled=true",
+	}, cfg.unappliedSettings())
 
 	// The applied keys reach the library.
 	text, err := cfg.agentJSON()
@@ -108,8 +114,10 @@ func TestInterpretersPythonDisabledIsAccepted(t *testing.T) {
 	require.NoError(t, cm.Unmarshal(cfg))
 	require.NoError(t, confmap.Validate(cfg))
 	assert.True(t, cfg.Interpreters.Python.Disabled)
-	// Python frames are not unwound here: turning them off is what happens.
+	// CPython is unwound whatever this says: the unwinder warning names it,
+	// the per-key warnings do not repeat it.
 	assert.Empty(t, cfg.notApplied())
+	assert.Equal(t, []string{"interpreters.python.disabled=true"}, cfg.unappliedSettings())
 }
 
 func TestBadErrorModeIsRejectedWhenLoaded(t *testing.T) {
@@ -167,6 +175,19 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, want, cfg)
 }
 
+// The reference receiver's current shape, `interpreters: {python:
+// {disabled: true}}`, loads and validates.
+func TestReferenceInterpretersShape(t *testing.T) {
+	cfg, err := loadConfig(t, component.NewIDWithName(typeStr, "reference_shape").String())
+	require.NoError(t, err)
+	require.NoError(t, confmap.Validate(cfg))
+	want := createDefaultConfig()
+	want.Interpreters.Python.Disabled = true
+	assert.Equal(t, want, cfg)
+	assert.Equal(t, []string{"interpreters.python.disabled=true"}, cfg.unappliedSettings())
+	assert.Empty(t, createDefaultConfig().unappliedSettings())
+}
+
 func TestInvalidConfigsGiveClearErrors(t *testing.T) {
 	for name, want := range map[string]string{
 		"bad_rate":             "samples_per_second must be between 1 and 10000, got 0",
@@ -193,6 +214,37 @@ func TestSeveralErrorsAreAllReported(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "samples_per_second must be between 1 and 10000, got 20000")
 	assert.Contains(t, err.Error(), "batch_queue_capacity must be at least 1, got -1")
+}
+
+// The upper bounds are those of the Rust agent (crates/agent/src/config.rs),
+// so that a value it would refuse fails when the Collector loads its
+// configuration; the limits themselves are accepted.
+func TestUpperBoundsMatchTheAgent(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.ReporterInterval = time.Hour
+	cfg.BatchQueueCapacity = 1024
+	cfg.Pids = make([]int, 1024)
+	for i := range cfg.Pids {
+		cfg.Pids[i] = i + 1
+	}
+	require.NoError(t, cfg.Validate())
+
+	cfg.ReporterInterval = time.Hour + time.Millisecond
+	cfg.BatchQueueCapacity = 100000000000
+	cfg.Pids = append(cfg.Pids, 1025)
+	err := cfg.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "reporter_interval must be at most 1h0m0s, got 1h0m0.001s")
+	assert.Contains(t, err.Error(), "batch_queue_capacity must be at most 1024, got 100000000000")
+	assert.Contains(t, err.Error(), "pids: at most 1024 processes are supported, got 1025")
+}
+
+// An interpreter the reference receiver does not know is a key error when
+// the configuration is loaded, naming it.
+func TestUnknownInterpreterIsRejected(t *testing.T) {
+	_, err := loadConfig(t, component.NewIDWithName(typeStr, "bad_interpreter").String())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cobol")
 }
 
 func TestUnknownKeyIsRejected(t *testing.T) {

@@ -112,9 +112,9 @@ func (r *profilingReceiver) Start(_ context.Context, _ component.Host) error {
 	if err := r.cfg.Validate(); err != nil {
 		return fmt.Errorf("profiling receiver: %w", err)
 	}
-	if tracers, _ := parseTracers(r.cfg.Tracers); len(tracers) != 1 || tracers[0] != "all" {
-		r.set.Logger.Warn("tracers is not applied yet: the profiler unwinds native and kernel code only",
-			zap.String("tracers", r.cfg.Tracers))
+	if unapplied := r.cfg.unappliedSettings(); len(unapplied) > 0 {
+		r.set.Logger.Warn("selecting unwinders is not applied yet: the profiler always unwinds "+supportedUnwinders,
+			zap.Strings("settings", unapplied))
 	}
 	for _, key := range r.cfg.notApplied() {
 		r.set.Logger.Warn("configuration key accepted for compatibility with the reference receiver but not applied",

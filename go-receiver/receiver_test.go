@@ -141,6 +141,38 @@ func TestWarningsAreLogged(t *testing.T) {
 	require.Equal(t, 1, logs.FilterMessage("profiler: kernel frames will not be named: no kallsyms").Len())
 }
 
+// Selecting unwinders is not applied: the warning says so and names what
+// the profiler does unwind (CPython included), and the settings given.
+func TestUnappliedUnwinderSelectionIsLoggedTruthfully(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	set := receivertest.NewNopSettings(typeStr)
+	set.Logger = zap.New(core)
+	cfg := createDefaultConfig()
+	cfg.Tracers = "python,hotspot"
+	cfg.Interpreters.Python.Disabled = true
+	r, err := newReceiver(cfg, set, new(consumertest.ProfilesSink),
+		func(string) (agent, error) { return &fakeAgent{}, nil })
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, r.Shutdown(context.Background()))
+	warned := logs.FilterMessage("selecting unwinders is not applied yet: the profiler always unwinds " +
+		"kernel, native (C, C++, Rust), Go and CPython 3.8-3.13").All()
+	require.Len(t, warned, 1, "%v", logs.All())
+	assert.Equal(t, []any{`tracers="python,hotspot"`, "interpreters.python.disabled=true"},
+		warned[0].ContextMap()["settings"])
+	assert.Zero(t, logs.FilterMessageSnippet("native and kernel code only").Len())
+
+	// The defaults select everything: no warning.
+	core, logs = observer.New(zap.WarnLevel)
+	set.Logger = zap.New(core)
+	r, err = newReceiver(createDefaultConfig(), set, new(consumertest.ProfilesSink),
+		func(string) (agent, error) { return &fakeAgent{}, nil })
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, r.Shutdown(context.Background()))
+	assert.Zero(t, logs.FilterMessageSnippet("not applied").Len(), "%v", logs.All())
+}
+
 func TestUndecodableBatchIsDroppedNotFatal(t *testing.T) {
 	sink := new(consumertest.ProfilesSink)
 	a := &fakeAgent{batches: [][]byte{{0xff, 0xff, 0xff}, goldenBytes(t)}}

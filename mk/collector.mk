@@ -4,6 +4,7 @@
 # Included by the top-level Makefile. Targets:
 #
 #   otelcol-ebpf-profiler  build ./otelcol-ebpf-profiler (Rust staticlib, then OCB)
+#   lint-go                gofmt and go vet of the receiver, cgo and no-cgo builds
 #   test-go                the receiver's Go tests (config, factory, golden payload, cgo)
 #   check-header           include/ebpf_profiler.h is what cbindgen makes now; it compiles as C and C++
 #   update-header          regenerate include/ebpf_profiler.h
@@ -22,7 +23,7 @@ COLLECTOR_GO_LIB = go-receiver/lib/libebpf_profiler.a
 COLLECTOR_LIBS = -lgcc_s -lutil -lrt -lpthread -lm -ldl
 COLLECTOR_BUILD_DIR = build/otelcol-ebpf-profiler
 
-.PHONY: otelcol-ebpf-profiler collector-staticlib collector-ocb test-go check-header update-header test-ffi-c collector-e2e
+.PHONY: otelcol-ebpf-profiler collector-staticlib collector-ocb lint-go test-go check-header update-header test-ffi-c collector-e2e
 
 # The Rust library, copied next to the Go package that links it. Go's build
 # cache does not notice a changed .a, so its hash goes into a generated Go
@@ -54,9 +55,18 @@ otelcol-ebpf-profiler: collector-staticlib collector-ocb
 	cp -f $(COLLECTOR_BUILD_DIR)/otelcol-ebpf-profiler ./otelcol-ebpf-profiler
 	@echo "built ./otelcol-ebpf-profiler; run: sudo ./otelcol-ebpf-profiler --feature-gates=service.profilesSupport --config local.example.yaml"
 
-# The Go tests with the real library (cgo) and with the no-cgo stub.
-test-go: collector-staticlib
+# Vet type-checks the cgo code against include/ebpf_profiler.h without
+# linking, so it needs no staticlib (no Rust build): it runs before the tests.
+lint-go:
+	@command -v $(COLLECTOR_GO) >/dev/null || { echo "lint-go: $(COLLECTOR_GO) is not installed" >&2; exit 1; }
+	@unformatted=$$("$$($(COLLECTOR_GO) env GOROOT)/bin/gofmt" -l go-receiver); \
+	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
 	cd go-receiver && $(COLLECTOR_GO) vet ./...
+	cd go-receiver && CGO_ENABLED=0 $(COLLECTOR_GO) vet ./...
+
+# The Go tests with the real library (cgo) and with the no-cgo stub (make
+# lint vets both).
+test-go: collector-staticlib
 	cd go-receiver && $(COLLECTOR_GO) test -race -count=1 ./...
 	cd go-receiver && CGO_ENABLED=0 $(COLLECTOR_GO) test -count=1 ./...
 

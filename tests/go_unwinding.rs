@@ -16,7 +16,7 @@ use profiler_trace::Trace;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use Step::{Any, Fn, In};
+use Step::{Any, AnyOrNone, Fn, In};
 
 const HZ: u32 = 99;
 const SECONDS: u64 = 8;
@@ -84,16 +84,7 @@ fn normalize(name: &str) -> String {
 
 /// The user frames of a trace, root first, cgo names normalized.
 fn frames_of(trace: &Trace) -> Vec<FrameDesc> {
-    user_frames(trace).into_iter().map(|f| FrameDesc { name: f.name.as_deref().map(normalize), file: f.file }).collect()
-}
-
-/// Whether `frames` (root first) is `pattern`; a trailing [`Any`] also
-/// matches no frame.
-fn matches(frames: &[FrameDesc], pattern: &[Step]) -> bool {
-    match pattern.split_last() {
-        Some((Any, head)) if frames.len() == head.len() => matches_chain(frames, head),
-        _ => matches_chain(frames, pattern),
-    }
+    user_frames(trace).into_iter().map(|f| FrameDesc { name: f.name.as_deref().map(normalize), ..f }).collect()
 }
 
 /// How many of a pid's samples that `select` picks carry the whole chain.
@@ -118,7 +109,7 @@ fn completeness(
             continue;
         }
         c.selected += 1;
-        if matches(&frames, pattern) {
+        if matches_chain(&frames, pattern) {
             c.complete += 1;
         } else if c.failures.len() < 6 {
             let names: Vec<String> = frames.iter().map(|f| f.to_string()).collect();
@@ -211,7 +202,7 @@ fn stripped_go_goroutines_and_the_system_stack() {
         Fn("runtime.systemstack"),
         Fn("runtime.gcBgMarkWorker.func2"),
         Fn("runtime.gcDrain"),
-        Any,
+        AnyOrNone,
     ];
     let c = completeness(&traces, w.pid(), through("runtime.gcBgMarkWorker.func2"), &worker_chain);
     assert_complete("GC mark worker through runtime.systemstack", &c, &stats);
@@ -219,7 +210,7 @@ fn stripped_go_goroutines_and_the_system_stack() {
     // mark assists, write barrier flushes, ...) reaches its goroutine's
     // root. (On the system stack already, systemstack tail-calls and
     // leaves no frame.)
-    let through_switch = [Fn("runtime.goexit"), Any, Fn("runtime.systemstack"), Any];
+    let through_switch = [Fn("runtime.goexit"), Any, Fn("runtime.systemstack"), AnyOrNone];
     let c = completeness(&traces, w.pid(), through("runtime.systemstack"), &through_switch);
     assert_complete("every stack through runtime.systemstack", &c, &stats);
 

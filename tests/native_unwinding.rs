@@ -197,8 +197,12 @@ fn short_lived_process_started_after_the_agent_then_maps_empty() {
     // The shell is selected; it execs the program after the agent started.
     let w = Workload::spawn(Command::new("sh").arg("-c").arg(format!("sleep 1; exec {}", exe.display())));
     let traces = Arc::new(Mutex::new(Vec::new()));
-    let config =
-        AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], file_unload_grace_ms: 0, ..AgentConfig::default() };
+    let config = AgentConfig {
+        samples_per_second: HZ,
+        pids: vec![w.pid()],
+        unused_tables_budget_mib: 0,
+        ..AgentConfig::default()
+    };
     let Some(agent) = start_agent(config, traces.clone()) else { return };
     // Wait for the program to exit (1 s of sleep, then 700 ms of CPU).
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -1,7 +1,9 @@
 /* Benchmark workload with a known call chain:
  * main -> chain_a -> chain_b -> chain_c -> chain_d -> chain_e (leaf burns CPU).
- * `chain SECONDS` runs that long (0 = forever); `chain -n N` does a fixed
- * amount of work (N leaf rounds) and exits, for slowdown timing. */
+ * `chain SECONDS` runs that long (0 = forever); `chain SECONDS DELAY` first
+ * sleeps DELAY seconds (off CPU: no sample is taken before DELAY after
+ * exec); `chain -n N` does a fixed amount of work (N leaf rounds) and
+ * exits, for slowdown timing. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +35,11 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	double seconds = argc > 1 ? atof(argv[1]) : 0;
+	double delay = argc > 2 ? atof(argv[2]) : 0;
+	if (delay > 0) {
+		struct timespec pause = {(time_t)delay, (long)((delay - (time_t)delay) * 1e9)};
+		nanosleep(&pause, 0);
+	}
 	double end = now() + seconds;
 	while (seconds <= 0 || now() < end)
 		chain_a(20);

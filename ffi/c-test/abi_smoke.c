@@ -29,11 +29,24 @@ int main(void) {
   s = ebpf_profiler_start(NULL, &p);
   check(s == EBPF_PROFILER_ERR_INVALID_ARGUMENT, "NULL config gives ERR_INVALID_ARGUMENT");
 
+  /* A capacity whose allocation would fail aborted the whole process
+   * before it was bounded; "[]" was read as every default. */
+  s = ebpf_profiler_start("{\"batch_queue_capacity\":100000000000}", &p);
+  msg = ebpf_profiler_last_error();
+  check(s == EBPF_PROFILER_ERR_CONFIG && p == NULL && msg != NULL &&
+            strstr(msg, "batch_queue_capacity must be between 1 and 1024") != NULL,
+        "huge batch_queue_capacity gives ERR_CONFIG");
+  s = ebpf_profiler_start("[]", &p);
+  msg = ebpf_profiler_last_error();
+  check(s == EBPF_PROFILER_ERR_CONFIG && p == NULL && msg != NULL &&
+            strstr(msg, "expected a JSON object, got an array") != NULL,
+        "[] gives ERR_CONFIG");
+
   ebpf_profiler_batch b = {0};
   check(ebpf_profiler_next_batch(NULL, 0, &b) == EBPF_PROFILER_ERR_INVALID_ARGUMENT, "next_batch(NULL)");
   ebpf_profiler_free_batch(&b);
   ebpf_profiler_free(NULL);
 
-  printf("%d passed, %d failed\n", 6 - failures, failures);
+  printf("%d passed, %d failed\n", 8 - failures, failures);
   return failures ? 1 : 0;
 }

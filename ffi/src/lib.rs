@@ -159,10 +159,14 @@ pub extern "C" fn ebpf_profiler_last_error() -> *const c_char {
 }
 
 /// Starts the profiler with `config_json`, a JSON object whose fields are
-/// those of the agent configuration (`samples_per_second`,
-/// `reporter_interval_ms`, `pids`, `batch_queue_capacity`,
-/// `symbolize_native`; unknown fields are an error). OTLP batches are
-/// always on through this ABI. On success stores the handle in `*out`.
+/// those of the agent configuration (`samples_per_second` 1..=10000,
+/// `reporter_interval_ms` 100..=3600000, `pids` at most 1024 ids in
+/// 1..=4194304, `batch_queue_capacity` 1..=1024, `unused_tables_budget_mib`
+/// 0..=4096, `symbolize_native`); missing fields keep their defaults.
+/// Anything else (not an object, an unknown field, a wrong type, a value
+/// out of range) is `EBPF_PROFILER_ERR_CONFIG`, found before anything is
+/// loaded into the kernel. OTLP batches are always on through this ABI.
+/// On success stores the handle in `*out`.
 ///
 /// # Safety
 ///

@@ -44,6 +44,49 @@ fn start_with_unknown_field_or_bad_value_is_a_config_error() {
     assert!(last_error().contains("samples_per_second must be between 1 and"), "{}", last_error());
 }
 
+/// Every bad configuration comes back as `ERR_CONFIG` with a message that
+/// names the problem, from validation alone: no handle, nothing loaded
+/// (before the fix, a huge `batch_queue_capacity` aborted the process and
+/// `usize::MAX` panicked after the BPF programs were attached).
+#[test]
+fn bad_configs_are_config_errors_before_anything_is_loaded() {
+    let cases: &[(String, &str)] = &[
+        (
+            r#"{"batch_queue_capacity": 100000000000}"#.into(),
+            "batch_queue_capacity must be between 1 and 1024, got 100000000000",
+        ),
+        (
+            format!(r#"{{"batch_queue_capacity": {}}}"#, usize::MAX),
+            "batch_queue_capacity must be between 1 and 1024, got 18446744073709551615",
+        ),
+        ("[]".into(), "invalid configuration JSON: expected a JSON object, got an array"),
+        (r#""{}""#.into(), "invalid configuration JSON: expected a JSON object, got a string"),
+        (r#"{"batch_queue_capacity": -1}"#.into(), "invalid value: integer `-1`"),
+        (r#"{"samples_per_second": -20}"#.into(), "invalid value: integer `-20`"),
+        (r#"{"samples_per_second": "20"}"#.into(), "invalid type: string \"20\""),
+        (r#"{"pids": "1"}"#.into(), "invalid type: string \"1\", expected a sequence"),
+        (r#"{"symbolize_native": "yes"}"#.into(), "expected a boolean"),
+        (
+            format!(r#"{{"reporter_interval_ms": {}}}"#, u64::MAX),
+            "reporter_interval_ms must be between 100 and 3600000",
+        ),
+        (r#"{"unused_tables_budget_mib": 86400000}"#.into(), "unused_tables_budget_mib must be between 0 and 4096"),
+        (r#"{"pids": [0]}"#.into(), "pids must be between 1 and 4194304, got 0"),
+        (
+            format!(r#"{{"pids": {:?}}}"#, (1..=1025).collect::<Vec<u32>>()),
+            "pids lists 1025 processes, at most 1024 are supported",
+        ),
+    ];
+    for (json, expected) in cases {
+        let (status, handle) = start(json);
+        assert_eq!(status, EBPF_PROFILER_ERR_CONFIG, "{json}: {}", last_error());
+        assert!(handle.is_null(), "{json}");
+        let message = last_error();
+        assert!(message.starts_with("invalid configuration: "), "{json}: {message}");
+        assert!(message.contains(expected), "{json}: {message}");
+    }
+}
+
 #[test]
 fn null_arguments_are_rejected() {
     let mut handle = ptr::null_mut();

@@ -4,8 +4,10 @@
 # file exporter, proto) on loopback while two workloads run: dd reading
 # /dev/zero (kernel chain read_zero <- vfs_read <- ksys_read) and
 # tests/workloads/native_chain.c built without frame pointers (native chain
-# chain_leaf <- chain_4 <- ... <- main). Midway the sink is killed and
-# restarted: the profiler must keep running and deliver to the new sink.
+# chain_leaf <- chain_4 <- ... <- main). Once the sink holds both chains it
+# is killed; an export attempt during the outage is awaited (and fails),
+# then the sink is restarted: the profiler must keep running and deliver to
+# the new sink. Every wait polls for its condition and fails at a deadline.
 # go-receiver's TestE2EProfiles then decodes both sink files with pdata and
 # checks pids, executable and thread names, chains and frame types.
 #
@@ -47,28 +49,33 @@ service:
       exporters: [otlp_grpc]
 YAML
 
+build_checker
 echo "$e2e_name: sink on 127.0.0.1:$port, files in $tmp"
 start_sink "$tmp/sink1.pb" "$tmp/sink1.log"
 "$sink_bin" --feature-gates=service.profilesSupport --config "$tmp/agent.yaml" >"$tmp/agent.log" 2>&1 &
 agent=$!; pids+=("$agent")
 start_workloads
+watched=("$agent")
 
-sleep 6
-kill -0 "$agent" 2>/dev/null || fail "the profiler collector exited"
+wait_until 120 "the first sink to hold both workloads' chains" profiles_ok "$tmp/sink1.pb"
 stop "$sink"
 echo "$e2e_name: sink killed"
-sleep 4
+await_export_attempt 30
 kill -0 "$agent" 2>/dev/null || fail "the profiler collector exited while the sink was down"
+echo "$e2e_name: an export failed during the outage"
 start_sink "$tmp/sink2.pb" "$tmp/sink2.log"
 echo "$e2e_name: sink restarted"
-sleep 8
+wait_until 120 "the restarted sink to hold both workloads' chains" profiles_ok "$tmp/sink2.pb"
 
 stop_workloads
 stop "$agent"
 stop "$sink"
 grep -q "profiler started" "$tmp/agent.log" || fail "the receiver did not start"
 grep -q "profiler stopped" "$tmp/agent.log" || fail "the receiver did not stop cleanly"
-if grep -qE "panic|SIGSEGV|fatal error" "$tmp/agent.log"; then fail "the profiler collector crashed"; fi
+# Go's and Rust's crash reports; the stats line counts panics the library
+# caught (panics_reader, ...), which must all be 0.
+if grep -qE "^panic: |panicked at|SIGSEGV|^fatal error: " "$tmp/agent.log"; then fail "the profiler collector crashed"; fi
+if grep -qE 'panics_[a-z_]+\\?"?:[1-9]' "$tmp/agent.log"; then fail "the profiler caught a panic (see its stats)"; fi
 [ -s "$tmp/sink1.pb" ] || fail "the first sink received nothing"
 [ -s "$tmp/sink2.pb" ] || fail "the restarted sink received nothing"
 check_profiles "$tmp/sink1.pb" "$tmp/sink2.pb"

@@ -54,19 +54,53 @@ service:
       exporters: [file]
 YAML
 
-wait_port() {
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
-    sleep 0.1
+# wait_until SECONDS WHAT COMMAND...: runs COMMAND every 0.5 s until it
+# succeeds; fails naming WHAT at the deadline, or at once when a process
+# in $watched (pids that must stay up meanwhile) has exited.
+watched=()
+wait_until() {
+  local seconds=$1 what=$2; shift 2
+  local deadline=$((SECONDS + seconds)) p
+  until "$@"; do
+    for p in "${watched[@]}"; do
+      kill -0 "$p" 2>/dev/null || fail "process $p exited while waiting for $what"
+    done
+    [ "$SECONDS" -lt "$deadline" ] || fail "timed out after ${seconds}s waiting for $what"
+    sleep 0.5
   done
-  return 1
 }
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
 
 # start_sink FILE LOG: a sink collector writing what it receives to FILE; sets $sink.
 start_sink() {
   SINK_FILE=$1 "$sink_bin" --feature-gates=service.profilesSupport --config "$tmp/sink.yaml" >"$2" 2>&1 &
   sink=$!; pids+=("$sink")
-  wait_port || fail "the sink did not listen on 127.0.0.1:$port"
+  local before=("${watched[@]}")
+  watched+=("$sink")
+  wait_until 30 "the sink to listen on 127.0.0.1:$port" port_open
+  watched=("${before[@]}")
+}
+
+# await_export_attempt SECONDS: while the sink is down, listens on its port
+# until the profiler connects (an export attempt during the outage) and
+# closes that connection at once: the attempt fails. Frees the port again.
+await_export_attempt() {
+  python3 - "$port" "$1" <<'PY' || fail "no export attempt reached 127.0.0.1:$port within ${1}s of the outage"
+import socket, sys
+port, seconds = int(sys.argv[1]), float(sys.argv[2])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port))
+s.listen(8)
+s.settimeout(seconds)
+try:
+    conn, _ = s.accept()
+except socket.timeout:
+    sys.exit(1)
+conn.close()
+s.close()
+PY
 }
 
 stop() { kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
@@ -84,17 +118,40 @@ start_workloads() {
 
 stop_workloads() { stop "$dd_pid"; stop "$native_pid"; }
 
+# build_checker: go-receiver's tests built once into $tmp (TestE2EProfiles
+# decodes sink files with pdata), so that waits can run the checks often.
+checker=$tmp/go-receiver.test
+build_checker() {
+  ( cd "$root/go-receiver" && go test -c -o "$checker" . ) || fail "building go-receiver's tests"
+}
+
+# check_workload FILES PID NAME CHAIN FRAME_TYPE [ARGS]: TestE2EProfiles on
+# the comma-separated FILES for one workload (see go-receiver/e2e_test.go).
+check_workload() {
+  ( cd "$root/go-receiver" &&
+    EBPF_PROFILER_E2E_FILES=$1 EBPF_PROFILER_E2E_PID=$2 EBPF_PROFILER_E2E_NAME=$3 \
+    EBPF_PROFILER_E2E_CHAIN=$4 EBPF_PROFILER_E2E_FRAME_TYPE=$5 \
+      "$checker" -test.run '^TestE2EProfiles$' -test.count=1 "${@:6}" )
+}
+
+dd_chain=read_zero,vfs_read,ksys_read
+native_chain=chain_leaf,chain_4,chain_3,chain_2,chain_1,main
+
+# profiles_ok FILE...: the files pass check_profiles (quietly): for waits.
+profiles_ok() {
+  local files
+  files=$(IFS=,; echo "$*")
+  [ -s "$1" ] &&
+    check_workload "$files" "$dd_pid" dd "$dd_chain" kernel >/dev/null 2>&1 &&
+    check_workload "$files" "$native_pid" native_chain "$native_chain" native >/dev/null 2>&1
+}
+
 # check_profiles FILE...: decodes the sink files with pdata and checks the
 # workloads' pids, names, chains and frame types in every file.
 check_profiles() {
   local files
   files=$(IFS=,; echo "$*")
-  ( cd "$root/go-receiver" &&
-    EBPF_PROFILER_E2E_FILES=$files EBPF_PROFILER_E2E_PID=$dd_pid EBPF_PROFILER_E2E_NAME=dd \
-    EBPF_PROFILER_E2E_CHAIN=read_zero,vfs_read,ksys_read EBPF_PROFILER_E2E_FRAME_TYPE=kernel \
-      go test -count=1 -run TestE2EProfiles -v . ) || fail "dd's profiles are not as expected"
-  ( cd "$root/go-receiver" &&
-    EBPF_PROFILER_E2E_FILES=$files EBPF_PROFILER_E2E_PID=$native_pid EBPF_PROFILER_E2E_NAME=native_chain \
-    EBPF_PROFILER_E2E_CHAIN=chain_leaf,chain_4,chain_3,chain_2,chain_1,main EBPF_PROFILER_E2E_FRAME_TYPE=native \
-      go test -count=1 -run TestE2EProfiles -v . ) || fail "native_chain's profiles are not as expected"
+  check_workload "$files" "$dd_pid" dd "$dd_chain" kernel -test.v || fail "dd's profiles are not as expected"
+  check_workload "$files" "$native_pid" native_chain "$native_chain" native -test.v ||
+    fail "native_chain's profiles are not as expected"
 }

@@ -159,19 +159,6 @@ pub fn start_agent(config: AgentConfig, traces: Arc<Mutex<Vec<Trace>>>) -> Optio
     }
 }
 
-/// The names of a trace's kernel frames, root first.
-pub fn kernel_chain(trace: &Trace) -> Vec<&str> {
-    let mut names: Vec<&str> =
-        trace.frames.iter().filter(|f| f.kind == FrameKind::Kernel).filter_map(|f| f.function_name()).collect();
-    names.reverse();
-    names
-}
-
-/// Whether `needle` occurs in `haystack` as consecutive elements.
-pub fn contains_in_order(haystack: &[&str], needle: &[&str]) -> bool {
-    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
-}
-
 /// Compiles `workloads/<source>` with `compiler` (`gcc`, `g++`, `rustc`)
 /// and `flags` into this test run's directory as `out_name`.
 pub fn build_workload(compiler: &str, source: &str, flags: &[&str], out_name: &str) -> PathBuf {
@@ -195,31 +182,71 @@ pub fn build_workload(compiler: &str, source: &str, flags: &[&str], out_name: &s
     out
 }
 
-/// One element of an expected user stack, root first (see [`matches_chain`]).
-#[derive(Clone, Copy, Debug)]
-pub enum Step {
-    /// One frame of this function (C++ names may go on with `(params)`).
-    Fn(&'static str),
-    /// One frame in this file (e.g. `libc.so.6`, `[vdso]`), named or not.
-    In(&'static str),
-    /// One or more frames in this file.
-    ManyIn(&'static str),
-    /// One or more frames of any kind.
+/// One element of an expected stack, root first (see [`matches_chain`]).
+/// "Compiled" frames are kernel, native and Go frames: those no
+/// interpreter unwinder made. `S` is the string type of names and file
+/// patterns (`&'static str`, or `String` for names built at run time).
+///
+/// A file pattern is a file name (`libc.so.6`, `[vdso]`), or a name's
+/// start followed by `*` (`libffi.so.*`), or several of these separated by
+/// `|` (`python3.11|libc.so.6`).
+#[derive(Clone, Debug)]
+pub enum Step<S = &'static str> {
+    /// One compiled frame of this function (C++ names may go on with
+    /// `(params)`).
+    Fn(S),
+    /// One CPython frame of this function.
+    Py(S),
+    /// One compiled frame in a file of this pattern, named or not.
+    In(S),
+    /// One or more compiled frames, each in a file of this pattern.
+    ManyIn(S),
+    /// Zero or more compiled frames, each in a file of this pattern.
+    OptIn(S),
+    /// One or more compiled frames of any file.
     Any,
+    /// Zero or more compiled frames of any file.
+    AnyOrNone,
 }
 
-/// A user frame as the chain checks see it: function name and file name.
+/// Functions that run an interpreter's code: where the interpreter's
+/// unwinder works they become the interpreted frames, so the file steps
+/// (`In`, `ManyIn`, `OptIn`) never match them; a test that expects one
+/// to stay compiled names it with `Fn`.
+const INTERPRETER_LOOPS: &[&str] = &["_PyEval_EvalFrameDefault"];
+
+/// A frame as the chain checks see it: its kind, function name and file
+/// name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrameDesc {
+    /// Which unwinder made the frame.
+    pub kind: FrameKind,
     /// The function, if named.
     pub name: Option<String>,
     /// The mapped file's name, if known.
     pub file: Option<String>,
 }
 
+impl FrameDesc {
+    fn of(frame: &profiler_trace::Frame) -> FrameDesc {
+        FrameDesc {
+            kind: frame.kind,
+            name: frame.function_name().map(str::to_string),
+            file: frame.mapping.as_ref().map(|m| m.file_name().to_string()),
+        }
+    }
+
+    /// Whether an interpreter's unwinder made this frame (CPython, ...),
+    /// as opposed to kernel, native and Go code.
+    pub fn is_interpreted(&self) -> bool {
+        !matches!(self.kind, FrameKind::Kernel | FrameKind::Native | FrameKind::Go)
+    }
+}
+
 impl std::fmt::Display for FrameDesc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (&self.name, &self.file) {
+            _ if self.kind == FrameKind::CPython => write!(f, "py:{}", self.name.as_deref().unwrap_or("?")),
             (Some(n), _) => write!(f, "{n}"),
             (None, Some(file)) => write!(f, "{file}+?"),
             (None, None) => write!(f, "?"),
@@ -229,43 +256,54 @@ impl std::fmt::Display for FrameDesc {
 
 /// The user frames of a trace, root first.
 pub fn user_frames(trace: &Trace) -> Vec<FrameDesc> {
-    let mut out: Vec<FrameDesc> = trace
-        .frames
-        .iter()
-        .filter(|f| f.kind != FrameKind::Kernel)
-        .map(|f| FrameDesc {
-            name: f.function_name().map(str::to_string),
-            file: f.mapping.as_ref().map(|m| m.file_name().to_string()),
-        })
-        .collect();
-    out.reverse();
-    out
+    trace.frames.iter().rev().filter(|f| f.kind != FrameKind::Kernel).map(FrameDesc::of).collect()
 }
 
-fn step_matches_one(step: Step, frame: &FrameDesc) -> bool {
+/// The kernel frames of a trace, root first.
+pub fn kernel_frames(trace: &Trace) -> Vec<FrameDesc> {
+    trace.frames.iter().rev().filter(|f| f.kind == FrameKind::Kernel).map(FrameDesc::of).collect()
+}
+
+/// Whether `file` is matched by `pattern` (see [`Step`]).
+fn file_matches(pattern: &str, file: &str) -> bool {
+    pattern.split('|').any(|p| match p.strip_suffix('*') {
+        Some(start) => file.starts_with(start),
+        None => file == p,
+    })
+}
+
+fn step_matches_one<S: AsRef<str>>(step: &Step<S>, frame: &FrameDesc) -> bool {
+    let compiled = !frame.is_interpreted();
+    let name = frame.name.as_deref();
     match step {
-        Step::Fn(want) => frame
-            .name
-            .as_deref()
-            .is_some_and(|n| n == want || (n.starts_with(want) && n[want.len()..].starts_with('('))),
-        Step::In(file) | Step::ManyIn(file) => frame.file.as_deref() == Some(file),
-        Step::Any => true,
+        Step::Fn(want) => {
+            let want = want.as_ref();
+            compiled && name.is_some_and(|n| n == want || (n.starts_with(want) && n[want.len()..].starts_with('(')))
+        }
+        Step::Py(want) => frame.kind == FrameKind::CPython && name == Some(want.as_ref()),
+        Step::In(pattern) | Step::ManyIn(pattern) | Step::OptIn(pattern) => {
+            compiled
+                && !name.is_some_and(|n| INTERPRETER_LOOPS.contains(&n))
+                && frame.file.as_deref().is_some_and(|file| file_matches(pattern.as_ref(), file))
+        }
+        Step::Any | Step::AnyOrNone => compiled,
     }
 }
 
-/// Whether `frames` (root first) is exactly `pattern`.
-pub fn matches_chain(frames: &[FrameDesc], pattern: &[Step]) -> bool {
-    let Some((&step, rest)) = pattern.split_first() else { return frames.is_empty() };
-    let Some(first) = frames.first() else { return false };
-    if !step_matches_one(step, first) {
-        return false;
-    }
-    match step {
-        Step::ManyIn(_) | Step::Any => (1..=frames.len())
-            .take_while(|&n| step_matches_one(step, &frames[n - 1]))
-            .any(|n| matches_chain(&frames[n..], rest)),
-        _ => matches_chain(&frames[1..], rest),
-    }
+/// Whether `frames` (root first) are exactly `pattern`, every frame
+/// matched by one step. The one matcher every chain check goes through.
+pub fn matches_chain<S: AsRef<str>>(frames: &[FrameDesc], pattern: &[Step<S>]) -> bool {
+    let Some((step, rest)) = pattern.split_first() else { return frames.is_empty() };
+    let min = match step {
+        Step::OptIn(_) | Step::AnyOrNone => 0,
+        Step::ManyIn(_) | Step::Any => 1,
+        Step::Fn(_) | Step::Py(_) | Step::In(_) => {
+            return frames.first().is_some_and(|f| step_matches_one(step, f)) && matches_chain(&frames[1..], rest);
+        }
+    };
+    // A repeated step: every run length it can take, shortest first.
+    let run = frames.iter().take_while(|f| step_matches_one(step, f)).count();
+    (min..=run).any(|n| matches_chain(&frames[n..], rest))
 }
 
 /// How many of a pid's samples at a leaf carry the whole expected chain.
@@ -294,13 +332,13 @@ impl Completeness {
 
 /// Checks the samples of `pid` whose leaf frame satisfies `leaf` against
 /// `pattern` (root first).
-pub fn completeness(traces: &[Trace], pid: u32, leaf: Step, pattern: &[Step]) -> Completeness {
+pub fn completeness<S: AsRef<str>>(traces: &[Trace], pid: u32, leaf: Step<S>, pattern: &[Step<S>]) -> Completeness {
     let mut c = Completeness { at_leaf: 0, complete: 0, failures: Vec::new() };
     for t in traces.iter().filter(|t| t.process.pid.0 == pid) {
         let frames = user_frames(t);
         let Some(innermost) = frames.last() else { continue };
         let unresolved = innermost.file.is_none();
-        if !unresolved && !step_matches_one(leaf, innermost) {
+        if !unresolved && !step_matches_one(&leaf, innermost) {
             continue;
         }
         c.at_leaf += 1;
@@ -318,7 +356,15 @@ mod tests {
     use super::*;
 
     fn f(name: Option<&str>, file: &str) -> FrameDesc {
-        FrameDesc { name: name.map(str::to_string), file: Some(file.to_string()) }
+        FrameDesc { kind: FrameKind::Native, name: name.map(str::to_string), file: Some(file.to_string()) }
+    }
+
+    fn py(name: &str) -> FrameDesc {
+        FrameDesc { kind: FrameKind::CPython, name: Some(name.to_string()), file: None }
+    }
+
+    fn kernel(name: &str) -> FrameDesc {
+        FrameDesc { kind: FrameKind::Kernel, name: Some(name.to_string()), file: None }
     }
 
     #[test]
@@ -337,5 +383,63 @@ mod tests {
         assert!(!matches_chain(&frames, &[Fn("_start"), ManyIn("libc.so.6"), Fn("main")]));
         assert!(!matches_chain(&frames[1..], &[Fn("_start"), Any]));
         assert!(!matches_chain(&frames, &[Fn("_start"), Any, Fn("Circle::are")]));
+        // Zero-or-more steps may be empty; one-or-more ones may not.
+        assert!(matches_chain(
+            &frames,
+            &[Fn("_start"), ManyIn("libc.so.6"), Fn("main"), Fn("Circle::area"), AnyOrNone]
+        ));
+        assert!(!matches_chain(&frames, &[Fn("_start"), ManyIn("libc.so.6"), Fn("main"), Fn("Circle::area"), Any]));
+        assert!(matches_chain(&frames, &[Fn("_start"), OptIn("x"), ManyIn("libc.so.6"), Fn("main"), Any]));
+        assert!(!matches_chain(
+            &frames,
+            &[Fn("_start"), OptIn("libc.so.6"), ManyIn("libc.so.6"), ManyIn("libc.so.6"), ManyIn("libc.so.6"), Any]
+        ));
+        assert!(matches_chain(&frames, &[Fn("_start"), OptIn("libc.so.6"), ManyIn("libc.so.6"), Fn("main"), Any]));
+    }
+
+    #[test]
+    fn file_patterns() {
+        use Step::*;
+        let frames = vec![f(None, "python3.11"), f(None, "libc.so.6"), f(None, "libffi.so.8.1.2")];
+        assert!(matches_chain(&frames, &[ManyIn("python3.11|libc.so.6"), In("libffi.so.*")]));
+        assert!(!matches_chain(&frames, &[ManyIn("python3.11|libc.so.6"), In("libffi.so")]));
+        assert!(!matches_chain(&frames, &[ManyIn("python3.1|libc.so.6"), In("libffi.so.*")]));
+        assert!(!matches_chain(&frames, &[ManyIn("python3.11|libc.so.7*"), In("libffi.so.*")]));
+        assert!(matches_chain(&frames, &[In("python3.*"), In("libc.so.6"), In("libffi.so.*")]));
+    }
+
+    /// Python frames are matched by `Py` only; the evaluation loop by
+    /// `Fn` only: where the Python unwinder works it is gone.
+    #[test]
+    fn interpreted_frames_and_interpreter_loops() {
+        use Step::*;
+        let mut eval = f(Some("_PyEval_EvalFrameDefault"), "python3.11");
+        let frames = vec![f(Some("_start"), "python3.11"), f(None, "python3.11"), py("<module>"), py("f1")];
+        assert!(matches_chain(&frames, &[In("python3.11"), OptIn("python3.11"), Py("<module>"), Py("f1")]));
+        assert!(matches_chain(&frames, &[Fn("_start"), Any, Py("<module>"), OptIn("x"), Py("f1"), AnyOrNone]));
+        assert!(!matches_chain(&frames, &[Fn("_start"), Any, Fn("<module>"), Py("f1")]));
+        assert!(!matches_chain(&frames, &[Fn("_start"), Any, Py("f1")]));
+        assert!(!matches_chain(&frames, &[Fn("_start"), In("python3.11"), Py("<module>"), AnyOrNone]));
+        let with_loop = vec![frames[0].clone(), eval.clone(), frames[2].clone()];
+        assert!(!matches_chain(&with_loop, &[Fn("_start"), ManyIn("python3.11"), Py("<module>")]));
+        assert!(matches_chain(&with_loop, &[Fn("_start"), Fn("_PyEval_EvalFrameDefault"), Py("<module>")]));
+        assert!(matches_chain(&with_loop, &[Fn("_start"), Any, Py("<module>")]));
+        eval.kind = FrameKind::CPython;
+        assert!(!matches_chain(&[eval], &[Fn("_PyEval_EvalFrameDefault")]));
+        // Names built at run time.
+        let owned: Vec<Step<String>> = vec![Fn("_start".into()), Any, Py("<module>".into()), Py("f1".into())];
+        assert!(matches_chain(&frames, &owned));
+    }
+
+    #[test]
+    fn kernel_chains_inside_a_stack() {
+        use Step::*;
+        let frames =
+            vec![kernel("entry_SYSCALL_64"), kernel("ksys_read"), kernel("vfs_read"), kernel("read_zero"), kernel("x")];
+        let read = [AnyOrNone, Fn("ksys_read"), Fn("vfs_read"), Fn("read_zero"), AnyOrNone];
+        assert!(matches_chain(&frames, &read));
+        assert!(matches_chain(&frames[1..4], &read));
+        assert!(!matches_chain(&[frames[1].clone(), frames[0].clone(), frames[2].clone(), frames[3].clone()], &read));
+        assert!(!matches_chain(&frames[..3], &read));
     }
 }

@@ -23,9 +23,21 @@ pub struct AgentConfig {
     pub batch_queue_capacity: usize,
     /// Name native frames on the host (ELF symbols, DWARF). Default true.
     pub symbolize_native: bool,
-    /// How long a file's unwind tables stay in the kernel after the last
-    /// process mapping it exits, in milliseconds. Default 30000.
-    pub file_unload_grace_ms: u64,
+    /// MiB the unwind tables of files no process maps any more may take
+    /// (their deltas in the kernel, 4 bytes each, and their state in the
+    /// agent) before the least recently used are unloaded: a program
+    /// started again finds its tables loaded. Default 64; 0 unloads a
+    /// file when its last process exits.
+    pub unused_tables_budget_mib: u64,
+    /// For tests: the process manager waits this long before it handles
+    /// each new-process or exec event (a busy manager, made
+    /// deterministic). Default 0.
+    pub process_load_delay_ms: u64,
+    /// Open mapped files through `/proc/PID/map_files` when allowed.
+    /// False opens them by path inside the process's root (checked
+    /// against the mapping's device and inode), as an agent without
+    /// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE does. Default true.
+    pub open_via_map_files: bool,
 }
 
 impl Default for AgentConfig {
@@ -37,35 +49,39 @@ impl Default for AgentConfig {
             otlp_batches: false,
             batch_queue_capacity: 16,
             symbolize_native: true,
-            file_unload_grace_ms: 30_000,
+            unused_tables_budget_mib: 64,
+            process_load_delay_ms: 0,
+            open_via_map_files: true,
         }
     }
 }
 
-/// A configuration value out of range.
+/// A configuration value out of range, or JSON that is not a
+/// configuration.
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// `samples_per_second` must be in 1..=MAX.
-    #[error("samples_per_second must be between 1 and {max}, got {got}")]
-    SamplesPerSecond {
+    /// A numeric field outside its accepted range.
+    #[error("{field} must be between {min} and {max}, got {got}")]
+    OutOfRange {
+        /// The JSON name of the field.
+        field: &'static str,
         /// The value given.
-        got: u32,
-        /// The largest accepted value.
-        max: u32,
-    },
-    /// `reporter_interval_ms` must be at least MIN.
-    #[error("reporter_interval must be at least {min_ms} ms, got {got_ms} ms")]
-    ReporterInterval {
-        /// The value given.
-        got_ms: u64,
+        got: u64,
         /// The smallest accepted value.
-        min_ms: u64,
+        min: u64,
+        /// The largest accepted value.
+        max: u64,
     },
-    /// `batch_queue_capacity` must be at least 1.
-    #[error("batch_queue_capacity must be at least 1")]
-    BatchQueueCapacity,
-    /// The JSON text could not be parsed.
+    /// More entries in `pids` than the kernel-side filter holds.
+    #[error("pids lists {got} processes, at most {max} are supported")]
+    TooManyPids {
+        /// How many were given.
+        got: usize,
+        /// The largest accepted count.
+        max: usize,
+    },
+    /// The JSON text could not be parsed, or is not a JSON object.
     #[error("invalid configuration JSON: {0}")]
     Json(String),
 }
@@ -74,13 +90,34 @@ pub enum ConfigError {
 /// `perf_event_max_sample_rate` is 100000; beyond a few kHz the profiler
 /// itself dominates).
 pub const MAX_SAMPLES_PER_SECOND: u32 = 10_000;
+/// Largest budget of unused unwind tables accepted, MiB.
+pub const MAX_UNUSED_TABLES_BUDGET_MIB: u64 = 4096;
 /// Shortest reporting interval accepted.
 pub const MIN_REPORTER_INTERVAL_MS: u64 = 100;
+/// Longest reporting interval accepted: one interval's aggregate is held
+/// in memory until it ends.
+pub const MAX_REPORTER_INTERVAL_MS: u64 = 3_600_000;
+/// Most OTLP batches that may wait to be pulled: the queue's slots are
+/// allocated at start, and each waiting batch holds a whole interval.
+pub const MAX_BATCH_QUEUE_CAPACITY: usize = 1024;
+/// Most processes `pids` may select: the size of the BPF programs'
+/// `selected_pids` map (ebpf/maps.h).
+pub const MAX_PIDS: usize = 1024;
+/// Largest process id Linux can hand out (`PID_MAX_LIMIT` on 64-bit).
+pub const MAX_PID: u32 = 4_194_304;
 
 impl AgentConfig {
-    /// Parses the JSON form (as the C ABI receives it).
+    /// Parses the JSON form (as the C ABI receives it): a JSON object
+    /// whose keys are field names; missing fields keep their defaults,
+    /// unknown ones are an error.
     pub fn from_json(text: &str) -> Result<AgentConfig, ConfigError> {
-        let config: AgentConfig = serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
+        // serde would read an array as the fields in order (and `[]` as
+        // every default): only an object names what it sets.
+        if !value.is_object() {
+            return Err(ConfigError::Json(format!("expected a JSON object, got {}", json_kind(&value))));
+        }
+        let config: AgentConfig = serde_json::from_value(value).map_err(|e| ConfigError::Json(e.to_string()))?;
         config.validate()?;
         Ok(config)
     }
@@ -90,21 +127,44 @@ impl AgentConfig {
         Duration::from_millis(self.reporter_interval_ms)
     }
 
-    /// Checks every value's range.
+    /// Checks every value's range, before anything is allocated or loaded
+    /// from it.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.samples_per_second == 0 || self.samples_per_second > MAX_SAMPLES_PER_SECOND {
-            return Err(ConfigError::SamplesPerSecond { got: self.samples_per_second, max: MAX_SAMPLES_PER_SECOND });
+        check_range("samples_per_second", self.samples_per_second.into(), 1, MAX_SAMPLES_PER_SECOND.into())?;
+        check_range(
+            "reporter_interval_ms",
+            self.reporter_interval_ms,
+            MIN_REPORTER_INTERVAL_MS,
+            MAX_REPORTER_INTERVAL_MS,
+        )?;
+        check_range("batch_queue_capacity", self.batch_queue_capacity as u64, 1, MAX_BATCH_QUEUE_CAPACITY as u64)?;
+        check_range("unused_tables_budget_mib", self.unused_tables_budget_mib, 0, MAX_UNUSED_TABLES_BUDGET_MIB)?;
+        if self.pids.len() > MAX_PIDS {
+            return Err(ConfigError::TooManyPids { got: self.pids.len(), max: MAX_PIDS });
         }
-        if self.reporter_interval_ms < MIN_REPORTER_INTERVAL_MS {
-            return Err(ConfigError::ReporterInterval {
-                got_ms: self.reporter_interval_ms,
-                min_ms: MIN_REPORTER_INTERVAL_MS,
-            });
-        }
-        if self.batch_queue_capacity == 0 {
-            return Err(ConfigError::BatchQueueCapacity);
+        for &pid in &self.pids {
+            check_range("pids", pid.into(), 1, MAX_PID.into())?;
         }
         Ok(())
+    }
+}
+
+fn check_range(field: &'static str, got: u64, min: u64, max: u64) -> Result<(), ConfigError> {
+    if (min..=max).contains(&got) {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange { field, got, min, max })
+    }
+}
+
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
     }
 }
 
@@ -129,11 +189,102 @@ mod tests {
         ));
         assert_eq!(
             AgentConfig::from_json(r#"{"samples_per_second": 0}"#),
-            Err(ConfigError::SamplesPerSecond { got: 0, max: MAX_SAMPLES_PER_SECOND })
+            Err(ConfigError::OutOfRange {
+                field: "samples_per_second",
+                got: 0,
+                min: 1,
+                max: MAX_SAMPLES_PER_SECOND.into()
+            })
         );
         assert_eq!(
             AgentConfig::from_json(r#"{"reporter_interval_ms": 5}"#),
-            Err(ConfigError::ReporterInterval { got_ms: 5, min_ms: MIN_REPORTER_INTERVAL_MS })
+            Err(ConfigError::OutOfRange {
+                field: "reporter_interval_ms",
+                got: 5,
+                min: MIN_REPORTER_INTERVAL_MS,
+                max: MAX_REPORTER_INTERVAL_MS
+            })
         );
+        assert_eq!(
+            AgentConfig::from_json(r#"{"unused_tables_budget_mib": 4097}"#),
+            Err(ConfigError::OutOfRange {
+                field: "unused_tables_budget_mib",
+                got: 4097,
+                min: 0,
+                max: MAX_UNUSED_TABLES_BUDGET_MIB
+            })
+        );
+        assert_eq!(AgentConfig::from_json(r#"{"unused_tables_budget_mib": 0}"#).unwrap().unused_tables_budget_mib, 0);
+    }
+
+    /// Every numeric field has an upper bound, checked before the agent
+    /// allocates or loads anything from it.
+    #[test]
+    fn every_numeric_field_is_bounded() {
+        let out_of_range = |json: &str| match AgentConfig::from_json(json) {
+            Err(ConfigError::OutOfRange { field, got, max, .. }) => (field, got, max),
+            other => panic!("{json}: {other:?}"),
+        };
+        assert_eq!(
+            out_of_range(r#"{"batch_queue_capacity": 100000000000}"#),
+            ("batch_queue_capacity", 100_000_000_000, MAX_BATCH_QUEUE_CAPACITY as u64)
+        );
+        assert_eq!(
+            out_of_range(&format!(r#"{{"batch_queue_capacity": {}}}"#, usize::MAX)),
+            ("batch_queue_capacity", usize::MAX as u64, MAX_BATCH_QUEUE_CAPACITY as u64)
+        );
+        assert_eq!(out_of_range(r#"{"batch_queue_capacity": 0}"#).1, 0);
+        assert_eq!(
+            out_of_range(&format!(r#"{{"reporter_interval_ms": {}}}"#, u64::MAX)),
+            ("reporter_interval_ms", u64::MAX, MAX_REPORTER_INTERVAL_MS)
+        );
+        assert_eq!(
+            out_of_range(r#"{"samples_per_second": 4294967295}"#),
+            ("samples_per_second", u64::from(u32::MAX), u64::from(MAX_SAMPLES_PER_SECOND))
+        );
+        assert_eq!(
+            out_of_range(r#"{"unused_tables_budget_mib": 4097}"#),
+            ("unused_tables_budget_mib", 4097, MAX_UNUSED_TABLES_BUDGET_MIB)
+        );
+        assert_eq!(out_of_range(r#"{"pids": [1, 0]}"#), ("pids", 0, u64::from(MAX_PID)));
+        assert_eq!(out_of_range(r#"{"pids": [4194305]}"#), ("pids", 4_194_305, u64::from(MAX_PID)));
+        let many: Vec<u32> = (1..=MAX_PIDS as u32 + 1).collect();
+        let json = format!(r#"{{"pids": {many:?}}}"#);
+        assert_eq!(AgentConfig::from_json(&json), Err(ConfigError::TooManyPids { got: MAX_PIDS + 1, max: MAX_PIDS }));
+        // The limits themselves are accepted.
+        let c = AgentConfig::from_json(&format!(
+            r#"{{"samples_per_second": {MAX_SAMPLES_PER_SECOND}, "reporter_interval_ms": {MAX_REPORTER_INTERVAL_MS},
+                "batch_queue_capacity": {MAX_BATCH_QUEUE_CAPACITY}, "unused_tables_budget_mib": {MAX_UNUSED_TABLES_BUDGET_MIB},
+                "pids": [{MAX_PID}]}}"#
+        ))
+        .unwrap();
+        assert_eq!(c.batch_queue_capacity, MAX_BATCH_QUEUE_CAPACITY);
+    }
+
+    /// Only a JSON object is a configuration; negative numbers and wrong
+    /// types are JSON errors that name the field.
+    #[test]
+    fn json_must_be_an_object_of_the_right_types() {
+        let json_error = |json: &str| match AgentConfig::from_json(json) {
+            Err(ConfigError::Json(m)) => m,
+            other => panic!("{json}: {other:?}"),
+        };
+        assert_eq!(json_error("[]"), "expected a JSON object, got an array");
+        assert_eq!(json_error("[20, 5000]"), "expected a JSON object, got an array");
+        assert_eq!(json_error("null"), "expected a JSON object, got null");
+        assert_eq!(json_error("20"), "expected a JSON object, got a number");
+        let m = json_error(r#"{"batch_queue_capacity": -1}"#);
+        assert!(m.contains("invalid value: integer `-1`"), "{m}");
+        let m = json_error(r#"{"samples_per_second": "20"}"#);
+        assert!(m.contains("invalid type: string \"20\""), "{m}");
+        let m = json_error(r#"{"reporter_interval_ms": 1.5}"#);
+        assert!(m.contains("invalid type: floating point"), "{m}");
+        let m = json_error(r#"{"pids": 7}"#);
+        assert!(m.contains("invalid type: integer `7`, expected a sequence"), "{m}");
+        let m = json_error(r#"{"symbolize_native": 1}"#);
+        assert!(m.contains("invalid type: integer `1`, expected a boolean"), "{m}");
+        let m = json_error(r#"{"pids": [-3]}"#);
+        assert!(m.contains("invalid value: integer `-3`"), "{m}");
+        assert_eq!(AgentConfig::from_json("{}"), Ok(AgentConfig::default()));
     }
 }

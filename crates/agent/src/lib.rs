@@ -18,20 +18,25 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod config;
+mod late_unwind;
 mod process_manager;
 mod sink;
 mod stats;
 mod trace_builder;
 
-pub use config::{AgentConfig, ConfigError, MAX_SAMPLES_PER_SECOND, MIN_REPORTER_INTERVAL_MS};
+pub use config::{
+    AgentConfig, ConfigError, MAX_BATCH_QUEUE_CAPACITY, MAX_PID, MAX_PIDS, MAX_REPORTER_INTERVAL_MS,
+    MAX_SAMPLES_PER_SECOND, MAX_UNUSED_TABLES_BUDGET_MIB, MIN_REPORTER_INTERVAL_MS,
+};
 pub use profiler_bpf::BpfError;
 pub use sink::TraceSink;
 pub use stats::Stats;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
+use late_unwind::{LateTables, LateUnwindCounts, LateUnwinder};
 use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions, UnwindStop};
 use profiler_interpreters::python::{PythonRegistry, PythonSymbolizerStats};
-use profiler_process::{ManagerLimits, ProcessManager, ProcessRegistry};
+use profiler_process::{EventQueue, ManagerLimits, ProcessManager, ProcessRegistry};
 use profiler_symbolize::{KernelSymbolizer, NativeConfig, NativeStats, NativeSymbolizer};
 use sink::{BatchCounters, OtlpBatchSink};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -81,13 +86,25 @@ pub enum NextBatch {
 const SAMPLE_QUEUE_CAPACITY: usize = 32_768;
 /// How often the reader drains the ring buffer when not woken earlier.
 const READER_POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// Most bytes of stack copies in the channel between the reader and the
+/// reporter; beyond, samples go on without theirs (counted).
+const MAX_STACK_BYTES_IN_FLIGHT: u64 = 4 << 20;
 
 /// Counters updated by the threads.
 #[derive(Debug, Default)]
 struct Shared {
     samples_dropped: AtomicU64,
+    /// Panics caught per thread (see `Stats::panics_*`).
+    panics_reader: AtomicU64,
+    panics_reporter: AtomicU64,
+    panics_process_manager: AtomicU64,
     samples_processed: AtomicU64,
     samples_malformed: AtomicU64,
+    /// Bytes of stack copies sent to the reporter and not received yet.
+    stack_bytes_in_flight: AtomicU64,
+    /// Stack copies dropped because too many bytes were in flight.
+    stack_copies_backlogged: AtomicU64,
+    late: Mutex<LateUnwindCounts>,
     batches: Arc<BatchCounters>,
     unwind: Mutex<trace_builder::UnwindCounts>,
     manager: Mutex<process_manager::ManagerReport>,
@@ -103,7 +120,8 @@ struct Running {
     stop: Arc<AtomicBool>,
     reader: JoinHandle<Result<(), BpfError>>,
     reporter: JoinHandle<()>,
-    manager: JoinHandle<Result<(), BpfError>>,
+    manager: JoinHandle<()>,
+    events: JoinHandle<Result<(), BpfError>>,
 }
 
 /// A running profiler.
@@ -114,6 +132,7 @@ pub struct Agent {
     shared: Arc<Shared>,
     batches: Option<Receiver<Vec<u8>>>,
     warnings: Vec<String>,
+    sampling_started: Instant,
 }
 
 impl Agent {
@@ -136,6 +155,7 @@ impl Agent {
         let mut sampler = Sampler::open(&SamplerOptions {
             samples_per_second: config.samples_per_second,
             pids: (!config.pids.is_empty()).then(|| config.pids.clone()),
+            ring_buffer_bytes: ring_buffer_bytes(config.samples_per_second, online_cpus()),
             ..SamplerOptions::default()
         })?;
         // Read after the programs are loaded, so that they are named.
@@ -171,22 +191,38 @@ impl Agent {
             std::thread::Builder::new()
                 .name("ep-reader".into())
                 .spawn(move || {
-                    let result = sample_reader.run(READER_POLL_INTERVAL, &stop, |sample| {
+                    let result = sample_reader.run(READER_POLL_INTERVAL, &stop, |mut sample| {
+                        let copied = sample.stack.as_ref().map_or(0, |s| s.bytes.len() as u64);
+                        let in_flight = &shared.stack_bytes_in_flight;
+                        if copied > 0 {
+                            if in_flight.load(Ordering::Relaxed) + copied > MAX_STACK_BYTES_IN_FLIGHT {
+                                sample.stack = None;
+                                shared.stack_copies_backlogged.fetch_add(1, Ordering::Relaxed);
+                            } else {
+                                in_flight.fetch_add(copied, Ordering::Relaxed);
+                            }
+                        }
+                        let carried = sample.stack.as_ref().map_or(0, |s| s.bytes.len() as u64);
                         if let Err(TrySendError::Full(_)) = sample_tx.try_send(sample) {
+                            in_flight.fetch_sub(carried, Ordering::Relaxed);
                             shared.samples_dropped.fetch_add(1, Ordering::Relaxed);
                         }
                     });
                     shared.samples_malformed.store(sample_reader.malformed(), Ordering::Relaxed);
+                    shared.panics_reader.fetch_add(sample_reader.panics(), Ordering::Relaxed);
                     result
                 })
                 .map_err(|source| StartError::Thread { name: "reader", source })?
         };
         let registry = Arc::new(ProcessRegistry::new());
+        let sampling_started;
         let python_builds = Arc::new(PythonRegistry::new());
-        let manager = {
-            let events = sampler.process_event_reader()?;
+        let (manager, events) = {
+            let reader = Arc::new(sampler.process_event_reader()?);
+            let queue = Arc::new(EventQueue::new(process_manager::EVENT_QUEUE_CAPACITY));
             let limits = ManagerLimits {
-                file_unload_grace: Duration::from_millis(config.file_unload_grace_ms),
+                unused_files_budget: config.unused_tables_budget_mib << 20,
+                open_via_map_files: config.open_via_map_files,
                 ..ManagerLimits::default()
             };
             let interpreters = process_manager::Interpreters::new(
@@ -204,13 +240,27 @@ impl Agent {
             for &pid in &config.pids {
                 manager.on_new_process(profiler_trace::Pid(pid));
             }
+            manager.settle();
+            let events = {
+                let (reader, queue, stop) = (reader.clone(), queue.clone(), stop.clone());
+                std::thread::Builder::new()
+                    .name("ep-procevents".into())
+                    .spawn(move || process_manager::drain(&reader, &queue, &stop))
+                    .map_err(|source| StartError::Thread { name: "process events", source })?
+            };
             sampler.start_sampling()?;
+            sampling_started = Instant::now();
+            let load_delay = Duration::from_millis(config.process_load_delay_ms);
             let stop = stop.clone();
             let shared = shared.clone();
-            std::thread::Builder::new()
+            let manager = std::thread::Builder::new()
                 .name("ep-procman".into())
-                .spawn(move || process_manager::run(events, manager, &stop, &shared.manager))
-                .map_err(|source| StartError::Thread { name: "process manager", source })?
+                .spawn(move || {
+                    let panics = &shared.panics_process_manager;
+                    process_manager::run(queue, &reader, manager, load_delay, &stop, &shared.manager, panics)
+                })
+                .map_err(|source| StartError::Thread { name: "process manager", source })?;
+            (manager, events)
         };
         let reporter = {
             let shared = shared.clone();
@@ -221,21 +271,30 @@ impl Agent {
                         NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() })
                     })
                     .map_err(|source| StartError::Thread { name: "symbolizer", source })?;
-            let builder = TraceBuilder::new(registry, kernel, native, python_builds);
+            let late = LateUnwinder::new(sampler.map_tables()?);
+            let mut builder = TraceBuilder::new(registry.clone(), kernel, native, python_builds);
+            builder.set_open_via_map_files(config.open_via_map_files);
             let interval = config.reporter_interval();
             std::thread::Builder::new()
                 .name("ep-reporter".into())
-                .spawn(move || report(sample_rx, builder, sinks, interval, &shared))
+                .spawn(move || report(sample_rx, builder, sinks, late, registry, interval, &shared))
                 .map_err(|source| StartError::Thread { name: "reporter", source })?
         };
 
         Ok(Agent {
-            running: Mutex::new(Some(Running { sampler, stop, reader, reporter, manager })),
+            running: Mutex::new(Some(Running { sampler, stop, reader, reporter, manager, events })),
             final_counters: Mutex::new(Counters::default()),
             shared,
             batches,
             warnings,
+            sampling_started,
         })
+    }
+
+    /// When the perf events were attached: the start of the profiled
+    /// time (loading the programs and tables before it can take seconds).
+    pub fn sampling_started(&self) -> Instant {
+        self.sampling_started
     }
 
     /// Problems that did not prevent starting (e.g. kernel symbols
@@ -275,9 +334,12 @@ impl Agent {
         let s = &self.shared;
         let unwind = *lock(&s.unwind);
         let manager = *lock(&s.manager);
+        let late = lock(&s.late).clone();
         let stop = |r: UnwindStop| counters.unwind_stop(r);
         let symbolizer = *lock(&s.symbolizer);
         let python = *lock(&s.python_symbolizer);
+        let mut refused = manager.manager.files_refused;
+        refused.add(&symbolizer.files_refused);
         Stats {
             samples: counters.sent,
             samples_lost: counters.lost_ring_buffer,
@@ -316,6 +378,15 @@ impl Agent {
             user_frames: counters.user_frames,
             process_events: counters.process_events,
             process_events_lost: counters.process_events_lost,
+            process_events_received: manager.queue.received,
+            process_events_coalesced: manager.queue.coalesced,
+            process_events_cancelled: manager.queue.cancelled,
+            process_events_dropped: manager.queue.dropped,
+            process_events_malformed: manager.events_malformed,
+            process_loads_timed: manager.manager.load_latency.count,
+            process_load_p50_us: manager.manager.load_latency.p50_us,
+            process_load_p99_us: manager.manager.load_latency.p99_us,
+            process_load_max_us: manager.manager.load_latency.max_us,
             processes_loaded: manager.manager.processes,
             processes_exited: manager.manager.processes_exited,
             processes_rejected: manager.manager.processes_rejected,
@@ -323,6 +394,16 @@ impl Agent {
             files_analysed: manager.manager.files_analysed,
             files_failed: manager.manager.files_failed,
             files_rejected: manager.manager.files_rejected,
+            files_refused_not_regular: refused.not_regular,
+            files_refused_too_large: refused.too_large,
+            files_refused_mismatch: refused.mismatch,
+            files_refused_escape: refused.escape,
+            files_refused_no_openat2: refused.no_openat2,
+            file_id_collisions: manager.manager.file_id_collisions,
+            files_pending: manager.manager.files_pending,
+            files_unused: manager.manager.files_unused,
+            files_unused_bytes: manager.manager.files_unused_bytes,
+            files_evicted: manager.manager.files_evicted,
             unwind_deltas: manager.maps.delta_entries,
             unwind_rules: manager.maps.rules,
             unwind_prefixes: manager.maps.prefixes,
@@ -339,6 +420,20 @@ impl Agent {
             python_tail_calls: counters.python_tail_calls,
             bpf_run_time_ns: counters.bpf_run_time_ns,
             bpf_runs: counters.bpf_runs,
+            late_unwind_copies: counters.stack_copies,
+            late_unwind_copy_bytes: counters.stack_copy_bytes,
+            late_unwind_copies_skipped: counters.stack_copies_skipped,
+            late_unwind_copies_failed: counters.stack_copies_failed,
+            late_unwind_complete: late.stops.get(&UnwindStop::Root).copied().unwrap_or(0),
+            late_unwind_truncated: late.stops.iter().filter(|(r, _)| **r != UnwindStop::Root).map(|(_, n)| n).sum(),
+            late_unwind_stops: late.stops.iter().map(|(r, n)| (r.as_str().to_string(), *n)).collect(),
+            late_unwind_dropped_queue_full: late.dropped_queue_full + s.stack_copies_backlogged.load(Ordering::Relaxed),
+            late_unwind_timed_out: late.timed_out,
+            panics_reader: s.panics_reader.load(Ordering::Relaxed),
+            panics_reporter: s.panics_reporter.load(Ordering::Relaxed),
+            panics_process_manager: s.panics_process_manager.load(Ordering::Relaxed),
+            panics_symbolizer: symbolizer.panics,
+            files_changed_while_read: profiler_elf::map_guard::files_changed_while_read(),
         }
     }
 
@@ -351,9 +446,10 @@ impl Agent {
         running.stop.store(true, Ordering::Relaxed);
         let read_result = running.reader.join().unwrap_or(Ok(()));
         let _ = running.reporter.join();
-        let manager_result = running.manager.join().unwrap_or(Ok(()));
+        let events_result = running.events.join().unwrap_or(Ok(()));
+        let _ = running.manager.join();
         *lock(&self.final_counters) = running.sampler.counters().unwrap_or_default();
-        read_result.and(manager_result)
+        read_result.and(events_result)
     }
 
     /// Entries in the native unwinder's maps, counted in the kernel:
@@ -364,7 +460,7 @@ impl Agent {
     }
 
     /// The keys in the interpreter unwinders' maps, read in the kernel:
-    /// (python_files: `FileId::high64` of each CPython build loaded,
+    /// (python_files: `TableKey::bpf_id` of each CPython build loaded,
     /// python_thread_states: `tgid << 32 | tid` of each thread whose
     /// thread state is cached). `None` once stopped. Iterates every key:
     /// for tests and diagnostics.
@@ -394,6 +490,25 @@ fn tune_allocator() {
     }
 }
 
+/// Bytes of the sample ring buffer: a second of samples at up to 2 KiB
+/// each (the reader drains it every 100 ms at the latest), a power of two
+/// from 256 KiB to 4 MiB. The ring's pages are mapped into the agent (its
+/// data twice) and all become resident as it wraps: a fixed 4 MiB ring
+/// was 8 MiB of the agent's RSS at 20 Hz, where 80 KiB a second arrive.
+fn ring_buffer_bytes(samples_per_second: u32, cpus: usize) -> u32 {
+    const MIN: u64 = 256 << 10;
+    const MAX: u64 = 4 << 20;
+    let per_second = u64::from(samples_per_second).saturating_mul(cpus.max(1) as u64).saturating_mul(2048);
+    per_second.clamp(MIN, MAX).next_power_of_two().min(MAX) as u32
+}
+
+/// Online CPUs (every one is sampled).
+fn online_cpus() -> usize {
+    // SAFETY: sysconf only reads a system value.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
+}
+
 /// Gives memory freed inside malloc's heaps back to the system (glibc
 /// keeps it otherwise), once per reporting interval.
 fn trim_allocator() {
@@ -415,50 +530,202 @@ fn unix_now_ns() -> u64 {
 }
 
 /// The reporter thread: samples -> traces -> sinks, interval by interval,
-/// until the reader hangs up.
-fn report(
+/// until the reader hangs up; samples with a stack copy wait in `late`
+/// for their process.
+fn report<T: LateTables>(
     samples: Receiver<RawSample>,
-    mut builder: TraceBuilder,
-    mut sinks: Vec<Box<dyn TraceSink>>,
+    builder: TraceBuilder,
+    sinks: Vec<Box<dyn TraceSink>>,
+    late: LateUnwinder<T>,
+    registry: Arc<ProcessRegistry>,
     interval: Duration,
     shared: &Shared,
 ) {
-    let mut interval_start = unix_now_ns();
-    let mut deadline = Instant::now() + interval;
-    loop {
-        match samples.recv_deadline(deadline) {
-            Ok(sample) => {
-                let trace = builder.build(&sample);
-                for sink in &mut sinks {
-                    sink.on_trace(&trace);
+    Reporter { builder, sinks, late, registry, shared }.run(samples, interval);
+}
+
+/// The reporter thread's state.
+struct Reporter<'a, T> {
+    builder: TraceBuilder,
+    sinks: Vec<Box<dyn TraceSink>>,
+    late: LateUnwinder<T>,
+    registry: Arc<ProcessRegistry>,
+    shared: &'a Shared,
+}
+
+impl<T: LateTables> Reporter<'_, T> {
+    /// A panic (a bug met by one process's data) costs the unit of work
+    /// it happened in, never the thread: reporting would stop silently.
+    fn guarded(&self, f: impl FnOnce()) {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+            self.shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs until the reader hangs up.
+    fn run(&mut self, samples: Receiver<RawSample>, interval: Duration) {
+        let mut interval_start = unix_now_ns();
+        let mut deadline = Instant::now() + interval;
+        let mut ready = Vec::new();
+        loop {
+            let wake = self.late.next_poll().map_or(deadline, |p| p.min(deadline));
+            match samples.recv_deadline(wake) {
+                Ok(sample) => {
+                    if let Some(copy) = &sample.stack {
+                        self.shared.stack_bytes_in_flight.fetch_sub(copy.bytes.len() as u64, Ordering::Relaxed);
+                        self.late.hold(sample, Instant::now(), &mut ready);
+                    } else {
+                        self.emit(&sample);
+                    }
                 }
-                shared.samples_processed.fetch_add(1, Ordering::Relaxed);
-                *lock(&shared.unwind) = builder.counts();
+                Err(RecvTimeoutError::Disconnected) => {
+                    let registry = self.registry.clone();
+                    let late = &mut self.late;
+                    let flushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        late.flush(|pid, address| snapshot_covers(&registry, pid, address), &mut ready)
+                    }));
+                    if flushed.is_err() {
+                        self.shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.emit_all(&mut ready);
+                    *lock(&self.shared.late) = self.late.counts().clone();
+                    self.publish_symbolizer_stats();
+                    let end = unix_now_ns();
+                    for sink in std::mem::take(&mut self.sinks) {
+                        let mut sink = sink;
+                        self.guarded(|| {
+                            sink.on_interval_end(interval_start, end);
+                            sink.on_stop();
+                        });
+                    }
+                    return;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
             }
-            Err(RecvTimeoutError::Timeout) => {
+            let registry = self.registry.clone();
+            let late = &mut self.late;
+            let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                late.poll(Instant::now(), |pid, address| snapshot_covers(&registry, pid, address), &mut ready)
+            }));
+            if polled.is_err() {
+                self.shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
+            }
+            if !ready.is_empty() {
+                self.emit_all(&mut ready);
+                *lock(&self.shared.late) = self.late.counts().clone();
+            }
+            if Instant::now() >= deadline {
                 trim_allocator();
-                *lock(&shared.symbolizer) = builder.native_stats();
-                *lock(&shared.python_symbolizer) = builder.python_stats();
+                self.publish_symbolizer_stats();
                 let end = unix_now_ns();
+                let mut sinks = std::mem::take(&mut self.sinks);
                 for sink in &mut sinks {
-                    sink.on_interval_end(interval_start, end);
+                    self.guarded(|| sink.on_interval_end(interval_start, end));
                 }
+                self.sinks = sinks;
                 interval_start = end;
                 deadline += interval;
                 if deadline < Instant::now() {
                     deadline = Instant::now() + interval;
                 }
             }
-            Err(RecvTimeoutError::Disconnected) => {
-                *lock(&shared.symbolizer) = builder.native_stats();
-                *lock(&shared.python_symbolizer) = builder.python_stats();
-                let end = unix_now_ns();
-                for sink in &mut sinks {
-                    sink.on_interval_end(interval_start, end);
-                    sink.on_stop();
-                }
-                return;
+        }
+    }
+
+    fn emit(&mut self, sample: &RawSample) {
+        let (builder, sinks) = (&mut self.builder, &mut self.sinks);
+        let shared = self.shared;
+        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let trace = builder.build(sample);
+            for sink in sinks.iter_mut() {
+                sink.on_trace(&trace);
+            }
+            shared.samples_processed.fetch_add(1, Ordering::Relaxed);
+        }));
+        if built.is_err() {
+            shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
+        }
+        *lock(&shared.unwind) = self.builder.counts();
+    }
+
+    fn emit_all(&mut self, ready: &mut Vec<RawSample>) {
+        for sample in ready.drain(..) {
+            self.emit(&sample);
+        }
+    }
+
+    fn publish_symbolizer_stats(&self) {
+        *lock(&self.shared.symbolizer) = self.builder.native_stats();
+        *lock(&self.shared.python_symbolizer) = self.builder.python_stats();
+    }
+}
+
+/// Whether the process snapshot user space holds for `pid` maps
+/// `address` (the trace builder names frames with it).
+fn snapshot_covers(registry: &ProcessRegistry, pid: u32, address: u64) -> bool {
+    registry.get(profiler_trace::Pid(pid)).is_some_and(|s| s.resolve(address).is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Panics on the first trace, records the others and the stop.
+    struct Fragile(Arc<Mutex<(u32, bool)>>);
+
+    impl TraceSink for Fragile {
+        fn on_trace(&mut self, _trace: &profiler_trace::Trace) {
+            let mut seen = lock(&self.0);
+            seen.0 += 1;
+            if seen.0 == 1 {
+                drop(seen);
+                panic!("a bug met by one sample");
             }
         }
+        fn on_stop(&mut self) {
+            lock(&self.0).1 = true;
+        }
+    }
+
+    #[test]
+    fn the_reporter_survives_a_panic_in_one_sample() {
+        let native = NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() }).expect("new");
+        let builder =
+            TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(PythonRegistry::new()));
+        let seen = Arc::new(Mutex::new((0, false)));
+        let (tx, rx) = crossbeam_channel::bounded(8);
+        for tid in 0..3 {
+            tx.send(RawSample {
+                pid: 1,
+                tid,
+                ktime_ns: 0,
+                cpu: 0,
+                comm: "t".into(),
+                process_comm: "p".into(),
+                kernel_frames: vec![],
+                user_frames: vec![0x1000],
+                unwind_stop: UnwindStop::UnknownPid,
+                stack: None,
+            })
+            .unwrap();
+        }
+        drop(tx);
+        let shared = Shared::default();
+        let sinks: Vec<Box<dyn TraceSink>> = vec![Box::new(Fragile(seen.clone()))];
+        let late = LateUnwinder::new(late_unwind::NoTables);
+        report(rx, builder, sinks, late, Arc::new(ProcessRegistry::new()), Duration::from_secs(60), &shared);
+        assert_eq!(shared.panics_reporter.load(Ordering::Relaxed), 1);
+        assert_eq!(shared.samples_processed.load(Ordering::Relaxed), 2, "the other samples went on");
+        assert_eq!(*lock(&seen), (3, true), "every sample reached the sink, then the stop");
+    }
+
+    #[test]
+    fn ring_buffer_follows_the_sample_rate() {
+        assert_eq!(ring_buffer_bytes(20, 2), 256 << 10, "80 KiB a second");
+        assert_eq!(ring_buffer_bytes(20, 16), 1 << 20, "640 KiB a second");
+        assert_eq!(ring_buffer_bytes(1000, 2), 4 << 20, "3.9 MiB a second");
+        assert_eq!(ring_buffer_bytes(1000, 128), 4 << 20, "never above the former fixed size");
+        assert_eq!(ring_buffer_bytes(0, 0), 256 << 10);
+        assert_eq!(ring_buffer_bytes(u32::MAX, usize::MAX), 4 << 20);
     }
 }

@@ -1,5 +1,5 @@
-//! The process manager's thread: process events from the BPF programs
-//! drive a [`ProcessManager`] that loads unwinding state into the BPF
+//! The process manager's threads: process events from the BPF programs,
+//! drained into an [`EventQueue`] by one thread, drive a [`ProcessManager`] that loads unwinding state into the BPF
 //! maps through [`BpfLoader`], which also finds interpreters in the files
 //! it loads (CPython: [`profiler_interpreters::python::detect`]) and
 //! marks their evaluation loops for the interpreter unwinder.
@@ -11,11 +11,12 @@ use profiler_bpf::{
 use profiler_elf::{ElfFile, RuleId, UnwindRule};
 use profiler_interpreters::python::{self, Detection, FrameModel, Lasti, PythonBuild, PythonRegistry};
 use profiler_process::{
-    ExecutableFile, LoaderError, ManagerStats, ProcessManager, UnwindLoader, UnwindMapping, UnwindTarget,
+    EventKind, EventQueue, ExecutableFile, LoadKind, LoaderError, ManagerStats, ProcessManager, QueueStats,
+    UnwindLoader, UnwindMapping, UnwindTarget,
 };
-use profiler_trace::{FileId, Pid};
+use profiler_trace::{Pid, TableKey};
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,8 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(250);
 /// Housekeeping at most this often.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
+/// Counters published at most this often.
+const PUBLISH: Duration = Duration::from_millis(250);
 
 /// [`UnwindLoader`] over the BPF maps.
 pub(crate) struct BpfLoader {
@@ -41,23 +44,27 @@ impl UnwindLoader for BpfLoader {
         Ok(self.maps.set_rule(id, rule)?)
     }
 
-    fn load_file(&mut self, file_id: FileId, deltas: &[(u64, RuleId)]) -> Result<(), LoaderError> {
-        self.maps.load_file(file_id.high64(), &EncodedDeltas::encode(deltas))?;
-        self.interpreters.file_loaded(file_id);
+    fn load_file(
+        &mut self,
+        table_key: TableKey,
+        deltas: &mut dyn Iterator<Item = (u64, RuleId)>,
+    ) -> Result<(), LoaderError> {
+        self.maps.load_file(table_key.bpf_id(), &EncodedDeltas::encode_iter(deltas))?;
+        self.interpreters.file_loaded(table_key);
         Ok(())
     }
 
-    fn unload_file(&mut self, file_id: FileId) -> Result<(), LoaderError> {
-        self.interpreters.file_unloaded(file_id);
-        Ok(self.maps.unload_file(file_id.high64())?)
+    fn unload_file(&mut self, table_key: TableKey) -> Result<(), LoaderError> {
+        self.interpreters.file_unloaded(table_key);
+        Ok(self.maps.unload_file(table_key.bpf_id())?)
     }
 
     fn set_process(&mut self, pid: Pid, mappings: &[UnwindMapping]) -> Result<(), LoaderError> {
         let mut ranges: Vec<MappingRange> = Vec::with_capacity(mappings.len());
         for m in mappings {
             match m.target {
-                UnwindTarget::File { file_id, bias } => {
-                    self.interpreters.split(m.start, m.end, file_id, bias, &mut ranges);
+                UnwindTarget::File { table_key, bias } => {
+                    self.interpreters.split(m.start, m.end, table_key, bias, &mut ranges);
                 }
                 UnwindTarget::NoUnwindInfo => {
                     ranges.push(MappingRange { start: m.start, end: m.end, target: MappingTarget::NoUnwindInfo })
@@ -101,10 +108,10 @@ pub(crate) struct Interpreters {
     notices: Arc<Mutex<Vec<String>>>,
     /// The build in the file just inspected; loaded with its deltas (the
     /// manager loads a file right after analysing it, or not at all).
-    pending: Option<(FileId, Arc<PythonBuild>)>,
+    pending: Option<(TableKey, Arc<PythonBuild>)>,
     /// Builds whose loops are marked, by file.
-    loaded: HashMap<FileId, Arc<PythonBuild>>,
-    reported: HashSet<FileId>,
+    loaded: HashMap<TableKey, Arc<PythonBuild>>,
+    reported: HashSet<TableKey>,
     stats: InterpreterStats,
 }
 
@@ -133,14 +140,14 @@ impl Interpreters {
 
     fn inspect(&mut self, file: &ExecutableFile, elf: &ElfFile) {
         self.pending = None;
-        match python::detect(elf, &file.symbols, &file.path) {
+        match python::detect(elf, &file.path) {
             Detection::NotPython => {}
-            Detection::Supported(build) => self.pending = Some((file.file_id, Arc::new(build))),
+            Detection::Supported(build) => self.pending = Some((file.table_key, Arc::new(build))),
             Detection::Unsupported { version, reason } => {
                 if self.reported.len() >= MAX_REPORTED {
                     self.reported.clear();
                 }
-                if self.reported.insert(file.file_id) {
+                if self.reported.insert(file.table_key) {
                     self.stats.python_unsupported += 1;
                     let version = version.map_or_else(|| "of unknown version".to_string(), |v| v.to_string());
                     let notice = format!(
@@ -156,12 +163,12 @@ impl Interpreters {
         }
     }
 
-    fn file_loaded(&mut self, file_id: FileId) {
+    fn file_loaded(&mut self, file_id: TableKey) {
         let Some((pending_id, build)) = self.pending.take() else { return };
         if pending_id != file_id {
             return;
         }
-        if self.maps.set_python_file(file_id.high64(), &python_file_value(&build)).is_err() {
+        if self.maps.set_python_file(file_id.bpf_id(), &python_file_value(&build)).is_err() {
             self.stats.load_errors += 1;
             return;
         }
@@ -169,16 +176,16 @@ impl Interpreters {
         self.loaded.insert(file_id, build);
     }
 
-    fn file_unloaded(&mut self, file_id: FileId) {
-        if self.loaded.remove(&file_id).is_some() && self.maps.remove_file(file_id.high64()).is_err() {
+    fn file_unloaded(&mut self, file_id: TableKey) {
+        if self.loaded.remove(&file_id).is_some() && self.maps.remove_file(file_id.bpf_id()).is_err() {
             self.stats.load_errors += 1;
         }
     }
 
     /// The ranges of one mapping of a loaded file: its evaluation loop's
     /// addresses, if it holds one, marked for the interpreter unwinder.
-    fn split(&self, start: u64, end: u64, file_id: FileId, bias: u64, out: &mut Vec<MappingRange>) {
-        let native = MappingTarget::Native { file_id: file_id.high64(), bias };
+    fn split(&self, start: u64, end: u64, file_id: TableKey, bias: u64, out: &mut Vec<MappingRange>) {
+        let native = MappingTarget::Native { file_id: file_id.bpf_id(), bias };
         let Some(build) = self.loaded.get(&file_id) else {
             out.push(MappingRange { start, end, target: native });
             return;
@@ -197,7 +204,7 @@ impl Interpreters {
             }
             let s = s.max(at);
             if s < e {
-                let target = MappingTarget::InterpreterLoop { file_id: file_id.high64(), bias };
+                let target = MappingTarget::InterpreterLoop { file_id: file_id.bpf_id(), bias };
                 out.push(MappingRange { start: s, end: e, target });
                 at = e;
             }
@@ -243,50 +250,181 @@ fn python_file_value(build: &PythonBuild) -> PythonFileValue {
     }
 }
 
-/// What the thread publishes for [`crate::Agent::stats`].
+/// The kinds of file refusal already told in the notices (each once).
+#[derive(Default)]
+struct Told {
+    not_regular: bool,
+    too_large: bool,
+    mismatch: bool,
+    escape: bool,
+    no_openat2: bool,
+    collision: bool,
+}
+
+impl Told {
+    /// Adds a notice for each kind of refusal seen for the first time.
+    fn notices(&mut self, stats: &ManagerStats, notices: &Mutex<Vec<String>>) {
+        let r = &stats.files_refused;
+        let kinds = [
+            (
+                r.not_regular,
+                &mut self.not_regular,
+                "a process maps a file that is not a regular file (device, FIFO): not read",
+            ),
+            (r.too_large, &mut self.too_large, "a process maps a file over the size limit: not read"),
+            (
+                r.mismatch,
+                &mut self.mismatch,
+                "a mapped file's path now names another file (replaced on disk): not used",
+            ),
+            (r.escape, &mut self.escape, "a mapped file's path tries to leave its process's root: refused"),
+            (
+                r.no_openat2,
+                &mut self.no_openat2,
+                "openat2 is missing: files are opened only through /proc/PID/map_files",
+            ),
+            (
+                stats.file_id_collisions,
+                &mut self.collision,
+                "two different files share a FileId: each keeps its own unwind tables",
+            ),
+        ];
+        for (count, told, text) in kinds {
+            if count > 0 && !*told {
+                *told = true;
+                let mut notices = notices.lock().unwrap_or_else(|p| p.into_inner());
+                if notices.len() < MAX_NOTICES {
+                    notices.push(text.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// What the threads publish for [`crate::Agent::stats`].
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct ManagerReport {
     pub manager: ManagerStats,
     pub maps: profiler_bpf::UnwindMapsStats,
     pub interpreters: InterpreterStats,
+    pub queue: QueueStats,
+    /// Ring buffer records that could not be decoded.
+    pub events_malformed: u64,
 }
 
-/// The thread's body: follows events until `stop`, then unloads
-/// everything.
+/// Pids with pending work the event queue holds at most (each costs
+/// about 50 bytes); beyond, events are dropped and counted, and a
+/// dropped load comes again with the process's next sample.
+pub(crate) const EVENT_QUEUE_CAPACITY: usize = 65_536;
+/// Pause of the draining thread after a batch of events (see [`drain`]):
+/// at most this much added delay, at most 1/DRAIN_PAUSE wake-ups a second
+/// however many events come. 256 KiB of ring buffer hold 8192 events.
+const DRAIN_PAUSE: Duration = Duration::from_millis(5);
+/// Pieces of work handled between two looks at the analysis results.
+const WORK_BATCH: usize = 64;
+
+/// The draining thread's body: the ring buffer into the event queue
+/// until `stop`. It never waits on the manager, so the kernel's buffer
+/// does not fill while files are analysed.
+pub(crate) fn drain(
+    reader: &ProcessEventReader,
+    queue: &EventQueue,
+    stop: &AtomicBool,
+) -> Result<(), profiler_bpf::BpfError> {
+    // Closed however this ends (even by a panic), so the manager stops.
+    struct CloseOnDrop<'a>(&'a EventQueue);
+    impl Drop for CloseOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.close();
+        }
+    }
+    let _close = CloseOnDrop(queue);
+    let mut got_events = false;
+    reader.run(TICK, stop, |event| match event {
+        Some(e) => {
+            let kind = match e.kind {
+                ProcessEventKind::New => EventKind::New,
+                ProcessEventKind::UnknownPc => EventKind::UnknownPc,
+                ProcessEventKind::Exit => EventKind::Exit,
+                ProcessEventKind::Exec => EventKind::Exec,
+            };
+            queue.push(kind, Pid(e.pid), e.ktime_ns);
+            got_events = true;
+            TICK
+        }
+        None => {
+            // The programs wake this thread for every event: under churn,
+            // a short pause after a batch gathers the next events into
+            // one wake-up (of this thread and of the manager).
+            if std::mem::take(&mut got_events) {
+                std::thread::sleep(DRAIN_PAUSE);
+            }
+            TICK
+        }
+    })
+}
+
+/// The manager thread's body: follows the event queue (and the files
+/// analysed) until `stop`, then unloads everything.
 pub(crate) fn run(
-    reader: ProcessEventReader,
+    queue: Arc<EventQueue>,
+    reader: &ProcessEventReader,
     mut manager: ProcessManager<BpfLoader>,
+    load_delay: Duration,
     stop: &AtomicBool,
     report: &Mutex<ManagerReport>,
-) -> Result<(), profiler_bpf::BpfError> {
-    let publish = |m: &ProcessManager<BpfLoader>| {
+    panics: &AtomicU64,
+) {
+    let waker = queue.clone();
+    manager.set_waker(Arc::new(move || waker.wake()));
+    let mut told = Told::default();
+    let mut publish = |m: &ProcessManager<BpfLoader>| {
+        let stats = m.stats();
+        told.notices(&stats, &m.loader().interpreters.notices);
         let mut r = report.lock().unwrap_or_else(|p| p.into_inner());
-        r.manager = m.stats();
+        r.manager = stats;
         r.maps = m.loader().maps.stats();
         r.interpreters = m.loader().interpreters.stats();
+        r.queue = queue.stats();
+        r.events_malformed = reader.malformed();
     };
     publish(&manager);
     let mut last_housekeeping = Instant::now();
-    let result = reader.run(TICK, stop, |event| {
-        match event {
-            Some(e) => match e.kind {
-                ProcessEventKind::New => manager.on_new_process(Pid(e.pid)),
-                ProcessEventKind::UnknownPc => manager.on_unknown_pc(Pid(e.pid), e.pc),
-                ProcessEventKind::Exit => manager.on_exit(Pid(e.pid)),
-                ProcessEventKind::Exec => manager.on_exec(Pid(e.pid)),
-            },
-            None => {
-                manager.run_due();
-                if last_housekeeping.elapsed() >= HOUSEKEEPING {
-                    last_housekeeping = Instant::now();
-                    manager.tick();
-                }
-                publish(&manager);
+    let mut last_publish = Instant::now();
+    // Until the stop, and the events read before it are handled too.
+    while !stop.load(Ordering::Relaxed) || !queue.is_closed() {
+        let timeout = manager.next_deadline().map_or(TICK, |d| d.saturating_duration_since(Instant::now())).min(TICK);
+        for work in queue.wait(timeout, WORK_BATCH) {
+            if !load_delay.is_zero() && matches!(work.load, Some(LoadKind::New | LoadKind::Exec)) {
+                std::thread::sleep(load_delay);
+            }
+            // A panic while handling one process (its files are anyone's)
+            // costs that work, not the thread.
+            let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                manager.on_work(work);
+                // Files analysed meanwhile unblock their processes now.
+                manager.collect_analysed();
+            }));
+            if handled.is_err() {
+                panics.fetch_add(1, Ordering::Relaxed);
             }
         }
-        manager.next_deadline().map_or(TICK, |d| d.saturating_duration_since(Instant::now()))
-    });
+        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            manager.collect_analysed();
+            manager.run_due();
+            if last_housekeeping.elapsed() >= HOUSEKEEPING {
+                last_housekeeping = Instant::now();
+                manager.tick();
+            }
+        }));
+        if handled.is_err() {
+            panics.fetch_add(1, Ordering::Relaxed);
+        }
+        if last_publish.elapsed() >= PUBLISH {
+            last_publish = Instant::now();
+            publish(&manager);
+        }
+    }
     manager.unload_all();
     publish(&manager);
-    result
 }

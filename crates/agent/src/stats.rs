@@ -1,6 +1,7 @@
 //! Counters the agent exposes (exit summary, C ABI `stats`, benchmarks).
 
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// A snapshot of the agent's counters. Counters only grow.
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -83,6 +84,25 @@ pub struct Stats {
     pub process_events: u64,
     /// Process events lost (ring buffer full).
     pub process_events_lost: u64,
+    /// Process events read from the ring buffer into the manager's queue.
+    pub process_events_received: u64,
+    /// Process events merged into work already queued for their pid.
+    pub process_events_coalesced: u64,
+    /// Queued loads cancelled by their process's exit.
+    pub process_events_cancelled: u64,
+    /// Process events dropped because the manager's queue was full.
+    pub process_events_dropped: u64,
+    /// Process event records that could not be decoded.
+    pub process_events_malformed: u64,
+    /// Processes whose load was timed (event to mappings in the BPF maps
+    /// with every file's table ready).
+    pub process_loads_timed: u64,
+    /// Median of those delays, µs (upper bound of a power-of-two bucket).
+    pub process_load_p50_us: u64,
+    /// 99th percentile of those delays, µs (upper bound of its bucket).
+    pub process_load_p99_us: u64,
+    /// Longest of those delays, µs.
+    pub process_load_max_us: u64,
     /// Processes loaded for unwinding now.
     pub processes_loaded: u64,
     /// Processes unloaded after they exited.
@@ -97,6 +117,34 @@ pub struct Stats {
     pub files_failed: u64,
     /// Files refused by the file or table size limits.
     pub files_rejected: u64,
+    /// Files refused because they are not regular files (FIFOs, devices,
+    /// sockets, directories), whether mapped or named by a debug link:
+    /// the process manager's and the symbolizer's.
+    pub files_refused_not_regular: u64,
+    /// Files refused for their size (2 GiB for executables and
+    /// libraries, 4 GiB for debug files).
+    pub files_refused_too_large: u64,
+    /// Files refused because the path led to another file than the one
+    /// mapped (replaced on disk) or analysed.
+    pub files_refused_mismatch: u64,
+    /// Paths refused because they tried to leave the process's root
+    /// (magic links, symlink loops).
+    pub files_refused_escape: u64,
+    /// Files inside a process's root not opened because `openat2` is
+    /// missing (Linux before 5.6).
+    pub files_refused_no_openat2: u64,
+    /// Files sharing another held file's FileId (head, tail, length)
+    /// with different content: each kept its own tables.
+    pub file_id_collisions: u64,
+    /// Files being analysed now.
+    pub files_pending: u64,
+    /// Files no process maps whose tables are kept now (within
+    /// `unused_tables_budget_mib`).
+    pub files_unused: u64,
+    /// Bytes those count against the budget.
+    pub files_unused_bytes: u64,
+    /// Unused files unloaded to stay within the budget.
+    pub files_evicted: u64,
     /// Stack delta entries in the BPF maps now.
     pub unwind_deltas: u64,
     /// Distinct unwind rules in the BPF maps.
@@ -138,4 +186,46 @@ pub struct Stats {
     pub bpf_run_time_ns: u64,
     /// Runs counted in `bpf_run_time_ns`.
     pub bpf_runs: u64,
+
+    /// Samples of a process (or pc) not loaded yet that the programs sent
+    /// with a copy of their user stack, to unwind in user space once the
+    /// process is loaded.
+    pub late_unwind_copies: u64,
+    /// Bytes of user stack copied for them.
+    pub late_unwind_copy_bytes: u64,
+    /// Such samples sent without a copy: the per-CPU budget was spent or
+    /// the ring buffer was filling up (a burst of new processes).
+    pub late_unwind_copies_skipped: u64,
+    /// Such samples sent without a copy because no stack could be read.
+    pub late_unwind_copies_failed: u64,
+    /// Samples unwound in user space to the thread's root.
+    pub late_unwind_complete: u64,
+    /// Samples unwound in user space that stopped early
+    /// (`late_unwind_stops` says why).
+    pub late_unwind_truncated: u64,
+    /// Samples unwound in user space, by how their stack ended (the
+    /// `unwind_stopped_*` names, plus `outside_copy`: a read fell outside
+    /// the copied window).
+    pub late_unwind_stops: BTreeMap<String, u64>,
+    /// Copies given up because the pending bounds were reached (oldest
+    /// first); their samples went on with their leaf only.
+    pub late_unwind_dropped_queue_full: u64,
+    /// Copies given up because their process was not loaded in time; their
+    /// samples went on with their leaf only.
+    pub late_unwind_timed_out: u64,
+    /// Panics caught on the ring buffer reader thread (each cost one
+    /// sample; the thread went on).
+    pub panics_reader: u64,
+    /// Panics caught on the reporter thread (each cost one sample or one
+    /// interval's output).
+    pub panics_reporter: u64,
+    /// Panics caught on the process manager thread (each cost one process
+    /// event or one housekeeping round).
+    pub panics_process_manager: u64,
+    /// Panics caught on the symbolizer's loader thread (each cost one
+    /// file's symbols).
+    pub panics_symbolizer: u64,
+    /// Files that shrank while mapped and parsed (their tables and names
+    /// discarded instead of a SIGBUS).
+    pub files_changed_while_read: u64,
 }

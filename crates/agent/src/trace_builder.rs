@@ -53,6 +53,9 @@ pub(crate) struct TraceBuilder {
     realtime_offset_ns: i128,
     python_builds: Arc<PythonRegistry>,
     python: PythonSymbolizer,
+    /// Open files for symbols through `/proc/PID/map_files` (else by
+    /// path inside the process's root).
+    open_via_map_files: bool,
 }
 
 impl TraceBuilder {
@@ -73,7 +76,13 @@ impl TraceBuilder {
             names: HashMap::new(),
             counts: UnwindCounts::default(),
             realtime_offset_ns: realtime_offset_ns(),
+            open_via_map_files: true,
         }
+    }
+
+    /// See [`crate::AgentConfig::open_via_map_files`].
+    pub(crate) fn set_open_via_map_files(&mut self, on: bool) {
+        self.open_via_map_files = on;
     }
 
     pub(crate) fn counts(&self) -> UnwindCounts {
@@ -164,15 +173,21 @@ impl TraceBuilder {
         let mut lines = vec![];
         if let (Some(file), true) = (resolved.file, self.native.enabled()) {
             let pid = snapshot.map(|s| s.info.pid).unwrap_or(Pid(0));
+            let by_map_files = self.open_via_map_files;
             let source = || match &*mapping.path {
                 // No file to open: the image in the process's memory.
                 "[vdso]" => FileSource::in_memory(pid, mapping.start, mapping.end, &mapping.path),
-                path => FileSource::in_mapping(pid, mapping.start, mapping.end, path),
+                // The file analysed, and nothing else: its inode and version
+                // are checked when it is opened.
+                path if by_map_files => {
+                    FileSource::in_mapping(pid, mapping.start, mapping.end, path).with_identity(file.identity)
+                }
+                path => FileSource::in_process(pid, path).with_identity(file.identity),
             };
             // The symbolizer loads a file's symbols first (milliseconds)
             // and answers from them while its DWARF loads; until then
             // (Pending) the frame keeps its address only.
-            if let Symbolized::Lines { lines: found, source } = self.native.symbolize(file.file_id, vaddr, source) {
+            if let Symbolized::Lines { lines: found, source } = self.native.symbolize(file.table_key, vaddr, source) {
                 lines = found.to_vec();
                 if source == LineSource::GoPclntab {
                     kind = FrameKind::Go;
@@ -185,9 +200,9 @@ impl TraceBuilder {
     /// The CPython build `snapshot`'s process maps, and its bias.
     fn python_build(&self, snapshot: Option<&ProcessSnapshot>) -> Option<(Arc<PythonBuild>, u64)> {
         let mappings = &snapshot?.mappings;
-        let ids = mappings.iter().filter_map(|m| m.file.as_ref().map(|f| &f.file_id));
-        let (file_id, build) = self.python_builds.find(ids)?;
-        let bias = mappings.iter().find(|m| m.file.as_ref().is_some_and(|f| f.file_id == file_id))?.bias?;
+        let ids = mappings.iter().filter_map(|m| m.file.as_ref().map(|f| &f.table_key));
+        let (table_key, build) = self.python_builds.find(ids)?;
+        let bias = mappings.iter().find(|m| m.file.as_ref().is_some_and(|f| f.table_key == table_key))?.bias?;
         Some((build, bias))
     }
 

@@ -1,5 +1,5 @@
 //! Draining the process events ring buffer (new processes, unknown pcs,
-//! exits) for the process manager.
+//! execs, exits) for the process manager's queue.
 
 use crate::types::ProcessEvent;
 use crate::BpfError;
@@ -10,7 +10,8 @@ use std::time::Duration;
 
 /// Reads process events. Create it with
 /// [`crate::Sampler::process_event_reader`] and call
-/// [`ProcessEventReader::run`] on the process manager's thread.
+/// [`ProcessEventReader::run`] on a thread that does nothing else (it
+/// must never wait on file analysis, or the buffer fills).
 pub struct ProcessEventReader {
     map: MapHandle,
     malformed: AtomicU64,
@@ -36,8 +37,15 @@ impl ProcessEventReader {
         let mut builder = RingBufferBuilder::new();
         builder
             .add(&self.map, |data: &[u8]| {
-                match ProcessEvent::parse(data) {
-                    Some(event) => pending.borrow_mut().push(event),
+                // Called from C (libbpf): nothing may unwind out of here;
+                // a record that panics is counted as malformed.
+                let parsed = std::panic::catch_unwind(|| ProcessEvent::parse(data)).ok().flatten();
+                match parsed {
+                    Some(event) => {
+                        if let Ok(mut pending) = pending.try_borrow_mut() {
+                            pending.push(event);
+                        }
+                    }
                     None => {
                         malformed.fetch_add(1, Ordering::Relaxed);
                     }
@@ -54,6 +62,13 @@ impl ProcessEventReader {
                 handle(Some(event));
             }
             timeout = handle(None).min(tick);
+        }
+        // What came between the last poll and the stop (the programs are
+        // detached first): read too, so the counters add up.
+        ring.consume().map_err(|source| BpfError::Map { map: "process_events", source })?;
+        let events = std::mem::take(&mut *pending.borrow_mut());
+        for event in events {
+            handle(Some(event));
         }
         Ok(())
     }

@@ -26,7 +26,7 @@ impl InterpreterMaps {
     }
 
     /// Says how to walk the CPython frames of the file `file_id`
-    /// (`FileId::high64`). Set it before the file's mappings are marked
+    /// (`TableKey::bpf_id`). Set it before the file's mappings are marked
     /// [`crate::MappingTarget::InterpreterLoop`].
     pub fn set_python_file(&mut self, file_id: u64, value: &PythonFileValue) -> Result<(), BpfError> {
         self.python_files

@@ -16,12 +16,18 @@
 //! ([`UnwindStop`]); its frame words decode with [`UserFrame`] (native
 //! pcs, and CPython frames the interpreter unwinder recorded in place of
 //! the evaluation loop, whose builds [`InterpreterMaps`] loads).
+//!
+//! A sample of a process (or a pc) not loaded yet carries a copy of its
+//! user stack ([`StackCopy`]); once the process is loaded,
+//! [`MapTables`] unwinds the rest of it in user space with the same
+//! tables and rules ([`LateUnwind`]).
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod error;
 mod events;
 mod interpreter_maps;
+mod late_unwind;
 mod perf;
 mod preflight;
 mod reader;
@@ -34,9 +40,10 @@ mod unwind_maps;
 pub use error::BpfError;
 pub use events::ProcessEventReader;
 pub use interpreter_maps::InterpreterMaps;
+pub use late_unwind::{LateUnwind, MapTables};
 pub use perf::online_cpus;
 pub use reader::SampleReader;
-pub use sample::RawSample;
+pub use sample::{RawSample, StackCopy, STACK_COPY_MAX};
 pub use sampler::{Counters, Sampler, SamplerOptions};
 pub use types::{
     ProcessEvent, ProcessEventKind, PythonFileValue, PythonFrameModel, PythonLasti, UnwindStop, UserFrame,

@@ -12,11 +12,12 @@ use std::time::Duration;
 pub struct SampleReader {
     map: MapHandle,
     malformed: AtomicU64,
+    panics: AtomicU64,
 }
 
 impl SampleReader {
     pub(crate) fn new(map: MapHandle) -> SampleReader {
-        SampleReader { map, malformed: AtomicU64::new(0) }
+        SampleReader { map, malformed: AtomicU64::new(0), panics: AtomicU64::new(0) }
     }
 
     /// Delivers every sample to `on_sample` until `stop` is set, then
@@ -29,15 +30,20 @@ impl SampleReader {
         stop: &AtomicBool,
         mut on_sample: impl FnMut(RawSample),
     ) -> Result<(), BpfError> {
-        let malformed = &self.malformed;
+        let (malformed, panics) = (&self.malformed, &self.panics);
         let mut builder = RingBufferBuilder::new();
         builder
             .add(&self.map, |data: &[u8]| {
-                match RawSample::parse(data) {
+                // Called from C (libbpf): a panic must not unwind out of
+                // here. It costs the one sample.
+                let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match RawSample::parse(data) {
                     Some(sample) => on_sample(sample),
                     None => {
                         malformed.fetch_add(1, Ordering::Relaxed);
                     }
+                }));
+                if handled.is_err() {
+                    panics.fetch_add(1, Ordering::Relaxed);
                 }
                 0
             })
@@ -56,5 +62,10 @@ impl SampleReader {
     /// Records that were shorter than their header announced.
     pub fn malformed(&self) -> u64 {
         self.malformed.load(Ordering::Relaxed)
+    }
+
+    /// Samples whose decoding or handling panicked (each dropped).
+    pub fn panics(&self) -> u64 {
+        self.panics.load(Ordering::Relaxed)
     }
 }

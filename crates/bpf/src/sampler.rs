@@ -2,9 +2,11 @@
 
 use crate::events::ProcessEventReader;
 use crate::interpreter_maps::InterpreterMaps;
+use crate::late_unwind::MapTables;
 use crate::perf::{online_cpus, open_cpu_clock};
 use crate::preflight::{check_kernel_features, check_privileges, has_task_pt_regs};
 use crate::reader::SampleReader;
+use crate::sample::STACK_COPY_MAX;
 use crate::skel::{OpenProfilerSkel, ProfilerSkel, ProfilerSkelBuilder};
 use crate::types::UnwindStop;
 use crate::unwind_maps::UnwindMaps;
@@ -74,6 +76,16 @@ pub struct Counters {
     /// CPython frames that could not be read (the rest of their stack's
     /// loops stay native frames).
     pub python_read_errors: u64,
+    /// Samples sent with a copy of their user stack (their process or pc
+    /// was not loaded yet).
+    pub stack_copies: u64,
+    /// Samples that needed a stack copy and went without (the per-CPU
+    /// budget was spent, or the ring buffer was filling up).
+    pub stack_copies_skipped: u64,
+    /// Samples that needed a stack copy and no window could be read.
+    pub stack_copies_failed: u64,
+    /// Bytes of user stack copied.
+    pub stack_copy_bytes: u64,
     /// Time the kernel spent in the programs for samples, ns (the entry
     /// program and its tail calls); 0 unless `kernel.bpf_stats_enabled`.
     pub bpf_run_time_ns: u64,
@@ -107,6 +119,10 @@ const COUNTER_PYTHON_FRAMES: u32 = 12;
 const COUNTER_PYTHON_TAIL_CALLS: u32 = 13;
 const COUNTER_PYTHON_NO_THREAD_STATE: u32 = 14;
 const COUNTER_PYTHON_READ_ERRORS: u32 = 15;
+const COUNTER_STACK_COPIES: u32 = 16;
+const COUNTER_STACK_COPY_SKIPPED: u32 = 17;
+const COUNTER_STACK_COPY_FAILED: u32 = 18;
+const COUNTER_STACK_COPY_BYTES: u32 = 19;
 const COUNTER_UNWIND_STOP_BASE: u32 = 32;
 
 /// The loaded and attached eBPF programs. Dropping it detaches them.
@@ -137,6 +153,7 @@ impl Sampler {
         if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
             rodata.filter_pids = options.pids.is_some();
             rodata.have_task_pt_regs = task_pt_regs;
+            rodata.stack_copy_budget_bytes = u64::from(options.samples_per_second) * STACK_COPY_MAX as u64;
         }
         open.maps
             .samples
@@ -249,6 +266,21 @@ impl Sampler {
         ))
     }
 
+    /// Read-only handles on the native unwinder's tables, for unwinding
+    /// stack copies in user space.
+    pub fn map_tables(&self) -> Result<MapTables, BpfError> {
+        let handle = |map: &libbpf_rs::Map<'_>, name: &'static str| {
+            MapHandle::try_from(map).map_err(|source| BpfError::Map { map: name, source })
+        };
+        let maps = &self.skel.maps;
+        Ok(MapTables::new(
+            handle(&maps.pid_mappings, "pid_mappings")?,
+            handle(&maps.delta_pages, "delta_pages")?,
+            handle(&maps.file_deltas, "file_deltas")?,
+            handle(&maps.unwind_rules, "unwind_rules")?,
+        ))
+    }
+
     /// Handles on the interpreter unwinders' maps, for the process
     /// manager. Make one: it keeps the bookkeeping of what it loads.
     pub fn interpreter_maps(&self) -> Result<InterpreterMaps, BpfError> {
@@ -331,6 +363,10 @@ impl Sampler {
             python_tail_calls: read(COUNTER_PYTHON_TAIL_CALLS)?,
             python_no_thread_state: read(COUNTER_PYTHON_NO_THREAD_STATE)?,
             python_read_errors: read(COUNTER_PYTHON_READ_ERRORS)?,
+            stack_copies: read(COUNTER_STACK_COPIES)?,
+            stack_copies_skipped: read(COUNTER_STACK_COPY_SKIPPED)?,
+            stack_copies_failed: read(COUNTER_STACK_COPY_FAILED)?,
+            stack_copy_bytes: read(COUNTER_STACK_COPY_BYTES)?,
             unwind_stops,
         })
     }

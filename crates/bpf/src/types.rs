@@ -100,13 +100,16 @@ pub enum UnwindStop {
     /// A stack switch the unwinder cannot follow (Go's `mcall`,
     /// `morestack`, ...), or too many switches in one stack.
     StackSwitch,
+    /// User space only: unwinding a stack copy ([`crate::StackCopy`])
+    /// needed a word outside the copied window.
+    OutsideCopy,
     /// A value this version does not know.
     Unknown(u8),
 }
 
 impl UnwindStop {
     /// Every known reason, in `enum unwind_stop` order.
-    pub const ALL: [UnwindStop; 16] = [
+    pub const ALL: [UnwindStop; 17] = [
         UnwindStop::Root,
         UnwindStop::KernelThread,
         UnwindStop::UnknownPid,
@@ -123,6 +126,7 @@ impl UnwindStop {
         UnwindStop::ZeroPc,
         UnwindStop::NoUserRegs,
         UnwindStop::StackSwitch,
+        UnwindStop::OutsideCopy,
     ];
 
     /// From the C value.
@@ -157,6 +161,7 @@ impl UnwindStop {
             UnwindStop::ZeroPc => "zero_pc",
             UnwindStop::NoUserRegs => "no_user_regs",
             UnwindStop::StackSwitch => "stack_switch",
+            UnwindStop::OutsideCopy => "outside_copy",
             UnwindStop::Unknown(_) => "unknown",
         }
     }
@@ -258,6 +263,16 @@ const _: () = assert!(size_of::<PidMappingValue>() == 24);
 const _: () = assert!(offset_of!(PidMappingValue, kind) == 16);
 
 impl PidMappingValue {
+    /// From the map's bytes.
+    pub(crate) fn from_bytes(b: &[u8; 24]) -> PidMappingValue {
+        PidMappingValue {
+            file_id: u64::from_ne_bytes(b[..8].try_into().unwrap()),
+            bias: u64::from_ne_bytes(b[8..16].try_into().unwrap()),
+            kind: u32::from_ne_bytes(b[16..20].try_into().unwrap()),
+            flags: u32::from_ne_bytes(b[20..24].try_into().unwrap()),
+        }
+    }
+
     pub(crate) fn to_bytes(self) -> [u8; 24] {
         let mut b = [0u8; 24];
         b[..8].copy_from_slice(&self.file_id.to_ne_bytes());
@@ -291,15 +306,28 @@ pub(crate) fn delta_entry(page_offset: u16, rule_id: u16) -> u32 {
 }
 
 // enum rule_kind, cfa_base, rbp_kind.
-const RULE_KIND_CFA: u8 = 1;
-const RULE_KIND_CFA_DEREF: u8 = 2;
-const RULE_KIND_PLT: u8 = 3;
-const RULE_KIND_STACK_SWITCH: u8 = 4;
-const CFA_BASE_RSP: u8 = 0;
-const CFA_BASE_RBP: u8 = 1;
-const RBP_UNCHANGED: u8 = 0;
-const RBP_AT_CFA: u8 = 1;
-const RBP_AT_RBP: u8 = 2;
+pub(crate) const RULE_KIND_CFA: u8 = 1;
+pub(crate) const RULE_KIND_CFA_DEREF: u8 = 2;
+pub(crate) const RULE_KIND_PLT: u8 = 3;
+pub(crate) const RULE_KIND_STACK_SWITCH: u8 = 4;
+pub(crate) const CFA_BASE_RSP: u8 = 0;
+pub(crate) const CFA_BASE_RBP: u8 = 1;
+pub(crate) const RBP_UNCHANGED: u8 = 0;
+pub(crate) const RBP_AT_CFA: u8 = 1;
+pub(crate) const RBP_AT_RBP: u8 = 2;
+
+/// Rule ids with a fixed meaning (`RULE_ID_*`).
+pub(crate) const RULE_ID_NO_COVERAGE: u16 = 0;
+pub(crate) const RULE_ID_INVALID: u16 = 1;
+pub(crate) const RULE_ID_STOP: u16 = 2;
+pub(crate) const RULE_ID_SIGNAL: u16 = 3;
+pub(crate) const RULE_ID_UNFOLLOWED_SWITCH: u16 = 4;
+
+/// `UCONTEXT_RBP`, `UCONTEXT_RSP`, `UCONTEXT_RIP`: where a signal frame
+/// keeps the interrupted registers, from the trampoline's rsp.
+pub(crate) const UCONTEXT_RBP: u64 = 120;
+pub(crate) const UCONTEXT_RSP: u64 = 160;
+pub(crate) const UCONTEXT_RIP: u64 = 168;
 
 /// `struct unwind_rule`.
 #[repr(C)]
@@ -369,6 +397,20 @@ impl UnwindRuleValue {
                 }
             }
             _ => UnwindRuleValue::default(),
+        }
+    }
+
+    /// From the map's bytes.
+    pub(crate) fn from_bytes(b: &[u8; 16]) -> UnwindRuleValue {
+        let i32_at = |o: usize| i32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
+        UnwindRuleValue {
+            kind: b[0],
+            cfa_base: b[1],
+            rbp_kind: b[2],
+            plt_threshold: b[3],
+            cfa_offset: i32_at(4),
+            deref_outer: i32_at(8),
+            rbp_offset: i32_at(12),
         }
     }
 
@@ -559,6 +601,9 @@ mod tests {
             (RULE_KIND_STACK_SWITCH, CFA_BASE_RBP, 16, RBP_AT_CFA, -16)
         );
         assert_eq!(delta_entry(0x1234, 7).to_le_bytes(), [0x34, 0x12, 7, 0]);
+        assert_eq!(UnwindRuleValue::from_bytes(&r.to_bytes()), r);
+        let m = PidMappingValue { file_id: 7, bias: 0x1000, kind: MAPPING_KIND_NATIVE, flags: 1 };
+        assert_eq!(PidMappingValue::from_bytes(&m.to_bytes()), m);
     }
 
     #[test]

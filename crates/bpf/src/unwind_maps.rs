@@ -41,31 +41,38 @@ impl EncodedDeltas {
     /// next entry; [`RuleId::NO_COVERAGE`] marks gaps). Pages that hold no
     /// delta and lie in a gap are left out.
     pub fn encode(deltas: &[(u64, RuleId)]) -> EncodedDeltas {
-        let mut out = EncodedDeltas::default();
+        EncodedDeltas::encode_iter(deltas.iter().copied())
+    }
+
+    /// [`EncodedDeltas::encode`] from an iterator, so that a caller
+    /// holding a compact table needs no second copy of it.
+    pub fn encode_iter(deltas: impl Iterator<Item = (u64, RuleId)>) -> EncodedDeltas {
+        let mut deltas = deltas.peekable();
+        // A page-start entry per page besides the deltas: a little slack
+        // spares doubling the block at the end.
+        let hint = deltas.size_hint().0;
+        let mut out = EncodedDeltas { entries: Vec::with_capacity(hint + hint / 16 + 16), pages: Vec::new() };
         let page_mask = (1u64 << DELTA_PAGE_BITS) - 1;
-        let mut i = 0;
         let mut in_effect = RuleId::NO_COVERAGE;
-        while i < deltas.len() {
-            let page = deltas[i].0 >> DELTA_PAGE_BITS;
+        while let Some(&(at, _)) = deltas.peek() {
+            let page = at >> DELTA_PAGE_BITS;
             let first = out.entries.len() as u32;
-            if deltas[i].0 & page_mask != 0 {
+            if at & page_mask != 0 {
                 out.entries.push(delta_entry(0, in_effect.0));
             }
-            while i < deltas.len() && deltas[i].0 >> DELTA_PAGE_BITS == page {
-                let (address, rule) = deltas[i];
+            while let Some((address, rule)) = deltas.next_if(|d| d.0 >> DELTA_PAGE_BITS == page) {
                 // Equal neighbours add nothing.
                 if rule != in_effect || out.entries.len() as u32 == first {
                     out.entries.push(delta_entry((address & page_mask) as u16, rule.0));
                 }
                 in_effect = rule;
-                i += 1;
             }
             out.pages.push((page, first, out.entries.len() as u32 - first));
             // Pages wholly inside the last rule of this page, up to the
             // next delta (a function longer than a page).
             if in_effect != RuleId::NO_COVERAGE {
                 let next_page =
-                    deltas.get(i).map_or(page + 1, |d| d.0 >> DELTA_PAGE_BITS).min(page + 1 + MAX_FILL_PAGES);
+                    deltas.peek().map_or(page + 1, |d| d.0 >> DELTA_PAGE_BITS).min(page + 1 + MAX_FILL_PAGES);
                 for p in page + 1..next_page {
                     let first = out.entries.len() as u32;
                     out.entries.push(delta_entry(0, in_effect.0));
@@ -73,6 +80,7 @@ impl EncodedDeltas {
                 }
             }
         }
+        out.entries.shrink_to_fit();
         out
     }
 
@@ -102,10 +110,10 @@ impl EncodedDeltas {
 /// What one executable mapping of a process is, for the unwinder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MappingTarget {
-    /// A file whose deltas are loaded: `file_id` is `FileId::high64`,
+    /// A file whose deltas are loaded: `file_id` is `TableKey::bpf_id`,
     /// and `ELF vaddr = pc - bias`.
     Native {
-        /// `FileId::high64()` of the file.
+        /// `TableKey::bpf_id()` of the file.
         file_id: u64,
         /// Load bias.
         bias: u64,
@@ -117,7 +125,7 @@ pub enum MappingTarget {
     /// frames over to the interpreter unwinder of the file
     /// ([`crate::InterpreterMaps`]).
     InterpreterLoop {
-        /// `FileId::high64()` of the file.
+        /// `TableKey::bpf_id()` of the file.
         file_id: u64,
         /// Load bias.
         bias: u64,
@@ -243,12 +251,10 @@ impl UnwindMaps {
         if self.files.contains_key(&file_id) || deltas.entries.is_empty() {
             return Ok(());
         }
-        // Two entries per 8-byte element (array elements take 8 bytes).
-        let pairs: Vec<u64> = deltas
-            .entries
-            .chunks(2)
-            .map(|p| u64::from(p[0]) | (u64::from(p.get(1).copied().unwrap_or(0)) << 32))
-            .collect();
+        // Two entries per 8-byte element (array elements take 8 bytes),
+        // paired a batch at a time rather than copying the whole table.
+        let pair = |p: &[u32]| u64::from(p[0]) | (u64::from(p.get(1).copied().unwrap_or(0)) << 32);
+        let elements = deltas.entries.len().div_ceil(2);
         let count = u32::try_from(deltas.entries.len())
             .map_err(|_| BpfError::MapFull { map: "file delta array", capacity: u32::MAX.into() })?;
         let opts = libbpf_sys::bpf_map_create_opts {
@@ -256,15 +262,14 @@ impl UnwindMaps {
             map_flags: BPF_F_INNER_MAP,
             ..Default::default()
         };
-        let array = MapHandle::create(MapType::Array, Some("ep_deltas"), 4, 8, pairs.len() as u32, &opts)
+        let array = MapHandle::create(MapType::Array, Some("ep_deltas"), 4, 8, elements as u32, &opts)
             .map_err(map_err("file delta array"))?;
-        for (chunk_index, chunk) in pairs.chunks(BATCH).enumerate() {
+        for (chunk_index, chunk) in deltas.entries.chunks(2 * BATCH).enumerate() {
             let base = (chunk_index * BATCH) as u32;
-            let keys: Vec<u8> = (0..chunk.len() as u32).flat_map(|i| (base + i).to_ne_bytes()).collect();
-            let values: Vec<u8> = chunk.iter().flat_map(|e| e.to_ne_bytes()).collect();
-            array
-                .update_batch(&keys, &values, chunk.len() as u32, MapFlags::ANY, MapFlags::ANY)
-                .map_err(map_err("file delta array"))?;
+            let n = chunk.len().div_ceil(2) as u32;
+            let keys: Vec<u8> = (0..n).flat_map(|i| (base + i).to_ne_bytes()).collect();
+            let values: Vec<u8> = chunk.chunks(2).flat_map(|p| pair(p).to_ne_bytes()).collect();
+            array.update_batch(&keys, &values, n, MapFlags::ANY, MapFlags::ANY).map_err(map_err("file delta array"))?;
         }
         let fd = array.as_fd().as_raw_fd() as u32;
         self.file_deltas

@@ -15,12 +15,14 @@ pub struct Args {
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=i64::from(profiler_agent::MAX_SAMPLES_PER_SECOND)))]
     pub samples_per_second: u32,
 
-    /// How long to profile (e.g. `10s`, `2m`); without it, until SIGINT or
-    /// SIGTERM.
+    /// How long to sample (e.g. `10s`, `2m`), counted from when sampling
+    /// starts; without it, until SIGINT, SIGTERM or SIGHUP. Any of these
+    /// signals ends the run early, with the outputs written.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub duration: Option<Duration>,
 
-    /// Profile only this process and its threads (repeatable).
+    /// Profile only this process and its threads (repeatable). A thread id
+    /// selects the thread's process.
     #[arg(long = "pid", value_name = "PID")]
     pub pids: Vec<u32>,
 
@@ -29,7 +31,9 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub format: Option<Format>,
 
-    /// Where to write the local output; `-` is standard output.
+    /// Where to write the local output; `-` is standard output. Opened
+    /// before sampling starts, so a path that cannot be written fails at
+    /// once.
     #[arg(long, default_value = "-")]
     pub output: PathBuf,
 

@@ -1,21 +1,32 @@
 //! `ebpf-profiler`: the standalone agent.
 
+/// `eprintln!` that never panics: after SIGHUP the terminal may be gone,
+/// and a failed message must not stop the outputs being written.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod args;
 mod export_sink;
+mod output;
+mod pids;
 
 use anyhow::{Context, Result};
 use args::{Args, Format};
 use export_sink::ExportSink;
+use output::Output;
 use profiler_agent::{Agent, AgentConfig, TraceSink};
 use profiler_export::{ExporterConfig, ExporterStats, OtlpExporter};
 use profiler_report::folded::FoldedStacks;
 use profiler_report::pprof::PprofBuilder;
 use profiler_trace::Trace;
-use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Collects folded stacks for the whole run; the CLI writes them at exit.
 struct FoldedSink(Arc<Mutex<FoldedStacks>>);
@@ -40,16 +51,33 @@ impl TraceSink for PprofSink {
 fn main() {
     let args = Args::parse_from_env();
     if let Err(e) = run(&args) {
-        eprintln!("ebpf-profiler: error: {e:#}");
+        say!("ebpf-profiler: error: {e:#}");
         std::process::exit(1);
     }
 }
 
 fn run(args: &Args) -> Result<()> {
+    // Signals first: from here on any of them ends the run with the
+    // outputs written and the summary printed; a second one exits at once.
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in STOP_SIGNALS {
+        signal_hook::flag::register_conditional_shutdown(signal, 1, stop.clone())
+            .context("installing signal handlers")?;
+        signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
+    }
+    // An output that cannot be written is found now, not after the run.
+    let mut output = match args.local_format() {
+        Some(_) => Some(Output::open(&args.output)?),
+        None => None,
+    };
+    let (pids, pid_notices) = pids::processes_of(&args.pids, Path::new("/proc"));
+    for notice in pid_notices {
+        say!("ebpf-profiler: notice: {notice}");
+    }
     let config = AgentConfig {
         samples_per_second: args.samples_per_second,
         reporter_interval_ms: args.reporter_interval.as_millis().try_into().unwrap_or(u64::MAX),
-        pids: args.pids.clone(),
+        pids: pids.clone(),
         symbolize_native: !args.no_symbolize,
         ..AgentConfig::default()
     };
@@ -75,23 +103,20 @@ fn run(args: &Args) -> Result<()> {
         None => None,
     };
 
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
-    }
-
-    let started = Instant::now();
     let agent = Agent::start_with_sinks(config, sinks)?;
+    // --duration counts sampled time: start-up (loading programs and
+    // tables) can take seconds under load.
+    let started = agent.sampling_started();
     for warning in agent.warnings() {
-        eprintln!("ebpf-profiler: warning: {warning}");
+        say!("ebpf-profiler: warning: {warning}");
     }
-    eprintln!(
+    say!(
         "ebpf-profiler: sampling at {} Hz{}; {}",
         args.samples_per_second,
-        if args.pids.is_empty() { String::new() } else { format!(" (pids {:?})", args.pids) },
+        if pids.is_empty() { String::new() } else { format!(" (pids {pids:?})") },
         match args.duration {
             Some(d) => format!("for {}", humantime::format_duration(d)),
-            None => "until interrupted (Ctrl-C)".to_string(),
+            None => "until interrupted (Ctrl-C, SIGTERM, SIGHUP)".to_string(),
         }
     );
     let mut notices_shown = 0;
@@ -99,9 +124,10 @@ fn run(args: &Args) -> Result<()> {
         std::thread::sleep(Duration::from_millis(50));
         notices_shown = show_notices(&agent, notices_shown);
     }
+    // The sampled time; stopping (joining the pipeline) can take a while.
+    let elapsed = started.elapsed();
     agent.stop().context("reading samples")?;
     show_notices(&agent, notices_shown);
-    let elapsed = started.elapsed();
 
     // stop() joined the reporter, which dropped the sinks: the exporter is
     // ours alone now, and shutting it down flushes what is buffered.
@@ -111,24 +137,28 @@ fn run(args: &Args) -> Result<()> {
     });
 
     let folded = folded.lock().unwrap_or_else(|p| p.into_inner());
-    match args.local_format() {
-        Some(Format::Folded) => write_output(&args.output, |out| folded.write_to(out))?,
-        Some(Format::Svg) => write_output(&args.output, |out| {
+    match (args.local_format(), output.as_mut()) {
+        (Some(Format::Folded), Some(out)) => out.write(|w| folded.write_to(w))?,
+        (Some(Format::Svg), Some(out)) => out.write(|w| {
             let title = format!("ebpf-profiler: {} Hz, {:.1} s", args.samples_per_second, elapsed.as_secs_f64());
-            profiler_report::flamegraph::write_svg(&folded, &title, out)
+            profiler_report::flamegraph::write_svg(&folded, &title, w)
         })?,
-        Some(Format::Pprof) => {
+        (Some(Format::Pprof), Some(out)) => {
             let builder = pprof.lock().unwrap_or_else(|p| p.into_inner()).take();
             if let Some(builder) = builder {
                 let profile = builder.finish(unix_now_ns());
-                write_output(&args.output, |out| profiler_report::pprof::write_gzipped(&profile, out))?;
+                out.write(|w| profiler_report::pprof::write_gzipped(&profile, w))?;
             }
         }
-        None => {}
+        _ => {}
     }
     print_summary(&agent, &folded, elapsed, args.summary_top, export_stats.as_ref());
     Ok(())
 }
+
+/// Each ends the run the same way: sampling stops, the outputs are
+/// written and the summary printed (SIGHUP: the terminal went away).
+const STOP_SIGNALS: [i32; 3] = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP];
 
 fn unix_now_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
@@ -138,28 +168,36 @@ fn unix_now_ns() -> u64 {
 fn show_notices(agent: &Agent, shown: usize) -> usize {
     let notices = agent.notices();
     for notice in notices.iter().skip(shown) {
-        eprintln!("ebpf-profiler: notice: {notice}");
+        say!("ebpf-profiler: notice: {notice}");
     }
     notices.len().max(shown)
 }
 
-fn write_output(path: &Path, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
-    if path == Path::new("-") {
-        let stdout = std::io::stdout();
-        let mut lock = stdout.lock();
-        write(&mut lock).context("writing to standard output")
+/// Why export requests were dropped, e.g. ` (buffer full 3, refused
+/// InvalidArgument 1)`; empty when none were.
+fn export_drop_reasons(e: &ExporterStats) -> String {
+    let mut reasons: Vec<String> = [
+        ("buffer full", e.dropped_buffer_full),
+        ("retries exhausted", e.dropped_retries_exhausted),
+        ("unsent at exit", e.dropped_shutdown),
+    ]
+    .iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(reason, n)| format!("{reason} {n}"))
+    .collect();
+    reasons.extend(e.dropped_rejected_by_code.iter().map(|(code, n)| format!("refused {code} {n}")));
+    if reasons.is_empty() {
+        String::new()
     } else {
-        let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        let mut out = std::io::BufWriter::new(file);
-        write(&mut out).with_context(|| format!("writing {}", path.display()))
+        format!(" ({})", reasons.join(", "))
     }
 }
 
 fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: usize, export: Option<&ExporterStats>) {
     let s = agent.stats();
-    eprintln!("ebpf-profiler: summary after {:.1}s", elapsed.as_secs_f64());
-    eprintln!("  samples taken:     {}", s.samples + s.samples_lost);
-    eprintln!(
+    say!("ebpf-profiler: summary after {:.1}s of sampling", elapsed.as_secs_f64());
+    say!("  samples taken:     {}", s.samples + s.samples_lost);
+    say!(
         "  samples lost:      {} (ring buffer full: {}, reporter behind: {})",
         s.samples_lost + s.samples_dropped,
         s.samples_lost,
@@ -167,7 +205,7 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
     );
     let stacks = s.user_stacks_complete + s.user_stacks_truncated;
     if stacks > 0 {
-        eprintln!(
+        say!(
             "  user stacks:       {:.1}% unwound to the thread's root ({} of {}; {} frames)",
             100.0 * s.user_stacks_complete as f64 / stacks as f64,
             s.user_stacks_complete,
@@ -184,54 +222,120 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
             .map(|(reason, n)| format!("{reason} {n}"))
             .collect();
         if !stops.is_empty() {
-            eprintln!("  unwind stops:      {}", stops.join(", "));
+            say!("  unwind stops:      {}", stops.join(", "));
         }
     }
-    if s.python_frames > 0 || s.python_unsupported > 0 {
+    if s.late_unwind_copies + s.late_unwind_copies_skipped + s.late_unwind_copies_failed > 0 {
+        let stops: Vec<String> = s
+            .late_unwind_stops
+            .iter()
+            .filter(|(reason, _)| *reason != "root")
+            .map(|(reason, n)| format!("{reason} {n}"))
+            .collect();
         eprintln!(
+            "  new processes:     {} stacks copied ({} KiB), {} unwound in user space to the root, {} stopped early{}; \
+             not copied: {} over budget, {} unreadable; given up: {} queue full, {} not loaded in time",
+            s.late_unwind_copies,
+            s.late_unwind_copy_bytes / 1024,
+            s.late_unwind_complete,
+            s.late_unwind_truncated,
+            if stops.is_empty() { String::new() } else { format!(" ({})", stops.join(", ")) },
+            s.late_unwind_copies_skipped,
+            s.late_unwind_copies_failed,
+            s.late_unwind_dropped_queue_full,
+            s.late_unwind_timed_out
+        );
+    }
+    if s.python_frames > 0 || s.python_unsupported > 0 {
+        say!(
             "  python:            {} frames ({} named), {} unsupported interpreters (profiled as native)",
-            s.python_frames, s.python_frames_named, s.python_unsupported
+            s.python_frames,
+            s.python_frames_named,
+            s.python_unsupported
         );
     }
     if s.bpf_runs > 0 {
-        eprintln!("  BPF cost:          {:.1} µs per program run", s.bpf_run_time_ns as f64 / s.bpf_runs as f64 / 1e3);
+        say!("  BPF cost:          {:.1} µs per program run", s.bpf_run_time_ns as f64 / s.bpf_runs as f64 / 1e3);
     }
     // Gauges such as loaded files are back to zero after stop; show totals.
-    eprintln!(
+    say!(
         "  processes:         {} seen, {} exited, {} not loaded (process limit)",
-        s.processes_seen, s.processes_exited, s.processes_rejected
+        s.processes_seen,
+        s.processes_exited,
+        s.processes_rejected
     );
-    eprintln!(
+    say!(
         "  files:             {} analysed in {} ms, {} failed, {} over the size limits",
-        s.files_analysed, s.unwind_analyse_ms, s.files_failed, s.files_rejected
+        s.files_analysed,
+        s.unwind_analyse_ms,
+        s.files_failed,
+        s.files_rejected
     );
-    if s.process_events_lost + s.unwind_load_errors > 0 {
-        eprintln!(
-            "  problems:          {} process events lost, {} unwind map load errors",
-            s.process_events_lost, s.unwind_load_errors
+    let refused = s.files_refused_not_regular
+        + s.files_refused_too_large
+        + s.files_refused_mismatch
+        + s.files_refused_escape
+        + s.files_refused_no_openat2;
+    if refused + s.file_id_collisions > 0 {
+        say!(
+            "  files refused:     {} not regular, {} too large, {} not the mapped file, {} leaving their root, \
+             {} without openat2; {} FileId collisions",
+            s.files_refused_not_regular,
+            s.files_refused_too_large,
+            s.files_refused_mismatch,
+            s.files_refused_escape,
+            s.files_refused_no_openat2,
+            s.file_id_collisions
+        );
+    }
+    say!("  unused tables:     {} files evicted (budget), {} kept at stop", s.files_evicted, s.files_unused);
+    say!(
+        "  process events:    {} received, {} merged per pid, {} loads cancelled by an exit",
+        s.process_events_received,
+        s.process_events_coalesced,
+        s.process_events_cancelled
+    );
+    if s.process_loads_timed > 0 {
+        say!(
+            "  load latency:      p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} processes (event to unwind tables ready)",
+            s.process_load_p50_us as f64 / 1e3,
+            s.process_load_p99_us as f64 / 1e3,
+            s.process_load_max_us as f64 / 1e3,
+            s.process_loads_timed
+        );
+    }
+    if s.process_events_lost + s.process_events_dropped + s.process_events_malformed + s.unwind_load_errors > 0 {
+        say!(
+            "  problems:          {} process events lost (ring buffer full), {} dropped (queue full), {} malformed, \
+             {} unwind map load errors",
+            s.process_events_lost,
+            s.process_events_dropped,
+            s.process_events_malformed,
+            s.unwind_load_errors
         );
     }
     if let Some(e) = export {
-        eprintln!(
-            "  OTLP export:       {} requests sent ({} bytes), {} dropped, {} failed attempts{}",
+        say!(
+            "  OTLP export:       {} requests sent ({} bytes), {} dropped{}, {} failed attempts{}",
             e.requests_sent,
             e.bytes_sent,
             e.dropped(),
+            export_drop_reasons(e),
             e.attempts_failed,
             e.last_error.as_ref().map(|m| format!("; last error: {m}")).unwrap_or_default()
         );
     }
     if !folded.is_empty() {
-        eprintln!("  distinct stacks:   {}", folded.len());
+        say!("  distinct stacks:   {}", folded.len());
     }
     if folded.dropped() > 0 {
-        eprintln!("  stacks not kept:   {} (distinct stack limit)", folded.dropped());
+        say!("  stacks not kept:   {} (distinct stack limit)", folded.dropped());
     }
     if s.kernel_stack_errors > 0 {
-        eprintln!("  kernel stack read errors: {}", s.kernel_stack_errors);
+        say!("  kernel stack read errors: {}", s.kernel_stack_errors);
     }
     if top > 0 && !folded.is_empty() {
-        eprintln!("  top stacks:");
+        say!("  top stacks:");
         let total = folded.total().max(1);
         for (line, count) in folded.top(top) {
             let shown: String = if line.chars().count() > 160 {
@@ -240,7 +344,23 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
             } else {
                 line.to_string()
             };
-            eprintln!("    {:5.1}% {count:>7}  {shown}", 100.0 * count as f64 / total as f64);
+            say!("    {:5.1}% {count:>7}  {shown}", 100.0 * count as f64 / total as f64);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn export_drops_are_told_by_reason() {
+        let mut e = ExporterStats::default();
+        assert_eq!(export_drop_reasons(&e), "");
+        e.dropped_buffer_full = 3;
+        e.dropped_shutdown = 1;
+        e.dropped_rejected = 2;
+        e.dropped_rejected_by_code.insert("InvalidArgument".into(), 2);
+        assert_eq!(export_drop_reasons(&e), " (buffer full 3, unsent at exit 1, refused InvalidArgument 2)");
     }
 }

@@ -35,6 +35,15 @@ fn main() {
         let elapsed = t0.elapsed();
         let rss_after = peak_rss_kib().unwrap_or(0);
         let s = &table.stats;
+        {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            for d in table.deltas.iter() {
+                d.address.hash(&mut h);
+                d.rule.hash(&mut h);
+            }
+            println!("HASH {:x} {:?}", h.finish(), table.stats.rows);
+        }
         println!("{path}");
         println!("  file size          {:>12} bytes", elf.data().len());
         println!("  time               {:>12.1} ms", elapsed.as_secs_f64() * 1e3);
@@ -54,18 +63,17 @@ fn main() {
         for (reason, n) in s.invalid_by_reason() {
             println!("    invalid {:<16} {n}", reason.as_str());
         }
-        println!(
-            "  deltas             {:>12} ({} bytes each)",
-            table.deltas.len(),
-            std::mem::size_of::<profiler_elf::StackDelta>()
-        );
+        println!("  deltas             {:>12} ({} bytes held)", table.deltas.len(), table.deltas.heap_bytes());
+        if s.deltas_dropped > 0 {
+            println!("  deltas dropped     {:>12}", s.deltas_dropped);
+        }
         println!("  distinct rules     {:>12}", table.distinct_rules());
         println!("  errors             {:>12}", s.error_count);
         for e in &s.errors {
             println!("    {e}");
         }
-        match interner.intern_deltas(&table.deltas) {
-            Ok(_) => println!("  interned so far    {:>12} distinct rules", interner.len()),
+        match table.deltas.rules().iter().try_for_each(|&r| interner.intern(r).map(drop)) {
+            Ok(()) => println!("  interned so far    {:>12} distinct rules", interner.len()),
             Err(e) => println!("  interning: {e}"),
         }
     }

@@ -73,6 +73,23 @@ pub enum Error {
         source: gimli::Error,
     },
 
+    /// A count or size read from the file is over the limit this crate
+    /// sets for it (the file claims more than any real one has).
+    #[error("{what} is {value}, over the limit of {limit}")]
+    OverLimit {
+        /// Which count or size.
+        what: &'static str,
+        /// Its value in the file.
+        value: u64,
+        /// The limit (`MAX_*` constant).
+        limit: u64,
+    },
+
+    /// The file shrank while it was mapped and read: what was read from it
+    /// is not trustworthy (see [`crate::map_guard`]).
+    #[error("the file changed while it was read")]
+    ChangedWhileRead,
+
     /// The system-wide table of distinct unwind rules has no room left.
     #[error("unwind rule table is full ({capacity} distinct rules)")]
     RuleTableFull {

@@ -10,6 +10,7 @@ use std::path::Path;
 use memmap2::Mmap;
 
 use crate::error::{Error, Result};
+use crate::map_guard::MapGuard;
 
 /// `e_ident[EI_CLASS]` value of 64-bit files.
 const ELFCLASS64: u8 = 2;
@@ -53,6 +54,14 @@ pub const SHF_COMPRESSED: u64 = 0x800;
 
 /// Files smaller than this are read into memory instead of mapped.
 const READ_THRESHOLD: u64 = 256 * 1024;
+/// Most program headers read (real files have a dozen; the count can
+/// reach 2^32 - 1 through section 0's `sh_info`).
+pub const MAX_PROGRAM_HEADERS: u64 = 4096;
+/// Most section headers read (linked files have well under a hundred,
+/// relocatable objects built with `-ffunction-sections` some thousands).
+/// A table claiming more is ignored, as a truncated one is: the program
+/// headers are all that unwinding needs.
+pub const MAX_SECTION_HEADERS: u64 = 1 << 16;
 
 /// Bounds-checked little-endian reads from file data.
 pub(crate) trait ReadLe {
@@ -135,9 +144,10 @@ pub struct Section {
 
 /// The bytes of the file: mapped, or owned.
 enum Data {
-    /// The map, and the file for reads that should not fault pages of
-    /// the map into our resident set.
-    Mapped(Mmap, File),
+    /// The map's registration with the `SIGBUS` guard (dropped first, before
+    /// the map), the map, and the file for reads that should not fault pages
+    /// of the map into our resident set.
+    Mapped(MapGuard, Mmap, File),
     Owned(Vec<u8>),
 }
 
@@ -152,6 +162,7 @@ pub struct ElfFile {
     entry: u64,
     phdrs: Vec<ProgramHeader>,
     sections: Vec<Section>,
+    sections_ignored: Option<Error>,
 }
 
 impl std::fmt::Debug for ElfFile {
@@ -166,31 +177,45 @@ impl std::fmt::Debug for ElfFile {
 }
 
 impl ElfFile {
-    /// Opens `path`: small files are read into memory, larger ones are
-    /// mapped read-only.
+    /// Opens `path` (a regular file within
+    /// [`crate::source::MAX_EXECUTABLE_BYTES`], see
+    /// [`crate::source::open_regular`]): small files are read into
+    /// memory, larger ones are mapped read-only.
     pub fn open(path: impl AsRef<Path>) -> Result<ElfFile> {
         let path = path.as_ref();
         let io_err = |source| Error::Io { path: path.to_owned(), source };
-        let file = File::open(path).map_err(io_err)?;
-        let len = file.metadata().map_err(io_err)?.len();
+        let opened =
+            crate::source::open_regular(path, crate::source::Purpose::Executable).map_err(|e| io_err(e.into()))?;
+        ElfFile::from_file(opened.file, opened.identity.size).map_err(|e| match e {
+            Error::Io { source, .. } => io_err(source),
+            other => other,
+        })
+    }
+
+    /// Reads (small) or maps (large) the first `len` bytes of an open
+    /// file, e.g. one opened by [`crate::source`] (`len` is the size its
+    /// checks saw: growing the file later does not grow what is read).
+    pub fn from_file(file: File, len: u64) -> Result<ElfFile> {
+        let io_err = |source| Error::Io { path: "<descriptor>".into(), source };
         let data = if len < READ_THRESHOLD {
-            let mut buf = Vec::with_capacity(len as usize);
-            std::io::Read::read_to_end(&mut &file, &mut buf).map_err(io_err)?;
+            let mut buf = vec![0u8; len as usize];
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf, 0).map_err(io_err)?;
             Data::Owned(buf)
         } else {
+            let len = usize::try_from(len).map_err(|_| io_err(std::io::ErrorKind::InvalidInput.into()))?;
             // SAFETY: the map is private and read-only, so we never write
             // through it and nobody else sees our view. What memmap2 cannot
             // promise is that the file stays unchanged while mapped: if
             // another process truncates it, reads past the new end fault
-            // (SIGBUS), and in-place writes change the bytes under us. We
-            // accept that contract for executables and libraries: the
-            // kernel refuses writes to running executables (ETXTBSY), and
-            // package managers replace libraries by rename, which leaves our
-            // mapping on the old inode. All parsing is bounds-checked
-            // against the length seen at map time, so changed bytes can only
-            // produce wrong results or errors, never out-of-bounds reads.
-            let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
-            Data::Mapped(map, file)
+            // (SIGBUS); the map guard turns those pages into zero pages and
+            // marks the file changed (see `map_guard`), so the results are
+            // discarded. In-place writes change the bytes under us; all
+            // parsing is bounds-checked against the length seen at map
+            // time, so changed bytes can only produce wrong results or
+            // errors, never out-of-bounds reads.
+            let map = unsafe { memmap2::MmapOptions::new().len(len).map(&file) }.map_err(io_err)?;
+            let guard = MapGuard::register(map.as_ptr(), map.len());
+            Data::Mapped(guard, map, file)
         };
         ElfFile::parse(data)
     }
@@ -202,7 +227,7 @@ impl ElfFile {
 
     fn parse(data: Data) -> Result<ElfFile> {
         let bytes: &[u8] = match &data {
-            Data::Mapped(m, _) => m,
+            Data::Mapped(_, m, _) => m,
             Data::Owned(v) => v,
         };
         if bytes.get(..4) != Some(b"\x7fELF".as_slice()) {
@@ -230,27 +255,25 @@ impl ElfFile {
         let phentsize = header.u16_at(54).unwrap_or(0);
         let mut phnum = u64::from(header.u16_at(56).unwrap_or(0));
         let shentsize = header.u16_at(58).unwrap_or(0);
-        let mut shnum = u64::from(header.u16_at(60).unwrap_or(0));
-        let mut shstrndx = u64::from(header.u16_at(62).unwrap_or(0));
+        let shnum = u64::from(header.u16_at(60).unwrap_or(0));
+        let shstrndx = u64::from(header.u16_at(62).unwrap_or(0));
 
         // Section 0 holds the real counts when they overflow 16 bits
-        // (gABI "Extended section numbering").
+        // (gABI "Extended section numbering"). A section header table
+        // that cannot be read is ignored, not the file: unwinding needs
+        // the program headers only.
+        let mut sections_ignored = None;
+        let mut section_table = None;
         if shoff != 0 {
-            if usize::from(shentsize) != SHDR_SIZE {
-                return Err(Error::Malformed { what: "e_shentsize", value: shentsize.into() });
+            match section_header_table(bytes, shoff, shentsize, shnum, shstrndx) {
+                Ok((table, strndx, sh0_info)) => {
+                    section_table = Some((table, strndx));
+                    if phnum == u64::from(PN_XNUM) {
+                        phnum = sh0_info;
+                    }
+                }
+                Err(e) => sections_ignored = Some(e),
             }
-            let sh0 = slice(bytes, "section header 0", shoff, SHDR_SIZE as u64)?;
-            if shnum == 0 {
-                shnum = sh0.u64_at(32).unwrap_or(0);
-            }
-            if shstrndx == u64::from(SHN_XINDEX) {
-                shstrndx = u64::from(sh0.u32_at(40).unwrap_or(0));
-            }
-            if phnum == u64::from(PN_XNUM) {
-                phnum = u64::from(sh0.u32_at(44).unwrap_or(0));
-            }
-        } else {
-            shnum = 0;
         }
 
         let mut phdrs = Vec::new();
@@ -258,8 +281,10 @@ impl ElfFile {
             if usize::from(phentsize) != PHDR_SIZE {
                 return Err(Error::Malformed { what: "e_phentsize", value: phentsize.into() });
             }
-            let size = phnum.checked_mul(PHDR_SIZE as u64).ok_or(Error::Malformed { what: "e_phnum", value: phnum })?;
-            let table = slice(bytes, "program header table", phoff, size)?;
+            if phnum > MAX_PROGRAM_HEADERS {
+                return Err(Error::OverLimit { what: "e_phnum", value: phnum, limit: MAX_PROGRAM_HEADERS });
+            }
+            let table = slice(bytes, "program header table", phoff, phnum * PHDR_SIZE as u64)?;
             phdrs.reserve(phnum as usize);
             for ph in table.chunks_exact(PHDR_SIZE) {
                 phdrs.push(ProgramHeader {
@@ -275,11 +300,11 @@ impl ElfFile {
         }
 
         let mut sections = Vec::new();
-        if shnum > 0 {
-            let size = shnum.checked_mul(SHDR_SIZE as u64).ok_or(Error::Malformed { what: "e_shnum", value: shnum })?;
-            let table = slice(bytes, "section header table", shoff, size)?;
-            sections.reserve(shnum as usize);
-            let mut name_offsets = Vec::with_capacity(shnum as usize);
+        if let Some((table, shstrndx)) = section_table {
+            // Bounded by MAX_SECTION_HEADERS through the table's size.
+            let count = table.len() / SHDR_SIZE;
+            sections.reserve(count);
+            let mut name_offsets = Vec::with_capacity(count);
             for sh in table.chunks_exact(SHDR_SIZE) {
                 name_offsets.push(sh.u32_at(0).unwrap_or(0));
                 sections.push(Section {
@@ -311,15 +336,32 @@ impl ElfFile {
             }
         }
 
-        Ok(ElfFile { data, e_type, entry, phdrs, sections })
+        Ok(ElfFile { data, e_type, entry, phdrs, sections, sections_ignored })
     }
 
     /// All bytes of the file.
     pub fn data(&self) -> &[u8] {
         match &self.data {
-            Data::Mapped(m, _) => m,
+            Data::Mapped(_, m, _) => m,
             Data::Owned(v) => v,
         }
+    }
+
+    /// Whether the file shrank while it was mapped: everything read from
+    /// it may be garbage and must be discarded (counted in
+    /// [`crate::map_guard::files_changed_while_read`]).
+    pub fn changed_while_read(&self) -> bool {
+        match &self.data {
+            Data::Mapped(guard, _, _) => guard.changed(),
+            Data::Owned(_) => false,
+        }
+    }
+
+    /// Why the section header table was ignored (truncated, absurd), when
+    /// it was: [`ElfFile::sections`] is then empty and only the program
+    /// headers are used.
+    pub fn sections_ignored(&self) -> Option<&Error> {
+        self.sections_ignored.as_ref()
     }
 
     /// `e_type`: [`ET_EXEC`], [`ET_DYN`], ...
@@ -414,7 +456,7 @@ impl ElfFile {
             return false;
         }
         match &self.data {
-            Data::Mapped(_, file) => std::os::unix::fs::FileExt::read_exact_at(file, buf, offset).is_ok(),
+            Data::Mapped(_, _, file) => std::os::unix::fs::FileExt::read_exact_at(file, buf, offset).is_ok(),
             Data::Owned(v) => {
                 let start = offset as usize; // within `v`: checked by data_from_vaddr
                 match v.get(start..start + buf.len()) {
@@ -427,6 +469,35 @@ impl ElfFile {
             }
         }
     }
+}
+
+/// The section header table at `shoff` (checked: entry size, count within
+/// [`MAX_SECTION_HEADERS`], all of it in the data), the name table's
+/// index, and section 0's `sh_info` (the real program header count when
+/// `e_phnum` is `PN_XNUM`).
+fn section_header_table(
+    bytes: &[u8],
+    shoff: u64,
+    shentsize: u16,
+    mut shnum: u64,
+    mut shstrndx: u64,
+) -> Result<(&[u8], u64, u64)> {
+    if usize::from(shentsize) != SHDR_SIZE {
+        return Err(Error::Malformed { what: "e_shentsize", value: shentsize.into() });
+    }
+    let sh0 = slice(bytes, "section header 0", shoff, SHDR_SIZE as u64)?;
+    if shnum == 0 {
+        shnum = sh0.u64_at(32).unwrap_or(0);
+    }
+    if shstrndx == u64::from(SHN_XINDEX) {
+        shstrndx = u64::from(sh0.u32_at(40).unwrap_or(0));
+    }
+    let sh0_info = u64::from(sh0.u32_at(44).unwrap_or(0));
+    if shnum > MAX_SECTION_HEADERS {
+        return Err(Error::OverLimit { what: "e_shnum", value: shnum, limit: MAX_SECTION_HEADERS });
+    }
+    let table = slice(bytes, "section header table", shoff, shnum * SHDR_SIZE as u64)?;
+    Ok((table, shstrndx, sh0_info))
 }
 
 /// The NUL-terminated string starting at `off` (without the NUL).

@@ -15,6 +15,7 @@ use profiler_trace::FileId;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::source::{open_regular, Purpose};
 
 /// Size of the head and of the tail that are hashed.
 const PART: u64 = 4096;
@@ -26,17 +27,22 @@ pub fn file_id_of_bytes(data: &[u8]) -> FileId {
     finish(&data[..part], &data[len - part..], len as u64)
 }
 
-/// The [`FileId`] of a file, reading only its first and last 4 KiB.
+/// The [`FileId`] of a file, reading only its first and last 4 KiB
+/// (opened as [`crate::source::open_regular`] does).
 pub fn file_id_of_path(path: impl AsRef<Path>) -> Result<FileId> {
     let path = path.as_ref();
     let io_err = |source| Error::Io { path: path.to_owned(), source };
-    let file = File::open(path).map_err(io_err)?;
-    let len = file.metadata().map_err(io_err)?.len();
+    let opened = open_regular(path, Purpose::Executable).map_err(|e| io_err(e.into()))?;
+    file_id_of_file(&opened.file, opened.identity.size).map_err(io_err)
+}
+
+/// The [`FileId`] of an open file of `len` bytes.
+pub fn file_id_of_file(file: &File, len: u64) -> std::io::Result<FileId> {
     let part = len.min(PART) as usize;
     let mut head = vec![0u8; part];
-    file.read_exact_at(&mut head, 0).map_err(io_err)?;
+    file.read_exact_at(&mut head, 0)?;
     let mut tail = vec![0u8; part];
-    file.read_exact_at(&mut tail, len - part as u64).map_err(io_err)?;
+    file.read_exact_at(&mut tail, len - part as u64)?;
     Ok(finish(&head, &tail, len))
 }
 

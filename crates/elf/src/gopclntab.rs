@@ -334,8 +334,46 @@ struct Header {
     functab: usize,
 }
 
+/// Most functions a table may declare. The largest Go binaries have a
+/// few hundred thousand; a table's byte size bounds the count further
+/// (every function has a pair in the function table and a `_func` record).
+pub const MAX_GO_FUNCTIONS: u32 = 1 << 22;
+
+/// Most bytes of one segment searched for a table header when there is
+/// no `.gopclntab` section (the largest Go binaries' read-only segments
+/// are a few hundred MB).
+const MAX_PCLNTAB_SCAN: usize = 1 << 30;
+
+/// Why a header was not accepted.
+enum HeaderError {
+    /// Not a (supported) table header.
+    NotATable,
+    /// A header declaring more functions (first) than allowed (second).
+    TooManyFunctions(u32, u64),
+}
+
 /// Reads and checks a header at the start of `data`.
 fn parse_header(data: &[u8]) -> Option<Header> {
+    checked_header(data).ok()
+}
+
+/// Reads and checks a header at the start of `data`, saying why it is
+/// refused.
+fn checked_header(data: &[u8]) -> Result<Header, HeaderError> {
+    let header = header_fields(data).ok_or(HeaderError::NotATable)?;
+    // Each function takes a function table pair and a record.
+    let version = header.version;
+    let per_function = 2 * version.functab_field() + version.func_size();
+    let room = data.len().saturating_sub(header.functab) / per_function;
+    let limit = u64::from(MAX_GO_FUNCTIONS).min(room as u64);
+    if u64::from(header.nfunc) > limit {
+        return Err(HeaderError::TooManyFunctions(header.nfunc, limit));
+    }
+    Ok(header)
+}
+
+/// The header fields at the start of `data`, checked for consistency.
+fn header_fields(data: &[u8]) -> Option<Header> {
     let version = GoPclntabVersion::from_magic(data.u32_at(0)?)?;
     if data.u8_at(4)? != 0 || data.u8_at(5)? != 0 {
         return None;
@@ -725,18 +763,31 @@ fn locate(elf: &ElfFile) -> Result<Option<(usize, usize, u64, Header)>> {
     // prefix (`.data.rel.ro.gopclntab`).
     for s in elf.sections().iter().filter(|s| s.name.ends_with(".gopclntab") && s.sh_type != SHT_NOBITS) {
         let data = elf.section_data(s)?;
-        if let Some(h) = parse_header(data) {
+        let header = match checked_header(data) {
+            Ok(h) => Some(h),
+            Err(HeaderError::TooManyFunctions(n, limit)) => {
+                return Err(Error::OverLimit { what: ".gopclntab functions", value: n.into(), limit })
+            }
+            Err(HeaderError::NotATable) => None,
+        };
+        if let Some(h) = header {
             let offset = usize::try_from(s.offset)
                 .map_err(|_| Error::Malformed { what: ".gopclntab offset", value: s.offset })?;
             return Ok(Some((offset, data.len(), s.addr, h)));
         }
     }
     // No section: scan the loaded, non-executable segments (the table is
-    // read-only data) at 8-byte aligned addresses.
+    // read-only data) at 8-byte aligned addresses. Only in files that may
+    // be Go: the scan reads (and makes resident) every read-only page.
+    if !may_be_go(elf) {
+        return Ok(None);
+    }
     for p in elf.program_headers().iter().filter(|p| p.p_type == PT_LOAD && p.flags & PF_X == 0) {
         let Ok(seg) = elf.segment_data(p) else {
             continue;
         };
+        // A (sparse) file can claim a segment of terabytes.
+        let seg = &seg[..seg.len().min(MAX_PCLNTAB_SCAN)];
         let magics = [GO120_MAGIC, GO118_MAGIC, GO116_MAGIC].map(u32::to_le_bytes);
         let first = ((8 - p.vaddr % 8) % 8) as usize;
         let mut at = first;
@@ -755,6 +806,19 @@ fn locate(elf: &ElfFile) -> Result<Option<(usize, usize, u64, Header)>> {
         }
     }
     Ok(None)
+}
+
+/// Whether `elf` may hold Go's function table without a section naming
+/// it: a section or note only Go binaries have, or no section headers
+/// (then only a scan can tell). A C++ library of 200 MB has none of them,
+/// and scanning its read-only segments would read tens of MB for nothing.
+pub fn may_be_go(elf: &ElfFile) -> bool {
+    let sections = elf.sections();
+    sections.is_empty()
+        || sections
+            .iter()
+            .any(|s| s.name.ends_with(".gopclntab") || s.name == ".go.buildinfo" || s.name == ".note.go.buildid")
+        || elf.go_build_id().ok().flatten().is_some()
 }
 
 /// Whether a header found by scanning describes a real table: its first
@@ -1187,6 +1251,23 @@ mod tests {
     }
 
     #[test]
+    fn scans_only_files_that_may_be_go() {
+        let data = synthetic(GoPclntabVersion::Go120, true);
+        let at = data.windows(12).position(|w| w == b"\0.gopclntab\0").expect("the section name") + 1;
+        // The same table under a section name no Go linker writes: the file
+        // has section headers and nothing of Go, so it is not scanned.
+        let mut renamed = data.clone();
+        renamed[at..at + 10].copy_from_slice(b".rodata.xy");
+        let elf = ElfFile::from_bytes(renamed).expect("elf");
+        assert!(!may_be_go(&elf));
+        assert!(GoPclntab::find(&elf).expect("find").is_none());
+        // Without section headers the scan finds it.
+        let elf = ElfFile::from_bytes(synthetic(GoPclntabVersion::Go120, false)).expect("elf");
+        assert!(may_be_go(&elf));
+        assert_eq!(GoPclntab::find(&elf).expect("find").expect("a table").len(), 2);
+    }
+
+    #[test]
     fn truncated_and_corrupted_tables_never_panic() {
         for version in [GoPclntabVersion::Go116, GoPclntabVersion::Go118, GoPclntabVersion::Go120] {
             let data = synthetic(version, true);
@@ -1236,8 +1317,41 @@ mod tests {
         }
         assert!(parse_header(&h).is_none(), "functab does not fit");
         h.extend([0u8; 12]);
+        assert!(parse_header(&h).is_none(), "no room for the function's record");
+        h.extend([0u8; 44]);
         assert!(parse_header(&h).is_some());
         h[7] = 4;
         assert!(parse_header(&h).is_none(), "32-bit");
+    }
+
+    /// Issue 19: a header claiming 2^32 - 1 functions aborted the agent
+    /// (a `Vec` sized from the count). The count is bounded by the table's
+    /// size and by `MAX_GO_FUNCTIONS`.
+    #[test]
+    fn issue_19_function_count_over_the_table_size() {
+        let mut h = vec![0u8; 72];
+        h[..4].copy_from_slice(&GO120_MAGIC.to_le_bytes());
+        h[6] = 1;
+        h[7] = 8;
+        for (i, off) in [72u64, 72, 72, 72, 72].iter().enumerate() {
+            h[32 + 8 * i..40 + 8 * i].copy_from_slice(&off.to_le_bytes());
+        }
+        // Room for the pairs of 2^20 functions, not for their records (a
+        // sparse file gives room for the pairs of 2^32 - 1: see
+        // profiler-process's go_tables tests).
+        h[8..16].copy_from_slice(&(1u64 << 20).to_le_bytes());
+        h.resize(72 + (2 << 20) * 4 + 4, 0);
+        match checked_header(&h) {
+            Err(HeaderError::TooManyFunctions(n, limit)) => {
+                assert_eq!(n, 1 << 20);
+                assert_eq!(limit, ((2 << 20) * 4 + 4) as u64 / 52);
+            }
+            _ => panic!("accepted"),
+        }
+        h[8..16].copy_from_slice(&(u64::from(MAX_GO_FUNCTIONS) + 1).to_le_bytes());
+        h.resize(72 + (MAX_GO_FUNCTIONS as usize + 2) * 52, 0);
+        assert!(
+            matches!(checked_header(&h), Err(HeaderError::TooManyFunctions(_, l)) if l == u64::from(MAX_GO_FUNCTIONS))
+        );
     }
 }

@@ -9,6 +9,10 @@
 //! - [`ElfFile::gnu_build_id`] and [`ElfFile::go_build_id`] read the build
 //!   id notes (through sections, or `PT_NOTE` when sections are stripped);
 //!   [`ElfFile::gnu_debuglink`] names the separate debug file.
+//! - [`source`] opens files a profiled process controls: regular files
+//!   only, bounded, resolved inside the process's root; and hashes their
+//!   whole content into the [`profiler_trace::TableKey`] that per-file
+//!   state is keyed by.
 //! - [`SymbolTable`] maps ELF virtual addresses to function names.
 //! - [`GoPclntab`] reads Go's `.gopclntab` (Go 1.16+, also in stripped
 //!   binaries and without section headers): function, file, line and
@@ -43,25 +47,28 @@ mod error;
 mod file;
 mod fileid;
 mod gopclntab;
+pub mod map_guard;
 mod mapping;
 mod notes;
+pub mod source;
 mod symbols;
 mod unwind;
 
 pub use error::{Error, Result};
 pub use file::{
-    ElfFile, ProgramHeader, Section, ET_DYN, ET_EXEC, PT_GNU_EH_FRAME, PT_LOAD, PT_NOTE, SHF_COMPRESSED, SHT_DYNSYM,
-    SHT_NOBITS, SHT_NOTE, SHT_SYMTAB,
+    ElfFile, ProgramHeader, Section, ET_DYN, ET_EXEC, MAX_PROGRAM_HEADERS, MAX_SECTION_HEADERS, PT_GNU_EH_FRAME,
+    PT_LOAD, PT_NOTE, SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_NOTE, SHT_SYMTAB,
 };
-pub use fileid::{file_id_of_bytes, file_id_of_path};
+pub use fileid::{file_id_of_bytes, file_id_of_file, file_id_of_path};
 pub use gopclntab::{
-    GoFrame, GoFunc, GoPclntab, GoPclntabLayout, GoPclntabVersion, PcRange, PcValues, FUNC_FLAG_ASM,
-    FUNC_FLAG_SP_WRITE, FUNC_FLAG_TOP_FRAME, GO116_MAGIC, GO118_MAGIC, GO120_MAGIC,
+    may_be_go, GoFrame, GoFunc, GoPclntab, GoPclntabLayout, GoPclntabVersion, PcRange, PcValues, FUNC_FLAG_ASM,
+    FUNC_FLAG_SP_WRITE, FUNC_FLAG_TOP_FRAME, GO116_MAGIC, GO118_MAGIC, GO120_MAGIC, MAX_GO_FUNCTIONS,
 };
 pub use mapping::{LoadSegment, LoadSegments};
 pub use notes::DebugLink;
 pub use symbols::{SymbolSource, SymbolTable};
 pub use unwind::{
-    CfaBase, CfiError, CfiErrorKind, CfiSection, EhFrameSource, InvalidReason, RbpRule, RowCounts, RuleId,
-    RuleInterner, StackDelta, UnwindRule, UnwindStats, UnwindTable, MAX_KEPT_ERRORS,
+    CfaBase, CfiError, CfiErrorKind, CfiSection, Deltas, DeltasBuilder, EhFrameSource, IndexedIter, IntoIndexed,
+    InvalidReason, RbpRule, RowCounts, RuleId, RuleInterner, StackDelta, UnwindRule, UnwindStats, UnwindTable,
+    MAX_KEPT_ERRORS, MAX_RULES_PER_TABLE,
 };

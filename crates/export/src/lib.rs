@@ -3,13 +3,18 @@
 //! [`OtlpExporter::start`] spawns one thread with a small tokio runtime
 //! that owns a tonic client of `ProfilesService`. The reporter hands it
 //! requests with [`OtlpExporter::send`], which never blocks: requests wait
-//! in a bounded buffer, the oldest dropped (and counted) when it is full.
-//! The thread sends one request at a time, gzip-compressed, retrying
-//! retryable failures (backend down, timeouts, ...) with exponential
-//! backoff up to [`ExporterConfig::max_attempts`]; when the backend comes
-//! back, the buffered requests follow. Nothing grows without bound, every
-//! loss is counted in [`ExporterStats`], and no failure of the backend
-//! makes the agent crash.
+//! in a bounded buffer of [`ExporterConfig::buffer_capacity`] requests
+//! (the one being sent included), kept until sent or, when the buffer is
+//! full, evicted oldest first (and counted). The thread sends the oldest
+//! request, gzip-compressed; when the backend cannot be reached (connection
+//! refused or reset, `Unavailable`, transport errors, timeouts) it keeps
+//! retrying with exponential backoff for as long as it takes, the buffer
+//! bounding what waits; a request the backend answers with another
+//! retryable code (`ResourceExhausted`, ...) is tried up to
+//! [`ExporterConfig::max_attempts`] times; a permanent refusal
+//! (`InvalidArgument`, ...) drops it at once, counted by code. Nothing
+//! grows without bound, every loss is counted in [`ExporterStats`], and no
+//! failure of the backend makes the agent crash.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -25,7 +30,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -48,8 +53,8 @@ pub struct ExporterConfig {
     pub endpoint: String,
     /// Use TLS, verifying the server with the system's root certificates.
     pub tls: bool,
-    /// Requests that may wait while one is being sent; beyond that the
-    /// oldest is dropped. At least 1.
+    /// Requests kept until sent, the one being sent included; beyond
+    /// that the oldest is dropped. At least 1.
     pub buffer_capacity: usize,
     /// Limit of one export call, connection included. Default 10 s.
     pub timeout: Duration,
@@ -57,7 +62,10 @@ pub struct ExporterConfig {
     pub initial_backoff: Duration,
     /// Longest wait between two attempts. Default 5 s.
     pub max_backoff: Duration,
-    /// Attempts per request before it is dropped. Default 5, at least 1.
+    /// Attempts per request before it is dropped, when the backend
+    /// answers it with a retryable code other than `Unavailable`
+    /// (`ResourceExhausted`, `Aborted`, ...). A backend that cannot be
+    /// reached is retried without limit. Default 5, at least 1.
     pub max_attempts: u32,
     /// Compress requests with gzip. Default on.
     pub gzip: bool,
@@ -128,16 +136,22 @@ pub struct ExporterStats {
     pub attempts_failed: u64,
     /// Requests dropped because the buffer was full (the oldest go first).
     pub dropped_buffer_full: u64,
-    /// Requests dropped after [`ExporterConfig::max_attempts`] failures.
+    /// Requests dropped after [`ExporterConfig::max_attempts`] retryable
+    /// answers of the backend.
     pub dropped_retries_exhausted: u64,
     /// Requests the backend refused with a non-retryable error.
     pub dropped_rejected: u64,
+    /// [`ExporterStats::dropped_rejected`] by gRPC code (e.g.
+    /// `"InvalidArgument"`).
+    pub dropped_rejected_by_code: BTreeMap<String, u64>,
     /// Requests still unsent when the shutdown's time ran out.
     pub dropped_shutdown: u64,
     /// Profiles the backend reported as rejected in a partial success.
     pub profiles_rejected: u64,
-    /// Requests waiting in the buffer now.
+    /// Requests in the buffer now, the one being sent included.
     pub buffered: u64,
+    /// Requests whose export panicked (each dropped; the exporter went on).
+    pub panics: u64,
     /// The last error from the backend, if any.
     pub last_error: Option<String>,
 }
@@ -159,12 +173,40 @@ struct Counters {
     dropped_rejected: AtomicU64,
     dropped_shutdown: AtomicU64,
     profiles_rejected: AtomicU64,
+    panics: AtomicU64,
 }
 
+/// A buffered request and how many retryable answers it got.
+struct Entry {
+    request: ExportProfilesServiceRequest,
+    answered_retryable: u32,
+}
+
+/// The request the worker took out of the queue for an export call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum InFlight {
+    None,
+    /// Being sent; it counts against the capacity.
+    Sending,
+    /// Being sent, but evicted by newer requests: dropped if this call
+    /// fails (a call cannot be taken back, and it may still succeed).
+    Evicted,
+}
+
+/// Requests not sent yet, oldest first. The worker takes the oldest out
+/// only for the duration of an export call; between retries it waits at
+/// the front of the queue, where a full buffer evicts it first.
 struct Buffer {
-    queue: VecDeque<ExportProfilesServiceRequest>,
+    queue: VecDeque<Entry>,
+    in_flight: InFlight,
     /// No more requests will come: drain the buffer and stop.
     closing: bool,
+}
+
+impl Buffer {
+    fn held(&self) -> usize {
+        self.queue.len() + usize::from(self.in_flight == InFlight::Sending)
+    }
 }
 
 struct Shared {
@@ -172,6 +214,7 @@ struct Shared {
     capacity: usize,
     wake: Notify,
     counters: Counters,
+    rejected_by_code: Mutex<BTreeMap<String, u64>>,
     last_error: Mutex<Option<String>>,
 }
 
@@ -216,10 +259,11 @@ impl OtlpExporter {
         let runtime =
             tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ExportError::Thread)?;
         let shared = Arc::new(Shared {
-            buffer: Mutex::new(Buffer { queue: VecDeque::new(), closing: false }),
+            buffer: Mutex::new(Buffer { queue: VecDeque::new(), in_flight: InFlight::None, closing: false }),
             capacity: config.buffer_capacity,
             wake: Notify::new(),
             counters: Counters::default(),
+            rejected_by_code: Mutex::new(BTreeMap::new()),
             last_error: Mutex::new(None),
         });
         let (abort, abort_rx) = watch::channel(false);
@@ -236,18 +280,24 @@ impl OtlpExporter {
     }
 
     /// Queues `request` for sending. Never blocks: when the buffer is
-    /// full the oldest waiting request is dropped and counted.
+    /// full the oldest request is dropped and counted.
     pub fn send(&self, request: ExportProfilesServiceRequest) {
         let mut buffer = self.shared.buffer();
         if buffer.closing {
             self.shared.counters.dropped_shutdown.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        if buffer.queue.len() >= self.shared.capacity {
-            buffer.queue.pop_front();
-            self.shared.counters.dropped_buffer_full.fetch_add(1, Ordering::Relaxed);
+        if buffer.held() >= self.shared.capacity {
+            if buffer.in_flight == InFlight::Sending {
+                // The oldest is on the wire: the worker drops (and counts)
+                // it if this call fails.
+                buffer.in_flight = InFlight::Evicted;
+            } else {
+                buffer.queue.pop_front();
+                self.shared.counters.dropped_buffer_full.fetch_add(1, Ordering::Relaxed);
+            }
         }
-        buffer.queue.push_back(request);
+        buffer.queue.push_back(Entry { request, answered_retryable: 0 });
         drop(buffer);
         self.shared.wake.notify_one();
     }
@@ -263,8 +313,10 @@ impl OtlpExporter {
             dropped_retries_exhausted: c.dropped_retries_exhausted.load(Ordering::Relaxed),
             dropped_rejected: c.dropped_rejected.load(Ordering::Relaxed),
             dropped_shutdown: c.dropped_shutdown.load(Ordering::Relaxed),
+            dropped_rejected_by_code: self.shared.rejected_by_code.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             profiles_rejected: c.profiles_rejected.load(Ordering::Relaxed),
-            buffered: self.shared.buffer().queue.len() as u64,
+            buffered: self.shared.buffer().held() as u64,
+            panics: c.panics.load(Ordering::Relaxed),
             last_error: self.shared.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }
     }
@@ -295,19 +347,37 @@ impl Drop for OtlpExporter {
     }
 }
 
-/// Whether a failed export may succeed when tried again (the OTLP
-/// specification's retryable codes).
-fn retryable(code: Code) -> bool {
-    matches!(
-        code,
+/// What a failed export call means for the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Failure {
+    /// The backend could not be reached or did not answer (connection
+    /// refused or reset, `Unavailable`, a transport error, a timeout):
+    /// nothing is wrong with the request; retry until the backend is back.
+    Unreachable,
+    /// The backend answered with a retryable code (the OTLP
+    /// specification's list): retry up to `max_attempts`.
+    Retryable,
+    /// The backend refused the request for good: drop it.
+    Refused,
+}
+
+fn classify(status: &tonic::Status) -> Failure {
+    // A status made on our side from a transport error (connection closed
+    // before the response, h2 errors, ...) carries that error as its
+    // source, whatever code tonic gave it; one the backend sent does not.
+    if std::error::Error::source(status).is_some() {
+        return Failure::Unreachable;
+    }
+    match status.code() {
+        Code::Unavailable => Failure::Unreachable,
         Code::Cancelled
-            | Code::DeadlineExceeded
-            | Code::ResourceExhausted
-            | Code::Aborted
-            | Code::OutOfRange
-            | Code::Unavailable
-            | Code::DataLoss
-    )
+        | Code::DeadlineExceeded
+        | Code::ResourceExhausted
+        | Code::Aborted
+        | Code::OutOfRange
+        | Code::DataLoss => Failure::Retryable,
+        _ => Failure::Refused,
+    }
 }
 
 struct Worker {
@@ -316,9 +386,13 @@ struct Worker {
     abort: watch::Receiver<bool>,
 }
 
-/// How the export of one request ended.
+/// How one export call ended.
 enum Outcome {
+    /// The request left the buffer (sent, refused, or given up).
     Done,
+    /// It failed and is back at the front of the buffer (unless evicted
+    /// meanwhile): wait, then try again.
+    Retry,
     Aborted,
 }
 
@@ -329,28 +403,59 @@ impl Worker {
         if self.config.gzip {
             client = client.send_compressed(CompressionEncoding::Gzip).accept_compressed(CompressionEncoding::Gzip);
         }
-        while let Some(request) = self.next_request().await {
-            if let Outcome::Aborted = self.export(&mut client, request).await {
-                let left = {
-                    let mut buffer = self.shared.buffer();
-                    let n = buffer.queue.len() as u64;
-                    buffer.queue.clear();
-                    n
-                };
-                // The request in flight and everything still buffered.
-                self.shared.counters.dropped_shutdown.fetch_add(left + 1, Ordering::Relaxed);
-                return;
+        // One backoff for the backend, not per request: after a failure
+        // the next attempt waits whichever request it is for.
+        let mut backoff = self.config.initial_backoff;
+        while let Some(entry) = self.next_request().await {
+            // A panic in one export costs that request, not the thread.
+            let outcome = match CatchUnwind(Box::pin(self.export(&mut client, entry))).await {
+                Ok(outcome) => outcome,
+                Err(()) => {
+                    self.shared.counters.panics.fetch_add(1, Ordering::Relaxed);
+                    self.shared.buffer().in_flight = InFlight::None;
+                    Outcome::Done
+                }
+            };
+            match outcome {
+                Outcome::Done => backoff = self.config.initial_backoff,
+                Outcome::Retry => {
+                    let aborted = tokio::select! {
+                        _ = tokio::time::sleep(jitter(backoff)) => false,
+                        _ = self.abort.wait_for(|a| *a) => true,
+                    };
+                    if aborted {
+                        return self.drop_all_at_abort();
+                    }
+                    backoff = (backoff * 2).min(self.config.max_backoff);
+                }
+                Outcome::Aborted => return self.drop_all_at_abort(),
             }
         }
     }
 
-    /// The next request, or `None` once closing and drained (or aborted).
-    async fn next_request(&mut self) -> Option<ExportProfilesServiceRequest> {
+    /// Counts everything still held as dropped by the shutdown.
+    fn drop_all_at_abort(&self) {
+        let mut buffer = self.shared.buffer();
+        let counters = &self.shared.counters;
+        match buffer.in_flight {
+            InFlight::Sending => counters.dropped_shutdown.fetch_add(1, Ordering::Relaxed),
+            InFlight::Evicted => counters.dropped_buffer_full.fetch_add(1, Ordering::Relaxed),
+            InFlight::None => 0,
+        };
+        buffer.in_flight = InFlight::None;
+        counters.dropped_shutdown.fetch_add(buffer.queue.len() as u64, Ordering::Relaxed);
+        buffer.queue.clear();
+    }
+
+    /// Takes the oldest request out for a call, or `None` once closing and
+    /// drained (or aborted).
+    async fn next_request(&mut self) -> Option<Entry> {
         loop {
             {
                 let mut buffer = self.shared.buffer();
-                if let Some(r) = buffer.queue.pop_front() {
-                    return Some(r);
+                if let Some(entry) = buffer.queue.pop_front() {
+                    buffer.in_flight = InFlight::Sending;
+                    return Some(entry);
                 }
                 if buffer.closing {
                     return None;
@@ -363,57 +468,77 @@ impl Worker {
         }
     }
 
-    async fn export(
-        &mut self,
-        client: &mut ProfilesServiceClient<Channel>,
-        request: ExportProfilesServiceRequest,
-    ) -> Outcome {
+    /// One export call for `entry`, which is in flight.
+    async fn export(&mut self, client: &mut ProfilesServiceClient<Channel>, mut entry: Entry) -> Outcome {
         let counters = &self.shared.counters;
-        let bytes = prost::Message::encoded_len(&request) as u64;
-        let mut backoff = self.config.initial_backoff;
-        for attempt in 1..=self.config.max_attempts {
-            let call = client.export(request.clone());
-            let result = tokio::select! {
-                r = tokio::time::timeout(self.config.timeout, call) => r,
-                _ = self.abort.wait_for(|a| *a) => return Outcome::Aborted,
-            };
-            let error = match result {
-                Ok(Ok(response)) => {
-                    counters.requests_sent.fetch_add(1, Ordering::Relaxed);
-                    counters.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
-                    if let Some(partial) = response.into_inner().partial_success {
-                        if partial.rejected_profiles > 0 {
-                            counters.profiles_rejected.fetch_add(partial.rejected_profiles as u64, Ordering::Relaxed);
-                            self.shared.set_last_error(format!(
-                                "backend rejected {} profiles: {}",
-                                partial.rejected_profiles, partial.error_message
-                            ));
-                        }
+        let call = client.export(entry.request.clone());
+        let result = tokio::select! {
+            r = tokio::time::timeout(self.config.timeout, call) => r,
+            _ = self.abort.wait_for(|a| *a) => return Outcome::Aborted,
+        };
+        let (failure, error) = match result {
+            Ok(Ok(response)) => {
+                self.shared.buffer().in_flight = InFlight::None;
+                counters.requests_sent.fetch_add(1, Ordering::Relaxed);
+                counters.bytes_sent.fetch_add(prost::Message::encoded_len(&entry.request) as u64, Ordering::Relaxed);
+                if let Some(partial) = response.into_inner().partial_success {
+                    if partial.rejected_profiles > 0 {
+                        counters.profiles_rejected.fetch_add(partial.rejected_profiles as u64, Ordering::Relaxed);
+                        self.shared.set_last_error(format!(
+                            "backend rejected {} profiles: {}",
+                            partial.rejected_profiles, partial.error_message
+                        ));
                     }
-                    return Outcome::Done;
                 }
-                Ok(Err(status)) if !retryable(status.code()) => {
-                    counters.attempts_failed.fetch_add(1, Ordering::Relaxed);
-                    counters.dropped_rejected.fetch_add(1, Ordering::Relaxed);
-                    self.shared.set_last_error(format!("export refused: {status}"));
-                    return Outcome::Done;
-                }
-                Ok(Err(status)) => format!("export failed: {status}"),
-                Err(_) => format!("export timed out after {:?}", self.config.timeout),
-            };
-            counters.attempts_failed.fetch_add(1, Ordering::Relaxed);
-            self.shared.set_last_error(error);
-            if attempt == self.config.max_attempts {
-                break;
+                return Outcome::Done;
             }
-            tokio::select! {
-                _ = tokio::time::sleep(jitter(backoff)) => {}
-                _ = self.abort.wait_for(|a| *a) => return Outcome::Aborted,
-            }
-            backoff = (backoff * 2).min(self.config.max_backoff);
+            Ok(Err(status)) => (classify(&status), status),
+            Err(_) => (
+                Failure::Unreachable,
+                tonic::Status::deadline_exceeded(format!("no answer within {:?}", self.config.timeout)),
+            ),
+        };
+        counters.attempts_failed.fetch_add(1, Ordering::Relaxed);
+        let mut buffer = self.shared.buffer();
+        let evicted = buffer.in_flight == InFlight::Evicted;
+        buffer.in_flight = InFlight::None;
+        if failure == Failure::Refused {
+            drop(buffer);
+            counters.dropped_rejected.fetch_add(1, Ordering::Relaxed);
+            let code = format!("{:?}", error.code());
+            *self.shared.rejected_by_code.lock().unwrap_or_else(|p| p.into_inner()).entry(code).or_insert(0) += 1;
+            self.shared.set_last_error(format!("export refused: {error}"));
+            return Outcome::Done;
         }
-        counters.dropped_retries_exhausted.fetch_add(1, Ordering::Relaxed);
-        Outcome::Done
+        if failure == Failure::Retryable {
+            entry.answered_retryable += 1;
+        }
+        if evicted {
+            counters.dropped_buffer_full.fetch_add(1, Ordering::Relaxed);
+        } else if entry.answered_retryable >= self.config.max_attempts {
+            counters.dropped_retries_exhausted.fetch_add(1, Ordering::Relaxed);
+        } else {
+            buffer.queue.push_front(entry);
+        }
+        drop(buffer);
+        self.shared.set_last_error(format!("export failed: {error}"));
+        Outcome::Retry
+    }
+}
+
+/// A future whose panics come out as `Err(())`.
+struct CatchUnwind<F>(std::pin::Pin<Box<F>>);
+
+impl<F: std::future::Future> std::future::Future for CatchUnwind<F> {
+    type Output = Result<F::Output, ()>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(_) => std::task::Poll::Ready(Err(())),
+        }
     }
 }
 
@@ -430,6 +555,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_panicking_future_is_an_error() {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let panics = CatchUnwind(Box::pin(async {
+            tokio::task::yield_now().await;
+            panic!("in an export");
+        }));
+        assert_eq!(rt.block_on(panics), Err::<(), ()>(()));
+        assert_eq!(rt.block_on(CatchUnwind(Box::pin(async { 7 }))), Ok(7));
+    }
+
+    #[test]
     fn endpoint_gets_the_scheme_tls_implies() {
         assert_eq!(ExporterConfig::new("127.0.0.1:11000", false, 1).uri().unwrap(), "http://127.0.0.1:11000");
         assert_eq!(ExporterConfig::new("collector:4317", true, 1).uri().unwrap(), "https://collector:4317");
@@ -441,12 +577,19 @@ mod tests {
     }
 
     #[test]
-    fn retryable_codes_follow_the_otlp_spec() {
-        assert!(retryable(Code::Unavailable));
-        assert!(retryable(Code::DeadlineExceeded));
-        assert!(!retryable(Code::InvalidArgument));
-        assert!(!retryable(Code::Unauthenticated));
-        assert!(!retryable(Code::Unimplemented));
+    fn failures_are_classified_by_who_made_them() {
+        let answered = |code| classify(&tonic::Status::new(code, "from the backend"));
+        assert_eq!(answered(Code::Unavailable), Failure::Unreachable);
+        assert_eq!(answered(Code::ResourceExhausted), Failure::Retryable);
+        assert_eq!(answered(Code::DeadlineExceeded), Failure::Retryable);
+        assert_eq!(answered(Code::InvalidArgument), Failure::Refused);
+        assert_eq!(answered(Code::Unauthenticated), Failure::Refused);
+        assert_eq!(answered(Code::Unimplemented), Failure::Refused);
+        assert_eq!(answered(Code::Unknown), Failure::Refused);
+        // A transport error turned into a status on our side: the backend
+        // never answered, whatever the code.
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset by peer");
+        assert_eq!(classify(&tonic::Status::from_error(Box::new(reset))), Failure::Unreachable);
     }
 
     #[test]

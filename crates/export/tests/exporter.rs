@@ -1,6 +1,7 @@
 //! The exporter against a real gRPC server on loopback.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,8 @@ type Received = Arc<Mutex<Vec<(u64, Option<String>)>>>;
 enum Reply {
     Ok,
     Refuse(Code),
+    /// Refuses the first n calls with the code, then accepts.
+    RefuseFirst(Code, usize),
     PartiallyReject(i64),
 }
 
@@ -57,10 +60,16 @@ impl ProfilesService for Sink {
         request: Request<ExportProfilesServiceRequest>,
     ) -> Result<Response<ExportProfilesServiceResponse>, Status> {
         let encoding = request.metadata().get("grpc-encoding").map(|v| v.to_str().unwrap().to_owned());
-        self.received.lock().unwrap().push((marker(request.get_ref()), encoding));
+        let calls = {
+            let mut received = self.received.lock().unwrap();
+            received.push((marker(request.get_ref()), encoding));
+            received.len()
+        };
         match self.reply {
             Reply::Ok => Ok(Response::new(ExportProfilesServiceResponse { partial_success: None })),
             Reply::Refuse(code) => Err(Status::new(code, "refused by the test")),
+            Reply::RefuseFirst(code, n) if calls <= n => Err(Status::new(code, "refused by the test")),
+            Reply::RefuseFirst(..) => Ok(Response::new(ExportProfilesServiceResponse { partial_success: None })),
             Reply::PartiallyReject(n) => Ok(Response::new(ExportProfilesServiceResponse {
                 partial_success: Some(ExportProfilesPartialSuccess {
                     rejected_profiles: n,
@@ -80,6 +89,13 @@ struct Server {
 
 impl Server {
     fn start(addr: SocketAddr, reply: Reply) -> Server {
+        Server::start_closing_while(addr, reply, Arc::new(AtomicBool::new(false)))
+    }
+
+    /// A server that, while `close_connections` is set, accepts each TCP
+    /// connection and closes it at once (as a proxy or load balancer in
+    /// front of a backend that is down does).
+    fn start_closing_while(addr: SocketAddr, reply: Reply, close_connections: Arc<AtomicBool>) -> Server {
         let received = Arc::new(Mutex::new(Vec::new()));
         let sink = Sink { received: received.clone(), reply };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -91,7 +107,7 @@ impl Server {
                 ready_tx.send(()).unwrap();
                 tonic::transport::Server::builder()
                     .add_service(ProfilesServiceServer::new(sink).accept_compressed(CompressionEncoding::Gzip))
-                    .serve_with_incoming_shutdown(tokio_stream_from(listener), async {
+                    .serve_with_incoming_shutdown(tokio_stream_from(listener, close_connections), async {
                         let _ = stopped.await;
                     })
                     .await
@@ -114,10 +130,15 @@ impl Drop for Server {
     }
 }
 
+/// The accepted connections, minus those closed at once (dropped) while
+/// `close_connections` is set.
 fn tokio_stream_from(
     listener: tokio::net::TcpListener,
+    close_connections: Arc<AtomicBool>,
 ) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use tokio_stream::StreamExt;
     tokio_stream::wrappers::TcpListenerStream::new(listener)
+        .filter(move |connection| connection.is_err() || !close_connections.load(Ordering::SeqCst))
 }
 
 /// A loopback address nobody listens on (yet).
@@ -163,35 +184,109 @@ fn delivers_in_order_with_gzip() {
     assert_eq!(received, vec![(1, Some("gzip".into())), (2, Some("gzip".into())), (3, Some("gzip".into()))]);
 }
 
-/// The backend is down: the buffer keeps the newest requests, the oldest
-/// are dropped and counted, and when the backend comes up what was kept
-/// is delivered.
+/// The backend is down: the buffer keeps the newest `buffer_capacity`
+/// requests (the one being retried included), the oldest are dropped and
+/// counted, and when the backend comes up what was kept is delivered.
 #[test]
-fn buffers_while_down_and_resumes() {
+fn full_buffer_evicts_the_oldest_while_down() {
     let addr = free_addr();
-    let mut c = config(addr, 2);
-    c.max_attempts = 1000;
-    let exporter = OtlpExporter::start(c).unwrap();
+    let exporter = OtlpExporter::start(config(addr, 2)).unwrap();
     exporter.send(request(1));
-    // Request 1 is in flight (failing and retrying) once the buffer is empty.
-    wait_until("request 1 in flight", &exporter, |s| s.attempts_failed >= 1 && s.buffered == 0);
+    // Request 1 failed at least once: it is being retried.
+    wait_until("request 1 retried", &exporter, |s| s.attempts_failed >= 1);
     for m in 2..=5 {
         exporter.send(request(m));
     }
+    // Request 1 may be on the wire when evicted; it is counted when that
+    // call fails.
+    wait_until("three oldest dropped", &exporter, |s| s.dropped_buffer_full == 3);
     let stats = exporter.stats();
-    assert_eq!((stats.buffered, stats.dropped_buffer_full), (2, 2), "{stats:?}");
+    assert_eq!(stats.buffered, 2, "{stats:?}");
     assert!(stats.last_error.as_deref().unwrap_or("").contains("export failed"), "{stats:?}");
 
     let server = Server::start(addr, Reply::Ok);
-    wait_until("delivery after the backend returned", &exporter, |s| s.requests_sent == 3);
-    assert_eq!(server.markers(), vec![1, 4, 5]);
+    wait_until("delivery after the backend returned", &exporter, |s| s.requests_sent == 2);
+    assert_eq!(server.markers(), vec![4, 5]);
     let stats = exporter.shutdown(Duration::from_secs(5));
-    assert_eq!(stats.dropped(), 2);
+    assert_eq!((stats.dropped(), stats.dropped_buffer_full, stats.buffered), (3, 3, 0), "{stats:?}");
 }
 
+/// The backend is down far longer than `max_attempts` tries take: the
+/// exporter keeps retrying, and when it comes up every buffered interval
+/// arrives, in order, none dropped (before: dropped after 5 attempts).
 #[test]
-fn gives_up_after_max_attempts() {
+fn backend_down_then_up_loses_nothing_that_fits_the_buffer() {
     let addr = free_addr();
+    let c = config(addr, 12);
+    let max_attempts = c.max_attempts;
+    let exporter = OtlpExporter::start(c).unwrap();
+    for m in 1..=6 {
+        exporter.send(request(m));
+    }
+    wait_until("many more failures than max_attempts", &exporter, |s| s.attempts_failed >= 4 * u64::from(max_attempts));
+    for m in 7..=12 {
+        exporter.send(request(m));
+    }
+    let stats = exporter.stats();
+    assert_eq!((stats.buffered, stats.dropped()), (12, 0), "{stats:?}");
+
+    let server = Server::start(addr, Reply::Ok);
+    wait_until("all delivered", &exporter, |s| s.requests_sent == 12);
+    assert_eq!(server.markers(), (1..=12).collect::<Vec<_>>());
+    let stats = exporter.shutdown(Duration::from_secs(5));
+    assert_eq!((stats.dropped(), stats.buffered), (0, 0), "{stats:?}");
+}
+
+/// A backend (or a proxy in front of it) that accepts TCP connections and
+/// closes them is unreachable, not refusing: retried until it works, nothing
+/// dropped (before: dropped as a permanent refusal).
+#[test]
+fn connections_closed_on_accept_are_retried() {
+    let addr = free_addr();
+    let closing = Arc::new(AtomicBool::new(true));
+    let server = Server::start_closing_while(addr, Reply::Ok, closing.clone());
+    let c = config(addr, 8);
+    let max_attempts = c.max_attempts;
+    let exporter = OtlpExporter::start(c).unwrap();
+    for m in 1..=5 {
+        exporter.send(request(m));
+    }
+    wait_until("many more failures than max_attempts", &exporter, |s| s.attempts_failed >= 3 * u64::from(max_attempts));
+    let stats = exporter.stats();
+    assert_eq!((stats.buffered, stats.dropped(), stats.requests_sent), (5, 0, 0), "{stats:?}");
+    assert!(server.markers().is_empty(), "no call reached the service");
+
+    closing.store(false, Ordering::SeqCst);
+    wait_until("all delivered", &exporter, |s| s.requests_sent == 5);
+    assert_eq!(server.markers(), vec![1, 2, 3, 4, 5]);
+    let stats = exporter.shutdown(Duration::from_secs(5));
+    assert_eq!(stats.dropped(), 0, "{stats:?}");
+}
+
+/// `Unavailable` answered by the backend is retried past `max_attempts`.
+#[test]
+fn unavailable_is_retried_until_accepted() {
+    let addr = free_addr();
+    let c = config(addr, 4);
+    let refusals = 3 * c.max_attempts as usize;
+    let server = Server::start(addr, Reply::RefuseFirst(Code::Unavailable, refusals));
+    let exporter = OtlpExporter::start(c).unwrap();
+    exporter.send(request(9));
+    exporter.send(request(10));
+    wait_until("both delivered", &exporter, |s| s.requests_sent == 2);
+    let stats = exporter.shutdown(Duration::from_secs(5));
+    assert_eq!((stats.attempts_failed, stats.dropped()), (refusals as u64, 0), "{stats:?}");
+    let mut expected = vec![9; refusals + 1];
+    expected.push(10);
+    assert_eq!(server.markers(), expected);
+}
+
+/// Other retryable answers (`ResourceExhausted`, ...) are tried
+/// `max_attempts` times per request, then the request is dropped.
+#[test]
+fn retryable_answers_give_up_after_max_attempts() {
+    let addr = free_addr();
+    let server = Server::start(addr, Reply::Refuse(Code::ResourceExhausted));
     let mut c = config(addr, 4);
     c.max_attempts = 2;
     let exporter = OtlpExporter::start(c).unwrap();
@@ -199,8 +294,8 @@ fn gives_up_after_max_attempts() {
     exporter.send(request(2));
     wait_until("both requests given up", &exporter, |s| s.dropped_retries_exhausted == 2);
     let stats = exporter.shutdown(Duration::from_secs(5));
-    assert_eq!(stats.attempts_failed, 4);
-    assert_eq!(stats.requests_sent, 0);
+    assert_eq!((stats.attempts_failed, stats.requests_sent, stats.dropped()), (4, 0, 2), "{stats:?}");
+    assert_eq!(server.markers(), vec![1, 1, 2, 2]);
 }
 
 #[test]
@@ -209,24 +304,13 @@ fn non_retryable_refusal_is_dropped_at_once() {
     let server = Server::start(addr, Reply::Refuse(Code::InvalidArgument));
     let exporter = OtlpExporter::start(config(addr, 4)).unwrap();
     exporter.send(request(7));
+    exporter.send(request(8));
     let stats = exporter.shutdown(Duration::from_secs(20));
-    assert_eq!(stats.dropped_rejected, 1);
-    assert_eq!(stats.attempts_failed, 1);
-    assert_eq!(server.markers(), vec![7]);
+    assert_eq!(stats.dropped_rejected, 2);
+    assert_eq!(stats.dropped_rejected_by_code, [("InvalidArgument".to_string(), 2)].into_iter().collect());
+    assert_eq!(stats.attempts_failed, 2);
+    assert_eq!(server.markers(), vec![7, 8]);
     assert!(stats.last_error.unwrap().contains("refused by the test"));
-}
-
-#[test]
-fn retryable_refusal_is_retried() {
-    let addr = free_addr();
-    let server = Server::start(addr, Reply::Refuse(Code::Unavailable));
-    let mut c = config(addr, 4);
-    c.max_attempts = 3;
-    let exporter = OtlpExporter::start(c).unwrap();
-    exporter.send(request(9));
-    let stats = exporter.shutdown(Duration::from_secs(20));
-    assert_eq!(stats.dropped_retries_exhausted, 1);
-    assert_eq!(server.markers(), vec![9, 9, 9]);
 }
 
 #[test]
@@ -246,9 +330,7 @@ fn partial_success_is_counted() {
 #[test]
 fn shutdown_with_backend_down_is_bounded() {
     let addr = free_addr();
-    let mut c = config(addr, 4);
-    c.max_attempts = 1000;
-    let exporter = OtlpExporter::start(c).unwrap();
+    let exporter = OtlpExporter::start(config(addr, 4)).unwrap();
     for m in 1..=3 {
         exporter.send(request(m));
     }

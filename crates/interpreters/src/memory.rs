@@ -26,6 +26,18 @@ impl ProcessMemory for PidMemory {
     }
 }
 
+/// The little-endian `u64` at `off` in `buf`, if it is all there.
+pub(crate) fn u64_in(buf: &[u8], off: u32) -> Option<u64> {
+    let off = usize::try_from(off).ok()?;
+    Some(u64::from_le_bytes(buf.get(off..off.checked_add(8)?)?.try_into().ok()?))
+}
+
+/// The little-endian `i32` at `off` in `buf`, if it is all there.
+pub(crate) fn i32_in(buf: &[u8], off: u32) -> Option<i32> {
+    let off = usize::try_from(off).ok()?;
+    Some(i32::from_le_bytes(buf.get(off..off.checked_add(4)?)?.try_into().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

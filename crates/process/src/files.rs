@@ -1,17 +1,29 @@
 //! What the profiler knows of one executable file (or the vDSO): its
-//! identity, build ids, load segments, symbols and unwind table summary.
+//! identity, build ids, load segments and unwind table summary (frames
+//! are named by the native symbolizer, which keeps its own compact symbol
+//! table; the interpreter checks look the few names they need up in the
+//! file: a copy of the symbol table here cost 20-30 MB per large C++ or
+//! Rust library).
 //! Built once per [`FileId`] and shared by every process that maps it.
 
 use crate::go_tables::{with_go_tables, GoUnwindStats};
-use profiler_elf::{ElfFile, LoadSegments, SymbolTable, UnwindTable};
-use profiler_trace::FileId;
+use profiler_elf::source::FileIdentity;
+use profiler_elf::{ElfFile, LoadSegments, UnwindTable};
+use profiler_trace::{FileId, TableKey};
 use std::sync::Arc;
 
 /// One executable file, as analysed when first mapped.
 #[derive(Debug)]
 pub struct ExecutableFile {
-    /// Content identity.
+    /// Content identity as the wire carries it (head, tail and length:
+    /// two different files may share it).
     pub file_id: FileId,
+    /// Digest of the whole content: what its unwind table, symbols and
+    /// interpreter state are keyed by.
+    pub table_key: TableKey,
+    /// The inode and version analysed (`None` for the vDSO): a later
+    /// open by path must find the same one.
+    pub identity: Option<FileIdentity>,
     /// The path the first process that mapped it gave (as that process
     /// sees it).
     pub path: Arc<str>,
@@ -21,12 +33,6 @@ pub struct ExecutableFile {
     pub go_build_id: Option<Arc<str>>,
     /// `PT_LOAD` segments: process address -> ELF virtual address.
     pub segments: LoadSegments,
-    /// Function symbols (`.symtab`, else `.dynsym`), only while the file
-    /// is analysed (what [`crate::UnwindLoader::inspect_file`] sees):
-    /// empty in the files the manager shares. Frames are named by the
-    /// native symbolizer, which keeps its own compact table; a second
-    /// copy here cost 20 MB per large C++ or Rust library.
-    pub symbols: SymbolTable,
     /// Stack deltas in the file's table (0: no CFI, unwinding stops in it).
     pub deltas: u64,
     /// CFI rows that could not be expressed.
@@ -42,19 +48,33 @@ pub(crate) struct AnalysedFile {
     pub table: UnwindTable,
 }
 
-/// Reads `elf` completely: segments, symbols, build ids, unwind table.
-pub(crate) fn analyse(elf: &ElfFile, file_id: FileId, path: &str) -> AnalysedFile {
+/// Who a file is: its wire id, content key and (on disk) identity.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FileKeys {
+    pub file_id: FileId,
+    pub table_key: TableKey,
+    pub identity: Option<FileIdentity>,
+}
+
+/// Reads what the profiler keeps of `elf`: segments, build ids, unwind table.
+pub(crate) fn analyse(elf: &ElfFile, keys: FileKeys, path: &str) -> AnalysedFile {
     // Go code has no CFI: its deltas come from .gopclntab.
-    let (table, go_unwind) = with_go_tables(elf, elf.unwind_table());
-    let symbols = elf.symbols().unwrap_or_else(|_| empty_symbols());
+    let (mut table, go_unwind) = with_go_tables(elf, elf.unwind_table());
+    if elf.changed_while_read() {
+        // Truncated under the map: parsed from zero pages (counted in
+        // `profiler_elf::map_guard::files_changed_while_read`).
+        table.deltas = Default::default();
+        table.stats.file_changed = true;
+    }
     let invalid_rows = table.stats.invalid_by_reason().map(|(_, n)| n).sum();
     let file = ExecutableFile {
-        file_id,
+        file_id: keys.file_id,
+        table_key: keys.table_key,
+        identity: keys.identity,
         path: Arc::from(path),
         gnu_build_id: elf.gnu_build_id().ok().flatten().map(Arc::from),
         go_build_id: elf.go_build_id().ok().flatten().map(Arc::from),
         segments: elf.load_segments(),
-        symbols,
         deltas: table.deltas.len() as u64,
         invalid_rows,
         go_unwind,
@@ -62,21 +82,21 @@ pub(crate) fn analyse(elf: &ElfFile, file_id: FileId, path: &str) -> AnalysedFil
     AnalysedFile { file: Arc::new(file), table }
 }
 
-pub(crate) fn empty_symbols() -> SymbolTable {
-    // A file whose symbol tables are malformed: no names, still unwound.
-    // Built from an ELF header with no sections.
-    let mut header = vec![0u8; 64];
-    header[..4].copy_from_slice(b"\x7fELF");
-    header[4] = 2; // ELFCLASS64
-    header[5] = 1; // little-endian
-    header[6] = 1; // EV_CURRENT
-    header[16] = 3; // ET_DYN
-    header[18] = 62; // EM_X86_64
-    header[20] = 1; // e_version
-    header[52] = 64; // e_ehsize
-    header[54] = 56; // e_phentsize
-    header[58] = 64; // e_shentsize
-    ElfFile::from_bytes(header).and_then(|e| e.symbols()).expect("a header-only ELF has an empty symbol table")
+/// What [`analyse`] finds that is cheap to read (identity, build ids,
+/// segments), before the analysis: no deltas yet.
+pub(crate) fn describe(elf: &ElfFile, keys: FileKeys, path: Arc<str>) -> ExecutableFile {
+    ExecutableFile {
+        file_id: keys.file_id,
+        table_key: keys.table_key,
+        identity: keys.identity,
+        path,
+        gnu_build_id: elf.gnu_build_id().ok().flatten().map(Arc::from),
+        go_build_id: elf.go_build_id().ok().flatten().map(Arc::from),
+        segments: elf.load_segments(),
+        deltas: 0,
+        invalid_rows: 0,
+        go_unwind: None,
+    }
 }
 
 #[cfg(test)]
@@ -84,19 +104,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn empty_symbols_is_empty() {
-        assert!(empty_symbols().is_empty());
-    }
-
-    #[test]
     fn analyses_own_executable() {
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let elf = ElfFile::open(&exe).unwrap();
         let id = profiler_elf::file_id_of_path(&exe).unwrap();
-        let a = analyse(&elf, id, exe.to_str().unwrap());
+        let keys = FileKeys { file_id: id, table_key: TableKey([1; 32]), identity: None };
+        let a = analyse(&elf, keys, exe.to_str().unwrap());
         assert!(a.file.deltas > 100, "{}", a.file.deltas);
         assert_eq!(a.file.deltas, a.table.deltas.len() as u64);
-        assert!(!a.file.symbols.is_empty());
         assert!(a.file.gnu_build_id.is_some());
     }
 }

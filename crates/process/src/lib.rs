@@ -1,12 +1,16 @@
 //! Per-process knowledge for native unwinding and symbolization.
 //!
+//! - [`EventQueue`]: the kernel's process events, one entry per pid with
+//!   pending work, bounded and counted, between the thread draining the
+//!   ring buffer and the manager.
 //! - [`ProcessManager`]: the lifecycle of processes for the unwinder. On
-//!   a new pid, an unknown pc or an exit it reads `/proc/PID/maps`,
-//!   analyses each executable file once per [`profiler_trace::FileId`]
-//!   ([`ExecutableFile`]: build ids, segments, symbols, unwind table),
-//!   loads tables and mappings through an [`UnwindLoader`] (the BPF maps
-//!   in the agent) and unloads them when processes exit. Bounded by
-//!   [`ManagerLimits`], counted in [`ManagerStats`].
+//!   a new pid, an unknown pc, an exec or an exit it reads
+//!   `/proc/PID/maps`, has each executable file analysed once per
+//!   [`profiler_trace::FileId`] by a pool of workers ([`ExecutableFile`]:
+//!   build ids, segments, unwind table), loads tables and mappings
+//!   through an [`UnwindLoader`] (the BPF maps in the agent) and keeps
+//!   the tables of files nobody maps any more within a byte budget.
+//!   Bounded by [`ManagerLimits`], counted in [`ManagerStats`].
 //! - [`ProcessRegistry`]: the loaded processes as immutable
 //!   [`ProcessSnapshot`]s, shared with the trace builder, which resolves
 //!   pcs to mappings and ELF addresses with them.
@@ -17,14 +21,26 @@
 
 mod files;
 mod go_tables;
+mod latency;
+mod lru;
 mod manager;
 pub mod maps;
+mod pool;
 pub mod procfs;
+mod queue;
 mod registry;
 
 pub use files::ExecutableFile;
 pub use go_tables::{GoUnwindStats, FOLLOWED_SWITCHES};
+pub use latency::LatencySummary;
 pub use manager::{
-    LoaderError, ManagerLimits, ManagerStats, ProcessManager, UnwindLoader, UnwindMapping, UnwindTarget,
+    monotonic_ns, LoaderError, ManagerLimits, ManagerStats, ProcessManager, UnwindLoader, UnwindMapping, UnwindTarget,
 };
+pub use queue::{EventKind, EventQueue, LoadKind, PendingWork, QueueStats};
 pub use registry::{ProcessRegistry, ProcessSnapshot, ResolvedAddress, SnapshotMapping};
+
+/// Entry points of the fuzz targets (`fuzz/`). NOT PART OF THE API.
+#[doc(hidden)]
+pub mod __fuzz {
+    pub use crate::go_tables::with_go_tables;
+}

@@ -1,28 +1,44 @@
 //! The process manager: turns process events (a new pid sampled, a pc in
-//! no known mapping, an exit) into unwinding state for the kernel, and
-//! keeps the [`ProcessRegistry`] that symbolization reads.
+//! no known mapping, an exec, an exit) into unwinding state for the
+//! kernel, and keeps the [`ProcessRegistry`] that symbolization reads.
 //!
 //! For each process it reads `/proc/PID/maps`, opens each executable file
 //! through `/proc/PID/map_files/<range>` (so files of other mount
 //! namespaces are reached, and a file replaced on disk is still the one
-//! mapped), else `/proc/PID/root/<path>`, reads the vDSO from the
-//! process's memory, and analyses each file once per [`FileId`]: its
-//! unwind table is interned and loaded through the [`UnwindLoader`], then
-//! the process's mappings are. Files are reference-counted by the
-//! processes that map them and unloaded a grace period after the last
-//! one goes. Everything is bounded by [`ManagerLimits`] and counted in
-//! [`ManagerStats`].
+//! mapped), else as `<path>` inside `/proc/PID/root` (resolved within
+//! that root, and used only when it is the inode the maps line names),
+//! always as [`profiler_elf::source`] opens files a process controls
+//! (regular files only, bounded; refusals counted). It reads the vDSO
+//! from the process's memory, and has each file analysed once per
+//! content ([`TableKey`], a digest of the whole file computed once per
+//! inode version; a [`FileId`] shared by two contents is counted, never
+//! trusted) by a small pool of workers ([`crate::pool`]). The manager
+//! alone updates the [`UnwindLoader`]: a file's rules, then its deltas,
+//! then the mappings of the processes that map it. A process is loaded
+//! at once with the files that are ready, and again as the others become
+//! ready. Files are reference-counted by the processes that map them;
+//! the ones nobody maps stay loaded, least recently used first out,
+//! within a byte budget ([`crate::lru`]). Everything is bounded by
+//! [`ManagerLimits`] and counted in [`ManagerStats`].
 
-use crate::files::{analyse, empty_symbols, ExecutableFile};
+use crate::files::{describe, ExecutableFile, FileKeys};
+use crate::latency::{LatencyHistogram, LatencySummary};
+use crate::lru::UnusedFiles;
 use crate::maps::{parse_executable, MapsEntry};
+use crate::pool::{AnalysisPool, Done, InternedDeltas, Job, Table, Waker};
 use crate::procfs::{read_info, read_memory, read_start_time};
+use crate::queue::{LoadKind, PendingWork};
 use crate::registry::{ProcessRegistry, ProcessSnapshot, SnapshotMapping};
-use profiler_elf::{file_id_of_bytes, file_id_of_path, ElfFile, RuleId, RuleInterner, UnwindRule};
-use profiler_trace::{FileId, Pid};
+use profiler_elf::source::{
+    open_in_root, open_regular, path_in_root, table_key_of_bytes, table_key_of_file, FileIdentity, OpenError,
+    OpenedFile, Purpose, Refusals,
+};
+use profiler_elf::{file_id_of_bytes, file_id_of_file, ElfFile, RuleId, RuleInterner, UnwindRule};
+use profiler_trace::{FileId, Pid, TableKey};
 use std::collections::{HashMap, HashSet};
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// An error of the [`UnwindLoader`] (the BPF maps).
@@ -33,12 +49,13 @@ pub type LoaderError = Box<dyn std::error::Error + Send + Sync>;
 pub enum UnwindTarget {
     /// A file whose deltas are loaded; `ELF vaddr = pc - bias`.
     File {
-        /// The file.
-        file_id: FileId,
+        /// The file's content.
+        table_key: TableKey,
         /// Load bias.
         bias: u64,
     },
-    /// Executable memory without unwind tables.
+    /// Executable memory without unwind tables (or whose tables are not
+    /// ready yet).
     NoUnwindInfo,
 }
 
@@ -54,21 +71,25 @@ pub struct UnwindMapping {
 }
 
 /// Where the manager puts unwinding state: the BPF maps in the agent, a
-/// recorder in tests.
+/// recorder in tests. Only the manager's thread calls it.
 pub trait UnwindLoader {
     /// Makes rule `id` known (called before any file using it is loaded;
     /// may be called again for the same id).
     fn set_rule(&mut self, id: RuleId, rule: &UnwindRule) -> Result<(), LoaderError>;
     /// Loads a file's deltas (sorted `(ELF vaddr, rule)` pairs).
-    fn load_file(&mut self, file_id: FileId, deltas: &[(u64, RuleId)]) -> Result<(), LoaderError>;
+    fn load_file(
+        &mut self,
+        table_key: TableKey,
+        deltas: &mut dyn Iterator<Item = (u64, RuleId)>,
+    ) -> Result<(), LoaderError>;
     /// Unloads a file's deltas.
-    fn unload_file(&mut self, file_id: FileId) -> Result<(), LoaderError>;
+    fn unload_file(&mut self, table_key: TableKey) -> Result<(), LoaderError>;
     /// Sets (replaces) the executable mappings of `pid`.
     fn set_process(&mut self, pid: Pid, mappings: &[UnwindMapping]) -> Result<(), LoaderError>;
     /// Removes everything of `pid`.
     fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError>;
-    /// A file was analysed, before its deltas are loaded: a chance to
-    /// find an interpreter in it (the agent looks for CPython). Does
+    /// A file was analysed, right before its deltas are loaded: a chance
+    /// to find an interpreter in it (the agent looks for CPython). Does
     /// nothing by default.
     fn inspect_file(&mut self, _file: &ExecutableFile, _elf: &ElfFile) {}
 }
@@ -78,17 +99,21 @@ pub trait UnwindLoader {
 pub struct ManagerLimits {
     /// Most processes loaded at once; more are refused (and counted).
     pub max_processes: usize,
-    /// Most files analysed and held at once; more are refused (their
-    /// mappings stop unwinding) and counted.
+    /// Most files analysed and held at once (the unused ones are evicted
+    /// first to make room); more are refused (their mappings stop
+    /// unwinding) and counted.
     pub max_files: usize,
     /// Files with more stack deltas are not loaded (counted).
     pub max_deltas_per_file: usize,
     /// How long an exited process's snapshot stays for samples still in
     /// flight.
     pub exit_grace: Duration,
-    /// How long a file nobody maps stays loaded (a process restarting
-    /// finds it still there).
-    pub file_unload_grace: Duration,
+    /// Bytes the files nobody maps may hold (their deltas in the kernel,
+    /// 4 bytes each, and their state here) before the least recently
+    /// used are unloaded: a program started again finds its tables.
+    pub unused_files_budget: u64,
+    /// Threads analysing files.
+    pub analysis_workers: usize,
     /// A new-process event for a process loaded less than this ago is
     /// ignored (it was sent before the load finished).
     pub maps_refresh_interval: Duration,
@@ -98,6 +123,11 @@ pub struct ManagerLimits {
     /// Processes never sampled that are loaded at their exec, per second
     /// (more are loaded at their first sample).
     pub exec_preloads_per_second: f64,
+    /// Open mapped files through `/proc/PID/map_files` when allowed
+    /// (it needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE). False forces
+    /// the path inside the process's root, checked against the maps
+    /// line's device and inode, as without those capabilities.
+    pub open_via_map_files: bool,
 }
 
 impl Default for ManagerLimits {
@@ -107,10 +137,12 @@ impl Default for ManagerLimits {
             max_files: 8192,
             max_deltas_per_file: 8 << 20,
             exit_grace: Duration::from_secs(5),
-            file_unload_grace: Duration::from_secs(30),
+            unused_files_budget: 64 << 20,
+            analysis_workers: 2,
             maps_refresh_interval: Duration::from_millis(500),
             liveness_interval: Duration::from_secs(5),
             exec_preloads_per_second: 20.0,
+            open_via_map_files: true,
         }
     }
 }
@@ -132,71 +164,161 @@ pub struct ManagerStats {
     pub maps_reads: u64,
     /// Processes that vanished or could not be read.
     pub maps_read_failures: u64,
-    /// Files held now.
+    /// Reads of maps whose executable mappings had not changed (nothing
+    /// else done).
+    pub maps_unchanged: u64,
+    /// Files held now (analysed or being analysed).
     pub files: u64,
+    /// Files being analysed now.
+    pub files_pending: u64,
     /// Files analysed (opened, tables built).
     pub files_analysed: u64,
     /// Files that could not be opened or parsed.
     pub files_failed: u64,
-    /// Files refused by `max_files` or `max_deltas_per_file`.
+    /// Files refused by `max_files` or `max_deltas_per_file` (or whose
+    /// 64-bit BPF id another held content already has).
     pub files_rejected: u64,
-    /// Files unloaded after their grace period.
-    pub files_unloaded: u64,
+    /// Files held now that no process maps.
+    pub files_unused: u64,
+    /// Bytes those hold (see [`ManagerLimits::unused_files_budget`]).
+    pub files_unused_bytes: u64,
+    /// Unused files unloaded to stay within the budget or the file limit.
+    pub files_evicted: u64,
     /// Stack deltas of the files held now.
     pub deltas: u64,
     /// Distinct unwind rules.
     pub rules: u64,
     /// Errors of the loader (BPF map updates).
     pub load_errors: u64,
-    /// Time spent analysing files, ms.
+    /// Time spent analysing files (summed over the workers), ms.
     pub analyse_ms: u64,
     /// Execs of processes never sampled not loaded ahead (over budget).
     pub exec_preloads_skipped: u64,
+    /// Execs whose process was gone when its load was due.
+    pub exec_preloads_gone: u64,
+    /// Loads and re-reads not scheduled (too many waiting).
+    pub scheduled_dropped: u64,
+    /// From a process's event (kernel time) to the moment its mappings
+    /// were in the loader with every file's table ready.
+    pub load_latency: LatencySummary,
+    /// Mapped files refused, by reason (not regular, too large, not the
+    /// mapped inode, path leaving the process's root, ...).
+    pub files_refused: Refusals,
+    /// Files whose [`FileId`] (head, tail, length) equals another held
+    /// file's while their contents differ: each keeps its own tables.
+    pub file_id_collisions: u64,
+}
+
+/// What became of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FileState {
+    /// Being analysed.
+    Pending,
+    /// Deltas in the loader.
+    Loaded,
+    /// Analysed, nothing loaded (no CFI, over the limits, load failed).
+    NoTable,
 }
 
 struct FileEntry {
     file: Arc<ExecutableFile>,
     /// Processes mapping it.
     refs: usize,
-    /// When refs last dropped to 0.
-    unused_since: Option<Instant>,
-    /// Deltas in the loader.
-    loaded: bool,
+    state: FileState,
+}
+
+/// A file-backed (or anonymous) executable mapping of a process, as
+/// last read from its maps.
+#[derive(Clone, Copy)]
+struct ProcessMapping {
+    start: u64,
+    end: u64,
+    file: Option<(TableKey, u64)>,
 }
 
 struct ProcessState {
     start_time: Option<u64>,
-    files: HashSet<FileId>,
+    files: HashSet<TableKey>,
+    mappings: Vec<ProcessMapping>,
     maps_read_at: Instant,
+    /// Of the executable mappings last read (see [`maps_digest`]).
+    maps_digest: u64,
+    /// Kernel time of the event whose load is not complete yet.
+    waiting_since_ns: Option<u64>,
 }
 
 /// Identity of a file on disk, to skip hashing it again.
-type DiskKey = (u64, u64, u64, i64, i64);
+type DiskKey = FileIdentity;
 
+/// When a program is loaded after its exec.
+const EXEC_LOAD_DELAY: Duration = Duration::from_millis(5);
 /// When maps are read again after an exec (ms after it).
-const EXEC_RESYNC_MS: [u64; 3] = [5, 25, 100];
+const EXEC_RESYNC_MS: [u64; 2] = [25, 100];
+/// Most loads and re-reads scheduled at once (more are dropped and
+/// counted; a process missed this way is loaded at its first sample).
+const MAX_SCHEDULED: usize = 16_384;
+
+/// A load scheduled after an exec.
+#[derive(Clone, Copy)]
+struct ExecLoad {
+    /// Kernel time of the exec event (0: unknown).
+    ktime_ns: u64,
+    /// The process was loaded before its exec (its load is not an exec
+    /// preload, it needs no budget).
+    was_loaded: bool,
+}
+
+/// Work for later: a load after an exec, or a re-read of maps.
+#[derive(Clone, Copy)]
+struct Scheduled {
+    pid: Pid,
+    at: Instant,
+    exec: Option<ExecLoad>,
+}
 
 /// Bound of the (device, inode, ...) -> FileId cache and of the set of
 /// files known to fail.
 const MAX_DISK_KEYS: usize = 65_536;
 
+/// What a held file costs beyond its deltas (its state here, the
+/// loader's bookkeeping), for the unused files' budget.
+const FILE_OVERHEAD_BYTES: u64 = 4096;
+
+/// `CLOCK_MONOTONIC` now, ns: the clock of the kernel's event times.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out pointer for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+}
+
 /// See the module documentation.
 pub struct ProcessManager<L: UnwindLoader> {
     loader: L,
     registry: Arc<ProcessRegistry>,
-    interner: RuleInterner,
-    files: HashMap<FileId, FileEntry>,
-    disk_keys: HashMap<DiskKey, FileId>,
+    interner: Arc<Mutex<RuleInterner>>,
+    pool: AnalysisPool,
+    files: HashMap<TableKey, FileEntry>,
+    unused: UnusedFiles<TableKey>,
+    /// The content of each held file's [`FileId`], to notice collisions.
+    file_ids: HashMap<FileId, TableKey>,
+    disk_keys: HashMap<DiskKey, (FileId, TableKey)>,
     failed: HashSet<DiskKey>,
     processes: HashMap<Pid, ProcessState>,
     exited: Vec<(Pid, Instant)>,
     last_liveness: Instant,
-    /// Re-reads of maps scheduled after an exec, when the dynamic loader
-    /// will have mapped the libraries.
-    resyncs: Vec<(Pid, Instant)>,
+    /// Loads after execs and re-reads of maps after them, when the
+    /// dynamic loader will have mapped the libraries.
+    scheduled: Vec<Scheduled>,
     /// Budget of exec preloads of processes never sampled (token bucket).
     exec_tokens: f64,
     exec_tokens_at: Instant,
+    /// Kernel time of the event being handled (0: none, now is used).
+    event_ktime_ns: u64,
+    /// Whether the file being added is the one a process's own code is
+    /// in (its analysis goes first).
+    adding_urgent: bool,
+    latency: LatencyHistogram,
     limits: ManagerLimits,
     stats: ManagerStats,
     proc_root: PathBuf,
@@ -205,23 +327,37 @@ pub struct ProcessManager<L: UnwindLoader> {
 impl<L: UnwindLoader> ProcessManager<L> {
     /// A manager loading into `loader` and publishing into `registry`.
     pub fn new(loader: L, registry: Arc<ProcessRegistry>, limits: ManagerLimits) -> ProcessManager<L> {
+        let interner = Arc::new(Mutex::new(RuleInterner::new()));
         ProcessManager {
             loader,
             registry,
-            interner: RuleInterner::new(),
+            pool: AnalysisPool::new(limits.analysis_workers, limits.max_deltas_per_file, interner.clone()),
+            interner,
             files: HashMap::new(),
+            unused: UnusedFiles::new(limits.unused_files_budget),
+            file_ids: HashMap::new(),
             disk_keys: HashMap::new(),
             failed: HashSet::new(),
             processes: HashMap::new(),
             exited: Vec::new(),
             last_liveness: Instant::now(),
-            resyncs: Vec::new(),
+            scheduled: Vec::new(),
             exec_tokens: limits.exec_preloads_per_second,
             exec_tokens_at: Instant::now(),
+            event_ktime_ns: 0,
+            adding_urgent: false,
+            latency: LatencyHistogram::default(),
             limits,
             stats: ManagerStats::default(),
             proc_root: PathBuf::from("/proc"),
         }
+    }
+
+    /// Calls `waker` (from a worker thread) whenever a file's analysis is
+    /// done: the caller's loop should then call
+    /// [`ProcessManager::collect_analysed`].
+    pub fn set_waker(&self, waker: Waker) {
+        self.pool.set_waker(waker);
     }
 
     /// The loader.
@@ -234,14 +370,35 @@ impl<L: UnwindLoader> ProcessManager<L> {
         let mut s = self.stats;
         s.processes = self.processes.len() as u64;
         s.files = self.files.len() as u64;
-        s.deltas = self.files.values().filter(|f| f.loaded).map(|f| f.file.deltas).sum();
-        s.rules = self.interner.len() as u64;
+        s.files_pending = self.files.values().filter(|f| f.state == FileState::Pending).count() as u64;
+        s.files_unused = self.unused.len() as u64;
+        s.files_unused_bytes = self.unused.bytes();
+        s.deltas = self.files.values().filter(|f| f.state == FileState::Loaded).map(|f| f.file.deltas).sum();
+        s.rules = self.interner.lock().unwrap_or_else(|p| p.into_inner()).len() as u64;
+        s.analyse_ms = self.pool.stats().analyse_ms;
+        s.load_latency = self.latency.summary();
         s
     }
 
     /// Whether `pid` is loaded.
     pub fn is_loaded(&self, pid: Pid) -> bool {
         self.processes.contains_key(&pid)
+    }
+
+    /// Handles the work the event queue merged for one pid: its exit,
+    /// then the load asked after it.
+    pub fn on_work(&mut self, work: PendingWork) {
+        if work.exit {
+            self.on_exit(work.pid);
+        }
+        self.event_ktime_ns = work.ktime_ns;
+        match work.load {
+            Some(LoadKind::New) => self.on_new_process(work.pid),
+            Some(LoadKind::UnknownPc) => self.on_unknown_pc(work.pid, 0),
+            Some(LoadKind::Exec) => self.on_exec(work.pid),
+            None => {}
+        }
+        self.event_ktime_ns = 0;
     }
 
     /// A sample of `pid` found it unknown: load it (again, when it was
@@ -256,40 +413,89 @@ impl<L: UnwindLoader> ProcessManager<L> {
         self.sync(pid, false);
     }
 
-    /// `pid` called execve: its mappings are all new. A loaded process is
-    /// reloaded; a process never sampled is loaded ahead of its first
-    /// sample while the exec preload budget lasts (execs can come by the
-    /// hundred per second on a build machine; most of those processes are
-    /// never sampled, and the first sample loads them anyway). Either way
-    /// its maps are read again a few times in the next 100 ms, as the
-    /// dynamic loader maps the libraries.
+    /// `pid` called execve: its mappings are all new. The old ones go at
+    /// once; the new program is loaded a few milliseconds later, once
+    /// ld.so has mapped its libraries, if it still runs then (most
+    /// processes of a build's churn are gone by then, and cost nothing
+    /// more). A process never sampled is loaded ahead of its first sample
+    /// while the exec preload budget lasts (execs can come by the hundred
+    /// per second on a build machine; most of those processes are never
+    /// sampled, and the first sample loads them anyway). Its maps are
+    /// read again 25 and 100 ms after the exec, for late libraries.
     pub fn on_exec(&mut self, pid: Pid) {
-        let known = self.processes.contains_key(&pid);
-        if !known && !self.take_exec_token() {
-            self.stats.exec_preloads_skipped += 1;
+        let was_loaded = self.processes.contains_key(&pid);
+        self.unload_process(pid, true);
+        let exec = ExecLoad { ktime_ns: self.event_ktime_ns, was_loaded };
+        self.schedule(pid, EXEC_LOAD_DELAY, Some(exec));
+    }
+
+    fn schedule(&mut self, pid: Pid, after: Duration, exec: Option<ExecLoad>) {
+        if self.scheduled.len() >= MAX_SCHEDULED {
+            self.stats.scheduled_dropped += 1;
             return;
         }
-        self.unload_process(pid, true);
-        self.sync(pid, false);
-        let now = Instant::now();
-        for ms in EXEC_RESYNC_MS {
-            self.resyncs.push((pid, now + Duration::from_millis(ms)));
-        }
+        self.scheduled.push(Scheduled { pid, at: Instant::now() + after, exec });
     }
 
     /// When [`ProcessManager::run_due`] next has work, if ever.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.resyncs.iter().map(|r| r.1).min()
+        self.scheduled.iter().map(|r| r.at).min()
     }
 
-    /// Does the scheduled work that is due (re-reading maps after execs).
+    /// Does the scheduled work that is due (loads after execs, re-reading
+    /// maps after them).
     pub fn run_due(&mut self) {
         let now = Instant::now();
-        let due: Vec<Pid> = self.resyncs.iter().filter(|r| r.1 <= now).map(|r| r.0).collect();
-        self.resyncs.retain(|r| r.1 > now);
-        for pid in due {
-            if self.processes.contains_key(&pid) {
-                self.sync(pid, false);
+        let due: Vec<Scheduled> = self.scheduled.iter().filter(|r| r.at <= now).copied().collect();
+        self.scheduled.retain(|r| r.at > now);
+        for s in due {
+            match s.exec {
+                Some(exec) => self.load_after_exec(s.pid, exec),
+                None if self.processes.contains_key(&s.pid) => self.sync(s.pid, false),
+                None => {}
+            }
+        }
+    }
+
+    fn load_after_exec(&mut self, pid: Pid, exec: ExecLoad) {
+        if !self.processes.contains_key(&pid) {
+            if !is_running(pid) {
+                self.stats.exec_preloads_gone += 1;
+                return;
+            }
+            if !exec.was_loaded && !self.take_exec_token() {
+                self.stats.exec_preloads_skipped += 1;
+                return;
+            }
+        }
+        self.event_ktime_ns = exec.ktime_ns;
+        self.sync(pid, false);
+        self.event_ktime_ns = 0;
+        if self.processes.contains_key(&pid) {
+            for ms in EXEC_RESYNC_MS {
+                self.schedule(pid, Duration::from_millis(ms) - EXEC_LOAD_DELAY, None);
+            }
+        }
+    }
+
+    /// Loads the files whose analysis is done, then the processes that
+    /// map them. Never blocks.
+    pub fn collect_analysed(&mut self) {
+        for done in self.pool.take_done() {
+            self.finish_file(done);
+        }
+    }
+
+    /// Waits for every analysis under way and loads the results (tests,
+    /// and callers that want everything loaded before going on).
+    pub fn settle(&mut self) {
+        loop {
+            let done = self.pool.wait_idle();
+            if done.is_empty() {
+                return;
+            }
+            for d in done {
+                self.finish_file(d);
             }
         }
     }
@@ -314,8 +520,8 @@ impl<L: UnwindLoader> ProcessManager<L> {
     }
 
     /// Housekeeping, to call about once a second: forgets exited
-    /// processes after their grace, unloads files nobody maps, notices
-    /// exits that were missed.
+    /// processes after their grace, notices exits that were missed, keeps
+    /// the unused files within their budget.
     pub fn tick(&mut self) {
         let now = Instant::now();
         let grace = self.limits.exit_grace;
@@ -339,23 +545,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
                 self.unload_process(pid, false);
             }
         }
-        let unload_grace = self.limits.file_unload_grace;
-        let unused: Vec<FileId> = self
-            .files
-            .iter()
-            .filter(|(_, f)| f.refs == 0 && f.unused_since.is_some_and(|t| now.duration_since(t) >= unload_grace))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in unused {
-            if let Some(entry) = self.files.remove(&id) {
-                if entry.loaded {
-                    if let Err(_e) = self.loader.unload_file(id) {
-                        self.stats.load_errors += 1;
-                    }
-                }
-                self.stats.files_unloaded += 1;
-            }
-        }
+        self.evict_over_budget();
     }
 
     /// Unloads every process and file from the loader (the agent
@@ -367,8 +557,10 @@ impl<L: UnwindLoader> ProcessManager<L> {
             self.unload_process(pid, false);
         }
         self.exited.clear();
+        while self.unused.pop_oldest().is_some() {}
+        self.file_ids.clear();
         for (id, entry) in std::mem::take(&mut self.files) {
-            if entry.loaded && self.loader.unload_file(id).is_err() {
+            if entry.state == FileState::Loaded && self.loader.unload_file(id).is_err() {
                 self.stats.load_errors += 1;
             }
         }
@@ -388,16 +580,34 @@ impl<L: UnwindLoader> ProcessManager<L> {
         }
     }
 
-    fn release_files(&mut self, files: &HashSet<FileId>) {
-        let now = Instant::now();
+    fn release_files(&mut self, files: &HashSet<TableKey>) {
         for id in files {
             if let Some(entry) = self.files.get_mut(id) {
                 entry.refs = entry.refs.saturating_sub(1);
-                if entry.refs == 0 {
-                    entry.unused_since = Some(now);
+                if entry.refs == 0 && entry.state != FileState::Pending {
+                    self.unused.insert(*id, cost(entry));
                 }
             }
         }
+        self.evict_over_budget();
+    }
+
+    /// Unloads the least recently used unused files beyond the budget.
+    fn evict_over_budget(&mut self) {
+        while let Some(id) = self.unused.pop_over_budget() {
+            self.evict(id);
+        }
+    }
+
+    fn evict(&mut self, id: TableKey) {
+        let Some(entry) = self.files.remove(&id) else { return };
+        if self.file_ids.get(&entry.file.file_id) == Some(&id) {
+            self.file_ids.remove(&entry.file.file_id);
+        }
+        if entry.state == FileState::Loaded && self.loader.unload_file(id).is_err() {
+            self.stats.load_errors += 1;
+        }
+        self.stats.files_evicted += 1;
     }
 
     fn sync(&mut self, pid: Pid, new_event: bool) {
@@ -428,21 +638,32 @@ impl<L: UnwindLoader> ProcessManager<L> {
             return;
         };
         let entries = parse_executable(&text);
+        let digest = maps_digest(&entries);
+        if let Some(state) = self.processes.get_mut(&pid) {
+            if state.maps_digest == digest {
+                // Nothing executable changed (most re-reads after an
+                // exec, once ld.so is done): no file to look at again.
+                state.maps_read_at = Instant::now();
+                self.stats.maps_unchanged += 1;
+                return;
+            }
+        }
 
         let mut snapshot_mappings = Vec::with_capacity(entries.len());
-        let mut unwind_mappings = Vec::with_capacity(entries.len());
+        let mut mappings = Vec::with_capacity(entries.len());
         let mut files = HashSet::new();
+        // The lowest file mapping is the program's own executable (ld.so
+        // and libraries are mapped above it): analysed first.
+        let mut first_file = true;
         for entry in &entries {
+            self.adding_urgent = first_file && !entry.is_anonymous() && !entry.is_vdso();
             let file = if entry.is_anonymous() { None } else { self.file_for(pid, entry) };
+            first_file &= entry.is_anonymous();
             let bias = file.as_ref().and_then(|f| f.segments.executable_bias(entry.start, entry.offset));
-            let loaded = file.as_ref().is_some_and(|f| self.files.get(&f.file_id).is_some_and(|e| e.loaded));
-            let target = match (&file, bias) {
-                (Some(f), Some(bias)) if loaded => UnwindTarget::File { file_id: f.file_id, bias },
-                _ => UnwindTarget::NoUnwindInfo,
-            };
-            unwind_mappings.push(UnwindMapping { start: entry.start, end: entry.end, target });
+            let target = file.as_ref().zip(bias).map(|(f, b)| (f.table_key, b));
+            mappings.push(ProcessMapping { start: entry.start, end: entry.end, file: target });
             if let Some(f) = &file {
-                files.insert(f.file_id);
+                files.insert(f.table_key);
             }
             let mut mapping = entry.to_mapping();
             if let Some(f) = &file {
@@ -452,138 +673,264 @@ impl<L: UnwindLoader> ProcessManager<L> {
             }
             snapshot_mappings.push(SnapshotMapping { mapping: Arc::new(mapping), file, bias });
         }
+        self.adding_urgent = false;
         snapshot_mappings.sort_by_key(|m| m.mapping.start);
 
-        if self.loader.set_process(pid, &unwind_mappings).is_err() {
-            self.stats.load_errors += 1;
-        }
         // References: take the new ones before releasing the old ones.
         let now = Instant::now();
+        // Timed from the event that asked for this load (from now for a
+        // process loaded without one); scheduled re-reads are not timed.
+        let event = self.event_ktime_ns;
+        let since = if event == 0 { monotonic_ns() } else { event };
         let old = match self.processes.get_mut(&pid) {
             Some(state) => {
                 state.maps_read_at = now;
+                state.maps_digest = digest;
+                state.mappings = mappings;
+                if event != 0 {
+                    state.waiting_since_ns = state.waiting_since_ns.or(Some(event));
+                }
                 std::mem::replace(&mut state.files, files.clone())
             }
             None => {
                 self.stats.processes_loaded += 1;
-                self.processes.insert(pid, ProcessState { start_time, files: files.clone(), maps_read_at: now });
+                let state = ProcessState {
+                    start_time,
+                    files: files.clone(),
+                    mappings,
+                    maps_read_at: now,
+                    maps_digest: digest,
+                    waiting_since_ns: Some(since),
+                };
+                self.processes.insert(pid, state);
                 HashSet::new()
             }
         };
+        // The same program as before keeps its name, path and container.
+        let known_info = if old.is_empty() { None } else { self.registry.get(pid).map(|s| s.info.clone()) };
         for id in files.difference(&old) {
             if let Some(e) = self.files.get_mut(id) {
                 e.refs += 1;
-                e.unused_since = None;
+                self.unused.remove(*id);
             }
         }
-        let released: HashSet<FileId> = old.difference(&files).copied().collect();
+        let released: HashSet<TableKey> = old.difference(&files).copied().collect();
         self.release_files(&released);
+        self.push_mappings(pid);
 
-        let comm = std::fs::read_to_string(self.proc_root.join(pid.0.to_string()).join("comm")).unwrap_or_default();
-        let info = read_info(&self.proc_root, pid, comm.trim_end());
-        self.registry.set(pid, ProcessSnapshot { info: Arc::new(info), mappings: snapshot_mappings });
+        let info = known_info.unwrap_or_else(|| {
+            let comm = std::fs::read_to_string(self.proc_root.join(pid.0.to_string()).join("comm")).unwrap_or_default();
+            Arc::new(read_info(&self.proc_root, pid, comm.trim_end()))
+        });
+        self.registry.set(pid, ProcessSnapshot { info, mappings: snapshot_mappings });
+    }
+
+    /// Sets `pid`'s mappings in the loader, those of the files whose
+    /// tables are loaded as files, the others as code without unwind
+    /// information (until their analysis is done).
+    fn push_mappings(&mut self, pid: Pid) {
+        let Some(state) = self.processes.get_mut(&pid) else { return };
+        let mut complete = true;
+        let unwind: Vec<UnwindMapping> = state
+            .mappings
+            .iter()
+            .map(|m| {
+                let state = m.file.and_then(|(id, _)| self.files.get(&id)).map(|e| e.state);
+                complete &= state != Some(FileState::Pending);
+                let target = match (m.file, state) {
+                    (Some((table_key, bias)), Some(FileState::Loaded)) => UnwindTarget::File { table_key, bias },
+                    _ => UnwindTarget::NoUnwindInfo,
+                };
+                UnwindMapping { start: m.start, end: m.end, target }
+            })
+            .collect();
+        if self.loader.set_process(pid, &unwind).is_err() {
+            self.stats.load_errors += 1;
+        }
+        if complete {
+            if let Some(since) = state.waiting_since_ns.take() {
+                self.latency.record(monotonic_ns().saturating_sub(since) / 1000);
+            }
+        }
+    }
+
+    /// A file's analysis is done: its table is loaded, then the processes
+    /// that map it.
+    fn finish_file(&mut self, done: Done) {
+        let Done { file, elf, table } = done;
+        let id = file.table_key;
+        if !self.files.get(&id).is_some_and(|e| e.state == FileState::Pending) {
+            return; // unloaded meanwhile (stopping)
+        }
+        self.stats.files_analysed += 1;
+        let mut state = FileState::NoTable;
+        self.loader.inspect_file(&file, &elf);
+        drop(elf);
+        // The BPF maps know files by 64 bits of the key: another content
+        // with the same 64 bits (2^-64 by chance) must not replace its table.
+        let bpf_id_taken = self.files.keys().any(|k| k.bpf_id() == id.bpf_id() && *k != id);
+        match table {
+            Table::Deltas(_) if bpf_id_taken => self.stats.files_rejected += 1,
+            Table::Deltas(interned) if interned.deltas.is_empty() => {}
+            Table::Deltas(interned) => {
+                if self.load_table(id, interned) {
+                    state = FileState::Loaded;
+                }
+            }
+            Table::TooLarge | Table::RulesFull => self.stats.files_rejected += 1,
+        }
+        match self.file_ids.get(&file.file_id) {
+            Some(other) if *other != id => self.stats.file_id_collisions += 1,
+            Some(_) => {}
+            None => {
+                self.file_ids.insert(file.file_id, id);
+            }
+        }
+        let Some(entry) = self.files.get_mut(&id) else { return };
+        entry.file = file;
+        entry.state = state;
+        if entry.refs == 0 {
+            self.unused.insert(id, cost(entry));
+            self.evict_over_budget();
+        }
+        let pids: Vec<Pid> =
+            self.processes.iter().filter(|(_, p)| p.files.contains(&id)).map(|(pid, _)| *pid).collect();
+        for pid in pids {
+            self.push_mappings(pid);
+        }
     }
 
     /// The analysed file behind a file-backed mapping (analysing and
     /// loading it on first sight).
     fn file_for(&mut self, pid: Pid, entry: &MapsEntry) -> Option<Arc<ExecutableFile>> {
-        let dir = self.proc_root.join(pid.0.to_string());
         if entry.is_vdso() {
             let bytes = read_memory(&self.proc_root, pid, entry.start, entry.end).ok()?;
-            let file_id = file_id_of_bytes(&bytes);
-            if let Some(e) = self.files.get(&file_id) {
+            let keys =
+                FileKeys { file_id: file_id_of_bytes(&bytes), table_key: table_key_of_bytes(&bytes), identity: None };
+            if let Some(e) = self.files.get(&keys.table_key) {
                 return Some(e.file.clone());
             }
-            return self.add_file(file_id, "[vdso]", || ElfFile::from_bytes(bytes).ok());
+            return self.add_file(keys, "[vdso]", || ElfFile::from_bytes(bytes).ok());
         }
-        let by_range = dir.join("map_files").join(format!("{:x}-{:x}", entry.start, entry.end));
-        let path = match std::fs::metadata(&by_range) {
-            Ok(_) => by_range,
-            Err(_) => dir.join("root").join(entry.path.trim_start_matches('/')),
+        let opened = match self.open_mapped(pid, entry) {
+            Ok(opened) => opened,
+            Err(e) => {
+                // Plain I/O errors (the process exited, ...) are not counted.
+                self.stats.files_refused.count(&e);
+                return None;
+            }
         };
-        let meta = std::fs::metadata(&path).ok()?;
-        let key: DiskKey = (meta.dev(), meta.ino(), meta.size(), meta.mtime(), meta.mtime_nsec());
+        let key: DiskKey = opened.identity;
         if self.failed.contains(&key) {
             return None;
         }
-        let file_id = match self.disk_keys.get(&key) {
-            Some(id) => *id,
+        let keys = match self.disk_keys.get(&key) {
+            Some(&(file_id, table_key)) => FileKeys { file_id, table_key, identity: Some(key) },
             None => {
-                let id = file_id_of_path(&path).ok()?;
+                let Some(keys) = file_keys(&opened) else {
+                    // Not ELF, or unreadable: nothing hashed beyond 4 bytes.
+                    self.stats.files_failed += 1;
+                    self.remember_failed(key);
+                    return None;
+                };
                 if self.disk_keys.len() >= MAX_DISK_KEYS {
                     self.disk_keys.clear();
                 }
-                self.disk_keys.insert(key, id);
-                id
+                self.disk_keys.insert(key, (keys.file_id, keys.table_key));
+                keys
             }
         };
-        if let Some(e) = self.files.get(&file_id) {
+        if let Some(e) = self.files.get(&keys.table_key) {
             return Some(e.file.clone());
         }
-        let file = self.add_file(file_id, &entry.path, || ElfFile::open(&path).ok());
-        if file.is_none() && !self.files.contains_key(&file_id) {
-            if self.failed.len() >= MAX_DISK_KEYS {
-                self.failed.clear();
-            }
-            self.failed.insert(key);
+        let size = opened.identity.size;
+        let file = self.add_file(keys, &entry.path, || ElfFile::from_file(opened.file, size).ok());
+        if file.is_none() && !self.files.contains_key(&keys.table_key) {
+            self.remember_failed(key);
         }
         file
     }
 
+    fn remember_failed(&mut self, key: DiskKey) {
+        if self.failed.len() >= MAX_DISK_KEYS {
+            self.failed.clear();
+        }
+        self.failed.insert(key);
+    }
+
+    /// Opens the file a mapping maps: through `map_files` (the mapped
+    /// file itself), else by its path inside the process's root, which
+    /// must then be the inode the maps line names.
+    fn open_mapped(&self, pid: Pid, entry: &MapsEntry) -> Result<OpenedFile, OpenError> {
+        let dir = self.proc_root.join(pid.0.to_string());
+        if self.limits.open_via_map_files {
+            let by_range = dir.join("map_files").join(format!("{:x}-{:x}", entry.start, entry.end));
+            match open_regular(&by_range, Purpose::Executable) {
+                Ok(opened) => return Ok(opened),
+                // What is mapped is itself unacceptable (a device, ...).
+                Err(e) if e.is_refusal() => return Err(e),
+                // Not allowed to read map_files: by path below.
+                Err(_) => {}
+            }
+        }
+        let root = dir.join("root");
+        let path = path_in_root(&root, Path::new(&entry.path));
+        let opened = open_in_root(&root, &path, Purpose::Executable)?;
+        if !opened.identity.is_mapped(entry.dev.0, entry.dev.1, entry.inode, opened.on_overlay) {
+            return Err(OpenError::Mismatch);
+        }
+        Ok(opened)
+    }
+
+    /// Registers a file first seen and queues its analysis; the mappings
+    /// of the file unwind once it is done. The returned description
+    /// (segments, build ids) is complete already.
     fn add_file(
         &mut self,
-        file_id: FileId,
+        keys: FileKeys,
         path: &str,
         open: impl FnOnce() -> Option<ElfFile>,
     ) -> Option<Arc<ExecutableFile>> {
         if self.files.len() >= self.limits.max_files {
-            self.stats.files_rejected += 1;
-            return None;
+            match self.unused.pop_oldest() {
+                Some(old) => self.evict(old),
+                None => {
+                    self.stats.files_rejected += 1;
+                    return None;
+                }
+            }
         }
-        let started = Instant::now();
         let Some(elf) = open() else {
             self.stats.files_failed += 1;
             return None;
         };
-        let mut analysed = analyse(&elf, file_id, path);
-        self.loader.inspect_file(&analysed.file, &elf);
-        drop(elf);
-        // The symbols were for inspect_file only (see ExecutableFile).
-        if let Some(f) = Arc::get_mut(&mut analysed.file) {
-            f.symbols = empty_symbols();
-        }
-        self.stats.files_analysed += 1;
-        let mut loaded = false;
-        let deltas = std::mem::take(&mut analysed.table.deltas);
-        if deltas.len() > self.limits.max_deltas_per_file {
-            self.stats.files_rejected += 1;
-        } else if !deltas.is_empty() {
-            loaded = self.load_table(file_id, deltas);
-        }
-        self.stats.analyse_ms += started.elapsed().as_millis() as u64;
-        self.files.insert(
-            file_id,
-            FileEntry { file: analysed.file.clone(), refs: 0, unused_since: Some(Instant::now()), loaded },
-        );
-        Some(analysed.file)
+        let path: Arc<str> = Arc::from(path);
+        let file = Arc::new(describe(&elf, keys, path.clone()));
+        self.files.insert(keys.table_key, FileEntry { file: file.clone(), refs: 0, state: FileState::Pending });
+        self.pool.submit(Job { keys, path, elf, urgent: self.adding_urgent });
+        Some(file)
     }
 
-    fn load_table(&mut self, file_id: FileId, deltas: Vec<profiler_elf::StackDelta>) -> bool {
-        let Ok(interned) = intern_consuming(&mut self.interner, deltas) else {
-            self.stats.files_rejected += 1;
-            return false;
+    /// Sets the rules of a file's deltas, then hands the loader its
+    /// deltas straight from the compact table (4 bytes a delta), which is
+    /// freed as soon as the loader has read it.
+    fn load_table(&mut self, table_key: TableKey, interned: InternedDeltas) -> bool {
+        let InternedDeltas { deltas, rule_ids } = interned;
+        let mut distinct = rule_ids.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let rules: Vec<(RuleId, UnwindRule)> = {
+            let interner = self.interner.lock().unwrap_or_else(|p| p.into_inner());
+            distinct.into_iter().filter_map(|id| Some((id, interner.get(id)?))).collect()
         };
-        let mut ids: Vec<RuleId> = interned.iter().map(|d| d.1).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        for id in ids {
-            let Some(rule) = self.interner.get(id) else { continue };
+        for (id, rule) in rules {
             if self.loader.set_rule(id, &rule).is_err() {
                 self.stats.load_errors += 1;
                 return false;
             }
         }
-        match self.loader.load_file(file_id, &interned) {
+        let mut pairs = deltas.into_indexed().map(|(address, rule)| (address, rule_ids[usize::from(rule)]));
+        match self.loader.load_file(table_key, &mut pairs) {
             Ok(()) => true,
             Err(_) => {
                 self.stats.load_errors += 1;
@@ -593,40 +940,65 @@ impl<L: UnwindLoader> ProcessManager<L> {
     }
 }
 
-/// Deltas interned per chunk at a time by [`intern_consuming`].
-const INTERN_CHUNK: usize = 64 * 1024;
-
-/// `interner.intern_deltas(&deltas)`, giving `deltas`' memory back as
-/// it goes: for a 150 MB library both tables take 35 MB each, so holding
-/// both at once would double the manager's peak. Consumed from the end,
-/// chunk by chunk, shrinking `deltas` (large blocks are their own
-/// mappings: shrinking returns the pages); the output is allocated whole
-/// up front but its pages only become resident as they are written.
-fn intern_consuming(
-    interner: &mut RuleInterner,
-    mut deltas: Vec<profiler_elf::StackDelta>,
-) -> profiler_elf::Result<Vec<(u64, RuleId)>> {
-    let mut out = Vec::with_capacity(deltas.len());
-    while !deltas.is_empty() {
-        let tail = deltas.split_off(deltas.len().saturating_sub(INTERN_CHUNK));
-        deltas.shrink_to_fit();
-        out.extend(interner.intern_deltas(&tail)?.into_iter().rev());
+/// The wire id and content key of an opened file, when it is ELF (the
+/// whole file is hashed only then).
+fn file_keys(opened: &OpenedFile) -> Option<FileKeys> {
+    let mut magic = [0u8; 4];
+    opened.file.read_exact_at(&mut magic, 0).ok()?;
+    if &magic != b"\x7fELF" {
+        return None;
     }
-    out.reverse();
-    Ok(out)
+    let size = opened.identity.size;
+    Some(FileKeys {
+        file_id: file_id_of_file(&opened.file, size).ok()?,
+        table_key: table_key_of_file(&opened.file, size).ok()?,
+        identity: Some(opened.identity),
+    })
+}
+
+/// Whether `pid` exists (one syscall, no /proc read: most processes of a
+/// build's churn are gone when their load is due).
+fn is_running(pid: Pid) -> bool {
+    let Ok(raw) = libc::pid_t::try_from(pid.0) else { return false };
+    // SAFETY: signal 0 only checks that the process exists.
+    raw > 0 && unsafe { libc::kill(raw, 0) } == 0
+}
+
+/// A digest of a process's executable mappings: equal digests, nothing
+/// to load again.
+fn maps_digest(entries: &[MapsEntry]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for e in entries {
+        (e.start, e.end, e.offset, e.inode, &e.path).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// What a file nobody maps costs while held: its deltas in the kernel
+/// (4 bytes each) and its state here.
+fn cost(entry: &FileEntry) -> u64 {
+    let deltas = if entry.state == FileState::Loaded { entry.file.deltas } else { 0 };
+    deltas * 4 + FILE_OVERHEAD_BYTES
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::queue::{EventKind, EventQueue};
     use std::process::{Child, Command};
 
-    /// Records what the manager loads.
+    /// Records what the manager loads, and checks the order: rules before
+    /// the files that use them, files before the processes that map them.
     #[derive(Default)]
     struct Recorder {
         rules: HashSet<RuleId>,
-        files: HashMap<FileId, usize>,
+        files: HashMap<TableKey, usize>,
         processes: HashMap<Pid, Vec<UnwindMapping>>,
+        last_loaded: Vec<(u64, RuleId)>,
+        /// Every set_process, in order.
+        process_sets: Vec<(Pid, usize)>,
+        loads: usize,
     }
 
     impl UnwindLoader for Recorder {
@@ -634,21 +1006,31 @@ mod tests {
             self.rules.insert(id);
             Ok(())
         }
-        fn load_file(&mut self, file_id: FileId, deltas: &[(u64, RuleId)]) -> Result<(), LoaderError> {
+        fn load_file(
+            &mut self,
+            file_id: TableKey,
+            deltas: &mut dyn Iterator<Item = (u64, RuleId)>,
+        ) -> Result<(), LoaderError> {
+            let deltas: Vec<(u64, RuleId)> = deltas.collect();
             assert!(deltas.iter().all(|d| self.rules.contains(&d.1)), "rules set before the file");
             assert!(self.files.insert(file_id, deltas.len()).is_none(), "loaded twice");
+            self.last_loaded = deltas;
+            self.loads += 1;
             Ok(())
         }
-        fn unload_file(&mut self, file_id: FileId) -> Result<(), LoaderError> {
+        fn unload_file(&mut self, file_id: TableKey) -> Result<(), LoaderError> {
             self.files.remove(&file_id).map(|_| ()).ok_or_else(|| "not loaded".into())
         }
         fn set_process(&mut self, pid: Pid, mappings: &[UnwindMapping]) -> Result<(), LoaderError> {
+            let mut files = 0;
             for m in mappings {
-                if let UnwindTarget::File { file_id, .. } = m.target {
-                    assert!(self.files.contains_key(&file_id), "file loaded before the process");
+                if let UnwindTarget::File { table_key, .. } = m.target {
+                    assert!(self.files.contains_key(&table_key), "file loaded before the process");
+                    files += 1;
                 }
             }
             self.processes.insert(pid, mappings.to_vec());
+            self.process_sets.push((pid, files));
             Ok(())
         }
         fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError> {
@@ -681,10 +1063,14 @@ mod tests {
     fn quick() -> ManagerLimits {
         ManagerLimits {
             exit_grace: Duration::ZERO,
-            file_unload_grace: Duration::ZERO,
+            unused_files_budget: 0,
             maps_refresh_interval: Duration::ZERO,
             ..Default::default()
         }
+    }
+
+    fn loaded_files(mappings: &[UnwindMapping]) -> usize {
+        mappings.iter().filter(|u| matches!(u.target, UnwindTarget::File { .. })).count()
     }
 
     #[test]
@@ -694,16 +1080,23 @@ mod tests {
         let (a, b) = (sleeper(), sleeper());
         let (pa, pb) = (Pid(a.0.id()), Pid(b.0.id()));
         m.on_new_process(pa);
+        // Loaded at once, without unwind tables until they are analysed.
+        assert_eq!(m.loader().process_sets, vec![(pa, 0)]);
+        assert!(m.stats().files_pending >= 2);
+        m.settle();
         let files_after_one = m.loader().files.len();
         assert!(files_after_one >= 2, "sleep, libc, ld.so, vdso: {files_after_one}");
+        assert_eq!(loaded_files(&m.loader().processes[&pa]), files_after_one, "every mapping unwinds now");
+        assert_eq!(m.stats().load_latency.count, 1);
         m.on_new_process(pb);
         assert_eq!(m.loader().files.len(), files_after_one, "the second sleep shares every file");
+        assert_eq!(loaded_files(&m.loader().processes[&pb]), files_after_one, "known files: complete at once");
         assert_eq!(m.stats().processes, 2);
+        assert_eq!(m.stats().load_latency.count, 2);
         let snap = registry.get(pa).unwrap();
         assert_eq!(&*snap.info.executable_name, "sleep");
         let libc = snap.mappings.iter().find(|s| s.mapping.path.contains("libc.so")).expect("libc mapped");
         assert!(libc.mapping.file_id.is_some() && libc.mapping.gnu_build_id.is_some());
-        assert!(m.loader().processes[&pa].iter().any(|u| matches!(u.target, UnwindTarget::File { .. })));
         assert!(snap.mappings.iter().any(|s| s.mapping.path.as_ref() == "[vdso]" && s.file.is_some()));
 
         m.on_exit(pa);
@@ -713,11 +1106,103 @@ mod tests {
         drop(b);
         m.on_exit(pb);
         m.tick();
-        assert!(m.loader().files.is_empty(), "{:?}", m.loader().files);
+        assert!(m.loader().files.is_empty(), "a zero budget keeps no unused file: {:?}", m.loader().files);
         assert!(m.loader().processes.is_empty());
         assert!(registry.is_empty());
         let s = m.stats();
         assert_eq!((s.processes, s.files, s.processes_exited), (0, 0, 2));
+        assert_eq!(s.files_evicted, s.files_analysed);
+    }
+
+    #[test]
+    fn unused_files_stay_within_budget_and_are_not_analysed_again() {
+        let registry = Arc::new(ProcessRegistry::new());
+        let limits = ManagerLimits { unused_files_budget: 64 << 20, ..quick() };
+        let mut m = ProcessManager::new(Recorder::default(), registry.clone(), limits);
+        let a = sleeper();
+        let pa = Pid(a.0.id());
+        m.on_new_process(pa);
+        m.settle();
+        let analysed = m.stats().files_analysed;
+        let loaded = m.loader().files.len();
+        drop(a);
+        m.on_exit(pa);
+        m.tick();
+        let s = m.stats();
+        assert_eq!((s.processes, s.files_unused, s.files_evicted), (0, analysed, 0));
+        assert!(s.files_unused_bytes >= analysed * FILE_OVERHEAD_BYTES);
+        assert_eq!(m.loader().files.len(), loaded, "tables stay loaded");
+
+        // The program starts again: nothing is analysed or loaded again.
+        let b = sleeper();
+        let pb = Pid(b.0.id());
+        m.on_new_process(pb);
+        assert_eq!(m.stats().files_pending, 0);
+        m.settle();
+        assert_eq!(m.stats().files_analysed, analysed);
+        assert_eq!(m.loader().loads, loaded);
+        assert_eq!(loaded_files(&m.loader().processes[&pb]), loaded);
+        assert_eq!(m.stats().files_unused, 0);
+
+        // A budget below one file's cost evicts every unused file.
+        drop(b);
+        m.unused = UnusedFiles::new(FILE_OVERHEAD_BYTES - 1);
+        m.on_exit(pb);
+        assert_eq!(m.stats().files_evicted, analysed);
+        assert!(m.loader().files.is_empty());
+    }
+
+    #[test]
+    fn least_recently_unused_file_goes_first() {
+        let registry = Arc::new(ProcessRegistry::new());
+        let mut m = ProcessManager::new(Recorder::default(), registry, ManagerLimits { ..quick() });
+        // Two fake files, loaded by hand: the budget holds one of them.
+        let old = TableKey([1; 32]);
+        let new = TableKey([2; 32]);
+        for id in [old, new] {
+            let elf = ElfFile::open(std::fs::read_link("/proc/self/exe").unwrap()).unwrap();
+            let keys = FileKeys { file_id: FileId([0; 16]), table_key: id, identity: None };
+            let file = Arc::new(describe(&elf, keys, Arc::from("x")));
+            m.loader.load_file(id, &mut std::iter::empty()).unwrap();
+            m.files.insert(id, FileEntry { file, refs: 1, state: FileState::Loaded });
+        }
+        m.unused = UnusedFiles::new(FILE_OVERHEAD_BYTES);
+        m.release_files(&HashSet::from([old]));
+        assert_eq!(m.stats().files_evicted, 0);
+        m.release_files(&HashSet::from([new]));
+        assert_eq!(m.stats().files_evicted, 1);
+        assert!(m.files.contains_key(&new) && !m.files.contains_key(&old));
+        assert_eq!(m.loader().files.keys().copied().collect::<Vec<_>>(), vec![new]);
+    }
+
+    #[test]
+    fn queued_events_load_in_order_and_latency_is_measured() {
+        let registry = Arc::new(ProcessRegistry::new());
+        let mut m = ProcessManager::new(Recorder::default(), registry, quick());
+        let q = EventQueue::new(64);
+        let (a, b) = (sleeper(), sleeper());
+        let (pa, pb) = (Pid(a.0.id()), Pid(b.0.id()));
+        let t0 = monotonic_ns();
+        q.push(EventKind::New, pa, t0);
+        q.push(EventKind::UnknownPc, pa, t0 + 1);
+        q.push(EventKind::New, pb, t0);
+        q.push(EventKind::Exit, Pid(u32::MAX - 3), t0);
+        for w in q.wait(Duration::ZERO, 64) {
+            m.on_work(w);
+        }
+        m.settle();
+        assert_eq!(m.stats().maps_reads, 2, "one read per pid");
+        assert!(loaded_files(&m.loader().processes[&pa]) >= 2);
+        assert_eq!(loaded_files(&m.loader().processes[&pa]), loaded_files(&m.loader().processes[&pb]));
+        let l = m.stats().load_latency;
+        assert_eq!(l.count, 2);
+        assert!(l.max_us >= l.p50_us && l.max_us < 60_000_000, "{l:?}");
+        // Each process was set once incomplete, then once per file as it
+        // became ready, and never lost a file it had.
+        for pid in [pa, pb] {
+            let sets: Vec<usize> = m.loader().process_sets.iter().filter(|s| s.0 == pid).map(|s| s.1).collect();
+            assert!(sets.windows(2).all(|w| w[0] <= w[1]), "{sets:?}");
+        }
     }
 
     #[test]
@@ -730,6 +1215,7 @@ mod tests {
         let a = sleeper();
         let pa = Pid(a.0.id());
         m.on_new_process(pa);
+        m.settle();
         assert!(m.is_loaded(pa));
         drop(a); // exits, and no exit event comes
         m.tick();
@@ -744,29 +1230,205 @@ mod tests {
         let limits = ManagerLimits { exec_preloads_per_second: 1.0, ..quick() };
         let mut m = ProcessManager::new(Recorder::default(), registry, limits);
         let (a, b) = (sleeper(), sleeper());
-        m.on_exec(Pid(a.0.id()));
-        assert!(m.is_loaded(Pid(a.0.id())));
-        assert!(m.next_deadline().is_some(), "maps are read again after an exec");
-        m.on_exec(Pid(b.0.id()));
-        assert!(!m.is_loaded(Pid(b.0.id())), "over budget: loaded at its first sample");
-        assert_eq!(m.stats().exec_preloads_skipped, 1);
-        std::thread::sleep(Duration::from_millis(110));
-        let reads = m.stats().maps_reads;
+        let (pa, pb) = (Pid(a.0.id()), Pid(b.0.id()));
+        m.on_exec(Pid(u32::MAX - 5)); // exited before its load: costs no budget
+        m.on_exec(pa);
+        m.on_exec(pb);
+        assert!(!m.is_loaded(pa), "loaded once ld.so is done, not at the exec");
+        assert!(m.next_deadline().is_some());
+        std::thread::sleep(EXEC_LOAD_DELAY);
         m.run_due();
-        assert_eq!(m.stats().maps_reads, reads + 3);
+        assert!(m.is_loaded(pa));
+        assert!(!m.is_loaded(pb), "over budget: loaded at its first sample");
+        let s = m.stats();
+        assert_eq!((s.exec_preloads_gone, s.exec_preloads_skipped, s.maps_reads), (1, 1, 1));
+        std::thread::sleep(Duration::from_millis(100));
+        m.run_due();
+        assert_eq!(m.stats().maps_reads, 3);
+        assert_eq!(m.stats().maps_unchanged, 2, "sleep's mappings did not change after its load");
         assert_eq!(m.next_deadline(), None);
+        // A loaded process that execs again needs no budget.
+        m.on_exec(pa);
+        assert!(!m.is_loaded(pa));
+        std::thread::sleep(EXEC_LOAD_DELAY);
+        m.run_due();
+        assert!(m.is_loaded(pa));
     }
 
     #[test]
-    fn interning_while_consuming_keeps_order() {
-        use profiler_elf::{StackDelta, UnwindRule};
-        let rules = [UnwindRule::Stop, UnwindRule::Signal, UnwindRule::UnfollowedSwitch];
-        let deltas: Vec<StackDelta> = (0..3 * INTERN_CHUNK as u64 + 17)
-            .map(|i| StackDelta { address: 0x1000 + 4 * i, rule: rules[(i % 7 % 3) as usize] })
-            .collect();
-        let want = RuleInterner::new().intern_deltas(&deltas).unwrap();
-        let got = intern_consuming(&mut RuleInterner::new(), deltas).unwrap();
-        assert_eq!(got, want);
+    fn tables_are_loaded_with_global_rule_ids() {
+        use profiler_elf::{CfaBase, Deltas, RbpRule, StackDelta};
+        let rules = [
+            UnwindRule::Stop,
+            UnwindRule::Cfa { base: CfaBase::Rsp, offset: 24, rbp: RbpRule::Unchanged },
+            UnwindRule::Signal,
+            UnwindRule::NoCoverage,
+        ];
+        let want: Vec<StackDelta> =
+            (0..50_000u64).map(|i| StackDelta { address: 0x1000 + 12 * i, rule: rules[(i % 4) as usize] }).collect();
+        let deltas: Deltas = want.iter().copied().collect();
+        let mut m = ProcessManager::new(Recorder::default(), Arc::new(ProcessRegistry::new()), quick());
+        let rule_ids = {
+            let mut interner = m.interner.lock().unwrap();
+            deltas.rules().iter().map(|&r| interner.intern(r).unwrap()).collect()
+        };
+        let file_id = TableKey([7; 32]);
+        assert!(m.load_table(file_id, InternedDeltas { deltas, rule_ids }));
+        let expected = RuleInterner::new().intern_deltas(&want).unwrap();
+        assert_eq!(m.loader.last_loaded, expected);
+        assert_eq!(m.loader.files[&file_id], want.len());
+    }
+
+    /// A copy of `sleep` in a temp dir, running, its maps read.
+    fn copied_sleeper(dir: &Path) -> (Kill, PathBuf) {
+        std::fs::create_dir_all(dir).unwrap();
+        let exe = dir.join("sleepy");
+        let sleep = Command::new("sh").arg("-c").arg("command -v sleep").output().unwrap();
+        let sleep = String::from_utf8(sleep.stdout).unwrap();
+        std::fs::copy(sleep.trim(), &exe).unwrap();
+        let k = Kill(Command::new(&exe).arg("30").spawn().unwrap());
+        let maps = format!("/proc/{}/maps", k.0.id());
+        for _ in 0..200 {
+            if std::fs::read_to_string(&maps).unwrap_or_default().contains("libc.so") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        (k, exe)
+    }
+
+    fn mapping_of<'a>(registry: &'a ProcessSnapshot, name: &str) -> &'a SnapshotMapping {
+        registry.mappings.iter().find(|m| m.mapping.path.ends_with(name)).expect("mapped")
+    }
+
+    #[test]
+    fn without_map_files_only_the_mapped_inode_is_used() {
+        let dir = std::env::temp_dir().join(format!("ep-manager-{}-swap", std::process::id()));
+        let (k, exe) = copied_sleeper(&dir);
+        let pid = Pid(k.0.id());
+        let registry = Arc::new(ProcessRegistry::new());
+        let limits = ManagerLimits { open_via_map_files: false, ..quick() };
+        let mut m = ProcessManager::new(Recorder::default(), registry.clone(), limits.clone());
+        m.on_new_process(pid);
+        m.settle();
+        let snap = registry.get(pid).unwrap();
+        let first = mapping_of(&snap, "sleepy").file.clone().expect("opened by path, same inode");
+        assert_eq!(m.stats().files_refused, Refusals::default());
+
+        // Replaced on disk (by rename, as package managers do): the path
+        // now names another inode, which is refused.
+        let new = dir.join("new");
+        std::fs::copy("/proc/self/exe", &new).unwrap();
+        std::fs::rename(&new, &exe).unwrap();
+        // The loaded process's maps did not change: its file stays (it is
+        // still the inode mapped) and nothing is opened again.
+        m.on_unknown_pc(pid, 0);
+        m.settle();
+        assert!(mapping_of(&registry.get(pid).unwrap(), "sleepy").file.is_some());
+        // A manager meeting the process now opens the path: another inode.
+        let registry = Arc::new(ProcessRegistry::new());
+        let mut m = ProcessManager::new(Recorder::default(), registry.clone(), limits.clone());
+        m.on_new_process(pid);
+        m.settle();
+        let snap = registry.get(pid).unwrap();
+        assert!(mapping_of(&snap, "sleepy").file.is_none(), "the new file is not the mapped one");
+        assert_eq!(m.stats().files_refused.mismatch, 1);
+        assert!(first.identity.is_some(), "a file on disk carries the inode it was read from");
+
+        // Replaced by a FIFO: refused without blocking.
+        std::fs::remove_file(&exe).unwrap();
+        let c = std::ffi::CString::new(exe.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: c is NUL-terminated.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let mut m = ProcessManager::new(Recorder::default(), registry.clone(), limits);
+        m.on_new_process(pid);
+        assert_eq!(m.stats().files_refused.not_regular, 1);
+        assert!(m.is_loaded(pid));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Unmounts when dropped.
+    struct Mount(PathBuf);
+    impl Drop for Mount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+
+    /// A program run from an overlayfs mount (a container's root file
+    /// system), opened without map_files: the maps line and the overlay
+    /// agree on the inode (and, on recent kernels, the device).
+    #[test]
+    fn without_map_files_overlay_files_are_found() {
+        let dir = std::env::temp_dir().join(format!("ep-manager-{}-overlay", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for d in ["lower", "upper", "work", "merged"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        let sleep = Command::new("sh").arg("-c").arg("command -v sleep").output().unwrap();
+        std::fs::copy(String::from_utf8(sleep.stdout).unwrap().trim(), dir.join("lower/sleepy")).unwrap();
+        let options = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            dir.join("lower").display(),
+            dir.join("upper").display(),
+            dir.join("work").display()
+        );
+        let merged = dir.join("merged");
+        let mounted = Command::new("mount").args(["-t", "overlay", "overlay", "-o", &options]).arg(&merged).status();
+        if !mounted.is_ok_and(|s| s.success()) {
+            let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+            assert!(!ci, "mounting an overlay failed (root is needed)");
+            eprintln!("SKIPPED: cannot mount an overlay here; under CI=true this fails");
+            return;
+        }
+        let _mount = Mount(merged.clone());
+        let k = Kill(Command::new(merged.join("sleepy")).arg("30").spawn().unwrap());
+        let pid = Pid(k.0.id());
+        std::thread::sleep(Duration::from_millis(100));
+        let registry = Arc::new(ProcessRegistry::new());
+        let limits = ManagerLimits { open_via_map_files: false, ..quick() };
+        let mut m = ProcessManager::new(Recorder::default(), registry.clone(), limits);
+        m.on_new_process(pid);
+        m.settle();
+        let snap = registry.get(pid).unwrap();
+        assert!(mapping_of(&snap, "sleepy").file.is_some(), "{:?}", m.stats());
+        assert_eq!(m.stats().files_refused, Refusals::default());
+        drop(k);
+    }
+
+    #[test]
+    fn same_file_id_different_content_gets_its_own_table() {
+        // Two copies of `sleep` with the same head, tail and length but a
+        // different middle: one FileId, two contents.
+        let dir = std::env::temp_dir().join(format!("ep-manager-{}-collide", std::process::id()));
+        let (a, exe) = copied_sleeper(&dir.join("a"));
+        let mut bytes = std::fs::read(&exe).unwrap();
+        assert!(bytes.len() > 3 * 4096);
+        let mid = bytes.len() / 2;
+        for b in &mut bytes[mid - 64..mid + 64] {
+            *b ^= 0x5a;
+        }
+        let crafted_dir = dir.join("b");
+        std::fs::create_dir_all(&crafted_dir).unwrap();
+        let crafted = crafted_dir.join("sleepy");
+        std::fs::write(&crafted, &bytes).unwrap();
+        std::fs::set_permissions(&crafted, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let b = Kill(Command::new(&crafted).arg("30").spawn().unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(profiler_elf::file_id_of_path(&exe).unwrap(), profiler_elf::file_id_of_path(&crafted).unwrap());
+
+        let registry = Arc::new(ProcessRegistry::new());
+        let mut m = ProcessManager::new(Recorder::default(), registry.clone(), quick());
+        m.on_new_process(Pid(b.0.id()));
+        m.on_new_process(Pid(a.0.id()));
+        m.settle();
+        let fa = mapping_of(&registry.get(Pid(a.0.id())).unwrap(), "sleepy").file.clone().unwrap();
+        let fb = mapping_of(&registry.get(Pid(b.0.id())).unwrap(), "sleepy").file.clone().unwrap();
+        assert_eq!(fa.file_id, fb.file_id, "the wire id is shared");
+        assert_ne!(fa.table_key, fb.table_key, "the tables are not");
+        assert!(m.loader().files.contains_key(&fa.table_key) && m.loader().files.contains_key(&fb.table_key));
+        assert_eq!(m.stats().file_id_collisions, 1);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

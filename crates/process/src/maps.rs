@@ -16,6 +16,8 @@ pub struct MapsEntry {
     pub end: u64,
     /// File offset mapped at `start`.
     pub offset: u64,
+    /// Device of the file, `(major, minor)`.
+    pub dev: (u32, u32),
     /// Inode number (0 for anonymous memory).
     pub inode: u64,
     /// The path, or a pseudo name such as `[vdso]`.
@@ -64,7 +66,7 @@ fn parse_line(line: &str) -> Option<MapsEntry> {
     let range = fields.next()?;
     let perms = fields.next()?;
     let offset = fields.next()?;
-    let _dev = fields.next()?;
+    let dev = fields.next()?;
     let inode = fields.next()?;
     let path = fields.next().unwrap_or("").trim_start();
     if perms.as_bytes().get(2) != Some(&b'x') {
@@ -89,7 +91,9 @@ fn parse_line(line: &str) -> Option<MapsEntry> {
         // A file deleted after mapping keeps working; its name gets a suffix.
         p => p.strip_suffix(" (deleted)").unwrap_or(p).to_string(),
     };
-    Some(MapsEntry { start, end, offset: u64::from_str_radix(offset, 16).ok()?, inode: inode.parse().ok()?, path })
+    let (major, minor) = dev.split_once(':')?;
+    let dev = (u32::from_str_radix(major, 16).ok()?, u32::from_str_radix(minor, 16).ok()?);
+    Some(MapsEntry { start, end, offset: u64::from_str_radix(offset, 16).ok()?, dev, inode: inode.parse().ok()?, path })
 }
 
 #[cfg(test)]
@@ -120,6 +124,7 @@ broken line
                 start: 0x7f3c1a028000,
                 end: 0x7f3c1a17d000,
                 offset: 0x28000,
+                dev: (0xfe, 1),
                 inode: 2345,
                 path: "/usr/lib/x86_64-linux-gnu/libc.so.6".into()
             }

@@ -176,6 +176,15 @@ mod tests {
     fn service_name_of_a_live_process() {
         let mut child =
             std::process::Command::new("sleep").arg("30").env("OTEL_SERVICE_NAME", "svc-under-test").spawn().unwrap();
+        // spawn can return once the exec replaced the memory, before the
+        // kernel has written the new environment (vfork-style spawn).
+        let environ = format!("/proc/{}/environ", child.id());
+        for _ in 0..400 {
+            if std::fs::read(&environ).unwrap_or_default().windows(17).any(|w| w == b"OTEL_SERVICE_NAME") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let info = read_info(Path::new("/proc"), Pid(child.id()), "sleep");
         let plain = read_info(Path::new("/proc"), Pid(std::process::id()), "x");
         let _ = child.kill();

@@ -202,7 +202,7 @@ fn main() {
         let (syms, sym_held, sym_peak) = measure(|| elf.symbols());
         drop(syms);
         let (table, _, unwind_peak) = measure(|| elf.unwind_table());
-        let unwind_held = (table.deltas.capacity() * std::mem::size_of::<profiler_elf::StackDelta>()) as i64;
+        let unwind_held = table.deltas.heap_bytes() as i64;
         drop(table);
         let addrs = addresses(&elf, lookups);
         drop(elf);

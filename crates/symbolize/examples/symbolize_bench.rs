@@ -10,7 +10,8 @@
 
 use std::time::Instant;
 
-use profiler_elf::{file_id_of_path, ElfFile, GoPclntab};
+use profiler_elf::source::table_key_of_path;
+use profiler_elf::{ElfFile, GoPclntab};
 use profiler_symbolize::{DebugConfig, FileSource, FileSymbolizer, NativeConfig, NativeSymbolizer, Symbolized};
 
 /// (RssAnon, RssFile) in KiB.
@@ -85,7 +86,7 @@ fn main() {
     drop(sym);
 
     // Cached lookups through the background symbolizer.
-    let id = file_id_of_path(&path).expect("file id");
+    let id = table_key_of_path(&path).expect("file id");
     let mut native = NativeSymbolizer::new(NativeConfig { debug, ..NativeConfig::default() }).expect("start");
     let t = Instant::now();
     let first = native.symbolize(id, addrs[0], || FileSource::new(&path));

@@ -43,7 +43,13 @@ const ELFCOMPRESS_ZSTD: u32 = 2;
 /// Size of `Elf64_Chdr`.
 const CHDR_SIZE: usize = 24;
 /// Largest section we decompress (a guard against decompression bombs).
-const MAX_DECOMPRESSED: u64 = 2 << 30;
+const MAX_DECOMPRESSED_SECTION: u64 = 512 << 20;
+/// Largest ratio of a section's declared decompressed size to its
+/// compressed size that we accept (DWARF compresses 3-10x; zstd's RLE
+/// blocks let a few KB claim gigabytes).
+const MAX_COMPRESSION_RATIO: u64 = 64;
+/// Sections this small are accepted whatever their ratio.
+const SMALL_SECTION: u64 = 64 << 10;
 
 /// Heap of one parsed unit besides `gimli::Unit` itself (addr2line's
 /// `ResUnit`: offsets, language, the lazy line and function cells).
@@ -277,6 +283,11 @@ impl Dwarf {
 
     /// Gives the mapped pages read so far back (see
     /// [`crate::filemap::FileMap::release`]).
+    /// Whether a file these sections come from shrank while mapped.
+    pub(crate) fn changed(&self) -> bool {
+        self.owners.iter().any(|o| o.backing.changed())
+    }
+
     pub(crate) fn release_pages(&self) {
         let mut seen = HashSet::new();
         for o in &self.owners {
@@ -542,6 +553,7 @@ fn uleb(raw: &mut &[u8]) -> Option<u64> {
 /// Bytes the compressed DWARF sections of `elf` take once decompressed
 /// (as their headers say).
 fn inflated_size(elf: &ElfFile) -> u64 {
+    // Saturating: declared sizes are the file's, any u64.
     elf.sections()
         .iter()
         .filter(|s| s.sh_type != SHT_NOBITS)
@@ -555,7 +567,15 @@ fn inflated_size(elf: &ElfFile) -> u64 {
                 None
             }
         })
-        .sum()
+        .fold(0u64, u64::saturating_add)
+}
+
+/// Whether `declared` bytes could come out of `compressed` bytes: under
+/// [`MAX_DECOMPRESSED_SECTION`] and [`MAX_COMPRESSION_RATIO`] times the
+/// input. Checked before anything is allocated for the output.
+fn plausible_size(declared: u64, compressed: usize) -> bool {
+    declared <= MAX_DECOMPRESSED_SECTION
+        && declared <= (compressed as u64).saturating_mul(MAX_COMPRESSION_RATIO).max(SMALL_SECTION)
 }
 
 /// The bytes of section `name` (or its legacy `.zdebug` form),
@@ -608,9 +628,11 @@ fn owned(v: Vec<u8>) -> SectionBytes {
 
 /// Inflates a zlib stream that must produce exactly `size` bytes, into a
 /// buffer of exactly that size (growing a buffer would leave the
-/// allocator holding up to twice the memory).
+/// allocator holding up to twice the memory). The size is checked first
+/// ([`plausible_size`]); the zeroed buffer is untouched (not resident)
+/// beyond what the stream writes, and the stream cannot write past it.
 fn inflate(data: &[u8], size: u64) -> Result<Vec<u8>, ()> {
-    if size > MAX_DECOMPRESSED {
+    if !plausible_size(size, data.len()) {
         return Err(());
     }
     // One byte more than announced, to notice a stream that is longer.
@@ -626,7 +648,7 @@ fn inflate(data: &[u8], size: u64) -> Result<Vec<u8>, ()> {
 
 /// Decompresses zstd frames that must produce exactly `size` bytes.
 fn unzstd(data: &[u8], size: u64) -> Result<Vec<u8>, ()> {
-    if size > MAX_DECOMPRESSED {
+    if !plausible_size(size, data.len()) {
         return Err(());
     }
     let mut out = vec![0u8; size as usize + 1];
@@ -650,7 +672,8 @@ mod tests {
         assert!(inflate(&z, 4).is_err());
         assert!(inflate(&z, 6).is_err());
         assert!(inflate(&z[..8], 5).is_err());
-        assert!(inflate(&z, MAX_DECOMPRESSED + 1).is_err());
+        assert!(inflate(&z, MAX_DECOMPRESSED_SECTION + 1).is_err());
+        assert!(inflate(&z, SMALL_SECTION + 1).is_err(), "over the ratio");
     }
 
     #[test]
@@ -658,6 +681,7 @@ mod tests {
         assert!(unzstd(&[], 0).is_ok());
         assert!(unzstd(&[0x28, 0xb5, 0x2f, 0xfd, 0xff], 5).is_err());
         assert!(unzstd(b"not zstd at all", 5).is_err());
-        assert!(unzstd(&[], MAX_DECOMPRESSED + 1).is_err());
+        assert!(unzstd(&[], MAX_DECOMPRESSED_SECTION + 1).is_err());
+        assert!(unzstd(&[0; 1000], 1000 * MAX_COMPRESSION_RATIO + 1).is_err(), "over the ratio");
     }
 }

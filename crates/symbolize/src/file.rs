@@ -9,10 +9,13 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use profiler_elf::source::{
+    open_in_root, open_regular, path_in_root, FileIdentity, OpenError, OpenedFile, Purpose, Refusals,
+};
 use profiler_elf::{ElfFile, GoPclntab, GoPclntabLayout, GoPclntabVersion, SymbolSource};
 use profiler_trace::{Pid, SourceLine};
 
-use crate::debugfile::{self, DebugConfig};
+use crate::debugfile::{self, DebugConfig, Place};
 use crate::demangle::demangle;
 use crate::dwarf::{Dwarf, DwarfError, DwarfFile};
 use crate::filemap::{Backing, FileMap};
@@ -36,17 +39,34 @@ pub struct FileSource {
     /// When set, the file is not on disk but in memory: these addresses
     /// of the process whose `/proc/PID/mem` is `open_path` (the vDSO).
     pub memory: Option<Range<u64>>,
+    /// When set, the file opened must be this inode at this version (what
+    /// the process manager analysed): a file replaced on disk since, or a
+    /// crafted path, is refused rather than named from.
+    pub identity: Option<FileIdentity>,
 }
 
 impl FileSource {
     /// A file of the host's namespace, opened by its path.
     pub fn new(path: impl Into<PathBuf>) -> FileSource {
         let open_path = path.into();
-        FileSource { path: open_path.to_string_lossy().into_owned(), open_path, root: None, memory: None }
+        FileSource {
+            path: open_path.to_string_lossy().into_owned(),
+            open_path,
+            root: None,
+            memory: None,
+            identity: None,
+        }
     }
 
-    /// `path` as process `pid` sees it, opened through
-    /// `/proc/PID/root/...` (works for processes in containers).
+    /// The same source, which must open the file `identity` names.
+    pub fn with_identity(mut self, identity: Option<FileIdentity>) -> FileSource {
+        self.identity = identity;
+        self
+    }
+
+    /// `path` as process `pid` sees it, resolved inside `/proc/PID/root`
+    /// (works for processes in containers; symlinks cannot leave that
+    /// root).
     pub fn in_process(pid: Pid, path: &str) -> FileSource {
         let root = PathBuf::from(format!("/proc/{pid}/root"));
         FileSource {
@@ -54,6 +74,7 @@ impl FileSource {
             path: path.to_owned(),
             root: Some(root),
             memory: None,
+            identity: None,
         }
     }
 
@@ -66,6 +87,7 @@ impl FileSource {
             path: path.to_owned(),
             root: Some(PathBuf::from(format!("/proc/{pid}/root"))),
             memory: None,
+            identity: None,
         }
     }
 
@@ -78,6 +100,7 @@ impl FileSource {
             path: name.to_owned(),
             root: None,
             memory: Some(start..end),
+            identity: None,
         }
     }
 }
@@ -146,6 +169,16 @@ pub enum LoadError {
         /// What went wrong.
         #[source]
         source: std::io::Error,
+    },
+    /// The file was refused (not a regular file, too large, not the
+    /// file analysed, a path leaving the process's root, ...).
+    #[error("refused {path}")]
+    Refused {
+        /// The path that was opened.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        reason: OpenError,
     },
     /// Loading panicked (a bug, caught so that it costs only this file).
     #[error("loading {path} panicked")]
@@ -271,17 +304,33 @@ pub(crate) struct DwarfPart {
     dwarf_error: Option<Arc<DwarfError>>,
     /// The debug file's `.symtab`, when the file itself has none.
     symbols: Option<Symbols>,
+    /// Loading the DWARF panicked (counted in `NativeStats::panics`).
+    pub(crate) panicked: bool,
+    /// Debug file candidates refused.
+    refusals: Refusals,
 }
 
 impl DwarfPart {
     /// The part of a DWARF step that panicked: no DWARF.
     pub(crate) fn panicked() -> DwarfPart {
-        DwarfPart { dwarf: None, debug_file: None, dwarf_error: None, symbols: None }
+        DwarfPart {
+            dwarf: None,
+            debug_file: None,
+            dwarf_error: None,
+            symbols: None,
+            panicked: true,
+            refusals: Refusals::default(),
+        }
     }
 
     /// Why DWARF that exists was not used.
     pub(crate) fn error(&self) -> Option<&DwarfError> {
         self.dwarf_error.as_deref()
+    }
+
+    /// Debug file candidates refused while looking.
+    pub(crate) fn refusals(&self) -> Refusals {
+        self.refusals
     }
 }
 
@@ -292,39 +341,44 @@ impl DwarfJob {
     /// [`DebugConfig::max_dwarf_bytes`].
     pub(crate) fn run(self) -> DwarfPart {
         let DwarfJob { elf, bytes, source, config, has_symtab } = self;
-        let with_sup = |file: &DwarfFile, dwarf_path: &Path| {
-            let sup =
-                debugfile::find_sup(&file.elf, dwarf_path, &source, &config).and_then(|(path, elf)| mapped(elf, &path));
+        let mut refusals = Refusals::default();
+        let mut with_sup = |file: &DwarfFile, place: Option<&Place>| {
+            let sup = debugfile::find_sup(&file.elf, place, &source, &config, &mut refusals);
             Dwarf::load(file, sup.as_ref(), config.max_dwarf_bytes)
         };
-        let mut part = DwarfPart { dwarf: None, debug_file: None, dwarf_error: None, symbols: None };
+        let mut part = DwarfPart {
+            dwarf: None,
+            debug_file: None,
+            dwarf_error: None,
+            symbols: None,
+            panicked: false,
+            refusals: Refusals::default(),
+        };
         let bytes_of_file = bytes.clone();
+        let mut found_refusals = Refusals::default();
         let loaded = if debugfile::has_debug_info(&elf) {
             let file = DwarfFile { elf, bytes };
-            Some((with_sup(&file, &source.open_path), LineSource::Dwarf))
-        } else if let Some(df) = debugfile::find(&elf, &source, &config) {
+            Some((with_sup(&file, None), LineSource::Dwarf))
+        } else if let Some(df) = debugfile::find(&elf, &source, &config, &mut found_refusals) {
             drop(elf);
-            match mapped(df.elf, &df.path) {
-                Some(file) => {
-                    let r = with_sup(&file, &df.path);
-                    if r.is_err() {
-                        file.bytes.release();
-                    }
-                    if !has_symtab {
-                        part.symbols =
-                            Symbols::from_elf(&file.elf, &file.bytes).filter(|s| s.source() == SymbolSource::Symtab);
-                        if let Some(s) = &part.symbols {
-                            s.backing().release();
-                        }
-                    }
-                    part.debug_file = Some(df.path);
-                    Some((r, LineSource::DebugFile))
-                }
-                None => None,
+            let file = df.file;
+            let r = with_sup(&file, Some(&df.place));
+            if r.is_err() {
+                file.bytes.release();
             }
+            if !has_symtab {
+                part.symbols = Symbols::from_elf(&file.elf, &file.bytes).filter(|s| s.source() == SymbolSource::Symtab);
+                if let Some(s) = &part.symbols {
+                    s.backing().release();
+                }
+            }
+            part.debug_file = Some(df.place.display());
+            Some((r, LineSource::DebugFile))
         } else {
             None
         };
+        part.refusals = refusals;
+        part.refusals.add(&found_refusals);
         // Finding and indexing the DWARF read pages of the maps (also
         // when it was then not used).
         if let Some((Ok(d), _)) = &loaded {
@@ -340,29 +394,66 @@ impl DwarfJob {
     }
 }
 
-/// `elf` (opened from `path`) with its bytes served from the
-/// symbolizer's own map of `path`, whose pages can be released; the
-/// `ElfFile`'s bytes when `path` cannot be mapped again or changed.
-fn mapped(elf: Arc<ElfFile>, path: &Path) -> Option<DwarfFile> {
-    let bytes = match FileMap::open(path) {
+/// An opened file as an ELF file whose bytes lookups read from the
+/// symbolizer's own map of the same descriptor (its pages can be
+/// released); from the `ElfFile`'s bytes when that map fails.
+pub(crate) fn dwarf_file(opened: OpenedFile) -> Result<DwarfFile, profiler_elf::Error> {
+    let len = opened.identity.size;
+    let map = FileMap::from_file(&opened.file, len);
+    let elf = Arc::new(ElfFile::from_file(opened.file, len)?);
+    let bytes = match map {
         Ok(m) if m.data().len() == elf.data().len() => Backing::Map(Arc::new(m)),
         _ => Backing::Elf(elf.clone()),
     };
-    Some(DwarfFile { elf, bytes })
+    Ok(DwarfFile { elf, bytes })
 }
 
-/// Whether `elf` may hold Go's function table: a section or note only Go
-/// binaries have, or no section headers (then only a scan can tell).
-/// `GoPclntab::find` scans the read-only segments when no section names
-/// the table: in a 200 MB C++ library that reads (and makes resident)
-/// tens of MB for nothing.
-fn may_be_go(elf: &ElfFile) -> bool {
-    elf.sections().is_empty()
-        || elf
-            .sections()
-            .iter()
-            .any(|s| s.name.ends_with(".gopclntab") || s.name == ".go.buildinfo" || s.name == ".note.go.buildid")
-        || elf.go_build_id().ok().flatten().is_some()
+/// Opens the file of `source` (not in memory): `open_path` (the mapped
+/// file through `/proc/PID/map_files`, or a host path), else, when that
+/// cannot be opened (no capability for map_files) and the source has a
+/// root, its path resolved inside that root. Either way it must be a
+/// regular file within bounds, and the inode `source.identity` names.
+fn open_source(source: &FileSource) -> Result<OpenedFile, LoadError> {
+    let refused = |reason| LoadError::Refused { path: source.open_path.clone(), reason };
+    let in_root = source.root.as_deref().filter(|_| source.path.starts_with('/'));
+    // `in_process` sources name the path inside the root: resolved there.
+    let by_root_only = in_root.is_some_and(|r| r.join(source.path.trim_start_matches('/')) == source.open_path);
+    let mut first_error = None;
+    if !by_root_only {
+        match open_regular(&source.open_path, Purpose::Executable) {
+            Ok(opened) => return check_identity(opened, source).map_err(refused),
+            Err(e) if e.is_refusal() => return Err(refused(e)),
+            Err(e) => first_error = Some(e),
+        }
+    }
+    let opened = match in_root {
+        Some(root) => open_in_root(root, &path_in_root(root, Path::new(&source.path)), Purpose::Executable),
+        None => Err(first_error.unwrap_or(OpenError::Io(std::io::ErrorKind::NotFound.into()))),
+    };
+    match opened {
+        Ok(opened) => check_identity(opened, source).map_err(refused),
+        Err(e) if e.is_refusal() => Err(refused(e)),
+        Err(e) => Err(LoadError::Open {
+            path: source.open_path.clone(),
+            source: profiler_elf::Error::Io { path: source.open_path.clone(), source: e.into() },
+        }),
+    }
+}
+
+/// `opened` when it is the inode and version `source.identity` names (on
+/// overlayfs the device may differ between the overlay and the layer).
+fn check_identity(opened: OpenedFile, source: &FileSource) -> Result<OpenedFile, OpenError> {
+    let Some(want) = source.identity else { return Ok(opened) };
+    let got = opened.identity;
+    let same = got.ino == want.ino
+        && got.size == want.size
+        && got.mtime == want.mtime
+        && (got.dev == want.dev || opened.on_overlay);
+    if same {
+        Ok(opened)
+    } else {
+        Err(OpenError::Mismatch)
+    }
 }
 
 /// Largest in-memory file read ([`FileSource::in_memory`]).
@@ -414,21 +505,8 @@ impl FileSymbolizer {
             let bytes = Backing::Elf(elf.clone());
             return Ok(FileSymbolizer::first_step(elf, bytes, source, config));
         }
-        let mut opened = ElfFile::open(&source.open_path).map(|e| (e, source.open_path.clone()));
-        if let Err(e) = opened {
-            let fallback = source
-                .root
-                .as_ref()
-                .filter(|_| source.path.starts_with('/'))
-                .map(|r| r.join(source.path.trim_start_matches('/')))
-                .filter(|p| *p != source.open_path);
-            opened = match fallback.map(|p| ElfFile::open(&p).map(|e| (e, p))) {
-                Some(Ok(found)) => Ok(found),
-                _ => Err(e),
-            };
-        }
-        let (elf, path) = opened.map_err(|e| LoadError::Open { path: source.open_path.clone(), source: e })?;
-        let file = mapped(Arc::new(elf), &path).expect("always some");
+        let opened = open_source(source)?;
+        let file = dwarf_file(opened).map_err(|e| LoadError::Open { path: source.open_path.clone(), source: e })?;
         Ok(FileSymbolizer::first_step(file.elf, file.bytes, source, config))
     }
 
@@ -448,10 +526,8 @@ impl FileSymbolizer {
         source: &FileSource,
         config: &DebugConfig,
     ) -> (FileSymbolizer, Option<DwarfJob>) {
-        let go = may_be_go(&elf)
-            .then(|| GoPclntab::find(&elf).ok().flatten())
-            .flatten()
-            .map(|t| (t.layout(), t.text_range()));
+        // `find` only scans for the table in files that may be Go.
+        let go = GoPclntab::find(&elf).ok().flatten().map(|t| (t.layout(), t.text_range()));
         // A pure Go binary needs nothing but its function table: its
         // (large, compressed) DWARF and symbols would cost memory for no
         // frame. A cgo binary has C code outside the table's range.
@@ -563,6 +639,14 @@ impl FileSymbolizer {
             + 1024
     }
 
+    /// Whether a file this symbolizer reads shrank while mapped (see
+    /// [`profiler_elf::map_guard`]): it names nothing from then on.
+    pub fn changed(&self) -> bool {
+        self.go.as_ref().is_some_and(|(elf, _, _)| elf.changed_while_read())
+            || self.symbols.as_ref().is_some_and(|s| s.backing().changed())
+            || self.dwarf.as_ref().is_some_and(|(d, _)| d.changed())
+    }
+
     /// Gives the file pages read since the last call back to the kernel
     /// (they stay readable). Cheap when nothing was read.
     pub fn release_pages(&self) {
@@ -585,6 +669,10 @@ impl FileSymbolizer {
     /// address - 1), or the line after the call is reported.
     pub fn symbolize(&self, vaddr: u64) -> Option<(Vec<SourceLine>, LineSource)> {
         self.touched.set(true);
+        if self.changed() {
+            // Truncated under the map: what it reads now is zero pages.
+            return None;
+        }
         let mut names = self.names.borrow_mut();
         if let Some((elf, layout, text)) = &self.go {
             if text.contains(&vaddr) {

@@ -10,17 +10,18 @@
 //! faults the page back in from the page cache.
 
 use std::fs::File;
-use std::path::Path;
 use std::sync::Arc;
 
 use memmap2::{Mmap, UncheckedAdvice};
+use profiler_elf::map_guard::MapGuard;
 
 /// Files smaller than this are read into memory instead of mapped (as
 /// `ElfFile::open` does).
 const READ_THRESHOLD: u64 = 256 * 1024;
 
 enum Data {
-    Mapped(Mmap),
+    /// The `SIGBUS` guard's registration (dropped before the map), the map.
+    Mapped(MapGuard, Mmap),
     Owned(Vec<u8>),
 }
 
@@ -31,22 +32,21 @@ pub(crate) struct FileMap {
 }
 
 impl FileMap {
-    /// Maps (or reads, when small) the file at `path`.
-    pub(crate) fn open(path: &Path) -> std::io::Result<FileMap> {
-        let file = File::open(path)?;
-        let len = file.metadata()?.len();
+    /// Maps (or reads, when small) the first `len` bytes of an open file.
+    pub(crate) fn from_file(file: &File, len: u64) -> std::io::Result<FileMap> {
         let data = if len < READ_THRESHOLD {
-            let mut buf = Vec::with_capacity(len as usize);
-            std::io::Read::read_to_end(&mut &file, &mut buf)?;
+            let mut buf = vec![0u8; len as usize];
+            std::os::unix::fs::FileExt::read_exact_at(file, &mut buf, 0)?;
             Data::Owned(buf)
         } else {
+            let len = usize::try_from(len).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
             // SAFETY: a private read-only map we never write through. As
-            // for `ElfFile::open`: a file truncated under us could fault
-            // reads past its new end, which we accept for executables and
-            // libraries (running ones cannot be written, packages are
-            // replaced by rename); every read is bounds-checked against
-            // the length mapped.
-            Data::Mapped(unsafe { Mmap::map(&file) }?)
+            // for `ElfFile::open`: a file truncated under us faults reads
+            // past its new end; the map guard turns them into zero pages
+            // and marks the map changed (lookups then stop using it);
+            // every read is bounds-checked against the length mapped.
+            let map = unsafe { memmap2::MmapOptions::new().len(len).map(file) }?;
+            Data::Mapped(MapGuard::register(map.as_ptr(), map.len()), map)
         };
         Ok(FileMap { data })
     }
@@ -54,15 +54,21 @@ impl FileMap {
     /// The bytes.
     pub(crate) fn data(&self) -> &[u8] {
         match &self.data {
-            Data::Mapped(m) => m,
+            Data::Mapped(_, m) => m,
             Data::Owned(v) => v,
         }
+    }
+
+    /// Whether the file shrank under the map (see
+    /// [`profiler_elf::map_guard`]).
+    pub(crate) fn changed(&self) -> bool {
+        matches!(&self.data, Data::Mapped(guard, _) if guard.changed())
     }
 
     /// Drops the mapped pages from our resident set (the bytes stay
     /// readable: a later read faults them in again). No-op when owned.
     pub(crate) fn release(&self) {
-        if let Data::Mapped(m) = &self.data {
+        if let Data::Mapped(_, m) = &self.data {
             // SAFETY: `MADV_DONTNEED` on a private file mapping that was
             // never written only discards our page table entries; a later
             // read maps the page cache's (unchanged) page again, so every
@@ -100,7 +106,7 @@ impl Backing {
         match self {
             Backing::Map(m) => match &m.data {
                 Data::Owned(v) => v.capacity() as u64,
-                Data::Mapped(_) => 0,
+                Data::Mapped(..) => 0,
             },
             // Small files are read into memory by `ElfFile::open` (and
             // the vDSO comes as bytes); larger ones are mapped.
@@ -116,6 +122,16 @@ impl Backing {
             Backing::Map(m) => Arc::as_ptr(m).cast(),
             Backing::Elf(e) => Arc::as_ptr(e).cast(),
             Backing::Owned(v) => Arc::as_ptr(v).cast(),
+        }
+    }
+
+    /// Whether the file under these bytes shrank while mapped: what is
+    /// read from them is garbage.
+    pub(crate) fn changed(&self) -> bool {
+        match self {
+            Backing::Map(m) => m.changed(),
+            Backing::Elf(e) => e.changed_while_read(),
+            Backing::Owned(_) => false,
         }
     }
 

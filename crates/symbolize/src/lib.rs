@@ -6,7 +6,7 @@
 //!   search; [`KernelSymbolizer`] caches it and reloads it, rate-limited,
 //!   when an address falls outside every known symbol (a module loaded
 //!   after start) or in BPF code (programs come and go).
-//! - [`NativeSymbolizer`]: native and Go frames, `(FileId, ELF virtual
+//! - [`NativeSymbolizer`]: native and Go frames, `(TableKey, ELF virtual
 //!   address)` to [`SourceLine`](profiler_trace::SourceLine)s innermost
 //!   first. Files load on a background worker in two steps, symbols
 //!   first, DWARF after (a lookup in a file still loading answers
@@ -25,7 +25,7 @@
 //!
 //! The thread that builds traces owns one [`NativeSymbolizer`] and, for
 //! each user frame whose file and ELF virtual address it knows, calls
-//! [`NativeSymbolizer::symbolize`] with the file's id, the address (of
+//! [`NativeSymbolizer::symbolize`] with the file's content key, the address (of
 //! the call: return address - 1) and a closure giving a [`FileSource`]
 //! (e.g. [`FileSource::in_mapping`]). [`Symbolized::Lines`] fills the
 //! frame's lines (a [`LineSource::GoPclntab`] answer marks Go code);
@@ -35,10 +35,10 @@
 //!
 //! ```no_run
 //! use profiler_symbolize::{FileSource, LineSource, NativeConfig, NativeSymbolizer, Symbolized};
-//! use profiler_trace::{FileId, Pid};
+//! use profiler_trace::{Pid, TableKey};
 //!
 //! let mut symbolizer = NativeSymbolizer::new(NativeConfig::default())?;
-//! # let (file_id, pid, start, end, path, vaddr) = (FileId([0; 16]), Pid(1), 0, 0, "/bin/true", 0);
+//! # let (file_id, pid, start, end, path, vaddr) = (TableKey([0; 32]), Pid(1), 0, 0, "/bin/true", 0);
 //! match symbolizer.symbolize(file_id, vaddr, || FileSource::in_mapping(pid, start, end, path)) {
 //!     Symbolized::Lines { lines, source } => {
 //!         let is_go = source == LineSource::GoPclntab;

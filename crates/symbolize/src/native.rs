@@ -8,7 +8,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use profiler_trace::{FileId, SourceLine};
+use profiler_elf::source::Refusals;
+use profiler_trace::{SourceLine, TableKey};
 
 use crate::cache::GenerationalCache;
 use crate::debugfile::DebugConfig;
@@ -121,6 +122,10 @@ pub struct NativeStats {
     pub load_ms_total: u64,
     /// Longest load, milliseconds.
     pub load_ms_max: u64,
+    /// Files (and separate debug file candidates) refused: not regular,
+    /// too large, not the file analysed, a path leaving the process's
+    /// root.
+    pub files_refused: Refusals,
     /// Files loaded now.
     pub files_loaded: u64,
     /// Heap bytes of the loaded files now, as accounted
@@ -129,6 +134,9 @@ pub struct NativeStats {
     pub file_bytes: u64,
     /// Addresses cached now.
     pub addresses_cached: u64,
+    /// Loads whose parsing panicked in the worker thread (the file is
+    /// dropped, the worker goes on).
+    pub panics: u64,
 }
 
 /// A cached answer: the lines and their source.
@@ -152,7 +160,7 @@ struct Slot {
 }
 
 struct LoadRequest {
-    file_id: FileId,
+    file_id: TableKey,
     source: FileSource,
 }
 
@@ -168,7 +176,7 @@ enum Step {
 }
 
 struct LoadResult {
-    file_id: FileId,
+    file_id: TableKey,
     step: Step,
     elapsed: Duration,
 }
@@ -221,7 +229,9 @@ impl Drop for LoadHold {
     }
 }
 
-/// Names native frames: `(FileId, ELF virtual address)` to source lines,
+/// Names native frames: `(TableKey, ELF virtual address)` to source lines
+/// (keyed by the file's content digest, so two files sharing a
+/// [`profiler_trace::FileId`] never share names),
 /// from DWARF (with inline frames), separate debug files, Go's function
 /// table and ELF symbols, with C++ and Rust names demangled.
 ///
@@ -234,7 +244,7 @@ impl Drop for LoadHold {
 ///
 /// ```no_run
 /// use profiler_symbolize::{FileSource, NativeConfig, NativeSymbolizer, Symbolized};
-/// # let file_id = profiler_trace::FileId([0; 16]);
+/// # let file_id = profiler_trace::TableKey([0; 32]);
 /// let mut symbolizer = NativeSymbolizer::new(NativeConfig::default())?;
 /// let path = "/usr/lib/x86_64-linux-gnu/libc.so.6";
 /// match symbolizer.symbolize(file_id, 0x2a1c9, || FileSource::new(path)) {
@@ -246,10 +256,10 @@ impl Drop for LoadHold {
 /// ```
 pub struct NativeSymbolizer {
     config: NativeConfig,
-    files: HashMap<FileId, Slot>,
+    files: HashMap<TableKey, Slot>,
     loading: usize,
     tick: u64,
-    addresses: GenerationalCache<(FileId, u64), Option<Named>>,
+    addresses: GenerationalCache<(TableKey, u64), Option<Named>>,
     requests: Option<Sender<LoadRequest>>,
     results: Receiver<LoadResult>,
     gates: Arc<Gates>,
@@ -314,7 +324,7 @@ impl NativeSymbolizer {
     /// `source` says how to open the file; it is called only when the
     /// file must be (re)loaded, so the common path allocates nothing.
     /// Never blocks on a load.
-    pub fn symbolize(&mut self, file_id: FileId, vaddr: u64, source: impl FnOnce() -> FileSource) -> Symbolized {
+    pub fn symbolize(&mut self, file_id: TableKey, vaddr: u64, source: impl FnOnce() -> FileSource) -> Symbolized {
         if self.requests.is_none() {
             return Symbolized::Unknown(Reason::Disabled);
         }
@@ -430,7 +440,7 @@ impl NativeSymbolizer {
     }
 
     /// Queues a load of `file_id`.
-    fn request(&mut self, file_id: FileId, source: FileSource) -> Symbolized {
+    fn request(&mut self, file_id: TableKey, source: FileSource) -> Symbolized {
         let Some(tx) = &self.requests else {
             return Symbolized::Unknown(Reason::Disabled);
         };
@@ -479,8 +489,14 @@ impl NativeSymbolizer {
                         self.stats.file_bytes += slot.cost;
                         slot.state = State::Loaded { file: Box::new(file), complete: true };
                     }
-                    Err(_) => {
+                    Err(e) => {
+                        if let LoadError::Refused { reason, .. } = &e {
+                            self.stats.files_refused.count(reason);
+                        }
                         self.stats.loads_failed += 1;
+                        if matches!(e, LoadError::Panicked { .. }) {
+                            self.stats.panics += 1;
+                        }
                         slot.state = State::Failed(Instant::now());
                     }
                 }
@@ -495,8 +511,12 @@ impl NativeSymbolizer {
                 self.loading -= 1;
                 done(&mut self.stats);
                 self.stats.loads_done += 1;
+                self.stats.files_refused.add(&part.refusals());
                 if matches!(part.error(), Some(crate::DwarfError::TooLarge { .. })) {
                     self.stats.dwarf_too_large += 1;
+                }
+                if part.panicked {
+                    self.stats.panics += 1;
                 }
                 file.attach(part);
                 *complete = true;
@@ -513,7 +533,7 @@ impl NativeSymbolizer {
 
     /// Drops least recently used files beyond the bounds, sparing `keep`
     /// unless it alone is over the byte budget.
-    fn evict(&mut self, keep: Option<FileId>) {
+    fn evict(&mut self, keep: Option<TableKey>) {
         while self.files.len() > self.config.max_files.max(1) || self.stats.file_bytes > self.config.max_file_bytes {
             let victim = self
                 .files
@@ -562,7 +582,7 @@ impl NativeSymbolizer {
     /// bytes read out of a process with [`FileSymbolizer::from_elf`]
     /// (there is no path to load it from). Replaces what was known of
     /// `file_id`; no-op when disabled.
-    pub fn insert(&mut self, file_id: FileId, file: FileSymbolizer) {
+    pub fn insert(&mut self, file_id: TableKey, file: FileSymbolizer) {
         if self.requests.is_none() {
             return;
         }
@@ -681,7 +701,7 @@ mod tests {
     fn disabled_starts_nothing() {
         let mut s = NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() }).expect("new");
         assert!(!s.enabled());
-        assert_eq!(s.symbolize(FileId([1; 16]), 0x1000, || panic!("no load")), Symbolized::Unknown(Reason::Disabled));
+        assert_eq!(s.symbolize(TableKey([1; 32]), 0x1000, || panic!("no load")), Symbolized::Unknown(Reason::Disabled));
         assert!(s.wait_for_loads(Duration::ZERO));
         assert_eq!(s.stats(), NativeStats::default());
     }

@@ -60,6 +60,35 @@ impl fmt::Display for FileId {
     }
 }
 
+/// What the profiler's per-file state (unwind tables, symbols, interpreter
+/// builds) is keyed by: a SHA-256 digest of a file's whole content and
+/// length. Unlike [`FileId`], which hashes only the head and tail (so a
+/// crafted file can share it with a real library), two files with the
+/// same key have the same bytes. SHA-256 because the input is
+/// adversarial: a non-cryptographic hash (xxh3, ...) can be made to
+/// collide on purpose.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableKey(pub [u8; 32]);
+
+impl TableKey {
+    /// The 64-bit id the BPF maps know the file by: the digest's first 8
+    /// bytes, big-endian.
+    pub fn bpf_id(&self) -> u64 {
+        u64::from_be_bytes(self.0[..8].try_into().expect("8 bytes"))
+    }
+
+    /// Lower-case hex of the digest.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl fmt::Debug for TableKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TableKey({})", &self.to_hex()[..16])
+    }
+}
+
 /// What produced a frame; its OTLP spelling is [`FrameKind::as_str`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]

@@ -1,11 +1,20 @@
-//! From `.eh_frame`/`.debug_frame` to an [`UnwindTable`].
+//! From `.eh_frame`/`.debug_frame` to an [`UnwindTable`], in two passes
+//! so that no row is held:
 //!
-//! Every FDE's CFI program is run by gimli's `UnwindTable` (the whole
-//! DW_CFA instruction set, including remember/restore state and the CIE's
-//! initial instructions). Each resulting row is reduced to an
-//! [`UnwindRule`]; the FDEs' rows are then laid out in address order with
-//! `.eh_frame` winning over `.debug_frame`, gaps marked
-//! [`UnwindRule::NoCoverage`] and equal neighbours merged.
+//! 1. every FDE's address range is read (24 bytes each), and the ranges
+//!    are laid out in address order, `.eh_frame` winning over
+//!    `.debug_frame` and earlier starts over later ones;
+//! 2. the FDEs are run in that order by gimli's `UnwindTable` (the whole
+//!    DW_CFA instruction set, including remember/restore state and the
+//!    CIE's initial instructions); each row is reduced to an
+//!    [`UnwindRule`] and goes straight into the compact
+//!    [`Deltas`](super::Deltas)
+//!    (4 bytes each), gaps marked [`UnwindRule::NoCoverage`] and equal
+//!    neighbours merged.
+//!
+//! Building the table of librustc_driver (1.1 M deltas) so peaks at its
+//! final size plus the ranges (7 MB), where holding every row and then a
+//! table of 32-byte deltas peaked at 57 MB.
 
 use std::collections::HashMap;
 
@@ -14,9 +23,10 @@ use gimli::{
     LittleEndian, Register, RegisterRule, UnwindContext, UnwindSection, UnwindTableRow,
 };
 
+use super::deltas::DeltasBuilder;
 use super::expr::{parse_cfa_expression, parse_rbp_expression, CfaExpr};
 use super::fxhash::FxBuildHasher;
-use super::rules::{CfaBase, InvalidReason, RbpRule, StackDelta, UnwindRule};
+use super::rules::{CfaBase, InvalidReason, RbpRule, UnwindRule};
 use super::stats::{CfiErrorKind, CfiSection, EhFrameSource, UnwindStats};
 use super::UnwindTable;
 use crate::file::{slice, ElfFile, PT_GNU_EH_FRAME, SHF_COMPRESSED};
@@ -28,9 +38,6 @@ const RBP: Register = Register(6);
 const RSP: Register = Register(7);
 const RA: Register = Register(16);
 
-/// FDEs longer than this are taken as corrupt (row addresses are kept
-/// as 32-bit offsets from their FDE's start).
-const MAX_FDE_LEN: u64 = u32::MAX as u64;
 /// The longest FDE checked for the `rt_sigreturn` trampoline: its 9 bytes,
 /// a leading `nop`, alignment padding. (Large binaries have ten thousands
 /// of FDEs this short, so each check is a `pread`, not a page fault.)
@@ -38,69 +45,6 @@ const MAX_TRAMPOLINE_FDE_LEN: u64 = 16;
 /// `mov $15,%rax; syscall` (15 = `__NR_rt_sigreturn` on x86-64): the whole
 /// body of a signal return trampoline.
 const RT_SIGRETURN: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05];
-
-/// The rows of one FDE, as collected.
-#[derive(Clone, Copy, Debug)]
-struct FdeSpan {
-    start: u64,
-    end: u64,
-    /// Range in `Collector::rows`.
-    first_row: u32,
-    row_end: u32,
-}
-
-/// Rows of all FDEs of one section.
-///
-/// A row is 8 bytes: its address relative to its FDE's start (FDEs are
-/// shorter than 4 GiB) and the index of its rule in `rules`, which holds
-/// each distinct rule once (a few hundred in a large library).
-#[derive(Default)]
-struct Collector {
-    rows: Vec<(u32, u32)>,
-    spans: Vec<FdeSpan>,
-    rules: Vec<UnwindRule>,
-    rule_ids: HashMap<UnwindRule, u32, FxBuildHasher>,
-}
-
-impl Collector {
-    /// Starts the rows of a new FDE.
-    fn begin_fde(&mut self, start: u64, end: u64) {
-        let first_row = self.rows.len() as u32;
-        self.spans.push(FdeSpan { start, end, first_row, row_end: first_row });
-    }
-
-    /// Appends a row to the current FDE, merging it into the FDE's
-    /// previous row when the rules are equal.
-    fn push_row(&mut self, start: u64, rule: UnwindRule) {
-        let Some(span) = self.spans.last_mut() else {
-            return;
-        };
-        let id = match self.rule_ids.get(&rule) {
-            Some(&id) => id,
-            None => {
-                let id = self.rules.len() as u32;
-                self.rules.push(rule);
-                self.rule_ids.insert(rule, id);
-                id
-            }
-        };
-        if self.rows.len() > span.first_row as usize && self.rows.last().is_some_and(|last| last.1 == id) {
-            return;
-        }
-        // Rows lie inside their FDE, which is shorter than 4 GiB.
-        let rel = u32::try_from(start.saturating_sub(span.start)).unwrap_or(u32::MAX);
-        self.rows.push((rel, id));
-        span.row_end = self.rows.len() as u32;
-    }
-
-    /// The rows of `span` as (address, rule).
-    fn rows_of(&self, span: &FdeSpan) -> impl Iterator<Item = (u64, UnwindRule)> + '_ {
-        let start = span.start;
-        self.rows[span.first_row as usize..span.row_end as usize]
-            .iter()
-            .map(move |&(rel, id)| (start + u64::from(rel), self.rules[id as usize]))
-    }
-}
 
 /// Reduces one CFI row. `section` holds the bytes expressions refer to.
 fn reduce_row(row: &UnwindTableRow<usize>, section: &[u8]) -> Result<UnwindRule, InvalidReason> {
@@ -207,152 +151,255 @@ fn is_sigreturn_trampoline(elf: &ElfFile, start: u64, end: u64) -> bool {
     body.starts_with(&RT_SIGRETURN) && body[RT_SIGRETURN.len()..].iter().all(|&b| b == 0x90 || b == 0xcc)
 }
 
-/// Runs every FDE of one section into `out`.
-#[allow(clippy::too_many_arguments)]
-fn collect_section<'a, S>(
-    elf: &ElfFile,
-    section: &S,
+/// Most CIEs kept parsed per section (a file has a handful; a crafted one
+/// could have one per FDE).
+const MAX_CACHED_CIES: usize = 1024;
+
+/// One section's CFI, parsed on demand.
+struct SectionCfi<'a, S> {
+    section: S,
+    /// The section's bytes (expressions point into them).
     bytes: &'a [u8],
-    bases: &BaseAddresses,
+    bases: BaseAddresses,
     which: CfiSection,
-    ctx: &mut UnwindContext<usize>,
-    out: &mut Collector,
-    stats: &mut UnwindStats,
-) where
+    cies: HashMap<usize, CommonInformationEntry<Reader<'a>>, FxBuildHasher>,
+}
+
+/// The address range of one FDE, from pass 1. FDEs are shorter than
+/// 4 GiB and sections too, so 24 bytes each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FdeSpan {
+    start: u64,
+    len: u32,
+    /// Offset of the FDE in its section.
+    offset: u32,
+    /// The FDE is a signal return trampoline.
+    signal: bool,
+}
+
+impl FdeSpan {
+    fn end(&self) -> u64 {
+        self.start + u64::from(self.len)
+    }
+}
+
+impl<'a, S> SectionCfi<'a, S>
+where
     S: UnwindSection<Reader<'a>>,
     S::Offset: gimli::UnwindOffset<usize>,
 {
-    let mut cies: HashMap<usize, CommonInformationEntry<Reader<'a>>> = HashMap::new();
-    let mut entries = section.entries(bases);
-    // Offset of the next entry, assuming 32-bit DWARF lengths (only used
-    // to say where a parse error happened).
-    let mut next_offset = 0u64;
-    loop {
-        let entry = match entries.next() {
-            Ok(Some(entry)) => entry,
-            Ok(None) => break,
-            Err(e) => {
-                // The entry cannot be framed, so neither can the ones after it.
-                stats.error(which, next_offset, CfiErrorKind::Dwarf(e));
-                break;
-            }
-        };
-        let partial = match entry {
-            CieOrFde::Cie(cie) => {
-                next_offset = (cie.offset() + cie.entry_len()) as u64 + 4;
-                stats.cies += 1;
-                continue;
-            }
-            CieOrFde::Fde(partial) => partial,
-        };
-        next_offset = (partial.offset() + partial.entry_len()) as u64 + 4;
-        match which {
-            CfiSection::DebugFrame => stats.fdes_debug_frame += 1,
-            _ => stats.fdes_eh_frame += 1,
-        }
-        let fde_offset = partial.offset();
-        let fde = partial.parse(|section, bases, offset| {
+    fn new(section: S, bytes: &'a [u8], bases: BaseAddresses, which: CfiSection) -> Self {
+        SectionCfi { section, bytes, bases, which, cies: HashMap::default() }
+    }
+
+    fn parse_fde(
+        &mut self,
+        partial: gimli::PartialFrameDescriptionEntry<'_, S, Reader<'a>>,
+    ) -> gimli::Result<gimli::FrameDescriptionEntry<Reader<'a>>> {
+        let cies = &mut self.cies;
+        partial.parse(|section, bases, offset| {
             let key = gimli::UnwindOffset::into(offset);
             if let Some(cie) = cies.get(&key) {
                 return Ok(cie.clone());
             }
             let cie = section.cie_from_offset(bases, offset)?;
-            cies.insert(key, cie.clone());
+            if cies.len() < MAX_CACHED_CIES {
+                cies.insert(key, cie.clone());
+            }
             Ok(cie)
-        });
-        let fde = match fde {
-            Ok(fde) => fde,
-            Err(e) => {
-                stats.error(which, fde_offset as u64, CfiErrorKind::Dwarf(e));
+        })
+    }
+
+    /// Pass 1: the address range of every FDE.
+    fn spans(&mut self, elf: &ElfFile, stats: &mut UnwindStats) -> Vec<FdeSpan> {
+        let mut spans = Vec::new();
+        let section = self.section.clone();
+        let bases = self.bases.clone();
+        let which = self.which;
+        let mut entries = section.entries(&bases);
+        // Offset of the next entry, assuming 32-bit DWARF lengths (only used
+        // to say where a parse error happened).
+        let mut next_offset = 0u64;
+        loop {
+            let entry = match entries.next() {
+                Ok(Some(entry)) => entry,
+                Ok(None) => break,
+                Err(e) => {
+                    // The entry cannot be framed, so neither can the ones after it.
+                    stats.error(which, next_offset, CfiErrorKind::Dwarf(e));
+                    break;
+                }
+            };
+            let partial = match entry {
+                CieOrFde::Cie(cie) => {
+                    next_offset = (cie.offset() + cie.entry_len()) as u64 + 4;
+                    stats.cies += 1;
+                    continue;
+                }
+                CieOrFde::Fde(partial) => partial,
+            };
+            next_offset = (partial.offset() + partial.entry_len()) as u64 + 4;
+            match which {
+                CfiSection::DebugFrame => stats.fdes_debug_frame += 1,
+                _ => stats.fdes_eh_frame += 1,
+            }
+            let fde_offset = partial.offset();
+            let fde = match self.parse_fde(partial) {
+                Ok(fde) => fde,
+                Err(e) => {
+                    stats.error(which, fde_offset as u64, CfiErrorKind::Dwarf(e));
+                    continue;
+                }
+            };
+            let start = fde.initial_address();
+            let (Ok(len), Ok(offset)) = (u32::try_from(fde.len()), u32::try_from(fde_offset)) else {
+                stats.error(which, fde_offset as u64, CfiErrorKind::BadRange);
+                continue;
+            };
+            if start.checked_add(u64::from(len)).is_none() {
+                stats.error(which, fde_offset as u64, CfiErrorKind::BadRange);
                 continue;
             }
-        };
-        let start = fde.initial_address();
-        let len = fde.len();
-        let Some(end) = start.checked_add(len).filter(|_| len <= MAX_FDE_LEN) else {
-            stats.error(which, fde_offset as u64, CfiErrorKind::BadRange);
-            continue;
-        };
-        if len == 0 {
-            stats.fdes_empty += 1;
-            continue;
+            if len == 0 {
+                stats.fdes_empty += 1;
+                continue;
+            }
+            let end = start + u64::from(len);
+            let signal = fde.is_signal_trampoline() || is_sigreturn_trampoline(elf, start, end);
+            if signal {
+                stats.fdes_signal += 1;
+                stats.rows.signal += 1;
+            }
+            spans.push(FdeSpan { start, len, offset, signal });
         }
-        out.begin_fde(start, end);
+        spans
+    }
 
-        if fde.is_signal_trampoline() || is_sigreturn_trampoline(elf, start, end) {
-            stats.fdes_signal += 1;
-            stats.rows.signal += 1;
-            out.push_row(start, UnwindRule::Signal);
-        } else {
-            let mut covered_to = start;
-            match fde.rows(section, bases, ctx) {
-                Ok(mut table) => loop {
-                    match table.next_row() {
-                        Ok(Some(row)) => {
-                            let (row_start, row_end) = (row.start_address(), row.end_address());
-                            if row_start >= row_end || row_start < covered_to || row_end > end {
-                                continue;
-                            }
-                            let rule = match reduce_row(row, bytes) {
-                                Ok(rule) => {
-                                    count_rule(stats, &rule);
-                                    rule
-                                }
-                                Err(reason) => {
-                                    stats.count_invalid(reason);
-                                    UnwindRule::Invalid
-                                }
-                            };
-                            covered_to = row_end;
-                            out.push_row(row_start, rule);
+    /// Pass 2: runs the FDE of `piece`, giving its rows to `sink` in
+    /// address order until `sink` says it has enough. With `count`, every
+    /// row is counted in `stats` (the FDE's first piece).
+    fn run(
+        &mut self,
+        piece: &Piece,
+        count: bool,
+        ctx: &mut UnwindContext<usize>,
+        stats: &mut UnwindStats,
+        sink: &mut dyn FnMut(u64, UnwindRule) -> bool,
+    ) {
+        if piece.signal {
+            sink(piece.fde_start, UnwindRule::Signal);
+            return;
+        }
+        let which = self.which;
+        let offset = piece.offset as usize;
+        let (section, bases) = (self.section.clone(), self.bases.clone());
+        let fde = match section.partial_fde_from_offset(&bases, S::Offset::from(offset)) {
+            Ok(partial) => self.parse_fde(partial),
+            Err(e) => Err(e),
+        };
+        let fde = match fde {
+            Ok(fde) if fde.initial_address() == piece.fde_start => fde,
+            // Parsed in pass 1: only a file changed under us gets here.
+            _ => {
+                sink(piece.start, UnwindRule::Invalid);
+                return;
+            }
+        };
+        let (start, end) = (fde.initial_address(), fde.initial_address() + fde.len());
+        let mut covered_to = start;
+        let mut wanted = true;
+        match fde.rows(&self.section, &self.bases, ctx) {
+            Ok(mut table) => loop {
+                match table.next_row() {
+                    Ok(Some(row)) => {
+                        let (row_start, row_end) = (row.start_address(), row.end_address());
+                        if row_start >= row_end || row_start < covered_to || row_end > end {
+                            continue;
                         }
-                        Ok(None) => break,
-                        Err(e) => {
-                            stats.error(which, fde_offset as u64, CfiErrorKind::Dwarf(e));
-                            break;
+                        let rule = match reduce_row(row, self.bytes) {
+                            Ok(rule) => {
+                                if count {
+                                    count_rule(stats, &rule);
+                                }
+                                rule
+                            }
+                            Err(reason) => {
+                                if count {
+                                    stats.count_invalid(reason);
+                                }
+                                UnwindRule::Invalid
+                            }
+                        };
+                        covered_to = row_end;
+                        if wanted {
+                            wanted = sink(row_start, rule);
+                        }
+                        if !wanted && !count {
+                            return;
                         }
                     }
-                },
-                Err(e) => stats.error(which, fde_offset as u64, CfiErrorKind::Dwarf(e)),
+                    Ok(None) => break,
+                    Err(e) => {
+                        if count {
+                            stats.error(which, offset as u64, CfiErrorKind::Dwarf(e));
+                        }
+                        break;
+                    }
+                }
+            },
+            Err(e) => {
+                if count {
+                    stats.error(which, offset as u64, CfiErrorKind::Dwarf(e));
+                }
             }
-            if covered_to < end {
-                // The program failed (or stopped short): what it did not
-                // describe is code we know nothing about but that it exists.
+        }
+        if covered_to < end {
+            // The program failed (or stopped short): what it did not
+            // describe is code we know nothing about but that it exists.
+            if count {
                 stats.count_invalid(InvalidReason::Malformed);
-                out.push_row(covered_to, UnwindRule::Invalid);
+            }
+            if wanted {
+                sink(covered_to, UnwindRule::Invalid);
             }
         }
     }
 }
 
-/// An address interval with the span whose rows fill it.
-#[derive(Clone, Copy, Debug)]
+/// An address interval and the FDE whose rows fill it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Piece {
     start: u64,
     end: u64,
+    /// The FDE's start and offset in its section.
+    fde_start: u64,
+    offset: u32,
+    /// 0: `.eh_frame`, 1: `.debug_frame`.
     source: u8,
-    span: u32,
+    signal: bool,
+    /// The first piece of its FDE (whose rows are counted).
+    first: bool,
 }
 
 /// Sorts one section's spans and clips overlaps (earlier start wins), then
 /// removes the parts already covered by `covered` (sorted, disjoint).
-fn place(spans: &[FdeSpan], source: u8, covered: &[(u64, u64)], stats: &mut UnwindStats) -> Vec<Piece> {
-    let mut order: Vec<u32> = (0..spans.len() as u32).collect();
-    order.sort_by_key(|&i| spans[i as usize].start);
-    let mut pieces = Vec::with_capacity(order.len());
+fn place(mut spans: Vec<FdeSpan>, source: u8, covered: &[(u64, u64)], stats: &mut UnwindStats) -> Vec<Piece> {
+    spans.sort_by_key(|s| s.start);
+    let mut pieces = Vec::with_capacity(spans.len());
     let mut cursor = 0u64;
     let mut cov = 0usize;
-    for i in order {
-        let span = spans[i as usize];
+    for span in spans {
+        let end = span.end();
         let mut start = span.start.max(cursor);
         let overlapped = start > span.start;
-        if start >= span.end {
+        if start >= end {
             stats.fdes_overlapped += 1;
             continue;
         }
-        cursor = span.end;
+        cursor = end;
         let mut shadowed = overlapped;
-        while start < span.end {
+        let mut first = true;
+        while start < end {
             while cov < covered.len() && covered[cov].1 <= start {
                 cov += 1;
             }
@@ -362,11 +409,20 @@ fn place(spans: &[FdeSpan], source: u8, covered: &[(u64, u64)], stats: &mut Unwi
                     start = ce;
                 }
                 next => {
-                    let stop = next.map_or(span.end, |&(cs, _)| cs.min(span.end));
-                    if stop < span.end {
+                    let stop = next.map_or(end, |&(cs, _)| cs.min(end));
+                    if stop < end {
                         shadowed = true;
                     }
-                    pieces.push(Piece { start, end: stop, source, span: i });
+                    pieces.push(Piece {
+                        start,
+                        end: stop,
+                        fde_start: span.start,
+                        offset: span.offset,
+                        source,
+                        signal: span.signal,
+                        first,
+                    });
+                    first = false;
                     start = stop;
                 }
             }
@@ -390,49 +446,44 @@ fn coverage(pieces: &[Piece]) -> Vec<(u64, u64)> {
     out
 }
 
-fn push_delta(deltas: &mut Vec<StackDelta>, address: u64, rule: UnwindRule) {
-    if let Some(last) = deltas.last_mut() {
-        if last.rule == rule {
-            return;
-        }
-        if last.address == address {
-            last.rule = rule;
-            // Replacing may have made it equal to the one before.
-            let n = deltas.len();
-            if n >= 2 && deltas[n - 2].rule == rule {
-                deltas.pop();
-            }
-            return;
-        }
-    }
-    deltas.push(StackDelta { address, rule });
-}
-
-/// Lays the pieces out as deltas.
-fn emit(pieces: &[Piece], sources: &[&Collector], deltas: &mut Vec<StackDelta>) {
+/// Lays the pieces (sorted by start) out as deltas; `run(piece, sink)`
+/// gives the rows of the piece's FDE to `sink` in address order.
+fn lay_out(
+    pieces: &[Piece],
+    out: &mut DeltasBuilder,
+    mut run: impl FnMut(&Piece, &mut dyn FnMut(u64, UnwindRule) -> bool),
+) {
     let mut prev_end: Option<u64> = None;
     for p in pieces {
         if let Some(end) = prev_end {
             if p.start > end {
-                push_delta(deltas, end, UnwindRule::NoCoverage);
+                out.push(end, UnwindRule::NoCoverage);
             }
         }
-        let col = sources[p.source as usize];
-        let span = &col.spans[p.span as usize];
         // The row in effect at p.start, then every later row before p.end.
-        let rel_start = p.start - span.start;
-        let rows = &col.rows[span.first_row as usize..span.row_end as usize];
-        let first = rows.partition_point(|r| u64::from(r.0) <= rel_start).saturating_sub(1);
-        for (i, (addr, rule)) in col.rows_of(span).enumerate().skip(first) {
-            if addr >= p.end {
-                break;
+        let mut in_effect: Option<UnwindRule> = None;
+        let mut sink = |addr: u64, rule: UnwindRule| {
+            if addr <= p.start {
+                in_effect = Some(rule);
+                return true;
             }
-            push_delta(deltas, if i == first { p.start.max(addr) } else { addr }, rule);
+            if let Some(r) = in_effect.take() {
+                out.push(p.start, r);
+            }
+            if addr >= p.end {
+                return false;
+            }
+            out.push(addr, rule);
+            true
+        };
+        run(p, &mut sink);
+        if let Some(r) = in_effect {
+            out.push(p.start, r);
         }
         prev_end = Some(prev_end.map_or(p.end, |e| e.max(p.end)));
     }
     if let Some(end) = prev_end {
-        push_delta(deltas, end, UnwindRule::NoCoverage);
+        out.push(end, UnwindRule::NoCoverage);
     }
 }
 
@@ -479,11 +530,11 @@ fn find_eh_frame<'a>(elf: &'a ElfFile, stats: &mut UnwindStats) -> Option<(&'a [
 /// Builds the table; see [`UnwindTable::from_elf`].
 pub(super) fn build(elf: &ElfFile) -> UnwindTable {
     let mut stats = UnwindStats::default();
-    let mut ctx = UnwindContext::new();
+    stats.sections_ignored = elf.sections_ignored().is_some();
     let text = elf.section_by_name(".text").map_or(0, |s| s.addr);
     let got = elf.section_by_name(".got").map_or(0, |s| s.addr);
 
-    let mut eh = Collector::default();
+    let mut eh = None;
     if let Some((data, vaddr, hdr)) = find_eh_frame(elf, &mut stats) {
         stats.eh_frame_bytes = data.len() as u64;
         let mut bases = BaseAddresses::default().set_eh_frame(vaddr).set_text(text).set_got(got);
@@ -492,10 +543,10 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
         }
         let mut section = EhFrame::new(data, LittleEndian);
         section.set_address_size(8);
-        collect_section(elf, &section, data, &bases, CfiSection::EhFrame, &mut ctx, &mut eh, &mut stats);
+        eh = Some(SectionCfi::new(section, data, bases, CfiSection::EhFrame));
     }
 
-    let mut debug = Collector::default();
+    let mut debug = None;
     if let Some(section) = elf.section_by_name(".debug_frame") {
         if section.flags & SHF_COMPRESSED != 0 {
             stats.error(CfiSection::DebugFrame, 0, CfiErrorKind::Compressed);
@@ -506,32 +557,40 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
                     let bases = BaseAddresses::default().set_text(text).set_got(got);
                     let mut section = DebugFrame::new(data, LittleEndian);
                     section.set_address_size(8);
-                    collect_section(
-                        elf,
-                        &section,
-                        data,
-                        &bases,
-                        CfiSection::DebugFrame,
-                        &mut ctx,
-                        &mut debug,
-                        &mut stats,
-                    );
+                    debug = Some(SectionCfi::new(section, data, bases, CfiSection::DebugFrame));
                 }
                 Err(_) => stats.error(CfiSection::DebugFrame, 0, CfiErrorKind::OutOfBounds),
             }
         }
     }
 
-    let mut pieces = place(&eh.spans, 0, &[], &mut stats);
-    if !debug.spans.is_empty() {
+    // Pass 1: where each FDE lies.
+    let eh_spans = eh.as_mut().map_or_else(Vec::new, |s| s.spans(elf, &mut stats));
+    let mut pieces = place(eh_spans, 0, &[], &mut stats);
+    let debug_spans = debug.as_mut().map_or_else(Vec::new, |s| s.spans(elf, &mut stats));
+    if !debug_spans.is_empty() {
         let covered = coverage(&pieces);
-        pieces.extend(place(&debug.spans, 1, &covered, &mut stats));
+        pieces.extend(place(debug_spans, 1, &covered, &mut stats));
         pieces.sort_by_key(|p| p.start);
     }
-    let mut deltas = Vec::with_capacity(eh.rows.len() + debug.rows.len() + pieces.len());
-    emit(&pieces, &[&eh, &debug], &mut deltas);
-    drop((eh, debug));
-    deltas.shrink_to_fit();
+    pieces.shrink_to_fit();
+
+    // Pass 2: their rows, in address order.
+    let mut ctx = UnwindContext::new();
+    let mut out = DeltasBuilder::default();
+    lay_out(&pieces, &mut out, |piece, sink| match (piece.source, &mut eh, &mut debug) {
+        (0, Some(eh), _) => eh.run(piece, piece.first, &mut ctx, &mut stats, sink),
+        (_, _, Some(debug)) => debug.run(piece, piece.first, &mut ctx, &mut stats, sink),
+        _ => {}
+    });
+    drop(pieces);
+    stats.deltas_dropped = out.dropped();
+    let deltas = out.finish();
+    if elf.changed_while_read() {
+        // Parsed (partly) from zero pages: worthless.
+        stats.file_changed = true;
+        return UnwindTable { deltas: Default::default(), stats };
+    }
     stats.deltas = deltas.len() as u64;
     UnwindTable { deltas, stats }
 }
@@ -547,33 +606,42 @@ mod tests {
 
     type TestFde<'a> = (u64, u64, &'a [(u64, UnwindRule)]);
 
-    /// A collector from (start, end, rows) FDEs.
-    fn collector(fdes: &[TestFde<'_>]) -> Collector {
-        let mut c = Collector::default();
-        for &(start, end, rows) in fdes {
-            c.begin_fde(start, end);
-            for &(addr, rule) in rows {
-                c.push_row(addr, rule);
-            }
-        }
-        c
+    /// Spans of (start, end, rows) FDEs; an FDE's offset is its index.
+    fn spans(fdes: &[TestFde<'_>]) -> Vec<FdeSpan> {
+        let span = |(i, &(start, end, _)): (usize, &TestFde<'_>)| FdeSpan {
+            start,
+            len: (end - start) as u32,
+            offset: i as u32,
+            signal: false,
+        };
+        fdes.iter().enumerate().map(span).collect()
     }
 
-    fn layout(eh: &Collector, debug: &Collector) -> (Vec<(u64, UnwindRule)>, UnwindStats) {
+    fn layout(eh: &[TestFde<'_>], debug: &[TestFde<'_>]) -> (Vec<(u64, UnwindRule)>, UnwindStats) {
         let mut stats = UnwindStats::default();
-        let mut pieces = place(&eh.spans, 0, &[], &mut stats);
+        let mut pieces = place(spans(eh), 0, &[], &mut stats);
         let covered = coverage(&pieces);
-        pieces.extend(place(&debug.spans, 1, &covered, &mut stats));
+        pieces.extend(place(spans(debug), 1, &covered, &mut stats));
         pieces.sort_by_key(|p| p.start);
-        let mut deltas = Vec::new();
-        emit(&pieces, &[eh, debug], &mut deltas);
-        (deltas.into_iter().map(|d| (d.address, d.rule)).collect(), stats)
+        let mut out = DeltasBuilder::default();
+        let mut runs = 0;
+        lay_out(&pieces, &mut out, |piece, sink| {
+            runs += 1;
+            let fdes = if piece.source == 0 { eh } else { debug };
+            for &(addr, rule) in fdes[piece.offset as usize].2 {
+                if !sink(addr, rule) {
+                    break;
+                }
+            }
+        });
+        assert_eq!(runs, pieces.len());
+        (out.finish().iter().map(|d| (d.address, d.rule)).collect(), stats)
     }
 
     #[test]
     fn eh_frame_wins_over_debug_frame() {
-        let eh = collector(&[(100, 200, &[(100, A), (150, B)])]);
-        let debug = collector(&[(50, 300, &[(50, C), (120, A)])]);
+        let eh = [(100, 200, &[(100, A), (150, B)][..])];
+        let debug = [(50, 300, &[(50, C), (120, A)][..])];
         let (deltas, stats) = layout(&eh, &debug);
         assert_eq!(deltas, vec![(50, C), (100, A), (150, B), (200, A), (300, NONE)]);
         assert_eq!(stats.fdes_overlapped, 1);
@@ -583,24 +651,27 @@ mod tests {
     fn gaps_merges_and_overlaps() {
         // Unsorted FDEs, a gap, equal neighbours across FDEs, an overlap
         // and an FDE nested in another.
-        let eh = collector(&[
-            (120, 130, &[(120, A)]),
-            (100, 110, &[(100, A)]),
-            (130, 140, &[(130, A), (135, B)]),
-            (140, 200, &[(140, B), (190, C)]),
-            (180, 250, &[(180, A)]),
-            (210, 220, &[(210, C)]),
-        ]);
-        let (deltas, stats) = layout(&eh, &Collector::default());
+        let eh = [
+            (120, 130, &[(120, A)][..]),
+            (100, 110, &[(100, A)][..]),
+            (130, 140, &[(130, A), (135, B)][..]),
+            (140, 200, &[(140, B), (190, C)][..]),
+            (180, 250, &[(180, A)][..]),
+            (210, 220, &[(210, C)][..]),
+        ];
+        let (deltas, stats) = layout(&eh, &[]);
         assert_eq!(deltas, vec![(100, A), (110, NONE), (120, A), (135, B), (190, C), (200, A), (250, NONE)]);
         assert_eq!(stats.fdes_overlapped, 2);
     }
 
     #[test]
-    fn rows_merge_within_an_fde() {
-        let c = collector(&[(0, 10, &[(0, A), (2, A), (4, B), (6, B), (8, A)])]);
-        let rows: Vec<_> = c.rows_of(&c.spans[0]).collect();
-        assert_eq!(rows, vec![(0, A), (4, B), (8, A)]);
-        assert_eq!(c.rules, vec![A, B]);
+    fn a_piece_starts_with_the_row_in_effect() {
+        // The debug FDE is cut by the eh one: its second piece starts
+        // mid-FDE with the row in effect there (B from 140), and the rows
+        // after the piece's end are not laid out.
+        let eh = [(150, 160, &[(150, A)][..])];
+        let debug = [(100, 200, &[(100, C), (140, B), (155, C), (170, A)][..])];
+        let (deltas, _) = layout(&eh, &debug);
+        assert_eq!(deltas, vec![(100, C), (140, B), (150, A), (160, C), (170, A), (200, NONE)]);
     }
 }

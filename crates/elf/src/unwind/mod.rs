@@ -2,12 +2,14 @@
 //! list of x86-64 [`UnwindRule`]s ("stack deltas").
 
 mod build;
+mod deltas;
 mod expr;
 mod fxhash;
 mod intern;
 mod rules;
 mod stats;
 
+pub use deltas::{Deltas, DeltasBuilder, IndexedIter, IntoIndexed, MAX_RULES_PER_TABLE};
 pub use intern::{RuleId, RuleInterner};
 pub use rules::{CfaBase, InvalidReason, RbpRule, StackDelta, UnwindRule};
 pub use stats::{CfiError, CfiErrorKind, CfiSection, EhFrameSource, RowCounts, UnwindStats, MAX_KEPT_ERRORS};
@@ -22,8 +24,8 @@ use crate::file::ElfFile;
 /// [`UnwindRule::NoCoverage`]), have no CFI.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UnwindTable {
-    /// The rules, sorted by address.
-    pub deltas: Vec<StackDelta>,
+    /// The rules, sorted by address, 4 bytes each.
+    pub deltas: Deltas,
     /// How the table was built, including any errors in the CFI.
     pub stats: UnwindStats,
 }
@@ -42,19 +44,16 @@ impl UnwindTable {
     /// The rule in effect at `vaddr` ([`UnwindRule::NoCoverage`] outside
     /// the table).
     pub fn lookup(&self, vaddr: u64) -> UnwindRule {
-        let idx = self.deltas.partition_point(|d| d.address <= vaddr);
-        match idx.checked_sub(1) {
-            Some(i) => self.deltas[i].rule,
-            None => UnwindRule::NoCoverage,
-        }
+        self.deltas.lookup(vaddr)
     }
 
     /// Number of distinct rules in the table.
     pub fn distinct_rules(&self) -> usize {
-        let mut rules: Vec<UnwindRule> = self.deltas.iter().map(|d| d.rule).collect();
-        rules.sort_unstable();
-        rules.dedup();
-        rules.len()
+        let mut used = vec![false; self.deltas.rules().len()];
+        for (_, rule) in self.deltas.iter_indexed() {
+            used[usize::from(rule)] = true;
+        }
+        used.into_iter().filter(|&u| u).count()
     }
 }
 

@@ -128,15 +128,26 @@ pub struct UnwindStats {
     /// FDEs (partly) shadowed by others: `.debug_frame` ones under
     /// `.eh_frame`, or overlapping ones in the same section.
     pub fdes_overlapped: u64,
-    /// Rows by rule.
+    /// Rows by rule, of the FDEs that describe some address of the table
+    /// (an FDE wholly shadowed by others is not run).
     pub rows: RowCounts,
     invalid: [u64; InvalidReason::ALL.len()],
     /// Entries in the final table.
     pub deltas: u64,
+    /// Deltas left out: beyond 65,536 distinct rules in one file, or out
+    /// of address order (never seen in a real file).
+    pub deltas_dropped: u64,
     /// Problems met, the first [`MAX_KEPT_ERRORS`] of them.
     pub errors: Vec<CfiError>,
     /// Number of problems met.
     pub error_count: u64,
+    /// The file shrank while it was read: the table was discarded (see
+    /// [`crate::map_guard`]).
+    pub file_changed: bool,
+    /// The section header table was unusable (truncated, absurd) and
+    /// ignored: `.eh_frame` came through `PT_GNU_EH_FRAME`, without
+    /// `.debug_frame` ([`crate::ElfFile::sections_ignored`] says why).
+    pub sections_ignored: bool,
 }
 
 impl UnwindStats {

@@ -7,6 +7,7 @@ mod support;
 mod fileid;
 mod gopclntab;
 mod malformed;
+mod map_guard;
 mod mapping;
 mod notes;
 mod symbols;

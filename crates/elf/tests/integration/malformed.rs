@@ -39,13 +39,29 @@ fn shapes_binary(name: &str) -> (std::path::PathBuf, Vec<u8>) {
 fn every_truncation_point() {
     let (dir, data) = shapes_binary("malformed-truncate");
     let stripped = std::fs::read(strip_section_headers(&dir.join("shapes"), &dir.join("stripped"))).expect("read");
+    let shoff = u64::from_le_bytes(data[40..48].try_into().unwrap()) as usize;
+    let full = ElfFile::from_bytes(data.clone()).expect("valid").unwind_table();
     let mut parsed = 0;
     for cut in 0..data.len() {
         let result = ElfFile::from_bytes(data[..cut].to_vec());
-        // The section header table is at the end, so every truncation of
-        // the full file is an error.
+        // The section header table is at the end: a cut in it leaves the
+        // program headers usable and the section table ignored; a cut
+        // before it (sections past the end) is an error or a partial file.
         match result {
-            Err(Error::NotElf | Error::Truncated { .. }) => {}
+            Err(Error::NotElf | Error::Truncated { .. }) => assert!(cut < shoff, "cut {cut}"),
+            Ok(elf) if cut >= shoff => {
+                assert!(
+                    matches!(
+                        elf.sections_ignored(),
+                        Some(Error::Truncated { what: "section header table" | "section header 0", .. })
+                    ),
+                    "cut {cut}: {:?}",
+                    elf.sections_ignored()
+                );
+                assert!(elf.sections().is_empty());
+                assert!(!elf.program_headers().is_empty());
+            }
+            Ok(_) => {}
             other => panic!("cut {cut}: {other:?}"),
         }
         if exercise(stripped[..cut].to_vec()).is_some() {
@@ -56,6 +72,61 @@ fn every_truncation_point() {
     // and give partial tables.
     assert!(parsed > data.len() / 2, "{parsed}");
     assert!(matches!(exercise(stripped), Some(0)));
+    // Cut just inside the section header table: unwinding still finds
+    // .eh_frame through PT_GNU_EH_FRAME, and the table is the full one.
+    let elf = ElfFile::from_bytes(data[..shoff + 100].to_vec()).expect("program headers are intact");
+    let table = elf.unwind_table();
+    assert_eq!(table.deltas, full.deltas);
+    assert!(table.stats.sections_ignored && !full.stats.sections_ignored);
+}
+
+/// Issue 19: a section header table claiming 10^9 entries (the count in
+/// section 0, `e_shnum` = 0), in a sparse file long enough to hold them,
+/// aborted the agent allocating 88 GB. It is ignored; the program headers
+/// are kept.
+#[test]
+fn issue_19_sparse_file_with_a_billion_sections() {
+    let (dir, data) = shapes_binary("malformed-sparse-sections");
+    let full = ElfFile::from_bytes(data.clone()).expect("valid").unwind_table();
+    let shoff = u64::from_le_bytes(data[40..48].try_into().unwrap()) as usize;
+    let mut d = data.clone();
+    d[60..62].fill(0); // e_shnum = 0: the count is section 0's sh_size
+    d[shoff + 32..shoff + 40].copy_from_slice(&1_000_000_000u64.to_le_bytes());
+    let path = dir.join("sparse");
+    std::fs::write(&path, &d).expect("write");
+    let file = std::fs::OpenOptions::new().write(true).open(&path).expect("open");
+    file.set_len(shoff as u64 + 64 * 1_000_000_000).expect("sparse extend");
+    drop(file);
+    // Opened by path, a file this large is refused before it is read
+    // (elf::source's size bound); the parser must cope on its own too.
+    assert!(ElfFile::open(&path).is_err(), "a 64 GB file is over the executable size bound");
+    let len = std::fs::metadata(&path).expect("stat").len();
+    let elf = ElfFile::from_file(std::fs::File::open(&path).expect("open"), len).expect("program headers are fine");
+    assert!(
+        matches!(elf.sections_ignored(), Some(Error::OverLimit { what: "e_shnum", value: 1_000_000_000, .. })),
+        "{:?}",
+        elf.sections_ignored()
+    );
+    assert!(elf.sections().is_empty());
+    assert_eq!(elf.unwind_table().deltas, full.deltas, "unwinding needs the program headers only");
+    let _ = std::fs::remove_file(&path);
+}
+
+/// A program header count over the limit (through `PN_XNUM` and section
+/// 0's `sh_info`) is refused without allocating for it.
+#[test]
+fn program_header_count_over_the_limit() {
+    let (_, data) = shapes_binary("malformed-phnum");
+    let shoff = u64::from_le_bytes(data[40..48].try_into().unwrap()) as usize;
+    let mut d = data.clone();
+    d[56..58].copy_from_slice(&0xffffu16.to_le_bytes());
+    d[shoff + 44..shoff + 48].copy_from_slice(&u32::MAX.to_le_bytes());
+    match ElfFile::from_bytes(d) {
+        Err(Error::OverLimit { what: "e_phnum", value, limit }) => {
+            assert_eq!((value, limit), (u64::from(u32::MAX), profiler_elf::MAX_PROGRAM_HEADERS))
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -157,7 +228,7 @@ fn eh_frame_section_out_of_bounds_or_cut() {
     assert!(!table.deltas.is_empty());
     assert!(table.deltas.len() < full.deltas.len());
     // What is there agrees with the full table.
-    for d in &table.deltas {
+    for d in table.deltas.iter() {
         if d.rule != UnwindRule::NoCoverage {
             assert_eq!(full.lookup(d.address), d.rule, "{:#x}", d.address);
         }

@@ -51,7 +51,15 @@ fn lookup_agrees_with_nm() {
             assert_eq!(table.lookup(addr + size - 1).map(|(_, o)| o), Some(size - 1), "{name} last byte");
         }
         assert_eq!(table.find(name).map(|s| s.0), Some(*addr));
+        // The lookup by name that copies nothing finds the same function.
+        assert_eq!(elf.function_symbol(name), Some((*addr, *size)), "{name}");
     }
+    // Defined data and missing names are not functions; a name is matched
+    // whole, not as a prefix.
+    assert_eq!(elf.function_symbol("no_such_function"), None);
+    assert_eq!(elf.function_symbol("lea"), None);
+    assert!(elf.symbol_address("_IO_stdin_used").is_some());
+    assert_eq!(elf.function_symbol("_IO_stdin_used"), None);
     // Past the end of a sized symbol that no other symbol follows: a miss.
     let (leaf, size) = table.find("leaf").expect("leaf");
     let next = nm.iter().map(|s| s.0).filter(|&a| a > leaf).min().expect("a symbol after leaf");
@@ -67,6 +75,7 @@ fn libc_falls_back_to_dynsym() {
     let table = elf.symbols().expect("symbols");
     assert_eq!(table.source(), SymbolSource::Dynsym);
     let (qsort, size) = table.find("qsort").expect("qsort");
+    assert_eq!(elf.function_symbol("qsort"), Some((qsort, size)));
     assert!(size > 3);
     assert_eq!(table.lookup(qsort + 3), Some(("qsort", 3)));
     let nm = nm_functions(Path::new(LIBC), true);

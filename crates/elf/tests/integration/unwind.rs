@@ -67,7 +67,7 @@ fn symbol(elf: &ElfFile, name: &str) -> (u64, u64) {
 /// ends with NoCoverage.
 fn check_shape(table: &UnwindTable) {
     assert!(!table.deltas.is_empty());
-    for w in table.deltas.windows(2) {
+    for w in table.deltas.to_vec().windows(2) {
         assert!(w[0].address < w[1].address, "not sorted: {w:?}");
         assert_ne!(w[0].rule, w[1].rule, "unmerged neighbours: {w:?}");
     }
@@ -191,7 +191,7 @@ fn libc_matches_readelf() {
 
     // Rules dedupe well across files.
     let mut interner = RuleInterner::new();
-    let ids = interner.intern_deltas(&table.deltas).expect("intern");
+    let ids = interner.intern_deltas(&table.deltas.to_vec()).expect("intern");
     assert_eq!(ids.len(), table.deltas.len());
     let fixed = [
         UnwindRule::NoCoverage,

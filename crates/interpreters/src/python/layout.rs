@@ -349,6 +349,7 @@ impl Layout {
     /// Bytes of a code object to read to reach every field used.
     pub fn code_read_size(&self) -> u32 {
         [
+            Some(OB_TYPE),
             Some(self.code_filename),
             Some(self.code_name),
             self.code_qualname,
@@ -364,7 +365,7 @@ impl Layout {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -386,7 +387,7 @@ mod tests {
     }
 
     /// The 3.13.0 debug offsets as the build writes them.
-    fn debug_offsets_313() -> Vec<u8> {
+    pub(crate) fn debug_offsets_313() -> Vec<u8> {
         let words: [u64; 73] = [
             0, 0x030d00f0, 0, 283320, 608, 632, 194968, 7272, 7264, 7344, 7400, 7656, 7640, 7648, 16, 7752, 0, 7768,
             7760, 304, 0, 8, 16, 72, 152, 160, 232, 32, 80, 8, 0, 56, 72, 70, 208, 112, 120, 128, 136, 68, 52, 96, 104,

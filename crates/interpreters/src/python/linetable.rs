@@ -22,7 +22,7 @@ fn lnotab(table: &[u8], first_line: i32, offset: u32) -> Option<i32> {
     let mut line = first_line;
     let mut address: u32 = 0;
     for pair in table.chunks_exact(2) {
-        address += u32::from(pair[0]);
+        address = address.saturating_add(u32::from(pair[0]));
         if address > offset {
             break;
         }
@@ -40,7 +40,7 @@ fn linetable_310(table: &[u8], first_line: i32, offset: u32) -> Option<i32> {
     let mut end: u32 = 0;
     for pair in table.chunks_exact(2) {
         let start = end;
-        end += u32::from(pair[0]);
+        end = end.saturating_add(u32::from(pair[0]));
         let delta = pair[1] as i8;
         let range_line = if delta == -128 {
             None
@@ -79,10 +79,11 @@ fn locations(table: &[u8], first_line: i32, offset: u32) -> Option<i32> {
         };
         line = line.checked_add(delta)?;
         let range_line = if code == 15 { None } else { Some(line) };
-        if address <= offset && offset < address + length {
+        let end = address.saturating_add(length);
+        if address <= offset && offset < end {
             return range_line;
         }
-        address += length;
+        address = end;
         while pos < table.len() && table[pos] & 0x80 == 0 {
             pos += 1;
         }

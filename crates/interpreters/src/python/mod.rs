@@ -18,8 +18,8 @@ pub use linetable::line_for_offset;
 pub use symbolizer::{CodeInfo, PythonSymbolizer, PythonSymbolizerStats};
 
 use crate::memory::ProcessMemory;
-use profiler_elf::{ElfFile, SymbolTable};
-use profiler_trace::FileId;
+use profiler_elf::ElfFile;
+use profiler_trace::TableKey;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -114,10 +114,11 @@ pub enum Detection {
     },
 }
 
-/// Looks for CPython in an executable file (`symbols` is its function
-/// table, `path` its name, used for the version of 3.8-3.10).
-pub fn detect(elf: &ElfFile, symbols: &SymbolTable, path: &str) -> Detection {
-    let Some((eval, eval_size)) = symbols.find(EVAL_LOOP) else {
+/// Looks for CPython in an executable file (`path` is its name, used for
+/// the version of 3.8-3.10). The few functions it needs are looked up by
+/// name in the file's symbol table, which is never copied.
+pub fn detect(elf: &ElfFile, path: &str) -> Detection {
+    let Some((eval, eval_size)) = elf.function_symbol(EVAL_LOOP) else {
         return Detection::NotPython;
     };
     let unsupported =
@@ -162,10 +163,10 @@ pub fn detect(elf: &ElfFile, symbols: &SymbolTable, path: &str) -> Detection {
             None => return unsupported(Some(version), "no layout for this version"),
         }
     };
-    let mut eval_ranges = vec![(eval, eval + eval_size)];
-    if let Some((cold, cold_size)) = symbols.find(EVAL_LOOP_COLD) {
+    let mut eval_ranges = vec![(eval, eval.saturating_add(eval_size))];
+    if let Some((cold, cold_size)) = elf.function_symbol(EVAL_LOOP_COLD) {
         if cold_size > 0 {
-            eval_ranges.push((cold, cold + cold_size));
+            eval_ranges.push((cold, cold.saturating_add(cold_size)));
         }
     }
     Detection::Supported(PythonBuild {
@@ -217,28 +218,33 @@ pub fn walk_thread(
             Err(format!("cannot read {address:#x}"))
         }
     };
-    let mut interp = u64_at(bias + build.runtime_vaddr + u64::from(l.runtime_interpreters_head))?;
+    // Addresses come from the process: wrapping, never an overflow panic.
+    let at = |base: u64, off: u32| base.wrapping_add(u64::from(off));
+    let mut interp = u64_at(at(bias.wrapping_add(build.runtime_vaddr), l.runtime_interpreters_head))?;
     let mut tstate = 0;
-    'interps: while interp != 0 {
-        let mut t = u64_at(interp + u64::from(l.interp_threads_head))?;
+    'interps: for _ in 0..1_000 {
+        if interp == 0 {
+            break;
+        }
+        let mut t = u64_at(at(interp, l.interp_threads_head))?;
         for _ in 0..10_000 {
             if t == 0 {
                 break;
             }
-            if u64_at(t + u64::from(l.tstate_thread_id))? == thread_id {
+            if u64_at(at(t, l.tstate_thread_id))? == thread_id {
                 tstate = t;
                 break 'interps;
             }
-            t = u64_at(t + u64::from(l.tstate_next))?;
+            t = u64_at(at(t, l.tstate_next))?;
         }
-        interp = u64_at(interp + u64::from(l.interp_next))?;
+        interp = u64_at(at(interp, l.interp_next))?;
     }
     if tstate == 0 {
         return Err(format!("no thread state with thread id {thread_id:#x}"));
     }
-    let mut frame = u64_at(tstate + u64::from(l.tstate_frame))?;
+    let mut frame = u64_at(at(tstate, l.tstate_frame))?;
     if let (Some(off), true) = (l.cframe_current_frame, frame != 0) {
-        frame = u64_at(frame + u64::from(off))?;
+        frame = u64_at(at(frame, off))?;
     }
     let mut frames = Vec::new();
     while frame != 0 && frames.len() < 10_000 {
@@ -246,16 +252,19 @@ pub fn walk_thread(
         if !memory.read(frame, &mut buf) {
             return Err(format!("cannot read the frame at {frame:#x}"));
         }
-        let word = |off: u32| u64::from_le_bytes(buf[off as usize..off as usize + 8].try_into().expect("8"));
-        let code = word(l.frame_code);
-        let previous = word(l.frame_previous);
-        let shim = l.frame_model == FrameModel::CStackOwner && l.frame_entry.is_some_and(|e| buf[e as usize] == 3);
+        let outside = || format!("the layout reads outside the {} bytes of a frame", buf.len());
+        let word = |off: u32| crate::memory::u64_in(&buf, off).ok_or_else(outside);
+        let code = word(l.frame_code)?;
+        let previous = word(l.frame_previous)?;
+        let shim = l.frame_model == FrameModel::CStackOwner
+            && l.frame_entry.is_some_and(|e| buf.get(e as usize).copied() == Some(3));
         if !shim && code != 0 {
-            let lasti = |off: u32| i32::from_le_bytes(buf[off as usize..off as usize + 4].try_into().expect("4"));
+            let lasti = |off: u32| crate::memory::i32_in(&buf, off).ok_or_else(outside);
             let offset = match l.lasti {
-                Lasti::Bytes => i64::from(lasti(l.frame_lasti)),
-                Lasti::Units => 2 * i64::from(lasti(l.frame_lasti)),
-                Lasti::Pointer => word(l.frame_lasti) as i64 - (code + u64::from(l.code_adaptive.unwrap_or(0))) as i64,
+                Lasti::Bytes => i64::from(lasti(l.frame_lasti)?),
+                Lasti::Units => 2 * i64::from(lasti(l.frame_lasti)?),
+                Lasti::Pointer => (word(l.frame_lasti)? as i64)
+                    .wrapping_sub(code.wrapping_add(u64::from(l.code_adaptive.unwrap_or(0))) as i64),
             };
             frames.push(FrameRef { code, offset: offset.clamp(0, i64::from(u32::MAX)) as u32 });
         }
@@ -267,12 +276,14 @@ pub fn walk_thread(
 /// Most builds [`PythonRegistry`] holds.
 const MAX_REGISTERED_BUILDS: usize = 1024;
 
-/// The CPython builds found in files, by [`FileId`]: written where files
-/// are analysed, read where frames are named. A file id names content, so
-/// an entry never goes stale; the registry is only bounded.
+/// The CPython builds found in files, by [`TableKey`] (the digest of the
+/// whole file: a crafted file sharing a library's head and tail does not
+/// share its build): written where files are analysed, read where frames
+/// are named. A key names content, so an entry never goes stale; the
+/// registry is only bounded.
 #[derive(Debug, Default)]
 pub struct PythonRegistry {
-    builds: Mutex<HashMap<FileId, Arc<PythonBuild>>>,
+    builds: Mutex<HashMap<TableKey, Arc<PythonBuild>>>,
 }
 
 impl PythonRegistry {
@@ -281,12 +292,12 @@ impl PythonRegistry {
         PythonRegistry::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<FileId, Arc<PythonBuild>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TableKey, Arc<PythonBuild>>> {
         self.builds.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Records the build in `file_id`.
-    pub fn insert(&self, file_id: FileId, build: Arc<PythonBuild>) {
+    pub fn insert(&self, file_id: TableKey, build: Arc<PythonBuild>) {
         let mut builds = self.lock();
         if builds.len() >= MAX_REGISTERED_BUILDS && !builds.contains_key(&file_id) {
             builds.clear();
@@ -295,12 +306,12 @@ impl PythonRegistry {
     }
 
     /// The build in `file_id`, if any.
-    pub fn get(&self, file_id: &FileId) -> Option<Arc<PythonBuild>> {
+    pub fn get(&self, file_id: &TableKey) -> Option<Arc<PythonBuild>> {
         self.lock().get(file_id).cloned()
     }
 
     /// The first of `file_ids` that holds a build, with it.
-    pub fn find<'a>(&self, file_ids: impl IntoIterator<Item = &'a FileId>) -> Option<(FileId, Arc<PythonBuild>)> {
+    pub fn find<'a>(&self, file_ids: impl IntoIterator<Item = &'a TableKey>) -> Option<(TableKey, Arc<PythonBuild>)> {
         let builds = self.lock();
         if builds.is_empty() {
             return None;
@@ -340,7 +351,6 @@ mod tests {
     fn files_without_an_eval_loop_are_not_python() {
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let elf = ElfFile::open(&exe).unwrap();
-        let symbols = elf.symbols().unwrap();
-        assert!(matches!(detect(&elf, &symbols, exe.to_str().unwrap()), Detection::NotPython));
+        assert!(matches!(detect(&elf, exe.to_str().unwrap()), Detection::NotPython));
     }
 }

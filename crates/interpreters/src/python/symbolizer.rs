@@ -6,7 +6,7 @@
 use super::layout::{Layout, OB_TYPE};
 use super::linetable::line_for_offset;
 use super::{LineTableFormat, PythonBuild};
-use crate::memory::ProcessMemory;
+use crate::memory::{i32_in, u64_in, ProcessMemory};
 use profiler_trace::SourceLine;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -189,22 +189,23 @@ fn read_u64(memory: &dyn ProcessMemory, address: u64) -> Option<u64> {
 /// Reads the code object at `code` (process address).
 pub(super) fn read_code(memory: &dyn ProcessMemory, build: &PythonBuild, bias: u64, code: u64) -> Option<CodeInfo> {
     let l = &build.layout;
+    // The layout may come from the process itself (3.13's debug offsets):
+    // every read from the header is checked.
     let mut header = vec![0u8; l.code_read_size() as usize];
     if !memory.read(code, &mut header) {
         return None;
     }
-    let word = |off: u32| u64::from_le_bytes(header[off as usize..off as usize + 8].try_into().expect("8"));
+    let word = |off: u32| u64_in(&header, off);
     if let Some(code_type) = build.code_type_vaddr {
-        if word(OB_TYPE) != code_type.wrapping_add(bias) {
+        if word(OB_TYPE)? != code_type.wrapping_add(bias) {
             return None;
         }
     }
-    let name_ptr = word(l.code_qualname.unwrap_or(l.code_name));
+    let name_ptr = word(l.code_qualname.unwrap_or(l.code_name))?;
     let name = read_str(memory, l, name_ptr)?;
-    let file = read_str(memory, l, word(l.code_filename)).unwrap_or_else(|| "<unknown>".into());
-    let first_line =
-        i32::from_le_bytes(header[l.code_firstlineno as usize..l.code_firstlineno as usize + 4].try_into().expect("4"));
-    let table = read_bytes(memory, l, word(l.code_linetable)).unwrap_or_default();
+    let file = word(l.code_filename).and_then(|a| read_str(memory, l, a)).unwrap_or_else(|| "<unknown>".into());
+    let first_line = i32_in(&header, l.code_firstlineno)?;
+    let table = word(l.code_linetable).and_then(|a| read_bytes(memory, l, a)).unwrap_or_default();
     Some(CodeInfo { name: name.into(), file: file.into(), first_line, table, format: l.line_table })
 }
 
@@ -214,9 +215,9 @@ fn read_str(memory: &dyn ProcessMemory, l: &Layout, address: u64) -> Option<Stri
     if address == 0 {
         return None;
     }
-    let length = read_u64(memory, address + u64::from(l.unicode_length))?;
+    let length = read_u64(memory, address.checked_add(u64::from(l.unicode_length))?)?;
     let mut state = [0u8; 4];
-    if !memory.read(address + u64::from(l.unicode_state), &mut state) {
+    if !memory.read(address.checked_add(u64::from(l.unicode_state))?, &mut state) {
         return None;
     }
     let state = u32::from_le_bytes(state);
@@ -228,7 +229,7 @@ fn read_str(memory: &dyn ProcessMemory, l: &Layout, address: u64) -> Option<Stri
         return None;
     }
     let chars = length.min(MAX_NAME_CHARS);
-    let data = address + u64::from(if ascii { l.unicode_ascii_size } else { l.unicode_compact_size });
+    let data = address.checked_add(u64::from(if ascii { l.unicode_ascii_size } else { l.unicode_compact_size }))?;
     let mut bytes = vec![0u8; (chars * u64::from(kind)) as usize];
     if !memory.read(data, &mut bytes) {
         return None;
@@ -253,12 +254,12 @@ fn read_bytes(memory: &dyn ProcessMemory, l: &Layout, address: u64) -> Option<Bo
     if address == 0 {
         return None;
     }
-    let size = read_u64(memory, address + u64::from(l.bytes_size))?;
+    let size = read_u64(memory, address.checked_add(u64::from(l.bytes_size))?)?;
     if size > MAX_LINE_TABLE {
         return None;
     }
     let mut data = vec![0u8; size as usize];
-    memory.read(address + u64::from(l.bytes_data), &mut data).then(|| data.into_boxed_slice())
+    memory.read(address.checked_add(u64::from(l.bytes_data))?, &mut data).then(|| data.into_boxed_slice())
 }
 
 #[cfg(test)]
@@ -376,6 +377,32 @@ mod tests {
         assert_eq!(s.symbolize(&memory, 1, &build(), BIAS, 0x6800, 0), None);
         assert_eq!(memory.reads.get(), reads, "the failure is cached");
         assert_eq!(s.stats().unknown, 4);
+    }
+
+    /// Issue 19: a fake 3.13 build whose debug offsets put every code
+    /// object field below 8 made the code object read 10 bytes long, and
+    /// the `ob_type` check sliced past it ("range end index 16 out of
+    /// range for slice of length 10") on the reporter thread.
+    #[test]
+    fn issue_19_fake_debug_offsets_with_tiny_code_objects() {
+        let mut b = super::super::layout::tests::debug_offsets_313();
+        // code_object{size = 4, filename..firstlineno = 0..2}
+        b[8 * 34..8 * 35].copy_from_slice(&4u64.to_le_bytes());
+        for (i, v) in [(35, 0u64), (36, 0), (37, 0), (38, 0), (39, 2), (43, 0)] {
+            b[8 * i..8 * i + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        let (_, layout) = Layout::from_debug_offsets(&b).expect("plausible enough");
+        let build = PythonBuild { layout, ..build() };
+        let memory = fake();
+        let mut s = PythonSymbolizer::new(100, 1 << 20);
+        for code in [0x6000, 0x6800, 0x7000, 0x7300] {
+            // Reads whatever is there; never panics.
+            let _ = s.symbolize(&memory, 1, &build, BIAS, code, 0);
+        }
+        assert_eq!(s.stats().code_reads, 4);
+        // Addresses at the top of the address space do not overflow.
+        assert_eq!(read_str(&memory, &build.layout, u64::MAX - 4), None);
+        assert_eq!(read_bytes(&memory, &build.layout, u64::MAX - 4), None);
     }
 
     #[test]

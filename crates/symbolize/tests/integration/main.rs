@@ -10,6 +10,7 @@ mod golang;
 mod malformed;
 mod memory;
 mod native_c;
+mod untrusted;
 
 /// Counts heap per thread, for the `memory` tests.
 #[global_allocator]

@@ -5,11 +5,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use profiler_elf::ElfFile;
-use profiler_symbolize::{DebugConfig, FileSource, FileSymbolizer};
+use profiler_symbolize::{DebugConfig, DwarfError, FileSource, FileSymbolizer};
 
 use crate::golang::go_build;
+use crate::memory::{live, peak_since_last};
 use crate::native_c::build_chain;
-use crate::support::{have, test_dir};
+use crate::support::{have, run, test_dir};
 
 /// A tiny deterministic generator (64-bit LCG, Knuth's MMIX constants).
 struct Lcg(u64);
@@ -132,4 +133,51 @@ fn truncated_and_corrupted_gopclntab() {
             exercise(d, &addrs);
         }
     }
+}
+
+/// Issue 19: a small file whose two zstd debug sections each declare
+/// 2 GiB drove the symbolizer to 4.2 GB. Declared sizes over the limit or
+/// implausible for their compressed size are refused before anything is
+/// allocated for them, whatever `max_dwarf_bytes` allows; declared sizes
+/// that overflow a sum are no panic.
+#[test]
+fn issue_19_compressed_sections_declaring_gigabytes() {
+    if !have("gcc") || !have("objcopy") {
+        return;
+    }
+    let dir = test_dir("malformed-zstd-bomb");
+    let chain = build_chain(&dir);
+    let out = dir.join("chain.zstd");
+    run(std::process::Command::new("objcopy").arg("--compress-debug-sections=zstd").arg(&chain.bin).arg(&out));
+    let clean = std::fs::read(&out).expect("read");
+    let targets = sections(&out, &[".debug_info", ".debug_str"]);
+    assert_eq!(targets.len(), 2);
+    let declare = |sizes: &[u64]| {
+        let mut data = clean.clone();
+        for (&(off, _), size) in targets.iter().zip(sizes) {
+            data[off + 8..off + 16].copy_from_slice(&size.to_le_bytes());
+        }
+        data
+    };
+    let load = |data: Vec<u8>, max_dwarf_bytes: u64| {
+        let elf = Arc::new(ElfFile::from_bytes(data).expect("headers intact"));
+        let config = DebugConfig { use_dwarf: true, debug_roots: vec![], max_dwarf_bytes };
+        FileSymbolizer::from_elf(elf, &FileSource::new("/nonexistent/zstd-bomb"), &config)
+    };
+    // Even with no byte limit: refused, and the heap stays small.
+    let base = live();
+    peak_since_last();
+    let sym = load(declare(&[2 << 30, 2 << 30]), u64::MAX);
+    let peak = peak_since_last() - base;
+    let error = sym.info().dwarf_error.clone().expect("refused");
+    assert!(matches!(&*error, DwarfError::Decompress { .. }), "{error:?}");
+    assert!(peak < 32 << 20, "peak heap {peak} bytes");
+    drop(sym);
+    // Sizes whose sum wraps around: over the limit, no overflow panic.
+    let sym = load(declare(&[u64::MAX - (1 << 20), 2 << 30]), 8 << 20);
+    let error = sym.info().dwarf_error.clone().expect("refused");
+    assert!(matches!(&*error, DwarfError::TooLarge { .. }), "{error:?}");
+    // The untouched file loads.
+    let sym = load(clean.clone(), 8 << 20);
+    assert!(sym.info().dwarf_error.is_none(), "{:?}", sym.info());
 }

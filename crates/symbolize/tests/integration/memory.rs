@@ -8,7 +8,8 @@ use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use profiler_elf::{file_id_of_path, ElfFile};
+use profiler_elf::source::table_key_of_path;
+use profiler_elf::ElfFile;
 use profiler_symbolize::{
     DebugConfig, DwarfError, FileSource, FileSymbolizer, LineSource, NativeConfig, NativeSymbolizer, Reason, Symbolized,
 };
@@ -24,10 +25,21 @@ pub struct PerThread;
 
 thread_local! {
     static LIVE: Cell<i64> = const { Cell::new(0) };
+    static PEAK: Cell<i64> = const { Cell::new(0) };
 }
 
 fn count(delta: i64) {
-    let _ = LIVE.try_with(|l| l.set(l.get() + delta));
+    let _ = LIVE.try_with(|l| {
+        let now = l.get() + delta;
+        l.set(now);
+        let _ = PEAK.try_with(|p| p.set(p.get().max(now)));
+    });
+}
+
+/// The most heap this thread held since the last call (from what it holds now).
+pub fn peak_since_last() -> i64 {
+    let now = LIVE.with(Cell::get);
+    PEAK.with(|p| p.replace(now))
 }
 
 // SAFETY: forwards every call to `System` unchanged; the counter is a
@@ -65,7 +77,7 @@ unsafe impl GlobalAlloc for PerThread {
 }
 
 /// Heap this thread holds now.
-fn live() -> i64 {
+pub fn live() -> i64 {
     LIVE.with(Cell::get)
 }
 
@@ -160,7 +172,7 @@ fn dwarf_over_the_limit_is_served_from_symbols() {
     assert_eq!(short(&lines), vec![("top".to_owned(), String::new(), 0)]);
 
     let mut s = NativeSymbolizer::new(NativeConfig { debug: small, ..NativeConfig::default() }).expect("start");
-    let id = file_id_of_path(&chain.bin).expect("id");
+    let id = table_key_of_path(&chain.bin).expect("id");
     assert_eq!(s.symbolize(id, chain.calls[1], || FileSource::new(&chain.bin)), Symbolized::Pending);
     assert!(s.wait_for_loads(Duration::from_secs(600)));
     match s.symbolize(id, chain.calls[1], || panic!("loaded")) {
@@ -177,14 +189,14 @@ fn the_byte_budget_holds_over_many_files() {
     }
     let dir = test_dir("memory-budget");
     let chain = build_chain(&dir);
-    // Distinct files (distinct FileIds) with the same code.
+    // Distinct files (distinct keys) with the same code.
     let files: Vec<_> = (0..8u8)
         .map(|i| {
             let p = dir.join(format!("copy{i}"));
             let mut data = std::fs::read(&chain.bin).expect("read");
             data.push(i);
             std::fs::write(&p, data).expect("write");
-            (file_id_of_path(&p).expect("id"), p)
+            (table_key_of_path(&p).expect("id"), p)
         })
         .collect();
     // What one loaded, looked-up file accounts.
@@ -237,7 +249,7 @@ fn symbols_answer_while_dwarf_loads() {
     }
     let dir = test_dir("memory-two-steps");
     let chain = build_chain(&dir);
-    let id = file_id_of_path(&chain.bin).expect("id");
+    let id = table_key_of_path(&chain.bin).expect("id");
     let call = chain.calls[1];
     let mut s = NativeSymbolizer::new(NativeConfig::default()).expect("start");
     let hold = s.hold_dwarf_loads();

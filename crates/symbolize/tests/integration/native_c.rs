@@ -103,8 +103,13 @@ fn stripped_with_debuglink_is_fully_symbolized() {
     let d2 = dir.join("dotdebug");
     copy(&stripped, &d2.join("bin/chain"));
     copy(&debug, &d2.join("bin/.debug/chain.debug"));
-    let source =
-        FileSource { open_path: d2.join("bin/chain"), path: "/bin/chain".into(), root: Some(d2.clone()), memory: None };
+    let source = FileSource {
+        open_path: d2.join("bin/chain"),
+        path: "/bin/chain".into(),
+        root: Some(d2.clone()),
+        memory: None,
+        identity: None,
+    };
     let sym = FileSymbolizer::load(&source, &nowhere).expect("load");
     check(&sym, &chain, LineSource::DebugFile, ".debug/ under the process root");
 
@@ -112,8 +117,13 @@ fn stripped_with_debuglink_is_fully_symbolized() {
     let d3 = dir.join("root3");
     copy(&stripped, &d3.join("opt/app/chain"));
     copy(&debug, &d3.join("debugroot/opt/app/chain.debug"));
-    let source =
-        FileSource { open_path: d3.join("opt/app/chain"), path: "/opt/app/chain".into(), root: None, memory: None };
+    let source = FileSource {
+        open_path: d3.join("opt/app/chain"),
+        path: "/opt/app/chain".into(),
+        root: None,
+        memory: None,
+        identity: None,
+    };
     let sym = FileSymbolizer::load(&source, &roots(&d3.join("debugroot"))).expect("load");
     check(&sym, &chain, LineSource::DebugFile, "debug root + directory");
 
@@ -162,6 +172,7 @@ fn stripped_with_build_id_under_a_debug_root() {
         path: "/usr/bin/chain".into(),
         root: Some(container.clone()),
         memory: None,
+        identity: None,
     };
     let sym = FileSymbolizer::load(&source, &DebugConfig::default()).expect("load");
     check(&sym, &chain, LineSource::DebugFile, "build id in the process root");

@@ -15,14 +15,22 @@ pub fn test_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// Whether `tool` runs; prints why a test is skipped when it does not.
+/// Whether we run under CI (`CI=true`), where a missing tool fails the
+/// test instead of skipping it.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// Whether `tool` runs. When it does not, the test fails under CI and
+/// is skipped, with a message, elsewhere.
 pub fn have(tool: &str) -> bool {
     let ok = Command::new(tool)
         .arg(if tool == "go" { "version" } else { "--version" })
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("SKIPPED: `{tool}` is not installed");
+        assert!(!in_ci(), "`{tool}` is required under CI=true and does not run");
+        eprintln!("SKIPPED: `{tool}` is not installed; under CI=true this fails");
     }
     ok
 }

@@ -1,0 +1,516 @@
+//! Late unwinding: the rest of a user stack the BPF native unwinder could
+//! not walk because the process (or the mapping of a pc) was not loaded
+//! yet, unwound in user space from the stack copy the sample carries
+//! ([`StackCopy`]) once the process manager has loaded it.
+//!
+//! The rules are the BPF unwinder's, step for step
+//! (`ebpf/native_unwinder.bpf.h`, `unwind_step`), over the same tables:
+//! [`MapTables`] reads them from the BPF maps themselves (a few lookups
+//! per frame, fine for the few samples concerned), so nothing is held
+//! twice. Stack words are read only from the copied window; a read
+//! outside it ends the stack with [`UnwindStop::OutsideCopy`]. The frame
+//! words are the BPF unwinder's (exact pcs flagged with
+//! [`FRAME_EXACT_PC`]), so traces need no special case. Interpreter loops
+//! are unwound as native frames.
+
+use crate::sample::StackCopy;
+use crate::types::{
+    delta_page_key, PidMappingKey, PidMappingValue, UnwindRuleValue, UnwindStop, CFA_BASE_RBP, DELTA_PAGE_BITS,
+    FRAME_EXACT_PC, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO, MAPPING_KIND_PROCESS, PID_MAPPING_KEY_BITS,
+    RBP_AT_CFA, RBP_AT_RBP, RULE_ID_INVALID, RULE_ID_NO_COVERAGE, RULE_ID_SIGNAL, RULE_ID_STOP,
+    RULE_ID_UNFOLLOWED_SWITCH, RULE_KIND_CFA, RULE_KIND_CFA_DEREF, RULE_KIND_PLT, RULE_KIND_STACK_SWITCH, UCONTEXT_RBP,
+    UCONTEXT_RIP, UCONTEXT_RSP,
+};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
+
+/// `MAX_STACK_SWITCHES` of the BPF unwinder.
+const MAX_STACK_SWITCHES: u8 = 8;
+/// `DELTA_SEARCH_STEPS` of the BPF unwinder.
+const DELTA_SEARCH_STEPS: u32 = 17;
+/// Delta arrays kept open between lookups (by map id).
+const OPEN_ARRAYS: usize = 8;
+
+/// What `pid_mappings` says about a (pid, address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TableMapping {
+    /// No entry: the pid is not loaded.
+    UnknownPid,
+    /// Only the pid's marker: the address is in no loaded mapping.
+    UnknownPc,
+    /// Executable memory without unwind tables.
+    NoUnwindInfo,
+    /// A file with deltas.
+    Native { file_id: u64, bias: u64 },
+}
+
+/// The tables the unwinder reads, as the BPF maps hold them.
+pub(crate) trait UnwindTables {
+    /// The `pid_mappings` entry for `address`.
+    fn mapping(&mut self, pid: u32, address: u64) -> TableMapping;
+    /// The rule id in effect at `vaddr` of the file, or why there is none
+    /// (`find_rule`).
+    fn rule_id(&mut self, file_id: u64, vaddr: u64) -> Result<u16, UnwindStop>;
+    /// `unwind_rules[id]`.
+    fn rule(&mut self, id: u16) -> Option<UnwindRuleValue>;
+}
+
+/// The frames unwound in user space from a stack copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LateUnwind {
+    /// Frame words, leaf first, starting with the copy's own pc (the
+    /// frame the BPF unwinder recorded last).
+    pub frames: Vec<u64>,
+    /// Why the stack ends there.
+    pub stop: UnwindStop,
+}
+
+/// The copied window of the stack.
+struct Window<'a> {
+    base: u64,
+    bytes: &'a [u8],
+}
+
+impl Window<'_> {
+    fn read(&self, address: u64) -> Result<u64, UnwindStop> {
+        let offset = address.checked_sub(self.base).ok_or(UnwindStop::OutsideCopy)?;
+        let offset = usize::try_from(offset).map_err(|_| UnwindStop::OutsideCopy)?;
+        let end = offset.checked_add(8).ok_or(UnwindStop::OutsideCopy)?;
+        let word = self.bytes.get(offset..end).ok_or(UnwindStop::OutsideCopy)?;
+        Ok(u64::from_ne_bytes(word.try_into().expect("8 bytes")))
+    }
+}
+
+/// Unwinds from `copy` with `tables`, collecting at most `max_frames`
+/// frames.
+pub(crate) fn unwind(tables: &mut impl UnwindTables, pid: u32, copy: &StackCopy, max_frames: usize) -> LateUnwind {
+    let mut frames = Vec::new();
+    let stop = unwind_into(tables, pid, copy, max_frames, &mut frames);
+    LateUnwind { frames, stop }
+}
+
+fn unwind_into(
+    tables: &mut impl UnwindTables,
+    pid: u32,
+    copy: &StackCopy,
+    max_frames: usize,
+    frames: &mut Vec<u64>,
+) -> UnwindStop {
+    let window = Window { base: copy.sp, bytes: &copy.bytes };
+    let (mut pc, mut sp, mut fp, mut exact) = (copy.pc, copy.sp, copy.fp, copy.exact);
+    let mut switches = copy.stack_switches;
+    loop {
+        if frames.len() >= max_frames {
+            return UnwindStop::MaxFrames;
+        }
+        frames.push(if exact { pc | FRAME_EXACT_PC } else { pc });
+        // A return address stands for its call, which may be the last
+        // instruction of its function.
+        let lookup = if exact { pc } else { pc.wrapping_sub(1) };
+        let (file_id, bias) = match tables.mapping(pid, lookup) {
+            TableMapping::UnknownPid => return UnwindStop::UnknownPid,
+            TableMapping::UnknownPc => return UnwindStop::UnknownPc,
+            TableMapping::NoUnwindInfo => return UnwindStop::NoUnwindInfo,
+            TableMapping::Native { file_id, bias } => (file_id, bias),
+        };
+        let rule_id = match tables.rule_id(file_id, lookup.wrapping_sub(bias)) {
+            Ok(id) => id,
+            Err(stop) => return stop,
+        };
+        match rule_id {
+            RULE_ID_NO_COVERAGE => return UnwindStop::NoCoverage,
+            RULE_ID_INVALID => return UnwindStop::InvalidRule,
+            RULE_ID_STOP => return UnwindStop::Root,
+            RULE_ID_UNFOLLOWED_SWITCH => return UnwindStop::StackSwitch,
+            RULE_ID_SIGNAL => {
+                // The trampoline is no frame: the interrupted code is,
+                // at an exact pc.
+                frames.pop();
+                let read = |offset: u64| window.read(sp.wrapping_add(offset));
+                let (new_fp, new_sp, new_pc) = match (read(UCONTEXT_RBP), read(UCONTEXT_RSP), read(UCONTEXT_RIP)) {
+                    (Ok(f), Ok(s), Ok(p)) => (f, s, p),
+                    _ => return UnwindStop::OutsideCopy,
+                };
+                (fp, sp, pc, exact) = (new_fp, new_sp, new_pc, true);
+                if pc == 0 {
+                    return UnwindStop::ZeroPc;
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let Some(rule) = tables.rule(rule_id) else { return UnwindStop::Internal };
+        let base = if rule.cfa_base == CFA_BASE_RBP { fp } else { sp };
+        let cfa = match rule.kind {
+            RULE_KIND_CFA => base.wrapping_add(i64::from(rule.cfa_offset) as u64),
+            RULE_KIND_CFA_DEREF => match window.read(base.wrapping_add(i64::from(rule.cfa_offset) as u64)) {
+                Ok(value) => value.wrapping_add(i64::from(rule.deref_outer) as u64),
+                Err(stop) => return stop,
+            },
+            RULE_KIND_PLT => sp.wrapping_add(8 + if (pc & 15) >= u64::from(rule.plt_threshold) { 8 } else { 0 }),
+            RULE_KIND_STACK_SWITCH => {
+                if switches >= MAX_STACK_SWITCHES {
+                    return UnwindStop::StackSwitch;
+                }
+                switches += 1;
+                let cfa = fp.wrapping_add(i64::from(rule.cfa_offset) as u64);
+                if cfa & 7 != 0 {
+                    return UnwindStop::BadSp;
+                }
+                cfa
+            }
+            _ => return UnwindStop::Internal,
+        };
+        if cfa <= sp && rule.kind != RULE_KIND_STACK_SWITCH {
+            return UnwindStop::BadSp;
+        }
+        let return_address = match window.read(cfa.wrapping_sub(8)) {
+            Ok(v) => v,
+            Err(stop) => return stop,
+        };
+        let saved_fp = match rule.rbp_kind {
+            RBP_AT_CFA => window.read(cfa.wrapping_add(i64::from(rule.rbp_offset) as u64)),
+            RBP_AT_RBP => window.read(fp.wrapping_add(i64::from(rule.rbp_offset) as u64)),
+            _ => Ok(fp),
+        };
+        match saved_fp {
+            Ok(v) => fp = v,
+            Err(stop) => return stop,
+        }
+        if return_address == 0 {
+            return UnwindStop::ZeroPc;
+        }
+        (pc, sp, exact) = (return_address, cfa, false);
+    }
+}
+
+/// The native unwinder's tables read from its BPF maps. Made by
+/// [`crate::Sampler::map_tables`]; only reads.
+pub struct MapTables {
+    pid_mappings: MapHandle,
+    delta_pages: MapHandle,
+    file_deltas: MapHandle,
+    unwind_rules: MapHandle,
+    /// Delta arrays opened by id, most recent last.
+    arrays: Vec<(u32, MapHandle)>,
+}
+
+impl MapTables {
+    pub(crate) fn new(
+        pid_mappings: MapHandle,
+        delta_pages: MapHandle,
+        file_deltas: MapHandle,
+        unwind_rules: MapHandle,
+    ) -> MapTables {
+        MapTables { pid_mappings, delta_pages, file_deltas, unwind_rules, arrays: Vec::new() }
+    }
+
+    /// Whether the unwinder can unwind `address` of `pid`: the process is
+    /// loaded and the address lies in a mapping it loaded.
+    pub fn is_loaded(&mut self, pid: u32, address: u64) -> bool {
+        !matches!(self.mapping(pid, address), TableMapping::UnknownPid | TableMapping::UnknownPc)
+    }
+
+    /// Goes on unwinding the sample of `pid` the copy belongs to,
+    /// collecting at most `max_frames` frames (the first is the copy's
+    /// own pc).
+    pub fn unwind(&mut self, pid: u32, copy: &StackCopy, max_frames: usize) -> LateUnwind {
+        unwind(self, pid, copy, max_frames)
+    }
+
+    fn delta_array(&mut self, file_id: u64) -> Option<&MapHandle> {
+        let value = self.file_deltas.lookup(&file_id.to_ne_bytes(), MapFlags::ANY).ok()??;
+        let id = u32::from_ne_bytes(value.get(..4)?.try_into().ok()?);
+        if let Some(i) = self.arrays.iter().position(|(open, _)| *open == id) {
+            let entry = self.arrays.remove(i);
+            self.arrays.push(entry);
+        } else {
+            let handle = MapHandle::from_map_id(id).ok()?;
+            if self.arrays.len() >= OPEN_ARRAYS {
+                self.arrays.remove(0);
+            }
+            self.arrays.push((id, handle));
+        }
+        self.arrays.last().map(|(_, h)| h)
+    }
+}
+
+/// Entry `index` of a delta array (two per element), as `delta_at`.
+fn delta_at(array: &MapHandle, index: u32) -> Option<u32> {
+    let value = array.lookup(&(index >> 1).to_ne_bytes(), MapFlags::ANY).ok()??;
+    let pair = u64::from_ne_bytes(value.get(..8)?.try_into().ok()?);
+    Some(if index & 1 != 0 { (pair >> 32) as u32 } else { pair as u32 })
+}
+
+impl UnwindTables for MapTables {
+    fn mapping(&mut self, pid: u32, address: u64) -> TableMapping {
+        let key = PidMappingKey::new(pid, address, PID_MAPPING_KEY_BITS).to_bytes();
+        let value = match self.pid_mappings.lookup(&key, MapFlags::ANY) {
+            Ok(Some(v)) => v,
+            _ => return TableMapping::UnknownPid,
+        };
+        let Ok(bytes) = <[u8; 24]>::try_from(value.as_slice()) else { return TableMapping::UnknownPid };
+        let m = PidMappingValue::from_bytes(&bytes);
+        match m.kind {
+            MAPPING_KIND_PROCESS => TableMapping::UnknownPc,
+            MAPPING_KIND_NATIVE => TableMapping::Native { file_id: m.file_id, bias: m.bias },
+            MAPPING_KIND_NO_UNWIND_INFO => TableMapping::NoUnwindInfo,
+            _ => TableMapping::NoUnwindInfo,
+        }
+    }
+
+    fn rule_id(&mut self, file_id: u64, vaddr: u64) -> Result<u16, UnwindStop> {
+        let page = vaddr >> DELTA_PAGE_BITS;
+        let value = match self.delta_pages.lookup(&delta_page_key(file_id, page), MapFlags::ANY) {
+            Ok(Some(v)) if v.len() >= 8 => v,
+            _ => return Err(UnwindStop::NoDeltas),
+        };
+        let first = u32::from_ne_bytes(value[..4].try_into().expect("4 bytes"));
+        let mut n = u32::from_ne_bytes(value[4..8].try_into().expect("4 bytes"));
+        let Some(array) = self.delta_array(file_id) else { return Err(UnwindStop::NoDeltas) };
+        let target = (vaddr & ((1 << DELTA_PAGE_BITS) - 1)) as u16;
+        let mut lo = 0u32;
+        for _ in 0..DELTA_SEARCH_STEPS {
+            if n <= 1 {
+                break;
+            }
+            let half = n / 2;
+            let entry = delta_at(array, first.wrapping_add(lo + half)).ok_or(UnwindStop::Internal)?;
+            if entry as u16 <= target {
+                lo += half;
+            }
+            n -= half;
+        }
+        let entry = delta_at(array, first.wrapping_add(lo)).ok_or(UnwindStop::Internal)?;
+        Ok((entry >> 16) as u16)
+    }
+
+    fn rule(&mut self, id: u16) -> Option<UnwindRuleValue> {
+        let value = self.unwind_rules.lookup(&u32::from(id).to_ne_bytes(), MapFlags::ANY).ok()??;
+        Some(UnwindRuleValue::from_bytes(&value.as_slice().try_into().ok()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{CFA_BASE_RSP, RBP_UNCHANGED};
+    use crate::EncodedDeltas;
+    use profiler_elf::RuleId;
+    use std::collections::HashMap;
+
+    const PID: u32 = 42;
+    /// The test file is mapped at [BASE, BASE + 0x10000) with bias BASE.
+    const BASE: u64 = 0x40_0000;
+    const SP: u64 = 0x7ffe_1000;
+
+    /// Rule ids of the hand-built table.
+    const R_RSP8: u16 = 10; // CFA = rsp + 8: a leaf, nothing pushed
+    const R_RSP24: u16 = 11; // CFA = rsp + 24, rbp at CFA - 16
+    const R_RBP16: u16 = 12; // CFA = rbp + 16, rbp at CFA - 16
+    const R_DEREF: u16 = 13; // CFA = *(rsp + 8) + 16
+    const R_PLT: u16 = 14; // PLT, threshold 11
+    const R_SWITCH: u16 = 15; // stack switch: CFA = rbp + 16, rbp at CFA - 16
+
+    struct HandTables {
+        deltas: EncodedDeltas,
+        rules: HashMap<u16, UnwindRuleValue>,
+        /// [start, end) mappings beyond the test file.
+        unknown_from: u64,
+    }
+
+    fn rule(kind: u8, base: u8, cfa: i32, rbp_kind: u8, rbp: i32) -> UnwindRuleValue {
+        UnwindRuleValue {
+            kind,
+            cfa_base: base,
+            rbp_kind,
+            cfa_offset: cfa,
+            rbp_offset: rbp,
+            ..UnwindRuleValue::default()
+        }
+    }
+
+    impl HandTables {
+        /// Functions of the file, by offset: 0x100 rsp+8, 0x200 rsp+24,
+        /// 0x300 rbp+16, 0x400 deref, 0x500 PLT, 0x600 signal
+        /// trampoline, 0x700 root (_start), 0x800 stack switch, 0x900
+        /// invalid, 0xa00..: no coverage.
+        fn new() -> HandTables {
+            let deltas = EncodedDeltas::encode(&[
+                (0x100, RuleId(R_RSP8)),
+                (0x200, RuleId(R_RSP24)),
+                (0x300, RuleId(R_RBP16)),
+                (0x400, RuleId(R_DEREF)),
+                (0x500, RuleId(R_PLT)),
+                (0x600, RuleId(RULE_ID_SIGNAL)),
+                (0x700, RuleId(RULE_ID_STOP)),
+                (0x800, RuleId(R_SWITCH)),
+                (0x900, RuleId(RULE_ID_INVALID)),
+                (0xa00, RuleId(RULE_ID_NO_COVERAGE)),
+            ]);
+            let mut rules = HashMap::new();
+            rules.insert(R_RSP8, rule(RULE_KIND_CFA, CFA_BASE_RSP, 8, RBP_UNCHANGED, 0));
+            rules.insert(R_RSP24, rule(RULE_KIND_CFA, CFA_BASE_RSP, 24, RBP_AT_CFA, -16));
+            rules.insert(R_RBP16, rule(RULE_KIND_CFA, CFA_BASE_RBP, 16, RBP_AT_CFA, -16));
+            rules.insert(
+                R_DEREF,
+                UnwindRuleValue { deref_outer: 16, ..rule(RULE_KIND_CFA_DEREF, CFA_BASE_RSP, 8, RBP_UNCHANGED, 0) },
+            );
+            rules.insert(R_PLT, UnwindRuleValue { plt_threshold: 11, ..rule(RULE_KIND_PLT, 0, 0, RBP_UNCHANGED, 0) });
+            rules.insert(R_SWITCH, rule(RULE_KIND_STACK_SWITCH, CFA_BASE_RBP, 16, RBP_AT_CFA, -16));
+            HandTables { deltas, rules, unknown_from: BASE + 0x1_0000 }
+        }
+    }
+
+    impl UnwindTables for HandTables {
+        fn mapping(&mut self, pid: u32, address: u64) -> TableMapping {
+            if pid != PID {
+                TableMapping::UnknownPid
+            } else if (BASE..self.unknown_from).contains(&address) {
+                TableMapping::Native { file_id: 1, bias: BASE }
+            } else {
+                TableMapping::UnknownPc
+            }
+        }
+
+        fn rule_id(&mut self, file_id: u64, vaddr: u64) -> Result<u16, UnwindStop> {
+            assert_eq!(file_id, 1);
+            self.deltas.lookup(vaddr).map(|r| r.0).ok_or(UnwindStop::NoDeltas)
+        }
+
+        fn rule(&mut self, id: u16) -> Option<UnwindRuleValue> {
+            self.rules.get(&id).copied()
+        }
+    }
+
+    /// A stack window at SP holding `words` (8-byte slots from SP).
+    fn copy(pc: u64, fp: u64, exact: bool, words: &[u64]) -> StackCopy {
+        StackCopy {
+            pc,
+            sp: SP,
+            fp,
+            exact,
+            stack_switches: 0,
+            bytes: words.iter().flat_map(|w| w.to_ne_bytes()).collect(),
+        }
+    }
+
+    fn run(c: &StackCopy) -> LateUnwind {
+        unwind(&mut HandTables::new(), PID, c, 256)
+    }
+
+    #[test]
+    fn cfa_rules_walk_to_the_root() {
+        // leaf at 0x110 (rsp+8: ra at SP) -> 0x210 (rsp+24: ra at SP+24,
+        // rbp at SP+16) -> 0x310 (rbp+16 with the rbp just restored)
+        // -> _start.
+        let fp_frame = SP + 0x40;
+        let mut words = vec![0u64; 16];
+        words[0] = BASE + 0x210; // leaf's return address
+        words[2] = fp_frame; // saved rbp of the 0x210 frame (CFA-16)
+        words[3] = BASE + 0x310; // its return address (CFA-8, CFA = SP+8+24)
+        words[8] = 0x1234; // at rbp: the caller's rbp (CFA-16 = rbp)
+        words[9] = BASE + 0x701; // at rbp+8: return address into _start
+        let late = run(&copy(BASE + 0x110, 0, true, &words));
+        assert_eq!(late.frames, vec![(BASE + 0x110) | FRAME_EXACT_PC, BASE + 0x210, BASE + 0x310, BASE + 0x701]);
+        assert_eq!(late.stop, UnwindStop::Root);
+    }
+
+    #[test]
+    fn return_addresses_are_looked_up_one_byte_back() {
+        // A return address at 0x200 belongs to the call ending 0x1ff:
+        // the rsp+8 rule, not rsp+24.
+        let words = [BASE + 0x701, 0, 0];
+        let late = run(&StackCopy { pc: BASE + 0x200, ..copy(0, 0, false, &words) });
+        assert_eq!(late.frames, vec![BASE + 0x200, BASE + 0x701]);
+        assert_eq!(late.stop, UnwindStop::Root);
+    }
+
+    #[test]
+    fn deref_and_plt_rules() {
+        // Deref: CFA = *(SP + 8) + 16 = SP + 0x20 + 16; ra at CFA - 8.
+        let mut words = vec![0u64; 8];
+        words[1] = SP + 0x20;
+        words[5] = BASE + 0x701;
+        let late = run(&copy(BASE + 0x410, 0, true, &words));
+        assert_eq!(late.frames, vec![(BASE + 0x410) | FRAME_EXACT_PC, BASE + 0x701]);
+        assert_eq!(late.stop, UnwindStop::Root);
+        // PLT below the threshold: CFA = SP + 8; at or above: SP + 16.
+        let late = run(&copy(BASE + 0x505, 0, true, &[BASE + 0x701, 0]));
+        assert_eq!(late.frames[1], BASE + 0x701);
+        let late = run(&copy(BASE + 0x50b, 0, true, &[0, BASE + 0x701]));
+        assert_eq!(late.frames[1], BASE + 0x701);
+        assert_eq!(late.stop, UnwindStop::Root);
+    }
+
+    #[test]
+    fn signal_frames_restore_the_interrupted_registers() {
+        // At the trampoline (0x600) SP is the ucontext: rbp, rsp and rip
+        // at 120, 160, 168. The interrupted code (0x110, exact) is a leaf
+        // whose return address is at the restored rsp.
+        let mut words = vec![0u64; 32];
+        words[15] = 0x5555; // rbp
+        words[20] = SP + 0xc0; // rsp
+        words[21] = BASE + 0x110; // rip
+        words[24] = BASE + 0x701; // at SP + 0xc0
+        let late = run(&copy(BASE + 0x601, 0, false, &words));
+        assert_eq!(late.frames, vec![(BASE + 0x110) | FRAME_EXACT_PC, BASE + 0x701]);
+        assert_eq!(late.stop, UnwindStop::Root);
+    }
+
+    #[test]
+    fn reads_outside_the_window_stop_distinctly() {
+        // The return address would be at CFA - 8 = SP + 16: not copied
+        // (2 words hold SP .. SP + 16).
+        let late = run(&copy(BASE + 0x210, 0, true, &[0, 0]));
+        assert_eq!(late.frames, vec![(BASE + 0x210) | FRAME_EXACT_PC]);
+        assert_eq!(late.stop, UnwindStop::OutsideCopy);
+        // The word a deref rule reads is past the window.
+        let late = run(&copy(BASE + 0x410, 0, true, &[0]));
+        assert_eq!(late.stop, UnwindStop::OutsideCopy);
+        // A signal frame whose ucontext is cut.
+        let late = run(&copy(BASE + 0x601, 0, false, &[0; 16]));
+        assert_eq!((late.frames.len(), late.stop), (0, UnwindStop::OutsideCopy));
+        // A word straddling the end.
+        let mut c = copy(BASE + 0x110, 0, true, &[BASE + 0x701]);
+        c.bytes.truncate(7);
+        assert_eq!(run(&c).stop, UnwindStop::OutsideCopy);
+    }
+
+    #[test]
+    fn stops_as_the_bpf_unwinder_does() {
+        assert_eq!(run(&copy(BASE + 0x910, 0, true, &[])).stop, UnwindStop::InvalidRule);
+        assert_eq!(run(&copy(BASE + 0xa10, 0, true, &[])).stop, UnwindStop::NoCoverage);
+        assert_eq!(run(&copy(BASE + 0x2_0000, 0, true, &[])).stop, UnwindStop::UnknownPc);
+        assert_eq!(
+            unwind(&mut HandTables::new(), 7, &copy(BASE + 0x110, 0, true, &[]), 256).stop,
+            UnwindStop::UnknownPid
+        );
+        // A zero return address, and a CFA that does not grow (rbp + 16
+        // below SP).
+        assert_eq!(run(&copy(BASE + 0x110, 0, true, &[0])).stop, UnwindStop::ZeroPc);
+        assert_eq!(run(&copy(BASE + 0x310, SP - 0x100, true, &[0; 4])).stop, UnwindStop::BadSp);
+        // The frame limit.
+        let late = unwind(&mut HandTables::new(), PID, &copy(BASE + 0x110, 0, true, &[BASE + 0x110; 4]), 2);
+        assert_eq!((late.frames.len(), late.stop), (2, UnwindStop::MaxFrames));
+        // Missing rule value: internal.
+        let mut t = HandTables::new();
+        t.rules.remove(&R_RSP8);
+        assert_eq!(unwind(&mut t, PID, &copy(BASE + 0x110, 0, true, &[]), 256).stop, UnwindStop::Internal);
+    }
+
+    #[test]
+    fn stack_switches_follow_rbp_anywhere_but_are_bounded() {
+        // CFA = rbp + 16 may lie below SP (another stack), inside the
+        // window here: rbp = SP + 0x10 -> CFA = SP + 0x20.
+        let mut words = vec![0u64; 8];
+        words[2] = 0x77; // saved rbp at CFA - 16
+        words[3] = BASE + 0x701; // ra at CFA - 8
+        let late = run(&copy(BASE + 0x810, SP + 0x10, true, &words));
+        assert_eq!(late.frames, vec![(BASE + 0x810) | FRAME_EXACT_PC, BASE + 0x701]);
+        assert_eq!(late.stop, UnwindStop::Root);
+        // Misaligned: bad sp; too many already: stack switch.
+        assert_eq!(run(&copy(BASE + 0x810, SP + 0x11, true, &words)).stop, UnwindStop::BadSp);
+        let c = StackCopy { stack_switches: MAX_STACK_SWITCHES, ..copy(BASE + 0x810, SP + 0x10, true, &words) };
+        assert_eq!(run(&c).stop, UnwindStop::StackSwitch);
+    }
+}

@@ -1,0 +1,272 @@
+//! The built `ebpf-profiler` binary run as a user runs it: signals, a bad
+//! `--output`, `--pid` given a thread id. The runs that sample load the
+//! real BPF programs (root); without BPF they are skipped, except under
+//! `CI=true` where they fail.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Limit for anything to happen; reaching it is a hang, not a slow run.
+const HANG: Duration = Duration::from_secs(120);
+
+/// One agent at a time: each samples the whole test process.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("ep-cli-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+/// Burns CPU in a function of this binary until dropped, on its own thread.
+struct Spinner {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    tid: u32,
+}
+
+/// The function the profiles must show. Plain integer operations only, so
+/// that even a debug build spends its samples here, not in callees.
+#[inline(never)]
+fn cli_test_spin(stop: &AtomicBool) -> u64 {
+    let mut x = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let mut i = 0u64;
+        while i < 1_000_000 {
+            x ^= i;
+            i += 1;
+        }
+    }
+    x
+}
+
+impl Spinner {
+    fn start() -> Spinner {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let link = std::fs::read_link("/proc/thread-self").unwrap();
+                tid_tx.send(link.file_name().unwrap().to_str().unwrap().parse::<u32>().unwrap()).unwrap();
+                std::hint::black_box(cli_test_spin(&stop));
+            })
+        };
+        let tid = tid_rx.recv().unwrap();
+        Spinner { stop, thread: Some(thread), tid }
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.take().unwrap().join();
+    }
+}
+
+/// A running `ebpf-profiler`, its stderr read line by line.
+struct Run {
+    child: Child,
+    lines: Receiver<String>,
+    stderr: Vec<String>,
+}
+
+impl Run {
+    fn start(args: &[&str]) -> Run {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ebpf-profiler"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("running ebpf-profiler");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Run { child, lines, stderr: Vec::new() }
+    }
+
+    /// Waits for a stderr line starting with `prefix`; false if stderr
+    /// ended first (the process exited).
+    fn wait_for_line(&mut self, prefix: &str) -> bool {
+        let deadline = Instant::now() + HANG;
+        loop {
+            match self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) => {
+                    let found = line.starts_with(prefix);
+                    self.stderr.push(line);
+                    if found {
+                        return true;
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => return false,
+                Err(RecvTimeoutError::Timeout) => panic!("no {prefix:?} line in time: {:#?}", self.stderr),
+            }
+        }
+    }
+
+    /// Whether sampling started; `false` (after printing why) when BPF is
+    /// unavailable here, which under CI is a failure.
+    fn sampling_started(&mut self) -> bool {
+        if self.wait_for_line("ebpf-profiler: sampling at") {
+            return true;
+        }
+        assert!(!in_ci(), "CI: ebpf-profiler did not start sampling: {:#?}", self.stderr);
+        eprintln!("SKIPPED: ebpf-profiler could not sample here (BPF?): {:#?}", self.stderr);
+        false
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill has no memory preconditions; the child is ours and
+        // not reaped yet.
+        assert_eq!(unsafe { libc::kill(self.child.id() as libc::pid_t, signal) }, 0);
+    }
+
+    /// Waits for the exit; returns the status and every stderr line.
+    fn finish(mut self) -> (ExitStatus, String) {
+        let deadline = Instant::now() + HANG;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("ebpf-profiler did not exit: {:#?}", self.stderr);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(10)) {
+            self.stderr.push(line);
+        }
+        (status, self.stderr.join("\n"))
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Samples of the folded output whose stack contains `function`.
+fn samples_in(folded: &str, function: &str) -> u64 {
+    folded
+        .lines()
+        .filter(|line| line.contains(function))
+        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<u64>().ok())
+        .sum()
+}
+
+/// A stop signal during an open-ended run ends it as Ctrl-C does: the
+/// output is written and the summary printed, exit status 0.
+fn signal_ends_the_run_cleanly(signal: libc::c_int, name: &str) {
+    let _serial = serial();
+    let spinner = Spinner::start();
+    let output = scratch(&format!("{name}.folded"));
+    let me = std::process::id().to_string();
+    let mut run = Run::start(&[
+        "--pid",
+        &me,
+        "--samples-per-second",
+        "97",
+        "--format",
+        "folded",
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    if !run.sampling_started() {
+        return;
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    run.signal(signal);
+    let (status, stderr) = run.finish();
+    drop(spinner);
+    assert!(status.success(), "{name}: {status:?}\n{stderr}");
+    assert!(stderr.contains("ebpf-profiler: summary after"), "{name}: no summary\n{stderr}");
+    let folded = std::fs::read_to_string(&output).unwrap_or_else(|e| panic!("{name}: no output: {e}\n{stderr}"));
+    assert!(samples_in(&folded, "cli_test_spin") > 0, "{name}: no sample of the spinning thread\n{folded}\n{stderr}");
+    let _ = std::fs::remove_file(&output);
+}
+
+#[test]
+fn sighup_writes_the_output_and_the_summary() {
+    signal_ends_the_run_cleanly(libc::SIGHUP, "sighup");
+}
+
+#[test]
+fn sigterm_writes_the_output_and_the_summary() {
+    signal_ends_the_run_cleanly(libc::SIGTERM, "sigterm");
+}
+
+/// An output that cannot be written fails the run before anything is
+/// sampled, with the path and the reason.
+#[test]
+fn unwritable_output_fails_before_sampling() {
+    let (status, stderr) =
+        Run::start(&["--duration", "30s", "--output", "/nonexistent-ep-dir/profile.folded"]).finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        "ebpf-profiler: error: cannot write the output /nonexistent-ep-dir/profile.folded: \
+         No such file or directory (os error 2)"
+    );
+    let dir = std::env::temp_dir();
+    let (status, stderr) = Run::start(&["--duration", "30s", "--output", dir.to_str().unwrap()]).finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot write the output") && stderr.contains("Is a directory"), "{stderr}");
+    assert!(!stderr.contains("sampling at"), "{stderr}");
+}
+
+/// `--pid` given a thread id profiles that thread's process, and says so.
+#[test]
+fn pid_of_a_thread_profiles_its_process() {
+    let _serial = serial();
+    let spinner = Spinner::start();
+    let me = std::process::id();
+    assert_ne!(spinner.tid, me, "the spinner runs on a thread of its own");
+    let tid = spinner.tid;
+    let output = scratch("thread.folded");
+    let mut run = Run::start(&[
+        "--pid",
+        &tid.to_string(),
+        "--samples-per-second",
+        "97",
+        "--duration",
+        "2s",
+        "--format",
+        "folded",
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    if !run.sampling_started() {
+        return;
+    }
+    let (status, stderr) = run.finish();
+    drop(spinner);
+    assert!(status.success(), "{status:?}\n{stderr}");
+    let notice = format!("ebpf-profiler: notice: {tid} is a thread of process {me}; profiling process {me}");
+    assert!(stderr.contains(&notice), "{stderr}");
+    assert!(stderr.contains(&format!("(pids [{me}])")), "{stderr}");
+    let folded = std::fs::read_to_string(&output).unwrap();
+    assert!(samples_in(&folded, "cli_test_spin") > 0, "no sample of the spinning thread\n{folded}\n{stderr}");
+    let _ = std::fs::remove_file(&output);
+}
