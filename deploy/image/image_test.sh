@@ -142,11 +142,17 @@ done
 [ -n "$profiler" ] || fail "docker run of the profiler container"
 echo "$e2e_name: profiler container runs with capabilities: $caps"
 containers+=("$profiler")
-sleep 10
-docker logs "$profiler" > "$tmp/profiler.log" 2>&1 || true
+# Start-up takes longer on a loaded machine: wait for it, then sample.
+for _ in $(seq 120); do
+  docker logs "$profiler" > "$tmp/profiler.log" 2>&1 || true
+  grep -q "profiler started" "$tmp/profiler.log" && break
+  [ "$(docker inspect -f '{{.State.Running}}' "$profiler")" = true ] || fail "the profiler container exited"
+  sleep 0.5
+done
+grep -q "profiler started" "$tmp/profiler.log" || fail "the receiver did not start in the container within 60 s"
+sleep 8
 [ "$(docker inspect -f '{{.State.Running}}' "$profiler")" = true ] || fail "the profiler container exited"
-grep -q "profiler started" "$tmp/profiler.log" || fail "the receiver did not start in the container"
-docker stop -t 10 "$profiler" >/dev/null
+docker stop -t 30 "$profiler" >/dev/null
 docker logs "$profiler" > "$tmp/profiler.log" 2>&1 || true
 grep -q "profiler stopped" "$tmp/profiler.log" || fail "the receiver did not stop cleanly"
 stop "$sink"
