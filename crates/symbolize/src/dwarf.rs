@@ -525,7 +525,8 @@ fn line_headers_bytes(debug_line: &gimli::DebugLine<Reader>) -> u64 {
                 + grown(h.include_directories().len() as u64) * dir
                 + (h.file_name_entry_format().len() + h.directory_entry_format().len()) as u64 * format;
         }
-        let Some(next) = offset.checked_add(header + len) else {
+        // `len` is the file's (a 64-bit length can be anything).
+        let Some(next) = len.checked_add(header).and_then(|n| offset.checked_add(n)) else {
             break;
         };
         offset = next;
@@ -674,6 +675,17 @@ mod tests {
         assert!(inflate(&z[..8], 5).is_err());
         assert!(inflate(&z, MAX_DECOMPRESSED_SECTION + 1).is_err());
         assert!(inflate(&z, SMALL_SECTION + 1).is_err(), "over the ratio");
+    }
+
+    /// Found by the `dwarf_symbolize` fuzz target: a 64-bit unit length
+    /// of all ones overflowed the next unit's offset.
+    #[test]
+    fn line_headers_with_a_huge_unit_length() {
+        let mut data = vec![0xff; 12];
+        data.extend_from_slice(&[0; 20]);
+        let bytes = owned(data);
+        let debug_line = gimli::DebugLine::from(reader(&bytes));
+        assert_eq!(line_headers_bytes(&debug_line), 0);
     }
 
     #[test]
