@@ -1,8 +1,9 @@
 # Fuzzing (cargo-fuzz, nightly): see fuzz/README.md.
-#   make fuzz-smoke                 every target 60 s (CI)
+#   make fuzz-smoke                 every target FUZZ_SMOKE_SECONDS (60 s; CI runs 30 s)
 #   make fuzz FUZZ_SECONDS=3600     every target FUZZ_SECONDS
 #   make fuzz FUZZ_TARGETS=python   some targets only
 FUZZ_SECONDS ?= 3600
+FUZZ_SMOKE_SECONDS ?= 60
 FUZZ_TARGETS ?= elf_file unwind_table gopclntab dwarf_symbolize python sample_decoder
 FUZZ_RSS_MB ?= 2048
 FUZZ_NICE ?= nice -n 19
@@ -22,7 +23,10 @@ fuzz_max_len_sample_decoder := 8192
 fuzz-seed:
 	fuzz/seed.sh
 
+# cargo-fuzz comes from crates.io when missing (the nightly toolchain it
+# drives is part of the machine's rustup install).
 fuzz-build:
+	@cargo +nightly fuzz --version >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 	$(FUZZ_NICE) $(FUZZ_CARGO) build --fuzz-dir fuzz
 
 # Runs target $(1) for $(2) seconds; fails on a crash, leak, OOM (over
@@ -39,7 +43,7 @@ define fuzz_run
 endef
 
 fuzz-smoke: fuzz-seed fuzz-build
-	$(foreach t,$(FUZZ_TARGETS),$(call fuzz_run,$(t),60))
+	$(foreach t,$(FUZZ_TARGETS),$(call fuzz_run,$(t),$(FUZZ_SMOKE_SECONDS)))
 
 fuzz: fuzz-seed fuzz-build
 	$(foreach t,$(FUZZ_TARGETS),$(call fuzz_run,$(t),$(FUZZ_SECONDS)))
