@@ -89,9 +89,10 @@ def build_workloads(out):
         "chain_fp": (["-fno-omit-frame-pointer"], "chain.c"),
         "periodic": ([], "periodic.c"),
         # The churn scenario's CPU load and its new process, named apart
-        # from the other measurements' workloads.
+        # from the other measurements' workloads. Another build id makes
+        # the probe a file of its own (not one already loaded for the load).
         "churn_busy": (["-fomit-frame-pointer"], "chain.c"),
-        "churn_probe": (["-fomit-frame-pointer"], "chain.c"),
+        "churn_probe": (["-fomit-frame-pointer", "-Wl,--build-id=md5"], "chain.c"),
     }
     for name, (flags, src) in builds.items():
         subprocess.run(cc + flags + ["-o", str(out / name), str(WORKLOADS / src)], check=True)
