@@ -204,10 +204,14 @@ impl MapTables {
         MapTables { pid_mappings, delta_pages, file_deltas, unwind_rules, arrays: Vec::new() }
     }
 
-    /// Whether the unwinder can unwind `address` of `pid`: the process is
-    /// loaded and the address lies in a mapping it loaded.
+    /// Whether the unwinder can unwind `address` of `pid`: the address
+    /// lies in a file whose deltas are loaded. A mapping loaded without
+    /// unwind information is not ready: its file may still be analysed
+    /// (the process manager loads a process with the files that are ready
+    /// and marks the others so until they are); a sample there waits, up
+    /// to the queue's timeout.
     pub fn is_loaded(&mut self, pid: u32, address: u64) -> bool {
-        !matches!(self.mapping(pid, address), TableMapping::UnknownPid | TableMapping::UnknownPc)
+        matches!(self.mapping(pid, address), TableMapping::Native { .. })
     }
 
     /// Goes on unwinding the sample of `pid` the copy belongs to,
