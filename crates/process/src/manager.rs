@@ -731,17 +731,24 @@ impl<L: UnwindLoader> ProcessManager<L> {
     fn push_mappings(&mut self, pid: Pid) {
         let Some(state) = self.processes.get_mut(&pid) else { return };
         let mut complete = true;
+        // A file still being analysed is left out: a pc there is an
+        // unknown pc to the unwinder, whose samples carry a stack copy
+        // that is unwound once the file is loaded ("no unwind info" would
+        // end them there for good).
         let unwind: Vec<UnwindMapping> = state
             .mappings
             .iter()
-            .map(|m| {
+            .filter_map(|m| {
                 let state = m.file.and_then(|(id, _)| self.files.get(&id)).map(|e| e.state);
-                complete &= state != Some(FileState::Pending);
+                if state == Some(FileState::Pending) {
+                    complete = false;
+                    return None;
+                }
                 let target = match (m.file, state) {
                     (Some((table_key, bias)), Some(FileState::Loaded)) => UnwindTarget::File { table_key, bias },
                     _ => UnwindTarget::NoUnwindInfo,
                 };
-                UnwindMapping { start: m.start, end: m.end, target }
+                Some(UnwindMapping { start: m.start, end: m.end, target })
             })
             .collect();
         if self.loader.set_process(pid, &unwind).is_err() {
