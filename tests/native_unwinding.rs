@@ -34,17 +34,7 @@ fn profile_running(workload: &Workload) -> Option<(Vec<Trace>, Stats)> {
 }
 
 fn assert_complete(what: &str, c: &Completeness, stats: &Stats) {
-    eprintln!("completeness {what}: {}/{} = {:.1}%", c.complete, c.at_leaf, 100.0 * c.ratio());
-    assert!(c.at_leaf >= MIN_SAMPLES, "{what}: only {} samples at the leaf; {stats:#?}", c.at_leaf);
-    assert!(
-        c.ratio() >= REQUIRED,
-        "{what}: {} of {} samples at the leaf carry the whole chain ({:.1}%); some that do not \
-         (root first):\n{}\n{stats:#?}",
-        c.complete,
-        c.at_leaf,
-        100.0 * c.ratio(),
-        c.failures.join("\n")
-    );
+    c.assert_whole(what, MIN_SAMPLES, REQUIRED, stats);
 }
 
 /// The chain of a C program's main thread below `main`.

@@ -320,6 +320,23 @@ pub struct Completeness {
 }
 
 impl Completeness {
+    /// Asserts at least `min_samples` samples at the leaf, `required` of
+    /// them with the whole chain; prints the figures and, on failure, a few
+    /// stacks that miss the chain and the agent's `stats`.
+    pub fn assert_whole(&self, what: &str, min_samples: usize, required: f64, stats: &Stats) {
+        eprintln!("completeness {what}: {}/{} = {:.1}%", self.complete, self.at_leaf, 100.0 * self.ratio());
+        assert!(self.at_leaf >= min_samples, "{what}: only {} samples at the leaf; {stats:#?}", self.at_leaf);
+        assert!(
+            self.ratio() >= required,
+            "{what}: {} of {} samples at the leaf carry the whole chain ({:.1}%); some that do not \
+             (root first):\n{}\n{stats:#?}",
+            self.complete,
+            self.at_leaf,
+            100.0 * self.ratio(),
+            self.failures.join("\n")
+        );
+    }
+
     /// `complete / at_leaf`.
     pub fn ratio(&self) -> f64 {
         if self.at_leaf == 0 {
