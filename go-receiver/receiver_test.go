@@ -30,6 +30,8 @@ type fakeAgent struct {
 	blockFor time.Duration // each nextBatch call sleeps this long
 	calls    int
 	warns    []string
+	// statsJSON is what stats returns (`{"samples":4}` when empty).
+	statsJSON string
 }
 
 func (a *fakeAgent) nextBatch(timeout time.Duration) ([]byte, batchStatus, error) {
@@ -54,7 +56,17 @@ func (a *fakeAgent) nextBatch(timeout time.Duration) ([]byte, batchStatus, error
 	return nil, batchTimeout, nil
 }
 
-func (a *fakeAgent) stats() (string, error) { return `{"samples":4}`, nil }
+func (a *fakeAgent) stats() (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.freed {
+		panic("stats after free")
+	}
+	if a.statsJSON == "" {
+		return `{"samples":4}`, nil
+	}
+	return a.statsJSON, nil
+}
 
 func (a *fakeAgent) warnings() ([]string, error) { return a.warns, nil }
 
