@@ -1,0 +1,340 @@
+//! Finding Java threads, code in the code cache, and a thread's Java
+//! frames, from user space: what the BPF unwinder will do per sample,
+//! done here to prove a [`HotspotLayout`] against live JVMs (tests,
+//! diagnostics).
+//!
+//! Facts (the JDK's `threadSMR.hpp`, `javaFrameAnchor.hpp`, `heap.hpp`,
+//! `codeBlob.hpp`, `frame_x86.hpp`/`.cpp`):
+//! - `ThreadsSMRSupport::_java_thread_list` points at a `ThreadsList`
+//!   (`_length`, `_threads`: an array of `JavaThread*`); a thread's kernel
+//!   tid is `_osthread->_thread_id`.
+//! - A thread that left Java code (into the VM or native code) records its
+//!   last Java frame in `_anchor`: sp, fp, and pc (0 means "the word below
+//!   sp", the return address of the call that left).
+//! - The code cache is one or more `CodeHeap`s; each splits its memory in
+//!   segments of `2^_log2_segment_size` bytes and keeps one byte per
+//!   segment in `_segmap`: 0xff free, 0 a block's first segment, else how
+//!   many segments to step back towards it. A block starts with a
+//!   `HeapBlock` header (`_used`), the `CodeBlob` follows.
+//! - An interpreted frame is fp-based (saved fp at fp, return address at
+//!   fp+8, the caller's sp at fp+16, its unextended sp in the sender-sp
+//!   slot); a compiled frame is `_frame_size` words above its unextended
+//!   sp, the return address in the last word and the saved fp below it.
+
+use super::layout::{CodeBounds, HotspotLayout};
+use super::remote::{read_bytes, read_cstr, read_u32, read_u64, read_u8, u32_at, u64_at};
+use crate::memory::ProcessMemory;
+
+/// Most Java threads listed.
+pub const MAX_THREADS: u32 = 65_536;
+/// Most code heaps read (HotSpot has 1 or 3).
+const MAX_HEAPS: u32 = 16;
+/// Most segmap steps back to a block's start (each step moves at least one
+/// segment; a block is at most a few MiB of 64- or 128-byte segments).
+const MAX_SEGMAP_STEPS: u32 = 1 << 16;
+/// Longest blob name read.
+const MAX_BLOB_NAME: usize = 256;
+
+/// A Java thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JavaThreadInfo {
+    /// The `JavaThread*`.
+    pub address: u64,
+    /// Its kernel thread id.
+    pub tid: u32,
+    /// `_thread_state`.
+    pub state: u32,
+    /// The anchor: last Java sp (0: not in the VM or native code).
+    pub last_java_sp: u64,
+    /// Last Java fp.
+    pub last_java_fp: u64,
+    /// Last Java pc (0: the word below sp).
+    pub last_java_pc: u64,
+}
+
+/// The Java threads of a JVM whose `libjvm.so` has load bias `bias`.
+pub fn java_threads(memory: &dyn ProcessMemory, l: &HotspotLayout, bias: u64) -> Result<Vec<JavaThreadInfo>, String> {
+    let at = |base: u64, off: u32| base.wrapping_add(u64::from(off));
+    let list = read_u64(memory, bias.wrapping_add(l.threads_list_vaddr)).ok_or("cannot read the threads list")?;
+    if list == 0 {
+        return Ok(Vec::new());
+    }
+    let length = read_u32(memory, at(list, l.threads_list_length)).ok_or("cannot read the threads list length")?;
+    if length > MAX_THREADS {
+        return Err(format!("{length} threads"));
+    }
+    let array = read_u64(memory, at(list, l.threads_list_threads)).ok_or("cannot read the threads array")?;
+    let raw = read_bytes(memory, array, 8 * length as usize).ok_or("cannot read the threads array")?;
+    let mut threads = Vec::with_capacity(length as usize);
+    for chunk in raw.chunks_exact(8) {
+        let thread = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        let word = |off: u32| read_u64(memory, at(thread, off));
+        let anchor = at(thread, l.java_thread_anchor);
+        let (Some(os_thread), Some(state)) =
+            (word(l.thread_osthread), read_u32(memory, at(thread, l.java_thread_state)))
+        else {
+            return Err(format!("cannot read JavaThread {thread:#x}"));
+        };
+        // A thread starting or exiting may have no OSThread yet.
+        let tid = if os_thread == 0 { 0 } else { read_u32(memory, at(os_thread, l.os_thread_thread_id)).unwrap_or(0) };
+        threads.push(JavaThreadInfo {
+            address: thread,
+            tid,
+            state,
+            last_java_sp: read_u64(memory, at(anchor, l.anchor_last_java_sp)).unwrap_or(0),
+            last_java_fp: read_u64(memory, at(anchor, l.anchor_last_java_fp)).unwrap_or(0),
+            last_java_pc: read_u64(memory, at(anchor, l.anchor_last_java_pc)).unwrap_or(0),
+        });
+    }
+    Ok(threads)
+}
+
+/// One code heap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CodeHeapInfo {
+    /// Its memory's lowest address.
+    pub low: u64,
+    /// One past its highest.
+    pub high: u64,
+    /// Its segment map's address.
+    pub segmap: u64,
+    /// log2 of its segment size.
+    pub log2_segment_size: u32,
+}
+
+/// The code cache of one JVM.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeCache {
+    /// `CodeCache::_low_bound`.
+    pub low: u64,
+    /// `CodeCache::_high_bound`.
+    pub high: u64,
+    /// Its heaps.
+    pub heaps: Vec<CodeHeapInfo>,
+}
+
+/// What a blob is, for unwinding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BlobKind {
+    /// The template interpreter's code.
+    Interpreter,
+    /// A compiled Java method (or a native method's wrapper).
+    Nmethod,
+    /// Anything else: stubs, adapters, runtime code.
+    Other,
+}
+
+/// A code blob.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeBlobInfo {
+    /// Its address.
+    pub address: u64,
+    /// `_name`.
+    pub name: String,
+    /// What it is.
+    pub kind: BlobKind,
+    /// Bytes.
+    pub size: u32,
+    /// Frame size in words (compiled code and stubs).
+    pub frame_size: u32,
+    /// The code's bounds.
+    pub code_begin: u64,
+    /// One past its end.
+    pub code_end: u64,
+    /// For an nmethod, its `Method*`.
+    pub method: Option<u64>,
+}
+
+impl CodeCache {
+    /// Reads the heaps of a JVM whose `libjvm.so` has load bias `bias`.
+    pub fn read(memory: &dyn ProcessMemory, l: &HotspotLayout, bias: u64) -> Result<CodeCache, String> {
+        let at = |base: u64, off: u32| base.wrapping_add(u64::from(off));
+        let word = |a: u64, what: &str| read_u64(memory, a).ok_or_else(|| format!("cannot read {what}"));
+        let low = word(bias.wrapping_add(l.code_cache_low_bound_vaddr), "CodeCache::_low_bound")?;
+        let high = word(bias.wrapping_add(l.code_cache_high_bound_vaddr), "CodeCache::_high_bound")?;
+        let array = word(bias.wrapping_add(l.code_cache_heaps_vaddr), "CodeCache::_heaps")?;
+        let len = read_u32(memory, at(array, l.growable_array_len)).ok_or("cannot read the heaps' count")?;
+        if len == 0 || len > MAX_HEAPS {
+            return Err(format!("{len} code heaps"));
+        }
+        let data = word(at(array, l.growable_array_data), "the heaps array")?;
+        let mut heaps = Vec::new();
+        for i in 0..u64::from(len) {
+            let heap = word(data.wrapping_add(8 * i), "a CodeHeap*")?;
+            let memory_space = at(heap, l.code_heap_memory);
+            let segmap_space = at(heap, l.code_heap_segmap);
+            let heap_low = word(at(memory_space, l.virtual_space_low_boundary), "a heap's low boundary")?;
+            let heap_high = word(at(memory_space, l.virtual_space_high_boundary), "a heap's high boundary")?;
+            let segmap = word(at(segmap_space, l.virtual_space_low_boundary), "a heap's segment map")?;
+            let log2 = read_u32(memory, at(heap, l.code_heap_log2_segment_size)).ok_or("cannot read a segment size")?;
+            if !(4..=20).contains(&log2) || heap_low >= heap_high || heap_low < low || heap_high > high {
+                return Err(format!(
+                    "code heap {heap_low:#x}-{heap_high:#x} (segments 2^{log2}) outside {low:#x}-{high:#x}"
+                ));
+            }
+            heaps.push(CodeHeapInfo { low: heap_low, high: heap_high, segmap, log2_segment_size: log2 });
+        }
+        Ok(CodeCache { low, high, heaps })
+    }
+
+    /// Whether `pc` lies in the code cache.
+    pub fn contains(&self, pc: u64) -> bool {
+        (self.low..self.high).contains(&pc)
+    }
+
+    /// The address of the blob holding `pc`, found through its heap's
+    /// segment map; `None` outside the heaps, in free space, or when the
+    /// map is inconsistent.
+    pub fn find_blob(&self, memory: &dyn ProcessMemory, l: &HotspotLayout, pc: u64) -> Option<u64> {
+        let heap = self.heaps.iter().find(|h| (h.low..h.high).contains(&pc))?;
+        let mut segment = (pc - heap.low) >> heap.log2_segment_size;
+        for _ in 0..MAX_SEGMAP_STEPS {
+            match read_u8(memory, heap.segmap.wrapping_add(segment))? {
+                0xff => return None,
+                0 => {
+                    let block = heap.low + (segment << heap.log2_segment_size);
+                    let used = read_u8(memory, block.wrapping_add(u64::from(l.heap_block_used)))?;
+                    return (used != 0).then(|| block + u64::from(l.heap_block_size));
+                }
+                step => segment = segment.checked_sub(u64::from(step))?,
+            }
+        }
+        None
+    }
+
+    /// Reads the blob at `blob`.
+    pub fn read_blob(&self, memory: &dyn ProcessMemory, l: &HotspotLayout, blob: u64) -> Option<CodeBlobInfo> {
+        let header = read_bytes(memory, blob, l.code_blob_sizeof.max(l.nmethod_sizeof) as usize)
+            .or_else(|| read_bytes(memory, blob, l.code_blob_sizeof as usize))?;
+        let u32_field = |off: u32| u32_at(&header, off as usize);
+        let name = read_cstr(memory, u64_at(&header, l.code_blob_name as usize)?, MAX_BLOB_NAME)?;
+        let size = u32_field(l.code_blob_size)?;
+        let frame_size = u32_field(l.code_blob_frame_size)?;
+        let (code_begin, code_end) = match l.code_blob_code {
+            CodeBounds::Pointers { begin, end } => (u64_at(&header, begin as usize)?, u64_at(&header, end as usize)?),
+            CodeBounds::Offsets { code, data } => {
+                (blob.wrapping_add(u64::from(u32_field(code)?)), blob.wrapping_add(u64::from(u32_field(data)?)))
+            }
+        };
+        let is_nmethod = match (l.code_blob_kind, l.code_blob_kind_nmethod) {
+            (Some(off), Some(nmethod)) => header.get(off as usize).map(|&k| u32::from(k)) == Some(nmethod),
+            _ => name == "nmethod" || name == "native nmethod",
+        };
+        let kind = if is_nmethod {
+            BlobKind::Nmethod
+        } else if name == "Interpreter" {
+            BlobKind::Interpreter
+        } else {
+            BlobKind::Other
+        };
+        let method = match kind {
+            BlobKind::Nmethod => Some(u64_at(&header, l.nmethod_method as usize)?),
+            _ => None,
+        };
+        if !(blob <= code_begin && code_begin <= code_end && code_end <= blob.saturating_add(u64::from(size))) {
+            return None;
+        }
+        Some(CodeBlobInfo { address: blob, name, kind, size, frame_size, code_begin, code_end, method })
+    }
+}
+
+/// One Java frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JavaFrame {
+    /// An interpreted frame: its method and bytecode index (none for a
+    /// native method).
+    Interpreted {
+        /// `Method*`.
+        method: u64,
+        /// Bytecode index.
+        bci: Option<u32>,
+    },
+    /// A compiled frame (the outermost method of its inlining chain).
+    Compiled {
+        /// The nmethod.
+        nmethod: u64,
+        /// Its `Method*`.
+        method: u64,
+        /// The pc's offset in the nmethod's code.
+        pc_offset: u64,
+    },
+    /// A stub or runtime frame, by blob name.
+    Stub(String),
+}
+
+/// Where a thread's Java frames ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WalkEnd {
+    /// At the call stub: Java was entered from C there.
+    EntryFrame,
+    /// At a pc outside the code cache (native code).
+    Native(u64),
+    /// After the frame limit.
+    Limit,
+}
+
+/// Walks the Java frames of `thread` from its frame anchor, innermost
+/// first, at most `max_frames`.
+pub fn walk_java_frames(
+    memory: &dyn ProcessMemory,
+    l: &HotspotLayout,
+    bias: u64,
+    cache: &CodeCache,
+    thread: &JavaThreadInfo,
+    max_frames: usize,
+) -> Result<(Vec<JavaFrame>, WalkEnd), String> {
+    if thread.last_java_sp == 0 {
+        return Err("the thread has no last Java frame (it runs Java code, or no Java at all)".into());
+    }
+    let word = |a: u64| read_u64(memory, a).ok_or_else(|| format!("cannot read {a:#x}"));
+    let slot = |fp: u64, s: i32| fp.wrapping_add_signed(8 * i64::from(s));
+    let call_stub_return = word(bias.wrapping_add(l.call_stub_return_address_vaddr))?;
+    let (mut unextended_sp, mut fp) = (thread.last_java_sp, thread.last_java_fp);
+    let mut pc = if thread.last_java_pc != 0 { thread.last_java_pc } else { word(unextended_sp.wrapping_sub(8))? };
+    let mut frames = Vec::new();
+    while frames.len() < max_frames {
+        if pc == call_stub_return {
+            return Ok((frames, WalkEnd::EntryFrame));
+        }
+        if !cache.contains(pc) {
+            return Ok((frames, WalkEnd::Native(pc)));
+        }
+        let blob = cache.find_blob(memory, l, pc).ok_or_else(|| format!("no code blob at {pc:#x}"))?;
+        let info = cache.read_blob(memory, l, blob).ok_or_else(|| format!("unreadable code blob at {blob:#x}"))?;
+        match info.kind {
+            BlobKind::Interpreter => {
+                let method = word(slot(fp, l.interp_method_slot))?;
+                let bcp = word(slot(fp, l.interp_bcp_slot))?;
+                frames.push(JavaFrame::Interpreted { method, bci: bci_of(memory, l, method, bcp) });
+                unextended_sp = word(slot(fp, l.interp_sender_sp_slot))?;
+                pc = word(fp.wrapping_add(8))?;
+                fp = word(fp)?;
+            }
+            kind => {
+                if info.frame_size == 0 || info.frame_size > 1 << 16 {
+                    return Err(format!("{} at {pc:#x}: frame size {}", info.name, info.frame_size));
+                }
+                frames.push(match (kind, info.method) {
+                    (BlobKind::Nmethod, Some(method)) => {
+                        JavaFrame::Compiled { nmethod: blob, method, pc_offset: pc.wrapping_sub(info.code_begin) }
+                    }
+                    _ => JavaFrame::Stub(info.name.clone()),
+                });
+                let sender_sp = unextended_sp.wrapping_add(8 * u64::from(info.frame_size));
+                pc = word(sender_sp.wrapping_sub(8))?;
+                fp = word(sender_sp.wrapping_sub(16))?;
+                unextended_sp = sender_sp;
+            }
+        }
+    }
+    Ok((frames, WalkEnd::Limit))
+}
+
+/// The bytecode index of `bcp` in `method`, if it points into its
+/// bytecodes.
+fn bci_of(memory: &dyn ProcessMemory, l: &HotspotLayout, method: u64, bcp: u64) -> Option<u32> {
+    let const_method = read_u64(memory, method.wrapping_add(u64::from(l.method_const_method)))?;
+    let code_size = super::remote::read_u16(memory, const_method.wrapping_add(u64::from(l.const_method_code_size)))?;
+    let bci = bcp.checked_sub(const_method.wrapping_add(u64::from(l.const_method_sizeof)))?;
+    (bci < u64::from(code_size)).then_some(bci as u32)
+}
