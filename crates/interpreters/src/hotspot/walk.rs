@@ -114,7 +114,7 @@ pub struct CodeCache {
 }
 
 /// What a blob is, for unwinding.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BlobKind {
     /// The template interpreter's code.
     Interpreter,

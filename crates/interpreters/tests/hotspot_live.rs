@@ -1,0 +1,320 @@
+//! Proves the HotSpot layout against live JVMs: each JDK found here runs
+//! `tests/workloads/java/HotspotChain.java` (compiled by that JDK's
+//! javac), interpreted only (`-Xint`) and mixed mode; the test stops the
+//! JVM (SIGSTOP), finds `libjvm.so` in its maps ([`detect`]), reads its
+//! vmStructs tables ([`attach`]), finds the main thread's `JavaThread` by
+//! kernel tid in the threads list, walks its Java frames from the frame
+//! anchor, and asserts the exact chain of names and lines down to `main`.
+//! In mixed mode it also waits for `hot()` to be compiled and checks that
+//! the code cache finds its nmethod, and walks the worker thread, whose
+//! loop in `work()` is usually compiled by then (the walk goes through
+//! the compiled frame by its frame size).
+//!
+//! JDK 17 (`openjdk-17-jdk-headless`) is required under CI=true; Temurin
+//! 25 is tested when installed (a fresh CI machine may not have it).
+
+use profiler_elf::ElfFile;
+use profiler_interpreters::hotspot::{
+    attach, detect, java_threads, read_method, walk_java_frames, BlobKind, CodeCache, Detection, HotspotLayout,
+    HotspotSymbolizer, JavaFrame, JavaThreadInfo, WalkEnd,
+};
+use profiler_interpreters::PidMemory;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// The JDK home whose directory in /usr/lib/jvm starts with `prefix`.
+fn jdk(prefix: &str, required_in_ci: bool) -> Option<PathBuf> {
+    let found = std::fs::read_dir("/usr/lib/jvm").ok().and_then(|dir| {
+        let mut homes: Vec<PathBuf> = dir
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix)))
+            .filter(|p| p.join("bin/java").exists() && p.join("bin/javac").exists())
+            .collect();
+        homes.sort();
+        homes.into_iter().next()
+    });
+    if found.is_none() {
+        assert!(!(in_ci() && required_in_ci), "no {prefix}* JDK with java and javac: required under CI=true");
+        eprintln!("SKIPPED: no /usr/lib/jvm/{prefix}* JDK with java and javac");
+    }
+    found
+}
+
+fn source() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/java/HotspotChain.java")
+}
+
+/// The line of the source marked `// line:<name>`.
+fn marked_line(name: &str) -> u32 {
+    let text = std::fs::read_to_string(source()).unwrap();
+    let marker = format!("// line:{name}");
+    let at = text.lines().position(|l| l.trim_end().ends_with(&marker)).unwrap_or_else(|| panic!("no {marker}"));
+    at as u32 + 1
+}
+
+/// A running workload, killed on drop.
+struct Jvm {
+    child: Child,
+    dir: PathBuf,
+    main_tid: u32,
+    worker_tid: u32,
+}
+
+impl Drop for Jvm {
+    fn drop(&mut self) {
+        let pid = self.child.id() as i32;
+        // SAFETY: plain syscalls on our own child.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::kill(pid, libc::SIGCONT);
+        }
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn start(home: &Path, tag: &str, xint: bool) -> Jvm {
+    let dir = std::env::temp_dir().join(format!("hotspot-live-{tag}-{}-{xint}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let status = Command::new(home.join("bin/javac")).arg("-d").arg(&dir).arg(source()).status().unwrap();
+    assert!(status.success(), "javac failed");
+    let mut cmd = Command::new(home.join("bin/java"));
+    if xint {
+        cmd.arg("-Xint");
+    }
+    let mut child = cmd.arg("-cp").arg(&dir).arg("HotspotChain").stdout(Stdio::piped()).spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let (mut main_tid, mut worker_tid) = (0, 0);
+    while main_tid == 0 || worker_tid == 0 {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "the workload exited");
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next().and_then(|t| t.parse().ok())) {
+            (Some("main-tid"), Some(t)) => main_tid = t,
+            (Some("worker-tid"), Some(t)) => worker_tid = t,
+            _ => {}
+        }
+    }
+    Jvm { child, dir, main_tid, worker_tid }
+}
+
+/// Stops (or resumes) the process and waits until every task is stopped.
+fn stop(pid: u32) {
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let all_stopped = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().all(|t| {
+            let stat = std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap_or_default();
+            stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('T'))
+        });
+        if all_stopped {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the JVM did not stop");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn resume(pid: u32) {
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGCONT) }, 0);
+}
+
+/// `libjvm.so`'s detection and load bias in `pid`.
+fn find_jvm(pid: u32) -> (String, Detection, u64) {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 || !f[5].ends_with("/libjvm.so") {
+            continue;
+        }
+        let elf = ElfFile::open(f[5]).unwrap();
+        let start = u64::from_str_radix(f[0].split('-').next().unwrap(), 16).unwrap();
+        let bias = elf.load_segments().bias(start, u64::from_str_radix(f[2], 16).unwrap()).unwrap();
+        return (f[5].to_string(), detect(&elf, f[5]), bias);
+    }
+    panic!("no libjvm.so in the maps of {pid}");
+}
+
+/// One named frame: `(Class.method, line)`.
+fn name(sym: &mut HotspotSymbolizer, pid: u32, l: &HotspotLayout, frame: &JavaFrame) -> (String, Option<u32>) {
+    let memory = PidMemory(pid);
+    match frame {
+        JavaFrame::Interpreted { method, bci } => {
+            let m = sym.method(&memory, pid, l, *method).unwrap_or_else(|| panic!("Method {method:#x} unreadable"));
+            (m.qualified_name(), bci.and_then(|b| m.line(b)))
+        }
+        JavaFrame::Compiled { method, .. } => {
+            let m = sym.method(&memory, pid, l, *method).unwrap_or_else(|| panic!("Method {method:#x} unreadable"));
+            (m.qualified_name(), None)
+        }
+        JavaFrame::Stub(name) => (format!("[stub {name}]"), None),
+    }
+}
+
+fn thread_by_tid(pid: u32, l: &HotspotLayout, bias: u64, tid: u32) -> JavaThreadInfo {
+    let threads = java_threads(&PidMemory(pid), l, bias).unwrap();
+    assert!(threads.len() >= 2, "threads: {threads:?}");
+    threads.into_iter().find(|t| t.tid == tid).unwrap_or_else(|| panic!("no JavaThread with tid {tid}"))
+}
+
+fn check(home: &Path, tag: &str, xint: bool) {
+    let jvm = start(home, tag, xint);
+    let pid = jvm.child.id();
+    let memory = PidMemory(pid);
+    let (path, detection, bias) = find_jvm(pid);
+    let Detection::Hotspot(symbols) = detection else { panic!("{path}: {detection:?}") };
+    let what = format!("{} (-Xint: {xint})", home.display());
+
+    stop(pid);
+    let layout = attach(&memory, &symbols, bias).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let want_major: u32 = tag.trim_start_matches(|c: char| !c.is_ascii_digit()).parse().unwrap();
+    assert_eq!(layout.version.major, want_major, "{what}: {}", layout.version);
+    eprintln!("{what}: {}, fallbacks {:?}", layout.version, layout.fallbacks);
+    let cache = CodeCache::read(&memory, &layout, bias).unwrap();
+    assert!(!cache.heaps.is_empty() && cache.heaps.iter().all(|h| cache.low <= h.low && h.high <= cache.high));
+
+    // The main thread, parked in c(): blocked, with a frame anchor.
+    let main = thread_by_tid(pid, &layout, bias, jvm.main_tid);
+    assert_eq!(main.state, layout.thread_state_blocked, "{what}: main thread state");
+    let (frames, end) = walk_java_frames(&memory, &layout, bias, &cache, &main, 64).unwrap();
+    assert_eq!(end, WalkEnd::EntryFrame, "{what}: {frames:?}");
+    let mut sym = HotspotSymbolizer::new(1000);
+    let named: Vec<(String, Option<u32>)> = frames.iter().map(|f| name(&mut sym, pid, &layout, f)).collect();
+    eprintln!("{what}: main thread {named:?}");
+    let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no workload frame");
+    assert!(first_ours > 0, "{what}: the chain starts in Thread.sleep: {named:?}");
+    assert!(named[0].0.starts_with("java.lang.Thread.sleep"), "{what}: innermost {named:?}");
+    for (n, _) in &named[..first_ours] {
+        assert!(n.starts_with("java.") || n.starts_with("jdk."), "{what}: a JDK frame above c(): {named:?}");
+    }
+    let line = |n: &str| Some(marked_line(n));
+    assert_eq!(
+        named[first_ours..],
+        [
+            ("HotspotChain.c".to_string(), line("c")),
+            ("HotspotChain.b".to_string(), line("b")),
+            ("HotspotChain.a".to_string(), line("a")),
+            ("HotspotChain.main".to_string(), line("main")),
+        ],
+        "{what}"
+    );
+    let a_frame = &frames[first_ours + 2];
+    let JavaFrame::Interpreted { method: a_method, .. } = a_frame else { panic!("{what}: a() is not interpreted") };
+    let a_info = read_method(&memory, &layout, *a_method).unwrap();
+    assert_eq!((&*a_info.signature, a_info.source_file.as_deref()), ("()V", Some("HotspotChain.java")));
+
+    if !xint {
+        check_compiled_hot(&jvm, &layout, bias, *a_method, &what);
+    }
+    check_worker(&jvm, &layout, bias, &cache, xint, &what);
+    let stats = sym.stats();
+    assert!(stats.hits > 0 || named.len() == stats.reads as usize, "{stats:?}");
+    assert_eq!(stats.read_failures, 0);
+}
+
+/// Waits for `hot()` to have an nmethod, then finds it in the code cache.
+fn check_compiled_hot(jvm: &Jvm, l: &HotspotLayout, bias: u64, a_method: u64, what: &str) {
+    let pid = jvm.child.id();
+    let memory = PidMemory(pid);
+    // The class's methods: holder of a()'s constant pool -> _methods.
+    let word = |a: u64| {
+        let mut b = [0u8; 8];
+        assert!(profiler_interpreters::ProcessMemory::read(&memory, a, &mut b), "read {a:#x}");
+        u64::from_le_bytes(b)
+    };
+    let const_method = word(a_method + u64::from(l.method_const_method));
+    let pool = word(const_method + u64::from(l.const_method_constants));
+    let klass = word(pool + u64::from(l.constant_pool_holder));
+    let methods = word(klass + u64::from(l.instance_klass_methods));
+    let count = word(methods) as u32;
+    assert!((5..100).contains(&count), "{count} methods");
+    let hot = (0..u64::from(count))
+        .map(|i| word(methods + u64::from(l.array_data) + 8 * i))
+        .find(|m| read_method(&memory, l, *m).is_ok_and(|info| &*info.name == "hot"))
+        .expect("no method hot()");
+    resume(pid);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while word(hot + u64::from(l.method_code)) == 0 {
+        assert!(Instant::now() < deadline, "{what}: hot() was not compiled in 120 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop(pid);
+    let nmethod = word(hot + u64::from(l.method_code));
+    let cache = CodeCache::read(&memory, l, bias).unwrap();
+    assert!(cache.contains(nmethod), "{what}: nmethod {nmethod:#x} outside {:#x}-{:#x}", cache.low, cache.high);
+    let blob = cache.read_blob(&memory, l, nmethod).expect("unreadable nmethod");
+    assert_eq!((blob.kind, blob.method), (BlobKind::Nmethod, Some(hot)), "{what}: {blob:?}");
+    assert!(blob.frame_size > 0 && blob.code_begin < blob.code_end, "{what}: {blob:?}");
+    for pc in [blob.code_begin, blob.code_begin + (blob.code_end - blob.code_begin) / 2, blob.code_end - 1] {
+        assert_eq!(cache.find_blob(&memory, l, pc), Some(nmethod), "{what}: pc {pc:#x} of {blob:?}");
+    }
+    eprintln!("{what}: hot() compiled: {blob:?}");
+}
+
+/// The worker thread while it sleeps: Thread.sleep <- work() <- run(),
+/// work() interpreted or compiled (its loop gets an OSR nmethod).
+fn check_worker(jvm: &Jvm, l: &HotspotLayout, bias: u64, cache: &CodeCache, xint: bool, what: &str) {
+    let pid = jvm.child.id();
+    let memory = PidMemory(pid);
+    let mut sym = HotspotSymbolizer::new(100);
+    for _ in 0..200 {
+        let worker = thread_by_tid(pid, l, bias, jvm.worker_tid);
+        if worker.state == l.thread_state_blocked {
+            let cache = CodeCache::read(&memory, l, bias).unwrap_or_else(|_| cache.clone());
+            let (frames, end) = walk_java_frames(&memory, l, bias, &cache, &worker, 64).unwrap();
+            let named: Vec<(String, Option<u32>)> = frames.iter().map(|f| name(&mut sym, pid, l, f)).collect();
+            eprintln!("{what}: worker {named:?} {frames:?}");
+            assert_eq!(end, WalkEnd::EntryFrame, "{what}: {named:?}");
+            let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no work()");
+            let ours: Vec<&str> = named[first_ours..].iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(ours, ["HotspotChain.work", "HotspotChain$Worker.run"], "{what}");
+            assert_eq!(named[first_ours + 1].1, Some(marked_line("run")), "{what}");
+            match &frames[first_ours] {
+                JavaFrame::Interpreted { .. } => assert_eq!(named[first_ours].1, Some(marked_line("work"))),
+                JavaFrame::Compiled { .. } => assert!(!xint, "{what}: compiled under -Xint"),
+                JavaFrame::Stub(s) => panic!("{what}: work() is a stub {s}"),
+            }
+            return;
+        }
+        resume(pid);
+        std::thread::sleep(Duration::from_millis(3));
+        stop(pid);
+    }
+    panic!("{what}: the worker was never caught sleeping");
+}
+
+#[test]
+fn jdk17_interpreted() {
+    if let Some(home) = jdk("java-17-openjdk", true) {
+        check(&home, "jdk17", true);
+    }
+}
+
+#[test]
+fn jdk17_mixed_mode() {
+    if let Some(home) = jdk("java-17-openjdk", true) {
+        check(&home, "jdk17", false);
+    }
+}
+
+#[test]
+fn jdk25_interpreted() {
+    if let Some(home) = jdk("temurin-25", false) {
+        check(&home, "jdk25", true);
+    }
+}
+
+#[test]
+fn jdk25_mixed_mode() {
+    if let Some(home) = jdk("temurin-25", false) {
+        check(&home, "jdk25", false);
+    }
+}

@@ -1,0 +1,66 @@
+// A JVM workload with known Java frames, for crates/interpreters/tests/hotspot_live.rs.
+//
+// The main thread parks in a() -> b() -> c() -> Thread.sleep; a second thread
+// ("hot-worker") calls hot() in a loop between short sleeps, so that hot() and
+// the loop in work() get compiled. Each thread prints its kernel tid first.
+// The "line:" markers tell the test which source line each frame is at.
+import java.io.File;
+
+public class HotspotChain {
+    static volatile long sink;
+
+    public static void main(String[] args) throws Exception {
+        new Worker().start();
+        System.out.println("main-tid " + tid());
+        a(); // line:main
+    }
+
+    /** The calling thread's kernel tid (/proc/thread-self is /proc/PID/task/TID). */
+    static String tid() throws Exception {
+        return new File("/proc/thread-self").getCanonicalFile().getName();
+    }
+
+    static void a() throws Exception {
+        b(); // line:a
+    }
+
+    static void b() throws Exception {
+        c(); // line:b
+    }
+
+    static void c() throws Exception {
+        Thread.sleep(600_000); // line:c
+    }
+
+    static long hot(long x) {
+        return x * 31 + (x >>> 3);
+    }
+
+    static void work() throws Exception {
+        long acc = 0;
+        while (true) {
+            for (int i = 0; i < 100_000; i++) {
+                acc += hot(i);
+            }
+            sink = acc;
+            Thread.sleep(5); // line:work
+        }
+    }
+
+    static class Worker extends Thread {
+        Worker() {
+            super("hot-worker");
+            setDaemon(true);
+        }
+
+        @Override
+        public void run() {
+            try {
+                System.out.println("worker-tid " + tid());
+                work(); // line:run
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        }
+    }
+}
