@@ -15,8 +15,8 @@
 
 use profiler_elf::ElfFile;
 use profiler_interpreters::hotspot::{
-    attach, detect, java_threads, read_method, walk_java_frames, BlobKind, CodeCache, Detection, HotspotLayout,
-    HotspotSymbolizer, JavaFrame, JavaThreadInfo, WalkEnd,
+    attach, compiled_scopes, detect, java_threads, read_method, walk_java_frames, BlobKind, CodeCache, Detection,
+    HotspotLayout, HotspotSymbolizer, JavaFrame, JavaThreadInfo, WalkEnd,
 };
 use profiler_interpreters::PidMemory;
 use std::io::{BufRead, BufReader};
@@ -143,19 +143,29 @@ fn find_jvm(pid: u32) -> (String, Detection, u64) {
     panic!("no libjvm.so in the maps of {pid}");
 }
 
-/// One named frame: `(Class.method, line)`.
-fn name(sym: &mut HotspotSymbolizer, pid: u32, l: &HotspotLayout, frame: &JavaFrame) -> (String, Option<u32>) {
+/// A frame's names, innermost first: `(Class.method, line)`; a compiled
+/// frame gives one per inlined method.
+fn names(
+    sym: &mut HotspotSymbolizer,
+    pid: u32,
+    l: &HotspotLayout,
+    cache: &CodeCache,
+    frame: &JavaFrame,
+) -> Vec<(String, Option<u32>)> {
     let memory = PidMemory(pid);
+    let mut named = |method: u64, bci: Option<u32>| {
+        let m = sym.method(&memory, pid, l, method).unwrap_or_else(|| panic!("Method {method:#x} unreadable"));
+        (m.qualified_name(), bci.and_then(|b| m.line(b)))
+    };
     match frame {
-        JavaFrame::Interpreted { method, bci } => {
-            let m = sym.method(&memory, pid, l, *method).unwrap_or_else(|| panic!("Method {method:#x} unreadable"));
-            (m.qualified_name(), bci.and_then(|b| m.line(b)))
+        JavaFrame::Interpreted { method, bci } => vec![named(*method, *bci)],
+        JavaFrame::Compiled { nmethod, pc_offset, .. } => {
+            let blob = cache.read_blob(&memory, l, *nmethod).unwrap();
+            let scopes = compiled_scopes(&memory, l, &blob, blob.code_begin + pc_offset)
+                .unwrap_or_else(|e| panic!("scopes of {blob:?}: {e}"));
+            scopes.iter().map(|s| named(s.method, s.bci)).collect()
         }
-        JavaFrame::Compiled { method, .. } => {
-            let m = sym.method(&memory, pid, l, *method).unwrap_or_else(|| panic!("Method {method:#x} unreadable"));
-            (m.qualified_name(), None)
-        }
-        JavaFrame::Stub(name) => (format!("[stub {name}]"), None),
+        JavaFrame::Stub(name) => vec![(format!("[stub {name}]"), None)],
     }
 }
 
@@ -187,7 +197,8 @@ fn check(home: &Path, tag: &str, xint: bool) {
     let (frames, end) = walk_java_frames(&memory, &layout, bias, &cache, &main, 64).unwrap();
     assert_eq!(end, WalkEnd::EntryFrame, "{what}: {frames:?}");
     let mut sym = HotspotSymbolizer::new(1000);
-    let named: Vec<(String, Option<u32>)> = frames.iter().map(|f| name(&mut sym, pid, &layout, f)).collect();
+    let named: Vec<(String, Option<u32>)> =
+        frames.iter().flat_map(|f| names(&mut sym, pid, &layout, &cache, f)).collect();
     eprintln!("{what}: main thread {named:?}");
     let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no workload frame");
     assert!(first_ours > 0, "{what}: the chain starts in Thread.sleep: {named:?}");
@@ -206,15 +217,16 @@ fn check(home: &Path, tag: &str, xint: bool) {
         ],
         "{what}"
     );
-    let a_frame = &frames[first_ours + 2];
-    let JavaFrame::Interpreted { method: a_method, .. } = a_frame else { panic!("{what}: a() is not interpreted") };
+    let a_frame = frames.iter().filter(|f| matches!(f, JavaFrame::Interpreted { .. })).nth_back(1).unwrap();
+    let JavaFrame::Interpreted { method: a_method, .. } = a_frame else { unreachable!() };
+    assert_eq!(sym.method(&memory, pid, &layout, *a_method).unwrap().qualified_name(), "HotspotChain.a");
     let a_info = read_method(&memory, &layout, *a_method).unwrap();
     assert_eq!((&*a_info.signature, a_info.source_file.as_deref()), ("()V", Some("HotspotChain.java")));
 
     if !xint {
         check_compiled_hot(&jvm, &layout, bias, *a_method, &what);
     }
-    check_worker(&jvm, &layout, bias, &cache, xint, &what);
+    check_worker(&jvm, &layout, bias, xint, &what);
     let stats = sym.stats();
     assert!(stats.hits > 0 || named.len() == stats.reads as usize, "{stats:?}");
     assert_eq!(stats.read_failures, 0);
@@ -259,36 +271,56 @@ fn check_compiled_hot(jvm: &Jvm, l: &HotspotLayout, bias: u64, a_method: u64, wh
     eprintln!("{what}: hot() compiled: {blob:?}");
 }
 
-/// The worker thread while it sleeps: Thread.sleep <- work() <- run(),
-/// work() interpreted or compiled (its loop gets an OSR nmethod).
-fn check_worker(jvm: &Jvm, l: &HotspotLayout, bias: u64, cache: &CodeCache, xint: bool, what: &str) {
+/// The worker thread while it sleeps: Thread.sleep <- pause() <- work()
+/// <- run(). In mixed mode, tries until work() is compiled (its loop gets
+/// an OSR nmethod) and checks the walk through it and its inlined pause().
+fn check_worker(jvm: &Jvm, l: &HotspotLayout, bias: u64, xint: bool, what: &str) {
     let pid = jvm.child.id();
     let memory = PidMemory(pid);
     let mut sym = HotspotSymbolizer::new(100);
-    for _ in 0..200 {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut interpreted_seen = false;
+    while Instant::now() < deadline {
         let worker = thread_by_tid(pid, l, bias, jvm.worker_tid);
         if worker.state == l.thread_state_blocked {
-            let cache = CodeCache::read(&memory, l, bias).unwrap_or_else(|_| cache.clone());
+            let cache = CodeCache::read(&memory, l, bias).unwrap();
             let (frames, end) = walk_java_frames(&memory, l, bias, &cache, &worker, 64).unwrap();
-            let named: Vec<(String, Option<u32>)> = frames.iter().map(|f| name(&mut sym, pid, l, f)).collect();
-            eprintln!("{what}: worker {named:?} {frames:?}");
+            let named: Vec<(String, Option<u32>)> =
+                frames.iter().flat_map(|f| names(&mut sym, pid, l, &cache, f)).collect();
             assert_eq!(end, WalkEnd::EntryFrame, "{what}: {named:?}");
-            let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no work()");
-            let ours: Vec<&str> = named[first_ours..].iter().map(|(n, _)| n.as_str()).collect();
-            assert_eq!(ours, ["HotspotChain.work", "HotspotChain$Worker.run"], "{what}");
-            assert_eq!(named[first_ours + 1].1, Some(marked_line("run")), "{what}");
-            match &frames[first_ours] {
-                JavaFrame::Interpreted { .. } => assert_eq!(named[first_ours].1, Some(marked_line("work"))),
-                JavaFrame::Compiled { .. } => assert!(!xint, "{what}: compiled under -Xint"),
-                JavaFrame::Stub(s) => panic!("{what}: work() is a stub {s}"),
+            let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no pause()");
+            let line = |n: &str| Some(marked_line(n));
+            assert_eq!(
+                named[first_ours..],
+                [
+                    ("HotspotChain.pause".to_string(), line("pause")),
+                    ("HotspotChain.work".to_string(), line("work")),
+                    ("HotspotChain$Worker.run".to_string(), line("run")),
+                ],
+                "{what}: {frames:?}"
+            );
+            // The frame that holds work(): compiled once the loop is hot.
+            let work_frame = frames.iter().rev().nth(1).unwrap();
+            match work_frame {
+                JavaFrame::Compiled { .. } => {
+                    assert!(!xint, "{what}: compiled frames under -Xint");
+                    let inlined = names(&mut sym, pid, l, &cache, work_frame);
+                    eprintln!("{what}: worker {named:?}, work() compiled with {inlined:?}");
+                    return;
+                }
+                JavaFrame::Interpreted { .. } if xint => {
+                    eprintln!("{what}: worker {named:?}");
+                    return;
+                }
+                JavaFrame::Interpreted { .. } => interpreted_seen = true,
+                JavaFrame::Stub(s) => panic!("{what}: work() in a stub {s}"),
             }
-            return;
         }
         resume(pid);
         std::thread::sleep(Duration::from_millis(3));
         stop(pid);
     }
-    panic!("{what}: the worker was never caught sleeping");
+    panic!("{what}: the worker was never caught sleeping in compiled work() (interpreted: {interpreted_seen})");
 }
 
 #[test]

@@ -1,8 +1,8 @@
 // A JVM workload with known Java frames, for crates/interpreters/tests/hotspot_live.rs.
 //
 // The main thread parks in a() -> b() -> c() -> Thread.sleep; a second thread
-// ("hot-worker") calls hot() in a loop between short sleeps, so that hot() and
-// the loop in work() get compiled. Each thread prints its kernel tid first.
+// ("hot-worker") calls hot() in a loop between short sleeps (pause()), so that
+// hot() and the loop in work() get compiled, with pause() inlined. Each thread prints its kernel tid first.
 // The "line:" markers tell the test which source line each frame is at.
 import java.io.File;
 
@@ -43,8 +43,13 @@ public class HotspotChain {
                 acc += hot(i);
             }
             sink = acc;
-            Thread.sleep(5); // line:work
+            pause(5); // line:work
         }
+    }
+
+    /** Small enough to be inlined into work() once that is compiled. */
+    static void pause(long millis) throws Exception {
+        Thread.sleep(millis); // line:pause
     }
 
     static class Worker extends Thread {

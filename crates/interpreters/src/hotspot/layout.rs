@@ -63,26 +63,43 @@ pub enum CodeBounds {
     },
 }
 
-/// Where an nmethod's scope data (inlining, bci per pc) lies.
+/// Where an nmethod's pc descriptors, scope data (inlining, bci per pc)
+/// and metadata (the `Method*`s its scopes name) lie.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NmethodData {
-    /// JDK 9-22: `CompiledMethod::_scopes_data_begin` is a pointer, and
-    /// `nmethod::_scopes_pcs_offset` is an offset from the nmethod.
+    /// JDK 9-22, all in the blob: `[metadata][scopes data][pcs][dependencies]`.
+    /// `CompiledMethod::_scopes_data_begin` is a pointer, the `nmethod`
+    /// `_*_offset` fields (`int`) are offsets from the nmethod's start.
     InBlob {
         /// `_scopes_data_begin`.
         scopes_data_begin: u32,
-        /// `_scopes_pcs_offset`.
+        /// `_scopes_pcs_offset`: the pcs start, the scope data ends.
         scopes_pcs_offset: u32,
+        /// `_dependencies_offset`: the pcs end.
+        dependencies_offset: u32,
+        /// `_metadata_offset`: the metadata start (it ends at the scope data).
+        metadata_offset: u32,
     },
-    /// JDK 23+: both are offsets (`int`) into the separate immutable data
-    /// block `nmethod::_immutable_data`.
+    /// JDK 23+: pcs and scope data are in the separate immutable data
+    /// block (`nmethod::_immutable_data`, offsets `int`), pcs first; the
+    /// metadata is in the blob's mutable data after the relocations
+    /// (`CodeBlob::_mutable_data + _relocation_size`, up to
+    /// `_mutable_data_size`).
     Immutable {
-        /// `_immutable_data` (a pointer).
+        /// `nmethod::_immutable_data` (a pointer).
         immutable_data: u32,
-        /// `_scopes_data_offset`.
-        scopes_data_offset: u32,
-        /// `_scopes_pcs_offset`.
+        /// `nmethod::_immutable_data_size` (`int`).
+        immutable_data_size: u32,
+        /// `nmethod::_scopes_pcs_offset`.
         scopes_pcs_offset: u32,
+        /// `nmethod::_scopes_data_offset`: the scope data start, the pcs end.
+        scopes_data_offset: u32,
+        /// `CodeBlob::_mutable_data` (a pointer).
+        mutable_data: u32,
+        /// `CodeBlob::_mutable_data_size` (`int`).
+        mutable_data_size: u32,
+        /// `CodeBlob::_relocation_size` (`int`).
+        relocation_size: u32,
     },
 }
 
@@ -334,12 +351,18 @@ pub fn layout_from_tables(t: &VmTables, memory: &dyn ProcessMemory, bias: u64) -
     let nmethod_data = match off("nmethod", "_immutable_data") {
         Ok(immutable_data) => NmethodData::Immutable {
             immutable_data,
-            scopes_data_offset: off("nmethod", "_scopes_data_offset")?,
+            immutable_data_size: off("nmethod", "_immutable_data_size")?,
             scopes_pcs_offset: off("nmethod", "_scopes_pcs_offset")?,
+            scopes_data_offset: off("nmethod", "_scopes_data_offset")?,
+            mutable_data: off("CodeBlob", "_mutable_data")?,
+            mutable_data_size: off("CodeBlob", "_mutable_data_size")?,
+            relocation_size: off("CodeBlob", "_relocation_size")?,
         },
         Err(_) => NmethodData::InBlob {
             scopes_data_begin: any_off(&[("CompiledMethod", "_scopes_data_begin"), ("nmethod", "_scopes_data_begin")])?,
             scopes_pcs_offset: off("nmethod", "_scopes_pcs_offset")?,
+            dependencies_offset: off("nmethod", "_dependencies_offset")?,
+            metadata_offset: off("nmethod", "_metadata_offset")?,
         },
     };
     let nmethod_entries = match off("nmethod", "_entry_offset") {

@@ -15,11 +15,12 @@
 /// Most pairs read from one table.
 const MAX_PAIRS: usize = 1 << 16;
 
-/// Reads UNSIGNED5 numbers from a byte slice.
-struct Unsigned5<'a> {
-    bytes: &'a [u8],
-    at: usize,
-    excluded: u8,
+/// Reads UNSIGNED5 numbers from a byte slice (also the format of
+/// HotSpot's debug info streams: scope descriptors).
+pub(crate) struct Unsigned5<'a> {
+    pub(crate) bytes: &'a [u8],
+    pub(crate) at: usize,
+    pub(crate) excluded: u8,
 }
 
 impl Unsigned5<'_> {
@@ -31,7 +32,7 @@ impl Unsigned5<'_> {
 
     /// One number; `None` at the end of the bytes or on a byte below the
     /// excluded range.
-    fn read(&mut self) -> Option<u32> {
+    pub(crate) fn read(&mut self) -> Option<u32> {
         let x = u32::from(self.excluded);
         let low = 256 - 64 - x;
         let mut sum: u32 = 0;

@@ -1,7 +1,8 @@
 //! HotSpot (the JVM of OpenJDK builds): finding it ([`detect`]), reading
 //! its own description of its structures from a live process
 //! ([`VmTables`]), the offsets the BPF unwinder and the naming need
-//! ([`HotspotLayout`]), naming methods ([`HotspotSymbolizer`]), and a
+//! ([`HotspotLayout`]), naming methods ([`HotspotSymbolizer`]) and the
+//! methods inlined at a compiled pc ([`compiled_scopes`]), and a
 //! user-space walk of a thread's Java frames ([`walk_java_frames`]) that
 //! proves the layout against real JVMs. Not wired into the agent yet; see
 //! `docs/hotspot.md`.
@@ -20,6 +21,7 @@ mod layout;
 mod linetable;
 mod naming;
 mod remote;
+mod scopes;
 mod vmstructs;
 mod walk;
 
@@ -28,6 +30,7 @@ pub use layout::{
 };
 pub use linetable::{decode_line_table, line_for_bci};
 pub use naming::{read_method, read_symbol, HotspotSymbolizer, HotspotSymbolizerStats, MethodInfo};
+pub use scopes::{compiled_scopes, Scope};
 pub use vmstructs::{Field, TableError, TableSymbol, TableSymbols, VmTables};
 pub use walk::{
     java_threads, walk_java_frames, BlobKind, CodeBlobInfo, CodeCache, CodeHeapInfo, JavaFrame, JavaThreadInfo,
