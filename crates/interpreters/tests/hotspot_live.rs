@@ -184,7 +184,9 @@ fn check(home: &Path, tag: &str, xint: bool) {
     let what = format!("{} (-Xint: {xint})", home.display());
 
     stop(pid);
+    let started = Instant::now();
     let layout = attach(&memory, &symbols, bias).unwrap_or_else(|e| panic!("{what}: {e}"));
+    eprintln!("{what}: tables and layout read in {:?}", started.elapsed());
     let want_major: u32 = tag.trim_start_matches(|c: char| !c.is_ascii_digit()).parse().unwrap();
     assert_eq!(layout.version.major, want_major, "{what}: {}", layout.version);
     eprintln!("{what}: {}, fallbacks {:?}", layout.version, layout.fallbacks);
@@ -227,9 +229,17 @@ fn check(home: &Path, tag: &str, xint: bool) {
         check_compiled_hot(&jvm, &layout, bias, *a_method, &what);
     }
     check_worker(&jvm, &layout, bias, xint, &what);
+    // Named again: every method from the cache, each still valid.
+    let before = sym.stats();
+    let again: Vec<(String, Option<u32>)> =
+        frames.iter().flat_map(|f| names(&mut sym, pid, &layout, &cache, f)).collect();
+    assert_eq!(again, named);
     let stats = sym.stats();
-    assert!(stats.hits > 0 || named.len() == stats.reads as usize, "{stats:?}");
-    assert_eq!(stats.read_failures, 0);
+    assert_eq!(
+        (stats.hits - before.hits, stats.reads, stats.stale, stats.read_failures),
+        (named.len() as u64, before.reads, 0, 0)
+    );
+    assert!(before.reads as usize <= named.len() && sym.len() == before.reads as usize, "{stats:?}");
 }
 
 /// Waits for `hot()` to have an nmethod, then finds it in the code cache.

@@ -507,3 +507,50 @@ fn read_version(t: &VmTables, memory: &dyn ProcessMemory) -> Result<JdkVersion, 
         release,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::remote::fake::FakeMemory;
+    use super::super::vmstructs::Field;
+    use super::*;
+
+    fn version_fields() -> Vec<(&'static str, &'static str, Field)> {
+        let v = "Abstract_VM_Version";
+        vec![
+            ("JavaFrameAnchor", "_last_Java_fp", Field::Offset(16)),
+            (v, "_vm_major_version", Field::Static(0x1000)),
+            (v, "_vm_minor_version", Field::Static(0x1004)),
+            (v, "_vm_security_version", Field::Static(0x1008)),
+            (v, "_vm_build_number", Field::Static(0x100c)),
+        ]
+    }
+
+    fn memory(major: u32) -> FakeMemory {
+        let mut m = FakeMemory::default();
+        m.add(0x1000, [major, 0, 4, 7].iter().flat_map(|v| v.to_le_bytes()).collect());
+        m
+    }
+
+    #[test]
+    fn zero_and_other_ports_are_refused() {
+        let zero = VmTables::from_parts(&version_fields(), &[("ZeroStack", 32)]);
+        assert_eq!(layout_from_tables(&zero, &memory(17), 0).unwrap_err(), "a Zero (interpreter-only) build");
+        let mut fields = version_fields();
+        fields.remove(0);
+        let other = VmTables::from_parts(&fields, &[]);
+        assert!(layout_from_tables(&other, &memory(17), 0).unwrap_err().contains("not an x86-64 build"));
+    }
+
+    #[test]
+    fn versions_outside_the_range_are_refused() {
+        let t = VmTables::from_parts(&version_fields(), &[]);
+        for major in [8, MIN_JDK - 1, MAX_JDK + 1] {
+            let err = layout_from_tables(&t, &memory(major), 0).unwrap_err();
+            assert!(err.starts_with(&format!("JDK {major} ")), "{err}");
+        }
+        // In range: the next missing entry is what fails.
+        let err = layout_from_tables(&t, &memory(17), 0).unwrap_err();
+        assert!(err.starts_with("the vmStructs tables have no "), "{err}");
+        assert_eq!(read_version(&t, &memory(21)).unwrap().to_string(), " (21.0.4+7)");
+    }
+}

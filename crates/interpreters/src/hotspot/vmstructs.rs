@@ -150,6 +150,16 @@ impl VmTables {
         Ok(tables)
     }
 
+    /// Tables built by hand (tests).
+    #[cfg(test)]
+    pub(crate) fn from_parts(fields: &[(&str, &str, Field)], sizes: &[(&str, u64)]) -> VmTables {
+        VmTables {
+            fields: fields.iter().map(|(t, f, v)| ((t.to_string(), f.to_string()), *v)).collect(),
+            sizes: sizes.iter().map(|(t, s)| (t.to_string(), *s)).collect(),
+            ..VmTables::default()
+        }
+    }
+
     /// `type.field`, if the table has it.
     pub fn field(&self, type_name: &str, field: &str) -> Option<Field> {
         self.fields.get(&(type_name.to_string(), field.to_string())).copied()
