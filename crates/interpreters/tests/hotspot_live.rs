@@ -85,6 +85,8 @@ fn start(home: &Path, tag: &str, xint: bool) -> Jvm {
     let status = Command::new(home.join("bin/javac")).arg("-d").arg(&dir).arg(source()).status().unwrap();
     assert!(status.success(), "javac failed");
     let mut cmd = Command::new(home.join("bin/java"));
+    // Small: four of these may run at once beside other tests.
+    cmd.args(["-Xmx64m", "-XX:+UseSerialGC"]);
     if xint {
         cmd.arg("-Xint");
     }
@@ -193,9 +195,19 @@ fn check(home: &Path, tag: &str, xint: bool) {
     let cache = CodeCache::read(&memory, &layout, bias).unwrap();
     assert!(!cache.heaps.is_empty() && cache.heaps.iter().all(|h| cache.low <= h.low && h.high <= cache.high));
 
-    // The main thread, parked in c(): blocked, with a frame anchor.
-    let main = thread_by_tid(pid, &layout, bias, jvm.main_tid);
-    assert_eq!(main.state, layout.thread_state_blocked, "{what}: main thread state");
+    // The main thread, parked in c(): blocked, with a frame anchor (it may
+    // still be on its way there just after printing its tid).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let main = loop {
+        let main = thread_by_tid(pid, &layout, bias, jvm.main_tid);
+        if main.state == layout.thread_state_blocked {
+            break main;
+        }
+        assert!(Instant::now() < deadline, "{what}: the main thread never blocked: {main:?}");
+        resume(pid);
+        std::thread::sleep(Duration::from_millis(20));
+        stop(pid);
+    };
     let (frames, end) = walk_java_frames(&memory, &layout, bias, &cache, &main, 64).unwrap();
     assert_eq!(end, WalkEnd::EntryFrame, "{what}: {frames:?}");
     let mut sym = HotspotSymbolizer::new(1000);
