@@ -211,3 +211,108 @@ impl HotspotSymbolizer {
         self.cache.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::layout::jdk17_fixture;
+    use super::super::remote::fake::FakeMemory;
+    use super::*;
+
+    fn symbol(text: &str) -> Vec<u8> {
+        let mut b = vec![0u8; 4];
+        b.extend_from_slice(&(text.len() as u16).to_le_bytes());
+        b.extend_from_slice(text.as_bytes());
+        b
+    }
+
+    /// `com.example.Foo.run()V` in Foo.java, lines (0, 12), (4, 13); its
+    /// ConstMethod at `const_method`, the Method at 0x10000.
+    fn process(const_method: u64, name_index: u16, name_length: Option<u16>) -> FakeMemory {
+        let l = jdk17_fixture();
+        let mut m = FakeMemory::default();
+        m.add(0x10000, [0u64.to_le_bytes(), const_method.to_le_bytes()].concat());
+        let mut cm = vec![0u8; 48];
+        cm[8..16].copy_from_slice(&0x30000u64.to_le_bytes());
+        cm[28..30].copy_from_slice(&1u16.to_le_bytes());
+        cm[32..34].copy_from_slice(&10u16.to_le_bytes());
+        cm[34..36].copy_from_slice(&name_index.to_le_bytes());
+        cm[36..38].copy_from_slice(&4u16.to_le_bytes());
+        cm.extend_from_slice(&[0xb1; 10]); // bytecodes
+        cm.extend_from_slice(&[0xff, 0, 24, (4 << 3) | 1, 0]); // (0, 12), (4, 13), end
+        cm.resize(cm.len().next_multiple_of(8), 0);
+        let words = (cm.len() / 8) as u32;
+        cm[24..28].copy_from_slice(&words.to_le_bytes());
+        m.add(const_method, cm);
+        let mut cp = vec![0u8; l.constant_pool_sizeof as usize];
+        cp[24..32].copy_from_slice(&0x40000u64.to_le_bytes());
+        cp[54..56].copy_from_slice(&5u16.to_le_bytes());
+        cp[60..64].copy_from_slice(&6u32.to_le_bytes());
+        for (i, sym) in [(3u64, 0x50000u64), (4, 0x50100), (5, 0x50200)] {
+            cp.resize(72 + 8 * i as usize, 0);
+            cp.extend_from_slice(&sym.to_le_bytes());
+        }
+        m.add(0x30000, cp);
+        m.add(0x40000, [[0u8; 24].as_slice(), &0x50300u64.to_le_bytes()].concat());
+        let mut run = symbol("run");
+        if let Some(len) = name_length {
+            run[4..6].copy_from_slice(&len.to_le_bytes());
+        }
+        m.add(0x50000, run);
+        m.add(0x50100, symbol("()V"));
+        m.add(0x50200, symbol("Foo.java"));
+        m.add(0x50300, symbol("com/example/Foo"));
+        m
+    }
+
+    #[test]
+    fn reads_a_method() {
+        let l = jdk17_fixture();
+        let info = read_method(&process(0x20000, 3, None), &l, 0x10000).unwrap();
+        assert_eq!(info.qualified_name(), "com.example.Foo.run");
+        assert_eq!((&*info.signature, info.source_file.as_deref()), ("()V", Some("Foo.java")));
+        assert_eq!((&*info.lines, info.code_size, info.const_method), (&[(0, 12), (4, 13)][..], 10, 0x20000));
+        assert_eq!((info.line(0), info.line(3), info.line(9)), (Some(12), Some(12), Some(13)));
+    }
+
+    #[test]
+    fn hostile_indices_and_lengths_are_errors() {
+        let l = jdk17_fixture();
+        let err = read_method(&process(0x20000, 6, None), &l, 0x10000).unwrap_err();
+        assert_eq!(err, "constant pool index 6 of 6");
+        let err = read_method(&process(0x20000, 3, Some(5000)), &l, 0x10000).unwrap_err();
+        assert_eq!(err, "a 5000-byte Symbol");
+        let err = read_method(&process(0x20000, 3, None), &l, 0x10008).unwrap_err();
+        assert!(err.starts_with("cannot read"), "{err}");
+    }
+
+    #[test]
+    fn the_cache_rereads_a_method_whose_const_method_changed() {
+        let l = jdk17_fixture();
+        let mut m = process(0x20000, 3, None);
+        let mut sym = HotspotSymbolizer::new(10);
+        assert_eq!(sym.method(&m, 1, &l, 0x10000).unwrap().const_method, 0x20000);
+        assert_eq!(sym.method(&m, 1, &l, 0x10000).unwrap().const_method, 0x20000);
+        assert_eq!((sym.stats().reads, sym.stats().hits, sym.stats().stale), (1, 1, 0));
+        // The Method now points elsewhere (redefined, or freed and reused).
+        let moved = process(0x28000, 3, None);
+        m.regions = moved.regions;
+        assert_eq!(sym.method(&m, 1, &l, 0x10000).unwrap().const_method, 0x28000);
+        assert_eq!((sym.stats().reads, sym.stats().hits, sym.stats().stale), (2, 1, 1));
+        assert!(sym.method(&m, 1, &l, 0x999).is_none());
+        assert_eq!(sym.stats().read_failures, 1);
+        sym.forget(1);
+        assert!(sym.is_empty());
+    }
+
+    #[test]
+    fn the_cache_is_bounded() {
+        let l = jdk17_fixture();
+        let m = process(0x20000, 3, None);
+        let mut sym = HotspotSymbolizer::new(2);
+        for pid in 1..=5 {
+            assert!(sym.method(&m, pid, &l, 0x10000).is_some());
+            assert!(sym.len() <= 2);
+        }
+        assert_eq!(sym.stats().evictions, 4);
+    }
+}

@@ -338,3 +338,49 @@ fn bci_of(memory: &dyn ProcessMemory, l: &HotspotLayout, method: u64, bcp: u64) 
     let bci = bcp.checked_sub(const_method.wrapping_add(u64::from(l.const_method_sizeof)))?;
     (bci < u64::from(code_size)).then_some(bci as u32)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::layout::jdk17_fixture;
+    use super::super::remote::fake::FakeMemory;
+    use super::*;
+
+    #[test]
+    fn the_segment_map_leads_back_to_the_block() {
+        let l = jdk17_fixture();
+        let low = 0x100000;
+        let heap = CodeHeapInfo { low, high: low + 0x1000, segmap: 0x200000, log2_segment_size: 6 };
+        let cache = CodeCache { low, high: low + 0x1000, heaps: vec![heap] };
+        let mut m = FakeMemory::default();
+        // Segments: a used block of 4, a free one, an unused block of 2.
+        m.add(0x200000, vec![0, 1, 2, 3, 0xff, 0, 1]);
+        let mut blocks = vec![0u8; 0x1000];
+        blocks[8] = 1; // block 0 used
+        m.add(low, blocks);
+        assert_eq!(cache.find_blob(&m, &l, low + 3 * 64 + 5), Some(low + 16));
+        assert_eq!(cache.find_blob(&m, &l, low), Some(low + 16));
+        assert_eq!(cache.find_blob(&m, &l, low + 4 * 64), None, "free");
+        assert_eq!(cache.find_blob(&m, &l, low + 6 * 64), None, "not in use");
+        assert_eq!(cache.find_blob(&m, &l, low + 0x2000), None, "outside");
+        assert!(cache.contains(low + 0xfff) && !cache.contains(low + 0x1000));
+        // A map stepping back past the heap's start.
+        m.regions[0].1 = vec![5, 1];
+        assert_eq!(cache.find_blob(&m, &l, low), None);
+    }
+
+    #[test]
+    fn thread_and_heap_counts_are_bounded() {
+        let l = jdk17_fixture();
+        let mut m = FakeMemory::default();
+        // _java_thread_list -> a list claiming MAX_THREADS + 1 threads.
+        m.add(0x118, 0x1000u64.to_le_bytes().to_vec());
+        let mut list = vec![0u8; 32];
+        list[4..8].copy_from_slice(&(MAX_THREADS + 1).to_le_bytes());
+        m.add(0x1000, list);
+        assert_eq!(java_threads(&m, &l, 0).unwrap_err(), format!("{} threads", MAX_THREADS + 1));
+        // The code cache: bounds, then _heaps -> 17 heaps.
+        m.add(0x100, [0x2000u64, 0x1_0000, 0x2_0000].iter().flat_map(|v| v.to_le_bytes()).collect());
+        m.add(0x2000, [17u64, 0x3000].iter().flat_map(|v| v.to_le_bytes()).collect());
+        assert_eq!(CodeCache::read(&m, &l, 0).unwrap_err(), "17 code heaps");
+    }
+}
