@@ -64,6 +64,7 @@ struct Jvm {
     dir: PathBuf,
     main_tid: u32,
     worker_tid: u32,
+    sorter_tid: u32,
 }
 
 impl Drop for Jvm {
@@ -92,18 +93,19 @@ fn start(home: &Path, tag: &str, xint: bool) -> Jvm {
     }
     let mut child = cmd.arg("-cp").arg(&dir).arg("HotspotChain").stdout(Stdio::piped()).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
-    let (mut main_tid, mut worker_tid) = (0, 0);
-    while main_tid == 0 || worker_tid == 0 {
+    let (mut main_tid, mut worker_tid, mut sorter_tid) = (0, 0, 0);
+    while main_tid == 0 || worker_tid == 0 || sorter_tid == 0 {
         let mut line = String::new();
         assert!(out.read_line(&mut line).unwrap() > 0, "the workload exited");
         let mut words = line.split_whitespace();
         match (words.next(), words.next().and_then(|t| t.parse().ok())) {
             (Some("main-tid"), Some(t)) => main_tid = t,
             (Some("worker-tid"), Some(t)) => worker_tid = t,
+            (Some("sorter-tid"), Some(t)) => sorter_tid = t,
             _ => {}
         }
     }
-    Jvm { child, dir, main_tid, worker_tid }
+    Jvm { child, dir, main_tid, worker_tid, sorter_tid }
 }
 
 /// Stops (or resumes) the process and waits until every task is stopped.
@@ -241,6 +243,7 @@ fn check(home: &Path, tag: &str, xint: bool) {
         check_compiled_hot(&jvm, &layout, bias, *a_method, &what);
     }
     check_worker(&jvm, &layout, bias, xint, &what);
+    check_sorter(&jvm, &layout, bias, &what);
     // Named again: every method from the cache, each still valid.
     let before = sym.stats();
     let again: Vec<(String, Option<u32>)> =
@@ -343,6 +346,57 @@ fn check_worker(jvm: &Jvm, l: &HotspotLayout, bias: u64, xint: bool, what: &str)
         stop(pid);
     }
     panic!("{what}: the worker was never caught sleeping in compiled work() (interpreted: {interpreted_seen})");
+}
+
+/// The sorter thread asleep in its comparator: Java (and its synthetic
+/// bridge method) called from the JDK's sort, called from Java.
+fn check_sorter(jvm: &Jvm, l: &HotspotLayout, bias: u64, what: &str) {
+    let pid = jvm.child.id();
+    let memory = PidMemory(pid);
+    let mut sym = HotspotSymbolizer::new(100);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let sorter = thread_by_tid(pid, l, bias, jvm.sorter_tid);
+        if sorter.state == l.thread_state_blocked {
+            let cache = CodeCache::read(&memory, l, bias).unwrap();
+            let (frames, end) = walk_java_frames(&memory, l, bias, &cache, &sorter, 64).unwrap();
+            let named: Vec<(String, Option<u32>)> =
+                frames.iter().flat_map(|f| names(&mut sym, pid, l, &cache, f)).collect();
+            assert_eq!(end, WalkEnd::EntryFrame, "{what}: {named:?}");
+            let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no pause()");
+            let ours = &named[first_ours..];
+            let line = |n: &str| Some(marked_line(n));
+            assert!(ours.len() >= 6, "{what}: {named:?}");
+            assert_eq!(
+                ours[..3],
+                [
+                    ("HotspotChain.pause".to_string(), line("pause")),
+                    ("HotspotChain$ByLength.compare".to_string(), line("compare")),
+                    ("HotspotChain$ByLength.compare".to_string(), line("bridge")),
+                ],
+                "{what}: {named:?}"
+            );
+            assert_eq!(
+                ours[ours.len() - 2..],
+                [
+                    ("HotspotChain.sortOnce".to_string(), line("sortOnce")),
+                    ("HotspotChain$Sorter.run".to_string(), line("sorter")),
+                ],
+                "{what}: {named:?}"
+            );
+            let jdk = &ours[3..ours.len() - 2];
+            assert!(
+                !jdk.is_empty() && jdk.iter().all(|(n, line)| n.starts_with("java.util.") && line.is_some()),
+                "{what}: the JDK's sort between compare() and sortOnce(): {named:?}"
+            );
+            eprintln!("{what}: sorter {named:?}");
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: the sorter was never caught sleeping");
+        resume(pid);
+        std::thread::sleep(Duration::from_millis(3));
+        stop(pid);
+    }
 }
 
 #[test]

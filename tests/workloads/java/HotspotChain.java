@@ -2,15 +2,20 @@
 //
 // The main thread parks in a() -> b() -> c() -> Thread.sleep; a second thread
 // ("hot-worker") calls hot() in a loop between short sleeps (pause()), so that
-// hot() and the loop in work() get compiled, with pause() inlined. Each thread prints its kernel tid first.
+// hot() and the loop in work() get compiled, with pause() inlined. A third
+// ("sorter") sorts a list whose comparator pauses: Java -> JDK -> Java. Each thread prints its kernel tid first.
 // The "line:" markers tell the test which source line each frame is at.
 import java.io.File;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
 
 public class HotspotChain {
     static volatile long sink;
 
     public static void main(String[] args) throws Exception {
         new Worker().start();
+        new Sorter().start();
         System.out.println("main-tid " + tid());
         a(); // line:main
     }
@@ -50,6 +55,47 @@ public class HotspotChain {
     /** Small enough to be inlined into work() once that is compiled. */
     static void pause(long millis) throws Exception {
         Thread.sleep(millis); // line:pause
+    }
+
+    static void sortOnce() throws Exception {
+        List<String> words = new ArrayList<>(List.of("pear", "fig", "banana", "kiwi", "apple", "plum"));
+        words.sort(new ByLength()); // line:sortOnce
+        sink += words.get(0).length();
+    }
+
+    /**
+     * Orders by length, slowly: the sorter thread sleeps inside compare(). The JDK calls the
+     * synthetic bridge compare(Object, Object), whose line is the class's.
+     */
+    static class ByLength implements Comparator<String> { // line:bridge
+        @Override
+        public int compare(String x, String y) {
+            try {
+                pause(1); // line:compare
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+            return Integer.compare(x.length(), y.length());
+        }
+    }
+
+    static class Sorter extends Thread {
+        Sorter() {
+            super("sorter");
+            setDaemon(true);
+        }
+
+        @Override
+        public void run() {
+            try {
+                System.out.println("sorter-tid " + tid());
+                while (true) {
+                    sortOnce(); // line:sorter
+                }
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        }
     }
 
     static class Worker extends Thread {
