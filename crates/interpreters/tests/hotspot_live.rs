@@ -65,6 +65,8 @@ struct Jvm {
     main_tid: u32,
     worker_tid: u32,
     sorter_tid: u32,
+    /// The JNI thread, when gcc could build its library.
+    jni_tid: Option<u32>,
 }
 
 impl Drop for Jvm {
@@ -88,13 +90,17 @@ fn start(home: &Path, tag: &str, xint: bool) -> Jvm {
     let mut cmd = Command::new(home.join("bin/java"));
     // Small: four of these may run at once beside other tests.
     cmd.args(["-Xmx64m", "-XX:+UseSerialGC"]);
+    let jni = build_jni(home, &dir);
+    if let Some(lib) = &jni {
+        cmd.arg(format!("-Dhotspot.jni={}", lib.display()));
+    }
     if xint {
         cmd.arg("-Xint");
     }
     let mut child = cmd.arg("-cp").arg(&dir).arg("HotspotChain").stdout(Stdio::piped()).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
-    let (mut main_tid, mut worker_tid, mut sorter_tid) = (0, 0, 0);
-    while main_tid == 0 || worker_tid == 0 || sorter_tid == 0 {
+    let (mut main_tid, mut worker_tid, mut sorter_tid, mut jni_tid) = (0, 0, 0, None);
+    while main_tid == 0 || worker_tid == 0 || sorter_tid == 0 || (jni.is_some() && jni_tid.is_none()) {
         let mut line = String::new();
         assert!(out.read_line(&mut line).unwrap() > 0, "the workload exited");
         let mut words = line.split_whitespace();
@@ -102,10 +108,34 @@ fn start(home: &Path, tag: &str, xint: bool) -> Jvm {
             (Some("main-tid"), Some(t)) => main_tid = t,
             (Some("worker-tid"), Some(t)) => worker_tid = t,
             (Some("sorter-tid"), Some(t)) => sorter_tid = t,
+            (Some("jni-tid"), Some(t)) => jni_tid = Some(t),
             _ => {}
         }
     }
-    Jvm { child, dir, main_tid, worker_tid, sorter_tid }
+    Jvm { child, dir, main_tid, worker_tid, sorter_tid, jni_tid }
+}
+
+/// The workload's JNI library, built with gcc against this JDK's headers
+/// (gcc is required under CI=true).
+fn build_jni(home: &Path, dir: &Path) -> Option<PathBuf> {
+    let lib = dir.join("libhotspot_chain_jni.so");
+    let c = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/java/hotspot_chain_jni.c");
+    let status = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O2", "-fomit-frame-pointer"])
+        .arg(format!("-I{}", home.join("include").display()))
+        .arg(format!("-I{}", home.join("include/linux").display()))
+        .arg("-o")
+        .arg(&lib)
+        .arg(c)
+        .status();
+    match status {
+        Ok(s) if s.success() => Some(lib),
+        other => {
+            assert!(!in_ci(), "gcc could not build the JNI library ({other:?}): required under CI=true");
+            eprintln!("SKIPPED: the JNI thread (gcc: {other:?})");
+            None
+        }
+    }
 }
 
 /// Stops (or resumes) the process and waits until every task is stopped.
@@ -170,6 +200,7 @@ fn names(
             scopes.iter().map(|s| named(s.method, s.bci)).collect()
         }
         JavaFrame::Stub(name) => vec![(format!("[stub {name}]"), None)],
+        JavaFrame::Native => vec![("[native]".to_string(), None)],
     }
 }
 
@@ -244,6 +275,9 @@ fn check(home: &Path, tag: &str, xint: bool) {
     }
     check_worker(&jvm, &layout, bias, xint, &what);
     check_sorter(&jvm, &layout, bias, &what);
+    if let Some(tid) = jvm.jni_tid {
+        check_jni(&jvm, tid, &layout, bias, &what);
+    }
     // Named again: every method from the cache, each still valid.
     let before = sym.stats();
     let again: Vec<(String, Option<u32>)> =
@@ -338,7 +372,7 @@ fn check_worker(jvm: &Jvm, l: &HotspotLayout, bias: u64, xint: bool, what: &str)
                     return;
                 }
                 JavaFrame::Interpreted { .. } => interpreted_seen = true,
-                JavaFrame::Stub(s) => panic!("{what}: work() in a stub {s}"),
+                other => panic!("{what}: work() in {other:?}"),
             }
         }
         resume(pid);
@@ -397,6 +431,44 @@ fn check_sorter(jvm: &Jvm, l: &HotspotLayout, bias: u64, what: &str) {
         std::thread::sleep(Duration::from_millis(3));
         stop(pid);
     }
+}
+
+/// The JNI thread asleep in Java called back from C: the walk crosses the
+/// C frames through the entry frame's saved anchor, down to run().
+fn check_jni(jvm: &Jvm, tid: u32, l: &HotspotLayout, bias: u64, what: &str) {
+    let pid = jvm.child.id();
+    let memory = PidMemory(pid);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let thread = loop {
+        let thread = thread_by_tid(pid, l, bias, tid);
+        if thread.state == l.thread_state_blocked {
+            break thread;
+        }
+        assert!(Instant::now() < deadline, "{what}: the JNI thread never blocked");
+        resume(pid);
+        std::thread::sleep(Duration::from_millis(20));
+        stop(pid);
+    };
+    let cache = CodeCache::read(&memory, l, bias).unwrap();
+    let (frames, end) = walk_java_frames(&memory, l, bias, &cache, &thread, 64).unwrap();
+    let mut sym = HotspotSymbolizer::new(100);
+    let named: Vec<(String, Option<u32>)> = frames.iter().flat_map(|f| names(&mut sym, pid, l, &cache, f)).collect();
+    eprintln!("{what}: jni {named:?}");
+    assert_eq!(end, WalkEnd::EntryFrame, "{what}: {named:?}");
+    let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no pause()");
+    let line = |n: &str| Some(marked_line(n));
+    assert_eq!(
+        named[first_ours..],
+        [
+            ("HotspotChain.pause".to_string(), line("pause")),
+            ("HotspotChain.fromNative".to_string(), line("fromNative")),
+            ("[native]".to_string(), None),
+            ("HotspotChain.callBack".to_string(), None),
+            ("HotspotChain.jniOuter".to_string(), line("jniOuter")),
+            ("HotspotChain$Jni.run".to_string(), line("jni")),
+        ],
+        "{what}"
+    );
 }
 
 #[test]

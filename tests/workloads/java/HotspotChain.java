@@ -3,7 +3,9 @@
 // The main thread parks in a() -> b() -> c() -> Thread.sleep; a second thread
 // ("hot-worker") calls hot() in a loop between short sleeps (pause()), so that
 // hot() and the loop in work() get compiled, with pause() inlined. A third
-// ("sorter") sorts a list whose comparator pauses: Java -> JDK -> Java. Each thread prints its kernel tid first.
+// ("sorter") sorts a list whose comparator pauses: Java -> JDK -> Java. With
+// -Dhotspot.jni=<libhotspot_chain_jni.so>, a fourth ("jni") calls C that calls
+// back into Java: Java -> C -> Java. Each thread prints its kernel tid first.
 // The "line:" markers tell the test which source line each frame is at.
 import java.io.File;
 import java.util.ArrayList;
@@ -16,6 +18,11 @@ public class HotspotChain {
     public static void main(String[] args) throws Exception {
         new Worker().start();
         new Sorter().start();
+        String jni = System.getProperty("hotspot.jni");
+        if (jni != null) {
+            System.load(jni);
+            new Jni().start();
+        }
         System.out.println("main-tid " + tid());
         a(); // line:main
     }
@@ -55,6 +62,34 @@ public class HotspotChain {
     /** Small enough to be inlined into work() once that is compiled. */
     static void pause(long millis) throws Exception {
         Thread.sleep(millis); // line:pause
+    }
+
+    /** In hotspot_chain_jni.c: calls fromNative(). */
+    static native void callBack();
+
+    static void jniOuter() {
+        callBack(); // line:jniOuter
+    }
+
+    static void fromNative() throws Exception {
+        pause(600_000); // line:fromNative
+    }
+
+    static class Jni extends Thread {
+        Jni() {
+            super("jni");
+            setDaemon(true);
+        }
+
+        @Override
+        public void run() {
+            try {
+                System.out.println("jni-tid " + tid());
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+            jniOuter(); // line:jni
+        }
     }
 
     static void sortOnce() throws Exception {

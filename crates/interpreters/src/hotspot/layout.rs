@@ -283,6 +283,12 @@ pub struct HotspotLayout {
     /// `StubRoutines::_call_stub_return_address`: a return into the call
     /// stub is where Java was entered from C (`JavaCalls::call`).
     pub call_stub_return_address_vaddr: u64,
+    /// `JavaCallWrapper::_anchor`: the frame anchor saved when C called
+    /// into Java, i.e. the last Java frame below the native code.
+    pub java_call_wrapper_anchor: u32,
+    /// The entry frame's `JavaCallWrapper*` slot, in words from its fp
+    /// (`frame::entry_frame_call_wrapper_offset`).
+    pub entry_frame_call_wrapper_slot: i32,
     /// UNSIGNED5 "excluded bytes" of compressed streams: 0 before JDK 20,
     /// 1 after (no zero byte inside a number).
     pub unsigned5_excluded: u8,
@@ -411,6 +417,13 @@ pub fn layout_from_tables(t: &VmTables, memory: &dyn ProcessMemory, bias: u64) -
     fallbacks.push("interpreter frame bcp slot (Method* slot - 5 words, JDK 9+; frame_x86.hpp)");
     let interp_bcp_slot = interp_method_slot - 5;
 
+    let entry_frame_call_wrapper_slot = match t.int_constant("frame::entry_frame_call_wrapper_offset") {
+        Some(slot) if (-32..0).contains(&slot) => slot,
+        _ => {
+            fallbacks.push("entry frame call wrapper slot (fp-6 words; frame_x86.hpp)");
+            -6
+        }
+    };
     let thread_state = |name: &str| constant(name);
     Ok(HotspotLayout {
         fallbacks,
@@ -481,6 +494,8 @@ pub fn layout_from_tables(t: &VmTables, memory: &dyn ProcessMemory, bias: u64) -
         interp_method_slot,
         interp_bcp_slot,
         call_stub_return_address_vaddr: static_vaddr("StubRoutines", "_call_stub_return_address")?,
+        java_call_wrapper_anchor: off("JavaCallWrapper", "_anchor")?,
+        entry_frame_call_wrapper_slot,
         unsigned5_excluded: u8::from(version.major >= 20),
         version,
     })
@@ -587,6 +602,8 @@ pub(crate) fn jdk17_fixture() -> HotspotLayout {
         interp_method_slot: -3,
         interp_bcp_slot: -8,
         call_stub_return_address_vaddr: 0x120,
+        java_call_wrapper_anchor: 32,
+        entry_frame_call_wrapper_slot: -6,
         unsigned5_excluded: 0,
     }
 }

@@ -260,12 +260,17 @@ pub enum JavaFrame {
     },
     /// A stub or runtime frame, by blob name.
     Stub(String),
+    /// Native code called the Java frames above (JNI, `JavaCalls`), and
+    /// was called by the Java frames below: the BPF unwinder will find
+    /// the native frames here.
+    Native,
 }
 
 /// Where a thread's Java frames ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WalkEnd {
-    /// At the call stub: Java was entered from C there.
+    /// At the call stub of the thread's first entry into Java (no Java
+    /// frame below).
     EntryFrame,
     /// At a pc outside the code cache (native code).
     Native(u64),
@@ -274,7 +279,9 @@ pub enum WalkEnd {
 }
 
 /// Walks the Java frames of `thread` from its frame anchor, innermost
-/// first, at most `max_frames`.
+/// first, at most `max_frames`. At an entry frame (C called Java) it goes
+/// on from the anchor the entry saved, if any (the Java frames that
+/// called that C code), marking the gap with [`JavaFrame::Native`].
 pub fn walk_java_frames(
     memory: &dyn ProcessMemory,
     l: &HotspotLayout,
@@ -294,7 +301,22 @@ pub fn walk_java_frames(
     let mut frames = Vec::new();
     while frames.len() < max_frames {
         if pc == call_stub_return {
-            return Ok((frames, WalkEnd::EntryFrame));
+            // fp is the call stub's: its JavaCallWrapper holds the anchor
+            // of the Java code that called the native code that called us.
+            let wrapper = word(slot(fp, l.entry_frame_call_wrapper_slot))?;
+            let anchor = wrapper.wrapping_add(u64::from(l.java_call_wrapper_anchor));
+            let sp = word(anchor.wrapping_add(u64::from(l.anchor_last_java_sp)))?;
+            if sp == 0 {
+                return Ok((frames, WalkEnd::EntryFrame));
+            }
+            frames.push(JavaFrame::Native);
+            unextended_sp = sp;
+            fp = word(anchor.wrapping_add(u64::from(l.anchor_last_java_fp)))?;
+            pc = match word(anchor.wrapping_add(u64::from(l.anchor_last_java_pc)))? {
+                0 => word(sp.wrapping_sub(8))?,
+                pc => pc,
+            };
+            continue;
         }
         if !cache.contains(pc) {
             return Ok((frames, WalkEnd::Native(pc)));
