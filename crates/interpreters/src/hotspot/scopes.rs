@@ -145,3 +145,83 @@ pub fn compiled_scopes(
     }
     Err(format!("inlining deeper than {MAX_INLINE_DEPTH}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::layout::jdk17_fixture;
+    use super::super::remote::fake::FakeMemory;
+    use super::super::walk::BlobKind;
+    use super::*;
+
+    const NM: u64 = 0x100000;
+    const CODE: u64 = NM + 0x400;
+    const OUTER: u64 = 0xaaa0;
+    const INNER: u64 = 0xbbb0;
+
+    /// A JDK 17 style nmethod: metadata [OUTER, INNER] at +0x180, scope
+    /// data at +0x190 (`scopes`), pcs at +0x200 (pc 10 -> scope 5, pc 40
+    /// -> scope 1), dependencies at +0x220.
+    fn nmethod(scopes: &[u8]) -> (FakeMemory, CodeBlobInfo) {
+        let mut b = vec![0u8; 0x400];
+        b[120..128].copy_from_slice(&(NM + 0x190).to_le_bytes());
+        b[260..264].copy_from_slice(&0x180u32.to_le_bytes());
+        b[268..272].copy_from_slice(&0x200u32.to_le_bytes());
+        b[272..276].copy_from_slice(&0x220u32.to_le_bytes());
+        b[0x180..0x188].copy_from_slice(&OUTER.to_le_bytes());
+        b[0x188..0x190].copy_from_slice(&INNER.to_le_bytes());
+        b[0x190..0x190 + scopes.len()].copy_from_slice(scopes);
+        for (i, (pc, scope)) in [(10u32, 5u32), (40, 1)].iter().enumerate() {
+            let at = 0x200 + 16 * i;
+            b[at..at + 4].copy_from_slice(&pc.to_le_bytes());
+            b[at + 4..at + 8].copy_from_slice(&scope.to_le_bytes());
+        }
+        let mut m = FakeMemory::default();
+        m.add(NM, b);
+        let blob = CodeBlobInfo {
+            address: NM,
+            name: "nmethod".into(),
+            kind: BlobKind::Nmethod,
+            size: 0x800,
+            frame_size: 4,
+            code_begin: CODE,
+            code_end: CODE + 0x100,
+            method: Some(OUTER),
+        };
+        (m, blob)
+    }
+
+    /// Scope 1: OUTER at bci 7, no caller; scope 5: INNER at bci 2, called
+    /// from scope 1.
+    const SCOPES: [u8; 8] = [0, 0, 1, 8, 0, 1, 2, 3];
+
+    #[test]
+    fn inlined_methods_innermost_first() {
+        let (m, blob) = nmethod(&SCOPES);
+        let l = jdk17_fixture();
+        let inner = Scope { method: INNER, bci: Some(2) };
+        let outer = Scope { method: OUTER, bci: Some(7) };
+        assert_eq!(compiled_scopes(&m, &l, &blob, CODE + 10).unwrap(), [inner, outer]);
+        assert_eq!(compiled_scopes(&m, &l, &blob, CODE + 3).unwrap(), [inner, outer], "the next descriptor");
+        assert_eq!(compiled_scopes(&m, &l, &blob, CODE + 40).unwrap(), [outer]);
+        assert_eq!(compiled_scopes(&m, &l, &blob, CODE + 41).unwrap(), [Scope { method: OUTER, bci: None }]);
+    }
+
+    #[test]
+    fn hostile_scope_data_is_an_error() {
+        let l = jdk17_fixture();
+        // Scope 5 names itself as its caller: a cycle.
+        let (m, blob) = nmethod(&[0, 0, 1, 8, 0, 5, 2, 3]);
+        assert_eq!(compiled_scopes(&m, &l, &blob, CODE + 10).unwrap_err(), "inlining deeper than 64");
+        // A metadata index past the metadata.
+        let (m, blob) = nmethod(&[0, 0, 1, 8, 0, 1, 9, 3]);
+        assert_eq!(compiled_scopes(&m, &l, &blob, CODE + 10).unwrap_err(), "metadata index 9 of 2");
+        // The outermost scope is not the nmethod's method.
+        let (m, mut blob) = nmethod(&SCOPES);
+        blob.method = Some(0x1234);
+        assert!(compiled_scopes(&m, &l, &blob, CODE + 40).unwrap_err().starts_with("the outermost scope is 0xaaa0"));
+        // Sections that end before they start.
+        let (mut m, blob) = nmethod(&SCOPES);
+        m.regions[0].1[272..276].copy_from_slice(&0x100u32.to_le_bytes());
+        assert_eq!(compiled_scopes(&m, &l, &blob, CODE + 10).unwrap_err(), "bad pc descriptor table");
+    }
+}
