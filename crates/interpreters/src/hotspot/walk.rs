@@ -405,4 +405,88 @@ mod tests {
         m.add(0x2000, [17u64, 0x3000].iter().flat_map(|v| v.to_le_bytes()).collect());
         assert_eq!(CodeCache::read(&m, &l, 0).unwrap_err(), "17 code heaps");
     }
+
+    /// The interpreted frame's method, the nmethod's.
+    const M1: u64 = 0xaaa0;
+    const M2: u64 = 0xbbb0;
+
+    /// A code cache holding the interpreter (segments 0-3) and one
+    /// nmethod (4-15, method M2, 4-word frames), a stack with an
+    /// interpreted frame at fp 0x7000_1000 called by the nmethod, called by
+    /// the call stub (whose saved anchor is empty), and the statics.
+    fn process(cyclic: bool) -> (FakeMemory, CodeCache, JavaThreadInfo) {
+        let low = 0x100000u64;
+        let mut m = FakeMemory::default();
+        m.add(0x200000, [vec![0, 1, 2, 3], vec![0], (1..12).collect()].concat());
+        let mut code = vec![0u8; 0x400];
+        let mut blob = |at: usize, name: u64, size: u32, frame: u32, method: u64| {
+            code[at - 8] = 1; // HeapBlock::Header::_used
+            code[at + 96..at + 104].copy_from_slice(&name.to_le_bytes());
+            code[at + 12..at + 16].copy_from_slice(&size.to_le_bytes());
+            code[at + 28..at + 32].copy_from_slice(&frame.to_le_bytes());
+            let base = low + at as u64;
+            code[at + 32..at + 40].copy_from_slice(&(base + 0x80).to_le_bytes());
+            code[at + 40..at + 48].copy_from_slice(&(base + u64::from(size)).to_le_bytes());
+            code[at + 112..at + 120].copy_from_slice(&method.to_le_bytes());
+        };
+        blob(16, 0x300000, 0xf0, 0, 0);
+        blob(4 * 64 + 16, 0x300010, 0x2f0, 4, M2);
+        m.add(low, code);
+        m.add(0x300000, b"Interpreter\0\0\0\0\0nmethod\0".iter().copied().chain([0; 64]).collect());
+        // Statics: the call stub's return address.
+        m.add(0x120, 0x5555_0000u64.to_le_bytes().to_vec());
+        // The stack: interpreted frame at fp f1, the nmethod's frame above
+        // it (4 words from its unextended sp u2), the call stub's fp f3.
+        let (f1, u2, f3) = (0x7000_1000u64, 0x7000_1040u64, 0x7000_2000u64);
+        let mut stack = vec![0u8; 0x2000];
+        let mut put = |address: u64, value: u64| {
+            let at = (address - 0x7000_0000) as usize;
+            stack[at..at + 8].copy_from_slice(&value.to_le_bytes());
+        };
+        put(f1 - 24, M1); // Method*
+        put(f1 - 8, u2); // sender sp
+        put(f1, if cyclic { f1 } else { 0x1234 }); // saved fp
+        put(f1 + 8, if cyclic { low + 0x90 } else { low + 4 * 64 + 0x120 }); // return pc
+        put(u2 + 32 - 8, 0x5555_0000); // into the call stub
+        put(u2 + 32 - 16, f3);
+        put(f3 - 48, 0x7000_1800); // JavaCallWrapper*, its anchor empty
+        m.add(0x7000_0000, stack);
+        let heap = CodeHeapInfo { low, high: low + 0x400, segmap: 0x200000, log2_segment_size: 6 };
+        let cache = CodeCache { low, high: low + 0x400, heaps: vec![heap] };
+        let thread = JavaThreadInfo {
+            address: 0,
+            tid: 1,
+            state: 10,
+            last_java_sp: f1 - 0x80,
+            last_java_fp: f1,
+            last_java_pc: low + 0x90,
+        };
+        (m, cache, thread)
+    }
+
+    #[test]
+    fn walks_interpreted_then_compiled_frames_to_the_entry_frame() {
+        let l = jdk17_fixture();
+        let (m, cache, thread) = process(false);
+        let (frames, end) = walk_java_frames(&m, &l, 0, &cache, &thread, 64).unwrap();
+        let nmethod = 0x100000 + 4 * 64 + 16;
+        assert_eq!(
+            frames,
+            [
+                JavaFrame::Interpreted { method: M1, bci: None },
+                JavaFrame::Compiled { nmethod, method: M2, pc_offset: 0x120 - 16 - 0x80 },
+            ]
+        );
+        assert_eq!(end, WalkEnd::EntryFrame);
+    }
+
+    #[test]
+    fn a_cyclic_stack_stops_at_the_limit() {
+        let l = jdk17_fixture();
+        let (m, cache, thread) = process(true);
+        let (frames, end) = walk_java_frames(&m, &l, 0, &cache, &thread, 50).unwrap();
+        assert_eq!((frames.len(), end), (50, WalkEnd::Limit));
+        let idle = JavaThreadInfo { last_java_sp: 0, ..thread };
+        assert!(walk_java_frames(&m, &l, 0, &cache, &idle, 50).is_err());
+    }
 }
