@@ -186,6 +186,8 @@ mod tests {
             code_begin: CODE,
             code_end: CODE + 0x100,
             method: Some(OUTER),
+            deopt_handler: None,
+            orig_pc_offset: None,
         };
         (m, blob)
     }

@@ -21,7 +21,7 @@
 //!   slot); a compiled frame is `_frame_size` words above its unextended
 //!   sp, the return address in the last word and the saved fp below it.
 
-use super::layout::{CodeBounds, HotspotLayout};
+use super::layout::{CodeBounds, HotspotLayout, NmethodEntries};
 use super::remote::{read_bytes, read_cstr, read_u32, read_u64, read_u8, u32_at, u64_at};
 use crate::memory::ProcessMemory;
 
@@ -143,6 +143,12 @@ pub struct CodeBlobInfo {
     pub code_end: u64,
     /// For an nmethod, its `Method*`.
     pub method: Option<u64>,
+    /// For an nmethod, its deoptimisation handler: a frame whose return
+    /// address was patched to it keeps its real pc at `_orig_pc_offset`
+    /// bytes above its sp.
+    pub deopt_handler: Option<u64>,
+    /// For an nmethod, `_orig_pc_offset`.
+    pub orig_pc_offset: Option<u32>,
 }
 
 impl CodeCache {
@@ -227,14 +233,37 @@ impl CodeCache {
         } else {
             BlobKind::Other
         };
-        let method = match kind {
-            BlobKind::Nmethod => Some(u64_at(&header, l.nmethod_method as usize)?),
-            _ => None,
+        let (method, deopt_handler, orig_pc_offset) = match kind {
+            BlobKind::Nmethod => {
+                let deopt = match l.nmethod_entries {
+                    NmethodEntries::Pointers { deopt_handler, .. } => u64_at(&header, deopt_handler as usize)?,
+                    NmethodEntries::Offsets { deopt_handler, .. } => {
+                        blob.wrapping_add(u64::from(u32_field(deopt_handler)?))
+                    }
+                };
+                (
+                    Some(u64_at(&header, l.nmethod_method as usize)?),
+                    Some(deopt),
+                    Some(u32_field(l.nmethod_orig_pc_offset)?),
+                )
+            }
+            _ => (None, None, None),
         };
         if !(blob <= code_begin && code_begin <= code_end && code_end <= blob.saturating_add(u64::from(size))) {
             return None;
         }
-        Some(CodeBlobInfo { address: blob, name, kind, size, frame_size, code_begin, code_end, method })
+        Some(CodeBlobInfo {
+            address: blob,
+            name,
+            kind,
+            size,
+            frame_size,
+            code_begin,
+            code_end,
+            method,
+            deopt_handler,
+            orig_pc_offset,
+        })
     }
 }
 
@@ -338,7 +367,14 @@ pub fn walk_java_frames(
                 }
                 frames.push(match (kind, info.method) {
                     (BlobKind::Nmethod, Some(method)) => {
-                        JavaFrame::Compiled { nmethod: blob, method, pc_offset: pc.wrapping_sub(info.code_begin) }
+                        // Being deoptimised: the pc that names the scopes was saved.
+                        let real_pc = match (info.deopt_handler, info.orig_pc_offset) {
+                            (Some(handler), Some(off)) if pc == handler => {
+                                word(unextended_sp.wrapping_add(u64::from(off)))?
+                            }
+                            _ => pc,
+                        };
+                        JavaFrame::Compiled { nmethod: blob, method, pc_offset: real_pc.wrapping_sub(info.code_begin) }
                     }
                     _ => JavaFrame::Stub(info.name.clone()),
                 });
@@ -415,6 +451,12 @@ mod tests {
     /// interpreted frame at fp 0x7000_1000 called by the nmethod, called by
     /// the call stub (whose saved anchor is empty), and the statics.
     fn process(cyclic: bool) -> (FakeMemory, CodeCache, JavaThreadInfo) {
+        process_with(cyclic, false)
+    }
+
+    /// `deopt`: the interpreted frame returns to the nmethod's deopt
+    /// handler (at code + 0x200), the real pc saved at u2 + 8.
+    fn process_with(cyclic: bool, deopt: bool) -> (FakeMemory, CodeCache, JavaThreadInfo) {
         let low = 0x100000u64;
         let mut m = FakeMemory::default();
         m.add(0x200000, [vec![0, 1, 2, 3], vec![0], (1..12).collect()].concat());
@@ -428,6 +470,8 @@ mod tests {
             code[at + 32..at + 40].copy_from_slice(&(base + 0x80).to_le_bytes());
             code[at + 40..at + 48].copy_from_slice(&(base + u64::from(size)).to_le_bytes());
             code[at + 112..at + 120].copy_from_slice(&method.to_le_bytes());
+            code[at + 128..at + 136].copy_from_slice(&(base + 0x200).to_le_bytes()); // deopt handler
+            code[at + 300..at + 304].copy_from_slice(&8u32.to_le_bytes()); // orig pc offset
         };
         blob(16, 0x300000, 0xf0, 0, 0);
         blob(4 * 64 + 16, 0x300010, 0x2f0, 4, M2);
@@ -446,7 +490,14 @@ mod tests {
         put(f1 - 24, M1); // Method*
         put(f1 - 8, u2); // sender sp
         put(f1, if cyclic { f1 } else { 0x1234 }); // saved fp
-        put(f1 + 8, if cyclic { low + 0x90 } else { low + 4 * 64 + 0x120 }); // return pc
+        let nmethod_pc = low + 4 * 64 + 0x120;
+        let return_pc = match (cyclic, deopt) {
+            (true, _) => low + 0x90,
+            (false, true) => low + 4 * 64 + 16 + 0x200,
+            (false, false) => nmethod_pc,
+        };
+        put(f1 + 8, return_pc);
+        put(u2 + 8, nmethod_pc); // the pc saved for deoptimisation
         put(u2 + 32 - 8, 0x5555_0000); // into the call stub
         put(u2 + 32 - 16, f3);
         put(f3 - 48, 0x7000_1800); // JavaCallWrapper*, its anchor empty
@@ -478,6 +529,9 @@ mod tests {
             ]
         );
         assert_eq!(end, WalkEnd::EntryFrame);
+        // Returning into the deopt handler: the saved pc is the frame's.
+        let (m, cache, thread) = process_with(false, true);
+        assert_eq!(walk_java_frames(&m, &l, 0, &cache, &thread, 64).unwrap(), (frames, end));
     }
 
     #[test]
