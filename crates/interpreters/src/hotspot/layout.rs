@@ -404,7 +404,7 @@ pub fn layout_from_tables(t: &VmTables, memory: &dyn ProcessMemory, bias: u64) -
     // x86-64 interpreter frames (frame_x86.hpp): from fp, the saved fp
     // (0), return address (+1); below it sender sp (-1), last sp (-2),
     // Method* (-3), mirror (-4, JDK 9+), mdp, cache, locals, bcp (-8).
-    // The tables give the first two from JDK 21 on; the rest follow them.
+    // The tables give the first two (17 and 25 do); the rest follow them.
     let sender_sp = t.int_constant("frame::interpreter_frame_sender_sp_offset");
     let last_sp = t.int_constant("frame::interpreter_frame_last_sp_offset");
     let (interp_sender_sp_slot, interp_method_slot) = match (sender_sp, last_sp) {
