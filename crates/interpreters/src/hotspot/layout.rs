@@ -309,8 +309,9 @@ pub fn layout_from_tables(t: &VmTables, memory: &dyn ProcessMemory, bias: u64) -
     };
     let off = |ty: &str, field: &str| -> Result<u32, String> {
         let o = t.offset(ty, field).ok_or_else(|| missing(&format!("{ty}::{field}")))?;
-        if o >= MAX_STRUCT {
-            return Err(format!("{ty}::{field} at offset {o}"));
+        // Inside the object, when the types table knows its size.
+        if o >= MAX_STRUCT || t.size(ty).is_some_and(|size| o >= size) {
+            return Err(format!("{ty}::{field} at offset {o}, outside sizeof({ty}) = {:?}", t.size(ty)));
         }
         Ok(o as u32)
     };
@@ -337,9 +338,12 @@ pub fn layout_from_tables(t: &VmTables, memory: &dyn ProcessMemory, bias: u64) -
     if t.has_type("ZeroStack") || t.has_type("ZeroFrame") {
         return Err("a Zero (interpreter-only) build".to_string());
     }
-    let anchor_last_java_fp = off("JavaFrameAnchor", "_last_Java_fp").map_err(|_| {
-        "no JavaFrameAnchor::_last_Java_fp (not an x86-64 build: other frame layouts are unsupported)".to_string()
-    })?;
+    if t.offset("JavaFrameAnchor", "_last_Java_fp").is_none() {
+        return Err(
+            "no JavaFrameAnchor::_last_Java_fp (not an x86-64 build: other frame layouts are unsupported)".to_string()
+        );
+    }
+    let anchor_last_java_fp = off("JavaFrameAnchor", "_last_Java_fp")?;
 
     let version = read_version(t, memory)?;
     if !(MIN_JDK..=MAX_JDK).contains(&version.major) {
@@ -652,5 +656,18 @@ mod tests {
         let err = layout_from_tables(&t, &memory(17), 0).unwrap_err();
         assert!(err.starts_with("the vmStructs tables have no "), "{err}");
         assert_eq!(read_version(&t, &memory(21)).unwrap().to_string(), " (21.0.4+7)");
+    }
+
+    #[test]
+    fn a_field_outside_its_object_is_refused() {
+        let mut fields = version_fields();
+        fields[0].2 = Field::Offset(24);
+        let t = VmTables::from_parts(&fields, &[("JavaFrameAnchor", 24)]);
+        let err = layout_from_tables(&t, &memory(17), 0).unwrap_err();
+        assert_eq!(err, "JavaFrameAnchor::_last_Java_fp at offset 24, outside sizeof(JavaFrameAnchor) = Some(24)");
+        fields[0].2 = Field::Offset(16);
+        let t = VmTables::from_parts(&fields, &[("JavaFrameAnchor", 24)]);
+        let err = layout_from_tables(&t, &memory(17), 0).unwrap_err();
+        assert!(err.starts_with("the vmStructs tables have no "), "{err}");
     }
 }
