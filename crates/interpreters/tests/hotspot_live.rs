@@ -16,7 +16,7 @@
 use profiler_elf::ElfFile;
 use profiler_interpreters::hotspot::{
     attach, compiled_scopes, detect, java_threads, read_method, walk_java_frames, BlobKind, CodeCache, Detection,
-    HotspotLayout, HotspotSymbolizer, JavaFrame, JavaThreadInfo, WalkEnd,
+    HotspotError, HotspotLayout, HotspotSymbolizer, JavaFrame, JavaThreadInfo, WalkEnd,
 };
 use profiler_interpreters::PidMemory;
 use std::io::{BufRead, BufReader};
@@ -496,5 +496,53 @@ fn jdk25_interpreted() {
 fn jdk25_mixed_mode() {
     if let Some(home) = jdk("temurin-25", false) {
         check(&home, "jdk25", false);
+    }
+}
+
+/// Attaching while the JVM starts: from the moment `libjvm.so` is mapped,
+/// every attempt gives the layout, "not ready yet" or (while ld.so is
+/// still mapping the file's segments) "unreadable", never "unsupported",
+/// and the layout comes.
+#[test]
+fn jdk17_attach_during_startup() {
+    let Some(home) = jdk("java-17-openjdk", true) else { return };
+    let dir = std::env::temp_dir().join(format!("hotspot-live-startup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let status = Command::new(home.join("bin/javac")).arg("-d").arg(&dir).arg(source()).status().unwrap();
+    assert!(status.success(), "javac failed");
+    let child = Command::new(home.join("bin/java"))
+        .args(["-Xmx64m", "-XX:+UseSerialGC", "-cp"])
+        .arg(&dir)
+        .arg("HotspotChain")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let jvm = Jvm { child, dir, main_tid: 0, worker_tid: 0, sorter_tid: 0, jni_tid: None };
+    let pid = jvm.child.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut not_ready, mut unreadable, mut unmapped) = (0, 0, 0);
+    loop {
+        assert!(Instant::now() < deadline, "no layout within 60 s ({not_ready} not ready)");
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        if !maps.contains("/libjvm.so") {
+            unmapped += 1;
+            std::thread::sleep(Duration::from_micros(200));
+            continue;
+        }
+        let (path, detection, bias) = find_jvm(pid);
+        let Detection::Hotspot(symbols) = detection else { panic!("{path}: {detection:?}") };
+        match attach(&PidMemory(pid), &symbols, bias) {
+            Ok(layout) => {
+                assert_eq!(layout.version.major, 17);
+                eprintln!(
+                    "layout after {unmapped} polls before libjvm.so, {not_ready} not ready, {unreadable} unreadable"
+                );
+                return;
+            }
+            Err(HotspotError::NotReady) => not_ready += 1,
+            Err(HotspotError::Unreadable(_)) => unreadable += 1,
+            Err(e) => panic!("while the JVM starts: {e}"),
+        }
+        std::thread::sleep(Duration::from_micros(200));
     }
 }

@@ -73,8 +73,9 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
 pub enum HotspotError {
     /// The VM has not finished starting: try again later.
     NotReady,
-    /// The tables could not be read (memory vanished, or a hostile
-    /// process): this process is profiled as native.
+    /// The tables could not be read (memory vanished, a hostile process,
+    /// or ld.so still mapping `libjvm.so`): retry a bounded number of
+    /// times, then profile the process as native.
     Unreadable(String),
     /// A build this crate does not unwind: say so once, profile as native.
     Unsupported(String),
