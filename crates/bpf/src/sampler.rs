@@ -102,28 +102,7 @@ impl Counters {
     }
 }
 
-// Indexes of enum counter_id (ebpf/types.h). Never renumber.
-const COUNTER_SAMPLES_TRIGGERED: u32 = 0;
-const COUNTER_SAMPLES_SENT: u32 = 1;
-const COUNTER_SAMPLES_LOST_RINGBUF: u32 = 2;
-const COUNTER_SAMPLES_IDLE: u32 = 3;
-const COUNTER_SAMPLES_FILTERED: u32 = 4;
-const COUNTER_KERNEL_STACK_ERROR: u32 = 5;
-const COUNTER_USER_STACK_ERROR: u32 = 6;
-const COUNTER_PROCESS_EVENTS_SENT: u32 = 7;
-const COUNTER_PROCESS_EVENTS_LOST: u32 = 8;
-const COUNTER_PROCESS_EVENTS_RATE_LIMITED: u32 = 9;
-const COUNTER_USER_FRAMES: u32 = 10;
-const COUNTER_NATIVE_TAIL_CALLS: u32 = 11;
-const COUNTER_PYTHON_FRAMES: u32 = 12;
-const COUNTER_PYTHON_TAIL_CALLS: u32 = 13;
-const COUNTER_PYTHON_NO_THREAD_STATE: u32 = 14;
-const COUNTER_PYTHON_READ_ERRORS: u32 = 15;
-const COUNTER_STACK_COPIES: u32 = 16;
-const COUNTER_STACK_COPY_SKIPPED: u32 = 17;
-const COUNTER_STACK_COPY_FAILED: u32 = 18;
-const COUNTER_STACK_COPY_BYTES: u32 = 19;
-const COUNTER_UNWIND_STOP_BASE: u32 = 32;
+use crate::contract::c;
 
 /// The loaded and attached eBPF programs. Dropping it detaches them.
 pub struct Sampler {
@@ -341,32 +320,32 @@ impl Sampler {
         };
         let mut unwind_stops = [0u64; UnwindStop::ALL.len()];
         for (i, slot) in unwind_stops.iter_mut().enumerate() {
-            *slot = read(COUNTER_UNWIND_STOP_BASE + i as u32)?;
+            *slot = read(c::COUNTER_UNWIND_STOP_BASE + i as u32)?;
         }
         let (bpf_run_time_ns, bpf_runs) = self.entry_program_run_stats();
         Ok(Counters {
             bpf_run_time_ns,
             bpf_runs,
-            triggered: read(COUNTER_SAMPLES_TRIGGERED)?,
-            sent: read(COUNTER_SAMPLES_SENT)?,
-            lost_ring_buffer: read(COUNTER_SAMPLES_LOST_RINGBUF)?,
-            idle: read(COUNTER_SAMPLES_IDLE)?,
-            filtered: read(COUNTER_SAMPLES_FILTERED)?,
-            kernel_stack_errors: read(COUNTER_KERNEL_STACK_ERROR)?,
-            user_stack_errors: read(COUNTER_USER_STACK_ERROR)?,
-            process_events: read(COUNTER_PROCESS_EVENTS_SENT)?,
-            process_events_lost: read(COUNTER_PROCESS_EVENTS_LOST)?,
-            process_events_rate_limited: read(COUNTER_PROCESS_EVENTS_RATE_LIMITED)?,
-            user_frames: read(COUNTER_USER_FRAMES)?,
-            native_tail_calls: read(COUNTER_NATIVE_TAIL_CALLS)?,
-            python_frames: read(COUNTER_PYTHON_FRAMES)?,
-            python_tail_calls: read(COUNTER_PYTHON_TAIL_CALLS)?,
-            python_no_thread_state: read(COUNTER_PYTHON_NO_THREAD_STATE)?,
-            python_read_errors: read(COUNTER_PYTHON_READ_ERRORS)?,
-            stack_copies: read(COUNTER_STACK_COPIES)?,
-            stack_copies_skipped: read(COUNTER_STACK_COPY_SKIPPED)?,
-            stack_copies_failed: read(COUNTER_STACK_COPY_FAILED)?,
-            stack_copy_bytes: read(COUNTER_STACK_COPY_BYTES)?,
+            triggered: read(c::COUNTER_SAMPLES_TRIGGERED)?,
+            sent: read(c::COUNTER_SAMPLES_SENT)?,
+            lost_ring_buffer: read(c::COUNTER_SAMPLES_LOST_RINGBUF)?,
+            idle: read(c::COUNTER_SAMPLES_IDLE)?,
+            filtered: read(c::COUNTER_SAMPLES_FILTERED)?,
+            kernel_stack_errors: read(c::COUNTER_KERNEL_STACK_ERROR)?,
+            user_stack_errors: read(c::COUNTER_USER_STACK_ERROR)?,
+            process_events: read(c::COUNTER_PROCESS_EVENTS_SENT)?,
+            process_events_lost: read(c::COUNTER_PROCESS_EVENTS_LOST)?,
+            process_events_rate_limited: read(c::COUNTER_PROCESS_EVENTS_RATE_LIMITED)?,
+            user_frames: read(c::COUNTER_USER_FRAMES)?,
+            native_tail_calls: read(c::COUNTER_NATIVE_TAIL_CALLS)?,
+            python_frames: read(c::COUNTER_PYTHON_FRAMES)?,
+            python_tail_calls: read(c::COUNTER_PYTHON_TAIL_CALLS)?,
+            python_no_thread_state: read(c::COUNTER_PYTHON_NO_THREAD_STATE)?,
+            python_read_errors: read(c::COUNTER_PYTHON_READ_ERRORS)?,
+            stack_copies: read(c::COUNTER_STACK_COPIES)?,
+            stack_copies_skipped: read(c::COUNTER_STACK_COPY_SKIPPED)?,
+            stack_copies_failed: read(c::COUNTER_STACK_COPY_FAILED)?,
+            stack_copy_bytes: read(c::COUNTER_STACK_COPY_BYTES)?,
             unwind_stops,
         })
     }
