@@ -175,6 +175,21 @@ mod tests {
         }
     }
 
+    /// `Counters` reads every counter of `enum counter_id` (but the
+    /// bounds of the per-reason block, which it reads by `UnwindStop`).
+    #[test]
+    fn counters_are_the_headers() {
+        let (_, ids) = RUST_ENUMS.iter().find(|(n, _)| *n == "counter_id").expect("enum counter_id");
+        let read: Vec<(&str, i64)> =
+            crate::sampler::COUNTER_IDS.iter().map(|&(name, id)| (name, i64::from(id))).collect();
+        let header: Vec<(&str, i64)> = ids
+            .iter()
+            .copied()
+            .filter(|(name, _)| !matches!(*name, "COUNTER_UNWIND_STOP_BASE" | "COUNTER_MAX"))
+            .collect();
+        assert_eq!(read, header);
+    }
+
     #[test]
     fn bytes_round_trip() {
         let v = pid_mapping { file_id: 7, bias: 0x1000, kind: MAPPING_KIND_NATIVE, flags: 1 };
