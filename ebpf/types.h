@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The contract between the eBPF programs and user space: every struct
- * that crosses a map or a ring buffer is defined here once. The Rust
- * side mirrors them in crates/bpf/src/types.rs with size and offset
- * asserts; change both together.
+ * that crosses a map or a ring buffer, every enum and limit both sides
+ * use, is defined here once. The Rust side is generated from this file
+ * (bindgen in crates/bpf/build.rs) and uses it by name; a contract test
+ * checks the layouts against this file compiled for the BPF target.
+ * Keep it plain C: structs of fixed-size integers with explicit
+ * reserved fields (no implicit padding), enums, integer #defines.
  */
 #ifndef EP_TYPES_H
 #define EP_TYPES_H
@@ -195,6 +198,15 @@ _Static_assert(sizeof(struct pid_mapping) == 24, "pid_mapping is part of the Rus
 
 /* Stack deltas are indexed by 64 KiB pages of ELF virtual addresses. */
 #define DELTA_PAGE_BITS 16
+
+/* Binary search steps in a page's deltas: ceil(log2(65536 entries per page)) + 1. */
+#define DELTA_SEARCH_STEPS 17
+/* Stack switches (RULE_KIND_STACK_SWITCH) followed per sample. Their CFA
+ * is not checked against rsp, so this bound is what keeps a corrupt
+ * frame-pointer chain from looping. A Go stack needs two per cgo
+ * crossing (C -> Go callback -> goroutine stack, back) and one per
+ * systemstack. */
+#define MAX_STACK_SWITCHES 8
 
 /* Key of delta_pages. */
 struct delta_page_key {
