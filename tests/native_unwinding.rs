@@ -4,7 +4,7 @@
 //! order, down to the thread's root, in at least 95% of the samples at
 //! the chain's leaf. Each test prints its measured completeness.
 
-use profiler_agent::{AgentConfig, Stats};
+use profiler_agent::{AgentConfig, Stats, UnwindStop};
 use profiler_tests::{build_workload, completeness, profile_with, serial, start_agent, Completeness, Step, Workload};
 use profiler_trace::Trace;
 use std::path::PathBuf;
@@ -122,7 +122,10 @@ fn deep_recursion_comes_through_whole() {
     let chain = main_thread(&below_main);
     let c = completeness(&traces, w.pid(), Fn("deep_leaf"), &chain);
     assert_complete("150-deep recursion", &c, &stats);
-    assert!(stats.unwind_stopped_max_frames + stats.unwind_stopped_tail_calls == 0, "{stats:#?}");
+    assert!(
+        stats.unwind_stopped.get(UnwindStop::MaxFrames) + stats.unwind_stopped.get(UnwindStop::TailCalls) == 0,
+        "{stats:#?}"
+    );
 }
 
 #[test]

@@ -28,13 +28,13 @@ pub use config::{
     AgentConfig, ConfigError, MAX_BATCH_QUEUE_CAPACITY, MAX_PID, MAX_PIDS, MAX_REPORTER_INTERVAL_MS,
     MAX_SAMPLES_PER_SECOND, MAX_UNUSED_TABLES_BUDGET_MIB, MIN_REPORTER_INTERVAL_MS,
 };
-pub use profiler_bpf::BpfError;
+pub use profiler_bpf::{BpfError, UnwindStop};
 pub use sink::TraceSink;
-pub use stats::Stats;
+pub use stats::{Stats, UnwindStops};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
 use late_unwind::{LateTables, LateUnwindCounts, LateUnwinder};
-use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions, UnwindStop};
+use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions};
 use profiler_interpreters::python::{PythonRegistry, PythonSymbolizerStats};
 use profiler_process::{EventQueue, ManagerLimits, ProcessManager, ProcessRegistry};
 use profiler_symbolize::{KernelSymbolizer, NativeConfig, NativeStats, NativeSymbolizer};
@@ -335,7 +335,6 @@ impl Agent {
         let unwind = *lock(&s.unwind);
         let manager = *lock(&s.manager);
         let late = lock(&s.late).clone();
-        let stop = |r: UnwindStop| counters.unwind_stop(r);
         let symbolizer = *lock(&s.symbolizer);
         let python = *lock(&s.python_symbolizer);
         let mut refused = manager.manager.files_refused;
@@ -359,22 +358,7 @@ impl Agent {
             user_stacks_complete: unwind.complete,
             user_stacks_truncated: unwind.truncated,
             user_frames_unresolved: unwind.unresolved_frames,
-            unwind_stopped_root: stop(UnwindStop::Root),
-            unwind_stopped_kernel_thread: stop(UnwindStop::KernelThread),
-            unwind_stopped_unknown_pid: stop(UnwindStop::UnknownPid),
-            unwind_stopped_unknown_pc: stop(UnwindStop::UnknownPc),
-            unwind_stopped_no_unwind_info: stop(UnwindStop::NoUnwindInfo),
-            unwind_stopped_no_deltas: stop(UnwindStop::NoDeltas),
-            unwind_stopped_no_coverage: stop(UnwindStop::NoCoverage),
-            unwind_stopped_invalid_rule: stop(UnwindStop::InvalidRule),
-            unwind_stopped_read_error: stop(UnwindStop::ReadError),
-            unwind_stopped_bad_sp: stop(UnwindStop::BadSp),
-            unwind_stopped_max_frames: stop(UnwindStop::MaxFrames),
-            unwind_stopped_tail_calls: stop(UnwindStop::TailCalls),
-            unwind_stopped_internal: stop(UnwindStop::Internal),
-            unwind_stopped_zero_pc: stop(UnwindStop::ZeroPc),
-            unwind_stopped_no_user_regs: stop(UnwindStop::NoUserRegs),
-            unwind_stopped_stack_switch: stop(UnwindStop::StackSwitch),
+            unwind_stopped: UnwindStops::new(UnwindStop::ALL.map(|r| (r, counters.unwind_stop(r)))),
             user_frames: counters.user_frames,
             process_events: counters.process_events,
             process_events_lost: counters.process_events_lost,

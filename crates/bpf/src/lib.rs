@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod contract;
 mod error;
 mod events;
 mod interpreter_maps;
