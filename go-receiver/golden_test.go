@@ -27,6 +27,9 @@ type sampleView struct {
 	threadName string
 	threadID   int64
 	stack      []frameView
+	cpu        int64
+	// timestamps_unix_nano as milliseconds after the profile's start.
+	timesMs []uint64
 }
 
 func attrsOf(d pprofile.ProfilesDictionary, indices pcommon.Int32Slice) map[string]pcommon.Value {
@@ -45,12 +48,16 @@ func viewSamples(t *testing.T, d pprofile.ProfilesDictionary, p pprofile.Profile
 	for i := 0; i < p.Samples().Len(); i++ {
 		s := p.Samples().At(i)
 		require.Equal(t, 1, s.Values().Len(), "one value per sample (a count)")
-		require.Equal(t, 0, s.TimestampsUnixNano().Len(), "no per-sample timestamps")
+		require.Equal(t, int(s.Values().At(0)), s.TimestampsUnixNano().Len(), "one timestamp per event counted")
 		attrs := attrsOf(d, s.AttributeIndices())
 		v := sampleView{
 			count:      s.Values().At(0),
 			threadName: attrs["thread.name"].Str(),
 			threadID:   attrs["thread.id"].Int(),
+			cpu:        attrs["cpu.logical_number"].Int(),
+		}
+		for _, ts := range s.TimestampsUnixNano().AsRaw() {
+			v.timesMs = append(v.timesMs, (ts-uint64(p.Time()))/1_000_000)
 		}
 		stack := d.StackTable().At(int(s.StackIndex()))
 		for _, li := range stack.LocationIndices().AsRaw() {
@@ -136,13 +143,13 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 		{[]string{"__libc_start_call_main"}, "native", "/usr/lib/x86_64-linux-gnu/libc.so.6"},
 	}
 	assert.Equal(t, []sampleView{
-		{3, "worker", 1235, sleepStack},
-		{2, "workload", 1234, sleepStack},
+		{3, "worker", 1235, sleepStack, 1, []uint64{0, 100, 200}},
+		{2, "workload", 1234, sleepStack, 0, []uint64{300, 400}},
 		{1, "worker", 1235, []frameView{
 			{nil, "native", "/usr/bin/workload"},
 			{[]string{"main"}, "native", "/usr/bin/workload"},
 			{[]string{"__libc_start_call_main"}, "native", "/usr/lib/x86_64-linux-gnu/libc.so.6"},
-		}},
+		}, 1, []uint64{500}},
 	}, viewSamples(t, d, prof))
 
 	// Inlining: the leaf location has two lines with their line numbers.
@@ -179,7 +186,7 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 		{[]string{"main.work"}, "go", "/usr/local/bin/server"},
 		{[]string{"main.main"}, "go", "/usr/local/bin/server"},
 		{[]string{"runtime.main"}, "go", "/usr/local/bin/server"},
-	}}}, goSamples)
+	}, 3, []uint64{600, 700, 800, 900}}}, goSamples)
 	goStack := d.StackTable().At(int(goProf.Samples().At(0).StackIndex()))
 	goMapping := d.MappingTable().At(int(d.LocationTable().At(int(goStack.LocationIndices().At(1))).MappingIndex()))
 	assert.Equal(t, map[string]pcommon.Value{

@@ -16,8 +16,14 @@
 //!   `ScopeProfiles` holding one `Profile` with sample type `samples/count`, period type
 //!   `cpu/nanoseconds` and period `1e9 / samples_per_second`;
 //! - every profile has a distinct random 16-byte `profile_id`;
-//! - samples carry `values = [count]` (no per-sample timestamps) and the
-//!   attributes `thread.name` and `thread.id`;
+//! - samples carry `values = [count]`, the wall-clock time of each of
+//!   those samples in `timestamps_unix_nano` (sorted), and the attributes
+//!   `thread.name`, `thread.id` and `cpu.logical_number` (the reference
+//!   agent's sample key: identical stacks of one thread on one CPU are one
+//!   sample, so payloads stay small while every event keeps its time);
+//! - a profile's `time_unix_nano` is the interval's start, moved back to
+//!   the oldest timestamp when a sample that waited (late unwinding) is
+//!   older, so every timestamp lies in `[time, time + duration)`;
 //! - one shared `ProfilesDictionary`: strings, functions, mappings
 //!   (attributes `process.executable.build_id.htlhash`/`.gnu`/`.go`),
 //!   locations (attribute `profile.frame.type`), stacks (leaf first) and
@@ -97,6 +103,8 @@ pub mod attr {
     pub const THREAD_NAME: &str = "thread.name";
     /// Sample attribute: the thread id (int).
     pub const THREAD_ID: &str = "thread.id";
+    /// Sample attribute: the CPU the sample was taken on (int).
+    pub const CPU_LOGICAL_NUMBER: &str = "cpu.logical_number";
 }
 
 /// Name of the instrumentation scope our profiles carry.
@@ -180,9 +188,12 @@ pub struct OtlpAggregator {
 struct ProcessSamples {
     info: Arc<ProcessInfo>,
     samples: Vec<pb::Sample>,
-    // (stack index, thread.name attr, thread.id attr) -> index in `samples`.
-    sample_index: HashMap<(i32, i32, i32), usize>,
+    // (stack index, thread.name, thread.id and cpu.logical_number attrs)
+    // -> index in `samples`.
+    sample_index: HashMap<SampleKey, usize>,
 }
+
+type SampleKey = (i32, i32, i32, i32);
 
 impl OtlpAggregator {
     /// An aggregator whose first interval starts at `interval_start_unix_ns`.
@@ -231,6 +242,7 @@ impl OtlpAggregator {
 
         let thread_name = self.dict.attribute(attr::THREAD_NAME, AttrValue::Str((*trace.thread_name).into()));
         let thread_id = self.dict.attribute(attr::THREAD_ID, AttrValue::Int(i64::from(trace.tid.0)));
+        let cpu = self.dict.attribute(attr::CPU_LOGICAL_NUMBER, AttrValue::Int(i64::from(trace.cpu)));
 
         let p = match self.process_index.get(&trace.process) {
             Some(&p) => p,
@@ -245,16 +257,20 @@ impl OtlpAggregator {
             }
         };
         let process = &mut self.processes[p];
-        let key = (stack_index, thread_name, thread_id);
+        let key = (stack_index, thread_name, thread_id, cpu);
         match process.sample_index.get(&key) {
-            Some(&s) => process.samples[s].values[0] += 1,
+            Some(&s) => {
+                let sample = &mut process.samples[s];
+                sample.values[0] += 1;
+                sample.timestamps_unix_nano.push(trace.timestamp_unix_ns);
+            }
             None => {
                 process.samples.push(pb::Sample {
                     stack_index,
-                    attribute_indices: vec![thread_name, thread_id],
+                    attribute_indices: vec![thread_name, thread_id, cpu],
                     link_index: 0,
                     values: vec![1],
-                    timestamps_unix_nano: Vec::new(),
+                    timestamps_unix_nano: vec![trace.timestamp_unix_ns],
                 });
                 process.sample_index.insert(key, process.samples.len() - 1);
             }
@@ -272,6 +288,14 @@ impl OtlpAggregator {
         self.traces = 0;
         self.process_index.clear();
         let mut processes = std::mem::take(&mut self.processes);
+        // Samples that waited for late unwinding can predate the interval:
+        // the profile starts at the oldest one (as the reference agent
+        // does), so that every timestamp lies within the profile.
+        let mut start = start;
+        for sample in processes.iter_mut().flat_map(|p| p.samples.iter_mut()) {
+            sample.timestamps_unix_nano.sort_unstable();
+            start = start.min(sample.timestamps_unix_nano.first().copied().unwrap_or(start));
+        }
         // Deterministic output whatever the arrival order of processes.
         processes.sort_by(|a, b| (a.info.pid, &a.info.executable_path).cmp(&(b.info.pid, &b.info.executable_path)));
 
