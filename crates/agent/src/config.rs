@@ -38,6 +38,15 @@ pub struct AgentConfig {
     /// against the mapping's device and inode), as an agent without
     /// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE does. Default true.
     pub open_via_map_files: bool,
+    /// Probabilistic profiling, as the reference agent's
+    /// `probabilistic_threshold`: every `probabilistic_interval_ms` a
+    /// number in 0..100 is drawn, and sampling runs (on every CPU) for
+    /// that interval only when it is below the threshold. 1..=100;
+    /// default 100, always on (the feature is off).
+    pub probabilistic_threshold: u32,
+    /// Length of one probabilistic interval. Default 60000 (the reference
+    /// agent accepts 1 to 5 minutes; shorter ones are for tests).
+    pub probabilistic_interval_ms: u64,
 }
 
 impl Default for AgentConfig {
@@ -52,6 +61,8 @@ impl Default for AgentConfig {
             unused_tables_budget_mib: 64,
             process_load_delay_ms: 0,
             open_via_map_files: true,
+            probabilistic_threshold: PROBABILISTIC_THRESHOLD_MAX,
+            probabilistic_interval_ms: 60_000,
         }
     }
 }
@@ -103,6 +114,13 @@ pub const MAX_BATCH_QUEUE_CAPACITY: usize = 1024;
 /// Most processes `pids` may select: the size of the BPF programs'
 /// `selected_pids` map (ebpf/maps.h).
 pub const MAX_PIDS: usize = 1024;
+/// The probabilistic threshold that keeps sampling always on; draws are
+/// in `0..PROBABILISTIC_THRESHOLD_MAX`.
+pub const PROBABILISTIC_THRESHOLD_MAX: u32 = 100;
+/// Shortest probabilistic interval accepted.
+pub const MIN_PROBABILISTIC_INTERVAL_MS: u64 = 100;
+/// Longest probabilistic interval accepted (the reference agent's 5 minutes).
+pub const MAX_PROBABILISTIC_INTERVAL_MS: u64 = 300_000;
 /// Largest process id Linux can hand out (`PID_MAX_LIMIT` on 64-bit).
 pub const MAX_PID: u32 = 4_194_304;
 
@@ -139,6 +157,18 @@ impl AgentConfig {
         )?;
         check_range("batch_queue_capacity", self.batch_queue_capacity as u64, 1, MAX_BATCH_QUEUE_CAPACITY as u64)?;
         check_range("unused_tables_budget_mib", self.unused_tables_budget_mib, 0, MAX_UNUSED_TABLES_BUDGET_MIB)?;
+        check_range(
+            "probabilistic_threshold",
+            self.probabilistic_threshold.into(),
+            1,
+            PROBABILISTIC_THRESHOLD_MAX.into(),
+        )?;
+        check_range(
+            "probabilistic_interval_ms",
+            self.probabilistic_interval_ms,
+            MIN_PROBABILISTIC_INTERVAL_MS,
+            MAX_PROBABILISTIC_INTERVAL_MS,
+        )?;
         if self.pids.len() > MAX_PIDS {
             return Err(ConfigError::TooManyPids { got: self.pids.len(), max: MAX_PIDS });
         }
@@ -178,6 +208,7 @@ mod tests {
         assert_eq!(c.samples_per_second, 99);
         assert_eq!(c.pids, vec![1, 2]);
         assert_eq!(c.reporter_interval_ms, 5000);
+        assert_eq!((c.probabilistic_threshold, c.probabilistic_interval_ms), (100, 60_000));
         assert!(c.symbolize_native);
     }
 
@@ -245,6 +276,16 @@ mod tests {
         assert_eq!(
             out_of_range(r#"{"unused_tables_budget_mib": 4097}"#),
             ("unused_tables_budget_mib", 4097, MAX_UNUSED_TABLES_BUDGET_MIB)
+        );
+        assert_eq!(out_of_range(r#"{"probabilistic_threshold": 0}"#), ("probabilistic_threshold", 0, 100));
+        assert_eq!(out_of_range(r#"{"probabilistic_threshold": 101}"#), ("probabilistic_threshold", 101, 100));
+        assert_eq!(
+            out_of_range(r#"{"probabilistic_interval_ms": 99}"#),
+            ("probabilistic_interval_ms", 99, MAX_PROBABILISTIC_INTERVAL_MS)
+        );
+        assert_eq!(
+            out_of_range(r#"{"probabilistic_interval_ms": 300001}"#),
+            ("probabilistic_interval_ms", 300_001, MAX_PROBABILISTIC_INTERVAL_MS)
         );
         assert_eq!(out_of_range(r#"{"pids": [1, 0]}"#), ("pids", 0, u64::from(MAX_PID)));
         assert_eq!(out_of_range(r#"{"pids": [4194305]}"#), ("pids", 4_194_305, u64::from(MAX_PID)));
