@@ -117,6 +117,8 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 		"process.executable.name": "workload",
 		"process.executable.path": "/usr/bin/workload",
 		"container.id":            "0123456789abcdef",
+		// include_env_vars: the process's DEPLOYMENT.
+		"process.environment_variable.DEPLOYMENT": "canary",
 	}, res)
 	require.Equal(t, 1, rps.At(0).ScopeProfiles().Len())
 	sp := rps.At(0).ScopeProfiles().At(0)

@@ -1,7 +1,9 @@
 //! What each sample carries besides its stack, checked on the OTLP the
 //! agent makes from real BPF samples: the wall-clock time of every event
-//! (`timestamps_unix_nano`) and the CPU it ran on (`cpu.logical_number`).
+//! (`timestamps_unix_nano`), the CPU it ran on (`cpu.logical_number`) and
+//! the process's environment variables named by `include_env_vars`.
 
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use profiler_agent::{Agent, AgentConfig, StartError, TraceSink};
 use profiler_report::otlp::{attr, ExportProfilesServiceRequest, OtlpAggregator, OtlpConfig};
 use profiler_tests::{build_c_workload, in_ci, serial, Workload};
@@ -39,13 +41,21 @@ impl TraceSink for Requests {
 
 /// A busy process pinned to CPU 1 with taskset: every sample says CPU 1,
 /// every event has a timestamp between the agent's start and stop, sorted
-/// within its sample and inside its profile's time range.
+/// within its sample and inside its profile's time range; the one
+/// environment variable asked for (of three set) is a resource attribute.
 #[test]
 fn timestamps_in_interval_and_cpu_of_pinned_process() {
     let _serial = serial();
     assert!(std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2, "needs CPU 1");
     let exe = build_c_workload("busy_loop.c", &["-O2"]);
-    let busy = Workload::spawn(Command::new("taskset").arg("-c").arg("1").arg(&exe));
+    let busy = Workload::spawn(
+        Command::new("taskset")
+            .arg("-c")
+            .arg("1")
+            .arg(&exe)
+            .env("EP_TEST_DEPLOY", "canary")
+            .env("EP_TEST_SECRET", "not-asked-for"),
+    );
     std::thread::sleep(Duration::from_millis(200));
 
     let traces = Arc::new(Mutex::new(Vec::new()));
@@ -54,6 +64,7 @@ fn timestamps_in_interval_and_cpu_of_pinned_process() {
         samples_per_second: HZ,
         reporter_interval_ms: 500,
         pids: vec![busy.pid()],
+        include_env_vars: vec!["EP_TEST_DEPLOY".into(), "EP_TEST_UNSET".into()],
         ..AgentConfig::default()
     };
     let started = now_unix_ns();
@@ -83,6 +94,7 @@ fn timestamps_in_interval_and_cpu_of_pinned_process() {
             "{} outside [{started}, {stopped})",
             t.timestamp_unix_ns
         );
+        assert_eq!(t.process.env_vars, vec![("EP_TEST_DEPLOY".into(), "canary".into())]);
     }
 
     let requests = std::mem::take(&mut *requests.lock().unwrap());
@@ -94,6 +106,16 @@ fn timestamps_in_interval_and_cpu_of_pinned_process() {
         let key = |i: i32| d.string_table[d.attribute_table[i as usize].key_strindex as usize].as_str();
         let value = |i: i32| d.attribute_table[i as usize].value.clone().unwrap().value.unwrap();
         for rp in &req.resource_profiles {
+            let env: Vec<_> = rp
+                .resource
+                .as_ref()
+                .unwrap()
+                .attributes
+                .iter()
+                .filter(|kv| kv.key.starts_with(attr::ENV_VAR_PREFIX))
+                .map(|kv| (kv.key.as_str(), kv.value.clone().unwrap().value.unwrap()))
+                .collect();
+            assert_eq!(env, vec![("process.environment_variable.EP_TEST_DEPLOY", Value::StringValue("canary".into()))]);
             let prof = &rp.scope_profiles[0].profiles[0];
             assert!(prof.time_unix_nano >= previous_start, "profiles go back in time");
             previous_start = prof.time_unix_nano;
@@ -109,7 +131,7 @@ fn timestamps_in_interval_and_cpu_of_pinned_process() {
                     .filter(|&&i| key(i) == attr::CPU_LOGICAL_NUMBER)
                     .map(|&i| value(i))
                     .collect();
-                assert_eq!(cpu, vec![opentelemetry_proto::tonic::common::v1::any_value::Value::IntValue(1)]);
+                assert_eq!(cpu, vec![Value::IntValue(1)]);
                 events += ts.len();
             }
         }

@@ -47,6 +47,12 @@ pub struct AgentConfig {
     /// Length of one probabilistic interval. Default 60000 (the reference
     /// agent accepts 1 to 5 minutes; shorter ones are for tests).
     pub probabilistic_interval_ms: u64,
+    /// Names of environment variables reported of each process, as the
+    /// resource attributes `process.environment_variable.<name>` (the
+    /// reference agent's `include_env_vars`, split at its commas). At
+    /// most [`MAX_ENV_VARS`] names of 1 to [`MAX_ENV_VAR_NAME_BYTES`]
+    /// bytes, without `=` or NUL. Default none.
+    pub include_env_vars: Vec<String>,
 }
 
 impl Default for AgentConfig {
@@ -63,6 +69,7 @@ impl Default for AgentConfig {
             open_via_map_files: true,
             probabilistic_threshold: PROBABILISTIC_THRESHOLD_MAX,
             probabilistic_interval_ms: 60_000,
+            include_env_vars: Vec::new(),
         }
     }
 }
@@ -72,6 +79,10 @@ impl Default for AgentConfig {
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// An entry of `include_env_vars` that cannot name a variable, or too
+    /// many of them.
+    #[error("include_env_vars: {0}")]
+    EnvVars(String),
     /// A numeric field outside its accepted range.
     #[error("{field} must be between {min} and {max}, got {got}")]
     OutOfRange {
@@ -121,6 +132,10 @@ pub const PROBABILISTIC_THRESHOLD_MAX: u32 = 100;
 pub const MIN_PROBABILISTIC_INTERVAL_MS: u64 = 100;
 /// Longest probabilistic interval accepted (the reference agent's 5 minutes).
 pub const MAX_PROBABILISTIC_INTERVAL_MS: u64 = 300_000;
+/// Most environment variable names in `include_env_vars`.
+pub const MAX_ENV_VARS: usize = 64;
+/// Longest environment variable name in `include_env_vars`.
+pub const MAX_ENV_VAR_NAME_BYTES: usize = 256;
 /// Largest process id Linux can hand out (`PID_MAX_LIMIT` on 64-bit).
 pub const MAX_PID: u32 = 4_194_304;
 
@@ -138,6 +153,18 @@ impl AgentConfig {
         let config: AgentConfig = serde_json::from_value(value).map_err(|e| ConfigError::Json(e.to_string()))?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// [`AgentConfig::include_env_vars`], each name once, as the process
+    /// readers take them.
+    pub fn env_var_names(&self) -> std::sync::Arc<[std::sync::Arc<str>]> {
+        let mut names: Vec<std::sync::Arc<str>> = Vec::with_capacity(self.include_env_vars.len());
+        for name in &self.include_env_vars {
+            if !names.iter().any(|n| **n == **name) {
+                names.push(name.as_str().into());
+            }
+        }
+        names.into()
     }
 
     /// The reporting interval.
@@ -169,6 +196,19 @@ impl AgentConfig {
             MIN_PROBABILISTIC_INTERVAL_MS,
             MAX_PROBABILISTIC_INTERVAL_MS,
         )?;
+        if self.include_env_vars.len() > MAX_ENV_VARS {
+            return Err(ConfigError::EnvVars(format!(
+                "{} names, at most {MAX_ENV_VARS} are supported",
+                self.include_env_vars.len()
+            )));
+        }
+        for name in &self.include_env_vars {
+            if name.is_empty() || name.len() > MAX_ENV_VAR_NAME_BYTES || name.contains(['=', '\0']) {
+                return Err(ConfigError::EnvVars(format!(
+                    "{name:?} is not a variable name (1 to {MAX_ENV_VAR_NAME_BYTES} bytes, no '=' or NUL)"
+                )));
+            }
+        }
         if self.pids.len() > MAX_PIDS {
             return Err(ConfigError::TooManyPids { got: self.pids.len(), max: MAX_PIDS });
         }
@@ -300,6 +340,26 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(c.batch_queue_capacity, MAX_BATCH_QUEUE_CAPACITY);
+    }
+
+    #[test]
+    fn env_var_names_checked_and_deduplicated() {
+        let c = AgentConfig::from_json(r#"{"include_env_vars": ["DEPLOY", "HOME", "DEPLOY"]}"#).unwrap();
+        let names = c.env_var_names();
+        let names: Vec<&str> = names.iter().map(|n| &**n).collect();
+        assert_eq!(names, vec!["DEPLOY", "HOME"]);
+        for bad in [r#"[""]"#, r#"["A=B"]"#, r#"["A\u0000"]"#] {
+            let json = format!(r#"{{"include_env_vars": {bad}}}"#);
+            assert!(matches!(AgentConfig::from_json(&json), Err(ConfigError::EnvVars(_))), "{json}");
+        }
+        let long = "X".repeat(MAX_ENV_VAR_NAME_BYTES + 1);
+        assert!(matches!(
+            AgentConfig::from_json(&format!(r#"{{"include_env_vars": ["{long}"]}}"#)),
+            Err(ConfigError::EnvVars(_))
+        ));
+        let many: Vec<String> = (0..=MAX_ENV_VARS).map(|i| format!("V{i}")).collect();
+        let c = AgentConfig { include_env_vars: many, ..AgentConfig::default() };
+        assert!(matches!(c.validate(), Err(ConfigError::EnvVars(m)) if m.contains("65 names")));
     }
 
     /// Only a JSON object is a configuration; negative numbers and wrong

@@ -230,6 +230,7 @@ impl Agent {
             let limits = ManagerLimits {
                 unused_files_budget: config.unused_tables_budget_mib << 20,
                 open_via_map_files: config.open_via_map_files,
+                include_env_vars: config.env_var_names(),
                 ..ManagerLimits::default()
             };
             let interpreters = process_manager::Interpreters::new(
@@ -294,6 +295,7 @@ impl Agent {
             let late = LateUnwinder::new(sampler.map_tables()?);
             let mut builder = TraceBuilder::new(registry.clone(), kernel, native, python_builds);
             builder.set_open_via_map_files(config.open_via_map_files);
+            builder.set_include_env_vars(config.env_var_names());
             let interval = config.reporter_interval();
             std::thread::Builder::new()
                 .name("ep-reporter".into())

@@ -214,6 +214,10 @@ pub struct ProcessInfo {
     /// `OTEL_SERVICE_NAME` or the `service.name` of its
     /// `OTEL_RESOURCE_ATTRIBUTES`, else the executable's name.
     pub service_name: Arc<str>,
+    /// The environment variables the agent was told to report
+    /// (`include_env_vars`) that the process has, as (name, value), in
+    /// the order they were named.
+    pub env_vars: Vec<(Arc<str>, Arc<str>)>,
 }
 
 /// One sampled stack of one thread.

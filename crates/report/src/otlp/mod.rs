@@ -11,7 +11,9 @@
 //!
 //! - one `ResourceProfiles` per process, resource attributes
 //!   `service.name`, `process.pid`, `process.executable.name`,
-//!   `process.executable.path` and, when known, `container.id` (plain
+//!   `process.executable.path`, when known `container.id`, and
+//!   `process.environment_variable.<NAME>` for each variable named by
+//!   `include_env_vars` that the process has (plain
 //!   keys and values, which every OTLP reader understands); one
 //!   `ScopeProfiles` holding one `Profile` with sample type `samples/count`, period type
 //!   `cpu/nanoseconds` and period `1e9 / samples_per_second`;
@@ -42,6 +44,7 @@
 //!     executable_name: "app".into(),
 //!     container_id: None,
 //!     service_name: "app".into(),
+//!     env_vars: vec![],
 //! });
 //! let trace = Trace {
 //!     process,
@@ -99,6 +102,9 @@ pub mod attr {
     pub const PROCESS_EXECUTABLE_PATH: &str = "process.executable.path";
     /// Resource attribute: the container id, only when the process runs in one.
     pub const CONTAINER_ID: &str = "container.id";
+    /// Resource attribute prefix: `process.environment_variable.<NAME>`
+    /// holds the value of each variable named by `include_env_vars`.
+    pub const ENV_VAR_PREFIX: &str = "process.environment_variable.";
     /// Sample attribute: the thread's name (`comm`).
     pub const THREAD_NAME: &str = "thread.name";
     /// Sample attribute: the thread id (int).
@@ -370,6 +376,10 @@ fn resource_attributes(p: &ProcessInfo) -> Vec<KeyValue> {
     ];
     if let Some(id) = &p.container_id {
         attrs.push(key_value(attr::CONTAINER_ID, any_value::Value::StringValue(id.to_string())));
+    }
+    for (name, value) in &p.env_vars {
+        let key = format!("{}{name}", attr::ENV_VAR_PREFIX);
+        attrs.push(key_value(&key, any_value::Value::StringValue(value.to_string())));
     }
     attrs
 }

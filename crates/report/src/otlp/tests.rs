@@ -15,6 +15,7 @@ fn process(pid: u32, path: &str, container: Option<&str>) -> Arc<ProcessInfo> {
         executable_name: path.rsplit('/').next().unwrap().into(),
         container_id: container.map(Into::into),
         service_name: path.rsplit('/').next().unwrap().into(),
+        env_vars: vec![],
     })
 }
 
@@ -340,7 +341,11 @@ const GOLDEN_END_NS: u64 = GOLDEN_START_NS + 5_000_000_000;
 /// The golden request: two processes, kernel + native frames (one inlined
 /// function, one unsymbolized frame) and Go frames.
 pub(super) fn golden_request() -> ExportProfilesServiceRequest {
-    let workload = process(1234, "/usr/bin/workload", Some("0123456789abcdef"));
+    // Started with DEPLOYMENT=canary, reported (include_env_vars).
+    let workload = Arc::new(ProcessInfo {
+        env_vars: vec![("DEPLOYMENT".into(), "canary".into())],
+        ..ProcessInfo::clone(&process(1234, "/usr/bin/workload", Some("0123456789abcdef")))
+    });
     // A process that names its service (OTEL_SERVICE_NAME=checkout).
     let server = Arc::new(ProcessInfo {
         service_name: "checkout".into(),
