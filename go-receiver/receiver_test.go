@@ -267,7 +267,7 @@ func TestNotAppliedKeysWarnOnce(t *testing.T) {
 	set := receivertest.NewNopSettings(typeStr)
 	set.Logger = zap.New(core)
 	cfg := createDefaultConfig()
-	cfg.IncludeEnvVars = "HOME"
+	cfg.VerboseMode = true
 	cfg.SendErrorFrames = true
 	r, err := newReceiver(cfg, set, new(consumertest.ProfilesSink),
 		func(string) (agent, error) { return &fakeAgent{}, nil })
@@ -279,7 +279,7 @@ func TestNotAppliedKeysWarnOnce(t *testing.T) {
 	for _, e := range entries {
 		keys = append(keys, e.ContextMap()["key"].(string))
 	}
-	assert.Equal(t, []string{"send_error_frames", "include_env_vars"}, keys)
+	assert.Equal(t, []string{"send_error_frames", "verbose_mode"}, keys)
 }
 
 func TestOneProfilerPerCollector(t *testing.T) {

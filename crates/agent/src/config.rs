@@ -342,6 +342,19 @@ mod tests {
         assert_eq!(c.batch_queue_capacity, MAX_BATCH_QUEUE_CAPACITY);
     }
 
+    /// What go-receiver's agentJSON writes for the reference's example
+    /// (testdata/reference.yaml; config_test.go checks the Go side).
+    #[test]
+    fn go_receivers_json_is_accepted() {
+        let c = AgentConfig::from_json(
+            r#"{"samples_per_second":19,"reporter_interval_ms":10000,"pids":[],"otlp_batches":true,"batch_queue_capacity":16,"symbolize_native":true,
+                "probabilistic_threshold":50,"probabilistic_interval_ms":120000,"include_env_vars":["HOME","LANG"]}"#,
+        )
+        .unwrap();
+        assert_eq!((c.probabilistic_threshold, c.probabilistic_interval_ms), (50, 120_000));
+        assert_eq!(c.include_env_vars, vec!["HOME".to_string(), "LANG".to_string()]);
+    }
+
     #[test]
     fn env_var_names_checked_and_deduplicated() {
         let c = AgentConfig::from_json(r#"{"include_env_vars": ["DEPLOY", "HOME", "DEPLOY"]}"#).unwrap();
