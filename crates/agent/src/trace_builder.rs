@@ -142,6 +142,7 @@ impl TraceBuilder {
             cpu: sample.cpu,
             timestamp_unix_ns: (i128::from(sample.ktime_ns) + self.realtime_offset_ns).max(0) as u64,
             frames,
+            off_cpu_ns: None,
         }
     }
 

@@ -235,6 +235,10 @@ pub struct Trace {
     pub timestamp_unix_ns: u64,
     /// Frames, leaf (innermost) first.
     pub frames: Vec<Frame>,
+    /// `None` for an on-CPU sample (a tick of the sampling clock); for an
+    /// off-CPU sample, nanoseconds the thread stayed off the CPU after it
+    /// was switched out with this stack (at `timestamp_unix_ns`).
+    pub off_cpu_ns: Option<u64>,
 }
 
 #[cfg(test)]

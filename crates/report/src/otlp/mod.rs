@@ -53,6 +53,7 @@
 //!     cpu: 0,
 //!     timestamp_unix_ns: 2_000,
 //!     frames: vec![],
+//!     off_cpu_ns: None,
 //! };
 //! agg.add(&trace);
 //! agg.add(&trace);
@@ -112,6 +113,11 @@ pub mod attr {
     /// Sample attribute: the CPU the sample was taken on (int).
     pub const CPU_LOGICAL_NUMBER: &str = "cpu.logical_number";
 }
+
+/// Sample type of off-CPU profiles (unit `nanoseconds`, one value per
+/// timestamp: the time the thread was off the CPU), as the reference agent
+/// names it.
+pub const OFF_CPU_SAMPLE_TYPE: &str = "off_cpu";
 
 /// Name of the instrumentation scope our profiles carry.
 pub const SCOPE_NAME: &str = "ebpf-profiler";
@@ -197,6 +203,9 @@ struct ProcessSamples {
     // (stack index, thread.name, thread.id and cpu.logical_number attrs)
     // -> index in `samples`.
     sample_index: HashMap<SampleKey, usize>,
+    // Off-CPU samples: one value (ns off the CPU) per timestamp.
+    off_cpu: Vec<pb::Sample>,
+    off_cpu_index: HashMap<SampleKey, usize>,
 }
 
 type SampleKey = (i32, i32, i32, i32);
@@ -257,6 +266,8 @@ impl OtlpAggregator {
                     info: Arc::clone(&trace.process),
                     samples: Vec::new(),
                     sample_index: HashMap::new(),
+                    off_cpu: Vec::new(),
+                    off_cpu_index: HashMap::new(),
                 });
                 self.process_index.insert(Arc::clone(&trace.process), self.processes.len() - 1);
                 self.processes.len() - 1
@@ -264,6 +275,27 @@ impl OtlpAggregator {
         };
         let process = &mut self.processes[p];
         let key = (stack_index, thread_name, thread_id, cpu);
+        if let Some(ns) = trace.off_cpu_ns {
+            let value = i64::try_from(ns).unwrap_or(i64::MAX);
+            match process.off_cpu_index.get(&key) {
+                Some(&s) => {
+                    let sample = &mut process.off_cpu[s];
+                    sample.values.push(value);
+                    sample.timestamps_unix_nano.push(trace.timestamp_unix_ns);
+                }
+                None => {
+                    process.off_cpu.push(pb::Sample {
+                        stack_index,
+                        attribute_indices: vec![thread_name, thread_id, cpu],
+                        link_index: 0,
+                        values: vec![value],
+                        timestamps_unix_nano: vec![trace.timestamp_unix_ns],
+                    });
+                    process.off_cpu_index.insert(key, process.off_cpu.len() - 1);
+                }
+            }
+            return;
+        }
         match process.sample_index.get(&key) {
             Some(&s) => {
                 let sample = &mut process.samples[s];
@@ -302,6 +334,10 @@ impl OtlpAggregator {
             sample.timestamps_unix_nano.sort_unstable();
             start = start.min(sample.timestamps_unix_nano.first().copied().unwrap_or(start));
         }
+        for sample in processes.iter_mut().flat_map(|p| p.off_cpu.iter_mut()) {
+            sort_events(sample);
+            start = start.min(sample.timestamps_unix_nano.first().copied().unwrap_or(start));
+        }
         // Deterministic output whatever the arrival order of processes.
         processes.sort_by(|a, b| (a.info.pid, &a.info.executable_path).cmp(&(b.info.pid, &b.info.executable_path)));
 
@@ -309,6 +345,15 @@ impl OtlpAggregator {
             pb::ValueType { type_strindex: self.dict.string("samples"), unit_strindex: self.dict.string("count") };
         let period_type =
             pb::ValueType { type_strindex: self.dict.string("cpu"), unit_strindex: self.dict.string("nanoseconds") };
+        // Interned only when used, so on-CPU requests keep their tables.
+        let off_cpu_type = if processes.iter().any(|p| !p.off_cpu.is_empty()) {
+            pb::ValueType {
+                type_strindex: self.dict.string(OFF_CPU_SAMPLE_TYPE),
+                unit_strindex: self.dict.string("nanoseconds"),
+            }
+        } else {
+            pb::ValueType::default()
+        };
         let scope = InstrumentationScope {
             name: SCOPE_NAME.to_owned(),
             version: self.config.scope_version.clone(),
@@ -316,9 +361,35 @@ impl OtlpAggregator {
             dropped_attributes_count: 0,
         };
 
-        let resource_profiles = processes
-            .into_iter()
-            .map(|p| pb::ResourceProfiles {
+        let duration_nano = interval_end_unix_ns.saturating_sub(start);
+        let mut resource_profiles = Vec::with_capacity(processes.len());
+        for p in processes {
+            // As the reference: one profile per sample type present,
+            // ordered by type name (off_cpu before samples).
+            let mut profiles = Vec::with_capacity(2);
+            for (samples, sample_type, period_type, period) in [
+                (p.off_cpu, off_cpu_type, None, 0),
+                (p.samples, sample_type, Some(period_type), self.config.period_ns()),
+            ] {
+                if samples.is_empty() {
+                    continue;
+                }
+                self.profiles_made += 1;
+                profiles.push(pb::Profile {
+                    sample_type: Some(sample_type),
+                    samples,
+                    time_unix_nano: start,
+                    duration_nano,
+                    period_type,
+                    period,
+                    profile_id: profile_id(self.config.profile_id_seed, self.profiles_made),
+                    dropped_attributes_count: 0,
+                    original_payload_format: String::new(),
+                    original_payload: Vec::new(),
+                    attribute_indices: Vec::new(),
+                });
+            }
+            resource_profiles.push(pb::ResourceProfiles {
                 resource: Some(Resource {
                     attributes: resource_attributes(&p.info),
                     dropped_attributes_count: 0,
@@ -326,30 +397,25 @@ impl OtlpAggregator {
                 }),
                 scope_profiles: vec![pb::ScopeProfiles {
                     scope: Some(scope.clone()),
-                    profiles: vec![pb::Profile {
-                        sample_type: Some(sample_type),
-                        samples: p.samples,
-                        time_unix_nano: start,
-                        duration_nano: interval_end_unix_ns.saturating_sub(start),
-                        period_type: Some(period_type),
-                        period: self.config.period_ns(),
-                        profile_id: {
-                            self.profiles_made += 1;
-                            profile_id(self.config.profile_id_seed, self.profiles_made)
-                        },
-                        dropped_attributes_count: 0,
-                        original_payload_format: String::new(),
-                        original_payload: Vec::new(),
-                        attribute_indices: Vec::new(),
-                    }],
+                    profiles,
                     schema_url: String::new(),
                 }],
                 schema_url: String::new(),
-            })
-            .collect();
+            });
+        }
 
         Some(ExportProfilesServiceRequest { resource_profiles, dictionary: Some(self.dict.take()) })
     }
+}
+
+/// Sorts an off-CPU sample's events by time, each value staying with its
+/// timestamp.
+fn sort_events(sample: &mut pb::Sample) {
+    let mut events: Vec<(u64, i64)> =
+        sample.timestamps_unix_nano.iter().copied().zip(sample.values.iter().copied()).collect();
+    events.sort_unstable();
+    sample.timestamps_unix_nano = events.iter().map(|e| e.0).collect();
+    sample.values = events.iter().map(|e| e.1).collect();
 }
 
 /// The request as protobuf bytes.

@@ -48,6 +48,7 @@ fn trace_at(process: &Arc<ProcessInfo>, tid: u32, thread: &str, frames: &[Frame]
         cpu,
         timestamp_unix_ns: ts,
         frames: frames.to_vec(),
+        off_cpu_ns: None,
     }
 }
 
@@ -282,6 +283,51 @@ fn profile_starts_at_oldest_timestamp() {
     assert_eq!((prof.time_unix_nano, prof.duration_nano), (700, 1_300));
     assert_eq!(prof.samples[0].timestamps_unix_nano, vec![700, 1_500]);
     assert_eq!(agg.interval_start_unix_ns(), 2_000);
+}
+
+/// Off-CPU traces make a second profile of the process, first as the
+/// reference orders them (`off_cpu` before `samples`): sample type
+/// `off_cpu/nanoseconds`, no period, one value per timestamp (sorted
+/// together); the on-CPU profile is what it would be alone.
+#[test]
+fn off_cpu_traces_make_a_second_profile() {
+    let p = process(1, "/bin/a", None);
+    let f = frame(FrameKind::Kernel, 1, None, &[("schedule", None, 0)]);
+    let off =
+        |ts: u64, ns: u64| Trace { off_cpu_ns: Some(ns), ..trace_at(&p, 1, "a", std::slice::from_ref(&f), 0, ts) };
+    let mut agg =
+        OtlpAggregator::new(OtlpConfig { samples_per_second: 20, scope_version: "v".into(), profile_id_seed: 1 }, 100);
+    agg.add(&off(300, 7_000));
+    agg.add(&trace_at(&p, 1, "a", std::slice::from_ref(&f), 0, 150));
+    agg.add(&off(200, 5_000));
+    agg.add(&Trace { thread_name: "b".into(), ..off(250, 1) });
+    assert_eq!(agg.trace_count(), 4);
+    let req = agg.flush(1_000).unwrap();
+    let d = req.dictionary.as_ref().unwrap();
+    let s = |i: i32| d.string_table[i as usize].as_str();
+    let profiles = &req.resource_profiles[0].scope_profiles[0].profiles;
+    assert_eq!(profiles.len(), 2);
+    let (off_prof, on_prof) = (&profiles[0], &profiles[1]);
+    let st = off_prof.sample_type.unwrap();
+    assert_eq!((s(st.type_strindex), s(st.unit_strindex)), ("off_cpu", "nanoseconds"));
+    assert_eq!((off_prof.period_type, off_prof.period), (None, 0));
+    assert_eq!(off_prof.samples.len(), 2);
+    assert_eq!(off_prof.samples[0].values, vec![5_000, 7_000]);
+    assert_eq!(off_prof.samples[0].timestamps_unix_nano, vec![200, 300]);
+    assert_eq!(
+        (off_prof.samples[1].values.clone(), off_prof.samples[1].timestamps_unix_nano.clone()),
+        (vec![1], vec![250])
+    );
+    let st = on_prof.sample_type.unwrap();
+    assert_eq!((s(st.type_strindex), s(st.unit_strindex)), ("samples", "count"));
+    assert_eq!(on_prof.period, 50_000_000);
+    assert_eq!(on_prof.samples.len(), 1);
+    assert_eq!(
+        (on_prof.samples[0].values.clone(), on_prof.samples[0].timestamps_unix_nano.clone()),
+        (vec![1], vec![150])
+    );
+    assert_ne!(off_prof.profile_id, on_prof.profile_id);
+    assert_eq!((off_prof.time_unix_nano, on_prof.time_unix_nano), (100, 100));
 }
 
 #[test]
