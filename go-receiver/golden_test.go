@@ -87,7 +87,7 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 	pd, err := decodeProfiles(b)
 	require.NoError(t, err)
 
-	assert.Equal(t, 4, pd.SampleCount())
+	assert.Equal(t, 5, pd.SampleCount())
 	d := pd.Dictionary()
 	strs := d.StringTable()
 	require.Positive(t, strs.Len())
@@ -124,8 +124,22 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 	sp := rps.At(0).ScopeProfiles().At(0)
 	assert.Equal(t, "ebpf-profiler", sp.Scope().Name())
 	assert.Equal(t, "golden", sp.Scope().Version())
-	require.Equal(t, 1, sp.Profiles().Len())
-	prof := sp.Profiles().At(0)
+	require.Equal(t, 2, sp.Profiles().Len(), "off-CPU, then on-CPU")
+
+	// Off-CPU: one sample, a value (ns off the CPU) per timestamp.
+	offProf := sp.Profiles().At(0)
+	assert.Equal(t, "off_cpu", strs.At(int(offProf.SampleType().TypeStrindex())))
+	assert.Equal(t, "nanoseconds", strs.At(int(offProf.SampleType().UnitStrindex())))
+	assert.Equal(t, int64(0), offProf.Period())
+	require.Equal(t, 1, offProf.Samples().Len())
+	off := offProf.Samples().At(0)
+	assert.Equal(t, []int64{100_000_000, 50_000_000}, off.Values().AsRaw())
+	assert.Equal(t, []uint64{1_700_000_000_150_000_000, 1_700_000_000_450_000_000}, off.TimestampsUnixNano().AsRaw())
+	assert.Equal(t, "workload", attrsOf(d, off.AttributeIndices())["thread.name"].Str())
+	assert.False(t, offProf.ProfileID().IsEmpty())
+
+	prof := sp.Profiles().At(1)
+	assert.NotEqual(t, offProf.ProfileID(), prof.ProfileID())
 	assert.Equal(t, "samples", strs.At(int(prof.SampleType().TypeStrindex())))
 	assert.Equal(t, "count", strs.At(int(prof.SampleType().UnitStrindex())))
 	assert.Equal(t, "cpu", strs.At(int(prof.PeriodType().TypeStrindex())))

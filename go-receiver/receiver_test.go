@@ -101,7 +101,7 @@ func TestBatchesReachTheConsumer(t *testing.T) {
 	assert.Contains(t, *gotJSON, `"otlp_batches":true`)
 
 	require.Eventually(t, func() bool { return len(sink.AllProfiles()) == 2 }, 5*time.Second, 5*time.Millisecond)
-	assert.Equal(t, 8, sink.SampleCount())
+	assert.Equal(t, 10, sink.SampleCount(), "2 golden batches of 5 samples")
 	first := sink.AllProfiles()[0]
 	pid, ok := first.ResourceProfiles().At(0).Resource().Attributes().Get("process.pid")
 	require.True(t, ok)
@@ -197,7 +197,8 @@ func TestConsumerErrorIsCountedNotFatal(t *testing.T) {
 	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
 	require.Eventually(t, func() bool { return r.consumeErrors.Load() == 2 }, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, r.Shutdown(context.Background()))
-	assert.Equal(t, int64(8), sumMetric(t, tel, "otelcol_receiver_refused_profile_samples"))
+	// The golden payload holds 5 samples (4 on-CPU, 1 off-CPU).
+	assert.Equal(t, int64(10), sumMetric(t, tel, "otelcol_receiver_refused_profile_samples"))
 }
 
 // sumMetric is the value of a counter the receiver recorded.
@@ -226,7 +227,7 @@ func TestAcceptedSamplesAreCounted(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
 	require.NoError(t, r.Shutdown(context.Background()))
-	assert.Equal(t, int64(4), sumMetric(t, tel, "otelcol_receiver_accepted_profile_samples"))
+	assert.Equal(t, int64(5), sumMetric(t, tel, "otelcol_receiver_accepted_profile_samples"))
 }
 
 func TestStartErrorIsReturned(t *testing.T) {

@@ -446,6 +446,11 @@ pub(super) fn golden_request() -> ExportProfilesServiceRequest {
         agg.add(&trace_at(&workload, 1234, "workload", &sleep_stack, 0, at(n)));
     }
     agg.add(&trace_at(&workload, 1235, "worker", &stripped_stack, 1, at(5)));
+    // Off-CPU: the main thread switched out in the sleep at 450 ms (50 ms
+    // off the CPU) and at 150 ms (100 ms off).
+    for (ts, ns) in [(at(4) + 50_000_000, 50_000_000), (at(1) + 50_000_000, 100_000_000)] {
+        agg.add(&Trace { off_cpu_ns: Some(ns), ..trace_at(&workload, 1234, "workload", &sleep_stack, 0, ts) });
+    }
     for n in 6..10 {
         agg.add(&trace_at(&server, 4250, "server-worker", &go_stack, 3, at(n)));
     }
@@ -499,7 +504,14 @@ fn golden_request_content() {
             .collect()
     };
     assert_eq!(req.resource_profiles.len(), 2);
-    let samples = &req.resource_profiles[0].scope_profiles[0].profiles[0].samples;
+    let profiles = &req.resource_profiles[0].scope_profiles[0].profiles;
+    assert_eq!(profiles.len(), 2, "off-CPU then on-CPU");
+    assert_eq!(s(profiles[0].sample_type.unwrap().type_strindex), "off_cpu");
+    let off = &profiles[0].samples;
+    assert_eq!(off.len(), 1);
+    assert_eq!(off[0].values, vec![100_000_000, 50_000_000]);
+    assert_eq!(off[0].timestamps_unix_nano, vec![GOLDEN_START_NS + 150_000_000, GOLDEN_START_NS + 450_000_000]);
+    let samples = &profiles[1].samples;
     assert_eq!(samples.iter().map(|s| s.values[0]).collect::<Vec<_>>(), vec![3, 2, 1]);
     assert_eq!(
         names(samples[0].stack_index),
