@@ -19,15 +19,18 @@
 
 mod config;
 mod late_unwind;
+mod probabilistic;
 mod process_manager;
 mod sink;
 mod stats;
 mod trace_builder;
 
 pub use config::{
-    AgentConfig, ConfigError, MAX_BATCH_QUEUE_CAPACITY, MAX_PID, MAX_PIDS, MAX_REPORTER_INTERVAL_MS,
-    MAX_SAMPLES_PER_SECOND, MAX_UNUSED_TABLES_BUDGET_MIB, MIN_REPORTER_INTERVAL_MS,
+    AgentConfig, ConfigError, MAX_BATCH_QUEUE_CAPACITY, MAX_PID, MAX_PIDS, MAX_PROBABILISTIC_INTERVAL_MS,
+    MAX_REPORTER_INTERVAL_MS, MAX_SAMPLES_PER_SECOND, MAX_UNUSED_TABLES_BUDGET_MIB, MIN_PROBABILISTIC_INTERVAL_MS,
+    MIN_REPORTER_INTERVAL_MS, PROBABILISTIC_THRESHOLD_MAX,
 };
+pub use probabilistic::SamplingWindow;
 pub use profiler_bpf::{BpfError, UnwindStop};
 pub use sink::TraceSink;
 pub use stats::{Stats, UnwindStops};
@@ -113,6 +116,8 @@ struct Shared {
     python_symbolizer: Mutex<PythonSymbolizerStats>,
     /// Things found while running, each told once (Agent::notices).
     notices: Arc<Mutex<Vec<String>>>,
+    /// Probabilistic profiling's windows, newest last (bounded).
+    sampling_windows: Arc<Mutex<std::collections::VecDeque<SamplingWindow>>>,
 }
 
 struct Running {
@@ -122,6 +127,7 @@ struct Running {
     reporter: JoinHandle<()>,
     manager: JoinHandle<()>,
     events: JoinHandle<Result<(), BpfError>>,
+    probabilistic: Option<JoinHandle<()>>,
 }
 
 /// A running profiler.
@@ -216,6 +222,7 @@ impl Agent {
         };
         let registry = Arc::new(ProcessRegistry::new());
         let sampling_started;
+        let mut probabilistic = None;
         let python_builds = Arc::new(PythonRegistry::new());
         let (manager, events) = {
             let reader = Arc::new(sampler.process_event_reader()?);
@@ -223,6 +230,7 @@ impl Agent {
             let limits = ManagerLimits {
                 unused_files_budget: config.unused_tables_budget_mib << 20,
                 open_via_map_files: config.open_via_map_files,
+                include_env_vars: config.env_var_names(),
                 ..ManagerLimits::default()
             };
             let interpreters = process_manager::Interpreters::new(
@@ -250,6 +258,19 @@ impl Agent {
             };
             sampler.start_sampling()?;
             sampling_started = Instant::now();
+            if config.probabilistic_threshold < PROBABILISTIC_THRESHOLD_MAX {
+                probabilistic = Some(
+                    probabilistic::spawn(
+                        sampler.sampling_switch(),
+                        config.probabilistic_threshold,
+                        Duration::from_millis(config.probabilistic_interval_ms),
+                        stop.clone(),
+                        shared.sampling_windows.clone(),
+                        shared.notices.clone(),
+                    )
+                    .map_err(|source| StartError::Thread { name: "probabilistic", source })?,
+                );
+            }
             let load_delay = Duration::from_millis(config.process_load_delay_ms);
             let stop = stop.clone();
             let shared = shared.clone();
@@ -274,6 +295,7 @@ impl Agent {
             let late = LateUnwinder::new(sampler.map_tables()?);
             let mut builder = TraceBuilder::new(registry.clone(), kernel, native, python_builds);
             builder.set_open_via_map_files(config.open_via_map_files);
+            builder.set_include_env_vars(config.env_var_names());
             let interval = config.reporter_interval();
             std::thread::Builder::new()
                 .name("ep-reporter".into())
@@ -282,7 +304,7 @@ impl Agent {
         };
 
         Ok(Agent {
-            running: Mutex::new(Some(Running { sampler, stop, reader, reporter, manager, events })),
+            running: Mutex::new(Some(Running { sampler, stop, reader, reporter, manager, events, probabilistic })),
             final_counters: Mutex::new(Counters::default()),
             shared,
             batches,
@@ -309,6 +331,12 @@ impl Agent {
     /// past those it already showed.
     pub fn notices(&self) -> Vec<String> {
         lock(&self.shared.notices).clone()
+    }
+
+    /// Probabilistic profiling's windows so far, oldest first (the last
+    /// 1024); empty when it is off.
+    pub fn sampling_windows(&self) -> Vec<SamplingWindow> {
+        lock(&self.shared.sampling_windows).iter().copied().collect()
     }
 
     /// Waits up to `timeout` for the next OTLP batch (only when
@@ -432,6 +460,9 @@ impl Agent {
         let _ = running.reporter.join();
         let events_result = running.events.join().unwrap_or(Ok(()));
         let _ = running.manager.join();
+        if let Some(probabilistic) = running.probabilistic {
+            let _ = probabilistic.join();
+        }
         *lock(&self.final_counters) = running.sampler.counters().unwrap_or_default();
         read_result.and(events_result)
     }

@@ -7,6 +7,7 @@ use crate::perf::{online_cpus, open_cpu_clock};
 use crate::preflight::{check_kernel_features, check_privileges, has_task_pt_regs};
 use crate::reader::SampleReader;
 use crate::sample::STACK_COPY_MAX;
+use crate::sampling_switch::{dup_event, SamplingSwitch};
 use crate::skel::{OpenProfilerSkel, ProfilerSkel, ProfilerSkelBuilder};
 use crate::types::UnwindStop;
 use crate::unwind_maps::UnwindMaps;
@@ -14,6 +15,8 @@ use crate::BpfError;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, OpenObject};
 use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
 /// How to set up sampling.
 #[derive(Clone, Debug)]
@@ -136,6 +139,9 @@ pub struct Sampler {
     // Field order matters: links are dropped (detached) before the
     // skeleton (programs and maps).
     perf_links: Vec<Link>,
+    // Second descriptors of the perf events, for SamplingSwitch; dropped
+    // with the links.
+    perf_events: Arc<Vec<OwnedFd>>,
     exit_link: Option<Link>,
     exec_link: Option<Link>,
     skel: ProfilerSkel<'static>,
@@ -183,6 +189,7 @@ impl Sampler {
 
         Ok(Sampler {
             perf_links: Vec::new(),
+            perf_events: Arc::default(),
             exit_link: Some(exit_link),
             exec_link: Some(exec_link),
             skel,
@@ -214,8 +221,14 @@ impl Sampler {
         }
         let cpus = online_cpus()?;
         let mut links = Vec::with_capacity(cpus.len());
+        let mut events = Vec::with_capacity(cpus.len());
         for &cpu in &cpus {
             let fd = open_cpu_clock(cpu, self.frequency)?;
+            events.push(dup_event(fd).map_err(|source| {
+                // SAFETY: fd is ours and was not handed to a link yet.
+                unsafe { libc::close(fd) };
+                BpfError::PerfEvent { cpu, source }
+            })?);
             // libbpf's link takes ownership of the fd and closes it.
             let link = self.skel.progs.on_cpu_sample.attach_perf_event(fd).map_err(|e| {
                 // SAFETY: fd is ours and was not taken over (attach failed).
@@ -225,6 +238,7 @@ impl Sampler {
             links.push(link);
         }
         self.perf_links = links;
+        self.perf_events = Arc::new(events);
         self.cpus = cpus;
         Ok(())
     }
@@ -233,8 +247,15 @@ impl Sampler {
     /// The maps stay readable.
     pub fn detach(&mut self) {
         self.perf_links.clear();
+        self.perf_events = Arc::default();
         self.exit_link = None;
         self.exec_link = None;
+    }
+
+    /// A handle that pauses and resumes sampling on every CPU (after
+    /// [`Sampler::start_sampling`]; it does nothing once detached).
+    pub fn sampling_switch(&self) -> SamplingSwitch {
+        SamplingSwitch::new(&self.perf_events)
     }
 
     /// The CPUs being sampled.

@@ -79,6 +79,9 @@ fn run(args: &Args) -> Result<()> {
         reporter_interval_ms: args.reporter_interval.as_millis().try_into().unwrap_or(u64::MAX),
         pids: pids.clone(),
         symbolize_native: !args.no_symbolize,
+        probabilistic_threshold: args.probabilistic_threshold,
+        probabilistic_interval_ms: args.probabilistic_interval.as_millis().try_into().unwrap_or(u64::MAX),
+        include_env_vars: args.env_var_names(),
         ..AgentConfig::default()
     };
     let folded = Arc::new(Mutex::new(FoldedStacks::default()));
