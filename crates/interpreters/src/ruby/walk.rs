@@ -1,0 +1,226 @@
+//! A user-space walk of one Ruby thread's control frames, naming each:
+//! what the BPF unwinder will record (iseq and pc, or the method entry of
+//! a C function) and how user space will name it.
+
+use super::layout::{consts, RubyLayout};
+use super::lines::line_at;
+use super::objects::{at, flags_of, rarray_entry, read_bytes, read_pathobj, read_rstring, read_u32, read_u64};
+use crate::memory::ProcessMemory;
+use std::collections::HashMap;
+
+/// Most control frames walked on one thread.
+pub const MAX_FRAMES: usize = 4096;
+/// Largest VM stack accepted (`VALUE`s): Ruby's default is 1 MiB of them
+/// at most.
+const MAX_VM_STACK: u64 = 1 << 24;
+/// Most iseqs and method names kept by a [`RubySymbolizer`].
+pub const MAX_CACHED: usize = 16384;
+/// Largest writable segment scanned for the symbol table.
+const MAX_SCAN: u64 = 64 << 20;
+
+/// One frame, top first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RubyFrame {
+    /// Ruby code: the iseq's label (`c`, `block in b`, `<main>`), its
+    /// file, and the line at the frame's pc.
+    Ruby {
+        /// The label.
+        label: String,
+        /// The file, as given to Ruby.
+        file: String,
+        /// The line at the pc (0 if unknown).
+        line: u32,
+    },
+    /// A C function called as a method, named by the id it was called as
+    /// (`each`, `read`).
+    CFunc {
+        /// The method name.
+        name: String,
+    },
+}
+
+/// The execution context of the process's main thread:
+/// `ruby_current_vm_ptr->ractor.main_thread->ec` (3.0+). `vm_ptr` is the
+/// address of `ruby_current_vm_ptr` in the process.
+pub fn main_execution_context(memory: &dyn ProcessMemory, layout: &RubyLayout, vm_ptr: u64) -> Result<u64, String> {
+    let off = layout.vm_main_thread.ok_or_else(|| format!("Ruby {}: no main thread in rb_vm_t", layout.version))?;
+    let vm = read_u64(memory, vm_ptr).ok_or("ruby_current_vm_ptr unreadable")?;
+    if vm == 0 {
+        return Err("the VM is not created yet".into());
+    }
+    let thread = read_u64(memory, vm + u64::from(off)).filter(|&t| t != 0).ok_or("no main thread")?;
+    let back = read_u64(memory, at(thread, layout.thread_vm).ok_or("bad thread")?);
+    if back != Some(vm) {
+        return Err(format!("main thread {thread:#x} does not point back to the VM {vm:#x}"));
+    }
+    read_u64(memory, at(thread, layout.thread_ec).ok_or("bad thread")?)
+        .filter(|&e| e != 0)
+        .ok_or_else(|| "no execution context".into())
+}
+
+/// Names iseqs and method ids, with bounded caches.
+pub struct RubySymbolizer {
+    layout: RubyLayout,
+    /// The address of `ruby_global_symbols` in the process, if found.
+    symbols: Option<u64>,
+    iseqs: HashMap<u64, (String, String, u64)>,
+    ids: HashMap<u64, String>,
+    /// Entries dropped because a cache was full (it is then cleared).
+    pub evictions: u64,
+}
+
+impl RubySymbolizer {
+    /// A symbolizer for one process; `symbols` is where
+    /// `ruby_global_symbols` is (see [`find_global_symbols`]).
+    pub fn new(layout: RubyLayout, symbols: Option<u64>) -> RubySymbolizer {
+        RubySymbolizer { layout, symbols, iseqs: HashMap::new(), ids: HashMap::new(), evictions: 0 }
+    }
+
+    /// The layout in use.
+    pub fn layout(&self) -> &RubyLayout {
+        &self.layout
+    }
+
+    /// The frames of the thread whose execution context is at `ec`, from
+    /// its current frame to the bottom of its VM stack (Ruby's dummy
+    /// frames without an iseq are left out). Unreadable frames end the
+    /// walk with an error naming the frame.
+    pub fn walk(&mut self, memory: &dyn ProcessMemory, ec: u64) -> Result<Vec<RubyFrame>, String> {
+        let l = self.layout.clone();
+        let stack = read_u64(memory, ec + u64::from(l.ec_vm_stack)).ok_or("ec unreadable")?;
+        let words = read_u64(memory, ec + u64::from(l.ec_vm_stack_size)).ok_or("ec unreadable")?;
+        let mut cfp = read_u64(memory, ec + u64::from(l.ec_cfp)).ok_or("ec unreadable")?;
+        if words == 0 || words > MAX_VM_STACK {
+            return Err(format!("VM stack of {words} values"));
+        }
+        let end = stack.checked_add(words * 8).ok_or("VM stack wraps")?;
+        if cfp < stack || cfp >= end {
+            return Err(format!("cfp {cfp:#x} outside the VM stack {stack:#x}..{end:#x}"));
+        }
+        let mut frames = Vec::new();
+        let size = u64::from(l.cfp_size);
+        while cfp.checked_add(size).is_some_and(|e| e <= end) {
+            if frames.len() >= MAX_FRAMES {
+                return Err(format!("more than {MAX_FRAMES} frames"));
+            }
+            let raw =
+                read_bytes(memory, cfp, l.cfp_size as usize).ok_or_else(|| format!("frame {cfp:#x} unreadable"))?;
+            let word = |off: u32| u64::from_le_bytes(raw[off as usize..off as usize + 8].try_into().unwrap());
+            let (pc, iseq, ep) = (word(l.cfp_pc), word(l.cfp_iseq), word(l.cfp_ep));
+            if ep < stack.saturating_add(16) || ep >= end {
+                return Err(format!("frame {cfp:#x}: ep {ep:#x} outside the VM stack"));
+            }
+            let env_flags = read_u64(memory, ep).ok_or("ep unreadable")?;
+            if env_flags & consts::FRAME_MAGIC_MASK == consts::FRAME_MAGIC_CFUNC {
+                let me = read_u64(memory, ep.wrapping_add((consts::EP_ME_CREF * 8) as u64)).ok_or("ep unreadable")?;
+                let name = self.cfunc_name(memory, me).unwrap_or_else(|| "<cfunc>".into());
+                frames.push(RubyFrame::CFunc { name });
+            } else if iseq != 0 && env_flags & consts::FRAME_FLAG_CFRAME == 0 {
+                let (label, file, body) = self
+                    .iseq_names(memory, iseq)
+                    .ok_or_else(|| format!("frame {cfp:#x}: iseq {iseq:#x} unreadable"))?;
+                let line = line_at(memory, &l, body, pc).unwrap_or(0);
+                frames.push(RubyFrame::Ruby { label, file, line });
+            }
+            cfp += size;
+        }
+        Ok(frames)
+    }
+
+    /// `(label, file, body)` of the iseq at `iseq`, cached.
+    fn iseq_names(&mut self, memory: &dyn ProcessMemory, iseq: u64) -> Option<(String, String, u64)> {
+        if let Some(hit) = self.iseqs.get(&iseq) {
+            return Some(hit.clone());
+        }
+        let l = &self.layout;
+        let flags = flags_of(memory, iseq, consts::T_IMEMO)?;
+        if (flags >> consts::IMEMO_SHIFT) & 0xf != consts::IMEMO_ISEQ {
+            return None;
+        }
+        let body = read_u64(memory, at(iseq, l.iseq_body)?)?;
+        let label = read_rstring(memory, l, read_u64(memory, at(body, l.body_label)?)?)?;
+        let file = read_pathobj(memory, l, read_u64(memory, at(body, l.body_pathobj)?)?)?;
+        let entry = (label, file, body);
+        if self.iseqs.len() >= MAX_CACHED {
+            self.evictions += self.iseqs.len() as u64;
+            self.iseqs.clear();
+        }
+        self.iseqs.insert(iseq, entry.clone());
+        Some(entry)
+    }
+
+    /// The name a C function was called by, from its method entry.
+    fn cfunc_name(&mut self, memory: &dyn ProcessMemory, me: u64) -> Option<String> {
+        let flags = flags_of(memory, me, consts::T_IMEMO)?;
+        if (flags >> consts::IMEMO_SHIFT) & 0xf != consts::IMEMO_MENT {
+            return None;
+        }
+        let id = read_u64(memory, at(me, self.layout.me_called_id)?)?;
+        self.id_name(memory, id)
+    }
+
+    /// The name of the `ID` `id`, from the global symbol table, cached.
+    pub fn id_name(&mut self, memory: &dyn ProcessMemory, id: u64) -> Option<String> {
+        if let Some(hit) = self.ids.get(&id) {
+            return Some(hit.clone());
+        }
+        let name = id_name(memory, &self.layout, self.symbols?, id)?;
+        if self.ids.len() >= MAX_CACHED {
+            self.evictions += self.ids.len() as u64;
+            self.ids.clear();
+        }
+        self.ids.insert(id, name.clone());
+        Some(name)
+    }
+}
+
+/// The name of `id` in the symbol table at `symbols`.
+fn id_name(memory: &dyn ProcessMemory, l: &RubyLayout, symbols: u64, id: u64) -> Option<String> {
+    let serial = if id > l.last_op_id { id >> consts::ID_SCOPE_SHIFT } else { id };
+    let last = read_u32(memory, at(symbols, l.symbols_last_id)?)?;
+    if serial == 0 || serial > u64::from(last) {
+        return None;
+    }
+    let ids = read_u64(memory, at(symbols, l.symbols_ids)?)?;
+    let unit = rarray_entry(memory, l, ids, serial / consts::ID_ENTRY_UNIT)?;
+    let string = rarray_entry(memory, l, unit, (serial % consts::ID_ENTRY_UNIT) * consts::ID_ENTRY_SIZE)?;
+    read_rstring(memory, l, string)
+}
+
+/// Finds `ruby_global_symbols` in the process when the file does not
+/// name it (Debian strips `.symtab`, and it is not exported): the
+/// word-aligned place in the writable segment `[start, start + len)`
+/// whose `ids` table names the operator ids `+` and `-` as "+" and "-"
+/// (Ruby registers every one-character operator at start-up). Done once
+/// per build: the result is a fixed offset in the file.
+pub fn find_global_symbols(memory: &dyn ProcessMemory, l: &RubyLayout, start: u64, len: u64) -> Option<u64> {
+    if len > MAX_SCAN {
+        return None;
+    }
+    const CHUNK: u64 = 1 << 16;
+    let mut off = 0u64;
+    while off < len {
+        let n = CHUNK.min(len - off) as usize;
+        let chunk =
+            read_bytes(memory, start.checked_add(off)?, n + 32).or_else(|| read_bytes(memory, start + off, n))?;
+        let word = |i: usize| chunk.get(i..i + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+        for i in (0..n).step_by(8) {
+            let (Some(last), Some(ids)) = (word(i + l.symbols_last_id as usize), word(i + l.symbols_ids as usize))
+            else {
+                continue;
+            };
+            // `last_id` is a 32-bit serial padded to 8 bytes.
+            if last >> 32 != 0 || last < l.last_op_id || !super::objects::is_heap_object(ids) {
+                continue;
+            }
+            let at = start + off + i as u64;
+            if id_name(memory, l, at, u64::from(b'+')).as_deref() == Some("+")
+                && id_name(memory, l, at, u64::from(b'-')).as_deref() == Some("-")
+            {
+                return Some(at);
+            }
+        }
+        off += CHUNK;
+    }
+    None
+}
