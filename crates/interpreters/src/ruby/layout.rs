@@ -186,6 +186,8 @@ pub mod consts {
     pub const FRAME_MAGIC_MASK: u64 = 0x7fff_0001;
     /// `VM_FRAME_MAGIC_CFUNC`.
     pub const FRAME_MAGIC_CFUNC: u64 = 0x5555_0001;
+    /// `VM_FRAME_MAGIC_DUMMY`: a frame that runs no code.
+    pub const FRAME_MAGIC_DUMMY: u64 = 0x7999_0001;
     /// `VM_FRAME_FLAG_CFRAME`: not a Ruby (iseq) frame.
     pub const FRAME_FLAG_CFRAME: u64 = 0x80;
     /// `VM_ENV_DATA_INDEX_ME_CREF`: `ep[-2]` holds the method entry.

@@ -83,7 +83,7 @@ impl RubySymbolizer {
 
     /// The frames of the thread whose execution context is at `ec`, from
     /// its current frame to the bottom of its VM stack (Ruby's dummy
-    /// frames without an iseq are left out). Unreadable frames end the
+    /// frames, and iseq frames with no pc yet, are left out). Unreadable frames end the
     /// walk with an error naming the frame.
     pub fn walk(&mut self, memory: &dyn ProcessMemory, ec: u64) -> Result<Vec<RubyFrame>, String> {
         let l = self.layout.clone();
@@ -107,15 +107,24 @@ impl RubySymbolizer {
                 read_bytes(memory, cfp, l.cfp_size as usize).ok_or_else(|| format!("frame {cfp:#x} unreadable"))?;
             let word = |off: u32| u64::from_le_bytes(raw[off as usize..off as usize + 8].try_into().unwrap());
             let (pc, iseq, ep) = (word(l.cfp_pc), word(l.cfp_iseq), word(l.cfp_ep));
-            if ep < stack.saturating_add(16) || ep >= end {
-                return Err(format!("frame {cfp:#x}: ep {ep:#x} outside the VM stack"));
+            // `ep` is on the VM stack, or on the heap once a closure
+            // captured the environment: only its alignment is checked.
+            if ep < 16 || ep & 7 != 0 {
+                return Err(format!("frame {cfp:#x}: bad ep {ep:#x}"));
             }
             let env_flags = read_u64(memory, ep).ok_or("ep unreadable")?;
             if env_flags & consts::FRAME_MAGIC_MASK == consts::FRAME_MAGIC_CFUNC {
                 let me = read_u64(memory, ep.wrapping_add((consts::EP_ME_CREF * 8) as u64)).ok_or("ep unreadable")?;
                 let name = self.cfunc_name(memory, me).unwrap_or_else(|| "<cfunc>".into());
                 frames.push(RubyFrame::CFunc { name });
-            } else if iseq != 0 && env_flags & consts::FRAME_FLAG_CFRAME == 0 {
+            } else if iseq != 0
+                && pc != 0
+                && env_flags & consts::FRAME_FLAG_CFRAME == 0
+                && env_flags & consts::FRAME_MAGIC_MASK != consts::FRAME_MAGIC_DUMMY
+            {
+                // (Dummy frames, such as the VM's own top-level frame
+                // under `<main>`, and frames with no pc yet run no code;
+                // Ruby's backtraces skip them too.)
                 let (label, file, body) = self
                     .iseq_names(memory, iseq)
                     .ok_or_else(|| format!("frame {cfp:#x}: iseq {iseq:#x} unreadable"))?;
