@@ -3,8 +3,9 @@
 //! its main thread blocks reading a pipe, stops it (SIGSTOP), finds
 //! `libruby` (or a static `ruby`) in its maps ([`detect`]), finds the
 //! main thread's execution context from `ruby_current_vm_ptr`, walks its
-//! control frames and asserts the exact chain of names and lines down to
-//! `<main>`, C functions (`Array#each`, `IO#read`) included.
+//! control frames and asserts the exact chain of names (`Class#method`)
+//! and lines down to `<main>`, C functions (`Integer#times`, `Array#each`,
+//! `IO#read`) included.
 //!
 //! `ruby` is required under CI=true (`scripts/install-deps.sh`).
 
@@ -138,12 +139,14 @@ fn walks_the_main_thread_of_a_live_ruby() {
         |label: &str, line: &str| RubyFrame::Ruby { label: label.into(), file: file.clone(), line: marked_line(line) };
     let cfunc = |name: &str| RubyFrame::CFunc { name: name.into() };
     let want = vec![
-        cfunc("read"),
-        ruby("c", "c"),
-        ruby("block in b", "block"),
-        cfunc("each"),
-        ruby("b", "b"),
-        ruby("a", "a"),
+        cfunc("IO#read"),
+        ruby("Chain::Worker#c", "c"),
+        ruby("block in b", "block_b"),
+        cfunc("Array#each"),
+        ruby("Chain::Worker#b", "b"),
+        ruby("block in a", "block_a"),
+        cfunc("Integer#times"),
+        ruby("Object#a", "a"),
         ruby("<main>", "main"),
     ];
     assert_eq!(frames, want);

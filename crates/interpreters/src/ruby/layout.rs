@@ -73,6 +73,25 @@ pub enum EmbedLen {
     Field(u32),
 }
 
+/// Where a class keeps its name (`Foo::Bar`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassPathAt {
+    /// Not known for this release: frames keep their plain labels.
+    Unknown,
+    /// In the hidden ivar `__classpath__` of the class's ivar table
+    /// (an `st_table` keyed by id): `RClass.ptr` at `ext`, then
+    /// `rb_classext_t.iv_tbl` at `iv_tbl` (2.7-3.1).
+    IvarTable {
+        /// `RClass.ptr` (the `rb_classext_t`).
+        ext: u32,
+        /// `rb_classext_t.iv_tbl`.
+        iv_tbl: u32,
+    },
+    /// A `VALUE` at this offset in the class object (3.3+: the
+    /// classext is embedded in the slot, `classpath` is a field).
+    Field(u32),
+}
+
 /// Offsets (bytes) and constants of one Ruby minor release.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RubyLayout {
@@ -155,6 +174,11 @@ pub struct RubyLayout {
     pub me_called_id: u32,
     /// `rb_method_entry_t.owner`.
     pub me_owner: u32,
+    /// `FL_SINGLETON` in a class's flags: the singleton class of one
+    /// object (its methods are named `Foo.bar`, not `Foo#bar`).
+    pub fl_singleton: u64,
+    /// Where a class's name is.
+    pub class_path: ClassPathAt,
     /// `rb_symbols_t.last_id` (a 32-bit serial).
     pub symbols_last_id: u32,
     /// `rb_symbols_t.ids`: an array of arrays of `ID_ENTRY_UNIT`
@@ -250,6 +274,15 @@ impl RubyLayout {
         } else {
             168
         };
+        // 3.2 moved class ivars to shapes (not read here); 3.3 added a
+        // `classpath` field to the embedded classext.
+        let class_path = if v.at_least(3, 3) {
+            ClassPathAt::Field(32 + 120)
+        } else if v.at_least(3, 2) {
+            ClassPathAt::Unknown
+        } else {
+            ClassPathAt::IvarTable { ext: 24, iv_tbl: 8 }
+        };
         Ok(RubyLayout {
             version,
             vm_main_thread,
@@ -288,6 +321,9 @@ impl RubyLayout {
             me_def: 16,
             me_called_id: 24,
             me_owner: 32,
+            // FL_USER0 (FL_USER1 from 3.4).
+            fl_singleton: if v.at_least(3, 4) { 1 << 13 } else { 1 << 12 },
+            class_path,
             symbols_last_id: 0,
             symbols_ids: 16,
             last_op_id,

@@ -10,12 +10,13 @@
 //! layout. Versions outside [`MIN_RUBY`]..=[`MAX_RUBY`] are
 //! [`Detection::Unsupported`]: a notice for the agent, frames stay native.
 
+mod classes;
 mod layout;
 mod lines;
 mod objects;
 mod walk;
 
-pub use layout::{consts, EmbedLen, RubyLayout, RubyVersion, MAX_RUBY, MIN_RUBY};
+pub use layout::{consts, ClassPathAt, EmbedLen, RubyLayout, RubyVersion, MAX_RUBY, MIN_RUBY};
 pub use walk::{find_global_symbols, main_execution_context, RubyFrame, RubySymbolizer, MAX_CACHED, MAX_FRAMES};
 
 use profiler_elf::ElfFile;

@@ -2,6 +2,7 @@
 //! what the BPF unwinder will record (iseq and pc, or the method entry of
 //! a C function) and how user space will name it.
 
+use super::classes::class_path;
 use super::layout::{consts, RubyLayout};
 use super::lines::line_at;
 use super::objects::{at, flags_of, rarray_entry, read_bytes, read_pathobj, read_rstring, read_u32, read_u64};
@@ -15,24 +16,31 @@ pub const MAX_FRAMES: usize = 4096;
 const MAX_VM_STACK: u64 = 1 << 24;
 /// Most iseqs and method names kept by a [`RubySymbolizer`].
 pub const MAX_CACHED: usize = 16384;
+/// Most environments followed from a block's to its method's.
+const MAX_EP_HOPS: usize = 256;
+/// `VM_ENV_FLAG_LOCAL`: the method-level environment.
+const ENV_FLAG_LOCAL: u64 = 0x2;
+/// `ISEQ_TYPE_METHOD`.
+const ISEQ_TYPE_METHOD: u32 = 1;
 /// Largest writable segment scanned for the symbol table.
 const MAX_SCAN: u64 = 64 << 20;
 
 /// One frame, top first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RubyFrame {
-    /// Ruby code: the iseq's label (`c`, `block in b`, `<main>`), its
-    /// file, and the line at the frame's pc.
+    /// Ruby code: `Class#method` for a method whose class has a name,
+    /// else the iseq's label (`block in b`, `<main>`); its file, and the
+    /// line at the frame's pc.
     Ruby {
-        /// The label.
+        /// The name.
         label: String,
         /// The file, as given to Ruby.
         file: String,
         /// The line at the pc (0 if unknown).
         line: u32,
     },
-    /// A C function called as a method, named by the id it was called as
-    /// (`each`, `read`).
+    /// A C function called as a method, named `Class#id` by the id it
+    /// was called as (`Array#each`), or the id alone.
     CFunc {
         /// The method name.
         name: String,
@@ -65,6 +73,7 @@ pub struct RubySymbolizer {
     symbols: Option<u64>,
     iseqs: HashMap<u64, (String, String, u64)>,
     ids: HashMap<u64, String>,
+    classes: HashMap<u64, Option<String>>,
     /// Entries dropped because a cache was full (it is then cleared).
     pub evictions: u64,
 }
@@ -73,7 +82,14 @@ impl RubySymbolizer {
     /// A symbolizer for one process; `symbols` is where
     /// `ruby_global_symbols` is (see [`find_global_symbols`]).
     pub fn new(layout: RubyLayout, symbols: Option<u64>) -> RubySymbolizer {
-        RubySymbolizer { layout, symbols, iseqs: HashMap::new(), ids: HashMap::new(), evictions: 0 }
+        RubySymbolizer {
+            layout,
+            symbols,
+            iseqs: HashMap::new(),
+            ids: HashMap::new(),
+            classes: HashMap::new(),
+            evictions: 0,
+        }
     }
 
     /// The layout in use.
@@ -129,6 +145,10 @@ impl RubySymbolizer {
                     .iseq_names(memory, iseq)
                     .ok_or_else(|| format!("frame {cfp:#x}: iseq {iseq:#x} unreadable"))?;
                 let line = line_at(memory, &l, body, pc).unwrap_or(0);
+                let label = match self.method_class(memory, body, ep) {
+                    Some(class) => format!("{class}#{label}"),
+                    None => label,
+                };
                 frames.push(RubyFrame::Ruby { label, file, line });
             }
             cfp += size;
@@ -165,7 +185,50 @@ impl RubySymbolizer {
             return None;
         }
         let id = read_u64(memory, at(me, self.layout.me_called_id)?)?;
-        self.id_name(memory, id)
+        let name = self.id_name(memory, id)?;
+        Some(match self.owner_name(memory, me) {
+            Some(class) => format!("{class}#{name}"),
+            None => name,
+        })
+    }
+
+    /// The name of the class owning the method entry `me`, cached.
+    fn owner_name(&mut self, memory: &dyn ProcessMemory, me: u64) -> Option<String> {
+        let owner = read_u64(memory, at(me, self.layout.me_owner)?)?;
+        if let Some(hit) = self.classes.get(&owner) {
+            return hit.clone();
+        }
+        let layout = self.layout.clone();
+        let name = class_path(memory, &layout, owner, &mut |id| self.id_name(memory, id));
+        if self.classes.len() >= MAX_CACHED {
+            self.evictions += self.classes.len() as u64;
+            self.classes.clear();
+        }
+        self.classes.insert(owner, name.clone());
+        name
+    }
+
+    /// The class of a method iseq's frame, from the method entry in its
+    /// environment (`ep[-2]`); None for blocks, class bodies, `<main>`.
+    fn method_class(&mut self, memory: &dyn ProcessMemory, body: u64, ep: u64) -> Option<String> {
+        if read_u32(memory, at(body, self.layout.body_type)?)? != ISEQ_TYPE_METHOD {
+            return None;
+        }
+        let mut ep = ep;
+        for _ in 0..MAX_EP_HOPS {
+            let flags = read_u64(memory, ep)?;
+            if flags & ENV_FLAG_LOCAL != 0 {
+                let me = read_u64(memory, ep.wrapping_add((consts::EP_ME_CREF * 8) as u64))?;
+                let me_flags = flags_of(memory, me, consts::T_IMEMO)?;
+                if (me_flags >> consts::IMEMO_SHIFT) & 0xf != consts::IMEMO_MENT {
+                    return None;
+                }
+                return self.owner_name(memory, me);
+            }
+            // `ep[-1]` is the outer environment, tagged in its low bits.
+            ep = read_u64(memory, ep.wrapping_sub(8))? & !3;
+        }
+        None
     }
 
     /// The name of the `ID` `id`, from the global symbol table, cached.
