@@ -296,3 +296,129 @@ pub fn find_global_symbols(memory: &dyn ProcessMemory, l: &RubyLayout, start: u6
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ruby::objects::fake::FakeMemory;
+    use crate::ruby::RubyVersion;
+
+    const EC: u64 = 0x1000;
+    const STACK: u64 = 0x10000;
+    const SYMBOLS: u64 = 0x30000;
+
+    fn heap_string(m: &mut FakeMemory, at: u64, text: &str) {
+        m.words(at, &[consts::T_STRING | consts::FL_USER1, 0, text.len() as u64, at + 32]);
+        m.add(at + 32, text.as_bytes().to_vec());
+    }
+
+    fn heap_array(m: &mut FakeMemory, at: u64, elements: &[u64]) {
+        m.words(at, &[consts::T_ARRAY, 0, elements.len() as u64, 0, at + 40]);
+        m.words(at + 40, elements);
+    }
+
+    /// A 3.1 process: a cfunc frame (`sleep`, no class) over a `<main>`
+    /// frame at line 42 of `main.rb`, then the dummy frame Ruby starts
+    /// with.
+    fn process(cfp_index: u64, stack_words: u64) -> FakeMemory {
+        let mut m = FakeMemory::default();
+        m.words(EC, &[STACK, stack_words, STACK + 64 * 8 - (3 - cfp_index) * 64]);
+        let mut stack = vec![0u64; 64];
+        // Environments: cfunc at word 8 (me at 6), main at 16, dummy at 24.
+        stack[8] = consts::FRAME_MAGIC_CFUNC | 0x82;
+        stack[6] = 0x20000;
+        stack[16] = 0x4444_0003;
+        stack[24] = consts::FRAME_MAGIC_DUMMY | 0x2;
+        // Frames (8 words each) at words 40, 48, 56.
+        let frames = [(0, 0, 8), (0x50000 + 8 * 2, 0x40000, 16), (0x1234, 0x40000, 24)];
+        for (i, (pc, iseq, ep)) in frames.into_iter().enumerate() {
+            let f = 40 + i * 8;
+            stack[f] = pc;
+            stack[f + 2] = iseq;
+            stack[f + 4] = STACK + ep * 8;
+        }
+        m.words(STACK, &stack);
+        // The method entry of `sleep`: id serial 100, no owner.
+        m.words(0x20000, &[consts::T_IMEMO | (consts::IMEMO_MENT << 12), 0, 0, 100 << 4, 0]);
+        // The symbol table: one unit whose entry 100 is "sleep".
+        m.words(SYMBOLS, &[1000, 0, 0x31000, 0]);
+        heap_array(&mut m, 0x31000, &[0x32000]);
+        let mut unit = vec![0u64; 1024];
+        unit[200] = 0x35000;
+        heap_array(&mut m, 0x32000, &unit);
+        heap_string(&mut m, 0x35000, "sleep");
+        // The iseq of `<main>`: type 0, one line entry (42).
+        m.words(0x40000, &[consts::T_IMEMO | (consts::IMEMO_ISEQ << 12), 0, 0x41000]);
+        let mut body = vec![0u64; 20];
+        body[0] = 10 << 32;
+        body[1] = 0x50000;
+        body[8] = 0x42000; // pathobj
+        body[10] = 0x43000; // label
+        body[15] = 0x44000; // insns_info.body
+        body[17] = 1; // one entry
+        m.words(0x41000, &body);
+        heap_string(&mut m, 0x42000, "main.rb");
+        heap_string(&mut m, 0x43000, "<main>");
+        m.add(0x44000, [42u32.to_le_bytes(), [0; 4], [0; 4]].concat());
+        m
+    }
+
+    fn symbolizer() -> RubySymbolizer {
+        RubySymbolizer::new(RubyLayout::for_version(RubyVersion::new(3, 1, 7)).unwrap(), Some(SYMBOLS))
+    }
+
+    #[test]
+    fn walks_cfunc_and_iseq_frames_and_skips_dummies() {
+        let m = process(0, 64);
+        let frames = symbolizer().walk(&m, EC).unwrap();
+        assert_eq!(
+            frames,
+            vec![
+                RubyFrame::CFunc { name: "sleep".into() },
+                RubyFrame::Ruby { label: "<main>".into(), file: "main.rb".into(), line: 42 },
+            ]
+        );
+        // From the second frame: only `<main>`.
+        let frames = symbolizer().walk(&process(1, 64), EC).unwrap();
+        assert_eq!(frames.len(), 1);
+    }
+
+    #[test]
+    fn bad_stacks_are_errors() {
+        let err = symbolizer().walk(&process(0, MAX_VM_STACK + 1), EC).unwrap_err();
+        assert!(err.contains("VM stack of"), "{err}");
+        // cfp above the stack's end.
+        let err = symbolizer().walk(&process(3, 64), EC).unwrap_err();
+        assert!(err.contains("outside the VM stack"), "{err}");
+        // A frame whose iseq is not an iseq.
+        let mut m = process(0, 64);
+        m.regions.retain(|(start, _)| *start != 0x40000);
+        m.words(0x40000, &[consts::T_STRING, 0, 0x41000]);
+        let err = symbolizer().walk(&m, EC).unwrap_err();
+        assert!(err.contains("iseq 0x40000 unreadable"), "{err}");
+    }
+
+    #[test]
+    fn ids_are_bounded_by_the_table() {
+        let m = process(0, 64);
+        let mut s = symbolizer();
+        assert_eq!(s.id_name(&m, 100 << 4).as_deref(), Some("sleep"));
+        assert_eq!(s.id_name(&m, 2000 << 4), None, "past last_id");
+        assert_eq!(s.id_name(&m, 101 << 4), None, "an empty entry");
+        let none = RubySymbolizer::new(s.layout().clone(), None).id_name(&m, 100 << 4);
+        assert_eq!(none, None, "no symbol table");
+        // The table is found by its operator entries.
+        let mut m = process(0, 64);
+        let mut unit = vec![0u64; 1024];
+        unit[(b'+' as usize) * 2] = 0x36000;
+        unit[(b'-' as usize) * 2] = 0x37000;
+        m.regions.retain(|(start, _)| *start != 0x32000 && *start != 0x32000 + 40);
+        heap_array(&mut m, 0x32000, &unit);
+        heap_string(&mut m, 0x36000, "+");
+        heap_string(&mut m, 0x37000, "-");
+        m.add(0x2f000, vec![0; 0x1000]);
+        assert_eq!(find_global_symbols(&m, s.layout(), 0x2f000, 0x1000), None, "zeros");
+        assert_eq!(find_global_symbols(&m, s.layout(), SYMBOLS, 32), Some(SYMBOLS));
+        assert_eq!(find_global_symbols(&m, s.layout(), SYMBOLS, MAX_SCAN + 1), None, "too large to scan");
+    }
+}
