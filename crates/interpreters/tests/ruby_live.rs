@@ -155,3 +155,32 @@ fn walks_the_main_thread_of_a_live_ruby() {
     assert_eq!(symbolizer.walk(&memory, ec).unwrap(), want);
     assert_eq!(symbolizer.evictions, 0);
 }
+
+/// The file holding the system Ruby's interpreter: the libruby that
+/// `ruby` maps, or `ruby` itself when it is static.
+fn system_libruby() -> Option<String> {
+    let script = "m = File.readlines('/proc/self/maps').map { |l| l.split[5] }.compact; \
+                  print(m.find { |p| p.include?('libruby') } || File.realpath('/proc/self/exe'))";
+    match Command::new("ruby").args(["-e", script]).output() {
+        Ok(o) if o.status.success() => Some(String::from_utf8(o.stdout).unwrap()),
+        other => {
+            assert!(!in_ci(), "ruby is required under CI=true ({other:?})");
+            eprintln!("SKIPPED: no ruby");
+            None
+        }
+    }
+}
+
+#[test]
+fn detects_the_system_libruby_from_the_file() {
+    let Some(path) = system_libruby() else { return };
+    let version = Command::new("ruby").args(["-e", "print RUBY_VERSION"]).output().unwrap().stdout;
+    let version = String::from_utf8(version).unwrap();
+    let elf = ElfFile::open(&path).unwrap();
+    let Detection::Ruby(build) = detect(&elf, &path) else { panic!("{path}: {:?}", detect(&elf, &path)) };
+    assert_eq!(build.version.to_string(), version);
+    assert_eq!(build.layout.version, build.version);
+    assert!(build.vm_ptr_vaddr.is_some());
+    let (vaddr, len) = build.data_segment.unwrap();
+    assert!(vaddr > 0 && len > 0);
+}

@@ -17,7 +17,10 @@ mod objects;
 mod walk;
 
 pub use layout::{consts, ClassPathAt, EmbedLen, RubyLayout, RubyVersion, MAX_RUBY, MIN_RUBY};
-pub use walk::{find_global_symbols, main_execution_context, RubyFrame, RubySymbolizer, MAX_CACHED, MAX_FRAMES};
+pub use walk::{
+    current_execution_context, find_global_symbols, main_execution_context, RubyFrame, RubySymbolizer, MAX_CACHED,
+    MAX_FRAMES,
+};
 
 use profiler_elf::ElfFile;
 
@@ -73,6 +76,17 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
     let Some(version) = text.as_deref().and_then(RubyVersion::parse) else {
         return Detection::Unsupported(format!("{path}: unreadable ruby_version {text:?}"));
     };
+    // `ruby_api_version` is `{major, minor, 0}` as three ints: a file
+    // whose two version symbols disagree is not trusted.
+    if let Some(api) = elf.symbol_address("ruby_api_version").and_then(|v| elf.bytes_at_vaddr(v, 8)) {
+        let major = u32::from_le_bytes([api[0], api[1], api[2], api[3]]);
+        let minor = u32::from_le_bytes([api[4], api[5], api[6], api[7]]);
+        if (major, minor) != (u32::from(version.major), u32::from(version.minor)) {
+            return Detection::Unsupported(format!(
+                "{path}: ruby_version {version} but ruby_api_version {major}.{minor}"
+            ));
+        }
+    }
     let layout = match RubyLayout::for_version(version) {
         Ok(l) => l,
         Err(why) => return Detection::Unsupported(format!("{path}: {why}")),

@@ -66,6 +66,13 @@ pub fn main_execution_context(memory: &dyn ProcessMemory, layout: &RubyLayout, v
         .ok_or_else(|| "no execution context".into())
 }
 
+/// The current execution context before 3.0: the value of
+/// `ruby_current_execution_context_ptr` (at `ec_ptr` in the process),
+/// the thread that last held the GVL.
+pub fn current_execution_context(memory: &dyn ProcessMemory, ec_ptr: u64) -> Result<u64, String> {
+    read_u64(memory, ec_ptr).filter(|&e| e != 0).ok_or_else(|| "no current execution context".into())
+}
+
 /// Names iseqs and method ids, with bounded caches.
 pub struct RubySymbolizer {
     layout: RubyLayout,
