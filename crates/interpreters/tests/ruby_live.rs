@@ -141,10 +141,10 @@ fn walks_the_main_thread_of_a_live_ruby() {
     let want = vec![
         cfunc("IO#read"),
         ruby("Chain::Worker#c", "c"),
-        ruby("block in b", "block_b"),
+        ruby("block in Chain::Worker#b", "block_b"),
         cfunc("Array#each"),
         ruby("Chain::Worker#b", "b"),
-        ruby("block in a", "block_a"),
+        ruby("block in Object#a", "block_a"),
         cfunc("Integer#times"),
         ruby("Object#a", "a"),
         ruby("<main>", "main"),

@@ -22,15 +22,17 @@ const MAX_EP_HOPS: usize = 256;
 const ENV_FLAG_LOCAL: u64 = 0x2;
 /// `ISEQ_TYPE_METHOD`.
 const ISEQ_TYPE_METHOD: u32 = 1;
+/// `ISEQ_TYPE_BLOCK`.
+const ISEQ_TYPE_BLOCK: u32 = 2;
 /// Largest writable segment scanned for the symbol table.
 const MAX_SCAN: u64 = 64 << 20;
 
 /// One frame, top first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RubyFrame {
-    /// Ruby code: `Class#method` for a method whose class has a name,
-    /// else the iseq's label (`block in b`, `<main>`); its file, and the
-    /// line at the frame's pc.
+    /// Ruby code: `Class#method` or `block in Class#method` when the
+    /// method's class has a name, else the iseq's label (`<main>`,
+    /// `<class:Foo>`); its file, and the line at the frame's pc.
     Ruby {
         /// The name.
         label: String,
@@ -152,10 +154,7 @@ impl RubySymbolizer {
                     .iseq_names(memory, iseq)
                     .ok_or_else(|| format!("frame {cfp:#x}: iseq {iseq:#x} unreadable"))?;
                 let line = line_at(memory, &l, body, pc).unwrap_or(0);
-                let label = match self.method_class(memory, body, ep) {
-                    Some(class) => format!("{class}#{label}"),
-                    None => label,
-                };
+                let label = self.qualified(memory, body, ep, label);
                 frames.push(RubyFrame::Ruby { label, file, line });
             }
             cfp += size;
@@ -215,12 +214,29 @@ impl RubySymbolizer {
         name
     }
 
-    /// The class of a method iseq's frame, from the method entry in its
-    /// environment (`ep[-2]`); None for blocks, class bodies, `<main>`.
-    fn method_class(&mut self, memory: &dyn ProcessMemory, body: u64, ep: u64) -> Option<String> {
-        if read_u32(memory, at(body, self.layout.body_type)?)? != ISEQ_TYPE_METHOD {
-            return None;
+    /// `label` with the class of the method it belongs to, as Ruby 3.4
+    /// prints it for every version: `Class#m`, `block in Class#m`;
+    /// unchanged for class bodies, `<main>` and unnamed classes.
+    fn qualified(&mut self, memory: &dyn ProcessMemory, body: u64, ep: u64, label: String) -> String {
+        let kind = read_u32(memory, body.wrapping_add(u64::from(self.layout.body_type)));
+        if kind != Some(ISEQ_TYPE_METHOD) && kind != Some(ISEQ_TYPE_BLOCK) {
+            return label;
         }
+        let Some(class) = self.method_class(memory, ep) else { return label };
+        if kind == Some(ISEQ_TYPE_METHOD) {
+            return format!("{class}#{label}");
+        }
+        // "block in m", "block (2 levels) in m".
+        match label.rsplit_once(" in ") {
+            Some((head, method)) => format!("{head} in {class}#{method}"),
+            None => label,
+        }
+    }
+
+    /// The class owning the method whose frame (or block within it) has
+    /// the environment `ep`: the method entry at `ep[-2]` of the
+    /// method-level environment.
+    fn method_class(&mut self, memory: &dyn ProcessMemory, ep: u64) -> Option<String> {
         let mut ep = ep;
         for _ in 0..MAX_EP_HOPS {
             let flags = read_u64(memory, ep)?;
