@@ -56,9 +56,9 @@ fn ivar(
     if table == 0 {
         return None;
     }
-    let start = read_u64(memory, table + ST_START)?;
-    let bound = read_u64(memory, table + ST_START + 8)?;
-    let entries = read_u64(memory, table + ST_START + 16)?;
+    let start = read_u64(memory, table.wrapping_add(ST_START))?;
+    let bound = read_u64(memory, table.wrapping_add(ST_START + 8))?;
+    let entries = read_u64(memory, table.wrapping_add(ST_START + 16))?;
     if bound < start || bound - start > MAX_IVARS {
         return None;
     }
@@ -68,9 +68,9 @@ fn ivar(
         if hash == ST_DELETED {
             continue;
         }
-        let key = read_u64(memory, entry + 8)?;
+        let key = read_u64(memory, entry.wrapping_add(8))?;
         if id_name(key).as_deref() == Some(name) {
-            return read_u64(memory, entry + 16);
+            return read_u64(memory, entry.wrapping_add(16));
         }
     }
     None

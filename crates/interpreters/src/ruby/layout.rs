@@ -135,8 +135,8 @@ pub struct RubyLayout {
     pub body_base_label: u32,
     /// `rb_iseq_constant_body.location.label`.
     pub body_label: u32,
-    /// `rb_iseq_constant_body.location.first_lineno` (a `VALUE`
-    /// holding a Fixnum before 3.1... and still a `VALUE` after).
+    /// `rb_iseq_constant_body.location.first_lineno` (a Fixnum
+    /// `VALUE`): the line of a frame whose pc has no entry.
     pub body_first_lineno: u32,
     /// `rb_iseq_constant_body.insns_info.body`.
     pub body_insns_info: u32,

@@ -82,9 +82,9 @@ pub(crate) fn succ_rank(memory: &dyn ProcessMemory, table: u64, x: u64) -> Optio
     let bit = rel % consts::SUCC_BLOCK_BITS;
     let small = bit / 64;
     let rank = u64::from(read_u32(memory, block)?);
-    let small_ranks = read_u64(memory, block + 8)?;
+    let small_ranks = read_u64(memory, block.wrapping_add(8))?;
     let small_rank = if small == 0 { 0 } else { (small_ranks >> ((small - 1) * 9)) & 0x1ff };
-    let bits = read_u64(memory, block + 16 + small * 8)?;
+    let bits = read_u64(memory, block.wrapping_add(16 + small * 8))?;
     let below = u64::from((bits << (63 - bit % 64)).count_ones());
     Some(rank + small_rank + below)
 }

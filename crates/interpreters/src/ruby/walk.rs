@@ -58,7 +58,7 @@ pub fn main_execution_context(memory: &dyn ProcessMemory, layout: &RubyLayout, v
     if vm == 0 {
         return Err("the VM is not created yet".into());
     }
-    let thread = read_u64(memory, vm + u64::from(off)).filter(|&t| t != 0).ok_or("no main thread")?;
+    let thread = read_u64(memory, vm.wrapping_add(u64::from(off))).filter(|&t| t != 0).ok_or("no main thread")?;
     let back = read_u64(memory, at(thread, layout.thread_vm).ok_or("bad thread")?);
     if back != Some(vm) {
         return Err(format!("main thread {thread:#x} does not point back to the VM {vm:#x}"));
@@ -108,13 +108,13 @@ impl RubySymbolizer {
 
     /// The frames of the thread whose execution context is at `ec`, from
     /// its current frame to the bottom of its VM stack (Ruby's dummy
-    /// frames, and iseq frames with no pc yet, are left out). Unreadable frames end the
-    /// walk with an error naming the frame.
+    /// frames, and iseq frames with no pc yet, are left out). An
+    /// unreadable frame ends the walk with an error naming it; a C
+    /// function whose name cannot be read is `<cfunc>`.
     pub fn walk(&mut self, memory: &dyn ProcessMemory, ec: u64) -> Result<Vec<RubyFrame>, String> {
         let l = self.layout.clone();
-        let stack = read_u64(memory, ec + u64::from(l.ec_vm_stack)).ok_or("ec unreadable")?;
-        let words = read_u64(memory, ec + u64::from(l.ec_vm_stack_size)).ok_or("ec unreadable")?;
-        let mut cfp = read_u64(memory, ec + u64::from(l.ec_cfp)).ok_or("ec unreadable")?;
+        let field = |off: u32| at(ec, off).and_then(|a| read_u64(memory, a)).ok_or("ec unreadable");
+        let (stack, words, mut cfp) = (field(l.ec_vm_stack)?, field(l.ec_vm_stack_size)?, field(l.ec_cfp)?);
         if words == 0 || words > MAX_VM_STACK {
             return Err(format!("VM stack of {words} values"));
         }
@@ -153,7 +153,7 @@ impl RubySymbolizer {
                 let (label, file, body) = self
                     .iseq_names(memory, iseq)
                     .ok_or_else(|| format!("frame {cfp:#x}: iseq {iseq:#x} unreadable"))?;
-                let line = line_at(memory, &l, body, pc).unwrap_or(0);
+                let line = line_at(memory, &l, body, pc).or_else(|| first_line(memory, &l, body)).unwrap_or(0);
                 let label = self.qualified(memory, body, ep, label);
                 frames.push(RubyFrame::Ruby { label, file, line });
             }
@@ -267,6 +267,12 @@ impl RubySymbolizer {
         self.ids.insert(id, name.clone());
         Some(name)
     }
+}
+
+/// The first line of the iseq whose body is at `body` (a Fixnum).
+fn first_line(memory: &dyn ProcessMemory, l: &RubyLayout, body: u64) -> Option<u32> {
+    let value = read_u64(memory, at(body, l.body_first_lineno)?)?;
+    (value & 1 == 1).then(|| u32::try_from(value >> 1).ok()).flatten()
 }
 
 /// The name of `id` in the symbol table at `symbols`.
@@ -404,6 +410,16 @@ mod tests {
         // From the second frame: only `<main>`.
         let frames = symbolizer().walk(&process(1, 64), EC).unwrap();
         assert_eq!(frames.len(), 1);
+    }
+
+    #[test]
+    fn a_pc_without_a_line_entry_gets_the_first_line() {
+        let mut m = process(1, 64);
+        let region = m.regions.iter_mut().find(|(start, _)| *start == 0x41000).unwrap();
+        region.1[17 * 8..18 * 8].copy_from_slice(&0u64.to_le_bytes()); // no entries
+        region.1[11 * 8..12 * 8].copy_from_slice(&((7u64 << 1) | 1).to_le_bytes()); // first_lineno 7
+        let frames = symbolizer().walk(&m, EC).unwrap();
+        assert_eq!(frames, vec![RubyFrame::Ruby { label: "<main>".into(), file: "main.rb".into(), line: 7 }]);
     }
 
     #[test]
