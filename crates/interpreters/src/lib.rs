@@ -23,5 +23,6 @@
 pub mod hotspot;
 pub mod memory;
 pub mod python;
+pub mod v8;
 
 pub use memory::{PidMemory, ProcessMemory};

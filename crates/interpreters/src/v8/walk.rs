@@ -1,0 +1,194 @@
+//! A user-space walk of one thread's JavaScript frames, from the frame
+//! pointer chain: what the BPF unwinder will do, done with plain reads so
+//! that the layout can be proved against live Node processes.
+//!
+//! Every V8 frame keeps a frame pointer: `[fp]` is the caller's fp,
+//! `[fp + 8]` the return address, `[fp - 8]` either a frame type marker
+//! (a Smi-tagged `StackFrame::Type`: entry, exit, internal, stub frames)
+//! or the context of a JavaScript frame, whose function is at
+//! `[fp - 16]`. Interpreted frames also hold their `BytecodeArray` and
+//! bytecode offset; compiled frames are placed by their return address
+//! in the function's `Code`.
+
+use super::heap::Heap;
+use super::layout::V8Layout;
+use super::naming::{bytecode_positions, bytecode_script_offset, read_code, V8Symbolizer, ANONYMOUS};
+use crate::memory::ProcessMemory;
+use std::sync::Arc;
+
+/// Most frames walked.
+pub const MAX_FRAMES: usize = 512;
+/// Largest distance from a frame to its caller's.
+const MAX_FRAME_SIZE: u64 = 1 << 20;
+/// Bytes of stack scanned above `sp` for the innermost exit frame.
+pub const EXIT_SCAN_BYTES: u64 = 256 << 10;
+
+/// The tier of a JavaScript frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tier {
+    /// Ignition bytecode (or Sparkplug baseline code, which keeps the
+    /// same frame).
+    Bytecode,
+    /// Optimised machine code (Maglev, TurboFan).
+    Compiled,
+}
+
+/// One frame of the walk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum V8Frame {
+    /// A JavaScript function.
+    Js {
+        /// The frame pointer.
+        fp: u64,
+        /// The tier.
+        tier: Tier,
+        /// Its name (or `<anonymous>`).
+        name: Arc<str>,
+        /// Its script.
+        script: Option<Arc<str>>,
+        /// Line and column of the current position, when known.
+        line: Option<(u32, u32)>,
+        /// Whether the position is in a function inlined into this frame
+        /// (the line is then the inlined function's, not this one's).
+        inlined: bool,
+    },
+    /// A frame with a type marker (exit, internal, stub...).
+    Marker {
+        /// The frame pointer.
+        fp: u64,
+        /// Its `StackFrame::Type`.
+        frame_type: u32,
+    },
+}
+
+impl V8Frame {
+    /// The function name of a JavaScript frame.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            V8Frame::Js { name, .. } => Some(name),
+            V8Frame::Marker { .. } => None,
+        }
+    }
+}
+
+/// Why a walk ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WalkEnd {
+    /// At an entry frame: C++ called into JavaScript here.
+    Entry,
+    /// A frame that is neither marked nor JavaScript (e.g. the fp chain
+    /// left V8's frames).
+    NotV8(u64),
+    /// The caller's frame pointer was not above this one.
+    BadChain(u64),
+    /// Memory could not be read.
+    Unreadable(u64),
+    /// [`MAX_FRAMES`] reached.
+    TooDeep,
+}
+
+/// The innermost exit frame at or above `sp`: C++ code called from
+/// JavaScript (a runtime function, a C++ builtin) runs below one, and C++
+/// code may not keep frame pointers, so it is found by scanning up to
+/// [`EXIT_SCAN_BYTES`] of stack for a slot holding an exit marker whose
+/// caller's frame pointer is plausible. Returns its frame pointer. The
+/// BPF unwinder will not need this: it unwinds C++ with unwind tables.
+pub fn find_exit_frame(memory: &dyn ProcessMemory, l: &V8Layout, sp: u64) -> Option<u64> {
+    let markers = [V8Layout::marker(l.frame_types.exit), V8Layout::marker(l.frame_types.builtin_exit)];
+    let mut buf = vec![0u8; 4096];
+    let start = sp & !7;
+    let mut page = start;
+    while page < start.saturating_add(EXIT_SCAN_BYTES) {
+        // Read up to the end of this page only: the stack may end there.
+        let len = (4096 - (page & 4095)) as usize;
+        if !memory.read(page, &mut buf[..len]) {
+            return None;
+        }
+        for (i, w) in buf[..len].chunks_exact(8).enumerate() {
+            let word = u64::from_le_bytes(w.try_into().ok()?);
+            if !markers.contains(&word) {
+                continue;
+            }
+            // The marker is at fp + fp_context_or_marker.
+            let fp = (page + 8 * i as u64).wrapping_sub(l.fp_context_or_marker as i64 as u64);
+            let heap = Heap { memory, layout: l };
+            if let Some(caller) = heap.u64(fp) {
+                if caller > fp && caller - fp < MAX_FRAME_SIZE {
+                    return Some(fp);
+                }
+            }
+        }
+        page += len as u64;
+    }
+    None
+}
+
+/// Walks the frames from the one at `fp` (and whose return address into
+/// that frame's code, for a compiled innermost frame, is `pc`) up to the
+/// first entry frame.
+pub fn walk_frames(
+    memory: &dyn ProcessMemory,
+    names: &mut V8Symbolizer,
+    mut fp: u64,
+    mut pc: u64,
+) -> (Vec<V8Frame>, WalkEnd) {
+    let l = names.layout().clone();
+    let heap = Heap { memory, layout: &l };
+    let slot = |fp: u64, off: i32| heap.u64(fp.wrapping_add(off as i64 as u64));
+    let mut frames = Vec::new();
+    while frames.len() < MAX_FRAMES {
+        let (Some(caller), Some(ret), Some(marker)) = (heap.u64(fp), slot(fp, 8), slot(fp, l.fp_context_or_marker))
+        else {
+            return (frames, WalkEnd::Unreadable(fp));
+        };
+        if marker & 1 == 0 && marker >> 1 < 64 {
+            let frame_type = (marker >> 1) as u32;
+            frames.push(V8Frame::Marker { fp, frame_type });
+            if frame_type == l.frame_types.entry || frame_type == l.frame_types.construct_entry {
+                return (frames, WalkEnd::Entry);
+            }
+        } else {
+            let Some(function) = slot(fp, l.fp_function).filter(|&f| heap.is_js_function(f)) else {
+                return (frames, WalkEnd::NotV8(fp));
+            };
+            frames.push(js_frame(&heap, names, fp, pc, function));
+        }
+        if caller <= fp || caller - fp > MAX_FRAME_SIZE {
+            return (frames, WalkEnd::BadChain(fp));
+        }
+        fp = caller;
+        pc = ret;
+    }
+    (frames, WalkEnd::TooDeep)
+}
+
+/// Names the JavaScript frame at `fp` running `function`; `pc` is where
+/// it continues (the return address its callee saved).
+fn js_frame(heap: &Heap<'_>, names: &mut V8Symbolizer, fp: u64, pc: u64, function: u64) -> V8Frame {
+    let l = heap.layout;
+    let slot = |off: i32| heap.u64(fp.wrapping_add(off as i64 as u64));
+    let info = heap.field(function, l.js_function_shared).and_then(|sfi| names.function(heap.memory, sfi));
+    let (name, script) = match &info {
+        Some(i) => (i.name.clone(), i.script.clone()),
+        None => (Arc::from(ANONYMOUS), None),
+    };
+    let bytecode = slot(l.fp_bytecode_array).filter(|&b| heap.typed(b, l.type_bytecode_array).is_some());
+    let (tier, position, inlined) = match bytecode {
+        Some(bytecode) => {
+            let offset = slot(l.fp_bytecode_offset).and_then(|w| l.smi(w));
+            let positions = match info.as_ref().and_then(|i| i.bytecode.clone()) {
+                Some((b, p)) if b == bytecode => Some(p),
+                _ => bytecode_positions(heap, bytecode).map(Into::into),
+            };
+            let pos = offset.zip(positions).and_then(|(o, p)| bytecode_script_offset(l, &p, o));
+            (Tier::Bytecode, pos, false)
+        }
+        None => {
+            let code = heap.field(function, l.js_function_code).and_then(|c| read_code(heap, c));
+            let entry = code.filter(|c| c.contains(pc)).and_then(|c| c.position_at_return(pc));
+            (Tier::Compiled, entry.map(|e| e.script_offset), entry.is_some_and(|e| e.inlining_id.is_some()))
+        }
+    };
+    let line = position.zip(info.as_ref()).and_then(|(p, i)| i.line_column(p));
+    V8Frame::Js { fp, tier, name, script, line, inlined }
+}

@@ -1,0 +1,230 @@
+//! Proves the V8 layout against live Node processes: `/usr/bin/node`
+//! runs `tests/workloads/node/chain.js` (top level -> a -> b -> c, c
+//! blocked in `Atomics.wait`), interpreted only (`--jitless`) and hot
+//! (the chain run 200k times first, so the optimising tiers compiled
+//! it). The test stops the process (SIGSTOP), takes the main thread's
+//! stack pointer from `/proc/<pid>/syscall` (root can read it; no ptrace
+//! needed), finds the innermost exit frame (the C++ builtin below `c`),
+//! walks the frame pointer chain to the entry frame, and asserts the
+//! exact chain of names and lines down to the script's top level.
+//!
+//! Node is required under CI=true (it is on every machine of this kind).
+
+use profiler_elf::ElfFile;
+use profiler_interpreters::v8::{
+    detect, find_exit_frame, walk_frames, Detection, Tier, V8Frame, V8Layout, V8Symbolizer, WalkEnd, ANONYMOUS,
+};
+use profiler_interpreters::PidMemory;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const NODE: &str = "/usr/bin/node";
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+fn have_node() -> bool {
+    let found = Path::new(NODE).exists();
+    if !found {
+        assert!(!in_ci(), "{NODE} is missing: required under CI=true");
+        eprintln!("SKIPPED: no {NODE}");
+    }
+    found
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/node/chain.js").canonicalize().unwrap()
+}
+
+/// The line of the script marked `// line:<name>`.
+fn marked_line(name: &str) -> u32 {
+    let text = std::fs::read_to_string(script()).unwrap();
+    let marker = format!("// line:{name}");
+    let at = text.lines().position(|l| l.trim_end().ends_with(&marker)).unwrap_or_else(|| panic!("no {marker}"));
+    at as u32 + 1
+}
+
+/// A running workload, killed on drop.
+struct Node(Child);
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let pid = self.0.id() as i32;
+        // SAFETY: plain syscalls on our own child.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::kill(pid, libc::SIGCONT);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+fn start(flags: &[&str], hot: bool) -> Node {
+    let mut cmd = Command::new(NODE);
+    cmd.args(flags).arg(script());
+    if hot {
+        cmd.arg("hot");
+    }
+    let mut child = Node(cmd.stdout(Stdio::piped()).spawn().unwrap());
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
+    let mut line = String::new();
+    assert!(out.read_line(&mut line).unwrap() > 0, "the workload exited");
+    assert_eq!(line.trim(), "ready");
+    child
+}
+
+/// Waits until the main thread blocks in futex (Atomics.wait), then
+/// stops the process and returns the main thread's stack pointer.
+fn stop_blocked(pid: u32) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let syscall = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap();
+        if syscall.split_whitespace().next() == Some("202") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never blocked in futex: {syscall}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        if stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('T')) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node did not stop");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // "nr args... sp pc", or "-1 sp pc" outside a syscall.
+    let syscall = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap();
+    let words: Vec<&str> = syscall.split_whitespace().collect();
+    assert!(words.len() >= 3, "{syscall}");
+    u64::from_str_radix(words[words.len() - 2].trim_start_matches("0x"), 16).unwrap()
+}
+
+fn layout() -> Arc<V8Layout> {
+    let elf = ElfFile::open(NODE).unwrap();
+    match detect(&elf, NODE) {
+        Detection::V8(layout) => Arc::new(*layout),
+        other => panic!("{NODE}: {other:?}"),
+    }
+}
+
+/// A walk's JavaScript frames: `(name, tier, line)`.
+fn js_frames(frames: &[V8Frame]) -> Vec<(String, Tier, Option<u32>)> {
+    frames
+        .iter()
+        .filter_map(|f| match f {
+            V8Frame::Js { name, tier, line, .. } => Some((name.to_string(), *tier, line.map(|l| l.0))),
+            V8Frame::Marker { .. } => None,
+        })
+        .collect()
+}
+
+/// Walks the main thread of a stopped workload and checks the chain.
+fn check_chain(node: &Node, expect_tier: Option<Tier>) -> Vec<V8Frame> {
+    let pid = node.0.id();
+    let sp = stop_blocked(pid);
+    let layout = layout();
+    let memory = PidMemory(pid);
+    let exit = find_exit_frame(&memory, &layout, sp).expect("no exit frame above sp");
+    let mut names = V8Symbolizer::new(layout.clone());
+    let (frames, end) = walk_frames(&memory, &mut names, exit, 0);
+    eprintln!("{frames:#?}\n{end:?}");
+    assert_eq!(end, WalkEnd::Entry, "the walk must reach the entry frame");
+    // The exit frame of the C++ builtin Atomics.wait comes first.
+    assert_eq!(frames[0], V8Frame::Marker { fp: exit, frame_type: layout.frame_types.builtin_exit }, "innermost frame");
+    let js = js_frames(&frames);
+    let chain: Vec<&str> = js.iter().take(4).map(|f| f.0.as_str()).collect();
+    assert_eq!(chain, ["c", "b", "a", ANONYMOUS], "innermost JS frames: {js:?}");
+    let file = script();
+    for f in frames.iter().filter(|f| matches!(f, V8Frame::Js { .. })).take(4) {
+        let V8Frame::Js { script, .. } = f else { unreachable!() };
+        assert_eq!(script.as_deref(), Some(file.to_str().unwrap()), "{f:?}");
+    }
+    if let Some(tier) = expect_tier {
+        for f in js.iter().take(3) {
+            assert_eq!(f.1, tier, "tier of {f:?}");
+        }
+    }
+    frames
+}
+
+#[test]
+fn interpreted_chain_with_lines() {
+    if !have_node() {
+        return;
+    }
+    let node = start(&["--jitless"], false);
+    let frames = check_chain(&node, Some(Tier::Bytecode));
+    let js = js_frames(&frames);
+    let lines: Vec<Option<u32>> = js.iter().take(4).map(|f| f.2).collect();
+    let expect = ["c", "b", "a", "top"].map(|n| Some(marked_line(n)));
+    assert_eq!(lines, expect, "{js:?}");
+    check_loader_frames(&frames);
+}
+
+/// Below the script's top level: Node 20's CommonJS loader (names as
+/// Node's own stack traces print them: inferred names of anonymous
+/// functions), then the internal frame of the builtin that called it
+/// and the entry frame from C++.
+fn check_loader_frames(frames: &[V8Frame]) {
+    let layout = layout();
+    if layout.version.major != 11 || layout.version.minor != 3 {
+        eprintln!("not Node 20 (V8 {}): loader frames not checked", layout.version);
+        return;
+    }
+    let names: Vec<&str> = frames.iter().filter_map(V8Frame::name).skip(4).collect();
+    assert_eq!(
+        names,
+        [
+            "Module._compile",
+            "Module._extensions..js",
+            "Module.load",
+            "Module._load",
+            "executeUserEntryPoint",
+            ANONYMOUS
+        ]
+    );
+    let Some(V8Frame::Js { script, .. }) = frames.iter().rev().find(|f| matches!(f, V8Frame::Js { .. })) else {
+        unreachable!()
+    };
+    assert_eq!(script.as_deref(), Some("node:internal/main/run_main_module"));
+    let tail: Vec<Option<u32>> = frames
+        .iter()
+        .rev()
+        .take(2)
+        .map(|f| match f {
+            V8Frame::Marker { frame_type, .. } => Some(*frame_type),
+            V8Frame::Js { .. } => None,
+        })
+        .collect();
+    assert_eq!(tail, [Some(layout.frame_types.entry), Some(layout.frame_types.internal)]);
+}
+
+#[test]
+fn node_layout_from_the_file() {
+    if !have_node() {
+        return;
+    }
+    let layout = layout();
+    let out = Command::new(NODE).args(["-p", "process.versions.v8"]).output().unwrap();
+    let reported = String::from_utf8(out.stdout).unwrap();
+    // "11.3.244.8-node.38": the detected version is its numeric part.
+    assert_eq!(layout.version.to_string(), reported.trim().split('-').next().unwrap());
+    let out = Command::new(NODE).args(["-p", "process.config.variables.v8_enable_pointer_compression"]).output();
+    let compressed = String::from_utf8(out.unwrap().stdout).unwrap();
+    assert_eq!(layout.pointer_compression, compressed.trim() == "1" || compressed.trim() == "true");
+    assert_eq!(layout.smi_shift, 32);
+    // The standard x86-64 JavaScript frame: context, function, then (for
+    // bytecode) the array and the offset, one slot each below fp.
+    assert_eq!(
+        (layout.fp_context_or_marker, layout.fp_function, layout.fp_bytecode_array, layout.fp_bytecode_offset),
+        (-8, -16, -32, -40)
+    );
+}
