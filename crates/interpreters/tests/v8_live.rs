@@ -228,3 +228,38 @@ fn node_layout_from_the_file() {
         (-8, -16, -32, -40)
     );
 }
+
+/// Hot: TurboFan compiled `a` with `b` and `c` inlined, so the three
+/// share one machine frame; the deoptimisation data names the inlined
+/// functions and the position of each call.
+#[test]
+fn hot_chain() {
+    if !have_node() {
+        return;
+    }
+    let node = start(&[], true);
+    let frames = check_chain(&node, None);
+    let js: Vec<(&str, Tier, Option<u32>, bool, u64)> = frames
+        .iter()
+        .filter_map(|f| match f {
+            V8Frame::Js { name, tier, line, inlined, fp, .. } => {
+                Some((&**name, *tier, line.map(|l| l.0), *inlined, *fp))
+            }
+            V8Frame::Marker { .. } => None,
+        })
+        .take(4)
+        .collect();
+    let fp = js[0].4;
+    let line = |n| Some(marked_line(n));
+    assert_eq!(
+        js,
+        [
+            ("c", Tier::Turbofan, line("c"), true, fp),
+            ("b", Tier::Turbofan, line("b"), true, fp),
+            ("a", Tier::Turbofan, line("a"), false, fp),
+            (ANONYMOUS, Tier::Bytecode, line("top"), false, js[3].4),
+        ]
+    );
+    assert_ne!(js[3].4, fp);
+    check_loader_frames(&frames);
+}

@@ -144,6 +144,25 @@ pub struct V8Layout {
     pub code_instruction_start: u32,
     /// `Code::instruction_size` (i32, fallback in 11.x).
     pub code_instruction_size: u32,
+    /// `Code::flags` (u32, fallback in 11.x: after the instruction start).
+    pub code_flags: u32,
+    /// Mask and shift of the code kind in `Code::flags`.
+    pub code_kind_mask: u32,
+    /// See `code_kind_mask`.
+    pub code_kind_shift: u32,
+    /// `CodeKind::BASELINE` (Sparkplug); Maglev and TurboFan follow it
+    /// (fact: the order of V8's `code-kind.h` since 9.x).
+    pub code_kind_baseline: u32,
+    /// `Code::deoptimization_data` (a `FixedArray`).
+    pub code_deoptimization_data: u32,
+    /// Deoptimisation data indices: the literal array (holding inlined
+    /// functions' `SharedFunctionInfo`s, weakly) and the inlining
+    /// positions (a `ByteArray` of `InliningPosition`s).
+    pub deopt_literal_array_index: u32,
+    /// See `deopt_literal_array_index`.
+    pub deopt_inlining_positions_index: u32,
+    /// `WeakFixedArray` (the literal array's type since 11.x).
+    pub type_weak_fixed_array: u16,
     /// `ScopeInfo`: slot of the context local count, first variable slot.
     pub scope_info_context_locals: u32,
     /// See `scope_info_context_locals`.
@@ -269,6 +288,16 @@ impl V8Layout {
                 + 24
                 + 4
                 + if version < V8Version::new(11, 4, 59) { 4 } else { 0 },
+            code_flags: code_source_positions + 24,
+            code_kind_mask: m.small("CodeKindFieldMask", 0xff)?,
+            code_kind_shift: m.small("CodeKindFieldShift", 31)?,
+            code_kind_baseline: m.small("CodeKindBaseline", 0xff)?,
+            // Fallback: deoptimization data right after the relocation info.
+            code_deoptimization_data: off("class_Code__deoptimization_data__FixedArray")
+                .unwrap_or(code_source_positions - 8),
+            deopt_literal_array_index: m.small("DeoptimizationDataLiteralArrayIndex", 64)?,
+            deopt_inlining_positions_index: m.small("DeoptimizationDataInliningPositionsIndex", 64)?,
+            type_weak_fixed_array: ty("type_WeakFixedArray__WEAK_FIXED_ARRAY_TYPE")?,
             scope_info_context_locals: m.small("scopeinfo_idx_ncontextlocals", 64)?,
             scope_info_first_vars: m.small("scopeinfo_idx_first_vars", 64)?,
         })
@@ -372,6 +401,14 @@ mod tests {
             code_source_positions: 0,
             code_instruction_start: 0,
             code_instruction_size: 0,
+            code_flags: 0,
+            code_kind_mask: 0,
+            code_kind_shift: 0,
+            code_kind_baseline: 0,
+            code_deoptimization_data: 0,
+            deopt_literal_array_index: 0,
+            deopt_inlining_positions_index: 0,
+            type_weak_fixed_array: 0,
             scope_info_context_locals: 0,
             scope_info_first_vars: 0,
         }

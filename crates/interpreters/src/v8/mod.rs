@@ -19,8 +19,8 @@ pub use heap::{untag, Heap, MAX_BYTE_ARRAY, MAX_SMI_ARRAY, MAX_STRING};
 pub use layout::{FrameTypes, V8Layout, HEAP_OBJECT_TAG, MAX_V8, MIN_V8};
 pub use metadata::{Metadata, V8Version};
 pub use naming::{
-    bytecode_positions, bytecode_script_offset, read_code, read_function, CodeInfo, FunctionInfo, V8Symbolizer,
-    V8SymbolizerStats, ANONYMOUS, MAX_CACHED_FUNCTIONS, MAX_SOURCE, SCOPE_INFO_SLOTS,
+    bytecode_positions, bytecode_script_offset, inlined_scopes, read_code, read_function, CodeInfo, FunctionInfo,
+    V8Symbolizer, V8SymbolizerStats, ANONYMOUS, MAX_CACHED_FUNCTIONS, MAX_INLINING_DEPTH, MAX_SOURCE, SCOPE_INFO_SLOTS,
 };
 pub use positions::{decode_positions, line_column, position_at, PositionEntry};
 pub use walk::{find_exit_frame, walk_frames, Tier, V8Frame, WalkEnd, EXIT_SCAN_BYTES, MAX_FRAMES};

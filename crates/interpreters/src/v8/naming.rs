@@ -14,8 +14,9 @@
 //! V8 inferred for an anonymous function (`Module._compile` for
 //! `Module.prototype._compile = function () {}`). The layout of those
 //! optional slots is not in the metadata: the first non-empty string
-//! within [`SCOPE_INFO_SLOTS`] is taken, as V8's own debug name does
-//! (the name, else the inferred name).
+//! within [`SCOPE_INFO_SLOTS`] before the function's position pair (two
+//! Smis) is taken, as V8's own debug name does (the name, else the
+//! inferred name).
 
 use super::heap::{untag, Heap};
 use super::layout::V8Layout;
@@ -154,10 +155,23 @@ fn function_name(heap: &Heap<'_>, name_or_scope_info: u64) -> Option<String> {
         return None;
     }
     let first = l.scope_info_first_vars.checked_add(2 * locals as u32)?;
-    (first..first + SCOPE_INFO_SLOTS)
-        .filter_map(slot)
-        .filter(|&w| V8Layout::is_heap_object(w))
-        .find_map(|w| heap.string(w).filter(|s| !s.is_empty()))
+    let mut previous_smi = false;
+    for i in first..first + SCOPE_INFO_SLOTS {
+        let word = slot(i)?;
+        let smi = l.smi(word).is_some();
+        if smi && previous_smi {
+            // The function's start and end positions: the names are
+            // before them, what follows is other scopes' data.
+            return None;
+        }
+        previous_smi = smi;
+        if let Some(name) = V8Layout::is_heap_object(word).then(|| heap.string(word)).flatten() {
+            if !name.is_empty() {
+                return Some(name);
+            }
+        }
+    }
+    None
 }
 
 /// A script's line ends: its `line_ends` array once V8 computed it,
@@ -211,6 +225,60 @@ pub fn bytecode_script_offset(l: &V8Layout, positions: &[PositionEntry], frame_o
     Some(position_at(positions, u32::try_from(offset).ok()?)?.script_offset)
 }
 
+/// Size of an `InliningPosition` (a 64-bit `SourcePosition` and the
+/// inlined function's index in the literal array, padded).
+const INLINING_POSITION_SIZE: usize = 16;
+/// Deepest inlining followed.
+pub const MAX_INLINING_DEPTH: usize = 32;
+
+/// The functions at a position of optimised code, innermost first:
+/// `(SharedFunctionInfo, script offset)`, the last being the code's own
+/// function `outer_sfi`. Inlined functions come from the code's
+/// deoptimisation data: the entry's inlining id indexes its inlining
+/// positions, each giving the inlined function (by literal array index)
+/// and the position of the call in its caller, itself maybe inlined.
+pub fn inlined_scopes(heap: &Heap<'_>, code: u64, entry: PositionEntry, outer_sfi: u64) -> Option<Vec<(u64, u32)>> {
+    let l = heap.layout;
+    let mut out = Vec::new();
+    let (mut offset, mut inlining) = (entry.script_offset, entry.inlining_id);
+    if inlining.is_none() {
+        return Some(vec![(outer_sfi, offset)]);
+    }
+    let data = heap.field(code, l.code_deoptimization_data)?;
+    heap.typed(data, l.type_fixed_array)?;
+    let element = |array: u64, i: u32| heap.field(array, l.fixed_array_data.checked_add(i.checked_mul(8)?)?);
+    let literals = element(data, l.deopt_literal_array_index)?;
+    let literals_len = heap.smi_field(literals, l.fixed_array_length)?;
+    let ty = heap.instance_type(literals)?;
+    if ty != l.type_weak_fixed_array && ty != l.type_fixed_array {
+        return None;
+    }
+    let positions = heap.byte_array(element(data, l.deopt_inlining_positions_index)?)?;
+    while let Some(id) = inlining {
+        if out.len() >= MAX_INLINING_DEPTH {
+            return None;
+        }
+        let at = usize::from(id).checked_mul(INLINING_POSITION_SIZE)?;
+        let record = positions.get(at..at + INLINING_POSITION_SIZE)?;
+        let raw = u64::from_le_bytes(record[..8].try_into().ok()?);
+        let function = i32::from_le_bytes(record[8..12].try_into().ok()?);
+        if function < 0 || i64::from(function) >= literals_len {
+            return None;
+        }
+        // Weak references carry tag 3: make them strong pointers.
+        let sfi = element(literals, function as u32)? & !2;
+        heap.typed(sfi, l.type_shared_function_info)?;
+        out.push((sfi, offset));
+        offset = ((raw >> 1) & ((1 << 30) - 1)) as u32;
+        inlining = match (raw >> 31) & 0xffff {
+            0 => None,
+            n => Some((n - 1) as u16),
+        };
+    }
+    out.push((outer_sfi, offset));
+    Some(out)
+}
+
 /// A `Code` object's machine code range and source positions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CodeInfo {
@@ -220,6 +288,8 @@ pub struct CodeInfo {
     pub size: u32,
     /// Its source positions (machine code offsets).
     pub positions: Vec<PositionEntry>,
+    /// Its `CodeKind` (see [`V8Layout::code_kind_baseline`]).
+    pub kind: u32,
 }
 
 /// Reads `Code` `code` (tagged).
@@ -234,7 +304,9 @@ pub fn read_code(heap: &Heap<'_>, code: u64) -> Option<CodeInfo> {
         .and_then(|t| heap.byte_array(t))
         .and_then(|t| decode_positions(&t))
         .unwrap_or_default();
-    Some(CodeInfo { start, size, positions })
+    let flags = heap.field_i32(code, l.code_flags)? as u32;
+    let kind = (flags >> l.code_kind_shift) & l.code_kind_mask;
+    Some(CodeInfo { start, size, positions, kind })
 }
 
 impl CodeInfo {

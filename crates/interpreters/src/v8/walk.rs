@@ -12,7 +12,9 @@
 
 use super::heap::Heap;
 use super::layout::V8Layout;
-use super::naming::{bytecode_positions, bytecode_script_offset, read_code, V8Symbolizer, ANONYMOUS};
+use super::naming::{
+    bytecode_positions, bytecode_script_offset, inlined_scopes, read_code, FunctionInfo, V8Symbolizer, ANONYMOUS,
+};
 use crate::memory::ProcessMemory;
 use std::sync::Arc;
 
@@ -29,7 +31,13 @@ pub enum Tier {
     /// Ignition bytecode (or Sparkplug baseline code, which keeps the
     /// same frame).
     Bytecode,
-    /// Optimised machine code (Maglev, TurboFan).
+    /// Maglev code.
+    Maglev,
+    /// TurboFan code.
+    Turbofan,
+    /// Machine code not placed (the function's current code does not
+    /// hold the pc: it was replaced or deoptimised since), or of another
+    /// kind.
     Compiled,
 }
 
@@ -48,8 +56,8 @@ pub enum V8Frame {
         script: Option<Arc<str>>,
         /// Line and column of the current position, when known.
         line: Option<(u32, u32)>,
-        /// Whether the position is in a function inlined into this frame
-        /// (the line is then the inlined function's, not this one's).
+        /// Whether this function was inlined into the next frame's
+        /// function (both share the machine frame at `fp`).
         inlined: bool,
     },
     /// A frame with a type marker (exit, internal, stub...).
@@ -151,7 +159,7 @@ pub fn walk_frames(
             let Some(function) = slot(fp, l.fp_function).filter(|&f| heap.is_js_function(f)) else {
                 return (frames, WalkEnd::NotV8(fp));
             };
-            frames.push(js_frame(&heap, names, fp, pc, function));
+            frames.extend(js_frames(&heap, names, fp, pc, function));
         }
         if caller <= fp || caller - fp > MAX_FRAME_SIZE {
             return (frames, WalkEnd::BadChain(fp));
@@ -163,32 +171,52 @@ pub fn walk_frames(
 }
 
 /// Names the JavaScript frame at `fp` running `function`; `pc` is where
-/// it continues (the return address its callee saved).
-fn js_frame(heap: &Heap<'_>, names: &mut V8Symbolizer, fp: u64, pc: u64, function: u64) -> V8Frame {
+/// it continues (the return address its callee saved). Optimised code
+/// gives one frame per inlined function, innermost first.
+fn js_frames(heap: &Heap<'_>, names: &mut V8Symbolizer, fp: u64, pc: u64, function: u64) -> Vec<V8Frame> {
     let l = heap.layout;
     let slot = |off: i32| heap.u64(fp.wrapping_add(off as i64 as u64));
-    let info = heap.field(function, l.js_function_shared).and_then(|sfi| names.function(heap.memory, sfi));
-    let (name, script) = match &info {
-        Some(i) => (i.name.clone(), i.script.clone()),
-        None => (Arc::from(ANONYMOUS), None),
+    let sfi = heap.field(function, l.js_function_shared).unwrap_or(0);
+    let info = names.function(heap.memory, sfi);
+    let frame = |info: Option<&Arc<FunctionInfo>>, tier, position: Option<u32>, inlined| {
+        let (name, script) = match info {
+            Some(i) => (i.name.clone(), i.script.clone()),
+            None => (Arc::from(ANONYMOUS), None),
+        };
+        let line = position.zip(info).and_then(|(p, i)| i.line_column(p));
+        V8Frame::Js { fp, tier, name, script, line, inlined }
     };
-    let bytecode = slot(l.fp_bytecode_array).filter(|&b| heap.typed(b, l.type_bytecode_array).is_some());
-    let (tier, position, inlined) = match bytecode {
-        Some(bytecode) => {
-            let offset = slot(l.fp_bytecode_offset).and_then(|w| l.smi(w));
-            let positions = match info.as_ref().and_then(|i| i.bytecode.clone()) {
-                Some((b, p)) if b == bytecode => Some(p),
-                _ => bytecode_positions(heap, bytecode).map(Into::into),
-            };
-            let pos = offset.zip(positions).and_then(|(o, p)| bytecode_script_offset(l, &p, o));
-            (Tier::Bytecode, pos, false)
-        }
-        None => {
-            let code = heap.field(function, l.js_function_code).and_then(|c| read_code(heap, c));
-            let entry = code.filter(|c| c.contains(pc)).and_then(|c| c.position_at_return(pc));
-            (Tier::Compiled, entry.map(|e| e.script_offset), entry.is_some_and(|e| e.inlining_id.is_some()))
-        }
+    if let Some(bytecode) = slot(l.fp_bytecode_array).filter(|&b| heap.typed(b, l.type_bytecode_array).is_some()) {
+        let offset = slot(l.fp_bytecode_offset).and_then(|w| l.smi(w));
+        let positions = match info.as_ref().and_then(|i| i.bytecode.clone()) {
+            Some((b, p)) if b == bytecode => Some(p),
+            _ => bytecode_positions(heap, bytecode).map(Into::into),
+        };
+        let position = offset.zip(positions).and_then(|(o, p)| bytecode_script_offset(l, &p, o));
+        return vec![frame(info.as_ref(), Tier::Bytecode, position, false)];
+    }
+    let Some(code) = heap.field(function, l.js_function_code) else {
+        return vec![frame(info.as_ref(), Tier::Compiled, None, false)];
     };
-    let line = position.zip(info.as_ref()).and_then(|(p, i)| i.line_column(p));
-    V8Frame::Js { fp, tier, name, script, line, inlined }
+    let Some(code_info) = read_code(heap, code).filter(|c| c.contains(pc)) else {
+        return vec![frame(info.as_ref(), Tier::Compiled, None, false)];
+    };
+    let tier = match code_info.kind.checked_sub(l.code_kind_baseline) {
+        Some(1) => Tier::Maglev,
+        Some(2) => Tier::Turbofan,
+        _ => Tier::Compiled,
+    };
+    let scopes = code_info.position_at_return(pc).and_then(|e| inlined_scopes(heap, code, e, sfi));
+    let Some(scopes) = scopes else {
+        return vec![frame(info.as_ref(), tier, None, false)];
+    };
+    let outermost = scopes.len() - 1;
+    scopes
+        .into_iter()
+        .enumerate()
+        .map(|(i, (scope_sfi, position))| {
+            let scope_info = if scope_sfi == sfi { info.clone() } else { names.function(heap.memory, scope_sfi) };
+            frame(scope_info.as_ref(), tier, Some(position), i < outermost)
+        })
+        .collect()
 }
