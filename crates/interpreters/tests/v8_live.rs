@@ -263,3 +263,15 @@ fn hot_chain() {
     assert_ne!(js[3].4, fp);
     check_loader_frames(&frames);
 }
+
+/// Sparkplug only: baseline frames, told apart by their code's kind and
+/// the pc (their lines need the bytecode offset table: not done).
+#[test]
+fn baseline_chain() {
+    if !have_node() {
+        return;
+    }
+    let node = start(&["--always-sparkplug", "--max-opt=1"], true);
+    let frames = check_chain(&node, Some(Tier::Baseline));
+    check_loader_frames(&frames);
+}

@@ -28,9 +28,13 @@ pub const EXIT_SCAN_BYTES: u64 = 256 << 10;
 /// The tier of a JavaScript frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tier {
-    /// Ignition bytecode (or Sparkplug baseline code, which keeps the
-    /// same frame).
+    /// Ignition bytecode.
     Bytecode,
+    /// Sparkplug baseline code: an interpreter-shaped frame whose
+    /// bytecode offset slot is not kept up to date (the offset comes
+    /// from the pc and the code's bytecode offset table: not decoded yet,
+    /// so no line).
+    Baseline,
     /// Maglev code.
     Maglev,
     /// TurboFan code.
@@ -187,6 +191,10 @@ fn js_frames(heap: &Heap<'_>, names: &mut V8Symbolizer, fp: u64, pc: u64, functi
         V8Frame::Js { fp, tier, name, script, line, inlined }
     };
     if let Some(bytecode) = slot(l.fp_bytecode_array).filter(|&b| heap.typed(b, l.type_bytecode_array).is_some()) {
+        let code = heap.field(function, l.js_function_code).and_then(|c| read_code(heap, c));
+        if code.is_some_and(|c| c.kind == l.code_kind_baseline && c.contains(pc)) {
+            return vec![frame(info.as_ref(), Tier::Baseline, None, false)];
+        }
         let offset = slot(l.fp_bytecode_offset).and_then(|w| l.smi(w));
         let positions = match info.as_ref().and_then(|i| i.bytecode.clone()) {
             Some((b, p)) if b == bytecode => Some(p),
