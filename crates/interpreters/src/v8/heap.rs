@@ -185,3 +185,163 @@ impl Heap<'_> {
 pub fn untag(tagged: u64) -> Option<u64> {
     V8Layout::is_heap_object(tagged).then(|| tagged - 1)
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::v8::layout::tests::test_layout;
+    use std::collections::BTreeMap;
+
+    /// Sparse memory: regions by start address.
+    #[derive(Default)]
+    pub(crate) struct FakeMemory(pub BTreeMap<u64, Vec<u8>>);
+
+    impl ProcessMemory for FakeMemory {
+        fn read(&self, address: u64, buf: &mut [u8]) -> bool {
+            let Some((start, bytes)) = self.0.range(..=address).next_back() else { return false };
+            let off = (address - start) as usize;
+            match bytes.get(off..off + buf.len()) {
+                Some(src) => {
+                    buf.copy_from_slice(src);
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+
+    /// Node 20's string-related values.
+    pub(crate) fn layout() -> V8Layout {
+        V8Layout {
+            heap_object_map: 0,
+            map_instance_type: 12,
+            first_nonstring_type: 128,
+            string_representation_mask: 7,
+            seq_string_tag: 0,
+            cons_string_tag: 1,
+            external_string_tag: 2,
+            sliced_string_tag: 3,
+            thin_string_tag: 5,
+            string_encoding_mask: 8,
+            one_byte_string_tag: 8,
+            string_length: 12,
+            seq_string_chars: 16,
+            cons_first: 16,
+            cons_second: 24,
+            thin_actual: 16,
+            sliced_parent: 16,
+            sliced_offset: 24,
+            fixed_array_length: 8,
+            fixed_array_data: 16,
+            type_byte_array: 200,
+            type_fixed_array: 201,
+            ..test_layout()
+        }
+    }
+
+    /// Builds objects at fixed addresses; a map per instance type.
+    pub(crate) struct Builder {
+        pub mem: FakeMemory,
+        next: u64,
+    }
+
+    impl Builder {
+        pub fn new() -> Builder {
+            Builder { mem: FakeMemory::default(), next: 0x10_0000 }
+        }
+
+        /// A map of instance type `ty`; returns its tagged pointer.
+        pub fn map(&mut self, ty: u16) -> u64 {
+            let mut b = vec![0u8; 16];
+            b[12..14].copy_from_slice(&ty.to_le_bytes());
+            self.object(b)
+        }
+
+        /// An object with these bytes; returns its tagged pointer.
+        pub fn object(&mut self, bytes: Vec<u8>) -> u64 {
+            let at = self.next;
+            self.next += (bytes.len() as u64 + 0xff) & !0xff;
+            self.mem.0.insert(at, bytes);
+            at + 1
+        }
+
+        /// An object of type `ty` with tagged/int fields at offsets.
+        pub fn typed(&mut self, ty: u16, size: usize, fields: &[(usize, u64)], ints: &[(usize, i32)]) -> u64 {
+            let map = self.map(ty);
+            let mut b = vec![0u8; size];
+            b[..8].copy_from_slice(&map.to_le_bytes());
+            for &(off, v) in fields {
+                b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+            }
+            for &(off, v) in ints {
+                b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            self.object(b)
+        }
+
+        /// A sequential one-byte string.
+        pub fn one_byte(&mut self, s: &str) -> u64 {
+            let map = self.map(8);
+            let mut b = vec![0u8; 16 + s.len()];
+            b[..8].copy_from_slice(&map.to_le_bytes());
+            b[12..16].copy_from_slice(&(s.len() as i32).to_le_bytes());
+            b[16..].copy_from_slice(s.as_bytes());
+            self.object(b)
+        }
+    }
+
+    #[test]
+    fn strings_of_every_representation() {
+        let l = layout();
+        let mut b = Builder::new();
+        let hello = b.one_byte("hello ");
+        let two = {
+            let map = b.map(0);
+            let units: Vec<u16> = "wörld".encode_utf16().collect();
+            let mut o = vec![0u8; 16 + 2 * units.len()];
+            o[..8].copy_from_slice(&map.to_le_bytes());
+            o[12..16].copy_from_slice(&(units.len() as i32).to_le_bytes());
+            for (i, u) in units.iter().enumerate() {
+                o[16 + 2 * i..18 + 2 * i].copy_from_slice(&u.to_le_bytes());
+            }
+            b.object(o)
+        };
+        let cons = b.typed(1 | 8, 32, &[(16, hello), (24, two)], &[(12, 11)]);
+        let thin = b.typed(5 | 8, 24, &[(16, cons)], &[(12, 11)]);
+        let sliced = b.typed(3 | 8, 32, &[(16, cons), (24, 4u64 << 32)], &[(12, 5)]);
+        let external = b.typed(2 | 8, 32, &[], &[(12, 3)]);
+        let not_string = b.typed(300, 16, &[], &[]);
+        let heap = Heap { memory: &b.mem, layout: &l };
+        assert_eq!(heap.string(hello).as_deref(), Some("hello "));
+        assert_eq!(heap.string(two).as_deref(), Some("wörld"));
+        assert_eq!(heap.string(cons).as_deref(), Some("hello wörld"));
+        assert_eq!(heap.string(thin).as_deref(), Some("hello wörld"));
+        assert_eq!(heap.string(sliced).as_deref(), Some("o wör"));
+        assert_eq!(heap.string_up_to(cons, 8).as_deref(), Some("hello wö"), "capped");
+        assert_eq!(heap.string(external), None);
+        assert_eq!(heap.string(not_string), None);
+        assert_eq!(heap.string(hello - 1), None, "untagged pointer");
+        assert_eq!(heap.string(0x7777_0001), None, "unmapped");
+    }
+
+    #[test]
+    fn hostile_objects_fail_cleanly() {
+        let l = layout();
+        let mut b = Builder::new();
+        // A string claiming 2 GiB of characters: read fails, no allocation
+        // beyond the cap.
+        let huge = b.typed(8, 24, &[], &[(12, i32::MAX)]);
+        let negative = b.typed(8, 24, &[], &[(12, -5)]);
+        // A cons string whose halves are itself: the depth limit stops it.
+        let cons_addr = 0x10_0000 + 0x100 * 5 + 1;
+        let looped = b.typed(1 | 8, 32, &[(16, cons_addr), (24, cons_addr)], &[(12, 10)]);
+        assert_eq!(looped, cons_addr, "builder addresses");
+        let big_array = b.typed(200, 24, &[(8, 1u64 << 62)], &[]);
+        let heap = Heap { memory: &b.mem, layout: &l };
+        assert_eq!(heap.string(huge), None);
+        assert_eq!(heap.string(negative), None);
+        assert_eq!(heap.string(looped), None);
+        assert_eq!(heap.byte_array(big_array), None);
+        assert_eq!(heap.smi_array(big_array), None, "wrong type too");
+    }
+}

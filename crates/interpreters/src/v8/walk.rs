@@ -228,3 +228,66 @@ fn js_frames(heap: &Heap<'_>, names: &mut V8Symbolizer, fp: u64, pc: u64, functi
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::v8::heap::tests::{layout, FakeMemory};
+
+    /// A stack at 0x7000_0000 of 16-byte frames: `[fp]` caller, `[fp+8]`
+    /// return address, `[fp-8]` the marker given per frame.
+    fn stack(markers: &[u64], last_caller: Option<u64>) -> FakeMemory {
+        let base = 0x7000_0000u64;
+        let mut bytes = vec![0u8; 16 * (markers.len() + 2)];
+        for (i, &m) in markers.iter().enumerate() {
+            let fp = 16 * (i + 1);
+            let caller = if i + 1 == markers.len() {
+                last_caller.unwrap_or(base + fp as u64 + 16)
+            } else {
+                base + fp as u64 + 16
+            };
+            bytes[fp..fp + 8].copy_from_slice(&caller.to_le_bytes());
+            bytes[fp - 8..fp].copy_from_slice(&m.to_le_bytes());
+        }
+        let mut mem = FakeMemory::default();
+        mem.0.insert(base, bytes);
+        mem
+    }
+
+    fn walk(mem: &FakeMemory) -> (Vec<V8Frame>, WalkEnd) {
+        let mut names = V8Symbolizer::new(Arc::new(layout()));
+        walk_frames(mem, &mut names, 0x7000_0010, 0)
+    }
+
+    #[test]
+    fn ends_at_the_entry_frame() {
+        let l = layout();
+        let internal = V8Layout::marker(l.frame_types.internal);
+        let entry = V8Layout::marker(l.frame_types.entry);
+        let (frames, end) = walk(&stack(&[internal, internal, entry, internal], None));
+        assert_eq!(end, WalkEnd::Entry);
+        assert_eq!(frames.len(), 3);
+        assert_eq!(frames[2], V8Frame::Marker { fp: 0x7000_0030, frame_type: l.frame_types.entry });
+    }
+
+    #[test]
+    fn hostile_chains_end() {
+        let l = layout();
+        let internal = V8Layout::marker(l.frame_types.internal);
+        // A frame pointing at itself.
+        let (frames, end) = walk(&stack(&[internal, internal], Some(0x7000_0020)));
+        assert_eq!((frames.len(), end), (2, WalkEnd::BadChain(0x7000_0020)));
+        // Pointing back down.
+        let (_, end) = walk(&stack(&[internal], Some(0x7000_0000)));
+        assert_eq!(end, WalkEnd::BadChain(0x7000_0010));
+        // Off the end of the stack.
+        let (frames, end) = walk(&stack(&[internal, internal], Some(0x7000_0040 + (1 << 19))));
+        assert_eq!((frames.len(), end), (2, WalkEnd::Unreadable(0x7000_0040 + (1 << 19))));
+        // A context slot that is neither a marker nor before a JSFunction.
+        let (_, end) = walk(&stack(&[internal, 0x1234_5679], None));
+        assert_eq!(end, WalkEnd::NotV8(0x7000_0020));
+        // Endless (well-formed) frames stop at MAX_FRAMES.
+        let (frames, end) = walk(&stack(&vec![internal; MAX_FRAMES + 10], None));
+        assert_eq!((frames.len(), end), (MAX_FRAMES, WalkEnd::TooDeep));
+    }
+}
