@@ -221,6 +221,15 @@ fn node_layout_from_the_file() {
     let compressed = String::from_utf8(out.unwrap().stdout).unwrap();
     assert_eq!(layout.pointer_compression, compressed.trim() == "1" || compressed.trim() == "true");
     assert_eq!(layout.smi_shift, 32);
+    // Builtins are in the embedded blob.
+    let elf = ElfFile::open(NODE).unwrap();
+    let blob = layout.builtins_code.clone().expect("embedded blob symbols");
+    for builtin in ["Builtins_JSEntry", "Builtins_InterpreterEntryTrampoline"] {
+        let (addr, _) = elf.function_symbol(builtin).unwrap();
+        assert!(blob.contains(&addr), "{builtin} {addr:#x} outside {blob:x?}");
+    }
+    let (main, _) = elf.function_symbol("main").unwrap();
+    assert!(!blob.contains(&main));
     // The standard x86-64 JavaScript frame: context, function, then (for
     // bytecode) the array and the offset, one slot each below fp.
     assert_eq!(

@@ -42,6 +42,9 @@ pub struct FrameTypes {
 pub struct V8Layout {
     /// The build's version.
     pub version: V8Version,
+    /// The embedded builtins' code (file addresses), if its symbols are
+    /// there.
+    pub builtins_code: Option<std::ops::Range<u64>>,
     /// Whether tagged fields are 4-byte offsets from a cage base (pointer
     /// compression). Not supported yet: [`V8Layout::from_metadata`]
     /// refuses such builds.
@@ -215,6 +218,7 @@ impl V8Layout {
         let type_js_function_first = ty("type_JSFunction__JS_FUNCTION_TYPE")?;
         Ok(V8Layout {
             version,
+            builtins_code: m.builtins_code(),
             pointer_compression,
             smi_shift,
             fp_context_or_marker: m.fp_offset("off_fp_context_or_frame_type")?,
@@ -352,6 +356,7 @@ pub(crate) mod tests {
         };
         V8Layout {
             version: V8Version::new(11, 3, 244),
+            builtins_code: None,
             pointer_compression: false,
             smi_shift: 32,
             fp_context_or_marker: -8,

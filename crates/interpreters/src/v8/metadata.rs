@@ -7,9 +7,22 @@
 //! bytes) is a zero constant.
 
 use profiler_elf::ElfFile;
+use std::collections::HashMap;
+use std::ops::Range;
 
 /// Largest span of `.rodata` searched for the version string.
 const MAX_VERSION_SCAN: usize = 256 << 20;
+/// Most `v8dbg_*` symbols kept (Node 20 has 532).
+const MAX_METADATA_SYMBOLS: usize = 8192;
+/// Size of an `Elf64_Sym`.
+const SYM_SIZE: usize = 24;
+/// `SHT_SYMTAB`, `SHT_DYNSYM`.
+const SHT_SYMTAB: u32 = 2;
+const SHT_DYNSYM: u32 = 11;
+/// The embedded builtins blob: its code (a label in `.text`) and its
+/// size (a `u32` constant).
+const BLOB_CODE: &str = "v8_Default_embedded_blob_code_";
+const BLOB_CODE_SIZE: &str = "v8_Default_embedded_blob_code_size_";
 
 /// A V8 version `major.minor.build.patch`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -53,19 +66,52 @@ impl std::fmt::Display for V8Version {
 /// Reads `v8dbg_*` constants from one ELF file.
 pub struct Metadata<'a> {
     elf: &'a ElfFile,
+    /// `v8dbg_*` (without the prefix) and the blob symbols -> address.
+    symbols: HashMap<String, u64>,
 }
 
 impl<'a> Metadata<'a> {
     /// The metadata of `elf`, if it exports any (`v8dbg_SmiTagMask` is
-    /// the probe: present in every V8 with postmortem support).
+    /// the probe: present in every V8 with postmortem support). One pass
+    /// over `.dynsym` (where `v8dbg_*` are exported), then, if the file
+    /// is V8, one over `.symtab` (where the blob's symbols are, when not
+    /// stripped).
     pub fn find(elf: &'a ElfFile) -> Option<Metadata<'a>> {
-        let m = Metadata { elf };
-        m.get("SmiTagMask").map(|_| m)
+        let mut symbols = collect_symbols(elf, SHT_DYNSYM);
+        let from_symtab = collect_symbols(elf, SHT_SYMTAB);
+        if !symbols.contains_key("SmiTagMask") && !from_symtab.contains_key("SmiTagMask") {
+            return None;
+        }
+        for (name, value) in from_symtab {
+            symbols.entry(name).or_insert(value);
+        }
+        Some(Metadata { elf, symbols })
+    }
+
+    /// The number of metadata symbols found.
+    pub fn len(&self) -> usize {
+        self.symbols.len()
+    }
+
+    /// Whether none were found (never, for a [`Metadata::find`] result).
+    pub fn is_empty(&self) -> bool {
+        self.symbols.is_empty()
+    }
+
+    /// The embedded builtins' code range (file addresses), when the
+    /// blob's symbols are there: every builtin's pc is in it (or in a
+    /// copy V8 maps elsewhere, see `docs/v8.md`).
+    pub fn builtins_code(&self) -> Option<Range<u64>> {
+        let start = *self.symbols.get(BLOB_CODE)?;
+        let mut b = [0u8; 4];
+        self.elf.read_at_vaddr(*self.symbols.get(BLOB_CODE_SIZE)?, &mut b).then_some(())?;
+        let size = u64::from(u32::from_le_bytes(b));
+        (size > 0).then(|| start..start.saturating_add(size))
     }
 
     /// The value of `v8dbg_<name>`, if the symbol exists.
     pub fn get(&self, name: &str) -> Option<i64> {
-        let vaddr = self.elf.symbol_address(&format!("v8dbg_{name}"))?;
+        let vaddr = *self.symbols.get(name)?;
         let mut b = [0u8; 4];
         if self.elf.read_at_vaddr(vaddr, &mut b) {
             return Some(i64::from(i32::from_le_bytes(b)));
@@ -117,6 +163,38 @@ impl<'a> Metadata<'a> {
         }
         None
     }
+}
+
+/// The defined `v8dbg_*` and blob symbols of the `sh_type` table.
+fn collect_symbols(elf: &ElfFile, sh_type: u32) -> HashMap<String, u64> {
+    let mut out = HashMap::new();
+    let Some(table) = elf.sections().iter().find(|s| s.sh_type == sh_type) else {
+        return out;
+    };
+    let Some(strings) = elf.sections().get(table.link as usize) else {
+        return out;
+    };
+    let (Ok(syms), Ok(strs)) = (elf.section_data(table), elf.section_data(strings)) else {
+        return out;
+    };
+    for sym in syms.chunks_exact(SYM_SIZE) {
+        let name_off = u32::from_le_bytes([sym[0], sym[1], sym[2], sym[3]]) as usize;
+        let shndx = u16::from_le_bytes([sym[6], sym[7]]);
+        let value = u64::from_le_bytes(sym[8..16].try_into().unwrap_or_default());
+        let Some(name) = strs.get(name_off..).and_then(|s| s.split(|&b| b == 0).next()) else {
+            continue;
+        };
+        if shndx == 0 || !(name.starts_with(b"v8dbg_") || name.starts_with(b"v8_Default_embedded_blob_code")) {
+            continue;
+        }
+        let Ok(name) = std::str::from_utf8(name) else { continue };
+        let key = name.strip_prefix("v8dbg_").unwrap_or(name);
+        out.entry(key.to_string()).or_insert(value);
+        if out.len() >= MAX_METADATA_SYMBOLS {
+            break;
+        }
+    }
+    out
 }
 
 /// The first position of `needle` in `hay`.
