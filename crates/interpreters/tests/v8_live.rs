@@ -40,9 +40,13 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/node/chain.js").canonicalize().unwrap()
 }
 
-/// The line of the script marked `// line:<name>`.
+/// The line of the chain script marked `// line:<name>`.
 fn marked_line(name: &str) -> u32 {
-    let text = std::fs::read_to_string(script()).unwrap();
+    marked_line_in(&script(), name)
+}
+
+fn marked_line_in(script: &Path, name: &str) -> u32 {
+    let text = std::fs::read_to_string(script).unwrap();
     let marker = format!("// line:{name}");
     let at = text.lines().position(|l| l.trim_end().ends_with(&marker)).unwrap_or_else(|| panic!("no {marker}"));
     at as u32 + 1
@@ -64,8 +68,12 @@ impl Drop for Node {
 }
 
 fn start(flags: &[&str], hot: bool) -> Node {
+    start_script(&script(), flags, hot)
+}
+
+fn start_script(script: &Path, flags: &[&str], hot: bool) -> Node {
     let mut cmd = Command::new(NODE);
-    cmd.args(flags).arg(script());
+    cmd.args(flags).arg(script);
     if hot {
         cmd.arg("hot");
     }
@@ -282,5 +290,53 @@ fn baseline_chain() {
     }
     let node = start(&["--always-sparkplug", "--max-opt=1"], true);
     let frames = check_chain(&node, Some(Tier::Baseline));
+    check_loader_frames(&frames);
+}
+
+/// A comparator called from the `Array.prototype.sort` builtin: the
+/// builtin's own frame (a JSFunction `sort` with builtin code, no
+/// script) sits between two stub frames and the caller.
+#[test]
+fn comparator_under_the_sort_builtin() {
+    if !have_node() {
+        return;
+    }
+    let sort_js = script().with_file_name("sort.js");
+    let node = start_script(&sort_js, &["--jitless"], false);
+    let pid = node.0.id();
+    let sp = stop_blocked(pid);
+    let layout = layout();
+    let memory = PidMemory(pid);
+    let exit = find_exit_frame(&memory, &layout, sp).expect("no exit frame above sp");
+    let mut names = V8Symbolizer::new(layout.clone());
+    let (frames, end) = walk_frames(&memory, &mut names, exit, 0);
+    assert_eq!(end, WalkEnd::Entry);
+    let file = sort_js.canonicalize().unwrap();
+    let file = Some(file.to_str().unwrap());
+    let line = |n| Some(marked_line_in(&sort_js, n));
+    let stub = layout.frame_types.stub;
+    let top: Vec<(Option<&str>, Option<Tier>, Option<u32>, Option<&str>, Option<u32>)> = frames
+        .iter()
+        .take(6)
+        .map(|f| match f {
+            V8Frame::Js { name, tier, line, script, .. } => {
+                (Some(&**name), Some(*tier), line.map(|l| l.0), script.as_deref(), None)
+            }
+            V8Frame::Marker { frame_type, .. } => (None, None, None, None, Some(*frame_type)),
+        })
+        .collect();
+    assert_eq!(
+        top,
+        [
+            (None, None, None, None, Some(layout.frame_types.builtin_exit)),
+            (Some("byValue"), Some(Tier::Bytecode), line("byValue"), file, None),
+            (None, None, None, None, Some(stub)),
+            (None, None, None, None, Some(stub)),
+            (Some("sort"), Some(Tier::Builtin), None, None, None),
+            (Some("sortAll"), Some(Tier::Bytecode), line("sortAll"), file, None),
+        ]
+    );
+    let top_level = js_frames(&frames).into_iter().nth(3).unwrap();
+    assert_eq!(top_level, (ANONYMOUS.to_string(), Tier::Bytecode, line("top")));
     check_loader_frames(&frames);
 }

@@ -153,6 +153,9 @@ pub struct V8Layout {
     pub code_kind_mask: u32,
     /// See `code_kind_mask`.
     pub code_kind_shift: u32,
+    /// `CodeKind::BUILTIN`: two after `BYTECODE_HANDLER` (fallback: the
+    /// order of `code-kind.h`, not exported).
+    pub code_kind_builtin: u32,
     /// `CodeKind::BASELINE` (Sparkplug); Maglev and TurboFan follow it
     /// (fact: the order of V8's `code-kind.h` since 9.x).
     pub code_kind_baseline: u32,
@@ -296,6 +299,7 @@ impl V8Layout {
             code_kind_mask: m.small("CodeKindFieldMask", 0xff)?,
             code_kind_shift: m.small("CodeKindFieldShift", 31)?,
             code_kind_baseline: m.small("CodeKindBaseline", 0xff)?,
+            code_kind_builtin: m.small("CodeKindBytecodeHandler", 0xff)? + 2,
             // Fallback: deoptimization data right after the relocation info.
             code_deoptimization_data: off("class_Code__deoptimization_data__FixedArray")
                 .unwrap_or(code_source_positions - 8),
@@ -410,6 +414,7 @@ pub(crate) mod tests {
             code_kind_mask: 0,
             code_kind_shift: 0,
             code_kind_baseline: 0,
+            code_kind_builtin: 0,
             code_deoptimization_data: 0,
             deopt_literal_array_index: 0,
             deopt_inlining_positions_index: 0,

@@ -39,6 +39,9 @@ pub enum Tier {
     Maglev,
     /// TurboFan code.
     Turbofan,
+    /// A builtin with JavaScript linkage (`Array.prototype.sort`): no
+    /// script, no line.
+    Builtin,
     /// Machine code not placed (the function's current code does not
     /// hold the pc: it was replaced or deoptimised since), or of another
     /// kind.
@@ -206,7 +209,11 @@ fn js_frames(heap: &Heap<'_>, names: &mut V8Symbolizer, fp: u64, pc: u64, functi
     let Some(code) = heap.field(function, l.js_function_code) else {
         return vec![frame(info.as_ref(), Tier::Compiled, None, false)];
     };
-    let Some(code_info) = read_code(heap, code).filter(|c| c.contains(pc)) else {
+    let code_info = read_code(heap, code);
+    if code_info.as_ref().is_some_and(|c| c.kind == l.code_kind_builtin) {
+        return vec![frame(info.as_ref(), Tier::Builtin, None, false)];
+    }
+    let Some(code_info) = code_info.filter(|c| c.contains(pc)) else {
         return vec![frame(info.as_ref(), Tier::Compiled, None, false)];
     };
     let tier = match code_info.kind.checked_sub(l.code_kind_baseline) {
