@@ -293,6 +293,9 @@ fn baseline_chain() {
     check_loader_frames(&frames);
 }
 
+/// A frame as `(name, tier, line, script, marker)`.
+type FrameSummary<'a> = (Option<&'a str>, Option<Tier>, Option<u32>, Option<&'a str>, Option<u32>);
+
 /// A comparator called from the `Array.prototype.sort` builtin: the
 /// builtin's own frame (a JSFunction `sort` with builtin code, no
 /// script) sits between two stub frames and the caller.
@@ -315,7 +318,7 @@ fn comparator_under_the_sort_builtin() {
     let file = Some(file.to_str().unwrap());
     let line = |n| Some(marked_line_in(&sort_js, n));
     let stub = layout.frame_types.stub;
-    let top: Vec<(Option<&str>, Option<Tier>, Option<u32>, Option<&str>, Option<u32>)> = frames
+    let top: Vec<FrameSummary<'_>> = frames
         .iter()
         .take(6)
         .map(|f| match f {
