@@ -343,3 +343,52 @@ fn comparator_under_the_sort_builtin() {
     assert_eq!(top_level, (ANONYMOUS.to_string(), Tier::Bytecode, line("top")));
     check_loader_frames(&frames);
 }
+
+/// A worker thread has its own isolate and stack: walking each thread
+/// blocked in futex finds the worker's chain on one and the main
+/// thread's on another, both complete to their entry frames.
+#[test]
+fn worker_thread_chain() {
+    if !have_node() {
+        return;
+    }
+    let worker_js = script().with_file_name("worker.js");
+    let node = start_script(&worker_js, &["--jitless"], false);
+    let pid = node.0.id();
+    // The main thread blocks last: once it does, both wait.
+    stop_blocked(pid);
+    let layout = layout();
+    let memory = PidMemory(pid);
+    let mut names = V8Symbolizer::new(layout.clone());
+    let line = |n| Some(marked_line_in(&worker_js, n));
+    let mut chains = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let syscall = std::fs::read_to_string(task.unwrap().path().join("syscall")).unwrap_or_default();
+        let words: Vec<&str> = syscall.split_whitespace().collect();
+        if words.first() != Some(&"202") {
+            continue;
+        }
+        let sp = u64::from_str_radix(words[words.len() - 2].trim_start_matches("0x"), 16).unwrap();
+        // Threads of the platform and libuv block in futex too, with no
+        // JavaScript above them.
+        let Some(exit) = find_exit_frame(&memory, &layout, sp) else { continue };
+        let (frames, end) = walk_frames(&memory, &mut names, exit, 0);
+        assert_eq!(end, WalkEnd::Entry, "{frames:#?}");
+        let js = js_frames(&frames);
+        chains.push(js.into_iter().take(4).map(|(n, _, l)| (n, l)).collect::<Vec<_>>());
+    }
+    chains.sort();
+    let s = |n: &str| n.to_string();
+    assert_eq!(
+        chains,
+        [
+            vec![(s("mainWait"), line("mainWait")), (s("listOnTimeout"), None), (s("processTimers"), None)],
+            vec![
+                (s("wc"), line("wc")),
+                (s("wb"), line("wb")),
+                (s("wa"), line("wa")),
+                (s(ANONYMOUS), line("workerTop"))
+            ],
+        ]
+    );
+}

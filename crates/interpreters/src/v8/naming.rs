@@ -222,7 +222,7 @@ pub fn bytecode_positions(heap: &Heap<'_>, bytecode: u64) -> Option<Vec<Position
 /// relative to the tagged `BytecodeArray` pointer).
 pub fn bytecode_script_offset(l: &V8Layout, positions: &[PositionEntry], frame_offset: i64) -> Option<u32> {
     let offset = frame_offset.checked_sub(i64::from(l.bytecode_data) - 1)?;
-    Some(position_at(positions, u32::try_from(offset).ok()?)?.script_offset)
+    Some(position_at(positions, i32::try_from(offset).ok()?)?.script_offset)
 }
 
 /// Size of an `InliningPosition` (a 64-bit `SourcePosition` and the
@@ -269,7 +269,7 @@ pub fn inlined_scopes(heap: &Heap<'_>, code: u64, entry: PositionEntry, outer_sf
         let sfi = element(literals, function as u32)? & !2;
         heap.typed(sfi, l.type_shared_function_info)?;
         out.push((sfi, offset));
-        offset = ((raw >> 1) & ((1 << 30) - 1)) as u32;
+        offset = ((raw >> 1) & ((1 << 30) - 1)).saturating_sub(1) as u32;
         inlining = match (raw >> 31) & 0xffff {
             0 => None,
             n => Some((n - 1) as u16),
@@ -317,7 +317,7 @@ impl CodeInfo {
 
     /// The position of return address `pc` (the call before it).
     pub fn position_at_return(&self, pc: u64) -> Option<PositionEntry> {
-        let offset = u32::try_from(pc.checked_sub(self.start)?.checked_sub(1)?).ok()?;
+        let offset = i32::try_from(pc.checked_sub(self.start)?.checked_sub(1)?).ok()?;
         position_at(&self.positions, offset)
     }
 }

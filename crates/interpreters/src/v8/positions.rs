@@ -6,7 +6,10 @@
 //! zigzag-signed): the code offset delta (a statement position is stored
 //! as the delta, an expression position as `-delta - 1`) then the delta
 //! of the raw `SourcePosition`, whose bit 0 says "external", bits 1..=30
-//! are the script offset and bits 31..=46 the inlining id plus one.
+//! are the script offset plus one (0 is "no position") and bits 31..=46
+//! the inlining id plus one. Deltas start from code offset -1 (the
+//! function entry's position, which bytecode tables record first) and
+//! raw position 0. Checked live against `node --print-bytecode`.
 //! A script's line ends are the offsets of its `\n` characters.
 
 /// Most entries decoded from one table.
@@ -15,8 +18,9 @@ const MAX_ENTRIES: usize = 1 << 18;
 /// One entry of a source position table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PositionEntry {
-    /// Bytecode offset (or machine code offset for compiled code).
-    pub code_offset: u32,
+    /// Bytecode offset (or machine code offset for compiled code); -1 is
+    /// the function's entry.
+    pub code_offset: i32,
     /// Character offset in the script.
     pub script_offset: u32,
     /// Index of the inlined function in the code's deoptimisation data,
@@ -28,7 +32,7 @@ pub struct PositionEntry {
 pub fn decode_positions(table: &[u8]) -> Option<Vec<PositionEntry>> {
     let mut out = Vec::new();
     let mut at = 0usize;
-    let (mut code, mut raw) = (0i64, 0i64);
+    let (mut code, mut raw) = (-1i64, 0i64);
     while at < table.len() {
         if out.len() >= MAX_ENTRIES {
             return None;
@@ -39,9 +43,11 @@ pub fn decode_positions(table: &[u8]) -> Option<Vec<PositionEntry>> {
         code = code.checked_add(delta)?;
         raw = raw.checked_add(read_vlq(table, &mut at)?)?;
         let raw_u = u64::try_from(raw).ok()?;
+        let script = (raw_u >> 1) & ((1 << 30) - 1);
         out.push(PositionEntry {
-            code_offset: u32::try_from(code).ok()?,
-            script_offset: ((raw_u >> 1) & ((1 << 30) - 1)) as u32,
+            code_offset: i32::try_from(code).ok()?,
+            // 0 is "no position": kept as 0, a harmless line 1.
+            script_offset: script.saturating_sub(1) as u32,
             inlining_id: match (raw_u >> 31) & 0xffff {
                 0 => None,
                 n => Some((n - 1) as u16),
@@ -66,7 +72,7 @@ fn read_vlq(table: &[u8], at: &mut usize) -> Option<i64> {
 }
 
 /// The entry in effect at `code_offset`: the last one at or before it.
-pub fn position_at(entries: &[PositionEntry], code_offset: u32) -> Option<PositionEntry> {
+pub fn position_at(entries: &[PositionEntry], code_offset: i32) -> Option<PositionEntry> {
     let n = entries.partition_point(|e| e.code_offset <= code_offset);
     n.checked_sub(1).map(|i| entries[i])
 }
@@ -101,11 +107,15 @@ mod tests {
     #[test]
     fn decodes_statements_expressions_and_inlining() {
         let mut t = Vec::new();
+        // (code -1, script 8, expression: the function entry),
         // (code 0, script 10, statement), (code 5, script 300, expression),
-        // (code 200, script 40, inlined #2): deltas of raw positions.
-        let raw = |script: i64, inl: i64| (script << 1) | (inl << 31);
-        vlq(0, &mut t);
-        vlq(raw(10, 0), &mut t);
+        // (code 200, script 40, inlined #2): deltas of raw positions,
+        // from code -1 and raw 0.
+        let raw = |script: i64, inl: i64| ((script + 1) << 1) | (inl << 31);
+        vlq(-1, &mut t);
+        vlq(raw(8, 0), &mut t);
+        vlq(1, &mut t);
+        vlq(raw(10, 0) - raw(8, 0), &mut t);
         vlq(-5 - 1, &mut t);
         vlq(raw(300, 0) - raw(10, 0), &mut t);
         vlq(195, &mut t);
@@ -114,6 +124,7 @@ mod tests {
         assert_eq!(
             e,
             vec![
+                PositionEntry { code_offset: -1, script_offset: 8, inlining_id: None },
                 PositionEntry { code_offset: 0, script_offset: 10, inlining_id: None },
                 PositionEntry { code_offset: 5, script_offset: 300, inlining_id: None },
                 PositionEntry { code_offset: 200, script_offset: 40, inlining_id: Some(2) },
@@ -136,5 +147,20 @@ mod tests {
         assert_eq!(line_column(&ends, 6), Some((3, 1)));
         assert_eq!(line_column(&ends, 8), Some((4, 2)));
         assert_eq!(line_column(&[], 4), Some((1, 5)));
+    }
+}
+
+#[cfg(test)]
+mod node20 {
+    use super::*;
+
+    /// `wb` of tests/workloads/node/worker.js as Node 20 stores it, and
+    /// as `node --print-bytecode` prints it: 566 S> @0, 573 E> @3,
+    /// 578 S> @6.
+    #[test]
+    fn a_table_from_a_live_node() {
+        let e = decode_positions(&[0x01, 0xc0, 0x11, 0x02, 0x1c, 0x07, 0x1c, 0x06, 0x14]).unwrap();
+        let pairs: Vec<(i32, u32)> = e.iter().map(|e| (e.code_offset, e.script_offset)).collect();
+        assert_eq!(pairs, [(-1, 559), (0, 566), (3, 573), (6, 578)]);
     }
 }
