@@ -123,6 +123,31 @@ fn layout() -> Arc<V8Layout> {
     }
 }
 
+/// The columns of the first four JavaScript frames.
+fn columns(frames: &[V8Frame]) -> Vec<Option<u32>> {
+    frames
+        .iter()
+        .filter_map(|f| match f {
+            V8Frame::Js { line, .. } => Some(line.map(|l| l.1)),
+            V8Frame::Marker { .. } => None,
+        })
+        .take(4)
+        .collect()
+}
+
+/// Where V8 places each call of the chain (as its own stack traces do):
+/// at the called property (`wait` of `Atomics.wait(`) or function name.
+fn expected_columns() -> Vec<Option<u32>> {
+    let text = std::fs::read_to_string(script()).unwrap();
+    [("c", "wait("), ("b", "c("), ("a", "b("), ("top", "a(")]
+        .iter()
+        .map(|(mark, callee)| {
+            let line = text.lines().nth(marked_line(mark) as usize - 1).unwrap();
+            Some(line.find(callee).unwrap() as u32 + 1)
+        })
+        .collect()
+}
+
 /// A walk's JavaScript frames: `(name, tier, line)`.
 fn js_frames(frames: &[V8Frame]) -> Vec<(String, Tier, Option<u32>)> {
     frames
@@ -174,6 +199,7 @@ fn interpreted_chain_with_lines() {
     let lines: Vec<Option<u32>> = js.iter().take(4).map(|f| f.2).collect();
     let expect = ["c", "b", "a", "top"].map(|n| Some(marked_line(n)));
     assert_eq!(lines, expect, "{js:?}");
+    assert_eq!(columns(&frames), expected_columns());
     check_loader_frames(&frames);
 }
 
@@ -278,6 +304,7 @@ fn hot_chain() {
         ]
     );
     assert_ne!(js[3].4, fp);
+    assert_eq!(columns(&frames), expected_columns());
     check_loader_frames(&frames);
 }
 
