@@ -19,6 +19,8 @@ const SYM_SIZE: usize = 24;
 /// `SHT_SYMTAB`, `SHT_DYNSYM`.
 const SHT_SYMTAB: u32 = 2;
 const SHT_DYNSYM: u32 = 11;
+/// `PT_LOAD`.
+const PT_LOAD: u32 = 1;
 /// The embedded builtins blob: its code (a label in `.text`) and its
 /// size (a `u32` constant).
 const BLOB_CODE: &str = "v8_Default_embedded_blob_code_";
@@ -117,10 +119,9 @@ impl<'a> Metadata<'a> {
             return Some(i64::from(i32::from_le_bytes(b)));
         }
         // Not file-backed: zero-initialised data, if inside a segment.
-        let in_bss =
-            self.elf.program_headers().iter().any(|p| {
-                p.p_type == 1 && vaddr >= p.vaddr && vaddr.saturating_add(4) <= p.vaddr.saturating_add(p.memsz)
-            });
+        let in_bss = self.elf.program_headers().iter().any(|p| {
+            p.p_type == PT_LOAD && vaddr >= p.vaddr && vaddr.saturating_add(4) <= p.vaddr.saturating_add(p.memsz)
+        });
         in_bss.then_some(0)
     }
 
