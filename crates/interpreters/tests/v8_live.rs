@@ -88,11 +88,23 @@ fn start_script(script: &Path, flags: &[&str], hot: bool) -> Node {
 /// Waits until the main thread blocks in futex (Atomics.wait), then
 /// stops the process and returns the main thread's stack pointer.
 fn stop_blocked(pid: u32) -> u64 {
+    // Blocked for good: in futex with the same arguments and stack for
+    // 200 ms (a lock taken in passing does not last).
     let deadline = Instant::now() + Duration::from_secs(20);
+    let mut same_since: Option<(String, Instant)> = None;
     loop {
         let syscall = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap();
         if syscall.split_whitespace().next() == Some("202") {
-            break;
+            match &same_since {
+                Some((seen, since)) if *seen == syscall => {
+                    if since.elapsed() >= Duration::from_millis(200) {
+                        break;
+                    }
+                }
+                _ => same_since = Some((syscall.clone(), Instant::now())),
+            }
+        } else {
+            same_since = None;
         }
         assert!(Instant::now() < deadline, "never blocked in futex: {syscall}");
         std::thread::sleep(Duration::from_millis(10));
