@@ -431,3 +431,61 @@ fn worker_thread_chain() {
         ]
     );
 }
+
+/// `(rip, rbp)` of thread `tid`, taken with PTRACE_SEIZE + INTERRUPT and
+/// left running again (detached).
+fn registers(tid: u32) -> (u64, u64) {
+    let tid = tid as libc::pid_t;
+    // SAFETY: ptrace on our own child's thread; `regs` is a plain struct
+    // the kernel fills; the thread is detached before returning.
+    unsafe {
+        assert_eq!(libc::ptrace(libc::PTRACE_SEIZE, tid, 0, 0), 0, "seize");
+        assert_eq!(libc::ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0), 0, "interrupt");
+        let mut status = 0;
+        assert_eq!(libc::waitpid(tid, &mut status, libc::__WALL), tid);
+        let mut regs: libc::user_regs_struct = std::mem::zeroed();
+        assert_eq!(libc::ptrace(libc::PTRACE_GETREGS, tid, 0, &mut regs as *mut _ as *mut libc::c_void), 0);
+        assert_eq!(libc::ptrace(libc::PTRACE_DETACH, tid, 0, 0), 0, "detach");
+        (regs.rip, regs.rbp)
+    }
+}
+
+/// A CPU-bound chain sampled from its registers, as the BPF unwinder
+/// will start: from the interrupted thread's frame pointer and pc, at
+/// least 16 of 20 samples give exactly inner, outer, top level down to
+/// the entry frame (a sample may fall in a builtin or stub that keeps no
+/// frame of its own); outer and the top level with their call lines, and
+/// inner, once TurboFan compiled it (on-stack replacement of its loop),
+/// at the loop's line.
+#[test]
+fn spinning_chain_from_registers() {
+    if !have_node() {
+        return;
+    }
+    let spin_js = script().with_file_name("spin.js");
+    let node = start_script(&spin_js, &[], false);
+    let pid = node.0.id();
+    let layout = layout();
+    let memory = PidMemory(pid);
+    let mut names = V8Symbolizer::new(layout.clone());
+    let line = |n| Some(marked_line_in(&spin_js, n));
+    let mut results = Vec::new();
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(50));
+        let (pc, fp) = registers(pid);
+        let (frames, end) = walk_frames(&memory, &mut names, fp, pc);
+        results.push((js_frames(&frames).into_iter().take(3).collect::<Vec<_>>(), end));
+    }
+    let complete: Vec<_> = results
+        .iter()
+        .filter(|(js, end)| *end == WalkEnd::Entry && js.iter().map(|f| f.0.as_str()).eq(["inner", "outer", ANONYMOUS]))
+        .collect();
+    assert!(complete.len() >= 16, "{}/20 complete: {results:?}", complete.len());
+    for (js, _) in &complete {
+        assert_eq!((js[1].2, js[2].2), (line("outer"), line("spinTop")), "{js:?}");
+        if js[0].1 == Tier::Turbofan {
+            assert_eq!(js[0].2, line("loop"), "{js:?}");
+        }
+    }
+    assert!(complete.iter().any(|(js, _)| js[0].1 == Tier::Turbofan), "inner never optimised: {results:?}");
+}
