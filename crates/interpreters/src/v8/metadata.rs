@@ -143,11 +143,11 @@ impl<'a> Metadata<'a> {
         }
     }
 
-    /// The V8 version, from its version string in `.rodata`
-    /// (`11.3.244.8-node.38` in Node.js builds, `11.3.244.8` elsewhere),
-    /// found next to the postmortem data's own build: the first string of
-    /// the form `<digits>.<digits>.<digits>.<digits>` followed by `-node.`
-    /// or by a NUL.
+    /// The V8 version, from Node's version string in `.rodata`
+    /// (`11.3.244.8-node.38`, `process.versions.v8`): the first
+    /// `<digits>.<digits>.<digits>[.<digits>]` that starts a string and
+    /// is followed by `-node.`. Other embedders (no `-node.` suffix) get
+    /// `None` for now: a notice, profiled as native.
     pub fn version(&self) -> Option<V8Version> {
         let rodata = self.elf.section_by_name(".rodata")?;
         let data = self.elf.section_data(rodata).ok()?;
