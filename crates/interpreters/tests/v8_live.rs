@@ -182,6 +182,13 @@ fn check_chain(node: &Node, expect_tier: Option<Tier>) -> Vec<V8Frame> {
     let (frames, end) = walk_frames(&memory, &mut names, exit, 0);
     eprintln!("{frames:#?}\n{end:?}");
     assert_eq!(end, WalkEnd::Entry, "the walk must reach the entry frame");
+    // Walked again: the same frames, every function from the cache.
+    let before = names.stats();
+    assert_eq!(walk_frames(&memory, &mut names, exit, 0), (frames.clone(), end.clone()));
+    let after = names.stats();
+    assert_eq!((after.read, after.failed), (before.read, before.failed));
+    let js_count = frames.iter().filter(|f| matches!(f, V8Frame::Js { .. })).count() as u64;
+    assert!(after.hits - before.hits >= js_count, "{before:?} -> {after:?}");
     // The exit frame of the C++ builtin Atomics.wait comes first.
     assert_eq!(frames[0], V8Frame::Marker { fp: exit, frame_type: layout.frame_types.builtin_exit }, "innermost frame");
     let js = js_frames(&frames);
