@@ -24,5 +24,6 @@ pub mod hotspot;
 pub mod memory;
 pub mod python;
 pub mod ruby;
+pub mod v8;
 
 pub use memory::{PidMemory, ProcessMemory};
