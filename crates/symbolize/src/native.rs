@@ -13,7 +13,8 @@ use profiler_trace::{SourceLine, TableKey};
 
 use crate::cache::GenerationalCache;
 use crate::debugfile::DebugConfig;
-use crate::file::{DwarfPart, FileSource, FileSymbolizer, LineSource, LoadError};
+use crate::file::{DwarfPart, FileSymbolizer, LineSource};
+use crate::source::{FileSource, LoadError};
 
 /// Settings of a [`NativeSymbolizer`].
 #[derive(Clone, Debug, PartialEq, Eq)]
