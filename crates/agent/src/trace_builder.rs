@@ -8,12 +8,12 @@
 //! are named from the process's memory by the [`PythonSymbolizer`], with
 //! the build the process maps.
 
-use profiler_bpf::{RawSample, UnwindStop, UserFrame, FRAME_EXACT_PC};
+use profiler_bpf::{RawSample, UnwindStop};
 use profiler_interpreters::python::{PythonBuild, PythonRegistry, PythonSymbolizer, PythonSymbolizerStats};
 use profiler_interpreters::PidMemory;
 use profiler_process::{procfs, ProcessRegistry, ProcessSnapshot};
 use profiler_symbolize::{FileSource, KernelSymbolizer, LineSource, NativeSymbolizer, Symbolized};
-use profiler_trace::{Frame, FrameKind, Pid, ProcessInfo, SourceLine, Tid, Trace};
+use profiler_trace::{CodeAddress, Frame, FrameKind, Pid, ProcessInfo, SourceLine, Tid, Trace, UserFrame};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -106,7 +106,7 @@ impl TraceBuilder {
         };
         let mut frames = Vec::with_capacity(sample.kernel_frames.len() + sample.user_frames.len());
         for (i, &address) in sample.kernel_frames.iter().enumerate() {
-            frames.push(self.kernel_frame(address, i == 0));
+            frames.push(self.kernel_frame(CodeAddress::kernel(i, address)));
         }
         // The CPython build the process maps, found at its first frame.
         let mut python: Option<Option<(Arc<PythonBuild>, u64)>> = None;
@@ -116,7 +116,7 @@ impl TraceBuilder {
                     let build = python.get_or_insert_with(|| self.python_build(snapshot.as_deref())).clone();
                     frames.push(self.python_frame(pid, build, code, offset));
                 }
-                UserFrame::Native { .. } => frames.push(self.user_frame(snapshot.as_deref(), word)),
+                UserFrame::Native(pc) => frames.push(self.user_frame(snapshot.as_deref(), pc)),
             }
         }
         if !sample.user_frames.is_empty() {
@@ -151,14 +151,9 @@ impl TraceBuilder {
         info
     }
 
-    /// A user frame. Return addresses point after their call; the frame
-    /// stands for the call instruction, so it is looked up (and reported)
-    /// one byte back: a call may be the last instruction of a function
-    /// (noreturn callees). Exact pcs are taken as they are.
-    fn user_frame(&mut self, snapshot: Option<&ProcessSnapshot>, word: u64) -> Frame {
-        let exact = word & FRAME_EXACT_PC != 0;
-        let pc = word & !FRAME_EXACT_PC;
-        let lookup = if exact { pc } else { pc.saturating_sub(1) };
+    /// A user frame, looked up (and reported) at [`CodeAddress::lookup`].
+    fn user_frame(&mut self, snapshot: Option<&ProcessSnapshot>, pc: CodeAddress) -> Frame {
+        let lookup = pc.lookup();
         let Some(resolved) = snapshot.and_then(|s| s.resolve(lookup)) else {
             self.counts.unresolved_frames += 1;
             return Frame { kind: FrameKind::Native, address: lookup, mapping: None, lines: vec![] };
@@ -215,8 +210,8 @@ impl TraceBuilder {
         Frame { kind: FrameKind::CPython, address: u64::from(offset), mapping: None, lines: line.into_iter().collect() }
     }
 
-    fn kernel_frame(&mut self, address: u64, is_leaf: bool) -> Frame {
-        let lookup = if is_leaf { address } else { address.saturating_sub(1) };
+    fn kernel_frame(&mut self, pc: CodeAddress) -> Frame {
+        let (address, lookup) = (pc.pc, pc.lookup());
         if let Some(frame) = self.kernel_frames.get(&lookup) {
             return frame.clone();
         }

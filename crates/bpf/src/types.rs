@@ -5,57 +5,8 @@
 use profiler_elf::{CfaBase, RbpRule, UnwindRule};
 use std::mem::{offset_of, size_of};
 
-/// `FRAME_EXACT_PC`: set in a user frame word whose address is an exact
-/// pc (the sampled instruction, or one a signal interrupted), clear for
-/// return addresses.
-pub const FRAME_EXACT_PC: u64 = 1 << 63;
-
-/// `FRAME_INTERPRETED`: set in a user frame word that is an interpreter's
-/// frame rather than a pc (see [`UserFrame`]).
-pub const FRAME_INTERPRETED: u64 = 1 << 62;
-/// `PYTHON_FRAME_OFFSET_SHIFT`, `PYTHON_FRAME_OFFSET_MAX`.
-const PYTHON_FRAME_OFFSET_SHIFT: u32 = 44;
-const PYTHON_FRAME_OFFSET_MAX: u64 = (1 << 18) - 1;
-
-/// One user frame word of a sample, decoded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UserFrame {
-    /// A native pc.
-    Native {
-        /// The address.
-        pc: u64,
-        /// An exact pc (the sampled instruction, or one a signal
-        /// interrupted), not a return address.
-        exact: bool,
-    },
-    /// A CPython frame.
-    Python {
-        /// Address of the code object in the process, 0 when the unwinder
-        /// could not encode it.
-        code: u64,
-        /// Byte offset of the frame's current instruction in the code
-        /// object's bytecode.
-        offset: u32,
-    },
-}
-
-impl UserFrame {
-    /// Decodes a frame word of [`crate::RawSample::user_frames`].
-    pub fn decode(word: u64) -> UserFrame {
-        if word & FRAME_EXACT_PC == 0 && word & FRAME_INTERPRETED != 0 {
-            let code = (word & ((1 << PYTHON_FRAME_OFFSET_SHIFT) - 1)) << 3;
-            let offset = ((word >> PYTHON_FRAME_OFFSET_SHIFT) & PYTHON_FRAME_OFFSET_MAX) as u32;
-            return UserFrame::Python { code, offset };
-        }
-        UserFrame::Native { pc: word & !FRAME_EXACT_PC, exact: word & FRAME_EXACT_PC != 0 }
-    }
-
-    /// The word the unwinder writes for a CPython frame (for tests).
-    pub fn python_word(code: u64, offset: u32) -> u64 {
-        let code_bits = if code & 7 != 0 || code >> 47 != 0 { 0 } else { code >> 3 };
-        FRAME_INTERPRETED | (u64::from(offset).min(PYTHON_FRAME_OFFSET_MAX) << PYTHON_FRAME_OFFSET_SHIFT) | code_bits
-    }
-}
+// The frame words' decoding lives with the data model.
+pub use profiler_trace::{UserFrame, FRAME_EXACT_PC, FRAME_INTERPRETED};
 
 /// `DELTA_PAGE_BITS`: deltas are indexed by pages of this many bits.
 pub(crate) const DELTA_PAGE_BITS: u32 = 16;
@@ -517,21 +468,6 @@ impl PythonFileValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn python_frame_words_round_trip() {
-        let w = UserFrame::python_word(0x7f12_3456_7898, 1234);
-        assert_eq!(w & FRAME_EXACT_PC, 0);
-        assert_eq!(UserFrame::decode(w), UserFrame::Python { code: 0x7f12_3456_7898, offset: 1234 });
-        // Not encodable: misaligned, or above 2^47; offsets clamp.
-        assert_eq!(UserFrame::decode(UserFrame::python_word(0x1001, 7)), UserFrame::Python { code: 0, offset: 7 });
-        assert_eq!(
-            UserFrame::decode(UserFrame::python_word(1 << 48, 1 << 20)),
-            UserFrame::Python { code: 0, offset: (1 << 18) - 1 }
-        );
-        assert_eq!(UserFrame::decode(0x4010 | FRAME_EXACT_PC), UserFrame::Native { pc: 0x4010, exact: true });
-        assert_eq!(UserFrame::decode(0x7fff_1234), UserFrame::Native { pc: 0x7fff_1234, exact: false });
-    }
 
     #[test]
     fn python_file_layout() {
