@@ -18,8 +18,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Bound on cached kernel frames (distinct kernel addresses).
-const MAX_CACHED_KERNEL_FRAMES: usize = 65_536;
 /// Bound on processes the manager did not load (kernel threads, first
 /// samples) whose identity is cached here.
 const MAX_UNLOADED_PROCESSES: usize = 4096;
@@ -42,8 +40,6 @@ pub(crate) struct TraceBuilder {
     registry: Arc<ProcessRegistry>,
     kernel: Option<KernelSymbolizer>,
     native: NativeSymbolizer,
-    // Kernel address (as looked up) -> its named frame.
-    kernel_frames: HashMap<u64, Frame>,
     // Identity of processes the manager has not loaded.
     unloaded: HashMap<Pid, Arc<ProcessInfo>>,
     // Thread names are few; share one allocation per distinct name.
@@ -71,7 +67,6 @@ impl TraceBuilder {
             registry,
             kernel,
             native,
-            kernel_frames: HashMap::new(),
             unloaded: HashMap::new(),
             names: HashMap::new(),
             counts: UnwindCounts::default(),
@@ -210,27 +205,12 @@ impl TraceBuilder {
         Frame { kind: FrameKind::CPython, address: u64::from(offset), mapping: None, lines: line.into_iter().collect() }
     }
 
+    /// A kernel frame, named by the kernel symbolizer (which caches its
+    /// names: the one cache of kernel names).
     fn kernel_frame(&mut self, pc: CodeAddress) -> Frame {
-        let (address, lookup) = (pc.pc, pc.lookup());
-        if let Some(frame) = self.kernel_frames.get(&lookup) {
-            return frame.clone();
-        }
-        let lines = match self.kernel.as_mut().and_then(|k| k.lookup(lookup)) {
-            Some(symbol) => {
-                let function: Arc<str> = match symbol.module {
-                    Some(module) => Arc::from(format!("{} [{module}]", symbol.name)),
-                    None => Arc::from(symbol.name),
-                };
-                vec![SourceLine { function, file: None, line: 0 }]
-            }
-            None => vec![],
-        };
-        let frame = Frame { kind: FrameKind::Kernel, address, mapping: None, lines };
-        if self.kernel_frames.len() >= MAX_CACHED_KERNEL_FRAMES {
-            self.kernel_frames.clear();
-        }
-        self.kernel_frames.insert(lookup, frame.clone());
-        frame
+        let function = self.kernel.as_mut().and_then(|k| k.function(pc.lookup()));
+        let lines = function.map(|function| vec![SourceLine { function, file: None, line: 0 }]).unwrap_or_default();
+        Frame { kind: FrameKind::Kernel, address: pc.pc, mapping: None, lines }
     }
 
     fn intern(&mut self, name: &str) -> Arc<str> {

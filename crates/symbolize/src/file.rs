@@ -4,7 +4,7 @@
 //! with its symbols while its DWARF loads.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -98,13 +98,12 @@ fn code_outside(elf: &ElfFile, text: &Range<u64>) -> u64 {
         .sum()
 }
 
-/// Interned names and files: one allocation per distinct string; and the
-/// demangled name of each ELF symbol looked up (demangling C++ costs
-/// microseconds).
+/// Interned names and files: one allocation per distinct string. Answers
+/// are cached by address in the symbolizer's one name cache
+/// ([`crate::NativeSymbolizer`]), not here.
 #[derive(Default)]
 struct Names {
     set: HashSet<Arc<str>>,
-    symbols: HashMap<u64, Arc<str>>,
     /// Bytes of the interned strings (with their `Arc` headers).
     strings: u64,
 }
@@ -120,25 +119,20 @@ impl Names {
         a
     }
 
-    /// The demangled name of the symbol at `addr` named `raw`, without a
+    /// The demangled name of the ELF symbol named `raw`, without a
     /// symbol version (`memcpy@@GLIBC_2.14` is `memcpy`; versioned names
     /// are in the `.symtab` of separate debug files).
-    fn symbol(&mut self, addr: u64, raw: &str) -> Arc<str> {
-        if let Some(a) = self.symbols.get(&addr) {
-            return a.clone();
-        }
+    fn symbol(&mut self, raw: &str) -> Arc<str> {
         let raw = match raw.find('@') {
             Some(at) if at > 0 => &raw[..at],
             _ => raw,
         };
-        let a = self.get(&demangle(raw));
-        self.symbols.insert(addr, a.clone());
-        a
+        self.get(&demangle(raw))
     }
 
-    /// Heap bytes: the strings and both tables.
+    /// Heap bytes: the strings and the set.
     fn bytes(&self) -> u64 {
-        self.strings + table_bytes(self.set.capacity(), 16) + table_bytes(self.symbols.capacity(), 24)
+        self.strings + table_bytes(self.set.capacity(), 16)
     }
 }
 
@@ -361,8 +355,6 @@ impl FileSymbolizer {
             self.info.symbols = s.source();
             self.info.symbol_count = s.len();
             self.symbols = Some(s);
-            // Names cached by address came from the other table.
-            self.names.borrow_mut().symbols.clear();
         }
     }
 
@@ -469,8 +461,8 @@ impl FileSymbolizer {
         let in_code = self.code.iter().any(|r| r.contains(&vaddr));
         // The name of the containing ELF symbol, demangled and interned.
         let symbol = |names: &mut Names| {
-            let (raw, addr) = self.symbols.as_ref().filter(|_| in_code).and_then(|s| s.lookup(vaddr))?;
-            Some(names.symbol(addr, &raw))
+            let (raw, _) = self.symbols.as_ref().filter(|_| in_code).and_then(|s| s.lookup(vaddr))?;
+            Some(names.symbol(&raw))
         };
         if let Some((dwarf, source)) = &self.dwarf {
             let frames = dwarf.frames(vaddr);

@@ -87,6 +87,7 @@ mod native;
 mod source;
 mod symtab;
 
+pub use cache::CacheStats;
 pub use debugfile::DebugConfig;
 pub use demangle::demangle;
 pub use dwarf::DwarfError;
