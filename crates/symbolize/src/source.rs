@@ -1,8 +1,8 @@
 //! Opening the file a [`FileSource`] names, as a file the traced process
 //! controls: regular files only, bounded, inside the process's root, the
 //! inode the process manager analysed; or an ELF image read out of a
-//! process's memory (the vDSO). [`crate::file`] loads what it opens,
-//! [`crate::debugfile`] finds debug files and opens them here too.
+//! process's memory (the vDSO). `file` loads what it opens here,
+//! `debugfile` finds debug files and opens them here too.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
