@@ -49,11 +49,12 @@ def find_field(value, name):
     found = None
     if isinstance(value, dict):
         for k, v in value.items():
-            found = v if k == name else (find_field(v, name) if find_field(v, name) is not None else found)
+            inner = v if k == name else find_field(v, name)
+            found = inner if inner is not None else found
     elif isinstance(value, list):
         for v in value:
-            r = find_field(v, name)
-            found = r if r is not None else found
+            inner = find_field(v, name)
+            found = inner if inner is not None else found
     return found
 
 
@@ -120,7 +121,7 @@ def main():
     }
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f)
-    print(f"kernel {kernel}: start-up {startup} ms, bpf_task_pt_regs {'used' if task_pt_regs else 'fallback'}")
+    print(f"kernel {kernel}: start-up {startup} ms, bpf_task_pt_regs {({True: 'used', False: 'fallback'}).get(task_pt_regs, 'unknown')}")
     for n in PROGRAMS:
         if n in progs:
             p = progs[n]

@@ -28,7 +28,7 @@ def main():
                 cells.append(f"n/a ({p['xlated_bytes'] // 8} xlated)")
             else:
                 cells.append(f"{p['verified_insns']} ({p['xlated_bytes'] // 8} xlated)")
-        regs = "used" if s["task_pt_regs"] else "fallback"
+        regs = {True: "used", False: "fallback", None: "unknown"}[s["task_pt_regs"]]
         print(f"| {s['kernel']} | {s['startup_ms']} | {regs} | " + " | ".join(cells) + " |")
 
 
