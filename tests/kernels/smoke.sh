@@ -67,3 +67,4 @@ wait "$agent_pid"
 echo $? >"$out/agent.rc"
 # After the agent stopped: its programs are gone.
 "$work/prog_info" >"$out/progs-after.jsonl"
+exit 0
