@@ -96,13 +96,13 @@ fn php_version_line() -> Option<String> {
     }
 }
 
-#[test]
-fn walks_the_main_thread_of_a_live_php() {
+/// Runs the workload with `settings` (`-d` ini settings), stops it
+/// blocked in `fread` and asserts its walked frames; `jit` says whether
+/// opcache must have emitted JIT code.
+fn walk_live_php(settings: &[&str], jit: bool) {
     let Some(version) = php_version_line() else { return };
-    // opcache stays off in the CLI by default; the JIT would not change
-    // the frames (it keeps zend_execute_data), but be explicit.
     let mut child = Command::new("php")
-        .args(["-d", "opcache.enable_cli=0"])
+        .args(settings.iter().flat_map(|s| ["-d", s]))
         .arg(source())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -114,7 +114,9 @@ fn walks_the_main_thread_of_a_live_php() {
     let _guard = Php(child);
     let mut line = String::new();
     assert!(out.read_line(&mut line).unwrap() > 0, "the workload exited");
-    assert_eq!(line.trim(), format!("ready {pid}"));
+    let jitted: u64 =
+        line.trim().strip_prefix(&format!("ready {pid} jit ")).unwrap_or_else(|| panic!("{line}")).parse().unwrap();
+    assert_eq!(jitted > 0, jit, "{jitted} bytes of JIT code");
     // Blocked in the read: sleeping for a while after printing.
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut sleeping_since = None;
@@ -162,6 +164,20 @@ fn walks_the_main_thread_of_a_live_php() {
     // Walked again from the cache: the same.
     assert_eq!(symbolizer.walk(&memory, ex).unwrap(), want);
     assert_eq!(symbolizer.evictions, 0);
+}
+
+#[test]
+fn walks_the_main_thread_of_a_live_php() {
+    // The CLI's default (opcache off), made explicit.
+    walk_live_php(&["opcache.enable_cli=0"], false);
+}
+
+#[test]
+fn walks_the_main_thread_of_a_live_php_with_the_opcache_jit() {
+    // The tracing JIT compiles hot code only: this chain runs once, so
+    // compile every function as it is loaded ("1205": per-function JIT,
+    // all functions, at script load) to have JIT code on the stack.
+    walk_live_php(&["opcache.enable_cli=1", "opcache.jit_buffer_size=16M", "opcache.jit=1205"], true);
 }
 
 #[test]

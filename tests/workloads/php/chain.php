@@ -2,7 +2,8 @@
 // The PHP workload of crates/interpreters/tests/php_live.rs: the main
 // thread runs {main} -> a -> Chain\Worker::b -> usort (C) ->
 // Chain\Worker::compare -> c -> fread (C) and blocks reading stdin, which
-// the test never writes. Lines marked `line:<name>` are asserted.
+// the test never writes. It first says how much JIT code opcache emitted
+// (the test runs it with and without the JIT). Lines marked `line:<name>` are asserted.
 
 namespace Chain;
 
@@ -31,6 +32,10 @@ function a(): array
     return (new Worker())->b([2, 1]); // line:a
 }
 
-fwrite(STDOUT, "ready " . getmypid() . "\n");
+// How many bytes of JIT code opcache has emitted (0 without the JIT).
+$status = function_exists('opcache_get_status') ? opcache_get_status(false) : false;
+$jit = is_array($status) && isset($status['jit']) && $status['jit']['on'] ? $status['jit'] : null;
+$jitted = $jit === null ? 0 : $jit['buffer_size'] - $jit['buffer_free'];
+fwrite(STDOUT, "ready " . getmypid() . " jit " . $jitted . "\n");
 fflush(STDOUT);
 a(); // line:main
