@@ -168,6 +168,9 @@ pub struct ManagerStats {
     pub maps_reads: u64,
     /// Processes that vanished or could not be read.
     pub maps_read_failures: u64,
+    /// Reads that found no executable mapping (an exited process not
+    /// reaped yet, a kernel thread): not loaded, or unloaded.
+    pub maps_empty: u64,
     /// Reads of maps whose executable mappings had not changed (nothing
     /// else done).
     pub maps_unchanged: u64,
@@ -675,6 +678,17 @@ impl<L: UnwindLoader> ProcessManager<L> {
             return None;
         };
         let entries = parse_executable(&text);
+        if entries.is_empty() {
+            // No executable mapping: the process has exited (a zombie
+            // until it is reaped, whose start time still reads) or is a
+            // kernel thread. Loaded, its entry would stay in the loader
+            // until the pid is reaped.
+            self.stats.maps_empty += 1;
+            if self.processes.contains_key(&pid) {
+                self.unload_process(pid, false);
+            }
+            return None;
+        }
         let digest = maps_digest(&entries);
         if let Some(state) = self.processes.get_mut(&pid) {
             if state.maps_digest == digest {
@@ -1289,6 +1303,49 @@ mod tests {
         m.tick();
         assert!(!m.is_loaded(pa));
         assert!(m.loader().files.is_empty());
+    }
+
+    /// A process that exited but is not reaped yet (a zombie: its start
+    /// time still reads, its maps are empty) is not loaded, and a loaded
+    /// one that becomes a zombie is unloaded at its next read: nothing of
+    /// it stays in the loader until the pid is reaped.
+    #[test]
+    fn zombies_are_not_loaded() {
+        let registry = Arc::new(ProcessRegistry::new());
+        let mut m = ProcessManager::new(Recorder::default(), registry, quick());
+        let zombie_state =
+            |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z"));
+        let wait_zombie = |pid: u32| {
+            for _ in 0..200 {
+                if zombie_state(pid) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            panic!("{pid} did not become a zombie");
+        };
+
+        let mut exited = Command::new("true").spawn().unwrap(); // never waited for until the end
+        wait_zombie(exited.id());
+        let pz = Pid(exited.id());
+        m.on_new_process(pz);
+        m.settle();
+        assert!(!m.is_loaded(pz));
+        assert!(!m.loader().processes.contains_key(&pz));
+        assert_eq!(m.stats().maps_empty, 1);
+
+        let a = sleeper();
+        let pa = Pid(a.0.id());
+        m.on_new_process(pa);
+        m.settle();
+        assert!(m.is_loaded(pa));
+        let mut a = a;
+        a.0.kill().unwrap(); // not reaped: a zombie, and no exit event comes
+        wait_zombie(pa.0);
+        m.on_unknown_pc(pa, 0); // a late sample's event: the maps are read again
+        assert!(!m.is_loaded(pa), "a zombie is unloaded when its maps read empty");
+        assert!(!m.loader().processes.contains_key(&pa));
+        exited.wait().unwrap();
     }
 
     #[test]
