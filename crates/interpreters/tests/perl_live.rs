@@ -1,0 +1,203 @@
+//! Proves the Perl layout against a live interpreter: runs
+//! `tests/workloads/perl/chain.pl` with the system `perl`, waits until its
+//! main thread sleeps, stops it (SIGSTOP), finds `libperl` (or a static
+//! `perl`) in its maps ([`detect`]), finds the main thread's interpreter
+//! (`PL_curinterp` in a threaded build, the globals otherwise), walks its
+//! context stacks (the sort block's stack, then the main one) and asserts
+//! the exact chain of subs, files and lines down to `main`.
+//!
+//! `perl` is required under CI=true (every Debian install has it).
+
+use profiler_elf::ElfFile;
+use profiler_interpreters::perl::{
+    detect, global_state, threaded_state, Detection, PerlBuild, PerlFrame, PerlState, PerlSymbolizer,
+};
+use profiler_interpreters::{PidMemory, ProcessMemory};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+fn source() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/perl/chain.pl").canonicalize().unwrap()
+}
+
+/// The line of the workload marked `# line:<name>`.
+fn marked_line(name: &str) -> u32 {
+    let text = std::fs::read_to_string(source()).unwrap();
+    let marker = format!("# line:{name}");
+    let at = text.lines().position(|l| l.trim_end().ends_with(&marker)).unwrap_or_else(|| panic!("no {marker}"));
+    at as u32 + 1
+}
+
+/// `perl`, or None (a failure under CI=true) when it is missing.
+fn have_perl() -> bool {
+    match Command::new("perl").arg("-v").output() {
+        Ok(o) if o.status.success() => true,
+        other => {
+            assert!(!in_ci(), "perl is required under CI=true ({other:?})");
+            eprintln!("SKIPPED: no perl");
+            false
+        }
+    }
+}
+
+/// The workload, killed on drop.
+struct Perl(Child);
+
+impl Drop for Perl {
+    fn drop(&mut self) {
+        let pid = self.0.id() as i32;
+        // SAFETY: plain syscalls on our own child.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::kill(pid, libc::SIGCONT);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// The state letter of `/proc/<pid>/stat` (after the parenthesised name).
+fn state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+/// The file in `pid`'s maps holding Perl, with its load bias.
+fn find_perl(pid: u32) -> (String, Box<PerlBuild>, u64) {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let mut seen = Vec::new();
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let Some(path) = f.get(5).filter(|p| p.starts_with('/')) else { continue };
+        if seen.contains(path) {
+            continue;
+        }
+        seen.push(path);
+        let Ok(elf) = ElfFile::open(path) else { continue };
+        match detect(&elf, path) {
+            Detection::NotPerl => continue,
+            Detection::Unsupported(why) => panic!("unsupported Perl: {why}"),
+            Detection::Perl(build) => {
+                // The bias: the first mapping's start minus the first
+                // PT_LOAD's page-aligned address (offset 0 maps it).
+                let start = maps
+                    .lines()
+                    .find(|l| l.ends_with(*path) && l.split_whitespace().nth(2) == Some("00000000"))
+                    .and_then(|l| u64::from_str_radix(l.split('-').next()?, 16).ok())
+                    .unwrap();
+                let first = elf.program_headers().iter().filter(|p| p.p_type == 1).map(|p| p.vaddr).min().unwrap();
+                return (path.to_string(), build, start - (first & !0xfff));
+            }
+        }
+    }
+    panic!("no Perl in the maps of {pid}");
+}
+
+fn read_u64(memory: &dyn ProcessMemory, address: u64) -> u64 {
+    let mut b = [0u8; 8];
+    assert!(memory.read(address, &mut b), "read at {address:#x}");
+    u64::from_le_bytes(b)
+}
+
+#[test]
+fn walks_the_main_thread_of_a_live_perl() {
+    if !have_perl() {
+        return;
+    }
+    let mut child = Command::new("perl").arg(source()).stdout(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let _guard = Perl(child);
+    let mut line = String::new();
+    assert!(out.read_line(&mut line).unwrap() > 0, "the workload exited");
+    assert_eq!(line.trim(), format!("ready {pid}"));
+    // Asleep in `sleep`: sleeping for a while after printing.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut sleeping_since = None;
+    loop {
+        assert!(Instant::now() < deadline, "the workload never blocked");
+        match (state(pid), sleeping_since) {
+            (Some('S'), None) => sleeping_since = Some(Instant::now()),
+            (Some('S'), Some(t)) if t.elapsed() > Duration::from_millis(200) => break,
+            (Some('S'), _) => {}
+            _ => sleeping_since = None,
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: a plain syscall on our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    while state(pid) != Some('T') {
+        assert!(Instant::now() < deadline, "the workload did not stop");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    let (path, build, bias) = find_perl(pid);
+    eprintln!("Perl {} in {path}, bias {bias:#x}, {:?}", build.version, build.state);
+    let memory = PidMemory(pid);
+    let thread = match build.state {
+        PerlState::Threaded { curinterp_vaddr, .. } => {
+            let interpreter = read_u64(&memory, bias + curinterp_vaddr);
+            assert_ne!(interpreter, 0, "PL_curinterp is null");
+            threaded_state(&memory, &build.layout, interpreter).unwrap()
+        }
+        PerlState::Globals { curcop_vaddr, curstackinfo_vaddr } => {
+            global_state(&memory, bias + curcop_vaddr, bias + curstackinfo_vaddr).unwrap()
+        }
+    };
+    let mut symbolizer = PerlSymbolizer::new(build.layout.clone());
+    let frames = symbolizer.walk(&memory, thread).unwrap();
+
+    let file = source().to_str().unwrap().to_string();
+    let frame = |name: &str, line: &str| PerlFrame { name: name.into(), file: file.clone(), line: marked_line(line) };
+    let want = vec![
+        frame("Chain::Worker::c", "c"),
+        frame("Chain::Worker::b", "b"),
+        frame("main::a", "a"),
+        frame("main", "main"),
+    ];
+    assert_eq!(frames, want);
+
+    // Walked again from the caches: the same.
+    assert_eq!(symbolizer.walk(&memory, thread).unwrap(), want);
+    assert_eq!((symbolizer.evictions, symbolizer.truncated), (0, 0));
+}
+
+/// The file holding the system Perl's interpreter: the libperl that
+/// `perl` maps, or `perl` itself when it is static.
+fn system_libperl() -> String {
+    let script = r#"open my $m, "<", "/proc/self/maps" or die; my @p = map { (split)[5] // () } <$m>;
+                    my ($l) = grep { /libperl/ } @p; print $l // readlink("/proc/self/exe")"#;
+    let o = Command::new("perl").args(["-e", script]).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn detects_the_system_libperl_from_the_file() {
+    if !have_perl() {
+        return;
+    }
+    let path = system_libperl();
+    let version = Command::new("perl").args(["-e", r#"printf "%vd", $^V"#]).output().unwrap().stdout;
+    let threaded = Command::new("perl").args(["-MConfig", "-e", r#"print $Config{usemultiplicity} ? 1 : 0"#]).output();
+    let threaded = String::from_utf8(threaded.unwrap().stdout).unwrap() == "1";
+    let elf = ElfFile::open(&path).unwrap();
+    let Detection::Perl(build) = detect(&elf, &path) else { panic!("{path}: {:?}", detect(&elf, &path)) };
+    assert_eq!(build.version.to_string(), String::from_utf8(version).unwrap());
+    assert_eq!(build.layout.version, build.version);
+    assert_eq!(build.layout.threaded, threaded);
+    assert_eq!(matches!(build.state, PerlState::Threaded { .. }), threaded);
+    assert!(build.runops.0 > 0 && build.runops.1 > 0, "{:?}", build.runops);
+}
+
+#[test]
+fn a_file_without_perl_is_not_perl() {
+    let exe = std::env::current_exe().unwrap();
+    let elf = ElfFile::open(&exe).unwrap();
+    assert_eq!(detect(&elf, exe.to_str().unwrap()), Detection::NotPerl);
+}
