@@ -104,12 +104,10 @@ fn read_u64(memory: &dyn ProcessMemory, address: u64) -> u64 {
     u64::from_le_bytes(b)
 }
 
-#[test]
-fn walks_the_main_thread_of_a_live_perl() {
-    if !have_perl() {
-        return;
-    }
-    let mut child = Command::new("perl").arg(source()).stdout(Stdio::piped()).spawn().unwrap();
+/// Runs the workload in `mode` until it sleeps, stops it and walks its
+/// main thread.
+fn walk_live(mode: &str) -> Vec<PerlFrame> {
+    let mut child = Command::new("perl").arg(source()).arg(mode).stdout(Stdio::piped()).spawn().unwrap();
     let pid = child.id();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let _guard = Perl(child);
@@ -151,20 +149,47 @@ fn walks_the_main_thread_of_a_live_perl() {
     };
     let mut symbolizer = PerlSymbolizer::new(build.layout.clone());
     let frames = symbolizer.walk(&memory, thread).unwrap();
+    // Walked again from the caches: the same.
+    assert_eq!(symbolizer.walk(&memory, thread).unwrap(), frames);
+    assert_eq!((symbolizer.evictions, symbolizer.truncated), (0, 0));
+    frames
+}
 
-    let file = source().to_str().unwrap().to_string();
-    let frame = |name: &str, line: &str| PerlFrame { name: name.into(), file: file.clone(), line: marked_line(line) };
+fn frame(name: &str, line: &str) -> PerlFrame {
+    PerlFrame { name: name.into(), file: source().to_str().unwrap().to_string(), line: marked_line(line) }
+}
+
+/// A sort block calling a sub: the block runs on a stack of its own
+/// (`si_prev` leads back), and is part of `b`, not a frame.
+#[test]
+fn walks_a_sort_block_in_a_live_perl() {
+    if !have_perl() {
+        return;
+    }
     let want = vec![
         frame("Chain::Worker::c", "c"),
         frame("Chain::Worker::b", "b"),
         frame("main::a", "a"),
         frame("main", "main"),
     ];
-    assert_eq!(frames, want);
+    assert_eq!(walk_live("block"), want);
+}
 
-    // Walked again from the caches: the same.
-    assert_eq!(symbolizer.walk(&memory, thread).unwrap(), want);
-    assert_eq!((symbolizer.evictions, symbolizer.truncated), (0, 0));
+/// A named sort sub (a frame, called by `sort`), a map block (no frame)
+/// and an `eval { }` block (no frame: `a` is at the call inside it).
+#[test]
+fn walks_a_sort_sub_map_and_eval_block_in_a_live_perl() {
+    if !have_perl() {
+        return;
+    }
+    let want = vec![
+        frame("Chain::Worker::c", "c"),
+        frame("Chain::Worker::by_c", "by_c"),
+        frame("Chain::Worker::b_named", "b_named"),
+        frame("main::a", "a_named"),
+        frame("main", "main"),
+    ];
+    assert_eq!(walk_live("named"), want);
 }
 
 /// The file holding the system Perl's interpreter: the libperl that

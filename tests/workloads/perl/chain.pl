@@ -1,6 +1,10 @@
-# A known chain for the Perl unwinder tests: main -> a -> Chain::Worker::b
-# -> (sort block) -> Chain::Worker::c, which blocks in sleep. Lines the
-# tests check carry a "# line:<name>" marker; keep them on the call sites.
+# A known chain for the Perl unwinder tests. Lines the tests check carry a
+# "# line:<name>" marker; keep them on the call sites.
+#   perl chain.pl block: main -> a -> Chain::Worker::b -> sort { } block
+#                        -> Chain::Worker::c, asleep
+#   perl chain.pl named: main -> a -> eval { } -> Chain::Worker::b_named
+#                        -> sort by_c -> Chain::Worker::by_c -> map { }
+#                        -> Chain::Worker::c, asleep
 use strict;
 use warnings;
 
@@ -17,13 +21,32 @@ sub b {
     return scalar @sorted;
 }
 
+sub by_c {
+    my @keys = map { c($_) } ($a, $b);  # line:by_c
+    return $keys[0] <=> $keys[1];
+}
+
+sub b_named {
+    my @sorted = sort by_c (2, 1);  # line:b_named
+    return scalar @sorted;
+}
+
 package main;
 
 sub a {
+    my ($mode) = @_;
+    if ($mode eq 'named') {
+        my $n = eval {
+            Chain::Worker::b_named();  # line:a_named
+        };
+        return $n;
+    }
     my $n = Chain::Worker::b();  # line:a
     return $n;
 }
 
 $| = 1;
+my $mode = shift // 'block';
+die "usage: chain.pl block|named\n" unless $mode =~ /\A(?:block|named)\z/;
 print "ready $$\n";
-a();  # line:main
+a($mode);  # line:main

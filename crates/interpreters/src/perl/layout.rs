@@ -61,6 +61,12 @@ pub mod consts {
     pub const CXT_FORMAT: u8 = 10;
     /// `CXt_EVAL`: `eval`, `require`, `do FILE`.
     pub const CXT_EVAL: u8 = 11;
+    /// `CXp_SUB_RE_FAKE` on a `CXt_SUB`: the fake sub of a `(?{ })`.
+    pub const CXP_SUB_RE_FAKE: u8 = 0x80;
+    /// `CXp_EVALBLOCK` on a `CXt_EVAL`: `eval { }`, not `eval ''`.
+    pub const CXP_EVALBLOCK: u8 = 0x40;
+    /// `CXp_TRY` on a `CXt_EVAL`: a `try { }` block (5.34+).
+    pub const CXP_TRY: u8 = 0x80;
 }
 
 /// Where the walk finds things in one release.

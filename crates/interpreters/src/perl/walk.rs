@@ -139,13 +139,19 @@ impl PerlSymbolizer {
             for ix in (0..=cxix).rev() {
                 let at = cxstack.wrapping_add(ix as u64 * u64::from(l.cx_size));
                 let cx = read_bytes(memory, at, l.cx_size as usize, "PERL_CONTEXT")?;
-                let kind = byte(&cx, l.cx_type)? & consts::CXTYPEMASK;
-                let name = match kind {
+                let cx_type = byte(&cx, l.cx_type)?;
+                let name = match cx_type & consts::CXTYPEMASK {
+                    // The fake sub of a `(?{ })` in the current scope is
+                    // no call.
+                    consts::CXT_SUB if cx_type & consts::CXP_SUB_RE_FAKE != 0 => continue,
                     consts::CXT_SUB | consts::CXT_FORMAT => {
                         let cv = field_u64(&cx, l.cx_blk_sub_cv)?;
                         self.sub_name(memory, cv)?
                     }
-                    // `eval`/`require` run code of their own file and line.
+                    // `eval { }` and `try { }` are blocks of the sub around
+                    // them; its line stays the one inside the block.
+                    consts::CXT_EVAL if cx_type & (consts::CXP_EVALBLOCK | consts::CXP_TRY) != 0 => continue,
+                    // `eval ''`, `require`, `do FILE` run code of their own.
                     consts::CXT_EVAL => "eval".to_string(),
                     _ => continue,
                 };
