@@ -382,3 +382,226 @@ fn field_u32(buf: &[u8], off: u32) -> Result<u32, WalkError> {
 fn byte(buf: &[u8], off: u32) -> Result<u8, WalkError> {
     buf.get(off as usize).copied().ok_or_else(|| truncated(off))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perl::layout::PerlVersion;
+
+    /// A process memory built object by object, for tests.
+    #[derive(Default)]
+    struct Fake {
+        regions: Vec<(u64, Vec<u8>)>,
+        next: u64,
+    }
+
+    impl ProcessMemory for Fake {
+        fn read(&self, address: u64, buf: &mut [u8]) -> bool {
+            self.regions.iter().any(|(start, bytes)| {
+                let Some(off) = address.checked_sub(*start).and_then(|o| usize::try_from(o).ok()) else { return false };
+                match off.checked_add(buf.len()).and_then(|end| bytes.get(off..end)) {
+                    Some(src) => {
+                        buf.copy_from_slice(src);
+                        true
+                    }
+                    None => false,
+                }
+            })
+        }
+    }
+
+    impl Fake {
+        /// A zeroed object of `len` bytes at a fresh address.
+        fn alloc(&mut self, len: usize) -> u64 {
+            self.next += 0x1000;
+            self.regions.push((self.next, vec![0; len]));
+            self.next
+        }
+        fn put(&mut self, address: u64, bytes: &[u8]) {
+            for (start, region) in &mut self.regions {
+                if let Some(off) = address.checked_sub(*start).map(|o| o as usize) {
+                    if off + bytes.len() <= region.len() {
+                        region[off..off + bytes.len()].copy_from_slice(bytes);
+                        return;
+                    }
+                }
+            }
+            panic!("put outside the objects at {address:#x}");
+        }
+        fn put_u64(&mut self, at: u64, v: u64) {
+            self.put(at, &v.to_le_bytes());
+        }
+        fn put_u32(&mut self, at: u64, v: u32) {
+            self.put(at, &v.to_le_bytes());
+        }
+        fn hek(&mut self, l: &PerlLayout, key: &str) -> u64 {
+            let h = self.alloc(l.hek_key as usize + key.len() + 1);
+            self.put_u32(h + u64::from(l.hek_len), key.len() as u32);
+            self.put(h + u64::from(l.hek_key), key.as_bytes());
+            h
+        }
+        /// An SV head of type `svt` with a body of `body_len` bytes.
+        fn sv(&mut self, l: &PerlLayout, svt: u32, flags: u32, body_len: usize) -> (u64, u64) {
+            let head = self.alloc(l.sv_size as usize);
+            let body = self.alloc(body_len);
+            self.put_u64(head + u64::from(l.sv_any), body);
+            self.put_u32(head + u64::from(l.sv_flags), svt | flags);
+            (head, body)
+        }
+        /// A stash named `name`, its aux struct laid out as `l` says.
+        fn stash(&mut self, l: &PerlLayout, name: &str) -> u64 {
+            let hek = self.hek(l, name);
+            let (hv, body) = self.sv(l, consts::SVT_PVHV, consts::SVF_OOK, 0x80);
+            let aux = match l.xhv_aux_in_body {
+                Some(off) => body + u64::from(off),
+                None => {
+                    // 8 buckets, then the aux struct.
+                    self.put_u64(body + u64::from(l.xhv_max), 7);
+                    let buckets = self.alloc(8 * 8 + 0x40);
+                    self.put_u64(hv + u64::from(l.sv_u), buckets);
+                    buckets + 8 * 8
+                }
+            };
+            // Two names (the stash was aliased): an array of HEK*.
+            let names = self.alloc(16);
+            self.put_u64(names, hek);
+            self.put_u64(aux + u64::from(l.xhv_name_u), names);
+            self.put_u32(aux + u64::from(l.xhv_name_count), 2);
+            hv
+        }
+        fn gv(&mut self, l: &PerlLayout, name: &str, stash: u64) -> u64 {
+            let hek = self.hek(l, name);
+            let (gv, body) = self.sv(l, consts::SVT_PVGV, 0, 0x40);
+            self.put_u64(body + u64::from(l.xgv_namehek), hek);
+            self.put_u64(body + u64::from(l.xgv_stash), stash);
+            gv
+        }
+        /// A sub named through a glob, or (`named`) through its own HEK.
+        fn cv(&mut self, l: &PerlLayout, package: &str, name: &str, named: bool) -> u64 {
+            let stash = self.stash(l, package);
+            let (cv, body) = self.sv(l, consts::SVT_PVCV, 0, l.xpvcv_size as usize);
+            if named {
+                let hek = self.hek(l, name);
+                self.put_u64(body + u64::from(l.xcv_gv_u), hek);
+                self.put_u64(body + u64::from(l.xcv_stash), stash);
+                self.put_u32(body + u64::from(l.xcv_flags), consts::CVF_NAMED);
+            } else {
+                let gv = self.gv(l, name, stash);
+                self.put_u64(body + u64::from(l.xcv_gv_u), gv);
+            }
+            cv
+        }
+        fn cop(&mut self, l: &PerlLayout, file: &str, line: u32) -> u64 {
+            let cop = self.alloc(l.cop_size as usize);
+            self.put_u32(cop + u64::from(l.cop_line), line);
+            let file = if l.threaded {
+                // A whole page: strings are read in chunks up to a page end.
+                let s = self.alloc(4096);
+                self.put(s, file.as_bytes());
+                s
+            } else {
+                self.gv(l, &format!("_<{file}"), 0)
+            };
+            self.put_u64(cop + u64::from(l.cop_file), file);
+            cop
+        }
+        /// A context stack of `(cx_type, cv, oldcop)`, oldest first.
+        fn stack(&mut self, l: &PerlLayout, cxs: &[(u8, u64, u64)], prev: u64) -> u64 {
+            let si = self.alloc(l.si_size as usize);
+            let cxstack = self.alloc(l.cx_size as usize * cxs.len().max(1));
+            for (i, &(kind, cv, oldcop)) in cxs.iter().enumerate() {
+                let cx = cxstack + (i * l.cx_size as usize) as u64;
+                self.put(cx + u64::from(l.cx_type), &[kind]);
+                self.put_u64(cx + u64::from(l.cx_blk_sub_cv), cv);
+                self.put_u64(cx + u64::from(l.cx_blk_oldcop), oldcop);
+            }
+            self.put_u64(si + u64::from(l.si_cxstack), cxstack);
+            self.put_u64(si + u64::from(l.si_prev), prev);
+            self.put_u32(si + u64::from(l.si_cxix), (cxs.len() as i32 - 1) as u32);
+            si
+        }
+    }
+
+    fn frame(name: &str, line: u32) -> PerlFrame {
+        PerlFrame { name: name.into(), file: "t.pl".into(), line }
+    }
+
+    /// main -> (string eval) -> P::outer -> (own stack) Q::inner, in the
+    /// layout of `version`, threaded or not.
+    fn walks_in(version: u8, threaded: bool) {
+        let l = PerlLayout::for_version(PerlVersion::five(version), threaded).unwrap();
+        let mut m = Fake::default();
+        let outer = m.cv(&l, "P", "outer", false);
+        let inner = m.cv(&l, "Q", "inner", true);
+        let main_cop = m.cop(&l, "t.pl", 10);
+        let eval_cop = m.cop(&l, "t.pl", 20);
+        let outer_cop = m.cop(&l, "t.pl", 30);
+        let inner_cop = m.cop(&l, "t.pl", 40);
+        let block = consts::CXT_EVAL | consts::CXP_EVALBLOCK;
+        let main_stack = m.stack(
+            &l,
+            &[(2, 0, 0), (consts::CXT_EVAL, 0, main_cop), (consts::CXT_SUB | 0x20, outer, eval_cop), (block, 0, 1)],
+            0,
+        );
+        let sort_stack = m.stack(&l, &[(0, 0, 0), (consts::CXT_SUB, inner, outer_cop)], main_stack);
+        let state = PerlThreadState { curcop: inner_cop, curstackinfo: sort_stack };
+        let mut s = PerlSymbolizer::new(l);
+        let want = vec![frame("Q::inner", 40), frame("P::outer", 30), frame("eval", 20), frame("main", 10)];
+        assert_eq!(s.walk(&m, state).unwrap(), want);
+        assert_eq!(s.walk(&m, state).unwrap(), want, "from the caches");
+    }
+
+    #[test]
+    fn walks_every_layout_threaded_or_not() {
+        for v in [28, 30, 32, 34, 36, 38, 40] {
+            walks_in(v, true);
+            walks_in(v, false);
+        }
+    }
+
+    #[test]
+    fn bad_memory_is_an_error_not_a_guess() {
+        let l = PerlLayout::for_version(PerlVersion::five(36), true).unwrap();
+        let mut m = Fake::default();
+        let cop = m.cop(&l, "t.pl", 1);
+        // A context index past the mapped contexts.
+        let si = m.stack(&l, &[(consts::CXT_SUB, 0, cop)], 0);
+        m.put_u32(si + u64::from(l.si_cxix), 5);
+        let state = PerlThreadState { curcop: cop, curstackinfo: si };
+        let err = PerlSymbolizer::new(l.clone()).walk(&m, state).unwrap_err();
+        assert!(matches!(err, WalkError::Unreadable { what: "PERL_CONTEXT", .. }), "{err}");
+        // Absurdly many contexts are refused before reading any.
+        m.put_u32(si + u64::from(l.si_cxix), i32::MAX as u32);
+        assert!(matches!(PerlSymbolizer::new(l.clone()).walk(&m, state), Err(WalkError::Invalid(_))));
+        // A stack that is its own predecessor ends at MAX_STACKS.
+        let looped = m.stack(&l, &[], 0);
+        m.put_u64(looped + u64::from(l.si_prev), looped);
+        let state = PerlThreadState { curcop: cop, curstackinfo: looped };
+        let err = PerlSymbolizer::new(l.clone()).walk(&m, state).unwrap_err();
+        assert_eq!(err, WalkError::Invalid(format!("more than {MAX_STACKS} context stacks")));
+        // A sub whose CV is something else, and a name of absurd length.
+        let not_cv = m.gv(&l, "x", 0);
+        let si = m.stack(&l, &[(consts::CXT_SUB, not_cv, cop)], 0);
+        let state = PerlThreadState { curcop: cop, curstackinfo: si };
+        assert!(matches!(PerlSymbolizer::new(l.clone()).walk(&m, state), Err(WalkError::Invalid(_))));
+        let cv = m.cv(&l, "P", "long", true);
+        let mut s = PerlSymbolizer::new(l.clone());
+        let body = read_ptr(&m, cv, "sv_any").unwrap();
+        let hek = read_ptr(&m, body + u64::from(l.xcv_gv_u), "hek").unwrap();
+        m.put_u32(hek + u64::from(l.hek_len), (MAX_NAME + 1) as u32);
+        assert!(matches!(s.sub_name(&m, cv), Err(WalkError::Invalid(_))));
+    }
+
+    #[test]
+    fn caches_are_bounded() {
+        let l = PerlLayout::for_version(PerlVersion::five(36), true).unwrap();
+        let mut m = Fake::default();
+        let cop = m.cop(&l, "t.pl", 7);
+        let mut s = PerlSymbolizer::new(l);
+        for _ in 0..=MAX_CACHED {
+            s.positions.insert(m.alloc(0), (String::new(), 0));
+        }
+        assert_eq!(s.position(&m, cop).unwrap(), ("t.pl".to_string(), 7));
+        assert_eq!((s.evictions, s.positions.len()), (1, 1));
+    }
+}
