@@ -226,3 +226,44 @@ fn a_file_without_perl_is_not_perl() {
     let elf = ElfFile::open(&exe).unwrap();
     assert_eq!(detect(&elf, exe.to_str().unwrap()), Detection::NotPerl);
 }
+
+/// Detection of made-up libperls: supported or not, threaded or not.
+#[test]
+fn detects_versions_and_builds_from_the_symbols() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/perl/fake_libperl.c");
+    let dir = std::env::temp_dir().join(format!("perl_detect_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let build = |name: &str, defines: &[&str]| {
+        let out = dir.join(name);
+        let status =
+            Command::new("gcc").args(["-shared", "-fPIC", "-O1", "-o"]).arg(&out).args(defines).arg(&src).output();
+        match status {
+            Ok(o) if o.status.success() => {}
+            other => panic!("gcc: {other:?}"),
+        }
+        let path = out.to_str().unwrap().to_string();
+        detect(&ElfFile::open(&path).unwrap(), &path)
+    };
+    let threaded = build("t540.so", &["-DMINOR=40", "-DTHREADED"]);
+    let Detection::Perl(b) = threaded else { panic!("{threaded:?}") };
+    assert_eq!(b.version.to_string(), "5.40.1");
+    assert!(b.layout.threaded && matches!(b.state, PerlState::Threaded { .. }));
+    let plain = build("p528.so", &["-DMINOR=28"]);
+    let Detection::Perl(b) = plain else { panic!("{plain:?}") };
+    assert_eq!(b.version.to_string(), "5.28.1");
+    let PerlState::Globals { curcop_vaddr, curstackinfo_vaddr } = b.state else { panic!("{:?}", b.state) };
+    assert!(curcop_vaddr != 0 && curstackinfo_vaddr != 0 && !b.layout.threaded);
+    for (name, defines, why) in [
+        ("t526.so", &["-DMINOR=26", "-DTHREADED"][..], "Perl 5.26.1 (supported: 5.28.0 to 5.40.x)"),
+        ("t542.so", &["-DMINOR=42"][..], "Perl 5.42.1 (supported: 5.28.0 to 5.40.x)"),
+        (
+            "nointerp.so",
+            &["-DMINOR=36", "-DTHREADED", "-DNO_CURINTERP"][..],
+            "threaded Perl 5.36.1 without PL_curinterp",
+        ),
+    ] {
+        let path = dir.join(name);
+        assert_eq!(build(name, defines), Detection::Unsupported(format!("{}: {why}", path.display())));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
