@@ -4,7 +4,9 @@
 //! `perl`) in its maps ([`detect`]), finds the main thread's interpreter
 //! (`PL_curinterp` in a threaded build, the globals otherwise), walks its
 //! context stacks (the sort block's stack, then the main one) and asserts
-//! the exact chain of subs, files and lines down to `main`.
+//! the exact chain of subs, files and lines down to `main`: through a sort
+//! block, a sort sub with a map block, an `eval { }` and an `eval ''`.
+//! Detection is also checked on made-up libperls built with `gcc`.
 //!
 //! `perl` is required under CI=true (every Debian install has it).
 
@@ -225,6 +227,26 @@ fn a_file_without_perl_is_not_perl() {
     let exe = std::env::current_exe().unwrap();
     let elf = ElfFile::open(&exe).unwrap();
     assert_eq!(detect(&elf, exe.to_str().unwrap()), Detection::NotPerl);
+}
+
+/// A string eval is a frame of its own, named `eval`; the code in it is
+/// at the file `(eval N)`.
+#[test]
+fn walks_a_string_eval_in_a_live_perl() {
+    if !have_perl() {
+        return;
+    }
+    let frames = walk_live("string");
+    let in_eval = &frames.get(2).expect("an eval frame").file;
+    assert!(in_eval.starts_with("(eval ") && in_eval.ends_with(')'), "{frames:?}");
+    let want = vec![
+        frame("Chain::Worker::c", "c"),
+        frame("Chain::Worker::b", "b"),
+        PerlFrame { name: "eval".into(), file: in_eval.clone(), line: 1 },
+        frame("main::a", "a_string"),
+        frame("main", "main"),
+    ];
+    assert_eq!(frames, want);
 }
 
 /// Detection of made-up libperls: supported or not, threaded or not.

@@ -5,6 +5,7 @@
 #   perl chain.pl named: main -> a -> eval { } -> Chain::Worker::b_named
 #                        -> sort by_c -> Chain::Worker::by_c -> map { }
 #                        -> Chain::Worker::c, asleep
+#   perl chain.pl string: main -> a -> eval '' -> Chain::Worker::b -> ...
 use strict;
 use warnings;
 
@@ -41,12 +42,15 @@ sub a {
         };
         return $n;
     }
+    if ($mode eq 'string') {
+        return eval "Chain::Worker::b()" // die $@;  # line:a_string
+    }
     my $n = Chain::Worker::b();  # line:a
     return $n;
 }
 
 $| = 1;
 my $mode = shift // 'block';
-die "usage: chain.pl block|named\n" unless $mode =~ /\A(?:block|named)\z/;
+die "usage: chain.pl block|named|string\n" unless $mode =~ /\A(?:block|named|string)\z/;
 print "ready $$\n";
 a($mode);  # line:main
