@@ -8,7 +8,8 @@
 //! block, a sort sub with a map block, an `eval { }` and an `eval ''`.
 //! Detection is also checked on made-up libperls built with `gcc`.
 //!
-//! `perl` is required under CI=true (every Debian install has it).
+//! `perl` is required under CI=true (every Debian install has it:
+//! `perl-base`'s `/usr/bin/perl` has libperl linked in).
 
 use profiler_elf::ElfFile;
 use profiler_interpreters::perl::{
@@ -220,6 +221,13 @@ fn detects_the_system_libperl_from_the_file() {
     assert_eq!(build.layout.threaded, threaded);
     assert_eq!(matches!(build.state, PerlState::Threaded { .. }), threaded);
     assert!(build.runops.0 > 0 && build.runops.1 > 0, "{:?}", build.runops);
+    // Debian's perl links libperl in statically; the shared libperl of the
+    // same release, when installed (for embedders), is the same build.
+    let shared = format!("/usr/lib/x86_64-linux-gnu/libperl.so.{}", build.version);
+    if path != shared && Path::new(&shared).exists() {
+        let Detection::Perl(lib) = detect(&ElfFile::open(&shared).unwrap(), &shared) else { panic!("{shared}") };
+        assert_eq!((lib.version, &lib.layout), (build.version, &build.layout));
+    }
 }
 
 #[test]
