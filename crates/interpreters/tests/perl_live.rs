@@ -107,13 +107,12 @@ fn read_u64(memory: &dyn ProcessMemory, address: u64) -> u64 {
     u64::from_le_bytes(b)
 }
 
-/// Runs the workload in `mode` until it sleeps, stops it and walks its
-/// main thread.
-fn walk_live(mode: &str) -> Vec<PerlFrame> {
+/// Runs the workload in `mode` until it sleeps and stops it (SIGSTOP).
+fn start_stopped(mode: &str) -> Perl {
     let mut child = Command::new("perl").arg(source()).arg(mode).stdout(Stdio::piped()).spawn().unwrap();
     let pid = child.id();
     let mut out = BufReader::new(child.stdout.take().unwrap());
-    let _guard = Perl(child);
+    let guard = Perl(child);
     let mut line = String::new();
     assert!(out.read_line(&mut line).unwrap() > 0, "the workload exited");
     assert_eq!(line.trim(), format!("ready {pid}"));
@@ -136,7 +135,14 @@ fn walk_live(mode: &str) -> Vec<PerlFrame> {
         assert!(Instant::now() < deadline, "the workload did not stop");
         std::thread::sleep(Duration::from_millis(5));
     }
+    guard
+}
 
+/// Runs the workload in `mode` until it sleeps, stops it and walks its
+/// main thread.
+fn walk_live(mode: &str) -> Vec<PerlFrame> {
+    let guard = start_stopped(mode);
+    let pid = guard.0.id();
     let (path, build, bias) = find_perl(pid);
     eprintln!("Perl {} in {path}, bias {bias:#x}, {:?}", build.version, build.state);
     let memory = PidMemory(pid);
