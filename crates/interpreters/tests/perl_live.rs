@@ -303,3 +303,80 @@ fn detects_versions_and_builds_from_the_symbols() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Where glibc keeps the value of the pthread key `key` (< 32), as an
+/// offset from a thread's `fs` base: found in this process (same glibc)
+/// by setting a key of its own and looking for the value in its thread
+/// block, not taken from glibc's private headers.
+#[cfg(target_arch = "x86_64")]
+fn glibc_key_slot(key: u32) -> u64 {
+    const ARCH_GET_FS: libc::c_int = 0x1003;
+    let mut own: libc::pthread_key_t = 0;
+    // SAFETY: a new key with no destructor, set on this thread only.
+    assert_eq!(unsafe { libc::pthread_key_create(&mut own, None) }, 0);
+    let sentinel: u64 = 0x5eed_c0de_0bad_f00d;
+    // SAFETY: stores a plain value; nothing dereferences it.
+    assert_eq!(unsafe { libc::pthread_setspecific(own, sentinel as *const libc::c_void) }, 0);
+    let mut fs: u64 = 0;
+    // SAFETY: ARCH_GET_FS writes one u64 at the address given.
+    assert_eq!(unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_GET_FS, &mut fs as *mut u64) }, 0);
+    let me = PidMemory(std::process::id());
+    let mut found = None;
+    for off in (0..0x2000u64).step_by(8) {
+        let mut b = [0u8; 8];
+        if me.read(fs + off, &mut b) && u64::from_le_bytes(b) == sentinel {
+            found = Some(off);
+            break;
+        }
+    }
+    // SAFETY: our own key, no longer used.
+    unsafe { libc::pthread_key_delete(own) };
+    assert!(own < 32 && key < 32, "keys past glibc's first block: {own}, {key}");
+    let off = found.expect("the key's value in the thread block");
+    // The first block is an array of {sequence, value} pairs.
+    off - u64::from(own) * 16 + u64::from(key) * 16
+}
+
+/// The fs base of a stopped `pid` (ptrace: attach, read, detach).
+#[cfg(target_arch = "x86_64")]
+fn fs_base(pid: u32) -> u64 {
+    let pid = pid as libc::pid_t;
+    // SAFETY: ptrace of our own stopped child; `regs` is written by the
+    // kernel and the child is detached before returning.
+    unsafe {
+        assert_eq!(libc::ptrace(libc::PTRACE_ATTACH, pid, 0, 0), 0, "{}", std::io::Error::last_os_error());
+        let mut status = 0;
+        assert_eq!(libc::waitpid(pid, &mut status, libc::__WALL), pid);
+        let mut regs: libc::user_regs_struct = std::mem::zeroed();
+        let got = libc::ptrace(libc::PTRACE_GETREGS, pid, 0, &mut regs as *mut libc::user_regs_struct);
+        libc::ptrace(libc::PTRACE_DETACH, pid, 0, 0);
+        assert_eq!(got, 0, "{}", std::io::Error::last_os_error());
+        regs.fs_base
+    }
+}
+
+/// The BPF unwinder will find a thread's interpreter in the slot of
+/// `PL_thr_key` (5.36 also has the thread-local `PL_current_context`):
+/// for the main thread it must be `PL_curinterp`.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_thread_key_holds_the_main_interpreter() {
+    if !have_perl() {
+        return;
+    }
+    let guard = start_stopped("block");
+    let pid = guard.0.id();
+    let (path, build, bias) = find_perl(pid);
+    let PerlState::Threaded { thr_key_vaddr, curinterp_vaddr } = build.state else {
+        eprintln!("SKIPPED: {path} is a non-threaded perl");
+        return;
+    };
+    let memory = PidMemory(pid);
+    let mut key = [0u8; 4];
+    assert!(memory.read(bias + thr_key_vaddr, &mut key));
+    let key = u32::from_le_bytes(key);
+    let slot = fs_base(pid) + glibc_key_slot(key);
+    let interpreter = read_u64(&memory, bias + curinterp_vaddr);
+    assert_ne!(interpreter, 0);
+    assert_eq!(read_u64(&memory, slot), interpreter, "key {key}");
+}
