@@ -6,7 +6,9 @@
 //! context stacks (the sort block's stack, then the main one) and asserts
 //! the exact chain of subs, files and lines down to `main`: through a sort
 //! block, a sort sub with a map block, an `eval { }` and an `eval ''`.
-//! Detection is also checked on made-up libperls built with `gcc`.
+//! Detection is also checked on made-up libperls built with `gcc`, and
+//! threads' interpreters are found through the `PL_thr_key` slot (an
+//! ithread's too; x86-64, ptrace for the fs base).
 //!
 //! `perl` is required under CI=true (every Debian install has it:
 //! `perl-base`'s `/usr/bin/perl` has libperl linked in).
@@ -64,10 +66,25 @@ impl Drop for Perl {
     }
 }
 
-/// The state letter of `/proc/<pid>/stat` (after the parenthesised name).
-fn state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+/// The state letter of thread `tid` of `pid` (after the parenthesised
+/// name).
+fn task_state(pid: u32, tid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
     stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+/// The threads of `pid`.
+fn tasks(pid: u32) -> Vec<u32> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let mut tids: Vec<u32> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    tids.sort_unstable();
+    tids
+}
+
+/// One state for all threads of `pid` when they agree.
+fn all_states(pid: u32) -> Option<char> {
+    let states: Vec<Option<char>> = tasks(pid).into_iter().map(|t| task_state(pid, t)).collect();
+    states.iter().all(|s| *s == states[0]).then_some(states[0]).flatten()
 }
 
 /// The file in `pid`'s maps holding Perl, with its load bias.
@@ -121,7 +138,7 @@ fn start_stopped(mode: &str) -> Perl {
     let mut sleeping_since = None;
     loop {
         assert!(Instant::now() < deadline, "the workload never blocked");
-        match (state(pid), sleeping_since) {
+        match (all_states(pid), sleeping_since) {
             (Some('S'), None) => sleeping_since = Some(Instant::now()),
             (Some('S'), Some(t)) if t.elapsed() > Duration::from_millis(200) => break,
             (Some('S'), _) => {}
@@ -131,7 +148,7 @@ fn start_stopped(mode: &str) -> Perl {
     }
     // SAFETY: a plain syscall on our own child.
     unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
-    while state(pid) != Some('T') {
+    while all_states(pid) != Some('T') {
         assert!(Instant::now() < deadline, "the workload did not stop");
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -337,10 +354,10 @@ fn glibc_key_slot(key: u32) -> u64 {
     off - u64::from(own) * 16 + u64::from(key) * 16
 }
 
-/// The fs base of a stopped `pid` (ptrace: attach, read, detach).
+/// The fs base of a stopped thread `tid` (ptrace: attach, read, detach).
 #[cfg(target_arch = "x86_64")]
-fn fs_base(pid: u32) -> u64 {
-    let pid = pid as libc::pid_t;
+fn fs_base(tid: u32) -> u64 {
+    let pid = tid as libc::pid_t;
     // SAFETY: ptrace of our own stopped child; `regs` is written by the
     // kernel and the child is detached before returning.
     unsafe {
@@ -379,4 +396,52 @@ fn the_thread_key_holds_the_main_interpreter() {
     let interpreter = read_u64(&memory, bias + curinterp_vaddr);
     assert_ne!(interpreter, 0);
     assert_eq!(read_u64(&memory, slot), interpreter, "key {key}");
+}
+
+/// A second thread's interpreter, found through its `PL_thr_key` slot
+/// (not `PL_curinterp`, the main thread's), walked down to the ithread's
+/// entry sub; the main thread, blocked in `join`, is walked too.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn walks_an_ithread_through_its_thread_key() {
+    if !have_perl() {
+        return;
+    }
+    if !Command::new("perl").args(["-Mthreads", "-e1"]).status().is_ok_and(|s| s.success()) {
+        assert!(!in_ci(), "perl's threads module is required under CI=true");
+        eprintln!("SKIPPED: perl without threads");
+        return;
+    }
+    let guard = start_stopped("thread");
+    let pid = guard.0.id();
+    let (path, build, bias) = find_perl(pid);
+    let PerlState::Threaded { thr_key_vaddr, curinterp_vaddr } = build.state else {
+        panic!("{path}: threads without a threaded perl");
+    };
+    let memory = PidMemory(pid);
+    let mut key = [0u8; 4];
+    assert!(memory.read(bias + thr_key_vaddr, &mut key));
+    let slot = glibc_key_slot(u32::from_le_bytes(key));
+    let tids = tasks(pid);
+    assert_eq!(tids.len(), 2, "{tids:?}");
+    let worker = tids.into_iter().find(|&t| t != pid).unwrap();
+    let interpreter = read_u64(&memory, fs_base(worker) + slot);
+    assert_ne!(interpreter, read_u64(&memory, bias + curinterp_vaddr), "the ithread has its own interpreter");
+    let mut symbolizer = PerlSymbolizer::new(build.layout.clone());
+    let frames = symbolizer.walk(&memory, threaded_state(&memory, &build.layout, interpreter).unwrap()).unwrap();
+    let want = vec![
+        frame("Chain::Worker::c", "c"),
+        frame("Chain::Worker::b", "b"),
+        frame("main::a", "a"),
+        frame("main::thread_main", "thread_main"),
+        // The clone's statement when the thread was created.
+        frame("main", "create"),
+    ];
+    assert_eq!(frames, want);
+    // The main thread: in `join`, an XS (C) function, so no frame of
+    // its own; the top level is at the statement calling it.
+    let main = read_u64(&memory, fs_base(pid) + slot);
+    assert_eq!(main, read_u64(&memory, bias + curinterp_vaddr));
+    let frames = symbolizer.walk(&memory, threaded_state(&memory, &build.layout, main).unwrap()).unwrap();
+    assert_eq!(frames, vec![frame("main", "create")]);
 }

@@ -6,6 +6,8 @@
 #                        -> sort by_c -> Chain::Worker::by_c -> map { }
 #                        -> Chain::Worker::c, asleep
 #   perl chain.pl string: main -> a -> eval '' -> Chain::Worker::b -> ...
+#   perl chain.pl thread: the main thread joins an ithread running
+#                         main::thread_main -> a -> (as "block")
 use strict;
 use warnings;
 
@@ -49,8 +51,18 @@ sub a {
     return $n;
 }
 
+sub thread_main {
+    print "ready $$\n";
+    return a('block');  # line:thread_main
+}
+
 $| = 1;
 my $mode = shift // 'block';
-die "usage: chain.pl block|named|string\n" unless $mode =~ /\A(?:block|named|string)\z/;
+die "usage: chain.pl block|named|string|thread\n" unless $mode =~ /\A(?:block|named|string|thread)\z/;
+if ($mode eq 'thread') {
+    require threads;
+    threads->create(\&thread_main)->join();  # line:create
+    exit 0;
+}
 print "ready $$\n";
 a($mode);  # line:main
