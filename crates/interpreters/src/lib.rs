@@ -22,6 +22,7 @@
 
 pub mod hotspot;
 pub mod memory;
+pub mod perl;
 pub mod php;
 pub mod python;
 pub mod ruby;
