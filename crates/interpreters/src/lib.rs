@@ -13,6 +13,13 @@
 //!   the builds by file id; [`python::PythonSymbolizer`] names frames from
 //!   the process's memory with bounded caches.
 //! - [`memory`]: reading another process's memory.
+//! - Not wired into the agent yet (their BPF unwinders are to come), each
+//!   proven against live processes by its `tests/*_live.rs`:
+//!   [`hotspot`] (HotSpot JVM, JDK 11-25, layouts from the JVM's own
+//!   vmStructs tables), [`v8`] (Node.js, V8 9.5-11.8, from the `v8dbg_*`
+//!   metadata in the binary), [`ruby`] (CRuby 2.7-3.4), [`php`] (PHP
+//!   7.4-8.4) and [`perl`] (Perl 5.28-5.40): detection, layouts, and
+//!   naming frames walked in user space.
 //!
 //! Nothing here loads BPF maps: the agent converts a
 //! [`python::PythonBuild`] into the map value and marks the loop's
