@@ -3,8 +3,8 @@
 package profilingreceiver // import "ebpf-profiler/go-receiver"
 
 // libebpf_profiler.a is copied into lib/ by `make otelcol-ebpf-profiler`
-// (mk/collector.mk), which also writes staticlib_hash.go so that Go's
-// build cache notices a new library. The path must be absolute:
+// (mk/collector.mk), which also links its hash into staticlibSHA256 so
+// that Go's build cache notices a new library. The path must be absolute:
 // ${SRCDIR} is this directory.
 
 /*

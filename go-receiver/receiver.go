@@ -71,6 +71,11 @@ type profilingReceiver struct {
 	shutdownErr   error
 }
 
+// staticlibSHA256 is the SHA-256 of the Rust library the receiver was
+// linked with, set by the link flags of mk/collector.mk (a new library
+// changes them, so Go relinks instead of reusing a cached binary).
+var staticlibSHA256 = "unknown"
+
 // transport names where the receiver's data comes from in its metrics.
 const transport = "ebpf"
 
@@ -165,6 +170,7 @@ func (r *profilingReceiver) Start(_ context.Context, _ component.Host) error {
 	r.done = make(chan struct{})
 	go r.pull()
 	r.set.Logger.Info("profiler started",
+		zap.String("library_sha256", staticlibSHA256),
 		zap.Int("samples_per_second", r.cfg.SamplesPerSecond),
 		zap.Duration("reporter_interval", r.cfg.ReporterInterval))
 	return nil

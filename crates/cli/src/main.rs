@@ -352,22 +352,6 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn export_drops_are_told_by_reason() {
-        let mut e = ExporterStats::default();
-        assert_eq!(export_drop_reasons(&e), "");
-        e.dropped_buffer_full = 3;
-        e.dropped_shutdown = 1;
-        e.dropped_rejected = 2;
-        e.dropped_rejected_by_code.insert("InvalidArgument".into(), 2);
-        assert_eq!(export_drop_reasons(&e), " (buffer full 3, unsent at exit 1, refused InvalidArgument 2)");
-    }
-}
-
 /// Says on stderr, as it happens, when the OTLP backend cannot be reached
 /// (once, then every minute while it lasts) and when it is reached again.
 fn backend_warnings(endpoint: String) -> BackendObserver {
@@ -389,4 +373,20 @@ fn backend_warnings(endpoint: String) -> BackendObserver {
         _ => {}
     }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn export_drops_are_told_by_reason() {
+        let mut e = ExporterStats::default();
+        assert_eq!(export_drop_reasons(&e), "");
+        e.dropped_buffer_full = 3;
+        e.dropped_shutdown = 1;
+        e.dropped_rejected = 2;
+        e.dropped_rejected_by_code.insert("InvalidArgument".into(), 2);
+        assert_eq!(export_drop_reasons(&e), " (buffer full 3, unsent at exit 1, refused InvalidArgument 2)");
+    }
 }
