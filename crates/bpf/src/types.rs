@@ -249,6 +249,17 @@ pub(crate) const MAPPING_KIND_NO_UNWIND_INFO: u32 = 2;
 
 /// `MAPPING_FLAG_INTERPRETER_LOOP`.
 pub(crate) const MAPPING_FLAG_INTERPRETER_LOOP: u32 = 1;
+/// `MAPPING_UNWINDER_SHIFT`: where the flags name the loop's unwinder.
+pub(crate) const MAPPING_UNWINDER_SHIFT: u32 = 8;
+
+/// The interpreter unwinder programs, by their slot in the program array
+/// (`enum unwinder_program`, `ebpf/interpreters.bpf.h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum InterpreterUnwinder {
+    /// `UNWINDER_PYTHON`: `python_unwind`.
+    Python = 1,
+}
 
 /// `struct pid_mapping`.
 #[repr(C)]
