@@ -99,3 +99,44 @@ impl InterpreterMaps {
         (count(&mut self.file_maps.iter().map(|(_, m)| m)), count(&mut self.thread_maps.iter()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{InterpreterUnwinder, PythonFrameModel, PythonLasti, MAPPING_UNWINDER_SHIFT};
+
+    const TYPES_H: &str = include_str!("../../../ebpf/types.h");
+
+    #[test]
+    fn unwinder_slots_match_the_c_side() {
+        let has = |line: &str| TYPES_H.lines().any(|l| l.trim() == line);
+        assert!(has(&format!("UNWINDER_PYTHON = {},", InterpreterUnwinder::Python as u8)));
+        assert!(has(&format!("#define MAPPING_UNWINDER_SHIFT {MAPPING_UNWINDER_SHIFT}")));
+    }
+
+    #[test]
+    fn each_value_goes_to_its_map() {
+        let v = PythonFileValue {
+            runtime_vaddr: 0x1234,
+            version: 0x030c,
+            frame_model: PythonFrameModel::CStackOwner,
+            lasti_kind: PythonLasti::Pointer,
+            frame_read_size: 80,
+            runtime_interpreters_head: 1,
+            interp_next: 2,
+            interp_threads_head: 3,
+            tstate_next: 4,
+            tstate_thread_id: 5,
+            tstate_frame: 6,
+            cframe_current_frame: 7,
+            frame_previous: 8,
+            frame_code: 9,
+            frame_lasti: 10,
+            frame_entry: 11,
+            code_adaptive: 12,
+        };
+        let (map, bytes) = InterpreterFileValue::Python(v).encode();
+        assert_eq!(map, "python_files");
+        assert_eq!(bytes, v.to_bytes().to_vec());
+    }
+}
