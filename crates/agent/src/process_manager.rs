@@ -10,7 +10,7 @@ use profiler_bpf::{
     ProcessEventReader, UnwindMaps,
 };
 use profiler_elf::{ElfFile, RuleId, UnwindRule};
-use profiler_interpreters::{Inspection, Registry};
+use profiler_interpreters::{Inspection, PidMemory, Registry};
 use profiler_process::{
     EventKind, EventQueue, ExecutableFile, LoadKind, LoaderError, ManagerStats, ProcessManager, QueueStats,
     UnwindLoader, UnwindMapping, UnwindTarget,
@@ -61,20 +61,24 @@ impl UnwindLoader for BpfLoader {
 
     fn set_process(&mut self, pid: Pid, mappings: &[UnwindMapping]) -> Result<(), LoaderError> {
         let mut ranges: Vec<MappingRange> = Vec::with_capacity(mappings.len());
+        let mut files = Vec::new();
         for m in mappings {
             match m.target {
                 UnwindTarget::File { table_key, bias } => {
                     self.interpreters.split(m.start, m.end, table_key, bias, &mut ranges);
+                    files.push((table_key, bias));
                 }
                 UnwindTarget::NoUnwindInfo => {
                     ranges.push(MappingRange { start: m.start, end: m.end, target: MappingTarget::NoUnwindInfo })
                 }
             }
         }
+        self.interpreters.registry.process_mapped(pid.0, &files, &PidMemory(pid.0));
         Ok(self.maps.set_process(pid.0, &ranges)?)
     }
 
     fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError> {
+        self.interpreters.registry.process_removed(pid.0);
         Ok(self.maps.remove_process(pid.0)?)
     }
 
@@ -97,7 +101,8 @@ pub(crate) const MAX_NOTICES: usize = 64;
 /// The process manager's dispatcher to the interpreter runtimes: each
 /// file analysed is shown to every runtime ([`Registry::inspect`]); a
 /// file holding one gets its map entry with its deltas, and its loops
-/// marked in each process that maps it, for the runtime's unwinder.
+/// marked in each process that maps it, for the runtime's unwinder; each
+/// process that maps it is shown to it ([`Registry::process_mapped`]).
 pub(crate) struct Interpreters {
     maps: InterpreterMaps,
     registry: Arc<Registry>,

@@ -9,7 +9,7 @@
 //! them, with the build of that runtime the process maps.
 
 use profiler_bpf::{RawSample, UnwindStop, UserFrame, FRAME_EXACT_PC};
-use profiler_interpreters::{FrameNamer, InterpreterFile, NamerStats, PidMemory, Registry, RuntimeId};
+use profiler_interpreters::{FrameNamer, MappedFile, NamerStats, PidMemory, Registry, RuntimeId};
 use profiler_process::{procfs, ProcessRegistry, ProcessSnapshot};
 use profiler_symbolize::{FileSource, KernelSymbolizer, LineSource, NativeSymbolizer, Symbolized};
 use profiler_trace::{Frame, FrameKind, Pid, ProcessInfo, SourceLine, Tid, Trace};
@@ -22,9 +22,6 @@ const MAX_CACHED_KERNEL_FRAMES: usize = 65_536;
 /// Bound on processes the manager did not load (kernel threads, first
 /// samples) whose identity is cached here.
 const MAX_UNLOADED_PROCESSES: usize = 4096;
-
-/// A runtime's build a process maps, and the mapping's bias.
-type MappedBuild = (Arc<dyn InterpreterFile>, u64);
 
 /// Counts of how the user stacks of the processed samples ended.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -112,7 +109,7 @@ impl TraceBuilder {
             frames.push(self.kernel_frame(address, i == 0));
         }
         // Each runtime's build the process maps, found at its first frame.
-        let mut builds: Vec<(RuntimeId, Option<MappedBuild>)> = Vec::new();
+        let mut builds: Vec<(RuntimeId, Option<MappedFile>)> = Vec::new();
         for &word in &sample.user_frames {
             if let UserFrame::Native { .. } = UserFrame::decode(word) {
                 frames.push(self.user_frame(snapshot.as_deref(), word));
@@ -213,23 +210,24 @@ impl TraceBuilder {
 
     /// The build of `runtime` that `snapshot`'s process maps, and its
     /// bias.
-    fn interpreter_build(&self, runtime: RuntimeId, snapshot: Option<&ProcessSnapshot>) -> Option<MappedBuild> {
+    fn interpreter_build(&self, runtime: RuntimeId, snapshot: Option<&ProcessSnapshot>) -> Option<MappedFile> {
         let mappings = &snapshot?.mappings;
         let ids = mappings.iter().filter_map(|m| m.file.as_ref().map(|f| &f.table_key));
-        let (table_key, build) = self.interpreters.find(runtime, ids)?;
+        let pid = snapshot?.info.pid.0;
+        let (table_key, file, process) = self.interpreters.find(runtime, pid, ids)?;
         let bias = mappings.iter().find(|m| m.file.as_ref().is_some_and(|f| f.table_key == table_key))?.bias?;
-        Some((build, bias))
+        Some(MappedFile { file, bias, process })
     }
 
     /// An interpreted frame, named by its runtime from the process's
     /// memory (unnamed when it cannot be: the process exited, or the
     /// frame was garbage). Its address is the frame word's payload as
     /// the runtime's unwinder recorded it.
-    fn interpreted_frame(&mut self, pid: Pid, runtime: RuntimeId, build: Option<MappedBuild>, word: u64) -> Frame {
+    fn interpreted_frame(&mut self, pid: Pid, runtime: RuntimeId, build: Option<MappedFile>, word: u64) -> Frame {
         let kind = self.interpreters.runtime(runtime).frame_kind();
         let address = self.interpreters.runtime(runtime).frame_address(word);
         let namer = &mut self.namers[runtime.0];
-        let line = build.and_then(|(build, bias)| namer.name(&PidMemory(pid.0), pid.0, &*build, bias, word));
+        let line = build.and_then(|mapped| namer.name(&PidMemory(pid.0), pid.0, &mapped, word));
         Frame { kind, address, mapping: None, lines: line.into_iter().collect() }
     }
 

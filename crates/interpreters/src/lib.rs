@@ -9,7 +9,8 @@
 //!
 //! - [`Runtime`], [`InterpreterFile`], [`FrameNamer`]: what every runtime
 //!   implements (detection in a file, its BPF map value and loop ranges,
-//!   naming its frames with bounded caches).
+//!   what it needs of each process that maps it, naming its frames with
+//!   bounded caches).
 //! - [`Registry`]: the registered runtimes ([`runtimes`]) and the one
 //!   record of what they found in the files processes map now.
 //! - [`python`]: CPython 3.8-3.13 ([`python::CPython`]).
@@ -24,7 +25,7 @@ mod runtime;
 
 pub use memory::{PidMemory, ProcessMemory};
 pub use registry::{Inspection, Registry, RuntimeId, RuntimeStats, MAX_INTERPRETER_FILES};
-pub use runtime::{FileDetection, FrameNamer, InterpreterFile, NamerStats, Runtime};
+pub use runtime::{Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState, Runtime};
 
 /// Every runtime the profiler unwinds, in the order they are tried on a
 /// file. Adding one: its folder in `src/<runtime>/` and one line here

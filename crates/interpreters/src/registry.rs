@@ -12,7 +12,8 @@
 //! number of entries is bounded; files beyond are profiled as native code
 //! and counted.
 
-use crate::runtime::{FileDetection, InterpreterFile, Runtime};
+use crate::memory::ProcessMemory;
+use crate::runtime::{Attach, FileDetection, InterpreterFile, ProcessState, Runtime};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, TableKey};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -26,6 +27,9 @@ pub const MAX_INTERPRETER_FILES: usize = 4096;
 pub const MAX_RETIRED: usize = 256;
 /// How long an unloaded file's build is kept for them.
 pub const RETIRED_FOR: Duration = Duration::from_secs(30);
+/// Most processes whose per-process state ([`InterpreterFile::attach`])
+/// is kept.
+pub const MAX_ATTACHED_PROCESSES: usize = 16_384;
 /// Most files with an unsupported build remembered (each is told once).
 const MAX_REPORTED: usize = 4096;
 
@@ -44,6 +48,9 @@ pub struct RuntimeStats {
     pub files: u64,
     /// Files holding a build it does not unwind (told once each).
     pub unsupported: u64,
+    /// Processes whose state could not be read (their frames stay
+    /// unnamed).
+    pub attach_failures: u64,
 }
 
 /// What [`Registry::inspect`] found in a file.
@@ -77,7 +84,11 @@ struct State {
     /// Unloaded files, oldest first, with when they were unloaded.
     retired: VecDeque<(TableKey, Entry, Instant)>,
     reported: HashSet<TableKey>,
+    /// Per process, the files attached to (`None`: attaching failed;
+    /// not tried again while the process lives).
+    processes: HashMap<u32, Vec<(TableKey, Option<ProcessState>)>>,
     unsupported: Vec<u64>,
+    attach_failures: Vec<u64>,
     dropped: u64,
 }
 
@@ -91,7 +102,11 @@ pub struct Registry {
 impl Registry {
     /// A registry of `runtimes` (see [`crate::runtimes`]).
     pub fn new(runtimes: Vec<Box<dyn Runtime>>) -> Registry {
-        let state = State { unsupported: vec![0; runtimes.len()], ..State::default() };
+        let state = State {
+            unsupported: vec![0; runtimes.len()],
+            attach_failures: vec![0; runtimes.len()],
+            ..State::default()
+        };
         Registry { runtimes, state: Mutex::new(state) }
     }
 
@@ -183,13 +198,15 @@ impl Registry {
         self.lock().files.get(file_id).filter(|e| e.loaded).map(|e| e.file.clone())
     }
 
-    /// The first of `file_ids` that holds a loaded (or lately unloaded)
-    /// build of `runtime`, with it: for naming frames.
+    /// The first of `file_ids` (mapped by process `pid`) that holds a
+    /// loaded (or lately unloaded) build of `runtime`, with it and what
+    /// was kept of the process: for naming frames.
     pub fn find<'a>(
         &self,
         runtime: RuntimeId,
+        pid: u32,
         file_ids: impl IntoIterator<Item = &'a TableKey>,
-    ) -> Option<(TableKey, Arc<dyn InterpreterFile>)> {
+    ) -> Option<(TableKey, Arc<dyn InterpreterFile>, Option<ProcessState>)> {
         let state = self.lock();
         if state.files.is_empty() && state.retired.is_empty() {
             return None;
@@ -198,8 +215,55 @@ impl Registry {
             let held = state.files.get(id).filter(|e| e.loaded);
             let retired = || state.retired.iter().rev().find(|(r, _, _)| r == id).map(|(_, e, _)| e);
             let e = held.or_else(retired).filter(|e| e.runtime == runtime)?;
-            Some((*id, e.file.clone()))
+            let attached = state.processes.get(&pid).and_then(|files| files.iter().find(|(f, _)| f == id));
+            Some((*id, e.file.clone(), attached.and_then(|(_, p)| p.clone())))
         })
+    }
+
+    /// Process `pid` maps `files` (file, bias) now: each loaded build
+    /// that needs something of the process and has not got it reads it
+    /// ([`InterpreterFile::attach`], outside the lock).
+    pub fn process_mapped(&self, pid: u32, files: &[(TableKey, u64)], memory: &dyn ProcessMemory) {
+        let todo: Vec<(TableKey, u64, RuntimeId, Arc<dyn InterpreterFile>)> = {
+            let state = self.lock();
+            let attached = state.processes.get(&pid);
+            let mut seen = HashSet::new();
+            files
+                .iter()
+                .filter(|(id, _)| seen.insert(*id))
+                .filter(|(id, _)| !attached.is_some_and(|a| a.iter().any(|(f, _)| f == id)))
+                .filter_map(|(id, bias)| {
+                    let e = state.files.get(id).filter(|e| e.loaded)?;
+                    Some((*id, *bias, e.runtime, e.file.clone()))
+                })
+                .collect()
+        };
+        for (id, bias, runtime, file) in todo {
+            let kept = match file.attach(pid, memory, bias) {
+                Attach::NotNeeded => continue,
+                Attach::Attached(process) => Some(process),
+                Attach::Failed(_) => None,
+            };
+            let mut state = self.lock();
+            if kept.is_none() {
+                state.attach_failures[runtime.0] += 1;
+            }
+            if state.processes.len() >= MAX_ATTACHED_PROCESSES && !state.processes.contains_key(&pid) {
+                state.dropped += 1;
+                continue;
+            }
+            state.processes.entry(pid).or_default().push((id, kept));
+        }
+    }
+
+    /// Process `pid` is gone: what was kept of it is forgotten.
+    pub fn process_removed(&self, pid: u32) {
+        self.lock().processes.remove(&pid);
+    }
+
+    /// Processes with something kept of them.
+    pub fn attached_processes(&self) -> usize {
+        self.lock().processes.len()
     }
 
     /// The runtime whose unwinder recorded a user frame word, if any.
@@ -218,7 +282,8 @@ impl Registry {
         self.lock().files.is_empty()
     }
 
-    /// Builds to unwind that were not held because the registry was full.
+    /// Builds to unwind, or processes' states, not held because the
+    /// registry was full.
     pub fn dropped(&self) -> u64 {
         self.lock().dropped
     }
@@ -238,6 +303,7 @@ impl Registry {
                 frame_kind: r.frame_kind(),
                 files: files[i],
                 unsupported: state.unsupported[i],
+                attach_failures: state.attach_failures[i],
             })
             .collect()
     }
@@ -268,8 +334,10 @@ mod tests {
     /// "old" one that is not.
     struct Fake;
 
+    /// Its number says what it needs per process: 0 nothing, 1 its pid
+    /// and bias, 2 fails; it counts its attachments.
     #[derive(Debug)]
-    struct FakeFile(u64);
+    struct FakeFile(u64, std::sync::atomic::AtomicU32);
 
     impl InterpreterFile for FakeFile {
         fn unwinder(&self) -> InterpreterUnwinder {
@@ -283,6 +351,14 @@ mod tests {
         }
         fn as_any(&self) -> &dyn Any {
             self
+        }
+        fn attach(&self, pid: u32, _memory: &dyn ProcessMemory, bias: u64) -> Attach {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            match self.0 {
+                0 => Attach::NotNeeded,
+                1 => Attach::Attached(Arc::new((pid, bias))),
+                _ => Attach::Failed("unreadable".into()),
+            }
         }
     }
 
@@ -301,7 +377,7 @@ mod tests {
         }
         fn detect_file(&self, _elf: &ElfFile, path: &str) -> FileDetection {
             match path.strip_prefix("fake") {
-                Some(n) => FileDetection::Found(Arc::new(FakeFile(n.parse().unwrap_or(0)))),
+                Some(n) => FileDetection::Found(Arc::new(FakeFile(n.parse().unwrap_or(0), Default::default()))),
                 None if path.starts_with("old") => {
                     FileDetection::Unsupported { version: Some("0.1".into()), reason: "too old".into() }
                 }
@@ -354,18 +430,18 @@ mod tests {
         let (r, elf) = (registry(), elf());
         assert_eq!(r.inspect(key(1), &elf, "fake1"), Inspection::Found(RuntimeId(1)));
         assert!(r.loaded(&key(1)).is_none(), "not loaded yet");
-        assert!(r.find(RuntimeId(1), [&key(1)]).is_none(), "frames are not named from an unloaded file");
+        assert!(r.find(RuntimeId(1), 1, [&key(1)]).is_none(), "frames are not named from an unloaded file");
         assert!(r.file_loaded(key(1)).is_some());
-        let (id, file) = r.find(RuntimeId(1), [&key(9), &key(1)]).unwrap();
+        let (id, file, _) = r.find(RuntimeId(1), 1, [&key(9), &key(1)]).unwrap();
         assert_eq!(id, key(1));
         assert_eq!(file.as_any().downcast_ref::<FakeFile>().unwrap().0, 1);
-        assert!(r.find(RuntimeId(0), [&key(1)]).is_none(), "another runtime's file");
+        assert!(r.find(RuntimeId(0), 1, [&key(1)]).is_none(), "another runtime's file");
         assert_eq!(r.stats()[1].files, 1);
         assert!(r.file_unloaded(key(1)).is_some());
         assert!(r.loaded(&key(1)).is_none());
         assert!(r.is_empty(), "an unloaded file is forgotten");
         assert_eq!(r.stats()[1].files, 0);
-        assert!(r.find(RuntimeId(1), [&key(1)]).is_some(), "kept a while for the samples already taken");
+        assert!(r.find(RuntimeId(1), 1, [&key(1)]).is_some(), "kept a while for the samples already taken");
         assert!(r.file_unloaded(key(1)).is_none(), "unloaded once");
         assert_eq!(r.inspect(key(2), &elf, "native"), Inspection::Nothing);
         assert!(r.is_empty());
@@ -424,14 +500,46 @@ mod tests {
             r.file_unloaded(key(i));
         }
         assert!(r.is_empty());
-        assert!(r.find(RuntimeId(1), [&key(9)]).is_none(), "the oldest are forgotten");
-        assert!(r.find(RuntimeId(1), [&key(10)]).is_some());
-        assert!(r.find(RuntimeId(1), [&key(MAX_RETIRED as u64 + 9)]).is_some());
+        assert!(r.find(RuntimeId(1), 1, [&key(9)]).is_none(), "the oldest are forgotten");
+        assert!(r.find(RuntimeId(1), 1, [&key(10)]).is_some());
+        assert!(r.find(RuntimeId(1), 1, [&key(MAX_RETIRED as u64 + 9)]).is_some());
         assert_eq!(r.lock().retired.len(), MAX_RETIRED);
         // Never loaded: nothing to name, not kept.
         r.inspect(key(1000), &elf, "fake");
         r.file_unloaded(key(1000));
-        assert!(r.find(RuntimeId(1), [&key(1000)]).is_none());
+        assert!(r.find(RuntimeId(1), 1, [&key(1000)]).is_none());
+    }
+
+    #[test]
+    fn processes_are_attached_once_and_forgotten_at_their_exit() {
+        let (r, elf) = (registry(), elf());
+        let memory = crate::PidMemory(std::process::id());
+        for (k, path) in [(0, "fake0"), (1, "fake1"), (2, "fake2")] {
+            r.inspect(key(k), &elf, path);
+            r.file_loaded(key(k));
+        }
+        r.inspect(key(3), &elf, "fake1"); // analysed, not loaded
+        let files = [(key(0), 0x10), (key(1), 0x1000), (key(2), 0x20), (key(3), 0x30), (key(9), 0), (key(1), 0x1000)];
+        r.process_mapped(5, &files, &memory);
+        r.process_mapped(5, &files, &memory);
+        let attachments = |k: u64| {
+            let (_, file, _) = r.find(RuntimeId(1), 5, [&key(k)]).unwrap();
+            file.as_any().downcast_ref::<FakeFile>().unwrap().1.load(std::sync::atomic::Ordering::Relaxed)
+        };
+        assert_eq!((attachments(1), attachments(2)), (1, 1), "once while the process lives, failed or not");
+        assert_eq!(attachments(0), 2, "nothing kept: asked again (it needs nothing)");
+        let process = |pid: u32, k: u64| r.find(RuntimeId(1), pid, [&key(k)]).unwrap().2;
+        let kept = process(5, 1).unwrap();
+        assert_eq!(kept.downcast_ref::<(u32, u64)>(), Some(&(5, 0x1000)));
+        assert!(process(5, 2).is_none() && process(5, 0).is_none());
+        assert!(process(6, 1).is_none(), "another process");
+        assert_eq!(r.stats()[1].attach_failures, 1);
+        assert_eq!(r.attached_processes(), 1);
+        r.process_removed(5);
+        assert_eq!(r.attached_processes(), 0);
+        assert!(process(5, 1).is_none());
+        r.process_mapped(5, &files, &memory);
+        assert_eq!(attachments(1), 2, "a new process with the pid is attached again");
     }
 
     #[test]

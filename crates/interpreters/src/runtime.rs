@@ -69,27 +69,53 @@ pub trait InterpreterFile: Send + Sync + fmt::Debug {
     /// Its entry in its unwinder's per-file map.
     fn file_value(&self) -> InterpreterFileValue;
 
+    /// A process maps this file with `bias`: what the runtime needs of
+    /// that process, read once from its memory (HotSpot's VM structures,
+    /// say), kept while the process lives and handed to its
+    /// [`FrameNamer`]. Everything CPython needs is in the file.
+    fn attach(&self, _pid: u32, _memory: &dyn ProcessMemory, _bias: u64) -> Attach {
+        Attach::NotNeeded
+    }
+
     /// Itself, for its runtime's [`FrameNamer`] to see its own type.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// What a runtime keeps of one process ([`InterpreterFile::attach`]).
+pub type ProcessState = Arc<dyn Any + Send + Sync>;
+
+/// What [`InterpreterFile::attach`] found in a process.
+pub enum Attach {
+    /// Nothing is needed per process.
+    NotNeeded,
+    /// What to keep for the process.
+    Attached(ProcessState),
+    /// It could not be read (counted; its frames stay unnamed).
+    Failed(String),
 }
 
 /// Names the frames of one runtime, with bounded caches.
 pub trait FrameNamer: Send {
     /// Names the frame `word` (one the runtime [owns](Runtime::owns_frame))
-    /// of process `pid`, in which `file` is mapped with `bias`. `None`
-    /// when it cannot be named (the process exited, the frame was
-    /// garbage): the frame is kept, unnamed.
-    fn name(
-        &mut self,
-        memory: &dyn ProcessMemory,
-        pid: u32,
-        file: &dyn InterpreterFile,
-        bias: u64,
-        word: u64,
-    ) -> Option<SourceLine>;
+    /// of process `pid`, in which `file` is mapped with `bias`; `process`
+    /// is what [`InterpreterFile::attach`] kept of it. `None` when it
+    /// cannot be named (the process exited, the frame was garbage): the
+    /// frame is kept, unnamed.
+    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine>;
 
     /// Its counters.
     fn stats(&self) -> NamerStats;
+}
+
+/// A runtime's file as one process maps it.
+#[derive(Clone)]
+pub struct MappedFile {
+    /// The build in the file.
+    pub file: Arc<dyn InterpreterFile>,
+    /// The mapping's load bias.
+    pub bias: u64,
+    /// What [`InterpreterFile::attach`] kept of the process, if anything.
+    pub process: Option<ProcessState>,
 }
 
 /// Counters of a [`FrameNamer`].

@@ -3,7 +3,7 @@
 
 use super::{detect, Detection, FrameModel, Lasti, PythonBuild, PythonSymbolizer, FRAME_READ_MAX};
 use crate::memory::ProcessMemory;
-use crate::runtime::{FileDetection, FrameNamer, InterpreterFile, NamerStats, Runtime};
+use crate::runtime::{FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
 use profiler_bpf::{
     InterpreterFileValue, InterpreterUnwinder, PythonFileValue, PythonFrameModel, PythonLasti, UserFrame,
     PYTHON_NO_OFFSET,
@@ -114,17 +114,10 @@ pub fn python_file_value(build: &PythonBuild) -> PythonFileValue {
 struct PythonNamer(PythonSymbolizer);
 
 impl FrameNamer for PythonNamer {
-    fn name(
-        &mut self,
-        memory: &dyn ProcessMemory,
-        pid: u32,
-        file: &dyn InterpreterFile,
-        bias: u64,
-        word: u64,
-    ) -> Option<SourceLine> {
+    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
         let UserFrame::Python { code, offset } = UserFrame::decode(word) else { return None };
-        let build = file.as_any().downcast_ref::<PythonBuild>()?;
-        self.0.symbolize(memory, pid, build, bias, code, offset)
+        let build = mapped.file.as_any().downcast_ref::<PythonBuild>()?;
+        self.0.symbolize(memory, pid, build, mapped.bias, code, offset)
     }
 
     fn stats(&self) -> NamerStats {
@@ -196,7 +189,9 @@ mod tests {
         let mut namer = CPython.namer();
         let word = profiler_bpf::FRAME_INTERPRETED | 0x200 | (6u64 << 44);
         let memory = crate::PidMemory(std::process::id());
-        assert_eq!(namer.name(&memory, std::process::id(), &Other, 0, word), None);
-        assert_eq!(namer.name(&memory, std::process::id(), &build(11), 0, 0x1234), None, "native word");
+        let mapped = |file: Arc<dyn InterpreterFile>| MappedFile { file, bias: 0, process: None };
+        assert_eq!(namer.name(&memory, std::process::id(), &mapped(Arc::new(Other)), word), None);
+        assert_eq!(namer.name(&memory, std::process::id(), &mapped(Arc::new(build(11))), 0x1234), None, "native word");
+        assert_eq!(namer.stats(), NamerStats::default(), "neither was a frame to read");
     }
 }
