@@ -84,9 +84,9 @@ struct State {
     /// Unloaded files, oldest first, with when they were unloaded.
     retired: VecDeque<(TableKey, Entry, Instant)>,
     reported: HashSet<TableKey>,
-    /// Per process, the files attached to (`None`: attaching failed;
-    /// not tried again while the process lives).
-    processes: HashMap<u32, Vec<(TableKey, Option<ProcessState>)>>,
+    /// Per process, the files attached to and their bias (`None`:
+    /// attaching failed; not tried again while the process maps it so).
+    processes: HashMap<u32, Vec<(TableKey, u64, Option<ProcessState>)>>,
     unsupported: Vec<u64>,
     attach_failures: Vec<u64>,
     dropped: u64,
@@ -215,23 +215,30 @@ impl Registry {
             let held = state.files.get(id).filter(|e| e.loaded);
             let retired = || state.retired.iter().rev().find(|(r, _, _)| r == id).map(|(_, e, _)| e);
             let e = held.or_else(retired).filter(|e| e.runtime == runtime)?;
-            let attached = state.processes.get(&pid).and_then(|files| files.iter().find(|(f, _)| f == id));
-            Some((*id, e.file.clone(), attached.and_then(|(_, p)| p.clone())))
+            let attached = state.processes.get(&pid).and_then(|files| files.iter().find(|(f, _, _)| f == id));
+            Some((*id, e.file.clone(), attached.and_then(|(_, _, p)| p.clone())))
         })
     }
 
-    /// Process `pid` maps `files` (file, bias) now: each loaded build
+    /// Process `pid` maps `files` (file, bias) now, and only them: what
+    /// was kept for files it no longer maps so goes, and each loaded build
     /// that needs something of the process and has not got it reads it
     /// ([`InterpreterFile::attach`], outside the lock).
     pub fn process_mapped(&self, pid: u32, files: &[(TableKey, u64)], memory: &dyn ProcessMemory) {
         let todo: Vec<(TableKey, u64, RuntimeId, Arc<dyn InterpreterFile>)> = {
-            let state = self.lock();
+            let mut state = self.lock();
+            if let Some(attached) = state.processes.get_mut(&pid) {
+                attached.retain(|(f, bias, _)| files.contains(&(*f, *bias)));
+                if attached.is_empty() {
+                    state.processes.remove(&pid);
+                }
+            }
             let attached = state.processes.get(&pid);
             let mut seen = HashSet::new();
             files
                 .iter()
                 .filter(|(id, _)| seen.insert(*id))
-                .filter(|(id, _)| !attached.is_some_and(|a| a.iter().any(|(f, _)| f == id)))
+                .filter(|(id, _)| !attached.is_some_and(|a| a.iter().any(|(f, _, _)| f == id)))
                 .filter_map(|(id, bias)| {
                     let e = state.files.get(id).filter(|e| e.loaded)?;
                     Some((*id, *bias, e.runtime, e.file.clone()))
@@ -252,7 +259,7 @@ impl Registry {
                 state.dropped += 1;
                 continue;
             }
-            state.processes.entry(pid).or_default().push((id, kept));
+            state.processes.entry(pid).or_default().push((id, bias, kept));
         }
     }
 
@@ -540,6 +547,13 @@ mod tests {
         assert!(process(5, 1).is_none());
         r.process_mapped(5, &files, &memory);
         assert_eq!(attachments(1), 2, "a new process with the pid is attached again");
+        // Unmapped, then mapped elsewhere: attached again, at its new bias.
+        r.process_mapped(5, &[(key(1), 0x1000)], &memory);
+        r.process_mapped(5, &[], &memory);
+        assert_eq!(r.attached_processes(), 0, "maps none of them");
+        r.process_mapped(5, &[(key(1), 0x5000)], &memory);
+        assert_eq!(attachments(1), 3);
+        assert_eq!(process(5, 1).unwrap().downcast_ref::<(u32, u64)>(), Some(&(5, 0x5000)));
     }
 
     #[test]
