@@ -226,7 +226,7 @@ impl TraceBuilder {
     fn interpreted_frame(&mut self, pid: Pid, runtime: RuntimeId, build: Option<MappedFile>, word: u64) -> Frame {
         let kind = self.interpreters.runtime(runtime).frame_kind();
         let address = self.interpreters.runtime(runtime).frame_address(word);
-        let namer = &mut self.namers[runtime.0];
+        let namer = &mut self.namers[runtime.index()];
         let line = build.and_then(|mapped| namer.name(&PidMemory(pid.0), pid.0, &mapped, word));
         Frame { kind, address, mapping: None, lines: line.into_iter().collect() }
     }

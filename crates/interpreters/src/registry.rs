@@ -33,9 +33,17 @@ pub const MAX_ATTACHED_PROCESSES: usize = 16_384;
 /// Most files with an unsupported build remembered (each is told once).
 const MAX_REPORTED: usize = 4096;
 
-/// A registered runtime: its index in [`Registry::runtimes`].
+/// A registered runtime: its index in [`Registry::runtimes`] (only the
+/// registry makes them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RuntimeId(pub usize);
+pub struct RuntimeId(usize);
+
+impl RuntimeId {
+    /// Its index in [`Registry::runtimes`].
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
 
 /// Counters of one runtime in a [`Registry`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
