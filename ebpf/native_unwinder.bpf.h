@@ -41,14 +41,8 @@
 #define MAX_NATIVE_TAIL_CALLS 31
 _Static_assert(NATIVE_FRAMES_PER_PROGRAM * (MAX_NATIVE_TAIL_CALLS + 1) >= MAX_USER_FRAMES,
 	       "enough program runs to collect MAX_USER_FRAMES frames");
-/* Binary search steps: ceil(log2(65536 entries per page)) + 1. */
-#define DELTA_SEARCH_STEPS 17
-/* Stack switches (RULE_KIND_STACK_SWITCH) followed per sample. Their CFA
- * is not checked against rsp, so this bound is what keeps a corrupt
- * frame-pointer chain from looping. A Go stack needs two per cgo
- * crossing (C -> Go callback -> goroutine stack, back) and one per
- * systemstack. */
-#define MAX_STACK_SWITCHES 8
+/* DELTA_SEARCH_STEPS, MAX_STACK_SWITCHES: types.h (user space's late
+ * unwinding follows the same bounds). */
 
 /* Step results. */
 #define STEP_CONTINUE 0xff

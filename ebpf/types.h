@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The contract between the eBPF programs and user space: every struct
- * that crosses a map or a ring buffer is defined here once. The Rust
- * side mirrors them in crates/bpf/src/types.rs with size and offset
- * asserts; change both together.
+ * that crosses a map or a ring buffer, every enum and limit both sides
+ * use, is defined here once. The Rust side is generated from this file
+ * (bindgen in crates/bpf/build.rs) and uses it by name; a contract test
+ * checks the layouts against this file compiled for the BPF target.
+ * Keep it plain C: structs of fixed-size integers with explicit
+ * reserved fields (no implicit padding), enums, integer #defines.
  */
 #ifndef EP_TYPES_H
 #define EP_TYPES_H
@@ -124,15 +127,11 @@ struct stack_copy {
 	__u8 reserved[2];
 	__u32 size;           /* bytes of stack that follow */
 };
-_Static_assert(sizeof(struct stack_copy) == 32, "stack_copy is part of the Rust contract");
 
 #define SAMPLE_EVENT_HEADER_SIZE 64
+/* Bytes before frames[]: what is sent ahead of the used frame words. */
 _Static_assert(__builtin_offsetof(struct sample_event, frames) == SAMPLE_EVENT_HEADER_SIZE,
-	       "sample_event header layout is part of the Rust contract");
-_Static_assert(__builtin_offsetof(struct sample_event, unwind_stop) == 56,
-	       "sample_event header layout is part of the Rust contract");
-_Static_assert(__builtin_offsetof(struct sample_event, flags) == 57,
-	       "sample_event header layout is part of the Rust contract");
+	       "SAMPLE_EVENT_HEADER_SIZE is the offset of sample_event.frames");
 
 /* What the process manager must hear about (process_events ring buffer). */
 enum process_event_kind {
@@ -152,7 +151,6 @@ struct process_event {
 	__u64 ktime_ns;
 	__u64 pc;        /* PROCESS_EVENT_UNKNOWN_PC: the pc; else 0 */
 };
-_Static_assert(sizeof(struct process_event) == 24, "process_event is part of the Rust contract");
 
 /* Key of the pid_mappings LPM trie: prefixlen counts the bits of pid
  * and address that must match; both are big-endian so that the trie's
@@ -165,7 +163,6 @@ struct pid_mapping_key {
 	__u32 pid_be;
 	__u64 address_be;
 };
-_Static_assert(sizeof(struct pid_mapping_key) == 16, "pid_mapping_key is part of the Rust contract");
 
 #define PID_MAPPING_KEY_BITS (32 + 64)
 
@@ -204,10 +201,18 @@ struct pid_mapping {
 	__u32 kind;      /* enum mapping_kind */
 	__u32 flags;     /* MAPPING_FLAG_* */
 };
-_Static_assert(sizeof(struct pid_mapping) == 24, "pid_mapping is part of the Rust contract");
 
 /* Stack deltas are indexed by 64 KiB pages of ELF virtual addresses. */
 #define DELTA_PAGE_BITS 16
+
+/* Binary search steps in a page's deltas: ceil(log2(65536 entries per page)) + 1. */
+#define DELTA_SEARCH_STEPS 17
+/* Stack switches (RULE_KIND_STACK_SWITCH) followed per sample. Their CFA
+ * is not checked against rsp, so this bound is what keeps a corrupt
+ * frame-pointer chain from looping. A Go stack needs two per cgo
+ * crossing (C -> Go callback -> goroutine stack, back) and one per
+ * systemstack. */
+#define MAX_STACK_SWITCHES 8
 
 /* Key of delta_pages. */
 struct delta_page_key {
@@ -279,7 +284,6 @@ struct unwind_rule {
 	__s32 deref_outer;
 	__s32 rbp_offset;
 };
-_Static_assert(sizeof(struct unwind_rule) == 16, "unwind_rule is part of the Rust contract");
 
 /* x86-64 signal frames: at the rt_sigreturn trampoline rsp points at the
  * struct ucontext of the rt_sigframe (the handler's return popped
@@ -401,6 +405,5 @@ struct python_file {
 	__u32 code_adaptive;             /* PyCodeObject.co_code_adaptive (3.11+) */
 	__u32 reserved[2];
 };
-_Static_assert(sizeof(struct python_file) == 72, "python_file is part of the Rust contract");
 
 #endif

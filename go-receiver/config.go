@@ -131,19 +131,26 @@ type Config struct {
 	// BatchQueueCapacity is how many profile batches may wait for the
 	// pipeline before the oldest is dropped (and counted). Default 16.
 	BatchQueueCapacity int `mapstructure:"batch_queue_capacity"`
+	// ProbabilisticThreshold and ProbabilisticInterval: as the reference,
+	// every interval (1 to 5 minutes, default 1m) a number in 0..99 is
+	// drawn and the profiler samples for that interval only when it is
+	// below the threshold (1..100; the default 100 always samples).
+	ProbabilisticInterval  time.Duration `mapstructure:"probabilistic_interval"`
+	ProbabilisticThreshold uint          `mapstructure:"probabilistic_threshold"`
+	// IncludeEnvVars is a comma-separated list of environment variables
+	// reported of each process, as the resource attributes
+	// process.environment_variable.<NAME>. Default none.
+	IncludeEnvVars string `mapstructure:"include_env_vars"`
 
 	// Reference keys checked like the reference does, not applied here.
 	ReporterJitter          float64       `mapstructure:"reporter_jitter"`
 	MonitorInterval         time.Duration `mapstructure:"monitor_interval"`
 	FrameCacheSize          uint          `mapstructure:"frame_cache_size"`
-	ProbabilisticInterval   time.Duration `mapstructure:"probabilistic_interval"`
-	ProbabilisticThreshold  uint          `mapstructure:"probabilistic_threshold"`
 	ClockSyncInterval       time.Duration `mapstructure:"clock_sync_interval"`
 	SendErrorFrames         bool          `mapstructure:"send_error_frames"`
 	SendIdleFrames          bool          `mapstructure:"send_idle_frames"`
 	FilterMinProcessAge     time.Duration `mapstructure:"filter_min_process_age"`
 	VerboseMode             bool          `mapstructure:"verbose_mode"`
-	IncludeEnvVars          string        `mapstructure:"include_env_vars"`
 	MapScaleFactor          uint          `mapstructure:"map_scale_factor"`
 	BPFVerifierLogLevel     uint          `mapstructure:"bpf_verifier_log_level"`
 	NoKernelVersionCheck    bool          `mapstructure:"no_kernel_version_check"`
@@ -168,6 +175,9 @@ const (
 	minProbabilisticInterval  = time.Minute
 	maxProbabilisticInterval  = 5 * time.Minute
 	maxProbabilisticThreshold = 100
+	// The Rust AgentConfig's bounds of include_env_vars.
+	maxEnvVars        = 64
+	maxEnvVarNameSize = 256
 )
 
 func createDefaultConfig() *Config {
@@ -235,8 +245,32 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("batch_queue_capacity must be at most %d, got %d",
 			maxBatchQueueCapacity, c.BatchQueueCapacity))
 	}
+	if _, err := parseEnvVars(c.IncludeEnvVars); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, c.validateReferenceKeys()...)
 	return errors.Join(errs...)
+}
+
+// parseEnvVars splits include_env_vars at its commas, as the reference
+// does (blanks trimmed, empty entries skipped), and checks each name.
+func parseEnvVars(s string) ([]string, error) {
+	names := []string{}
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if len(name) > maxEnvVarNameSize || strings.ContainsAny(name, "=\x00") {
+			return nil, fmt.Errorf("include_env_vars: %q is not a variable name (at most %d bytes, no '=' or NUL)",
+				name, maxEnvVarNameSize)
+		}
+		names = append(names, name)
+	}
+	if len(names) > maxEnvVars {
+		return nil, fmt.Errorf("include_env_vars: at most %d names are supported, got %d", maxEnvVars, len(names))
+	}
+	return names, nil
 }
 
 // validateReferenceKeys applies the reference receiver's bounds to the keys
@@ -322,14 +356,11 @@ func (c *Config) notApplied() []string {
 	add(c.ReporterJitter != d.ReporterJitter && c.ReporterJitter != 0, "reporter_jitter")
 	add(c.MonitorInterval != d.MonitorInterval, "monitor_interval")
 	add(c.FrameCacheSize != d.FrameCacheSize, "frame_cache_size")
-	add(c.ProbabilisticThreshold != d.ProbabilisticThreshold, "probabilistic_threshold")
-	add(c.ProbabilisticInterval != d.ProbabilisticInterval, "probabilistic_interval")
 	add(c.ClockSyncInterval != d.ClockSyncInterval, "clock_sync_interval")
 	add(c.SendErrorFrames, "send_error_frames")
 	add(c.SendIdleFrames, "send_idle_frames")
 	add(c.FilterMinProcessAge != 0, "filter_min_process_age")
 	add(c.VerboseMode, "verbose_mode")
-	add(c.IncludeEnvVars != "", "include_env_vars")
 	add(c.MapScaleFactor != 0, "map_scale_factor")
 	add(c.BPFVerifierLogLevel != 0, "bpf_verifier_log_level")
 	add(c.NoKernelVersionCheck, "no_kernel_version_check")
@@ -410,6 +441,10 @@ type agentConfig struct {
 	OtlpBatches        bool     `json:"otlp_batches"`
 	BatchQueueCapacity int      `json:"batch_queue_capacity"`
 	SymbolizeNative    bool     `json:"symbolize_native"`
+	// Probabilistic profiling; Validate bounds the interval to 1-5 min.
+	ProbabilisticThreshold  uint     `json:"probabilistic_threshold"`
+	ProbabilisticIntervalMs int64    `json:"probabilistic_interval_ms"`
+	IncludeEnvVars          []string `json:"include_env_vars"`
 }
 
 // agentJSON renders the configuration for the C ABI. Call after Validate.
@@ -418,6 +453,10 @@ func (c *Config) agentJSON() (string, error) {
 	for _, p := range c.Pids {
 		pids = append(pids, uint32(p))
 	}
+	envVars, err := parseEnvVars(c.IncludeEnvVars)
+	if err != nil {
+		return "", err
+	}
 	b, err := json.Marshal(agentConfig{
 		SamplesPerSecond:   c.SamplesPerSecond,
 		ReporterIntervalMs: c.ReporterInterval.Milliseconds(),
@@ -425,6 +464,10 @@ func (c *Config) agentJSON() (string, error) {
 		OtlpBatches:        true,
 		BatchQueueCapacity: c.BatchQueueCapacity,
 		SymbolizeNative:    c.SymbolizeNative,
+
+		ProbabilisticThreshold:  c.ProbabilisticThreshold,
+		ProbabilisticIntervalMs: c.ProbabilisticInterval.Milliseconds(),
+		IncludeEnvVars:          envVars,
 	})
 	return string(b), err
 }

@@ -2,7 +2,9 @@ package profilingreceiver
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,9 +86,9 @@ func TestReferenceConfigLoadsUnchanged(t *testing.T) {
 
 	assert.Equal(t, []string{
 		"off_cpu_threshold", "reporter_jitter", "monitor_interval", "frame_cache_size",
-		"probabilistic_threshold", "probabilistic_interval", "clock_sync_interval",
+		"clock_sync_interval",
 		"send_error_frames", "send_idle_frames", "filter_min_process_age", "verbose_mode",
-		"include_env_vars", "map_scale_factor", "bpf_verifier_log_level", "no_kernel_version_check",
+		"map_scale_factor", "bpf_verifier_log_level", "no_kernel_version_check",
 		"max_grpc_retries", "max_rpc_msg_size", "bpf_fs_root", "obi_process_ctx",
 		"pid_namespace_translation", "pin_cpu_ids", "probes",
 		"interpreters.ruby.skip_native_resume",
@@ -101,7 +103,8 @@ func TestReferenceConfigLoadsUnchanged(t *testing.T) {
 	// The applied keys reach the library.
 	text, err := cfg.agentJSON()
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"samples_per_second":19,"reporter_interval_ms":10000,"pids":[],"otlp_batches":true,"batch_queue_capacity":16,"symbolize_native":true}`, text)
+	assert.JSONEq(t, `{"samples_per_second":19,"reporter_interval_ms":10000,"pids":[],"otlp_batches":true,"batch_queue_capacity":16,"symbolize_native":true,
+		"probabilistic_threshold":50,"probabilistic_interval_ms":120000,"include_env_vars":["HOME","LANG"]}`, text)
 }
 
 // The reference receiver's own minimal form: `interpreters` turning
@@ -270,9 +273,38 @@ func TestAgentJSON(t *testing.T) {
 		"otlp_batches":         true,
 		"batch_queue_capacity": 4.0,
 		"symbolize_native":     false,
+
+		"probabilistic_threshold":   100.0,
+		"probabilistic_interval_ms": 60000.0,
+		"include_env_vars":          []any{},
 	}, got)
 
 	text, err = createDefaultConfig().agentJSON()
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"samples_per_second":20,"reporter_interval_ms":5000,"pids":[],"otlp_batches":true,"batch_queue_capacity":16,"symbolize_native":true}`, text)
+	assert.JSONEq(t, `{"samples_per_second":20,"reporter_interval_ms":5000,"pids":[],"otlp_batches":true,"batch_queue_capacity":16,"symbolize_native":true,
+		"probabilistic_threshold":100,"probabilistic_interval_ms":60000,"include_env_vars":[]}`, text)
+}
+
+// include_env_vars is split as the reference splits it; names the
+// library would refuse fail Validate, when the Collector loads the file.
+func TestIncludeEnvVars(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.IncludeEnvVars = " HOME, ,DEPLOY_ENV,"
+	require.NoError(t, cfg.Validate())
+	text, err := cfg.agentJSON()
+	require.NoError(t, err)
+	var got agentConfig
+	require.NoError(t, json.Unmarshal([]byte(text), &got))
+	assert.Equal(t, []string{"HOME", "DEPLOY_ENV"}, got.IncludeEnvVars)
+
+	cfg.IncludeEnvVars = "A=B"
+	require.ErrorContains(t, cfg.Validate(), `include_env_vars: "A=B" is not a variable name`)
+	cfg.IncludeEnvVars = strings.Repeat("X", maxEnvVarNameSize+1)
+	require.ErrorContains(t, cfg.Validate(), "is not a variable name")
+	names := make([]string, maxEnvVars+1)
+	for i := range names {
+		names[i] = fmt.Sprintf("V%d", i)
+	}
+	cfg.IncludeEnvVars = strings.Join(names, ",")
+	require.ErrorContains(t, cfg.Validate(), "at most 64 names are supported, got 65")
 }

@@ -27,6 +27,9 @@ type sampleView struct {
 	threadName string
 	threadID   int64
 	stack      []frameView
+	cpu        int64
+	// timestamps_unix_nano as milliseconds after the profile's start.
+	timesMs []uint64
 }
 
 func attrsOf(d pprofile.ProfilesDictionary, indices pcommon.Int32Slice) map[string]pcommon.Value {
@@ -45,12 +48,16 @@ func viewSamples(t *testing.T, d pprofile.ProfilesDictionary, p pprofile.Profile
 	for i := 0; i < p.Samples().Len(); i++ {
 		s := p.Samples().At(i)
 		require.Equal(t, 1, s.Values().Len(), "one value per sample (a count)")
-		require.Equal(t, 0, s.TimestampsUnixNano().Len(), "no per-sample timestamps")
+		require.Equal(t, int(s.Values().At(0)), s.TimestampsUnixNano().Len(), "one timestamp per event counted")
 		attrs := attrsOf(d, s.AttributeIndices())
 		v := sampleView{
 			count:      s.Values().At(0),
 			threadName: attrs["thread.name"].Str(),
 			threadID:   attrs["thread.id"].Int(),
+			cpu:        attrs["cpu.logical_number"].Int(),
+		}
+		for _, ts := range s.TimestampsUnixNano().AsRaw() {
+			v.timesMs = append(v.timesMs, (ts-uint64(p.Time()))/1_000_000)
 		}
 		stack := d.StackTable().At(int(s.StackIndex()))
 		for _, li := range stack.LocationIndices().AsRaw() {
@@ -80,7 +87,7 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 	pd, err := decodeProfiles(b)
 	require.NoError(t, err)
 
-	assert.Equal(t, 4, pd.SampleCount())
+	assert.Equal(t, 5, pd.SampleCount())
 	d := pd.Dictionary()
 	strs := d.StringTable()
 	require.Positive(t, strs.Len())
@@ -110,13 +117,29 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 		"process.executable.name": "workload",
 		"process.executable.path": "/usr/bin/workload",
 		"container.id":            "0123456789abcdef",
+		// include_env_vars: the process's DEPLOYMENT.
+		"process.environment_variable.DEPLOYMENT": "canary",
 	}, res)
 	require.Equal(t, 1, rps.At(0).ScopeProfiles().Len())
 	sp := rps.At(0).ScopeProfiles().At(0)
 	assert.Equal(t, "ebpf-profiler", sp.Scope().Name())
 	assert.Equal(t, "golden", sp.Scope().Version())
-	require.Equal(t, 1, sp.Profiles().Len())
-	prof := sp.Profiles().At(0)
+	require.Equal(t, 2, sp.Profiles().Len(), "off-CPU, then on-CPU")
+
+	// Off-CPU: one sample, a value (ns off the CPU) per timestamp.
+	offProf := sp.Profiles().At(0)
+	assert.Equal(t, "off_cpu", strs.At(int(offProf.SampleType().TypeStrindex())))
+	assert.Equal(t, "nanoseconds", strs.At(int(offProf.SampleType().UnitStrindex())))
+	assert.Equal(t, int64(0), offProf.Period())
+	require.Equal(t, 1, offProf.Samples().Len())
+	off := offProf.Samples().At(0)
+	assert.Equal(t, []int64{100_000_000, 50_000_000}, off.Values().AsRaw())
+	assert.Equal(t, []uint64{1_700_000_000_150_000_000, 1_700_000_000_450_000_000}, off.TimestampsUnixNano().AsRaw())
+	assert.Equal(t, "workload", attrsOf(d, off.AttributeIndices())["thread.name"].Str())
+	assert.False(t, offProf.ProfileID().IsEmpty())
+
+	prof := sp.Profiles().At(1)
+	assert.NotEqual(t, offProf.ProfileID(), prof.ProfileID())
 	assert.Equal(t, "samples", strs.At(int(prof.SampleType().TypeStrindex())))
 	assert.Equal(t, "count", strs.At(int(prof.SampleType().UnitStrindex())))
 	assert.Equal(t, "cpu", strs.At(int(prof.PeriodType().TypeStrindex())))
@@ -136,13 +159,13 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 		{[]string{"__libc_start_call_main"}, "native", "/usr/lib/x86_64-linux-gnu/libc.so.6"},
 	}
 	assert.Equal(t, []sampleView{
-		{3, "worker", 1235, sleepStack},
-		{2, "workload", 1234, sleepStack},
+		{3, "worker", 1235, sleepStack, 1, []uint64{0, 100, 200}},
+		{2, "workload", 1234, sleepStack, 0, []uint64{300, 400}},
 		{1, "worker", 1235, []frameView{
 			{nil, "native", "/usr/bin/workload"},
 			{[]string{"main"}, "native", "/usr/bin/workload"},
 			{[]string{"__libc_start_call_main"}, "native", "/usr/lib/x86_64-linux-gnu/libc.so.6"},
-		}},
+		}, 1, []uint64{500}},
 	}, viewSamples(t, d, prof))
 
 	// Inlining: the leaf location has two lines with their line numbers.
@@ -179,7 +202,7 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 		{[]string{"main.work"}, "go", "/usr/local/bin/server"},
 		{[]string{"main.main"}, "go", "/usr/local/bin/server"},
 		{[]string{"runtime.main"}, "go", "/usr/local/bin/server"},
-	}}}, goSamples)
+	}, 3, []uint64{600, 700, 800, 900}}}, goSamples)
 	goStack := d.StackTable().At(int(goProf.Samples().At(0).StackIndex()))
 	goMapping := d.MappingTable().At(int(d.LocationTable().At(int(goStack.LocationIndices().At(1))).MappingIndex()))
 	assert.Equal(t, map[string]pcommon.Value{

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/xconsumer"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 )
 
@@ -51,7 +52,12 @@ type profilingReceiver struct {
 	// (otelcol_receiver_{accepted,refused,failed}_profile_samples).
 	obs *receiverhelper.ObsReport
 
-	agent agent
+	// agentMu orders the metrics callback's stats reads with the
+	// handle's free at shutdown.
+	agentMu sync.Mutex
+	agent   agent
+	// metrics is the registration of the profiler's own figures.
+	metrics metric.Registration
 	// ctx is the context of ConsumeProfiles calls; cancelled when a
 	// shutdown runs out of time.
 	ctx    context.Context
@@ -139,7 +145,15 @@ func (r *profilingReceiver) Start(_ context.Context, _ component.Host) error {
 		}
 		return fmt.Errorf("profiling receiver: %w (set error_mode: ignore to run the Collector without profiling)", err)
 	}
+	r.agentMu.Lock()
 	r.agent = a
+	r.agentMu.Unlock()
+	meter := r.set.TelemetrySettings.MeterProvider.Meter("ebpf-profiler/go-receiver")
+	if reg, err := registerStatMetrics(meter, r.liveStats); err != nil {
+		r.set.Logger.Warn("the profiler's own metrics are not available", zap.Error(err))
+	} else {
+		r.metrics = reg
+	}
 	if warnings, err := a.warnings(); err != nil {
 		r.set.Logger.Warn("could not read the profiler's warnings", zap.Error(err))
 	} else {
@@ -154,6 +168,17 @@ func (r *profilingReceiver) Start(_ context.Context, _ component.Host) error {
 		zap.Int("samples_per_second", r.cfg.SamplesPerSecond),
 		zap.Duration("reporter_interval", r.cfg.ReporterInterval))
 	return nil
+}
+
+// liveStats reads the running profiler's stats for the metrics callback.
+func (r *profilingReceiver) liveStats() (string, bool, error) {
+	r.agentMu.Lock()
+	defer r.agentMu.Unlock()
+	if r.agent == nil {
+		return "", false, nil
+	}
+	stats, err := r.agent.stats()
+	return stats, err == nil, err
 }
 
 // pull hands every batch to the next consumer until the agent reports
@@ -224,8 +249,15 @@ func (r *profilingReceiver) shutdown(ctx context.Context) error {
 			zap.Uint64("decode_errors", r.decodeErrors.Load()),
 			zap.Uint64("consume_errors", r.consumeErrors.Load()))
 	}
+	if r.metrics != nil {
+		if err := r.metrics.Unregister(); err != nil {
+			r.set.Logger.Warn("unregistering the profiler's metrics", zap.Error(err))
+		}
+	}
+	r.agentMu.Lock()
 	r.agent.free()
 	r.agent = nil
+	r.agentMu.Unlock()
 	if stopErr != nil {
 		return fmt.Errorf("profiling receiver: %w", stopErr)
 	}

@@ -30,6 +30,8 @@ type fakeAgent struct {
 	blockFor time.Duration // each nextBatch call sleeps this long
 	calls    int
 	warns    []string
+	// statsJSON is what stats returns (`{"samples":4}` when empty).
+	statsJSON string
 }
 
 func (a *fakeAgent) nextBatch(timeout time.Duration) ([]byte, batchStatus, error) {
@@ -54,7 +56,17 @@ func (a *fakeAgent) nextBatch(timeout time.Duration) ([]byte, batchStatus, error
 	return nil, batchTimeout, nil
 }
 
-func (a *fakeAgent) stats() (string, error) { return `{"samples":4}`, nil }
+func (a *fakeAgent) stats() (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.freed {
+		panic("stats after free")
+	}
+	if a.statsJSON == "" {
+		return `{"samples":4}`, nil
+	}
+	return a.statsJSON, nil
+}
 
 func (a *fakeAgent) warnings() ([]string, error) { return a.warns, nil }
 
@@ -101,7 +113,7 @@ func TestBatchesReachTheConsumer(t *testing.T) {
 	assert.Contains(t, *gotJSON, `"otlp_batches":true`)
 
 	require.Eventually(t, func() bool { return len(sink.AllProfiles()) == 2 }, 5*time.Second, 5*time.Millisecond)
-	assert.Equal(t, 8, sink.SampleCount())
+	assert.Equal(t, 10, sink.SampleCount(), "2 golden batches of 5 samples")
 	first := sink.AllProfiles()[0]
 	pid, ok := first.ResourceProfiles().At(0).Resource().Attributes().Get("process.pid")
 	require.True(t, ok)
@@ -197,7 +209,8 @@ func TestConsumerErrorIsCountedNotFatal(t *testing.T) {
 	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
 	require.Eventually(t, func() bool { return r.consumeErrors.Load() == 2 }, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, r.Shutdown(context.Background()))
-	assert.Equal(t, int64(8), sumMetric(t, tel, "otelcol_receiver_refused_profile_samples"))
+	// The golden payload holds 5 samples (4 on-CPU, 1 off-CPU).
+	assert.Equal(t, int64(10), sumMetric(t, tel, "otelcol_receiver_refused_profile_samples"))
 }
 
 // sumMetric is the value of a counter the receiver recorded.
@@ -226,7 +239,7 @@ func TestAcceptedSamplesAreCounted(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
 	require.NoError(t, r.Shutdown(context.Background()))
-	assert.Equal(t, int64(4), sumMetric(t, tel, "otelcol_receiver_accepted_profile_samples"))
+	assert.Equal(t, int64(5), sumMetric(t, tel, "otelcol_receiver_accepted_profile_samples"))
 }
 
 func TestStartErrorIsReturned(t *testing.T) {
@@ -267,7 +280,7 @@ func TestNotAppliedKeysWarnOnce(t *testing.T) {
 	set := receivertest.NewNopSettings(typeStr)
 	set.Logger = zap.New(core)
 	cfg := createDefaultConfig()
-	cfg.IncludeEnvVars = "HOME"
+	cfg.VerboseMode = true
 	cfg.SendErrorFrames = true
 	r, err := newReceiver(cfg, set, new(consumertest.ProfilesSink),
 		func(string) (agent, error) { return &fakeAgent{}, nil })
@@ -279,7 +292,7 @@ func TestNotAppliedKeysWarnOnce(t *testing.T) {
 	for _, e := range entries {
 		keys = append(keys, e.ContextMap()["key"].(string))
 	}
-	assert.Equal(t, []string{"send_error_frames", "include_env_vars"}, keys)
+	assert.Equal(t, []string{"send_error_frames", "verbose_mode"}, keys)
 }
 
 func TestOneProfilerPerCollector(t *testing.T) {

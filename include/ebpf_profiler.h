@@ -63,7 +63,9 @@ const char *ebpf_profiler_last_error(void);
 // those of the agent configuration (`samples_per_second` 1..=10000,
 // `reporter_interval_ms` 100..=3600000, `pids` at most 1024 ids in
 // 1..=4194304, `batch_queue_capacity` 1..=1024, `unused_tables_budget_mib`
-// 0..=4096, `symbolize_native`); missing fields keep their defaults.
+// 0..=4096, `symbolize_native`, `probabilistic_threshold` 1..=100,
+// `probabilistic_interval_ms` 100..=300000, `include_env_vars` at most 64
+// names); missing fields keep their defaults.
 // Anything else (not an object, an unknown field, a wrong type, a value
 // out of range) is `EBPF_PROFILER_ERR_CONFIG`, found before anything is
 // loaded into the kernel. OTLP batches are always on through this ABI.

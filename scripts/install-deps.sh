@@ -2,13 +2,15 @@
 # Installs the Debian packages the build and the tests need. Idempotent;
 # run as root (CI does). Rust and Go come from the machine's toolchains.
 #   clang-19            compiles the eBPF C (Debian 12 has no plain `clang`)
+#   libclang1-19        bindgen (crates/bpf/build.rs) reads ebpf/types.h with it (clang-19 pulls it in too)
 #   libelf-dev zlib1g-dev  static libelf.a / libz.a linked into the binaries
 #   pkg-config make gcc libbpf-sys builds the vendored libbpf
 #   protobuf-compiler   protoc, for crates that generate protobuf code
 #   linux-perf bpftool  make bench: perf side by side, BPF program and map stats
 #   dwz                 symbolization tests of dwz-compressed debug info
+#   openjdk-17-jdk-headless  java/javac for the HotSpot tests (crates/interpreters/tests/hotspot_live.rs)
 set -euo pipefail
-packages=(clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool dwz)
+packages=(clang-19 libclang1-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool dwz openjdk-17-jdk-headless)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

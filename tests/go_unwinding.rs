@@ -10,7 +10,7 @@
 //! `runtime.main`); a thread created by C code ends in libc's
 //! `start_thread`/`clone3`.
 
-use profiler_agent::{AgentConfig, Stats};
+use profiler_agent::{AgentConfig, Stats, UnwindStop};
 use profiler_tests::{in_ci, matches_chain, profile_with, serial, user_frames, FrameDesc, Step, Workload};
 use profiler_trace::Trace;
 use std::path::{Path, PathBuf};
@@ -215,7 +215,11 @@ fn stripped_go_goroutines_and_the_system_stack() {
     assert_complete("every stack through runtime.systemstack", &c, &stats);
 
     eprintln!("stacks with frames not named yet: {}", unnamed_stacks(&traces, w.pid()));
-    assert_eq!(stats.unwind_stopped_bad_sp + stats.unwind_stopped_invalid_rule, 0, "{stats:#?}");
+    assert_eq!(
+        stats.unwind_stopped.get(UnwindStop::BadSp) + stats.unwind_stopped.get(UnwindStop::InvalidRule),
+        0,
+        "{stats:#?}"
+    );
 }
 
 #[test]
@@ -267,5 +271,9 @@ fn cgo_callbacks_cross_both_stacks() {
     assert_complete("C thread -> Go callback", &c, &stats);
 
     eprintln!("stacks with frames not named yet: {}", unnamed_stacks(&traces, w.pid()));
-    assert_eq!(stats.unwind_stopped_bad_sp + stats.unwind_stopped_invalid_rule, 0, "{stats:#?}");
+    assert_eq!(
+        stats.unwind_stopped.get(UnwindStop::BadSp) + stats.unwind_stopped.get(UnwindStop::InvalidRule),
+        0,
+        "{stats:#?}"
+    );
 }

@@ -4,7 +4,7 @@
 //! order, down to the thread's root, in at least 95% of the samples at
 //! the chain's leaf. Each test prints its measured completeness.
 
-use profiler_agent::{AgentConfig, Stats};
+use profiler_agent::{AgentConfig, Stats, UnwindStop};
 use profiler_tests::{build_workload, completeness, profile_with, serial, start_agent, Completeness, Step, Workload};
 use profiler_trace::Trace;
 use std::path::PathBuf;
@@ -122,7 +122,10 @@ fn deep_recursion_comes_through_whole() {
     let chain = main_thread(&below_main);
     let c = completeness(&traces, w.pid(), Fn("deep_leaf"), &chain);
     assert_complete("150-deep recursion", &c, &stats);
-    assert!(stats.unwind_stopped_max_frames + stats.unwind_stopped_tail_calls == 0, "{stats:#?}");
+    assert!(
+        stats.unwind_stopped.get(UnwindStop::MaxFrames) + stats.unwind_stopped.get(UnwindStop::TailCalls) == 0,
+        "{stats:#?}"
+    );
 }
 
 #[test]
@@ -184,8 +187,8 @@ fn dlopened_library() {
 fn short_lived_process_started_after_the_agent_then_maps_empty() {
     let _serial = serial();
     let exe = c_workload("short_lived.c");
-    // The shell is selected; it execs the program after the agent started.
-    let w = Workload::spawn(Command::new("sh").arg("-c").arg(format!("sleep 1; exec {}", exe.display())));
+    // The shell is selected; it execs the program once the agent started.
+    let mut w = Workload::spawn_gated(&format!("exec {}", exe.display()));
     let traces = Arc::new(Mutex::new(Vec::new()));
     let config = AgentConfig {
         samples_per_second: HZ,
@@ -194,7 +197,8 @@ fn short_lived_process_started_after_the_agent_then_maps_empty() {
         ..AgentConfig::default()
     };
     let Some(agent) = start_agent(config, traces.clone()) else { return };
-    // Wait for the program to exit (1 s of sleep, then 700 ms of CPU).
+    w.release();
+    // Wait for the program to exit (700 ms of CPU).
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::path::Path::new(&format!("/proc/{}/stat", w.pid())).exists()
         && !std::fs::read_to_string(format!("/proc/{}/stat", w.pid())).unwrap_or_default().contains(") Z")

@@ -508,14 +508,14 @@ fn short_lived_forked_and_exec_processes_then_maps_empty() {
     std::io::BufRead::read_line(&mut std::io::BufReader::new(parent.0.stdout.as_mut().unwrap()), &mut line).unwrap();
     let children: Vec<u32> = line.split_whitespace().map(|p| p.parse().unwrap()).collect();
     assert_eq!(children.len(), 6);
-    // And a program that becomes CPython after the agent started (exec),
-    // runs a chain for 2 s (before the children start) and exits.
+    // And a program that becomes CPython once the agent started (exec),
+    // runs a chain for 2 s and exits.
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python/short_chain.py");
-    let shell = Workload::spawn(Command::new("sh").arg("-c").arg(format!(
-        "sleep 1; PYTHONHOME=/usr PYTHONDONTWRITEBYTECODE=1 exec {} {} 2",
+    let mut shell = Workload::spawn_gated(&format!(
+        "PYTHONHOME=/usr PYTHONDONTWRITEBYTECODE=1 exec {} {} 2",
         copy.display(),
         script.display()
-    )));
+    ));
     let mut pids = children.clone();
     pids.extend([parent.0.id(), shell.pid()]);
     let traces = Arc::new(Mutex::new(Vec::new()));
@@ -526,6 +526,7 @@ fn short_lived_forked_and_exec_processes_then_maps_empty() {
         ..AgentConfig::default()
     };
     let Some(agent) = start_agent(config, traces.clone()) else { return };
+    shell.release();
     parent.0.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::fs::read_to_string(format!("/proc/{}/stat", shell.pid())).is_ok_and(|s| !s.contains(") Z"))

@@ -9,7 +9,9 @@
 # then the sink is restarted: the profiler must keep running and deliver to
 # the new sink. Every wait polls for its condition and fails at a deadline.
 # go-receiver's TestE2EProfiles then decodes both sink files with pdata and
-# checks pids, executable and thread names, chains and frame types.
+# checks pids, executable and thread names, chains and frame types. The
+# profiler's own metrics (samples taken, stacks that reached their root)
+# are read from the Collector's Prometheus telemetry endpoint.
 #
 # Needs root (BPF) and a built ./otelcol-ebpf-profiler (make
 # otelcol-ebpf-profiler). Without root it skips, except under CI=true
@@ -20,6 +22,7 @@ e2e_name=collector_e2e
 source tests/e2e/lib.sh
 e2e_require_root
 
+metrics_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 cat > "$tmp/agent.yaml" <<YAML
 receivers:
   profiling:
@@ -41,7 +44,12 @@ exporters:
 service:
   telemetry:
     metrics:
-      level: none
+      readers:
+        - pull:
+            exporter:
+              prometheus:
+                host: 127.0.0.1
+                port: $metrics_port
   pipelines:
     profiles:
       receivers: [profiling]
@@ -58,6 +66,28 @@ start_workloads
 watched=("$agent")
 
 wait_until 120 "the first sink to hold both workloads' chains" profiles_ok "$tmp/sink1.pb"
+
+# A positive sample of metric $1 with label $2 in the telemetry endpoint.
+metric_positive() {
+  python3 - "$metrics_port" "$1" "$2" <<'PY'
+import re, sys, urllib.request
+port, name, label = sys.argv[1:]
+try:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+except OSError:
+    sys.exit(1)
+for line in text.splitlines():
+    m = re.match(r"(\w+)\{([^}]*)\} (\S+)( \d+)?$", line)
+    if m and m.group(1).startswith(name) and label in m.group(2) and float(m.group(3)) > 0:
+        sys.exit(0)
+sys.exit(1)
+PY
+}
+wait_until 60 "the profiler's sample count in its metrics" \
+  metric_positive otelcol_ebpf_profiler_samples 'state="taken"'
+wait_until 60 "stacks that reached their root in the profiler's metrics" \
+  metric_positive otelcol_ebpf_profiler_unwind_stops 'reason="root"'
+echo "$e2e_name: the profiler's own metrics are served"
 stop "$sink"
 echo "$e2e_name: sink killed"
 await_export_attempt 30

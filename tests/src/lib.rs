@@ -6,8 +6,9 @@
 
 use profiler_agent::{Agent, AgentConfig, StartError, Stats, TraceSink};
 use profiler_trace::{FrameKind, Trace};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -33,6 +34,20 @@ impl Workload {
     pub fn spawn(command: &mut Command) -> Workload {
         let child = command.spawn().unwrap_or_else(|e| panic!("spawning {command:?}: {e}"));
         Workload { child }
+    }
+
+    /// Starts `sh -c "read _; <script>"`: the shell waits on its stdin
+    /// until [`Workload::release`], so that `script` (typically an `exec`)
+    /// runs after whatever the test starts in between (the agent), however
+    /// long that takes on a loaded machine.
+    pub fn spawn_gated(script: &str) -> Workload {
+        Workload::spawn(Command::new("sh").arg("-c").arg(format!("read _; {script}")).stdin(Stdio::piped()))
+    }
+
+    /// Lets a [`Workload::spawn_gated`] shell exec its program.
+    pub fn release(&mut self) {
+        let mut stdin = self.child.stdin.take().expect("a gated workload, released once");
+        stdin.write_all(b"go\n").expect("releasing the gated workload");
     }
 
     /// The child's pid.

@@ -38,6 +38,21 @@ pub struct AgentConfig {
     /// against the mapping's device and inode), as an agent without
     /// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE does. Default true.
     pub open_via_map_files: bool,
+    /// Probabilistic profiling, as the reference agent's
+    /// `probabilistic_threshold`: every `probabilistic_interval_ms` a
+    /// number in 0..100 is drawn, and sampling runs (on every CPU) for
+    /// that interval only when it is below the threshold. 1..=100;
+    /// default 100, always on (the feature is off).
+    pub probabilistic_threshold: u32,
+    /// Length of one probabilistic interval. Default 60000 (the reference
+    /// agent accepts 1 to 5 minutes; shorter ones are for tests).
+    pub probabilistic_interval_ms: u64,
+    /// Names of environment variables reported of each process, as the
+    /// resource attributes `process.environment_variable.<name>` (the
+    /// reference agent's `include_env_vars`, split at its commas). At
+    /// most [`MAX_ENV_VARS`] names of 1 to [`MAX_ENV_VAR_NAME_BYTES`]
+    /// bytes, without `=` or NUL. Default none.
+    pub include_env_vars: Vec<String>,
 }
 
 impl Default for AgentConfig {
@@ -52,6 +67,9 @@ impl Default for AgentConfig {
             unused_tables_budget_mib: 64,
             process_load_delay_ms: 0,
             open_via_map_files: true,
+            probabilistic_threshold: PROBABILISTIC_THRESHOLD_MAX,
+            probabilistic_interval_ms: 60_000,
+            include_env_vars: Vec::new(),
         }
     }
 }
@@ -61,6 +79,10 @@ impl Default for AgentConfig {
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// An entry of `include_env_vars` that cannot name a variable, or too
+    /// many of them.
+    #[error("include_env_vars: {0}")]
+    EnvVars(String),
     /// A numeric field outside its accepted range.
     #[error("{field} must be between {min} and {max}, got {got}")]
     OutOfRange {
@@ -103,6 +125,17 @@ pub const MAX_BATCH_QUEUE_CAPACITY: usize = 1024;
 /// Most processes `pids` may select: the size of the BPF programs'
 /// `selected_pids` map (ebpf/maps.h).
 pub const MAX_PIDS: usize = 1024;
+/// The probabilistic threshold that keeps sampling always on; draws are
+/// in `0..PROBABILISTIC_THRESHOLD_MAX`.
+pub const PROBABILISTIC_THRESHOLD_MAX: u32 = 100;
+/// Shortest probabilistic interval accepted.
+pub const MIN_PROBABILISTIC_INTERVAL_MS: u64 = 100;
+/// Longest probabilistic interval accepted (the reference agent's 5 minutes).
+pub const MAX_PROBABILISTIC_INTERVAL_MS: u64 = 300_000;
+/// Most environment variable names in `include_env_vars`.
+pub const MAX_ENV_VARS: usize = 64;
+/// Longest environment variable name in `include_env_vars`.
+pub const MAX_ENV_VAR_NAME_BYTES: usize = 256;
 /// Largest process id Linux can hand out (`PID_MAX_LIMIT` on 64-bit).
 pub const MAX_PID: u32 = 4_194_304;
 
@@ -122,6 +155,18 @@ impl AgentConfig {
         Ok(config)
     }
 
+    /// [`AgentConfig::include_env_vars`], each name once, as the process
+    /// readers take them.
+    pub fn env_var_names(&self) -> std::sync::Arc<[std::sync::Arc<str>]> {
+        let mut names: Vec<std::sync::Arc<str>> = Vec::with_capacity(self.include_env_vars.len());
+        for name in &self.include_env_vars {
+            if !names.iter().any(|n| **n == **name) {
+                names.push(name.as_str().into());
+            }
+        }
+        names.into()
+    }
+
     /// The reporting interval.
     pub fn reporter_interval(&self) -> Duration {
         Duration::from_millis(self.reporter_interval_ms)
@@ -139,6 +184,31 @@ impl AgentConfig {
         )?;
         check_range("batch_queue_capacity", self.batch_queue_capacity as u64, 1, MAX_BATCH_QUEUE_CAPACITY as u64)?;
         check_range("unused_tables_budget_mib", self.unused_tables_budget_mib, 0, MAX_UNUSED_TABLES_BUDGET_MIB)?;
+        check_range(
+            "probabilistic_threshold",
+            self.probabilistic_threshold.into(),
+            1,
+            PROBABILISTIC_THRESHOLD_MAX.into(),
+        )?;
+        check_range(
+            "probabilistic_interval_ms",
+            self.probabilistic_interval_ms,
+            MIN_PROBABILISTIC_INTERVAL_MS,
+            MAX_PROBABILISTIC_INTERVAL_MS,
+        )?;
+        if self.include_env_vars.len() > MAX_ENV_VARS {
+            return Err(ConfigError::EnvVars(format!(
+                "{} names, at most {MAX_ENV_VARS} are supported",
+                self.include_env_vars.len()
+            )));
+        }
+        for name in &self.include_env_vars {
+            if name.is_empty() || name.len() > MAX_ENV_VAR_NAME_BYTES || name.contains(['=', '\0']) {
+                return Err(ConfigError::EnvVars(format!(
+                    "{name:?} is not a variable name (1 to {MAX_ENV_VAR_NAME_BYTES} bytes, no '=' or NUL)"
+                )));
+            }
+        }
         if self.pids.len() > MAX_PIDS {
             return Err(ConfigError::TooManyPids { got: self.pids.len(), max: MAX_PIDS });
         }
@@ -178,6 +248,7 @@ mod tests {
         assert_eq!(c.samples_per_second, 99);
         assert_eq!(c.pids, vec![1, 2]);
         assert_eq!(c.reporter_interval_ms, 5000);
+        assert_eq!((c.probabilistic_threshold, c.probabilistic_interval_ms), (100, 60_000));
         assert!(c.symbolize_native);
     }
 
@@ -246,6 +317,16 @@ mod tests {
             out_of_range(r#"{"unused_tables_budget_mib": 4097}"#),
             ("unused_tables_budget_mib", 4097, MAX_UNUSED_TABLES_BUDGET_MIB)
         );
+        assert_eq!(out_of_range(r#"{"probabilistic_threshold": 0}"#), ("probabilistic_threshold", 0, 100));
+        assert_eq!(out_of_range(r#"{"probabilistic_threshold": 101}"#), ("probabilistic_threshold", 101, 100));
+        assert_eq!(
+            out_of_range(r#"{"probabilistic_interval_ms": 99}"#),
+            ("probabilistic_interval_ms", 99, MAX_PROBABILISTIC_INTERVAL_MS)
+        );
+        assert_eq!(
+            out_of_range(r#"{"probabilistic_interval_ms": 300001}"#),
+            ("probabilistic_interval_ms", 300_001, MAX_PROBABILISTIC_INTERVAL_MS)
+        );
         assert_eq!(out_of_range(r#"{"pids": [1, 0]}"#), ("pids", 0, u64::from(MAX_PID)));
         assert_eq!(out_of_range(r#"{"pids": [4194305]}"#), ("pids", 4_194_305, u64::from(MAX_PID)));
         let many: Vec<u32> = (1..=MAX_PIDS as u32 + 1).collect();
@@ -259,6 +340,39 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(c.batch_queue_capacity, MAX_BATCH_QUEUE_CAPACITY);
+    }
+
+    /// What go-receiver's agentJSON writes for the reference's example
+    /// (testdata/reference.yaml; config_test.go checks the Go side).
+    #[test]
+    fn go_receivers_json_is_accepted() {
+        let c = AgentConfig::from_json(
+            r#"{"samples_per_second":19,"reporter_interval_ms":10000,"pids":[],"otlp_batches":true,"batch_queue_capacity":16,"symbolize_native":true,
+                "probabilistic_threshold":50,"probabilistic_interval_ms":120000,"include_env_vars":["HOME","LANG"]}"#,
+        )
+        .unwrap();
+        assert_eq!((c.probabilistic_threshold, c.probabilistic_interval_ms), (50, 120_000));
+        assert_eq!(c.include_env_vars, vec!["HOME".to_string(), "LANG".to_string()]);
+    }
+
+    #[test]
+    fn env_var_names_checked_and_deduplicated() {
+        let c = AgentConfig::from_json(r#"{"include_env_vars": ["DEPLOY", "HOME", "DEPLOY"]}"#).unwrap();
+        let names = c.env_var_names();
+        let names: Vec<&str> = names.iter().map(|n| &**n).collect();
+        assert_eq!(names, vec!["DEPLOY", "HOME"]);
+        for bad in [r#"[""]"#, r#"["A=B"]"#, r#"["A\u0000"]"#] {
+            let json = format!(r#"{{"include_env_vars": {bad}}}"#);
+            assert!(matches!(AgentConfig::from_json(&json), Err(ConfigError::EnvVars(_))), "{json}");
+        }
+        let long = "X".repeat(MAX_ENV_VAR_NAME_BYTES + 1);
+        assert!(matches!(
+            AgentConfig::from_json(&format!(r#"{{"include_env_vars": ["{long}"]}}"#)),
+            Err(ConfigError::EnvVars(_))
+        ));
+        let many: Vec<String> = (0..=MAX_ENV_VARS).map(|i| format!("V{i}")).collect();
+        let c = AgentConfig { include_env_vars: many, ..AgentConfig::default() };
+        assert!(matches!(c.validate(), Err(ConfigError::EnvVars(m)) if m.contains("65 names")));
     }
 
     /// Only a JSON object is a configuration; negative numbers and wrong

@@ -19,22 +19,25 @@
 
 mod config;
 mod late_unwind;
+mod probabilistic;
 mod process_manager;
 mod sink;
 mod stats;
 mod trace_builder;
 
 pub use config::{
-    AgentConfig, ConfigError, MAX_BATCH_QUEUE_CAPACITY, MAX_PID, MAX_PIDS, MAX_REPORTER_INTERVAL_MS,
-    MAX_SAMPLES_PER_SECOND, MAX_UNUSED_TABLES_BUDGET_MIB, MIN_REPORTER_INTERVAL_MS,
+    AgentConfig, ConfigError, MAX_BATCH_QUEUE_CAPACITY, MAX_PID, MAX_PIDS, MAX_PROBABILISTIC_INTERVAL_MS,
+    MAX_REPORTER_INTERVAL_MS, MAX_SAMPLES_PER_SECOND, MAX_UNUSED_TABLES_BUDGET_MIB, MIN_PROBABILISTIC_INTERVAL_MS,
+    MIN_REPORTER_INTERVAL_MS, PROBABILISTIC_THRESHOLD_MAX,
 };
-pub use profiler_bpf::BpfError;
+pub use probabilistic::SamplingWindow;
+pub use profiler_bpf::{BpfError, UnwindStop};
 pub use sink::TraceSink;
-pub use stats::Stats;
+pub use stats::{Stats, UnwindStops};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
 use late_unwind::{LateTables, LateUnwindCounts, LateUnwinder};
-use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions, UnwindStop};
+use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions};
 use profiler_interpreters::{NamerStats, Registry};
 use profiler_process::{EventQueue, ManagerLimits, ProcessManager, ProcessRegistry};
 use profiler_symbolize::{KernelSymbolizer, NativeConfig, NativeStats, NativeSymbolizer};
@@ -117,6 +120,8 @@ struct Shared {
     interpreters: Arc<Registry>,
     /// Things found while running, each told once (Agent::notices).
     notices: Arc<Mutex<Vec<String>>>,
+    /// Probabilistic profiling's windows, newest last (bounded).
+    sampling_windows: Arc<Mutex<std::collections::VecDeque<SamplingWindow>>>,
 }
 
 struct Running {
@@ -126,6 +131,7 @@ struct Running {
     reporter: JoinHandle<()>,
     manager: JoinHandle<()>,
     events: JoinHandle<Result<(), BpfError>>,
+    probabilistic: Option<JoinHandle<()>>,
 }
 
 /// A running profiler.
@@ -220,12 +226,14 @@ impl Agent {
         };
         let registry = Arc::new(ProcessRegistry::new());
         let sampling_started;
+        let mut probabilistic = None;
         let (manager, events) = {
             let reader = Arc::new(sampler.process_event_reader()?);
             let queue = Arc::new(EventQueue::new(process_manager::EVENT_QUEUE_CAPACITY));
             let limits = ManagerLimits {
                 unused_files_budget: config.unused_tables_budget_mib << 20,
                 open_via_map_files: config.open_via_map_files,
+                include_env_vars: config.env_var_names(),
                 ..ManagerLimits::default()
             };
             let interpreters = process_manager::Interpreters::new(
@@ -253,6 +261,19 @@ impl Agent {
             };
             sampler.start_sampling()?;
             sampling_started = Instant::now();
+            if config.probabilistic_threshold < PROBABILISTIC_THRESHOLD_MAX {
+                probabilistic = Some(
+                    probabilistic::spawn(
+                        sampler.sampling_switch(),
+                        config.probabilistic_threshold,
+                        Duration::from_millis(config.probabilistic_interval_ms),
+                        stop.clone(),
+                        shared.sampling_windows.clone(),
+                        shared.notices.clone(),
+                    )
+                    .map_err(|source| StartError::Thread { name: "probabilistic", source })?,
+                );
+            }
             let load_delay = Duration::from_millis(config.process_load_delay_ms);
             let stop = stop.clone();
             let shared = shared.clone();
@@ -277,6 +298,7 @@ impl Agent {
             let late = LateUnwinder::new(sampler.map_tables()?);
             let mut builder = TraceBuilder::new(registry.clone(), kernel, native, shared.interpreters.clone());
             builder.set_open_via_map_files(config.open_via_map_files);
+            builder.set_include_env_vars(config.env_var_names());
             let interval = config.reporter_interval();
             std::thread::Builder::new()
                 .name("ep-reporter".into())
@@ -285,7 +307,7 @@ impl Agent {
         };
 
         Ok(Agent {
-            running: Mutex::new(Some(Running { sampler, stop, reader, reporter, manager, events })),
+            running: Mutex::new(Some(Running { sampler, stop, reader, reporter, manager, events, probabilistic })),
             final_counters: Mutex::new(Counters::default()),
             shared,
             batches,
@@ -314,6 +336,12 @@ impl Agent {
         lock(&self.shared.notices).clone()
     }
 
+    /// Probabilistic profiling's windows so far, oldest first (the last
+    /// 1024); empty when it is off.
+    pub fn sampling_windows(&self) -> Vec<SamplingWindow> {
+        lock(&self.shared.sampling_windows).iter().copied().collect()
+    }
+
     /// Waits up to `timeout` for the next OTLP batch (only when
     /// [`AgentConfig::otlp_batches`] is on).
     pub fn next_otlp_batch(&self, timeout: Duration) -> NextBatch {
@@ -338,7 +366,6 @@ impl Agent {
         let unwind = *lock(&s.unwind);
         let manager = *lock(&s.manager);
         let late = lock(&s.late).clone();
-        let stop = |r: UnwindStop| counters.unwind_stop(r);
         let symbolizer = *lock(&s.symbolizer);
         // The public counters name CPython's.
         let cpython = profiler_trace::FrameKind::CPython;
@@ -366,22 +393,7 @@ impl Agent {
             user_stacks_complete: unwind.complete,
             user_stacks_truncated: unwind.truncated,
             user_frames_unresolved: unwind.unresolved_frames,
-            unwind_stopped_root: stop(UnwindStop::Root),
-            unwind_stopped_kernel_thread: stop(UnwindStop::KernelThread),
-            unwind_stopped_unknown_pid: stop(UnwindStop::UnknownPid),
-            unwind_stopped_unknown_pc: stop(UnwindStop::UnknownPc),
-            unwind_stopped_no_unwind_info: stop(UnwindStop::NoUnwindInfo),
-            unwind_stopped_no_deltas: stop(UnwindStop::NoDeltas),
-            unwind_stopped_no_coverage: stop(UnwindStop::NoCoverage),
-            unwind_stopped_invalid_rule: stop(UnwindStop::InvalidRule),
-            unwind_stopped_read_error: stop(UnwindStop::ReadError),
-            unwind_stopped_bad_sp: stop(UnwindStop::BadSp),
-            unwind_stopped_max_frames: stop(UnwindStop::MaxFrames),
-            unwind_stopped_tail_calls: stop(UnwindStop::TailCalls),
-            unwind_stopped_internal: stop(UnwindStop::Internal),
-            unwind_stopped_zero_pc: stop(UnwindStop::ZeroPc),
-            unwind_stopped_no_user_regs: stop(UnwindStop::NoUserRegs),
-            unwind_stopped_stack_switch: stop(UnwindStop::StackSwitch),
+            unwind_stopped: UnwindStops::new(UnwindStop::ALL.map(|r| (r, counters.unwind_stop(r)))),
             user_frames: counters.user_frames,
             process_events: counters.process_events,
             process_events_lost: counters.process_events_lost,
@@ -455,6 +467,9 @@ impl Agent {
         let _ = running.reporter.join();
         let events_result = running.events.join().unwrap_or(Ok(()));
         let _ = running.manager.join();
+        if let Some(probabilistic) = running.probabilistic {
+            let _ = probabilistic.join();
+        }
         *lock(&self.final_counters) = running.sampler.counters().unwrap_or_default();
         read_result.and(events_result)
     }

@@ -1,6 +1,8 @@
 //! Counters the agent exposes (exit summary, C ABI `stats`, benchmarks).
 
-use serde::Serialize;
+use profiler_bpf::UnwindStop;
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
 /// A snapshot of the agent's counters. Counters only grow.
@@ -44,40 +46,10 @@ pub struct Stats {
     pub user_stacks_truncated: u64,
     /// User frames in no mapping known to user space.
     pub user_frames_unresolved: u64,
-    /// User stacks that reached the thread's root (`_start`, `clone`, ...).
-    pub unwind_stopped_root: u64,
-    /// Samples of kernel threads (no user stack).
-    pub unwind_stopped_kernel_thread: u64,
-    /// Stacks of processes not loaded yet (only the sampled pc).
-    pub unwind_stopped_unknown_pid: u64,
-    /// Stacks that reached a pc in no loaded mapping.
-    pub unwind_stopped_unknown_pc: u64,
-    /// Stacks that reached memory without unwind tables (JIT, anonymous,
-    /// unreadable files).
-    pub unwind_stopped_no_unwind_info: u64,
-    /// Stacks that reached a 64 KiB page of a file without deltas.
-    pub unwind_stopped_no_deltas: u64,
-    /// Stacks that reached code no CFI covers.
-    pub unwind_stopped_no_coverage: u64,
-    /// Stacks that reached CFI the unwinder cannot express.
-    pub unwind_stopped_invalid_rule: u64,
-    /// Stacks cut by a failed read of user memory.
-    pub unwind_stopped_read_error: u64,
-    /// Stacks cut because the stack pointer did not grow.
-    pub unwind_stopped_bad_sp: u64,
-    /// Stacks cut at the frame limit.
-    pub unwind_stopped_max_frames: u64,
-    /// Stacks cut by a failed tail call.
-    pub unwind_stopped_tail_calls: u64,
-    /// Stacks cut by an internal error (map lookup).
-    pub unwind_stopped_internal: u64,
-    /// Stacks ended by a zero return address without a root rule.
-    pub unwind_stopped_zero_pc: u64,
-    /// Samples in the kernel whose user registers could not be read.
-    pub unwind_stopped_no_user_regs: u64,
-    /// Stacks ended at a stack switch that cannot be followed (Go's
-    /// `runtime.mcall`, `runtime.morestack`, ...).
-    pub unwind_stopped_stack_switch: u64,
+    /// How the BPF unwinder's user stacks ended, by reason: one
+    /// `unwind_stopped_<reason>` field per `enum unwind_stop` in the JSON.
+    #[serde(flatten)]
+    pub unwind_stopped: UnwindStops,
     /// User frames unwound in the kernel.
     pub user_frames: u64,
     /// Process events (new, unknown pc, exit) the programs sent.
@@ -228,4 +200,58 @@ pub struct Stats {
     /// Files that shrank while mapped and parsed (their tables and names
     /// discarded instead of a SIGBUS).
     pub files_changed_while_read: u64,
+}
+
+/// Stacks by how they ended ([`UnwindStop`], which `ebpf/types.h`
+/// defines): a reason added there shows up here, in the JSON and in the
+/// CLI without a line of its own.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnwindStops(BTreeMap<UnwindStop, u64>);
+
+impl UnwindStops {
+    /// From `(reason, stacks)` pairs; reasons not given count 0.
+    pub fn new(counts: impl IntoIterator<Item = (UnwindStop, u64)>) -> UnwindStops {
+        UnwindStops(counts.into_iter().collect())
+    }
+
+    /// Stacks that ended for `reason`.
+    pub fn get(&self, reason: UnwindStop) -> u64 {
+        self.0.get(&reason).copied().unwrap_or(0)
+    }
+
+    /// Every known reason with its count, in `enum unwind_stop` order.
+    pub fn iter(&self) -> impl Iterator<Item = (UnwindStop, u64)> + '_ {
+        UnwindStop::ALL.into_iter().map(|r| (r, self.get(r)))
+    }
+}
+
+impl Serialize for UnwindStops {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(UnwindStop::ALL.len()))?;
+        for (reason, n) in self.iter() {
+            map.serialize_entry(&format!("unwind_stopped_{}", reason.as_str()), &n)?;
+        }
+        map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unwind_stops_serialize_as_one_field_per_reason() {
+        let stats = Stats {
+            unwind_stopped: UnwindStops::new([(UnwindStop::Root, 7), (UnwindStop::BadSp, 2)]),
+            ..Stats::default()
+        };
+        let json = serde_json::to_value(&stats).unwrap();
+        assert_eq!(json["unwind_stopped_root"], 7);
+        assert_eq!(json["unwind_stopped_bad_sp"], 2);
+        assert_eq!(json["unwind_stopped_no_deltas"], 0);
+        let names = json.as_object().unwrap().keys().filter(|k| k.starts_with("unwind_stopped_")).count();
+        assert_eq!(names, UnwindStop::ALL.len());
+        assert_eq!(stats.unwind_stopped.get(UnwindStop::BadSp), 2);
+        assert!(json.get("unwind_stopped").is_none(), "flattened");
+    }
 }

@@ -54,6 +54,9 @@ pub(crate) struct TraceBuilder {
     /// Open files for symbols through `/proc/PID/map_files` (else by
     /// path inside the process's root).
     open_via_map_files: bool,
+    /// Environment variables reported of processes read here (those the
+    /// manager has not loaded).
+    include_env_vars: Arc<[Arc<str>]>,
 }
 
 impl TraceBuilder {
@@ -75,7 +78,13 @@ impl TraceBuilder {
             counts: UnwindCounts::default(),
             realtime_offset_ns: realtime_offset_ns(),
             open_via_map_files: true,
+            include_env_vars: Arc::new([]),
         }
+    }
+
+    /// See [`crate::AgentConfig::include_env_vars`].
+    pub(crate) fn set_include_env_vars(&mut self, names: Arc<[Arc<str>]>) {
+        self.include_env_vars = names;
     }
 
     /// See [`crate::AgentConfig::open_via_map_files`].
@@ -144,6 +153,7 @@ impl TraceBuilder {
             cpu: sample.cpu,
             timestamp_unix_ns: (i128::from(sample.ktime_ns) + self.realtime_offset_ns).max(0) as u64,
             frames,
+            off_cpu_ns: None,
         }
     }
 
@@ -154,7 +164,7 @@ impl TraceBuilder {
                 return info.clone();
             }
         }
-        let info = Arc::new(procfs::read_info(Path::new("/proc"), pid, comm));
+        let info = Arc::new(procfs::read_info(Path::new("/proc"), pid, comm, &self.include_env_vars));
         if self.unloaded.len() >= MAX_UNLOADED_PROCESSES {
             self.unloaded.clear();
         }

@@ -103,15 +103,18 @@ impl InterpreterMaps {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{InterpreterUnwinder, PythonFrameModel, PythonLasti, MAPPING_UNWINDER_SHIFT};
-
-    const TYPES_H: &str = include_str!("../../../ebpf/types.h");
+    use crate::contract::c;
+    use crate::types::{
+        InterpreterUnwinder, PythonFrameModel, PythonLasti, MAPPING_FLAG_INTERPRETER_LOOP, MAPPING_UNWINDER_SHIFT,
+    };
 
     #[test]
-    fn unwinder_slots_match_the_c_side() {
-        let has = |line: &str| TYPES_H.lines().any(|l| l.trim() == line);
-        assert!(has(&format!("UNWINDER_PYTHON = {},", InterpreterUnwinder::Python as u8)));
-        assert!(has(&format!("#define MAPPING_UNWINDER_SHIFT {MAPPING_UNWINDER_SHIFT}")));
+    fn unwinder_slots_fit_the_flags_and_the_program_array() {
+        let slot = u32::from(InterpreterUnwinder::Python as u8);
+        assert!(slot > c::UNWINDER_NATIVE && slot < c::UNWINDER_COUNT);
+        let mask = c::MAPPING_UNWINDER_MASK << MAPPING_UNWINDER_SHIFT;
+        assert_eq!((slot << MAPPING_UNWINDER_SHIFT) & mask, slot << MAPPING_UNWINDER_SHIFT);
+        assert_eq!(MAPPING_FLAG_INTERPRETER_LOOP & mask, 0, "the flag and the slot do not overlap");
     }
 
     #[test]

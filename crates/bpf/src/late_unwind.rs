@@ -13,6 +13,7 @@
 //! [`FRAME_EXACT_PC`]), so traces need no special case. Interpreter loops
 //! are unwound as native frames.
 
+use crate::contract::c::{self, DELTA_SEARCH_STEPS};
 use crate::sample::StackCopy;
 use crate::types::{
     delta_page_key, PidMappingKey, PidMappingValue, UnwindRuleValue, UnwindStop, CFA_BASE_RBP, DELTA_PAGE_BITS,
@@ -23,10 +24,8 @@ use crate::types::{
 };
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
-/// `MAX_STACK_SWITCHES` of the BPF unwinder.
-const MAX_STACK_SWITCHES: u8 = 8;
-/// `DELTA_SEARCH_STEPS` of the BPF unwinder.
-const DELTA_SEARCH_STEPS: u32 = 17;
+/// The BPF unwinder's bounds, which user space follows too.
+const MAX_STACK_SWITCHES: u8 = c::MAX_STACK_SWITCHES as u8;
 /// Delta arrays kept open between lookups (by map id).
 const OPEN_ARRAYS: usize = 8;
 

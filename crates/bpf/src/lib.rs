@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod contract;
 mod error;
 mod events;
 mod interpreter_maps;
@@ -33,6 +34,7 @@ mod preflight;
 mod reader;
 mod sample;
 mod sampler;
+mod sampling_switch;
 mod skel;
 mod types;
 mod unwind_maps;
@@ -45,6 +47,7 @@ pub use perf::online_cpus;
 pub use reader::SampleReader;
 pub use sample::{RawSample, StackCopy, STACK_COPY_MAX};
 pub use sampler::{Counters, Sampler, SamplerOptions};
+pub use sampling_switch::SamplingSwitch;
 pub use types::{
     InterpreterUnwinder, ProcessEvent, ProcessEventKind, PythonFileValue, PythonFrameModel, PythonLasti, UnwindStop,
     UserFrame, FRAME_EXACT_PC, FRAME_INTERPRETED, PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET,

@@ -2,47 +2,18 @@
 //! `ebpf/types.h`: a fixed header, then only the used frame words, then
 //! for a process not loaded yet a `struct stack_copy` and its bytes).
 
-use crate::skel::types::{sample_event, sample_record};
+use crate::contract::{c, read};
+use crate::skel::types::sample_record;
 use crate::types::UnwindStop;
-use std::mem::{offset_of, size_of};
+use std::mem::offset_of;
 
-/// Size of the header before `frames[]` (SAMPLE_EVENT_HEADER_SIZE in C).
-const HEADER_SIZE: usize = 64;
-const MAX_FRAMES: usize = 128 + 256;
-const _: () = assert!(offset_of!(sample_event, frames) == HEADER_SIZE);
-const _: () = assert!(size_of::<sample_event>() == HEADER_SIZE + MAX_FRAMES * 8);
-const _: () = assert!(offset_of!(sample_event, ktime_ns) == 8);
-const _: () = assert!(offset_of!(sample_event, cpu) == 16);
-const _: () = assert!(offset_of!(sample_event, kernel_frames) == 20);
-const _: () = assert!(offset_of!(sample_event, user_frames) == 22);
-const _: () = assert!(offset_of!(sample_event, comm) == 24);
-const _: () = assert!(offset_of!(sample_event, process_comm) == 40);
-const _: () = assert!(offset_of!(sample_event, unwind_stop) == 56);
-const _: () = assert!(offset_of!(sample_event, flags) == 57);
-
-/// `SAMPLE_FLAG_STACK_COPY`: a `struct stack_copy` follows the frames.
-const SAMPLE_FLAG_STACK_COPY: u8 = 1;
+/// Size of the header before `frames[]`.
+const HEADER_SIZE: usize = offset_of!(c::sample_event, frames);
+const _: () = assert!(HEADER_SIZE == c::SAMPLE_EVENT_HEADER_SIZE as usize);
+const MAX_FRAMES: usize = (c::MAX_KERNEL_FRAMES + c::MAX_USER_FRAMES) as usize;
 /// `STACK_COPY_MAX`: most bytes of stack in one copy.
-pub const STACK_COPY_MAX: usize = 16384;
-
-/// `struct stack_copy` (the header before the copied bytes).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct StackCopyHeader {
-    pub pc: u64,
-    pub sp: u64,
-    pub fp: u64,
-    pub exact: u8,
-    pub stack_switches: u8,
-    pub reserved: [u8; 2],
-    pub size: u32,
-}
-const STACK_COPY_HEADER_SIZE: usize = 32;
-const _: () = assert!(size_of::<StackCopyHeader>() == STACK_COPY_HEADER_SIZE);
-const _: () = assert!(offset_of!(StackCopyHeader, fp) == 16);
-const _: () = assert!(offset_of!(StackCopyHeader, exact) == 24);
-const _: () = assert!(offset_of!(StackCopyHeader, stack_switches) == 25);
-const _: () = assert!(offset_of!(StackCopyHeader, size) == 28);
+pub const STACK_COPY_MAX: usize = c::STACK_COPY_MAX as usize;
+const STACK_COPY_HEADER_SIZE: usize = size_of::<c::stack_copy>();
 // The scratch record has room for a header and a full window after the
 // last frame word.
 const _: () = assert!(
@@ -101,22 +72,26 @@ impl RawSample {
     /// Decodes one ring buffer record; `None` if it is too short for what
     /// its header announces, or announces more frames than a sample holds.
     pub fn parse(data: &[u8]) -> Option<RawSample> {
-        let header: &[u8; HEADER_SIZE] = data.get(..HEADER_SIZE)?.try_into().ok()?;
-        let u32_at = |o: usize| u32::from_ne_bytes([header[o], header[o + 1], header[o + 2], header[o + 3]]);
-        let u16_at = |o: usize| u16::from_ne_bytes([header[o], header[o + 1]]);
-        let u64_at = |o: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&header[o..o + 8]);
-            u64::from_ne_bytes(b)
+        // Only the used frame words are sent: read the header alone.
+        let mut header = c::sample_event::default();
+        let header_bytes = data.get(..HEADER_SIZE)?;
+        // SAFETY: sample_event is plain integers (Pod) and HEADER_SIZE is
+        // the offset of its last field, so the copy stays inside it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                header_bytes.as_ptr(),
+                (&mut header as *mut c::sample_event).cast(),
+                HEADER_SIZE,
+            )
         };
-        let kernel = usize::from(u16_at(20));
-        let user = usize::from(u16_at(22));
+        let kernel = usize::from(header.kernel_frames);
+        let user = usize::from(header.user_frames);
         if kernel + user > MAX_FRAMES {
             return None;
         }
         let frames_end = HEADER_SIZE + (kernel + user) * 8;
         let words = data.get(HEADER_SIZE..frames_end)?;
-        let stack = if header[57] & SAMPLE_FLAG_STACK_COPY != 0 {
+        let stack = if u32::from(header.flags) & c::SAMPLE_FLAG_STACK_COPY != 0 {
             Some(parse_stack_copy(data.get(frames_end..)?)?)
         } else {
             None
@@ -124,15 +99,15 @@ impl RawSample {
         let mut frames = words.chunks_exact(8).map(|c| c.try_into().map_or(0, u64::from_ne_bytes));
         Some(RawSample {
             stack,
-            pid: u32_at(0),
-            tid: u32_at(4),
-            ktime_ns: u64_at(8),
-            cpu: u32_at(16),
-            comm: c_string(&header[24..40]),
-            process_comm: c_string(&header[40..56]),
+            pid: header.pid,
+            tid: header.tid,
+            ktime_ns: header.ktime_ns,
+            cpu: header.cpu,
+            comm: c_string(&header.comm),
+            process_comm: c_string(&header.process_comm),
             kernel_frames: frames.by_ref().take(kernel).collect(),
             user_frames: frames.collect(),
-            unwind_stop: UnwindStop::from_raw(header[56]),
+            unwind_stop: UnwindStop::from_raw(header.unwind_stop),
         })
     }
 }
@@ -154,47 +129,56 @@ impl std::fmt::Debug for StackCopy {
 }
 
 fn parse_stack_copy(data: &[u8]) -> Option<StackCopy> {
-    let header = data.get(..STACK_COPY_HEADER_SIZE)?;
-    let u64_at = |o: usize| u64::from_ne_bytes(header[o..o + 8].try_into().unwrap());
-    let size = u32::from_ne_bytes(header[28..32].try_into().unwrap()) as usize;
+    let header: c::stack_copy = read(data)?;
+    let size = header.size as usize;
     if size > STACK_COPY_MAX {
         return None;
     }
     let bytes = data.get(STACK_COPY_HEADER_SIZE..STACK_COPY_HEADER_SIZE + size)?.to_vec();
     Some(StackCopy {
-        pc: u64_at(0),
-        sp: u64_at(8),
-        fp: u64_at(16),
-        exact: header[24] != 0,
-        stack_switches: header[25],
+        pc: header.pc,
+        sp: header.sp,
+        fp: header.fp,
+        exact: header.exact != 0,
+        stack_switches: header.stack_switches,
         bytes,
     })
 }
 
-fn c_string(bytes: &[u8]) -> String {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
+/// A NUL-terminated C string (`char[]`, whose bindgen type is `i8`).
+fn c_string(chars: &[std::ffi::c_char]) -> String {
+    let bytes: Vec<u8> = chars.iter().take_while(|&&ch| ch != 0).map(|&ch| ch as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::bytes_of;
 
+    fn chars(text: &[u8]) -> [std::ffi::c_char; c::COMM_LEN as usize] {
+        let mut out = [0; c::COMM_LEN as usize];
+        for (o, &b) in out.iter_mut().zip(text) {
+            *o = b as std::ffi::c_char;
+        }
+        out
+    }
+
+    /// A record as the program sends it: the header, the used frames.
     fn record(kernel: &[u64], user: &[u64]) -> Vec<u8> {
-        let mut d = Vec::new();
-        d.extend_from_slice(&42u32.to_ne_bytes());
-        d.extend_from_slice(&43u32.to_ne_bytes());
-        d.extend_from_slice(&1234u64.to_ne_bytes());
-        d.extend_from_slice(&1u32.to_ne_bytes());
-        d.extend_from_slice(&(kernel.len() as u16).to_ne_bytes());
-        d.extend_from_slice(&(user.len() as u16).to_ne_bytes());
-        let mut comm = [0u8; 16];
-        comm[..6].copy_from_slice(b"worker");
-        d.extend_from_slice(&comm);
-        let mut pcomm = [0u8; 16];
-        pcomm.copy_from_slice(b"sixteen-chars-xx");
-        d.extend_from_slice(&pcomm);
-        d.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0]);
+        let event = c::sample_event {
+            pid: 42,
+            tid: 43,
+            ktime_ns: 1234,
+            cpu: 1,
+            kernel_frames: kernel.len() as u16,
+            user_frames: user.len() as u16,
+            comm: chars(b"worker"),
+            process_comm: chars(b"sixteen-chars-xx"),
+            unwind_stop: UnwindStop::UnknownPc.raw(),
+            ..Default::default()
+        };
+        let mut d = bytes_of(&event)[..HEADER_SIZE].to_vec();
         for f in kernel.iter().chain(user) {
             d.extend_from_slice(&f.to_ne_bytes());
         }
@@ -213,8 +197,8 @@ mod tests {
     }
 
     fn with_copy(mut record: Vec<u8>, size: u32, bytes: &[u8]) -> Vec<u8> {
-        record[57] = SAMPLE_FLAG_STACK_COPY;
-        let header = StackCopyHeader {
+        record[offset_of!(c::sample_event, flags)] = c::SAMPLE_FLAG_STACK_COPY as u8;
+        let header = c::stack_copy {
             pc: 0x4011,
             sp: 0x7ffe_0000,
             fp: 5,
@@ -223,11 +207,7 @@ mod tests {
             size,
             ..Default::default()
         };
-        record.extend_from_slice(&header.pc.to_ne_bytes());
-        record.extend_from_slice(&header.sp.to_ne_bytes());
-        record.extend_from_slice(&header.fp.to_ne_bytes());
-        record.extend_from_slice(&[header.exact, header.stack_switches, 0, 0]);
-        record.extend_from_slice(&header.size.to_ne_bytes());
+        record.extend_from_slice(bytes_of(&header));
         record.extend_from_slice(bytes);
         record
     }
@@ -261,7 +241,7 @@ mod tests {
     fn rejects_more_frames_than_a_sample_holds() {
         let mut r = record(&[1; 200], &[2; 184]);
         assert!(RawSample::parse(&r).is_some());
-        r[22] = 185;
+        r[offset_of!(c::sample_event, user_frames)] = 185;
         r.extend_from_slice(&[0; 8]);
         assert_eq!(RawSample::parse(&r), None);
     }

@@ -7,6 +7,7 @@ use crate::perf::{online_cpus, open_cpu_clock};
 use crate::preflight::{check_kernel_features, check_privileges, has_task_pt_regs};
 use crate::reader::SampleReader;
 use crate::sample::STACK_COPY_MAX;
+use crate::sampling_switch::{dup_event, SamplingSwitch};
 use crate::skel::{OpenProfilerSkel, ProfilerSkel, ProfilerSkelBuilder};
 use crate::types::UnwindStop;
 use crate::unwind_maps::UnwindMaps;
@@ -14,6 +15,8 @@ use crate::BpfError;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, OpenObject};
 use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
 /// How to set up sampling.
 #[derive(Clone, Debug)]
@@ -37,62 +40,89 @@ impl Default for SamplerOptions {
     }
 }
 
-/// The counters the eBPF programs keep (`enum counter_id` in
-/// `ebpf/types.h`), summed over CPUs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
+/// Declares [`Counters`] from one table: field, `enum counter_id`
+/// constant. The contract test checks that every counter of the header
+/// is in it.
+macro_rules! counters {
+    ($($(#[$doc:meta])* $field:ident = $id:ident;)*) => {
+        /// The counters the eBPF programs keep (`enum counter_id` in
+        /// `ebpf/types.h`), summed over CPUs.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct Counters {
+            $($(#[$doc])* pub $field: u64,)*
+            /// Time the kernel spent in the programs for samples, ns (the entry
+            /// program and its tail calls); 0 unless `kernel.bpf_stats_enabled`.
+            pub bpf_run_time_ns: u64,
+            /// Runs of the entry program counted in `bpf_run_time_ns`.
+            pub bpf_runs: u64,
+            /// How user stacks ended, by [`UnwindStop`] (index = its raw value).
+            pub unwind_stops: [u64; UnwindStop::ALL.len()],
+        }
+
+        /// The `enum counter_id` constants [`Counters`] reads, by name.
+        #[cfg(test)]
+        pub(crate) const COUNTER_IDS: &[(&str, u32)] = &[$((stringify!($id), c::$id)),*];
+
+        impl Counters {
+            /// Fills the table's fields with `read(id)`.
+            fn read_all(mut read: impl FnMut(u32) -> Result<u64, BpfError>) -> Result<Counters, BpfError> {
+                let mut counters = Counters::default();
+                $(counters.$field = read(c::$id)?;)*
+                for (i, slot) in counters.unwind_stops.iter_mut().enumerate() {
+                    *slot = read(c::COUNTER_UNWIND_STOP_BASE + i as u32)?;
+                }
+                Ok(counters)
+            }
+        }
+    };
+}
+
+counters! {
     /// Times the perf event fired.
-    pub triggered: u64,
+    triggered = COUNTER_SAMPLES_TRIGGERED;
     /// Samples sent to user space.
-    pub sent: u64,
+    sent = COUNTER_SAMPLES_SENT;
     /// Samples lost because the ring buffer was full.
-    pub lost_ring_buffer: u64,
+    lost_ring_buffer = COUNTER_SAMPLES_LOST_RINGBUF;
     /// Ticks on an idle CPU (nothing to sample).
-    pub idle: u64,
+    idle = COUNTER_SAMPLES_IDLE;
     /// Ticks of processes outside the pid filter.
-    pub filtered: u64,
+    filtered = COUNTER_SAMPLES_FILTERED;
     /// Kernel stacks that could not be read.
-    pub kernel_stack_errors: u64,
+    kernel_stack_errors = COUNTER_KERNEL_STACK_ERROR;
     /// Retired (frame-pointer stacks that could not be read); always 0.
-    pub user_stack_errors: u64,
+    user_stack_errors = COUNTER_USER_STACK_ERROR;
     /// Process events sent to the process manager.
-    pub process_events: u64,
+    process_events = COUNTER_PROCESS_EVENTS_SENT;
     /// Process events lost (their ring buffer was full).
-    pub process_events_lost: u64,
+    process_events_lost = COUNTER_PROCESS_EVENTS_LOST;
     /// Process events not sent because one of their kind for the pid
     /// went out just before.
-    pub process_events_rate_limited: u64,
+    process_events_rate_limited = COUNTER_PROCESS_EVENTS_RATE_LIMITED;
     /// User frames unwound.
-    pub user_frames: u64,
+    user_frames = COUNTER_USER_FRAMES;
     /// Tail calls into the native unwinder.
-    pub native_tail_calls: u64,
+    native_tail_calls = COUNTER_NATIVE_TAIL_CALLS;
     /// CPython frames recorded.
-    pub python_frames: u64,
+    python_frames = COUNTER_PYTHON_FRAMES;
     /// Tail calls into the Python unwinder (hand-overs included).
-    pub python_tail_calls: u64,
+    python_tail_calls = COUNTER_PYTHON_TAIL_CALLS;
     /// Samples in a CPython evaluation loop whose thread state was not
     /// found (their loops stay native frames).
-    pub python_no_thread_state: u64,
+    python_no_thread_state = COUNTER_PYTHON_NO_THREAD_STATE;
     /// CPython frames that could not be read (the rest of their stack's
     /// loops stay native frames).
-    pub python_read_errors: u64,
+    python_read_errors = COUNTER_PYTHON_READ_ERRORS;
     /// Samples sent with a copy of their user stack (their process or pc
     /// was not loaded yet).
-    pub stack_copies: u64,
+    stack_copies = COUNTER_STACK_COPIES;
     /// Samples that needed a stack copy and went without (the per-CPU
     /// budget was spent, or the ring buffer was filling up).
-    pub stack_copies_skipped: u64,
+    stack_copies_skipped = COUNTER_STACK_COPY_SKIPPED;
     /// Samples that needed a stack copy and no window could be read.
-    pub stack_copies_failed: u64,
+    stack_copies_failed = COUNTER_STACK_COPY_FAILED;
     /// Bytes of user stack copied.
-    pub stack_copy_bytes: u64,
-    /// Time the kernel spent in the programs for samples, ns (the entry
-    /// program and its tail calls); 0 unless `kernel.bpf_stats_enabled`.
-    pub bpf_run_time_ns: u64,
-    /// Runs of the entry program counted in `bpf_run_time_ns`.
-    pub bpf_runs: u64,
-    /// How user stacks ended, by [`UnwindStop`] (index = its raw value).
-    pub unwind_stops: [u64; UnwindStop::ALL.len()],
+    stack_copy_bytes = COUNTER_STACK_COPY_BYTES;
 }
 
 impl Counters {
@@ -102,34 +132,16 @@ impl Counters {
     }
 }
 
-// Indexes of enum counter_id (ebpf/types.h). Never renumber.
-const COUNTER_SAMPLES_TRIGGERED: u32 = 0;
-const COUNTER_SAMPLES_SENT: u32 = 1;
-const COUNTER_SAMPLES_LOST_RINGBUF: u32 = 2;
-const COUNTER_SAMPLES_IDLE: u32 = 3;
-const COUNTER_SAMPLES_FILTERED: u32 = 4;
-const COUNTER_KERNEL_STACK_ERROR: u32 = 5;
-const COUNTER_USER_STACK_ERROR: u32 = 6;
-const COUNTER_PROCESS_EVENTS_SENT: u32 = 7;
-const COUNTER_PROCESS_EVENTS_LOST: u32 = 8;
-const COUNTER_PROCESS_EVENTS_RATE_LIMITED: u32 = 9;
-const COUNTER_USER_FRAMES: u32 = 10;
-const COUNTER_NATIVE_TAIL_CALLS: u32 = 11;
-const COUNTER_PYTHON_FRAMES: u32 = 12;
-const COUNTER_PYTHON_TAIL_CALLS: u32 = 13;
-const COUNTER_PYTHON_NO_THREAD_STATE: u32 = 14;
-const COUNTER_PYTHON_READ_ERRORS: u32 = 15;
-const COUNTER_STACK_COPIES: u32 = 16;
-const COUNTER_STACK_COPY_SKIPPED: u32 = 17;
-const COUNTER_STACK_COPY_FAILED: u32 = 18;
-const COUNTER_STACK_COPY_BYTES: u32 = 19;
-const COUNTER_UNWIND_STOP_BASE: u32 = 32;
+use crate::contract::c;
 
 /// The loaded and attached eBPF programs. Dropping it detaches them.
 pub struct Sampler {
     // Field order matters: links are dropped (detached) before the
     // skeleton (programs and maps).
     perf_links: Vec<Link>,
+    // Second descriptors of the perf events, for SamplingSwitch; dropped
+    // with the links.
+    perf_events: Arc<Vec<OwnedFd>>,
     exit_link: Option<Link>,
     exec_link: Option<Link>,
     skel: ProfilerSkel<'static>,
@@ -177,6 +189,7 @@ impl Sampler {
 
         Ok(Sampler {
             perf_links: Vec::new(),
+            perf_events: Arc::default(),
             exit_link: Some(exit_link),
             exec_link: Some(exec_link),
             skel,
@@ -208,8 +221,14 @@ impl Sampler {
         }
         let cpus = online_cpus()?;
         let mut links = Vec::with_capacity(cpus.len());
+        let mut events = Vec::with_capacity(cpus.len());
         for &cpu in &cpus {
             let fd = open_cpu_clock(cpu, self.frequency)?;
+            events.push(dup_event(fd).map_err(|source| {
+                // SAFETY: fd is ours and was not handed to a link yet.
+                unsafe { libc::close(fd) };
+                BpfError::PerfEvent { cpu, source }
+            })?);
             // libbpf's link takes ownership of the fd and closes it.
             let link = self.skel.progs.on_cpu_sample.attach_perf_event(fd).map_err(|e| {
                 // SAFETY: fd is ours and was not taken over (attach failed).
@@ -219,6 +238,7 @@ impl Sampler {
             links.push(link);
         }
         self.perf_links = links;
+        self.perf_events = Arc::new(events);
         self.cpus = cpus;
         Ok(())
     }
@@ -227,8 +247,15 @@ impl Sampler {
     /// The maps stay readable.
     pub fn detach(&mut self) {
         self.perf_links.clear();
+        self.perf_events = Arc::default();
         self.exit_link = None;
         self.exec_link = None;
+    }
+
+    /// A handle that pauses and resumes sampling on every CPU (after
+    /// [`Sampler::start_sampling`]; it does nothing once detached).
+    pub fn sampling_switch(&self) -> SamplingSwitch {
+        SamplingSwitch::new(&self.perf_events)
     }
 
     /// The CPUs being sampled.
@@ -339,36 +366,8 @@ impl Sampler {
                 .unwrap_or_default();
             Ok(per_cpu.iter().filter_map(|v| v.get(..8).map(|b| u64::from_ne_bytes(b.try_into().unwrap()))).sum())
         };
-        let mut unwind_stops = [0u64; UnwindStop::ALL.len()];
-        for (i, slot) in unwind_stops.iter_mut().enumerate() {
-            *slot = read(COUNTER_UNWIND_STOP_BASE + i as u32)?;
-        }
         let (bpf_run_time_ns, bpf_runs) = self.entry_program_run_stats();
-        Ok(Counters {
-            bpf_run_time_ns,
-            bpf_runs,
-            triggered: read(COUNTER_SAMPLES_TRIGGERED)?,
-            sent: read(COUNTER_SAMPLES_SENT)?,
-            lost_ring_buffer: read(COUNTER_SAMPLES_LOST_RINGBUF)?,
-            idle: read(COUNTER_SAMPLES_IDLE)?,
-            filtered: read(COUNTER_SAMPLES_FILTERED)?,
-            kernel_stack_errors: read(COUNTER_KERNEL_STACK_ERROR)?,
-            user_stack_errors: read(COUNTER_USER_STACK_ERROR)?,
-            process_events: read(COUNTER_PROCESS_EVENTS_SENT)?,
-            process_events_lost: read(COUNTER_PROCESS_EVENTS_LOST)?,
-            process_events_rate_limited: read(COUNTER_PROCESS_EVENTS_RATE_LIMITED)?,
-            user_frames: read(COUNTER_USER_FRAMES)?,
-            native_tail_calls: read(COUNTER_NATIVE_TAIL_CALLS)?,
-            python_frames: read(COUNTER_PYTHON_FRAMES)?,
-            python_tail_calls: read(COUNTER_PYTHON_TAIL_CALLS)?,
-            python_no_thread_state: read(COUNTER_PYTHON_NO_THREAD_STATE)?,
-            python_read_errors: read(COUNTER_PYTHON_READ_ERRORS)?,
-            stack_copies: read(COUNTER_STACK_COPIES)?,
-            stack_copies_skipped: read(COUNTER_STACK_COPY_SKIPPED)?,
-            stack_copies_failed: read(COUNTER_STACK_COPY_FAILED)?,
-            stack_copy_bytes: read(COUNTER_STACK_COPY_BYTES)?,
-            unwind_stops,
-        })
+        Ok(Counters { bpf_run_time_ns, bpf_runs, ..Counters::read_all(read)? })
     }
 }
 

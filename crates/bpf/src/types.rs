@@ -1,21 +1,19 @@
-//! Rust mirrors of the structs in `ebpf/types.h` that cross a map or a
-//! ring buffer, with their layouts pinned by compile-time asserts (the C
-//! side pins the same sizes with `_Static_assert`).
+//! The Rust face of the structs, enums and limits of `ebpf/types.h`:
+//! thin constructors and decoders over the types bindgen generated from
+//! the header ([`crate::contract::c`]), by field name. No layout is
+//! written here; the contract test checks the generated one against the
+//! BPF target's.
 
+use crate::contract::{bytes_of, c, read};
 use profiler_elf::{CfaBase, RbpRule, UnwindRule};
-use std::mem::{offset_of, size_of};
 
-/// `FRAME_EXACT_PC`: set in a user frame word whose address is an exact
-/// pc (the sampled instruction, or one a signal interrupted), clear for
-/// return addresses.
-pub const FRAME_EXACT_PC: u64 = 1 << 63;
-
-/// `FRAME_INTERPRETED`: set in a user frame word that is an interpreter's
-/// frame rather than a pc (see [`UserFrame`]).
-pub const FRAME_INTERPRETED: u64 = 1 << 62;
-/// `PYTHON_FRAME_OFFSET_SHIFT`, `PYTHON_FRAME_OFFSET_MAX`.
-const PYTHON_FRAME_OFFSET_SHIFT: u32 = 44;
-const PYTHON_FRAME_OFFSET_MAX: u64 = (1 << 18) - 1;
+pub(crate) use c::{
+    DELTA_PAGE_BITS, MAPPING_FLAG_INTERPRETER_LOOP, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO,
+    MAPPING_KIND_PROCESS, MAPPING_UNWINDER_SHIFT, PID_MAPPING_KEY_BITS, RULE_ID_INVALID, RULE_ID_NO_COVERAGE,
+    RULE_ID_SIGNAL, RULE_ID_STOP, RULE_ID_UNFOLLOWED_SWITCH, UCONTEXT_RBP, UCONTEXT_RIP, UCONTEXT_RSP,
+};
+pub use c::{FRAME_EXACT_PC, FRAME_INTERPRETED, PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET};
+use c::{PYTHON_FRAME_CODE_MASK, PYTHON_FRAME_OFFSET_MAX, PYTHON_FRAME_OFFSET_SHIFT};
 
 /// One user frame word of a sample, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,7 +41,7 @@ impl UserFrame {
     /// Decodes a frame word of [`crate::RawSample::user_frames`].
     pub fn decode(word: u64) -> UserFrame {
         if word & FRAME_EXACT_PC == 0 && word & FRAME_INTERPRETED != 0 {
-            let code = (word & ((1 << PYTHON_FRAME_OFFSET_SHIFT) - 1)) << 3;
+            let code = (word & PYTHON_FRAME_CODE_MASK) << 3;
             let offset = ((word >> PYTHON_FRAME_OFFSET_SHIFT) & PYTHON_FRAME_OFFSET_MAX) as u32;
             return UserFrame::Python { code, offset };
         }
@@ -57,115 +55,93 @@ impl UserFrame {
     }
 }
 
-/// `DELTA_PAGE_BITS`: deltas are indexed by pages of this many bits.
-pub(crate) const DELTA_PAGE_BITS: u32 = 16;
+/// Declares [`UnwindStop`] from one table: variant, `enum unwind_stop`
+/// constant, stats name. A reason added to types.h and not here fails the
+/// build (`ALL` is `UNWIND_STOP_COUNT` long); the contract test checks
+/// that each name is its constant's, lower-cased.
+macro_rules! unwind_stops {
+    ($($(#[$doc:meta])* $variant:ident = $c:ident, $name:literal;)*) => {
+        /// Why a user stack ends where it ends (`enum unwind_stop`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum UnwindStop {
+            $($(#[$doc])* $variant,)*
+            /// A value this version does not know.
+            Unknown(u8),
+        }
 
-/// `PID_MAPPING_KEY_BITS`: bits of an LPM key after `prefixlen`.
-pub(crate) const PID_MAPPING_KEY_BITS: u32 = 32 + 64;
+        impl UnwindStop {
+            /// Every known reason, in `enum unwind_stop` order.
+            pub const ALL: [UnwindStop; c::UNWIND_STOP_COUNT as usize] = [$(UnwindStop::$variant),*];
 
-/// Why a user stack ends where it ends (`enum unwind_stop`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum UnwindStop {
+            /// From the C value.
+            pub fn from_raw(value: u8) -> UnwindStop {
+                match u32::from(value) {
+                    $(c::$c => UnwindStop::$variant,)*
+                    _ => UnwindStop::Unknown(value),
+                }
+            }
+
+            /// The C value.
+            pub fn raw(self) -> u8 {
+                match self {
+                    $(UnwindStop::$variant => c::$c as u8,)*
+                    UnwindStop::Unknown(v) => v,
+                }
+            }
+
+            /// A short snake_case name (stats output): the C name without
+            /// `UNWIND_STOP_`, lower-cased.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(UnwindStop::$variant => $name,)*
+                    UnwindStop::Unknown(_) => "unknown",
+                }
+            }
+        }
+    };
+}
+
+unwind_stops! {
     /// The thread's root was reached: the stack is complete.
-    Root,
+    Root = UNWIND_STOP_ROOT, "root";
     /// A kernel thread: no user stack.
-    KernelThread,
+    KernelThread = UNWIND_STOP_KERNEL_THREAD, "kernel_thread";
     /// The process was not loaded yet.
-    UnknownPid,
+    UnknownPid = UNWIND_STOP_UNKNOWN_PID, "unknown_pid";
     /// The pc is in no mapping the process manager loaded.
-    UnknownPc,
+    UnknownPc = UNWIND_STOP_UNKNOWN_PC, "unknown_pc";
     /// Executable memory without unwind tables (JIT, anonymous).
-    NoUnwindInfo,
+    NoUnwindInfo = UNWIND_STOP_NO_UNWIND_INFO, "no_unwind_info";
     /// The file has no stack deltas for the pc's page.
-    NoDeltas,
+    NoDeltas = UNWIND_STOP_NO_DELTAS, "no_deltas";
     /// No CFI covers the pc.
-    NoCoverage,
+    NoCoverage = UNWIND_STOP_NO_COVERAGE, "no_coverage";
     /// The CFI for the pc cannot be expressed in the unwinder's rules.
-    InvalidRule,
+    InvalidRule = UNWIND_STOP_INVALID_RULE, "invalid_rule";
     /// Reading the user stack failed.
-    ReadError,
+    ReadError = UNWIND_STOP_READ_ERROR, "read_error";
     /// The stack pointer did not grow.
-    BadSp,
+    BadSp = UNWIND_STOP_BAD_SP, "bad_sp";
     /// `MAX_USER_FRAMES` frames were collected; the stack goes on.
-    MaxFrames,
+    MaxFrames = UNWIND_STOP_MAX_FRAMES, "max_frames";
     /// A tail call failed.
-    TailCalls,
+    TailCalls = UNWIND_STOP_TAIL_CALLS, "tail_calls";
     /// A map lookup that cannot fail did.
-    Internal,
+    Internal = UNWIND_STOP_INTERNAL, "internal";
     /// A return address of 0 ended the stack without a STOP rule.
-    ZeroPc,
+    ZeroPc = UNWIND_STOP_ZERO_PC, "zero_pc";
     /// The user registers of a task in the kernel could not be read.
-    NoUserRegs,
+    NoUserRegs = UNWIND_STOP_NO_USER_REGS, "no_user_regs";
     /// A stack switch the unwinder cannot follow (Go's `mcall`,
     /// `morestack`, ...), or too many switches in one stack.
-    StackSwitch,
+    StackSwitch = UNWIND_STOP_STACK_SWITCH, "stack_switch";
     /// User space only: unwinding a stack copy ([`crate::StackCopy`])
     /// needed a word outside the copied window.
-    OutsideCopy,
-    /// A value this version does not know.
-    Unknown(u8),
+    OutsideCopy = UNWIND_STOP_OUTSIDE_COPY, "outside_copy";
 }
 
 impl UnwindStop {
-    /// Every known reason, in `enum unwind_stop` order.
-    pub const ALL: [UnwindStop; 17] = [
-        UnwindStop::Root,
-        UnwindStop::KernelThread,
-        UnwindStop::UnknownPid,
-        UnwindStop::UnknownPc,
-        UnwindStop::NoUnwindInfo,
-        UnwindStop::NoDeltas,
-        UnwindStop::NoCoverage,
-        UnwindStop::InvalidRule,
-        UnwindStop::ReadError,
-        UnwindStop::BadSp,
-        UnwindStop::MaxFrames,
-        UnwindStop::TailCalls,
-        UnwindStop::Internal,
-        UnwindStop::ZeroPc,
-        UnwindStop::NoUserRegs,
-        UnwindStop::StackSwitch,
-        UnwindStop::OutsideCopy,
-    ];
-
-    /// From the C value.
-    pub fn from_raw(value: u8) -> UnwindStop {
-        Self::ALL.get(usize::from(value)).copied().unwrap_or(UnwindStop::Unknown(value))
-    }
-
-    /// The C value.
-    pub fn raw(self) -> u8 {
-        match self {
-            UnwindStop::Unknown(v) => v,
-            known => Self::ALL.iter().position(|&r| r == known).unwrap_or(0) as u8,
-        }
-    }
-
-    /// A short snake_case name (stats output).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UnwindStop::Root => "root",
-            UnwindStop::KernelThread => "kernel_thread",
-            UnwindStop::UnknownPid => "unknown_pid",
-            UnwindStop::UnknownPc => "unknown_pc",
-            UnwindStop::NoUnwindInfo => "no_unwind_info",
-            UnwindStop::NoDeltas => "no_deltas",
-            UnwindStop::NoCoverage => "no_coverage",
-            UnwindStop::InvalidRule => "invalid_rule",
-            UnwindStop::ReadError => "read_error",
-            UnwindStop::BadSp => "bad_sp",
-            UnwindStop::MaxFrames => "max_frames",
-            UnwindStop::TailCalls => "tail_calls",
-            UnwindStop::Internal => "internal",
-            UnwindStop::ZeroPc => "zero_pc",
-            UnwindStop::NoUserRegs => "no_user_regs",
-            UnwindStop::StackSwitch => "stack_switch",
-            UnwindStop::OutsideCopy => "outside_copy",
-            UnwindStop::Unknown(_) => "unknown",
-        }
-    }
-
     /// Whether the stack is whole: it reached the thread's root, or
     /// there is no user stack at all.
     pub fn is_complete(self) -> bool {
@@ -199,58 +175,33 @@ pub struct ProcessEvent {
     pub pc: u64,
 }
 
-const PROCESS_EVENT_SIZE: usize = 24;
-
 impl ProcessEvent {
     /// Decodes a ring buffer record; `None` if malformed.
     pub fn parse(data: &[u8]) -> Option<ProcessEvent> {
-        let d = data.get(..PROCESS_EVENT_SIZE)?;
-        let u32_at = |o: usize| u32::from_ne_bytes(d[o..o + 4].try_into().unwrap());
-        let u64_at = |o: usize| u64::from_ne_bytes(d[o..o + 8].try_into().unwrap());
-        let kind = match u32_at(0) {
-            1 => ProcessEventKind::New,
-            2 => ProcessEventKind::UnknownPc,
-            3 => ProcessEventKind::Exit,
-            4 => ProcessEventKind::Exec,
+        let e: c::process_event = read(data)?;
+        let kind = match e.kind {
+            c::PROCESS_EVENT_NEW => ProcessEventKind::New,
+            c::PROCESS_EVENT_UNKNOWN_PC => ProcessEventKind::UnknownPc,
+            c::PROCESS_EVENT_EXIT => ProcessEventKind::Exit,
+            c::PROCESS_EVENT_EXEC => ProcessEventKind::Exec,
             _ => return None,
         };
-        Some(ProcessEvent { kind, pid: u32_at(4), ktime_ns: u64_at(8), pc: u64_at(16) })
+        Some(ProcessEvent { kind, pid: e.pid, ktime_ns: e.ktime_ns, pc: e.pc })
     }
 }
 
 /// `struct pid_mapping_key`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct PidMappingKey {
-    pub prefixlen: u32,
-    pub pid_be: u32,
-    pub address_be: u64,
-}
-const _: () = assert!(size_of::<PidMappingKey>() == 16);
+pub(crate) type PidMappingKey = c::pid_mapping_key;
 
 impl PidMappingKey {
     pub(crate) fn new(pid: u32, address: u64, prefixlen: u32) -> PidMappingKey {
         PidMappingKey { prefixlen, pid_be: pid.to_be(), address_be: address.to_be() }
     }
 
-    pub(crate) fn to_bytes(self) -> [u8; 16] {
-        let mut b = [0u8; 16];
-        b[..4].copy_from_slice(&self.prefixlen.to_ne_bytes());
-        b[4..8].copy_from_slice(&self.pid_be.to_ne_bytes());
-        b[8..].copy_from_slice(&self.address_be.to_ne_bytes());
-        b
+    pub(crate) fn to_bytes(self) -> [u8; size_of::<PidMappingKey>()] {
+        bytes_of(&self).try_into().expect("one key")
     }
 }
-
-/// `enum mapping_kind`.
-pub(crate) const MAPPING_KIND_PROCESS: u32 = 0;
-pub(crate) const MAPPING_KIND_NATIVE: u32 = 1;
-pub(crate) const MAPPING_KIND_NO_UNWIND_INFO: u32 = 2;
-
-/// `MAPPING_FLAG_INTERPRETER_LOOP`.
-pub(crate) const MAPPING_FLAG_INTERPRETER_LOOP: u32 = 1;
-/// `MAPPING_UNWINDER_SHIFT`: where the flags name the loop's unwinder.
-pub(crate) const MAPPING_UNWINDER_SHIFT: u32 = 8;
 
 /// The interpreter unwinder programs, by their slot in the program array
 /// (`enum unwinder_program`, `ebpf/interpreters.bpf.h`).
@@ -258,103 +209,53 @@ pub(crate) const MAPPING_UNWINDER_SHIFT: u32 = 8;
 #[repr(u8)]
 pub enum InterpreterUnwinder {
     /// `UNWINDER_PYTHON`: `python_unwind`.
-    Python = 1,
+    Python = c::UNWINDER_PYTHON as u8,
 }
 
 /// `struct pid_mapping`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PidMappingValue {
-    pub file_id: u64,
-    pub bias: u64,
-    pub kind: u32,
-    pub flags: u32,
-}
-const _: () = assert!(size_of::<PidMappingValue>() == 24);
-const _: () = assert!(offset_of!(PidMappingValue, kind) == 16);
+pub(crate) type PidMappingValue = c::pid_mapping;
 
 impl PidMappingValue {
     /// From the map's bytes.
-    pub(crate) fn from_bytes(b: &[u8; 24]) -> PidMappingValue {
-        PidMappingValue {
-            file_id: u64::from_ne_bytes(b[..8].try_into().unwrap()),
-            bias: u64::from_ne_bytes(b[8..16].try_into().unwrap()),
-            kind: u32::from_ne_bytes(b[16..20].try_into().unwrap()),
-            flags: u32::from_ne_bytes(b[20..24].try_into().unwrap()),
-        }
+    pub(crate) fn from_bytes(b: &[u8; size_of::<PidMappingValue>()]) -> PidMappingValue {
+        read(b).expect("one value")
     }
 
-    pub(crate) fn to_bytes(self) -> [u8; 24] {
-        let mut b = [0u8; 24];
-        b[..8].copy_from_slice(&self.file_id.to_ne_bytes());
-        b[8..16].copy_from_slice(&self.bias.to_ne_bytes());
-        b[16..20].copy_from_slice(&self.kind.to_ne_bytes());
-        b[20..24].copy_from_slice(&self.flags.to_ne_bytes());
-        b
+    pub(crate) fn to_bytes(self) -> [u8; size_of::<PidMappingValue>()] {
+        bytes_of(&self).try_into().expect("one value")
     }
 }
 
 /// `struct delta_page_key`, as bytes.
-pub(crate) fn delta_page_key(file_id: u64, page: u64) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[..8].copy_from_slice(&file_id.to_ne_bytes());
-    b[8..].copy_from_slice(&page.to_ne_bytes());
-    b
+pub(crate) fn delta_page_key(file_id: u64, page: u64) -> [u8; size_of::<c::delta_page_key>()] {
+    bytes_of(&c::delta_page_key { file_id, page }).try_into().expect("one key")
 }
 
 /// `struct delta_page`, as bytes.
-pub(crate) fn delta_page(first: u32, count: u32) -> [u8; 8] {
-    let mut b = [0u8; 8];
-    b[..4].copy_from_slice(&first.to_ne_bytes());
-    b[4..].copy_from_slice(&count.to_ne_bytes());
-    b
+pub(crate) fn delta_page(first: u32, count: u32) -> [u8; size_of::<c::delta_page>()] {
+    bytes_of(&c::delta_page { first, count }).try_into().expect("one value")
 }
 
-/// `struct delta_entry` as the u32 the arrays hold (little-endian
-/// `{u16 page_offset; u16 rule_id}`).
+/// `struct delta_entry` as the u32 the arrays hold.
 pub(crate) fn delta_entry(page_offset: u16, rule_id: u16) -> u32 {
-    u32::from(page_offset) | (u32::from(rule_id) << 16)
+    const _: () = assert!(size_of::<c::delta_entry>() == size_of::<u32>());
+    u32::from_ne_bytes(bytes_of(&c::delta_entry { page_offset, rule_id }).try_into().expect("4 bytes"))
 }
 
-// enum rule_kind, cfa_base, rbp_kind.
-pub(crate) const RULE_KIND_CFA: u8 = 1;
-pub(crate) const RULE_KIND_CFA_DEREF: u8 = 2;
-pub(crate) const RULE_KIND_PLT: u8 = 3;
-pub(crate) const RULE_KIND_STACK_SWITCH: u8 = 4;
-pub(crate) const CFA_BASE_RSP: u8 = 0;
-pub(crate) const CFA_BASE_RBP: u8 = 1;
-pub(crate) const RBP_UNCHANGED: u8 = 0;
-pub(crate) const RBP_AT_CFA: u8 = 1;
-pub(crate) const RBP_AT_RBP: u8 = 2;
-
-/// Rule ids with a fixed meaning (`RULE_ID_*`).
-pub(crate) const RULE_ID_NO_COVERAGE: u16 = 0;
-pub(crate) const RULE_ID_INVALID: u16 = 1;
-pub(crate) const RULE_ID_STOP: u16 = 2;
-pub(crate) const RULE_ID_SIGNAL: u16 = 3;
-pub(crate) const RULE_ID_UNFOLLOWED_SWITCH: u16 = 4;
-
-/// `UCONTEXT_RBP`, `UCONTEXT_RSP`, `UCONTEXT_RIP`: where a signal frame
-/// keeps the interrupted registers, from the trampoline's rsp.
-pub(crate) const UCONTEXT_RBP: u64 = 120;
-pub(crate) const UCONTEXT_RSP: u64 = 160;
-pub(crate) const UCONTEXT_RIP: u64 = 168;
+// enum rule_kind, cfa_base, rbp_kind, as the u8 fields of struct
+// unwind_rule hold them.
+pub(crate) const RULE_KIND_CFA: u8 = c::RULE_KIND_CFA as u8;
+pub(crate) const RULE_KIND_CFA_DEREF: u8 = c::RULE_KIND_CFA_DEREF as u8;
+pub(crate) const RULE_KIND_PLT: u8 = c::RULE_KIND_PLT as u8;
+pub(crate) const RULE_KIND_STACK_SWITCH: u8 = c::RULE_KIND_STACK_SWITCH as u8;
+pub(crate) const CFA_BASE_RSP: u8 = c::CFA_BASE_RSP as u8;
+pub(crate) const CFA_BASE_RBP: u8 = c::CFA_BASE_RBP as u8;
+pub(crate) const RBP_UNCHANGED: u8 = c::RBP_UNCHANGED as u8;
+pub(crate) const RBP_AT_CFA: u8 = c::RBP_AT_CFA as u8;
+pub(crate) const RBP_AT_RBP: u8 = c::RBP_AT_RBP as u8;
 
 /// `struct unwind_rule`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct UnwindRuleValue {
-    pub kind: u8,
-    pub cfa_base: u8,
-    pub rbp_kind: u8,
-    pub plt_threshold: u8,
-    pub cfa_offset: i32,
-    pub deref_outer: i32,
-    pub rbp_offset: i32,
-}
-const _: () = assert!(size_of::<UnwindRuleValue>() == 16);
-const _: () = assert!(offset_of!(UnwindRuleValue, cfa_offset) == 4);
-const _: () = assert!(offset_of!(UnwindRuleValue, rbp_offset) == 12);
+pub(crate) type UnwindRuleValue = c::unwind_rule;
 
 impl UnwindRuleValue {
     /// The map value for `rule`; the commands (stop, signal, invalid, no
@@ -412,29 +313,12 @@ impl UnwindRuleValue {
     }
 
     /// From the map's bytes.
-    pub(crate) fn from_bytes(b: &[u8; 16]) -> UnwindRuleValue {
-        let i32_at = |o: usize| i32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
-        UnwindRuleValue {
-            kind: b[0],
-            cfa_base: b[1],
-            rbp_kind: b[2],
-            plt_threshold: b[3],
-            cfa_offset: i32_at(4),
-            deref_outer: i32_at(8),
-            rbp_offset: i32_at(12),
-        }
+    pub(crate) fn from_bytes(b: &[u8; size_of::<UnwindRuleValue>()]) -> UnwindRuleValue {
+        read(b).expect("one rule")
     }
 
-    pub(crate) fn to_bytes(self) -> [u8; 16] {
-        let mut b = [0u8; 16];
-        b[0] = self.kind;
-        b[1] = self.cfa_base;
-        b[2] = self.rbp_kind;
-        b[3] = self.plt_threshold;
-        b[4..8].copy_from_slice(&self.cfa_offset.to_ne_bytes());
-        b[8..12].copy_from_slice(&self.deref_outer.to_ne_bytes());
-        b[12..16].copy_from_slice(&self.rbp_offset.to_ne_bytes());
-        b
+    pub(crate) fn to_bytes(self) -> [u8; size_of::<UnwindRuleValue>()] {
+        bytes_of(&self).try_into().expect("one rule")
     }
 }
 
@@ -442,28 +326,23 @@ impl UnwindRuleValue {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PythonFrameModel {
     /// 3.8-3.10: `PyFrameObject`, one per evaluation loop run.
-    Objects = 0,
+    Objects = c::PYTHON_FRAMES_OBJECTS as isize,
     /// 3.11: `_PyInterpreterFrame`, a loop run ends at `is_entry`.
-    EntryFlag = 1,
+    EntryFlag = c::PYTHON_FRAMES_ENTRY_FLAG as isize,
     /// 3.12+: `_PyInterpreterFrame`, a loop run ends at its C-stack shim.
-    CStackOwner = 2,
+    CStackOwner = c::PYTHON_FRAMES_CSTACK_OWNER as isize,
 }
 
 /// `enum python_lasti`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PythonLasti {
     /// `int f_lasti`, a byte offset (3.8, 3.9).
-    Bytes = 0,
+    Bytes = c::PYTHON_LASTI_BYTES as isize,
     /// `int f_lasti`, in 2-byte code units (3.10).
-    Units = 1,
+    Units = c::PYTHON_LASTI_UNITS as isize,
     /// A pointer into `co_code_adaptive` (3.11+).
-    Pointer = 2,
+    Pointer = c::PYTHON_LASTI_POINTER as isize,
 }
-
-/// `PYTHON_NO_OFFSET`: an offset that does not apply to a version.
-pub const PYTHON_NO_OFFSET: u32 = u32::MAX;
-/// `PYTHON_FRAME_READ_MAX`.
-pub const PYTHON_FRAME_READ_MAX: u32 = 128;
 
 /// `struct python_file`: what the BPF unwinder needs of one CPython
 /// build. Offsets are in bytes.
@@ -494,40 +373,42 @@ pub struct PythonFileValue {
 }
 
 /// `sizeof(struct python_file)`.
-pub(crate) const PYTHON_FILE_SIZE: usize = 72;
+pub(crate) const PYTHON_FILE_SIZE: usize = size_of::<c::python_file>();
 
 impl PythonFileValue {
-    pub(crate) fn to_bytes(self) -> [u8; PYTHON_FILE_SIZE] {
-        let mut b = [0u8; PYTHON_FILE_SIZE];
-        b[..8].copy_from_slice(&self.runtime_vaddr.to_ne_bytes());
-        b[8..10].copy_from_slice(&self.version.to_ne_bytes());
-        b[10] = self.frame_model as u8;
-        b[11] = self.lasti_kind as u8;
-        let words = [
-            self.frame_read_size,
-            self.runtime_interpreters_head,
-            self.interp_next,
-            self.interp_threads_head,
-            self.tstate_next,
-            self.tstate_thread_id,
-            self.tstate_frame,
-            self.cframe_current_frame,
-            self.frame_previous,
-            self.frame_code,
-            self.frame_lasti,
-            self.frame_entry,
-            self.code_adaptive,
-        ];
-        for (i, w) in words.iter().enumerate() {
-            b[12 + 4 * i..16 + 4 * i].copy_from_slice(&w.to_ne_bytes());
+    /// The map value, field by field.
+    pub(crate) fn to_c(self) -> c::python_file {
+        c::python_file {
+            runtime_vaddr: self.runtime_vaddr,
+            version: self.version,
+            frame_model: self.frame_model as u8,
+            lasti_kind: self.lasti_kind as u8,
+            frame_read_size: self.frame_read_size,
+            runtime_interpreters_head: self.runtime_interpreters_head,
+            interp_next: self.interp_next,
+            interp_threads_head: self.interp_threads_head,
+            tstate_next: self.tstate_next,
+            tstate_thread_id: self.tstate_thread_id,
+            tstate_frame: self.tstate_frame,
+            cframe_current_frame: self.cframe_current_frame,
+            frame_previous: self.frame_previous,
+            frame_code: self.frame_code,
+            frame_lasti: self.frame_lasti,
+            frame_entry: self.frame_entry,
+            code_adaptive: self.code_adaptive,
+            reserved: [0; 2],
         }
-        b
+    }
+
+    pub(crate) fn to_bytes(self) -> [u8; PYTHON_FILE_SIZE] {
+        bytes_of(&self.to_c()).try_into().expect("one value")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::mem::offset_of;
 
     #[test]
     fn python_frame_words_round_trip() {
@@ -565,12 +446,18 @@ mod tests {
             frame_entry: 68,
             code_adaptive: 184,
         };
+        // Each value lands at its field's offset in the header's layout,
+        // whatever the order of the fields there.
         let b = v.to_bytes();
-        assert_eq!(&b[8..12], &[0x0b, 0x03, 1, 2]);
-        assert_eq!(u32::from_ne_bytes(b[12..16].try_into().unwrap()), 72);
-        // code_adaptive is the last offset, at 60; 8 reserved bytes follow.
-        assert_eq!(u32::from_ne_bytes(b[60..64].try_into().unwrap()), 184);
-        assert_eq!(&b[64..], &[0; 8]);
+        let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
+        assert_eq!(b[offset_of!(c::python_file, frame_model)], 1);
+        assert_eq!(b[offset_of!(c::python_file, lasti_kind)], 2);
+        assert_eq!(u16::from_ne_bytes(b[offset_of!(c::python_file, version)..][..2].try_into().unwrap()), 0x030b);
+        assert_eq!(u32_at(offset_of!(c::python_file, frame_read_size)), 72);
+        assert_eq!(u32_at(offset_of!(c::python_file, interp_threads_head)), 16);
+        assert_eq!(u32_at(offset_of!(c::python_file, tstate_thread_id)), 152);
+        assert_eq!(u32_at(offset_of!(c::python_file, code_adaptive)), 184);
+        assert_eq!(read::<c::python_file>(&b).unwrap().reserved, [0; 2]);
     }
 
     #[test]
@@ -587,8 +474,10 @@ mod tests {
     #[test]
     fn lpm_keys_are_big_endian() {
         let k = PidMappingKey::new(0x0102_0304, 0x1122_3344_5566_7788, 64).to_bytes();
-        assert_eq!(&k[4..8], &[1, 2, 3, 4]);
-        assert_eq!(&k[8..], &[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88]);
+        let pid = offset_of!(PidMappingKey, pid_be);
+        let address = offset_of!(PidMappingKey, address_be);
+        assert_eq!(&k[pid..pid + 4], &[1, 2, 3, 4]);
+        assert_eq!(&k[address..address + 8], &[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88]);
     }
 
     #[test]
@@ -611,7 +500,10 @@ mod tests {
             (r.kind, r.cfa_base, r.cfa_offset, r.rbp_kind, r.rbp_offset),
             (RULE_KIND_STACK_SWITCH, CFA_BASE_RBP, 16, RBP_AT_CFA, -16)
         );
-        assert_eq!(delta_entry(0x1234, 7).to_le_bytes(), [0x34, 0x12, 7, 0]);
+        assert_eq!(
+            read::<c::delta_entry>(&delta_entry(0x1234, 7).to_ne_bytes()),
+            Some(c::delta_entry { page_offset: 0x1234, rule_id: 7 })
+        );
         assert_eq!(UnwindRuleValue::from_bytes(&r.to_bytes()), r);
         let m = PidMappingValue { file_id: 7, bias: 0x1000, kind: MAPPING_KIND_NATIVE, flags: 1 };
         assert_eq!(PidMappingValue::from_bytes(&m.to_bytes()), m);
@@ -619,17 +511,14 @@ mod tests {
 
     #[test]
     fn process_events_parse() {
-        let mut d = Vec::new();
-        d.extend_from_slice(&2u32.to_ne_bytes());
-        d.extend_from_slice(&77u32.to_ne_bytes());
-        d.extend_from_slice(&5u64.to_ne_bytes());
-        d.extend_from_slice(&0x4010u64.to_ne_bytes());
+        let e = c::process_event { kind: c::PROCESS_EVENT_UNKNOWN_PC, pid: 77, ktime_ns: 5, pc: 0x4010 };
+        let mut d = bytes_of(&e).to_vec();
         assert_eq!(
             ProcessEvent::parse(&d),
             Some(ProcessEvent { kind: ProcessEventKind::UnknownPc, pid: 77, ktime_ns: 5, pc: 0x4010 })
         );
-        assert_eq!(ProcessEvent::parse(&d[..20]), None);
-        d[0] = 9;
+        assert_eq!(ProcessEvent::parse(&d[..d.len() - 1]), None);
+        d[offset_of!(c::process_event, kind)] = 9;
         assert_eq!(ProcessEvent::parse(&d), None);
     }
 }

@@ -60,6 +60,22 @@ pub struct Args {
     #[arg(long)]
     pub no_symbolize: bool,
 
+    /// Probabilistic profiling: every `--probabilistic-interval` a number
+    /// in 0..99 is drawn, and sampling runs for that interval only when
+    /// it is below this threshold. 100 (the default) always samples.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub probabilistic_threshold: u32,
+
+    /// Length of a probabilistic profiling interval (1m..5m as the
+    /// reference agent; from 100ms here).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1m")]
+    pub probabilistic_interval: Duration,
+
+    /// Comma-separated environment variables reported of each process
+    /// (OTLP resource attributes `process.environment_variable.<NAME>`).
+    #[arg(long, value_name = "NAMES", default_value = "")]
+    pub env_vars: String,
+
     /// How many stacks the exit summary lists.
     #[arg(long, default_value_t = 5)]
     pub summary_top: usize,
@@ -85,6 +101,12 @@ impl Args {
             (None, None) => Some(Format::Folded),
             (None, Some(_)) => None,
         }
+    }
+
+    /// `--env-vars` split at its commas (blanks trimmed, empty entries
+    /// skipped, as the reference agent does); the agent checks the names.
+    pub fn env_var_names(&self) -> Vec<String> {
+        self.env_vars.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned).collect()
     }
 
     /// Parses `argv`, accepting single-dash long flags.
@@ -176,6 +198,26 @@ mod tests {
         assert_eq!(a.local_format(), Some(Format::Pprof));
         let a = parse(&["ebpf-profiler", "--format=svg"]).unwrap();
         assert_eq!(a.local_format(), Some(Format::Svg));
+    }
+
+    #[test]
+    fn probabilistic_and_env_var_flags() {
+        let a = parse(&[
+            "ebpf-profiler",
+            "-probabilistic-threshold",
+            "50",
+            "-probabilistic-interval=2m",
+            "-env-vars",
+            " HOME, ,DEPLOY,",
+        ])
+        .unwrap();
+        assert_eq!((a.probabilistic_threshold, a.probabilistic_interval), (50, Duration::from_secs(120)));
+        assert_eq!(a.env_var_names(), vec!["HOME".to_string(), "DEPLOY".to_string()]);
+        let a = parse(&["ebpf-profiler"]).unwrap();
+        assert_eq!((a.probabilistic_threshold, a.probabilistic_interval), (100, Duration::from_secs(60)));
+        assert!(a.env_var_names().is_empty());
+        let e = parse(&["ebpf-profiler", "--probabilistic-threshold", "101"]).unwrap_err().to_string();
+        assert!(e.contains("probabilistic-threshold"), "{e}");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 use args::{Args, Format};
 use export_sink::ExportSink;
 use output::Output;
-use profiler_agent::{Agent, AgentConfig, TraceSink};
+use profiler_agent::{Agent, AgentConfig, TraceSink, UnwindStop};
 use profiler_export::{ExporterConfig, ExporterStats, OtlpExporter};
 use profiler_report::folded::FoldedStacks;
 use profiler_report::pprof::PprofBuilder;
@@ -79,6 +79,9 @@ fn run(args: &Args) -> Result<()> {
         reporter_interval_ms: args.reporter_interval.as_millis().try_into().unwrap_or(u64::MAX),
         pids: pids.clone(),
         symbolize_native: !args.no_symbolize,
+        probabilistic_threshold: args.probabilistic_threshold,
+        probabilistic_interval_ms: args.probabilistic_interval.as_millis().try_into().unwrap_or(u64::MAX),
+        include_env_vars: args.env_var_names(),
         ..AgentConfig::default()
     };
     let folded = Arc::new(Mutex::new(FoldedStacks::default()));
@@ -214,16 +217,14 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
         );
     }
     // Every reason a stack ended early, as the BPF unwinder counted it.
-    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(&s) {
-        let stops: Vec<String> = fields
-            .iter()
-            .filter_map(|(k, v)| Some((k.strip_prefix("unwind_stopped_")?, v.as_u64()?)))
-            .filter(|(reason, n)| *n > 0 && *reason != "root")
-            .map(|(reason, n)| format!("{reason} {n}"))
-            .collect();
-        if !stops.is_empty() {
-            say!("  unwind stops:      {}", stops.join(", "));
-        }
+    let stops: Vec<String> = s
+        .unwind_stopped
+        .iter()
+        .filter(|&(reason, n)| n > 0 && reason != UnwindStop::Root)
+        .map(|(reason, n)| format!("{} {n}", reason.as_str()))
+        .collect();
+    if !stops.is_empty() {
+        say!("  unwind stops:      {}", stops.join(", "));
     }
     if s.late_unwind_copies + s.late_unwind_copies_skipped + s.late_unwind_copies_failed > 0 {
         let stops: Vec<String> = s

@@ -18,6 +18,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod hotspot;
 pub mod memory;
 pub mod python;
 mod registry;

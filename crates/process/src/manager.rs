@@ -128,6 +128,9 @@ pub struct ManagerLimits {
     /// the path inside the process's root, checked against the maps
     /// line's device and inode, as without those capabilities.
     pub open_via_map_files: bool,
+    /// Environment variables to report of each process (read once, when
+    /// it is loaded).
+    pub include_env_vars: Arc<[Arc<str>]>,
 }
 
 impl Default for ManagerLimits {
@@ -143,6 +146,7 @@ impl Default for ManagerLimits {
             liveness_interval: Duration::from_secs(5),
             exec_preloads_per_second: 20.0,
             open_via_map_files: true,
+            include_env_vars: Arc::new([]),
         }
     }
 }
@@ -720,7 +724,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
 
         let info = known_info.unwrap_or_else(|| {
             let comm = std::fs::read_to_string(self.proc_root.join(pid.0.to_string()).join("comm")).unwrap_or_default();
-            Arc::new(read_info(&self.proc_root, pid, comm.trim_end()))
+            Arc::new(read_info(&self.proc_root, pid, comm.trim_end(), &self.limits.include_env_vars))
         });
         self.registry.set(pid, ProcessSnapshot { info, mappings: snapshot_mappings });
     }

@@ -9,8 +9,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// The identity of process `pid` under `proc_root` (normally `/proc`);
-/// `comm` names it when its executable cannot be read.
-pub fn read_info(proc_root: &Path, pid: Pid, comm: &str) -> ProcessInfo {
+/// `comm` names it when its executable cannot be read. `env_names` are
+/// the environment variables to report (`ProcessInfo::env_vars`).
+pub fn read_info(proc_root: &Path, pid: Pid, comm: &str, env_names: &[Arc<str>]) -> ProcessInfo {
     let dir = proc_root.join(pid.0.to_string());
     let executable_path: Arc<str> = std::fs::read_link(dir.join("exe"))
         .map(|p| {
@@ -26,11 +27,43 @@ pub fn read_info(proc_root: &Path, pid: Pid, comm: &str) -> ProcessInfo {
         .ok()
         .and_then(|text| container_id_from_cgroup(&text))
         .map(Arc::from);
-    let service_name = read_environ(&dir)
-        .and_then(|environ| service_name_from_environ(&environ))
+    let environ = read_environ(&dir);
+    let service_name = environ
+        .as_deref()
+        .and_then(service_name_from_environ)
         .map(Arc::from)
         .unwrap_or_else(|| executable_name.clone());
-    ProcessInfo { pid, executable_path, executable_name, container_id, service_name }
+    let env_vars = environ.as_deref().map(|e| named_env_vars(e, env_names)).unwrap_or_default();
+    ProcessInfo { pid, executable_path, executable_name, container_id, service_name, env_vars }
+}
+
+/// Longest environment variable value reported; longer ones are left out
+/// (the process controls them, and each becomes a resource attribute).
+const MAX_ENV_VALUE_BYTES: usize = 4096;
+
+/// The variables of `environ` named in `names`, in the order named (the
+/// first definition of each, as getenv finds it). Values that are not
+/// UTF-8 or longer than [`MAX_ENV_VALUE_BYTES`] are left out.
+pub(crate) fn named_env_vars(environ: &[u8], names: &[Arc<str>]) -> Vec<(Arc<str>, Arc<str>)> {
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let mut found: Vec<Option<&[u8]>> = vec![None; names.len()];
+    for var in environ.split(|&b| b == 0) {
+        let Some(eq) = var.iter().position(|&b| b == b'=') else { continue };
+        let (name, value) = (&var[..eq], &var[eq + 1..]);
+        if let Some(i) = names.iter().position(|n| n.as_bytes() == name) {
+            found[i].get_or_insert(value);
+        }
+    }
+    names
+        .iter()
+        .zip(found)
+        .filter_map(|(name, value)| {
+            let value = std::str::from_utf8(value?).ok().filter(|v| v.len() <= MAX_ENV_VALUE_BYTES)?;
+            Some((name.clone(), Arc::from(value)))
+        })
+        .collect()
 }
 
 /// Most bytes of `/proc/PID/environ` read: the process controls its
@@ -185,15 +218,34 @@ mod tests {
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        let info = read_info(Path::new("/proc"), Pid(child.id()), "sleep");
-        let plain = read_info(Path::new("/proc"), Pid(std::process::id()), "x");
+        let names: Vec<Arc<str>> = vec!["EP_TEST_ABSENT".into(), "OTEL_SERVICE_NAME".into()];
+        let info = read_info(Path::new("/proc"), Pid(child.id()), "sleep", &names);
+        let plain = read_info(Path::new("/proc"), Pid(std::process::id()), "x", &[]);
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(&*info.service_name, "svc-under-test");
+        assert_eq!(info.env_vars, vec![("OTEL_SERVICE_NAME".into(), "svc-under-test".into())]);
+        assert!(plain.env_vars.is_empty());
         // Our test process has no OTEL_SERVICE_NAME: the executable's name.
         if std::env::var_os("OTEL_SERVICE_NAME").is_none() && std::env::var_os("OTEL_RESOURCE_ATTRIBUTES").is_none() {
             assert_eq!(plain.service_name, plain.executable_name);
         }
+    }
+
+    #[test]
+    fn named_env_vars_in_the_order_named_first_definition_bounded() {
+        let names: Vec<Arc<str>> = vec!["B".into(), "A".into(), "LONG".into(), "BAD".into(), "NONE".into()];
+        let long = format!("LONG={}", "x".repeat(MAX_ENV_VALUE_BYTES + 1));
+        let mut environ = Vec::new();
+        for var in [b"A=1".as_slice(), b"AB=no", b"B=x=y", b"A=2", long.as_bytes(), b"BAD=\xff", b"noequals"] {
+            environ.extend_from_slice(var);
+            environ.push(0);
+        }
+        let got = named_env_vars(&environ, &names);
+        assert_eq!(got, vec![("B".into(), "x=y".into()), ("A".into(), "1".into())]);
+        assert!(named_env_vars(&environ, &[]).is_empty());
+        let empty: Vec<Arc<str>> = vec!["E".into()];
+        assert_eq!(named_env_vars(b"E=\0", &empty), vec![("E".into(), "".into())]);
     }
 
     #[test]

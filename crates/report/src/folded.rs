@@ -35,16 +35,23 @@ impl FoldedStacks {
 
     /// Counts one sample.
     pub fn add(&mut self, trace: &Trace) {
+        self.add_weighted(trace, 1);
+    }
+
+    /// Adds `weight` to the trace's stack (off-CPU stacks weigh their
+    /// time off the CPU in microseconds). [`FoldedStacks::total`] and
+    /// [`FoldedStacks::dropped`] sum weights.
+    pub fn add_weighted(&mut self, trace: &Trace, weight: u64) {
         let line = folded_line(trace);
         if let Some(count) = self.counts.get_mut(&line) {
-            *count += 1;
+            *count = count.saturating_add(weight);
         } else if self.counts.len() < self.max_distinct {
-            self.counts.insert(line, 1);
+            self.counts.insert(line, weight);
         } else {
-            self.dropped += 1;
+            self.dropped = self.dropped.saturating_add(weight);
             return;
         }
-        self.total += 1;
+        self.total = self.total.saturating_add(weight);
     }
 
     /// Samples counted.
@@ -165,12 +172,14 @@ pub(crate) mod tests_support {
                 executable_name: Arc::from(name),
                 container_id: None,
                 service_name: "x".into(),
+                env_vars: vec![],
             }),
             tid: Tid(1),
             thread_name: Arc::from(name),
             cpu: 0,
             timestamp_unix_ns: 0,
             frames,
+            off_cpu_ns: None,
         }
     }
 }
@@ -198,12 +207,14 @@ mod tests {
                 executable_name: Arc::from(process),
                 container_id: None,
                 service_name: "x".into(),
+                env_vars: vec![],
             }),
             tid: Tid(7),
             thread_name: Arc::from(process),
             cpu: 0,
             timestamp_unix_ns: 0,
             frames,
+            off_cpu_ns: None,
         }
     }
 
@@ -252,5 +263,18 @@ mod tests {
         let mut out = Vec::new();
         f.write_to(&mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "p;a 1\np;b 3\n");
+    }
+
+    /// Off-CPU stacks weigh their microseconds; the bound drops weights.
+    #[test]
+    fn weighted_stacks_sum_weights() {
+        let mut f = FoldedStacks::with_limit(1);
+        let a = trace("p", vec![named(FrameKind::Kernel, &["schedule"])]);
+        let b = trace("p", vec![named(FrameKind::Native, &["b"])]);
+        f.add_weighted(&a, 100_000);
+        f.add_weighted(&a, 250);
+        f.add_weighted(&b, 7);
+        assert_eq!((f.total(), f.dropped()), (100_250, 7));
+        assert_eq!(f.lines(), vec!["p;schedule_[k] 100250".to_string()]);
     }
 }

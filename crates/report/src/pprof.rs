@@ -169,6 +169,8 @@ pub struct PprofBuilder {
     locations: HashMap<Frame, u64>,
     samples: HashMap<(Vec<u64>, u32, i64, i64), usize>,
     period_ns: i64,
+    // An off-CPU profile: one value, the nanoseconds off the CPU.
+    off_cpu: bool,
 }
 
 impl PprofBuilder {
@@ -184,6 +186,7 @@ impl PprofBuilder {
             locations: HashMap::new(),
             samples: HashMap::new(),
             period_ns: 1_000_000_000 / i64::from(samples_per_second.max(1)),
+            off_cpu: false,
         };
         b.string("");
         let samples = ValueType { r#type: b.string("samples"), unit: b.string("count") };
@@ -194,22 +197,40 @@ impl PprofBuilder {
         b
     }
 
+    /// An off-CPU profile starting at `start_unix_ns`: sample type
+    /// `off_cpu/nanoseconds` (the reference agent's), each stack's value
+    /// the sum of its traces' [`Trace::off_cpu_ns`].
+    pub fn off_cpu(start_unix_ns: u64) -> PprofBuilder {
+        let mut b = PprofBuilder::new(1, start_unix_ns);
+        b.off_cpu = true;
+        let off_cpu = ValueType { r#type: b.string(crate::otlp::OFF_CPU_SAMPLE_TYPE), unit: b.string("nanoseconds") };
+        b.profile.sample_type = vec![off_cpu];
+        b.profile.period_type = None;
+        b.profile.period = 0;
+        b
+    }
+
     /// Counts one trace.
     pub fn add(&mut self, trace: &Trace) {
+        let values = if self.off_cpu {
+            vec![i64::try_from(trace.off_cpu_ns.unwrap_or(0)).unwrap_or(i64::MAX)]
+        } else {
+            vec![1, self.period_ns]
+        };
         let stack: Vec<u64> = trace.frames.iter().map(|f| self.location(f)).collect();
         let process = self.string(&trace.process.executable_name);
         let thread = self.string(&trace.thread_name);
         let key = (stack, trace.process.pid.0, process, thread);
         if let Some(&i) = self.samples.get(&key) {
-            let values = &mut self.profile.sample[i].value;
-            values[0] += 1;
-            values[1] += self.period_ns;
+            for (sum, v) in self.profile.sample[i].value.iter_mut().zip(values) {
+                *sum = sum.saturating_add(v);
+            }
             return;
         }
         let (pid_key, process_key, thread_key) = (self.string("pid"), self.string("process"), self.string("thread"));
         self.profile.sample.push(Sample {
             location_id: key.0.clone(),
-            value: vec![1, self.period_ns],
+            value: values,
             label: vec![
                 Label { key: pid_key, str: 0, num: i64::from(key.1) },
                 Label { key: process_key, str: process, num: 0 },
@@ -356,6 +377,26 @@ mod tests {
         assert_eq!(p.string_table[p.mapping[kernel.mapping_id as usize - 1].filename as usize], "[kernel.kallsyms]");
         assert_eq!(p.period, 50_000_000);
         assert_eq!((p.time_nanos, p.duration_nanos), (1_000, 5_000_000_001 - 1_000));
+    }
+
+    /// An off-CPU profile sums each stack's nanoseconds off the CPU.
+    #[test]
+    fn off_cpu_profile_sums_time_off_cpu() {
+        let mut b = PprofBuilder::off_cpu(1_000);
+        let wait = trace("w", &["main", "waiter"], &["do_nanosleep", "schedule"]);
+        b.add(&Trace { off_cpu_ns: Some(100_000_000), ..wait.clone() });
+        b.add(&Trace { off_cpu_ns: Some(5), ..wait });
+        let p = b.finish(2_000);
+        let vt: Vec<_> = p
+            .sample_type
+            .iter()
+            .map(|v| (&*p.string_table[v.r#type as usize], &*p.string_table[v.unit as usize]))
+            .collect();
+        assert_eq!(vt, vec![("off_cpu", "nanoseconds")]);
+        assert_eq!((p.period_type.clone(), p.period), (None, 0));
+        assert_eq!(p.sample.len(), 1);
+        assert_eq!(p.sample[0].value, vec![100_000_005]);
+        assert_eq!(names(&p, &p.sample[0]), ["schedule", "do_nanosleep", "waiter", "main"]);
     }
 
     #[test]

@@ -214,6 +214,10 @@ pub struct ProcessInfo {
     /// `OTEL_SERVICE_NAME` or the `service.name` of its
     /// `OTEL_RESOURCE_ATTRIBUTES`, else the executable's name.
     pub service_name: Arc<str>,
+    /// The environment variables the agent was told to report
+    /// (`include_env_vars`) that the process has, as (name, value), in
+    /// the order they were named.
+    pub env_vars: Vec<(Arc<str>, Arc<str>)>,
 }
 
 /// One sampled stack of one thread.
@@ -231,6 +235,10 @@ pub struct Trace {
     pub timestamp_unix_ns: u64,
     /// Frames, leaf (innermost) first.
     pub frames: Vec<Frame>,
+    /// `None` for an on-CPU sample (a tick of the sampling clock); for an
+    /// off-CPU sample, nanoseconds the thread stayed off the CPU after it
+    /// was switched out with this stack (at `timestamp_unix_ns`).
+    pub off_cpu_ns: Option<u64>,
 }
 
 #[cfg(test)]

@@ -11,13 +11,21 @@
 //!
 //! - one `ResourceProfiles` per process, resource attributes
 //!   `service.name`, `process.pid`, `process.executable.name`,
-//!   `process.executable.path` and, when known, `container.id` (plain
+//!   `process.executable.path`, when known `container.id`, and
+//!   `process.environment_variable.<NAME>` for each variable named by
+//!   `include_env_vars` that the process has (plain
 //!   keys and values, which every OTLP reader understands); one
 //!   `ScopeProfiles` holding one `Profile` with sample type `samples/count`, period type
 //!   `cpu/nanoseconds` and period `1e9 / samples_per_second`;
 //! - every profile has a distinct random 16-byte `profile_id`;
-//! - samples carry `values = [count]` (no per-sample timestamps) and the
-//!   attributes `thread.name` and `thread.id`;
+//! - samples carry `values = [count]`, the wall-clock time of each of
+//!   those samples in `timestamps_unix_nano` (sorted), and the attributes
+//!   `thread.name`, `thread.id` and `cpu.logical_number` (the reference
+//!   agent's sample key: identical stacks of one thread on one CPU are one
+//!   sample, so payloads stay small while every event keeps its time);
+//! - a profile's `time_unix_nano` is the interval's start, moved back to
+//!   the oldest timestamp when a sample that waited (late unwinding) is
+//!   older, so every timestamp lies in `[time, time + duration)`;
 //! - one shared `ProfilesDictionary`: strings, functions, mappings
 //!   (attributes `process.executable.build_id.htlhash`/`.gnu`/`.go`),
 //!   locations (attribute `profile.frame.type`), stacks (leaf first) and
@@ -36,6 +44,7 @@
 //!     executable_name: "app".into(),
 //!     container_id: None,
 //!     service_name: "app".into(),
+//!     env_vars: vec![],
 //! });
 //! let trace = Trace {
 //!     process,
@@ -44,6 +53,7 @@
 //!     cpu: 0,
 //!     timestamp_unix_ns: 2_000,
 //!     frames: vec![],
+//!     off_cpu_ns: None,
 //! };
 //! agg.add(&trace);
 //! agg.add(&trace);
@@ -93,11 +103,21 @@ pub mod attr {
     pub const PROCESS_EXECUTABLE_PATH: &str = "process.executable.path";
     /// Resource attribute: the container id, only when the process runs in one.
     pub const CONTAINER_ID: &str = "container.id";
+    /// Resource attribute prefix: `process.environment_variable.<NAME>`
+    /// holds the value of each variable named by `include_env_vars`.
+    pub const ENV_VAR_PREFIX: &str = "process.environment_variable.";
     /// Sample attribute: the thread's name (`comm`).
     pub const THREAD_NAME: &str = "thread.name";
     /// Sample attribute: the thread id (int).
     pub const THREAD_ID: &str = "thread.id";
+    /// Sample attribute: the CPU the sample was taken on (int).
+    pub const CPU_LOGICAL_NUMBER: &str = "cpu.logical_number";
 }
+
+/// Sample type of off-CPU profiles (unit `nanoseconds`, one value per
+/// timestamp: the time the thread was off the CPU), as the reference agent
+/// names it.
+pub const OFF_CPU_SAMPLE_TYPE: &str = "off_cpu";
 
 /// Name of the instrumentation scope our profiles carry.
 pub const SCOPE_NAME: &str = "ebpf-profiler";
@@ -180,9 +200,15 @@ pub struct OtlpAggregator {
 struct ProcessSamples {
     info: Arc<ProcessInfo>,
     samples: Vec<pb::Sample>,
-    // (stack index, thread.name attr, thread.id attr) -> index in `samples`.
-    sample_index: HashMap<(i32, i32, i32), usize>,
+    // (stack index, thread.name, thread.id and cpu.logical_number attrs)
+    // -> index in `samples`.
+    sample_index: HashMap<SampleKey, usize>,
+    // Off-CPU samples: one value (ns off the CPU) per timestamp.
+    off_cpu: Vec<pb::Sample>,
+    off_cpu_index: HashMap<SampleKey, usize>,
 }
+
+type SampleKey = (i32, i32, i32, i32);
 
 impl OtlpAggregator {
     /// An aggregator whose first interval starts at `interval_start_unix_ns`.
@@ -231,6 +257,7 @@ impl OtlpAggregator {
 
         let thread_name = self.dict.attribute(attr::THREAD_NAME, AttrValue::Str((*trace.thread_name).into()));
         let thread_id = self.dict.attribute(attr::THREAD_ID, AttrValue::Int(i64::from(trace.tid.0)));
+        let cpu = self.dict.attribute(attr::CPU_LOGICAL_NUMBER, AttrValue::Int(i64::from(trace.cpu)));
 
         let p = match self.process_index.get(&trace.process) {
             Some(&p) => p,
@@ -239,22 +266,49 @@ impl OtlpAggregator {
                     info: Arc::clone(&trace.process),
                     samples: Vec::new(),
                     sample_index: HashMap::new(),
+                    off_cpu: Vec::new(),
+                    off_cpu_index: HashMap::new(),
                 });
                 self.process_index.insert(Arc::clone(&trace.process), self.processes.len() - 1);
                 self.processes.len() - 1
             }
         };
         let process = &mut self.processes[p];
-        let key = (stack_index, thread_name, thread_id);
+        let key = (stack_index, thread_name, thread_id, cpu);
+        if let Some(ns) = trace.off_cpu_ns {
+            let value = i64::try_from(ns).unwrap_or(i64::MAX);
+            match process.off_cpu_index.get(&key) {
+                Some(&s) => {
+                    let sample = &mut process.off_cpu[s];
+                    sample.values.push(value);
+                    sample.timestamps_unix_nano.push(trace.timestamp_unix_ns);
+                }
+                None => {
+                    process.off_cpu.push(pb::Sample {
+                        stack_index,
+                        attribute_indices: vec![thread_name, thread_id, cpu],
+                        link_index: 0,
+                        values: vec![value],
+                        timestamps_unix_nano: vec![trace.timestamp_unix_ns],
+                    });
+                    process.off_cpu_index.insert(key, process.off_cpu.len() - 1);
+                }
+            }
+            return;
+        }
         match process.sample_index.get(&key) {
-            Some(&s) => process.samples[s].values[0] += 1,
+            Some(&s) => {
+                let sample = &mut process.samples[s];
+                sample.values[0] += 1;
+                sample.timestamps_unix_nano.push(trace.timestamp_unix_ns);
+            }
             None => {
                 process.samples.push(pb::Sample {
                     stack_index,
-                    attribute_indices: vec![thread_name, thread_id],
+                    attribute_indices: vec![thread_name, thread_id, cpu],
                     link_index: 0,
                     values: vec![1],
-                    timestamps_unix_nano: Vec::new(),
+                    timestamps_unix_nano: vec![trace.timestamp_unix_ns],
                 });
                 process.sample_index.insert(key, process.samples.len() - 1);
             }
@@ -272,6 +326,18 @@ impl OtlpAggregator {
         self.traces = 0;
         self.process_index.clear();
         let mut processes = std::mem::take(&mut self.processes);
+        // Samples that waited for late unwinding can predate the interval:
+        // the profile starts at the oldest one (as the reference agent
+        // does), so that every timestamp lies within the profile.
+        let mut start = start;
+        for sample in processes.iter_mut().flat_map(|p| p.samples.iter_mut()) {
+            sample.timestamps_unix_nano.sort_unstable();
+            start = start.min(sample.timestamps_unix_nano.first().copied().unwrap_or(start));
+        }
+        for sample in processes.iter_mut().flat_map(|p| p.off_cpu.iter_mut()) {
+            sort_events(sample);
+            start = start.min(sample.timestamps_unix_nano.first().copied().unwrap_or(start));
+        }
         // Deterministic output whatever the arrival order of processes.
         processes.sort_by(|a, b| (a.info.pid, &a.info.executable_path).cmp(&(b.info.pid, &b.info.executable_path)));
 
@@ -279,6 +345,15 @@ impl OtlpAggregator {
             pb::ValueType { type_strindex: self.dict.string("samples"), unit_strindex: self.dict.string("count") };
         let period_type =
             pb::ValueType { type_strindex: self.dict.string("cpu"), unit_strindex: self.dict.string("nanoseconds") };
+        // Interned only when used, so on-CPU requests keep their tables.
+        let off_cpu_type = if processes.iter().any(|p| !p.off_cpu.is_empty()) {
+            pb::ValueType {
+                type_strindex: self.dict.string(OFF_CPU_SAMPLE_TYPE),
+                unit_strindex: self.dict.string("nanoseconds"),
+            }
+        } else {
+            pb::ValueType::default()
+        };
         let scope = InstrumentationScope {
             name: SCOPE_NAME.to_owned(),
             version: self.config.scope_version.clone(),
@@ -286,9 +361,35 @@ impl OtlpAggregator {
             dropped_attributes_count: 0,
         };
 
-        let resource_profiles = processes
-            .into_iter()
-            .map(|p| pb::ResourceProfiles {
+        let duration_nano = interval_end_unix_ns.saturating_sub(start);
+        let mut resource_profiles = Vec::with_capacity(processes.len());
+        for p in processes {
+            // As the reference: one profile per sample type present,
+            // ordered by type name (off_cpu before samples).
+            let mut profiles = Vec::with_capacity(2);
+            for (samples, sample_type, period_type, period) in [
+                (p.off_cpu, off_cpu_type, None, 0),
+                (p.samples, sample_type, Some(period_type), self.config.period_ns()),
+            ] {
+                if samples.is_empty() {
+                    continue;
+                }
+                self.profiles_made += 1;
+                profiles.push(pb::Profile {
+                    sample_type: Some(sample_type),
+                    samples,
+                    time_unix_nano: start,
+                    duration_nano,
+                    period_type,
+                    period,
+                    profile_id: profile_id(self.config.profile_id_seed, self.profiles_made),
+                    dropped_attributes_count: 0,
+                    original_payload_format: String::new(),
+                    original_payload: Vec::new(),
+                    attribute_indices: Vec::new(),
+                });
+            }
+            resource_profiles.push(pb::ResourceProfiles {
                 resource: Some(Resource {
                     attributes: resource_attributes(&p.info),
                     dropped_attributes_count: 0,
@@ -296,30 +397,25 @@ impl OtlpAggregator {
                 }),
                 scope_profiles: vec![pb::ScopeProfiles {
                     scope: Some(scope.clone()),
-                    profiles: vec![pb::Profile {
-                        sample_type: Some(sample_type),
-                        samples: p.samples,
-                        time_unix_nano: start,
-                        duration_nano: interval_end_unix_ns.saturating_sub(start),
-                        period_type: Some(period_type),
-                        period: self.config.period_ns(),
-                        profile_id: {
-                            self.profiles_made += 1;
-                            profile_id(self.config.profile_id_seed, self.profiles_made)
-                        },
-                        dropped_attributes_count: 0,
-                        original_payload_format: String::new(),
-                        original_payload: Vec::new(),
-                        attribute_indices: Vec::new(),
-                    }],
+                    profiles,
                     schema_url: String::new(),
                 }],
                 schema_url: String::new(),
-            })
-            .collect();
+            });
+        }
 
         Some(ExportProfilesServiceRequest { resource_profiles, dictionary: Some(self.dict.take()) })
     }
+}
+
+/// Sorts an off-CPU sample's events by time, each value staying with its
+/// timestamp.
+fn sort_events(sample: &mut pb::Sample) {
+    let mut events: Vec<(u64, i64)> =
+        sample.timestamps_unix_nano.iter().copied().zip(sample.values.iter().copied()).collect();
+    events.sort_unstable();
+    sample.timestamps_unix_nano = events.iter().map(|e| e.0).collect();
+    sample.values = events.iter().map(|e| e.1).collect();
 }
 
 /// The request as protobuf bytes.
@@ -346,6 +442,10 @@ fn resource_attributes(p: &ProcessInfo) -> Vec<KeyValue> {
     ];
     if let Some(id) = &p.container_id {
         attrs.push(key_value(attr::CONTAINER_ID, any_value::Value::StringValue(id.to_string())));
+    }
+    for (name, value) in &p.env_vars {
+        let key = format!("{}{name}", attr::ENV_VAR_PREFIX);
+        attrs.push(key_value(&key, any_value::Value::StringValue(value.to_string())));
     }
     attrs
 }

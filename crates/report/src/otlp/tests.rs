@@ -15,6 +15,7 @@ fn process(pid: u32, path: &str, container: Option<&str>) -> Arc<ProcessInfo> {
         executable_name: path.rsplit('/').next().unwrap().into(),
         container_id: container.map(Into::into),
         service_name: path.rsplit('/').next().unwrap().into(),
+        env_vars: vec![],
     })
 }
 
@@ -34,14 +35,20 @@ fn frame(kind: FrameKind, address: u64, mapping: Option<&Arc<Mapping>>, lines: &
     }
 }
 
+/// A trace taken on CPU 0 at the Unix epoch + 1 s.
 fn trace(process: &Arc<ProcessInfo>, tid: u32, thread: &str, frames: &[Frame]) -> Trace {
+    trace_at(process, tid, thread, frames, 0, 1_000_000_000)
+}
+
+fn trace_at(process: &Arc<ProcessInfo>, tid: u32, thread: &str, frames: &[Frame], cpu: u32, ts: u64) -> Trace {
     Trace {
         process: Arc::clone(process),
         tid: Tid(tid),
         thread_name: thread.into(),
-        cpu: 0,
-        timestamp_unix_ns: 0,
+        cpu,
+        timestamp_unix_ns: ts,
         frames: frames.to_vec(),
+        off_cpu_ns: None,
     }
 }
 
@@ -86,10 +93,12 @@ fn encoded_request_decodes_back_field_by_field() {
     let mut agg =
         OtlpAggregator::new(OtlpConfig { samples_per_second: 19, scope_version: "v".into(), profile_id_seed: 7 }, 100);
     assert!(agg.is_empty());
-    agg.add(&trace(&p, 7, "main", &[kernel.clone(), leaf.clone()]));
-    agg.add(&trace(&p, 7, "main", &[kernel.clone(), leaf.clone()]));
-    agg.add(&trace(&p, 8, "io", std::slice::from_ref(&leaf)));
-    assert_eq!(agg.trace_count(), 3);
+    agg.add(&trace_at(&p, 7, "main", &[kernel.clone(), leaf.clone()], 1, 300));
+    agg.add(&trace_at(&p, 7, "main", &[kernel.clone(), leaf.clone()], 1, 200));
+    agg.add(&trace_at(&p, 8, "io", std::slice::from_ref(&leaf), 0, 150));
+    // Same thread and stack on another CPU: another sample.
+    agg.add(&trace_at(&p, 7, "main", &[kernel.clone(), leaf.clone()], 2, 250));
+    assert_eq!(agg.trace_count(), 4);
 
     let bytes = encode(&agg.flush(5_100).expect("samples"));
     assert!(agg.is_empty());
@@ -113,6 +122,7 @@ fn encoded_request_decodes_back_field_by_field() {
             "leaf",
             "thread.name",
             "thread.id",
+            "cpu.logical_number",
             "samples",
             "count",
             "cpu",
@@ -137,8 +147,11 @@ fn encoded_request_decodes_back_field_by_field() {
             kvu(2, str_value("native")),
             kvu(8, str_value("main")),
             kvu(9, int_value(7)),
+            kvu(10, int_value(1)),
             kvu(8, str_value("io")),
             kvu(9, int_value(8)),
+            kvu(10, int_value(0)),
+            kvu(10, int_value(2)),
         ]
     );
     assert_eq!(
@@ -198,8 +211,8 @@ fn encoded_request_decodes_back_field_by_field() {
     assert_eq!((scope.name.as_str(), scope.version.as_str()), ("ebpf-profiler", "v"));
     assert_eq!(sp.profiles.len(), 1);
     let prof = &sp.profiles[0];
-    assert_eq!(prof.sample_type, Some(pb::ValueType { type_strindex: 10, unit_strindex: 11 }));
-    assert_eq!(prof.period_type, Some(pb::ValueType { type_strindex: 12, unit_strindex: 13 }));
+    assert_eq!(prof.sample_type, Some(pb::ValueType { type_strindex: 11, unit_strindex: 12 }));
+    assert_eq!(prof.period_type, Some(pb::ValueType { type_strindex: 13, unit_strindex: 14 }));
     assert_eq!(prof.period, 1_000_000_000 / 19);
     assert_eq!(prof.time_unix_nano, 100);
     assert_eq!(prof.duration_nano, 5_000);
@@ -209,19 +222,27 @@ fn encoded_request_decodes_back_field_by_field() {
     assert_eq!(
         prof.samples,
         vec![
+            // Timestamps sorted, one per event of the count.
             pb::Sample {
                 stack_index: 1,
-                attribute_indices: vec![4, 5],
+                attribute_indices: vec![4, 5, 6],
                 link_index: 0,
                 values: vec![2],
-                timestamps_unix_nano: vec![],
+                timestamps_unix_nano: vec![200, 300],
             },
             pb::Sample {
                 stack_index: 2,
-                attribute_indices: vec![6, 7],
+                attribute_indices: vec![7, 8, 9],
                 link_index: 0,
                 values: vec![1],
-                timestamps_unix_nano: vec![],
+                timestamps_unix_nano: vec![150],
+            },
+            pb::Sample {
+                stack_index: 1,
+                attribute_indices: vec![4, 5, 10],
+                link_index: 0,
+                values: vec![1],
+                timestamps_unix_nano: vec![250],
             },
         ]
     );
@@ -234,7 +255,7 @@ fn profile_ids_are_distinct_and_nonzero() {
     let f = frame(FrameKind::Native, 1, None, &[("f", None, 0)]);
     let mut agg = OtlpAggregator::new(OtlpConfig::new(20), 0);
     let mut ids = std::collections::HashSet::new();
-    for end in 1..=3 {
+    for end in 2_000_000_000..=2_000_000_002 {
         agg.add(&trace(&p1, 1, "a", std::slice::from_ref(&f)));
         agg.add(&trace(&p2, 2, "b", std::slice::from_ref(&f)));
         for rp in agg.flush(end).unwrap().resource_profiles {
@@ -246,6 +267,67 @@ fn profile_ids_are_distinct_and_nonzero() {
     }
     assert_eq!(ids.len(), 6);
     assert_ne!(OtlpConfig::new(20).profile_id_seed, OtlpConfig::new(20).profile_id_seed);
+}
+
+/// A sample that waited (late unwinding) and predates the interval moves
+/// the profile's start back to it; the duration still ends at the flush.
+#[test]
+fn profile_starts_at_oldest_timestamp() {
+    let p = process(1, "/bin/a", None);
+    let f = frame(FrameKind::Native, 1, None, &[("f", None, 0)]);
+    let mut agg = OtlpAggregator::new(OtlpConfig::new(20), 1_000);
+    agg.add(&trace_at(&p, 1, "a", std::slice::from_ref(&f), 0, 1_500));
+    agg.add(&trace_at(&p, 1, "a", std::slice::from_ref(&f), 0, 700));
+    let req = agg.flush(2_000).unwrap();
+    let prof = &req.resource_profiles[0].scope_profiles[0].profiles[0];
+    assert_eq!((prof.time_unix_nano, prof.duration_nano), (700, 1_300));
+    assert_eq!(prof.samples[0].timestamps_unix_nano, vec![700, 1_500]);
+    assert_eq!(agg.interval_start_unix_ns(), 2_000);
+}
+
+/// Off-CPU traces make a second profile of the process, first as the
+/// reference orders them (`off_cpu` before `samples`): sample type
+/// `off_cpu/nanoseconds`, no period, one value per timestamp (sorted
+/// together); the on-CPU profile is what it would be alone.
+#[test]
+fn off_cpu_traces_make_a_second_profile() {
+    let p = process(1, "/bin/a", None);
+    let f = frame(FrameKind::Kernel, 1, None, &[("schedule", None, 0)]);
+    let off =
+        |ts: u64, ns: u64| Trace { off_cpu_ns: Some(ns), ..trace_at(&p, 1, "a", std::slice::from_ref(&f), 0, ts) };
+    let mut agg =
+        OtlpAggregator::new(OtlpConfig { samples_per_second: 20, scope_version: "v".into(), profile_id_seed: 1 }, 100);
+    agg.add(&off(300, 7_000));
+    agg.add(&trace_at(&p, 1, "a", std::slice::from_ref(&f), 0, 150));
+    agg.add(&off(200, 5_000));
+    agg.add(&Trace { thread_name: "b".into(), ..off(250, 1) });
+    assert_eq!(agg.trace_count(), 4);
+    let req = agg.flush(1_000).unwrap();
+    let d = req.dictionary.as_ref().unwrap();
+    let s = |i: i32| d.string_table[i as usize].as_str();
+    let profiles = &req.resource_profiles[0].scope_profiles[0].profiles;
+    assert_eq!(profiles.len(), 2);
+    let (off_prof, on_prof) = (&profiles[0], &profiles[1]);
+    let st = off_prof.sample_type.unwrap();
+    assert_eq!((s(st.type_strindex), s(st.unit_strindex)), ("off_cpu", "nanoseconds"));
+    assert_eq!((off_prof.period_type, off_prof.period), (None, 0));
+    assert_eq!(off_prof.samples.len(), 2);
+    assert_eq!(off_prof.samples[0].values, vec![5_000, 7_000]);
+    assert_eq!(off_prof.samples[0].timestamps_unix_nano, vec![200, 300]);
+    assert_eq!(
+        (off_prof.samples[1].values.clone(), off_prof.samples[1].timestamps_unix_nano.clone()),
+        (vec![1], vec![250])
+    );
+    let st = on_prof.sample_type.unwrap();
+    assert_eq!((s(st.type_strindex), s(st.unit_strindex)), ("samples", "count"));
+    assert_eq!(on_prof.period, 50_000_000);
+    assert_eq!(on_prof.samples.len(), 1);
+    assert_eq!(
+        (on_prof.samples[0].values.clone(), on_prof.samples[0].timestamps_unix_nano.clone()),
+        (vec![1], vec![150])
+    );
+    assert_ne!(off_prof.profile_id, on_prof.profile_id);
+    assert_eq!((off_prof.time_unix_nano, on_prof.time_unix_nano), (100, 100));
 }
 
 #[test]
@@ -260,12 +342,12 @@ fn intervals_do_not_share_tables() {
     let p = process(1, "/bin/a", Some("c0ffee"));
     let f = frame(FrameKind::Native, 1, None, &[("f", None, 0)]);
     let mut agg = OtlpAggregator::new(OtlpConfig::new(20), 0);
-    agg.add(&trace(&p, 1, "a", std::slice::from_ref(&f)));
-    let first = agg.flush(1).unwrap();
-    agg.add(&trace(&p, 1, "a", &[f]));
-    let second = agg.flush(2).unwrap();
+    agg.add(&trace_at(&p, 1, "a", std::slice::from_ref(&f), 0, 1));
+    let first = agg.flush(2).unwrap();
+    agg.add(&trace_at(&p, 1, "a", &[f], 0, 3));
+    let second = agg.flush(4).unwrap();
     assert_eq!(first.dictionary, second.dictionary);
-    assert_eq!(second.resource_profiles[0].scope_profiles[0].profiles[0].time_unix_nano, 1);
+    assert_eq!(second.resource_profiles[0].scope_profiles[0].profiles[0].time_unix_nano, 2);
     let attrs = &second.resource_profiles[0].resource.as_ref().unwrap().attributes;
     assert_eq!(plain(&attrs[4]), ("container.id".to_owned(), Value::StringValue("c0ffee".into())));
 }
@@ -280,7 +362,7 @@ fn processes_sorted_and_tables_shared_across_processes() {
     let mut agg = OtlpAggregator::new(OtlpConfig::new(20), 0);
     agg.add(&trace(&a, 20, "b", std::slice::from_ref(&f)));
     agg.add(&trace(&b, 10, "a", std::slice::from_ref(&f)));
-    let req = agg.flush(1).unwrap();
+    let req = agg.flush(2_000_000_000).unwrap();
     let pids: Vec<_> =
         req.resource_profiles.iter().map(|rp| plain(&rp.resource.as_ref().unwrap().attributes[1])).collect();
     assert_eq!(
@@ -305,7 +387,11 @@ const GOLDEN_END_NS: u64 = GOLDEN_START_NS + 5_000_000_000;
 /// The golden request: two processes, kernel + native frames (one inlined
 /// function, one unsymbolized frame) and Go frames.
 pub(super) fn golden_request() -> ExportProfilesServiceRequest {
-    let workload = process(1234, "/usr/bin/workload", Some("0123456789abcdef"));
+    // Started with DEPLOYMENT=canary, reported (include_env_vars).
+    let workload = Arc::new(ProcessInfo {
+        env_vars: vec![("DEPLOYMENT".into(), "canary".into())],
+        ..ProcessInfo::clone(&process(1234, "/usr/bin/workload", Some("0123456789abcdef")))
+    });
     // A process that names its service (OTEL_SERVICE_NAME=checkout).
     let server = Arc::new(ProcessInfo {
         service_name: "checkout".into(),
@@ -351,15 +437,22 @@ pub(super) fn golden_request() -> ExportProfilesServiceRequest {
         OtlpConfig { samples_per_second: 20, scope_version: "golden".into(), profile_id_seed: 0x0060_1de2 },
         GOLDEN_START_NS,
     );
-    for _ in 0..3 {
-        agg.add(&trace(&workload, 1235, "worker", &sleep_stack));
+    // Sample n is taken at GOLDEN_START_NS + n * 100 ms.
+    let at = |n: u64| GOLDEN_START_NS + n * 100_000_000;
+    for n in 0..3 {
+        agg.add(&trace_at(&workload, 1235, "worker", &sleep_stack, 1, at(n)));
     }
-    for _ in 0..2 {
-        agg.add(&trace(&workload, 1234, "workload", &sleep_stack));
+    for n in 3..5 {
+        agg.add(&trace_at(&workload, 1234, "workload", &sleep_stack, 0, at(n)));
     }
-    agg.add(&trace(&workload, 1235, "worker", &stripped_stack));
-    for _ in 0..4 {
-        agg.add(&trace(&server, 4250, "server-worker", &go_stack));
+    agg.add(&trace_at(&workload, 1235, "worker", &stripped_stack, 1, at(5)));
+    // Off-CPU: the main thread switched out in the sleep at 450 ms (50 ms
+    // off the CPU) and at 150 ms (100 ms off).
+    for (ts, ns) in [(at(4) + 50_000_000, 50_000_000), (at(1) + 50_000_000, 100_000_000)] {
+        agg.add(&Trace { off_cpu_ns: Some(ns), ..trace_at(&workload, 1234, "workload", &sleep_stack, 0, ts) });
+    }
+    for n in 6..10 {
+        agg.add(&trace_at(&server, 4250, "server-worker", &go_stack, 3, at(n)));
     }
     agg.flush(GOLDEN_END_NS).expect("golden samples")
 }
@@ -411,7 +504,14 @@ fn golden_request_content() {
             .collect()
     };
     assert_eq!(req.resource_profiles.len(), 2);
-    let samples = &req.resource_profiles[0].scope_profiles[0].profiles[0].samples;
+    let profiles = &req.resource_profiles[0].scope_profiles[0].profiles;
+    assert_eq!(profiles.len(), 2, "off-CPU then on-CPU");
+    assert_eq!(s(profiles[0].sample_type.unwrap().type_strindex), "off_cpu");
+    let off = &profiles[0].samples;
+    assert_eq!(off.len(), 1);
+    assert_eq!(off[0].values, vec![100_000_000, 50_000_000]);
+    assert_eq!(off[0].timestamps_unix_nano, vec![GOLDEN_START_NS + 150_000_000, GOLDEN_START_NS + 450_000_000]);
+    let samples = &profiles[1].samples;
     assert_eq!(samples.iter().map(|s| s.values[0]).collect::<Vec<_>>(), vec![3, 2, 1]);
     assert_eq!(
         names(samples[0].stack_index),

@@ -1,0 +1,200 @@
+//! The BPF/Rust contract, generated from `ebpf/types.h` by `build.rs`
+//! (bindgen): every struct that crosses a map or a ring buffer, every
+//! shared enum and limit, by the header's own names. Nothing here is
+//! retyped; the test below checks the Rust layouts against the BTF of the
+//! header compiled for the BPF target.
+
+/// The header's items, as bindgen wrote them.
+#[allow(missing_docs, non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
+pub(crate) mod c {
+    include!(concat!(env!("OUT_DIR"), "/contract.rs"));
+}
+
+/// A contract struct that is plain bytes: `repr(C)`, integer fields only,
+/// no padding (the contract test checks the last two for every struct of
+/// the header).
+///
+/// # Safety
+/// Implement only for bindgen's structs of `types.h`.
+pub(crate) unsafe trait Pod: Copy + Default {}
+
+macro_rules! pod {
+    ($($t:ident),*) => { $(unsafe impl Pod for c::$t {})* };
+}
+pod!(
+    sample_event,
+    stack_copy,
+    process_event,
+    pid_mapping_key,
+    pid_mapping,
+    delta_page_key,
+    delta_page,
+    delta_entry,
+    unwind_rule,
+    python_file
+);
+
+/// The bytes of `value`, as a map update takes them.
+pub(crate) fn bytes_of<T: Pod>(value: &T) -> &[u8] {
+    // SAFETY: T is repr(C) plain integers without padding (Pod), so every
+    // byte is initialised.
+    unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size_of::<T>()) }
+}
+
+/// Reads a `T` from the start of `bytes`; `None` if they are too short.
+pub(crate) fn read<T: Pod>(bytes: &[u8]) -> Option<T> {
+    let bytes = bytes.get(..size_of::<T>())?;
+    let mut value = T::default();
+    // SAFETY: every bit pattern is a valid T (plain integers), and the
+    // destination is exactly size_of::<T>() bytes.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut value as *mut T).cast::<u8>(), size_of::<T>()) };
+    Some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::c::*;
+    use super::*;
+    use libbpf_rs::btf::types::{Composite, Enum, MemberAttr};
+    use libbpf_rs::btf::{Btf, HasSize};
+
+    #[derive(Debug)]
+    pub(crate) struct StructLayout {
+        name: &'static str,
+        size: usize,
+        fields: Vec<FieldLayout>,
+    }
+
+    #[derive(Debug)]
+    pub(crate) struct FieldLayout {
+        name: &'static str,
+        offset: usize,
+        size: usize,
+    }
+
+    fn field_size<S, F>(_: fn(&S) -> &F) -> usize {
+        size_of::<F>()
+    }
+
+    include!(concat!(env!("OUT_DIR"), "/contract_layout.rs"));
+
+    fn contract_btf() -> Btf<'static> {
+        let path = concat!(env!("OUT_DIR"), "/contract.bpf.o");
+        Btf::from_path(path).unwrap_or_else(|e| panic!("BTF of {path}: {e}"))
+    }
+
+    /// Every field of every struct of types.h: same size, offsets and
+    /// sizes in Rust (bindgen, host) as in the BPF target's BTF.
+    #[test]
+    fn struct_layouts_match_bpf_btf() {
+        let btf = contract_btf();
+        let structs = rust_structs();
+        assert!(structs.len() >= 10, "bindgen saw the shared structs: {structs:?}");
+        for rust in &structs {
+            let bpf: Composite<'_> = btf
+                .type_by_name(rust.name)
+                .unwrap_or_else(|| panic!("struct {} is not in the BPF object's BTF", rust.name));
+            assert_eq!(bpf.size(), rust.size, "sizeof(struct {})", rust.name);
+            let members: Vec<_> = bpf.iter().collect();
+            assert_eq!(members.len(), rust.fields.len(), "fields of struct {}", rust.name);
+            for (member, field) in members.iter().zip(&rust.fields) {
+                let name = member.name.and_then(|n| n.to_str()).unwrap_or("");
+                assert_eq!(name, field.name, "struct {}: field order", rust.name);
+                let MemberAttr::Normal { offset: bits } = member.attr else {
+                    panic!("struct {}.{}: bit fields are not part of the contract", rust.name, field.name);
+                };
+                assert_eq!(bits as usize, field.offset * 8, "offset of {}.{}", rust.name, field.name);
+                let member_size = btf
+                    .type_by_id::<libbpf_rs::btf::BtfType<'_>>(member.ty)
+                    .map(|t| t.skip_mods_and_typedefs())
+                    .and_then(|t| btf_size(&btf, t))
+                    .unwrap_or_else(|| panic!("size of {}.{}", rust.name, field.name));
+                assert_eq!(member_size, field.size, "size of {}.{}", rust.name, field.name);
+            }
+            // Pod: no padding, so bytes_of() never exposes uninitialised bytes.
+            let used: usize = rust.fields.iter().map(|f| f.size).sum();
+            assert_eq!(used, rust.size, "struct {} has padding: name it (reserved) in types.h", rust.name);
+        }
+    }
+
+    fn btf_size(btf: &Btf<'_>, t: libbpf_rs::btf::BtfType<'_>) -> Option<usize> {
+        use libbpf_rs::btf::types::{Array, Composite, Int};
+        if let Ok(i) = Int::try_from(t) {
+            return Some(i.size());
+        }
+        if let Ok(e) = Enum::try_from(t) {
+            return Some(e.size());
+        }
+        if let Ok(c) = Composite::try_from(t) {
+            return Some(c.size());
+        }
+        if let Ok(a) = Array::try_from(t) {
+            let elem = btf.type_by_id::<libbpf_rs::btf::BtfType<'_>>(a.ty())?.skip_mods_and_typedefs();
+            return Some(a.capacity() * btf_size(btf, elem)?);
+        }
+        None
+    }
+
+    /// Every enum of types.h: the same constants with the same values.
+    #[test]
+    fn enum_values_match_bpf_btf() {
+        let btf = contract_btf();
+        assert!(RUST_ENUMS.iter().any(|(n, _)| *n == "unwind_stop"));
+        for (name, variants) in RUST_ENUMS {
+            let bpf: Enum<'_> =
+                btf.type_by_name(name).unwrap_or_else(|| panic!("enum {name} is not in the BPF object's BTF"));
+            let bpf: Vec<(String, i64)> =
+                bpf.iter().map(|m| (m.name.and_then(|n| n.to_str()).unwrap_or("").to_string(), m.value)).collect();
+            let rust: Vec<(String, i64)> = variants.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+            assert_eq!(bpf, rust, "enum {name}");
+        }
+    }
+
+    /// The limits the Rust side sizes buffers with are the header's.
+    #[test]
+    fn header_constants_reach_rust() {
+        assert_eq!(
+            size_of::<sample_event>(),
+            SAMPLE_EVENT_HEADER_SIZE as usize + 8 * (MAX_KERNEL_FRAMES + MAX_USER_FRAMES) as usize
+        );
+        assert_eq!(FRAME_EXACT_PC, 1 << 63);
+        assert_eq!(PYTHON_FRAME_CODE_MASK, (1 << PYTHON_FRAME_OFFSET_SHIFT) - 1);
+    }
+
+    /// `UnwindStop` is the header's `enum unwind_stop`, one variant per
+    /// constant, each named after it.
+    #[test]
+    fn unwind_stops_are_the_headers() {
+        let (_, stops) = RUST_ENUMS.iter().find(|(n, _)| *n == "unwind_stop").expect("enum unwind_stop");
+        let stops: Vec<_> = stops.iter().filter(|(n, _)| *n != "UNWIND_STOP_COUNT").collect();
+        assert_eq!(stops.len(), crate::UnwindStop::ALL.len());
+        for (name, value) in stops {
+            let stop = crate::UnwindStop::from_raw(*value as u8);
+            assert_eq!(i64::from(stop.raw()), *value);
+            assert_eq!(stop.as_str(), name.trim_start_matches("UNWIND_STOP_").to_lowercase(), "{name}");
+        }
+    }
+
+    /// `Counters` reads every counter of `enum counter_id` (but the
+    /// bounds of the per-reason block, which it reads by `UnwindStop`).
+    #[test]
+    fn counters_are_the_headers() {
+        let (_, ids) = RUST_ENUMS.iter().find(|(n, _)| *n == "counter_id").expect("enum counter_id");
+        let read: Vec<(&str, i64)> =
+            crate::sampler::COUNTER_IDS.iter().map(|&(name, id)| (name, i64::from(id))).collect();
+        let header: Vec<(&str, i64)> = ids
+            .iter()
+            .copied()
+            .filter(|(name, _)| !matches!(*name, "COUNTER_UNWIND_STOP_BASE" | "COUNTER_MAX"))
+            .collect();
+        assert_eq!(read, header);
+    }
+
+    #[test]
+    fn bytes_round_trip() {
+        let v = pid_mapping { file_id: 7, bias: 0x1000, kind: MAPPING_KIND_NATIVE, flags: 1 };
+        assert_eq!(bytes_of(&v).len(), 24);
+        assert_eq!(read::<pid_mapping>(bytes_of(&v)), Some(v));
+        assert_eq!(read::<pid_mapping>(&bytes_of(&v)[..23]), None);
+    }
+}

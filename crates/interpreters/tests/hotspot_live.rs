@@ -1,0 +1,548 @@
+//! Proves the HotSpot layout against live JVMs: each JDK found here runs
+//! `tests/workloads/java/HotspotChain.java` (compiled by that JDK's
+//! javac), interpreted only (`-Xint`) and mixed mode; the test stops the
+//! JVM (SIGSTOP), finds `libjvm.so` in its maps ([`detect`]), reads its
+//! vmStructs tables ([`attach`]), finds the main thread's `JavaThread` by
+//! kernel tid in the threads list, walks its Java frames from the frame
+//! anchor, and asserts the exact chain of names and lines down to `main`.
+//! In mixed mode it also waits for `hot()` to be compiled and checks that
+//! the code cache finds its nmethod, and walks the worker thread, whose
+//! loop in `work()` is usually compiled by then (the walk goes through
+//! the compiled frame by its frame size).
+//!
+//! JDK 17 (`openjdk-17-jdk-headless`) is required under CI=true; Temurin
+//! 25 is tested when installed (a fresh CI machine may not have it).
+
+use profiler_elf::ElfFile;
+use profiler_interpreters::hotspot::{
+    attach, compiled_scopes, detect, java_threads, read_method, walk_java_frames, BlobKind, CodeCache, Detection,
+    HotspotError, HotspotLayout, HotspotSymbolizer, JavaFrame, JavaThreadInfo, WalkEnd,
+};
+use profiler_interpreters::PidMemory;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// The JDK home whose directory in /usr/lib/jvm starts with `prefix`.
+fn jdk(prefix: &str, required_in_ci: bool) -> Option<PathBuf> {
+    let found = std::fs::read_dir("/usr/lib/jvm").ok().and_then(|dir| {
+        let mut homes: Vec<PathBuf> = dir
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix)))
+            .filter(|p| p.join("bin/java").exists() && p.join("bin/javac").exists())
+            .collect();
+        homes.sort();
+        homes.into_iter().next()
+    });
+    if found.is_none() {
+        assert!(!(in_ci() && required_in_ci), "no {prefix}* JDK with java and javac: required under CI=true");
+        eprintln!("SKIPPED: no /usr/lib/jvm/{prefix}* JDK with java and javac");
+    }
+    found
+}
+
+fn source() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/java/HotspotChain.java")
+}
+
+/// The line of the source marked `// line:<name>`.
+fn marked_line(name: &str) -> u32 {
+    let text = std::fs::read_to_string(source()).unwrap();
+    let marker = format!("// line:{name}");
+    let at = text.lines().position(|l| l.trim_end().ends_with(&marker)).unwrap_or_else(|| panic!("no {marker}"));
+    at as u32 + 1
+}
+
+/// A running workload, killed on drop.
+struct Jvm {
+    child: Child,
+    dir: PathBuf,
+    main_tid: u32,
+    worker_tid: u32,
+    sorter_tid: u32,
+    /// The JNI thread, when gcc could build its library.
+    jni_tid: Option<u32>,
+}
+
+impl Drop for Jvm {
+    fn drop(&mut self) {
+        let pid = self.child.id() as i32;
+        // SAFETY: plain syscalls on our own child.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::kill(pid, libc::SIGCONT);
+        }
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn start(home: &Path, tag: &str, xint: bool) -> Jvm {
+    let dir = std::env::temp_dir().join(format!("hotspot-live-{tag}-{}-{xint}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let status = Command::new(home.join("bin/javac")).arg("-d").arg(&dir).arg(source()).status().unwrap();
+    assert!(status.success(), "javac failed");
+    let mut cmd = Command::new(home.join("bin/java"));
+    // Small: four of these may run at once beside other tests.
+    cmd.args(["-Xmx64m", "-XX:+UseSerialGC"]);
+    let jni = build_jni(home, &dir);
+    if let Some(lib) = &jni {
+        cmd.arg(format!("-Dhotspot.jni={}", lib.display()));
+    }
+    if xint {
+        cmd.arg("-Xint");
+    }
+    let mut child = cmd.arg("-cp").arg(&dir).arg("HotspotChain").stdout(Stdio::piped()).spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let (mut main_tid, mut worker_tid, mut sorter_tid, mut jni_tid) = (0, 0, 0, None);
+    while main_tid == 0 || worker_tid == 0 || sorter_tid == 0 || (jni.is_some() && jni_tid.is_none()) {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "the workload exited");
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next().and_then(|t| t.parse().ok())) {
+            (Some("main-tid"), Some(t)) => main_tid = t,
+            (Some("worker-tid"), Some(t)) => worker_tid = t,
+            (Some("sorter-tid"), Some(t)) => sorter_tid = t,
+            (Some("jni-tid"), Some(t)) => jni_tid = Some(t),
+            _ => {}
+        }
+    }
+    Jvm { child, dir, main_tid, worker_tid, sorter_tid, jni_tid }
+}
+
+/// The workload's JNI library, built with gcc against this JDK's headers
+/// (gcc is required under CI=true).
+fn build_jni(home: &Path, dir: &Path) -> Option<PathBuf> {
+    let lib = dir.join("libhotspot_chain_jni.so");
+    let c = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/java/hotspot_chain_jni.c");
+    let status = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O2", "-fomit-frame-pointer"])
+        .arg(format!("-I{}", home.join("include").display()))
+        .arg(format!("-I{}", home.join("include/linux").display()))
+        .arg("-o")
+        .arg(&lib)
+        .arg(c)
+        .status();
+    match status {
+        Ok(s) if s.success() => Some(lib),
+        other => {
+            assert!(!in_ci(), "gcc could not build the JNI library ({other:?}): required under CI=true");
+            eprintln!("SKIPPED: the JNI thread (gcc: {other:?})");
+            None
+        }
+    }
+}
+
+/// Stops (or resumes) the process and waits until every task is stopped.
+fn stop(pid: u32) {
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let all_stopped = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().all(|t| {
+            let stat = std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap_or_default();
+            stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('T'))
+        });
+        if all_stopped {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the JVM did not stop");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn resume(pid: u32) {
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGCONT) }, 0);
+}
+
+/// `libjvm.so`'s detection and load bias in `pid`.
+fn find_jvm(pid: u32) -> (String, Detection, u64) {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 || !f[5].ends_with("/libjvm.so") {
+            continue;
+        }
+        let elf = ElfFile::open(f[5]).unwrap();
+        let start = u64::from_str_radix(f[0].split('-').next().unwrap(), 16).unwrap();
+        let bias = elf.load_segments().bias(start, u64::from_str_radix(f[2], 16).unwrap()).unwrap();
+        return (f[5].to_string(), detect(&elf, f[5]), bias);
+    }
+    panic!("no libjvm.so in the maps of {pid}");
+}
+
+/// A frame's names, innermost first: `(Class.method, line)`; a compiled
+/// frame gives one per inlined method.
+fn names(
+    sym: &mut HotspotSymbolizer,
+    pid: u32,
+    l: &HotspotLayout,
+    cache: &CodeCache,
+    frame: &JavaFrame,
+) -> Vec<(String, Option<u32>)> {
+    let memory = PidMemory(pid);
+    let mut named = |method: u64, bci: Option<u32>| {
+        let m = sym.method(&memory, pid, l, method).unwrap_or_else(|| panic!("Method {method:#x} unreadable"));
+        (m.qualified_name(), bci.and_then(|b| m.line(b)))
+    };
+    match frame {
+        JavaFrame::Interpreted { method, bci } => vec![named(*method, *bci)],
+        JavaFrame::Compiled { nmethod, pc_offset, .. } => {
+            let blob = cache.read_blob(&memory, l, *nmethod).unwrap();
+            let scopes = compiled_scopes(&memory, l, &blob, blob.code_begin + pc_offset)
+                .unwrap_or_else(|e| panic!("scopes of {blob:?}: {e}"));
+            scopes.iter().map(|s| named(s.method, s.bci)).collect()
+        }
+        JavaFrame::Stub(name) => vec![(format!("[stub {name}]"), None)],
+        JavaFrame::Native => vec![("[native]".to_string(), None)],
+    }
+}
+
+fn thread_by_tid(pid: u32, l: &HotspotLayout, bias: u64, tid: u32) -> JavaThreadInfo {
+    let threads = java_threads(&PidMemory(pid), l, bias).unwrap();
+    assert!(threads.len() >= 2, "threads: {threads:?}");
+    threads.into_iter().find(|t| t.tid == tid).unwrap_or_else(|| panic!("no JavaThread with tid {tid}"))
+}
+
+fn check(home: &Path, tag: &str, xint: bool) {
+    let jvm = start(home, tag, xint);
+    let pid = jvm.child.id();
+    let memory = PidMemory(pid);
+    let (path, detection, bias) = find_jvm(pid);
+    let Detection::Hotspot(symbols) = detection else { panic!("{path}: {detection:?}") };
+    let what = format!("{} (-Xint: {xint})", home.display());
+
+    stop(pid);
+    let started = Instant::now();
+    let layout = attach(&memory, &symbols, bias).unwrap_or_else(|e| panic!("{what}: {e}"));
+    eprintln!("{what}: tables and layout read in {:?}", started.elapsed());
+    let want_major: u32 = tag.trim_start_matches(|c: char| !c.is_ascii_digit()).parse().unwrap();
+    assert_eq!(layout.version.major, want_major, "{what}: {}", layout.version);
+    eprintln!("{what}: {}, fallbacks {:?}", layout.version, layout.fallbacks);
+    let cache = CodeCache::read(&memory, &layout, bias).unwrap();
+    assert!(!cache.heaps.is_empty() && cache.heaps.iter().all(|h| cache.low <= h.low && h.high <= cache.high));
+
+    // The main thread, parked in c(): blocked, with a frame anchor (it may
+    // still be on its way there just after printing its tid).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let main = loop {
+        let main = thread_by_tid(pid, &layout, bias, jvm.main_tid);
+        if main.state == layout.thread_state_blocked {
+            break main;
+        }
+        assert!(Instant::now() < deadline, "{what}: the main thread never blocked: {main:?}");
+        resume(pid);
+        std::thread::sleep(Duration::from_millis(20));
+        stop(pid);
+    };
+    let (frames, end) = walk_java_frames(&memory, &layout, bias, &cache, &main, 64).unwrap();
+    assert_eq!(end, WalkEnd::EntryFrame, "{what}: {frames:?}");
+    let mut sym = HotspotSymbolizer::new(1000);
+    let named: Vec<(String, Option<u32>)> =
+        frames.iter().flat_map(|f| names(&mut sym, pid, &layout, &cache, f)).collect();
+    eprintln!("{what}: main thread {named:?}");
+    let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no workload frame");
+    assert!(first_ours > 0, "{what}: the chain starts in Thread.sleep: {named:?}");
+    assert!(named[0].0.starts_with("java.lang.Thread.sleep"), "{what}: innermost {named:?}");
+    for (n, _) in &named[..first_ours] {
+        assert!(n.starts_with("java.") || n.starts_with("jdk."), "{what}: a JDK frame above c(): {named:?}");
+    }
+    let line = |n: &str| Some(marked_line(n));
+    assert_eq!(
+        named[first_ours..],
+        [
+            ("HotspotChain.c".to_string(), line("c")),
+            ("HotspotChain.b".to_string(), line("b")),
+            ("HotspotChain.a".to_string(), line("a")),
+            ("HotspotChain.main".to_string(), line("main")),
+        ],
+        "{what}"
+    );
+    let a_frame = frames.iter().filter(|f| matches!(f, JavaFrame::Interpreted { .. })).nth_back(1).unwrap();
+    let JavaFrame::Interpreted { method: a_method, .. } = a_frame else { unreachable!() };
+    assert_eq!(sym.method(&memory, pid, &layout, *a_method).unwrap().qualified_name(), "HotspotChain.a");
+    let a_info = read_method(&memory, &layout, *a_method).unwrap();
+    assert_eq!((&*a_info.signature, a_info.source_file.as_deref()), ("()V", Some("HotspotChain.java")));
+
+    if !xint {
+        check_compiled_hot(&jvm, &layout, bias, *a_method, &what);
+    }
+    check_worker(&jvm, &layout, bias, xint, &what);
+    check_sorter(&jvm, &layout, bias, &what);
+    if let Some(tid) = jvm.jni_tid {
+        check_jni(&jvm, tid, &layout, bias, &what);
+    }
+    // Named again: every method from the cache, each still valid.
+    let before = sym.stats();
+    let again: Vec<(String, Option<u32>)> =
+        frames.iter().flat_map(|f| names(&mut sym, pid, &layout, &cache, f)).collect();
+    assert_eq!(again, named);
+    let stats = sym.stats();
+    assert_eq!(
+        (stats.hits - before.hits, stats.reads, stats.stale, stats.read_failures),
+        (named.len() as u64, before.reads, 0, 0)
+    );
+    assert!(before.reads as usize <= named.len() && sym.len() == before.reads as usize, "{stats:?}");
+}
+
+/// Waits for `hot()` to have an nmethod, then finds it in the code cache.
+fn check_compiled_hot(jvm: &Jvm, l: &HotspotLayout, bias: u64, a_method: u64, what: &str) {
+    let pid = jvm.child.id();
+    let memory = PidMemory(pid);
+    // The class's methods: holder of a()'s constant pool -> _methods.
+    let word = |a: u64| {
+        let mut b = [0u8; 8];
+        assert!(profiler_interpreters::ProcessMemory::read(&memory, a, &mut b), "read {a:#x}");
+        u64::from_le_bytes(b)
+    };
+    let const_method = word(a_method + u64::from(l.method_const_method));
+    let pool = word(const_method + u64::from(l.const_method_constants));
+    let klass = word(pool + u64::from(l.constant_pool_holder));
+    let methods = word(klass + u64::from(l.instance_klass_methods));
+    let count = word(methods) as u32;
+    assert!((5..100).contains(&count), "{count} methods");
+    let hot = (0..u64::from(count))
+        .map(|i| word(methods + u64::from(l.array_data) + 8 * i))
+        .find(|m| read_method(&memory, l, *m).is_ok_and(|info| &*info.name == "hot"))
+        .expect("no method hot()");
+    resume(pid);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while word(hot + u64::from(l.method_code)) == 0 {
+        assert!(Instant::now() < deadline, "{what}: hot() was not compiled in 120 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop(pid);
+    let nmethod = word(hot + u64::from(l.method_code));
+    let cache = CodeCache::read(&memory, l, bias).unwrap();
+    assert!(cache.contains(nmethod), "{what}: nmethod {nmethod:#x} outside {:#x}-{:#x}", cache.low, cache.high);
+    let blob = cache.read_blob(&memory, l, nmethod).expect("unreadable nmethod");
+    assert_eq!((blob.kind, blob.method), (BlobKind::Nmethod, Some(hot)), "{what}: {blob:?}");
+    assert!(blob.frame_size > 0 && blob.code_begin < blob.code_end, "{what}: {blob:?}");
+    for pc in [blob.code_begin, blob.code_begin + (blob.code_end - blob.code_begin) / 2, blob.code_end - 1] {
+        assert_eq!(cache.find_blob(&memory, l, pc), Some(nmethod), "{what}: pc {pc:#x} of {blob:?}");
+    }
+    eprintln!("{what}: hot() compiled: {blob:?}");
+}
+
+/// The worker thread while it sleeps: Thread.sleep <- pause() <- work()
+/// <- run(). In mixed mode, tries until work() is compiled (its loop gets
+/// an OSR nmethod) and checks the walk through it and its inlined pause().
+fn check_worker(jvm: &Jvm, l: &HotspotLayout, bias: u64, xint: bool, what: &str) {
+    let pid = jvm.child.id();
+    let memory = PidMemory(pid);
+    let mut sym = HotspotSymbolizer::new(100);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut interpreted_seen = false;
+    while Instant::now() < deadline {
+        let worker = thread_by_tid(pid, l, bias, jvm.worker_tid);
+        if worker.state == l.thread_state_blocked {
+            let cache = CodeCache::read(&memory, l, bias).unwrap();
+            let (frames, end) = walk_java_frames(&memory, l, bias, &cache, &worker, 64).unwrap();
+            let named: Vec<(String, Option<u32>)> =
+                frames.iter().flat_map(|f| names(&mut sym, pid, l, &cache, f)).collect();
+            assert_eq!(end, WalkEnd::EntryFrame, "{what}: {named:?}");
+            let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no pause()");
+            let line = |n: &str| Some(marked_line(n));
+            assert_eq!(
+                named[first_ours..],
+                [
+                    ("HotspotChain.pause".to_string(), line("pause")),
+                    ("HotspotChain.work".to_string(), line("work")),
+                    ("HotspotChain$Worker.run".to_string(), line("run")),
+                ],
+                "{what}: {frames:?}"
+            );
+            // The frame that holds work(): compiled once the loop is hot.
+            let work_frame = frames.iter().rev().nth(1).unwrap();
+            match work_frame {
+                JavaFrame::Compiled { .. } => {
+                    assert!(!xint, "{what}: compiled frames under -Xint");
+                    let inlined = names(&mut sym, pid, l, &cache, work_frame);
+                    eprintln!("{what}: worker {named:?}, work() compiled with {inlined:?}");
+                    return;
+                }
+                JavaFrame::Interpreted { .. } if xint => {
+                    eprintln!("{what}: worker {named:?}");
+                    return;
+                }
+                JavaFrame::Interpreted { .. } => interpreted_seen = true,
+                other => panic!("{what}: work() in {other:?}"),
+            }
+        }
+        resume(pid);
+        std::thread::sleep(Duration::from_millis(3));
+        stop(pid);
+    }
+    panic!("{what}: the worker was never caught sleeping in compiled work() (interpreted: {interpreted_seen})");
+}
+
+/// The sorter thread asleep in its comparator: Java (and its synthetic
+/// bridge method) called from the JDK's sort, called from Java.
+fn check_sorter(jvm: &Jvm, l: &HotspotLayout, bias: u64, what: &str) {
+    let pid = jvm.child.id();
+    let memory = PidMemory(pid);
+    let mut sym = HotspotSymbolizer::new(100);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let sorter = thread_by_tid(pid, l, bias, jvm.sorter_tid);
+        if sorter.state == l.thread_state_blocked {
+            let cache = CodeCache::read(&memory, l, bias).unwrap();
+            let (frames, end) = walk_java_frames(&memory, l, bias, &cache, &sorter, 64).unwrap();
+            let named: Vec<(String, Option<u32>)> =
+                frames.iter().flat_map(|f| names(&mut sym, pid, l, &cache, f)).collect();
+            assert_eq!(end, WalkEnd::EntryFrame, "{what}: {named:?}");
+            let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no pause()");
+            let ours = &named[first_ours..];
+            let line = |n: &str| Some(marked_line(n));
+            assert!(ours.len() >= 6, "{what}: {named:?}");
+            assert_eq!(
+                ours[..3],
+                [
+                    ("HotspotChain.pause".to_string(), line("pause")),
+                    ("HotspotChain$ByLength.compare".to_string(), line("compare")),
+                    ("HotspotChain$ByLength.compare".to_string(), line("bridge")),
+                ],
+                "{what}: {named:?}"
+            );
+            assert_eq!(
+                ours[ours.len() - 2..],
+                [
+                    ("HotspotChain.sortOnce".to_string(), line("sortOnce")),
+                    ("HotspotChain$Sorter.run".to_string(), line("sorter")),
+                ],
+                "{what}: {named:?}"
+            );
+            let jdk = &ours[3..ours.len() - 2];
+            assert!(
+                !jdk.is_empty() && jdk.iter().all(|(n, line)| n.starts_with("java.util.") && line.is_some()),
+                "{what}: the JDK's sort between compare() and sortOnce(): {named:?}"
+            );
+            eprintln!("{what}: sorter {named:?}");
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: the sorter was never caught sleeping");
+        resume(pid);
+        std::thread::sleep(Duration::from_millis(3));
+        stop(pid);
+    }
+}
+
+/// The JNI thread asleep in Java called back from C: the walk crosses the
+/// C frames through the entry frame's saved anchor, down to run().
+fn check_jni(jvm: &Jvm, tid: u32, l: &HotspotLayout, bias: u64, what: &str) {
+    let pid = jvm.child.id();
+    let memory = PidMemory(pid);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let thread = loop {
+        let thread = thread_by_tid(pid, l, bias, tid);
+        if thread.state == l.thread_state_blocked {
+            break thread;
+        }
+        assert!(Instant::now() < deadline, "{what}: the JNI thread never blocked");
+        resume(pid);
+        std::thread::sleep(Duration::from_millis(20));
+        stop(pid);
+    };
+    let cache = CodeCache::read(&memory, l, bias).unwrap();
+    let (frames, end) = walk_java_frames(&memory, l, bias, &cache, &thread, 64).unwrap();
+    let mut sym = HotspotSymbolizer::new(100);
+    let named: Vec<(String, Option<u32>)> = frames.iter().flat_map(|f| names(&mut sym, pid, l, &cache, f)).collect();
+    eprintln!("{what}: jni {named:?}");
+    assert_eq!(end, WalkEnd::EntryFrame, "{what}: {named:?}");
+    let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no pause()");
+    let line = |n: &str| Some(marked_line(n));
+    assert_eq!(
+        named[first_ours..],
+        [
+            ("HotspotChain.pause".to_string(), line("pause")),
+            ("HotspotChain.fromNative".to_string(), line("fromNative")),
+            ("[native]".to_string(), None),
+            ("HotspotChain.callBack".to_string(), None),
+            ("HotspotChain.jniOuter".to_string(), line("jniOuter")),
+            ("HotspotChain$Jni.run".to_string(), line("jni")),
+        ],
+        "{what}"
+    );
+}
+
+#[test]
+fn jdk17_interpreted() {
+    if let Some(home) = jdk("java-17-openjdk", true) {
+        check(&home, "jdk17", true);
+    }
+}
+
+#[test]
+fn jdk17_mixed_mode() {
+    if let Some(home) = jdk("java-17-openjdk", true) {
+        check(&home, "jdk17", false);
+    }
+}
+
+#[test]
+fn jdk25_interpreted() {
+    if let Some(home) = jdk("temurin-25", false) {
+        check(&home, "jdk25", true);
+    }
+}
+
+#[test]
+fn jdk25_mixed_mode() {
+    if let Some(home) = jdk("temurin-25", false) {
+        check(&home, "jdk25", false);
+    }
+}
+
+/// Attaching while the JVM starts: from the moment `libjvm.so` is mapped,
+/// every attempt gives the layout, "not ready yet" or (while ld.so is
+/// still mapping the file's segments) "unreadable", never "unsupported",
+/// and the layout comes.
+#[test]
+fn jdk17_attach_during_startup() {
+    let Some(home) = jdk("java-17-openjdk", true) else { return };
+    let dir = std::env::temp_dir().join(format!("hotspot-live-startup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let status = Command::new(home.join("bin/javac")).arg("-d").arg(&dir).arg(source()).status().unwrap();
+    assert!(status.success(), "javac failed");
+    let child = Command::new(home.join("bin/java"))
+        .args(["-Xmx64m", "-XX:+UseSerialGC", "-cp"])
+        .arg(&dir)
+        .arg("HotspotChain")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let jvm = Jvm { child, dir, main_tid: 0, worker_tid: 0, sorter_tid: 0, jni_tid: None };
+    let pid = jvm.child.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut not_ready, mut unreadable, mut unmapped) = (0, 0, 0);
+    loop {
+        assert!(Instant::now() < deadline, "no layout within 60 s ({not_ready} not ready)");
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        if !maps.contains("/libjvm.so") {
+            unmapped += 1;
+            std::thread::sleep(Duration::from_micros(200));
+            continue;
+        }
+        let (path, detection, bias) = find_jvm(pid);
+        let Detection::Hotspot(symbols) = detection else { panic!("{path}: {detection:?}") };
+        match attach(&PidMemory(pid), &symbols, bias) {
+            Ok(layout) => {
+                assert_eq!(layout.version.major, 17);
+                eprintln!(
+                    "layout after {unmapped} polls before libjvm.so, {not_ready} not ready, {unreadable} unreadable"
+                );
+                return;
+            }
+            Err(HotspotError::NotReady) => not_ready += 1,
+            Err(HotspotError::Unreadable(_)) => unreadable += 1,
+            Err(e) => panic!("while the JVM starts: {e}"),
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
