@@ -9,8 +9,9 @@
 #   linux-perf bpftool  make bench: perf side by side, BPF program and map stats
 #   dwz                 symbolization tests of dwz-compressed debug info
 #   openjdk-17-jdk-headless  java/javac for the HotSpot tests (crates/interpreters/tests/hotspot_live.rs)
+#   ruby                the Ruby tests (crates/interpreters/tests/ruby_live.rs)
 set -euo pipefail
-packages=(clang-19 libclang1-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool dwz openjdk-17-jdk-headless)
+packages=(clang-19 libclang1-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool dwz openjdk-17-jdk-headless ruby)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,17 +8,15 @@
 //! evaluation loop) go to the [`FrameNamer`] of the runtime that owns
 //! them, with the build of that runtime the process maps.
 
-use profiler_bpf::{RawSample, UnwindStop, UserFrame, FRAME_EXACT_PC};
+use profiler_bpf::{RawSample, UnwindStop};
 use profiler_interpreters::{FrameNamer, MappedFile, NamerStats, PidMemory, Registry, RuntimeId};
 use profiler_process::{procfs, ProcessRegistry, ProcessSnapshot};
 use profiler_symbolize::{FileSource, KernelSymbolizer, LineSource, NativeSymbolizer, Symbolized};
-use profiler_trace::{Frame, FrameKind, Pid, ProcessInfo, SourceLine, Tid, Trace};
+use profiler_trace::{CodeAddress, Frame, FrameKind, Pid, ProcessInfo, SourceLine, Tid, Trace, UserFrame};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Bound on cached kernel frames (distinct kernel addresses).
-const MAX_CACHED_KERNEL_FRAMES: usize = 65_536;
 /// Bound on processes the manager did not load (kernel threads, first
 /// samples) whose identity is cached here.
 const MAX_UNLOADED_PROCESSES: usize = 4096;
@@ -38,8 +36,6 @@ pub(crate) struct TraceBuilder {
     registry: Arc<ProcessRegistry>,
     kernel: Option<KernelSymbolizer>,
     native: NativeSymbolizer,
-    // Kernel address (as looked up) -> its named frame.
-    kernel_frames: HashMap<u64, Frame>,
     // Identity of processes the manager has not loaded.
     unloaded: HashMap<Pid, Arc<ProcessInfo>>,
     // Thread names are few; share one allocation per distinct name.
@@ -72,7 +68,6 @@ impl TraceBuilder {
             registry,
             kernel,
             native,
-            kernel_frames: HashMap::new(),
             unloaded: HashMap::new(),
             names: HashMap::new(),
             counts: UnwindCounts::default(),
@@ -115,13 +110,13 @@ impl TraceBuilder {
         };
         let mut frames = Vec::with_capacity(sample.kernel_frames.len() + sample.user_frames.len());
         for (i, &address) in sample.kernel_frames.iter().enumerate() {
-            frames.push(self.kernel_frame(address, i == 0));
+            frames.push(self.kernel_frame(CodeAddress::kernel(i, address)));
         }
         // Each runtime's build the process maps, found at its first frame.
         let mut builds: Vec<(RuntimeId, Option<MappedFile>)> = Vec::new();
         for &word in &sample.user_frames {
-            if let UserFrame::Native { .. } = UserFrame::decode(word) {
-                frames.push(self.user_frame(snapshot.as_deref(), word));
+            if let UserFrame::Native(pc) = UserFrame::decode(word) {
+                frames.push(self.user_frame(snapshot.as_deref(), pc));
                 continue;
             }
             let Some(runtime) = self.interpreters.runtime_of_frame(word) else {
@@ -172,14 +167,9 @@ impl TraceBuilder {
         info
     }
 
-    /// A user frame. Return addresses point after their call; the frame
-    /// stands for the call instruction, so it is looked up (and reported)
-    /// one byte back: a call may be the last instruction of a function
-    /// (noreturn callees). Exact pcs are taken as they are.
-    fn user_frame(&mut self, snapshot: Option<&ProcessSnapshot>, word: u64) -> Frame {
-        let exact = word & FRAME_EXACT_PC != 0;
-        let pc = word & !FRAME_EXACT_PC;
-        let lookup = if exact { pc } else { pc.saturating_sub(1) };
+    /// A user frame, looked up (and reported) at [`CodeAddress::lookup`].
+    fn user_frame(&mut self, snapshot: Option<&ProcessSnapshot>, pc: CodeAddress) -> Frame {
+        let lookup = pc.lookup();
         let Some(resolved) = snapshot.and_then(|s| s.resolve(lookup)) else {
             self.counts.unresolved_frames += 1;
             return Frame { kind: FrameKind::Native, address: lookup, mapping: None, lines: vec![] };
@@ -241,27 +231,12 @@ impl TraceBuilder {
         Frame { kind, address, mapping: None, lines: line.into_iter().collect() }
     }
 
-    fn kernel_frame(&mut self, address: u64, is_leaf: bool) -> Frame {
-        let lookup = if is_leaf { address } else { address.saturating_sub(1) };
-        if let Some(frame) = self.kernel_frames.get(&lookup) {
-            return frame.clone();
-        }
-        let lines = match self.kernel.as_mut().and_then(|k| k.lookup(lookup)) {
-            Some(symbol) => {
-                let function: Arc<str> = match symbol.module {
-                    Some(module) => Arc::from(format!("{} [{module}]", symbol.name)),
-                    None => Arc::from(symbol.name),
-                };
-                vec![SourceLine { function, file: None, line: 0 }]
-            }
-            None => vec![],
-        };
-        let frame = Frame { kind: FrameKind::Kernel, address, mapping: None, lines };
-        if self.kernel_frames.len() >= MAX_CACHED_KERNEL_FRAMES {
-            self.kernel_frames.clear();
-        }
-        self.kernel_frames.insert(lookup, frame.clone());
-        frame
+    /// A kernel frame, named by the kernel symbolizer (which caches its
+    /// names: the one cache of kernel names).
+    fn kernel_frame(&mut self, pc: CodeAddress) -> Frame {
+        let function = self.kernel.as_mut().and_then(|k| k.function(pc.lookup()));
+        let lines = function.map(|function| vec![SourceLine { function, file: None, line: 0 }]).unwrap_or_default();
+        Frame { kind: FrameKind::Kernel, address: pc.pc, mapping: None, lines }
     }
 
     fn intern(&mut self, name: &str) -> Arc<str> {

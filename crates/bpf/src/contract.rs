@@ -157,8 +157,13 @@ mod tests {
             size_of::<sample_event>(),
             SAMPLE_EVENT_HEADER_SIZE as usize + 8 * (MAX_KERNEL_FRAMES + MAX_USER_FRAMES) as usize
         );
-        assert_eq!(FRAME_EXACT_PC, 1 << 63);
         assert_eq!(PYTHON_FRAME_CODE_MASK, (1 << PYTHON_FRAME_OFFSET_SHIFT) - 1);
+        // The frame words are decoded in profiler_trace (which cannot use
+        // the generated types): its bits are the header's.
+        assert_eq!(profiler_trace::FRAME_EXACT_PC, FRAME_EXACT_PC);
+        assert_eq!(profiler_trace::FRAME_INTERPRETED, FRAME_INTERPRETED);
+        assert_eq!(profiler_trace::PYTHON_FRAME_OFFSET_SHIFT, PYTHON_FRAME_OFFSET_SHIFT);
+        assert_eq!(profiler_trace::PYTHON_FRAME_OFFSET_MAX, PYTHON_FRAME_OFFSET_MAX);
     }
 
     /// `UnwindStop` is the header's `enum unwind_stop`, one variant per

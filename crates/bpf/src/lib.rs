@@ -13,7 +13,7 @@
 //! [`UnwindMaps`] that load them, and [`Sampler::process_event_reader`]
 //! the [`ProcessEventReader`] that says when (new processes, unknown pcs,
 //! exits). Each [`RawSample`] says how its user stack ended
-//! ([`UnwindStop`]); its frame words decode with [`UserFrame`] (native
+//! ([`UnwindStop`]); its frame words decode with [`UserFrame`] (from `profiler_trace`: native
 //! pcs, and CPython frames the interpreter unwinder recorded in place of
 //! the evaluation loop, whose builds [`InterpreterMaps`] loads).
 //!

@@ -12,48 +12,10 @@ pub(crate) use c::{
     MAPPING_KIND_PROCESS, MAPPING_UNWINDER_SHIFT, PID_MAPPING_KEY_BITS, RULE_ID_INVALID, RULE_ID_NO_COVERAGE,
     RULE_ID_SIGNAL, RULE_ID_STOP, RULE_ID_UNFOLLOWED_SWITCH, UCONTEXT_RBP, UCONTEXT_RIP, UCONTEXT_RSP,
 };
-pub use c::{FRAME_EXACT_PC, FRAME_INTERPRETED, PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET};
-use c::{PYTHON_FRAME_CODE_MASK, PYTHON_FRAME_OFFSET_MAX, PYTHON_FRAME_OFFSET_SHIFT};
-
-/// One user frame word of a sample, decoded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UserFrame {
-    /// A native pc.
-    Native {
-        /// The address.
-        pc: u64,
-        /// An exact pc (the sampled instruction, or one a signal
-        /// interrupted), not a return address.
-        exact: bool,
-    },
-    /// A CPython frame.
-    Python {
-        /// Address of the code object in the process, 0 when the unwinder
-        /// could not encode it.
-        code: u64,
-        /// Byte offset of the frame's current instruction in the code
-        /// object's bytecode.
-        offset: u32,
-    },
-}
-
-impl UserFrame {
-    /// Decodes a frame word of [`crate::RawSample::user_frames`].
-    pub fn decode(word: u64) -> UserFrame {
-        if word & FRAME_EXACT_PC == 0 && word & FRAME_INTERPRETED != 0 {
-            let code = (word & PYTHON_FRAME_CODE_MASK) << 3;
-            let offset = ((word >> PYTHON_FRAME_OFFSET_SHIFT) & PYTHON_FRAME_OFFSET_MAX) as u32;
-            return UserFrame::Python { code, offset };
-        }
-        UserFrame::Native { pc: word & !FRAME_EXACT_PC, exact: word & FRAME_EXACT_PC != 0 }
-    }
-
-    /// The word the unwinder writes for a CPython frame (for tests).
-    pub fn python_word(code: u64, offset: u32) -> u64 {
-        let code_bits = if code & 7 != 0 || code >> 47 != 0 { 0 } else { code >> 3 };
-        FRAME_INTERPRETED | (u64::from(offset).min(PYTHON_FRAME_OFFSET_MAX) << PYTHON_FRAME_OFFSET_SHIFT) | code_bits
-    }
-}
+pub use c::{PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET};
+// The frame words' decoding lives with the data model (profiler_trace);
+// the contract test checks its bits against the header's.
+pub use profiler_trace::{UserFrame, FRAME_EXACT_PC, FRAME_INTERPRETED};
 
 /// Declares [`UnwindStop`] from one table: variant, `enum unwind_stop`
 /// constant, stats name. A reason added to types.h and not here fails the
@@ -409,21 +371,6 @@ impl PythonFileValue {
 mod tests {
     use super::*;
     use std::mem::offset_of;
-
-    #[test]
-    fn python_frame_words_round_trip() {
-        let w = UserFrame::python_word(0x7f12_3456_7898, 1234);
-        assert_eq!(w & FRAME_EXACT_PC, 0);
-        assert_eq!(UserFrame::decode(w), UserFrame::Python { code: 0x7f12_3456_7898, offset: 1234 });
-        // Not encodable: misaligned, or above 2^47; offsets clamp.
-        assert_eq!(UserFrame::decode(UserFrame::python_word(0x1001, 7)), UserFrame::Python { code: 0, offset: 7 });
-        assert_eq!(
-            UserFrame::decode(UserFrame::python_word(1 << 48, 1 << 20)),
-            UserFrame::Python { code: 0, offset: (1 << 18) - 1 }
-        );
-        assert_eq!(UserFrame::decode(0x4010 | FRAME_EXACT_PC), UserFrame::Native { pc: 0x4010, exact: true });
-        assert_eq!(UserFrame::decode(0x7fff_1234), UserFrame::Native { pc: 0x7fff_1234, exact: false });
-    }
 
     #[test]
     fn python_file_layout() {

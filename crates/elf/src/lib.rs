@@ -13,7 +13,8 @@
 //!   only, bounded, resolved inside the process's root; and hashes their
 //!   whole content into the [`profiler_trace::TableKey`] that per-file
 //!   state is keyed by.
-//! - [`SymbolTable`] maps ELF virtual addresses to function names.
+//! - [`SymbolIndex`] maps ELF virtual addresses to function names (16
+//!   bytes a function, names read from the file when needed).
 //! - [`GoPclntab`] reads Go's `.gopclntab` (Go 1.16+, also in stripped
 //!   binaries and without section headers): function, file, line and
 //!   inlined functions of a pc, and the `pcsp` stack-pointer deltas a Go
@@ -66,7 +67,7 @@ pub use gopclntab::{
 };
 pub use mapping::{LoadSegment, LoadSegments};
 pub use notes::DebugLink;
-pub use symbols::{SymbolSource, SymbolTable};
+pub use symbols::{SymbolIndex, SymbolSource, SymbolTable};
 pub use unwind::{
     CfaBase, CfiError, CfiErrorKind, CfiSection, Deltas, DeltasBuilder, EhFrameSource, IndexedIter, IntoIndexed,
     InvalidReason, RbpRule, RowCounts, RuleId, RuleInterner, StackDelta, UnwindRule, UnwindStats, UnwindTable,

@@ -1,7 +1,17 @@
-//! Function symbols and address-to-name lookup.
+//! Function symbols and address-to-name lookup: the one reader of a
+//! file's `.symtab`/`.dynsym` entries, for the symbolizer's index
+//! ([`SymbolIndex`]) and for looking a few well-known names up
+//! ([`ElfFile::function_symbol`], [`ElfFile::symbol_address`]).
+//!
+//! The index is 16 bytes per function; names stay in the file's string
+//! table and are read (bounded) when a lookup needs one: copying them
+//! cost 18-20 MB for the large C++ and Rust libraries of build machines
+//! (librustc_driver, libLLVM: 100,000+ symbols of long mangled names).
+
+use std::borrow::Cow;
 
 use crate::error::{Error, Result};
-use crate::file::{cstr_at, slice, ElfFile, ReadLe, SHT_DYNSYM, SHT_SYMTAB};
+use crate::file::{ElfFile, ReadLe, Section, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB};
 
 /// Size of an `Elf64_Sym`.
 const SYM_SIZE: usize = 24;
@@ -15,8 +25,11 @@ const STB_GLOBAL: u8 = 1;
 const STB_WEAK: u8 = 2;
 /// `SHN_UNDEF`: an undefined (imported) symbol.
 const SHN_UNDEF: u16 = 0;
+/// Longest name read (C++ and Rust names can be long; a missing NUL must
+/// not make a lookup read the whole string table).
+const MAX_NAME: usize = 64 * 1024;
 
-/// Which symbol table a [`SymbolTable`] was built from.
+/// Which symbol table a [`SymbolIndex`] was built from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SymbolSource {
     /// `.symtab`, the full static symbol table.
@@ -27,94 +40,165 @@ pub enum SymbolSource {
     None,
 }
 
-/// One function symbol; the name lives in the table's arena.
-#[derive(Clone, Copy, Debug)]
-struct Sym {
+/// One `Elf64_Sym`, as read.
+#[derive(Clone, Copy)]
+struct Entry {
+    /// Offset of the name in the string table.
+    name: u32,
+    info: u8,
+    shndx: u16,
     addr: u64,
     size: u64,
-    name_start: u32,
-    name_len: u32,
 }
 
-/// The function symbols of a file (`STT_FUNC` and `STT_GNU_IFUNC`), sorted
-/// by address for lookup by binary search.
-///
-/// Names are kept raw (not demangled) in one string arena, so the table
-/// costs 24 bytes per symbol plus the name bytes and does not borrow the
-/// file. Aliases (several names at one address) are all kept; lookup
-/// prefers global over weak over local names.
-#[derive(Clone, Debug)]
-pub struct SymbolTable {
-    syms: Vec<Sym>,
-    names: String,
-    source: SymbolSource,
-}
-
-impl SymbolTable {
-    /// Builds the table from `.symtab`, or from `.dynsym` when `.symtab` is
-    /// absent or holds no function.
-    pub fn from_elf(elf: &ElfFile) -> Result<SymbolTable> {
-        for (sh_type, source) in [(SHT_SYMTAB, SymbolSource::Symtab), (SHT_DYNSYM, SymbolSource::Dynsym)] {
-            let Some(section) = elf.sections().iter().find(|s| s.sh_type == sh_type) else {
-                continue;
-            };
-            let table = SymbolTable::from_section(elf, section, source)?;
-            if !table.is_empty() {
-                return Ok(table);
-            }
+impl Entry {
+    fn read(e: &[u8]) -> Entry {
+        Entry {
+            name: e.u32_at(0).unwrap_or(0),
+            info: e.u8_at(4).unwrap_or(0),
+            shndx: e.u16_at(6).unwrap_or(SHN_UNDEF),
+            addr: e.u64_at(8).unwrap_or(0),
+            size: e.u64_at(16).unwrap_or(0),
         }
-        Ok(SymbolTable { syms: Vec::new(), names: String::new(), source: SymbolSource::None })
     }
 
-    fn from_section(elf: &ElfFile, section: &crate::file::Section, source: SymbolSource) -> Result<SymbolTable> {
+    /// A function the index keeps: `STT_FUNC` or `STT_GNU_IFUNC`,
+    /// defined, at a nonzero address.
+    fn is_function(&self) -> bool {
+        let kind = self.info & 0xf;
+        (kind == STT_FUNC || kind == STT_GNU_IFUNC) && self.shndx != SHN_UNDEF && self.addr != 0
+    }
+
+    /// Aliases (one address, several names) prefer global, then weak,
+    /// then local names.
+    fn rank(&self) -> u8 {
+        match self.info >> 4 {
+            STB_GLOBAL => 0,
+            STB_WEAK => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// One table's entries and where its string table is, in `data` (the
+/// file's bytes).
+struct Table<'d> {
+    entries: &'d [u8],
+    strtab: (usize, usize),
+}
+
+impl<'d> Table<'d> {
+    fn of(elf: &ElfFile, data: &'d [u8], section: &Section) -> Result<Table<'d>> {
         if section.entsize != 0 && section.entsize != SYM_SIZE as u64 {
             return Err(Error::Malformed { what: "symbol table sh_entsize", value: section.entsize });
         }
-        let data = elf.section_data(section)?;
-        let strtab_section = elf
+        let range = |what, offset: u64, size: u64| -> Result<(usize, usize)> {
+            let truncated = || Error::Truncated { what, offset, size, file_len: data.len() as u64 };
+            let start = usize::try_from(offset).map_err(|_| truncated())?;
+            let len = usize::try_from(size).map_err(|_| truncated())?;
+            if start.checked_add(len).is_none_or(|end| end > data.len()) {
+                return Err(truncated());
+            }
+            Ok((start, len))
+        };
+        let (start, len) = range("symbol table", section.offset, section.size)?;
+        let strtab = elf
             .sections()
             .get(section.link as usize)
+            .filter(|s| s.sh_type != SHT_NOBITS)
             .ok_or(Error::Malformed { what: "symbol table sh_link", value: section.link.into() })?;
-        let strtab = slice(elf.data(), "symbol string table", strtab_section.offset, strtab_section.size)?;
+        let strtab = range("symbol string table", strtab.offset, strtab.size)?;
+        Ok(Table { entries: &data[start..start + len], strtab })
+    }
 
-        let mut syms = Vec::new();
-        let mut names = String::new();
-        for entry in data.chunks_exact(SYM_SIZE) {
-            let info = entry.u8_at(4).unwrap_or(0);
-            let kind = info & 0xf;
-            let shndx = entry.u16_at(6).unwrap_or(SHN_UNDEF);
-            let addr = entry.u64_at(8).unwrap_or(0);
-            if !(kind == STT_FUNC || kind == STT_GNU_IFUNC) || shndx == SHN_UNDEF || addr == 0 {
+    fn entries(&self) -> impl Iterator<Item = Entry> + 'd {
+        self.entries.chunks_exact(SYM_SIZE).map(Entry::read)
+    }
+}
+
+/// The symbol tables of `elf` that exist, `.symtab` first.
+fn tables<'d>(elf: &ElfFile, data: &'d [u8]) -> impl Iterator<Item = (Result<Table<'d>>, SymbolSource)> + 'd {
+    let found: Vec<_> = [(SHT_SYMTAB, SymbolSource::Symtab), (SHT_DYNSYM, SymbolSource::Dynsym)]
+        .into_iter()
+        .filter_map(|(sh_type, source)| {
+            let section = elf.sections().iter().find(|s| s.sh_type == sh_type)?;
+            Some((Table::of(elf, data, section), source))
+        })
+        .collect();
+    found.into_iter()
+}
+
+/// One function symbol of the index.
+#[derive(Clone, Copy, Debug)]
+struct Sym {
+    addr: u64,
+    /// Size, saturated at `u32::MAX`.
+    size: u32,
+    /// Offset of the name in the string table.
+    name: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<Sym>() == 16);
+
+/// The function symbols (`STT_FUNC`, `STT_GNU_IFUNC`) of a file, sorted
+/// by address for lookup by binary search; names are read from the
+/// file's bytes when a lookup needs one (every method takes them: the
+/// bytes the index was built from, or another map of the same file).
+///
+/// Aliases (several names at one address) are all kept; lookup prefers
+/// global over weak over local names, then the larger symbol, then the
+/// first in the table.
+#[derive(Clone, Debug)]
+pub struct SymbolIndex {
+    syms: Box<[Sym]>,
+    /// Where the string table is in the file's bytes.
+    strtab: (usize, usize),
+    source: SymbolSource,
+}
+
+impl SymbolIndex {
+    /// The functions of `.symtab`, or of `.dynsym` when `.symtab` is
+    /// absent, malformed or has none (empty when neither has any). `data`
+    /// is the file's bytes: `elf.data()`, or another map of the same file
+    /// (whose pages its owner may give back). Names are not read here, so
+    /// the string table's pages are not touched.
+    ///
+    /// An error only when a table is malformed and no other has a
+    /// function.
+    pub fn build(elf: &ElfFile, data: &[u8]) -> Result<SymbolIndex> {
+        let mut error = None;
+        for (table, source) in tables(elf, data) {
+            let table = match table {
+                Ok(t) => t,
+                Err(e) => {
+                    error.get_or_insert(e);
+                    continue;
+                }
+            };
+            let strtab_len = table.strtab.1;
+            // Named (offset 0 is the empty string), inside the table.
+            let keep = |e: &Entry| e.is_function() && e.name != 0 && (e.name as usize) < strtab_len;
+            let count = table.entries().filter(keep).count();
+            if count == 0 {
                 continue;
             }
-            let size = entry.u64_at(16).unwrap_or(0);
-            let name_off = entry.u32_at(0).unwrap_or(0) as usize;
-            let Some(name) = cstr_at(strtab, name_off) else {
-                continue;
-            };
-            if name.is_empty() {
-                continue;
+            let mut all: Vec<(Sym, u8, u32)> = Vec::with_capacity(count);
+            for (i, e) in table.entries().enumerate() {
+                if keep(&e) {
+                    let size = u32::try_from(e.size).unwrap_or(u32::MAX);
+                    all.push((Sym { addr: e.addr, size, name: e.name }, e.rank(), i as u32));
+                }
             }
-            let name = String::from_utf8_lossy(name);
-            let (Ok(name_start), Ok(name_len)) = (u32::try_from(names.len()), u32::try_from(name.len())) else {
-                return Err(Error::Malformed { what: "symbol names exceed 4 GiB", value: names.len() as u64 });
-            };
-            names.push_str(&name);
-            // Aliases sort global first, then weak, then local.
-            let rank = match info >> 4 {
-                STB_GLOBAL => 0u8,
-                STB_WEAK => 1,
-                _ => 2,
-            };
-            syms.push((rank, Sym { addr, size, name_start, name_len }));
+            all.sort_unstable_by(|(a, ra, ia), (b, rb, ib)| {
+                a.addr.cmp(&b.addr).then(ra.cmp(rb)).then(b.size.cmp(&a.size)).then(ia.cmp(ib))
+            });
+            let syms = all.iter().map(|(s, _, _)| *s).collect();
+            return Ok(SymbolIndex { syms, strtab: table.strtab, source });
         }
-        syms.sort_unstable_by(|(ra, a), (rb, b)| {
-            a.addr.cmp(&b.addr).then(ra.cmp(rb)).then(b.size.cmp(&a.size)).then(a.name_start.cmp(&b.name_start))
-        });
-        let mut syms: Vec<Sym> = syms.into_iter().map(|(_, s)| s).collect();
-        syms.shrink_to_fit();
-        names.shrink_to_fit();
-        Ok(SymbolTable { syms, names, source })
+        match error {
+            Some(e) => Err(e),
+            None => Ok(SymbolIndex { syms: Box::new([]), strtab: (0, 0), source: SymbolSource::None }),
+        }
     }
 
     /// Which table the symbols came from.
@@ -132,41 +216,97 @@ impl SymbolTable {
         self.syms.is_empty()
     }
 
-    fn name(&self, s: &Sym) -> &str {
-        let start = s.name_start as usize;
-        self.names.get(start..start + s.name_len as usize).unwrap_or("")
+    /// Heap bytes held: 16 per symbol.
+    pub fn heap_bytes(&self) -> u64 {
+        (self.syms.len() * std::mem::size_of::<Sym>()) as u64 + 64
+    }
+
+    /// The name at `s.name` in `data`'s string table, at most
+    /// [`MAX_NAME`] bytes, invalid UTF-8 replaced.
+    fn name<'d>(&self, data: &'d [u8], s: &Sym) -> Cow<'d, str> {
+        let (start, len) = self.strtab;
+        let table = data.get(start..start.saturating_add(len)).unwrap_or(&[]);
+        let rest = table.get(s.name as usize..).unwrap_or(&[]);
+        let rest = &rest[..rest.len().min(MAX_NAME)];
+        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+        String::from_utf8_lossy(&rest[..end])
     }
 
     /// The function containing `vaddr` (an ELF virtual address, see
-    /// [`crate::LoadSegments::elf_vaddr`]) and the offset of `vaddr` in it.
+    /// [`crate::LoadSegments::elf_vaddr`]): its raw name and the offset
+    /// of `vaddr` in it.
     ///
-    /// The candidate is the symbol with the greatest address ≤ `vaddr`; an
-    /// address past the end of a sized symbol is a miss, a symbol of size 0
-    /// extends to the next symbol.
-    pub fn lookup(&self, vaddr: u64) -> Option<(&str, u64)> {
+    /// The candidate is the symbol with the greatest address ≤ `vaddr`;
+    /// an address past the end of a sized symbol is a miss, a symbol of
+    /// size 0 extends to the next symbol.
+    pub fn lookup<'d>(&self, data: &'d [u8], vaddr: u64) -> Option<(Cow<'d, str>, u64)> {
         let idx = self.syms.partition_point(|s| s.addr <= vaddr);
         let addr = self.syms.get(idx.checked_sub(1)?)?.addr;
         let first = self.syms[..idx].partition_point(|s| s.addr < addr);
         let offset = vaddr - addr;
-        self.syms[first..idx].iter().find(|s| s.size == 0 || offset < s.size).map(|s| (self.name(s), offset))
+        self.syms[first..idx]
+            .iter()
+            .find(|s| s.size == 0 || offset < u64::from(s.size))
+            .map(|s| (self.name(data, s), offset))
+    }
+
+    /// All symbols in address order as `(address, size, name)`.
+    pub fn iter<'a, 'd: 'a>(&'a self, data: &'d [u8]) -> impl Iterator<Item = (u64, u64, Cow<'d, str>)> + 'a {
+        self.syms.iter().map(move |s| (s.addr, u64::from(s.size), self.name(data, s)))
+    }
+}
+
+/// A [`SymbolIndex`] with the bytes of the file it was built from, as
+/// [`ElfFile::symbols`] gives it.
+#[derive(Clone, Debug)]
+pub struct SymbolTable<'a> {
+    index: SymbolIndex,
+    data: &'a [u8],
+}
+
+impl<'a> SymbolTable<'a> {
+    /// Which table the symbols came from.
+    pub fn source(&self) -> SymbolSource {
+        self.index.source()
+    }
+
+    /// Number of function symbols.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Whether there is no function symbol.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// See [`SymbolIndex::lookup`].
+    pub fn lookup(&self, vaddr: u64) -> Option<(Cow<'a, str>, u64)> {
+        self.index.lookup(self.data, vaddr)
     }
 
     /// The address and size of the first function named exactly `name`
     /// (a linear scan).
     pub fn find(&self, name: &str) -> Option<(u64, u64)> {
-        self.syms.iter().find(|s| self.name(s) == name).map(|s| (s.addr, s.size))
+        self.iter().find(|(_, _, n)| n == name).map(|(addr, size, _)| (addr, size))
     }
 
     /// All symbols in address order as `(address, size, name)`.
-    pub fn iter(&self) -> impl Iterator<Item = (u64, u64, &str)> + '_ {
-        self.syms.iter().map(|s| (s.addr, s.size, self.name(s)))
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64, Cow<'a, str>)> + '_ {
+        self.index.iter(self.data)
+    }
+
+    /// The index, without the bytes.
+    pub fn into_index(self) -> SymbolIndex {
+        self.index
     }
 }
 
 impl ElfFile {
-    /// Shorthand for [`SymbolTable::from_elf`].
-    pub fn symbols(&self) -> Result<SymbolTable> {
-        SymbolTable::from_elf(self)
+    /// The file's function symbols ([`SymbolIndex::build`] over its own
+    /// bytes).
+    pub fn symbols(&self) -> Result<SymbolTable<'_>> {
+        Ok(SymbolTable { index: SymbolIndex::build(self, self.data())?, data: self.data() })
     }
 
     /// The address of the first defined symbol of any kind (function,
@@ -174,60 +314,40 @@ impl ElfFile {
     /// `.dynsym`: a linear scan, for the odd well-known symbol (e.g. Go's
     /// `runtime.text`).
     pub fn symbol_address(&self, name: &str) -> Option<u64> {
-        self.scan_symbols(name, |_, _| true).map(|(addr, _)| addr)
+        self.scan_symbols(name, |_| true).map(|(addr, _)| addr)
     }
 
     /// The address and size of the first function symbol (as kept by
-    /// [`SymbolTable`]: `STT_FUNC` or `STT_GNU_IFUNC`, defined, nonzero
-    /// address) named exactly `name`, from `.symtab` then `.dynsym`.
+    /// [`SymbolIndex`]) named exactly `name`, from `.symtab` then
+    /// `.dynsym`.
     ///
-    /// A linear scan that copies nothing: checking a file for a few
-    /// well-known functions this way costs no memory, where building its
-    /// [`SymbolTable`] takes 20-30 MB for a large C++ library.
+    /// A linear scan that copies nothing and builds no index: checking
+    /// every file mapped for a few well-known functions costs no memory.
     pub fn function_symbol(&self, name: &str) -> Option<(u64, u64)> {
-        self.scan_symbols(name, |info, addr| {
-            let kind = info & 0xf;
-            (kind == STT_FUNC || kind == STT_GNU_IFUNC) && addr != 0
-        })
+        self.scan_symbols(name, Entry::is_function)
     }
 
     /// `(address, size)` of the first defined symbol named `name` that
-    /// `accept(st_info, address)` takes.
-    fn scan_symbols(&self, name: &str, accept: impl Fn(u8, u64) -> bool) -> Option<(u64, u64)> {
+    /// `accept` takes.
+    fn scan_symbols(&self, name: &str, accept: impl Fn(&Entry) -> bool) -> Option<(u64, u64)> {
         let name = name.as_bytes();
-        for sh_type in [SHT_SYMTAB, SHT_DYNSYM] {
-            let Some(section) = self.sections().iter().find(|s| s.sh_type == sh_type) else {
-                continue;
-            };
-            let Ok(data) = self.section_data(section) else {
-                continue;
-            };
-            let Some(strtab) = self
-                .sections()
-                .get(section.link as usize)
-                .and_then(|s| slice(self.data(), "symbol string table", s.offset, s.size).ok())
-            else {
-                continue;
-            };
-            for entry in data.chunks_exact(SYM_SIZE) {
-                let shndx = entry.u16_at(6).unwrap_or(SHN_UNDEF);
-                if shndx == SHN_UNDEF {
+        let data = self.data();
+        for (table, _) in tables(self, data) {
+            let Ok(table) = table else { continue };
+            let strtab = &data[table.strtab.0..table.strtab.0 + table.strtab.1];
+            for e in table.entries() {
+                if e.shndx == SHN_UNDEF {
                     continue;
                 }
                 // The name and its terminating NUL, without searching for
                 // the NUL of every (long, mangled) name in the table.
-                let name_off = entry.u32_at(0).unwrap_or(0) as usize;
-                let matches = name_off
+                let off = e.name as usize;
+                let matches = off
                     .checked_add(name.len())
-                    .and_then(|end| strtab.get(name_off..=end))
+                    .and_then(|end| strtab.get(off..=end))
                     .is_some_and(|s| &s[..name.len()] == name && s[name.len()] == 0);
-                if !matches {
-                    continue;
-                }
-                let info = entry.u8_at(4).unwrap_or(0);
-                let addr = entry.u64_at(8).unwrap_or(0);
-                if accept(info, addr) {
-                    return Some((addr, entry.u64_at(16).unwrap_or(0)));
+                if matches && accept(&e) {
+                    return Some((e.addr, e.size));
                 }
             }
         }

@@ -22,7 +22,9 @@ pub mod hotspot;
 pub mod memory;
 pub mod python;
 mod registry;
+pub mod ruby;
 mod runtime;
+pub mod v8;
 
 pub use memory::{PidMemory, ProcessMemory};
 pub use registry::{Inspection, Registry, RuntimeId, RuntimeStats, MAX_INTERPRETER_FILES};
@@ -34,6 +36,7 @@ pub use runtime::{Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile
 pub fn runtimes() -> Vec<Box<dyn Runtime>> {
     vec![
         Box::new(python::CPython),
-        // HotSpot (src/hotspot/) comes here once its unwinder is wired.
+        // HotSpot, V8 and CRuby (src/hotspot/, src/v8/, src/ruby/) come
+        // here once their unwinders are wired.
     ]
 }

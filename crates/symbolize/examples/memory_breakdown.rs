@@ -6,8 +6,8 @@
 //! `cargo run --release -p profiler-symbolize --example memory_breakdown -- [--lookups N] [--no-dwarf] [--max-dwarf-mib N] (--system | FILE...)`
 //!
 //! Per file, one after the other (each dropped before the next):
-//! - `elf symbols`: `profiler_elf::SymbolTable` (what the process manager
-//!   used to keep per file);
+//! - `elf symbols`: `profiler_elf::SymbolIndex` (the one symbol index,
+//!   16 bytes a function: what `load` holds for the file's symbols);
 //! - `unwind`: the file's stack delta table while it is built;
 //! - `load`: `FileSymbolizer::load` (symbols, DWARF unit index, debug
 //!   file), held and peak, and its accounted cost;

@@ -19,7 +19,7 @@ use profiler_elf::source::{open_in_root, open_regular, path_in_root, OpenError, 
 use profiler_elf::ElfFile;
 
 use crate::dwarf::DwarfFile;
-use crate::file::FileSource;
+use crate::source::{self, FileSource};
 
 /// Where to look for separate debug files.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,7 +159,7 @@ fn build_id_path(root: &Path, id: &str) -> PathBuf {
 /// Opens `place` as an ELF file (counting a refusal).
 fn open_elf(place: &Place, refusals: &mut Refusals) -> Option<DwarfFile> {
     match place.open() {
-        Ok(opened) => crate::file::dwarf_file(opened).ok(),
+        Ok(opened) => source::elf_file(opened).ok(),
         Err(e) => {
             refusals.count(&e);
             None

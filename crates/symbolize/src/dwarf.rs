@@ -272,7 +272,7 @@ impl Dwarf {
 
     /// The set of parsed units and functions itself.
     fn parsed_set_bytes(&self) -> u64 {
-        crate::file::table_bytes(self.parsed.borrow().capacity(), 8)
+        crate::heap::table_bytes(self.parsed.borrow().capacity(), 8)
     }
 
     /// The files (maps, `ElfFile`s) sections are read from, possibly

@@ -4,106 +4,22 @@
 //! with its symbols while its DWARF loads.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use profiler_elf::source::{
-    open_in_root, open_regular, path_in_root, FileIdentity, OpenError, OpenedFile, Purpose, Refusals,
-};
+use profiler_elf::source::Refusals;
 use profiler_elf::{ElfFile, GoPclntab, GoPclntabLayout, GoPclntabVersion, SymbolSource};
-use profiler_trace::{Pid, SourceLine};
+use profiler_trace::SourceLine;
 
 use crate::debugfile::{self, DebugConfig, Place};
 use crate::demangle::demangle;
 use crate::dwarf::{Dwarf, DwarfError, DwarfFile};
-use crate::filemap::{Backing, FileMap};
+use crate::filemap::Backing;
+use crate::heap::table_bytes;
+use crate::source::{FileSource, LoadError};
 use crate::symtab::Symbols;
-
-/// How to open a file, and where it lives as its process sees it (to find
-/// its separate debug file).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct FileSource {
-    /// The path to open now, e.g. `/proc/PID/root/usr/lib/libfoo.so` or
-    /// `/proc/PID/map_files/START-END`.
-    pub open_path: PathBuf,
-    /// The file's path in the process's mount namespace, e.g.
-    /// `/usr/lib/libfoo.so` (its directory is where `.gnu_debuglink`
-    /// files are looked for). May equal `open_path`.
-    pub path: String,
-    /// The process's root directory as the host sees it
-    /// (`/proc/PID/root`), when the debug directories should be looked up
-    /// there first; `None` for files of the host's own namespace.
-    pub root: Option<PathBuf>,
-    /// When set, the file is not on disk but in memory: these addresses
-    /// of the process whose `/proc/PID/mem` is `open_path` (the vDSO).
-    pub memory: Option<Range<u64>>,
-    /// When set, the file opened must be this inode at this version (what
-    /// the process manager analysed): a file replaced on disk since, or a
-    /// crafted path, is refused rather than named from.
-    pub identity: Option<FileIdentity>,
-}
-
-impl FileSource {
-    /// A file of the host's namespace, opened by its path.
-    pub fn new(path: impl Into<PathBuf>) -> FileSource {
-        let open_path = path.into();
-        FileSource {
-            path: open_path.to_string_lossy().into_owned(),
-            open_path,
-            root: None,
-            memory: None,
-            identity: None,
-        }
-    }
-
-    /// The same source, which must open the file `identity` names.
-    pub fn with_identity(mut self, identity: Option<FileIdentity>) -> FileSource {
-        self.identity = identity;
-        self
-    }
-
-    /// `path` as process `pid` sees it, resolved inside `/proc/PID/root`
-    /// (works for processes in containers; symlinks cannot leave that
-    /// root).
-    pub fn in_process(pid: Pid, path: &str) -> FileSource {
-        let root = PathBuf::from(format!("/proc/{pid}/root"));
-        FileSource {
-            open_path: root.join(path.trim_start_matches('/')),
-            path: path.to_owned(),
-            root: Some(root),
-            memory: None,
-            identity: None,
-        }
-    }
-
-    /// The file mapped at `start..end` in process `pid`, opened through
-    /// `/proc/PID/map_files/` (works after the file was deleted or
-    /// replaced on disk); `path` is the mapping's path, for debug links.
-    pub fn in_mapping(pid: Pid, start: u64, end: u64, path: &str) -> FileSource {
-        FileSource {
-            open_path: PathBuf::from(format!("/proc/{pid}/map_files/{start:x}-{end:x}")),
-            path: path.to_owned(),
-            root: Some(PathBuf::from(format!("/proc/{pid}/root"))),
-            memory: None,
-            identity: None,
-        }
-    }
-
-    /// The ELF image at `start..end` in the memory of process `pid`, read
-    /// through `/proc/PID/mem`: the vDSO (`name` is how its mapping is
-    /// named, e.g. `[vdso]`). At most 1 MiB is read.
-    pub fn in_memory(pid: Pid, start: u64, end: u64, name: &str) -> FileSource {
-        FileSource {
-            open_path: PathBuf::from(format!("/proc/{pid}/mem")),
-            path: name.to_owned(),
-            root: None,
-            memory: Some(start..end),
-            identity: None,
-        }
-    }
-}
 
 /// Which source named a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -146,48 +62,6 @@ pub struct FileInfo {
     pub symbol_count: usize,
 }
 
-/// Why a file could not be loaded at all.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum LoadError {
-    /// Opening or parsing the file failed.
-    #[error("cannot load {path}")]
-    Open {
-        /// The path that was opened.
-        path: PathBuf,
-        /// What went wrong.
-        #[source]
-        source: profiler_elf::Error,
-    },
-    /// Reading an in-memory file ([`FileSource::in_memory`]) failed.
-    #[error("cannot read {path} at {start:#x}")]
-    Read {
-        /// The memory file.
-        path: PathBuf,
-        /// The first address.
-        start: u64,
-        /// What went wrong.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file was refused (not a regular file, too large, not the
-    /// file analysed, a path leaving the process's root, ...).
-    #[error("refused {path}")]
-    Refused {
-        /// The path that was opened.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        reason: OpenError,
-    },
-    /// Loading panicked (a bug, caught so that it costs only this file).
-    #[error("loading {path} panicked")]
-    Panicked {
-        /// The path that was opened.
-        path: PathBuf,
-    },
-}
-
 /// The symbolization sources of one file, loaded (on a background thread
 /// by [`crate::NativeSymbolizer`], or directly).
 ///
@@ -224,13 +98,12 @@ fn code_outside(elf: &ElfFile, text: &Range<u64>) -> u64 {
         .sum()
 }
 
-/// Interned names and files: one allocation per distinct string; and the
-/// demangled name of each ELF symbol looked up (demangling C++ costs
-/// microseconds).
+/// Interned names and files: one allocation per distinct string. Answers
+/// are cached by address in the symbolizer's one name cache
+/// ([`crate::NativeSymbolizer`]), not here.
 #[derive(Default)]
 struct Names {
     set: HashSet<Arc<str>>,
-    symbols: HashMap<u64, Arc<str>>,
     /// Bytes of the interned strings (with their `Arc` headers).
     strings: u64,
 }
@@ -246,38 +119,21 @@ impl Names {
         a
     }
 
-    /// The demangled name of the symbol at `addr` named `raw`, without a
+    /// The demangled name of the ELF symbol named `raw`, without a
     /// symbol version (`memcpy@@GLIBC_2.14` is `memcpy`; versioned names
     /// are in the `.symtab` of separate debug files).
-    fn symbol(&mut self, addr: u64, raw: &str) -> Arc<str> {
-        if let Some(a) = self.symbols.get(&addr) {
-            return a.clone();
-        }
+    fn symbol(&mut self, raw: &str) -> Arc<str> {
         let raw = match raw.find('@') {
             Some(at) if at > 0 => &raw[..at],
             _ => raw,
         };
-        let a = self.get(&demangle(raw));
-        self.symbols.insert(addr, a.clone());
-        a
+        self.get(&demangle(raw))
     }
 
-    /// Heap bytes: the strings and both tables.
+    /// Heap bytes: the strings and the set.
     fn bytes(&self) -> u64 {
-        self.strings + table_bytes(self.set.capacity(), 16) + table_bytes(self.symbols.capacity(), 24)
+        self.strings + table_bytes(self.set.capacity(), 16)
     }
-}
-
-/// Heap of a `HashMap`/`HashSet` of `capacity` with `slot`-byte entries:
-/// a power-of-two number of buckets (8 per 7 entries), one control byte
-/// each, and a group of trailing control bytes.
-pub(crate) fn table_bytes(capacity: usize, slot: u64) -> u64 {
-    if capacity == 0 {
-        return 0;
-    }
-    let buckets =
-        if capacity < 8 { (capacity + 1).next_power_of_two() } else { (capacity * 8 / 7).next_power_of_two() } as u64;
-    buckets * (slot + 1) + 16
 }
 
 impl std::fmt::Debug for FileSymbolizer {
@@ -394,71 +250,6 @@ impl DwarfJob {
     }
 }
 
-/// An opened file as an ELF file whose bytes lookups read from the
-/// symbolizer's own map of the same descriptor (its pages can be
-/// released); from the `ElfFile`'s bytes when that map fails.
-pub(crate) fn dwarf_file(opened: OpenedFile) -> Result<DwarfFile, profiler_elf::Error> {
-    let len = opened.identity.size;
-    let map = FileMap::from_file(&opened.file, len);
-    let elf = Arc::new(ElfFile::from_file(opened.file, len)?);
-    let bytes = match map {
-        Ok(m) if m.data().len() == elf.data().len() => Backing::Map(Arc::new(m)),
-        _ => Backing::Elf(elf.clone()),
-    };
-    Ok(DwarfFile { elf, bytes })
-}
-
-/// Opens the file of `source` (not in memory): `open_path` (the mapped
-/// file through `/proc/PID/map_files`, or a host path), else, when that
-/// cannot be opened (no capability for map_files) and the source has a
-/// root, its path resolved inside that root. Either way it must be a
-/// regular file within bounds, and the inode `source.identity` names.
-fn open_source(source: &FileSource) -> Result<OpenedFile, LoadError> {
-    let refused = |reason| LoadError::Refused { path: source.open_path.clone(), reason };
-    let in_root = source.root.as_deref().filter(|_| source.path.starts_with('/'));
-    // `in_process` sources name the path inside the root: resolved there.
-    let by_root_only = in_root.is_some_and(|r| r.join(source.path.trim_start_matches('/')) == source.open_path);
-    let mut first_error = None;
-    if !by_root_only {
-        match open_regular(&source.open_path, Purpose::Executable) {
-            Ok(opened) => return check_identity(opened, source).map_err(refused),
-            Err(e) if e.is_refusal() => return Err(refused(e)),
-            Err(e) => first_error = Some(e),
-        }
-    }
-    let opened = match in_root {
-        Some(root) => open_in_root(root, &path_in_root(root, Path::new(&source.path)), Purpose::Executable),
-        None => Err(first_error.unwrap_or(OpenError::Io(std::io::ErrorKind::NotFound.into()))),
-    };
-    match opened {
-        Ok(opened) => check_identity(opened, source).map_err(refused),
-        Err(e) if e.is_refusal() => Err(refused(e)),
-        Err(e) => Err(LoadError::Open {
-            path: source.open_path.clone(),
-            source: profiler_elf::Error::Io { path: source.open_path.clone(), source: e.into() },
-        }),
-    }
-}
-
-/// `opened` when it is the inode and version `source.identity` names (on
-/// overlayfs the device may differ between the overlay and the layer).
-fn check_identity(opened: OpenedFile, source: &FileSource) -> Result<OpenedFile, OpenError> {
-    let Some(want) = source.identity else { return Ok(opened) };
-    let got = opened.identity;
-    let same = got.ino == want.ino
-        && got.size == want.size
-        && got.mtime == want.mtime
-        && (got.dev == want.dev || opened.on_overlay);
-    if same {
-        Ok(opened)
-    } else {
-        Err(OpenError::Mismatch)
-    }
-}
-
-/// Largest in-memory file read ([`FileSource::in_memory`]).
-const MAX_MEMORY_FILE: u64 = 1 << 20;
-
 impl FileSymbolizer {
     /// Opens the file and loads every source it has: Go's table, the
     /// symbol table, DWARF (parsing the unit index, which takes a while
@@ -483,30 +274,7 @@ impl FileSymbolizer {
         source: &FileSource,
         config: &DebugConfig,
     ) -> Result<(FileSymbolizer, Option<DwarfJob>), LoadError> {
-        if let Some(range) = &source.memory {
-            use std::os::unix::fs::FileExt;
-            let read = || -> std::io::Result<Vec<u8>> {
-                let len = range.end.saturating_sub(range.start);
-                if len == 0 || len > MAX_MEMORY_FILE {
-                    return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "implausible size"));
-                }
-                let mut buf = vec![0u8; len as usize];
-                std::fs::File::open(&source.open_path)?.read_exact_at(&mut buf, range.start)?;
-                Ok(buf)
-            };
-            let bytes = read().map_err(|e| LoadError::Read {
-                path: source.open_path.clone(),
-                start: range.start,
-                source: e,
-            })?;
-            let elf = ElfFile::from_bytes(bytes)
-                .map_err(|e| LoadError::Open { path: source.open_path.clone(), source: e })?;
-            let elf = Arc::new(elf);
-            let bytes = Backing::Elf(elf.clone());
-            return Ok(FileSymbolizer::first_step(elf, bytes, source, config));
-        }
-        let opened = open_source(source)?;
-        let file = dwarf_file(opened).map_err(|e| LoadError::Open { path: source.open_path.clone(), source: e })?;
+        let file = crate::source::open(source)?;
         Ok(FileSymbolizer::first_step(file.elf, file.bytes, source, config))
     }
 
@@ -587,8 +355,6 @@ impl FileSymbolizer {
             self.info.symbols = s.source();
             self.info.symbol_count = s.len();
             self.symbols = Some(s);
-            // Names cached by address came from the other table.
-            self.names.borrow_mut().symbols.clear();
         }
     }
 
@@ -695,8 +461,8 @@ impl FileSymbolizer {
         let in_code = self.code.iter().any(|r| r.contains(&vaddr));
         // The name of the containing ELF symbol, demangled and interned.
         let symbol = |names: &mut Names| {
-            let (raw, addr) = self.symbols.as_ref().filter(|_| in_code).and_then(|s| s.lookup(vaddr))?;
-            Some(names.symbol(addr, &raw))
+            let (raw, _) = self.symbols.as_ref().filter(|_| in_code).and_then(|s| s.lookup(vaddr))?;
+            Some(names.symbol(&raw))
         };
         if let Some((dwarf, source)) = &self.dwarf {
             let frames = dwarf.frames(vaddr);

@@ -19,7 +19,10 @@
 //! since is not named after its neighbour.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use crate::cache::{CacheStats, NameCache};
 
 /// Why the kernel symbols could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -207,14 +210,29 @@ impl KernelSymbols {
     }
 }
 
-/// [`KernelSymbols`] plus the policy of when to read them again.
-#[derive(Debug)]
+/// [`KernelSymbols`] plus the policy of when to read them again, and the
+/// bounded cache of the function names it gave.
 pub struct KernelSymbolizer {
     symbols: KernelSymbols,
     path: PathBuf,
     loaded_at: Instant,
     min_reload_interval: Duration,
     reloads: u64,
+    /// Kernel and module functions by address looked up: the name and
+    /// module as a frame shows them. Not BPF code (programs come and go)
+    /// nor misses (a module may load): those go to the table each time.
+    names: NameCache<u64, Arc<str>>,
+}
+
+impl std::fmt::Debug for KernelSymbolizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelSymbolizer")
+            .field("path", &self.path)
+            .field("symbols", &self.symbols.len())
+            .field("reloads", &self.reloads)
+            .field("names", &self.names.stats())
+            .finish_non_exhaustive()
+    }
 }
 
 impl KernelSymbolizer {
@@ -229,10 +247,43 @@ impl KernelSymbolizer {
         Self::with_path(PathBuf::from("/proc/kallsyms"), Duration::from_secs(60))
     }
 
+    /// Most function names cached by address.
+    pub const MAX_CACHED_NAMES: usize = 65_536;
+
     /// Loads `path`; reloads at most every `min_reload_interval`.
     pub fn with_path(path: PathBuf, min_reload_interval: Duration) -> Result<KernelSymbolizer, KallsymsError> {
         let symbols = KernelSymbols::load_from(&path)?;
-        Ok(KernelSymbolizer { symbols, path, loaded_at: Instant::now(), min_reload_interval, reloads: 0 })
+        Ok(KernelSymbolizer {
+            symbols,
+            path,
+            loaded_at: Instant::now(),
+            min_reload_interval,
+            reloads: 0,
+            names: NameCache::new(Self::MAX_CACHED_NAMES),
+        })
+    }
+
+    /// The function containing `address` as a frame names it (`name`, or
+    /// `name [module]`), from the name cache or by [`Self::lookup`].
+    pub fn function(&mut self, address: u64) -> Option<Arc<str>> {
+        if let Some(name) = self.names.get(&address) {
+            return Some(name);
+        }
+        let symbol = self.lookup(address)?;
+        let bpf = symbol.is_bpf();
+        let name: Arc<str> = match symbol.module {
+            Some(module) => Arc::from(format!("{} [{module}]", symbol.name)),
+            None => Arc::from(symbol.name),
+        };
+        if !bpf {
+            self.names.insert(address, name.clone());
+        }
+        Some(name)
+    }
+
+    /// Hits, misses and evictions of the name cache.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.names.stats()
     }
 
     /// Looks `address` up; on a miss, reloads the table (a module may have
@@ -258,6 +309,8 @@ impl KernelSymbolizer {
         if let Ok(symbols) = KernelSymbols::load_from(&self.path) {
             self.symbols = symbols;
             self.reloads += 1;
+            // A module may have been unloaded and another loaded there.
+            self.names.clear();
         }
     }
 
@@ -367,6 +420,32 @@ ffffffffc002a000 t bpf_prog_8713e3d97c9d80fd_F\t[bpf]
         k.loaded_at -= KernelSymbolizer::BPF_REFRESH_INTERVAL;
         k.lookup(0xffffffffc0001010);
         assert_eq!(k.reloads(), 1);
+        std::fs::remove_file(&path).ok();
+    }
+
+    #[test]
+    fn function_names_are_cached_except_bpf_code() {
+        let path = std::env::temp_dir().join(format!("kallsyms-names-{}", std::process::id()));
+        std::fs::write(&path, SAMPLE).unwrap();
+        let mut k = KernelSymbolizer::with_path(path.clone(), Duration::from_secs(3600)).unwrap();
+        assert_eq!(k.function(0xffffffffc0001010).as_deref(), Some("nf_hook_slow [nf_tables]"));
+        assert_eq!(k.function(0xffffffffc0001010).as_deref(), Some("nf_hook_slow [nf_tables]"));
+        assert_eq!(k.function(0xffffffff816bb830).as_deref(), Some("ksys_read"));
+        // Misses are not cached.
+        assert_eq!(k.function(0x1000), None);
+        assert_eq!(k.function(0x1000), None);
+        assert_eq!(k.cache_stats(), CacheStats { hits: 1, misses: 4, evictions: 0, entries: 2 });
+        // A reload drops what the old table said.
+        k.reload();
+        assert_eq!(k.cache_stats(), CacheStats { hits: 1, misses: 4, evictions: 2, entries: 0 });
+        std::fs::write(&path, WITH_BPF).unwrap();
+        k.reload();
+        let bpf = 0xffffffffc0027480;
+        let name = k.function(bpf).expect("bpf program");
+        assert!(name.ends_with(" [bpf]"), "{name}");
+        assert_eq!(k.function(bpf), Some(name));
+        // BPF code is never cached: the table is asked each time.
+        assert_eq!(k.cache_stats().entries, 0);
         std::fs::remove_file(&path).ok();
     }
 

@@ -81,13 +81,17 @@ mod demangle;
 mod dwarf;
 mod file;
 mod filemap;
+mod heap;
 mod kallsyms;
 mod native;
+mod source;
 mod symtab;
 
+pub use cache::CacheStats;
 pub use debugfile::DebugConfig;
 pub use demangle::demangle;
 pub use dwarf::DwarfError;
-pub use file::{DwarfOrigin, FileInfo, FileSource, FileSymbolizer, LineSource, LoadError};
+pub use file::{DwarfOrigin, FileInfo, FileSymbolizer, LineSource};
 pub use kallsyms::{BpfProgram, KallsymsError, KernelSymbol, KernelSymbolizer, KernelSymbols};
 pub use native::{LoadHold, NativeConfig, NativeStats, NativeSymbolizer, Reason, Symbolized};
+pub use source::{FileSource, LoadError};

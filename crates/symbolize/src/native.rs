@@ -11,9 +11,10 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use profiler_elf::source::Refusals;
 use profiler_trace::{SourceLine, TableKey};
 
-use crate::cache::GenerationalCache;
+use crate::cache::NameCache;
 use crate::debugfile::DebugConfig;
-use crate::file::{DwarfPart, FileSource, FileSymbolizer, LineSource, LoadError};
+use crate::file::{DwarfPart, FileSymbolizer, LineSource};
+use crate::source::{FileSource, LoadError};
 
 /// Settings of a [`NativeSymbolizer`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -259,7 +260,7 @@ pub struct NativeSymbolizer {
     files: HashMap<TableKey, Slot>,
     loading: usize,
     tick: u64,
-    addresses: GenerationalCache<(TableKey, u64), Option<Named>>,
+    addresses: NameCache<(TableKey, u64), Option<Named>>,
     requests: Option<Sender<LoadRequest>>,
     results: Receiver<LoadResult>,
     gates: Arc<Gates>,
@@ -300,7 +301,7 @@ impl NativeSymbolizer {
             None
         };
         Ok(NativeSymbolizer {
-            addresses: GenerationalCache::new(config.max_addresses),
+            addresses: NameCache::new(config.max_addresses),
             config,
             files: HashMap::new(),
             loading: 0,
@@ -332,7 +333,6 @@ impl NativeSymbolizer {
         self.tick += 1;
         let key = (file_id, vaddr);
         if let Some(answer) = self.addresses.get(&key) {
-            self.stats.address_hits += 1;
             if let Some(slot) = self.files.get_mut(&file_id) {
                 slot.last_used = self.tick;
             }
@@ -341,7 +341,6 @@ impl NativeSymbolizer {
                 None => Symbolized::Unknown(Reason::UnknownAddress),
             };
         }
-        self.stats.address_misses += 1;
         let tick = self.tick;
         let retry = self.config.retry_failed_after;
         enum Next {
@@ -645,9 +644,12 @@ impl NativeSymbolizer {
 
     /// Counters and gauges.
     pub fn stats(&self) -> NativeStats {
+        let names = self.addresses.stats();
         NativeStats {
-            address_evictions: self.addresses.evictions(),
-            addresses_cached: self.addresses.len() as u64,
+            address_hits: names.hits,
+            address_misses: names.misses,
+            address_evictions: names.evictions,
+            addresses_cached: names.entries,
             ..self.stats
         }
     }

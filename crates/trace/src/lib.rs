@@ -7,6 +7,12 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod frame_word;
+
+pub use frame_word::{
+    CodeAddress, UserFrame, FRAME_EXACT_PC, FRAME_INTERPRETED, PYTHON_FRAME_OFFSET_MAX, PYTHON_FRAME_OFFSET_SHIFT,
+};
+
 use std::fmt;
 use std::sync::Arc;
 

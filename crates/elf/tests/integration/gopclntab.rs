@@ -70,9 +70,9 @@ fn matches_the_symbol_table_in_every_build_shape() {
     let mut checked = 0;
     for f in full_tab.funcs() {
         let name = full_tab.func_name(&f).expect("name");
-        let (sym, off) = symbols.lookup(f.entry).unwrap_or(("", 1));
+        let (sym, off) = symbols.lookup(f.entry).unwrap_or(("".into(), 1));
         // Assembly functions carry their ABI in the symbol name only.
-        let sym = sym.strip_suffix(".abi0").unwrap_or(sym);
+        let sym = sym.strip_suffix(".abi0").unwrap_or(&sym);
         // The symbol table spells the middle dot of generated names '.'.
         let name = name.replace('·', ".");
         assert_eq!((sym, off), (name.as_str(), 0), "function at {:#x}", f.entry);

@@ -285,7 +285,7 @@ fn vdso_from_memory() {
     assert!(elf.gnu_build_id().expect("notes").is_some());
     let symbols = elf.symbols().expect("symbols");
     let (gettime, _) = symbols.find("__vdso_clock_gettime").expect("__vdso_clock_gettime");
-    assert_eq!(symbols.lookup(gettime + 1), Some(("__vdso_clock_gettime", 1)));
+    assert_eq!(symbols.lookup(gettime + 1), Some(("__vdso_clock_gettime".into(), 1)));
     let table = elf.unwind_table();
     assert_eq!(table.stats.error_count, 0, "{:?}", table.stats.errors);
     check_shape(&table);

@@ -40,7 +40,7 @@ impl Runtime for CPython {
     fn frame_address(&self, word: u64) -> u64 {
         match UserFrame::decode(word) {
             UserFrame::Python { offset, .. } => u64::from(offset),
-            UserFrame::Native { pc, .. } => pc,
+            UserFrame::Native(address) => address.pc,
         }
     }
 

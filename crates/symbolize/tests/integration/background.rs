@@ -48,7 +48,7 @@ fn a_large_file_is_pending_then_named() {
     let (addr, _, _) =
         symbols.iter().filter(|(_, size, name)| *size > 64 && name.starts_with("_ZN")).nth(1000).expect("a function");
     let vaddr = addr + 8;
-    let want = demangle(symbols.lookup(vaddr).expect("named").0).into_owned();
+    let want = demangle(&symbols.lookup(vaddr).expect("named").0).into_owned();
     let file_id = table_key_of_path(&lib).expect("file id");
     drop(elf);
 

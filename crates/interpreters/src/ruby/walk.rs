@@ -1,0 +1,463 @@
+//! A user-space walk of one Ruby thread's control frames, naming each:
+//! what the BPF unwinder will record (iseq and pc, or the method entry of
+//! a C function) and how user space will name it.
+
+use super::classes::class_path;
+use super::layout::{consts, RubyLayout};
+use super::lines::line_at;
+use super::objects::{at, flags_of, rarray_entry, read_bytes, read_pathobj, read_rstring, read_u32, read_u64};
+use crate::memory::ProcessMemory;
+use std::collections::HashMap;
+
+/// Most control frames walked on one thread.
+pub const MAX_FRAMES: usize = 4096;
+/// Largest VM stack accepted (`VALUE`s): Ruby's default is 1 MiB of them
+/// at most.
+const MAX_VM_STACK: u64 = 1 << 24;
+/// Most iseqs and method names kept by a [`RubySymbolizer`].
+pub const MAX_CACHED: usize = 16384;
+/// Most environments followed from a block's to its method's.
+const MAX_EP_HOPS: usize = 256;
+/// `VM_ENV_FLAG_LOCAL`: the method-level environment.
+const ENV_FLAG_LOCAL: u64 = 0x2;
+/// `ISEQ_TYPE_METHOD`.
+const ISEQ_TYPE_METHOD: u32 = 1;
+/// `ISEQ_TYPE_BLOCK`.
+const ISEQ_TYPE_BLOCK: u32 = 2;
+/// Largest writable segment scanned for the symbol table.
+const MAX_SCAN: u64 = 64 << 20;
+
+/// One frame, top first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RubyFrame {
+    /// Ruby code: `Class#method` or `block in Class#method` when the
+    /// method's class has a name, else the iseq's label (`<main>`,
+    /// `<class:Foo>`); its file, and the line at the frame's pc.
+    Ruby {
+        /// The name.
+        label: String,
+        /// The file, as given to Ruby.
+        file: String,
+        /// The line at the pc (0 if unknown).
+        line: u32,
+    },
+    /// A C function called as a method, named `Class#id` by the id it
+    /// was called as (`Array#each`), or the id alone.
+    CFunc {
+        /// The method name.
+        name: String,
+    },
+}
+
+/// The execution context of the process's main thread:
+/// `ruby_current_vm_ptr->ractor.main_thread->ec` (3.0+). `vm_ptr` is the
+/// address of `ruby_current_vm_ptr` in the process.
+pub fn main_execution_context(memory: &dyn ProcessMemory, layout: &RubyLayout, vm_ptr: u64) -> Result<u64, String> {
+    let off = layout.vm_main_thread.ok_or_else(|| format!("Ruby {}: no main thread in rb_vm_t", layout.version))?;
+    let vm = read_u64(memory, vm_ptr).ok_or("ruby_current_vm_ptr unreadable")?;
+    if vm == 0 {
+        return Err("the VM is not created yet".into());
+    }
+    let thread = read_u64(memory, vm.wrapping_add(u64::from(off))).filter(|&t| t != 0).ok_or("no main thread")?;
+    let back = read_u64(memory, at(thread, layout.thread_vm).ok_or("bad thread")?);
+    if back != Some(vm) {
+        return Err(format!("main thread {thread:#x} does not point back to the VM {vm:#x}"));
+    }
+    read_u64(memory, at(thread, layout.thread_ec).ok_or("bad thread")?)
+        .filter(|&e| e != 0)
+        .ok_or_else(|| "no execution context".into())
+}
+
+/// The current execution context before 3.0: the value of
+/// `ruby_current_execution_context_ptr` (at `ec_ptr` in the process),
+/// the thread that last held the GVL.
+pub fn current_execution_context(memory: &dyn ProcessMemory, ec_ptr: u64) -> Result<u64, String> {
+    read_u64(memory, ec_ptr).filter(|&e| e != 0).ok_or_else(|| "no current execution context".into())
+}
+
+/// Names iseqs and method ids, with bounded caches.
+pub struct RubySymbolizer {
+    layout: RubyLayout,
+    /// The address of `ruby_global_symbols` in the process, if found.
+    symbols: Option<u64>,
+    iseqs: HashMap<u64, (String, String, u64)>,
+    ids: HashMap<u64, String>,
+    classes: HashMap<u64, Option<String>>,
+    /// Entries dropped because a cache was full (it is then cleared).
+    pub evictions: u64,
+}
+
+impl RubySymbolizer {
+    /// A symbolizer for one process; `symbols` is where
+    /// `ruby_global_symbols` is (see [`find_global_symbols`]).
+    pub fn new(layout: RubyLayout, symbols: Option<u64>) -> RubySymbolizer {
+        RubySymbolizer {
+            layout,
+            symbols,
+            iseqs: HashMap::new(),
+            ids: HashMap::new(),
+            classes: HashMap::new(),
+            evictions: 0,
+        }
+    }
+
+    /// The layout in use.
+    pub fn layout(&self) -> &RubyLayout {
+        &self.layout
+    }
+
+    /// The frames of the thread whose execution context is at `ec`, from
+    /// its current frame to the bottom of its VM stack (Ruby's dummy
+    /// frames, and iseq frames with no pc yet, are left out). An
+    /// unreadable frame ends the walk with an error naming it; a C
+    /// function whose name cannot be read is `<cfunc>`.
+    pub fn walk(&mut self, memory: &dyn ProcessMemory, ec: u64) -> Result<Vec<RubyFrame>, String> {
+        let l = self.layout.clone();
+        let field = |off: u32| at(ec, off).and_then(|a| read_u64(memory, a)).ok_or("ec unreadable");
+        let (stack, words, mut cfp) = (field(l.ec_vm_stack)?, field(l.ec_vm_stack_size)?, field(l.ec_cfp)?);
+        if words == 0 || words > MAX_VM_STACK {
+            return Err(format!("VM stack of {words} values"));
+        }
+        let end = stack.checked_add(words * 8).ok_or("VM stack wraps")?;
+        if cfp < stack || cfp >= end {
+            return Err(format!("cfp {cfp:#x} outside the VM stack {stack:#x}..{end:#x}"));
+        }
+        let mut frames = Vec::new();
+        let size = u64::from(l.cfp_size);
+        while cfp.checked_add(size).is_some_and(|e| e <= end) {
+            if frames.len() >= MAX_FRAMES {
+                return Err(format!("more than {MAX_FRAMES} frames"));
+            }
+            let raw =
+                read_bytes(memory, cfp, l.cfp_size as usize).ok_or_else(|| format!("frame {cfp:#x} unreadable"))?;
+            let word = |off: u32| u64::from_le_bytes(raw[off as usize..off as usize + 8].try_into().unwrap());
+            let (pc, iseq, ep) = (word(l.cfp_pc), word(l.cfp_iseq), word(l.cfp_ep));
+            // `ep` is on the VM stack, or on the heap once a closure
+            // captured the environment: only its alignment is checked.
+            if ep < 16 || ep & 7 != 0 {
+                return Err(format!("frame {cfp:#x}: bad ep {ep:#x}"));
+            }
+            let env_flags = read_u64(memory, ep).ok_or("ep unreadable")?;
+            if env_flags & consts::FRAME_MAGIC_MASK == consts::FRAME_MAGIC_CFUNC {
+                let me = read_u64(memory, ep.wrapping_add((consts::EP_ME_CREF * 8) as u64)).ok_or("ep unreadable")?;
+                let name = self.cfunc_name(memory, me).unwrap_or_else(|| "<cfunc>".into());
+                frames.push(RubyFrame::CFunc { name });
+            } else if iseq != 0
+                && pc != 0
+                && env_flags & consts::FRAME_FLAG_CFRAME == 0
+                && env_flags & consts::FRAME_MAGIC_MASK != consts::FRAME_MAGIC_DUMMY
+            {
+                // (Dummy frames, such as the VM's own top-level frame
+                // under `<main>`, and frames with no pc yet run no code;
+                // Ruby's backtraces skip them too.)
+                let (label, file, body) = self
+                    .iseq_names(memory, iseq)
+                    .ok_or_else(|| format!("frame {cfp:#x}: iseq {iseq:#x} unreadable"))?;
+                let line = line_at(memory, &l, body, pc).or_else(|| first_line(memory, &l, body)).unwrap_or(0);
+                let label = self.qualified(memory, body, ep, label);
+                frames.push(RubyFrame::Ruby { label, file, line });
+            }
+            cfp += size;
+        }
+        Ok(frames)
+    }
+
+    /// `(label, file, body)` of the iseq at `iseq`, cached.
+    fn iseq_names(&mut self, memory: &dyn ProcessMemory, iseq: u64) -> Option<(String, String, u64)> {
+        if let Some(hit) = self.iseqs.get(&iseq) {
+            return Some(hit.clone());
+        }
+        let l = &self.layout;
+        let flags = flags_of(memory, iseq, consts::T_IMEMO)?;
+        if (flags >> consts::IMEMO_SHIFT) & 0xf != consts::IMEMO_ISEQ {
+            return None;
+        }
+        let body = read_u64(memory, at(iseq, l.iseq_body)?)?;
+        let label = read_rstring(memory, l, read_u64(memory, at(body, l.body_label)?)?)?;
+        let file = read_pathobj(memory, l, read_u64(memory, at(body, l.body_pathobj)?)?)?;
+        let entry = (label, file, body);
+        if self.iseqs.len() >= MAX_CACHED {
+            self.evictions += self.iseqs.len() as u64;
+            self.iseqs.clear();
+        }
+        self.iseqs.insert(iseq, entry.clone());
+        Some(entry)
+    }
+
+    /// The name a C function was called by, from its method entry.
+    fn cfunc_name(&mut self, memory: &dyn ProcessMemory, me: u64) -> Option<String> {
+        let flags = flags_of(memory, me, consts::T_IMEMO)?;
+        if (flags >> consts::IMEMO_SHIFT) & 0xf != consts::IMEMO_MENT {
+            return None;
+        }
+        let id = read_u64(memory, at(me, self.layout.me_called_id)?)?;
+        let name = self.id_name(memory, id)?;
+        Some(match self.owner_name(memory, me) {
+            Some(class) => format!("{class}#{name}"),
+            None => name,
+        })
+    }
+
+    /// The name of the class owning the method entry `me`, cached.
+    fn owner_name(&mut self, memory: &dyn ProcessMemory, me: u64) -> Option<String> {
+        let owner = read_u64(memory, at(me, self.layout.me_owner)?)?;
+        if let Some(hit) = self.classes.get(&owner) {
+            return hit.clone();
+        }
+        let layout = self.layout.clone();
+        let name = class_path(memory, &layout, owner, &mut |id| self.id_name(memory, id));
+        if self.classes.len() >= MAX_CACHED {
+            self.evictions += self.classes.len() as u64;
+            self.classes.clear();
+        }
+        self.classes.insert(owner, name.clone());
+        name
+    }
+
+    /// `label` with the class of the method it belongs to, as Ruby 3.4
+    /// prints it for every version: `Class#m`, `block in Class#m`;
+    /// unchanged for class bodies, `<main>` and unnamed classes.
+    fn qualified(&mut self, memory: &dyn ProcessMemory, body: u64, ep: u64, label: String) -> String {
+        let kind = read_u32(memory, body.wrapping_add(u64::from(self.layout.body_type)));
+        if kind != Some(ISEQ_TYPE_METHOD) && kind != Some(ISEQ_TYPE_BLOCK) {
+            return label;
+        }
+        let Some(class) = self.method_class(memory, ep) else { return label };
+        if kind == Some(ISEQ_TYPE_METHOD) {
+            return format!("{class}#{label}");
+        }
+        // "block in m", "block (2 levels) in m".
+        match label.rsplit_once(" in ") {
+            Some((head, method)) => format!("{head} in {class}#{method}"),
+            None => label,
+        }
+    }
+
+    /// The class owning the method whose frame (or block within it) has
+    /// the environment `ep`: the method entry at `ep[-2]` of the
+    /// method-level environment.
+    fn method_class(&mut self, memory: &dyn ProcessMemory, ep: u64) -> Option<String> {
+        let mut ep = ep;
+        for _ in 0..MAX_EP_HOPS {
+            let flags = read_u64(memory, ep)?;
+            if flags & ENV_FLAG_LOCAL != 0 {
+                let me = read_u64(memory, ep.wrapping_add((consts::EP_ME_CREF * 8) as u64))?;
+                let me_flags = flags_of(memory, me, consts::T_IMEMO)?;
+                if (me_flags >> consts::IMEMO_SHIFT) & 0xf != consts::IMEMO_MENT {
+                    return None;
+                }
+                return self.owner_name(memory, me);
+            }
+            // `ep[-1]` is the outer environment, tagged in its low bits.
+            ep = read_u64(memory, ep.wrapping_sub(8))? & !3;
+        }
+        None
+    }
+
+    /// The name of the `ID` `id`, from the global symbol table, cached.
+    pub fn id_name(&mut self, memory: &dyn ProcessMemory, id: u64) -> Option<String> {
+        if let Some(hit) = self.ids.get(&id) {
+            return Some(hit.clone());
+        }
+        let name = id_name(memory, &self.layout, self.symbols?, id)?;
+        if self.ids.len() >= MAX_CACHED {
+            self.evictions += self.ids.len() as u64;
+            self.ids.clear();
+        }
+        self.ids.insert(id, name.clone());
+        Some(name)
+    }
+}
+
+/// The first line of the iseq whose body is at `body` (a Fixnum).
+fn first_line(memory: &dyn ProcessMemory, l: &RubyLayout, body: u64) -> Option<u32> {
+    let value = read_u64(memory, at(body, l.body_first_lineno)?)?;
+    (value & 1 == 1).then(|| u32::try_from(value >> 1).ok()).flatten()
+}
+
+/// The name of `id` in the symbol table at `symbols`.
+fn id_name(memory: &dyn ProcessMemory, l: &RubyLayout, symbols: u64, id: u64) -> Option<String> {
+    let serial = if id > l.last_op_id { id >> consts::ID_SCOPE_SHIFT } else { id };
+    let last = read_u32(memory, at(symbols, l.symbols_last_id)?)?;
+    if serial == 0 || serial > u64::from(last) {
+        return None;
+    }
+    let ids = read_u64(memory, at(symbols, l.symbols_ids)?)?;
+    let unit = rarray_entry(memory, l, ids, serial / consts::ID_ENTRY_UNIT)?;
+    let string = rarray_entry(memory, l, unit, (serial % consts::ID_ENTRY_UNIT) * consts::ID_ENTRY_SIZE)?;
+    read_rstring(memory, l, string)
+}
+
+/// Finds `ruby_global_symbols` in the process when the file does not
+/// name it (Debian strips `.symtab`, and it is not exported): the
+/// word-aligned place in the writable segment `[start, start + len)`
+/// whose `ids` table names the operator ids `+` and `-` as "+" and "-"
+/// (Ruby registers every one-character operator at start-up). Done once
+/// per build: the result is a fixed offset in the file.
+pub fn find_global_symbols(memory: &dyn ProcessMemory, l: &RubyLayout, start: u64, len: u64) -> Option<u64> {
+    if len > MAX_SCAN {
+        return None;
+    }
+    const CHUNK: u64 = 1 << 16;
+    let mut off = 0u64;
+    while off < len {
+        let n = CHUNK.min(len - off) as usize;
+        let chunk =
+            read_bytes(memory, start.checked_add(off)?, n + 32).or_else(|| read_bytes(memory, start + off, n))?;
+        let word = |i: usize| chunk.get(i..i + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+        for i in (0..n).step_by(8) {
+            let (Some(last), Some(ids)) = (word(i + l.symbols_last_id as usize), word(i + l.symbols_ids as usize))
+            else {
+                continue;
+            };
+            // `last_id` is a 32-bit serial padded to 8 bytes.
+            if last >> 32 != 0 || last < l.last_op_id || !super::objects::is_heap_object(ids) {
+                continue;
+            }
+            let at = start + off + i as u64;
+            if id_name(memory, l, at, u64::from(b'+')).as_deref() == Some("+")
+                && id_name(memory, l, at, u64::from(b'-')).as_deref() == Some("-")
+            {
+                return Some(at);
+            }
+        }
+        off += CHUNK;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ruby::objects::fake::FakeMemory;
+    use crate::ruby::RubyVersion;
+
+    const EC: u64 = 0x1000;
+    const STACK: u64 = 0x10000;
+    const SYMBOLS: u64 = 0x30000;
+
+    fn heap_string(m: &mut FakeMemory, at: u64, text: &str) {
+        m.words(at, &[consts::T_STRING | consts::FL_USER1, 0, text.len() as u64, at + 32]);
+        m.add(at + 32, text.as_bytes().to_vec());
+    }
+
+    fn heap_array(m: &mut FakeMemory, at: u64, elements: &[u64]) {
+        m.words(at, &[consts::T_ARRAY, 0, elements.len() as u64, 0, at + 40]);
+        m.words(at + 40, elements);
+    }
+
+    /// A 3.1 process: a cfunc frame (`sleep`, no class) over a `<main>`
+    /// frame at line 42 of `main.rb`, then the dummy frame Ruby starts
+    /// with.
+    fn process(cfp_index: u64, stack_words: u64) -> FakeMemory {
+        let mut m = FakeMemory::default();
+        m.words(EC, &[STACK, stack_words, STACK + 64 * 8 - (3 - cfp_index) * 64]);
+        let mut stack = vec![0u64; 64];
+        // Environments: cfunc at word 8 (me at 6), main at 16, dummy at 24.
+        stack[8] = consts::FRAME_MAGIC_CFUNC | 0x82;
+        stack[6] = 0x20000;
+        stack[16] = 0x4444_0003;
+        stack[24] = consts::FRAME_MAGIC_DUMMY | 0x2;
+        // Frames (8 words each) at words 40, 48, 56.
+        let frames = [(0, 0, 8), (0x50000 + 8 * 2, 0x40000, 16), (0x1234, 0x40000, 24)];
+        for (i, (pc, iseq, ep)) in frames.into_iter().enumerate() {
+            let f = 40 + i * 8;
+            stack[f] = pc;
+            stack[f + 2] = iseq;
+            stack[f + 4] = STACK + ep * 8;
+        }
+        m.words(STACK, &stack);
+        // The method entry of `sleep`: id serial 100, no owner.
+        m.words(0x20000, &[consts::T_IMEMO | (consts::IMEMO_MENT << 12), 0, 0, 100 << 4, 0]);
+        // The symbol table: one unit whose entry 100 is "sleep".
+        m.words(SYMBOLS, &[1000, 0, 0x31000, 0]);
+        heap_array(&mut m, 0x31000, &[0x32000]);
+        let mut unit = vec![0u64; 1024];
+        unit[200] = 0x35000;
+        heap_array(&mut m, 0x32000, &unit);
+        heap_string(&mut m, 0x35000, "sleep");
+        // The iseq of `<main>`: type 0, one line entry (42).
+        m.words(0x40000, &[consts::T_IMEMO | (consts::IMEMO_ISEQ << 12), 0, 0x41000]);
+        let mut body = vec![0u64; 20];
+        body[0] = 10 << 32;
+        body[1] = 0x50000;
+        body[8] = 0x42000; // pathobj
+        body[10] = 0x43000; // label
+        body[15] = 0x44000; // insns_info.body
+        body[17] = 1; // one entry
+        m.words(0x41000, &body);
+        heap_string(&mut m, 0x42000, "main.rb");
+        heap_string(&mut m, 0x43000, "<main>");
+        m.add(0x44000, [42u32.to_le_bytes(), [0; 4], [0; 4]].concat());
+        m
+    }
+
+    fn symbolizer() -> RubySymbolizer {
+        RubySymbolizer::new(RubyLayout::for_version(RubyVersion::new(3, 1, 7)).unwrap(), Some(SYMBOLS))
+    }
+
+    #[test]
+    fn walks_cfunc_and_iseq_frames_and_skips_dummies() {
+        let m = process(0, 64);
+        let frames = symbolizer().walk(&m, EC).unwrap();
+        assert_eq!(
+            frames,
+            vec![
+                RubyFrame::CFunc { name: "sleep".into() },
+                RubyFrame::Ruby { label: "<main>".into(), file: "main.rb".into(), line: 42 },
+            ]
+        );
+        // From the second frame: only `<main>`.
+        let frames = symbolizer().walk(&process(1, 64), EC).unwrap();
+        assert_eq!(frames.len(), 1);
+    }
+
+    #[test]
+    fn a_pc_without_a_line_entry_gets_the_first_line() {
+        let mut m = process(1, 64);
+        let region = m.regions.iter_mut().find(|(start, _)| *start == 0x41000).unwrap();
+        region.1[17 * 8..18 * 8].copy_from_slice(&0u64.to_le_bytes()); // no entries
+        region.1[11 * 8..12 * 8].copy_from_slice(&((7u64 << 1) | 1).to_le_bytes()); // first_lineno 7
+        let frames = symbolizer().walk(&m, EC).unwrap();
+        assert_eq!(frames, vec![RubyFrame::Ruby { label: "<main>".into(), file: "main.rb".into(), line: 7 }]);
+    }
+
+    #[test]
+    fn bad_stacks_are_errors() {
+        let err = symbolizer().walk(&process(0, MAX_VM_STACK + 1), EC).unwrap_err();
+        assert!(err.contains("VM stack of"), "{err}");
+        // cfp above the stack's end.
+        let err = symbolizer().walk(&process(3, 64), EC).unwrap_err();
+        assert!(err.contains("outside the VM stack"), "{err}");
+        // A frame whose iseq is not an iseq.
+        let mut m = process(0, 64);
+        m.regions.retain(|(start, _)| *start != 0x40000);
+        m.words(0x40000, &[consts::T_STRING, 0, 0x41000]);
+        let err = symbolizer().walk(&m, EC).unwrap_err();
+        assert!(err.contains("iseq 0x40000 unreadable"), "{err}");
+    }
+
+    #[test]
+    fn ids_are_bounded_by_the_table() {
+        let m = process(0, 64);
+        let mut s = symbolizer();
+        assert_eq!(s.id_name(&m, 100 << 4).as_deref(), Some("sleep"));
+        assert_eq!(s.id_name(&m, 2000 << 4), None, "past last_id");
+        assert_eq!(s.id_name(&m, 101 << 4), None, "an empty entry");
+        let none = RubySymbolizer::new(s.layout().clone(), None).id_name(&m, 100 << 4);
+        assert_eq!(none, None, "no symbol table");
+        // The table is found by its operator entries.
+        let mut m = process(0, 64);
+        let mut unit = vec![0u64; 1024];
+        unit[(b'+' as usize) * 2] = 0x36000;
+        unit[(b'-' as usize) * 2] = 0x37000;
+        m.regions.retain(|(start, _)| *start != 0x32000 && *start != 0x32000 + 40);
+        heap_array(&mut m, 0x32000, &unit);
+        heap_string(&mut m, 0x36000, "+");
+        heap_string(&mut m, 0x37000, "-");
+        m.add(0x2f000, vec![0; 0x1000]);
+        assert_eq!(find_global_symbols(&m, s.layout(), 0x2f000, 0x1000), None, "zeros");
+        assert_eq!(find_global_symbols(&m, s.layout(), SYMBOLS, 32), Some(SYMBOLS));
+        assert_eq!(find_global_symbols(&m, s.layout(), SYMBOLS, MAX_SCAN + 1), None, "too large to scan");
+    }
+}

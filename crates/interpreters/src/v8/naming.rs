@@ -1,0 +1,323 @@
+//! Naming JavaScript functions from a Node process's memory:
+//! `JSFunction` -> `SharedFunctionInfo` -> function name (a string, or a
+//! `ScopeInfo` holding it) and `Script` (its name, and its line ends or
+//! its source to compute them); a bytecode offset or a machine code
+//! offset -> script offset (source position tables) -> line and column.
+//!
+//! Facts (V8's `shared-function-info.h`, `scope-info.tq`): a compiled
+//! function's `name_or_scope_info` is its `ScopeInfo`, whose slots after
+//! the map are the flags, the parameter count, the context local count
+//! (`v8dbg_scopeinfo_idx_ncontextlocals`), then from
+//! `v8dbg_scopeinfo_idx_first_vars` the context locals' names and infos
+//! (two slots per local), then optional slots of which the first string
+//! is the function's name (empty for anonymous functions), then the name
+//! V8 inferred for an anonymous function (`Module._compile` for
+//! `Module.prototype._compile = function () {}`). The layout of those
+//! optional slots is not in the metadata: the first non-empty string
+//! within [`SCOPE_INFO_SLOTS`] before the function's position pair (two
+//! Smis) is taken, as V8's own debug name does (the name, else the
+//! inferred name).
+
+use super::heap::{untag, Heap};
+use super::layout::V8Layout;
+use super::positions::{decode_positions, line_column, position_at, PositionEntry};
+use crate::memory::ProcessMemory;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Slots of a `ScopeInfo` searched for the function name after the
+/// context locals.
+pub const SCOPE_INFO_SLOTS: u32 = 16;
+/// Most context locals accepted in a `ScopeInfo`.
+const MAX_CONTEXT_LOCALS: i64 = 1 << 16;
+/// Largest script source read to compute line ends (characters).
+pub const MAX_SOURCE: usize = 8 << 20;
+/// Functions kept by a [`V8Symbolizer`] before it starts over.
+pub const MAX_CACHED_FUNCTIONS: usize = 16384;
+/// Name given to functions without one.
+pub const ANONYMOUS: &str = "<anonymous>";
+
+/// What the naming found about one `SharedFunctionInfo`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionInfo {
+    /// The function's name, or [`ANONYMOUS`].
+    pub name: Arc<str>,
+    /// The script's name (a file path or URL), if it has a script.
+    pub script: Option<Arc<str>>,
+    /// The script's line ends, when available.
+    pub line_ends: Option<Arc<[i64]>>,
+    /// The bytecode it was read with, and that bytecode's positions.
+    pub bytecode: Option<(u64, Arc<[PositionEntry]>)>,
+}
+
+impl FunctionInfo {
+    /// `(line, column)` of script offset `offset`.
+    pub fn line_column(&self, offset: u32) -> Option<(u32, u32)> {
+        line_column(self.line_ends.as_deref()?, offset)
+    }
+}
+
+/// Counts of what [`V8Symbolizer`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct V8SymbolizerStats {
+    /// Functions read from memory.
+    pub read: u64,
+    /// Functions served from the cache.
+    pub hits: u64,
+    /// `SharedFunctionInfo`s that could not be read (bad pointer, wrong type).
+    pub failed: u64,
+    /// Times the cache was full and emptied.
+    pub cache_resets: u64,
+}
+
+/// Names functions of one process, caching them by `SharedFunctionInfo`
+/// address. The cache is bounded and emptied when full. V8's garbage
+/// collector may move or free a `SharedFunctionInfo`; callers that keep a
+/// symbolizer across GCs must drop it when the process's code changes
+/// (the BPF side will report moves); the test walks a stopped process.
+pub struct V8Symbolizer {
+    layout: Arc<V8Layout>,
+    cache: HashMap<u64, Arc<FunctionInfo>>,
+    stats: V8SymbolizerStats,
+}
+
+impl V8Symbolizer {
+    /// A symbolizer for processes with `layout`.
+    pub fn new(layout: Arc<V8Layout>) -> V8Symbolizer {
+        V8Symbolizer { layout, cache: HashMap::new(), stats: V8SymbolizerStats::default() }
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &V8Layout {
+        &self.layout
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> V8SymbolizerStats {
+        self.stats
+    }
+
+    /// The function behind `SharedFunctionInfo` `sfi` (tagged).
+    pub fn function(&mut self, memory: &dyn ProcessMemory, sfi: u64) -> Option<Arc<FunctionInfo>> {
+        if let Some(info) = self.cache.get(&sfi) {
+            self.stats.hits += 1;
+            return Some(info.clone());
+        }
+        let heap = Heap { memory, layout: &self.layout };
+        let Some(info) = read_function(&heap, sfi) else {
+            self.stats.failed += 1;
+            return None;
+        };
+        self.stats.read += 1;
+        if self.cache.len() >= MAX_CACHED_FUNCTIONS {
+            self.cache.clear();
+            self.stats.cache_resets += 1;
+        }
+        let info = Arc::new(info);
+        self.cache.insert(sfi, info.clone());
+        Some(info)
+    }
+}
+
+/// Reads the function of `SharedFunctionInfo` `sfi`.
+pub fn read_function(heap: &Heap<'_>, sfi: u64) -> Option<FunctionInfo> {
+    let l = heap.layout;
+    heap.typed(sfi, l.type_shared_function_info)?;
+    let name = function_name(heap, heap.field(sfi, l.sfi_name_or_scope_info)?)
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| ANONYMOUS.to_string());
+    let (script, line_ends) = match heap.field(sfi, l.sfi_script_or_debug_info) {
+        Some(s) if heap.typed(s, l.type_script).is_some() => {
+            (heap.field(s, l.script_name).and_then(|n| heap.string(n)), script_line_ends(heap, s))
+        }
+        _ => (None, None),
+    };
+    let bytecode = heap.field(sfi, l.sfi_function_data).and_then(|d| sfi_bytecode(heap, d));
+    let bytecode = bytecode.and_then(|b| Some((b, bytecode_positions(heap, b)?)));
+    Some(FunctionInfo {
+        name: name.into(),
+        script: script.map(Into::into),
+        line_ends: line_ends.map(Into::into),
+        bytecode: bytecode.map(|(b, p)| (b, p.into())),
+    })
+}
+
+/// The name in `name_or_scope_info`: a string, or a `ScopeInfo`'s.
+fn function_name(heap: &Heap<'_>, name_or_scope_info: u64) -> Option<String> {
+    let l = heap.layout;
+    if heap.typed(name_or_scope_info, l.type_scope_info).is_none() {
+        return heap.string(name_or_scope_info);
+    }
+    // ScopeInfo slots start right after the map.
+    let slot = |i: u32| heap.field(name_or_scope_info, 8 + 8 * i);
+    let locals = l.smi(slot(l.scope_info_context_locals)?)?;
+    if !(0..=MAX_CONTEXT_LOCALS).contains(&locals) {
+        return None;
+    }
+    let first = l.scope_info_first_vars.checked_add(2 * locals as u32)?;
+    let mut previous_smi = false;
+    for i in first..first + SCOPE_INFO_SLOTS {
+        let word = slot(i)?;
+        let smi = l.smi(word).is_some();
+        if smi && previous_smi {
+            // The function's start and end positions: the names are
+            // before them, what follows is other scopes' data.
+            return None;
+        }
+        previous_smi = smi;
+        if let Some(name) = V8Layout::is_heap_object(word).then(|| heap.string(word)).flatten() {
+            if !name.is_empty() {
+                return Some(name);
+            }
+        }
+    }
+    None
+}
+
+/// A script's line ends: its `line_ends` array once V8 computed it,
+/// else computed from its source (if a sequential or cons string of at
+/// most [`MAX_SOURCE`] characters), in UTF-16 units as V8 counts.
+fn script_line_ends(heap: &Heap<'_>, script: u64) -> Option<Vec<i64>> {
+    let l = heap.layout;
+    if let Some(ends) = heap.field(script, l.script_line_ends).and_then(|a| heap.smi_array(a)) {
+        if ends.windows(2).all(|w| w[0] < w[1]) {
+            return Some(ends);
+        }
+    }
+    let source = heap.string_up_to(heap.field(script, l.script_source)?, MAX_SOURCE)?;
+    let mut ends = Vec::new();
+    let mut at = 0i64;
+    for c in source.chars() {
+        if c == '\n' {
+            ends.push(at);
+        }
+        at += c.len_utf16() as i64;
+    }
+    Some(ends)
+}
+
+/// The `BytecodeArray` of a function's `function_data`: itself, or the
+/// one a baseline `Code` object points to.
+fn sfi_bytecode(heap: &Heap<'_>, data: u64) -> Option<u64> {
+    let l = heap.layout;
+    if heap.typed(data, l.type_bytecode_array).is_some() {
+        return Some(data);
+    }
+    // Baseline code: `Code::bytecode_or_interpreter_data` (metadata 11.x:
+    // right after the map and the relocation info).
+    heap.typed(data, l.type_code)?;
+    let inner = heap.field(data, 16)?;
+    heap.typed(inner, l.type_bytecode_array)
+}
+
+/// The decoded source positions of `BytecodeArray` `bytecode` (`None`
+/// until V8 collected them: positions are computed lazily, when a stack
+/// trace or the profiler first needs them).
+pub fn bytecode_positions(heap: &Heap<'_>, bytecode: u64) -> Option<Vec<PositionEntry>> {
+    let table = heap.field(bytecode, heap.layout.bytecode_source_positions)?;
+    decode_positions(&heap.byte_array(table)?)
+}
+
+/// The script offset of bytecode `frame_offset` (as a frame stores it:
+/// relative to the tagged `BytecodeArray` pointer).
+pub fn bytecode_script_offset(l: &V8Layout, positions: &[PositionEntry], frame_offset: i64) -> Option<u32> {
+    let offset = frame_offset.checked_sub(i64::from(l.bytecode_data) - 1)?;
+    Some(position_at(positions, i32::try_from(offset).ok()?)?.script_offset)
+}
+
+/// Size of an `InliningPosition` (a 64-bit `SourcePosition` and the
+/// inlined function's index in the literal array, padded).
+const INLINING_POSITION_SIZE: usize = 16;
+/// Deepest inlining followed.
+pub const MAX_INLINING_DEPTH: usize = 32;
+
+/// The functions at a position of optimised code, innermost first:
+/// `(SharedFunctionInfo, script offset)`, the last being the code's own
+/// function `outer_sfi`. Inlined functions come from the code's
+/// deoptimisation data: the entry's inlining id indexes its inlining
+/// positions, each giving the inlined function (by literal array index)
+/// and the position of the call in its caller, itself maybe inlined.
+pub fn inlined_scopes(heap: &Heap<'_>, code: u64, entry: PositionEntry, outer_sfi: u64) -> Option<Vec<(u64, u32)>> {
+    let l = heap.layout;
+    let mut out = Vec::new();
+    let (mut offset, mut inlining) = (entry.script_offset, entry.inlining_id);
+    if inlining.is_none() {
+        return Some(vec![(outer_sfi, offset)]);
+    }
+    let data = heap.field(code, l.code_deoptimization_data)?;
+    heap.typed(data, l.type_fixed_array)?;
+    let element = |array: u64, i: u32| heap.field(array, l.fixed_array_data.checked_add(i.checked_mul(8)?)?);
+    let literals = element(data, l.deopt_literal_array_index)?;
+    let literals_len = heap.smi_field(literals, l.fixed_array_length)?;
+    let ty = heap.instance_type(literals)?;
+    if ty != l.type_weak_fixed_array && ty != l.type_fixed_array {
+        return None;
+    }
+    let positions = heap.byte_array(element(data, l.deopt_inlining_positions_index)?)?;
+    while let Some(id) = inlining {
+        if out.len() >= MAX_INLINING_DEPTH {
+            return None;
+        }
+        let at = usize::from(id).checked_mul(INLINING_POSITION_SIZE)?;
+        let record = positions.get(at..at + INLINING_POSITION_SIZE)?;
+        let raw = u64::from_le_bytes(record[..8].try_into().ok()?);
+        let function = i32::from_le_bytes(record[8..12].try_into().ok()?);
+        if function < 0 || i64::from(function) >= literals_len {
+            return None;
+        }
+        // Weak references carry tag 3: make them strong pointers.
+        let sfi = element(literals, function as u32)? & !2;
+        heap.typed(sfi, l.type_shared_function_info)?;
+        out.push((sfi, offset));
+        offset = ((raw >> 1) & ((1 << 30) - 1)).saturating_sub(1) as u32;
+        inlining = match (raw >> 31) & 0xffff {
+            0 => None,
+            n => Some((n - 1) as u16),
+        };
+    }
+    out.push((outer_sfi, offset));
+    Some(out)
+}
+
+/// A `Code` object's machine code range and source positions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeInfo {
+    /// First instruction.
+    pub start: u64,
+    /// Bytes of instructions.
+    pub size: u32,
+    /// Its source positions (machine code offsets).
+    pub positions: Vec<PositionEntry>,
+    /// Its `CodeKind` (see [`V8Layout::code_kind_baseline`]).
+    pub kind: u32,
+}
+
+/// Reads `Code` `code` (tagged).
+pub fn read_code(heap: &Heap<'_>, code: u64) -> Option<CodeInfo> {
+    let l = heap.layout;
+    heap.typed(code, l.type_code)?;
+    let start = heap.u64(untag(code)?.checked_add(u64::from(l.code_instruction_start))?)?;
+    let size = heap.field_i32(code, l.code_instruction_size)?;
+    let size = u32::try_from(size).ok().filter(|&s| s > 0 && s < (64 << 20))?;
+    let positions = heap
+        .field(code, l.code_source_positions)
+        .and_then(|t| heap.byte_array(t))
+        .and_then(|t| decode_positions(&t))
+        .unwrap_or_default();
+    let flags = heap.field_i32(code, l.code_flags)? as u32;
+    let kind = (flags >> l.code_kind_shift) & l.code_kind_mask;
+    Some(CodeInfo { start, size, positions, kind })
+}
+
+impl CodeInfo {
+    /// Whether `pc` is in its instructions.
+    pub fn contains(&self, pc: u64) -> bool {
+        pc >= self.start && pc - self.start < u64::from(self.size)
+    }
+
+    /// The position of return address `pc` (the call before it).
+    pub fn position_at_return(&self, pc: u64) -> Option<PositionEntry> {
+        let offset = i32::try_from(pc.checked_sub(self.start)?.checked_sub(1)?).ok()?;
+        position_at(&self.positions, offset)
+    }
+}
