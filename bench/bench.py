@@ -10,7 +10,10 @@ on known call chains, start-up, unwind-table build cost, and `perf record`
 (frame pointers and DWARF) on the same workload at the same frequency. It
 measures and reports; it never fails on a figure. `--quick` runs a reduced
 version (under 3 minutes) for CI. `--reference PATH` adds the reference
-agent (a binary you provide; never downloaded) to the churn rows.
+agent (a binary you provide; never downloaded) to the churn rows, with a
+gRPC sink for its profiles (`bench/otlp_sink`, built with `go`);
+`--trials N` alternates the two agents N times each, `--churn HZ:SECONDS`
+picks the churn runs.
 
 Needs root (BPF, perf), gcc and perf (linux-perf).
 """
@@ -317,17 +320,20 @@ def load_latency(err):
     return (float(m.group(1)), float(m.group(2))) if m else None
 
 
-def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3):
+def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3, trials=1):
     """Every CPU busy, `rate` short-lived processes a second, for
     `seconds`: the agent's RSS every 5 s, its maxima, CPU, BPF cost per
     sample, process-load latency, lost process events, and how complete
     the stacks of new processes started during the churn are (each sleeps
     200 ms after exec, then runs the chain for 2 s). With `reference`, the
     same for the reference agent (memory and CPU only: it has no local
-    output)."""
+    output). With `trials` > 1, the agents alternate (ours first, then the
+    reference first, ...) so that a machine whose load changes skews both
+    alike."""
     cmds = churn_commands(tmp)
     rows = []
-    for who in ["ebpf-profiler"] + (["reference"] if reference else []):
+    order = ["ebpf-profiler"] + (["reference"] if reference else [])
+    for who in [w for t in range(trials) for w in (order if t % 2 == 0 else order[::-1])]:
         log(f"churn: {who} at {hz} Hz for {seconds} s, {rate} processes/s ({', '.join(cmds)})")
         for _ in range(NCPU):
             procs.spawn([str(bins["churn_busy"]), "0"])
@@ -336,10 +342,16 @@ def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3)
             agent = Agent(procs, hz, seconds + 3, out)
             pid = agent.p.pid
         else:
-            ref_err = open(tmp / f"reference-{hz}.stderr", "w")
+            # It samples only once its collector answers: a sink that
+            # accepts and discards its profiles (bench/otlp_sink).
+            sink_err_path = tmp / f"otlp-sink-{hz}.stderr"
+            sink = procs.spawn([str(bins["otlp_sink"]), "-listen", "127.0.0.1:11000"], stderr=open(sink_err_path, "w"))
+            ref_err_path = tmp / f"reference-{hz}.stderr"
             ref = procs.spawn([reference, "-samples-per-second", str(hz), "-collection-agent", "127.0.0.1:11000",
-                               "-disable-tls"], stderr=ref_err)
+                               "-disable-tls"], stderr=open(ref_err_path, "w"))
             time.sleep(5)  # its start-up: no readiness line to wait for
+            if ref.poll() is not None:
+                sys.exit(f"bench: the reference agent exited: {ref_err_path.read_text()[-400:]}")
             pid = ref.pid
         churn = Churn(cmds, rate, max_in_flight=64).start()
         sampler = MemorySampler(pid).start()
@@ -361,15 +373,28 @@ def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3)
                 ref.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 ref.kill()
-            err = ""
+            err = ref_err_path.read_text()
+            if "Failed to start" in err:
+                log(f"churn: the reference did not start: {' '.join(err.split())[-400:]}")
+            sink.send_signal(2)
+            try:
+                sink.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                sink.kill()
+            m = re.search(r"(\d+) requests, (\d+) samples", sink_err_path.read_text())
+            reference_samples = int(m.group(2)) if m else None
+            if not reference_samples:
+                log(f"churn: the reference's collector received no samples: {' '.join(err.split())[-600:]}")
         procs.stop_all()
         runs = b1[1] - b0[1]
-        row = {"agent": who, "hz": hz, "seconds": round(t1 - t0, 1),
+        row = {"agent": who, "hz": hz, "seconds": round(t1 - t0, 1), "loadavg_1m": os.getloadavg()[0],
                "processes_started": churn.started, "processes_failed": churn.failed,
                "starts_skipped": churn.skipped, "rate": churn.started / churn.seconds,
                "cpu_pct_one_core": 100.0 * (c1 - c0) / (t1 - t0),
                "bpf_ns_per_sample": (b1[0] - b0[0]) / runs if runs else None, "bpf_samples": runs,
                **sampler.summary(settle_s=60 if seconds >= 180 else seconds / 3)}
+        if who != "ebpf-profiler":
+            row["samples"] = reference_samples  # as its collector received them
         if who == "ebpf-profiler":
             if out.exists():
                 total, at_leaf, complete = completeness_folded(out, "churn_probe", {"churn_probe": bins["churn_probe"]})
@@ -650,8 +675,8 @@ def render_churn(L, rows):
              "(at most 64 run at once; the starts skipped are in the JSON).\n")
     L.append("| agent | frequency | duration | processes started | steady RSS (anon) | max sampled RSS | VmHWM | drift "
              "| CPU, % of one core | BPF ns / sample | process load p50 / p99 | process events lost | samples lost "
-             "| new processes complete |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+             "| new processes complete | load average at the end |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ns = f"{r['bpf_ns_per_sample']:.0f}" if r.get("bpf_ns_per_sample") else "n/a"
         ours = r["agent"] == "ebpf-profiler"
@@ -661,10 +686,13 @@ def render_churn(L, rows):
         L.append(f"| {r['agent']} | {r['hz']} Hz | {r['seconds']:.0f} s | {r['processes_started']} ({r['rate']:.1f}/s) "
                  f"| {mib(r['steady_rss_kib'])} ({mib(r['steady_anon_kib'])}) | {mib(r['max_rss_kib'])} "
                  f"| {mib(r['hwm_kib'])} | {r['drift_kib'] / 1024:+.1f} MiB | {r['cpu_pct_one_core']:.2f}% | {ns} "
-                 f"| {lat} | {r.get('process_events_lost', 'n/a')} | {r.get('lost', 'n/a')} | {probe} |")
+                 f"| {lat} | {r.get('process_events_lost', 'n/a')} | {r.get('lost', 'n/a')} | {probe} "
+                 f"| {r.get('loadavg_1m', 0):.1f} |")
     for r in rows:
+        if r["agent"] != "ebpf-profiler":
+            L.append(f"\n- {r['agent']} at {r['hz']} Hz: {r.get('samples')} samples received by its collector")
         if r["agent"] == "ebpf-profiler":
-            L.append(f"\n- {r['agent']} at {r['hz']} Hz: {r.get('files_analysed')} files analysed in "
+            L.append(f"\n- {r['agent']} at {r['hz']} Hz: {r.get('samples')} samples; {r.get('files_analysed')} files analysed in "
                      f"{r.get('analyse_ms')} ms; {r.get('distinct_stacks')} distinct stacks in its folded output "
                      "(kept for the whole run, part of its RSS)")
     for r in rows:
@@ -680,6 +708,9 @@ def main():
                     help="the reference agent's binary, run through the churn scenario too (never downloaded)")
     ap.add_argument("--only-churn", action="store_true", help="run the churn scenario alone")
     ap.add_argument("--agent", metavar="PATH", help="the agent binary to measure (default: ./ebpf-profiler)")
+    ap.add_argument("--trials", type=int, default=1, help="churn runs of each agent, alternating (default 1)")
+    ap.add_argument("--churn", metavar="HZ:SECONDS", action="append",
+                    help="churn runs to take instead of the default ones (repeatable; e.g. --churn 20:600)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench: needs root (BPF and perf)")
@@ -700,11 +731,21 @@ def main():
     with tempfile.TemporaryDirectory(prefix="ep-bench-") as t:
         tmp = Path(t)
         bins = build_workloads(tmp)
+        if args.reference:
+            # Its scheduler probe needs tracefs.
+            if not os.path.exists("/sys/kernel/tracing/events"):
+                subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=False)
+            # The reference's collector: a gRPC sink, built with Go's module cache.
+            bins["otlp_sink"] = tmp / "otlp_sink"
+            subprocess.run(["go", "build", "-o", str(bins["otlp_sink"]), "."], cwd=ROOT / "bench" / "otlp_sink",
+                           check=True)
         try:
             churn_runs = [(20, 25)] if q else [(20, 600), (1000, 120)]
+            if args.churn:
+                churn_runs = [tuple(int(x) for x in c.split(":", 1)) for c in args.churn]
             if args.only_churn:
                 results["churn"] = [r for hz, secs in churn_runs
-                                    for r in measure_churn(procs, bins, tmp, hz, secs, 30, args.reference)]
+                                    for r in measure_churn(procs, bins, tmp, hz, secs, 30, args.reference, trials=args.trials)]
                 raise Done
             results["agent"] = []
             results["perf"] = []
@@ -731,7 +772,7 @@ def main():
             log("unwind tables")
             results["unwind"] = measure_unwind_tables(tmp)
             results["churn"] = [r for hz, secs in churn_runs
-                                for r in measure_churn(procs, bins, tmp, hz, secs, 30, args.reference)]
+                                for r in measure_churn(procs, bins, tmp, hz, secs, 30, args.reference, trials=args.trials)]
         except Done:
             pass
         finally:

@@ -10,8 +10,9 @@
 #   dwz                 symbolization tests of dwz-compressed debug info
 #   openjdk-17-jdk-headless  java/javac for the HotSpot tests (crates/interpreters/tests/hotspot_live.rs)
 #   ruby                the Ruby tests (crates/interpreters/tests/ruby_live.rs)
+#   php-cli             the PHP tests (crates/interpreters/tests/php_live.rs)
 set -euo pipefail
-packages=(clang-19 libclang1-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool dwz openjdk-17-jdk-headless ruby)
+packages=(clang-19 libclang1-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool dwz openjdk-17-jdk-headless ruby php-cli)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,7 +5,10 @@
 //! of its stack is unwound in user space ([`profiler_bpf::MapTables`])
 //! and the sample goes on to the trace builder with its original
 //! timestamp. A sample whose process is not loaded within
-//! [`PENDING_TIMEOUT`] goes on as it is (its leaf only).
+//! [`PENDING_TIMEOUT`], or has exited without being loaded, goes on as
+//! it is (its leaf only): under churn most copies are of processes that
+//! end before their load, and holding each for the whole timeout kept
+//! megabytes of copies that could never be unwound.
 
 use profiler_bpf::{LateUnwind, MapTables, RawSample, StackCopy, UnwindStop, FRAME_EXACT_PC};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -32,6 +35,21 @@ pub(crate) trait LateTables {
     fn is_loaded(&mut self, pid: u32, address: u64) -> bool;
     /// Unwinds from the copy.
     fn unwind(&mut self, pid: u32, copy: &StackCopy, max_frames: usize) -> LateUnwind;
+    /// Whether process `pid` still exists: once it is gone, whatever is
+    /// not loaded for it never will be (the manager loads live processes
+    /// only, and unloads a process at its exit).
+    fn process_exists(&mut self, pid: u32) -> bool;
+}
+
+/// Whether `pid` exists (a zombie still does), by signal 0: one syscall.
+fn pid_exists(pid: u32) -> bool {
+    let Ok(raw) = libc::pid_t::try_from(pid) else { return false };
+    if raw <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the process exists.
+    let r = unsafe { libc::kill(raw, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 impl LateTables for MapTables {
@@ -41,6 +59,10 @@ impl LateTables for MapTables {
 
     fn unwind(&mut self, pid: u32, copy: &StackCopy, max_frames: usize) -> LateUnwind {
         MapTables::unwind(self, pid, copy, max_frames)
+    }
+
+    fn process_exists(&mut self, pid: u32) -> bool {
+        pid_exists(pid)
     }
 }
 
@@ -57,6 +79,10 @@ impl LateTables for NoTables {
     fn unwind(&mut self, _pid: u32, copy: &StackCopy, _max_frames: usize) -> LateUnwind {
         LateUnwind { frames: vec![copy.pc], stop: UnwindStop::UnknownPid }
     }
+
+    fn process_exists(&mut self, _pid: u32) -> bool {
+        true
+    }
 }
 
 /// Counters of late unwinding.
@@ -68,7 +94,7 @@ pub(crate) struct LateUnwindCounts {
     /// bounds were reached (oldest first).
     pub dropped_queue_full: u64,
     /// Samples that went on without late unwinding because their process
-    /// was not loaded in time.
+    /// was not loaded in time, or exited before it was.
     pub timed_out: u64,
 }
 
@@ -170,8 +196,10 @@ impl<T: LateTables> LateUnwinder<T> {
         ready_pid: impl Fn(u32, u64) -> bool,
         ready: &mut Vec<RawSample>,
     ) {
-        // Whether each (pid, address) is loaded, asked once per poll.
+        // Whether each (pid, address) is loaded, and each pid still
+        // exists, asked once per poll.
         let mut loaded: HashMap<(u32, u64), bool> = HashMap::new();
+        let mut gone: HashMap<u32, bool> = HashMap::new();
         let mut keep = VecDeque::with_capacity(self.queue.len());
         while let Some(p) = self.pop_front() {
             let Some(copy) = &p.sample.stack else {
@@ -183,14 +211,19 @@ impl<T: LateTables> LateUnwinder<T> {
             let is_loaded = *loaded
                 .entry((pid, address))
                 .or_insert_with(|| self.tables.is_loaded(pid, address) && ready_pid(pid, address));
-            let expired = expire_all || now.duration_since(p.arrived) >= PENDING_TIMEOUT;
+            let mut expired = expire_all || now.duration_since(p.arrived) >= PENDING_TIMEOUT;
+            if !expired && !is_loaded {
+                expired = *gone.entry(pid).or_insert_with(|| !self.tables.process_exists(pid));
+            }
             if is_loaded {
                 let prior = p.sample.user_frames.len().saturating_sub(1);
                 let late = self.tables.unwind(pid, copy, MAX_USER_FRAMES.saturating_sub(prior));
                 // A later frame may be in a mapping loaded a moment
                 // later (the dynamic loader at work): wait for it.
-                let waiting = matches!(late.stop, UnwindStop::UnknownPid | UnwindStop::UnknownPc);
-                if !waiting || expired {
+                let waiting = matches!(late.stop, UnwindStop::UnknownPid | UnwindStop::UnknownPc)
+                    && !expired
+                    && !*gone.entry(pid).or_insert_with(|| !self.tables.process_exists(pid));
+                if !waiting {
                     *self.counts.stops.entry(late.stop).or_default() += 1;
                     ready.push(apply(p.sample, late));
                     continue;
@@ -239,6 +272,8 @@ mod tests {
         /// What unwinding gives (frames after the copy's pc, stop).
         tail: Vec<u64>,
         stop: Option<UnwindStop>,
+        /// Processes that have exited.
+        exited: HashSet<u32>,
     }
 
     impl LateTables for FakeTables {
@@ -251,6 +286,10 @@ mod tests {
             frames.extend(&self.tail);
             frames.truncate(max_frames);
             LateUnwind { frames, stop: self.stop.unwrap_or(UnwindStop::Root) }
+        }
+
+        fn process_exists(&mut self, pid: u32) -> bool {
+            !self.exited.contains(&pid)
         }
     }
 
@@ -314,6 +353,48 @@ mod tests {
         assert_eq!((ready[0].user_frames.len(), ready[0].unwind_stop), (1, UnwindStop::UnknownPid));
         assert_eq!(ready[0].stack, None);
         assert_eq!(late.counts().timed_out, 1);
+    }
+
+    #[test]
+    fn a_process_gone_before_its_load_goes_at_once() {
+        let mut late = LateUnwinder::new(FakeTables::default());
+        let t0 = Instant::now();
+        let mut ready = Vec::new();
+        late.hold(sample(7, 100, 64), t0, &mut ready);
+        late.hold(sample(8, 200, 64), t0, &mut ready);
+        late.tables.exited.insert(7);
+        late.poll(t0, |_, _| true, &mut ready);
+        assert_eq!(ready.iter().map(|s| s.ktime_ns).collect::<Vec<_>>(), vec![100]);
+        assert_eq!((ready[0].user_frames.len(), ready[0].unwind_stop), (1, UnwindStop::UnknownPid));
+        assert_eq!(ready[0].stack, None);
+        assert_eq!(late.counts().timed_out, 1);
+        // The live one still waits for its load.
+        assert_eq!(late.len(), 1);
+        assert_eq!(late.bytes, 64);
+    }
+
+    #[test]
+    fn a_gone_process_waiting_for_a_later_mapping_goes_at_once() {
+        let tables = FakeTables { loaded: [7].into(), stop: Some(UnwindStop::UnknownPc), ..Default::default() };
+        let mut late = LateUnwinder::new(tables);
+        let t0 = Instant::now();
+        let mut ready = Vec::new();
+        late.hold(sample(7, 1, 64), t0, &mut ready);
+        late.poll(t0, |_, _| true, &mut ready);
+        assert!(ready.is_empty());
+        late.tables.exited.insert(7);
+        late.poll(t0 + POLL_INTERVAL, |_, _| true, &mut ready);
+        assert_eq!(ready.len(), 1);
+        assert_eq!(ready[0].unwind_stop, UnwindStop::UnknownPc);
+        assert_eq!(late.counts().stops.get(&UnwindStop::UnknownPc), Some(&1));
+        assert_eq!(late.counts().timed_out, 0);
+    }
+
+    #[test]
+    fn the_agent_itself_exists() {
+        assert!(pid_exists(std::process::id()));
+        assert!(!pid_exists(0));
+        assert!(!pid_exists(u32::MAX));
     }
 
     #[test]

@@ -171,6 +171,7 @@ impl Sampler {
             .samples
             .set_max_entries(options.ring_buffer_bytes)
             .map_err(|source| BpfError::Map { map: "samples", source })?;
+        crate::preflight::preallocate_hash_maps_if_needed(open.open_object_mut())?;
         let skel = open.load().map_err(classify_load_error)?;
 
         if let Some(pids) = &options.pids {

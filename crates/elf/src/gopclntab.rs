@@ -1338,7 +1338,7 @@ mod tests {
         }
         // Room for the pairs of 2^20 functions, not for their records (a
         // sparse file gives room for the pairs of 2^32 - 1: see
-        // profiler-process's go_tables tests).
+        // the tests of unwind/go.rs).
         h[8..16].copy_from_slice(&(1u64 << 20).to_le_bytes());
         h.resize(72 + (2 << 20) * 4 + 4, 0);
         match checked_header(&h) {

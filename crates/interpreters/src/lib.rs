@@ -20,6 +20,8 @@
 
 pub mod hotspot;
 pub mod memory;
+pub mod perl;
+pub mod php;
 pub mod python;
 mod registry;
 pub mod ruby;
@@ -36,7 +38,8 @@ pub use runtime::{Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile
 pub fn runtimes() -> Vec<Box<dyn Runtime>> {
     vec![
         Box::new(python::CPython),
-        // HotSpot, V8 and CRuby (src/hotspot/, src/v8/, src/ruby/) come
-        // here once their unwinders are wired.
+        // HotSpot, V8, CRuby, PHP and Perl (src/hotspot/, src/v8/,
+        // src/ruby/, src/php/, src/perl/) come here once their unwinders
+        // are wired.
     ]
 }

@@ -6,9 +6,8 @@
 //! Rust library).
 //! Built once per [`FileId`] and shared by every process that maps it.
 
-use crate::go_tables::{with_go_tables, GoUnwindStats};
 use profiler_elf::source::FileIdentity;
-use profiler_elf::{ElfFile, LoadSegments, UnwindTable};
+use profiler_elf::{with_go_tables, ElfFile, GoUnwindStats, LoadSegments, UnwindTable};
 use profiler_trace::{FileId, TableKey};
 use std::sync::Arc;
 

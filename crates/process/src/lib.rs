@@ -20,7 +20,6 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod files;
-mod go_tables;
 mod latency;
 mod lru;
 mod manager;
@@ -31,16 +30,16 @@ mod queue;
 mod registry;
 
 pub use files::ExecutableFile;
-pub use go_tables::{GoUnwindStats, FOLLOWED_SWITCHES};
 pub use latency::LatencySummary;
 pub use manager::{
     monotonic_ns, LoaderError, ManagerLimits, ManagerStats, ProcessManager, UnwindLoader, UnwindMapping, UnwindTarget,
 };
+pub use profiler_elf::{GoUnwindStats, FOLLOWED_SWITCHES};
 pub use queue::{EventKind, EventQueue, LoadKind, PendingWork, QueueStats};
 pub use registry::{ProcessRegistry, ProcessSnapshot, ResolvedAddress, SnapshotMapping};
 
 /// Entry points of the fuzz targets (`fuzz/`). NOT PART OF THE API.
 #[doc(hidden)]
 pub mod __fuzz {
-    pub use crate::go_tables::with_go_tables;
+    pub use profiler_elf::with_go_tables;
 }

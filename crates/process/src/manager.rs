@@ -34,7 +34,7 @@ use profiler_elf::source::{
     OpenedFile, Purpose, Refusals,
 };
 use profiler_elf::{file_id_of_bytes, file_id_of_file, ElfFile, RuleId, RuleInterner, UnwindRule};
-use profiler_trace::{FileId, Pid, TableKey};
+use profiler_trace::{FileId, Pid, ProcessInfo, TableKey};
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -168,6 +168,9 @@ pub struct ManagerStats {
     pub maps_reads: u64,
     /// Processes that vanished or could not be read.
     pub maps_read_failures: u64,
+    /// Reads that found no executable mapping (an exited process not
+    /// reaped yet, a kernel thread): not loaded, or unloaded.
+    pub maps_empty: u64,
     /// Reads of maps whose executable mappings had not changed (nothing
     /// else done).
     pub maps_unchanged: u64,
@@ -249,6 +252,16 @@ struct ProcessState {
     maps_digest: u64,
     /// Kernel time of the event whose load is not complete yet.
     waiting_since_ns: Option<u64>,
+}
+
+/// What [`ProcessManager::analyse_mappings`] makes of a process's maps.
+struct AnalysedMappings {
+    /// For the loader.
+    mappings: Vec<ProcessMapping>,
+    /// For the registry, by start address.
+    snapshot: Vec<SnapshotMapping>,
+    /// The files mapped.
+    files: HashSet<TableKey>,
 }
 
 /// Identity of a file on disk, to skip hashing it again.
@@ -614,12 +627,28 @@ impl<L: UnwindLoader> ProcessManager<L> {
         self.stats.files_evicted += 1;
     }
 
+    /// Loads `pid`, or brings it up to date: reads its maps, compares
+    /// them with what is loaded, has the files analysed that are new, then
+    /// loads its mappings and publishes its snapshot. `new_event`: asked by
+    /// a sample of a pid the kernel did not know (ignored for a process
+    /// loaded a moment ago).
     fn sync(&mut self, pid: Pid, new_event: bool) {
+        let Some(start_time) = self.admit(pid, new_event) else { return };
+        let Some((entries, digest)) = self.read_maps(pid) else { return };
+        let analysed = self.analyse_mappings(pid, &entries);
+        let known_info = self.diff(pid, start_time, digest, analysed.mappings, &analysed.files);
+        self.load(pid, known_info, analysed.snapshot);
+    }
+
+    /// Step 1 of [`ProcessManager::sync`]: whether `pid` is to be read
+    /// (alive, not read a moment ago, within the process limit), and its
+    /// start time. A pid now held by another process is unloaded first.
+    fn admit(&mut self, pid: Pid, new_event: bool) -> Option<Option<u64>> {
         let start_time = read_start_time(&self.proc_root, pid);
         if start_time.is_none() {
             // Gone already (or never was): nothing to load.
             self.stats.maps_read_failures += 1;
-            return;
+            return None;
         }
         if let Some(state) = self.processes.get(&pid) {
             if state.start_time != start_time {
@@ -628,46 +657,69 @@ impl<L: UnwindLoader> ProcessManager<L> {
             } else if new_event && state.maps_read_at.elapsed() < self.limits.maps_refresh_interval {
                 // A sample taken before our load finished; the kernel
                 // rate-limits unknown-pc events itself.
-                return;
+                return None;
             }
         } else if self.processes.len() >= self.limits.max_processes {
             self.stats.processes_rejected += 1;
-            return;
+            return None;
         }
+        Some(start_time)
+    }
 
+    /// Step 2: `pid`'s executable mappings and their digest; `None` when
+    /// the maps cannot be read, or when nothing executable changed since
+    /// the last read (most re-reads after an exec, once ld.so is done: no
+    /// file to look at again).
+    fn read_maps(&mut self, pid: Pid) -> Option<(Vec<MapsEntry>, u64)> {
         self.stats.maps_reads += 1;
         let maps_path = self.proc_root.join(pid.0.to_string()).join("maps");
         let Ok(text) = std::fs::read_to_string(&maps_path) else {
             self.stats.maps_read_failures += 1;
-            return;
+            return None;
         };
         let entries = parse_executable(&text);
+        if entries.is_empty() {
+            // No executable mapping: the process has exited (a zombie
+            // until it is reaped, whose start time still reads) or is a
+            // kernel thread. Loaded, its entry would stay in the loader
+            // until the pid is reaped.
+            self.stats.maps_empty += 1;
+            if self.processes.contains_key(&pid) {
+                self.unload_process(pid, false);
+            }
+            return None;
+        }
         let digest = maps_digest(&entries);
         if let Some(state) = self.processes.get_mut(&pid) {
             if state.maps_digest == digest {
-                // Nothing executable changed (most re-reads after an
-                // exec, once ld.so is done): no file to look at again.
                 state.maps_read_at = Instant::now();
                 self.stats.maps_unchanged += 1;
-                return;
+                return None;
             }
         }
+        Some((entries, digest))
+    }
 
-        let mut snapshot_mappings = Vec::with_capacity(entries.len());
-        let mut mappings = Vec::with_capacity(entries.len());
-        let mut files = HashSet::new();
+    /// Step 3: the file behind each mapping (files first seen are queued
+    /// for analysis), as the loader and the registry will see them.
+    fn analyse_mappings(&mut self, pid: Pid, entries: &[MapsEntry]) -> AnalysedMappings {
+        let mut analysed = AnalysedMappings {
+            mappings: Vec::with_capacity(entries.len()),
+            snapshot: Vec::with_capacity(entries.len()),
+            files: HashSet::new(),
+        };
         // The lowest file mapping is the program's own executable (ld.so
         // and libraries are mapped above it): analysed first.
         let mut first_file = true;
-        for entry in &entries {
+        for entry in entries {
             self.adding_urgent = first_file && !entry.is_anonymous() && !entry.is_vdso();
             let file = if entry.is_anonymous() { None } else { self.file_for(pid, entry) };
             first_file &= entry.is_anonymous();
             let bias = file.as_ref().and_then(|f| f.segments.executable_bias(entry.start, entry.offset));
             let target = file.as_ref().zip(bias).map(|(f, b)| (f.table_key, b));
-            mappings.push(ProcessMapping { start: entry.start, end: entry.end, file: target });
+            analysed.mappings.push(ProcessMapping { start: entry.start, end: entry.end, file: target });
             if let Some(f) = &file {
-                files.insert(f.table_key);
+                analysed.files.insert(f.table_key);
             }
             let mut mapping = entry.to_mapping();
             if let Some(f) = &file {
@@ -675,12 +727,26 @@ impl<L: UnwindLoader> ProcessManager<L> {
                 mapping.gnu_build_id = f.gnu_build_id.clone();
                 mapping.go_build_id = f.go_build_id.clone();
             }
-            snapshot_mappings.push(SnapshotMapping { mapping: Arc::new(mapping), file, bias });
+            analysed.snapshot.push(SnapshotMapping { mapping: Arc::new(mapping), file, bias });
         }
         self.adding_urgent = false;
-        snapshot_mappings.sort_by_key(|m| m.mapping.start);
+        analysed.snapshot.sort_by_key(|m| m.mapping.start);
+        analysed
+    }
 
-        // References: take the new ones before releasing the old ones.
+    /// Step 4: records `pid`'s new mappings and moves its file references
+    /// from the old set to the new one (the new ones taken before the old
+    /// ones are released, so that a file in both is never let go). Returns
+    /// the process's info when it is the same program as before (its name,
+    /// path and container are kept).
+    fn diff(
+        &mut self,
+        pid: Pid,
+        start_time: Option<u64>,
+        digest: u64,
+        mappings: Vec<ProcessMapping>,
+        files: &HashSet<TableKey>,
+    ) -> Option<Arc<ProcessInfo>> {
         let now = Instant::now();
         // Timed from the event that asked for this load (from now for a
         // process loaded without one); scheduled re-reads are not timed.
@@ -710,7 +776,6 @@ impl<L: UnwindLoader> ProcessManager<L> {
                 HashSet::new()
             }
         };
-        // The same program as before keeps its name, path and container.
         let known_info = if old.is_empty() { None } else { self.registry.get(pid).map(|s| s.info.clone()) };
         for id in files.difference(&old) {
             if let Some(e) = self.files.get_mut(id) {
@@ -718,15 +783,20 @@ impl<L: UnwindLoader> ProcessManager<L> {
                 self.unused.remove(*id);
             }
         }
-        let released: HashSet<TableKey> = old.difference(&files).copied().collect();
+        let released: HashSet<TableKey> = old.difference(files).copied().collect();
         self.release_files(&released);
-        self.push_mappings(pid);
+        known_info
+    }
 
+    /// Step 5: `pid`'s mappings into the loader and its snapshot into the
+    /// registry.
+    fn load(&mut self, pid: Pid, known_info: Option<Arc<ProcessInfo>>, snapshot: Vec<SnapshotMapping>) {
+        self.push_mappings(pid);
         let info = known_info.unwrap_or_else(|| {
             let comm = std::fs::read_to_string(self.proc_root.join(pid.0.to_string()).join("comm")).unwrap_or_default();
             Arc::new(read_info(&self.proc_root, pid, comm.trim_end(), &self.limits.include_env_vars))
         });
-        self.registry.set(pid, ProcessSnapshot { info, mappings: snapshot_mappings });
+        self.registry.set(pid, ProcessSnapshot { info, mappings: snapshot });
     }
 
     /// Sets `pid`'s mappings in the loader, those of the files whose
@@ -1233,6 +1303,49 @@ mod tests {
         m.tick();
         assert!(!m.is_loaded(pa));
         assert!(m.loader().files.is_empty());
+    }
+
+    /// A process that exited but is not reaped yet (a zombie: its start
+    /// time still reads, its maps are empty) is not loaded, and a loaded
+    /// one that becomes a zombie is unloaded at its next read: nothing of
+    /// it stays in the loader until the pid is reaped.
+    #[test]
+    fn zombies_are_not_loaded() {
+        let registry = Arc::new(ProcessRegistry::new());
+        let mut m = ProcessManager::new(Recorder::default(), registry, quick());
+        let zombie_state =
+            |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z"));
+        let wait_zombie = |pid: u32| {
+            for _ in 0..200 {
+                if zombie_state(pid) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            panic!("{pid} did not become a zombie");
+        };
+
+        let mut exited = Command::new("true").spawn().unwrap(); // never waited for until the end
+        wait_zombie(exited.id());
+        let pz = Pid(exited.id());
+        m.on_new_process(pz);
+        m.settle();
+        assert!(!m.is_loaded(pz));
+        assert!(!m.loader().processes.contains_key(&pz));
+        assert_eq!(m.stats().maps_empty, 1);
+
+        let a = sleeper();
+        let pa = Pid(a.0.id());
+        m.on_new_process(pa);
+        m.settle();
+        assert!(m.is_loaded(pa));
+        let mut a = a;
+        a.0.kill().unwrap(); // not reaped: a zombie, and no exit event comes
+        wait_zombie(pa.0);
+        m.on_unknown_pc(pa, 0); // a late sample's event: the maps are read again
+        assert!(!m.is_loaded(pa), "a zombie is unloaded when its maps read empty");
+        assert!(!m.loader().processes.contains_key(&pa));
+        exited.wait().unwrap();
     }
 
     #[test]

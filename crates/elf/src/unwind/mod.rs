@@ -1,15 +1,18 @@
 //! Native unwind tables: `.eh_frame`/`.debug_frame` reduced to a sorted
-//! list of x86-64 [`UnwindRule`]s ("stack deltas").
+//! list of x86-64 [`UnwindRule`]s ("stack deltas"), and Go's `.gopclntab`
+//! merged into them ([`with_go_tables`]).
 
 mod build;
 mod deltas;
 mod expr;
 mod fxhash;
+mod go;
 mod intern;
 mod rules;
 mod stats;
 
 pub use deltas::{Deltas, DeltasBuilder, IndexedIter, IntoIndexed, MAX_RULES_PER_TABLE};
+pub use go::{with_go_tables, GoUnwindStats, FOLLOWED_SWITCHES};
 pub use intern::{RuleId, RuleInterner};
 pub use rules::{CfaBase, InvalidReason, RbpRule, StackDelta, UnwindRule};
 pub use stats::{CfiError, CfiErrorKind, CfiSection, EhFrameSource, RowCounts, UnwindStats, MAX_KEPT_ERRORS};

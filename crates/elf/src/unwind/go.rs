@@ -47,9 +47,7 @@
 //! switches. CFI describes the rest (C code; `.gopclntab` lists C
 //! functions linked internally without `pcsp`).
 
-use profiler_elf::{
-    CfaBase, Deltas, ElfFile, GoFunc, GoPclntab, PcRange, RbpRule, StackDelta, UnwindRule, UnwindTable,
-};
+use crate::{CfaBase, Deltas, ElfFile, GoFunc, GoPclntab, PcRange, RbpRule, StackDelta, UnwindRule, UnwindTable};
 
 /// `SPWRITE` functions known to keep their own frame pointer in `rbp`
 /// from their prologue to their epilogue while `rsp` is elsewhere, so that
@@ -129,7 +127,7 @@ pub struct GoUnwindStats {
     /// `.debug_frame` in unstripped binaries).
     pub cfi_overridden: u64,
     /// Tables refused for declaring more functions than their size or
-    /// [`profiler_elf::MAX_GO_FUNCTIONS`] allows (0 or 1).
+    /// [`crate::MAX_GO_FUNCTIONS`] allows (0 or 1).
     pub refused: u64,
 }
 
@@ -225,7 +223,7 @@ pub fn with_go_tables(elf: &ElfFile, cfi: UnwindTable) -> (UnwindTable, Option<G
 
 /// The Go rules of every function of `tab`, in address order.
 fn go_pieces(tab: &GoPclntab<'_>, code: &mut impl Code, stats: &mut GoUnwindStats) -> Vec<Piece> {
-    let has_flags = tab.version() != profiler_elf::GoPclntabVersion::Go116;
+    let has_flags = tab.version() != crate::GoPclntabVersion::Go116;
     // Grown as needed: the declared count is bounded, not trusted.
     let mut pieces = Vec::new();
     for f in tab.funcs() {
@@ -882,9 +880,9 @@ func main() { fmt.Println(work(10)) }
         assert!(ElfFile::open(&sparse).is_err());
         let elf = ElfFile::from_file(std::fs::File::open(&sparse).unwrap(), section.offset + size).unwrap();
         match GoPclntab::find(&elf) {
-            Err(profiler_elf::Error::OverLimit { what: ".gopclntab functions", value, limit }) => {
+            Err(crate::Error::OverLimit { what: ".gopclntab functions", value, limit }) => {
                 assert_eq!(value, u64::from(u32::MAX));
-                assert!(limit <= u64::from(profiler_elf::MAX_GO_FUNCTIONS), "{limit}");
+                assert!(limit <= u64::from(crate::MAX_GO_FUNCTIONS), "{limit}");
             }
             Err(e) => panic!("{e}"),
             Ok(t) => panic!("accepted: {:?}", t.map(|t| t.len())),

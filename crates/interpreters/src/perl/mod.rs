@@ -1,0 +1,101 @@
+//! Perl 5: finding an interpreter in a file ([`detect`]), the per-version
+//! offsets the unwinder needs ([`PerlLayout`]), and a user-space walk of a
+//! thread's context stacks that names its subs ([`PerlSymbolizer`]) and
+//! proves the layout against live processes. Not wired into the agent
+//! yet; see `docs/perl.md`.
+//!
+//! Perl is recognised by `libperl.so` (or a static `perl`) defining
+//! `Perl_runops_standard` and `PL_version`; the release is read from
+//! `PL_revision`/`PL_version`/`PL_subversion` in the file. A threaded
+//! build (`PL_thr_key`, `PL_curinterp`) keeps its state in a
+//! `PerlInterpreter`; a non-threaded one in the globals `PL_curcop` and
+//! `PL_curstackinfo`. Releases outside [`MIN_PERL`]..=[`MAX_PERL`] are
+//! [`Detection::Unsupported`]: a notice for the agent, frames stay native.
+
+mod layout;
+mod walk;
+
+pub use layout::{consts, PerlLayout, PerlVersion, MAX_PERL, MIN_PERL};
+pub use walk::{
+    global_state, threaded_state, PerlFrame, PerlSymbolizer, PerlThreadState, WalkError, MAX_CACHED, MAX_CONTEXTS,
+    MAX_FRAMES, MAX_STACKS,
+};
+
+use profiler_elf::ElfFile;
+
+/// Where an interpreter's state is, as file addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PerlState {
+    /// Threaded (`MULTIPLICITY`): each thread's `PerlInterpreter*` is in
+    /// the thread-specific key `PL_thr_key` (and, for 5.36+, the
+    /// thread-local `PL_current_context`); `PL_curinterp` holds the first
+    /// interpreter, the main thread's.
+    Threaded {
+        /// File address of `PL_thr_key` (a `pthread_key_t`).
+        thr_key_vaddr: u64,
+        /// File address of `PL_curinterp` (a `PerlInterpreter*`).
+        curinterp_vaddr: u64,
+    },
+    /// Non-threaded: the interpreter variables are globals.
+    Globals {
+        /// File address of `PL_curcop` (a `COP*`).
+        curcop_vaddr: u64,
+        /// File address of `PL_curstackinfo` (a `PERL_SI*`).
+        curstackinfo_vaddr: u64,
+    },
+}
+
+/// A Perl build found in a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PerlBuild {
+    /// Its release.
+    pub version: PerlVersion,
+    /// The offsets of that release.
+    pub layout: PerlLayout,
+    /// Where the interpreter's state is.
+    pub state: PerlState,
+    /// `Perl_runops_standard` `(vaddr, size)`: the loop running Perl ops,
+    /// whose native frames the BPF unwinder will replace.
+    pub runops: (u64, u64),
+}
+
+/// What [`detect`] found in a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Detection {
+    /// Not Perl.
+    NotPerl,
+    /// A supported Perl.
+    Perl(Box<PerlBuild>),
+    /// A Perl this crate does not unwind (its frames stay native).
+    Unsupported(String),
+}
+
+/// Looks at one mapped file (`path` is its name, for messages).
+pub fn detect(elf: &ElfFile, path: &str) -> Detection {
+    let Some(runops) = elf.function_symbol("Perl_runops_standard") else {
+        return Detection::NotPerl;
+    };
+    let mut digits = [0u8; 3];
+    for (digit, symbol) in digits.iter_mut().zip(["PL_revision", "PL_version", "PL_subversion"]) {
+        match elf.symbol_address(symbol).and_then(|v| elf.bytes_at_vaddr(v, 1)) {
+            Some(b) => *digit = b[0],
+            None => return Detection::Unsupported(format!("{path}: Perl without a readable {symbol}")),
+        }
+    }
+    let version = PerlVersion { major: digits[0], minor: digits[1], patch: digits[2] };
+    let state = match (elf.symbol_address("PL_thr_key"), elf.symbol_address("PL_curinterp")) {
+        (Some(thr_key_vaddr), Some(curinterp_vaddr)) => PerlState::Threaded { thr_key_vaddr, curinterp_vaddr },
+        (None, _) => match (elf.symbol_address("PL_curcop"), elf.symbol_address("PL_curstackinfo")) {
+            (Some(curcop_vaddr), Some(curstackinfo_vaddr)) => PerlState::Globals { curcop_vaddr, curstackinfo_vaddr },
+            _ => return Detection::Unsupported(format!("{path}: Perl {version} without PL_curcop/PL_curstackinfo")),
+        },
+        (Some(_), None) => {
+            return Detection::Unsupported(format!("{path}: threaded Perl {version} without PL_curinterp"))
+        }
+    };
+    let threaded = matches!(state, PerlState::Threaded { .. });
+    let Some(layout) = PerlLayout::for_version(version, threaded) else {
+        return Detection::Unsupported(format!("{path}: Perl {version} (supported: {MIN_PERL} to 5.40.x)"));
+    };
+    Detection::Perl(Box::new(PerlBuild { version, layout, state, runops }))
+}
