@@ -19,7 +19,7 @@ use args::{Args, Format};
 use export_sink::ExportSink;
 use output::Output;
 use profiler_agent::{Agent, AgentConfig, TraceSink, UnwindStop};
-use profiler_export::{ExporterConfig, ExporterStats, OtlpExporter};
+use profiler_export::{BackendEvent, BackendObserver, ExporterConfig, ExporterStats, OtlpExporter};
 use profiler_report::folded::FoldedStacks;
 use profiler_report::pprof::PprofBuilder;
 use profiler_trace::Trace;
@@ -99,7 +99,9 @@ fn run(args: &Args) -> Result<()> {
     let exporter = match &args.collection_agent {
         Some(endpoint) => {
             let config = ExporterConfig::new(endpoint.clone(), !args.disable_tls, args.export_buffer as usize);
-            let exporter = Arc::new(Mutex::new(OtlpExporter::start(config).context("starting the OTLP exporter")?));
+            let exporter = OtlpExporter::start_with_observer(config, Some(backend_warnings(endpoint.clone())))
+                .context("starting the OTLP exporter")?;
+            let exporter = Arc::new(Mutex::new(exporter));
             sinks.push(Box::new(ExportSink::new(args.samples_per_second, unix_now_ns(), exporter.clone())));
             Some(exporter)
         }
@@ -364,4 +366,27 @@ mod tests {
         e.dropped_rejected_by_code.insert("InvalidArgument".into(), 2);
         assert_eq!(export_drop_reasons(&e), " (buffer full 3, unsent at exit 1, refused InvalidArgument 2)");
     }
+}
+
+/// Says on stderr, as it happens, when the OTLP backend cannot be reached
+/// (once, then every minute while it lasts) and when it is reached again.
+fn backend_warnings(endpoint: String) -> BackendObserver {
+    Box::new(move |event| {
+        match event {
+        BackendEvent::Unreachable { error, buffered } => say!(
+            "ebpf-profiler: warning: the OTLP backend {endpoint} cannot be reached ({error}); \
+             {buffered} request(s) wait, retried until it answers"
+        ),
+        BackendEvent::StillUnreachable { down_for, buffered, dropped } => say!(
+            "ebpf-profiler: warning: the OTLP backend {endpoint} still cannot be reached after {}s; \
+             {buffered} request(s) wait, {dropped} dropped (the buffer is full: --export-buffer)",
+            down_for.as_secs()
+        ),
+        BackendEvent::Reachable { down_for, dropped } => say!(
+            "ebpf-profiler: the OTLP backend {endpoint} is reached again after {}s ({dropped} request(s) dropped meanwhile)",
+            down_for.as_secs()
+        ),
+        _ => {}
+    }
+    })
 }

@@ -270,3 +270,26 @@ fn pid_of_a_thread_profiles_its_process() {
     assert!(samples_in(&folded, "cli_test_spin") > 0, "no sample of the spinning thread\n{folded}\n{stderr}");
     let _ = std::fs::remove_file(&output);
 }
+
+/// A backend that cannot be reached is said on stderr while the agent runs
+/// (not only in the summary at exit), and the run goes on.
+#[test]
+fn unreachable_backend_is_warned_live() {
+    let _serial = serial();
+    let spinner = Spinner::start();
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let me = std::process::id().to_string();
+    let mut run =
+        Run::start(&["--pid", &me, "--collection-agent", &nobody, "--disable-tls", "--reporter-interval", "1s"]);
+    if !run.sampling_started() {
+        return;
+    }
+    let warning = format!("ebpf-profiler: warning: the OTLP backend {nobody} cannot be reached");
+    assert!(run.wait_for_line(&warning), "no live warning: {:#?}", run.stderr);
+    assert!(run.child.try_wait().unwrap().is_none(), "the agent exited: {:#?}", run.stderr);
+    run.signal(libc::SIGTERM);
+    let (status, stderr) = run.finish();
+    drop(spinner);
+    assert!(status.success(), "{status:?}\n{stderr}");
+    assert_eq!(stderr.matches("cannot be reached (").count(), 1, "said once per outage:\n{stderr}");
+}

@@ -34,7 +34,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
 use tokio::sync::{watch, Notify};
@@ -69,6 +69,9 @@ pub struct ExporterConfig {
     pub max_attempts: u32,
     /// Compress requests with gzip. Default on.
     pub gzip: bool,
+    /// How often a backend that stays unreachable is reported again
+    /// ([`BackendEvent::StillUnreachable`]). Default 60 s.
+    pub unreachable_reminder: Duration,
 }
 
 impl ExporterConfig {
@@ -83,6 +86,7 @@ impl ExporterConfig {
             max_backoff: Duration::from_secs(5),
             max_attempts: 5,
             gzip: true,
+            unreachable_reminder: Duration::from_secs(60),
         }
     }
 
@@ -99,6 +103,42 @@ impl ExporterConfig {
         }
     }
 }
+
+/// A change in whether the backend can be reached, reported as it
+/// happens (the CLI prints it as a warning) rather than only in the
+/// counters at exit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendEvent {
+    /// An export could not reach the backend (connection refused or
+    /// reset, `Unavailable`, a timeout), the first since the start or
+    /// since it was last reached: requests wait in the buffer.
+    Unreachable {
+        /// The failure.
+        error: String,
+        /// Requests waiting, the one being retried included.
+        buffered: u64,
+    },
+    /// Still unreachable; repeated every [`ExporterConfig::unreachable_reminder`].
+    StillUnreachable {
+        /// Since the first failure.
+        down_for: Duration,
+        /// Requests waiting.
+        buffered: u64,
+        /// Requests dropped since the first failure.
+        dropped: u64,
+    },
+    /// A request reached the backend again.
+    Reachable {
+        /// How long it could not be reached.
+        down_for: Duration,
+        /// Requests dropped meanwhile.
+        dropped: u64,
+    },
+}
+
+/// Receives [`BackendEvent`]s on the exporter's thread (keep it short).
+pub type BackendObserver = Box<dyn FnMut(BackendEvent) + Send>;
 
 /// Why an exporter could not start.
 #[derive(Debug, thiserror::Error)]
@@ -242,6 +282,15 @@ impl OtlpExporter {
     /// Checks `config` and starts the exporter thread. The connection is
     /// made lazily: a backend that is down now is not an error.
     pub fn start(config: ExporterConfig) -> Result<OtlpExporter, ExportError> {
+        OtlpExporter::start_with_observer(config, None)
+    }
+
+    /// [`OtlpExporter::start`], telling `observer` when the backend
+    /// becomes unreachable, stays so, and is reached again.
+    pub fn start_with_observer(
+        config: ExporterConfig,
+        observer: Option<BackendObserver>,
+    ) -> Result<OtlpExporter, ExportError> {
         if config.buffer_capacity == 0 {
             return Err(ExportError::Config("buffer_capacity must be at least 1"));
         }
@@ -268,7 +317,7 @@ impl OtlpExporter {
         });
         let (abort, abort_rx) = watch::channel(false);
         let (done_tx, done) = std::sync::mpsc::channel();
-        let worker = Worker { shared: shared.clone(), config, abort: abort_rx };
+        let worker = Worker { shared: shared.clone(), config, abort: abort_rx, observer, down: None };
         let thread = std::thread::Builder::new()
             .name("ep-otlp-export".into())
             .spawn(move || {
@@ -384,6 +433,17 @@ struct Worker {
     shared: Arc<Shared>,
     config: ExporterConfig,
     abort: watch::Receiver<bool>,
+    observer: Option<BackendObserver>,
+    /// Set while the backend cannot be reached.
+    down: Option<Down>,
+}
+
+/// Since when the backend cannot be reached, for [`BackendEvent`]s.
+struct Down {
+    since: Instant,
+    last_reported: Instant,
+    /// [`ExporterStats::dropped`] at the first failure.
+    dropped_before: u64,
 }
 
 /// How one export call ended.
@@ -433,6 +493,51 @@ impl Worker {
         }
     }
 
+    fn dropped_so_far(&self) -> u64 {
+        let c = &self.shared.counters;
+        [&c.dropped_buffer_full, &c.dropped_retries_exhausted, &c.dropped_rejected, &c.dropped_shutdown]
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    fn notify(&mut self, event: BackendEvent) {
+        if let Some(observer) = self.observer.as_mut() {
+            observer(event);
+        }
+    }
+
+    /// An export failed to reach the backend: the first failure is
+    /// reported at once, a lasting outage every `unreachable_reminder`.
+    fn backend_unreachable(&mut self, error: &tonic::Status) {
+        let now = Instant::now();
+        let buffered = self.shared.buffer().held() as u64;
+        let dropped = self.dropped_so_far();
+        let event = match &mut self.down {
+            None => {
+                self.down = Some(Down { since: now, last_reported: now, dropped_before: dropped });
+                BackendEvent::Unreachable { error: error.message().to_string(), buffered: buffered.max(1) }
+            }
+            Some(down) if now.duration_since(down.last_reported) >= self.config.unreachable_reminder => {
+                down.last_reported = now;
+                BackendEvent::StillUnreachable {
+                    down_for: now.duration_since(down.since),
+                    buffered: buffered.max(1),
+                    dropped: dropped - down.dropped_before,
+                }
+            }
+            Some(_) => return,
+        };
+        self.notify(event);
+    }
+
+    /// An export reached the backend: reported if it could not before.
+    fn backend_reached(&mut self) {
+        let Some(down) = self.down.take() else { return };
+        let dropped = self.dropped_so_far() - down.dropped_before;
+        self.notify(BackendEvent::Reachable { down_for: down.since.elapsed(), dropped });
+    }
+
     /// Counts everything still held as dropped by the shutdown.
     fn drop_all_at_abort(&self) {
         let mut buffer = self.shared.buffer();
@@ -470,7 +575,8 @@ impl Worker {
 
     /// One export call for `entry`, which is in flight.
     async fn export(&mut self, client: &mut ProfilesServiceClient<Channel>, mut entry: Entry) -> Outcome {
-        let counters = &self.shared.counters;
+        let shared = self.shared.clone();
+        let counters = &shared.counters;
         let call = client.export(entry.request.clone());
         let result = tokio::select! {
             r = tokio::time::timeout(self.config.timeout, call) => r,
@@ -479,6 +585,7 @@ impl Worker {
         let (failure, error) = match result {
             Ok(Ok(response)) => {
                 self.shared.buffer().in_flight = InFlight::None;
+                self.backend_reached();
                 counters.requests_sent.fetch_add(1, Ordering::Relaxed);
                 counters.bytes_sent.fetch_add(prost::Message::encoded_len(&entry.request) as u64, Ordering::Relaxed);
                 if let Some(partial) = response.into_inner().partial_success {
@@ -499,6 +606,9 @@ impl Worker {
             ),
         };
         counters.attempts_failed.fetch_add(1, Ordering::Relaxed);
+        if failure == Failure::Unreachable {
+            self.backend_unreachable(&error);
+        }
         let mut buffer = self.shared.buffer();
         let evicted = buffer.in_flight == InFlight::Evicted;
         buffer.in_flight = InFlight::None;

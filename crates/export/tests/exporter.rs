@@ -364,3 +364,59 @@ fn tls_config_starts() {
     let exporter = OtlpExporter::start(ExporterConfig::new("127.0.0.1:1", true, 1)).unwrap();
     drop(exporter);
 }
+
+/// An outage is reported as it happens: once when the backend cannot be
+/// reached, again every `unreachable_reminder` while it lasts (with what
+/// was dropped meanwhile), and once when it is reached again; a backend
+/// that is up from the start is never reported.
+#[test]
+fn outage_is_reported_live_then_recovery() {
+    use profiler_export::BackendEvent;
+    use std::sync::mpsc;
+
+    let addr = free_addr();
+    let mut c = config(addr, 2);
+    c.unreachable_reminder = Duration::from_millis(300);
+    let (tx, events) = mpsc::channel();
+    let exporter = OtlpExporter::start_with_observer(c, Some(Box::new(move |e| tx.send(e).unwrap()))).unwrap();
+    exporter.send(request(1));
+    let next = || events.recv_timeout(Duration::from_secs(20)).expect("a backend event");
+    match next() {
+        BackendEvent::Unreachable { buffered, .. } => assert_eq!(buffered, 1),
+        e => panic!("first event {e:?}"),
+    }
+    // Three more: the buffer holds 2, so two are dropped (oldest first).
+    for m in 2..=4 {
+        exporter.send(request(m));
+    }
+    let (down_for, dropped) = loop {
+        match next() {
+            BackendEvent::StillUnreachable { down_for, dropped, .. } if dropped == 2 => break (down_for, dropped),
+            BackendEvent::StillUnreachable { .. } => continue,
+            e => panic!("while down: {e:?}"),
+        }
+    };
+    assert!(down_for >= Duration::from_millis(300), "{down_for:?}");
+    assert_eq!(dropped, 2);
+
+    let server = Server::start(addr, Reply::Ok);
+    let recovered = loop {
+        match next() {
+            BackendEvent::StillUnreachable { .. } => continue,
+            e => break e,
+        }
+    };
+    match recovered {
+        BackendEvent::Reachable { dropped, down_for } => {
+            assert_eq!(dropped, 2);
+            assert!(down_for >= Duration::from_millis(300));
+        }
+        e => panic!("after the backend came up: {e:?}"),
+    }
+    wait_until("the buffered requests delivered", &exporter, |s| s.requests_sent == 2);
+    assert_eq!(server.markers(), vec![3, 4]);
+    exporter.send(request(5));
+    wait_until("one more delivered", &exporter, |s| s.requests_sent == 3);
+    drop(exporter.shutdown(Duration::from_secs(5)));
+    assert!(events.try_recv().is_err(), "no event while the backend is up");
+}

@@ -15,6 +15,14 @@
 //!   record of what they found in the files processes map now.
 //! - [`python`]: CPython 3.8-3.13 ([`python::CPython`]).
 //! - [`memory`]: reading another process's memory.
+//! - Not wired into the agent yet (their BPF unwinders are to come), each
+//!   proven against live processes by its `tests/*_live.rs`:
+//!   [`hotspot`] (HotSpot JVM, JDK 11-25, layouts from the JVM's own
+//!   vmStructs tables), [`v8`] (Node.js, V8 9.5-11.8, from the `v8dbg_*`
+//!   metadata in the binary), [`ruby`] (CRuby 2.7-3.4), [`php`] (PHP
+//!   7.4-8.4) and [`perl`] (Perl 5.28-5.40): detection, layouts, and
+//!   naming frames walked in user space; each joins [`runtimes`] as a
+//!   [`Runtime`] with its unwinder.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
