@@ -80,7 +80,9 @@ struct interp_state {
 	u8 in_loop;
 	/* frames recorded for the loop at pc (saturating) */
 	u8 loop_frames;
-	u8 reserved[4];
+	/* enum unwinder_program of the loop handed over */
+	u8 unwinder;
+	u8 reserved[3];
 	/* The interpreter file (pid_mappings) the hand-over came from. */
 	u64 file_id;
 	u64 bias;

@@ -44,32 +44,11 @@ _Static_assert(NATIVE_FRAMES_PER_PROGRAM * (MAX_NATIVE_TAIL_CALLS + 1) >= MAX_US
 /* DELTA_SEARCH_STEPS, MAX_STACK_SWITCHES: types.h (user space's late
  * unwinding follows the same bounds). */
 
-enum {
-	PROG_NATIVE_UNWIND = 0,
-	PROG_PYTHON_UNWIND = 1,
-	PROG_COUNT = 2,
-};
-
-int native_unwind(struct bpf_perf_event_data *ctx);
-int python_unwind(struct bpf_perf_event_data *ctx);
-
-/* The unwinders, for tail calls; filled by libbpf at load. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, PROG_COUNT);
-	__uint(key_size, sizeof(u32));
-	__array(values, int(void *));
-} programs SEC(".maps") = {
-	.values = {
-		[PROG_NATIVE_UNWIND] = (void *)&native_unwind,
-		[PROG_PYTHON_UNWIND] = (void *)&python_unwind,
-	},
-};
-
 /* Step results. */
 #define STEP_CONTINUE 0xff
 /* The pc is in an interpreter loop: the interpreter unwinder takes over
- * (the state is unchanged; the frame is not recorded). */
+ * (the state is unchanged; the frame is not recorded; interp.unwinder
+ * names the unwinder, interpreters.bpf.h). */
 #define STEP_INTERPRETER 0xfe
 
 static __always_inline int read_user_u64(u64 *out, u64 address)
@@ -159,7 +138,8 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 	}
 	if (mapping->kind != MAPPING_KIND_NATIVE)
 		return UNWIND_STOP_NO_UNWIND_INFO;
-	if (mapping->flags & MAPPING_FLAG_INTERPRETER_LOOP) {
+	u8 unwinder = mapping_unwinder(mapping->flags);
+	if (unwinder != UNWINDER_NATIVE) {
 		struct interp_state *interp = &record->interp;
 		u8 next = interp->next;
 		interp->next = INTERP_NEXT_HAND_OVER;
@@ -170,6 +150,7 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 			event->user_frames = n;
 			interp->file_id = mapping->file_id;
 			interp->bias = mapping->bias;
+			interp->unwinder = unwinder;
 			return STEP_INTERPRETER;
 		}
 	}
@@ -269,11 +250,11 @@ int native_unwind(struct bpf_perf_event_data *ctx)
 	for (int i = 0; i < NATIVE_FRAMES_PER_PROGRAM; i++) {
 		int result = unwind_step(record, pid);
 		if (result == STEP_INTERPRETER) {
-			/* The Python unwinder runs the rest of the sample. */
+			/* The interpreter's unwinder runs the rest of the
+			 * sample. */
 			if (record->state.tail_calls < MAX_NATIVE_TAIL_CALLS) {
 				record->state.tail_calls++;
-				count(COUNTER_PYTHON_TAIL_CALLS);
-				bpf_tail_call(ctx, &programs, PROG_PYTHON_UNWIND);
+				interpreter_unwind(ctx, record);
 			}
 			/* It cannot: the loops are native frames. */
 			record->interp.mode = INTERP_MODE_UNAVAILABLE;
@@ -291,7 +272,7 @@ int native_unwind(struct bpf_perf_event_data *ctx)
 	if (record->state.tail_calls < MAX_NATIVE_TAIL_CALLS) {
 		record->state.tail_calls++;
 		count(COUNTER_NATIVE_TAIL_CALLS);
-		bpf_tail_call(ctx, &programs, PROG_NATIVE_UNWIND);
+		bpf_tail_call(ctx, &programs, UNWINDER_NATIVE);
 	}
 	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
 	return 0;

@@ -32,6 +32,7 @@ const volatile bool have_task_pt_regs = false;
  * KASAN. Only used without bpf_task_pt_regs. */
 const volatile u64 thread_size = 16384;
 
+#include "interpreters.bpf.h"
 #include "native_unwinder.bpf.h"
 #include "python_unwinder.bpf.h"
 
@@ -126,7 +127,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 		send_sample(event, result);
 		return 0;
 	}
-	bpf_tail_call(ctx, &programs, PROG_NATIVE_UNWIND);
+	bpf_tail_call(ctx, &programs, UNWINDER_NATIVE);
 	send_sample(event, UNWIND_STOP_TAIL_CALLS);
 	return 0;
 }
@@ -137,9 +138,9 @@ SEC("tp_btf/sched_process_exit")
 int on_process_exit(u64 *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
-	/* Every thread: forget its CPython thread state. */
+	/* Every thread: the interpreter unwinders forget it. */
 	u64 thread_key = ((u64)BPF_CORE_READ(task, tgid) << 32) | (u32)BPF_CORE_READ(task, pid);
-	bpf_map_delete_elem(&python_thread_states, &thread_key);
+	interpreters_forget_thread(thread_key);
 	/* do_exit decrements signal->live before this tracepoint; 0 means
 	 * this was the group's last thread. (6.16 added a group_dead
 	 * argument; reading the counter works on every kernel.) */

@@ -6,10 +6,12 @@
  * and below (C extensions, ctypes, libffi, callbacks into Python) stay
  * where they are.
  *
- * Included once by profiler.bpf.c, after native_unwinder.bpf.h.
+ * Included once by profiler.bpf.c, after interpreters.bpf.h and
+ * native_unwinder.bpf.h.
  *
  * The hand-over: user space marks the prefixes of pid_mappings that
- * cover the evaluation loop (MAPPING_FLAG_INTERPRETER_LOOP) and puts the
+ * cover the evaluation loop (MAPPING_FLAG_INTERPRETER_LOOP, unwinder
+ * UNWINDER_PYTHON: interpreters.bpf.h) and puts the
  * build's layout in python_files (crates/interpreters knows 3.8-3.13).
  * When the native unwinder reaches such a frame it tail-calls
  * python_unwind, which from then on runs the whole rest of the sample,
@@ -251,7 +253,13 @@ int python_unwind(struct bpf_perf_event_data *ctx)
 			result = python_step(record);
 		} else {
 			result = unwind_step(record, pid);
-			if (result == STEP_INTERPRETER) {
+			if (result == STEP_INTERPRETER && interp->unwinder != UNWINDER_PYTHON) {
+				/* Another interpreter's loop under Python's: this
+				 * unwinder cannot follow it, it stays a native
+				 * frame. */
+				interp->next = INTERP_NEXT_NATIVE;
+				result = STEP_CONTINUE;
+			} else if (result == STEP_INTERPRETER) {
 				/* The next loop: its frames continue the chain. */
 				interp->in_loop = 1;
 				interp->loop_frames = 0;
@@ -270,7 +278,7 @@ int python_unwind(struct bpf_perf_event_data *ctx)
 	if (record->state.tail_calls < MAX_NATIVE_TAIL_CALLS) {
 		record->state.tail_calls++;
 		count(COUNTER_PYTHON_TAIL_CALLS);
-		bpf_tail_call(ctx, &programs, PROG_PYTHON_UNWIND);
+		bpf_tail_call(ctx, &programs, UNWINDER_PYTHON);
 	}
 	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
 	return 0;

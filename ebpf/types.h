@@ -181,6 +181,19 @@ enum mapping_kind {
  * interpreted frames that loop runs in place of its native frame. The
  * file's python_files entry says how. */
 #define MAPPING_FLAG_INTERPRETER_LOOP 1
+/* With MAPPING_FLAG_INTERPRETER_LOOP, bits 8-15 of the flags name the
+ * unwinder of that interpreter (enum unwinder_program). */
+#define MAPPING_UNWINDER_SHIFT 8
+#define MAPPING_UNWINDER_MASK 0xff
+
+/* The unwinder programs, by their slot in the program array
+ * (interpreters.bpf.h). Every slot after UNWINDER_NATIVE is an
+ * interpreter's. */
+enum unwinder_program {
+	UNWINDER_NATIVE = 0,
+	UNWINDER_PYTHON = 1,
+	UNWINDER_COUNT = 2,
+};
 
 struct pid_mapping {
 	__u64 file_id;   /* FileId::high64 */

@@ -38,7 +38,7 @@ pub use stats::{Stats, UnwindStops};
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
 use late_unwind::{LateTables, LateUnwindCounts, LateUnwinder};
 use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions};
-use profiler_interpreters::python::{PythonRegistry, PythonSymbolizerStats};
+use profiler_interpreters::{NamerStats, Registry};
 use profiler_process::{EventQueue, ManagerLimits, ProcessManager, ProcessRegistry};
 use profiler_symbolize::{KernelSymbolizer, NativeConfig, NativeStats, NativeSymbolizer};
 use sink::{BatchCounters, OtlpBatchSink};
@@ -113,7 +113,11 @@ struct Shared {
     manager: Mutex<process_manager::ManagerReport>,
     /// Published by the reporter at each interval's end and at stop.
     symbolizer: Mutex<NativeStats>,
-    python_symbolizer: Mutex<PythonSymbolizerStats>,
+    /// Counters of each runtime's frame namer, with its frames' kind.
+    interpreter_namers: Mutex<Vec<(profiler_trace::FrameKind, NamerStats)>>,
+    /// The interpreter runtimes and what they found in the files
+    /// processes map (the process manager writes, the trace builder reads).
+    interpreters: Arc<Registry>,
     /// Things found while running, each told once (Agent::notices).
     notices: Arc<Mutex<Vec<String>>>,
     /// Probabilistic profiling's windows, newest last (bounded).
@@ -223,7 +227,6 @@ impl Agent {
         let registry = Arc::new(ProcessRegistry::new());
         let sampling_started;
         let mut probabilistic = None;
-        let python_builds = Arc::new(PythonRegistry::new());
         let (manager, events) = {
             let reader = Arc::new(sampler.process_event_reader()?);
             let queue = Arc::new(EventQueue::new(process_manager::EVENT_QUEUE_CAPACITY));
@@ -235,7 +238,7 @@ impl Agent {
             };
             let interpreters = process_manager::Interpreters::new(
                 sampler.interpreter_maps()?,
-                python_builds.clone(),
+                shared.interpreters.clone(),
                 shared.notices.clone(),
             );
             let mut manager = ProcessManager::new(
@@ -293,7 +296,7 @@ impl Agent {
                     })
                     .map_err(|source| StartError::Thread { name: "symbolizer", source })?;
             let late = LateUnwinder::new(sampler.map_tables()?);
-            let mut builder = TraceBuilder::new(registry.clone(), kernel, native, python_builds);
+            let mut builder = TraceBuilder::new(registry.clone(), kernel, native, shared.interpreters.clone());
             builder.set_open_via_map_files(config.open_via_map_files);
             builder.set_include_env_vars(config.env_var_names());
             let interval = config.reporter_interval();
@@ -364,7 +367,11 @@ impl Agent {
         let manager = *lock(&s.manager);
         let late = lock(&s.late).clone();
         let symbolizer = *lock(&s.symbolizer);
-        let python = *lock(&s.python_symbolizer);
+        // The public counters name CPython's.
+        let cpython = profiler_trace::FrameKind::CPython;
+        let python = lock(&s.interpreter_namers).iter().find(|(k, _)| *k == cpython).map(|(_, n)| *n);
+        let python = python.unwrap_or_default();
+        let python_runtime = s.interpreters.stats().into_iter().find(|r| r.frame_kind == cpython);
         let mut refused = manager.manager.files_refused;
         refused.add(&symbolizer.files_refused);
         Stats {
@@ -421,12 +428,12 @@ impl Agent {
             unwind_prefixes: manager.maps.prefixes,
             unwind_load_errors: manager.manager.load_errors + manager.interpreters.load_errors,
             unwind_analyse_ms: manager.manager.analyse_ms,
-            python_files: manager.interpreters.python_files,
-            python_unsupported: manager.interpreters.python_unsupported,
+            python_files: python_runtime.map_or(0, |r| r.files),
+            python_unsupported: python_runtime.map_or(0, |r| r.unsupported),
             python_frames: counters.python_frames,
             python_frames_named: python.frames,
             python_frames_unknown: python.unknown,
-            python_code_reads: python.code_reads,
+            python_code_reads: python.reads,
             python_no_thread_state: counters.python_no_thread_state,
             python_read_errors: counters.python_read_errors,
             python_tail_calls: counters.python_tail_calls,
@@ -671,7 +678,7 @@ impl<T: LateTables> Reporter<'_, T> {
 
     fn publish_symbolizer_stats(&self) {
         *lock(&self.shared.symbolizer) = self.builder.native_stats();
-        *lock(&self.shared.python_symbolizer) = self.builder.python_stats();
+        *lock(&self.shared.interpreter_namers) = self.builder.interpreter_stats();
     }
 }
 
@@ -705,8 +712,7 @@ mod tests {
     #[test]
     fn the_reporter_survives_a_panic_in_one_sample() {
         let native = NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() }).expect("new");
-        let builder =
-            TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(PythonRegistry::new()));
+        let builder = TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default()));
         let seen = Arc::new(Mutex::new((0, false)));
         let (tx, rx) = crossbeam_channel::bounded(8);
         for tid in 0..3 {

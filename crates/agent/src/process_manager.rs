@@ -1,21 +1,21 @@
 //! The process manager's threads: process events from the BPF programs,
 //! drained into an [`EventQueue`] by one thread, drive a [`ProcessManager`] that loads unwinding state into the BPF
-//! maps through [`BpfLoader`], which also finds interpreters in the files
-//! it loads (CPython: [`profiler_interpreters::python::detect`]) and
-//! marks their evaluation loops for the interpreter unwinder.
+//! maps through [`BpfLoader`], which also shows the files it loads to the
+//! interpreter runtimes ([`Interpreters`], over a
+//! [`profiler_interpreters::Registry`]) and marks their evaluation loops
+//! for their unwinders.
 
 use profiler_bpf::{
-    EncodedDeltas, InterpreterMaps, MappingRange, MappingTarget, ProcessEventKind, ProcessEventReader, PythonFileValue,
-    PythonFrameModel, PythonLasti, UnwindMaps, PYTHON_NO_OFFSET,
+    EncodedDeltas, InterpreterMaps, InterpreterUnwinder, MappingRange, MappingTarget, ProcessEventKind,
+    ProcessEventReader, UnwindMaps,
 };
 use profiler_elf::{ElfFile, RuleId, UnwindRule};
-use profiler_interpreters::python::{self, Detection, FrameModel, Lasti, PythonBuild, PythonRegistry};
+use profiler_interpreters::{Inspection, PidMemory, Registry};
 use profiler_process::{
     EventKind, EventQueue, ExecutableFile, LoadKind, LoaderError, ManagerStats, ProcessManager, QueueStats,
     UnwindLoader, UnwindMapping, UnwindTarget,
 };
 use profiler_trace::{Pid, TableKey};
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -61,20 +61,24 @@ impl UnwindLoader for BpfLoader {
 
     fn set_process(&mut self, pid: Pid, mappings: &[UnwindMapping]) -> Result<(), LoaderError> {
         let mut ranges: Vec<MappingRange> = Vec::with_capacity(mappings.len());
+        let mut files = Vec::new();
         for m in mappings {
             match m.target {
                 UnwindTarget::File { table_key, bias } => {
                     self.interpreters.split(m.start, m.end, table_key, bias, &mut ranges);
+                    files.push((table_key, bias));
                 }
                 UnwindTarget::NoUnwindInfo => {
                     ranges.push(MappingRange { start: m.start, end: m.end, target: MappingTarget::NoUnwindInfo })
                 }
             }
         }
+        self.interpreters.registry.process_mapped(pid.0, &files, &PidMemory(pid.0));
         Ok(self.maps.set_process(pid.0, &ranges)?)
     }
 
     fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError> {
+        self.interpreters.registry.process_removed(pid.0);
         Ok(self.maps.remove_process(pid.0)?)
     }
 
@@ -83,170 +87,114 @@ impl UnwindLoader for BpfLoader {
     }
 }
 
-/// Counters of the interpreters found in files.
+/// Counters of the interpreters the process manager loads (the
+/// per-runtime counters are the [`Registry`]'s).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct InterpreterStats {
-    /// Files holding a supported CPython whose loop is marked now.
-    pub python_files: u64,
-    /// Files holding a CPython that is not supported (reported once each).
-    pub python_unsupported: u64,
     /// BPF map updates for interpreters that failed.
     pub load_errors: u64,
 }
 
-/// Most unsupported files remembered (so each is reported once).
-const MAX_REPORTED: usize = 4096;
 /// Most notices kept for [`crate::Agent::notices`].
 pub(crate) const MAX_NOTICES: usize = 64;
 
-/// The interpreters in the files the process manager loads: detection at
-/// analysis, the `python_files` map entry with the file's deltas, the
-/// loop's prefixes in each process, reports of unsupported builds.
+/// The process manager's dispatcher to the interpreter runtimes: each
+/// file analysed is shown to every runtime ([`Registry::inspect`]); a
+/// file holding one gets its map entry with its deltas, and its loops
+/// marked in each process that maps it, for the runtime's unwinder; each
+/// process that maps it is shown to it ([`Registry::process_mapped`]).
 pub(crate) struct Interpreters {
     maps: InterpreterMaps,
-    registry: Arc<PythonRegistry>,
+    registry: Arc<Registry>,
     notices: Arc<Mutex<Vec<String>>>,
-    /// The build in the file just inspected; loaded with its deltas (the
-    /// manager loads a file right after analysing it, or not at all).
-    pending: Option<(TableKey, Arc<PythonBuild>)>,
-    /// Builds whose loops are marked, by file.
-    loaded: HashMap<TableKey, Arc<PythonBuild>>,
-    reported: HashSet<TableKey>,
     stats: InterpreterStats,
 }
 
 impl Interpreters {
     pub(crate) fn new(
         maps: InterpreterMaps,
-        registry: Arc<PythonRegistry>,
+        registry: Arc<Registry>,
         notices: Arc<Mutex<Vec<String>>>,
     ) -> Interpreters {
-        Interpreters {
-            maps,
-            registry,
-            notices,
-            pending: None,
-            loaded: HashMap::new(),
-            reported: HashSet::new(),
-            stats: InterpreterStats::default(),
-        }
+        Interpreters { maps, registry, notices, stats: InterpreterStats::default() }
     }
 
     pub(crate) fn stats(&self) -> InterpreterStats {
-        let mut s = self.stats;
-        s.python_files = self.loaded.len() as u64;
-        s
+        self.stats
     }
 
     fn inspect(&mut self, file: &ExecutableFile, elf: &ElfFile) {
-        self.pending = None;
-        match python::detect(elf, &file.path) {
-            Detection::NotPython => {}
-            Detection::Supported(build) => self.pending = Some((file.table_key, Arc::new(build))),
-            Detection::Unsupported { version, reason } => {
-                if self.reported.len() >= MAX_REPORTED {
-                    self.reported.clear();
-                }
-                if self.reported.insert(file.table_key) {
-                    self.stats.python_unsupported += 1;
-                    let version = version.map_or_else(|| "of unknown version".to_string(), |v| v.to_string());
-                    let notice = format!(
-                        "CPython {version} in {} is not supported ({reason}): its frames are profiled as native code",
-                        file.path
-                    );
-                    let mut notices = self.notices.lock().unwrap_or_else(|p| p.into_inner());
-                    if notices.len() < MAX_NOTICES {
-                        notices.push(notice);
-                    }
-                }
+        if let Inspection::Unsupported { notice: Some(notice), .. } =
+            self.registry.inspect(file.table_key, elf, &file.path)
+        {
+            let mut notices = self.notices.lock().unwrap_or_else(|p| p.into_inner());
+            if notices.len() < MAX_NOTICES {
+                notices.push(notice);
             }
         }
     }
 
     fn file_loaded(&mut self, file_id: TableKey) {
-        let Some((pending_id, build)) = self.pending.take() else { return };
-        if pending_id != file_id {
-            return;
-        }
-        if self.maps.set_python_file(file_id.bpf_id(), &python_file_value(&build)).is_err() {
+        let Some(file) = self.registry.file_loaded(file_id) else { return };
+        if self.maps.set_file(file_id.bpf_id(), &file.file_value()).is_err() {
             self.stats.load_errors += 1;
-            return;
+            // Its loops stay native frames.
+            self.registry.file_unloaded(file_id);
         }
-        self.registry.insert(file_id, build.clone());
-        self.loaded.insert(file_id, build);
     }
 
     fn file_unloaded(&mut self, file_id: TableKey) {
-        if self.loaded.remove(&file_id).is_some() && self.maps.remove_file(file_id.bpf_id()).is_err() {
+        if self.registry.file_unloaded(file_id).is_some() && self.maps.remove_file(file_id.bpf_id()).is_err() {
             self.stats.load_errors += 1;
         }
     }
 
-    /// The ranges of one mapping of a loaded file: its evaluation loop's
-    /// addresses, if it holds one, marked for the interpreter unwinder.
+    /// The ranges of one mapping of a loaded file: its interpreter's
+    /// loop addresses, if it holds one, marked for its unwinder.
     fn split(&self, start: u64, end: u64, file_id: TableKey, bias: u64, out: &mut Vec<MappingRange>) {
         let native = MappingTarget::Native { file_id: file_id.bpf_id(), bias };
-        let Some(build) = self.loaded.get(&file_id) else {
-            out.push(MappingRange { start, end, target: native });
-            return;
-        };
-        let mut loops: Vec<(u64, u64)> = build
-            .eval_ranges
-            .iter()
-            .map(|&(s, e)| (s.wrapping_add(bias).max(start), e.wrapping_add(bias).min(end)))
-            .filter(|(s, e)| s < e)
-            .collect();
-        loops.sort_unstable();
-        let mut at = start;
-        for (s, e) in loops {
-            if s > at {
-                out.push(MappingRange { start: at, end: s, target: native });
-            }
-            let s = s.max(at);
-            if s < e {
-                let target = MappingTarget::InterpreterLoop { file_id: file_id.bpf_id(), bias };
-                out.push(MappingRange { start: s, end: e, target });
-                at = e;
-            }
-        }
-        if at < end {
-            out.push(MappingRange { start: at, end, target: native });
+        match self.registry.loaded(&file_id) {
+            Some(file) => split_loops(start, end, native, file.loop_ranges(), file.unwinder(), out),
+            None => out.push(MappingRange { start, end, target: native }),
         }
     }
 }
 
-// The unwinder reads this much of a frame; every layout fits in it.
-const _: () = assert!(python::FRAME_READ_MAX == profiler_bpf::PYTHON_FRAME_READ_MAX);
-
-/// The `python_files` value of a build.
-fn python_file_value(build: &PythonBuild) -> PythonFileValue {
-    let l = &build.layout;
-    PythonFileValue {
-        runtime_vaddr: build.runtime_vaddr,
-        version: build.version.short(),
-        frame_model: match l.frame_model {
-            FrameModel::Objects => PythonFrameModel::Objects,
-            FrameModel::EntryFlag => PythonFrameModel::EntryFlag,
-            FrameModel::CStackOwner => PythonFrameModel::CStackOwner,
-        },
-        lasti_kind: match l.lasti {
-            Lasti::Bytes => PythonLasti::Bytes,
-            Lasti::Units => PythonLasti::Units,
-            Lasti::Pointer => PythonLasti::Pointer,
-        },
-        frame_read_size: l.frame_read_size,
-        runtime_interpreters_head: l.runtime_interpreters_head,
-        interp_next: l.interp_next,
-        interp_threads_head: l.interp_threads_head,
-        tstate_next: l.tstate_next,
-        tstate_thread_id: l.tstate_thread_id,
-        tstate_frame: l.tstate_frame,
-        cframe_current_frame: l.cframe_current_frame.unwrap_or(PYTHON_NO_OFFSET),
-        frame_previous: l.frame_previous,
-        frame_code: l.frame_code,
-        frame_lasti: l.frame_lasti,
-        frame_entry: l.frame_entry.unwrap_or(PYTHON_NO_OFFSET),
-        code_adaptive: l.code_adaptive.unwrap_or(0),
+/// `[start, end)` of a mapping as ranges: the parts that hold the loops
+/// (ELF ranges, moved by the mapping's bias) marked for `unwinder`, the
+/// rest `native`.
+fn split_loops(
+    start: u64,
+    end: u64,
+    native: MappingTarget,
+    loops: &[(u64, u64)],
+    unwinder: InterpreterUnwinder,
+    out: &mut Vec<MappingRange>,
+) {
+    let MappingTarget::Native { file_id, bias } = native else {
+        out.push(MappingRange { start, end, target: native });
+        return;
+    };
+    let mut loops: Vec<(u64, u64)> = loops
+        .iter()
+        .map(|&(s, e)| (s.wrapping_add(bias).max(start), e.wrapping_add(bias).min(end)))
+        .filter(|(s, e)| s < e)
+        .collect();
+    loops.sort_unstable();
+    let mut at = start;
+    for (s, e) in loops {
+        if s > at {
+            out.push(MappingRange { start: at, end: s, target: native });
+        }
+        let s = s.max(at);
+        if s < e {
+            let target = MappingTarget::InterpreterLoop { file_id, bias, unwinder };
+            out.push(MappingRange { start: s, end: e, target });
+            at = e;
+        }
+    }
+    if at < end {
+        out.push(MappingRange { start: at, end, target: native });
     }
 }
 
@@ -427,4 +375,48 @@ pub(crate) fn run(
     }
     manager.unload_all();
     publish(&manager);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ranges(start: u64, end: u64, loops: &[(u64, u64)]) -> Vec<(u64, u64, Option<InterpreterUnwinder>)> {
+        let native = MappingTarget::Native { file_id: 7, bias: 0x1000 };
+        let mut out = Vec::new();
+        split_loops(start, end, native, loops, InterpreterUnwinder::Python, &mut out);
+        out.iter()
+            .map(|r| match r.target {
+                MappingTarget::InterpreterLoop { file_id: 7, bias: 0x1000, unwinder } => {
+                    (r.start, r.end, Some(unwinder))
+                }
+                MappingTarget::Native { file_id: 7, bias: 0x1000 } => (r.start, r.end, None),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn loops_are_marked_for_their_unwinder_and_the_rest_stays_native() {
+        let py = Some(InterpreterUnwinder::Python);
+        // Two loops (ELF vaddrs, moved by the bias), unsorted.
+        assert_eq!(
+            ranges(0x2000, 0x9000, &[(0x5000, 0x6000), (0x2000, 0x3000)]),
+            vec![
+                (0x2000, 0x3000, None),
+                (0x3000, 0x4000, py),
+                (0x4000, 0x6000, None),
+                (0x6000, 0x7000, py),
+                (0x7000, 0x9000, None)
+            ]
+        );
+        // Clipped to the mapping; a loop outside it is ignored.
+        assert_eq!(ranges(0x3800, 0x4000, &[(0x2000, 0x3000), (0x9000, 0xa000)]), vec![(0x3800, 0x4000, py)]);
+        // Overlapping loops: no address twice.
+        assert_eq!(
+            ranges(0x2000, 0x6000, &[(0x2000, 0x3000), (0x2800, 0x3800)]),
+            vec![(0x2000, 0x3000, None), (0x3000, 0x4000, py), (0x4000, 0x4800, py), (0x4800, 0x6000, None)]
+        );
+        assert_eq!(ranges(0x2000, 0x6000, &[]), vec![(0x2000, 0x6000, None)]);
+    }
 }

@@ -3,14 +3,13 @@
 //! their mapping and ELF virtual address (with the process snapshots the
 //! process manager publishes) and named by the native symbolizer (Go
 //! pclntab, DWARF with inline frames, ELF symbols), which answers from a
-//! file's symbols while its DWARF loads in the background. CPython frames
-//! (recorded by the interpreter unwinder in place of the evaluation loop)
-//! are named from the process's memory by the [`PythonSymbolizer`], with
-//! the build the process maps.
+//! file's symbols while its DWARF loads in the background. Interpreted
+//! frames (recorded by an interpreter's unwinder in place of its
+//! evaluation loop) go to the [`FrameNamer`] of the runtime that owns
+//! them, with the build of that runtime the process maps.
 
 use profiler_bpf::{RawSample, UnwindStop};
-use profiler_interpreters::python::{PythonBuild, PythonRegistry, PythonSymbolizer, PythonSymbolizerStats};
-use profiler_interpreters::PidMemory;
+use profiler_interpreters::{FrameNamer, MappedFile, NamerStats, PidMemory, Registry, RuntimeId};
 use profiler_process::{procfs, ProcessRegistry, ProcessSnapshot};
 use profiler_symbolize::{FileSource, KernelSymbolizer, LineSource, NativeSymbolizer, Symbolized};
 use profiler_trace::{CodeAddress, Frame, FrameKind, Pid, ProcessInfo, SourceLine, Tid, Trace, UserFrame};
@@ -21,9 +20,6 @@ use std::sync::Arc;
 /// Bound on processes the manager did not load (kernel threads, first
 /// samples) whose identity is cached here.
 const MAX_UNLOADED_PROCESSES: usize = 4096;
-/// Bounds on cached CPython code objects: entries and bytes.
-const MAX_CACHED_PYTHON_CODES: usize = 65_536;
-const MAX_CACHED_PYTHON_BYTES: usize = 32 << 20;
 
 /// Counts of how the user stacks of the processed samples ended.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -47,8 +43,10 @@ pub(crate) struct TraceBuilder {
     counts: UnwindCounts,
     /// CLOCK_REALTIME - CLOCK_MONOTONIC, to date samples.
     realtime_offset_ns: i128,
-    python_builds: Arc<PythonRegistry>,
-    python: PythonSymbolizer,
+    /// What the interpreter runtimes found in the files processes map.
+    interpreters: Arc<Registry>,
+    /// One namer per runtime, by [`RuntimeId`].
+    namers: Vec<Box<dyn FrameNamer>>,
     /// Open files for symbols through `/proc/PID/map_files` (else by
     /// path inside the process's root).
     open_via_map_files: bool,
@@ -62,11 +60,11 @@ impl TraceBuilder {
         registry: Arc<ProcessRegistry>,
         kernel: Option<KernelSymbolizer>,
         native: NativeSymbolizer,
-        python_builds: Arc<PythonRegistry>,
+        interpreters: Arc<Registry>,
     ) -> TraceBuilder {
         TraceBuilder {
-            python_builds,
-            python: PythonSymbolizer::new(MAX_CACHED_PYTHON_CODES, MAX_CACHED_PYTHON_BYTES),
+            namers: interpreters.runtimes().iter().map(|r| r.namer()).collect(),
+            interpreters,
             registry,
             kernel,
             native,
@@ -97,8 +95,10 @@ impl TraceBuilder {
         self.native.stats()
     }
 
-    pub(crate) fn python_stats(&self) -> PythonSymbolizerStats {
-        self.python.stats()
+    /// The counters of each runtime's namer, with the kind of its frames.
+    pub(crate) fn interpreter_stats(&self) -> Vec<(FrameKind, NamerStats)> {
+        let runtimes = self.interpreters.runtimes();
+        runtimes.iter().zip(&self.namers).map(|(r, n)| (r.frame_kind(), n.stats())).collect()
     }
 
     pub(crate) fn build(&mut self, sample: &RawSample) -> Trace {
@@ -112,16 +112,27 @@ impl TraceBuilder {
         for (i, &address) in sample.kernel_frames.iter().enumerate() {
             frames.push(self.kernel_frame(CodeAddress::kernel(i, address)));
         }
-        // The CPython build the process maps, found at its first frame.
-        let mut python: Option<Option<(Arc<PythonBuild>, u64)>> = None;
+        // Each runtime's build the process maps, found at its first frame.
+        let mut builds: Vec<(RuntimeId, Option<MappedFile>)> = Vec::new();
         for &word in &sample.user_frames {
-            match UserFrame::decode(word) {
-                UserFrame::Python { code, offset } => {
-                    let build = python.get_or_insert_with(|| self.python_build(snapshot.as_deref())).clone();
-                    frames.push(self.python_frame(pid, build, code, offset));
-                }
-                UserFrame::Native(pc) => frames.push(self.user_frame(snapshot.as_deref(), pc)),
+            if let UserFrame::Native(pc) = UserFrame::decode(word) {
+                frames.push(self.user_frame(snapshot.as_deref(), pc));
+                continue;
             }
+            let Some(runtime) = self.interpreters.runtime_of_frame(word) else {
+                // A frame word no runtime claims: kept, unnamed.
+                frames.push(Frame { kind: FrameKind::Native, address: word, mapping: None, lines: vec![] });
+                continue;
+            };
+            let build = match builds.iter().find(|(r, _)| *r == runtime) {
+                Some((_, build)) => build.clone(),
+                None => {
+                    let build = self.interpreter_build(runtime, snapshot.as_deref());
+                    builds.push((runtime, build.clone()));
+                    build
+                }
+            };
+            frames.push(self.interpreted_frame(pid, runtime, build, word));
         }
         if !sample.user_frames.is_empty() {
             if sample.unwind_stop == UnwindStop::Root {
@@ -197,22 +208,27 @@ impl TraceBuilder {
         Frame { kind, address: vaddr, mapping: Some(mapping), lines }
     }
 
-    /// The CPython build `snapshot`'s process maps, and its bias.
-    fn python_build(&self, snapshot: Option<&ProcessSnapshot>) -> Option<(Arc<PythonBuild>, u64)> {
+    /// The build of `runtime` that `snapshot`'s process maps, and its
+    /// bias.
+    fn interpreter_build(&self, runtime: RuntimeId, snapshot: Option<&ProcessSnapshot>) -> Option<MappedFile> {
         let mappings = &snapshot?.mappings;
         let ids = mappings.iter().filter_map(|m| m.file.as_ref().map(|f| &f.table_key));
-        let (table_key, build) = self.python_builds.find(ids)?;
+        let pid = snapshot?.info.pid.0;
+        let (table_key, file, process) = self.interpreters.find(runtime, pid, ids)?;
         let bias = mappings.iter().find(|m| m.file.as_ref().is_some_and(|f| f.table_key == table_key))?.bias?;
-        Some((build, bias))
+        Some(MappedFile { file, bias, process })
     }
 
-    /// A CPython frame: the code object's qualified name, file and the
-    /// line of the instruction at `offset` (unnamed when the code object
-    /// cannot be read: the process exited, or the frame was garbage).
-    fn python_frame(&mut self, pid: Pid, build: Option<(Arc<PythonBuild>, u64)>, code: u64, offset: u32) -> Frame {
-        let line =
-            build.and_then(|(build, bias)| self.python.symbolize(&PidMemory(pid.0), pid.0, &build, bias, code, offset));
-        Frame { kind: FrameKind::CPython, address: u64::from(offset), mapping: None, lines: line.into_iter().collect() }
+    /// An interpreted frame, named by its runtime from the process's
+    /// memory (unnamed when it cannot be: the process exited, or the
+    /// frame was garbage). Its address is the frame word's payload as
+    /// the runtime's unwinder recorded it.
+    fn interpreted_frame(&mut self, pid: Pid, runtime: RuntimeId, build: Option<MappedFile>, word: u64) -> Frame {
+        let kind = self.interpreters.runtime(runtime).frame_kind();
+        let address = self.interpreters.runtime(runtime).frame_address(word);
+        let namer = &mut self.namers[runtime.index()];
+        let line = build.and_then(|mapped| namer.name(&PidMemory(pid.0), pid.0, &mapped, word));
+        Frame { kind, address, mapping: None, lines: line.into_iter().collect() }
     }
 
     /// A kernel frame, named by the kernel symbolizer (which caches its

@@ -1,52 +1,90 @@
-//! The interpreter unwinders' maps, seen from user space: the CPython
-//! builds of loaded files (`python_files`) and the per-thread cache of
-//! thread states the BPF side keeps (`python_thread_states`).
+//! The interpreter unwinders' maps, seen from user space: the per-file
+//! maps that say how to walk an interpreter's frames (`python_files`,
+//! ...), by map name, and the per-thread caches the BPF side keeps
+//! (`python_thread_states`).
 //!
-//! [`InterpreterMaps`] keeps the bookkeeping of what it put in
-//! `python_files`, so that every entry has one deletion path
-//! ([`InterpreterMaps::remove_file`]). `python_thread_states` is written by
-//! the BPF side only and emptied by it as threads exit.
+//! [`InterpreterMaps`] keeps the bookkeeping of what it put in each
+//! per-file map, so that every entry has one deletion path
+//! ([`InterpreterMaps::remove_file`]). The per-thread caches are written
+//! by the BPF side only and emptied by it as threads exit.
 
 use crate::types::PythonFileValue;
 use crate::BpfError;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
-use std::collections::HashSet;
+use std::collections::HashMap;
+
+/// The value of an interpreter's per-file map: how to walk the frames
+/// of the interpreter in one file. One variant per interpreter unwinder.
+#[derive(Clone, Copy, Debug)]
+pub enum InterpreterFileValue {
+    /// `python_files`.
+    Python(PythonFileValue),
+}
+
+impl InterpreterFileValue {
+    /// The map it goes in, and its bytes there.
+    fn encode(&self) -> (&'static str, Vec<u8>) {
+        match self {
+            InterpreterFileValue::Python(v) => ("python_files", v.to_bytes().to_vec()),
+        }
+    }
+}
 
 /// Handles on the interpreter unwinders' maps. Made by
 /// [`crate::Sampler::interpreter_maps`]; may move to another thread.
 pub struct InterpreterMaps {
-    python_files: MapHandle,
-    python_thread_states: MapHandle,
-    loaded: HashSet<u64>,
+    /// The per-file maps, by name ([`InterpreterFileValue`]).
+    file_maps: Vec<(&'static str, MapHandle)>,
+    thread_maps: Vec<MapHandle>,
+    /// Files with an entry, and the map that holds it.
+    loaded: HashMap<u64, &'static str>,
 }
 
 impl InterpreterMaps {
     pub(crate) fn new(python_files: MapHandle, python_thread_states: MapHandle) -> InterpreterMaps {
-        InterpreterMaps { python_files, python_thread_states, loaded: HashSet::new() }
+        InterpreterMaps {
+            file_maps: vec![("python_files", python_files)],
+            thread_maps: vec![python_thread_states],
+            loaded: HashMap::new(),
+        }
     }
 
-    /// Says how to walk the CPython frames of the file `file_id`
-    /// (`TableKey::bpf_id`). Set it before the file's mappings are marked
+    /// Puts `value` for the file `file_id` (`TableKey::bpf_id`) in its
+    /// interpreter's per-file map (a file has one entry, in one map). Set
+    /// it before the file's mappings are marked
     /// [`crate::MappingTarget::InterpreterLoop`].
-    pub fn set_python_file(&mut self, file_id: u64, value: &PythonFileValue) -> Result<(), BpfError> {
-        self.python_files
-            .update(&file_id.to_ne_bytes(), &value.to_bytes(), MapFlags::ANY)
-            .map_err(|source| BpfError::Map { map: "python_files", source })?;
-        self.loaded.insert(file_id);
+    pub fn set_file(&mut self, file_id: u64, value: &InterpreterFileValue) -> Result<(), BpfError> {
+        let (map, value) = value.encode();
+        let Some(index) = self.file_maps.iter().position(|(n, _)| *n == map) else {
+            let missing = std::io::Error::new(std::io::ErrorKind::NotFound, format!("no interpreter map {map}"));
+            return Err(BpfError::Map { map: "interpreter file maps", source: missing.into() });
+        };
+        let name = self.file_maps[index].0;
+        if self.loaded.get(&file_id).is_some_and(|old| *old != name) {
+            self.remove_file(file_id)?;
+        }
+        self.file_maps[index]
+            .1
+            .update(&file_id.to_ne_bytes(), &value, MapFlags::ANY)
+            .map_err(|source| BpfError::Map { map: name, source })?;
+        self.loaded.insert(file_id, name);
         Ok(())
     }
 
     /// Forgets the file's interpreter (nothing if it had none).
     pub fn remove_file(&mut self, file_id: u64) -> Result<(), BpfError> {
-        if !self.loaded.remove(&file_id) {
+        let Some(name) = self.loaded.remove(&file_id) else {
             return Ok(());
-        }
-        self.python_files.delete(&file_id.to_ne_bytes()).map_err(|source| BpfError::Map { map: "python_files", source })
+        };
+        let Some((_, handle)) = self.file_maps.iter().find(|(n, _)| *n == name) else {
+            return Ok(());
+        };
+        handle.delete(&file_id.to_ne_bytes()).map_err(|source| BpfError::Map { map: name, source })
     }
 
     /// Whether `file_id` has an interpreter loaded.
     pub fn has_file(&self, file_id: u64) -> bool {
-        self.loaded.contains(&file_id)
+        self.loaded.contains_key(&file_id)
     }
 
     /// Files with an interpreter loaded.
@@ -55,8 +93,53 @@ impl InterpreterMaps {
     }
 
     /// Counts the entries really in the maps (by iterating their keys):
-    /// (python_files, python_thread_states). For tests and checks.
+    /// (all per-file maps, all per-thread maps). For tests and checks.
     pub fn count_map_entries(&self) -> (usize, usize) {
-        (self.python_files.keys().count(), self.python_thread_states.keys().count())
+        let count = |maps: &mut dyn Iterator<Item = &MapHandle>| maps.map(|m| m.keys().count()).sum();
+        (count(&mut self.file_maps.iter().map(|(_, m)| m)), count(&mut self.thread_maps.iter()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::c;
+    use crate::types::{
+        InterpreterUnwinder, PythonFrameModel, PythonLasti, MAPPING_FLAG_INTERPRETER_LOOP, MAPPING_UNWINDER_SHIFT,
+    };
+
+    #[test]
+    fn unwinder_slots_fit_the_flags_and_the_program_array() {
+        let slot = u32::from(InterpreterUnwinder::Python as u8);
+        assert!(slot > c::UNWINDER_NATIVE && slot < c::UNWINDER_COUNT);
+        let mask = c::MAPPING_UNWINDER_MASK << MAPPING_UNWINDER_SHIFT;
+        assert_eq!((slot << MAPPING_UNWINDER_SHIFT) & mask, slot << MAPPING_UNWINDER_SHIFT);
+        assert_eq!(MAPPING_FLAG_INTERPRETER_LOOP & mask, 0, "the flag and the slot do not overlap");
+    }
+
+    #[test]
+    fn each_value_goes_to_its_map() {
+        let v = PythonFileValue {
+            runtime_vaddr: 0x1234,
+            version: 0x030c,
+            frame_model: PythonFrameModel::CStackOwner,
+            lasti_kind: PythonLasti::Pointer,
+            frame_read_size: 80,
+            runtime_interpreters_head: 1,
+            interp_next: 2,
+            interp_threads_head: 3,
+            tstate_next: 4,
+            tstate_thread_id: 5,
+            tstate_frame: 6,
+            cframe_current_frame: 7,
+            frame_previous: 8,
+            frame_code: 9,
+            frame_lasti: 10,
+            frame_entry: 11,
+            code_adaptive: 12,
+        };
+        let (map, bytes) = InterpreterFileValue::Python(v).encode();
+        assert_eq!(map, "python_files");
+        assert_eq!(bytes, v.to_bytes().to_vec());
     }
 }

@@ -9,8 +9,8 @@ use profiler_elf::{CfaBase, RbpRule, UnwindRule};
 
 pub(crate) use c::{
     DELTA_PAGE_BITS, MAPPING_FLAG_INTERPRETER_LOOP, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO,
-    MAPPING_KIND_PROCESS, PID_MAPPING_KEY_BITS, RULE_ID_INVALID, RULE_ID_NO_COVERAGE, RULE_ID_SIGNAL, RULE_ID_STOP,
-    RULE_ID_UNFOLLOWED_SWITCH, UCONTEXT_RBP, UCONTEXT_RIP, UCONTEXT_RSP,
+    MAPPING_KIND_PROCESS, MAPPING_UNWINDER_SHIFT, PID_MAPPING_KEY_BITS, RULE_ID_INVALID, RULE_ID_NO_COVERAGE,
+    RULE_ID_SIGNAL, RULE_ID_STOP, RULE_ID_UNFOLLOWED_SWITCH, UCONTEXT_RBP, UCONTEXT_RIP, UCONTEXT_RSP,
 };
 pub use c::{PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET};
 // The frame words' decoding lives with the data model (profiler_trace);
@@ -163,6 +163,15 @@ impl PidMappingKey {
     pub(crate) fn to_bytes(self) -> [u8; size_of::<PidMappingKey>()] {
         bytes_of(&self).try_into().expect("one key")
     }
+}
+
+/// The interpreter unwinder programs, by their slot in the program array
+/// (`enum unwinder_program`, `ebpf/interpreters.bpf.h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum InterpreterUnwinder {
+    /// `UNWINDER_PYTHON`: `python_unwind`.
+    Python = c::UNWINDER_PYTHON as u8,
 }
 
 /// `struct pid_mapping`.

@@ -7,9 +7,9 @@
 //! and [`UnwindMaps::unload_file`].
 
 use crate::types::{
-    delta_entry, delta_page, delta_page_key, PidMappingKey, PidMappingValue, UnwindRuleValue, DELTA_PAGE_BITS,
-    MAPPING_FLAG_INTERPRETER_LOOP, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO, MAPPING_KIND_PROCESS,
-    PID_MAPPING_KEY_BITS,
+    delta_entry, delta_page, delta_page_key, InterpreterUnwinder, PidMappingKey, PidMappingValue, UnwindRuleValue,
+    DELTA_PAGE_BITS, MAPPING_FLAG_INTERPRETER_LOOP, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO,
+    MAPPING_KIND_PROCESS, MAPPING_UNWINDER_SHIFT, PID_MAPPING_KEY_BITS,
 };
 use crate::BpfError;
 use libbpf_rs::libbpf_sys;
@@ -129,6 +129,8 @@ pub enum MappingTarget {
         file_id: u64,
         /// Load bias.
         bias: u64,
+        /// The program that unwinds the interpreter.
+        unwinder: InterpreterUnwinder,
     },
 }
 
@@ -323,9 +325,12 @@ impl UnwindMaps {
                 MappingTarget::NoUnwindInfo => {
                     PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_NO_UNWIND_INFO, flags: 0 }
                 }
-                MappingTarget::InterpreterLoop { file_id, bias } => {
-                    PidMappingValue { file_id, bias, kind: MAPPING_KIND_NATIVE, flags: MAPPING_FLAG_INTERPRETER_LOOP }
-                }
+                MappingTarget::InterpreterLoop { file_id, bias, unwinder } => PidMappingValue {
+                    file_id,
+                    bias,
+                    kind: MAPPING_KIND_NATIVE,
+                    flags: MAPPING_FLAG_INTERPRETER_LOOP | u32::from(unwinder as u8) << MAPPING_UNWINDER_SHIFT,
+                },
             };
             for (address, bits) in aligned_blocks(range.start, range.end) {
                 let key = PidMappingKey::new(pid, address, PID_MAPPING_KEY_BITS - bits);

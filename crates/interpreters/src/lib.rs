@@ -1,17 +1,19 @@
 //! The user-space half of the interpreter unwinders.
 //!
 //! The BPF side records interpreted frames in place of the native frames
-//! of an interpreter's evaluation loop (`ebpf/python_unwinder.bpf.h`); it
-//! needs, per file holding an interpreter, where the loop is and how the
-//! interpreter lays out its threads and frames, and user space needs to
-//! turn the recorded frames into names, files and lines. Both come from
-//! here:
+//! of an interpreter's evaluation loop (`ebpf/interpreters.bpf.h` hands
+//! the loop over to the interpreter's unwinder); it needs, per file
+//! holding an interpreter, where the loop is and how the interpreter lays
+//! out its threads and frames, and user space needs to turn the recorded
+//! frames into names, files and lines. Both come from here:
 //!
-//! - [`python`]: CPython 3.8-3.13. [`python::detect`] finds a build in an
-//!   ELF file (version, `_PyRuntime`, the evaluation loop, the
-//!   per-version [`python::Layout`]); [`python::PythonRegistry`] shares
-//!   the builds by file id; [`python::PythonSymbolizer`] names frames from
-//!   the process's memory with bounded caches.
+//! - [`Runtime`], [`InterpreterFile`], [`FrameNamer`]: what every runtime
+//!   implements (detection in a file, its BPF map value and loop ranges,
+//!   what it needs of each process that maps it, naming its frames with
+//!   bounded caches).
+//! - [`Registry`]: the registered runtimes ([`runtimes`]) and the one
+//!   record of what they found in the files processes map now.
+//! - [`python`]: CPython 3.8-3.13 ([`python::CPython`]).
 //! - [`memory`]: reading another process's memory.
 //! - Not wired into the agent yet (their BPF unwinders are to come), each
 //!   proven against live processes by its `tests/*_live.rs`:
@@ -19,11 +21,8 @@
 //!   vmStructs tables), [`v8`] (Node.js, V8 9.5-11.8, from the `v8dbg_*`
 //!   metadata in the binary), [`ruby`] (CRuby 2.7-3.4), [`php`] (PHP
 //!   7.4-8.4) and [`perl`] (Perl 5.28-5.40): detection, layouts, and
-//!   naming frames walked in user space.
-//!
-//! Nothing here loads BPF maps: the agent converts a
-//! [`python::PythonBuild`] into the map value and marks the loop's
-//! addresses in each process that maps the file.
+//!   naming frames walked in user space; each joins [`runtimes`] as a
+//!   [`Runtime`] with its unwinder.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -32,7 +31,23 @@ pub mod memory;
 pub mod perl;
 pub mod php;
 pub mod python;
+mod registry;
 pub mod ruby;
+mod runtime;
 pub mod v8;
 
 pub use memory::{PidMemory, ProcessMemory};
+pub use registry::{Inspection, Registry, RuntimeId, RuntimeStats, MAX_INTERPRETER_FILES};
+pub use runtime::{Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState, Runtime};
+
+/// Every runtime the profiler unwinds, in the order they are tried on a
+/// file. Adding one: its folder in `src/<runtime>/` and one line here
+/// (docs/internals.md, "How to add a runtime").
+pub fn runtimes() -> Vec<Box<dyn Runtime>> {
+    vec![
+        Box::new(python::CPython),
+        // HotSpot, V8, CRuby, PHP and Perl (src/hotspot/, src/v8/,
+        // src/ruby/, src/php/, src/perl/) come here once their unwinders
+        // are wired.
+    ]
+}

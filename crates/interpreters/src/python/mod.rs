@@ -1,6 +1,7 @@
 //! CPython: finding it in a file ([`detect`]), what the BPF unwinder needs
-//! of each build ([`PythonBuild`], [`Layout`]), and naming its frames from
-//! the process's memory ([`PythonSymbolizer`]).
+//! of each build ([`PythonBuild`], [`Layout`], [`python_file_value`]), and
+//! naming its frames from the process's memory ([`PythonSymbolizer`]);
+//! [`CPython`] is all of it behind [`crate::Runtime`].
 //!
 //! A build is recognised by its evaluation loop `_PyEval_EvalFrameDefault`
 //! (the executable of a static build, or `libpython3.X.so`); its version
@@ -11,18 +12,17 @@
 
 mod layout;
 mod linetable;
+mod runtime;
 mod symbolizer;
 
 pub use layout::{FrameModel, Lasti, Layout, LineTableFormat, OB_TYPE};
 pub use linetable::line_for_offset;
+pub use runtime::{python_file_value, CPython};
 pub use symbolizer::{CodeInfo, PythonSymbolizer, PythonSymbolizerStats};
 
 use crate::memory::ProcessMemory;
 use profiler_elf::ElfFile;
-use profiler_trace::TableKey;
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
 
 /// Bytes of a frame the BPF unwinder reads at once (`PYTHON_FRAME_READ_MAX`
 /// in `ebpf/types.h`): every frame field of a [`Layout`] lies below.
@@ -271,63 +271,6 @@ pub fn walk_thread(
         frame = previous;
     }
     Ok(frames)
-}
-
-/// Most builds [`PythonRegistry`] holds.
-const MAX_REGISTERED_BUILDS: usize = 1024;
-
-/// The CPython builds found in files, by [`TableKey`] (the digest of the
-/// whole file: a crafted file sharing a library's head and tail does not
-/// share its build): written where files are analysed, read where frames
-/// are named. A key names content, so an entry never goes stale; the
-/// registry is only bounded.
-#[derive(Debug, Default)]
-pub struct PythonRegistry {
-    builds: Mutex<HashMap<TableKey, Arc<PythonBuild>>>,
-}
-
-impl PythonRegistry {
-    /// An empty registry.
-    pub fn new() -> PythonRegistry {
-        PythonRegistry::default()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TableKey, Arc<PythonBuild>>> {
-        self.builds.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Records the build in `file_id`.
-    pub fn insert(&self, file_id: TableKey, build: Arc<PythonBuild>) {
-        let mut builds = self.lock();
-        if builds.len() >= MAX_REGISTERED_BUILDS && !builds.contains_key(&file_id) {
-            builds.clear();
-        }
-        builds.insert(file_id, build);
-    }
-
-    /// The build in `file_id`, if any.
-    pub fn get(&self, file_id: &TableKey) -> Option<Arc<PythonBuild>> {
-        self.lock().get(file_id).cloned()
-    }
-
-    /// The first of `file_ids` that holds a build, with it.
-    pub fn find<'a>(&self, file_ids: impl IntoIterator<Item = &'a TableKey>) -> Option<(TableKey, Arc<PythonBuild>)> {
-        let builds = self.lock();
-        if builds.is_empty() {
-            return None;
-        }
-        file_ids.into_iter().find_map(|id| builds.get(id).map(|b| (*id, b.clone())))
-    }
-
-    /// Builds held.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether none is held.
-    pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,197 @@
+//! CPython as a [`Runtime`]: detection ([`detect`]), its `python_files`
+//! entry, and its frames named by a [`PythonSymbolizer`].
+
+use super::{detect, Detection, FrameModel, Lasti, PythonBuild, PythonSymbolizer, FRAME_READ_MAX};
+use crate::memory::ProcessMemory;
+use crate::runtime::{FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
+use profiler_bpf::{
+    InterpreterFileValue, InterpreterUnwinder, PythonFileValue, PythonFrameModel, PythonLasti, UserFrame,
+    PYTHON_NO_OFFSET,
+};
+use profiler_elf::ElfFile;
+use profiler_trace::{FrameKind, SourceLine};
+use std::any::Any;
+use std::sync::Arc;
+
+/// Bounds on the code objects a namer caches: entries and bytes.
+const MAX_CACHED_CODES: usize = 65_536;
+const MAX_CACHED_BYTES: usize = 32 << 20;
+
+// The unwinder reads this much of a frame; every layout fits in it.
+const _: () = assert!(FRAME_READ_MAX == profiler_bpf::PYTHON_FRAME_READ_MAX);
+
+/// CPython 3.8-3.13.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CPython;
+
+impl Runtime for CPython {
+    fn name(&self) -> &'static str {
+        "CPython"
+    }
+
+    fn frame_kind(&self) -> FrameKind {
+        FrameKind::CPython
+    }
+
+    fn owns_frame(&self, word: u64) -> bool {
+        matches!(UserFrame::decode(word), UserFrame::Python { .. })
+    }
+
+    fn frame_address(&self, word: u64) -> u64 {
+        match UserFrame::decode(word) {
+            UserFrame::Python { offset, .. } => u64::from(offset),
+            UserFrame::Native(address) => address.pc,
+        }
+    }
+
+    fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
+        match detect(elf, path) {
+            Detection::NotPython => FileDetection::NotFound,
+            Detection::Supported(build) => FileDetection::Found(Arc::new(build)),
+            Detection::Unsupported { version, reason } => {
+                FileDetection::Unsupported { version: version.map(|v| v.to_string()), reason }
+            }
+        }
+    }
+
+    fn namer(&self) -> Box<dyn FrameNamer> {
+        Box::new(PythonNamer(PythonSymbolizer::new(MAX_CACHED_CODES, MAX_CACHED_BYTES)))
+    }
+}
+
+impl InterpreterFile for PythonBuild {
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::Python
+    }
+
+    fn loop_ranges(&self) -> &[(u64, u64)] {
+        &self.eval_ranges
+    }
+
+    fn file_value(&self) -> InterpreterFileValue {
+        InterpreterFileValue::Python(python_file_value(self))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The `python_files` value of a build.
+pub fn python_file_value(build: &PythonBuild) -> PythonFileValue {
+    let l = &build.layout;
+    PythonFileValue {
+        runtime_vaddr: build.runtime_vaddr,
+        version: build.version.short(),
+        frame_model: match l.frame_model {
+            FrameModel::Objects => PythonFrameModel::Objects,
+            FrameModel::EntryFlag => PythonFrameModel::EntryFlag,
+            FrameModel::CStackOwner => PythonFrameModel::CStackOwner,
+        },
+        lasti_kind: match l.lasti {
+            Lasti::Bytes => PythonLasti::Bytes,
+            Lasti::Units => PythonLasti::Units,
+            Lasti::Pointer => PythonLasti::Pointer,
+        },
+        frame_read_size: l.frame_read_size,
+        runtime_interpreters_head: l.runtime_interpreters_head,
+        interp_next: l.interp_next,
+        interp_threads_head: l.interp_threads_head,
+        tstate_next: l.tstate_next,
+        tstate_thread_id: l.tstate_thread_id,
+        tstate_frame: l.tstate_frame,
+        cframe_current_frame: l.cframe_current_frame.unwrap_or(PYTHON_NO_OFFSET),
+        frame_previous: l.frame_previous,
+        frame_code: l.frame_code,
+        frame_lasti: l.frame_lasti,
+        frame_entry: l.frame_entry.unwrap_or(PYTHON_NO_OFFSET),
+        code_adaptive: l.code_adaptive.unwrap_or(0),
+    }
+}
+
+/// Names CPython frames: the code object's qualified name, file and the
+/// line of the frame's instruction.
+struct PythonNamer(PythonSymbolizer);
+
+impl FrameNamer for PythonNamer {
+    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
+        let UserFrame::Python { code, offset } = UserFrame::decode(word) else { return None };
+        let build = mapped.file.as_any().downcast_ref::<PythonBuild>()?;
+        self.0.symbolize(memory, pid, build, mapped.bias, code, offset)
+    }
+
+    fn stats(&self) -> NamerStats {
+        let s = self.0.stats();
+        NamerStats { frames: s.frames, unknown: s.unknown, reads: s.code_reads }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::python::{Layout, LayoutSource, Version};
+
+    fn build(minor: u8) -> PythonBuild {
+        PythonBuild {
+            version: Version { major: 3, minor, micro: None },
+            layout: Layout::for_version(3, minor).unwrap(),
+            layout_source: LayoutSource::Table,
+            runtime_vaddr: 0x5000,
+            code_type_vaddr: None,
+            eval_ranges: vec![(0x1000, 0x1800), (0x9000, 0x9100)],
+        }
+    }
+
+    #[test]
+    fn file_value_carries_the_layout() {
+        let b = build(12);
+        let InterpreterFileValue::Python(v) = b.file_value();
+        assert_eq!(v.runtime_vaddr, 0x5000);
+        assert_eq!(v.version, 0x030c);
+        assert_eq!(v.frame_model, PythonFrameModel::CStackOwner);
+        assert_eq!(v.frame_code, b.layout.frame_code);
+        assert_eq!(v.cframe_current_frame, b.layout.cframe_current_frame.unwrap_or(PYTHON_NO_OFFSET));
+        assert_eq!(b.unwinder(), InterpreterUnwinder::Python);
+        assert_eq!(b.loop_ranges(), &[(0x1000, 0x1800), (0x9000, 0x9100)]);
+        let v38 = python_file_value(&build(8));
+        assert_eq!((v38.frame_model, v38.cframe_current_frame), (PythonFrameModel::Objects, PYTHON_NO_OFFSET));
+    }
+
+    #[test]
+    fn owns_interpreted_words_only() {
+        let word = profiler_bpf::FRAME_INTERPRETED | (0x7f00_0000_1000u64 >> 3) | (6u64 << 44);
+        assert!(CPython.owns_frame(word));
+        assert_eq!(CPython.frame_address(word), 6);
+        assert!(!CPython.owns_frame(0x7f00_0000_1000));
+        assert!(!CPython.owns_frame(0x7f00_0000_1000 | profiler_bpf::FRAME_EXACT_PC));
+    }
+
+    /// A namer given another runtime's file names nothing (and does not
+    /// panic).
+    #[test]
+    fn namer_refuses_foreign_files() {
+        #[derive(Debug)]
+        struct Other;
+        impl InterpreterFile for Other {
+            fn unwinder(&self) -> InterpreterUnwinder {
+                InterpreterUnwinder::Python
+            }
+            fn loop_ranges(&self) -> &[(u64, u64)] {
+                &[]
+            }
+            fn file_value(&self) -> InterpreterFileValue {
+                InterpreterFileValue::Python(python_file_value(&build(11)))
+            }
+            fn as_any(&self) -> &dyn Any {
+                self
+            }
+        }
+        let mut namer = CPython.namer();
+        let word = profiler_bpf::FRAME_INTERPRETED | 0x200 | (6u64 << 44);
+        let memory = crate::PidMemory(std::process::id());
+        let mapped = |file: Arc<dyn InterpreterFile>| MappedFile { file, bias: 0, process: None };
+        assert_eq!(namer.name(&memory, std::process::id(), &mapped(Arc::new(Other)), word), None);
+        assert_eq!(namer.name(&memory, std::process::id(), &mapped(Arc::new(build(11))), 0x1234), None, "native word");
+        assert_eq!(namer.stats(), NamerStats::default(), "neither was a frame to read");
+    }
+}

@@ -1,0 +1,581 @@
+//! The one record of the interpreters found in files: written where
+//! files are analysed and loaded (the process manager), read where frames
+//! are named (the trace builder).
+//!
+//! A file's entry lives from its analysis to its unloading: the process
+//! manager unloads a file when no process maps it any more (or at stop).
+//! Samples taken before may still be in the reporter's queue, so an
+//! unloaded file's build is kept for naming a little longer (at most
+//! [`MAX_RETIRED`] files, [`RETIRED_FOR`]), then forgotten. A file
+//! analysed but never loaded is forgotten at the next analysis (the
+//! manager loads a file right after analysing it, or not at all). The
+//! number of entries is bounded; files beyond are profiled as native code
+//! and counted.
+
+use crate::memory::ProcessMemory;
+use crate::runtime::{Attach, FileDetection, InterpreterFile, ProcessState, Runtime};
+use profiler_elf::ElfFile;
+use profiler_trace::{FrameKind, TableKey};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Most files with an interpreter held at once.
+pub const MAX_INTERPRETER_FILES: usize = 4096;
+/// Most unloaded files whose builds are kept for naming the samples
+/// still queued.
+pub const MAX_RETIRED: usize = 256;
+/// How long an unloaded file's build is kept for them.
+pub const RETIRED_FOR: Duration = Duration::from_secs(30);
+/// Most processes whose per-process state ([`InterpreterFile::attach`])
+/// is kept.
+pub const MAX_ATTACHED_PROCESSES: usize = 16_384;
+/// Most files with an unsupported build remembered (each is told once).
+const MAX_REPORTED: usize = 4096;
+
+/// A registered runtime: its index in [`Registry::runtimes`] (only the
+/// registry makes them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RuntimeId(usize);
+
+impl RuntimeId {
+    /// Its index in [`Registry::runtimes`].
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+/// Counters of one runtime in a [`Registry`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuntimeStats {
+    /// [`Runtime::name`].
+    pub name: &'static str,
+    /// [`Runtime::frame_kind`].
+    pub frame_kind: FrameKind,
+    /// Loaded files holding a build it unwinds, now.
+    pub files: u64,
+    /// Files holding a build it does not unwind (told once each).
+    pub unsupported: u64,
+    /// Processes whose state could not be read (their frames stay
+    /// unnamed).
+    pub attach_failures: u64,
+}
+
+/// What [`Registry::inspect`] found in a file.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Inspection {
+    /// No runtime.
+    Nothing,
+    /// A build of the runtime, held until the file is unloaded.
+    Found(RuntimeId),
+    /// A build not to unwind; `notice` is set the first time the file is
+    /// seen (what to tell the user, once).
+    Unsupported {
+        /// The runtime.
+        runtime: RuntimeId,
+        /// "CPython 3.99 in /usr/bin/python3.99 is not supported (...)".
+        notice: Option<String>,
+    },
+    /// A build to unwind, but the registry is full: profiled as native.
+    Dropped(RuntimeId),
+}
+
+struct Entry {
+    runtime: RuntimeId,
+    file: Arc<dyn InterpreterFile>,
+    loaded: bool,
+}
+
+#[derive(Default)]
+struct State {
+    files: HashMap<TableKey, Entry>,
+    /// Unloaded files, oldest first, with when they were unloaded.
+    retired: VecDeque<(TableKey, Entry, Instant)>,
+    reported: HashSet<TableKey>,
+    /// Per process, the files attached to and their bias (`None`:
+    /// attaching failed; not tried again while the process maps it so).
+    processes: HashMap<u32, Vec<(TableKey, u64, Option<ProcessState>)>>,
+    unsupported: Vec<u64>,
+    attach_failures: Vec<u64>,
+    dropped: u64,
+}
+
+/// The registered runtimes and the builds they found in the files
+/// processes map now.
+pub struct Registry {
+    runtimes: Vec<Box<dyn Runtime>>,
+    state: Mutex<State>,
+}
+
+impl Registry {
+    /// A registry of `runtimes` (see [`crate::runtimes`]).
+    pub fn new(runtimes: Vec<Box<dyn Runtime>>) -> Registry {
+        let state = State {
+            unsupported: vec![0; runtimes.len()],
+            attach_failures: vec![0; runtimes.len()],
+            ..State::default()
+        };
+        Registry { runtimes, state: Mutex::new(state) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The registered runtimes, by [`RuntimeId`].
+    pub fn runtimes(&self) -> &[Box<dyn Runtime>] {
+        &self.runtimes
+    }
+
+    /// The runtime `id`.
+    pub fn runtime(&self, id: RuntimeId) -> &dyn Runtime {
+        &*self.runtimes[id.0]
+    }
+
+    /// Looks for every runtime in a file just analysed (the first that
+    /// recognises it wins) and holds what it found until
+    /// [`Registry::file_loaded`] or the next inspection.
+    pub fn inspect(&self, file_id: TableKey, elf: &ElfFile, path: &str) -> Inspection {
+        let found = self.runtimes.iter().enumerate().find_map(|(i, r)| match r.detect_file(elf, path) {
+            FileDetection::NotFound => None,
+            other => Some((RuntimeId(i), other)),
+        });
+        let mut state = self.lock();
+        // An earlier file analysed and never loaded is not coming.
+        state.files.retain(|id, e| e.loaded || *id == file_id);
+        let Some((runtime, detection)) = found else { return Inspection::Nothing };
+        match detection {
+            FileDetection::NotFound => Inspection::Nothing,
+            FileDetection::Found(file) => {
+                if state.files.len() >= MAX_INTERPRETER_FILES && !state.files.contains_key(&file_id) {
+                    state.dropped += 1;
+                    return Inspection::Dropped(runtime);
+                }
+                state.files.insert(file_id, Entry { runtime, file, loaded: false });
+                Inspection::Found(runtime)
+            }
+            FileDetection::Unsupported { version, reason } => {
+                if state.reported.len() >= MAX_REPORTED {
+                    state.reported.clear();
+                }
+                if !state.reported.insert(file_id) {
+                    return Inspection::Unsupported { runtime, notice: None };
+                }
+                state.unsupported[runtime.0] += 1;
+                let name = self.runtimes[runtime.0].name();
+                let version = version.unwrap_or_else(|| "of unknown version".to_string());
+                let notice = format!(
+                    "{name} {version} in {path} is not supported ({reason}): its frames are profiled as native code"
+                );
+                Inspection::Unsupported { runtime, notice: Some(notice) }
+            }
+        }
+    }
+
+    /// The file's tables are loaded: its build, if it holds one, is in
+    /// use from now on (its BPF map entry is to be set).
+    pub fn file_loaded(&self, file_id: TableKey) -> Option<Arc<dyn InterpreterFile>> {
+        let mut state = self.lock();
+        let entry = state.files.get_mut(&file_id)?;
+        entry.loaded = true;
+        Some(entry.file.clone())
+    }
+
+    /// The file is unloaded (no process maps it), or its build could not
+    /// be loaded: it is no longer [loaded](Registry::loaded), only kept a
+    /// while for naming the samples already taken. Returns what was held.
+    pub fn file_unloaded(&self, file_id: TableKey) -> Option<Arc<dyn InterpreterFile>> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let entry = state.files.remove(&file_id)?;
+        let file = entry.file.clone();
+        if entry.loaded {
+            state.retired.retain(|(id, _, _)| *id != file_id);
+            while state.retired.len() >= MAX_RETIRED
+                || state.retired.front().is_some_and(|(_, _, at)| now.duration_since(*at) > RETIRED_FOR)
+            {
+                state.retired.pop_front();
+            }
+            state.retired.push_back((file_id, entry, now));
+        }
+        Some(file)
+    }
+
+    /// The build in a loaded file, if any.
+    pub fn loaded(&self, file_id: &TableKey) -> Option<Arc<dyn InterpreterFile>> {
+        self.lock().files.get(file_id).filter(|e| e.loaded).map(|e| e.file.clone())
+    }
+
+    /// The first of `file_ids` (mapped by process `pid`) that holds a
+    /// loaded (or lately unloaded) build of `runtime`, with it and what
+    /// was kept of the process: for naming frames.
+    pub fn find<'a>(
+        &self,
+        runtime: RuntimeId,
+        pid: u32,
+        file_ids: impl IntoIterator<Item = &'a TableKey>,
+    ) -> Option<(TableKey, Arc<dyn InterpreterFile>, Option<ProcessState>)> {
+        let state = self.lock();
+        if state.files.is_empty() && state.retired.is_empty() {
+            return None;
+        }
+        file_ids.into_iter().find_map(|id| {
+            let held = state.files.get(id).filter(|e| e.loaded);
+            let retired = || state.retired.iter().rev().find(|(r, _, _)| r == id).map(|(_, e, _)| e);
+            let e = held.or_else(retired).filter(|e| e.runtime == runtime)?;
+            let attached = state.processes.get(&pid).and_then(|files| files.iter().find(|(f, _, _)| f == id));
+            Some((*id, e.file.clone(), attached.and_then(|(_, _, p)| p.clone())))
+        })
+    }
+
+    /// Process `pid` maps `files` (file, bias) now, and only them: what
+    /// was kept for files it no longer maps so goes, and each loaded build
+    /// that needs something of the process and has not got it reads it
+    /// ([`InterpreterFile::attach`], outside the lock).
+    pub fn process_mapped(&self, pid: u32, files: &[(TableKey, u64)], memory: &dyn ProcessMemory) {
+        let todo: Vec<(TableKey, u64, RuntimeId, Arc<dyn InterpreterFile>)> = {
+            let mut state = self.lock();
+            if let Some(attached) = state.processes.get_mut(&pid) {
+                attached.retain(|(f, bias, _)| files.contains(&(*f, *bias)));
+                if attached.is_empty() {
+                    state.processes.remove(&pid);
+                }
+            }
+            let attached = state.processes.get(&pid);
+            let mut seen = HashSet::new();
+            files
+                .iter()
+                .filter(|(id, _)| seen.insert(*id))
+                .filter(|(id, _)| !attached.is_some_and(|a| a.iter().any(|(f, _, _)| f == id)))
+                .filter_map(|(id, bias)| {
+                    let e = state.files.get(id).filter(|e| e.loaded)?;
+                    Some((*id, *bias, e.runtime, e.file.clone()))
+                })
+                .collect()
+        };
+        for (id, bias, runtime, file) in todo {
+            let kept = match file.attach(pid, memory, bias) {
+                Attach::NotNeeded => continue,
+                Attach::Attached(process) => Some(process),
+                Attach::Failed(_) => None,
+            };
+            let mut state = self.lock();
+            if kept.is_none() {
+                state.attach_failures[runtime.0] += 1;
+            }
+            if state.processes.len() >= MAX_ATTACHED_PROCESSES && !state.processes.contains_key(&pid) {
+                state.dropped += 1;
+                continue;
+            }
+            state.processes.entry(pid).or_default().push((id, bias, kept));
+        }
+    }
+
+    /// Process `pid` is gone: what was kept of it is forgotten.
+    pub fn process_removed(&self, pid: u32) {
+        self.lock().processes.remove(&pid);
+    }
+
+    /// Processes with something kept of them.
+    pub fn attached_processes(&self) -> usize {
+        self.lock().processes.len()
+    }
+
+    /// The runtime whose unwinder recorded a user frame word, if any.
+    pub fn runtime_of_frame(&self, word: u64) -> Option<RuntimeId> {
+        self.runtimes.iter().position(|r| r.owns_frame(word)).map(RuntimeId)
+    }
+
+    /// Files held (loaded or just analysed; not the unloaded ones kept
+    /// for naming).
+    pub fn len(&self) -> usize {
+        self.lock().files.len()
+    }
+
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.lock().files.is_empty()
+    }
+
+    /// Builds to unwind, or processes' states, not held because the
+    /// registry was full.
+    pub fn dropped(&self) -> u64 {
+        self.lock().dropped
+    }
+
+    /// Counters of each runtime, by [`RuntimeId`].
+    pub fn stats(&self) -> Vec<RuntimeStats> {
+        let state = self.lock();
+        let mut files = vec![0u64; self.runtimes.len()];
+        for e in state.files.values().filter(|e| e.loaded) {
+            files[e.runtime.0] += 1;
+        }
+        self.runtimes
+            .iter()
+            .enumerate()
+            .map(|(i, r)| RuntimeStats {
+                name: r.name(),
+                frame_kind: r.frame_kind(),
+                files: files[i],
+                unsupported: state.unsupported[i],
+                attach_failures: state.attach_failures[i],
+            })
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.runtimes.iter().map(|r| r.name()).collect();
+        f.debug_struct("Registry").field("runtimes", &names).field("files", &self.len()).finish()
+    }
+}
+
+impl Default for Registry {
+    /// Every runtime of [`crate::runtimes`].
+    fn default() -> Registry {
+        Registry::new(crate::runtimes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::FrameNamer;
+    use profiler_bpf::{InterpreterFileValue, InterpreterUnwinder};
+    use std::any::Any;
+
+    /// A runtime found in files by their path: "fake" is one to unwind,
+    /// "old" one that is not.
+    struct Fake;
+
+    /// Its number says what it needs per process: 0 nothing, 1 its pid
+    /// and bias, 2 fails; it counts its attachments.
+    #[derive(Debug)]
+    struct FakeFile(u64, std::sync::atomic::AtomicU32);
+
+    impl InterpreterFile for FakeFile {
+        fn unwinder(&self) -> InterpreterUnwinder {
+            InterpreterUnwinder::Python
+        }
+        fn loop_ranges(&self) -> &[(u64, u64)] {
+            &[]
+        }
+        fn file_value(&self) -> InterpreterFileValue {
+            unreachable!("not loaded in these tests")
+        }
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+        fn attach(&self, pid: u32, _memory: &dyn ProcessMemory, bias: u64) -> Attach {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            match self.0 {
+                0 => Attach::NotNeeded,
+                1 => Attach::Attached(Arc::new((pid, bias))),
+                _ => Attach::Failed("unreadable".into()),
+            }
+        }
+    }
+
+    impl Runtime for Fake {
+        fn name(&self) -> &'static str {
+            "Fake"
+        }
+        fn frame_kind(&self) -> FrameKind {
+            FrameKind::Ruby
+        }
+        fn owns_frame(&self, word: u64) -> bool {
+            word == 7
+        }
+        fn frame_address(&self, word: u64) -> u64 {
+            word
+        }
+        fn detect_file(&self, _elf: &ElfFile, path: &str) -> FileDetection {
+            match path.strip_prefix("fake") {
+                Some(n) => FileDetection::Found(Arc::new(FakeFile(n.parse().unwrap_or(0), Default::default()))),
+                None if path.starts_with("old") => {
+                    FileDetection::Unsupported { version: Some("0.1".into()), reason: "too old".into() }
+                }
+                None => FileDetection::NotFound,
+            }
+        }
+        fn namer(&self) -> Box<dyn FrameNamer> {
+            unreachable!()
+        }
+    }
+
+    struct Named(&'static str);
+    impl Runtime for Named {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn frame_kind(&self) -> FrameKind {
+            FrameKind::Php
+        }
+        fn owns_frame(&self, word: u64) -> bool {
+            word == 9
+        }
+        fn frame_address(&self, word: u64) -> u64 {
+            word
+        }
+        fn detect_file(&self, _elf: &ElfFile, _path: &str) -> FileDetection {
+            FileDetection::NotFound
+        }
+        fn namer(&self) -> Box<dyn FrameNamer> {
+            unreachable!()
+        }
+    }
+
+    fn elf() -> ElfFile {
+        ElfFile::open(std::fs::read_link("/proc/self/exe").unwrap()).unwrap()
+    }
+
+    fn key(n: u64) -> TableKey {
+        let mut b = [0u8; 32];
+        b[..8].copy_from_slice(&n.to_le_bytes());
+        TableKey(b)
+    }
+
+    fn registry() -> Registry {
+        Registry::new(vec![Box::new(Named("Other")), Box::new(Fake)])
+    }
+
+    #[test]
+    fn a_file_lives_from_its_load_to_its_unload() {
+        let (r, elf) = (registry(), elf());
+        assert_eq!(r.inspect(key(1), &elf, "fake1"), Inspection::Found(RuntimeId(1)));
+        assert!(r.loaded(&key(1)).is_none(), "not loaded yet");
+        assert!(r.find(RuntimeId(1), 1, [&key(1)]).is_none(), "frames are not named from an unloaded file");
+        assert!(r.file_loaded(key(1)).is_some());
+        let (id, file, _) = r.find(RuntimeId(1), 1, [&key(9), &key(1)]).unwrap();
+        assert_eq!(id, key(1));
+        assert_eq!(file.as_any().downcast_ref::<FakeFile>().unwrap().0, 1);
+        assert!(r.find(RuntimeId(0), 1, [&key(1)]).is_none(), "another runtime's file");
+        assert_eq!(r.stats()[1].files, 1);
+        assert!(r.file_unloaded(key(1)).is_some());
+        assert!(r.loaded(&key(1)).is_none());
+        assert!(r.is_empty(), "an unloaded file is forgotten");
+        assert_eq!(r.stats()[1].files, 0);
+        assert!(r.find(RuntimeId(1), 1, [&key(1)]).is_some(), "kept a while for the samples already taken");
+        assert!(r.file_unloaded(key(1)).is_none(), "unloaded once");
+        assert_eq!(r.inspect(key(2), &elf, "native"), Inspection::Nothing);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn a_file_analysed_and_never_loaded_is_forgotten_at_the_next_analysis() {
+        let (r, elf) = (registry(), elf());
+        r.inspect(key(1), &elf, "fake1");
+        r.inspect(key(2), &elf, "fake2");
+        r.file_loaded(key(2));
+        r.inspect(key(3), &elf, "native");
+        assert_eq!(r.len(), 1);
+        assert!(r.loaded(&key(2)).is_some());
+        assert!(r.file_loaded(key(1)).is_none());
+    }
+
+    #[test]
+    fn unsupported_builds_are_told_once_per_file() {
+        let (r, elf) = (registry(), elf());
+        let Inspection::Unsupported { runtime, notice: Some(notice) } = r.inspect(key(1), &elf, "old/bin") else {
+            panic!("a notice the first time")
+        };
+        assert_eq!(runtime, RuntimeId(1));
+        assert_eq!(notice, "Fake 0.1 in old/bin is not supported (too old): its frames are profiled as native code");
+        assert_eq!(r.inspect(key(1), &elf, "old/bin"), Inspection::Unsupported { runtime, notice: None });
+        assert!(matches!(r.inspect(key(2), &elf, "old/lib"), Inspection::Unsupported { notice: Some(_), .. }));
+        let stats = r.stats();
+        assert_eq!((stats[1].name, stats[1].unsupported, stats[1].files), ("Fake", 2, 0));
+        assert_eq!((stats[0].name, stats[0].unsupported), ("Other", 0));
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn the_registry_is_bounded_and_counts_what_it_drops() {
+        let (r, elf) = (registry(), elf());
+        for i in 0..MAX_INTERPRETER_FILES {
+            let k = key(i as u64);
+            assert_eq!(r.inspect(k, &elf, "fake"), Inspection::Found(RuntimeId(1)));
+            r.file_loaded(k);
+        }
+        let over = key(u64::MAX);
+        assert_eq!(r.inspect(over, &elf, "fake"), Inspection::Dropped(RuntimeId(1)));
+        assert!(r.file_loaded(over).is_none(), "profiled as native");
+        assert_eq!((r.len(), r.dropped()), (MAX_INTERPRETER_FILES, 1));
+        r.file_unloaded(key(0));
+        assert_eq!(r.inspect(over, &elf, "fake"), Inspection::Found(RuntimeId(1)), "room again");
+    }
+
+    #[test]
+    fn unloaded_files_are_kept_for_naming_boundedly() {
+        let (r, elf) = (registry(), elf());
+        for i in 0..MAX_RETIRED as u64 + 10 {
+            r.inspect(key(i), &elf, "fake");
+            r.file_loaded(key(i));
+            r.file_unloaded(key(i));
+        }
+        assert!(r.is_empty());
+        assert!(r.find(RuntimeId(1), 1, [&key(9)]).is_none(), "the oldest are forgotten");
+        assert!(r.find(RuntimeId(1), 1, [&key(10)]).is_some());
+        assert!(r.find(RuntimeId(1), 1, [&key(MAX_RETIRED as u64 + 9)]).is_some());
+        assert_eq!(r.lock().retired.len(), MAX_RETIRED);
+        // Never loaded: nothing to name, not kept.
+        r.inspect(key(1000), &elf, "fake");
+        r.file_unloaded(key(1000));
+        assert!(r.find(RuntimeId(1), 1, [&key(1000)]).is_none());
+    }
+
+    #[test]
+    fn processes_are_attached_once_and_forgotten_at_their_exit() {
+        let (r, elf) = (registry(), elf());
+        let memory = crate::PidMemory(std::process::id());
+        for (k, path) in [(0, "fake0"), (1, "fake1"), (2, "fake2")] {
+            r.inspect(key(k), &elf, path);
+            r.file_loaded(key(k));
+        }
+        r.inspect(key(3), &elf, "fake1"); // analysed, not loaded
+        let files = [(key(0), 0x10), (key(1), 0x1000), (key(2), 0x20), (key(3), 0x30), (key(9), 0), (key(1), 0x1000)];
+        r.process_mapped(5, &files, &memory);
+        r.process_mapped(5, &files, &memory);
+        let attachments = |k: u64| {
+            let (_, file, _) = r.find(RuntimeId(1), 5, [&key(k)]).unwrap();
+            file.as_any().downcast_ref::<FakeFile>().unwrap().1.load(std::sync::atomic::Ordering::Relaxed)
+        };
+        assert_eq!((attachments(1), attachments(2)), (1, 1), "once while the process lives, failed or not");
+        assert_eq!(attachments(0), 2, "nothing kept: asked again (it needs nothing)");
+        let process = |pid: u32, k: u64| r.find(RuntimeId(1), pid, [&key(k)]).unwrap().2;
+        let kept = process(5, 1).unwrap();
+        assert_eq!(kept.downcast_ref::<(u32, u64)>(), Some(&(5, 0x1000)));
+        assert!(process(5, 2).is_none() && process(5, 0).is_none());
+        assert!(process(6, 1).is_none(), "another process");
+        assert_eq!(r.stats()[1].attach_failures, 1);
+        assert_eq!(r.attached_processes(), 1);
+        r.process_removed(5);
+        assert_eq!(r.attached_processes(), 0);
+        assert!(process(5, 1).is_none());
+        r.process_mapped(5, &files, &memory);
+        assert_eq!(attachments(1), 2, "a new process with the pid is attached again");
+        // Unmapped, then mapped elsewhere: attached again, at its new bias.
+        r.process_mapped(5, &[(key(1), 0x1000)], &memory);
+        r.process_mapped(5, &[], &memory);
+        assert_eq!(r.attached_processes(), 0, "maps none of them");
+        r.process_mapped(5, &[(key(1), 0x5000)], &memory);
+        assert_eq!(attachments(1), 3);
+        assert_eq!(process(5, 1).unwrap().downcast_ref::<(u32, u64)>(), Some(&(5, 0x5000)));
+    }
+
+    #[test]
+    fn frames_go_to_the_runtime_that_owns_them() {
+        let r = registry();
+        assert_eq!(r.runtime_of_frame(9), Some(RuntimeId(0)));
+        assert_eq!(r.runtime_of_frame(7), Some(RuntimeId(1)));
+        assert_eq!(r.runtime_of_frame(8), None);
+        assert_eq!(r.runtime(RuntimeId(1)).frame_kind(), FrameKind::Ruby);
+    }
+
+    #[test]
+    fn cpython_is_registered() {
+        let r = Registry::default();
+        assert!(r.runtimes().iter().any(|rt| rt.name() == "CPython" && rt.frame_kind() == FrameKind::CPython));
+    }
+}

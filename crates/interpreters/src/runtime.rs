@@ -1,0 +1,130 @@
+//! The interface every runtime (CPython, HotSpot, ...) implements: find
+//! itself in a file, say what its BPF unwinder needs of that file, and
+//! name the frames that unwinder records.
+//!
+//! A runtime is registered once in [`crate::runtimes`]; the agent and the
+//! trace builder only go through these traits and the
+//! [`crate::Registry`] of what was found.
+
+use crate::memory::ProcessMemory;
+use profiler_bpf::{InterpreterFileValue, InterpreterUnwinder};
+use profiler_elf::ElfFile;
+use profiler_trace::{FrameKind, SourceLine};
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+/// A kind of interpreter the profiler unwinds.
+pub trait Runtime: Send + Sync {
+    /// Its name in notices and counters ("CPython").
+    fn name(&self) -> &'static str;
+
+    /// The kind of the frames it names.
+    fn frame_kind(&self) -> FrameKind;
+
+    /// Whether a user frame word of a sample is one of its frames (its
+    /// BPF unwinder recorded it).
+    fn owns_frame(&self, word: u64) -> bool;
+
+    /// The address a frame of it reports (e.g. CPython: the bytecode
+    /// offset), from its frame word.
+    fn frame_address(&self, word: u64) -> u64;
+
+    /// Looks for the runtime in an executable file (`path` is its name,
+    /// for what only the name tells). Never reads more of the file than
+    /// the few symbols it needs.
+    fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection;
+
+    /// A namer of its frames with bounded caches (one per trace builder).
+    fn namer(&self) -> Box<dyn FrameNamer>;
+}
+
+/// What a runtime found in a file.
+pub enum FileDetection {
+    /// Not this runtime.
+    NotFound,
+    /// A build it unwinds.
+    Found(Arc<dyn InterpreterFile>),
+    /// This runtime, but a build it does not unwind: its frames stay
+    /// native frames.
+    Unsupported {
+        /// Its version, when known.
+        version: Option<String>,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A runtime's build found in one file: what its BPF unwinder needs.
+/// Addresses are ELF virtual addresses (process address = vaddr + the
+/// mapping's bias).
+pub trait InterpreterFile: Send + Sync + fmt::Debug {
+    /// The BPF program that unwinds its loops.
+    fn unwinder(&self) -> InterpreterUnwinder;
+
+    /// The code of its evaluation loop(s): `[start, end)` ranges, whose
+    /// native frames its unwinder replaces by interpreted frames.
+    fn loop_ranges(&self) -> &[(u64, u64)];
+
+    /// Its entry in its unwinder's per-file map.
+    fn file_value(&self) -> InterpreterFileValue;
+
+    /// A process maps this file with `bias`: what the runtime needs of
+    /// that process, read once from its memory (HotSpot's VM structures,
+    /// say), kept while the process lives and handed to its
+    /// [`FrameNamer`]. Everything CPython needs is in the file.
+    fn attach(&self, _pid: u32, _memory: &dyn ProcessMemory, _bias: u64) -> Attach {
+        Attach::NotNeeded
+    }
+
+    /// Itself, for its runtime's [`FrameNamer`] to see its own type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// What a runtime keeps of one process ([`InterpreterFile::attach`]).
+pub type ProcessState = Arc<dyn Any + Send + Sync>;
+
+/// What [`InterpreterFile::attach`] found in a process.
+pub enum Attach {
+    /// Nothing is needed per process.
+    NotNeeded,
+    /// What to keep for the process.
+    Attached(ProcessState),
+    /// It could not be read (counted; its frames stay unnamed).
+    Failed(String),
+}
+
+/// Names the frames of one runtime, with bounded caches.
+pub trait FrameNamer: Send {
+    /// Names the frame `word` (one the runtime [owns](Runtime::owns_frame))
+    /// of process `pid`, in which `file` is mapped with `bias`; `process`
+    /// is what [`InterpreterFile::attach`] kept of it. `None` when it
+    /// cannot be named (the process exited, the frame was garbage): the
+    /// frame is kept, unnamed.
+    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine>;
+
+    /// Its counters.
+    fn stats(&self) -> NamerStats;
+}
+
+/// A runtime's file as one process maps it.
+#[derive(Clone)]
+pub struct MappedFile {
+    /// The build in the file.
+    pub file: Arc<dyn InterpreterFile>,
+    /// The mapping's load bias.
+    pub bias: u64,
+    /// What [`InterpreterFile::attach`] kept of the process, if anything.
+    pub process: Option<ProcessState>,
+}
+
+/// Counters of a [`FrameNamer`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NamerStats {
+    /// Frames named.
+    pub frames: u64,
+    /// Frames that could not be named.
+    pub unknown: u64,
+    /// Objects read from process memory to name them (cache misses).
+    pub reads: u64,
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The unwinder programs and the hand-over from the native unwinder to
+ * the unwinder of an interpreter.
+ *
+ * Included once by profiler.bpf.c, before native_unwinder.bpf.h and the
+ * interpreter unwinders (python_unwinder.bpf.h, ...).
+ *
+ * User space marks the pid_mappings prefixes that cover an interpreter's
+ * evaluation loop (MAPPING_FLAG_INTERPRETER_LOOP) and names the loop's
+ * unwinder in the same flags (MAPPING_UNWINDER_SHIFT, enum
+ * unwinder_program). When the native unwinder reaches such a frame it
+ * calls interpreter_unwind, which tail-calls that unwinder; the native
+ * unwinder itself names no interpreter.
+ *
+ * Adding an interpreter: its slot in enum unwinder_program (types.h),
+ * its program below, its hand-over counter in count_hand_over.
+ */
+
+int native_unwind(struct bpf_perf_event_data *ctx);
+int python_unwind(struct bpf_perf_event_data *ctx);
+
+/* The unwinders, for tail calls; filled by libbpf at load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, UNWINDER_COUNT);
+	__uint(key_size, sizeof(u32));
+	__array(values, int(void *));
+} programs SEC(".maps") = {
+	.values = {
+		[UNWINDER_NATIVE] = (void *)&native_unwind,
+		[UNWINDER_PYTHON] = (void *)&python_unwind,
+	},
+};
+
+/* The interpreter unwinder named by a pid_mapping's flags, or
+ * UNWINDER_NATIVE when the mapping is not an interpreter loop. */
+static __always_inline u8 mapping_unwinder(u32 flags)
+{
+	if (!(flags & MAPPING_FLAG_INTERPRETER_LOOP))
+		return UNWINDER_NATIVE;
+	u32 slot = (flags >> MAPPING_UNWINDER_SHIFT) & MAPPING_UNWINDER_MASK;
+	return slot < UNWINDER_COUNT ? slot : UNWINDER_NATIVE;
+}
+
+/* Counts a tail call into an interpreter unwinder. */
+static __always_inline void count_hand_over(u32 slot)
+{
+	switch (slot) {
+	case UNWINDER_PYTHON:
+		count(COUNTER_PYTHON_TAIL_CALLS);
+		break;
+	default:
+		break;
+	}
+}
+
+/* Tail-calls the unwinder of the interpreter whose loop the native
+ * unwinder reached (record->interp.unwinder); the caller has checked
+ * the tail-call budget. Returns only if the call could not be made. */
+static __always_inline void interpreter_unwind(struct bpf_perf_event_data *ctx, struct sample_record *record)
+{
+	u32 slot = record->interp.unwinder;
+	if (slot == UNWINDER_NATIVE || slot >= UNWINDER_COUNT)
+		return;
+	count_hand_over(slot);
+	bpf_tail_call(ctx, &programs, slot);
+}
+
+/* A thread exits: every interpreter forgets what it cached of it. */
+static __always_inline void interpreters_forget_thread(u64 thread_key)
+{
+	bpf_map_delete_elem(&python_thread_states, &thread_key);
+}
