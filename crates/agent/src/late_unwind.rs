@@ -10,7 +10,7 @@
 //! end before their load, and holding each for the whole timeout kept
 //! megabytes of copies that could never be unwound.
 
-use profiler_bpf::{LateUnwind, MapTables, RawSample, StackCopy, UnwindStop, FRAME_EXACT_PC};
+use profiler_bpf::{LateUnwind, MapTables, RawSample, StackCopy, UnwindStop, UserFrame};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -249,7 +249,7 @@ fn without_stack(mut sample: RawSample) -> RawSample {
 /// pc, which the late unwinder records again).
 fn apply(mut sample: RawSample, late: LateUnwind) -> RawSample {
     if let Some(copy) = sample.stack.take() {
-        let word = if copy.exact { copy.pc | FRAME_EXACT_PC } else { copy.pc };
+        let word = UserFrame::native_word(copy.pc, copy.exact);
         if sample.user_frames.last() == Some(&word) {
             sample.user_frames.pop();
         }
@@ -262,6 +262,7 @@ fn apply(mut sample: RawSample, late: LateUnwind) -> RawSample {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use profiler_bpf::FRAME_EXACT_PC;
     use std::collections::HashSet;
 
     const PC: u64 = 0x40_1000;

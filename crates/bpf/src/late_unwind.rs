@@ -16,8 +16,8 @@
 use crate::contract::c::{self, DELTA_SEARCH_STEPS};
 use crate::sample::StackCopy;
 use crate::types::{
-    delta_page_key, PidMappingKey, PidMappingValue, UnwindRuleValue, UnwindStop, CFA_BASE_RBP, DELTA_PAGE_BITS,
-    FRAME_EXACT_PC, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO, MAPPING_KIND_PROCESS, PID_MAPPING_KEY_BITS,
+    delta_page_key, PidMappingKey, PidMappingValue, UnwindRuleValue, UnwindStop, UserFrame, CFA_BASE_RBP,
+    DELTA_PAGE_BITS, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO, MAPPING_KIND_PROCESS, PID_MAPPING_KEY_BITS,
     RBP_AT_CFA, RBP_AT_RBP, RULE_ID_INVALID, RULE_ID_NO_COVERAGE, RULE_ID_SIGNAL, RULE_ID_STOP,
     RULE_ID_UNFOLLOWED_SWITCH, RULE_KIND_CFA, RULE_KIND_CFA_DEREF, RULE_KIND_PLT, RULE_KIND_STACK_SWITCH, UCONTEXT_RBP,
     UCONTEXT_RIP, UCONTEXT_RSP,
@@ -101,7 +101,7 @@ fn unwind_into(
         if frames.len() >= max_frames {
             return UnwindStop::MaxFrames;
         }
-        frames.push(if exact { pc | FRAME_EXACT_PC } else { pc });
+        frames.push(UserFrame::native_word(pc, exact));
         // A return address stands for its call, which may be the last
         // instruction of its function.
         let lookup = if exact { pc } else { pc.wrapping_sub(1) };
@@ -296,7 +296,7 @@ impl UnwindTables for MapTables {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{CFA_BASE_RSP, RBP_UNCHANGED};
+    use crate::types::{CFA_BASE_RSP, FRAME_EXACT_PC, RBP_UNCHANGED};
     use crate::EncodedDeltas;
     use profiler_elf::RuleId;
     use std::collections::HashMap;

@@ -441,7 +441,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
     /// read again 25 and 100 ms after the exec, for late libraries.
     pub fn on_exec(&mut self, pid: Pid) {
         let was_loaded = self.processes.contains_key(&pid);
-        self.unload_process(pid, true);
+        self.unload_process(pid, true); // the same process, a new program: not an exit
         let exec = ExecLoad { ktime_ns: self.event_ktime_ns, was_loaded };
         self.schedule(pid, EXEC_LOAD_DELAY, Some(exec));
     }
@@ -533,7 +533,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
 
     /// The last thread of `pid` exited.
     pub fn on_exit(&mut self, pid: Pid) {
-        self.unload_process(pid, false);
+        self.process_exited(pid, false);
     }
 
     /// Housekeeping, to call about once a second: forgets exited
@@ -559,7 +559,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
                 .map(|(pid, _)| *pid)
                 .collect();
             for pid in gone {
-                self.unload_process(pid, false);
+                self.process_exited(pid, false);
             }
         }
         self.evict_over_budget();
@@ -571,7 +571,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
     pub fn unload_all(&mut self) {
         let pids: Vec<Pid> = self.processes.keys().copied().collect();
         for pid in pids {
-            self.unload_process(pid, false);
+            self.unload_process(pid, false); // still running: not counted as exited
         }
         self.exited.clear();
         while self.unused.pop_oldest().is_some() {}
@@ -583,18 +583,27 @@ impl<L: UnwindLoader> ProcessManager<L> {
         }
     }
 
-    fn unload_process(&mut self, pid: Pid, immediately: bool) {
-        let Some(state) = self.processes.remove(&pid) else { return };
+    /// Unloads `pid` because it exited (an exit event, a missed exit, a
+    /// zombie, its pid reused): counted in `processes_exited`.
+    fn process_exited(&mut self, pid: Pid, immediately: bool) {
+        if self.unload_process(pid, immediately) {
+            self.stats.processes_exited += 1;
+        }
+    }
+
+    /// Unloads `pid` if it was loaded (and says whether it was).
+    fn unload_process(&mut self, pid: Pid, immediately: bool) -> bool {
+        let Some(state) = self.processes.remove(&pid) else { return false };
         if self.loader.remove_process(pid).is_err() {
             self.stats.load_errors += 1;
         }
         self.release_files(&state.files);
-        self.stats.processes_exited += 1;
         if immediately {
             self.registry.remove(pid);
         } else {
             self.exited.push((pid, Instant::now()));
         }
+        true
     }
 
     fn release_files(&mut self, files: &HashSet<TableKey>) {
@@ -653,7 +662,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
         if let Some(state) = self.processes.get(&pid) {
             if state.start_time != start_time {
                 self.stats.pid_reuse += 1;
-                self.unload_process(pid, true);
+                self.process_exited(pid, true);
             } else if new_event && state.maps_read_at.elapsed() < self.limits.maps_refresh_interval {
                 // A sample taken before our load finished; the kernel
                 // rate-limits unknown-pc events itself.
@@ -684,9 +693,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             // kernel thread. Loaded, its entry would stay in the loader
             // until the pid is reaped.
             self.stats.maps_empty += 1;
-            if self.processes.contains_key(&pid) {
-                self.unload_process(pid, false);
-            }
+            self.process_exited(pid, false);
             return None;
         }
         let digest = maps_digest(&entries);
@@ -1193,6 +1200,17 @@ mod tests {
         let s = m.stats();
         assert_eq!((s.processes, s.files, s.processes_exited), (0, 0, 2));
         assert_eq!(s.files_evicted, s.files_analysed);
+
+        // Stopping unloads the processes still running without counting
+        // them as exited (the summary said "N exited" of running ones).
+        let c = sleeper();
+        let pc = Pid(c.0.id());
+        m.on_new_process(pc);
+        m.settle();
+        assert!(m.is_loaded(pc));
+        m.unload_all();
+        assert!(!m.is_loaded(pc) && m.loader().processes.is_empty());
+        assert_eq!(m.stats().processes_exited, 2);
     }
 
     #[test]
@@ -1345,6 +1363,7 @@ mod tests {
         m.on_unknown_pc(pa, 0); // a late sample's event: the maps are read again
         assert!(!m.is_loaded(pa), "a zombie is unloaded when its maps read empty");
         assert!(!m.loader().processes.contains_key(&pa));
+        assert_eq!(m.stats().processes_exited, 1, "the zombie exited");
         exited.wait().unwrap();
     }
 
