@@ -38,6 +38,15 @@ pub struct Stats {
     pub symbolizer_file_evictions: u64,
     /// Longest single symbol load, ms.
     pub symbolizer_load_ms_max: u64,
+    /// Symbol loads done (a file loaded again after an eviction counts
+    /// again).
+    pub symbolizer_loads: u64,
+    /// Time spent in symbol loads, ms.
+    pub symbolizer_load_ms_total: u64,
+    /// Native frame lookups answered from the address cache / not.
+    pub symbolizer_address_hits: u64,
+    /// See `symbolizer_address_hits`.
+    pub symbolizer_address_misses: u64,
 
     /// Processed samples whose user stack reached the thread's root.
     pub user_stacks_complete: u64,

@@ -293,6 +293,14 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
     }
     say!("  unused tables:     {} files evicted (budget), {} kept at stop", s.files_evicted, s.files_unused);
     say!(
+        "  symbolizer:        {} loads in {} ms, {} files evicted (budget); addresses {} cached, {} looked up",
+        s.symbolizer_loads,
+        s.symbolizer_load_ms_total,
+        s.symbolizer_file_evictions,
+        s.symbolizer_address_hits,
+        s.symbolizer_address_misses
+    );
+    say!(
         "  process events:    {} received, {} merged per pid, {} loads cancelled by an exit",
         s.process_events_received,
         s.process_events_coalesced,
