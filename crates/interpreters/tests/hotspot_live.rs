@@ -13,20 +13,18 @@
 //! JDK 17 (`openjdk-17-jdk-headless`) is required under CI=true; Temurin
 //! 25 is tested when installed (a fresh CI machine may not have it).
 
+mod common;
+
+use common::{find_runtime, read_u64, resume, skip, stop, workload, Workload};
 use profiler_elf::ElfFile;
 use profiler_interpreters::hotspot::{
     attach, compiled_scopes, detect, java_threads, read_method, walk_java_frames, BlobKind, CodeCache, Detection,
     HotspotError, HotspotLayout, HotspotSymbolizer, JavaFrame, JavaThreadInfo, WalkEnd,
 };
 use profiler_interpreters::PidMemory;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
 
 /// The JDK home whose directory in /usr/lib/jvm starts with `prefix`.
 fn jdk(prefix: &str, required_in_ci: bool) -> Option<PathBuf> {
@@ -40,28 +38,48 @@ fn jdk(prefix: &str, required_in_ci: bool) -> Option<PathBuf> {
         homes.into_iter().next()
     });
     if found.is_none() {
-        assert!(!(in_ci() && required_in_ci), "no {prefix}* JDK with java and javac: required under CI=true");
-        eprintln!("SKIPPED: no /usr/lib/jvm/{prefix}* JDK with java and javac");
+        let what = format!("no /usr/lib/jvm/{prefix}* JDK with java and javac");
+        if required_in_ci {
+            skip(&what);
+        } else {
+            eprintln!("SKIPPED: {what}");
+        }
     }
     found
 }
 
 fn source() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/java/HotspotChain.java")
+    workload("java/HotspotChain.java")
 }
 
 /// The line of the source marked `// line:<name>`.
 fn marked_line(name: &str) -> u32 {
-    let text = std::fs::read_to_string(source()).unwrap();
-    let marker = format!("// line:{name}");
-    let at = text.lines().position(|l| l.trim_end().ends_with(&marker)).unwrap_or_else(|| panic!("no {marker}"));
-    at as u32 + 1
+    common::marked_line(&source(), "//", name)
 }
 
-/// A running workload, killed on drop.
+/// The directory of the compiled workload, removed on drop.
+struct ClassDir(PathBuf);
+
+impl Drop for ClassDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The compiled workload in a fresh directory named after `tag`.
+fn compile(home: &Path, tag: &str) -> ClassDir {
+    let dir = ClassDir(std::env::temp_dir().join(format!("hotspot-live-{tag}-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let status = Command::new(home.join("bin/javac")).arg("-d").arg(&dir.0).arg(source()).status().unwrap();
+    assert!(status.success(), "javac failed");
+    dir
+}
+
+/// A running workload, killed on drop (before its directory goes).
 struct Jvm {
-    child: Child,
-    dir: PathBuf,
+    workload: Workload,
+    /// Held to be removed after the JVM is killed.
+    _dir: ClassDir,
     main_tid: u32,
     worker_tid: u32,
     sorter_tid: u32,
@@ -69,40 +87,28 @@ struct Jvm {
     jni_tid: Option<u32>,
 }
 
-impl Drop for Jvm {
-    fn drop(&mut self) {
-        let pid = self.child.id() as i32;
-        // SAFETY: plain syscalls on our own child.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::kill(pid, libc::SIGCONT);
-        }
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+impl Jvm {
+    fn pid(&self) -> u32 {
+        self.workload.pid()
     }
 }
 
 fn start(home: &Path, tag: &str, xint: bool) -> Jvm {
-    let dir = std::env::temp_dir().join(format!("hotspot-live-{tag}-{}-{xint}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let status = Command::new(home.join("bin/javac")).arg("-d").arg(&dir).arg(source()).status().unwrap();
-    assert!(status.success(), "javac failed");
+    let dir = compile(home, &format!("{tag}-{xint}"));
     let mut cmd = Command::new(home.join("bin/java"));
     // Small: four of these may run at once beside other tests.
     cmd.args(["-Xmx64m", "-XX:+UseSerialGC"]);
-    let jni = build_jni(home, &dir);
+    let jni = build_jni(home, &dir.0);
     if let Some(lib) = &jni {
         cmd.arg(format!("-Dhotspot.jni={}", lib.display()));
     }
     if xint {
         cmd.arg("-Xint");
     }
-    let mut child = cmd.arg("-cp").arg(&dir).arg("HotspotChain").stdout(Stdio::piped()).spawn().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut workload = Workload::spawn(cmd.arg("-cp").arg(&dir.0).arg("HotspotChain"));
     let (mut main_tid, mut worker_tid, mut sorter_tid, mut jni_tid) = (0, 0, 0, None);
     while main_tid == 0 || worker_tid == 0 || sorter_tid == 0 || (jni.is_some() && jni_tid.is_none()) {
-        let mut line = String::new();
-        assert!(out.read_line(&mut line).unwrap() > 0, "the workload exited");
+        let line = workload.line();
         let mut words = line.split_whitespace();
         match (words.next(), words.next().and_then(|t| t.parse().ok())) {
             (Some("main-tid"), Some(t)) => main_tid = t,
@@ -112,14 +118,14 @@ fn start(home: &Path, tag: &str, xint: bool) -> Jvm {
             _ => {}
         }
     }
-    Jvm { child, dir, main_tid, worker_tid, sorter_tid, jni_tid }
+    Jvm { workload, _dir: dir, main_tid, worker_tid, sorter_tid, jni_tid }
 }
 
 /// The workload's JNI library, built with gcc against this JDK's headers
 /// (gcc is required under CI=true).
 fn build_jni(home: &Path, dir: &Path) -> Option<PathBuf> {
     let lib = dir.join("libhotspot_chain_jni.so");
-    let c = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/java/hotspot_chain_jni.c");
+    let c = workload("java/hotspot_chain_jni.c");
     let status = Command::new("gcc")
         .args(["-shared", "-fPIC", "-O2", "-fomit-frame-pointer"])
         .arg(format!("-I{}", home.join("include").display()))
@@ -131,50 +137,15 @@ fn build_jni(home: &Path, dir: &Path) -> Option<PathBuf> {
     match status {
         Ok(s) if s.success() => Some(lib),
         other => {
-            assert!(!in_ci(), "gcc could not build the JNI library ({other:?}): required under CI=true");
-            eprintln!("SKIPPED: the JNI thread (gcc: {other:?})");
+            skip(&format!("the JNI thread: gcc could not build its library ({other:?})"));
             None
         }
     }
 }
 
-/// Stops (or resumes) the process and waits until every task is stopped.
-fn stop(pid: u32) {
-    // SAFETY: a signal to our own child.
-    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let all_stopped = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().all(|t| {
-            let stat = std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap_or_default();
-            stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('T'))
-        });
-        if all_stopped {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the JVM did not stop");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn resume(pid: u32) {
-    // SAFETY: a signal to our own child.
-    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGCONT) }, 0);
-}
-
-/// `libjvm.so`'s detection and load bias in `pid`.
-fn find_jvm(pid: u32) -> (String, Detection, u64) {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 6 || !f[5].ends_with("/libjvm.so") {
-            continue;
-        }
-        let elf = ElfFile::open(f[5]).unwrap();
-        let start = u64::from_str_radix(f[0].split('-').next().unwrap(), 16).unwrap();
-        let bias = elf.load_segments().bias(start, u64::from_str_radix(f[2], 16).unwrap()).unwrap();
-        return (f[5].to_string(), detect(&elf, f[5]), bias);
-    }
-    panic!("no libjvm.so in the maps of {pid}");
+/// `libjvm.so`'s detection and load bias in `pid`, once it is mapped.
+fn find_jvm(pid: u32) -> Option<(String, Detection, u64)> {
+    find_runtime(pid, |elf: &ElfFile, path: &str| path.ends_with("/libjvm.so").then(|| detect(elf, path)))
 }
 
 /// A frame's names, innermost first: `(Class.method, line)`; a compiled
@@ -212,9 +183,9 @@ fn thread_by_tid(pid: u32, l: &HotspotLayout, bias: u64, tid: u32) -> JavaThread
 
 fn check(home: &Path, tag: &str, xint: bool) {
     let jvm = start(home, tag, xint);
-    let pid = jvm.child.id();
+    let pid = jvm.pid();
     let memory = PidMemory(pid);
-    let (path, detection, bias) = find_jvm(pid);
+    let (path, detection, bias) = find_jvm(pid).unwrap_or_else(|| panic!("no libjvm.so in the maps of {pid}"));
     let Detection::Hotspot(symbols) = detection else { panic!("{path}: {detection:?}") };
     let what = format!("{} (-Xint: {xint})", home.display());
 
@@ -293,14 +264,10 @@ fn check(home: &Path, tag: &str, xint: bool) {
 
 /// Waits for `hot()` to have an nmethod, then finds it in the code cache.
 fn check_compiled_hot(jvm: &Jvm, l: &HotspotLayout, bias: u64, a_method: u64, what: &str) {
-    let pid = jvm.child.id();
+    let pid = jvm.pid();
     let memory = PidMemory(pid);
     // The class's methods: holder of a()'s constant pool -> _methods.
-    let word = |a: u64| {
-        let mut b = [0u8; 8];
-        assert!(profiler_interpreters::ProcessMemory::read(&memory, a, &mut b), "read {a:#x}");
-        u64::from_le_bytes(b)
-    };
+    let word = |a: u64| read_u64(&memory, a);
     let const_method = word(a_method + u64::from(l.method_const_method));
     let pool = word(const_method + u64::from(l.const_method_constants));
     let klass = word(pool + u64::from(l.constant_pool_holder));
@@ -334,7 +301,7 @@ fn check_compiled_hot(jvm: &Jvm, l: &HotspotLayout, bias: u64, a_method: u64, wh
 /// <- run(). In mixed mode, tries until work() is compiled (its loop gets
 /// an OSR nmethod) and checks the walk through it and its inlined pause().
 fn check_worker(jvm: &Jvm, l: &HotspotLayout, bias: u64, xint: bool, what: &str) {
-    let pid = jvm.child.id();
+    let pid = jvm.pid();
     let memory = PidMemory(pid);
     let mut sym = HotspotSymbolizer::new(100);
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -385,7 +352,7 @@ fn check_worker(jvm: &Jvm, l: &HotspotLayout, bias: u64, xint: bool, what: &str)
 /// The sorter thread asleep in its comparator: Java (and its synthetic
 /// bridge method) called from the JDK's sort, called from Java.
 fn check_sorter(jvm: &Jvm, l: &HotspotLayout, bias: u64, what: &str) {
-    let pid = jvm.child.id();
+    let pid = jvm.pid();
     let memory = PidMemory(pid);
     let mut sym = HotspotSymbolizer::new(100);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -436,7 +403,7 @@ fn check_sorter(jvm: &Jvm, l: &HotspotLayout, bias: u64, what: &str) {
 /// The JNI thread asleep in Java called back from C: the walk crosses the
 /// C frames through the entry frame's saved anchor, down to run().
 fn check_jni(jvm: &Jvm, tid: u32, l: &HotspotLayout, bias: u64, what: &str) {
-    let pid = jvm.child.id();
+    let pid = jvm.pid();
     let memory = PidMemory(pid);
     let deadline = Instant::now() + Duration::from_secs(60);
     let thread = loop {
@@ -506,19 +473,16 @@ fn jdk25_mixed_mode() {
 #[test]
 fn jdk17_attach_during_startup() {
     let Some(home) = jdk("java-17-openjdk", true) else { return };
-    let dir = std::env::temp_dir().join(format!("hotspot-live-startup-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let status = Command::new(home.join("bin/javac")).arg("-d").arg(&dir).arg(source()).status().unwrap();
-    assert!(status.success(), "javac failed");
-    let child = Command::new(home.join("bin/java"))
-        .args(["-Xmx64m", "-XX:+UseSerialGC", "-cp"])
-        .arg(&dir)
-        .arg("HotspotChain")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let jvm = Jvm { child, dir, main_tid: 0, worker_tid: 0, sorter_tid: 0, jni_tid: None };
-    let pid = jvm.child.id();
+    let dir = compile(&home, "startup");
+    // Its stdout (the threads' tids) is not read: a few lines fit the pipe.
+    let workload = Workload::spawn(
+        Command::new(home.join("bin/java"))
+            .args(["-Xmx64m", "-XX:+UseSerialGC", "-cp"])
+            .arg(&dir.0)
+            .arg("HotspotChain"),
+    );
+    let jvm = Jvm { workload, _dir: dir, main_tid: 0, worker_tid: 0, sorter_tid: 0, jni_tid: None };
+    let pid = jvm.pid();
     let deadline = Instant::now() + Duration::from_secs(60);
     let (mut not_ready, mut unreadable, mut unmapped) = (0, 0, 0);
     loop {
@@ -529,7 +493,7 @@ fn jdk17_attach_during_startup() {
             std::thread::sleep(Duration::from_micros(200));
             continue;
         }
-        let (path, detection, bias) = find_jvm(pid);
+        let (path, detection, bias) = find_jvm(pid).expect("libjvm.so left the maps");
         let Detection::Hotspot(symbols) = detection else { panic!("{path}: {detection:?}") };
         match attach(&PidMemory(pid), &symbols, bias) {
             Ok(layout) => {
