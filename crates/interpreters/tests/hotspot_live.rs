@@ -181,6 +181,58 @@ fn thread_by_tid(pid: u32, l: &HotspotLayout, bias: u64, tid: u32) -> JavaThread
     threads.into_iter().find(|t| t.tid == tid).unwrap_or_else(|| panic!("no JavaThread with tid {tid}"))
 }
 
+/// Thread `tid` of the stopped JVM once it is blocked (with a frame
+/// anchor); between looks the JVM runs for `run`.
+fn when_blocked(pid: u32, l: &HotspotLayout, bias: u64, tid: u32, run: Duration, what: &str) -> JavaThreadInfo {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let thread = thread_by_tid(pid, l, bias, tid);
+        if thread.state == l.thread_state_blocked {
+            return thread;
+        }
+        assert!(Instant::now() < deadline, "{what}: thread {tid} never blocked: {thread:?}");
+        resume(pid);
+        std::thread::sleep(run);
+        stop(pid);
+    }
+}
+
+/// A thread's frames, their names (innermost first) and the code cache
+/// they were walked with.
+type Walked = (Vec<JavaFrame>, Vec<(String, Option<u32>)>, CodeCache);
+
+/// Walks a blocked `thread` down to its entry frame (a failure if the
+/// walk ends elsewhere) and names the frames.
+fn walk_named(
+    sym: &mut HotspotSymbolizer,
+    jvm: &Jvm,
+    l: &HotspotLayout,
+    bias: u64,
+    thread: &JavaThreadInfo,
+    what: &str,
+) -> Walked {
+    let pid = jvm.pid();
+    let memory = PidMemory(pid);
+    let cache = CodeCache::read(&memory, l, bias).unwrap();
+    let (frames, end) = walk_java_frames(&memory, l, bias, &cache, thread, 64).unwrap();
+    let named: Vec<(String, Option<u32>)> = frames.iter().flat_map(|f| names(sym, pid, l, &cache, f)).collect();
+    assert_eq!(end, WalkEnd::EntryFrame, "{what}: {named:?}");
+    (frames, named, cache)
+}
+
+/// Where the workload's own frames start in `named`.
+fn first_ours(named: &[(String, Option<u32>)]) -> usize {
+    named
+        .iter()
+        .position(|(n, _)| n.starts_with("HotspotChain."))
+        .unwrap_or_else(|| panic!("no workload frame: {named:?}"))
+}
+
+/// A workload method at the line marked `mark`.
+fn at(method: &str, mark: &str) -> (String, Option<u32>) {
+    (method.to_string(), Some(marked_line(mark)))
+}
+
 fn check(home: &Path, tag: &str, xint: bool) {
     let jvm = start(home, tag, xint);
     let pid = jvm.pid();
@@ -199,39 +251,25 @@ fn check(home: &Path, tag: &str, xint: bool) {
     let cache = CodeCache::read(&memory, &layout, bias).unwrap();
     assert!(!cache.heaps.is_empty() && cache.heaps.iter().all(|h| cache.low <= h.low && h.high <= cache.high));
 
-    // The main thread, parked in c(): blocked, with a frame anchor (it may
-    // still be on its way there just after printing its tid).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let main = loop {
-        let main = thread_by_tid(pid, &layout, bias, jvm.main_tid);
-        if main.state == layout.thread_state_blocked {
-            break main;
-        }
-        assert!(Instant::now() < deadline, "{what}: the main thread never blocked: {main:?}");
-        resume(pid);
-        std::thread::sleep(Duration::from_millis(20));
-        stop(pid);
-    };
-    let (frames, end) = walk_java_frames(&memory, &layout, bias, &cache, &main, 64).unwrap();
-    assert_eq!(end, WalkEnd::EntryFrame, "{what}: {frames:?}");
+    // The main thread, parked in c() (it may still be on its way there
+    // just after printing its tid).
+    let main = when_blocked(pid, &layout, bias, jvm.main_tid, Duration::from_millis(20), &what);
     let mut sym = HotspotSymbolizer::new(1000);
-    let named: Vec<(String, Option<u32>)> =
-        frames.iter().flat_map(|f| names(&mut sym, pid, &layout, &cache, f)).collect();
+    let (frames, named, cache) = walk_named(&mut sym, &jvm, &layout, bias, &main, &what);
     eprintln!("{what}: main thread {named:?}");
-    let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no workload frame");
+    let first_ours = first_ours(&named);
     assert!(first_ours > 0, "{what}: the chain starts in Thread.sleep: {named:?}");
     assert!(named[0].0.starts_with("java.lang.Thread.sleep"), "{what}: innermost {named:?}");
     for (n, _) in &named[..first_ours] {
         assert!(n.starts_with("java.") || n.starts_with("jdk."), "{what}: a JDK frame above c(): {named:?}");
     }
-    let line = |n: &str| Some(marked_line(n));
     assert_eq!(
         named[first_ours..],
         [
-            ("HotspotChain.c".to_string(), line("c")),
-            ("HotspotChain.b".to_string(), line("b")),
-            ("HotspotChain.a".to_string(), line("a")),
-            ("HotspotChain.main".to_string(), line("main")),
+            at("HotspotChain.c", "c"),
+            at("HotspotChain.b", "b"),
+            at("HotspotChain.a", "a"),
+            at("HotspotChain.main", "main")
         ],
         "{what}"
     );
@@ -302,26 +340,19 @@ fn check_compiled_hot(jvm: &Jvm, l: &HotspotLayout, bias: u64, a_method: u64, wh
 /// an OSR nmethod) and checks the walk through it and its inlined pause().
 fn check_worker(jvm: &Jvm, l: &HotspotLayout, bias: u64, xint: bool, what: &str) {
     let pid = jvm.pid();
-    let memory = PidMemory(pid);
     let mut sym = HotspotSymbolizer::new(100);
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut interpreted_seen = false;
     while Instant::now() < deadline {
         let worker = thread_by_tid(pid, l, bias, jvm.worker_tid);
         if worker.state == l.thread_state_blocked {
-            let cache = CodeCache::read(&memory, l, bias).unwrap();
-            let (frames, end) = walk_java_frames(&memory, l, bias, &cache, &worker, 64).unwrap();
-            let named: Vec<(String, Option<u32>)> =
-                frames.iter().flat_map(|f| names(&mut sym, pid, l, &cache, f)).collect();
-            assert_eq!(end, WalkEnd::EntryFrame, "{what}: {named:?}");
-            let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no pause()");
-            let line = |n: &str| Some(marked_line(n));
+            let (frames, named, cache) = walk_named(&mut sym, jvm, l, bias, &worker, what);
             assert_eq!(
-                named[first_ours..],
+                named[first_ours(&named)..],
                 [
-                    ("HotspotChain.pause".to_string(), line("pause")),
-                    ("HotspotChain.work".to_string(), line("work")),
-                    ("HotspotChain$Worker.run".to_string(), line("run")),
+                    at("HotspotChain.pause", "pause"),
+                    at("HotspotChain.work", "work"),
+                    at("HotspotChain$Worker.run", "run")
                 ],
                 "{what}: {frames:?}"
             );
@@ -353,86 +384,48 @@ fn check_worker(jvm: &Jvm, l: &HotspotLayout, bias: u64, xint: bool, what: &str)
 /// bridge method) called from the JDK's sort, called from Java.
 fn check_sorter(jvm: &Jvm, l: &HotspotLayout, bias: u64, what: &str) {
     let pid = jvm.pid();
-    let memory = PidMemory(pid);
-    let mut sym = HotspotSymbolizer::new(100);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let sorter = thread_by_tid(pid, l, bias, jvm.sorter_tid);
-        if sorter.state == l.thread_state_blocked {
-            let cache = CodeCache::read(&memory, l, bias).unwrap();
-            let (frames, end) = walk_java_frames(&memory, l, bias, &cache, &sorter, 64).unwrap();
-            let named: Vec<(String, Option<u32>)> =
-                frames.iter().flat_map(|f| names(&mut sym, pid, l, &cache, f)).collect();
-            assert_eq!(end, WalkEnd::EntryFrame, "{what}: {named:?}");
-            let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no pause()");
-            let ours = &named[first_ours..];
-            let line = |n: &str| Some(marked_line(n));
-            assert!(ours.len() >= 6, "{what}: {named:?}");
-            assert_eq!(
-                ours[..3],
-                [
-                    ("HotspotChain.pause".to_string(), line("pause")),
-                    ("HotspotChain$ByLength.compare".to_string(), line("compare")),
-                    ("HotspotChain$ByLength.compare".to_string(), line("bridge")),
-                ],
-                "{what}: {named:?}"
-            );
-            assert_eq!(
-                ours[ours.len() - 2..],
-                [
-                    ("HotspotChain.sortOnce".to_string(), line("sortOnce")),
-                    ("HotspotChain$Sorter.run".to_string(), line("sorter")),
-                ],
-                "{what}: {named:?}"
-            );
-            let jdk = &ours[3..ours.len() - 2];
-            assert!(
-                !jdk.is_empty() && jdk.iter().all(|(n, line)| n.starts_with("java.util.") && line.is_some()),
-                "{what}: the JDK's sort between compare() and sortOnce(): {named:?}"
-            );
-            eprintln!("{what}: sorter {named:?}");
-            return;
-        }
-        assert!(Instant::now() < deadline, "{what}: the sorter was never caught sleeping");
-        resume(pid);
-        std::thread::sleep(Duration::from_millis(3));
-        stop(pid);
-    }
+    let sorter = when_blocked(pid, l, bias, jvm.sorter_tid, Duration::from_millis(3), what);
+    let (_, named, _) = walk_named(&mut HotspotSymbolizer::new(100), jvm, l, bias, &sorter, what);
+    let ours = &named[first_ours(&named)..];
+    assert!(ours.len() >= 6, "{what}: {named:?}");
+    assert_eq!(
+        ours[..3],
+        [
+            at("HotspotChain.pause", "pause"),
+            at("HotspotChain$ByLength.compare", "compare"),
+            at("HotspotChain$ByLength.compare", "bridge"),
+        ],
+        "{what}: {named:?}"
+    );
+    assert_eq!(
+        ours[ours.len() - 2..],
+        [at("HotspotChain.sortOnce", "sortOnce"), at("HotspotChain$Sorter.run", "sorter")],
+        "{what}: {named:?}"
+    );
+    let jdk = &ours[3..ours.len() - 2];
+    assert!(
+        !jdk.is_empty() && jdk.iter().all(|(n, line)| n.starts_with("java.util.") && line.is_some()),
+        "{what}: the JDK's sort between compare() and sortOnce(): {named:?}"
+    );
+    eprintln!("{what}: sorter {named:?}");
 }
 
 /// The JNI thread asleep in Java called back from C: the walk crosses the
 /// C frames through the entry frame's saved anchor, down to run().
 fn check_jni(jvm: &Jvm, tid: u32, l: &HotspotLayout, bias: u64, what: &str) {
     let pid = jvm.pid();
-    let memory = PidMemory(pid);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let thread = loop {
-        let thread = thread_by_tid(pid, l, bias, tid);
-        if thread.state == l.thread_state_blocked {
-            break thread;
-        }
-        assert!(Instant::now() < deadline, "{what}: the JNI thread never blocked");
-        resume(pid);
-        std::thread::sleep(Duration::from_millis(20));
-        stop(pid);
-    };
-    let cache = CodeCache::read(&memory, l, bias).unwrap();
-    let (frames, end) = walk_java_frames(&memory, l, bias, &cache, &thread, 64).unwrap();
-    let mut sym = HotspotSymbolizer::new(100);
-    let named: Vec<(String, Option<u32>)> = frames.iter().flat_map(|f| names(&mut sym, pid, l, &cache, f)).collect();
+    let thread = when_blocked(pid, l, bias, tid, Duration::from_millis(20), what);
+    let (_, named, _) = walk_named(&mut HotspotSymbolizer::new(100), jvm, l, bias, &thread, what);
     eprintln!("{what}: jni {named:?}");
-    assert_eq!(end, WalkEnd::EntryFrame, "{what}: {named:?}");
-    let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no pause()");
-    let line = |n: &str| Some(marked_line(n));
     assert_eq!(
-        named[first_ours..],
+        named[first_ours(&named)..],
         [
-            ("HotspotChain.pause".to_string(), line("pause")),
-            ("HotspotChain.fromNative".to_string(), line("fromNative")),
+            at("HotspotChain.pause", "pause"),
+            at("HotspotChain.fromNative", "fromNative"),
             ("[native]".to_string(), None),
             ("HotspotChain.callBack".to_string(), None),
-            ("HotspotChain.jniOuter".to_string(), line("jniOuter")),
-            ("HotspotChain$Jni.run".to_string(), line("jni")),
+            at("HotspotChain.jniOuter", "jniOuter"),
+            at("HotspotChain$Jni.run", "jni"),
         ],
         "{what}"
     );
