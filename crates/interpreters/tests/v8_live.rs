@@ -86,11 +86,37 @@ fn stop_blocked(pid: u32) -> u64 {
         std::thread::sleep(Duration::from_millis(10));
     }
     stop(pid);
-    // "nr args... sp pc", or "-1 sp pc" outside a syscall.
-    let syscall = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap();
+    stack_pointer(&std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap())
+}
+
+/// The stack pointer in a `/proc/<pid>/task/<tid>/syscall` line: "nr
+/// args... sp pc", or "-1 sp pc" outside a syscall.
+fn stack_pointer(syscall: &str) -> u64 {
     let words: Vec<&str> = syscall.split_whitespace().collect();
     assert!(words.len() >= 3, "{syscall}");
     u64::from_str_radix(words[words.len() - 2].trim_start_matches("0x"), 16).unwrap()
+}
+
+/// The main thread of a workload, once blocked in futex and stopped,
+/// walked from its innermost exit frame.
+struct MainWalk {
+    layout: Arc<V8Layout>,
+    memory: PidMemory,
+    names: V8Symbolizer,
+    exit: u64,
+    frames: Vec<V8Frame>,
+    end: WalkEnd,
+}
+
+fn walk_main(node: &Workload) -> MainWalk {
+    let pid = node.pid();
+    let sp = stop_blocked(pid);
+    let layout = layout();
+    let memory = PidMemory(pid);
+    let exit = find_exit_frame(&memory, &layout, sp).expect("no exit frame above sp");
+    let mut names = V8Symbolizer::new(layout.clone());
+    let (frames, end) = walk_frames(&memory, &mut names, exit, 0);
+    MainWalk { layout, memory, names, exit, frames, end }
 }
 
 fn layout() -> Arc<V8Layout> {
@@ -139,13 +165,7 @@ fn js_frames(frames: &[V8Frame]) -> Vec<(String, Tier, Option<u32>)> {
 
 /// Walks the main thread of a stopped workload and checks the chain.
 fn check_chain(node: &Workload, expect_tier: Option<Tier>) -> Vec<V8Frame> {
-    let pid = node.pid();
-    let sp = stop_blocked(pid);
-    let layout = layout();
-    let memory = PidMemory(pid);
-    let exit = find_exit_frame(&memory, &layout, sp).expect("no exit frame above sp");
-    let mut names = V8Symbolizer::new(layout.clone());
-    let (frames, end) = walk_frames(&memory, &mut names, exit, 0);
+    let MainWalk { layout, memory, mut names, exit, frames, end } = walk_main(node);
     eprintln!("{frames:#?}\n{end:?}");
     assert_eq!(end, WalkEnd::Entry, "the walk must reach the entry frame");
     // Walked again: the same frames, every function from the cache.
@@ -318,13 +338,7 @@ fn comparator_under_the_sort_builtin() {
     }
     let sort_js = script().with_file_name("sort.js");
     let node = start_script(&sort_js, &["--jitless"], false);
-    let pid = node.pid();
-    let sp = stop_blocked(pid);
-    let layout = layout();
-    let memory = PidMemory(pid);
-    let exit = find_exit_frame(&memory, &layout, sp).expect("no exit frame above sp");
-    let mut names = V8Symbolizer::new(layout.clone());
-    let (frames, end) = walk_frames(&memory, &mut names, exit, 0);
+    let MainWalk { layout, frames, end, .. } = walk_main(&node);
     assert_eq!(end, WalkEnd::Entry);
     let file = sort_js.canonicalize().unwrap();
     let file = Some(file.to_str().unwrap());
@@ -376,11 +390,10 @@ fn worker_thread_chain() {
     let mut chains = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let syscall = std::fs::read_to_string(task.unwrap().path().join("syscall")).unwrap_or_default();
-        let words: Vec<&str> = syscall.split_whitespace().collect();
-        if words.first() != Some(&"202") {
+        if syscall.split_whitespace().next() != Some("202") {
             continue;
         }
-        let sp = u64::from_str_radix(words[words.len() - 2].trim_start_matches("0x"), 16).unwrap();
+        let sp = stack_pointer(&syscall);
         // Threads of the platform and libuv block in futex too, with no
         // JavaScript above them.
         let Some(exit) = find_exit_frame(&memory, &layout, sp) else { continue };
