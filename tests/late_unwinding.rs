@@ -8,7 +8,7 @@
 //! only).
 
 use profiler_agent::AgentConfig;
-use profiler_tests::{build_workload, completeness, profile_with, serial, Step, Workload};
+use profiler_tests::{build_workload, c_main_thread, completeness, profile_with, serial, Step, Workload};
 use profiler_trace::Trace;
 use std::process::Command;
 use std::time::Duration;
@@ -53,17 +53,7 @@ fn process_started_while_the_manager_is_busy_is_complete_from_200ms() {
     let after: Vec<Trace> = program.iter().filter(|t| t.timestamp_unix_ns >= exec_ns + 200_000_000).cloned().collect();
     let early = after.iter().filter(|t| t.timestamp_unix_ns < exec_ns + LOAD_DELAY_MS * 1_000_000).count();
 
-    let main_chain = [
-        Fn("_start"),
-        In(LIBC),
-        In(LIBC),
-        Fn("main"),
-        Fn("chain_1"),
-        Fn("chain_2"),
-        Fn("chain_3"),
-        Fn("chain_4"),
-        Fn("chain_leaf"),
-    ];
+    let main_chain = c_main_thread(&[Fn("chain_1"), Fn("chain_2"), Fn("chain_3"), Fn("chain_4"), Fn("chain_leaf")]);
     let thread_chain =
         [In(LIBC), In(LIBC), Fn("thread_main"), Fn("sort_worker"), ManyIn(LIBC), Fn("compare"), Fn("compare_leaf")];
     let main = completeness(&after, w.pid(), Fn("chain_leaf"), &main_chain);

@@ -5,7 +5,9 @@
 //! the chain's leaf. Each test prints its measured completeness.
 
 use profiler_agent::{AgentConfig, Stats, UnwindStop};
-use profiler_tests::{build_workload, completeness, profile_with, serial, start_agent, Completeness, Step, Workload};
+use profiler_tests::{
+    build_workload, c_main_thread, completeness, profile_with, serial, start_agent, Completeness, Step, Workload,
+};
 use profiler_trace::Trace;
 use std::path::PathBuf;
 use std::process::Command;
@@ -37,16 +39,6 @@ fn assert_complete(what: &str, c: &Completeness, stats: &Stats) {
     c.assert_whole(what, MIN_SAMPLES, REQUIRED, stats);
 }
 
-/// The chain of a C program's main thread below `main`.
-fn main_thread(below_main: &[Step]) -> Vec<Step> {
-    // libc's two frames (__libc_start_main, __libc_start_call_main) are
-    // matched by file: their names depend on whether the host has libc's
-    // debug symbols (__libc_start_main_impl) or only .dynsym (one unnamed).
-    let mut chain = vec![Fn("_start"), In(LIBC), In(LIBC), Fn("main")];
-    chain.extend_from_slice(below_main);
-    chain
-}
-
 #[test]
 fn c_main_thread_chain_and_qsort_callback_thread() {
     let _serial = serial();
@@ -54,7 +46,7 @@ fn c_main_thread_chain_and_qsort_callback_thread() {
     let w = Workload::spawn(&mut Command::new(&exe));
     let Some((traces, stats)) = profile_running(&w) else { return };
 
-    let main_chain = main_thread(&[Fn("chain_1"), Fn("chain_2"), Fn("chain_3"), Fn("chain_4"), Fn("chain_leaf")]);
+    let main_chain = c_main_thread(&[Fn("chain_1"), Fn("chain_2"), Fn("chain_3"), Fn("chain_4"), Fn("chain_leaf")]);
     let c = completeness(&traces, w.pid(), Fn("chain_leaf"), &main_chain);
     assert_complete("C main thread", &c, &stats);
 
@@ -73,7 +65,7 @@ fn signal_handler_unwinds_into_the_interrupted_code() {
     let w = Workload::spawn(&mut Command::new(&exe));
     let Some((traces, stats)) = profile_running(&w) else { return };
     let chain =
-        main_thread(&[Fn("spin_outer"), Fn("spin_inner"), Fn("on_signal"), Fn("handler_work"), Fn("handler_leaf")]);
+        c_main_thread(&[Fn("spin_outer"), Fn("spin_inner"), Fn("on_signal"), Fn("handler_work"), Fn("handler_leaf")]);
     let c = completeness(&traces, w.pid(), Fn("handler_leaf"), &chain);
     assert_complete("C signal handler", &c, &stats);
 }
@@ -86,7 +78,7 @@ fn vdso_clock_gettime() {
     let Some((traces, stats)) = profile_running(&w) else { return };
     // libc's clock_gettime is matched by file: with libc's debug symbols
     // it is named __GI___clock_gettime.
-    let chain = main_thread(&[Fn("clock_loop"), Fn("read_clock"), In(LIBC), ManyIn("[vdso]")]);
+    let chain = c_main_thread(&[Fn("clock_loop"), Fn("read_clock"), In(LIBC), ManyIn("[vdso]")]);
     let c = completeness(&traces, w.pid(), In("[vdso]"), &chain);
     assert_complete("vDSO clock_gettime", &c, &stats);
 }
@@ -106,7 +98,7 @@ fn samples_in_the_kernel_unwind_the_user_stack() {
         .collect();
     // libc's read is matched by file: with libc's debug symbols it is named
     // __GI___libc_read, with .dynsym only `read`.
-    let chain = main_thread(&[Fn("read_loop"), Fn("read_block"), In(LIBC)]);
+    let chain = c_main_thread(&[Fn("read_loop"), Fn("read_block"), In(LIBC)]);
     let c = completeness(&in_kernel, w.pid(), In(LIBC), &chain);
     assert_complete("user stacks of samples in the kernel", &c, &stats);
 }
@@ -119,7 +111,7 @@ fn deep_recursion_comes_through_whole() {
     let Some((traces, stats)) = profile_running(&w) else { return };
     let mut below_main = vec![Fn("recurse"); 150];
     below_main.push(Fn("deep_leaf"));
-    let chain = main_thread(&below_main);
+    let chain = c_main_thread(&below_main);
     let c = completeness(&traces, w.pid(), Fn("deep_leaf"), &chain);
     assert_complete("150-deep recursion", &c, &stats);
     assert!(
@@ -134,7 +126,7 @@ fn cpp_virtual_calls_and_templates() {
     let exe = build_workload("g++", "virtual_calls.cpp", &["-O2"], "virtual_calls");
     let w = Workload::spawn(&mut Command::new(&exe));
     let Some((traces, stats)) = profile_running(&w) else { return };
-    let chain = main_thread(&[Fn("drive"), Fn("Accumulator<Shape>::total"), Fn("Circle::area"), Fn("circle_leaf")]);
+    let chain = c_main_thread(&[Fn("drive"), Fn("Accumulator<Shape>::total"), Fn("Circle::area"), Fn("circle_leaf")]);
     let c = completeness(&traces, w.pid(), Fn("circle_leaf"), &chain);
     assert_complete("C++ virtual calls", &c, &stats);
 }
@@ -174,7 +166,7 @@ fn dlopened_library() {
     let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
         return;
     };
-    let chain = main_thread(&[Fn("run_plugin"), Fn("plugin_entry"), Fn("plugin_step"), Fn("plugin_leaf")]);
+    let chain = c_main_thread(&[Fn("run_plugin"), Fn("plugin_entry"), Fn("plugin_step"), Fn("plugin_leaf")]);
     let c = completeness(&traces, w.pid(), Fn("plugin_leaf"), &chain);
     assert_complete("dlopened library", &c, &stats);
 }
@@ -229,7 +221,7 @@ fn short_lived_process_started_after_the_agent_then_maps_empty() {
     assert_eq!((stats_before_stop.processes_loaded, stats_before_stop.files_loaded), (0, 0));
 
     let traces = std::mem::take(&mut *traces.lock().unwrap());
-    let chain = main_thread(&[Fn("short_work"), Fn("short_leaf")]);
+    let chain = c_main_thread(&[Fn("short_work"), Fn("short_leaf")]);
     let c = completeness(&traces, traces.first().map_or(0, |t| t.process.pid.0), Fn("short_leaf"), &chain);
     assert_complete("short-lived process", &c, &stats_before_stop);
 }
@@ -259,7 +251,7 @@ fn measure_new_process_latency() {
     let stats = agent.stats();
     let traces = std::mem::take(&mut *traces.lock().unwrap());
     let ours: Vec<&Trace> = traces.iter().filter(|t| t.process.pid.0 == pid).collect();
-    let chain = main_thread(&[Fn("short_work"), Fn("short_leaf")]);
+    let chain = c_main_thread(&[Fn("short_work"), Fn("short_leaf")]);
     let first = ours.iter().map(|t| t.timestamp_unix_ns).min();
     let first_complete = ours
         .iter()

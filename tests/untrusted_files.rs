@@ -9,19 +9,20 @@
 //! enough samples on a loaded 2-CPU machine.
 
 use profiler_agent::{AgentConfig, Stats};
-use profiler_tests::{build_workload, completeness, profile_with, serial, user_frames, Completeness, Step, Workload};
+use profiler_tests::{
+    build_workload, c_main_thread, completeness, profile_with, serial, user_frames, Completeness, Step, Workload,
+};
 use profiler_trace::Trace;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use Step::{Fn, In};
+use Step::Fn;
 
 const HZ: u32 = 99;
 const SECONDS: u64 = 7;
 const REQUIRED: f64 = 0.95;
 const MIN_SAMPLES: usize = 25;
 const C_FLAGS: &[&str] = &["-O2", "-fomit-frame-pointer", "-pthread"];
-const LIBC: &str = "libc.so.6";
 
 /// A fresh directory for one test's files.
 fn test_dir(name: &str) -> PathBuf {
@@ -67,17 +68,7 @@ fn assert_complete(what: &str, c: &Completeness, stats: &Stats) {
 
 /// The control's main thread chain is whole.
 fn assert_control(traces: &[Trace], control: &Workload, stats: &Stats) {
-    let chain = [
-        Fn("_start"),
-        In(LIBC),
-        In(LIBC),
-        Fn("main"),
-        Fn("chain_1"),
-        Fn("chain_2"),
-        Fn("chain_3"),
-        Fn("chain_4"),
-        Fn("chain_leaf"),
-    ];
+    let chain = c_main_thread(&[Fn("chain_1"), Fn("chain_2"), Fn("chain_3"), Fn("chain_4"), Fn("chain_leaf")]);
     let c = completeness(traces, control.pid(), Fn("chain_leaf"), &chain);
     assert_complete("control process", &c, stats);
 }
@@ -122,12 +113,7 @@ fn fifo_at_a_mapped_library_path_does_not_block() {
     let _serial = serial();
     let dir = test_dir("fifo");
     let main = build_workload("gcc", "dlopen_main.c", C_FLAGS, "dlopen_main");
-    let lib = build_workload(
-        "gcc",
-        "dlopen_plugin.c",
-        &["-O2", "-fomit-frame-pointer", "-shared", "-fPIC"],
-        "libfifo_plugin.so",
-    );
+    let lib = plugin("libfifo_plugin.so");
     let path = dir.join("libplugin.so");
     std::fs::copy(&lib, &path).unwrap();
     let evil = Workload::spawn(Command::new(&main).arg(&path));
@@ -140,22 +126,24 @@ fn fifo_at_a_mapped_library_path_does_not_block() {
     assert_control(&traces, &good, &stats);
 }
 
+/// The flags of the plugin library `dlopen_main` loads.
+const PLUGIN_FLAGS: &[&str] = &["-O2", "-fomit-frame-pointer", "-shared", "-fPIC"];
+
+/// Builds the plugin library as `name`.
+fn plugin(name: &str) -> PathBuf {
+    build_workload("gcc", "dlopen_plugin.c", PLUGIN_FLAGS, name)
+}
+
+/// The chain of `dlopen_main`'s main thread in the plugin.
+fn plugin_chain() -> Vec<Step> {
+    c_main_thread(&[Fn("run_plugin"), Fn("plugin_entry"), Fn("plugin_step"), Fn("plugin_leaf")])
+}
+
 /// Builds the plugin library with its functions renamed `evil_*`.
 fn evil_plugin(name: &str) -> PathBuf {
-    build_workload(
-        "gcc",
-        "dlopen_plugin.c",
-        &[
-            "-O2",
-            "-fomit-frame-pointer",
-            "-shared",
-            "-fPIC",
-            "-Dplugin_leaf=evil_leaf",
-            "-Dplugin_step=evil_step",
-            "-Dplugin_entry=evil_entry",
-        ],
-        name,
-    )
+    let renamed = ["-Dplugin_leaf=evil_leaf", "-Dplugin_step=evil_step", "-Dplugin_entry=evil_entry"];
+    let flags: Vec<&str> = PLUGIN_FLAGS.iter().copied().chain(renamed).collect();
+    build_workload("gcc", "dlopen_plugin.c", &flags, name)
 }
 
 /// A library replaced on disk (by rename) after it was mapped: through
@@ -166,12 +154,7 @@ fn evil_plugin(name: &str) -> PathBuf {
 fn library_swapped_on_disk_keeps_the_mapped_files_names() {
     let _serial = serial();
     let main = build_workload("gcc", "dlopen_main.c", C_FLAGS, "dlopen_main");
-    let lib = build_workload(
-        "gcc",
-        "dlopen_plugin.c",
-        &["-O2", "-fomit-frame-pointer", "-shared", "-fPIC"],
-        "libswap_plugin.so",
-    );
+    let lib = plugin("libswap_plugin.so");
     let evil = evil_plugin("libswap_evil.so");
     for map_files in [true, false] {
         let dir = test_dir(&format!("swap-{map_files}"));
@@ -187,17 +170,7 @@ fn library_swapped_on_disk_keeps_the_mapped_files_names() {
         let names = names_of(&traces, w.pid());
         assert!(!names.iter().any(|n| n.starts_with("evil_")), "named from the new file: {names:?}");
         if map_files {
-            let chain = [
-                Fn("_start"),
-                In(LIBC),
-                In(LIBC),
-                Fn("main"),
-                Fn("run_plugin"),
-                Fn("plugin_entry"),
-                Fn("plugin_step"),
-                Fn("plugin_leaf"),
-            ];
-            let c = completeness(&traces, w.pid(), Fn("plugin_leaf"), &chain);
+            let c = completeness(&traces, w.pid(), Fn("plugin_leaf"), &plugin_chain());
             assert_complete("swapped library through map_files", &c, &stats);
         } else {
             assert!(stats.files_refused_mismatch >= 1, "{stats:#?}");
@@ -215,12 +188,7 @@ fn file_id_collision_does_not_poison_the_real_library() {
     let dir = test_dir("collide");
     let main = build_workload("gcc", "dlopen_main.c", C_FLAGS, "dlopen_main");
     let spin = build_workload("gcc", "map_and_spin.c", C_FLAGS, "map_and_spin");
-    let lib = build_workload(
-        "gcc",
-        "dlopen_plugin.c",
-        &["-O2", "-fomit-frame-pointer", "-shared", "-fPIC"],
-        "libcollide_plugin.so",
-    );
+    let lib = plugin("libcollide_plugin.so");
     let mut bytes = std::fs::read(&lib).unwrap();
     let len = bytes.len();
     assert!(len > 3 * 4096, "{len} bytes: no middle to change");
@@ -236,17 +204,7 @@ fn file_id_collision_does_not_poison_the_real_library() {
     // The crafted file is loaded first (pids load in order).
     let Some((traces, stats)) = profile(vec![evil.pid(), real.pid()], true) else { return };
     assert_eq!(stats.file_id_collisions, 1, "{stats:#?}");
-    let chain = [
-        Fn("_start"),
-        In(LIBC),
-        In(LIBC),
-        Fn("main"),
-        Fn("run_plugin"),
-        Fn("plugin_entry"),
-        Fn("plugin_step"),
-        Fn("plugin_leaf"),
-    ];
-    let c = completeness(&traces, real.pid(), Fn("plugin_leaf"), &chain);
+    let c = completeness(&traces, real.pid(), Fn("plugin_leaf"), &plugin_chain());
     assert_complete("real library after a colliding one", &c, &stats);
 }
 

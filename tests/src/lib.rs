@@ -224,6 +224,16 @@ pub enum Step<S = &'static str> {
     AnyOrNone,
 }
 
+/// The chain of a C program's main thread: `_start`, libc's two frames
+/// (matched by file: their names depend on whether the host has libc's
+/// debug symbols, `__libc_start_main_impl`, or only .dynsym, one
+/// unnamed), `main`, then `below_main`.
+pub fn c_main_thread(below_main: &[Step]) -> Vec<Step> {
+    let mut chain = vec![Step::Fn("_start"), Step::In("libc.so.6"), Step::In("libc.so.6"), Step::Fn("main")];
+    chain.extend_from_slice(below_main);
+    chain
+}
+
 /// Functions that run an interpreter's code: where the interpreter's
 /// unwinder works they become the interpreted frames, so the file steps
 /// (`In`, `ManyIn`, `OptIn`) never match them; a test that expects one

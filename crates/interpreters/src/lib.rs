@@ -35,6 +35,7 @@ mod registry;
 pub mod ruby;
 mod runtime;
 pub mod v8;
+mod version;
 
 pub use memory::{PidMemory, ProcessMemory};
 pub use registry::{Inspection, Registry, RuntimeId, RuntimeStats, MAX_INTERPRETER_FILES};

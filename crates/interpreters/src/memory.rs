@@ -39,6 +39,45 @@ pub(crate) fn i32_in(buf: &[u8], off: u32) -> Option<i32> {
 }
 
 #[cfg(test)]
+pub(crate) mod fake {
+    //! A process memory made of a few byte ranges, for the unit tests of
+    //! every runtime.
+    use super::ProcessMemory;
+
+    /// Regions `(start, bytes)`; a read must fall inside one.
+    #[derive(Default)]
+    pub(crate) struct FakeMemory {
+        pub(crate) regions: Vec<(u64, Vec<u8>)>,
+    }
+
+    impl FakeMemory {
+        /// `bytes` at `start`.
+        pub(crate) fn add(&mut self, start: u64, bytes: Vec<u8>) {
+            self.regions.push((start, bytes));
+        }
+
+        /// Little-endian `words` at `start`.
+        pub(crate) fn words(&mut self, start: u64, words: &[u64]) {
+            self.add(start, words.iter().flat_map(|w| w.to_le_bytes()).collect());
+        }
+    }
+
+    impl ProcessMemory for FakeMemory {
+        fn read(&self, address: u64, buf: &mut [u8]) -> bool {
+            for (start, bytes) in &self.regions {
+                let Some(off) = address.checked_sub(*start) else { continue };
+                let Ok(off) = usize::try_from(off) else { continue };
+                if let Some(src) = off.checked_add(buf.len()).and_then(|end| bytes.get(off..end)) {
+                    buf.copy_from_slice(src);
+                    return true;
+                }
+            }
+            false
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -49,5 +88,22 @@ mod tests {
         assert!(PidMemory(std::process::id()).read(&value as *const u64 as u64, &mut buf));
         assert_eq!(u64::from_ne_bytes(buf), value);
         assert!(!PidMemory(std::process::id()).read(8, &mut buf), "unmapped");
+    }
+
+    #[test]
+    fn fake_memory_reads_inside_one_region_only() {
+        let mut m = fake::FakeMemory::default();
+        m.add(0x1000, vec![1, 2, 3, 4]);
+        m.words(0x1004, &[0x0807_0605]);
+        let mut buf = [0u8; 2];
+        assert!(m.read(0x1002, &mut buf));
+        assert_eq!(buf, [3, 4]);
+        assert!(!m.read(0x1003, &mut buf), "across two regions");
+        assert!(m.read(0x1004, &mut buf));
+        assert_eq!(buf, [5, 6]);
+        assert!(!m.read(0xfff, &mut buf), "below every region");
+        assert!(!m.read(0x100b, &mut buf), "past the end");
+        assert!(!m.read(u64::MAX, &mut buf));
+        assert!(m.read(0x100c, &mut []), "nothing to read");
     }
 }

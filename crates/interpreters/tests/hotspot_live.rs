@@ -13,20 +13,18 @@
 //! JDK 17 (`openjdk-17-jdk-headless`) is required under CI=true; Temurin
 //! 25 is tested when installed (a fresh CI machine may not have it).
 
+mod common;
+
+use common::{find_runtime, read_u64, resume, skip, stop, workload, Workload};
 use profiler_elf::ElfFile;
 use profiler_interpreters::hotspot::{
     attach, compiled_scopes, detect, java_threads, read_method, walk_java_frames, BlobKind, CodeCache, Detection,
     HotspotError, HotspotLayout, HotspotSymbolizer, JavaFrame, JavaThreadInfo, WalkEnd,
 };
 use profiler_interpreters::PidMemory;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
 
 /// The JDK home whose directory in /usr/lib/jvm starts with `prefix`.
 fn jdk(prefix: &str, required_in_ci: bool) -> Option<PathBuf> {
@@ -40,28 +38,48 @@ fn jdk(prefix: &str, required_in_ci: bool) -> Option<PathBuf> {
         homes.into_iter().next()
     });
     if found.is_none() {
-        assert!(!(in_ci() && required_in_ci), "no {prefix}* JDK with java and javac: required under CI=true");
-        eprintln!("SKIPPED: no /usr/lib/jvm/{prefix}* JDK with java and javac");
+        let what = format!("no /usr/lib/jvm/{prefix}* JDK with java and javac");
+        if required_in_ci {
+            skip(&what);
+        } else {
+            eprintln!("SKIPPED: {what}");
+        }
     }
     found
 }
 
 fn source() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/java/HotspotChain.java")
+    workload("java/HotspotChain.java")
 }
 
 /// The line of the source marked `// line:<name>`.
 fn marked_line(name: &str) -> u32 {
-    let text = std::fs::read_to_string(source()).unwrap();
-    let marker = format!("// line:{name}");
-    let at = text.lines().position(|l| l.trim_end().ends_with(&marker)).unwrap_or_else(|| panic!("no {marker}"));
-    at as u32 + 1
+    common::marked_line(&source(), "//", name)
 }
 
-/// A running workload, killed on drop.
+/// The directory of the compiled workload, removed on drop.
+struct ClassDir(PathBuf);
+
+impl Drop for ClassDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The compiled workload in a fresh directory named after `tag`.
+fn compile(home: &Path, tag: &str) -> ClassDir {
+    let dir = ClassDir(std::env::temp_dir().join(format!("hotspot-live-{tag}-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let status = Command::new(home.join("bin/javac")).arg("-d").arg(&dir.0).arg(source()).status().unwrap();
+    assert!(status.success(), "javac failed");
+    dir
+}
+
+/// A running workload, killed on drop (before its directory goes).
 struct Jvm {
-    child: Child,
-    dir: PathBuf,
+    workload: Workload,
+    /// Held to be removed after the JVM is killed.
+    _dir: ClassDir,
     main_tid: u32,
     worker_tid: u32,
     sorter_tid: u32,
@@ -69,40 +87,28 @@ struct Jvm {
     jni_tid: Option<u32>,
 }
 
-impl Drop for Jvm {
-    fn drop(&mut self) {
-        let pid = self.child.id() as i32;
-        // SAFETY: plain syscalls on our own child.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::kill(pid, libc::SIGCONT);
-        }
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+impl Jvm {
+    fn pid(&self) -> u32 {
+        self.workload.pid()
     }
 }
 
 fn start(home: &Path, tag: &str, xint: bool) -> Jvm {
-    let dir = std::env::temp_dir().join(format!("hotspot-live-{tag}-{}-{xint}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let status = Command::new(home.join("bin/javac")).arg("-d").arg(&dir).arg(source()).status().unwrap();
-    assert!(status.success(), "javac failed");
+    let dir = compile(home, &format!("{tag}-{xint}"));
     let mut cmd = Command::new(home.join("bin/java"));
     // Small: four of these may run at once beside other tests.
     cmd.args(["-Xmx64m", "-XX:+UseSerialGC"]);
-    let jni = build_jni(home, &dir);
+    let jni = build_jni(home, &dir.0);
     if let Some(lib) = &jni {
         cmd.arg(format!("-Dhotspot.jni={}", lib.display()));
     }
     if xint {
         cmd.arg("-Xint");
     }
-    let mut child = cmd.arg("-cp").arg(&dir).arg("HotspotChain").stdout(Stdio::piped()).spawn().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut workload = Workload::spawn(cmd.arg("-cp").arg(&dir.0).arg("HotspotChain"));
     let (mut main_tid, mut worker_tid, mut sorter_tid, mut jni_tid) = (0, 0, 0, None);
     while main_tid == 0 || worker_tid == 0 || sorter_tid == 0 || (jni.is_some() && jni_tid.is_none()) {
-        let mut line = String::new();
-        assert!(out.read_line(&mut line).unwrap() > 0, "the workload exited");
+        let line = workload.line();
         let mut words = line.split_whitespace();
         match (words.next(), words.next().and_then(|t| t.parse().ok())) {
             (Some("main-tid"), Some(t)) => main_tid = t,
@@ -112,14 +118,14 @@ fn start(home: &Path, tag: &str, xint: bool) -> Jvm {
             _ => {}
         }
     }
-    Jvm { child, dir, main_tid, worker_tid, sorter_tid, jni_tid }
+    Jvm { workload, _dir: dir, main_tid, worker_tid, sorter_tid, jni_tid }
 }
 
 /// The workload's JNI library, built with gcc against this JDK's headers
 /// (gcc is required under CI=true).
 fn build_jni(home: &Path, dir: &Path) -> Option<PathBuf> {
     let lib = dir.join("libhotspot_chain_jni.so");
-    let c = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/java/hotspot_chain_jni.c");
+    let c = workload("java/hotspot_chain_jni.c");
     let status = Command::new("gcc")
         .args(["-shared", "-fPIC", "-O2", "-fomit-frame-pointer"])
         .arg(format!("-I{}", home.join("include").display()))
@@ -131,50 +137,15 @@ fn build_jni(home: &Path, dir: &Path) -> Option<PathBuf> {
     match status {
         Ok(s) if s.success() => Some(lib),
         other => {
-            assert!(!in_ci(), "gcc could not build the JNI library ({other:?}): required under CI=true");
-            eprintln!("SKIPPED: the JNI thread (gcc: {other:?})");
+            skip(&format!("the JNI thread: gcc could not build its library ({other:?})"));
             None
         }
     }
 }
 
-/// Stops (or resumes) the process and waits until every task is stopped.
-fn stop(pid: u32) {
-    // SAFETY: a signal to our own child.
-    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let all_stopped = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().all(|t| {
-            let stat = std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap_or_default();
-            stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('T'))
-        });
-        if all_stopped {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the JVM did not stop");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn resume(pid: u32) {
-    // SAFETY: a signal to our own child.
-    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGCONT) }, 0);
-}
-
-/// `libjvm.so`'s detection and load bias in `pid`.
-fn find_jvm(pid: u32) -> (String, Detection, u64) {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 6 || !f[5].ends_with("/libjvm.so") {
-            continue;
-        }
-        let elf = ElfFile::open(f[5]).unwrap();
-        let start = u64::from_str_radix(f[0].split('-').next().unwrap(), 16).unwrap();
-        let bias = elf.load_segments().bias(start, u64::from_str_radix(f[2], 16).unwrap()).unwrap();
-        return (f[5].to_string(), detect(&elf, f[5]), bias);
-    }
-    panic!("no libjvm.so in the maps of {pid}");
+/// `libjvm.so`'s detection and load bias in `pid`, once it is mapped.
+fn find_jvm(pid: u32) -> Option<(String, Detection, u64)> {
+    find_runtime(pid, |elf: &ElfFile, path: &str| path.ends_with("/libjvm.so").then(|| detect(elf, path)))
 }
 
 /// A frame's names, innermost first: `(Class.method, line)`; a compiled
@@ -210,11 +181,63 @@ fn thread_by_tid(pid: u32, l: &HotspotLayout, bias: u64, tid: u32) -> JavaThread
     threads.into_iter().find(|t| t.tid == tid).unwrap_or_else(|| panic!("no JavaThread with tid {tid}"))
 }
 
+/// Thread `tid` of the stopped JVM once it is blocked (with a frame
+/// anchor); between looks the JVM runs for `run`.
+fn when_blocked(pid: u32, l: &HotspotLayout, bias: u64, tid: u32, run: Duration, what: &str) -> JavaThreadInfo {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let thread = thread_by_tid(pid, l, bias, tid);
+        if thread.state == l.thread_state_blocked {
+            return thread;
+        }
+        assert!(Instant::now() < deadline, "{what}: thread {tid} never blocked: {thread:?}");
+        resume(pid);
+        std::thread::sleep(run);
+        stop(pid);
+    }
+}
+
+/// A thread's frames, their names (innermost first) and the code cache
+/// they were walked with.
+type Walked = (Vec<JavaFrame>, Vec<(String, Option<u32>)>, CodeCache);
+
+/// Walks a blocked `thread` down to its entry frame (a failure if the
+/// walk ends elsewhere) and names the frames.
+fn walk_named(
+    sym: &mut HotspotSymbolizer,
+    jvm: &Jvm,
+    l: &HotspotLayout,
+    bias: u64,
+    thread: &JavaThreadInfo,
+    what: &str,
+) -> Walked {
+    let pid = jvm.pid();
+    let memory = PidMemory(pid);
+    let cache = CodeCache::read(&memory, l, bias).unwrap();
+    let (frames, end) = walk_java_frames(&memory, l, bias, &cache, thread, 64).unwrap();
+    let named: Vec<(String, Option<u32>)> = frames.iter().flat_map(|f| names(sym, pid, l, &cache, f)).collect();
+    assert_eq!(end, WalkEnd::EntryFrame, "{what}: {named:?}");
+    (frames, named, cache)
+}
+
+/// Where the workload's own frames start in `named`.
+fn first_ours(named: &[(String, Option<u32>)]) -> usize {
+    named
+        .iter()
+        .position(|(n, _)| n.starts_with("HotspotChain."))
+        .unwrap_or_else(|| panic!("no workload frame: {named:?}"))
+}
+
+/// A workload method at the line marked `mark`.
+fn at(method: &str, mark: &str) -> (String, Option<u32>) {
+    (method.to_string(), Some(marked_line(mark)))
+}
+
 fn check(home: &Path, tag: &str, xint: bool) {
     let jvm = start(home, tag, xint);
-    let pid = jvm.child.id();
+    let pid = jvm.pid();
     let memory = PidMemory(pid);
-    let (path, detection, bias) = find_jvm(pid);
+    let (path, detection, bias) = find_jvm(pid).unwrap_or_else(|| panic!("no libjvm.so in the maps of {pid}"));
     let Detection::Hotspot(symbols) = detection else { panic!("{path}: {detection:?}") };
     let what = format!("{} (-Xint: {xint})", home.display());
 
@@ -228,39 +251,25 @@ fn check(home: &Path, tag: &str, xint: bool) {
     let cache = CodeCache::read(&memory, &layout, bias).unwrap();
     assert!(!cache.heaps.is_empty() && cache.heaps.iter().all(|h| cache.low <= h.low && h.high <= cache.high));
 
-    // The main thread, parked in c(): blocked, with a frame anchor (it may
-    // still be on its way there just after printing its tid).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let main = loop {
-        let main = thread_by_tid(pid, &layout, bias, jvm.main_tid);
-        if main.state == layout.thread_state_blocked {
-            break main;
-        }
-        assert!(Instant::now() < deadline, "{what}: the main thread never blocked: {main:?}");
-        resume(pid);
-        std::thread::sleep(Duration::from_millis(20));
-        stop(pid);
-    };
-    let (frames, end) = walk_java_frames(&memory, &layout, bias, &cache, &main, 64).unwrap();
-    assert_eq!(end, WalkEnd::EntryFrame, "{what}: {frames:?}");
+    // The main thread, parked in c() (it may still be on its way there
+    // just after printing its tid).
+    let main = when_blocked(pid, &layout, bias, jvm.main_tid, Duration::from_millis(20), &what);
     let mut sym = HotspotSymbolizer::new(1000);
-    let named: Vec<(String, Option<u32>)> =
-        frames.iter().flat_map(|f| names(&mut sym, pid, &layout, &cache, f)).collect();
+    let (frames, named, cache) = walk_named(&mut sym, &jvm, &layout, bias, &main, &what);
     eprintln!("{what}: main thread {named:?}");
-    let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no workload frame");
+    let first_ours = first_ours(&named);
     assert!(first_ours > 0, "{what}: the chain starts in Thread.sleep: {named:?}");
     assert!(named[0].0.starts_with("java.lang.Thread.sleep"), "{what}: innermost {named:?}");
     for (n, _) in &named[..first_ours] {
         assert!(n.starts_with("java.") || n.starts_with("jdk."), "{what}: a JDK frame above c(): {named:?}");
     }
-    let line = |n: &str| Some(marked_line(n));
     assert_eq!(
         named[first_ours..],
         [
-            ("HotspotChain.c".to_string(), line("c")),
-            ("HotspotChain.b".to_string(), line("b")),
-            ("HotspotChain.a".to_string(), line("a")),
-            ("HotspotChain.main".to_string(), line("main")),
+            at("HotspotChain.c", "c"),
+            at("HotspotChain.b", "b"),
+            at("HotspotChain.a", "a"),
+            at("HotspotChain.main", "main")
         ],
         "{what}"
     );
@@ -293,14 +302,10 @@ fn check(home: &Path, tag: &str, xint: bool) {
 
 /// Waits for `hot()` to have an nmethod, then finds it in the code cache.
 fn check_compiled_hot(jvm: &Jvm, l: &HotspotLayout, bias: u64, a_method: u64, what: &str) {
-    let pid = jvm.child.id();
+    let pid = jvm.pid();
     let memory = PidMemory(pid);
     // The class's methods: holder of a()'s constant pool -> _methods.
-    let word = |a: u64| {
-        let mut b = [0u8; 8];
-        assert!(profiler_interpreters::ProcessMemory::read(&memory, a, &mut b), "read {a:#x}");
-        u64::from_le_bytes(b)
-    };
+    let word = |a: u64| read_u64(&memory, a);
     let const_method = word(a_method + u64::from(l.method_const_method));
     let pool = word(const_method + u64::from(l.const_method_constants));
     let klass = word(pool + u64::from(l.constant_pool_holder));
@@ -334,27 +339,20 @@ fn check_compiled_hot(jvm: &Jvm, l: &HotspotLayout, bias: u64, a_method: u64, wh
 /// <- run(). In mixed mode, tries until work() is compiled (its loop gets
 /// an OSR nmethod) and checks the walk through it and its inlined pause().
 fn check_worker(jvm: &Jvm, l: &HotspotLayout, bias: u64, xint: bool, what: &str) {
-    let pid = jvm.child.id();
-    let memory = PidMemory(pid);
+    let pid = jvm.pid();
     let mut sym = HotspotSymbolizer::new(100);
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut interpreted_seen = false;
     while Instant::now() < deadline {
         let worker = thread_by_tid(pid, l, bias, jvm.worker_tid);
         if worker.state == l.thread_state_blocked {
-            let cache = CodeCache::read(&memory, l, bias).unwrap();
-            let (frames, end) = walk_java_frames(&memory, l, bias, &cache, &worker, 64).unwrap();
-            let named: Vec<(String, Option<u32>)> =
-                frames.iter().flat_map(|f| names(&mut sym, pid, l, &cache, f)).collect();
-            assert_eq!(end, WalkEnd::EntryFrame, "{what}: {named:?}");
-            let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no pause()");
-            let line = |n: &str| Some(marked_line(n));
+            let (frames, named, cache) = walk_named(&mut sym, jvm, l, bias, &worker, what);
             assert_eq!(
-                named[first_ours..],
+                named[first_ours(&named)..],
                 [
-                    ("HotspotChain.pause".to_string(), line("pause")),
-                    ("HotspotChain.work".to_string(), line("work")),
-                    ("HotspotChain$Worker.run".to_string(), line("run")),
+                    at("HotspotChain.pause", "pause"),
+                    at("HotspotChain.work", "work"),
+                    at("HotspotChain$Worker.run", "run")
                 ],
                 "{what}: {frames:?}"
             );
@@ -385,87 +383,49 @@ fn check_worker(jvm: &Jvm, l: &HotspotLayout, bias: u64, xint: bool, what: &str)
 /// The sorter thread asleep in its comparator: Java (and its synthetic
 /// bridge method) called from the JDK's sort, called from Java.
 fn check_sorter(jvm: &Jvm, l: &HotspotLayout, bias: u64, what: &str) {
-    let pid = jvm.child.id();
-    let memory = PidMemory(pid);
-    let mut sym = HotspotSymbolizer::new(100);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let sorter = thread_by_tid(pid, l, bias, jvm.sorter_tid);
-        if sorter.state == l.thread_state_blocked {
-            let cache = CodeCache::read(&memory, l, bias).unwrap();
-            let (frames, end) = walk_java_frames(&memory, l, bias, &cache, &sorter, 64).unwrap();
-            let named: Vec<(String, Option<u32>)> =
-                frames.iter().flat_map(|f| names(&mut sym, pid, l, &cache, f)).collect();
-            assert_eq!(end, WalkEnd::EntryFrame, "{what}: {named:?}");
-            let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no pause()");
-            let ours = &named[first_ours..];
-            let line = |n: &str| Some(marked_line(n));
-            assert!(ours.len() >= 6, "{what}: {named:?}");
-            assert_eq!(
-                ours[..3],
-                [
-                    ("HotspotChain.pause".to_string(), line("pause")),
-                    ("HotspotChain$ByLength.compare".to_string(), line("compare")),
-                    ("HotspotChain$ByLength.compare".to_string(), line("bridge")),
-                ],
-                "{what}: {named:?}"
-            );
-            assert_eq!(
-                ours[ours.len() - 2..],
-                [
-                    ("HotspotChain.sortOnce".to_string(), line("sortOnce")),
-                    ("HotspotChain$Sorter.run".to_string(), line("sorter")),
-                ],
-                "{what}: {named:?}"
-            );
-            let jdk = &ours[3..ours.len() - 2];
-            assert!(
-                !jdk.is_empty() && jdk.iter().all(|(n, line)| n.starts_with("java.util.") && line.is_some()),
-                "{what}: the JDK's sort between compare() and sortOnce(): {named:?}"
-            );
-            eprintln!("{what}: sorter {named:?}");
-            return;
-        }
-        assert!(Instant::now() < deadline, "{what}: the sorter was never caught sleeping");
-        resume(pid);
-        std::thread::sleep(Duration::from_millis(3));
-        stop(pid);
-    }
+    let pid = jvm.pid();
+    let sorter = when_blocked(pid, l, bias, jvm.sorter_tid, Duration::from_millis(3), what);
+    let (_, named, _) = walk_named(&mut HotspotSymbolizer::new(100), jvm, l, bias, &sorter, what);
+    let ours = &named[first_ours(&named)..];
+    assert!(ours.len() >= 6, "{what}: {named:?}");
+    assert_eq!(
+        ours[..3],
+        [
+            at("HotspotChain.pause", "pause"),
+            at("HotspotChain$ByLength.compare", "compare"),
+            at("HotspotChain$ByLength.compare", "bridge"),
+        ],
+        "{what}: {named:?}"
+    );
+    assert_eq!(
+        ours[ours.len() - 2..],
+        [at("HotspotChain.sortOnce", "sortOnce"), at("HotspotChain$Sorter.run", "sorter")],
+        "{what}: {named:?}"
+    );
+    let jdk = &ours[3..ours.len() - 2];
+    assert!(
+        !jdk.is_empty() && jdk.iter().all(|(n, line)| n.starts_with("java.util.") && line.is_some()),
+        "{what}: the JDK's sort between compare() and sortOnce(): {named:?}"
+    );
+    eprintln!("{what}: sorter {named:?}");
 }
 
 /// The JNI thread asleep in Java called back from C: the walk crosses the
 /// C frames through the entry frame's saved anchor, down to run().
 fn check_jni(jvm: &Jvm, tid: u32, l: &HotspotLayout, bias: u64, what: &str) {
-    let pid = jvm.child.id();
-    let memory = PidMemory(pid);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let thread = loop {
-        let thread = thread_by_tid(pid, l, bias, tid);
-        if thread.state == l.thread_state_blocked {
-            break thread;
-        }
-        assert!(Instant::now() < deadline, "{what}: the JNI thread never blocked");
-        resume(pid);
-        std::thread::sleep(Duration::from_millis(20));
-        stop(pid);
-    };
-    let cache = CodeCache::read(&memory, l, bias).unwrap();
-    let (frames, end) = walk_java_frames(&memory, l, bias, &cache, &thread, 64).unwrap();
-    let mut sym = HotspotSymbolizer::new(100);
-    let named: Vec<(String, Option<u32>)> = frames.iter().flat_map(|f| names(&mut sym, pid, l, &cache, f)).collect();
+    let pid = jvm.pid();
+    let thread = when_blocked(pid, l, bias, tid, Duration::from_millis(20), what);
+    let (_, named, _) = walk_named(&mut HotspotSymbolizer::new(100), jvm, l, bias, &thread, what);
     eprintln!("{what}: jni {named:?}");
-    assert_eq!(end, WalkEnd::EntryFrame, "{what}: {named:?}");
-    let first_ours = named.iter().position(|(n, _)| n.starts_with("HotspotChain.")).expect("no pause()");
-    let line = |n: &str| Some(marked_line(n));
     assert_eq!(
-        named[first_ours..],
+        named[first_ours(&named)..],
         [
-            ("HotspotChain.pause".to_string(), line("pause")),
-            ("HotspotChain.fromNative".to_string(), line("fromNative")),
+            at("HotspotChain.pause", "pause"),
+            at("HotspotChain.fromNative", "fromNative"),
             ("[native]".to_string(), None),
             ("HotspotChain.callBack".to_string(), None),
-            ("HotspotChain.jniOuter".to_string(), line("jniOuter")),
-            ("HotspotChain$Jni.run".to_string(), line("jni")),
+            at("HotspotChain.jniOuter", "jniOuter"),
+            at("HotspotChain$Jni.run", "jni"),
         ],
         "{what}"
     );
@@ -506,19 +466,16 @@ fn jdk25_mixed_mode() {
 #[test]
 fn jdk17_attach_during_startup() {
     let Some(home) = jdk("java-17-openjdk", true) else { return };
-    let dir = std::env::temp_dir().join(format!("hotspot-live-startup-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let status = Command::new(home.join("bin/javac")).arg("-d").arg(&dir).arg(source()).status().unwrap();
-    assert!(status.success(), "javac failed");
-    let child = Command::new(home.join("bin/java"))
-        .args(["-Xmx64m", "-XX:+UseSerialGC", "-cp"])
-        .arg(&dir)
-        .arg("HotspotChain")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let jvm = Jvm { child, dir, main_tid: 0, worker_tid: 0, sorter_tid: 0, jni_tid: None };
-    let pid = jvm.child.id();
+    let dir = compile(&home, "startup");
+    // Its stdout (the threads' tids) is not read: a few lines fit the pipe.
+    let workload = Workload::spawn(
+        Command::new(home.join("bin/java"))
+            .args(["-Xmx64m", "-XX:+UseSerialGC", "-cp"])
+            .arg(&dir.0)
+            .arg("HotspotChain"),
+    );
+    let jvm = Jvm { workload, _dir: dir, main_tid: 0, worker_tid: 0, sorter_tid: 0, jni_tid: None };
+    let pid = jvm.pid();
     let deadline = Instant::now() + Duration::from_secs(60);
     let (mut not_ready, mut unreadable, mut unmapped) = (0, 0, 0);
     loop {
@@ -529,7 +486,7 @@ fn jdk17_attach_during_startup() {
             std::thread::sleep(Duration::from_micros(200));
             continue;
         }
-        let (path, detection, bias) = find_jvm(pid);
+        let (path, detection, bias) = find_jvm(pid).expect("libjvm.so left the maps");
         let Detection::Hotspot(symbols) = detection else { panic!("{path}: {detection:?}") };
         match attach(&PidMemory(pid), &symbols, bias) {
             Ok(layout) => {

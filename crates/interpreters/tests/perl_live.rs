@@ -13,30 +13,24 @@
 //! `perl` is required under CI=true (every Debian install has it:
 //! `perl-base`'s `/usr/bin/perl` has libperl linked in).
 
+mod common;
+
+use common::{find_runtime, read_u64, skip, stop_when_asleep, tasks, workload, Workload};
 use profiler_elf::ElfFile;
 use profiler_interpreters::perl::{
     detect, global_state, threaded_state, Detection, PerlBuild, PerlFrame, PerlState, PerlSymbolizer,
 };
 use profiler_interpreters::{PidMemory, ProcessMemory};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
+use std::process::Command;
 
 fn source() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/perl/chain.pl").canonicalize().unwrap()
+    workload("perl/chain.pl")
 }
 
 /// The line of the workload marked `# line:<name>`.
 fn marked_line(name: &str) -> u32 {
-    let text = std::fs::read_to_string(source()).unwrap();
-    let marker = format!("# line:{name}");
-    let at = text.lines().position(|l| l.trim_end().ends_with(&marker)).unwrap_or_else(|| panic!("no {marker}"));
-    at as u32 + 1
+    common::marked_line(&source(), "#", name)
 }
 
 /// `perl`, or None (a failure under CI=true) when it is missing.
@@ -44,122 +38,37 @@ fn have_perl() -> bool {
     match Command::new("perl").arg("-v").output() {
         Ok(o) if o.status.success() => true,
         other => {
-            assert!(!in_ci(), "perl is required under CI=true ({other:?})");
-            eprintln!("SKIPPED: no perl");
+            skip(&format!("no perl ({other:?})"));
             false
         }
     }
 }
 
-/// The workload, killed on drop.
-struct Perl(Child);
-
-impl Drop for Perl {
-    fn drop(&mut self) {
-        let pid = self.0.id() as i32;
-        // SAFETY: plain syscalls on our own child.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::kill(pid, libc::SIGCONT);
-        }
-        let _ = self.0.wait();
-    }
-}
-
-/// The state letter of thread `tid` of `pid` (after the parenthesised
-/// name).
-fn task_state(pid: u32, tid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
-}
-
-/// The threads of `pid`.
-fn tasks(pid: u32) -> Vec<u32> {
-    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
-    let mut tids: Vec<u32> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
-    tids.sort_unstable();
-    tids
-}
-
-/// One state for all threads of `pid` when they agree.
-fn all_states(pid: u32) -> Option<char> {
-    let states: Vec<Option<char>> = tasks(pid).into_iter().map(|t| task_state(pid, t)).collect();
-    states.iter().all(|s| *s == states[0]).then_some(states[0]).flatten()
-}
-
 /// The file in `pid`'s maps holding Perl, with its load bias.
 fn find_perl(pid: u32) -> (String, Box<PerlBuild>, u64) {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let mut seen = Vec::new();
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let Some(path) = f.get(5).filter(|p| p.starts_with('/')) else { continue };
-        if seen.contains(path) {
-            continue;
-        }
-        seen.push(path);
-        let Ok(elf) = ElfFile::open(path) else { continue };
-        match detect(&elf, path) {
-            Detection::NotPerl => continue,
-            Detection::Unsupported(why) => panic!("unsupported Perl: {why}"),
-            Detection::Perl(build) => {
-                // The bias: the first mapping's start minus the first
-                // PT_LOAD's page-aligned address (offset 0 maps it).
-                let start = maps
-                    .lines()
-                    .find(|l| l.ends_with(*path) && l.split_whitespace().nth(2) == Some("00000000"))
-                    .and_then(|l| u64::from_str_radix(l.split('-').next()?, 16).ok())
-                    .unwrap();
-                let first = elf.program_headers().iter().filter(|p| p.p_type == 1).map(|p| p.vaddr).min().unwrap();
-                return (path.to_string(), build, start - (first & !0xfff));
-            }
-        }
-    }
-    panic!("no Perl in the maps of {pid}");
-}
-
-fn read_u64(memory: &dyn ProcessMemory, address: u64) -> u64 {
-    let mut b = [0u8; 8];
-    assert!(memory.read(address, &mut b), "read at {address:#x}");
-    u64::from_le_bytes(b)
+    let perl_in = |elf: &ElfFile, path: &str| match detect(elf, path) {
+        Detection::NotPerl => None,
+        Detection::Unsupported(why) => panic!("unsupported Perl: {why}"),
+        Detection::Perl(build) => Some(build),
+    };
+    find_runtime(pid, perl_in).unwrap_or_else(|| panic!("no Perl in the maps of {pid}"))
 }
 
 /// Runs the workload in `mode` until it sleeps and stops it (SIGSTOP).
-fn start_stopped(mode: &str) -> Perl {
-    let mut child = Command::new("perl").arg(source()).arg(mode).stdout(Stdio::piped()).spawn().unwrap();
-    let pid = child.id();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let guard = Perl(child);
-    let mut line = String::new();
-    assert!(out.read_line(&mut line).unwrap() > 0, "the workload exited");
-    assert_eq!(line.trim(), format!("ready {pid}"));
-    // Asleep in `sleep`: sleeping for a while after printing.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut sleeping_since = None;
-    loop {
-        assert!(Instant::now() < deadline, "the workload never blocked");
-        match (all_states(pid), sleeping_since) {
-            (Some('S'), None) => sleeping_since = Some(Instant::now()),
-            (Some('S'), Some(t)) if t.elapsed() > Duration::from_millis(200) => break,
-            (Some('S'), _) => {}
-            _ => sleeping_since = None,
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    // SAFETY: a plain syscall on our own child.
-    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
-    while all_states(pid) != Some('T') {
-        assert!(Instant::now() < deadline, "the workload did not stop");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    guard
+fn start_stopped(mode: &str) -> Workload {
+    let mut child = Workload::spawn(Command::new("perl").arg(source()).arg(mode));
+    let pid = child.pid();
+    assert_eq!(child.line().trim(), format!("ready {pid}"));
+    // Asleep in `sleep`, every thread.
+    stop_when_asleep(pid, true);
+    child
 }
 
 /// Runs the workload in `mode` until it sleeps, stops it and walks its
 /// main thread.
 fn walk_live(mode: &str) -> Vec<PerlFrame> {
     let guard = start_stopped(mode);
-    let pid = guard.0.id();
+    let pid = guard.pid();
     let (path, build, bias) = find_perl(pid);
     eprintln!("Perl {} in {path}, bias {bias:#x}, {:?}", build.version, build.state);
     let memory = PidMemory(pid);
@@ -283,7 +192,7 @@ fn walks_a_string_eval_in_a_live_perl() {
 /// Detection of made-up libperls: supported or not, threaded or not.
 #[test]
 fn detects_versions_and_builds_from_the_symbols() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/perl/fake_libperl.c");
+    let src = workload("perl/fake_libperl.c");
     let dir = std::env::temp_dir().join(format!("perl_detect_{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let build = |name: &str, defines: &[&str]| {
@@ -382,7 +291,7 @@ fn the_thread_key_holds_the_main_interpreter() {
         return;
     }
     let guard = start_stopped("block");
-    let pid = guard.0.id();
+    let pid = guard.pid();
     let (path, build, bias) = find_perl(pid);
     let PerlState::Threaded { thr_key_vaddr, curinterp_vaddr } = build.state else {
         eprintln!("SKIPPED: {path} is a non-threaded perl");
@@ -408,12 +317,11 @@ fn walks_an_ithread_through_its_thread_key() {
         return;
     }
     if !Command::new("perl").args(["-Mthreads", "-e1"]).status().is_ok_and(|s| s.success()) {
-        assert!(!in_ci(), "perl's threads module is required under CI=true");
-        eprintln!("SKIPPED: perl without threads");
+        skip("perl without its threads module");
         return;
     }
     let guard = start_stopped("thread");
-    let pid = guard.0.id();
+    let pid = guard.pid();
     let (path, build, bias) = find_perl(pid);
     let PerlState::Threaded { thr_key_vaddr, curinterp_vaddr } = build.state else {
         panic!("{path}: threads without a threaded perl");

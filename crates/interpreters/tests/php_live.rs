@@ -8,80 +8,31 @@
 //!
 //! `php` is required under CI=true (`scripts/install-deps.sh`).
 
+mod common;
+
+use common::{find_runtime, skip, stop_when_asleep, workload, Workload};
 use profiler_elf::ElfFile;
 use profiler_interpreters::php::{current_execute_data, detect, Detection, PhpBuild, PhpFrame, PhpSymbolizer};
 use profiler_interpreters::PidMemory;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 fn source() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/php/chain.php").canonicalize().unwrap()
+    workload("php/chain.php")
 }
 
 /// The line of the workload marked `// line:<name>`.
 fn marked_line(name: &str) -> u32 {
-    let text = std::fs::read_to_string(source()).unwrap();
-    let marker = format!("// line:{name}");
-    let at = text.lines().position(|l| l.trim_end().ends_with(&marker)).unwrap_or_else(|| panic!("no {marker}"));
-    at as u32 + 1
+    common::marked_line(&source(), "//", name)
 }
 
-/// The workload, killed on drop.
-struct Php(Child);
-
-impl Drop for Php {
-    fn drop(&mut self) {
-        let pid = self.0.id() as i32;
-        // SAFETY: plain syscalls on our own child.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::kill(pid, libc::SIGCONT);
-        }
-        let _ = self.0.wait();
+/// PHP, when `elf` holds it.
+fn php_in(elf: &ElfFile, path: &str) -> Option<Box<PhpBuild>> {
+    match detect(elf, path) {
+        Detection::NotPhp => None,
+        Detection::Unsupported(why) => panic!("unsupported PHP: {why}"),
+        Detection::Php(build) => Some(build),
     }
-}
-
-/// The state letter of `/proc/<pid>/stat` (after the parenthesised name).
-fn state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
-}
-
-/// The file in `pid`'s maps holding PHP, with its load bias.
-fn find_php(pid: u32) -> (String, Box<PhpBuild>, u64) {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let mut seen = Vec::new();
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let Some(path) = f.get(5).filter(|p| p.starts_with('/')) else { continue };
-        if seen.contains(path) {
-            continue;
-        }
-        seen.push(path);
-        let Ok(elf) = ElfFile::open(path) else { continue };
-        match detect(&elf, path) {
-            Detection::NotPhp => continue,
-            Detection::Unsupported(why) => panic!("unsupported PHP: {why}"),
-            Detection::Php(build) => {
-                // The bias: the first mapping's start minus the first
-                // PT_LOAD's page-aligned address (offset 0 maps it).
-                let start = maps
-                    .lines()
-                    .find(|l| l.ends_with(*path) && l.split_whitespace().nth(2) == Some("00000000"))
-                    .and_then(|l| u64::from_str_radix(l.split('-').next()?, 16).ok())
-                    .unwrap();
-                let first = elf.program_headers().iter().filter(|p| p.p_type == 1).map(|p| p.vaddr).min().unwrap();
-                return (path.to_string(), build, start - (first & !0xfff));
-            }
-        }
-    }
-    panic!("no PHP in the maps of {pid}");
 }
 
 /// `php -v`'s first line, or None (a failure under CI=true) without php.
@@ -89,8 +40,7 @@ fn php_version_line() -> Option<String> {
     match Command::new("php").arg("-v").output() {
         Ok(o) if o.status.success() => Some(String::from_utf8(o.stdout).unwrap().lines().next()?.to_string()),
         other => {
-            assert!(!in_ci(), "php is required under CI=true ({other:?})");
-            eprintln!("SKIPPED: no php");
+            skip(&format!("no php ({other:?})"));
             None
         }
     }
@@ -101,43 +51,18 @@ fn php_version_line() -> Option<String> {
 /// opcache must have emitted JIT code.
 fn walk_live_php(settings: &[&str], jit: bool) {
     let Some(version) = php_version_line() else { return };
-    let mut child = Command::new("php")
-        .args(settings.iter().flat_map(|s| ["-d", s]))
-        .arg(source())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let _stdin = child.stdin.take().unwrap();
-    let _guard = Php(child);
-    let mut line = String::new();
-    assert!(out.read_line(&mut line).unwrap() > 0, "the workload exited");
+    let mut child = Workload::spawn(
+        Command::new("php").args(settings.iter().flat_map(|s| ["-d", s])).arg(source()).stdin(Stdio::piped()),
+    );
+    let pid = child.pid();
+    let line = child.line();
     let jitted: u64 =
         line.trim().strip_prefix(&format!("ready {pid} jit ")).unwrap_or_else(|| panic!("{line}")).parse().unwrap();
     assert_eq!(jitted > 0, jit, "{jitted} bytes of JIT code");
-    // Blocked in the read: sleeping for a while after printing.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut sleeping_since = None;
-    loop {
-        assert!(Instant::now() < deadline, "the workload never blocked");
-        match (state(pid), sleeping_since) {
-            (Some('S'), None) => sleeping_since = Some(Instant::now()),
-            (Some('S'), Some(t)) if t.elapsed() > Duration::from_millis(200) => break,
-            (Some('S'), _) => {}
-            _ => sleeping_since = None,
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    // SAFETY: a plain syscall on our own child.
-    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
-    while state(pid) != Some('T') {
-        assert!(Instant::now() < deadline, "the workload did not stop");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    // Blocked in the read (its stdin stays open in `child`).
+    stop_when_asleep(pid, false);
 
-    let (path, build, bias) = find_php(pid);
+    let (path, build, bias) = find_runtime(pid, php_in).unwrap_or_else(|| panic!("no PHP in the maps of {pid}"));
     eprintln!("PHP {} in {path}, bias {bias:#x}", build.version);
     assert!(version.starts_with(&format!("PHP {} ", build.version)), "{version} vs {}", build.version);
     let memory = PidMemory(pid);

@@ -9,119 +9,48 @@
 //!
 //! `ruby` is required under CI=true (`scripts/install-deps.sh`).
 
+mod common;
+
+use common::{find_runtime, skip, stop_when_asleep, workload, Workload};
 use profiler_elf::ElfFile;
 use profiler_interpreters::ruby::{
     detect, find_global_symbols, main_execution_context, Detection, RubyBuild, RubyFrame, RubySymbolizer,
 };
 use profiler_interpreters::PidMemory;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
+use std::path::PathBuf;
+use std::process::Command;
 
 fn source() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/ruby/chain.rb")
+    workload("ruby/chain.rb")
 }
 
 /// The line of the workload marked `# line:<name>`.
 fn marked_line(name: &str) -> u32 {
-    let text = std::fs::read_to_string(source()).unwrap();
-    let marker = format!("# line:{name}");
-    let at = text.lines().position(|l| l.trim_end().ends_with(&marker)).unwrap_or_else(|| panic!("no {marker}"));
-    at as u32 + 1
+    common::marked_line(&source(), "#", name)
 }
 
-/// The workload, killed on drop.
-struct Ruby(Child);
-
-impl Drop for Ruby {
-    fn drop(&mut self) {
-        let pid = self.0.id() as i32;
-        // SAFETY: plain syscalls on our own child.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::kill(pid, libc::SIGCONT);
-        }
-        let _ = self.0.wait();
+/// Ruby, when `elf` holds it.
+fn ruby_in(elf: &ElfFile, path: &str) -> Option<Box<RubyBuild>> {
+    match detect(elf, path) {
+        Detection::NotRuby => None,
+        Detection::Unsupported(why) => panic!("unsupported Ruby: {why}"),
+        Detection::Ruby(build) => Some(build),
     }
-}
-
-/// The state letter of `/proc/<pid>/stat` (after the parenthesised name).
-fn state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
-}
-
-/// The file in `pid`'s maps holding Ruby, with its load bias.
-fn find_ruby(pid: u32) -> (String, Box<RubyBuild>, u64) {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let mut seen = Vec::new();
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let Some(path) = f.get(5).filter(|p| p.starts_with('/')) else { continue };
-        if seen.contains(path) {
-            continue;
-        }
-        seen.push(path);
-        let Ok(elf) = ElfFile::open(path) else { continue };
-        match detect(&elf, path) {
-            Detection::NotRuby => continue,
-            Detection::Unsupported(why) => panic!("unsupported Ruby: {why}"),
-            Detection::Ruby(build) => {
-                // The bias: the first mapping's start minus the first
-                // PT_LOAD's page-aligned address (offset 0 maps it).
-                let start = maps
-                    .lines()
-                    .find(|l| l.ends_with(*path) && l.split_whitespace().nth(2) == Some("00000000"))
-                    .and_then(|l| u64::from_str_radix(l.split('-').next()?, 16).ok())
-                    .unwrap();
-                let first = elf.program_headers().iter().filter(|p| p.p_type == 1).map(|p| p.vaddr).min().unwrap();
-                return (path.to_string(), build, start - (first & !0xfff));
-            }
-        }
-    }
-    panic!("no Ruby in the maps of {pid}");
 }
 
 #[test]
 fn walks_the_main_thread_of_a_live_ruby() {
     if Command::new("ruby").arg("-v").output().is_err() {
-        assert!(!in_ci(), "ruby is required under CI=true");
-        eprintln!("SKIPPED: no ruby");
+        skip("no ruby");
         return;
     }
-    let mut child = Command::new("ruby").arg(source()).stdout(Stdio::piped()).spawn().unwrap();
-    let pid = child.id();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let _guard = Ruby(child);
-    let mut line = String::new();
-    assert!(out.read_line(&mut line).unwrap() > 0, "the workload exited");
-    assert_eq!(line.trim(), format!("ready {pid}"));
-    // Blocked in the read: sleeping for a while after printing.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut sleeping_since = None;
-    loop {
-        assert!(Instant::now() < deadline, "the workload never blocked");
-        match (state(pid), sleeping_since) {
-            (Some('S'), None) => sleeping_since = Some(Instant::now()),
-            (Some('S'), Some(t)) if t.elapsed() > Duration::from_millis(200) => break,
-            (Some('S'), _) => {}
-            _ => sleeping_since = None,
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    // SAFETY: a plain syscall on our own child.
-    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
-    while state(pid) != Some('T') {
-        assert!(Instant::now() < deadline, "the workload did not stop");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let mut child = Workload::spawn(Command::new("ruby").arg(source()));
+    let pid = child.pid();
+    assert_eq!(child.line().trim(), format!("ready {pid}"));
+    // Blocked in the read.
+    stop_when_asleep(pid, false);
 
-    let (path, build, bias) = find_ruby(pid);
+    let (path, build, bias) = find_runtime(pid, ruby_in).unwrap_or_else(|| panic!("no Ruby in the maps of {pid}"));
     eprintln!("Ruby {} in {path}, bias {bias:#x}", build.version);
     let memory = PidMemory(pid);
     let vm_ptr = bias + build.vm_ptr_vaddr.expect("ruby_current_vm_ptr");
@@ -164,8 +93,7 @@ fn system_libruby() -> Option<String> {
     match Command::new("ruby").args(["-e", script]).output() {
         Ok(o) if o.status.success() => Some(String::from_utf8(o.stdout).unwrap()),
         other => {
-            assert!(!in_ci(), "ruby is required under CI=true ({other:?})");
-            eprintln!("SKIPPED: no ruby");
+            skip(&format!("no ruby ({other:?})"));
             None
         }
     }

@@ -10,34 +10,31 @@
 //!
 //! Node is required under CI=true (it is on every machine of this kind).
 
+mod common;
+
+use common::{skip, stop, workload, Workload};
 use profiler_elf::ElfFile;
 use profiler_interpreters::v8::{
     detect, find_exit_frame, walk_frames, Detection, Tier, V8Frame, V8Layout, V8Symbolizer, WalkEnd, ANONYMOUS,
 };
 use profiler_interpreters::PidMemory;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const NODE: &str = "/usr/bin/node";
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
 fn have_node() -> bool {
     let found = Path::new(NODE).exists();
     if !found {
-        assert!(!in_ci(), "{NODE} is missing: required under CI=true");
-        eprintln!("SKIPPED: no {NODE}");
+        skip(&format!("no {NODE}"));
     }
     found
 }
 
 fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workloads/node/chain.js").canonicalize().unwrap()
+    workload("node/chain.js")
 }
 
 /// The line of the chain script marked `// line:<name>`.
@@ -46,42 +43,21 @@ fn marked_line(name: &str) -> u32 {
 }
 
 fn marked_line_in(script: &Path, name: &str) -> u32 {
-    let text = std::fs::read_to_string(script).unwrap();
-    let marker = format!("// line:{name}");
-    let at = text.lines().position(|l| l.trim_end().ends_with(&marker)).unwrap_or_else(|| panic!("no {marker}"));
-    at as u32 + 1
+    common::marked_line(script, "//", name)
 }
 
-/// A running workload, killed on drop.
-struct Node(Child);
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let pid = self.0.id() as i32;
-        // SAFETY: plain syscalls on our own child.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::kill(pid, libc::SIGCONT);
-        }
-        let _ = self.0.wait();
-    }
-}
-
-fn start(flags: &[&str], hot: bool) -> Node {
+fn start(flags: &[&str], hot: bool) -> Workload {
     start_script(&script(), flags, hot)
 }
 
-fn start_script(script: &Path, flags: &[&str], hot: bool) -> Node {
+fn start_script(script: &Path, flags: &[&str], hot: bool) -> Workload {
     let mut cmd = Command::new(NODE);
     cmd.args(flags).arg(script);
     if hot {
         cmd.arg("hot");
     }
-    let mut child = Node(cmd.stdout(Stdio::piped()).spawn().unwrap());
-    let mut out = BufReader::new(child.0.stdout.take().unwrap());
-    let mut line = String::new();
-    assert!(out.read_line(&mut line).unwrap() > 0, "the workload exited");
-    assert_eq!(line.trim(), "ready");
+    let mut child = Workload::spawn(&mut cmd);
+    assert_eq!(child.line().trim(), "ready");
     child
 }
 
@@ -109,22 +85,38 @@ fn stop_blocked(pid: u32) -> u64 {
         assert!(Instant::now() < deadline, "never blocked in futex: {syscall}");
         std::thread::sleep(Duration::from_millis(10));
     }
-    // SAFETY: a signal to our own child.
-    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        if stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('T')) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "node did not stop");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    // "nr args... sp pc", or "-1 sp pc" outside a syscall.
-    let syscall = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap();
+    stop(pid);
+    stack_pointer(&std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap())
+}
+
+/// The stack pointer in a `/proc/<pid>/task/<tid>/syscall` line: "nr
+/// args... sp pc", or "-1 sp pc" outside a syscall.
+fn stack_pointer(syscall: &str) -> u64 {
     let words: Vec<&str> = syscall.split_whitespace().collect();
     assert!(words.len() >= 3, "{syscall}");
     u64::from_str_radix(words[words.len() - 2].trim_start_matches("0x"), 16).unwrap()
+}
+
+/// The main thread of a workload, once blocked in futex and stopped,
+/// walked from its innermost exit frame.
+struct MainWalk {
+    layout: Arc<V8Layout>,
+    memory: PidMemory,
+    names: V8Symbolizer,
+    exit: u64,
+    frames: Vec<V8Frame>,
+    end: WalkEnd,
+}
+
+fn walk_main(node: &Workload) -> MainWalk {
+    let pid = node.pid();
+    let sp = stop_blocked(pid);
+    let layout = layout();
+    let memory = PidMemory(pid);
+    let exit = find_exit_frame(&memory, &layout, sp).expect("no exit frame above sp");
+    let mut names = V8Symbolizer::new(layout.clone());
+    let (frames, end) = walk_frames(&memory, &mut names, exit, 0);
+    MainWalk { layout, memory, names, exit, frames, end }
 }
 
 fn layout() -> Arc<V8Layout> {
@@ -172,14 +164,8 @@ fn js_frames(frames: &[V8Frame]) -> Vec<(String, Tier, Option<u32>)> {
 }
 
 /// Walks the main thread of a stopped workload and checks the chain.
-fn check_chain(node: &Node, expect_tier: Option<Tier>) -> Vec<V8Frame> {
-    let pid = node.0.id();
-    let sp = stop_blocked(pid);
-    let layout = layout();
-    let memory = PidMemory(pid);
-    let exit = find_exit_frame(&memory, &layout, sp).expect("no exit frame above sp");
-    let mut names = V8Symbolizer::new(layout.clone());
-    let (frames, end) = walk_frames(&memory, &mut names, exit, 0);
+fn check_chain(node: &Workload, expect_tier: Option<Tier>) -> Vec<V8Frame> {
+    let MainWalk { layout, memory, mut names, exit, frames, end } = walk_main(node);
     eprintln!("{frames:#?}\n{end:?}");
     assert_eq!(end, WalkEnd::Entry, "the walk must reach the entry frame");
     // Walked again: the same frames, every function from the cache.
@@ -352,13 +338,7 @@ fn comparator_under_the_sort_builtin() {
     }
     let sort_js = script().with_file_name("sort.js");
     let node = start_script(&sort_js, &["--jitless"], false);
-    let pid = node.0.id();
-    let sp = stop_blocked(pid);
-    let layout = layout();
-    let memory = PidMemory(pid);
-    let exit = find_exit_frame(&memory, &layout, sp).expect("no exit frame above sp");
-    let mut names = V8Symbolizer::new(layout.clone());
-    let (frames, end) = walk_frames(&memory, &mut names, exit, 0);
+    let MainWalk { layout, frames, end, .. } = walk_main(&node);
     assert_eq!(end, WalkEnd::Entry);
     let file = sort_js.canonicalize().unwrap();
     let file = Some(file.to_str().unwrap());
@@ -400,7 +380,7 @@ fn worker_thread_chain() {
     }
     let worker_js = script().with_file_name("worker.js");
     let node = start_script(&worker_js, &["--jitless"], false);
-    let pid = node.0.id();
+    let pid = node.pid();
     // The main thread blocks last: once it does, both wait.
     stop_blocked(pid);
     let layout = layout();
@@ -410,11 +390,10 @@ fn worker_thread_chain() {
     let mut chains = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let syscall = std::fs::read_to_string(task.unwrap().path().join("syscall")).unwrap_or_default();
-        let words: Vec<&str> = syscall.split_whitespace().collect();
-        if words.first() != Some(&"202") {
+        if syscall.split_whitespace().next() != Some("202") {
             continue;
         }
-        let sp = u64::from_str_radix(words[words.len() - 2].trim_start_matches("0x"), 16).unwrap();
+        let sp = stack_pointer(&syscall);
         // Threads of the platform and libuv block in futex too, with no
         // JavaScript above them.
         let Some(exit) = find_exit_frame(&memory, &layout, sp) else { continue };
@@ -471,7 +450,7 @@ fn spinning_chain_from_registers() {
     }
     let spin_js = script().with_file_name("spin.js");
     let node = start_script(&spin_js, &[], false);
-    let pid = node.0.id();
+    let pid = node.pid();
     let layout = layout();
     let memory = PidMemory(pid);
     let mut names = V8Symbolizer::new(layout.clone());

@@ -81,34 +81,9 @@ pub(crate) fn u16_at(buf: &[u8], off: usize) -> Option<u16> {
 
 #[cfg(test)]
 pub(crate) mod fake {
-    //! A process memory made of a few byte ranges, for tests.
-    use crate::memory::ProcessMemory;
-
-    /// Regions `(start, bytes)`; a read must fall inside one.
-    #[derive(Default)]
-    pub(crate) struct FakeMemory {
-        pub(crate) regions: Vec<(u64, Vec<u8>)>,
-    }
-
-    impl FakeMemory {
-        pub(crate) fn add(&mut self, start: u64, bytes: Vec<u8>) {
-            self.regions.push((start, bytes));
-        }
-    }
-
-    impl ProcessMemory for FakeMemory {
-        fn read(&self, address: u64, buf: &mut [u8]) -> bool {
-            for (start, bytes) in &self.regions {
-                let Some(off) = address.checked_sub(*start) else { continue };
-                let Ok(off) = usize::try_from(off) else { continue };
-                if let Some(src) = off.checked_add(buf.len()).and_then(|end| bytes.get(off..end)) {
-                    buf.copy_from_slice(src);
-                    return true;
-                }
-            }
-            false
-        }
-    }
+    //! The crate's fake process memory, under the name the HotSpot unit
+    //! tests import.
+    pub(crate) use crate::memory::fake::FakeMemory;
 }
 
 #[cfg(test)]

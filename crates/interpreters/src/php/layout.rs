@@ -30,16 +30,8 @@ impl PhpVersion {
     /// Parses the start of a version string ("8.2.36", "7.4.33-1+deb");
     /// anything after the third number is ignored.
     pub fn parse(text: &str) -> Option<PhpVersion> {
-        let mut parts = text.split('.');
-        let mut number = || -> Option<u8> {
-            let part = parts.next()?;
-            let digits: String = part.chars().take_while(|c| c.is_ascii_digit()).collect();
-            if digits.is_empty() || digits.len() > 3 {
-                return None;
-            }
-            digits.parse().ok()
-        };
-        Some(PhpVersion::new(number()?, number()?, number()?))
+        let (major, minor, release) = crate::version::leading_triple(text)?;
+        Some(PhpVersion::new(major, minor, release))
     }
 
     fn at_least(self, major: u8, minor: u8) -> bool {

@@ -30,16 +30,8 @@ impl RubyVersion {
     /// Parses the start of `ruby_version` ("3.1.7"); anything after the
     /// third number is ignored.
     pub fn parse(text: &str) -> Option<RubyVersion> {
-        let mut parts = text.split('.');
-        let mut number = || -> Option<u8> {
-            let part = parts.next()?;
-            let digits: String = part.chars().take_while(|c| c.is_ascii_digit()).collect();
-            if digits.is_empty() || digits.len() > 3 {
-                return None;
-            }
-            digits.parse().ok()
-        };
-        Some(RubyVersion::new(number()?, number()?, number()?))
+        let (major, minor, teeny) = crate::version::leading_triple(text)?;
+        Some(RubyVersion::new(major, minor, teeny))
     }
 
     fn at_least(self, major: u8, minor: u8) -> bool {

@@ -92,7 +92,7 @@ pub(crate) fn succ_rank(memory: &dyn ProcessMemory, table: u64, x: u64) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ruby::objects::fake::FakeMemory;
+    use crate::memory::fake::FakeMemory;
     use crate::ruby::RubyVersion;
 
     /// Builds Ruby's succinct table for the set `starts` of positions

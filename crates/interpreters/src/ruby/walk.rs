@@ -329,7 +329,7 @@ pub fn find_global_symbols(memory: &dyn ProcessMemory, l: &RubyLayout, start: u6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ruby::objects::fake::FakeMemory;
+    use crate::memory::fake::FakeMemory;
     use crate::ruby::RubyVersion;
 
     const EC: u64 = 0x1000;

@@ -189,26 +189,8 @@ pub fn untag(tagged: u64) -> Option<u64> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::memory::fake::FakeMemory;
     use crate::v8::layout::tests::test_layout;
-    use std::collections::BTreeMap;
-
-    /// Sparse memory: regions by start address.
-    #[derive(Default)]
-    pub(crate) struct FakeMemory(pub BTreeMap<u64, Vec<u8>>);
-
-    impl ProcessMemory for FakeMemory {
-        fn read(&self, address: u64, buf: &mut [u8]) -> bool {
-            let Some((start, bytes)) = self.0.range(..=address).next_back() else { return false };
-            let off = (address - start) as usize;
-            match bytes.get(off..off + buf.len()) {
-                Some(src) => {
-                    buf.copy_from_slice(src);
-                    true
-                }
-                None => false,
-            }
-        }
-    }
 
     /// Node 20's string-related values.
     pub(crate) fn layout() -> V8Layout {
@@ -261,7 +243,7 @@ pub(crate) mod tests {
         pub fn object(&mut self, bytes: Vec<u8>) -> u64 {
             let at = self.next;
             self.next += (bytes.len() as u64 + 0xff) & !0xff;
-            self.mem.0.insert(at, bytes);
+            self.mem.add(at, bytes);
             at + 1
         }
 

@@ -239,7 +239,8 @@ fn js_frames(heap: &Heap<'_>, names: &mut V8Symbolizer, fp: u64, pc: u64, functi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::v8::heap::tests::{layout, FakeMemory};
+    use crate::memory::fake::FakeMemory;
+    use crate::v8::heap::tests::layout;
 
     /// A stack at 0x7000_0000 of 16-byte frames: `[fp]` caller, `[fp+8]`
     /// return address, `[fp-8]` the marker given per frame.
@@ -257,7 +258,7 @@ mod tests {
             bytes[fp - 8..fp].copy_from_slice(&m.to_le_bytes());
         }
         let mut mem = FakeMemory::default();
-        mem.0.insert(base, bytes);
+        mem.add(base, bytes);
         mem
     }
 
