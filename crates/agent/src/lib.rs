@@ -391,6 +391,7 @@ impl Agent {
             symbolizer_file_evictions: symbolizer.file_evictions,
             symbolizer_load_ms_max: symbolizer.load_ms_max,
             symbolizer_loads: symbolizer.loads_done,
+            symbolizer_reloads: symbolizer.reloads,
             symbolizer_load_ms_total: symbolizer.load_ms_total,
             symbolizer_address_hits: symbolizer.address_hits,
             symbolizer_address_misses: symbolizer.address_misses,

@@ -41,6 +41,9 @@ pub struct Stats {
     /// Symbol loads done (a file loaded again after an eviction counts
     /// again).
     pub symbolizer_loads: u64,
+    /// Loads of files evicted lately: the symbolizer's budget is short
+    /// of what is in use.
+    pub symbolizer_reloads: u64,
     /// Time spent in symbol loads, ms.
     pub symbolizer_load_ms_total: u64,
     /// Native frame lookups answered from the address cache / not.

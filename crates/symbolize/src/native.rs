@@ -3,7 +3,7 @@
 //! a file still loading says so ([`Symbolized::Pending`]) instead of
 //! waiting.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -116,6 +116,9 @@ pub struct NativeStats {
     pub queue_drops: u64,
     /// Loaded files dropped to stay within the bounds.
     pub file_evictions: u64,
+    /// Loads of a file evicted lately (of the last 256 evicted): the
+    /// budget is short of what is in use.
+    pub reloads: u64,
     /// Files whose DWARF was not loaded because it would take more than
     /// [`DebugConfig::max_dwarf_bytes`] (named from symbols instead).
     pub dwarf_too_large: u64,
@@ -159,6 +162,16 @@ struct Slot {
     last_used: u64,
     cost: u64,
 }
+
+impl Slot {
+    fn new(state: State, tick: u64, cost: u64) -> Slot {
+        Slot { state, last_used: tick, cost }
+    }
+}
+
+/// Files evicted lately, remembered to count the ones loaded again
+/// ([`NativeStats::reloads`]).
+const RECENTLY_EVICTED: usize = 256;
 
 struct LoadRequest {
     file_id: TableKey,
@@ -267,6 +280,8 @@ pub struct NativeSymbolizer {
     stats: NativeStats,
     /// When lookups' file pages were last given back.
     released_at: Instant,
+    /// Ids of the files evicted last, oldest first.
+    recently_evicted: VecDeque<TableKey>,
 }
 
 impl std::fmt::Debug for NativeSymbolizer {
@@ -311,6 +326,7 @@ impl NativeSymbolizer {
             gates,
             stats: NativeStats::default(),
             released_at: Instant::now(),
+            recently_evicted: VecDeque::new(),
         })
     }
 
@@ -448,7 +464,10 @@ impl NativeSymbolizer {
                 self.stats.loads_requested += 1;
                 self.stats.pending += 1;
                 self.loading += 1;
-                self.files.insert(file_id, Slot { state: State::Loading, last_used: self.tick, cost: 0 });
+                if self.recently_evicted.contains(&file_id) {
+                    self.stats.reloads += 1;
+                }
+                self.files.insert(file_id, Slot::new(State::Loading, self.tick, 0));
                 self.evict(Some(file_id));
                 Symbolized::Pending
             }
@@ -558,6 +577,10 @@ impl NativeSymbolizer {
                 let Some(slot) = self.files.remove(&victim) else {
                     break;
                 };
+                if self.recently_evicted.len() >= RECENTLY_EVICTED {
+                    self.recently_evicted.pop_front();
+                }
+                self.recently_evicted.push_back(victim);
                 slot
             };
             match slot.state {
@@ -605,7 +628,7 @@ impl NativeSymbolizer {
         self.stats.file_bytes += cost;
         self.files.insert(
             file_id,
-            Slot { state: State::Loaded { file: Box::new(file), complete: true }, last_used: self.tick, cost },
+            Slot::new(State::Loaded { file: Box::new(file), complete: true }, self.tick, cost),
         );
         self.evict(Some(file_id));
     }
