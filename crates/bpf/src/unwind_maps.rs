@@ -192,7 +192,142 @@ pub struct UnwindMaps {
     rules_capacity: u32,
     rules_loaded: HashSet<u16>,
     files: HashMap<u64, LoadedFile>,
-    processes: HashMap<u32, Vec<PidMappingKey>>,
+    /// Each pid's prefixes, with the value each holds.
+    processes: HashMap<u32, HashMap<PidMappingKey, MappingBytes>>,
+    /// Whether the kernel has batch operations for `pid_mappings` (LPM
+    /// tries have none on some kernels) and `delta_pages` (hash maps:
+    /// 5.6 on); `None` until tried.
+    batch_pid_mappings: Option<bool>,
+    batch_delta_pages: Option<bool>,
+}
+
+type MappingBytes = [u8; std::mem::size_of::<PidMappingValue>()];
+
+/// `ENOTSUPP` (include/linux/errno.h): the map type has no batch
+/// operations.
+const ENOTSUPP: i32 = 524;
+
+/// Entries per batch update of `pid_mappings` and `delta_pages`.
+const SMALL_BATCH: usize = 1024;
+
+/// Writes `count` entries (`keys` and `values` concatenated) into `map`:
+/// a syscall per batch of [`SMALL_BATCH`] where the kernel has batch
+/// operations for the map (`supported`, learnt on first use), else one a
+/// key. One syscall instead of hundreds per process or file loaded.
+fn update_all(
+    map: &MapHandle,
+    supported: &mut Option<bool>,
+    keys: &[u8],
+    values: &[u8],
+    count: usize,
+) -> Result<(), libbpf_rs::Error> {
+    if count == 0 {
+        return Ok(());
+    }
+    let (ks, vs) = (keys.len() / count, values.len() / count);
+    if *supported != Some(false) {
+        for (kc, vc) in keys.chunks(ks * SMALL_BATCH).zip(values.chunks(vs * SMALL_BATCH)) {
+            match raw_batch(map, BatchOp::Update, kc, Some(vc), kc.len() / ks) {
+                Ok(()) => *supported = Some(true),
+                Err(e) if *supported.get_or_insert(false) || !unsupported(e) => {
+                    return Err(libbpf_rs::Error::from_raw_os_error(e));
+                }
+                // The first batch: none, this map type has no batch
+                // operations on this kernel.
+                Err(_) => break,
+            }
+        }
+        if *supported == Some(true) {
+            return Ok(());
+        }
+    }
+    for (k, v) in keys.chunks(ks).zip(values.chunks(vs)) {
+        map.update(k, v, MapFlags::ANY)?;
+    }
+    Ok(())
+}
+
+/// Deletes `count` keys (concatenated) from `map`, a batch at a time
+/// where supported; keys already gone are not an error. Returns the first
+/// other error, after trying every key.
+fn delete_all(
+    map: &MapHandle,
+    supported: &mut Option<bool>,
+    keys: &[u8],
+    count: usize,
+) -> Result<(), libbpf_rs::Error> {
+    if count == 0 {
+        return Ok(());
+    }
+    let ks = keys.len() / count;
+    if *supported != Some(false) {
+        let mut all = true;
+        for kc in keys.chunks(ks * SMALL_BATCH) {
+            match raw_batch(map, BatchOp::Delete, kc, None, kc.len() / ks) {
+                Ok(()) => *supported = Some(true),
+                Err(e) => {
+                    if supported.is_none() && unsupported(e) {
+                        *supported = Some(false);
+                    }
+                    all = false;
+                    break;
+                }
+            }
+        }
+        if all {
+            return Ok(());
+        }
+    }
+    // One by one (a batch stops at the first missing key).
+    let mut first_error = None;
+    for k in keys.chunks(ks) {
+        if let Err(e) = map.delete(k) {
+            if e.kind() != libbpf_rs::ErrorKind::NotFound {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+fn unsupported(errno: i32) -> bool {
+    errno == ENOTSUPP || errno == libc::EINVAL || errno == libc::EOPNOTSUPP
+}
+
+#[derive(Clone, Copy)]
+enum BatchOp {
+    Update,
+    Delete,
+}
+
+/// One `BPF_MAP_{UPDATE,DELETE}_BATCH` of `count` entries; `Err(errno)`.
+fn raw_batch(map: &MapHandle, op: BatchOp, keys: &[u8], values: Option<&[u8]>, count: usize) -> Result<(), i32> {
+    let mut n = u32::try_from(count).map_err(|_| libc::E2BIG)?;
+    let opts = libbpf_sys::bpf_map_batch_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+        ..Default::default()
+    };
+    let fd = map.as_fd().as_raw_fd();
+    // SAFETY: `keys` (and `values`) hold `count` entries of the map's key
+    // (value) size, checked by the callers' chunking; the kernel reads
+    // them and writes only `n`.
+    let rc = unsafe {
+        match op {
+            BatchOp::Update => libbpf_sys::bpf_map_update_batch(
+                fd,
+                keys.as_ptr().cast(),
+                values.map_or(std::ptr::null(), |v| v.as_ptr().cast()),
+                &mut n,
+                &opts,
+            ),
+            BatchOp::Delete => libbpf_sys::bpf_map_delete_batch(fd, keys.as_ptr().cast(), &mut n, &opts),
+        }
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(-rc))
+    }
 }
 
 fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> BpfError {
@@ -216,6 +351,8 @@ impl UnwindMaps {
             rules_loaded: HashSet::new(),
             files: HashMap::new(),
             processes: HashMap::new(),
+            batch_pid_mappings: None,
+            batch_delta_pages: None,
         }
     }
 
@@ -278,18 +415,16 @@ impl UnwindMaps {
             .update(&file_id.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
             .map_err(map_err("file_deltas"))?;
         // The outer map holds the array now; our fd closes with `array`.
-        let mut loaded = LoadedFile { pages: Vec::with_capacity(deltas.pages.len()), entries: count };
-        for &(page, first, n) in &deltas.pages {
-            let result = self.delta_pages.update(&delta_page_key(file_id, page), &delta_page(first, n), MapFlags::ANY);
-            if let Err(source) = result {
-                // Leave nothing half loaded.
-                self.files.insert(file_id, loaded);
-                let _ = self.unload_file(file_id);
-                return Err(BpfError::Map { map: "delta_pages", source });
-            }
-            loaded.pages.push(page);
-        }
+        let loaded = LoadedFile { pages: deltas.pages.iter().map(|&(page, _, _)| page).collect(), entries: count };
+        let keys: Vec<u8> = deltas.pages.iter().flat_map(|&(page, _, _)| delta_page_key(file_id, page)).collect();
+        let values: Vec<u8> = deltas.pages.iter().flat_map(|&(_, first, n)| delta_page(first, n)).collect();
+        let result = update_all(&self.delta_pages, &mut self.batch_delta_pages, &keys, &values, deltas.pages.len());
         self.files.insert(file_id, loaded);
+        if let Err(source) = result {
+            // Leave nothing half loaded.
+            let _ = self.unload_file(file_id);
+            return Err(BpfError::Map { map: "delta_pages", source });
+        }
         Ok(())
     }
 
@@ -297,10 +432,9 @@ impl UnwindMaps {
     pub fn unload_file(&mut self, file_id: u64) -> Result<(), BpfError> {
         let Some(loaded) = self.files.remove(&file_id) else { return Ok(()) };
         let mut first_error = None;
-        for page in loaded.pages {
-            if let Err(source) = self.delta_pages.delete(&delta_page_key(file_id, page)) {
-                first_error.get_or_insert(BpfError::Map { map: "delta_pages", source });
-            }
+        let keys: Vec<u8> = loaded.pages.iter().flat_map(|&page| delta_page_key(file_id, page)).collect();
+        if let Err(source) = delete_all(&self.delta_pages, &mut self.batch_delta_pages, &keys, loaded.pages.len()) {
+            first_error.get_or_insert(BpfError::Map { map: "delta_pages", source });
         }
         if let Err(source) = self.file_deltas.delete(&file_id.to_ne_bytes()) {
             first_error.get_or_insert(BpfError::Map { map: "file_deltas", source });
@@ -309,14 +443,13 @@ impl UnwindMaps {
     }
 
     /// Sets the executable mappings of `pid` (replacing what was there):
-    /// new prefixes go in before stale ones go out, so the unwinder never
-    /// sees a gap. Also inserts the pid's marker.
+    /// new and changed prefixes go in before stale ones go out, so the
+    /// unwinder never sees a gap; prefixes that hold the same value
+    /// already are not written again. Also inserts the pid's marker.
     pub fn set_process(&mut self, pid: u32, ranges: &[MappingRange]) -> Result<(), BpfError> {
-        let mut entries: Vec<(PidMappingKey, PidMappingValue)> = Vec::new();
-        entries.push((
-            PidMappingKey::new(pid, 0, 32),
-            PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_PROCESS, flags: 0 },
-        ));
+        let mut entries: HashMap<PidMappingKey, MappingBytes> = HashMap::new();
+        let marker = PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_PROCESS, flags: 0 };
+        entries.insert(PidMappingKey::new(pid, 0, 32), marker.to_bytes());
         for range in ranges {
             let value = match range.target {
                 MappingTarget::Native { file_id, bias } => {
@@ -333,43 +466,53 @@ impl UnwindMaps {
                 },
             };
             for (address, bits) in aligned_blocks(range.start, range.end) {
-                let key = PidMappingKey::new(pid, address, PID_MAPPING_KEY_BITS - bits);
-                entries.push((key, value));
+                entries.insert(PidMappingKey::new(pid, address, PID_MAPPING_KEY_BITS - bits), value.to_bytes());
             }
         }
-        let mut keys = Vec::with_capacity(entries.len());
-        for (key, value) in &entries {
-            if let Err(source) = self.pid_mappings.update(&key.to_bytes(), &value.to_bytes(), MapFlags::ANY) {
-                // Remove what this call added that was not there before.
-                let old: HashSet<PidMappingKey> =
-                    self.processes.get(&pid).map(|k| k.iter().copied().collect()).unwrap_or_default();
-                for k in keys.iter().filter(|k| !old.contains(k)) {
-                    let _ = self.pid_mappings.delete(&PidMappingKey::to_bytes(*k));
-                }
-                return Err(BpfError::Map { map: "pid_mappings", source });
+        let old = self.processes.remove(&pid).unwrap_or_default();
+        // The marker first: a pid is known to the unwinder by it.
+        let mut changed: Vec<(&PidMappingKey, &MappingBytes)> =
+            entries.iter().filter(|(k, v)| old.get(*k) != Some(*v)).collect();
+        changed.sort_by_key(|(k, _)| (k.address_be != 0 || k.prefixlen != 32, k.prefixlen));
+        let keys: Vec<u8> = changed.iter().flat_map(|(k, _)| k.to_bytes()).collect();
+        let values: Vec<u8> = changed.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+        if let Err(source) = update_all(&self.pid_mappings, &mut self.batch_pid_mappings, &keys, &values, changed.len())
+        {
+            // Remove what this call may have added that was not there
+            // before; what was there may hold new values: keep the union
+            // in the bookkeeping so that everything is deleted one day.
+            let added: Vec<u8> =
+                changed.iter().filter(|(k, _)| !old.contains_key(*k)).flat_map(|(k, _)| k.to_bytes()).collect();
+            let n = added.len() / std::mem::size_of::<PidMappingKey>();
+            let _ = delete_all(&self.pid_mappings, &mut self.batch_pid_mappings, &added, n);
+            if !old.is_empty() {
+                self.processes.insert(pid, old);
             }
-            keys.push(*key);
+            return Err(BpfError::Map { map: "pid_mappings", source });
         }
-        let new: HashSet<PidMappingKey> = keys.iter().copied().collect();
-        if let Some(old) = self.processes.insert(pid, keys) {
-            for key in old.into_iter().filter(|k| !new.contains(k)) {
-                let _ = self.pid_mappings.delete(&key.to_bytes());
-            }
-        }
+        let stale: Vec<u8> = old.keys().filter(|k| !entries.contains_key(*k)).flat_map(|k| k.to_bytes()).collect();
+        let n = stale.len() / std::mem::size_of::<PidMappingKey>();
+        let _ = delete_all(&self.pid_mappings, &mut self.batch_pid_mappings, &stale, n);
+        self.processes.insert(pid, entries);
         Ok(())
     }
 
     /// Removes every prefix of `pid`.
     pub fn remove_process(&mut self, pid: u32) -> Result<(), BpfError> {
-        let Some(keys) = self.processes.remove(&pid) else { return Ok(()) };
-        let mut first_error = None;
+        let Some(entries) = self.processes.remove(&pid) else { return Ok(()) };
         // Marker last: while any prefix is there the pid stays "known".
-        for key in keys.iter().rev() {
-            if let Err(source) = self.pid_mappings.delete(&key.to_bytes()) {
-                first_error.get_or_insert(BpfError::Map { map: "pid_mappings", source });
+        let marker = PidMappingKey::new(pid, 0, 32);
+        let keys: Vec<u8> = entries.keys().filter(|k| **k != marker).flat_map(|k| k.to_bytes()).collect();
+        let n = keys.len() / std::mem::size_of::<PidMappingKey>();
+        let mut result = delete_all(&self.pid_mappings, &mut self.batch_pid_mappings, &keys, n);
+        if entries.contains_key(&marker) {
+            if let Err(e) = self.pid_mappings.delete(&marker.to_bytes()) {
+                if e.kind() != libbpf_rs::ErrorKind::NotFound {
+                    result = result.and(Err(e));
+                }
             }
         }
-        first_error.map_or(Ok(()), Err)
+        result.map_err(|source| BpfError::Map { map: "pid_mappings", source })
     }
 
     /// What the maps hold, from the bookkeeping.

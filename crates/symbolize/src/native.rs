@@ -626,10 +626,7 @@ impl NativeSymbolizer {
         let cost = file.cost();
         self.stats.files_loaded += 1;
         self.stats.file_bytes += cost;
-        self.files.insert(
-            file_id,
-            Slot::new(State::Loaded { file: Box::new(file), complete: true }, self.tick, cost),
-        );
+        self.files.insert(file_id, Slot::new(State::Loaded { file: Box::new(file), complete: true }, self.tick, cost));
         self.evict(Some(file_id));
     }
 

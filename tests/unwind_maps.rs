@@ -1,0 +1,79 @@
+//! The unwinder's maps in the real kernel: what `UnwindMaps` writes, a
+//! batch at a time where the kernel can, is exactly what its bookkeeping
+//! says, through re-sets that change some prefixes and keep others,
+//! file loads and unloads, and removals.
+
+use profiler_bpf::{aligned_blocks, EncodedDeltas, MappingRange, MappingTarget, Sampler, SamplerOptions};
+use profiler_elf::RuleId;
+use profiler_tests::{in_ci, serial};
+
+fn prefixes(ranges: &[MappingRange]) -> usize {
+    1 + ranges.iter().map(|r| aligned_blocks(r.start, r.end).len()).sum::<usize>()
+}
+
+#[test]
+fn maps_hold_exactly_what_the_bookkeeping_says() {
+    let _serial = serial();
+    let sampler = match Sampler::load(&SamplerOptions::default()) {
+        Ok(s) => s,
+        Err(e) if !in_ci() => {
+            eprintln!("SKIPPED: BPF is not available here ({e}); under CI=true this fails");
+            return;
+        }
+        Err(e) => panic!("loading the programs: {e}"),
+    };
+    let mut maps = sampler.unwind_maps().expect("the unwinder's maps");
+    assert_eq!(maps.count_map_entries(), (0, 0, 0), "fresh maps are empty");
+
+    // A file of 1,100 pages of 64 KiB (more than one batch), two deltas
+    // a page (rules 0 and 1 are built in).
+    let deltas: Vec<(u64, RuleId)> = (0..2200u64).map(|i| (i * 0x8000, RuleId((i % 2) as u16))).collect();
+    let encoded = EncodedDeltas::encode(&deltas);
+    maps.load_file(7, &encoded).expect("load a file");
+    let pages = maps.stats().pages as usize;
+    assert_eq!(pages, 1100, "{:?}", maps.stats());
+    assert_eq!(maps.count_map_entries(), (0, pages, 1));
+
+    // Two processes, one of 2,000 prefixes (more than one batch).
+    let native = MappingTarget::Native { file_id: 7, bias: 0x5555_0000_0000 };
+    let first = vec![
+        MappingRange { start: 0x5555_0000_1000, end: 0x5555_0003_f000, target: native },
+        MappingRange { start: 0x7f00_0000_0000, end: 0x7f00_0001_0000, target: MappingTarget::NoUnwindInfo },
+    ];
+    let many: Vec<MappingRange> = (0..1000u64)
+        .map(|i| MappingRange {
+            start: 0x6000_0000_0000 + i * 0x10000 + 0x1000,
+            end: 0x6000_0000_0000 + i * 0x10000 + 0x3000,
+            target: MappingTarget::NoUnwindInfo,
+        })
+        .collect();
+    maps.set_process(1001, &first).expect("set 1001");
+    maps.set_process(1002, &many).expect("set 1002");
+    let (a, b) = (prefixes(&first), prefixes(&many));
+    assert!(b > 1024, "1002 needs more than one batch: {b}");
+    assert_eq!(maps.count_map_entries(), (a + b, pages, 1));
+    assert_eq!(maps.stats().prefixes as usize, a + b);
+
+    // Re-set 1001: the first range keeps its prefixes with a new value
+    // (the file finished), the second moves, a third appears.
+    let second = vec![
+        MappingRange { start: 0x5555_0000_1000, end: 0x5555_0003_f000, target: MappingTarget::NoUnwindInfo },
+        MappingRange { start: 0x7f00_0010_0000, end: 0x7f00_0013_0000, target: native },
+        MappingRange { start: 0x7f00_0020_0000, end: 0x7f00_0020_1000, target: native },
+    ];
+    maps.set_process(1001, &second).expect("re-set 1001");
+    let a2 = prefixes(&second);
+    assert_eq!(maps.count_map_entries(), (a2 + b, pages, 1), "stale prefixes of 1001 are gone");
+    // Setting the same ranges again changes nothing.
+    maps.set_process(1001, &second).expect("same again");
+    assert_eq!(maps.count_map_entries(), (a2 + b, pages, 1));
+
+    maps.remove_process(1002).expect("remove 1002");
+    assert_eq!(maps.count_map_entries(), (a2, pages, 1));
+    maps.unload_file(7).expect("unload the file");
+    assert_eq!(maps.count_map_entries(), (a2, 0, 0));
+    maps.remove_process(1001).expect("remove 1001");
+    maps.remove_process(1001).expect("removing twice is a no-op");
+    assert_eq!(maps.count_map_entries(), (0, 0, 0), "everything inserted was deleted");
+    assert_eq!(maps.stats().prefixes, 0);
+}
