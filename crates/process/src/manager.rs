@@ -26,12 +26,12 @@ use crate::latency::{LatencyHistogram, LatencySummary};
 use crate::lru::UnusedFiles;
 use crate::maps::{parse_executable, MapsEntry};
 use crate::pool::{AnalysisPool, Done, InternedDeltas, Job, Table, Waker};
-use crate::procfs::{read_info, read_memory, read_start_time};
+use crate::procfs::{read_info, read_memory, read_proc_file, read_proc_text, read_start_time};
 use crate::queue::{LoadKind, PendingWork};
 use crate::registry::{ProcessRegistry, ProcessSnapshot, SnapshotMapping};
 use profiler_elf::source::{
-    open_in_root, open_regular, path_in_root, table_key_of_bytes, table_key_of_file, FileIdentity, OpenError,
-    OpenedFile, Purpose, Refusals,
+    open_in_root, open_regular, path_in_root, stat_regular, table_key_of_bytes, table_key_of_file, FileIdentity,
+    OpenError, OpenedFile, Purpose, Refusals,
 };
 use profiler_elf::{file_id_of_bytes, file_id_of_file, ElfFile, RuleId, RuleInterner, UnwindRule};
 use profiler_trace::{FileId, Pid, ProcessInfo, TableKey};
@@ -266,6 +266,11 @@ struct AnalysedMappings {
 
 /// Identity of a file on disk, to skip hashing it again.
 type DiskKey = FileIdentity;
+
+/// Most of `/proc/PID/maps` read (a process at the default
+/// `vm.max_map_count` has about 6 MB of it); the mappings beyond are not
+/// loaded.
+const MAX_MAPS_BYTES: usize = 32 << 20;
 
 /// When a program is loaded after its exec.
 const EXEC_LOAD_DELAY: Duration = Duration::from_millis(5);
@@ -682,11 +687,12 @@ impl<L: UnwindLoader> ProcessManager<L> {
     fn read_maps(&mut self, pid: Pid) -> Option<(Vec<MapsEntry>, u64)> {
         self.stats.maps_reads += 1;
         let maps_path = self.proc_root.join(pid.0.to_string()).join("maps");
-        let Ok(text) = std::fs::read_to_string(&maps_path) else {
+        let Ok(bytes) = read_proc_file(&maps_path, MAX_MAPS_BYTES) else {
             self.stats.maps_read_failures += 1;
             return None;
         };
-        let entries = parse_executable(&text);
+        // Paths need not be UTF-8; the other fields are ASCII.
+        let entries = parse_executable(&String::from_utf8_lossy(&bytes));
         if entries.is_empty() {
             // No executable mapping: the process has exited (a zombie
             // until it is reaped, whose start time still reads) or is a
@@ -800,7 +806,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
     fn load(&mut self, pid: Pid, known_info: Option<Arc<ProcessInfo>>, snapshot: Vec<SnapshotMapping>) {
         self.push_mappings(pid);
         let info = known_info.unwrap_or_else(|| {
-            let comm = std::fs::read_to_string(self.proc_root.join(pid.0.to_string()).join("comm")).unwrap_or_default();
+            let comm = read_proc_text(&self.proc_root.join(pid.0.to_string()).join("comm"), 64).unwrap_or_default();
             Arc::new(read_info(&self.proc_root, pid, comm.trim_end(), &self.limits.include_env_vars))
         });
         self.registry.set(pid, ProcessSnapshot { info, mappings: snapshot });
@@ -900,6 +906,9 @@ impl<L: UnwindLoader> ProcessManager<L> {
             }
             return self.add_file(keys, "[vdso]", || ElfFile::from_bytes(bytes).ok());
         }
+        if let Some(file) = self.known_mapped_file(pid, entry) {
+            return Some(file);
+        }
         let opened = match self.open_mapped(pid, entry) {
             Ok(opened) => opened,
             Err(e) => {
@@ -937,6 +946,20 @@ impl<L: UnwindLoader> ProcessManager<L> {
             self.remember_failed(key);
         }
         file
+    }
+
+    /// The file a mapping maps when it was analysed already under the
+    /// identity (device, inode, size, times) its `map_files` entry has
+    /// now: found by one `stat`, without opening it. `None`: open it.
+    fn known_mapped_file(&self, pid: Pid, entry: &MapsEntry) -> Option<Arc<ExecutableFile>> {
+        if !self.limits.open_via_map_files {
+            return None;
+        }
+        let path =
+            self.proc_root.join(pid.0.to_string()).join("map_files").join(format!("{:x}-{:x}", entry.start, entry.end));
+        let identity = stat_regular(&path).ok()?;
+        let &(_, table_key) = self.disk_keys.get(&identity)?;
+        self.files.get(&table_key).map(|e| e.file.clone())
     }
 
     fn remember_failed(&mut self, key: DiskKey) {

@@ -8,6 +8,51 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
+/// Size of one read of a `/proc` file.
+const PROC_READ_CHUNK: usize = 64 * 1024;
+
+/// The first `max` bytes of a `/proc` file (the rest is left unread).
+/// The kernel generates these files at each read call, and a growing
+/// buffer (std's `read_to_end` starts with a 32-byte probe) costs 5 to
+/// 10 calls for one `stat` or `maps`: reads of 64 KiB take one, plus the
+/// one that sees the end.
+pub fn read_proc_file(path: &Path, max: usize) -> std::io::Result<Vec<u8>> {
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = Vec::new();
+    while buf.len() < max {
+        let len = buf.len();
+        let want = PROC_READ_CHUNK.min(max - len);
+        buf.resize(len + want, 0);
+        let n = loop {
+            match file.read(&mut buf[len..]) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                other => break other,
+            }
+        };
+        let n = match n {
+            Ok(n) => n,
+            Err(e) => {
+                buf.truncate(len);
+                return Err(e);
+            }
+        };
+        buf.truncate(len + n);
+        if n == 0 {
+            break;
+        }
+    }
+    Ok(buf)
+}
+
+/// A small `/proc` text file (`stat`, `comm`, `cgroup`), lossily
+/// decoded, at most `max` bytes.
+pub fn read_proc_text(path: &Path, max: usize) -> std::io::Result<String> {
+    read_proc_file(path, max).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// Longest `/proc/PID/cgroup` read.
+const MAX_CGROUP_BYTES: usize = 64 * 1024;
+
 /// The identity of process `pid` under `proc_root` (normally `/proc`);
 /// `comm` names it when its executable cannot be read. `env_names` are
 /// the environment variables to report (`ProcessInfo::env_vars`).
@@ -23,7 +68,7 @@ pub fn read_info(proc_root: &Path, pid: Pid, comm: &str, env_names: &[Arc<str>])
         Some(name) if !name.is_empty() => Arc::from(name),
         _ => Arc::from(comm),
     };
-    let container_id = std::fs::read_to_string(dir.join("cgroup"))
+    let container_id = read_proc_text(&dir.join("cgroup"), MAX_CGROUP_BYTES)
         .ok()
         .and_then(|text| container_id_from_cgroup(&text))
         .map(Arc::from);
@@ -68,16 +113,13 @@ pub(crate) fn named_env_vars(environ: &[u8], names: &[Arc<str>]) -> Vec<(Arc<str
 
 /// Most bytes of `/proc/PID/environ` read: the process controls its
 /// environment, and the variables we look for come early in practice.
-const MAX_ENVIRON_BYTES: u64 = 256 * 1024;
+const MAX_ENVIRON_BYTES: usize = 256 * 1024;
 /// Longest service name taken from a process's environment.
 const MAX_SERVICE_NAME_BYTES: usize = 256;
 
 /// The first [`MAX_ENVIRON_BYTES`] of the process's initial environment.
 fn read_environ(dir: &Path) -> Option<Vec<u8>> {
-    let file = std::fs::File::open(dir.join("environ")).ok()?;
-    let mut bytes = Vec::new();
-    file.take(MAX_ENVIRON_BYTES).read_to_end(&mut bytes).ok()?;
-    Some(bytes)
+    read_proc_file(&dir.join("environ"), MAX_ENVIRON_BYTES).ok()
 }
 
 /// The service a process says it is, as the OpenTelemetry SDKs read it:
@@ -156,7 +198,7 @@ pub(crate) fn container_id_from_cgroup(text: &str) -> Option<String> {
 
 /// Field 22 (starttime, clock ticks since boot) of `/proc/PID/stat`.
 pub fn read_start_time(proc_root: &Path, pid: Pid) -> Option<u64> {
-    let stat = std::fs::read_to_string(proc_root.join(pid.0.to_string()).join("stat")).ok()?;
+    let stat = read_proc_text(&proc_root.join(pid.0.to_string()).join("stat"), 4096).ok()?;
     parse_start_time(&stat)
 }
 
@@ -176,6 +218,22 @@ pub fn read_memory(proc_root: &Path, pid: Pid, start: u64, end: u64) -> std::io:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_files_are_read_whole_and_bounded() {
+        let maps = read_proc_file(Path::new("/proc/self/maps"), 32 << 20).unwrap();
+        let text = String::from_utf8(maps).unwrap();
+        assert!(text.ends_with('\n') && text.contains("[stack]"), "whole: {}", &text[text.len().saturating_sub(200)..]);
+        // More than one read of 64 KiB, and a bound that cuts.
+        let path = std::env::temp_dir().join(format!("ep-procfs-{}", std::process::id()));
+        let content: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &content).unwrap();
+        assert_eq!(read_proc_file(&path, 1 << 20).unwrap(), content);
+        assert_eq!(read_proc_file(&path, 70_000).unwrap(), content[..70_000]);
+        std::fs::remove_file(&path).unwrap();
+        let stat = read_proc_text(Path::new("/proc/self/stat"), 4096).unwrap();
+        assert_eq!(parse_start_time(&stat), read_start_time(Path::new("/proc"), Pid(std::process::id())));
+    }
 
     #[test]
     fn start_time_survives_odd_comms() {
