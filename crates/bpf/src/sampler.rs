@@ -222,8 +222,8 @@ impl Sampler {
             // Not verified, not loaded: the unwinders' second entries
             // would double the load time.
             open.progs.on_sched_switch.set_autoload(false);
-            open.progs.native_unwind_off_cpu.set_autoload(false);
-            open.progs.python_unwind_off_cpu.set_autoload(false);
+            open.progs.native_off_cpu.set_autoload(false);
+            open.progs.python_off_cpu.set_autoload(false);
             open.maps
                 .off_cpu_starts
                 .set_max_entries(1)
@@ -472,8 +472,7 @@ fn program_run_stats(program: &libbpf_rs::Program<'_>) -> (u64, u64) {
 fn fill_off_cpu_programs(skel: &ProfilerSkel<'static>) -> Result<(), BpfError> {
     use std::os::fd::{AsFd, AsRawFd};
     let progs = &skel.progs;
-    let entries =
-        [(c::UNWINDER_NATIVE, &progs.native_unwind_off_cpu), (c::UNWINDER_PYTHON, &progs.python_unwind_off_cpu)];
+    let entries = [(c::UNWINDER_NATIVE, &progs.native_off_cpu), (c::UNWINDER_PYTHON, &progs.python_off_cpu)];
     for (slot, program) in entries {
         let fd = program.as_fd().as_raw_fd();
         skel.maps
