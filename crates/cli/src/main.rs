@@ -218,7 +218,11 @@ fn export_drop_reasons(e: &ExporterStats) -> String {
 fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: usize, export: Option<&ExporterStats>) {
     let s = agent.stats();
     say!("ebpf-profiler: summary after {:.1}s of sampling", elapsed.as_secs_f64());
-    say!("  samples taken:     {}", s.samples + s.samples_lost);
+    if s.off_cpu_sampled > 0 {
+        say!("  samples taken:     {} (of which {} off-CPU stacks)", s.samples + s.samples_lost, s.off_cpu_sampled);
+    } else {
+        say!("  samples taken:     {}", s.samples + s.samples_lost);
+    }
     say!(
         "  samples lost:      {} (ring buffer full: {}, reporter behind: {})",
         s.samples_lost + s.samples_dropped,
