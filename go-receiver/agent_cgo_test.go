@@ -46,13 +46,35 @@ func TestNativeRunsOffCPUProfiling(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	require.NoError(t, a.stop())
+	// The last interval's batch carries off_cpu/nanoseconds profiles.
+	offCPUSamples := 0
 	for {
-		_, status, err := a.nextBatch(pullTimeout)
+		b, status, err := a.nextBatch(pullTimeout)
 		require.NoError(t, err)
 		if status == batchStopped {
 			break
 		}
+		if status != batchReady {
+			continue
+		}
+		pd, err := decodeProfiles(b)
+		require.NoError(t, err)
+		strs := pd.Dictionary().StringTable()
+		for i := 0; i < pd.ResourceProfiles().Len(); i++ {
+			sps := pd.ResourceProfiles().At(i).ScopeProfiles()
+			for j := 0; j < sps.Len(); j++ {
+				profiles := sps.At(j).Profiles()
+				for k := 0; k < profiles.Len(); k++ {
+					p := profiles.At(k)
+					if strs.At(int(p.SampleType().TypeStrindex())) == "off_cpu" {
+						assert.Equal(t, "nanoseconds", strs.At(int(p.SampleType().UnitStrindex())))
+						offCPUSamples += p.Samples().Len()
+					}
+				}
+			}
+		}
 	}
+	assert.Positive(t, offCPUSamples, "off-CPU samples in the batches")
 	warnings, err := a.warnings()
 	require.NoError(t, err)
 	for _, w := range warnings {
