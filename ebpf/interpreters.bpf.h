@@ -56,15 +56,17 @@ static __always_inline void count_hand_over(u32 slot)
 }
 
 /* Tail-calls the unwinder of the interpreter whose loop the native
- * unwinder reached (record->interp.unwinder); the caller has checked
- * the tail-call budget. Returns only if the call could not be made. */
-static __always_inline void interpreter_unwind(struct bpf_perf_event_data *ctx, struct sample_record *record)
+ * unwinder reached (record->interp.unwinder) in the program array of
+ * the sample's entry (progs: programs, or off_cpu_programs); the caller
+ * has checked the tail-call budget. Returns only if the call could not
+ * be made. */
+static __always_inline void interpreter_unwind(void *ctx, void *progs, struct sample_record *record)
 {
 	u32 slot = record->interp.unwinder;
 	if (slot == UNWINDER_NATIVE || slot >= UNWINDER_COUNT)
 		return;
 	count_hand_over(slot);
-	bpf_tail_call(ctx, &programs, slot);
+	bpf_tail_call(ctx, progs, slot);
 }
 
 /* A thread exits: every interpreter forgets what it cached of it. */

@@ -239,8 +239,11 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 	return STEP_CONTINUE;
 }
 
-SEC("perf_event")
-int native_unwind(struct bpf_perf_event_data *ctx)
+/* One run of the native unwinder. Its entries (native_unwind here, and
+ * native_off_cpu in off_cpu.bpf.h) differ only in their program
+ * type: a tail call stays within the program array of its entry's type
+ * (progs). */
+static __always_inline int native_unwind_run(void *ctx, void *progs)
 {
 	u32 zero = 0;
 	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
@@ -254,7 +257,7 @@ int native_unwind(struct bpf_perf_event_data *ctx)
 			 * sample. */
 			if (record->state.tail_calls < MAX_NATIVE_TAIL_CALLS) {
 				record->state.tail_calls++;
-				interpreter_unwind(ctx, record);
+				interpreter_unwind(ctx, progs, record);
 			}
 			/* It cannot: the loops are native frames. */
 			record->interp.mode = INTERP_MODE_UNAVAILABLE;
@@ -272,8 +275,14 @@ int native_unwind(struct bpf_perf_event_data *ctx)
 	if (record->state.tail_calls < MAX_NATIVE_TAIL_CALLS) {
 		record->state.tail_calls++;
 		count(COUNTER_NATIVE_TAIL_CALLS);
-		bpf_tail_call(ctx, &programs, UNWINDER_NATIVE);
+		bpf_tail_call(ctx, progs, UNWINDER_NATIVE);
 	}
 	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
 	return 0;
+}
+
+SEC("perf_event")
+int native_unwind(struct bpf_perf_event_data *ctx)
+{
+	return native_unwind_run(ctx, &programs);
 }

@@ -36,17 +36,10 @@ const volatile u64 thread_size = 16384;
 #include "native_unwinder.bpf.h"
 #include "python_unwinder.bpf.h"
 
-/* The user registers of the current task: from the perf context when the
- * tick interrupted user mode, else the ones saved at kernel entry.
+/* The user registers the current task saved on entering the kernel.
  * Returns an unwind_stop reason, or STEP_CONTINUE when state is set. */
-static __always_inline int user_registers(struct bpf_perf_event_data *ctx, struct unwind_state *state)
+static __always_inline int saved_user_registers(struct unwind_state *state)
 {
-	if ((ctx->regs.cs & 3) == 3) {
-		state->pc = ctx->regs.ip;
-		state->sp = ctx->regs.sp;
-		state->fp = ctx->regs.bp;
-		return STEP_CONTINUE;
-	}
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	if (!BPF_CORE_READ(task, mm))
 		return UNWIND_STOP_KERNEL_THREAD;
@@ -69,29 +62,26 @@ static __always_inline int user_registers(struct bpf_perf_event_data *ctx, struc
 	return STEP_CONTINUE;
 }
 
-SEC("perf_event")
-int on_cpu_sample(struct bpf_perf_event_data *ctx)
+/* The user registers of the current task: from the perf context when the
+ * tick interrupted user mode, else the ones saved at kernel entry.
+ * Returns an unwind_stop reason, or STEP_CONTINUE when state is set. */
+static __always_inline int user_registers(struct bpf_perf_event_data *ctx, struct unwind_state *state)
 {
-	count(COUNTER_SAMPLES_TRIGGERED);
-
-	u64 pid_tgid = bpf_get_current_pid_tgid();
-	u32 tgid = pid_tgid >> 32;
-	u32 tid = (u32)pid_tgid;
-	if (tgid == 0) {
-		count(COUNTER_SAMPLES_IDLE);
-		return 0;
+	if ((ctx->regs.cs & 3) == 3) {
+		state->pc = ctx->regs.ip;
+		state->sp = ctx->regs.sp;
+		state->fp = ctx->regs.bp;
+		return STEP_CONTINUE;
 	}
-	if (filter_pids && !bpf_map_lookup_elem(&selected_pids, &tgid)) {
-		count(COUNTER_SAMPLES_FILTERED);
-		return 0;
-	}
+	return saved_user_registers(state);
+}
 
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
-	if (!record)
-		return 0;
+/* Starts the sample of the current task in record: the header, the
+ * kernel stack (bpf_get_stack of ctx, the entry's context), a fresh
+ * unwind state. The caller sets the user registers. */
+static __always_inline void begin_sample(void *ctx, struct sample_record *record, u32 tgid, u32 tid)
+{
 	struct sample_event *event = &record->event;
-
 	event->pid = tgid;
 	event->tid = tid;
 	event->ktime_ns = bpf_ktime_get_ns();
@@ -122,15 +112,41 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	record->interp.mode = INTERP_MODE_NONE;
 	record->interp.next = INTERP_NEXT_HAND_OVER;
 	record->interp.in_loop = 0;
-	int result = user_registers(ctx, state);
+}
+
+SEC("perf_event")
+int on_cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	count(COUNTER_SAMPLES_TRIGGERED);
+
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	u32 tgid = pid_tgid >> 32;
+	u32 tid = (u32)pid_tgid;
+	if (tgid == 0) {
+		count(COUNTER_SAMPLES_IDLE);
+		return 0;
+	}
+	if (filter_pids && !bpf_map_lookup_elem(&selected_pids, &tgid)) {
+		count(COUNTER_SAMPLES_FILTERED);
+		return 0;
+	}
+
+	u32 zero = 0;
+	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	if (!record)
+		return 0;
+	begin_sample(ctx, record, tgid, tid);
+	int result = user_registers(ctx, &record->state);
 	if (result != STEP_CONTINUE) {
-		send_sample(event, result);
+		send_sample(&record->event, result);
 		return 0;
 	}
 	bpf_tail_call(ctx, &programs, UNWINDER_NATIVE);
-	send_sample(event, UNWIND_STOP_TAIL_CALLS);
+	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
 	return 0;
 }
+
+#include "off_cpu.bpf.h"
 
 /* The last thread of a process exits: tell the process manager, if the
  * unwinder knows the pid or was told about it. */

@@ -229,8 +229,7 @@ static __always_inline int python_step(struct sample_record *record)
 
 /* Runs the rest of a sample whose stack reached an interpreter loop:
  * Python frames in place of the loops, native frames around them. */
-SEC("perf_event")
-int python_unwind(struct bpf_perf_event_data *ctx)
+static __always_inline int python_unwind_run(void *ctx, void *progs)
 {
 	u32 zero = 0;
 	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
@@ -278,8 +277,14 @@ int python_unwind(struct bpf_perf_event_data *ctx)
 	if (record->state.tail_calls < MAX_NATIVE_TAIL_CALLS) {
 		record->state.tail_calls++;
 		count(COUNTER_PYTHON_TAIL_CALLS);
-		bpf_tail_call(ctx, &programs, UNWINDER_PYTHON);
+		bpf_tail_call(ctx, progs, UNWINDER_PYTHON);
 	}
 	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
 	return 0;
+}
+
+SEC("perf_event")
+int python_unwind(struct bpf_perf_event_data *ctx)
+{
+	return python_unwind_run(ctx, &programs);
 }

@@ -346,9 +346,18 @@ enum counter_id {
 	/* COUNTER_UNWIND_STOP_BASE + enum unwind_stop: how each user
 	 * stack ended */
 	COUNTER_UNWIND_STOP_BASE = 32,
+	/* Off-CPU profiling (off_cpu.bpf.h), at the top of the range:
+	 * scheduler switches seen */
+	COUNTER_OFF_CPU_SWITCHES = 56,
+	/* switch-outs of user threads sampled (their stack was sent) */
+	COUNTER_OFF_CPU_SAMPLED = 57,
+	/* struct off_cpu_end sent at the sampled thread's switch-in */
+	COUNTER_OFF_CPU_ENDS_SENT = 58,
+	/* struct off_cpu_end lost: the ring buffer was full */
+	COUNTER_OFF_CPU_ENDS_LOST = 59,
 	COUNTER_MAX = 64,
 };
-_Static_assert(COUNTER_UNWIND_STOP_BASE + UNWIND_STOP_COUNT <= COUNTER_MAX, "counters fit");
+_Static_assert(COUNTER_UNWIND_STOP_BASE + UNWIND_STOP_COUNT <= COUNTER_OFF_CPU_SWITCHES, "counters fit");
 
 /* How a CPython version chains its frames (struct python_file). */
 enum python_frame_model {
@@ -405,5 +414,23 @@ struct python_file {
 	__u32 code_adaptive;             /* PyCodeObject.co_code_adaptive (3.11+) */
 	__u32 reserved[2];
 };
+
+/* Off-CPU profiling (off_cpu.bpf.h). A sampled switch-out sends the
+ * thread's stack as a sample_event with SAMPLE_FLAG_OFF_CPU (ktime_ns:
+ * when it left the CPU); its switch-in sends a struct off_cpu_end
+ * through the same ring buffer, after it (the thread cannot run again
+ * before its switch-out's program returned). User space joins the two by
+ * (tid, switch_out_ns). */
+#define SAMPLE_FLAG_OFF_CPU 2
+
+struct off_cpu_end {
+	__u32 pid;            /* tgid */
+	__u32 tid;
+	__u64 switch_out_ns;  /* the ktime_ns of the switch-out's sample */
+	__u64 off_cpu_ns;     /* from the switch-out to the switch-in */
+};
+/* Records of the samples ring buffer are told apart by length: every
+ * sample_event is at least its header. */
+_Static_assert(sizeof(struct off_cpu_end) < SAMPLE_EVENT_HEADER_SIZE, "off_cpu_end is shorter than a sample");
 
 #endif

@@ -3,8 +3,10 @@
 package profilingreceiver
 
 import (
+	"encoding/json"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,6 +24,69 @@ func TestNativeStartWithBadJSON(t *testing.T) {
 func TestNativeStartWithUnknownField(t *testing.T) {
 	_, err := startNativeAgent(`{"samples_per_secnd": 20}`)
 	require.ErrorContains(t, err, "unknown field `samples_per_secnd`")
+}
+
+// off_cpu_threshold reaches the library and turns off-CPU profiling on:
+// this test process's own threads switch out while it runs, and the
+// off-CPU program counts them. Under CI=true the profiler must start.
+func TestNativeRunsOffCPUProfiling(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.Pids = []int{os.Getpid()}
+	cfg.OffCPUThreshold = 1
+	require.NoError(t, cfg.Validate())
+	text, err := cfg.agentJSON()
+	require.NoError(t, err)
+	a, err := startNativeAgent(text)
+	if err != nil {
+		assert.NotContains(t, err.Error(), "invalid configuration")
+		require.NotEqual(t, "true", os.Getenv("CI"), "CI: %v", err)
+		t.Skipf("the profiler cannot start here: %v", err)
+	}
+	for i := 0; i < 20; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, a.stop())
+	// The last interval's batch carries off_cpu/nanoseconds profiles.
+	offCPUSamples := 0
+	for {
+		b, status, err := a.nextBatch(pullTimeout)
+		require.NoError(t, err)
+		if status == batchStopped {
+			break
+		}
+		if status != batchReady {
+			continue
+		}
+		pd, err := decodeProfiles(b)
+		require.NoError(t, err)
+		strs := pd.Dictionary().StringTable()
+		for i := 0; i < pd.ResourceProfiles().Len(); i++ {
+			sps := pd.ResourceProfiles().At(i).ScopeProfiles()
+			for j := 0; j < sps.Len(); j++ {
+				profiles := sps.At(j).Profiles()
+				for k := 0; k < profiles.Len(); k++ {
+					p := profiles.At(k)
+					if strs.At(int(p.SampleType().TypeStrindex())) == "off_cpu" {
+						assert.Equal(t, "nanoseconds", strs.At(int(p.SampleType().UnitStrindex())))
+						offCPUSamples += p.Samples().Len()
+					}
+				}
+			}
+		}
+	}
+	assert.Positive(t, offCPUSamples, "off-CPU samples in the batches")
+	warnings, err := a.warnings()
+	require.NoError(t, err)
+	for _, w := range warnings {
+		assert.NotContains(t, w, "off-CPU", "off-CPU profiling runs")
+	}
+	text, err = a.stats()
+	require.NoError(t, err)
+	var stats map[string]any
+	require.NoError(t, json.Unmarshal([]byte(text), &stats))
+	assert.Greater(t, stats["off_cpu_switches"], 0.0, "%s", text)
+	assert.Greater(t, stats["off_cpu_sampled"], 0.0, "this process's threads slept: %s", text)
+	a.free()
 }
 
 // The JSON the receiver writes is accepted by the Rust AgentConfig: the

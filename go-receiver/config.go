@@ -118,9 +118,10 @@ type Config struct {
 	Tracers string `mapstructure:"tracers"`
 	// Interpreters switches interpreter unwinders off one by one.
 	Interpreters InterpretersConfig `mapstructure:"interpreters"`
-	// OffCPUThreshold is the share of scheduler switches to sample for
-	// off-CPU profiles, in [0, 1]. 0 (the default) disables off-CPU
-	// profiling; other values are accepted but not applied yet.
+	// OffCPUThreshold is the share of scheduler switch-outs whose thread's
+	// stack is taken, with the time until it runs again (a second profile
+	// per interval, off_cpu/nanoseconds), in [0, 1]. 0 (the default)
+	// disables off-CPU profiling.
 	OffCPUThreshold float64 `mapstructure:"off_cpu_threshold"`
 	// Pids restricts profiling to these processes. Empty (the default)
 	// profiles the whole system.
@@ -352,7 +353,6 @@ func (c *Config) notApplied() []string {
 			keys = append(keys, key)
 		}
 	}
-	add(c.OffCPUThreshold != 0, "off_cpu_threshold")
 	add(c.ReporterJitter != d.ReporterJitter && c.ReporterJitter != 0, "reporter_jitter")
 	add(c.MonitorInterval != d.MonitorInterval, "monitor_interval")
 	add(c.FrameCacheSize != d.FrameCacheSize, "frame_cache_size")
@@ -445,6 +445,7 @@ type agentConfig struct {
 	ProbabilisticThreshold  uint     `json:"probabilistic_threshold"`
 	ProbabilisticIntervalMs int64    `json:"probabilistic_interval_ms"`
 	IncludeEnvVars          []string `json:"include_env_vars"`
+	OffCPUThreshold         float64  `json:"off_cpu_threshold"`
 }
 
 // agentJSON renders the configuration for the C ABI. Call after Validate.
@@ -468,6 +469,7 @@ func (c *Config) agentJSON() (string, error) {
 		ProbabilisticThreshold:  c.ProbabilisticThreshold,
 		ProbabilisticIntervalMs: c.ProbabilisticInterval.Milliseconds(),
 		IncludeEnvVars:          envVars,
+		OffCPUThreshold:         c.OffCPUThreshold,
 	})
 	return string(b), err
 }

@@ -85,7 +85,7 @@ func TestReferenceConfigLoadsUnchanged(t *testing.T) {
 	assert.Equal(t, 8388608, cfg.MaxRPCMsgSize)
 
 	assert.Equal(t, []string{
-		"off_cpu_threshold", "reporter_jitter", "monitor_interval", "frame_cache_size",
+		"reporter_jitter", "monitor_interval", "frame_cache_size",
 		"clock_sync_interval",
 		"send_error_frames", "send_idle_frames", "filter_min_process_age", "verbose_mode",
 		"map_scale_factor", "bpf_verifier_log_level", "no_kernel_version_check",
@@ -104,7 +104,7 @@ func TestReferenceConfigLoadsUnchanged(t *testing.T) {
 	text, err := cfg.agentJSON()
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"samples_per_second":19,"reporter_interval_ms":10000,"pids":[],"otlp_batches":true,"batch_queue_capacity":16,"symbolize_native":true,
-		"probabilistic_threshold":50,"probabilistic_interval_ms":120000,"include_env_vars":["HOME","LANG"]}`, text)
+		"probabilistic_threshold":50,"probabilistic_interval_ms":120000,"include_env_vars":["HOME","LANG"],"off_cpu_threshold":0.05}`, text)
 }
 
 // The reference receiver's own minimal form: `interpreters` turning
@@ -277,12 +277,13 @@ func TestAgentJSON(t *testing.T) {
 		"probabilistic_threshold":   100.0,
 		"probabilistic_interval_ms": 60000.0,
 		"include_env_vars":          []any{},
+		"off_cpu_threshold":         0.0,
 	}, got)
 
 	text, err = createDefaultConfig().agentJSON()
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"samples_per_second":20,"reporter_interval_ms":5000,"pids":[],"otlp_batches":true,"batch_queue_capacity":16,"symbolize_native":true,
-		"probabilistic_threshold":100,"probabilistic_interval_ms":60000,"include_env_vars":[]}`, text)
+		"probabilistic_threshold":100,"probabilistic_interval_ms":60000,"include_env_vars":[],"off_cpu_threshold":0}`, text)
 }
 
 // include_env_vars is split as the reference splits it; names the

@@ -65,7 +65,7 @@ const char *ebpf_profiler_last_error(void);
 // 1..=4194304, `batch_queue_capacity` 1..=1024, `unused_tables_budget_mib`
 // 0..=4096, `symbolize_native`, `probabilistic_threshold` 1..=100,
 // `probabilistic_interval_ms` 100..=300000, `include_env_vars` at most 64
-// names); missing fields keep their defaults.
+// names, `off_cpu_threshold` 0..=1); missing fields keep their defaults.
 // Anything else (not an object, an unknown field, a wrong type, a value
 // out of range) is `EBPF_PROFILER_ERR_CONFIG`, found before anything is
 // loaded into the kernel. OTLP batches are always on through this ABI.

@@ -129,6 +129,8 @@ struct thread_struct {
 
 struct task_struct {
 	struct thread_struct thread;
+	/* PF_* */
+	unsigned int flags;
 	int pid;
 	int tgid;
 	void *stack;

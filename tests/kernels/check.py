@@ -9,7 +9,11 @@ import json
 import os
 import sys
 
-PROGRAMS = ["on_cpu_sample", "native_unwind", "python_unwind", "on_process_exit", "on_process_exec"]
+PROGRAMS = [
+    "on_cpu_sample", "native_unwind", "python_unwind", "on_process_exit", "on_process_exec",
+    # off-CPU profiling (smoke.sh runs with --off-cpu)
+    "on_sched_switch", "native_off_cpu", "python_off_cpu",
+]
 LIBC_ROOT = ["_start", "__libc_start_main", "__libc_start_call_main", "main"]
 NATIVE = LIBC_ROOT + ["chain_1", "chain_2", "chain_3", "chain_4", "chain_leaf"]
 GO = ["runtime.goexit", "runtime.main", "main.main", "main.chain1", "main.chain2", "main.chain3", "main.chainLeaf"]
@@ -76,7 +80,7 @@ def main():
     missing = [n for n in PROGRAMS if n not in progs]
     if missing:
         failures.append(f"programs not loaded: {missing}")
-    for name in ("on_process_exit", "on_process_exec"):
+    for name in ("on_process_exit", "on_process_exec", "on_sched_switch"):
         if name in progs and progs[name]["run_cnt"] == 0:
             failures.append(f"{name} never ran: no {name.split('_')[-1]} event")
     after = os.path.join(out, "progs-after.jsonl")
@@ -96,6 +100,15 @@ def main():
         ("Python chain", has_chain(folded, "python3*", PYTHON_TAIL, exact=False)),
     ]
     failures += [f"no complete {what} in the folded output" for what, ok in chains if not ok]
+    if "off-CPU profiling is not available" in stderr:
+        failures.append("the kernel refused the off-CPU programs")
+    off_cpu = os.path.join(out, "agent.off-cpu.folded")
+    off_cpu_native = os.path.exists(off_cpu) and any(
+        proc == "native_chain" and frames[:len(LIBC_ROOT)] == LIBC_ROOT for proc, frames in stacks(read(out, "agent.off-cpu.folded"))
+    )
+    chains.append(("native chain off the CPU (preempted)", off_cpu_native))
+    if not off_cpu_native:
+        failures.append("no native_chain stack from main in the off-CPU output")
 
     # Which path the agent took for the user registers of in-kernel samples.
     task_pt_regs = None

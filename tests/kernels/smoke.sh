@@ -3,6 +3,7 @@
 # the host, by hand): profiles the workloads built by build-workloads.sh
 # with the release agent and leaves in OUT what check.py asserts:
 #   agent.folded agent.stderr agent.rc   the agent's output and exit code
+#   agent.off-cpu.folded                 its off-CPU output (--off-cpu)
 #   startup_ms                           exec of the agent -> "sampling at"
 #   progs.jsonl progs-after.jsonl        prog_info: programs while running, after
 #   rodata.json                          bpftool: the programs' .rodata (features)
@@ -43,7 +44,7 @@ while time.monotonic() < end:
 pid_args=()
 for p in "${pids[@]}"; do pid_args+=(--pid "$p"); done
 start=$(date +%s%N)
-"$agent" "${pid_args[@]}" --format folded --output "$out/agent.folded" \
+"$agent" "${pid_args[@]}" --format folded --output "$out/agent.folded" --off-cpu=0.2 \
   2>"$out/agent.stderr" &
 agent_pid=$!
 # Start-up: until the agent says it samples (programs loaded, verified,

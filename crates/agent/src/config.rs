@@ -53,6 +53,11 @@ pub struct AgentConfig {
     /// most [`MAX_ENV_VARS`] names of 1 to [`MAX_ENV_VAR_NAME_BYTES`]
     /// bytes, without `=` or NUL. Default none.
     pub include_env_vars: Vec<String>,
+    /// Off-CPU profiling, as the reference agent's `off_cpu_threshold`:
+    /// the fraction of scheduler switch-outs whose thread's stack is
+    /// taken, with the time until it runs again (a second profile,
+    /// `off_cpu`/`nanoseconds`). In [0, 1]; default 0, off.
+    pub off_cpu_threshold: f64,
 }
 
 impl Default for AgentConfig {
@@ -70,6 +75,7 @@ impl Default for AgentConfig {
             probabilistic_threshold: PROBABILISTIC_THRESHOLD_MAX,
             probabilistic_interval_ms: 60_000,
             include_env_vars: Vec::new(),
+            off_cpu_threshold: 0.0,
         }
     }
 }
@@ -103,6 +109,9 @@ pub enum ConfigError {
         /// The largest accepted count.
         max: usize,
     },
+    /// `off_cpu_threshold` outside [0, 1], or not a number.
+    #[error("off_cpu_threshold must be in [0, 1] (0 disables off-CPU profiling), got {0}")]
+    OffCpuThreshold(f64),
     /// The JSON text could not be parsed, or is not a JSON object.
     #[error("invalid configuration JSON: {0}")]
     Json(String),
@@ -167,6 +176,16 @@ impl AgentConfig {
         names.into()
     }
 
+    /// [`AgentConfig::off_cpu_threshold`] as the programs take it: scaled
+    /// to `u32::MAX` as the reference agent does, and at least 1 when not
+    /// 0 (0 is off).
+    pub fn off_cpu_threshold_scaled(&self) -> u32 {
+        if self.off_cpu_threshold <= 0.0 || self.off_cpu_threshold.is_nan() {
+            return 0;
+        }
+        ((self.off_cpu_threshold.min(1.0) * f64::from(u32::MAX)) as u32).max(1)
+    }
+
     /// The reporting interval.
     pub fn reporter_interval(&self) -> Duration {
         Duration::from_millis(self.reporter_interval_ms)
@@ -209,6 +228,9 @@ impl AgentConfig {
                 )));
             }
         }
+        if !(0.0..=1.0).contains(&self.off_cpu_threshold) {
+            return Err(ConfigError::OffCpuThreshold(self.off_cpu_threshold));
+        }
         if self.pids.len() > MAX_PIDS {
             return Err(ConfigError::TooManyPids { got: self.pids.len(), max: MAX_PIDS });
         }
@@ -250,6 +272,24 @@ mod tests {
         assert_eq!(c.reporter_interval_ms, 5000);
         assert_eq!((c.probabilistic_threshold, c.probabilistic_interval_ms), (100, 60_000));
         assert!(c.symbolize_native);
+    }
+
+    #[test]
+    fn off_cpu_threshold_is_a_fraction_scaled_to_u32() {
+        let c = |t: f64| AgentConfig { off_cpu_threshold: t, ..AgentConfig::default() };
+        assert_eq!(c(0.0).off_cpu_threshold_scaled(), 0);
+        assert_eq!(c(1.0).off_cpu_threshold_scaled(), u32::MAX);
+        assert_eq!(c(0.5).off_cpu_threshold_scaled(), u32::MAX / 2);
+        assert_eq!(c(1e-12).off_cpu_threshold_scaled(), 1, "tiny but on");
+        let json = AgentConfig::from_json(r#"{"off_cpu_threshold": 0.05}"#).unwrap();
+        assert_eq!(json.off_cpu_threshold, 0.05);
+        for bad in [-0.1, 1.5, f64::NAN] {
+            assert!(matches!(c(bad).validate(), Err(ConfigError::OffCpuThreshold(_))), "{bad}");
+        }
+        assert_eq!(
+            AgentConfig::from_json(r#"{"off_cpu_threshold": 2}"#).unwrap_err().to_string(),
+            "off_cpu_threshold must be in [0, 1] (0 disables off-CPU profiling), got 2"
+        );
     }
 
     #[test]

@@ -296,6 +296,7 @@ mod tests {
 
     fn sample(pid: u32, ktime_ns: u64, size: usize) -> RawSample {
         RawSample {
+            off_cpu_ns: None,
             pid,
             tid: pid,
             ktime_ns,

@@ -19,6 +19,7 @@
 
 mod config;
 mod late_unwind;
+mod off_cpu;
 mod probabilistic;
 mod process_manager;
 mod sink;
@@ -37,7 +38,7 @@ pub use stats::{Stats, UnwindStops};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
 use late_unwind::{LateTables, LateUnwindCounts, LateUnwinder};
-use profiler_bpf::{Counters, RawSample, Sampler, SamplerOptions};
+use profiler_bpf::{Counters, OffCpuJoinCounts, RawSample, Sampler, SamplerOptions};
 use profiler_interpreters::{NamerStats, Registry};
 use profiler_process::{EventQueue, ManagerLimits, ProcessManager, ProcessRegistry};
 use profiler_symbolize::{KernelSymbolizer, NativeConfig, NativeStats, NativeSymbolizer};
@@ -97,6 +98,8 @@ const MAX_STACK_BYTES_IN_FLIGHT: u64 = 4 << 20;
 #[derive(Debug, Default)]
 struct Shared {
     samples_dropped: AtomicU64,
+    /// The reader's joins of off-CPU stacks with their ends.
+    off_cpu_join: Mutex<Arc<OffCpuJoinCounts>>,
     /// Panics caught per thread (see `Stats::panics_*`).
     panics_reader: AtomicU64,
     panics_reporter: AtomicU64,
@@ -139,6 +142,8 @@ pub struct Agent {
     running: Mutex<Option<Running>>,
     /// Counters of the BPF programs, frozen at stop.
     final_counters: Mutex<Counters>,
+    /// The off-CPU program's (run time ns, runs), frozen at stop.
+    final_off_cpu_runs: Mutex<(u64, u64)>,
     shared: Arc<Shared>,
     batches: Option<Receiver<Vec<u8>>>,
     warnings: Vec<String>,
@@ -166,8 +171,12 @@ impl Agent {
             samples_per_second: config.samples_per_second,
             pids: (!config.pids.is_empty()).then(|| config.pids.clone()),
             ring_buffer_bytes: ring_buffer_bytes(config.samples_per_second, online_cpus()),
+            off_cpu_threshold: config.off_cpu_threshold_scaled(),
             ..SamplerOptions::default()
         })?;
+        if let Some(why) = sampler.off_cpu_unavailable() {
+            warnings.push(format!("off-CPU profiling is not available on this kernel, profiling on-CPU only: {why}"));
+        }
         // Read after the programs are loaded, so that they are named.
         let kernel = match KernelSymbolizer::new() {
             Ok(k) => Some(k),
@@ -196,6 +205,7 @@ impl Agent {
         let (sample_tx, sample_rx) = crossbeam_channel::bounded::<RawSample>(SAMPLE_QUEUE_CAPACITY);
         let reader = {
             let sample_reader = sampler.sample_reader()?;
+            *lock(&shared.off_cpu_join) = sample_reader.off_cpu_counts();
             let stop = stop.clone();
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -309,6 +319,7 @@ impl Agent {
         Ok(Agent {
             running: Mutex::new(Some(Running { sampler, stop, reader, reporter, manager, events, probabilistic })),
             final_counters: Mutex::new(Counters::default()),
+            final_off_cpu_runs: Mutex::new((0, 0)),
             shared,
             batches,
             warnings,
@@ -358,10 +369,13 @@ impl Agent {
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
-        let counters = match &*lock(&self.running) {
-            Some(running) => running.sampler.counters().unwrap_or_default(),
-            None => *lock(&self.final_counters),
+        let (counters, off_cpu_runs) = match &*lock(&self.running) {
+            Some(running) => {
+                (running.sampler.counters().unwrap_or_default(), running.sampler.off_cpu_program_run_stats())
+            }
+            None => (*lock(&self.final_counters), *lock(&self.final_off_cpu_runs)),
         };
+        let join = lock(&self.shared.off_cpu_join).clone();
         let s = &self.shared;
         let unwind = *lock(&s.unwind);
         let manager = *lock(&s.manager);
@@ -444,6 +458,15 @@ impl Agent {
             python_tail_calls: counters.python_tail_calls,
             bpf_run_time_ns: counters.bpf_run_time_ns,
             bpf_runs: counters.bpf_runs,
+            off_cpu_switches: counters.off_cpu_switches,
+            off_cpu_sampled: counters.off_cpu_sampled,
+            off_cpu_ends: counters.off_cpu_ends,
+            off_cpu_ends_lost: counters.off_cpu_ends_lost,
+            off_cpu_joined: join.joined.load(Ordering::Relaxed),
+            off_cpu_joins_missed: join.ends_unmatched.load(Ordering::Relaxed),
+            off_cpu_stacks_dropped: join.stacks_dropped.load(Ordering::Relaxed),
+            off_cpu_bpf_run_time_ns: off_cpu_runs.0,
+            off_cpu_bpf_runs: off_cpu_runs.1,
             late_unwind_copies: counters.stack_copies,
             late_unwind_copy_bytes: counters.stack_copy_bytes,
             late_unwind_copies_skipped: counters.stack_copies_skipped,
@@ -476,6 +499,7 @@ impl Agent {
             let _ = probabilistic.join();
         }
         *lock(&self.final_counters) = running.sampler.counters().unwrap_or_default();
+        *lock(&self.final_off_cpu_runs) = running.sampler.off_cpu_program_run_stats();
         read_result.and(events_result)
     }
 
@@ -732,6 +756,7 @@ mod tests {
                 user_frames: vec![0x1000],
                 unwind_stop: UnwindStop::UnknownPid,
                 stack: None,
+                off_cpu_ns: None,
             })
             .unwrap();
         }

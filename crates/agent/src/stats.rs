@@ -171,6 +171,30 @@ pub struct Stats {
     /// Runs counted in `bpf_run_time_ns`.
     pub bpf_runs: u64,
 
+    /// Off-CPU profiling (`off_cpu_threshold`): scheduler switches the
+    /// off-CPU program saw.
+    pub off_cpu_switches: u64,
+    /// Switch-outs of user threads sampled (their stack was sent).
+    pub off_cpu_sampled: u64,
+    /// Ends of off-CPU periods sent (a sampled thread ran again).
+    pub off_cpu_ends: u64,
+    /// Ends lost in the kernel (the ring buffer was full).
+    pub off_cpu_ends_lost: u64,
+    /// Off-CPU stacks joined with their end: off-CPU traces made.
+    pub off_cpu_joined: u64,
+    /// Ends whose stack was not waiting (it was lost or dropped): joins
+    /// missed.
+    pub off_cpu_joins_missed: u64,
+    /// Off-CPU stacks dropped before their end came (too many threads
+    /// waiting, an end lost, or still waiting at stop).
+    pub off_cpu_stacks_dropped: u64,
+    /// Time the kernel spent in the off-CPU program, ns, over every
+    /// switch (sampled ones' unwinding included); 0 unless
+    /// `kernel.bpf_stats_enabled` is 1.
+    pub off_cpu_bpf_run_time_ns: u64,
+    /// Runs counted in `off_cpu_bpf_run_time_ns` (one per switch).
+    pub off_cpu_bpf_runs: u64,
+
     /// Samples of a process (or pc) not loaded yet that the programs sent
     /// with a copy of their user stack, to unwind in user space once the
     /// process is loaded.

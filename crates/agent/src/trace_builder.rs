@@ -134,6 +134,9 @@ impl TraceBuilder {
             };
             frames.push(self.interpreted_frame(pid, runtime, build, word));
         }
+        if sample.off_cpu_ns.is_some() {
+            crate::off_cpu::trim_switch_frames(&mut frames);
+        }
         if !sample.user_frames.is_empty() {
             if sample.unwind_stop == UnwindStop::Root {
                 self.counts.complete += 1;
@@ -148,7 +151,7 @@ impl TraceBuilder {
             cpu: sample.cpu,
             timestamp_unix_ns: (i128::from(sample.ktime_ns) + self.realtime_offset_ns).max(0) as u64,
             frames,
-            off_cpu_ns: None,
+            off_cpu_ns: sample.off_cpu_ns,
         }
     }
 

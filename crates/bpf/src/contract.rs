@@ -31,7 +31,8 @@ pod!(
     delta_page,
     delta_entry,
     unwind_rule,
-    python_file
+    python_file,
+    off_cpu_end
 );
 
 /// The bytes of `value`, as a map update takes them.

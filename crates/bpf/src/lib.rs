@@ -21,6 +21,11 @@
 //! user stack ([`StackCopy`]); once the process is loaded,
 //! [`MapTables`] unwinds the rest of it in user space with the same
 //! tables and rules ([`LateUnwind`]).
+//!
+//! With [`SamplerOptions::off_cpu_threshold`], a share of the scheduler's
+//! switches also take the stack of the thread leaving the CPU; the
+//! reader delivers it when the thread runs again, with the time it was
+//! off the CPU ([`RawSample::off_cpu_ns`]).
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -29,6 +34,7 @@ mod error;
 mod events;
 mod interpreter_maps;
 mod late_unwind;
+mod off_cpu;
 mod perf;
 mod preflight;
 mod reader;
@@ -43,6 +49,7 @@ pub use error::BpfError;
 pub use events::ProcessEventReader;
 pub use interpreter_maps::{InterpreterFileValue, InterpreterMaps};
 pub use late_unwind::{LateUnwind, MapTables};
+pub use off_cpu::{OffCpuJoinCounts, MAX_PENDING_OFF_CPU};
 pub use perf::online_cpus;
 pub use reader::SampleReader;
 pub use sample::{RawSample, StackCopy, STACK_COPY_MAX};

@@ -1,9 +1,11 @@
 //! Draining the sample ring buffer.
 
+use crate::off_cpu::{OffCpuEnd, OffCpuJoin, OffCpuJoinCounts, MAX_PENDING_OFF_CPU, OFF_CPU_END_SIZE};
 use crate::sample::RawSample;
 use crate::BpfError;
 use libbpf_rs::{MapHandle, RingBufferBuilder};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Reads samples from the ring buffer. Create it with
@@ -13,17 +15,19 @@ pub struct SampleReader {
     map: MapHandle,
     malformed: AtomicU64,
     panics: AtomicU64,
+    off_cpu: Arc<OffCpuJoinCounts>,
 }
 
 impl SampleReader {
     pub(crate) fn new(map: MapHandle) -> SampleReader {
-        SampleReader { map, malformed: AtomicU64::new(0), panics: AtomicU64::new(0) }
+        SampleReader { map, malformed: AtomicU64::new(0), panics: AtomicU64::new(0), off_cpu: Arc::default() }
     }
 
     /// Delivers every sample to `on_sample` until `stop` is set, then
     /// drains what is left. The programs wake the reader only when the
     /// buffer fills up (to keep wake-ups off the hot path), so it also
-    /// polls every `interval`.
+    /// polls every `interval`. An off-CPU sample is delivered when the
+    /// thread's switch-in arrives, with its time off the CPU.
     pub fn run(
         &self,
         interval: Duration,
@@ -31,15 +35,30 @@ impl SampleReader {
         mut on_sample: impl FnMut(RawSample),
     ) -> Result<(), BpfError> {
         let (malformed, panics) = (&self.malformed, &self.panics);
+        let mut join = OffCpuJoin::new(MAX_PENDING_OFF_CPU, &self.off_cpu);
         let mut builder = RingBufferBuilder::new();
         builder
             .add(&self.map, |data: &[u8]| {
                 // Called from C (libbpf): a panic must not unwind out of
                 // here. It costs the one sample.
-                let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match RawSample::parse(data) {
-                    Some(sample) => on_sample(sample),
-                    None => {
-                        malformed.fetch_add(1, Ordering::Relaxed);
+                let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let sample = if data.len() == OFF_CPU_END_SIZE {
+                        OffCpuEnd::parse(data).map(|end| join.end(end))
+                    } else {
+                        RawSample::parse(data).map(|sample| match sample.off_cpu_ns {
+                            Some(_) => {
+                                join.hold(sample);
+                                None
+                            }
+                            None => Some(sample),
+                        })
+                    };
+                    match sample {
+                        Some(Some(sample)) => on_sample(sample),
+                        Some(None) => {}
+                        None => {
+                            malformed.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 }));
                 if handled.is_err() {
@@ -57,6 +76,12 @@ impl SampleReader {
         }
         ring.consume().map_err(|source| BpfError::Map { map: "samples", source })?;
         Ok(())
+    }
+
+    /// What joining off-CPU stacks with their ends did; live while
+    /// [`SampleReader::run`] runs.
+    pub fn off_cpu_counts(&self) -> Arc<OffCpuJoinCounts> {
+        self.off_cpu.clone()
     }
 
     /// Records that were shorter than their header announced.

@@ -66,6 +66,10 @@ pub struct RawSample {
     /// user stack from where the unwinder stopped (when the programs'
     /// budget allowed a copy).
     pub stack: Option<StackCopy>,
+    /// An off-CPU sample (taken when the thread left the CPU): how long
+    /// it was off, ns, once joined with its switch-in (0 until then);
+    /// `None` for a sample of the running thread.
+    pub off_cpu_ns: Option<u64>,
 }
 
 impl RawSample {
@@ -108,6 +112,7 @@ impl RawSample {
             kernel_frames: frames.by_ref().take(kernel).collect(),
             user_frames: frames.collect(),
             unwind_stop: UnwindStop::from_raw(header.unwind_stop),
+            off_cpu_ns: (u32::from(header.flags) & c::SAMPLE_FLAG_OFF_CPU != 0).then_some(0),
         })
     }
 }
@@ -194,6 +199,10 @@ mod tests {
         assert_eq!(s.kernel_frames, vec![0xffff1, 0xffff2]);
         assert_eq!(s.user_frames, vec![0x401000]);
         assert_eq!(s.unwind_stop, UnwindStop::UnknownPc);
+        assert_eq!(s.off_cpu_ns, None);
+        let mut off = record(&[0xffff1], &[0x401000]);
+        off[offset_of!(c::sample_event, flags)] = c::SAMPLE_FLAG_OFF_CPU as u8;
+        assert_eq!(RawSample::parse(&off).unwrap().off_cpu_ns, Some(0), "an off-CPU stack waiting for its end");
     }
 
     fn with_copy(mut record: Vec<u8>, size: u32, bytes: &[u8]) -> Vec<u8> {

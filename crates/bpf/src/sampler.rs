@@ -32,11 +32,22 @@ pub struct SamplerOptions {
     /// of their kernel stack even when `bpf_task_pt_regs` exists (the
     /// fallback for kernels before 5.15; for tests).
     pub user_regs_from_stack: bool,
+    /// Off-CPU profiling: a switch-out is sampled with probability
+    /// `(off_cpu_threshold + 1) / 2^32` (the reference agent's fraction
+    /// scaled to `u32::MAX`); 0 turns it off (its programs are not
+    /// loaded).
+    pub off_cpu_threshold: u32,
 }
 
 impl Default for SamplerOptions {
     fn default() -> Self {
-        SamplerOptions { samples_per_second: 20, pids: None, ring_buffer_bytes: 4 << 20, user_regs_from_stack: false }
+        SamplerOptions {
+            samples_per_second: 20,
+            pids: None,
+            ring_buffer_bytes: 4 << 20,
+            user_regs_from_stack: false,
+            off_cpu_threshold: 0,
+        }
     }
 }
 
@@ -123,6 +134,14 @@ counters! {
     stack_copies_failed = COUNTER_STACK_COPY_FAILED;
     /// Bytes of user stack copied.
     stack_copy_bytes = COUNTER_STACK_COPY_BYTES;
+    /// Scheduler switches seen (off-CPU profiling on).
+    off_cpu_switches = COUNTER_OFF_CPU_SWITCHES;
+    /// Switch-outs of user threads sampled: their stack was taken.
+    off_cpu_sampled = COUNTER_OFF_CPU_SAMPLED;
+    /// Ends of off-CPU periods sent (the sampled thread ran again).
+    off_cpu_ends = COUNTER_OFF_CPU_ENDS_SENT;
+    /// Ends of off-CPU periods lost (the ring buffer was full).
+    off_cpu_ends_lost = COUNTER_OFF_CPU_ENDS_LOST;
 }
 
 impl Counters {
@@ -144,15 +163,46 @@ pub struct Sampler {
     perf_events: Arc<Vec<OwnedFd>>,
     exit_link: Option<Link>,
     exec_link: Option<Link>,
+    off_cpu_link: Option<Link>,
     skel: ProfilerSkel<'static>,
     cpus: Vec<u32>,
     frequency: u32,
+    off_cpu: OffCpuState,
+}
+
+/// Whether off-CPU profiling runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum OffCpuState {
+    Off,
+    Loaded,
+    /// Asked for, and the kernel refused its programs: why.
+    Unavailable(String),
 }
 
 impl Sampler {
     fn load_programs(options: &SamplerOptions) -> Result<Sampler, BpfError> {
         check_privileges()?;
         check_kernel_features()?;
+        if options.off_cpu_threshold == 0 {
+            return Self::load_object(options, OffCpuState::Off);
+        }
+        match Self::load_object(options, OffCpuState::Loaded) {
+            Ok(sampler) => Ok(sampler),
+            // A kernel without what the off-CPU programs need
+            // (tp_btf/sched_switch) still profiles on-CPU.
+            Err(BpfError::Load(e)) => {
+                let mut sampler = Self::load_object(options, OffCpuState::Off)?;
+                sampler.off_cpu = OffCpuState::Unavailable(e.to_string());
+                Ok(sampler)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Opens and loads the object (the off-CPU programs only when
+    /// `off_cpu` is `Loaded`) and attaches the process tracepoints.
+    fn load_object(options: &SamplerOptions, off_cpu: OffCpuState) -> Result<Sampler, BpfError> {
+        let off_cpu_on = off_cpu == OffCpuState::Loaded;
 
         // The skeleton borrows its object storage for its whole life; one
         // small allocation per load is leaked to give it a 'static home
@@ -166,6 +216,18 @@ impl Sampler {
             rodata.filter_pids = options.pids.is_some();
             rodata.have_task_pt_regs = task_pt_regs;
             rodata.stack_copy_budget_bytes = u64::from(options.samples_per_second) * STACK_COPY_MAX as u64;
+            rodata.off_cpu_threshold = options.off_cpu_threshold;
+        }
+        if !off_cpu_on {
+            // Not verified, not loaded: the unwinders' second entries
+            // would double the load time.
+            open.progs.on_sched_switch.set_autoload(false);
+            open.progs.native_off_cpu.set_autoload(false);
+            open.progs.python_off_cpu.set_autoload(false);
+            open.maps
+                .off_cpu_starts
+                .set_max_entries(1)
+                .map_err(|source| BpfError::Map { map: "off_cpu_starts", source })?;
         }
         open.maps
             .samples
@@ -173,6 +235,9 @@ impl Sampler {
             .map_err(|source| BpfError::Map { map: "samples", source })?;
         crate::preflight::preallocate_hash_maps_if_needed(open.open_object_mut())?;
         let skel = open.load().map_err(classify_load_error)?;
+        if off_cpu_on {
+            fill_off_cpu_programs(&skel)?;
+        }
 
         if let Some(pids) = &options.pids {
             for pid in pids {
@@ -193,9 +258,11 @@ impl Sampler {
             perf_events: Arc::default(),
             exit_link: Some(exit_link),
             exec_link: Some(exec_link),
+            off_cpu_link: None,
             skel,
             cpus: Vec::new(),
             frequency: options.samples_per_second,
+            off_cpu,
         })
     }
 
@@ -238,10 +305,22 @@ impl Sampler {
             })?;
             links.push(link);
         }
+        if self.off_cpu == OffCpuState::Loaded {
+            self.off_cpu_link = Some(self.skel.progs.on_sched_switch.attach().map_err(BpfError::Load)?);
+        }
         self.perf_links = links;
         self.perf_events = Arc::new(events);
         self.cpus = cpus;
         Ok(())
+    }
+
+    /// Why off-CPU profiling was asked for and does not run (the kernel
+    /// refused its programs); `None` when it runs or was not asked for.
+    pub fn off_cpu_unavailable(&self) -> Option<&str> {
+        match &self.off_cpu {
+            OffCpuState::Unavailable(why) => Some(why),
+            _ => None,
+        }
     }
 
     /// Stops sampling: closes the perf events and the process tracepoints.
@@ -249,6 +328,7 @@ impl Sampler {
     pub fn detach(&mut self) {
         self.perf_links.clear();
         self.perf_events = Arc::default();
+        self.off_cpu_link = None;
         self.exit_link = None;
         self.exec_link = None;
     }
@@ -336,16 +416,17 @@ impl Sampler {
     /// this is the whole BPF cost of the samples. Both are 0 unless the
     /// `kernel.bpf_stats_enabled` sysctl is 1.
     pub fn entry_program_run_stats(&self) -> (u64, u64) {
-        use std::os::fd::{AsFd, AsRawFd};
-        let fd = self.skel.progs.on_cpu_sample.as_fd().as_raw_fd();
-        let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
-        let mut len = std::mem::size_of_val(&info) as u32;
-        // SAFETY: info is a writable bpf_prog_info of len bytes.
-        let rc = unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info as *mut _ as *mut _, &mut len) };
-        if rc != 0 {
+        program_run_stats(&self.skel.progs.on_cpu_sample)
+    }
+
+    /// As [`Sampler::entry_program_run_stats`], for the off-CPU entry
+    /// (every scheduler switch, the sampled ones' unwinding included);
+    /// (0, 0) when off-CPU profiling is off.
+    pub fn off_cpu_program_run_stats(&self) -> (u64, u64) {
+        if self.off_cpu != OffCpuState::Loaded {
             return (0, 0);
         }
-        (info.run_time_ns, info.run_cnt)
+        program_run_stats(&self.skel.progs.on_sched_switch)
     }
 
     /// Entries in the native unwinder's maps, counted by iterating their
@@ -370,6 +451,36 @@ impl Sampler {
         let (bpf_run_time_ns, bpf_runs) = self.entry_program_run_stats();
         Ok(Counters { bpf_run_time_ns, bpf_runs, ..Counters::read_all(read)? })
     }
+}
+
+/// A loaded program's (run time ns, runs) from the kernel.
+fn program_run_stats(program: &libbpf_rs::Program<'_>) -> (u64, u64) {
+    use std::os::fd::{AsFd, AsRawFd};
+    let fd = program.as_fd().as_raw_fd();
+    let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: info is a writable bpf_prog_info of len bytes.
+    let rc = unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info as *mut _ as *mut _, &mut len) };
+    if rc != 0 {
+        return (0, 0);
+    }
+    (info.run_time_ns, info.run_cnt)
+}
+
+/// Puts the unwinders' off-CPU entries in `off_cpu_programs`, by their
+/// `enum unwinder_program` slot (as `programs` is filled at load).
+fn fill_off_cpu_programs(skel: &ProfilerSkel<'static>) -> Result<(), BpfError> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let progs = &skel.progs;
+    let entries = [(c::UNWINDER_NATIVE, &progs.native_off_cpu), (c::UNWINDER_PYTHON, &progs.python_off_cpu)];
+    for (slot, program) in entries {
+        let fd = program.as_fd().as_raw_fd();
+        skel.maps
+            .off_cpu_programs
+            .update(&slot.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|source| BpfError::Map { map: "off_cpu_programs", source })?;
+    }
+    Ok(())
 }
 
 fn classify_load_error(e: libbpf_rs::Error) -> BpfError {

@@ -76,9 +76,44 @@ pub struct Args {
     #[arg(long, value_name = "NAMES", default_value = "")]
     pub env_vars: String,
 
+    /// Off-CPU profiling: also take the stack of a thread when the
+    /// scheduler switches it out, weighted by the time until it runs
+    /// again. THRESHOLD is the fraction of switch-outs sampled, in (0, 1];
+    /// `--off-cpu` alone samples 1%. The profile goes to
+    /// `--off-cpu-output` (folded: weights in microseconds).
+    #[arg(long, value_name = "THRESHOLD", num_args = 0..=1, require_equals = true,
+          default_missing_value = DEFAULT_OFF_CPU_THRESHOLD, value_parser = parse_fraction)]
+    pub off_cpu: Option<f64>,
+
+    /// The reference agent's spelling of `--off-cpu=THRESHOLD` ([0, 1];
+    /// 0, the default, is off).
+    #[arg(long, value_name = "THRESHOLD", value_parser = parse_fraction, conflicts_with = "off_cpu")]
+    pub off_cpu_threshold: Option<f64>,
+
+    /// Where the off-CPU profile goes, in `--format`. Default: next to
+    /// `--output` (`profile.folded` -> `profile.off-cpu.folded`); with
+    /// `--output -`, folded off-CPU stacks follow the on-CPU ones under an
+    /// `[off-cpu]` root frame, and pprof and SVG need this flag.
+    #[arg(long, value_name = "PATH")]
+    pub off_cpu_output: Option<PathBuf>,
+
     /// How many stacks the exit summary lists.
     #[arg(long, default_value_t = 5)]
     pub summary_top: usize,
+}
+
+/// `--off-cpu` without a value: 1% of switch-outs, a cost of about 1% of
+/// a CPU at 50000 switches per second (docs/off-cpu.md).
+const DEFAULT_OFF_CPU_THRESHOLD: &str = "0.01";
+
+/// A fraction in [0, 1].
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    let value: f64 = text.parse().map_err(|_| format!("{text:?} is not a number"))?;
+    if (0.0..=1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("{value} is not in [0, 1]"))
+    }
 }
 
 /// Local output formats.
@@ -107,6 +142,28 @@ impl Args {
     /// skipped, as the reference agent does); the agent checks the names.
     pub fn env_var_names(&self) -> Vec<String> {
         self.env_vars.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned).collect()
+    }
+
+    /// The fraction of switch-outs sampled off-CPU; 0 is off.
+    pub fn off_cpu_threshold(&self) -> f64 {
+        self.off_cpu.or(self.off_cpu_threshold).unwrap_or(0.0)
+    }
+
+    /// Where the off-CPU profile goes: `None` is standard output (after
+    /// the on-CPU profile). See [`Args::off_cpu_output`].
+    pub fn off_cpu_path(&self) -> Option<PathBuf> {
+        if let Some(path) = &self.off_cpu_output {
+            return Some(path.clone());
+        }
+        if self.output == std::path::Path::new("-") {
+            return None;
+        }
+        let stem = self.output.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = match self.output.extension() {
+            Some(ext) => format!("{stem}.off-cpu.{}", ext.to_string_lossy()),
+            None => format!("{stem}.off-cpu"),
+        };
+        Some(self.output.with_file_name(name))
     }
 
     /// Parses `argv`, accepting single-dash long flags.
@@ -218,6 +275,38 @@ mod tests {
         assert!(a.env_var_names().is_empty());
         let e = parse(&["ebpf-profiler", "--probabilistic-threshold", "101"]).unwrap_err().to_string();
         assert!(e.contains("probabilistic-threshold"), "{e}");
+    }
+
+    #[test]
+    fn off_cpu_flags() {
+        let a = parse(&["ebpf-profiler"]).unwrap();
+        assert_eq!(a.off_cpu_threshold(), 0.0, "off by default");
+        let a = parse(&["ebpf-profiler", "--off-cpu"]).unwrap();
+        assert_eq!(a.off_cpu_threshold(), 0.01);
+        let a = parse(&["ebpf-profiler", "--off-cpu=0.5", "--pid", "3"]).unwrap();
+        assert_eq!((a.off_cpu_threshold(), a.pids.clone()), (0.5, vec![3]));
+        // The value needs `=`: a following word is not taken for it.
+        let a = parse(&["ebpf-profiler", "--off-cpu", "--pid", "3"]).unwrap();
+        assert_eq!(a.off_cpu_threshold(), 0.01);
+        let a = parse(&["ebpf-profiler", "-off-cpu-threshold", "0.25"]).unwrap();
+        assert_eq!(a.off_cpu_threshold(), 0.25);
+        for bad in ["--off-cpu=1.5", "--off-cpu=-0.1", "--off-cpu=x"] {
+            let e = parse(&["ebpf-profiler", bad]).unwrap_err().to_string();
+            assert!(e.contains("off-cpu"), "{bad}: {e}");
+        }
+        assert!(parse(&["ebpf-profiler", "--off-cpu", "--off-cpu-threshold", "0.1"]).is_err(), "one of the two");
+    }
+
+    #[test]
+    fn off_cpu_output_goes_next_to_the_output() {
+        let path = |args: &[&str]| parse(args).unwrap().off_cpu_path();
+        assert_eq!(path(&["ebpf-profiler", "--off-cpu"]), None, "standard output");
+        assert_eq!(path(&["ebpf-profiler", "--output", "/tmp/p.folded"]), Some(PathBuf::from("/tmp/p.off-cpu.folded")));
+        assert_eq!(path(&["ebpf-profiler", "--output", "run/profile"]), Some(PathBuf::from("run/profile.off-cpu")));
+        assert_eq!(
+            path(&["ebpf-profiler", "--output", "p.pb.gz", "--off-cpu-output", "w.pb.gz"]),
+            Some(PathBuf::from("w.pb.gz"))
+        );
     }
 
     #[test]

@@ -11,12 +11,14 @@ macro_rules! say {
 
 mod args;
 mod export_sink;
+mod off_cpu;
 mod output;
 mod pids;
 
 use anyhow::{Context, Result};
 use args::{Args, Format};
 use export_sink::ExportSink;
+use off_cpu::OffCpuOutput;
 use output::Output;
 use profiler_agent::{Agent, AgentConfig, TraceSink, UnwindStop};
 use profiler_export::{BackendEvent, BackendObserver, ExporterConfig, ExporterStats, OtlpExporter};
@@ -33,6 +35,9 @@ struct FoldedSink(Arc<Mutex<FoldedStacks>>);
 
 impl TraceSink for FoldedSink {
     fn on_trace(&mut self, trace: &Trace) {
+        if trace.off_cpu_ns.is_some() {
+            return; // in the off-CPU profile
+        }
         self.0.lock().unwrap_or_else(|p| p.into_inner()).add(trace);
     }
 }
@@ -42,6 +47,9 @@ struct PprofSink(Arc<Mutex<Option<PprofBuilder>>>);
 
 impl TraceSink for PprofSink {
     fn on_trace(&mut self, trace: &Trace) {
+        if trace.off_cpu_ns.is_some() {
+            return; // in the off-CPU profile
+        }
         if let Some(b) = self.0.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             b.add(trace);
         }
@@ -82,14 +90,19 @@ fn run(args: &Args) -> Result<()> {
         probabilistic_threshold: args.probabilistic_threshold,
         probabilistic_interval_ms: args.probabilistic_interval.as_millis().try_into().unwrap_or(u64::MAX),
         include_env_vars: args.env_var_names(),
+        off_cpu_threshold: args.off_cpu_threshold(),
         ..AgentConfig::default()
     };
+    let mut off_cpu = OffCpuOutput::open(args, unix_now_ns())?;
     let folded = Arc::new(Mutex::new(FoldedStacks::default()));
     let pprof = Arc::new(Mutex::new(None));
     let mut sinks: Vec<Box<dyn TraceSink>> = Vec::new();
     // Folded stacks also feed the summary's top stacks (bounded).
     if args.local_format().is_some() {
         sinks.push(Box::new(FoldedSink(folded.clone())));
+    }
+    if let Some(off_cpu) = &off_cpu {
+        sinks.push(off_cpu.sink());
     }
     if args.local_format() == Some(Format::Pprof) {
         *pprof.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -157,6 +170,10 @@ fn run(args: &Args) -> Result<()> {
         }
         _ => {}
     }
+    if let Some(off_cpu) = off_cpu.as_mut() {
+        let title = format!("ebpf-profiler: {:.1} s", elapsed.as_secs_f64());
+        off_cpu.write(&title, unix_now_ns())?;
+    }
     print_summary(&agent, &folded, elapsed, args.summary_top, export_stats.as_ref());
     Ok(())
 }
@@ -201,7 +218,11 @@ fn export_drop_reasons(e: &ExporterStats) -> String {
 fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: usize, export: Option<&ExporterStats>) {
     let s = agent.stats();
     say!("ebpf-profiler: summary after {:.1}s of sampling", elapsed.as_secs_f64());
-    say!("  samples taken:     {}", s.samples + s.samples_lost);
+    if s.off_cpu_sampled > 0 {
+        say!("  samples taken:     {} (of which {} off-CPU stacks)", s.samples + s.samples_lost, s.off_cpu_sampled);
+    } else {
+        say!("  samples taken:     {}", s.samples + s.samples_lost);
+    }
     say!(
         "  samples lost:      {} (ring buffer full: {}, reporter behind: {})",
         s.samples_lost + s.samples_dropped,
@@ -255,6 +276,23 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
             s.python_frames,
             s.python_frames_named,
             s.python_unsupported
+        );
+    }
+    if s.off_cpu_switches > 0 {
+        say!(
+            "  off-CPU:           {} switches seen, {} sampled, {} traces; {} stacks dropped, {} joins missed, \
+             {} ends lost{}",
+            s.off_cpu_switches,
+            s.off_cpu_sampled,
+            s.off_cpu_joined,
+            s.off_cpu_stacks_dropped,
+            s.off_cpu_joins_missed,
+            s.off_cpu_ends_lost,
+            if s.off_cpu_bpf_runs > 0 {
+                format!("; BPF {:.2} µs per switch", s.off_cpu_bpf_run_time_ns as f64 / s.off_cpu_bpf_runs as f64 / 1e3)
+            } else {
+                String::new()
+            }
         );
     }
     if s.bpf_runs > 0 {
