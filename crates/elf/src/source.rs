@@ -30,7 +30,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use profiler_trace::TableKey;
+use profiler_trace::{FileId, TableKey};
 use sha2::{Digest, Sha256};
 
 /// Largest executable or library opened (the largest real ones, browser
@@ -398,11 +398,46 @@ pub fn table_key_of_file(file: &File, size: u64) -> io::Result<TableKey> {
     Ok(TableKey(h.finalize().into()))
 }
 
+/// Files up to this size are keyed by a digest of their content
+/// ([`table_key_of_opened`]); larger ones by their FileID and the
+/// identity of the inode version parsed.
+pub const CONTENT_DIGEST_MAX_BYTES: u64 = 16 << 20;
+
+/// The [`TableKey`] of an opened file whose wire FileID is `file_id`:
+/// for files up to [`CONTENT_DIGEST_MAX_BYTES`], [`table_key_of_file`]
+/// (two files share it only with the same bytes, wherever they are); for
+/// larger ones SHA-256 of the FileID and the inode version opened
+/// (device, inode, size, modification and change times): a crafted
+/// file cannot share it (another inode, or a change time it cannot set),
+/// and hashing 150-200 MB libraries whole (rustc's, LLVM's: 340 MB per
+/// compiler version) costs more CPU than the rest of a churn's loads.
+/// The price: two copies of a big file on different inodes (container
+/// layers) are analysed once each.
+pub fn table_key_of_opened(opened: &OpenedFile, file_id: FileId) -> io::Result<TableKey> {
+    let id = &opened.identity;
+    if id.size <= CONTENT_DIGEST_MAX_BYTES {
+        return table_key_of_file(&opened.file, id.size);
+    }
+    let mut h = Sha256::new();
+    // Domain-separated from the content digests.
+    h.update(b"ebpf-profiler inode version\0");
+    h.update(file_id.0);
+    for n in [id.dev, id.ino, id.size] {
+        h.update(n.to_be_bytes());
+    }
+    for (secs, nanos) in [id.mtime, id.ctime] {
+        h.update(secs.to_be_bytes());
+        h.update(nanos.to_be_bytes());
+    }
+    Ok(TableKey(h.finalize().into()))
+}
+
 /// The [`TableKey`] of the host file at `path` (as [`open_regular`]
-/// opens it, for an executable).
+/// opens it, for an executable), as the process manager keys it.
 pub fn table_key_of_path(path: impl AsRef<Path>) -> Result<TableKey, OpenError> {
     let opened = open_regular(path.as_ref(), Purpose::Executable)?;
-    Ok(table_key_of_file(&opened.file, opened.identity.size)?)
+    let file_id = crate::file_id_of_file(&opened.file, opened.identity.size)?;
+    Ok(table_key_of_opened(&opened, file_id)?)
 }
 
 /// The [`TableKey`] of bytes in memory (the vDSO).
@@ -429,6 +464,41 @@ mod tests {
         let c = c_path(path).unwrap();
         // SAFETY: c is NUL-terminated.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    }
+
+    #[test]
+    fn big_files_are_keyed_by_their_inode_version_small_ones_by_content() {
+        let dir = temp_dir("keys");
+        let key = |p: &Path| {
+            let o = open_regular(p, Purpose::Executable).unwrap();
+            let id = crate::file_id_of_file(&o.file, o.identity.size).unwrap();
+            (id, table_key_of_opened(&o, id).unwrap(), table_key_of_file(&o.file, o.identity.size).unwrap())
+        };
+        // Small: the content digest, the same for two copies.
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        std::fs::write(&a, b"\x7fELF small").unwrap();
+        std::fs::copy(&a, &b).unwrap();
+        let (ka, kb) = (key(&a), key(&b));
+        assert_eq!(ka.1, ka.2, "a small file's key is its content digest");
+        assert_eq!(ka.1, kb.1, "two copies of a small file share tables");
+        // Big (sparse): same bytes, same FileId, but not the same key.
+        let (c, d) = (dir.join("c"), dir.join("d"));
+        for p in [&c, &d] {
+            let f = File::create(p).unwrap();
+            f.set_len(CONTENT_DIGEST_MAX_BYTES + 1).unwrap();
+            f.write_at(b"\x7fELF big", 0).unwrap();
+        }
+        let (kc, kd) = (key(&c), key(&d));
+        assert_eq!(kc.0, kd.0, "the same head, tail and length");
+        assert_eq!(kc.2, kd.2, "the same bytes");
+        assert_ne!(kc.1, kd.1, "another inode: another key");
+        assert_ne!(kc.1, kc.2, "not the content digest");
+        assert_eq!(key(&c).1, kc.1, "the same inode version: the same key");
+        // A change in place (the same size) is a new version.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        File::options().write(true).open(&c).unwrap().write_at(b"X", 100).unwrap();
+        assert_ne!(key(&c).1, kc.1, "modified: another key");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

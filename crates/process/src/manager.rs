@@ -30,7 +30,7 @@ use crate::procfs::{read_info, read_memory, read_proc_file, read_proc_text, read
 use crate::queue::{LoadKind, PendingWork};
 use crate::registry::{ProcessRegistry, ProcessSnapshot, SnapshotMapping};
 use profiler_elf::source::{
-    open_in_root, open_regular, path_in_root, stat_regular, table_key_of_bytes, table_key_of_file, FileIdentity,
+    open_in_root, open_regular, path_in_root, stat_regular, table_key_of_bytes, table_key_of_opened, FileIdentity,
     OpenError, OpenedFile, Purpose, Refusals,
 };
 use profiler_elf::{file_id_of_bytes, file_id_of_file, ElfFile, RuleId, RuleInterner, UnwindRule};
@@ -1059,12 +1059,8 @@ fn file_keys(opened: &OpenedFile) -> Option<FileKeys> {
     if &magic != b"\x7fELF" {
         return None;
     }
-    let size = opened.identity.size;
-    Some(FileKeys {
-        file_id: file_id_of_file(&opened.file, size).ok()?,
-        table_key: table_key_of_file(&opened.file, size).ok()?,
-        identity: Some(opened.identity),
-    })
+    let file_id = file_id_of_file(&opened.file, opened.identity.size).ok()?;
+    Some(FileKeys { file_id, table_key: table_key_of_opened(opened, file_id).ok()?, identity: Some(opened.identity) })
 }
 
 /// Whether `pid` exists (one syscall, no /proc read: most processes of a

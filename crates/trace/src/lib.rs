@@ -68,9 +68,12 @@ impl fmt::Display for FileId {
 
 /// What the profiler's per-file state (unwind tables, symbols, interpreter
 /// builds) is keyed by: a SHA-256 digest of a file's whole content and
-/// length. Unlike [`FileId`], which hashes only the head and tail (so a
-/// crafted file can share it with a real library), two files with the
-/// same key have the same bytes. SHA-256 because the input is
+/// length (files up to 16 MiB), or of its FileId and the identity of the
+/// inode version parsed (larger files; `profiler_elf::source::
+/// table_key_of_opened`). Unlike [`FileId`], which hashes only the head
+/// and tail (so a crafted file can share it with a real library), two
+/// files with the same key have the same bytes, or are the same inode
+/// version. SHA-256 because the input is
 /// adversarial: a non-cryptographic hash (xxh3, ...) can be made to
 /// collide on purpose.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
