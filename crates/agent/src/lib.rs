@@ -85,9 +85,26 @@ pub enum NextBatch {
     Stopped,
 }
 
-/// Capacity of the channel between the reader and the reporter, in
-/// samples (a few seconds of 1000 Hz on 8 CPUs).
-const SAMPLE_QUEUE_CAPACITY: usize = 32_768;
+/// Most samples the channel between the reader and the reporter holds
+/// (a few seconds of 1000 Hz on 8 CPUs; off-CPU stacks come faster).
+const SAMPLE_QUEUE_MAX: usize = 32_768;
+/// Fewest: its slots are allocated and touched up front (about 190
+/// bytes each: 6 MB of resident memory at the maximum).
+const SAMPLE_QUEUE_MIN: usize = 2048;
+
+/// Capacity of the sample channel: four seconds of samples (the reporter
+/// drains it continuously, but not while it emits an interval), within
+/// [`SAMPLE_QUEUE_MIN`, `SAMPLE_QUEUE_MAX`]; the maximum with off-CPU
+/// profiling, whose rate follows the machine's switches.
+fn sample_queue_capacity(samples_per_second: u32, cpus: usize, off_cpu: bool) -> usize {
+    if off_cpu {
+        return SAMPLE_QUEUE_MAX;
+    }
+    (samples_per_second as usize)
+        .saturating_mul(cpus.max(1))
+        .saturating_mul(4)
+        .clamp(SAMPLE_QUEUE_MIN, SAMPLE_QUEUE_MAX)
+}
 /// How often the reader drains the ring buffer when not woken earlier.
 const READER_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Most bytes of stack copies in the channel between the reader and the
@@ -202,7 +219,8 @@ impl Agent {
             None
         };
 
-        let (sample_tx, sample_rx) = crossbeam_channel::bounded::<RawSample>(SAMPLE_QUEUE_CAPACITY);
+        let capacity = sample_queue_capacity(config.samples_per_second, online_cpus(), config.off_cpu_threshold > 0.0);
+        let (sample_tx, sample_rx) = crossbeam_channel::bounded::<RawSample>(capacity);
         let reader = {
             let sample_reader = sampler.sample_reader()?;
             *lock(&shared.off_cpu_join) = sample_reader.off_cpu_counts();
@@ -778,5 +796,15 @@ mod tests {
         assert_eq!(ring_buffer_bytes(1000, 128), 4 << 20, "never above the former fixed size");
         assert_eq!(ring_buffer_bytes(0, 0), 256 << 10);
         assert_eq!(ring_buffer_bytes(u32::MAX, usize::MAX), 4 << 20);
+    }
+
+    #[test]
+    fn sample_queue_holds_four_seconds_within_bounds() {
+        assert_eq!(sample_queue_capacity(20, 2, false), SAMPLE_QUEUE_MIN, "160 samples: the floor");
+        assert_eq!(sample_queue_capacity(1000, 2, false), 8000);
+        assert_eq!(sample_queue_capacity(1000, 8, false), 32_000);
+        assert_eq!(sample_queue_capacity(1000, 16, false), SAMPLE_QUEUE_MAX, "64,000: the ceiling");
+        assert_eq!(sample_queue_capacity(u32::MAX, usize::MAX, false), SAMPLE_QUEUE_MAX);
+        assert_eq!(sample_queue_capacity(20, 2, true), SAMPLE_QUEUE_MAX, "off-CPU stacks follow the switches");
     }
 }
