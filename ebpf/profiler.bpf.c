@@ -35,6 +35,7 @@ const volatile u64 thread_size = 16384;
 #include "interpreters.bpf.h"
 #include "native_unwinder.bpf.h"
 #include "python_unwinder.bpf.h"
+#include "hotspot_unwinder.bpf.h"
 
 /* The user registers of the current task: from the perf context when the
  * tick interrupted user mode, else the ones saved at kernel entry.

@@ -123,6 +123,18 @@ counters! {
     stack_copies_failed = COUNTER_STACK_COPY_FAILED;
     /// Bytes of user stack copied.
     stack_copy_bytes = COUNTER_STACK_COPY_BYTES;
+    /// Java frames the HotSpot unwinder recorded.
+    hotspot_frames = COUNTER_HOTSPOT_FRAMES;
+    /// Tail calls into the HotSpot unwinder (hand-overs included).
+    hotspot_tail_calls = COUNTER_HOTSPOT_TAIL_CALLS;
+    /// Pcs in a code cache of a JVM not attached (yet).
+    hotspot_no_process = COUNTER_HOTSPOT_NO_PROCESS;
+    /// Pcs in a code cache that no code blob holds.
+    hotspot_no_blob = COUNTER_HOTSPOT_NO_BLOB;
+    /// Java frames, blobs or methods that could not be read.
+    hotspot_read_errors = COUNTER_HOTSPOT_READ_ERRORS;
+    /// Java frames that gave a bad stack or frame pointer.
+    hotspot_bad_frames = COUNTER_HOTSPOT_BAD_FRAMES;
 }
 
 impl Counters {
@@ -317,7 +329,9 @@ impl Sampler {
             MapHandle::try_from(&maps.python_files).map_err(|source| BpfError::Map { map: "python_files", source })?;
         let threads = MapHandle::try_from(&maps.python_thread_states)
             .map_err(|source| BpfError::Map { map: "python_thread_states", source })?;
-        Ok(InterpreterMaps::new(files, threads))
+        let processes = MapHandle::try_from(&maps.hotspot_processes)
+            .map_err(|source| BpfError::Map { map: "hotspot_processes", source })?;
+        Ok(InterpreterMaps::new(files, threads, processes))
     }
 
     /// The keys in the interpreter unwinders' maps, read by iterating
