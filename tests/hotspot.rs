@@ -234,6 +234,12 @@ fn report(what: &str, c: &Completeness, stats: &Stats) {
         c.inlined
     );
     eprintln!("  e.g. {}", c.example.as_deref().unwrap_or("-"));
+    let hotspot = stats.runtimes.0.iter().find(|(r, _)| *r == "hotspot").map(|(_, c)| c.clone());
+    eprintln!("  hotspot counters: {hotspot:?}");
+    let counter = |name| stats.runtimes.get("hotspot", name);
+    assert!(counter("frames") > 0 && counter("tail_calls") > 0, "{what}: no Java frame recorded: {stats:#?}");
+    assert!(counter("frames_named") >= counter("frames_unknown"), "{what}: mostly unnamed: {stats:#?}");
+    assert_eq!(counter("unsupported") + counter("attach_failures"), 0, "{what}: {stats:#?}");
     assert!(c.at_leaf >= MIN_SAMPLES, "{what}: only {} samples at the leaf; {stats:#?}", c.at_leaf);
     assert!(
         c.ratio() >= REQUIRED,

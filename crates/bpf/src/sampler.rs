@@ -9,7 +9,7 @@ use crate::reader::SampleReader;
 use crate::sample::STACK_COPY_MAX;
 use crate::sampling_switch::{dup_event, SamplingSwitch};
 use crate::skel::{OpenProfilerSkel, ProfilerSkel, ProfilerSkelBuilder};
-use crate::types::UnwindStop;
+use crate::types::{InterpreterUnwinder, UnwindStop};
 use crate::unwind_maps::UnwindMaps;
 use crate::BpfError;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -138,6 +138,27 @@ counters! {
 }
 
 impl Counters {
+    /// The counters of one interpreter unwinder, by their names after its
+    /// own ([`InterpreterUnwinder::name`]`_<name>` in the agent's stats).
+    pub fn interpreter(&self, unwinder: InterpreterUnwinder) -> Vec<(&'static str, u64)> {
+        match unwinder {
+            InterpreterUnwinder::Python => vec![
+                ("frames", self.python_frames),
+                ("tail_calls", self.python_tail_calls),
+                ("no_thread_state", self.python_no_thread_state),
+                ("read_errors", self.python_read_errors),
+            ],
+            InterpreterUnwinder::Hotspot => vec![
+                ("frames", self.hotspot_frames),
+                ("tail_calls", self.hotspot_tail_calls),
+                ("no_process", self.hotspot_no_process),
+                ("no_blob", self.hotspot_no_blob),
+                ("read_errors", self.hotspot_read_errors),
+                ("bad_frames", self.hotspot_bad_frames),
+            ],
+        }
+    }
+
     /// How many user stacks ended for `reason`.
     pub fn unwind_stop(&self, reason: UnwindStop) -> u64 {
         self.unwind_stops.get(usize::from(reason.raw())).copied().unwrap_or(0)

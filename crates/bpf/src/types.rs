@@ -178,6 +178,19 @@ pub enum InterpreterUnwinder {
     Hotspot = c::UNWINDER_HOTSPOT as u8,
 }
 
+impl InterpreterUnwinder {
+    /// Every interpreter unwinder.
+    pub const ALL: [InterpreterUnwinder; 2] = [InterpreterUnwinder::Python, InterpreterUnwinder::Hotspot];
+
+    /// Its name in counters (`python_frames`, `hotspot_frames`).
+    pub fn name(self) -> &'static str {
+        match self {
+            InterpreterUnwinder::Python => "python",
+            InterpreterUnwinder::Hotspot => "hotspot",
+        }
+    }
+}
+
 /// `struct pid_mapping`.
 pub(crate) type PidMappingValue = c::pid_mapping;
 

@@ -14,6 +14,7 @@
 
 use crate::memory::ProcessMemory;
 use crate::runtime::{Attach, FileDetection, InterpreterFile, ProcessState, ProcessUnwinding, Runtime};
+use profiler_bpf::InterpreterUnwinder;
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, TableKey};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -52,6 +53,8 @@ pub struct RuntimeStats {
     pub name: &'static str,
     /// [`Runtime::frame_kind`].
     pub frame_kind: FrameKind,
+    /// [`Runtime::unwinder`].
+    pub unwinder: InterpreterUnwinder,
     /// Loaded files holding a build it unwinds, now.
     pub files: u64,
     /// Files holding a build it does not unwind (told once each).
@@ -336,6 +339,7 @@ impl Registry {
             .map(|(i, r)| RuntimeStats {
                 name: r.name(),
                 frame_kind: r.frame_kind(),
+                unwinder: r.unwinder(),
                 files: files[i],
                 unsupported: state.unsupported[i],
                 attach_failures: state.attach_failures[i],
@@ -362,7 +366,7 @@ impl Default for Registry {
 mod tests {
     use super::*;
     use crate::runtime::FrameNamer;
-    use profiler_bpf::{InterpreterFileValue, InterpreterUnwinder};
+    use profiler_bpf::InterpreterFileValue;
     use std::any::Any;
 
     /// A runtime found in files by their path: "fake" is one to unwind,
@@ -410,6 +414,9 @@ mod tests {
         fn frame_kind(&self) -> FrameKind {
             FrameKind::Ruby
         }
+        fn unwinder(&self) -> InterpreterUnwinder {
+            InterpreterUnwinder::Hotspot
+        }
         fn owns_frame(&self, word: u64) -> bool {
             word == 7
         }
@@ -437,6 +444,9 @@ mod tests {
         }
         fn frame_kind(&self) -> FrameKind {
             FrameKind::Php
+        }
+        fn unwinder(&self) -> InterpreterUnwinder {
+            InterpreterUnwinder::Python
         }
         fn owns_frame(&self, word: u64) -> bool {
             word == 9

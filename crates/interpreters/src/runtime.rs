@@ -22,6 +22,10 @@ pub trait Runtime: Send + Sync {
     /// The kind of the frames it names.
     fn frame_kind(&self) -> FrameKind;
 
+    /// Its BPF unwinder (whose name prefixes its counters in the
+    /// agent's stats).
+    fn unwinder(&self) -> InterpreterUnwinder;
+
     /// Whether a user frame word of a sample is one of its frames (its
     /// BPF unwinder recorded it).
     fn owns_frame(&self, word: u64) -> bool;

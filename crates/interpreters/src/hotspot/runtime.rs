@@ -37,6 +37,10 @@ impl Runtime for Hotspot {
         FrameKind::Jvm
     }
 
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::Hotspot
+    }
+
     fn owns_frame(&self, word: u64) -> bool {
         matches!(UserFrame::decode(word), UserFrame::Hotspot { .. })
     }

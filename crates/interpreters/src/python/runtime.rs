@@ -33,6 +33,10 @@ impl Runtime for CPython {
         FrameKind::CPython
     }
 
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::Python
+    }
+
     fn owns_frame(&self, word: u64) -> bool {
         matches!(UserFrame::decode(word), UserFrame::Python { .. })
     }
