@@ -1,20 +1,23 @@
 //! HotSpot unwinding on the real eBPF programs: Java frames (interpreted,
 //! then JIT-compiled with inlining) in place of the JVM's code cache,
-//! native frames below them down to the thread's root, for each JDK on
+//! native frames around them down to the thread's root, for each JDK on
 //! this machine (Debian's OpenJDK 17, required under CI=true; Temurin 25
 //! when installed).
 //!
 //! The workload (`workloads/java/HotspotSpin.java`, compiled by javac
-//! here) runs `main -> a -> b -> c` on its main thread, `c` being a loop.
-//! Each test asserts, in at least 95% of that thread's samples, the whole
-//! chain: the launcher's thread root in libc and libjli, the JVM's
-//! `JavaCalls` in libjvm, then exactly `HotspotSpin.main`, `a`, `b`, `c`
-//! (named, with their source file), and only native or kernel code inside
-//! `c`. Samples with no Java frame at all count as failures (the thread
-//! runs Java code all the time).
+//! here; its JNI half built by gcc) runs one chain of methods on the CPU
+//! per JVM: the main thread's `main -> a -> b -> c`; a thread sorting a
+//! list whose comparator spins (Java -> JDK -> Java); a thread calling C
+//! that calls back into Java (Java -> C -> Java). Each test asserts, in
+//! at least 95% of the samples of that thread whose innermost Java frame
+//! is the chain's leaf, the whole stack: the thread's root in libc, the
+//! JVM's (and launcher's) native frames, then exactly the chain's Java
+//! methods (named, with their source file) and native files, and only
+//! native or kernel code inside the leaf. Samples of the thread with no
+//! Java frame at all count as failures (it runs Java code all the time).
 
 use profiler_agent::{AgentConfig, Stats};
-use profiler_tests::{in_ci, matches_chain, profile_with, serial, FrameDesc, Step, Workload};
+use profiler_tests::{in_ci, profile_with, serial, FrameDesc, Workload};
 use profiler_trace::{FrameKind, Trace};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,8 +26,89 @@ use std::time::{Duration, Instant};
 const HZ: u32 = 99;
 const SECONDS: u64 = 4;
 const REQUIRED: f64 = 0.95;
-const MIN_SAMPLES: usize = 100;
-const CHAIN: [&str; 4] = ["HotspotSpin.main", "HotspotSpin.a", "HotspotSpin.b", "HotspotSpin.c"];
+const MIN_SAMPLES: usize = 60;
+/// The source file of the workload's methods.
+const SOURCE: &str = "HotspotSpin.java";
+
+/// One step of an expected stack, root first.
+#[derive(Clone, Copy, Debug)]
+enum P {
+    /// One Java frame of one of these methods (the workload's own are
+    /// checked to come from [`SOURCE`]).
+    Java(&'static [&'static str]),
+    /// A Java frame of this method, if there is one (a JDK's own
+    /// helper that another JDK has not).
+    OptJava(&'static str),
+    /// One or more native frames, each in a file of this pattern
+    /// (`a|b`, `prefix*`).
+    Native(&'static str),
+    /// Zero or more native or kernel frames of any file.
+    AnyNative,
+}
+
+/// The chains, by the workload's first argument.
+struct Chain {
+    arg: &'static str,
+    pattern: &'static [P],
+}
+
+const MAIN: Chain = Chain {
+    arg: "main",
+    pattern: &[
+        P::Native("libc.so.6"),
+        P::Native("libjli.so"),
+        P::Native("libjvm.so"),
+        P::Java(&["HotspotSpin.main"]),
+        P::Java(&["HotspotSpin.a"]),
+        P::Java(&["HotspotSpin.b"]),
+        P::Java(&["HotspotSpin.c"]),
+        P::AnyNative,
+    ],
+};
+
+const SORT: Chain = Chain {
+    arg: "sort",
+    pattern: &[
+        P::Native("libc.so.6"),
+        P::Native("libjvm.so"),
+        P::Java(&["HotspotSpin$Sorter.run"]),
+        P::Java(&["HotspotSpin.sortOnce"]),
+        P::Java(&["java.util.ArrayList.sort"]),
+        // JDK 21+.
+        P::OptJava("java.util.ArrayList.sortRange"),
+        P::Java(&["java.util.Arrays.sort"]),
+        P::Java(&["java.util.TimSort.sort"]),
+        P::Java(&["java.util.TimSort.binarySort", "java.util.TimSort.countRunAndMakeAscending"]),
+        // The bridge compare(Object, Object), then compare(String, String).
+        P::Java(&["HotspotSpin$ByLength.compare"]),
+        P::Java(&["HotspotSpin$ByLength.compare"]),
+        P::Java(&["HotspotSpin.spin"]),
+        P::AnyNative,
+    ],
+};
+
+const JNI: Chain = Chain {
+    arg: "jni",
+    pattern: &[
+        P::Native("libc.so.6"),
+        P::Native("libjvm.so"),
+        P::Java(&["HotspotSpin$Jni.run"]),
+        P::Java(&["HotspotSpin.jniOuter"]),
+        P::Java(&["HotspotSpin.callBack"]),
+        P::Native("libhotspot_spin_jni.so"),
+        P::Native("libjvm.so"),
+        P::Java(&["HotspotSpin.fromNative"]),
+        P::Java(&["HotspotSpin.spin"]),
+        P::AnyNative,
+    ],
+};
+
+impl Chain {
+    /// The name of its leaf's method.
+    fn leaf(&self) -> &'static str {
+        self.pattern.iter().rev().find_map(|p| if let P::Java(names) = p { Some(names[0]) } else { None }).unwrap()
+    }
+}
 
 /// A JDK to test.
 struct Jdk {
@@ -76,8 +160,32 @@ impl Drop for Scratch {
     }
 }
 
-/// Starts the workload with `flags`; returns it and its main thread's tid.
-fn spawn(jdk: &Jdk, dir: &Path, flags: &[&str]) -> (Workload, u32) {
+/// Builds the workload's JNI library with gcc against `jdk`'s headers
+/// (gcc is required under CI=true).
+fn build_jni(jdk: &Jdk, dir: &Path) -> Option<PathBuf> {
+    let lib = dir.join("libhotspot_spin_jni.so");
+    let c = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/java/hotspot_spin_jni.c");
+    let status = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O2"])
+        .arg(format!("-I{}", jdk.home.join("include").display()))
+        .arg(format!("-I{}", jdk.home.join("include/linux").display()))
+        .arg("-o")
+        .arg(&lib)
+        .arg(c)
+        .status();
+    match status {
+        Ok(s) if s.success() => Some(lib),
+        other => {
+            assert!(!in_ci(), "gcc could not build the JNI library ({other:?}): required under CI=true");
+            eprintln!("SKIPPED: the JNI chain (gcc: {other:?})");
+            None
+        }
+    }
+}
+
+/// Starts the workload's `chain` with `flags`; returns it and the tid of
+/// the chain's thread.
+fn spawn(jdk: &Jdk, dir: &Path, chain: &Chain, flags: &[String]) -> (Workload, u32) {
     let out_path = dir.join("stdout");
     let out = std::fs::File::create(&out_path).unwrap();
     let w = Workload::spawn(
@@ -86,13 +194,15 @@ fn spawn(jdk: &Jdk, dir: &Path, flags: &[&str]) -> (Workload, u32) {
             .arg("-cp")
             .arg(dir)
             .arg("HotspotSpin")
+            .arg(chain.arg)
             .stdout(out)
             .stderr(Stdio::inherit()),
     );
     let deadline = Instant::now() + Duration::from_secs(60);
+    let marker = format!("{}-tid ", chain.arg);
     loop {
         let text = std::fs::read_to_string(&out_path).unwrap_or_default();
-        if let Some(tid) = text.lines().find_map(|l| l.strip_prefix("main-tid ")) {
+        if let Some(tid) = text.lines().find_map(|l| l.strip_prefix(marker.as_str())) {
             return (w, tid.trim().parse().expect("a tid"));
         }
         assert!(Instant::now() < deadline, "{}: the workload did not start", jdk.name);
@@ -171,31 +281,60 @@ impl Completeness {
     }
 }
 
-/// The launcher's main Java thread below `main`: its thread root in libc,
-/// libjli's JavaMain, libjvm's JNI and JavaCalls.
-fn native_root() -> Vec<Step<String>> {
-    vec![
-        Step::ManyIn("libc.so.6".to_string()),
-        Step::ManyIn("libjli.so".to_string()),
-        Step::ManyIn("libjvm.so".to_string()),
-    ]
+/// Whether `file` is matched by `pattern` (`a|b`, `prefix*`).
+fn file_matches(pattern: &str, file: &str) -> bool {
+    pattern.split('|').any(|p| match p.strip_suffix('*') {
+        Some(start) => file.starts_with(start),
+        None => file == p,
+    })
 }
 
-fn check(traces: &[Trace], pid: u32, tid: u32) -> Completeness {
+/// Whether `frames` (root first) are exactly `pattern`.
+fn matches(frames: &[Expanded], pattern: &[P]) -> bool {
+    let Some((step, rest)) = pattern.split_first() else { return frames.is_empty() };
+    let native = |f: &Expanded| f.desc.kind != FrameKind::Jvm;
+    match step {
+        P::Java(names) => frames.first().is_some_and(|f| {
+            let name = f.desc.name.as_deref().unwrap_or("");
+            let ours = name.starts_with("HotspotSpin");
+            f.desc.kind == FrameKind::Jvm
+                && names.contains(&name)
+                && (!ours || f.source_file.as_deref() == Some(SOURCE))
+                && matches(&frames[1..], rest)
+        }),
+        P::OptJava(name) => {
+            let here =
+                frames.first().is_some_and(|f| f.desc.kind == FrameKind::Jvm && f.desc.name.as_deref() == Some(name));
+            (here && matches(&frames[1..], rest)) || matches(frames, rest)
+        }
+        P::Native(pattern) => {
+            let run = frames
+                .iter()
+                .take_while(|f| native(f) && f.desc.file.as_deref().is_some_and(|file| file_matches(pattern, file)))
+                .count();
+            (1..=run).any(|n| matches(&frames[n..], rest))
+        }
+        P::AnyNative => {
+            let run = frames.iter().take_while(|f| native(f)).count();
+            (0..=run).any(|n| matches(&frames[n..], rest))
+        }
+    }
+}
+
+fn check(traces: &[Trace], pid: u32, tid: u32, chain: &Chain) -> Completeness {
     let mut c = Completeness::default();
     for t in traces.iter().filter(|t| t.process.pid.0 == pid && t.tid.0 == tid) {
         let frames = expand(t);
-        let java: Vec<usize> = (0..frames.len()).filter(|&i| frames[i].desc.kind == FrameKind::Jvm).collect();
-        let (Some(&first), Some(&last)) = (java.first(), java.last()) else {
+        let Some(innermost) = frames.iter().rev().find(|f| f.desc.kind == FrameKind::Jvm) else {
             c.fail(&frames);
             continue;
         };
-        match frames[last].desc.name.as_deref() {
+        match innermost.desc.name.as_deref() {
             None => {
                 c.fail(&frames);
                 continue;
             }
-            Some(leaf) if leaf != CHAIN[3] => {
+            Some(leaf) if leaf != chain.leaf() => {
                 c.elsewhere += 1;
                 continue;
             }
@@ -204,11 +343,7 @@ fn check(traces: &[Trace], pid: u32, tid: u32) -> Completeness {
         if frames.iter().any(|f| f.inlined) {
             c.inlined += 1;
         }
-        let root: Vec<FrameDesc> = frames[..first].iter().map(|f| f.desc.clone()).collect();
-        let chain: Vec<&str> = frames[first..=last].iter().map(|f| f.desc.name.as_deref().unwrap_or("?")).collect();
-        let sources_known = frames[first..=last].iter().all(|f| f.source_file.as_deref() == Some("HotspotSpin.java"));
-        let leaf_side_native = frames[last + 1..].iter().all(|f| f.desc.kind != FrameKind::Jvm);
-        if matches_chain(&root, &native_root()) && chain == CHAIN && sources_known && leaf_side_native {
+        if matches(&frames, chain.pattern) {
             c.at_leaf += 1;
             c.complete += 1;
             c.example.get_or_insert_with(|| show(&frames));
@@ -252,30 +387,35 @@ fn report(what: &str, c: &Completeness, stats: &Stats) {
     );
 }
 
-/// Profiles the chain of `jdk` with `flags`, after `warm_up`.
-fn chain_test(jdk: &Jdk, mode: &str, flags: &[&str], warm_up: Duration) -> Option<Completeness> {
+/// Profiles `chain` on `jdk` with `flags`, after `warm_up`.
+fn chain_test(jdk: &Jdk, chain: &Chain, mode: &str, flags: &[&str], warm_up: Duration) -> Option<Completeness> {
     let _serial = serial();
-    let dir = Scratch::new(mode);
+    let dir = Scratch::new(&format!("{}-{mode}", chain.arg));
     jdk.compile(&dir.0);
-    let (w, tid) = spawn(jdk, &dir.0, flags);
+    let mut flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+    if chain.arg == "jni" {
+        let lib = build_jni(jdk, &dir.0)?;
+        flags.push(format!("-Dhotspot.jni={}", lib.display()));
+    }
+    let (w, tid) = spawn(jdk, &dir.0, chain, &flags);
     std::thread::sleep(warm_up);
     let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
     let (traces, stats) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS)))?;
-    let c = check(&traces, w.pid(), tid);
-    report(&format!("{} {mode} main -> a -> b -> c", jdk.name), &c, &stats);
+    let c = check(&traces, w.pid(), tid, chain);
+    report(&format!("{} {mode} {} chain", jdk.name, chain.arg), &c, &stats);
     Some(c)
 }
 
-fn interpreted(jdk: Option<Jdk>) {
+fn interpreted(jdk: Option<Jdk>, chain: &Chain) {
     let Some(jdk) = jdk else { return };
-    chain_test(&jdk, "interpreted", &["-Xint"], Duration::from_millis(500));
+    chain_test(&jdk, chain, "interpreted", &["-Xint"], Duration::from_millis(500));
 }
 
-fn compiled(jdk: Option<Jdk>) {
+fn compiled(jdk: Option<Jdk>, chain: &Chain) {
     let Some(jdk) = jdk else { return };
-    // C2 compiles c() and main()'s loop (with a, b and c inlined) within
-    // the first seconds.
-    let Some(c) = chain_test(&jdk, "compiled", &[], Duration::from_secs(4)) else { return };
+    // The JIT compiles the chain's loop (with the small methods inlined)
+    // within the first seconds.
+    let Some(c) = chain_test(&jdk, chain, "compiled", &[], Duration::from_secs(5)) else { return };
     assert!(
         c.inlined * 2 >= c.at_leaf,
         "{}: the chain should come mostly from compiled code with inlining: {c:?}",
@@ -291,22 +431,28 @@ fn jdk25() -> Option<Jdk> {
     Jdk::find("/usr/lib/jvm/temurin-25-jdk-amd64", "Temurin 25", false)
 }
 
-#[test]
-fn jdk17_interpreted() {
-    interpreted(jdk17());
+macro_rules! per_jdk {
+    ($($name:ident: $mode:ident($jdk:ident, $chain:ident);)*) => {
+        $(
+            #[test]
+            fn $name() {
+                $mode($jdk(), &$chain);
+            }
+        )*
+    };
 }
 
-#[test]
-fn jdk17_compiled() {
-    compiled(jdk17());
-}
-
-#[test]
-fn jdk25_interpreted() {
-    interpreted(jdk25());
-}
-
-#[test]
-fn jdk25_compiled() {
-    compiled(jdk25());
+per_jdk! {
+    jdk17_main_interpreted: interpreted(jdk17, MAIN);
+    jdk17_main_compiled: compiled(jdk17, MAIN);
+    jdk17_sort_interpreted: interpreted(jdk17, SORT);
+    jdk17_sort_compiled: compiled(jdk17, SORT);
+    jdk17_jni_interpreted: interpreted(jdk17, JNI);
+    jdk17_jni_compiled: compiled(jdk17, JNI);
+    jdk25_main_interpreted: interpreted(jdk25, MAIN);
+    jdk25_main_compiled: compiled(jdk25, MAIN);
+    jdk25_sort_interpreted: interpreted(jdk25, SORT);
+    jdk25_sort_compiled: compiled(jdk25, SORT);
+    jdk25_jni_interpreted: interpreted(jdk25, JNI);
+    jdk25_jni_compiled: compiled(jdk25, JNI);
 }
