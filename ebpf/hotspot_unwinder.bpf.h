@@ -122,6 +122,51 @@ static __always_inline u64 hotspot_find_blob(struct hotspot_process *jvm, u64 pc
 	return 0;
 }
 
+/* The code cache's bounds and heaps: from the entry, or read from the
+ * JVM once they are set (while it starts) and stored in the entry. False
+ * when they are not set yet. */
+static __always_inline bool hotspot_code_cache(struct hotspot_process *jvm)
+{
+	if (jvm->code_low && jvm->heap_count)
+		return true;
+	u64 low = 0, high = 0, array = 0, data = 0;
+	s32 len = 0;
+	if (read_user_u64(&low, jvm->code_low_bound) || read_user_u64(&high, jvm->code_high_bound) || !low ||
+	    high <= low)
+		return false;
+	if (read_user_u64(&array, jvm->code_heaps) || !array)
+		return false;
+	if (bpf_probe_read_user(&len, sizeof(len), (const void *)(array + jvm->growable_array_len)) || len <= 0)
+		return false;
+	if (read_user_u64(&data, array + jvm->growable_array_data) || !data)
+		return false;
+	u32 count = 0;
+	for (int i = 0; i < HOTSPOT_MAX_HEAPS; i++) {
+		if (i >= len)
+			break;
+		u64 heap = 0, heap_low = 0, heap_high = 0, segmap = 0;
+		s32 log2 = 0;
+		if (read_user_u64(&heap, data + 8 * i) || !heap)
+			return false;
+		if (read_user_u64(&heap_low, heap + jvm->code_heap_memory + jvm->virtual_space_low) ||
+		    read_user_u64(&heap_high, heap + jvm->code_heap_memory + jvm->virtual_space_high) ||
+		    read_user_u64(&segmap, heap + jvm->code_heap_segmap + jvm->virtual_space_low) ||
+		    bpf_probe_read_user(&log2, sizeof(log2), (const void *)(heap + jvm->code_heap_log2_segment_size)))
+			return false;
+		if (log2 < 4 || log2 > 20 || heap_low >= heap_high || !segmap)
+			return false;
+		jvm->heaps[i].low = heap_low;
+		jvm->heaps[i].high = heap_high;
+		jvm->heaps[i].segmap = segmap;
+		jvm->heaps[i].log2_segment_size = log2;
+		count++;
+	}
+	jvm->code_low = low;
+	jvm->code_high = high;
+	jvm->heap_count = count;
+	return true;
+}
+
 /* An interpreted frame at fp. */
 static __always_inline int hotspot_interpreted(struct sample_record *record, struct hotspot_process *jvm)
 {
@@ -243,12 +288,17 @@ int hotspot_unwind(struct bpf_perf_event_data *ctx)
 	struct interp_state *interp = &record->interp;
 	struct unwind_state *state = &record->state;
 	u32 tgid = record->event.pid;
+	/* A hand-over, or this program going on (in_loop is clear at a
+	 * hand-over, and set by this program before it calls itself). */
+	bool fresh = !interp->in_loop;
+	interp->in_loop = 0;
 	struct hotspot_process *jvm = bpf_map_lookup_elem(&hotspot_processes, &tgid);
-	if (!jvm) {
-		/* Not attached (yet): the code cache stays unwalkable. */
+	if (!jvm || !hotspot_code_cache(jvm)) {
+		/* Not attached, or its code cache not set, yet: the code
+		 * stays memory without unwind tables. */
 		count(COUNTER_HOTSPOT_NO_PROCESS);
-		interp->mode = INTERP_MODE_UNAVAILABLE;
-		goto native;
+		interp->next = INTERP_NEXT_NATIVE;
+		goto call_native;
 	}
 	/* Set while the JVM starts: read at each run. */
 	interp->interpreter_low = 0;
@@ -268,8 +318,16 @@ int hotspot_unwind(struct bpf_perf_event_data *ctx)
 	read_user_u64(&interp->call_stub_return, jvm->call_stub_return);
 
 	for (int i = 0; i < HOTSPOT_FRAMES_PER_PROGRAM; i++) {
-		if (state->pc < jvm->code_low || state->pc >= jvm->code_high)
+		if (state->pc < jvm->code_low || state->pc >= jvm->code_high) {
+			if (i == 0 && fresh) {
+				/* Handed memory that is not the code cache (user
+				 * space marks every anonymous code of a JVM until
+				 * it knows the cache): it stays native. */
+				interp->next = INTERP_NEXT_NATIVE;
+				goto call_native;
+			}
 			goto native;
+		}
 		int result = hotspot_step(record, jvm);
 		if (result == STEP_HOTSPOT_NATIVE)
 			goto native;
@@ -285,7 +343,9 @@ int hotspot_unwind(struct bpf_perf_event_data *ctx)
 	if (state->tail_calls < MAX_NATIVE_TAIL_CALLS) {
 		state->tail_calls++;
 		count(COUNTER_HOTSPOT_TAIL_CALLS);
+		interp->in_loop = 1;
 		bpf_tail_call(ctx, &programs, UNWINDER_HOTSPOT);
+		interp->in_loop = 0;
 	}
 	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
 	return 0;
@@ -294,6 +354,7 @@ native:
 	/* The next frame is native code (or, when the JVM is not attached,
 	 * the code cache seen as memory without unwind tables). */
 	interp->next = INTERP_NEXT_HAND_OVER;
+call_native:
 	if (state->tail_calls < MAX_NATIVE_TAIL_CALLS) {
 		state->tail_calls++;
 		count(COUNTER_NATIVE_TAIL_CALLS);

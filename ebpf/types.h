@@ -364,8 +364,9 @@ enum counter_id {
 	COUNTER_HOTSPOT_FRAMES = 26,
 	/* HotSpot: tail calls into its unwinder (hand-overs included) */
 	COUNTER_HOTSPOT_TAIL_CALLS = 27,
-	/* HotSpot: a pc in a code cache of a process without its
-	 * hotspot_processes entry (not attached yet) */
+	/* HotSpot: a pc in a JVM's anonymous code of a process without its
+	 * hotspot_processes entry, or whose code cache is not set (the JVM
+	 * is starting) */
 	COUNTER_HOTSPOT_NO_PROCESS = 28,
 	/* HotSpot: a pc in the code cache that no code blob holds (free
 	 * space, or the segment map changed under the walk) */
@@ -454,14 +455,28 @@ struct hotspot_heap {
 /* What the HotSpot unwinder needs of one JVM process
  * (hotspot_processes[tgid], set by user space from the JVM's vmStructs
  * tables: crates/interpreters/src/hotspot). Addresses are the process's;
- * offsets are in bytes, slots in words from the frame pointer. */
+ * offsets are in bytes, slots in words from the frame pointer. The code
+ * cache's bounds and heaps are set while the VM starts: user space gives
+ * them when it could read them, else the unwinder reads them (through
+ * the code_* addresses and offsets) and stores them here, once. */
 struct hotspot_process {
-	__u64 code_low;                  /* CodeCache::_low_bound */
+	__u64 code_low;                  /* CodeCache::_low_bound (0: not read yet) */
 	__u64 code_high;                 /* CodeCache::_high_bound */
 	__u64 interpreter_code;          /* &AbstractInterpreter::_code (StubQueue*) */
 	__u64 call_stub_return;          /* &StubRoutines::_call_stub_return_address */
+	__u64 code_low_bound;            /* &CodeCache::_low_bound */
+	__u64 code_high_bound;           /* &CodeCache::_high_bound */
+	__u64 code_heaps;                /* &CodeCache::_heaps (GrowableArray<CodeHeap*>*) */
+	__u32 growable_array_len;        /* GrowableArrayBase::_len (int) */
+	__u32 growable_array_data;       /* GrowableArray<int>::_data */
+	__u32 code_heap_memory;          /* CodeHeap::_memory (VirtualSpace) */
+	__u32 code_heap_segmap;          /* CodeHeap::_segmap (VirtualSpace) */
+	__u32 code_heap_log2_segment_size; /* CodeHeap::_log2_segment_size (int) */
+	__u32 virtual_space_low;         /* VirtualSpace::_low_boundary */
+	__u32 virtual_space_high;        /* VirtualSpace::_high_boundary */
+	__u32 reserved2;
 	struct hotspot_heap heaps[HOTSPOT_MAX_HEAPS];
-	__u32 heap_count;
+	__u32 heap_count;                /* 0: not read yet */
 	__u32 heap_block_size;           /* sizeof(HeapBlock): the blob follows */
 	__u32 heap_block_used;           /* HeapBlock::_header._used */
 	__u32 stub_queue_buffer;         /* StubQueue::_stub_buffer */

@@ -26,7 +26,12 @@ use std::time::{Duration, Instant};
 const HZ: u32 = 99;
 const SECONDS: u64 = 4;
 const REQUIRED: f64 = 0.95;
-const MIN_SAMPLES: usize = 60;
+const MIN_SAMPLES: usize = 30;
+/// How long a JVM started after the agent is given to get its Java
+/// frames: the analysis of `libjvm.so` (20 MB, its unwind tables and
+/// symbols) takes seconds on a loaded machine, and its native frames wait
+/// for it too.
+const LATE_START: Duration = Duration::from_secs(6);
 /// The source file of the workload's methods.
 const SOURCE: &str = "HotspotSpin.java";
 
@@ -322,8 +327,14 @@ fn matches(frames: &[Expanded], pattern: &[P]) -> bool {
 }
 
 fn check(traces: &[Trace], pid: u32, tid: u32, chain: &Chain) -> Completeness {
+    check_since(traces, pid, tid, chain, 0)
+}
+
+/// [`check`] for the samples taken at or after `since_unix_ns`.
+fn check_since(traces: &[Trace], pid: u32, tid: u32, chain: &Chain, since_unix_ns: u64) -> Completeness {
     let mut c = Completeness::default();
-    for t in traces.iter().filter(|t| t.process.pid.0 == pid && t.tid.0 == tid) {
+    let samples = traces.iter().filter(|t| t.process.pid.0 == pid && t.tid.0 == tid);
+    for t in samples.filter(|t| t.timestamp_unix_ns >= since_unix_ns) {
         let frames = expand(t);
         let Some(innermost) = frames.iter().rev().find(|f| f.desc.kind == FrameKind::Jvm) else {
             c.fail(&frames);
@@ -429,6 +440,59 @@ fn jdk17() -> Option<Jdk> {
 
 fn jdk25() -> Option<Jdk> {
     Jdk::find("/usr/lib/jvm/temurin-25-jdk-amd64", "Temurin 25", false)
+}
+
+/// A JVM started after the agent (attached while it starts, once its
+/// tables are set and `libjvm.so` analysed; the unwinder reads the code
+/// cache itself when it is set after that): from its first sample with a
+/// Java frame (within [`LATE_START`] and [`SECONDS`] of its `main()`),
+/// its chain is whole.
+fn started_after_the_agent(jdk: Option<Jdk>) {
+    let Some(jdk) = jdk else { return };
+    let _serial = serial();
+    let dir = Scratch::new("late");
+    jdk.compile(&dir.0);
+    let out = dir.0.join("stdout");
+    let mut w = Workload::spawn_gated(&format!(
+        "exec {} -Xint -cp {} HotspotSpin main > {}",
+        jdk.home.join("bin/java").display(),
+        dir.0.display(),
+        out.display()
+    ));
+    let pid = w.pid();
+    let started = std::sync::Mutex::new(None);
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| {
+        w.release();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let tid: u32 = loop {
+            let text = std::fs::read_to_string(&out).unwrap_or_default();
+            if let Some(tid) = text.lines().find_map(|l| l.strip_prefix("main-tid ")) {
+                break tid.trim().parse().expect("a tid");
+            }
+            assert!(Instant::now() < deadline, "{}: the workload did not start", jdk.name);
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        *started.lock().unwrap() = Some(tid);
+        std::thread::sleep(LATE_START + Duration::from_secs(SECONDS));
+    }) else {
+        return;
+    };
+    let tid = started.lock().unwrap().expect("the workload started");
+    let java = |t: &&Trace| t.tid.0 == tid && t.frames.iter().any(|f| f.kind == FrameKind::Jvm);
+    let since = traces.iter().filter(java).map(|t| t.timestamp_unix_ns).min().unwrap_or(u64::MAX);
+    let c = check_since(&traces, pid, tid, &MAIN, since);
+    report(&format!("{} started after the agent, main chain", jdk.name), &c, &stats);
+}
+
+#[test]
+fn jdk17_started_after_the_agent() {
+    started_after_the_agent(jdk17());
+}
+
+#[test]
+fn jdk25_started_after_the_agent() {
+    started_after_the_agent(jdk25());
 }
 
 macro_rules! per_jdk {

@@ -416,6 +416,19 @@ pub struct HotspotProcessValue {
     pub interpreter_code: u64,
     /// Address of `StubRoutines::_call_stub_return_address`.
     pub call_stub_return: u64,
+    /// Address of `CodeCache::_low_bound`.
+    pub code_low_bound: u64,
+    /// Address of `CodeCache::_high_bound`.
+    pub code_high_bound: u64,
+    /// Address of `CodeCache::_heaps`.
+    pub code_heaps: u64,
+    pub growable_array_len: u32,
+    pub growable_array_data: u32,
+    pub code_heap_memory: u32,
+    pub code_heap_segmap: u32,
+    pub code_heap_log2_segment_size: u32,
+    pub virtual_space_low: u32,
+    pub virtual_space_high: u32,
     /// At most [`HOTSPOT_MAX_HEAPS`] (more are dropped).
     pub heaps: [HotspotHeapValue; HOTSPOT_MAX_HEAPS],
     pub heap_count: u32,
@@ -446,6 +459,17 @@ impl HotspotProcessValue {
             code_high: self.code_high,
             interpreter_code: self.interpreter_code,
             call_stub_return: self.call_stub_return,
+            code_low_bound: self.code_low_bound,
+            code_high_bound: self.code_high_bound,
+            code_heaps: self.code_heaps,
+            growable_array_len: self.growable_array_len,
+            growable_array_data: self.growable_array_data,
+            code_heap_memory: self.code_heap_memory,
+            code_heap_segmap: self.code_heap_segmap,
+            code_heap_log2_segment_size: self.code_heap_log2_segment_size,
+            virtual_space_low: self.virtual_space_low,
+            virtual_space_high: self.virtual_space_high,
+            reserved2: 0,
             heaps: self.heaps.map(heap),
             heap_count: self.heap_count.min(HOTSPOT_MAX_HEAPS as u32),
             heap_block_size: self.heap_block_size,

@@ -123,13 +123,22 @@ impl InterpreterFile for HotspotFile {
 
     fn process_unwinding(&self, process: &ProcessState, memory: &dyn ProcessMemory) -> Option<ProcessUnwinding> {
         let process = process.downcast_ref::<HotspotProcess>()?;
-        // Read again: the heaps are set while the VM starts.
-        let cache = Arc::new(CodeCache::read(memory, &process.layout, process.bias).ok()?);
-        *process.code_cache.lock().unwrap_or_else(|p| p.into_inner()) = Some(cache.clone());
-        let value = process_value(&process.layout, process.bias, &cache);
+        // The heaps are set while the VM starts: until they are, every
+        // anonymous code of the process goes to the unwinder, which reads
+        // them itself once they are there (the process's mappings need
+        // not change again for that).
+        let cache = CodeCache::read(memory, &process.layout, process.bias).ok().map(Arc::new);
+        if cache.is_some() {
+            *process.code_cache.lock().unwrap_or_else(|p| p.into_inner()) = cache.clone();
+        }
+        let value = process_value(&process.layout, process.bias, cache.as_deref());
+        let code = match &cache {
+            Some(cache) => vec![(cache.low, cache.high)],
+            None => vec![(0, u64::MAX)],
+        };
         Some(ProcessUnwinding {
             unwinder: InterpreterUnwinder::Hotspot,
-            code: vec![(cache.low, cache.high)],
+            code,
             value: InterpreterProcessValue::Hotspot(value),
         })
     }
@@ -139,9 +148,12 @@ impl InterpreterFile for HotspotFile {
     }
 }
 
-/// The BPF unwinder's view of one JVM (`struct hotspot_process`).
-fn process_value(l: &HotspotLayout, bias: u64, cache: &CodeCache) -> HotspotProcessValue {
+/// The BPF unwinder's view of one JVM (`struct hotspot_process`); its
+/// code cache when it could be read.
+fn process_value(l: &HotspotLayout, bias: u64, cache: Option<&CodeCache>) -> HotspotProcessValue {
     let mut heaps = [HotspotHeapValue::default(); HOTSPOT_MAX_HEAPS];
+    let empty = CodeCache { low: 0, high: 0, heaps: Vec::new() };
+    let cache = cache.unwrap_or(&empty);
     for (slot, heap) in heaps.iter_mut().zip(&cache.heaps) {
         *slot = HotspotHeapValue {
             low: heap.low,
@@ -155,6 +167,16 @@ fn process_value(l: &HotspotLayout, bias: u64, cache: &CodeCache) -> HotspotProc
         code_high: cache.high,
         interpreter_code: bias.wrapping_add(l.interpreter_code_vaddr),
         call_stub_return: bias.wrapping_add(l.call_stub_return_address_vaddr),
+        code_low_bound: bias.wrapping_add(l.code_cache_low_bound_vaddr),
+        code_high_bound: bias.wrapping_add(l.code_cache_high_bound_vaddr),
+        code_heaps: bias.wrapping_add(l.code_cache_heaps_vaddr),
+        growable_array_len: l.growable_array_len,
+        growable_array_data: l.growable_array_data,
+        code_heap_memory: l.code_heap_memory,
+        code_heap_segmap: l.code_heap_segmap,
+        code_heap_log2_segment_size: l.code_heap_log2_segment_size,
+        virtual_space_low: l.virtual_space_low_boundary,
+        virtual_space_high: l.virtual_space_high_boundary,
         heaps,
         heap_count: cache.heaps.len().min(HOTSPOT_MAX_HEAPS) as u32,
         heap_block_size: l.heap_block_size,
@@ -294,7 +316,7 @@ mod tests {
         };
         let cache =
             CodeCache { low: 0x10_0000, high: 0x90_0000, heaps: (0..6).map(|i| heap(0x10_0000 * (i + 1))).collect() };
-        let v = process_value(&l, 0x7000_0000, &cache);
+        let v = process_value(&l, 0x7000_0000, Some(&cache));
         assert_eq!((v.code_low, v.code_high), (0x10_0000, 0x90_0000));
         assert_eq!(v.heap_count as usize, HOTSPOT_MAX_HEAPS, "more heaps than the BPF side holds are dropped");
         assert_eq!(v.heaps[1].low, 0x20_0000);
@@ -302,5 +324,10 @@ mod tests {
         assert_eq!(v.interpreter_code, 0x7000_0000 + l.interpreter_code_vaddr);
         assert_eq!((v.interp_method_slot, v.interp_bcp_slot, v.interp_sender_sp_slot), (-3, -8, -1));
         assert_eq!(v.const_method_size, l.const_method_sizeof);
+        assert_eq!(v.code_heaps, 0x7000_0000 + l.code_cache_heaps_vaddr);
+        // Not read yet: the BPF side reads the code cache itself.
+        let v = process_value(&l, 0x7000_0000, None);
+        assert_eq!((v.code_low, v.heap_count), (0, 0));
+        assert_eq!(v.code_low_bound, 0x7000_0000 + l.code_cache_low_bound_vaddr);
     }
 }
