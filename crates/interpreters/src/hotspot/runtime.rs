@@ -330,4 +330,39 @@ mod tests {
         assert_eq!((v.code_low, v.heap_count), (0, 0));
         assert_eq!(v.code_low_bound, 0x7000_0000 + l.code_cache_low_bound_vaddr);
     }
+
+    /// Frames that cannot be named are unknown, never another method's
+    /// name: a compiled frame whose blob was freed since the sample (its
+    /// segment map says free), a word without a pointer, a process not
+    /// attached.
+    #[test]
+    fn frames_of_freed_code_are_unknown() {
+        use super::super::remote::fake::FakeMemory;
+        use super::super::walk::CodeHeapInfo;
+        use super::super::TableSymbol;
+        let l = super::super::layout::jdk17_fixture();
+        let heap = CodeHeapInfo { low: 0x10_0000, high: 0x10_1000, segmap: 0x20_0000, log2_segment_size: 7 };
+        let mut memory = FakeMemory::default();
+        memory.add(heap.segmap, vec![0xff; 32]); // all free
+        let cache = CodeCache { low: heap.low, high: heap.high, heaps: vec![heap] };
+        let process =
+            HotspotProcess { layout: Arc::new(l.clone()), bias: 0, code_cache: Mutex::new(Some(Arc::new(cache))) };
+        let table = TableSymbol { array: 0, stride: 0, fields: Vec::new() };
+        let symbols = TableSymbols {
+            structs: table.clone(),
+            types: table.clone(),
+            int_constants: table.clone(),
+            long_constants: table,
+        };
+        let file: Arc<dyn InterpreterFile> = Arc::new(HotspotFile { symbols });
+        let attached = MappedFile { file: file.clone(), bias: 0, process: Some(Arc::new(process)) };
+        let mut namer = HotspotNamer::new(16);
+        let blob = heap.low + u64::from(l.heap_block_size);
+        for word in [UserFrame::hotspot_word(true, blob, 0x40), UserFrame::hotspot_word(false, 0, 3)] {
+            assert!(namer.lines(&memory, 1, &attached, word).is_empty());
+        }
+        let unattached = MappedFile { file, bias: 0, process: None };
+        assert!(namer.lines(&memory, 1, &unattached, UserFrame::hotspot_word(false, 0x1000, 3)).is_empty());
+        assert_eq!(namer.stats(), NamerStats { frames: 0, unknown: 3, reads: 0 });
+    }
 }
