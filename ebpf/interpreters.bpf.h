@@ -7,8 +7,9 @@
  * interpreter unwinders (python_unwinder.bpf.h, ...).
  *
  * User space marks the pid_mappings prefixes that cover an interpreter's
- * evaluation loop (MAPPING_FLAG_INTERPRETER_LOOP) and names the loop's
- * unwinder in the same flags (MAPPING_UNWINDER_SHIFT, enum
+ * evaluation loop (MAPPING_FLAG_INTERPRETER_LOOP), or its code in
+ * anonymous memory (a JVM's code cache: kind MAPPING_KIND_NO_UNWIND_INFO
+ * with the flag), and names the loop's unwinder in the same flags (MAPPING_UNWINDER_SHIFT, enum
  * unwinder_program). When the native unwinder reaches such a frame it
  * calls interpreter_unwind, which tail-calls that unwinder; the native
  * unwinder itself names no interpreter.
@@ -19,6 +20,7 @@
 
 int native_unwind(struct bpf_perf_event_data *ctx);
 int python_unwind(struct bpf_perf_event_data *ctx);
+int hotspot_unwind(struct bpf_perf_event_data *ctx);
 
 /* The unwinders, for tail calls; filled by libbpf at load. */
 struct {
@@ -30,6 +32,7 @@ struct {
 	.values = {
 		[UNWINDER_NATIVE] = (void *)&native_unwind,
 		[UNWINDER_PYTHON] = (void *)&python_unwind,
+		[UNWINDER_HOTSPOT] = (void *)&hotspot_unwind,
 	},
 };
 
@@ -49,6 +52,9 @@ static __always_inline void count_hand_over(u32 slot)
 	switch (slot) {
 	case UNWINDER_PYTHON:
 		count(COUNTER_PYTHON_TAIL_CALLS);
+		break;
+	case UNWINDER_HOTSPOT:
+		count(COUNTER_HOTSPOT_TAIL_CALLS);
 		break;
 	default:
 		break;

@@ -68,6 +68,11 @@ enum interp_next {
 	INTERP_NEXT_NATIVE = 2,
 };
 
+/* Words of an interpreted frame read at once: slots -8 .. +1 from its
+ * frame pointer (the bcp is the lowest, the return address the highest). */
+#define HOTSPOT_FRAME_SLOTS 10
+#define HOTSPOT_LOWEST_SLOT (-8)
+
 /* The interpreter unwinder's part of the unwind state
  * (python_unwinder.bpf.h). */
 struct interp_state {
@@ -86,12 +91,31 @@ struct interp_state {
 	/* The interpreter file (pid_mappings) the hand-over came from. */
 	u64 file_id;
 	u64 bias;
-	/* The next CPython frame to record (0: none left). */
-	u64 frame;
-	/* python_files[file_id], copied at the hand-over. */
-	struct python_file py;
-	/* One frame, as read. */
-	u8 buf[PYTHON_FRAME_READ_MAX];
+	/* Each interpreter unwinder's own state: the one place where they
+	 * share the per-CPU scratch (only one runs at a time). */
+	union {
+		/* CPython (python_unwinder.bpf.h). */
+		struct {
+			/* The next CPython frame to record (0: none left). */
+			u64 frame;
+			/* python_files[file_id], copied at the hand-over. */
+			struct python_file py;
+			/* One frame, as read. */
+			u8 buf[PYTHON_FRAME_READ_MAX];
+		};
+		/* HotSpot (hotspot_unwinder.bpf.h). */
+		struct {
+			/* The template interpreter's code [low, high), read
+			 * at each program run. */
+			u64 interpreter_low;
+			u64 interpreter_high;
+			/* StubRoutines::_call_stub_return_address. */
+			u64 call_stub_return;
+			/* An interpreted frame's slots fp - 64 .. fp + 8, as
+			 * read. */
+			u64 slots[HOTSPOT_FRAME_SLOTS];
+		};
+	};
 };
 
 struct sample_record {
@@ -206,6 +230,17 @@ struct {
 	__type(key, u64);
 	__type(value, u64);
 } python_thread_states SEC(".maps");
+
+/* HotSpot: tgid -> what its unwinder needs of the JVM in that process
+ * (struct hotspot_process). Set by user space once the JVM's tables are
+ * read, removed when the process is unloaded. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 12);
+	__type(key, u32);
+	__type(value, struct hotspot_process);
+} hotspot_processes SEC(".maps");
 
 /* When a process event of each kind was last sent for a pid (key
  * pid << 32 | kind), to rate-limit them (helpers.h). */

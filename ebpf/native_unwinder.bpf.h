@@ -136,8 +136,6 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 		send_process_event(PROCESS_EVENT_UNKNOWN_PC, pid, lookup_pc, true);
 		return UNWIND_STOP_UNKNOWN_PC;
 	}
-	if (mapping->kind != MAPPING_KIND_NATIVE)
-		return UNWIND_STOP_NO_UNWIND_INFO;
 	u8 unwinder = mapping_unwinder(mapping->flags);
 	if (unwinder != UNWINDER_NATIVE) {
 		struct interp_state *interp = &record->interp;
@@ -154,6 +152,10 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 			return STEP_INTERPRETER;
 		}
 	}
+	/* (An interpreter's code in anonymous memory that its unwinder did
+	 * not take ends here too.) */
+	if (mapping->kind != MAPPING_KIND_NATIVE)
+		return UNWIND_STOP_NO_UNWIND_INFO;
 
 	int rule_id = find_rule(mapping->file_id, lookup_pc - mapping->bias);
 	if (rule_id < 0)

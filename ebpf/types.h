@@ -33,7 +33,19 @@
  * (clamped to PYTHON_FRAME_OFFSET_MAX). See python_unwinder.bpf.h. */
 #define FRAME_INTERPRETED (1ULL << 62)
 #define PYTHON_FRAME_OFFSET_SHIFT 44
-#define PYTHON_FRAME_OFFSET_MAX ((1ULL << 18) - 1)
+#define PYTHON_FRAME_OFFSET_MAX ((1ULL << 17) - 1)
+/* With FRAME_INTERPRETED: a HotSpot frame, not a CPython one (bit 61
+ * lies above PYTHON_FRAME_OFFSET_MAX's bits). A HotSpot frame word is
+ * FRAME_INTERPRETED | FRAME_HOTSPOT | [FRAME_HOTSPOT_COMPILED] |
+ * offset << HOTSPOT_FRAME_OFFSET_SHIFT | pointer >> 3: an interpreted
+ * frame's Method* and bytecode index (HOTSPOT_NO_BCI for none), or a
+ * compiled frame's CodeBlob and the pc's offset from the blob (clamped
+ * to HOTSPOT_FRAME_OFFSET_MAX). See hotspot_unwinder.bpf.h. */
+#define FRAME_HOTSPOT (1ULL << 61)
+#define FRAME_HOTSPOT_COMPILED (1ULL << 60)
+#define HOTSPOT_FRAME_OFFSET_SHIFT 44
+#define HOTSPOT_FRAME_OFFSET_MAX 0xffffULL
+#define HOTSPOT_NO_BCI 0xffffULL
 #define PYTHON_FRAME_CODE_MASK ((1ULL << PYTHON_FRAME_OFFSET_SHIFT) - 1)
 
 /* Why the user stack of a sample ends where it ends (sample_event's
@@ -83,7 +95,11 @@ enum unwind_stop {
 	/* User space only (late unwinding of a stack copy, struct
 	 * stack_copy): a read fell outside the copied window. */
 	UNWIND_STOP_OUTSIDE_COPY = 16,
-	UNWIND_STOP_COUNT = 17,
+	/* A pc in a JVM's code cache that the HotSpot unwinder could not
+	 * unwind (no code blob holds it, a frame could not be read): see
+	 * the COUNTER_HOTSPOT_* counters. */
+	UNWIND_STOP_HOTSPOT = 17,
+	UNWIND_STOP_COUNT = 18,
 };
 
 /* One sample, as sent through the samples ring buffer. Only the header
@@ -192,7 +208,8 @@ enum mapping_kind {
 enum unwinder_program {
 	UNWINDER_NATIVE = 0,
 	UNWINDER_PYTHON = 1,
-	UNWINDER_COUNT = 2,
+	UNWINDER_HOTSPOT = 2,
+	UNWINDER_COUNT = 3,
 };
 
 struct pid_mapping {
@@ -343,6 +360,21 @@ enum counter_id {
 	COUNTER_STACK_COPY_FAILED = 18,
 	/* bytes of user stack copied */
 	COUNTER_STACK_COPY_BYTES = 19,
+	/* HotSpot (hotspot_unwinder.bpf.h): Java frames recorded */
+	COUNTER_HOTSPOT_FRAMES = 26,
+	/* HotSpot: tail calls into its unwinder (hand-overs included) */
+	COUNTER_HOTSPOT_TAIL_CALLS = 27,
+	/* HotSpot: a pc in a JVM's anonymous code of a process without its
+	 * hotspot_processes entry, or whose code cache is not set (the JVM
+	 * is starting) */
+	COUNTER_HOTSPOT_NO_PROCESS = 28,
+	/* HotSpot: a pc in the code cache that no code blob holds (free
+	 * space, or the segment map changed under the walk) */
+	COUNTER_HOTSPOT_NO_BLOB = 29,
+	/* HotSpot: a frame, blob or method could not be read */
+	COUNTER_HOTSPOT_READ_ERRORS = 30,
+	/* HotSpot: unwinding a Java frame gave a bad stack pointer */
+	COUNTER_HOTSPOT_BAD_FRAMES = 31,
 	/* COUNTER_UNWIND_STOP_BASE + enum unwind_stop: how each user
 	 * stack ended */
 	COUNTER_UNWIND_STOP_BASE = 32,
@@ -432,5 +464,57 @@ struct off_cpu_end {
 /* Records of the samples ring buffer are told apart by length: every
  * sample_event is at least its header. */
 _Static_assert(sizeof(struct off_cpu_end) < SAMPLE_EVENT_HEADER_SIZE, "off_cpu_end is shorter than a sample");
+
+/* HotSpot (hotspot_unwinder.bpf.h). One code heap of a JVM's code
+ * cache: [low, high), and its segment map (one byte per segment of
+ * 2^log2_segment_size bytes: 0xff free, 0 a block's first segment, else
+ * how many segments to step back). */
+#define HOTSPOT_MAX_HEAPS 4
+
+struct hotspot_heap {
+	__u64 low;
+	__u64 high;
+	__u64 segmap;
+	__u32 log2_segment_size;
+	__u32 reserved;
+};
+
+/* What the HotSpot unwinder needs of one JVM process
+ * (hotspot_processes[tgid], set by user space from the JVM's vmStructs
+ * tables: crates/interpreters/src/hotspot). Addresses are the process's;
+ * offsets are in bytes, slots in words from the frame pointer. The code
+ * cache's bounds and heaps are set while the VM starts: user space gives
+ * them when it could read them, else the unwinder reads them (through
+ * the code_* addresses and offsets) and stores them here, once. */
+struct hotspot_process {
+	__u64 code_low;                  /* CodeCache::_low_bound (0: not read yet) */
+	__u64 code_high;                 /* CodeCache::_high_bound */
+	__u64 interpreter_code;          /* &AbstractInterpreter::_code (StubQueue*) */
+	__u64 call_stub_return;          /* &StubRoutines::_call_stub_return_address */
+	__u64 code_low_bound;            /* &CodeCache::_low_bound */
+	__u64 code_high_bound;           /* &CodeCache::_high_bound */
+	__u64 code_heaps;                /* &CodeCache::_heaps (GrowableArray<CodeHeap*>*) */
+	__u32 growable_array_len;        /* GrowableArrayBase::_len (int) */
+	__u32 growable_array_data;       /* GrowableArray<int>::_data */
+	__u32 code_heap_memory;          /* CodeHeap::_memory (VirtualSpace) */
+	__u32 code_heap_segmap;          /* CodeHeap::_segmap (VirtualSpace) */
+	__u32 code_heap_log2_segment_size; /* CodeHeap::_log2_segment_size (int) */
+	__u32 virtual_space_low;         /* VirtualSpace::_low_boundary */
+	__u32 virtual_space_high;        /* VirtualSpace::_high_boundary */
+	__u32 reserved2;
+	struct hotspot_heap heaps[HOTSPOT_MAX_HEAPS];
+	__u32 heap_count;                /* 0: not read yet */
+	__u32 heap_block_size;           /* sizeof(HeapBlock): the blob follows */
+	__u32 heap_block_used;           /* HeapBlock::_header._used */
+	__u32 stub_queue_buffer;         /* StubQueue::_stub_buffer */
+	__u32 stub_queue_limit;          /* StubQueue::_buffer_limit (int) */
+	__u32 blob_frame_size;           /* CodeBlob::_frame_size (int, words) */
+	__u32 method_const_method;       /* Method::_constMethod */
+	__u32 const_method_size;         /* sizeof(ConstMethod): the bytecodes follow */
+	__s32 interp_method_slot;        /* Method* at fp + 8 * slot */
+	__s32 interp_bcp_slot;           /* bcp at fp + 8 * slot */
+	__s32 interp_sender_sp_slot;     /* the caller's sp at fp + 8 * slot */
+	__u32 reserved;
+};
 
 #endif

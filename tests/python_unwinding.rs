@@ -227,7 +227,7 @@ fn chain_test(version: &str) {
     chain.extend(python_chain(&py, &["<module>", "f1", "f2", "f3"].map(String::from)));
     let c = completeness(&traces, w.pid(), None, &chain);
     assert_complete(&format!("Python {version} <module> -> f1 -> f2 -> f3"), &c, &stats);
-    assert_eq!(stats.python_unsupported, 0);
+    assert_eq!(stats.runtimes.get("python", "unsupported"), 0);
 }
 
 fn ctypes_test(version: &str) {
@@ -413,9 +413,9 @@ fn unsupported_version_is_reported_once_and_profiled_as_native() {
     let stats = agent.stats();
     let traces = std::mem::take(&mut *traces.lock().unwrap());
     eprintln!("notices: {notices:?}");
-    assert_eq!(stats.python_unsupported, 1, "one file, two processes: told once; {stats:#?}");
+    assert_eq!(stats.runtimes.get("python", "unsupported"), 1, "one file, two processes: told once; {stats:#?}");
     assert_eq!(notices.iter().filter(|n| n.contains("3.99")).count(), 1, "{notices:?}");
-    assert_eq!((stats.python_files, stats.python_frames), (0, 0), "{stats:#?}");
+    assert_eq!((stats.runtimes.get("python", "files"), stats.runtimes.get("python", "frames")), (0, 0), "{stats:#?}");
     let files = vec![copy.file_name().unwrap().to_str().unwrap().to_string(), LIBC.to_string()];
     for w in [&a, &b] {
         let c = native_through_eval_loop(&traces, w.pid(), &files);
@@ -449,8 +449,8 @@ fn malformed_interpreter_state_is_survived() {
     let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
         return;
     };
-    assert_eq!(stats.python_unsupported, 0, "taken for 3.11: {stats:#?}");
-    assert!(stats.python_tail_calls > 0, "handed over: {stats:#?}");
+    assert_eq!(stats.runtimes.get("python", "unsupported"), 0, "taken for 3.11: {stats:#?}");
+    assert!(stats.runtimes.get("python", "tail_calls") > 0, "handed over: {stats:#?}");
     // The loop: bounded by the frame limit, no frame named from garbage.
     let looped: Vec<&Trace> = traces.iter().filter(|t| t.process.pid.0 == looping.pid()).collect();
     assert!(looped.len() >= MIN_SAMPLES, "{stats:#?}");
@@ -460,10 +460,10 @@ fn malformed_interpreter_state_is_survived() {
         assert!(frames.iter().filter(|f| is_python(f)).all(|f| f.name.is_none()), "named from garbage");
     }
     assert!(looped.iter().any(|t| user_frames(t).iter().any(is_python)), "the made-up frames were walked");
-    assert_eq!(stats.python_frames_named, 0, "{stats:#?}");
-    assert!(stats.python_frames_unknown > 0, "{stats:#?}");
+    assert_eq!(stats.runtimes.get("python", "frames_named"), 0, "{stats:#?}");
+    assert!(stats.runtimes.get("python", "frames_unknown") > 0, "{stats:#?}");
     // No thread state: whole native stacks.
-    assert!(stats.python_no_thread_state > 0, "{stats:#?}");
+    assert!(stats.runtimes.get("python", "no_thread_state") > 0, "{stats:#?}");
     let chain = [
         S::Fn("_start".into()),
         S::ManyIn(LIBC.into()),
@@ -647,7 +647,7 @@ fn measure_bpf_cost_per_sample() {
              sent)",
             stats.samples,
             frames as f64 / traces.len().max(1) as f64,
-            stats.python_frames / stats.samples.max(1),
+            stats.runtimes.get("python", "frames") / stats.samples.max(1),
             stats.bpf_run_time_ns as f64 / stats.samples.max(1) as f64,
             stats.bpf_runs,
             stats.samples

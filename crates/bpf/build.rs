@@ -69,6 +69,8 @@ impl ParseCallbacks for Collector {
             || name.starts_with("UCONTEXT_")
             || name == "PYTHON_FRAME_OFFSET_MAX"
             || name == "PYTHON_FRAME_CODE_MASK"
+            || name == "HOTSPOT_FRAME_OFFSET_MAX"
+            || name == "HOTSPOT_NO_BCI"
         {
             Some(IntKind::U64)
         } else if name.starts_with("RULE_ID_") {

@@ -34,7 +34,7 @@ pub use config::{
 pub use probabilistic::SamplingWindow;
 pub use profiler_bpf::{BpfError, UnwindStop};
 pub use sink::TraceSink;
-pub use stats::{Stats, UnwindStops};
+pub use stats::{RuntimeCounters, Stats, UnwindStops};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
 use late_unwind::{LateTables, LateUnwindCounts, LateUnwinder};
@@ -399,11 +399,7 @@ impl Agent {
         let manager = *lock(&s.manager);
         let late = lock(&s.late).clone();
         let symbolizer = *lock(&s.symbolizer);
-        // The public counters name CPython's.
-        let cpython = profiler_trace::FrameKind::CPython;
-        let python = lock(&s.interpreter_namers).iter().find(|(k, _)| *k == cpython).map(|(_, n)| *n);
-        let python = python.unwrap_or_default();
-        let python_runtime = s.interpreters.stats().into_iter().find(|r| r.frame_kind == cpython);
+        let runtimes = runtime_counters(&s.interpreters.stats(), &lock(&s.interpreter_namers), &counters);
         let mut refused = manager.manager.files_refused;
         refused.add(&symbolizer.files_refused);
         Stats {
@@ -465,15 +461,7 @@ impl Agent {
             unwind_prefixes: manager.maps.prefixes,
             unwind_load_errors: manager.manager.load_errors + manager.interpreters.load_errors,
             unwind_analyse_ms: manager.manager.analyse_ms,
-            python_files: python_runtime.map_or(0, |r| r.files),
-            python_unsupported: python_runtime.map_or(0, |r| r.unsupported),
-            python_frames: counters.python_frames,
-            python_frames_named: python.frames,
-            python_frames_unknown: python.unknown,
-            python_code_reads: python.reads,
-            python_no_thread_state: counters.python_no_thread_state,
-            python_read_errors: counters.python_read_errors,
-            python_tail_calls: counters.python_tail_calls,
+            runtimes,
             bpf_run_time_ns: counters.bpf_run_time_ns,
             bpf_runs: counters.bpf_runs,
             off_cpu_switches: counters.off_cpu_switches,
@@ -727,6 +715,33 @@ impl<T: LateTables> Reporter<'_, T> {
         *lock(&self.shared.symbolizer) = self.builder.native_stats();
         *lock(&self.shared.interpreter_namers) = self.builder.interpreter_stats();
     }
+}
+
+/// Each registered runtime's counters: the registry's, its namer's (by
+/// frame kind) and its BPF unwinder's.
+fn runtime_counters(
+    runtimes: &[profiler_interpreters::RuntimeStats],
+    namers: &[(profiler_trace::FrameKind, NamerStats)],
+    counters: &profiler_bpf::Counters,
+) -> RuntimeCounters {
+    RuntimeCounters(
+        runtimes
+            .iter()
+            .map(|r| {
+                let namer = namers.iter().find(|(k, _)| *k == r.frame_kind).map(|(_, n)| *n).unwrap_or_default();
+                let mut c = vec![
+                    ("files", r.files),
+                    ("unsupported", r.unsupported),
+                    ("attach_failures", r.attach_failures),
+                    ("frames_named", namer.frames),
+                    ("frames_unknown", namer.unknown),
+                    ("code_reads", namer.reads),
+                ];
+                c.extend(counters.interpreter(r.unwinder));
+                (r.unwinder.name(), c)
+            })
+            .collect(),
+    )
 }
 
 /// Whether the process snapshot user space holds for `pid` maps

@@ -74,11 +74,15 @@ impl UnwindLoader for BpfLoader {
             }
         }
         self.interpreters.registry.process_mapped(pid.0, &files, &PidMemory(pid.0));
+        self.interpreters.mark_code(pid.0, &mut ranges);
         Ok(self.maps.set_process(pid.0, &ranges)?)
     }
 
     fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError> {
         self.interpreters.registry.process_removed(pid.0);
+        if self.interpreters.maps.remove_process(pid.0).is_err() {
+            self.interpreters.stats.load_errors += 1;
+        }
         Ok(self.maps.remove_process(pid.0)?)
     }
 
@@ -136,7 +140,8 @@ impl Interpreters {
 
     fn file_loaded(&mut self, file_id: TableKey) {
         let Some(file) = self.registry.file_loaded(file_id) else { return };
-        if self.maps.set_file(file_id.bpf_id(), &file.file_value()).is_err() {
+        let Some(value) = file.file_value() else { return };
+        if self.maps.set_file(file_id.bpf_id(), &value).is_err() {
             self.stats.load_errors += 1;
             // Its loops stay native frames.
             self.registry.file_unloaded(file_id);
@@ -147,6 +152,35 @@ impl Interpreters {
         if self.registry.file_unloaded(file_id).is_some() && self.maps.remove_file(file_id.bpf_id()).is_err() {
             self.stats.load_errors += 1;
         }
+    }
+
+    /// The runtimes attached to process `pid` that unwind code in its
+    /// anonymous memory (a JVM's code cache): their per-process map
+    /// values set, and the parts of `ranges` without unwind tables in
+    /// their code marked for their unwinders. A value that cannot be set
+    /// leaves the code unmarked (counted).
+    fn mark_code(&mut self, pid: u32, ranges: &mut Vec<MappingRange>) {
+        let unwinding = self.registry.process_unwinding(pid, &PidMemory(pid));
+        let mut code = Vec::new();
+        for u in &unwinding {
+            if self.maps.set_process(pid, &u.value).is_err() {
+                self.stats.load_errors += 1;
+                continue;
+            }
+            code.extend(u.code.iter().map(|&(s, e)| (s, e, u.unwinder)));
+        }
+        if code.is_empty() {
+            return;
+        }
+        let mut out = Vec::with_capacity(ranges.len() + 2 * code.len());
+        for r in ranges.drain(..) {
+            if r.target != MappingTarget::NoUnwindInfo {
+                out.push(r);
+                continue;
+            }
+            split_code(r.start, r.end, &code, &mut out);
+        }
+        *ranges = out;
     }
 
     /// The ranges of one mapping of a loaded file: its interpreter's
@@ -195,6 +229,29 @@ fn split_loops(
     }
     if at < end {
         out.push(MappingRange { start: at, end, target: native });
+    }
+}
+
+/// `[start, end)` of memory without unwind tables as ranges: the parts in
+/// `code` (process addresses) marked for its unwinder, the rest
+/// [`MappingTarget::NoUnwindInfo`].
+fn split_code(start: u64, end: u64, code: &[(u64, u64, InterpreterUnwinder)], out: &mut Vec<MappingRange>) {
+    let mut parts: Vec<(u64, u64, InterpreterUnwinder)> =
+        code.iter().map(|&(s, e, u)| (s.max(start), e.min(end), u)).filter(|(s, e, _)| s < e).collect();
+    parts.sort_unstable_by_key(|p| p.0);
+    let mut at = start;
+    for (s, e, unwinder) in parts {
+        if s > at {
+            out.push(MappingRange { start: at, end: s, target: MappingTarget::NoUnwindInfo });
+        }
+        let s = s.max(at);
+        if s < e {
+            out.push(MappingRange { start: s, end: e, target: MappingTarget::InterpreterCode { unwinder } });
+            at = e;
+        }
+    }
+    if at < end {
+        out.push(MappingRange { start: at, end, target: MappingTarget::NoUnwindInfo });
     }
 }
 
@@ -418,5 +475,28 @@ mod tests {
             vec![(0x2000, 0x3000, None), (0x3000, 0x4000, py), (0x4000, 0x4800, py), (0x4800, 0x6000, None)]
         );
         assert_eq!(ranges(0x2000, 0x6000, &[]), vec![(0x2000, 0x6000, None)]);
+    }
+
+    #[test]
+    fn code_in_anonymous_memory_is_marked_for_its_unwinder() {
+        let hs = InterpreterUnwinder::Hotspot;
+        let view = |start: u64, end: u64, code: &[(u64, u64, InterpreterUnwinder)]| {
+            let mut out = Vec::new();
+            split_code(start, end, code, &mut out);
+            out.iter()
+                .map(|r| match r.target {
+                    MappingTarget::InterpreterCode { unwinder } => (r.start, r.end, Some(unwinder)),
+                    MappingTarget::NoUnwindInfo => (r.start, r.end, None),
+                    other => panic!("{other:?}"),
+                })
+                .collect::<Vec<_>>()
+        };
+        // A code cache inside a larger mapping, and one that covers it.
+        assert_eq!(
+            view(0x1000, 0x9000, &[(0x2000, 0x4000, hs)]),
+            vec![(0x1000, 0x2000, None), (0x2000, 0x4000, Some(hs)), (0x4000, 0x9000, None)]
+        );
+        assert_eq!(view(0x2000, 0x3000, &[(0x1000, 0x9000, hs)]), vec![(0x2000, 0x3000, Some(hs))]);
+        assert_eq!(view(0x2000, 0x3000, &[(0x5000, 0x9000, hs)]), vec![(0x2000, 0x3000, None)]);
     }
 }

@@ -140,30 +140,11 @@ pub struct Stats {
     /// Time spent analysing files (tables, symbols), ms.
     pub unwind_analyse_ms: u64,
 
-    /// Files holding a supported CPython (3.8-3.13) whose evaluation loop
-    /// is unwound as Python frames now.
-    pub python_files: u64,
-    /// Files holding a CPython that is not supported (unknown version,
-    /// unusual build): profiled as native code, each told once in
-    /// `Agent::notices`.
-    pub python_unsupported: u64,
-    /// CPython frames the BPF unwinder recorded.
-    pub python_frames: u64,
-    /// CPython frames named (function, file, line).
-    pub python_frames_named: u64,
-    /// CPython frames that could not be named (the process had exited,
-    /// or the code object was unreadable).
-    pub python_frames_unknown: u64,
-    /// CPython code objects read from process memory (cache misses).
-    pub python_code_reads: u64,
-    /// Samples in a CPython evaluation loop whose thread state was not
-    /// found: their loops stayed native frames.
-    pub python_no_thread_state: u64,
-    /// CPython frames that could not be read in the kernel: the rest of
-    /// their stack's loops stayed native frames.
-    pub python_read_errors: u64,
-    /// Tail calls into the Python unwinder.
-    pub python_tail_calls: u64,
+    /// The counters of each interpreter runtime (CPython, HotSpot), one
+    /// `<runtime>_<counter>` field each in the JSON (`python_frames`,
+    /// `hotspot_frames`, ...): see [`RuntimeCounters`].
+    #[serde(flatten)]
+    pub runtimes: RuntimeCounters,
     /// Time the kernel spent in the sampling programs, ns (0 unless the
     /// `kernel.bpf_stats_enabled` sysctl is 1). Divided by `bpf_runs`:
     /// the BPF cost of one sample.
@@ -271,6 +252,49 @@ impl Serialize for UnwindStops {
     }
 }
 
+/// The counters of each interpreter runtime, derived from the registry
+/// of runtimes, their frame namers and their BPF unwinder's counters; a
+/// runtime added there shows up here without a line of its own. By
+/// runtime (its unwinder's name: `python`, `hotspot`), then counter:
+///
+/// - `files`: loaded files holding a build it unwinds, now;
+/// - `unsupported`: files holding a build it does not (profiled as native
+///   code, each told once in `Agent::notices`);
+/// - `attach_failures`: processes whose runtime state could not be read;
+/// - `frames_named`, `frames_unknown`: frames named (function, file,
+///   line) or not (the process had exited, the code was unreadable or
+///   freed since);
+/// - `code_reads`: objects read from process memory to name them;
+/// - then its BPF unwinder's counters (`frames` recorded, `tail_calls`,
+///   `read_errors`, and its own: CPython's `no_thread_state`, HotSpot's
+///   `no_process`, `no_blob`, `bad_frames`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeCounters(pub Vec<(&'static str, Vec<(&'static str, u64)>)>);
+
+impl RuntimeCounters {
+    /// Counter `counter` of `runtime`; 0 when there is none.
+    pub fn get(&self, runtime: &str, counter: &str) -> u64 {
+        self.0
+            .iter()
+            .filter(|(r, _)| *r == runtime)
+            .flat_map(|(_, counters)| counters.iter())
+            .find(|(c, _)| *c == counter)
+            .map_or(0, |(_, n)| *n)
+    }
+}
+
+impl Serialize for RuntimeCounters {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        for (runtime, counters) in &self.0 {
+            for (counter, n) in counters {
+                map.serialize_entry(&format!("{runtime}_{counter}"), n)?;
+            }
+        }
+        map.end()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,5 +313,22 @@ mod tests {
         assert_eq!(names, UnwindStop::ALL.len());
         assert_eq!(stats.unwind_stopped.get(UnwindStop::BadSp), 2);
         assert!(json.get("unwind_stopped").is_none(), "flattened");
+    }
+
+    #[test]
+    fn runtime_counters_serialize_as_one_field_each() {
+        let stats = Stats {
+            runtimes: RuntimeCounters(vec![
+                ("python", vec![("files", 2), ("frames", 30)]),
+                ("hotspot", vec![("frames", 7), ("no_blob", 1)]),
+            ]),
+            ..Stats::default()
+        };
+        let json = serde_json::to_value(&stats).unwrap();
+        assert_eq!((json["python_files"].as_u64(), json["python_frames"].as_u64()), (Some(2), Some(30)));
+        assert_eq!((json["hotspot_frames"].as_u64(), json["hotspot_no_blob"].as_u64()), (Some(7), Some(1)));
+        assert_eq!(stats.runtimes.get("hotspot", "no_blob"), 1);
+        assert_eq!(stats.runtimes.get("hotspot", "files"), 0);
+        assert_eq!(stats.runtimes.get("ruby", "frames"), 0);
     }
 }

@@ -230,8 +230,8 @@ impl TraceBuilder {
         let kind = self.interpreters.runtime(runtime).frame_kind();
         let address = self.interpreters.runtime(runtime).frame_address(word);
         let namer = &mut self.namers[runtime.index()];
-        let line = build.and_then(|mapped| namer.name(&PidMemory(pid.0), pid.0, &mapped, word));
-        Frame { kind, address, mapping: None, lines: line.into_iter().collect() }
+        let lines = build.map(|mapped| namer.lines(&PidMemory(pid.0), pid.0, &mapped, word)).unwrap_or_default();
+        Frame { kind, address, mapping: None, lines }
     }
 
     /// A kernel frame, named by the kernel symbolizer (which caches its

@@ -32,7 +32,9 @@ pod!(
     delta_entry,
     unwind_rule,
     python_file,
-    off_cpu_end
+    off_cpu_end,
+    hotspot_heap,
+    hotspot_process
 );
 
 /// The bytes of `value`, as a map update takes them.
@@ -165,6 +167,16 @@ mod tests {
         assert_eq!(profiler_trace::FRAME_INTERPRETED, FRAME_INTERPRETED);
         assert_eq!(profiler_trace::PYTHON_FRAME_OFFSET_SHIFT, PYTHON_FRAME_OFFSET_SHIFT);
         assert_eq!(profiler_trace::PYTHON_FRAME_OFFSET_MAX, PYTHON_FRAME_OFFSET_MAX);
+        assert_eq!(profiler_trace::FRAME_HOTSPOT, FRAME_HOTSPOT);
+        assert_eq!(profiler_trace::FRAME_HOTSPOT_COMPILED, FRAME_HOTSPOT_COMPILED);
+        assert_eq!(profiler_trace::HOTSPOT_FRAME_OFFSET_SHIFT, HOTSPOT_FRAME_OFFSET_SHIFT);
+        assert_eq!(profiler_trace::HOTSPOT_FRAME_OFFSET_MAX, HOTSPOT_FRAME_OFFSET_MAX);
+        assert_eq!(profiler_trace::HOTSPOT_NO_BCI, HOTSPOT_NO_BCI);
+        // The HotSpot tag lies above every bit of a CPython word.
+        assert_eq!(
+            FRAME_HOTSPOT & ((PYTHON_FRAME_OFFSET_MAX << PYTHON_FRAME_OFFSET_SHIFT) | PYTHON_FRAME_CODE_MASK),
+            0
+        );
     }
 
     /// `UnwindStop` is the header's `enum unwind_stop`, one variant per

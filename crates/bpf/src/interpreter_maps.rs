@@ -1,14 +1,16 @@
 //! The interpreter unwinders' maps, seen from user space: the per-file
 //! maps that say how to walk an interpreter's frames (`python_files`,
-//! ...), by map name, and the per-thread caches the BPF side keeps
-//! (`python_thread_states`).
+//! ...), the per-process maps of runtimes understood from a process's
+//! memory (`hotspot_processes`), by map name, and the per-thread caches
+//! the BPF side keeps (`python_thread_states`).
 //!
 //! [`InterpreterMaps`] keeps the bookkeeping of what it put in each
-//! per-file map, so that every entry has one deletion path
-//! ([`InterpreterMaps::remove_file`]). The per-thread caches are written
-//! by the BPF side only and emptied by it as threads exit.
+//! per-file and per-process map, so that every entry has one deletion
+//! path ([`InterpreterMaps::remove_file`],
+//! [`InterpreterMaps::remove_process`]). The per-thread caches are
+//! written by the BPF side only and emptied by it as threads exit.
 
-use crate::types::PythonFileValue;
+use crate::types::{HotspotProcessValue, PythonFileValue};
 use crate::BpfError;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use std::collections::HashMap;
@@ -30,23 +32,98 @@ impl InterpreterFileValue {
     }
 }
 
+/// The value of an interpreter's per-process map: what its unwinder
+/// needs of one process. One variant per unwinder that has one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InterpreterProcessValue {
+    /// `hotspot_processes`.
+    Hotspot(HotspotProcessValue),
+}
+
+impl InterpreterProcessValue {
+    /// The map it goes in, and its bytes there.
+    fn encode(&self) -> (&'static str, Vec<u8>) {
+        match self {
+            InterpreterProcessValue::Hotspot(v) => ("hotspot_processes", v.to_bytes()),
+        }
+    }
+}
+
+/// Most processes with a per-process entry (the maps' `max_entries`).
+pub const MAX_INTERPRETER_PROCESSES: usize = 4096;
+
 /// Handles on the interpreter unwinders' maps. Made by
 /// [`crate::Sampler::interpreter_maps`]; may move to another thread.
 pub struct InterpreterMaps {
     /// The per-file maps, by name ([`InterpreterFileValue`]).
     file_maps: Vec<(&'static str, MapHandle)>,
     thread_maps: Vec<MapHandle>,
+    /// The per-process maps, by name ([`InterpreterProcessValue`]).
+    process_maps: Vec<(&'static str, MapHandle)>,
     /// Files with an entry, and the map that holds it.
     loaded: HashMap<u64, &'static str>,
+    /// Processes with an entry, the map that holds it and its value.
+    processes: HashMap<u32, (&'static str, InterpreterProcessValue)>,
 }
 
 impl InterpreterMaps {
-    pub(crate) fn new(python_files: MapHandle, python_thread_states: MapHandle) -> InterpreterMaps {
+    pub(crate) fn new(
+        python_files: MapHandle,
+        python_thread_states: MapHandle,
+        hotspot_processes: MapHandle,
+    ) -> InterpreterMaps {
         InterpreterMaps {
             file_maps: vec![("python_files", python_files)],
             thread_maps: vec![python_thread_states],
+            process_maps: vec![("hotspot_processes", hotspot_processes)],
             loaded: HashMap::new(),
+            processes: HashMap::new(),
         }
+    }
+
+    /// Puts `value` for process `pid` in its unwinder's per-process map
+    /// (nothing when the same value is there already). Set it before
+    /// the process's code is marked [`crate::MappingTarget::InterpreterCode`].
+    /// At most [`MAX_INTERPRETER_PROCESSES`]: beyond, an error (the
+    /// caller counts it; the process's code stays unwalkable).
+    pub fn set_process(&mut self, pid: u32, value: &InterpreterProcessValue) -> Result<(), BpfError> {
+        if self.processes.get(&pid).is_some_and(|(_, old)| old == value) {
+            return Ok(());
+        }
+        let (map, bytes) = value.encode();
+        let Some(index) = self.process_maps.iter().position(|(n, _)| *n == map) else {
+            let missing = std::io::Error::new(std::io::ErrorKind::NotFound, format!("no interpreter map {map}"));
+            return Err(BpfError::Map { map: "interpreter process maps", source: missing.into() });
+        };
+        if !self.processes.contains_key(&pid) && self.processes.len() >= MAX_INTERPRETER_PROCESSES {
+            let full = std::io::Error::new(std::io::ErrorKind::OutOfMemory, "interpreter process maps are full");
+            return Err(BpfError::Map { map, source: full.into() });
+        }
+        if self.processes.get(&pid).is_some_and(|(old, _)| *old != map) {
+            self.remove_process(pid)?;
+        }
+        self.process_maps[index]
+            .1
+            .update(&pid.to_ne_bytes(), &bytes, MapFlags::ANY)
+            .map_err(|source| BpfError::Map { map, source })?;
+        self.processes.insert(pid, (map, *value));
+        Ok(())
+    }
+
+    /// Forgets what the unwinders kept of process `pid` (nothing if none).
+    pub fn remove_process(&mut self, pid: u32) -> Result<(), BpfError> {
+        let Some((name, _)) = self.processes.remove(&pid) else {
+            return Ok(());
+        };
+        let Some((_, handle)) = self.process_maps.iter().find(|(n, _)| *n == name) else {
+            return Ok(());
+        };
+        handle.delete(&pid.to_ne_bytes()).map_err(|source| BpfError::Map { map: name, source })
+    }
+
+    /// Processes with a per-process entry.
+    pub fn processes(&self) -> usize {
+        self.processes.len()
     }
 
     /// Puts `value` for the file `file_id` (`TableKey::bpf_id`) in its
@@ -98,6 +175,11 @@ impl InterpreterMaps {
         let count = |maps: &mut dyn Iterator<Item = &MapHandle>| maps.map(|m| m.keys().count()).sum();
         (count(&mut self.file_maps.iter().map(|(_, m)| m)), count(&mut self.thread_maps.iter()))
     }
+
+    /// Counts the entries really in the per-process maps. For tests.
+    pub fn count_process_entries(&self) -> usize {
+        self.process_maps.iter().map(|(_, m)| m.keys().count()).sum()
+    }
 }
 
 #[cfg(test)]
@@ -110,10 +192,13 @@ mod tests {
 
     #[test]
     fn unwinder_slots_fit_the_flags_and_the_program_array() {
-        let slot = u32::from(InterpreterUnwinder::Python as u8);
-        assert!(slot > c::UNWINDER_NATIVE && slot < c::UNWINDER_COUNT);
+        for unwinder in [InterpreterUnwinder::Python, InterpreterUnwinder::Hotspot] {
+            let slot = u32::from(unwinder as u8);
+            assert!(slot > c::UNWINDER_NATIVE && slot < c::UNWINDER_COUNT);
+            let mask = c::MAPPING_UNWINDER_MASK << MAPPING_UNWINDER_SHIFT;
+            assert_eq!((slot << MAPPING_UNWINDER_SHIFT) & mask, slot << MAPPING_UNWINDER_SHIFT);
+        }
         let mask = c::MAPPING_UNWINDER_MASK << MAPPING_UNWINDER_SHIFT;
-        assert_eq!((slot << MAPPING_UNWINDER_SHIFT) & mask, slot << MAPPING_UNWINDER_SHIFT);
         assert_eq!(MAPPING_FLAG_INTERPRETER_LOOP & mask, 0, "the flag and the slot do not overlap");
     }
 
@@ -141,5 +226,31 @@ mod tests {
         let (map, bytes) = InterpreterFileValue::Python(v).encode();
         assert_eq!(map, "python_files");
         assert_eq!(bytes, v.to_bytes().to_vec());
+    }
+
+    #[test]
+    fn hotspot_process_values_are_the_headers_layout() {
+        use crate::types::HotspotHeapValue;
+        let mut v = HotspotProcessValue {
+            code_low: 0x7f00_0000_0000,
+            code_high: 0x7f00_1000_0000,
+            interpreter_code: 0x1111,
+            call_stub_return: 0x2222,
+            heap_count: 9,
+            blob_frame_size: 0x2c,
+            interp_method_slot: -3,
+            interp_bcp_slot: -8,
+            interp_sender_sp_slot: -1,
+            ..Default::default()
+        };
+        v.heaps[3] = HotspotHeapValue { low: 1, high: 2, segmap: 3, log2_segment_size: 7 };
+        let (map, bytes) = InterpreterProcessValue::Hotspot(v).encode();
+        assert_eq!(map, "hotspot_processes");
+        let back = crate::contract::read::<c::hotspot_process>(&bytes).unwrap();
+        assert_eq!(bytes.len(), size_of::<c::hotspot_process>());
+        assert_eq!((back.code_low, back.call_stub_return, back.blob_frame_size), (0x7f00_0000_0000, 0x2222, 0x2c));
+        assert_eq!(back.heap_count as usize, crate::types::HOTSPOT_MAX_HEAPS, "clamped to the array");
+        assert_eq!((back.heaps[3].segmap, back.heaps[3].log2_segment_size), (3, 7));
+        assert_eq!((back.interp_method_slot, back.interp_bcp_slot, back.interp_sender_sp_slot), (-3, -8, -1));
     }
 }

@@ -47,7 +47,7 @@ mod unwind_maps;
 
 pub use error::BpfError;
 pub use events::ProcessEventReader;
-pub use interpreter_maps::{InterpreterFileValue, InterpreterMaps};
+pub use interpreter_maps::{InterpreterFileValue, InterpreterMaps, InterpreterProcessValue, MAX_INTERPRETER_PROCESSES};
 pub use late_unwind::{LateUnwind, MapTables};
 pub use off_cpu::{OffCpuJoinCounts, MAX_PENDING_OFF_CPU};
 pub use perf::online_cpus;
@@ -56,7 +56,8 @@ pub use sample::{RawSample, StackCopy, STACK_COPY_MAX};
 pub use sampler::{Counters, Sampler, SamplerOptions};
 pub use sampling_switch::SamplingSwitch;
 pub use types::{
-    InterpreterUnwinder, ProcessEvent, ProcessEventKind, PythonFileValue, PythonFrameModel, PythonLasti, UnwindStop,
-    UserFrame, FRAME_EXACT_PC, FRAME_INTERPRETED, PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET,
+    HotspotHeapValue, HotspotProcessValue, InterpreterUnwinder, ProcessEvent, ProcessEventKind, PythonFileValue,
+    PythonFrameModel, PythonLasti, UnwindStop, UserFrame, FRAME_EXACT_PC, FRAME_INTERPRETED, HOTSPOT_MAX_HEAPS,
+    PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET,
 };
 pub use unwind_maps::{aligned_blocks, EncodedDeltas, MappingRange, MappingTarget, UnwindMaps, UnwindMapsStats};

@@ -9,7 +9,7 @@ use crate::reader::SampleReader;
 use crate::sample::STACK_COPY_MAX;
 use crate::sampling_switch::{dup_event, SamplingSwitch};
 use crate::skel::{OpenProfilerSkel, ProfilerSkel, ProfilerSkelBuilder};
-use crate::types::UnwindStop;
+use crate::types::{InterpreterUnwinder, UnwindStop};
 use crate::unwind_maps::UnwindMaps;
 use crate::BpfError;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -142,9 +142,43 @@ counters! {
     off_cpu_ends = COUNTER_OFF_CPU_ENDS_SENT;
     /// Ends of off-CPU periods lost (the ring buffer was full).
     off_cpu_ends_lost = COUNTER_OFF_CPU_ENDS_LOST;
+
+    /// Java frames the HotSpot unwinder recorded.
+    hotspot_frames = COUNTER_HOTSPOT_FRAMES;
+    /// Tail calls into the HotSpot unwinder (hand-overs included).
+    hotspot_tail_calls = COUNTER_HOTSPOT_TAIL_CALLS;
+    /// Pcs in a code cache of a JVM not attached (yet).
+    hotspot_no_process = COUNTER_HOTSPOT_NO_PROCESS;
+    /// Pcs in a code cache that no code blob holds.
+    hotspot_no_blob = COUNTER_HOTSPOT_NO_BLOB;
+    /// Java frames, blobs or methods that could not be read.
+    hotspot_read_errors = COUNTER_HOTSPOT_READ_ERRORS;
+    /// Java frames that gave a bad stack or frame pointer.
+    hotspot_bad_frames = COUNTER_HOTSPOT_BAD_FRAMES;
 }
 
 impl Counters {
+    /// The counters of one interpreter unwinder, by their names after its
+    /// own ([`InterpreterUnwinder::name`]`_<name>` in the agent's stats).
+    pub fn interpreter(&self, unwinder: InterpreterUnwinder) -> Vec<(&'static str, u64)> {
+        match unwinder {
+            InterpreterUnwinder::Python => vec![
+                ("frames", self.python_frames),
+                ("tail_calls", self.python_tail_calls),
+                ("no_thread_state", self.python_no_thread_state),
+                ("read_errors", self.python_read_errors),
+            ],
+            InterpreterUnwinder::Hotspot => vec![
+                ("frames", self.hotspot_frames),
+                ("tail_calls", self.hotspot_tail_calls),
+                ("no_process", self.hotspot_no_process),
+                ("no_blob", self.hotspot_no_blob),
+                ("read_errors", self.hotspot_read_errors),
+                ("bad_frames", self.hotspot_bad_frames),
+            ],
+        }
+    }
+
     /// How many user stacks ended for `reason`.
     pub fn unwind_stop(&self, reason: UnwindStop) -> u64 {
         self.unwind_stops.get(usize::from(reason.raw())).copied().unwrap_or(0)
@@ -224,6 +258,7 @@ impl Sampler {
             open.progs.on_sched_switch.set_autoload(false);
             open.progs.native_off_cpu.set_autoload(false);
             open.progs.python_off_cpu.set_autoload(false);
+            open.progs.hotspot_off_cpu.set_autoload(false);
             open.maps
                 .off_cpu_starts
                 .set_max_entries(1)
@@ -397,7 +432,9 @@ impl Sampler {
             MapHandle::try_from(&maps.python_files).map_err(|source| BpfError::Map { map: "python_files", source })?;
         let threads = MapHandle::try_from(&maps.python_thread_states)
             .map_err(|source| BpfError::Map { map: "python_thread_states", source })?;
-        Ok(InterpreterMaps::new(files, threads))
+        let processes = MapHandle::try_from(&maps.hotspot_processes)
+            .map_err(|source| BpfError::Map { map: "hotspot_processes", source })?;
+        Ok(InterpreterMaps::new(files, threads, processes))
     }
 
     /// The keys in the interpreter unwinders' maps, read by iterating
@@ -472,7 +509,11 @@ fn program_run_stats(program: &libbpf_rs::Program<'_>) -> (u64, u64) {
 fn fill_off_cpu_programs(skel: &ProfilerSkel<'static>) -> Result<(), BpfError> {
     use std::os::fd::{AsFd, AsRawFd};
     let progs = &skel.progs;
-    let entries = [(c::UNWINDER_NATIVE, &progs.native_off_cpu), (c::UNWINDER_PYTHON, &progs.python_off_cpu)];
+    let entries = [
+        (c::UNWINDER_NATIVE, &progs.native_off_cpu),
+        (c::UNWINDER_PYTHON, &progs.python_off_cpu),
+        (c::UNWINDER_HOTSPOT, &progs.hotspot_off_cpu),
+    ];
     for (slot, program) in entries {
         let fd = program.as_fd().as_raw_fd();
         skel.maps

@@ -101,6 +101,8 @@ unwind_stops! {
     /// User space only: unwinding a stack copy ([`crate::StackCopy`])
     /// needed a word outside the copied window.
     OutsideCopy = UNWIND_STOP_OUTSIDE_COPY, "outside_copy";
+    /// A pc in a JVM's code cache the HotSpot unwinder could not unwind.
+    Hotspot = UNWIND_STOP_HOTSPOT, "hotspot";
 }
 
 impl UnwindStop {
@@ -172,6 +174,21 @@ impl PidMappingKey {
 pub enum InterpreterUnwinder {
     /// `UNWINDER_PYTHON`: `python_unwind`.
     Python = c::UNWINDER_PYTHON as u8,
+    /// `UNWINDER_HOTSPOT`: `hotspot_unwind`.
+    Hotspot = c::UNWINDER_HOTSPOT as u8,
+}
+
+impl InterpreterUnwinder {
+    /// Every interpreter unwinder.
+    pub const ALL: [InterpreterUnwinder; 2] = [InterpreterUnwinder::Python, InterpreterUnwinder::Hotspot];
+
+    /// Its name in counters (`python_frames`, `hotspot_frames`).
+    pub fn name(self) -> &'static str {
+        match self {
+            InterpreterUnwinder::Python => "python",
+            InterpreterUnwinder::Hotspot => "hotspot",
+        }
+    }
 }
 
 /// `struct pid_mapping`.
@@ -364,6 +381,113 @@ impl PythonFileValue {
 
     pub(crate) fn to_bytes(self) -> [u8; PYTHON_FILE_SIZE] {
         bytes_of(&self.to_c()).try_into().expect("one value")
+    }
+}
+
+/// Most code heaps of a JVM the HotSpot unwinder looks blobs up in
+/// (`HOTSPOT_MAX_HEAPS`).
+pub const HOTSPOT_MAX_HEAPS: usize = c::HOTSPOT_MAX_HEAPS as usize;
+
+/// `struct hotspot_heap`: one code heap of a JVM's code cache, in the
+/// process's addresses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HotspotHeapValue {
+    /// Its first address.
+    pub low: u64,
+    /// One past its last.
+    pub high: u64,
+    /// Its segment map.
+    pub segmap: u64,
+    /// log2 of its segment size.
+    pub log2_segment_size: u32,
+}
+
+/// `struct hotspot_process`: what the HotSpot unwinder needs of one JVM
+/// process. Addresses are the process's; offsets in bytes; slots in
+/// words from an interpreted frame's frame pointer.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HotspotProcessValue {
+    /// `CodeCache::_low_bound`.
+    pub code_low: u64,
+    /// `CodeCache::_high_bound`.
+    pub code_high: u64,
+    /// Address of `AbstractInterpreter::_code`.
+    pub interpreter_code: u64,
+    /// Address of `StubRoutines::_call_stub_return_address`.
+    pub call_stub_return: u64,
+    /// Address of `CodeCache::_low_bound`.
+    pub code_low_bound: u64,
+    /// Address of `CodeCache::_high_bound`.
+    pub code_high_bound: u64,
+    /// Address of `CodeCache::_heaps`.
+    pub code_heaps: u64,
+    pub growable_array_len: u32,
+    pub growable_array_data: u32,
+    pub code_heap_memory: u32,
+    pub code_heap_segmap: u32,
+    pub code_heap_log2_segment_size: u32,
+    pub virtual_space_low: u32,
+    pub virtual_space_high: u32,
+    /// At most [`HOTSPOT_MAX_HEAPS`] (more are dropped).
+    pub heaps: [HotspotHeapValue; HOTSPOT_MAX_HEAPS],
+    pub heap_count: u32,
+    pub heap_block_size: u32,
+    pub heap_block_used: u32,
+    pub stub_queue_buffer: u32,
+    pub stub_queue_limit: u32,
+    pub blob_frame_size: u32,
+    pub method_const_method: u32,
+    pub const_method_size: u32,
+    pub interp_method_slot: i32,
+    pub interp_bcp_slot: i32,
+    pub interp_sender_sp_slot: i32,
+}
+
+impl HotspotProcessValue {
+    /// The map value, field by field.
+    pub(crate) fn to_c(self) -> c::hotspot_process {
+        let heap = |h: HotspotHeapValue| c::hotspot_heap {
+            low: h.low,
+            high: h.high,
+            segmap: h.segmap,
+            log2_segment_size: h.log2_segment_size,
+            reserved: 0,
+        };
+        c::hotspot_process {
+            code_low: self.code_low,
+            code_high: self.code_high,
+            interpreter_code: self.interpreter_code,
+            call_stub_return: self.call_stub_return,
+            code_low_bound: self.code_low_bound,
+            code_high_bound: self.code_high_bound,
+            code_heaps: self.code_heaps,
+            growable_array_len: self.growable_array_len,
+            growable_array_data: self.growable_array_data,
+            code_heap_memory: self.code_heap_memory,
+            code_heap_segmap: self.code_heap_segmap,
+            code_heap_log2_segment_size: self.code_heap_log2_segment_size,
+            virtual_space_low: self.virtual_space_low,
+            virtual_space_high: self.virtual_space_high,
+            reserved2: 0,
+            heaps: self.heaps.map(heap),
+            heap_count: self.heap_count.min(HOTSPOT_MAX_HEAPS as u32),
+            heap_block_size: self.heap_block_size,
+            heap_block_used: self.heap_block_used,
+            stub_queue_buffer: self.stub_queue_buffer,
+            stub_queue_limit: self.stub_queue_limit,
+            blob_frame_size: self.blob_frame_size,
+            method_const_method: self.method_const_method,
+            const_method_size: self.const_method_size,
+            interp_method_slot: self.interp_method_slot,
+            interp_bcp_slot: self.interp_bcp_slot,
+            interp_sender_sp_slot: self.interp_sender_sp_slot,
+            reserved: 0,
+        }
+    }
+
+    pub(crate) fn to_bytes(self) -> Vec<u8> {
+        bytes_of(&self.to_c()).to_vec()
     }
 }
 

@@ -132,6 +132,14 @@ pub enum MappingTarget {
         /// The program that unwinds the interpreter.
         unwinder: InterpreterUnwinder,
     },
+    /// Executable memory without unwind tables that holds an
+    /// interpreter's code (a JVM's code cache): its unwinder unwinds the
+    /// frames there, with what it keeps per process
+    /// ([`crate::InterpreterMaps::set_process`]).
+    InterpreterCode {
+        /// The program that unwinds the code.
+        unwinder: InterpreterUnwinder,
+    },
 }
 
 /// One executable mapping `[start, end)` of a process.
@@ -462,6 +470,12 @@ impl UnwindMaps {
                     file_id,
                     bias,
                     kind: MAPPING_KIND_NATIVE,
+                    flags: MAPPING_FLAG_INTERPRETER_LOOP | u32::from(unwinder as u8) << MAPPING_UNWINDER_SHIFT,
+                },
+                MappingTarget::InterpreterCode { unwinder } => PidMappingValue {
+                    file_id: 0,
+                    bias: 0,
+                    kind: MAPPING_KIND_NO_UNWIND_INFO,
                     flags: MAPPING_FLAG_INTERPRETER_LOOP | u32::from(unwinder as u8) << MAPPING_UNWINDER_SHIFT,
                 },
             };

@@ -270,13 +270,17 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
             s.late_unwind_timed_out
         );
     }
-    if s.python_frames > 0 || s.python_unsupported > 0 {
-        say!(
-            "  python:            {} frames ({} named), {} unsupported interpreters (profiled as native)",
-            s.python_frames,
-            s.python_frames_named,
-            s.python_unsupported
-        );
+    for (runtime, _) in &s.runtimes.0 {
+        let (frames, unsupported) = (s.runtimes.get(runtime, "frames"), s.runtimes.get(runtime, "unsupported"));
+        if frames > 0 || unsupported > 0 {
+            say!(
+                "  {:<19}{} frames ({} named), {} unsupported builds (profiled as native)",
+                format!("{runtime}:"),
+                frames,
+                s.runtimes.get(runtime, "frames_named"),
+                unsupported
+            );
+        }
     }
     if s.off_cpu_switches > 0 {
         say!(

@@ -39,7 +39,9 @@ mod version;
 
 pub use memory::{PidMemory, ProcessMemory};
 pub use registry::{Inspection, Registry, RuntimeId, RuntimeStats, MAX_INTERPRETER_FILES};
-pub use runtime::{Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState, Runtime};
+pub use runtime::{
+    Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState, ProcessUnwinding, Runtime,
+};
 
 /// Every runtime the profiler unwinds, in the order they are tried on a
 /// file. Adding one: its folder in `src/<runtime>/` and one line here
@@ -47,8 +49,8 @@ pub use runtime::{Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile
 pub fn runtimes() -> Vec<Box<dyn Runtime>> {
     vec![
         Box::new(python::CPython),
-        // HotSpot, V8, CRuby, PHP and Perl (src/hotspot/, src/v8/,
-        // src/ruby/, src/php/, src/perl/) come here once their unwinders
-        // are wired.
+        Box::new(hotspot::Hotspot),
+        // V8, CRuby, PHP and Perl (src/v8/, src/ruby/, src/php/,
+        // src/perl/) come here once their unwinders are wired.
     ]
 }

@@ -13,7 +13,8 @@
 //! and counted.
 
 use crate::memory::ProcessMemory;
-use crate::runtime::{Attach, FileDetection, InterpreterFile, ProcessState, Runtime};
+use crate::runtime::{Attach, FileDetection, InterpreterFile, ProcessState, ProcessUnwinding, Runtime};
+use profiler_bpf::InterpreterUnwinder;
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, TableKey};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -52,6 +53,8 @@ pub struct RuntimeStats {
     pub name: &'static str,
     /// [`Runtime::frame_kind`].
     pub frame_kind: FrameKind,
+    /// [`Runtime::unwinder`].
+    pub unwinder: InterpreterUnwinder,
     /// Loaded files holding a build it unwinds, now.
     pub files: u64,
     /// Files holding a build it does not unwind (told once each).
@@ -255,7 +258,8 @@ impl Registry {
         };
         for (id, bias, runtime, file) in todo {
             let kept = match file.attach(pid, memory, bias) {
-                Attach::NotNeeded => continue,
+                // Not kept: asked again at the next change of mappings.
+                Attach::NotNeeded | Attach::NotYet(_) => continue,
                 Attach::Attached(process) => Some(process),
                 Attach::Failed(_) => None,
             };
@@ -269,6 +273,25 @@ impl Registry {
             }
             state.processes.entry(pid).or_default().push((id, bias, kept));
         }
+    }
+
+    /// What the unwinders need of process `pid`, from each build
+    /// attached to it ([`InterpreterFile::process_unwinding`], read
+    /// outside the lock).
+    pub fn process_unwinding(&self, pid: u32, memory: &dyn ProcessMemory) -> Vec<ProcessUnwinding> {
+        let attached: Vec<(Arc<dyn InterpreterFile>, ProcessState)> = {
+            let state = self.lock();
+            let Some(files) = state.processes.get(&pid) else { return Vec::new() };
+            files
+                .iter()
+                .filter_map(|(id, _, process)| {
+                    let process = process.clone()?;
+                    let file = state.files.get(id).filter(|e| e.loaded)?.file.clone();
+                    Some((file, process))
+                })
+                .collect()
+        };
+        attached.iter().filter_map(|(file, process)| file.process_unwinding(process, memory)).collect()
     }
 
     /// Process `pid` is gone: what was kept of it is forgotten.
@@ -316,6 +339,7 @@ impl Registry {
             .map(|(i, r)| RuntimeStats {
                 name: r.name(),
                 frame_kind: r.frame_kind(),
+                unwinder: r.unwinder(),
                 files: files[i],
                 unsupported: state.unsupported[i],
                 attach_failures: state.attach_failures[i],
@@ -342,7 +366,7 @@ impl Default for Registry {
 mod tests {
     use super::*;
     use crate::runtime::FrameNamer;
-    use profiler_bpf::{InterpreterFileValue, InterpreterUnwinder};
+    use profiler_bpf::InterpreterFileValue;
     use std::any::Any;
 
     /// A runtime found in files by their path: "fake" is one to unwind,
@@ -361,7 +385,7 @@ mod tests {
         fn loop_ranges(&self) -> &[(u64, u64)] {
             &[]
         }
-        fn file_value(&self) -> InterpreterFileValue {
+        fn file_value(&self) -> Option<InterpreterFileValue> {
             unreachable!("not loaded in these tests")
         }
         fn as_any(&self) -> &dyn Any {
@@ -372,8 +396,14 @@ mod tests {
             match self.0 {
                 0 => Attach::NotNeeded,
                 1 => Attach::Attached(Arc::new((pid, bias))),
+                3 => Attach::NotYet("starting".into()),
                 _ => Attach::Failed("unreadable".into()),
             }
+        }
+        fn process_unwinding(&self, process: &ProcessState, _memory: &dyn ProcessMemory) -> Option<ProcessUnwinding> {
+            let (_, bias) = process.downcast_ref::<(u32, u64)>()?;
+            let value = profiler_bpf::InterpreterProcessValue::Hotspot(Default::default());
+            Some(ProcessUnwinding { unwinder: InterpreterUnwinder::Hotspot, code: vec![(*bias, bias + 0x100)], value })
         }
     }
 
@@ -383,6 +413,9 @@ mod tests {
         }
         fn frame_kind(&self) -> FrameKind {
             FrameKind::Ruby
+        }
+        fn unwinder(&self) -> InterpreterUnwinder {
+            InterpreterUnwinder::Hotspot
         }
         fn owns_frame(&self, word: u64) -> bool {
             word == 7
@@ -411,6 +444,9 @@ mod tests {
         }
         fn frame_kind(&self) -> FrameKind {
             FrameKind::Php
+        }
+        fn unwinder(&self) -> InterpreterUnwinder {
+            InterpreterUnwinder::Python
         }
         fn owns_frame(&self, word: u64) -> bool {
             word == 9
@@ -577,5 +613,37 @@ mod tests {
     fn cpython_is_registered() {
         let r = Registry::default();
         assert!(r.runtimes().iter().any(|rt| rt.name() == "CPython" && rt.frame_kind() == FrameKind::CPython));
+    }
+
+    #[test]
+    fn a_runtime_not_ready_is_attached_at_a_later_mapping_change() {
+        let (r, elf) = (registry(), elf());
+        let memory = crate::PidMemory(std::process::id());
+        r.inspect(key(3), &elf, "fake3");
+        r.file_loaded(key(3));
+        r.process_mapped(5, &[(key(3), 0x10)], &memory);
+        r.process_mapped(5, &[(key(3), 0x10)], &memory);
+        let (_, file, kept) = r.find(RuntimeId(1), 5, [&key(3)]).unwrap();
+        assert!(kept.is_none(), "nothing kept");
+        assert_eq!(file.as_any().downcast_ref::<FakeFile>().unwrap().1.load(std::sync::atomic::Ordering::Relaxed), 2);
+        assert_eq!(r.stats()[1].attach_failures, 0, "not a failure");
+        assert!(r.process_unwinding(5, &memory).is_empty());
+    }
+
+    #[test]
+    fn attached_processes_give_their_unwinding() {
+        let (r, elf) = (registry(), elf());
+        let memory = crate::PidMemory(std::process::id());
+        for (k, path) in [(1, "fake1"), (2, "fake2")] {
+            r.inspect(key(k), &elf, path);
+            r.file_loaded(key(k));
+        }
+        r.process_mapped(5, &[(key(1), 0x1000), (key(2), 0x2000)], &memory);
+        let unwinding = r.process_unwinding(5, &memory);
+        assert_eq!(unwinding.len(), 1, "the failed attachment gives nothing");
+        assert_eq!(unwinding[0].code, vec![(0x1000, 0x1100)]);
+        assert!(r.process_unwinding(6, &memory).is_empty());
+        r.process_removed(5);
+        assert!(r.process_unwinding(5, &memory).is_empty());
     }
 }

@@ -7,7 +7,7 @@
 //! [`crate::Registry`] of what was found.
 
 use crate::memory::ProcessMemory;
-use profiler_bpf::{InterpreterFileValue, InterpreterUnwinder};
+use profiler_bpf::{InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
 use std::any::Any;
@@ -21,6 +21,10 @@ pub trait Runtime: Send + Sync {
 
     /// The kind of the frames it names.
     fn frame_kind(&self) -> FrameKind;
+
+    /// Its BPF unwinder (whose name prefixes its counters in the
+    /// agent's stats).
+    fn unwinder(&self) -> InterpreterUnwinder;
 
     /// Whether a user frame word of a sample is one of its frames (its
     /// BPF unwinder recorded it).
@@ -66,8 +70,10 @@ pub trait InterpreterFile: Send + Sync + fmt::Debug {
     /// native frames its unwinder replaces by interpreted frames.
     fn loop_ranges(&self) -> &[(u64, u64)];
 
-    /// Its entry in its unwinder's per-file map.
-    fn file_value(&self) -> InterpreterFileValue;
+    /// Its entry in its unwinder's per-file map (`None`: its unwinder
+    /// needs nothing per file, e.g. HotSpot's needs only
+    /// [`InterpreterFile::process_unwinding`]).
+    fn file_value(&self) -> Option<InterpreterFileValue>;
 
     /// A process maps this file with `bias`: what the runtime needs of
     /// that process, read once from its memory (HotSpot's VM structures,
@@ -75,6 +81,15 @@ pub trait InterpreterFile: Send + Sync + fmt::Debug {
     /// [`FrameNamer`]. Everything CPython needs is in the file.
     fn attach(&self, _pid: u32, _memory: &dyn ProcessMemory, _bias: u64) -> Attach {
         Attach::NotNeeded
+    }
+
+    /// What its unwinder needs of a process it [attached](InterpreterFile::attach)
+    /// to, read again each time the process's mappings change (a JVM's
+    /// code cache grows): the process's code it unwinds (anonymous
+    /// memory, in process addresses) and its per-process map value.
+    /// `None`: nothing (yet); the code stays native.
+    fn process_unwinding(&self, _process: &ProcessState, _memory: &dyn ProcessMemory) -> Option<ProcessUnwinding> {
+        None
     }
 
     /// Itself, for its runtime's [`FrameNamer`] to see its own type.
@@ -90,8 +105,25 @@ pub enum Attach {
     NotNeeded,
     /// What to keep for the process.
     Attached(ProcessState),
+    /// Not yet (the runtime is starting): asked again when the
+    /// process's mappings change.
+    NotYet(String),
     /// It could not be read (counted; its frames stay unnamed).
     Failed(String),
+}
+
+/// What a runtime's unwinder needs of one process
+/// ([`InterpreterFile::process_unwinding`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessUnwinding {
+    /// The unwinder that takes the code.
+    pub unwinder: InterpreterUnwinder,
+    /// `[start, end)` process addresses of the runtime's code: the parts
+    /// of the process's executable anonymous mappings in them are marked
+    /// for the unwinder.
+    pub code: Vec<(u64, u64)>,
+    /// The unwinder's per-process map value.
+    pub value: InterpreterProcessValue,
 }
 
 /// Names the frames of one runtime, with bounded caches.
@@ -102,6 +134,13 @@ pub trait FrameNamer: Send {
     /// cannot be named (the process exited, the frame was garbage): the
     /// frame is kept, unnamed.
     fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine>;
+
+    /// The lines of frame `word`, innermost first: one for most runtimes
+    /// ([`FrameNamer::name`]), several for compiled code with inlined
+    /// methods (HotSpot). Empty when it cannot be named.
+    fn lines(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Vec<SourceLine> {
+        self.name(memory, pid, mapped, word).into_iter().collect()
+    }
 
     /// Its counters.
     fn stats(&self) -> NamerStats;

@@ -17,7 +17,19 @@ pub const FRAME_INTERPRETED: u64 = 1 << 62;
 /// Where a CPython frame word keeps the instruction offset.
 pub const PYTHON_FRAME_OFFSET_SHIFT: u32 = 44;
 /// Largest instruction offset a CPython frame word holds (larger clamp).
-pub const PYTHON_FRAME_OFFSET_MAX: u64 = (1 << 18) - 1;
+pub const PYTHON_FRAME_OFFSET_MAX: u64 = (1 << 17) - 1;
+
+/// Set (with [`FRAME_INTERPRETED`]) in a HotSpot frame word.
+pub const FRAME_HOTSPOT: u64 = 1 << 61;
+/// Set in a HotSpot frame word of compiled code (a code blob and a pc
+/// offset), clear for an interpreted frame (a `Method*` and a bci).
+pub const FRAME_HOTSPOT_COMPILED: u64 = 1 << 60;
+/// Where a HotSpot frame word keeps the bci or pc offset.
+pub const HOTSPOT_FRAME_OFFSET_SHIFT: u32 = 44;
+/// Largest bci or pc offset a HotSpot frame word holds (larger clamp).
+pub const HOTSPOT_FRAME_OFFSET_MAX: u64 = 0xffff;
+/// The bci of an interpreted frame that has none (a native method).
+pub const HOTSPOT_NO_BCI: u64 = 0xffff;
 
 /// A code address in a stack: the sampled instruction (or one a signal
 /// interrupted), or a return address.
@@ -62,11 +74,30 @@ pub enum UserFrame {
         /// object's bytecode.
         offset: u32,
     },
+    /// A HotSpot (JVM) frame.
+    Hotspot {
+        /// Compiled code (or a stub): `pointer` is its code blob and
+        /// `offset` the pc's offset from it. Else an interpreted frame:
+        /// `pointer` is its `Method*`, `offset` the bytecode index
+        /// ([`HOTSPOT_NO_BCI`]: none).
+        compiled: bool,
+        /// 0 when the unwinder could not encode it.
+        pointer: u64,
+        /// Clamped to [`HOTSPOT_FRAME_OFFSET_MAX`].
+        offset: u32,
+    },
 }
 
 impl UserFrame {
     /// Decodes a user frame word.
     pub fn decode(word: u64) -> UserFrame {
+        if word & FRAME_EXACT_PC == 0 && word & FRAME_INTERPRETED != 0 && word & FRAME_HOTSPOT != 0 {
+            return UserFrame::Hotspot {
+                compiled: word & FRAME_HOTSPOT_COMPILED != 0,
+                pointer: (word & ((1 << HOTSPOT_FRAME_OFFSET_SHIFT) - 1)) << 3,
+                offset: ((word >> HOTSPOT_FRAME_OFFSET_SHIFT) & HOTSPOT_FRAME_OFFSET_MAX) as u32,
+            };
+        }
         if word & FRAME_EXACT_PC == 0 && word & FRAME_INTERPRETED != 0 {
             let code = (word & ((1 << PYTHON_FRAME_OFFSET_SHIFT) - 1)) << 3;
             let offset = ((word >> PYTHON_FRAME_OFFSET_SHIFT) & PYTHON_FRAME_OFFSET_MAX) as u32;
@@ -89,6 +120,17 @@ impl UserFrame {
     pub fn python_word(code: u64, offset: u32) -> u64 {
         let code_bits = if code & 7 != 0 || code >> 47 != 0 { 0 } else { code >> 3 };
         FRAME_INTERPRETED | (u64::from(offset).min(PYTHON_FRAME_OFFSET_MAX) << PYTHON_FRAME_OFFSET_SHIFT) | code_bits
+    }
+
+    /// The word the HotSpot unwinder writes (pointers are 8-byte aligned
+    /// below 2^47, else encoded as 0; offsets clamp).
+    pub fn hotspot_word(compiled: bool, pointer: u64, offset: u64) -> u64 {
+        let bits = if pointer & 7 != 0 || pointer >> 47 != 0 { 0 } else { pointer >> 3 };
+        FRAME_INTERPRETED
+            | FRAME_HOTSPOT
+            | if compiled { FRAME_HOTSPOT_COMPILED } else { 0 }
+            | (offset.min(HOTSPOT_FRAME_OFFSET_MAX) << HOTSPOT_FRAME_OFFSET_SHIFT)
+            | bits
     }
 }
 
@@ -134,7 +176,7 @@ mod tests {
         assert_eq!(UserFrame::decode(UserFrame::python_word(0x1001, 7)), UserFrame::Python { code: 0, offset: 7 });
         assert_eq!(
             UserFrame::decode(UserFrame::python_word(1 << 48, 1 << 20)),
-            UserFrame::Python { code: 0, offset: (1 << 18) - 1 }
+            UserFrame::Python { code: 0, offset: (1 << 17) - 1 }
         );
     }
 
@@ -142,5 +184,20 @@ mod tests {
     fn kernel_leaf_is_exact_callers_are_return_addresses() {
         assert_eq!(CodeAddress::kernel(0, 0xffff_ffff_8100_0010).lookup(), 0xffff_ffff_8100_0010);
         assert_eq!(CodeAddress::kernel(1, 0xffff_ffff_8100_0010).lookup(), 0xffff_ffff_8100_000f);
+    }
+
+    #[test]
+    fn hotspot_words_round_trip_and_are_not_python_words() {
+        let w = UserFrame::hotspot_word(false, 0x7f12_3456_7898, 17);
+        assert_eq!(UserFrame::decode(w), UserFrame::Hotspot { compiled: false, pointer: 0x7f12_3456_7898, offset: 17 });
+        let w = UserFrame::hotspot_word(true, 0x7f00_0000_1000, 1 << 20);
+        assert_eq!(
+            UserFrame::decode(w),
+            UserFrame::Hotspot { compiled: true, pointer: 0x7f00_0000_1000, offset: 0xffff }
+        );
+        assert_eq!(w & FRAME_EXACT_PC, 0);
+        // The largest CPython word stays a CPython frame.
+        let py = UserFrame::python_word(0x7fff_ffff_fff8, u32::MAX);
+        assert!(matches!(UserFrame::decode(py), UserFrame::Python { .. }));
     }
 }

@@ -283,6 +283,13 @@ pub struct HotspotLayout {
     /// `StubRoutines::_call_stub_return_address`: a return into the call
     /// stub is where Java was entered from C (`JavaCalls::call`).
     pub call_stub_return_address_vaddr: u64,
+    /// `AbstractInterpreter::_code` (static `StubQueue*`): the template
+    /// interpreter's code is its `_stub_buffer`, `_buffer_limit` bytes.
+    pub interpreter_code_vaddr: u64,
+    /// `StubQueue::_stub_buffer` (`address`).
+    pub stub_queue_stub_buffer: u32,
+    /// `StubQueue::_buffer_limit` (`int`).
+    pub stub_queue_buffer_limit: u32,
     /// `JavaCallWrapper::_anchor`: the frame anchor saved when C called
     /// into Java, i.e. the last Java frame below the native code.
     pub java_call_wrapper_anchor: u32,
@@ -498,6 +505,9 @@ pub fn layout_from_tables(t: &VmTables, memory: &dyn ProcessMemory, bias: u64) -
         interp_method_slot,
         interp_bcp_slot,
         call_stub_return_address_vaddr: static_vaddr("StubRoutines", "_call_stub_return_address")?,
+        interpreter_code_vaddr: static_vaddr("AbstractInterpreter", "_code")?,
+        stub_queue_stub_buffer: off("StubQueue", "_stub_buffer")?,
+        stub_queue_buffer_limit: off("StubQueue", "_buffer_limit")?,
         java_call_wrapper_anchor: off("JavaCallWrapper", "_anchor")?,
         entry_frame_call_wrapper_slot,
         unsigned5_excluded: u8::from(version.major >= 20),
@@ -606,6 +616,9 @@ pub(crate) fn jdk17_fixture() -> HotspotLayout {
         interp_method_slot: -3,
         interp_bcp_slot: -8,
         call_stub_return_address_vaddr: 0x120,
+        interpreter_code_vaddr: 0x128,
+        stub_queue_stub_buffer: 8,
+        stub_queue_buffer_limit: 16,
         java_call_wrapper_anchor: 32,
         entry_frame_call_wrapper_slot: -6,
         unsigned5_excluded: 0,

@@ -21,6 +21,7 @@ mod layout;
 mod linetable;
 mod naming;
 mod remote;
+mod runtime;
 mod scopes;
 mod vmstructs;
 mod walk;
@@ -30,6 +31,7 @@ pub use layout::{
 };
 pub use linetable::{decode_line_table, line_for_bci};
 pub use naming::{read_method, read_symbol, HotspotSymbolizer, HotspotSymbolizerStats, MethodInfo};
+pub use runtime::{Hotspot, HotspotFile, HotspotNamer, HotspotProcess};
 pub use scopes::{compiled_scopes, Scope};
 pub use vmstructs::{Field, TableError, TableSymbol, TableSymbols, VmTables};
 pub use walk::{

@@ -33,6 +33,10 @@ impl Runtime for CPython {
         FrameKind::CPython
     }
 
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::Python
+    }
+
     fn owns_frame(&self, word: u64) -> bool {
         matches!(UserFrame::decode(word), UserFrame::Python { .. })
     }
@@ -41,6 +45,7 @@ impl Runtime for CPython {
         match UserFrame::decode(word) {
             UserFrame::Python { offset, .. } => u64::from(offset),
             UserFrame::Native(address) => address.pc,
+            UserFrame::Hotspot { pointer, .. } => pointer,
         }
     }
 
@@ -68,8 +73,8 @@ impl InterpreterFile for PythonBuild {
         &self.eval_ranges
     }
 
-    fn file_value(&self) -> InterpreterFileValue {
-        InterpreterFileValue::Python(python_file_value(self))
+    fn file_value(&self) -> Option<InterpreterFileValue> {
+        Some(InterpreterFileValue::Python(python_file_value(self)))
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -145,7 +150,7 @@ mod tests {
     #[test]
     fn file_value_carries_the_layout() {
         let b = build(12);
-        let InterpreterFileValue::Python(v) = b.file_value();
+        let Some(InterpreterFileValue::Python(v)) = b.file_value() else { panic!("a per-file value") };
         assert_eq!(v.runtime_vaddr, 0x5000);
         assert_eq!(v.version, 0x030c);
         assert_eq!(v.frame_model, PythonFrameModel::CStackOwner);
@@ -179,8 +184,8 @@ mod tests {
             fn loop_ranges(&self) -> &[(u64, u64)] {
                 &[]
             }
-            fn file_value(&self) -> InterpreterFileValue {
-                InterpreterFileValue::Python(python_file_value(&build(11)))
+            fn file_value(&self) -> Option<InterpreterFileValue> {
+                Some(InterpreterFileValue::Python(python_file_value(&build(11))))
             }
             fn as_any(&self) -> &dyn Any {
                 self

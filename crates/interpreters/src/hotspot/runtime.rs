@@ -1,0 +1,368 @@
+//! HotSpot on the interpreter interface: [`Hotspot`] finds `libjvm.so`,
+//! [`HotspotFile::attach`] reads the JVM's layout from each process,
+//! [`HotspotFile::process_unwinding`] gives the BPF unwinder
+//! (`ebpf/hotspot_unwinder.bpf.h`) the code cache and the offsets it
+//! walks with, and [`HotspotNamer`] names the frame words it records.
+
+use super::layout::HotspotLayout;
+use super::naming::HotspotSymbolizer;
+use super::scopes::compiled_scopes;
+use super::walk::{BlobKind, CodeCache};
+use super::{attach, detect, Detection, HotspotError, TableSymbols};
+use crate::memory::ProcessMemory;
+use crate::runtime::{
+    Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState, ProcessUnwinding, Runtime,
+};
+use profiler_bpf::{
+    HotspotHeapValue, HotspotProcessValue, InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder,
+    UserFrame, HOTSPOT_MAX_HEAPS,
+};
+use profiler_elf::ElfFile;
+use profiler_trace::{FrameKind, SourceLine, HOTSPOT_NO_BCI};
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+
+/// Methods a namer keeps (per trace builder).
+const MAX_METHODS: usize = 16_384;
+
+/// The HotSpot JVM runtime.
+pub struct Hotspot;
+
+impl Runtime for Hotspot {
+    fn name(&self) -> &'static str {
+        "HotSpot"
+    }
+
+    fn frame_kind(&self) -> FrameKind {
+        FrameKind::Jvm
+    }
+
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::Hotspot
+    }
+
+    fn owns_frame(&self, word: u64) -> bool {
+        matches!(UserFrame::decode(word), UserFrame::Hotspot { .. })
+    }
+
+    fn frame_address(&self, word: u64) -> u64 {
+        match UserFrame::decode(word) {
+            UserFrame::Hotspot { offset, .. } => u64::from(offset),
+            _ => word,
+        }
+    }
+
+    fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
+        match detect(elf, path) {
+            Detection::NotHotspot => FileDetection::NotFound,
+            Detection::Hotspot(symbols) => FileDetection::Found(Arc::new(HotspotFile { symbols })),
+            Detection::Unsupported(reason) => FileDetection::Unsupported { version: None, reason },
+        }
+    }
+
+    fn namer(&self) -> Box<dyn FrameNamer> {
+        Box::new(HotspotNamer::new(MAX_METHODS))
+    }
+}
+
+/// A `libjvm.so` with the vmStructs tables.
+#[derive(Debug)]
+pub struct HotspotFile {
+    symbols: TableSymbols,
+}
+
+/// What is kept of one JVM process: its layout, and its code cache as
+/// last read (for naming compiled frames).
+#[derive(Debug)]
+pub struct HotspotProcess {
+    /// The layout read from its tables.
+    pub layout: Arc<HotspotLayout>,
+    /// `libjvm.so`'s load bias.
+    pub bias: u64,
+    code_cache: Mutex<Option<Arc<CodeCache>>>,
+}
+
+impl HotspotProcess {
+    /// The code cache as last read, or read now.
+    fn code_cache(&self, memory: &dyn ProcessMemory) -> Option<Arc<CodeCache>> {
+        let mut cache = self.code_cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.is_none() {
+            *cache = CodeCache::read(memory, &self.layout, self.bias).ok().map(Arc::new);
+        }
+        cache.clone()
+    }
+}
+
+impl InterpreterFile for HotspotFile {
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::Hotspot
+    }
+
+    fn loop_ranges(&self) -> &[(u64, u64)] {
+        // Its code is in the code cache, anonymous memory: see
+        // process_unwinding.
+        &[]
+    }
+
+    fn file_value(&self) -> Option<InterpreterFileValue> {
+        None
+    }
+
+    fn attach(&self, _pid: u32, memory: &dyn ProcessMemory, bias: u64) -> Attach {
+        match attach(memory, &self.symbols, bias) {
+            Ok(layout) => Attach::Attached(Arc::new(HotspotProcess {
+                layout: Arc::new(layout),
+                bias,
+                code_cache: Mutex::new(None),
+            })),
+            // ld.so may still be mapping the file, or the VM starting.
+            Err(e @ (HotspotError::NotReady | HotspotError::Unreadable(_))) => Attach::NotYet(e.to_string()),
+            Err(e @ HotspotError::Unsupported(_)) => Attach::Failed(e.to_string()),
+        }
+    }
+
+    fn process_unwinding(&self, process: &ProcessState, memory: &dyn ProcessMemory) -> Option<ProcessUnwinding> {
+        let process = process.downcast_ref::<HotspotProcess>()?;
+        // The heaps are set while the VM starts: until they are, every
+        // anonymous code of the process goes to the unwinder, which reads
+        // them itself once they are there (the process's mappings need
+        // not change again for that).
+        let cache = CodeCache::read(memory, &process.layout, process.bias).ok().map(Arc::new);
+        if cache.is_some() {
+            *process.code_cache.lock().unwrap_or_else(|p| p.into_inner()) = cache.clone();
+        }
+        let value = process_value(&process.layout, process.bias, cache.as_deref());
+        let code = match &cache {
+            Some(cache) => vec![(cache.low, cache.high)],
+            None => vec![(0, u64::MAX)],
+        };
+        Some(ProcessUnwinding {
+            unwinder: InterpreterUnwinder::Hotspot,
+            code,
+            value: InterpreterProcessValue::Hotspot(value),
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The BPF unwinder's view of one JVM (`struct hotspot_process`); its
+/// code cache when it could be read.
+fn process_value(l: &HotspotLayout, bias: u64, cache: Option<&CodeCache>) -> HotspotProcessValue {
+    let mut heaps = [HotspotHeapValue::default(); HOTSPOT_MAX_HEAPS];
+    let empty = CodeCache { low: 0, high: 0, heaps: Vec::new() };
+    let cache = cache.unwrap_or(&empty);
+    for (slot, heap) in heaps.iter_mut().zip(&cache.heaps) {
+        *slot = HotspotHeapValue {
+            low: heap.low,
+            high: heap.high,
+            segmap: heap.segmap,
+            log2_segment_size: heap.log2_segment_size,
+        };
+    }
+    HotspotProcessValue {
+        code_low: cache.low,
+        code_high: cache.high,
+        interpreter_code: bias.wrapping_add(l.interpreter_code_vaddr),
+        call_stub_return: bias.wrapping_add(l.call_stub_return_address_vaddr),
+        code_low_bound: bias.wrapping_add(l.code_cache_low_bound_vaddr),
+        code_high_bound: bias.wrapping_add(l.code_cache_high_bound_vaddr),
+        code_heaps: bias.wrapping_add(l.code_cache_heaps_vaddr),
+        growable_array_len: l.growable_array_len,
+        growable_array_data: l.growable_array_data,
+        code_heap_memory: l.code_heap_memory,
+        code_heap_segmap: l.code_heap_segmap,
+        code_heap_log2_segment_size: l.code_heap_log2_segment_size,
+        virtual_space_low: l.virtual_space_low_boundary,
+        virtual_space_high: l.virtual_space_high_boundary,
+        heaps,
+        heap_count: cache.heaps.len().min(HOTSPOT_MAX_HEAPS) as u32,
+        heap_block_size: l.heap_block_size,
+        heap_block_used: l.heap_block_used,
+        stub_queue_buffer: l.stub_queue_stub_buffer,
+        stub_queue_limit: l.stub_queue_buffer_limit,
+        blob_frame_size: l.code_blob_frame_size,
+        method_const_method: l.method_const_method,
+        const_method_size: l.const_method_sizeof,
+        interp_method_slot: l.interp_method_slot,
+        interp_bcp_slot: l.interp_bcp_slot,
+        interp_sender_sp_slot: l.interp_sender_sp_slot,
+    }
+}
+
+/// Names HotSpot frame words: interpreted frames by their `Method*` and
+/// bci, compiled ones by their blob and pc offset (with the methods
+/// inlined there, innermost first), stubs by their blob's name.
+pub struct HotspotNamer {
+    methods: HotspotSymbolizer,
+    stats: NamerStats,
+}
+
+impl HotspotNamer {
+    /// A namer keeping at most `max_methods` methods.
+    pub fn new(max_methods: usize) -> HotspotNamer {
+        HotspotNamer { methods: HotspotSymbolizer::new(max_methods), stats: NamerStats::default() }
+    }
+
+    fn method_line(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        pid: u32,
+        l: &HotspotLayout,
+        method: u64,
+        bci: Option<u32>,
+    ) -> Option<SourceLine> {
+        let before = self.methods.stats().reads;
+        let info = self.methods.method(memory, pid, l, method)?;
+        self.stats.reads += self.methods.stats().reads - before;
+        let line = bci.and_then(|b| info.line(b)).unwrap_or(0);
+        Some(SourceLine { function: info.qualified_name().into(), file: info.source_file.clone(), line })
+    }
+
+    fn name_word(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        pid: u32,
+        process: &HotspotProcess,
+        word: u64,
+    ) -> Vec<SourceLine> {
+        let UserFrame::Hotspot { compiled, pointer, offset } = UserFrame::decode(word) else { return Vec::new() };
+        if pointer == 0 {
+            return Vec::new();
+        }
+        let l = &*process.layout;
+        if !compiled {
+            let bci = (u64::from(offset) != HOTSPOT_NO_BCI).then_some(offset);
+            return self.method_line(memory, pid, l, pointer, bci).into_iter().collect();
+        }
+        let Some(cache) = process.code_cache(memory) else { return Vec::new() };
+        // The blob may have been freed (and the memory reused) since the
+        // sample: it must still be a blob whose code holds the pc.
+        let pc = pointer + u64::from(offset);
+        if cache.find_blob(memory, l, pc.saturating_sub(1).max(pointer)) != Some(pointer) {
+            return Vec::new();
+        }
+        let Some(blob) = cache.read_blob(memory, l, pointer) else { return Vec::new() };
+        if !(blob.code_begin..=blob.code_end).contains(&pc) {
+            return Vec::new();
+        }
+        match blob.kind {
+            BlobKind::Nmethod => {
+                let Ok(scopes) = compiled_scopes(memory, l, &blob, pc) else { return Vec::new() };
+                let mut lines = Vec::with_capacity(scopes.len());
+                for scope in scopes {
+                    match self.method_line(memory, pid, l, scope.method, scope.bci) {
+                        Some(line) => lines.push(line),
+                        None => return Vec::new(),
+                    }
+                }
+                lines
+            }
+            BlobKind::Interpreter | BlobKind::Other => {
+                vec![SourceLine { function: format!("[{}]", blob.name).into(), file: None, line: 0 }]
+            }
+        }
+    }
+}
+
+impl FrameNamer for HotspotNamer {
+    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
+        self.lines(memory, pid, mapped, word).into_iter().next()
+    }
+
+    fn lines(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Vec<SourceLine> {
+        let process = mapped.process.as_ref().and_then(|p| p.downcast_ref::<HotspotProcess>());
+        let lines = match process {
+            Some(process) => self.name_word(memory, pid, process, word),
+            None => Vec::new(),
+        };
+        if lines.is_empty() {
+            self.stats.unknown += 1;
+        } else {
+            self.stats.frames += 1;
+        }
+        lines
+    }
+
+    fn stats(&self) -> NamerStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hotspot_words_are_its_own() {
+        let w = UserFrame::hotspot_word(false, 0x7f00_0000_1000, 12);
+        assert!(Hotspot.owns_frame(w));
+        assert_eq!(Hotspot.frame_address(w), 12);
+        assert!(!Hotspot.owns_frame(UserFrame::python_word(0x7f00_0000_1000, 12)));
+        assert!(!Hotspot.owns_frame(0x7f00_0000_1000));
+        assert_eq!(Hotspot.frame_kind(), FrameKind::Jvm);
+    }
+
+    #[test]
+    fn the_bpf_value_follows_the_layout_and_the_code_cache() {
+        let l = super::super::layout::jdk17_fixture();
+        let heap = |low: u64| super::super::walk::CodeHeapInfo {
+            low,
+            high: low + 0x1000,
+            segmap: low + 0x10_0000,
+            log2_segment_size: 7,
+        };
+        let cache =
+            CodeCache { low: 0x10_0000, high: 0x90_0000, heaps: (0..6).map(|i| heap(0x10_0000 * (i + 1))).collect() };
+        let v = process_value(&l, 0x7000_0000, Some(&cache));
+        assert_eq!((v.code_low, v.code_high), (0x10_0000, 0x90_0000));
+        assert_eq!(v.heap_count as usize, HOTSPOT_MAX_HEAPS, "more heaps than the BPF side holds are dropped");
+        assert_eq!(v.heaps[1].low, 0x20_0000);
+        assert_eq!(v.call_stub_return, 0x7000_0000 + l.call_stub_return_address_vaddr);
+        assert_eq!(v.interpreter_code, 0x7000_0000 + l.interpreter_code_vaddr);
+        assert_eq!((v.interp_method_slot, v.interp_bcp_slot, v.interp_sender_sp_slot), (-3, -8, -1));
+        assert_eq!(v.const_method_size, l.const_method_sizeof);
+        assert_eq!(v.code_heaps, 0x7000_0000 + l.code_cache_heaps_vaddr);
+        // Not read yet: the BPF side reads the code cache itself.
+        let v = process_value(&l, 0x7000_0000, None);
+        assert_eq!((v.code_low, v.heap_count), (0, 0));
+        assert_eq!(v.code_low_bound, 0x7000_0000 + l.code_cache_low_bound_vaddr);
+    }
+
+    /// Frames that cannot be named are unknown, never another method's
+    /// name: a compiled frame whose blob was freed since the sample (its
+    /// segment map says free), a word without a pointer, a process not
+    /// attached.
+    #[test]
+    fn frames_of_freed_code_are_unknown() {
+        use super::super::remote::fake::FakeMemory;
+        use super::super::walk::CodeHeapInfo;
+        use super::super::TableSymbol;
+        let l = super::super::layout::jdk17_fixture();
+        let heap = CodeHeapInfo { low: 0x10_0000, high: 0x10_1000, segmap: 0x20_0000, log2_segment_size: 7 };
+        let mut memory = FakeMemory::default();
+        memory.add(heap.segmap, vec![0xff; 32]); // all free
+        let cache = CodeCache { low: heap.low, high: heap.high, heaps: vec![heap] };
+        let process =
+            HotspotProcess { layout: Arc::new(l.clone()), bias: 0, code_cache: Mutex::new(Some(Arc::new(cache))) };
+        let table = TableSymbol { array: 0, stride: 0, fields: Vec::new() };
+        let symbols = TableSymbols {
+            structs: table.clone(),
+            types: table.clone(),
+            int_constants: table.clone(),
+            long_constants: table,
+        };
+        let file: Arc<dyn InterpreterFile> = Arc::new(HotspotFile { symbols });
+        let attached = MappedFile { file: file.clone(), bias: 0, process: Some(Arc::new(process)) };
+        let mut namer = HotspotNamer::new(16);
+        let blob = heap.low + u64::from(l.heap_block_size);
+        for word in [UserFrame::hotspot_word(true, blob, 0x40), UserFrame::hotspot_word(false, 0, 3)] {
+            assert!(namer.lines(&memory, 1, &attached, word).is_empty());
+        }
+        let unattached = MappedFile { file, bias: 0, process: None };
+        assert!(namer.lines(&memory, 1, &unattached, UserFrame::hotspot_word(false, 0x1000, 3)).is_empty());
+        assert_eq!(namer.stats(), NamerStats { frames: 0, unknown: 3, reads: 0 });
+    }
+}
