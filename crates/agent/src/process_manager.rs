@@ -73,7 +73,10 @@ impl UnwindLoader for BpfLoader {
                 }
             }
         }
-        self.interpreters.registry.process_mapped(pid.0, &files, &PidMemory(pid.0));
+        let notices = self.interpreters.registry.process_mapped(pid.0, &files, &PidMemory(pid.0));
+        for notice in notices {
+            self.interpreters.notice(notice);
+        }
         self.interpreters.mark_code(pid.0, &mut ranges);
         Ok(self.maps.set_process(pid.0, &ranges)?)
     }
@@ -131,10 +134,16 @@ impl Interpreters {
         if let Inspection::Unsupported { notice: Some(notice), .. } =
             self.registry.inspect(file.table_key, elf, &file.path)
         {
-            let mut notices = self.notices.lock().unwrap_or_else(|p| p.into_inner());
-            if notices.len() < MAX_NOTICES {
-                notices.push(notice);
-            }
+            self.notice(notice);
+        }
+    }
+
+    /// Keeps a notice for [`crate::Agent::notices`] (the first
+    /// [`MAX_NOTICES`]).
+    fn notice(&self, notice: String) {
+        let mut notices = self.notices.lock().unwrap_or_else(|p| p.into_inner());
+        if notices.len() < MAX_NOTICES {
+            notices.push(notice);
         }
     }
 

@@ -95,6 +95,8 @@ struct State {
     /// Unloaded files, oldest first, with when they were unloaded.
     retired: VecDeque<(TableKey, Entry, Instant)>,
     reported: HashSet<TableKey>,
+    /// Builds whose failure to attach was told.
+    attach_told: HashSet<TableKey>,
     /// Per process, the files attached to and their bias (`None`:
     /// attaching failed; not tried again while the process maps it so).
     processes: HashMap<u32, Vec<(TableKey, u64, Option<ProcessState>)>>,
@@ -235,7 +237,11 @@ impl Registry {
     /// was kept for files it no longer maps so goes, and each loaded build
     /// that needs something of the process and has not got it reads it
     /// ([`InterpreterFile::attach`], outside the lock).
-    pub fn process_mapped(&self, pid: u32, files: &[(TableKey, u64)], memory: &dyn ProcessMemory) {
+    ///
+    /// Returns a notice for each build that failed to attach for the
+    /// first time (once per build: the process's frames of it stay
+    /// native code, as an unsupported build's).
+    pub fn process_mapped(&self, pid: u32, files: &[(TableKey, u64)], memory: &dyn ProcessMemory) -> Vec<String> {
         let todo: Vec<(TableKey, u64, RuntimeId, Arc<dyn InterpreterFile>)> = {
             let mut state = self.lock();
             if let Some(attached) = state.processes.get_mut(&pid) {
@@ -256,16 +262,27 @@ impl Registry {
                 })
                 .collect()
         };
+        let mut notices = Vec::new();
         for (id, bias, runtime, file) in todo {
-            let kept = match file.attach(pid, memory, bias) {
+            let (kept, failure) = match file.attach(pid, memory, bias) {
                 // Not kept: asked again at the next change of mappings.
                 Attach::NotNeeded | Attach::NotYet(_) => continue,
-                Attach::Attached(process) => Some(process),
-                Attach::Failed(_) => None,
+                Attach::Attached(process) => (Some(process), None),
+                Attach::Failed(reason) => (None, Some(reason)),
             };
             let mut state = self.lock();
-            if kept.is_none() {
+            if let Some(reason) = failure {
                 state.attach_failures[runtime.0] += 1;
+                if state.attach_told.len() >= MAX_REPORTED {
+                    state.attach_told.clear();
+                }
+                if state.attach_told.insert(id) {
+                    let name = self.runtimes[runtime.0].name();
+                    notices.push(format!(
+                        "{name} in process {pid} could not be read ({reason}): its frames are profiled as native \
+                         code (told once per build)"
+                    ));
+                }
             }
             if state.processes.len() >= MAX_ATTACHED_PROCESSES && !state.processes.contains_key(&pid) {
                 state.dropped += 1;
@@ -273,6 +290,7 @@ impl Registry {
             }
             state.processes.entry(pid).or_default().push((id, bias, kept));
         }
+        notices
     }
 
     /// What the unwinders need of process `pid`, from each build
@@ -571,8 +589,13 @@ mod tests {
         }
         r.inspect(key(3), &elf, "fake1"); // analysed, not loaded
         let files = [(key(0), 0x10), (key(1), 0x1000), (key(2), 0x20), (key(3), 0x30), (key(9), 0), (key(1), 0x1000)];
-        r.process_mapped(5, &files, &memory);
-        r.process_mapped(5, &files, &memory);
+        let notices = r.process_mapped(5, &files, &memory);
+        assert_eq!(
+            notices,
+            ["Fake in process 5 could not be read (unreadable): its frames are profiled as native code (told once per \
+              build)"]
+        );
+        assert!(r.process_mapped(5, &files, &memory).is_empty());
         let attachments = |k: u64| {
             let (_, file, _) = r.find(RuntimeId(1), 5, [&key(k)]).unwrap();
             file.as_any().downcast_ref::<FakeFile>().unwrap().1.load(std::sync::atomic::Ordering::Relaxed)
@@ -598,6 +621,7 @@ mod tests {
         r.process_mapped(5, &[(key(1), 0x5000)], &memory);
         assert_eq!(attachments(1), 3);
         assert_eq!(process(5, 1).unwrap().downcast_ref::<(u32, u64)>(), Some(&(5, 0x5000)));
+        assert!(r.process_mapped(7, &files, &memory).is_empty(), "a failure is told once per build");
     }
 
     #[test]
