@@ -134,14 +134,6 @@ counters! {
     stack_copies_failed = COUNTER_STACK_COPY_FAILED;
     /// Bytes of user stack copied.
     stack_copy_bytes = COUNTER_STACK_COPY_BYTES;
-    /// Scheduler switches seen (off-CPU profiling on).
-    off_cpu_switches = COUNTER_OFF_CPU_SWITCHES;
-    /// Switch-outs of user threads sampled: their stack was taken.
-    off_cpu_sampled = COUNTER_OFF_CPU_SAMPLED;
-    /// Ends of off-CPU periods sent (the sampled thread ran again).
-    off_cpu_ends = COUNTER_OFF_CPU_ENDS_SENT;
-    /// Ends of off-CPU periods lost (the ring buffer was full).
-    off_cpu_ends_lost = COUNTER_OFF_CPU_ENDS_LOST;
 
     /// Java frames the HotSpot unwinder recorded.
     hotspot_frames = COUNTER_HOTSPOT_FRAMES;
@@ -155,6 +147,14 @@ counters! {
     hotspot_read_errors = COUNTER_HOTSPOT_READ_ERRORS;
     /// Java frames that gave a bad stack or frame pointer.
     hotspot_bad_frames = COUNTER_HOTSPOT_BAD_FRAMES;
+    /// Scheduler switches seen (off-CPU profiling on).
+    off_cpu_switches = COUNTER_OFF_CPU_SWITCHES;
+    /// Switch-outs of user threads sampled: their stack was taken.
+    off_cpu_sampled = COUNTER_OFF_CPU_SAMPLED;
+    /// Ends of off-CPU periods sent (the sampled thread ran again).
+    off_cpu_ends = COUNTER_OFF_CPU_ENDS_SENT;
+    /// Ends of off-CPU periods lost (the ring buffer was full).
+    off_cpu_ends_lost = COUNTER_OFF_CPU_ENDS_LOST;
 }
 
 impl Counters {
