@@ -298,6 +298,12 @@ fn delete_all(
     first_error.map_or(Ok(()), Err)
 }
 
+/// The prefix covering all of `pid`'s addresses: the pid is known to the
+/// unwinder while it is there.
+fn marker_key(pid: u32) -> PidMappingKey {
+    PidMappingKey::new(pid, 0, 32)
+}
+
 fn unsupported(errno: i32) -> bool {
     errno == ENOTSUPP || errno == libc::EINVAL || errno == libc::EOPNOTSUPP
 }
@@ -456,8 +462,9 @@ impl UnwindMaps {
     /// already are not written again. Also inserts the pid's marker.
     pub fn set_process(&mut self, pid: u32, ranges: &[MappingRange]) -> Result<(), BpfError> {
         let mut entries: HashMap<PidMappingKey, MappingBytes> = HashMap::new();
-        let marker = PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_PROCESS, flags: 0 };
-        entries.insert(PidMappingKey::new(pid, 0, 32), marker.to_bytes());
+        let marker = marker_key(pid);
+        let marker_value = PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_PROCESS, flags: 0 };
+        entries.insert(marker, marker_value.to_bytes());
         for range in ranges {
             let value = match range.target {
                 MappingTarget::Native { file_id, bias } => {
@@ -487,7 +494,7 @@ impl UnwindMaps {
         // The marker first: a pid is known to the unwinder by it.
         let mut changed: Vec<(&PidMappingKey, &MappingBytes)> =
             entries.iter().filter(|(k, v)| old.get(*k) != Some(*v)).collect();
-        changed.sort_by_key(|(k, _)| (k.address_be != 0 || k.prefixlen != 32, k.prefixlen));
+        changed.sort_by_key(|(k, _)| (**k != marker, k.prefixlen));
         let keys: Vec<u8> = changed.iter().flat_map(|(k, _)| k.to_bytes()).collect();
         let values: Vec<u8> = changed.iter().flat_map(|(_, v)| v.iter().copied()).collect();
         if let Err(source) = update_all(&self.pid_mappings, &mut self.batch_pid_mappings, &keys, &values, changed.len())
@@ -515,7 +522,7 @@ impl UnwindMaps {
     pub fn remove_process(&mut self, pid: u32) -> Result<(), BpfError> {
         let Some(entries) = self.processes.remove(&pid) else { return Ok(()) };
         // Marker last: while any prefix is there the pid stays "known".
-        let marker = PidMappingKey::new(pid, 0, 32);
+        let marker = marker_key(pid);
         let keys: Vec<u8> = entries.keys().filter(|k| **k != marker).flat_map(|k| k.to_bytes()).collect();
         let n = keys.len() / std::mem::size_of::<PidMappingKey>();
         let mut result = delete_all(&self.pid_mappings, &mut self.batch_pid_mappings, &keys, n);

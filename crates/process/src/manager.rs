@@ -955,11 +955,14 @@ impl<L: UnwindLoader> ProcessManager<L> {
         if !self.limits.open_via_map_files {
             return None;
         }
-        let path =
-            self.proc_root.join(pid.0.to_string()).join("map_files").join(format!("{:x}-{:x}", entry.start, entry.end));
-        let identity = stat_regular(&path).ok()?;
+        let identity = stat_regular(&self.map_files_entry(pid, entry)).ok()?;
         let &(_, table_key) = self.disk_keys.get(&identity)?;
         self.files.get(&table_key).map(|e| e.file.clone())
+    }
+
+    /// `/proc/PID/map_files/<start>-<end>`: the file a mapping maps.
+    fn map_files_entry(&self, pid: Pid, entry: &MapsEntry) -> PathBuf {
+        self.proc_root.join(pid.0.to_string()).join("map_files").join(format!("{:x}-{:x}", entry.start, entry.end))
     }
 
     fn remember_failed(&mut self, key: DiskKey) {
@@ -973,10 +976,8 @@ impl<L: UnwindLoader> ProcessManager<L> {
     /// file itself), else by its path inside the process's root, which
     /// must then be the inode the maps line names.
     fn open_mapped(&self, pid: Pid, entry: &MapsEntry) -> Result<OpenedFile, OpenError> {
-        let dir = self.proc_root.join(pid.0.to_string());
         if self.limits.open_via_map_files {
-            let by_range = dir.join("map_files").join(format!("{:x}-{:x}", entry.start, entry.end));
-            match open_regular(&by_range, Purpose::Executable) {
+            match open_regular(&self.map_files_entry(pid, entry), Purpose::Executable) {
                 Ok(opened) => return Ok(opened),
                 // What is mapped is itself unacceptable (a device, ...).
                 Err(e) if e.is_refusal() => return Err(e),
@@ -984,7 +985,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
                 Err(_) => {}
             }
         }
-        let root = dir.join("root");
+        let root = self.proc_root.join(pid.0.to_string()).join("root");
         let path = path_in_root(&root, Path::new(&entry.path));
         let opened = open_in_root(&root, &path, Purpose::Executable)?;
         if !opened.identity.is_mapped(entry.dev.0, entry.dev.1, entry.inode, opened.on_overlay) {
