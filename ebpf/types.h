@@ -209,7 +209,9 @@ enum unwinder_program {
 	UNWINDER_NATIVE = 0,
 	UNWINDER_PYTHON = 1,
 	UNWINDER_HOTSPOT = 2,
-	UNWINDER_COUNT = 3,
+	/* Reserved for the unwinders being built (one slot each, so that
+	 * they land independently): V8 3, CRuby 4, PHP 5, Perl 6. */
+	UNWINDER_COUNT = 7,
 };
 
 struct pid_mapping {
@@ -387,7 +389,9 @@ enum counter_id {
 	COUNTER_OFF_CPU_ENDS_SENT = 58,
 	/* struct off_cpu_end lost: the ring buffer was full */
 	COUNTER_OFF_CPU_ENDS_LOST = 59,
-	COUNTER_MAX = 64,
+	/* 64-127: one block of 8 per interpreter unwinder, in slot order:
+	 * V8 64-71, CRuby 72-79, PHP 80-87, Perl 88-95. */
+	COUNTER_MAX = 128,
 };
 _Static_assert(COUNTER_UNWIND_STOP_BASE + UNWIND_STOP_COUNT <= COUNTER_OFF_CPU_SWITCHES, "counters fit");
 
