@@ -262,6 +262,7 @@ impl Agent {
                 unused_files_budget: config.unused_tables_budget_mib << 20,
                 open_via_map_files: config.open_via_map_files,
                 include_env_vars: config.env_var_names(),
+                max_file_handles: file_handle_budget(ManagerLimits::default().max_file_handles),
                 ..ManagerLimits::default()
             };
             let interpreters = process_manager::Interpreters::new(
@@ -545,6 +546,26 @@ fn tune_allocator() {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
     }
+}
+
+/// How many files the process manager may keep open for the symbolizer
+/// (at most `wanted`): raises the soft limit of open files to the hard
+/// one (Go's runtime does the same in the Collector) and leaves half of
+/// it to everything else. Process-wide, idempotent.
+fn file_handle_budget(wanted: usize) -> usize {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: lim is a valid, writable rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 0;
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+        // SAFETY: raised is a valid rlimit; failure leaves the old limit.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim = raised;
+        }
+    }
+    usize::try_from(lim.rlim_cur / 2).unwrap_or(usize::MAX).min(wanted)
 }
 
 /// Bytes of the sample ring buffer: a second of samples at up to 2 KiB

@@ -193,10 +193,10 @@ impl TraceBuilder {
                 "[vdso]" => FileSource::in_memory(pid, mapping.start, mapping.end, &mapping.path),
                 // The file analysed, and nothing else: its inode and version
                 // are checked when it is opened.
-                path if by_map_files => {
-                    FileSource::in_mapping(pid, mapping.start, mapping.end, path).with_identity(file.identity)
-                }
-                path => FileSource::in_process(pid, path).with_identity(file.identity),
+                path if by_map_files => FileSource::in_mapping(pid, mapping.start, mapping.end, path)
+                    .with_identity(file.identity)
+                    .with_handle(file.handle.clone()),
+                path => FileSource::in_process(pid, path).with_identity(file.identity).with_handle(file.handle.clone()),
             };
             // The symbolizer loads a file's symbols first (milliseconds)
             // and answers from them while its DWARF loads; until then

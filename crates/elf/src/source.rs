@@ -306,6 +306,23 @@ pub fn open_regular(path: &Path, purpose: Purpose) -> Result<OpenedFile, OpenErr
     reopen_regular(unsafe { OwnedFd::from_raw_fd(raw) }, purpose)
 }
 
+/// A descriptor of its own on `file` (opened earlier by one of the
+/// functions here, and kept), checked as [`open_regular`] checks a path:
+/// a regular file within `purpose`'s bound, with its identity now.
+pub fn reopen_file(file: &File, purpose: Purpose) -> Result<OpenedFile, OpenError> {
+    let fd = OwnedFd::from(file.try_clone()?);
+    let st = fstat(&fd)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(OpenError::NotRegular(kind_of(st.st_mode)));
+    }
+    let identity = FileIdentity::of(&st);
+    if identity.size > purpose.max_bytes() {
+        return Err(OpenError::TooLarge { size: identity.size, max: purpose.max_bytes() });
+    }
+    let on_overlay = on_overlay(&fd);
+    Ok(OpenedFile { file: File::from(fd), identity, on_overlay })
+}
+
 /// `struct open_how` of `openat2(2)`.
 #[repr(C)]
 struct OpenHow {
@@ -514,6 +531,29 @@ mod tests {
         mkfifo(&fifo);
         assert!(matches!(stat_regular(&fifo), Err(OpenError::NotRegular("FIFO"))));
         assert!(matches!(stat_regular(&dir.join("absent")), Err(OpenError::Io(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_kept_file_reopens_after_its_path_is_gone_with_its_identity_now() {
+        let dir = temp_dir("reopen");
+        let path = dir.join("lib.so");
+        std::fs::write(&path, b"\x7fELF kept").unwrap();
+        let writer = File::options().write(true).open(&path).unwrap();
+        let kept = open_regular(&path, Purpose::Executable).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let again = reopen_file(&kept.file, Purpose::Executable).unwrap();
+        let version = |i: &FileIdentity| (i.dev, i.ino, i.size, i.mtime);
+        // (Unlinking changed its ctime only.)
+        assert_eq!(version(&again.identity), version(&kept.identity), "the same inode and version, through no path");
+        // Its own descriptor: closing the kept one does not close it.
+        drop(kept);
+        let mut head = [0u8; 4];
+        again.file.read_exact_at(&mut head, 0).unwrap();
+        assert_eq!(&head, b"\x7fELF");
+        // Grown past the bound since: refused.
+        writer.set_len(Purpose::Executable.max_bytes() + 1).unwrap();
+        assert!(matches!(reopen_file(&again.file, Purpose::Executable), Err(OpenError::TooLarge { .. })));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

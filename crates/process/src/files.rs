@@ -9,6 +9,7 @@
 use profiler_elf::source::FileIdentity;
 use profiler_elf::{with_go_tables, ElfFile, GoUnwindStats, LoadSegments, UnwindTable};
 use profiler_trace::{FileId, TableKey};
+use std::fs::File;
 use std::sync::Arc;
 
 /// One executable file, as analysed when first mapped.
@@ -38,6 +39,12 @@ pub struct ExecutableFile {
     pub invalid_rows: u64,
     /// For a Go binary: how its `.gopclntab` became stack deltas.
     pub go_unwind: Option<GoUnwindStats>,
+    /// The file as opened for the analysis (a descriptor of its own),
+    /// kept while the file is known: the symbolizer reads it from here
+    /// once every process that mapped it has gone (a compiler that ran
+    /// for 50 ms), when no path to it is left. `None` for the vDSO, and
+    /// beyond `ManagerLimits::max_file_handles`.
+    pub handle: Option<Arc<File>>,
 }
 
 /// An analysed file and its unwind table, before the table is loaded
@@ -56,7 +63,7 @@ pub(crate) struct FileKeys {
 }
 
 /// Reads what the profiler keeps of `elf`: segments, build ids, unwind table.
-pub(crate) fn analyse(elf: &ElfFile, keys: FileKeys, path: &str) -> AnalysedFile {
+pub(crate) fn analyse(elf: &ElfFile, keys: FileKeys, path: &str, handle: Option<Arc<File>>) -> AnalysedFile {
     // Go code has no CFI: its deltas come from .gopclntab.
     let (mut table, go_unwind) = with_go_tables(elf, elf.unwind_table());
     if elf.changed_while_read() {
@@ -77,13 +84,14 @@ pub(crate) fn analyse(elf: &ElfFile, keys: FileKeys, path: &str) -> AnalysedFile
         deltas: table.deltas.len() as u64,
         invalid_rows,
         go_unwind,
+        handle,
     };
     AnalysedFile { file: Arc::new(file), table }
 }
 
 /// What [`analyse`] finds that is cheap to read (identity, build ids,
 /// segments), before the analysis: no deltas yet.
-pub(crate) fn describe(elf: &ElfFile, keys: FileKeys, path: Arc<str>) -> ExecutableFile {
+pub(crate) fn describe(elf: &ElfFile, keys: FileKeys, path: Arc<str>, handle: Option<Arc<File>>) -> ExecutableFile {
     ExecutableFile {
         file_id: keys.file_id,
         table_key: keys.table_key,
@@ -95,6 +103,7 @@ pub(crate) fn describe(elf: &ElfFile, keys: FileKeys, path: Arc<str>) -> Executa
         deltas: 0,
         invalid_rows: 0,
         go_unwind: None,
+        handle,
     }
 }
 
@@ -108,7 +117,7 @@ mod tests {
         let elf = ElfFile::open(&exe).unwrap();
         let id = profiler_elf::file_id_of_path(&exe).unwrap();
         let keys = FileKeys { file_id: id, table_key: TableKey([1; 32]), identity: None };
-        let a = analyse(&elf, keys, exe.to_str().unwrap());
+        let a = analyse(&elf, keys, exe.to_str().unwrap(), None);
         assert!(a.file.deltas > 100, "{}", a.file.deltas);
         assert_eq!(a.file.deltas, a.table.deltas.len() as u64);
         assert!(a.file.gnu_build_id.is_some());

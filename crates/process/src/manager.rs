@@ -36,6 +36,7 @@ use profiler_elf::source::{
 use profiler_elf::{file_id_of_bytes, file_id_of_file, ElfFile, RuleId, RuleInterner, UnwindRule};
 use profiler_trace::{FileId, Pid, ProcessInfo, TableKey};
 use std::collections::{HashMap, HashSet};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -131,6 +132,10 @@ pub struct ManagerLimits {
     /// Environment variables to report of each process (read once, when
     /// it is loaded).
     pub include_env_vars: Arc<[Arc<str>]>,
+    /// Most files kept open for the symbolizer
+    /// ([`ExecutableFile::handle`]): one descriptor each, so this stays
+    /// well under the open files limit.
+    pub max_file_handles: usize,
 }
 
 impl Default for ManagerLimits {
@@ -147,6 +152,7 @@ impl Default for ManagerLimits {
             exec_preloads_per_second: 20.0,
             open_via_map_files: true,
             include_env_vars: Arc::new([]),
+            max_file_handles: 4096,
         }
     }
 }
@@ -321,6 +327,8 @@ pub struct ProcessManager<L: UnwindLoader> {
     interner: Arc<Mutex<RuleInterner>>,
     pool: AnalysisPool,
     files: HashMap<TableKey, FileEntry>,
+    /// Files of `files` that keep a descriptor open.
+    handles_held: usize,
     unused: UnusedFiles<TableKey>,
     /// The content of each held file's [`FileId`], to notice collisions.
     file_ids: HashMap<FileId, TableKey>,
@@ -360,6 +368,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             file_ids: HashMap::new(),
             disk_keys: HashMap::new(),
             failed: HashSet::new(),
+            handles_held: 0,
             processes: HashMap::new(),
             exited: Vec::new(),
             last_liveness: Instant::now(),
@@ -581,6 +590,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
         self.exited.clear();
         while self.unused.pop_oldest().is_some() {}
         self.file_ids.clear();
+        self.handles_held = 0;
         for (id, entry) in std::mem::take(&mut self.files) {
             if entry.state == FileState::Loaded && self.loader.unload_file(id).is_err() {
                 self.stats.load_errors += 1;
@@ -632,6 +642,9 @@ impl<L: UnwindLoader> ProcessManager<L> {
 
     fn evict(&mut self, id: TableKey) {
         let Some(entry) = self.files.remove(&id) else { return };
+        if entry.file.handle.is_some() {
+            self.handles_held -= 1;
+        }
         if self.file_ids.get(&entry.file.file_id) == Some(&id) {
             self.file_ids.remove(&entry.file.file_id);
         }
@@ -904,7 +917,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             if let Some(e) = self.files.get(&keys.table_key) {
                 return Some(e.file.clone());
             }
-            return self.add_file(keys, "[vdso]", || ElfFile::from_bytes(bytes).ok());
+            return self.add_file(keys, "[vdso]", None, || ElfFile::from_bytes(bytes).ok());
         }
         if let Some(file) = self.known_mapped_file(pid, entry) {
             return Some(file);
@@ -941,7 +954,10 @@ impl<L: UnwindLoader> ProcessManager<L> {
             return Some(e.file.clone());
         }
         let size = opened.identity.size;
-        let file = self.add_file(keys, &entry.path, || ElfFile::from_file(opened.file, size).ok());
+        let handle = (self.handles_held < self.limits.max_file_handles)
+            .then(|| opened.file.try_clone().ok().map(Arc::new))
+            .flatten();
+        let file = self.add_file(keys, &entry.path, handle, || ElfFile::from_file(opened.file, size).ok());
         if file.is_none() && !self.files.contains_key(&keys.table_key) {
             self.remember_failed(key);
         }
@@ -1001,6 +1017,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
         &mut self,
         keys: FileKeys,
         path: &str,
+        handle: Option<Arc<File>>,
         open: impl FnOnce() -> Option<ElfFile>,
     ) -> Option<Arc<ExecutableFile>> {
         if self.files.len() >= self.limits.max_files {
@@ -1017,9 +1034,12 @@ impl<L: UnwindLoader> ProcessManager<L> {
             return None;
         };
         let path: Arc<str> = Arc::from(path);
-        let file = Arc::new(describe(&elf, keys, path.clone()));
+        if handle.is_some() {
+            self.handles_held += 1;
+        }
+        let file = Arc::new(describe(&elf, keys, path.clone(), handle.clone()));
         self.files.insert(keys.table_key, FileEntry { file: file.clone(), refs: 0, state: FileState::Pending });
-        self.pool.submit(Job { keys, path, elf, urgent: self.adding_urgent });
+        self.pool.submit(Job { keys, path, elf, handle, urgent: self.adding_urgent });
         Some(file)
     }
 
@@ -1206,6 +1226,15 @@ mod tests {
         let libc = snap.mappings.iter().find(|s| s.mapping.path.contains("libc.so")).expect("libc mapped");
         assert!(libc.mapping.file_id.is_some() && libc.mapping.gnu_build_id.is_some());
         assert!(snap.mappings.iter().any(|s| s.mapping.path.as_ref() == "[vdso]" && s.file.is_some()));
+        // Each file on disk is kept open for the symbolizer (the vDSO has
+        // no file), and the count of descriptors follows.
+        let kept = libc.file.as_ref().and_then(|f| f.handle.clone()).expect("libc kept open");
+        let mut magic = [0u8; 4];
+        kept.read_exact_at(&mut magic, 0).expect("read");
+        assert_eq!(&magic, b"\x7fELF");
+        let vdso = snap.mappings.iter().find(|s| s.mapping.path.as_ref() == "[vdso]").and_then(|s| s.file.clone());
+        assert!(vdso.expect("vdso").handle.is_none());
+        assert_eq!(m.handles_held, files_after_one - 1, "every file but the vDSO");
 
         m.on_exit(pa);
         m.tick();
@@ -1220,6 +1249,7 @@ mod tests {
         let s = m.stats();
         assert_eq!((s.processes, s.files, s.processes_exited), (0, 0, 2));
         assert_eq!(s.files_evicted, s.files_analysed);
+        assert_eq!(m.handles_held, 0, "evicted files close their descriptors");
 
         // Stopping unloads the processes still running without counting
         // them as exited (the summary said "N exited" of running ones).
@@ -1231,6 +1261,20 @@ mod tests {
         m.unload_all();
         assert!(!m.is_loaded(pc) && m.loader().processes.is_empty());
         assert_eq!(m.stats().processes_exited, 2);
+    }
+
+    #[test]
+    fn files_are_kept_open_within_the_handle_limit() {
+        let registry = Arc::new(ProcessRegistry::new());
+        let limits = ManagerLimits { max_file_handles: 1, ..quick() };
+        let mut m = ProcessManager::new(Recorder::default(), registry.clone(), limits);
+        let a = sleeper();
+        let pa = Pid(a.0.id());
+        m.on_new_process(pa);
+        m.settle();
+        let snap = registry.get(pa).unwrap();
+        let kept = snap.mappings.iter().filter_map(|s| s.file.as_ref()).filter(|f| f.handle.is_some()).count();
+        assert_eq!((kept, m.handles_held), (1, 1), "one descriptor, as the limit says");
     }
 
     #[test]
@@ -1281,7 +1325,7 @@ mod tests {
         for id in [old, new] {
             let elf = ElfFile::open(std::fs::read_link("/proc/self/exe").unwrap()).unwrap();
             let keys = FileKeys { file_id: FileId([0; 16]), table_key: id, identity: None };
-            let file = Arc::new(describe(&elf, keys, Arc::from("x")));
+            let file = Arc::new(describe(&elf, keys, Arc::from("x"), None));
             m.loader.load_file(id, &mut std::iter::empty()).unwrap();
             m.files.insert(id, FileEntry { file, refs: 1, state: FileState::Loaded });
         }

@@ -29,6 +29,8 @@ pub(crate) struct Job {
     pub keys: FileKeys,
     pub path: Arc<str>,
     pub elf: ElfFile,
+    /// The file kept open ([`ExecutableFile::handle`]).
+    pub handle: Option<Arc<std::fs::File>>,
     /// Lower runs first.
     pub urgent: bool,
 }
@@ -270,7 +272,7 @@ fn pick<V>(jobs: &BTreeMap<JobKey, V>, busy: Busy) -> Option<JobKey> {
 }
 
 fn run(shared: &Shared, job: Job) -> Done {
-    let mut analysed = analyse(&job.elf, job.keys, &job.path);
+    let mut analysed = analyse(&job.elf, job.keys, &job.path, job.handle.clone());
     let deltas = std::mem::take(&mut analysed.table.deltas);
     let table = if deltas.len() > shared.max_deltas {
         Table::TooLarge
@@ -346,7 +348,7 @@ mod tests {
         let id = profiler_elf::file_id_of_path(&exe).unwrap();
         let keys = FileKeys { file_id: id, table_key: profiler_trace::TableKey([3; 32]), identity: None };
         let elf = ElfFile::open(&exe).unwrap();
-        pool.submit(Job { keys, path: Arc::from("self"), elf, urgent: true });
+        pool.submit(Job { keys, path: Arc::from("self"), elf, handle: None, urgent: true });
         let done = pool.wait_idle();
         assert_eq!(done.len(), 1);
         assert_eq!(done[0].file.file_id, id);

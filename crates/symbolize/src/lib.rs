@@ -94,4 +94,4 @@ pub use dwarf::DwarfError;
 pub use file::{DwarfOrigin, FileInfo, FileSymbolizer, LineSource};
 pub use kallsyms::{BpfProgram, KallsymsError, KernelSymbol, KernelSymbolizer, KernelSymbols};
 pub use native::{LoadHold, NativeConfig, NativeStats, NativeSymbolizer, Reason, Symbolized};
-pub use source::{FileSource, LoadError};
+pub use source::{FileSource, KeptFile, LoadError};

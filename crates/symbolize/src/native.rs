@@ -553,10 +553,14 @@ impl NativeSymbolizer {
     /// unless it alone is over the byte budget.
     fn evict(&mut self, keep: Option<TableKey>) {
         while self.files.len() > self.config.max_files.max(1) || self.stats.file_bytes > self.config.max_file_bytes {
+            // Over the byte budget only, a slot that holds nothing (a load
+            // under way: librustc_driver's takes a second) frees nothing:
+            // dropping it would only throw that work away.
+            let bytes_only = self.files.len() <= self.config.max_files.max(1);
             let victim = self
                 .files
                 .iter()
-                .filter(|(id, _)| Some(**id) != keep)
+                .filter(|(id, s)| Some(**id) != keep && !(bytes_only && s.cost == 0))
                 .min_by_key(|(_, s)| s.last_used)
                 .map(|(id, _)| *id)
                 .or(keep.filter(|_| self.stats.file_bytes > self.config.max_file_bytes));

@@ -8,7 +8,9 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use profiler_elf::source::{open_in_root, open_regular, path_in_root, FileIdentity, OpenError, OpenedFile, Purpose};
+use profiler_elf::source::{
+    open_in_root, open_regular, path_in_root, reopen_file, FileIdentity, OpenError, OpenedFile, Purpose,
+};
 use profiler_elf::ElfFile;
 use profiler_trace::Pid;
 
@@ -37,6 +39,29 @@ pub struct FileSource {
     /// the process manager analysed): a file replaced on disk since, or a
     /// crafted path, is refused rather than named from.
     pub identity: Option<FileIdentity>,
+    /// The file as the process manager opened it, when it kept it: read
+    /// from first, so that a file whose processes have all exited (and
+    /// with them their `/proc/PID` paths) can still be loaded.
+    pub handle: Option<KeptFile>,
+}
+
+/// A file kept open by whoever analysed it; compared by identity of the
+/// descriptor, not by content.
+#[derive(Clone, Debug)]
+pub struct KeptFile(pub Arc<std::fs::File>);
+
+impl PartialEq for KeptFile {
+    fn eq(&self, other: &KeptFile) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for KeptFile {}
+
+impl std::hash::Hash for KeptFile {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        Arc::as_ptr(&self.0).hash(state);
+    }
 }
 
 impl FileSource {
@@ -49,12 +74,21 @@ impl FileSource {
             root: None,
             memory: None,
             identity: None,
+            handle: None,
         }
     }
 
     /// The same source, which must open the file `identity` names.
     pub fn with_identity(mut self, identity: Option<FileIdentity>) -> FileSource {
         self.identity = identity;
+        self
+    }
+
+    /// The same source, read from `handle` first (see
+    /// [`FileSource::handle`]); it must still be the version `identity`
+    /// names.
+    pub fn with_handle(mut self, handle: Option<Arc<std::fs::File>>) -> FileSource {
+        self.handle = handle.map(KeptFile);
         self
     }
 
@@ -69,6 +103,7 @@ impl FileSource {
             root: Some(root),
             memory: None,
             identity: None,
+            handle: None,
         }
     }
 
@@ -82,6 +117,7 @@ impl FileSource {
             root: Some(PathBuf::from(format!("/proc/{pid}/root"))),
             memory: None,
             identity: None,
+            handle: None,
         }
     }
 
@@ -95,6 +131,7 @@ impl FileSource {
             root: None,
             memory: Some(start..end),
             identity: None,
+            handle: None,
         }
     }
 }
@@ -193,6 +230,12 @@ pub(crate) fn elf_file(opened: OpenedFile) -> Result<DwarfFile, profiler_elf::Er
 /// regular file within bounds, and the inode `source.identity` names.
 fn open_source(source: &FileSource) -> Result<OpenedFile, LoadError> {
     let refused = |reason| LoadError::Refused { path: source.open_path.clone(), reason };
+    if let Some(KeptFile(file)) = &source.handle {
+        // Changed since it was analysed (or not checkable): by path below.
+        if let Ok(opened) = reopen_file(file, Purpose::Executable).and_then(|o| check_identity(o, source)) {
+            return Ok(opened);
+        }
+    }
     let in_root = source.root.as_deref().filter(|_| source.path.starts_with('/'));
     // `in_process` sources name the path inside the root: resolved there.
     let by_root_only = in_root.is_some_and(|r| r.join(source.path.trim_start_matches('/')) == source.open_path);

@@ -181,6 +181,7 @@ fn files_from_bytes_and_path_fallback() {
         root: Some(dir.clone()),
         memory: None,
         identity: None,
+        handle: None,
     };
     assert_eq!(s.symbolize(other, call, source), Symbolized::Pending);
     assert!(s.wait_for_loads(WAIT));

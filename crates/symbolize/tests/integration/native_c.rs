@@ -109,6 +109,7 @@ fn stripped_with_debuglink_is_fully_symbolized() {
         root: Some(d2.clone()),
         memory: None,
         identity: None,
+        handle: None,
     };
     let sym = FileSymbolizer::load(&source, &nowhere).expect("load");
     check(&sym, &chain, LineSource::DebugFile, ".debug/ under the process root");
@@ -123,6 +124,7 @@ fn stripped_with_debuglink_is_fully_symbolized() {
         root: None,
         memory: None,
         identity: None,
+        handle: None,
     };
     let sym = FileSymbolizer::load(&source, &roots(&d3.join("debugroot"))).expect("load");
     check(&sym, &chain, LineSource::DebugFile, "debug root + directory");
@@ -173,6 +175,7 @@ fn stripped_with_build_id_under_a_debug_root() {
         root: Some(container.clone()),
         memory: None,
         identity: None,
+        handle: None,
     };
     let sym = FileSymbolizer::load(&source, &DebugConfig::default()).expect("load");
     check(&sym, &chain, LineSource::DebugFile, "build id in the process root");

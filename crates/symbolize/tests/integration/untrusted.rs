@@ -2,7 +2,9 @@
 //! a regular file, or not the file the process manager analysed, and
 //! resolves debug links inside the process's root.
 
+use std::os::unix::fs::FileExt;
 use std::process::Command;
+use std::sync::Arc;
 
 use profiler_elf::source::{open_regular, OpenError, Purpose};
 use profiler_symbolize::{DebugConfig, FileSource, FileSymbolizer, LoadError};
@@ -61,6 +63,7 @@ fn debuglink_symlinks_resolve_inside_the_root() {
         root: Some(root.clone()),
         memory: None,
         identity: None,
+        handle: None,
     };
     let sym = FileSymbolizer::load(&source(), &nowhere).expect("load");
     assert!(sym.info().debug_file.is_none(), "{:?}", sym.info());
@@ -71,4 +74,38 @@ fn debuglink_symlinks_resolve_inside_the_root() {
     let sym = FileSymbolizer::load(&source(), &nowhere).expect("load");
     assert_eq!(sym.info().debug_file.as_deref(), Some(root.join("app/chain.debug").as_path()));
     assert!(sym.symbolize(chain.calls[0]).is_some());
+}
+
+/// The process manager keeps the file it analysed open: the symbolizer
+/// loads it from there once no path leads to it any more (every process
+/// that mapped it has exited), and not once it was changed since.
+#[test]
+fn a_kept_file_loads_after_its_paths_are_gone_but_not_after_a_change() {
+    if !have("gcc") {
+        return;
+    }
+    let dir = test_dir("untrusted-kept");
+    let chain = build_chain(&dir);
+    let path = dir.join("kept");
+    std::fs::copy(&chain.bin, &path).unwrap();
+    let writer = std::fs::File::options().write(true).open(&path).unwrap();
+    let opened = open_regular(&path, Purpose::Executable).unwrap();
+    let analysed = opened.identity;
+    let kept = Arc::new(opened.file);
+    std::fs::remove_file(&path).unwrap();
+    let source = || FileSource::new(&path).with_identity(Some(analysed));
+
+    let r = FileSymbolizer::load(&source(), &DebugConfig::default());
+    assert!(matches!(r, Err(LoadError::Open { .. })), "no path left: {r:?}");
+    let sym = FileSymbolizer::load(&source().with_handle(Some(kept.clone())), &DebugConfig::default())
+        .expect("loaded from the kept file");
+    let (lines, _) = sym.symbolize(chain.calls[0]).expect("named");
+    assert_eq!(lines.first().map(|l| &*l.function), Some("helper"), "{lines:?}");
+
+    // Written to since the analysis (a new mtime): refused, and no path
+    // is left to try.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    writer.write_at(b"X", 64).unwrap();
+    let r = FileSymbolizer::load(&source().with_handle(Some(kept)), &DebugConfig::default());
+    assert!(matches!(r, Err(LoadError::Open { .. })), "{r:?}");
 }
