@@ -333,7 +333,7 @@ pub(crate) const EVENT_QUEUE_CAPACITY: usize = 65_536;
 /// Pause of the draining thread after a batch of events (see [`drain`]):
 /// at most this much added delay, at most 1/DRAIN_PAUSE wake-ups a second
 /// however many events come. 256 KiB of ring buffer hold 8192 events.
-const DRAIN_PAUSE: Duration = Duration::from_millis(5);
+const DRAIN_PAUSE: Duration = Duration::from_millis(20);
 /// Pieces of work handled between two looks at the analysis results.
 const WORK_BATCH: usize = 64;
 

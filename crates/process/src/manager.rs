@@ -340,6 +340,8 @@ pub struct ProcessManager<L: UnwindLoader> {
     /// Loads after execs and re-reads of maps after them, when the
     /// dynamic loader will have mapped the libraries.
     scheduled: Vec<Scheduled>,
+    /// Where the grid of scheduled work starts ([`SCHEDULE_GRID`]).
+    grid_origin: Instant,
     /// Budget of exec preloads of processes never sampled (token bucket).
     exec_tokens: f64,
     exec_tokens_at: Instant,
@@ -372,6 +374,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             processes: HashMap::new(),
             exited: Vec::new(),
             last_liveness: Instant::now(),
+            grid_origin: Instant::now(),
             scheduled: Vec::new(),
             exec_tokens: limits.exec_preloads_per_second,
             exec_tokens_at: Instant::now(),
@@ -465,7 +468,8 @@ impl<L: UnwindLoader> ProcessManager<L> {
             self.stats.scheduled_dropped += 1;
             return;
         }
-        self.scheduled.push(Scheduled { pid, at: Instant::now() + after, exec });
+        let at = on_schedule_grid(self.grid_origin, Instant::now() + after);
+        self.scheduled.push(Scheduled { pid, at, exec });
     }
 
     /// When [`ProcessManager::run_due`] next has work, if ever.
@@ -482,7 +486,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
         for s in due {
             match s.exec {
                 Some(exec) => self.load_after_exec(s.pid, exec),
-                None if self.processes.contains_key(&s.pid) => self.sync(s.pid, false),
+                None if self.processes.contains_key(&s.pid) => self.resync(s.pid),
                 None => {}
             }
         }
@@ -661,6 +665,19 @@ impl<L: UnwindLoader> ProcessManager<L> {
     /// loaded a moment ago).
     fn sync(&mut self, pid: Pid, new_event: bool) {
         let Some(start_time) = self.admit(pid, new_event) else { return };
+        self.sync_admitted(pid, start_time);
+    }
+
+    /// Re-reads the maps of `pid`, loaded a moment ago (after its exec):
+    /// as [`ProcessManager::sync`], without reading its start time again
+    /// (a pid reused since would have come with an exit event; the
+    /// liveness check catches a lost one).
+    fn resync(&mut self, pid: Pid) {
+        let Some(start_time) = self.processes.get(&pid).map(|p| p.start_time) else { return };
+        self.sync_admitted(pid, start_time);
+    }
+
+    fn sync_admitted(&mut self, pid: Pid, start_time: Option<u64>) {
         let Some((entries, digest)) = self.read_maps(pid) else { return };
         let analysed = self.analyse_mappings(pid, &entries);
         let known_info = self.diff(pid, start_time, digest, analysed.mappings, &analysed.files);
@@ -1084,6 +1101,19 @@ fn file_keys(opened: &OpenedFile) -> Option<FileKeys> {
     Some(FileKeys { file_id, table_key: table_key_of_opened(opened, file_id).ok()?, identity: Some(opened.identity) })
 }
 
+/// Scheduled work is due on a grid of this step, so that the loads and
+/// re-reads of the processes started together (a shell pipeline, a
+/// build's burst) take one wake-up of the manager, not one each.
+const SCHEDULE_GRID: Duration = Duration::from_millis(10);
+
+/// `at`, rounded up to the next point of [`SCHEDULE_GRID`] after `origin`.
+fn on_schedule_grid(origin: Instant, at: Instant) -> Instant {
+    let step = SCHEDULE_GRID.as_nanos();
+    let since = at.saturating_duration_since(origin).as_nanos();
+    let rounded = since.div_ceil(step).saturating_mul(step);
+    origin + Duration::from_nanos(u64::try_from(rounded).unwrap_or(u64::MAX))
+}
+
 /// Whether `pid` exists (one syscall, no /proc read: most processes of a
 /// build's churn are gone when their load is due).
 fn is_running(pid: Pid) -> bool {
@@ -1432,6 +1462,17 @@ mod tests {
     }
 
     #[test]
+    fn scheduled_work_falls_on_the_grid() {
+        let origin = Instant::now();
+        let at = |ms: u64| on_schedule_grid(origin, origin + Duration::from_micros(ms * 1000 + 300));
+        assert_eq!(at(0), origin + SCHEDULE_GRID);
+        assert_eq!(at(3), origin + SCHEDULE_GRID, "two starts 3 ms apart: one wake-up");
+        assert_eq!(at(10), origin + 2 * SCHEDULE_GRID);
+        assert_eq!(on_schedule_grid(origin, origin + SCHEDULE_GRID), origin + SCHEDULE_GRID, "on the grid already");
+        assert_eq!(on_schedule_grid(origin, origin), origin);
+    }
+
+    #[test]
     fn exec_preloads_within_budget_and_resyncs() {
         let registry = Arc::new(ProcessRegistry::new());
         let limits = ManagerLimits { exec_preloads_per_second: 1.0, ..quick() };
@@ -1443,13 +1484,13 @@ mod tests {
         m.on_exec(pb);
         assert!(!m.is_loaded(pa), "loaded once ld.so is done, not at the exec");
         assert!(m.next_deadline().is_some());
-        std::thread::sleep(EXEC_LOAD_DELAY);
+        std::thread::sleep(EXEC_LOAD_DELAY + SCHEDULE_GRID);
         m.run_due();
         assert!(m.is_loaded(pa));
         assert!(!m.is_loaded(pb), "over budget: loaded at its first sample");
         let s = m.stats();
         assert_eq!((s.exec_preloads_gone, s.exec_preloads_skipped, s.maps_reads), (1, 1, 1));
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(100) + SCHEDULE_GRID);
         m.run_due();
         assert_eq!(m.stats().maps_reads, 3);
         assert_eq!(m.stats().maps_unchanged, 2, "sleep's mappings did not change after its load");
@@ -1457,7 +1498,7 @@ mod tests {
         // A loaded process that execs again needs no budget.
         m.on_exec(pa);
         assert!(!m.is_loaded(pa));
-        std::thread::sleep(EXEC_LOAD_DELAY);
+        std::thread::sleep(EXEC_LOAD_DELAY + SCHEDULE_GRID);
         m.run_due();
         assert!(m.is_loaded(pa));
     }
