@@ -128,17 +128,19 @@ fn tables<'d>(elf: &ElfFile, data: &'d [u8]) -> impl Iterator<Item = (Result<Tab
     found.into_iter()
 }
 
-/// One function symbol of the index.
+/// One function symbol of the index: 12 bytes (librustc_driver and
+/// libLLVM have 100,000-150,000 each).
 #[derive(Clone, Copy, Debug)]
 struct Sym {
-    addr: u64,
+    /// Address, from the index's base.
+    offset: u32,
     /// Size, saturated at `u32::MAX`.
     size: u32,
     /// Offset of the name in the string table.
     name: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<Sym>() == 16);
+const _: () = assert!(std::mem::size_of::<Sym>() == 12);
 
 /// The function symbols (`STT_FUNC`, `STT_GNU_IFUNC`) of a file, sorted
 /// by address for lookup by binary search; names are read from the
@@ -151,6 +153,9 @@ const _: () = assert!(std::mem::size_of::<Sym>() == 16);
 #[derive(Clone, Debug)]
 pub struct SymbolIndex {
     syms: Box<[Sym]>,
+    /// The lowest address; symbols more than 4 GiB above it are left out
+    /// (no real file spans that much).
+    base: u64,
     /// Where the string table is in the file's bytes.
     strtab: (usize, usize),
     source: SymbolSource,
@@ -182,22 +187,27 @@ impl SymbolIndex {
             if count == 0 {
                 continue;
             }
+            let base = table.entries().filter(keep).map(|e| e.addr).min().unwrap_or(0);
             let mut all: Vec<(Sym, u8, u32)> = Vec::with_capacity(count);
             for (i, e) in table.entries().enumerate() {
-                if keep(&e) {
+                if !keep(&e) {
+                    continue;
+                }
+                // At or above the base (the lowest kept address).
+                if let Ok(offset) = u32::try_from(e.addr - base) {
                     let size = u32::try_from(e.size).unwrap_or(u32::MAX);
-                    all.push((Sym { addr: e.addr, size, name: e.name }, e.rank(), i as u32));
+                    all.push((Sym { offset, size, name: e.name }, e.rank(), i as u32));
                 }
             }
             all.sort_unstable_by(|(a, ra, ia), (b, rb, ib)| {
-                a.addr.cmp(&b.addr).then(ra.cmp(rb)).then(b.size.cmp(&a.size)).then(ia.cmp(ib))
+                a.offset.cmp(&b.offset).then(ra.cmp(rb)).then(b.size.cmp(&a.size)).then(ia.cmp(ib))
             });
             let syms = all.iter().map(|(s, _, _)| *s).collect();
-            return Ok(SymbolIndex { syms, strtab: table.strtab, source });
+            return Ok(SymbolIndex { syms, base, strtab: table.strtab, source });
         }
         match error {
             Some(e) => Err(e),
-            None => Ok(SymbolIndex { syms: Box::new([]), strtab: (0, 0), source: SymbolSource::None }),
+            None => Ok(SymbolIndex { syms: Box::new([]), base: 0, strtab: (0, 0), source: SymbolSource::None }),
         }
     }
 
@@ -216,7 +226,7 @@ impl SymbolIndex {
         self.syms.is_empty()
     }
 
-    /// Heap bytes held: 16 per symbol.
+    /// Heap bytes held: 12 per symbol.
     pub fn heap_bytes(&self) -> u64 {
         (self.syms.len() * std::mem::size_of::<Sym>()) as u64 + 64
     }
@@ -240,10 +250,12 @@ impl SymbolIndex {
     /// an address past the end of a sized symbol is a miss, a symbol of
     /// size 0 extends to the next symbol.
     pub fn lookup<'d>(&self, data: &'d [u8], vaddr: u64) -> Option<(Cow<'d, str>, u64)> {
-        let idx = self.syms.partition_point(|s| s.addr <= vaddr);
-        let addr = self.syms.get(idx.checked_sub(1)?)?.addr;
-        let first = self.syms[..idx].partition_point(|s| s.addr < addr);
-        let offset = vaddr - addr;
+        // Below the base: before every symbol; 4 GiB above: after them.
+        let at = u32::try_from(vaddr.checked_sub(self.base)?).unwrap_or(u32::MAX);
+        let idx = self.syms.partition_point(|s| s.offset <= at);
+        let start = self.syms.get(idx.checked_sub(1)?)?.offset;
+        let first = self.syms[..idx].partition_point(|s| s.offset < start);
+        let offset = vaddr - (self.base + u64::from(start));
         self.syms[first..idx]
             .iter()
             .find(|s| s.size == 0 || offset < u64::from(s.size))
@@ -252,7 +264,7 @@ impl SymbolIndex {
 
     /// All symbols in address order as `(address, size, name)`.
     pub fn iter<'a, 'd: 'a>(&'a self, data: &'d [u8]) -> impl Iterator<Item = (u64, u64, Cow<'d, str>)> + 'a {
-        self.syms.iter().map(move |s| (s.addr, u64::from(s.size), self.name(data, s)))
+        self.syms.iter().map(move |s| (self.base + u64::from(s.offset), u64::from(s.size), self.name(data, s)))
     }
 }
 

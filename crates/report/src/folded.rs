@@ -46,6 +46,9 @@ impl FoldedStacks {
         if let Some(count) = self.counts.get_mut(&line) {
             *count = count.saturating_add(weight);
         } else if self.counts.len() < self.max_distinct {
+            // Kept for the whole run: without the slack of its building.
+            let mut line = line;
+            line.shrink_to_fit();
             self.counts.insert(line, weight);
         } else {
             self.dropped = self.dropped.saturating_add(weight);

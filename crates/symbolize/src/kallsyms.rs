@@ -102,14 +102,15 @@ impl<'a> KernelSymbol<'a> {
     }
 }
 
+/// 16 bytes a symbol (a kernel has 100,000-200,000 text symbols).
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     address: u64,
-    // Offsets into `names`: name, then module (empty range = vmlinux).
+    // The name, in `names`.
     name_start: u32,
     name_len: u16,
-    module_start: u32,
-    module_len: u16,
+    // Index in `modules` plus one; 0: vmlinux.
+    module: u16,
 }
 
 /// An immutable, sorted table of kernel text symbols.
@@ -119,6 +120,8 @@ pub struct KernelSymbols {
     // All names and module names, back to back; module names are stored
     // once each.
     names: String,
+    // Each module's name in `names` (start, length).
+    modules: Vec<(u32, u16)>,
 }
 
 /// The longest distance from a symbol's start we attribute to it when it
@@ -146,7 +149,6 @@ impl KernelSymbols {
     /// non-zero address and skips malformed lines.
     pub fn parse(text: &str) -> KernelSymbols {
         let mut symbols = KernelSymbols::default();
-        let mut last_module: Option<(u32, u16)> = None;
         for line in text.lines() {
             let mut fields = line.split_ascii_whitespace();
             let (Some(addr), Some(kind), Some(name)) = (fields.next(), fields.next(), fields.next()) else {
@@ -160,25 +162,35 @@ impl KernelSymbols {
                 continue;
             }
             let module = fields.next().and_then(|m| m.strip_prefix('[')).and_then(|m| m.strip_suffix(']'));
-            let (module_start, module_len) = match module {
-                None => (0, 0),
-                Some(m) => match last_module {
-                    Some((start, len)) if &symbols.names[start as usize..][..usize::from(len)] == m => (start, len),
-                    _ => {
-                        let start = symbols.names.len() as u32;
-                        symbols.names.push_str(m);
-                        last_module = Some((start, m.len() as u16));
-                        (start, m.len() as u16)
+            let module = match module {
+                None => 0,
+                Some(m) if m.len() > usize::from(u16::MAX) => continue,
+                Some(m) => {
+                    // A module's symbols are listed together: the last one
+                    // is the likely match.
+                    let known = symbols
+                        .modules
+                        .iter()
+                        .rposition(|&(start, len)| &symbols.names[start as usize..][..usize::from(len)] == m);
+                    match known {
+                        Some(i) => i + 1,
+                        None if symbols.modules.len() < usize::from(u16::MAX) => {
+                            symbols.modules.push((symbols.names.len() as u32, m.len() as u16));
+                            symbols.names.push_str(m);
+                            symbols.modules.len()
+                        }
+                        None => continue,
                     }
-                },
+                }
             };
             let name_start = symbols.names.len() as u32;
             symbols.names.push_str(name);
-            symbols.entries.push(Entry { address, name_start, name_len: name.len() as u16, module_start, module_len });
+            symbols.entries.push(Entry { address, name_start, name_len: name.len() as u16, module: module as u16 });
         }
         symbols.entries.sort_by_key(|e| e.address);
         symbols.entries.shrink_to_fit();
         symbols.names.shrink_to_fit();
+        symbols.modules.shrink_to_fit();
         symbols
     }
 
@@ -202,9 +214,10 @@ impl KernelSymbols {
             return None;
         }
         let text = |start: u32, len: u16| &self.names[start as usize..][..usize::from(len)];
+        let module = usize::from(entry.module).checked_sub(1).and_then(|i| self.modules.get(i));
         Some(KernelSymbol {
             name: text(entry.name_start, entry.name_len),
-            module: (entry.module_len > 0).then(|| text(entry.module_start, entry.module_len)),
+            module: module.map(|&(start, len)| text(start, len)),
             offset,
         })
     }
@@ -357,6 +370,7 @@ ffffffffc0002000 T e1000_probe\t[e1000]
             Some(KernelSymbol { name: "nft_do_chain", module: Some("nf_tables"), offset: 4 })
         );
         assert_eq!(s.lookup(0xffffffffc0002001).and_then(|k| k.module), Some("e1000"));
+        assert_eq!(std::mem::size_of::<Entry>(), 16, "the table's bytes a symbol");
     }
 
     /// As this kernel (6.18) lists them: programs, a trampoline and a

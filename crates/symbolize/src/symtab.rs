@@ -71,6 +71,6 @@ mod tests {
             assert!(want.is_some(), "{vaddr:#x}");
             assert_eq!(ours.lookup(vaddr).map(|(n, a)| (n.into_owned(), a)), want);
         }
-        assert_eq!(ours.heap_bytes(), 16 * ours.len() as u64 + 64);
+        assert_eq!(ours.heap_bytes(), 12 * ours.len() as u64 + 64);
     }
 }

@@ -88,3 +88,35 @@ fn libc_falls_back_to_dynsym() {
     }
     assert!(checked > 20);
 }
+
+/// The index keeps addresses as 32-bit offsets from its lowest symbol: a
+/// function placed 8 GiB above the others (only a crafted file does that)
+/// is left out, and the others are found as before.
+#[test]
+fn a_symbol_4_gib_above_the_others_is_left_out() {
+    let dir = test_dir("symbols-far");
+    let source = "__attribute__((section(\".far\"), noinline)) int far_away(int x) { return x * 3; }\n\
+                  __attribute__((noinline)) int near_by(int x) { return x + 1; }\n\
+                  int main(int argc, char **argv) { (void)argv; return near_by(argc) + far_away(argc); }\n";
+    let bin = compile(
+        &dir,
+        "far",
+        source,
+        &[
+            "-O1",
+            "-no-pie",
+            "-mcmodel=large",
+            "-fno-asynchronous-unwind-tables",
+            "-Wl,--section-start=.far=0x200400000",
+        ],
+    );
+    let nm = nm_functions(&bin, false);
+    let far = nm.iter().find(|s| s.2 == "far_away").expect("far_away in nm").0;
+    let near = nm.iter().find(|s| s.2 == "near_by").expect("near_by in nm").0;
+    assert!(far - near > 1 << 32, "{far:#x} {near:#x}");
+    let elf = ElfFile::open(&bin).expect("open");
+    let table = elf.symbols().expect("symbols");
+    assert_eq!(table.lookup(near).map(|(n, o)| (n.into_owned(), o)), Some(("near_by".to_owned(), 0)));
+    assert_ne!(table.lookup(far).map(|(n, _)| n.into_owned()), Some("far_away".to_owned()));
+    assert_eq!(table.find("far_away"), None);
+}
