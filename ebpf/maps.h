@@ -22,10 +22,12 @@ struct {
 	__uint(max_entries, 1 << 18); /* 8192 events: bursts of execs */
 } process_events SEC(".maps");
 
-/* The tgids to profile when filter_pids is set (value unused). */
+/* The tgids to profile when filter_pids is set (value unused). Sized
+ * for select_descendants (a container's processes), beyond the 1024 of
+ * an explicit pid list. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(max_entries, SELECTED_PIDS_MAX);
 	__type(key, u32);
 	__type(value, u8);
 } selected_pids SEC(".maps");

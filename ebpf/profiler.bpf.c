@@ -20,6 +20,12 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set by user space before load: only sample tgids present in
  * selected_pids (the --pid option). */
 const volatile bool filter_pids = false;
+/* With filter_pids: the selection follows processes (user space selects
+ * the processes of chosen containers or cgroups as they appear): a new
+ * process of a selected one is selected at its fork, an exiting one is
+ * unselected, and every exec is reported (a process may have entered a
+ * chosen cgroup before it). */
+const volatile bool select_descendants = false;
 
 /* Set by user space before load when the kernel has bpf_task_pt_regs
  * (Linux 5.15). Without it, the user registers of a task sampled in the
@@ -164,6 +170,8 @@ int on_process_exit(u64 *ctx)
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
 	u32 tgid = BPF_CORE_READ(task, tgid);
+	if (select_descendants)
+		bpf_map_delete_elem(&selected_pids, &tgid);
 	struct pid_mapping_key key = {
 		.prefixlen = PID_MAPPING_KEY_BITS,
 		.pid_be = __builtin_bswap32(tgid),
@@ -190,8 +198,27 @@ int on_process_exec(u64 *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
 	u32 tgid = BPF_CORE_READ(task, tgid);
-	if (filter_pids && !bpf_map_lookup_elem(&selected_pids, &tgid))
+	if (filter_pids && !select_descendants && !bpf_map_lookup_elem(&selected_pids, &tgid))
 		return 0;
 	send_process_event(PROCESS_EVENT_EXEC, tgid, 0, false);
+	return 0;
+}
+
+/* With select_descendants: a new process (not a thread) of a selected
+ * process is selected too. Attached only then. */
+SEC("tp_btf/sched_process_fork")
+int on_process_fork(u64 *ctx)
+{
+	struct task_struct *parent = (struct task_struct *)ctx[0];
+	struct task_struct *child = (struct task_struct *)ctx[1];
+	u32 child_tgid = BPF_CORE_READ(child, tgid);
+	if (!select_descendants || (u32)BPF_CORE_READ(child, pid) != child_tgid)
+		return 0;
+	u32 parent_tgid = BPF_CORE_READ(parent, tgid);
+	if (!bpf_map_lookup_elem(&selected_pids, &parent_tgid))
+		return 0;
+	u8 one = 1;
+	if (bpf_map_update_elem(&selected_pids, &child_tgid, &one, BPF_ANY) < 0)
+		count(COUNTER_SELECTED_PIDS_FULL);
 	return 0;
 }

@@ -182,6 +182,9 @@ struct pid_mapping_key {
 
 #define PID_MAPPING_KEY_BITS (32 + 64)
 
+/* Entries of selected_pids (maps.h). */
+#define SELECTED_PIDS_MAX 16384
+
 enum mapping_kind {
 	/* The per-pid marker: the pid is known, the address is not. */
 	MAPPING_KIND_PROCESS = 0,
@@ -362,6 +365,8 @@ enum counter_id {
 	COUNTER_STACK_COPY_FAILED = 18,
 	/* bytes of user stack copied */
 	COUNTER_STACK_COPY_BYTES = 19,
+	/* A fork's child could not be selected: selected_pids is full */
+	COUNTER_SELECTED_PIDS_FULL = 20,
 	/* HotSpot (hotspot_unwinder.bpf.h): Java frames recorded */
 	COUNTER_HOTSPOT_FRAMES = 26,
 	/* HotSpot: tail calls into its unwinder (hand-overs included) */

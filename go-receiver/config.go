@@ -126,6 +126,13 @@ type Config struct {
 	// Pids restricts profiling to these processes. Empty (the default)
 	// profiles the whole system.
 	Pids []int `mapstructure:"pids"`
+	// ContainerIDs restricts profiling to the processes of these containers
+	// (ids, or prefixes of at least 12 hex digits), and Cgroups to those of
+	// these cgroups and the cgroups below them (paths as /proc/PID/cgroup
+	// shows them). New processes of a chosen one are chosen too. With Pids:
+	// their union. Empty (the default): no such restriction.
+	ContainerIDs []string `mapstructure:"container_ids"`
+	Cgroups      []string `mapstructure:"cgroups"`
 	// SymbolizeNative names native frames on the host from ELF symbols and
 	// DWARF. Default true.
 	SymbolizeNative bool `mapstructure:"symbolize_native"`
@@ -239,6 +246,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("pids: %d is not a valid process id", pid))
 		}
 	}
+	errs = append(errs, validateSelectors(c.ContainerIDs, c.Cgroups)...)
 	if c.BatchQueueCapacity < 1 {
 		errs = append(errs, fmt.Errorf("batch_queue_capacity must be at least 1, got %d", c.BatchQueueCapacity))
 	}
@@ -432,6 +440,38 @@ func (c *Config) unappliedSettings() []string {
 	return out
 }
 
+// maxSelectors is the Rust ProcessFilter's bound on container ids and on
+// cgroups (crates/process/src/selection.rs).
+const maxSelectors = 64
+
+// validateSelectors checks container_ids and cgroups as the library does,
+// so that a value it would refuse fails when the Collector loads the file.
+func validateSelectors(ids, cgroups []string) []error {
+	var errs []error
+	if len(ids) > maxSelectors || len(cgroups) > maxSelectors {
+		errs = append(errs, fmt.Errorf("at most %d container_ids and %d cgroups are supported", maxSelectors, maxSelectors))
+	}
+	for _, id := range ids {
+		hex := len(id) >= 12 && len(id) <= 64
+		for _, r := range id {
+			hex = hex && strings.ContainsRune("0123456789abcdefABCDEF", r)
+		}
+		if !hex {
+			errs = append(errs, fmt.Errorf("container_ids: %q: 12 to 64 hexadecimal digits expected", id))
+		}
+	}
+	for _, path := range cgroups {
+		ok := strings.HasPrefix(path, "/") && len(path) <= 4096
+		for _, part := range strings.Split(path, "/") {
+			ok = ok && part != ".."
+		}
+		if !ok {
+			errs = append(errs, fmt.Errorf("cgroups: %q: an absolute path inside the cgroup hierarchy expected, e.g. /system.slice/app.service", path))
+		}
+	}
+	return errs
+}
+
 // agentConfig is the JSON the C ABI's ebpf_profiler_start reads: the
 // fields of the Rust AgentConfig, which rejects unknown ones.
 type agentConfig struct {
@@ -446,6 +486,8 @@ type agentConfig struct {
 	ProbabilisticIntervalMs int64    `json:"probabilistic_interval_ms"`
 	IncludeEnvVars          []string `json:"include_env_vars"`
 	OffCPUThreshold         float64  `json:"off_cpu_threshold"`
+	ContainerIDs            []string `json:"container_ids"`
+	Cgroups                 []string `json:"cgroups"`
 }
 
 // agentJSON renders the configuration for the C ABI. Call after Validate.
@@ -470,6 +512,16 @@ func (c *Config) agentJSON() (string, error) {
 		ProbabilisticIntervalMs: c.ProbabilisticInterval.Milliseconds(),
 		IncludeEnvVars:          envVars,
 		OffCPUThreshold:         c.OffCPUThreshold,
+		ContainerIDs:            nonNil(c.ContainerIDs),
+		Cgroups:                 nonNil(c.Cgroups),
 	})
 	return string(b), err
+}
+
+// nonNil renders an empty list as [] rather than null in the JSON.
+func nonNil(list []string) []string {
+	if list == nil {
+		return []string{}
+	}
+	return list
 }

@@ -104,7 +104,8 @@ func TestReferenceConfigLoadsUnchanged(t *testing.T) {
 	text, err := cfg.agentJSON()
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"samples_per_second":19,"reporter_interval_ms":10000,"pids":[],"otlp_batches":true,"batch_queue_capacity":16,"symbolize_native":true,
-		"probabilistic_threshold":50,"probabilistic_interval_ms":120000,"include_env_vars":["HOME","LANG"],"off_cpu_threshold":0.05}`, text)
+		"probabilistic_threshold":50,"probabilistic_interval_ms":120000,"include_env_vars":["HOME","LANG"],"off_cpu_threshold":0.05,
+		"container_ids":[],"cgroups":[]}`, text)
 }
 
 // The reference receiver's own minimal form: `interpreters` turning
@@ -278,12 +279,15 @@ func TestAgentJSON(t *testing.T) {
 		"probabilistic_interval_ms": 60000.0,
 		"include_env_vars":          []any{},
 		"off_cpu_threshold":         0.0,
+		"container_ids":             []any{},
+		"cgroups":                   []any{},
 	}, got)
 
 	text, err = createDefaultConfig().agentJSON()
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"samples_per_second":20,"reporter_interval_ms":5000,"pids":[],"otlp_batches":true,"batch_queue_capacity":16,"symbolize_native":true,
-		"probabilistic_threshold":100,"probabilistic_interval_ms":60000,"include_env_vars":[],"off_cpu_threshold":0}`, text)
+		"probabilistic_threshold":100,"probabilistic_interval_ms":60000,"include_env_vars":[],"off_cpu_threshold":0,
+		"container_ids":[],"cgroups":[]}`, text)
 }
 
 // include_env_vars is split as the reference splits it; names the
@@ -308,4 +312,27 @@ func TestIncludeEnvVars(t *testing.T) {
 	}
 	cfg.IncludeEnvVars = strings.Join(names, ",")
 	require.ErrorContains(t, cfg.Validate(), "at most 64 names are supported, got 65")
+}
+
+// container_ids and cgroups reach the library as given; values it would
+// refuse fail Validate, when the Collector loads the file.
+func TestContainerAndCgroupSelectors(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.ContainerIDs = []string{"4f5c6a9e0b1d"}
+	cfg.Cgroups = []string{"/system.slice/app.service"}
+	require.NoError(t, cfg.Validate())
+	text, err := cfg.agentJSON()
+	require.NoError(t, err)
+	var got agentConfig
+	require.NoError(t, json.Unmarshal([]byte(text), &got))
+	assert.Equal(t, []string{"4f5c6a9e0b1d"}, got.ContainerIDs)
+	assert.Equal(t, []string{"/system.slice/app.service"}, got.Cgroups)
+
+	cfg.ContainerIDs = []string{"4f5c6a"}
+	cfg.Cgroups = []string{"system.slice", "/a/../b"}
+	err = cfg.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `container_ids: "4f5c6a": 12 to 64 hexadecimal digits expected`)
+	assert.Contains(t, err.Error(), `cgroups: "system.slice": an absolute path`)
+	assert.Contains(t, err.Error(), `cgroups: "/a/../b": an absolute path`)
 }

@@ -58,6 +58,16 @@ pub struct AgentConfig {
     /// taken, with the time until it runs again (a second profile,
     /// `off_cpu`/`nanoseconds`). In [0, 1]; default 0, off.
     pub off_cpu_threshold: f64,
+    /// Profile only the processes of these containers: ids, or prefixes
+    /// of at least 12 hex digits, as found in `/proc/PID/cgroup`
+    /// (Docker, containerd, CRI-O, Podman). With `cgroups` and `pids`:
+    /// their union. New processes of a chosen one are chosen at their
+    /// fork. Default none.
+    pub container_ids: Vec<String>,
+    /// Profile only the processes of these cgroups and the cgroups
+    /// below them: paths as `/proc/PID/cgroup` shows them (cgroup v2, or
+    /// any v1 hierarchy), e.g. `/system.slice/app.service`. Default none.
+    pub cgroups: Vec<String>,
 }
 
 impl Default for AgentConfig {
@@ -76,6 +86,8 @@ impl Default for AgentConfig {
             probabilistic_interval_ms: 60_000,
             include_env_vars: Vec::new(),
             off_cpu_threshold: 0.0,
+            container_ids: Vec::new(),
+            cgroups: Vec::new(),
         }
     }
 }
@@ -109,6 +121,9 @@ pub enum ConfigError {
         /// The largest accepted count.
         max: usize,
     },
+    /// A container id or cgroup that cannot select anything.
+    #[error("{0}")]
+    Selector(#[from] profiler_process::SelectorError),
     /// `off_cpu_threshold` outside [0, 1], or not a number.
     #[error("off_cpu_threshold must be in [0, 1] (0 disables off-CPU profiling), got {0}")]
     OffCpuThreshold(f64),
@@ -237,7 +252,13 @@ impl AgentConfig {
         for &pid in &self.pids {
             check_range("pids", pid.into(), 1, MAX_PID.into())?;
         }
+        self.process_filter()?;
         Ok(())
+    }
+
+    /// The containers and cgroups to profile (inactive when none).
+    pub fn process_filter(&self) -> Result<profiler_process::ProcessFilter, ConfigError> {
+        Ok(profiler_process::ProcessFilter::new(&self.container_ids, &self.cgroups)?)
     }
 }
 

@@ -38,7 +38,7 @@ pub use stats::{RuntimeCounters, Stats, UnwindStops};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
 use late_unwind::{LateTables, LateUnwindCounts, LateUnwinder};
-use profiler_bpf::{Counters, OffCpuJoinCounts, RawSample, Sampler, SamplerOptions};
+use profiler_bpf::{Counters, OffCpuJoinCounts, RawSample, Sampler, SamplerOptions, SELECTED_PIDS_MAX};
 use profiler_interpreters::{NamerStats, Registry};
 use profiler_process::{EventQueue, ManagerLimits, ProcessManager, ProcessRegistry};
 use profiler_symbolize::{KernelSymbolizer, NativeConfig, NativeStats, NativeSymbolizer};
@@ -184,9 +184,22 @@ impl Agent {
             }
         }
         let mut warnings = Vec::new();
+        // Containers or cgroups named: the processes in them now, then
+        // those the kernel and the event thread add as they appear.
+        let filter = config.process_filter()?;
+        let mut selected = config.pids.clone();
+        if filter.is_active() {
+            for pid in filter.scan(std::path::Path::new("/proc"), SELECTED_PIDS_MAX) {
+                if !selected.contains(&pid.0) {
+                    selected.push(pid.0);
+                }
+            }
+            selected.truncate(SELECTED_PIDS_MAX);
+        }
         let mut sampler = Sampler::open(&SamplerOptions {
             samples_per_second: config.samples_per_second,
-            pids: (!config.pids.is_empty()).then(|| config.pids.clone()),
+            pids: (!config.pids.is_empty() || filter.is_active()).then(|| selected.clone()),
+            follow_selection: filter.is_active(),
             ring_buffer_bytes: ring_buffer_bytes(config.samples_per_second, online_cpus()),
             off_cpu_threshold: config.off_cpu_threshold_scaled(),
             ..SamplerOptions::default()
@@ -277,15 +290,19 @@ impl Agent {
             );
             // The selected processes are loaded before sampling starts, so
             // that their first samples unwind.
-            for &pid in &config.pids {
+            for &pid in &selected {
                 manager.on_new_process(profiler_trace::Pid(pid));
             }
             manager.settle();
+            let chooser = match filter.is_active() {
+                true => Some(process_manager::Chooser::new(filter, sampler.pid_selection()?)),
+                false => None,
+            };
             let events = {
                 let (reader, queue, stop) = (reader.clone(), queue.clone(), stop.clone());
                 std::thread::Builder::new()
                     .name("ep-procevents".into())
-                    .spawn(move || process_manager::drain(&reader, &queue, &stop))
+                    .spawn(move || process_manager::drain(&reader, &queue, &stop, chooser))
                     .map_err(|source| StartError::Thread { name: "process events", source })?
             };
             sampler.start_sampling()?;

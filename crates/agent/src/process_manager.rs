@@ -6,16 +6,17 @@
 //! for their unwinders.
 
 use profiler_bpf::{
-    EncodedDeltas, InterpreterMaps, InterpreterUnwinder, MappingRange, MappingTarget, ProcessEventKind,
+    EncodedDeltas, InterpreterMaps, InterpreterUnwinder, MappingRange, MappingTarget, PidSelection, ProcessEventKind,
     ProcessEventReader, UnwindMaps,
 };
 use profiler_elf::{ElfFile, RuleId, UnwindRule};
 use profiler_interpreters::{Inspection, PidMemory, Registry};
 use profiler_process::{
-    EventKind, EventQueue, ExecutableFile, LoadKind, LoaderError, ManagerStats, ProcessManager, QueueStats,
-    UnwindLoader, UnwindMapping, UnwindTarget,
+    EventKind, EventQueue, ExecutableFile, LoadKind, LoaderError, ManagerStats, ProcessFilter, ProcessManager,
+    QueueStats, UnwindLoader, UnwindMapping, UnwindTarget,
 };
 use profiler_trace::{Pid, TableKey};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -337,13 +338,61 @@ const DRAIN_PAUSE: Duration = Duration::from_millis(20);
 /// Pieces of work handled between two looks at the analysis results.
 const WORK_BATCH: usize = 64;
 
+/// How often every process is checked against the container and cgroup
+/// filter (a process moved into a chosen cgroup without an exec).
+const RESCAN_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Chooses the processes of the containers and cgroups the user named,
+/// as they appear: at their exec (the programs report every exec under
+/// such a filter) and by a rescan of `/proc` now and then; their new
+/// processes are chosen by the programs at fork.
+pub(crate) struct Chooser {
+    filter: ProcessFilter,
+    selection: PidSelection,
+    rescanned: Instant,
+}
+
+impl Chooser {
+    pub(crate) fn new(filter: ProcessFilter, selection: PidSelection) -> Chooser {
+        Chooser { filter, selection, rescanned: Instant::now() }
+    }
+
+    /// Whether `pid`, which called execve, is profiled (chosen now if it
+    /// is in a chosen container or cgroup).
+    fn on_exec(&self, pid: Pid) -> bool {
+        if self.selection.is_selected(pid.0) {
+            return true;
+        }
+        self.filter.matches(Path::new("/proc"), pid) && self.choose(pid)
+    }
+
+    /// Selects `pid` (false when `selected_pids` is full).
+    fn choose(&self, pid: Pid) -> bool {
+        self.selection.select(pid.0).is_ok()
+    }
+
+    /// The processes that entered a chosen cgroup without an exec, at
+    /// most every [`RESCAN_INTERVAL`]; returns them (to be loaded).
+    fn rescan(&mut self) -> Vec<Pid> {
+        if self.rescanned.elapsed() < RESCAN_INTERVAL {
+            return Vec::new();
+        }
+        self.rescanned = Instant::now();
+        let found = self.filter.scan(Path::new("/proc"), profiler_bpf::SELECTED_PIDS_MAX);
+        found.into_iter().filter(|pid| !self.selection.is_selected(pid.0) && self.choose(*pid)).collect()
+    }
+}
+
 /// The draining thread's body: the ring buffer into the event queue
 /// until `stop`. It never waits on the manager, so the kernel's buffer
-/// does not fill while files are analysed.
+/// does not fill while files are analysed. With a `chooser`, execs of
+/// processes outside the chosen containers and cgroups are dropped here
+/// (the programs report them all).
 pub(crate) fn drain(
     reader: &ProcessEventReader,
     queue: &EventQueue,
     stop: &AtomicBool,
+    mut chooser: Option<Chooser>,
 ) -> Result<(), profiler_bpf::BpfError> {
     // Closed however this ends (even by a panic), so the manager stops.
     struct CloseOnDrop<'a>(&'a EventQueue);
@@ -362,11 +411,18 @@ pub(crate) fn drain(
                 ProcessEventKind::Exit => EventKind::Exit,
                 ProcessEventKind::Exec => EventKind::Exec,
             };
-            queue.push(kind, Pid(e.pid), e.ktime_ns);
+            if kind != EventKind::Exec || chooser.as_ref().is_none_or(|c| c.on_exec(Pid(e.pid))) {
+                queue.push(kind, Pid(e.pid), e.ktime_ns);
+            }
             got_events = true;
             TICK
         }
         None => {
+            if let Some(c) = chooser.as_mut() {
+                for pid in c.rescan() {
+                    queue.push(EventKind::New, pid, 0);
+                }
+            }
             // The programs wake this thread for every event: under churn,
             // a short pause after a batch gathers the next events into
             // one wake-up (of this thread and of the manager).

@@ -41,6 +41,7 @@ mod reader;
 mod sample;
 mod sampler;
 mod sampling_switch;
+mod selection;
 mod skel;
 mod types;
 mod unwind_maps;
@@ -55,6 +56,7 @@ pub use reader::SampleReader;
 pub use sample::{RawSample, StackCopy, STACK_COPY_MAX};
 pub use sampler::{Counters, Sampler, SamplerOptions};
 pub use sampling_switch::SamplingSwitch;
+pub use selection::{PidSelection, SELECTED_PIDS_MAX};
 pub use types::{
     HotspotHeapValue, HotspotProcessValue, InterpreterUnwinder, ProcessEvent, ProcessEventKind, PythonFileValue,
     PythonFrameModel, PythonLasti, UnwindStop, UserFrame, FRAME_EXACT_PC, FRAME_INTERPRETED, HOTSPOT_MAX_HEAPS,

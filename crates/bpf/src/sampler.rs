@@ -8,6 +8,7 @@ use crate::preflight::{check_kernel_features, check_privileges, has_task_pt_regs
 use crate::reader::SampleReader;
 use crate::sample::STACK_COPY_MAX;
 use crate::sampling_switch::{dup_event, SamplingSwitch};
+use crate::selection::PidSelection;
 use crate::skel::{OpenProfilerSkel, ProfilerSkel, ProfilerSkelBuilder};
 use crate::types::{InterpreterUnwinder, UnwindStop};
 use crate::unwind_maps::UnwindMaps;
@@ -25,6 +26,11 @@ pub struct SamplerOptions {
     pub samples_per_second: u32,
     /// Only sample these processes (tgids); `None` samples every process.
     pub pids: Option<Vec<u32>>,
+    /// With `pids`: the selection follows processes. New processes of
+    /// selected ones are selected at their fork, exited ones unselected,
+    /// and every exec is reported so that user space may select more
+    /// ([`Sampler::pid_selection`]).
+    pub follow_selection: bool,
     /// Size of the sample ring buffer in bytes (a power of two, at least
     /// one page).
     pub ring_buffer_bytes: u32,
@@ -44,6 +50,7 @@ impl Default for SamplerOptions {
         SamplerOptions {
             samples_per_second: 20,
             pids: None,
+            follow_selection: false,
             ring_buffer_bytes: 4 << 20,
             user_regs_from_stack: false,
             off_cpu_threshold: 0,
@@ -134,6 +141,9 @@ counters! {
     stack_copies_failed = COUNTER_STACK_COPY_FAILED;
     /// Bytes of user stack copied.
     stack_copy_bytes = COUNTER_STACK_COPY_BYTES;
+    /// New processes of selected ones that could not be selected
+    /// (`selected_pids` full).
+    selected_pids_full = COUNTER_SELECTED_PIDS_FULL;
 
     /// Java frames the HotSpot unwinder recorded.
     hotspot_frames = COUNTER_HOTSPOT_FRAMES;
@@ -197,6 +207,7 @@ pub struct Sampler {
     perf_events: Arc<Vec<OwnedFd>>,
     exit_link: Option<Link>,
     exec_link: Option<Link>,
+    fork_link: Option<Link>,
     off_cpu_link: Option<Link>,
     skel: ProfilerSkel<'static>,
     cpus: Vec<u32>,
@@ -248,6 +259,7 @@ impl Sampler {
         let task_pt_regs = has_task_pt_regs() && !options.user_regs_from_stack;
         if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
             rodata.filter_pids = options.pids.is_some();
+            rodata.select_descendants = options.pids.is_some() && options.follow_selection;
             rodata.have_task_pt_regs = task_pt_regs;
             rodata.stack_copy_budget_bytes = u64::from(options.samples_per_second) * STACK_COPY_MAX as u64;
             rodata.off_cpu_threshold = options.off_cpu_threshold;
@@ -287,12 +299,17 @@ impl Sampler {
         // being seen.
         let exit_link = skel.progs.on_process_exit.attach().map_err(BpfError::Load)?;
         let exec_link = skel.progs.on_process_exec.attach().map_err(BpfError::Load)?;
+        let fork_link = match options.pids.is_some() && options.follow_selection {
+            true => Some(skel.progs.on_process_fork.attach().map_err(BpfError::Load)?),
+            false => None,
+        };
 
         Ok(Sampler {
             perf_links: Vec::new(),
             perf_events: Arc::default(),
             exit_link: Some(exit_link),
             exec_link: Some(exec_link),
+            fork_link,
             off_cpu_link: None,
             skel,
             cpus: Vec::new(),
@@ -366,6 +383,7 @@ impl Sampler {
         self.off_cpu_link = None;
         self.exit_link = None;
         self.exec_link = None;
+        self.fork_link = None;
     }
 
     /// A handle that pauses and resumes sampling on every CPU (after
@@ -384,6 +402,14 @@ impl Sampler {
         let map =
             MapHandle::try_from(&self.skel.maps.samples).map_err(|source| BpfError::Map { map: "samples", source })?;
         Ok(SampleReader::new(map))
+    }
+
+    /// The processes sampled under a pid filter (`selected_pids`), for
+    /// user space to select processes as they appear.
+    pub fn pid_selection(&self) -> Result<PidSelection, BpfError> {
+        let map = MapHandle::try_from(&self.skel.maps.selected_pids)
+            .map_err(|source| BpfError::Map { map: "selected_pids", source })?;
+        Ok(PidSelection::new(map))
     }
 
     /// A reader for the process events ring buffer, for the process

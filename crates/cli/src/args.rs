@@ -26,6 +26,18 @@ pub struct Args {
     #[arg(long = "pid", value_name = "PID")]
     pub pids: Vec<u32>,
 
+    /// Profile only the processes of this container (repeatable): its id,
+    /// or a prefix of at least 12 hex digits, as `docker ps` shows it.
+    /// New processes of a chosen one are chosen too.
+    #[arg(long = "container-id", value_name = "ID")]
+    pub container_ids: Vec<String>,
+
+    /// Profile only the processes of this cgroup and the cgroups below it
+    /// (repeatable): a path as /proc/PID/cgroup shows it, e.g.
+    /// /system.slice/nginx.service.
+    #[arg(long = "cgroup", value_name = "PATH")]
+    pub cgroups: Vec<String>,
+
     /// Local output format. Default: `folded`, unless `--collection-agent`
     /// is given (then no local output unless asked for).
     #[arg(long, value_enum)]

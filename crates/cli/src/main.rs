@@ -91,6 +91,8 @@ fn run(args: &Args) -> Result<()> {
         probabilistic_interval_ms: args.probabilistic_interval.as_millis().try_into().unwrap_or(u64::MAX),
         include_env_vars: args.env_var_names(),
         off_cpu_threshold: args.off_cpu_threshold(),
+        container_ids: args.container_ids.clone(),
+        cgroups: args.cgroups.clone(),
         ..AgentConfig::default()
     };
     let mut off_cpu = OffCpuOutput::open(args, unix_now_ns())?;
@@ -131,7 +133,7 @@ fn run(args: &Args) -> Result<()> {
     say!(
         "ebpf-profiler: sampling at {} Hz{}; {}",
         args.samples_per_second,
-        if pids.is_empty() { String::new() } else { format!(" (pids {pids:?})") },
+        selection_note(&pids, &args.container_ids, &args.cgroups),
         match args.duration {
             Some(d) => format!("for {}", humantime::format_duration(d)),
             None => "until interrupted (Ctrl-C, SIGTERM, SIGHUP)".to_string(),
@@ -425,6 +427,24 @@ fn backend_warnings(endpoint: String) -> BackendObserver {
         _ => {}
     }
     })
+}
+
+/// What the start line says of the processes chosen (nothing: all).
+fn selection_note(pids: &[u32], container_ids: &[String], cgroups: &[String]) -> String {
+    let mut parts = Vec::new();
+    if !pids.is_empty() {
+        parts.push(format!("pids {pids:?}"));
+    }
+    if !container_ids.is_empty() {
+        parts.push(format!("containers {}", container_ids.join(", ")));
+    }
+    if !cgroups.is_empty() {
+        parts.push(format!("cgroups {}", cgroups.join(", ")));
+    }
+    match parts.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", parts.join("; ")),
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 //! - [`ProcessRegistry`]: the loaded processes as immutable
 //!   [`ProcessSnapshot`]s, shared with the trace builder, which resolves
 //!   pcs to mappings and ELF addresses with them.
+//! - [`ProcessFilter`]: the processes of chosen containers or cgroups.
 //! - [`maps`]: parsing `/proc/PID/maps`; [`procfs`]: the rest of
 //!   `/proc/PID` (executable, start time, container id, memory).
 #![deny(missing_docs)]
@@ -28,6 +29,7 @@ mod pool;
 pub mod procfs;
 mod queue;
 mod registry;
+mod selection;
 
 pub use files::ExecutableFile;
 pub use latency::LatencySummary;
@@ -37,6 +39,7 @@ pub use manager::{
 pub use profiler_elf::{GoUnwindStats, FOLLOWED_SWITCHES};
 pub use queue::{EventKind, EventQueue, LoadKind, PendingWork, QueueStats};
 pub use registry::{ProcessRegistry, ProcessSnapshot, ResolvedAddress, SnapshotMapping};
+pub use selection::{ProcessFilter, SelectorError, MAX_SELECTORS, MIN_CONTAINER_ID_PREFIX};
 
 /// Entry points of the fuzz targets (`fuzz/`). NOT PART OF THE API.
 #[doc(hidden)]

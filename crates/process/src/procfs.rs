@@ -51,7 +51,7 @@ pub fn read_proc_text(path: &Path, max: usize) -> std::io::Result<String> {
 }
 
 /// Longest `/proc/PID/cgroup` read.
-const MAX_CGROUP_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_CGROUP_BYTES: usize = 64 * 1024;
 
 /// The identity of process `pid` under `proc_root` (normally `/proc`);
 /// `comm` names it when its executable cannot be read. `env_names` are
