@@ -50,7 +50,8 @@ pub fn runtimes() -> Vec<Box<dyn Runtime>> {
     vec![
         Box::new(python::CPython),
         Box::new(hotspot::Hotspot),
-        // V8, CRuby, PHP and Perl (src/v8/, src/ruby/, src/php/,
-        // src/perl/) come here once their unwinders are wired.
+        Box::new(ruby::CRuby),
+        // V8, PHP and Perl (src/v8/, src/php/, src/perl/) come here once
+        // their unwinders are wired.
     ]
 }

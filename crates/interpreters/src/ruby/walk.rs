@@ -162,6 +162,33 @@ impl RubySymbolizer {
         Ok(frames)
     }
 
+    /// Names one frame the BPF unwinder recorded: `pointer` is an iseq,
+    /// with `pos` the index of its pc in the iseq's instructions (`None`:
+    /// unknown, the iseq's first line), or a C function's method entry.
+    /// The object's type is checked at every call (a freed slot holds
+    /// something else, or nothing): `None` when it is neither, or cannot
+    /// be read. Iseq frames keep Ruby's own label (`c`, `block in
+    /// caller`): the method's class is in the frame's environment, which
+    /// the unwinder does not record.
+    pub fn frame(&mut self, memory: &dyn ProcessMemory, pointer: u64, pos: Option<u64>) -> Option<RubyFrame> {
+        let flags = flags_of(memory, pointer, consts::T_IMEMO)?;
+        match (flags >> consts::IMEMO_SHIFT) & 0xf {
+            consts::IMEMO_ISEQ => {
+                let (label, file, body) = self.iseq_names(memory, pointer)?;
+                let l = &self.layout;
+                let pc = pos.and_then(|pos| {
+                    let encoded = read_u64(memory, at(body, l.body_iseq_encoded)?)?;
+                    encoded.checked_add(pos.checked_mul(8)?)
+                });
+                let line =
+                    pc.and_then(|pc| line_at(memory, l, body, pc)).or_else(|| first_line(memory, l, body)).unwrap_or(0);
+                Some(RubyFrame::Ruby { label, file, line })
+            }
+            consts::IMEMO_MENT => self.cfunc_name(memory, pointer).map(|name| RubyFrame::CFunc { name }),
+            _ => None,
+        }
+    }
+
     /// `(label, file, body)` of the iseq at `iseq`, cached.
     fn iseq_names(&mut self, memory: &dyn ProcessMemory, iseq: u64) -> Option<(String, String, u64)> {
         if let Some(hit) = self.iseqs.get(&iseq) {
