@@ -12,6 +12,7 @@
 use profiler_agent::{AgentConfig, Stats};
 use profiler_tests::{in_ci, profile_with, serial, Workload};
 use profiler_trace::{FrameKind, Trace};
+use std::collections::{HashMap, HashSet};
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -114,32 +115,40 @@ fn matches(frames: &[F], expected: &[Expect]) -> bool {
     true
 }
 
-/// Profiles `script` for SECONDS and checks the main thread's samples
-/// whose innermost Ruby frame is the last of `expected`.
-fn chain_test(name: &str, expected: &[Expect]) -> Stats {
-    let path = script(name);
-    let w = Workload::spawn(Command::new(RUBY).arg(&path));
+/// Runs `script` and profiles it for SECONDS.
+fn profile(name: &str) -> (Workload, Vec<Trace>, Stats) {
+    let w = Workload::spawn(Command::new(RUBY).arg(script(name)));
     std::thread::sleep(Duration::from_millis(500));
     let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
     let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
         panic!("no BPF here")
     };
+    (w, traces, stats)
+}
+
+/// The innermost Ruby frame's name (`Some(None)`: unnamed).
+fn innermost(frames: &[F]) -> Option<Option<String>> {
+    frames.iter().rev().find_map(|f| match f {
+        F::Ruby { name, .. } => Some(name.clone()),
+        F::Native => None,
+    })
+}
+
+/// Checks the samples of thread `tid` of `pid` whose innermost Ruby
+/// frame is the last of `expected`.
+fn check(what: &str, traces: &[Trace], stats: &Stats, pid: u32, tid: u32, expected: &[Expect]) {
     let leaf = expected.last().unwrap().name;
     let (mut at_leaf, mut complete, mut elsewhere, mut failures) = (0, 0, 0, Vec::new());
-    for t in traces.iter().filter(|t| t.process.pid.0 == w.pid() && t.tid.0 == w.pid()) {
+    for t in traces.iter().filter(|t| t.process.pid.0 == pid && t.tid.0 == tid) {
         let frames = frames(t);
-        let innermost = frames.iter().rev().find_map(|f| match f {
-            F::Ruby { name, .. } => Some(name.clone()),
-            F::Native => None,
-        });
-        match innermost {
+        match innermost(&frames) {
             Some(Some(n)) if n != leaf => elsewhere += 1,
             Some(Some(_)) if matches(&frames, expected) => {
                 at_leaf += 1;
                 complete += 1;
             }
-            // No Ruby frame (the main thread runs Ruby code all the
-            // time), an unnamed one, or a wrong chain.
+            // No Ruby frame (the thread runs Ruby code all the time), an
+            // unnamed one, or a wrong chain.
             _ => {
                 at_leaf += 1;
                 if failures.len() < 5 {
@@ -154,11 +163,11 @@ fn chain_test(name: &str, expected: &[Expect]) -> Stats {
     } else {
         String::new()
     };
-    eprintln!("completeness {name}: {complete}/{at_leaf} = {:.1}% ({elsewhere} elsewhere){cost}", 100.0 * ratio);
-    assert!(at_leaf >= MIN_SAMPLES, "{name}: only {at_leaf} samples at the leaf; {stats:#?}");
+    eprintln!("completeness {what}: {complete}/{at_leaf} = {:.1}% ({elsewhere} elsewhere){cost}", 100.0 * ratio);
+    assert!(at_leaf >= MIN_SAMPLES, "{what}: only {at_leaf} samples at the leaf; {stats:#?}");
     assert!(
         ratio >= REQUIRED,
-        "{name}: {complete} of {at_leaf} samples at the leaf carry the whole chain; some that do not (root \
+        "{what}: {complete} of {at_leaf} samples at the leaf carry the whole chain; some that do not (root \
          first):\n{}\n{:?}",
         failures.join("\n"),
         stats.runtimes
@@ -166,7 +175,12 @@ fn chain_test(name: &str, expected: &[Expect]) -> Stats {
     assert!(stats.runtimes.get("ruby", "frames") > 0);
     assert_eq!(stats.runtimes.get("ruby", "no_ec"), 0, "every Ruby thread's context is found");
     assert_eq!(stats.runtimes.get("ruby", "unsupported"), 0);
-    stats
+}
+
+/// Profiles `name` and checks its main thread against `expected`.
+fn chain_test(name: &str, expected: &[Expect]) {
+    let (w, traces, stats) = profile(name);
+    check(name, &traces, &stats, w.pid(), w.pid(), expected);
 }
 
 #[test]
@@ -208,4 +222,46 @@ fn sort_block_is_called_back_from_c() {
         Expect { name: "cmp", file: file.clone(), lines: at("cmp_first")..=at("cmp_last"), native_before: false },
     ];
     chain_test("sort_block.rb", &expected);
+}
+
+#[test]
+fn each_thread_shows_its_own_chain() {
+    let _serial = serial();
+    if !ruby_installed() {
+        return;
+    }
+    let path = script("threads.rb");
+    let at = |m: &str| line_of(&path, m);
+    let (w, traces, stats) = profile("threads.rb");
+    // Which threads ran which leaf: each thread must show its own.
+    let mut by_leaf: HashMap<String, HashSet<u32>> = HashMap::new();
+    for t in traces.iter().filter(|t| t.process.pid.0 == w.pid()) {
+        if let Some(Some(name)) = innermost(&frames(t)) {
+            by_leaf.entry(name).or_default().insert(t.tid.0);
+        }
+    }
+    let tids = |leaf: &str| by_leaf.get(leaf).cloned().unwrap_or_default();
+    let (a, b) = (tids("a_leaf"), tids("b_leaf"));
+    assert!(a.len() == 1 && b.len() == 1 && a != b, "one thread per leaf: {by_leaf:?}");
+    assert!(!a.contains(&w.pid()) && !b.contains(&w.pid()), "not the main thread");
+    let file = Some(path.clone());
+    for (worker, leaf, tids) in [("worker_a", "a", &a), ("worker_b", "b", &b)] {
+        let expected = [
+            Expect {
+                name: "block in <main>",
+                file: file.clone(),
+                lines: at("threads")..=at("threads"),
+                native_before: false,
+            },
+            Expect { name: worker, file: file.clone(), lines: at(worker)..=at(worker), native_before: false },
+            Expect {
+                name: if leaf == "a" { "a_leaf" } else { "b_leaf" },
+                file: file.clone(),
+                lines: at(&format!("{leaf}_first"))..=at(&format!("{leaf}_last")),
+                native_before: false,
+            },
+        ];
+        let tid = *tids.iter().next().unwrap();
+        check(&format!("threads.rb {worker}"), &traces, &stats, w.pid(), tid, &expected);
+    }
 }
