@@ -25,8 +25,11 @@
  *     first one flagged VM_FRAME_FLAG_FINISH (the frame the run was
  *     entered with: returning from it returns to C). An iseq frame is
  *     recorded as its iseq and the index of its pc in the iseq's
- *     instructions; a C function frame (VM_FRAME_MAGIC_CFUNC) as its
- *     method entry, ep[-2]; dummy frames and frames with no pc yet run
+ *     instructions (a method's frame, VM_FRAME_MAGIC_METHOD, as its
+ *     method entry ep[-2] instead, when that entry's definition runs the
+ *     frame's iseq: user space names its class from it); a C function
+ *     frame (VM_FRAME_MAGIC_CFUNC) as its method entry, ep[-2]; dummy
+ *     frames and frames with no pc yet run
  *     no code and are skipped. The rb_vm_exec native frame itself is
  *     then unwound without being recorded (vm_exec_core, which it calls,
  *     stays a native frame).
@@ -192,7 +195,15 @@ static __always_inline int ruby_step(struct sample_record *record)
 		if (!read_user_u64(&body, iseq + rb->iseq_body) && body &&
 		    !read_user_u64(&encoded, body + rb->body_iseq_encoded) && pc >= encoded)
 			pos = (pc - encoded) / 8;
-		recorded = ruby_record(record, iseq, pos);
+		/* A method's frame: its method entry names the class, if its
+		 * definition runs this very iseq. */
+		u64 pointer = iseq;
+		u64 me = env[0], def = 0, def_iseq = 0;
+		if (magic == RUBY_FRAME_MAGIC_METHOD && (flags & RUBY_ENV_FLAG_LOCAL) && me &&
+		    !read_user_u64(&def, me + rb->me_def) && def && !read_user_u64(&def_iseq, def + rb->def_iseq) &&
+		    def_iseq == iseq)
+			pointer = me;
+		recorded = ruby_record(record, pointer, pos);
 	} else {
 		count(COUNTER_RUBY_SKIPPED_FRAMES);
 		if (last)

@@ -52,10 +52,12 @@
  * PYTHON_FRAME_OFFSET_MAX's bits). Bits 57-59 name the runtime by its
  * unwinder slot (enum unwinder_program), bits 0-56 are the runtime's own.
  * A CRuby word's own bits are pos << RUBY_FRAME_POS_SHIFT | pointer >> 3:
- * an iseq frame's iseq and the index of its pc in the iseq's encoded
- * instructions (clamped to RUBY_FRAME_POS_MAX, which means unknown), or
- * a C function frame's method entry (pos 0); user space tells them apart
- * by the imemo type. See ruby_unwinder.bpf.h. */
+ * an iseq frame's iseq (a method's frame: its method entry, whose
+ * definition runs that iseq) and the index of its pc in the iseq's
+ * encoded instructions (clamped to RUBY_FRAME_POS_MAX, which means
+ * unknown), or a C function frame's method entry (pos 0); user space
+ * tells them apart by the imemo and method types. See
+ * ruby_unwinder.bpf.h. */
 #define FRAME_RUNTIME (1ULL << 60)
 #define FRAME_RUNTIME_SHIFT 57
 #define FRAME_RUNTIME_MASK 7ULL
@@ -568,11 +570,14 @@ enum ruby_tls_model {
 
 /* Magic and flags of a control frame, in ep[0] (vm_core.h, 3.x). */
 #define RUBY_FRAME_MAGIC_MASK 0x7fff0001ULL
+#define RUBY_FRAME_MAGIC_METHOD 0x11110001ULL
 #define RUBY_FRAME_MAGIC_CFUNC 0x55550001ULL
 #define RUBY_FRAME_MAGIC_DUMMY 0x79990001ULL
 /* The frame's VM run returns to C when it returns (the first frame of an
  * rb_vm_exec run). */
 #define RUBY_FRAME_FLAG_FINISH 0x20ULL
+/* The method-level environment: ep[-2] is the frame's method entry. */
+#define RUBY_ENV_FLAG_LOCAL 0x2ULL
 /* Largest VM stack, in VALUEs (Ruby's default is 128 Ki). */
 #define RUBY_MAX_VM_STACK (1ULL << 24)
 
@@ -593,6 +598,8 @@ struct ruby_file {
 	__u32 cfp_ep;           /* .ep */
 	__u32 iseq_body;        /* rb_iseq_t.body */
 	__u32 body_iseq_encoded; /* rb_iseq_constant_body.iseq_encoded */
+	__u32 me_def;           /* rb_method_entry_t.def */
+	__u32 def_iseq;         /* rb_method_definition_t.body.iseq.iseqptr */
 };
 /* Bytes of a control frame read at once. */
 #define RUBY_CFP_READ_MAX 64

@@ -195,9 +195,9 @@ fn chain_main_a_b_c() {
     let one = |name, line: u32, native_before| Expect { name, file: file.clone(), lines: line..=line, native_before };
     let expected = [
         one("<main>", at("main"), false),
-        one("a", at("a"), false),
-        one("b", at("b"), false),
-        Expect { name: "c", file: file.clone(), lines: at("c_first")..=at("c_last"), native_before: false },
+        one("Object#a", at("a"), false),
+        one("Chain::Worker#b", at("b"), false),
+        Expect { name: "Object#c", file: file.clone(), lines: at("c_first")..=at("c_last"), native_before: false },
     ];
     chain_test("cpu_chain.rb", &expected);
 }
@@ -214,12 +214,17 @@ fn sort_block_is_called_back_from_c() {
     let one = |name, line: u32, native_before| Expect { name, file: file.clone(), lines: line..=line, native_before };
     let expected = [
         one("<main>", at("main"), false),
-        one("caller", at("caller"), false),
+        one("Object#caller", at("caller"), false),
         // A C function: its frame stands where the VM called it, its own
         // native frames (ruby_qsort, rb_yield, ...) below it.
         Expect { name: "Array#sort", file: None, lines: 0..=0, native_before: false },
         one("block in caller", at("caller"), true),
-        Expect { name: "cmp", file: file.clone(), lines: at("cmp_first")..=at("cmp_last"), native_before: false },
+        Expect {
+            name: "Object#cmp",
+            file: file.clone(),
+            lines: at("cmp_first")..=at("cmp_last"),
+            native_before: false,
+        },
     ];
     chain_test("sort_block.rb", &expected);
 }
@@ -241,7 +246,7 @@ fn each_thread_shows_its_own_chain() {
         }
     }
     let tids = |leaf: &str| by_leaf.get(leaf).cloned().unwrap_or_default();
-    let (a, b) = (tids("a_leaf"), tids("b_leaf"));
+    let (a, b) = (tids("Object#a_leaf"), tids("Object#b_leaf"));
     assert!(a.len() == 1 && b.len() == 1 && a != b, "one thread per leaf: {by_leaf:?}");
     assert!(!a.contains(&w.pid()) && !b.contains(&w.pid()), "not the main thread");
     let file = Some(path.clone());
@@ -253,9 +258,14 @@ fn each_thread_shows_its_own_chain() {
                 lines: at("threads")..=at("threads"),
                 native_before: false,
             },
-            Expect { name: worker, file: file.clone(), lines: at(worker)..=at(worker), native_before: false },
             Expect {
-                name: if leaf == "a" { "a_leaf" } else { "b_leaf" },
+                name: if leaf == "a" { "Object#worker_a" } else { "Object#worker_b" },
+                file: file.clone(),
+                lines: at(worker)..=at(worker),
+                native_before: false,
+            },
+            Expect {
+                name: if leaf == "a" { "Object#a_leaf" } else { "Object#b_leaf" },
                 file: file.clone(),
                 lines: at(&format!("{leaf}_first"))..=at(&format!("{leaf}_last")),
                 native_before: false,

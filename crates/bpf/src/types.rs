@@ -419,6 +419,8 @@ pub struct RubyFileValue {
     pub cfp_ep: u32,
     pub iseq_body: u32,
     pub body_iseq_encoded: u32,
+    pub me_def: u32,
+    pub def_iseq: u32,
 }
 
 /// Bytes of a control frame the CRuby unwinder reads at once.
@@ -444,6 +446,8 @@ impl RubyFileValue {
             cfp_ep: self.cfp_ep,
             iseq_body: self.iseq_body,
             body_iseq_encoded: self.body_iseq_encoded,
+            me_def: self.me_def,
+            def_iseq: self.def_iseq,
         }
     }
 

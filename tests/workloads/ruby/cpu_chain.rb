@@ -1,6 +1,7 @@
-# tests/ruby.rs: the main thread runs <main> -> a -> b -> c forever, c
-# spinning in VM instructions only (no method call: its samples are all
-# at c). Lines the test expects end in "# line:<name>".
+# tests/ruby.rs: the main thread runs <main> -> Object#a ->
+# Chain::Worker#b -> Object#c forever, c spinning in VM instructions
+# only (no method call: its samples are all at c). Lines the test
+# expects end in "# line:<name>".
 
 def c
   i = 0
@@ -10,14 +11,19 @@ def c
   i
 end
 
-def b
-  c # line:b
+module Chain
+  class Worker
+    def b
+      c # line:b
+    end
+  end
 end
 
-def a
-  b # line:a
+def a(worker)
+  worker.b # line:a
 end
 
+worker = Chain::Worker.new
 while true
-  a # line:main
+  a(worker) # line:main
 end

@@ -116,6 +116,8 @@ impl RubyFile {
             cfp_ep: l.cfp_ep,
             iseq_body: l.iseq_body,
             body_iseq_encoded: l.body_iseq_encoded,
+            me_def: l.me_def,
+            def_iseq: l.def_iseq,
         };
         Ok(RubyFile { build, ranges: vec![range], value })
     }

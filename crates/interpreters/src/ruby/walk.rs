@@ -167,39 +167,61 @@ impl RubySymbolizer {
     /// unknown, the iseq's first line), or a C function's method entry.
     /// The object's type is checked at every call (a freed slot holds
     /// something else, or nothing): `None` when it is neither, or cannot
-    /// be read. Iseq frames keep Ruby's own label (`c`, `block in
-    /// caller`): the method's class is in the frame's environment, which
-    /// the unwinder does not record.
+    /// be read. A method's frame, recorded as its method entry, is named
+    /// `Class#label`; other iseq frames keep Ruby's own label (`block in
+    /// caller`, `<main>`): the method's class is in an outer environment
+    /// the unwinder does not follow.
     pub fn frame(&mut self, memory: &dyn ProcessMemory, pointer: u64, pos: Option<u64>) -> Option<RubyFrame> {
         let flags = flags_of(memory, pointer, consts::T_IMEMO)?;
         match (flags >> consts::IMEMO_SHIFT) & 0xf {
-            consts::IMEMO_ISEQ => {
-                let (label, file, body) = self.iseq_names(memory, pointer)?;
+            consts::IMEMO_ISEQ => self.iseq_frame(memory, pointer, pos),
+            consts::IMEMO_MENT => {
+                // A method frame's entry (the unwinder checked that its
+                // definition runs the frame's iseq): `Class#label`.
                 let l = &self.layout;
-                let pc = pos.and_then(|pos| {
-                    let encoded = read_u64(memory, at(body, l.body_iseq_encoded)?)?;
-                    encoded.checked_add(pos.checked_mul(8)?)
-                });
-                let line =
-                    pc.and_then(|pc| line_at(memory, l, body, pc)).or_else(|| first_line(memory, l, body)).unwrap_or(0);
+                let def = read_u64(memory, at(pointer, l.me_def)?)?;
+                let kind = read_u32(memory, def)? & consts::METHOD_TYPE_MASK;
+                if kind != consts::METHOD_TYPE_ISEQ {
+                    return self.cfunc_name(memory, pointer).map(|name| RubyFrame::CFunc { name });
+                }
+                let iseq = read_u64(memory, at(def, l.def_iseq)?)?;
+                let RubyFrame::Ruby { label, file, line } = self.iseq_frame(memory, iseq, pos)? else { return None };
+                let label = match self.owner_name(memory, pointer) {
+                    Some(class) => format!("{class}#{label}"),
+                    None => label,
+                };
                 Some(RubyFrame::Ruby { label, file, line })
             }
-            consts::IMEMO_MENT => self.cfunc_name(memory, pointer).map(|name| RubyFrame::CFunc { name }),
             _ => None,
         }
     }
 
+    /// The iseq at `iseq` (type checked), its label, file and the line
+    /// of instruction `pos` (`None`: its first line).
+    fn iseq_frame(&mut self, memory: &dyn ProcessMemory, iseq: u64, pos: Option<u64>) -> Option<RubyFrame> {
+        let (label, file, body) = self.iseq_names(memory, iseq)?;
+        let l = &self.layout;
+        let pc = pos.and_then(|pos| {
+            let encoded = read_u64(memory, at(body, l.body_iseq_encoded)?)?;
+            encoded.checked_add(pos.checked_mul(8)?)
+        });
+        let line = pc.and_then(|pc| line_at(memory, l, body, pc)).or_else(|| first_line(memory, l, body)).unwrap_or(0);
+        Some(RubyFrame::Ruby { label, file, line })
+    }
+
     /// `(label, file, body)` of the iseq at `iseq`, cached.
     fn iseq_names(&mut self, memory: &dyn ProcessMemory, iseq: u64) -> Option<(String, String, u64)> {
-        if let Some(hit) = self.iseqs.get(&iseq) {
-            return Some(hit.clone());
-        }
         let l = &self.layout;
         let flags = flags_of(memory, iseq, consts::T_IMEMO)?;
         if (flags >> consts::IMEMO_SHIFT) & 0xf != consts::IMEMO_ISEQ {
             return None;
         }
         let body = read_u64(memory, at(iseq, l.iseq_body)?)?;
+        // A slot freed and reused by another iseq has another body: the
+        // cached names are then not its.
+        if let Some(hit) = self.iseqs.get(&iseq).filter(|hit| hit.2 == body) {
+            return Some(hit.clone());
+        }
         let label = read_rstring(memory, l, read_u64(memory, at(body, l.body_label)?)?)?;
         let file = read_pathobj(memory, l, read_u64(memory, at(body, l.body_pathobj)?)?)?;
         let entry = (label, file, body);
