@@ -509,4 +509,47 @@ mod tests {
         assert_eq!(find_global_symbols(&m, s.layout(), SYMBOLS, 32), Some(SYMBOLS));
         assert_eq!(find_global_symbols(&m, s.layout(), SYMBOLS, MAX_SCAN + 1), None, "too large to scan");
     }
+
+    #[test]
+    fn recorded_frames_are_named_by_their_type() {
+        let mut m = process(0, 64);
+        let mut s = symbolizer();
+        let main = RubyFrame::Ruby { label: "<main>".into(), file: "main.rb".into(), line: 42 };
+        // An iseq, with its instruction index or without (the first
+        // line: one line entry here either way).
+        assert_eq!(s.frame(&m, 0x40000, Some(2)), Some(main.clone()));
+        // A C function's method entry (definition type CFUNC).
+        m.words(0x60000, &[1, 0, 0]);
+        m.regions.retain(|(start, _)| *start != 0x20000);
+        m.words(0x20000, &[consts::T_IMEMO | (consts::IMEMO_MENT << 12), 0, 0x60000, 100 << 4, 0]);
+        assert_eq!(s.frame(&m, 0x20000, None), Some(RubyFrame::CFunc { name: "sleep".into() }));
+        // A method's entry whose definition runs the iseq (no class
+        // here: the bare label).
+        m.words(0x61000, &[consts::METHOD_TYPE_ISEQ as u64, 0x40000, 0]);
+        m.words(0x21000, &[consts::T_IMEMO | (consts::IMEMO_MENT << 12), 0, 0x61000, 100 << 4, 0]);
+        assert_eq!(s.frame(&m, 0x21000, Some(2)), Some(main.clone()));
+        // Whose definition points at something that is not an iseq.
+        m.words(0x62000, &[consts::METHOD_TYPE_ISEQ as u64, 0x20000, 0]);
+        m.words(0x22000, &[consts::T_IMEMO | (consts::IMEMO_MENT << 12), 0, 0x62000, 100 << 4, 0]);
+        assert_eq!(s.frame(&m, 0x22000, Some(2)), None);
+        // Not an iseq or a method entry, or nothing: unknown.
+        m.words(0x23000, &[consts::T_STRING, 0, 0]);
+        assert_eq!(s.frame(&m, 0x23000, None), None);
+        assert_eq!(s.frame(&m, 0x9_0000, None), None);
+        // The slot freed and reused by another iseq (another body): not
+        // the cached names.
+        let region = m.regions.iter_mut().find(|(start, _)| *start == 0x40000).unwrap();
+        region.1[16..24].copy_from_slice(&0x45000u64.to_le_bytes());
+        let mut body = vec![0u64; 20];
+        body[0] = 10 << 32;
+        body[1] = 0x50000;
+        body[8] = 0x42000;
+        body[10] = 0x46000;
+        body[15] = 0x44000;
+        body[17] = 1;
+        m.words(0x45000, &body);
+        heap_string(&mut m, 0x46000, "other");
+        let other = RubyFrame::Ruby { label: "other".into(), file: "main.rb".into(), line: 42 };
+        assert_eq!(s.frame(&m, 0x40000, Some(2)), Some(other));
+    }
 }
