@@ -275,3 +275,43 @@ fn each_thread_shows_its_own_chain() {
         check(&format!("threads.rb {worker}"), &traces, &stats, w.pid(), tid, &expected);
     }
 }
+
+/// YJIT (off by default; `--yjit`): its machine code lies in anonymous
+/// memory without unwind tables, so a stack through it ends there
+/// (`unwind_stopped.no_unwind_info`): its Ruby frames are lost, never
+/// named wrongly.
+#[test]
+fn yjit_code_ends_stacks_without_misnaming() {
+    let _serial = serial();
+    if !ruby_installed() {
+        return;
+    }
+    let path = script("cpu_chain.rb");
+    let yjit = Command::new(RUBY).args(["--yjit", "-e", "exit(RubyVM::YJIT.enabled? ? 0 : 1)"]).status();
+    if !yjit.is_ok_and(|s| s.success()) {
+        assert!(!in_ci(), "{RUBY} --yjit is required under CI=true (Debian's Ruby 3.1 has it)");
+        eprintln!("SKIPPED: {RUBY} has no YJIT");
+        return;
+    }
+    let w = Workload::spawn(Command::new(RUBY).arg("--yjit").arg(&path));
+    std::thread::sleep(Duration::from_millis(500));
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
+        panic!("no BPF here")
+    };
+    let known = ["<main>", "Object#a", "Chain::Worker#b", "Object#c"];
+    let mut samples = 0;
+    for t in traces.iter().filter(|t| t.process.pid.0 == w.pid() && t.tid.0 == w.pid()) {
+        samples += 1;
+        for f in frames(t) {
+            if let F::Ruby { name, .. } = f {
+                let name = name.unwrap_or_else(|| panic!("an unnamed Ruby frame: {}", show(&frames(t))));
+                assert!(known.contains(&name.as_str()), "{name} is not a frame of the script");
+            }
+        }
+    }
+    let jit_ends = stats.unwind_stopped.get(profiler_bpf::UnwindStop::NoUnwindInfo);
+    eprintln!("yjit: {samples} main-thread samples, {jit_ends} stacks ended in code without unwind tables");
+    assert!(samples >= MIN_SAMPLES, "only {samples} samples");
+    assert!(jit_ends > samples as u64 / 2, "most stacks end in YJIT code: {:?}", stats.unwind_stopped);
+}
