@@ -2,7 +2,8 @@
 //! ([`detect`]), the per-version offsets the unwinder needs
 //! ([`RubyLayout`]), and a user-space walk that names a thread's frames
 //! ([`RubySymbolizer`]) and proves the layout against live processes.
-//! Not wired into the agent yet; see `docs/ruby.md`.
+//! [`CRuby`] puts it on the interpreter interface, for the BPF unwinder
+//! (`ebpf/ruby_unwinder.bpf.h`); see `docs/ruby.md`.
 //!
 //! Ruby is recognised by `libruby.so` (or a static `ruby`) exporting
 //! `ruby_current_vm_ptr` or `ruby_current_execution_context_ptr` and
