@@ -315,3 +315,32 @@ fn yjit_code_ends_stacks_without_misnaming() {
     assert!(samples >= MIN_SAMPLES, "only {samples} samples");
     assert!(jit_ends > samples as u64 / 2, "most stacks end in YJIT code: {:?}", stats.unwind_stopped);
 }
+
+/// Off-CPU (`ruby_off_cpu`, the same walk at a scheduler switch): every
+/// switch-out of a thread waiting in `Kernel#sleep` carries its chain.
+#[test]
+fn off_cpu_waits_carry_the_ruby_chain() {
+    let _serial = serial();
+    if !ruby_installed() {
+        return;
+    }
+    let path = script("sleep_chain.rb");
+    let at = |m: &str| line_of(&path, m);
+    let w = Workload::spawn(Command::new(RUBY).arg(&path));
+    std::thread::sleep(Duration::from_millis(500));
+    let config =
+        AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], off_cpu_threshold: 1.0, ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
+        panic!("no BPF here")
+    };
+    let off: Vec<Trace> = traces.into_iter().filter(|t| t.off_cpu_ns.is_some()).collect();
+    let file = Some(path.clone());
+    let one = |name, line: u32| Expect { name, file: file.clone(), lines: line..=line, native_before: false };
+    let expected = [
+        one("<main>", at("main")),
+        one("Object#a", at("a")),
+        one("Object#b", at("b")),
+        Expect { name: "Kernel#sleep", file: None, lines: 0..=0, native_before: false },
+    ];
+    check("sleep_chain.rb off-CPU", &off, &stats, w.pid(), w.pid(), &expected);
+}
