@@ -117,6 +117,18 @@ struct interp_state {
 			 * read. */
 			u64 slots[HOTSPOT_FRAME_SLOTS];
 		};
+		/* CRuby (ruby_unwinder.bpf.h). */
+		struct {
+			/* The next control frame to record, and the end of
+			 * the VM stack (the control frames grow down from
+			 * it). */
+			u64 ruby_cfp;
+			u64 ruby_stack_end;
+			/* ruby_files[file_id], copied at the hand-over. */
+			struct ruby_file rb;
+			/* One control frame, as read. */
+			u8 ruby_buf[RUBY_CFP_READ_MAX];
+		};
 	};
 };
 
@@ -244,6 +256,16 @@ struct {
 	__type(value, struct hotspot_process);
 } hotspot_processes SEC(".maps");
 
+/* The CRuby builds in loaded files: file id -> how to find a thread's
+ * control frames. Set by user space with the file's deltas, removed with
+ * them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 10);
+	__type(key, u64);
+	__type(value, struct ruby_file);
+} ruby_files SEC(".maps");
 /* When a process event of each kind was last sent for a pid (key
  * pid << 32 | kind), to rate-limit them (helpers.h). */
 struct {

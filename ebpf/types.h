@@ -33,7 +33,7 @@
  * (clamped to PYTHON_FRAME_OFFSET_MAX). See python_unwinder.bpf.h. */
 #define FRAME_INTERPRETED (1ULL << 62)
 #define PYTHON_FRAME_OFFSET_SHIFT 44
-#define PYTHON_FRAME_OFFSET_MAX ((1ULL << 17) - 1)
+#define PYTHON_FRAME_OFFSET_MAX ((1ULL << 16) - 1)
 /* With FRAME_INTERPRETED: a HotSpot frame, not a CPython one (bit 61
  * lies above PYTHON_FRAME_OFFSET_MAX's bits). A HotSpot frame word is
  * FRAME_INTERPRETED | FRAME_HOTSPOT | [FRAME_HOTSPOT_COMPILED] |
@@ -47,6 +47,22 @@
 #define HOTSPOT_FRAME_OFFSET_MAX 0xffffULL
 #define HOTSPOT_NO_BCI 0xffffULL
 #define PYTHON_FRAME_CODE_MASK ((1ULL << PYTHON_FRAME_OFFSET_SHIFT) - 1)
+/* With FRAME_INTERPRETED (FRAME_HOTSPOT clear): a frame of one of the
+ * runtimes after CPython and HotSpot (bit 60 lies above
+ * PYTHON_FRAME_OFFSET_MAX's bits). Bits 57-59 name the runtime by its
+ * unwinder slot (enum unwinder_program), bits 0-56 are the runtime's own.
+ * A CRuby word's own bits are pos << RUBY_FRAME_POS_SHIFT | pointer >> 3:
+ * an iseq frame's iseq (a method's frame: its method entry, whose
+ * definition runs that iseq) and the index of its pc in the iseq's
+ * encoded instructions (clamped to RUBY_FRAME_POS_MAX, which means
+ * unknown), or a C function frame's method entry (pos 0); user space
+ * tells them apart by the imemo and method types. See
+ * ruby_unwinder.bpf.h. */
+#define FRAME_RUNTIME (1ULL << 60)
+#define FRAME_RUNTIME_SHIFT 57
+#define FRAME_RUNTIME_MASK 7ULL
+#define RUBY_FRAME_POS_SHIFT 44
+#define RUBY_FRAME_POS_MAX 0x1fffULL
 
 /* Why the user stack of a sample ends where it ends (sample_event's
  * unwind_stop, and the COUNTER_UNWIND_STOP_BASE + reason counters).
@@ -212,6 +228,7 @@ enum unwinder_program {
 	UNWINDER_NATIVE = 0,
 	UNWINDER_PYTHON = 1,
 	UNWINDER_HOTSPOT = 2,
+	UNWINDER_RUBY = 4,
 	/* Reserved for the unwinders being built (one slot each, so that
 	 * they land independently): V8 3, CRuby 4, PHP 5, Perl 6. */
 	UNWINDER_COUNT = 7,
@@ -396,6 +413,23 @@ enum counter_id {
 	COUNTER_OFF_CPU_ENDS_LOST = 59,
 	/* 64-127: one block of 8 per interpreter unwinder, in slot order:
 	 * V8 64-71, CRuby 72-79, PHP 80-87, Perl 88-95. */
+	/* CRuby (ruby_unwinder.bpf.h): Ruby frames recorded */
+	COUNTER_RUBY_FRAMES = 72,
+	/* CRuby: tail calls into its unwinder (hand-overs included) */
+	COUNTER_RUBY_TAIL_CALLS = 73,
+	/* CRuby: samples in rb_vm_exec whose thread's execution context was
+	 * not found (TLS not set up, the thread is not a Ruby thread) */
+	COUNTER_RUBY_NO_EC = 74,
+	/* CRuby: a control frame, its environment or its iseq could not be
+	 * read, or the VM stack is not where the context says (the rest of
+	 * the stack's loops stay native frames) */
+	COUNTER_RUBY_READ_ERRORS = 75,
+	/* CRuby: control frames skipped (dummy frames, frames with no pc
+	 * yet: they run no code) */
+	COUNTER_RUBY_SKIPPED_FRAMES = 76,
+	/* CRuby: a loop frame with no control frame left for it (its
+	 * native frame is kept) */
+	COUNTER_RUBY_EMPTY_LOOPS = 77,
 	COUNTER_MAX = 128,
 };
 _Static_assert(COUNTER_UNWIND_STOP_BASE + UNWIND_STOP_COUNT <= COUNTER_OFF_CPU_SWITCHES, "counters fit");
@@ -525,5 +559,54 @@ struct hotspot_process {
 	__s32 interp_sender_sp_slot;     /* the caller's sp at fp + 8 * slot */
 	__u32 reserved;
 };
+
+
+/* CRuby (ruby_unwinder.bpf.h). How a build reaches ruby_current_ec, the
+ * thread's execution context, from the thread pointer. */
+enum ruby_tls_model {
+	/* General dynamic (libruby.so): the module id ld.so writes at
+	 * tls_vaddr, the thread's DTV (fsbase + 8) gives its TLS block, the
+	 * variable is at tls_offset in it. */
+	RUBY_TLS_DYNAMIC = 0,
+	/* Initial exec: ld.so writes the variable's offset from the thread
+	 * pointer at tls_vaddr. */
+	RUBY_TLS_INITIAL_EXEC = 1,
+};
+
+/* Magic and flags of a control frame, in ep[0] (vm_core.h, 3.x). */
+#define RUBY_FRAME_MAGIC_MASK 0x7fff0001ULL
+#define RUBY_FRAME_MAGIC_METHOD 0x11110001ULL
+#define RUBY_FRAME_MAGIC_CFUNC 0x55550001ULL
+#define RUBY_FRAME_MAGIC_DUMMY 0x79990001ULL
+/* The frame's VM run returns to C when it returns (the first frame of an
+ * rb_vm_exec run). */
+#define RUBY_FRAME_FLAG_FINISH 0x20ULL
+/* The method-level environment: ep[-2] is the frame's method entry. */
+#define RUBY_ENV_FLAG_LOCAL 0x2ULL
+/* Largest VM stack, in VALUEs (Ruby's default is 128 Ki). */
+#define RUBY_MAX_VM_STACK (1ULL << 24)
+
+/* What the unwinder needs of one CRuby build (ruby_files[file_id], set by
+ * user space from the ELF's relocations and per-version layouts:
+ * crates/interpreters/src/ruby). Offsets are in bytes. */
+struct ruby_file {
+	__u64 tls_vaddr;        /* the GOT slot of ruby_current_ec (see tls_model) */
+	__u64 tls_offset;       /* RUBY_TLS_DYNAMIC: the variable in the module's block */
+	__u8 tls_model;         /* enum ruby_tls_model */
+	__u8 reserved[3];
+	__u32 ec_vm_stack;      /* rb_execution_context_t.vm_stack */
+	__u32 ec_vm_stack_size; /* .vm_stack_size (VALUEs) */
+	__u32 ec_cfp;           /* .cfp */
+	__u32 cfp_size;         /* sizeof(rb_control_frame_t) (<= RUBY_CFP_READ_MAX) */
+	__u32 cfp_pc;           /* rb_control_frame_t.pc */
+	__u32 cfp_iseq;         /* .iseq */
+	__u32 cfp_ep;           /* .ep */
+	__u32 iseq_body;        /* rb_iseq_t.body */
+	__u32 body_iseq_encoded; /* rb_iseq_constant_body.iseq_encoded */
+	__u32 me_def;           /* rb_method_entry_t.def */
+	__u32 def_iseq;         /* rb_method_definition_t.body.iseq.iseqptr */
+};
+/* Bytes of a control frame read at once. */
+#define RUBY_CFP_READ_MAX 64
 
 #endif

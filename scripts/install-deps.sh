@@ -9,7 +9,7 @@
 #   linux-perf bpftool  make bench: perf side by side, BPF program and map stats
 #   dwz                 symbolization tests of dwz-compressed debug info
 #   openjdk-17-jdk-headless  java/javac for the HotSpot tests (crates/interpreters/tests/hotspot_live.rs)
-#   ruby                the Ruby tests (crates/interpreters/tests/ruby_live.rs)
+#   ruby                the Ruby tests (tests/ruby.rs, crates/interpreters/tests/ruby_live.rs)
 #   php-cli             the PHP tests (crates/interpreters/tests/php_live.rs)
 #   perl                the Perl tests (perl_live.rs; its ithread test needs the threads module of libperl)
 set -euo pipefail

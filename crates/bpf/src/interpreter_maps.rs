@@ -10,7 +10,7 @@
 //! [`InterpreterMaps::remove_process`]). The per-thread caches are
 //! written by the BPF side only and emptied by it as threads exit.
 
-use crate::types::{HotspotProcessValue, PythonFileValue};
+use crate::types::{HotspotProcessValue, PythonFileValue, RubyFileValue};
 use crate::BpfError;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use std::collections::HashMap;
@@ -21,6 +21,8 @@ use std::collections::HashMap;
 pub enum InterpreterFileValue {
     /// `python_files`.
     Python(PythonFileValue),
+    /// `ruby_files`.
+    Ruby(RubyFileValue),
 }
 
 impl InterpreterFileValue {
@@ -28,6 +30,7 @@ impl InterpreterFileValue {
     fn encode(&self) -> (&'static str, Vec<u8>) {
         match self {
             InterpreterFileValue::Python(v) => ("python_files", v.to_bytes().to_vec()),
+            InterpreterFileValue::Ruby(v) => ("ruby_files", v.to_bytes().to_vec()),
         }
     }
 }
@@ -71,9 +74,10 @@ impl InterpreterMaps {
         python_files: MapHandle,
         python_thread_states: MapHandle,
         hotspot_processes: MapHandle,
+        ruby_files: MapHandle,
     ) -> InterpreterMaps {
         InterpreterMaps {
-            file_maps: vec![("python_files", python_files)],
+            file_maps: vec![("python_files", python_files), ("ruby_files", ruby_files)],
             thread_maps: vec![python_thread_states],
             process_maps: vec![("hotspot_processes", hotspot_processes)],
             loaded: HashMap::new(),

@@ -165,6 +165,19 @@ counters! {
     off_cpu_ends = COUNTER_OFF_CPU_ENDS_SENT;
     /// Ends of off-CPU periods lost (the ring buffer was full).
     off_cpu_ends_lost = COUNTER_OFF_CPU_ENDS_LOST;
+    /// Ruby frames the CRuby unwinder recorded.
+    ruby_frames = COUNTER_RUBY_FRAMES;
+    /// Tail calls into the CRuby unwinder (hand-overs included).
+    ruby_tail_calls = COUNTER_RUBY_TAIL_CALLS;
+    /// Samples in `rb_vm_exec` whose thread's execution context was not
+    /// found (its runs stay native frames).
+    ruby_no_ec = COUNTER_RUBY_NO_EC;
+    /// Control frames, environments or iseqs that could not be read.
+    ruby_read_errors = COUNTER_RUBY_READ_ERRORS;
+    /// Control frames skipped (dummy frames, no pc yet).
+    ruby_skipped_frames = COUNTER_RUBY_SKIPPED_FRAMES;
+    /// `rb_vm_exec` frames with no control frame left (kept native).
+    ruby_empty_loops = COUNTER_RUBY_EMPTY_LOOPS;
 }
 
 impl Counters {
@@ -185,6 +198,14 @@ impl Counters {
                 ("no_blob", self.hotspot_no_blob),
                 ("read_errors", self.hotspot_read_errors),
                 ("bad_frames", self.hotspot_bad_frames),
+            ],
+            InterpreterUnwinder::Ruby => vec![
+                ("frames", self.ruby_frames),
+                ("tail_calls", self.ruby_tail_calls),
+                ("no_ec", self.ruby_no_ec),
+                ("read_errors", self.ruby_read_errors),
+                ("skipped_frames", self.ruby_skipped_frames),
+                ("empty_loops", self.ruby_empty_loops),
             ],
         }
     }
@@ -271,6 +292,7 @@ impl Sampler {
             open.progs.native_off_cpu.set_autoload(false);
             open.progs.python_off_cpu.set_autoload(false);
             open.progs.hotspot_off_cpu.set_autoload(false);
+            open.progs.ruby_off_cpu.set_autoload(false);
             open.maps
                 .off_cpu_starts
                 .set_max_entries(1)
@@ -460,7 +482,9 @@ impl Sampler {
             .map_err(|source| BpfError::Map { map: "python_thread_states", source })?;
         let processes = MapHandle::try_from(&maps.hotspot_processes)
             .map_err(|source| BpfError::Map { map: "hotspot_processes", source })?;
-        Ok(InterpreterMaps::new(files, threads, processes))
+        let ruby_files =
+            MapHandle::try_from(&maps.ruby_files).map_err(|source| BpfError::Map { map: "ruby_files", source })?;
+        Ok(InterpreterMaps::new(files, threads, processes, ruby_files))
     }
 
     /// The keys in the interpreter unwinders' maps, read by iterating
@@ -539,6 +563,7 @@ fn fill_off_cpu_programs(skel: &ProfilerSkel<'static>) -> Result<(), BpfError> {
         (c::UNWINDER_NATIVE, &progs.native_off_cpu),
         (c::UNWINDER_PYTHON, &progs.python_off_cpu),
         (c::UNWINDER_HOTSPOT, &progs.hotspot_off_cpu),
+        (c::UNWINDER_RUBY, &progs.ruby_off_cpu),
     ];
     for (slot, program) in entries {
         let fd = program.as_fd().as_raw_fd();

@@ -14,12 +14,14 @@
 //! - [`Registry`]: the registered runtimes ([`runtimes`]) and the one
 //!   record of what they found in the files processes map now.
 //! - [`python`]: CPython 3.8-3.13 ([`python::CPython`]).
+//! - [`ruby`]: CRuby 3.0-3.4, 3.1 tested ([`ruby::CRuby`]; 2.7's layout
+//!   is known to the user-space walk only).
 //! - [`memory`]: reading another process's memory.
 //! - Not wired into the agent yet (their BPF unwinders are to come), each
 //!   proven against live processes by its `tests/*_live.rs`:
 //!   [`hotspot`] (HotSpot JVM, JDK 11-25, layouts from the JVM's own
 //!   vmStructs tables), [`v8`] (Node.js, V8 9.5-11.8, from the `v8dbg_*`
-//!   metadata in the binary), [`ruby`] (CRuby 2.7-3.4), [`php`] (PHP
+//!   metadata in the binary), [`php`] (PHP
 //!   7.4-8.4) and [`perl`] (Perl 5.28-5.40): detection, layouts, and
 //!   naming frames walked in user space; each joins [`runtimes`] as a
 //!   [`Runtime`] with its unwinder.
@@ -50,7 +52,8 @@ pub fn runtimes() -> Vec<Box<dyn Runtime>> {
     vec![
         Box::new(python::CPython),
         Box::new(hotspot::Hotspot),
-        // V8, CRuby, PHP and Perl (src/v8/, src/ruby/, src/php/,
-        // src/perl/) come here once their unwinders are wired.
+        Box::new(ruby::CRuby),
+        // V8, PHP and Perl (src/v8/, src/php/, src/perl/) come here once
+        // their unwinders are wired.
     ]
 }

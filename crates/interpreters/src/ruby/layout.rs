@@ -166,6 +166,9 @@ pub struct RubyLayout {
     pub me_called_id: u32,
     /// `rb_method_entry_t.owner`.
     pub me_owner: u32,
+    /// `rb_method_definition_t.body.iseq.iseqptr` (after the 32-bit
+    /// type/alias bit fields and `complemented_count`).
+    pub def_iseq: u32,
     /// `FL_SINGLETON` in a class's flags: the singleton class of one
     /// object (its methods are named `Foo.bar`, not `Foo#bar`).
     pub fl_singleton: u64,
@@ -206,6 +209,11 @@ pub mod consts {
     pub const FRAME_MAGIC_DUMMY: u64 = 0x7999_0001;
     /// `VM_FRAME_FLAG_CFRAME`: not a Ruby (iseq) frame.
     pub const FRAME_FLAG_CFRAME: u64 = 0x80;
+    /// `VM_METHOD_TYPE_ISEQ`: the low bits (`VM_METHOD_TYPE_MINIMUM_BITS`,
+    /// 4) of a method definition's first word.
+    pub const METHOD_TYPE_ISEQ: u32 = 0;
+    /// The method type's bits.
+    pub const METHOD_TYPE_MASK: u32 = 0xf;
     /// `VM_ENV_DATA_INDEX_ME_CREF`: `ep[-2]` holds the method entry.
     pub const EP_ME_CREF: i64 = -2;
     /// `ID_ENTRY_UNIT`: ids per inner array of the symbol table.
@@ -313,6 +321,7 @@ impl RubyLayout {
             me_def: 16,
             me_called_id: 24,
             me_owner: 32,
+            def_iseq: 8,
             // FL_USER0 (FL_USER1 from 3.4).
             fl_singleton: if v.at_least(3, 4) { 1 << 13 } else { 1 << 12 },
             class_path,

@@ -2,7 +2,8 @@
 //! ([`detect`]), the per-version offsets the unwinder needs
 //! ([`RubyLayout`]), and a user-space walk that names a thread's frames
 //! ([`RubySymbolizer`]) and proves the layout against live processes.
-//! Not wired into the agent yet; see `docs/ruby.md`.
+//! [`CRuby`] puts it on the interpreter interface, for the BPF unwinder
+//! (`ebpf/ruby_unwinder.bpf.h`); see `docs/ruby.md`.
 //!
 //! Ruby is recognised by `libruby.so` (or a static `ruby`) exporting
 //! `ruby_current_vm_ptr` or `ruby_current_execution_context_ptr` and
@@ -14,9 +15,13 @@ mod classes;
 mod layout;
 mod lines;
 mod objects;
+mod runtime;
+mod tls;
 mod walk;
 
 pub use layout::{consts, ClassPathAt, EmbedLen, RubyLayout, RubyVersion, MAX_RUBY, MIN_RUBY};
+pub use runtime::CRuby;
+pub use tls::{find_tls, RubyTls};
 pub use walk::{
     current_execution_context, find_global_symbols, main_execution_context, RubyFrame, RubySymbolizer, MAX_CACHED,
     MAX_FRAMES,
@@ -46,6 +51,12 @@ pub struct RubyBuild {
     /// The writable `PT_LOAD` segment `(vaddr, memsz)`, where
     /// `ruby_global_symbols` lives when it is not named.
     pub data_segment: Option<(u64, u64)>,
+    /// `[start, end)` of `rb_vm_exec`, whose native frames the BPF
+    /// unwinder replaces by the control frames each run of the VM owns
+    /// (`vm_exec_core` is static: Debian's file does not name it).
+    pub exec_range: Option<(u64, u64)>,
+    /// How `ruby_current_ec` is reached from a thread (3.0+).
+    pub tls: Option<RubyTls>,
 }
 
 /// What [`detect`] found in a file.
@@ -103,6 +114,8 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
         current_ec_vaddr,
         global_symbols_vaddr: elf.symbol_address("ruby_global_symbols"),
         data_segment,
+        exec_range: elf.function_symbol("rb_vm_exec").filter(|&(_, size)| size > 0).map(|(a, size)| (a, a + size)),
+        tls: find_tls(elf, "ruby_current_ec"),
     }))
 }
 

@@ -162,17 +162,66 @@ impl RubySymbolizer {
         Ok(frames)
     }
 
+    /// Names one frame the BPF unwinder recorded: `pointer` is an iseq,
+    /// with `pos` the index of its pc in the iseq's instructions (`None`:
+    /// unknown, the iseq's first line), or a C function's method entry.
+    /// The object's type is checked at every call (a freed slot holds
+    /// something else, or nothing): `None` when it is neither, or cannot
+    /// be read. A method's frame, recorded as its method entry, is named
+    /// `Class#label`; other iseq frames keep Ruby's own label (`block in
+    /// caller`, `<main>`): the method's class is in an outer environment
+    /// the unwinder does not follow.
+    pub fn frame(&mut self, memory: &dyn ProcessMemory, pointer: u64, pos: Option<u64>) -> Option<RubyFrame> {
+        let flags = flags_of(memory, pointer, consts::T_IMEMO)?;
+        match (flags >> consts::IMEMO_SHIFT) & 0xf {
+            consts::IMEMO_ISEQ => self.iseq_frame(memory, pointer, pos),
+            consts::IMEMO_MENT => {
+                // A method frame's entry (the unwinder checked that its
+                // definition runs the frame's iseq): `Class#label`.
+                let l = &self.layout;
+                let def = read_u64(memory, at(pointer, l.me_def)?)?;
+                let kind = read_u32(memory, def)? & consts::METHOD_TYPE_MASK;
+                if kind != consts::METHOD_TYPE_ISEQ {
+                    return self.cfunc_name(memory, pointer).map(|name| RubyFrame::CFunc { name });
+                }
+                let iseq = read_u64(memory, at(def, l.def_iseq)?)?;
+                let RubyFrame::Ruby { label, file, line } = self.iseq_frame(memory, iseq, pos)? else { return None };
+                let label = match self.owner_name(memory, pointer) {
+                    Some(class) => format!("{class}#{label}"),
+                    None => label,
+                };
+                Some(RubyFrame::Ruby { label, file, line })
+            }
+            _ => None,
+        }
+    }
+
+    /// The iseq at `iseq` (type checked), its label, file and the line
+    /// of instruction `pos` (`None`: its first line).
+    fn iseq_frame(&mut self, memory: &dyn ProcessMemory, iseq: u64, pos: Option<u64>) -> Option<RubyFrame> {
+        let (label, file, body) = self.iseq_names(memory, iseq)?;
+        let l = &self.layout;
+        let pc = pos.and_then(|pos| {
+            let encoded = read_u64(memory, at(body, l.body_iseq_encoded)?)?;
+            encoded.checked_add(pos.checked_mul(8)?)
+        });
+        let line = pc.and_then(|pc| line_at(memory, l, body, pc)).or_else(|| first_line(memory, l, body)).unwrap_or(0);
+        Some(RubyFrame::Ruby { label, file, line })
+    }
+
     /// `(label, file, body)` of the iseq at `iseq`, cached.
     fn iseq_names(&mut self, memory: &dyn ProcessMemory, iseq: u64) -> Option<(String, String, u64)> {
-        if let Some(hit) = self.iseqs.get(&iseq) {
-            return Some(hit.clone());
-        }
         let l = &self.layout;
         let flags = flags_of(memory, iseq, consts::T_IMEMO)?;
         if (flags >> consts::IMEMO_SHIFT) & 0xf != consts::IMEMO_ISEQ {
             return None;
         }
         let body = read_u64(memory, at(iseq, l.iseq_body)?)?;
+        // A slot freed and reused by another iseq has another body: the
+        // cached names are then not its.
+        if let Some(hit) = self.iseqs.get(&iseq).filter(|hit| hit.2 == body) {
+            return Some(hit.clone());
+        }
         let label = read_rstring(memory, l, read_u64(memory, at(body, l.body_label)?)?)?;
         let file = read_pathobj(memory, l, read_u64(memory, at(body, l.body_pathobj)?)?)?;
         let entry = (label, file, body);
@@ -459,5 +508,48 @@ mod tests {
         assert_eq!(find_global_symbols(&m, s.layout(), 0x2f000, 0x1000), None, "zeros");
         assert_eq!(find_global_symbols(&m, s.layout(), SYMBOLS, 32), Some(SYMBOLS));
         assert_eq!(find_global_symbols(&m, s.layout(), SYMBOLS, MAX_SCAN + 1), None, "too large to scan");
+    }
+
+    #[test]
+    fn recorded_frames_are_named_by_their_type() {
+        let mut m = process(0, 64);
+        let mut s = symbolizer();
+        let main = RubyFrame::Ruby { label: "<main>".into(), file: "main.rb".into(), line: 42 };
+        // An iseq, with its instruction index or without (the first
+        // line: one line entry here either way).
+        assert_eq!(s.frame(&m, 0x40000, Some(2)), Some(main.clone()));
+        // A C function's method entry (definition type CFUNC).
+        m.words(0x60000, &[1, 0, 0]);
+        m.regions.retain(|(start, _)| *start != 0x20000);
+        m.words(0x20000, &[consts::T_IMEMO | (consts::IMEMO_MENT << 12), 0, 0x60000, 100 << 4, 0]);
+        assert_eq!(s.frame(&m, 0x20000, None), Some(RubyFrame::CFunc { name: "sleep".into() }));
+        // A method's entry whose definition runs the iseq (no class
+        // here: the bare label).
+        m.words(0x61000, &[consts::METHOD_TYPE_ISEQ as u64, 0x40000, 0]);
+        m.words(0x21000, &[consts::T_IMEMO | (consts::IMEMO_MENT << 12), 0, 0x61000, 100 << 4, 0]);
+        assert_eq!(s.frame(&m, 0x21000, Some(2)), Some(main.clone()));
+        // Whose definition points at something that is not an iseq.
+        m.words(0x62000, &[consts::METHOD_TYPE_ISEQ as u64, 0x20000, 0]);
+        m.words(0x22000, &[consts::T_IMEMO | (consts::IMEMO_MENT << 12), 0, 0x62000, 100 << 4, 0]);
+        assert_eq!(s.frame(&m, 0x22000, Some(2)), None);
+        // Not an iseq or a method entry, or nothing: unknown.
+        m.words(0x23000, &[consts::T_STRING, 0, 0]);
+        assert_eq!(s.frame(&m, 0x23000, None), None);
+        assert_eq!(s.frame(&m, 0x9_0000, None), None);
+        // The slot freed and reused by another iseq (another body): not
+        // the cached names.
+        let region = m.regions.iter_mut().find(|(start, _)| *start == 0x40000).unwrap();
+        region.1[16..24].copy_from_slice(&0x45000u64.to_le_bytes());
+        let mut body = vec![0u64; 20];
+        body[0] = 10 << 32;
+        body[1] = 0x50000;
+        body[8] = 0x42000;
+        body[10] = 0x46000;
+        body[15] = 0x44000;
+        body[17] = 1;
+        m.words(0x45000, &body);
+        heap_string(&mut m, 0x46000, "other");
+        let other = RubyFrame::Ruby { label: "other".into(), file: "main.rb".into(), line: 42 };
+        assert_eq!(s.frame(&m, 0x40000, Some(2)), Some(other));
     }
 }

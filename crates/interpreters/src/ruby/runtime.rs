@@ -1,0 +1,233 @@
+//! CRuby as a [`Runtime`]: detection ([`detect`]), its `ruby_files`
+//! entry and `rb_vm_exec` range for the BPF unwinder
+//! (`ebpf/ruby_unwinder.bpf.h`), and its frames named by a
+//! [`RubySymbolizer`] per process.
+
+use super::{detect, find_global_symbols, Detection, RubyBuild, RubyFrame, RubySymbolizer, RubyTls};
+use crate::memory::ProcessMemory;
+use crate::runtime::{FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
+use profiler_bpf::{
+    InterpreterFileValue, InterpreterUnwinder, RubyFileValue, RubyTlsModel, UserFrame, RUBY_CFP_READ_MAX,
+};
+use profiler_elf::ElfFile;
+use profiler_trace::{FrameKind, SourceLine, RUBY_FRAME_POS_MAX, RUBY_FRAME_POS_SHIFT};
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Most processes a namer keeps a symbolizer for (each bounds its own
+/// caches); all are dropped when full.
+const MAX_PROCESSES: usize = 256;
+/// How long a process whose symbol table was not found (Ruby is
+/// starting) waits before it is looked for again.
+const SYMBOLS_RETRY: Duration = Duration::from_secs(2);
+
+/// CRuby 3.0-3.4 (3.1 tested).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CRuby;
+
+/// A CRuby build the BPF unwinder can walk.
+#[derive(Debug)]
+pub struct RubyFile {
+    /// What [`detect`] found.
+    pub build: RubyBuild,
+    ranges: Vec<(u64, u64)>,
+    value: RubyFileValue,
+}
+
+/// A Ruby frame word's pointer and `pos` (`None`: unknown).
+pub fn decode_word(word: u64) -> Option<(u64, Option<u64>)> {
+    let UserFrame::Runtime { slot, bits } = UserFrame::decode(word) else { return None };
+    if slot != InterpreterUnwinder::Ruby as u8 {
+        return None;
+    }
+    let pointer = (bits & ((1 << RUBY_FRAME_POS_SHIFT) - 1)) << 3;
+    let pos = (bits >> RUBY_FRAME_POS_SHIFT) & RUBY_FRAME_POS_MAX;
+    Some((pointer, (pos != RUBY_FRAME_POS_MAX).then_some(pos)))
+}
+
+impl Runtime for CRuby {
+    fn name(&self) -> &'static str {
+        "CRuby"
+    }
+
+    fn frame_kind(&self) -> FrameKind {
+        FrameKind::Ruby
+    }
+
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::Ruby
+    }
+
+    fn owns_frame(&self, word: u64) -> bool {
+        decode_word(word).is_some()
+    }
+
+    fn frame_address(&self, word: u64) -> u64 {
+        decode_word(word).and_then(|(_, pos)| pos).unwrap_or(0)
+    }
+
+    fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
+        match detect(elf, path) {
+            Detection::NotRuby => FileDetection::NotFound,
+            Detection::Unsupported(reason) => FileDetection::Unsupported { version: None, reason },
+            Detection::Ruby(build) => match RubyFile::new(*build) {
+                Ok(file) => FileDetection::Found(Arc::new(file)),
+                Err((version, reason)) => FileDetection::Unsupported { version: Some(version), reason },
+            },
+        }
+    }
+
+    fn namer(&self) -> Box<dyn FrameNamer> {
+        Box::new(RubyNamer { processes: HashMap::new(), stats: NamerStats::default() })
+    }
+}
+
+impl RubyFile {
+    /// The build, with what its unwinder needs; or (its version, why it
+    /// cannot be unwound).
+    fn new(build: RubyBuild) -> Result<RubyFile, (String, String)> {
+        let version = build.version.to_string();
+        let Some(range) = build.exec_range else {
+            return Err((version, "no rb_vm_exec symbol".into()));
+        };
+        let Some(tls) = build.tls else {
+            return Err((version, "no dynamic relocation of the thread-local ruby_current_ec".into()));
+        };
+        let l = &build.layout;
+        if l.cfp_size > RUBY_CFP_READ_MAX || [l.cfp_pc, l.cfp_iseq, l.cfp_ep].iter().any(|&o| o + 8 > l.cfp_size) {
+            return Err((version, format!("control frames of {} bytes", l.cfp_size)));
+        }
+        let (tls_model, tls_vaddr, tls_offset) = match tls {
+            RubyTls::Dynamic { module_slot, offset } => (RubyTlsModel::Dynamic, module_slot, offset),
+            RubyTls::InitialExec { offset_slot } => (RubyTlsModel::InitialExec, offset_slot, 0),
+        };
+        let value = RubyFileValue {
+            tls_vaddr,
+            tls_offset,
+            tls_model,
+            ec_vm_stack: l.ec_vm_stack,
+            ec_vm_stack_size: l.ec_vm_stack_size,
+            ec_cfp: l.ec_cfp,
+            cfp_size: l.cfp_size,
+            cfp_pc: l.cfp_pc,
+            cfp_iseq: l.cfp_iseq,
+            cfp_ep: l.cfp_ep,
+            iseq_body: l.iseq_body,
+            body_iseq_encoded: l.body_iseq_encoded,
+            me_def: l.me_def,
+            def_iseq: l.def_iseq,
+        };
+        Ok(RubyFile { build, ranges: vec![range], value })
+    }
+}
+
+impl InterpreterFile for RubyFile {
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::Ruby
+    }
+
+    fn loop_ranges(&self) -> &[(u64, u64)] {
+        &self.ranges
+    }
+
+    fn file_value(&self) -> Option<InterpreterFileValue> {
+        Some(InterpreterFileValue::Ruby(self.value))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// One process's naming state.
+struct ProcessNames {
+    symbolizer: RubySymbolizer,
+    /// `ruby_global_symbols` was found (C functions can be named).
+    has_symbols: bool,
+    looked_at: Instant,
+}
+
+/// Names Ruby frames: `label` with the file and line at the pc, or a C
+/// function's `Class#name`.
+struct RubyNamer {
+    /// By (pid, bias of the Ruby file).
+    processes: HashMap<(u32, u64), ProcessNames>,
+    stats: NamerStats,
+}
+
+impl RubyNamer {
+    fn process(&mut self, memory: &dyn ProcessMemory, pid: u32, file: &RubyFile, bias: u64) -> &mut ProcessNames {
+        let key = (pid, bias);
+        let stale = self.processes.get(&key).is_some_and(|p| !p.has_symbols && p.looked_at.elapsed() >= SYMBOLS_RETRY);
+        if stale || !self.processes.contains_key(&key) {
+            if self.processes.len() >= MAX_PROCESSES {
+                self.processes.clear();
+            }
+            let build = &file.build;
+            let symbols = match (build.global_symbols_vaddr, build.data_segment) {
+                (Some(vaddr), _) => vaddr.checked_add(bias),
+                (None, Some((start, len))) => {
+                    start.checked_add(bias).and_then(|s| find_global_symbols(memory, &build.layout, s, len))
+                }
+                (None, None) => None,
+            };
+            let names = ProcessNames {
+                symbolizer: RubySymbolizer::new(build.layout.clone(), symbols),
+                has_symbols: symbols.is_some(),
+                looked_at: Instant::now(),
+            };
+            self.processes.insert(key, names);
+        }
+        self.processes.get_mut(&key).expect("inserted above")
+    }
+}
+
+impl FrameNamer for RubyNamer {
+    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
+        let (pointer, pos) = decode_word(word)?;
+        let file = mapped.file.as_any().downcast_ref::<RubyFile>()?;
+        self.stats.reads += 1;
+        let frame = if pointer == 0 {
+            None
+        } else {
+            self.process(memory, pid, file, mapped.bias).symbolizer.frame(memory, pointer, pos)
+        };
+        let Some(frame) = frame else {
+            self.stats.unknown += 1;
+            return None;
+        };
+        self.stats.frames += 1;
+        Some(match frame {
+            RubyFrame::Ruby { label, file, line } => {
+                SourceLine { function: label.into(), file: Some(file.into()), line }
+            }
+            RubyFrame::CFunc { name } => SourceLine { function: name.into(), file: None, line: 0 },
+        })
+    }
+
+    fn stats(&self) -> NamerStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_decode_to_pointer_and_position() {
+        let word = |pointer: u64, pos: u64| {
+            UserFrame::runtime_word(InterpreterUnwinder::Ruby as u8, (pos << RUBY_FRAME_POS_SHIFT) | (pointer >> 3))
+        };
+        assert_eq!(decode_word(word(0x7f00_1234_5678, 17)), Some((0x7f00_1234_5678, Some(17))));
+        assert_eq!(decode_word(word(0x5555_0000_1000, RUBY_FRAME_POS_MAX)), Some((0x5555_0000_1000, None)));
+        // Another runtime's words, CPython's, native pcs.
+        assert_eq!(decode_word(UserFrame::runtime_word(3, 0x1000)), None);
+        assert_eq!(decode_word(UserFrame::python_word(0x7f00_0000_1000, 4)), None);
+        assert_eq!(decode_word(0x7f00_0000_1000), None);
+        assert!(CRuby.owns_frame(word(0x1000, 1)));
+        assert_eq!(CRuby.frame_address(word(0x1000, 9)), 9);
+    }
+}
