@@ -33,7 +33,7 @@
  * (clamped to PYTHON_FRAME_OFFSET_MAX). See python_unwinder.bpf.h. */
 #define FRAME_INTERPRETED (1ULL << 62)
 #define PYTHON_FRAME_OFFSET_SHIFT 44
-#define PYTHON_FRAME_OFFSET_MAX ((1ULL << 17) - 1)
+#define PYTHON_FRAME_OFFSET_MAX ((1ULL << 16) - 1)
 /* With FRAME_INTERPRETED: a HotSpot frame, not a CPython one (bit 61
  * lies above PYTHON_FRAME_OFFSET_MAX's bits). A HotSpot frame word is
  * FRAME_INTERPRETED | FRAME_HOTSPOT | [FRAME_HOTSPOT_COMPILED] |
@@ -47,6 +47,21 @@
 #define HOTSPOT_FRAME_OFFSET_MAX 0xffffULL
 #define HOTSPOT_NO_BCI 0xffffULL
 #define PYTHON_FRAME_CODE_MASK ((1ULL << PYTHON_FRAME_OFFSET_SHIFT) - 1)
+/* With FRAME_INTERPRETED (FRAME_HOTSPOT clear): a frame of one of the
+ * runtimes after CPython and HotSpot (bit 60 lies above
+ * PYTHON_FRAME_OFFSET_MAX's bits). Bits 57-59 name the runtime by its
+ * unwinder slot (enum unwinder_program), bits 0-56 are the runtime's own. */
+#define FRAME_RUNTIME (1ULL << 60)
+#define FRAME_RUNTIME_SHIFT 57
+#define FRAME_RUNTIME_MASK 7ULL
+/* A V8 word's own bits: [V8_FRAME_COMPILED] | offset << V8_FRAME_OFFSET_SHIFT
+ * | function >> 3: the JSFunction of a JavaScript frame (untagged) and,
+ * for an interpreted frame, its bytecode offset, for a compiled one the
+ * pc's offset from its code's instruction start (V8_FRAME_OFFSET_MAX:
+ * unknown). See v8_unwinder.bpf.h. */
+#define V8_FRAME_COMPILED (1ULL << 56)
+#define V8_FRAME_OFFSET_SHIFT 44
+#define V8_FRAME_OFFSET_MAX 0xfffULL
 
 /* Why the user stack of a sample ends where it ends (sample_event's
  * unwind_stop, and the COUNTER_UNWIND_STOP_BASE + reason counters).
@@ -209,6 +224,7 @@ enum unwinder_program {
 	UNWINDER_NATIVE = 0,
 	UNWINDER_PYTHON = 1,
 	UNWINDER_HOTSPOT = 2,
+	UNWINDER_V8 = 3,
 	/* Reserved for the unwinders being built (one slot each, so that
 	 * they land independently): V8 3, CRuby 4, PHP 5, Perl 6. */
 	UNWINDER_COUNT = 7,
@@ -391,6 +407,21 @@ enum counter_id {
 	COUNTER_OFF_CPU_ENDS_LOST = 59,
 	/* 64-127: one block of 8 per interpreter unwinder, in slot order:
 	 * V8 64-71, CRuby 72-79, PHP 80-87, Perl 88-95. */
+	/* V8 (v8_unwinder.bpf.h): JavaScript frames recorded */
+	COUNTER_V8_FRAMES = 64,
+	/* V8: tail calls into its unwinder (hand-overs included) */
+	COUNTER_V8_TAIL_CALLS = 65,
+	/* V8: a pc in V8's code of a process without its v8_processes entry */
+	COUNTER_V8_NO_PROCESS = 66,
+	/* V8: a frame could not be read */
+	COUNTER_V8_READ_ERRORS = 67,
+	/* V8: a frame that is neither marked nor JavaScript, or whose
+	 * caller's frame pointer is not above it */
+	COUNTER_V8_BAD_FRAMES = 68,
+	/* V8: marker frames passed (exit, stub, internal...: not recorded) */
+	COUNTER_V8_MARKER_FRAMES = 69,
+	/* V8: entry frames: back to the C++ that called JavaScript */
+	COUNTER_V8_ENTRY_FRAMES = 70,
 	COUNTER_MAX = 128,
 };
 _Static_assert(COUNTER_UNWIND_STOP_BASE + UNWIND_STOP_COUNT <= COUNTER_OFF_CPU_SWITCHES, "counters fit");
@@ -520,5 +551,29 @@ struct hotspot_process {
 	__s32 interp_sender_sp_slot;     /* the caller's sp at fp + 8 * slot */
 	__u32 reserved;
 };
+
+/* What the V8 unwinder needs of one Node (V8) process (v8_processes[tgid],
+ * set by user space from the v8dbg_* metadata of the node binary:
+ * crates/interpreters/src/v8). Offsets are in bytes from fp or from an
+ * untagged object. */
+struct v8_process {
+	__s32 fp_marker;          /* the context or frame marker slot (-8) */
+	__s32 fp_function;        /* the JSFunction slot (-16) */
+	__s32 fp_bytecode_array;  /* the BytecodeArray slot (-32) */
+	__s32 fp_bytecode_offset; /* the bytecode offset slot (-40, a Smi) */
+	__u32 marker_entry;       /* StackFrame::ENTRY */
+	__u32 marker_construct_entry; /* StackFrame::CONSTRUCT_ENTRY */
+	__u32 smi_shift;          /* a Smi's value is word >> smi_shift (32) */
+	__u32 bytecode_offset_bias; /* the Smi - this = the bytecode index */
+	__u32 heap_object_map;    /* HeapObject::map */
+	__u32 map_instance_type;  /* Map::instance_type (u16) */
+	__u32 js_function_code;   /* JSFunction::code */
+	__u32 code_instruction_start; /* Code::instruction_start */
+	__u16 type_bytecode_array; /* BYTECODE_ARRAY_TYPE */
+	__u16 reserved[3];
+};
+/* Words of a frame read at once: fp - 8 * V8_LOWEST_SLOT .. fp + 8. */
+#define V8_FRAME_SLOTS 8
+#define V8_LOWEST_SLOT (-6)
 
 #endif

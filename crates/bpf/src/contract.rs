@@ -34,7 +34,8 @@ pod!(
     python_file,
     off_cpu_end,
     hotspot_heap,
-    hotspot_process
+    hotspot_process,
+    v8_process
 );
 
 /// The bytes of `value`, as a map update takes them.

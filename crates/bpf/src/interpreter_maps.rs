@@ -10,7 +10,7 @@
 //! [`InterpreterMaps::remove_process`]). The per-thread caches are
 //! written by the BPF side only and emptied by it as threads exit.
 
-use crate::types::{HotspotProcessValue, PythonFileValue};
+use crate::types::{HotspotProcessValue, PythonFileValue, V8ProcessValue};
 use crate::BpfError;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use std::collections::HashMap;
@@ -34,10 +34,15 @@ impl InterpreterFileValue {
 
 /// The value of an interpreter's per-process map: what its unwinder
 /// needs of one process. One variant per unwinder that has one.
+// (HotSpot's value is the large one; values are made once per process
+// mapping change.)
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InterpreterProcessValue {
     /// `hotspot_processes`.
     Hotspot(HotspotProcessValue),
+    /// `v8_processes`.
+    V8(V8ProcessValue),
 }
 
 impl InterpreterProcessValue {
@@ -45,6 +50,7 @@ impl InterpreterProcessValue {
     fn encode(&self) -> (&'static str, Vec<u8>) {
         match self {
             InterpreterProcessValue::Hotspot(v) => ("hotspot_processes", v.to_bytes()),
+            InterpreterProcessValue::V8(v) => ("v8_processes", v.to_bytes()),
         }
     }
 }
@@ -71,11 +77,12 @@ impl InterpreterMaps {
         python_files: MapHandle,
         python_thread_states: MapHandle,
         hotspot_processes: MapHandle,
+        v8_processes: MapHandle,
     ) -> InterpreterMaps {
         InterpreterMaps {
             file_maps: vec![("python_files", python_files)],
             thread_maps: vec![python_thread_states],
-            process_maps: vec![("hotspot_processes", hotspot_processes)],
+            process_maps: vec![("hotspot_processes", hotspot_processes), ("v8_processes", v8_processes)],
             loaded: HashMap::new(),
             processes: HashMap::new(),
         }

@@ -57,7 +57,7 @@ pub use sampler::{Counters, Sampler, SamplerOptions};
 pub use sampling_switch::SamplingSwitch;
 pub use types::{
     HotspotHeapValue, HotspotProcessValue, InterpreterUnwinder, ProcessEvent, ProcessEventKind, PythonFileValue,
-    PythonFrameModel, PythonLasti, UnwindStop, UserFrame, FRAME_EXACT_PC, FRAME_INTERPRETED, HOTSPOT_MAX_HEAPS,
-    PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET,
+    PythonFrameModel, PythonLasti, UnwindStop, UserFrame, V8ProcessValue, FRAME_EXACT_PC, FRAME_INTERPRETED,
+    HOTSPOT_MAX_HEAPS, PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET,
 };
 pub use unwind_maps::{aligned_blocks, EncodedDeltas, MappingRange, MappingTarget, UnwindMaps, UnwindMapsStats};

@@ -50,6 +50,7 @@ pub fn runtimes() -> Vec<Box<dyn Runtime>> {
     vec![
         Box::new(python::CPython),
         Box::new(hotspot::Hotspot),
+        Box::new(v8::V8),
         // V8, CRuby, PHP and Perl (src/v8/, src/ruby/, src/php/,
         // src/perl/) come here once their unwinders are wired.
     ]

@@ -1,0 +1,269 @@
+//! V8 unwinding on the real eBPF programs: Node's JavaScript frames in
+//! place of V8's code (the embedded builtins in `node`'s .text, JIT code
+//! in anonymous memory), native frames around them down to the thread's
+//! root, on the Node on this machine (`/usr/bin/node`, required under
+//! CI=true).
+//!
+//! The workload (`workloads/node/cpu_chain.js`) spins in top level ->
+//! main -> a -> b -> c on the main thread. Each test asserts, in at least
+//! 95% of the samples whose innermost JavaScript frame is `c`, the whole
+//! stack: native frames of `node` and libc from the root, Node's loader
+//! frames (from `node:internal/main/run_main_module` to `Module._compile`),
+//! the workload's top level, then exactly main, a, b, c (named, from the
+//! workload's script), and only native or kernel code inside c.
+
+use profiler_agent::{AgentConfig, Stats};
+use profiler_tests::{in_ci, profile_with, serial, FrameDesc, Workload};
+use profiler_trace::{FrameKind, Trace};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const HZ: u32 = 99;
+const SECONDS: u64 = 4;
+const REQUIRED: f64 = 0.95;
+const MIN_SAMPLES: usize = 30;
+const NODE: &str = "/usr/bin/node";
+const SCRIPT: &str = "cpu_chain.js";
+
+/// One step of an expected stack, root first.
+#[derive(Clone, Copy, Debug)]
+enum P {
+    /// One JavaScript frame of this function (the workload's own, and
+    /// the top level `<anonymous>` when `ours`, from [`SCRIPT`]).
+    Js(&'static str, bool),
+    /// One or more native frames, each in a file of this pattern (`a|b`).
+    Native(&'static str),
+    /// Zero or more native or kernel frames of any file.
+    AnyNative,
+}
+
+/// Node 20's frames from its C++ entry to the workload's top level.
+const LOADER: [P; 6] = [
+    P::Js("<anonymous>", false), // node:internal/main/run_main_module
+    P::Js("executeUserEntryPoint", false),
+    P::Js("Module._load", false),
+    P::Js("Module.load", false),
+    P::Js("Module._extensions..js", false),
+    P::Js("Module._compile", false),
+];
+
+fn chain() -> Vec<P> {
+    let mut p = vec![P::Native("node|libc.so.6")];
+    p.extend(LOADER);
+    p.extend([
+        P::Js("<anonymous>", true),
+        P::Js("main", true),
+        P::Js("a", true),
+        P::Js("b", true),
+        P::Js("c", true),
+        P::AnyNative,
+    ]);
+    p
+}
+
+/// One frame of a trace, root first, with a compiled frame's inlined
+/// functions as frames of their own (outermost first).
+#[derive(Clone, Debug)]
+struct Expanded {
+    desc: FrameDesc,
+    script: Option<String>,
+    inlined: bool,
+}
+
+fn expand(trace: &Trace) -> Vec<Expanded> {
+    let mut out = Vec::new();
+    for f in trace.frames.iter().rev().filter(|f| f.kind != FrameKind::Kernel) {
+        if f.kind == FrameKind::V8Js {
+            for line in f.lines.iter().rev() {
+                out.push(Expanded {
+                    desc: FrameDesc { kind: FrameKind::V8Js, name: Some(line.function.to_string()), file: None },
+                    script: line.file.as_deref().map(str::to_string),
+                    inlined: f.lines.len() > 1,
+                });
+            }
+            if f.lines.is_empty() {
+                let desc = FrameDesc { kind: FrameKind::V8Js, name: None, file: None };
+                out.push(Expanded { desc, script: None, inlined: false });
+            }
+            continue;
+        }
+        let mapping = f.mapping.as_ref().map(|m| m.file_name().to_string());
+        let desc = FrameDesc { kind: f.kind, name: f.function_name().map(str::to_string), file: mapping };
+        out.push(Expanded { desc, script: None, inlined: false });
+    }
+    out
+}
+
+fn show(frames: &[Expanded]) -> String {
+    frames
+        .iter()
+        .map(|f| match f.desc.kind {
+            FrameKind::V8Js => format!("js:{}", f.desc.name.as_deref().unwrap_or("?")),
+            _ => f.desc.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+fn ours(script: Option<&str>) -> bool {
+    script.is_some_and(|s| Path::new(s).file_name().is_some_and(|n| n == SCRIPT))
+}
+
+/// Whether `frames` (root first) are exactly `pattern`.
+fn matches(frames: &[Expanded], pattern: &[P]) -> bool {
+    let Some((step, rest)) = pattern.split_first() else { return frames.is_empty() };
+    let native = |f: &Expanded| f.desc.kind != FrameKind::V8Js;
+    match step {
+        P::Js(name, mine) => frames.first().is_some_and(|f| {
+            f.desc.kind == FrameKind::V8Js
+                && f.desc.name.as_deref() == Some(name)
+                && ours(f.script.as_deref()) == *mine
+                && matches(&frames[1..], rest)
+        }),
+        P::Native(pattern) => {
+            let run = frames
+                .iter()
+                .take_while(|f| {
+                    native(f) && f.desc.file.as_deref().is_some_and(|file| pattern.split('|').any(|p| p == file))
+                })
+                .count();
+            (1..=run).any(|n| matches(&frames[n..], rest))
+        }
+        P::AnyNative => {
+            let run = frames.iter().take_while(|f| native(f)).count();
+            (0..=run).any(|n| matches(&frames[n..], rest))
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Completeness {
+    example: Option<String>,
+    at_leaf: usize,
+    complete: usize,
+    elsewhere: usize,
+    inlined: usize,
+    failures: Vec<String>,
+}
+
+impl Completeness {
+    fn fail(&mut self, frames: &[Expanded]) {
+        self.at_leaf += 1;
+        if self.failures.len() < 6 {
+            self.failures.push(show(frames));
+        }
+    }
+
+    fn ratio(&self) -> f64 {
+        if self.at_leaf == 0 {
+            0.0
+        } else {
+            self.complete as f64 / self.at_leaf as f64
+        }
+    }
+}
+
+fn check(traces: &[Trace], pid: u32) -> Completeness {
+    let pattern = chain();
+    let mut c = Completeness::default();
+    // Node's main thread: tid == pid.
+    for t in traces.iter().filter(|t| t.process.pid.0 == pid && t.tid.0 == pid) {
+        let frames = expand(t);
+        let Some(innermost) = frames.iter().rev().find(|f| f.desc.kind == FrameKind::V8Js) else {
+            // Node's main thread runs JavaScript all the time here.
+            c.fail(&frames);
+            continue;
+        };
+        match innermost.desc.name.as_deref() {
+            Some("c") => {}
+            Some(_) => {
+                c.elsewhere += 1;
+                continue;
+            }
+            None => {
+                c.fail(&frames);
+                continue;
+            }
+        }
+        if frames.iter().any(|f| f.inlined) {
+            c.inlined += 1;
+        }
+        if matches(&frames, &pattern) {
+            c.at_leaf += 1;
+            c.complete += 1;
+            c.example.get_or_insert_with(|| show(&frames));
+        } else {
+            c.fail(&frames);
+        }
+    }
+    c
+}
+
+fn report(what: &str, c: &Completeness, stats: &Stats) {
+    eprintln!(
+        "completeness {what}: {}/{} = {:.1}% ({} samples elsewhere, {} with inlined frames)",
+        c.complete,
+        c.at_leaf,
+        100.0 * c.ratio(),
+        c.elsewhere,
+        c.inlined
+    );
+    eprintln!("  e.g. {}", c.example.as_deref().unwrap_or("-"));
+    let v8 = stats.runtimes.0.iter().find(|(r, _)| *r == "v8").map(|(_, c)| c.clone());
+    eprintln!("  v8 counters: {v8:?}");
+    let counter = |name| stats.runtimes.get("v8", name);
+    assert!(counter("frames") > 0 && counter("tail_calls") > 0, "{what}: no JavaScript frame recorded: {stats:#?}");
+    assert!(counter("frames_named") >= counter("frames_unknown"), "{what}: mostly unnamed: {stats:#?}");
+    assert_eq!(counter("unsupported") + counter("attach_failures"), 0, "{what}: {stats:#?}");
+    assert!(c.at_leaf >= MIN_SAMPLES, "{what}: only {} samples at the leaf; {stats:#?}", c.at_leaf);
+    assert!(
+        c.ratio() >= REQUIRED,
+        "{what}: {} of {} samples at the leaf carry the whole chain ({:.1}%); some that do not (root \
+         first):\n{}\n{stats:#?}",
+        c.complete,
+        c.at_leaf,
+        100.0 * c.ratio(),
+        c.failures.join("\n")
+    );
+}
+
+/// Node, or `None` (a failure under CI=true).
+fn node() -> Option<PathBuf> {
+    let node = PathBuf::from(NODE);
+    if !node.exists() {
+        assert!(!in_ci(), "{NODE} is required under CI=true");
+        eprintln!("SKIPPED: {NODE} is not installed");
+        return None;
+    }
+    Some(node)
+}
+
+/// Profiles the workload run with `flags`, after `warm_up`.
+fn chain_test(mode: &str, flags: &[&str], warm_up: Duration) -> Option<Completeness> {
+    let node = node()?;
+    let _serial = serial();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(SCRIPT);
+    let out_path = std::env::temp_dir().join(format!("ep-v8-{mode}-{}", std::process::id()));
+    let out = std::fs::File::create(&out_path).unwrap();
+    let w = Workload::spawn(Command::new(node).args(flags).arg(&script).stdout(out).stderr(Stdio::inherit()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&out_path).unwrap_or_default().contains("ready") {
+        assert!(Instant::now() < deadline, "node did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_file(&out_path);
+    std::thread::sleep(warm_up);
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+    let (traces, stats) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS)))?;
+    let c = check(&traces, w.pid());
+    report(&format!("node {mode} chain"), &c, &stats);
+    Some(c)
+}
+
+/// `--jitless`: every frame interpreted (Ignition), the leaf's pc in the
+/// bytecode handlers of the embedded builtins.
+#[test]
+fn interpreted_chain() {
+    chain_test("interpreted", &["--jitless"], Duration::from_millis(300));
+}
