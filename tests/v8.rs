@@ -48,17 +48,18 @@ const LOADER: [P; 6] = [
     P::Js("Module._compile", false),
 ];
 
-fn chain() -> Vec<P> {
+/// The expected stack: from the top level (the loader's frames), or
+/// from the event loop (`immediate`: setImmediate's callbacks, called by
+/// C++ through `processImmediate`).
+fn chain(immediate: bool) -> Vec<P> {
     let mut p = vec![P::Native("node|libc.so.6")];
-    p.extend(LOADER);
-    p.extend([
-        P::Js("<anonymous>", true),
-        P::Js("main", true),
-        P::Js("a", true),
-        P::Js("b", true),
-        P::Js("c", true),
-        P::AnyNative,
-    ]);
+    if immediate {
+        p.push(P::Js("processImmediate", false));
+    } else {
+        p.extend(LOADER);
+        p.push(P::Js("<anonymous>", true));
+    }
+    p.extend([P::Js("main", true), P::Js("a", true), P::Js("b", true), P::Js("c", true), P::AnyNative]);
     p
 }
 
@@ -68,6 +69,7 @@ fn chain() -> Vec<P> {
 struct Expanded {
     desc: FrameDesc,
     script: Option<String>,
+    line: u32,
     inlined: bool,
 }
 
@@ -79,18 +81,19 @@ fn expand(trace: &Trace) -> Vec<Expanded> {
                 out.push(Expanded {
                     desc: FrameDesc { kind: FrameKind::V8Js, name: Some(line.function.to_string()), file: None },
                     script: line.file.as_deref().map(str::to_string),
+                    line: line.line,
                     inlined: f.lines.len() > 1,
                 });
             }
             if f.lines.is_empty() {
                 let desc = FrameDesc { kind: FrameKind::V8Js, name: None, file: None };
-                out.push(Expanded { desc, script: None, inlined: false });
+                out.push(Expanded { desc, script: None, line: 0, inlined: false });
             }
             continue;
         }
         let mapping = f.mapping.as_ref().map(|m| m.file_name().to_string());
         let desc = FrameDesc { kind: f.kind, name: f.function_name().map(str::to_string), file: mapping };
-        out.push(Expanded { desc, script: None, inlined: false });
+        out.push(Expanded { desc, script: None, line: 0, inlined: false });
     }
     out
 }
@@ -99,7 +102,7 @@ fn show(frames: &[Expanded]) -> String {
     frames
         .iter()
         .map(|f| match f.desc.kind {
-            FrameKind::V8Js => format!("js:{}", f.desc.name.as_deref().unwrap_or("?")),
+            FrameKind::V8Js => format!("js:{}:{}", f.desc.name.as_deref().unwrap_or("?"), f.line),
             _ => f.desc.to_string(),
         })
         .collect::<Vec<_>>()
@@ -143,6 +146,9 @@ struct Completeness {
     at_leaf: usize,
     complete: usize,
     elsewhere: usize,
+    other: Option<String>,
+    /// Samples without JavaScript (the event loop between callbacks).
+    no_js: usize,
     inlined: usize,
     failures: Vec<String>,
 }
@@ -164,20 +170,46 @@ impl Completeness {
     }
 }
 
-fn check(traces: &[Trace], pid: u32) -> Completeness {
-    let pattern = chain();
+/// The workload's line holding `text` (1-based).
+fn line_of(text: &str) -> u32 {
+    let source = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(SCRIPT));
+    let source = source.expect("the workload");
+    let index = source.lines().position(|l| l.contains(text)).unwrap_or_else(|| panic!("no {text:?} in {SCRIPT}"));
+    index as u32 + 1
+}
+
+/// Whether the workload's frames have their lines: the call of each
+/// caller, a line of c's body for c.
+fn lines_ok(frames: &[Expanded]) -> bool {
+    let calls = [("main", line_of("sum += a(")), ("a", line_of("return b(n)")), ("b", line_of("return c(n)"))];
+    let c_body = line_of("function c(")..line_of("function b(");
+    frames.iter().filter(|f| ours(f.script.as_deref())).all(|f| match f.desc.name.as_deref() {
+        Some("c") => c_body.contains(&f.line),
+        Some(name) => calls.iter().find(|(n, _)| *n == name).is_none_or(|&(_, line)| f.line == line),
+        None => false,
+    })
+}
+
+fn check(traces: &[Trace], pid: u32, immediate: bool, lines: bool) -> Completeness {
+    let pattern = chain(immediate);
     let mut c = Completeness::default();
     // Node's main thread: tid == pid.
     for t in traces.iter().filter(|t| t.process.pid.0 == pid && t.tid.0 == pid) {
         let frames = expand(t);
         let Some(innermost) = frames.iter().rev().find(|f| f.desc.kind == FrameKind::V8Js) else {
-            // Node's main thread runs JavaScript all the time here.
-            c.fail(&frames);
+            if immediate {
+                // Between two callbacks: the event loop, a GC task.
+                c.no_js += 1;
+            } else {
+                // Node's main thread runs JavaScript all the time here.
+                c.fail(&frames);
+            }
             continue;
         };
         match innermost.desc.name.as_deref() {
             Some("c") => {}
             Some(_) => {
+                c.other.get_or_insert_with(|| show(&frames));
                 c.elsewhere += 1;
                 continue;
             }
@@ -189,7 +221,7 @@ fn check(traces: &[Trace], pid: u32) -> Completeness {
         if frames.iter().any(|f| f.inlined) {
             c.inlined += 1;
         }
-        if matches(&frames, &pattern) {
+        if matches(&frames, &pattern) && (!lines || lines_ok(&frames)) {
             c.at_leaf += 1;
             c.complete += 1;
             c.example.get_or_insert_with(|| show(&frames));
@@ -202,20 +234,27 @@ fn check(traces: &[Trace], pid: u32) -> Completeness {
 
 fn report(what: &str, c: &Completeness, stats: &Stats) {
     eprintln!(
-        "completeness {what}: {}/{} = {:.1}% ({} samples elsewhere, {} with inlined frames)",
+        "completeness {what}: {}/{} = {:.1}% ({} samples elsewhere, {} without JavaScript, {} with inlined frames)",
         c.complete,
         c.at_leaf,
         100.0 * c.ratio(),
         c.elsewhere,
+        c.no_js,
         c.inlined
     );
+    eprintln!("  elsewhere e.g. {}", c.other.as_deref().unwrap_or("-"));
     eprintln!("  e.g. {}", c.example.as_deref().unwrap_or("-"));
+    for f in &c.failures {
+        let tail = f.len().saturating_sub(700);
+        eprintln!("  failed: ...{}", f.get(tail..).unwrap_or(f));
+    }
     let v8 = stats.runtimes.0.iter().find(|(r, _)| *r == "v8").map(|(_, c)| c.clone());
     eprintln!("  v8 counters: {v8:?}");
     let counter = |name| stats.runtimes.get("v8", name);
     assert!(counter("frames") > 0 && counter("tail_calls") > 0, "{what}: no JavaScript frame recorded: {stats:#?}");
     assert!(counter("frames_named") >= counter("frames_unknown"), "{what}: mostly unnamed: {stats:#?}");
     assert_eq!(counter("unsupported") + counter("attach_failures"), 0, "{what}: {stats:#?}");
+    assert!(c.no_js * 4 <= c.at_leaf, "{what}: {} samples without JavaScript: {c:?}", c.no_js);
     assert!(c.at_leaf >= MIN_SAMPLES, "{what}: only {} samples at the leaf; {stats:#?}", c.at_leaf);
     assert!(
         c.ratio() >= REQUIRED,
@@ -240,13 +279,16 @@ fn node() -> Option<PathBuf> {
 }
 
 /// Profiles the workload run with `flags`, after `warm_up`.
-fn chain_test(mode: &str, flags: &[&str], warm_up: Duration) -> Option<Completeness> {
+/// With `lines`, the workload's frames must have their lines too.
+fn chain_test(mode: &str, flags: &[&str], immediate: bool, lines: bool, warm_up: Duration) -> Option<Completeness> {
     let node = node()?;
     let _serial = serial();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(SCRIPT);
     let out_path = std::env::temp_dir().join(format!("ep-v8-{mode}-{}", std::process::id()));
     let out = std::fs::File::create(&out_path).unwrap();
-    let w = Workload::spawn(Command::new(node).args(flags).arg(&script).stdout(out).stderr(Stdio::inherit()));
+    let mut command = Command::new(node);
+    command.args(flags).arg(&script).args(immediate.then_some("immediate")).stdout(out).stderr(Stdio::inherit());
+    let w = Workload::spawn(&mut command);
     let deadline = Instant::now() + Duration::from_secs(60);
     while !std::fs::read_to_string(&out_path).unwrap_or_default().contains("ready") {
         assert!(Instant::now() < deadline, "node did not start");
@@ -256,7 +298,7 @@ fn chain_test(mode: &str, flags: &[&str], warm_up: Duration) -> Option<Completen
     std::thread::sleep(warm_up);
     let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
     let (traces, stats) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS)))?;
-    let c = check(&traces, w.pid());
+    let c = check(&traces, w.pid(), immediate, lines);
     report(&format!("node {mode} chain"), &c, &stats);
     Some(c)
 }
@@ -265,5 +307,21 @@ fn chain_test(mode: &str, flags: &[&str], warm_up: Duration) -> Option<Completen
 /// bytecode handlers of the embedded builtins.
 #[test]
 fn interpreted_chain() {
-    chain_test("interpreted", &["--jitless"], Duration::from_millis(300));
+    chain_test("interpreted", &["--jitless"], false, true, Duration::from_millis(300));
+}
+
+/// Sparkplug only (`--always-sparkplug --max-opt=1`): baseline frames,
+/// interpreter-shaped, their pcs in anonymous memory. Named, without
+/// lines (their bytecode offset slot is stale: docs/v8.md).
+#[test]
+fn baseline_chain() {
+    chain_test("baseline", &["--always-sparkplug", "--max-opt=1"], false, false, Duration::from_millis(500));
+}
+
+/// Node's default tiers, warm: TurboFan compiles the loop of main with a,
+/// b and c inlined (one machine frame, named innermost first).
+#[test]
+fn optimised_chain() {
+    let Some(c) = chain_test("optimised", &[], true, true, Duration::from_secs(3)) else { return };
+    assert!(c.inlined * 2 >= c.at_leaf, "the chain should come mostly from TurboFan code with inlining: {c:?}");
 }
