@@ -24,13 +24,12 @@ const SECONDS: u64 = 4;
 const REQUIRED: f64 = 0.95;
 const MIN_SAMPLES: usize = 30;
 const NODE: &str = "/usr/bin/node";
-const SCRIPT: &str = "cpu_chain.js";
 
 /// One step of an expected stack, root first.
 #[derive(Clone, Copy, Debug)]
 enum P {
     /// One JavaScript frame of this function (the workload's own, and
-    /// the top level `<anonymous>` when `ours`, from [`SCRIPT`]).
+    /// the top level `<anonymous>` when `ours`, from the workload's script).
     Js(&'static str, bool),
     /// One or more native frames, each in a file of this pattern (`a|b`).
     Native(&'static str),
@@ -48,20 +47,64 @@ const LOADER: [P; 6] = [
     P::Js("Module._compile", false),
 ];
 
-/// The expected stack: from the top level (the loader's frames), or
-/// from the event loop (`immediate`: setImmediate's callbacks, called by
-/// C++ through `processImmediate`).
-fn chain(immediate: bool) -> Vec<P> {
-    let mut p = vec![P::Native("node|libc.so.6")];
-    if immediate {
-        p.push(P::Js("processImmediate", false));
-    } else {
-        p.extend(LOADER);
-        p.push(P::Js("<anonymous>", true));
-    }
-    p.extend([P::Js("main", true), P::Js("a", true), P::Js("b", true), P::Js("c", true), P::AnyNative]);
-    p
+/// A workload and the stack expected of it.
+struct Spec {
+    /// In `workloads/node/`.
+    script: &'static str,
+    /// Run from the event loop (setImmediate's callbacks, called by C++
+    /// through `processImmediate`), else from the top level (below the
+    /// loader's frames).
+    immediate: bool,
+    /// The JavaScript frames from `main` to the leaf (then only native
+    /// code).
+    frames: &'static [P],
+    /// The leaf's name.
+    leaf: &'static str,
+    /// The line of each caller of ours: the line holding this text.
+    calls: &'static [(&'static str, &'static str)],
+    /// The leaf's lines: from the line holding the first text to the one
+    /// holding the second.
+    leaf_body: (&'static str, &'static str),
 }
+
+impl Spec {
+    /// The expected stack, root first.
+    fn pattern(&self) -> Vec<P> {
+        let mut p = vec![P::Native("node|libc.so.6")];
+        if self.immediate {
+            p.push(P::Js("processImmediate", false));
+        } else {
+            p.extend(LOADER);
+            p.push(P::Js("<anonymous>", true));
+        }
+        p.extend(self.frames);
+        p.push(P::AnyNative);
+        p
+    }
+}
+
+/// main -> a -> b -> c, c spinning.
+const fn abc(immediate: bool) -> Spec {
+    Spec {
+        script: "cpu_chain.js",
+        immediate,
+        frames: &[P::Js("main", true), P::Js("a", true), P::Js("b", true), P::Js("c", true)],
+        leaf: "c",
+        calls: &[("main", "sum += a("), ("a", "return b(n)"), ("b", "return c(n)")],
+        leaf_body: ("function c(", "function b("),
+    }
+}
+
+/// main -> sortAll -> Array.prototype.sort (a builtin: no script) ->
+/// byValue, byValue spinning.
+const SORT: Spec = Spec {
+    script: "cpu_sort.js",
+    immediate: true,
+    frames: &[P::Js("main", true), P::Js("sortAll", true), P::Js("sort", false), P::Js("byValue", true)],
+    leaf: "byValue",
+    calls: &[("main", "sortAll();"), ("sortAll", "sort(byValue)")],
+    leaf_body: ("function byValue(", "function sortAll("),
+};
 
 /// One frame of a trace, root first, with a compiled frame's inlined
 /// functions as frames of their own (outermost first).
@@ -109,20 +152,20 @@ fn show(frames: &[Expanded]) -> String {
         .join(";")
 }
 
-fn ours(script: Option<&str>) -> bool {
-    script.is_some_and(|s| Path::new(s).file_name().is_some_and(|n| n == SCRIPT))
+fn ours(script: Option<&str>, spec: &Spec) -> bool {
+    script.is_some_and(|s| Path::new(s).file_name().is_some_and(|n| n == spec.script))
 }
 
 /// Whether `frames` (root first) are exactly `pattern`.
-fn matches(frames: &[Expanded], pattern: &[P]) -> bool {
+fn matches(frames: &[Expanded], pattern: &[P], spec: &Spec) -> bool {
     let Some((step, rest)) = pattern.split_first() else { return frames.is_empty() };
     let native = |f: &Expanded| f.desc.kind != FrameKind::V8Js;
     match step {
         P::Js(name, mine) => frames.first().is_some_and(|f| {
             f.desc.kind == FrameKind::V8Js
                 && f.desc.name.as_deref() == Some(name)
-                && ours(f.script.as_deref()) == *mine
-                && matches(&frames[1..], rest)
+                && ours(f.script.as_deref(), spec) == *mine
+                && matches(&frames[1..], rest, spec)
         }),
         P::Native(pattern) => {
             let run = frames
@@ -131,11 +174,11 @@ fn matches(frames: &[Expanded], pattern: &[P]) -> bool {
                     native(f) && f.desc.file.as_deref().is_some_and(|file| pattern.split('|').any(|p| p == file))
                 })
                 .count();
-            (1..=run).any(|n| matches(&frames[n..], rest))
+            (1..=run).any(|n| matches(&frames[n..], rest, spec))
         }
         P::AnyNative => {
             let run = frames.iter().take_while(|f| native(f)).count();
-            (0..=run).any(|n| matches(&frames[n..], rest))
+            (0..=run).any(|n| matches(&frames[n..], rest, spec))
         }
     }
 }
@@ -170,34 +213,46 @@ impl Completeness {
     }
 }
 
-/// The workload's line holding `text` (1-based).
-fn line_of(text: &str) -> u32 {
-    let source = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(SCRIPT));
+/// Which frames of the workload's must have their lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lines {
+    All,
+    /// The leaf only: its callers may run in Sparkplug code (named, no
+    /// line: docs/v8.md).
+    Leaf,
+    None,
+}
+
+/// The line of `script` holding `text` (1-based).
+fn line_of(script: &str, text: &str) -> u32 {
+    let source = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(script));
     let source = source.expect("the workload");
-    let index = source.lines().position(|l| l.contains(text)).unwrap_or_else(|| panic!("no {text:?} in {SCRIPT}"));
+    let index = source.lines().position(|l| l.contains(text)).unwrap_or_else(|| panic!("no {text:?} in {script}"));
     index as u32 + 1
 }
 
 /// Whether the workload's frames have their lines: the call of each
-/// caller, a line of c's body for c.
-fn lines_ok(frames: &[Expanded]) -> bool {
-    let calls = [("main", line_of("sum += a(")), ("a", line_of("return b(n)")), ("b", line_of("return c(n)"))];
-    let c_body = line_of("function c(")..line_of("function b(");
-    frames.iter().filter(|f| ours(f.script.as_deref())).all(|f| match f.desc.name.as_deref() {
-        Some("c") => c_body.contains(&f.line),
-        Some(name) => calls.iter().find(|(n, _)| *n == name).is_none_or(|&(_, line)| f.line == line),
+/// caller, a line of its body for the leaf.
+fn lines_ok(frames: &[Expanded], spec: &Spec, lines: Lines) -> bool {
+    let body = line_of(spec.script, spec.leaf_body.0)..line_of(spec.script, spec.leaf_body.1);
+    frames.iter().filter(|f| ours(f.script.as_deref(), spec)).all(|f| match f.desc.name.as_deref() {
+        Some(name) if name == spec.leaf => body.contains(&f.line),
+        Some(_) if lines == Lines::Leaf => true,
+        Some(name) => {
+            spec.calls.iter().find(|(n, _)| *n == name).is_none_or(|&(_, text)| f.line == line_of(spec.script, text))
+        }
         None => false,
     })
 }
 
-fn check(traces: &[Trace], pid: u32, immediate: bool, lines: bool) -> Completeness {
-    let pattern = chain(immediate);
+fn check(traces: &[Trace], pid: u32, spec: &Spec, lines: Lines) -> Completeness {
+    let pattern = spec.pattern();
     let mut c = Completeness::default();
     // Node's main thread: tid == pid.
     for t in traces.iter().filter(|t| t.process.pid.0 == pid && t.tid.0 == pid) {
         let frames = expand(t);
         let Some(innermost) = frames.iter().rev().find(|f| f.desc.kind == FrameKind::V8Js) else {
-            if immediate {
+            if spec.immediate {
                 // Between two callbacks: the event loop, a GC task.
                 c.no_js += 1;
             } else {
@@ -207,7 +262,7 @@ fn check(traces: &[Trace], pid: u32, immediate: bool, lines: bool) -> Completene
             continue;
         };
         match innermost.desc.name.as_deref() {
-            Some("c") => {}
+            Some(name) if name == spec.leaf => {}
             Some(_) => {
                 c.other.get_or_insert_with(|| show(&frames));
                 c.elsewhere += 1;
@@ -221,7 +276,7 @@ fn check(traces: &[Trace], pid: u32, immediate: bool, lines: bool) -> Completene
         if frames.iter().any(|f| f.inlined) {
             c.inlined += 1;
         }
-        if matches(&frames, &pattern) && (!lines || lines_ok(&frames)) {
+        if matches(&frames, &pattern, spec) && (lines == Lines::None || lines_ok(&frames, spec, lines)) {
             c.at_leaf += 1;
             c.complete += 1;
             c.example.get_or_insert_with(|| show(&frames));
@@ -280,14 +335,14 @@ fn node() -> Option<PathBuf> {
 
 /// Profiles the workload run with `flags`, after `warm_up`.
 /// With `lines`, the workload's frames must have their lines too.
-fn chain_test(mode: &str, flags: &[&str], immediate: bool, lines: bool, warm_up: Duration) -> Option<Completeness> {
+fn chain_test(spec: &Spec, mode: &str, flags: &[&str], lines: Lines, warm_up: Duration) -> Option<Completeness> {
     let node = node()?;
     let _serial = serial();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(SCRIPT);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(spec.script);
     let out_path = std::env::temp_dir().join(format!("ep-v8-{mode}-{}", std::process::id()));
     let out = std::fs::File::create(&out_path).unwrap();
     let mut command = Command::new(node);
-    command.args(flags).arg(&script).args(immediate.then_some("immediate")).stdout(out).stderr(Stdio::inherit());
+    command.args(flags).arg(&script).args(spec.immediate.then_some("immediate")).stdout(out).stderr(Stdio::inherit());
     let w = Workload::spawn(&mut command);
     let deadline = Instant::now() + Duration::from_secs(60);
     while !std::fs::read_to_string(&out_path).unwrap_or_default().contains("ready") {
@@ -298,8 +353,8 @@ fn chain_test(mode: &str, flags: &[&str], immediate: bool, lines: bool, warm_up:
     std::thread::sleep(warm_up);
     let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
     let (traces, stats) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS)))?;
-    let c = check(&traces, w.pid(), immediate, lines);
-    report(&format!("node {mode} chain"), &c, &stats);
+    let c = check(&traces, w.pid(), spec, lines);
+    report(&format!("node {mode} {}", spec.script), &c, &stats);
     Some(c)
 }
 
@@ -307,7 +362,7 @@ fn chain_test(mode: &str, flags: &[&str], immediate: bool, lines: bool, warm_up:
 /// bytecode handlers of the embedded builtins.
 #[test]
 fn interpreted_chain() {
-    chain_test("interpreted", &["--jitless"], false, true, Duration::from_millis(300));
+    chain_test(&abc(false), "interpreted", &["--jitless"], Lines::All, Duration::from_millis(300));
 }
 
 /// Sparkplug only (`--always-sparkplug --max-opt=1`): baseline frames,
@@ -315,13 +370,33 @@ fn interpreted_chain() {
 /// lines (their bytecode offset slot is stale: docs/v8.md).
 #[test]
 fn baseline_chain() {
-    chain_test("baseline", &["--always-sparkplug", "--max-opt=1"], false, false, Duration::from_millis(500));
+    chain_test(
+        &abc(false),
+        "baseline",
+        &["--always-sparkplug", "--max-opt=1"],
+        Lines::None,
+        Duration::from_millis(500),
+    );
 }
 
 /// Node's default tiers, warm: TurboFan compiles the loop of main with a,
 /// b and c inlined (one machine frame, named innermost first).
 #[test]
 fn optimised_chain() {
-    let Some(c) = chain_test("optimised", &[], true, true, Duration::from_secs(3)) else { return };
+    let Some(c) = chain_test(&abc(true), "optimised", &[], Lines::All, Duration::from_secs(3)) else { return };
     assert!(c.inlined * 2 >= c.at_leaf, "the chain should come mostly from TurboFan code with inlining: {c:?}");
+}
+
+/// A comparator called by the `Array.prototype.sort` builtin (through
+/// stub frames), interpreted.
+#[test]
+fn comparator_under_sort_interpreted() {
+    chain_test(&SORT, "interpreted", &["--jitless"], Lines::All, Duration::from_millis(300));
+}
+
+/// The same, warm: the comparator optimised (its callers, called a few
+/// times per turn, stay in Sparkplug code: no lines).
+#[test]
+fn comparator_under_sort_optimised() {
+    chain_test(&SORT, "optimised", &[], Lines::Leaf, Duration::from_secs(3));
 }
