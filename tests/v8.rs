@@ -31,6 +31,9 @@ enum P {
     /// One JavaScript frame of this function (the workload's own, and
     /// the top level `<anonymous>` when `ours`, from the workload's script).
     Js(&'static str, bool),
+    /// Zero or more JavaScript frames not of the workload's script (a
+    /// worker's bootstrap and event loop frames).
+    AnyJs,
     /// One or more native frames, each in a file of this pattern (`a|b`).
     Native(&'static str),
     /// Zero or more native or kernel frames of any file.
@@ -55,6 +58,9 @@ struct Spec {
     /// through `processImmediate`), else from the top level (below the
     /// loader's frames).
     immediate: bool,
+    /// Run in a worker thread (whatever JavaScript frames below the
+    /// chain); the samples checked are the other threads'.
+    worker: bool,
     /// The JavaScript frames from `main` to the leaf (then only native
     /// code).
     frames: &'static [P],
@@ -71,7 +77,9 @@ impl Spec {
     /// The expected stack, root first.
     fn pattern(&self) -> Vec<P> {
         let mut p = vec![P::Native("node|libc.so.6")];
-        if self.immediate {
+        if self.worker {
+            p.push(P::AnyJs);
+        } else if self.immediate {
             p.push(P::Js("processImmediate", false));
         } else {
             p.extend(LOADER);
@@ -88,6 +96,7 @@ const fn abc(immediate: bool) -> Spec {
     Spec {
         script: "cpu_chain.js",
         immediate,
+        worker: false,
         frames: &[P::Js("main", true), P::Js("a", true), P::Js("b", true), P::Js("c", true)],
         leaf: "c",
         calls: &[("main", "sum += a("), ("a", "return b(n)"), ("b", "return c(n)")],
@@ -95,11 +104,23 @@ const fn abc(immediate: bool) -> Spec {
     }
 }
 
+/// In a worker thread: workerMain -> wa -> wb -> wc, wc spinning.
+const WORKER: Spec = Spec {
+    script: "cpu_worker.js",
+    immediate: true,
+    worker: true,
+    frames: &[P::Js("workerMain", true), P::Js("wa", true), P::Js("wb", true), P::Js("wc", true)],
+    leaf: "wc",
+    calls: &[("workerMain", "sum += wa("), ("wa", "return wb(n)"), ("wb", "return wc(n)")],
+    leaf_body: ("function wc(", "function wb("),
+};
+
 /// main -> sortAll -> Array.prototype.sort (a builtin: no script) ->
 /// byValue, byValue spinning.
 const SORT: Spec = Spec {
     script: "cpu_sort.js",
     immediate: true,
+    worker: false,
     frames: &[P::Js("main", true), P::Js("sortAll", true), P::Js("sort", false), P::Js("byValue", true)],
     leaf: "byValue",
     calls: &[("main", "sortAll();"), ("sortAll", "sort(byValue)")],
@@ -167,6 +188,10 @@ fn matches(frames: &[Expanded], pattern: &[P], spec: &Spec) -> bool {
                 && ours(f.script.as_deref(), spec) == *mine
                 && matches(&frames[1..], rest, spec)
         }),
+        P::AnyJs => {
+            let run = frames.iter().take_while(|f| !native(f) && !ours(f.script.as_deref(), spec)).count();
+            (0..=run).any(|n| matches(&frames[n..], rest, spec))
+        }
         P::Native(pattern) => {
             let run = frames
                 .iter()
@@ -249,7 +274,8 @@ fn check(traces: &[Trace], pid: u32, spec: &Spec, lines: Lines) -> Completeness 
     let pattern = spec.pattern();
     let mut c = Completeness::default();
     // Node's main thread: tid == pid.
-    for t in traces.iter().filter(|t| t.process.pid.0 == pid && t.tid.0 == pid) {
+    let thread = |tid: u32| if spec.worker { tid != pid } else { tid == pid };
+    for t in traces.iter().filter(|t| t.process.pid.0 == pid && thread(t.tid.0)) {
         let frames = expand(t);
         let Some(innermost) = frames.iter().rev().find(|f| f.desc.kind == FrameKind::V8Js) else {
             if spec.immediate {
@@ -399,4 +425,17 @@ fn comparator_under_sort_interpreted() {
 #[test]
 fn comparator_under_sort_optimised() {
     chain_test(&SORT, "optimised", &[], Lines::Leaf, Duration::from_secs(3));
+}
+
+/// A worker thread's chain, interpreted: its own isolate and stack, the
+/// same unwinder (nothing per isolate).
+#[test]
+fn worker_thread_interpreted() {
+    chain_test(&WORKER, "interpreted", &["--jitless"], Lines::All, Duration::from_secs(2));
+}
+
+/// The same, warm (wa, wb, wc inlined into workerMain's TurboFan code).
+#[test]
+fn worker_thread_optimised() {
+    chain_test(&WORKER, "optimised", &[], Lines::All, Duration::from_secs(3));
 }
