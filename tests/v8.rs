@@ -61,6 +61,9 @@ struct Spec {
     /// Run in a worker thread (whatever JavaScript frames below the
     /// chain); the samples checked are the other threads'.
     worker: bool,
+    /// Profile off-CPU time (every switch-out sampled): only the off-CPU
+    /// samples are checked.
+    off_cpu: bool,
     /// The JavaScript frames from `main` to the leaf (then only native
     /// code).
     frames: &'static [P],
@@ -97,6 +100,7 @@ const fn abc(immediate: bool) -> Spec {
         script: "cpu_chain.js",
         immediate,
         worker: false,
+        off_cpu: false,
         frames: &[P::Js("main", true), P::Js("a", true), P::Js("b", true), P::Js("c", true)],
         leaf: "c",
         calls: &[("main", "sum += a("), ("a", "return b(n)"), ("b", "return c(n)")],
@@ -109,10 +113,23 @@ const WORKER: Spec = Spec {
     script: "cpu_worker.js",
     immediate: true,
     worker: true,
+    off_cpu: false,
     frames: &[P::Js("workerMain", true), P::Js("wa", true), P::Js("wb", true), P::Js("wc", true)],
     leaf: "wc",
     calls: &[("workerMain", "sum += wa("), ("wa", "return wb(n)"), ("wb", "return wc(n)")],
     leaf_body: ("function wc(", "function wb("),
+};
+
+/// main -> a -> b -> c, c blocked in Atomics.wait (off-CPU).
+const WAIT: Spec = Spec {
+    script: "wait_chain.js",
+    immediate: false,
+    worker: false,
+    off_cpu: true,
+    frames: &[P::Js("main", true), P::Js("a", true), P::Js("b", true), P::Js("c", true)],
+    leaf: "c",
+    calls: &[("main", "for (;;) a()"), ("a", "  b();"), ("b", "  c();")],
+    leaf_body: ("function c(", "function b("),
 };
 
 /// main -> sortAll -> Array.prototype.sort (a builtin: no script) ->
@@ -121,6 +138,7 @@ const SORT: Spec = Spec {
     script: "cpu_sort.js",
     immediate: true,
     worker: false,
+    off_cpu: false,
     frames: &[P::Js("main", true), P::Js("sortAll", true), P::Js("sort", false), P::Js("byValue", true)],
     leaf: "byValue",
     calls: &[("main", "sortAll();"), ("sortAll", "sort(byValue)")],
@@ -275,7 +293,8 @@ fn check(traces: &[Trace], pid: u32, spec: &Spec, lines: Lines) -> Completeness 
     let mut c = Completeness::default();
     // Node's main thread: tid == pid.
     let thread = |tid: u32| if spec.worker { tid != pid } else { tid == pid };
-    for t in traces.iter().filter(|t| t.process.pid.0 == pid && thread(t.tid.0)) {
+    let kind = |t: &Trace| t.off_cpu_ns.is_some() == spec.off_cpu;
+    for t in traces.iter().filter(|t| t.process.pid.0 == pid && thread(t.tid.0) && kind(t)) {
         let frames = expand(t);
         let Some(innermost) = frames.iter().rev().find(|f| f.desc.kind == FrameKind::V8Js) else {
             if spec.immediate {
@@ -377,7 +396,9 @@ fn chain_test(spec: &Spec, mode: &str, flags: &[&str], lines: Lines, warm_up: Du
     }
     let _ = std::fs::remove_file(&out_path);
     std::thread::sleep(warm_up);
-    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+    let off_cpu_threshold = if spec.off_cpu { 1.0 } else { 0.0 };
+    let config =
+        AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], off_cpu_threshold, ..AgentConfig::default() };
     let (traces, stats) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS)))?;
     let c = check(&traces, w.pid(), spec, lines);
     report(&format!("node {mode} {}", spec.script), &c, &stats);
@@ -438,4 +459,12 @@ fn worker_thread_interpreted() {
 #[test]
 fn worker_thread_optimised() {
     chain_test(&WORKER, "optimised", &[], Lines::All, Duration::from_secs(3));
+}
+
+/// Off-CPU samples (the tp_btf entry of the unwinder, `v8_off_cpu`) of a
+/// chain blocked in `Atomics.wait`: from the futex through the builtin's
+/// C++ into c, b, a, main, interpreted.
+#[test]
+fn off_cpu_chain() {
+    chain_test(&WAIT, "off-CPU", &["--jitless"], Lines::All, Duration::from_millis(300));
 }
