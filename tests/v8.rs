@@ -468,3 +468,32 @@ fn worker_thread_optimised() {
 fn off_cpu_chain() {
     chain_test(&WAIT, "off-CPU", &["--jitless"], Lines::All, Duration::from_millis(300));
 }
+
+/// How long a Node started after the agent is given to get its frames
+/// (the analysis of `node`, ~100 MB, on a loaded machine).
+const LATE_START: Duration = Duration::from_secs(10);
+
+/// A Node started after the agent: attached as soon as its mappings are
+/// loaded (nothing is read from the process); from its first sample with
+/// a JavaScript frame, its chain is whole.
+#[test]
+fn started_after_the_agent() {
+    let Some(node) = node() else { return };
+    let _serial = serial();
+    let spec = abc(false);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(spec.script);
+    let mut w = Workload::spawn_gated(&format!("exec {} --jitless {} > /dev/null", node.display(), script.display()));
+    let pid = w.pid();
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| {
+        w.release();
+        std::thread::sleep(LATE_START + Duration::from_secs(SECONDS));
+    }) else {
+        return;
+    };
+    let js = |t: &&Trace| t.frames.iter().any(|f| f.kind == FrameKind::V8Js);
+    let since = traces.iter().filter(js).map(|t| t.timestamp_unix_ns).min().unwrap_or(u64::MAX);
+    let later: Vec<Trace> = traces.into_iter().filter(|t| t.timestamp_unix_ns >= since).collect();
+    let c = check(&later, pid, &spec, Lines::All);
+    report("node started after the agent", &c, &stats);
+}
