@@ -260,4 +260,28 @@ mod tests {
         assert_eq!((back.heaps[3].segmap, back.heaps[3].log2_segment_size), (3, 7));
         assert_eq!((back.interp_method_slot, back.interp_bcp_slot, back.interp_sender_sp_slot), (-3, -8, -1));
     }
+
+    #[test]
+    fn v8_process_values_are_the_headers_layout() {
+        let v = V8ProcessValue {
+            fp_marker: -8,
+            fp_function: -16,
+            fp_bytecode_array: -32,
+            fp_bytecode_offset: -40,
+            marker_entry: 1,
+            smi_shift: 32,
+            bytecode_offset_bias: 53,
+            js_function_code: 48,
+            code_instruction_start: 40,
+            type_bytecode_array: 0x1234,
+            ..Default::default()
+        };
+        let (map, bytes) = InterpreterProcessValue::V8(v).encode();
+        assert_eq!(map, "v8_processes");
+        assert_eq!(bytes.len(), size_of::<c::v8_process>());
+        let back = crate::contract::read::<c::v8_process>(&bytes).unwrap();
+        assert_eq!((back.fp_marker, back.fp_function, back.fp_bytecode_offset), (-8, -16, -40));
+        assert_eq!((back.smi_shift, back.bytecode_offset_bias, back.code_instruction_start), (32, 53, 40));
+        assert_eq!(back.type_bytecode_array, 0x1234);
+    }
 }

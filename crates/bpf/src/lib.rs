@@ -58,6 +58,7 @@ pub use sampling_switch::SamplingSwitch;
 pub use types::{
     HotspotHeapValue, HotspotProcessValue, InterpreterUnwinder, ProcessEvent, ProcessEventKind, PythonFileValue,
     PythonFrameModel, PythonLasti, UnwindStop, UserFrame, V8ProcessValue, FRAME_EXACT_PC, FRAME_INTERPRETED,
-    HOTSPOT_MAX_HEAPS, PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET,
+    HOTSPOT_MAX_HEAPS, PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET, V8_FRAME_COMPILED, V8_FRAME_OFFSET_MAX,
+    V8_FRAME_OFFSET_SHIFT,
 };
 pub use unwind_maps::{aligned_blocks, EncodedDeltas, MappingRange, MappingTarget, UnwindMaps, UnwindMapsStats};

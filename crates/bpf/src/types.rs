@@ -388,6 +388,14 @@ impl PythonFileValue {
     }
 }
 
+/// Set in a V8 frame word's own bits (below the runtime tag,
+/// `UserFrame::Runtime`) for compiled code (`ebpf/types.h`).
+pub const V8_FRAME_COMPILED: u64 = c::V8_FRAME_COMPILED;
+/// Where a V8 frame word's own bits keep the offset.
+pub const V8_FRAME_OFFSET_SHIFT: u32 = c::V8_FRAME_OFFSET_SHIFT;
+/// The largest offset of a V8 frame word; it means "unknown".
+pub const V8_FRAME_OFFSET_MAX: u64 = c::V8_FRAME_OFFSET_MAX;
+
 /// `struct v8_process`: what the V8 unwinder needs of one Node process.
 /// Slots are byte offsets from a frame pointer (multiples of 8, within
 /// the window the unwinder reads), the others byte offsets in objects.

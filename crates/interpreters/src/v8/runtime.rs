@@ -15,7 +15,10 @@ use crate::memory::ProcessMemory;
 use crate::runtime::{
     Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState, ProcessUnwinding, Runtime,
 };
-use profiler_bpf::{InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder, UserFrame, V8ProcessValue};
+use profiler_bpf::{
+    InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder, UserFrame, V8ProcessValue, V8_FRAME_COMPILED,
+    V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT,
+};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
 use std::any::Any;
@@ -27,10 +30,10 @@ pub const MAX_NAMED_FUNCTIONS: usize = 16_384;
 
 /// A V8 frame word's own bits (below the runtime tag): see
 /// `ebpf/types.h` (`V8_FRAME_*`).
-const FRAME_COMPILED: u64 = 1 << 56;
-const FRAME_OFFSET_SHIFT: u32 = 44;
+const FRAME_COMPILED: u64 = V8_FRAME_COMPILED;
+const FRAME_OFFSET_SHIFT: u32 = V8_FRAME_OFFSET_SHIFT;
 /// The largest offset; it means "unknown".
-pub const FRAME_OFFSET_MAX: u64 = 0xfff;
+pub const FRAME_OFFSET_MAX: u64 = V8_FRAME_OFFSET_MAX;
 
 /// A V8 frame word, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
