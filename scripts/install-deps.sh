@@ -12,9 +12,8 @@
 #   ruby                the Ruby tests (crates/interpreters/tests/ruby_live.rs)
 #   php-cli             the PHP tests (crates/interpreters/tests/php_live.rs)
 #   perl                the Perl tests (perl_live.rs; its ithread test needs the threads module of libperl)
-#   nodejs              node for the V8 tests (tests/v8.rs, v8_live.rs; tested with NodeSource's Node 20, Debian's is 18)
 set -euo pipefail
-packages=(clang-19 libclang1-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool dwz openjdk-17-jdk-headless ruby php-cli perl nodejs)
+packages=(clang-19 libclang1-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool dwz openjdk-17-jdk-headless ruby php-cli perl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
