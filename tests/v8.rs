@@ -333,6 +333,10 @@ fn check(traces: &[Trace], pid: u32, spec: &Spec, lines: Lines) -> Completeness 
 }
 
 fn report(what: &str, c: &Completeness, stats: &Stats) {
+    if stats.bpf_runs > 0 {
+        let ns = stats.bpf_run_time_ns as f64 / stats.bpf_runs as f64;
+        eprintln!("{what}: BPF {ns:.0} ns per sample (all processes)");
+    }
     eprintln!(
         "completeness {what}: {}/{} = {:.1}% ({} samples elsewhere, {} without JavaScript, {} with inlined frames)",
         c.complete,
