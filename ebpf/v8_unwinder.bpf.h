@@ -34,7 +34,7 @@
  */
 
 /* Frames followed per program run. */
-#define V8_FRAMES_PER_PROGRAM 16
+#define V8_FRAMES_PER_PROGRAM 32
 /* Largest distance from a frame to its caller's (V8's own limit on a
  * frame is far below). */
 #define V8_MAX_FRAME_SIZE (1ULL << 20)
