@@ -31,6 +31,8 @@ enum P {
     /// One JavaScript frame of this function (the workload's own, and
     /// the top level `<anonymous>` when `ours`, from the workload's script).
     Js(&'static str, bool),
+    /// Exactly this many frames of [`P::Js`].
+    JsTimes(&'static str, usize),
     /// Zero or more JavaScript frames not of the workload's script (a
     /// worker's bootstrap and event loop frames).
     AnyJs,
@@ -120,6 +122,18 @@ const WORKER: Spec = Spec {
     leaf_body: ("function wc(", "function wb("),
 };
 
+/// main -> rec x 100 -> leaf: more frames than one program run takes.
+const DEEP: Spec = Spec {
+    script: "cpu_deep.js",
+    immediate: false,
+    worker: false,
+    off_cpu: false,
+    frames: &[P::Js("main", true), P::JsTimes("rec", 100), P::Js("leaf", true)],
+    leaf: "leaf",
+    calls: &[("main", "sum += rec(99)"), ("rec", "return n === 0")],
+    leaf_body: ("function leaf(", "function rec("),
+};
+
 /// main -> a -> b -> c, c blocked in Atomics.wait (off-CPU).
 const WAIT: Spec = Spec {
     script: "wait_chain.js",
@@ -206,6 +220,18 @@ fn matches(frames: &[Expanded], pattern: &[P], spec: &Spec) -> bool {
                 && ours(f.script.as_deref(), spec) == *mine
                 && matches(&frames[1..], rest, spec)
         }),
+        P::JsTimes(name, times) => {
+            let run = frames
+                .iter()
+                .take(*times)
+                .filter(|f| {
+                    f.desc.kind == FrameKind::V8Js
+                        && f.desc.name.as_deref() == Some(name)
+                        && ours(f.script.as_deref(), spec)
+                })
+                .count();
+            run == *times && matches(&frames[run..], rest, spec)
+        }
         P::AnyJs => {
             let run = frames.iter().take_while(|f| !native(f) && !ours(f.script.as_deref(), spec)).count();
             (0..=run).any(|n| matches(&frames[n..], rest, spec))
@@ -501,4 +527,11 @@ fn started_after_the_agent() {
     let later: Vec<Trace> = traces.into_iter().filter(|t| t.timestamp_unix_ns >= since).collect();
     let c = check(&later, pid, &spec, Lines::All);
     report("node started after the agent", &c, &stats);
+}
+
+/// 100 recursive frames: the unwinder goes on in further runs of itself
+/// (tail calls), every frame named with its line.
+#[test]
+fn deep_chain_interpreted() {
+    chain_test(&DEEP, "interpreted", &["--jitless"], Lines::All, Duration::from_millis(300));
 }
