@@ -21,6 +21,7 @@
 int native_unwind(struct bpf_perf_event_data *ctx);
 int python_unwind(struct bpf_perf_event_data *ctx);
 int hotspot_unwind(struct bpf_perf_event_data *ctx);
+int v8_unwind(struct bpf_perf_event_data *ctx);
 int ruby_unwind(struct bpf_perf_event_data *ctx);
 
 /* The unwinders, for tail calls; filled by libbpf at load. */
@@ -34,6 +35,7 @@ struct {
 		[UNWINDER_NATIVE] = (void *)&native_unwind,
 		[UNWINDER_PYTHON] = (void *)&python_unwind,
 		[UNWINDER_HOTSPOT] = (void *)&hotspot_unwind,
+		[UNWINDER_V8] = (void *)&v8_unwind,
 		[UNWINDER_RUBY] = (void *)&ruby_unwind,
 	},
 };
@@ -57,6 +59,9 @@ static __always_inline void count_hand_over(u32 slot)
 		break;
 	case UNWINDER_HOTSPOT:
 		count(COUNTER_HOTSPOT_TAIL_CALLS);
+		break;
+	case UNWINDER_V8:
+		count(COUNTER_V8_TAIL_CALLS);
 		break;
 	case UNWINDER_RUBY:
 		count(COUNTER_RUBY_TAIL_CALLS);

@@ -129,6 +129,13 @@ struct interp_state {
 			/* One control frame, as read. */
 			u8 ruby_buf[RUBY_CFP_READ_MAX];
 		};
+		/* V8 (v8_unwinder.bpf.h). */
+		struct {
+			/* v8_processes[tgid], copied at the hand-over. */
+			struct v8_process v8;
+			/* A frame's slots fp - 48 .. fp + 8, as read. */
+			u64 v8_slots[V8_FRAME_SLOTS];
+		};
 	};
 };
 
@@ -266,6 +273,17 @@ struct {
 	__type(key, u64);
 	__type(value, struct ruby_file);
 } ruby_files SEC(".maps");
+/* V8: tgid -> what its unwinder needs of the Node process (struct
+ * v8_process). Set by user space when the process maps a V8 build,
+ * removed when the process is unloaded. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 12);
+	__type(key, u32);
+	__type(value, struct v8_process);
+} v8_processes SEC(".maps");
+
 /* When a process event of each kind was last sent for a pid (key
  * pid << 32 | kind), to rate-limit them (helpers.h). */
 struct {

@@ -8,9 +8,9 @@
  * user registers saved at kernel entry, then the same unwinders as
  * on_cpu_sample, through tail calls. A tail call stays within programs of
  * one type, so the unwinders have tp_btf entries of their own
- * (native_off_cpu, python_off_cpu, hotspot_off_cpu, ruby_off_cpu) in off_cpu_programs,
+ * (native_off_cpu, python_off_cpu, hotspot_off_cpu, v8_off_cpu, ruby_off_cpu) in off_cpu_programs,
  * sharing their bodies with the perf_event ones (native_unwind_run,
- * python_unwind_run, hotspot_unwind_run). User space fills off_cpu_programs, and loads these
+ * python_unwind_run, hotspot_unwind_run, v8_unwind_run). User space fills off_cpu_programs, and loads these
  * programs only when off-CPU profiling is on.
  *
  * A switch-out is sampled with probability (off_cpu_threshold + 1) /
@@ -73,6 +73,12 @@ SEC("tp_btf/sched_switch")
 int hotspot_off_cpu(u64 *ctx)
 {
 	return hotspot_unwind_run(ctx, &off_cpu_programs);
+}
+
+SEC("tp_btf/sched_switch")
+int v8_off_cpu(u64 *ctx)
+{
+	return v8_unwind_run(ctx, &off_cpu_programs);
 }
 
 SEC("tp_btf/sched_switch")

@@ -42,6 +42,7 @@ const volatile u64 thread_size = 16384;
 #include "native_unwinder.bpf.h"
 #include "python_unwinder.bpf.h"
 #include "hotspot_unwinder.bpf.h"
+#include "v8_unwinder.bpf.h"
 #include "ruby_unwinder.bpf.h"
 
 /* The user registers the current task saved on entering the kernel.

@@ -63,6 +63,14 @@
 #define FRAME_RUNTIME_MASK 7ULL
 #define RUBY_FRAME_POS_SHIFT 44
 #define RUBY_FRAME_POS_MAX 0x1fffULL
+/* A V8 word's own bits: [V8_FRAME_COMPILED] | offset << V8_FRAME_OFFSET_SHIFT
+ * | function >> 3: the JSFunction of a JavaScript frame (untagged) and,
+ * for an interpreted frame, its bytecode offset, for a compiled one the
+ * pc's offset from its code's instruction start (V8_FRAME_OFFSET_MAX:
+ * unknown). See v8_unwinder.bpf.h. */
+#define V8_FRAME_COMPILED (1ULL << 56)
+#define V8_FRAME_OFFSET_SHIFT 44
+#define V8_FRAME_OFFSET_MAX 0xfffULL
 
 /* Why the user stack of a sample ends where it ends (sample_event's
  * unwind_stop, and the COUNTER_UNWIND_STOP_BASE + reason counters).
@@ -228,6 +236,7 @@ enum unwinder_program {
 	UNWINDER_NATIVE = 0,
 	UNWINDER_PYTHON = 1,
 	UNWINDER_HOTSPOT = 2,
+	UNWINDER_V8 = 3,
 	UNWINDER_RUBY = 4,
 	/* Reserved for the unwinders being built (one slot each, so that
 	 * they land independently): V8 3, CRuby 4, PHP 5, Perl 6. */
@@ -413,6 +422,21 @@ enum counter_id {
 	COUNTER_OFF_CPU_ENDS_LOST = 59,
 	/* 64-127: one block of 8 per interpreter unwinder, in slot order:
 	 * V8 64-71, CRuby 72-79, PHP 80-87, Perl 88-95. */
+	/* V8 (v8_unwinder.bpf.h): JavaScript frames recorded */
+	COUNTER_V8_FRAMES = 64,
+	/* V8: tail calls into its unwinder (hand-overs included) */
+	COUNTER_V8_TAIL_CALLS = 65,
+	/* V8: a pc in V8's code of a process without its v8_processes entry */
+	COUNTER_V8_NO_PROCESS = 66,
+	/* V8: a frame could not be read */
+	COUNTER_V8_READ_ERRORS = 67,
+	/* V8: a frame that is neither marked nor JavaScript, or whose
+	 * caller's frame pointer is not above it */
+	COUNTER_V8_BAD_FRAMES = 68,
+	/* V8: marker frames passed (exit, stub, internal...: not recorded) */
+	COUNTER_V8_MARKER_FRAMES = 69,
+	/* V8: entry frames: back to the C++ that called JavaScript */
+	COUNTER_V8_ENTRY_FRAMES = 70,
 	/* CRuby (ruby_unwinder.bpf.h): Ruby frames recorded */
 	COUNTER_RUBY_FRAMES = 72,
 	/* CRuby: tail calls into its unwinder (hand-overs included) */
@@ -608,5 +632,28 @@ struct ruby_file {
 };
 /* Bytes of a control frame read at once. */
 #define RUBY_CFP_READ_MAX 64
+/* What the V8 unwinder needs of one Node (V8) process (v8_processes[tgid],
+ * set by user space from the v8dbg_* metadata of the node binary:
+ * crates/interpreters/src/v8). Offsets are in bytes from fp or from an
+ * untagged object. */
+struct v8_process {
+	__s32 fp_marker;          /* the context or frame marker slot (-8) */
+	__s32 fp_function;        /* the JSFunction slot (-16) */
+	__s32 fp_bytecode_array;  /* the BytecodeArray slot (-32) */
+	__s32 fp_bytecode_offset; /* the bytecode offset slot (-40, a Smi) */
+	__u32 marker_entry;       /* StackFrame::ENTRY */
+	__u32 marker_construct_entry; /* StackFrame::CONSTRUCT_ENTRY */
+	__u32 smi_shift;          /* a Smi's value is word >> smi_shift (32) */
+	__u32 bytecode_offset_bias; /* the Smi - this = the bytecode index */
+	__u32 heap_object_map;    /* HeapObject::map */
+	__u32 map_instance_type;  /* Map::instance_type (u16) */
+	__u32 js_function_code;   /* JSFunction::code */
+	__u32 code_instruction_start; /* Code::instruction_start */
+	__u16 type_bytecode_array; /* BYTECODE_ARRAY_TYPE */
+	__u16 reserved[3];
+};
+/* Words of a frame read at once: fp - 8 * V8_LOWEST_SLOT .. fp + 8. */
+#define V8_FRAME_SLOTS 8
+#define V8_LOWEST_SLOT (-6)
 
 #endif

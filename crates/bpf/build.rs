@@ -71,6 +71,7 @@ impl ParseCallbacks for Collector {
             || name == "PYTHON_FRAME_CODE_MASK"
             || name == "HOTSPOT_FRAME_OFFSET_MAX"
             || name == "HOTSPOT_NO_BCI"
+            || name == "V8_FRAME_OFFSET_MAX"
         {
             Some(IntKind::U64)
         } else if name.starts_with("RULE_ID_") {

@@ -35,6 +35,7 @@ pod!(
     off_cpu_end,
     hotspot_heap,
     hotspot_process,
+    v8_process,
     ruby_file
 );
 

@@ -10,7 +10,7 @@
 //! [`InterpreterMaps::remove_process`]). The per-thread caches are
 //! written by the BPF side only and emptied by it as threads exit.
 
-use crate::types::{HotspotProcessValue, PythonFileValue, RubyFileValue};
+use crate::types::{HotspotProcessValue, PythonFileValue, RubyFileValue, V8ProcessValue};
 use crate::BpfError;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use std::collections::HashMap;
@@ -37,10 +37,15 @@ impl InterpreterFileValue {
 
 /// The value of an interpreter's per-process map: what its unwinder
 /// needs of one process. One variant per unwinder that has one.
+// (HotSpot's value is the large one; values are made once per process
+// mapping change.)
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InterpreterProcessValue {
     /// `hotspot_processes`.
     Hotspot(HotspotProcessValue),
+    /// `v8_processes`.
+    V8(V8ProcessValue),
 }
 
 impl InterpreterProcessValue {
@@ -48,6 +53,7 @@ impl InterpreterProcessValue {
     fn encode(&self) -> (&'static str, Vec<u8>) {
         match self {
             InterpreterProcessValue::Hotspot(v) => ("hotspot_processes", v.to_bytes()),
+            InterpreterProcessValue::V8(v) => ("v8_processes", v.to_bytes()),
         }
     }
 }
@@ -74,12 +80,13 @@ impl InterpreterMaps {
         python_files: MapHandle,
         python_thread_states: MapHandle,
         hotspot_processes: MapHandle,
+        v8_processes: MapHandle,
         ruby_files: MapHandle,
     ) -> InterpreterMaps {
         InterpreterMaps {
             file_maps: vec![("python_files", python_files), ("ruby_files", ruby_files)],
             thread_maps: vec![python_thread_states],
-            process_maps: vec![("hotspot_processes", hotspot_processes)],
+            process_maps: vec![("hotspot_processes", hotspot_processes), ("v8_processes", v8_processes)],
             loaded: HashMap::new(),
             processes: HashMap::new(),
         }
@@ -256,5 +263,29 @@ mod tests {
         assert_eq!(back.heap_count as usize, crate::types::HOTSPOT_MAX_HEAPS, "clamped to the array");
         assert_eq!((back.heaps[3].segmap, back.heaps[3].log2_segment_size), (3, 7));
         assert_eq!((back.interp_method_slot, back.interp_bcp_slot, back.interp_sender_sp_slot), (-3, -8, -1));
+    }
+
+    #[test]
+    fn v8_process_values_are_the_headers_layout() {
+        let v = V8ProcessValue {
+            fp_marker: -8,
+            fp_function: -16,
+            fp_bytecode_array: -32,
+            fp_bytecode_offset: -40,
+            marker_entry: 1,
+            smi_shift: 32,
+            bytecode_offset_bias: 53,
+            js_function_code: 48,
+            code_instruction_start: 40,
+            type_bytecode_array: 0x1234,
+            ..Default::default()
+        };
+        let (map, bytes) = InterpreterProcessValue::V8(v).encode();
+        assert_eq!(map, "v8_processes");
+        assert_eq!(bytes.len(), size_of::<c::v8_process>());
+        let back = crate::contract::read::<c::v8_process>(&bytes).unwrap();
+        assert_eq!((back.fp_marker, back.fp_function, back.fp_bytecode_offset), (-8, -16, -40));
+        assert_eq!((back.smi_shift, back.bytecode_offset_bias, back.code_instruction_start), (32, 53, 40));
+        assert_eq!(back.type_bytecode_array, 0x1234);
     }
 }

@@ -59,7 +59,8 @@ pub use sampling_switch::SamplingSwitch;
 pub use selection::{PidSelection, SELECTED_PIDS_MAX};
 pub use types::{
     HotspotHeapValue, HotspotProcessValue, InterpreterUnwinder, ProcessEvent, ProcessEventKind, PythonFileValue,
-    PythonFrameModel, PythonLasti, RubyFileValue, RubyTlsModel, UnwindStop, UserFrame, FRAME_EXACT_PC,
+    PythonFrameModel, PythonLasti, RubyFileValue, RubyTlsModel, UnwindStop, UserFrame, V8ProcessValue, FRAME_EXACT_PC,
     FRAME_INTERPRETED, HOTSPOT_MAX_HEAPS, PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET, RUBY_CFP_READ_MAX,
+    V8_FRAME_COMPILED, V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT,
 };
 pub use unwind_maps::{aligned_blocks, EncodedDeltas, MappingRange, MappingTarget, UnwindMaps, UnwindMapsStats};

@@ -165,6 +165,20 @@ counters! {
     off_cpu_ends = COUNTER_OFF_CPU_ENDS_SENT;
     /// Ends of off-CPU periods lost (the ring buffer was full).
     off_cpu_ends_lost = COUNTER_OFF_CPU_ENDS_LOST;
+    /// JavaScript frames the V8 unwinder recorded.
+    v8_frames = COUNTER_V8_FRAMES;
+    /// Tail calls into the V8 unwinder (hand-overs included).
+    v8_tail_calls = COUNTER_V8_TAIL_CALLS;
+    /// Pcs in V8's code of a process without its layout (yet).
+    v8_no_process = COUNTER_V8_NO_PROCESS;
+    /// V8 frames that could not be read.
+    v8_read_errors = COUNTER_V8_READ_ERRORS;
+    /// V8 frames neither marked nor JavaScript, or with a bad caller.
+    v8_bad_frames = COUNTER_V8_BAD_FRAMES;
+    /// V8 marker frames passed over (exit, stub, internal...).
+    v8_marker_frames = COUNTER_V8_MARKER_FRAMES;
+    /// V8 entry frames: back to the C++ that called JavaScript.
+    v8_entry_frames = COUNTER_V8_ENTRY_FRAMES;
     /// Ruby frames the CRuby unwinder recorded.
     ruby_frames = COUNTER_RUBY_FRAMES;
     /// Tail calls into the CRuby unwinder (hand-overs included).
@@ -198,6 +212,15 @@ impl Counters {
                 ("no_blob", self.hotspot_no_blob),
                 ("read_errors", self.hotspot_read_errors),
                 ("bad_frames", self.hotspot_bad_frames),
+            ],
+            InterpreterUnwinder::V8 => vec![
+                ("frames", self.v8_frames),
+                ("tail_calls", self.v8_tail_calls),
+                ("no_process", self.v8_no_process),
+                ("read_errors", self.v8_read_errors),
+                ("bad_frames", self.v8_bad_frames),
+                ("marker_frames", self.v8_marker_frames),
+                ("entry_frames", self.v8_entry_frames),
             ],
             InterpreterUnwinder::Ruby => vec![
                 ("frames", self.ruby_frames),
@@ -292,6 +315,7 @@ impl Sampler {
             open.progs.native_off_cpu.set_autoload(false);
             open.progs.python_off_cpu.set_autoload(false);
             open.progs.hotspot_off_cpu.set_autoload(false);
+            open.progs.v8_off_cpu.set_autoload(false);
             open.progs.ruby_off_cpu.set_autoload(false);
             open.maps
                 .off_cpu_starts
@@ -482,9 +506,11 @@ impl Sampler {
             .map_err(|source| BpfError::Map { map: "python_thread_states", source })?;
         let processes = MapHandle::try_from(&maps.hotspot_processes)
             .map_err(|source| BpfError::Map { map: "hotspot_processes", source })?;
+        let v8 =
+            MapHandle::try_from(&maps.v8_processes).map_err(|source| BpfError::Map { map: "v8_processes", source })?;
         let ruby_files =
             MapHandle::try_from(&maps.ruby_files).map_err(|source| BpfError::Map { map: "ruby_files", source })?;
-        Ok(InterpreterMaps::new(files, threads, processes, ruby_files))
+        Ok(InterpreterMaps::new(files, threads, processes, v8, ruby_files))
     }
 
     /// The keys in the interpreter unwinders' maps, read by iterating
@@ -563,6 +589,7 @@ fn fill_off_cpu_programs(skel: &ProfilerSkel<'static>) -> Result<(), BpfError> {
         (c::UNWINDER_NATIVE, &progs.native_off_cpu),
         (c::UNWINDER_PYTHON, &progs.python_off_cpu),
         (c::UNWINDER_HOTSPOT, &progs.hotspot_off_cpu),
+        (c::UNWINDER_V8, &progs.v8_off_cpu),
         (c::UNWINDER_RUBY, &progs.ruby_off_cpu),
     ];
     for (slot, program) in entries {

@@ -176,20 +176,23 @@ pub enum InterpreterUnwinder {
     Python = c::UNWINDER_PYTHON as u8,
     /// `UNWINDER_HOTSPOT`: `hotspot_unwind`.
     Hotspot = c::UNWINDER_HOTSPOT as u8,
+    /// `UNWINDER_V8`: `v8_unwind`.
+    V8 = c::UNWINDER_V8 as u8,
     /// `UNWINDER_RUBY`: `ruby_unwind`.
     Ruby = c::UNWINDER_RUBY as u8,
 }
 
 impl InterpreterUnwinder {
     /// Every interpreter unwinder.
-    pub const ALL: [InterpreterUnwinder; 3] =
-        [InterpreterUnwinder::Python, InterpreterUnwinder::Hotspot, InterpreterUnwinder::Ruby];
+    pub const ALL: [InterpreterUnwinder; 4] =
+        [InterpreterUnwinder::Python, InterpreterUnwinder::Hotspot, InterpreterUnwinder::V8, InterpreterUnwinder::Ruby];
 
     /// Its name in counters (`python_frames`, `hotspot_frames`).
     pub fn name(self) -> &'static str {
         match self {
             InterpreterUnwinder::Python => "python",
             InterpreterUnwinder::Hotspot => "hotspot",
+            InterpreterUnwinder::V8 => "v8",
             InterpreterUnwinder::Ruby => "ruby",
         }
     }
@@ -385,6 +388,62 @@ impl PythonFileValue {
 
     pub(crate) fn to_bytes(self) -> [u8; PYTHON_FILE_SIZE] {
         bytes_of(&self.to_c()).try_into().expect("one value")
+    }
+}
+
+/// Set in a V8 frame word's own bits (below the runtime tag,
+/// `UserFrame::Runtime`) for compiled code (`ebpf/types.h`).
+pub const V8_FRAME_COMPILED: u64 = c::V8_FRAME_COMPILED;
+/// Where a V8 frame word's own bits keep the offset.
+pub const V8_FRAME_OFFSET_SHIFT: u32 = c::V8_FRAME_OFFSET_SHIFT;
+/// The largest offset of a V8 frame word; it means "unknown".
+pub const V8_FRAME_OFFSET_MAX: u64 = c::V8_FRAME_OFFSET_MAX;
+
+/// `struct v8_process`: what the V8 unwinder needs of one Node process.
+/// Slots are byte offsets from a frame pointer (multiples of 8, within
+/// the window the unwinder reads), the others byte offsets in objects.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct V8ProcessValue {
+    pub fp_marker: i32,
+    pub fp_function: i32,
+    pub fp_bytecode_array: i32,
+    pub fp_bytecode_offset: i32,
+    pub marker_entry: u32,
+    pub marker_construct_entry: u32,
+    pub smi_shift: u32,
+    pub bytecode_offset_bias: u32,
+    pub heap_object_map: u32,
+    pub map_instance_type: u32,
+    pub js_function_code: u32,
+    pub code_instruction_start: u32,
+    pub type_bytecode_array: u16,
+}
+
+impl V8ProcessValue {
+    /// The map value, field by field.
+    pub(crate) fn to_c(self) -> c::v8_process {
+        c::v8_process {
+            fp_marker: self.fp_marker,
+            fp_function: self.fp_function,
+            fp_bytecode_array: self.fp_bytecode_array,
+            fp_bytecode_offset: self.fp_bytecode_offset,
+            marker_entry: self.marker_entry,
+            marker_construct_entry: self.marker_construct_entry,
+            smi_shift: self.smi_shift,
+            bytecode_offset_bias: self.bytecode_offset_bias,
+            heap_object_map: self.heap_object_map,
+            map_instance_type: self.map_instance_type,
+            js_function_code: self.js_function_code,
+            code_instruction_start: self.code_instruction_start,
+            type_bytecode_array: self.type_bytecode_array,
+            reserved: [0; 3],
+        }
+    }
+
+    /// The map value's bytes.
+    pub(crate) fn to_bytes(self) -> Vec<u8> {
+        bytes_of(&self.to_c()).to_vec()
     }
 }
 

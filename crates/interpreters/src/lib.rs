@@ -52,8 +52,9 @@ pub fn runtimes() -> Vec<Box<dyn Runtime>> {
     vec![
         Box::new(python::CPython),
         Box::new(hotspot::Hotspot),
+        Box::new(v8::V8),
         Box::new(ruby::CRuby),
-        // V8, PHP and Perl (src/v8/, src/php/, src/perl/) come here once
-        // their unwinders are wired.
+        // PHP and Perl (src/php/, src/perl/) come here once their
+        // unwinders are wired.
     ]
 }

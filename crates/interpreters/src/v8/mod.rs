@@ -3,7 +3,8 @@
 //! the naming need ([`V8Layout`]), naming functions from a process's
 //! memory ([`V8Symbolizer`]) and a user-space walk of a thread's
 //! JavaScript frames ([`walk_frames`]) that proves the layout against
-//! live Node processes. Not wired into the agent yet; see `docs/v8.md`.
+//! live Node processes; [`V8`] wires it to the BPF unwinder
+//! (`ebpf/v8_unwinder.bpf.h`). See `docs/v8.md`.
 //!
 //! Unlike HotSpot's tables, V8's metadata is constant data in the file,
 //! so the whole layout is known from the file alone, once per build.
@@ -13,6 +14,7 @@ mod layout;
 mod metadata;
 mod naming;
 mod positions;
+mod runtime;
 mod walk;
 
 pub use heap::{untag, Heap, MAX_BYTE_ARRAY, MAX_SMI_ARRAY, MAX_STRING};
@@ -23,6 +25,7 @@ pub use naming::{
     V8Symbolizer, V8SymbolizerStats, ANONYMOUS, MAX_CACHED_FUNCTIONS, MAX_INLINING_DEPTH, MAX_SOURCE, SCOPE_INFO_SLOTS,
 };
 pub use positions::{decode_positions, line_column, position_at, PositionEntry};
+pub use runtime::{process_value, V8File, V8Namer, V8Word, FRAME_OFFSET_MAX, MAX_NAMED_FUNCTIONS, V8};
 pub use walk::{find_exit_frame, walk_frames, Tier, V8Frame, WalkEnd, EXIT_SCAN_BYTES, MAX_FRAMES};
 
 use profiler_elf::ElfFile;

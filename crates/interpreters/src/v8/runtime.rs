@@ -1,0 +1,363 @@
+//! V8 on the interpreter interface: [`V8`] finds a V8 build (`node`) in a
+//! file, [`V8File`] gives the BPF unwinder (`ebpf/v8_unwinder.bpf.h`) the
+//! embedded builtins as its loop range, the process's anonymous code as
+//! its code and the layout as its per-process value, and [`V8Namer`]
+//! names the frame words it records.
+//!
+//! Everything the unwinder needs is in the file (the `v8dbg_*`
+//! metadata): attaching reads nothing from the process.
+
+use super::heap::Heap;
+use super::layout::V8Layout;
+use super::naming::{bytecode_script_offset, inlined_scopes, read_code, read_function, FunctionInfo, ANONYMOUS};
+use super::{detect, Detection};
+use crate::memory::ProcessMemory;
+use crate::runtime::{
+    Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState, ProcessUnwinding, Runtime,
+};
+use profiler_bpf::{
+    InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder, UserFrame, V8ProcessValue, V8_FRAME_COMPILED,
+    V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT,
+};
+use profiler_elf::ElfFile;
+use profiler_trace::{FrameKind, SourceLine};
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Functions a namer keeps (per trace builder, all processes).
+pub const MAX_NAMED_FUNCTIONS: usize = 16_384;
+
+/// A V8 frame word's own bits (below the runtime tag): see
+/// `ebpf/types.h` (`V8_FRAME_*`).
+const FRAME_COMPILED: u64 = V8_FRAME_COMPILED;
+const FRAME_OFFSET_SHIFT: u32 = V8_FRAME_OFFSET_SHIFT;
+/// The largest offset; it means "unknown".
+pub const FRAME_OFFSET_MAX: u64 = V8_FRAME_OFFSET_MAX;
+
+/// A V8 frame word, decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct V8Word {
+    /// The frame's `JSFunction` (tagged), 0 if the unwinder had none.
+    pub function: u64,
+    /// Compiled code (the offset is the pc's in the function's code),
+    /// else interpreted (the offset is the bytecode offset).
+    pub compiled: bool,
+    /// The offset; [`FRAME_OFFSET_MAX`] for unknown.
+    pub offset: u32,
+}
+
+impl V8Word {
+    /// Decodes `word` if it is a V8 frame word.
+    pub fn decode(word: u64) -> Option<V8Word> {
+        let UserFrame::Runtime { slot, bits } = UserFrame::decode(word) else { return None };
+        if slot != InterpreterUnwinder::V8 as u8 {
+            return None;
+        }
+        let pointer = (bits & ((1 << FRAME_OFFSET_SHIFT) - 1)) << 3;
+        Some(V8Word {
+            function: if pointer == 0 { 0 } else { pointer + 1 },
+            compiled: bits & FRAME_COMPILED != 0,
+            offset: ((bits >> FRAME_OFFSET_SHIFT) & FRAME_OFFSET_MAX) as u32,
+        })
+    }
+
+    /// The word the BPF unwinder writes for it (tests).
+    pub fn encode(self) -> u64 {
+        let pointer = self.function.wrapping_sub(1);
+        let bits = if pointer & 7 != 0 || pointer >> 47 != 0 { 0 } else { pointer >> 3 };
+        let offset = u64::from(self.offset).min(FRAME_OFFSET_MAX) << FRAME_OFFSET_SHIFT;
+        UserFrame::runtime_word(
+            InterpreterUnwinder::V8 as u8,
+            bits | offset | if self.compiled { FRAME_COMPILED } else { 0 },
+        )
+    }
+}
+
+/// The V8 runtime (Node.js).
+pub struct V8;
+
+impl Runtime for V8 {
+    fn name(&self) -> &'static str {
+        "V8"
+    }
+
+    fn frame_kind(&self) -> FrameKind {
+        FrameKind::V8Js
+    }
+
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::V8
+    }
+
+    fn owns_frame(&self, word: u64) -> bool {
+        V8Word::decode(word).is_some()
+    }
+
+    fn frame_address(&self, word: u64) -> u64 {
+        V8Word::decode(word).map_or(word, |w| u64::from(w.offset))
+    }
+
+    fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
+        match detect(elf, path) {
+            Detection::NotV8 => FileDetection::NotFound,
+            Detection::V8(layout) => {
+                let loops = layout.builtins_code.clone().map(|r| vec![(r.start, r.end)]).unwrap_or_default();
+                FileDetection::Found(Arc::new(V8File { layout: Arc::from(layout), loops }))
+            }
+            Detection::Unsupported(reason) => FileDetection::Unsupported { version: None, reason },
+        }
+    }
+
+    fn namer(&self) -> Box<dyn FrameNamer> {
+        Box::new(V8Namer::new(MAX_NAMED_FUNCTIONS))
+    }
+}
+
+/// A file with a supported V8 build.
+#[derive(Debug)]
+pub struct V8File {
+    layout: Arc<V8Layout>,
+    /// The embedded builtins (ELF addresses): the interpreter's bytecode
+    /// handlers, the entry trampolines, the builtins with JavaScript
+    /// linkage (`Array.prototype.sort`).
+    loops: Vec<(u64, u64)>,
+}
+
+impl V8File {
+    /// Its layout.
+    pub fn layout(&self) -> &Arc<V8Layout> {
+        &self.layout
+    }
+}
+
+impl InterpreterFile for V8File {
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::V8
+    }
+
+    fn loop_ranges(&self) -> &[(u64, u64)] {
+        &self.loops
+    }
+
+    fn file_value(&self) -> Option<InterpreterFileValue> {
+        None
+    }
+
+    fn attach(&self, _pid: u32, _memory: &dyn ProcessMemory, _bias: u64) -> Attach {
+        // Nothing to read: the layout is the file's. Attaching makes
+        // process_unwinding run for the process.
+        Attach::Attached(Arc::new(()))
+    }
+
+    fn process_unwinding(&self, _process: &ProcessState, _memory: &dyn ProcessMemory) -> Option<ProcessUnwinding> {
+        // All of a Node process's anonymous executable memory is V8's
+        // (its code range: baseline, optimised and regexp code, and the
+        // short-call copy of the builtins when not file-backed).
+        Some(ProcessUnwinding {
+            unwinder: InterpreterUnwinder::V8,
+            code: vec![(0, u64::MAX)],
+            value: InterpreterProcessValue::V8(process_value(&self.layout)),
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The BPF unwinder's view of a V8 build (`struct v8_process`).
+pub fn process_value(l: &V8Layout) -> V8ProcessValue {
+    V8ProcessValue {
+        fp_marker: l.fp_context_or_marker,
+        fp_function: l.fp_function,
+        fp_bytecode_array: l.fp_bytecode_array,
+        fp_bytecode_offset: l.fp_bytecode_offset,
+        marker_entry: l.frame_types.entry,
+        marker_construct_entry: l.frame_types.construct_entry,
+        smi_shift: l.smi_shift,
+        bytecode_offset_bias: l.bytecode_data.saturating_sub(1),
+        heap_object_map: l.heap_object_map,
+        map_instance_type: l.map_instance_type,
+        js_function_code: l.js_function_code,
+        code_instruction_start: l.code_instruction_start,
+        type_bytecode_array: l.type_bytecode_array,
+    }
+}
+
+/// A cached function: the `SharedFunctionInfo` fields it was read from,
+/// compared at each use (the garbage collector moves and frees objects:
+/// another function's info at the same address is told apart).
+struct Cached {
+    name_field: u64,
+    script_field: u64,
+    info: Arc<FunctionInfo>,
+}
+
+/// Names V8 frame words: the `JSFunction` (checked to still be one, and
+/// its `SharedFunctionInfo` to be one) gives the name and script; an
+/// interpreted frame's bytecode offset gives its line; a compiled frame's
+/// pc offset in the function's current code gives the functions inlined
+/// there, innermost first.
+pub struct V8Namer {
+    functions: HashMap<(u32, u64), Cached>,
+    max_functions: usize,
+    stats: NamerStats,
+}
+
+impl V8Namer {
+    /// A namer keeping at most `max_functions` functions.
+    pub fn new(max_functions: usize) -> V8Namer {
+        V8Namer { functions: HashMap::new(), max_functions, stats: NamerStats::default() }
+    }
+
+    /// The function of `SharedFunctionInfo` `sfi` in process `pid`.
+    fn function(&mut self, heap: &Heap<'_>, pid: u32, sfi: u64) -> Option<Arc<FunctionInfo>> {
+        let l = heap.layout;
+        heap.typed(sfi, l.type_shared_function_info)?;
+        let name_field = heap.field(sfi, l.sfi_name_or_scope_info)?;
+        let script_field = heap.field(sfi, l.sfi_script_or_debug_info)?;
+        if let Some(c) = self.functions.get(&(pid, sfi)) {
+            if c.name_field == name_field && c.script_field == script_field {
+                return Some(c.info.clone());
+            }
+        }
+        self.stats.reads += 1;
+        let info = Arc::new(read_function(heap, sfi)?);
+        if self.functions.len() >= self.max_functions {
+            self.functions.clear();
+        }
+        self.functions.insert((pid, sfi), Cached { name_field, script_field, info: info.clone() });
+        Some(info)
+    }
+
+    fn name_word(&mut self, heap: &Heap<'_>, pid: u32, word: V8Word) -> Vec<SourceLine> {
+        let l = heap.layout;
+        if word.function == 0 || !heap.is_js_function(word.function) {
+            return Vec::new();
+        }
+        let Some(sfi) = heap.field(word.function, l.js_function_shared) else { return Vec::new() };
+        let Some(info) = self.function(heap, pid, sfi) else { return Vec::new() };
+        let line = |info: &FunctionInfo, position: Option<u32>| SourceLine {
+            function: if info.name.is_empty() { Arc::from(ANONYMOUS) } else { info.name.clone() },
+            file: info.script.clone(),
+            line: position.and_then(|p| info.line_column(p)).map_or(0, |(line, _)| line),
+        };
+        let known = u64::from(word.offset) < FRAME_OFFSET_MAX;
+        let code = heap.field(word.function, l.js_function_code).and_then(|c| read_code(heap, c).map(|i| (c, i)));
+        if !word.compiled {
+            // Sparkplug frames have the interpreter's shape but a stale
+            // offset: no line for them.
+            let baseline = code.as_ref().is_some_and(|(_, c)| c.kind == l.code_kind_baseline);
+            let position = match (&info.bytecode, known && !baseline) {
+                (Some((_, positions)), true) => {
+                    bytecode_script_offset(l, positions, i64::from(word.offset) + i64::from(l.bytecode_data) - 1)
+                }
+                _ => None,
+            };
+            return vec![line(&info, position)];
+        }
+        let Some((code, code_info)) = code else { return vec![line(&info, None)] };
+        let pc = code_info.start + u64::from(word.offset);
+        if !known || code_info.kind == l.code_kind_builtin || !code_info.contains(pc) {
+            return vec![line(&info, None)];
+        }
+        let Some(scopes) = code_info.position_at_return(pc).and_then(|e| inlined_scopes(heap, code, e, sfi)) else {
+            return vec![line(&info, None)];
+        };
+        let mut lines = Vec::with_capacity(scopes.len());
+        for (scope_sfi, position) in scopes {
+            let scope_info = if scope_sfi == sfi { Some(info.clone()) } else { self.function(heap, pid, scope_sfi) };
+            match scope_info {
+                Some(i) => lines.push(line(&i, Some(position))),
+                // An inlined function that cannot be read: the frame is
+                // not named rather than named in part.
+                None => return Vec::new(),
+            }
+        }
+        lines
+    }
+}
+
+impl FrameNamer for V8Namer {
+    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
+        self.lines(memory, pid, mapped, word).into_iter().next()
+    }
+
+    fn lines(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Vec<SourceLine> {
+        let file = mapped.file.as_any().downcast_ref::<V8File>();
+        let lines = match (file, V8Word::decode(word)) {
+            (Some(file), Some(word)) => {
+                let heap = Heap { memory, layout: &file.layout };
+                self.name_word(&heap, pid, word)
+            }
+            _ => Vec::new(),
+        };
+        if lines.is_empty() {
+            self.stats.unknown += 1;
+        } else {
+            self.stats.frames += 1;
+        }
+        lines
+    }
+
+    fn stats(&self) -> NamerStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v8_words_round_trip_and_are_v8s_only() {
+        let w = V8Word { function: 0x7f12_3456_7899, compiled: true, offset: 0x123 };
+        assert_eq!(V8Word::decode(w.encode()), Some(w));
+        assert!(V8.owns_frame(w.encode()));
+        assert_eq!(V8.frame_address(w.encode()), 0x123);
+        let w = V8Word { function: 0x1_0001, compiled: false, offset: 1 << 20 };
+        assert_eq!(V8Word::decode(w.encode()), Some(V8Word { offset: FRAME_OFFSET_MAX as u32, ..w }));
+        // Not a tagged heap pointer: encoded as none.
+        let w = V8Word { function: 0x1_0004, compiled: false, offset: 3 };
+        assert_eq!(V8Word::decode(w.encode()).map(|w| w.function), Some(0));
+        assert!(!V8.owns_frame(UserFrame::hotspot_word(false, 0x7f00_0000_1000, 12)));
+        assert!(!V8.owns_frame(UserFrame::python_word(0x7f00_0000_1000, 12)));
+        assert!(!V8.owns_frame(UserFrame::runtime_word(4, 0x1000)));
+        assert!(!V8.owns_frame(0x7f00_0000_1000));
+        assert_eq!(V8.frame_kind(), FrameKind::V8Js);
+    }
+
+    /// A word whose function is gone (unreadable, or no longer a
+    /// JSFunction) is unknown, never another function's name.
+    #[test]
+    fn frames_of_freed_functions_are_unknown() {
+        use crate::memory::fake::FakeMemory;
+        let layout = Arc::new(super::super::heap::tests::layout());
+        let file: Arc<dyn InterpreterFile> = Arc::new(V8File { layout: layout.clone(), loops: Vec::new() });
+        let mapped = MappedFile { file, bias: 0, process: None };
+        let mut b = super::super::heap::tests::Builder::new();
+        // An object of another type where the function was.
+        let other = b.typed(layout.type_script, 64, &[], &[]);
+        let mut namer = V8Namer::new(16);
+        for function in [other, 0x5000_0001, 0] {
+            let word = V8Word { function, compiled: false, offset: 3 }.encode();
+            assert!(namer.lines(&b.mem, 1, &mapped, word).is_empty(), "{function:#x}");
+        }
+        let empty = FakeMemory::default();
+        let word = V8Word { function: 0x6000_0001, compiled: true, offset: 3 }.encode();
+        assert!(namer.lines(&empty, 1, &mapped, word).is_empty());
+        assert_eq!(namer.stats(), NamerStats { frames: 0, unknown: 4, reads: 0 });
+    }
+
+    #[test]
+    fn the_bpf_value_follows_the_layout() {
+        let l = V8Layout { bytecode_data: 54, ..super::super::heap::tests::layout() };
+        let v = process_value(&l);
+        assert_eq!((v.fp_marker, v.fp_function), (l.fp_context_or_marker, l.fp_function));
+        assert_eq!((v.fp_bytecode_array, v.fp_bytecode_offset), (l.fp_bytecode_array, l.fp_bytecode_offset));
+        assert_eq!(v.bytecode_offset_bias, 53);
+        assert_eq!(v.marker_entry, l.frame_types.entry);
+        assert_eq!(v.code_instruction_start, l.code_instruction_start);
+    }
+}

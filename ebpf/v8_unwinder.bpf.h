@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The V8 unwinder: records the JavaScript frames a Node thread runs, in
+ * place of V8's code (the embedded builtins in node's .text, the JIT
+ * code in anonymous memory), so that native frames above and below
+ * (node's C++, addons, libc) stay where they are.
+ *
+ * Included once by profiler.bpf.c, after interpreters.bpf.h and
+ * native_unwinder.bpf.h.
+ *
+ * The hand-over: user space marks the pid_mappings prefixes of V8's code
+ * for UNWINDER_V8 (the builtins blob as a loop range of the node file,
+ * the process's anonymous executable memory as its code) and puts the
+ * layout in v8_processes[tgid] (struct v8_process, from the binary's
+ * v8dbg_* metadata). When the native unwinder reaches a pc there it
+ * tail-calls v8_unwind, which follows the frame pointer chain (V8 keeps
+ * rbp in all its frames) while the pc stays in V8's code:
+ *
+ *  - [fp - 8] holds either a frame type marker (a Smi: low bit clear) or
+ *    a JavaScript frame's context (a heap pointer: low bit set).
+ *  - A JavaScript frame's function is at [fp - 16]. If [fp - 32] is a
+ *    BytecodeArray the frame is interpreted (Ignition, or Sparkplug's
+ *    frame of the same shape): the frame word is the function and the
+ *    bytecode offset (the Smi at [fp - 40]). Otherwise it is compiled:
+ *    the function and the pc's offset in the function's code.
+ *  - Marker frames (exit, stub, internal...) are passed over; an entry
+ *    frame (JSEntry: C++ called JavaScript) hands back to the native
+ *    unwinder at its return address.
+ *
+ * The caller of every V8 frame: pc = [fp + 8], sp = fp + 16, fp = [fp].
+ * Anything that cannot be followed ends the stack (UNWIND_STOP_READ_ERROR
+ * or UNWIND_STOP_BAD_SP, with a COUNTER_V8_* reason): the frames so far
+ * are kept.
+ */
+
+/* Frames followed per program run. */
+#define V8_FRAMES_PER_PROGRAM 32
+/* Largest distance from a frame to its caller's (V8's own limit on a
+ * frame is far below). */
+#define V8_MAX_FRAME_SIZE (1ULL << 20)
+
+/* The slot at fp + off (off a multiple of 8 within the window read),
+ * or 0. */
+static __always_inline u64 v8_slot(struct interp_state *interp, s32 off)
+{
+	u32 index = (u32)(off - 8 * V8_LOWEST_SLOT) >> 3;
+	if ((off & 7) || index >= V8_FRAME_SLOTS)
+		return 0;
+	return interp->v8_slots[index];
+}
+
+/* Appends a V8 frame word; false when the stack is full. */
+static __always_inline bool v8_record(struct sample_record *record, u64 function, bool compiled, u64 offset)
+{
+	struct sample_event *event = &record->event;
+	u32 n = event->user_frames;
+	if (n >= MAX_USER_FRAMES)
+		return false;
+	u32 slot = event->kernel_frames + n;
+	if (slot >= MAX_KERNEL_FRAMES + MAX_USER_FRAMES)
+		return false;
+	u64 pointer = function - 1;
+	u64 bits = (pointer & 7) || (pointer >> 47) ? 0 : pointer >> 3;
+	if (offset > V8_FRAME_OFFSET_MAX)
+		offset = V8_FRAME_OFFSET_MAX;
+	event->frames[slot] = FRAME_INTERPRETED | FRAME_RUNTIME | ((u64)UNWINDER_V8 << FRAME_RUNTIME_SHIFT) |
+			      (compiled ? V8_FRAME_COMPILED : 0) | (offset << V8_FRAME_OFFSET_SHIFT) | bits;
+	event->user_frames = n + 1;
+	count(COUNTER_V8_FRAMES);
+	return true;
+}
+
+/* The instance type of the heap object `tagged`, or 0. */
+static __always_inline u16 v8_instance_type(struct v8_process *v8, u64 tagged)
+{
+	u64 map = 0;
+	u16 type = 0;
+	if ((tagged & 3) != 1 || read_user_u64(&map, tagged - 1 + v8->heap_object_map) || (map & 3) != 1)
+		return 0;
+	if (bpf_probe_read_user(&type, sizeof(type), (const void *)(map - 1 + v8->map_instance_type)))
+		return 0;
+	return type;
+}
+
+/* Records the JavaScript frame at fp running `function` (its pc:
+ * state->pc). False when the stack is full. */
+static __always_inline bool v8_js_frame(struct sample_record *record, struct v8_process *v8, u64 function)
+{
+	struct interp_state *interp = &record->interp;
+	u64 bytecode = v8_slot(interp, v8->fp_bytecode_array);
+	if (v8->type_bytecode_array && v8_instance_type(v8, bytecode) == v8->type_bytecode_array) {
+		s64 smi = (s64)v8_slot(interp, v8->fp_bytecode_offset);
+		s64 offset = (smi >> (v8->smi_shift & 63)) - (s64)v8->bytecode_offset_bias;
+		return v8_record(record, function, false, offset < 0 ? V8_FRAME_OFFSET_MAX : (u64)offset);
+	}
+	u64 code = 0, start = 0, offset = V8_FRAME_OFFSET_MAX;
+	if ((function & 3) == 1 && !read_user_u64(&code, function - 1 + v8->js_function_code) && (code & 3) == 1 &&
+	    !read_user_u64(&start, code - 1 + v8->code_instruction_start) && record->state.pc >= start)
+		offset = record->state.pc - start;
+	return v8_record(record, function, true, offset);
+}
+
+/* Step results besides STEP_CONTINUE and the unwind_stop reasons: the
+ * caller is native code. */
+#define STEP_V8_NATIVE 0xfd
+
+/* Unwinds the V8 frame at state->fp. */
+static __always_inline int v8_step(struct sample_record *record, struct v8_process *v8)
+{
+	struct unwind_state *state = &record->state;
+	struct interp_state *interp = &record->interp;
+	u64 fp = state->fp;
+	if (bpf_probe_read_user(interp->v8_slots, sizeof(interp->v8_slots), (const void *)(fp + 8 * V8_LOWEST_SLOT))) {
+		count(COUNTER_V8_READ_ERRORS);
+		return UNWIND_STOP_READ_ERROR;
+	}
+	u64 caller_fp = v8_slot(interp, 0);
+	u64 return_address = v8_slot(interp, 8);
+	u64 marker = v8_slot(interp, v8->fp_marker);
+	bool entry = false;
+	if (!(marker & 1)) {
+		u64 type = marker >> 1;
+		if (type >= 64) {
+			count(COUNTER_V8_BAD_FRAMES);
+			return UNWIND_STOP_BAD_SP;
+		}
+		entry = type == v8->marker_entry || type == v8->marker_construct_entry;
+		count(entry ? COUNTER_V8_ENTRY_FRAMES : COUNTER_V8_MARKER_FRAMES);
+	} else {
+		u64 function = v8_slot(interp, v8->fp_function);
+		if ((function & 3) != 1) {
+			count(COUNTER_V8_BAD_FRAMES);
+			return UNWIND_STOP_BAD_SP;
+		}
+		if (!v8_js_frame(record, v8, function))
+			return UNWIND_STOP_MAX_FRAMES;
+	}
+	if (return_address == 0 || (!entry && (caller_fp <= fp || caller_fp - fp > V8_MAX_FRAME_SIZE))) {
+		count(COUNTER_V8_BAD_FRAMES);
+		return UNWIND_STOP_BAD_SP;
+	}
+	state->pc = return_address;
+	state->sp = fp + 16;
+	state->fp = caller_fp;
+	state->exact = 0;
+	return entry ? STEP_V8_NATIVE : STEP_CONTINUE;
+}
+
+/* Whether the pc is in V8's code: its pid_mapping names this unwinder. */
+static __always_inline bool v8_code(struct unwind_state *state, u32 tgid)
+{
+	u64 pc = state->exact ? state->pc : state->pc - 1;
+	struct pid_mapping_key key = {
+		.prefixlen = PID_MAPPING_KEY_BITS,
+		.pid_be = __builtin_bswap32(tgid),
+		.address_be = __builtin_bswap64(pc),
+	};
+	struct pid_mapping *mapping = bpf_map_lookup_elem(&pid_mappings, &key);
+	return mapping && mapping_unwinder(mapping->flags) == UNWINDER_V8;
+}
+
+/* Runs the JavaScript frames of a sample whose stack reached V8's code,
+ * then hands back to the native unwinder; `progs` is the program array
+ * of the entry it runs under (perf_event or off-CPU tp_btf). */
+static __always_inline int v8_unwind_run(void *ctx, void *progs)
+{
+	u32 zero = 0;
+	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	if (!record)
+		return 0;
+	struct interp_state *interp = &record->interp;
+	struct unwind_state *state = &record->state;
+	u32 tgid = record->event.pid;
+	/* A hand-over, or this program going on (in_loop is set by this
+	 * program before it calls itself, with the layout copied). */
+	if (!interp->in_loop) {
+		struct v8_process *v8 = bpf_map_lookup_elem(&v8_processes, &tgid);
+		if (!v8) {
+			count(COUNTER_V8_NO_PROCESS);
+			interp->next = INTERP_NEXT_NATIVE;
+			goto call_native;
+		}
+		interp->v8 = *v8;
+	}
+	interp->in_loop = 0;
+
+	for (int i = 0; i < V8_FRAMES_PER_PROGRAM; i++) {
+		if (i > 0 && !v8_code(state, tgid))
+			goto native;
+		int result = v8_step(record, &interp->v8);
+		if (result == STEP_V8_NATIVE)
+			goto native;
+		if (result != STEP_CONTINUE) {
+			send_sample(&record->event, result);
+			return 0;
+		}
+	}
+	if (!v8_code(state, tgid))
+		goto native;
+	if (record->event.user_frames >= MAX_USER_FRAMES) {
+		send_sample(&record->event, UNWIND_STOP_MAX_FRAMES);
+		return 0;
+	}
+	if (state->tail_calls < MAX_NATIVE_TAIL_CALLS) {
+		state->tail_calls++;
+		count(COUNTER_V8_TAIL_CALLS);
+		interp->in_loop = 1;
+		bpf_tail_call(ctx, progs, UNWINDER_V8);
+		interp->in_loop = 0;
+	}
+	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
+	return 0;
+
+native:
+	/* The next frame is native code. */
+	interp->next = INTERP_NEXT_HAND_OVER;
+call_native:
+	if (state->tail_calls < MAX_NATIVE_TAIL_CALLS) {
+		state->tail_calls++;
+		count(COUNTER_NATIVE_TAIL_CALLS);
+		bpf_tail_call(ctx, progs, UNWINDER_NATIVE);
+	}
+	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
+	return 0;
+}
+
+SEC("perf_event")
+int v8_unwind(struct bpf_perf_event_data *ctx)
+{
+	return v8_unwind_run(ctx, &programs);
+}

@@ -1,0 +1,537 @@
+//! V8 unwinding on the real eBPF programs: Node's JavaScript frames in
+//! place of V8's code (the embedded builtins in `node`'s .text, JIT code
+//! in anonymous memory), native frames around them down to the thread's
+//! root, on the Node on this machine (`/usr/bin/node`, required under
+//! CI=true).
+//!
+//! The workload (`workloads/node/cpu_chain.js`) spins in top level ->
+//! main -> a -> b -> c on the main thread. Each test asserts, in at least
+//! 95% of the samples whose innermost JavaScript frame is `c`, the whole
+//! stack: native frames of `node` and libc from the root, Node's loader
+//! frames (from `node:internal/main/run_main_module` to `Module._compile`),
+//! the workload's top level, then exactly main, a, b, c (named, from the
+//! workload's script), and only native or kernel code inside c.
+
+use profiler_agent::{AgentConfig, Stats};
+use profiler_tests::{in_ci, profile_with, serial, FrameDesc, Workload};
+use profiler_trace::{FrameKind, Trace};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const HZ: u32 = 99;
+const SECONDS: u64 = 4;
+const REQUIRED: f64 = 0.95;
+const MIN_SAMPLES: usize = 30;
+const NODE: &str = "/usr/bin/node";
+
+/// One step of an expected stack, root first.
+#[derive(Clone, Copy, Debug)]
+enum P {
+    /// One JavaScript frame of this function (the workload's own, and
+    /// the top level `<anonymous>` when `ours`, from the workload's script).
+    Js(&'static str, bool),
+    /// Exactly this many frames of [`P::Js`].
+    JsTimes(&'static str, usize),
+    /// Zero or more JavaScript frames not of the workload's script (a
+    /// worker's bootstrap and event loop frames).
+    AnyJs,
+    /// One or more native frames, each in a file of this pattern (`a|b`).
+    Native(&'static str),
+    /// Zero or more native or kernel frames of any file.
+    AnyNative,
+}
+
+/// Node 20's frames from its C++ entry to the workload's top level.
+const LOADER: [P; 6] = [
+    P::Js("<anonymous>", false), // node:internal/main/run_main_module
+    P::Js("executeUserEntryPoint", false),
+    P::Js("Module._load", false),
+    P::Js("Module.load", false),
+    P::Js("Module._extensions..js", false),
+    P::Js("Module._compile", false),
+];
+
+/// A workload and the stack expected of it.
+struct Spec {
+    /// In `workloads/node/`.
+    script: &'static str,
+    /// Run from the event loop (setImmediate's callbacks, called by C++
+    /// through `processImmediate`), else from the top level (below the
+    /// loader's frames).
+    immediate: bool,
+    /// Run in a worker thread (whatever JavaScript frames below the
+    /// chain); the samples checked are the other threads'.
+    worker: bool,
+    /// Profile off-CPU time (every switch-out sampled): only the off-CPU
+    /// samples are checked.
+    off_cpu: bool,
+    /// The JavaScript frames from `main` to the leaf (then only native
+    /// code).
+    frames: &'static [P],
+    /// The leaf's name.
+    leaf: &'static str,
+    /// The line of each caller of ours: the line holding this text.
+    calls: &'static [(&'static str, &'static str)],
+    /// The leaf's lines: from the line holding the first text to the one
+    /// holding the second.
+    leaf_body: (&'static str, &'static str),
+}
+
+impl Spec {
+    /// The expected stack, root first.
+    fn pattern(&self) -> Vec<P> {
+        let mut p = vec![P::Native("node|libc.so.6")];
+        if self.worker {
+            p.push(P::AnyJs);
+        } else if self.immediate {
+            p.push(P::Js("processImmediate", false));
+        } else {
+            p.extend(LOADER);
+            p.push(P::Js("<anonymous>", true));
+        }
+        p.extend(self.frames);
+        p.push(P::AnyNative);
+        p
+    }
+}
+
+/// main -> a -> b -> c, c spinning.
+const fn abc(immediate: bool) -> Spec {
+    Spec {
+        script: "cpu_chain.js",
+        immediate,
+        worker: false,
+        off_cpu: false,
+        frames: &[P::Js("main", true), P::Js("a", true), P::Js("b", true), P::Js("c", true)],
+        leaf: "c",
+        calls: &[("main", "sum += a("), ("a", "return b(n)"), ("b", "return c(n)")],
+        leaf_body: ("function c(", "function b("),
+    }
+}
+
+/// In a worker thread: workerMain -> wa -> wb -> wc, wc spinning.
+const WORKER: Spec = Spec {
+    script: "cpu_worker.js",
+    immediate: true,
+    worker: true,
+    off_cpu: false,
+    frames: &[P::Js("workerMain", true), P::Js("wa", true), P::Js("wb", true), P::Js("wc", true)],
+    leaf: "wc",
+    calls: &[("workerMain", "sum += wa("), ("wa", "return wb(n)"), ("wb", "return wc(n)")],
+    leaf_body: ("function wc(", "function wb("),
+};
+
+/// main -> rec x 100 -> leaf: more frames than one program run takes.
+const DEEP: Spec = Spec {
+    script: "cpu_deep.js",
+    immediate: false,
+    worker: false,
+    off_cpu: false,
+    frames: &[P::Js("main", true), P::JsTimes("rec", 100), P::Js("leaf", true)],
+    leaf: "leaf",
+    calls: &[("main", "sum += rec(99)"), ("rec", "return n === 0")],
+    leaf_body: ("function leaf(", "function rec("),
+};
+
+/// main -> a -> b -> c, c blocked in Atomics.wait (off-CPU).
+const WAIT: Spec = Spec {
+    script: "wait_chain.js",
+    immediate: false,
+    worker: false,
+    off_cpu: true,
+    frames: &[P::Js("main", true), P::Js("a", true), P::Js("b", true), P::Js("c", true)],
+    leaf: "c",
+    calls: &[("main", "for (;;) a()"), ("a", "  b();"), ("b", "  c();")],
+    leaf_body: ("function c(", "function b("),
+};
+
+/// main -> sortAll -> Array.prototype.sort (a builtin: no script) ->
+/// byValue, byValue spinning.
+const SORT: Spec = Spec {
+    script: "cpu_sort.js",
+    immediate: true,
+    worker: false,
+    off_cpu: false,
+    frames: &[P::Js("main", true), P::Js("sortAll", true), P::Js("sort", false), P::Js("byValue", true)],
+    leaf: "byValue",
+    calls: &[("main", "sortAll();"), ("sortAll", "sort(byValue)")],
+    leaf_body: ("function byValue(", "function sortAll("),
+};
+
+/// One frame of a trace, root first, with a compiled frame's inlined
+/// functions as frames of their own (outermost first).
+#[derive(Clone, Debug)]
+struct Expanded {
+    desc: FrameDesc,
+    script: Option<String>,
+    line: u32,
+    inlined: bool,
+}
+
+fn expand(trace: &Trace) -> Vec<Expanded> {
+    let mut out = Vec::new();
+    for f in trace.frames.iter().rev().filter(|f| f.kind != FrameKind::Kernel) {
+        if f.kind == FrameKind::V8Js {
+            for line in f.lines.iter().rev() {
+                out.push(Expanded {
+                    desc: FrameDesc { kind: FrameKind::V8Js, name: Some(line.function.to_string()), file: None },
+                    script: line.file.as_deref().map(str::to_string),
+                    line: line.line,
+                    inlined: f.lines.len() > 1,
+                });
+            }
+            if f.lines.is_empty() {
+                let desc = FrameDesc { kind: FrameKind::V8Js, name: None, file: None };
+                out.push(Expanded { desc, script: None, line: 0, inlined: false });
+            }
+            continue;
+        }
+        let mapping = f.mapping.as_ref().map(|m| m.file_name().to_string());
+        let desc = FrameDesc { kind: f.kind, name: f.function_name().map(str::to_string), file: mapping };
+        out.push(Expanded { desc, script: None, line: 0, inlined: false });
+    }
+    out
+}
+
+fn show(frames: &[Expanded]) -> String {
+    frames
+        .iter()
+        .map(|f| match f.desc.kind {
+            FrameKind::V8Js => format!("js:{}:{}", f.desc.name.as_deref().unwrap_or("?"), f.line),
+            _ => f.desc.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+fn ours(script: Option<&str>, spec: &Spec) -> bool {
+    script.is_some_and(|s| Path::new(s).file_name().is_some_and(|n| n == spec.script))
+}
+
+/// Whether `frames` (root first) are exactly `pattern`.
+fn matches(frames: &[Expanded], pattern: &[P], spec: &Spec) -> bool {
+    let Some((step, rest)) = pattern.split_first() else { return frames.is_empty() };
+    let native = |f: &Expanded| f.desc.kind != FrameKind::V8Js;
+    match step {
+        P::Js(name, mine) => frames.first().is_some_and(|f| {
+            f.desc.kind == FrameKind::V8Js
+                && f.desc.name.as_deref() == Some(name)
+                && ours(f.script.as_deref(), spec) == *mine
+                && matches(&frames[1..], rest, spec)
+        }),
+        P::JsTimes(name, times) => {
+            let run = frames
+                .iter()
+                .take(*times)
+                .filter(|f| {
+                    f.desc.kind == FrameKind::V8Js
+                        && f.desc.name.as_deref() == Some(name)
+                        && ours(f.script.as_deref(), spec)
+                })
+                .count();
+            run == *times && matches(&frames[run..], rest, spec)
+        }
+        P::AnyJs => {
+            let run = frames.iter().take_while(|f| !native(f) && !ours(f.script.as_deref(), spec)).count();
+            (0..=run).any(|n| matches(&frames[n..], rest, spec))
+        }
+        P::Native(pattern) => {
+            let run = frames
+                .iter()
+                .take_while(|f| {
+                    native(f) && f.desc.file.as_deref().is_some_and(|file| pattern.split('|').any(|p| p == file))
+                })
+                .count();
+            (1..=run).any(|n| matches(&frames[n..], rest, spec))
+        }
+        P::AnyNative => {
+            let run = frames.iter().take_while(|f| native(f)).count();
+            (0..=run).any(|n| matches(&frames[n..], rest, spec))
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Completeness {
+    example: Option<String>,
+    at_leaf: usize,
+    complete: usize,
+    elsewhere: usize,
+    other: Option<String>,
+    /// Samples without JavaScript (the event loop between callbacks).
+    no_js: usize,
+    inlined: usize,
+    failures: Vec<String>,
+}
+
+impl Completeness {
+    fn fail(&mut self, frames: &[Expanded]) {
+        self.at_leaf += 1;
+        if self.failures.len() < 6 {
+            self.failures.push(show(frames));
+        }
+    }
+
+    fn ratio(&self) -> f64 {
+        if self.at_leaf == 0 {
+            0.0
+        } else {
+            self.complete as f64 / self.at_leaf as f64
+        }
+    }
+}
+
+/// Which frames of the workload's must have their lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lines {
+    All,
+    /// The leaf only: its callers may run in Sparkplug code (named, no
+    /// line: docs/v8.md).
+    Leaf,
+    None,
+}
+
+/// The line of `script` holding `text` (1-based).
+fn line_of(script: &str, text: &str) -> u32 {
+    let source = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(script));
+    let source = source.expect("the workload");
+    let index = source.lines().position(|l| l.contains(text)).unwrap_or_else(|| panic!("no {text:?} in {script}"));
+    index as u32 + 1
+}
+
+/// Whether the workload's frames have their lines: the call of each
+/// caller, a line of its body for the leaf.
+fn lines_ok(frames: &[Expanded], spec: &Spec, lines: Lines) -> bool {
+    let body = line_of(spec.script, spec.leaf_body.0)..line_of(spec.script, spec.leaf_body.1);
+    frames.iter().filter(|f| ours(f.script.as_deref(), spec)).all(|f| match f.desc.name.as_deref() {
+        Some(name) if name == spec.leaf => body.contains(&f.line),
+        Some(_) if lines == Lines::Leaf => true,
+        Some(name) => {
+            spec.calls.iter().find(|(n, _)| *n == name).is_none_or(|&(_, text)| f.line == line_of(spec.script, text))
+        }
+        None => false,
+    })
+}
+
+fn check(traces: &[Trace], pid: u32, spec: &Spec, lines: Lines) -> Completeness {
+    let pattern = spec.pattern();
+    let mut c = Completeness::default();
+    // Node's main thread: tid == pid.
+    let thread = |tid: u32| if spec.worker { tid != pid } else { tid == pid };
+    let kind = |t: &Trace| t.off_cpu_ns.is_some() == spec.off_cpu;
+    for t in traces.iter().filter(|t| t.process.pid.0 == pid && thread(t.tid.0) && kind(t)) {
+        let frames = expand(t);
+        let Some(innermost) = frames.iter().rev().find(|f| f.desc.kind == FrameKind::V8Js) else {
+            if spec.immediate {
+                // Between two callbacks: the event loop, a GC task.
+                c.no_js += 1;
+            } else {
+                // Node's main thread runs JavaScript all the time here.
+                c.fail(&frames);
+            }
+            continue;
+        };
+        match innermost.desc.name.as_deref() {
+            Some(name) if name == spec.leaf => {}
+            Some(_) => {
+                c.other.get_or_insert_with(|| show(&frames));
+                c.elsewhere += 1;
+                continue;
+            }
+            None => {
+                c.fail(&frames);
+                continue;
+            }
+        }
+        if frames.iter().any(|f| f.inlined) {
+            c.inlined += 1;
+        }
+        if matches(&frames, &pattern, spec) && (lines == Lines::None || lines_ok(&frames, spec, lines)) {
+            c.at_leaf += 1;
+            c.complete += 1;
+            c.example.get_or_insert_with(|| show(&frames));
+        } else {
+            c.fail(&frames);
+        }
+    }
+    c
+}
+
+fn report(what: &str, c: &Completeness, stats: &Stats) {
+    if stats.bpf_runs > 0 {
+        let ns = stats.bpf_run_time_ns as f64 / stats.bpf_runs as f64;
+        eprintln!("{what}: BPF {ns:.0} ns per sample (all processes)");
+    }
+    eprintln!(
+        "completeness {what}: {}/{} = {:.1}% ({} samples elsewhere, {} without JavaScript, {} with inlined frames)",
+        c.complete,
+        c.at_leaf,
+        100.0 * c.ratio(),
+        c.elsewhere,
+        c.no_js,
+        c.inlined
+    );
+    eprintln!("  elsewhere e.g. {}", c.other.as_deref().unwrap_or("-"));
+    eprintln!("  e.g. {}", c.example.as_deref().unwrap_or("-"));
+    for f in &c.failures {
+        let tail = f.len().saturating_sub(700);
+        eprintln!("  failed: ...{}", f.get(tail..).unwrap_or(f));
+    }
+    let v8 = stats.runtimes.0.iter().find(|(r, _)| *r == "v8").map(|(_, c)| c.clone());
+    eprintln!("  v8 counters: {v8:?}");
+    let counter = |name| stats.runtimes.get("v8", name);
+    assert!(counter("frames") > 0 && counter("tail_calls") > 0, "{what}: no JavaScript frame recorded: {stats:#?}");
+    assert!(counter("frames_named") >= counter("frames_unknown"), "{what}: mostly unnamed: {stats:#?}");
+    assert_eq!(counter("unsupported") + counter("attach_failures"), 0, "{what}: {stats:#?}");
+    assert!(c.no_js * 4 <= c.at_leaf, "{what}: {} samples without JavaScript: {c:?}", c.no_js);
+    assert!(c.at_leaf >= MIN_SAMPLES, "{what}: only {} samples at the leaf; {stats:#?}", c.at_leaf);
+    assert!(
+        c.ratio() >= REQUIRED,
+        "{what}: {} of {} samples at the leaf carry the whole chain ({:.1}%); some that do not (root \
+         first):\n{}\n{stats:#?}",
+        c.complete,
+        c.at_leaf,
+        100.0 * c.ratio(),
+        c.failures.join("\n")
+    );
+}
+
+/// Node ([`NODE`], or `$EP_TEST_NODE`: another build to try), or `None`
+/// (a failure under CI=true).
+fn node() -> Option<PathBuf> {
+    let node = std::env::var_os("EP_TEST_NODE").map_or_else(|| PathBuf::from(NODE), PathBuf::from);
+    if !node.exists() {
+        assert!(!in_ci(), "{} is required under CI=true", node.display());
+        eprintln!("SKIPPED: {} is not installed", node.display());
+        return None;
+    }
+    Some(node)
+}
+
+/// Profiles the workload run with `flags`, after `warm_up`.
+/// With `lines`, the workload's frames must have their lines too.
+fn chain_test(spec: &Spec, mode: &str, flags: &[&str], lines: Lines, warm_up: Duration) -> Option<Completeness> {
+    let node = node()?;
+    let _serial = serial();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(spec.script);
+    let out_path = std::env::temp_dir().join(format!("ep-v8-{mode}-{}", std::process::id()));
+    let out = std::fs::File::create(&out_path).unwrap();
+    let mut command = Command::new(node);
+    command.args(flags).arg(&script).args(spec.immediate.then_some("immediate")).stdout(out).stderr(Stdio::inherit());
+    let w = Workload::spawn(&mut command);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&out_path).unwrap_or_default().contains("ready") {
+        assert!(Instant::now() < deadline, "node did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_file(&out_path);
+    std::thread::sleep(warm_up);
+    let off_cpu_threshold = if spec.off_cpu { 1.0 } else { 0.0 };
+    let config =
+        AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], off_cpu_threshold, ..AgentConfig::default() };
+    let (traces, stats) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS)))?;
+    let c = check(&traces, w.pid(), spec, lines);
+    report(&format!("node {mode} {}", spec.script), &c, &stats);
+    Some(c)
+}
+
+/// `--jitless`: every frame interpreted (Ignition), the leaf's pc in the
+/// bytecode handlers of the embedded builtins.
+#[test]
+fn interpreted_chain() {
+    chain_test(&abc(false), "interpreted", &["--jitless"], Lines::All, Duration::from_millis(300));
+}
+
+/// Sparkplug only (`--always-sparkplug --max-opt=1`): baseline frames,
+/// interpreter-shaped, their pcs in anonymous memory. Named, without
+/// lines (their bytecode offset slot is stale: docs/v8.md).
+#[test]
+fn baseline_chain() {
+    chain_test(
+        &abc(false),
+        "baseline",
+        &["--always-sparkplug", "--max-opt=1"],
+        Lines::None,
+        Duration::from_millis(500),
+    );
+}
+
+/// Node's default tiers, warm: TurboFan compiles the loop of main with a,
+/// b and c inlined (one machine frame, named innermost first).
+#[test]
+fn optimised_chain() {
+    let Some(c) = chain_test(&abc(true), "optimised", &[], Lines::All, Duration::from_secs(3)) else { return };
+    assert!(c.inlined * 2 >= c.at_leaf, "the chain should come mostly from TurboFan code with inlining: {c:?}");
+}
+
+/// A comparator called by the `Array.prototype.sort` builtin (through
+/// stub frames), interpreted.
+#[test]
+fn comparator_under_sort_interpreted() {
+    chain_test(&SORT, "interpreted", &["--jitless"], Lines::All, Duration::from_millis(300));
+}
+
+/// The same, warm: the comparator optimised (its callers, called a few
+/// times per turn, stay in Sparkplug code: no lines).
+#[test]
+fn comparator_under_sort_optimised() {
+    chain_test(&SORT, "optimised", &[], Lines::Leaf, Duration::from_secs(3));
+}
+
+/// A worker thread's chain, interpreted: its own isolate and stack, the
+/// same unwinder (nothing per isolate).
+#[test]
+fn worker_thread_interpreted() {
+    chain_test(&WORKER, "interpreted", &["--jitless"], Lines::All, Duration::from_secs(2));
+}
+
+/// The same, warm (wa, wb, wc inlined into workerMain's TurboFan code).
+#[test]
+fn worker_thread_optimised() {
+    chain_test(&WORKER, "optimised", &[], Lines::All, Duration::from_secs(3));
+}
+
+/// Off-CPU samples (the tp_btf entry of the unwinder, `v8_off_cpu`) of a
+/// chain blocked in `Atomics.wait`: from the futex through the builtin's
+/// C++ into c, b, a, main, interpreted.
+#[test]
+fn off_cpu_chain() {
+    chain_test(&WAIT, "off-CPU", &["--jitless"], Lines::All, Duration::from_millis(300));
+}
+
+/// How long a Node started after the agent is given to get its frames
+/// (the analysis of `node`, ~100 MB, on a loaded machine).
+const LATE_START: Duration = Duration::from_secs(10);
+
+/// A Node started after the agent: attached as soon as its mappings are
+/// loaded (nothing is read from the process); from its first sample with
+/// a JavaScript frame, its chain is whole.
+#[test]
+fn started_after_the_agent() {
+    let Some(node) = node() else { return };
+    let _serial = serial();
+    let spec = abc(false);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(spec.script);
+    let mut w = Workload::spawn_gated(&format!("exec {} --jitless {} > /dev/null", node.display(), script.display()));
+    let pid = w.pid();
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| {
+        w.release();
+        std::thread::sleep(LATE_START + Duration::from_secs(SECONDS));
+    }) else {
+        return;
+    };
+    let js = |t: &&Trace| t.frames.iter().any(|f| f.kind == FrameKind::V8Js);
+    let since = traces.iter().filter(js).map(|t| t.timestamp_unix_ns).min().unwrap_or(u64::MAX);
+    let later: Vec<Trace> = traces.into_iter().filter(|t| t.timestamp_unix_ns >= since).collect();
+    let c = check(&later, pid, &spec, Lines::All);
+    report("node started after the agent", &c, &stats);
+}
+
+/// 100 recursive frames: the unwinder goes on in further runs of itself
+/// (tail calls), every frame named with its line.
+#[test]
+fn deep_chain_interpreted() {
+    chain_test(&DEEP, "interpreted", &["--jitless"], Lines::All, Duration::from_millis(300));
+}
