@@ -21,6 +21,7 @@
 int native_unwind(struct bpf_perf_event_data *ctx);
 int python_unwind(struct bpf_perf_event_data *ctx);
 int hotspot_unwind(struct bpf_perf_event_data *ctx);
+int php_unwind(struct bpf_perf_event_data *ctx);
 
 /* The unwinders, for tail calls; filled by libbpf at load. */
 struct {
@@ -33,6 +34,7 @@ struct {
 		[UNWINDER_NATIVE] = (void *)&native_unwind,
 		[UNWINDER_PYTHON] = (void *)&python_unwind,
 		[UNWINDER_HOTSPOT] = (void *)&hotspot_unwind,
+		[UNWINDER_PHP] = (void *)&php_unwind,
 	},
 };
 
@@ -55,6 +57,9 @@ static __always_inline void count_hand_over(u32 slot)
 		break;
 	case UNWINDER_HOTSPOT:
 		count(COUNTER_HOTSPOT_TAIL_CALLS);
+		break;
+	case UNWINDER_PHP:
+		count(COUNTER_PHP_TAIL_CALLS);
 		break;
 	default:
 		break;

@@ -115,6 +115,15 @@ struct interp_state {
 			 * read. */
 			u64 slots[HOTSPOT_FRAME_SLOTS];
 		};
+		/* PHP (php_unwinder.bpf.h). */
+		struct {
+			/* The next zend_execute_data to record (0: none left). */
+			u64 php_ex;
+			/* php_files[file_id], copied at the hand-over. */
+			struct php_file php;
+			/* One zend_execute_data, as read. */
+			u8 php_buf[PHP_EXECUTE_DATA_READ];
+		};
 	};
 };
 
@@ -241,6 +250,17 @@ struct {
 	__type(key, u32);
 	__type(value, struct hotspot_process);
 } hotspot_processes SEC(".maps");
+
+/* The PHP builds in loaded files: file id -> how to walk their frames
+ * (struct php_file). Set by user space with the file's deltas, removed
+ * with them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 10);
+	__type(key, u64);
+	__type(value, struct php_file);
+} php_files SEC(".maps");
 
 /* When a process event of each kind was last sent for a pid (key
  * pid << 32 | kind), to rate-limit them (helpers.h). */

@@ -36,6 +36,7 @@ const volatile u64 thread_size = 16384;
 #include "native_unwinder.bpf.h"
 #include "python_unwinder.bpf.h"
 #include "hotspot_unwinder.bpf.h"
+#include "php_unwinder.bpf.h"
 
 /* The user registers the current task saved on entering the kernel.
  * Returns an unwind_stop reason, or STEP_CONTINUE when state is set. */

@@ -33,7 +33,7 @@
  * (clamped to PYTHON_FRAME_OFFSET_MAX). See python_unwinder.bpf.h. */
 #define FRAME_INTERPRETED (1ULL << 62)
 #define PYTHON_FRAME_OFFSET_SHIFT 44
-#define PYTHON_FRAME_OFFSET_MAX ((1ULL << 17) - 1)
+#define PYTHON_FRAME_OFFSET_MAX ((1ULL << 16) - 1)
 /* With FRAME_INTERPRETED: a HotSpot frame, not a CPython one (bit 61
  * lies above PYTHON_FRAME_OFFSET_MAX's bits). A HotSpot frame word is
  * FRAME_INTERPRETED | FRAME_HOTSPOT | [FRAME_HOTSPOT_COMPILED] |
@@ -47,6 +47,28 @@
 #define HOTSPOT_FRAME_OFFSET_MAX 0xffffULL
 #define HOTSPOT_NO_BCI 0xffffULL
 #define PYTHON_FRAME_CODE_MASK ((1ULL << PYTHON_FRAME_OFFSET_SHIFT) - 1)
+/* With FRAME_INTERPRETED (FRAME_HOTSPOT clear): a frame of one of the
+ * runtimes after CPython and HotSpot (bit 60 lies above
+ * PYTHON_FRAME_OFFSET_MAX's bits). Bits 57-59 name the runtime by its
+ * unwinder slot (enum unwinder_program), bits 0-56 are the runtime's own.
+ * A CRuby word's own bits are pos << RUBY_FRAME_POS_SHIFT | pointer >> 3:
+ * an iseq frame's iseq and the index of its pc in the iseq's encoded
+ * instructions (clamped to RUBY_FRAME_POS_MAX, which means unknown), or
+ * a C function frame's method entry (pos 0); user space tells them apart
+ * by the imemo type. See ruby_unwinder.bpf.h. */
+#define FRAME_RUNTIME (1ULL << 60)
+#define FRAME_RUNTIME_SHIFT 57
+#define FRAME_RUNTIME_MASK 7ULL
+#define RUBY_FRAME_POS_SHIFT 44
+#define RUBY_FRAME_POS_MAX 0x1fffULL
+/* A PHP word's own bits (slot UNWINDER_PHP) are [PHP_FRAME_TOP] |
+ * line << PHP_FRAME_LINE_SHIFT | function >> 3: the zend_function the
+ * frame runs, the line of its current opline (PHP_FRAME_LINE_MAX: unknown
+ * or larger), and whether the frame is the first of its execute_ex run
+ * (ZEND_CALL_TOP). See php_unwinder.bpf.h. */
+#define PHP_FRAME_LINE_SHIFT 44
+#define PHP_FRAME_LINE_MAX 0xfffULL
+#define PHP_FRAME_TOP (1ULL << 56)
 
 /* Why the user stack of a sample ends where it ends (sample_event's
  * unwind_stop, and the COUNTER_UNWIND_STOP_BASE + reason counters).
@@ -209,6 +231,7 @@ enum unwinder_program {
 	UNWINDER_NATIVE = 0,
 	UNWINDER_PYTHON = 1,
 	UNWINDER_HOTSPOT = 2,
+	UNWINDER_PHP = 5,
 	/* Reserved for the unwinders being built (one slot each, so that
 	 * they land independently): V8 3, CRuby 4, PHP 5, Perl 6. */
 	UNWINDER_COUNT = 7,
@@ -391,6 +414,21 @@ enum counter_id {
 	COUNTER_OFF_CPU_ENDS_LOST = 59,
 	/* 64-127: one block of 8 per interpreter unwinder, in slot order:
 	 * V8 64-71, CRuby 72-79, PHP 80-87, Perl 88-95. */
+	/* PHP (php_unwinder.bpf.h): PHP frames recorded */
+	COUNTER_PHP_FRAMES = 80,
+	/* PHP: tail calls into its unwinder (hand-overs included) */
+	COUNTER_PHP_TAIL_CALLS = 81,
+	/* PHP: samples in execute_ex with no current_execute_data (or its
+	 * file's php_files entry missing): the runs stay native frames */
+	COUNTER_PHP_NO_FRAMES = 82,
+	/* PHP: a zend_execute_data could not be read (the rest of the
+	 * stack's execute_ex runs stay native frames) */
+	COUNTER_PHP_READ_ERRORS = 83,
+	/* PHP: frames without a function skipped (VM-internal dummies) */
+	COUNTER_PHP_SKIPPED_FRAMES = 84,
+	/* PHP: an execute_ex frame with no PHP frame left for it (its
+	 * native frame is kept) */
+	COUNTER_PHP_EMPTY_LOOPS = 85,
 	COUNTER_MAX = 128,
 };
 _Static_assert(COUNTER_UNWIND_STOP_BASE + UNWIND_STOP_COUNT <= COUNTER_OFF_CPU_SWITCHES, "counters fit");
@@ -518,6 +556,25 @@ struct hotspot_process {
 	__s32 interp_method_slot;        /* Method* at fp + 8 * slot */
 	__s32 interp_bcp_slot;           /* bcp at fp + 8 * slot */
 	__s32 interp_sender_sp_slot;     /* the caller's sp at fp + 8 * slot */
+	__u32 reserved;
+};
+
+/* PHP (php_unwinder.bpf.h). Offsets (bytes) in a zend_execute_data
+ * read at once: every field lies below PHP_EXECUTE_DATA_READ. */
+#define PHP_EXECUTE_DATA_READ 64
+
+/* What the PHP unwinder needs of one (non-ZTS) PHP build
+ * (php_files[file_id], set by user space from the ELF symbols and the
+ * version's layout: crates/interpreters/src/php). */
+struct php_file {
+	__u64 executor_globals_vaddr;    /* executor_globals, ELF virtual address */
+	__u32 eg_current_execute_data;   /* zend_executor_globals.current_execute_data */
+	__u32 ex_opline;                 /* zend_execute_data.opline */
+	__u32 ex_func;                   /* zend_execute_data.func */
+	__u32 ex_call_info;              /* zend_execute_data.This.u1.type_info */
+	__u32 ex_prev;                   /* zend_execute_data.prev_execute_data */
+	__u32 op_lineno;                 /* zend_op.lineno */
+	__u32 call_top;                  /* ZEND_CALL_TOP in the call info */
 	__u32 reserved;
 };
 

@@ -34,7 +34,8 @@ pod!(
     python_file,
     off_cpu_end,
     hotspot_heap,
-    hotspot_process
+    hotspot_process,
+    php_file
 );
 
 /// The bytes of `value`, as a map update takes them.
@@ -172,6 +173,21 @@ mod tests {
         assert_eq!(profiler_trace::HOTSPOT_FRAME_OFFSET_SHIFT, HOTSPOT_FRAME_OFFSET_SHIFT);
         assert_eq!(profiler_trace::HOTSPOT_FRAME_OFFSET_MAX, HOTSPOT_FRAME_OFFSET_MAX);
         assert_eq!(profiler_trace::HOTSPOT_NO_BCI, HOTSPOT_NO_BCI);
+        // (bindgen picks each constant's width by its value.)
+        assert_eq!(profiler_trace::FRAME_RUNTIME, FRAME_RUNTIME);
+        assert_eq!(u64::from(profiler_trace::FRAME_RUNTIME_SHIFT), FRAME_RUNTIME_SHIFT);
+        assert_eq!(profiler_trace::FRAME_RUNTIME_MASK, FRAME_RUNTIME_MASK);
+        assert_eq!(u64::from(profiler_trace::RUBY_FRAME_POS_SHIFT), RUBY_FRAME_POS_SHIFT as u64);
+        assert_eq!(profiler_trace::RUBY_FRAME_POS_MAX, RUBY_FRAME_POS_MAX as u64);
+        // A runtime's tag and its own bits lie below FRAME_RUNTIME, which
+        // lies above every bit of a CPython word; every slot fits the tag.
+        assert_eq!(
+            FRAME_RUNTIME & ((PYTHON_FRAME_OFFSET_MAX << PYTHON_FRAME_OFFSET_SHIFT) | PYTHON_FRAME_CODE_MASK),
+            0
+        );
+        assert!(UNWINDER_COUNT as u64 <= FRAME_RUNTIME_MASK + 1);
+        assert_eq!((FRAME_RUNTIME_MASK << FRAME_RUNTIME_SHIFT) & FRAME_RUNTIME, 0);
+        assert!(((RUBY_FRAME_POS_MAX as u64) << RUBY_FRAME_POS_SHIFT) < 1u64 << FRAME_RUNTIME_SHIFT);
         // The HotSpot tag lies above every bit of a CPython word.
         assert_eq!(
             FRAME_HOTSPOT & ((PYTHON_FRAME_OFFSET_MAX << PYTHON_FRAME_OFFSET_SHIFT) | PYTHON_FRAME_CODE_MASK),

@@ -10,7 +10,7 @@
 //! [`InterpreterMaps::remove_process`]). The per-thread caches are
 //! written by the BPF side only and emptied by it as threads exit.
 
-use crate::types::{HotspotProcessValue, PythonFileValue};
+use crate::types::{HotspotProcessValue, PhpFileValue, PythonFileValue};
 use crate::BpfError;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use std::collections::HashMap;
@@ -21,6 +21,8 @@ use std::collections::HashMap;
 pub enum InterpreterFileValue {
     /// `python_files`.
     Python(PythonFileValue),
+    /// `php_files`.
+    Php(PhpFileValue),
 }
 
 impl InterpreterFileValue {
@@ -28,6 +30,7 @@ impl InterpreterFileValue {
     fn encode(&self) -> (&'static str, Vec<u8>) {
         match self {
             InterpreterFileValue::Python(v) => ("python_files", v.to_bytes().to_vec()),
+            InterpreterFileValue::Php(v) => ("php_files", v.to_bytes().to_vec()),
         }
     }
 }
@@ -71,9 +74,10 @@ impl InterpreterMaps {
         python_files: MapHandle,
         python_thread_states: MapHandle,
         hotspot_processes: MapHandle,
+        php_files: MapHandle,
     ) -> InterpreterMaps {
         InterpreterMaps {
-            file_maps: vec![("python_files", python_files)],
+            file_maps: vec![("python_files", python_files), ("php_files", php_files)],
             thread_maps: vec![python_thread_states],
             process_maps: vec![("hotspot_processes", hotspot_processes)],
             loaded: HashMap::new(),
@@ -192,7 +196,7 @@ mod tests {
 
     #[test]
     fn unwinder_slots_fit_the_flags_and_the_program_array() {
-        for unwinder in [InterpreterUnwinder::Python, InterpreterUnwinder::Hotspot] {
+        for unwinder in InterpreterUnwinder::ALL {
             let slot = u32::from(unwinder as u8);
             assert!(slot > c::UNWINDER_NATIVE && slot < c::UNWINDER_COUNT);
             let mask = c::MAPPING_UNWINDER_MASK << MAPPING_UNWINDER_SHIFT;

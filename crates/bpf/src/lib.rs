@@ -56,8 +56,9 @@ pub use sample::{RawSample, StackCopy, STACK_COPY_MAX};
 pub use sampler::{Counters, Sampler, SamplerOptions};
 pub use sampling_switch::SamplingSwitch;
 pub use types::{
-    HotspotHeapValue, HotspotProcessValue, InterpreterUnwinder, ProcessEvent, ProcessEventKind, PythonFileValue,
-    PythonFrameModel, PythonLasti, UnwindStop, UserFrame, FRAME_EXACT_PC, FRAME_INTERPRETED, HOTSPOT_MAX_HEAPS,
+    HotspotHeapValue, HotspotProcessValue, InterpreterUnwinder, PhpFileValue, ProcessEvent, ProcessEventKind,
+    PythonFileValue, PythonFrameModel, PythonLasti, UnwindStop, UserFrame, FRAME_EXACT_PC, FRAME_INTERPRETED,
+    HOTSPOT_MAX_HEAPS, PHP_EXECUTE_DATA_READ, PHP_FRAME_LINE_MAX, PHP_FRAME_LINE_SHIFT, PHP_FRAME_TOP,
     PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET,
 };
 pub use unwind_maps::{aligned_blocks, EncodedDeltas, MappingRange, MappingTarget, UnwindMaps, UnwindMapsStats};

@@ -155,6 +155,19 @@ counters! {
     off_cpu_ends = COUNTER_OFF_CPU_ENDS_SENT;
     /// Ends of off-CPU periods lost (the ring buffer was full).
     off_cpu_ends_lost = COUNTER_OFF_CPU_ENDS_LOST;
+    /// PHP frames the PHP unwinder recorded.
+    php_frames = COUNTER_PHP_FRAMES;
+    /// Tail calls into the PHP unwinder (hand-overs included).
+    php_tail_calls = COUNTER_PHP_TAIL_CALLS;
+    /// Samples in `execute_ex` with no PHP frame to walk (its runs stay
+    /// native frames).
+    php_no_frames = COUNTER_PHP_NO_FRAMES;
+    /// PHP frames (`zend_execute_data`) that could not be read.
+    php_read_errors = COUNTER_PHP_READ_ERRORS;
+    /// PHP frames without a function skipped (VM dummies).
+    php_skipped_frames = COUNTER_PHP_SKIPPED_FRAMES;
+    /// `execute_ex` frames with no PHP frame left (kept native).
+    php_empty_loops = COUNTER_PHP_EMPTY_LOOPS;
 }
 
 impl Counters {
@@ -175,6 +188,14 @@ impl Counters {
                 ("no_blob", self.hotspot_no_blob),
                 ("read_errors", self.hotspot_read_errors),
                 ("bad_frames", self.hotspot_bad_frames),
+            ],
+            InterpreterUnwinder::Php => vec![
+                ("frames", self.php_frames),
+                ("tail_calls", self.php_tail_calls),
+                ("no_frames", self.php_no_frames),
+                ("read_errors", self.php_read_errors),
+                ("skipped_frames", self.php_skipped_frames),
+                ("empty_loops", self.php_empty_loops),
             ],
         }
     }
@@ -259,6 +280,7 @@ impl Sampler {
             open.progs.native_off_cpu.set_autoload(false);
             open.progs.python_off_cpu.set_autoload(false);
             open.progs.hotspot_off_cpu.set_autoload(false);
+            open.progs.php_off_cpu.set_autoload(false);
             open.maps
                 .off_cpu_starts
                 .set_max_entries(1)
@@ -434,7 +456,9 @@ impl Sampler {
             .map_err(|source| BpfError::Map { map: "python_thread_states", source })?;
         let processes = MapHandle::try_from(&maps.hotspot_processes)
             .map_err(|source| BpfError::Map { map: "hotspot_processes", source })?;
-        Ok(InterpreterMaps::new(files, threads, processes))
+        let php_files =
+            MapHandle::try_from(&maps.php_files).map_err(|source| BpfError::Map { map: "php_files", source })?;
+        Ok(InterpreterMaps::new(files, threads, processes, php_files))
     }
 
     /// The keys in the interpreter unwinders' maps, read by iterating
@@ -513,6 +537,7 @@ fn fill_off_cpu_programs(skel: &ProfilerSkel<'static>) -> Result<(), BpfError> {
         (c::UNWINDER_NATIVE, &progs.native_off_cpu),
         (c::UNWINDER_PYTHON, &progs.python_off_cpu),
         (c::UNWINDER_HOTSPOT, &progs.hotspot_off_cpu),
+        (c::UNWINDER_PHP, &progs.php_off_cpu),
     ];
     for (slot, program) in entries {
         let fd = program.as_fd().as_raw_fd();

@@ -176,17 +176,21 @@ pub enum InterpreterUnwinder {
     Python = c::UNWINDER_PYTHON as u8,
     /// `UNWINDER_HOTSPOT`: `hotspot_unwind`.
     Hotspot = c::UNWINDER_HOTSPOT as u8,
+    /// `UNWINDER_PHP`: `php_unwind`.
+    Php = c::UNWINDER_PHP as u8,
 }
 
 impl InterpreterUnwinder {
     /// Every interpreter unwinder.
-    pub const ALL: [InterpreterUnwinder; 2] = [InterpreterUnwinder::Python, InterpreterUnwinder::Hotspot];
+    pub const ALL: [InterpreterUnwinder; 3] =
+        [InterpreterUnwinder::Python, InterpreterUnwinder::Hotspot, InterpreterUnwinder::Php];
 
     /// Its name in counters (`python_frames`, `hotspot_frames`).
     pub fn name(self) -> &'static str {
         match self {
             InterpreterUnwinder::Python => "python",
             InterpreterUnwinder::Hotspot => "hotspot",
+            InterpreterUnwinder::Php => "php",
         }
     }
 }
@@ -380,6 +384,59 @@ impl PythonFileValue {
     }
 
     pub(crate) fn to_bytes(self) -> [u8; PYTHON_FILE_SIZE] {
+        bytes_of(&self.to_c()).try_into().expect("one value")
+    }
+}
+
+/// `struct php_file`: what the BPF unwinder needs of one (NTS) PHP
+/// build. Offsets are in bytes.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PhpFileValue {
+    /// `executor_globals`, ELF virtual address.
+    pub executor_globals_vaddr: u64,
+    pub eg_current_execute_data: u32,
+    pub ex_opline: u32,
+    pub ex_func: u32,
+    pub ex_call_info: u32,
+    pub ex_prev: u32,
+    pub op_lineno: u32,
+    /// `ZEND_CALL_TOP`.
+    pub call_top: u32,
+}
+
+/// Bytes of a `zend_execute_data` the PHP unwinder reads at once: every
+/// `ex_*` field must lie below.
+pub const PHP_EXECUTE_DATA_READ: u32 = c::PHP_EXECUTE_DATA_READ;
+
+/// A PHP frame word's own bits: `[PHP_FRAME_TOP] | line <<
+/// PHP_FRAME_LINE_SHIFT | function >> 3` (`ebpf/php_unwinder.bpf.h`).
+pub const PHP_FRAME_LINE_SHIFT: u32 = c::PHP_FRAME_LINE_SHIFT;
+/// The largest line a PHP frame word holds; it means "unknown".
+pub const PHP_FRAME_LINE_MAX: u64 = c::PHP_FRAME_LINE_MAX as u64;
+/// Set in a PHP frame word whose call info has `ZEND_CALL_TOP`.
+pub const PHP_FRAME_TOP: u64 = c::PHP_FRAME_TOP;
+
+/// `sizeof(struct php_file)`.
+pub(crate) const PHP_FILE_SIZE: usize = size_of::<c::php_file>();
+
+impl PhpFileValue {
+    /// The map value, field by field.
+    pub(crate) fn to_c(self) -> c::php_file {
+        c::php_file {
+            executor_globals_vaddr: self.executor_globals_vaddr,
+            eg_current_execute_data: self.eg_current_execute_data,
+            ex_opline: self.ex_opline,
+            ex_func: self.ex_func,
+            ex_call_info: self.ex_call_info,
+            ex_prev: self.ex_prev,
+            op_lineno: self.op_lineno,
+            call_top: self.call_top,
+            reserved: 0,
+        }
+    }
+
+    pub(crate) fn to_bytes(self) -> [u8; PHP_FILE_SIZE] {
         bytes_of(&self.to_c()).try_into().expect("one value")
     }
 }

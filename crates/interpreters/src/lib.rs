@@ -50,7 +50,8 @@ pub fn runtimes() -> Vec<Box<dyn Runtime>> {
     vec![
         Box::new(python::CPython),
         Box::new(hotspot::Hotspot),
-        // V8, CRuby, PHP and Perl (src/v8/, src/ruby/, src/php/,
-        // src/perl/) come here once their unwinders are wired.
+        Box::new(php::Php),
+        // V8, CRuby and Perl (src/v8/, src/ruby/, src/perl/) come here
+        // once their unwinders are wired.
     ]
 }

@@ -17,7 +17,21 @@ pub const FRAME_INTERPRETED: u64 = 1 << 62;
 /// Where a CPython frame word keeps the instruction offset.
 pub const PYTHON_FRAME_OFFSET_SHIFT: u32 = 44;
 /// Largest instruction offset a CPython frame word holds (larger clamp).
-pub const PYTHON_FRAME_OFFSET_MAX: u64 = (1 << 17) - 1;
+pub const PYTHON_FRAME_OFFSET_MAX: u64 = (1 << 16) - 1;
+
+/// Set (with [`FRAME_INTERPRETED`], [`FRAME_HOTSPOT`] clear) in the frame
+/// word of a runtime named by its unwinder slot in the bits
+/// [`FRAME_RUNTIME_SHIFT`].. (masked by [`FRAME_RUNTIME_MASK`]); the bits
+/// below are the runtime's own.
+pub const FRAME_RUNTIME: u64 = 1 << 60;
+/// Where a [`FRAME_RUNTIME`] word names its runtime.
+pub const FRAME_RUNTIME_SHIFT: u32 = 57;
+/// The runtime's slot, after the shift.
+pub const FRAME_RUNTIME_MASK: u64 = 7;
+/// A CRuby word's own bits: `pos << RUBY_FRAME_POS_SHIFT | pointer >> 3`.
+pub const RUBY_FRAME_POS_SHIFT: u32 = 44;
+/// The largest `pos` of a CRuby word; it means "unknown".
+pub const RUBY_FRAME_POS_MAX: u64 = 0x1fff;
 
 /// Set (with [`FRAME_INTERPRETED`]) in a HotSpot frame word.
 pub const FRAME_HOTSPOT: u64 = 1 << 61;
@@ -86,6 +100,14 @@ pub enum UserFrame {
         /// Clamped to [`HOTSPOT_FRAME_OFFSET_MAX`].
         offset: u32,
     },
+    /// A frame of a runtime after CPython and HotSpot ([`FRAME_RUNTIME`]):
+    /// its unwinder slot and its own bits, which the runtime decodes.
+    Runtime {
+        /// The unwinder slot (`enum unwinder_program`).
+        slot: u8,
+        /// The bits below [`FRAME_RUNTIME_SHIFT`].
+        bits: u64,
+    },
 }
 
 impl UserFrame {
@@ -96,6 +118,12 @@ impl UserFrame {
                 compiled: word & FRAME_HOTSPOT_COMPILED != 0,
                 pointer: (word & ((1 << HOTSPOT_FRAME_OFFSET_SHIFT) - 1)) << 3,
                 offset: ((word >> HOTSPOT_FRAME_OFFSET_SHIFT) & HOTSPOT_FRAME_OFFSET_MAX) as u32,
+            };
+        }
+        if word & FRAME_EXACT_PC == 0 && word & FRAME_INTERPRETED != 0 && word & FRAME_RUNTIME != 0 {
+            return UserFrame::Runtime {
+                slot: ((word >> FRAME_RUNTIME_SHIFT) & FRAME_RUNTIME_MASK) as u8,
+                bits: word & ((1 << FRAME_RUNTIME_SHIFT) - 1),
             };
         }
         if word & FRAME_EXACT_PC == 0 && word & FRAME_INTERPRETED != 0 {
@@ -120,6 +148,15 @@ impl UserFrame {
     pub fn python_word(code: u64, offset: u32) -> u64 {
         let code_bits = if code & 7 != 0 || code >> 47 != 0 { 0 } else { code >> 3 };
         FRAME_INTERPRETED | (u64::from(offset).min(PYTHON_FRAME_OFFSET_MAX) << PYTHON_FRAME_OFFSET_SHIFT) | code_bits
+    }
+
+    /// The word a [`UserFrame::Runtime`] unwinder writes (`bits` are cut
+    /// to the bits below [`FRAME_RUNTIME_SHIFT`]).
+    pub fn runtime_word(slot: u8, bits: u64) -> u64 {
+        FRAME_INTERPRETED
+            | FRAME_RUNTIME
+            | ((u64::from(slot) & FRAME_RUNTIME_MASK) << FRAME_RUNTIME_SHIFT)
+            | (bits & ((1 << FRAME_RUNTIME_SHIFT) - 1))
     }
 
     /// The word the HotSpot unwinder writes (pointers are 8-byte aligned
@@ -176,8 +213,27 @@ mod tests {
         assert_eq!(UserFrame::decode(UserFrame::python_word(0x1001, 7)), UserFrame::Python { code: 0, offset: 7 });
         assert_eq!(
             UserFrame::decode(UserFrame::python_word(1 << 48, 1 << 20)),
-            UserFrame::Python { code: 0, offset: (1 << 17) - 1 }
+            UserFrame::Python { code: 0, offset: (1 << 16) - 1 }
         );
+    }
+
+    #[test]
+    fn runtime_words_round_trip_and_are_not_python_or_hotspot_words() {
+        let bits = (0x1fff << RUBY_FRAME_POS_SHIFT) | (0x7fff_ffff_fff8 >> 3);
+        let w = UserFrame::runtime_word(4, bits);
+        assert_eq!(w & FRAME_EXACT_PC, 0);
+        assert_eq!(UserFrame::decode(w), UserFrame::Runtime { slot: 4, bits });
+        assert_eq!(UserFrame::decode(UserFrame::runtime_word(6, 1)), UserFrame::Runtime { slot: 6, bits: 1 });
+        // Bits above the runtime's own are cut, never taken as its tag.
+        assert_eq!(
+            UserFrame::decode(UserFrame::runtime_word(3, u64::MAX)),
+            UserFrame::Runtime { slot: 3, bits: (1 << FRAME_RUNTIME_SHIFT) - 1 }
+        );
+        // The largest CPython and HotSpot words keep their kind.
+        let py = UserFrame::python_word(0x7fff_ffff_fff8, u32::MAX);
+        assert!(matches!(UserFrame::decode(py), UserFrame::Python { .. }));
+        let hs = UserFrame::hotspot_word(true, 0x7fff_ffff_fff8, u64::MAX);
+        assert!(matches!(UserFrame::decode(hs), UserFrame::Hotspot { .. }));
     }
 
     #[test]

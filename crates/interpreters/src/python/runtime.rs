@@ -46,6 +46,7 @@ impl Runtime for CPython {
             UserFrame::Python { offset, .. } => u64::from(offset),
             UserFrame::Native(address) => address.pc,
             UserFrame::Hotspot { pointer, .. } => pointer,
+            UserFrame::Runtime { bits, .. } => bits,
         }
     }
 
