@@ -22,6 +22,7 @@ int native_unwind(struct bpf_perf_event_data *ctx);
 int python_unwind(struct bpf_perf_event_data *ctx);
 int hotspot_unwind(struct bpf_perf_event_data *ctx);
 int php_unwind(struct bpf_perf_event_data *ctx);
+int perl_unwind(struct bpf_perf_event_data *ctx);
 
 /* The unwinders, for tail calls; filled by libbpf at load. */
 struct {
@@ -35,6 +36,7 @@ struct {
 		[UNWINDER_PYTHON] = (void *)&python_unwind,
 		[UNWINDER_HOTSPOT] = (void *)&hotspot_unwind,
 		[UNWINDER_PHP] = (void *)&php_unwind,
+		[UNWINDER_PERL] = (void *)&perl_unwind,
 	},
 };
 
@@ -60,6 +62,9 @@ static __always_inline void count_hand_over(u32 slot)
 		break;
 	case UNWINDER_PHP:
 		count(COUNTER_PHP_TAIL_CALLS);
+		break;
+	case UNWINDER_PERL:
+		count(COUNTER_PERL_TAIL_CALLS);
 		break;
 	default:
 		break;

@@ -124,6 +124,24 @@ struct interp_state {
 			/* One zend_execute_data, as read. */
 			u8 php_buf[PHP_EXECUTE_DATA_READ];
 		};
+		/* Perl (perl_unwinder.bpf.h). */
+		struct {
+			/* The stack info being walked, its context array and
+			 * the index of its next context (-1: none left). */
+			u64 perl_si;
+			u64 perl_cxstack;
+			s32 perl_cxix;
+			/* the script's top level was recorded */
+			u8 perl_main_done;
+			u8 perl_reserved[3];
+			/* The COP of the next frame recorded (the statement it
+			 * runs, or the call it makes). */
+			u64 perl_cop;
+			/* perl_files[file_id], copied at the hand-over. */
+			struct perl_file perl;
+			/* One context (or stack info), as read. */
+			u8 perl_buf[PERL_CONTEXT_READ];
+		};
 	};
 };
 
@@ -261,6 +279,17 @@ struct {
 	__type(key, u64);
 	__type(value, struct php_file);
 } php_files SEC(".maps");
+
+/* The Perl builds in loaded files: file id -> how to walk their stacks
+ * (struct perl_file). Set by user space with the file's deltas, removed
+ * with them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 10);
+	__type(key, u64);
+	__type(value, struct perl_file);
+} perl_files SEC(".maps");
 
 /* When a process event of each kind was last sent for a pid (key
  * pid << 32 | kind), to rate-limit them (helpers.h). */

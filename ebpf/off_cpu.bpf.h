@@ -81,6 +81,12 @@ int php_off_cpu(u64 *ctx)
 	return php_unwind_run(ctx, &off_cpu_programs);
 }
 
+SEC("tp_btf/sched_switch")
+int perl_off_cpu(u64 *ctx)
+{
+	return perl_unwind_run(ctx, &off_cpu_programs);
+}
+
 /* next is about to run: if its switch-out was sampled, say how long it
  * was off the CPU. */
 static __always_inline void off_cpu_switch_in(struct task_struct *next, u64 now)

@@ -35,7 +35,8 @@ pod!(
     off_cpu_end,
     hotspot_heap,
     hotspot_process,
-    php_file
+    php_file,
+    perl_file
 );
 
 /// The bytes of `value`, as a map update takes them.

@@ -10,7 +10,7 @@
 //! [`InterpreterMaps::remove_process`]). The per-thread caches are
 //! written by the BPF side only and emptied by it as threads exit.
 
-use crate::types::{HotspotProcessValue, PhpFileValue, PythonFileValue};
+use crate::types::{HotspotProcessValue, PerlFileValue, PhpFileValue, PythonFileValue};
 use crate::BpfError;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use std::collections::HashMap;
@@ -23,6 +23,8 @@ pub enum InterpreterFileValue {
     Python(PythonFileValue),
     /// `php_files`.
     Php(PhpFileValue),
+    /// `perl_files`.
+    Perl(PerlFileValue),
 }
 
 impl InterpreterFileValue {
@@ -31,6 +33,7 @@ impl InterpreterFileValue {
         match self {
             InterpreterFileValue::Python(v) => ("python_files", v.to_bytes().to_vec()),
             InterpreterFileValue::Php(v) => ("php_files", v.to_bytes().to_vec()),
+            InterpreterFileValue::Perl(v) => ("perl_files", v.to_bytes().to_vec()),
         }
     }
 }
@@ -75,9 +78,10 @@ impl InterpreterMaps {
         python_thread_states: MapHandle,
         hotspot_processes: MapHandle,
         php_files: MapHandle,
+        perl_files: MapHandle,
     ) -> InterpreterMaps {
         InterpreterMaps {
-            file_maps: vec![("python_files", python_files), ("php_files", php_files)],
+            file_maps: vec![("python_files", python_files), ("php_files", php_files), ("perl_files", perl_files)],
             thread_maps: vec![python_thread_states],
             process_maps: vec![("hotspot_processes", hotspot_processes)],
             loaded: HashMap::new(),

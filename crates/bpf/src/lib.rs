@@ -56,9 +56,10 @@ pub use sample::{RawSample, StackCopy, STACK_COPY_MAX};
 pub use sampler::{Counters, Sampler, SamplerOptions};
 pub use sampling_switch::SamplingSwitch;
 pub use types::{
-    HotspotHeapValue, HotspotProcessValue, InterpreterUnwinder, PhpFileValue, ProcessEvent, ProcessEventKind,
-    PythonFileValue, PythonFrameModel, PythonLasti, UnwindStop, UserFrame, FRAME_EXACT_PC, FRAME_INTERPRETED,
-    HOTSPOT_MAX_HEAPS, PHP_EXECUTE_DATA_READ, PHP_FRAME_LINE_MAX, PHP_FRAME_LINE_SHIFT, PHP_FRAME_TOP,
-    PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET,
+    HotspotHeapValue, HotspotProcessValue, InterpreterUnwinder, PerlFileValue, PhpFileValue, ProcessEvent,
+    ProcessEventKind, PythonFileValue, PythonFrameModel, PythonLasti, UnwindStop, UserFrame, FRAME_EXACT_PC,
+    FRAME_INTERPRETED, HOTSPOT_MAX_HEAPS, PERL_CONTEXT_READ, PERL_COP_EVAL, PERL_COP_MAIN, PERL_CX_BITS,
+    PERL_FRAME_COP, PERL_FRAME_LINE_MAX, PERL_FRAME_LINE_SHIFT, PERL_SI_READ, PHP_EXECUTE_DATA_READ,
+    PHP_FRAME_LINE_MAX, PHP_FRAME_LINE_SHIFT, PHP_FRAME_TOP, PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET,
 };
 pub use unwind_maps::{aligned_blocks, EncodedDeltas, MappingRange, MappingTarget, UnwindMaps, UnwindMapsStats};

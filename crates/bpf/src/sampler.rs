@@ -168,6 +168,17 @@ counters! {
     php_skipped_frames = COUNTER_PHP_SKIPPED_FRAMES;
     /// `execute_ex` frames with no PHP frame left (kept native).
     php_empty_loops = COUNTER_PHP_EMPTY_LOOPS;
+    /// Perl frames the Perl unwinder recorded.
+    perl_frames = COUNTER_PERL_FRAMES;
+    /// Tail calls into the Perl unwinder (hand-overs included).
+    perl_tail_calls = COUNTER_PERL_TAIL_CALLS;
+    /// Samples in `Perl_runops_standard` whose interpreter was not found
+    /// (threads other than a threaded perl's main one: native frames).
+    perl_no_interpreter = COUNTER_PERL_NO_INTERPRETER;
+    /// Perl stack infos or contexts that could not be read.
+    perl_read_errors = COUNTER_PERL_READ_ERRORS;
+    /// Runops frames with no Perl frame left (kept native).
+    perl_empty_loops = COUNTER_PERL_EMPTY_LOOPS;
 }
 
 impl Counters {
@@ -196,6 +207,13 @@ impl Counters {
                 ("read_errors", self.php_read_errors),
                 ("skipped_frames", self.php_skipped_frames),
                 ("empty_loops", self.php_empty_loops),
+            ],
+            InterpreterUnwinder::Perl => vec![
+                ("frames", self.perl_frames),
+                ("tail_calls", self.perl_tail_calls),
+                ("no_interpreter", self.perl_no_interpreter),
+                ("read_errors", self.perl_read_errors),
+                ("empty_loops", self.perl_empty_loops),
             ],
         }
     }
@@ -281,6 +299,7 @@ impl Sampler {
             open.progs.python_off_cpu.set_autoload(false);
             open.progs.hotspot_off_cpu.set_autoload(false);
             open.progs.php_off_cpu.set_autoload(false);
+            open.progs.perl_off_cpu.set_autoload(false);
             open.maps
                 .off_cpu_starts
                 .set_max_entries(1)
@@ -458,7 +477,9 @@ impl Sampler {
             .map_err(|source| BpfError::Map { map: "hotspot_processes", source })?;
         let php_files =
             MapHandle::try_from(&maps.php_files).map_err(|source| BpfError::Map { map: "php_files", source })?;
-        Ok(InterpreterMaps::new(files, threads, processes, php_files))
+        let perl_files =
+            MapHandle::try_from(&maps.perl_files).map_err(|source| BpfError::Map { map: "perl_files", source })?;
+        Ok(InterpreterMaps::new(files, threads, processes, php_files, perl_files))
     }
 
     /// The keys in the interpreter unwinders' maps, read by iterating
@@ -538,6 +559,7 @@ fn fill_off_cpu_programs(skel: &ProfilerSkel<'static>) -> Result<(), BpfError> {
         (c::UNWINDER_PYTHON, &progs.python_off_cpu),
         (c::UNWINDER_HOTSPOT, &progs.hotspot_off_cpu),
         (c::UNWINDER_PHP, &progs.php_off_cpu),
+        (c::UNWINDER_PERL, &progs.perl_off_cpu),
     ];
     for (slot, program) in entries {
         let fd = program.as_fd().as_raw_fd();

@@ -51,7 +51,8 @@ pub fn runtimes() -> Vec<Box<dyn Runtime>> {
         Box::new(python::CPython),
         Box::new(hotspot::Hotspot),
         Box::new(php::Php),
-        // V8, CRuby and Perl (src/v8/, src/ruby/, src/perl/) come here
-        // once their unwinders are wired.
+        Box::new(perl::Perl),
+        // V8 and CRuby (src/v8/, src/ruby/) come here once their
+        // unwinders are wired.
     ]
 }

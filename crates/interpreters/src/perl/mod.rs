@@ -1,8 +1,10 @@
 //! Perl 5: finding an interpreter in a file ([`detect`]), the per-version
 //! offsets the unwinder needs ([`PerlLayout`]), and a user-space walk of a
 //! thread's context stacks that names its subs ([`PerlSymbolizer`]) and
-//! proves the layout against live processes. Not wired into the agent
-//! yet; see `docs/perl.md`.
+//! proves the layout against live processes; [`Perl`], the
+//! [`crate::Runtime`] whose BPF unwinder (`ebpf/perl_unwinder.bpf.h`)
+//! records Perl frames in place of `Perl_runops_standard`. See
+//! `docs/perl.md`.
 //!
 //! Perl is recognised by `libperl.so` (or a static `perl`) defining
 //! `Perl_runops_standard` and `PL_version`; the release is read from
@@ -13,9 +15,11 @@
 //! [`Detection::Unsupported`]: a notice for the agent, frames stay native.
 
 mod layout;
+mod runtime;
 mod walk;
 
 pub use layout::{consts, PerlLayout, PerlVersion, MAX_PERL, MIN_PERL};
+pub use runtime::{decode_word, Perl, PerlFile, PerlWord};
 pub use walk::{
     global_state, threaded_state, PerlFrame, PerlSymbolizer, PerlThreadState, WalkError, MAX_CACHED, MAX_CONTEXTS,
     MAX_FRAMES, MAX_STACKS,
