@@ -17,9 +17,11 @@
  *
  *  1. Once per sample: the interpreter's PL_curcop (the statement running
  *     now) and PL_curstackinfo (the current context stack). Threaded
- *     builds: fields of *PL_curinterp, the main thread's interpreter, so
- *     only the main thread (tid == tgid) is walked; other threads keep
- *     native frames (COUNTER_PERL_NO_INTERPRETER).
+ *     builds: fields of the thread's interpreter, its thread-local
+ *     PL_current_context (5.36+, in a perl executable's static TLS block,
+ *     at a fixed offset from the thread pointer: fsbase); without it,
+ *     *PL_curinterp for the main thread (tid == tgid) only, other threads
+ *     keeping native frames (COUNTER_PERL_NO_INTERPRETER).
  *  2. At each runops frame (innermost first): the contexts of one stack
  *     info, top down. A sort sub or block, a signal handler or an
  *     overload runs on a stack info of its own, in a nested runops: each
@@ -100,11 +102,19 @@ static __always_inline bool perl_start(struct sample_record *record)
 	struct perl_file *perl = &interp->perl;
 	u64 cop_at, si_at;
 	if (perl->threaded) {
-		/* PL_curinterp is the main thread's interpreter only. */
-		if (record->event.tid != record->event.pid)
-			return false;
 		u64 interpreter = 0;
-		if (read_user_u64(&interpreter, interp->bias + perl->curinterp_vaddr) || !interpreter)
+		if (perl->has_tls) {
+			/* The thread's own (static TLS of the executable). */
+			struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+			u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+			if (fsbase && read_user_u64(&interpreter, fsbase + perl->tls_offset))
+				interpreter = 0;
+		}
+		/* PL_curinterp is the main thread's interpreter only. */
+		if (!interpreter && record->event.tid == record->event.pid &&
+		    read_user_u64(&interpreter, interp->bias + perl->curinterp_vaddr))
+			interpreter = 0;
+		if (!interpreter)
 			return false;
 		cop_at = interpreter + perl->interp_curcop;
 		si_at = interpreter + perl->interp_curstackinfo;

@@ -619,15 +619,19 @@ struct php_file {
 
 /* What the Perl unwinder needs of one Perl build (perl_files[file_id],
  * set by user space from the ELF symbols and the release's layout:
- * crates/interpreters/src/perl). Threaded builds: the main thread's
- * interpreter is *PL_curinterp, its curcop and curstackinfo at offsets
- * in it; other threads are not walked. Non-threaded: the two globals. */
+ * crates/interpreters/src/perl). Threaded builds: a thread's
+ * interpreter is its thread-local PL_current_context (5.36+, perl
+ * executables: at tls_offset from the thread pointer), else, for the
+ * main thread only, *PL_curinterp; its curcop and curstackinfo are at
+ * offsets in it. Non-threaded: the two globals. */
 struct perl_file {
 	__u64 curinterp_vaddr;       /* PL_curinterp (threaded), ELF virtual address */
 	__u64 curcop_vaddr;          /* PL_curcop (non-threaded) */
 	__u64 curstackinfo_vaddr;    /* PL_curstackinfo (non-threaded) */
+	__s64 tls_offset;            /* PL_current_context - the thread pointer (has_tls) */
 	__u8 threaded;
-	__u8 reserved[3];
+	__u8 has_tls;
+	__u8 reserved[2];
 	__u32 interp_curcop;         /* PerlInterpreter.Icurcop (threaded) */
 	__u32 interp_curstackinfo;   /* PerlInterpreter.Icurstackinfo (threaded) */
 	__u32 si_cxstack;            /* PERL_SI.si_cxstack */

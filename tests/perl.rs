@@ -9,9 +9,10 @@
 //! is the chain's leaf (samples with no Perl frame, or an unnamed one,
 //! count as failures), and prints the measured completeness.
 
-use profiler_agent::AgentConfig;
+use profiler_agent::{AgentConfig, Stats};
 use profiler_tests::{in_ci, profile_with, serial, Workload};
 use profiler_trace::{FrameKind, Trace};
+use std::collections::{HashMap, HashSet};
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -111,18 +112,29 @@ fn innermost(frames: &[F]) -> Option<Option<String>> {
     })
 }
 
-/// Runs `name` under Perl, profiles it for SECONDS and checks its main
-/// thread's samples whose innermost Perl frame is the last of `expected`.
-fn chain_test(name: &str, expected: &[Expect]) {
+/// Runs `name` under Perl and profiles it for SECONDS.
+fn profile(name: &str) -> (Workload, Vec<Trace>, Stats) {
     let w = Workload::spawn(Command::new(PERL).arg(script(name)));
     std::thread::sleep(Duration::from_millis(500));
     let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
     let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
         panic!("no BPF here")
     };
+    (w, traces, stats)
+}
+
+/// Profiles `name` and checks its main thread against `expected`.
+fn chain_test(name: &str, expected: &[Expect]) {
+    let (w, traces, stats) = profile(name);
+    check(name, &traces, &stats, w.pid(), w.pid(), expected);
+}
+
+/// Checks the samples of thread `tid` of `pid` whose innermost Perl
+/// frame is the last of `expected`.
+fn check(name: &str, traces: &[Trace], stats: &Stats, pid: u32, tid: u32, expected: &[Expect]) {
     let leaf = expected.last().unwrap().name;
     let (mut at_leaf, mut complete, mut elsewhere, mut failures) = (0, 0, 0, Vec::new());
-    for t in traces.iter().filter(|t| t.process.pid.0 == w.pid() && t.tid.0 == w.pid()) {
+    for t in traces.iter().filter(|t| t.process.pid.0 == pid && t.tid.0 == tid) {
         let frames = frames(t);
         match innermost(&frames) {
             Some(Some(n)) if n != leaf => elsewhere += 1,
@@ -152,7 +164,7 @@ fn chain_test(name: &str, expected: &[Expect]) {
     );
     assert!(stats.runtimes.get("perl", "frames") > 0);
     assert_eq!(stats.runtimes.get("perl", "read_errors"), 0);
-    assert_eq!(stats.runtimes.get("perl", "no_interpreter"), 0, "the main thread's interpreter is found");
+    assert_eq!(stats.runtimes.get("perl", "no_interpreter"), 0, "every thread's interpreter is found");
     assert_eq!(stats.runtimes.get("perl", "unsupported"), 0);
 }
 
@@ -194,4 +206,54 @@ fn sort_sub_is_called_back_from_c() {
         Expect { name: "Chain::c", file: file.clone(), lines: at("c_first")..=at("c_last"), native_before: false },
     ];
     chain_test("sort_sub.pl", &expected);
+}
+
+/// Ithreads: each thread's interpreter is its own (`PL_current_context`,
+/// thread-local), so each shows its own chain, down to `main` at the
+/// statement that created it.
+#[test]
+fn each_thread_shows_its_own_chain() {
+    let _serial = serial();
+    if !perl_installed() {
+        return;
+    }
+    let threads = Command::new(PERL).args(["-Mthreads", "-e1"]).status();
+    if !threads.is_ok_and(|s| s.success()) {
+        assert!(!in_ci(), "perl's threads module is required under CI=true (apt-get install perl)");
+        eprintln!("SKIPPED: perl has no threads module");
+        return;
+    }
+    let path = script("threads.pl");
+    let at = |m: &str| line_of(&path, m);
+    let (w, traces, stats) = profile("threads.pl");
+    let mut by_leaf: HashMap<String, HashSet<u32>> = HashMap::new();
+    for t in traces.iter().filter(|t| t.process.pid.0 == w.pid()) {
+        if let Some(Some(name)) = innermost(&frames(t)) {
+            by_leaf.entry(name).or_default().insert(t.tid.0);
+        }
+    }
+    let tids = |leaf: &str| by_leaf.get(leaf).cloned().unwrap_or_default();
+    let (a, b) = (tids("Chain::a_leaf"), tids("Chain::b_leaf"));
+    assert!(a.len() == 1 && b.len() == 1 && a != b, "one thread per leaf: {by_leaf:?}");
+    assert!(!a.contains(&w.pid()) && !b.contains(&w.pid()), "not the main thread");
+    let file = Some(path.clone());
+    for (worker, leaf, tids) in [("worker_a", "a", &a), ("worker_b", "b", &b)] {
+        let expected = [
+            Expect { name: "main", file: file.clone(), lines: at("threads")..=at("threads"), native_before: false },
+            Expect {
+                name: if leaf == "a" { "Chain::worker_a" } else { "Chain::worker_b" },
+                file: file.clone(),
+                lines: at(worker)..=at(worker),
+                native_before: false,
+            },
+            Expect {
+                name: if leaf == "a" { "Chain::a_leaf" } else { "Chain::b_leaf" },
+                file: file.clone(),
+                lines: at(&format!("{leaf}_first"))..=at(&format!("{leaf}_last")),
+                native_before: false,
+            },
+        ];
+        let tid = *tids.iter().next().unwrap();
+        check(&format!("threads.pl {worker}"), &traces, &stats, w.pid(), tid, &expected);
+    }
 }

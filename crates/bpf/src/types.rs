@@ -459,6 +459,9 @@ pub struct PerlFileValue {
     pub curcop_vaddr: u64,
     /// `PL_curstackinfo` (non-threaded builds), ELF virtual address.
     pub curstackinfo_vaddr: u64,
+    /// `PL_current_context`'s address minus the thread pointer, when it
+    /// is in a static TLS block (threaded 5.36+ executables).
+    pub tls_offset: Option<i64>,
     pub threaded: bool,
     pub interp_curcop: u32,
     pub interp_curstackinfo: u32,
@@ -512,8 +515,10 @@ impl PerlFileValue {
             curinterp_vaddr: self.curinterp_vaddr,
             curcop_vaddr: self.curcop_vaddr,
             curstackinfo_vaddr: self.curstackinfo_vaddr,
+            tls_offset: self.tls_offset.unwrap_or(0),
             threaded: u8::from(self.threaded),
-            reserved: [0; 3],
+            has_tls: u8::from(self.tls_offset.is_some()),
+            reserved: [0; 2],
             interp_curcop: self.interp_curcop,
             interp_curstackinfo: self.interp_curstackinfo,
             si_cxstack: self.si_cxstack,

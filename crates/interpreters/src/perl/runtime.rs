@@ -149,6 +149,7 @@ impl PerlFile {
             cx_blk_sub_cv: l.cx_blk_sub_cv,
             cx_size: l.cx_size,
             cop_line: l.cop_line,
+            tls_offset: build.current_context_tls,
             ..PerlFileValue::default()
         };
         match build.state {
