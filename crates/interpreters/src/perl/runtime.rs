@@ -262,4 +262,24 @@ mod tests {
         ];
         assert_eq!(PERL_CX_BITS, walk.map(u32::from));
     }
+
+    #[test]
+    fn a_build_gives_its_loop_and_map_value() {
+        use crate::perl::{PerlLayout, PerlVersion};
+        let version = PerlVersion::five(36);
+        let build = PerlBuild {
+            version,
+            layout: PerlLayout::for_version(version, true).unwrap(),
+            state: PerlState::Threaded { thr_key_vaddr: 0x3a66d4, curinterp_vaddr: 0x3a66d8 },
+            runops: (0x1000, 0x200),
+            current_context_tls: Some(-8),
+        };
+        let file = PerlFile::new(build.clone()).unwrap();
+        assert_eq!(file.loop_ranges(), &[(0x1000, 0x1200)]);
+        let Some(InterpreterFileValue::Perl(v)) = file.file_value() else { panic!("a perl_files value") };
+        assert_eq!((v.curinterp_vaddr, v.tls_offset, v.threaded), (0x3a66d8, Some(-8), true));
+        assert_eq!((v.interp_curcop, v.interp_curstackinfo, v.cx_blk_sub_cv, v.cx_size), (0xd0, 0xe0, 0x48, 0x68));
+        // No size for the op loop: nothing to mark.
+        assert!(PerlFile::new(PerlBuild { runops: (0x1000, 0), ..build }).is_err());
+    }
 }

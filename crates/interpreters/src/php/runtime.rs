@@ -217,4 +217,34 @@ mod tests {
         assert!(Php.owns_frame(word(0x1000, 1, false)));
         assert_eq!(Php.frame_address(word(0x1000, 9, true)), 9);
     }
+
+    #[test]
+    fn a_build_gives_its_loop_and_map_value() {
+        use crate::php::{PhpLayout, PhpVersion};
+        let version = PhpVersion::new(8, 2, 36);
+        let build = PhpBuild {
+            version,
+            layout: PhpLayout::for_version(version).unwrap(),
+            executor_globals_vaddr: 0x58ae60,
+            execute_ex_vaddr: Some(0x36cbe0),
+        };
+        let err = PhpFile::new(build.clone(), None).unwrap_err();
+        assert_eq!(err.0, "8.2.36");
+        let file = PhpFile::new(build, Some((0x36cbe0, 0x931e))).unwrap();
+        assert_eq!(file.loop_ranges(), &[(0x36cbe0, 0x36cbe0 + 0x931e)]);
+        let Some(InterpreterFileValue::Php(v)) = file.file_value() else { panic!("a php_files value") };
+        assert_eq!(
+            v,
+            PhpFileValue {
+                executor_globals_vaddr: 0x58ae60,
+                eg_current_execute_data: 488,
+                ex_opline: 0,
+                ex_func: 24,
+                ex_call_info: 40,
+                ex_prev: 48,
+                op_lineno: 24,
+                call_top: 1 << 17,
+            }
+        );
+    }
 }
