@@ -23,6 +23,8 @@ int python_unwind(struct bpf_perf_event_data *ctx);
 int hotspot_unwind(struct bpf_perf_event_data *ctx);
 int v8_unwind(struct bpf_perf_event_data *ctx);
 int ruby_unwind(struct bpf_perf_event_data *ctx);
+int php_unwind(struct bpf_perf_event_data *ctx);
+int perl_unwind(struct bpf_perf_event_data *ctx);
 
 /* The unwinders, for tail calls; filled by libbpf at load. */
 struct {
@@ -37,6 +39,8 @@ struct {
 		[UNWINDER_HOTSPOT] = (void *)&hotspot_unwind,
 		[UNWINDER_V8] = (void *)&v8_unwind,
 		[UNWINDER_RUBY] = (void *)&ruby_unwind,
+		[UNWINDER_PHP] = (void *)&php_unwind,
+		[UNWINDER_PERL] = (void *)&perl_unwind,
 	},
 };
 
@@ -65,6 +69,12 @@ static __always_inline void count_hand_over(u32 slot)
 		break;
 	case UNWINDER_RUBY:
 		count(COUNTER_RUBY_TAIL_CALLS);
+		break;
+	case UNWINDER_PHP:
+		count(COUNTER_PHP_TAIL_CALLS);
+		break;
+	case UNWINDER_PERL:
+		count(COUNTER_PERL_TAIL_CALLS);
 		break;
 	default:
 		break;

@@ -136,6 +136,33 @@ struct interp_state {
 			/* A frame's slots fp - 48 .. fp + 8, as read. */
 			u64 v8_slots[V8_FRAME_SLOTS];
 		};
+		/* PHP (php_unwinder.bpf.h). */
+		struct {
+			/* The next zend_execute_data to record (0: none left). */
+			u64 php_ex;
+			/* php_files[file_id], copied at the hand-over. */
+			struct php_file php;
+			/* One zend_execute_data, as read. */
+			u8 php_buf[PHP_EXECUTE_DATA_READ];
+		};
+		/* Perl (perl_unwinder.bpf.h). */
+		struct {
+			/* The stack info being walked, its context array and
+			 * the index of its next context (-1: none left). */
+			u64 perl_si;
+			u64 perl_cxstack;
+			s32 perl_cxix;
+			/* the script's top level was recorded */
+			u8 perl_main_done;
+			u8 perl_reserved[3];
+			/* The COP of the next frame recorded (the statement it
+			 * runs, or the call it makes). */
+			u64 perl_cop;
+			/* perl_files[file_id], copied at the hand-over. */
+			struct perl_file perl;
+			/* One context (or stack info), as read. */
+			u8 perl_buf[PERL_CONTEXT_READ];
+		};
 	};
 };
 
@@ -283,6 +310,28 @@ struct {
 	__type(key, u32);
 	__type(value, struct v8_process);
 } v8_processes SEC(".maps");
+
+/* The PHP builds in loaded files: file id -> how to walk their frames
+ * (struct php_file). Set by user space with the file's deltas, removed
+ * with them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 10);
+	__type(key, u64);
+	__type(value, struct php_file);
+} php_files SEC(".maps");
+
+/* The Perl builds in loaded files: file id -> how to walk their stacks
+ * (struct perl_file). Set by user space with the file's deltas, removed
+ * with them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 10);
+	__type(key, u64);
+	__type(value, struct perl_file);
+} perl_files SEC(".maps");
 
 /* When a process event of each kind was last sent for a pid (key
  * pid << 32 | kind), to rate-limit them (helpers.h). */

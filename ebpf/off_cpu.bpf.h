@@ -8,7 +8,8 @@
  * user registers saved at kernel entry, then the same unwinders as
  * on_cpu_sample, through tail calls. A tail call stays within programs of
  * one type, so the unwinders have tp_btf entries of their own
- * (native_off_cpu, python_off_cpu, hotspot_off_cpu, v8_off_cpu, ruby_off_cpu) in off_cpu_programs,
+ * (native_off_cpu, python_off_cpu, hotspot_off_cpu, v8_off_cpu, ruby_off_cpu, php_off_cpu,
+ * perl_off_cpu) in off_cpu_programs,
  * sharing their bodies with the perf_event ones (native_unwind_run,
  * python_unwind_run, hotspot_unwind_run, v8_unwind_run). User space fills off_cpu_programs, and loads these
  * programs only when off-CPU profiling is on.
@@ -85,6 +86,18 @@ SEC("tp_btf/sched_switch")
 int ruby_off_cpu(u64 *ctx)
 {
 	return ruby_unwind_run(ctx, &off_cpu_programs);
+}
+
+SEC("tp_btf/sched_switch")
+int php_off_cpu(u64 *ctx)
+{
+	return php_unwind_run(ctx, &off_cpu_programs);
+}
+
+SEC("tp_btf/sched_switch")
+int perl_off_cpu(u64 *ctx)
+{
+	return perl_unwind_run(ctx, &off_cpu_programs);
 }
 
 /* next is about to run: if its switch-out was sampled, say how long it

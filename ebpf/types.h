@@ -71,6 +71,25 @@
 #define V8_FRAME_COMPILED (1ULL << 56)
 #define V8_FRAME_OFFSET_SHIFT 44
 #define V8_FRAME_OFFSET_MAX 0xfffULL
+/* A PHP word's own bits (slot UNWINDER_PHP) are [PHP_FRAME_TOP] |
+ * line << PHP_FRAME_LINE_SHIFT | function >> 3: the zend_function the
+ * frame runs, the line of its current opline (PHP_FRAME_LINE_MAX: unknown
+ * or larger), and whether the frame is the first of its execute_ex run
+ * (ZEND_CALL_TOP). See php_unwinder.bpf.h. */
+#define PHP_FRAME_LINE_SHIFT 44
+#define PHP_FRAME_LINE_MAX 0xfffULL
+#define PHP_FRAME_TOP (1ULL << 56)
+/* A Perl word's own bits (slot UNWINDER_PERL) are line <<
+ * PERL_FRAME_LINE_SHIFT | pointer >> 3: a sub's frame, its CV and the
+ * line of its COP (PERL_FRAME_LINE_MAX: unknown or larger); or, with
+ * PERL_FRAME_COP, a frame named by its COP (the pointer) alone: the
+ * script's top level (line field PERL_COP_MAIN) or a string eval, require
+ * or do FILE (PERL_COP_EVAL). See perl_unwinder.bpf.h. */
+#define PERL_FRAME_LINE_SHIFT 44
+#define PERL_FRAME_LINE_MAX 0xfffULL
+#define PERL_FRAME_COP (1ULL << 56)
+#define PERL_COP_MAIN 0
+#define PERL_COP_EVAL 1
 
 /* Why the user stack of a sample ends where it ends (sample_event's
  * unwind_stop, and the COUNTER_UNWIND_STOP_BASE + reason counters).
@@ -238,6 +257,8 @@ enum unwinder_program {
 	UNWINDER_HOTSPOT = 2,
 	UNWINDER_V8 = 3,
 	UNWINDER_RUBY = 4,
+	UNWINDER_PHP = 5,
+	UNWINDER_PERL = 6,
 	/* Reserved for the unwinders being built (one slot each, so that
 	 * they land independently): V8 3, CRuby 4, PHP 5, Perl 6. */
 	UNWINDER_COUNT = 7,
@@ -454,6 +475,35 @@ enum counter_id {
 	/* CRuby: a loop frame with no control frame left for it (its
 	 * native frame is kept) */
 	COUNTER_RUBY_EMPTY_LOOPS = 77,
+	/* PHP (php_unwinder.bpf.h): PHP frames recorded */
+	COUNTER_PHP_FRAMES = 80,
+	/* PHP: tail calls into its unwinder (hand-overs included) */
+	COUNTER_PHP_TAIL_CALLS = 81,
+	/* PHP: samples in execute_ex with no current_execute_data (or its
+	 * file's php_files entry missing): the runs stay native frames */
+	COUNTER_PHP_NO_FRAMES = 82,
+	/* PHP: a zend_execute_data could not be read (the rest of the
+	 * stack's execute_ex runs stay native frames) */
+	COUNTER_PHP_READ_ERRORS = 83,
+	/* PHP: frames without a function skipped (VM-internal dummies) */
+	COUNTER_PHP_SKIPPED_FRAMES = 84,
+	/* PHP: an execute_ex frame with no PHP frame left for it (its
+	 * native frame is kept) */
+	COUNTER_PHP_EMPTY_LOOPS = 85,
+	/* Perl (perl_unwinder.bpf.h): Perl frames recorded */
+	COUNTER_PERL_FRAMES = 88,
+	/* Perl: tail calls into its unwinder (hand-overs included) */
+	COUNTER_PERL_TAIL_CALLS = 89,
+	/* Perl: samples in Perl_runops_standard whose interpreter was not
+	 * found (a thread other than the main one of a threaded perl, no
+	 * perl_files entry, no stack yet): the runs stay native frames */
+	COUNTER_PERL_NO_INTERPRETER = 90,
+	/* Perl: a stack info or context could not be read (the rest of the
+	 * stack's runs stay native frames) */
+	COUNTER_PERL_READ_ERRORS = 91,
+	/* Perl: a runops frame with no Perl frame left for it (its native
+	 * frame is kept) */
+	COUNTER_PERL_EMPTY_LOOPS = 92,
 	COUNTER_MAX = 128,
 };
 _Static_assert(COUNTER_UNWIND_STOP_BASE + UNWIND_STOP_COUNT <= COUNTER_OFF_CPU_SWITCHES, "counters fit");
@@ -655,5 +705,64 @@ struct v8_process {
 /* Words of a frame read at once: fp - 8 * V8_LOWEST_SLOT .. fp + 8. */
 #define V8_FRAME_SLOTS 8
 #define V8_LOWEST_SLOT (-6)
+/* PHP (php_unwinder.bpf.h). Offsets (bytes) in a zend_execute_data
+ * read at once: every field lies below PHP_EXECUTE_DATA_READ. */
+#define PHP_EXECUTE_DATA_READ 64
+
+/* What the PHP unwinder needs of one (non-ZTS) PHP build
+ * (php_files[file_id], set by user space from the ELF symbols and the
+ * version's layout: crates/interpreters/src/php). */
+struct php_file {
+	__u64 executor_globals_vaddr;    /* executor_globals, ELF virtual address */
+	__u32 eg_current_execute_data;   /* zend_executor_globals.current_execute_data */
+	__u32 ex_opline;                 /* zend_execute_data.opline */
+	__u32 ex_func;                   /* zend_execute_data.func */
+	__u32 ex_call_info;              /* zend_execute_data.This.u1.type_info */
+	__u32 ex_prev;                   /* zend_execute_data.prev_execute_data */
+	__u32 op_lineno;                 /* zend_op.lineno */
+	__u32 call_top;                  /* ZEND_CALL_TOP in the call info */
+	__u32 reserved;
+};
+
+/* Perl (perl_unwinder.bpf.h). Bytes of a PERL_CONTEXT (or a PERL_SI)
+ * read at once: every field used lies below. */
+#define PERL_CONTEXT_READ 96
+#define PERL_SI_READ 40
+/* cx_type bits (cop.h), the same in every supported release. */
+#define PERL_CXTYPEMASK 0xf
+#define PERL_CXT_SUB 9
+#define PERL_CXT_FORMAT 10
+#define PERL_CXT_EVAL 11
+#define PERL_CXP_SUB_RE_FAKE 0x80
+#define PERL_CXP_EVALBLOCK 0x40
+#define PERL_CXP_TRY 0x80
+
+/* What the Perl unwinder needs of one Perl build (perl_files[file_id],
+ * set by user space from the ELF symbols and the release's layout:
+ * crates/interpreters/src/perl). Threaded builds: a thread's
+ * interpreter is its thread-local PL_current_context (5.36+, perl
+ * executables: at tls_offset from the thread pointer), else, for the
+ * main thread only, *PL_curinterp; its curcop and curstackinfo are at
+ * offsets in it. Non-threaded: the two globals. */
+struct perl_file {
+	__u64 curinterp_vaddr;       /* PL_curinterp (threaded), ELF virtual address */
+	__u64 curcop_vaddr;          /* PL_curcop (non-threaded) */
+	__u64 curstackinfo_vaddr;    /* PL_curstackinfo (non-threaded) */
+	__s64 tls_offset;            /* PL_current_context - the thread pointer (has_tls) */
+	__u8 threaded;
+	__u8 has_tls;
+	__u8 reserved[2];
+	__u32 interp_curcop;         /* PerlInterpreter.Icurcop (threaded) */
+	__u32 interp_curstackinfo;   /* PerlInterpreter.Icurstackinfo (threaded) */
+	__u32 si_cxstack;            /* PERL_SI.si_cxstack */
+	__u32 si_prev;               /* PERL_SI.si_prev */
+	__u32 si_cxix;               /* PERL_SI.si_cxix (I32) */
+	__u32 cx_type;               /* PERL_CONTEXT.cx_type (a byte) */
+	__u32 cx_blk_oldcop;         /* PERL_CONTEXT.blk_oldcop */
+	__u32 cx_blk_sub_cv;         /* PERL_CONTEXT.blk_sub.cv */
+	__u32 cx_size;               /* sizeof(PERL_CONTEXT), at least PERL_CONTEXT_READ */
+	__u32 cop_line;              /* COP.cop_line */
+	__u32 reserved2;
+};
 
 #endif

@@ -36,7 +36,9 @@ pod!(
     hotspot_heap,
     hotspot_process,
     v8_process,
-    ruby_file
+    ruby_file,
+    php_file,
+    perl_file
 );
 
 /// The bytes of `value`, as a map update takes them.

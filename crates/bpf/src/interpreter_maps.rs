@@ -10,7 +10,7 @@
 //! [`InterpreterMaps::remove_process`]). The per-thread caches are
 //! written by the BPF side only and emptied by it as threads exit.
 
-use crate::types::{HotspotProcessValue, PythonFileValue, RubyFileValue, V8ProcessValue};
+use crate::types::{HotspotProcessValue, PerlFileValue, PhpFileValue, PythonFileValue, RubyFileValue, V8ProcessValue};
 use crate::BpfError;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use std::collections::HashMap;
@@ -23,6 +23,10 @@ pub enum InterpreterFileValue {
     Python(PythonFileValue),
     /// `ruby_files`.
     Ruby(RubyFileValue),
+    /// `php_files`.
+    Php(PhpFileValue),
+    /// `perl_files`.
+    Perl(PerlFileValue),
 }
 
 impl InterpreterFileValue {
@@ -31,6 +35,8 @@ impl InterpreterFileValue {
         match self {
             InterpreterFileValue::Python(v) => ("python_files", v.to_bytes().to_vec()),
             InterpreterFileValue::Ruby(v) => ("ruby_files", v.to_bytes().to_vec()),
+            InterpreterFileValue::Php(v) => ("php_files", v.to_bytes().to_vec()),
+            InterpreterFileValue::Perl(v) => ("perl_files", v.to_bytes().to_vec()),
         }
     }
 }
@@ -82,9 +88,16 @@ impl InterpreterMaps {
         hotspot_processes: MapHandle,
         v8_processes: MapHandle,
         ruby_files: MapHandle,
+        php_files: MapHandle,
+        perl_files: MapHandle,
     ) -> InterpreterMaps {
         InterpreterMaps {
-            file_maps: vec![("python_files", python_files), ("ruby_files", ruby_files)],
+            file_maps: vec![
+                ("python_files", python_files),
+                ("ruby_files", ruby_files),
+                ("php_files", php_files),
+                ("perl_files", perl_files),
+            ],
             thread_maps: vec![python_thread_states],
             process_maps: vec![("hotspot_processes", hotspot_processes), ("v8_processes", v8_processes)],
             loaded: HashMap::new(),
@@ -203,7 +216,7 @@ mod tests {
 
     #[test]
     fn unwinder_slots_fit_the_flags_and_the_program_array() {
-        for unwinder in [InterpreterUnwinder::Python, InterpreterUnwinder::Hotspot] {
+        for unwinder in InterpreterUnwinder::ALL {
             let slot = u32::from(unwinder as u8);
             assert!(slot > c::UNWINDER_NATIVE && slot < c::UNWINDER_COUNT);
             let mask = c::MAPPING_UNWINDER_MASK << MAPPING_UNWINDER_SHIFT;

@@ -58,9 +58,11 @@ pub use sampler::{Counters, Sampler, SamplerOptions};
 pub use sampling_switch::SamplingSwitch;
 pub use selection::{PidSelection, SELECTED_PIDS_MAX};
 pub use types::{
-    HotspotHeapValue, HotspotProcessValue, InterpreterUnwinder, ProcessEvent, ProcessEventKind, PythonFileValue,
-    PythonFrameModel, PythonLasti, RubyFileValue, RubyTlsModel, UnwindStop, UserFrame, V8ProcessValue, FRAME_EXACT_PC,
-    FRAME_INTERPRETED, HOTSPOT_MAX_HEAPS, PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET, RUBY_CFP_READ_MAX,
-    V8_FRAME_COMPILED, V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT,
+    HotspotHeapValue, HotspotProcessValue, InterpreterUnwinder, PerlFileValue, PhpFileValue, ProcessEvent,
+    ProcessEventKind, PythonFileValue, PythonFrameModel, PythonLasti, RubyFileValue, RubyTlsModel, UnwindStop,
+    UserFrame, V8ProcessValue, FRAME_EXACT_PC, FRAME_INTERPRETED, HOTSPOT_MAX_HEAPS, PERL_CONTEXT_READ, PERL_COP_EVAL,
+    PERL_COP_MAIN, PERL_CX_BITS, PERL_FRAME_COP, PERL_FRAME_LINE_MAX, PERL_FRAME_LINE_SHIFT, PERL_SI_READ,
+    PHP_EXECUTE_DATA_READ, PHP_FRAME_LINE_MAX, PHP_FRAME_LINE_SHIFT, PHP_FRAME_TOP, PYTHON_FRAME_READ_MAX,
+    PYTHON_NO_OFFSET, RUBY_CFP_READ_MAX, V8_FRAME_COMPILED, V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT,
 };
 pub use unwind_maps::{aligned_blocks, EncodedDeltas, MappingRange, MappingTarget, UnwindMaps, UnwindMapsStats};

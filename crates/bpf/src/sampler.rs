@@ -192,6 +192,30 @@ counters! {
     ruby_skipped_frames = COUNTER_RUBY_SKIPPED_FRAMES;
     /// `rb_vm_exec` frames with no control frame left (kept native).
     ruby_empty_loops = COUNTER_RUBY_EMPTY_LOOPS;
+    /// PHP frames the PHP unwinder recorded.
+    php_frames = COUNTER_PHP_FRAMES;
+    /// Tail calls into the PHP unwinder (hand-overs included).
+    php_tail_calls = COUNTER_PHP_TAIL_CALLS;
+    /// Samples in `execute_ex` with no PHP frame to walk (its runs stay
+    /// native frames).
+    php_no_frames = COUNTER_PHP_NO_FRAMES;
+    /// PHP frames (`zend_execute_data`) that could not be read.
+    php_read_errors = COUNTER_PHP_READ_ERRORS;
+    /// PHP frames without a function skipped (VM dummies).
+    php_skipped_frames = COUNTER_PHP_SKIPPED_FRAMES;
+    /// `execute_ex` frames with no PHP frame left (kept native).
+    php_empty_loops = COUNTER_PHP_EMPTY_LOOPS;
+    /// Perl frames the Perl unwinder recorded.
+    perl_frames = COUNTER_PERL_FRAMES;
+    /// Tail calls into the Perl unwinder (hand-overs included).
+    perl_tail_calls = COUNTER_PERL_TAIL_CALLS;
+    /// Samples in `Perl_runops_standard` whose interpreter was not found
+    /// (threads other than a threaded perl's main one: native frames).
+    perl_no_interpreter = COUNTER_PERL_NO_INTERPRETER;
+    /// Perl stack infos or contexts that could not be read.
+    perl_read_errors = COUNTER_PERL_READ_ERRORS;
+    /// Runops frames with no Perl frame left (kept native).
+    perl_empty_loops = COUNTER_PERL_EMPTY_LOOPS;
 }
 
 impl Counters {
@@ -229,6 +253,21 @@ impl Counters {
                 ("read_errors", self.ruby_read_errors),
                 ("skipped_frames", self.ruby_skipped_frames),
                 ("empty_loops", self.ruby_empty_loops),
+            ],
+            InterpreterUnwinder::Php => vec![
+                ("frames", self.php_frames),
+                ("tail_calls", self.php_tail_calls),
+                ("no_frames", self.php_no_frames),
+                ("read_errors", self.php_read_errors),
+                ("skipped_frames", self.php_skipped_frames),
+                ("empty_loops", self.php_empty_loops),
+            ],
+            InterpreterUnwinder::Perl => vec![
+                ("frames", self.perl_frames),
+                ("tail_calls", self.perl_tail_calls),
+                ("no_interpreter", self.perl_no_interpreter),
+                ("read_errors", self.perl_read_errors),
+                ("empty_loops", self.perl_empty_loops),
             ],
         }
     }
@@ -317,6 +356,8 @@ impl Sampler {
             open.progs.hotspot_off_cpu.set_autoload(false);
             open.progs.v8_off_cpu.set_autoload(false);
             open.progs.ruby_off_cpu.set_autoload(false);
+            open.progs.php_off_cpu.set_autoload(false);
+            open.progs.perl_off_cpu.set_autoload(false);
             open.maps
                 .off_cpu_starts
                 .set_max_entries(1)
@@ -510,7 +551,11 @@ impl Sampler {
             MapHandle::try_from(&maps.v8_processes).map_err(|source| BpfError::Map { map: "v8_processes", source })?;
         let ruby_files =
             MapHandle::try_from(&maps.ruby_files).map_err(|source| BpfError::Map { map: "ruby_files", source })?;
-        Ok(InterpreterMaps::new(files, threads, processes, v8, ruby_files))
+        let php_files =
+            MapHandle::try_from(&maps.php_files).map_err(|source| BpfError::Map { map: "php_files", source })?;
+        let perl_files =
+            MapHandle::try_from(&maps.perl_files).map_err(|source| BpfError::Map { map: "perl_files", source })?;
+        Ok(InterpreterMaps::new(files, threads, processes, v8, ruby_files, php_files, perl_files))
     }
 
     /// The keys in the interpreter unwinders' maps, read by iterating
@@ -591,6 +636,8 @@ fn fill_off_cpu_programs(skel: &ProfilerSkel<'static>) -> Result<(), BpfError> {
         (c::UNWINDER_HOTSPOT, &progs.hotspot_off_cpu),
         (c::UNWINDER_V8, &progs.v8_off_cpu),
         (c::UNWINDER_RUBY, &progs.ruby_off_cpu),
+        (c::UNWINDER_PHP, &progs.php_off_cpu),
+        (c::UNWINDER_PERL, &progs.perl_off_cpu),
     ];
     for (slot, program) in entries {
         let fd = program.as_fd().as_raw_fd();

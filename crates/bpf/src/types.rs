@@ -180,12 +180,22 @@ pub enum InterpreterUnwinder {
     V8 = c::UNWINDER_V8 as u8,
     /// `UNWINDER_RUBY`: `ruby_unwind`.
     Ruby = c::UNWINDER_RUBY as u8,
+    /// `UNWINDER_PHP`: `php_unwind`.
+    Php = c::UNWINDER_PHP as u8,
+    /// `UNWINDER_PERL`: `perl_unwind`.
+    Perl = c::UNWINDER_PERL as u8,
 }
 
 impl InterpreterUnwinder {
     /// Every interpreter unwinder.
-    pub const ALL: [InterpreterUnwinder; 4] =
-        [InterpreterUnwinder::Python, InterpreterUnwinder::Hotspot, InterpreterUnwinder::V8, InterpreterUnwinder::Ruby];
+    pub const ALL: [InterpreterUnwinder; 6] = [
+        InterpreterUnwinder::Python,
+        InterpreterUnwinder::Hotspot,
+        InterpreterUnwinder::V8,
+        InterpreterUnwinder::Ruby,
+        InterpreterUnwinder::Php,
+        InterpreterUnwinder::Perl,
+    ];
 
     /// Its name in counters (`python_frames`, `hotspot_frames`).
     pub fn name(self) -> &'static str {
@@ -194,6 +204,8 @@ impl InterpreterUnwinder {
             InterpreterUnwinder::Hotspot => "hotspot",
             InterpreterUnwinder::V8 => "v8",
             InterpreterUnwinder::Ruby => "ruby",
+            InterpreterUnwinder::Php => "php",
+            InterpreterUnwinder::Perl => "perl",
         }
     }
 }
@@ -511,6 +523,149 @@ impl RubyFileValue {
     }
 
     pub(crate) fn to_bytes(self) -> [u8; RUBY_FILE_SIZE] {
+        bytes_of(&self.to_c()).try_into().expect("one value")
+    }
+}
+
+/// `struct php_file`: what the BPF unwinder needs of one (NTS) PHP
+/// build. Offsets are in bytes.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PhpFileValue {
+    /// `executor_globals`, ELF virtual address.
+    pub executor_globals_vaddr: u64,
+    pub eg_current_execute_data: u32,
+    pub ex_opline: u32,
+    pub ex_func: u32,
+    pub ex_call_info: u32,
+    pub ex_prev: u32,
+    pub op_lineno: u32,
+    /// `ZEND_CALL_TOP`.
+    pub call_top: u32,
+}
+
+/// Bytes of a `zend_execute_data` the PHP unwinder reads at once: every
+/// `ex_*` field must lie below.
+pub const PHP_EXECUTE_DATA_READ: u32 = c::PHP_EXECUTE_DATA_READ;
+
+/// A PHP frame word's own bits: `[PHP_FRAME_TOP] | line <<
+/// PHP_FRAME_LINE_SHIFT | function >> 3` (`ebpf/php_unwinder.bpf.h`).
+pub const PHP_FRAME_LINE_SHIFT: u32 = c::PHP_FRAME_LINE_SHIFT;
+/// The largest line a PHP frame word holds; it means "unknown".
+pub const PHP_FRAME_LINE_MAX: u64 = c::PHP_FRAME_LINE_MAX as u64;
+/// Set in a PHP frame word whose call info has `ZEND_CALL_TOP`.
+pub const PHP_FRAME_TOP: u64 = c::PHP_FRAME_TOP;
+
+/// `sizeof(struct php_file)`.
+pub(crate) const PHP_FILE_SIZE: usize = size_of::<c::php_file>();
+
+impl PhpFileValue {
+    /// The map value, field by field.
+    pub(crate) fn to_c(self) -> c::php_file {
+        c::php_file {
+            executor_globals_vaddr: self.executor_globals_vaddr,
+            eg_current_execute_data: self.eg_current_execute_data,
+            ex_opline: self.ex_opline,
+            ex_func: self.ex_func,
+            ex_call_info: self.ex_call_info,
+            ex_prev: self.ex_prev,
+            op_lineno: self.op_lineno,
+            call_top: self.call_top,
+            reserved: 0,
+        }
+    }
+
+    pub(crate) fn to_bytes(self) -> [u8; PHP_FILE_SIZE] {
+        bytes_of(&self.to_c()).try_into().expect("one value")
+    }
+}
+
+/// `struct perl_file`: what the BPF unwinder needs of one Perl build.
+/// Offsets are in bytes.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PerlFileValue {
+    /// `PL_curinterp` (threaded builds), ELF virtual address.
+    pub curinterp_vaddr: u64,
+    /// `PL_curcop` (non-threaded builds), ELF virtual address.
+    pub curcop_vaddr: u64,
+    /// `PL_curstackinfo` (non-threaded builds), ELF virtual address.
+    pub curstackinfo_vaddr: u64,
+    /// `PL_current_context`'s address minus the thread pointer, when it
+    /// is in a static TLS block (threaded 5.36+ executables).
+    pub tls_offset: Option<i64>,
+    pub threaded: bool,
+    pub interp_curcop: u32,
+    pub interp_curstackinfo: u32,
+    pub si_cxstack: u32,
+    pub si_prev: u32,
+    pub si_cxix: u32,
+    pub cx_type: u32,
+    pub cx_blk_oldcop: u32,
+    pub cx_blk_sub_cv: u32,
+    /// `sizeof(PERL_CONTEXT)`, at least [`PERL_CONTEXT_READ`].
+    pub cx_size: u32,
+    pub cop_line: u32,
+}
+
+/// Bytes of a `PERL_CONTEXT` the Perl unwinder reads at once.
+pub const PERL_CONTEXT_READ: u32 = c::PERL_CONTEXT_READ;
+/// Bytes of a `PERL_SI` the Perl unwinder reads at once.
+pub const PERL_SI_READ: u32 = c::PERL_SI_READ;
+/// A Perl frame word's own bits: `line << PERL_FRAME_LINE_SHIFT |
+/// pointer >> 3`, or [`PERL_FRAME_COP`] with a COP (`ebpf/perl_unwinder.bpf.h`).
+pub const PERL_FRAME_LINE_SHIFT: u32 = c::PERL_FRAME_LINE_SHIFT;
+/// The largest line a Perl frame word holds; it means "unknown".
+pub const PERL_FRAME_LINE_MAX: u64 = c::PERL_FRAME_LINE_MAX as u64;
+/// Set in a Perl frame word named by its COP (top level or eval).
+pub const PERL_FRAME_COP: u64 = c::PERL_FRAME_COP;
+/// The line field of a [`PERL_FRAME_COP`] word: the script's top level.
+pub const PERL_COP_MAIN: u64 = c::PERL_COP_MAIN as u64;
+/// The line field of a [`PERL_FRAME_COP`] word: a string eval, require
+/// or do FILE.
+pub const PERL_COP_EVAL: u64 = c::PERL_COP_EVAL as u64;
+/// The context type bits the unwinder tests (`CXTYPEMASK`, `CXt_SUB`,
+/// `CXt_FORMAT`, `CXt_EVAL`, `CXp_SUB_RE_FAKE`, `CXp_EVALBLOCK`,
+/// `CXp_TRY`), for checking against the user-space walk's.
+pub const PERL_CX_BITS: [u32; 7] = [
+    c::PERL_CXTYPEMASK,
+    c::PERL_CXT_SUB,
+    c::PERL_CXT_FORMAT,
+    c::PERL_CXT_EVAL,
+    c::PERL_CXP_SUB_RE_FAKE,
+    c::PERL_CXP_EVALBLOCK,
+    c::PERL_CXP_TRY,
+];
+
+/// `sizeof(struct perl_file)`.
+pub(crate) const PERL_FILE_SIZE: usize = size_of::<c::perl_file>();
+
+impl PerlFileValue {
+    /// The map value, field by field.
+    pub(crate) fn to_c(self) -> c::perl_file {
+        c::perl_file {
+            curinterp_vaddr: self.curinterp_vaddr,
+            curcop_vaddr: self.curcop_vaddr,
+            curstackinfo_vaddr: self.curstackinfo_vaddr,
+            tls_offset: self.tls_offset.unwrap_or(0),
+            threaded: u8::from(self.threaded),
+            has_tls: u8::from(self.tls_offset.is_some()),
+            reserved: [0; 2],
+            interp_curcop: self.interp_curcop,
+            interp_curstackinfo: self.interp_curstackinfo,
+            si_cxstack: self.si_cxstack,
+            si_prev: self.si_prev,
+            si_cxix: self.si_cxix,
+            cx_type: self.cx_type,
+            cx_blk_oldcop: self.cx_blk_oldcop,
+            cx_blk_sub_cv: self.cx_blk_sub_cv,
+            cx_size: self.cx_size,
+            cop_line: self.cop_line,
+            reserved2: 0,
+        }
+    }
+
+    pub(crate) fn to_bytes(self) -> [u8; PERL_FILE_SIZE] {
         bytes_of(&self.to_c()).try_into().expect("one value")
     }
 }

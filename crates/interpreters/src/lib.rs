@@ -54,7 +54,8 @@ pub fn runtimes() -> Vec<Box<dyn Runtime>> {
         Box::new(hotspot::Hotspot),
         Box::new(v8::V8),
         Box::new(ruby::CRuby),
-        // PHP and Perl (src/php/, src/perl/) come here once their
-        // unwinders are wired.
+        Box::new(php::Php),
+        Box::new(perl::Perl),
+        // Every runtime with an unwinder; a new one is added here.
     ]
 }

@@ -116,6 +116,8 @@ pub struct PerlLayout {
     pub xcv_stash: u32,
     /// `XPVCV.xcv_gv_u`.
     pub xcv_gv_u: u32,
+    /// `XPVCV.xcv_file` (`char *`: the file the sub was defined in).
+    pub xcv_file: u32,
     /// `XPVCV.xcv_flags` (a `U32`).
     pub xcv_flags: u32,
     /// Bytes read of an `XPVCV`.
@@ -175,6 +177,7 @@ impl PerlLayout {
             sv_size: 0x18,
             xcv_stash: 0x20,
             xcv_gv_u: 0x38,
+            xcv_file: 0x40,
             xcv_flags: 0x5c,
             xpvcv_size: 0x60,
             xgv_namehek: 0x20,

@@ -1,8 +1,10 @@
 //! Perl 5: finding an interpreter in a file ([`detect`]), the per-version
 //! offsets the unwinder needs ([`PerlLayout`]), and a user-space walk of a
 //! thread's context stacks that names its subs ([`PerlSymbolizer`]) and
-//! proves the layout against live processes. Not wired into the agent
-//! yet; see `docs/perl.md`.
+//! proves the layout against live processes; [`Perl`], the
+//! [`crate::Runtime`] whose BPF unwinder (`ebpf/perl_unwinder.bpf.h`)
+//! records Perl frames in place of `Perl_runops_standard`. See
+//! `docs/perl.md`.
 //!
 //! Perl is recognised by `libperl.so` (or a static `perl`) defining
 //! `Perl_runops_standard` and `PL_version`; the release is read from
@@ -13,9 +15,11 @@
 //! [`Detection::Unsupported`]: a notice for the agent, frames stay native.
 
 mod layout;
+mod runtime;
 mod walk;
 
 pub use layout::{consts, PerlLayout, PerlVersion, MAX_PERL, MIN_PERL};
+pub use runtime::{decode_word, Perl, PerlFile, PerlWord};
 pub use walk::{
     global_state, threaded_state, PerlFrame, PerlSymbolizer, PerlThreadState, WalkError, MAX_CACHED, MAX_CONTEXTS,
     MAX_FRAMES, MAX_STACKS,
@@ -57,6 +61,38 @@ pub struct PerlBuild {
     /// `Perl_runops_standard` `(vaddr, size)`: the loop running Perl ops,
     /// whose native frames the BPF unwinder will replace.
     pub runops: (u64, u64),
+    /// Threaded 5.36+ executables: `PL_current_context` (the thread's
+    /// interpreter) minus the thread pointer ([`static_tls_offset`]).
+    pub current_context_tls: Option<i64>,
+}
+
+/// `PT_INTERP`.
+const PT_INTERP: u32 = 3;
+/// `PT_TLS`.
+const PT_TLS: u32 = 7;
+
+/// Where the thread-local `symbol` of an executable (a file with
+/// `PT_INTERP`, whose TLS block is the first: static, below the thread
+/// pointer on x86-64) lies from the thread pointer: its offset in the TLS
+/// segment minus the segment's size rounded up to its alignment (glibc's
+/// layout of the first module). `None` for a shared library (its block is
+/// found through the DTV), or a segment not aligned at its own start.
+pub fn static_tls_offset(elf: &ElfFile, symbol: &str) -> Option<i64> {
+    let headers = elf.program_headers();
+    if !headers.iter().any(|p| p.p_type == PT_INTERP) {
+        return None;
+    }
+    let tls = headers.iter().find(|p| p.p_type == PT_TLS)?;
+    let align = tls.align.max(1);
+    if !align.is_power_of_two() || align > 4096 || tls.vaddr % align != 0 || tls.memsz > 1 << 20 {
+        return None;
+    }
+    let value = elf.symbol_address(symbol)?;
+    if value >= tls.memsz {
+        return None;
+    }
+    let block = tls.memsz.div_ceil(align) * align;
+    Some(value as i64 - block as i64)
 }
 
 /// What [`detect`] found in a file.
@@ -97,5 +133,7 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
     let Some(layout) = PerlLayout::for_version(version, threaded) else {
         return Detection::Unsupported(format!("{path}: Perl {version} (supported: {MIN_PERL} to 5.40.x)"));
     };
-    Detection::Perl(Box::new(PerlBuild { version, layout, state, runops }))
+    let current_context_tls =
+        if threaded { static_tls_offset(elf, "PL_current_context").filter(|_| version.minor >= 36) } else { None };
+    Detection::Perl(Box::new(PerlBuild { version, layout, state, runops, current_context_tls }))
 }

@@ -97,7 +97,8 @@ pub fn global_state(memory: &dyn ProcessMemory, curcop: u64, curstackinfo: u64) 
 /// Names Perl frames of one process, with bounded caches.
 pub struct PerlSymbolizer {
     layout: PerlLayout,
-    subs: HashMap<u64, String>,
+    /// CV -> (name, `CvFILE`).
+    subs: HashMap<u64, (String, String)>,
     positions: HashMap<u64, (String, u32)>,
     /// Times a full cache was cleared.
     pub evictions: u64,
@@ -209,8 +210,14 @@ impl PerlSymbolizer {
 
     /// `Package::sub` for the code value `cv`.
     pub fn sub_name(&mut self, memory: &dyn ProcessMemory, cv: u64) -> Result<String, WalkError> {
-        if let Some(name) = self.subs.get(&cv) {
-            return Ok(name.clone());
+        self.sub(memory, cv).map(|(name, _)| name)
+    }
+
+    /// The sub `cv`'s name ([`PerlSymbolizer::sub_name`]) and the file it
+    /// was defined in (`CvFILE`; empty when unknown).
+    pub fn sub(&mut self, memory: &dyn ProcessMemory, cv: u64) -> Result<(String, String), WalkError> {
+        if let Some(sub) = self.subs.get(&cv) {
+            return Ok(sub.clone());
         }
         let l = self.layout.clone();
         let head = read_bytes(memory, cv, l.sv_size as usize, "CV")?;
@@ -232,12 +239,16 @@ impl PerlSymbolizer {
         } else {
             self.glob_name(memory, gv_u)?
         };
+        let file = match field_u64(&body, l.xcv_file)? {
+            0 => String::new(),
+            at => read_cstr(memory, at, MAX_FILE).ok_or(WalkError::Unreadable { what: "CvFILE", address: at })?,
+        };
         if self.subs.len() >= MAX_CACHED {
             self.subs.clear();
             self.evictions += 1;
         }
-        self.subs.insert(cv, name.clone());
-        Ok(name)
+        self.subs.insert(cv, (name.clone(), file.clone()));
+        Ok((name, file))
     }
 
     /// `Package::name` of the glob `gv`.

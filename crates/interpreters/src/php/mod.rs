@@ -1,8 +1,9 @@
 //! PHP (the Zend Engine): finding it in a file ([`detect`]), the
 //! per-version offsets the unwinder needs ([`PhpLayout`]), and a
 //! user-space walk that names a thread's frames ([`PhpSymbolizer`]) and
-//! proves the layout against live processes. Not wired into the agent
-//! yet; see `docs/php.md`.
+//! proves the layout against live processes; [`Php`], the [`crate::Runtime`]
+//! whose BPF unwinder (`ebpf/php_unwinder.bpf.h`) records PHP frames in
+//! place of `execute_ex`. See `docs/php.md`.
 //!
 //! PHP is recognised by a file (`php8.x`, `php-fpm`, `libphp.so`)
 //! exporting `executor_globals` and `zend_execute_ex`; the version is
@@ -13,9 +14,11 @@
 //! versions outside [`MIN_PHP`]..=[`MAX_PHP`].
 
 mod layout;
+mod runtime;
 mod walk;
 
 pub use layout::{consts, PhpLayout, PhpVersion, MAX_PHP, MIN_PHP};
+pub use runtime::{decode_word, Php, PhpFile, PhpWord};
 pub use walk::{current_execute_data, PhpFrame, PhpSymbolizer, MAX_CACHED, MAX_FRAMES, MAX_STRING};
 
 use profiler_elf::ElfFile;

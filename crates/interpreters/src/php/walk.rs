@@ -100,6 +100,21 @@ impl PhpSymbolizer {
         opline: u64,
         call_info: u32,
     ) -> Result<PhpFrame, String> {
+        let line = self.opline_line(memory, opline);
+        self.frame_at_line(memory, func, line, call_info)
+    }
+
+    /// The frame running `func` at `line` (as the BPF unwinder read it
+    /// from the frame's opline; `None`: unknown). A line outside the
+    /// function's lines is reported as 0 (a stale or foreign opline, or a
+    /// function freed and its memory reused since).
+    pub fn frame_at_line(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        func: u64,
+        line: Option<u32>,
+        call_info: u32,
+    ) -> Result<PhpFrame, String> {
         let f = self.function(memory, func)?;
         if f.kind == consts::INTERNAL_FUNCTION {
             return Ok(PhpFrame::Internal { name: f.name.unwrap_or_else(|| "<internal>".into()) });
@@ -113,20 +128,22 @@ impl PhpSymbolizer {
                 "{include}".into()
             }
         });
-        Ok(PhpFrame::User { name, file: f.file, line: self.line(memory, opline, f.lines) })
+        let (start, end) = f.lines;
+        let line = line.filter(|l| (start..=end).contains(l)).unwrap_or(0);
+        Ok(PhpFrame::User { name, file: f.file, line })
     }
 
-    /// The line of `opline`, 0 unless it lies in the function's lines.
-    fn line(&self, memory: &dyn ProcessMemory, opline: u64, (start, end): (u32, u32)) -> u32 {
+    /// Functions in the cache (it grows by one per function read).
+    pub fn cached(&self) -> usize {
+        self.functions.len()
+    }
+
+    /// The line of `opline` (`None`: no opline, or unreadable).
+    fn opline_line(&self, memory: &dyn ProcessMemory, opline: u64) -> Option<u32> {
         let mut raw = [0u8; 4];
         let ok = opline != 0
             && opline.checked_add(u64::from(self.layout.op_lineno)).is_some_and(|a| memory.read(a, &mut raw));
-        let line = if ok { u32::from_le_bytes(raw) } else { 0 };
-        if (start..=end).contains(&line) {
-            line
-        } else {
-            0
-        }
+        ok.then(|| u32::from_le_bytes(raw))
     }
 
     fn function(&mut self, memory: &dyn ProcessMemory, func: u64) -> Result<Function, String> {

@@ -1,0 +1,285 @@
+//! Perl as a [`Runtime`]: detection ([`detect`]), its `perl_files` entry
+//! and `Perl_runops_standard` range for the BPF unwinder
+//! (`ebpf/perl_unwinder.bpf.h`), and its frames named by a
+//! [`PerlSymbolizer`] per process.
+
+use super::{detect, Detection, PerlBuild, PerlState, PerlSymbolizer};
+use crate::memory::ProcessMemory;
+use crate::runtime::{FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
+use profiler_bpf::{
+    InterpreterFileValue, InterpreterUnwinder, PerlFileValue, UserFrame, PERL_CONTEXT_READ, PERL_COP_EVAL,
+    PERL_COP_MAIN, PERL_FRAME_COP, PERL_FRAME_LINE_MAX, PERL_FRAME_LINE_SHIFT, PERL_SI_READ,
+};
+use profiler_elf::ElfFile;
+use profiler_trace::{FrameKind, SourceLine};
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+// The tag and the line lie below the runtime's slot bits, the line above
+// the pointer's.
+const _: () = assert!(PERL_FRAME_COP < 1 << profiler_trace::FRAME_RUNTIME_SHIFT);
+const _: () = assert!(PERL_FRAME_LINE_MAX << PERL_FRAME_LINE_SHIFT < PERL_FRAME_COP);
+const _: () = assert!(1u64 << (47 - 3) <= 1 << PERL_FRAME_LINE_SHIFT);
+
+/// Most processes a namer keeps a symbolizer for (each bounds its own
+/// caches); all are dropped when full.
+const MAX_PROCESSES: usize = 256;
+
+/// Perl 5.28-5.40 (5.36 threaded tested).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Perl;
+
+/// A Perl build the BPF unwinder can walk.
+#[derive(Debug)]
+pub struct PerlFile {
+    /// What [`detect`] found.
+    pub build: PerlBuild,
+    ranges: Vec<(u64, u64)>,
+    value: PerlFileValue,
+}
+
+/// A Perl frame word, decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PerlWord {
+    /// A sub's frame: its CV and the line of its COP (`None`: unknown).
+    Sub {
+        /// The `CV*` (0: the unwinder read no valid pointer).
+        cv: u64,
+        /// The line.
+        line: Option<u32>,
+    },
+    /// The script's top level, at the `COP*`.
+    Main {
+        /// The `COP*`.
+        cop: u64,
+    },
+    /// A string `eval`, `require` or `do FILE`, at the `COP*`.
+    Eval {
+        /// The `COP*`.
+        cop: u64,
+    },
+}
+
+/// A Perl frame word's fields; `None` if it is not a Perl frame.
+pub fn decode_word(word: u64) -> Option<PerlWord> {
+    let UserFrame::Runtime { slot, bits } = UserFrame::decode(word) else { return None };
+    if slot != InterpreterUnwinder::Perl as u8 {
+        return None;
+    }
+    let pointer = (bits & ((1 << PERL_FRAME_LINE_SHIFT) - 1)) << 3;
+    let line = (bits >> PERL_FRAME_LINE_SHIFT) & PERL_FRAME_LINE_MAX;
+    Some(match (bits & PERL_FRAME_COP != 0, line) {
+        (false, _) => PerlWord::Sub { cv: pointer, line: (line != PERL_FRAME_LINE_MAX).then_some(line as u32) },
+        (true, PERL_COP_MAIN) => PerlWord::Main { cop: pointer },
+        (true, PERL_COP_EVAL) => PerlWord::Eval { cop: pointer },
+        (true, _) => return None,
+    })
+}
+
+impl Runtime for Perl {
+    fn name(&self) -> &'static str {
+        "Perl"
+    }
+
+    fn frame_kind(&self) -> FrameKind {
+        FrameKind::Perl
+    }
+
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::Perl
+    }
+
+    fn owns_frame(&self, word: u64) -> bool {
+        decode_word(word).is_some()
+    }
+
+    fn frame_address(&self, word: u64) -> u64 {
+        match decode_word(word) {
+            Some(PerlWord::Sub { line, .. }) => line.map_or(0, u64::from),
+            _ => 0,
+        }
+    }
+
+    fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
+        match detect(elf, path) {
+            Detection::NotPerl => FileDetection::NotFound,
+            Detection::Unsupported(reason) => FileDetection::Unsupported { version: None, reason },
+            Detection::Perl(build) => match PerlFile::new(*build) {
+                Ok(file) => FileDetection::Found(Arc::new(file)),
+                Err((version, reason)) => FileDetection::Unsupported { version: Some(version), reason },
+            },
+        }
+    }
+
+    fn namer(&self) -> Box<dyn FrameNamer> {
+        Box::new(PerlNamer { processes: HashMap::new(), stats: NamerStats::default() })
+    }
+}
+
+impl PerlFile {
+    /// The build, with what its unwinder needs; or (its version, why it
+    /// cannot be unwound).
+    fn new(build: PerlBuild) -> Result<PerlFile, (String, String)> {
+        let version = build.version.to_string();
+        let (start, size) = build.runops;
+        if size == 0 {
+            return Err((version, "the size of Perl_runops_standard is unknown".into()));
+        }
+        let l = &build.layout;
+        let fits = |offset: u32, width: u32, read: u32| offset + width <= read;
+        let sane = fits(l.si_cxstack, 8, PERL_SI_READ)
+            && fits(l.si_cxix, 4, PERL_SI_READ)
+            && fits(l.cx_type, 1, PERL_CONTEXT_READ)
+            && fits(l.cx_blk_oldcop, 8, PERL_CONTEXT_READ)
+            && fits(l.cx_blk_sub_cv, 8, PERL_CONTEXT_READ)
+            && l.cx_size >= PERL_CONTEXT_READ;
+        if !sane {
+            return Err((version, "contexts laid out beyond what the unwinder reads".into()));
+        }
+        let mut value = PerlFileValue {
+            threaded: l.threaded,
+            interp_curcop: l.interp_curcop,
+            interp_curstackinfo: l.interp_curstackinfo,
+            si_cxstack: l.si_cxstack,
+            si_prev: l.si_prev,
+            si_cxix: l.si_cxix,
+            cx_type: l.cx_type,
+            cx_blk_oldcop: l.cx_blk_oldcop,
+            cx_blk_sub_cv: l.cx_blk_sub_cv,
+            cx_size: l.cx_size,
+            cop_line: l.cop_line,
+            tls_offset: build.current_context_tls,
+            ..PerlFileValue::default()
+        };
+        match build.state {
+            PerlState::Threaded { curinterp_vaddr, .. } => value.curinterp_vaddr = curinterp_vaddr,
+            PerlState::Globals { curcop_vaddr, curstackinfo_vaddr } => {
+                value.curcop_vaddr = curcop_vaddr;
+                value.curstackinfo_vaddr = curstackinfo_vaddr;
+            }
+        }
+        Ok(PerlFile { build, ranges: vec![(start, start.saturating_add(size))], value })
+    }
+}
+
+impl InterpreterFile for PerlFile {
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::Perl
+    }
+
+    fn loop_ranges(&self) -> &[(u64, u64)] {
+        &self.ranges
+    }
+
+    fn file_value(&self) -> Option<InterpreterFileValue> {
+        Some(InterpreterFileValue::Perl(self.value))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Names Perl frames: `Package::sub` with the file it was defined in and
+/// the line, `main` or `eval` at their statement.
+struct PerlNamer {
+    /// By (pid, bias of the Perl file).
+    processes: HashMap<(u32, u64), PerlSymbolizer>,
+    stats: NamerStats,
+}
+
+impl FrameNamer for PerlNamer {
+    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
+        let w = decode_word(word)?;
+        let file = mapped.file.as_any().downcast_ref::<PerlFile>()?;
+        let key = (pid, mapped.bias);
+        if !self.processes.contains_key(&key) && self.processes.len() >= MAX_PROCESSES {
+            self.processes.clear();
+        }
+        let symbolizer = self.processes.entry(key).or_insert_with(|| PerlSymbolizer::new(file.build.layout.clone()));
+        self.stats.reads += 1;
+        let named = match w {
+            PerlWord::Sub { cv: 0, .. } | PerlWord::Main { cop: 0 } | PerlWord::Eval { cop: 0 } => None,
+            PerlWord::Sub { cv, line } => {
+                symbolizer.sub(memory, cv).ok().map(|(name, file)| (name, file, line.unwrap_or(0)))
+            }
+            PerlWord::Main { cop } => symbolizer.position(memory, cop).ok().map(|(f, l)| ("main".to_string(), f, l)),
+            PerlWord::Eval { cop } => symbolizer.position(memory, cop).ok().map(|(f, l)| ("eval".to_string(), f, l)),
+        };
+        let Some((name, file, line)) = named else {
+            self.stats.unknown += 1;
+            return None;
+        };
+        self.stats.frames += 1;
+        Some(SourceLine { function: name.into(), file: (!file.is_empty()).then(|| file.into()), line })
+    }
+
+    fn stats(&self) -> NamerStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::consts;
+    use super::*;
+    use profiler_bpf::PERL_CX_BITS;
+
+    #[test]
+    fn words_decode_to_subs_main_and_evals() {
+        let word = |bits: u64| UserFrame::runtime_word(InterpreterUnwinder::Perl as u8, bits);
+        let sub = |cv: u64, line: u64| word((line << PERL_FRAME_LINE_SHIFT) | (cv >> 3));
+        assert_eq!(
+            decode_word(sub(0x5555_1234_5678, 42)),
+            Some(PerlWord::Sub { cv: 0x5555_1234_5678, line: Some(42) })
+        );
+        assert_eq!(
+            decode_word(sub(0x5555_0000_1000, PERL_FRAME_LINE_MAX)),
+            Some(PerlWord::Sub { cv: 0x5555_0000_1000, line: None })
+        );
+        let cop = |cop: u64, kind: u64| word(PERL_FRAME_COP | (kind << PERL_FRAME_LINE_SHIFT) | (cop >> 3));
+        assert_eq!(decode_word(cop(0x7f00_0000_0040, PERL_COP_MAIN)), Some(PerlWord::Main { cop: 0x7f00_0000_0040 }));
+        assert_eq!(decode_word(cop(0x7f00_0000_0040, PERL_COP_EVAL)), Some(PerlWord::Eval { cop: 0x7f00_0000_0040 }));
+        // An unknown COP kind, another runtime's words, native pcs.
+        assert_eq!(decode_word(cop(0x1000, 7)), None);
+        assert_eq!(decode_word(UserFrame::runtime_word(5, 0x1000)), None);
+        assert_eq!(decode_word(0x7f00_0000_1000), None);
+        assert!(Perl.owns_frame(sub(0x1000, 1)));
+        assert_eq!(Perl.frame_address(sub(0x1000, 9)), 9);
+    }
+
+    #[test]
+    fn context_bits_are_the_walks() {
+        let walk = [
+            consts::CXTYPEMASK,
+            consts::CXT_SUB,
+            consts::CXT_FORMAT,
+            consts::CXT_EVAL,
+            consts::CXP_SUB_RE_FAKE,
+            consts::CXP_EVALBLOCK,
+            consts::CXP_TRY,
+        ];
+        assert_eq!(PERL_CX_BITS, walk.map(u32::from));
+    }
+
+    #[test]
+    fn a_build_gives_its_loop_and_map_value() {
+        use crate::perl::{PerlLayout, PerlVersion};
+        let version = PerlVersion::five(36);
+        let build = PerlBuild {
+            version,
+            layout: PerlLayout::for_version(version, true).unwrap(),
+            state: PerlState::Threaded { thr_key_vaddr: 0x3a66d4, curinterp_vaddr: 0x3a66d8 },
+            runops: (0x1000, 0x200),
+            current_context_tls: Some(-8),
+        };
+        let file = PerlFile::new(build.clone()).unwrap();
+        assert_eq!(file.loop_ranges(), &[(0x1000, 0x1200)]);
+        let Some(InterpreterFileValue::Perl(v)) = file.file_value() else { panic!("a perl_files value") };
+        assert_eq!((v.curinterp_vaddr, v.tls_offset, v.threaded), (0x3a66d8, Some(-8), true));
+        assert_eq!((v.interp_curcop, v.interp_curstackinfo, v.cx_blk_sub_cv, v.cx_size), (0xd0, 0xe0, 0x48, 0x68));
+        // No size for the op loop: nothing to mark.
+        assert!(PerlFile::new(PerlBuild { runops: (0x1000, 0), ..build }).is_err());
+    }
+}

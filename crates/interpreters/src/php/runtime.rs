@@ -1,0 +1,250 @@
+//! PHP as a [`Runtime`]: detection ([`detect`]), its `php_files` entry
+//! and `execute_ex` range for the BPF unwinder
+//! (`ebpf/php_unwinder.bpf.h`), and its frames named by a
+//! [`PhpSymbolizer`] per process.
+
+use super::{consts, detect, Detection, PhpBuild, PhpFrame, PhpSymbolizer};
+use crate::memory::ProcessMemory;
+use crate::runtime::{FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
+use profiler_bpf::{
+    InterpreterFileValue, InterpreterUnwinder, PhpFileValue, UserFrame, PHP_EXECUTE_DATA_READ, PHP_FRAME_LINE_MAX,
+    PHP_FRAME_LINE_SHIFT, PHP_FRAME_TOP,
+};
+use profiler_elf::ElfFile;
+use profiler_trace::{FrameKind, SourceLine};
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+// The tag and the line lie below the runtime's slot bits, the line above
+// the function's.
+const _: () = assert!(PHP_FRAME_TOP < 1 << profiler_trace::FRAME_RUNTIME_SHIFT);
+const _: () = assert!(PHP_FRAME_LINE_MAX << PHP_FRAME_LINE_SHIFT < PHP_FRAME_TOP);
+const _: () = assert!(1u64 << (47 - 3) <= 1 << PHP_FRAME_LINE_SHIFT);
+
+/// Most processes a namer keeps a symbolizer for (each bounds its own
+/// cache); all are dropped when full.
+const MAX_PROCESSES: usize = 256;
+
+/// PHP 7.4-8.4, NTS builds (8.2 tested).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Php;
+
+/// A PHP build the BPF unwinder can walk.
+#[derive(Debug)]
+pub struct PhpFile {
+    /// What [`detect`] found.
+    pub build: PhpBuild,
+    ranges: Vec<(u64, u64)>,
+    value: PhpFileValue,
+}
+
+/// A PHP frame word, decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PhpWord {
+    /// The `zend_function` (0: the unwinder read no valid pointer).
+    pub function: u64,
+    /// The line of the frame's opline (`None`: unknown).
+    pub line: Option<u32>,
+    /// The frame had `ZEND_CALL_TOP` (the first of its `execute_ex` run).
+    pub top: bool,
+}
+
+/// A PHP frame word's fields; `None` if it is not a PHP frame.
+pub fn decode_word(word: u64) -> Option<PhpWord> {
+    let UserFrame::Runtime { slot, bits } = UserFrame::decode(word) else { return None };
+    if slot != InterpreterUnwinder::Php as u8 {
+        return None;
+    }
+    let line = (bits >> PHP_FRAME_LINE_SHIFT) & PHP_FRAME_LINE_MAX;
+    Some(PhpWord {
+        function: (bits & ((1 << PHP_FRAME_LINE_SHIFT) - 1)) << 3,
+        line: (line != PHP_FRAME_LINE_MAX).then_some(line as u32),
+        top: bits & PHP_FRAME_TOP != 0,
+    })
+}
+
+impl Runtime for Php {
+    fn name(&self) -> &'static str {
+        "PHP"
+    }
+
+    fn frame_kind(&self) -> FrameKind {
+        FrameKind::Php
+    }
+
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::Php
+    }
+
+    fn owns_frame(&self, word: u64) -> bool {
+        decode_word(word).is_some()
+    }
+
+    fn frame_address(&self, word: u64) -> u64 {
+        decode_word(word).and_then(|w| w.line).map_or(0, u64::from)
+    }
+
+    fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
+        match detect(elf, path) {
+            Detection::NotPhp => FileDetection::NotFound,
+            Detection::Unsupported(reason) => FileDetection::Unsupported { version: None, reason },
+            Detection::Php(build) => {
+                let exec = elf.function_symbol("execute_ex").filter(|&(_, size)| size > 0);
+                match PhpFile::new(*build, exec) {
+                    Ok(file) => FileDetection::Found(Arc::new(file)),
+                    Err((version, reason)) => FileDetection::Unsupported { version: Some(version), reason },
+                }
+            }
+        }
+    }
+
+    fn namer(&self) -> Box<dyn FrameNamer> {
+        Box::new(PhpNamer { processes: HashMap::new(), stats: NamerStats::default() })
+    }
+}
+
+impl PhpFile {
+    /// The build, with what its unwinder needs (`exec`: `execute_ex`'s
+    /// address and size); or (its version, why it cannot be unwound).
+    fn new(build: PhpBuild, exec: Option<(u64, u64)>) -> Result<PhpFile, (String, String)> {
+        let version = build.version.to_string();
+        let Some((start, size)) = exec else {
+            return Err((version, "no execute_ex symbol (the VM loop) with a size".into()));
+        };
+        let l = &build.layout;
+        if [l.ex_opline, l.ex_func, l.ex_prev].iter().any(|&o| o + 8 > PHP_EXECUTE_DATA_READ)
+            || l.ex_this_type_info + 4 > PHP_EXECUTE_DATA_READ
+        {
+            return Err((version, "zend_execute_data fields beyond what the unwinder reads".into()));
+        }
+        let value = PhpFileValue {
+            executor_globals_vaddr: build.executor_globals_vaddr,
+            eg_current_execute_data: l.eg_current_execute_data,
+            ex_opline: l.ex_opline,
+            ex_func: l.ex_func,
+            ex_call_info: l.ex_this_type_info,
+            ex_prev: l.ex_prev,
+            op_lineno: l.op_lineno,
+            call_top: consts::CALL_TOP,
+        };
+        Ok(PhpFile { build, ranges: vec![(start, start.saturating_add(size))], value })
+    }
+}
+
+impl InterpreterFile for PhpFile {
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::Php
+    }
+
+    fn loop_ranges(&self) -> &[(u64, u64)] {
+        &self.ranges
+    }
+
+    fn file_value(&self) -> Option<InterpreterFileValue> {
+        Some(InterpreterFileValue::Php(self.value))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Names PHP frames: `Class::method`, `function`, `{main}` with the file
+/// and line, or an internal function's name.
+struct PhpNamer {
+    /// By (pid, bias of the PHP file).
+    processes: HashMap<(u32, u64), PhpSymbolizer>,
+    stats: NamerStats,
+}
+
+impl FrameNamer for PhpNamer {
+    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
+        let w = decode_word(word)?;
+        let file = mapped.file.as_any().downcast_ref::<PhpFile>()?;
+        let key = (pid, mapped.bias);
+        if !self.processes.contains_key(&key) && self.processes.len() >= MAX_PROCESSES {
+            self.processes.clear();
+        }
+        let symbolizer = self.processes.entry(key).or_insert_with(|| PhpSymbolizer::new(file.build.layout.clone()));
+        let before = symbolizer.cached();
+        let call_info = if w.top { consts::CALL_TOP } else { 0 };
+        // The frame's line came with the word: it is checked against the
+        // function's lines like a line read from an opline.
+        let frame =
+            if w.function == 0 { None } else { symbolizer.frame_at_line(memory, w.function, w.line, call_info).ok() };
+        if symbolizer.cached() != before {
+            self.stats.reads += 1;
+        }
+        let Some(frame) = frame else {
+            self.stats.unknown += 1;
+            return None;
+        };
+        self.stats.frames += 1;
+        Some(match frame {
+            PhpFrame::User { name, file, line } => SourceLine { function: name.into(), file: Some(file.into()), line },
+            PhpFrame::Internal { name } => SourceLine { function: name.into(), file: None, line: 0 },
+        })
+    }
+
+    fn stats(&self) -> NamerStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_decode_to_function_line_and_top() {
+        let word = |function: u64, line: u64, top: bool| {
+            let bits = (if top { PHP_FRAME_TOP } else { 0 }) | (line << PHP_FRAME_LINE_SHIFT) | (function >> 3);
+            UserFrame::runtime_word(InterpreterUnwinder::Php as u8, bits)
+        };
+        assert_eq!(
+            decode_word(word(0x7f00_1234_5678, 17, false)),
+            Some(PhpWord { function: 0x7f00_1234_5678, line: Some(17), top: false })
+        );
+        assert_eq!(
+            decode_word(word(0x5555_0000_1000, PHP_FRAME_LINE_MAX, true)),
+            Some(PhpWord { function: 0x5555_0000_1000, line: None, top: true })
+        );
+        // Another runtime's words, CPython's, native pcs.
+        assert_eq!(decode_word(UserFrame::runtime_word(4, 0x1000)), None);
+        assert_eq!(decode_word(UserFrame::python_word(0x7f00_0000_1000, 4)), None);
+        assert_eq!(decode_word(0x7f00_0000_1000), None);
+        assert!(Php.owns_frame(word(0x1000, 1, false)));
+        assert_eq!(Php.frame_address(word(0x1000, 9, true)), 9);
+    }
+
+    #[test]
+    fn a_build_gives_its_loop_and_map_value() {
+        use crate::php::{PhpLayout, PhpVersion};
+        let version = PhpVersion::new(8, 2, 36);
+        let build = PhpBuild {
+            version,
+            layout: PhpLayout::for_version(version).unwrap(),
+            executor_globals_vaddr: 0x58ae60,
+            execute_ex_vaddr: Some(0x36cbe0),
+        };
+        let err = PhpFile::new(build.clone(), None).unwrap_err();
+        assert_eq!(err.0, "8.2.36");
+        let file = PhpFile::new(build, Some((0x36cbe0, 0x931e))).unwrap();
+        assert_eq!(file.loop_ranges(), &[(0x36cbe0, 0x36cbe0 + 0x931e)]);
+        let Some(InterpreterFileValue::Php(v)) = file.file_value() else { panic!("a php_files value") };
+        assert_eq!(
+            v,
+            PhpFileValue {
+                executor_globals_vaddr: 0x58ae60,
+                eg_current_execute_data: 488,
+                ex_opline: 0,
+                ex_func: 24,
+                ex_call_info: 40,
+                ex_prev: 48,
+                op_lineno: 24,
+                call_top: 1 << 17,
+            }
+        );
+    }
+}
