@@ -93,6 +93,16 @@ pub struct Stats {
     pub processes_exited: u64,
     /// Processes not loaded because of the process limit.
     pub processes_rejected: u64,
+    /// Reads of `/proc/PID/maps` (loads, re-reads after an exec, after
+    /// an unknown pc).
+    pub maps_reads: u64,
+    /// Of those, reads whose executable mappings had not changed.
+    pub maps_unchanged: u64,
+    /// Execs whose process had exited when its load was due (they cost
+    /// one liveness check).
+    pub exec_preloads_gone: u64,
+    /// Execs of processes never sampled not loaded ahead (over budget).
+    pub exec_preloads_skipped: u64,
     /// Files whose unwind tables are held now.
     pub files_loaded: u64,
     /// Files analysed (ELF read, unwind table built).

@@ -312,6 +312,13 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
         s.processes_rejected
     );
     say!(
+        "  process loads:     {} maps reads ({} unchanged); after exec: {} gone before their load, {} over the preload budget",
+        s.maps_reads,
+        s.maps_unchanged,
+        s.exec_preloads_gone,
+        s.exec_preloads_skipped
+    );
+    say!(
         "  files:             {} analysed in {} ms, {} failed, {} over the size limits",
         s.files_analysed,
         s.unwind_analyse_ms,

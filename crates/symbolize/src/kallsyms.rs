@@ -47,10 +47,10 @@ pub enum KallsymsError {
 }
 
 /// A kernel symbol an address falls in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelSymbol<'a> {
     /// The function name.
-    pub name: &'a str,
+    pub name: String,
     /// The module it belongs to; `None` for the kernel image.
     pub module: Option<&'a str>,
     /// Distance from the symbol's start.
@@ -62,7 +62,7 @@ impl std::fmt::Display for KernelSymbol<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.module {
             Some(module) => write!(f, "{} [{module}]", self.name),
-            None => f.write_str(self.name),
+            None => f.write_str(&self.name),
         }
     }
 }
@@ -79,7 +79,7 @@ pub struct BpfProgram<'a> {
     pub name: &'a str,
 }
 
-impl<'a> KernelSymbol<'a> {
+impl KernelSymbol<'_> {
     /// Whether the symbol is BPF code (a program, trampoline or
     /// dispatcher).
     pub fn is_bpf(&self) -> bool {
@@ -88,7 +88,7 @@ impl<'a> KernelSymbol<'a> {
 
     /// The BPF program this symbol is (`bpf_prog_<tag>[_<name>]` in
     /// `[bpf]`).
-    pub fn bpf_program(&self) -> Option<BpfProgram<'a>> {
+    pub fn bpf_program(&self) -> Option<BpfProgram<'_>> {
         if !self.is_bpf() {
             return None;
         }
@@ -102,26 +102,41 @@ impl<'a> KernelSymbol<'a> {
     }
 }
 
-/// 16 bytes a symbol (a kernel has 100,000-200,000 text symbols).
-#[derive(Clone, Copy, Debug)]
-struct Entry {
-    address: u64,
-    // The name, in `names`.
-    name_start: u32,
-    name_len: u16,
-    // Index in `modules` plus one; 0: vmlinux.
-    module: u16,
-}
+/// Names a compressed block holds. A kernel's 120,000 text symbols have
+/// about 3 MB of names; deflated 64 at a time they take 0.7 MB, and a
+/// lookup inflates 2-3 KB (the frame's name is cached by address after).
+const NAMES_PER_BLOCK: usize = 64;
 
-/// An immutable, sorted table of kernel text symbols.
+/// The longest line read (a name is at most `KSYM_NAME_LEN`, 512).
+const MAX_LINE: usize = 4096;
+
+/// An immutable table of kernel text symbols sorted by address, about
+/// 10 bytes a symbol: 4 for its start, about 6 for its deflated name.
 #[derive(Debug, Default)]
 pub struct KernelSymbols {
-    entries: Vec<Entry>,
-    // All names and module names, back to back; module names are stored
-    // once each.
-    names: String,
-    // Each module's name in `names` (start, length).
-    modules: Vec<(u32, u16)>,
+    /// The lowest symbol's address.
+    base: u64,
+    /// Each symbol's start, less `base`.
+    starts: Vec<u32>,
+    /// Runs of symbols of one module: (first symbol, index in `modules`
+    /// plus one; 0: the kernel image), by first symbol.
+    module_runs: Vec<(u32, u16)>,
+    modules: Vec<Box<str>>,
+    /// The names in symbol order, `NAMES_PER_BLOCK` a block joined by
+    /// newlines (names have none), each block deflated.
+    blocks: Vec<u8>,
+    /// Where each block starts in `blocks`.
+    block_starts: Vec<u32>,
+    /// Symbols left out: 4 GiB or more above the lowest one.
+    out_of_range: usize,
+}
+
+/// A symbol while the table is being built.
+struct Parsed {
+    address: u64,
+    name_start: u32,
+    name_len: u16,
+    module: u16,
 }
 
 /// The longest distance from a symbol's start we attribute to it when it
@@ -134,12 +149,12 @@ impl KernelSymbols {
         Self::load_from(Path::new("/proc/kallsyms"))
     }
 
-    /// Reads and parses a file in kallsyms format.
+    /// Reads and parses a file in kallsyms format, a line at a time.
     pub fn load_from(path: &Path) -> Result<KernelSymbols, KallsymsError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| KallsymsError::Read { path: path.to_owned(), source })?;
-        let symbols = Self::parse(&text);
-        if symbols.entries.is_empty() && text.lines().next().is_some() {
+        let err = |source| KallsymsError::Read { path: path.to_owned(), source };
+        let file = std::fs::File::open(path).map_err(err)?;
+        let (symbols, lines) = Self::parse_reader(std::io::BufReader::new(file)).map_err(err)?;
+        if symbols.is_empty() && lines > 0 {
             return Err(KallsymsError::AddressesHidden { path: path.to_owned() });
         }
         Ok(symbols)
@@ -148,9 +163,36 @@ impl KernelSymbols {
     /// Parses kallsyms text; keeps text symbols (`t`, `T`, `w`, `W`) with a
     /// non-zero address and skips malformed lines.
     pub fn parse(text: &str) -> KernelSymbols {
-        let mut symbols = KernelSymbols::default();
-        for line in text.lines() {
-            let mut fields = line.split_ascii_whitespace();
+        Self::parse_reader(text.as_bytes()).map(|(symbols, _)| symbols).unwrap_or_default()
+    }
+
+    /// [`KernelSymbols::parse`] from a reader; also says how many lines
+    /// were read. Lines longer than `MAX_LINE` are skipped.
+    fn parse_reader(mut reader: impl std::io::BufRead) -> std::io::Result<(KernelSymbols, usize)> {
+        let mut modules: Vec<Box<str>> = Vec::new();
+        let mut names = String::new();
+        let mut parsed: Vec<Parsed> = Vec::new();
+        let mut line = Vec::with_capacity(256);
+        let mut lines = 0;
+        loop {
+            line.clear();
+            let n = std::io::BufRead::read_until(
+                &mut std::io::Read::take(&mut reader, MAX_LINE as u64 + 1),
+                b'\n',
+                &mut line,
+            )?;
+            if n == 0 {
+                break;
+            }
+            if line.last() != Some(&b'\n') && n > MAX_LINE {
+                // Skip the rest of an overlong line.
+                let mut rest = Vec::new();
+                reader.read_until(b'\n', &mut rest)?;
+                continue;
+            }
+            lines += 1;
+            let Ok(text) = std::str::from_utf8(&line) else { continue };
+            let mut fields = text.split_ascii_whitespace();
             let (Some(addr), Some(kind), Some(name)) = (fields.next(), fields.next(), fields.next()) else {
                 continue;
             };
@@ -164,62 +206,116 @@ impl KernelSymbols {
             let module = fields.next().and_then(|m| m.strip_prefix('[')).and_then(|m| m.strip_suffix(']'));
             let module = match module {
                 None => 0,
-                Some(m) if m.len() > usize::from(u16::MAX) => continue,
                 Some(m) => {
                     // A module's symbols are listed together: the last one
                     // is the likely match.
-                    let known = symbols
-                        .modules
-                        .iter()
-                        .rposition(|&(start, len)| &symbols.names[start as usize..][..usize::from(len)] == m);
-                    match known {
+                    match modules.iter().rposition(|known| &**known == m) {
                         Some(i) => i + 1,
-                        None if symbols.modules.len() < usize::from(u16::MAX) => {
-                            symbols.modules.push((symbols.names.len() as u32, m.len() as u16));
-                            symbols.names.push_str(m);
-                            symbols.modules.len()
+                        None if modules.len() < usize::from(u16::MAX) => {
+                            modules.push(m.into());
+                            modules.len()
                         }
                         None => continue,
                     }
                 }
             };
-            let name_start = symbols.names.len() as u32;
-            symbols.names.push_str(name);
-            symbols.entries.push(Entry { address, name_start, name_len: name.len() as u16, module: module as u16 });
+            let Ok(name_start) = u32::try_from(names.len()) else { continue };
+            names.push_str(name);
+            parsed.push(Parsed { address, name_start, name_len: name.len() as u16, module: module as u16 });
         }
-        symbols.entries.sort_by_key(|e| e.address);
-        symbols.entries.shrink_to_fit();
-        symbols.names.shrink_to_fit();
-        symbols.modules.shrink_to_fit();
+        parsed.sort_by_key(|p| p.address);
+        Ok((Self::build(parsed, &names, modules), lines))
+    }
+
+    /// The compact table of `parsed` (sorted by address).
+    fn build(parsed: Vec<Parsed>, names: &str, modules: Vec<Box<str>>) -> KernelSymbols {
+        let base = parsed.first().map_or(0, |p| p.address);
+        let mut symbols = KernelSymbols { base, modules, ..KernelSymbols::default() };
+        let mut block = String::new();
+        let mut in_block = 0;
+        for p in &parsed {
+            let Ok(start) = u32::try_from(p.address - base) else {
+                symbols.out_of_range += 1;
+                continue;
+            };
+            let index = symbols.starts.len() as u32;
+            if symbols.module_runs.last().is_none_or(|&(_, m)| m != p.module) {
+                symbols.module_runs.push((index, p.module));
+            }
+            symbols.starts.push(start);
+            if in_block > 0 {
+                block.push('\n');
+            }
+            block.push_str(&names[p.name_start as usize..][..usize::from(p.name_len)]);
+            in_block += 1;
+            if in_block == NAMES_PER_BLOCK {
+                symbols.push_block(&block);
+                block.clear();
+                in_block = 0;
+            }
+        }
+        if in_block > 0 {
+            symbols.push_block(&block);
+        }
+        symbols.starts.shrink_to_fit();
+        symbols.module_runs.shrink_to_fit();
+        symbols.blocks.shrink_to_fit();
+        symbols.block_starts.shrink_to_fit();
         symbols
+    }
+
+    fn push_block(&mut self, block: &str) {
+        self.block_starts.push(self.blocks.len() as u32);
+        self.blocks.extend_from_slice(&miniz_oxide::deflate::compress_to_vec(block.as_bytes(), 1));
     }
 
     /// Number of symbols.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.starts.len()
     }
 
     /// Whether there are no symbols.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.starts.is_empty()
+    }
+
+    /// Symbols left out because they lie 4 GiB or more above the lowest.
+    pub fn out_of_range(&self) -> usize {
+        self.out_of_range
+    }
+
+    /// Heap bytes the table holds.
+    pub fn heap_bytes(&self) -> usize {
+        self.starts.capacity() * 4
+            + self.module_runs.capacity() * 8
+            + self.blocks.capacity()
+            + self.block_starts.capacity() * 4
+            + self.modules.iter().map(|m| m.len() + 16).sum::<usize>()
     }
 
     /// The symbol containing `address`: the last one starting at or before
     /// it. Symbols are bounded by the next symbol's start.
     pub fn lookup(&self, address: u64) -> Option<KernelSymbol<'_>> {
-        let index = self.entries.partition_point(|e| e.address <= address).checked_sub(1)?;
-        let entry = &self.entries[index];
-        let offset = address - entry.address;
-        if index + 1 == self.entries.len() && offset >= MAX_LAST_SYMBOL_SIZE {
+        let base = self.base;
+        let index = self.starts.partition_point(|&s| base + u64::from(s) <= address).checked_sub(1)?;
+        let offset = address - (base + u64::from(self.starts[index]));
+        if index + 1 == self.starts.len() && offset >= MAX_LAST_SYMBOL_SIZE {
             return None;
         }
-        let text = |start: u32, len: u16| &self.names[start as usize..][..usize::from(len)];
-        let module = usize::from(entry.module).checked_sub(1).and_then(|i| self.modules.get(i));
-        Some(KernelSymbol {
-            name: text(entry.name_start, entry.name_len),
-            module: module.map(|&(start, len)| text(start, len)),
-            offset,
-        })
+        let run = self.module_runs.partition_point(|&(first, _)| first as usize <= index).checked_sub(1)?;
+        let module = usize::from(self.module_runs[run].1).checked_sub(1).and_then(|i| self.modules.get(i));
+        Some(KernelSymbol { name: self.name(index)?, module: module.map(|m| &**m), offset })
+    }
+
+    /// The name of symbol `index`, inflated from its block.
+    fn name(&self, index: usize) -> Option<String> {
+        let block = index / NAMES_PER_BLOCK;
+        let start = *self.block_starts.get(block)? as usize;
+        let end = self.block_starts.get(block + 1).map_or(self.blocks.len(), |&e| e as usize);
+        let limit = NAMES_PER_BLOCK * (usize::from(u16::MAX) + 1);
+        let text = miniz_oxide::inflate::decompress_to_vec_with_limit(self.blocks.get(start..end)?, limit).ok()?;
+        let text = String::from_utf8(text).ok()?;
+        text.split('\n').nth(index % NAMES_PER_BLOCK).map(str::to_owned)
     }
 }
 
@@ -286,7 +382,7 @@ impl KernelSymbolizer {
         let bpf = symbol.is_bpf();
         let name: Arc<str> = match symbol.module {
             Some(module) => Arc::from(format!("{} [{module}]", symbol.name)),
-            None => Arc::from(symbol.name),
+            None => Arc::from(symbol.name.as_str()),
         };
         if !bpf {
             self.names.insert(address, name.clone());
@@ -361,16 +457,47 @@ ffffffffc0002000 T e1000_probe\t[e1000]
     fn parses_text_symbols_sorted_with_modules() {
         let s = KernelSymbols::parse(SAMPLE);
         assert_eq!(s.len(), 8);
-        assert_eq!(s.lookup(0xffffffff81d35f10), Some(KernelSymbol { name: "read_zero", module: None, offset: 0x10 }));
-        assert_eq!(s.lookup(0xffffffff816bb820), Some(KernelSymbol { name: "ksys_read", module: None, offset: 0 }));
+        let sym = |name: &str, module, offset| KernelSymbol { name: name.to_owned(), module, offset };
+        assert_eq!(s.lookup(0xffffffff81d35f10), Some(sym("read_zero", None, 0x10)));
+        assert_eq!(s.lookup(0xffffffff816bb820), Some(sym("ksys_read", None, 0)));
         // Data symbols do not bound text symbols: ksys_read runs on.
-        assert_eq!(s.lookup(0xffffffff816bb910).map(|k| k.name), Some("ksys_read"));
-        assert_eq!(
-            s.lookup(0xffffffffc0001104),
-            Some(KernelSymbol { name: "nft_do_chain", module: Some("nf_tables"), offset: 4 })
-        );
+        assert_eq!(s.lookup(0xffffffff816bb910).map(|k| k.name).as_deref(), Some("ksys_read"));
+        assert_eq!(s.lookup(0xffffffffc0001104), Some(sym("nft_do_chain", Some("nf_tables"), 4)));
         assert_eq!(s.lookup(0xffffffffc0002001).and_then(|k| k.module), Some("e1000"));
-        assert_eq!(std::mem::size_of::<Entry>(), 16, "the table's bytes a symbol");
+        assert_eq!(s.lookup(0xffffffff80ffffff), None, "below the first symbol");
+        assert_eq!(s.lookup(0xffffffffc0002000 + MAX_LAST_SYMBOL_SIZE), None, "past the last one");
+    }
+
+    #[test]
+    fn many_symbols_across_blocks_and_module_runs() {
+        // Module symbols interleaved with the kernel's by address, more
+        // names than a block holds, listed out of order.
+        const LOW: u64 = 0xffff_8000_0000_0000;
+        let mut text = String::new();
+        for i in (0..1000u64).rev() {
+            let module = if i % 7 == 3 { "\t[m]" } else { "" };
+            text.push_str(&format!("{:x} t f_{i}{module}\n", LOW + i * 0x40));
+        }
+        text.push_str(&format!("{:x} T far_away\n", LOW + (5 << 30)));
+        let s = KernelSymbols::parse(&text);
+        assert_eq!(s.len(), 1000);
+        assert_eq!(s.out_of_range(), 1, "more than 4 GiB above the lowest is left out");
+        for i in [0u64, 63, 64, 65, 500, 997, 999] {
+            let k = s.lookup(LOW + i * 0x40 + 3).unwrap();
+            assert_eq!((k.name.as_str(), k.module, k.offset), (&*format!("f_{i}"), (i % 7 == 3).then_some("m"), 3));
+        }
+        // About 10 bytes a symbol, against 16 plus the name before.
+        assert!(s.heap_bytes() < 1000 * 10, "{} bytes", s.heap_bytes());
+    }
+
+    #[test]
+    fn overlong_and_binary_lines_are_skipped() {
+        let long = "x".repeat(MAX_LINE + 10);
+        let mut text = format!("ffffffff81000000 T {long}\nffffffff81000100 T ").into_bytes();
+        text.extend_from_slice(b"\xff\xfe\nffffffff81000200 T ok\nffffffff81000300 T last");
+        let (s, lines) = KernelSymbols::parse_reader(&text[..]).unwrap();
+        assert_eq!((s.len(), lines), (2, 3));
+        assert_eq!(s.lookup(0xffffffff81000201).unwrap().name, "ok");
     }
 
     /// As this kernel (6.18) lists them: programs, a trampoline and a
@@ -508,7 +635,19 @@ ffffffffc002a000 t bpf_prog_8713e3d97c9d80fd_F\t[bpf]
     fn reads_this_machine() {
         // /proc/kallsyms is always present; as root its addresses are real.
         match KernelSymbols::load() {
-            Ok(s) => assert!(s.len() > 1000, "only {} symbols", s.len()),
+            Ok(s) => {
+                assert!(s.len() > 1000, "only {} symbols", s.len());
+                assert_eq!(s.out_of_range(), 0);
+                // The compact form: well under 16 bytes a symbol.
+                assert!(s.heap_bytes() < s.len() * 12, "{} bytes for {} symbols", s.heap_bytes(), s.len());
+                let vfs_read = std::fs::read_to_string("/proc/kallsyms")
+                    .unwrap()
+                    .lines()
+                    .find_map(|l| l.strip_suffix(" T vfs_read").and_then(|a| u64::from_str_radix(a, 16).ok()));
+                if let Some(address) = vfs_read {
+                    assert_eq!(s.lookup(address + 1).unwrap().name, "vfs_read");
+                }
+            }
             Err(KallsymsError::AddressesHidden { .. }) => eprintln!("skip: kallsyms addresses hidden"),
             Err(e) => panic!("{e}"),
         }
