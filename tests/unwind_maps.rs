@@ -33,6 +33,27 @@ fn maps_hold_exactly_what_the_bookkeeping_says() {
     let pages = maps.stats().pages as usize;
     assert_eq!(pages, 1100, "{:?}", maps.stats());
     assert_eq!(maps.count_map_entries(), (0, pages, 1));
+    assert_eq!(maps.file_entries(7).as_deref(), Some(encoded.entries_slice()));
+
+    // A file loaded as the process manager does, encoded on the way in:
+    // 150,001 deltas on 3 pages (more than one batch of 65,536 elements),
+    // an odd entry count, and the same array as encoding it whole.
+    let dense: Vec<(u64, RuleId)> = (0..150_001u64)
+        .map(|i| (0x10_0000 + (i / 50_000) * 0x10000 + i % 50_000 + 1, RuleId((i % 2) as u16)))
+        .collect();
+    let whole = EncodedDeltas::encode(&dense);
+    assert_eq!(whole.entries() % 2, 0, "{} entries", whole.entries());
+    maps.load_file_streamed(8, &|| Box::new(dense.iter().copied())).expect("load streamed");
+    assert_eq!(maps.file_entries(8).as_deref(), Some(whole.entries_slice()));
+    assert_eq!(maps.count_map_entries(), (0, pages + whole.pages(), 2));
+    let odd = &dense[..7];
+    maps.load_file_streamed(9, &|| Box::new(odd.iter().copied())).expect("load streamed");
+    let odd_whole = EncodedDeltas::encode(odd);
+    assert_eq!(odd_whole.entries() % 2, 1);
+    assert_eq!(maps.file_entries(9).as_deref(), Some(odd_whole.entries_slice()));
+    maps.unload_file(8).expect("unload 8");
+    maps.unload_file(9).expect("unload 9");
+    assert_eq!(maps.count_map_entries(), (0, pages, 1));
 
     // Two processes, one of 2,000 prefixes (more than one batch).
     let native = MappingTarget::Native { file_id: 7, bias: 0x5555_0000_0000 };

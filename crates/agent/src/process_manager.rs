@@ -6,10 +6,10 @@
 //! for their unwinders.
 
 use profiler_bpf::{
-    EncodedDeltas, InterpreterMaps, InterpreterUnwinder, MappingRange, MappingTarget, PidSelection, ProcessEventKind,
+    InterpreterMaps, InterpreterUnwinder, MappingRange, MappingTarget, PidSelection, ProcessEventKind,
     ProcessEventReader, UnwindMaps,
 };
-use profiler_elf::{ElfFile, RuleId, UnwindRule};
+use profiler_elf::{DeltaWalk, ElfFile, RuleId, UnwindRule};
 use profiler_interpreters::{Inspection, PidMemory, Registry};
 use profiler_process::{
     EventKind, EventQueue, ExecutableFile, LoadKind, LoaderError, ManagerStats, ProcessFilter, ProcessManager,
@@ -45,12 +45,8 @@ impl UnwindLoader for BpfLoader {
         Ok(self.maps.set_rule(id, rule)?)
     }
 
-    fn load_file(
-        &mut self,
-        table_key: TableKey,
-        deltas: &mut dyn Iterator<Item = (u64, RuleId)>,
-    ) -> Result<(), LoaderError> {
-        self.maps.load_file(table_key.bpf_id(), &EncodedDeltas::encode_iter(deltas))?;
+    fn load_file(&mut self, table_key: TableKey, deltas: &DeltaWalk<'_>) -> Result<(), LoaderError> {
+        self.maps.load_file_streamed(table_key.bpf_id(), deltas)?;
         self.interpreters.file_loaded(table_key);
         Ok(())
     }

@@ -14,7 +14,7 @@ use crate::types::{
 use crate::BpfError;
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
-use profiler_elf::{RuleId, UnwindRule};
+use profiler_elf::{DeltaWalk, RuleId, UnwindRule};
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, AsRawFd};
 
@@ -47,41 +47,18 @@ impl EncodedDeltas {
     /// [`EncodedDeltas::encode`] from an iterator, so that a caller
     /// holding a compact table needs no second copy of it.
     pub fn encode_iter(deltas: impl Iterator<Item = (u64, RuleId)>) -> EncodedDeltas {
-        let mut deltas = deltas.peekable();
+        let hint = deltas.size_hint().0;
         // A page-start entry per page besides the deltas: a little slack
         // spares doubling the block at the end.
-        let hint = deltas.size_hint().0;
         let mut out = EncodedDeltas { entries: Vec::with_capacity(hint + hint / 16 + 16), pages: Vec::new() };
-        let page_mask = (1u64 << DELTA_PAGE_BITS) - 1;
-        let mut in_effect = RuleId::NO_COVERAGE;
-        while let Some(&(at, _)) = deltas.peek() {
-            let page = at >> DELTA_PAGE_BITS;
-            let first = out.entries.len() as u32;
-            if at & page_mask != 0 {
-                out.entries.push(delta_entry(0, in_effect.0));
-            }
-            while let Some((address, rule)) = deltas.next_if(|d| d.0 >> DELTA_PAGE_BITS == page) {
-                // Equal neighbours add nothing.
-                if rule != in_effect || out.entries.len() as u32 == first {
-                    out.entries.push(delta_entry((address & page_mask) as u16, rule.0));
-                }
-                in_effect = rule;
-            }
-            out.pages.push((page, first, out.entries.len() as u32 - first));
-            // Pages wholly inside the last rule of this page, up to the
-            // next delta (a function longer than a page).
-            if in_effect != RuleId::NO_COVERAGE {
-                let next_page =
-                    deltas.peek().map_or(page + 1, |d| d.0 >> DELTA_PAGE_BITS).min(page + 1 + MAX_FILL_PAGES);
-                for p in page + 1..next_page {
-                    let first = out.entries.len() as u32;
-                    out.entries.push(delta_entry(0, in_effect.0));
-                    out.pages.push((p, first, 1));
-                }
-            }
-        }
+        encode_with(deltas, |entry| out.entries.push(entry), |page| out.pages.push(page));
         out.entries.shrink_to_fit();
         out
+    }
+
+    /// The 4-byte entries, as the file's delta array holds them.
+    pub fn entries_slice(&self) -> &[u32] {
+        &self.entries
     }
 
     /// Number of 4-byte entries.
@@ -104,6 +81,121 @@ impl EncodedDeltas {
         let offset = (vaddr & ((1 << DELTA_PAGE_BITS) - 1)) as u32;
         let at = slice.partition_point(|e| e & 0xffff <= offset).checked_sub(1)?;
         Some(RuleId((slice[at] >> 16) as u16))
+    }
+}
+
+/// Encodes `deltas` (as [`EncodedDeltas::encode`]) a piece at a time:
+/// `entry` gets the entries in order, `page` each page's (page, first
+/// entry, entry count) once its entries are out. Returns the number of
+/// entries.
+fn encode_with(
+    deltas: impl Iterator<Item = (u64, RuleId)>,
+    mut entry: impl FnMut(u32),
+    mut page_done: impl FnMut((u64, u32, u32)),
+) -> u32 {
+    let mut deltas = deltas.peekable();
+    let page_mask = (1u64 << DELTA_PAGE_BITS) - 1;
+    let mut in_effect = RuleId::NO_COVERAGE;
+    let mut count = 0u32;
+    let mut push = |e: u32, count: &mut u32| {
+        entry(e);
+        *count += 1;
+    };
+    while let Some(&(at, _)) = deltas.peek() {
+        let page = at >> DELTA_PAGE_BITS;
+        let first = count;
+        if at & page_mask != 0 {
+            push(delta_entry(0, in_effect.0), &mut count);
+        }
+        while let Some((address, rule)) = deltas.next_if(|d| d.0 >> DELTA_PAGE_BITS == page) {
+            // Equal neighbours add nothing.
+            if rule != in_effect || count == first {
+                push(delta_entry((address & page_mask) as u16, rule.0), &mut count);
+            }
+            in_effect = rule;
+        }
+        page_done((page, first, count - first));
+        // Pages wholly inside the last rule of this page, up to the next
+        // delta (a function longer than a page).
+        if in_effect != RuleId::NO_COVERAGE {
+            let next_page = deltas.peek().map_or(page + 1, |d| d.0 >> DELTA_PAGE_BITS).min(page + 1 + MAX_FILL_PAGES);
+            for p in page + 1..next_page {
+                let first = count;
+                push(delta_entry(0, in_effect.0), &mut count);
+                page_done((p, first, 1));
+            }
+        }
+    }
+    count
+}
+
+/// Gives a file's encoded entries, in order, to the sink it is passed.
+type Fill<'a> = dyn FnMut(&mut dyn FnMut(u32)) + 'a;
+
+/// Fills a file's delta array a batch at a time: entries pair into
+/// 8-byte elements; the first error stops the writes and is kept.
+struct ArrayWriter<'a> {
+    array: &'a MapHandle,
+    elements: u32,
+    keys: Vec<u8>,
+    values: Vec<u8>,
+    next_key: u32,
+    pending_low: Option<u32>,
+    error: Option<BpfError>,
+}
+
+impl<'a> ArrayWriter<'a> {
+    fn new(array: &'a MapHandle, elements: u32) -> ArrayWriter<'a> {
+        let batch = BATCH.min(elements as usize);
+        ArrayWriter {
+            array,
+            elements,
+            keys: Vec::with_capacity(4 * batch),
+            values: Vec::with_capacity(8 * batch),
+            next_key: 0,
+            pending_low: None,
+            error: None,
+        }
+    }
+
+    fn push(&mut self, entry: u32) {
+        match self.pending_low.take() {
+            None => self.pending_low = Some(entry),
+            Some(low) => self.element(u64::from(low) | (u64::from(entry) << 32)),
+        }
+    }
+
+    fn element(&mut self, value: u64) {
+        let key = self.next_key + (self.keys.len() / 4) as u32;
+        if key >= self.elements || self.error.is_some() {
+            return;
+        }
+        self.keys.extend_from_slice(&key.to_ne_bytes());
+        self.values.extend_from_slice(&value.to_ne_bytes());
+        if self.keys.len() / 4 == BATCH {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        let n = (self.keys.len() / 4) as u32;
+        if n == 0 || self.error.is_some() {
+            return;
+        }
+        if let Err(e) = self.array.update_batch(&self.keys, &self.values, n, MapFlags::ANY, MapFlags::ANY) {
+            self.error = Some(map_err("file delta array")(e));
+        }
+        self.next_key += n;
+        self.keys.clear();
+        self.values.clear();
+    }
+
+    fn finish(mut self) -> Result<(), BpfError> {
+        if let Some(low) = self.pending_low.take() {
+            self.element(u64::from(low));
+        }
+        self.flush();
+        self.error.map_or(Ok(()), Err)
     }
 }
 
@@ -401,38 +493,63 @@ impl UnwindMaps {
     /// nothing. An empty table is not loaded (its pcs stop with
     /// `NoDeltas`).
     pub fn load_file(&mut self, file_id: u64, deltas: &EncodedDeltas) -> Result<(), BpfError> {
-        if self.files.contains_key(&file_id) || deltas.entries.is_empty() {
+        let pages = deltas.pages.clone();
+        self.load_file_with(file_id, deltas.entries.len(), pages, &mut |sink| {
+            deltas.entries.iter().for_each(|&e| sink(e))
+        })
+    }
+
+    /// [`UnwindMaps::load_file`] from the `(ELF vaddr, rule)` pairs that
+    /// `walk` gives (sorted), encoded on the way in: `walk` is called
+    /// twice (to size the file's array, then to fill it a batch at a
+    /// time), so that a big file's table is never held encoded whole.
+    pub fn load_file_streamed(&mut self, file_id: u64, walk: &DeltaWalk<'_>) -> Result<(), BpfError> {
+        if self.files.contains_key(&file_id) {
             return Ok(());
         }
-        // Two entries per 8-byte element (array elements take 8 bytes),
-        // paired a batch at a time rather than copying the whole table.
-        let pair = |p: &[u32]| u64::from(p[0]) | (u64::from(p.get(1).copied().unwrap_or(0)) << 32);
-        let elements = deltas.entries.len().div_ceil(2);
-        let count = u32::try_from(deltas.entries.len())
+        let mut pages = Vec::new();
+        let count = encode_with(walk(), |_| {}, |page| pages.push(page));
+        self.load_file_with(file_id, count as usize, pages, &mut |sink| {
+            encode_with(walk(), sink, |_| {});
+        })
+    }
+
+    /// Creates the file's array of `count` entries, fills it with what
+    /// `fill` gives its sink (a batch update every `BATCH` elements),
+    /// then adds `pages`.
+    fn load_file_with(
+        &mut self,
+        file_id: u64,
+        count: usize,
+        pages: Vec<(u64, u32, u32)>,
+        fill: &mut Fill<'_>,
+    ) -> Result<(), BpfError> {
+        if self.files.contains_key(&file_id) || count == 0 {
+            return Ok(());
+        }
+        let entries = u32::try_from(count)
             .map_err(|_| BpfError::MapFull { map: "file delta array", capacity: u32::MAX.into() })?;
+        // Two entries per 8-byte element (array elements take 8 bytes).
+        let elements = entries.div_ceil(2);
         let opts = libbpf_sys::bpf_map_create_opts {
             sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
             map_flags: BPF_F_INNER_MAP,
             ..Default::default()
         };
-        let array = MapHandle::create(MapType::Array, Some("ep_deltas"), 4, 8, elements as u32, &opts)
+        let array = MapHandle::create(MapType::Array, Some("ep_deltas"), 4, 8, elements, &opts)
             .map_err(map_err("file delta array"))?;
-        for (chunk_index, chunk) in deltas.entries.chunks(2 * BATCH).enumerate() {
-            let base = (chunk_index * BATCH) as u32;
-            let n = chunk.len().div_ceil(2) as u32;
-            let keys: Vec<u8> = (0..n).flat_map(|i| (base + i).to_ne_bytes()).collect();
-            let values: Vec<u8> = chunk.chunks(2).flat_map(|p| pair(p).to_ne_bytes()).collect();
-            array.update_batch(&keys, &values, n, MapFlags::ANY, MapFlags::ANY).map_err(map_err("file delta array"))?;
-        }
+        let mut writer = ArrayWriter::new(&array, elements);
+        fill(&mut |entry| writer.push(entry));
+        writer.finish()?;
         let fd = array.as_fd().as_raw_fd() as u32;
         self.file_deltas
             .update(&file_id.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
             .map_err(map_err("file_deltas"))?;
         // The outer map holds the array now; our fd closes with `array`.
-        let loaded = LoadedFile { pages: deltas.pages.iter().map(|&(page, _, _)| page).collect(), entries: count };
-        let keys: Vec<u8> = deltas.pages.iter().flat_map(|&(page, _, _)| delta_page_key(file_id, page)).collect();
-        let values: Vec<u8> = deltas.pages.iter().flat_map(|&(_, first, n)| delta_page(first, n)).collect();
-        let result = update_all(&self.delta_pages, &mut self.batch_delta_pages, &keys, &values, deltas.pages.len());
+        let loaded = LoadedFile { pages: pages.iter().map(|&(page, _, _)| page).collect(), entries };
+        let keys: Vec<u8> = pages.iter().flat_map(|&(page, _, _)| delta_page_key(file_id, page)).collect();
+        let values: Vec<u8> = pages.iter().flat_map(|&(_, first, n)| delta_page(first, n)).collect();
+        let result = update_all(&self.delta_pages, &mut self.batch_delta_pages, &keys, &values, pages.len());
         self.files.insert(file_id, loaded);
         if let Err(source) = result {
             // Leave nothing half loaded.
@@ -552,6 +669,22 @@ impl UnwindMaps {
     /// (pid_mappings, delta_pages, file_deltas). For tests and checks.
     pub fn count_map_entries(&self) -> (usize, usize, usize) {
         (self.pid_mappings.keys().count(), self.delta_pages.keys().count(), self.file_deltas.keys().count())
+    }
+
+    /// The entries of a loaded file's delta array, read back from the
+    /// kernel (tests: what the BPF unwinder sees).
+    pub fn file_entries(&self, file_id: u64) -> Option<Vec<u32>> {
+        let count = self.files.get(&file_id)?.entries as usize;
+        let id = self.file_deltas.lookup(&file_id.to_ne_bytes(), MapFlags::ANY).ok()??;
+        let array = MapHandle::from_map_id(u32::from_ne_bytes(id.get(..4)?.try_into().ok()?)).ok()?;
+        let mut out = Vec::with_capacity(count + 1);
+        for key in 0..count.div_ceil(2) as u32 {
+            let v = array.lookup(&key.to_ne_bytes(), MapFlags::ANY).ok()??;
+            let v = u64::from_ne_bytes(v.get(..8)?.try_into().ok()?);
+            out.extend([v as u32, (v >> 32) as u32]);
+        }
+        out.truncate(count);
+        Some(out)
     }
 }
 

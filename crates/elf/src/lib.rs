@@ -69,7 +69,7 @@ pub use mapping::{LoadSegment, LoadSegments};
 pub use notes::DebugLink;
 pub use symbols::{SymbolIndex, SymbolSource, SymbolTable};
 pub use unwind::{
-    with_go_tables, CfaBase, CfiError, CfiErrorKind, CfiSection, Deltas, DeltasBuilder, EhFrameSource, GoUnwindStats,
-    IndexedIter, IntoIndexed, InvalidReason, RbpRule, RowCounts, RuleId, RuleInterner, StackDelta, UnwindRule,
-    UnwindStats, UnwindTable, FOLLOWED_SWITCHES, MAX_KEPT_ERRORS, MAX_RULES_PER_TABLE,
+    with_go_tables, CfaBase, CfiError, CfiErrorKind, CfiSection, DeltaWalk, Deltas, DeltasBuilder, EhFrameSource,
+    GoUnwindStats, IndexedIter, IntoIndexed, InvalidReason, RbpRule, RowCounts, RuleId, RuleInterner, StackDelta,
+    UnwindRule, UnwindStats, UnwindTable, FOLLOWED_SWITCHES, MAX_KEPT_ERRORS, MAX_RULES_PER_TABLE,
 };

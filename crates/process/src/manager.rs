@@ -33,7 +33,7 @@ use profiler_elf::source::{
     open_in_root, open_regular, path_in_root, stat_regular, table_key_of_bytes, table_key_of_opened, FileIdentity,
     OpenError, OpenedFile, Purpose, Refusals,
 };
-use profiler_elf::{file_id_of_bytes, file_id_of_file, ElfFile, RuleId, RuleInterner, UnwindRule};
+use profiler_elf::{file_id_of_bytes, file_id_of_file, DeltaWalk, ElfFile, RuleId, RuleInterner, UnwindRule};
 use profiler_trace::{FileId, Pid, ProcessInfo, TableKey};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -77,12 +77,10 @@ pub trait UnwindLoader {
     /// Makes rule `id` known (called before any file using it is loaded;
     /// may be called again for the same id).
     fn set_rule(&mut self, id: RuleId, rule: &UnwindRule) -> Result<(), LoaderError>;
-    /// Loads a file's deltas (sorted `(ELF vaddr, rule)` pairs).
-    fn load_file(
-        &mut self,
-        table_key: TableKey,
-        deltas: &mut dyn Iterator<Item = (u64, RuleId)>,
-    ) -> Result<(), LoaderError>;
+    /// Loads a file's deltas: `deltas()` gives them as sorted
+    /// `(ELF vaddr, rule)` pairs, as many times as the loader needs (to
+    /// size, then to fill its tables without a copy of them).
+    fn load_file(&mut self, table_key: TableKey, deltas: &DeltaWalk<'_>) -> Result<(), LoaderError>;
     /// Unloads a file's deltas.
     fn unload_file(&mut self, table_key: TableKey) -> Result<(), LoaderError>;
     /// Sets (replaces) the executable mappings of `pid`.
@@ -1078,8 +1076,10 @@ impl<L: UnwindLoader> ProcessManager<L> {
                 return false;
             }
         }
-        let mut pairs = deltas.into_indexed().map(|(address, rule)| (address, rule_ids[usize::from(rule)]));
-        match self.loader.load_file(table_key, &mut pairs) {
+        let pairs = || -> Box<dyn Iterator<Item = (u64, RuleId)> + '_> {
+            Box::new(deltas.iter_indexed().map(|(address, rule)| (address, rule_ids[usize::from(rule)])))
+        };
+        match self.loader.load_file(table_key, &pairs) {
             Ok(()) => true,
             Err(_) => {
                 self.stats.load_errors += 1;
@@ -1164,12 +1164,8 @@ mod tests {
             self.rules.insert(id);
             Ok(())
         }
-        fn load_file(
-            &mut self,
-            file_id: TableKey,
-            deltas: &mut dyn Iterator<Item = (u64, RuleId)>,
-        ) -> Result<(), LoaderError> {
-            let deltas: Vec<(u64, RuleId)> = deltas.collect();
+        fn load_file(&mut self, file_id: TableKey, deltas: &DeltaWalk<'_>) -> Result<(), LoaderError> {
+            let deltas: Vec<(u64, RuleId)> = deltas().collect();
             assert!(deltas.iter().all(|d| self.rules.contains(&d.1)), "rules set before the file");
             assert!(self.files.insert(file_id, deltas.len()).is_none(), "loaded twice");
             self.last_loaded = deltas;
@@ -1356,7 +1352,7 @@ mod tests {
             let elf = ElfFile::open(std::fs::read_link("/proc/self/exe").unwrap()).unwrap();
             let keys = FileKeys { file_id: FileId([0; 16]), table_key: id, identity: None };
             let file = Arc::new(describe(&elf, keys, Arc::from("x"), None));
-            m.loader.load_file(id, &mut std::iter::empty()).unwrap();
+            m.loader.load_file(id, &|| Box::new(std::iter::empty())).unwrap();
             m.files.insert(id, FileEntry { file, refs: 1, state: FileState::Loaded });
         }
         m.unused = UnusedFiles::new(FILE_OVERHEAD_BYTES);

@@ -13,6 +13,11 @@ use crate::error::{Error, Result};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RuleId(pub u16);
 
+/// A file's deltas as sorted `(ELF vaddr, global rule id)` pairs, walked
+/// anew at each call (a loader may size its tables, then fill them,
+/// without a copy of them).
+pub type DeltaWalk<'a> = dyn Fn() -> Box<dyn Iterator<Item = (u64, RuleId)> + 'a> + 'a;
+
 impl RuleId {
     /// Always [`UnwindRule::NoCoverage`].
     pub const NO_COVERAGE: RuleId = RuleId(0);

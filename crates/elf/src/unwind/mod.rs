@@ -13,7 +13,7 @@ mod stats;
 
 pub use deltas::{Deltas, DeltasBuilder, IndexedIter, IntoIndexed, MAX_RULES_PER_TABLE};
 pub use go::{with_go_tables, GoUnwindStats, FOLLOWED_SWITCHES};
-pub use intern::{RuleId, RuleInterner};
+pub use intern::{DeltaWalk, RuleId, RuleInterner};
 pub use rules::{CfaBase, InvalidReason, RbpRule, StackDelta, UnwindRule};
 pub use stats::{CfiError, CfiErrorKind, CfiSection, EhFrameSource, RowCounts, UnwindStats, MAX_KEPT_ERRORS};
 
