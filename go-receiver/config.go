@@ -29,10 +29,15 @@ var knownTracers = map[string]bool{
 	"labels": true, "beam": true,
 }
 
-// supportedUnwinders is what the profiler unwinds, whatever `tracers` and
-// `interpreters` say (neither is applied yet): the other interpreters'
-// frames show as the native frames of their runtimes.
-const supportedUnwinders = "kernel, native (C, C++, Rust), Go and CPython 3.8-3.13"
+// libraryInterpreters are the interpreter unwinders the library can switch
+// off (its disabled_interpreters names: crates/interpreters/src/lib.rs).
+var libraryInterpreters = map[string]bool{
+	"python": true, "hotspot": true, "v8": true, "ruby": true, "php": true, "perl": true,
+}
+
+// alwaysOn is what the profiler unwinds whatever `tracers` and
+// `interpreters` say.
+const alwaysOn = "kernel, native (C, C++, Rust) and Go frames"
 
 // ErrorMode says what a profiler that cannot start does to the Collector.
 type ErrorMode string
@@ -427,17 +432,61 @@ func (c *Config) disabledInterpreters() []string {
 	return names
 }
 
-// unappliedSettings describes the unwinder selections given that the
-// profiler does not apply yet; empty when there are none.
-func (c *Config) unappliedSettings() []string {
-	var out []string
-	if tracers, _ := parseTracers(c.Tracers); len(tracers) != 1 || tracers[0] != "all" {
-		out = append(out, fmt.Sprintf("tracers=%q", c.Tracers))
+// disabledLibraryInterpreters are the library's interpreter unwinders that
+// `tracers` (by leaving them out of a list) or `interpreters` switch off,
+// sorted.
+func (c *Config) disabledLibraryInterpreters() []string {
+	off := map[string]bool{}
+	if tracers, _ := parseTracers(c.Tracers); !contains(tracers, "all") {
+		for name := range libraryInterpreters {
+			if !contains(tracers, name) {
+				off[name] = true
+			}
+		}
 	}
 	for _, name := range c.disabledInterpreters() {
-		out = append(out, fmt.Sprintf("interpreters.%s.disabled=true", name))
+		if libraryInterpreters[name] {
+			off[name] = true
+		}
+	}
+	names := make([]string, 0, len(off))
+	for name := range off {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// unappliedSettings describes the unwinder selections the profiler cannot
+// apply (an unwinder it does not have, or one it always runs); empty when
+// there are none.
+func (c *Config) unappliedSettings() []string {
+	var out []string
+	if tracers, _ := parseTracers(c.Tracers); !contains(tracers, "all") {
+		for _, name := range tracers {
+			if !libraryInterpreters[name] && name != "native" {
+				out = append(out, fmt.Sprintf("tracers: %s", name))
+			}
+		}
+		if !contains(tracers, "go") {
+			out = append(out, "tracers: go left out")
+		}
+	}
+	for _, name := range c.disabledInterpreters() {
+		if !libraryInterpreters[name] {
+			out = append(out, fmt.Sprintf("interpreters.%s.disabled=true", name))
+		}
 	}
 	return out
+}
+
+func contains(list []string, name string) bool {
+	for _, v := range list {
+		if v == name {
+			return true
+		}
+	}
+	return false
 }
 
 // maxSelectors is the Rust ProcessFilter's bound on container ids and on
@@ -488,6 +537,7 @@ type agentConfig struct {
 	OffCPUThreshold         float64  `json:"off_cpu_threshold"`
 	ContainerIDs            []string `json:"container_ids"`
 	Cgroups                 []string `json:"cgroups"`
+	DisabledInterpreters    []string `json:"disabled_interpreters"`
 }
 
 // agentJSON renders the configuration for the C ABI. Call after Validate.
@@ -514,6 +564,7 @@ func (c *Config) agentJSON() (string, error) {
 		OffCPUThreshold:         c.OffCPUThreshold,
 		ContainerIDs:            nonNil(c.ContainerIDs),
 		Cgroups:                 nonNil(c.Cgroups),
+		DisabledInterpreters:    c.disabledLibraryInterpreters(),
 	})
 	return string(b), err
 }

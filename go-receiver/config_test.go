@@ -93,9 +93,9 @@ func TestReferenceConfigLoadsUnchanged(t *testing.T) {
 		"pid_namespace_translation", "pin_cpu_ids", "probes",
 		"interpreters.ruby.skip_native_resume",
 	}, cfg.notApplied())
+	// The library switches its own interpreters off; the others are told.
+	assert.Equal(t, []string{"hotspot", "perl", "python", "v8"}, cfg.disabledLibraryInterpreters())
 	assert.Equal(t, []string{
-		"interpreters.python.disabled=true", "interpreters.perl.disabled=true",
-		"interpreters.hotspot.disabled=true", "interpreters.v8.disabled=true",
 		"interpreters.dotnet.disabled=true", "interpreters.go.disabled=true",
 		"interpreters.beam.disabled=true", "interpreters.luajit.disabled=true",
 	}, cfg.unappliedSettings())
@@ -105,7 +105,7 @@ func TestReferenceConfigLoadsUnchanged(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"samples_per_second":19,"reporter_interval_ms":10000,"pids":[],"otlp_batches":true,"batch_queue_capacity":16,"symbolize_native":true,
 		"probabilistic_threshold":50,"probabilistic_interval_ms":120000,"include_env_vars":["HOME","LANG"],"off_cpu_threshold":0.05,
-		"container_ids":[],"cgroups":[]}`, text)
+		"container_ids":[],"cgroups":[],"disabled_interpreters":["hotspot","perl","python","v8"]}`, text)
 }
 
 // The reference receiver's own minimal form: `interpreters` turning
@@ -118,10 +118,12 @@ func TestInterpretersPythonDisabledIsAccepted(t *testing.T) {
 	require.NoError(t, cm.Unmarshal(cfg))
 	require.NoError(t, confmap.Validate(cfg))
 	assert.True(t, cfg.Interpreters.Python.Disabled)
-	// CPython is unwound whatever this says: the unwinder warning names it,
-	// the per-key warnings do not repeat it.
+	// The library leaves CPython out; nothing is left unapplied.
 	assert.Empty(t, cfg.notApplied())
-	assert.Equal(t, []string{"interpreters.python.disabled=true"}, cfg.unappliedSettings())
+	assert.Empty(t, cfg.unappliedSettings())
+	text, err := cfg.agentJSON()
+	require.NoError(t, err)
+	assert.Contains(t, text, `"disabled_interpreters":["python"]`)
 }
 
 func TestBadErrorModeIsRejectedWhenLoaded(t *testing.T) {
@@ -177,6 +179,9 @@ func TestLoadConfig(t *testing.T) {
 	want.SymbolizeNative = false
 	want.BatchQueueCapacity = 4
 	assert.Equal(t, want, cfg)
+	// A list switches the library's other interpreters off; Go cannot be.
+	assert.Equal(t, []string{"perl", "php", "ruby", "v8"}, cfg.disabledLibraryInterpreters())
+	assert.Equal(t, []string{"tracers: go left out"}, cfg.unappliedSettings())
 }
 
 // The reference receiver's current shape, `interpreters: {python:
@@ -188,7 +193,8 @@ func TestReferenceInterpretersShape(t *testing.T) {
 	want := createDefaultConfig()
 	want.Interpreters.Python.Disabled = true
 	assert.Equal(t, want, cfg)
-	assert.Equal(t, []string{"interpreters.python.disabled=true"}, cfg.unappliedSettings())
+	assert.Equal(t, []string{"python"}, cfg.disabledLibraryInterpreters())
+	assert.Empty(t, cfg.unappliedSettings())
 	assert.Empty(t, createDefaultConfig().unappliedSettings())
 }
 
@@ -281,13 +287,14 @@ func TestAgentJSON(t *testing.T) {
 		"off_cpu_threshold":         0.0,
 		"container_ids":             []any{},
 		"cgroups":                   []any{},
+		"disabled_interpreters":     []any{"perl", "php", "ruby", "v8"},
 	}, got)
 
 	text, err = createDefaultConfig().agentJSON()
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"samples_per_second":20,"reporter_interval_ms":5000,"pids":[],"otlp_batches":true,"batch_queue_capacity":16,"symbolize_native":true,
 		"probabilistic_threshold":100,"probabilistic_interval_ms":60000,"include_env_vars":[],"off_cpu_threshold":0,
-		"container_ids":[],"cgroups":[]}`, text)
+		"container_ids":[],"cgroups":[],"disabled_interpreters":[]}`, text)
 }
 
 // include_env_vars is split as the reference splits it; names the

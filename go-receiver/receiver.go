@@ -124,7 +124,7 @@ func (r *profilingReceiver) Start(_ context.Context, _ component.Host) error {
 		return fmt.Errorf("profiling receiver: %w", err)
 	}
 	if unapplied := r.cfg.unappliedSettings(); len(unapplied) > 0 {
-		r.set.Logger.Warn("selecting unwinders is not applied yet: the profiler always unwinds "+supportedUnwinders,
+		r.set.Logger.Warn("unwinder settings not applied: the profiler has no such unwinder, and always unwinds "+alwaysOn,
 			zap.Strings("settings", unapplied))
 	}
 	for _, key := range r.cfg.notApplied() {

@@ -153,25 +153,27 @@ func TestWarningsAreLogged(t *testing.T) {
 	require.Equal(t, 1, logs.FilterMessage("profiler: kernel frames will not be named: no kallsyms").Len())
 }
 
-// Selecting unwinders is not applied: the warning says so and names what
-// the profiler does unwind (CPython included), and the settings given.
+// Interpreter unwinders the library has are switched off as asked; what it
+// cannot apply (Go is always unwound, dotnet is not unwound at all) is
+// warned about once, naming what is always on.
 func TestUnappliedUnwinderSelectionIsLoggedTruthfully(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
 	set := receivertest.NewNopSettings(typeStr)
 	set.Logger = zap.New(core)
 	cfg := createDefaultConfig()
-	cfg.Tracers = "python,hotspot"
+	cfg.Tracers = "python,hotspot,dotnet"
 	cfg.Interpreters.Python.Disabled = true
+	var given string
 	r, err := newReceiver(cfg, set, new(consumertest.ProfilesSink),
-		func(string) (agent, error) { return &fakeAgent{}, nil })
+		func(config string) (agent, error) { given = config; return &fakeAgent{}, nil })
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
 	require.NoError(t, r.Shutdown(context.Background()))
-	warned := logs.FilterMessage("selecting unwinders is not applied yet: the profiler always unwinds " +
-		"kernel, native (C, C++, Rust), Go and CPython 3.8-3.13").All()
+	assert.Contains(t, given, `"disabled_interpreters":["perl","php","python","ruby","v8"]`)
+	warned := logs.FilterMessage("unwinder settings not applied: the profiler has no such unwinder, " +
+		"and always unwinds kernel, native (C, C++, Rust) and Go frames").All()
 	require.Len(t, warned, 1, "%v", logs.All())
-	assert.Equal(t, []any{`tracers="python,hotspot"`, "interpreters.python.disabled=true"},
-		warned[0].ContextMap()["settings"])
+	assert.Equal(t, []any{"tracers: dotnet", "tracers: go left out"}, warned[0].ContextMap()["settings"])
 	assert.Zero(t, logs.FilterMessageSnippet("native and kernel code only").Len())
 
 	// The defaults select everything: no warning.

@@ -423,6 +423,36 @@ fn unsupported_version_is_reported_once_and_profiled_as_native() {
     }
 }
 
+/// `disabled_interpreters: ["python"]` (the receiver's
+/// `interpreters.python.disabled`, the CLI's `--disable-interpreter
+/// python`): CPython is not looked for, its processes are profiled as
+/// native code, whole stacks through the evaluation loop.
+#[test]
+fn a_disabled_interpreter_is_profiled_as_native() {
+    let _serial = serial();
+    let dir = scratch_dir("disabled");
+    let Some((_py, copy)) = python_copy(&dir, |_, _| {}) else { return };
+    let w = spawn_copy(&copy, "chain.py", &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    let traces = Arc::new(Mutex::new(Vec::new()));
+    let config = AgentConfig {
+        samples_per_second: HZ,
+        pids: vec![w.pid()],
+        disabled_interpreters: vec!["python".into()],
+        ..AgentConfig::default()
+    };
+    let Some(agent) = start_agent(config, traces.clone()) else { return };
+    std::thread::sleep(Duration::from_secs(SECONDS));
+    agent.stop().expect("clean stop");
+    let stats = agent.stats();
+    let traces = std::mem::take(&mut *traces.lock().unwrap());
+    assert_eq!((stats.runtimes.get("python", "files"), stats.runtimes.get("python", "frames")), (0, 0), "{stats:#?}");
+    assert!(stats.runtimes.get("hotspot", "files") == 0 && stats.samples > 0, "{stats:#?}");
+    let files = vec![copy.file_name().unwrap().to_str().unwrap().to_string(), LIBC.to_string()];
+    let c = native_through_eval_loop(&traces, w.pid(), &files);
+    assert_complete("CPython disabled, native stacks", &c, &stats);
+}
+
 /// An executable that looks like CPython 3.11 but whose runtime state is
 /// made up: a frame chain that loops over a "code object" that is not
 /// one, or no thread state for the thread. The unwinder stays bounded,

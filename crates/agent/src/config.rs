@@ -68,6 +68,10 @@ pub struct AgentConfig {
     /// below them: paths as `/proc/PID/cgroup` shows them (cgroup v2, or
     /// any v1 hierarchy), e.g. `/system.slice/app.service`. Default none.
     pub cgroups: Vec<String>,
+    /// Interpreter unwinders switched off, by name (`python`, `hotspot`,
+    /// `v8`, `ruby`, `php`, `perl`): those runtimes are not looked for and
+    /// their processes are profiled as native code. Default none.
+    pub disabled_interpreters: Vec<String>,
 }
 
 impl Default for AgentConfig {
@@ -88,6 +92,7 @@ impl Default for AgentConfig {
             off_cpu_threshold: 0.0,
             container_ids: Vec::new(),
             cgroups: Vec::new(),
+            disabled_interpreters: Vec::new(),
         }
     }
 }
@@ -127,6 +132,14 @@ pub enum ConfigError {
     /// `off_cpu_threshold` outside [0, 1], or not a number.
     #[error("off_cpu_threshold must be in [0, 1] (0 disables off-CPU profiling), got {0}")]
     OffCpuThreshold(f64),
+    /// A name in `disabled_interpreters` that is no interpreter unwinder.
+    #[error("disabled_interpreters: unknown interpreter {got:?} (known: {known})")]
+    UnknownInterpreter {
+        /// The name given.
+        got: String,
+        /// The names accepted, comma-separated.
+        known: String,
+    },
     /// The JSON text could not be parsed, or is not a JSON object.
     #[error("invalid configuration JSON: {0}")]
     Json(String),
@@ -230,6 +243,14 @@ impl AgentConfig {
             MIN_PROBABILISTIC_INTERVAL_MS,
             MAX_PROBABILISTIC_INTERVAL_MS,
         )?;
+        if let Some(name) =
+            self.disabled_interpreters.iter().find(|n| !profiler_interpreters::runtime_names().any(|k| k == n.as_str()))
+        {
+            return Err(ConfigError::UnknownInterpreter {
+                got: name.clone(),
+                known: profiler_interpreters::runtime_names().collect::<Vec<_>>().join(", "),
+            });
+        }
         if self.include_env_vars.len() > MAX_ENV_VARS {
             return Err(ConfigError::EnvVars(format!(
                 "{} names, at most {MAX_ENV_VARS} are supported",
@@ -414,6 +435,22 @@ mod tests {
         .unwrap();
         assert_eq!((c.probabilistic_threshold, c.probabilistic_interval_ms), (50, 120_000));
         assert_eq!(c.include_env_vars, vec!["HOME".to_string(), "LANG".to_string()]);
+    }
+
+    #[test]
+    fn disabled_interpreters_are_known_names() {
+        let c = AgentConfig::from_json(r#"{"disabled_interpreters": ["python", "perl"]}"#).unwrap();
+        assert_eq!(c.disabled_interpreters, ["python", "perl"]);
+        let names: Vec<&str> =
+            profiler_interpreters::runtimes_except(&c.disabled_interpreters).iter().map(|r| r.name()).collect();
+        assert_eq!(names, ["HotSpot", "V8", "CRuby", "PHP"]);
+        assert_eq!(
+            AgentConfig::from_json(r#"{"disabled_interpreters": ["dotnet"]}"#),
+            Err(ConfigError::UnknownInterpreter {
+                got: "dotnet".into(),
+                known: "python, hotspot, v8, ruby, php, perl".into()
+            })
+        );
     }
 
     #[test]

@@ -216,7 +216,12 @@ impl Agent {
             }
         };
 
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            interpreters: Arc::new(Registry::new(profiler_interpreters::runtimes_except(
+                &config.disabled_interpreters,
+            ))),
+            ..Shared::default()
+        });
         let stop = Arc::new(AtomicBool::new(false));
         let batches = if config.otlp_batches {
             let (tx, rx) = crossbeam_channel::bounded(config.batch_queue_capacity);

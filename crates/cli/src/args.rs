@@ -38,6 +38,11 @@ pub struct Args {
     #[arg(long = "cgroup", value_name = "PATH")]
     pub cgroups: Vec<String>,
 
+    /// Do not unwind this interpreter (repeatable): python, hotspot, v8,
+    /// ruby, php or perl. Its processes are profiled as native code.
+    #[arg(long = "disable-interpreter", value_name = "NAME")]
+    pub disabled_interpreters: Vec<String>,
+
     /// Local output format. Default: `folded`, unless `--collection-agent`
     /// is given (then no local output unless asked for).
     #[arg(long, value_enum)]

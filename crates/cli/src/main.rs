@@ -100,6 +100,7 @@ fn run(args: &Args) -> Result<()> {
         off_cpu_threshold: args.off_cpu_threshold(),
         container_ids: args.container_ids.clone(),
         cgroups: args.cgroups.clone(),
+        disabled_interpreters: args.disabled_interpreters.clone(),
         ..AgentConfig::default()
     };
     let mut off_cpu = OffCpuOutput::open(args, unix_now_ns())?;

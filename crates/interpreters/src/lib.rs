@@ -46,16 +46,33 @@ pub use runtime::{
 };
 
 /// Every runtime the profiler unwinds, in the order they are tried on a
-/// file. Adding one: its folder in `src/<runtime>/` and one line here
+/// file, by the name that switches it off (`disabled_interpreters`, the
+/// reference receiver's `tracers` and `interpreters.<name>.disabled`).
+/// Adding one: its folder in `src/<runtime>/` and one line here
 /// (docs/internals.md, "How to add a runtime").
+const RUNTIMES: [(&str, fn() -> Box<dyn Runtime>); 6] = [
+    ("python", || Box::new(python::CPython)),
+    ("hotspot", || Box::new(hotspot::Hotspot)),
+    ("v8", || Box::new(v8::V8)),
+    ("ruby", || Box::new(ruby::CRuby)),
+    ("php", || Box::new(php::Php)),
+    ("perl", || Box::new(perl::Perl)),
+];
+
+/// The names of [`runtimes`], in their order.
+pub fn runtime_names() -> impl Iterator<Item = &'static str> {
+    RUNTIMES.iter().map(|(name, _)| *name)
+}
+
+/// Every runtime the profiler unwinds (see `RUNTIMES`).
 pub fn runtimes() -> Vec<Box<dyn Runtime>> {
-    vec![
-        Box::new(python::CPython),
-        Box::new(hotspot::Hotspot),
-        Box::new(v8::V8),
-        Box::new(ruby::CRuby),
-        Box::new(php::Php),
-        Box::new(perl::Perl),
-        // Every runtime with an unwinder; a new one is added here.
-    ]
+    runtimes_except(&[] as &[&str])
+}
+
+/// The runtimes but those named in `disabled` (names of
+/// [`runtime_names`]; others are ignored: the caller checks them). A
+/// runtime left out is never looked for: its processes are profiled as
+/// native code.
+pub fn runtimes_except(disabled: &[impl AsRef<str>]) -> Vec<Box<dyn Runtime>> {
+    RUNTIMES.iter().filter(|(name, _)| !disabled.iter().any(|d| d.as_ref() == *name)).map(|(_, make)| make()).collect()
 }
