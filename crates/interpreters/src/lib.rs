@@ -45,12 +45,15 @@ pub use runtime::{
     Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState, ProcessUnwinding, Runtime,
 };
 
+/// Builds one runtime.
+type MakeRuntime = fn() -> Box<dyn Runtime>;
+
 /// Every runtime the profiler unwinds, in the order they are tried on a
 /// file, by the name that switches it off (`disabled_interpreters`, the
 /// reference receiver's `tracers` and `interpreters.<name>.disabled`).
 /// Adding one: its folder in `src/<runtime>/` and one line here
 /// (docs/internals.md, "How to add a runtime").
-const RUNTIMES: [(&str, fn() -> Box<dyn Runtime>); 6] = [
+const RUNTIMES: [(&str, MakeRuntime); 6] = [
     ("python", || Box::new(python::CPython)),
     ("hotspot", || Box::new(hotspot::Hotspot)),
     ("v8", || Box::new(v8::V8)),
