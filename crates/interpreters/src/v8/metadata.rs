@@ -182,12 +182,14 @@ fn collect_symbols(elf: &ElfFile, sh_type: u32) -> HashMap<String, u64> {
         let name_off = u32::from_le_bytes([sym[0], sym[1], sym[2], sym[3]]) as usize;
         let shndx = u16::from_le_bytes([sym[6], sym[7]]);
         let value = u64::from_le_bytes(sym[8..16].try_into().unwrap_or_default());
-        let Some(name) = strs.get(name_off..).and_then(|s| s.split(|&b| b == 0).next()) else {
-            continue;
-        };
-        if shndx == 0 || !(name.starts_with(b"v8dbg_") || name.starts_with(b"v8_Default_embedded_blob_code")) {
+        // The prefix first: most files have none of these, and measuring
+        // every name (long mangled C++ and Rust ones) to its NUL is most of
+        // the cost of looking.
+        let Some(rest) = strs.get(name_off..) else { continue };
+        if shndx == 0 || !(rest.starts_with(b"v8dbg_") || rest.starts_with(b"v8_Default_embedded_blob_code")) {
             continue;
         }
+        let Some(name) = rest.split(|&b| b == 0).next() else { continue };
         let Ok(name) = std::str::from_utf8(name) else { continue };
         let key = name.strip_prefix("v8dbg_").unwrap_or(name);
         out.entry(key.to_string()).or_insert(value);
