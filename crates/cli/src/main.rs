@@ -57,13 +57,6 @@ impl TraceSink for PprofSink {
 }
 
 fn main() {
-    // Two malloc arenas for the agent's ten threads, not glibc's default
-    // of eight per core: each arena keeps what its threads freed, and
-    // the agent's threads mostly take turns (the profile of the
-    // reader, the process manager and the analysis workers: little
-    // contention, a few MiB less RSS).
-    // SAFETY: mallopt before any thread is started.
-    unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
     let args = Args::parse_from_env();
     if let Err(e) = run(&args) {
         say!("ebpf-profiler: error: {e:#}");
