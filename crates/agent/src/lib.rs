@@ -189,8 +189,9 @@ impl Agent {
         let filter = config.process_filter()?;
         let mut selected = config.pids.clone();
         if filter.is_active() {
+            let mut seen: std::collections::HashSet<u32> = selected.iter().copied().collect();
             for pid in filter.scan(std::path::Path::new("/proc"), SELECTED_PIDS_MAX) {
-                if !selected.contains(&pid.0) {
+                if seen.insert(pid.0) {
                     selected.push(pid.0);
                 }
             }
