@@ -347,6 +347,26 @@ impl ElfFile {
         }
     }
 
+    /// Drops the pages of `part` (a slice of [`ElfFile::data`]) from our
+    /// resident set when the file is mapped: a big section read once and
+    /// read again later (`.eh_frame` by the table builder's two passes)
+    /// need not stay resident in between. Its bytes stay readable: a later
+    /// read faults them in again from the page cache. No-op otherwise.
+    pub fn release(&self, part: &[u8]) {
+        let Data::Mapped(_, map, _) = &self.data else { return };
+        let base = map.as_ptr() as usize;
+        let start = part.as_ptr() as usize;
+        if part.is_empty() || start < base || start + part.len() > base + map.len() {
+            return;
+        }
+        // SAFETY: `MADV_DONTNEED` on a private, read-only file mapping
+        // that is never written only discards our page table entries (the
+        // range is widened down to a page boundary, within the map); a
+        // later read maps the page cache's unchanged page again, so every
+        // slice handed out keeps reading the same bytes.
+        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start - base, part.len()) };
+    }
+
     /// Whether the file shrank while it was mapped: everything read from
     /// it may be garbage and must be discarded (counted in
     /// [`crate::map_guard::files_changed_while_read`]).

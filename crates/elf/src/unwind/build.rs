@@ -287,7 +287,7 @@ where
         sink: &mut dyn FnMut(u64, UnwindRule) -> bool,
     ) {
         if piece.signal {
-            sink(piece.fde_start, UnwindRule::Signal);
+            sink(piece.fde_start(), UnwindRule::Signal);
             return;
         }
         let which = self.which;
@@ -298,7 +298,7 @@ where
             Err(e) => Err(e),
         };
         let fde = match fde {
-            Ok(fde) if fde.initial_address() == piece.fde_start => fde,
+            Ok(fde) if fde.initial_address() == piece.fde_start() => fde,
             // Parsed in pass 1: only a file changed under us gets here.
             _ => {
                 sink(piece.start, UnwindRule::Invalid);
@@ -366,13 +366,16 @@ where
     }
 }
 
-/// An address interval and the FDE whose rows fill it.
+/// An address interval and the FDE whose rows fill it; 24 bytes, as
+/// [`FdeSpan`], so that `.eh_frame`'s pieces take its spans' place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Piece {
     start: u64,
-    end: u64,
-    /// The FDE's start and offset in its section.
-    fde_start: u64,
+    /// `end - start` (FDEs are shorter than 4 GiB).
+    len: u32,
+    /// `start - ` the FDE's start.
+    into_fde: u32,
+    /// The FDE's offset in its section.
     offset: u32,
     /// 0: `.eh_frame`, 1: `.debug_frame`.
     source: u8,
@@ -381,10 +384,55 @@ struct Piece {
     first: bool,
 }
 
+impl Piece {
+    /// The piece `[start, end)` of `span` (within it).
+    fn of(span: &FdeSpan, start: u64, end: u64, source: u8, first: bool) -> Piece {
+        Piece {
+            start,
+            len: (end - start) as u32,
+            into_fde: (start - span.start) as u32,
+            offset: span.offset,
+            source,
+            signal: span.signal,
+            first,
+        }
+    }
+
+    fn end(&self) -> u64 {
+        self.start + u64::from(self.len)
+    }
+
+    fn fde_start(&self) -> u64 {
+        self.start - u64::from(self.into_fde)
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<Piece>() == std::mem::size_of::<FdeSpan>());
+
 /// Sorts one section's spans and clips overlaps (earlier start wins), then
 /// removes the parts already covered by `covered` (sorted, disjoint).
+/// With nothing covered (`.eh_frame`, the first section) a span gives at
+/// most one piece, made in the spans' own memory.
 fn place(mut spans: Vec<FdeSpan>, source: u8, covered: &[(u64, u64)], stats: &mut UnwindStats) -> Vec<Piece> {
     spans.sort_by_key(|s| s.start);
+    if covered.is_empty() {
+        let mut cursor = 0u64;
+        // Same size and alignment: collected in place.
+        return spans
+            .into_iter()
+            .filter_map(|span| {
+                let (start, end) = (span.start.max(cursor), span.end());
+                if start > span.start {
+                    stats.fdes_overlapped += 1;
+                }
+                if start >= end {
+                    return None;
+                }
+                cursor = end;
+                Some(Piece::of(&span, start, end, source, true))
+            })
+            .collect();
+    }
     let mut pieces = Vec::with_capacity(spans.len());
     let mut cursor = 0u64;
     let mut cov = 0usize;
@@ -413,15 +461,7 @@ fn place(mut spans: Vec<FdeSpan>, source: u8, covered: &[(u64, u64)], stats: &mu
                     if stop < end {
                         shadowed = true;
                     }
-                    pieces.push(Piece {
-                        start,
-                        end: stop,
-                        fde_start: span.start,
-                        offset: span.offset,
-                        source,
-                        signal: span.signal,
-                        first,
-                    });
+                    pieces.push(Piece::of(&span, start, stop, source, first));
                     first = false;
                     start = stop;
                 }
@@ -439,8 +479,8 @@ fn coverage(pieces: &[Piece]) -> Vec<(u64, u64)> {
     let mut out: Vec<(u64, u64)> = Vec::new();
     for p in pieces {
         match out.last_mut() {
-            Some(last) if last.1 >= p.start => last.1 = last.1.max(p.end),
-            _ => out.push((p.start, p.end)),
+            Some(last) if last.1 >= p.start => last.1 = last.1.max(p.end()),
+            _ => out.push((p.start, p.end())),
         }
     }
     out
@@ -470,7 +510,7 @@ fn lay_out(
             if let Some(r) = in_effect.take() {
                 out.push(p.start, r);
             }
-            if addr >= p.end {
+            if addr >= p.end() {
                 return false;
             }
             out.push(addr, rule);
@@ -480,7 +520,7 @@ fn lay_out(
         if let Some(r) = in_effect {
             out.push(p.start, r);
         }
-        prev_end = Some(prev_end.map_or(p.end, |e| e.max(p.end)));
+        prev_end = Some(prev_end.map_or(p.end(), |e| e.max(p.end())));
     }
     if let Some(end) = prev_end {
         out.push(end, UnwindRule::NoCoverage);
@@ -527,6 +567,21 @@ fn find_eh_frame<'a>(elf: &'a ElfFile, stats: &mut UnwindStats) -> Option<(&'a [
     Some((data, vaddr, Some(phdr.vaddr)))
 }
 
+/// How many FDEs pass 2 runs between releases of the CFI sections' pages
+/// (about 1 MB of a large `.eh_frame`).
+const RELEASE_EVERY_PIECES: usize = 16_384;
+
+/// Drops the CFI sections' pages from the resident set (a 200 MB
+/// library's `.eh_frame` is 6-10 MB, read twice).
+fn release_cfi<S1, S2>(elf: &ElfFile, eh: Option<&SectionCfi<'_, S1>>, debug: Option<&SectionCfi<'_, S2>>) {
+    if let Some(s) = eh {
+        elf.release(s.bytes);
+    }
+    if let Some(s) = debug {
+        elf.release(s.bytes);
+    }
+}
+
 /// Builds the table; see [`UnwindTable::from_elf`].
 pub(super) fn build(elf: &ElfFile) -> UnwindTable {
     let mut stats = UnwindStats::default();
@@ -566,8 +621,10 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
 
     // Pass 1: where each FDE lies.
     let eh_spans = eh.as_mut().map_or_else(Vec::new, |s| s.spans(elf, &mut stats));
+    release_cfi(elf, eh.as_ref(), debug.as_ref());
     let mut pieces = place(eh_spans, 0, &[], &mut stats);
     let debug_spans = debug.as_mut().map_or_else(Vec::new, |s| s.spans(elf, &mut stats));
+    release_cfi(elf, eh.as_ref(), debug.as_ref());
     if !debug_spans.is_empty() {
         let covered = coverage(&pieces);
         pieces.extend(place(debug_spans, 1, &covered, &mut stats));
@@ -578,10 +635,19 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
     // Pass 2: their rows, in address order.
     let mut ctx = UnwindContext::new();
     let mut out = DeltasBuilder::default();
-    lay_out(&pieces, &mut out, |piece, sink| match (piece.source, &mut eh, &mut debug) {
-        (0, Some(eh), _) => eh.run(piece, piece.first, &mut ctx, &mut stats, sink),
-        (_, _, Some(debug)) => debug.run(piece, piece.first, &mut ctx, &mut stats, sink),
-        _ => {}
+    let mut run = 0usize;
+    lay_out(&pieces, &mut out, |piece, sink| {
+        // Pieces go in address order, which in most files is the FDEs'
+        // order too: what pass 2 read a while ago is not needed soon.
+        run += 1;
+        if run.is_multiple_of(RELEASE_EVERY_PIECES) {
+            release_cfi(elf, eh.as_ref(), debug.as_ref());
+        }
+        match (piece.source, &mut eh, &mut debug) {
+            (0, Some(eh), _) => eh.run(piece, piece.first, &mut ctx, &mut stats, sink),
+            (_, _, Some(debug)) => debug.run(piece, piece.first, &mut ctx, &mut stats, sink),
+            _ => {}
+        }
     });
     drop(pieces);
     stats.deltas_dropped = out.dropped();

@@ -102,3 +102,21 @@ fn sigbus_outside_the_guard_without_a_previous_handler_is_fatal() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGBUS), "{status:?}");
 }
+
+/// Released pages of a mapped file read the same bytes again, and the
+/// table built (which releases `.eh_frame` between and during its passes)
+/// is the one built from the file read into memory.
+#[test]
+fn released_pages_read_the_same() {
+    let elf = ElfFile::open(LIBC).expect("libc");
+    let section = elf.section_by_name(".eh_frame").expect(".eh_frame");
+    let bytes = elf.section_data(section).expect("data");
+    let copy = bytes.to_vec();
+    elf.release(bytes);
+    elf.release(&[]);
+    assert_eq!(bytes, &copy[..]);
+    let owned = ElfFile::from_bytes(std::fs::read(LIBC).unwrap()).expect("libc in memory");
+    let (mapped, read) = (elf.unwind_table(), owned.unwind_table());
+    assert!(!mapped.deltas.is_empty());
+    assert_eq!(mapped.deltas.to_vec(), read.deltas.to_vec());
+}
