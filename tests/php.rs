@@ -9,9 +9,15 @@
 //! the chain's leaf (samples with no PHP frame, or an unnamed one, count
 //! as failures), and prints the measured completeness.
 
-use profiler_tests::runtime_chain::{Expect, Runtime};
-use profiler_tests::serial;
-use profiler_trace::FrameKind;
+use profiler_agent::AgentConfig;
+use profiler_bpf::UnwindStop;
+use profiler_tests::runtime_chain::{matches, Expect, LangFrame, Runtime, HZ, MIN_SAMPLES, SECONDS};
+use profiler_tests::{in_ci, profile_with, serial, Workload};
+use profiler_trace::{FrameKind, Trace};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// Run with opcache off, as the CLI has it by default.
 const PHP: Runtime = Runtime {
@@ -61,4 +67,216 @@ fn usort_callback_is_called_back_from_c() {
         Expect::within("Chain\\c", &path, at("c_first")..=at("c_last")),
     ];
     PHP.chain_test(&path, &expected);
+}
+
+/// The opcache JIT compiling every function at load (`opcache.jit=1205`):
+/// its machine code lies in anonymous memory without unwind tables, so a
+/// stack through it ends there (`unwind_stopped.no_unwind_info`): its PHP
+/// frames are lost, never named wrongly.
+#[test]
+fn opcache_jit_code_ends_stacks_without_misnaming() {
+    let _serial = serial();
+    if !PHP.installed() {
+        return;
+    }
+    let jit = ["-d", "opcache.enable_cli=1", "-d", "opcache.jit_buffer_size=16M", "-d", "opcache.jit=1205"];
+    let mut probe = Command::new(PHP.binary);
+    probe.args(jit).args(["-r", "exit(opcache_get_status()['jit']['on'] ? 0 : 1);"]);
+    if !probe.status().is_ok_and(|s| s.success()) {
+        assert!(!in_ci(), "{}'s opcache JIT is required under CI=true (Debian's php8.2-opcache has it)", PHP.binary);
+        eprintln!("SKIPPED: {} has no opcache JIT", PHP.binary);
+        return;
+    }
+    let path = PHP.script("cpu_chain.php");
+    let (w, traces, stats) = PHP.profile(&jit, &path, false);
+    let known = ["{main}", "Chain\\a", "Chain\\Worker::b", "Chain\\c"];
+    let mut samples = 0;
+    for t in traces.iter().filter(|t| t.process.pid.0 == w.pid() && t.tid.0 == w.pid()) {
+        samples += 1;
+        for f in PHP.frames(t) {
+            if let LangFrame::Lang { name, .. } = f {
+                let name = name.unwrap_or_else(|| panic!("an unnamed PHP frame: {}", PHP.show(&PHP.frames(t))));
+                assert!(known.contains(&name.as_str()), "{name} is not a frame of the script");
+            }
+        }
+    }
+    let jit_ends = stats.unwind_stopped.get(UnwindStop::NoUnwindInfo);
+    eprintln!("opcache JIT: {samples} main-thread samples, {jit_ends} stacks ended in code without unwind tables");
+    assert!(samples >= MIN_SAMPLES, "only {samples} samples");
+    assert!(jit_ends > samples as u64 / 2, "most stacks end in JIT code: {:?}", stats.unwind_stopped);
+}
+
+/// PHP-FPM (`php-fpm8.2`, Debian's `php8.2-fpm`): one worker (`pm =
+/// static`) serves many short requests, sent by the FastCGI client below
+/// as fast as it answers; each runs `{main} -> Chain\a -> Chain\Worker::b
+/// -> Chain\c`. The worker's samples at `Chain\c` carry the whole chain,
+/// from the request's own frames only (the previous request's are gone).
+#[test]
+fn fpm_worker_requests_carry_the_chain() {
+    let _serial = serial();
+    let fpm = Path::new(PHP_FPM);
+    if !fpm.exists() {
+        assert!(!in_ci(), "{PHP_FPM} is required under CI=true (apt-get install php8.2-fpm)");
+        eprintln!("SKIPPED: {PHP_FPM} is not installed");
+        return;
+    }
+    let path = PHP.script("cpu_chain.php");
+    let at = |m: &str| PHP.line_of(&path, m);
+    let dir = std::env::temp_dir().join(format!("ep-php-fpm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("fpm.sock");
+    let config = dir.join("fpm.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "[global]\nerror_log = {}\ndaemonize = no\n[pool]\nlisten = {}\npm = static\npm.max_children = 1\n",
+            dir.join("fpm.log").display(),
+            socket.display()
+        ),
+    )
+    .unwrap();
+    // -R: the pool may run as root (the test's user).
+    let master = Workload::spawn(Command::new(fpm).arg("-F").arg("-R").arg("-y").arg(&config));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let worker = loop {
+        let children =
+            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", master.pid())).unwrap_or_default();
+        match children.split_whitespace().next() {
+            Some(pid) if socket.exists() => break pid.parse::<u32>().unwrap(),
+            _ => {
+                assert!(
+                    Instant::now() < deadline,
+                    "php-fpm did not start: {:?}",
+                    std::fs::read_to_string(dir.join("fpm.log"))
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    let _worker = KillOnDrop(worker);
+    let stop = AtomicBool::new(false);
+    let (served, (traces, stats)) = std::thread::scope(|s| {
+        let client = s.spawn(|| {
+            let mut served = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let body = fastcgi::get(&socket, &path);
+                assert!(body.contains("chain 350000"), "the request's answer: {body}");
+                served += 1;
+            }
+            served
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let config = AgentConfig { samples_per_second: HZ, pids: vec![worker], ..AgentConfig::default() };
+        let profiled = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS)));
+        stop.store(true, Ordering::Relaxed);
+        (client.join().unwrap(), profiled.expect("no BPF here"))
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("php-fpm: {served} requests served");
+    assert!(served >= 100, "only {served} requests");
+    let expected = [
+        Expect::at("{main}", &path, at("request")),
+        Expect::at("Chain\\a", &path, at("a")),
+        Expect::at("Chain\\Worker::b", &path, at("b")),
+        // FPM runs opcache's optimizer: the loop's specialised handlers do
+        // not save the opline in the frame, so the leaf's line is the one
+        // last saved there (the `return`, line 14, in the runs here): any
+        // line of c, then. The callers' lines are their calls.
+        Expect::within("Chain\\c", &path, at("c_start")..=at("c_end")),
+    ];
+    // Under opcache each request runs a copy of the script's op array
+    // (`{main}`), freed when the request ends: user space names it once a
+    // read catches it live, and keeps the name. The samples from the
+    // first whole chain on are checked; the ones before it are counted.
+    let mut sorted: Vec<&Trace> = traces.iter().filter(|t| t.process.pid.0 == worker).collect();
+    sorted.sort_by_key(|t| t.timestamp_unix_ns);
+    let first = sorted.iter().position(|t| matches(&PHP.frames(t), &expected)).unwrap_or(sorted.len());
+    eprintln!("php-fpm worker: {first} of {} samples before the first whole chain", sorted.len());
+    assert!(first * 10 <= sorted.len(), "{first} of {} samples before the first whole chain", sorted.len());
+    let later: Vec<Trace> = sorted[first..].iter().map(|t| (*t).clone()).collect();
+    PHP.check_served("php-fpm worker", &later, &stats, worker, &expected);
+}
+
+const PHP_FPM: &str = "/usr/sbin/php-fpm8.2";
+
+/// Kills a process not started by the test (the FPM worker) when dropped.
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on a pid; at worst the process is gone.
+        unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+    }
+}
+
+/// The least of a FastCGI client (the protocol's records, version 1):
+/// one GET of a script per connection.
+mod fastcgi {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    use std::path::Path;
+
+    const BEGIN_REQUEST: u8 = 1;
+    const END_REQUEST: u8 = 3;
+    const PARAMS: u8 = 4;
+    const STDIN: u8 = 5;
+    const STDOUT: u8 = 6;
+    const RESPONDER: u16 = 1;
+    const ID: u16 = 1;
+
+    fn record(out: &mut Vec<u8>, kind: u8, content: &[u8]) {
+        let len = u16::try_from(content.len()).expect("a short record");
+        out.extend_from_slice(&[1, kind]);
+        out.extend_from_slice(&ID.to_be_bytes());
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(content);
+    }
+
+    fn pair(out: &mut Vec<u8>, name: &str, value: &str) {
+        for len in [name.len(), value.len()] {
+            if len < 128 {
+                out.push(len as u8);
+            } else {
+                out.extend_from_slice(&(len as u32 | 0x8000_0000).to_be_bytes());
+            }
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(value.as_bytes());
+    }
+
+    /// Runs `script` through the server at `socket`; its standard output.
+    pub fn get(socket: &Path, script: &Path) -> String {
+        let mut request = Vec::new();
+        let mut begin = RESPONDER.to_be_bytes().to_vec();
+        begin.extend_from_slice(&[0; 6]); // flags 0: the server closes the connection
+        record(&mut request, BEGIN_REQUEST, &begin);
+        let mut params = Vec::new();
+        let script = script.to_str().unwrap();
+        pair(&mut params, "SCRIPT_FILENAME", script);
+        pair(&mut params, "SCRIPT_NAME", script);
+        pair(&mut params, "REQUEST_METHOD", "GET");
+        pair(&mut params, "QUERY_STRING", "");
+        record(&mut request, PARAMS, &params);
+        record(&mut request, PARAMS, &[]);
+        record(&mut request, STDIN, &[]);
+        let mut stream = UnixStream::connect(socket).unwrap();
+        stream.write_all(&request).unwrap();
+        let mut reply = Vec::new();
+        stream.read_to_end(&mut reply).unwrap();
+        let (mut stdout, mut at, mut ended) = (Vec::new(), 0, false);
+        while let Some(header) = reply.get(at..at + 8) {
+            let len = u16::from_be_bytes([header[4], header[5]]) as usize;
+            let content = reply.get(at + 8..at + 8 + len).expect("a whole record");
+            match header[1] {
+                STDOUT => stdout.extend_from_slice(content),
+                END_REQUEST => ended = true,
+                _ => {}
+            }
+            at += 8 + len + header[6] as usize;
+        }
+        assert!(ended, "no end of request in {} bytes", reply.len());
+        String::from_utf8_lossy(&stdout).into_owned()
+    }
 }

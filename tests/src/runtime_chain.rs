@@ -174,6 +174,13 @@ impl Runtime {
         self.check_samples(what, traces, stats, pid, tid, expected, false);
     }
 
+    /// [`Runtime::check`] for a server between requests: samples with no
+    /// frame of the runtime (reading the next request) are not at the
+    /// leaf, but at most a quarter as many as those at the leaf.
+    pub fn check_served(&self, what: &str, traces: &[Trace], stats: &Stats, pid: u32, expected: &[Expect]) {
+        self.check_samples(what, traces, stats, pid, pid, expected, true);
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn check_samples(
         &self,
