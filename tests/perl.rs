@@ -9,10 +9,9 @@
 //! is the chain's leaf (samples with no Perl frame, or an unnamed one,
 //! count as failures), and prints the measured completeness.
 
-use profiler_tests::runtime_chain::{innermost, Expect, Runtime};
-use profiler_tests::{in_ci, serial};
+use profiler_tests::in_ci;
+use profiler_tests::runtime_chain::{Expect, Runtime};
 use profiler_trace::FrameKind;
-use std::collections::{HashMap, HashSet};
 use std::process::Command;
 
 const PERL: Runtime = Runtime {
@@ -28,12 +27,9 @@ const PERL: Runtime = Runtime {
 
 #[test]
 fn chain_main_a_b_c() {
-    let _serial = serial();
-    if !PERL.installed() {
-        return;
-    }
-    let path = PERL.script("cpu_chain.pl");
-    let at = |m: &str| PERL.line_of(&path, m);
+    let Some(script) = PERL.begin("cpu_chain.pl") else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
     let expected = [
         Expect::at("main", &path, at("main")),
         Expect::at("Chain::a", &path, at("a")),
@@ -45,12 +41,9 @@ fn chain_main_a_b_c() {
 
 #[test]
 fn sort_sub_is_called_back_from_c() {
-    let _serial = serial();
-    if !PERL.installed() {
-        return;
-    }
-    let path = PERL.script("sort_sub.pl");
-    let at = |m: &str| PERL.line_of(&path, m);
+    let Some(script) = PERL.begin("sort_sub.pl") else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
     let expected = [
         Expect::at("main", &path, at("main")),
         Expect::at("Chain::a", &path, at("a")),
@@ -67,30 +60,18 @@ fn sort_sub_is_called_back_from_c() {
 /// statement that created it.
 #[test]
 fn each_thread_shows_its_own_chain() {
-    let _serial = serial();
-    if !PERL.installed() {
-        return;
-    }
+    let Some(script) = PERL.begin("threads.pl") else { return };
     let threads = Command::new(PERL.binary).args(["-Mthreads", "-e1"]).status();
     if !threads.is_ok_and(|s| s.success()) {
         assert!(!in_ci(), "perl's threads module is required under CI=true (apt-get install perl)");
         eprintln!("SKIPPED: perl has no threads module");
         return;
     }
-    let path = PERL.script("threads.pl");
-    let at = |m: &str| PERL.line_of(&path, m);
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
     let (w, traces, stats) = PERL.profile(PERL.args, &path, false);
-    let mut by_leaf: HashMap<String, HashSet<u32>> = HashMap::new();
-    for t in traces.iter().filter(|t| t.process.pid.0 == w.pid()) {
-        if let Some(Some(name)) = innermost(&PERL.frames(t)) {
-            by_leaf.entry(name).or_default().insert(t.tid.0);
-        }
-    }
-    let tids = |leaf: &str| by_leaf.get(leaf).cloned().unwrap_or_default();
-    let (a, b) = (tids("Chain::a_leaf"), tids("Chain::b_leaf"));
-    assert!(a.len() == 1 && b.len() == 1 && a != b, "one thread per leaf: {by_leaf:?}");
-    assert!(!a.contains(&w.pid()) && !b.contains(&w.pid()), "not the main thread");
-    for (worker, leaf, tids) in [("worker_a", "a", &a), ("worker_b", "b", &b)] {
+    let tids = PERL.leaf_threads(&traces, w.pid(), ["Chain::a_leaf", "Chain::b_leaf"]);
+    for ((worker, leaf), tid) in [("worker_a", "a"), ("worker_b", "b")].into_iter().zip(tids) {
         let expected = [
             Expect::at("main", &path, at("threads")),
             Expect::at(if leaf == "a" { "Chain::worker_a" } else { "Chain::worker_b" }, &path, at(worker)),
@@ -100,7 +81,6 @@ fn each_thread_shows_its_own_chain() {
                 at(&format!("{leaf}_first"))..=at(&format!("{leaf}_last")),
             ),
         ];
-        let tid = *tids.iter().next().unwrap();
         PERL.check(&format!("threads.pl {worker}"), &traces, &stats, w.pid(), tid, &expected);
     }
 }

@@ -12,7 +12,7 @@
 use profiler_agent::AgentConfig;
 use profiler_bpf::UnwindStop;
 use profiler_tests::runtime_chain::{matches, Expect, LangFrame, Runtime, HZ, MIN_SAMPLES, SECONDS};
-use profiler_tests::{in_ci, profile_with, serial, Workload};
+use profiler_tests::{in_ci, profile_with, Workload};
 use profiler_trace::{FrameKind, Trace};
 use std::path::Path;
 use std::process::Command;
@@ -33,12 +33,9 @@ const PHP: Runtime = Runtime {
 
 #[test]
 fn chain_main_a_b_c() {
-    let _serial = serial();
-    if !PHP.installed() {
-        return;
-    }
-    let path = PHP.script("cpu_chain.php");
-    let at = |m: &str| PHP.line_of(&path, m);
+    let Some(script) = PHP.begin("cpu_chain.php") else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
     let expected = [
         Expect::at("{main}", &path, at("main")),
         Expect::at("Chain\\a", &path, at("a")),
@@ -50,12 +47,9 @@ fn chain_main_a_b_c() {
 
 #[test]
 fn usort_callback_is_called_back_from_c() {
-    let _serial = serial();
-    if !PHP.installed() {
-        return;
-    }
-    let path = PHP.script("usort_callback.php");
-    let at = |m: &str| PHP.line_of(&path, m);
+    let Some(script) = PHP.begin("usort_callback.php") else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
     let expected = [
         Expect::at("{main}", &path, at("main")),
         Expect::at("Chain\\a", &path, at("a")),
@@ -75,10 +69,7 @@ fn usort_callback_is_called_back_from_c() {
 /// frames are lost, never named wrongly.
 #[test]
 fn opcache_jit_code_ends_stacks_without_misnaming() {
-    let _serial = serial();
-    if !PHP.installed() {
-        return;
-    }
+    let Some(script) = PHP.begin("cpu_chain.php") else { return };
     let jit = ["-d", "opcache.enable_cli=1", "-d", "opcache.jit_buffer_size=16M", "-d", "opcache.jit=1205"];
     let mut probe = Command::new(PHP.binary);
     probe.args(jit).args(["-r", "exit(opcache_get_status()['jit']['on'] ? 0 : 1);"]);
@@ -87,8 +78,7 @@ fn opcache_jit_code_ends_stacks_without_misnaming() {
         eprintln!("SKIPPED: {} has no opcache JIT", PHP.binary);
         return;
     }
-    let path = PHP.script("cpu_chain.php");
-    let (w, traces, stats) = PHP.profile(&jit, &path, false);
+    let (w, traces, stats) = PHP.profile(&jit, &script.path, false);
     let known = ["{main}", "Chain\\a", "Chain\\Worker::b", "Chain\\c"];
     let mut samples = 0;
     for t in traces.iter().filter(|t| t.process.pid.0 == w.pid() && t.tid.0 == w.pid()) {
@@ -113,15 +103,15 @@ fn opcache_jit_code_ends_stacks_without_misnaming() {
 /// from the request's own frames only (the previous request's are gone).
 #[test]
 fn fpm_worker_requests_carry_the_chain() {
-    let _serial = serial();
+    let Some(script) = PHP.begin("cpu_chain.php") else { return };
     let fpm = Path::new(PHP_FPM);
     if !fpm.exists() {
         assert!(!in_ci(), "{PHP_FPM} is required under CI=true (apt-get install php8.2-fpm)");
         eprintln!("SKIPPED: {PHP_FPM} is not installed");
         return;
     }
-    let path = PHP.script("cpu_chain.php");
-    let at = |m: &str| PHP.line_of(&path, m);
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
     let dir = std::env::temp_dir().join(format!("ep-php-fpm-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

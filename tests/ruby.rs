@@ -10,10 +10,9 @@
 //! count as failures), and prints the measured completeness.
 
 use profiler_bpf::UnwindStop;
-use profiler_tests::runtime_chain::{innermost, Expect, LangFrame, Runtime, MIN_SAMPLES};
-use profiler_tests::{in_ci, serial};
+use profiler_tests::in_ci;
+use profiler_tests::runtime_chain::{Expect, LangFrame, Runtime, MIN_SAMPLES};
 use profiler_trace::{FrameKind, Trace};
-use std::collections::{HashMap, HashSet};
 
 const RUBY: Runtime = Runtime {
     name: "ruby",
@@ -28,12 +27,9 @@ const RUBY: Runtime = Runtime {
 
 #[test]
 fn chain_main_a_b_c() {
-    let _serial = serial();
-    if !RUBY.installed() {
-        return;
-    }
-    let path = RUBY.script("cpu_chain.rb");
-    let at = |m: &str| RUBY.line_of(&path, m);
+    let Some(script) = RUBY.begin("cpu_chain.rb") else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
     let expected = [
         Expect::at("<main>", &path, at("main")),
         Expect::at("Object#a", &path, at("a")),
@@ -45,12 +41,9 @@ fn chain_main_a_b_c() {
 
 #[test]
 fn sort_block_is_called_back_from_c() {
-    let _serial = serial();
-    if !RUBY.installed() {
-        return;
-    }
-    let path = RUBY.script("sort_block.rb");
-    let at = |m: &str| RUBY.line_of(&path, m);
+    let Some(script) = RUBY.begin("sort_block.rb") else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
     let expected = [
         Expect::at("<main>", &path, at("main")),
         Expect::at("Object#caller", &path, at("caller")),
@@ -65,25 +58,13 @@ fn sort_block_is_called_back_from_c() {
 
 #[test]
 fn each_thread_shows_its_own_chain() {
-    let _serial = serial();
-    if !RUBY.installed() {
-        return;
-    }
-    let path = RUBY.script("threads.rb");
-    let at = |m: &str| RUBY.line_of(&path, m);
+    let Some(script) = RUBY.begin("threads.rb") else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
     let (w, traces, stats) = RUBY.profile(RUBY.args, &path, false);
     // Which threads ran which leaf: each thread must show its own.
-    let mut by_leaf: HashMap<String, HashSet<u32>> = HashMap::new();
-    for t in traces.iter().filter(|t| t.process.pid.0 == w.pid()) {
-        if let Some(Some(name)) = innermost(&RUBY.frames(t)) {
-            by_leaf.entry(name).or_default().insert(t.tid.0);
-        }
-    }
-    let tids = |leaf: &str| by_leaf.get(leaf).cloned().unwrap_or_default();
-    let (a, b) = (tids("Object#a_leaf"), tids("Object#b_leaf"));
-    assert!(a.len() == 1 && b.len() == 1 && a != b, "one thread per leaf: {by_leaf:?}");
-    assert!(!a.contains(&w.pid()) && !b.contains(&w.pid()), "not the main thread");
-    for (worker, leaf, tids) in [("worker_a", "a", &a), ("worker_b", "b", &b)] {
+    let tids = RUBY.leaf_threads(&traces, w.pid(), ["Object#a_leaf", "Object#b_leaf"]);
+    for ((worker, leaf), tid) in [("worker_a", "a"), ("worker_b", "b")].into_iter().zip(tids) {
         let expected = [
             Expect::at("block in <main>", &path, at("threads")),
             Expect::at(if leaf == "a" { "Object#worker_a" } else { "Object#worker_b" }, &path, at(worker)),
@@ -93,7 +74,6 @@ fn each_thread_shows_its_own_chain() {
                 at(&format!("{leaf}_first"))..=at(&format!("{leaf}_last")),
             ),
         ];
-        let tid = *tids.iter().next().unwrap();
         RUBY.check(&format!("threads.rb {worker}"), &traces, &stats, w.pid(), tid, &expected);
     }
 }
@@ -104,11 +84,8 @@ fn each_thread_shows_its_own_chain() {
 /// named wrongly.
 #[test]
 fn yjit_code_ends_stacks_without_misnaming() {
-    let _serial = serial();
-    if !RUBY.installed() {
-        return;
-    }
-    let path = RUBY.script("cpu_chain.rb");
+    let Some(script) = RUBY.begin("cpu_chain.rb") else { return };
+    let path = script.path.clone();
     let yjit =
         std::process::Command::new(RUBY.binary).args(["--yjit", "-e", "exit(RubyVM::YJIT.enabled? ? 0 : 1)"]).status();
     if !yjit.is_ok_and(|s| s.success()) {
@@ -138,12 +115,9 @@ fn yjit_code_ends_stacks_without_misnaming() {
 /// switch-out of a thread waiting in `Kernel#sleep` carries its chain.
 #[test]
 fn off_cpu_waits_carry_the_ruby_chain() {
-    let _serial = serial();
-    if !RUBY.installed() {
-        return;
-    }
-    let path = RUBY.script("sleep_chain.rb");
-    let at = |m: &str| RUBY.line_of(&path, m);
+    let Some(script) = RUBY.begin("sleep_chain.rb") else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
     let (w, traces, stats) = RUBY.profile(RUBY.args, &path, true);
     let off: Vec<Trace> = traces.into_iter().filter(|t| t.off_cpu_ns.is_some()).collect();
     let expected = [

@@ -5,12 +5,14 @@
 //! and its samples at the chain's leaf checked frame by frame (name, file,
 //! line, and where native frames lie between).
 
-use crate::{in_ci, profile_with, Completeness, Workload};
+use crate::{in_ci, profile_with, serial, Completeness, Workload};
 use profiler_agent::{AgentConfig, Stats};
 use profiler_trace::{FrameKind, Trace};
+use std::collections::{HashMap, HashSet};
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::MutexGuard;
 use std::time::Duration;
 
 /// The sampling frequency of the chain tests.
@@ -94,7 +96,38 @@ impl Expect {
     }
 }
 
+/// A test's script, and the lock that runs BPF tests one at a time.
+pub struct Script {
+    /// Its path.
+    pub path: PathBuf,
+    comment: &'static str,
+    _serial: MutexGuard<'static, ()>,
+}
+
+impl Script {
+    /// The line that ends with `<comment> line:<marker>`.
+    pub fn line(&self, marker: &str) -> u32 {
+        line_of(&self.path, self.comment, marker)
+    }
+}
+
+/// The line of `script` that ends with `<comment> line:<marker>`.
+fn line_of(script: &Path, comment: &str, marker: &str) -> u32 {
+    let text = std::fs::read_to_string(script).unwrap();
+    let tag = format!("{comment} line:{marker}");
+    let index = text.lines().position(|l| l.trim_end().ends_with(&tag)).unwrap_or_else(|| panic!("no {tag}"));
+    index as u32 + 1
+}
+
 impl Runtime {
+    /// The start of a test of `workloads/<runtime>/<name>`: the serial
+    /// lock ([`serial`]) and the script, or `None` when the interpreter
+    /// is missing (a failure under CI=true).
+    pub fn begin(&self, name: &str) -> Option<Script> {
+        let lock = serial();
+        self.installed().then(|| Script { path: self.script(name), comment: self.comment, _serial: lock })
+    }
+
     /// Whether the interpreter is here; under CI=true it must be.
     pub fn installed(&self) -> bool {
         if Path::new(self.binary).exists() {
@@ -108,14 +141,6 @@ impl Runtime {
     /// A script of `workloads/<name>/`.
     pub fn script(&self, name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads").join(self.name).join(name)
-    }
-
-    /// The line of `script` that ends with `<comment> line:<marker>`.
-    pub fn line_of(&self, script: &Path, marker: &str) -> u32 {
-        let text = std::fs::read_to_string(script).unwrap();
-        let tag = format!("{} line:{marker}", self.comment);
-        let index = text.lines().position(|l| l.trim_end().ends_with(&tag)).unwrap_or_else(|| panic!("no {tag}"));
-        index as u32 + 1
     }
 
     /// The user frames of a trace, root first.
@@ -215,6 +240,23 @@ impl Runtime {
         for counter in self.zero_counters {
             assert_eq!(stats.runtimes.get(self.name, counter), 0, "{what}: {}.{counter}", self.name);
         }
+    }
+
+    /// The threads of `pid` whose innermost frame of the runtime is each
+    /// of `leaves`: one thread per leaf, a different one each, none the
+    /// main thread.
+    pub fn leaf_threads<const N: usize>(&self, traces: &[Trace], pid: u32, leaves: [&str; N]) -> [u32; N] {
+        let mut by_leaf: HashMap<String, HashSet<u32>> = HashMap::new();
+        for t in traces.iter().filter(|t| t.process.pid.0 == pid) {
+            if let Some(Some(name)) = innermost(&self.frames(t)) {
+                by_leaf.entry(name).or_default().insert(t.tid.0);
+            }
+        }
+        let tids = leaves.map(|leaf| by_leaf.get(leaf).cloned().unwrap_or_default());
+        let distinct: HashSet<u32> = tids.iter().flatten().copied().collect();
+        assert!(tids.iter().all(|t| t.len() == 1) && distinct.len() == N, "one thread per leaf: {by_leaf:?}");
+        assert!(!distinct.contains(&pid), "not the main thread");
+        tids.map(|t| *t.iter().next().unwrap())
     }
 
     /// Profiles `script` (run with the runtime's `args`) and checks its
