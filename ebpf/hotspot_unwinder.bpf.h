@@ -336,18 +336,10 @@ static __always_inline int hotspot_unwind_run(void *ctx, void *progs)
 			return 0;
 		}
 	}
-	if (record->event.user_frames >= MAX_USER_FRAMES) {
-		send_sample(&record->event, UNWIND_STOP_MAX_FRAMES);
-		return 0;
-	}
-	if (state->tail_calls < MAX_NATIVE_TAIL_CALLS) {
-		state->tail_calls++;
-		count(COUNTER_HOTSPOT_TAIL_CALLS);
-		interp->in_loop = 1;
-		bpf_tail_call(ctx, progs, UNWINDER_HOTSPOT);
-		interp->in_loop = 0;
-	}
-	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
+	/* This program goes on (the sample's next begin_sample clears
+	 * in_loop if it cannot). */
+	interp->in_loop = 1;
+	unwinder_run_again(ctx, progs, record, UNWINDER_HOTSPOT);
 	return 0;
 
 native:
@@ -355,12 +347,7 @@ native:
 	 * the code cache seen as memory without unwind tables). */
 	interp->next = INTERP_NEXT_HAND_OVER;
 call_native:
-	if (state->tail_calls < MAX_NATIVE_TAIL_CALLS) {
-		state->tail_calls++;
-		count(COUNTER_NATIVE_TAIL_CALLS);
-		bpf_tail_call(ctx, progs, UNWINDER_NATIVE);
-	}
-	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
+	unwinder_tail_call(ctx, progs, record, UNWINDER_NATIVE);
 	return 0;
 }
 

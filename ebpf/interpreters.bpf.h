@@ -15,7 +15,11 @@
  * unwinder itself names no interpreter.
  *
  * Adding an interpreter: its slot in enum unwinder_program (types.h),
- * its program below, its hand-over counter in count_hand_over.
+ * its program below, its hand-over counter in count_hand_over. An
+ * unwinder that walks the interpreter's frames one loop frame at a time
+ * (Python, Ruby, PHP, Perl) runs in interpreter_unwind_run
+ * (interpreter_driver.bpf.h) and brings only its start and step
+ * functions.
  */
 
 int native_unwind(struct bpf_perf_event_data *ctx);

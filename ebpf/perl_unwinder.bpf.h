@@ -41,10 +41,6 @@
  * corrupt or cyclic chain ends the sample, it cannot loop.
  */
 
-/* Loop iterations per program run: each unwinds a native frame, or
- * reads one context or stack info. */
-#define PERL_STEPS_PER_PROGRAM 24
-
 static __always_inline void perl_end_loop(struct interp_state *interp)
 {
 	if (!interp->loop_frames)
@@ -90,9 +86,9 @@ static __always_inline bool perl_enter_stack(struct interp_state *interp, u64 si
 	return interp->perl_cxstack != 0;
 }
 
-/* At the hand-over: the build's layout, the current COP and stack info.
- * False when there is none to walk. */
-static __always_inline bool perl_start(struct sample_record *record)
+/* The build's layout, the current COP and stack info. False when there
+ * is none to walk. */
+static __always_inline bool perl_find_interpreter(struct sample_record *record)
 {
 	struct interp_state *interp = &record->interp;
 	struct perl_file *info = bpf_map_lookup_elem(&perl_files, &interp->file_id);
@@ -128,6 +124,15 @@ static __always_inline bool perl_start(struct sample_record *record)
 		return false;
 	interp->perl_main_done = 0;
 	return perl_enter_stack(interp, si);
+}
+
+/* At the hand-over: perl_find_interpreter, counted when there is none. */
+static __always_inline bool perl_start(struct sample_record *record)
+{
+	if (perl_find_interpreter(record))
+		return true;
+	count(COUNTER_PERL_NO_INTERPRETER);
+	return false;
 }
 
 /* Appends a Perl frame word; false when the stack is full. */
@@ -221,67 +226,19 @@ static __always_inline int perl_step(struct sample_record *record)
 	return STEP_CONTINUE;
 }
 
+/* The next runops frame takes the next stack info; none is left once
+ * the walk is done (the top level recorded): it stays native. */
+static __always_inline bool perl_enter(struct interp_state *interp)
+{
+	return interp->perl_si != 0;
+}
+
 /* Runs the rest of a sample whose stack reached Perl's op loop: Perl
  * frames in place of its runs, native frames around them. `progs` is the
  * program array of the entry it runs under (perf_event or off-CPU). */
 static __always_inline int perl_unwind_run(void *ctx, void *progs)
 {
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
-	if (!record)
-		return 0;
-	struct interp_state *interp = &record->interp;
-	u32 pid = record->event.pid;
-	if (interp->mode == INTERP_MODE_NONE) {
-		if (perl_start(record)) {
-			interp->mode = INTERP_MODE_ACTIVE;
-			interp->in_loop = 1;
-			interp->loop_frames = 0;
-		} else {
-			count(COUNTER_PERL_NO_INTERPRETER);
-			interp->mode = INTERP_MODE_UNAVAILABLE;
-		}
-	}
-	for (int i = 0; i < PERL_STEPS_PER_PROGRAM; i++) {
-		int result;
-		if (interp->in_loop) {
-			result = perl_step(record);
-		} else {
-			result = unwind_step(record, pid);
-			if (result == STEP_INTERPRETER && interp->unwinder != UNWINDER_PERL) {
-				/* Another interpreter's loop under Perl's: it
-				 * stays a native frame. */
-				interp->next = INTERP_NEXT_NATIVE;
-				result = STEP_CONTINUE;
-			} else if (result == STEP_INTERPRETER) {
-				/* The next runops frame: the next stack info. */
-				interp->in_loop = 1;
-				interp->loop_frames = 0;
-				if (!interp->perl_si) {
-					/* The walk is done (the top level is
-					 * recorded): it stays native. */
-					interp->in_loop = 0;
-					interp->next = INTERP_NEXT_NATIVE;
-				}
-				result = STEP_CONTINUE;
-			}
-		}
-		if (result != STEP_CONTINUE) {
-			send_sample(&record->event, result);
-			return 0;
-		}
-	}
-	if (record->event.user_frames >= MAX_USER_FRAMES) {
-		send_sample(&record->event, UNWIND_STOP_MAX_FRAMES);
-		return 0;
-	}
-	if (record->state.tail_calls < MAX_NATIVE_TAIL_CALLS) {
-		record->state.tail_calls++;
-		count(COUNTER_PERL_TAIL_CALLS);
-		bpf_tail_call(ctx, progs, UNWINDER_PERL);
-	}
-	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
-	return 0;
+	return interpreter_unwind_run(ctx, progs, UNWINDER_PERL, perl_start, perl_step, perl_enter);
 }
 
 SEC("perf_event")

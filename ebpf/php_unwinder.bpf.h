@@ -38,10 +38,6 @@
  * stack and ends it with UNWIND_STOP_MAX_FRAMES).
  */
 
-/* Loop iterations per program run: each unwinds a native frame or
- * records (or skips) a PHP frame. */
-#define PHP_STEPS_PER_PROGRAM 24
-
 /* The PHP frames of the execute_ex at pc are all recorded (or cannot
  * be): its native frame is unwound without being recorded if any were,
  * else recorded as native. */
@@ -70,9 +66,9 @@ static __always_inline u32 php_buf_u32(struct interp_state *interp, u32 offset)
 	return *(u32 *)(interp->php_buf + offset);
 }
 
-/* At the hand-over: the build's layout and the innermost frame. False
- * when there is none to walk. */
-static __always_inline bool php_start(struct sample_record *record)
+/* The build's layout and the innermost frame. False when there is none
+ * to walk. */
+static __always_inline bool php_first_frame(struct sample_record *record)
 {
 	struct interp_state *interp = &record->interp;
 	struct php_file *info = bpf_map_lookup_elem(&php_files, &interp->file_id);
@@ -85,6 +81,15 @@ static __always_inline bool php_start(struct sample_record *record)
 		return false;
 	interp->php_ex = ex;
 	return true;
+}
+
+/* At the hand-over: php_first_frame, counted when there is none. */
+static __always_inline bool php_start(struct sample_record *record)
+{
+	if (php_first_frame(record))
+		return true;
+	count(COUNTER_PHP_NO_FRAMES);
+	return false;
 }
 
 /* Records (or skips) the next PHP frame of the execute_ex at pc, or ends
@@ -146,57 +151,7 @@ static __always_inline int php_step(struct sample_record *record)
  * program array of the entry it runs under (perf_event or off-CPU). */
 static __always_inline int php_unwind_run(void *ctx, void *progs)
 {
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
-	if (!record)
-		return 0;
-	struct interp_state *interp = &record->interp;
-	u32 pid = record->event.pid;
-	if (interp->mode == INTERP_MODE_NONE) {
-		if (php_start(record)) {
-			interp->mode = INTERP_MODE_ACTIVE;
-			interp->in_loop = 1;
-			interp->loop_frames = 0;
-		} else {
-			count(COUNTER_PHP_NO_FRAMES);
-			interp->mode = INTERP_MODE_UNAVAILABLE;
-		}
-	}
-	for (int i = 0; i < PHP_STEPS_PER_PROGRAM; i++) {
-		int result;
-		if (interp->in_loop) {
-			result = php_step(record);
-		} else {
-			result = unwind_step(record, pid);
-			if (result == STEP_INTERPRETER && interp->unwinder != UNWINDER_PHP) {
-				/* Another interpreter's loop under PHP's: it
-				 * stays a native frame. */
-				interp->next = INTERP_NEXT_NATIVE;
-				result = STEP_CONTINUE;
-			} else if (result == STEP_INTERPRETER) {
-				/* The next execute_ex run: its frames continue
-				 * the chain. */
-				interp->in_loop = 1;
-				interp->loop_frames = 0;
-				result = STEP_CONTINUE;
-			}
-		}
-		if (result != STEP_CONTINUE) {
-			send_sample(&record->event, result);
-			return 0;
-		}
-	}
-	if (record->event.user_frames >= MAX_USER_FRAMES) {
-		send_sample(&record->event, UNWIND_STOP_MAX_FRAMES);
-		return 0;
-	}
-	if (record->state.tail_calls < MAX_NATIVE_TAIL_CALLS) {
-		record->state.tail_calls++;
-		count(COUNTER_PHP_TAIL_CALLS);
-		bpf_tail_call(ctx, progs, UNWINDER_PHP);
-	}
-	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
-	return 0;
+	return interpreter_unwind_run(ctx, progs, UNWINDER_PHP, php_start, php_step, interp_enter_always);
 }
 
 SEC("perf_event")

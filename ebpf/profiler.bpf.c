@@ -40,6 +40,7 @@ const volatile u64 thread_size = 16384;
 
 #include "interpreters.bpf.h"
 #include "native_unwinder.bpf.h"
+#include "interpreter_driver.bpf.h"
 #include "python_unwinder.bpf.h"
 #include "hotspot_unwinder.bpf.h"
 #include "v8_unwinder.bpf.h"

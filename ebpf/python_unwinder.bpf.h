@@ -40,9 +40,6 @@
  * object's names and line table from the process's memory.
  */
 
-/* Loop iterations per program run: each unwinds a native frame or
- * records a Python frame. */
-#define PYTHON_STEPS_PER_PROGRAM 24
 /* Reads spent looking for a thread's PyThreadState: threads of all
  * interpreters, two reads per thread. */
 #define PYTHON_THREAD_WALK_STEPS 160
@@ -231,56 +228,7 @@ static __always_inline int python_step(struct sample_record *record)
  * Python frames in place of the loops, native frames around them. */
 static __always_inline int python_unwind_run(void *ctx, void *progs)
 {
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
-	if (!record)
-		return 0;
-	struct interp_state *interp = &record->interp;
-	u32 pid = record->event.pid;
-	if (interp->mode == INTERP_MODE_NONE) {
-		if (python_start(record)) {
-			interp->mode = INTERP_MODE_ACTIVE;
-			interp->in_loop = 1;
-			interp->loop_frames = 0;
-		} else {
-			interp->mode = INTERP_MODE_UNAVAILABLE;
-		}
-	}
-	for (int i = 0; i < PYTHON_STEPS_PER_PROGRAM; i++) {
-		int result;
-		if (interp->in_loop) {
-			result = python_step(record);
-		} else {
-			result = unwind_step(record, pid);
-			if (result == STEP_INTERPRETER && interp->unwinder != UNWINDER_PYTHON) {
-				/* Another interpreter's loop under Python's: this
-				 * unwinder cannot follow it, it stays a native
-				 * frame. */
-				interp->next = INTERP_NEXT_NATIVE;
-				result = STEP_CONTINUE;
-			} else if (result == STEP_INTERPRETER) {
-				/* The next loop: its frames continue the chain. */
-				interp->in_loop = 1;
-				interp->loop_frames = 0;
-				result = STEP_CONTINUE;
-			}
-		}
-		if (result != STEP_CONTINUE) {
-			send_sample(&record->event, result);
-			return 0;
-		}
-	}
-	if (record->event.user_frames >= MAX_USER_FRAMES) {
-		send_sample(&record->event, UNWIND_STOP_MAX_FRAMES);
-		return 0;
-	}
-	if (record->state.tail_calls < MAX_NATIVE_TAIL_CALLS) {
-		record->state.tail_calls++;
-		count(COUNTER_PYTHON_TAIL_CALLS);
-		bpf_tail_call(ctx, progs, UNWINDER_PYTHON);
-	}
-	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
-	return 0;
+	return interpreter_unwind_run(ctx, progs, UNWINDER_PYTHON, python_start, python_step, interp_enter_always);
 }
 
 SEC("perf_event")

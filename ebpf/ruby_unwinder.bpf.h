@@ -42,10 +42,6 @@
  * the native stack, after the C code's native frames, where it belongs.
  */
 
-/* Loop iterations per program run: each unwinds a native frame or
- * looks at one control frame. */
-#define RUBY_STEPS_PER_PROGRAM 24
-
 /* A u64 of the control frame just read, at a byte offset user space
  * gave. */
 static __always_inline u64 ruby_buf_u64(struct interp_state *interp, u32 offset)
@@ -228,57 +224,7 @@ broken:
  * in place of its runs, native frames around them. */
 static __always_inline int ruby_unwind_run(void *ctx, void *progs)
 {
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
-	if (!record)
-		return 0;
-	struct interp_state *interp = &record->interp;
-	u32 pid = record->event.pid;
-	if (interp->mode == INTERP_MODE_NONE) {
-		if (ruby_start(record)) {
-			interp->mode = INTERP_MODE_ACTIVE;
-			interp->in_loop = 1;
-			interp->loop_frames = 0;
-		} else {
-			interp->mode = INTERP_MODE_UNAVAILABLE;
-		}
-	}
-	for (int i = 0; i < RUBY_STEPS_PER_PROGRAM; i++) {
-		int result;
-		if (interp->in_loop) {
-			result = ruby_step(record);
-		} else {
-			result = unwind_step(record, pid);
-			if (result == STEP_INTERPRETER && interp->unwinder != UNWINDER_RUBY) {
-				/* Another interpreter's loop under Ruby's: this
-				 * unwinder cannot follow it, it stays a native
-				 * frame. */
-				interp->next = INTERP_NEXT_NATIVE;
-				result = STEP_CONTINUE;
-			} else if (result == STEP_INTERPRETER) {
-				/* The next run of the VM: its frames continue
-				 * the chain. */
-				interp->in_loop = 1;
-				interp->loop_frames = 0;
-				result = STEP_CONTINUE;
-			}
-		}
-		if (result != STEP_CONTINUE) {
-			send_sample(&record->event, result);
-			return 0;
-		}
-	}
-	if (record->event.user_frames >= MAX_USER_FRAMES) {
-		send_sample(&record->event, UNWIND_STOP_MAX_FRAMES);
-		return 0;
-	}
-	if (record->state.tail_calls < MAX_NATIVE_TAIL_CALLS) {
-		record->state.tail_calls++;
-		count(COUNTER_RUBY_TAIL_CALLS);
-		bpf_tail_call(ctx, progs, UNWINDER_RUBY);
-	}
-	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
-	return 0;
+	return interpreter_unwind_run(ctx, progs, UNWINDER_RUBY, ruby_start, ruby_step, interp_enter_always);
 }
 
 SEC("perf_event")

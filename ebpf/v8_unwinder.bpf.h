@@ -197,30 +197,17 @@ static __always_inline int v8_unwind_run(void *ctx, void *progs)
 	}
 	if (!v8_code(state, tgid))
 		goto native;
-	if (record->event.user_frames >= MAX_USER_FRAMES) {
-		send_sample(&record->event, UNWIND_STOP_MAX_FRAMES);
-		return 0;
-	}
-	if (state->tail_calls < MAX_NATIVE_TAIL_CALLS) {
-		state->tail_calls++;
-		count(COUNTER_V8_TAIL_CALLS);
-		interp->in_loop = 1;
-		bpf_tail_call(ctx, progs, UNWINDER_V8);
-		interp->in_loop = 0;
-	}
-	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
+	/* This program goes on (the sample's next begin_sample clears
+	 * in_loop if it cannot). */
+	interp->in_loop = 1;
+	unwinder_run_again(ctx, progs, record, UNWINDER_V8);
 	return 0;
 
 native:
 	/* The next frame is native code. */
 	interp->next = INTERP_NEXT_HAND_OVER;
 call_native:
-	if (state->tail_calls < MAX_NATIVE_TAIL_CALLS) {
-		state->tail_calls++;
-		count(COUNTER_NATIVE_TAIL_CALLS);
-		bpf_tail_call(ctx, progs, UNWINDER_NATIVE);
-	}
-	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
+	unwinder_tail_call(ctx, progs, record, UNWINDER_NATIVE);
 	return 0;
 }
 

@@ -11,9 +11,10 @@
 #   openjdk-17-jdk-headless  java/javac for the HotSpot tests (crates/interpreters/tests/hotspot_live.rs)
 #   ruby                the Ruby tests (tests/ruby.rs, crates/interpreters/tests/ruby_live.rs)
 #   php-cli             the PHP tests (crates/interpreters/tests/php_live.rs)
+#   php-fpm             tests/php.rs's PHP-FPM worker test (php-fpm8.2)
 #   perl                the Perl tests (perl_live.rs; its ithread test needs the threads module of libperl)
 set -euo pipefail
-packages=(clang-19 libclang1-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool dwz openjdk-17-jdk-headless ruby php-cli perl)
+packages=(clang-19 libclang1-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool dwz openjdk-17-jdk-headless ruby php-cli php-fpm perl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -10,190 +10,263 @@
 //! as failures), and prints the measured completeness.
 
 use profiler_agent::AgentConfig;
-use profiler_tests::{in_ci, profile_with, serial, Workload};
+use profiler_bpf::UnwindStop;
+use profiler_tests::runtime_chain::{matches, Expect, LangFrame, Runtime, HZ, MIN_SAMPLES, SECONDS};
+use profiler_tests::{in_ci, profile_with, Workload};
 use profiler_trace::{FrameKind, Trace};
-use std::ops::RangeInclusive;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
-const HZ: u32 = 99;
-const SECONDS: u64 = 3;
-const REQUIRED: f64 = 0.95;
-const MIN_SAMPLES: usize = 25;
-const PHP: &str = "/usr/bin/php";
-
-/// A user frame, root first: PHP (`name`, `file`, `line`) or native.
-#[derive(Debug)]
-enum F {
-    Php { name: Option<String>, file: Option<String>, line: u32 },
-    Native,
-}
-
-fn frames(trace: &Trace) -> Vec<F> {
-    let user = trace.frames.iter().rev().filter(|f| f.kind != FrameKind::Kernel);
-    user.map(|f| match f.kind {
-        FrameKind::Php => {
-            let l = f.lines.last();
-            F::Php {
-                name: l.map(|l| l.function.to_string()),
-                file: l.and_then(|l| l.file.as_deref().map(str::to_string)),
-                line: l.map_or(0, |l| l.line),
-            }
-        }
-        _ => F::Native,
-    })
-    .collect()
-}
-
-fn show(frames: &[F]) -> String {
-    let one = |f: &F| match f {
-        F::Php { name, line, .. } => format!("php:{}:{line}", name.as_deref().unwrap_or("?")),
-        F::Native => "n".to_string(),
-    };
-    frames.iter().map(one).collect::<Vec<_>>().join(";")
-}
-
-/// One expected PHP frame.
-struct Expect {
-    name: &'static str,
-    /// Its script (`None`: a function written in C, no file).
-    file: Option<PathBuf>,
-    lines: RangeInclusive<u32>,
-    /// Whether native frames lie between it and the PHP frame before it
-    /// (C code called back into PHP: a new `execute_ex` run).
-    native_before: bool,
-}
-
-fn script(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/php").join(name)
-}
-
-/// The line of `script` that ends with `// line:<marker>`.
-fn line_of(script: &Path, marker: &str) -> u32 {
-    let text = std::fs::read_to_string(script).unwrap();
-    let tag = format!("// line:{marker}");
-    let index = text.lines().position(|l| l.trim_end().ends_with(&tag)).unwrap_or_else(|| panic!("no {tag}"));
-    index as u32 + 1
-}
-
-fn php_installed() -> bool {
-    if Path::new(PHP).exists() {
-        return true;
-    }
-    assert!(!in_ci(), "{PHP} is required under CI=true (apt-get install php-cli)");
-    eprintln!("SKIPPED: {PHP} is not installed; under CI=true this fails");
-    false
-}
-
-/// Whether `frames` are: native frames (the thread's root, the SAPI),
-/// the expected PHP frames with native frames between them as said, then
-/// native frames only.
-fn matches(frames: &[F], expected: &[Expect]) -> bool {
-    let php: Vec<usize> = (0..frames.len()).filter(|&i| matches!(frames[i], F::Php { .. })).collect();
-    if php.len() != expected.len() || php.first().is_none_or(|&i| i == 0) {
-        return false;
-    }
-    php.iter().zip(expected).enumerate().all(|(k, (&i, e))| {
-        let F::Php { name, file, line } = &frames[i] else { return false };
-        name.as_deref() == Some(e.name)
-            && e.lines.contains(line)
-            && file.as_deref().map(Path::new) == e.file.as_deref()
-            && (k == 0 || (i - php[k - 1] > 1) == e.native_before)
-    })
-}
-
-/// The innermost PHP frame's name (`Some(None)`: unnamed).
-fn innermost(frames: &[F]) -> Option<Option<String>> {
-    frames.iter().rev().find_map(|f| match f {
-        F::Php { name, .. } => Some(name.clone()),
-        F::Native => None,
-    })
-}
-
-/// Runs `name` under PHP (opcache off, as the CLI has it by default),
-/// profiles it for SECONDS and checks its main thread's samples whose
-/// innermost PHP frame is the last of `expected`.
-fn chain_test(name: &str, expected: &[Expect]) {
-    let w = Workload::spawn(Command::new(PHP).args(["-d", "opcache.enable_cli=0"]).arg(script(name)));
-    std::thread::sleep(Duration::from_millis(500));
-    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
-    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
-        panic!("no BPF here")
-    };
-    let leaf = expected.last().unwrap().name;
-    let (mut at_leaf, mut complete, mut elsewhere, mut failures) = (0, 0, 0, Vec::new());
-    for t in traces.iter().filter(|t| t.process.pid.0 == w.pid() && t.tid.0 == w.pid()) {
-        let frames = frames(t);
-        match innermost(&frames) {
-            Some(Some(n)) if n != leaf => elsewhere += 1,
-            Some(Some(_)) if matches(&frames, expected) => {
-                at_leaf += 1;
-                complete += 1;
-            }
-            // No PHP frame (the thread runs PHP all the time), an
-            // unnamed one, or a wrong chain.
-            _ => {
-                at_leaf += 1;
-                if failures.len() < 5 {
-                    failures.push(show(&frames));
-                }
-            }
-        }
-    }
-    let ratio = if at_leaf == 0 { 0.0 } else { complete as f64 / at_leaf as f64 };
-    eprintln!("completeness {name}: {complete}/{at_leaf} = {:.1}% ({elsewhere} elsewhere)", 100.0 * ratio);
-    assert!(at_leaf >= MIN_SAMPLES, "{name}: only {at_leaf} samples at the leaf; {stats:#?}");
-    assert!(
-        ratio >= REQUIRED,
-        "{name}: {complete} of {at_leaf} samples at the leaf carry the whole chain; some that do not (root \
-         first):\n{}\n{:?}",
-        failures.join("\n"),
-        stats.runtimes
-    );
-    assert!(stats.runtimes.get("php", "frames") > 0);
-    assert_eq!(stats.runtimes.get("php", "read_errors"), 0);
-    assert_eq!(stats.runtimes.get("php", "unsupported"), 0);
-}
+/// Run with opcache off, as the CLI has it by default.
+const PHP: Runtime = Runtime {
+    name: "php",
+    kind: FrameKind::Php,
+    prefix: "php",
+    binary: "/usr/bin/php",
+    package: "php-cli",
+    args: &["-d", "opcache.enable_cli=0"],
+    comment: "//",
+    zero_counters: &["read_errors", "unsupported"],
+};
 
 #[test]
 fn chain_main_a_b_c() {
-    let _serial = serial();
-    if !php_installed() {
-        return;
-    }
-    let path = script("cpu_chain.php");
-    let at = |m: &str| line_of(&path, m);
-    let file = Some(path.clone());
-    let one = |name, line: u32| Expect { name, file: file.clone(), lines: line..=line, native_before: false };
+    let Some(script) = PHP.begin("cpu_chain.php") else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
     let expected = [
-        one("{main}", at("main")),
-        one("Chain\\a", at("a")),
-        one("Chain\\Worker::b", at("b")),
-        Expect { name: "Chain\\c", file: file.clone(), lines: at("c_first")..=at("c_last"), native_before: false },
+        Expect::at("{main}", &path, at("main")),
+        Expect::at("Chain\\a", &path, at("a")),
+        Expect::at("Chain\\Worker::b", &path, at("b")),
+        Expect::within("Chain\\c", &path, at("c_first")..=at("c_last")),
     ];
-    chain_test("cpu_chain.php", &expected);
+    PHP.chain_test(&path, &expected);
 }
 
 #[test]
 fn usort_callback_is_called_back_from_c() {
-    let _serial = serial();
-    if !php_installed() {
-        return;
-    }
-    let path = script("usort_callback.php");
-    let at = |m: &str| line_of(&path, m);
-    let file = Some(path.clone());
-    let one = |name, line: u32, native_before| Expect { name, file: file.clone(), lines: line..=line, native_before };
+    let Some(script) = PHP.begin("usort_callback.php") else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
     let expected = [
-        one("{main}", at("main"), false),
-        one("Chain\\a", at("a"), false),
+        Expect::at("{main}", &path, at("main")),
+        Expect::at("Chain\\a", &path, at("a")),
         // A function written in C: its frame stands where the VM called
         // it; its own native frames (zend_sort, zend_call_function, ...)
         // lie below it, up to the callback's execute_ex run.
-        Expect { name: "usort", file: None, lines: 0..=0, native_before: false },
-        one("Chain\\Worker::compare", at("compare"), true),
-        Expect { name: "Chain\\c", file: file.clone(), lines: at("c_first")..=at("c_last"), native_before: false },
+        Expect::builtin("usort"),
+        Expect::at("Chain\\Worker::compare", &path, at("compare")).after_native(),
+        Expect::within("Chain\\c", &path, at("c_first")..=at("c_last")),
     ];
-    chain_test("usort_callback.php", &expected);
+    PHP.chain_test(&path, &expected);
+}
+
+/// The opcache JIT compiling every function at load (`opcache.jit=1205`):
+/// its machine code lies in anonymous memory without unwind tables, so a
+/// stack through it ends there (`unwind_stopped.no_unwind_info`): its PHP
+/// frames are lost, never named wrongly.
+#[test]
+fn opcache_jit_code_ends_stacks_without_misnaming() {
+    let Some(script) = PHP.begin("cpu_chain.php") else { return };
+    let jit = ["-d", "opcache.enable_cli=1", "-d", "opcache.jit_buffer_size=16M", "-d", "opcache.jit=1205"];
+    let mut probe = Command::new(PHP.binary);
+    probe.args(jit).args(["-r", "exit(opcache_get_status()['jit']['on'] ? 0 : 1);"]);
+    if !probe.status().is_ok_and(|s| s.success()) {
+        assert!(!in_ci(), "{}'s opcache JIT is required under CI=true (Debian's php8.2-opcache has it)", PHP.binary);
+        eprintln!("SKIPPED: {} has no opcache JIT", PHP.binary);
+        return;
+    }
+    let (w, traces, stats) = PHP.profile(&jit, &script.path, false);
+    let known = ["{main}", "Chain\\a", "Chain\\Worker::b", "Chain\\c"];
+    let mut samples = 0;
+    for t in traces.iter().filter(|t| t.process.pid.0 == w.pid() && t.tid.0 == w.pid()) {
+        samples += 1;
+        for f in PHP.frames(t) {
+            if let LangFrame::Lang { name, .. } = f {
+                let name = name.unwrap_or_else(|| panic!("an unnamed PHP frame: {}", PHP.show(&PHP.frames(t))));
+                assert!(known.contains(&name.as_str()), "{name} is not a frame of the script");
+            }
+        }
+    }
+    let jit_ends = stats.unwind_stopped.get(UnwindStop::NoUnwindInfo);
+    eprintln!("opcache JIT: {samples} main-thread samples, {jit_ends} stacks ended in code without unwind tables");
+    assert!(samples >= MIN_SAMPLES, "only {samples} samples");
+    assert!(jit_ends > samples as u64 / 2, "most stacks end in JIT code: {:?}", stats.unwind_stopped);
+}
+
+/// PHP-FPM (`php-fpm8.2`, Debian's `php8.2-fpm`): one worker (`pm =
+/// static`) serves many short requests, sent by the FastCGI client below
+/// as fast as it answers; each runs `{main} -> Chain\a -> Chain\Worker::b
+/// -> Chain\c`. The worker's samples at `Chain\c` carry the whole chain,
+/// from the request's own frames only (the previous request's are gone).
+#[test]
+fn fpm_worker_requests_carry_the_chain() {
+    let Some(script) = PHP.begin("cpu_chain.php") else { return };
+    let fpm = Path::new(PHP_FPM);
+    if !fpm.exists() {
+        assert!(!in_ci(), "{PHP_FPM} is required under CI=true (apt-get install php8.2-fpm)");
+        eprintln!("SKIPPED: {PHP_FPM} is not installed");
+        return;
+    }
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
+    let dir = std::env::temp_dir().join(format!("ep-php-fpm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("fpm.sock");
+    let config = dir.join("fpm.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "[global]\nerror_log = {}\ndaemonize = no\n[pool]\nlisten = {}\npm = static\npm.max_children = 1\n",
+            dir.join("fpm.log").display(),
+            socket.display()
+        ),
+    )
+    .unwrap();
+    // -R: the pool may run as root (the test's user).
+    let master = Workload::spawn(Command::new(fpm).arg("-F").arg("-R").arg("-y").arg(&config));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let worker = loop {
+        let children =
+            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", master.pid())).unwrap_or_default();
+        match children.split_whitespace().next() {
+            Some(pid) if socket.exists() => break pid.parse::<u32>().unwrap(),
+            _ => {
+                assert!(
+                    Instant::now() < deadline,
+                    "php-fpm did not start: {:?}",
+                    std::fs::read_to_string(dir.join("fpm.log"))
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    let _worker = KillOnDrop(worker);
+    let stop = AtomicBool::new(false);
+    let (served, (traces, stats)) = std::thread::scope(|s| {
+        let client = s.spawn(|| {
+            let mut served = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let body = fastcgi::get(&socket, &path);
+                assert!(body.contains("chain 350000"), "the request's answer: {body}");
+                served += 1;
+            }
+            served
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let config = AgentConfig { samples_per_second: HZ, pids: vec![worker], ..AgentConfig::default() };
+        let profiled = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS)));
+        stop.store(true, Ordering::Relaxed);
+        (client.join().unwrap(), profiled.expect("no BPF here"))
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("php-fpm: {served} requests served");
+    assert!(served >= 100, "only {served} requests");
+    let expected = [
+        Expect::at("{main}", &path, at("request")),
+        Expect::at("Chain\\a", &path, at("a")),
+        Expect::at("Chain\\Worker::b", &path, at("b")),
+        // FPM runs opcache's optimizer: the loop's specialised handlers do
+        // not save the opline in the frame, so the leaf's line is the one
+        // last saved there (the `return`, line 14, in the runs here): any
+        // line of c, then. The callers' lines are their calls.
+        Expect::within("Chain\\c", &path, at("c_start")..=at("c_end")),
+    ];
+    // Under opcache each request runs a copy of the script's op array
+    // (`{main}`), freed when the request ends: user space names it once a
+    // read catches it live, and keeps the name. The samples from the
+    // first whole chain on are checked; the ones before it are counted.
+    let mut sorted: Vec<&Trace> = traces.iter().filter(|t| t.process.pid.0 == worker).collect();
+    sorted.sort_by_key(|t| t.timestamp_unix_ns);
+    let first = sorted.iter().position(|t| matches(&PHP.frames(t), &expected)).unwrap_or(sorted.len());
+    eprintln!("php-fpm worker: {first} of {} samples before the first whole chain", sorted.len());
+    assert!(first * 10 <= sorted.len(), "{first} of {} samples before the first whole chain", sorted.len());
+    let later: Vec<Trace> = sorted[first..].iter().map(|t| (*t).clone()).collect();
+    PHP.check_served("php-fpm worker", &later, &stats, worker, &expected);
+}
+
+const PHP_FPM: &str = "/usr/sbin/php-fpm8.2";
+
+/// Kills a process not started by the test (the FPM worker) when dropped.
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on a pid; at worst the process is gone.
+        unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+    }
+}
+
+/// The least of a FastCGI client (the protocol's records, version 1):
+/// one GET of a script per connection.
+mod fastcgi {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    use std::path::Path;
+
+    const BEGIN_REQUEST: u8 = 1;
+    const END_REQUEST: u8 = 3;
+    const PARAMS: u8 = 4;
+    const STDIN: u8 = 5;
+    const STDOUT: u8 = 6;
+    const RESPONDER: u16 = 1;
+    const ID: u16 = 1;
+
+    fn record(out: &mut Vec<u8>, kind: u8, content: &[u8]) {
+        let len = u16::try_from(content.len()).expect("a short record");
+        out.extend_from_slice(&[1, kind]);
+        out.extend_from_slice(&ID.to_be_bytes());
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(content);
+    }
+
+    fn pair(out: &mut Vec<u8>, name: &str, value: &str) {
+        for len in [name.len(), value.len()] {
+            if len < 128 {
+                out.push(len as u8);
+            } else {
+                out.extend_from_slice(&(len as u32 | 0x8000_0000).to_be_bytes());
+            }
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(value.as_bytes());
+    }
+
+    /// Runs `script` through the server at `socket`; its standard output.
+    pub fn get(socket: &Path, script: &Path) -> String {
+        let mut request = Vec::new();
+        let mut begin = RESPONDER.to_be_bytes().to_vec();
+        begin.extend_from_slice(&[0; 6]); // flags 0: the server closes the connection
+        record(&mut request, BEGIN_REQUEST, &begin);
+        let mut params = Vec::new();
+        let script = script.to_str().unwrap();
+        pair(&mut params, "SCRIPT_FILENAME", script);
+        pair(&mut params, "SCRIPT_NAME", script);
+        pair(&mut params, "REQUEST_METHOD", "GET");
+        pair(&mut params, "QUERY_STRING", "");
+        record(&mut request, PARAMS, &params);
+        record(&mut request, PARAMS, &[]);
+        record(&mut request, STDIN, &[]);
+        let mut stream = UnixStream::connect(socket).unwrap();
+        stream.write_all(&request).unwrap();
+        let mut reply = Vec::new();
+        stream.read_to_end(&mut reply).unwrap();
+        let (mut stdout, mut at, mut ended) = (Vec::new(), 0, false);
+        while let Some(header) = reply.get(at..at + 8) {
+            let len = u16::from_be_bytes([header[4], header[5]]) as usize;
+            let content = reply.get(at + 8..at + 8 + len).expect("a whole record");
+            match header[1] {
+                STDOUT => stdout.extend_from_slice(content),
+                END_REQUEST => ended = true,
+                _ => {}
+            }
+            at += 8 + len + header[6] as usize;
+        }
+        assert!(ended, "no end of request in {} bytes", reply.len());
+        String::from_utf8_lossy(&stdout).into_owned()
+    }
 }

@@ -13,7 +13,7 @@
 //! workload's script), and only native or kernel code inside c.
 
 use profiler_agent::{AgentConfig, Stats};
-use profiler_tests::{in_ci, profile_with, serial, FrameDesc, Workload};
+use profiler_tests::{in_ci, profile_with, report_runtime, serial, Completeness, FrameDesc, Workload};
 use profiler_trace::{FrameKind, Trace};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -252,36 +252,6 @@ fn matches(frames: &[Expanded], pattern: &[P], spec: &Spec) -> bool {
     }
 }
 
-#[derive(Debug, Default)]
-struct Completeness {
-    example: Option<String>,
-    at_leaf: usize,
-    complete: usize,
-    elsewhere: usize,
-    other: Option<String>,
-    /// Samples without JavaScript (the event loop between callbacks).
-    no_js: usize,
-    inlined: usize,
-    failures: Vec<String>,
-}
-
-impl Completeness {
-    fn fail(&mut self, frames: &[Expanded]) {
-        self.at_leaf += 1;
-        if self.failures.len() < 6 {
-            self.failures.push(show(frames));
-        }
-    }
-
-    fn ratio(&self) -> f64 {
-        if self.at_leaf == 0 {
-            0.0
-        } else {
-            self.complete as f64 / self.at_leaf as f64
-        }
-    }
-}
-
 /// Which frames of the workload's must have their lines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Lines {
@@ -322,25 +292,25 @@ fn check(traces: &[Trace], pid: u32, spec: &Spec, lines: Lines) -> Completeness 
     let kind = |t: &Trace| t.off_cpu_ns.is_some() == spec.off_cpu;
     for t in traces.iter().filter(|t| t.process.pid.0 == pid && thread(t.tid.0) && kind(t)) {
         let frames = expand(t);
+        let shown = || show(&frames);
         let Some(innermost) = frames.iter().rev().find(|f| f.desc.kind == FrameKind::V8Js) else {
             if spec.immediate {
                 // Between two callbacks: the event loop, a GC task.
-                c.no_js += 1;
+                c.without_runtime += 1;
             } else {
                 // Node's main thread runs JavaScript all the time here.
-                c.fail(&frames);
+                c.fail(shown);
             }
             continue;
         };
         match innermost.desc.name.as_deref() {
             Some(name) if name == spec.leaf => {}
             Some(_) => {
-                c.other.get_or_insert_with(|| show(&frames));
-                c.elsewhere += 1;
+                c.other(shown);
                 continue;
             }
             None => {
-                c.fail(&frames);
+                c.fail(shown);
                 continue;
             }
         }
@@ -348,53 +318,19 @@ fn check(traces: &[Trace], pid: u32, spec: &Spec, lines: Lines) -> Completeness 
             c.inlined += 1;
         }
         if matches(&frames, &pattern, spec) && (lines == Lines::None || lines_ok(&frames, spec, lines)) {
-            c.at_leaf += 1;
-            c.complete += 1;
-            c.example.get_or_insert_with(|| show(&frames));
+            c.pass(shown);
         } else {
-            c.fail(&frames);
+            c.fail(shown);
         }
     }
     c
 }
 
+/// [`report_runtime`], and few samples without JavaScript.
 fn report(what: &str, c: &Completeness, stats: &Stats) {
-    if stats.bpf_runs > 0 {
-        let ns = stats.bpf_run_time_ns as f64 / stats.bpf_runs as f64;
-        eprintln!("{what}: BPF {ns:.0} ns per sample (all processes)");
-    }
-    eprintln!(
-        "completeness {what}: {}/{} = {:.1}% ({} samples elsewhere, {} without JavaScript, {} with inlined frames)",
-        c.complete,
-        c.at_leaf,
-        100.0 * c.ratio(),
-        c.elsewhere,
-        c.no_js,
-        c.inlined
-    );
-    eprintln!("  elsewhere e.g. {}", c.other.as_deref().unwrap_or("-"));
-    eprintln!("  e.g. {}", c.example.as_deref().unwrap_or("-"));
-    for f in &c.failures {
-        let tail = f.len().saturating_sub(700);
-        eprintln!("  failed: ...{}", f.get(tail..).unwrap_or(f));
-    }
-    let v8 = stats.runtimes.0.iter().find(|(r, _)| *r == "v8").map(|(_, c)| c.clone());
-    eprintln!("  v8 counters: {v8:?}");
-    let counter = |name| stats.runtimes.get("v8", name);
-    assert!(counter("frames") > 0 && counter("tail_calls") > 0, "{what}: no JavaScript frame recorded: {stats:#?}");
-    assert!(counter("frames_named") >= counter("frames_unknown"), "{what}: mostly unnamed: {stats:#?}");
-    assert_eq!(counter("unsupported") + counter("attach_failures"), 0, "{what}: {stats:#?}");
-    assert!(c.no_js * 4 <= c.at_leaf, "{what}: {} samples without JavaScript: {c:?}", c.no_js);
-    assert!(c.at_leaf >= MIN_SAMPLES, "{what}: only {} samples at the leaf; {stats:#?}", c.at_leaf);
-    assert!(
-        c.ratio() >= REQUIRED,
-        "{what}: {} of {} samples at the leaf carry the whole chain ({:.1}%); some that do not (root \
-         first):\n{}\n{stats:#?}",
-        c.complete,
-        c.at_leaf,
-        100.0 * c.ratio(),
-        c.failures.join("\n")
-    );
+    eprintln!("{what}: {} samples without JavaScript", c.without_runtime);
+    assert!(c.without_runtime * 4 <= c.at_leaf, "{what}: {} samples without JavaScript: {c:?}", c.without_runtime);
+    report_runtime(what, "v8", c, MIN_SAMPLES, REQUIRED, stats);
 }
 
 /// Node ([`NODE`], or `$EP_TEST_NODE`: another build to try), or `None`

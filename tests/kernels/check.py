@@ -5,15 +5,33 @@ program was rejected). Writes OUT/summary.json for run.sh's table.
 
 Usage: check.py OUT EXPECT   (EXPECT: task_pt_regs=yes|fallback)
 """
+import glob
 import json
 import os
+import re
 import sys
 
-PROGRAMS = [
-    "on_cpu_sample", "native_unwind", "python_unwind", "on_process_exit", "on_process_exec",
-    # off-CPU profiling (smoke.sh runs with --off-cpu)
-    "on_sched_switch", "native_off_cpu", "python_off_cpu",
-]
+EBPF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ebpf")
+# The kernel keeps the first 15 bytes of a program's name.
+PROG_NAME_LEN = 15
+
+
+def defined_programs(ebpf=EBPF):
+    """Every program of the agent's BPF object: each function defined
+    right after a SEC(...) in ebpf/, so that a new one cannot be left
+    out. smoke.sh runs the agent with --off-cpu: all of them load."""
+    found = set()
+    for path in sorted(glob.glob(os.path.join(ebpf, "*.c")) + glob.glob(os.path.join(ebpf, "*.h"))):
+        with open(path) as f:
+            text = f.read()
+        for name in re.findall(r'^SEC\("[^"]+"\)\s*\n\s*int\s+(\w+)\s*\(', text, re.M):
+            found.add(name[:PROG_NAME_LEN])
+    if not found:
+        raise SystemExit(f"check.py: no BPF program found under {ebpf}")
+    return sorted(found)
+
+
+PROGRAMS = defined_programs()
 LIBC_ROOT = ["_start", "__libc_start_main", "__libc_start_call_main", "main"]
 NATIVE = LIBC_ROOT + ["chain_1", "chain_2", "chain_3", "chain_4", "chain_leaf"]
 GO = ["runtime.goexit", "runtime.main", "main.main", "main.chain1", "main.chain2", "main.chain3", "main.chainLeaf"]

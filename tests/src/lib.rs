@@ -12,6 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+pub mod runtime_chain;
+
 /// Tests that load BPF run one at a time: they measure CPU shares, and
 /// two agents sampling at once would compete for the 2 CPUs.
 pub fn serial() -> MutexGuard<'static, ()> {
@@ -332,7 +334,7 @@ pub fn matches_chain<S: AsRef<str>>(frames: &[FrameDesc], pattern: &[Step<S>]) -
 }
 
 /// How many of a pid's samples at a leaf carry the whole expected chain.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Completeness {
     /// Samples whose innermost user frame is the leaf, or is not resolved
     /// at all (a stack that could not even be attributed counts as a
@@ -342,14 +344,65 @@ pub struct Completeness {
     pub complete: usize,
     /// A few that did not match, root first.
     pub failures: Vec<String>,
+    /// Samples whose innermost frame of the runtime is another function
+    /// (not counted at the leaf).
+    pub elsewhere: usize,
+    /// One of them, for the log.
+    pub elsewhere_example: Option<String>,
+    /// Samples without a frame of the runtime that a test lets pass (not
+    /// counted at the leaf).
+    pub without_runtime: usize,
+    /// Samples at the leaf with a frame inlined into another one.
+    pub inlined: usize,
+    /// One whole stack at the leaf, for the log.
+    pub example: Option<String>,
 }
 
 impl Completeness {
+    /// A sample at the leaf with the whole chain (`shown`: the stack).
+    pub fn pass(&mut self, shown: impl FnOnce() -> String) {
+        self.at_leaf += 1;
+        self.complete += 1;
+        if self.example.is_none() {
+            self.example = Some(shown());
+        }
+    }
+
+    /// A sample at the leaf without the whole chain.
+    pub fn fail(&mut self, shown: impl FnOnce() -> String) {
+        self.at_leaf += 1;
+        if self.failures.len() < 6 {
+            self.failures.push(shown());
+        }
+    }
+
+    /// A sample whose innermost frame of the runtime is another function.
+    pub fn other(&mut self, shown: impl FnOnce() -> String) {
+        self.elsewhere += 1;
+        if self.elsewhere_example.is_none() {
+            self.elsewhere_example = Some(shown());
+        }
+    }
+
     /// Asserts at least `min_samples` samples at the leaf, `required` of
     /// them with the whole chain; prints the figures and, on failure, a few
     /// stacks that miss the chain and the agent's `stats`.
     pub fn assert_whole(&self, what: &str, min_samples: usize, required: f64, stats: &Stats) {
-        eprintln!("completeness {what}: {}/{} = {:.1}%", self.complete, self.at_leaf, 100.0 * self.ratio());
+        let mut also = Vec::new();
+        if self.elsewhere > 0 {
+            also.push(format!("{} samples elsewhere", self.elsewhere));
+        }
+        if self.inlined > 0 {
+            also.push(format!("{} with inlined frames", self.inlined));
+        }
+        let also = if also.is_empty() { String::new() } else { format!(" ({})", also.join(", ")) };
+        eprintln!(
+            "completeness {what}: {}/{} = {:.1}%{also}{}",
+            self.complete,
+            self.at_leaf,
+            100.0 * self.ratio(),
+            bpf_cost(stats)
+        );
         assert!(self.at_leaf >= min_samples, "{what}: only {} samples at the leaf; {stats:#?}", self.at_leaf);
         assert!(
             self.ratio() >= required,
@@ -372,10 +425,39 @@ impl Completeness {
     }
 }
 
+/// The BPF time per sample of a run, for the log (`; BPF 1234 ns per
+/// sample (all processes)`), or nothing when the kernel did not count it.
+pub fn bpf_cost(stats: &Stats) -> String {
+    if stats.bpf_runs == 0 {
+        return String::new();
+    }
+    format!("; BPF {:.0} ns per sample (all processes)", stats.bpf_run_time_ns as f64 / stats.bpf_runs as f64)
+}
+
+/// The report of a chain test of a runtime whose unwinder attaches to
+/// processes (`v8`, `hotspot`): prints an example and the runtime's
+/// counters, asserts that frames were recorded and mostly named and that
+/// nothing was unsupported, then [`Completeness::assert_whole`].
+pub fn report_runtime(what: &str, runtime: &str, c: &Completeness, min_samples: usize, required: f64, stats: &Stats) {
+    eprintln!("  e.g. {}", c.example.as_deref().unwrap_or("-"));
+    eprintln!("  elsewhere e.g. {}", c.elsewhere_example.as_deref().unwrap_or("-"));
+    for f in &c.failures {
+        let tail = f.len().saturating_sub(700);
+        eprintln!("  failed: ...{}", f.get(tail..).unwrap_or(f));
+    }
+    let counters = stats.runtimes.0.iter().find(|(r, _)| *r == runtime).map(|(_, c)| c.clone());
+    eprintln!("  {runtime} counters: {counters:?}");
+    let counter = |name| stats.runtimes.get(runtime, name);
+    assert!(counter("frames") > 0 && counter("tail_calls") > 0, "{what}: no {runtime} frame recorded: {stats:#?}");
+    assert!(counter("frames_named") >= counter("frames_unknown"), "{what}: mostly unnamed: {stats:#?}");
+    assert_eq!(counter("unsupported") + counter("attach_failures"), 0, "{what}: {stats:#?}");
+    c.assert_whole(what, min_samples, required, stats);
+}
+
 /// Checks the samples of `pid` whose leaf frame satisfies `leaf` against
 /// `pattern` (root first).
 pub fn completeness<S: AsRef<str>>(traces: &[Trace], pid: u32, leaf: Step<S>, pattern: &[Step<S>]) -> Completeness {
-    let mut c = Completeness { at_leaf: 0, complete: 0, failures: Vec::new() };
+    let mut c = Completeness::default();
     for t in traces.iter().filter(|t| t.process.pid.0 == pid) {
         let frames = user_frames(t);
         let Some(innermost) = frames.last() else { continue };
@@ -383,11 +465,11 @@ pub fn completeness<S: AsRef<str>>(traces: &[Trace], pid: u32, leaf: Step<S>, pa
         if !unresolved && !step_matches_one(&leaf, innermost) {
             continue;
         }
-        c.at_leaf += 1;
+        let shown = || frames.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(";");
         if matches_chain(&frames, pattern) {
-            c.complete += 1;
-        } else if c.failures.len() < 5 {
-            c.failures.push(frames.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(";"));
+            c.pass(shown);
+        } else {
+            c.fail(shown);
         }
     }
     c

@@ -1,18 +1,18 @@
 <?php
 // tests/php.rs: {main} -> Chain\a -> Chain\Worker::b -> Chain\c, c
-// spinning in VM instructions. Lines the test expects end in
-// "// line:<name>".
+// spinning in VM instructions: for ever from the CLI, once per request
+// under PHP-FPM. Lines the test expects end in "// line:<name>".
 
 namespace Chain;
 
-function c(int $n): int
+function c(int $n): int // line:c_start
 {
     $sum = 0;
     for ($i = 0; $i < $n; $i++) { // line:c_first
         $sum += $i & 7;
     } // line:c_last
     return $sum;
-}
+} // line:c_end
 
 class Worker
 {
@@ -22,12 +22,17 @@ class Worker
     }
 }
 
-function a(Worker $w): int
+function a(Worker $w, int $n): int
 {
-    return $w->b(2000); // line:a
+    return $w->b($n); // line:a
 }
 
 $w = new Worker();
+if (PHP_SAPI === 'fpm-fcgi') {
+    // One short request (a few milliseconds).
+    echo "chain ", a($w, 100000), "\n"; // line:request
+    return;
+}
 while (true) {
-    a($w); // line:main
+    a($w, 2000); // line:main
 }
