@@ -341,6 +341,41 @@ impl ElfFile {
 
     /// `(address, size)` of the first defined symbol named `name` that
     /// `accept` takes.
+    /// Which of `names` the file defines (symbols of any kind, in
+    /// `.symtab` or `.dynsym`): one pass over the tables for all of them,
+    /// where [`ElfFile::symbol_address`] makes one per name.
+    pub fn defines_symbols(&self, names: &[&str]) -> Vec<bool> {
+        let mut found = vec![false; names.len()];
+        // Their first two bytes: most names of a big table (`_Z...`,
+        // `_R...`) go no further than this.
+        let heads: Vec<[u8; 2]> = names
+            .iter()
+            .map(|n| [n.as_bytes().first().copied().unwrap_or(0), n.as_bytes().get(1).copied().unwrap_or(0)])
+            .collect();
+        let data = self.data();
+        for (table, _) in tables(self, data) {
+            let Ok(table) = table else { continue };
+            let strtab = &data[table.strtab.0..table.strtab.0 + table.strtab.1];
+            for e in table.entries() {
+                if e.shndx == SHN_UNDEF {
+                    continue;
+                }
+                let Some(head) = strtab.get(e.name as usize..) else { continue };
+                let first_two = [head.first().copied().unwrap_or(0), head.get(1).copied().unwrap_or(0)];
+                if !heads.contains(&first_two) {
+                    continue;
+                }
+                for (i, name) in names.iter().enumerate() {
+                    let name = name.as_bytes();
+                    if !found[i] && head.len() > name.len() && head.starts_with(name) && head[name.len()] == 0 {
+                        found[i] = true;
+                    }
+                }
+            }
+        }
+        found
+    }
+
     fn scan_symbols(&self, name: &str, accept: impl Fn(&Entry) -> bool) -> Option<(u64, u64)> {
         let name = name.as_bytes();
         let data = self.data();

@@ -141,9 +141,20 @@ impl Registry {
     /// recognises it wins) and holds what it found until
     /// [`Registry::file_loaded`] or the next inspection.
     pub fn inspect(&self, file_id: TableKey, elf: &ElfFile, path: &str) -> Inspection {
-        let found = self.runtimes.iter().enumerate().find_map(|(i, r)| match r.detect_file(elf, path) {
-            FileDetection::NotFound => None,
-            other => Some((RuntimeId(i), other)),
+        let markers: Vec<&str> = self.runtimes.iter().flat_map(|r| r.marker_symbols().iter().copied()).collect();
+        let defined = elf.defines_symbols(&markers);
+        let mut next_marker = 0;
+        let found = self.runtimes.iter().enumerate().find_map(|(i, r)| {
+            let count = r.marker_symbols().len();
+            let marked = count == 0 || defined[next_marker..next_marker + count].iter().any(|&d| d);
+            next_marker += count;
+            if !marked {
+                return None;
+            }
+            match r.detect_file(elf, path) {
+                FileDetection::NotFound => None,
+                other => Some((RuntimeId(i), other)),
+            }
         });
         let mut state = self.lock();
         // An earlier file analysed and never loaded is not coming.
@@ -514,6 +525,47 @@ mod tests {
         assert!(r.file_unloaded(key(1)).is_none(), "unloaded once");
         assert_eq!(r.inspect(key(2), &elf, "native"), Inspection::Nothing);
         assert!(r.is_empty());
+    }
+
+    /// `Fake` behind marker symbols: asked only about a file that defines
+    /// one of them (the test binary defines `main`, not the other).
+    struct Marked(&'static [&'static str]);
+    impl Runtime for Marked {
+        fn name(&self) -> &'static str {
+            "Marked"
+        }
+        fn frame_kind(&self) -> FrameKind {
+            Fake.frame_kind()
+        }
+        fn unwinder(&self) -> InterpreterUnwinder {
+            Fake.unwinder()
+        }
+        fn owns_frame(&self, word: u64) -> bool {
+            Fake.owns_frame(word)
+        }
+        fn frame_address(&self, word: u64) -> u64 {
+            Fake.frame_address(word)
+        }
+        fn marker_symbols(&self) -> &'static [&'static str] {
+            self.0
+        }
+        fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
+            Fake.detect_file(elf, path)
+        }
+        fn namer(&self) -> Box<dyn FrameNamer> {
+            unreachable!()
+        }
+    }
+
+    #[test]
+    fn runtimes_see_only_files_with_their_marker_symbols() {
+        let elf = elf();
+        let absent: &'static [&'static str] = &["no_such_symbol_in_any_file", "nor_this"];
+        let r = Registry::new(vec![Box::new(Marked(absent)), Box::new(Marked(&["nor_this", "main"]))]);
+        assert_eq!(r.inspect(key(1), &elf, "fake1"), Inspection::Found(RuntimeId(1)));
+        let r = Registry::new(vec![Box::new(Marked(absent)), Box::new(Named("Other"))]);
+        assert_eq!(r.inspect(key(2), &elf, "fake1"), Inspection::Nothing);
+        assert_eq!(elf.defines_symbols(&["main", "no_such_symbol_in_any_file", "mai"]), [true, false, false]);
     }
 
     #[test]

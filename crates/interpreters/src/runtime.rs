@@ -34,6 +34,15 @@ pub trait Runtime: Send + Sync {
     /// offset), from its frame word.
     fn frame_address(&self, word: u64) -> u64;
 
+    /// Symbols of which a file of this runtime defines at least one: a
+    /// file defining none of them is not given to
+    /// [`Runtime::detect_file`] (every file mapped is looked at, and one
+    /// pass over its symbol tables for every runtime costs less than one
+    /// per runtime). Empty (the default): every file is.
+    fn marker_symbols(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Looks for the runtime in an executable file (`path` is its name,
     /// for what only the name tells). Never reads more of the file than
     /// the few symbols it needs.

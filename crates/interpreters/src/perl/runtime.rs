@@ -101,6 +101,10 @@ impl Runtime for Perl {
         }
     }
 
+    fn marker_symbols(&self) -> &'static [&'static str] {
+        &["Perl_runops_standard"]
+    }
+
     fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
         match detect(elf, path) {
             Detection::NotPerl => FileDetection::NotFound,

@@ -85,6 +85,10 @@ impl Runtime for Php {
         decode_word(word).and_then(|w| w.line).map_or(0, u64::from)
     }
 
+    fn marker_symbols(&self) -> &'static [&'static str] {
+        &["zend_execute_ex"]
+    }
+
     fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
         match detect(elf, path) {
             Detection::NotPhp => FileDetection::NotFound,

@@ -50,6 +50,10 @@ impl Runtime for CPython {
         }
     }
 
+    fn marker_symbols(&self) -> &'static [&'static str] {
+        &[super::EVAL_LOOP]
+    }
+
     fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
         match detect(elf, path) {
             Detection::NotPython => FileDetection::NotFound,

@@ -68,6 +68,10 @@ impl Runtime for CRuby {
         decode_word(word).and_then(|(_, pos)| pos).unwrap_or(0)
     }
 
+    fn marker_symbols(&self) -> &'static [&'static str] {
+        &["ruby_current_vm_ptr", "ruby_current_execution_context_ptr"]
+    }
+
     fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
         match detect(elf, path) {
             Detection::NotRuby => FileDetection::NotFound,

@@ -98,6 +98,10 @@ impl Runtime for V8 {
         V8Word::decode(word).map_or(word, |w| u64::from(w.offset))
     }
 
+    fn marker_symbols(&self) -> &'static [&'static str] {
+        &["v8dbg_SmiTagMask"]
+    }
+
     fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
         match detect(elf, path) {
             Detection::NotV8 => FileDetection::NotFound,
