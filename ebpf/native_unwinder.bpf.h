@@ -173,6 +173,8 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 		/* The trampoline is not a frame of its own: the interrupted
 		 * code is, with an exact pc. */
 		event->user_frames = n;
+		if (!ARCH_HAS_X86_SIGNAL_FRAME)
+			return UNWIND_STOP_ARCH_UNSUPPORTED;
 		u64 regs[(UCONTEXT_RIP - UCONTEXT_RBP) / 8 + 1];
 		if (bpf_probe_read_user(regs, sizeof(regs), (const void *)(state->sp + UCONTEXT_RBP)))
 			return UNWIND_STOP_READ_ERROR;
@@ -202,6 +204,8 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 		cfa += (s64)rule->deref_outer;
 		break;
 	case RULE_KIND_PLT:
+		if (!ARCH_HAS_X86_PLT_RULE)
+			return UNWIND_STOP_ARCH_UNSUPPORTED;
 		cfa = state->sp + 8 + ((pc & 15) >= rule->plt_threshold ? 8 : 0);
 		break;
 	case RULE_KIND_STACK_SWITCH:
@@ -219,7 +223,7 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 	if (cfa <= state->sp && rule->kind != RULE_KIND_STACK_SWITCH)
 		return UNWIND_STOP_BAD_SP;
 	u64 return_address;
-	if (read_user_u64(&return_address, cfa - 8))
+	if (read_user_u64(&return_address, cfa - ARCH_RETURN_ADDRESS_BELOW_CFA))
 		return UNWIND_STOP_READ_ERROR;
 	switch (rule->rbp_kind) {
 	case RBP_AT_CFA:

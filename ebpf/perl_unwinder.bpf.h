@@ -102,7 +102,7 @@ static __always_inline bool perl_find_interpreter(struct sample_record *record)
 		if (perl->has_tls) {
 			/* The thread's own (static TLS of the executable). */
 			struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-			u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+			u64 fsbase = arch_thread_pointer(task);
 			if (fsbase && read_user_u64(&interpreter, fsbase + perl->tls_offset))
 				interpreter = 0;
 		}

@@ -11,6 +11,7 @@
 #include "include/vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
+#include "arch.h"
 #include "types.h"
 #include "maps.h"
 #include "helpers.h"
@@ -30,9 +31,8 @@ const volatile bool select_descendants = false;
 /* Set by user space before load when the kernel has bpf_task_pt_regs
  * (Linux 5.15). Without it, the user registers of a task sampled in the
  * kernel are found at the top of its kernel stack: task->stack +
- * thread_size - sizeof(struct pt_regs) (x86-64 has no
- * TOP_OF_KERNEL_STACK_PADDING). The verifier drops the branch not taken,
- * so the helper need not exist when unused. */
+ * thread_size - ARCH_SAVED_REGS_SIZE (arch.h). The verifier drops the
+ * branch not taken, so the helper need not exist when unused. */
 const volatile bool have_task_pt_regs = false;
 /* THREAD_SIZE of the running kernel: 16 KiB on x86-64, 32 KiB with
  * KASAN. Only used without bpf_task_pt_regs. */
@@ -55,22 +55,23 @@ static __always_inline int saved_user_registers(struct unwind_state *state)
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	if (!BPF_CORE_READ(task, mm))
 		return UNWIND_STOP_KERNEL_THREAD;
-	struct pt_regs regs;
+	/* The kernel's pt_regs starts with the user registers (arch.h). */
+	bpf_user_pt_regs_t regs;
 	const void *saved;
 	if (have_task_pt_regs) {
 		saved = (const void *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	} else {
 		void *stack = BPF_CORE_READ(task, stack);
-		saved = stack + thread_size - sizeof(struct pt_regs);
+		saved = stack + thread_size - ARCH_SAVED_REGS_SIZE;
 	}
 	if (!saved || bpf_probe_read_kernel(&regs, sizeof(regs), saved))
 		return UNWIND_STOP_NO_USER_REGS;
 	/* A task that never ran in user space (or a corrupt frame). */
-	if ((regs.cs & 3) != 3)
+	if (!arch_user_mode(&regs))
 		return UNWIND_STOP_NO_USER_REGS;
-	state->pc = regs.ip;
-	state->sp = regs.sp;
-	state->fp = regs.bp;
+	state->pc = arch_regs_pc(&regs);
+	state->sp = arch_regs_sp(&regs);
+	state->fp = arch_regs_fp(&regs);
 	return STEP_CONTINUE;
 }
 
@@ -79,10 +80,10 @@ static __always_inline int saved_user_registers(struct unwind_state *state)
  * Returns an unwind_stop reason, or STEP_CONTINUE when state is set. */
 static __always_inline int user_registers(struct bpf_perf_event_data *ctx, struct unwind_state *state)
 {
-	if ((ctx->regs.cs & 3) == 3) {
-		state->pc = ctx->regs.ip;
-		state->sp = ctx->regs.sp;
-		state->fp = ctx->regs.bp;
+	if (arch_user_mode(&ctx->regs)) {
+		state->pc = arch_regs_pc(&ctx->regs);
+		state->sp = arch_regs_sp(&ctx->regs);
+		state->fp = arch_regs_fp(&ctx->regs);
 		return STEP_CONTINUE;
 	}
 	return saved_user_registers(state);

@@ -125,7 +125,7 @@ static __always_inline bool python_start(struct sample_record *record)
 	interp->py = *info;
 	struct python_file *py = &interp->py;
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+	u64 fsbase = arch_thread_pointer(task);
 	u64 thread_key = ((u64)record->event.pid << 32) | record->event.tid;
 	u64 tstate = python_thread_state(interp, thread_key, fsbase);
 	if (!tstate) {

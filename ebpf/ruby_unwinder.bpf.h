@@ -68,7 +68,7 @@ static __always_inline u64 ruby_execution_context(struct interp_state *interp)
 {
 	struct ruby_file *rb = &interp->rb;
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+	u64 fsbase = arch_thread_pointer(task);
 	if (!fsbase)
 		return 0;
 	u64 slot = interp->bias + rb->tls_vaddr;
@@ -80,13 +80,13 @@ static __always_inline u64 ruby_execution_context(struct interp_state *interp)
 			return 0;
 		variable = fsbase + offset;
 	} else {
-		/* glibc x86-64: tcbhead_t.dtv at fsbase + 8; dtv_t entries
+		/* glibc: tcbhead_t.dtv at ARCH_TLS_DTV_OFFSET; dtv_t entries
 		 * are 16 bytes, the module's block pointer first (-1 while
 		 * not allocated). */
 		u64 module = 0, dtv = 0, block = 0;
 		if (read_user_u64(&module, slot) || module == 0 || module > 0xffff)
 			return 0;
-		if (read_user_u64(&dtv, fsbase + 8) || !dtv)
+		if (read_user_u64(&dtv, fsbase + ARCH_TLS_DTV_OFFSET) || !dtv)
 			return 0;
 		if (read_user_u64(&block, dtv + 16 * module) || !block || block == (u64)-1)
 			return 0;

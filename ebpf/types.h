@@ -142,7 +142,10 @@ enum unwind_stop {
 	 * unwind (no code blob holds it, a frame could not be read): see
 	 * the COUNTER_HOTSPOT_* counters. */
 	UNWIND_STOP_HOTSPOT = 17,
-	UNWIND_STOP_COUNT = 18,
+	/* A frame this architecture's build cannot unwind yet (ebpf/arch.h:
+	 * on arm64, a PLT stub or a signal frame). */
+	UNWIND_STOP_ARCH_UNSUPPORTED = 18,
+	UNWIND_STOP_COUNT = 19,
 };
 
 /* One sample, as sent through the samples ring buffer. Only the header

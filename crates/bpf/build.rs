@@ -164,6 +164,7 @@ fn compile_contract_object(seen: &Seen, ebpf_dir: &Path, out_dir: &Path, clang: 
     let object = out_dir.join("contract.bpf.o");
     let status = Command::new(clang)
         .args(["-target", "bpf", "-g", "-O2", "-c", "-Wall", "-Werror"])
+        .arg(bpf_target_arch_define())
         .arg(format!("-I{}", ebpf_dir.display()))
         .arg(format!("-I{libbpf_include}"))
         .arg(&c_file)
@@ -172,6 +173,18 @@ fn compile_contract_object(seen: &Seen, ebpf_dir: &Path, out_dir: &Path, clang: 
         .status()
         .unwrap_or_else(|e| panic!("running {clang}: {e}"));
     assert!(status.success(), "{clang} could not compile {}", c_file.display());
+}
+
+/// The `__TARGET_ARCH_*` define ebpf/arch.h selects on, as libbpf-cargo
+/// passes it to the skeleton's compilation.
+fn bpf_target_arch_define() -> String {
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").expect("cargo sets CARGO_CFG_TARGET_ARCH");
+    let name = match arch.as_str() {
+        "x86_64" => "x86",
+        "aarch64" => "arm64",
+        other => panic!("no eBPF build for {other} (ebpf/arch.h: x86_64, aarch64)"),
+    };
+    format!("-D__TARGET_ARCH_{name}")
 }
 
 /// `path` as a regex that matches only itself.

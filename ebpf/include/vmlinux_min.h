@@ -4,7 +4,8 @@
  * bpftool and no kernel headers. Struct fields read from kernel memory
  * carry preserve_access_index: libbpf relocates their offsets against the
  * running kernel's BTF (CO-RE), so only the fields named here must exist,
- * not this exact layout. Values and layouts are the kernel's UAPI (x86-64).
+ * not this exact layout. Values and layouts are the kernel's UAPI, the
+ * registers and thread_struct per architecture (arch.h uses them).
  */
 #ifndef EP_VMLINUX_MIN_H
 #define EP_VMLINUX_MIN_H
@@ -73,6 +74,7 @@ enum {
 	BPF_RB_RING_SIZE = 1,
 };
 
+#if defined(__TARGET_ARCH_x86)
 /* arch/x86/include/uapi/asm/ptrace.h (x86-64): the layout the
  * perf_event program context exposes; fixed ABI, not relocated. */
 struct pt_regs {
@@ -100,6 +102,27 @@ struct pt_regs {
 };
 
 typedef struct pt_regs bpf_user_pt_regs_t;
+#elif defined(__TARGET_ARCH_arm64)
+/* arch/arm64/include/uapi/asm/ptrace.h: the perf_event program context's
+ * registers (bpf_user_pt_regs_t), and the start of the kernel's struct
+ * pt_regs (the user registers are its first member); fixed ABI. */
+struct user_pt_regs {
+	__u64 regs[31];
+	__u64 sp;
+	__u64 pc;
+	__u64 pstate;
+};
+
+typedef struct user_pt_regs bpf_user_pt_regs_t;
+
+/* Named by bpf_task_pt_regs's prototype; only its start is read, as a
+ * struct user_pt_regs. */
+struct pt_regs {
+	struct user_pt_regs user_regs;
+};
+#else
+#error "define __TARGET_ARCH_x86 or __TARGET_ARCH_arm64"
+#endif
 
 /* include/uapi/linux/bpf_perf_event.h */
 struct bpf_perf_event_data {
@@ -122,10 +145,23 @@ struct signal_struct {
 	atomic_t live;
 } __attribute__((preserve_access_index));
 
+#if defined(__TARGET_ARCH_x86)
 struct thread_struct {
 	/* the user fs base: the thread pointer (glibc's struct pthread) */
 	unsigned long fsbase;
 } __attribute__((preserve_access_index));
+#elif defined(__TARGET_ARCH_arm64)
+/* thread_struct.uw, the user-visible part (hardened usercopy region);
+ * CO-RE matches members by name, not this struct's name. */
+struct thread_struct_user {
+	/* TPIDR_EL0: the thread pointer */
+	unsigned long tp_value;
+} __attribute__((preserve_access_index));
+
+struct thread_struct {
+	struct thread_struct_user uw;
+} __attribute__((preserve_access_index));
+#endif
 
 struct task_struct {
 	struct thread_struct thread;

@@ -13,14 +13,14 @@
 //! [`FRAME_EXACT_PC`]), so traces need no special case. Interpreter loops
 //! are unwound as native frames.
 
+use crate::arch::{plt_cfa, RETURN_ADDRESS_BELOW_CFA, UCONTEXT_RBP, UCONTEXT_RIP, UCONTEXT_RSP};
 use crate::contract::c::{self, DELTA_SEARCH_STEPS};
 use crate::sample::StackCopy;
 use crate::types::{
     delta_page_key, PidMappingKey, PidMappingValue, UnwindRuleValue, UnwindStop, UserFrame, CFA_BASE_RBP,
     DELTA_PAGE_BITS, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO, MAPPING_KIND_PROCESS, PID_MAPPING_KEY_BITS,
     RBP_AT_CFA, RBP_AT_RBP, RULE_ID_INVALID, RULE_ID_NO_COVERAGE, RULE_ID_SIGNAL, RULE_ID_STOP,
-    RULE_ID_UNFOLLOWED_SWITCH, RULE_KIND_CFA, RULE_KIND_CFA_DEREF, RULE_KIND_PLT, RULE_KIND_STACK_SWITCH, UCONTEXT_RBP,
-    UCONTEXT_RIP, UCONTEXT_RSP,
+    RULE_ID_UNFOLLOWED_SWITCH, RULE_KIND_CFA, RULE_KIND_CFA_DEREF, RULE_KIND_PLT, RULE_KIND_STACK_SWITCH,
 };
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
@@ -145,7 +145,7 @@ fn unwind_into(
                 Ok(value) => value.wrapping_add(i64::from(rule.deref_outer) as u64),
                 Err(stop) => return stop,
             },
-            RULE_KIND_PLT => sp.wrapping_add(8 + if (pc & 15) >= u64::from(rule.plt_threshold) { 8 } else { 0 }),
+            RULE_KIND_PLT => plt_cfa(sp, pc, rule.plt_threshold),
             RULE_KIND_STACK_SWITCH => {
                 if switches >= MAX_STACK_SWITCHES {
                     return UnwindStop::StackSwitch;
@@ -162,7 +162,7 @@ fn unwind_into(
         if cfa <= sp && rule.kind != RULE_KIND_STACK_SWITCH {
             return UnwindStop::BadSp;
         }
-        let return_address = match window.read(cfa.wrapping_sub(8)) {
+        let return_address = match window.read(cfa.wrapping_sub(RETURN_ADDRESS_BELOW_CFA)) {
             Ok(v) => v,
             Err(stop) => return stop,
         };

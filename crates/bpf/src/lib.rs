@@ -29,6 +29,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod arch;
 mod contract;
 mod error;
 mod events;

@@ -10,7 +10,7 @@ use profiler_elf::{CfaBase, RbpRule, UnwindRule};
 pub(crate) use c::{
     DELTA_PAGE_BITS, MAPPING_FLAG_INTERPRETER_LOOP, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO,
     MAPPING_KIND_PROCESS, MAPPING_UNWINDER_SHIFT, PID_MAPPING_KEY_BITS, RULE_ID_INVALID, RULE_ID_NO_COVERAGE,
-    RULE_ID_SIGNAL, RULE_ID_STOP, RULE_ID_UNFOLLOWED_SWITCH, UCONTEXT_RBP, UCONTEXT_RIP, UCONTEXT_RSP,
+    RULE_ID_SIGNAL, RULE_ID_STOP, RULE_ID_UNFOLLOWED_SWITCH,
 };
 pub use c::{PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET};
 // The frame words' decoding lives with the data model (profiler_trace);
@@ -103,6 +103,9 @@ unwind_stops! {
     OutsideCopy = UNWIND_STOP_OUTSIDE_COPY, "outside_copy";
     /// A pc in a JVM's code cache the HotSpot unwinder could not unwind.
     Hotspot = UNWIND_STOP_HOTSPOT, "hotspot";
+    /// A frame the eBPF build's architecture cannot unwind yet (arm64:
+    /// PLT stubs, signal frames; `ebpf/arch.h`).
+    ArchUnsupported = UNWIND_STOP_ARCH_UNSUPPORTED, "arch_unsupported";
 }
 
 impl UnwindStop {

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use memmap2::Mmap;
 
+use crate::arch::EM_X86_64;
 use crate::error::{Error, Result};
 use crate::map_guard::MapGuard;
 
@@ -16,8 +17,6 @@ use crate::map_guard::MapGuard;
 const ELFCLASS64: u8 = 2;
 /// `e_ident[EI_DATA]` value of little-endian files.
 const ELFDATA2LSB: u8 = 1;
-/// `e_machine` of x86-64.
-const EM_X86_64: u16 = 62;
 /// Size of the ELF64 file header.
 const EHDR_SIZE: usize = 64;
 /// Size of an ELF64 program header.

@@ -44,6 +44,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod arch;
 mod error;
 mod file;
 mod fileid;

@@ -29,22 +29,23 @@ use super::fxhash::FxBuildHasher;
 use super::rules::{CfaBase, InvalidReason, RbpRule, UnwindRule};
 use super::stats::{CfiErrorKind, CfiSection, EhFrameSource, UnwindStats};
 use super::UnwindTable;
+use crate::arch::{DWARF_RA, DWARF_RBP, DWARF_RSP, INT3, NOP, RETURN_ADDRESS_AT_CFA};
 use crate::file::{slice, ElfFile, PT_GNU_EH_FRAME, SHF_COMPRESSED};
 
 type Reader<'a> = EndianSlice<'a, LittleEndian>;
 
-/// x86-64 DWARF register numbers (psABI "DWARF Register Number Mapping").
-const RBP: Register = Register(6);
-const RSP: Register = Register(7);
-const RA: Register = Register(16);
+/// The DWARF registers the reduction reads (x86-64: crate::arch).
+const RBP: Register = Register(DWARF_RBP);
+const RSP: Register = Register(DWARF_RSP);
+const RA: Register = Register(DWARF_RA);
 
 /// The longest FDE checked for the `rt_sigreturn` trampoline: its 9 bytes,
 /// a leading `nop`, alignment padding. (Large binaries have ten thousands
 /// of FDEs this short, so each check is a `pread`, not a page fault.)
 const MAX_TRAMPOLINE_FDE_LEN: u64 = 16;
-/// `mov $15,%rax; syscall` (15 = `__NR_rt_sigreturn` on x86-64): the whole
-/// body of a signal return trampoline.
-const RT_SIGRETURN: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05];
+/// `mov $15,%rax; syscall` (crate::arch): the whole body of a signal
+/// return trampoline.
+const RT_SIGRETURN: &[u8] = crate::arch::RT_SIGRETURN[0];
 
 /// Reduces one CFI row. `section` holds the bytes expressions refer to.
 fn reduce_row(row: &UnwindTableRow<usize>, section: &[u8]) -> Result<UnwindRule, InvalidReason> {
@@ -52,7 +53,7 @@ fn reduce_row(row: &UnwindTableRow<usize>, section: &[u8]) -> Result<UnwindRule,
 
     match row.register(RA) {
         Some(RegisterRule::Undefined) => return Ok(UnwindRule::Stop),
-        Some(RegisterRule::Offset(-8)) => {}
+        Some(RegisterRule::Offset(RETURN_ADDRESS_AT_CFA)) => {}
         _ => {
             // The CFA reason is more telling when both are wrong.
             if !matches!(row.cfa(), CfaRule::RegisterAndOffset { register: RSP | RBP, .. }) {
@@ -147,8 +148,8 @@ fn is_sigreturn_trampoline(elf: &ElfFile, start: u64, end: u64) -> bool {
     if !elf.read_at_vaddr(start, code) {
         return false;
     }
-    let body = &code[code.iter().take_while(|&&b| b == 0x90).count()..];
-    body.starts_with(&RT_SIGRETURN) && body[RT_SIGRETURN.len()..].iter().all(|&b| b == 0x90 || b == 0xcc)
+    let body = &code[code.iter().take_while(|&&b| b == NOP).count()..];
+    body.starts_with(RT_SIGRETURN) && body[RT_SIGRETURN.len()..].iter().all(|&b| b == NOP || b == INT3)
 }
 
 /// Most CIEs kept parsed per section (a file has a handful; a crafted one

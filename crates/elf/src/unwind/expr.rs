@@ -3,6 +3,7 @@
 //! Opcode values are from the DWARF 5 specification, section 7.7.1.
 
 use super::rules::CfaBase;
+use crate::arch::{DWARF_RA, DWARF_RBP, DWARF_RSP};
 
 const DW_OP_DEREF: u8 = 0x06;
 const DW_OP_AND: u8 = 0x1a;
@@ -12,10 +13,10 @@ const DW_OP_SHL: u8 = 0x24;
 const DW_OP_GE: u8 = 0x2a;
 const DW_OP_LIT0: u8 = 0x30;
 const DW_OP_BREG0: u8 = 0x70;
-/// x86-64 DWARF register numbers (psABI, "DWARF Register Number Mapping").
-const REG_RBP: u8 = 6;
-const REG_RSP: u8 = 7;
-const REG_RIP: u8 = 16;
+/// The DWARF registers of `DW_OP_bregN` operands (x86-64: crate::arch).
+const REG_RBP: u8 = DWARF_RBP as u8;
+const REG_RSP: u8 = DWARF_RSP as u8;
+const REG_RIP: u8 = DWARF_RA as u8;
 
 /// A CFA expression we can express.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

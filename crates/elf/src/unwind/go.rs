@@ -47,6 +47,9 @@
 //! switches. CFI describes the rest (C code; `.gopclntab` lists C
 //! functions linked internally without `pcsp`).
 
+// `push %rbp`, `push %rbp; mov %rsp,%rbp` and the `rt_sigreturn`
+// trampolines are x86-64 code: crate::arch.
+use crate::arch::{PUSH_RBP, PUSH_RBP_MOV, RT_SIGRETURN};
 use crate::{CfaBase, Deltas, ElfFile, GoFunc, GoPclntab, PcRange, RbpRule, StackDelta, UnwindRule, UnwindTable};
 
 /// `SPWRITE` functions known to keep their own frame pointer in `rbp`
@@ -88,14 +91,6 @@ const SP_WRITERS: &[&str] = &["runtime.mcall", "runtime.morestack", "runtime.gog
 /// `TOPFRAME` functions we unwind through anyway (see the module docs).
 const NOT_ROOTS: &[&str] = &["runtime.sigtramp"];
 
-/// `push %rbp; mov %rsp,%rbp`.
-const PUSH_RBP_MOV: [u8; 4] = [0x55, 0x48, 0x89, 0xe5];
-/// `push %rbp`.
-const PUSH_RBP: u8 = 0x55;
-/// `mov $15,%rax; syscall` and `mov $15,%eax; syscall`
-/// (15 = `__NR_rt_sigreturn`).
-const RT_SIGRETURN: [&[u8]; 2] =
-    [&[0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05], &[0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05]];
 /// Where the caller's `rbp` is in a framed Go function.
 const RBP_SAVED: RbpRule = RbpRule::AtCfa(-16);
 
