@@ -40,6 +40,7 @@ const volatile u64 thread_size = 16384;
 
 #include "interpreters.bpf.h"
 #include "native_unwinder.bpf.h"
+#include "go_labels.bpf.h"
 #include "python_unwinder.bpf.h"
 #include "hotspot_unwinder.bpf.h"
 #include "v8_unwinder.bpf.h"
@@ -147,6 +148,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	if (!record)
 		return 0;
 	begin_sample(ctx, record, tgid, tid);
+	read_go_labels(&record->event, tgid);
 	int result = user_registers(ctx, &record->state);
 	if (result != STEP_CONTINUE) {
 		send_sample(&record->event, result);
