@@ -4,8 +4,9 @@
 //! thread. The labels of each goroutine must reach at least 95% of the
 //! samples at its chain's leaf, and no sample may carry another
 //! goroutine's labels. Built with the installed Go (1.24+: a label set is
-//! a slice) and with Go 1.22 (through the Go toolchain download,
-//! `GOTOOLCHAIN=go1.22.12`: a label set is a `map[string]string`).
+//! a slice), with Go 1.24 (the first with slices, `m.curg` where it was
+//! before 1.25) and with Go 1.22 (a label set is a `map[string]string`),
+//! the last two through the Go toolchain download (`GOTOOLCHAIN`).
 
 use profiler_agent::{AgentConfig, Stats};
 use profiler_tests::{in_ci, profile_with, serial, user_frames, Workload};
@@ -15,12 +16,14 @@ use std::process::Command;
 use std::time::Duration;
 
 const HZ: u32 = 99;
-const SECONDS: u64 = 6;
+const SECONDS: u64 = 10;
 const REQUIRED: f64 = 0.95;
 /// Fewer samples at a leaf than this says nothing.
 const MIN_SAMPLES: usize = 25;
 /// The Go release with the old label layout, fetched by the go command.
 const OLD_GO: &str = "go1.22.12";
+/// The first release with label slices (and the old `m` layout).
+const FIRST_SLICE_GO: &str = "go1.24.13";
 
 /// Builds `workloads/go_labels` with `toolchain` (`None`: the installed
 /// Go); `None` (skip) without Go outside CI.
@@ -89,7 +92,8 @@ fn check_leaf(traces: &[Trace], pid: u32, leaf: &str, want: &[(&str, &str)], sta
 fn labels_reach_their_goroutines_samples(toolchain: Option<&str>) {
     let _serial = serial();
     let Some(exe) = build(toolchain) else { return };
-    let w = Workload::spawn(Command::new(&exe).arg(format!("{}s", SECONDS + 10)));
+    // Killed when the test ends; long enough for a slow agent start.
+    let w = Workload::spawn(Command::new(&exe).arg("300s"));
     std::thread::sleep(Duration::from_millis(300));
     let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
     let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
@@ -119,4 +123,9 @@ fn go_labels_installed_go_slice_layout() {
 #[test]
 fn go_labels_go_1_22_map_layout() {
     labels_reach_their_goroutines_samples(Some(OLD_GO));
+}
+
+#[test]
+fn go_labels_go_1_24_first_slice_layout() {
+    labels_reach_their_goroutines_samples(Some(FIRST_SLICE_GO));
 }
