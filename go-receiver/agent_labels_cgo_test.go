@@ -98,6 +98,7 @@ func TestNativeEnvVarAndGoLabelReachPdata(t *testing.T) {
 		samples += s
 	}
 	a.free()
+	t.Logf("%d of %d samples carry process.context.label.request=r1", labelled, samples)
 	assert.True(t, envSeen, "process.environment_variable.EP_LABELS_TEST_VAR = blue-42 in a resource")
 	require.Positive(t, samples)
 	// The child spends its time in the labelled loop; its other
