@@ -22,6 +22,10 @@
  * The labels go to go_labels_scratch; send_sample_sized appends them to
  * the sample (SAMPLE_FLAG_GO_LABELS). Keys and values are cut to the
  * struct go_label sizes.
+ *
+ * x86-64 only (the thread pointer is fsbase, g at a negative offset from
+ * it); other targets compile read_go_labels to nothing (arm64 Go keeps g
+ * in x28, and in TLS only with cgo).
  */
 
 /* Counters: COUNTER_GO_LABELS_* (types.h). */
@@ -125,6 +129,7 @@ static __always_inline int read_label_map(struct go_labels_work *work, u64 label
  * some. */
 static __always_inline void read_go_labels(struct sample_event *event, u32 tgid)
 {
+#if defined(__TARGET_ARCH_x86)
 	struct go_labels_process *go = bpf_map_lookup_elem(&go_label_processes, &tgid);
 	if (!go)
 		return;
@@ -159,4 +164,5 @@ static __always_inline void read_go_labels(struct sample_event *event, u32 tgid)
 	}
 	if (work->labels.count)
 		event->flags |= SAMPLE_FLAG_GO_LABELS;
+#endif
 }
