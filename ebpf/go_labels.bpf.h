@@ -33,8 +33,10 @@
 /* Reads a Go string header's bytes into out (size bytes, NUL-ended). */
 static __always_inline int read_go_string(char *out, u32 size, u64 ptr, u64 len)
 {
-	if (len > size - 1)
+	if (len > size - 1) {
+		count(COUNTER_GO_LABELS_TRUNCATED);
 		len = size - 1;
+	}
 	out[0] = 0;
 	if (len == 0)
 		return 0;

@@ -513,7 +513,7 @@ enum counter_id {
 	/* Go: the goroutine's label set could not be read */
 	COUNTER_GO_LABELS_READ_ERRORS = 98,
 	/* Go: more labels than GO_LABELS_MAX (the first ones are sent),
-	 * or a map's labels beyond the buckets read */
+	 * a map's labels beyond the buckets read, or a key or value cut */
 	COUNTER_GO_LABELS_TRUNCATED = 99,
 	COUNTER_MAX = 128,
 };

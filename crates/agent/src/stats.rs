@@ -183,7 +183,8 @@ pub struct Stats {
     pub go_labels_no_g: u64,
     /// Label sets that could not be read (their samples went without).
     pub go_labels_read_errors: u64,
-    /// Label sets cut short (more than 10 labels).
+    /// Label sets cut short (more than 10 labels, keys over 31 bytes,
+    /// values over 63).
     pub go_labels_truncated: u64,
     /// Go executables whose labels are read.
     pub go_label_files: u64,

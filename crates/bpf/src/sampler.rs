@@ -224,8 +224,8 @@ counters! {
     go_labels_no_g = COUNTER_GO_LABELS_NO_G;
     /// Go label sets that could not be read (the sample goes without).
     go_labels_read_errors = COUNTER_GO_LABELS_READ_ERRORS;
-    /// Go label sets cut short (more than `GO_LABELS_MAX` labels, or
-    /// map buckets beyond those read).
+    /// Go label sets cut short (more than `GO_LABELS_MAX` labels, map
+    /// buckets beyond those read, keys or values cut).
     go_labels_truncated = COUNTER_GO_LABELS_TRUNCATED;
 }
 

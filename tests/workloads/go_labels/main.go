@@ -4,6 +4,9 @@
 //
 //   - labelledWorker -> pprof.Do(request=r1, tenant=blue) -> requestLeaf
 //   - otherWorker    -> pprof.Do(request=r2)  -> otherLeaf
+//   - manyWorker     -> pprof.Do(k00=v00 ... k11=v11, k05's value 70
+//     bytes long) -> manyLeaf: more labels than the profiler keeps (10),
+//     and a value longer than it keeps (63 bytes)
 //   - main.main      -> plainLeaf (no labels)
 //
 // GOMAXPROCS is left alone; each goroutine locks itself to an OS thread
@@ -12,9 +15,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"time"
 )
 
@@ -65,6 +70,32 @@ func otherWorker() {
 	})
 }
 
+//go:noinline
+func manyLeaf(n int) int {
+	s := 3
+	for i := 0; i < n; i++ {
+		s += i & 7
+	}
+	return s
+}
+
+func manyWorker() {
+	runtime.LockOSThread()
+	var kv []string
+	for i := 0; i < 12; i++ {
+		value := fmt.Sprintf("v%02d", i)
+		if i == 5 {
+			value += strings.Repeat("x", 67)
+		}
+		kv = append(kv, fmt.Sprintf("k%02d", i), value)
+	}
+	pprof.Do(context.Background(), pprof.Labels(kv...), func(context.Context) {
+		for {
+			sink += manyLeaf(1 << 20)
+		}
+	})
+}
+
 func main() {
 	seconds := 30
 	if len(os.Args) > 1 {
@@ -74,6 +105,7 @@ func main() {
 	}
 	go labelledWorker()
 	go otherWorker()
+	go manyWorker()
 	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
 	for time.Now().Before(deadline) {
 		sink += plainLeaf(1 << 20)

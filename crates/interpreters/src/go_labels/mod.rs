@@ -163,3 +163,66 @@ mod tests {
         assert_eq!(offsets(v(27)), None);
     }
 }
+
+/// `inspect` on binaries the installed Go builds: with symbols, and
+/// stripped (`runtime.stackcheck` then found through `.gopclntab`).
+#[cfg(test)]
+mod real_binary {
+    use super::*;
+    use std::path::PathBuf;
+    use std::process::Command;
+
+    const PROGRAM: &str = "package main\n\nfunc main() { println(\"hi\") }\n";
+
+    /// Builds PROGRAM with `ldflags`, or `None` (skip) without a Go
+    /// toolchain outside CI (under CI=true that fails).
+    fn build(name: &str, ldflags: &str) -> Option<PathBuf> {
+        let dir = std::env::temp_dir().join(format!("go-labels-test-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("main.go"), PROGRAM).unwrap();
+        std::fs::write(dir.join("go.mod"), "module golabels\n\ngo 1.21\n").unwrap();
+        let out = dir.join("prog");
+        let status = Command::new("go")
+            .args(["build", "-ldflags", ldflags, "-o"])
+            .arg(&out)
+            .arg(".")
+            .current_dir(&dir)
+            .env("CGO_ENABLED", "0")
+            .status();
+        match status {
+            Ok(s) if s.success() => Some(out),
+            Ok(s) => panic!("go build failed: {s}"),
+            Err(e) if !std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
+                eprintln!("SKIPPED: no Go toolchain ({e}); under CI=true this fails");
+                None
+            }
+            Err(e) => panic!("running go: {e}"),
+        }
+    }
+
+    /// `go env GOVERSION` ("go1.26.8").
+    fn go_version() -> String {
+        let out = Command::new("go").args(["env", "GOVERSION"]).output().expect("go env");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    #[test]
+    fn finds_the_version_offsets_and_tls_slot() {
+        for (name, ldflags) in [("symbols", ""), ("stripped", "-s -w")] {
+            let Some(path) = build(name, ldflags) else { return };
+            let elf = ElfFile::open(&path).unwrap();
+            let want = go_version();
+            let mut value = offsets(GoVersion::parse(&want).unwrap()).expect("the installed Go is supported");
+            value.tls_g = -8;
+            assert_eq!(inspect(&elf), GoLabelsFile::Supported { version: want, value }, "{name}");
+            assert_eq!(
+                stackcheck_code(&elf).and_then(|c| tls_g_offset(&c)),
+                Some(-8),
+                "{name}: decoded, not defaulted"
+            );
+        }
+        // Not Go: this test (Rust).
+        let rust = ElfFile::open("/proc/self/exe").unwrap();
+        assert_eq!(inspect(&rust), GoLabelsFile::NotGo);
+    }
+}
