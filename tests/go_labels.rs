@@ -1,9 +1,10 @@
 //! Go pprof labels on the real eBPF programs: a Go program runs one hot
 //! chain under `pprof.Do(request=r1, tenant=blue)`, another under
-//! `pprof.Do(request=r2)`, and a third without labels, each on its own
-//! thread. The labels of each goroutine must reach at least 95% of the
+//! `pprof.Do(request=r2)`, a third without labels and a fourth with 12
+//! labels (more than are kept), each on its own thread. The labels of each goroutine must reach at least 95% of the
 //! samples at its chain's leaf, and no sample may carry another
-//! goroutine's labels. Built with the installed Go (1.24+: a label set is
+//! goroutine's labels; so must the off-CPU samples of its thread (its
+//! preemptions). Built with the installed Go (1.24+: a label set is
 //! a slice), with Go 1.24 (the first with slices, `m.curg` where it was
 //! before 1.25) and with Go 1.22 (a label set is a `map[string]string`),
 //! the last two through the Go toolchain download (`GOTOOLCHAIN`).
@@ -95,7 +96,14 @@ fn labels_reach_their_goroutines_samples(toolchain: Option<&str>) {
     // Killed when the test ends; long enough for a slow agent start.
     let w = Workload::spawn(Command::new(&exe).arg("300s"));
     std::thread::sleep(Duration::from_millis(300));
-    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+    // Off-CPU too: the busy threads are preempted (four of them on the
+    // CPUs), and their switch-outs carry the goroutine's labels as well.
+    let config = AgentConfig {
+        samples_per_second: HZ,
+        pids: vec![w.pid()],
+        off_cpu_threshold: 0.1,
+        ..AgentConfig::default()
+    };
     let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
         return;
     };
@@ -113,6 +121,13 @@ fn labels_reach_their_goroutines_samples(toolchain: Option<&str>) {
     check_leaf(&traces, w.pid(), "main.otherLeaf", &[("request", "r2")], &stats);
     check_leaf(&traces, w.pid(), "main.plainLeaf", &[], &stats);
     check_many_labels(&traces, w.pid(), &stats);
+    let off_cpu_labelled = traces
+        .iter()
+        .filter(|t| t.process.pid.0 == w.pid() && t.off_cpu_ns.is_some())
+        .filter(|t| labels(t) == pairs(&[("request", "r1"), ("tenant", "blue")]))
+        .count();
+    eprintln!("off-CPU traces with request=r1: {off_cpu_labelled}");
+    assert!(off_cpu_labelled > 0, "switch-outs of the labelled goroutine's thread carry its labels: {stats:#?}");
 }
 
 /// The goroutine with 12 labels (a Go 1.22 map of two buckets): its
