@@ -98,12 +98,8 @@ fn labels_reach_their_goroutines_samples(toolchain: Option<&str>) {
     std::thread::sleep(Duration::from_millis(300));
     // Off-CPU too: the busy threads are preempted (four of them on the
     // CPUs), and their switch-outs carry the goroutine's labels as well.
-    let config = AgentConfig {
-        samples_per_second: HZ,
-        pids: vec![w.pid()],
-        off_cpu_threshold: 0.1,
-        ..AgentConfig::default()
-    };
+    let config =
+        AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], off_cpu_threshold: 0.1, ..AgentConfig::default() };
     let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
         return;
     };
