@@ -40,13 +40,13 @@ const volatile u64 thread_size = 16384;
 
 #include "interpreters.bpf.h"
 #include "native_unwinder.bpf.h"
-#include "go_labels.bpf.h"
 #include "python_unwinder.bpf.h"
 #include "hotspot_unwinder.bpf.h"
 #include "v8_unwinder.bpf.h"
 #include "ruby_unwinder.bpf.h"
 #include "php_unwinder.bpf.h"
 #include "perl_unwinder.bpf.h"
+#include "go_labels.bpf.h"
 
 /* The user registers the current task saved on entering the kernel.
  * Returns an unwind_stop reason, or STEP_CONTINUE when state is set. */
