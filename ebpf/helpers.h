@@ -70,6 +70,30 @@ static __always_inline void send_process_event(u32 kind, u32 pid, u64 pc, bool r
 		count(COUNTER_PROCESS_EVENTS_SENT);
 }
 
+/* Copies the sample's Go labels (go_labels.bpf.h) to `to`, in the
+ * record's room after the frame words and stack copy. Returns the bytes
+ * added. */
+static __always_inline u32 append_go_labels(u8 *to)
+{
+	u32 zero = 0;
+	struct go_labels_work *work = bpf_map_lookup_elem(&go_labels_scratch, &zero);
+	if (!work)
+		return 0;
+	u32 labels = work->labels.count;
+	if (labels > GO_LABELS_MAX)
+		return 0;
+	u32 size = GO_LABELS_HEADER_SIZE + labels * sizeof(struct go_label);
+	/* The verifier's bound of the product is loose: clamp (after a
+	 * barrier, or clang drops the clamp it proves useless). */
+	barrier_var(size);
+	if (size > sizeof(struct go_labels))
+		size = sizeof(struct go_labels);
+	if (bpf_probe_read_kernel(to, size, &work->labels))
+		return 0;
+	count(COUNTER_GO_LABELS_SAMPLES);
+	return size;
+}
+
 /* Sends the finished sample: the header, the used frame words, then
  * `extra` bytes that follow them in the record (a stack copy). */
 static __always_inline void send_sample_sized(struct sample_event *event, u8 stop, u32 extra)
@@ -85,6 +109,12 @@ static __always_inline void send_sample_sized(struct sample_event *event, u8 sto
 	if (extra > sizeof(struct stack_copy) + STACK_COPY_MAX)
 		extra = 0;
 	size += extra;
+	if (event->flags & SAMPLE_FLAG_GO_LABELS) {
+		u32 added = append_go_labels((u8 *)event + size);
+		if (!added)
+			event->flags &= ~SAMPLE_FLAG_GO_LABELS;
+		size += added;
+	}
 	if (bpf_ringbuf_output(&samples, event, size, wakeup_flag()) < 0)
 		count(COUNTER_SAMPLES_LOST_RINGBUF);
 	else

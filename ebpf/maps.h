@@ -173,6 +173,8 @@ struct sample_record {
 	/* Room for a struct stack_copy and its window after the used frame
 	 * words, whichever their number: the sample goes out in one piece. */
 	u8 stack_copy_room[sizeof(struct stack_copy) + STACK_COPY_MAX];
+	/* Room for a struct go_labels after the stack copy. */
+	u8 go_labels_room[sizeof(struct go_labels)];
 };
 
 struct {
@@ -332,6 +334,35 @@ struct {
 	__type(key, u64);
 	__type(value, struct perl_file);
 } perl_files SEC(".maps");
+
+/* Go: tgid -> how to read its goroutines' pprof labels (struct
+ * go_labels_process). Set by user space when the process's executable
+ * is a Go program, removed when the process is unloaded. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 12);
+	__type(key, u32);
+	__type(value, struct go_labels_process);
+} go_label_processes SEC(".maps");
+
+/* The labels of the sample being built (SAMPLE_FLAG_GO_LABELS), read
+ * by its entry program and appended when it is sent; and the string
+ * headers read on the way. Per CPU, like scratch. */
+struct go_labels_work {
+	struct go_labels labels;
+	/* a bucket of a label map (GO_LABELS_HMAP), or the {key, value}
+	 * string headers of a label slice (GO_LABELS_SLICE) */
+	u64 words[GO_LABELS_MAX * 4];
+};
+_Static_assert(GO_LABELS_MAX * 4 * 8 >= GO_BUCKET_SIZE, "a map bucket fits");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct go_labels_work);
+} go_labels_scratch SEC(".maps");
 
 /* When a process event of each kind was last sent for a pid (key
  * pid << 32 | kind), to rate-limit them (helpers.h). */

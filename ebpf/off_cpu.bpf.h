@@ -150,6 +150,7 @@ int on_sched_switch(u64 *ctx)
 		return 0;
 	begin_sample(ctx, record, tgid, tid);
 	record->event.flags = SAMPLE_FLAG_OFF_CPU;
+	read_go_labels(&record->event, tgid);
 	u64 key = ((u64)tgid << 32) | tid;
 	u64 start = record->event.ktime_ns;
 	if (bpf_map_update_elem(&off_cpu_starts, &key, &start, BPF_ANY))

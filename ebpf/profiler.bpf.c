@@ -47,6 +47,7 @@ const volatile u64 thread_size = 16384;
 #include "ruby_unwinder.bpf.h"
 #include "php_unwinder.bpf.h"
 #include "perl_unwinder.bpf.h"
+#include "go_labels.bpf.h"
 
 /* The user registers the current task saved on entering the kernel.
  * Returns an unwind_stop reason, or STEP_CONTINUE when state is set. */
@@ -149,6 +150,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	if (!record)
 		return 0;
 	begin_sample(ctx, record, tgid, tid);
+	read_go_labels(&record->event, tgid);
 	int result = user_registers(ctx, &record->state);
 	if (result != STEP_CONTINUE) {
 		send_sample(&record->event, result);

@@ -507,6 +507,17 @@ enum counter_id {
 	/* Perl: a runops frame with no Perl frame left for it (its native
 	 * frame is kept) */
 	COUNTER_PERL_EMPTY_LOOPS = 92,
+	/* Go pprof labels (go_labels.bpf.h), 96-103: samples of a Go
+	 * process sent with the labels of their goroutine */
+	COUNTER_GO_LABELS_SAMPLES = 96,
+	/* Go: the thread pointer, g, g.m or m.curg could not be read (a
+	 * thread not started by the Go runtime, or TLS not set up) */
+	COUNTER_GO_LABELS_NO_G = 97,
+	/* Go: the goroutine's label set could not be read */
+	COUNTER_GO_LABELS_READ_ERRORS = 98,
+	/* Go: more labels than GO_LABELS_MAX (the first ones are sent),
+	 * a map's labels beyond the buckets read, or a key or value cut */
+	COUNTER_GO_LABELS_TRUNCATED = 99,
 	COUNTER_MAX = 128,
 };
 _Static_assert(COUNTER_UNWIND_STOP_BASE + UNWIND_STOP_COUNT <= COUNTER_OFF_CPU_SWITCHES, "counters fit");
@@ -766,6 +777,62 @@ struct perl_file {
 	__u32 cx_size;               /* sizeof(PERL_CONTEXT), at least PERL_CONTEXT_READ */
 	__u32 cop_line;              /* COP.cop_line */
 	__u32 reserved2;
+};
+
+/* Go pprof labels (go_labels.bpf.h): the labels of the goroutine a
+ * sampled thread of a Go process runs (pprof.Do, SetGoroutineLabels).
+ * With SAMPLE_FLAG_GO_LABELS, a struct go_labels cut after its `count`
+ * labels follows the frame words (and the stack copy, if any). Keys and
+ * values are cut to GO_LABEL_KEY_LEN - 1 and GO_LABEL_VALUE_LEN - 1
+ * bytes and NUL-terminated. */
+#define SAMPLE_FLAG_GO_LABELS 4
+#define GO_LABELS_MAX 10
+#define GO_LABEL_KEY_LEN 32
+#define GO_LABEL_VALUE_LEN 64
+
+struct go_label {
+	char key[GO_LABEL_KEY_LEN];
+	char value[GO_LABEL_VALUE_LEN];
+};
+
+struct go_labels {
+	__u8 count;
+	__u8 reserved[7];
+	struct go_label labels[GO_LABELS_MAX];
+};
+#define GO_LABELS_HEADER_SIZE 8
+_Static_assert(__builtin_offsetof(struct go_labels, labels) == GO_LABELS_HEADER_SIZE, "go_labels header");
+
+/* How a Go version keeps a goroutine's labels (g.labels points to it). */
+enum go_labels_layout {
+	/* Go 1.13-1.23: a *labelMap, a map[string]string (hmap). */
+	GO_LABELS_HMAP = 0,
+	/* Go 1.24+: a *labelMap holding a []label of {key, value string},
+	 * sorted by key. */
+	GO_LABELS_SLICE = 1,
+};
+/* hmap (runtime/map.go, Go 1.13-1.23): count, B and buckets. */
+#define GO_HMAP_COUNT 0
+#define GO_HMAP_LOG2_BUCKETS 9
+#define GO_HMAP_BUCKETS 16
+/* A bucket of a map[string]string: 8 tophash bytes, 8 keys, 8 values
+ * (string headers), the overflow pointer. */
+#define GO_BUCKET_SLOTS 8
+#define GO_BUCKET_SIZE (8 + 2 * GO_BUCKET_SLOTS * 16 + 8)
+/* Buckets of a label map read (2^B <= this; larger maps: the first
+ * ones, counted as truncated). */
+#define GO_HMAP_MAX_BUCKETS 4
+
+/* What reading the labels needs of one Go process
+ * (go_label_processes[tgid], set by user space from the executable's
+ * Go version and code: crates/interpreters/src/go_labels). */
+struct go_labels_process {
+	__s32 tls_g;        /* the current g is at thread pointer + tls_g */
+	__u32 g_m;          /* runtime.g.m */
+	__u32 m_curg;       /* runtime.m.curg */
+	__u32 g_labels;     /* runtime.g.labels */
+	__u8 layout;        /* enum go_labels_layout */
+	__u8 reserved[7];
 };
 
 #endif

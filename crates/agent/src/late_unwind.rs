@@ -297,6 +297,7 @@ mod tests {
     fn sample(pid: u32, ktime_ns: u64, size: usize) -> RawSample {
         RawSample {
             off_cpu_ns: None,
+            go_labels: Vec::new(),
             pid,
             tid: pid,
             ktime_ns,

@@ -18,6 +18,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod config;
+mod go_labels;
 mod late_unwind;
 mod off_cpu;
 mod probabilistic;
@@ -290,7 +291,11 @@ impl Agent {
                 shared.notices.clone(),
             );
             let mut manager = ProcessManager::new(
-                process_manager::BpfLoader::new(sampler.unwind_maps()?, interpreters),
+                process_manager::BpfLoader::new(
+                    sampler.unwind_maps()?,
+                    interpreters,
+                    go_labels::GoLabels::new(sampler.go_label_maps()?),
+                ),
                 registry.clone(),
                 limits,
             );
@@ -501,6 +506,14 @@ impl Agent {
             off_cpu_stacks_dropped: join.stacks_dropped.load(Ordering::Relaxed),
             off_cpu_bpf_run_time_ns: off_cpu_runs.0,
             off_cpu_bpf_runs: off_cpu_runs.1,
+            go_labels_samples: counters.go_labels_samples,
+            go_labels_no_g: counters.go_labels_no_g,
+            go_labels_read_errors: counters.go_labels_read_errors,
+            go_labels_truncated: counters.go_labels_truncated,
+            go_label_files: manager.go_labels.files,
+            go_label_files_skipped: manager.go_labels.files_skipped,
+            go_label_processes: manager.go_labels.processes,
+            go_label_load_errors: manager.go_labels.load_errors,
             late_unwind_copies: counters.stack_copies,
             late_unwind_copy_bytes: counters.stack_copy_bytes,
             late_unwind_copies_skipped: counters.stack_copies_skipped,
@@ -843,6 +856,7 @@ mod tests {
                 unwind_stop: UnwindStop::UnknownPid,
                 stack: None,
                 off_cpu_ns: None,
+                go_labels: Vec::new(),
             })
             .unwrap();
         }

@@ -32,11 +32,16 @@ const PUBLISH: Duration = Duration::from_millis(250);
 pub(crate) struct BpfLoader {
     pub maps: UnwindMaps,
     pub interpreters: Interpreters,
+    pub go_labels: crate::go_labels::GoLabels,
 }
 
 impl BpfLoader {
-    pub(crate) fn new(maps: UnwindMaps, interpreters: Interpreters) -> BpfLoader {
-        BpfLoader { maps, interpreters }
+    pub(crate) fn new(
+        maps: UnwindMaps,
+        interpreters: Interpreters,
+        go_labels: crate::go_labels::GoLabels,
+    ) -> BpfLoader {
+        BpfLoader { maps, interpreters, go_labels }
     }
 }
 
@@ -53,6 +58,7 @@ impl UnwindLoader for BpfLoader {
 
     fn unload_file(&mut self, table_key: TableKey) -> Result<(), LoaderError> {
         self.interpreters.file_unloaded(table_key);
+        self.go_labels.file_unloaded(table_key);
         Ok(self.maps.unload_file(table_key.bpf_id())?)
     }
 
@@ -75,11 +81,13 @@ impl UnwindLoader for BpfLoader {
             self.interpreters.notice(notice);
         }
         self.interpreters.mark_code(pid.0, &mut ranges);
+        self.go_labels.process_mapped(pid.0, &files);
         Ok(self.maps.set_process(pid.0, &ranges)?)
     }
 
     fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError> {
         self.interpreters.registry.process_removed(pid.0);
+        self.go_labels.process_removed(pid.0);
         if self.interpreters.maps.remove_process(pid.0).is_err() {
             self.interpreters.stats.load_errors += 1;
         }
@@ -88,6 +96,9 @@ impl UnwindLoader for BpfLoader {
 
     fn inspect_file(&mut self, file: &ExecutableFile, elf: &ElfFile) {
         self.interpreters.inspect(file, elf);
+        if let Some(notice) = self.go_labels.inspect(file.table_key, &file.path, elf) {
+            self.interpreters.notice(notice);
+        }
     }
 }
 
@@ -318,6 +329,7 @@ pub(crate) struct ManagerReport {
     pub manager: ManagerStats,
     pub maps: profiler_bpf::UnwindMapsStats,
     pub interpreters: InterpreterStats,
+    pub go_labels: crate::go_labels::GoLabelStats,
     pub queue: QueueStats,
     /// Ring buffer records that could not be decoded.
     pub events_malformed: u64,
@@ -451,6 +463,7 @@ pub(crate) fn run(
         r.manager = stats;
         r.maps = m.loader().maps.stats();
         r.interpreters = m.loader().interpreters.stats();
+        r.go_labels = m.loader().go_labels.stats();
         r.queue = queue.stats();
         r.events_malformed = reader.malformed();
     };

@@ -186,6 +186,26 @@ pub struct Stats {
     /// Runs counted in `off_cpu_bpf_run_time_ns` (one per switch).
     pub off_cpu_bpf_runs: u64,
 
+    /// Go pprof labels (`ebpf/go_labels.bpf.h`): samples sent with the
+    /// labels of their goroutine.
+    pub go_labels_samples: u64,
+    /// Samples of Go processes whose current goroutine was not found.
+    pub go_labels_no_g: u64,
+    /// Label sets that could not be read (their samples went without).
+    pub go_labels_read_errors: u64,
+    /// Label sets cut short (more than 10 labels, keys over 31 bytes,
+    /// values over 63).
+    pub go_labels_truncated: u64,
+    /// Go executables whose labels are read.
+    pub go_label_files: u64,
+    /// Go executables whose labels are not read (unsupported version,
+    /// or too many).
+    pub go_label_files_skipped: u64,
+    /// Processes whose labels are read now.
+    pub go_label_processes: u64,
+    /// Their map updates that failed.
+    pub go_label_load_errors: u64,
+
     /// Samples of a process (or pc) not loaded yet that the programs sent
     /// with a copy of their user stack, to unwind in user space once the
     /// process is loaded.

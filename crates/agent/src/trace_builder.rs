@@ -152,6 +152,7 @@ impl TraceBuilder {
             timestamp_unix_ns: (i128::from(sample.ktime_ns) + self.realtime_offset_ns).max(0) as u64,
             frames,
             off_cpu_ns: sample.off_cpu_ns,
+            labels: sample.go_labels.iter().map(|(k, v)| (self.intern(k), self.intern(v))).collect(),
         }
     }
 

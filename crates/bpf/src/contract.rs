@@ -38,7 +38,8 @@ pod!(
     v8_process,
     ruby_file,
     php_file,
-    perl_file
+    perl_file,
+    go_labels_process
 );
 
 /// The bytes of `value`, as a map update takes them.

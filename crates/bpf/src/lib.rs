@@ -33,6 +33,7 @@ mod arch;
 mod contract;
 mod error;
 mod events;
+mod go_labels;
 mod interpreter_maps;
 mod late_unwind;
 mod off_cpu;
@@ -49,6 +50,10 @@ mod unwind_maps;
 
 pub use error::BpfError;
 pub use events::ProcessEventReader;
+pub use go_labels::{
+    GoLabelMaps, GoLabelsLayout, GoLabelsValue, GO_LABELS_MAX, GO_LABEL_KEY_MAX, GO_LABEL_VALUE_MAX,
+    MAX_GO_LABEL_PROCESSES,
+};
 pub use interpreter_maps::{InterpreterFileValue, InterpreterMaps, InterpreterProcessValue, MAX_INTERPRETER_PROCESSES};
 pub use late_unwind::{LateUnwind, MapTables};
 pub use off_cpu::{OffCpuJoinCounts, MAX_PENDING_OFF_CPU};

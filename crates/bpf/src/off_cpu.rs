@@ -148,6 +148,7 @@ mod tests {
             unwind_stop: UnwindStop::Root,
             stack: None,
             off_cpu_ns: Some(0),
+            go_labels: Vec::new(),
         }
     }
 

@@ -17,8 +17,12 @@ const STACK_COPY_HEADER_SIZE: usize = size_of::<c::stack_copy>();
 // The scratch record has room for a header and a full window after the
 // last frame word.
 const _: () = assert!(
-    size_of::<sample_record>() - offset_of!(sample_record, stack_copy_room) == STACK_COPY_HEADER_SIZE + STACK_COPY_MAX
+    offset_of!(sample_record, go_labels_room) - offset_of!(sample_record, stack_copy_room)
+        == STACK_COPY_HEADER_SIZE + STACK_COPY_MAX
 );
+// And room for the Go labels after that.
+const _: () =
+    assert!(size_of::<sample_record>() - offset_of!(sample_record, go_labels_room) == size_of::<c::go_labels>());
 
 /// The user stack of a sample whose process (or pc) was not loaded yet,
 /// copied where the in-kernel unwinder stopped, for
@@ -70,6 +74,9 @@ pub struct RawSample {
     /// it was off, ns, once joined with its switch-in (0 until then);
     /// `None` for a sample of the running thread.
     pub off_cpu_ns: Option<u64>,
+    /// The pprof labels of the goroutine the thread ran (a Go process,
+    /// `ebpf/go_labels.bpf.h`), as (key, value); empty for none.
+    pub go_labels: Vec<(String, String)>,
 }
 
 impl RawSample {
@@ -95,10 +102,18 @@ impl RawSample {
         }
         let frames_end = HEADER_SIZE + (kernel + user) * 8;
         let words = data.get(HEADER_SIZE..frames_end)?;
+        let mut end = frames_end;
         let stack = if u32::from(header.flags) & c::SAMPLE_FLAG_STACK_COPY != 0 {
-            Some(parse_stack_copy(data.get(frames_end..)?)?)
+            let copy = parse_stack_copy(data.get(end..)?)?;
+            end += STACK_COPY_HEADER_SIZE + copy.bytes.len();
+            Some(copy)
         } else {
             None
+        };
+        let go_labels = if u32::from(header.flags) & c::SAMPLE_FLAG_GO_LABELS != 0 {
+            crate::go_labels::parse_labels(data.get(end..)?)?.0
+        } else {
+            Vec::new()
         };
         let mut frames = words.chunks_exact(8).map(|c| c.try_into().map_or(0, u64::from_ne_bytes));
         Some(RawSample {
@@ -113,6 +128,7 @@ impl RawSample {
             user_frames: frames.collect(),
             unwind_stop: UnwindStop::from_raw(header.unwind_stop),
             off_cpu_ns: (u32::from(header.flags) & c::SAMPLE_FLAG_OFF_CPU != 0).then_some(0),
+            go_labels,
         })
     }
 }
@@ -244,6 +260,49 @@ mod tests {
         }
         let huge = with_copy(record(&[], &[1]), STACK_COPY_MAX as u32 + 8, &vec![0; STACK_COPY_MAX + 8]);
         assert_eq!(RawSample::parse(&huge), None);
+    }
+
+    /// `struct go_labels` bytes as the programs append them.
+    fn labels(pairs: &[(&str, &str)]) -> Vec<u8> {
+        let mut out = vec![pairs.len() as u8, 0, 0, 0, 0, 0, 0, 0];
+        for (k, v) in pairs {
+            let mut label = c::go_label::default();
+            for (o, b) in label.key.iter_mut().zip(k.bytes()) {
+                *o = b as std::ffi::c_char;
+            }
+            for (o, b) in label.value.iter_mut().zip(v.bytes()) {
+                *o = b as std::ffi::c_char;
+            }
+            // SAFETY: go_label is two char arrays: plain bytes.
+            let bytes = unsafe {
+                std::slice::from_raw_parts((&label as *const c::go_label).cast::<u8>(), size_of::<c::go_label>())
+            };
+            out.extend_from_slice(bytes);
+        }
+        out
+    }
+
+    #[test]
+    fn parses_go_labels_after_the_frames_and_the_stack_copy() {
+        let flag = offset_of!(c::sample_event, flags);
+        let mut data = record(&[0xffff1], &[0x4011, 0x4022]);
+        data[flag] = c::SAMPLE_FLAG_GO_LABELS as u8;
+        data.extend_from_slice(&labels(&[("request", "r1"), ("k", "")]));
+        let s = RawSample::parse(&data).unwrap();
+        assert_eq!(s.user_frames, vec![0x4011, 0x4022]);
+        assert_eq!(s.go_labels, vec![("request".to_string(), "r1".to_string()), ("k".to_string(), String::new())]);
+        for len in 0..data.len() {
+            assert_eq!(RawSample::parse(&data[..len]), None, "length {len}");
+        }
+        // After a stack copy: the copy's size says where they start.
+        let mut data = with_copy(record(&[], &[0x4011]), 3, &[9, 9, 9]);
+        data[flag] |= c::SAMPLE_FLAG_GO_LABELS as u8;
+        data.extend_from_slice(&labels(&[("a", "b")]));
+        let s = RawSample::parse(&data).unwrap();
+        assert_eq!(s.stack.as_ref().map(|c| c.bytes.clone()), Some(vec![9, 9, 9]));
+        assert_eq!(s.go_labels, vec![("a".to_string(), "b".to_string())]);
+        // No flag, no labels.
+        assert_eq!(RawSample::parse(&record(&[], &[1])).unwrap().go_labels, Vec::<(String, String)>::new());
     }
 
     #[test]

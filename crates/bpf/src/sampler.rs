@@ -1,6 +1,7 @@
 //! Loading the programs and attaching them to the perf events.
 
 use crate::events::ProcessEventReader;
+use crate::go_labels::GoLabelMaps;
 use crate::interpreter_maps::InterpreterMaps;
 use crate::late_unwind::MapTables;
 use crate::perf::{online_cpus, open_cpu_clock};
@@ -216,6 +217,16 @@ counters! {
     perl_read_errors = COUNTER_PERL_READ_ERRORS;
     /// Runops frames with no Perl frame left (kept native).
     perl_empty_loops = COUNTER_PERL_EMPTY_LOOPS;
+    /// Samples of Go processes sent with their goroutine's pprof labels.
+    go_labels_samples = COUNTER_GO_LABELS_SAMPLES;
+    /// Samples of Go processes whose current goroutine could not be
+    /// found (TLS, g, g.m or m.curg unreadable).
+    go_labels_no_g = COUNTER_GO_LABELS_NO_G;
+    /// Go label sets that could not be read (the sample goes without).
+    go_labels_read_errors = COUNTER_GO_LABELS_READ_ERRORS;
+    /// Go label sets cut short (more than `GO_LABELS_MAX` labels, map
+    /// buckets beyond those read, keys or values cut).
+    go_labels_truncated = COUNTER_GO_LABELS_TRUNCATED;
 }
 
 impl Counters {
@@ -556,6 +567,14 @@ impl Sampler {
         let perl_files =
             MapHandle::try_from(&maps.perl_files).map_err(|source| BpfError::Map { map: "perl_files", source })?;
         Ok(InterpreterMaps::new(files, threads, processes, v8, ruby_files, php_files, perl_files))
+    }
+
+    /// The map of Go processes whose pprof labels the programs read, for
+    /// the process manager. Make one: it keeps what it loads.
+    pub fn go_label_maps(&self) -> Result<GoLabelMaps, BpfError> {
+        let map = MapHandle::try_from(&self.skel.maps.go_label_processes)
+            .map_err(|source| BpfError::Map { map: "go_label_processes", source })?;
+        Ok(GoLabelMaps::new(map))
     }
 
     /// The keys in the interpreter unwinders' maps, read by iterating

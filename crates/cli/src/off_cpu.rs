@@ -131,6 +131,7 @@ mod tests {
             timestamp_unix_ns: 0,
             frames: vec![],
             off_cpu_ns,
+            labels: vec![],
         }
     }
 

@@ -15,6 +15,8 @@
 //!   state is keyed by.
 //! - [`SymbolIndex`] maps ELF virtual addresses to function names (16
 //!   bytes a function, names read from the file when needed).
+//! - [`ElfFile::go_version`] reads a Go executable's version from its
+//!   build info ([`GoVersion`]).
 //! - [`GoPclntab`] reads Go's `.gopclntab` (Go 1.16+, also in stripped
 //!   binaries and without section headers): function, file, line and
 //!   inlined functions of a pc, and the `pcsp` stack-pointer deltas a Go
@@ -48,6 +50,7 @@ mod arch;
 mod error;
 mod file;
 mod fileid;
+mod go_buildinfo;
 mod gopclntab;
 pub mod map_guard;
 mod mapping;
@@ -62,6 +65,7 @@ pub use file::{
     PT_LOAD, PT_NOTE, SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_NOTE, SHT_SYMTAB,
 };
 pub use fileid::{file_id_of_bytes, file_id_of_file, file_id_of_path};
+pub use go_buildinfo::GoVersion;
 pub use gopclntab::{
     may_be_go, GoFrame, GoFunc, GoPclntab, GoPclntabLayout, GoPclntabVersion, PcRange, PcValues, FUNC_FLAG_ASM,
     FUNC_FLAG_SP_WRITE, FUNC_FLAG_TOP_FRAME, GO116_MAGIC, GO118_MAGIC, GO120_MAGIC, MAX_GO_FUNCTIONS,

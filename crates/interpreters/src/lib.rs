@@ -16,6 +16,8 @@
 //! - [`python`]: CPython 3.8-3.13 ([`python::CPython`]).
 //! - [`ruby`]: CRuby 3.0-3.4, 3.1 tested ([`ruby::CRuby`]; 2.7's layout
 //!   is known to the user-space walk only).
+//! - [`go_labels`]: what reading a Go program's pprof labels needs (not
+//!   a runtime: its labels go with the samples, its frames are native).
 //! - [`memory`]: reading another process's memory.
 //! - Not wired into the agent yet (their BPF unwinders are to come), each
 //!   proven against live processes by its `tests/*_live.rs`:
@@ -28,6 +30,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod go_labels;
 pub mod hotspot;
 pub mod memory;
 pub mod perl;

@@ -183,6 +183,7 @@ pub(crate) mod tests_support {
             timestamp_unix_ns: 0,
             frames,
             off_cpu_ns: None,
+            labels: vec![],
         }
     }
 }
@@ -218,6 +219,7 @@ mod tests {
             timestamp_unix_ns: 0,
             frames,
             off_cpu_ns: None,
+            labels: vec![],
         }
     }
 

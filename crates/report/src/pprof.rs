@@ -159,6 +159,9 @@ pub struct Function {
     pub filename: i64,
 }
 
+/// (stack, pid, process, thread, labels as (key, value) strings).
+type SampleKey = (Vec<u64>, u32, i64, i64, Vec<(i64, i64)>);
+
 /// Aggregates traces into one pprof profile.
 pub struct PprofBuilder {
     profile: Profile,
@@ -167,7 +170,7 @@ pub struct PprofBuilder {
     mappings: HashMap<Arc<Mapping>, u64>,
     kernel_mapping: Option<u64>,
     locations: HashMap<Frame, u64>,
-    samples: HashMap<(Vec<u64>, u32, i64, i64), usize>,
+    samples: HashMap<SampleKey, usize>,
     period_ns: i64,
     // An off-CPU profile: one value, the nanoseconds off the CPU.
     off_cpu: bool,
@@ -220,7 +223,8 @@ impl PprofBuilder {
         let stack: Vec<u64> = trace.frames.iter().map(|f| self.location(f)).collect();
         let process = self.string(&trace.process.executable_name);
         let thread = self.string(&trace.thread_name);
-        let key = (stack, trace.process.pid.0, process, thread);
+        let labels: Vec<(i64, i64)> = trace.labels.iter().map(|(k, v)| (self.string(k), self.string(v))).collect();
+        let key = (stack, trace.process.pid.0, process, thread, labels);
         if let Some(&i) = self.samples.get(&key) {
             for (sum, v) in self.profile.sample[i].value.iter_mut().zip(values) {
                 *sum = sum.saturating_add(v);
@@ -235,7 +239,11 @@ impl PprofBuilder {
                 Label { key: pid_key, str: 0, num: i64::from(key.1) },
                 Label { key: process_key, str: process, num: 0 },
                 Label { key: thread_key, str: thread, num: 0 },
-            ],
+            ]
+            .into_iter()
+            // A Go pprof label is a label of its own, as Go writes it.
+            .chain(key.4.iter().map(|&(key, str)| Label { key, str, num: 0 }))
+            .collect(),
         });
         self.samples.insert(key, self.profile.sample.len() - 1);
     }
@@ -353,6 +361,26 @@ mod tests {
         b.add(&read);
         b.add(&trace("dd", &["main", "copy", "write"], &[]));
         b.finish(5_000_000_001)
+    }
+
+    #[test]
+    fn go_labels_are_labels_and_part_of_the_key() {
+        let mut b = PprofBuilder::new(20, 1_000);
+        let plain = trace("svc", &["main", "work"], &[]);
+        let with = |v: &str| Trace { labels: vec![("request".into(), v.into())], ..plain.clone() };
+        b.add(&with("r1"));
+        b.add(&with("r1"));
+        b.add(&with("r2"));
+        b.add(&plain);
+        let p = b.finish(2_000);
+        let request = |s: &Sample| -> Option<String> {
+            s.label
+                .iter()
+                .find(|l| p.string_table[l.key as usize] == "request")
+                .map(|l| p.string_table[l.str as usize].clone())
+        };
+        let got: Vec<(Option<String>, i64)> = p.sample.iter().map(|s| (request(s), s.value[0])).collect();
+        assert_eq!(got, vec![(Some("r1".into()), 2), (Some("r2".into()), 1), (None, 1)]);
     }
 
     #[test]

@@ -250,6 +250,9 @@ pub struct Trace {
     /// off-CPU sample, nanoseconds the thread stayed off the CPU after it
     /// was switched out with this stack (at `timestamp_unix_ns`).
     pub off_cpu_ns: Option<u64>,
+    /// Labels of the sample (key, value): the pprof labels of the
+    /// goroutine a Go program's thread ran; empty for none.
+    pub labels: Vec<(Arc<str>, Arc<str>)>,
 }
 
 #[cfg(test)]

@@ -22,7 +22,9 @@
 //!   those samples in `timestamps_unix_nano` (sorted), and the attributes
 //!   `thread.name`, `thread.id` and `cpu.logical_number` (the reference
 //!   agent's sample key: identical stacks of one thread on one CPU are one
-//!   sample, so payloads stay small while every event keeps its time);
+//!   sample, so payloads stay small while every event keeps its time),
+//!   and before them `process.context.label.<key>` for each of the
+//!   trace's labels (Go pprof labels; part of the key too);
 //! - a profile's `time_unix_nano` is the interval's start, moved back to
 //!   the oldest timestamp when a sample that waited (late unwinding) is
 //!   older, so every timestamp lies in `[time, time + duration)`;
@@ -54,6 +56,7 @@
 //!     timestamp_unix_ns: 2_000,
 //!     frames: vec![],
 //!     off_cpu_ns: None,
+//!     labels: vec![],
 //! };
 //! agg.add(&trace);
 //! agg.add(&trace);
@@ -112,6 +115,9 @@ pub mod attr {
     pub const THREAD_ID: &str = "thread.id";
     /// Sample attribute: the CPU the sample was taken on (int).
     pub const CPU_LOGICAL_NUMBER: &str = "cpu.logical_number";
+    /// Prefix of a sample's label attributes (a Go pprof label `k` is
+    /// `process.context.label.k`), as the reference agent names them.
+    pub const LABEL_PREFIX: &str = "process.context.label.";
 }
 
 /// Sample type of off-CPU profiles (unit `nanoseconds`, one value per
@@ -208,7 +214,9 @@ struct ProcessSamples {
     off_cpu_index: HashMap<SampleKey, usize>,
 }
 
-type SampleKey = (i32, i32, i32, i32);
+/// (stack, thread.name, thread.id, cpu.logical_number, the label
+/// attributes: none for most traces, which then allocate nothing).
+type SampleKey = (i32, i32, i32, i32, Vec<i32>);
 
 impl OtlpAggregator {
     /// An aggregator whose first interval starts at `interval_start_unix_ns`.
@@ -258,6 +266,11 @@ impl OtlpAggregator {
         let thread_name = self.dict.attribute(attr::THREAD_NAME, AttrValue::Str((*trace.thread_name).into()));
         let thread_id = self.dict.attribute(attr::THREAD_ID, AttrValue::Int(i64::from(trace.tid.0)));
         let cpu = self.dict.attribute(attr::CPU_LOGICAL_NUMBER, AttrValue::Int(i64::from(trace.cpu)));
+        let labels: Vec<i32> = trace
+            .labels
+            .iter()
+            .map(|(k, v)| self.dict.attribute(&format!("{}{k}", attr::LABEL_PREFIX), AttrValue::Str((**v).into())))
+            .collect();
 
         let p = match self.process_index.get(&trace.process) {
             Some(&p) => p,
@@ -274,7 +287,8 @@ impl OtlpAggregator {
             }
         };
         let process = &mut self.processes[p];
-        let key = (stack_index, thread_name, thread_id, cpu);
+        let attribute_indices = || labels.iter().copied().chain([thread_name, thread_id, cpu]).collect();
+        let key = (stack_index, thread_name, thread_id, cpu, labels.clone());
         if let Some(ns) = trace.off_cpu_ns {
             let value = i64::try_from(ns).unwrap_or(i64::MAX);
             match process.off_cpu_index.get(&key) {
@@ -286,7 +300,7 @@ impl OtlpAggregator {
                 None => {
                     process.off_cpu.push(pb::Sample {
                         stack_index,
-                        attribute_indices: vec![thread_name, thread_id, cpu],
+                        attribute_indices: attribute_indices(),
                         link_index: 0,
                         values: vec![value],
                         timestamps_unix_nano: vec![trace.timestamp_unix_ns],
@@ -305,7 +319,7 @@ impl OtlpAggregator {
             None => {
                 process.samples.push(pb::Sample {
                     stack_index,
-                    attribute_indices: vec![thread_name, thread_id, cpu],
+                    attribute_indices: attribute_indices(),
                     link_index: 0,
                     values: vec![1],
                     timestamps_unix_nano: vec![trace.timestamp_unix_ns],

@@ -49,6 +49,7 @@ fn trace_at(process: &Arc<ProcessInfo>, tid: u32, thread: &str, frames: &[Frame]
         timestamp_unix_ns: ts,
         frames: frames.to_vec(),
         off_cpu_ns: None,
+        labels: vec![],
     }
 }
 
@@ -328,6 +329,61 @@ fn off_cpu_traces_make_a_second_profile() {
     );
     assert_ne!(off_prof.profile_id, on_prof.profile_id);
     assert_eq!((off_prof.time_unix_nano, on_prof.time_unix_nano), (100, 100));
+}
+
+/// Go pprof labels: sample attributes `process.context.label.<key>`,
+/// and part of the key (same stack and labels aggregate, other labels do
+/// not).
+#[test]
+fn labels_are_sample_attributes_and_split_samples() {
+    let p = process(1, "/bin/a", None);
+    let f = frame(FrameKind::Go, 1, None, &[("main.work", None, 0)]);
+    let labelled = |ts: u64, labels: &[(&str, &str)]| Trace {
+        labels: labels.iter().map(|&(k, v)| (k.into(), v.into())).collect(),
+        ..trace_at(&p, 1, "a", std::slice::from_ref(&f), 0, ts)
+    };
+    let mut agg =
+        OtlpAggregator::new(OtlpConfig { samples_per_second: 20, scope_version: "v".into(), profile_id_seed: 1 }, 100);
+    agg.add(&labelled(110, &[("request", "r1")]));
+    agg.add(&labelled(120, &[("request", "r2"), ("user", "u")]));
+    agg.add(&labelled(130, &[("request", "r1")]));
+    agg.add(&labelled(140, &[]));
+    let req = agg.flush(1_000).unwrap();
+    let d = req.dictionary.as_ref().unwrap();
+    let s = |i: i32| d.string_table[i as usize].as_str();
+    let attrs = |sample: &pb::Sample| -> Vec<(String, String)> {
+        sample
+            .attribute_indices
+            .iter()
+            .map(|&i| {
+                let a = &d.attribute_table[i as usize];
+                let value = match a.value.as_ref().and_then(|v| v.value.clone()) {
+                    Some(Value::StringValue(v)) => v,
+                    Some(Value::IntValue(i)) => i.to_string(),
+                    other => panic!("{other:?}"),
+                };
+                (s(a.key_strindex).to_string(), value)
+            })
+            .collect()
+    };
+    let samples = &req.resource_profiles[0].scope_profiles[0].profiles[0].samples;
+    type Attrs = Vec<(String, String)>;
+    let got: Vec<(Attrs, Vec<i64>)> = samples.iter().map(|x| (attrs(x), x.values.clone())).collect();
+    let thread = |mut v: Vec<(String, String)>| {
+        v.extend(
+            [("thread.name", "a"), ("thread.id", "1"), ("cpu.logical_number", "0")].map(|(k, v)| (k.into(), v.into())),
+        );
+        v
+    };
+    let label = |k: &str, v: &str| (format!("process.context.label.{k}"), v.to_string());
+    assert_eq!(
+        got,
+        vec![
+            (thread(vec![label("request", "r1")]), vec![2]),
+            (thread(vec![label("request", "r2"), label("user", "u")]), vec![1]),
+            (thread(vec![]), vec![1]),
+        ]
+    );
 }
 
 #[test]
