@@ -141,7 +141,7 @@ static __always_inline void read_go_labels(struct sample_event *event, u32 tgid)
 		return;
 	work->labels.count = 0;
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+	u64 fsbase = arch_thread_pointer(task);
 	u64 g = 0, m = 0, curg = 0, labels = 0;
 	if (!fsbase || read_user_u64(&g, fsbase + (s64)go->tls_g) || !g || read_user_u64(&m, g + go->g_m) || !m ||
 	    read_user_u64(&curg, m + go->m_curg)) {
