@@ -92,7 +92,7 @@ pub fn read_method(memory: &dyn ProcessMemory, l: &HotspotLayout, method: u64) -
     let signature = slot(signature_index)?;
     let source_file = (source_index != 0).then(|| slot(source_index).ok()).flatten();
     let klass_name = read_u64(memory, at(holder, l.klass_name)).ok_or("cannot read the holder's name")?;
-    let class: Arc<str> = read_symbol(memory, l, klass_name)?.replace('/', ".").into();
+    let class: Arc<str> = java_class_name(&read_symbol(memory, l, klass_name)?).into();
 
     let mut lines = Vec::new();
     if flags & l.const_method_has_linenumber_table != 0 {
@@ -113,6 +113,33 @@ pub fn read_method(memory: &dyn ProcessMemory, l: &HotspotLayout, method: u64) -
         code_size: u32::from(code_size),
         const_method,
     })
+}
+
+/// The dotted, stable name of a class from its internal name: `/` ->
+/// `.`, and a hidden class (a lambda's proxy, a `LambdaForm`) loses its
+/// address (`Foo$$Lambda$14+0x0000000800c03000`, JDK 17, or
+/// `Foo$$Lambda+0x000071e4c8003208`, JDK 21+, are `Foo$$Lambda`;
+/// `java/lang/invoke/LambdaForm$MH/0x...` is
+/// `java.lang.invoke.LambdaForm$MH`), so that profiles of several runs
+/// aggregate: the lambda's body is the `lambda$...` method it calls.
+pub fn java_class_name(internal: &str) -> String {
+    let mut name = internal;
+    // A hidden class: its defining name, `+` (the JVM's own spelling;
+    // `/` in stack traces), and its address in hex.
+    if let Some(at) = name.rfind("+0x").or_else(|| name.rfind("/0x")) {
+        let address = &name[at + 3..];
+        if !address.is_empty() && address.bytes().all(|b| b.is_ascii_hexdigit()) {
+            name = &name[..at];
+        }
+    }
+    // Before JDK 21, lambda proxies were numbered per class, in the order
+    // they were spun: `Foo$$Lambda$14`.
+    if let Some((class, number)) = name.rsplit_once("$$Lambda$") {
+        if !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) {
+            name = &name[..class.len() + "$$Lambda".len()];
+        }
+    }
+    name.replace('/', ".")
 }
 
 /// A `Symbol`'s text (modified UTF-8, read lossily).
@@ -272,6 +299,29 @@ mod tests {
         assert_eq!((&*info.signature, info.source_file.as_deref()), ("()V", Some("Foo.java")));
         assert_eq!((&*info.lines, info.code_size, info.const_method), (&[(0, 12), (4, 13)][..], 10, 0x20000));
         assert_eq!((info.line(0), info.line(3), info.line(9)), (Some(12), Some(12), Some(13)));
+    }
+
+    #[test]
+    fn hidden_classes_lose_their_address() {
+        let cases = [
+            ("com/example/Foo", "com.example.Foo"),
+            ("Foo$Bar", "Foo$Bar"),
+            ("LedgerAudit$Indexer$$Lambda$1+0x00007f40e0003208", "LedgerAudit$Indexer$$Lambda"),
+            ("LedgerAudit$Indexer$$Lambda+0x0000000061041210", "LedgerAudit$Indexer$$Lambda"),
+            ("LedgerAudit$Indexer$$Lambda$1/0x00007f40e0003208", "LedgerAudit$Indexer$$Lambda"),
+            ("LedgerAudit$Indexer$$Lambda/0x000071e4c8003208", "LedgerAudit$Indexer$$Lambda"),
+            ("com/example/Foo$$Lambda$143/0x0000000800c03000", "com.example.Foo$$Lambda"),
+            ("java/lang/invoke/LambdaForm$MH/0x0000000800c10400", "java.lang.invoke.LambdaForm$MH"),
+            // Not an address, not a proxy's number: kept.
+            ("a/0xyz", "a.0xyz"),
+            ("Foo$$Lambda$x", "Foo$$Lambda$x"),
+            ("Foo$$Lambda$", "Foo$$Lambda$"),
+            ("Foo/0x", "Foo.0x"),
+            ("Foo+0xg1", "Foo+0xg1"),
+        ];
+        for (internal, want) in cases {
+            assert_eq!(java_class_name(internal), want, "{internal}");
+        }
     }
 
     #[test]
