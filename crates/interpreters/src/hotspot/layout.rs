@@ -255,7 +255,8 @@ pub struct HotspotLayout {
     /// `Symbol::_body` (bytes).
     pub symbol_body: u32,
 
-    /// `ThreadsSMRSupport::_java_thread_list` (`ThreadsList*`).
+    /// `ThreadsSMRSupport::_java_thread_list` (`ThreadsList*`); 0 when the
+    /// tables lack it (JDK 11): only the user-space walk lists threads.
     pub threads_list_vaddr: u64,
     /// `ThreadsList::_length` (`uint`).
     pub threads_list_length: u32,
@@ -445,6 +446,18 @@ pub fn layout_from_tables(t: &VmTables, memory: &dyn ProcessMemory, bias: u64) -
         }
     };
     let thread_state = |name: &str| constant(name);
+    // Not in JDK 11's tables; the unwinder does not need it.
+    let threads_list = match (
+        static_vaddr("ThreadsSMRSupport", "_java_thread_list"),
+        off("ThreadsList", "_length"),
+        off("ThreadsList", "_threads"),
+    ) {
+        (Ok(list), Ok(length), Ok(threads)) => Some((list, length, threads)),
+        _ => {
+            fallbacks.push("no ThreadsSMRSupport::_java_thread_list: threads are not listed");
+            None
+        }
+    };
     Ok(HotspotLayout {
         fallbacks,
         code_cache_heaps_vaddr: static_vaddr("CodeCache", "_heaps")?,
@@ -502,9 +515,9 @@ pub fn layout_from_tables(t: &VmTables, memory: &dyn ProcessMemory, bias: u64) -
         array_data: any_off(&[("Array<Method*>", "_data"), ("Array<Klass*>", "_data[0]"), ("Array<Klass*>", "_data")])?,
         symbol_length: off("Symbol", "_length")?,
         symbol_body: off("Symbol", "_body")?,
-        threads_list_vaddr: static_vaddr("ThreadsSMRSupport", "_java_thread_list")?,
-        threads_list_length: off("ThreadsList", "_length")?,
-        threads_list_threads: off("ThreadsList", "_threads")?,
+        threads_list_vaddr: threads_list.map_or(0, |(list, _, _)| list),
+        threads_list_length: threads_list.map_or(0, |(_, length, _)| length),
+        threads_list_threads: threads_list.map_or(0, |(_, _, threads)| threads),
         thread_osthread: any_off(&[("JavaThread", "_osthread"), ("Thread", "_osthread")])?,
         java_thread_anchor: off("JavaThread", "_anchor")?,
         java_thread_state: off("JavaThread", "_thread_state")?,
