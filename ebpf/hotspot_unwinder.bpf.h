@@ -27,8 +27,12 @@
  *    native code, pc = [fp + 8], sp = fp + 16, fp = [fp]; not recorded.
  *  - any other pc: the CodeBlob holding it, found through its code
  *    heap's segment map (at most HOTSPOT_SEGMAP_STEPS steps back); the
- *    frame word is the blob and the pc's offset in it (user space tells
- *    nmethods from stubs, and names the methods inlined at the pc). Its
+ *    frame word is the pc (its offset in the code cache) and the blob's
+ *    mark (the low bits of its compile id, checked again when naming;
+ *    user space finds the blob again, tells nmethods from stubs, and
+ *    names the methods inlined at the pc). A return address patched to
+ *    the nmethod's deoptimisation handler stands for the pc saved in the
+ *    frame (at sp + _orig_pc_offset): the word carries that pc. Its
  *    caller: sp = sp + 8 * CodeBlob::_frame_size, the return address and
  *    the saved rbp in the two words below.
  *
@@ -72,15 +76,60 @@ static __always_inline bool hotspot_record(struct sample_record *record, u64 wor
 	return true;
 }
 
-/* A frame word: `pointer` (8-aligned, below 2^47, else encoded as 0)
- * and `offset` (clamped). */
-static __always_inline u64 hotspot_word(u64 pointer, u64 offset, bool compiled)
+/* An interpreted frame's word: `method` (8-aligned, below 2^47, else
+ * encoded as 0) and `bci` (clamped). */
+static __always_inline u64 hotspot_word(u64 method, u64 bci)
 {
-	u64 bits = (pointer & 7) || (pointer >> 47) ? 0 : pointer >> 3;
-	if (offset > HOTSPOT_FRAME_OFFSET_MAX)
-		offset = HOTSPOT_FRAME_OFFSET_MAX;
-	return FRAME_INTERPRETED | FRAME_HOTSPOT | (compiled ? FRAME_HOTSPOT_COMPILED : 0) |
-	       (offset << HOTSPOT_FRAME_OFFSET_SHIFT) | bits;
+	u64 bits = (method & 7) || (method >> 47) ? 0 : method >> 3;
+	if (bci > HOTSPOT_FRAME_OFFSET_MAX)
+		bci = HOTSPOT_FRAME_OFFSET_MAX;
+	return FRAME_INTERPRETED | FRAME_HOTSPOT | (bci << HOTSPOT_FRAME_OFFSET_SHIFT) | bits;
+}
+
+/* A compiled frame's word: `pc`'s offset in the code cache (0 if it is
+ * not in it), whether it is the sampled instruction, and the blob's
+ * mark (ebpf/types.h). */
+static __always_inline u64 hotspot_compiled_word(struct hotspot_process *jvm, u64 pc, bool exact, u32 mark)
+{
+	u64 offset = pc - jvm->code_low;
+	if (pc < jvm->code_low || offset > HOTSPOT_CODE_OFFSET_MAX)
+		offset = 0;
+	u64 low = mark & 0xffff;
+	u64 high = (mark >> 16) & ((1U << (HOTSPOT_MARK_BITS - 16)) - 1);
+	return FRAME_INTERPRETED | FRAME_HOTSPOT | FRAME_HOTSPOT_COMPILED | (low << HOTSPOT_FRAME_OFFSET_SHIFT) |
+	       (high << HOTSPOT_MARK_HIGH_SHIFT) | (exact ? HOTSPOT_PC_EXACT : 0) | offset;
+}
+
+/* The pc a compiled frame at sp stands for, when `return_address` is its
+ * nmethod's deoptimisation handler (the JVM patched it so that the frame
+ * is deoptimised when its callee returns; the frame's own pc was saved
+ * in it, at _orig_pc_offset bytes above its sp); else 0. */
+static __always_inline u64 hotspot_deopt_pc(struct hotspot_process *jvm, u64 blob, u64 return_address, u64 sp)
+{
+	if (!jvm->nmethod_deopt_handler)
+		return 0;
+	u64 handler = 0;
+	if (jvm->deopt_handler_is_offset) {
+		u32 offset = 0;
+		if (bpf_probe_read_user(&offset, sizeof(offset), (const void *)(blob + jvm->nmethod_deopt_handler)))
+			return 0;
+		handler = blob + offset;
+	} else if (read_user_u64(&handler, blob + jvm->nmethod_deopt_handler)) {
+		return 0;
+	}
+	if (handler != return_address)
+		return 0;
+	s32 orig_pc_offset = 0;
+	u64 pc = 0;
+	if (bpf_probe_read_user(&orig_pc_offset, sizeof(orig_pc_offset),
+				(const void *)(blob + jvm->nmethod_orig_pc_offset)) ||
+	    orig_pc_offset < 0 || orig_pc_offset > (1 << 20) || read_user_u64(&pc, sp + (u64)orig_pc_offset) ||
+	    pc <= blob) {
+		count(COUNTER_HOTSPOT_READ_ERRORS);
+		return 0;
+	}
+	count(COUNTER_HOTSPOT_DEOPT_FRAMES);
+	return pc;
 }
 
 /* The CodeBlob holding `pc`, through its heap's segment map; 0 if none. */
@@ -190,7 +239,7 @@ static __always_inline int hotspot_interpreted(struct sample_record *record, str
 		if (bcp >= codes && bcp - codes < HOTSPOT_NO_BCI)
 			bci = bcp - codes;
 	}
-	if (!hotspot_record(record, hotspot_word(method, bci, false)))
+	if (!hotspot_record(record, hotspot_word(method, bci)))
 		return UNWIND_STOP_MAX_FRAMES;
 	if (sender_sp <= state->sp || caller_fp <= fp || return_address == 0) {
 		count(COUNTER_HOTSPOT_BAD_FRAMES);
@@ -212,7 +261,15 @@ static __always_inline int hotspot_compiled(struct sample_record *record, struct
 		count(COUNTER_HOTSPOT_READ_ERRORS);
 		return UNWIND_STOP_HOTSPOT;
 	}
-	if (!hotspot_record(record, hotspot_word(blob, state->pc - blob, true)))
+	u32 mark = 0;
+	bpf_probe_read_user(&mark, sizeof(mark), (const void *)(blob + jvm->nmethod_compile_id));
+	u64 pc = state->pc;
+	if (!state->exact) {
+		u64 saved = hotspot_deopt_pc(jvm, blob, pc, state->sp);
+		if (saved)
+			pc = saved;
+	}
+	if (!hotspot_record(record, hotspot_compiled_word(jvm, pc, state->exact, mark)))
 		return UNWIND_STOP_MAX_FRAMES;
 	if (frame_size < 0 || frame_size > (1 << 16)) {
 		count(COUNTER_HOTSPOT_BAD_FRAMES);

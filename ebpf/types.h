@@ -35,17 +35,26 @@
 #define PYTHON_FRAME_OFFSET_SHIFT 44
 #define PYTHON_FRAME_OFFSET_MAX ((1ULL << 16) - 1)
 /* With FRAME_INTERPRETED: a HotSpot frame, not a CPython one (bit 61
- * lies above PYTHON_FRAME_OFFSET_MAX's bits). A HotSpot frame word is
- * FRAME_INTERPRETED | FRAME_HOTSPOT | [FRAME_HOTSPOT_COMPILED] |
- * offset << HOTSPOT_FRAME_OFFSET_SHIFT | pointer >> 3: an interpreted
- * frame's Method* and bytecode index (HOTSPOT_NO_BCI for none), or a
- * compiled frame's CodeBlob and the pc's offset from the blob (clamped
- * to HOTSPOT_FRAME_OFFSET_MAX). See hotspot_unwinder.bpf.h. */
+ * lies above PYTHON_FRAME_OFFSET_MAX's bits). An interpreted HotSpot
+ * frame word is FRAME_INTERPRETED | FRAME_HOTSPOT | bci <<
+ * HOTSPOT_FRAME_OFFSET_SHIFT | Method* >> 3 (HOTSPOT_NO_BCI for none). A
+ * compiled one (FRAME_HOTSPOT_COMPILED) is FRAME_INTERPRETED |
+ * FRAME_HOTSPOT | FRAME_HOTSPOT_COMPILED | mark's low 16 bits <<
+ * HOTSPOT_FRAME_OFFSET_SHIFT | mark's next 12 bits <<
+ * HOTSPOT_MARK_HIGH_SHIFT | [HOTSPOT_PC_EXACT] | pc - CodeCache's low
+ * bound (31 bits; 0: unknown): the mark is the blob's generation (the
+ * int at nmethod::_compile_id's offset, HOTSPOT_MARK_BITS of it), read
+ * again when naming, so that a blob freed and replaced at the same place
+ * is unknown, never another method. See hotspot_unwinder.bpf.h. */
 #define FRAME_HOTSPOT (1ULL << 61)
 #define FRAME_HOTSPOT_COMPILED (1ULL << 60)
 #define HOTSPOT_FRAME_OFFSET_SHIFT 44
 #define HOTSPOT_FRAME_OFFSET_MAX 0xffffULL
 #define HOTSPOT_NO_BCI 0xffffULL
+#define HOTSPOT_CODE_OFFSET_MAX ((1ULL << 31) - 1)
+#define HOTSPOT_PC_EXACT (1ULL << 31)
+#define HOTSPOT_MARK_HIGH_SHIFT 32
+#define HOTSPOT_MARK_BITS 28
 #define PYTHON_FRAME_CODE_MASK ((1ULL << PYTHON_FRAME_OFFSET_SHIFT) - 1)
 /* With FRAME_INTERPRETED (FRAME_HOTSPOT clear): a frame of one of the
  * runtimes after CPython and HotSpot (bit 60 lies above
@@ -432,6 +441,10 @@ enum counter_id {
 	COUNTER_HOTSPOT_READ_ERRORS = 30,
 	/* HotSpot: unwinding a Java frame gave a bad stack pointer */
 	COUNTER_HOTSPOT_BAD_FRAMES = 31,
+	/* HotSpot: compiled frames whose return address was patched to
+	 * their nmethod's deoptimisation handler, named at the pc saved in
+	 * the frame */
+	COUNTER_HOTSPOT_DEOPT_FRAMES = 21,
 	/* COUNTER_UNWIND_STOP_BASE + enum unwind_stop: how each user
 	 * stack ended */
 	COUNTER_UNWIND_STOP_BASE = 32,
@@ -645,6 +658,10 @@ struct hotspot_process {
 	__s32 interp_method_slot;        /* Method* at fp + 8 * slot */
 	__s32 interp_bcp_slot;           /* bcp at fp + 8 * slot */
 	__s32 interp_sender_sp_slot;     /* the caller's sp at fp + 8 * slot */
+	__u32 nmethod_compile_id;        /* nmethod::_compile_id (int): a compiled frame's mark */
+	__u32 nmethod_orig_pc_offset;    /* nmethod::_orig_pc_offset (int): bytes above a frame's sp */
+	__u32 nmethod_deopt_handler;     /* the nmethod's deoptimisation handler (0: none): */
+	__u32 deopt_handler_is_offset;   /* 0: a pointer there (JDK < 23); 1: an int, from the blob */
 	__u32 reserved;
 };
 

@@ -158,6 +158,9 @@ counters! {
     hotspot_read_errors = COUNTER_HOTSPOT_READ_ERRORS;
     /// Java frames that gave a bad stack or frame pointer.
     hotspot_bad_frames = COUNTER_HOTSPOT_BAD_FRAMES;
+    /// Java frames returning to a deoptimisation handler, named at their
+    /// saved pc.
+    hotspot_deopt_frames = COUNTER_HOTSPOT_DEOPT_FRAMES;
     /// Scheduler switches seen (off-CPU profiling on).
     off_cpu_switches = COUNTER_OFF_CPU_SWITCHES;
     /// Switch-outs of user threads sampled: their stack was taken.
@@ -247,6 +250,7 @@ impl Counters {
                 ("no_blob", self.hotspot_no_blob),
                 ("read_errors", self.hotspot_read_errors),
                 ("bad_frames", self.hotspot_bad_frames),
+                ("deopt_frames", self.hotspot_deopt_frames),
             ],
             InterpreterUnwinder::V8 => vec![
                 ("frames", self.v8_frames),

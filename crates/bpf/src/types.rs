@@ -676,6 +676,16 @@ impl PerlFileValue {
 /// Most code heaps of a JVM the HotSpot unwinder looks blobs up in
 /// (`HOTSPOT_MAX_HEAPS`).
 pub const HOTSPOT_MAX_HEAPS: usize = c::HOTSPOT_MAX_HEAPS as usize;
+/// A compiled HotSpot frame word's pc offset in the code cache (its low
+/// bits; `HOTSPOT_CODE_OFFSET_MAX` in `ebpf/types.h`).
+pub const HOTSPOT_CODE_OFFSET_MAX: u64 = c::HOTSPOT_CODE_OFFSET_MAX as u64;
+/// Set in a compiled HotSpot frame word when its pc is the sampled
+/// instruction, not a return address.
+pub const HOTSPOT_PC_EXACT: u64 = c::HOTSPOT_PC_EXACT as u64;
+/// Where a compiled HotSpot frame word keeps its mark's bits above 16.
+pub const HOTSPOT_MARK_HIGH_SHIFT: u32 = c::HOTSPOT_MARK_HIGH_SHIFT;
+/// Bits of a compiled HotSpot frame's mark (its blob's compile id) kept.
+pub const HOTSPOT_MARK_BITS: u32 = c::HOTSPOT_MARK_BITS;
 
 /// `struct hotspot_heap`: one code heap of a JVM's code cache, in the
 /// process's addresses.
@@ -731,6 +741,15 @@ pub struct HotspotProcessValue {
     pub interp_method_slot: i32,
     pub interp_bcp_slot: i32,
     pub interp_sender_sp_slot: i32,
+    /// `nmethod::_compile_id`: the mark of compiled frame words.
+    pub nmethod_compile_id: u32,
+    /// `nmethod::_orig_pc_offset`.
+    pub nmethod_orig_pc_offset: u32,
+    /// The deoptimisation handler's field (0: none).
+    pub nmethod_deopt_handler: u32,
+    /// Whether that field is an `int` offset from the blob (JDK 23+),
+    /// not a pointer.
+    pub deopt_handler_is_offset: bool,
 }
 
 impl HotspotProcessValue {
@@ -771,6 +790,10 @@ impl HotspotProcessValue {
             interp_method_slot: self.interp_method_slot,
             interp_bcp_slot: self.interp_bcp_slot,
             interp_sender_sp_slot: self.interp_sender_sp_slot,
+            nmethod_compile_id: self.nmethod_compile_id,
+            nmethod_orig_pc_offset: self.nmethod_orig_pc_offset,
+            nmethod_deopt_handler: self.nmethod_deopt_handler,
+            deopt_handler_is_offset: u32::from(self.deopt_handler_is_offset),
             reserved: 0,
         }
     }

@@ -8,6 +8,15 @@
 //   jni   thread "jni" (with -Dhotspot.jni=<libhotspot_spin_jni.so>):
 //         Jni.run -> jniOuter -> callBack (native) -> C, which calls
 //         fromNative -> spin in a loop: Java -> C -> Java.
+//   deopt    the main thread: main -> deoptOuter (a loop) -> deoptMiddle
+//            (compiled by C2 with deoptInner and Square.area inlined:
+//            Square is the only Shape) -> deoptLeaf (not inlined, with
+//            -XX:CompileCommand=dontinline). After 4 s a thread makes
+//            deoptLeaf spin forever, then loads Circle: deoptMiddle's code
+//            is invalid, its frame waits for deoptLeaf to return to the
+//            deoptimisation handler; prints "deopt-changed" then.
+//   sleep    the main thread, off the CPU: main -> napOuter -> napInner
+//            -> Thread.sleep(10 ms), in a loop.
 // Interpreted under -Xint; otherwise the JIT compiles the loops with the
 // small methods inlined, so the same chains come from compiled frames and
 // their inlining scopes.
@@ -28,6 +37,16 @@ public class HotspotSpin {
             case "jni":
                 System.load(System.getProperty("hotspot.jni"));
                 new Jni().start();
+                break;
+            case "sleep":
+                printTid("sleep");
+                while (true) {
+                    napOuter();
+                }
+            case "deopt":
+                new Changer().start();
+                printTid("deopt");
+                deoptOuter(new Square());
                 break;
             default:
                 printTid("main");
@@ -97,6 +116,77 @@ public class HotspotSpin {
             printTid("sort");
             while (true) {
                 sortOnce();
+            }
+        }
+    }
+
+    static void napOuter() throws InterruptedException {
+        napInner();
+    }
+
+    static void napInner() throws InterruptedException {
+        Thread.sleep(10);
+    }
+
+    abstract static class Shape {
+        abstract long area(long side);
+    }
+
+    static final class Square extends Shape {
+        @Override
+        long area(long side) {
+            return side * side;
+        }
+    }
+
+    static final class Circle extends Shape {
+        @Override
+        long area(long side) {
+            return 3 * side * side;
+        }
+    }
+
+    static volatile boolean stayInLeaf;
+
+    static void deoptOuter(Shape shape) {
+        for (long round = 0; ; round++) {
+            deoptMiddle(shape, round);
+        }
+    }
+
+    static void deoptMiddle(Shape shape, long round) {
+        deoptInner(shape, round);
+    }
+
+    static void deoptInner(Shape shape, long round) {
+        sink += shape.area(round & 7);
+        deoptLeaf();
+    }
+
+    static void deoptLeaf() {
+        do {
+            spin(2_000);
+        } while (stayInLeaf);
+    }
+
+    /** Changes the class hierarchy under the compiled deoptOuter. */
+    static class Changer extends Thread {
+        Changer() {
+            super("changer");
+            setDaemon(true);
+        }
+
+        @Override
+        public void run() {
+            try {
+                Thread.sleep(4_000);
+                stayInLeaf = true;
+                Thread.sleep(300);
+                sink += new Circle().area(2);
+                System.out.println("deopt-changed");
+                System.out.flush();
+            } catch (InterruptedException e) {
+                throw new RuntimeException(e);
             }
         }
     }

@@ -103,6 +103,15 @@ pub enum NmethodData {
     },
 }
 
+/// Where a class keeps the pool index of its source file's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceFileIndex {
+    /// JDK 15+: `ConstantPool::_source_file_name_index`.
+    Pool(u32),
+    /// JDK 8-14: `InstanceKlass::_source_file_name_index`.
+    Klass(u32),
+}
+
 /// How an nmethod gives its deoptimisation handler and entry points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NmethodEntries {
@@ -230,8 +239,8 @@ pub struct HotspotLayout {
     pub constant_pool_holder: u32,
     /// `ConstantPool::_length` (`int`): slots in the pool.
     pub constant_pool_length: u32,
-    /// `ConstantPool::_source_file_name_index` (`u2`).
-    pub constant_pool_source_file_name_index: u32,
+    /// Where the class's `SourceFile` pool index (`u2`) is.
+    pub source_file_name_index: SourceFileIndex,
     /// `sizeof(ConstantPool)`: the slots (a `Symbol*` for UTF-8 entries)
     /// start there, 8 bytes each.
     pub constant_pool_sizeof: u32,
@@ -246,7 +255,8 @@ pub struct HotspotLayout {
     /// `Symbol::_body` (bytes).
     pub symbol_body: u32,
 
-    /// `ThreadsSMRSupport::_java_thread_list` (`ThreadsList*`).
+    /// `ThreadsSMRSupport::_java_thread_list` (`ThreadsList*`); 0 when the
+    /// tables lack it (JDK 11): only the user-space walk lists threads.
     pub threads_list_vaddr: u64,
     /// `ThreadsList::_length` (`uint`).
     pub threads_list_length: u32,
@@ -436,6 +446,18 @@ pub fn layout_from_tables(t: &VmTables, memory: &dyn ProcessMemory, bias: u64) -
         }
     };
     let thread_state = |name: &str| constant(name);
+    // Not in JDK 11's tables; the unwinder does not need it.
+    let threads_list = match (
+        static_vaddr("ThreadsSMRSupport", "_java_thread_list"),
+        off("ThreadsList", "_length"),
+        off("ThreadsList", "_threads"),
+    ) {
+        (Ok(list), Ok(length), Ok(threads)) => Some((list, length, threads)),
+        _ => {
+            fallbacks.push("no ThreadsSMRSupport::_java_thread_list: threads are not listed");
+            None
+        }
+    };
     Ok(HotspotLayout {
         fallbacks,
         code_cache_heaps_vaddr: static_vaddr("CodeCache", "_heaps")?,
@@ -481,16 +503,21 @@ pub fn layout_from_tables(t: &VmTables, memory: &dyn ProcessMemory, bias: u64) -
         const_method_sizeof: size("ConstMethod")?,
         constant_pool_holder: off("ConstantPool", "_pool_holder")?,
         constant_pool_length: off("ConstantPool", "_length")?,
-        constant_pool_source_file_name_index: off("ConstantPool", "_source_file_name_index")?,
+        source_file_name_index: match off("ConstantPool", "_source_file_name_index") {
+            Ok(pool) => SourceFileIndex::Pool(pool),
+            Err(_) => SourceFileIndex::Klass(off("InstanceKlass", "_source_file_name_index").map_err(|_| {
+                missing("ConstantPool::_source_file_name_index or InstanceKlass::_source_file_name_index")
+            })?),
+        },
         constant_pool_sizeof: size("ConstantPool")?,
         klass_name: off("Klass", "_name")?,
         instance_klass_methods: off("InstanceKlass", "_methods")?,
         array_data: any_off(&[("Array<Method*>", "_data"), ("Array<Klass*>", "_data[0]"), ("Array<Klass*>", "_data")])?,
         symbol_length: off("Symbol", "_length")?,
         symbol_body: off("Symbol", "_body")?,
-        threads_list_vaddr: static_vaddr("ThreadsSMRSupport", "_java_thread_list")?,
-        threads_list_length: off("ThreadsList", "_length")?,
-        threads_list_threads: off("ThreadsList", "_threads")?,
+        threads_list_vaddr: threads_list.map_or(0, |(list, _, _)| list),
+        threads_list_length: threads_list.map_or(0, |(_, length, _)| length),
+        threads_list_threads: threads_list.map_or(0, |(_, _, threads)| threads),
         thread_osthread: any_off(&[("JavaThread", "_osthread"), ("Thread", "_osthread")])?,
         java_thread_anchor: off("JavaThread", "_anchor")?,
         java_thread_state: off("JavaThread", "_thread_state")?,
@@ -592,7 +619,7 @@ pub(crate) fn jdk17_fixture() -> HotspotLayout {
         const_method_sizeof: 48,
         constant_pool_holder: 24,
         constant_pool_length: 60,
-        constant_pool_source_file_name_index: 54,
+        source_file_name_index: SourceFileIndex::Pool(54),
         constant_pool_sizeof: 72,
         klass_name: 24,
         instance_klass_methods: 408,

@@ -27,7 +27,8 @@ mod vmstructs;
 mod walk;
 
 pub use layout::{
-    layout_from_tables, CodeBounds, HotspotLayout, JdkVersion, NmethodData, NmethodEntries, MAX_JDK, MIN_JDK,
+    layout_from_tables, CodeBounds, HotspotLayout, JdkVersion, NmethodData, NmethodEntries, SourceFileIndex, MAX_JDK,
+    MIN_JDK,
 };
 pub use linetable::{decode_line_table, line_for_bci};
 pub use naming::{read_method, read_symbol, HotspotSymbolizer, HotspotSymbolizerStats, MethodInfo};

@@ -11,7 +11,7 @@
 //! in internal form, `java/lang/Thread`), and the pool holds the index of
 //! the class's `SourceFile` attribute.
 
-use super::layout::HotspotLayout;
+use super::layout::{HotspotLayout, SourceFileIndex};
 use super::linetable::{decode_line_table, line_for_bci};
 use super::remote::{read_bytes, read_u16, read_u64, u16_at, u32_at, u64_at};
 use crate::memory::ProcessMemory;
@@ -79,7 +79,11 @@ pub fn read_method(memory: &dyn ProcessMemory, l: &HotspotLayout, method: u64) -
         .ok_or_else(|| format!("cannot read ConstantPool {constants:#x}"))?;
     let pool_length = u32_at(&cp, l.constant_pool_length as usize).ok_or("ConstantPool::_length outside")?;
     let holder = u64_at(&cp, l.constant_pool_holder as usize).ok_or("ConstantPool::_pool_holder outside")?;
-    let source_index = u16_at(&cp, l.constant_pool_source_file_name_index as usize).unwrap_or(0);
+    let source_index = match l.source_file_name_index {
+        SourceFileIndex::Pool(off) => u16_at(&cp, off as usize),
+        SourceFileIndex::Klass(off) => read_u16(memory, at(holder, off)),
+    }
+    .unwrap_or(0);
     let slot = |index: u16| -> Result<Arc<str>, String> {
         if index == 0 || u32::from(index) >= pool_length {
             return Err(format!("constant pool index {index} of {pool_length}"));
@@ -92,7 +96,7 @@ pub fn read_method(memory: &dyn ProcessMemory, l: &HotspotLayout, method: u64) -
     let signature = slot(signature_index)?;
     let source_file = (source_index != 0).then(|| slot(source_index).ok()).flatten();
     let klass_name = read_u64(memory, at(holder, l.klass_name)).ok_or("cannot read the holder's name")?;
-    let class: Arc<str> = read_symbol(memory, l, klass_name)?.replace('/', ".").into();
+    let class: Arc<str> = java_class_name(&read_symbol(memory, l, klass_name)?).into();
 
     let mut lines = Vec::new();
     if flags & l.const_method_has_linenumber_table != 0 {
@@ -113,6 +117,33 @@ pub fn read_method(memory: &dyn ProcessMemory, l: &HotspotLayout, method: u64) -
         code_size: u32::from(code_size),
         const_method,
     })
+}
+
+/// The dotted, stable name of a class from its internal name: `/` ->
+/// `.`, and a hidden class (a lambda's proxy, a `LambdaForm`) loses its
+/// address (`Foo$$Lambda$14+0x0000000800c03000`, JDK 17, or
+/// `Foo$$Lambda+0x000071e4c8003208`, JDK 21+, are `Foo$$Lambda`;
+/// `java/lang/invoke/LambdaForm$MH/0x...` is
+/// `java.lang.invoke.LambdaForm$MH`), so that profiles of several runs
+/// aggregate: the lambda's body is the `lambda$...` method it calls.
+pub fn java_class_name(internal: &str) -> String {
+    let mut name = internal;
+    // A hidden class: its defining name, `+` (the JVM's own spelling;
+    // `/` in stack traces), and its address in hex.
+    if let Some(at) = name.rfind("+0x").or_else(|| name.rfind("/0x")) {
+        let address = &name[at + 3..];
+        if !address.is_empty() && address.bytes().all(|b| b.is_ascii_hexdigit()) {
+            name = &name[..at];
+        }
+    }
+    // Before JDK 21, lambda proxies were numbered per class, in the order
+    // they were spun: `Foo$$Lambda$14`.
+    if let Some((class, number)) = name.rsplit_once("$$Lambda$") {
+        if !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) {
+            name = &name[..class.len() + "$$Lambda".len()];
+        }
+    }
+    name.replace('/', ".")
 }
 
 /// A `Symbol`'s text (modified UTF-8, read lossily).
@@ -272,6 +303,29 @@ mod tests {
         assert_eq!((&*info.signature, info.source_file.as_deref()), ("()V", Some("Foo.java")));
         assert_eq!((&*info.lines, info.code_size, info.const_method), (&[(0, 12), (4, 13)][..], 10, 0x20000));
         assert_eq!((info.line(0), info.line(3), info.line(9)), (Some(12), Some(12), Some(13)));
+    }
+
+    #[test]
+    fn hidden_classes_lose_their_address() {
+        let cases = [
+            ("com/example/Foo", "com.example.Foo"),
+            ("Foo$Bar", "Foo$Bar"),
+            ("LedgerAudit$Indexer$$Lambda$1+0x00007f40e0003208", "LedgerAudit$Indexer$$Lambda"),
+            ("LedgerAudit$Indexer$$Lambda+0x0000000061041210", "LedgerAudit$Indexer$$Lambda"),
+            ("LedgerAudit$Indexer$$Lambda$1/0x00007f40e0003208", "LedgerAudit$Indexer$$Lambda"),
+            ("LedgerAudit$Indexer$$Lambda/0x000071e4c8003208", "LedgerAudit$Indexer$$Lambda"),
+            ("com/example/Foo$$Lambda$143/0x0000000800c03000", "com.example.Foo$$Lambda"),
+            ("java/lang/invoke/LambdaForm$MH/0x0000000800c10400", "java.lang.invoke.LambdaForm$MH"),
+            // Not an address, not a proxy's number: kept.
+            ("a/0xyz", "a.0xyz"),
+            ("Foo$$Lambda$x", "Foo$$Lambda$x"),
+            ("Foo$$Lambda$", "Foo$$Lambda$"),
+            ("Foo/0x", "Foo.0x"),
+            ("Foo+0xg1", "Foo+0xg1"),
+        ];
+        for (internal, want) in cases {
+            assert_eq!(java_class_name(internal), want, "{internal}");
+        }
     }
 
     #[test]

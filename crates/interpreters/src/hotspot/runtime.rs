@@ -5,7 +5,9 @@
 //! walks with, and [`HotspotNamer`] names the frame words it records.
 
 use super::layout::HotspotLayout;
+use super::layout::NmethodEntries;
 use super::naming::HotspotSymbolizer;
+use super::remote::read_u32;
 use super::scopes::compiled_scopes;
 use super::walk::{BlobKind, CodeCache};
 use super::{attach, detect, Detection, HotspotError, TableSymbols};
@@ -15,7 +17,8 @@ use crate::runtime::{
 };
 use profiler_bpf::{
     HotspotHeapValue, HotspotProcessValue, InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder,
-    UserFrame, HOTSPOT_MAX_HEAPS,
+    UserFrame, HOTSPOT_CODE_OFFSET_MAX, HOTSPOT_MARK_BITS, HOTSPOT_MARK_HIGH_SHIFT, HOTSPOT_MAX_HEAPS,
+    HOTSPOT_PC_EXACT,
 };
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine, HOTSPOT_NO_BCI};
@@ -47,6 +50,7 @@ impl Runtime for Hotspot {
 
     fn frame_address(&self, word: u64) -> u64 {
         match UserFrame::decode(word) {
+            UserFrame::Hotspot { compiled: true, .. } => CompiledWord::decode(word).map_or(0, |w| w.pc_offset),
             UserFrame::Hotspot { offset, .. } => u64::from(offset),
             _ => word,
         }
@@ -62,6 +66,56 @@ impl Runtime for Hotspot {
 
     fn namer(&self) -> Box<dyn FrameNamer> {
         Box::new(HotspotNamer::new(MAX_METHODS))
+    }
+}
+
+/// A compiled frame's word, as `ebpf/hotspot_unwinder.bpf.h` writes it
+/// (`ebpf/types.h`): the pc and its blob's mark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompiledWord {
+    /// The pc's offset from `CodeCache::_low_bound` (never 0).
+    pub pc_offset: u64,
+    /// The pc is the sampled instruction, not a return address.
+    pub exact: bool,
+    /// The low [`HOTSPOT_MARK_BITS`] of the int at the blob's
+    /// `nmethod::_compile_id` offset when the frame was sampled.
+    pub mark: u32,
+}
+
+impl CompiledWord {
+    const MARK_MASK: u32 = (1 << HOTSPOT_MARK_BITS) - 1;
+
+    /// The compiled frame of `word`; `None` for another word, or one whose
+    /// pc the unwinder could not encode.
+    pub fn decode(word: u64) -> Option<CompiledWord> {
+        let UserFrame::Hotspot { compiled: true, pointer, offset } = UserFrame::decode(word) else { return None };
+        let bits = pointer >> 3;
+        let high = (bits >> HOTSPOT_MARK_HIGH_SHIFT) as u32 & (Self::MARK_MASK >> 16);
+        let pc_offset = bits & HOTSPOT_CODE_OFFSET_MAX;
+        (pc_offset != 0).then_some(CompiledWord {
+            pc_offset,
+            exact: bits & HOTSPOT_PC_EXACT != 0,
+            mark: offset | (high << 16),
+        })
+    }
+
+    /// The word (the BPF unwinder writes them).
+    #[cfg(test)]
+    pub fn encode(self) -> u64 {
+        use profiler_trace::{FRAME_HOTSPOT, FRAME_HOTSPOT_COMPILED, FRAME_INTERPRETED, HOTSPOT_FRAME_OFFSET_SHIFT};
+        let mark = u64::from(self.mark & Self::MARK_MASK);
+        FRAME_INTERPRETED
+            | FRAME_HOTSPOT
+            | FRAME_HOTSPOT_COMPILED
+            | ((mark & 0xffff) << HOTSPOT_FRAME_OFFSET_SHIFT)
+            | ((mark >> 16) << HOTSPOT_MARK_HIGH_SHIFT)
+            | if self.exact { HOTSPOT_PC_EXACT } else { 0 }
+            | (self.pc_offset & HOTSPOT_CODE_OFFSET_MAX)
+    }
+
+    /// Whether `mark`, read from a blob now, is this frame's.
+    pub fn same_mark(&self, mark: u32) -> bool {
+        mark & Self::MARK_MASK == self.mark
     }
 }
 
@@ -189,6 +243,14 @@ fn process_value(l: &HotspotLayout, bias: u64, cache: Option<&CodeCache>) -> Hot
         interp_method_slot: l.interp_method_slot,
         interp_bcp_slot: l.interp_bcp_slot,
         interp_sender_sp_slot: l.interp_sender_sp_slot,
+        nmethod_compile_id: l.nmethod_compile_id,
+        nmethod_orig_pc_offset: l.nmethod_orig_pc_offset,
+        nmethod_deopt_handler: match l.nmethod_entries {
+            NmethodEntries::Pointers { deopt_handler, .. } | NmethodEntries::Offsets { deopt_handler, .. } => {
+                deopt_handler
+            }
+        },
+        deopt_handler_is_offset: matches!(l.nmethod_entries, NmethodEntries::Offsets { .. }),
     }
 }
 
@@ -198,12 +260,15 @@ fn process_value(l: &HotspotLayout, bias: u64, cache: Option<&CodeCache>) -> Hot
 pub struct HotspotNamer {
     methods: HotspotSymbolizer,
     stats: NamerStats,
+    /// Compiled frames whose blob's mark changed since the sample (freed
+    /// and replaced): unknown.
+    stale_blobs: u64,
 }
 
 impl HotspotNamer {
     /// A namer keeping at most `max_methods` methods.
     pub fn new(max_methods: usize) -> HotspotNamer {
-        HotspotNamer { methods: HotspotSymbolizer::new(max_methods), stats: NamerStats::default() }
+        HotspotNamer { methods: HotspotSymbolizer::new(max_methods), stats: NamerStats::default(), stale_blobs: 0 }
     }
 
     fn method_line(
@@ -229,23 +294,30 @@ impl HotspotNamer {
         word: u64,
     ) -> Vec<SourceLine> {
         let UserFrame::Hotspot { compiled, pointer, offset } = UserFrame::decode(word) else { return Vec::new() };
-        if pointer == 0 {
-            return Vec::new();
-        }
         let l = &*process.layout;
         if !compiled {
+            if pointer == 0 {
+                return Vec::new();
+            }
             let bci = (u64::from(offset) != HOTSPOT_NO_BCI).then_some(offset);
             return self.method_line(memory, pid, l, pointer, bci).into_iter().collect();
         }
+        let Some(frame) = CompiledWord::decode(word) else { return Vec::new() };
         let Some(cache) = process.code_cache(memory) else { return Vec::new() };
         // The blob may have been freed (and the memory reused) since the
-        // sample: it must still be a blob whose code holds the pc.
-        let pc = pointer + u64::from(offset);
-        if cache.find_blob(memory, l, pc.saturating_sub(1).max(pointer)) != Some(pointer) {
+        // sample: the pc must still be in a blob's code, and that blob
+        // must carry the mark the unwinder read (its compile id), else
+        // another method took its place.
+        let pc = cache.low.wrapping_add(frame.pc_offset);
+        let lookup = if frame.exact { pc } else { pc - 1 };
+        let Some(address) = cache.find_blob(memory, l, lookup) else { return Vec::new() };
+        let mark = read_u32(memory, address.wrapping_add(u64::from(l.nmethod_compile_id)));
+        if !mark.is_some_and(|m| frame.same_mark(m)) {
+            self.stale_blobs += 1;
             return Vec::new();
         }
-        let Some(blob) = cache.read_blob(memory, l, pointer) else { return Vec::new() };
-        if !(blob.code_begin..=blob.code_end).contains(&pc) {
+        let Some(blob) = cache.read_blob(memory, l, address) else { return Vec::new() };
+        if !(blob.code_begin..blob.code_end).contains(&lookup) {
             return Vec::new();
         }
         match blob.kind {
@@ -296,6 +368,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn compiled_words_carry_the_pc_and_the_blobs_mark() {
+        let frame = CompiledWord { pc_offset: 0x7fff_fff0, exact: true, mark: 0x0abc_def1 };
+        let word = frame.encode();
+        assert_eq!(CompiledWord::decode(word), Some(frame));
+        // The layout of ebpf/types.h: mark bits 0-15 at 44, 16-27 at 32,
+        // the exact bit at 31, the pc's offset below.
+        assert_eq!((word >> 44) & 0xffff, 0xdef1);
+        assert_eq!((word >> 32) & 0xfff, 0xabc);
+        assert_eq!(word & (1 << 31), 1 << 31);
+        assert_eq!(word & 0x7fff_ffff, 0x7fff_fff0);
+        assert!(Hotspot.owns_frame(word));
+        assert_eq!(Hotspot.frame_address(word), 0x7fff_fff0);
+        // Compile ids above 28 bits are compared on their low bits.
+        let frame = CompiledWord { pc_offset: 0x40, exact: false, mark: 0x1234_5678 };
+        let back = CompiledWord::decode(frame.encode()).unwrap();
+        assert_eq!(back.mark, 0x0234_5678);
+        assert!(back.same_mark(0x1234_5678) && back.same_mark(0x0234_5678) && !back.same_mark(0x0234_5679));
+        // A pc the unwinder could not encode; an interpreted word.
+        assert_eq!(CompiledWord::decode(CompiledWord { pc_offset: 0, exact: false, mark: 1 }.encode()), None);
+        assert_eq!(CompiledWord::decode(UserFrame::hotspot_word(false, 0x7f00_0000_1000, 3)), None);
+    }
+
+    #[test]
     fn hotspot_words_are_its_own() {
         let w = UserFrame::hotspot_word(false, 0x7f00_0000_1000, 12);
         assert!(Hotspot.owns_frame(w));
@@ -333,8 +428,9 @@ mod tests {
 
     /// Frames that cannot be named are unknown, never another method's
     /// name: a compiled frame whose blob was freed since the sample (its
-    /// segment map says free), a word without a pointer, a process not
-    /// attached.
+    /// segment map says free), or freed and replaced at the same place by
+    /// another (its mark differs), a word without a pointer, a process
+    /// not attached.
     #[test]
     fn frames_of_freed_code_are_unknown() {
         use super::super::remote::fake::FakeMemory;
@@ -358,11 +454,29 @@ mod tests {
         let attached = MappedFile { file: file.clone(), bias: 0, process: Some(Arc::new(process)) };
         let mut namer = HotspotNamer::new(16);
         let blob = heap.low + u64::from(l.heap_block_size);
-        for word in [UserFrame::hotspot_word(true, blob, 0x40), UserFrame::hotspot_word(false, 0, 3)] {
+        let compiled = |mark| CompiledWord { pc_offset: blob + 0x40 - heap.low, exact: false, mark }.encode();
+        for word in [compiled(7), UserFrame::hotspot_word(false, 0, 3)] {
             assert!(namer.lines(&memory, 1, &attached, word).is_empty());
         }
         let unattached = MappedFile { file, bias: 0, process: None };
         assert!(namer.lines(&memory, 1, &unattached, UserFrame::hotspot_word(false, 0x1000, 3)).is_empty());
         assert_eq!(namer.stats(), NamerStats { frames: 0, unknown: 3, reads: 0 });
+        assert_eq!(namer.stale_blobs, 0);
+
+        // A blob in use at the same place, compile id 8: the frame sampled
+        // in the blob of compile id 7 is unknown, because of its mark.
+        let mut memory = FakeMemory::default();
+        memory.add(heap.segmap, vec![0, 1, 2, 3]);
+        let mut block = vec![0u8; 0x200];
+        block[l.heap_block_used as usize] = 1;
+        let id = (l.heap_block_size + l.nmethod_compile_id) as usize;
+        block[id..id + 4].copy_from_slice(&8u32.to_le_bytes());
+        memory.add(heap.low, block);
+        assert!(namer.lines(&memory, 1, &attached, compiled(7)).is_empty());
+        assert_eq!(namer.stale_blobs, 1);
+        // Its own mark passes that check (the blob's header is not a
+        // whole nmethod here: unknown still, but not stale).
+        assert!(namer.lines(&memory, 1, &attached, compiled(8)).is_empty());
+        assert_eq!(namer.stale_blobs, 1);
     }
 }

@@ -55,6 +55,9 @@ pub struct JavaThreadInfo {
 /// The Java threads of a JVM whose `libjvm.so` has load bias `bias`.
 pub fn java_threads(memory: &dyn ProcessMemory, l: &HotspotLayout, bias: u64) -> Result<Vec<JavaThreadInfo>, String> {
     let at = |base: u64, off: u32| base.wrapping_add(u64::from(off));
+    if l.threads_list_vaddr == 0 {
+        return Err("this JVM's tables have no threads list".into());
+    }
     let list = read_u64(memory, bias.wrapping_add(l.threads_list_vaddr)).ok_or("cannot read the threads list")?;
     if list == 0 {
         return Ok(Vec::new());
