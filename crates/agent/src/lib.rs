@@ -493,6 +493,8 @@ impl Agent {
             unwind_rules: manager.maps.rules,
             unwind_prefixes: manager.maps.prefixes,
             unwind_load_errors: manager.manager.load_errors + manager.interpreters.load_errors,
+            interpreter_attach_retries: manager.interpreters.attach_retries,
+            interpreter_attach_given_up: manager.interpreters.attach_retries_given_up,
             unwind_analyse_ms: manager.manager.analyse_ms,
             runtimes,
             bpf_run_time_ns: counters.bpf_run_time_ns,

@@ -16,6 +16,7 @@ use profiler_process::{
     QueueStats, UnwindLoader, UnwindMapping, UnwindTarget,
 };
 use profiler_trace::{Pid, TableKey};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -80,13 +81,20 @@ impl UnwindLoader for BpfLoader {
         for notice in notices {
             self.interpreters.notice(notice);
         }
+        let pending = self.interpreters.registry.attach_pending(pid.0);
+        self.interpreters.retries.after_mapped(pid.0, pending, Instant::now());
         self.interpreters.mark_code(pid.0, &mut ranges);
         self.go_labels.process_mapped(pid.0, &files);
         Ok(self.maps.set_process(pid.0, &ranges)?)
     }
 
+    fn due_again(&mut self) -> Vec<Pid> {
+        self.interpreters.retries.due(Instant::now()).into_iter().map(Pid).collect()
+    }
+
     fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError> {
         self.interpreters.registry.process_removed(pid.0);
+        self.interpreters.retries.after_mapped(pid.0, false, Instant::now());
         self.go_labels.process_removed(pid.0);
         if self.interpreters.maps.remove_process(pid.0).is_err() {
             self.interpreters.stats.load_errors += 1;
@@ -108,6 +116,10 @@ impl UnwindLoader for BpfLoader {
 pub(crate) struct InterpreterStats {
     /// BPF map updates for interpreters that failed.
     pub load_errors: u64,
+    /// Processes shown again to an interpreter that was not ready.
+    pub attach_retries: u64,
+    /// Processes given up after the last retry (or not kept: too many).
+    pub attach_retries_given_up: u64,
 }
 
 /// Most notices kept for [`crate::Agent::notices`].
@@ -123,6 +135,62 @@ pub(crate) struct Interpreters {
     registry: Arc<Registry>,
     notices: Arc<Mutex<Vec<String>>>,
     stats: InterpreterStats,
+    retries: AttachRetries,
+}
+
+/// Processes whose interpreter was not ready to attach (a JVM still
+/// starting: `Attach::NotYet`), shown to it again with backoff even if
+/// their mappings do not change: after 1, 2, 4, ... 32 s, then given up
+/// (its frames stay native until its mappings change). Bounded; what it
+/// drops or gives up is counted.
+#[derive(Debug, Default)]
+pub(crate) struct AttachRetries {
+    /// pid -> (when next, tries so far).
+    due: HashMap<u32, (Instant, u32)>,
+    /// Processes shown again.
+    pub retried: u64,
+    /// Processes given up after the last try, or not kept (full).
+    pub given_up: u64,
+}
+
+impl AttachRetries {
+    const MAX_PROCESSES: usize = 1024;
+    const MAX_TRIES: u32 = 6;
+
+    /// `pid` was shown to the interpreters; `pending`: one was not ready.
+    fn after_mapped(&mut self, pid: u32, pending: bool, now: Instant) {
+        if !pending {
+            self.due.remove(&pid);
+        } else if !self.due.contains_key(&pid) {
+            if self.due.len() >= Self::MAX_PROCESSES {
+                self.given_up += 1;
+                return;
+            }
+            self.due.insert(pid, (now + Duration::from_secs(1), 0));
+        }
+    }
+
+    /// The processes to show again now.
+    fn due(&mut self, now: Instant) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut given_up = 0;
+        self.due.retain(|&pid, (at, tries)| {
+            if *at > now {
+                return true;
+            }
+            *tries += 1;
+            if *tries > Self::MAX_TRIES {
+                given_up += 1;
+                return false;
+            }
+            out.push(pid);
+            *at = now + Duration::from_secs(1 << *tries);
+            true
+        });
+        self.given_up += given_up;
+        self.retried += out.len() as u64;
+        out
+    }
 }
 
 impl Interpreters {
@@ -131,11 +199,15 @@ impl Interpreters {
         registry: Arc<Registry>,
         notices: Arc<Mutex<Vec<String>>>,
     ) -> Interpreters {
-        Interpreters { maps, registry, notices, stats: InterpreterStats::default() }
+        Interpreters { maps, registry, notices, stats: InterpreterStats::default(), retries: AttachRetries::default() }
     }
 
     pub(crate) fn stats(&self) -> InterpreterStats {
-        self.stats
+        InterpreterStats {
+            attach_retries: self.retries.retried,
+            attach_retries_given_up: self.retries.given_up,
+            ..self.stats
+        }
     }
 
     fn inspect(&mut self, file: &ExecutableFile, elf: &ElfFile) {
@@ -543,6 +615,30 @@ impl FreeMemoryTrim {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn processes_not_ready_are_shown_again_with_backoff_then_given_up() {
+        let t0 = Instant::now();
+        let mut r = AttachRetries::default();
+        r.after_mapped(7, true, t0);
+        r.after_mapped(8, false, t0);
+        assert!(r.due(t0).is_empty(), "not at once");
+        assert_eq!(r.due(t0 + Duration::from_secs(1)), vec![7]);
+        r.after_mapped(7, true, t0 + Duration::from_secs(1)); // still not ready: keeps its schedule
+        assert!(r.due(t0 + Duration::from_millis(2500)).is_empty(), "next after 2 s more");
+        assert_eq!(r.due(t0 + Duration::from_secs(3)), vec![7]);
+        let mut at = t0 + Duration::from_secs(3);
+        for tries in 3..=AttachRetries::MAX_TRIES {
+            at += Duration::from_secs(1 << (tries - 1));
+            assert_eq!(r.due(at), vec![7], "try {tries}");
+        }
+        assert!(r.due(at + Duration::from_secs(3600)).is_empty());
+        assert_eq!((r.retried, r.given_up), (u64::from(AttachRetries::MAX_TRIES), 1));
+        // Ready, or gone: forgotten.
+        r.after_mapped(9, true, t0);
+        r.after_mapped(9, false, t0);
+        assert!(r.due(t0 + Duration::from_secs(60)).is_empty());
+    }
 
     fn ranges(start: u64, end: u64, loops: &[(u64, u64)]) -> Vec<(u64, u64, Option<InterpreterUnwinder>)> {
         let native = MappingTarget::Native { file_id: 7, bias: 0x1000 };

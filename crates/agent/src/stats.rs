@@ -93,6 +93,12 @@ pub struct Stats {
     pub processes_exited: u64,
     /// Processes not loaded because of the process limit.
     pub processes_rejected: u64,
+    /// Processes shown again to an interpreter that was not ready to be
+    /// read (a JVM starting), their mappings unchanged.
+    pub interpreter_attach_retries: u64,
+    /// Of those, processes given up after the last retry (their frames
+    /// stay native until their mappings change).
+    pub interpreter_attach_given_up: u64,
     /// Reads of `/proc/PID/maps` (loads, re-reads after an exec, after
     /// an unknown pc).
     pub maps_reads: u64,

@@ -100,6 +100,9 @@ struct State {
     /// Per process, the files attached to and their bias (`None`:
     /// attaching failed; not tried again while the process maps it so).
     processes: HashMap<u32, Vec<(TableKey, u64, Option<ProcessState>)>>,
+    /// Processes with a build that was not ready to attach at the last
+    /// [`Registry::process_mapped`] (bounded as `processes`).
+    not_yet: HashSet<u32>,
     unsupported: Vec<u64>,
     attach_failures: Vec<u64>,
     dropped: u64,
@@ -274,10 +277,16 @@ impl Registry {
                 .collect()
         };
         let mut notices = Vec::new();
+        let mut not_yet = false;
         for (id, bias, runtime, file) in todo {
             let (kept, failure) = match file.attach(pid, memory, bias) {
-                // Not kept: asked again at the next change of mappings.
-                Attach::NotNeeded | Attach::NotYet(_) => continue,
+                // Not kept: asked again at the next change of mappings,
+                // or when the caller asks again (`attach_pending`).
+                Attach::NotNeeded => continue,
+                Attach::NotYet(_) => {
+                    not_yet = true;
+                    continue;
+                }
                 Attach::Attached(process) => (Some(process), None),
                 Attach::Failed(reason) => (None, Some(reason)),
             };
@@ -301,7 +310,22 @@ impl Registry {
             }
             state.processes.entry(pid).or_default().push((id, bias, kept));
         }
+        let mut state = self.lock();
+        if !not_yet {
+            state.not_yet.remove(&pid);
+        } else if state.not_yet.len() < MAX_ATTACHED_PROCESSES {
+            state.not_yet.insert(pid);
+        } else {
+            state.dropped += 1;
+        }
         notices
+    }
+
+    /// Whether a build `pid` maps was not ready to attach at the last
+    /// [`Registry::process_mapped`] (a JVM still starting): the caller
+    /// asks again later, its mappings unchanged.
+    pub fn attach_pending(&self, pid: u32) -> bool {
+        self.lock().not_yet.contains(&pid)
     }
 
     /// What the unwinders need of process `pid`, from each build
@@ -325,7 +349,9 @@ impl Registry {
 
     /// Process `pid` is gone: what was kept of it is forgotten.
     pub fn process_removed(&self, pid: u32) {
-        self.lock().processes.remove(&pid);
+        let mut state = self.lock();
+        state.processes.remove(&pid);
+        state.not_yet.remove(&pid);
     }
 
     /// Processes with something kept of them.
@@ -704,6 +730,12 @@ mod tests {
         assert_eq!(file.as_any().downcast_ref::<FakeFile>().unwrap().1.load(std::sync::atomic::Ordering::Relaxed), 2);
         assert_eq!(r.stats()[1].attach_failures, 0, "not a failure");
         assert!(r.process_unwinding(5, &memory).is_empty());
+        assert!(r.attach_pending(5) && !r.attach_pending(6), "to be asked again");
+        r.process_mapped(5, &[], &memory);
+        assert!(!r.attach_pending(5), "no longer mapped");
+        r.process_mapped(5, &[(key(3), 0x10)], &memory);
+        r.process_removed(5);
+        assert!(!r.attach_pending(5), "gone");
     }
 
     #[test]

@@ -87,6 +87,13 @@ pub trait UnwindLoader {
     fn set_process(&mut self, pid: Pid, mappings: &[UnwindMapping]) -> Result<(), LoaderError>;
     /// Removes everything of `pid`.
     fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError>;
+    /// Processes whose mappings the loader wants again although they did
+    /// not change (an interpreter in them was not ready to be read at
+    /// the last [`UnwindLoader::set_process`]); asked at each
+    /// [`ProcessManager::tick`].
+    fn due_again(&mut self) -> Vec<Pid> {
+        Vec::new()
+    }
     /// A file was analysed, right before its deltas are loaded: a chance
     /// to find an interpreter in it (the agent looks for CPython). Does
     /// nothing by default.
@@ -582,6 +589,9 @@ impl<L: UnwindLoader> ProcessManager<L> {
             }
         }
         self.evict_over_budget();
+        for pid in self.loader.due_again() {
+            self.push_mappings(pid);
+        }
     }
 
     /// Unloads every process and file from the loader (the agent
@@ -1160,6 +1170,8 @@ mod tests {
         /// Every set_process, in order.
         process_sets: Vec<(Pid, usize)>,
         loads: usize,
+        /// What `due_again` answers next.
+        again: Vec<Pid>,
     }
 
     impl UnwindLoader for Recorder {
@@ -1189,6 +1201,9 @@ mod tests {
             self.processes.insert(pid, mappings.to_vec());
             self.process_sets.push((pid, files));
             Ok(())
+        }
+        fn due_again(&mut self) -> Vec<Pid> {
+            std::mem::take(&mut self.again)
         }
         fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError> {
             self.processes.remove(&pid);
@@ -1676,6 +1691,22 @@ mod tests {
         assert!(m.loader().files.contains_key(&fa.table_key) && m.loader().files.contains_key(&fb.table_key));
         assert_eq!(m.stats().file_id_collisions, 1);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_loader_can_ask_for_a_process_again() {
+        let mut m = ProcessManager::new(Recorder::default(), Arc::new(ProcessRegistry::new()), quick());
+        let a = sleeper();
+        let pa = Pid(a.0.id());
+        m.on_new_process(pa);
+        m.settle();
+        let sets = m.loader().process_sets.len();
+        m.tick();
+        assert_eq!(m.loader().process_sets.len(), sets, "nothing asked, nothing sent");
+        m.loader.again = vec![pa, Pid(u32::MAX - 3)];
+        m.tick();
+        assert_eq!(m.loader().process_sets.len(), sets + 1, "the loaded one again; an unknown pid is ignored");
+        assert_eq!(m.loader().process_sets.last().unwrap().0, pa);
     }
 
     #[test]
