@@ -59,15 +59,17 @@ static __always_inline int read_label_slice(struct go_labels_work *work, u64 lab
 	}
 	if (n == 0)
 		return 0;
-	/* 4 words per pair: key ptr, key len, value ptr, value len */
-	if (bpf_probe_read_user(work->words, n * 32, (const void *)slice[0]))
-		return -1;
+	/* 4 words per pair: key ptr, key len, value ptr, value len. Read a
+	 * pair at a time, a constant size: a size computed from n is spilled
+	 * and loses its bounds on 5.10 and 6.1's verifiers. */
 	for (u32 i = 0; i < GO_LABELS_MAX; i++) {
 		if (i >= n)
 			break;
+		if (bpf_probe_read_user(work->words, 32, (const void *)(slice[0] + 32 * (u64)i)))
+			return -1;
 		struct go_label *label = &work->labels.labels[i];
-		if (read_go_string(label->key, GO_LABEL_KEY_LEN, work->words[4 * i], work->words[4 * i + 1]) ||
-		    read_go_string(label->value, GO_LABEL_VALUE_LEN, work->words[4 * i + 2], work->words[4 * i + 3]))
+		if (read_go_string(label->key, GO_LABEL_KEY_LEN, work->words[0], work->words[1]) ||
+		    read_go_string(label->value, GO_LABEL_VALUE_LEN, work->words[2], work->words[3]))
 			return -1;
 		work->labels.count = i + 1;
 	}
