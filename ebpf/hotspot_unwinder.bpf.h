@@ -8,7 +8,7 @@
  * Included once by profiler.bpf.c, after interpreters.bpf.h and
  * native_unwinder.bpf.h.
  *
- * The hand-over: user space marks the pid_mappings prefixes of a JVM's
+ * The hand-over: user space marks the process ranges of a JVM's
  * code cache (MAPPING_KIND_NO_UNWIND_INFO, MAPPING_FLAG_INTERPRETER_LOOP,
  * unwinder UNWINDER_HOTSPOT) and puts what this unwinder needs of the
  * process in hotspot_processes[tgid] (struct hotspot_process: read from

@@ -6,7 +6,7 @@
  * Included once by profiler.bpf.c, before native_unwinder.bpf.h and the
  * interpreter unwinders (python_unwinder.bpf.h, ...).
  *
- * User space marks the pid_mappings prefixes that cover an interpreter's
+ * User space marks the process ranges (mappings.bpf.h) that cover an interpreter's
  * evaluation loop (MAPPING_FLAG_INTERPRETER_LOOP), or its code in
  * anonymous memory (a JVM's code cache: kind MAPPING_KIND_NO_UNWIND_INFO
  * with the flag), and names the loop's unwinder in the same flags (MAPPING_UNWINDER_SHIFT, enum

@@ -207,16 +207,27 @@ struct {
 	__type(value, u64);
 } counters SEC(".maps");
 
-/* (pid, pc) -> the file mapped there and its load bias; see
- * struct pid_mapping_key. Tries allocate per entry (no preallocation),
- * so the bound costs nothing until used. Set by user space. */
+/* pid -> its executable ranges: their count and the first address of
+ * each chunk (struct process_ranges, types.h). Hash maps without
+ * preallocation allocate an entry when it is written, and 16 bytes of
+ * bucket per max_entries up front. Set by user space. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 1 << 20);
-	__type(key, struct pid_mapping_key);
-	__type(value, struct pid_mapping);
-} pid_mappings SEC(".maps");
+	__uint(max_entries, 1 << 14);
+	__type(key, u32);
+	__type(value, struct process_ranges);
+} process_ranges SEC(".maps");
+
+/* (pid, generation, chunk index) -> RANGES_PER_CHUNK of its ranges,
+ * sorted. Set by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 15);
+	__type(key, struct range_chunk_key);
+	__type(value, struct range_chunk);
+} process_range_chunks SEC(".maps");
 
 /* The deduplicated unwind rules of every loaded file, by rule id
  * (profiler_elf::RuleInterner). Set by user space. */

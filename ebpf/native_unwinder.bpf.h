@@ -7,7 +7,8 @@
  * skeleton, and the programs share their maps.
  *
  * How one frame is unwound (the state is pc, rsp and rbp):
- *  1. (pid, pc) -> pid_mappings (LPM trie) -> the file and its load bias;
+ *  1. (pid, pc) -> the process's ranges (mappings.bpf.h) -> the file and
+ *     its load bias;
  *     vaddr = pc - bias. For a return address the caller's call
  *     instruction is what matters, so pc - 1 is looked up (a call may be
  *     the last instruction of a function).
@@ -122,17 +123,13 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 	event->user_frames = n + 1;
 
 	u64 lookup_pc = state->exact ? pc : pc - 1;
-	struct pid_mapping_key key = {
-		.prefixlen = PID_MAPPING_KEY_BITS,
-		.pid_be = __builtin_bswap32(pid),
-		.address_be = __builtin_bswap64(lookup_pc),
-	};
-	struct pid_mapping *mapping = bpf_map_lookup_elem(&pid_mappings, &key);
-	if (!mapping) {
+	struct pid_mapping *mapping = NULL;
+	enum mapping_lookup found = lookup_mapping(pid, lookup_pc, &mapping);
+	if (found == MAPPING_UNKNOWN_PID) {
 		send_process_event(PROCESS_EVENT_NEW, pid, 0, true);
 		return UNWIND_STOP_UNKNOWN_PID;
 	}
-	if (mapping->kind == MAPPING_KIND_PROCESS) {
+	if (found != MAPPING_FOUND || !mapping) {
 		send_process_event(PROCESS_EVENT_UNKNOWN_PC, pid, lookup_pc, true);
 		return UNWIND_STOP_UNKNOWN_PC;
 	}

@@ -15,6 +15,7 @@
 #include "types.h"
 #include "maps.h"
 #include "helpers.h"
+#include "mappings.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -180,15 +181,10 @@ int on_process_exit(u64 *ctx)
 	u32 tgid = BPF_CORE_READ(task, tgid);
 	if (select_descendants)
 		bpf_map_delete_elem(&selected_pids, &tgid);
-	struct pid_mapping_key key = {
-		.prefixlen = PID_MAPPING_KEY_BITS,
-		.pid_be = __builtin_bswap32(tgid),
-		.address_be = 0,
-	};
 	u64 new_key = ((u64)tgid << 32) | PROCESS_EVENT_NEW;
 	u64 pc_key = ((u64)tgid << 32) | PROCESS_EVENT_UNKNOWN_PC;
 	bool asked = bpf_map_lookup_elem(&process_event_times, &new_key) != NULL;
-	if (!asked && !bpf_map_lookup_elem(&pid_mappings, &key))
+	if (!asked && !bpf_map_lookup_elem(&process_ranges, &tgid))
 		return 0;
 	bpf_map_delete_elem(&process_event_times, &new_key);
 	bpf_map_delete_elem(&process_event_times, &pc_key);

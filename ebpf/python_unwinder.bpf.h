@@ -9,7 +9,7 @@
  * Included once by profiler.bpf.c, after interpreters.bpf.h and
  * native_unwinder.bpf.h.
  *
- * The hand-over: user space marks the prefixes of pid_mappings that
+ * The hand-over: user space marks the process ranges (mappings.bpf.h) that
  * cover the evaluation loop (MAPPING_FLAG_INTERPRETER_LOOP, unwinder
  * UNWINDER_PYTHON: interpreters.bpf.h) and puts the
  * build's layout in python_files (crates/interpreters knows 3.8-3.13).

@@ -223,26 +223,41 @@ struct process_event {
 	__u64 pc;        /* PROCESS_EVENT_UNKNOWN_PC: the pc; else 0 */
 };
 
-/* Key of the pid_mappings LPM trie: prefixlen counts the bits of pid
- * and address that must match; both are big-endian so that the trie's
- * bit order is numeric order. An executable mapping [start, end) of a
- * process is stored as the aligned power-of-two blocks that tile it
- * (prefixlen 32 + 64 - log2(block)); a marker with prefixlen 32 says
- * "this pid is known" (MAPPING_KIND_PROCESS). */
-struct pid_mapping_key {
-	__u32 prefixlen;
-	__u32 pid_be;
-	__u64 address_be;
+/* A process's executable memory is a sorted list of disjoint ranges,
+ * each naming what is mapped there (struct pid_mapping). User space
+ * writes it whole at each change: one process_ranges entry (the count,
+ * and the first address of each chunk) and the chunks of
+ * RANGES_PER_CHUNK ranges in process_range_chunks. A sample's pc is
+ * found by two binary searches (mappings.bpf.h). Chunks are keyed by a
+ * generation that alternates at each rewrite, so that new chunks go in
+ * before the process_ranges entry points at them and old ones go out
+ * after. A process_ranges entry with no ranges says "this pid is
+ * known". */
+#define RANGES_PER_CHUNK 64
+#define RANGE_CHUNKS_MAX 64
+#define PROCESS_RANGES_MAX (RANGES_PER_CHUNK * RANGE_CHUNKS_MAX)
+/* The start of the slots after the last chunk or range (the searches
+ * run over all 64). */
+#define RANGE_START_UNUSED 0x7fffffffffffffffULL
+
+/* Value of process_ranges (key: the pid). */
+struct process_ranges {
+	__u32 count;       /* ranges, at most PROCESS_RANGES_MAX */
+	__u32 generation;  /* of the current chunks: 0 or 1 */
+	__u64 chunk_start[RANGE_CHUNKS_MAX]; /* first address of each chunk, then RANGE_START_UNUSED */
 };
 
-#define PID_MAPPING_KEY_BITS (32 + 64)
+/* Key of process_range_chunks. */
+struct range_chunk_key {
+	__u32 pid;
+	__u32 chunk;       /* generation << 16 | index */
+};
+
 
 /* Entries of selected_pids (maps.h). */
 #define SELECTED_PIDS_MAX 16384
 
 enum mapping_kind {
-	/* The per-pid marker: the pid is known, the address is not. */
-	MAPPING_KIND_PROCESS = 0,
 	/* A file with stack deltas (file_deltas[file_id]). */
 	MAPPING_KIND_NATIVE = 1,
 	/* Executable memory without unwind tables. */
@@ -281,6 +296,19 @@ struct pid_mapping {
 	__u64 bias;      /* ELF virtual address = pc - bias */
 	__u32 kind;      /* enum mapping_kind */
 	__u32 flags;     /* MAPPING_FLAG_* */
+};
+
+/* One range of a process: [start, end) holds mapping. */
+struct process_range {
+	__u64 start;
+	__u64 end;
+	struct pid_mapping mapping;
+};
+
+/* Value of process_range_chunks: ranges sorted by start; the last chunk's
+ * unused slots start at RANGE_START_UNUSED. */
+struct range_chunk {
+	struct process_range ranges[RANGES_PER_CHUNK];
 };
 
 /* Stack deltas are indexed by 64 KiB pages of ELF virtual addresses. */

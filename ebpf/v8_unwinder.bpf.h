@@ -150,13 +150,9 @@ static __always_inline int v8_step(struct sample_record *record, struct v8_proce
 static __always_inline bool v8_code(struct unwind_state *state, u32 tgid)
 {
 	u64 pc = state->exact ? state->pc : state->pc - 1;
-	struct pid_mapping_key key = {
-		.prefixlen = PID_MAPPING_KEY_BITS,
-		.pid_be = __builtin_bswap32(tgid),
-		.address_be = __builtin_bswap64(pc),
-	};
-	struct pid_mapping *mapping = bpf_map_lookup_elem(&pid_mappings, &key);
-	return mapping && mapping_unwinder(mapping->flags) == UNWINDER_V8;
+	struct pid_mapping *mapping = NULL;
+	return lookup_mapping(tgid, pc, &mapping) == MAPPING_FOUND && mapping &&
+	       mapping_unwinder(mapping->flags) == UNWINDER_V8;
 }
 
 /* Runs the JavaScript frames of a sample whose stack reached V8's code,

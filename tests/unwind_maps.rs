@@ -1,14 +1,15 @@
 //! The unwinder's maps in the real kernel: what `UnwindMaps` writes, a
 //! batch at a time where the kernel can, is exactly what its bookkeeping
-//! says, through re-sets that change some prefixes and keep others,
-//! file loads and unloads, and removals.
+//! says, through re-sets, file loads and unloads, and removals; and a
+//! process's ranges are found again the way the unwinder searches them.
 
-use profiler_bpf::{aligned_blocks, EncodedDeltas, MappingRange, MappingTarget, Sampler, SamplerOptions};
+use profiler_bpf::{EncodedDeltas, MappingRange, MappingTarget, Sampler, SamplerOptions};
 use profiler_elf::RuleId;
 use profiler_tests::{in_ci, serial};
 
-fn prefixes(ranges: &[MappingRange]) -> usize {
-    1 + ranges.iter().map(|r| aligned_blocks(r.start, r.end).len()).sum::<usize>()
+/// Entries a process takes: its own and one per chunk of 64 ranges.
+fn entries(ranges: &[MappingRange]) -> usize {
+    1 + ranges.len().div_ceil(64)
 }
 
 #[test]
@@ -55,7 +56,8 @@ fn maps_hold_exactly_what_the_bookkeeping_says() {
     maps.unload_file(9).expect("unload 9");
     assert_eq!(maps.count_map_entries(), (0, pages, 1));
 
-    // Two processes, one of 2,000 prefixes (more than one batch).
+    // Two processes, one of 1,000 ranges (16 chunks), every other one
+    // with unwind tables.
     let native = MappingTarget::Native { file_id: 7, bias: 0x5555_0000_0000 };
     let first = vec![
         MappingRange { start: 0x5555_0000_1000, end: 0x5555_0003_f000, target: native },
@@ -65,26 +67,41 @@ fn maps_hold_exactly_what_the_bookkeeping_says() {
         .map(|i| MappingRange {
             start: 0x6000_0000_0000 + i * 0x10000 + 0x1000,
             end: 0x6000_0000_0000 + i * 0x10000 + 0x3000,
-            target: MappingTarget::NoUnwindInfo,
+            target: if i % 2 == 0 { native } else { MappingTarget::NoUnwindInfo },
         })
+        .rev()
         .collect();
     maps.set_process(1001, &first).expect("set 1001");
     maps.set_process(1002, &many).expect("set 1002");
-    let (a, b) = (prefixes(&first), prefixes(&many));
-    assert!(b > 1024, "1002 needs more than one batch: {b}");
+    let (a, b) = (entries(&first), entries(&many));
+    assert_eq!(b, 17);
     assert_eq!(maps.count_map_entries(), (a + b, pages, 1));
-    assert_eq!(maps.stats().prefixes as usize, a + b);
+    assert_eq!(maps.stats().ranges as usize, first.len() + many.len());
+    let mut tables = sampler.map_tables().expect("the unwinder's tables");
+    for i in [0u64, 1, 2, 63, 64, 65, 127, 128, 500, 998, 999] {
+        let start = 0x6000_0000_0000 + i * 0x10000 + 0x1000;
+        for address in [start, start + 0x1000, start + 0x1fff] {
+            assert_eq!(tables.is_loaded(1002, address), i % 2 == 0, "range {i} at {address:#x}");
+        }
+        assert!(!tables.is_loaded(1002, start - 1), "before range {i}");
+        assert!(!tables.is_loaded(1002, start + 0x2000), "after range {i}");
+    }
+    assert!(tables.is_loaded(1001, 0x5555_0003_efff));
+    assert!(!tables.is_loaded(1001, 0x5555_0003_f000));
+    assert!(!tables.is_loaded(1003, 0x5555_0003_e000), "an unknown pid");
 
-    // Re-set 1001: the first range keeps its prefixes with a new value
-    // (the file finished), the second moves, a third appears.
+    // Re-set 1001: the first range keeps its place with a new value (the
+    // file finished), the second moves, a third appears.
     let second = vec![
         MappingRange { start: 0x5555_0000_1000, end: 0x5555_0003_f000, target: MappingTarget::NoUnwindInfo },
         MappingRange { start: 0x7f00_0010_0000, end: 0x7f00_0013_0000, target: native },
         MappingRange { start: 0x7f00_0020_0000, end: 0x7f00_0020_1000, target: native },
     ];
     maps.set_process(1001, &second).expect("re-set 1001");
-    let a2 = prefixes(&second);
-    assert_eq!(maps.count_map_entries(), (a2 + b, pages, 1), "stale prefixes of 1001 are gone");
+    let a2 = entries(&second);
+    assert_eq!(maps.count_map_entries(), (a2 + b, pages, 1), "the old chunks of 1001 are gone");
+    assert!(!tables.is_loaded(1001, 0x5555_0003_e000), "the new value is seen");
+    assert!(tables.is_loaded(1001, 0x7f00_0020_0fff));
     // Setting the same ranges again changes nothing.
     maps.set_process(1001, &second).expect("same again");
     assert_eq!(maps.count_map_entries(), (a2 + b, pages, 1));
@@ -96,5 +113,6 @@ fn maps_hold_exactly_what_the_bookkeeping_says() {
     maps.remove_process(1001).expect("remove 1001");
     maps.remove_process(1001).expect("removing twice is a no-op");
     assert_eq!(maps.count_map_entries(), (0, 0, 0), "everything inserted was deleted");
-    assert_eq!(maps.stats().prefixes, 0);
+    assert_eq!(maps.stats().ranges, 0);
+    assert!(!tables.is_loaded(1001, 0x7f00_0020_0fff));
 }

@@ -149,8 +149,10 @@ pub struct Stats {
     pub unwind_deltas: u64,
     /// Distinct unwind rules in the BPF maps.
     pub unwind_rules: u64,
-    /// Address prefixes in the BPF pid map now.
-    pub unwind_prefixes: u64,
+    /// Executable ranges of processes in the BPF maps now.
+    pub unwind_ranges: u64,
+    /// Ranges left out (overlapping, or beyond 4096 in one process).
+    pub unwind_ranges_dropped: u64,
     /// Failed BPF map updates of the process manager.
     pub unwind_load_errors: u64,
     /// Time spent analysing files (tables, symbols), ms.

@@ -17,10 +17,10 @@ use crate::arch::{plt_cfa, RETURN_ADDRESS_BELOW_CFA, UCONTEXT_RBP, UCONTEXT_RIP,
 use crate::contract::c::{self, DELTA_SEARCH_STEPS};
 use crate::sample::StackCopy;
 use crate::types::{
-    delta_page_key, PidMappingKey, PidMappingValue, UnwindRuleValue, UnwindStop, UserFrame, CFA_BASE_RBP,
-    DELTA_PAGE_BITS, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO, MAPPING_KIND_PROCESS, PID_MAPPING_KEY_BITS,
-    RBP_AT_CFA, RBP_AT_RBP, RULE_ID_INVALID, RULE_ID_NO_COVERAGE, RULE_ID_SIGNAL, RULE_ID_STOP,
-    RULE_ID_UNFOLLOWED_SWITCH, RULE_KIND_CFA, RULE_KIND_CFA_DEREF, RULE_KIND_PLT, RULE_KIND_STACK_SWITCH,
+    delta_page_key, range_chunk_key, ProcessRangesValue, RangeChunk, UnwindRuleValue, UnwindStop, UserFrame,
+    CFA_BASE_RBP, DELTA_PAGE_BITS, MAPPING_KIND_NATIVE, PROCESS_RANGES_MAX, RANGES_PER_CHUNK, RBP_AT_CFA, RBP_AT_RBP,
+    RULE_ID_INVALID, RULE_ID_NO_COVERAGE, RULE_ID_SIGNAL, RULE_ID_STOP, RULE_ID_UNFOLLOWED_SWITCH, RULE_KIND_CFA,
+    RULE_KIND_CFA_DEREF, RULE_KIND_PLT, RULE_KIND_STACK_SWITCH,
 };
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
@@ -29,12 +29,12 @@ const MAX_STACK_SWITCHES: u8 = c::MAX_STACK_SWITCHES as u8;
 /// Delta arrays kept open between lookups (by map id).
 const OPEN_ARRAYS: usize = 8;
 
-/// What `pid_mappings` says about a (pid, address).
+/// What a process's ranges (`process_ranges`) say about an address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TableMapping {
     /// No entry: the pid is not loaded.
     UnknownPid,
-    /// Only the pid's marker: the address is in no loaded mapping.
+    /// The pid is known; the address is in none of its ranges.
     UnknownPc,
     /// Executable memory without unwind tables.
     NoUnwindInfo,
@@ -44,7 +44,7 @@ pub(crate) enum TableMapping {
 
 /// The tables the unwinder reads, as the BPF maps hold them.
 pub(crate) trait UnwindTables {
-    /// The `pid_mappings` entry for `address`.
+    /// What `pid` has mapped at `address`.
     fn mapping(&mut self, pid: u32, address: u64) -> TableMapping;
     /// The rule id in effect at `vaddr` of the file, or why there is none
     /// (`find_rule`).
@@ -185,7 +185,8 @@ fn unwind_into(
 /// The native unwinder's tables read from its BPF maps. Made by
 /// [`crate::Sampler::map_tables`]; only reads.
 pub struct MapTables {
-    pid_mappings: MapHandle,
+    process_ranges: MapHandle,
+    range_chunks: MapHandle,
     delta_pages: MapHandle,
     file_deltas: MapHandle,
     unwind_rules: MapHandle,
@@ -195,12 +196,13 @@ pub struct MapTables {
 
 impl MapTables {
     pub(crate) fn new(
-        pid_mappings: MapHandle,
+        process_ranges: MapHandle,
+        range_chunks: MapHandle,
         delta_pages: MapHandle,
         file_deltas: MapHandle,
         unwind_rules: MapHandle,
     ) -> MapTables {
-        MapTables { pid_mappings, delta_pages, file_deltas, unwind_rules, arrays: Vec::new() }
+        MapTables { process_ranges, range_chunks, delta_pages, file_deltas, unwind_rules, arrays: Vec::new() }
     }
 
     /// Whether the unwinder can unwind `address` of `pid`: the address
@@ -246,17 +248,38 @@ fn delta_at(array: &MapHandle, index: u32) -> Option<u32> {
 
 impl UnwindTables for MapTables {
     fn mapping(&mut self, pid: u32, address: u64) -> TableMapping {
-        let key = PidMappingKey::new(pid, address, PID_MAPPING_KEY_BITS).to_bytes();
-        let value = match self.pid_mappings.lookup(&key, MapFlags::ANY) {
-            Ok(Some(v)) => v,
-            _ => return TableMapping::UnknownPid,
+        // The same two searches as lookup_mapping (mappings.bpf.h).
+        let Some(process) = self
+            .process_ranges
+            .lookup(&pid.to_ne_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()
+            .and_then(|v| ProcessRangesValue::from_bytes(&v))
+        else {
+            return TableMapping::UnknownPid;
         };
-        let Ok(bytes) = <[u8; 24]>::try_from(value.as_slice()) else { return TableMapping::UnknownPid };
-        let m = PidMappingValue::from_bytes(&bytes);
+        let count = process.count as usize;
+        if count == 0 || count > PROCESS_RANGES_MAX as usize {
+            return TableMapping::UnknownPc;
+        }
+        let chunks = count.div_ceil(RANGES_PER_CHUNK as usize);
+        let index = process.chunk_start[..chunks].partition_point(|&start| start <= address);
+        let Some(index) = index.checked_sub(1) else { return TableMapping::UnknownPc };
+        let key = range_chunk_key(pid, process.generation, index as u32);
+        let Some(chunk) =
+            self.range_chunks.lookup(&key, MapFlags::ANY).ok().flatten().and_then(|v| RangeChunk::from_bytes(&v))
+        else {
+            return TableMapping::UnknownPc;
+        };
+        let in_chunk = (count - index * RANGES_PER_CHUNK as usize).min(RANGES_PER_CHUNK as usize);
+        let ranges = &chunk.ranges[..in_chunk];
+        let at = ranges.partition_point(|r| r.start <= address);
+        let Some(range) = at.checked_sub(1).map(|i| &ranges[i]).filter(|r| address < r.end) else {
+            return TableMapping::UnknownPc;
+        };
+        let m = range.mapping;
         match m.kind {
-            MAPPING_KIND_PROCESS => TableMapping::UnknownPc,
             MAPPING_KIND_NATIVE => TableMapping::Native { file_id: m.file_id, bias: m.bias },
-            MAPPING_KIND_NO_UNWIND_INFO => TableMapping::NoUnwindInfo,
             _ => TableMapping::NoUnwindInfo,
         }
     }

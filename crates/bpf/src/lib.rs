@@ -72,4 +72,4 @@ pub use types::{
     PHP_FRAME_LINE_MAX, PHP_FRAME_LINE_SHIFT, PHP_FRAME_TOP, PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET,
     RUBY_CFP_READ_MAX, V8_FRAME_COMPILED, V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT,
 };
-pub use unwind_maps::{aligned_blocks, EncodedDeltas, MappingRange, MappingTarget, UnwindMaps, UnwindMapsStats};
+pub use unwind_maps::{EncodedDeltas, MappingRange, MappingTarget, UnwindMaps, UnwindMapsStats};

@@ -530,7 +530,8 @@ impl Sampler {
         };
         let maps = &self.skel.maps;
         Ok(UnwindMaps::new(
-            handle(&maps.pid_mappings, "pid_mappings")?,
+            handle(&maps.process_ranges, "process_ranges")?,
+            handle(&maps.process_range_chunks, "process_range_chunks")?,
             handle(&maps.unwind_rules, "unwind_rules")?,
             handle(&maps.delta_pages, "delta_pages")?,
             handle(&maps.file_deltas, "file_deltas")?,
@@ -545,7 +546,8 @@ impl Sampler {
         };
         let maps = &self.skel.maps;
         Ok(MapTables::new(
-            handle(&maps.pid_mappings, "pid_mappings")?,
+            handle(&maps.process_ranges, "process_ranges")?,
+            handle(&maps.process_range_chunks, "process_range_chunks")?,
             handle(&maps.delta_pages, "delta_pages")?,
             handle(&maps.file_deltas, "file_deltas")?,
             handle(&maps.unwind_rules, "unwind_rules")?,
@@ -611,10 +613,12 @@ impl Sampler {
     }
 
     /// Entries in the native unwinder's maps, counted by iterating their
-    /// keys: (pid_mappings, delta_pages, file_deltas).
+    /// keys: (process_ranges + process_range_chunks, delta_pages,
+    /// file_deltas).
     pub fn count_unwind_map_entries(&self) -> Result<(usize, usize, usize), BpfError> {
         let maps = &self.skel.maps;
-        Ok((maps.pid_mappings.keys().count(), maps.delta_pages.keys().count(), maps.file_deltas.keys().count()))
+        let processes = maps.process_ranges.keys().count() + maps.process_range_chunks.keys().count();
+        Ok((processes, maps.delta_pages.keys().count(), maps.file_deltas.keys().count()))
     }
 
     /// The programs' counters, summed over CPUs.

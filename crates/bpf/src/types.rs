@@ -9,8 +9,8 @@ use profiler_elf::{CfaBase, RbpRule, UnwindRule};
 
 pub(crate) use c::{
     DELTA_PAGE_BITS, MAPPING_FLAG_INTERPRETER_LOOP, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO,
-    MAPPING_KIND_PROCESS, MAPPING_UNWINDER_SHIFT, PID_MAPPING_KEY_BITS, RULE_ID_INVALID, RULE_ID_NO_COVERAGE,
-    RULE_ID_SIGNAL, RULE_ID_STOP, RULE_ID_UNFOLLOWED_SWITCH,
+    MAPPING_UNWINDER_SHIFT, PROCESS_RANGES_MAX, RANGES_PER_CHUNK, RANGE_CHUNKS_MAX, RANGE_START_UNUSED,
+    RULE_ID_INVALID, RULE_ID_NO_COVERAGE, RULE_ID_SIGNAL, RULE_ID_STOP, RULE_ID_UNFOLLOWED_SWITCH,
 };
 pub use c::{PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET};
 // The frame words' decoding lives with the data model (profiler_trace);
@@ -157,17 +157,64 @@ impl ProcessEvent {
     }
 }
 
-/// `struct pid_mapping_key`.
-pub(crate) type PidMappingKey = c::pid_mapping_key;
+/// `struct process_range`: `[start, end)` holds `mapping`.
+pub(crate) type ProcessRange = c::process_range;
 
-impl PidMappingKey {
-    pub(crate) fn new(pid: u32, address: u64, prefixlen: u32) -> PidMappingKey {
-        PidMappingKey { prefixlen, pid_be: pid.to_be(), address_be: address.to_be() }
+/// `struct process_ranges`: a process's range count, chunk generation and
+/// the first address of each chunk.
+pub(crate) type ProcessRangesValue = c::process_ranges;
+
+impl ProcessRangesValue {
+    /// The value for `ranges` (sorted) written as chunks of `generation`.
+    pub(crate) fn of(ranges: &[ProcessRange], generation: u32) -> ProcessRangesValue {
+        let mut value = ProcessRangesValue {
+            count: ranges.len() as u32,
+            generation,
+            chunk_start: [RANGE_START_UNUSED; RANGE_CHUNKS_MAX as usize],
+        };
+        for (slot, chunk) in value.chunk_start.iter_mut().zip(ranges.chunks(RANGES_PER_CHUNK as usize)) {
+            *slot = chunk[0].start;
+        }
+        value
     }
 
-    pub(crate) fn to_bytes(self) -> [u8; size_of::<PidMappingKey>()] {
-        bytes_of(&self).try_into().expect("one key")
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        bytes_of(self)
     }
+
+    pub(crate) fn from_bytes(b: &[u8]) -> Option<ProcessRangesValue> {
+        read(b)
+    }
+}
+
+/// `struct range_chunk`: up to [`RANGES_PER_CHUNK`] sorted ranges.
+pub(crate) type RangeChunk = c::range_chunk;
+
+impl RangeChunk {
+    /// A chunk holding `ranges` (at most [`RANGES_PER_CHUNK`]), the
+    /// slots after them padded.
+    pub(crate) fn of(ranges: &[ProcessRange]) -> RangeChunk {
+        let unused = ProcessRange { start: RANGE_START_UNUSED, ..Default::default() };
+        let mut chunk = RangeChunk { ranges: [unused; RANGES_PER_CHUNK as usize] };
+        for (slot, range) in chunk.ranges.iter_mut().zip(ranges) {
+            *slot = *range;
+        }
+        chunk
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        bytes_of(self)
+    }
+
+    pub(crate) fn from_bytes(b: &[u8]) -> Option<RangeChunk> {
+        read(b)
+    }
+}
+
+/// `struct range_chunk_key` of chunk `index` of `generation` (0 or 1).
+pub(crate) fn range_chunk_key(pid: u32, generation: u32, index: u32) -> [u8; size_of::<c::range_chunk_key>()] {
+    let key = c::range_chunk_key { pid, chunk: (generation & 1) << 16 | index };
+    bytes_of(&key).try_into().expect("one key")
 }
 
 /// The interpreter unwinder programs, by their slot in the program array
@@ -215,17 +262,6 @@ impl InterpreterUnwinder {
 
 /// `struct pid_mapping`.
 pub(crate) type PidMappingValue = c::pid_mapping;
-
-impl PidMappingValue {
-    /// From the map's bytes.
-    pub(crate) fn from_bytes(b: &[u8; size_of::<PidMappingValue>()]) -> PidMappingValue {
-        read(b).expect("one value")
-    }
-
-    pub(crate) fn to_bytes(self) -> [u8; size_of::<PidMappingValue>()] {
-        bytes_of(&self).try_into().expect("one value")
-    }
-}
 
 /// `struct delta_page_key`, as bytes.
 pub(crate) fn delta_page_key(file_id: u64, page: u64) -> [u8; size_of::<c::delta_page_key>()] {
@@ -855,12 +891,24 @@ mod tests {
     }
 
     #[test]
-    fn lpm_keys_are_big_endian() {
-        let k = PidMappingKey::new(0x0102_0304, 0x1122_3344_5566_7788, 64).to_bytes();
-        let pid = offset_of!(PidMappingKey, pid_be);
-        let address = offset_of!(PidMappingKey, address_be);
-        assert_eq!(&k[pid..pid + 4], &[1, 2, 3, 4]);
-        assert_eq!(&k[address..address + 8], &[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88]);
+    fn range_chunks_hold_their_first_addresses() {
+        let range = |start: u64| ProcessRange { start, end: start + 0x10, mapping: Default::default() };
+        let ranges: Vec<ProcessRange> = (0..RANGES_PER_CHUNK as u64 * 2 + 1).map(|i| range(0x1000 * (i + 1))).collect();
+        let value = ProcessRangesValue::of(&ranges, 1);
+        assert_eq!((value.count, value.generation), (ranges.len() as u32, 1));
+        let first = RANGES_PER_CHUNK as usize;
+        let unused = RANGE_START_UNUSED;
+        assert_eq!(
+            &value.chunk_start[..4],
+            &[0x1000, 0x1000 * (first as u64 + 1), 0x1000 * (2 * first as u64 + 1), unused]
+        );
+        let chunk = RangeChunk::of(&ranges[first..2 * first]);
+        assert_eq!(RangeChunk::from_bytes(chunk.as_bytes()).map(|c| c.ranges[0].start), Some(ranges[first].start));
+        let last = RangeChunk::of(&ranges[2 * first..]);
+        assert_eq!((last.ranges[0].start, last.ranges[1].start), (ranges[2 * first].start, unused));
+        let key = range_chunk_key(0x0102_0304, 1, 5);
+        let chunk_at = offset_of!(c::range_chunk_key, chunk);
+        assert_eq!(u32::from_ne_bytes(key[chunk_at..chunk_at + 4].try_into().unwrap()), 0x1_0005);
     }
 
     #[test]
@@ -888,8 +936,6 @@ mod tests {
             Some(c::delta_entry { page_offset: 0x1234, rule_id: 7 })
         );
         assert_eq!(UnwindRuleValue::from_bytes(&r.to_bytes()), r);
-        let m = PidMappingValue { file_id: 7, bias: 0x1000, kind: MAPPING_KIND_NATIVE, flags: 1 };
-        assert_eq!(PidMappingValue::from_bytes(&m.to_bytes()), m);
     }
 
     #[test]

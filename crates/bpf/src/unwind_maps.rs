@@ -1,15 +1,16 @@
 //! The native unwinder's maps, seen from user space: unwind rules, each
-//! file's stack deltas, and each process's (address -> file) prefixes.
+//! file's stack deltas, and each process's sorted (address -> file) ranges.
 //!
 //! [`UnwindMaps`] owns the bookkeeping of what it put into the maps (the
-//! LPM keys of each pid, the pages of each file), so that everything it
+//! ranges of each pid, the pages of each file), so that everything it
 //! inserts has exactly one deletion path: [`UnwindMaps::remove_process`]
 //! and [`UnwindMaps::unload_file`].
 
 use crate::types::{
-    delta_entry, delta_page, delta_page_key, InterpreterUnwinder, PidMappingKey, PidMappingValue, UnwindRuleValue,
-    DELTA_PAGE_BITS, MAPPING_FLAG_INTERPRETER_LOOP, MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO,
-    MAPPING_KIND_PROCESS, MAPPING_UNWINDER_SHIFT, PID_MAPPING_KEY_BITS,
+    delta_entry, delta_page, delta_page_key, range_chunk_key, InterpreterUnwinder, PidMappingValue, ProcessRange,
+    ProcessRangesValue, RangeChunk, UnwindRuleValue, DELTA_PAGE_BITS, MAPPING_FLAG_INTERPRETER_LOOP,
+    MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO, MAPPING_UNWINDER_SHIFT, PROCESS_RANGES_MAX, RANGES_PER_CHUNK,
+    RANGE_START_UNUSED,
 };
 use crate::BpfError;
 use libbpf_rs::libbpf_sys;
@@ -245,28 +246,16 @@ pub struct MappingRange {
     pub target: MappingTarget,
 }
 
-/// The aligned power-of-two blocks that exactly tile `[start, end)`, as
-/// (address, log2 size).
-pub fn aligned_blocks(start: u64, end: u64) -> Vec<(u64, u32)> {
-    let mut out = Vec::new();
-    let mut at = start;
-    while at < end {
-        let align = if at == 0 { 63 } else { at.trailing_zeros().min(63) };
-        let fit = 63 - (end - at).leading_zeros();
-        let bits = align.min(fit);
-        out.push((at, bits));
-        at += 1u64 << bits;
-    }
-    out
-}
-
 /// Counts of what [`UnwindMaps`] holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UnwindMapsStats {
-    /// Processes with prefixes in `pid_mappings`.
+    /// Processes in `process_ranges`.
     pub processes: u64,
-    /// Prefixes in `pid_mappings` (markers included).
-    pub prefixes: u64,
+    /// Their ranges (in `process_range_chunks`).
+    pub ranges: u64,
+    /// Ranges left out: overlapping another, empty, or beyond
+    /// `PROCESS_RANGES_MAX` in one process (counted at each set).
+    pub ranges_dropped: u64,
     /// Files with a delta array.
     pub files: u64,
     /// Pages in `delta_pages`.
@@ -285,29 +274,39 @@ struct LoadedFile {
 /// Handles on the unwinder's maps plus the bookkeeping of their content.
 /// Made by [`crate::Sampler::unwind_maps`]; may move to another thread.
 pub struct UnwindMaps {
-    pid_mappings: MapHandle,
+    process_ranges: MapHandle,
+    range_chunks: MapHandle,
     unwind_rules: MapHandle,
     delta_pages: MapHandle,
     file_deltas: MapHandle,
     rules_capacity: u32,
     rules_loaded: HashSet<u16>,
     files: HashMap<u64, LoadedFile>,
-    /// Each pid's prefixes, with the value each holds.
-    processes: HashMap<u32, HashMap<PidMappingKey, MappingBytes>>,
-    /// Whether the kernel has batch operations for `pid_mappings` (LPM
-    /// tries have none on some kernels) and `delta_pages` (hash maps:
-    /// 5.6 on); `None` until tried.
-    batch_pid_mappings: Option<bool>,
-    batch_delta_pages: Option<bool>,
+    /// Each pid's ranges as written, and the generation of their chunks.
+    processes: HashMap<u32, WrittenRanges>,
+    ranges_dropped: u64,
+    /// Whether the kernel has batch operations for hash maps
+    /// (`delta_pages`, `process_range_chunks`: 5.6 on); `None` until
+    /// tried.
+    batch_hash: Option<bool>,
 }
 
-type MappingBytes = [u8; std::mem::size_of::<PidMappingValue>()];
+struct WrittenRanges {
+    generation: u32,
+    ranges: Box<[ProcessRange]>,
+}
+
+impl WrittenRanges {
+    fn chunks(&self) -> u32 {
+        self.ranges.len().div_ceil(RANGES_PER_CHUNK as usize) as u32
+    }
+}
 
 /// `ENOTSUPP` (include/linux/errno.h): the map type has no batch
 /// operations.
 const ENOTSUPP: i32 = 524;
 
-/// Entries per batch update of `pid_mappings` and `delta_pages`.
+/// Entries per batch update of `delta_pages` and `process_range_chunks`.
 const SMALL_BATCH: usize = 1024;
 
 /// Writes `count` entries (`keys` and `values` concatenated) into `map`:
@@ -390,10 +389,45 @@ fn delete_all(
     first_error.map_or(Ok(()), Err)
 }
 
-/// The prefix covering all of `pid`'s addresses: the pid is known to the
-/// unwinder while it is there.
-fn marker_key(pid: u32) -> PidMappingKey {
-    PidMappingKey::new(pid, 0, 32)
+/// What the unwinder is told about a range.
+fn mapping_value(target: MappingTarget) -> PidMappingValue {
+    let loop_flags = |unwinder: InterpreterUnwinder| {
+        MAPPING_FLAG_INTERPRETER_LOOP | u32::from(unwinder as u8) << MAPPING_UNWINDER_SHIFT
+    };
+    match target {
+        MappingTarget::Native { file_id, bias } => {
+            PidMappingValue { file_id, bias, kind: MAPPING_KIND_NATIVE, flags: 0 }
+        }
+        MappingTarget::NoUnwindInfo => {
+            PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_NO_UNWIND_INFO, flags: 0 }
+        }
+        MappingTarget::InterpreterLoop { file_id, bias, unwinder } => {
+            PidMappingValue { file_id, bias, kind: MAPPING_KIND_NATIVE, flags: loop_flags(unwinder) }
+        }
+        MappingTarget::InterpreterCode { unwinder } => {
+            PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_NO_UNWIND_INFO, flags: loop_flags(unwinder) }
+        }
+    }
+}
+
+/// `ranges` as the unwinder searches them: sorted by start, disjoint, not
+/// empty, at most `PROCESS_RANGES_MAX` (the lowest kept); and how many
+/// were left out (a range overlapping the one before it is).
+fn sorted_ranges(ranges: &[MappingRange]) -> (Vec<ProcessRange>, u64) {
+    // (Starts from RANGE_START_UNUSED up are the padding; no process
+    // address is that high.)
+    let mut sorted: Vec<&MappingRange> =
+        ranges.iter().filter(|r| r.start < r.end && r.start < RANGE_START_UNUSED).collect();
+    sorted.sort_unstable_by_key(|r| (r.start, r.end));
+    let mut out: Vec<ProcessRange> = Vec::with_capacity(sorted.len().min(PROCESS_RANGES_MAX as usize));
+    for range in &sorted {
+        if out.last().is_some_and(|last| range.start < last.end) || out.len() == PROCESS_RANGES_MAX as usize {
+            continue;
+        }
+        out.push(ProcessRange { start: range.start, end: range.end, mapping: mapping_value(range.target) });
+    }
+    let dropped = (ranges.len() - out.len()) as u64;
+    (out, dropped)
 }
 
 fn unsupported(errno: i32) -> bool {
@@ -442,14 +476,16 @@ fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> BpfError {
 
 impl UnwindMaps {
     pub(crate) fn new(
-        pid_mappings: MapHandle,
+        process_ranges: MapHandle,
+        range_chunks: MapHandle,
         unwind_rules: MapHandle,
         delta_pages: MapHandle,
         file_deltas: MapHandle,
     ) -> UnwindMaps {
         let rules_capacity = unwind_rules.max_entries();
         UnwindMaps {
-            pid_mappings,
+            process_ranges,
+            range_chunks,
             unwind_rules,
             delta_pages,
             file_deltas,
@@ -457,8 +493,8 @@ impl UnwindMaps {
             rules_loaded: HashSet::new(),
             files: HashMap::new(),
             processes: HashMap::new(),
-            batch_pid_mappings: None,
-            batch_delta_pages: None,
+            ranges_dropped: 0,
+            batch_hash: None,
         }
     }
 
@@ -549,7 +585,7 @@ impl UnwindMaps {
         let loaded = LoadedFile { pages: pages.iter().map(|&(page, _, _)| page).collect(), entries };
         let keys: Vec<u8> = pages.iter().flat_map(|&(page, _, _)| delta_page_key(file_id, page)).collect();
         let values: Vec<u8> = pages.iter().flat_map(|&(_, first, n)| delta_page(first, n)).collect();
-        let result = update_all(&self.delta_pages, &mut self.batch_delta_pages, &keys, &values, pages.len());
+        let result = update_all(&self.delta_pages, &mut self.batch_hash, &keys, &values, pages.len());
         self.files.insert(file_id, loaded);
         if let Err(source) = result {
             // Leave nothing half loaded.
@@ -564,7 +600,7 @@ impl UnwindMaps {
         let Some(loaded) = self.files.remove(&file_id) else { return Ok(()) };
         let mut first_error = None;
         let keys: Vec<u8> = loaded.pages.iter().flat_map(|&page| delta_page_key(file_id, page)).collect();
-        if let Err(source) = delete_all(&self.delta_pages, &mut self.batch_delta_pages, &keys, loaded.pages.len()) {
+        if let Err(source) = delete_all(&self.delta_pages, &mut self.batch_hash, &keys, loaded.pages.len()) {
             first_error.get_or_insert(BpfError::Map { map: "delta_pages", source });
         }
         if let Err(source) = self.file_deltas.delete(&file_id.to_ne_bytes()) {
@@ -573,91 +609,68 @@ impl UnwindMaps {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Sets the executable mappings of `pid` (replacing what was there):
-    /// new and changed prefixes go in before stale ones go out, so the
-    /// unwinder never sees a gap; prefixes that hold the same value
-    /// already are not written again. Also inserts the pid's marker.
+    /// Sets the executable mappings of `pid` (replacing what was there).
+    /// Unchanged ranges cost no syscall. Changed ones are written as new
+    /// chunks (the other generation) before the process's entry points at
+    /// them, and the old chunks go after, so the unwinder never sees a
+    /// gap. An entry with no ranges marks the pid as known.
     pub fn set_process(&mut self, pid: u32, ranges: &[MappingRange]) -> Result<(), BpfError> {
-        let mut entries: HashMap<PidMappingKey, MappingBytes> = HashMap::new();
-        let marker = marker_key(pid);
-        let marker_value = PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_PROCESS, flags: 0 };
-        entries.insert(marker, marker_value.to_bytes());
-        for range in ranges {
-            let value = match range.target {
-                MappingTarget::Native { file_id, bias } => {
-                    PidMappingValue { file_id, bias, kind: MAPPING_KIND_NATIVE, flags: 0 }
-                }
-                MappingTarget::NoUnwindInfo => {
-                    PidMappingValue { file_id: 0, bias: 0, kind: MAPPING_KIND_NO_UNWIND_INFO, flags: 0 }
-                }
-                MappingTarget::InterpreterLoop { file_id, bias, unwinder } => PidMappingValue {
-                    file_id,
-                    bias,
-                    kind: MAPPING_KIND_NATIVE,
-                    flags: MAPPING_FLAG_INTERPRETER_LOOP | u32::from(unwinder as u8) << MAPPING_UNWINDER_SHIFT,
-                },
-                MappingTarget::InterpreterCode { unwinder } => PidMappingValue {
-                    file_id: 0,
-                    bias: 0,
-                    kind: MAPPING_KIND_NO_UNWIND_INFO,
-                    flags: MAPPING_FLAG_INTERPRETER_LOOP | u32::from(unwinder as u8) << MAPPING_UNWINDER_SHIFT,
-                },
-            };
-            for (address, bits) in aligned_blocks(range.start, range.end) {
-                entries.insert(PidMappingKey::new(pid, address, PID_MAPPING_KEY_BITS - bits), value.to_bytes());
-            }
+        let (ranges, dropped) = sorted_ranges(ranges);
+        self.ranges_dropped += dropped;
+        let old = self.processes.get(&pid);
+        if old.is_some_and(|o| *o.ranges == *ranges) {
+            return Ok(());
         }
-        let old = self.processes.remove(&pid).unwrap_or_default();
-        // The marker first: a pid is known to the unwinder by it.
-        let mut changed: Vec<(&PidMappingKey, &MappingBytes)> =
-            entries.iter().filter(|(k, v)| old.get(*k) != Some(*v)).collect();
-        changed.sort_by_key(|(k, _)| (**k != marker, k.prefixlen));
-        let keys: Vec<u8> = changed.iter().flat_map(|(k, _)| k.to_bytes()).collect();
-        let values: Vec<u8> = changed.iter().flat_map(|(_, v)| v.iter().copied()).collect();
-        if let Err(source) = update_all(&self.pid_mappings, &mut self.batch_pid_mappings, &keys, &values, changed.len())
-        {
-            // Remove what this call may have added that was not there
-            // before; what was there may hold new values: keep the union
-            // in the bookkeeping so that everything is deleted one day.
-            let added: Vec<u8> =
-                changed.iter().filter(|(k, _)| !old.contains_key(*k)).flat_map(|(k, _)| k.to_bytes()).collect();
-            let n = added.len() / std::mem::size_of::<PidMappingKey>();
-            let _ = delete_all(&self.pid_mappings, &mut self.batch_pid_mappings, &added, n);
-            if !old.is_empty() {
-                self.processes.insert(pid, old);
-            }
-            return Err(BpfError::Map { map: "pid_mappings", source });
+        let generation = old.map_or(0, |o| o.generation ^ 1);
+        let new = WrittenRanges { generation, ranges: ranges.into_boxed_slice() };
+        let chunk_keys: Vec<u8> = (0..new.chunks()).flat_map(|i| range_chunk_key(pid, generation, i)).collect();
+        let chunk_values: Vec<u8> = new
+            .ranges
+            .chunks(RANGES_PER_CHUNK as usize)
+            .flat_map(|part| RangeChunk::of(part).as_bytes().to_vec())
+            .collect();
+        let n = new.chunks() as usize;
+        let written = update_all(&self.range_chunks, &mut self.batch_hash, &chunk_keys, &chunk_values, n)
+            .map_err(|source| BpfError::Map { map: "process_range_chunks", source })
+            .and_then(|()| {
+                let entry = ProcessRangesValue::of(&new.ranges, generation);
+                self.process_ranges
+                    .update(&pid.to_ne_bytes(), entry.as_bytes(), MapFlags::ANY)
+                    .map_err(|source| BpfError::Map { map: "process_ranges", source })
+            });
+        if let Err(e) = written {
+            let _ = delete_all(&self.range_chunks, &mut self.batch_hash, &chunk_keys, n);
+            return Err(e);
         }
-        let stale: Vec<u8> = old.keys().filter(|k| !entries.contains_key(*k)).flat_map(|k| k.to_bytes()).collect();
-        let n = stale.len() / std::mem::size_of::<PidMappingKey>();
-        let _ = delete_all(&self.pid_mappings, &mut self.batch_pid_mappings, &stale, n);
-        self.processes.insert(pid, entries);
+        if let Some(old) = self.processes.insert(pid, new) {
+            self.delete_chunks(pid, &old);
+        }
         Ok(())
     }
 
-    /// Removes every prefix of `pid`.
+    fn delete_chunks(&mut self, pid: u32, written: &WrittenRanges) {
+        let keys: Vec<u8> = (0..written.chunks()).flat_map(|i| range_chunk_key(pid, written.generation, i)).collect();
+        let _ = delete_all(&self.range_chunks, &mut self.batch_hash, &keys, written.chunks() as usize);
+    }
+
+    /// Removes `pid`'s ranges: its entry first (the pid is unknown from
+    /// then on), then its chunks.
     pub fn remove_process(&mut self, pid: u32) -> Result<(), BpfError> {
-        let Some(entries) = self.processes.remove(&pid) else { return Ok(()) };
-        // Marker last: while any prefix is there the pid stays "known".
-        let marker = marker_key(pid);
-        let keys: Vec<u8> = entries.keys().filter(|k| **k != marker).flat_map(|k| k.to_bytes()).collect();
-        let n = keys.len() / std::mem::size_of::<PidMappingKey>();
-        let mut result = delete_all(&self.pid_mappings, &mut self.batch_pid_mappings, &keys, n);
-        if entries.contains_key(&marker) {
-            if let Err(e) = self.pid_mappings.delete(&marker.to_bytes()) {
-                if e.kind() != libbpf_rs::ErrorKind::NotFound {
-                    result = result.and(Err(e));
-                }
-            }
-        }
-        result.map_err(|source| BpfError::Map { map: "pid_mappings", source })
+        let Some(written) = self.processes.remove(&pid) else { return Ok(()) };
+        let result = match self.process_ranges.delete(&pid.to_ne_bytes()) {
+            Err(e) if e.kind() != libbpf_rs::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
+        self.delete_chunks(pid, &written);
+        result.map_err(|source| BpfError::Map { map: "process_ranges", source })
     }
 
     /// What the maps hold, from the bookkeeping.
     pub fn stats(&self) -> UnwindMapsStats {
         UnwindMapsStats {
             processes: self.processes.len() as u64,
-            prefixes: self.processes.values().map(|k| k.len() as u64).sum(),
+            ranges: self.processes.values().map(|w| w.ranges.len() as u64).sum(),
+            ranges_dropped: self.ranges_dropped,
             files: self.files.len() as u64,
             pages: self.files.values().map(|f| f.pages.len() as u64).sum(),
             delta_entries: self.files.values().map(|f| u64::from(f.entries)).sum(),
@@ -666,9 +679,11 @@ impl UnwindMaps {
     }
 
     /// Counts the entries really in the maps (by iterating their keys):
-    /// (pid_mappings, delta_pages, file_deltas). For tests and checks.
+    /// (process_ranges + process_range_chunks, delta_pages, file_deltas).
+    /// For tests and checks.
     pub fn count_map_entries(&self) -> (usize, usize, usize) {
-        (self.pid_mappings.keys().count(), self.delta_pages.keys().count(), self.file_deltas.keys().count())
+        let processes = self.process_ranges.keys().count() + self.range_chunks.keys().count();
+        (processes, self.delta_pages.keys().count(), self.file_deltas.keys().count())
     }
 
     /// The entries of a loaded file's delta array, read back from the
@@ -697,21 +712,40 @@ mod tests {
     const NONE: RuleId = RuleId::NO_COVERAGE;
 
     #[test]
-    fn blocks_tile_exactly() {
-        for (start, end) in
-            [(0x1000u64, 0x5000u64), (0x7f00_1234_5000, 0x7f00_1299_1000), (0, 0x10000), (0x3000, 0x4000)]
-        {
-            let blocks = aligned_blocks(start, end);
-            let mut at = start;
-            for &(a, bits) in &blocks {
-                assert_eq!(a, at);
-                assert_eq!(a % (1 << bits), 0, "aligned");
-                at += 1 << bits;
-            }
-            assert_eq!(at, end);
-            assert!(blocks.len() <= 2 * 64);
-        }
-        assert_eq!(aligned_blocks(0x1000, 0x5000), vec![(0x1000, 12), (0x2000, 13), (0x4000, 12)]);
+    fn ranges_are_sorted_disjoint_and_bounded() {
+        let native = |file_id| MappingTarget::Native { file_id, bias: 0x1000 };
+        let range = |start, end, target| MappingRange { start, end, target };
+        let given = [
+            range(0x5000, 0x6000, native(2)),
+            range(0x1000, 0x3000, native(1)),
+            range(0x2000, 0x4000, native(3)), // overlaps the one before
+            range(0x7000, 0x7000, native(4)), // empty
+            range(0x3000, 0x4000, MappingTarget::NoUnwindInfo),
+        ];
+        let (out, dropped) = sorted_ranges(&given);
+        let starts: Vec<(u64, u64, u64)> = out.iter().map(|r| (r.start, r.end, r.mapping.file_id)).collect();
+        assert_eq!(starts, vec![(0x1000, 0x3000, 1), (0x3000, 0x4000, 0), (0x5000, 0x6000, 2)]);
+        assert_eq!(dropped, 2);
+        assert_eq!(out[1].mapping.kind, MAPPING_KIND_NO_UNWIND_INFO);
+        let many: Vec<MappingRange> =
+            (0..PROCESS_RANGES_MAX as u64 + 3).map(|i| range(i * 0x1000, i * 0x1000 + 0x800, native(i))).collect();
+        let (out, dropped) = sorted_ranges(&many);
+        assert_eq!((out.len(), dropped), (PROCESS_RANGES_MAX as usize, 3));
+        assert_eq!(out.last().map(|r| r.start), Some((PROCESS_RANGES_MAX as u64 - 1) * 0x1000));
+    }
+
+    #[test]
+    fn interpreter_ranges_name_their_unwinder() {
+        let v =
+            mapping_value(MappingTarget::InterpreterLoop { file_id: 9, bias: 4, unwinder: InterpreterUnwinder::Ruby });
+        assert_eq!((v.file_id, v.bias, v.kind), (9, 4, MAPPING_KIND_NATIVE));
+        assert_eq!(
+            v.flags,
+            MAPPING_FLAG_INTERPRETER_LOOP | (InterpreterUnwinder::Ruby as u32) << MAPPING_UNWINDER_SHIFT
+        );
+        let v = mapping_value(MappingTarget::InterpreterCode { unwinder: InterpreterUnwinder::V8 });
+        assert_eq!(v.kind, MAPPING_KIND_NO_UNWIND_INFO);
+        assert_eq!(v.flags >> MAPPING_UNWINDER_SHIFT, InterpreterUnwinder::V8 as u32);
     }
 
     #[test]
