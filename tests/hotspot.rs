@@ -670,6 +670,64 @@ fn started_after_the_agent(jdk: Option<Jdk>) {
     report(&format!("{} started after the agent, main chain", jdk.name), &c, &stats);
 }
 
+/// How long after the agent's start a JVM already running must have no
+/// unnamed Java frame.
+const FIRST_SECONDS: Duration = Duration::from_secs(3);
+
+/// A JVM already running when the agent starts: every Java frame of its
+/// samples is named, the first ones (its process loaded and attached
+/// before sampling starts) and the last ones (built after the stop,
+/// before the process manager forgets what the JVM was attached with),
+/// never `jvm:?`. Interpreted (`-Xint`), so that no JIT event can leave a
+/// frame unnamed for another reason.
+fn running_before_the_agent(jdk: Option<Jdk>) {
+    let Some(jdk) = jdk else { return };
+    let _serial = serial();
+    let dir = Scratch::new("before");
+    jdk.compile(&dir.0);
+    let (w, tid) = spawn(&jdk, &dir.0, &MAIN, &["-Xint".to_string()]);
+    std::thread::sleep(Duration::from_millis(500));
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(FIRST_SECONDS)) else { return };
+    let ours: Vec<&Trace> = traces.iter().filter(|t| t.process.pid.0 == w.pid() && t.tid.0 == tid).collect();
+    let java: Vec<&Trace> =
+        ours.iter().copied().filter(|t| t.frames.iter().any(|f| f.kind == FrameKind::Jvm)).collect();
+    let unnamed: Vec<String> = java
+        .iter()
+        .filter(|t| t.frames.iter().any(|f| f.kind == FrameKind::Jvm && f.lines.is_empty()))
+        .map(|t| show(&expand(t)))
+        .collect();
+    let counter = |name| stats.runtimes.get("hotspot", name);
+    eprintln!(
+        "{}: {} samples of the main thread in the first {FIRST_SECONDS:?}, {} with Java frames, {} with an unnamed \
+         one",
+        jdk.name,
+        ours.len(),
+        java.len(),
+        unnamed.len(),
+    );
+    assert!(java.len() >= MIN_SAMPLES, "{}: {} samples with Java frames: {stats:#?}", jdk.name, java.len());
+    assert!(
+        unnamed.is_empty(),
+        "{}: {} of {} samples have an unnamed Java frame, e.g.\n{}\n{stats:#?}",
+        jdk.name,
+        unnamed.len(),
+        java.len(),
+        unnamed.iter().take(3).cloned().collect::<Vec<_>>().join("\n")
+    );
+    assert_eq!(counter("frames_unknown"), 0, "{}: {stats:#?}", jdk.name);
+}
+
+#[test]
+fn jdk17_running_before_the_agent() {
+    running_before_the_agent(jdk17());
+}
+
+#[test]
+fn jdk25_running_before_the_agent() {
+    running_before_the_agent(jdk25());
+}
+
 fn unix_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970").as_nanos() as u64
 }
