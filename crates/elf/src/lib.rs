@@ -57,6 +57,8 @@ mod mapping;
 mod notes;
 pub mod source;
 mod symbols;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod unwind;
 
 pub use error::{Error, Result};
