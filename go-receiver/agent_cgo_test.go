@@ -5,12 +5,53 @@ package profilingreceiver
 import (
 	"encoding/json"
 	"os"
+	"regexp"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pprofile"
 )
+
+// startTestAgent starts the library with cfg (validated first). When the
+// profiler cannot start here (no BPF, not root) the test is skipped, except
+// under CI=true, where that fails; a configuration the library refuses
+// always fails.
+func startTestAgent(t *testing.T, cfg *Config) agent {
+	t.Helper()
+	require.NoError(t, cfg.Validate())
+	text, err := cfg.agentJSON()
+	require.NoError(t, err)
+	a, err := startNativeAgent(text)
+	if err != nil {
+		require.NotContains(t, err.Error(), "invalid configuration")
+		require.NotEqual(t, "true", os.Getenv("CI"), "CI: %v", err)
+		t.Skipf("the profiler cannot start here: %v", err)
+	}
+	return a
+}
+
+// eachBatch pulls a stopped agent's batches up to the last, handing each
+// one, decoded, to f (nil: they are only drained).
+func eachBatch(t *testing.T, a agent, f func(pprofile.Profiles)) {
+	t.Helper()
+	for {
+		b, status, err := a.nextBatch(pullTimeout)
+		require.NoError(t, err)
+		if status == batchStopped {
+			return
+		}
+		if status != batchReady || f == nil {
+			continue
+		}
+		pd, err := decodeProfiles(b)
+		require.NoError(t, err)
+		f(pd)
+	}
+}
 
 // The C ABI's error path: bad JSON comes back as an error carrying the
 // library's message (read on the same OS thread).
@@ -33,32 +74,14 @@ func TestNativeRunsOffCPUProfiling(t *testing.T) {
 	cfg := createDefaultConfig()
 	cfg.Pids = []int{os.Getpid()}
 	cfg.OffCPUThreshold = 1
-	require.NoError(t, cfg.Validate())
-	text, err := cfg.agentJSON()
-	require.NoError(t, err)
-	a, err := startNativeAgent(text)
-	if err != nil {
-		assert.NotContains(t, err.Error(), "invalid configuration")
-		require.NotEqual(t, "true", os.Getenv("CI"), "CI: %v", err)
-		t.Skipf("the profiler cannot start here: %v", err)
-	}
+	a := startTestAgent(t, cfg)
 	for i := 0; i < 20; i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
 	require.NoError(t, a.stop())
 	// The last interval's batch carries off_cpu/nanoseconds profiles.
 	offCPUSamples := 0
-	for {
-		b, status, err := a.nextBatch(pullTimeout)
-		require.NoError(t, err)
-		if status == batchStopped {
-			break
-		}
-		if status != batchReady {
-			continue
-		}
-		pd, err := decodeProfiles(b)
-		require.NoError(t, err)
+	eachBatch(t, a, func(pd pprofile.Profiles) {
 		strs := pd.Dictionary().StringTable()
 		for i := 0; i < pd.ResourceProfiles().Len(); i++ {
 			sps := pd.ResourceProfiles().At(i).ScopeProfiles()
@@ -73,14 +96,14 @@ func TestNativeRunsOffCPUProfiling(t *testing.T) {
 				}
 			}
 		}
-	}
+	})
 	assert.Positive(t, offCPUSamples, "off-CPU samples in the batches")
 	warnings, err := a.warnings()
 	require.NoError(t, err)
 	for _, w := range warnings {
 		assert.NotContains(t, w, "off-CPU", "off-CPU profiling runs")
 	}
-	text, err = a.stats()
+	text, err := a.stats()
 	require.NoError(t, err)
 	var stats map[string]any
 	require.NoError(t, json.Unmarshal([]byte(text), &stats))
@@ -95,28 +118,43 @@ func TestNativeRunsOffCPUProfiling(t *testing.T) {
 func TestNativeAcceptsTheReceiversJSON(t *testing.T) {
 	cfg := createDefaultConfig()
 	cfg.Pids = []int{1}
-	text, err := cfg.agentJSON()
-	require.NoError(t, err)
-	a, err := startNativeAgent(text)
-	if err != nil {
-		assert.NotContains(t, err.Error(), "invalid configuration")
-		// Under CI (root, a BPF-capable kernel) the profiler must start.
-		require.NotEqual(t, "true", os.Getenv("CI"), "CI: %v", err)
-		return
-	}
+	a := startTestAgent(t, cfg)
 	require.NoError(t, a.stop())
-	for {
-		_, status, err := a.nextBatch(pullTimeout)
-		require.NoError(t, err)
-		if status == batchStopped {
-			break
-		}
-	}
+	eachBatch(t, a, nil)
 	warnings, err := a.warnings()
 	require.NoError(t, err)
 	t.Logf("warnings: %q", warnings)
 	stats, err := a.stats()
 	require.NoError(t, err)
 	assert.Contains(t, stats, `"samples"`)
+	a.free()
+}
+
+// libraryInterpreters is the library's list of interpreter unwinders
+// (runtime_names() in crates/interpreters/src/lib.rs): every name of it is
+// accepted in disabled_interpreters (all of them switched off at once), and
+// the names the library lists when it refuses an unknown one are exactly
+// these.
+func TestLibraryInterpretersAreTheLibrarys(t *testing.T) {
+	_, err := startNativeAgent(`{"disabled_interpreters": ["no-such-runtime"]}`)
+	require.Error(t, err)
+	m := regexp.MustCompile(`unknown interpreter "no-such-runtime" \(known: ([^)]*)\)`).FindStringSubmatch(err.Error())
+	require.NotNil(t, m, "%v", err)
+	known := strings.Split(m[1], ", ")
+	ours := make([]string, 0, len(libraryInterpreters))
+	for name := range libraryInterpreters {
+		ours = append(ours, name)
+	}
+	sort.Strings(known)
+	sort.Strings(ours)
+	assert.Equal(t, known, ours)
+
+	cfg := createDefaultConfig()
+	cfg.Pids = []int{os.Getpid()}
+	cfg.Tracers = "native"
+	require.Equal(t, ours, cfg.unwinderSelection().disabled)
+	a := startTestAgent(t, cfg)
+	require.NoError(t, a.stop())
+	eachBatch(t, a, nil)
 	a.free()
 }

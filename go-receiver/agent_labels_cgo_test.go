@@ -65,30 +65,12 @@ func TestNativeEnvVarAndGoLabelReachPdata(t *testing.T) {
 	cfg.Pids = []int{child.Process.Pid}
 	cfg.SamplesPerSecond = 99
 	cfg.IncludeEnvVars = "EP_LABELS_TEST_VAR"
-	require.NoError(t, cfg.Validate())
-	text, err := cfg.agentJSON()
-	require.NoError(t, err)
-	a, err := startNativeAgent(text)
-	if err != nil {
-		assert.NotContains(t, err.Error(), "invalid configuration")
-		require.NotEqual(t, "true", os.Getenv("CI"), "CI: %v", err)
-		t.Skipf("the profiler cannot start here: %v", err)
-	}
+	a := startTestAgent(t, cfg)
 	time.Sleep(4 * time.Second)
 	require.NoError(t, a.stop())
 
 	envSeen, labelled, samples := false, 0, 0
-	for {
-		b, status, err := a.nextBatch(pullTimeout)
-		require.NoError(t, err)
-		if status == batchStopped {
-			break
-		}
-		if status != batchReady {
-			continue
-		}
-		pd, err := decodeProfiles(b)
-		require.NoError(t, err)
+	eachBatch(t, a, func(pd pprofile.Profiles) {
 		e, l, s := envAndLabels(pd, "EP_LABELS_TEST_VAR", "request")
 		envSeen = envSeen || e == "blue-42"
 		labelled += l["r1"]
@@ -96,7 +78,7 @@ func TestNativeEnvVarAndGoLabelReachPdata(t *testing.T) {
 			assert.Equal(t, "r1", v, "%d samples with request=%q", n, v)
 		}
 		samples += s
-	}
+	})
 	a.free()
 	t.Logf("%d of %d samples carry process.context.label.request=r1", labelled, samples)
 	assert.True(t, envSeen, "process.environment_variable.EP_LABELS_TEST_VAR = blue-42 in a resource")

@@ -30,7 +30,9 @@ var knownTracers = map[string]bool{
 }
 
 // libraryInterpreters are the interpreter unwinders the library can switch
-// off (its disabled_interpreters names: crates/interpreters/src/lib.rs).
+// off (its disabled_interpreters names: runtime_names() in
+// crates/interpreters/src/lib.rs; TestLibraryInterpretersAreTheLibrarys
+// checks the two lists agree).
 var libraryInterpreters = map[string]bool{
 	"python": true, "hotspot": true, "v8": true, "ruby": true, "php": true, "perl": true,
 }
@@ -357,7 +359,7 @@ func checkCPURange(s string) error {
 // notApplied names each accepted key whose value asks for something this
 // profiler does not do; Start logs one warning per name. Values that match
 // what the profiler does anyway (the defaults) are not listed; unwinder
-// selections (tracers, interpreters) are unappliedSettings'.
+// selections (tracers, interpreters) are unwinderSelection's.
 func (c *Config) notApplied() []string {
 	d := createDefaultConfig()
 	var keys []string
@@ -432,10 +434,22 @@ func (c *Config) disabledInterpreters() []string {
 	return names
 }
 
-// disabledLibraryInterpreters are the library's interpreter unwinders that
-// `tracers` (by leaving them out of a list) or `interpreters` switch off,
-// sorted.
-func (c *Config) disabledLibraryInterpreters() []string {
+// unwinderSelection is what `tracers` and `interpreters` select, from one
+// parse of `tracers`.
+type unwinderSelection struct {
+	// disabled are the library's interpreter unwinders switched off (left
+	// out of a `tracers` list, or disabled in `interpreters`), sorted.
+	disabled []string
+	// unapplied describes the selections the profiler cannot apply (an
+	// unwinder it does not have, or one it always runs); empty when there
+	// are none.
+	unapplied []string
+}
+
+// unwinderSelection reads `tracers` (once) and `interpreters`. Call after
+// Validate (an invalid `tracers` counts as empty).
+func (c *Config) unwinderSelection() unwinderSelection {
+	var sel unwinderSelection
 	off := map[string]bool{}
 	if tracers, _ := parseTracers(c.Tracers); !contains(tracers, "all") {
 		for name := range libraryInterpreters {
@@ -443,41 +457,28 @@ func (c *Config) disabledLibraryInterpreters() []string {
 				off[name] = true
 			}
 		}
+		for _, name := range tracers {
+			if !libraryInterpreters[name] && name != "native" {
+				sel.unapplied = append(sel.unapplied, fmt.Sprintf("tracers: %s", name))
+			}
+		}
+		if !contains(tracers, "go") {
+			sel.unapplied = append(sel.unapplied, "tracers: go left out")
+		}
 	}
 	for _, name := range c.disabledInterpreters() {
 		if libraryInterpreters[name] {
 			off[name] = true
+		} else {
+			sel.unapplied = append(sel.unapplied, fmt.Sprintf("interpreters.%s.disabled=true", name))
 		}
 	}
-	names := make([]string, 0, len(off))
+	sel.disabled = make([]string, 0, len(off))
 	for name := range off {
-		names = append(names, name)
+		sel.disabled = append(sel.disabled, name)
 	}
-	sort.Strings(names)
-	return names
-}
-
-// unappliedSettings describes the unwinder selections the profiler cannot
-// apply (an unwinder it does not have, or one it always runs); empty when
-// there are none.
-func (c *Config) unappliedSettings() []string {
-	var out []string
-	if tracers, _ := parseTracers(c.Tracers); !contains(tracers, "all") {
-		for _, name := range tracers {
-			if !libraryInterpreters[name] && name != "native" {
-				out = append(out, fmt.Sprintf("tracers: %s", name))
-			}
-		}
-		if !contains(tracers, "go") {
-			out = append(out, "tracers: go left out")
-		}
-	}
-	for _, name := range c.disabledInterpreters() {
-		if !libraryInterpreters[name] {
-			out = append(out, fmt.Sprintf("interpreters.%s.disabled=true", name))
-		}
-	}
-	return out
+	sort.Strings(sel.disabled)
+	return sel
 }
 
 func contains(list []string, name string) bool {
@@ -564,7 +565,7 @@ func (c *Config) agentJSON() (string, error) {
 		OffCPUThreshold:         c.OffCPUThreshold,
 		ContainerIDs:            nonNil(c.ContainerIDs),
 		Cgroups:                 nonNil(c.Cgroups),
-		DisabledInterpreters:    c.disabledLibraryInterpreters(),
+		DisabledInterpreters:    c.unwinderSelection().disabled,
 	})
 	return string(b), err
 }

@@ -94,11 +94,11 @@ func TestReferenceConfigLoadsUnchanged(t *testing.T) {
 		"interpreters.ruby.skip_native_resume",
 	}, cfg.notApplied())
 	// The library switches its own interpreters off; the others are told.
-	assert.Equal(t, []string{"hotspot", "perl", "python", "v8"}, cfg.disabledLibraryInterpreters())
+	assert.Equal(t, []string{"hotspot", "perl", "python", "v8"}, cfg.unwinderSelection().disabled)
 	assert.Equal(t, []string{
 		"interpreters.dotnet.disabled=true", "interpreters.go.disabled=true",
 		"interpreters.beam.disabled=true", "interpreters.luajit.disabled=true",
-	}, cfg.unappliedSettings())
+	}, cfg.unwinderSelection().unapplied)
 
 	// The applied keys reach the library.
 	text, err := cfg.agentJSON()
@@ -120,7 +120,7 @@ func TestInterpretersPythonDisabledIsAccepted(t *testing.T) {
 	assert.True(t, cfg.Interpreters.Python.Disabled)
 	// The library leaves CPython out; nothing is left unapplied.
 	assert.Empty(t, cfg.notApplied())
-	assert.Empty(t, cfg.unappliedSettings())
+	assert.Empty(t, cfg.unwinderSelection().unapplied)
 	text, err := cfg.agentJSON()
 	require.NoError(t, err)
 	assert.Contains(t, text, `"disabled_interpreters":["python"]`)
@@ -180,8 +180,8 @@ func TestLoadConfig(t *testing.T) {
 	want.BatchQueueCapacity = 4
 	assert.Equal(t, want, cfg)
 	// A list switches the library's other interpreters off; Go cannot be.
-	assert.Equal(t, []string{"perl", "php", "ruby", "v8"}, cfg.disabledLibraryInterpreters())
-	assert.Equal(t, []string{"tracers: go left out"}, cfg.unappliedSettings())
+	assert.Equal(t, []string{"perl", "php", "ruby", "v8"}, cfg.unwinderSelection().disabled)
+	assert.Equal(t, []string{"tracers: go left out"}, cfg.unwinderSelection().unapplied)
 }
 
 // The reference receiver's current shape, `interpreters: {python:
@@ -193,9 +193,9 @@ func TestReferenceInterpretersShape(t *testing.T) {
 	want := createDefaultConfig()
 	want.Interpreters.Python.Disabled = true
 	assert.Equal(t, want, cfg)
-	assert.Equal(t, []string{"python"}, cfg.disabledLibraryInterpreters())
-	assert.Empty(t, cfg.unappliedSettings())
-	assert.Empty(t, createDefaultConfig().unappliedSettings())
+	assert.Equal(t, []string{"python"}, cfg.unwinderSelection().disabled)
+	assert.Empty(t, cfg.unwinderSelection().unapplied)
+	assert.Empty(t, createDefaultConfig().unwinderSelection().unapplied)
 }
 
 func TestInvalidConfigsGiveClearErrors(t *testing.T) {

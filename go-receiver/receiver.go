@@ -123,7 +123,7 @@ func (r *profilingReceiver) Start(_ context.Context, _ component.Host) error {
 	if err := r.cfg.Validate(); err != nil {
 		return fmt.Errorf("profiling receiver: %w", err)
 	}
-	if unapplied := r.cfg.unappliedSettings(); len(unapplied) > 0 {
+	if unapplied := r.cfg.unwinderSelection().unapplied; len(unapplied) > 0 {
 		r.set.Logger.Warn("unwinder settings not applied: the profiler has no such unwinder, and always unwinds "+alwaysOn,
 			zap.Strings("settings", unapplied))
 	}

@@ -17,7 +17,10 @@
 //! Java frame at all count as failures (it runs Java code all the time).
 
 use profiler_agent::{AgentConfig, Stats};
-use profiler_tests::{in_ci, profile_with, serial, start_agent, FrameDesc, Workload};
+use profiler_tests::{
+    assert_runtime, in_ci, print_runtime, profile_with, report_runtime, serial, start_agent, Completeness, FrameDesc,
+    Workload,
+};
 use profiler_trace::{FrameKind, Trace};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -412,38 +415,6 @@ fn show(frames: &[Expanded]) -> String {
         .join(";")
 }
 
-#[derive(Debug, Default)]
-struct Completeness {
-    /// One whole stack, for the log.
-    example: Option<String>,
-    at_leaf: usize,
-    complete: usize,
-    /// Samples whose innermost Java frame is another method.
-    elsewhere: usize,
-    /// Some of them, for the log.
-    elsewhere_examples: Vec<String>,
-    /// Samples with a Java frame inlined into another one.
-    inlined: usize,
-    failures: Vec<String>,
-}
-
-impl Completeness {
-    fn fail(&mut self, frames: &[Expanded]) {
-        self.at_leaf += 1;
-        if self.failures.len() < 6 {
-            self.failures.push(show(frames));
-        }
-    }
-
-    fn ratio(&self) -> f64 {
-        if self.at_leaf == 0 {
-            0.0
-        } else {
-            self.complete as f64 / self.at_leaf as f64
-        }
-    }
-}
-
 /// Whether `file` is matched by `pattern` (`a|b`, `prefix*`).
 fn file_matches(pattern: &str, file: &str) -> bool {
     pattern.split('|').any(|p| match p.strip_suffix('*') {
@@ -504,19 +475,16 @@ fn check_window(traces: &[Trace], pid: u32, tid: u32, chain: &Chain, window: Ran
     for t in samples.filter(|t| window.contains(&t.timestamp_unix_ns)) {
         let frames = expand(t);
         let Some(innermost) = frames.iter().rev().find(|f| f.desc.kind == FrameKind::Jvm) else {
-            c.fail(&frames);
+            c.fail(|| show(&frames));
             continue;
         };
         match innermost.desc.name.as_deref() {
             None => {
-                c.fail(&frames);
+                c.fail(|| show(&frames));
                 continue;
             }
             Some(leaf) if !chain.is_leaf(leaf) => {
-                c.elsewhere += 1;
-                if c.elsewhere_examples.len() < 3 {
-                    c.elsewhere_examples.push(show(&frames));
-                }
+                c.other(|| show(&frames));
                 continue;
             }
             Some(_) => {}
@@ -525,62 +493,16 @@ fn check_window(traces: &[Trace], pid: u32, tid: u32, chain: &Chain, window: Ran
             c.inlined += 1;
         }
         if matches(&frames, chain.pattern, chain.source) {
-            c.at_leaf += 1;
-            c.complete += 1;
-            c.example.get_or_insert_with(|| show(&frames));
+            c.pass(|| show(&frames));
         } else {
-            c.fail(&frames);
+            c.fail(|| show(&frames));
         }
     }
     c
 }
 
 fn report(what: &str, c: &Completeness, stats: &Stats) {
-    print_report(what, c, stats);
-    assert_report(what, c, stats);
-}
-
-fn print_report(what: &str, c: &Completeness, stats: &Stats) {
-    let cost = if stats.bpf_runs > 0 {
-        format!("; BPF {:.0} ns per sample (all processes)", stats.bpf_run_time_ns as f64 / stats.bpf_runs as f64)
-    } else {
-        String::new()
-    };
-    eprintln!(
-        "completeness {what}: {}/{} = {:.1}% ({} samples elsewhere, {} with inlined frames){cost}",
-        c.complete,
-        c.at_leaf,
-        100.0 * c.ratio(),
-        c.elsewhere,
-        c.inlined
-    );
-    eprintln!("  e.g. {}", c.example.as_deref().unwrap_or("-"));
-    let hotspot = stats.runtimes.0.iter().find(|(r, _)| *r == "hotspot").map(|(_, c)| c.clone());
-    eprintln!("  hotspot counters: {hotspot:?}");
-    eprintln!("  stacks stopped: {:?}", stats.unwind_stopped);
-    for failure in &c.failures {
-        eprintln!("  incomplete: {failure}");
-    }
-    for other in &c.elsewhere_examples {
-        eprintln!("  elsewhere: {other}");
-    }
-}
-
-fn assert_report(what: &str, c: &Completeness, stats: &Stats) {
-    let counter = |name| stats.runtimes.get("hotspot", name);
-    assert!(counter("frames") > 0 && counter("tail_calls") > 0, "{what}: no Java frame recorded: {stats:#?}");
-    assert!(counter("frames_named") >= counter("frames_unknown"), "{what}: mostly unnamed: {stats:#?}");
-    assert_eq!(counter("unsupported") + counter("attach_failures"), 0, "{what}: {stats:#?}");
-    assert!(c.at_leaf >= MIN_SAMPLES, "{what}: only {} samples at the leaf; {stats:#?}", c.at_leaf);
-    assert!(
-        c.ratio() >= REQUIRED,
-        "{what}: {} of {} samples at the leaf carry the whole chain ({:.1}%); some that do not (root \
-         first):\n{}\n{stats:#?}",
-        c.complete,
-        c.at_leaf,
-        100.0 * c.ratio(),
-        c.failures.join("\n")
-    );
+    report_runtime(what, "hotspot", c, MIN_SAMPLES, REQUIRED, stats);
 }
 
 /// Profiles `chain` on `jdk` with `flags`, after `warm_up`.
@@ -670,6 +592,64 @@ fn started_after_the_agent(jdk: Option<Jdk>) {
     report(&format!("{} started after the agent, main chain", jdk.name), &c, &stats);
 }
 
+/// How long after the agent's start a JVM already running must have no
+/// unnamed Java frame.
+const FIRST_SECONDS: Duration = Duration::from_secs(3);
+
+/// A JVM already running when the agent starts: every Java frame of its
+/// samples is named, the first ones (its process loaded and attached
+/// before sampling starts) and the last ones (built after the stop,
+/// before the process manager forgets what the JVM was attached with),
+/// never `jvm:?`. Interpreted (`-Xint`), so that no JIT event can leave a
+/// frame unnamed for another reason.
+fn running_before_the_agent(jdk: Option<Jdk>) {
+    let Some(jdk) = jdk else { return };
+    let _serial = serial();
+    let dir = Scratch::new("before");
+    jdk.compile(&dir.0);
+    let (w, tid) = spawn(&jdk, &dir.0, &MAIN, &["-Xint".to_string()]);
+    std::thread::sleep(Duration::from_millis(500));
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(FIRST_SECONDS)) else { return };
+    let ours: Vec<&Trace> = traces.iter().filter(|t| t.process.pid.0 == w.pid() && t.tid.0 == tid).collect();
+    let java: Vec<&Trace> =
+        ours.iter().copied().filter(|t| t.frames.iter().any(|f| f.kind == FrameKind::Jvm)).collect();
+    let unnamed: Vec<String> = java
+        .iter()
+        .filter(|t| t.frames.iter().any(|f| f.kind == FrameKind::Jvm && f.lines.is_empty()))
+        .map(|t| show(&expand(t)))
+        .collect();
+    let counter = |name| stats.runtimes.get("hotspot", name);
+    eprintln!(
+        "{}: {} samples of the main thread in the first {FIRST_SECONDS:?}, {} with Java frames, {} with an unnamed \
+         one",
+        jdk.name,
+        ours.len(),
+        java.len(),
+        unnamed.len(),
+    );
+    assert!(java.len() >= MIN_SAMPLES, "{}: {} samples with Java frames: {stats:#?}", jdk.name, java.len());
+    assert!(
+        unnamed.is_empty(),
+        "{}: {} of {} samples have an unnamed Java frame, e.g.\n{}\n{stats:#?}",
+        jdk.name,
+        unnamed.len(),
+        java.len(),
+        unnamed.iter().take(3).cloned().collect::<Vec<_>>().join("\n")
+    );
+    assert_eq!(counter("frames_unknown"), 0, "{}: {stats:#?}", jdk.name);
+}
+
+#[test]
+fn jdk17_running_before_the_agent() {
+    running_before_the_agent(jdk17());
+}
+
+#[test]
+fn jdk25_running_before_the_agent() {
+    running_before_the_agent(jdk25());
+}
+
 fn unix_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970").as_nanos() as u64
 }
@@ -738,14 +718,14 @@ fn unseen_program(jdk: Option<Jdk>, flags: &[&str]) {
         for (chain, tid) in [(&LEDGER_MAIN, main_tid), (&LEDGER_INDEXER, indexer_tid)] {
             let what = format!("{} {flags:?} unseen program, {when}, {} chain", jdk.name, chain.arg);
             let c = check_window(&traces, pid, tid, chain, window.clone());
-            print_report(&what, &c, &stats);
+            print_runtime(&what, "hotspot", &c, &stats);
             if !debug_non_safepoints && chain.arg == "main" {
                 // Printed, not asserted: once C2 compiled balance (OSR,
                 // within the first second) it kept nothing to name the
                 // inlined leaf by; the chain must still be whole to it.
                 let what = format!("{what} (leaf named at its safepoint)");
                 let c = check_window(&traces, pid, tid, &LEDGER_MAIN_SAFEPOINTS, window.clone());
-                print_report(&what, &c, &stats);
+                print_runtime(&what, "hotspot", &c, &stats);
                 results.push((what, when, c));
                 continue;
             }
@@ -753,7 +733,7 @@ fn unseen_program(jdk: Option<Jdk>, flags: &[&str]) {
         }
     }
     for (what, when, c) in &results {
-        assert_report(what, c, &stats);
+        assert_runtime(what, "hotspot", c, MIN_SAMPLES, REQUIRED, &stats);
         if *when == "warm" {
             assert!(c.inlined * 2 >= c.at_leaf, "{what}: mostly compiled code with inlining expected: {c:?}");
         }

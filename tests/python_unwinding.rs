@@ -10,7 +10,9 @@
 //! measured completeness.
 
 use profiler_agent::{AgentConfig, Stats};
-use profiler_tests::{in_ci, matches_chain, profile_with, serial, start_agent, user_frames, FrameDesc, Step, Workload};
+use profiler_tests::{
+    in_ci, matches_chain, profile_with, serial, start_agent, user_frames, Completeness, FrameDesc, Step, Workload,
+};
 use profiler_trace::{FrameKind, Trace};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -99,32 +101,9 @@ fn any_of(files: &[String]) -> String {
     files.join("|")
 }
 
-/// How many samples whose innermost Python frame is the leaf carry the
-/// whole chain.
-#[derive(Debug, Default)]
-struct Completeness {
-    at_leaf: usize,
-    complete: usize,
-    /// Samples whose innermost Python frame is another function.
-    elsewhere: usize,
-    failures: Vec<String>,
-}
-
-impl Completeness {
-    fn ratio(&self) -> f64 {
-        if self.at_leaf == 0 {
-            0.0
-        } else {
-            self.complete as f64 / self.at_leaf as f64
-        }
-    }
-
-    fn fail(&mut self, frames: &[FrameDesc]) {
-        self.at_leaf += 1;
-        if self.failures.len() < 5 {
-            self.failures.push(frames.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(";"));
-        }
-    }
+/// A sample's user frames as the log shows them (root first).
+fn show(frames: &[FrameDesc]) -> String {
+    frames.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(";")
 }
 
 /// Checks the samples of `pid` (of threads `tids`, when given) against
@@ -143,42 +122,18 @@ fn completeness(traces: &[Trace], pid: u32, tids: Option<&HashSet<u32>>, chain: 
         match frames.iter().rev().find(|f| is_python(f)) {
             // An unnamed Python frame, or none at all (the Python
             // workloads run Python code all the time): a failure.
-            None => c.fail(&frames),
-            Some(f) if f.name.is_none() => c.fail(&frames),
-            Some(f) if f.name.as_deref() != Some(leaf.as_str()) => c.elsewhere += 1,
-            Some(_) if matches_chain(&frames, &pattern) => {
-                c.at_leaf += 1;
-                c.complete += 1;
-            }
-            Some(_) => c.fail(&frames),
+            None => c.fail(|| show(&frames)),
+            Some(f) if f.name.is_none() => c.fail(|| show(&frames)),
+            Some(f) if f.name.as_deref() != Some(leaf.as_str()) => c.other(|| show(&frames)),
+            Some(_) if matches_chain(&frames, &pattern) => c.pass(|| show(&frames)),
+            Some(_) => c.fail(|| show(&frames)),
         }
     }
     c
 }
 
 fn assert_complete(what: &str, c: &Completeness, stats: &Stats) {
-    let cost = if stats.bpf_runs > 0 {
-        format!("; BPF {:.0} ns per sample (all processes)", stats.bpf_run_time_ns as f64 / stats.bpf_runs as f64)
-    } else {
-        String::new()
-    };
-    eprintln!(
-        "completeness {what}: {}/{} = {:.1}% ({} samples elsewhere){cost}",
-        c.complete,
-        c.at_leaf,
-        100.0 * c.ratio(),
-        c.elsewhere
-    );
-    assert!(c.at_leaf >= MIN_SAMPLES, "{what}: only {} samples at the leaf; {stats:#?}", c.at_leaf);
-    assert!(
-        c.ratio() >= REQUIRED,
-        "{what}: {} of {} samples at the leaf carry the whole chain ({:.1}%); some that do not (root \
-         first):\n{}\n{stats:#?}",
-        c.complete,
-        c.at_leaf,
-        100.0 * c.ratio(),
-        c.failures.join("\n")
-    );
+    c.assert_whole(what, MIN_SAMPLES, REQUIRED, stats);
 }
 
 /// Profiles the already running `workload` for SECONDS.
@@ -377,10 +332,9 @@ fn native_through_eval_loop(traces: &[Trace], pid: u32, files: &[String]) -> Com
             })
             && frames.iter().any(is_eval_loop);
         if whole {
-            c.at_leaf += 1;
-            c.complete += 1;
+            c.pass(|| show(&frames));
         } else {
-            c.fail(&frames);
+            c.fail(|| show(&frames));
         }
     }
     c
@@ -509,10 +463,9 @@ fn malformed_interpreter_state_is_survived() {
         }
         // `ManyIn` refuses the evaluation loop; `Fn` names it.
         if matches_chain(&frames, &chain) {
-            c.at_leaf += 1;
-            c.complete += 1;
+            c.pass(|| show(&frames));
         } else {
-            c.fail(&frames);
+            c.fail(|| show(&frames));
         }
     }
     assert_complete("made-up CPython without a thread state, native stacks", &c, &stats);

@@ -388,6 +388,12 @@ impl Completeness {
     /// them with the whole chain; prints the figures and, on failure, a few
     /// stacks that miss the chain and the agent's `stats`.
     pub fn assert_whole(&self, what: &str, min_samples: usize, required: f64, stats: &Stats) {
+        self.print(what, stats);
+        self.check_whole(what, min_samples, required, stats);
+    }
+
+    /// Prints the figures (`completeness WHAT: complete/at_leaf = ...`).
+    pub fn print(&self, what: &str, stats: &Stats) {
         let mut also = Vec::new();
         if self.elsewhere > 0 {
             also.push(format!("{} samples elsewhere", self.elsewhere));
@@ -403,6 +409,10 @@ impl Completeness {
             100.0 * self.ratio(),
             bpf_cost(stats)
         );
+    }
+
+    /// [`Completeness::assert_whole`]'s assertions, without the print.
+    pub fn check_whole(&self, what: &str, min_samples: usize, required: f64, stats: &Stats) {
         assert!(self.at_leaf >= min_samples, "{what}: only {} samples at the leaf; {stats:#?}", self.at_leaf);
         assert!(
             self.ratio() >= required,
@@ -435,10 +445,17 @@ pub fn bpf_cost(stats: &Stats) -> String {
 }
 
 /// The report of a chain test of a runtime whose unwinder attaches to
-/// processes (`v8`, `hotspot`): prints an example and the runtime's
-/// counters, asserts that frames were recorded and mostly named and that
-/// nothing was unsupported, then [`Completeness::assert_whole`].
+/// processes (`v8`, `hotspot`): [`print_runtime`], then
+/// [`assert_runtime`].
 pub fn report_runtime(what: &str, runtime: &str, c: &Completeness, min_samples: usize, required: f64, stats: &Stats) {
+    print_runtime(what, runtime, c, stats);
+    assert_runtime(what, runtime, c, min_samples, required, stats);
+}
+
+/// Prints the figures, an example, a few failures, the runtime's counters
+/// and how the stacks stopped.
+pub fn print_runtime(what: &str, runtime: &str, c: &Completeness, stats: &Stats) {
+    c.print(what, stats);
     eprintln!("  e.g. {}", c.example.as_deref().unwrap_or("-"));
     eprintln!("  elsewhere e.g. {}", c.elsewhere_example.as_deref().unwrap_or("-"));
     for f in &c.failures {
@@ -447,11 +464,17 @@ pub fn report_runtime(what: &str, runtime: &str, c: &Completeness, min_samples: 
     }
     let counters = stats.runtimes.0.iter().find(|(r, _)| *r == runtime).map(|(_, c)| c.clone());
     eprintln!("  {runtime} counters: {counters:?}");
+    eprintln!("  stacks stopped: {:?}", stats.unwind_stopped);
+}
+
+/// Asserts that frames of `runtime` were recorded and mostly named and
+/// that nothing was unsupported, then [`Completeness::check_whole`].
+pub fn assert_runtime(what: &str, runtime: &str, c: &Completeness, min_samples: usize, required: f64, stats: &Stats) {
     let counter = |name| stats.runtimes.get(runtime, name);
     assert!(counter("frames") > 0 && counter("tail_calls") > 0, "{what}: no {runtime} frame recorded: {stats:#?}");
     assert!(counter("frames_named") >= counter("frames_unknown"), "{what}: mostly unnamed: {stats:#?}");
     assert_eq!(counter("unsupported") + counter("attach_failures"), 0, "{what}: {stats:#?}");
-    c.assert_whole(what, min_samples, required, stats);
+    c.check_whole(what, min_samples, required, stats);
 }
 
 /// Checks the samples of `pid` whose leaf frame satisfies `leaf` against

@@ -148,6 +148,12 @@ struct Shared {
 struct Running {
     sampler: Sampler,
     stop: Arc<AtomicBool>,
+    /// The process manager's stop, set once the reporter has built the
+    /// last sample: what the manager unloads at its stop (the processes
+    /// the interpreters attached to) names those samples.
+    manager_stop: Arc<AtomicBool>,
+    /// The manager's queue, woken to see that stop.
+    manager_queue: Arc<EventQueue>,
     reader: JoinHandle<Result<(), BpfError>>,
     reporter: JoinHandle<()>,
     manager: JoinHandle<()>,
@@ -225,6 +231,7 @@ impl Agent {
             ..Shared::default()
         });
         let stop = Arc::new(AtomicBool::new(false));
+        let manager_stop = Arc::new(AtomicBool::new(false));
         let batches = if config.otlp_batches {
             let (tx, rx) = crossbeam_channel::bounded(config.batch_queue_capacity);
             sinks.push(Box::new(OtlpBatchSink::new(
@@ -275,9 +282,10 @@ impl Agent {
         let registry = Arc::new(ProcessRegistry::new());
         let sampling_started;
         let mut probabilistic = None;
+        let manager_queue = Arc::new(EventQueue::new(process_manager::EVENT_QUEUE_CAPACITY));
         let (manager, events) = {
             let reader = Arc::new(sampler.process_event_reader()?);
-            let queue = Arc::new(EventQueue::new(process_manager::EVENT_QUEUE_CAPACITY));
+            let queue = manager_queue.clone();
             let limits = ManagerLimits {
                 unused_files_budget: config.unused_tables_budget_mib << 20,
                 open_via_map_files: config.open_via_map_files,
@@ -332,7 +340,7 @@ impl Agent {
                 );
             }
             let load_delay = Duration::from_millis(config.process_load_delay_ms);
-            let stop = stop.clone();
+            let stop = manager_stop.clone();
             let shared = shared.clone();
             let manager = std::thread::Builder::new()
                 .name("ep-procman".into())
@@ -364,7 +372,17 @@ impl Agent {
         };
 
         Ok(Agent {
-            running: Mutex::new(Some(Running { sampler, stop, reader, reporter, manager, events, probabilistic })),
+            running: Mutex::new(Some(Running {
+                sampler,
+                stop,
+                manager_stop,
+                manager_queue,
+                reader,
+                reporter,
+                manager,
+                events,
+                probabilistic,
+            })),
             final_counters: Mutex::new(Counters::default()),
             final_off_cpu_runs: Mutex::new((0, 0)),
             shared,
@@ -544,6 +562,10 @@ impl Agent {
         let read_result = running.reader.join().unwrap_or(Ok(()));
         let _ = running.reporter.join();
         let events_result = running.events.join().unwrap_or(Ok(()));
+        // Only now: the reporter names its last samples with the
+        // processes' interpreter states, which the manager's stop unloads.
+        running.manager_stop.store(true, Ordering::Relaxed);
+        running.manager_queue.wake();
         let _ = running.manager.join();
         if let Some(probabilistic) = running.probabilistic {
             let _ = probabilistic.join();

@@ -352,18 +352,9 @@ impl ElfFile {
     /// need not stay resident in between. Its bytes stay readable: a later
     /// read faults them in again from the page cache. No-op otherwise.
     pub fn release(&self, part: &[u8]) {
-        let Data::Mapped(_, map, _) = &self.data else { return };
-        let base = map.as_ptr() as usize;
-        let start = part.as_ptr() as usize;
-        if part.is_empty() || start < base || start + part.len() > base + map.len() {
-            return;
+        if let Data::Mapped(_, map, _) = &self.data {
+            release_mapped(map, part);
         }
-        // SAFETY: `MADV_DONTNEED` on a private, read-only file mapping
-        // that is never written only discards our page table entries (the
-        // range is widened down to a page boundary, within the map); a
-        // later read maps the page cache's unchanged page again, so every
-        // slice handed out keeps reading the same bytes.
-        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start - base, part.len()) };
     }
 
     /// Whether the file shrank while it was mapped: everything read from
@@ -526,9 +517,47 @@ pub(crate) fn cstr_at(table: &[u8], off: usize) -> Option<&[u8]> {
     Some(&rest[..end])
 }
 
+/// Drops the pages of `part` (a slice of `map`; anything else is left
+/// alone) from our resident set: its bytes stay readable, a later read
+/// faults them in again from the page cache. For the big files read now
+/// and then (by [`ElfFile::release`], and the symbolizer's own maps).
+pub fn release_mapped(map: &Mmap, part: &[u8]) {
+    let base = map.as_ptr() as usize;
+    let start = part.as_ptr() as usize;
+    if part.is_empty() || start < base || start + part.len() > base + map.len() {
+        return;
+    }
+    // SAFETY: `MADV_DONTNEED` on a read-only file mapping (an `Mmap` is
+    // never written through) only discards our page table entries (the
+    // range is widened down to a page boundary, within the map); a later
+    // read maps the page cache's unchanged page again, so every slice
+    // handed out keeps reading the same bytes.
+    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start - base, part.len()) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn released_pages_read_the_same_bytes() {
+        let path = std::env::temp_dir().join(format!("ep-release-{}", std::process::id()));
+        let bytes: Vec<u8> = (0..64 * 1024u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let file = File::open(&path).unwrap();
+        // SAFETY: a file of this test's own, not changed while mapped.
+        let map = unsafe { Mmap::map(&file) }.unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(&map[..], &bytes[..]);
+        // A part inside the map (not page-aligned), all of it, and slices
+        // that are not the map's (ignored).
+        release_mapped(&map, &map[5000..30_000]);
+        assert_eq!(&map[..], &bytes[..]);
+        release_mapped(&map, &map);
+        release_mapped(&map, &bytes[..4096]);
+        release_mapped(&map, &map[..0]);
+        assert_eq!(&map[..], &bytes[..]);
+    }
 
     #[test]
     fn rejects_non_elf_and_other_classes() {

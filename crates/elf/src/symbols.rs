@@ -9,6 +9,7 @@
 //! (librustc_driver, libLLVM: 100,000+ symbols of long mangled names).
 
 use std::borrow::Cow;
+use std::ops::ControlFlow;
 
 use crate::error::{Error, Result};
 use crate::file::{ElfFile, ReadLe, Section, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB};
@@ -339,8 +340,6 @@ impl ElfFile {
         self.scan_symbols(name, Entry::is_function)
     }
 
-    /// `(address, size)` of the first defined symbol named `name` that
-    /// `accept` takes.
     /// Which of `names` the file defines (symbols of any kind, in
     /// `.symtab` or `.dynsym`): one pass over the tables for all of them,
     /// where [`ElfFile::symbol_address`] makes one per name.
@@ -352,6 +351,35 @@ impl ElfFile {
             .iter()
             .map(|n| [n.as_bytes().first().copied().unwrap_or(0), n.as_bytes().get(1).copied().unwrap_or(0)])
             .collect();
+        self.each_defined(|_, head| {
+            let first_two = [head.first().copied().unwrap_or(0), head.get(1).copied().unwrap_or(0)];
+            if heads.contains(&first_two) {
+                for (i, name) in names.iter().enumerate() {
+                    if !found[i] && names_symbol(head, name.as_bytes()) {
+                        found[i] = true;
+                    }
+                }
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        found
+    }
+
+    /// `(address, size)` of the first defined symbol named `name` that
+    /// `accept` takes.
+    fn scan_symbols(&self, name: &str, accept: impl Fn(&Entry) -> bool) -> Option<(u64, u64)> {
+        let name = name.as_bytes();
+        self.each_defined(|e, head| match names_symbol(head, name) && accept(e) {
+            true => ControlFlow::Break((e.addr, e.size)),
+            false => ControlFlow::Continue(()),
+        })
+    }
+
+    /// Calls `f` with each defined entry of `.symtab`, then of `.dynsym`
+    /// (a malformed table is passed over), and the string table from its
+    /// name on (its name and whatever follows: the NUL of every long,
+    /// mangled name is not searched for), until `f` breaks.
+    fn each_defined<B>(&self, mut f: impl FnMut(&Entry, &[u8]) -> ControlFlow<B>) -> Option<B> {
         let data = self.data();
         for (table, _) in tables(self, data) {
             let Ok(table) = table else { continue };
@@ -361,43 +389,17 @@ impl ElfFile {
                     continue;
                 }
                 let Some(head) = strtab.get(e.name as usize..) else { continue };
-                let first_two = [head.first().copied().unwrap_or(0), head.get(1).copied().unwrap_or(0)];
-                if !heads.contains(&first_two) {
-                    continue;
-                }
-                for (i, name) in names.iter().enumerate() {
-                    let name = name.as_bytes();
-                    if !found[i] && head.len() > name.len() && head.starts_with(name) && head[name.len()] == 0 {
-                        found[i] = true;
-                    }
-                }
-            }
-        }
-        found
-    }
-
-    fn scan_symbols(&self, name: &str, accept: impl Fn(&Entry) -> bool) -> Option<(u64, u64)> {
-        let name = name.as_bytes();
-        let data = self.data();
-        for (table, _) in tables(self, data) {
-            let Ok(table) = table else { continue };
-            let strtab = &data[table.strtab.0..table.strtab.0 + table.strtab.1];
-            for e in table.entries() {
-                if e.shndx == SHN_UNDEF {
-                    continue;
-                }
-                // The name and its terminating NUL, without searching for
-                // the NUL of every (long, mangled) name in the table.
-                let off = e.name as usize;
-                let matches = off
-                    .checked_add(name.len())
-                    .and_then(|end| strtab.get(off..=end))
-                    .is_some_and(|s| &s[..name.len()] == name && s[name.len()] == 0);
-                if matches && accept(&e) {
-                    return Some((e.addr, e.size));
+                if let ControlFlow::Break(b) = f(&e, head) {
+                    return Some(b);
                 }
             }
         }
         None
     }
+}
+
+/// Whether `head` (a string table from a name on) starts with the name
+/// `name` and its terminating NUL.
+fn names_symbol(head: &[u8], name: &[u8]) -> bool {
+    head.get(name.len()) == Some(&0) && head.starts_with(name)
 }

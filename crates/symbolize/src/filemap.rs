@@ -12,7 +12,7 @@
 use std::fs::File;
 use std::sync::Arc;
 
-use memmap2::{Mmap, UncheckedAdvice};
+use memmap2::Mmap;
 use profiler_elf::map_guard::MapGuard;
 
 /// Files smaller than this are read into memory instead of mapped (as
@@ -69,11 +69,7 @@ impl FileMap {
     /// readable: a later read faults them in again). No-op when owned.
     pub(crate) fn release(&self) {
         if let Data::Mapped(_, m) = &self.data {
-            // SAFETY: `MADV_DONTNEED` on a private file mapping that was
-            // never written only discards our page table entries; a later
-            // read maps the page cache's (unchanged) page again, so every
-            // slice we handed out keeps reading the same bytes.
-            let _ = unsafe { m.unchecked_advise(UncheckedAdvice::DontNeed) };
+            profiler_elf::release_mapped(m, m);
         }
     }
 }

@@ -737,7 +737,6 @@ mod tests {
 mod real_binary {
     use super::*;
     use std::path::PathBuf;
-    use std::process::Command;
 
     const PROGRAM: &str = r#"package main
 
@@ -755,30 +754,8 @@ func work(n int) int {
 func main() { fmt.Println(work(10)) }
 "#;
 
-    /// Builds PROGRAM with `ldflags` into `dir`, or `None` (skip) without
-    /// a Go toolchain outside CI (under CI=true that fails).
     fn build(name: &str, ldflags: &str) -> Option<PathBuf> {
-        let dir = std::env::temp_dir().join(format!("go-tables-test-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("main.go"), PROGRAM).unwrap();
-        std::fs::write(dir.join("go.mod"), "module gotables\n\ngo 1.21\n").unwrap();
-        let out = dir.join("prog");
-        let status = Command::new("go")
-            .args(["build", "-ldflags", ldflags, "-o"])
-            .arg(&out)
-            .arg(".")
-            .current_dir(&dir)
-            .env("CGO_ENABLED", "0")
-            .status();
-        match status {
-            Ok(s) if s.success() => Some(out),
-            Ok(s) => panic!("go build failed: {s}"),
-            Err(e) if !std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
-                eprintln!("SKIPPED: no Go toolchain ({e}); under CI=true this fails");
-                None
-            }
-            Err(e) => panic!("go is required under CI=true: {e}"),
-        }
+        crate::testing::build_go_program(&format!("go-tables-{name}"), PROGRAM, ldflags)
     }
 
     #[test]

@@ -174,30 +174,8 @@ mod real_binary {
 
     const PROGRAM: &str = "package main\n\nfunc main() { println(\"hi\") }\n";
 
-    /// Builds PROGRAM with `ldflags`, or `None` (skip) without a Go
-    /// toolchain outside CI (under CI=true that fails).
     fn build(name: &str, ldflags: &str) -> Option<PathBuf> {
-        let dir = std::env::temp_dir().join(format!("go-labels-test-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("main.go"), PROGRAM).unwrap();
-        std::fs::write(dir.join("go.mod"), "module golabels\n\ngo 1.21\n").unwrap();
-        let out = dir.join("prog");
-        let status = Command::new("go")
-            .args(["build", "-ldflags", ldflags, "-o"])
-            .arg(&out)
-            .arg(".")
-            .current_dir(&dir)
-            .env("CGO_ENABLED", "0")
-            .status();
-        match status {
-            Ok(s) if s.success() => Some(out),
-            Ok(s) => panic!("go build failed: {s}"),
-            Err(e) if !std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
-                eprintln!("SKIPPED: no Go toolchain ({e}); under CI=true this fails");
-                None
-            }
-            Err(e) => panic!("running go: {e}"),
-        }
+        profiler_elf::testing::build_go_program(&format!("go-labels-{name}"), PROGRAM, ldflags)
     }
 
     /// `go env GOVERSION` ("go1.26.8").
