@@ -94,7 +94,7 @@ impl UnwindLoader for BpfLoader {
 
     fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError> {
         self.interpreters.registry.process_removed(pid.0);
-        self.interpreters.retries.after_mapped(pid.0, false, Instant::now());
+        self.interpreters.retries.forget(pid.0);
         self.go_labels.process_removed(pid.0);
         if self.interpreters.maps.remove_process(pid.0).is_err() {
             self.interpreters.stats.load_errors += 1;
@@ -168,6 +168,11 @@ impl AttachRetries {
             }
             self.due.insert(pid, (now + Duration::from_secs(1), 0));
         }
+    }
+
+    /// `pid` is gone.
+    fn forget(&mut self, pid: u32) {
+        self.due.remove(&pid);
     }
 
     /// The processes to show again now.

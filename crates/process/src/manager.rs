@@ -842,15 +842,16 @@ impl<L: UnwindLoader> ProcessManager<L> {
         known_info
     }
 
-    /// Step 5: `pid`'s mappings into the loader and its snapshot into the
-    /// registry.
+    /// Step 5: `pid`'s snapshot into the registry, then its mappings into
+    /// the loader: a sample the BPF maps let through (and an interpreter
+    /// attached on the way) always finds its process's files.
     fn load(&mut self, pid: Pid, known_info: Option<Arc<ProcessInfo>>, snapshot: Vec<SnapshotMapping>) {
-        self.push_mappings(pid);
         let info = known_info.unwrap_or_else(|| {
             let comm = read_proc_text(&self.proc_root.join(pid.0.to_string()).join("comm"), 64).unwrap_or_default();
             Arc::new(read_info(&self.proc_root, pid, comm.trim_end(), &self.limits.include_env_vars))
         });
         self.registry.set(pid, ProcessSnapshot { info, mappings: snapshot });
+        self.push_mappings(pid);
     }
 
     /// Sets `pid`'s mappings in the loader, those of the files whose
