@@ -30,6 +30,15 @@ static __always_inline u64 at_or_below(u64 start, u64 pc)
 	return ~sign;
 }
 
+/* index & 63, masked in assembly so that the verifier sees the bound at
+ * the access (clang folds a C mask into ors and xors that 5.10's and
+ * 6.1's verifiers cannot bound). */
+static __always_inline u32 slot_of(u32 index)
+{
+	asm volatile("%[index] &= 63" : [index] "+r"(index));
+	return index;
+}
+
 /* The last of 64 sorted slots whose start is at or below pc, slot 0's
  * being so. No branch: the verifier walks one path, not 64, for each of
  * the up to 32 frames a program run unwinds. */
@@ -37,8 +46,8 @@ static __always_inline u64 at_or_below(u64 start, u64 pc)
 	({                                                              \
 		u32 lo_ = 0;                                            \
 		_Pragma("unroll") for (u32 step_ = 32; step_ > 0; step_ /= 2) \
-			lo_ += step_ & at_or_below(start_of((lo_ + step_) & 63), pc); \
-		lo_ & 63;                                               \
+			lo_ += step_ & at_or_below(start_of(slot_of(lo_ + step_)), pc); \
+		slot_of(lo_);                                           \
 	})
 
 /* Looks pc up in pid's ranges; on MAPPING_FOUND *out points at the
