@@ -112,7 +112,9 @@ impl Spec {
     fn patterns(&self) -> Vec<Vec<P>> {
         let top_level = || [&LOADER[..], &[P::Js("<anonymous>", true)]].concat();
         let below: Vec<Vec<P>> = match self.from {
-            From::Worker => vec![vec![P::AnyJs]],
+            // Each turn from the worker's event loop, the first from its
+            // top level.
+            From::Worker => vec![vec![P::AnyJs], vec![P::AnyJs, P::Js("<anonymous>", true)]],
             // The first call comes from the top level, the others from
             // the event loop.
             From::Immediate => vec![vec![P::Js("processImmediate", false)], top_level()],

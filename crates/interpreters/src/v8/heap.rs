@@ -61,6 +61,23 @@ impl Heap<'_> {
         self.u16(untag(map)?.checked_add(u64::from(self.layout.map_instance_type))?)
     }
 
+    /// `tagged`, or where a scavenge moved it: a moved object's map word
+    /// holds its new address (untagged: V8's `MapWord` forwarding address,
+    /// builds without pointer compression) until the space it left is
+    /// reused by the next scavenge. `None` if it is neither an object nor
+    /// moved to one.
+    pub fn forwarded(&self, tagged: u64) -> Option<u64> {
+        let map = self.field(tagged, self.layout.heap_object_map)?;
+        if V8Layout::is_heap_object(map) {
+            return Some(tagged);
+        }
+        if map == 0 || map & 7 != 0 {
+            return None;
+        }
+        let moved = map + 1;
+        V8Layout::is_heap_object(self.field(moved, self.layout.heap_object_map)?).then_some(moved)
+    }
+
     /// `tagged` if it is a heap object of instance type `ty`.
     pub fn typed(&self, tagged: u64, ty: u16) -> Option<u64> {
         (self.instance_type(tagged)? == ty).then_some(tagged)
@@ -270,6 +287,26 @@ pub(crate) mod tests {
             b[16..].copy_from_slice(s.as_bytes());
             self.object(b)
         }
+    }
+
+    /// A scavenged object's old copy leads to the new one, once.
+    #[test]
+    fn moved_objects_are_followed_once() {
+        let l = layout();
+        let mut b = Builder::new();
+        let function = b.typed(300, 32, &[], &[]);
+        let old = b.object((function - 1).to_le_bytes().to_vec());
+        let older = b.object((old - 1).to_le_bytes().to_vec());
+        let zero = b.object(vec![0; 8]);
+        let odd = b.object(0x1234_5674u64.to_le_bytes().to_vec());
+        let heap = Heap { memory: &b.mem, layout: &l };
+        assert_eq!(heap.forwarded(function), Some(function));
+        assert_eq!(heap.forwarded(old), Some(function));
+        // Moved twice (the old copy's space reused): not followed.
+        assert_eq!(heap.forwarded(older), None);
+        assert_eq!(heap.forwarded(zero), None);
+        assert_eq!(heap.forwarded(odd), None);
+        assert_eq!(heap.forwarded(0x7000_0001), None);
     }
 
     #[test]
