@@ -12,6 +12,8 @@ pub const MAX_STRING: usize = 4096;
 const MAX_STRING_DEPTH: u32 = 8;
 /// Largest byte array (source position table) read.
 pub const MAX_BYTE_ARRAY: usize = 1 << 20;
+/// Moves of an object followed (see [`Heap::forwarded`]).
+pub const MAX_FORWARDS: usize = 3;
 /// Largest Smi array (a script's line ends) read.
 pub const MAX_SMI_ARRAY: usize = 1 << 20;
 
@@ -59,6 +61,28 @@ impl Heap<'_> {
     pub fn instance_type(&self, tagged: u64) -> Option<u16> {
         let map = self.field(tagged, self.layout.heap_object_map)?;
         self.u16(untag(map)?.checked_add(u64::from(self.layout.map_instance_type))?)
+    }
+
+    /// `tagged`, or where the garbage collector moved it: a moved
+    /// object's map word holds its new address (untagged: V8's `MapWord`
+    /// forwarding address, builds without pointer compression) until the
+    /// space it left is reused (the next scavenge copies into it). A
+    /// young object moves twice (within the young generation, then to the
+    /// old one): at most [`MAX_FORWARDS`] moves are followed. `None` if it
+    /// is neither an object nor moved to one.
+    pub fn forwarded(&self, tagged: u64) -> Option<u64> {
+        let mut at = tagged;
+        for _ in 0..=MAX_FORWARDS {
+            let map = self.field(at, self.layout.heap_object_map)?;
+            if V8Layout::is_heap_object(map) {
+                return Some(at);
+            }
+            if map == 0 || map & 7 != 0 {
+                return None;
+            }
+            at = map + 1;
+        }
+        None
     }
 
     /// `tagged` if it is a heap object of instance type `ty`.
@@ -270,6 +294,34 @@ pub(crate) mod tests {
             b[16..].copy_from_slice(s.as_bytes());
             self.object(b)
         }
+    }
+
+    /// A moved object's old copies lead to it, a bounded number of moves.
+    #[test]
+    fn moved_objects_are_followed() {
+        let l = layout();
+        let mut b = Builder::new();
+        let function = b.typed(300, 32, &[], &[]);
+        let mut copies = vec![function];
+        for _ in 0..MAX_FORWARDS + 1 {
+            let last = *copies.last().unwrap();
+            copies.push(b.object((last - 1).to_le_bytes().to_vec()));
+        }
+        let zero = b.object(vec![0; 8]);
+        let odd = b.object(0x1234_5674u64.to_le_bytes().to_vec());
+        // An object moved to itself.
+        let at = b.next;
+        let cycle = b.object(at.to_le_bytes().to_vec());
+        assert_eq!(cycle, at + 1);
+        let heap = Heap { memory: &b.mem, layout: &l };
+        for (moves, &copy) in copies.iter().enumerate() {
+            let expected = (moves <= MAX_FORWARDS).then_some(function);
+            assert_eq!(heap.forwarded(copy), expected, "{moves} moves");
+        }
+        assert_eq!(heap.forwarded(zero), None);
+        assert_eq!(heap.forwarded(odd), None);
+        assert_eq!(heap.forwarded(cycle), None);
+        assert_eq!(heap.forwarded(0x7000_0001), None);
     }
 
     #[test]

@@ -237,10 +237,13 @@ impl V8Namer {
 
     fn name_word(&mut self, heap: &Heap<'_>, pid: u32, word: V8Word) -> Vec<SourceLine> {
         let l = heap.layout;
-        if word.function == 0 || !heap.is_js_function(word.function) {
+        // Naming comes after the sample: a young function may have been
+        // moved by a scavenge since.
+        let Some(function) = heap.forwarded(word.function).filter(|&f| word.function != 0 && heap.is_js_function(f))
+        else {
             return Vec::new();
-        }
-        let Some(sfi) = heap.field(word.function, l.js_function_shared) else { return Vec::new() };
+        };
+        let Some(sfi) = heap.field(function, l.js_function_shared) else { return Vec::new() };
         let Some(info) = self.function(heap, pid, sfi) else { return Vec::new() };
         let line = |info: &FunctionInfo, position: Option<u32>| SourceLine {
             function: if info.name.is_empty() { Arc::from(ANONYMOUS) } else { info.name.clone() },
@@ -248,7 +251,7 @@ impl V8Namer {
             line: position.and_then(|p| info.line_column(p)).map_or(0, |(line, _)| line),
         };
         let known = u64::from(word.offset) < FRAME_OFFSET_MAX;
-        let code = heap.field(word.function, l.js_function_code).and_then(|c| read_code(heap, c).map(|i| (c, i)));
+        let code = heap.field(function, l.js_function_code).and_then(|c| read_code(heap, c).map(|i| (c, i)));
         if !word.compiled {
             // Sparkplug frames have the interpreter's shape but a stale
             // offset: no line for them.
