@@ -84,3 +84,29 @@ fn each_thread_shows_its_own_chain() {
         PERL.check(&format!("threads.pl {worker}"), &traces, &stats, w.pid(), tid, &expected);
     }
 }
+
+/// The closing measurement (issue 14): a script written apart from the
+/// other workloads, two chains in turn: a package's methods calling a
+/// sub of another package, and `sort` with a block (C, a nested op loop)
+/// calling a sub that calls another.
+#[test]
+fn unseen_script_chain_and_callback() {
+    let Some(script) = PERL.begin("unseen_orders.pl") else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
+    let (w, traces, stats) = PERL.profile(PERL.args, &path, false);
+    let chain = [
+        Expect::at("main", &path, at("main_submit")),
+        Expect::at("Orders::Batch::submit", &path, at("submit")),
+        Expect::at("Orders::Batch::validate", &path, at("validate")),
+        Expect::within("Orders::checksum", &path, at("checksum_first")..=at("checksum_last")),
+    ];
+    PERL.check("unseen_orders.pl chain", &traces, &stats, w.pid(), w.pid(), &chain);
+    let callback = [
+        Expect::at("main", &path, at("main_arrange")),
+        Expect::at("Orders::Batch::arrange", &path, at("arrange")),
+        Expect::at("Orders::Batch::heavier", &path, at("heavier")).after_native(),
+        Expect::within("Orders::weight", &path, at("weight_first")..=at("weight_last")),
+    ];
+    PERL.check("unseen_orders.pl callback", &traces, &stats, w.pid(), w.pid(), &callback);
+}

@@ -270,3 +270,30 @@ mod fastcgi {
         String::from_utf8_lossy(&stdout).into_owned()
     }
 }
+
+/// The closing measurement (issue 14): a script written apart from the
+/// other workloads, two chains in turn: a class's methods (one private)
+/// calling a namespaced function, and `array_map` (C) calling a method
+/// back, which calls a static method.
+#[test]
+fn unseen_script_chain_and_callback() {
+    let Some(script) = PHP.begin("unseen_billing.php") else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
+    let (w, traces, stats) = PHP.profile(PHP.args, &path, false);
+    let chain = [
+        Expect::at("{main}", &path, at("main_close")),
+        Expect::at("Billing\\Ledger::close", &path, at("close")),
+        Expect::at("Billing\\Ledger::sumLines", &path, at("sumLines")),
+        Expect::within("Billing\\roundCents", &path, at("round_first")..=at("round_last")),
+    ];
+    PHP.check("unseen_billing.php chain", &traces, &stats, w.pid(), w.pid(), &chain);
+    let callback = [
+        Expect::at("{main}", &path, at("main_convert")),
+        Expect::at("Billing\\Ledger::convert", &path, at("convert")),
+        Expect::builtin("array_map"),
+        Expect::at("Billing\\Ledger::toEuro", &path, at("toEuro")).after_native(),
+        Expect::within("Billing\\Rates::lookup", &path, at("lookup_first")..=at("lookup_last")),
+    ];
+    PHP.check("unseen_billing.php callback", &traces, &stats, w.pid(), w.pid(), &callback);
+}
