@@ -82,8 +82,8 @@
 #define V8_FRAME_OFFSET_MAX 0xfffULL
 /* A PHP word's own bits (slot UNWINDER_PHP) are [PHP_FRAME_TOP] |
  * line << PHP_FRAME_LINE_SHIFT | function >> 3: the zend_function the
- * frame runs, the line of its current opline (PHP_FRAME_LINE_MAX: unknown
- * or larger), and whether the frame is the first of its execute_ex run
+ * frame runs, the line of its current opline counted from the
+ * function's line_start (PHP_FRAME_LINE_MAX: unknown or larger), and whether the frame is the first of its execute_ex run
  * (ZEND_CALL_TOP). See php_unwinder.bpf.h. */
 #define PHP_FRAME_LINE_SHIFT 44
 #define PHP_FRAME_LINE_MAX 0xfffULL
@@ -752,7 +752,7 @@ struct php_file {
 	__u32 ex_prev;                   /* zend_execute_data.prev_execute_data */
 	__u32 op_lineno;                 /* zend_op.lineno */
 	__u32 call_top;                  /* ZEND_CALL_TOP in the call info */
-	__u32 reserved;
+	__u32 op_array_line_start;       /* zend_op_array.line_start */
 };
 
 /* Perl (perl_unwinder.bpf.h). Bytes of a PERL_CONTEXT (or a PERL_SI)

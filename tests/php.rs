@@ -297,3 +297,20 @@ fn unseen_script_chain_and_callback() {
     ];
     PHP.check("unseen_billing.php callback", &traces, &stats, w.pid(), w.pid(), &callback);
 }
+
+/// Lines past 4094 (a frame word's 12 bits of line): the word counts the
+/// line from the function's first, so a function 5000 lines down its
+/// file keeps its lines.
+#[test]
+fn lines_past_5000_keep_their_numbers() {
+    let Some(script) = PHP.begin_padded("far_lines.php", 5000) else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
+    assert!(at("run") > 5000 && at("spin_first") > 5000, "the functions lie past line 5000");
+    let expected = [
+        Expect::at("{main}", &path, at("main")),
+        Expect::at("Far\\Deep::run", &path, at("run")),
+        Expect::within("Far\\spin", &path, at("spin_first")..=at("spin_last")),
+    ];
+    PHP.chain_test(&path, &expected);
+}

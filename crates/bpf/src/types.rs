@@ -545,6 +545,8 @@ pub struct PhpFileValue {
     pub op_lineno: u32,
     /// `ZEND_CALL_TOP`.
     pub call_top: u32,
+    /// `zend_op_array.line_start`: lines are recorded from it.
+    pub op_array_line_start: u32,
 }
 
 /// Bytes of a `zend_execute_data` the PHP unwinder reads at once: every
@@ -552,7 +554,8 @@ pub struct PhpFileValue {
 pub const PHP_EXECUTE_DATA_READ: u32 = c::PHP_EXECUTE_DATA_READ;
 
 /// A PHP frame word's own bits: `[PHP_FRAME_TOP] | line <<
-/// PHP_FRAME_LINE_SHIFT | function >> 3` (`ebpf/php_unwinder.bpf.h`).
+/// PHP_FRAME_LINE_SHIFT | function >> 3`, the line counted from the
+/// function's `line_start` (`ebpf/php_unwinder.bpf.h`).
 pub const PHP_FRAME_LINE_SHIFT: u32 = c::PHP_FRAME_LINE_SHIFT;
 /// The largest line a PHP frame word holds; it means "unknown".
 pub const PHP_FRAME_LINE_MAX: u64 = c::PHP_FRAME_LINE_MAX as u64;
@@ -574,7 +577,7 @@ impl PhpFileValue {
             ex_prev: self.ex_prev,
             op_lineno: self.op_lineno,
             call_top: self.call_top,
-            reserved: 0,
+            op_array_line_start: self.op_array_line_start,
         }
     }
 
