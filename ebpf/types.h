@@ -90,7 +90,8 @@
 #define PHP_FRAME_TOP (1ULL << 56)
 /* A Perl word's own bits (slot UNWINDER_PERL) are line <<
  * PERL_FRAME_LINE_SHIFT | pointer >> 3: a sub's frame, its CV and the
- * line of its COP (PERL_FRAME_LINE_MAX: unknown or larger); or, with
+ * line of its COP counted from the line of the sub's first op (its first
+ * statement; PERL_FRAME_LINE_MAX: unknown or larger); or, with
  * PERL_FRAME_COP, a frame named by its COP (the pointer) alone: the
  * script's top level (line field PERL_COP_MAIN) or a string eval, require
  * or do FILE (PERL_COP_EVAL). See perl_unwinder.bpf.h. */
@@ -793,7 +794,7 @@ struct perl_file {
 	__u32 cx_blk_sub_cv;         /* PERL_CONTEXT.blk_sub.cv */
 	__u32 cx_size;               /* sizeof(PERL_CONTEXT), at least PERL_CONTEXT_READ */
 	__u32 cop_line;              /* COP.cop_line */
-	__u32 reserved2;
+	__u32 xcv_start;             /* XPVCV.xcv_start_u: a sub's first op */
 };
 
 /* Go pprof labels (go_labels.bpf.h): the labels of the goroutine a

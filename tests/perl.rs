@@ -110,3 +110,20 @@ fn unseen_script_chain_and_callback() {
     ];
     PERL.check("unseen_orders.pl callback", &traces, &stats, w.pid(), w.pid(), &callback);
 }
+
+/// Lines past 4094 (a frame word's 12 bits of line): the word counts a
+/// sub's line from its first statement's, so subs 5000 lines down their
+/// file keep their lines.
+#[test]
+fn lines_past_5000_keep_their_numbers() {
+    let Some(script) = PERL.begin_padded("far_lines.pl", 5000) else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
+    assert!(at("run") > 5000 && at("spin_first") > 5000, "the subs lie past line 5000");
+    let expected = [
+        Expect::at("main", &path, at("main")),
+        Expect::at("Far::Deep::run", &path, at("run")),
+        Expect::within("Far::spin", &path, at("spin_first")..=at("spin_last")),
+    ];
+    PERL.chain_test(&path, &expected);
+}

@@ -612,6 +612,8 @@ pub struct PerlFileValue {
     /// `sizeof(PERL_CONTEXT)`, at least [`PERL_CONTEXT_READ`].
     pub cx_size: u32,
     pub cop_line: u32,
+    /// `XPVCV.xcv_start_u`: a sub's lines are recorded from its first op's.
+    pub xcv_start: u32,
 }
 
 /// Bytes of a `PERL_CONTEXT` the Perl unwinder reads at once.
@@ -619,7 +621,7 @@ pub const PERL_CONTEXT_READ: u32 = c::PERL_CONTEXT_READ;
 /// Bytes of a `PERL_SI` the Perl unwinder reads at once.
 pub const PERL_SI_READ: u32 = c::PERL_SI_READ;
 /// A Perl frame word's own bits: `line << PERL_FRAME_LINE_SHIFT |
-/// pointer >> 3`, or [`PERL_FRAME_COP`] with a COP (`ebpf/perl_unwinder.bpf.h`).
+/// pointer >> 3` (a sub's CV, the line counted from its first op's), or [`PERL_FRAME_COP`] with a COP (`ebpf/perl_unwinder.bpf.h`).
 pub const PERL_FRAME_LINE_SHIFT: u32 = c::PERL_FRAME_LINE_SHIFT;
 /// The largest line a Perl frame word holds; it means "unknown".
 pub const PERL_FRAME_LINE_MAX: u64 = c::PERL_FRAME_LINE_MAX as u64;
@@ -667,7 +669,7 @@ impl PerlFileValue {
             cx_blk_sub_cv: self.cx_blk_sub_cv,
             cx_size: self.cx_size,
             cop_line: self.cop_line,
-            reserved2: 0,
+            xcv_start: self.xcv_start,
         }
     }
 
