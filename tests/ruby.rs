@@ -160,3 +160,19 @@ fn unseen_script_chain_and_callback() {
     ];
     RUBY.check("unseen_inventory.rb callback", &traces, &stats, w.pid(), w.pid(), &callback);
 }
+
+/// Lines past 5000: the word holds the instruction's index, user space
+/// reads the line from the iseq, so there is no 12-bit line limit.
+#[test]
+fn lines_past_5000_keep_their_numbers() {
+    let Some(script) = RUBY.begin_padded("far_lines.rb", 5000) else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
+    assert!(at("main") > 5000 && at("spin_first") > 5000, "the code lies past line 5000");
+    let expected = [
+        Expect::at("<main>", &path, at("main")),
+        Expect::at("Far::Deep#run", &path, at("run")),
+        Expect::within("Far::Deep#spin", &path, at("spin_first")..=at("spin_last")),
+    ];
+    RUBY.chain_test(&path, &expected);
+}
