@@ -83,8 +83,9 @@
 /* A PHP word's own bits (slot UNWINDER_PHP) are [PHP_FRAME_TOP] |
  * line << PHP_FRAME_LINE_SHIFT | function >> 3: the zend_function the
  * frame runs, the line of its current opline counted from the
- * function's line_start (PHP_FRAME_LINE_MAX: unknown or larger), and whether the frame is the first of its execute_ex run
- * (ZEND_CALL_TOP). See php_unwinder.bpf.h. */
+ * function's line_start (PHP_FRAME_LINE_MAX: unknown or larger), and
+ * whether the frame is the first of its execute_ex run (ZEND_CALL_TOP).
+ * See php_unwinder.bpf.h. */
 #define PHP_FRAME_LINE_SHIFT 44
 #define PHP_FRAME_LINE_MAX 0xfffULL
 #define PHP_FRAME_TOP (1ULL << 56)

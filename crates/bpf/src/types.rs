@@ -621,7 +621,8 @@ pub const PERL_CONTEXT_READ: u32 = c::PERL_CONTEXT_READ;
 /// Bytes of a `PERL_SI` the Perl unwinder reads at once.
 pub const PERL_SI_READ: u32 = c::PERL_SI_READ;
 /// A Perl frame word's own bits: `line << PERL_FRAME_LINE_SHIFT |
-/// pointer >> 3` (a sub's CV, the line counted from its first op's), or [`PERL_FRAME_COP`] with a COP (`ebpf/perl_unwinder.bpf.h`).
+/// pointer >> 3` (a sub's CV, the line counted from its first op's), or
+/// [`PERL_FRAME_COP`] with a COP (`ebpf/perl_unwinder.bpf.h`).
 pub const PERL_FRAME_LINE_SHIFT: u32 = c::PERL_FRAME_LINE_SHIFT;
 /// The largest line a Perl frame word holds; it means "unknown".
 pub const PERL_FRAME_LINE_MAX: u64 = c::PERL_FRAME_LINE_MAX as u64;
