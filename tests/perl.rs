@@ -10,7 +10,7 @@
 //! count as failures), and prints the measured completeness.
 
 use profiler_tests::in_ci;
-use profiler_tests::runtime_chain::{Expect, Runtime};
+use profiler_tests::runtime_chain::{Expect, Runtime, SECONDS};
 use profiler_trace::FrameKind;
 use std::process::Command;
 
@@ -94,7 +94,8 @@ fn unseen_script_chain_and_callback() {
     let Some(script) = PERL.begin("unseen_orders.pl") else { return };
     let path = script.path.clone();
     let at = |m: &str| script.line(m);
-    let (w, traces, stats) = PERL.profile(PERL.args, &path, false);
+    // Two chains in turn: twice the time, about as many samples each.
+    let (w, traces, stats) = PERL.profile_for(2 * SECONDS, PERL.args, &path, false);
     let chain = [
         Expect::at("main", &path, at("main_submit")),
         Expect::at("Orders::Batch::submit", &path, at("submit")),

@@ -280,7 +280,8 @@ fn unseen_script_chain_and_callback() {
     let Some(script) = PHP.begin("unseen_billing.php") else { return };
     let path = script.path.clone();
     let at = |m: &str| script.line(m);
-    let (w, traces, stats) = PHP.profile(PHP.args, &path, false);
+    // Two chains in turn: twice the time, about as many samples each.
+    let (w, traces, stats) = PHP.profile_for(2 * SECONDS, PHP.args, &path, false);
     let chain = [
         Expect::at("{main}", &path, at("main_close")),
         Expect::at("Billing\\Ledger::close", &path, at("close")),

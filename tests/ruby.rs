@@ -11,7 +11,7 @@
 
 use profiler_bpf::UnwindStop;
 use profiler_tests::in_ci;
-use profiler_tests::runtime_chain::{Expect, LangFrame, Runtime, MIN_SAMPLES};
+use profiler_tests::runtime_chain::{Expect, LangFrame, Runtime, MIN_SAMPLES, SECONDS};
 use profiler_trace::{FrameKind, Trace};
 
 const RUBY: Runtime = Runtime {
@@ -138,7 +138,8 @@ fn unseen_script_chain_and_callback() {
     let Some(script) = RUBY.begin("unseen_inventory.rb") else { return };
     let path = script.path.clone();
     let at = |m: &str| script.line(m);
-    let (w, traces, stats) = RUBY.profile(RUBY.args, &path, false);
+    // Two chains in turn: twice the time, about as many samples each.
+    let (w, traces, stats) = RUBY.profile_for(2 * SECONDS, RUBY.args, &path, false);
     let chain = [
         Expect::at("<main>", &path, at("loop")),
         Expect::builtin("Kernel#loop"),

@@ -206,11 +206,23 @@ impl Runtime {
     /// Runs `script` (with `extra` arguments before it) and profiles it
     /// for SECONDS at HZ; with `off_cpu`, every switch-out too.
     pub fn profile(&self, extra: &[&str], script: &Path, off_cpu: bool) -> (Workload, Vec<Trace>, Stats) {
+        self.profile_for(SECONDS, extra, script, off_cpu)
+    }
+
+    /// [`Runtime::profile`] for `seconds` (a script taking two chains in
+    /// turn gives each about half its samples).
+    pub fn profile_for(
+        &self,
+        seconds: u64,
+        extra: &[&str],
+        script: &Path,
+        off_cpu: bool,
+    ) -> (Workload, Vec<Trace>, Stats) {
         let w = self.spawn(extra, script);
         let off_cpu_threshold = if off_cpu { 1.0 } else { 0.0 };
         let config =
             AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], off_cpu_threshold, ..AgentConfig::default() };
-        let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
+        let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(seconds))) else {
             panic!("no BPF here")
         };
         (w, traces, stats)

@@ -11,7 +11,7 @@ module Inventory
     def weigh(crates)
       load = 0
       n = 0
-      while n < 40_000 # line:weigh_first
+      while n < 25_000 # line:weigh_first
         load += (n * crates) & 15
         n += 1
       end # line:weigh_last
