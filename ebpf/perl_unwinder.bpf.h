@@ -207,12 +207,19 @@ static __always_inline int perl_step(struct sample_record *record)
 	u64 own_bits;
 	if ((kind == PERL_CXT_SUB && !(type & PERL_CXP_SUB_RE_FAKE)) || kind == PERL_CXT_FORMAT) {
 		u64 cv = perl_buf_u64(interp, perl->cx_blk_sub_cv);
+		/* The line from the line of the sub's first op (CvSTART: its
+		 * first statement; user space reads the same): 12 bits then
+		 * reach 4094 lines into a sub, wherever it lies in its file.
+		 * The CV's body is its head's first word (sv_any). */
 		u64 line = PERL_FRAME_LINE_MAX;
-		u32 cop_line = 0;
+		u32 cop_line = 0, start_line = 0;
+		u64 body = 0, start = 0;
 		if (interp->perl_cop &&
 		    !bpf_probe_read_user(&cop_line, sizeof(cop_line), (const void *)(interp->perl_cop + perl->cop_line)) &&
-		    cop_line < PERL_FRAME_LINE_MAX)
-			line = cop_line;
+		    !read_user_u64(&body, cv) && body && !read_user_u64(&start, body + perl->xcv_start) && start &&
+		    !bpf_probe_read_user(&start_line, sizeof(start_line), (const void *)(start + perl->cop_line)) &&
+		    cop_line >= start_line && cop_line - start_line < PERL_FRAME_LINE_MAX)
+			line = cop_line - start_line;
 		own_bits = (line << PERL_FRAME_LINE_SHIFT) | perl_pointer_bits(cv);
 	} else if (kind == PERL_CXT_EVAL && !(type & (PERL_CXP_EVALBLOCK | PERL_CXP_TRY))) {
 		own_bits = perl_cop_bits(interp->perl_cop, PERL_COP_EVAL);

@@ -122,11 +122,15 @@ static __always_inline int php_step(struct sample_record *record)
 			php_end_loop(interp);
 		return STEP_CONTINUE;
 	}
+	/* The line from the function's first (user space adds it back):
+	 * 12 bits then reach 4094 lines into a function, wherever it lies
+	 * in its file. */
 	u64 line = PHP_FRAME_LINE_MAX;
-	u32 lineno = 0;
+	u32 lineno = 0, line_start = 0;
 	if (opline && !bpf_probe_read_user(&lineno, sizeof(lineno), (const void *)(opline + php->op_lineno)) &&
-	    lineno < PHP_FRAME_LINE_MAX)
-		line = lineno;
+	    !bpf_probe_read_user(&line_start, sizeof(line_start), (const void *)(func + php->op_array_line_start)) &&
+	    lineno >= line_start && lineno - line_start < PHP_FRAME_LINE_MAX)
+		line = lineno - line_start;
 	u64 func_bits = (func & 7) || (func >> 47) ? 0 : func >> 3;
 
 	u32 n = event->user_frames;

@@ -82,15 +82,17 @@
 #define V8_FRAME_OFFSET_MAX 0xfffULL
 /* A PHP word's own bits (slot UNWINDER_PHP) are [PHP_FRAME_TOP] |
  * line << PHP_FRAME_LINE_SHIFT | function >> 3: the zend_function the
- * frame runs, the line of its current opline (PHP_FRAME_LINE_MAX: unknown
- * or larger), and whether the frame is the first of its execute_ex run
- * (ZEND_CALL_TOP). See php_unwinder.bpf.h. */
+ * frame runs, the line of its current opline counted from the
+ * function's line_start (PHP_FRAME_LINE_MAX: unknown or larger), and
+ * whether the frame is the first of its execute_ex run (ZEND_CALL_TOP).
+ * See php_unwinder.bpf.h. */
 #define PHP_FRAME_LINE_SHIFT 44
 #define PHP_FRAME_LINE_MAX 0xfffULL
 #define PHP_FRAME_TOP (1ULL << 56)
 /* A Perl word's own bits (slot UNWINDER_PERL) are line <<
  * PERL_FRAME_LINE_SHIFT | pointer >> 3: a sub's frame, its CV and the
- * line of its COP (PERL_FRAME_LINE_MAX: unknown or larger); or, with
+ * line of its COP counted from the line of the sub's first op (its first
+ * statement; PERL_FRAME_LINE_MAX: unknown or larger); or, with
  * PERL_FRAME_COP, a frame named by its COP (the pointer) alone: the
  * script's top level (line field PERL_COP_MAIN) or a string eval, require
  * or do FILE (PERL_COP_EVAL). See perl_unwinder.bpf.h. */
@@ -780,7 +782,7 @@ struct php_file {
 	__u32 ex_prev;                   /* zend_execute_data.prev_execute_data */
 	__u32 op_lineno;                 /* zend_op.lineno */
 	__u32 call_top;                  /* ZEND_CALL_TOP in the call info */
-	__u32 reserved;
+	__u32 op_array_line_start;       /* zend_op_array.line_start */
 };
 
 /* Perl (perl_unwinder.bpf.h). Bytes of a PERL_CONTEXT (or a PERL_SI)
@@ -821,7 +823,7 @@ struct perl_file {
 	__u32 cx_blk_sub_cv;         /* PERL_CONTEXT.blk_sub.cv */
 	__u32 cx_size;               /* sizeof(PERL_CONTEXT), at least PERL_CONTEXT_READ */
 	__u32 cop_line;              /* COP.cop_line */
-	__u32 reserved2;
+	__u32 xcv_start;             /* XPVCV.xcv_start_u: a sub's first op */
 };
 
 /* Go pprof labels (go_labels.bpf.h): the labels of the goroutine a

@@ -10,7 +10,7 @@
 //! count as failures), and prints the measured completeness.
 
 use profiler_tests::in_ci;
-use profiler_tests::runtime_chain::{Expect, Runtime};
+use profiler_tests::runtime_chain::{Expect, Runtime, SECONDS};
 use profiler_trace::FrameKind;
 use std::process::Command;
 
@@ -83,4 +83,48 @@ fn each_thread_shows_its_own_chain() {
         ];
         PERL.check(&format!("threads.pl {worker}"), &traces, &stats, w.pid(), tid, &expected);
     }
+}
+
+/// The closing measurement (issue 14): a script written apart from the
+/// other workloads, two chains in turn: a package's methods calling a
+/// sub of another package, and `sort` with a block (C, a nested op loop)
+/// calling a sub that calls another.
+#[test]
+fn unseen_script_chain_and_callback() {
+    let Some(script) = PERL.begin("unseen_orders.pl") else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
+    // Two chains in turn: twice the time, about as many samples each.
+    let (w, traces, stats) = PERL.profile_for(2 * SECONDS, PERL.args, &path, false);
+    let chain = [
+        Expect::at("main", &path, at("main_submit")),
+        Expect::at("Orders::Batch::submit", &path, at("submit")),
+        Expect::at("Orders::Batch::validate", &path, at("validate")),
+        Expect::within("Orders::checksum", &path, at("checksum_first")..=at("checksum_last")),
+    ];
+    PERL.check("unseen_orders.pl chain", &traces, &stats, w.pid(), w.pid(), &chain);
+    let callback = [
+        Expect::at("main", &path, at("main_arrange")),
+        Expect::at("Orders::Batch::arrange", &path, at("arrange")),
+        Expect::at("Orders::Batch::heavier", &path, at("heavier")).after_native(),
+        Expect::within("Orders::weight", &path, at("weight_first")..=at("weight_last")),
+    ];
+    PERL.check("unseen_orders.pl callback", &traces, &stats, w.pid(), w.pid(), &callback);
+}
+
+/// Lines past 4094 (a frame word's 12 bits of line): the word counts a
+/// sub's line from its first statement's, so subs 5000 lines down their
+/// file keep their lines.
+#[test]
+fn lines_past_5000_keep_their_numbers() {
+    let Some(script) = PERL.begin_padded("far_lines.pl", 5000) else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
+    assert!(at("run") > 5000 && at("spin_first") > 5000, "the subs lie past line 5000");
+    let expected = [
+        Expect::at("main", &path, at("main")),
+        Expect::at("Far::Deep::run", &path, at("run")),
+        Expect::within("Far::spin", &path, at("spin_first")..=at("spin_last")),
+    ];
+    PERL.chain_test(&path, &expected);
 }

@@ -270,3 +270,48 @@ mod fastcgi {
         String::from_utf8_lossy(&stdout).into_owned()
     }
 }
+
+/// The closing measurement (issue 14): a script written apart from the
+/// other workloads, two chains in turn: a class's methods (one private)
+/// calling a namespaced function, and `array_map` (C) calling a method
+/// back, which calls a static method.
+#[test]
+fn unseen_script_chain_and_callback() {
+    let Some(script) = PHP.begin("unseen_billing.php") else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
+    // Two chains in turn: twice the time, about as many samples each.
+    let (w, traces, stats) = PHP.profile_for(2 * SECONDS, PHP.args, &path, false);
+    let chain = [
+        Expect::at("{main}", &path, at("main_close")),
+        Expect::at("Billing\\Ledger::close", &path, at("close")),
+        Expect::at("Billing\\Ledger::sumLines", &path, at("sumLines")),
+        Expect::within("Billing\\roundCents", &path, at("round_first")..=at("round_last")),
+    ];
+    PHP.check("unseen_billing.php chain", &traces, &stats, w.pid(), w.pid(), &chain);
+    let callback = [
+        Expect::at("{main}", &path, at("main_convert")),
+        Expect::at("Billing\\Ledger::convert", &path, at("convert")),
+        Expect::builtin("array_map"),
+        Expect::at("Billing\\Ledger::toEuro", &path, at("toEuro")).after_native(),
+        Expect::within("Billing\\Rates::lookup", &path, at("lookup_first")..=at("lookup_last")),
+    ];
+    PHP.check("unseen_billing.php callback", &traces, &stats, w.pid(), w.pid(), &callback);
+}
+
+/// Lines past 4094 (a frame word's 12 bits of line): the word counts the
+/// line from the function's first, so a function 5000 lines down its
+/// file keeps its lines.
+#[test]
+fn lines_past_5000_keep_their_numbers() {
+    let Some(script) = PHP.begin_padded("far_lines.php", 5000) else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
+    assert!(at("run") > 5000 && at("spin_first") > 5000, "the functions lie past line 5000");
+    let expected = [
+        Expect::at("{main}", &path, at("main")),
+        Expect::at("Far\\Deep::run", &path, at("run")),
+        Expect::within("Far\\spin", &path, at("spin_first")..=at("spin_last")),
+    ];
+    PHP.chain_test(&path, &expected);
+}

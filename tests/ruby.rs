@@ -11,7 +11,7 @@
 
 use profiler_bpf::UnwindStop;
 use profiler_tests::in_ci;
-use profiler_tests::runtime_chain::{Expect, LangFrame, Runtime, MIN_SAMPLES};
+use profiler_tests::runtime_chain::{Expect, LangFrame, Runtime, MIN_SAMPLES, SECONDS};
 use profiler_trace::{FrameKind, Trace};
 
 const RUBY: Runtime = Runtime {
@@ -127,4 +127,53 @@ fn off_cpu_waits_carry_the_ruby_chain() {
         Expect::builtin("Kernel#sleep"),
     ];
     RUBY.check("sleep_chain.rb off-CPU", &off, &stats, w.pid(), w.pid(), &expected);
+}
+
+/// The closing measurement (issue 14): a script written apart from the
+/// other workloads, two chains in turn: methods of a class calling a
+/// module's mixed-in method, and `Enumerable#sort_by` (C, through
+/// `Array#each`) calling a block back, all under `Kernel#loop`'s block.
+#[test]
+fn unseen_script_chain_and_callback() {
+    let Some(script) = RUBY.begin("unseen_inventory.rb") else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
+    // Two chains in turn: twice the time, about as many samples each.
+    let (w, traces, stats) = RUBY.profile_for(2 * SECONDS, RUBY.args, &path, false);
+    let chain = [
+        Expect::at("<main>", &path, at("loop")),
+        Expect::builtin("Kernel#loop"),
+        Expect::at("block in <main>", &path, at("main_restock")).after_native(),
+        Expect::at("Inventory::Shelf#restock", &path, at("restock")),
+        Expect::at("Inventory::Shelf#tally", &path, at("tally")),
+        Expect::within("Inventory::Weighing#weigh", &path, at("weigh_first")..=at("weigh_last")),
+    ];
+    RUBY.check("unseen_inventory.rb chain", &traces, &stats, w.pid(), w.pid(), &chain);
+    let callback = [
+        Expect::at("<main>", &path, at("loop")),
+        Expect::builtin("Kernel#loop"),
+        Expect::at("block in <main>", &path, at("main_arrange")).after_native(),
+        Expect::at("Inventory::Shelf#arrange", &path, at("arrange")),
+        Expect::builtin("Enumerable#sort_by"),
+        Expect::builtin("Array#each"),
+        Expect::at("block in arrange", &path, at("arrange")).after_native(),
+        Expect::within("Inventory::Shelf#rank", &path, at("rank_first")..=at("rank_last")),
+    ];
+    RUBY.check("unseen_inventory.rb callback", &traces, &stats, w.pid(), w.pid(), &callback);
+}
+
+/// Lines past 5000: the word holds the instruction's index, user space
+/// reads the line from the iseq, so there is no 12-bit line limit.
+#[test]
+fn lines_past_5000_keep_their_numbers() {
+    let Some(script) = RUBY.begin_padded("far_lines.rb", 5000) else { return };
+    let path = script.path.clone();
+    let at = |m: &str| script.line(m);
+    assert!(at("main") > 5000 && at("spin_first") > 5000, "the code lies past line 5000");
+    let expected = [
+        Expect::at("<main>", &path, at("main")),
+        Expect::at("Far::Deep#run", &path, at("run")),
+        Expect::within("Far::Deep#spin", &path, at("spin_first")..=at("spin_last")),
+    ];
+    RUBY.chain_test(&path, &expected);
 }

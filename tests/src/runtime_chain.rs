@@ -101,7 +101,17 @@ pub struct Script {
     /// Its path.
     pub path: PathBuf,
     comment: &'static str,
+    /// A copy made for the test, removed with it.
+    copy: Option<PathBuf>,
     _serial: MutexGuard<'static, ()>,
+}
+
+impl Drop for Script {
+    fn drop(&mut self) {
+        if let Some(copy) = &self.copy {
+            let _ = std::fs::remove_file(copy);
+        }
+    }
 }
 
 impl Script {
@@ -125,7 +135,23 @@ impl Runtime {
     /// is missing (a failure under CI=true).
     pub fn begin(&self, name: &str) -> Option<Script> {
         let lock = serial();
-        self.installed().then(|| Script { path: self.script(name), comment: self.comment, _serial: lock })
+        self.installed().then(|| Script { path: self.script(name), comment: self.comment, copy: None, _serial: lock })
+    }
+
+    /// [`Runtime::begin`] on a copy of `workloads/<runtime>/<name>` (in
+    /// the temporary directory) with `lines` comment lines in place of
+    /// its line marked `padding`: the code below lies that far down.
+    pub fn begin_padded(&self, name: &str, lines: usize) -> Option<Script> {
+        let mut script = self.begin(name)?;
+        let padding = line_of(&script.path, self.comment, "padding") as usize;
+        let text = std::fs::read_to_string(&script.path).unwrap();
+        let mut out: Vec<String> = text.lines().map(str::to_string).collect();
+        out.splice(padding - 1..padding, (0..lines).map(|_| format!("{} padding", self.comment)));
+        let copy = std::env::temp_dir().join(format!("ep-{}-{name}", std::process::id()));
+        std::fs::write(&copy, out.join("\n") + "\n").unwrap();
+        script.path = copy.clone();
+        script.copy = Some(copy);
+        Some(script)
     }
 
     /// Whether the interpreter is here; under CI=true it must be.
@@ -180,11 +206,23 @@ impl Runtime {
     /// Runs `script` (with `extra` arguments before it) and profiles it
     /// for SECONDS at HZ; with `off_cpu`, every switch-out too.
     pub fn profile(&self, extra: &[&str], script: &Path, off_cpu: bool) -> (Workload, Vec<Trace>, Stats) {
+        self.profile_for(SECONDS, extra, script, off_cpu)
+    }
+
+    /// [`Runtime::profile`] for `seconds` (a script taking two chains in
+    /// turn gives each about half its samples).
+    pub fn profile_for(
+        &self,
+        seconds: u64,
+        extra: &[&str],
+        script: &Path,
+        off_cpu: bool,
+    ) -> (Workload, Vec<Trace>, Stats) {
         let w = self.spawn(extra, script);
         let off_cpu_threshold = if off_cpu { 1.0 } else { 0.0 };
         let config =
             AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], off_cpu_threshold, ..AgentConfig::default() };
-        let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
+        let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(seconds))) else {
             panic!("no BPF here")
         };
         (w, traces, stats)

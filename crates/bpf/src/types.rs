@@ -581,6 +581,8 @@ pub struct PhpFileValue {
     pub op_lineno: u32,
     /// `ZEND_CALL_TOP`.
     pub call_top: u32,
+    /// `zend_op_array.line_start`: lines are recorded from it.
+    pub op_array_line_start: u32,
 }
 
 /// Bytes of a `zend_execute_data` the PHP unwinder reads at once: every
@@ -588,7 +590,8 @@ pub struct PhpFileValue {
 pub const PHP_EXECUTE_DATA_READ: u32 = c::PHP_EXECUTE_DATA_READ;
 
 /// A PHP frame word's own bits: `[PHP_FRAME_TOP] | line <<
-/// PHP_FRAME_LINE_SHIFT | function >> 3` (`ebpf/php_unwinder.bpf.h`).
+/// PHP_FRAME_LINE_SHIFT | function >> 3`, the line counted from the
+/// function's `line_start` (`ebpf/php_unwinder.bpf.h`).
 pub const PHP_FRAME_LINE_SHIFT: u32 = c::PHP_FRAME_LINE_SHIFT;
 /// The largest line a PHP frame word holds; it means "unknown".
 pub const PHP_FRAME_LINE_MAX: u64 = c::PHP_FRAME_LINE_MAX as u64;
@@ -610,7 +613,7 @@ impl PhpFileValue {
             ex_prev: self.ex_prev,
             op_lineno: self.op_lineno,
             call_top: self.call_top,
-            reserved: 0,
+            op_array_line_start: self.op_array_line_start,
         }
     }
 
@@ -645,6 +648,8 @@ pub struct PerlFileValue {
     /// `sizeof(PERL_CONTEXT)`, at least [`PERL_CONTEXT_READ`].
     pub cx_size: u32,
     pub cop_line: u32,
+    /// `XPVCV.xcv_start_u`: a sub's lines are recorded from its first op's.
+    pub xcv_start: u32,
 }
 
 /// Bytes of a `PERL_CONTEXT` the Perl unwinder reads at once.
@@ -652,7 +657,8 @@ pub const PERL_CONTEXT_READ: u32 = c::PERL_CONTEXT_READ;
 /// Bytes of a `PERL_SI` the Perl unwinder reads at once.
 pub const PERL_SI_READ: u32 = c::PERL_SI_READ;
 /// A Perl frame word's own bits: `line << PERL_FRAME_LINE_SHIFT |
-/// pointer >> 3`, or [`PERL_FRAME_COP`] with a COP (`ebpf/perl_unwinder.bpf.h`).
+/// pointer >> 3` (a sub's CV, the line counted from its first op's), or
+/// [`PERL_FRAME_COP`] with a COP (`ebpf/perl_unwinder.bpf.h`).
 pub const PERL_FRAME_LINE_SHIFT: u32 = c::PERL_FRAME_LINE_SHIFT;
 /// The largest line a Perl frame word holds; it means "unknown".
 pub const PERL_FRAME_LINE_MAX: u64 = c::PERL_FRAME_LINE_MAX as u64;
@@ -700,7 +706,7 @@ impl PerlFileValue {
             cx_blk_sub_cv: self.cx_blk_sub_cv,
             cx_size: self.cx_size,
             cop_line: self.cop_line,
-            reserved2: 0,
+            xcv_start: self.xcv_start,
         }
     }
 

@@ -114,6 +114,8 @@ pub struct PerlLayout {
     pub sv_size: u32,
     /// `XPVCV.xcv_stash`.
     pub xcv_stash: u32,
+    /// `XPVCV.xcv_start_u` (`CvSTART`: the sub's first op).
+    pub xcv_start: u32,
     /// `XPVCV.xcv_gv_u`.
     pub xcv_gv_u: u32,
     /// `XPVCV.xcv_file` (`char *`: the file the sub was defined in).
@@ -176,6 +178,7 @@ impl PerlLayout {
             sv_u: 0x10,
             sv_size: 0x18,
             xcv_stash: 0x20,
+            xcv_start: 0x28,
             xcv_gv_u: 0x38,
             xcv_file: 0x40,
             xcv_flags: 0x5c,

@@ -46,7 +46,7 @@ pub enum PerlWord {
     Sub {
         /// The `CV*` (0: the unwinder read no valid pointer).
         cv: u64,
-        /// The line.
+        /// The line, counted from the line of the sub's first op (`None`: unknown).
         line: Option<u32>,
     },
     /// The script's top level, at the `COP*`.
@@ -153,6 +153,7 @@ impl PerlFile {
             cx_blk_sub_cv: l.cx_blk_sub_cv,
             cx_size: l.cx_size,
             cop_line: l.cop_line,
+            xcv_start: l.xcv_start,
             tls_offset: build.current_context_tls,
             ..PerlFileValue::default()
         };
@@ -205,9 +206,7 @@ impl FrameNamer for PerlNamer {
         self.stats.reads += 1;
         let named = match w {
             PerlWord::Sub { cv: 0, .. } | PerlWord::Main { cop: 0 } | PerlWord::Eval { cop: 0 } => None,
-            PerlWord::Sub { cv, line } => {
-                symbolizer.sub(memory, cv).ok().map(|(name, file)| (name, file, line.unwrap_or(0)))
-            }
+            PerlWord::Sub { cv, line } => symbolizer.sub_at(memory, cv, line).ok(),
             PerlWord::Main { cop } => symbolizer.position(memory, cop).ok().map(|(f, l)| ("main".to_string(), f, l)),
             PerlWord::Eval { cop } => symbolizer.position(memory, cop).ok().map(|(f, l)| ("eval".to_string(), f, l)),
         };

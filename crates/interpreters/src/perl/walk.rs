@@ -97,8 +97,8 @@ pub fn global_state(memory: &dyn ProcessMemory, curcop: u64, curstackinfo: u64) 
 /// Names Perl frames of one process, with bounded caches.
 pub struct PerlSymbolizer {
     layout: PerlLayout,
-    /// CV -> (name, `CvFILE`).
-    subs: HashMap<u64, (String, String)>,
+    /// CV -> (name, `CvFILE`, the line of its first op).
+    subs: HashMap<u64, (String, String, Option<u32>)>,
     positions: HashMap<u64, (String, u32)>,
     /// Times a full cache was cleared.
     pub evictions: u64,
@@ -216,6 +216,28 @@ impl PerlSymbolizer {
     /// The sub `cv`'s name ([`PerlSymbolizer::sub_name`]) and the file it
     /// was defined in (`CvFILE`; empty when unknown).
     pub fn sub(&mut self, memory: &dyn ProcessMemory, cv: u64) -> Result<(String, String), WalkError> {
+        self.sub_with_first_line(memory, cv).map(|(name, file, _)| (name, file))
+    }
+
+    /// The sub `cv` (name, file) at the line `offset` lines after the
+    /// line of its first op (`CvSTART`, its first statement), as the BPF
+    /// unwinder records it; 0 when unknown.
+    pub fn sub_at(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        cv: u64,
+        offset: Option<u32>,
+    ) -> Result<(String, String, u32), WalkError> {
+        let (name, file, first) = self.sub_with_first_line(memory, cv)?;
+        let line = offset.zip(first).and_then(|(o, f)| f.checked_add(o)).unwrap_or(0);
+        Ok((name, file, line))
+    }
+
+    fn sub_with_first_line(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        cv: u64,
+    ) -> Result<(String, String, Option<u32>), WalkError> {
         if let Some(sub) = self.subs.get(&cv) {
             return Ok(sub.clone());
         }
@@ -243,12 +265,20 @@ impl PerlSymbolizer {
             0 => String::new(),
             at => read_cstr(memory, at, MAX_FILE).ok_or(WalkError::Unreadable { what: "CvFILE", address: at })?,
         };
+        // Whatever the first op is, the BPF side read the same word there.
+        let first_line = match field_u64(&body, l.xcv_start)? {
+            0 => None,
+            start => start.checked_add(u64::from(l.cop_line)).and_then(|at| {
+                let mut raw = [0u8; 4];
+                memory.read(at, &mut raw).then(|| u32::from_le_bytes(raw))
+            }),
+        };
         if self.subs.len() >= MAX_CACHED {
             self.subs.clear();
             self.evictions += 1;
         }
-        self.subs.insert(cv, (name.clone(), file.clone()));
-        Ok((name, file))
+        self.subs.insert(cv, (name.clone(), file.clone(), first_line));
+        Ok((name, file, first_line))
     }
 
     /// `Package::name` of the glob `gv`.
@@ -568,6 +598,23 @@ mod tests {
             walks_in(v, true);
             walks_in(v, false);
         }
+    }
+
+    #[test]
+    fn a_recorded_line_counts_from_the_subs_first_op() {
+        let l = PerlLayout::for_version(PerlVersion::five(36), true).unwrap();
+        let mut m = Fake::default();
+        let cv = m.cv(&l, "Far", "spin", true);
+        let mut s = PerlSymbolizer::new(l.clone());
+        // No first op (CvSTART 0): the line is unknown.
+        assert_eq!(s.sub_at(&m, cv, Some(3)).unwrap(), ("Far::spin".into(), String::new(), 0));
+        let cv = m.cv(&l, "Far", "run", true);
+        let first = m.cop(&l, "t.pl", 5020);
+        let body = read_ptr(&m, cv + u64::from(l.sv_any), "body").unwrap();
+        m.put_u64(body + u64::from(l.xcv_start), first);
+        assert_eq!(s.sub_at(&m, cv, Some(3)).unwrap().2, 5023);
+        assert_eq!(s.sub_at(&m, cv, Some(0)).unwrap().2, 5020);
+        assert_eq!(s.sub_at(&m, cv, None).unwrap().2, 0);
     }
 
     #[test]

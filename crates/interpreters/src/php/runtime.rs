@@ -44,7 +44,8 @@ pub struct PhpFile {
 pub struct PhpWord {
     /// The `zend_function` (0: the unwinder read no valid pointer).
     pub function: u64,
-    /// The line of the frame's opline (`None`: unknown).
+    /// The line of the frame's opline, counted from the function's
+    /// `line_start` (`None`: unknown).
     pub line: Option<u32>,
     /// The frame had `ZEND_CALL_TOP` (the first of its `execute_ex` run).
     pub top: bool,
@@ -131,6 +132,7 @@ impl PhpFile {
             ex_prev: l.ex_prev,
             op_lineno: l.op_lineno,
             call_top: consts::CALL_TOP,
+            op_array_line_start: l.op_array_line_start,
         };
         Ok(PhpFile { build, ranges: vec![(start, start.saturating_add(size))], value })
     }
@@ -173,10 +175,11 @@ impl FrameNamer for PhpNamer {
         let symbolizer = self.processes.entry(key).or_insert_with(|| PhpSymbolizer::new(file.build.layout.clone()));
         let before = symbolizer.cached();
         let call_info = if w.top { consts::CALL_TOP } else { 0 };
-        // The frame's line came with the word: it is checked against the
-        // function's lines like a line read from an opline.
+        // The frame's line came with the word, from the function's first:
+        // it is checked against the function's lines like a line read
+        // from an opline.
         let frame =
-            if w.function == 0 { None } else { symbolizer.frame_at_line(memory, w.function, w.line, call_info).ok() };
+            if w.function == 0 { None } else { symbolizer.frame_at_offset(memory, w.function, w.line, call_info).ok() };
         if symbolizer.cached() != before {
             self.stats.reads += 1;
         }
@@ -248,6 +251,7 @@ mod tests {
                 ex_prev: 48,
                 op_lineno: 24,
                 call_top: 1 << 17,
+                op_array_line_start: 160,
             }
         );
     }

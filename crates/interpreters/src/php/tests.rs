@@ -125,6 +125,19 @@ fn a_line_outside_the_function_is_unknown() {
 }
 
 #[test]
+fn a_recorded_line_counts_from_the_functions_first() {
+    let mut m = program();
+    m.function(0x3200, consts::USER_FUNCTION, 0x1100, 0x2000, 0x1000, (5000, 5020));
+    let mut s = PhpSymbolizer::new(layout());
+    assert_eq!(s.frame_at_offset(&m, 0x3200, Some(7), 0).unwrap(), user("Box::run", 5007));
+    assert_eq!(s.frame_at_offset(&m, 0x3200, Some(0), 0).unwrap(), user("Box::run", 5000));
+    // Past the function's last line, or unknown: 0.
+    assert_eq!(s.frame_at_offset(&m, 0x3200, Some(21), 0).unwrap(), user("Box::run", 0));
+    assert_eq!(s.frame_at_offset(&m, 0x3200, None, 0).unwrap(), user("Box::run", 0));
+    assert_eq!(s.frame_at_offset(&m, 0x3400, Some(3), 0).unwrap(), PhpFrame::Internal { name: "strlen".into() });
+}
+
+#[test]
 fn bad_memory_ends_the_walk_with_an_error() {
     let mut m = program();
     m.frame(0x5200, 0x4100, 0x3200, 0, 0x9000); // prev unmapped

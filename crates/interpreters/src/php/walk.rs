@@ -115,6 +115,31 @@ impl PhpSymbolizer {
         line: Option<u32>,
         call_info: u32,
     ) -> Result<PhpFrame, String> {
+        self.frame_from(memory, func, call_info, |_| line)
+    }
+
+    /// The frame running `func` at the line `offset` lines after the
+    /// function's first (as the BPF unwinder records it; `None`:
+    /// unknown), checked as in [`PhpSymbolizer::frame_at_line`].
+    pub fn frame_at_offset(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        func: u64,
+        offset: Option<u32>,
+        call_info: u32,
+    ) -> Result<PhpFrame, String> {
+        self.frame_from(memory, func, call_info, |start| offset.and_then(|o| start.checked_add(o)))
+    }
+
+    /// The frame running `func` at the line `line_of` gives from the
+    /// function's first line.
+    fn frame_from(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        func: u64,
+        call_info: u32,
+        line_of: impl FnOnce(u32) -> Option<u32>,
+    ) -> Result<PhpFrame, String> {
         let f = self.function(memory, func)?;
         if f.kind == consts::INTERNAL_FUNCTION {
             return Ok(PhpFrame::Internal { name: f.name.unwrap_or_else(|| "<internal>".into()) });
@@ -129,7 +154,7 @@ impl PhpSymbolizer {
             }
         });
         let (start, end) = f.lines;
-        let line = line.filter(|l| (start..=end).contains(l)).unwrap_or(0);
+        let line = line_of(start).filter(|l| (start..=end).contains(l)).unwrap_or(0);
         Ok(PhpFrame::User { name, file: f.file, line })
     }
 
