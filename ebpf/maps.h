@@ -90,7 +90,7 @@ struct interp_state {
 	/* enum unwinder_program of the loop handed over */
 	u8 unwinder;
 	u8 reserved[3];
-	/* The interpreter file (pid_mappings) the hand-over came from. */
+	/* The interpreter file (its process range) the hand-over came from. */
 	u64 file_id;
 	u64 bias;
 	/* Each interpreter unwinder's own state: the one place where they

@@ -8,7 +8,7 @@
  * Included once by profiler.bpf.c, after interpreters.bpf.h and
  * native_unwinder.bpf.h.
  *
- * The hand-over: user space marks the pid_mappings prefixes that cover
+ * The hand-over: user space marks the process ranges that cover
  * Perl_runops_standard (MAPPING_FLAG_INTERPRETER_LOOP, unwinder
  * UNWINDER_PERL) and puts the build's layout in perl_files
  * (crates/interpreters/src/perl). When the native unwinder reaches such

@@ -8,7 +8,7 @@
  * Included once by profiler.bpf.c, after interpreters.bpf.h and
  * native_unwinder.bpf.h.
  *
- * The hand-over: user space marks the pid_mappings prefixes that cover
+ * The hand-over: user space marks the process ranges that cover
  * execute_ex (MAPPING_FLAG_INTERPRETER_LOOP, unwinder UNWINDER_PHP) and
  * puts the build's layout in php_files (crates/interpreters/src/php: NTS
  * builds only, whose executor_globals is one global). When the native

@@ -8,7 +8,7 @@
  * Included once by profiler.bpf.c, after interpreters.bpf.h and
  * native_unwinder.bpf.h.
  *
- * The hand-over: user space marks the pid_mappings prefixes that cover
+ * The hand-over: user space marks the process ranges that cover
  * rb_vm_exec (MAPPING_FLAG_INTERPRETER_LOOP, unwinder UNWINDER_RUBY) and
  * puts the build's layout in ruby_files. When the native unwinder reaches
  * such a frame it tail-calls ruby_unwind, which from then on runs the

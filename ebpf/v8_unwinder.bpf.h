@@ -8,7 +8,7 @@
  * Included once by profiler.bpf.c, after interpreters.bpf.h and
  * native_unwinder.bpf.h.
  *
- * The hand-over: user space marks the pid_mappings prefixes of V8's code
+ * The hand-over: user space marks the process ranges of V8's code
  * for UNWINDER_V8 (the builtins blob as a loop range of the node file,
  * the process's anonymous executable memory as its code) and puts the
  * layout in v8_processes[tgid] (struct v8_process, from the binary's

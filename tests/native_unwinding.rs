@@ -216,7 +216,7 @@ fn short_lived_process_started_after_the_agent_then_maps_empty() {
     assert_eq!(
         entries,
         Some((0, 0, 0)),
-        "(pid_mappings, delta_pages, file_deltas) entries left after exit; {stats_before_stop:#?}"
+        "(process ranges, delta_pages, file_deltas) entries left after exit; {stats_before_stop:#?}"
     );
     assert_eq!((stats_before_stop.processes_loaded, stats_before_stop.files_loaded), (0, 0));
 

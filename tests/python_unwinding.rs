@@ -536,7 +536,7 @@ fn short_lived_forked_and_exec_processes_then_maps_empty() {
     agent.stop().expect("clean stop");
     let stats = agent.stats();
     assert_eq!(ours(&keys), (0, 0), "(python_files, python_thread_states) entries left; {stats:#?}");
-    assert_eq!(entries, Some((0, 0, 0)), "(pid_mappings, delta_pages, file_deltas) entries left; {stats:#?}");
+    assert_eq!(entries, Some((0, 0, 0)), "(process ranges, delta_pages, file_deltas) entries left; {stats:#?}");
 
     let traces = std::mem::take(&mut *traces.lock().unwrap());
     // The copy is a file the native symbolizer sees for the first time:

@@ -576,7 +576,7 @@ impl Agent {
     }
 
     /// Entries in the native unwinder's maps, counted in the kernel:
-    /// (pid_mappings prefixes, delta_pages, file_deltas). `None` once
+    /// (process ranges and chunks, delta_pages, file_deltas). `None` once
     /// stopped. Iterates every key: for tests and diagnostics.
     pub fn unwind_map_entries(&self) -> Option<(usize, usize, usize)> {
         lock(&self.running).as_ref().and_then(|r| r.sampler.count_unwind_map_entries().ok())
