@@ -63,8 +63,11 @@ static __always_inline void send_process_event(u32 kind, u32 pid, u64 pc, bool r
 		.ktime_ns = now,
 		.pc = pc,
 	};
-	/* Default wake-up: the process manager sleeps on this buffer. */
-	if (bpf_ringbuf_output(&process_events, &event, sizeof(event), 0) < 0)
+	/* A sample waiting for its process wakes the reader; execs and exits
+	 * wait for its next poll (EVENT_POLL, crates/agent/src/process_manager.rs), so a burst of them
+	 * costs one wake-up. */
+	u64 wakeup = kind == PROCESS_EVENT_NEW || kind == PROCESS_EVENT_UNKNOWN_PC ? 0 : BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&process_events, &event, sizeof(event), wakeup) < 0)
 		count(COUNTER_PROCESS_EVENTS_LOST);
 	else
 		count(COUNTER_PROCESS_EVENTS_SENT);

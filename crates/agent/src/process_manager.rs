@@ -410,16 +410,55 @@ pub(crate) struct ManagerReport {
     pub queue: QueueStats,
     /// Ring buffer records that could not be decoded.
     pub events_malformed: u64,
+    /// Where the manager's thread spent its CPU.
+    pub cpu: ManagerCpu,
+}
+
+/// CPU time of the process manager's thread by kind of work, µs (thread
+/// CPU time: what the work cost, however busy the machine), and how many
+/// times the thread woke.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct ManagerCpu {
+    /// Loads asked by samples (a new pid, an unknown pc).
+    pub loads_us: u64,
+    /// Exec events (unloading the old program, scheduling the new one).
+    pub execs_us: u64,
+    /// Exit events.
+    pub exits_us: u64,
+    /// Scheduled work: loads after an exec, re-reads of maps.
+    pub scheduled_us: u64,
+    /// Analysed files loaded into the maps, then their processes.
+    pub files_us: u64,
+    /// Housekeeping, memory trims, counters published.
+    pub housekeeping_us: u64,
+    /// Times the thread went round its loop.
+    pub wakeups: u64,
+}
+
+/// CPU time the calling thread has used, µs.
+fn thread_cpu_us() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000) + ts.tv_nsec as u64 / 1000
+}
+
+/// Adds the thread CPU time since `*mark` to `to` and moves the mark.
+fn charge(to: &mut u64, mark: &mut u64) {
+    let now = thread_cpu_us();
+    *to += now.saturating_sub(*mark);
+    *mark = now;
 }
 
 /// Pids with pending work the event queue holds at most (each costs
 /// about 50 bytes); beyond, events are dropped and counted, and a
 /// dropped load comes again with the process's next sample.
 pub(crate) const EVENT_QUEUE_CAPACITY: usize = 65_536;
-/// Pause of the draining thread after a batch of events (see [`drain`]):
-/// at most this much added delay, at most 1/DRAIN_PAUSE wake-ups a second
-/// however many events come. 256 KiB of ring buffer hold 8192 events.
-const DRAIN_PAUSE: Duration = Duration::from_millis(20);
+/// How often the draining thread polls the ring buffer: exec and exit
+/// events (sent without a wake-up) wait at most this long, so a burst of
+/// them costs one wake-up; a sample waiting for its process wakes it at
+/// once. 256 KiB of ring buffer hold 8192 events.
+const EVENT_POLL: Duration = Duration::from_millis(40);
 /// Pieces of work handled between two looks at the analysis results.
 const WORK_BATCH: usize = 64;
 
@@ -487,35 +526,28 @@ pub(crate) fn drain(
         }
     }
     let _close = CloseOnDrop(queue);
-    let mut got_events = false;
-    reader.run(TICK, stop, |event| match event {
-        Some(e) => {
-            let kind = match e.kind {
-                ProcessEventKind::New => EventKind::New,
-                ProcessEventKind::UnknownPc => EventKind::UnknownPc,
-                ProcessEventKind::Exit => EventKind::Exit,
-                ProcessEventKind::Exec => EventKind::Exec,
-            };
-            if kind != EventKind::Exec || chooser.as_ref().is_none_or(|c| c.on_exec(Pid(e.pid))) {
-                queue.push(kind, Pid(e.pid), e.ktime_ns);
-            }
-            got_events = true;
-            TICK
-        }
-        None => {
-            if let Some(c) = chooser.as_mut() {
-                for pid in c.rescan() {
-                    queue.push(EventKind::New, pid, 0);
+    reader.run(EVENT_POLL, stop, |event| {
+        match event {
+            Some(e) => {
+                let kind = match e.kind {
+                    ProcessEventKind::New => EventKind::New,
+                    ProcessEventKind::UnknownPc => EventKind::UnknownPc,
+                    ProcessEventKind::Exit => EventKind::Exit,
+                    ProcessEventKind::Exec => EventKind::Exec,
+                };
+                if kind != EventKind::Exec || chooser.as_ref().is_none_or(|c| c.on_exec(Pid(e.pid))) {
+                    queue.push(kind, Pid(e.pid), e.ktime_ns);
                 }
             }
-            // The programs wake this thread for every event: under churn,
-            // a short pause after a batch gathers the next events into
-            // one wake-up (of this thread and of the manager).
-            if std::mem::take(&mut got_events) {
-                std::thread::sleep(DRAIN_PAUSE);
+            None => {
+                if let Some(c) = chooser.as_mut() {
+                    for pid in c.rescan() {
+                        queue.push(EventKind::New, pid, 0);
+                    }
+                }
             }
-            TICK
         }
+        EVENT_POLL
     })
 }
 
@@ -533,7 +565,8 @@ pub(crate) fn run(
     let waker = queue.clone();
     manager.set_waker(Arc::new(move || waker.wake()));
     let mut told = Told::default();
-    let mut publish = |m: &ProcessManager<BpfLoader>| {
+    let mut cpu = ManagerCpu::default();
+    let mut publish = |m: &ProcessManager<BpfLoader>, cpu: ManagerCpu| {
         let stats = m.stats();
         told.notices(&stats, &m.loader().interpreters.notices);
         let mut r = report.lock().unwrap_or_else(|p| p.into_inner());
@@ -543,32 +576,46 @@ pub(crate) fn run(
         r.go_labels = m.loader().go_labels.stats();
         r.queue = queue.stats();
         r.events_malformed = reader.malformed();
+        r.cpu = cpu;
     };
-    publish(&manager);
+    publish(&manager, cpu);
     let mut last_housekeeping = Instant::now();
     let mut trim = FreeMemoryTrim::default();
     let mut last_publish = Instant::now();
     // Until the stop, and the events read before it are handled too.
     while !stop.load(Ordering::Relaxed) || !queue.is_closed() {
         let timeout = manager.next_deadline().map_or(TICK, |d| d.saturating_duration_since(Instant::now())).min(TICK);
-        for work in queue.wait(timeout, WORK_BATCH) {
+        let batch = queue.wait(timeout, WORK_BATCH);
+        cpu.wakeups += 1;
+        let mut mark = thread_cpu_us();
+        for work in batch {
             if !load_delay.is_zero() && matches!(work.load, Some(LoadKind::New | LoadKind::Exec)) {
                 std::thread::sleep(load_delay);
             }
+            let kind = work.load;
             // A panic while handling one process (its files are anyone's)
             // costs that work, not the thread.
-            let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                manager.on_work(work);
-                // Files analysed meanwhile unblock their processes now.
-                manager.collect_analysed();
-            }));
-            if handled.is_err() {
+            let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| manager.on_work(work)));
+            charge(
+                match kind {
+                    Some(LoadKind::Exec) => &mut cpu.execs_us,
+                    Some(LoadKind::New | LoadKind::UnknownPc) => &mut cpu.loads_us,
+                    None => &mut cpu.exits_us,
+                },
+                &mut mark,
+            );
+            // Files analysed meanwhile unblock their processes now.
+            let collected = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| manager.collect_analysed()));
+            charge(&mut cpu.files_us, &mut mark);
+            if handled.is_err() || collected.is_err() {
                 panics.fetch_add(1, Ordering::Relaxed);
             }
         }
         let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             manager.collect_analysed();
+            charge(&mut cpu.files_us, &mut mark);
             manager.run_due();
+            charge(&mut cpu.scheduled_us, &mut mark);
             if last_housekeeping.elapsed() >= HOUSEKEEPING {
                 last_housekeeping = Instant::now();
                 manager.tick();
@@ -580,11 +627,12 @@ pub(crate) fn run(
         }
         if last_publish.elapsed() >= PUBLISH {
             last_publish = Instant::now();
-            publish(&manager);
+            publish(&manager, cpu);
         }
+        charge(&mut cpu.housekeeping_us, &mut mark);
     }
     manager.unload_all();
-    publish(&manager);
+    publish(&manager, cpu);
 }
 
 /// glibc keeps what threads free in their arenas: after a big file's

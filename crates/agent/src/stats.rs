@@ -87,6 +87,21 @@ pub struct Stats {
     pub process_load_p99_us: u64,
     /// Longest of those delays, µs.
     pub process_load_max_us: u64,
+    /// CPU time of the process manager's thread, µs, by kind of work:
+    /// loads asked by samples (new pid, unknown pc).
+    pub manager_cpu_loads_us: u64,
+    /// ... exec events.
+    pub manager_cpu_execs_us: u64,
+    /// ... exit events.
+    pub manager_cpu_exits_us: u64,
+    /// ... scheduled work (loads after exec, re-reads of maps).
+    pub manager_cpu_scheduled_us: u64,
+    /// ... analysed files loaded into the maps.
+    pub manager_cpu_files_us: u64,
+    /// ... housekeeping (liveness, evictions, trims, counters).
+    pub manager_cpu_housekeeping_us: u64,
+    /// Times the process manager's thread woke.
+    pub manager_wakeups: u64,
     /// Processes loaded for unwinding now.
     pub processes_loaded: u64,
     /// Processes unloaded after they exited.

@@ -23,7 +23,8 @@ impl ProcessEventReader {
     }
 
     /// Until `stop` is set: sleeps until events arrive (the programs wake
-    /// this reader for each one) or the timeout passes, then calls
+    /// this reader for a sample waiting for its process; execs and exits
+    /// wait for the timeout) or the timeout passes, then calls
     /// `handle` with each event, then with `None` (for housekeeping),
     /// whose answer is the next timeout (at most `tick`).
     pub fn run(
@@ -57,6 +58,8 @@ impl ProcessEventReader {
         let mut timeout = tick;
         while !stop.load(Ordering::Relaxed) {
             ring.poll(timeout).map_err(|source| BpfError::Map { map: "process_events", source })?;
+            // Events sent without a wake-up are not seen by the poll.
+            ring.consume().map_err(|source| BpfError::Map { map: "process_events", source })?;
             let events = std::mem::take(&mut *pending.borrow_mut());
             for event in events {
                 handle(Some(event));

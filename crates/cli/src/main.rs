@@ -320,6 +320,16 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
         s.exec_preloads_skipped
     );
     say!(
+        "  manager CPU:       {:.0} ms loads asked by samples, {:.0} ms execs, {:.0} ms exits, {:.0} ms scheduled loads, {:.0} ms files, {:.0} ms housekeeping; {} wake-ups",
+        s.manager_cpu_loads_us as f64 / 1e3,
+        s.manager_cpu_execs_us as f64 / 1e3,
+        s.manager_cpu_exits_us as f64 / 1e3,
+        s.manager_cpu_scheduled_us as f64 / 1e3,
+        s.manager_cpu_files_us as f64 / 1e3,
+        s.manager_cpu_housekeeping_us as f64 / 1e3,
+        s.manager_wakeups
+    );
+    say!(
         "  files:             {} analysed in {} ms, {} failed, {} over the size limits",
         s.files_analysed,
         s.unwind_analyse_ms,

@@ -35,7 +35,7 @@ use profiler_elf::source::{
 };
 use profiler_elf::{file_id_of_bytes, file_id_of_file, DeltaWalk, ElfFile, RuleId, RuleInterner, UnwindRule};
 use profiler_trace::{FileId, Pid, ProcessInfo, TableKey};
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -126,9 +126,19 @@ pub struct ManagerLimits {
     /// How often loaded processes are checked for having exited unseen
     /// (a lost exit event).
     pub liveness_interval: Duration,
-    /// Processes never sampled that are loaded at their exec, per second
-    /// (more are loaded at their first sample).
+    /// Processes never sampled that are loaded after their exec, per
+    /// second (more are loaded at their first sample).
     pub exec_preloads_per_second: f64,
+    /// How long after its exec a process never sampled is loaded, if it
+    /// still runs then. Most processes of a build's churn (shell
+    /// pipelines, compiler drivers, `rustc -vV`) are gone within 100 ms
+    /// and cost no load at all; one sampled before is loaded at its first
+    /// sample, whose stack copy is unwound once its tables are in.
+    pub exec_load_delay: Duration,
+    /// How long an exited process's unwinding state stays in the loader:
+    /// its samples copied before it was loaded are unwound from it (a
+    /// short-lived process often exits before the reporter looks again).
+    pub unload_grace: Duration,
     /// Open mapped files through `/proc/PID/map_files` when allowed
     /// (it needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE). False forces
     /// the path inside the process's root, checked against the maps
@@ -155,6 +165,8 @@ impl Default for ManagerLimits {
             maps_refresh_interval: Duration::from_millis(500),
             liveness_interval: Duration::from_secs(5),
             exec_preloads_per_second: 20.0,
+            exec_load_delay: Duration::from_millis(50),
+            unload_grace: Duration::from_millis(500),
             open_via_map_files: true,
             include_env_vars: Arc::new([]),
             max_file_handles: 4096,
@@ -283,16 +295,23 @@ type DiskKey = FileIdentity;
 /// loaded.
 const MAX_MAPS_BYTES: usize = 32 << 20;
 
-/// When a program is loaded after its exec.
-const EXEC_LOAD_DELAY: Duration = Duration::from_millis(5);
 /// When maps are read again after an exec (ms after it), for libraries
 /// loaded by the program's start-up. Later ones (`dlopen` at run time)
 /// come with their first sample, as an unknown pc. One re-read, not two:
 /// in a minute of churn, 908 of the 1,795 reads of maps found nothing new.
-const EXEC_RESYNC_MS: [u64; 1] = [50];
+const EXEC_RESYNC_MS: [u64; 1] = [500];
 /// Most loads and re-reads scheduled at once (more are dropped and
 /// counted; a process missed this way is loaded at its first sample).
 const MAX_SCHEDULED: usize = 16_384;
+
+/// An exited process whose state is still in the loader.
+struct Removal {
+    pid: Pid,
+    /// The files it held a reference to.
+    files: HashSet<TableKey>,
+    /// When it goes.
+    at: Instant,
+}
 
 /// A load scheduled after an exec.
 #[derive(Clone, Copy)]
@@ -344,6 +363,9 @@ pub struct ProcessManager<L: UnwindLoader> {
     failed: HashSet<DiskKey>,
     processes: HashMap<Pid, ProcessState>,
     exited: Vec<(Pid, Instant)>,
+    /// Exited processes whose unwinding state leaves the loader after
+    /// [`ManagerLimits::unload_grace`], oldest first.
+    removals: VecDeque<Removal>,
     last_liveness: Instant,
     /// Loads after execs and re-reads of maps after them, when the
     /// dynamic loader will have mapped the libraries.
@@ -381,6 +403,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             handles_held: 0,
             processes: HashMap::new(),
             exited: Vec::new(),
+            removals: VecDeque::new(),
             last_liveness: Instant::now(),
             grid_origin: Instant::now(),
             scheduled: Vec::new(),
@@ -468,7 +491,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
         let was_loaded = self.processes.contains_key(&pid);
         self.unload_process(pid, true); // the same process, a new program: not an exit
         let exec = ExecLoad { ktime_ns: self.event_ktime_ns, was_loaded };
-        self.schedule(pid, EXEC_LOAD_DELAY, Some(exec));
+        self.schedule(pid, self.limits.exec_load_delay, Some(exec));
     }
 
     fn schedule(&mut self, pid: Pid, after: Duration, exec: Option<ExecLoad>) {
@@ -489,6 +512,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
     /// maps after them).
     pub fn run_due(&mut self) {
         let now = Instant::now();
+        self.remove_due(now);
         let due: Vec<Scheduled> = self.scheduled.iter().filter(|r| r.at <= now).copied().collect();
         self.scheduled.retain(|r| r.at > now);
         for s in due {
@@ -516,7 +540,8 @@ impl<L: UnwindLoader> ProcessManager<L> {
         self.event_ktime_ns = 0;
         if self.processes.contains_key(&pid) {
             for ms in EXEC_RESYNC_MS {
-                self.schedule(pid, Duration::from_millis(ms) - EXEC_LOAD_DELAY, None);
+                let after = Duration::from_millis(ms).saturating_sub(self.limits.exec_load_delay);
+                self.schedule(pid, after, None);
             }
         }
     }
@@ -602,6 +627,9 @@ impl<L: UnwindLoader> ProcessManager<L> {
         for pid in pids {
             self.unload_process(pid, false); // still running: not counted as exited
         }
+        while let Some(r) = self.removals.pop_front() {
+            self.remove_from_loader(r.pid, &r.files);
+        }
         self.exited.clear();
         while self.unused.pop_oldest().is_some() {}
         self.file_ids.clear();
@@ -624,16 +652,35 @@ impl<L: UnwindLoader> ProcessManager<L> {
     /// Unloads `pid` if it was loaded (and says whether it was).
     fn unload_process(&mut self, pid: Pid, immediately: bool) -> bool {
         let Some(state) = self.processes.remove(&pid) else { return false };
-        if self.loader.remove_process(pid).is_err() {
-            self.stats.load_errors += 1;
+        if immediately || self.limits.unload_grace.is_zero() || self.removals.len() >= MAX_SCHEDULED {
+            self.remove_from_loader(pid, &state.files);
+        } else {
+            let at = Instant::now() + self.limits.unload_grace;
+            self.removals.push_back(Removal { pid, files: state.files, at });
         }
-        self.release_files(&state.files);
         if immediately {
             self.registry.remove(pid);
         } else {
             self.exited.push((pid, Instant::now()));
         }
         true
+    }
+
+    /// Takes `pid` out of the loader (unless it was loaded again since:
+    /// a reused pid) and lets go of its files.
+    fn remove_from_loader(&mut self, pid: Pid, files: &HashSet<TableKey>) {
+        if !self.processes.contains_key(&pid) && self.loader.remove_process(pid).is_err() {
+            self.stats.load_errors += 1;
+        }
+        self.release_files(files);
+    }
+
+    /// The removals due by `now`.
+    fn remove_due(&mut self, now: Instant) {
+        while self.removals.front().is_some_and(|r| r.at <= now) {
+            let Some(r) = self.removals.pop_front() else { break };
+            self.remove_from_loader(r.pid, &r.files);
+        }
     }
 
     fn release_files(&mut self, files: &HashSet<TableKey>) {
@@ -1238,6 +1285,7 @@ mod tests {
             exit_grace: Duration::ZERO,
             unused_files_budget: 0,
             maps_refresh_interval: Duration::ZERO,
+            unload_grace: Duration::ZERO,
             ..Default::default()
         }
     }
@@ -1432,6 +1480,39 @@ mod tests {
         assert!(m.loader().files.is_empty());
     }
 
+    /// An exited process stays in the loader for the unload grace (its
+    /// copied stacks are unwound from it), then goes with its files; one
+    /// whose pid is loaded again meanwhile is not taken out.
+    #[test]
+    fn exited_processes_leave_the_loader_after_the_grace() {
+        let registry = Arc::new(ProcessRegistry::new());
+        let grace = Duration::from_millis(100);
+        let mut m = ProcessManager::new(Recorder::default(), registry, ManagerLimits { unload_grace: grace, ..quick() });
+        let (a, b) = (sleeper(), sleeper());
+        let (pa, pb) = (Pid(a.0.id()), Pid(b.0.id()));
+        m.on_new_process(pa);
+        m.on_new_process(pb);
+        m.settle();
+        let files = m.loader().files.len();
+        m.on_exit(pa);
+        m.on_exit(pb);
+        assert!(!m.is_loaded(pa) && !m.is_loaded(pb), "gone for the manager at once");
+        assert!(m.loader().processes.contains_key(&pa) && m.loader().processes.contains_key(&pb), "kept");
+        m.on_new_process(pb); // the pid is back (still running here)
+        m.run_due();
+        assert!(m.loader().processes.contains_key(&pa), "not before the grace");
+        std::thread::sleep(grace);
+        m.run_due();
+        assert!(!m.loader().processes.contains_key(&pa), "gone after the grace");
+        assert!(m.loader().processes.contains_key(&pb), "loaded again: kept");
+        assert_eq!(m.loader().files.len(), files, "b still holds every file");
+        m.on_exit(pb);
+        std::thread::sleep(grace);
+        m.run_due();
+        assert!(m.loader().processes.is_empty());
+        assert!(m.loader().files.is_empty(), "the last references went with the removals");
+    }
+
     /// A process that exited but is not reaped yet (a zombie: its start
     /// time still reads, its maps are empty) is not loaded, and a loaded
     /// one that becomes a zombie is unloaded at its next read: nothing of
@@ -1491,6 +1572,7 @@ mod tests {
     fn exec_preloads_within_budget_and_resyncs() {
         let registry = Arc::new(ProcessRegistry::new());
         let limits = ManagerLimits { exec_preloads_per_second: 1.0, ..quick() };
+        let limits_delay = limits.exec_load_delay;
         let mut m = ProcessManager::new(Recorder::default(), registry, limits);
         let (a, b) = (sleeper(), sleeper());
         let (pa, pb) = (Pid(a.0.id()), Pid(b.0.id()));
@@ -1499,7 +1581,7 @@ mod tests {
         m.on_exec(pb);
         assert!(!m.is_loaded(pa), "loaded once ld.so is done, not at the exec");
         assert!(m.next_deadline().is_some());
-        std::thread::sleep(EXEC_LOAD_DELAY + SCHEDULE_GRID);
+        std::thread::sleep(limits_delay + SCHEDULE_GRID);
         m.run_due();
         assert!(m.is_loaded(pa));
         assert!(!m.is_loaded(pb), "over budget: loaded at its first sample");
@@ -1513,7 +1595,7 @@ mod tests {
         // A loaded process that execs again needs no budget.
         m.on_exec(pa);
         assert!(!m.is_loaded(pa));
-        std::thread::sleep(EXEC_LOAD_DELAY + SCHEDULE_GRID);
+        std::thread::sleep(limits_delay + SCHEDULE_GRID);
         m.run_due();
         assert!(m.is_loaded(pa));
     }
