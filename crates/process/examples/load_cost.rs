@@ -65,7 +65,12 @@ fn main() {
     .collect();
     std::thread::sleep(Duration::from_millis(500)); // ld.so and imports done
     let pids: Vec<Pid> = children.iter().map(|c| Pid(c.0.id())).collect();
-    let limits = ManagerLimits { exit_grace: Duration::ZERO, maps_refresh_interval: Duration::ZERO, ..Default::default() };
+    let limits = ManagerLimits {
+        exit_grace: Duration::ZERO,
+        maps_refresh_interval: Duration::ZERO,
+        unload_grace: Duration::ZERO,
+        ..Default::default()
+    };
     let mut manager = ProcessManager::new(Counting { sets: 0 }, Arc::new(ProcessRegistry::new()), limits);
     // The first round analyses the files: not counted.
     for &pid in &pids {

@@ -300,6 +300,14 @@ const MAX_MAPS_BYTES: usize = 32 << 20;
 /// come with their first sample, as an unknown pc. One re-read, not two:
 /// in a minute of churn, 908 of the 1,795 reads of maps found nothing new.
 const EXEC_RESYNC_MS: [u64; 1] = [500];
+/// How long the identity of a mapped file (device, inode, size, times),
+/// taken by a `stat` of its `map_files` entry, stands for other mappings
+/// with the same device and inode in their maps line: under churn every
+/// new process maps the same libraries, and a `stat` each was a fifth of
+/// a load. A file rewritten in place is seen at most this late.
+const IDENTITY_TRUSTED_FOR: Duration = Duration::from_secs(1);
+/// Most identities kept for [`IDENTITY_TRUSTED_FOR`].
+const MAX_RECENT_IDENTITIES: usize = 4096;
 /// Most loads and re-reads scheduled at once (more are dropped and
 /// counted; a process missed this way is loaded at its first sample).
 const MAX_SCHEDULED: usize = 16_384;
@@ -360,6 +368,9 @@ pub struct ProcessManager<L: UnwindLoader> {
     /// The content of each held file's [`FileId`], to notice collisions.
     file_ids: HashMap<FileId, TableKey>,
     disk_keys: HashMap<DiskKey, (FileId, TableKey)>,
+    /// The identity a `stat` gave lately for a maps line's device and
+    /// inode ([`IDENTITY_TRUSTED_FOR`]).
+    recent_identities: HashMap<((u32, u32), u64), (DiskKey, Instant)>,
     failed: HashSet<DiskKey>,
     processes: HashMap<Pid, ProcessState>,
     exited: Vec<(Pid, Instant)>,
@@ -399,6 +410,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             unused: UnusedFiles::new(limits.unused_files_budget),
             file_ids: HashMap::new(),
             disk_keys: HashMap::new(),
+            recent_identities: HashMap::new(),
             failed: HashSet::new(),
             handles_held: 0,
             processes: HashMap::new(),
@@ -1043,11 +1055,26 @@ impl<L: UnwindLoader> ProcessManager<L> {
     /// The file a mapping maps when it was analysed already under the
     /// identity (device, inode, size, times) its `map_files` entry has
     /// now: found by one `stat`, without opening it. `None`: open it.
-    fn known_mapped_file(&self, pid: Pid, entry: &MapsEntry) -> Option<Arc<ExecutableFile>> {
+    fn known_mapped_file(&mut self, pid: Pid, entry: &MapsEntry) -> Option<Arc<ExecutableFile>> {
         if !self.limits.open_via_map_files {
             return None;
         }
-        let identity = stat_regular(&self.map_files_entry(pid, entry)).ok()?;
+        let now = Instant::now();
+        let seen_as = (entry.dev, entry.inode);
+        let identity = match self.recent_identities.get(&seen_as) {
+            Some(&(identity, at)) if now.duration_since(at) < IDENTITY_TRUSTED_FOR => identity,
+            _ => {
+                let identity = stat_regular(&self.map_files_entry(pid, entry)).ok()?;
+                if self.recent_identities.len() >= MAX_RECENT_IDENTITIES {
+                    self.recent_identities.retain(|_, (_, at)| now.duration_since(*at) < IDENTITY_TRUSTED_FOR);
+                    if self.recent_identities.len() >= MAX_RECENT_IDENTITIES {
+                        self.recent_identities.clear();
+                    }
+                }
+                self.recent_identities.insert(seen_as, (identity, now));
+                identity
+            }
+        };
         let &(_, table_key) = self.disk_keys.get(&identity)?;
         self.files.get(&table_key).map(|e| e.file.clone())
     }
