@@ -371,6 +371,8 @@ pub struct ProcessManager<L: UnwindLoader> {
     /// The identity a `stat` gave lately for a maps line's device and
     /// inode ([`IDENTITY_TRUSTED_FOR`]).
     recent_identities: HashMap<((u32, u32), u64), (DiskKey, Instant)>,
+    /// The last vDSO seen and its keys.
+    last_vdso: Option<(Vec<u8>, FileKeys)>,
     failed: HashSet<DiskKey>,
     processes: HashMap<Pid, ProcessState>,
     exited: Vec<(Pid, Instant)>,
@@ -411,6 +413,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             file_ids: HashMap::new(),
             disk_keys: HashMap::new(),
             recent_identities: HashMap::new(),
+            last_vdso: None,
             failed: HashSet::new(),
             handles_held: 0,
             processes: HashMap::new(),
@@ -1000,8 +1003,19 @@ impl<L: UnwindLoader> ProcessManager<L> {
     fn file_for(&mut self, pid: Pid, entry: &MapsEntry) -> Option<Arc<ExecutableFile>> {
         if entry.is_vdso() {
             let bytes = read_memory(&self.proc_root, pid, entry.start, entry.end).ok()?;
-            let keys =
-                FileKeys { file_id: file_id_of_bytes(&bytes), table_key: table_key_of_bytes(&bytes), identity: None };
+            // Every process maps the same vDSO: compared, not hashed again.
+            let keys = match &self.last_vdso {
+                Some((seen, keys)) if *seen == bytes => *keys,
+                _ => {
+                    let keys = FileKeys {
+                        file_id: file_id_of_bytes(&bytes),
+                        table_key: table_key_of_bytes(&bytes),
+                        identity: None,
+                    };
+                    self.last_vdso = Some((bytes.clone(), keys));
+                    keys
+                }
+            };
             if let Some(e) = self.files.get(&keys.table_key) {
                 return Some(e.file.clone());
             }
