@@ -11,8 +11,8 @@
 
 use profiler_agent::{AgentConfig, Stats};
 use profiler_tests::{
-    in_ci, matches_chain, profile_with, serial, start_agent, user_frames, wait_for_traces, Completeness, FrameDesc,
-    Step, Workload,
+    in_ci, matches_chain, profile_until, profile_with, serial, start_agent, user_frames, Completeness, FrameDesc, Step,
+    Workload,
 };
 use profiler_trace::{FrameKind, Trace};
 use std::collections::{HashMap, HashSet};
@@ -390,23 +390,20 @@ fn a_disabled_interpreter_is_profiled_as_native() {
     let Some((_py, copy)) = python_copy(&dir, |_, _| {}) else { return };
     let w = spawn_copy(&copy, "chain.py", &[]);
     std::thread::sleep(Duration::from_millis(500));
-    let traces = Arc::new(Mutex::new(Vec::new()));
     let config = AgentConfig {
         samples_per_second: HZ,
         pids: vec![w.pid()],
         disabled_interpreters: vec!["python".into()],
         ..AgentConfig::default()
     };
-    let Some(agent) = start_agent(config, traces.clone()) else { return };
     let files = vec![copy.file_name().unwrap().to_str().unwrap().to_string(), LIBC.to_string()];
     // The workload gets the CPU a busy machine leaves it: until it has
     // its samples (the assertions below say if it never does).
-    wait_for_traces(&traces, Duration::from_secs(SECONDS), Duration::from_secs(60), |t| {
+    let Some((traces, stats)) = profile_until(config, Duration::from_secs(SECONDS), Duration::from_secs(60), |t| {
         native_through_eval_loop(t, w.pid(), &files).at_leaf >= MIN_SAMPLES
-    });
-    agent.stop().expect("clean stop");
-    let stats = agent.stats();
-    let traces = std::mem::take(&mut *traces.lock().unwrap());
+    }) else {
+        return;
+    };
     assert_eq!((stats.runtimes.get("python", "files"), stats.runtimes.get("python", "frames")), (0, 0), "{stats:#?}");
     assert!(stats.runtimes.get("hotspot", "files") == 0 && stats.samples > 0, "{stats:#?}");
     let c = native_through_eval_loop(&traces, w.pid(), &files);

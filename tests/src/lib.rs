@@ -164,6 +164,25 @@ pub fn profile_with(config: AgentConfig, during: impl FnOnce(&Agent)) -> Option<
     Some((traces, stats))
 }
 
+/// As [`profile_with`], profiling at least `at_least` and then until
+/// `enough` holds for the traces so far, `at_most` in all (see
+/// [`wait_for_traces`]).
+pub fn profile_until(
+    config: AgentConfig,
+    at_least: Duration,
+    at_most: Duration,
+    enough: impl FnMut(&[Trace]) -> bool,
+) -> Option<(Vec<Trace>, Stats)> {
+    let traces = Arc::new(Mutex::new(Vec::new()));
+    let agent = start_agent(config, traces.clone())?;
+    wait_for_traces(&traces, at_least, at_most, enough);
+    agent.stop().expect("reader ran without error");
+    let stats = agent.stats();
+    assert_eq!(stats.samples_lost + stats.samples_dropped, 0, "samples lost: {stats:?}");
+    let traces = std::mem::take(&mut *traces.lock().unwrap());
+    Some((traces, stats))
+}
+
 /// Starts the real agent feeding `traces`; `None` as for [`profile`].
 pub fn start_agent(config: AgentConfig, traces: Arc<Mutex<Vec<Trace>>>) -> Option<Agent> {
     match Agent::start_with_sinks(config, vec![Box::new(Collect(traces))]) {
