@@ -76,6 +76,19 @@ static __always_inline int read_label_slice(struct go_labels_work *work, u64 lab
 	return 0;
 }
 
+/* The label to fill next, or NULL when GO_LABELS_MAX are filled. The
+ * count is read back from the map value each time, not carried in a
+ * register: the verifier then knows it only by its bound, and the paths
+ * through the slots before (each empty or taken) merge instead of
+ * multiplying by every count they could have reached. */
+static __always_inline struct go_label *next_label(struct go_labels_work *work)
+{
+	u32 taken = *(volatile u8 *)&work->labels.count;
+	if (taken >= GO_LABELS_MAX)
+		return NULL;
+	return &work->labels.labels[taken];
+}
+
 /* Go 1.13-1.23: the entries of the label map at labels (a *labelMap: a
  * pointer to the hmap). */
 static __always_inline int read_label_map(struct go_labels_work *work, u64 labels)
@@ -98,7 +111,6 @@ static __always_inline int read_label_map(struct go_labels_work *work, u64 label
 		count(COUNTER_GO_LABELS_TRUNCATED);
 		bucket_count = GO_HMAP_MAX_BUCKETS;
 	}
-	u32 found = 0;
 	for (u32 b = 0; b < GO_HMAP_MAX_BUCKETS; b++) {
 		if (b >= bucket_count)
 			break;
@@ -112,17 +124,16 @@ static __always_inline int read_label_map(struct go_labels_work *work, u64 label
 			/* below minTopHash (5): an empty (or evacuated) slot */
 			if (tophash[i] < 5)
 				continue;
-			if (found >= GO_LABELS_MAX) {
+			struct go_label *label = next_label(work);
+			if (!label) {
 				count(COUNTER_GO_LABELS_TRUNCATED);
 				return 0;
 			}
-			struct go_label *label = &work->labels.labels[found];
 			if (read_go_string(label->key, GO_LABEL_KEY_LEN, work->words[1 + 2 * i], work->words[2 + 2 * i]) ||
 			    read_go_string(label->value, GO_LABEL_VALUE_LEN, work->words[17 + 2 * i],
 					   work->words[18 + 2 * i]))
 				return -1;
-			found++;
-			work->labels.count = found;
+			work->labels.count++;
 		}
 	}
 	return 0;

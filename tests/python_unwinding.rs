@@ -11,10 +11,12 @@
 
 use profiler_agent::{AgentConfig, Stats};
 use profiler_tests::{
-    in_ci, matches_chain, profile_with, serial, start_agent, user_frames, Completeness, FrameDesc, Step, Workload,
+    in_ci, matches_chain, profile_until, profile_with, serial, start_agent, user_frames, Completeness, FrameDesc, Step,
+    Workload,
 };
 use profiler_trace::{FrameKind, Trace};
 use std::collections::{HashMap, HashSet};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -388,21 +390,24 @@ fn a_disabled_interpreter_is_profiled_as_native() {
     let Some((_py, copy)) = python_copy(&dir, |_, _| {}) else { return };
     let w = spawn_copy(&copy, "chain.py", &[]);
     std::thread::sleep(Duration::from_millis(500));
-    let traces = Arc::new(Mutex::new(Vec::new()));
     let config = AgentConfig {
         samples_per_second: HZ,
         pids: vec![w.pid()],
         disabled_interpreters: vec!["python".into()],
         ..AgentConfig::default()
     };
-    let Some(agent) = start_agent(config, traces.clone()) else { return };
-    std::thread::sleep(Duration::from_secs(SECONDS));
-    agent.stop().expect("clean stop");
-    let stats = agent.stats();
-    let traces = std::mem::take(&mut *traces.lock().unwrap());
+    let files = vec![copy.file_name().unwrap().to_str().unwrap().to_string(), LIBC.to_string()];
+    // The workload gets the CPU a busy machine leaves it: until it has
+    // its samples (the assertions below say if it never does), a margin
+    // over the minimum so that a sample taken before the agent knew the
+    // fresh copy's code does not decide the ratio alone.
+    let Some((traces, stats)) = profile_until(config, Duration::from_secs(SECONDS), Duration::from_secs(60), |t| {
+        native_through_eval_loop(t, w.pid(), &files).at_leaf >= 4 * MIN_SAMPLES
+    }) else {
+        return;
+    };
     assert_eq!((stats.runtimes.get("python", "files"), stats.runtimes.get("python", "frames")), (0, 0), "{stats:#?}");
     assert!(stats.runtimes.get("hotspot", "files") == 0 && stats.samples > 0, "{stats:#?}");
-    let files = vec![copy.file_name().unwrap().to_str().unwrap().to_string(), LIBC.to_string()];
     let c = native_through_eval_loop(&traces, w.pid(), &files);
     assert_complete("CPython disabled, native stacks", &c, &stats);
 }
@@ -483,16 +488,16 @@ fn short_lived_forked_and_exec_processes_then_maps_empty() {
     let dir = scratch_dir("forks");
     let Some((py, copy)) = python_copy(&dir, |_, bytes| bytes.push(0)) else { return };
     let file_id = profiler_elf::source::table_key_of_path(&copy).unwrap().bpf_id();
-    // A parent forks 6 children that start working 3.5 s later (the agent
-    // selects them by pid meanwhile; a fork is not an exec, so nothing
-    // else would select them), work 1.5 s and exit.
-    let mut parent = spawn_copy_piped(&copy, "forks.py", &["6", "3.5"]);
+    // A parent forks 6 children that start working once the agent samples
+    // (it selects them by pid; a fork is not an exec, so nothing else
+    // would select them), work 1.5 s of CPU and exit.
+    let mut parent = spawn_copy_piped(&copy, "forks.py", &["6", "1.5"]);
     let mut line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(parent.0.stdout.as_mut().unwrap()), &mut line).unwrap();
     let children: Vec<u32> = line.split_whitespace().map(|p| p.parse().unwrap()).collect();
     assert_eq!(children.len(), 6);
     // And a program that becomes CPython once the agent started (exec),
-    // runs a chain for 2 s and exits.
+    // runs a chain for 2 s of CPU and exits.
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python/short_chain.py");
     let mut shell = Workload::spawn_gated(&format!(
         "PYTHONHOME=/usr PYTHONDONTWRITEBYTECODE=1 exec {} {} 2",
@@ -510,8 +515,10 @@ fn short_lived_forked_and_exec_processes_then_maps_empty() {
     };
     let Some(agent) = start_agent(config, traces.clone()) else { return };
     shell.release();
+    parent.0.stdin.take().unwrap().write_all(b"go\n").unwrap();
     parent.0.wait().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
+    // CPU time, however long a busy machine makes it take.
+    let deadline = Instant::now() + Duration::from_secs(120);
     while std::fs::read_to_string(format!("/proc/{}/stat", shell.pid())).is_ok_and(|s| !s.contains(") Z"))
         && Instant::now() < deadline
     {
@@ -578,6 +585,7 @@ fn spawn_copy_piped(copy: &Path, script: &str, args: &[&str]) -> Piped {
             .args(args)
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("PYTHONHOME", "/usr")
+            .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap(),

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub mod runtime_chain;
 
@@ -164,6 +164,25 @@ pub fn profile_with(config: AgentConfig, during: impl FnOnce(&Agent)) -> Option<
     Some((traces, stats))
 }
 
+/// As [`profile_with`], profiling at least `at_least` and then until
+/// `enough` holds for the traces so far, `at_most` in all (see
+/// [`wait_for_traces`]).
+pub fn profile_until(
+    config: AgentConfig,
+    at_least: Duration,
+    at_most: Duration,
+    enough: impl FnMut(&[Trace]) -> bool,
+) -> Option<(Vec<Trace>, Stats)> {
+    let traces = Arc::new(Mutex::new(Vec::new()));
+    let agent = start_agent(config, traces.clone())?;
+    wait_for_traces(&traces, at_least, at_most, enough);
+    agent.stop().expect("reader ran without error");
+    let stats = agent.stats();
+    assert_eq!(stats.samples_lost + stats.samples_dropped, 0, "samples lost: {stats:?}");
+    let traces = std::mem::take(&mut *traces.lock().unwrap());
+    Some((traces, stats))
+}
+
 /// Starts the real agent feeding `traces`; `None` as for [`profile`].
 pub fn start_agent(config: AgentConfig, traces: Arc<Mutex<Vec<Trace>>>) -> Option<Agent> {
     match Agent::start_with_sinks(config, vec![Box::new(Collect(traces))]) {
@@ -173,6 +192,30 @@ pub fn start_agent(config: AgentConfig, traces: Arc<Mutex<Vec<Trace>>>) -> Optio
             None
         }
         Err(e) => panic!("starting the agent: {e}"),
+    }
+}
+
+/// Waits at least `at_least` and then until `enough` holds for the traces
+/// collected so far, `at_most` in all; returns whether it held. On a busy
+/// machine a workload gets the CPU it gets: a test waits for the samples
+/// it asserts on instead of sleeping a fixed time (and its assertions say
+/// what is missing when they never come).
+pub fn wait_for_traces(
+    traces: &Mutex<Vec<Trace>>,
+    at_least: Duration,
+    at_most: Duration,
+    mut enough: impl FnMut(&[Trace]) -> bool,
+) -> bool {
+    let start = Instant::now();
+    std::thread::sleep(at_least.min(at_most));
+    loop {
+        if enough(&traces.lock().unwrap_or_else(|p| p.into_inner())) {
+            return true;
+        }
+        if start.elapsed() >= at_most {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
