@@ -24,7 +24,7 @@
 use crate::files::{describe, ExecutableFile, FileKeys};
 use crate::latency::{LatencyHistogram, LatencySummary};
 use crate::lru::UnusedFiles;
-use crate::maps::{parse_executable, MapsEntry};
+use crate::maps::{parse_executable, query_executable, MapsEntry};
 use crate::pool::{AnalysisPool, Done, InternedDeltas, Job, Table, Waker};
 use crate::procfs::{read_info, read_memory, read_proc_file, read_proc_text, read_start_time};
 use crate::queue::{LoadKind, PendingWork};
@@ -294,6 +294,9 @@ type DiskKey = FileIdentity;
 /// `vm.max_map_count` has about 6 MB of it); the mappings beyond are not
 /// loaded.
 const MAX_MAPS_BYTES: usize = 32 << 20;
+/// Most executable mappings asked of `PROCMAP_QUERY` (the default
+/// `vm.max_map_count` is 65530 mappings of any kind).
+const MAX_MAPPINGS: usize = 1 << 16;
 
 /// When maps are read again after an exec (ms after it), for libraries
 /// loaded by the program's start-up. Later ones (`dlopen` at run time)
@@ -790,12 +793,22 @@ impl<L: UnwindLoader> ProcessManager<L> {
     fn read_maps(&mut self, pid: Pid) -> Option<(Vec<MapsEntry>, u64)> {
         self.stats.maps_reads += 1;
         let maps_path = self.proc_root.join(pid.0.to_string()).join("maps");
-        let Ok(bytes) = read_proc_file(&maps_path, MAX_MAPS_BYTES) else {
-            self.stats.maps_read_failures += 1;
-            return None;
+        let queried = std::fs::File::open(&maps_path).ok().and_then(|f| query_executable(&f, MAX_MAPPINGS));
+        let entries = match queried {
+            Some(Ok(entries)) => entries,
+            Some(Err(_)) => {
+                self.stats.maps_read_failures += 1;
+                return None;
+            }
+            None => {
+                let Ok(bytes) = read_proc_file(&maps_path, MAX_MAPS_BYTES) else {
+                    self.stats.maps_read_failures += 1;
+                    return None;
+                };
+                // Paths need not be UTF-8; the other fields are ASCII.
+                parse_executable(&String::from_utf8_lossy(&bytes))
+            }
         };
-        // Paths need not be UTF-8; the other fields are ASCII.
-        let entries = parse_executable(&String::from_utf8_lossy(&bytes));
         if entries.is_empty() {
             // No executable mapping: the process has exited (a zombie
             // until it is reaped, whose start time still reads) or is a
@@ -1528,7 +1541,8 @@ mod tests {
     fn exited_processes_leave_the_loader_after_the_grace() {
         let registry = Arc::new(ProcessRegistry::new());
         let grace = Duration::from_millis(100);
-        let mut m = ProcessManager::new(Recorder::default(), registry, ManagerLimits { unload_grace: grace, ..quick() });
+        let mut m =
+            ProcessManager::new(Recorder::default(), registry, ManagerLimits { unload_grace: grace, ..quick() });
         let (a, b) = (sleeper(), sleeper());
         let (pa, pb) = (Pid(a.0.id()), Pid(b.0.id()));
         m.on_new_process(pa);
