@@ -14,7 +14,9 @@
 //! workload's script), and only native or kernel code inside c.
 
 use profiler_agent::{AgentConfig, Stats};
-use profiler_tests::{in_ci, profile_with, report_runtime, serial, start_agent, Completeness, FrameDesc, Workload};
+use profiler_tests::{
+    cold_and_warm_windows, in_ci, profile_with, report_runtime, serial, start_agent, Completeness, FrameDesc, Workload,
+};
 use profiler_trace::{FrameKind, Trace};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -130,7 +132,7 @@ impl Spec {
         below
             .into_iter()
             .map(|below| {
-                let mut p = vec![P::Native("node|libnode.so.108|libc.so.6")];
+                let mut p = vec![P::Native("node|libnode.so.108|libuv.so.1.0.0|libc.so.6")];
                 p.extend(below);
                 p.extend(self.frames);
                 p.push(P::AnyNative);
@@ -479,18 +481,13 @@ fn interpreted_chain() {
     chain_test(&abc(false), "interpreted", &["--jitless"], Lines::All, Duration::from_millis(300));
 }
 
-/// Sparkplug only (`--always-sparkplug --max-opt=1`): baseline frames,
+/// Sparkplug only (`--always-sparkplug --no-opt`: no TurboFan; Maglev is
+/// off by default in both): baseline frames,
 /// interpreter-shaped, their pcs in anonymous memory. Named, without
 /// lines (their bytecode offset slot is stale: docs/v8.md).
 #[test]
 fn baseline_chain() {
-    chain_test(
-        &abc(false),
-        "baseline",
-        &["--always-sparkplug", "--max-opt=1"],
-        Lines::None,
-        Duration::from_millis(500),
-    );
+    chain_test(&abc(false), "baseline", &["--always-sparkplug", "--no-opt"], Lines::None, Duration::from_millis(500));
 }
 
 /// Node's default tiers, warm: TurboFan compiles the loop of main with a,
@@ -644,10 +641,6 @@ const COLD: Duration = Duration::from_secs(5);
 const WARM_AFTER: Duration = Duration::from_secs(20);
 const WARM: Duration = Duration::from_secs(6);
 
-fn unix_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_nanos() as u64
-}
-
 /// Issue 13's closing measurement, on a program written apart from the
 /// other workloads (`workloads/node/freight_desk.js`): Node starts (default
 /// tiers) and spins in `awaitGo` until the agent names that frame; then
@@ -690,15 +683,7 @@ fn unseen_program_on(label: &str, node: &Path) {
         assert!(Instant::now() < deadline, "node was never seen in awaitGo");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let started = Instant::now();
-    let cold_from = unix_ns();
-    std::fs::write(&go, b"").unwrap();
-    std::thread::sleep(COLD);
-    let cold = cold_from..unix_ns();
-    std::thread::sleep(WARM_AFTER.saturating_sub(started.elapsed()));
-    let warm_from = unix_ns();
-    std::thread::sleep(WARM);
-    let warm = warm_from..unix_ns();
+    let (cold, warm) = cold_and_warm_windows(&go, COLD, WARM_AFTER, WARM);
     agent.stop().expect("reader ran without error");
     let _ = std::fs::remove_file(&go);
     let stats = agent.stats();
