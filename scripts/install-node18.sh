@@ -9,7 +9,6 @@
 # file of the system changes). Idempotent; run as root.
 set -euo pipefail
 NODE18_DIR="${NODE18_DIR:-/opt/ebpf-profiler/node18}"
-version="18.20.4+dfsg-1~deb12u3"
 wrapper="$NODE18_DIR/bin/node"
 if [ -x "$wrapper" ] && "$wrapper" -e 'process.exit(process.versions.node.startsWith("18.") ? 0 : 1)' 2>/dev/null; then
   exit 0
@@ -19,6 +18,10 @@ trap 'rm -rf "$scratch"' EXIT
 cd "$scratch"
 chown _apt "$scratch" 2>/dev/null || true
 apt-get update -qq
+# Debian's newest 18.x (the security update when there is one): libnode108
+# is Debian's only, `nodejs` may also come from another repository.
+version="$(apt-cache madison libnode108 | awk 'NR == 1 { print $3 }')"
+case "$version" in 18.*) ;; *) echo "install-node18: no Debian libnode108 18.x (found '$version')" >&2; exit 1 ;; esac
 # The binary, its library, and the shared libraries of the library's
 # Depends that are not installed here (a fresh Debian 12 lacks some).
 debs=("nodejs=$version" "libnode108=$version")
