@@ -151,15 +151,10 @@ impl<'a> Metadata<'a> {
     /// The address `lea rax, [rip + disp32]` at `function` loads, when
     /// `then` (the load through rax and `ret`) follows it.
     fn rip_relative_load(&self, function: u64, then: &[u8]) -> Option<u64> {
-        const LEA_RAX_RIP: [u8; 3] = [0x48, 0x8d, 0x05];
-        let mut code = [0u8; 11];
-        let len = 7 + then.len();
-        self.elf.read_at_vaddr(function, &mut code[..len]).then_some(())?;
-        if code[..3] != LEA_RAX_RIP || &code[7..len] != then {
-            return None;
-        }
-        let disp = i32::from_le_bytes(code[3..7].try_into().ok()?);
-        function.checked_add(7)?.checked_add_signed(i64::from(disp))
+        let mut code = [0u8; 16];
+        let code = code.get_mut(..7 + then.len())?;
+        self.elf.read_at_vaddr(function, code).then_some(())?;
+        rip_relative_target(code, function, then)
     }
 
     /// The value of `v8dbg_<name>`, if the symbol exists.
@@ -258,6 +253,17 @@ fn collect_symbols(elf: &ElfFile, sh_type: u32) -> HashMap<String, u64> {
     out
 }
 
+/// The address `code` (at `at`) loads with `lea rax, [rip + disp32]`
+/// when `then` follows it.
+fn rip_relative_target(code: &[u8], at: u64, then: &[u8]) -> Option<u64> {
+    const LEA_RAX_RIP: [u8; 3] = [0x48, 0x8d, 0x05];
+    if code.get(..3)? != LEA_RAX_RIP || code.get(7..)? != then {
+        return None;
+    }
+    let disp = i32::from_le_bytes(code.get(3..7)?.try_into().ok()?);
+    at.checked_add(7)?.checked_add_signed(i64::from(disp))
+}
+
 /// The first position of `needle` in `hay`.
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     let first = *needle.first()?;
@@ -299,6 +305,22 @@ mod tests {
         assert_eq!(V8Version::parse("1.2.3.4.5"), None);
         assert_eq!(V8Version::parse("a.2.3"), None);
         assert!(V8Version::new(11, 3, 244) < V8Version::new(11, 4, 0));
+    }
+
+    #[test]
+    fn decodes_the_blob_getters() {
+        // libnode.so.108's DefaultEmbeddedBlobCode() at 0xf68890: lea rax,
+        // [rip + 0x1dcaa99]; mov rax, [rax]; ret -> the slot 0x2d33330.
+        let code = [0x48, 0x8d, 0x05, 0x99, 0xaa, 0xdc, 0x01, 0x48, 0x8b, 0x00, 0xc3];
+        assert_eq!(rip_relative_target(&code, 0xf68890, &[0x48, 0x8b, 0x00, 0xc3]), Some(0x2d33330));
+        // A negative displacement.
+        let code = [0x48, 0x8d, 0x05, 0xf9, 0xff, 0xff, 0xff, 0x8b, 0x00, 0xc3];
+        assert_eq!(rip_relative_target(&code, 0x1000, &[0x8b, 0x00, 0xc3]), Some(0x1000));
+        // Another instruction after the lea, another register, too short.
+        assert_eq!(rip_relative_target(&code, 0x1000, &[0x48, 0x8b, 0x00]), None);
+        let other = [0x48, 0x8d, 0x0d, 0, 0, 0, 0, 0x8b, 0x00, 0xc3];
+        assert_eq!(rip_relative_target(&other, 0x1000, &[0x8b, 0x00, 0xc3]), None);
+        assert_eq!(rip_relative_target(&code[..5], 0x1000, &[]), None);
     }
 
     #[test]
