@@ -38,6 +38,10 @@
 /* Largest distance from a frame to its caller's (V8's own limit on a
  * frame is far below). */
 #define V8_MAX_FRAME_SIZE (1ULL << 20)
+/* Set in code_instruction_start when a Code holds its instructions
+ * itself, after its header (V8 before 11.x, Node 18): the instructions
+ * start at that offset in the object, not at the address kept there. */
+#define V8_CODE_START_INLINE (1U << 31)
 
 /* The slot at fp + off (off a multiple of 8 within the window read),
  * or 0. */
@@ -94,9 +98,15 @@ static __always_inline bool v8_js_frame(struct sample_record *record, struct v8_
 		return v8_record(record, function, false, offset < 0 ? V8_FRAME_OFFSET_MAX : (u64)offset);
 	}
 	u64 code = 0, start = 0, offset = V8_FRAME_OFFSET_MAX;
-	if ((function & 3) == 1 && !read_user_u64(&code, function - 1 + v8->js_function_code) && (code & 3) == 1 &&
-	    !read_user_u64(&start, code - 1 + v8->code_instruction_start) && record->state.pc >= start)
-		offset = record->state.pc - start;
+	u32 start_at = v8->code_instruction_start & ~V8_CODE_START_INLINE;
+	if ((function & 3) == 1 && !read_user_u64(&code, function - 1 + v8->js_function_code) && (code & 3) == 1) {
+		if (v8->code_instruction_start & V8_CODE_START_INLINE)
+			start = code - 1 + start_at;
+		else if (read_user_u64(&start, code - 1 + start_at))
+			start = 0;
+		if (start && record->state.pc >= start)
+			offset = record->state.pc - start;
+	}
 	return v8_record(record, function, true, offset);
 }
 

@@ -25,3 +25,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# Node 18 (Debian's `nodejs`) extracted beside /usr/bin/node's Node 20 for tests/v8.rs
+"$(dirname "$0")/install-node18.sh"

@@ -18,15 +18,15 @@
 
 use profiler_agent::{AgentConfig, Stats};
 use profiler_tests::{
-    assert_runtime, in_ci, print_runtime, profile_with, report_runtime, serial, start_agent, Completeness, FrameDesc,
-    Workload,
+    assert_runtime, cold_and_warm_windows, in_ci, print_runtime, profile_with, report_runtime, serial, start_agent,
+    Completeness, FrameDesc, Workload,
 };
 use profiler_trace::{FrameKind, Trace};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const HZ: u32 = 99;
 const SECONDS: u64 = 4;
@@ -650,10 +650,6 @@ fn jdk25_running_before_the_agent() {
     running_before_the_agent(jdk25());
 }
 
-fn unix_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970").as_nanos() as u64
-}
-
 /// Issue 12's closing measurement, on a program written apart from the
 /// other workloads (`workloads/java/LedgerAudit.java`): its JVM starts
 /// (JIT on, with `flags`) and idles in `awaitGo` until the agent names
@@ -698,15 +694,7 @@ fn unseen_program(jdk: Option<Jdk>, flags: &[&str]) {
         assert!(Instant::now() < deadline, "{}: the waiting JVM was never seen in awaitGo", jdk.name);
         std::thread::sleep(Duration::from_millis(50));
     }
-    let started = Instant::now();
-    let cold_from = unix_ns();
-    std::fs::write(&go, b"").unwrap();
-    std::thread::sleep(COLD);
-    let cold = cold_from..unix_ns();
-    std::thread::sleep(WARM_AFTER.saturating_sub(started.elapsed()));
-    let warm_from = unix_ns();
-    std::thread::sleep(WARM);
-    let warm = warm_from..unix_ns();
+    let (cold, warm) = cold_and_warm_windows(&go, COLD, WARM_AFTER, WARM);
     agent.stop().expect("reader ran without error");
     let stats = agent.stats();
     assert_eq!(stats.samples_lost + stats.samples_dropped, 0, "samples lost: {stats:?}");

@@ -1,8 +1,9 @@
 //! V8 unwinding on the real eBPF programs: Node's JavaScript frames in
 //! place of V8's code (the embedded builtins in `node`'s .text, JIT code
 //! in anonymous memory), native frames around them down to the thread's
-//! root, on the Node on this machine (`/usr/bin/node`, required under
-//! CI=true).
+//! root, on each Node of this machine: `/usr/bin/node` (Node 20) and
+//! Debian's Node 18 extracted beside it by `scripts/install-node18.sh`
+//! (both required under CI=true). Every test runs on each.
 //!
 //! The workload (`workloads/node/cpu_chain.js`) spins in top level ->
 //! main -> a -> b -> c on the main thread. Each test asserts, in at least
@@ -13,7 +14,9 @@
 //! workload's script), and only native or kernel code inside c.
 
 use profiler_agent::{AgentConfig, Stats};
-use profiler_tests::{in_ci, profile_with, report_runtime, serial, start_agent, Completeness, FrameDesc, Workload};
+use profiler_tests::{
+    cold_and_warm_windows, in_ci, profile_with, report_runtime, serial, start_agent, Completeness, FrameDesc, Workload,
+};
 use profiler_trace::{FrameKind, Trace};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -25,6 +28,8 @@ const SECONDS: u64 = 4;
 const REQUIRED: f64 = 0.95;
 const MIN_SAMPLES: usize = 30;
 const NODE: &str = "/usr/bin/node";
+/// Debian 12's `nodejs` 18 (`libnode.so.108`), from `scripts/install-node18.sh`.
+const NODE18: &str = "/opt/ebpf-profiler/node18/bin/node";
 
 /// One step of an expected stack, root first.
 #[derive(Clone, Copy, Debug)]
@@ -127,7 +132,7 @@ impl Spec {
         below
             .into_iter()
             .map(|below| {
-                let mut p = vec![P::Native("node|libc.so.6")];
+                let mut p = vec![P::Native("node|libnode.so.108|libuv.so.1.0.0|libc.so.6")];
                 p.extend(below);
                 p.extend(self.frames);
                 p.push(P::AnyNative);
@@ -405,22 +410,42 @@ fn report(what: &str, c: &Completeness, stats: &Stats) {
     report_runtime(what, "v8", c, MIN_SAMPLES, REQUIRED, stats);
 }
 
-/// Node ([`NODE`], or `$EP_TEST_NODE`: another build to try), or `None`
-/// (a failure under CI=true).
-fn node() -> Option<PathBuf> {
-    let node = std::env::var_os("EP_TEST_NODE").map_or_else(|| PathBuf::from(NODE), PathBuf::from);
-    if !node.exists() {
-        assert!(!in_ci(), "{} is required under CI=true", node.display());
-        eprintln!("SKIPPED: {} is not installed", node.display());
-        return None;
+/// The Nodes to test, each with a label: Node 20 ([`NODE`], or
+/// `$EP_TEST_NODE`: another build to try) and Node 18 ([`NODE18`], or
+/// `$EP_TEST_NODE18`). One missing is skipped, a failure under CI=true.
+fn nodes() -> Vec<(&'static str, PathBuf)> {
+    let mut found = Vec::new();
+    for (label, default, var) in [("node20", NODE, "EP_TEST_NODE"), ("node18", NODE18, "EP_TEST_NODE18")] {
+        let node = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
+        if !node.exists() {
+            assert!(!in_ci(), "{} is required under CI=true (scripts/install-deps.sh)", node.display());
+            eprintln!("SKIPPED: {} is not installed", node.display());
+            continue;
+        }
+        found.push((label, node));
     }
-    Some(node)
+    found
 }
 
-/// Profiles the workload run with `flags`, after `warm_up`.
+/// Profiles the workload run with `flags`, after `warm_up`, on each Node.
 /// With `lines`, the workload's frames must have their lines too.
-fn chain_test(spec: &Spec, mode: &str, flags: &[&str], lines: Lines, warm_up: Duration) -> Option<Completeness> {
-    let node = node()?;
+fn chain_test(spec: &Spec, mode: &str, flags: &[&str], lines: Lines, warm_up: Duration) -> Vec<Completeness> {
+    nodes()
+        .into_iter()
+        .filter_map(|(label, node)| chain_test_on(&node, label, spec, mode, flags, lines, warm_up))
+        .collect()
+}
+
+/// [`chain_test`] on one Node.
+fn chain_test_on(
+    node: &Path,
+    label: &str,
+    spec: &Spec,
+    mode: &str,
+    flags: &[&str],
+    lines: Lines,
+    warm_up: Duration,
+) -> Option<Completeness> {
     let _serial = serial();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(spec.script);
     let out_path = std::env::temp_dir().join(format!("ep-v8-{mode}-{}", std::process::id()));
@@ -445,7 +470,7 @@ fn chain_test(spec: &Spec, mode: &str, flags: &[&str], lines: Lines, warm_up: Du
         AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], off_cpu_threshold, ..AgentConfig::default() };
     let (traces, stats) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS)))?;
     let c = check(&traces, w.pid(), spec, lines);
-    report(&format!("node {mode} {}", spec.script), &c, &stats);
+    report(&format!("{label} {mode} {}", spec.script), &c, &stats);
     Some(c)
 }
 
@@ -456,26 +481,22 @@ fn interpreted_chain() {
     chain_test(&abc(false), "interpreted", &["--jitless"], Lines::All, Duration::from_millis(300));
 }
 
-/// Sparkplug only (`--always-sparkplug --max-opt=1`): baseline frames,
+/// Sparkplug only (`--always-sparkplug --no-opt`: no TurboFan; Maglev is
+/// off by default in both): baseline frames,
 /// interpreter-shaped, their pcs in anonymous memory. Named, without
 /// lines (their bytecode offset slot is stale: docs/v8.md).
 #[test]
 fn baseline_chain() {
-    chain_test(
-        &abc(false),
-        "baseline",
-        &["--always-sparkplug", "--max-opt=1"],
-        Lines::None,
-        Duration::from_millis(500),
-    );
+    chain_test(&abc(false), "baseline", &["--always-sparkplug", "--no-opt"], Lines::None, Duration::from_millis(500));
 }
 
 /// Node's default tiers, warm: TurboFan compiles the loop of main with a,
 /// b and c inlined (one machine frame, named innermost first).
 #[test]
 fn optimised_chain() {
-    let Some(c) = chain_test(&abc(true), "optimised", &[], Lines::All, Duration::from_secs(3)) else { return };
-    assert!(c.inlined * 2 >= c.at_leaf, "the chain should come mostly from TurboFan code with inlining: {c:?}");
+    for c in chain_test(&abc(true), "optimised", &[], Lines::All, Duration::from_secs(3)) {
+        assert!(c.inlined * 2 >= c.at_leaf, "the chain should come mostly from TurboFan code with inlining: {c:?}");
+    }
 }
 
 /// A comparator called by the `Array.prototype.sort` builtin (through
@@ -504,8 +525,9 @@ fn async_resumed_interpreted() {
 /// The same, warm: pump's TurboFan code with crunch, mix and leaf inlined.
 #[test]
 fn async_resumed_optimised() {
-    let Some(c) = chain_test(&ASYNC, "optimised", &[], Lines::All, Duration::from_secs(3)) else { return };
-    assert!(c.inlined * 2 >= c.at_leaf, "the chain should come mostly from TurboFan code with inlining: {c:?}");
+    for c in chain_test(&ASYNC, "optimised", &[], Lines::All, Duration::from_secs(3)) {
+        assert!(c.inlined * 2 >= c.at_leaf, "the chain should come mostly from TurboFan code with inlining: {c:?}");
+    }
 }
 
 /// A worker thread's chain, interpreted: its own isolate and stack, the
@@ -538,7 +560,12 @@ const LATE_START: Duration = Duration::from_secs(10);
 /// a JavaScript frame, its chain is whole.
 #[test]
 fn started_after_the_agent() {
-    let Some(node) = node() else { return };
+    for (label, node) in nodes() {
+        started_after_the_agent_on(label, &node);
+    }
+}
+
+fn started_after_the_agent_on(label: &str, node: &Path) {
     let _serial = serial();
     let spec = abc(false);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(spec.script);
@@ -555,7 +582,7 @@ fn started_after_the_agent() {
     let since = traces.iter().filter(js).map(|t| t.timestamp_unix_ns).min().unwrap_or(u64::MAX);
     let later: Vec<Trace> = traces.into_iter().filter(|t| t.timestamp_unix_ns >= since).collect();
     let c = check(&later, pid, &spec, Lines::All);
-    report("node started after the agent", &c, &stats);
+    report(&format!("{label} started after the agent"), &c, &stats);
 }
 
 /// 100 recursive frames: the unwinder goes on in further runs of itself
@@ -614,10 +641,6 @@ const COLD: Duration = Duration::from_secs(5);
 const WARM_AFTER: Duration = Duration::from_secs(20);
 const WARM: Duration = Duration::from_secs(6);
 
-fn unix_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_nanos() as u64
-}
-
 /// Issue 13's closing measurement, on a program written apart from the
 /// other workloads (`workloads/node/freight_desk.js`): Node starts (default
 /// tiers) and spins in `awaitGo` until the agent names that frame; then
@@ -630,7 +653,12 @@ fn unix_ns() -> u64 {
 /// docs/v8.md).
 #[test]
 fn unseen_program_cold_and_warm() {
-    let Some(node) = node() else { return };
+    for (label, node) in nodes() {
+        unseen_program_on(label, &node);
+    }
+}
+
+fn unseen_program_on(label: &str, node: &Path) {
     let _serial = serial();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node/freight_desk.js");
     let go = std::env::temp_dir().join(format!("ep-v8-unseen-go-{}", std::process::id()));
@@ -655,15 +683,7 @@ fn unseen_program_cold_and_warm() {
         assert!(Instant::now() < deadline, "node was never seen in awaitGo");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let started = Instant::now();
-    let cold_from = unix_ns();
-    std::fs::write(&go, b"").unwrap();
-    std::thread::sleep(COLD);
-    let cold = cold_from..unix_ns();
-    std::thread::sleep(WARM_AFTER.saturating_sub(started.elapsed()));
-    let warm_from = unix_ns();
-    std::thread::sleep(WARM);
-    let warm = warm_from..unix_ns();
+    let (cold, warm) = cold_and_warm_windows(&go, COLD, WARM_AFTER, WARM);
     agent.stop().expect("reader ran without error");
     let _ = std::fs::remove_file(&go);
     let stats = agent.stats();
@@ -673,7 +693,7 @@ fn unseen_program_cold_and_warm() {
     for (when, window) in [("cold", &cold), ("warm", &warm)] {
         let in_window: Vec<Trace> = traces.iter().filter(|t| window.contains(&t.timestamp_unix_ns)).cloned().collect();
         for (chain, spec) in [("main", &FREIGHT_MAIN), ("sort comparator", &FREIGHT_RANKER)] {
-            let what = format!("unseen program, {when}, {chain} chain");
+            let what = format!("{label} unseen program, {when}, {chain} chain");
             let c = check(&in_window, pid, spec, Lines::Leaf);
             let all_lines = check(&in_window, pid, spec, Lines::All);
             eprintln!(

@@ -541,6 +541,32 @@ pub fn completeness<S: AsRef<str>>(traces: &[Trace], pid: u32, leaf: Step<S>, pa
     c
 }
 
+/// The now of samples' timestamps (`Trace::timestamp_unix_ns`).
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_nanos() as u64
+}
+
+/// The two windows of a closing measurement (issues 12, 13), in sample
+/// timestamps: starts the program's chains by creating `go`, then waits
+/// out cold (the first `cold`) and warm (`warm` from `warm_after` after
+/// the start); returns once both have passed.
+pub fn cold_and_warm_windows(
+    go: &Path,
+    cold: Duration,
+    warm_after: Duration,
+    warm: Duration,
+) -> (std::ops::Range<u64>, std::ops::Range<u64>) {
+    let started = std::time::Instant::now();
+    let cold_from = unix_ns();
+    std::fs::write(go, b"").expect("the go file");
+    std::thread::sleep(cold);
+    let cold_window = cold_from..unix_ns();
+    std::thread::sleep(warm_after.saturating_sub(started.elapsed()));
+    let warm_from = unix_ns();
+    std::thread::sleep(warm);
+    (cold_window, warm_from..unix_ns())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

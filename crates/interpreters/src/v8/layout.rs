@@ -143,8 +143,12 @@ pub struct V8Layout {
     pub bytecode_data: u32,
     /// `Code::source_position_table`.
     pub code_source_positions: u32,
-    /// `Code::instruction_start` (fallback in 11.x).
+    /// `Code::instruction_start` (fallback in 11.x): a field holding the
+    /// address, or, when [`V8Layout::code_instructions_inline`], the
+    /// header size after which the instructions follow.
     pub code_instruction_start: u32,
+    /// Whether a `Code` holds its instructions itself (before 11.x).
+    pub code_instructions_inline: bool,
     /// `Code::instruction_size` (i32, fallback in 11.x).
     pub code_instruction_size: u32,
     /// `Code::flags` (u32, fallback in 11.x: after the instruction start).
@@ -217,7 +221,20 @@ impl V8Layout {
         let fp_function = m.fp_offset("off_fp_function")?;
         let fp_bytecode_array = m.fp_offset("off_fp_bytecode_array").unwrap_or(fp_function - 16);
         let fixed_array_length = off("class_FixedArrayBase__length__SMI")?;
-        let code_source_positions = off("class_Code__source_position_table__ByteArray")?;
+        let code_source_positions = match off("class_Code__source_position_table__ByteArray") {
+            Ok(at) => at,
+            // Fallback (not exported in 10.x; V8 10.2 `code.h` `CODE_FIELDS`:
+            // relocation info 8, deoptimization data or interpreter data 16,
+            // position table 24, code data container 32).
+            Err(_) if version < V8Version::new(11, 0, 0) => 24,
+            Err(why) => return Err(why),
+        };
+        // Before 11.x a `Code` holds its instructions after its header:
+        // the metadata exports the header size as the pseudo-field
+        // `Code::instruction_start` (`gen-postmortem-metadata.py`'s
+        // `kHeaderSize` accessor; 128 in 10.2). 11.x has a field holding
+        // the address instead, not exported (fallback below).
+        let inline_start = off("class_Code__instruction_start__uintptr_t").ok();
         let type_js_function_first = ty("type_JSFunction__JS_FUNCTION_TYPE")?;
         Ok(V8Layout {
             version,
@@ -235,7 +252,9 @@ impl V8Layout {
                 builtin_exit: frame("BuiltinExitFrame")?,
                 interpreted: frame("InterpretedFrame")?,
                 baseline: frame("BaselineFrame")?,
-                maglev: frame("MaglevFrame")?,
+                // No Maglev before 10.x's end (none in 10.2): a marker no
+                // frame has.
+                maglev: frame("MaglevFrame").unwrap_or(u32::MAX),
                 turbofan: frame("TurbofanFrame").or_else(|_| frame("OptimizedFrame"))?,
                 internal: frame("InternalFrame")?,
                 stub: frame("StubFrame")?,
@@ -271,7 +290,10 @@ impl V8Layout {
             sliced_offset: off("class_SlicedString__offset__SMI")?,
             js_function_shared,
             // Fallback (V8 8.4 ..< 11.7.368): code three slots after shared.
-            js_function_code: off("class_JSFunction__code__Code").unwrap_or(js_function_shared + 24),
+            // (10.x exports it typed `CodeT`.)
+            js_function_code: off("class_JSFunction__code__Code")
+                .or_else(|_| off("class_JSFunction__code__CodeT"))
+                .unwrap_or(js_function_shared + 24),
             sfi_name_or_scope_info: off("class_SharedFunctionInfo__name_or_scope_info__Object")?,
             // Fallback: right after the map when not exported.
             sfi_function_data: off("class_SharedFunctionInfo__function_data__Object").unwrap_or(8),
@@ -290,12 +312,11 @@ impl V8Layout {
             // Fallbacks (11.x lost Code's metadata): instruction start two
             // slots after the source position table, then the flags (u32)
             // and, before 11.4.59, two u16 fields before the size.
-            code_instruction_start: code_source_positions + 16,
-            code_instruction_size: code_source_positions
-                + 24
-                + 4
-                + if version < V8Version::new(11, 4, 59) { 4 } else { 0 },
-            code_flags: code_source_positions + 24,
+            code_instruction_start: inline_start.unwrap_or(code_source_positions + 16),
+            code_instructions_inline: inline_start.is_some(),
+            code_instruction_size: off("class_Code__instruction_size__int")
+                .unwrap_or(code_source_positions + 24 + 4 + if version < V8Version::new(11, 4, 59) { 4 } else { 0 }),
+            code_flags: off("class_Code__flags__uint32_t").unwrap_or(code_source_positions + 24),
             code_kind_mask: m.small("CodeKindFieldMask", 0xff)?,
             code_kind_shift: m.small("CodeKindFieldShift", 31)?,
             code_kind_baseline: m.small("CodeKindBaseline", 0xff)?,
@@ -303,8 +324,11 @@ impl V8Layout {
             // Fallback: deoptimization data right after the relocation info.
             code_deoptimization_data: off("class_Code__deoptimization_data__FixedArray")
                 .unwrap_or(code_source_positions - 8),
-            deopt_literal_array_index: m.small("DeoptimizationDataLiteralArrayIndex", 64)?,
-            deopt_inlining_positions_index: m.small("DeoptimizationDataInliningPositionsIndex", 64)?,
+            // Fallbacks (not exported in 10.x; V8 10.2 `code.h`
+            // `DeoptimizationData::kLiteralArrayIndex` 2,
+            // `kInliningPositionsIndex` 7, as 11.3 exports them).
+            deopt_literal_array_index: m.small("DeoptimizationDataLiteralArrayIndex", 64).unwrap_or(2),
+            deopt_inlining_positions_index: m.small("DeoptimizationDataInliningPositionsIndex", 64).unwrap_or(7),
             type_weak_fixed_array: ty("type_WeakFixedArray__WEAK_FIXED_ARRAY_TYPE")?,
             scope_info_context_locals: m.small("scopeinfo_idx_ncontextlocals", 64)?,
             scope_info_first_vars: m.small("scopeinfo_idx_first_vars", 64)?,
@@ -409,6 +433,7 @@ pub(crate) mod tests {
             bytecode_data: 0,
             code_source_positions: 0,
             code_instruction_start: 0,
+            code_instructions_inline: false,
             code_instruction_size: 0,
             code_flags: 0,
             code_kind_mask: 0,

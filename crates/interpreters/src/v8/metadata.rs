@@ -25,6 +25,16 @@ const PT_LOAD: u32 = 1;
 /// size (a `u32` constant).
 const BLOB_CODE: &str = "v8_Default_embedded_blob_code_";
 const BLOB_CODE_SIZE: &str = "v8_Default_embedded_blob_code_size_";
+/// Exported getters of the same two (`v8::internal::DefaultEmbeddedBlobCode()`
+/// and `DefaultEmbeddedBlobCodeSize()`), for files whose `.symtab` is
+/// stripped (Debian's `libnode.so.108`): their machine code names where
+/// the pointer and the size are kept.
+const BLOB_CODE_GETTER: &str = "_ZN2v88internal23DefaultEmbeddedBlobCodeEv";
+const BLOB_CODE_SIZE_GETTER: &str = "_ZN2v88internal27DefaultEmbeddedBlobCodeSizeEv";
+/// Largest embedded blob accepted (Node 20's is 1.6 MiB).
+const MAX_BLOB_CODE: u64 = 64 << 20;
+/// `PF_X`.
+const PF_X: u32 = 1;
 
 /// A V8 version `major.minor.build.patch`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -104,11 +114,47 @@ impl<'a> Metadata<'a> {
     /// blob's symbols are there: every builtin's pc is in it (or in a
     /// copy V8 maps elsewhere, see `docs/v8.md`).
     pub fn builtins_code(&self) -> Option<Range<u64>> {
-        let start = *self.symbols.get(BLOB_CODE)?;
+        let (start, size_at) = match (self.symbols.get(BLOB_CODE), self.symbols.get(BLOB_CODE_SIZE)) {
+            (Some(&start), Some(&size_at)) => (start, size_at),
+            _ => self.blob_from_getters()?,
+        };
         let mut b = [0u8; 4];
-        self.elf.read_at_vaddr(*self.symbols.get(BLOB_CODE_SIZE)?, &mut b).then_some(())?;
+        self.elf.read_at_vaddr(size_at, &mut b).then_some(())?;
         let size = u64::from(u32::from_le_bytes(b));
-        (size > 0).then(|| start..start.saturating_add(size))
+        let range = start..start.checked_add(size)?;
+        // Must be code of this file: inside one executable segment.
+        let in_code = self.elf.program_headers().iter().any(|p| {
+            p.p_type == PT_LOAD
+                && p.flags & PF_X != 0
+                && range.start >= p.vaddr
+                && range.end <= p.vaddr.saturating_add(p.filesz)
+        });
+        (size > 0 && size <= MAX_BLOB_CODE && in_code).then_some(range)
+    }
+
+    /// The blob's start and the address of its size, from the exported
+    /// getters: `DefaultEmbeddedBlobCode()` is `lea rax, [rip + slot]`,
+    /// `mov rax, [rax]`, `ret`, where `slot` holds the blob's address (a
+    /// relative relocation whose addend the linker also wrote in place:
+    /// read from the file, 0 if not); `DefaultEmbeddedBlobCodeSize()` is
+    /// `lea rax, [rip + size]`, `mov eax, [rax]`, `ret`. Any other code
+    /// (another compiler, another architecture) gives nothing.
+    fn blob_from_getters(&self) -> Option<(u64, u64)> {
+        let slot = self.rip_relative_load(*self.symbols.get(BLOB_CODE_GETTER)?, &[0x48, 0x8b, 0x00, 0xc3])?;
+        let size_at = self.rip_relative_load(*self.symbols.get(BLOB_CODE_SIZE_GETTER)?, &[0x8b, 0x00, 0xc3])?;
+        let mut b = [0u8; 8];
+        self.elf.read_at_vaddr(slot, &mut b).then_some(())?;
+        let start = u64::from_le_bytes(b);
+        (start != 0).then_some((start, size_at))
+    }
+
+    /// The address `lea rax, [rip + disp32]` at `function` loads, when
+    /// `then` (the load through rax and `ret`) follows it.
+    fn rip_relative_load(&self, function: u64, then: &[u8]) -> Option<u64> {
+        let mut code = [0u8; 16];
+        let code = code.get_mut(..7 + then.len())?;
+        self.elf.read_at_vaddr(function, code).then_some(())?;
+        rip_relative_target(code, function, then)
     }
 
     /// The value of `v8dbg_<name>`, if the symbol exists.
@@ -186,11 +232,18 @@ fn collect_symbols(elf: &ElfFile, sh_type: u32) -> HashMap<String, u64> {
         // every name (long mangled C++ and Rust ones) to its NUL is most of
         // the cost of looking.
         let Some(rest) = strs.get(name_off..) else { continue };
-        if shndx == 0 || !(rest.starts_with(b"v8dbg_") || rest.starts_with(b"v8_Default_embedded_blob_code")) {
+        if shndx == 0
+            || !(rest.starts_with(b"v8dbg_")
+                || rest.starts_with(b"v8_Default_embedded_blob_code")
+                || rest.starts_with(b"_ZN2v88internal2"))
+        {
             continue;
         }
         let Some(name) = rest.split(|&b| b == 0).next() else { continue };
         let Ok(name) = std::str::from_utf8(name) else { continue };
+        if name.starts_with("_ZN") && name != BLOB_CODE_GETTER && name != BLOB_CODE_SIZE_GETTER {
+            continue;
+        }
         let key = name.strip_prefix("v8dbg_").unwrap_or(name);
         out.entry(key.to_string()).or_insert(value);
         if out.len() >= MAX_METADATA_SYMBOLS {
@@ -198,6 +251,17 @@ fn collect_symbols(elf: &ElfFile, sh_type: u32) -> HashMap<String, u64> {
         }
     }
     out
+}
+
+/// The address `code` (at `at`) loads with `lea rax, [rip + disp32]`
+/// when `then` follows it.
+fn rip_relative_target(code: &[u8], at: u64, then: &[u8]) -> Option<u64> {
+    const LEA_RAX_RIP: [u8; 3] = [0x48, 0x8d, 0x05];
+    if code.get(..3)? != LEA_RAX_RIP || code.get(7..)? != then {
+        return None;
+    }
+    let disp = i32::from_le_bytes(code.get(3..7)?.try_into().ok()?);
+    at.checked_add(7)?.checked_add_signed(i64::from(disp))
 }
 
 /// The first position of `needle` in `hay`.
@@ -241,6 +305,22 @@ mod tests {
         assert_eq!(V8Version::parse("1.2.3.4.5"), None);
         assert_eq!(V8Version::parse("a.2.3"), None);
         assert!(V8Version::new(11, 3, 244) < V8Version::new(11, 4, 0));
+    }
+
+    #[test]
+    fn decodes_the_blob_getters() {
+        // libnode.so.108's DefaultEmbeddedBlobCode() at 0xf68890: lea rax,
+        // [rip + 0x1dcaa99]; mov rax, [rax]; ret -> the slot 0x2d33330.
+        let code = [0x48, 0x8d, 0x05, 0x99, 0xaa, 0xdc, 0x01, 0x48, 0x8b, 0x00, 0xc3];
+        assert_eq!(rip_relative_target(&code, 0xf68890, &[0x48, 0x8b, 0x00, 0xc3]), Some(0x2d33330));
+        // A negative displacement.
+        let code = [0x48, 0x8d, 0x05, 0xf9, 0xff, 0xff, 0xff, 0x8b, 0x00, 0xc3];
+        assert_eq!(rip_relative_target(&code, 0x1000, &[0x8b, 0x00, 0xc3]), Some(0x1000));
+        // Another instruction after the lea, another register, too short.
+        assert_eq!(rip_relative_target(&code, 0x1000, &[0x48, 0x8b, 0x00]), None);
+        let other = [0x48, 0x8d, 0x0d, 0, 0, 0, 0, 0x8b, 0x00, 0xc3];
+        assert_eq!(rip_relative_target(&other, 0x1000, &[0x8b, 0x00, 0xc3]), None);
+        assert_eq!(rip_relative_target(&code[..5], 0x1000, &[]), None);
     }
 
     #[test]

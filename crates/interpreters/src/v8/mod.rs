@@ -52,6 +52,11 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
         return Detection::Unsupported(format!("{path}: V8 metadata but no V8 version string"));
     };
     match V8Layout::from_metadata(&metadata, version) {
+        // Without the builtins' range the interpreter's frames (its
+        // bytecode handlers are builtins) would be lost: refused whole.
+        Ok(layout) if layout.builtins_code.is_none() => Detection::Unsupported(format!(
+            "{path}: V8 {version}: no embedded builtins range (no blob symbols, no getters of the known form)"
+        )),
         Ok(layout) => Detection::V8(Box::new(layout)),
         Err(why) => Detection::Unsupported(format!("{path}: V8 {version}: {why}")),
     }

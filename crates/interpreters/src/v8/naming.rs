@@ -296,7 +296,8 @@ pub struct CodeInfo {
 pub fn read_code(heap: &Heap<'_>, code: u64) -> Option<CodeInfo> {
     let l = heap.layout;
     heap.typed(code, l.type_code)?;
-    let start = heap.u64(untag(code)?.checked_add(u64::from(l.code_instruction_start))?)?;
+    let at = untag(code)?.checked_add(u64::from(l.code_instruction_start))?;
+    let start = if l.code_instructions_inline { at } else { heap.u64(at)? };
     let size = heap.field_i32(code, l.code_instruction_size)?;
     let size = u32::try_from(size).ok().filter(|&s| s > 0 && s < (64 << 20))?;
     let positions = heap

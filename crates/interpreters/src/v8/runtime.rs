@@ -170,6 +170,11 @@ impl InterpreterFile for V8File {
     }
 }
 
+/// Set in `struct v8_process`'s `code_instruction_start` when `Code`
+/// holds its instructions after its header (`V8_CODE_START_INLINE` in
+/// `ebpf/v8_unwinder.bpf.h`).
+pub const CODE_START_INLINE: u32 = 1 << 31;
+
 /// The BPF unwinder's view of a V8 build (`struct v8_process`).
 pub fn process_value(l: &V8Layout) -> V8ProcessValue {
     V8ProcessValue {
@@ -184,7 +189,8 @@ pub fn process_value(l: &V8Layout) -> V8ProcessValue {
         heap_object_map: l.heap_object_map,
         map_instance_type: l.map_instance_type,
         js_function_code: l.js_function_code,
-        code_instruction_start: l.code_instruction_start,
+        code_instruction_start: l.code_instruction_start
+            | if l.code_instructions_inline { CODE_START_INLINE } else { 0 },
         type_bytecode_array: l.type_bytecode_array,
     }
 }
@@ -366,5 +372,7 @@ mod tests {
         assert_eq!(v.bytecode_offset_bias, 53);
         assert_eq!(v.marker_entry, l.frame_types.entry);
         assert_eq!(v.code_instruction_start, l.code_instruction_start);
+        let inline = V8Layout { code_instruction_start: 128, code_instructions_inline: true, ..l };
+        assert_eq!(process_value(&inline).code_instruction_start, 128 | CODE_START_INLINE);
     }
 }
