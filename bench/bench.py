@@ -13,9 +13,9 @@ version (under 3 minutes) for CI. `--reference PATH` adds the reference
 agent (a binary you provide; never downloaded) to the churn rows, with a
 gRPC sink for its profiles (`bench/otlp_sink`, built with `go`);
 `--trials N` alternates the two agents N times each, `--churn HZ:SECONDS`
-picks the churn runs, `--soak SECONDS` runs the 20 Hz churn alone with
-the agent exporting OTLP to that sink (no local output), as the issue's
-10-minute soak.
+picks the churn runs, `--otlp` has our agent export OTLP to that sink in
+them (no local output, as in production), `--soak SECONDS` runs the
+20 Hz churn alone that way, as the issue's 10-minute soak.
 
 Needs root (BPF, perf), gcc and perf (linux-perf).
 """
@@ -747,6 +747,9 @@ def main():
     ap.add_argument("--trials", type=int, default=1, help="churn runs of each agent, alternating (default 1)")
     ap.add_argument("--churn", metavar="HZ:SECONDS", action="append",
                     help="churn runs to take instead of the default ones (repeatable; e.g. --churn 20:600)")
+    ap.add_argument("--otlp", action="store_true",
+                    help="in the churn runs, our agent exports OTLP to bench/otlp_sink (needs go) instead of "
+                         "keeping folded stacks for the whole run")
     ap.add_argument("--soak", metavar="SECONDS", type=int,
                     help="the churn scenario alone at 20 Hz for SECONDS (e.g. 600), our agent exporting OTLP to "
                          "bench/otlp_sink (needs go) with no local output, as in production")
@@ -774,7 +777,7 @@ def main():
             # Its scheduler probe needs tracefs.
             if not os.path.exists("/sys/kernel/tracing/events"):
                 subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=False)
-        if args.reference or args.soak:
+        if args.reference or args.soak or args.otlp:
             # The collector: a gRPC sink, built with Go's module cache.
             bins["otlp_sink"] = tmp / "otlp_sink"
             subprocess.run(["go", "build", "-o", str(bins["otlp_sink"]), "."], cwd=ROOT / "bench" / "otlp_sink",
@@ -789,7 +792,8 @@ def main():
                 raise Done
             if args.only_churn:
                 results["churn"] = [r for hz, secs in churn_runs
-                                    for r in measure_churn(procs, bins, tmp, hz, secs, 30, args.reference, trials=args.trials)]
+                                    for r in measure_churn(procs, bins, tmp, hz, secs, 30, args.reference,
+                                                           trials=args.trials, otlp=args.otlp)]
                 raise Done
             results["agent"] = []
             results["perf"] = []
@@ -816,7 +820,8 @@ def main():
             log("unwind tables")
             results["unwind"] = measure_unwind_tables(tmp)
             results["churn"] = [r for hz, secs in churn_runs
-                                for r in measure_churn(procs, bins, tmp, hz, secs, 30, args.reference, trials=args.trials)]
+                                for r in measure_churn(procs, bins, tmp, hz, secs, 30, args.reference,
+                                                       trials=args.trials, otlp=args.otlp)]
         except Done:
             pass
         finally:

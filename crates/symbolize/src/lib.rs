@@ -53,7 +53,7 @@
 //!
 //! The symbolizer is the part of the profiler whose memory grows with
 //! what runs on the machine, so it has a budget,
-//! [`NativeConfig::max_file_bytes`] (24 MiB by default), over what
+//! [`NativeConfig::max_file_bytes`] (12 MiB by default), over what
 //! [`FileSymbolizer::cost`] accounts for each loaded file:
 //!
 //! - symbols: 16 bytes each, names left in the file (read when a lookup
@@ -68,8 +68,10 @@
 //!   the page cache every second ([`FileSymbolizer::release_pages`]).
 //!
 //! Beyond the budget the least recently used files are dropped (their
-//! answers stay cached); a file over the budget on its own is given up
-//! for [`NativeConfig::retry_failed_after`]. The `memory_breakdown`
+//! answers stay cached); a file whose load alone takes more than 3/4 of
+//! the budget is given up for [`NativeConfig::retry_failed_after`], one
+//! that its lookups grew over the budget is dropped and loaded again at
+//! the next new address. The `memory_breakdown`
 //! example measures all of this file by file with a counting allocator;
 //! `docs/memory.md` has the figures.
 #![deny(missing_docs)]
