@@ -53,7 +53,7 @@
 //!
 //! The symbolizer is the part of the profiler whose memory grows with
 //! what runs on the machine, so it has a budget,
-//! [`NativeConfig::max_file_bytes`] (12 MiB by default), over what
+//! [`NativeConfig::max_file_bytes`] (24 MiB by default), over what
 //! [`FileSymbolizer::cost`] accounts for each loaded file:
 //!
 //! - symbols: 16 bytes each, names left in the file (read when a lookup

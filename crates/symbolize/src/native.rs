@@ -35,12 +35,11 @@ pub struct NativeConfig {
     /// file that alone grows beyond it is dropped too (its answers stay
     /// in the address cache; a new address loads it again). DWARF too
     /// large for [`DebugConfig::max_dwarf_bytes`] is not loaded at all.
-    /// Default 12 MiB: with the 8 MiB DWARF limit, room for one file's
-    /// DWARF and the symbols of the big libraries that run beside it (a
-    /// 150 MB library's 100,000 symbols: 1.2 MiB). The lookups of one
-    /// file with DWARF (Python built with `-g`) grow it without end: at
-    /// 24 MiB the budget took 10 minutes of churn to fill and was most
-    /// of the agent's steady RSS (docs/memory.md, session 8).
+    /// Default 24 MiB: with the 8 MiB DWARF limit, room for a few files
+    /// with DWARF and the symbols of a few hundred files (a 150 MB
+    /// library's 100,000 symbols: 1.2 MiB). 12 MiB took 7 MiB off the
+    /// steady RSS of the churn soak but loaded files 4 times a second
+    /// (docs/memory.md, session 8).
     pub max_file_bytes: u64,
     /// Most cached (file, address) answers (about 150 bytes each).
     /// Default 16,384.
@@ -58,7 +57,7 @@ impl Default for NativeConfig {
             enabled: true,
             debug: DebugConfig::default(),
             max_files: 256,
-            max_file_bytes: 12 << 20,
+            max_file_bytes: 24 << 20,
             max_addresses: 16_384,
             queue_capacity: 64,
             retry_failed_after: Duration::from_secs(10),
