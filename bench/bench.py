@@ -13,7 +13,9 @@ version (under 3 minutes) for CI. `--reference PATH` adds the reference
 agent (a binary you provide; never downloaded) to the churn rows, with a
 gRPC sink for its profiles (`bench/otlp_sink`, built with `go`);
 `--trials N` alternates the two agents N times each, `--churn HZ:SECONDS`
-picks the churn runs.
+picks the churn runs, `--otlp` has our agent export OTLP to that sink in
+them (no local output, as in production), `--soak SECONDS` runs the
+20 Hz churn alone that way, as the issue's 10-minute soak.
 
 Needs root (BPF, perf), gcc and perf (linux-perf).
 """
@@ -105,12 +107,15 @@ def build_workloads(out):
 class Agent:
     """The agent running for `seconds`, started and ready (programs attached)."""
 
-    def __init__(self, procs, hz, seconds, output, extra=()):
+    def __init__(self, procs, hz, seconds, output, extra=(), local=True):
+        """`local`: folded stacks to `output`; without, `extra` names the
+        collector (OTLP) and `output` only names the stderr file."""
         self.t_spawn = time.monotonic()
         self.stderr_path = output.with_suffix(".stderr")
         self.stderr = open(self.stderr_path, "w+")
+        out_args = ["--format", "folded", "--output", str(output)] if local else []
         self.p = procs.spawn([str(AGENT), "--samples-per-second", str(hz), "--duration", f"{seconds}s",
-                              "--format", "folded", "--output", str(output), *extra], stderr=self.stderr)
+                              *out_args, *extra], stderr=self.stderr)
         self.ready_s = self._wait_ready()
 
     def _wait_ready(self, timeout=30):
@@ -320,7 +325,23 @@ def load_latency(err):
     return (float(m.group(1)), float(m.group(2))) if m else None
 
 
-def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3, trials=1):
+def start_otlp_sink(procs, bins, path):
+    """bench/otlp_sink on 127.0.0.1:11000, its stderr to `path`."""
+    return procs.spawn([str(bins["otlp_sink"]), "-listen", "127.0.0.1:11000"], stderr=open(path, "w"))
+
+
+def stop_otlp_sink(sink, path):
+    """Stops the sink; the samples it received (None if it said nothing)."""
+    sink.send_signal(2)
+    try:
+        sink.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        sink.kill()
+    m = re.search(r"(\d+) requests, (\d+) samples", path.read_text())
+    return int(m.group(2)) if m else None
+
+
+def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3, trials=1, otlp=False):
     """Every CPU busy, `rate` short-lived processes a second, for
     `seconds`: the agent's RSS every 5 s, its maxima, CPU, BPF cost per
     sample, process-load latency, lost process events, and how complete
@@ -329,7 +350,10 @@ def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3,
     same for the reference agent (memory and CPU only: it has no local
     output). With `trials` > 1, the agents alternate (ours first, then the
     reference first, ...) so that a machine whose load changes skews both
-    alike."""
+    alike. With `otlp` (the soak), our agent keeps no local output and
+    exports every interval to bench/otlp_sink, as in production; the
+    new processes' completeness then needs the folded output and is
+    not measured."""
     cmds = churn_commands(tmp)
     rows = []
     order = ["ebpf-profiler"] + (["reference"] if reference else [])
@@ -338,14 +362,19 @@ def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3,
         for _ in range(NCPU):
             procs.spawn([str(bins["churn_busy"]), "0"])
         out = tmp / f"churn-{hz}.folded"
-        if who == "ebpf-profiler":
+        sink_err_path = tmp / f"otlp-sink-{hz}.stderr"
+        if who == "ebpf-profiler" and otlp:
+            sink = start_otlp_sink(procs, bins, sink_err_path)
+            agent = Agent(procs, hz, seconds + 3, out, extra=["--collection-agent", "127.0.0.1:11000", "--disable-tls"],
+                          local=False)
+            pid = agent.p.pid
+        elif who == "ebpf-profiler":
             agent = Agent(procs, hz, seconds + 3, out)
             pid = agent.p.pid
         else:
             # It samples only once its collector answers: a sink that
             # accepts and discards its profiles (bench/otlp_sink).
-            sink_err_path = tmp / f"otlp-sink-{hz}.stderr"
-            sink = procs.spawn([str(bins["otlp_sink"]), "-listen", "127.0.0.1:11000"], stderr=open(sink_err_path, "w"))
+            sink = start_otlp_sink(procs, bins, sink_err_path)
             ref_err_path = tmp / f"reference-{hz}.stderr"
             ref = procs.spawn([reference, "-samples-per-second", str(hz), "-collection-agent", "127.0.0.1:11000",
                                "-disable-tls"], stderr=open(ref_err_path, "w"))
@@ -367,6 +396,7 @@ def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3,
         churn.stop()
         if who == "ebpf-profiler":
             err = agent.wait()
+            sink_samples = stop_otlp_sink(sink, sink_err_path) if otlp else None
         else:
             ref.send_signal(2)
             try:
@@ -376,18 +406,12 @@ def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3,
             err = ref_err_path.read_text()
             if "Failed to start" in err:
                 log(f"churn: the reference did not start: {' '.join(err.split())[-400:]}")
-            sink.send_signal(2)
-            try:
-                sink.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                sink.kill()
-            m = re.search(r"(\d+) requests, (\d+) samples", sink_err_path.read_text())
-            reference_samples = int(m.group(2)) if m else None
+            reference_samples = stop_otlp_sink(sink, sink_err_path)
             if not reference_samples:
                 log(f"churn: the reference's collector received no samples: {' '.join(err.split())[-600:]}")
         procs.stop_all()
         runs = b1[1] - b0[1]
-        row = {"agent": who, "hz": hz, "seconds": round(t1 - t0, 1), "loadavg_1m": os.getloadavg()[0],
+        row = {"agent": who, "hz": hz, "output": "otlp" if otlp or who != "ebpf-profiler" else "folded", "seconds": round(t1 - t0, 1), "loadavg_1m": os.getloadavg()[0],
                "processes_started": churn.started, "processes_failed": churn.failed,
                "starts_skipped": churn.skipped, "rate": churn.started / churn.seconds,
                "cpu_pct_one_core": 100.0 * (c1 - c0) / (t1 - t0),
@@ -396,7 +420,12 @@ def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3,
         if who != "ebpf-profiler":
             row["samples"] = reference_samples  # as its collector received them
         if who == "ebpf-profiler":
-            if out.exists():
+            if otlp:
+                total = at_leaf = complete = None
+                row["sink_samples"] = sink_samples
+                if not sink_samples:
+                    log(f"churn: the OTLP sink received no samples: {' '.join(err.split())[-600:]}")
+            elif out.exists():
                 total, at_leaf, complete = completeness_folded(out, "churn_probe", {"churn_probe": bins["churn_probe"]})
             else:
                 total = at_leaf = complete = 0
@@ -404,6 +433,10 @@ def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3,
             row["agent_exit"] = agent.p.returncode
             m = re.search(r"(\d+) process events lost", err)
             fa = re.search(r"files:\s+(\d+) analysed in (\d+) ms", err)
+            sl = re.search(r"symbolizer:\s+(\d+) loads in (\d+) ms, (\d+) files evicted \(budget\), (\d+) loaded again", err)
+            if sl:
+                row["symbolizer"] = {"loads": int(sl.group(1)), "load_ms": int(sl.group(2)),
+                                     "evicted": int(sl.group(3)), "reloads": int(sl.group(4))}
             row.update({"distinct_stacks": summary_value(err, "distinct stacks"),
                         "files_analysed": int(fa.group(1)) if fa else None, "analyse_ms": int(fa.group(2)) if fa else None})
             row.update({"latency_ms": load_latency(err), "process_events_lost": int(m.group(1)) if m else 0,
@@ -682,7 +715,8 @@ def render_churn(L, rows):
         ours = r["agent"] == "ebpf-profiler"
         lat = r.get("latency_ms")
         lat = (f"{lat[0]:.0f} / {lat[1]:.0f} ms" if lat else "TODO: no agent counter yet") if ours else "n/a"
-        probe = f"{pct(r['probe_complete'], r['probe_at_leaf'])} of {r['probe_at_leaf']}" if ours else "n/a"
+        probe = (f"{pct(r['probe_complete'], r['probe_at_leaf'])} of {r['probe_at_leaf']}"
+                 if ours and r.get("probe_at_leaf") is not None else "n/a")
         L.append(f"| {r['agent']} | {r['hz']} Hz | {r['seconds']:.0f} s | {r['processes_started']} ({r['rate']:.1f}/s) "
                  f"| {mib(r['steady_rss_kib'])} ({mib(r['steady_anon_kib'])}) | {mib(r['max_rss_kib'])} "
                  f"| {mib(r['hwm_kib'])} | {r['drift_kib'] / 1024:+.1f} MiB | {r['cpu_pct_one_core']:.2f}% | {ns} "
@@ -691,13 +725,24 @@ def render_churn(L, rows):
     for r in rows:
         if r["agent"] != "ebpf-profiler":
             L.append(f"\n- {r['agent']} at {r['hz']} Hz: {r.get('samples')} samples received by its collector")
-        if r["agent"] == "ebpf-profiler":
+        if r["agent"] == "ebpf-profiler" and r.get("output") == "otlp":
+            L.append(f"\n- {r['agent']} at {r['hz']} Hz, OTLP export, no local output: {r.get('samples')} samples "
+                     f"taken, {r.get('sink_samples')} received by the sink; {r.get('files_analysed')} files analysed in "
+                     f"{r.get('analyse_ms')} ms")
+        elif r["agent"] == "ebpf-profiler":
             L.append(f"\n- {r['agent']} at {r['hz']} Hz: {r.get('samples')} samples; {r.get('files_analysed')} files analysed in "
                      f"{r.get('analyse_ms')} ms; {r.get('distinct_stacks')} distinct stacks in its folded output "
                      "(kept for the whole run, part of its RSS)")
     for r in rows:
+        if r.get("symbolizer"):
+            y = r["symbolizer"]
+            L.append(f"\n- {r['agent']} at {r['hz']} Hz, symbolizer: {y['loads']} loads in {y['load_ms']} ms, "
+                     f"{y['evicted']} files evicted for its budget, {y['reloads']} loaded again")
+    for r in rows:
         curve = ", ".join(f"{p[1] / 1024:.0f}" for p in r["curve"])
         L.append(f"\n- {r['agent']} at {r['hz']} Hz, VmRSS every 5 s (MiB): {curve}")
+        anon = ", ".join(f"{p[2] / 1024:.0f}" for p in r["curve"] if p[2] is not None)
+        L.append(f"\n- {r['agent']} at {r['hz']} Hz, RssAnon every 5 s (MiB): {anon}")
 
 
 def main():
@@ -711,6 +756,12 @@ def main():
     ap.add_argument("--trials", type=int, default=1, help="churn runs of each agent, alternating (default 1)")
     ap.add_argument("--churn", metavar="HZ:SECONDS", action="append",
                     help="churn runs to take instead of the default ones (repeatable; e.g. --churn 20:600)")
+    ap.add_argument("--otlp", action="store_true",
+                    help="in the churn runs, our agent exports OTLP to bench/otlp_sink (needs go) instead of "
+                         "keeping folded stacks for the whole run")
+    ap.add_argument("--soak", metavar="SECONDS", type=int,
+                    help="the churn scenario alone at 20 Hz for SECONDS (e.g. 600), our agent exporting OTLP to "
+                         "bench/otlp_sink (needs go) with no local output, as in production")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench: needs root (BPF and perf)")
@@ -735,7 +786,8 @@ def main():
             # Its scheduler probe needs tracefs.
             if not os.path.exists("/sys/kernel/tracing/events"):
                 subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=False)
-            # The reference's collector: a gRPC sink, built with Go's module cache.
+        if args.reference or args.soak or args.otlp:
+            # The collector: a gRPC sink, built with Go's module cache.
             bins["otlp_sink"] = tmp / "otlp_sink"
             subprocess.run(["go", "build", "-o", str(bins["otlp_sink"]), "."], cwd=ROOT / "bench" / "otlp_sink",
                            check=True)
@@ -743,9 +795,14 @@ def main():
             churn_runs = [(20, 25)] if q else [(20, 600), (1000, 120)]
             if args.churn:
                 churn_runs = [tuple(int(x) for x in c.split(":", 1)) for c in args.churn]
+            if args.soak:
+                results["churn"] = measure_churn(procs, bins, tmp, 20, args.soak, 30, args.reference,
+                                                 trials=args.trials, otlp=True)
+                raise Done
             if args.only_churn:
                 results["churn"] = [r for hz, secs in churn_runs
-                                    for r in measure_churn(procs, bins, tmp, hz, secs, 30, args.reference, trials=args.trials)]
+                                    for r in measure_churn(procs, bins, tmp, hz, secs, 30, args.reference,
+                                                           trials=args.trials, otlp=args.otlp)]
                 raise Done
             results["agent"] = []
             results["perf"] = []
@@ -772,7 +829,8 @@ def main():
             log("unwind tables")
             results["unwind"] = measure_unwind_tables(tmp)
             results["churn"] = [r for hz, secs in churn_runs
-                                for r in measure_churn(procs, bins, tmp, hz, secs, 30, args.reference, trials=args.trials)]
+                                for r in measure_churn(procs, bins, tmp, hz, secs, 30, args.reference,
+                                                       trials=args.trials, otlp=args.otlp)]
         except Done:
             pass
         finally:

@@ -68,8 +68,10 @@
 //!   the page cache every second ([`FileSymbolizer::release_pages`]).
 //!
 //! Beyond the budget the least recently used files are dropped (their
-//! answers stay cached); a file over the budget on its own is given up
-//! for [`NativeConfig::retry_failed_after`]. The `memory_breakdown`
+//! answers stay cached); a file whose load alone takes more than 3/4 of
+//! the budget is given up for [`NativeConfig::retry_failed_after`], one
+//! that its lookups grew over the budget is dropped and loaded again at
+//! the next new address. The `memory_breakdown`
 //! example measures all of this file by file with a counting allocator;
 //! `docs/memory.md` has the figures.
 #![deny(missing_docs)]

@@ -37,7 +37,9 @@ pub struct NativeConfig {
     /// large for [`DebugConfig::max_dwarf_bytes`] is not loaded at all.
     /// Default 24 MiB: with the 8 MiB DWARF limit, room for a few files
     /// with DWARF and the symbols of a few hundred files (a 150 MB
-    /// library's 100,000 symbols: 1.6 MiB), within the agent's 60 MB.
+    /// library's 100,000 symbols: 1.2 MiB). 12 MiB took 7 MiB off the
+    /// steady RSS of the churn soak but loaded files 4 times a second
+    /// (docs/memory.md, session 8).
     pub max_file_bytes: u64,
     /// Most cached (file, address) answers (about 150 bytes each).
     /// Default 16,384.
@@ -161,11 +163,14 @@ struct Slot {
     state: State,
     last_used: u64,
     cost: u64,
+    /// The cost once loaded, before lookups parsed DWARF units: what
+    /// loading it again takes.
+    loaded_cost: u64,
 }
 
 impl Slot {
     fn new(state: State, tick: u64, cost: u64) -> Slot {
-        Slot { state, last_used: tick, cost }
+        Slot { state, last_used: tick, cost, loaded_cost: cost }
     }
 }
 
@@ -504,6 +509,7 @@ impl NativeSymbolizer {
                         self.stats.loads_done += 1;
                         self.stats.files_loaded += 1;
                         slot.cost = file.cost();
+                        slot.loaded_cost = slot.cost;
                         self.stats.file_bytes += slot.cost;
                         slot.state = State::Loaded { file: Box::new(file), complete: true };
                     }
@@ -522,6 +528,7 @@ impl NativeSymbolizer {
             (Step::Symbols(file), State::Loading) => {
                 self.stats.files_loaded += 1;
                 slot.cost = file.cost();
+                slot.loaded_cost = slot.cost;
                 self.stats.file_bytes += slot.cost;
                 slot.state = State::Loaded { file: Box::new(file), complete: false };
             }
@@ -541,6 +548,7 @@ impl NativeSymbolizer {
                 let cost = file.cost();
                 self.stats.file_bytes = self.stats.file_bytes - slot.cost + cost;
                 slot.cost = cost;
+                slot.loaded_cost = cost;
             }
             // A result for a state it does not belong to (the slot was
             // replaced): ignored.
@@ -567,7 +575,14 @@ impl NativeSymbolizer {
             let Some(victim) = victim else {
                 break;
             };
-            let slot = if Some(victim) == keep {
+            // A file whose lookups grew it over the budget (the DWARF
+            // units they parsed), while loading it takes at most 3/4 of
+            // it, is dropped like any other: a new address loads it again
+            // (its answers so far stay cached) and it has a quarter of
+            // the budget to grow into before the next drop. Giving it up
+            // would leave its frames unnamed for `retry_failed_after`.
+            let regrows = self.files.get(&victim).is_some_and(|s| s.loaded_cost <= self.config.max_file_bytes / 4 * 3);
+            let slot = if Some(victim) == keep && !regrows {
                 // Over the budget on its own: given up for a while (as a
                 // failed load), rather than loaded again at the next
                 // address.
@@ -576,7 +591,7 @@ impl NativeSymbolizer {
                 };
                 let state = std::mem::replace(&mut slot.state, State::Failed(Instant::now()));
                 let cost = std::mem::take(&mut slot.cost);
-                Slot { state, last_used: 0, cost }
+                Slot { state, last_used: 0, cost, loaded_cost: slot.loaded_cost }
             } else {
                 let Some(slot) = self.files.remove(&victim) else {
                     break;

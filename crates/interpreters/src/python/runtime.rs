@@ -13,9 +13,12 @@ use profiler_trace::{FrameKind, SourceLine};
 use std::any::Any;
 use std::sync::Arc;
 
-/// Bounds on the code objects a namer caches: entries and bytes.
-const MAX_CACHED_CODES: usize = 65_536;
-const MAX_CACHED_BYTES: usize = 32 << 20;
+/// Bounds on the code objects a namer caches: entries and bytes. Under
+/// process churn every new interpreter's code objects are new entries:
+/// at 32 MiB the cache grew for the whole 10-minute soak (docs/memory.md,
+/// session 8).
+const MAX_CACHED_CODES: usize = 16_384;
+const MAX_CACHED_BYTES: usize = 4 << 20;
 
 // The unwinder reads this much of a frame; every layout fits in it.
 const _: () = assert!(FRAME_READ_MAX == profiler_bpf::PYTHON_FRAME_READ_MAX);

@@ -243,6 +243,49 @@ fn the_byte_budget_holds_over_many_files() {
 }
 
 #[test]
+fn a_file_its_lookups_grow_over_the_budget_is_loaded_again() {
+    let dir = test_dir("memory-regrow");
+    let Some(bin) = rust_program(&dir) else {
+        return; // skipped without rustc, failed under CI (have)
+    };
+    let debug = DebugConfig { max_dwarf_bytes: 1 << 30, ..DebugConfig::default() };
+    let addrs = function_addresses(&bin, 2000);
+    // What it takes loaded, and after every lookup (the DWARF units parsed).
+    let (loaded, grown) = {
+        let f = FileSymbolizer::load(&FileSource::new(&bin), &debug).expect("load");
+        let loaded = f.cost();
+        for &a in &addrs {
+            f.symbolize(a);
+        }
+        (loaded, f.cost())
+    };
+    // Its load fits in 3/4 of the budget; its lookups do not fit.
+    let budget = loaded / 3 * 4 + 4096;
+    assert!(grown > budget + (budget >> 3), "lookups grow {loaded} to {grown} only: the test needs more");
+    let id = table_key_of_path(&bin).expect("id");
+    let mut s = NativeSymbolizer::new(NativeConfig { max_file_bytes: budget, debug, ..NativeConfig::default() })
+        .expect("start");
+    let mut named = 0;
+    for &a in &addrs {
+        let mut answer = s.symbolize(id, a, || FileSource::new(&bin));
+        if answer == Symbolized::Pending {
+            assert!(s.wait_for_loads(Duration::from_secs(600)));
+            answer = s.symbolize(id, a, || FileSource::new(&bin));
+        }
+        assert_ne!(answer, Symbolized::Unknown(Reason::LoadFailed), "{a:#x}: given up");
+        if matches!(answer, Symbolized::Lines { .. }) {
+            named += 1;
+        }
+        let st = s.stats();
+        assert!(st.file_bytes <= budget, "{} > {budget}: {st:?}", st.file_bytes);
+    }
+    let st = s.stats();
+    assert!(named > addrs.len() / 2, "{named} of {} named: {st:?}", addrs.len());
+    assert!(st.file_evictions >= 1 && st.reloads >= 1, "{st:?}");
+    assert_eq!(st.loads_failed, 0, "{st:?}");
+}
+
+#[test]
 fn symbols_answer_while_dwarf_loads() {
     if !have("gcc") {
         return;
