@@ -151,7 +151,7 @@ fn fpm_worker_requests_carry_the_chain() {
             let mut served = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let body = fastcgi::get(&socket, &path);
-                assert!(body.contains("chain 350000"), "the request's answer: {body}");
+                assert!(body.contains("chain 3500000"), "the request's answer: {body}");
                 served += 1;
             }
             served

@@ -57,12 +57,23 @@ for line in "${kernels[@]}"; do
   # vng's exit code is not the suite's when virtme falls back to the
   # console for the script (it does with Debian's modular kernels): the
   # results in $out decide, and a VM that never ran the suite leaves none.
-  vng_rc=0
-  timeout 900 vng --run "$(kimg_of "$version")" --disable-microvm "${vng_accel[@]}" \
-    --memory 3G --cpus 2 --rwdir="$run/out" --verbose \
-    --exec "$repo/tests/kernels/smoke.sh $agent $run/work $out $seconds" \
-    >"$run/out/$version.console" 2>&1 </dev/null || vng_rc=$?
-  echo "  (VM ran $(( $(date +%s) - start )) s; vng exit code $vng_rc)"
+  # A guest that dies before the suite starts (no $out/uname: an emulated
+  # boot has panicked in early boot here, before any of our code ran) is
+  # booted once more, and says so; a suite that started is never re-run.
+  for boot in 1 2; do
+    vng_rc=0
+    timeout 900 vng --run "$(kimg_of "$version")" --disable-microvm "${vng_accel[@]}" \
+      --memory 3G --cpus 2 --rwdir="$run/out" --verbose \
+      --exec "$repo/tests/kernels/smoke.sh $agent $run/work $out $seconds" \
+      >"$run/out/$version.console" 2>&1 </dev/null || vng_rc=$?
+    echo "  (VM ran $(( $(date +%s) - start )) s; vng exit code $vng_rc)"
+    [ -s "$out/uname" ] && break
+    if [ "$boot" = 1 ]; then
+      echo "  the guest died before the suite started; its console ends:"
+      tr -d '\r' <"$run/out/$version.console" | tail -n 15 | sed 's/^/    /'
+      echo "  booting $version once more"
+    fi
+  done
   if ! python3 "$repo/tests/kernels/check.py" "$out" "$expectation"; then
     failed+=("$version")
     echo "---- the end of the VM's console ----"

@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 /// was on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SamplingWindow {
+    /// Wall-clock time the switch began, nanoseconds since the Unix epoch
+    /// (read before the events were switched): the previous window ends
+    /// somewhere between this and `start_unix_ns`.
+    pub switch_began_unix_ns: u64,
     /// Wall-clock time the switch took effect, nanoseconds since the Unix
     /// epoch (read after the events were switched).
     pub start_unix_ns: u64,
@@ -71,16 +75,18 @@ pub(crate) fn run(
     let mut told = false;
     while !stop.load(Ordering::Relaxed) {
         let on = draws.sample_next(threshold);
+        let switch_began_unix_ns = crate::unix_now_ns();
         if let Err(e) = switch.set(on) {
             if !std::mem::replace(&mut told, true) {
                 crate::lock(notices).push(format!("probabilistic profiling could not switch sampling: {e}"));
             }
         }
+        let start_unix_ns = crate::unix_now_ns();
         let mut w = crate::lock(windows);
         if w.len() == MAX_WINDOWS {
             w.pop_front();
         }
-        w.push_back(SamplingWindow { start_unix_ns: crate::unix_now_ns(), on });
+        w.push_back(SamplingWindow { switch_began_unix_ns, start_unix_ns, on });
         drop(w);
         // From the switch, not on a fixed cadence: a late wake-up (a
         // loaded machine) does not shorten the next window.

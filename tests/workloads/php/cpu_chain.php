@@ -29,8 +29,10 @@ function a(Worker $w, int $n): int
 
 $w = new Worker();
 if (PHP_SAPI === 'fpm-fcgi') {
-    // One short request (a few milliseconds).
-    echo "chain ", a($w, 100000), "\n"; // line:request
+    // One request of a few milliseconds: long enough that the worker's
+    // time between requests (FastCGI, request start and end) stays a
+    // small part of its samples on a loaded machine.
+    echo "chain ", a($w, 1000000), "\n"; // line:request
     return;
 }
 while (true) {
