@@ -105,7 +105,7 @@ impl TraceBuilder {
         let pid = Pid(sample.pid);
         let snapshot = self.registry.get(pid);
         let process = match &snapshot {
-            Some(s) => s.info.clone(),
+            Some(s) => s.info.get(&sample.process_comm),
             None => self.unloaded_info(pid, &sample.process_comm),
         };
         let mut frames = Vec::with_capacity(sample.kernel_frames.len() + sample.user_frames.len());
@@ -187,7 +187,7 @@ impl TraceBuilder {
         let mut kind = FrameKind::Native;
         let mut lines = vec![];
         if let (Some(file), true) = (resolved.file, self.native.enabled()) {
-            let pid = snapshot.map(|s| s.info.pid).unwrap_or(Pid(0));
+            let pid = snapshot.map(|s| s.info.pid()).unwrap_or(Pid(0));
             let by_map_files = self.open_via_map_files;
             let source = || match &*mapping.path {
                 // No file to open: the image in the process's memory.
@@ -217,7 +217,7 @@ impl TraceBuilder {
     fn interpreter_build(&self, runtime: RuntimeId, snapshot: Option<&ProcessSnapshot>) -> Option<MappedFile> {
         let mappings = &snapshot?.mappings;
         let ids = mappings.iter().filter_map(|m| m.file.as_ref().map(|f| &f.table_key));
-        let pid = snapshot?.info.pid.0;
+        let pid = snapshot?.info.pid().0;
         let (table_key, file, process) = self.interpreters.find(runtime, pid, ids)?;
         let bias = mappings.iter().find(|m| m.file.as_ref().is_some_and(|f| f.table_key == table_key))?.bias?;
         Some(MappedFile { file, bias, process })

@@ -38,7 +38,7 @@ pub use manager::{
 };
 pub use profiler_elf::{GoUnwindStats, FOLLOWED_SWITCHES};
 pub use queue::{EventKind, EventQueue, LoadKind, PendingWork, QueueStats};
-pub use registry::{ProcessRegistry, ProcessSnapshot, ResolvedAddress, SnapshotMapping};
+pub use registry::{LazyProcessInfo, ProcessRegistry, ProcessSnapshot, ResolvedAddress, SnapshotMapping};
 pub use selection::{ProcessFilter, SelectorError, MAX_SELECTORS, MIN_CONTAINER_ID_PREFIX};
 
 /// Entry points of the fuzz targets (`fuzz/`). NOT PART OF THE API.

@@ -26,15 +26,15 @@ use crate::latency::{LatencyHistogram, LatencySummary};
 use crate::lru::UnusedFiles;
 use crate::maps::{parse_executable, query_executable, MapsEntry};
 use crate::pool::{AnalysisPool, Done, InternedDeltas, Job, Table, Waker};
-use crate::procfs::{read_info, read_memory, read_proc_file, read_proc_text, read_start_time};
+use crate::procfs::{read_memory, read_proc_file, read_start_time};
 use crate::queue::{LoadKind, PendingWork};
-use crate::registry::{ProcessRegistry, ProcessSnapshot, SnapshotMapping};
+use crate::registry::{LazyProcessInfo, ProcessRegistry, ProcessSnapshot, SnapshotMapping};
 use profiler_elf::source::{
     open_in_root, open_regular, path_in_root, stat_regular, table_key_of_bytes, table_key_of_opened, FileIdentity,
     OpenError, OpenedFile, Purpose, Refusals,
 };
 use profiler_elf::{file_id_of_bytes, file_id_of_file, DeltaWalk, ElfFile, RuleId, RuleInterner, UnwindRule};
-use profiler_trace::{FileId, Pid, ProcessInfo, TableKey};
+use profiler_trace::{FileId, Pid, TableKey};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -399,7 +399,7 @@ pub struct ProcessManager<L: UnwindLoader> {
     latency: LatencyHistogram,
     limits: ManagerLimits,
     stats: ManagerStats,
-    proc_root: PathBuf,
+    proc_root: Arc<Path>,
 }
 
 impl<L: UnwindLoader> ProcessManager<L> {
@@ -432,7 +432,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             latency: LatencyHistogram::default(),
             limits,
             stats: ManagerStats::default(),
-            proc_root: PathBuf::from("/proc"),
+            proc_root: Arc::from(Path::new("/proc")),
         }
     }
 
@@ -875,7 +875,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
         digest: u64,
         mappings: Vec<ProcessMapping>,
         files: &HashSet<TableKey>,
-    ) -> Option<Arc<ProcessInfo>> {
+    ) -> Option<Arc<LazyProcessInfo>> {
         let now = Instant::now();
         // Timed from the event that asked for this load (from now for a
         // process loaded without one); scheduled re-reads are not timed.
@@ -920,10 +920,10 @@ impl<L: UnwindLoader> ProcessManager<L> {
     /// Step 5: `pid`'s snapshot into the registry, then its mappings into
     /// the loader: a sample the BPF maps let through (and an interpreter
     /// attached on the way) always finds its process's files.
-    fn load(&mut self, pid: Pid, known_info: Option<Arc<ProcessInfo>>, snapshot: Vec<SnapshotMapping>) {
+    fn load(&mut self, pid: Pid, known_info: Option<Arc<LazyProcessInfo>>, snapshot: Vec<SnapshotMapping>) {
         let info = known_info.unwrap_or_else(|| {
-            let comm = read_proc_text(&self.proc_root.join(pid.0.to_string()).join("comm"), 64).unwrap_or_default();
-            Arc::new(read_info(&self.proc_root, pid, comm.trim_end(), &self.limits.include_env_vars))
+            let start_time = self.processes.get(&pid).and_then(|p| p.start_time);
+            Arc::new(LazyProcessInfo::new(pid, start_time, self.proc_root.clone(), self.limits.include_env_vars.clone()))
         });
         self.registry.set(pid, ProcessSnapshot { info, mappings: snapshot });
         self.push_mappings(pid);
@@ -1369,7 +1369,8 @@ mod tests {
         assert_eq!(m.stats().processes, 2);
         assert_eq!(m.stats().load_latency.count, 2);
         let snap = registry.get(pa).unwrap();
-        assert_eq!(&*snap.info.executable_name, "sleep");
+        assert!(snap.info.read().is_none(), "read at the first reported sample, not at the load");
+        assert_eq!(&*snap.info.get("not-used").executable_name, "sleep");
         let libc = snap.mappings.iter().find(|s| s.mapping.path.contains("libc.so")).expect("libc mapped");
         assert!(libc.mapping.file_id.is_some() && libc.mapping.gnu_build_id.is_some());
         assert!(snap.mappings.iter().any(|s| s.mapping.path.as_ref() == "[vdso]" && s.file.is_some()));

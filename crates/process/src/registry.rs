@@ -3,9 +3,11 @@
 //! clone an `Arc`.
 
 use crate::files::ExecutableFile;
+use crate::procfs::{read_info, read_start_time};
 use profiler_trace::{Mapping, Pid, ProcessInfo};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// One executable mapping of a process.
 #[derive(Clone, Debug)]
@@ -34,8 +36,8 @@ pub struct ResolvedAddress<'a> {
 /// A process as loaded at one moment.
 #[derive(Clone, Debug)]
 pub struct ProcessSnapshot {
-    /// Who the process is.
-    pub info: Arc<ProcessInfo>,
+    /// Who the process is (read at its first reported sample).
+    pub info: Arc<LazyProcessInfo>,
     /// Executable mappings, sorted by start.
     pub mappings: Vec<SnapshotMapping>,
 }
@@ -53,6 +55,59 @@ impl ProcessSnapshot {
             file: m.file.as_ref(),
             vaddr: m.bias.map(|b| address.wrapping_sub(b)),
         })
+    }
+}
+
+/// Who a process is, read from `/proc` when its first sample is reported
+/// rather than when it is loaded: most processes of a churn are never
+/// sampled, and their `exe`, `cgroup` and `environ` were the largest part
+/// of a load. Read once per process (the same for each re-read of its
+/// maps).
+#[derive(Debug)]
+pub struct LazyProcessInfo {
+    pid: Pid,
+    /// The start time seen at the load: a pid reused since is not read.
+    start_time: Option<u64>,
+    proc_root: Arc<Path>,
+    env_names: Arc<[Arc<str>]>,
+    info: OnceLock<Arc<ProcessInfo>>,
+}
+
+impl LazyProcessInfo {
+    pub(crate) fn new(
+        pid: Pid,
+        start_time: Option<u64>,
+        proc_root: Arc<Path>,
+        env_names: Arc<[Arc<str>]>,
+    ) -> LazyProcessInfo {
+        LazyProcessInfo { pid, start_time, proc_root, env_names, info: OnceLock::new() }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// The process's info, read now if it was not yet; `comm` names it
+    /// when it is gone by then (or its pid was reused), with no
+    /// executable path, container or environment.
+    pub fn get(&self, comm: &str) -> Arc<ProcessInfo> {
+        self.info
+            .get_or_init(|| {
+                let info = read_info(&self.proc_root, self.pid, comm, &self.env_names);
+                // Read after the info: the same start time means the info
+                // was the loaded process's.
+                if self.start_time.is_some() && read_start_time(&self.proc_root, self.pid) != self.start_time {
+                    return Arc::new(ProcessInfo::named(self.pid, comm));
+                }
+                Arc::new(info)
+            })
+            .clone()
+    }
+
+    /// The info if it was read.
+    pub fn read(&self) -> Option<&Arc<ProcessInfo>> {
+        self.info.get()
     }
 }
 
@@ -94,5 +149,36 @@ impl ProcessRegistry {
 
     pub(crate) fn remove(&self, pid: Pid) {
         self.lock().remove(&pid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lazy(pid: u32, start_time: Option<u64>) -> LazyProcessInfo {
+        LazyProcessInfo::new(Pid(pid), start_time, Arc::from(Path::new("/proc")), Arc::new([]))
+    }
+
+    #[test]
+    fn info_is_read_once_and_only_for_the_loaded_process() {
+        let me = std::process::id();
+        let start = read_start_time(Path::new("/proc"), Pid(me));
+        assert!(start.is_some());
+        let info = lazy(me, start);
+        assert!(info.read().is_none());
+        let read = info.get("fallback");
+        let exe = std::env::current_exe().unwrap();
+        assert_eq!(&*read.executable_path, exe.to_str().unwrap());
+        assert!(Arc::ptr_eq(&read, &info.get("other")), "read once");
+        // Another start time: the pid was reused since the load.
+        let reused = lazy(me, start.map(|s| s + 1)).get("old-comm");
+        assert_eq!(*reused, ProcessInfo::named(Pid(me), "old-comm"));
+        // Gone: named by the sample's comm.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let gone = lazy(pid, Some(1)).get("true");
+        assert_eq!(*gone, ProcessInfo::named(Pid(pid), "true"));
     }
 }

@@ -231,6 +231,21 @@ pub struct ProcessInfo {
     pub env_vars: Vec<(Arc<str>, Arc<str>)>,
 }
 
+impl ProcessInfo {
+    /// A process known by its name alone (gone before it could be read).
+    pub fn named(pid: Pid, name: &str) -> ProcessInfo {
+        let name: Arc<str> = Arc::from(name);
+        ProcessInfo {
+            pid,
+            executable_path: Arc::from(""),
+            executable_name: name.clone(),
+            container_id: None,
+            service_name: name,
+            env_vars: Vec::new(),
+        }
+    }
+}
+
 /// One sampled stack of one thread.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Trace {
