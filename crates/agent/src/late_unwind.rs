@@ -39,6 +39,11 @@ pub(crate) trait LateTables {
     /// not loaded for it never will be (the manager loads live processes
     /// only, and unloads a process at its exit).
     fn process_exists(&mut self, pid: u32) -> bool;
+    /// Table lookups made in the kernel's maps, and those answered from
+    /// caches instead.
+    fn lookups(&self) -> (u64, u64) {
+        (0, 0)
+    }
 }
 
 /// Whether `pid` exists (a zombie still does), by signal 0: one syscall.
@@ -63,6 +68,11 @@ impl LateTables for MapTables {
 
     fn process_exists(&mut self, pid: u32) -> bool {
         pid_exists(pid)
+    }
+
+    fn lookups(&self) -> (u64, u64) {
+        let c = self.lookup_counts();
+        (c.map_lookups, c.cache_hits)
     }
 }
 
@@ -96,6 +106,10 @@ pub(crate) struct LateUnwindCounts {
     /// Samples that went on without late unwinding because their process
     /// was not loaded in time, or exited before it was.
     pub timed_out: u64,
+    /// Lookups in the unwinder's BPF maps (system calls).
+    pub map_lookups: u64,
+    /// Table answers taken from caches instead.
+    pub cached_lookups: u64,
 }
 
 struct Pending {
@@ -132,7 +146,8 @@ impl<T: LateTables> LateUnwinder<T> {
         }
     }
 
-    pub(crate) fn counts(&self) -> &LateUnwindCounts {
+    pub(crate) fn counts(&mut self) -> &LateUnwindCounts {
+        (self.counts.map_lookups, self.counts.cached_lookups) = self.tables.lookups();
         &self.counts
     }
 

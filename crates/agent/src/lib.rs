@@ -551,6 +551,8 @@ impl Agent {
             late_unwind_stops: late.stops.iter().map(|(r, n)| (r.as_str().to_string(), *n)).collect(),
             late_unwind_dropped_queue_full: late.dropped_queue_full + s.stack_copies_backlogged.load(Ordering::Relaxed),
             late_unwind_timed_out: late.timed_out,
+            late_unwind_map_lookups: late.map_lookups,
+            late_unwind_cached_lookups: late.cached_lookups,
             panics_reader: s.panics_reader.load(Ordering::Relaxed),
             panics_reporter: s.panics_reporter.load(Ordering::Relaxed),
             panics_process_manager: s.panics_process_manager.load(Ordering::Relaxed),

@@ -255,6 +255,12 @@ pub struct Stats {
     /// Copies given up because their process was not loaded in time; their
     /// samples went on with their leaf only.
     pub late_unwind_timed_out: u64,
+    /// Lookups the late unwinder made in the unwinder's BPF maps (one
+    /// system call each).
+    pub late_unwind_map_lookups: u64,
+    /// Rule ids and rules the late unwinder took from its caches instead
+    /// of the maps.
+    pub late_unwind_cached_lookups: u64,
     /// Panics caught on the ring buffer reader thread (each cost one
     /// sample; the thread went on).
     pub panics_reader: u64,

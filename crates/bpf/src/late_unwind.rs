@@ -23,11 +23,17 @@ use crate::types::{
     RULE_KIND_CFA_DEREF, RULE_KIND_PLT, RULE_KIND_STACK_SWITCH,
 };
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use std::collections::HashMap;
 
 /// The BPF unwinder's bounds, which user space follows too.
 const MAX_STACK_SWITCHES: u8 = c::MAX_STACK_SWITCHES as u8;
 /// Delta arrays kept open between lookups (by map id).
 const OPEN_ARRAYS: usize = 8;
+/// Rule ids remembered by (file, address): a rule id costs a dozen map
+/// lookups (system calls) and the same return addresses come back in
+/// stack after stack. A file's tables never change under its id, so an
+/// answer stays true; the cache is emptied when full.
+const CACHED_RULE_IDS: usize = 16_384;
 
 /// What a process's ranges (`process_ranges`) say about an address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,6 +198,21 @@ pub struct MapTables {
     unwind_rules: MapHandle,
     /// Delta arrays opened by id, most recent last.
     arrays: Vec<(u32, MapHandle)>,
+    /// Found rule ids by (table key, ELF address) (see [`CACHED_RULE_IDS`]).
+    rule_ids: HashMap<(u64, u64), u16>,
+    /// Rules by id: ids are handed out once and never reused.
+    rules: HashMap<u16, UnwindRuleValue>,
+    /// Map lookups made, and answers taken from the caches instead.
+    lookups: LookupCounts,
+}
+
+/// What [`MapTables`] asked the kernel, and what its caches answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LookupCounts {
+    /// Map lookups (each a system call).
+    pub map_lookups: u64,
+    /// Rule ids and rules answered from the caches.
+    pub cache_hits: u64,
 }
 
 impl MapTables {
@@ -202,7 +223,22 @@ impl MapTables {
         file_deltas: MapHandle,
         unwind_rules: MapHandle,
     ) -> MapTables {
-        MapTables { process_ranges, range_chunks, delta_pages, file_deltas, unwind_rules, arrays: Vec::new() }
+        MapTables {
+            process_ranges,
+            range_chunks,
+            delta_pages,
+            file_deltas,
+            unwind_rules,
+            arrays: Vec::new(),
+            rule_ids: HashMap::new(),
+            rules: HashMap::new(),
+            lookups: LookupCounts::default(),
+        }
+    }
+
+    /// The lookups made so far.
+    pub fn lookup_counts(&self) -> LookupCounts {
+        self.lookups
     }
 
     /// Whether the unwinder can unwind `address` of `pid`: the address
@@ -223,6 +259,7 @@ impl MapTables {
     }
 
     fn delta_array(&mut self, file_id: u64) -> Option<&MapHandle> {
+        self.lookups.map_lookups += 1;
         let value = self.file_deltas.lookup(&file_id.to_ne_bytes(), MapFlags::ANY).ok()??;
         let id = u32::from_ne_bytes(value.get(..4)?.try_into().ok()?);
         if let Some(i) = self.arrays.iter().position(|(open, _)| *open == id) {
@@ -249,6 +286,7 @@ fn delta_at(array: &MapHandle, index: u32) -> Option<u32> {
 impl UnwindTables for MapTables {
     fn mapping(&mut self, pid: u32, address: u64) -> TableMapping {
         // The same two searches as lookup_mapping (mappings.bpf.h).
+        self.lookups.map_lookups += 2;
         let Some(process) = self
             .process_ranges
             .lookup(&pid.to_ne_bytes(), MapFlags::ANY)
@@ -285,13 +323,43 @@ impl UnwindTables for MapTables {
     }
 
     fn rule_id(&mut self, file_id: u64, vaddr: u64) -> Result<u16, UnwindStop> {
+        if let Some(&id) = self.rule_ids.get(&(file_id, vaddr)) {
+            self.lookups.cache_hits += 1;
+            return Ok(id);
+        }
+        let id = self.search_rule_id(file_id, vaddr)?;
+        if self.rule_ids.len() >= CACHED_RULE_IDS {
+            self.rule_ids.clear();
+        }
+        self.rule_ids.insert((file_id, vaddr), id);
+        Ok(id)
+    }
+
+    fn rule(&mut self, id: u16) -> Option<UnwindRuleValue> {
+        if let Some(&rule) = self.rules.get(&id) {
+            self.lookups.cache_hits += 1;
+            return Some(rule);
+        }
+        self.lookups.map_lookups += 1;
+        let value = self.unwind_rules.lookup(&u32::from(id).to_ne_bytes(), MapFlags::ANY).ok()??;
+        let rule = UnwindRuleValue::from_bytes(&value.as_slice().try_into().ok()?);
+        self.rules.insert(id, rule);
+        Some(rule)
+    }
+}
+
+impl MapTables {
+    /// `find_rule`'s binary search over the file's deltas, in the maps.
+    fn search_rule_id(&mut self, file_id: u64, vaddr: u64) -> Result<u16, UnwindStop> {
         let page = vaddr >> DELTA_PAGE_BITS;
+        self.lookups.map_lookups += 1;
         let value = match self.delta_pages.lookup(&delta_page_key(file_id, page), MapFlags::ANY) {
             Ok(Some(v)) if v.len() >= 8 => v,
             _ => return Err(UnwindStop::NoDeltas),
         };
         let first = u32::from_ne_bytes(value[..4].try_into().expect("4 bytes"));
         let mut n = u32::from_ne_bytes(value[4..8].try_into().expect("4 bytes"));
+        let mut reads = 0;
         let Some(array) = self.delta_array(file_id) else { return Err(UnwindStop::NoDeltas) };
         let target = (vaddr & ((1 << DELTA_PAGE_BITS) - 1)) as u16;
         let mut lo = 0u32;
@@ -300,6 +368,7 @@ impl UnwindTables for MapTables {
                 break;
             }
             let half = n / 2;
+            reads += 1;
             let entry = delta_at(array, first.wrapping_add(lo + half)).ok_or(UnwindStop::Internal)?;
             if entry as u16 <= target {
                 lo += half;
@@ -307,12 +376,8 @@ impl UnwindTables for MapTables {
             n -= half;
         }
         let entry = delta_at(array, first.wrapping_add(lo)).ok_or(UnwindStop::Internal)?;
+        self.lookups.map_lookups += reads + 1;
         Ok((entry >> 16) as u16)
-    }
-
-    fn rule(&mut self, id: u16) -> Option<UnwindRuleValue> {
-        let value = self.unwind_rules.lookup(&u32::from(id).to_ne_bytes(), MapFlags::ANY).ok()??;
-        Some(UnwindRuleValue::from_bytes(&value.as_slice().try_into().ok()?))
     }
 }
 

@@ -261,7 +261,8 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
             .collect();
         eprintln!(
             "  new processes:     {} stacks copied ({} KiB), {} unwound in user space to the root, {} stopped early{}; \
-             not copied: {} over budget, {} unreadable; given up: {} queue full, {} not loaded in time",
+             not copied: {} over budget, {} unreadable; given up: {} queue full, {} not loaded in time; \
+             {} table lookups in the maps ({} cached)",
             s.late_unwind_copies,
             s.late_unwind_copy_bytes / 1024,
             s.late_unwind_complete,
@@ -270,7 +271,9 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
             s.late_unwind_copies_skipped,
             s.late_unwind_copies_failed,
             s.late_unwind_dropped_queue_full,
-            s.late_unwind_timed_out
+            s.late_unwind_timed_out,
+            s.late_unwind_map_lookups,
+            s.late_unwind_cached_lookups
         );
     }
     for (runtime, _) in &s.runtimes.0 {

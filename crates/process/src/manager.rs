@@ -923,7 +923,12 @@ impl<L: UnwindLoader> ProcessManager<L> {
     fn load(&mut self, pid: Pid, known_info: Option<Arc<LazyProcessInfo>>, snapshot: Vec<SnapshotMapping>) {
         let info = known_info.unwrap_or_else(|| {
             let start_time = self.processes.get(&pid).and_then(|p| p.start_time);
-            Arc::new(LazyProcessInfo::new(pid, start_time, self.proc_root.clone(), self.limits.include_env_vars.clone()))
+            Arc::new(LazyProcessInfo::new(
+                pid,
+                start_time,
+                self.proc_root.clone(),
+                self.limits.include_env_vars.clone(),
+            ))
         });
         self.registry.set(pid, ProcessSnapshot { info, mappings: snapshot });
         self.push_mappings(pid);
