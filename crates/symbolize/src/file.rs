@@ -427,6 +427,22 @@ impl FileSymbolizer {
         }
     }
 
+    /// The maps of files this symbolizer reads after its load (some
+    /// possibly repeated), for a release after the lookups
+    /// ([`crate::release::PageReleaser`]).
+    pub(crate) fn maps(&self) -> Vec<std::sync::Weak<crate::filemap::FileMap>> {
+        let symbols = self.symbols.as_ref().map(|s| s.backing());
+        let dwarf = self.dwarf.iter().flat_map(|(d, _)| d.file_backings());
+        symbols
+            .into_iter()
+            .chain(dwarf)
+            .filter_map(|b| match b {
+                crate::filemap::Backing::Map(m) => Some(std::sync::Arc::downgrade(m)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The source lines of ELF virtual address `vaddr`, innermost
     /// (inlined) first, the containing function last, and which source
     /// named them; `None` when no source covers the address.

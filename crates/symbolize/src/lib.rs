@@ -86,6 +86,7 @@ mod filemap;
 mod heap;
 mod kallsyms;
 mod native;
+mod release;
 mod source;
 mod symtab;
 

@@ -3,7 +3,7 @@
 //! a file still loading says so ([`Symbolized::Pending`]) instead of
 //! waiting.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,7 @@ use profiler_trace::{SourceLine, TableKey};
 use crate::cache::NameCache;
 use crate::debugfile::DebugConfig;
 use crate::file::{DwarfPart, FileSymbolizer, LineSource};
+use crate::release::PageReleaser;
 use crate::source::{FileSource, LoadError};
 
 /// Settings of a [`NativeSymbolizer`].
@@ -287,6 +288,13 @@ pub struct NativeSymbolizer {
     released_at: Instant,
     /// Ids of the files evicted last, oldest first.
     recently_evicted: VecDeque<TableKey>,
+    /// Drops the file pages lookups read a moment later (None when
+    /// disabled).
+    releaser: Option<PageReleaser>,
+    /// Files whose maps wait for the releaser's next release
+    /// ([`PageReleaser::generation`] `queued_at`).
+    queued: HashSet<TableKey>,
+    queued_at: u64,
 }
 
 impl std::fmt::Debug for NativeSymbolizer {
@@ -320,6 +328,7 @@ impl NativeSymbolizer {
         } else {
             None
         };
+        let releaser = if config.enabled { Some(PageReleaser::start()?) } else { None };
         Ok(NativeSymbolizer {
             addresses: NameCache::new(config.max_addresses),
             config,
@@ -332,6 +341,9 @@ impl NativeSymbolizer {
             stats: NativeStats::default(),
             released_at: Instant::now(),
             recently_evicted: VecDeque::new(),
+            releaser,
+            queued: HashSet::new(),
+            queued_at: 0,
         })
     }
 
@@ -376,6 +388,16 @@ impl NativeSymbolizer {
                 slot.last_used = tick;
                 match &slot.state {
                     State::Loaded { file, complete } => {
+                        if let Some(releaser) = &self.releaser {
+                            let generation = releaser.generation();
+                            if generation != self.queued_at {
+                                self.queued.clear();
+                                self.queued_at = generation;
+                            }
+                            if self.queued.insert(file_id) {
+                                releaser.queue(file.maps());
+                            }
+                        }
                         // Lookups parse DWARF; a bug there must not take
                         // the caller down: the file is then given up.
                         let looked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| file.symbolize(vaddr)));
