@@ -10,7 +10,7 @@
 //! end before their load, and holding each for the whole timeout kept
 //! megabytes of copies that could never be unwound.
 
-use profiler_bpf::{LateUnwind, MapTables, RawSample, StackCopy, UnwindStop, UserFrame};
+use profiler_bpf::{LateUnwind, LookupCounts, MapTables, RawSample, StackCopy, UnwindStop, UserFrame};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -41,8 +41,8 @@ pub(crate) trait LateTables {
     fn process_exists(&mut self, pid: u32) -> bool;
     /// Table lookups made in the kernel's maps, and those answered from
     /// caches instead.
-    fn lookups(&self) -> (u64, u64) {
-        (0, 0)
+    fn lookups(&self) -> LookupCounts {
+        LookupCounts::default()
     }
 }
 
@@ -70,9 +70,8 @@ impl LateTables for MapTables {
         pid_exists(pid)
     }
 
-    fn lookups(&self) -> (u64, u64) {
-        let c = self.lookup_counts();
-        (c.map_lookups, c.cache_hits)
+    fn lookups(&self) -> LookupCounts {
+        self.lookup_counts()
     }
 }
 
@@ -106,10 +105,8 @@ pub(crate) struct LateUnwindCounts {
     /// Samples that went on without late unwinding because their process
     /// was not loaded in time, or exited before it was.
     pub timed_out: u64,
-    /// Lookups in the unwinder's BPF maps (system calls).
-    pub map_lookups: u64,
-    /// Table answers taken from caches instead.
-    pub cached_lookups: u64,
+    /// Lookups in the unwinder's BPF maps, and answers from caches.
+    pub lookups: LookupCounts,
 }
 
 struct Pending {
@@ -146,9 +143,8 @@ impl<T: LateTables> LateUnwinder<T> {
         }
     }
 
-    pub(crate) fn counts(&mut self) -> &LateUnwindCounts {
-        (self.counts.map_lookups, self.counts.cached_lookups) = self.tables.lookups();
-        &self.counts
+    pub(crate) fn counts(&self) -> LateUnwindCounts {
+        LateUnwindCounts { lookups: self.tables.lookups(), ..self.counts.clone() }
     }
 
     /// Samples held now.

@@ -551,8 +551,8 @@ impl Agent {
             late_unwind_stops: late.stops.iter().map(|(r, n)| (r.as_str().to_string(), *n)).collect(),
             late_unwind_dropped_queue_full: late.dropped_queue_full + s.stack_copies_backlogged.load(Ordering::Relaxed),
             late_unwind_timed_out: late.timed_out,
-            late_unwind_map_lookups: late.map_lookups,
-            late_unwind_cached_lookups: late.cached_lookups,
+            late_unwind_map_lookups: late.lookups.map_lookups,
+            late_unwind_cached_lookups: late.lookups.cache_hits,
             panics_reader: s.panics_reader.load(Ordering::Relaxed),
             panics_reporter: s.panics_reporter.load(Ordering::Relaxed),
             panics_process_manager: s.panics_process_manager.load(Ordering::Relaxed),
@@ -745,7 +745,7 @@ impl<T: LateTables> Reporter<'_, T> {
                         self.shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
                     }
                     self.emit_all(&mut ready);
-                    *lock(&self.shared.late) = self.late.counts().clone();
+                    *lock(&self.shared.late) = self.late.counts();
                     self.publish_symbolizer_stats();
                     let end = unix_now_ns();
                     for sink in std::mem::take(&mut self.sinks) {
@@ -769,7 +769,7 @@ impl<T: LateTables> Reporter<'_, T> {
             }
             if !ready.is_empty() {
                 self.emit_all(&mut ready);
-                *lock(&self.shared.late) = self.late.counts().clone();
+                *lock(&self.shared.late) = self.late.counts();
             }
             if Instant::now() >= deadline {
                 trim_allocator();

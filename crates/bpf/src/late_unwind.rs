@@ -286,7 +286,7 @@ fn delta_at(array: &MapHandle, index: u32) -> Option<u32> {
 impl UnwindTables for MapTables {
     fn mapping(&mut self, pid: u32, address: u64) -> TableMapping {
         // The same two searches as lookup_mapping (mappings.bpf.h).
-        self.lookups.map_lookups += 2;
+        self.lookups.map_lookups += 1;
         let Some(process) = self
             .process_ranges
             .lookup(&pid.to_ne_bytes(), MapFlags::ANY)
@@ -304,6 +304,7 @@ impl UnwindTables for MapTables {
         let index = process.chunk_start[..chunks].partition_point(|&start| start <= address);
         let Some(index) = index.checked_sub(1) else { return TableMapping::UnknownPc };
         let key = range_chunk_key(pid, process.generation, index as u32);
+        self.lookups.map_lookups += 1;
         let Some(chunk) =
             self.range_chunks.lookup(&key, MapFlags::ANY).ok().flatten().and_then(|v| RangeChunk::from_bytes(&v))
         else {
@@ -358,27 +359,36 @@ impl MapTables {
             _ => return Err(UnwindStop::NoDeltas),
         };
         let first = u32::from_ne_bytes(value[..4].try_into().expect("4 bytes"));
-        let mut n = u32::from_ne_bytes(value[4..8].try_into().expect("4 bytes"));
-        let mut reads = 0;
+        let n = u32::from_ne_bytes(value[4..8].try_into().expect("4 bytes"));
         let Some(array) = self.delta_array(file_id) else { return Err(UnwindStop::NoDeltas) };
         let target = (vaddr & ((1 << DELTA_PAGE_BITS) - 1)) as u16;
-        let mut lo = 0u32;
-        for _ in 0..DELTA_SEARCH_STEPS {
-            if n <= 1 {
-                break;
-            }
-            let half = n / 2;
-            reads += 1;
-            let entry = delta_at(array, first.wrapping_add(lo + half)).ok_or(UnwindStop::Internal)?;
-            if entry as u16 <= target {
-                lo += half;
-            }
-            n -= half;
-        }
-        let entry = delta_at(array, first.wrapping_add(lo)).ok_or(UnwindStop::Internal)?;
-        self.lookups.map_lookups += reads + 1;
-        Ok((entry >> 16) as u16)
+        let mut reads = 0;
+        let entry = search_page(array, first, n, target, &mut reads);
+        self.lookups.map_lookups += reads;
+        Ok((entry? >> 16) as u16)
     }
+}
+
+/// The search within one page's `n` deltas from entry `first`: the last
+/// whose offset is at most `target`. Counts its reads of the array in
+/// `reads`, also when one fails.
+fn search_page(array: &MapHandle, first: u32, mut n: u32, target: u16, reads: &mut u64) -> Result<u32, UnwindStop> {
+    let mut read = |index: u32| {
+        *reads += 1;
+        delta_at(array, first.wrapping_add(index)).ok_or(UnwindStop::Internal)
+    };
+    let mut lo = 0u32;
+    for _ in 0..DELTA_SEARCH_STEPS {
+        if n <= 1 {
+            break;
+        }
+        let half = n / 2;
+        if read(lo + half)? as u16 <= target {
+            lo += half;
+        }
+        n -= half;
+    }
+    read(lo)
 }
 
 #[cfg(test)]

@@ -55,7 +55,7 @@ pub use go_labels::{
     MAX_GO_LABEL_PROCESSES,
 };
 pub use interpreter_maps::{InterpreterFileValue, InterpreterMaps, InterpreterProcessValue, MAX_INTERPRETER_PROCESSES};
-pub use late_unwind::{LateUnwind, MapTables};
+pub use late_unwind::{LateUnwind, LookupCounts, MapTables};
 pub use off_cpu::{OffCpuJoinCounts, MAX_PENDING_OFF_CPU};
 pub use perf::online_cpus;
 pub use reader::SampleReader;

@@ -3,7 +3,7 @@
 //! (symbols and Go's table first, DWARF after) so that a file can answer
 //! with its symbols while its DWARF loads.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -77,8 +77,6 @@ pub struct FileSymbolizer {
     code: Vec<Range<u64>>,
     names: RefCell<Names>,
     info: FileInfo,
-    /// A lookup read the file since its pages were last released.
-    touched: Cell<bool>,
 }
 
 /// Bytes of executable sections outside `text` (alignment padding and
@@ -337,7 +335,6 @@ impl FileSymbolizer {
             code,
             names: RefCell::new(Names::default()),
             info,
-            touched: Cell::new(false),
         };
         (file, job)
     }
@@ -413,20 +410,6 @@ impl FileSymbolizer {
             || self.dwarf.as_ref().is_some_and(|(d, _)| d.changed())
     }
 
-    /// Gives the file pages read since the last call back to the kernel
-    /// (they stay readable). Cheap when nothing was read.
-    pub fn release_pages(&self) {
-        if !self.touched.replace(false) {
-            return;
-        }
-        if let Some(s) = &self.symbols {
-            s.backing().release();
-        }
-        if let Some((d, _)) = &self.dwarf {
-            d.release_pages();
-        }
-    }
-
     /// The maps of files this symbolizer reads after its load (some
     /// possibly repeated), for a release after the lookups
     /// ([`crate::release::PageReleaser`]).
@@ -450,7 +433,6 @@ impl FileSymbolizer {
     /// For a return address, pass the address of the call (e.g. return
     /// address - 1), or the line after the call is reported.
     pub fn symbolize(&self, vaddr: u64) -> Option<(Vec<SourceLine>, LineSource)> {
-        self.touched.set(true);
         if self.changed() {
             // Truncated under the map: what it reads now is zero pages.
             return None;

@@ -65,7 +65,8 @@
 //!   [`DebugConfig::max_dwarf_bytes`] (8 MiB) is not loaded: the file is
 //!   named from its symbols (counted in [`NativeStats::dwarf_too_large`]);
 //! - files are mapped, not read: the pages lookups read are given back to
-//!   the page cache every second ([`FileSymbolizer::release_pages`]).
+//!   the page cache a second after the reads (the `symbolize-pages`
+//!   thread, `release.rs`).
 //!
 //! Beyond the budget the least recently used files are dropped (their
 //! answers stay cached); a file whose load alone takes more than 3/4 of

@@ -201,9 +201,6 @@ struct LoadResult {
     elapsed: Duration,
 }
 
-/// How often the file pages read by lookups are given back.
-const RELEASE_INTERVAL: Duration = Duration::from_secs(1);
-
 /// Blocks the worker while held; see [`NativeSymbolizer::hold_loads`].
 #[derive(Default)]
 struct Gate {
@@ -284,8 +281,6 @@ pub struct NativeSymbolizer {
     results: Receiver<LoadResult>,
     gates: Arc<Gates>,
     stats: NativeStats,
-    /// When lookups' file pages were last given back.
-    released_at: Instant,
     /// Ids of the files evicted last, oldest first.
     recently_evicted: VecDeque<TableKey>,
     /// Drops the file pages lookups read a moment later (None when
@@ -339,7 +334,6 @@ impl NativeSymbolizer {
             results,
             gates,
             stats: NativeStats::default(),
-            released_at: Instant::now(),
             recently_evicted: VecDeque::new(),
             releaser,
             queued: HashSet::new(),
@@ -430,7 +424,6 @@ impl NativeSymbolizer {
                     slot.cost = cost;
                 }
                 self.evict(Some(file_id));
-                self.release_pages_now_and_then();
                 if !complete {
                     // Named from symbols while DWARF loads: not cached,
                     // DWARF may name it better in a moment.
@@ -464,20 +457,6 @@ impl NativeSymbolizer {
                 Symbolized::Unknown(Reason::LoadFailed)
             }
             Next::Request => self.request(file_id, source()),
-        }
-    }
-
-    /// Gives the file pages lookups read back to the kernel, at most once
-    /// per [`RELEASE_INTERVAL`].
-    fn release_pages_now_and_then(&mut self) {
-        if self.released_at.elapsed() < RELEASE_INTERVAL {
-            return;
-        }
-        self.released_at = Instant::now();
-        for slot in self.files.values() {
-            if let State::Loaded { file, .. } = &slot.state {
-                file.release_pages();
-            }
         }
     }
 

@@ -1,8 +1,7 @@
 //! Gives the file pages lookups read back to the kernel a moment after
-//! the reads, even when no lookup follows: the symbolizer's own release
-//! (once a second, at a lookup) leaves the pages of an interval's last
-//! lookups mapped until the next interval's lookups, which is where the
-//! agent's RSS is sampled most of the time.
+//! the reads, even when no lookup follows (a release at the next lookup
+//! would leave an interval's last pages resident until the next
+//! interval, which is where the agent's RSS sits most of the time).
 //!
 //! The thread (`symbolize-pages`) sleeps until a map is queued, waits
 //! [`RELEASE_AFTER`] for the lookups in flight, then drops the pages of
