@@ -15,8 +15,12 @@
 //! `Display`), and [`KernelSymbol::bpf_program`] splits it. Programs come
 //! and go while the profiler runs: a lookup that lands in a BPF program
 //! reads the table again when it is older than
-//! [`KernelSymbolizer::BPF_REFRESH_INTERVAL`], so that a program loaded
-//! since is not named after its neighbour.
+//! [`KernelSymbolizer::BPF_REFRESH_INTERVAL`] and the ids of the loaded
+//! programs and links changed since it was read, so that a program loaded
+//! since is not named after its neighbour. (The profiler's own programs,
+//! which a churn of exec and exit events puts in many kernel stacks,
+//! never change while it runs: comparing ids costs a system call per
+//! program, reading the table about 50 ms of CPU.)
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -325,8 +329,12 @@ pub struct KernelSymbolizer {
     symbols: KernelSymbols,
     path: PathBuf,
     loaded_at: Instant,
+    /// The BPF objects when the table was read ([`bpf_objects`]).
+    bpf_objects: Option<Vec<u32>>,
+    list_bpf_objects: fn() -> Option<Vec<u32>>,
     min_reload_interval: Duration,
     reloads: u64,
+    bpf_checks: u64,
     /// Kernel and module functions by address looked up: the name and
     /// module as a frame shows them. Not BPF code (programs come and go)
     /// nor misses (a module may load): those go to the table each time.
@@ -345,10 +353,10 @@ impl std::fmt::Debug for KernelSymbolizer {
 }
 
 impl KernelSymbolizer {
-    /// A lookup landing in BPF code reads the table again when it is
-    /// older than this: programs are loaded and unloaded all the time, and
-    /// a program loaded since the last read would be named after the
-    /// symbol before it. (A read of kallsyms costs about 50 ms of CPU.)
+    /// A lookup landing in BPF code checks whether programs came or went
+    /// when the table is older than this: a program loaded since the last
+    /// read would be named after the symbol before it. (A read of
+    /// kallsyms costs about 50 ms of CPU.)
     pub const BPF_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
 
     /// Loads `/proc/kallsyms`.
@@ -361,13 +369,17 @@ impl KernelSymbolizer {
 
     /// Loads `path`; reloads at most every `min_reload_interval`.
     pub fn with_path(path: PathBuf, min_reload_interval: Duration) -> Result<KernelSymbolizer, KallsymsError> {
+        let listed = bpf_objects();
         let symbols = KernelSymbols::load_from(&path)?;
         Ok(KernelSymbolizer {
             symbols,
             path,
             loaded_at: Instant::now(),
+            bpf_objects: listed,
+            list_bpf_objects: bpf_objects,
             min_reload_interval,
             reloads: 0,
+            bpf_checks: 0,
             names: NameCache::new(Self::MAX_CACHED_NAMES),
         })
     }
@@ -397,12 +409,13 @@ impl KernelSymbolizer {
 
     /// Looks `address` up; on a miss, reloads the table (a module may have
     /// been loaded since) unless it was loaded recently, and on a hit in
-    /// BPF code, unless it was loaded within
-    /// [`Self::BPF_REFRESH_INTERVAL`].
+    /// BPF code, unless it was loaded or checked within
+    /// [`Self::BPF_REFRESH_INTERVAL`] or the BPF programs and links are
+    /// the same as when it was read.
     pub fn lookup(&mut self, address: u64) -> Option<KernelSymbol<'_>> {
         let stale = match self.symbols.lookup(address) {
             None => self.loaded_at.elapsed() >= self.min_reload_interval,
-            Some(s) if s.is_bpf() => self.loaded_at.elapsed() >= Self::BPF_REFRESH_INTERVAL,
+            Some(s) if s.is_bpf() => self.loaded_at.elapsed() >= Self::BPF_REFRESH_INTERVAL && self.bpf_changed(),
             Some(_) => false,
         };
         if stale {
@@ -411,10 +424,25 @@ impl KernelSymbolizer {
         self.symbols.lookup(address)
     }
 
+    /// Whether BPF programs or links came or went since the table was
+    /// read (unknown counts as changed). A check resets the interval.
+    fn bpf_changed(&mut self) -> bool {
+        let now = (self.list_bpf_objects)();
+        if now.is_some() && now == self.bpf_objects {
+            self.loaded_at = Instant::now();
+            self.bpf_checks += 1;
+            return false;
+        }
+        true
+    }
+
     /// Reads the table again now (e.g. right after loading BPF programs,
     /// so that they are named).
     pub fn reload(&mut self) {
         self.loaded_at = Instant::now();
+        // Listed before the read: a program loaded in between makes the
+        // next check read the table again, never the reverse.
+        self.bpf_objects = (self.list_bpf_objects)();
         if let Ok(symbols) = KernelSymbols::load_from(&self.path) {
             self.symbols = symbols;
             self.reloads += 1;
@@ -428,6 +456,53 @@ impl KernelSymbolizer {
         self.reloads
     }
 
+    /// How many times a hit in BPF code found the BPF objects unchanged
+    /// (and the table was not read again).
+    pub fn bpf_checks(&self) -> u64 {
+        self.bpf_checks
+    }
+}
+
+/// The ids of the loaded BPF programs and links, in the order the kernel
+/// gives them (`BPF_PROG_GET_NEXT_ID`, `BPF_LINK_GET_NEXT_ID`: one system
+/// call each), links after a 0; `None` when the kernel refuses (no
+/// CAP_SYS_ADMIN) or lists more than 65,536. A program's JIT image keeps
+/// its address for the program's life and a new one gets a new id; a
+/// trampoline comes with a link.
+fn bpf_objects() -> Option<Vec<u32>> {
+    const BPF_PROG_GET_NEXT_ID: libc::c_long = 11;
+    const BPF_LINK_GET_NEXT_ID: libc::c_long = 31;
+    const MAX_OBJECTS: usize = 65_536;
+    let mut ids = Vec::new();
+    for (i, command) in [BPF_PROG_GET_NEXT_ID, BPF_LINK_GET_NEXT_ID].into_iter().enumerate() {
+        if i > 0 {
+            ids.push(0);
+        }
+        // union bpf_attr's get-next-id part: start_id, next_id, open_flags.
+        let mut attr = [0u32; 3];
+        loop {
+            // SAFETY: attr is a valid, writable bpf_attr prefix of the
+            // size passed.
+            let r = unsafe {
+                libc::syscall(libc::SYS_bpf, command, attr.as_mut_ptr(), std::mem::size_of_val(&attr) as libc::c_uint)
+            };
+            if r != 0 {
+                match std::io::Error::last_os_error().raw_os_error() {
+                    Some(libc::ENOENT) => break,
+                    _ => return None,
+                }
+            }
+            if ids.len() >= MAX_OBJECTS {
+                return None;
+            }
+            ids.push(attr[1]);
+            attr[0] = attr[1];
+        }
+    }
+    Some(ids)
+}
+
+impl KernelSymbolizer {
     /// The current table.
     pub fn symbols(&self) -> &KernelSymbols {
         &self.symbols
@@ -554,14 +629,44 @@ ffffffffc002a000 t bpf_prog_8713e3d97c9d80fd_F\t[bpf]
         std::fs::write(&path, with_new).unwrap();
         assert_eq!(k.lookup(new_prog).unwrap().bpf_program().unwrap().name, "on_cpu_sample");
         assert_eq!(k.reloads(), 0, "the table is fresh");
+        // Old, but the same programs and links: checked, not read.
+        k.list_bpf_objects = || Some(vec![7, 9, 0, 3]);
+        k.bpf_objects = Some(vec![7, 9, 0, 3]);
+        k.loaded_at -= KernelSymbolizer::BPF_REFRESH_INTERVAL;
+        assert_eq!(k.lookup(new_prog).unwrap().bpf_program().unwrap().name, "on_cpu_sample");
+        assert_eq!((k.reloads(), k.bpf_checks()), (0, 1));
+        // The check counts as a read: none until the interval passes again.
+        k.list_bpf_objects = || Some(vec![7, 9, 12, 0, 3]);
+        assert_eq!(k.lookup(new_prog).unwrap().bpf_program().unwrap().name, "on_cpu_sample");
+        assert_eq!((k.reloads(), k.bpf_checks()), (0, 1));
+        // Old and a program came: read again.
         k.loaded_at -= KernelSymbolizer::BPF_REFRESH_INTERVAL;
         assert_eq!(k.lookup(new_prog).unwrap().bpf_program().unwrap().name, "on_process_exec");
-        assert_eq!(k.reloads(), 1);
+        assert_eq!((k.reloads(), k.bpf_checks()), (1, 1));
+        assert_eq!(k.bpf_objects, Some(vec![7, 9, 12, 0, 3]));
+        // Objects that can't be listed count as changed.
+        k.list_bpf_objects = || None;
+        k.loaded_at -= KernelSymbolizer::BPF_REFRESH_INTERVAL;
+        k.lookup(new_prog);
+        assert_eq!(k.reloads(), 2);
         // Kernel and module hits never trigger a read.
         k.loaded_at -= KernelSymbolizer::BPF_REFRESH_INTERVAL;
         k.lookup(0xffffffffc0001010);
-        assert_eq!(k.reloads(), 1);
+        assert_eq!(k.reloads(), 2);
         std::fs::remove_file(&path).ok();
+    }
+
+    #[test]
+    fn bpf_objects_list_programs_then_links() {
+        // As root (CI): the kernel lists what is loaded, links after a 0.
+        let Some(ids) = bpf_objects() else {
+            assert!(std::env::var_os("CI").is_none(), "CI runs as root: BPF objects must be listable");
+            return;
+        };
+        let zero = ids.iter().position(|&id| id == 0).expect("the separator");
+        let (programs, links) = (&ids[..zero], &ids[zero + 1..]);
+        assert!(programs.windows(2).all(|w| w[0] < w[1]), "{programs:?}");
+        assert!(links.windows(2).all(|w| w[0] < w[1]), "{links:?}");
     }
 
     #[test]
