@@ -478,7 +478,14 @@ impl<L: UnwindLoader> ProcessManager<L> {
         match work.load {
             Some(LoadKind::New) => self.on_new_process(work.pid),
             Some(LoadKind::UnknownPc) => self.on_unknown_pc(work.pid, 0),
-            Some(LoadKind::Exec) => self.on_exec(work.pid),
+            Some(LoadKind::Exec) => {
+                self.on_exec(work.pid);
+                // A sample of the new program waits: load it now (and
+                // again when the exec's load is due, for late libraries).
+                if work.sampled {
+                    self.on_new_process(work.pid);
+                }
+            }
             None => {}
         }
         self.event_ktime_ns = 0;
@@ -509,7 +516,13 @@ impl<L: UnwindLoader> ProcessManager<L> {
         let was_loaded = self.processes.contains_key(&pid);
         self.unload_process(pid, true); // the same process, a new program: not an exit
         let exec = ExecLoad { ktime_ns: self.event_ktime_ns, was_loaded };
-        self.schedule(pid, self.limits.exec_load_delay, Some(exec));
+        // From the exec, not from now: its event may have waited in the
+        // queue (execs do not wake the manager at once).
+        let waited = match self.event_ktime_ns {
+            0 => Duration::ZERO,
+            at => Duration::from_nanos(monotonic_ns().saturating_sub(at)),
+        };
+        self.schedule(pid, self.limits.exec_load_delay.saturating_sub(waited), Some(exec));
     }
 
     fn schedule(&mut self, pid: Pid, after: Duration, exec: Option<ExecLoad>) {
@@ -1222,9 +1235,11 @@ fn file_keys(opened: &OpenedFile) -> Option<FileKeys> {
 }
 
 /// Scheduled work is due on a grid of this step, so that the loads and
-/// re-reads of the processes started together (a shell pipeline, a
-/// build's burst) take one wake-up of the manager, not one each.
-const SCHEDULE_GRID: Duration = Duration::from_millis(10);
+/// re-reads of the processes started close together (a shell pipeline, a
+/// build's burst, a churn of tens a second) take one wake-up of the
+/// manager, not one each. The exec events queued meanwhile are handled
+/// in the same wake-up ([`crate::queue::LAZY_DELAY`] is the same step).
+const SCHEDULE_GRID: Duration = Duration::from_millis(50);
 
 /// `at`, rounded up to the next point of [`SCHEDULE_GRID`] after `origin`.
 fn on_schedule_grid(origin: Instant, at: Instant) -> Instant {
@@ -1624,7 +1639,8 @@ mod tests {
         let at = |ms: u64| on_schedule_grid(origin, origin + Duration::from_micros(ms * 1000 + 300));
         assert_eq!(at(0), origin + SCHEDULE_GRID);
         assert_eq!(at(3), origin + SCHEDULE_GRID, "two starts 3 ms apart: one wake-up");
-        assert_eq!(at(10), origin + 2 * SCHEDULE_GRID);
+        assert_eq!(at(49), origin + SCHEDULE_GRID, "49 ms apart too");
+        assert_eq!(at(50), origin + 2 * SCHEDULE_GRID);
         assert_eq!(on_schedule_grid(origin, origin + SCHEDULE_GRID), origin + SCHEDULE_GRID, "on the grid already");
         assert_eq!(on_schedule_grid(origin, origin), origin);
     }
@@ -1659,6 +1675,19 @@ mod tests {
         std::thread::sleep(limits_delay + SCHEDULE_GRID);
         m.run_due();
         assert!(m.is_loaded(pa));
+        assert_eq!(m.next_deadline().map(|d| d > Instant::now() + limits_delay), Some(true), "the resync");
+        // An exec event that waited in the queue: its load is due from the
+        // exec, not from when the manager heard of it.
+        let exec = crate::queue::PendingWork {
+            pid: pb,
+            exit: false,
+            load: Some(crate::queue::LoadKind::Exec),
+            sampled: false,
+            ktime_ns: monotonic_ns() - 200_000_000,
+        };
+        m.on_work(exec);
+        let due = m.scheduled.iter().find(|s| s.pid == pb).map(|s| s.at).expect("scheduled");
+        assert!(due <= Instant::now() + SCHEDULE_GRID, "due from the exec");
     }
 
     #[test]

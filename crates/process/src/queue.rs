@@ -4,11 +4,22 @@
 //! cancelling the loads still pending for its pid. The drain side never
 //! blocks on the manager, so the kernel's ring buffer does not fill while
 //! the manager is busy.
+//!
+//! Only work a sample waits for (a load asked by a sample) wakes the
+//! manager at once. Execs and exits wait up to [`LAZY_DELAY`], so that a
+//! churn's tens of them a second take a few wake-ups together with the
+//! manager's scheduled work, not one each: an exec's load is scheduled
+//! [`LAZY_DELAY`] or more after it anyway, and an exited process stays
+//! loaded for a grace.
 
 use profiler_trace::Pid;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How long work nobody waits for (execs, exits) may stay queued before
+/// it wakes the manager.
+pub const LAZY_DELAY: Duration = Duration::from_millis(50);
 
 /// What the kernel told about a process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +57,9 @@ pub struct PendingWork {
     pub exit: bool,
     /// The load to do (after the exit).
     pub load: Option<LoadKind>,
+    /// A sample waits for the load (since the exit, if any): the manager
+    /// is woken at once, and an exec's load is not deferred.
+    pub sampled: bool,
     /// `CLOCK_MONOTONIC` time of the first event merged into this work
     /// (ns; 0 when unknown).
     pub ktime_ns: u64,
@@ -70,6 +84,12 @@ pub struct QueueStats {
 struct State {
     order: VecDeque<Pid>,
     work: HashMap<Pid, PendingWork>,
+    /// Pending work a sample waits for ([`PendingWork::sampled`]).
+    urgent: usize,
+    /// When the oldest pending work nobody waits for was queued.
+    lazy_since: Option<Instant>,
+    /// Until when the consumer sleeps, while it does.
+    sleeping_until: Option<Instant>,
     woken: bool,
     closed: bool,
     stats: QueueStats,
@@ -102,29 +122,50 @@ impl EventQueue {
             EventKind::Exec => Some(LoadKind::Exec),
             EventKind::Exit => None,
         };
-        if let Some(w) = s.work.get_mut(&pid) {
+        let sampled = matches!(kind, EventKind::New | EventKind::UnknownPc);
+        let (was_urgent, urgent) = if let Some(w) = s.work.get_mut(&pid) {
+            let was_urgent = w.sampled;
             let cancelled = kind == EventKind::Exit && w.load.is_some();
             match load {
-                Some(l) => w.load = Some(w.load.map_or(l, |old| old.max(l))),
+                Some(l) => {
+                    w.load = Some(w.load.map_or(l, |old| old.max(l)));
+                    w.sampled |= sampled;
+                }
                 None => {
                     w.exit = true;
                     w.load = None;
+                    w.sampled = false;
                 }
             }
+            let urgent = w.sampled;
             s.stats.coalesced += 1;
             if cancelled {
                 s.stats.cancelled += 1;
             }
-            return;
-        }
-        if s.work.len() >= self.capacity {
-            s.stats.dropped += 1;
-            return;
-        }
-        s.work.insert(pid, PendingWork { pid, exit: load.is_none(), load, ktime_ns });
-        s.order.push_back(pid);
+            (was_urgent, urgent)
+        } else {
+            if s.work.len() >= self.capacity {
+                s.stats.dropped += 1;
+                return;
+            }
+            s.work.insert(pid, PendingWork { pid, exit: load.is_none(), load, sampled, ktime_ns });
+            s.order.push_back(pid);
+            (false, sampled)
+        };
+        s.urgent = s.urgent + usize::from(urgent) - usize::from(was_urgent);
+        let now = Instant::now();
+        let wake = if urgent {
+            !was_urgent
+        } else {
+            let since = *s.lazy_since.get_or_insert(now);
+            // A consumer asleep past this work's due time sets its alarm
+            // again.
+            s.sleeping_until.is_some_and(|until| until > since + LAZY_DELAY)
+        };
         drop(s);
-        self.ready.notify_one();
+        if wake {
+            self.ready.notify_one();
+        }
     }
 
     /// Wakes [`EventQueue::wait`] without an event (other work is ready).
@@ -145,16 +186,21 @@ impl EventQueue {
         self.lock().closed
     }
 
-    /// Takes up to `max` pieces of work, oldest first; waits up to
-    /// `timeout` for the first one or a [`EventQueue::wake`].
+    /// Takes up to `max` pieces of work, oldest first. Waits up to
+    /// `timeout` for work a sample waits for or a [`EventQueue::wake`];
+    /// other work ends the wait [`LAZY_DELAY`] after it was queued.
     pub fn wait(&self, timeout: Duration, max: usize) -> Vec<PendingWork> {
+        let deadline = Instant::now() + timeout;
         let mut s = self.lock();
-        if s.order.is_empty() && !s.woken && !timeout.is_zero() {
-            s = self
-                .ready
-                .wait_timeout_while(s, timeout, |s| s.order.is_empty() && !s.woken)
-                .map(|r| r.0)
-                .unwrap_or_else(|p| p.into_inner().0);
+        while s.urgent == 0 && !s.woken {
+            let until = s.lazy_since.map_or(deadline, |since| deadline.min(since + LAZY_DELAY));
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            s.sleeping_until = Some(until);
+            s = self.ready.wait_timeout(s, until - now).map(|r| r.0).unwrap_or_else(|p| p.into_inner().0);
+            s.sleeping_until = None;
         }
         s.woken = false;
         let n = s.order.len().min(max);
@@ -165,6 +211,9 @@ impl EventQueue {
                 out.push(w);
             }
         }
+        // What is left (over `max`) is due now.
+        s.urgent = s.work.values().filter(|w| w.sampled).count();
+        s.lazy_since = if s.work.is_empty() { None } else { Some(Instant::now() - LAZY_DELAY) };
         out
     }
 
@@ -193,9 +242,9 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                PendingWork { pid: Pid(1), exit: false, load: Some(LoadKind::UnknownPc), ktime_ns: 10 },
-                PendingWork { pid: Pid(2), exit: true, load: None, ktime_ns: 20 },
-                PendingWork { pid: Pid(3), exit: true, load: Some(LoadKind::New), ktime_ns: 30 },
+                PendingWork { pid: Pid(1), exit: false, load: Some(LoadKind::UnknownPc), sampled: true, ktime_ns: 10 },
+                PendingWork { pid: Pid(2), exit: true, load: None, sampled: false, ktime_ns: 20 },
+                PendingWork { pid: Pid(3), exit: true, load: Some(LoadKind::New), sampled: true, ktime_ns: 30 },
             ]
         );
         let s = q.stats();
@@ -212,7 +261,7 @@ mod tests {
         assert_eq!(q.stats().dropped, 3);
         let got = q.wait(Duration::ZERO, 1);
         assert_eq!(got.len(), 1);
-        assert_eq!(got[0], PendingWork { pid: Pid(1), exit: true, load: None, ktime_ns: 0 });
+        assert_eq!(got[0], PendingWork { pid: Pid(1), exit: true, load: None, sampled: false, ktime_ns: 0 });
         assert_eq!(q.wait(Duration::ZERO, 10).len(), 1);
         assert_eq!(q.stats().pending, 0);
     }
@@ -229,11 +278,66 @@ mod tests {
         assert!(q.wait(Duration::from_secs(10), 10).is_empty());
         assert!(started.elapsed() < Duration::from_secs(5));
         t.join().unwrap();
-        q.push(EventKind::Exec, Pid(9), 1);
+        q.push(EventKind::New, Pid(9), 1);
         assert_eq!(q.wait(Duration::from_secs(10), 10).len(), 1);
         assert!(!q.is_closed());
         q.close();
         assert!(q.is_closed());
         assert!(q.wait(Duration::from_secs(10), 10).is_empty(), "closing wakes the consumer");
+    }
+
+    #[test]
+    fn execs_and_exits_wait_a_moment_samples_do_not() {
+        let q = std::sync::Arc::new(EventQueue::new(8));
+        // Queued before the wait: due LAZY_DELAY after the push.
+        q.push(EventKind::Exec, Pid(1), 1);
+        let started = Instant::now();
+        assert_eq!(q.wait(Duration::from_secs(10), 10).len(), 1);
+        let waited = started.elapsed();
+        assert!(waited >= LAZY_DELAY - Duration::from_millis(5), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+
+        // Queued during a long wait: the consumer sets its alarm again.
+        let q2 = q.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            q2.push(EventKind::Exit, Pid(2), 2);
+            q2.push(EventKind::Exec, Pid(3), 3);
+        });
+        let started = Instant::now();
+        let got = q.wait(Duration::from_secs(10), 10);
+        let waited = started.elapsed();
+        assert_eq!(got.iter().map(|w| w.pid).collect::<Vec<_>>(), [Pid(2), Pid(3)]);
+        assert!(waited >= Duration::from_millis(20) + LAZY_DELAY - Duration::from_millis(5), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+        t.join().unwrap();
+
+        // A sample's load ends the wait at once, and takes the exec along.
+        q.push(EventKind::Exec, Pid(4), 4);
+        q.push(EventKind::New, Pid(5), 5);
+        q.push(EventKind::UnknownPc, Pid(5), 6);
+        let started = Instant::now();
+        let got = q.wait(Duration::from_secs(10), 10);
+        assert!(started.elapsed() < LAZY_DELAY, "{:?}", started.elapsed());
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1].load, Some(LoadKind::UnknownPc));
+        // An exec and a sample of the new program: an exec's load that a
+        // sample waits for, at once.
+        q.push(EventKind::Exec, Pid(8), 10);
+        q.push(EventKind::New, Pid(8), 11);
+        let started = Instant::now();
+        let got = q.wait(Duration::from_secs(10), 10);
+        assert!(started.elapsed() < LAZY_DELAY, "{:?}", started.elapsed());
+        assert_eq!((got[0].load, got[0].sampled), (Some(LoadKind::Exec), true));
+
+        // An exit cancelling a sample's load leaves lazy work only.
+        q.push(EventKind::New, Pid(6), 7);
+        q.push(EventKind::Exit, Pid(6), 8);
+        let started = Instant::now();
+        assert_eq!(q.wait(Duration::from_secs(10), 10).len(), 1);
+        assert!(started.elapsed() >= LAZY_DELAY - Duration::from_millis(5));
+        // A timeout shorter than the delay ends the wait first.
+        q.push(EventKind::Exit, Pid(7), 9);
+        assert_eq!(q.wait(Duration::ZERO, 10).len(), 1);
     }
 }
