@@ -457,8 +457,11 @@ pub(crate) const EVENT_QUEUE_CAPACITY: usize = 65_536;
 /// How often the draining thread polls the ring buffer: exec and exit
 /// events (sent without a wake-up) wait at most this long, so a burst of
 /// them costs one wake-up; a sample waiting for its process wakes it at
-/// once. 256 KiB of ring buffer hold 8192 events.
-const EVENT_POLL: Duration = Duration::from_millis(40);
+/// once. 256 KiB of ring buffer hold 8192 events; a poll at 200 execs a
+/// second finds about 40. An exec's load is due 50 ms after it, a sampled
+/// process is loaded at once, an exited one stays loaded for a grace:
+/// none needs the event sooner.
+const EVENT_POLL: Duration = Duration::from_millis(100);
 /// Pieces of work handled between two looks at the analysis results.
 const WORK_BATCH: usize = 64;
 

@@ -141,8 +141,11 @@ fn run(args: &Args) -> Result<()> {
         }
     );
     let mut notices_shown = 0;
+    // A signal is seen within a quarter second; a duration's end on time.
+    const CHECK: Duration = Duration::from_millis(250);
     while !stop.load(Ordering::Relaxed) && args.duration.is_none_or(|d| started.elapsed() < d) {
-        std::thread::sleep(Duration::from_millis(50));
+        let left = args.duration.map_or(CHECK, |d| d.saturating_sub(started.elapsed()));
+        std::thread::sleep(left.min(CHECK));
         notices_shown = show_notices(&agent, notices_shown);
     }
     // The sampled time; stopping (joining the pipeline) can take a while.
