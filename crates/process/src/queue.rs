@@ -152,7 +152,7 @@ impl EventQueue {
             s.order.push_back(pid);
             (false, sampled)
         };
-        s.urgent = s.urgent + usize::from(urgent) - usize::from(was_urgent);
+        s.urgent = (s.urgent + usize::from(urgent)).saturating_sub(usize::from(was_urgent));
         let now = Instant::now();
         let wake = if urgent {
             !was_urgent
@@ -213,7 +213,8 @@ impl EventQueue {
         }
         // What is left (over `max`) is due now.
         s.urgent = s.work.values().filter(|w| w.sampled).count();
-        s.lazy_since = if s.work.is_empty() { None } else { Some(Instant::now() - LAZY_DELAY) };
+        let now = Instant::now();
+        s.lazy_since = if s.work.is_empty() { None } else { Some(now.checked_sub(LAZY_DELAY).unwrap_or(now)) };
         out
     }
 
