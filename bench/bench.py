@@ -119,7 +119,11 @@ class Agent:
                               *out_args, *extra], stderr=self.stderr)
         self.ready_s = self._wait_ready()
 
-    def _wait_ready(self, timeout=30):
+    def _wait_ready(self, timeout=180):
+        # A saturated machine (the memory step's 300 processes take both
+        # CPUs here) gives the agent 1/N of the CPU: start-up then takes
+        # about a minute.
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.stderr.seek(0)
