@@ -123,7 +123,6 @@ class Agent:
         # A saturated machine (the memory step's 300 processes take both
         # CPUs here) gives the agent 1/N of the CPU: start-up then takes
         # about a minute.
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.stderr.seek(0)
