@@ -42,7 +42,7 @@ use late_unwind::{LateTables, LateUnwindCounts, LateUnwinder};
 use profiler_bpf::{Counters, OffCpuJoinCounts, RawSample, Sampler, SamplerOptions, SELECTED_PIDS_MAX};
 use profiler_interpreters::{NamerStats, Registry};
 use profiler_process::{EventQueue, ManagerLimits, ProcessManager, ProcessRegistry};
-use profiler_symbolize::{KernelSymbolizer, NativeConfig, NativeStats, NativeSymbolizer};
+use profiler_symbolize::{KernelSymbolizer, KernelSymbolizerStats, NativeConfig, NativeStats, NativeSymbolizer};
 use sink::{BatchCounters, OtlpBatchSink};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -134,6 +134,8 @@ struct Shared {
     manager: Mutex<process_manager::ManagerReport>,
     /// Published by the reporter at each interval's end and at stop.
     symbolizer: Mutex<NativeStats>,
+    /// Likewise, how often the kernel's symbol table was read again.
+    kernel_symbols: Mutex<KernelSymbolizerStats>,
     /// Counters of each runtime's frame namer, with its frames' kind.
     interpreter_namers: Mutex<Vec<(profiler_trace::FrameKind, NamerStats)>>,
     /// The interpreter runtimes and what they found in the files
@@ -446,6 +448,7 @@ impl Agent {
         let manager = *lock(&s.manager);
         let late = lock(&s.late).clone();
         let symbolizer = *lock(&s.symbolizer);
+        let kernel_symbols = *lock(&s.kernel_symbols);
         let runtimes = runtime_counters(&s.interpreters.stats(), &lock(&s.interpreter_namers), &counters);
         let mut refused = manager.manager.files_refused;
         refused.add(&symbolizer.files_refused);
@@ -470,6 +473,8 @@ impl Agent {
             symbolizer_load_ms_total: symbolizer.load_ms_total,
             symbolizer_address_hits: symbolizer.address_hits,
             symbolizer_address_misses: symbolizer.address_misses,
+            kernel_symbols_reloads: kernel_symbols.reloads,
+            kernel_symbols_bpf_checks: kernel_symbols.bpf_checks,
             user_stacks_complete: unwind.complete,
             user_stacks_truncated: unwind.truncated,
             user_frames_unresolved: unwind.unresolved_frames,
@@ -813,6 +818,7 @@ impl<T: LateTables> Reporter<'_, T> {
 
     fn publish_symbolizer_stats(&self) {
         *lock(&self.shared.symbolizer) = self.builder.native_stats();
+        *lock(&self.shared.kernel_symbols) = self.builder.kernel_stats();
         *lock(&self.shared.interpreter_namers) = self.builder.interpreter_stats();
     }
 }

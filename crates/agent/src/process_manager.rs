@@ -595,18 +595,17 @@ pub(crate) fn run(
             if !load_delay.is_zero() && matches!(work.load, Some(LoadKind::New | LoadKind::Exec)) {
                 std::thread::sleep(load_delay);
             }
-            let kind = work.load;
+            // A load a sample waits for counts as one, also when it came
+            // merged with an exec.
+            let bucket = match (work.load, work.sampled) {
+                (Some(_), true) | (Some(LoadKind::New | LoadKind::UnknownPc), false) => &mut cpu.loads_us,
+                (Some(LoadKind::Exec), false) => &mut cpu.execs_us,
+                (None, _) => &mut cpu.exits_us,
+            };
             // A panic while handling one process (its files are anyone's)
             // costs that work, not the thread.
             let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| manager.on_work(work)));
-            charge(
-                match kind {
-                    Some(LoadKind::Exec) => &mut cpu.execs_us,
-                    Some(LoadKind::New | LoadKind::UnknownPc) => &mut cpu.loads_us,
-                    None => &mut cpu.exits_us,
-                },
-                &mut mark,
-            );
+            charge(bucket, &mut mark);
             // Files analysed meanwhile unblock their processes now.
             let collected = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| manager.collect_analysed()));
             charge(&mut cpu.files_us, &mut mark);

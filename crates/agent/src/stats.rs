@@ -50,6 +50,12 @@ pub struct Stats {
     pub symbolizer_address_hits: u64,
     /// See `symbolizer_address_hits`.
     pub symbolizer_address_misses: u64,
+    /// Times `/proc/kallsyms` was read again (a miss, or BPF programs
+    /// that came or went).
+    pub kernel_symbols_reloads: u64,
+    /// Times a frame in BPF code found the loaded BPF programs and links
+    /// unchanged, so `/proc/kallsyms` was not read again.
+    pub kernel_symbols_bpf_checks: u64,
 
     /// Processed samples whose user stack reached the thread's root.
     pub user_stacks_complete: u64,

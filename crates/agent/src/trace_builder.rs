@@ -95,6 +95,10 @@ impl TraceBuilder {
         self.native.stats()
     }
 
+    pub(crate) fn kernel_stats(&self) -> profiler_symbolize::KernelSymbolizerStats {
+        self.kernel.as_ref().map(KernelSymbolizer::stats).unwrap_or_default()
+    }
+
     /// The counters of each runtime's namer, with the kind of its frames.
     pub(crate) fn interpreter_stats(&self) -> Vec<(FrameKind, NamerStats)> {
         let runtimes = self.interpreters.runtimes();

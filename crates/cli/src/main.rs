@@ -371,6 +371,11 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
         s.symbolizer_address_misses
     );
     say!(
+        "  kernel symbols:    read again {} times; {} checks found the BPF programs unchanged",
+        s.kernel_symbols_reloads,
+        s.kernel_symbols_bpf_checks
+    );
+    say!(
         "  process events:    {} received, {} merged per pid, {} loads cancelled by an exit",
         s.process_events_received,
         s.process_events_coalesced,

@@ -323,12 +323,24 @@ impl KernelSymbols {
     }
 }
 
+/// How often a [`KernelSymbolizer`] read its table again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelSymbolizerStats {
+    /// Times the table was read again after start.
+    pub reloads: u64,
+    /// Times a hit in BPF code found the BPF programs and links unchanged,
+    /// so the table was not read again.
+    pub bpf_checks: u64,
+}
+
 /// [`KernelSymbols`] plus the policy of when to read them again, and the
 /// bounded cache of the function names it gave.
 pub struct KernelSymbolizer {
     symbols: KernelSymbols,
     path: PathBuf,
-    loaded_at: Instant,
+    /// When the table was read, or last found still right (BPF objects
+    /// unchanged).
+    fresh_at: Instant,
     /// The BPF objects when the table was read ([`bpf_objects`]).
     bpf_objects: Option<Vec<u32>>,
     list_bpf_objects: fn() -> Option<Vec<u32>>,
@@ -374,7 +386,7 @@ impl KernelSymbolizer {
         Ok(KernelSymbolizer {
             symbols,
             path,
-            loaded_at: Instant::now(),
+            fresh_at: Instant::now(),
             bpf_objects: listed,
             list_bpf_objects: bpf_objects,
             min_reload_interval,
@@ -414,8 +426,8 @@ impl KernelSymbolizer {
     /// the same as when it was read.
     pub fn lookup(&mut self, address: u64) -> Option<KernelSymbol<'_>> {
         let stale = match self.symbols.lookup(address) {
-            None => self.loaded_at.elapsed() >= self.min_reload_interval,
-            Some(s) if s.is_bpf() => self.loaded_at.elapsed() >= Self::BPF_REFRESH_INTERVAL && self.bpf_changed(),
+            None => self.fresh_at.elapsed() >= self.min_reload_interval,
+            Some(s) if s.is_bpf() => self.fresh_at.elapsed() >= Self::BPF_REFRESH_INTERVAL && self.bpf_changed(),
             Some(_) => false,
         };
         if stale {
@@ -429,7 +441,7 @@ impl KernelSymbolizer {
     fn bpf_changed(&mut self) -> bool {
         let now = (self.list_bpf_objects)();
         if now.is_some() && now == self.bpf_objects {
-            self.loaded_at = Instant::now();
+            self.fresh_at = Instant::now();
             self.bpf_checks += 1;
             return false;
         }
@@ -439,7 +451,7 @@ impl KernelSymbolizer {
     /// Reads the table again now (e.g. right after loading BPF programs,
     /// so that they are named).
     pub fn reload(&mut self) {
-        self.loaded_at = Instant::now();
+        self.fresh_at = Instant::now();
         // Listed before the read: a program loaded in between makes the
         // next check read the table again, never the reverse.
         self.bpf_objects = (self.list_bpf_objects)();
@@ -451,15 +463,14 @@ impl KernelSymbolizer {
         }
     }
 
-    /// How many times the table was read again after start.
-    pub fn reloads(&self) -> u64 {
-        self.reloads
+    /// How often the table was read again, or found still right.
+    pub fn stats(&self) -> KernelSymbolizerStats {
+        KernelSymbolizerStats { reloads: self.reloads, bpf_checks: self.bpf_checks }
     }
 
-    /// How many times a hit in BPF code found the BPF objects unchanged
-    /// (and the table was not read again).
-    pub fn bpf_checks(&self) -> u64 {
-        self.bpf_checks
+    /// The current table.
+    pub fn symbols(&self) -> &KernelSymbols {
+        &self.symbols
     }
 }
 
@@ -500,13 +511,6 @@ fn bpf_objects() -> Option<Vec<u32>> {
         }
     }
     Some(ids)
-}
-
-impl KernelSymbolizer {
-    /// The current table.
-    pub fn symbols(&self) -> &KernelSymbols {
-        &self.symbols
-    }
 }
 
 #[cfg(test)]
@@ -628,31 +632,31 @@ ffffffffc002a000 t bpf_prog_8713e3d97c9d80fd_F\t[bpf]
         );
         std::fs::write(&path, with_new).unwrap();
         assert_eq!(k.lookup(new_prog).unwrap().bpf_program().unwrap().name, "on_cpu_sample");
-        assert_eq!(k.reloads(), 0, "the table is fresh");
+        assert_eq!(k.stats().reloads, 0, "the table is fresh");
         // Old, but the same programs and links: checked, not read.
         k.list_bpf_objects = || Some(vec![7, 9, 0, 3]);
         k.bpf_objects = Some(vec![7, 9, 0, 3]);
-        k.loaded_at -= KernelSymbolizer::BPF_REFRESH_INTERVAL;
+        k.fresh_at -= KernelSymbolizer::BPF_REFRESH_INTERVAL;
         assert_eq!(k.lookup(new_prog).unwrap().bpf_program().unwrap().name, "on_cpu_sample");
-        assert_eq!((k.reloads(), k.bpf_checks()), (0, 1));
+        assert_eq!(k.stats(), KernelSymbolizerStats { reloads: 0, bpf_checks: 1 });
         // The check counts as a read: none until the interval passes again.
         k.list_bpf_objects = || Some(vec![7, 9, 12, 0, 3]);
         assert_eq!(k.lookup(new_prog).unwrap().bpf_program().unwrap().name, "on_cpu_sample");
-        assert_eq!((k.reloads(), k.bpf_checks()), (0, 1));
+        assert_eq!(k.stats(), KernelSymbolizerStats { reloads: 0, bpf_checks: 1 });
         // Old and a program came: read again.
-        k.loaded_at -= KernelSymbolizer::BPF_REFRESH_INTERVAL;
+        k.fresh_at -= KernelSymbolizer::BPF_REFRESH_INTERVAL;
         assert_eq!(k.lookup(new_prog).unwrap().bpf_program().unwrap().name, "on_process_exec");
-        assert_eq!((k.reloads(), k.bpf_checks()), (1, 1));
+        assert_eq!(k.stats(), KernelSymbolizerStats { reloads: 1, bpf_checks: 1 });
         assert_eq!(k.bpf_objects, Some(vec![7, 9, 12, 0, 3]));
         // Objects that can't be listed count as changed.
         k.list_bpf_objects = || None;
-        k.loaded_at -= KernelSymbolizer::BPF_REFRESH_INTERVAL;
+        k.fresh_at -= KernelSymbolizer::BPF_REFRESH_INTERVAL;
         k.lookup(new_prog);
-        assert_eq!(k.reloads(), 2);
+        assert_eq!(k.stats().reloads, 2);
         // Kernel and module hits never trigger a read.
-        k.loaded_at -= KernelSymbolizer::BPF_REFRESH_INTERVAL;
+        k.fresh_at -= KernelSymbolizer::BPF_REFRESH_INTERVAL;
         k.lookup(0xffffffffc0001010);
-        assert_eq!(k.reloads(), 2);
+        assert_eq!(k.stats().reloads, 2);
         std::fs::remove_file(&path).ok();
     }
 

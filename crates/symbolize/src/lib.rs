@@ -96,6 +96,6 @@ pub use debugfile::DebugConfig;
 pub use demangle::demangle;
 pub use dwarf::DwarfError;
 pub use file::{DwarfOrigin, FileInfo, FileSymbolizer, LineSource};
-pub use kallsyms::{BpfProgram, KallsymsError, KernelSymbol, KernelSymbolizer, KernelSymbols};
+pub use kallsyms::{BpfProgram, KallsymsError, KernelSymbol, KernelSymbolizer, KernelSymbolizerStats, KernelSymbols};
 pub use native::{LoadHold, NativeConfig, NativeStats, NativeSymbolizer, Reason, Symbolized};
 pub use source::{FileSource, KeptFile, LoadError};
