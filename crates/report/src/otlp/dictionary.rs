@@ -6,11 +6,14 @@
 //! so an index of 0 always means "unset".
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::Arc;
+
+use hashbrown::HashTable;
 
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue};
 use opentelemetry_proto::tonic::profiles::v1development as pb;
-use profiler_trace::{Frame, Mapping};
+use profiler_trace::{Frame, FrameKind, Mapping};
 
 use super::attr;
 
@@ -41,11 +44,22 @@ pub(crate) struct Dictionary {
     mappings: Vec<pb::Mapping>,
     mapping_index: HashMap<Arc<Mapping>, i32>,
     locations: Vec<pb::Location>,
-    // Keyed by the whole frame (content equality), so a frame seen before
-    // costs one hash lookup and nothing else.
-    location_index: HashMap<Frame, i32>,
+    // Indices into `locations`, found by the hash of what a location
+    // holds (mapping, address, frame type, lines as interned indices) and
+    // compared with it: no copy of each frame is kept as a key. At 1000 Hz
+    // under process churn an interval holds ~100,000 locations (each
+    // process maps its files at its own addresses).
+    location_index: HashTable<i32>,
+    // `attr::FRAME_TYPE` attributes by frame kind.
+    frame_types: HashMap<FrameKind, i32>,
+    // One frame's lines, reused.
+    line_buf: Vec<pb::Line>,
     stacks: Vec<pb::Stack>,
-    stack_index: HashMap<Box<[i32]>, i32>,
+    // Indices into `stacks`, found by the hash of their locations: at
+    // 1000 Hz an interval holds megabytes of stacks, which a map keyed
+    // by a copy of each would hold twice.
+    stack_index: HashTable<i32>,
+    hasher: RandomState,
     attributes: Vec<pb::KeyValueAndUnit>,
     attribute_index: HashMap<(i32, AttrValue), i32>,
 }
@@ -67,14 +81,18 @@ impl Dictionary {
             mappings: vec![pb::Mapping::default()],
             mapping_index: HashMap::new(),
             locations: vec![pb::Location::default()],
-            location_index: HashMap::new(),
+            location_index: HashTable::new(),
+            frame_types: HashMap::new(),
+            line_buf: Vec::new(),
             stacks: vec![pb::Stack::default()],
-            stack_index: HashMap::new(),
+            stack_index: HashTable::new(),
+            hasher: RandomState::new(),
             attributes: vec![pb::KeyValueAndUnit::default()],
             attribute_index: HashMap::new(),
         };
         d.string_index.insert("".into(), 0);
-        d.stack_index.insert(Box::new([]), 0);
+        let empty = d.hasher.hash_one::<&[i32]>(&[]);
+        d.stack_index.insert_unique(empty, 0, |_| empty);
         d
     }
 
@@ -148,39 +166,75 @@ impl Dictionary {
 
     /// Index of the location for `frame` in the location table.
     pub(crate) fn location(&mut self, frame: &Frame) -> i32 {
-        if let Some(&i) = self.location_index.get(frame) {
+        let mapping_index = frame.mapping.as_ref().map_or(0, |m| self.mapping(m));
+        let mut lines = std::mem::take(&mut self.line_buf);
+        lines.clear();
+        for l in &frame.lines {
+            let function_index = self.function(&l.function, l.file.as_deref());
+            lines.push(pb::Line { function_index, line: i64::from(l.line), column: 0 });
+        }
+        let frame_type = self.frame_type(frame.kind);
+        let hash = location_hash(&self.hasher, mapping_index, frame.address, frame_type, &lines);
+        let locations = &self.locations;
+        let same = |&i: &i32| {
+            locations.get(i as usize).is_some_and(|l| {
+                l.mapping_index == mapping_index
+                    && l.address == frame.address
+                    && l.attribute_indices == [frame_type]
+                    && l.lines == lines
+            })
+        };
+        let i = match self.location_index.find(hash, same) {
+            Some(&i) => i,
+            None => {
+                let i = table_index(self.locations.len());
+                self.locations.push(pb::Location {
+                    mapping_index,
+                    address: frame.address,
+                    lines: lines.clone(),
+                    attribute_indices: vec![frame_type],
+                });
+                let (hasher, locations) = (&self.hasher, &self.locations);
+                self.location_index.insert_unique(hash, i, |&j| {
+                    let l = &locations[j as usize];
+                    location_hash(
+                        hasher,
+                        l.mapping_index,
+                        l.address,
+                        l.attribute_indices.first().copied().unwrap_or(0),
+                        &l.lines,
+                    )
+                });
+                i
+            }
+        };
+        self.line_buf = lines;
+        i
+    }
+
+    /// Index of the `attr::FRAME_TYPE` attribute of `kind`.
+    fn frame_type(&mut self, kind: FrameKind) -> i32 {
+        if let Some(&i) = self.frame_types.get(&kind) {
             return i;
         }
-        let mapping_index = frame.mapping.as_ref().map_or(0, |m| self.mapping(m));
-        let lines = frame
-            .lines
-            .iter()
-            .map(|l| pb::Line {
-                function_index: self.function(&l.function, l.file.as_deref()),
-                line: i64::from(l.line),
-                column: 0,
-            })
-            .collect();
-        let frame_type = self.attribute(attr::FRAME_TYPE, AttrValue::Str(frame.kind.as_str().into()));
-        let i = table_index(self.locations.len());
-        self.locations.push(pb::Location {
-            mapping_index,
-            address: frame.address,
-            lines,
-            attribute_indices: vec![frame_type],
-        });
-        self.location_index.insert(frame.clone(), i);
+        let i = self.attribute(attr::FRAME_TYPE, AttrValue::Str(kind.as_str().into()));
+        self.frame_types.insert(kind, i);
         i
     }
 
     /// Index of the stack made of `locations` (leaf first).
     pub(crate) fn stack(&mut self, locations: &[i32]) -> i32 {
-        if let Some(&i) = self.stack_index.get(locations) {
+        let hasher = &self.hasher;
+        let stacks = &self.stacks;
+        let hash = hasher.hash_one(locations);
+        let same = |&i: &i32| stacks.get(i as usize).is_some_and(|s| s.location_indices == locations);
+        if let Some(&i) = self.stack_index.find(hash, same) {
             return i;
         }
         let i = table_index(self.stacks.len());
         self.stacks.push(pb::Stack { location_indices: locations.to_vec() });
-        self.stack_index.insert(locations.into(), i);
+        let stacks = &self.stacks;
+        self.stack_index.insert_unique(hash, i, |&j| hasher.hash_one(&*stacks[j as usize].location_indices));
         i
     }
 
@@ -197,6 +251,17 @@ impl Dictionary {
             stack_table: d.stacks,
         }
     }
+}
+
+/// The hash a location is found by: what it holds, with functions and
+/// mappings as their interned indices.
+fn location_hash(hasher: &RandomState, mapping_index: i32, address: u64, frame_type: i32, lines: &[pb::Line]) -> u64 {
+    let mut h = hasher.build_hasher();
+    (mapping_index, address, frame_type, lines.len()).hash(&mut h);
+    for l in lines {
+        (l.function_index, l.line).hash(&mut h);
+    }
+    h.finish()
 }
 
 /// Converts a table length into the next index. Tables are bounded by

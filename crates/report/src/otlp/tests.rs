@@ -591,3 +591,36 @@ fn golden_request_content() {
     assert_eq!(d.mapping_table.len(), 4);
     assert_eq!(d.stack_table.len(), 4);
 }
+
+#[test]
+fn locations_and_stacks_are_shared_by_content() {
+    let m = Arc::new(mapping(0x1000, 0x2000, "/bin/app"));
+    let same_m = Arc::new(mapping(0x1000, 0x2000, "/bin/app"));
+    let other_m = Arc::new(mapping(0x5000, 0x6000, "/bin/app"));
+    let mut d = dictionary::Dictionary::new();
+    let a = frame(FrameKind::Native, 0x10, Some(&m), &[("inl", Some("a.c"), 3), ("f", Some("a.c"), 9)]);
+    let first = d.location(&a);
+    // The same content in another Arc: the same location.
+    let a2 = frame(FrameKind::Native, 0x10, Some(&same_m), &[("inl", Some("a.c"), 3), ("f", Some("a.c"), 9)]);
+    assert_eq!(d.location(&a2), first);
+    // Any one field different: another location each.
+    let others = [
+        frame(FrameKind::Native, 0x11, Some(&m), &[("inl", Some("a.c"), 3), ("f", Some("a.c"), 9)]),
+        frame(FrameKind::Native, 0x10, Some(&other_m), &[("inl", Some("a.c"), 3), ("f", Some("a.c"), 9)]),
+        frame(FrameKind::Go, 0x10, Some(&m), &[("inl", Some("a.c"), 3), ("f", Some("a.c"), 9)]),
+        frame(FrameKind::Native, 0x10, Some(&m), &[("inl", Some("a.c"), 4), ("f", Some("a.c"), 9)]),
+        frame(FrameKind::Native, 0x10, Some(&m), &[("f", Some("a.c"), 9)]),
+        frame(FrameKind::Native, 0x10, Some(&m), &[]),
+        frame(FrameKind::Native, 0x10, None, &[("inl", Some("a.c"), 3), ("f", Some("a.c"), 9)]),
+    ];
+    let indices: Vec<i32> = others.iter().map(|f| d.location(f)).collect();
+    assert_eq!(indices, (2..=8).collect::<Vec<i32>>(), "location 1 is the first frame's");
+    assert_eq!(others.iter().map(|f| d.location(f)).collect::<Vec<i32>>(), indices, "found again");
+    // Stacks: the same locations in the same order, the same stack.
+    let s1 = d.stack(&[first, 2, 3]);
+    assert_eq!((d.stack(&[first, 2, 3]), d.stack(&[3, 2, first]), d.stack(&[])), (s1, s1 + 1, 0));
+    let t = d.take();
+    assert_eq!(t.location_table.len(), 9);
+    assert_eq!(t.location_table[1].lines.len(), 2);
+    assert_eq!(t.stack_table.len(), 3);
+}
