@@ -30,14 +30,18 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod encoded;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
+use bytes::Bytes;
+use prost::Message;
 use tokio::sync::{watch, Notify};
+use tonic::client::Grpc;
 use tonic::codec::CompressionEncoding;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::Code;
@@ -216,9 +220,9 @@ struct Counters {
     panics: AtomicU64,
 }
 
-/// A buffered request and how many retryable answers it got.
+/// A buffered request (encoded) and how many retryable answers it got.
 struct Entry {
-    request: ExportProfilesServiceRequest,
+    request: Bytes,
     answered_retryable: u32,
 }
 
@@ -331,6 +335,9 @@ impl OtlpExporter {
     /// Queues `request` for sending. Never blocks: when the buffer is
     /// full the oldest request is dropped and counted.
     pub fn send(&self, request: ExportProfilesServiceRequest) {
+        // Encoded here, and the message dropped: its heap is several
+        // times its encoding's.
+        let request = Bytes::from(request.encode_to_vec());
         let mut buffer = self.shared.buffer();
         if buffer.closing {
             self.shared.counters.dropped_shutdown.fetch_add(1, Ordering::Relaxed);
@@ -459,7 +466,7 @@ enum Outcome {
 impl Worker {
     async fn run(mut self, endpoint: Endpoint) {
         let channel: Channel = endpoint.connect_lazy();
-        let mut client = ProfilesServiceClient::new(channel);
+        let mut client = Grpc::new(channel);
         if self.config.gzip {
             client = client.send_compressed(CompressionEncoding::Gzip).accept_compressed(CompressionEncoding::Gzip);
         }
@@ -574,10 +581,10 @@ impl Worker {
     }
 
     /// One export call for `entry`, which is in flight.
-    async fn export(&mut self, client: &mut ProfilesServiceClient<Channel>, mut entry: Entry) -> Outcome {
+    async fn export(&mut self, client: &mut Grpc<Channel>, mut entry: Entry) -> Outcome {
         let shared = self.shared.clone();
         let counters = &shared.counters;
-        let call = client.export(entry.request.clone());
+        let call = encoded::export(client, entry.request.clone());
         let result = tokio::select! {
             r = tokio::time::timeout(self.config.timeout, call) => r,
             _ = self.abort.wait_for(|a| *a) => return Outcome::Aborted,
@@ -587,7 +594,7 @@ impl Worker {
                 self.shared.buffer().in_flight = InFlight::None;
                 self.backend_reached();
                 counters.requests_sent.fetch_add(1, Ordering::Relaxed);
-                counters.bytes_sent.fetch_add(prost::Message::encoded_len(&entry.request) as u64, Ordering::Relaxed);
+                counters.bytes_sent.fetch_add(entry.request.len() as u64, Ordering::Relaxed);
                 if let Some(partial) = response.into_inner().partial_success {
                     if partial.rejected_profiles > 0 {
                         counters.profiles_rejected.fetch_add(partial.rejected_profiles as u64, Ordering::Relaxed);
