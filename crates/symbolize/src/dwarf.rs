@@ -1,30 +1,54 @@
-//! DWARF line tables and inline frames through `addr2line`, reading the
-//! sections straight from the mapped file (decompressing `SHF_COMPRESSED`
-//! zlib and zstd sections and legacy `.zdebug_*` zlib sections into
-//! memory), with an account of the heap it holds.
+//! DWARF line tables and inline frames through an index of our own built
+//! on `gimli`, reading the sections straight from the mapped file
+//! (decompressing `SHF_COMPRESSED` zlib and zstd sections and legacy
+//! `.zdebug_*` zlib sections into memory), with an account of the heap
+//! it holds.
+//!
+//! # The index
+//!
+//! At load, one pass over the unit headers: each unit's abbreviations
+//! are parsed only to read its root entry, for the unit's address ranges
+//! (`DW_AT_ranges`, else `.debug_aranges`, else `DW_AT_low_pc`/`high_pc`,
+//! else, for a unit that declares none, the sequences of its line
+//! program, run once at load), then dropped. What is kept: each unit's
+//! `.debug_info` offset (8 bytes) and one 32-byte entry per unit range.
+//!
+//! On the first lookup in a unit, the unit is parsed again (its
+//! abbreviations and line program header, dropped afterwards) into
+//! compact tables ([`ParsedUnit`]): the line rows by sequence (8 bytes
+//! each: the address as an offset from the sequence's start, the line;
+//! the file index where it changes), the file names rows and calls use,
+//! rendered once; each `DW_TAG_subprogram` with addresses, its name, and
+//! its inline tree (each `DW_TAG_inlined_subroutine`: name, call file and
+//! line, ranges with their inline depth). Names are the linkage name,
+//! else the name, else those of the `DW_AT_abstract_origin` /
+//! `DW_AT_specification` target (at most 16 links, into other units
+//! through `DW_FORM_ref_addr` and into the supplementary file of `dwz`,
+//! each such unit parsed for the while), interned once per unit.
+//!
+//! The frames of an address are the inlined calls holding it, innermost
+//! first, then the function: the innermost frame's file and line from
+//! the line table, each outer one's from the call file and line of the
+//! frame inside it. Lookups, file name rendering and the range fallback
+//! follow `addr2line` 0.27 (which the symbolizer used before): a
+//! differential test (`dwarf_diff_tests.rs`) checks that every
+//! line-table address of real files gives the same frames.
+//!
+//! Everything read is untrusted: loops end with the bytes they read,
+//! inline depth, name links and frames are capped, and malformed DWARF
+//! gives fewer or no frames (a unit or function whose entries do not
+//! parse answers nothing), never a panic.
 //!
 //! # Memory
 //!
-//! `addr2line` parses, when a file is loaded, every unit's header, its
-//! abbreviations and its line program header (the *unit index*), and
-//! then, on the first lookup in a unit, the unit's line table and
-//! function list, and on the first lookup in a function its inline
-//! tree; all of it is kept. [`Dwarf::cost`] accounts for both parts:
-//!
-//! - the index is estimated before it is built ([`estimate_index`]),
-//!   from the sizes of the structures gimli and addr2line build, counted
-//!   in the raw sections (abbreviations per table, file names per line
-//!   program, units, address ranges), so that DWARF too large for the
-//!   budget is never parsed ([`DwarfError::TooLarge`]);
-//! - a unit parsed by a lookup is charged on the first lookup in it: its
-//!   line program is run and its entries walked (nothing kept) to count
-//!   the rows, functions and inlined calls addr2line holds for it, all
-//!   functions counted as looked up (the `memory_breakdown` example
-//!   compares the account with the heap really held).
-//!
-//! Readers are bare slices (see [`Reader`]) and abbreviation tables
-//! shared by several units are parsed once: on rustc output this halves
-//! the index.
+//! [`Dwarf::cost`] is the decompressed sections, the index (from the
+//! lengths of its boxed slices) and, for each unit parsed by a lookup,
+//! the lengths of its tables and strings
+//! ([`ParsedUnit::heap_bytes`]; allocator rounding left out). Before
+//! anything is parsed, the index is estimated from the unit headers and
+//! `.debug_aranges` ([`estimate_index`]) and DWARF whose sections and
+//! index would exceed the limit is refused ([`DwarfError::TooLarge`]).
+//! Readers are bare slices (see [`Reader`]); nothing kept borrows them.
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
@@ -84,12 +108,11 @@ impl Deref for SectionBytes {
 }
 
 /// The reader every DWARF section is parsed with: a bare slice (16
-/// bytes), because gimli and addr2line keep a reader in every file entry,
-/// attribute and function name they hold; a reader that carries its
-/// owner (an `Arc`) would make all of those three times larger.
+/// bytes).
 ///
 /// The slices are `'static` only in name: they borrow from the
-/// [`SectionBytes`] that [`Dwarf`] keeps next to its context.
+/// [`SectionBytes`] that [`Dwarf`] keeps next to its sections; what the
+/// index keeps (names, file names) is copied out of them.
 pub(crate) type Reader = gimli::EndianSlice<'static, gimli::LittleEndian>;
 
 /// A reader over `bytes`, to be kept only as long as `bytes` (or a clone).
@@ -99,8 +122,9 @@ fn reader(bytes: &SectionBytes) -> Reader {
     // (`FileMap`, `ElfFile`, decompressed `Vec`) that never changes them;
     // moving or cloning a `SectionBytes` moves only the `Arc`, never the
     // bytes. The `Dwarf` that parses with this reader keeps a clone of
-    // `bytes` in `owners` and drops its context first (field order), and
-    // nothing it returns borrows from the context.
+    // `bytes` in `owners` and drops its sections first (field order);
+    // its tables hold copies (names, file names), never a reader, and
+    // the units parsed for a lookup are dropped before it returns.
     let slice: &'static [u8] = unsafe { std::slice::from_raw_parts(slice.as_ptr(), slice.len()) };
     gimli::EndianSlice::new(slice, gimli::LittleEndian)
 }
@@ -157,6 +181,8 @@ struct Lines {
     sequences: Box<[Sequence]>,
     /// All sequences' rows, each sequence's sorted by address.
     rows: Box<[Row]>,
+    /// The file of the rows: (first row, file index) where it changes.
+    file_runs: Box<[(u32, u32)]>,
 }
 
 struct Sequence {
@@ -166,9 +192,10 @@ struct Sequence {
     rows: u32,
 }
 
+/// A line row: its address (as an offset from its sequence's start)
+/// and line; its file is in [`Lines::file_runs`].
 struct Row {
-    address: u64,
-    file: u32,
+    offset: u32,
     line: u32,
 }
 
@@ -455,7 +482,7 @@ impl Dwarf {
                     *u = true;
                 }
             };
-            lines.rows.iter().for_each(|r| mark(r.file));
+            lines.file_runs.iter().for_each(|r| mark(r.1));
             if let Ok(f) = &functions {
                 f.functions.iter().flat_map(|f| f.inlined.iter()).for_each(|i| mark(i.call_file));
             }
@@ -544,7 +571,9 @@ impl ParsedUnit {
         bytes += self.names.iter().map(|n| 16 + n.len() as u64).sum::<u64>();
         if let Ok(Some(l)) = &self.lines {
             bytes += l.files.iter().map(|f| 16 + f.as_ref().map_or(0, |f| f.len() as u64)).sum::<u64>();
-            bytes += (l.sequences.len() * size_of::<Sequence>() + l.rows.len() * size_of::<Row>()) as u64;
+            bytes += (l.sequences.len() * size_of::<Sequence>()
+                + l.rows.len() * size_of::<Row>()
+                + l.file_runs.len() * 8) as u64;
         }
         if let Ok(f) = &self.functions {
             bytes += (f.addresses.len() * size_of::<FunctionAddress>()) as u64;
@@ -578,13 +607,16 @@ impl Lines {
             })
             .ok()?;
         let s = &self.sequences[s];
-        let rows = self.rows.get(s.first_row as usize..s.first_row as usize + s.rows as usize)?;
-        let i = match rows.binary_search_by(|r| r.address.cmp(&probe)) {
+        let first = s.first_row as usize;
+        let rows = self.rows.get(first..first + s.rows as usize)?;
+        let i = match rows.binary_search_by(|r| (s.start + u64::from(r.offset)).cmp(&probe)) {
             Ok(i) => i,
             Err(0) => return None,
             Err(i) => i - 1,
         };
-        Some((rows[i].file, rows[i].line))
+        let row = first + i;
+        let run = self.file_runs.partition_point(|r| r.0 as usize <= row).checked_sub(1)?;
+        Some((self.file_runs[run].1, rows[i].line))
     }
 
     fn file(&self, index: u32) -> Option<&str> {
@@ -966,44 +998,46 @@ fn parse_lines(
 ) -> Result<Lines, gimli::Error> {
     let mut sequences = Vec::new();
     let mut rows: Vec<Row> = Vec::new();
-    let mut first = 0usize;
+    let mut file_runs: Vec<(u32, u32)> = Vec::new();
+    // The rows of the sequence being run: address, file, line.
+    let mut current: Vec<(u64, u32, u32)> = Vec::new();
     let mut it = program.rows();
     while let Some((_, row)) = it.next_row()? {
         if row.end_sequence() {
-            if let Some(start) = rows.get(first).map(|r| r.address) {
+            if let Some(&(start, _, _)) = current.first() {
                 let end = row.address();
-                if start < end {
-                    sequences.push(Sequence {
-                        start,
-                        end,
-                        first_row: u32::try_from(first).map_err(|_| gimli::Error::OffsetOutOfBounds(0))?,
-                        rows: u32::try_from(rows.len() - first).map_err(|_| gimli::Error::OffsetOutOfBounds(0))?,
-                    });
-                    first = rows.len();
-                } else {
-                    rows.truncate(first);
+                // Rows are kept as 32-bit offsets from the start: a
+                // sequence going backwards or over 4 GiB (not produced
+                // by compilers) is left out.
+                let fits = current.iter().all(|r| r.0 >= start && r.0 - start <= u64::from(u32::MAX));
+                if start < end && fits {
+                    let first_row = u32::try_from(rows.len()).map_err(|_| gimli::Error::OffsetOutOfBounds(0))?;
+                    for &(address, file, line) in &current {
+                        if file_runs.last().is_none_or(|r| r.1 != file) {
+                            file_runs.push((rows.len() as u32, file));
+                        }
+                        rows.push(Row { offset: (address - start) as u32, line });
+                    }
+                    sequences.push(Sequence { start, end, first_row, rows: current.len() as u32 });
                 }
             }
+            current.clear();
             continue;
         }
         let address = row.address();
         let file = u32::try_from(row.file_index()).unwrap_or(NONE - 1);
         // Truncated as addr2line does.
         let line = row.line().map_or(0, |l| l.get() as u32);
-        if rows.len() > first {
-            if let Some(last) = rows.last_mut().filter(|l| l.address == address) {
-                last.file = file;
-                last.line = line;
-                continue;
-            }
+        if let Some(last) = current.last_mut().filter(|l| l.0 == address) {
+            *last = (address, file, line);
+            continue;
         }
-        if rows.len() >= MAX_UNIT_ROWS {
+        if rows.len() + current.len() >= MAX_UNIT_ROWS {
             return Err(gimli::Error::OffsetOutOfBounds(0));
         }
-        rows.push(Row { address, file, line });
+        current.push((address, file, line));
     }
     // Rows of a sequence never ended are not kept.
-    rows.truncate(first);
     sequences.sort_unstable_by_key(|s| s.start);
 
     let header = it.header();
@@ -1023,6 +1057,7 @@ fn parse_lines(
         files: files.into_boxed_slice(),
         sequences: sequences.into_boxed_slice(),
         rows: rows.into_boxed_slice(),
+        file_runs: file_runs.into_boxed_slice(),
     })
 }
 
