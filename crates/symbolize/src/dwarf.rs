@@ -591,21 +591,22 @@ impl ParsedUnit {
     }
 }
 
+/// Where the range `begin..end` stands relative to `probe`, for binary
+/// searches of sorted ranges: `Equal` when it holds `probe`.
+fn range_order(begin: u64, end: u64, probe: u64) -> Ordering {
+    if probe < begin {
+        Ordering::Greater
+    } else if probe >= end {
+        Ordering::Less
+    } else {
+        Ordering::Equal
+    }
+}
+
 impl Lines {
     /// The file index and line of `probe`.
     fn find(&self, probe: u64) -> Option<(u32, u32)> {
-        let s = self
-            .sequences
-            .binary_search_by(|s| {
-                if probe < s.start {
-                    Ordering::Greater
-                } else if probe >= s.end {
-                    Ordering::Less
-                } else {
-                    Ordering::Equal
-                }
-            })
-            .ok()?;
+        let s = self.sequences.binary_search_by(|s| range_order(s.start, s.end, probe)).ok()?;
         let s = &self.sequences[s];
         let first = s.first_row as usize;
         let rows = self.rows.get(first..first + s.rows as usize)?;
@@ -626,18 +627,7 @@ impl Lines {
 
 impl Functions {
     fn find(&self, probe: u64) -> Option<usize> {
-        let i = self
-            .addresses
-            .binary_search_by(|a| {
-                if probe < a.begin {
-                    Ordering::Greater
-                } else if probe >= a.end {
-                    Ordering::Less
-                } else {
-                    Ordering::Equal
-                }
-            })
-            .ok()?;
+        let i = self.addresses.binary_search_by(|a| range_order(a.begin, a.end, probe)).ok()?;
         Some(self.addresses[i].function as usize)
     }
 }
@@ -649,17 +639,8 @@ impl Function {
         let mut addresses = &self.inlined_addresses[..];
         while chain.len() < MAX_INLINE_DEPTH {
             let depth = chain.len() as u32;
-            let found = addresses.binary_search_by(|a| {
-                a.depth.cmp(&depth).then_with(|| {
-                    if a.begin > probe {
-                        Ordering::Greater
-                    } else if a.end <= probe {
-                        Ordering::Less
-                    } else {
-                        Ordering::Equal
-                    }
-                })
-            });
+            let found =
+                addresses.binary_search_by(|a| a.depth.cmp(&depth).then_with(|| range_order(a.begin, a.end, probe)));
             let Ok(i) = found else {
                 break;
             };
