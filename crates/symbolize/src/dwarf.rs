@@ -146,7 +146,7 @@ const MAX_INLINE_DEPTH: usize = 128;
 /// for a name.
 const MAX_NAME_LINKS: usize = 16;
 /// Most line rows kept for one unit (a guard against hostile programs).
-const MAX_UNIT_ROWS: usize = 1 << 24;
+const MAX_UNIT_ROWS: usize = 1 << 22;
 /// Most units kept parsed at once while names are resolved across units.
 const MAX_REF_UNITS: usize = 32;
 /// "None" in the compact tables' `u32` fields.
