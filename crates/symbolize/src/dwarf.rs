@@ -142,6 +142,8 @@ pub(crate) struct DwarfFrame {
 const MAX_FRAMES: usize = 128;
 /// Deepest inlined call kept (deeper ones are dropped).
 const MAX_INLINE_DEPTH: usize = 128;
+// Inline depths are kept in 8 bits (`InlinedAddress::call`).
+const _: () = assert!(MAX_INLINE_DEPTH < 256);
 /// Most `DW_AT_abstract_origin` / `DW_AT_specification` links followed
 /// for a name.
 const MAX_NAME_LINKS: usize = 16;
@@ -227,11 +229,31 @@ struct Inlined {
     call_line: u32,
 }
 
+/// An address range of an inlined call, `begin..begin + len` (a range
+/// over 4 GiB, which no compiler emits, is left out), with the call's
+/// depth (high 8 bits of `call`) and index in [`Function::inlined`] (low
+/// 24 bits).
 struct InlinedAddress {
     begin: u64,
-    end: u64,
-    depth: u32,
-    inlined: u32,
+    len: u32,
+    call: u32,
+}
+
+/// Most inlined calls kept for one function (the index's 24 bits).
+const MAX_INLINED: usize = 1 << 24;
+
+impl InlinedAddress {
+    fn end(&self) -> u64 {
+        self.begin + u64::from(self.len)
+    }
+
+    fn depth(&self) -> u32 {
+        self.call >> 24
+    }
+
+    fn inlined(&self) -> usize {
+        (self.call & 0xff_ffff) as usize
+    }
 }
 
 /// The DWARF of one file, ready for lookups.
@@ -639,12 +661,12 @@ impl Function {
         let mut addresses = &self.inlined_addresses[..];
         while chain.len() < MAX_INLINE_DEPTH {
             let depth = chain.len() as u32;
-            let found =
-                addresses.binary_search_by(|a| a.depth.cmp(&depth).then_with(|| range_order(a.begin, a.end, probe)));
+            let found = addresses
+                .binary_search_by(|a| a.depth().cmp(&depth).then_with(|| range_order(a.begin, a.end(), probe)));
             let Ok(i) = found else {
                 break;
             };
-            chain.push(addresses[i].inlined as usize);
+            chain.push(addresses[i].inlined());
             addresses = &addresses[i + 1..];
         }
         chain
@@ -1182,12 +1204,17 @@ fn parse_function(
                         _ => {}
                     }
                 }
-                let index = u32::try_from(inlined.len()).map_err(drop)?;
+                if inlined.len() >= MAX_INLINED {
+                    return Err(());
+                }
+                // Below 2^24 and 2^7 (MAX_INLINE_DEPTH): they fit.
+                let call = (open.len() as u32) << 24 | inlined.len() as u32;
                 inlined.push(Inlined { name: names.add(name), call_file, call_line });
-                let call_depth = open.len() as u32;
                 attrs
                     .for_each(unit, |begin, end| {
-                        addresses.push(InlinedAddress { begin, end, depth: call_depth, inlined: index })
+                        if let Ok(len) = u32::try_from(end - begin) {
+                            addresses.push(InlinedAddress { begin, len, call });
+                        }
                     })
                     .map_err(drop)?;
                 open.push(next);
@@ -1195,7 +1222,7 @@ fn parse_function(
             _ => entries.skip_attributes(abbrev.attributes()).map_err(drop)?,
         }
     }
-    addresses.sort_unstable_by(|a, b| a.depth.cmp(&b.depth).then(a.begin.cmp(&b.begin)));
+    addresses.sort_unstable_by(|a, b| a.depth().cmp(&b.depth()).then(a.begin.cmp(&b.begin)));
     Ok(Function {
         name: names.add(name),
         broken: false,
