@@ -223,7 +223,7 @@ fn main() {
         let rss1 = rss_file();
         if let Some((index, units, [program, files, info])) = file.dwarf_accounting() {
             eprintln!(
-                "  {path}: dwarf index estimate {} MiB; lookups parsed {units} units: {} MiB of line programs, {files} file names, {} MiB of .debug_info",
+                "  {path}: dwarf index {} MiB; lookups parsed {units} units: {} MiB of line programs, {files} file names, {} MiB of .debug_info",
                 mib(index as i64),
                 mib(program as i64),
                 mib(info as i64)

@@ -32,14 +32,11 @@ pub struct DebugConfig {
     /// under that root first. Default `["/usr/lib/debug"]`.
     pub debug_roots: Vec<PathBuf>,
     /// DWARF that would take more heap than this once loaded (its
-    /// decompressed sections and the unit index parsed before any lookup)
-    /// is not used: the file is named from its symbols only. Estimated
-    /// from the raw sections before anything is parsed. Default 8 MiB:
-    /// enough for most C and C++ libraries and programs with their debug
-    /// information (glibc's `ld.so` debug file: 3 MiB), not for glibc's
-    /// libc debug file (about 37 MiB, 30 MiB really held) or a 50 MB Rust
-    /// program built with `debug = 1` (about 16 MiB; then 10-20 MiB more
-    /// as lookups parse its units).
+    /// decompressed sections and the unit index built at load: 8 bytes a
+    /// unit and 32 an address range) is not used: the file is named from
+    /// its symbols only. Estimated from the unit headers before anything
+    /// is parsed; in practice only compressed debug sections (debug files
+    /// of distributions) come near it. Default 8 MiB.
     pub max_dwarf_bytes: u64,
 }
 

@@ -1,32 +1,57 @@
-//! DWARF line tables and inline frames through `addr2line`, reading the
-//! sections straight from the mapped file (decompressing `SHF_COMPRESSED`
-//! zlib and zstd sections and legacy `.zdebug_*` zlib sections into
-//! memory), with an account of the heap it holds.
+//! DWARF line tables and inline frames through an index of our own built
+//! on `gimli`, reading the sections straight from the mapped file
+//! (decompressing `SHF_COMPRESSED` zlib and zstd sections and legacy
+//! `.zdebug_*` zlib sections into memory), with an account of the heap
+//! it holds.
+//!
+//! # The index
+//!
+//! At load, one pass over the unit headers: each unit's abbreviations
+//! are parsed only to read its root entry, for the unit's address ranges
+//! (`DW_AT_ranges`, else `.debug_aranges`, else `DW_AT_low_pc`/`high_pc`,
+//! else, for a unit that declares none, the sequences of its line
+//! program, run once at load), then dropped. What is kept: each unit's
+//! `.debug_info` offset (8 bytes) and one 32-byte entry per unit range.
+//!
+//! On the first lookup in a unit, the unit is parsed again (its
+//! abbreviations and line program header, dropped afterwards) into
+//! compact tables ([`ParsedUnit`]): the line rows by sequence (8 bytes
+//! each: the address as an offset from the sequence's start, the line;
+//! the file index where it changes), the file names rows and calls use,
+//! rendered once; each `DW_TAG_subprogram` with addresses, its name, and
+//! its inline tree (each `DW_TAG_inlined_subroutine`: name, call file and
+//! line, ranges with their inline depth). Names are the linkage name,
+//! else the name, else those of the `DW_AT_abstract_origin` /
+//! `DW_AT_specification` target (at most 16 links, into other units
+//! through `DW_FORM_ref_addr` and into the supplementary file of `dwz`,
+//! each such unit parsed for the while), interned once per unit.
+//!
+//! The frames of an address are the inlined calls holding it, innermost
+//! first, then the function: the innermost frame's file and line from
+//! the line table, each outer one's from the call file and line of the
+//! frame inside it. Lookups, file name rendering and the range fallback
+//! follow `addr2line` 0.27 (which the symbolizer used before): a
+//! differential test (`dwarf_diff_tests.rs`) checks that every
+//! line-table address of real files gives the same frames.
+//!
+//! Everything read is untrusted: loops end with the bytes they read,
+//! inline depth, name links and frames are capped, and malformed DWARF
+//! gives fewer or no frames (a unit or function whose entries do not
+//! parse answers nothing), never a panic.
 //!
 //! # Memory
 //!
-//! `addr2line` parses, when a file is loaded, every unit's header, its
-//! abbreviations and its line program header (the *unit index*), and
-//! then, on the first lookup in a unit, the unit's line table and
-//! function list, and on the first lookup in a function its inline
-//! tree; all of it is kept. [`Dwarf::cost`] accounts for both parts:
-//!
-//! - the index is estimated before it is built ([`estimate_index`]),
-//!   from the sizes of the structures gimli and addr2line build, counted
-//!   in the raw sections (abbreviations per table, file names per line
-//!   program, units, address ranges), so that DWARF too large for the
-//!   budget is never parsed ([`DwarfError::TooLarge`]);
-//! - a unit parsed by a lookup is charged on the first lookup in it: its
-//!   line program is run and its entries walked (nothing kept) to count
-//!   the rows, functions and inlined calls addr2line holds for it, all
-//!   functions counted as looked up (the `memory_breakdown` example
-//!   compares the account with the heap really held).
-//!
-//! Readers are bare slices (see [`Reader`]) and abbreviation tables
-//! shared by several units are parsed once: on rustc output this halves
-//! the index.
+//! [`Dwarf::cost`] is the decompressed sections, the index (from the
+//! lengths of its boxed slices) and, for each unit parsed by a lookup,
+//! the lengths of its tables and strings
+//! ([`ParsedUnit::heap_bytes`]; allocator rounding left out). Before
+//! anything is parsed, the index is estimated from the unit headers and
+//! `.debug_aranges` ([`estimate_index`]) and DWARF whose sections and
+//! index would exceed the limit is refused ([`DwarfError::TooLarge`]).
+//! Readers are bare slices (see [`Reader`]); nothing kept borrows them.
 
 use std::cell::{Cell, RefCell};
+use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::ops::Deref;
 use std::sync::Arc;
@@ -50,32 +75,6 @@ const MAX_DECOMPRESSED_SECTION: u64 = 512 << 20;
 const MAX_COMPRESSION_RATIO: u64 = 64;
 /// Sections this small are accepted whatever their ratio.
 const SMALL_SECTION: u64 = 64 << 10;
-
-/// Heap of one parsed unit besides `gimli::Unit` itself (addr2line's
-/// `ResUnit`: offsets, language, the lazy line and function cells).
-const RES_UNIT_EXTRA: u64 = 160;
-/// Heap of one unit address range (addr2line's `UnitRange`).
-const UNIT_RANGE: u64 = 32;
-/// Margin on the estimated unit index: addr2line also parses, at load,
-/// the line tables of units without address ranges (measured: 10% of
-/// the index of a rustc-built binary), and small tables are rounded.
-const INDEX_MARGIN_PERCENT: u64 = 125;
-/// Heap of one line table row (addr2line's `LineRow`).
-const LINE_ROW: u64 = 24;
-/// Heap of one line sequence (addr2line's `LineSequence`).
-const LINE_SEQUENCE: u64 = 32;
-/// Heap of one rendered file name (a `String`: header and path).
-const LINE_FILE: u64 = 24 + 96;
-/// Heap of one function of a unit's function list (addr2line's
-/// `LazyFunction` and one `FunctionAddress`), with room for split
-/// functions (several ranges).
-const FUNCTION: u64 = 72 + 24 * 3 / 2;
-/// Heap of a parsed function besides its inlined calls (its two lists).
-const FUNCTION_PARSED: u64 = 64;
-/// Heap of one inlined call, parsed with its function (addr2line's
-/// `InlinedFunction` and `InlinedFunctionAddress`), with room for
-/// several ranges.
-const INLINED: u64 = 48 + 32 * 3 / 2;
 
 /// One file whose DWARF sections are read: its headers, and the bytes
 /// uncompressed sections are served from (a map the symbolizer can
@@ -109,12 +108,11 @@ impl Deref for SectionBytes {
 }
 
 /// The reader every DWARF section is parsed with: a bare slice (16
-/// bytes), because gimli and addr2line keep a reader in every file entry,
-/// attribute and function name they hold; a reader that carries its
-/// owner (an `Arc`) would make all of those three times larger.
+/// bytes).
 ///
 /// The slices are `'static` only in name: they borrow from the
-/// [`SectionBytes`] that [`Dwarf`] keeps next to its context.
+/// [`SectionBytes`] that [`Dwarf`] keeps next to its sections; what the
+/// index keeps (names, file names) is copied out of them.
 pub(crate) type Reader = gimli::EndianSlice<'static, gimli::LittleEndian>;
 
 /// A reader over `bytes`, to be kept only as long as `bytes` (or a clone).
@@ -124,13 +122,15 @@ fn reader(bytes: &SectionBytes) -> Reader {
     // (`FileMap`, `ElfFile`, decompressed `Vec`) that never changes them;
     // moving or cloning a `SectionBytes` moves only the `Arc`, never the
     // bytes. The `Dwarf` that parses with this reader keeps a clone of
-    // `bytes` in `owners` and drops its context first (field order), and
-    // nothing it returns borrows from the context.
+    // `bytes` in `owners` and drops its sections first (field order);
+    // its tables hold copies (names, file names), never a reader, and
+    // the units parsed for a lookup are dropped before it returns.
     let slice: &'static [u8] = unsafe { std::slice::from_raw_parts(slice.as_ptr(), slice.len()) };
     gimli::EndianSlice::new(slice, gimli::LittleEndian)
 }
 
 /// One frame as DWARF names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DwarfFrame {
     /// Raw (possibly mangled) function name.
     pub function: Option<String>,
@@ -138,23 +138,148 @@ pub(crate) struct DwarfFrame {
     pub line: u32,
 }
 
+/// Most frames one address yields (a malformed tree could claim more).
+const MAX_FRAMES: usize = 128;
+/// Deepest inlined call kept (deeper ones are dropped).
+const MAX_INLINE_DEPTH: usize = 128;
+// Inline depths are kept in 8 bits (`InlinedAddress::call`).
+const _: () = assert!(MAX_INLINE_DEPTH < 256);
+/// Most `DW_AT_abstract_origin` / `DW_AT_specification` links followed
+/// for a name.
+const MAX_NAME_LINKS: usize = 16;
+/// Most line rows kept for one unit (a guard against hostile programs).
+const MAX_UNIT_ROWS: usize = 1 << 22;
+/// Most units kept parsed at once while names are resolved across units.
+const MAX_REF_UNITS: usize = 32;
+/// "None" in the compact tables' `u32` fields.
+const NONE: u32 = u32::MAX;
+
+/// An address range of one unit, as the lookup searches them: sorted by
+/// `end`, each with the lowest `begin` of itself and all after it.
+struct UnitRange {
+    begin: u64,
+    end: u64,
+    min_begin: u64,
+    unit: u32,
+}
+
+/// A unit once parsed by a lookup: its line table and functions in
+/// compact form (no reader, no abbreviation, no gimli structure).
+struct ParsedUnit {
+    /// `Err`: the line program is malformed (lookups in the unit find
+    /// nothing); `Ok(None)`: the unit has none.
+    lines: Result<Option<Lines>, ()>,
+    /// `Err`: the unit's entries are malformed.
+    functions: Result<Functions, ()>,
+    /// Function names, interned (the tables hold indices).
+    names: Box<[Box<str>]>,
+}
+
+/// A unit's line table.
+struct Lines {
+    /// Rendered file names by file index (only those rows or calls name).
+    files: Box<[Option<Box<str>>]>,
+    /// Sequences sorted by start.
+    sequences: Box<[Sequence]>,
+    /// All sequences' rows, each sequence's sorted by address.
+    rows: Box<[Row]>,
+    /// The file of the rows: (first row, file index) where it changes.
+    file_runs: Box<[(u32, u32)]>,
+}
+
+struct Sequence {
+    start: u64,
+    end: u64,
+    first_row: u32,
+    rows: u32,
+}
+
+/// A line row: its address (as an offset from its sequence's start)
+/// and line; its file is in [`Lines::file_runs`].
+struct Row {
+    offset: u32,
+    line: u32,
+}
+
+/// A unit's functions (`DW_TAG_subprogram` entries with addresses).
+struct Functions {
+    /// Sorted by begin.
+    addresses: Box<[FunctionAddress]>,
+    functions: Box<[Function]>,
+}
+
+struct FunctionAddress {
+    begin: u64,
+    end: u64,
+    function: u32,
+}
+
+struct Function {
+    name: u32,
+    /// Its entry or inline tree is malformed: lookups in it find nothing.
+    broken: bool,
+    inlined: Box<[Inlined]>,
+    /// Sorted by (depth, begin).
+    inlined_addresses: Box<[InlinedAddress]>,
+}
+
+struct Inlined {
+    name: u32,
+    call_file: u32,
+    call_line: u32,
+}
+
+/// An address range of an inlined call, `begin..begin + len` (a range
+/// over 4 GiB, which no compiler emits, is left out), with the call's
+/// depth (high 8 bits of `call`) and index in [`Function::inlined`] (low
+/// 24 bits).
+struct InlinedAddress {
+    begin: u64,
+    len: u32,
+    call: u32,
+}
+
+/// Most inlined calls kept for one function (the index's 24 bits).
+const MAX_INLINED: usize = 1 << 24;
+
+impl InlinedAddress {
+    fn end(&self) -> u64 {
+        self.begin + u64::from(self.len)
+    }
+
+    fn depth(&self) -> u32 {
+        self.call >> 24
+    }
+
+    fn inlined(&self) -> usize {
+        (self.call & 0xff_ffff) as usize
+    }
+}
+
 /// The DWARF of one file, ready for lookups.
 pub(crate) struct Dwarf {
     /// Declared first: dropped before `owners`, whose bytes it borrows.
-    context: addr2line::Context<Reader>,
+    sections: gimli::Dwarf<Reader>,
+    /// `.debug_info` offsets of the file's units (type units left out),
+    /// ascending.
+    units: Box<[u64]>,
+    /// `.debug_info` offsets of the supplementary file's units.
+    sup_units: Box<[u64]>,
+    /// The units' address ranges.
+    ranges: Box<[UnitRange]>,
+    /// The units parsed by lookups, by index in `units`.
+    parsed: RefCell<Box<[Option<Box<ParsedUnit>>]>>,
     /// The sections' bytes (see [`Reader`]).
     owners: Vec<SectionBytes>,
     /// Bytes decompressed into memory.
     owned_bytes: u64,
-    /// Estimated heap of the unit index.
+    /// Heap of the unit index (`units`, `sup_units`, `ranges`, `parsed`).
     index_bytes: u64,
-    /// Units (by offset) and functions (by offset, bit 63 set) parsed.
-    parsed: RefCell<HashSet<u64>>,
-    /// Estimated heap of what lookups parsed.
+    /// Heap of the parsed units.
     lazy_bytes: Cell<u64>,
-    /// Sums over the parsed units: line program bytes, file names,
-    /// `.debug_info` bytes (for the `memory_breakdown` example).
-    parsed_sizes: Cell<[u64; 3]>,
+    /// Units parsed, and the sums over them of line program bytes, file
+    /// names and `.debug_info` bytes (for the `memory_breakdown` example).
+    parsed_sizes: Cell<(u64, [u64; 3])>,
 }
 
 /// Why the DWARF of a file could not be used.
@@ -192,12 +317,12 @@ pub enum DwarfError {
 }
 
 impl Dwarf {
-    /// Parses the unit index of `file`'s DWARF (the costly part: every
-    /// unit header, abbreviation table, line program header and address
-    /// range), leaving line tables and function trees to be parsed on
-    /// first lookup in each unit; refuses (before parsing) when the
-    /// decompressed sections and the index would take more than
-    /// `max_bytes` of heap.
+    /// Indexes `file`'s DWARF: one pass over the unit headers, reading
+    /// each unit's root entry (its abbreviations parsed for that and
+    /// dropped) for its address ranges, leaving line tables and
+    /// functions to be parsed on the first lookup in each unit; refuses
+    /// (before parsing) when the decompressed sections and the index
+    /// would take more than `max_bytes` of heap.
     ///
     /// `sup` is the supplementary file `.gnu_debugaltlink` names (DWARF
     /// shared between files by `dwz`), when found.
@@ -226,53 +351,58 @@ impl Dwarf {
             owners.push(bytes);
             Ok(r)
         };
-        let mut dwarf = gimli::Dwarf::load(|id| load(file, id))?;
+        let mut sections = gimli::Dwarf::load(|id| load(file, id))?;
         if let Some(sup) = sup {
-            dwarf.load_sup(|id| load(sup, id))?;
+            sections.load_sup(|id| load(sup, id))?;
         }
-        let mut index_bytes = estimate_index(&dwarf);
-        if let Some(sup) = dwarf.sup() {
-            index_bytes += estimate_index(sup);
+        let estimated = estimate_index(&sections);
+        if owned_bytes + estimated > max_bytes {
+            return Err(DwarfError::TooLarge { estimated: owned_bytes + estimated, limit: max_bytes });
         }
-        if owned_bytes + index_bytes > max_bytes {
-            return Err(DwarfError::TooLarge { estimated: owned_bytes + index_bytes, limit: max_bytes });
+        let (units, ranges) = index_units(&sections).map_err(DwarfError::Parse)?;
+        let mut sup_units = Vec::new();
+        if let Some(s) = sections.sup() {
+            let mut headers = s.units();
+            while let Ok(Some(h)) = headers.next() {
+                if let Some(offset) = h.debug_info_offset() {
+                    sup_units.push(offset.0 as u64);
+                }
+            }
         }
-        // Tables shared by several units (common in rustc output) are
-        // then parsed once instead of once per unit.
-        dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
-        let context = addr2line::Context::from_dwarf(dwarf).map_err(DwarfError::Parse)?;
+        let units = units.into_boxed_slice();
+        let sup_units = sup_units.into_boxed_slice();
+        let parsed: Box<[Option<Box<ParsedUnit>>]> = (0..units.len()).map(|_| None).collect();
+        let index_bytes = (units.len() * 8 + sup_units.len() * 8 + parsed.len() * 8) as u64
+            + (ranges.len() * std::mem::size_of::<UnitRange>()) as u64;
         Ok(Dwarf {
-            context,
+            sections,
+            units,
+            sup_units,
+            ranges,
+            parsed: RefCell::new(parsed),
             owners,
             owned_bytes,
             index_bytes,
-            parsed: RefCell::new(HashSet::new()),
             lazy_bytes: Cell::new(0),
-            parsed_sizes: Cell::new([0; 3]),
+            parsed_sizes: Cell::new((0, [0; 3])),
         })
     }
 
     /// Accounted heap bytes: decompressed sections, the unit index, the
     /// units parsed by lookups so far.
     pub(crate) fn cost(&self) -> u64 {
-        self.owned_bytes + self.index_bytes + self.lazy_bytes.get() + self.parsed_set_bytes()
+        self.owned_bytes + self.index_bytes + self.lazy_bytes.get()
     }
 
     /// Units parsed by lookups, and the sums of their line program
     /// bytes, file names and `.debug_info` bytes.
     pub(crate) fn parsed_units(&self) -> (u64, [u64; 3]) {
-        let units = self.parsed.borrow().iter().filter(|k| **k >> 63 == 0).count();
-        (units as u64, self.parsed_sizes.get())
+        self.parsed_sizes.get()
     }
 
-    /// The estimated heap of the unit index.
+    /// The heap of the unit index.
     pub(crate) fn index_bytes(&self) -> u64 {
         self.index_bytes
-    }
-
-    /// The set of parsed units and functions itself.
-    fn parsed_set_bytes(&self) -> u64 {
-        crate::heap::table_bytes(self.parsed.borrow().capacity(), 8)
     }
 
     /// The files (maps, `ElfFile`s) sections are read from, possibly
@@ -281,13 +411,13 @@ impl Dwarf {
         self.owners.iter().map(|o| &o.backing).filter(|b| !matches!(b, Backing::Owned(_)))
     }
 
-    /// Gives the mapped pages read so far back (see
-    /// [`crate::filemap::FileMap::release`]).
     /// Whether a file these sections come from shrank while mapped.
     pub(crate) fn changed(&self) -> bool {
         self.owners.iter().any(|o| o.backing.changed())
     }
 
+    /// Gives the mapped pages read so far back (see
+    /// [`crate::filemap::FileMap::release`]).
     pub(crate) fn release_pages(&self) {
         let mut seen = HashSet::new();
         for o in &self.owners {
@@ -303,114 +433,826 @@ impl Dwarf {
     /// it or the DWARF there is broken.
     pub(crate) fn frames(&self, vaddr: u64) -> Vec<DwarfFrame> {
         let mut out = Vec::new();
-        let Ok(mut iter) = self.context.find_frames(vaddr).skip_all_loads() else {
+        let Some(high) = vaddr.checked_add(1) else {
             return out;
         };
-        // A malformed tree could in principle loop; inline depth is small.
-        let mut function_die = None;
-        while out.len() < 128 {
-            let frame = match iter.next() {
-                Ok(Some(f)) => f,
-                Ok(None) | Err(_) => break,
+        // The units whose ranges hold `vaddr` (several when ranges
+        // overlap), in the order of their ranges' ends: the first with a
+        // function or a line there answers.
+        let start = match self.ranges.binary_search_by_key(&vaddr, |r| r.end) {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        };
+        let candidates = self.ranges[start..]
+            .iter()
+            .take_while(|r| high > r.min_begin)
+            .filter(|r| vaddr < r.end && high > r.begin)
+            .map(|r| r.unit as usize);
+        for unit in candidates {
+            let mut parsed = self.parsed.borrow_mut();
+            let Some(slot) = parsed.get_mut(unit) else {
+                return out;
             };
-            // The last frame's entry is the containing function's.
-            function_die = frame.dw_die_offset;
-            let function = frame.function.as_ref().and_then(|f| f.raw_name().ok()).map(|n| n.into_owned());
-            let (file, line) = match &frame.location {
-                Some(l) => (l.file.map(str::to_owned), l.line.unwrap_or(0)),
-                None => (None, 0),
+            if slot.is_none() {
+                let p = self.parse_unit(unit);
+                self.lazy_bytes.set(self.lazy_bytes.get() + p.heap_bytes());
+                *slot = Some(Box::new(p));
+            }
+            let Some(p) = slot.as_deref() else {
+                return out;
             };
-            out.push(DwarfFrame { function, file, line });
+            match p.frames(vaddr, &mut out) {
+                Found::Yes | Found::Broken => return out,
+                Found::No => {}
+            }
         }
-        self.charge(vaddr, function_die);
         out
     }
 
-    /// Charges what the lookup of `vaddr` parsed for the first time: the
-    /// unit holding it (line table, function list) and the function
-    /// (entry `function`) with its inline tree.
-    fn charge(&self, vaddr: u64, function: Option<gimli::UnitOffset<usize>>) {
-        // The unit was parsed by the lookup just made: finding it again
-        // is binary searches, no parsing.
-        let Some(unit) = self.context.find_dwarf_and_unit(vaddr).skip_all_loads() else {
-            return;
+    /// Parses unit `index` into its compact tables (abbreviations and
+    /// line program header parsed for that, then dropped).
+    fn parse_unit(&self, index: usize) -> ParsedUnit {
+        let broken = || ParsedUnit { lines: Err(()), functions: Err(()), names: Box::default() };
+        let Some(&offset) = self.units.get(index) else {
+            return broken();
         };
-        let unit_key = unit.header.offset().0 as u64;
-        let mut bytes = 0;
-        if self.parsed.borrow_mut().insert(unit_key) {
-            let (program, files) = unit.line_program.as_ref().map_or((0, 0), |p| {
-                let h = p.header();
-                (h.raw_program_buf().len() as u64, h.file_names().len() as u64)
-            });
-            let info = unit.header.length_including_self() as u64;
-            let [p, f, i] = self.parsed_sizes.get();
-            self.parsed_sizes.set([p + program, f + files, i + info]);
-            bytes += unit_bytes(unit).unwrap_or(program * LINE_ROW + info * 4);
-        }
-        if let Some(die) = function {
-            // Function entries are unit-relative: key by the section offset.
-            let key = (unit_key + die.0 as u64) | 1 << 63;
-            if self.parsed.borrow_mut().insert(key) {
-                bytes += function_bytes(unit, die).unwrap_or(0);
+        let Ok(unit) = parse_unit_at(&self.sections, offset) else {
+            return broken();
+        };
+        let unit = gimli::UnitRef::new(&self.sections, &unit);
+        let (program, files) = unit.line_program.as_ref().map_or((0, 0), |p| {
+            let h = p.header();
+            (h.raw_program_buf().len() as u64, h.file_names().len() as u64)
+        });
+        let info = unit.header.length_including_self() as u64;
+        let (n, [p, f, i]) = self.parsed_sizes.get();
+        self.parsed_sizes.set((n + 1, [p + program, f + files, i + info]));
+
+        let mut lines = match unit.line_program.clone() {
+            None => Ok(None),
+            Some(program) => parse_lines(unit, program).map(Some).map_err(drop),
+        };
+        let mut names = Names::default();
+        let mut refs = RefUnits { dwarf: self, current: offset, units: HashMap::new() };
+        let functions = parse_functions(unit, &mut names, &mut refs).map_err(drop);
+        drop(refs);
+        // Keep only the file names rows and calls refer to.
+        if let Ok(Some(lines)) = &mut lines {
+            let mut used = vec![false; lines.files.len()];
+            let mut mark = |i: u32| {
+                if let Some(u) = used.get_mut(i as usize) {
+                    *u = true;
+                }
+            };
+            lines.file_runs.iter().for_each(|r| mark(r.1));
+            if let Ok(f) = &functions {
+                f.functions.iter().flat_map(|f| f.inlined.iter()).for_each(|i| mark(i.call_file));
             }
+            let mut files: Vec<Option<Box<str>>> = std::mem::take(&mut lines.files).into_vec();
+            for (f, used) in files.iter_mut().zip(used) {
+                if !used {
+                    *f = None;
+                }
+            }
+            while files.last().is_some_and(Option::is_none) {
+                files.pop();
+            }
+            lines.files = files.into_boxed_slice();
         }
-        self.lazy_bytes.set(self.lazy_bytes.get() + bytes);
+        ParsedUnit { lines, functions, names: names.finish() }
     }
 }
 
-/// Heap addr2line holds once a unit is parsed: its line table (rows,
-/// sequences, file names) and its function list. Counted by running the
-/// line program and walking the unit's entries without keeping anything.
-fn unit_bytes(unit: gimli::UnitRef<'_, Reader>) -> Result<u64, gimli::Error> {
-    let mut lines = 0;
-    if let Some(program) = unit.line_program.clone() {
-        let files = program.header().file_names().len() as u64;
-        let (mut rows, mut sequences) = (0u64, 0u64);
-        let mut it = program.rows();
-        while let Some((_, row)) = it.next_row()? {
-            rows += 1;
-            if row.end_sequence() {
-                sequences += 1;
-            }
-        }
-        lines = rows * LINE_ROW + sequences * LINE_SEQUENCE + files * LINE_FILE;
-    }
-    let mut functions = 0u64;
-    let mut entries = unit.entries_raw(None)?;
-    while !entries.is_empty() {
-        let Some(abbrev) = entries.read_abbreviation()? else {
-            continue;
-        };
-        if abbrev.tag() == gimli::DW_TAG_subprogram {
-            functions += 1;
-        }
-        entries.skip_attributes(abbrev.attributes())?;
-    }
-    Ok(lines + functions * FUNCTION)
+/// The unit at `.debug_info` offset `offset` of `dwarf`, parsed (its
+/// abbreviations and line program header with it).
+fn parse_unit_at(dwarf: &gimli::Dwarf<Reader>, offset: u64) -> Result<gimli::Unit<Reader>, gimli::Error> {
+    let offset = usize::try_from(offset).map_err(|_| gimli::Error::OffsetOutOfBounds(0))?;
+    let header = dwarf.unit_header(gimli::DebugInfoOffset(offset))?;
+    dwarf.unit(header)
 }
 
-/// Heap addr2line holds once the function at entry `die` is parsed: its
-/// inlined calls (the entries below it).
-fn function_bytes(unit: gimli::UnitRef<'_, Reader>, die: gimli::UnitOffset<usize>) -> Result<u64, gimli::Error> {
-    let mut entries = unit.entries_raw(Some(die))?;
-    let depth = entries.next_depth();
-    let mut inlined = 0u64;
-    loop {
-        let Some(abbrev) = entries.read_abbreviation()? else {
-            if entries.next_depth() <= depth {
+/// Whether a parsed unit answered a lookup.
+enum Found {
+    /// With frames (possibly one without a function).
+    Yes,
+    /// No function and no line there: the next unit covering the address
+    /// may have them.
+    No,
+    /// The DWARF there is malformed: no frames.
+    Broken,
+}
+
+impl ParsedUnit {
+    /// Pushes the frames of `probe` onto `out`, innermost first.
+    fn frames(&self, probe: u64, out: &mut Vec<DwarfFrame>) -> Found {
+        let Ok(functions) = &self.functions else {
+            return Found::Broken;
+        };
+        let function = functions.find(probe).and_then(|i| functions.functions.get(i));
+        if function.is_some_and(|f| f.broken) {
+            return Found::Broken;
+        }
+        let lines = match &self.lines {
+            Err(()) => return Found::Broken,
+            Ok(l) => l.as_ref(),
+        };
+        let location = lines.and_then(|l| l.find(probe));
+        let name = |i: u32| self.names.get(i as usize).map(|n| n.to_string());
+        let file = |i: u32| lines.and_then(|l| l.file(i)).map(str::to_owned);
+        let Some(function) = function else {
+            let Some((f, line)) = location else {
+                return Found::No;
+            };
+            out.push(DwarfFrame { function: None, file: file(f), line });
+            return Found::Yes;
+        };
+        let (mut file_here, mut line_here) = match location {
+            Some((f, l)) => (file(f), l),
+            None => (None, 0),
+        };
+        let chain = function.find_inlined(probe);
+        for &i in chain.iter().rev() {
+            if out.len() + 1 >= MAX_FRAMES {
                 break;
             }
+            let Some(inlined) = function.inlined.get(i) else {
+                break;
+            };
+            out.push(DwarfFrame { function: name(inlined.name), file: file_here, line: line_here });
+            file_here = file(inlined.call_file);
+            line_here = inlined.call_line;
+        }
+        out.push(DwarfFrame { function: name(function.name), file: file_here, line: line_here });
+        Found::Yes
+    }
+
+    /// Heap held (from the tables' lengths: they are boxed slices).
+    fn heap_bytes(&self) -> u64 {
+        use std::mem::size_of;
+        let mut bytes = size_of::<ParsedUnit>() as u64;
+        bytes += self.names.iter().map(|n| 16 + n.len() as u64).sum::<u64>();
+        if let Ok(Some(l)) = &self.lines {
+            bytes += l.files.iter().map(|f| 16 + f.as_ref().map_or(0, |f| f.len() as u64)).sum::<u64>();
+            bytes += (l.sequences.len() * size_of::<Sequence>()
+                + l.rows.len() * size_of::<Row>()
+                + l.file_runs.len() * 8) as u64;
+        }
+        if let Ok(f) = &self.functions {
+            bytes += (f.addresses.len() * size_of::<FunctionAddress>()) as u64;
+            bytes += f
+                .functions
+                .iter()
+                .map(|f| {
+                    (size_of::<Function>()
+                        + f.inlined.len() * size_of::<Inlined>()
+                        + f.inlined_addresses.len() * size_of::<InlinedAddress>()) as u64
+                })
+                .sum::<u64>();
+        }
+        bytes
+    }
+}
+
+/// Where the range `begin..end` stands relative to `probe`, for binary
+/// searches of sorted ranges: `Equal` when it holds `probe`.
+fn range_order(begin: u64, end: u64, probe: u64) -> Ordering {
+    if probe < begin {
+        Ordering::Greater
+    } else if probe >= end {
+        Ordering::Less
+    } else {
+        Ordering::Equal
+    }
+}
+
+impl Lines {
+    /// The file index and line of `probe`.
+    fn find(&self, probe: u64) -> Option<(u32, u32)> {
+        let s = self.sequences.binary_search_by(|s| range_order(s.start, s.end, probe)).ok()?;
+        let s = &self.sequences[s];
+        let first = s.first_row as usize;
+        let rows = self.rows.get(first..first + s.rows as usize)?;
+        let i = match rows.binary_search_by(|r| (s.start + u64::from(r.offset)).cmp(&probe)) {
+            Ok(i) => i,
+            Err(0) => return None,
+            Err(i) => i - 1,
+        };
+        let row = first + i;
+        let run = self.file_runs.partition_point(|r| r.0 as usize <= row).checked_sub(1)?;
+        Some((self.file_runs[run].1, rows[i].line))
+    }
+
+    fn file(&self, index: u32) -> Option<&str> {
+        self.files.get(index as usize)?.as_deref()
+    }
+}
+
+impl Functions {
+    fn find(&self, probe: u64) -> Option<usize> {
+        let i = self.addresses.binary_search_by(|a| range_order(a.begin, a.end, probe)).ok()?;
+        Some(self.addresses[i].function as usize)
+    }
+}
+
+impl Function {
+    /// The inlined calls holding `probe`, outermost first.
+    fn find_inlined(&self, probe: u64) -> Vec<usize> {
+        let mut chain = Vec::new();
+        let mut addresses = &self.inlined_addresses[..];
+        while chain.len() < MAX_INLINE_DEPTH {
+            let depth = chain.len() as u32;
+            let found = addresses
+                .binary_search_by(|a| a.depth().cmp(&depth).then_with(|| range_order(a.begin, a.end(), probe)));
+            let Ok(i) = found else {
+                break;
+            };
+            chain.push(addresses[i].inlined());
+            addresses = &addresses[i + 1..];
+        }
+        chain
+    }
+}
+
+/// Function names of one unit, each kept once.
+#[derive(Default)]
+struct Names {
+    index: HashMap<Box<str>, u32>,
+}
+
+impl Names {
+    fn add(&mut self, name: Option<Reader>) -> u32 {
+        let Some(name) = name else {
+            return NONE;
+        };
+        let name = name.to_string_lossy();
+        if let Some(&i) = self.index.get(name.as_ref()) {
+            return i;
+        }
+        let i = match u32::try_from(self.index.len()) {
+            Ok(i) if i != NONE => i,
+            _ => return NONE,
+        };
+        self.index.insert(name.into(), i);
+        i
+    }
+
+    fn finish(self) -> Box<[Box<str>]> {
+        let mut names: Vec<(Box<str>, u32)> = self.index.into_iter().collect();
+        names.sort_unstable_by_key(|n| n.1);
+        names.into_iter().map(|n| n.0).collect()
+    }
+}
+
+/// Units parsed while one unit's names are resolved (references into
+/// other units, `DW_FORM_ref_addr`, or into the supplementary file),
+/// dropped with it.
+struct RefUnits<'a> {
+    dwarf: &'a Dwarf,
+    /// `.debug_info` offset of the unit being parsed.
+    current: u64,
+    /// By (in the supplementary file, unit offset).
+    units: HashMap<(bool, u64), gimli::Unit<Reader>>,
+}
+
+/// Which unit an entry reference leads to.
+#[derive(Clone, Copy, PartialEq)]
+enum Place {
+    /// The unit being parsed.
+    Current,
+    /// Another unit (in the supplementary file, unit offset).
+    Other(bool, u64),
+}
+
+impl RefUnits<'_> {
+    /// The unit holding `.debug_info` offset `at` (of the supplementary
+    /// file when `sup`), parsed, and the entry's offset in it.
+    fn find(&mut self, sup: bool, at: usize) -> Result<(Place, gimli::UnitOffset), ()> {
+        let list = if sup { &self.dwarf.sup_units } else { &self.dwarf.units };
+        let i = match list.binary_search(&(at as u64)) {
+            Ok(_) | Err(0) => return Err(()),
+            Err(i) => i - 1,
+        };
+        let start = list[i];
+        let place = if !sup && start == self.current { Place::Current } else { Place::Other(sup, start) };
+        if let Place::Other(..) = place {
+            if !self.units.contains_key(&(sup, start)) {
+                let dwarf = if sup { self.dwarf.sections.sup().ok_or(())? } else { &self.dwarf.sections };
+                let unit = parse_unit_at(dwarf, start).map_err(drop)?;
+                if self.units.len() >= MAX_REF_UNITS {
+                    self.units.clear();
+                }
+                self.units.insert((sup, start), unit);
+            }
+        }
+        let header = match place {
+            Place::Current => None,
+            Place::Other(s, o) => Some(&self.units.get(&(s, o)).ok_or(())?.header),
+        };
+        let offset = gimli::DebugInfoOffset(at);
+        let offset = match header {
+            Some(h) => offset.to_unit_offset(h),
+            None => {
+                let h = self.dwarf.sections.unit_header(gimli::DebugInfoOffset(start as usize)).map_err(drop)?;
+                offset.to_unit_offset(&h)
+            }
+        };
+        Ok((place, offset.ok_or(())?))
+    }
+
+    /// The name an `DW_AT_abstract_origin` or `DW_AT_specification`
+    /// value leads to, in `unit` (the unit being parsed): the target's
+    /// linkage name, else its name, else its own origin's, at most
+    /// [`MAX_NAME_LINKS`] links away. `Err` when a reference or an entry
+    /// is malformed.
+    fn name(
+        &mut self,
+        unit: gimli::UnitRef<'_, Reader>,
+        value: gimli::AttributeValue<Reader>,
+    ) -> Result<Option<Reader>, ()> {
+        let mut value = value;
+        let mut place = Place::Current;
+        let mut sup = false;
+        for _ in 0..MAX_NAME_LINKS {
+            let offset = match value {
+                gimli::AttributeValue::UnitRef(o) => o,
+                gimli::AttributeValue::DebugInfoRef(o) => {
+                    let (p, o) = self.find(sup, o.0)?;
+                    place = p;
+                    o
+                }
+                gimli::AttributeValue::DebugInfoRefSup(o) => {
+                    if sup || self.dwarf.sections.sup().is_none() {
+                        return Ok(None);
+                    }
+                    sup = true;
+                    let (p, o) = self.find(true, o.0)?;
+                    place = p;
+                    o
+                }
+                _ => return Ok(None),
+            };
+            let target = match place {
+                Place::Current => unit,
+                Place::Other(s, o) => {
+                    let dwarf = if s { self.dwarf.sections.sup().ok_or(())? } else { &self.dwarf.sections };
+                    gimli::UnitRef::new(dwarf, self.units.get(&(s, o)).ok_or(())?)
+                }
+            };
+            let mut entries = target.entries_raw(Some(offset)).map_err(drop)?;
+            let abbrev = entries.read_abbreviation().map_err(drop)?.ok_or(())?;
+            let mut name = None;
+            let mut next = None;
+            for spec in abbrev.attributes() {
+                let attr = entries.read_attribute(*spec).map_err(drop)?;
+                match attr.name() {
+                    gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name => {
+                        if let Ok(n) = target.attr_string(attr.value()) {
+                            return Ok(Some(n));
+                        }
+                    }
+                    gimli::DW_AT_name => {
+                        if let Ok(n) = target.attr_string(attr.value()) {
+                            name = Some(n);
+                        }
+                    }
+                    gimli::DW_AT_abstract_origin | gimli::DW_AT_specification => next = Some(attr.value()),
+                    _ => {}
+                }
+            }
+            if name.is_some() {
+                return Ok(name);
+            }
+            match next {
+                Some(n) => value = n,
+                None => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// An entry's address ranges, as its attributes give them.
+#[derive(Default)]
+struct RangeAttrs {
+    low_pc: Option<u64>,
+    high_pc: Option<u64>,
+    size: Option<u64>,
+    ranges: Option<gimli::RangeListsOffset>,
+}
+
+impl RangeAttrs {
+    /// Takes `attr` if it is one of the range attributes.
+    fn read(&mut self, unit: gimli::UnitRef<'_, Reader>, attr: &gimli::Attribute<Reader>) -> Result<(), gimli::Error> {
+        match (attr.name(), attr.value()) {
+            (gimli::DW_AT_low_pc, gimli::AttributeValue::Addr(a)) => self.low_pc = Some(a),
+            (gimli::DW_AT_low_pc, gimli::AttributeValue::DebugAddrIndex(i)) => self.low_pc = Some(unit.address(i)?),
+            (gimli::DW_AT_high_pc, gimli::AttributeValue::Addr(a)) => self.high_pc = Some(a),
+            (gimli::DW_AT_high_pc, gimli::AttributeValue::DebugAddrIndex(i)) => self.high_pc = Some(unit.address(i)?),
+            (gimli::DW_AT_high_pc, gimli::AttributeValue::Udata(s)) => self.size = Some(s),
+            (gimli::DW_AT_ranges, v) => self.ranges = unit.attr_ranges_offset(v)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with each non-empty range; whether there was one.
+    fn for_each(&self, unit: gimli::UnitRef<'_, Reader>, mut f: impl FnMut(u64, u64)) -> Result<bool, gimli::Error> {
+        let mut any = false;
+        let mut add = |begin: u64, end: u64| {
+            if begin < end {
+                f(begin, end);
+                any = true;
+            }
+        };
+        if let Some(offset) = self.ranges {
+            let mut list = unit.ranges(offset)?;
+            while let Some(r) = list.next()? {
+                add(r.begin, r.end);
+            }
+        } else if let (Some(begin), Some(end)) = (self.low_pc, self.high_pc) {
+            add(begin, end);
+        } else if let (Some(begin), Some(size)) = (self.low_pc, self.size) {
+            // A tombstone low_pc (-1) wraps around and is left out.
+            add(begin, begin.wrapping_add(size));
+        }
+        Ok(any)
+    }
+}
+
+/// The index of `dwarf`'s units: their `.debug_info` offsets (type units
+/// left out) and their address ranges, from, in order of preference,
+/// the root entry's `DW_AT_ranges`, `.debug_aranges`, the root's
+/// `DW_AT_low_pc`/`DW_AT_high_pc`, and for a unit with none of these its
+/// line program's sequences. Each unit's abbreviations are parsed for its
+/// root entry, then dropped. Malformed units are left out.
+fn index_units(dwarf: &gimli::Dwarf<Reader>) -> Result<(Vec<u64>, Box<[UnitRange]>), gimli::Error> {
+    // The `.debug_aranges` sets, by the unit they describe.
+    let mut aranges = Vec::new();
+    let mut sets = dwarf.debug_aranges.headers();
+    while let Ok(Some(set)) = sets.next() {
+        aranges.push((set.debug_info_offset().0 as u64, set.offset()));
+    }
+    aranges.sort_unstable_by_key(|a| a.0);
+
+    let mut units = Vec::new();
+    let mut ranges: Vec<UnitRange> = Vec::new();
+    let mut headers = dwarf.units();
+    while let Ok(Some(header)) = headers.next() {
+        let Some(offset) = header.debug_info_offset() else {
             continue;
         };
-        if abbrev.tag() == gimli::DW_TAG_inlined_subroutine {
-            inlined += 1;
-        }
-        entries.skip_attributes(abbrev.attributes())?;
-        if entries.next_depth() <= depth || entries.is_empty() {
+        let offset = offset.0 as u64;
+        let wants_ranges = match header.type_() {
+            gimli::UnitType::Type { .. } | gimli::UnitType::SplitType { .. } => continue,
+            // Partial units are only referred to; they have no code.
+            gimli::UnitType::Partial => false,
+            _ => true,
+        };
+        let Ok(id) = u32::try_from(units.len()) else {
             break;
+        };
+        units.push(offset);
+        if !wants_ranges {
+            continue;
+        }
+        let Ok(unit) = dwarf.unit(header) else {
+            continue;
+        };
+        let unit = gimli::UnitRef::new(dwarf, &unit);
+        let before = ranges.len();
+        if unit_ranges(unit, offset, &aranges, |begin, end| {
+            ranges.push(UnitRange { begin, end, min_begin: 0, unit: id })
+        })
+        .is_err()
+        {
+            ranges.truncate(before);
+            continue;
+        }
+        if ranges.len() == before {
+            // No ranges declared: the line program's sequences, if it
+            // runs (and its file names render) without error.
+            if let Some(program) = unit.line_program.clone() {
+                if let Ok(lines) = parse_lines(unit, program) {
+                    for s in lines.sequences.iter() {
+                        ranges.push(UnitRange { begin: s.start, end: s.end, min_begin: 0, unit: id });
+                    }
+                }
+            }
         }
     }
-    Ok(FUNCTION_PARSED + inlined * INLINED)
+    ranges.sort_unstable_by_key(|r| (r.end, r.unit));
+    let mut min = u64::MAX;
+    for r in ranges.iter_mut().rev() {
+        min = min.min(r.begin);
+        r.min_begin = min;
+    }
+    Ok((units, ranges.into_boxed_slice()))
+}
+
+/// Calls `f` with the address ranges of `unit`'s root entry
+/// (`DW_AT_ranges`, else `.debug_aranges`, else low/high pc).
+fn unit_ranges(
+    unit: gimli::UnitRef<'_, Reader>,
+    offset: u64,
+    aranges: &[(u64, gimli::DebugArangesOffset)],
+    mut f: impl FnMut(u64, u64),
+) -> Result<(), gimli::Error> {
+    let mut entries = unit.entries_raw(None)?;
+    let Some(abbrev) = entries.read_abbreviation()? else {
+        return Err(gimli::Error::NoEntryAtGivenOffset(offset));
+    };
+    let mut attrs = RangeAttrs::default();
+    for spec in abbrev.attributes() {
+        let attr = entries.read_attribute(*spec)?;
+        attrs.read(unit, &attr)?;
+    }
+    if attrs.ranges.is_none() {
+        let first = aranges.partition_point(|a| a.0 < offset);
+        let mut found = false;
+        for (_, set) in aranges[first..].iter().take_while(|a| a.0 == offset) {
+            let set = unit.dwarf.debug_aranges.header(*set)?;
+            let mut entries = set.entries();
+            // Entries in error (an address overflow) are skipped; the
+            // iterator ends after errors it cannot skip.
+            while let Some(entry) = entries.next().transpose() {
+                let Ok(entry) = entry else {
+                    continue;
+                };
+                if entry.length() != 0 {
+                    let r = entry.range();
+                    f(r.begin, r.end);
+                    found = true;
+                }
+            }
+        }
+        if found {
+            return Ok(());
+        }
+    }
+    attrs.for_each(unit, f)?;
+    Ok(())
+}
+
+/// Runs `unit`'s line program into a compact table; `Err` when it is
+/// malformed or a file name does not render.
+fn parse_lines(
+    unit: gimli::UnitRef<'_, Reader>,
+    program: gimli::IncompleteLineProgram<Reader>,
+) -> Result<Lines, gimli::Error> {
+    let mut sequences = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
+    let mut file_runs: Vec<(u32, u32)> = Vec::new();
+    // The rows of the sequence being run: address, file, line.
+    let mut current: Vec<(u64, u32, u32)> = Vec::new();
+    let mut it = program.rows();
+    while let Some((_, row)) = it.next_row()? {
+        if row.end_sequence() {
+            if let Some(&(start, _, _)) = current.first() {
+                let end = row.address();
+                // Rows are kept as 32-bit offsets from the start: a
+                // sequence going backwards or over 4 GiB (not produced
+                // by compilers) is left out.
+                let fits = current.iter().all(|r| r.0 >= start && r.0 - start <= u64::from(u32::MAX));
+                if start < end && fits {
+                    let first_row = u32::try_from(rows.len()).map_err(|_| gimli::Error::OffsetOutOfBounds(0))?;
+                    for &(address, file, line) in &current {
+                        if file_runs.last().is_none_or(|r| r.1 != file) {
+                            file_runs.push((rows.len() as u32, file));
+                        }
+                        rows.push(Row { offset: (address - start) as u32, line });
+                    }
+                    sequences.push(Sequence { start, end, first_row, rows: current.len() as u32 });
+                }
+            }
+            current.clear();
+            continue;
+        }
+        let address = row.address();
+        let file = u32::try_from(row.file_index()).unwrap_or(NONE - 1);
+        // Truncated as addr2line does.
+        let line = row.line().map_or(0, |l| l.get() as u32);
+        if let Some(last) = current.last_mut().filter(|l| l.0 == address) {
+            *last = (address, file, line);
+            continue;
+        }
+        if rows.len() + current.len() >= MAX_UNIT_ROWS {
+            return Err(gimli::Error::OffsetOutOfBounds(0));
+        }
+        current.push((address, file, line));
+    }
+    // Rows of a sequence never ended are not kept.
+    sequences.sort_unstable_by_key(|s| s.start);
+
+    let header = it.header();
+    let mut files = Vec::new();
+    // DWARF 4 numbers files from 1: index 0 is then an empty name.
+    files.push(Some(match header.file(0) {
+        Some(f) => render_file(unit, f, header)?.into_boxed_str(),
+        None => Box::from(""),
+    }));
+    for index in 1..=header.file_names().len() as u64 {
+        let Some(f) = header.file(index) else {
+            break;
+        };
+        files.push(Some(render_file(unit, f, header)?.into_boxed_str()));
+    }
+    Ok(Lines {
+        files: files.into_boxed_slice(),
+        sequences: sequences.into_boxed_slice(),
+        rows: rows.into_boxed_slice(),
+        file_runs: file_runs.into_boxed_slice(),
+    })
+}
+
+/// A file's full name: the unit's directory, the file's directory (when
+/// not the unit's own, index 0) and its name, each absolute part
+/// replacing what comes before it.
+fn render_file(
+    unit: gimli::UnitRef<'_, Reader>,
+    file: &gimli::FileEntry<Reader>,
+    header: &gimli::LineProgramHeader<Reader>,
+) -> Result<String, gimli::Error> {
+    let mut path = match &unit.comp_dir {
+        Some(dir) => dir.to_string_lossy().into_owned(),
+        None => String::new(),
+    };
+    if file.directory_index() != 0 {
+        if let Some(dir) = file.directory(header) {
+            join_path(&mut path, &unit.attr_string(dir)?.to_string_lossy());
+        }
+    }
+    join_path(&mut path, &unit.attr_string(file.path_name())?.to_string_lossy());
+    Ok(path)
+}
+
+/// Appends `part` to `path` with a separator (`\` when `path` is a
+/// Windows path), or replaces `path` when `part` is absolute.
+fn join_path(path: &mut String, part: &str) {
+    let unix_root = |p: &str| p.starts_with('/') || p.get(1..3) == Some(":/");
+    let windows_root = |p: &str| p.starts_with('\\') || p.get(1..3) == Some(":\\");
+    if unix_root(part) || windows_root(part) {
+        *path = part.to_owned();
+        return;
+    }
+    let separator = if windows_root(path) { '\\' } else { '/' };
+    if !path.is_empty() && !path.ends_with(separator) {
+        path.push(separator);
+    }
+    path.push_str(part);
+}
+
+/// The functions of `unit`: every `DW_TAG_subprogram` with addresses,
+/// with its name and inline tree.
+fn parse_functions(
+    unit: gimli::UnitRef<'_, Reader>,
+    names: &mut Names,
+    refs: &mut RefUnits<'_>,
+) -> Result<Functions, gimli::Error> {
+    let mut offsets = Vec::new();
+    let mut addresses = Vec::new();
+    let mut entries = unit.entries_raw(None)?;
+    while !entries.is_empty() {
+        let offset = entries.next_offset();
+        let Some(abbrev) = entries.read_abbreviation()? else {
+            continue;
+        };
+        if abbrev.tag() != gimli::DW_TAG_subprogram {
+            entries.skip_attributes(abbrev.attributes())?;
+            continue;
+        }
+        let mut attrs = RangeAttrs::default();
+        for spec in abbrev.attributes() {
+            let attr = entries.read_attribute(*spec)?;
+            attrs.read(unit, &attr)?;
+        }
+        let function = u32::try_from(offsets.len()).map_err(|_| gimli::Error::OffsetOutOfBounds(0))?;
+        if attrs.for_each(unit, |begin, end| addresses.push(FunctionAddress { begin, end, function }))? {
+            offsets.push(offset);
+        }
+    }
+    addresses.sort_unstable_by_key(|a| a.begin);
+    let functions = offsets
+        .into_iter()
+        .map(|o| {
+            parse_function(unit, o, names, refs).unwrap_or(Function {
+                name: NONE,
+                broken: true,
+                inlined: Box::default(),
+                inlined_addresses: Box::default(),
+            })
+        })
+        .collect();
+    Ok(Functions { addresses: addresses.into_boxed_slice(), functions })
+}
+
+/// The name and inline tree of the function at `offset`.
+fn parse_function(
+    unit: gimli::UnitRef<'_, Reader>,
+    offset: gimli::UnitOffset,
+    names: &mut Names,
+    refs: &mut RefUnits<'_>,
+) -> Result<Function, ()> {
+    let mut entries = unit.entries_raw(Some(offset)).map_err(drop)?;
+    let depth = entries.next_depth();
+    let abbrev = entries.read_abbreviation().map_err(drop)?.ok_or(())?;
+    let mut name = None;
+    for spec in abbrev.attributes() {
+        let attr = entries.read_attribute(*spec).map_err(drop)?;
+        read_name(unit, &attr, &mut name, refs)?;
+    }
+    let mut inlined = Vec::new();
+    let mut addresses = Vec::new();
+    // Entry depths of the inlined calls the next entry may be inside.
+    let mut open: Vec<isize> = Vec::new();
+    loop {
+        let next = entries.next_depth();
+        if next <= depth {
+            break;
+        }
+        while open.last().is_some_and(|&d| d >= next) {
+            open.pop();
+        }
+        let Some(abbrev) = entries.read_abbreviation().map_err(drop)? else {
+            continue;
+        };
+        match abbrev.tag() {
+            gimli::DW_TAG_subprogram => {
+                // A nested function: listed on its own, skipped here.
+                entries.skip_attributes(abbrev.attributes()).map_err(drop)?;
+                while entries.next_depth() > next {
+                    if let Some(a) = entries.read_abbreviation().map_err(drop)? {
+                        entries.skip_attributes(a.attributes()).map_err(drop)?;
+                    }
+                }
+            }
+            gimli::DW_TAG_inlined_subroutine if open.len() < MAX_INLINE_DEPTH => {
+                let mut attrs = RangeAttrs::default();
+                let mut name = None;
+                let (mut call_file, mut call_line) = (NONE, 0);
+                for spec in abbrev.attributes() {
+                    let attr = entries.read_attribute(*spec).map_err(drop)?;
+                    attrs.read(unit, &attr).map_err(drop)?;
+                    read_name(unit, &attr, &mut name, refs)?;
+                    match (attr.name(), attr.value()) {
+                        // DWARF 4 numbers files from 1.
+                        (gimli::DW_AT_call_file, gimli::AttributeValue::FileIndex(f))
+                            if f > 0 || unit.header.version() >= 5 =>
+                        {
+                            call_file = u32::try_from(f).unwrap_or(NONE - 1);
+                        }
+                        (gimli::DW_AT_call_line, _) => call_line = attr.udata_value().unwrap_or(0) as u32,
+                        _ => {}
+                    }
+                }
+                if inlined.len() >= MAX_INLINED {
+                    return Err(());
+                }
+                // Below 2^24 and 2^7 (MAX_INLINE_DEPTH): they fit.
+                let call = (open.len() as u32) << 24 | inlined.len() as u32;
+                inlined.push(Inlined { name: names.add(name), call_file, call_line });
+                attrs
+                    .for_each(unit, |begin, end| {
+                        if let Ok(len) = u32::try_from(end - begin) {
+                            addresses.push(InlinedAddress { begin, len, call });
+                        }
+                    })
+                    .map_err(drop)?;
+                open.push(next);
+            }
+            _ => entries.skip_attributes(abbrev.attributes()).map_err(drop)?,
+        }
+    }
+    addresses.sort_unstable_by(|a, b| a.depth().cmp(&b.depth()).then(a.begin.cmp(&b.begin)));
+    Ok(Function {
+        name: names.add(name),
+        broken: false,
+        inlined: inlined.into_boxed_slice(),
+        inlined_addresses: addresses.into_boxed_slice(),
+    })
+}
+
+/// Takes `attr` into `name` when it names the entry: a linkage name
+/// always, a name or the target of an origin or specification when
+/// there is none yet.
+fn read_name(
+    unit: gimli::UnitRef<'_, Reader>,
+    attr: &gimli::Attribute<Reader>,
+    name: &mut Option<Reader>,
+    refs: &mut RefUnits<'_>,
+) -> Result<(), ()> {
+    match attr.name() {
+        gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name => {
+            if let Ok(n) = unit.attr_string(attr.value()) {
+                *name = Some(n);
+            }
+        }
+        gimli::DW_AT_name if name.is_none() => *name = unit.attr_string(attr.value()).ok(),
+        gimli::DW_AT_abstract_origin | gimli::DW_AT_specification if name.is_none() => {
+            *name = refs.name(unit, attr.value())?;
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Capacity a `Vec` grown by `push` from empty reaches for `n` elements.
@@ -422,133 +1264,26 @@ fn grown(n: u64) -> u64 {
     }
 }
 
-/// Estimated heap of the unit index addr2line builds for `dwarf`
-/// (`Context::from_dwarf`), with abbreviation tables shared by several
-/// units counted once. Reads headers only; allocates little.
+/// Heap of the unit index [`Dwarf::load`] builds for `dwarf`, estimated
+/// before it is built from the unit headers and `.debug_aranges` (no
+/// abbreviation parsed); allocates nothing.
 pub(crate) fn estimate_index(dwarf: &gimli::Dwarf<Reader>) -> u64 {
-    use std::mem::size_of;
-    let mut units = 0u64;
-    let mut tables: HashMap<u64, ()> = HashMap::new();
-    let mut headers = dwarf.units();
-    while let Ok(Some(h)) = headers.next() {
-        if matches!(h.type_(), gimli::UnitType::Type { .. } | gimli::UnitType::SplitType { .. }) {
-            continue;
+    let count = |d: &gimli::Dwarf<Reader>| {
+        let mut n = 0u64;
+        let mut headers = d.units();
+        while let Ok(Some(_)) = headers.next() {
+            n += 1;
         }
-        units += 1;
-        tables.insert(h.debug_abbrev_offset().0 as u64, ());
-    }
-    let unit_bytes = units * (size_of::<gimli::Unit<Reader>>() as u64 + RES_UNIT_EXTRA);
-    let abbrev = dwarf.debug_abbrev.reader().slice();
-    let abbrev_bytes: u64 =
-        tables.keys().map(|&off| abbreviations_bytes(abbrev.get(off as usize..).unwrap_or(&[]))).sum();
-    let line_bytes = line_headers_bytes(&dwarf.debug_line);
+        n
+    };
+    let units = count(dwarf);
+    let sup_units = dwarf.sup().map_or(0, count);
     // One range per `.debug_aranges` entry (16 bytes each on 64-bit),
-    // else a few per unit.
+    // else a few per unit; the vector grows by doubling.
     let aranges = dwarf.debug_aranges.reader().len() as u64 / 16;
-    let ranges = grown(aranges.max(units * 2)) * UNIT_RANGE;
-    (unit_bytes + abbrev_bytes + line_bytes + ranges) * INDEX_MARGIN_PERCENT / 100
-}
-
-/// Heap of one parsed abbreviation table (gimli's `Abbreviations`, in
-/// an `Arc`), counted from its raw bytes.
-fn abbreviations_bytes(mut raw: &[u8]) -> u64 {
-    use std::mem::size_of;
-    let abbrev = size_of::<gimli::Abbreviation>() as u64;
-    let spec = size_of::<gimli::AttributeSpecification>() as u64;
-    let mut vec_len = 0u64;
-    let mut in_map = 0u64;
-    let mut heap_attrs = 0u64;
-    // Bounded: a table ends at code 0; a malformed one at the section end.
-    while let Some(code) = uleb(&mut raw).filter(|&c| c != 0) {
-        if uleb(&mut raw).is_none() || raw.is_empty() {
-            break;
-        }
-        raw = &raw[1..]; // DW_CHILDREN_*
-        let mut attrs = 0u64;
-        loop {
-            let (Some(name), Some(form)) = (uleb(&mut raw), uleb(&mut raw)) else {
-                return 0;
-            };
-            if name == 0 && form == 0 {
-                break;
-            }
-            if form == gimli::DW_FORM_implicit_const.0 as u64 && uleb(&mut raw).is_none() {
-                return 0;
-            }
-            attrs += 1;
-        }
-        // More than 5 attributes spill to a Vec: 10, then doubling.
-        if attrs > 5 {
-            let mut capacity = 10;
-            while capacity < attrs {
-                capacity *= 2;
-            }
-            heap_attrs += capacity * spec;
-        }
-        if code == vec_len + 1 {
-            vec_len += 1;
-        } else {
-            in_map += 1;
-        }
-    }
-    // The `Arc` and the struct, the Vec of sequential codes, B-tree
-    // nodes (about 1.5 slots per entry) for the others.
-    64 + grown(vec_len) * abbrev + in_map * (abbrev + 8) * 3 / 2 + heap_attrs
-}
-
-/// Heap of the parsed line program headers (file names, directories,
-/// entry formats) of every program in `.debug_line`.
-fn line_headers_bytes(debug_line: &gimli::DebugLine<Reader>) -> u64 {
-    use std::mem::size_of;
-    let file = size_of::<gimli::FileEntry<Reader>>() as u64;
-    let dir = size_of::<gimli::AttributeValue<Reader>>() as u64;
-    let format = size_of::<gimli::FileEntryFormat>() as u64;
-    let data = debug_line.reader().slice();
-    let mut offset = 0usize;
-    let mut total = 0u64;
-    while offset + 4 <= data.len() {
-        let len32 = u32::from_le_bytes(data[offset..offset + 4].try_into().unwrap_or([0; 4]));
-        let (len, header) = if len32 == 0xffff_ffff {
-            let Some(b) = data.get(offset + 4..offset + 12) else {
-                break;
-            };
-            (u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as usize, 12)
-        } else {
-            (len32 as usize, 4)
-        };
-        if len == 0 {
-            break;
-        }
-        if let Ok(p) = debug_line.program(gimli::DebugLineOffset(offset), 8, None, None) {
-            let h = p.header();
-            total += grown(h.file_names().len() as u64) * file
-                + grown(h.include_directories().len() as u64) * dir
-                + (h.file_name_entry_format().len() + h.directory_entry_format().len()) as u64 * format;
-        }
-        // `len` is the file's (a 64-bit length can be anything).
-        let Some(next) = len.checked_add(header).and_then(|n| offset.checked_add(n)) else {
-            break;
-        };
-        offset = next;
-    }
-    total
-}
-
-/// Reads an unsigned LEB128.
-fn uleb(raw: &mut &[u8]) -> Option<u64> {
-    let mut value = 0u64;
-    let mut shift = 0;
-    loop {
-        let (&b, rest) = raw.split_first()?;
-        *raw = rest;
-        if shift < 64 {
-            value |= u64::from(b & 0x7f) << shift;
-        }
-        shift += 7;
-        if b & 0x80 == 0 {
-            return Some(value);
-        }
-    }
+    let ranges = grown(aranges.max(units * 2)) * std::mem::size_of::<UnitRange>() as u64;
+    // Offsets and parsed-unit slots: 8 bytes each (growth included).
+    grown(units) * 8 + units * 8 + grown(sup_units) * 8 + ranges
 }
 
 /// Bytes the compressed DWARF sections of `elf` take once decompressed
@@ -677,17 +1412,6 @@ mod tests {
         assert!(inflate(&z, SMALL_SECTION + 1).is_err(), "over the ratio");
     }
 
-    /// Found by the `dwarf_symbolize` fuzz target: a 64-bit unit length
-    /// of all ones overflowed the next unit's offset.
-    #[test]
-    fn line_headers_with_a_huge_unit_length() {
-        let mut data = vec![0xff; 12];
-        data.extend_from_slice(&[0; 20]);
-        let bytes = owned(data);
-        let debug_line = gimli::DebugLine::from(reader(&bytes));
-        assert_eq!(line_headers_bytes(&debug_line), 0);
-    }
-
     #[test]
     fn unzstd_rejects_garbage() {
         assert!(unzstd(&[], 0).is_ok());
@@ -697,3 +1421,7 @@ mod tests {
         assert!(unzstd(&[0; 1000], 1000 * MAX_COMPRESSION_RATIO + 1).is_err(), "over the ratio");
     }
 }
+
+#[cfg(test)]
+#[path = "dwarf_diff_tests.rs"]
+mod diff_tests;

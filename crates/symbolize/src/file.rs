@@ -355,7 +355,7 @@ impl FileSymbolizer {
         }
     }
 
-    /// The DWARF's accounting: estimated unit index bytes, units parsed
+    /// The DWARF's accounting: unit index bytes, units parsed
     /// by lookups, and the sums of their line program bytes, file names
     /// and `.debug_info` bytes. For measurements (the `memory_breakdown`
     /// example), not part of the API.

@@ -58,10 +58,11 @@
 //!
 //! - symbols: 16 bytes each, names left in the file (read when a lookup
 //!   needs one, then interned and counted);
-//! - DWARF: decompressed sections, the unit index addr2line parses at
-//!   load, and each unit and function the first time a lookup parses it
-//!   (counted by replaying the unit's line program and walking its
-//!   entries). DWARF that would take more than
+//! - DWARF: decompressed sections, the unit index built at load (our
+//!   own, on gimli: 8 bytes a unit and 32 an address range; no
+//!   abbreviation table is kept), and the compact line, function and
+//!   inline tables of each unit the first time a lookup parses it
+//!   (counted from their lengths). DWARF that would take more than
 //!   [`DebugConfig::max_dwarf_bytes`] (8 MiB) is not loaded: the file is
 //!   named from its symbols (counted in [`NativeStats::dwarf_too_large`]);
 //! - files are mapped, not read: the pages lookups read are given back to
