@@ -50,6 +50,9 @@ pub struct Stats {
     pub symbolizer_address_hits: u64,
     /// See `symbolizer_address_hits`.
     pub symbolizer_address_misses: u64,
+    /// DWARF units parsed by lookups and dropped again to keep a file's
+    /// DWARF within its limit (parsed again when looked up).
+    pub symbolizer_dwarf_units_dropped: u64,
     /// Times `/proc/kallsyms` was read again (a miss, or BPF programs
     /// that came or went).
     pub kernel_symbols_reloads: u64,

@@ -48,6 +48,13 @@
 //! anything is parsed, the index is estimated from the unit headers and
 //! `.debug_aranges` ([`estimate_index`]) and DWARF whose sections and
 //! index would exceed the limit is refused ([`DwarfError::TooLarge`]).
+//! Lookups never grow a file's DWARF past that limit either: the parsed
+//! units share what the sections and index leave of it, and beyond, the
+//! least recently used are dropped ([`Dwarf::units_dropped`]) and parsed
+//! again if looked up again. Without this, at 1000 Hz one library's
+//! units (pyenv's libpython: 20 MB under addr2line) filled the whole
+//! symbolizer budget and every other file was evicted and loaded again,
+//! several times a second.
 //! Readers are bare slices (see [`Reader`]); nothing kept borrows them.
 
 use std::cell::{Cell, RefCell};
@@ -163,6 +170,9 @@ struct UnitRange {
     unit: u32,
 }
 
+/// A parsed unit and the lookup count when it was last used.
+type UnitSlot = (Box<ParsedUnit>, u64);
+
 /// A unit once parsed by a lookup: its line table and functions in
 /// compact form (no reader, no abbreviation, no gimli structure).
 struct ParsedUnit {
@@ -267,8 +277,18 @@ pub(crate) struct Dwarf {
     sup_units: Box<[u64]>,
     /// The units' address ranges.
     ranges: Box<[UnitRange]>,
-    /// The units parsed by lookups, by index in `units`.
-    parsed: RefCell<Box<[Option<Box<ParsedUnit>>]>>,
+    /// The units parsed by lookups, by index in `units`, with the lookup
+    /// count when each was last used.
+    parsed: RefCell<Box<[Option<UnitSlot>]>>,
+    /// Lookups so far (the clock of `parsed`).
+    lookups: Cell<u64>,
+    /// Most heap the parsed units may hold: beyond, the least recently
+    /// used are dropped (parsed again if looked up again). What is left
+    /// of `max_bytes` after the sections and the index, so that a file's
+    /// DWARF never holds more than it was admitted with.
+    max_parsed_bytes: u64,
+    /// Parsed units dropped for `max_parsed_bytes`.
+    units_dropped: Cell<u64>,
     /// The sections' bytes (see [`Reader`]).
     owners: Vec<SectionBytes>,
     /// Bytes decompressed into memory.
@@ -371,8 +391,8 @@ impl Dwarf {
         }
         let units = units.into_boxed_slice();
         let sup_units = sup_units.into_boxed_slice();
-        let parsed: Box<[Option<Box<ParsedUnit>>]> = (0..units.len()).map(|_| None).collect();
-        let index_bytes = (units.len() * 8 + sup_units.len() * 8 + parsed.len() * 8) as u64
+        let parsed: Box<[Option<UnitSlot>]> = (0..units.len()).map(|_| None).collect();
+        let index_bytes = (units.len() * 8 + sup_units.len() * 8 + parsed.len() * 16) as u64
             + (ranges.len() * std::mem::size_of::<UnitRange>()) as u64;
         Ok(Dwarf {
             sections,
@@ -380,6 +400,9 @@ impl Dwarf {
             sup_units,
             ranges,
             parsed: RefCell::new(parsed),
+            lookups: Cell::new(0),
+            max_parsed_bytes: max_bytes.saturating_sub(owned_bytes + index_bytes),
+            units_dropped: Cell::new(0),
             owners,
             owned_bytes,
             index_bytes,
@@ -392,6 +415,32 @@ impl Dwarf {
     /// units parsed by lookups so far.
     pub(crate) fn cost(&self) -> u64 {
         self.owned_bytes + self.index_bytes + self.lazy_bytes.get()
+    }
+
+    /// Drops the least recently used parsed units until those left and
+    /// one of `incoming` bytes fit in [`Self::max_parsed_bytes`].
+    fn drop_old_units(&self, parsed: &mut [Option<UnitSlot>], incoming: u64) {
+        // `lazy_bytes` already counts `incoming`.
+        if self.lazy_bytes.get() <= self.max_parsed_bytes {
+            return;
+        }
+        let mut by_age: Vec<(u64, usize)> =
+            parsed.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|(_, used)| (*used, i))).collect();
+        by_age.sort_unstable();
+        for (_, i) in by_age {
+            if self.lazy_bytes.get() <= self.max_parsed_bytes || self.lazy_bytes.get() <= incoming {
+                break;
+            }
+            if let Some((p, _)) = parsed[i].take() {
+                self.lazy_bytes.set(self.lazy_bytes.get().saturating_sub(p.heap_bytes()));
+                self.units_dropped.set(self.units_dropped.get() + 1);
+            }
+        }
+    }
+
+    /// Parsed units dropped to stay within the file's DWARF limit.
+    pub(crate) fn units_dropped(&self) -> u64 {
+        self.units_dropped.get()
     }
 
     /// Units parsed by lookups, and the sums of their line program
@@ -448,19 +497,23 @@ impl Dwarf {
             .take_while(|r| high > r.min_begin)
             .filter(|r| vaddr < r.end && high > r.begin)
             .map(|r| r.unit as usize);
+        let now = self.lookups.get() + 1;
+        self.lookups.set(now);
         for unit in candidates {
             let mut parsed = self.parsed.borrow_mut();
-            let Some(slot) = parsed.get_mut(unit) else {
+            let Some(slot) = parsed.get(unit) else {
                 return out;
             };
             if slot.is_none() {
                 let p = self.parse_unit(unit);
                 self.lazy_bytes.set(self.lazy_bytes.get() + p.heap_bytes());
-                *slot = Some(Box::new(p));
+                self.drop_old_units(&mut parsed, p.heap_bytes());
+                parsed[unit] = Some((Box::new(p), now));
             }
-            let Some(p) = slot.as_deref() else {
+            let Some((p, used)) = parsed.get_mut(unit).and_then(Option::as_mut) else {
                 return out;
             };
+            *used = now;
             match p.frames(vaddr, &mut out) {
                 Found::Yes | Found::Broken => return out,
                 Found::No => {}

@@ -365,3 +365,33 @@ fn file_names_join_like_addr2line() {
     join_path(&mut p, "rel.c");
     assert_eq!(p, "rel.c");
 }
+
+#[test]
+fn parsed_units_stay_within_the_file_limit_least_recently_used_dropped() {
+    let exe = std::env::current_exe().expect("exe");
+    let file = open(&exe).expect("open");
+    let unlimited = Dwarf::load(&file, None, 1 << 34).expect("load");
+    let base = unlimited.owned_bytes + estimate_index(&unlimited.sections).max(unlimited.index_bytes);
+    let limited = Dwarf::load(&file, None, base + (256 << 10)).expect("load within the limit");
+    assert!(limited.max_parsed_bytes >= 256 << 10, "{}", limited.max_parsed_bytes);
+    let addresses = line_addresses(&unlimited);
+    assert!(addresses.len() > 1000, "{} addresses", addresses.len());
+    // Forward, then back: units dropped on the way are parsed again.
+    let mut largest_unit = 0;
+    for &a in addresses.iter().chain(addresses.iter().rev()).step_by(7) {
+        assert_eq!(limited.frames(a), unlimited.frames(a), "{a:#x}");
+        let held = limited.parsed.borrow().iter().flatten().map(|(p, _)| p.heap_bytes()).max().unwrap_or(0);
+        largest_unit = largest_unit.max(held);
+        assert!(
+            limited.lazy_bytes.get() <= limited.max_parsed_bytes.max(largest_unit),
+            "{} parsed bytes over {}",
+            limited.lazy_bytes.get(),
+            limited.max_parsed_bytes
+        );
+    }
+    let held = limited.parsed.borrow().iter().filter(|p| p.is_some()).count();
+    let all = unlimited.parsed.borrow().iter().filter(|p| p.is_some()).count();
+    assert!(limited.units_dropped() > 0 && held < all, "{} dropped, {held} of {all} held", limited.units_dropped());
+    assert_eq!(unlimited.units_dropped(), 0);
+    assert!(limited.cost() <= limited.owned_bytes + limited.index_bytes + limited.max_parsed_bytes.max(largest_unit));
+}

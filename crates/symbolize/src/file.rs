@@ -372,6 +372,11 @@ impl FileSymbolizer {
         &self.info
     }
 
+    /// DWARF units lookups parsed and the file's DWARF limit dropped.
+    pub fn dwarf_units_dropped(&self) -> u64 {
+        self.dwarf.as_ref().map_or(0, |(d, _)| d.units_dropped())
+    }
+
     /// Accounted heap bytes held: symbols (16 bytes each; names stay in
     /// the file), decompressed DWARF, its unit index and the units parsed
     /// by lookups so far, interned names. Mapped file bytes are not

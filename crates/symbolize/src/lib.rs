@@ -65,6 +65,8 @@
 //!   (counted from their lengths). DWARF that would take more than
 //!   [`DebugConfig::max_dwarf_bytes`] (8 MiB) is not loaded: the file is
 //!   named from its symbols (counted in [`NativeStats::dwarf_too_large`]);
+//!   lookups never take it past that limit: the least recently used
+//!   units are dropped ([`NativeStats::dwarf_units_dropped`]);
 //! - files are mapped, not read: the pages lookups read are given back to
 //!   the page cache a second after the reads (the `symbolize-pages`
 //!   thread, `release.rs`).

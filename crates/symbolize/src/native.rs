@@ -125,6 +125,10 @@ pub struct NativeStats {
     /// Files whose DWARF was not loaded because it would take more than
     /// [`DebugConfig::max_dwarf_bytes`] (named from symbols instead).
     pub dwarf_too_large: u64,
+    /// DWARF units parsed by lookups and dropped again, least recently
+    /// used first, to keep a file's DWARF within
+    /// [`DebugConfig::max_dwarf_bytes`] (parsed again when looked up).
+    pub dwarf_units_dropped: u64,
     /// Sum of load times, milliseconds.
     pub load_ms_total: u64,
     /// Longest load, milliseconds.
@@ -167,11 +171,13 @@ struct Slot {
     /// The cost once loaded, before lookups parsed DWARF units: what
     /// loading it again takes.
     loaded_cost: u64,
+    /// Its DWARF units dropped for the file's limit, as last counted.
+    units_dropped: u64,
 }
 
 impl Slot {
     fn new(state: State, tick: u64, cost: u64) -> Slot {
-        Slot { state, last_used: tick, cost, loaded_cost: cost }
+        Slot { state, last_used: tick, cost, loaded_cost: cost, units_dropped: 0 }
     }
 }
 
@@ -372,7 +378,7 @@ impl NativeSymbolizer {
         let retry = self.config.retry_failed_after;
         enum Next {
             Answer(Symbolized),
-            Looked { answer: Option<Named>, cost: u64, complete: bool },
+            Looked { answer: Option<Named>, cost: u64, units_dropped: u64, complete: bool },
             Broken,
             Request,
         }
@@ -400,6 +406,7 @@ impl NativeSymbolizer {
                                 answer: answer.map(|(lines, source)| (Arc::<[SourceLine]>::from(lines), source)),
                                 // Lazily parsed DWARF grows the file's cost.
                                 cost: file.cost(),
+                                units_dropped: file.dwarf_units_dropped(),
                                 complete: *complete,
                             },
                             Err(_) => Next::Broken,
@@ -418,10 +425,12 @@ impl NativeSymbolizer {
                 }
                 a
             }
-            Next::Looked { answer, cost, complete } => {
+            Next::Looked { answer, cost, units_dropped, complete } => {
                 if let Some(slot) = self.files.get_mut(&file_id) {
                     self.stats.file_bytes = self.stats.file_bytes - slot.cost + cost;
                     slot.cost = cost;
+                    self.stats.dwarf_units_dropped += units_dropped.saturating_sub(slot.units_dropped);
+                    slot.units_dropped = units_dropped;
                 }
                 self.evict(Some(file_id));
                 if !complete {
@@ -592,7 +601,7 @@ impl NativeSymbolizer {
                 };
                 let state = std::mem::replace(&mut slot.state, State::Failed(Instant::now()));
                 let cost = std::mem::take(&mut slot.cost);
-                Slot { state, last_used: 0, cost, loaded_cost: slot.loaded_cost }
+                Slot { state, last_used: 0, cost, loaded_cost: slot.loaded_cost, units_dropped: slot.units_dropped }
             } else {
                 let Some(slot) = self.files.remove(&victim) else {
                     break;
