@@ -24,7 +24,9 @@
 //! else the name, else those of the `DW_AT_abstract_origin` /
 //! `DW_AT_specification` target (at most 16 links, into other units
 //! through `DW_FORM_ref_addr` and into the supplementary file of `dwz`,
-//! each such unit parsed for the while), interned once per unit.
+//! each such unit parsed for the while), kept as 8-byte references
+//! into the sections they are read from ([`NameRef`]: section, offset,
+//! length) and copied out only when a lookup returns them.
 //!
 //! The frames of an address are the inlined calls holding it, innermost
 //! first, then the function: the innermost frame's file and line from
@@ -181,9 +183,28 @@ struct ParsedUnit {
     lines: Result<Option<Lines>, ()>,
     /// `Err`: the unit's entries are malformed.
     functions: Result<Functions, ()>,
-    /// Function names, interned (the tables hold indices).
+    /// The names that cannot be referenced in the sections (over
+    /// [`MAX_NAME_LEN`] bytes; normally none), by [`NameRef`] index.
     names: Box<[Box<str>]>,
 }
+
+/// A function name as a reference into the sections, resolved only when
+/// a lookup returns it: the index in [`Dwarf::owners`] of the section
+/// holding it (high 8 bits: `.debug_str`, `.debug_line_str`, an inline
+/// string in `.debug_info`, the supplementary file's, whichever form led
+/// there), its offset there (40 bits) and its length (16 bits); or, with
+/// [`SIDE_NAME`] as the section, the index in [`ParsedUnit::names`];
+/// [`NO_NAME`] for none.
+type NameRef = u64;
+/// No name.
+const NO_NAME: NameRef = u64::MAX;
+/// The "section" of names kept in [`ParsedUnit::names`].
+const SIDE_NAME: u64 = 0xff;
+/// Longest name referenced (longer ones are copied into
+/// [`ParsedUnit::names`]).
+const MAX_NAME_LEN: usize = 0xffff;
+/// Largest section offset a [`NameRef`] holds.
+const MAX_NAME_OFFSET: usize = (1 << 40) - 1;
 
 /// A unit's line table.
 struct Lines {
@@ -225,7 +246,7 @@ struct FunctionAddress {
 }
 
 struct Function {
-    name: u32,
+    name: NameRef,
     /// Its entry or inline tree is malformed: lookups in it find nothing.
     broken: bool,
     inlined: Box<[Inlined]>,
@@ -234,7 +255,7 @@ struct Function {
 }
 
 struct Inlined {
-    name: u32,
+    name: NameRef,
     call_file: u32,
     call_line: u32,
 }
@@ -291,6 +312,9 @@ pub(crate) struct Dwarf {
     units_dropped: Cell<u64>,
     /// The sections' bytes (see [`Reader`]).
     owners: Vec<SectionBytes>,
+    /// Where each of `owners`' bytes are: (address, length), to turn a
+    /// name read from them into a [`NameRef`].
+    spans: Box<[(usize, usize)]>,
     /// Bytes decompressed into memory.
     owned_bytes: u64,
     /// Heap of the unit index (`units`, `sup_units`, `ranges`, `parsed`).
@@ -392,7 +416,14 @@ impl Dwarf {
         let units = units.into_boxed_slice();
         let sup_units = sup_units.into_boxed_slice();
         let parsed: Box<[Option<UnitSlot>]> = (0..units.len()).map(|_| None).collect();
-        let index_bytes = (units.len() * 8 + sup_units.len() * 8 + parsed.len() * 16) as u64
+        let spans: Box<[(usize, usize)]> = owners
+            .iter()
+            .map(|o| {
+                let bytes: &[u8] = o;
+                (bytes.as_ptr() as usize, bytes.len())
+            })
+            .collect();
+        let index_bytes = (units.len() * 8 + sup_units.len() * 8 + parsed.len() * 16 + spans.len() * 16) as u64
             + (ranges.len() * std::mem::size_of::<UnitRange>()) as u64;
         Ok(Dwarf {
             sections,
@@ -404,6 +435,7 @@ impl Dwarf {
             max_parsed_bytes: max_bytes.saturating_sub(owned_bytes + index_bytes),
             units_dropped: Cell::new(0),
             owners,
+            spans,
             owned_bytes,
             index_bytes,
             lazy_bytes: Cell::new(0),
@@ -514,7 +546,7 @@ impl Dwarf {
                 return out;
             };
             *used = now;
-            match p.frames(vaddr, &mut out) {
+            match p.frames(self, vaddr, &mut out) {
                 Found::Yes | Found::Broken => return out,
                 Found::No => {}
             }
@@ -545,7 +577,7 @@ impl Dwarf {
             None => Ok(None),
             Some(program) => parse_lines(unit, program).map(Some).map_err(drop),
         };
-        let mut names = Names::default();
+        let mut names = Names { spans: &self.spans, side: Vec::new() };
         let mut refs = RefUnits { dwarf: self, current: offset, units: HashMap::new() };
         let functions = parse_functions(unit, &mut names, &mut refs).map_err(drop);
         drop(refs);
@@ -572,7 +604,7 @@ impl Dwarf {
             }
             lines.files = files.into_boxed_slice();
         }
-        ParsedUnit { lines, functions, names: names.finish() }
+        ParsedUnit { lines, functions, names: names.side.into_boxed_slice() }
     }
 }
 
@@ -597,7 +629,7 @@ enum Found {
 
 impl ParsedUnit {
     /// Pushes the frames of `probe` onto `out`, innermost first.
-    fn frames(&self, probe: u64, out: &mut Vec<DwarfFrame>) -> Found {
+    fn frames(&self, dwarf: &Dwarf, probe: u64, out: &mut Vec<DwarfFrame>) -> Found {
         let Ok(functions) = &self.functions else {
             return Found::Broken;
         };
@@ -610,7 +642,7 @@ impl ParsedUnit {
             Ok(l) => l.as_ref(),
         };
         let location = lines.and_then(|l| l.find(probe));
-        let name = |i: u32| self.names.get(i as usize).map(|n| n.to_string());
+        let name = |n: NameRef| dwarf.name(self, n);
         let file = |i: u32| lines.and_then(|l| l.file(i)).map(str::to_owned);
         let Some(function) = function else {
             let Some((f, line)) = location else {
@@ -726,33 +758,59 @@ impl Function {
     }
 }
 
-/// Function names of one unit, each kept once.
-#[derive(Default)]
-struct Names {
-    index: HashMap<Box<str>, u32>,
+/// Turns the names read while a unit is parsed into [`NameRef`]s.
+struct Names<'a> {
+    /// [`Dwarf::spans`].
+    spans: &'a [(usize, usize)],
+    /// Names that cannot be referenced (becoming [`ParsedUnit::names`]).
+    side: Vec<Box<str>>,
 }
 
-impl Names {
-    fn add(&mut self, name: Option<Reader>) -> u32 {
+impl Names<'_> {
+    fn add(&mut self, name: Option<Reader>) -> NameRef {
         let Some(name) = name else {
-            return NONE;
+            return NO_NAME;
         };
-        let name = name.to_string_lossy();
-        if let Some(&i) = self.index.get(name.as_ref()) {
-            return i;
+        let bytes = name.slice();
+        let (at, len) = (bytes.as_ptr() as usize, bytes.len());
+        if len <= MAX_NAME_LEN {
+            // The section holding the name (the readers are slices of
+            // `Dwarf::owners`).
+            let section = self
+                .spans
+                .iter()
+                .position(|&(start, size)| at >= start && at - start <= size && len <= size - (at - start));
+            if let Some(section) = section.filter(|&s| (s as u64) < SIDE_NAME) {
+                let offset = at - self.spans[section].0;
+                if offset <= MAX_NAME_OFFSET {
+                    return (section as u64) << 56 | (offset as u64) << 16 | len as u64;
+                }
+            }
         }
-        let i = match u32::try_from(self.index.len()) {
-            Ok(i) if i != NONE => i,
-            _ => return NONE,
-        };
-        self.index.insert(name.into(), i);
-        i
+        let index = self.side.len() as u64;
+        if index >= (1 << 56) - 1 {
+            return NO_NAME;
+        }
+        self.side.push(name.to_string_lossy().into());
+        SIDE_NAME << 56 | index
     }
+}
 
-    fn finish(self) -> Box<[Box<str>]> {
-        let mut names: Vec<(Box<str>, u32)> = self.index.into_iter().collect();
-        names.sort_unstable_by_key(|n| n.1);
-        names.into_iter().map(|n| n.0).collect()
+impl Dwarf {
+    /// The name `name` refers to, read from the sections (bounded by the
+    /// length it was read with) or `unit`'s side table.
+    fn name(&self, unit: &ParsedUnit, name: NameRef) -> Option<String> {
+        if name == NO_NAME {
+            return None;
+        }
+        let section = name >> 56;
+        if section == SIDE_NAME {
+            return unit.names.get((name & ((1 << 56) - 1)) as usize).map(|n| n.to_string());
+        }
+        let offset = ((name >> 16) as usize) & MAX_NAME_OFFSET;
+        let len = (name & 0xffff) as usize;
+        let bytes = self.owners.get(section as usize)?.get(offset..offset + len)?;
+        Some(String::from_utf8_lossy(bytes).into_owned())
     }
 }
 
@@ -1188,7 +1246,7 @@ fn parse_functions(
         .into_iter()
         .map(|o| {
             parse_function(unit, o, names, refs).unwrap_or(Function {
-                name: NONE,
+                name: NO_NAME,
                 broken: true,
                 inlined: Box::default(),
                 inlined_addresses: Box::default(),
