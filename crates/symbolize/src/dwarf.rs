@@ -18,9 +18,12 @@
 //! compact tables ([`ParsedUnit`]): the line rows by sequence (8 bytes
 //! each: the address as an offset from the sequence's start, the line;
 //! the file index where it changes), the file names rows and calls use,
-//! rendered once; each `DW_TAG_subprogram` with addresses, its name, and
-//! its inline tree (each `DW_TAG_inlined_subroutine`: name, call file and
-//! line, ranges with their inline depth). Names are the linkage name,
+//! rendered once; each `DW_TAG_subprogram` with addresses, its name and
+//! entry offset. A function's inline tree (each
+//! `DW_TAG_inlined_subroutine`: name, call file and line, ranges with
+//! their inline depth) is parsed on the first lookup in the function (the
+//! unit's abbreviations parsed again for it), with the call files it
+//! names, and kept with the unit, charged to it. Names are the linkage name,
 //! else the name, else those of the `DW_AT_abstract_origin` /
 //! `DW_AT_specification` target (at most 16 links, into other units
 //! through `DW_FORM_ref_addr` and into the supplementary file of `dwz`,
@@ -45,8 +48,8 @@
 //!
 //! [`Dwarf::cost`] is the decompressed sections, the index (from the
 //! lengths of its boxed slices) and, for each unit parsed by a lookup,
-//! the lengths of its tables and strings
-//! ([`ParsedUnit::heap_bytes`]; allocator rounding left out). Before
+//! the lengths of its tables and strings, inline trees parsed so far
+//! included ([`ParsedUnit::heap_bytes`]; allocator rounding left out). Before
 //! anything is parsed, the index is estimated from the unit headers and
 //! `.debug_aranges` ([`estimate_index`]) and DWARF whose sections and
 //! index would exceed the limit is refused ([`DwarfError::TooLarge`]).
@@ -59,7 +62,7 @@
 //! several times a second.
 //! Readers are bare slices (see [`Reader`]); nothing kept borrows them.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::ops::Deref;
@@ -208,8 +211,9 @@ const MAX_NAME_OFFSET: usize = (1 << 40) - 1;
 
 /// A unit's line table.
 struct Lines {
-    /// Rendered file names by file index (only those rows or calls name).
-    files: Box<[Option<Box<str>>]>,
+    /// Rendered file names by file index (only those rows name, and
+    /// those the calls of the inline trees parsed so far name).
+    files: RefCell<Vec<Option<Box<str>>>>,
     /// Sequences sorted by start.
     sequences: Box<[Sequence]>,
     /// All sequences' rows, each sequence's sorted by address.
@@ -247,11 +251,23 @@ struct FunctionAddress {
 
 struct Function {
     name: NameRef,
-    /// Its entry or inline tree is malformed: lookups in it find nothing.
+    /// Offset of its `DW_TAG_subprogram` entry in the unit.
+    offset: u32,
+    /// Its entry is malformed: lookups in it find nothing.
+    broken: bool,
+    /// Its inline tree, parsed on the first lookup in the function.
+    tree: OnceCell<Box<InlineTree>>,
+}
+
+/// The inlined calls of one function.
+struct InlineTree {
+    /// The tree is malformed: lookups in the function find nothing.
     broken: bool,
     inlined: Box<[Inlined]>,
     /// Sorted by (depth, begin).
     inlined_addresses: Box<[InlinedAddress]>,
+    /// The calls' names that cannot be referenced (see [`NameRef`]).
+    names: Box<[Box<str>]>,
 }
 
 struct Inlined {
@@ -262,7 +278,7 @@ struct Inlined {
 
 /// An address range of an inlined call, `begin..begin + len` (a range
 /// over 4 GiB, which no compiler emits, is left out), with the call's
-/// depth (high 8 bits of `call`) and index in [`Function::inlined`] (low
+/// depth (high 8 bits of `call`) and index in [`InlineTree::inlined`] (low
 /// 24 bits).
 struct InlinedAddress {
     begin: u64,
@@ -546,7 +562,14 @@ impl Dwarf {
                 return out;
             };
             *used = now;
-            match p.frames(self, vaddr, &mut out) {
+            let (found, added) = p.frames(self, self.units[unit], vaddr, &mut out);
+            if added > 0 {
+                // An inline tree parsed: charged like the unit.
+                let held = p.heap_bytes();
+                self.lazy_bytes.set(self.lazy_bytes.get() + added);
+                self.drop_old_units(&mut parsed, held);
+            }
+            match found {
                 Found::Yes | Found::Broken => return out,
                 Found::No => {}
             }
@@ -583,17 +606,15 @@ impl Dwarf {
         drop(refs);
         // Keep only the file names rows and calls refer to.
         if let Ok(Some(lines)) = &mut lines {
-            let mut used = vec![false; lines.files.len()];
+            let mut used = vec![false; lines.files.get_mut().len()];
             let mut mark = |i: u32| {
                 if let Some(u) = used.get_mut(i as usize) {
                     *u = true;
                 }
             };
+            // Calls' files are rendered with their inline trees.
             lines.file_runs.iter().for_each(|r| mark(r.1));
-            if let Ok(f) = &functions {
-                f.functions.iter().flat_map(|f| f.inlined.iter()).for_each(|i| mark(i.call_file));
-            }
-            let mut files: Vec<Option<Box<str>>> = std::mem::take(&mut lines.files).into_vec();
+            let mut files: Vec<Option<Box<str>>> = std::mem::take(lines.files.get_mut());
             for (f, used) in files.iter_mut().zip(used) {
                 if !used {
                     *f = None;
@@ -602,7 +623,8 @@ impl Dwarf {
             while files.last().is_some_and(Option::is_none) {
                 files.pop();
             }
-            lines.files = files.into_boxed_slice();
+            files.shrink_to_fit();
+            *lines.files.get_mut() = files;
         }
         ParsedUnit { lines, functions, names: names.side.into_boxed_slice() }
     }
@@ -629,22 +651,51 @@ enum Found {
 
 impl ParsedUnit {
     /// Pushes the frames of `probe` onto `out`, innermost first.
-    fn frames(&self, dwarf: &Dwarf, probe: u64, out: &mut Vec<DwarfFrame>) -> Found {
+    /// `unit` is the unit's `.debug_info` offset; with whether it
+    /// answered, the heap added (an inline tree parsed).
+    fn frames(&self, dwarf: &Dwarf, unit: u64, probe: u64, out: &mut Vec<DwarfFrame>) -> (Found, u64) {
         let Ok(functions) = &self.functions else {
-            return Found::Broken;
+            return (Found::Broken, 0);
         };
         let function = functions.find(probe).and_then(|i| functions.functions.get(i));
         if function.is_some_and(|f| f.broken) {
-            return Found::Broken;
+            return (Found::Broken, 0);
         }
         let lines = match &self.lines {
-            Err(()) => return Found::Broken,
+            Err(()) => return (Found::Broken, 0),
             Ok(l) => l.as_ref(),
         };
+        let mut added = 0;
+        let tree = match function {
+            Some(f) => match f.tree.get() {
+                Some(t) => Some(&**t),
+                None => {
+                    let before = self.heap_bytes();
+                    let t = f.tree.get_or_init(|| Box::new(dwarf.parse_inline_tree(unit, f.offset, lines)));
+                    added = self.heap_bytes().saturating_sub(before);
+                    Some(&**t)
+                }
+            },
+            None => None,
+        };
+        let found = self.frames_in(dwarf, function.zip(tree), lines, probe, out);
+        (found, added)
+    }
+
+    fn frames_in(
+        &self,
+        dwarf: &Dwarf,
+        function: Option<(&Function, &InlineTree)>,
+        lines: Option<&Lines>,
+        probe: u64,
+        out: &mut Vec<DwarfFrame>,
+    ) -> Found {
+        if function.is_some_and(|(_, t)| t.broken) {
+            return Found::Broken;
+        }
         let location = lines.and_then(|l| l.find(probe));
-        let name = |n: NameRef| dwarf.name(self, n);
-        let file = |i: u32| lines.and_then(|l| l.file(i)).map(str::to_owned);
-        let Some(function) = function else {
+        let file = |i: u32| lines.and_then(|l| l.file(i));
+        let Some((function, tree)) = function else {
             let Some((f, line)) = location else {
                 return Found::No;
             };
@@ -655,19 +706,20 @@ impl ParsedUnit {
             Some((f, l)) => (file(f), l),
             None => (None, 0),
         };
-        let chain = function.find_inlined(probe);
+        let chain = tree.find_inlined(probe);
         for &i in chain.iter().rev() {
             if out.len() + 1 >= MAX_FRAMES {
                 break;
             }
-            let Some(inlined) = function.inlined.get(i) else {
+            let Some(inlined) = tree.inlined.get(i) else {
                 break;
             };
-            out.push(DwarfFrame { function: name(inlined.name), file: file_here, line: line_here });
+            let name = dwarf.name(&tree.names, inlined.name);
+            out.push(DwarfFrame { function: name, file: file_here, line: line_here });
             file_here = file(inlined.call_file);
             line_here = inlined.call_line;
         }
-        out.push(DwarfFrame { function: name(function.name), file: file_here, line: line_here });
+        out.push(DwarfFrame { function: dwarf.name(&self.names, function.name), file: file_here, line: line_here });
         Found::Yes
     }
 
@@ -675,9 +727,11 @@ impl ParsedUnit {
     fn heap_bytes(&self) -> u64 {
         use std::mem::size_of;
         let mut bytes = size_of::<ParsedUnit>() as u64;
-        bytes += self.names.iter().map(|n| 16 + n.len() as u64).sum::<u64>();
+        bytes += names_bytes(&self.names);
         if let Ok(Some(l)) = &self.lines {
-            bytes += l.files.iter().map(|f| 16 + f.as_ref().map_or(0, |f| f.len() as u64)).sum::<u64>();
+            let files = l.files.borrow();
+            bytes += (files.capacity() * 16) as u64;
+            bytes += files.iter().map(|f| f.as_ref().map_or(0, |f| f.len() as u64)).sum::<u64>();
             bytes += (l.sequences.len() * size_of::<Sequence>()
                 + l.rows.len() * size_of::<Row>()
                 + l.file_runs.len() * 8) as u64;
@@ -687,14 +741,26 @@ impl ParsedUnit {
             bytes += f
                 .functions
                 .iter()
-                .map(|f| {
-                    (size_of::<Function>()
-                        + f.inlined.len() * size_of::<Inlined>()
-                        + f.inlined_addresses.len() * size_of::<InlinedAddress>()) as u64
-                })
+                .map(|f| size_of::<Function>() as u64 + f.tree.get().map_or(0, |t| t.heap_bytes()))
                 .sum::<u64>();
         }
         bytes
+    }
+}
+
+/// Heap of a names side table.
+fn names_bytes(names: &[Box<str>]) -> u64 {
+    names.iter().map(|n| 16 + n.len() as u64).sum::<u64>()
+}
+
+impl InlineTree {
+    /// Heap held, itself included.
+    fn heap_bytes(&self) -> u64 {
+        use std::mem::size_of;
+        (size_of::<InlineTree>()
+            + self.inlined.len() * size_of::<Inlined>()
+            + self.inlined_addresses.len() * size_of::<InlinedAddress>()) as u64
+            + names_bytes(&self.names)
     }
 }
 
@@ -727,8 +793,8 @@ impl Lines {
         Some((self.file_runs[run].1, rows[i].line))
     }
 
-    fn file(&self, index: u32) -> Option<&str> {
-        self.files.get(index as usize)?.as_deref()
+    fn file(&self, index: u32) -> Option<String> {
+        self.files.borrow().get(index as usize)?.as_deref().map(str::to_owned)
     }
 }
 
@@ -739,7 +805,7 @@ impl Functions {
     }
 }
 
-impl Function {
+impl InlineTree {
     /// The inlined calls holding `probe`, outermost first.
     fn find_inlined(&self, probe: u64) -> Vec<usize> {
         let mut chain = Vec::new();
@@ -799,13 +865,13 @@ impl Names<'_> {
 impl Dwarf {
     /// The name `name` refers to, read from the sections (bounded by the
     /// length it was read with) or `unit`'s side table.
-    fn name(&self, unit: &ParsedUnit, name: NameRef) -> Option<String> {
+    fn name(&self, side: &[Box<str>], name: NameRef) -> Option<String> {
         if name == NO_NAME {
             return None;
         }
         let section = name >> 56;
         if section == SIDE_NAME {
-            return unit.names.get((name & ((1 << 56) - 1)) as usize).map(|n| n.to_string());
+            return side.get((name & ((1 << 56) - 1)) as usize).map(|n| n.to_string());
         }
         let offset = ((name >> 16) as usize) & MAX_NAME_OFFSET;
         let len = (name & 0xffff) as usize;
@@ -1168,7 +1234,7 @@ fn parse_lines(
         files.push(Some(render_file(unit, f, header)?.into_boxed_str()));
     }
     Ok(Lines {
-        files: files.into_boxed_slice(),
+        files: RefCell::new(files),
         sequences: sequences.into_boxed_slice(),
         rows: rows.into_boxed_slice(),
         file_runs: file_runs.into_boxed_slice(),
@@ -1245,32 +1311,103 @@ fn parse_functions(
     let functions = offsets
         .into_iter()
         .map(|o| {
-            parse_function(unit, o, names, refs).unwrap_or(Function {
-                name: NO_NAME,
-                broken: true,
-                inlined: Box::default(),
-                inlined_addresses: Box::default(),
-            })
+            let offset = u32::try_from(o.0).ok();
+            let name = offset.and_then(|_| function_name(unit, o, names, refs).ok());
+            Function {
+                name: name.unwrap_or(NO_NAME),
+                offset: offset.unwrap_or(0),
+                broken: name.is_none(),
+                tree: OnceCell::new(),
+            }
         })
         .collect();
     Ok(Functions { addresses: addresses.into_boxed_slice(), functions })
 }
 
-/// The name and inline tree of the function at `offset`.
-fn parse_function(
+/// The name of the function at `offset`.
+fn function_name(
     unit: gimli::UnitRef<'_, Reader>,
     offset: gimli::UnitOffset,
     names: &mut Names,
     refs: &mut RefUnits<'_>,
-) -> Result<Function, ()> {
+) -> Result<NameRef, ()> {
     let mut entries = unit.entries_raw(Some(offset)).map_err(drop)?;
-    let depth = entries.next_depth();
     let abbrev = entries.read_abbreviation().map_err(drop)?.ok_or(())?;
     let mut name = None;
     for spec in abbrev.attributes() {
         let attr = entries.read_attribute(*spec).map_err(drop)?;
         read_name(unit, &attr, &mut name, refs)?;
     }
+    Ok(names.add(name))
+}
+
+impl Dwarf {
+    /// The inline tree of the function at `offset` of the unit at
+    /// `.debug_info` offset `unit` (parsed again for it, with its
+    /// abbreviations and line program header, dropped afterwards),
+    /// rendering the call files `lines` lacks; a broken tree when it is
+    /// malformed.
+    fn parse_inline_tree(&self, unit: u64, offset: u32, lines: Option<&Lines>) -> InlineTree {
+        let broken = || InlineTree {
+            broken: true,
+            inlined: Box::default(),
+            inlined_addresses: Box::default(),
+            names: Box::default(),
+        };
+        let Ok(parsed) = parse_unit_at(&self.sections, unit) else {
+            return broken();
+        };
+        let u = gimli::UnitRef::new(&self.sections, &parsed);
+        let mut names = Names { spans: &self.spans, side: Vec::new() };
+        let mut refs = RefUnits { dwarf: self, current: unit, units: HashMap::new() };
+        let offset = gimli::UnitOffset(offset as usize);
+        let Ok((inlined, addresses)) = parse_inline_tree(u, offset, &mut names, &mut refs) else {
+            return broken();
+        };
+        drop(refs);
+        if let (Some(lines), Some(program)) = (lines, &u.line_program) {
+            let header = program.header();
+            let mut files = lines.files.borrow_mut();
+            for call in inlined.iter() {
+                let index = call.call_file as usize;
+                if files.get(index).is_some_and(Option::is_some) {
+                    continue;
+                }
+                // As `parse_lines` rendered them (they rendered then).
+                let file = match header.file(index as u64) {
+                    Some(f) => render_file(u, f, header).ok().map(String::into_boxed_str),
+                    None if index == 0 => Some(Box::from("")),
+                    None => None,
+                };
+                if let Some(file) = file {
+                    if files.len() <= index {
+                        files.resize(index + 1, None);
+                    }
+                    files[index] = Some(file);
+                }
+            }
+        }
+        InlineTree {
+            broken: false,
+            inlined: inlined.into_boxed_slice(),
+            inlined_addresses: addresses.into_boxed_slice(),
+            names: names.side.into_boxed_slice(),
+        }
+    }
+}
+
+/// The inlined calls of the function at `offset`, and their ranges
+/// sorted by (depth, begin).
+fn parse_inline_tree(
+    unit: gimli::UnitRef<'_, Reader>,
+    offset: gimli::UnitOffset,
+    names: &mut Names,
+    refs: &mut RefUnits<'_>,
+) -> Result<(Vec<Inlined>, Vec<InlinedAddress>), ()> {
+    let mut entries = unit.entries_raw(Some(offset)).map_err(drop)?;
+    let depth = entries.next_depth();
+    let abbrev = entries.read_abbreviation().map_err(drop)?.ok_or(())?;
+    entries.skip_attributes(abbrev.attributes()).map_err(drop)?;
     let mut inlined = Vec::new();
     let mut addresses = Vec::new();
     // Entry depths of the inlined calls the next entry may be inside.
@@ -1334,12 +1471,7 @@ fn parse_function(
         }
     }
     addresses.sort_unstable_by(|a, b| a.depth().cmp(&b.depth()).then(a.begin.cmp(&b.begin)));
-    Ok(Function {
-        name: names.add(name),
-        broken: false,
-        inlined: inlined.into_boxed_slice(),
-        inlined_addresses: addresses.into_boxed_slice(),
-    })
+    Ok((inlined, addresses))
 }
 
 /// Takes `attr` into `name` when it names the entry: a linkage name
