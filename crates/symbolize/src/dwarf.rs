@@ -124,7 +124,8 @@ impl Deref for SectionBytes {
 ///
 /// The slices are `'static` only in name: they borrow from the
 /// [`SectionBytes`] that [`Dwarf`] keeps next to its sections; what the
-/// index keeps (names, file names) is copied out of them.
+/// index keeps is copied out of them (file names) or refers to them by
+/// offset (names, [`NameRef`]).
 pub(crate) type Reader = gimli::EndianSlice<'static, gimli::LittleEndian>;
 
 /// A reader over `bytes`, to be kept only as long as `bytes` (or a clone).
@@ -135,8 +136,9 @@ fn reader(bytes: &SectionBytes) -> Reader {
     // moving or cloning a `SectionBytes` moves only the `Arc`, never the
     // bytes. The `Dwarf` that parses with this reader keeps a clone of
     // `bytes` in `owners` and drops its sections first (field order);
-    // its tables hold copies (names, file names), never a reader, and
-    // the units parsed for a lookup are dropped before it returns.
+    // its tables hold copies (file names) or offsets (names), never a
+    // reader or pointer, and the units parsed for a lookup or an inline
+    // tree are dropped before it returns.
     let slice: &'static [u8] = unsafe { std::slice::from_raw_parts(slice.as_ptr(), slice.len()) };
     gimli::EndianSlice::new(slice, gimli::LittleEndian)
 }
