@@ -46,7 +46,9 @@
 //!
 //! # Memory
 //!
-//! [`Dwarf::cost`] is the decompressed sections, the index (from the
+//! [`Dwarf::cost`] is the decompressed sections (only those the index
+//! reads: locations, macros and type units are never decompressed), the
+//! index (from the
 //! lengths of its boxed slices) and, for each unit parsed by a lookup,
 //! the lengths of its tables and strings, inline trees parsed so far
 //! included ([`ParsedUnit::heap_bytes`]; allocator rounding left out). Before
@@ -87,6 +89,21 @@ const MAX_DECOMPRESSED_SECTION: u64 = 512 << 20;
 const MAX_COMPRESSION_RATIO: u64 = 64;
 /// Sections this small are accepted whatever their ratio.
 const SMALL_SECTION: u64 = 64 << 10;
+/// The sections the index reads; `gimli::Dwarf::load` asks for others
+/// too (locations, macros, type units, name indexes), which are left
+/// empty: neither decompressed nor counted against the limit.
+const READ_SECTIONS: [gimli::SectionId; 10] = [
+    gimli::SectionId::DebugAbbrev,
+    gimli::SectionId::DebugAddr,
+    gimli::SectionId::DebugAranges,
+    gimli::SectionId::DebugInfo,
+    gimli::SectionId::DebugLine,
+    gimli::SectionId::DebugLineStr,
+    gimli::SectionId::DebugStr,
+    gimli::SectionId::DebugStrOffsets,
+    gimli::SectionId::DebugRanges,
+    gimli::SectionId::DebugRngLists,
+];
 
 /// One file whose DWARF sections are read: its headers, and the bytes
 /// uncompressed sections are served from (a map the symbolizer can
@@ -405,7 +422,7 @@ impl Dwarf {
         let mut owned_bytes = 0u64;
         let mut owners = Vec::new();
         let mut load = |f: &DwarfFile, id: gimli::SectionId| -> Result<Reader, DwarfError> {
-            let bytes = section_bytes(f, id.name())?;
+            let bytes = if READ_SECTIONS.contains(&id) { section_bytes(f, id.name())? } else { empty_section() };
             if let Backing::Owned(v) = &bytes.backing {
                 owned_bytes += v.capacity() as u64;
             }
@@ -1531,13 +1548,20 @@ pub(crate) fn estimate_index(dwarf: &gimli::Dwarf<Reader>) -> u64 {
     grown(units) * 8 + units * 8 + grown(sup_units) * 8 + ranges
 }
 
-/// Bytes the compressed DWARF sections of `elf` take once decompressed
-/// (as their headers say).
+/// Whether `name` is one of [`READ_SECTIONS`], or its legacy `.zdebug`
+/// form.
+fn is_read_section(name: &str) -> bool {
+    let name = name.strip_prefix(".z").unwrap_or(name.strip_prefix('.').unwrap_or(name));
+    READ_SECTIONS.iter().any(|id| id.name().strip_prefix('.') == Some(name))
+}
+
+/// Bytes the compressed DWARF sections of `elf` that the index reads
+/// take once decompressed (as their headers say).
 fn inflated_size(elf: &ElfFile) -> u64 {
     // Saturating: declared sizes are the file's, any u64.
     elf.sections()
         .iter()
-        .filter(|s| s.sh_type != SHT_NOBITS)
+        .filter(|s| s.sh_type != SHT_NOBITS && is_read_section(&s.name))
         .filter_map(|s| {
             let data = elf.section_data(s).ok()?;
             if s.name.starts_with(".debug_") && s.flags & SHF_COMPRESSED != 0 {
@@ -1563,14 +1587,13 @@ fn plausible_size(declared: u64, compressed: usize) -> bool {
 /// decompressed when needed; empty when the file lacks it.
 fn section_bytes(file: &DwarfFile, name: &str) -> Result<SectionBytes, DwarfError> {
     let elf = &file.elf;
-    let empty = || SectionBytes { backing: Backing::Owned(Arc::new(Vec::new())), start: 0, len: 0 };
     let section = elf.section_by_name(name).filter(|s| s.sh_type != SHT_NOBITS);
     let Some(section) = section else {
         // GNU's old convention: `.zdebug_info` = "ZLIB", big-endian u64
         // size, zlib stream.
         let zname = format!(".z{}", name.trim_start_matches('.'));
         let Some(z) = elf.section_by_name(&zname).filter(|s| s.sh_type != SHT_NOBITS) else {
-            return Ok(empty());
+            return Ok(empty_section());
         };
         let data = elf.section_data(z).unwrap_or(&[]);
         let bad = || DwarfError::Decompress { section: zname.clone() };
@@ -1582,7 +1605,7 @@ fn section_bytes(file: &DwarfFile, name: &str) -> Result<SectionBytes, DwarfErro
     };
     let Ok(data) = elf.section_data(section) else {
         // A section past the end of the file: treat it as absent.
-        return Ok(empty());
+        return Ok(empty_section());
     };
     if section.flags & SHF_COMPRESSED == 0 {
         let start = section.offset as usize;
@@ -1600,6 +1623,11 @@ fn section_bytes(file: &DwarfFile, name: &str) -> Result<SectionBytes, DwarfErro
         ELFCOMPRESS_ZSTD => unzstd(body, size).map_err(|_| bad()).map(owned),
         _ => Err(DwarfError::UnsupportedCompression { section: name.to_owned(), kind }),
     }
+}
+
+/// A section the file lacks (or that is not read).
+fn empty_section() -> SectionBytes {
+    SectionBytes { backing: Backing::Owned(Arc::new(Vec::new())), start: 0, len: 0 }
 }
 
 fn owned(v: Vec<u8>) -> SectionBytes {
@@ -1670,3 +1698,7 @@ mod tests {
 #[cfg(test)]
 #[path = "dwarf_diff_tests.rs"]
 mod diff_tests;
+
+#[cfg(test)]
+#[path = "dwarf_limit_tests.rs"]
+mod limit_tests;

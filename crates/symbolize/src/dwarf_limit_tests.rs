@@ -1,0 +1,256 @@
+//! Crafted DWARF that, read naively, makes the index allocate without
+//! bound (entries sharing one range list, line program or string):
+//! each is refused ([`DwarfError::TooLarge`]) or answers less, within
+//! the file's DWARF limit. Inputs are built in memory: DWARF 4 by hand
+//! in a minimal ELF file.
+
+use std::sync::Arc;
+
+use profiler_elf::ElfFile;
+
+use super::*;
+
+/// A little-endian byte writer.
+#[derive(Default)]
+struct Bytes(Vec<u8>);
+
+impl Bytes {
+    fn u8(&mut self, v: u8) -> &mut Self {
+        self.0.push(v);
+        self
+    }
+
+    fn u16(&mut self, v: u16) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+
+    fn u32(&mut self, v: u32) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+
+    fn u64(&mut self, v: u64) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+
+    fn uleb(&mut self, mut v: u64) -> &mut Self {
+        loop {
+            let byte = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                self.0.push(byte);
+                return self;
+            }
+            self.0.push(byte | 0x80);
+        }
+    }
+
+    fn bytes(&mut self, b: &[u8]) -> &mut Self {
+        self.0.extend_from_slice(b);
+        self
+    }
+}
+
+/// A minimal x86-64 ELF file holding `sections` (name, bytes; those
+/// named in `compressed` marked `SHF_COMPRESSED`), as the symbolizer
+/// reads it.
+fn elf(sections: &[(&str, Vec<u8>)], compressed: &[&str]) -> DwarfFile {
+    let mut shstrtab = vec![0u8];
+    let mut data = vec![0u8; 64];
+    // (name offset, type, flags, offset, size)
+    let mut headers = vec![(0u32, 0u32, 0u64, 0u64, 0u64)];
+    for (name, bytes) in sections {
+        let name_at = shstrtab.len() as u32;
+        shstrtab.extend_from_slice(name.as_bytes());
+        shstrtab.push(0);
+        let flags = if compressed.contains(name) { SHF_COMPRESSED } else { 0 };
+        headers.push((name_at, 1, flags, data.len() as u64, bytes.len() as u64));
+        data.extend_from_slice(bytes);
+    }
+    let shstrndx = headers.len();
+    headers.push((shstrtab.len() as u32, 3, 0, data.len() as u64, 0));
+    shstrtab.extend_from_slice(b".shstrtab\0");
+    let last = headers.len() - 1;
+    headers[last].4 = shstrtab.len() as u64;
+    data.extend_from_slice(&shstrtab);
+    while !data.len().is_multiple_of(8) {
+        data.push(0);
+    }
+    let shoff = data.len() as u64;
+    let mut w = Bytes(data);
+    for (name, kind, flags, offset, size) in &headers {
+        w.u32(*name).u32(*kind).u64(*flags).u64(0).u64(*offset).u64(*size).u32(0).u32(0).u64(1).u64(0);
+    }
+    let mut data = w.0;
+    let mut h = Bytes::default();
+    h.bytes(b"\x7fELF\x02\x01\x01").bytes(&[0; 9]);
+    h.u16(1).u16(62).u32(1).u64(0).u64(0).u64(shoff).u32(0);
+    h.u16(64).u16(56).u16(0).u16(64).u16(headers.len() as u16).u16(shstrndx as u16);
+    data[..64].copy_from_slice(&h.0);
+    let elf = Arc::new(ElfFile::from_bytes(data).expect("crafted ELF"));
+    DwarfFile { bytes: Backing::Elf(elf.clone()), elf }
+}
+
+/// `bytes` zlib-compressed as an `SHF_COMPRESSED` section (`Elf64_Chdr`
+/// first).
+fn compressed(bytes: &[u8]) -> Vec<u8> {
+    let mut w = Bytes::default();
+    w.u32(ELFCOMPRESS_ZLIB).u32(0).u64(bytes.len() as u64).u64(1);
+    w.bytes(&miniz_oxide::deflate::compress_to_vec_zlib(bytes, 1));
+    w.0
+}
+
+// DWARF constants (DWARF 4).
+const DW_TAG_COMPILE_UNIT: u64 = 0x11;
+const DW_TAG_SUBPROGRAM: u64 = 0x2e;
+const DW_TAG_INLINED_SUBROUTINE: u64 = 0x1d;
+const DW_AT_NAME: u64 = 0x03;
+const DW_AT_STMT_LIST: u64 = 0x10;
+const DW_AT_LOW_PC: u64 = 0x11;
+const DW_AT_HIGH_PC: u64 = 0x12;
+const DW_AT_COMP_DIR: u64 = 0x1b;
+const DW_AT_RANGES: u64 = 0x55;
+const DW_FORM_ADDR: u64 = 0x01;
+const DW_FORM_DATA8: u64 = 0x07;
+const DW_FORM_STRP: u64 = 0x0e;
+const DW_FORM_SEC_OFFSET: u64 = 0x17;
+
+/// Abbreviation codes of [`abbrevs`].
+const CU_RANGES: u64 = 1;
+/// Compile unit with children: low pc, high pc (size), stmt list, comp dir.
+const CU_FULL: u64 = 2;
+const SUB_RANGES: u64 = 3;
+/// Subprogram with children: name, low pc, high pc (size).
+const SUB_PARENT: u64 = 4;
+const INLINED_RANGES: u64 = 5;
+const CU_LINES: u64 = 6;
+/// Subprogram without children: name, low pc, high pc (size).
+const SUB_LEAF: u64 = 7;
+
+/// An abbreviation: code, tag, whether it has children, (attribute,
+/// form)s.
+type Abbrev = (u64, u64, bool, &'static [(u64, u64)]);
+
+/// The one abbreviation table every unit uses (offset 0).
+fn abbrevs() -> Vec<u8> {
+    let table: [Abbrev; 7] = [
+        (CU_RANGES, DW_TAG_COMPILE_UNIT, false, &[(DW_AT_RANGES, DW_FORM_SEC_OFFSET)]),
+        (
+            CU_FULL,
+            DW_TAG_COMPILE_UNIT,
+            true,
+            &[
+                (DW_AT_LOW_PC, DW_FORM_ADDR),
+                (DW_AT_HIGH_PC, DW_FORM_DATA8),
+                (DW_AT_STMT_LIST, DW_FORM_SEC_OFFSET),
+                (DW_AT_COMP_DIR, DW_FORM_STRP),
+            ],
+        ),
+        (SUB_RANGES, DW_TAG_SUBPROGRAM, false, &[(DW_AT_NAME, DW_FORM_STRP), (DW_AT_RANGES, DW_FORM_SEC_OFFSET)]),
+        (
+            SUB_PARENT,
+            DW_TAG_SUBPROGRAM,
+            true,
+            &[(DW_AT_NAME, DW_FORM_STRP), (DW_AT_LOW_PC, DW_FORM_ADDR), (DW_AT_HIGH_PC, DW_FORM_DATA8)],
+        ),
+        (
+            INLINED_RANGES,
+            DW_TAG_INLINED_SUBROUTINE,
+            false,
+            &[(DW_AT_NAME, DW_FORM_STRP), (DW_AT_RANGES, DW_FORM_SEC_OFFSET)],
+        ),
+        (CU_LINES, DW_TAG_COMPILE_UNIT, false, &[(DW_AT_STMT_LIST, DW_FORM_SEC_OFFSET)]),
+        (
+            SUB_LEAF,
+            DW_TAG_SUBPROGRAM,
+            false,
+            &[(DW_AT_NAME, DW_FORM_STRP), (DW_AT_LOW_PC, DW_FORM_ADDR), (DW_AT_HIGH_PC, DW_FORM_DATA8)],
+        ),
+    ];
+    let mut w = Bytes::default();
+    for (code, tag, children, attrs) in table {
+        w.uleb(code).uleb(tag).u8(u8::from(children));
+        for &(name, form) in attrs {
+            w.uleb(name).uleb(form);
+        }
+        w.u8(0).u8(0);
+    }
+    w.u8(0);
+    w.0
+}
+
+/// A DWARF 4 unit (64-bit addresses, abbreviations at 0) whose entries
+/// are `entries`.
+fn unit(entries: &[u8]) -> Vec<u8> {
+    let mut w = Bytes::default();
+    w.u32(7 + entries.len() as u32).u16(4).u32(0).u8(8).bytes(entries);
+    w.0
+}
+
+/// A compile unit covering `begin..begin + size` with the line program
+/// at 0, `comp_dir` the string at `.debug_str` offset 0, and the
+/// entries `children`.
+fn full_unit(begin: u64, size: u64, children: &[u8]) -> Vec<u8> {
+    let mut w = Bytes::default();
+    w.uleb(CU_FULL).u64(begin).u64(size).u32(0).u32(0).bytes(children).u8(0);
+    unit(&w.0)
+}
+
+/// A DWARF 4 line program naming `files` files ("f", in the unit's
+/// directory), then running `program` (opcodes).
+fn line_program(files: u64, program: &[u8]) -> Vec<u8> {
+    let mut header = Bytes::default();
+    header.u8(1).u8(1).u8(1).u8(-5i8 as u8).u8(14).u8(13);
+    header.bytes(&[0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1]);
+    header.u8(0); // no include directories
+    for _ in 0..files {
+        header.bytes(b"f\0").u8(0).u8(0).u8(0);
+    }
+    header.u8(0);
+    let mut w = Bytes::default();
+    let length = 2 + 4 + header.0.len() + program.len();
+    w.u32(length as u32).u16(4).u32(header.0.len() as u32).bytes(&header.0).bytes(program);
+    w.0
+}
+
+#[test]
+fn unread_sections_are_neither_decompressed_nor_counted() {
+    // Poorly compressible bytes, so that the ratio guard passes.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let noise: Vec<u8> = (0..1 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let mut sub = Bytes::default();
+    sub.uleb(SUB_LEAF).u32(5).u64(0x1000).u64(0x10);
+    let mut sections = vec![
+        (".debug_abbrev", abbrevs()),
+        (".debug_info", full_unit(0x1000, 0x100, &sub.0)),
+        (".debug_line", line_program(1, &[])),
+        (".debug_str", b"/src\0main\0".to_vec()),
+    ];
+    let unread = [".debug_loc", ".debug_loclists", ".debug_macro", ".debug_macinfo", ".debug_types", ".debug_names"];
+    for name in unread {
+        sections.push((name, compressed(&noise)));
+    }
+    let file = elf(&sections, &unread);
+    assert_eq!(inflated_size(&file.elf), 0);
+    // Six MiB declared, none of it read: loads within 512 KiB, holding
+    // no decompressed byte.
+    let dwarf = Dwarf::load(&file, None, 512 << 10).expect("loads");
+    assert_eq!(dwarf.owned_bytes, 0);
+    let frames = dwarf.frames(0x1008);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].function.as_deref(), Some("main"));
+    // A section the index reads still counts.
+    sections.push((".debug_ranges", compressed(&noise)));
+    let file = elf(&sections, &[&unread[..], &[".debug_ranges"]].concat());
+    assert_eq!(inflated_size(&file.elf), 1 << 20);
+    assert!(matches!(Dwarf::load(&file, None, 512 << 10), Err(DwarfError::TooLarge { .. })));
+}
