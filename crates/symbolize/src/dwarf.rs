@@ -205,8 +205,8 @@ struct ParsedUnit {
     lines: Result<Option<Lines>, ()>,
     /// `Err`: the unit's entries are malformed.
     functions: Result<Functions, ()>,
-    /// The names that cannot be referenced in the sections (over
-    /// [`MAX_NAME_LEN`] bytes; normally none), by [`NameRef`] index.
+    /// The names that cannot be referenced in the sections (none, unless
+    /// a section is over 1 TiB), by [`NameRef`] index.
     names: Box<[Box<str>]>,
 }
 
@@ -222,9 +222,14 @@ type NameRef = u64;
 const NO_NAME: NameRef = u64::MAX;
 /// The "section" of names kept in [`ParsedUnit::names`].
 const SIDE_NAME: u64 = 0xff;
-/// Longest name referenced (longer ones are copied into
-/// [`ParsedUnit::names`]).
-const MAX_NAME_LEN: usize = 0xffff;
+/// Longest name kept (longer ones are cut): however long the string an
+/// entry names, only this much of it is read, and each name fits a
+/// [`NameRef`] (never copied for each entry naming it).
+const MAX_NAME_LEN: usize = 4 << 10;
+// A `NameRef` holds lengths in 16 bits.
+const _: () = assert!(MAX_NAME_LEN <= 0xffff);
+/// Longest file name kept (longer ones are cut, as is each part read).
+const MAX_PATH_LEN: usize = 4 << 10;
 /// Largest section offset a [`NameRef`] holds.
 const MAX_NAME_OFFSET: usize = (1 << 40) - 1;
 
@@ -856,20 +861,19 @@ impl Names<'_> {
         let Some(name) = name else {
             return NO_NAME;
         };
+        let name = cut(name, MAX_NAME_LEN);
         let bytes = name.slice();
         let (at, len) = (bytes.as_ptr() as usize, bytes.len());
-        if len <= MAX_NAME_LEN {
-            // The section holding the name (the readers are slices of
-            // `Dwarf::owners`).
-            let section = self
-                .spans
-                .iter()
-                .position(|&(start, size)| at >= start && at - start <= size && len <= size - (at - start));
-            if let Some(section) = section.filter(|&s| (s as u64) < SIDE_NAME) {
-                let offset = at - self.spans[section].0;
-                if offset <= MAX_NAME_OFFSET {
-                    return (section as u64) << 56 | (offset as u64) << 16 | len as u64;
-                }
+        // The section holding the name (the readers are slices of
+        // `Dwarf::owners`).
+        let section = self
+            .spans
+            .iter()
+            .position(|&(start, size)| at >= start && at - start <= size && len <= size - (at - start));
+        if let Some(section) = section.filter(|&s| (s as u64) < SIDE_NAME) {
+            let offset = at - self.spans[section].0;
+            if offset <= MAX_NAME_OFFSET {
+                return (section as u64) << 56 | (offset as u64) << 16 | len as u64;
             }
         }
         let index = self.side.len() as u64;
@@ -1002,12 +1006,12 @@ impl RefUnits<'_> {
                 let attr = entries.read_attribute(*spec).map_err(drop)?;
                 match attr.name() {
                     gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name => {
-                        if let Ok(n) = target.attr_string(attr.value()) {
+                        if let Ok(n) = attr_str(target, attr.value(), MAX_NAME_LEN) {
                             return Ok(Some(n));
                         }
                     }
                     gimli::DW_AT_name => {
-                        if let Ok(n) = target.attr_string(attr.value()) {
+                        if let Ok(n) = attr_str(target, attr.value(), MAX_NAME_LEN) {
                             name = Some(n);
                         }
                     }
@@ -1262,23 +1266,67 @@ fn parse_lines(
 
 /// A file's full name: the unit's directory, the file's directory (when
 /// not the unit's own, index 0) and its name, each absolute part
-/// replacing what comes before it.
+/// replacing what comes before it; cut to [`MAX_PATH_LEN`] bytes.
 fn render_file(
     unit: gimli::UnitRef<'_, Reader>,
     file: &gimli::FileEntry<Reader>,
     header: &gimli::LineProgramHeader<Reader>,
 ) -> Result<String, gimli::Error> {
-    let mut path = match &unit.comp_dir {
-        Some(dir) => dir.to_string_lossy().into_owned(),
+    let mut path = match unit.comp_dir {
+        Some(dir) => cut(dir, MAX_PATH_LEN).to_string_lossy().into_owned(),
         None => String::new(),
     };
     if file.directory_index() != 0 {
         if let Some(dir) = file.directory(header) {
-            join_path(&mut path, &unit.attr_string(dir)?.to_string_lossy());
+            join_path(&mut path, &attr_str(unit, dir, MAX_PATH_LEN)?.to_string_lossy());
         }
     }
-    join_path(&mut path, &unit.attr_string(file.path_name())?.to_string_lossy());
+    join_path(&mut path, &attr_str(unit, file.path_name(), MAX_PATH_LEN)?.to_string_lossy());
+    let mut end = path.len().min(MAX_PATH_LEN);
+    while !path.is_char_boundary(end) {
+        end -= 1;
+    }
+    path.truncate(end);
     Ok(path)
+}
+
+/// The first `max` bytes of `s`.
+fn cut(s: Reader, max: usize) -> Reader {
+    let bytes = s.slice();
+    gimli::EndianSlice::new(&bytes[..bytes.len().min(max)], gimli::LittleEndian)
+}
+
+/// The string attribute value `value` names, cut to its first `max`
+/// bytes: a string in the sections is searched only that far for its
+/// end (gimli's `attr_string` reads it whole, again for each entry
+/// naming it).
+fn attr_str(
+    unit: gimli::UnitRef<'_, Reader>,
+    value: gimli::AttributeValue<Reader>,
+    max: usize,
+) -> Result<Reader, gimli::Error> {
+    use gimli::AttributeValue as Value;
+    let dwarf = unit.dwarf;
+    let (section, offset) = match value {
+        // Read with its entry.
+        Value::String(s) => return Ok(cut(s, max)),
+        Value::DebugStrRef(o) => (dwarf.debug_str.reader(), o.0),
+        Value::DebugStrRefSup(o) => {
+            (dwarf.sup().ok_or(gimli::Error::ExpectedStringAttributeValue)?.debug_str.reader(), o.0)
+        }
+        Value::DebugLineStrRef(o) => (dwarf.debug_line_str.reader(), o.0),
+        Value::DebugStrOffsetsIndex(i) => (dwarf.debug_str.reader(), dwarf.string_offset(unit.unit, i)?.0),
+        _ => return Err(gimli::Error::ExpectedStringAttributeValue),
+    };
+    let out_of_bounds = gimli::Error::OffsetOutOfBounds(offset as u64);
+    let bytes = section.slice().get(offset..).ok_or(out_of_bounds)?;
+    let len = match bytes.iter().take(max + 1).position(|&b| b == 0) {
+        Some(len) => len,
+        None if bytes.len() > max => max,
+        // Unterminated.
+        None => return Err(out_of_bounds),
+    };
+    Ok(gimli::EndianSlice::new(&bytes[..len], gimli::LittleEndian))
 }
 
 /// Appends `part` to `path` with a separator (`\` when `path` is a
@@ -1504,11 +1552,11 @@ fn read_name(
 ) -> Result<(), ()> {
     match attr.name() {
         gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name => {
-            if let Ok(n) = unit.attr_string(attr.value()) {
+            if let Ok(n) = attr_str(unit, attr.value(), MAX_NAME_LEN) {
                 *name = Some(n);
             }
         }
-        gimli::DW_AT_name if name.is_none() => *name = unit.attr_string(attr.value()).ok(),
+        gimli::DW_AT_name if name.is_none() => *name = attr_str(unit, attr.value(), MAX_NAME_LEN).ok(),
         gimli::DW_AT_abstract_origin | gimli::DW_AT_specification if name.is_none() => {
             *name = refs.name(unit, attr.value())?;
         }

@@ -199,7 +199,7 @@ fn full_unit(begin: u64, size: u64, children: &[u8]) -> Vec<u8> {
 }
 
 /// A DWARF 4 line program naming `files` files ("f", in the unit's
-/// directory), then running `program` (opcodes).
+/// directory), then running `program` (opcodes, see [`Program`]).
 fn line_program(files: u64, program: &[u8]) -> Vec<u8> {
     let mut header = Bytes::default();
     header.u8(1).u8(1).u8(1).u8(-5i8 as u8).u8(14).u8(13);
@@ -213,6 +213,38 @@ fn line_program(files: u64, program: &[u8]) -> Vec<u8> {
     let length = 2 + 4 + header.0.len() + program.len();
     w.u32(length as u32).u16(4).u32(header.0.len() as u32).bytes(&header.0).bytes(program);
     w.0
+}
+
+/// Line program opcodes.
+#[derive(Default)]
+struct Program(Bytes);
+
+impl Program {
+    fn set_address(&mut self, address: u64) -> &mut Self {
+        self.0.u8(0).uleb(9).u8(2).u64(address);
+        self
+    }
+
+    fn set_file(&mut self, file: u64) -> &mut Self {
+        self.0.u8(4).uleb(file);
+        self
+    }
+
+    /// Appends a row.
+    fn copy(&mut self) -> &mut Self {
+        self.0.u8(1);
+        self
+    }
+
+    fn advance_pc(&mut self, by: u64) -> &mut Self {
+        self.0.u8(2).uleb(by);
+        self
+    }
+
+    fn end_sequence(&mut self) -> &mut Self {
+        self.0.u8(0).uleb(1).u8(1);
+        self
+    }
 }
 
 #[test]
@@ -253,4 +285,48 @@ fn unread_sections_are_neither_decompressed_nor_counted() {
     let file = elf(&sections, &[&unread[..], &[".debug_ranges"]].concat());
     assert_eq!(inflated_size(&file.elf), 1 << 20);
     assert!(matches!(Dwarf::load(&file, None, 512 << 10), Err(DwarfError::TooLarge { .. })));
+}
+
+/// A string of `len` bytes 'x' (and its NUL).
+fn long_string(len: usize) -> Vec<u8> {
+    let mut s = vec![b'x'; len];
+    s.push(0);
+    s
+}
+
+#[test]
+fn long_names_are_cut_and_referenced_never_copied_per_entry() {
+    // A thousand functions named by one 1 MiB string, in a unit whose
+    // directory is that string too: read naively, 1 GiB of names.
+    const FUNCTIONS: u64 = 1000;
+    let mut children = Bytes::default();
+    for i in 0..FUNCTIONS {
+        children.uleb(SUB_LEAF).u32(0).u64(0x1000 + 16 * i).u64(16);
+    }
+    let mut program = Program::default();
+    program.set_address(0x1000).set_file(1).copy().advance_pc(16 * FUNCTIONS).end_sequence();
+    let file = elf(
+        &[
+            (".debug_abbrev", abbrevs()),
+            (".debug_info", full_unit(0x1000, 16 * FUNCTIONS, &children.0)),
+            (".debug_line", line_program(1, &program.0 .0)),
+            (".debug_str", long_string(1 << 20)),
+        ],
+        &[],
+    );
+    let dwarf = Dwarf::load(&file, None, 64 << 20).expect("loads");
+    for i in [0, FUNCTIONS / 2, FUNCTIONS - 1] {
+        let frames = dwarf.frames(0x1000 + 16 * i + 4);
+        assert_eq!(frames.len(), 1, "{frames:?}");
+        let name = frames[0].function.as_deref().expect("a name");
+        assert_eq!(name.len(), MAX_NAME_LEN);
+        let path = frames[0].file.as_deref().expect("a file");
+        assert_eq!(path.len(), MAX_PATH_LEN);
+        assert!(path.bytes().all(|b| b == b'x'), "{path}");
+    }
+    let parsed = dwarf.parsed.borrow();
+    let unit = parsed[0].as_ref().expect("parsed").0.as_ref();
+    assert!(unit.names.is_empty(), "names copied: {}", unit.names.len());
+    // Functions (24 bytes) and their addresses (24), one path.
+    assert!(unit.heap_bytes() < 64 * FUNCTIONS + 8192, "{} bytes", unit.heap_bytes());
 }
