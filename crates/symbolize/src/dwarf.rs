@@ -620,7 +620,7 @@ impl Dwarf {
         let (n, [p, f, i]) = self.parsed_sizes.get();
         self.parsed_sizes.set((n + 1, [p + program, f + files, i + info]));
 
-        let mut lines = match unit.line_program.clone() {
+        let lines = match unit.line_program.clone() {
             None => Ok(None),
             Some(program) => parse_lines(unit, program).map(Some).map_err(drop),
         };
@@ -628,28 +628,6 @@ impl Dwarf {
         let mut refs = RefUnits { dwarf: self, current: offset, units: HashMap::new() };
         let functions = parse_functions(unit, &mut names, &mut refs).map_err(drop);
         drop(refs);
-        // Keep only the file names rows and calls refer to.
-        if let Ok(Some(lines)) = &mut lines {
-            let mut used = vec![false; lines.files.get_mut().len()];
-            let mut mark = |i: u32| {
-                if let Some(u) = used.get_mut(i as usize) {
-                    *u = true;
-                }
-            };
-            // Calls' files are rendered with their inline trees.
-            lines.file_runs.iter().for_each(|r| mark(r.1));
-            let mut files: Vec<Option<Box<str>>> = std::mem::take(lines.files.get_mut());
-            for (f, used) in files.iter_mut().zip(used) {
-                if !used {
-                    *f = None;
-                }
-            }
-            while files.last().is_some_and(Option::is_none) {
-                files.pop();
-            }
-            files.shrink_to_fit();
-            *lines.files.get_mut() = files;
-        }
         ParsedUnit { lines, functions, names: names.side.into_boxed_slice() }
     }
 }
@@ -1243,25 +1221,43 @@ fn parse_lines(
     // Rows of a sequence never ended are not kept.
     sequences.sort_unstable_by_key(|s| s.start);
 
+    // Only the files rows name are rendered (those calls name are, with
+    // their inline trees): a header may list many more, each naming one
+    // long directory.
     let header = it.header();
+    let mut used: Vec<u32> = file_runs.iter().map(|r| r.1).collect();
+    used.sort_unstable();
+    used.dedup();
     let mut files = Vec::new();
-    // DWARF 4 numbers files from 1: index 0 is then an empty name.
-    files.push(Some(match header.file(0) {
-        Some(f) => render_file(unit, f, header)?.into_boxed_str(),
-        None => Box::from(""),
-    }));
-    for index in 1..=header.file_names().len() as u64 {
-        let Some(f) = header.file(index) else {
-            break;
+    for index in used {
+        let Some(name) = file_name(unit, header, index)? else {
+            continue;
         };
-        files.push(Some(render_file(unit, f, header)?.into_boxed_str()));
+        files.resize(index as usize + 1, None);
+        files[index as usize] = Some(name);
     }
+    files.shrink_to_fit();
     Ok(Lines {
         files: RefCell::new(files),
         sequences: sequences.into_boxed_slice(),
         rows: rows.into_boxed_slice(),
         file_runs: file_runs.into_boxed_slice(),
     })
+}
+
+/// The name of file `index` of `header`, rendered; `None` when it has no
+/// such file.
+fn file_name(
+    unit: gimli::UnitRef<'_, Reader>,
+    header: &gimli::LineProgramHeader<Reader>,
+    index: u32,
+) -> Result<Option<Box<str>>, gimli::Error> {
+    match header.file(u64::from(index)) {
+        Some(f) => Ok(Some(render_file(unit, f, header)?.into_boxed_str())),
+        // DWARF 4 numbers files from 1: index 0 is then an empty name.
+        None if index == 0 => Ok(Some(Box::from(""))),
+        None => Ok(None),
+    }
 }
 
 /// A file's full name: the unit's directory, the file's directory (when
@@ -1272,6 +1268,8 @@ fn render_file(
     file: &gimli::FileEntry<Reader>,
     header: &gimli::LineProgramHeader<Reader>,
 ) -> Result<String, gimli::Error> {
+    #[cfg(test)]
+    RENDERED.with(|n| n.set(n.get() + 1));
     let mut path = match unit.comp_dir {
         Some(dir) => cut(dir, MAX_PATH_LEN).to_string_lossy().into_owned(),
         None => String::new(),
@@ -1288,6 +1286,12 @@ fn render_file(
     }
     path.truncate(end);
     Ok(path)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// File names rendered by this thread.
+    static RENDERED: Cell<u64> = const { Cell::new(0) };
 }
 
 /// The first `max` bytes of `s`.
@@ -1435,22 +1439,22 @@ impl Dwarf {
         if let (Some(lines), Some(program)) = (lines, &u.line_program) {
             let header = program.header();
             let mut files = lines.files.borrow_mut();
-            for call in inlined.iter() {
-                let index = call.call_file as usize;
-                if files.get(index).is_some_and(Option::is_some) {
-                    continue;
-                }
-                // As `parse_lines` rendered them (they rendered then).
-                let file = match header.file(index as u64) {
-                    Some(f) => render_file(u, f, header).ok().map(String::into_boxed_str),
-                    None if index == 0 => Some(Box::from("")),
-                    None => None,
-                };
-                if let Some(file) = file {
+            // Each missing file once, however many calls name it.
+            let mut missing: Vec<u32> = inlined
+                .iter()
+                .map(|c| c.call_file)
+                .filter(|&i| !files.get(i as usize).is_some_and(Option::is_some))
+                .collect();
+            missing.sort_unstable();
+            missing.dedup();
+            for index in missing {
+                // A file that does not render is left unnamed.
+                if let Ok(Some(name)) = file_name(u, header, index) {
+                    let index = index as usize;
                     if files.len() <= index {
                         files.resize(index + 1, None);
                     }
-                    files[index] = Some(file);
+                    files[index] = Some(name);
                 }
             }
         }

@@ -330,3 +330,37 @@ fn long_names_are_cut_and_referenced_never_copied_per_entry() {
     // Functions (24 bytes) and their addresses (24), one path.
     assert!(unit.heap_bytes() < 64 * FUNCTIONS + 8192, "{} bytes", unit.heap_bytes());
 }
+
+#[test]
+fn only_the_files_rows_use_are_rendered() {
+    // A line program listing 100,000 files, each in the unit's 1 MiB
+    // directory; its rows name one. Rendered in full: 100 GiB.
+    const FILES: u64 = 100_000;
+    let mut program = Program::default();
+    program.set_address(0x1000).set_file(FILES / 2).copy().advance_pc(16).end_sequence();
+    let mut children = Bytes::default();
+    children.uleb(SUB_LEAF).u32(0).u64(0x1000).u64(16);
+    let file = elf(
+        &[
+            (".debug_abbrev", abbrevs()),
+            (".debug_info", full_unit(0x1000, 16, &children.0)),
+            (".debug_line", line_program(FILES, &program.0 .0)),
+            (".debug_str", long_string(1 << 20)),
+        ],
+        &[],
+    );
+    let dwarf = Dwarf::load(&file, None, 64 << 20).expect("loads");
+    let rendered = RENDERED.with(Cell::get);
+    let frames = dwarf.frames(0x1004);
+    assert_eq!(RENDERED.with(Cell::get) - rendered, 1);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0].file.as_ref().map(String::len), Some(MAX_PATH_LEN));
+    let parsed = dwarf.parsed.borrow();
+    let unit = parsed[0].as_ref().expect("parsed").0.as_ref();
+    let Ok(Some(lines)) = &unit.lines else {
+        panic!("no line table");
+    };
+    assert_eq!(lines.files.borrow().iter().flatten().count(), 1);
+    // The slots up to the file used (16 bytes each) and its name.
+    assert!(unit.heap_bytes() < 16 * FILES + 2 * MAX_PATH_LEN as u64, "{} bytes", unit.heap_bytes());
+}
