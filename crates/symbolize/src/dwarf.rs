@@ -11,25 +11,26 @@
 //! (`DW_AT_ranges`, else `.debug_aranges`, else `DW_AT_low_pc`/`high_pc`,
 //! else, for a unit that declares none, the sequences of its line
 //! program, run once at load), then dropped. What is kept: each unit's
-//! `.debug_info` offset (8 bytes) and one 32-byte entry per unit range.
+//! `.debug_info` offset (8 bytes) and lookup slot (16 bytes), and one
+//! 32-byte entry per unit range.
 //!
 //! On the first lookup in a unit, the unit is parsed again (its
 //! abbreviations and line program header, dropped afterwards) into
 //! compact tables ([`ParsedUnit`]): the line rows by sequence (8 bytes
 //! each: the address as an offset from the sequence's start, the line;
 //! the file index where it changes), the file names rows and calls use,
-//! rendered once; each `DW_TAG_subprogram` with addresses, its name and
-//! entry offset. A function's inline tree (each
+//! rendered once (at most 4 KiB each); each `DW_TAG_subprogram` with
+//! addresses, its name and entry offset. A function's inline tree (each
 //! `DW_TAG_inlined_subroutine`: name, call file and line, ranges with
-//! their inline depth) is parsed on the first lookup in the function (the
-//! unit's abbreviations parsed again for it), with the call files it
-//! names, and kept with the unit, charged to it. Names are the linkage name,
-//! else the name, else those of the `DW_AT_abstract_origin` /
+//! their inline depth) is parsed on the first lookup in the function
+//! (the unit's abbreviations parsed again for it), with the call files
+//! it names, and kept with the unit, charged to it. Names are the
+//! linkage name, else the name, else those of the `DW_AT_abstract_origin` /
 //! `DW_AT_specification` target (at most 16 links, into other units
 //! through `DW_FORM_ref_addr` and into the supplementary file of `dwz`,
-//! each such unit parsed for the while), kept as 8-byte references
-//! into the sections they are read from ([`NameRef`]: section, offset,
-//! length) and copied out only when a lookup returns them.
+//! each such unit parsed for the while), cut at 4 KiB and kept as 8-byte
+//! references into the sections they are read from ([`NameRef`]:
+//! section, offset, length), copied out only when a lookup returns them.
 //!
 //! The frames of an address are the inlined calls holding it, innermost
 //! first, then the function: the innermost frame's file and line from
@@ -40,28 +41,38 @@
 //! line-table address of real files gives the same frames.
 //!
 //! Everything read is untrusted: loops end with the bytes they read,
-//! inline depth, name links and frames are capped, and malformed DWARF
-//! gives fewer or no frames (a unit or function whose entries do not
-//! parse answers nothing), never a panic.
+//! inline depth, name links, frames, names and paths are capped, strings
+//! are read only as far as kept, and malformed DWARF gives fewer or no
+//! frames (a unit or function whose entries do not parse answers
+//! nothing), never a panic.
 //!
 //! # Memory
 //!
 //! [`Dwarf::cost`] is the decompressed sections (only those the index
 //! reads: locations, macros and type units are never decompressed), the
-//! index (from the
-//! lengths of its boxed slices) and, for each unit parsed by a lookup,
-//! the lengths of its tables and strings, inline trees parsed so far
-//! included ([`ParsedUnit::heap_bytes`]; allocator rounding left out). Before
-//! anything is parsed, the index is estimated from the unit headers and
-//! `.debug_aranges` ([`estimate_index`]) and DWARF whose sections and
-//! index would exceed the limit is refused ([`DwarfError::TooLarge`]).
+//! index (from the lengths of its boxed slices) and, for each unit
+//! parsed by a lookup, the lengths of its tables and strings, inline
+//! trees parsed so far included ([`ParsedUnit::heap_bytes`]; allocator
+//! rounding left out). Before anything is parsed, the index is estimated
+//! from the unit headers and `.debug_aranges` ([`estimate_index`]) and
+//! DWARF whose sections and index would exceed the limit is refused
+//! ([`DwarfError::TooLarge`]); so is DWARF whose index outgrows the
+//! limit as it is built (units can share one long range list or line
+//! program, which no estimate sees: each range is taken from an
+//! [`Allowance`]).
+//!
 //! Lookups never grow a file's DWARF past that limit either: the parsed
 //! units share what the sections and index leave of it, and beyond, the
 //! least recently used are dropped ([`Dwarf::units_dropped`]) and parsed
-//! again if looked up again. Without this, at 1000 Hz one library's
-//! units (pyenv's libpython: 20 MB under addr2line) filled the whole
-//! symbolizer budget and every other file was evicted and loaded again,
-//! several times a second.
+//! again if looked up again. A unit is parsed within that share (its
+//! rows, functions, names and files, and later each inline tree with
+//! the unit, taken from an [`Allowance`]): one that does not fit is not
+//! kept ([`Slot::Broken`], its addresses named from symbols), nor a tree
+//! that does not (its function's addresses named from symbols). Without
+//! this, at 1000 Hz one library's units (pyenv's libpython: 20 MB under
+//! addr2line) filled the whole symbolizer budget and every other file
+//! was evicted and loaded again, several times a second.
+//!
 //! Readers are bare slices (see [`Reader`]); nothing kept borrows them.
 
 use std::cell::{Cell, OnceCell, RefCell};
@@ -178,8 +189,6 @@ const _: () = assert!(MAX_INLINE_DEPTH < 256);
 /// Most `DW_AT_abstract_origin` / `DW_AT_specification` links followed
 /// for a name.
 const MAX_NAME_LINKS: usize = 16;
-/// Most line rows kept for one unit (a guard against hostile programs).
-const MAX_UNIT_ROWS: usize = 1 << 22;
 /// Most units kept parsed at once while names are resolved across units.
 const MAX_REF_UNITS: usize = 32;
 /// "None" in the compact tables' `u32` fields.
@@ -194,20 +203,81 @@ struct UnitRange {
     unit: u32,
 }
 
-/// A parsed unit and the lookup count when it was last used.
-type UnitSlot = (Box<ParsedUnit>, u64);
+/// A unit as lookups left it.
+enum Slot {
+    /// Not parsed (yet, or again since it was dropped).
+    Unparsed,
+    /// Malformed, or its tables alone would hold more than the parsed
+    /// units may: lookups in it find nothing (the symbols name the
+    /// address), and it is not parsed again.
+    Broken,
+    Parsed(Box<ParsedUnit>),
+}
+
+impl Slot {
+    fn parsed(&self) -> Option<&ParsedUnit> {
+        match self {
+            Slot::Parsed(p) => Some(p),
+            _ => None,
+        }
+    }
+}
 
 /// A unit once parsed by a lookup: its line table and functions in
 /// compact form (no reader, no abbreviation, no gimli structure).
 struct ParsedUnit {
-    /// `Err`: the line program is malformed (lookups in the unit find
-    /// nothing); `Ok(None)`: the unit has none.
-    lines: Result<Option<Lines>, ()>,
-    /// `Err`: the unit's entries are malformed.
-    functions: Result<Functions, ()>,
+    /// `None`: the unit has no line program.
+    lines: Option<Lines>,
+    functions: Functions,
     /// The names that cannot be referenced in the sections (none, unless
     /// a section is over 1 TiB), by [`NameRef`] index.
     names: Box<[Box<str>]>,
+    /// The lookup count when it was last used.
+    used: u64,
+}
+
+/// Why parsing stopped.
+#[derive(Debug)]
+enum Stop {
+    /// The DWARF is malformed.
+    Malformed,
+    /// What it parsed would hold more than its [`Allowance`].
+    OverAllowance,
+}
+
+impl From<gimli::Error> for Stop {
+    fn from(_: gimli::Error) -> Stop {
+        Stop::Malformed
+    }
+}
+
+/// Heap a parse may take: entries of its tables are taken from it
+/// before they are kept (as the tables' lengths count them), so that
+/// entries sharing one range list, line program or string cannot
+/// multiply it past the file's DWARF limit.
+struct Allowance {
+    limit: u64,
+    /// Taken so far (over `limit` once it refused).
+    taken: u64,
+}
+
+impl Allowance {
+    fn new(limit: u64) -> Allowance {
+        Allowance { limit, taken: 0 }
+    }
+
+    fn take(&mut self, bytes: usize) -> Result<(), Stop> {
+        self.taken = self.taken.saturating_add(bytes as u64);
+        if self.taken > self.limit {
+            return Err(Stop::OverAllowance);
+        }
+        Ok(())
+    }
+
+    /// Gives back what was taken for entries then not kept.
+    fn give_back(&mut self, bytes: usize) {
+        self.taken = self.taken.saturating_sub(bytes as u64);
+    }
 }
 
 /// A function name as a reference into the sections, resolved only when
@@ -277,16 +347,16 @@ struct Function {
     name: NameRef,
     /// Offset of its `DW_TAG_subprogram` entry in the unit.
     offset: u32,
-    /// Its entry is malformed: lookups in it find nothing.
-    broken: bool,
+    /// Its entry or inline tree is malformed, or the tree would not fit
+    /// with the unit in what parsed units may hold: lookups in it find
+    /// nothing.
+    broken: Cell<bool>,
     /// Its inline tree, parsed on the first lookup in the function.
     tree: OnceCell<Box<InlineTree>>,
 }
 
 /// The inlined calls of one function.
 struct InlineTree {
-    /// The tree is malformed: lookups in the function find nothing.
-    broken: bool,
     inlined: Box<[Inlined]>,
     /// Sorted by (depth, begin).
     inlined_addresses: Box<[InlinedAddress]>,
@@ -338,15 +408,15 @@ pub(crate) struct Dwarf {
     sup_units: Box<[u64]>,
     /// The units' address ranges.
     ranges: Box<[UnitRange]>,
-    /// The units parsed by lookups, by index in `units`, with the lookup
-    /// count when each was last used.
-    parsed: RefCell<Box<[Option<UnitSlot>]>>,
+    /// The units as lookups left them, by index in `units`.
+    parsed: RefCell<Box<[Slot]>>,
     /// Lookups so far (the clock of `parsed`).
     lookups: Cell<u64>,
     /// Most heap the parsed units may hold: beyond, the least recently
-    /// used are dropped (parsed again if looked up again). What is left
-    /// of `max_bytes` after the sections and the index, so that a file's
-    /// DWARF never holds more than it was admitted with.
+    /// used are dropped (parsed again if looked up again), and a unit
+    /// that alone would hold more is not kept ([`Slot::Broken`]). What
+    /// is left of `max_bytes` after the sections and the index, so that
+    /// a file's DWARF never holds more than it was admitted with.
     max_parsed_bytes: u64,
     /// Parsed units dropped for `max_parsed_bytes`.
     units_dropped: Cell<u64>,
@@ -393,7 +463,9 @@ pub enum DwarfError {
     /// Loading would take more heap than allowed.
     #[error("about {estimated} bytes once loaded, over the {limit} bytes allowed")]
     TooLarge {
-        /// Estimated heap: decompressed sections and the unit index.
+        /// Estimated heap: decompressed sections and the unit index (when
+        /// the index outgrew the limit as it was built: what it had
+        /// reached).
         estimated: u64,
         /// The limit ([`crate::DebugConfig::max_dwarf_bytes`]).
         limit: u64,
@@ -443,7 +515,6 @@ impl Dwarf {
         if owned_bytes + estimated > max_bytes {
             return Err(DwarfError::TooLarge { estimated: owned_bytes + estimated, limit: max_bytes });
         }
-        let (units, ranges) = index_units(&sections).map_err(DwarfError::Parse)?;
         let mut sup_units = Vec::new();
         if let Some(s) = sections.sup() {
             let mut headers = s.units();
@@ -453,9 +524,7 @@ impl Dwarf {
                 }
             }
         }
-        let units = units.into_boxed_slice();
         let sup_units = sup_units.into_boxed_slice();
-        let parsed: Box<[Option<UnitSlot>]> = (0..units.len()).map(|_| None).collect();
         let spans: Box<[(usize, usize)]> = owners
             .iter()
             .map(|o| {
@@ -463,8 +532,22 @@ impl Dwarf {
                 (bytes.as_ptr() as usize, bytes.len())
             })
             .collect();
-        let index_bytes = (units.len() * 8 + sup_units.len() * 8 + parsed.len() * 16 + spans.len() * 16) as u64
-            + (ranges.len() * std::mem::size_of::<UnitRange>()) as u64;
+        // The estimate cannot see ranges that many units share: the index
+        // stops once it would take more than what is left.
+        let fixed = owned_bytes + (sup_units.len() * 8 + spans.len() * size_of::<(usize, usize)>()) as u64;
+        let mut allowance = Allowance::new(max_bytes.saturating_sub(fixed));
+        let (units, ranges) = index_units(&sections, &mut allowance)
+            .map_err(|_| DwarfError::TooLarge { estimated: fixed + allowance.taken, limit: max_bytes })?;
+        let units = units.into_boxed_slice();
+        let parsed: Box<[Slot]> = (0..units.len()).map(|_| Slot::Unparsed).collect();
+        let index_bytes = (units.len() * 8
+            + sup_units.len() * 8
+            + parsed.len() * size_of::<Slot>()
+            + spans.len() * size_of::<(usize, usize)>()
+            + ranges.len() * size_of::<UnitRange>()) as u64;
+        if owned_bytes + index_bytes > max_bytes {
+            return Err(DwarfError::TooLarge { estimated: owned_bytes + index_bytes, limit: max_bytes });
+        }
         Ok(Dwarf {
             sections,
             units,
@@ -472,7 +555,7 @@ impl Dwarf {
             ranges,
             parsed: RefCell::new(parsed),
             lookups: Cell::new(0),
-            max_parsed_bytes: max_bytes.saturating_sub(owned_bytes + index_bytes),
+            max_parsed_bytes: max_bytes - owned_bytes - index_bytes,
             units_dropped: Cell::new(0),
             owners,
             spans,
@@ -489,21 +572,21 @@ impl Dwarf {
         self.owned_bytes + self.index_bytes + self.lazy_bytes.get()
     }
 
-    /// Drops the least recently used parsed units until those left and
-    /// one of `incoming` bytes fit in [`Self::max_parsed_bytes`].
-    fn drop_old_units(&self, parsed: &mut [Option<UnitSlot>], incoming: u64) {
-        // `lazy_bytes` already counts `incoming`.
-        if self.lazy_bytes.get() <= self.max_parsed_bytes {
-            return;
-        }
-        let mut by_age: Vec<(u64, usize)> =
-            parsed.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|(_, used)| (*used, i))).collect();
-        by_age.sort_unstable();
-        for (_, i) in by_age {
-            if self.lazy_bytes.get() <= self.max_parsed_bytes || self.lazy_bytes.get() <= incoming {
-                break;
-            }
-            if let Some((p, _)) = parsed[i].take() {
+    /// Drops the least recently used parsed units, `keep` aside, until
+    /// those left fit in [`Self::max_parsed_bytes`] (`keep` alone does:
+    /// a unit that would not is never kept).
+    fn drop_old_units(&self, parsed: &mut [Slot], keep: usize) {
+        while self.lazy_bytes.get() > self.max_parsed_bytes {
+            let oldest = parsed
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != keep)
+                .filter_map(|(i, s)| s.parsed().map(|p| (p.used, i)))
+                .min();
+            let Some((_, i)) = oldest else {
+                return;
+            };
+            if let Slot::Parsed(p) = std::mem::replace(&mut parsed[i], Slot::Unparsed) {
                 self.lazy_bytes.set(self.lazy_bytes.get().saturating_sub(p.heap_bytes()));
                 self.units_dropped.set(self.units_dropped.get() + 1);
             }
@@ -573,25 +656,29 @@ impl Dwarf {
         self.lookups.set(now);
         for unit in candidates {
             let mut parsed = self.parsed.borrow_mut();
-            let Some(slot) = parsed.get(unit) else {
+            let Some(slot) = parsed.get_mut(unit) else {
                 return out;
             };
-            if slot.is_none() {
-                let p = self.parse_unit(unit);
-                self.lazy_bytes.set(self.lazy_bytes.get() + p.heap_bytes());
-                self.drop_old_units(&mut parsed, p.heap_bytes());
-                parsed[unit] = Some((Box::new(p), now));
+            if let Slot::Unparsed = slot {
+                *slot = match self.parse_unit(unit) {
+                    Ok(p) => {
+                        self.lazy_bytes.set(self.lazy_bytes.get() + p.heap_bytes());
+                        Slot::Parsed(Box::new(p))
+                    }
+                    Err(_) => Slot::Broken,
+                };
+                self.drop_old_units(&mut parsed, unit);
             }
-            let Some((p, used)) = parsed.get_mut(unit).and_then(Option::as_mut) else {
+            let Slot::Parsed(p) = &mut parsed[unit] else {
+                // Broken: no frames.
                 return out;
             };
-            *used = now;
+            p.used = now;
             let (found, added) = p.frames(self, self.units[unit], vaddr, &mut out);
             if added > 0 {
                 // An inline tree parsed: charged like the unit.
-                let held = p.heap_bytes();
                 self.lazy_bytes.set(self.lazy_bytes.get() + added);
-                self.drop_old_units(&mut parsed, held);
+                self.drop_old_units(&mut parsed, unit);
             }
             match found {
                 Found::Yes | Found::Broken => return out,
@@ -602,15 +689,13 @@ impl Dwarf {
     }
 
     /// Parses unit `index` into its compact tables (abbreviations and
-    /// line program header parsed for that, then dropped).
-    fn parse_unit(&self, index: usize) -> ParsedUnit {
-        let broken = || ParsedUnit { lines: Err(()), functions: Err(()), names: Box::default() };
-        let Some(&offset) = self.units.get(index) else {
-            return broken();
-        };
-        let Ok(unit) = parse_unit_at(&self.sections, offset) else {
-            return broken();
-        };
+    /// line program header parsed for that, then dropped), within what
+    /// the parsed units may hold.
+    fn parse_unit(&self, index: usize) -> Result<ParsedUnit, Stop> {
+        let mut allowance = Allowance::new(self.max_parsed_bytes);
+        allowance.take(size_of::<ParsedUnit>())?;
+        let offset = *self.units.get(index).ok_or(Stop::Malformed)?;
+        let unit = parse_unit_at(&self.sections, offset)?;
         let unit = gimli::UnitRef::new(&self.sections, &unit);
         let (program, files) = unit.line_program.as_ref().map_or((0, 0), |p| {
             let h = p.header();
@@ -621,14 +706,14 @@ impl Dwarf {
         self.parsed_sizes.set((n + 1, [p + program, f + files, i + info]));
 
         let lines = match unit.line_program.clone() {
-            None => Ok(None),
-            Some(program) => parse_lines(unit, program).map(Some).map_err(drop),
+            None => None,
+            Some(program) => Some(parse_lines(unit, program, &mut allowance)?),
         };
         let mut names = Names { spans: &self.spans, side: Vec::new() };
         let mut refs = RefUnits { dwarf: self, current: offset, units: HashMap::new() };
-        let functions = parse_functions(unit, &mut names, &mut refs).map_err(drop);
+        let functions = parse_functions(unit, &mut names, &mut refs, &mut allowance)?;
         drop(refs);
-        ParsedUnit { lines, functions, names: names.side.into_boxed_slice() }
+        Ok(ParsedUnit { lines, functions, names: names.side.into_boxed_slice(), used: 0 })
     }
 }
 
@@ -656,32 +741,31 @@ impl ParsedUnit {
     /// `unit` is the unit's `.debug_info` offset; with whether it
     /// answered, the heap added (an inline tree parsed).
     fn frames(&self, dwarf: &Dwarf, unit: u64, probe: u64, out: &mut Vec<DwarfFrame>) -> (Found, u64) {
-        let Ok(functions) = &self.functions else {
-            return (Found::Broken, 0);
-        };
+        let functions = &self.functions;
         let function = functions.find(probe).and_then(|i| functions.functions.get(i));
-        if function.is_some_and(|f| f.broken) {
+        if function.is_some_and(|f| f.broken.get()) {
             return (Found::Broken, 0);
         }
-        let lines = match &self.lines {
-            Err(()) => return (Found::Broken, 0),
-            Ok(l) => l.as_ref(),
+        let lines = self.lines.as_ref();
+        let Some(f) = function else {
+            return (self.frames_in(dwarf, None, lines, probe, out), 0);
         };
         let mut added = 0;
-        let tree = match function {
-            Some(f) => match f.tree.get() {
-                Some(t) => Some(&**t),
-                None => {
-                    let before = self.heap_bytes();
-                    let t = f.tree.get_or_init(|| Box::new(dwarf.parse_inline_tree(unit, f.offset, lines)));
-                    added = self.heap_bytes().saturating_sub(before);
-                    Some(&**t)
-                }
-            },
-            None => None,
+        if f.tree.get().is_none() {
+            // The unit with the tree (and the call files it renders)
+            // within what the parsed units may hold.
+            let before = self.heap_bytes();
+            let mut allowance = Allowance::new(dwarf.max_parsed_bytes.saturating_sub(before));
+            match dwarf.parse_inline_tree(unit, f.offset, lines, &mut allowance) {
+                Ok(t) => drop(f.tree.set(Box::new(t))),
+                Err(_) => f.broken.set(true),
+            }
+            added = self.heap_bytes().saturating_sub(before);
+        }
+        let Some(tree) = f.tree.get() else {
+            return (Found::Broken, added);
         };
-        let found = self.frames_in(dwarf, function.zip(tree), lines, probe, out);
-        (found, added)
+        (self.frames_in(dwarf, Some((f, tree)), lines, probe, out), added)
     }
 
     fn frames_in(
@@ -692,9 +776,6 @@ impl ParsedUnit {
         probe: u64,
         out: &mut Vec<DwarfFrame>,
     ) -> Found {
-        if function.is_some_and(|(_, t)| t.broken) {
-            return Found::Broken;
-        }
         let location = lines.and_then(|l| l.find(probe));
         let file = |i: u32| lines.and_then(|l| l.file(i));
         let Some((function, tree)) = function else {
@@ -727,25 +808,23 @@ impl ParsedUnit {
 
     /// Heap held (from the tables' lengths: they are boxed slices).
     fn heap_bytes(&self) -> u64 {
-        use std::mem::size_of;
         let mut bytes = size_of::<ParsedUnit>() as u64;
         bytes += names_bytes(&self.names);
-        if let Ok(Some(l)) = &self.lines {
+        if let Some(l) = &self.lines {
             let files = l.files.borrow();
-            bytes += (files.capacity() * 16) as u64;
+            bytes += (files.capacity() * size_of::<Option<Box<str>>>()) as u64;
             bytes += files.iter().map(|f| f.as_ref().map_or(0, |f| f.len() as u64)).sum::<u64>();
             bytes += (l.sequences.len() * size_of::<Sequence>()
                 + l.rows.len() * size_of::<Row>()
                 + l.file_runs.len() * 8) as u64;
         }
-        if let Ok(f) = &self.functions {
-            bytes += (f.addresses.len() * size_of::<FunctionAddress>()) as u64;
-            bytes += f
-                .functions
-                .iter()
-                .map(|f| size_of::<Function>() as u64 + f.tree.get().map_or(0, |t| t.heap_bytes()))
-                .sum::<u64>();
-        }
+        let f = &self.functions;
+        bytes += (f.addresses.len() * size_of::<FunctionAddress>()) as u64;
+        bytes += f
+            .functions
+            .iter()
+            .map(|f| size_of::<Function>() as u64 + f.tree.get().map_or(0, |t| t.heap_bytes()))
+            .sum::<u64>();
         bytes
     }
 }
@@ -835,9 +914,11 @@ struct Names<'a> {
 }
 
 impl Names<'_> {
-    fn add(&mut self, name: Option<Reader>) -> NameRef {
+    /// `name` as a [`NameRef`]; one copied into the side table is taken
+    /// from `allowance`.
+    fn add(&mut self, name: Option<Reader>, allowance: &mut Allowance) -> Result<NameRef, Stop> {
         let Some(name) = name else {
-            return NO_NAME;
+            return Ok(NO_NAME);
         };
         let name = cut(name, MAX_NAME_LEN);
         let bytes = name.slice();
@@ -851,15 +932,16 @@ impl Names<'_> {
         if let Some(section) = section.filter(|&s| (s as u64) < SIDE_NAME) {
             let offset = at - self.spans[section].0;
             if offset <= MAX_NAME_OFFSET {
-                return (section as u64) << 56 | (offset as u64) << 16 | len as u64;
+                return Ok((section as u64) << 56 | (offset as u64) << 16 | len as u64);
             }
         }
         let index = self.side.len() as u64;
         if index >= (1 << 56) - 1 {
-            return NO_NAME;
+            return Ok(NO_NAME);
         }
+        allowance.take(size_of::<Box<str>>() + len)?;
         self.side.push(name.to_string_lossy().into());
-        SIDE_NAME << 56 | index
+        Ok(SIDE_NAME << 56 | index)
     }
 }
 
@@ -1033,25 +1115,31 @@ impl RangeAttrs {
         Ok(())
     }
 
-    /// Calls `f` with each non-empty range; whether there was one.
-    fn for_each(&self, unit: gimli::UnitRef<'_, Reader>, mut f: impl FnMut(u64, u64)) -> Result<bool, gimli::Error> {
+    /// Calls `f` with each non-empty range (stopping at its error);
+    /// whether there was one.
+    fn for_each(
+        &self,
+        unit: gimli::UnitRef<'_, Reader>,
+        mut f: impl FnMut(u64, u64) -> Result<(), Stop>,
+    ) -> Result<bool, Stop> {
         let mut any = false;
         let mut add = |begin: u64, end: u64| {
             if begin < end {
-                f(begin, end);
                 any = true;
+                return f(begin, end);
             }
+            Ok(())
         };
         if let Some(offset) = self.ranges {
             let mut list = unit.ranges(offset)?;
             while let Some(r) = list.next()? {
-                add(r.begin, r.end);
+                add(r.begin, r.end)?;
             }
         } else if let (Some(begin), Some(end)) = (self.low_pc, self.high_pc) {
-            add(begin, end);
+            add(begin, end)?;
         } else if let (Some(begin), Some(size)) = (self.low_pc, self.size) {
             // A tombstone low_pc (-1) wraps around and is left out.
-            add(begin, begin.wrapping_add(size));
+            add(begin, begin.wrapping_add(size))?;
         }
         Ok(any)
     }
@@ -1062,8 +1150,10 @@ impl RangeAttrs {
 /// the root entry's `DW_AT_ranges`, `.debug_aranges`, the root's
 /// `DW_AT_low_pc`/`DW_AT_high_pc`, and for a unit with none of these its
 /// line program's sequences. Each unit's abbreviations are parsed for its
-/// root entry, then dropped. Malformed units are left out.
-fn index_units(dwarf: &gimli::Dwarf<Reader>) -> Result<(Vec<u64>, Box<[UnitRange]>), gimli::Error> {
+/// root entry, then dropped. Malformed units are left out. Each unit (its
+/// offset and [`Slot`]) and range is taken from `allowance`: many units
+/// may share one long range list or line program.
+fn index_units(dwarf: &gimli::Dwarf<Reader>, allowance: &mut Allowance) -> Result<(Vec<u64>, Box<[UnitRange]>), Stop> {
     // The `.debug_aranges` sets, by the unit they describe.
     let mut aranges = Vec::new();
     let mut sets = dwarf.debug_aranges.headers();
@@ -1089,6 +1179,7 @@ fn index_units(dwarf: &gimli::Dwarf<Reader>) -> Result<(Vec<u64>, Box<[UnitRange
         let Ok(id) = u32::try_from(units.len()) else {
             break;
         };
+        allowance.take(8 + size_of::<Slot>())?;
         units.push(offset);
         if !wants_ranges {
             continue;
@@ -1098,24 +1189,27 @@ fn index_units(dwarf: &gimli::Dwarf<Reader>) -> Result<(Vec<u64>, Box<[UnitRange
         };
         let unit = gimli::UnitRef::new(dwarf, &unit);
         let before = ranges.len();
-        if unit_ranges(unit, offset, &aranges, |begin, end| {
-            ranges.push(UnitRange { begin, end, min_begin: 0, unit: id })
-        })
-        .is_err()
-        {
-            ranges.truncate(before);
-            continue;
-        }
-        if ranges.len() == before {
+        let mut add = |begin: u64, end: u64| -> Result<(), Stop> {
+            allowance.take(size_of::<UnitRange>())?;
+            ranges.push(UnitRange { begin, end, min_begin: 0, unit: id });
+            Ok(())
+        };
+        let result = match unit_ranges(unit, offset, &aranges, &mut add) {
             // No ranges declared: the line program's sequences, if it
-            // runs (and its file names render) without error.
-            if let Some(program) = unit.line_program.clone() {
-                if let Ok(lines) = parse_lines(unit, program) {
-                    for s in lines.sequences.iter() {
-                        ranges.push(UnitRange { begin: s.start, end: s.end, min_begin: 0, unit: id });
-                    }
-                }
+            // runs without error.
+            Ok(false) => match unit.line_program.clone() {
+                Some(program) => line_sequences(program, &mut add),
+                None => Ok(()),
+            },
+            other => other.map(drop),
+        };
+        match result {
+            Ok(()) => {}
+            Err(Stop::Malformed) => {
+                allowance.give_back((ranges.len() - before) * size_of::<UnitRange>());
+                ranges.truncate(before);
             }
+            Err(Stop::OverAllowance) => return Err(Stop::OverAllowance),
         }
     }
     ranges.sort_unstable_by_key(|r| (r.end, r.unit));
@@ -1128,16 +1222,17 @@ fn index_units(dwarf: &gimli::Dwarf<Reader>) -> Result<(Vec<u64>, Box<[UnitRange
 }
 
 /// Calls `f` with the address ranges of `unit`'s root entry
-/// (`DW_AT_ranges`, else `.debug_aranges`, else low/high pc).
+/// (`DW_AT_ranges`, else `.debug_aranges`, else low/high pc); whether
+/// there was one.
 fn unit_ranges(
     unit: gimli::UnitRef<'_, Reader>,
     offset: u64,
     aranges: &[(u64, gimli::DebugArangesOffset)],
-    mut f: impl FnMut(u64, u64),
-) -> Result<(), gimli::Error> {
+    mut f: impl FnMut(u64, u64) -> Result<(), Stop>,
+) -> Result<bool, Stop> {
     let mut entries = unit.entries_raw(None)?;
     let Some(abbrev) = entries.read_abbreviation()? else {
-        return Err(gimli::Error::NoEntryAtGivenOffset(offset));
+        return Err(Stop::Malformed);
     };
     let mut attrs = RangeAttrs::default();
     for spec in abbrev.attributes() {
@@ -1158,25 +1253,54 @@ fn unit_ranges(
                 };
                 if entry.length() != 0 {
                     let r = entry.range();
-                    f(r.begin, r.end);
+                    f(r.begin, r.end)?;
                     found = true;
                 }
             }
         }
         if found {
-            return Ok(());
+            return Ok(true);
         }
     }
-    attrs.for_each(unit, f)?;
+    attrs.for_each(unit, f)
+}
+
+/// Calls `f` with the address range of each sequence of a line program
+/// that [`parse_lines`] keeps, keeping no row and rendering no file.
+fn line_sequences(
+    program: gimli::IncompleteLineProgram<Reader>,
+    mut f: impl FnMut(u64, u64) -> Result<(), Stop>,
+) -> Result<(), Stop> {
+    // The sequence being run: its first address, and whether each row's
+    // address fits a 32-bit offset from it.
+    let mut sequence: Option<(u64, bool)> = None;
+    let mut rows = program.rows();
+    while let Some((_, row)) = rows.next_row()? {
+        let address = row.address();
+        if row.end_sequence() {
+            if let Some((start, fits)) = sequence.take() {
+                if start < address && fits {
+                    f(start, address)?;
+                }
+            }
+            continue;
+        }
+        match &mut sequence {
+            None => sequence = Some((address, true)),
+            Some((start, fits)) => *fits &= address >= *start && address - *start <= u64::from(u32::MAX),
+        }
+    }
     Ok(())
 }
 
-/// Runs `unit`'s line program into a compact table; `Err` when it is
-/// malformed or a file name does not render.
+/// Runs `unit`'s line program into a compact table, taken from
+/// `allowance` as it grows; `Err` when it is malformed or a file name
+/// its rows use does not render.
 fn parse_lines(
     unit: gimli::UnitRef<'_, Reader>,
     program: gimli::IncompleteLineProgram<Reader>,
-) -> Result<Lines, gimli::Error> {
+    allowance: &mut Allowance,
+) -> Result<Lines, Stop> {
     let mut sequences = Vec::new();
     let mut rows: Vec<Row> = Vec::new();
     let mut file_runs: Vec<(u32, u32)> = Vec::new();
@@ -1192,14 +1316,19 @@ fn parse_lines(
                 // by compilers) is left out.
                 let fits = current.iter().all(|r| r.0 >= start && r.0 - start <= u64::from(u32::MAX));
                 if start < end && fits {
-                    let first_row = u32::try_from(rows.len()).map_err(|_| gimli::Error::OffsetOutOfBounds(0))?;
+                    // Below 2^32: checked as rows were taken.
+                    let first_row = rows.len() as u32;
                     for &(address, file, line) in &current {
                         if file_runs.last().is_none_or(|r| r.1 != file) {
+                            allowance.take(size_of::<(u32, u32)>())?;
                             file_runs.push((rows.len() as u32, file));
                         }
                         rows.push(Row { offset: (address - start) as u32, line });
                     }
+                    allowance.take(size_of::<Sequence>())?;
                     sequences.push(Sequence { start, end, first_row, rows: current.len() as u32 });
+                } else {
+                    allowance.give_back(current.len() * size_of::<Row>());
                 }
             }
             current.clear();
@@ -1213,12 +1342,16 @@ fn parse_lines(
             *last = (address, file, line);
             continue;
         }
-        if rows.len() + current.len() >= MAX_UNIT_ROWS {
-            return Err(gimli::Error::OffsetOutOfBounds(0));
+        // Taken as they come: the rows' cap is the allowance (their
+        // indices are 32-bit).
+        allowance.take(size_of::<Row>())?;
+        if rows.len() + current.len() >= u32::MAX as usize {
+            return Err(Stop::OverAllowance);
         }
         current.push((address, file, line));
     }
     // Rows of a sequence never ended are not kept.
+    allowance.give_back(current.len() * size_of::<Row>());
     sequences.sort_unstable_by_key(|s| s.start);
 
     // Only the files rows name are rendered (those calls name are, with
@@ -1233,8 +1366,10 @@ fn parse_lines(
         let Some(name) = file_name(unit, header, index)? else {
             continue;
         };
-        files.resize(index as usize + 1, None);
-        files[index as usize] = Some(name);
+        let index = index as usize;
+        allowance.take((index + 1 - files.len()) * size_of::<Option<Box<str>>>() + name.len())?;
+        files.resize(index + 1, None);
+        files[index] = Some(name);
     }
     files.shrink_to_fit();
     Ok(Lines {
@@ -1350,12 +1485,14 @@ fn join_path(path: &mut String, part: &str) {
 }
 
 /// The functions of `unit`: every `DW_TAG_subprogram` with addresses,
-/// with its name and inline tree.
+/// with its name, taken from `allowance` (functions may share one long
+/// range list).
 fn parse_functions(
     unit: gimli::UnitRef<'_, Reader>,
     names: &mut Names,
     refs: &mut RefUnits<'_>,
-) -> Result<Functions, gimli::Error> {
+    allowance: &mut Allowance,
+) -> Result<Functions, Stop> {
     let mut offsets = Vec::new();
     let mut addresses = Vec::new();
     let mut entries = unit.entries_raw(None)?;
@@ -1373,26 +1510,34 @@ fn parse_functions(
             let attr = entries.read_attribute(*spec)?;
             attrs.read(unit, &attr)?;
         }
-        let function = u32::try_from(offsets.len()).map_err(|_| gimli::Error::OffsetOutOfBounds(0))?;
-        if attrs.for_each(unit, |begin, end| addresses.push(FunctionAddress { begin, end, function }))? {
+        let function = u32::try_from(offsets.len()).map_err(|_| Stop::OverAllowance)?;
+        let any = attrs.for_each(unit, |begin, end| {
+            allowance.take(size_of::<FunctionAddress>())?;
+            addresses.push(FunctionAddress { begin, end, function });
+            Ok(())
+        })?;
+        if any {
+            allowance.take(size_of::<Function>())?;
             offsets.push(offset);
         }
     }
     addresses.sort_unstable_by_key(|a| a.begin);
-    let functions = offsets
-        .into_iter()
-        .map(|o| {
-            let offset = u32::try_from(o.0).ok();
-            let name = offset.and_then(|_| function_name(unit, o, names, refs).ok());
-            Function {
-                name: name.unwrap_or(NO_NAME),
-                offset: offset.unwrap_or(0),
-                broken: name.is_none(),
-                tree: OnceCell::new(),
-            }
-        })
-        .collect();
-    Ok(Functions { addresses: addresses.into_boxed_slice(), functions })
+    let mut functions = Vec::with_capacity(offsets.len());
+    for o in offsets {
+        let offset = u32::try_from(o.0).ok();
+        let name = match offset.map(|_| function_name(unit, o, names, refs, allowance)) {
+            Some(Ok(name)) => Some(name),
+            Some(Err(Stop::OverAllowance)) => return Err(Stop::OverAllowance),
+            Some(Err(Stop::Malformed)) | None => None,
+        };
+        functions.push(Function {
+            name: name.unwrap_or(NO_NAME),
+            offset: offset.unwrap_or(0),
+            broken: Cell::new(name.is_none()),
+            tree: OnceCell::new(),
+        });
+    }
+    Ok(Functions { addresses: addresses.into_boxed_slice(), functions: functions.into_boxed_slice() })
 }
 
 /// The name of the function at `offset`.
@@ -1401,40 +1546,37 @@ fn function_name(
     offset: gimli::UnitOffset,
     names: &mut Names,
     refs: &mut RefUnits<'_>,
-) -> Result<NameRef, ()> {
-    let mut entries = unit.entries_raw(Some(offset)).map_err(drop)?;
-    let abbrev = entries.read_abbreviation().map_err(drop)?.ok_or(())?;
+    allowance: &mut Allowance,
+) -> Result<NameRef, Stop> {
+    let mut entries = unit.entries_raw(Some(offset))?;
+    let abbrev = entries.read_abbreviation()?.ok_or(Stop::Malformed)?;
     let mut name = None;
     for spec in abbrev.attributes() {
-        let attr = entries.read_attribute(*spec).map_err(drop)?;
+        let attr = entries.read_attribute(*spec)?;
         read_name(unit, &attr, &mut name, refs)?;
     }
-    Ok(names.add(name))
+    names.add(name, allowance)
 }
 
 impl Dwarf {
     /// The inline tree of the function at `offset` of the unit at
     /// `.debug_info` offset `unit` (parsed again for it, with its
     /// abbreviations and line program header, dropped afterwards),
-    /// rendering the call files `lines` lacks; a broken tree when it is
-    /// malformed.
-    fn parse_inline_tree(&self, unit: u64, offset: u32, lines: Option<&Lines>) -> InlineTree {
-        let broken = || InlineTree {
-            broken: true,
-            inlined: Box::default(),
-            inlined_addresses: Box::default(),
-            names: Box::default(),
-        };
-        let Ok(parsed) = parse_unit_at(&self.sections, unit) else {
-            return broken();
-        };
+    /// rendering the call files `lines` lacks, taken from `allowance`.
+    fn parse_inline_tree(
+        &self,
+        unit: u64,
+        offset: u32,
+        lines: Option<&Lines>,
+        allowance: &mut Allowance,
+    ) -> Result<InlineTree, Stop> {
+        allowance.take(size_of::<InlineTree>())?;
+        let parsed = parse_unit_at(&self.sections, unit)?;
         let u = gimli::UnitRef::new(&self.sections, &parsed);
         let mut names = Names { spans: &self.spans, side: Vec::new() };
         let mut refs = RefUnits { dwarf: self, current: unit, units: HashMap::new() };
         let offset = gimli::UnitOffset(offset as usize);
-        let Ok((inlined, addresses)) = parse_inline_tree(u, offset, &mut names, &mut refs) else {
-            return broken();
-        };
+        let (inlined, addresses) = parse_inline_tree(u, offset, &mut names, &mut refs, allowance)?;
         drop(refs);
         if let (Some(lines), Some(program)) = (lines, &u.line_program) {
             let header = program.header();
@@ -1451,34 +1593,39 @@ impl Dwarf {
                 // A file that does not render is left unnamed.
                 if let Ok(Some(name)) = file_name(u, header, index) {
                     let index = index as usize;
-                    if files.len() <= index {
+                    let slots = (index + 1).saturating_sub(files.len());
+                    allowance.take(slots * size_of::<Option<Box<str>>>() + name.len())?;
+                    if slots > 0 {
+                        // Exactly: the unit's heap counts the capacity.
+                        files.reserve_exact(slots);
                         files.resize(index + 1, None);
                     }
                     files[index] = Some(name);
                 }
             }
         }
-        InlineTree {
-            broken: false,
+        Ok(InlineTree {
             inlined: inlined.into_boxed_slice(),
             inlined_addresses: addresses.into_boxed_slice(),
             names: names.side.into_boxed_slice(),
-        }
+        })
     }
 }
 
 /// The inlined calls of the function at `offset`, and their ranges
-/// sorted by (depth, begin).
+/// sorted by (depth, begin), taken from `allowance` (calls may share one
+/// long range list).
 fn parse_inline_tree(
     unit: gimli::UnitRef<'_, Reader>,
     offset: gimli::UnitOffset,
     names: &mut Names,
     refs: &mut RefUnits<'_>,
-) -> Result<(Vec<Inlined>, Vec<InlinedAddress>), ()> {
-    let mut entries = unit.entries_raw(Some(offset)).map_err(drop)?;
+    allowance: &mut Allowance,
+) -> Result<(Vec<Inlined>, Vec<InlinedAddress>), Stop> {
+    let mut entries = unit.entries_raw(Some(offset))?;
     let depth = entries.next_depth();
-    let abbrev = entries.read_abbreviation().map_err(drop)?.ok_or(())?;
-    entries.skip_attributes(abbrev.attributes()).map_err(drop)?;
+    let abbrev = entries.read_abbreviation()?.ok_or(Stop::Malformed)?;
+    entries.skip_attributes(abbrev.attributes())?;
     let mut inlined = Vec::new();
     let mut addresses = Vec::new();
     // Entry depths of the inlined calls the next entry may be inside.
@@ -1491,16 +1638,16 @@ fn parse_inline_tree(
         while open.last().is_some_and(|&d| d >= next) {
             open.pop();
         }
-        let Some(abbrev) = entries.read_abbreviation().map_err(drop)? else {
+        let Some(abbrev) = entries.read_abbreviation()? else {
             continue;
         };
         match abbrev.tag() {
             gimli::DW_TAG_subprogram => {
                 // A nested function: listed on its own, skipped here.
-                entries.skip_attributes(abbrev.attributes()).map_err(drop)?;
+                entries.skip_attributes(abbrev.attributes())?;
                 while entries.next_depth() > next {
-                    if let Some(a) = entries.read_abbreviation().map_err(drop)? {
-                        entries.skip_attributes(a.attributes()).map_err(drop)?;
+                    if let Some(a) = entries.read_abbreviation()? {
+                        entries.skip_attributes(a.attributes())?;
                     }
                 }
             }
@@ -1509,8 +1656,8 @@ fn parse_inline_tree(
                 let mut name = None;
                 let (mut call_file, mut call_line) = (NONE, 0);
                 for spec in abbrev.attributes() {
-                    let attr = entries.read_attribute(*spec).map_err(drop)?;
-                    attrs.read(unit, &attr).map_err(drop)?;
+                    let attr = entries.read_attribute(*spec)?;
+                    attrs.read(unit, &attr)?;
                     read_name(unit, &attr, &mut name, refs)?;
                     match (attr.name(), attr.value()) {
                         // DWARF 4 numbers files from 1.
@@ -1524,21 +1671,23 @@ fn parse_inline_tree(
                     }
                 }
                 if inlined.len() >= MAX_INLINED {
-                    return Err(());
+                    return Err(Stop::OverAllowance);
                 }
                 // Below 2^24 and 2^7 (MAX_INLINE_DEPTH): they fit.
                 let call = (open.len() as u32) << 24 | inlined.len() as u32;
-                inlined.push(Inlined { name: names.add(name), call_file, call_line });
-                attrs
-                    .for_each(unit, |begin, end| {
-                        if let Ok(len) = u32::try_from(end - begin) {
-                            addresses.push(InlinedAddress { begin, len, call });
-                        }
-                    })
-                    .map_err(drop)?;
+                allowance.take(size_of::<Inlined>())?;
+                let name = names.add(name, allowance)?;
+                inlined.push(Inlined { name, call_file, call_line });
+                attrs.for_each(unit, |begin, end| {
+                    if let Ok(len) = u32::try_from(end - begin) {
+                        allowance.take(size_of::<InlinedAddress>())?;
+                        addresses.push(InlinedAddress { begin, len, call });
+                    }
+                    Ok(())
+                })?;
                 open.push(next);
             }
-            _ => entries.skip_attributes(abbrev.attributes()).map_err(drop)?,
+            _ => entries.skip_attributes(abbrev.attributes())?,
         }
     }
     addresses.sort_unstable_by(|a, b| a.depth().cmp(&b.depth()).then(a.begin.cmp(&b.begin)));
@@ -1553,7 +1702,7 @@ fn read_name(
     attr: &gimli::Attribute<Reader>,
     name: &mut Option<Reader>,
     refs: &mut RefUnits<'_>,
-) -> Result<(), ()> {
+) -> Result<(), Stop> {
     match attr.name() {
         gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name => {
             if let Ok(n) = attr_str(unit, attr.value(), MAX_NAME_LEN) {
@@ -1562,7 +1711,7 @@ fn read_name(
         }
         gimli::DW_AT_name if name.is_none() => *name = attr_str(unit, attr.value(), MAX_NAME_LEN).ok(),
         gimli::DW_AT_abstract_origin | gimli::DW_AT_specification if name.is_none() => {
-            *name = refs.name(unit, attr.value())?;
+            *name = refs.name(unit, attr.value()).map_err(|()| Stop::Malformed)?;
         }
         _ => {}
     }
@@ -1596,8 +1745,8 @@ pub(crate) fn estimate_index(dwarf: &gimli::Dwarf<Reader>) -> u64 {
     // else a few per unit; the vector grows by doubling.
     let aranges = dwarf.debug_aranges.reader().len() as u64 / 16;
     let ranges = grown(aranges.max(units * 2)) * std::mem::size_of::<UnitRange>() as u64;
-    // Offsets and parsed-unit slots: 8 bytes each (growth included).
-    grown(units) * 8 + units * 8 + grown(sup_units) * 8 + ranges
+    // Offsets (growth included) and parsed-unit slots.
+    grown(units) * 8 + units * size_of::<Slot>() as u64 + grown(sup_units) * 8 + ranges
 }
 
 /// Whether `name` is one of [`READ_SECTIONS`], or its legacy `.zdebug`

@@ -193,9 +193,25 @@ fn unit(entries: &[u8]) -> Vec<u8> {
 /// at 0, `comp_dir` the string at `.debug_str` offset 0, and the
 /// entries `children`.
 fn full_unit(begin: u64, size: u64, children: &[u8]) -> Vec<u8> {
+    full_unit_with_lines(begin, size, 0, children)
+}
+
+/// [`full_unit`] with the line program at `lines`.
+fn full_unit_with_lines(begin: u64, size: u64, lines: u32, children: &[u8]) -> Vec<u8> {
     let mut w = Bytes::default();
-    w.uleb(CU_FULL).u64(begin).u64(size).u32(0).u32(0).bytes(children).u8(0);
+    w.uleb(CU_FULL).u64(begin).u64(size).u32(lines).u32(0).bytes(children).u8(0);
     unit(&w.0)
+}
+
+/// A `.debug_ranges` list of `count` ranges of 8 bytes, 16 apart, from
+/// `begin`.
+fn range_list(begin: u64, count: u64) -> Vec<u8> {
+    let mut w = Bytes::default();
+    for i in 0..count {
+        w.u64(begin + 16 * i).u64(begin + 16 * i + 8);
+    }
+    w.u64(0).u64(0);
+    w.0
 }
 
 /// A DWARF 4 line program naming `files` files ("f", in the unit's
@@ -238,6 +254,13 @@ impl Program {
 
     fn advance_pc(&mut self, by: u64) -> &mut Self {
         self.0.u8(2).uleb(by);
+        self
+    }
+
+    /// Advances the address by one and appends a row (a special
+    /// opcode: one byte).
+    fn step(&mut self) -> &mut Self {
+        self.0.u8(13 + 5 + 14);
         self
     }
 
@@ -325,7 +348,7 @@ fn long_names_are_cut_and_referenced_never_copied_per_entry() {
         assert!(path.bytes().all(|b| b == b'x'), "{path}");
     }
     let parsed = dwarf.parsed.borrow();
-    let unit = parsed[0].as_ref().expect("parsed").0.as_ref();
+    let unit = parsed[0].parsed().expect("parsed");
     assert!(unit.names.is_empty(), "names copied: {}", unit.names.len());
     // Functions (24 bytes) and their addresses (24), one path.
     assert!(unit.heap_bytes() < 64 * FUNCTIONS + 8192, "{} bytes", unit.heap_bytes());
@@ -356,11 +379,192 @@ fn only_the_files_rows_use_are_rendered() {
     assert_eq!(frames.len(), 1, "{frames:?}");
     assert_eq!(frames[0].file.as_ref().map(String::len), Some(MAX_PATH_LEN));
     let parsed = dwarf.parsed.borrow();
-    let unit = parsed[0].as_ref().expect("parsed").0.as_ref();
-    let Ok(Some(lines)) = &unit.lines else {
+    let unit = parsed[0].parsed().expect("parsed");
+    let Some(lines) = &unit.lines else {
         panic!("no line table");
     };
     assert_eq!(lines.files.borrow().iter().flatten().count(), 1);
     // The slots up to the file used (16 bytes each) and its name.
     assert!(unit.heap_bytes() < 16 * FILES + 2 * MAX_PATH_LEN as u64, "{} bytes", unit.heap_bytes());
+}
+
+/// What [`estimate_index`] makes of `file`'s index.
+fn estimate(file: &DwarfFile) -> u64 {
+    let mut owners = Vec::new();
+    let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, DwarfError> {
+        let bytes = section_bytes(file, id.name())?;
+        let r = reader(&bytes);
+        owners.push(bytes);
+        Ok(r)
+    })
+    .expect("sections");
+    estimate_index(&dwarf)
+}
+
+/// Loads `file` within `limit`: refused as too large, with the heap it
+/// had reached.
+fn refused(file: &DwarfFile, limit: u64) -> u64 {
+    match Dwarf::load(file, None, limit) {
+        Err(DwarfError::TooLarge { estimated, limit: l }) => {
+            assert_eq!(l, limit);
+            assert!(estimated > limit, "{estimated}");
+            estimated
+        }
+        Err(e) => panic!("{e}"),
+        Ok(d) => panic!("loaded, {} bytes", d.cost()),
+    }
+}
+
+/// `count` units whose root entries all name the range list at 0.
+fn units_naming_one_range_list(count: usize) -> Vec<u8> {
+    let mut entries = Bytes::default();
+    entries.uleb(CU_RANGES).u32(0);
+    unit(&entries.0).repeat(count)
+}
+
+#[test]
+fn units_sharing_a_range_list_are_refused_over_the_limit() {
+    // 10,000 units naming one list of 10,000 ranges: 3.2 GB of index,
+    // where the estimate from the headers sees 20,000 ranges.
+    let file = |units| {
+        elf(
+            &[
+                (".debug_abbrev", abbrevs()),
+                (".debug_info", units_naming_one_range_list(units)),
+                (".debug_ranges", range_list(0x1000, 10_000)),
+            ],
+            &[],
+        )
+    };
+    let limit = 16 << 20;
+    let crafted = file(10_000);
+    assert!(estimate(&crafted) < limit);
+    // Stopped about where it reached the limit.
+    assert!(refused(&crafted, limit) < limit + 4096);
+    // Two of them fit, with all their ranges.
+    let dwarf = Dwarf::load(&file(2), None, limit).expect("loads");
+    assert_eq!(dwarf.ranges.len(), 20_000);
+    assert!(dwarf.cost() <= limit && dwarf.index_bytes >= 20_000 * 32, "{}", dwarf.index_bytes);
+}
+
+#[test]
+fn units_sharing_a_line_program_are_refused_over_the_limit() {
+    // 10,000 units without ranges, all naming one line program of
+    // 10,000 sequences: their ranges come from it, 3.2 GB of them.
+    let mut program = Program::default();
+    for i in 0..10_000 {
+        program.set_address(0x1000 + 16 * i).copy().advance_pc(8).end_sequence();
+    }
+    let file = |units| {
+        let mut entries = Bytes::default();
+        entries.uleb(CU_LINES).u32(0);
+        elf(
+            &[
+                (".debug_abbrev", abbrevs()),
+                (".debug_info", unit(&entries.0).repeat(units)),
+                (".debug_line", line_program(1, &program.0 .0)),
+            ],
+            &[],
+        )
+    };
+    let limit = 16 << 20;
+    let crafted = file(10_000);
+    assert!(estimate(&crafted) < limit);
+    assert!(refused(&crafted, limit) < limit + 4096);
+    let dwarf = Dwarf::load(&file(2), None, limit).expect("loads");
+    assert_eq!(dwarf.ranges.len(), 20_000);
+    assert!(dwarf.cost() <= limit);
+    let frames = dwarf.frames(0x1000 + 16 * 77 + 4);
+    assert_eq!(frames, [DwarfFrame { function: None, file: Some("f".into()), line: 1 }]);
+}
+
+/// A unit at 0x1000 with the line program `lines` holding `children`,
+/// and after it, at 0x100_0000, a small unit with one function, "main"
+/// (and an empty line program); the range list at 0 has `ranges` ranges
+/// from 0x1000.
+fn with_small_unit(children: &[u8], ranges: u64, lines: Vec<u8>) -> DwarfFile {
+    let mut info = full_unit(0x1000, 0x10_0000, children);
+    let mut main = Bytes::default();
+    main.uleb(SUB_LEAF).u32(5).u64(0x100_0000).u64(16);
+    info.extend(full_unit_with_lines(0x100_0000, 16, lines.len() as u32, &main.0));
+    elf(
+        &[
+            (".debug_abbrev", abbrevs()),
+            (".debug_info", info),
+            (".debug_line", [lines, line_program(1, &[])].concat()),
+            (".debug_ranges", range_list(0x1000, ranges)),
+            (".debug_str", b"/src\0main\0".to_vec()),
+        ],
+        &[],
+    )
+}
+
+/// Looks up `broken` (in a unit or function over the limit) and `fine`
+/// (in the small unit) in turn: `broken` answers nothing, `fine` "main",
+/// each unit is parsed once, and the parsed units stay within the limit.
+fn check_over_the_limit(dwarf: &Dwarf, broken: u64, fine: u64) {
+    for _ in 0..3 {
+        assert_eq!(dwarf.frames(broken), []);
+        let frames = dwarf.frames(fine);
+        assert_eq!(frames.len(), 1, "{frames:?}");
+        assert_eq!(frames[0].function.as_deref(), Some("main"));
+        assert!(dwarf.lazy_bytes.get() <= dwarf.max_parsed_bytes, "{}", dwarf.lazy_bytes.get());
+    }
+    assert_eq!(dwarf.parsed_units().0, 2);
+    assert_eq!(dwarf.units_dropped(), 0);
+    assert!(dwarf.lazy_bytes.get() < 64 << 10, "{}", dwarf.lazy_bytes.get());
+}
+
+#[test]
+fn functions_sharing_a_range_list_leave_their_unit_broken() {
+    // 2,000 functions naming one list of 10,000 ranges: 480 MB of
+    // function addresses in one unit.
+    let mut children = Bytes::default();
+    for _ in 0..2000 {
+        children.uleb(SUB_RANGES).u32(5).u32(0);
+    }
+    let limit = 8 << 20;
+    let dwarf = Dwarf::load(&with_small_unit(&children.0, 10_000, line_program(1, &[])), None, limit).expect("loads");
+    check_over_the_limit(&dwarf, 0x1004, 0x100_0004);
+    assert!(matches!(dwarf.parsed.borrow()[0], Slot::Broken));
+}
+
+#[test]
+fn inlined_calls_sharing_a_range_list_leave_their_function_broken() {
+    // One function with 5,000 inlined calls naming one list of 10,000
+    // ranges: 800 MB of inlined ranges in one tree.
+    let mut children = Bytes::default();
+    children.uleb(SUB_PARENT).u32(5).u64(0x1000).u64(0x10_0000);
+    for _ in 0..5000 {
+        children.uleb(INLINED_RANGES).u32(5).u32(0);
+    }
+    children.u8(0);
+    let limit = 8 << 20;
+    let dwarf = Dwarf::load(&with_small_unit(&children.0, 10_000, line_program(1, &[])), None, limit).expect("loads");
+    check_over_the_limit(&dwarf, 0x1004, 0x100_0004);
+    let parsed = dwarf.parsed.borrow();
+    let unit = parsed[0].parsed().expect("the unit is kept");
+    let function = &unit.functions.functions[0];
+    assert!(function.broken.get() && function.tree.get().is_none());
+}
+
+#[test]
+fn a_unit_over_the_limit_is_kept_as_a_placeholder() {
+    // One sequence of 2 M rows (one byte each): 16 MB of rows in one
+    // unit, over the 4 MiB the file may hold.
+    let mut program = Program::default();
+    program.set_address(0x1000);
+    for _ in 0..2 << 20 {
+        program.step();
+    }
+    program.end_sequence();
+    let limit = 4 << 20;
+    let dwarf = Dwarf::load(&with_small_unit(&[], 1, line_program(1, &program.0 .0)), None, limit).expect("loads");
+    assert!(dwarf.max_parsed_bytes > limit - (64 << 10), "{}", dwarf.max_parsed_bytes);
+    check_over_the_limit(&dwarf, 0x1004, 0x100_0004);
+    assert!(matches!(dwarf.parsed.borrow()[0], Slot::Broken));
+    // With room for it, the rows are there.
+    let dwarf = Dwarf::load(&with_small_unit(&[], 1, line_program(1, &program.0 .0)), None, 64 << 20).expect("loads");
+    assert_eq!(dwarf.frames(0x1004), [DwarfFrame { function: None, file: Some("/src/f".into()), line: 1 }]);
+    assert!(dwarf.lazy_bytes.get() > 16 << 20);
 }

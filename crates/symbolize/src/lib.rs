@@ -58,15 +58,19 @@
 //!
 //! - symbols: 16 bytes each, names left in the file (read when a lookup
 //!   needs one, then interned and counted);
-//! - DWARF: decompressed sections, the unit index built at load (our
-//!   own, on gimli: 8 bytes a unit and 32 an address range; no
-//!   abbreviation table is kept), and the compact line, function and
-//!   inline tables of each unit the first time a lookup parses it
-//!   (counted from their lengths). DWARF that would take more than
-//!   [`DebugConfig::max_dwarf_bytes`] (8 MiB) is not loaded: the file is
-//!   named from its symbols (counted in [`NativeStats::dwarf_too_large`]);
-//!   lookups never take it past that limit: the least recently used
-//!   units are dropped ([`NativeStats::dwarf_units_dropped`]);
+//! - DWARF: decompressed sections (those the index reads), the unit
+//!   index built at load (our own, on gimli: 24 bytes a unit and 32 an
+//!   address range; no abbreviation table is kept), and the compact
+//!   line, function and inline tables of each unit the first time a
+//!   lookup parses it (counted from their lengths). DWARF that would
+//!   take more than [`DebugConfig::max_dwarf_bytes`] (8 MiB) is not
+//!   loaded, nor DWARF whose index outgrows it as it is built: the file
+//!   is named from its symbols (counted in
+//!   [`NativeStats::dwarf_too_large`]). Lookups never take it past that
+//!   limit: the least recently used units are dropped
+//!   ([`NativeStats::dwarf_units_dropped`]), and a unit (or an inline
+//!   tree with its unit) that alone would not fit in what the sections
+//!   and index leave is not kept: its addresses are named from symbols;
 //! - files are mapped, not read: the pages lookups read are given back to
 //!   the page cache a second after the reads (the `symbolize-pages`
 //!   thread, `release.rs`).
