@@ -10,9 +10,10 @@
 //! are parsed only to read its root entry, for the unit's address ranges
 //! (`DW_AT_ranges`, else `.debug_aranges`, else `DW_AT_low_pc`/`high_pc`,
 //! else, for a unit that declares none, the sequences of its line
-//! program, run once at load), then dropped. What is kept: each unit's
-//! `.debug_info` offset (8 bytes) and lookup slot (16 bytes), and one
-//! 32-byte entry per unit range.
+//! program, run once at load), then dropped (a table several units
+//! share is parsed once, and dropped after the last of them). What is
+//! kept: each unit's `.debug_info` offset (8 bytes) and lookup slot (16
+//! bytes), and one 32-byte entry per unit range.
 //!
 //! On the first lookup in a unit, the unit is parsed again (its
 //! abbreviations and line program header, dropped afterwards) into
@@ -477,8 +478,9 @@ impl Dwarf {
     /// each unit's root entry (its abbreviations parsed for that and
     /// dropped) for its address ranges, leaving line tables and
     /// functions to be parsed on the first lookup in each unit; refuses
-    /// (before parsing) when the decompressed sections and the index
-    /// would take more than `max_bytes` of heap.
+    /// (before parsing, or as soon as the index outgrows it) when the
+    /// decompressed sections and the index would take more than
+    /// `max_bytes` of heap.
     ///
     /// `sup` is the supplementary file `.gnu_debugaltlink` names (DWARF
     /// shared between files by `dwz`), when found.
@@ -710,7 +712,7 @@ impl Dwarf {
             Some(program) => Some(parse_lines(unit, program, &mut allowance)?),
         };
         let mut names = Names { spans: &self.spans, side: Vec::new() };
-        let mut refs = RefUnits { dwarf: self, current: offset, units: HashMap::new() };
+        let mut refs = RefUnits::new(self, offset);
         let functions = parse_functions(unit, &mut names, &mut refs, &mut allowance)?;
         drop(refs);
         Ok(ParsedUnit { lines, functions, names: names.side.into_boxed_slice(), used: 0 })
@@ -970,8 +972,11 @@ struct RefUnits<'a> {
     dwarf: &'a Dwarf,
     /// `.debug_info` offset of the unit being parsed.
     current: u64,
-    /// By (in the supplementary file, unit offset).
-    units: HashMap<(bool, u64), gimli::Unit<Reader>>,
+    /// By (in the supplementary file, unit offset), with when each was
+    /// last used.
+    units: HashMap<(bool, u64), (gimli::Unit<Reader>, u64)>,
+    /// Uses so far (the clock of `units`).
+    uses: u64,
 }
 
 /// Which unit an entry reference leads to.
@@ -983,7 +988,11 @@ enum Place {
     Other(bool, u64),
 }
 
-impl RefUnits<'_> {
+impl<'a> RefUnits<'a> {
+    fn new(dwarf: &'a Dwarf, current: u64) -> RefUnits<'a> {
+        RefUnits { dwarf, current, units: HashMap::new(), uses: 0 }
+    }
+
     /// The unit holding `.debug_info` offset `at` (of the supplementary
     /// file when `sup`), parsed, and the entry's offset in it.
     fn find(&mut self, sup: bool, at: usize) -> Result<(Place, gimli::UnitOffset), ()> {
@@ -995,18 +1004,26 @@ impl RefUnits<'_> {
         let start = list[i];
         let place = if !sup && start == self.current { Place::Current } else { Place::Other(sup, start) };
         if let Place::Other(..) = place {
-            if !self.units.contains_key(&(sup, start)) {
+            self.uses += 1;
+            if let Some((_, used)) = self.units.get_mut(&(sup, start)) {
+                *used = self.uses;
+            } else {
                 let dwarf = if sup { self.dwarf.sections.sup().ok_or(())? } else { &self.dwarf.sections };
                 let unit = parse_unit_at(dwarf, start).map_err(drop)?;
                 if self.units.len() >= MAX_REF_UNITS {
-                    self.units.clear();
+                    // The least recently used goes (names often lead to
+                    // the same few units again).
+                    let oldest = self.units.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| *k);
+                    if let Some(k) = oldest {
+                        self.units.remove(&k);
+                    }
                 }
-                self.units.insert((sup, start), unit);
+                self.units.insert((sup, start), (unit, self.uses));
             }
         }
         let header = match place {
             Place::Current => None,
-            Place::Other(s, o) => Some(&self.units.get(&(s, o)).ok_or(())?.header),
+            Place::Other(s, o) => Some(&self.units.get(&(s, o)).ok_or(())?.0.header),
         };
         let offset = gimli::DebugInfoOffset(at);
         let offset = match header {
@@ -1055,7 +1072,7 @@ impl RefUnits<'_> {
                 Place::Current => unit,
                 Place::Other(s, o) => {
                     let dwarf = if s { self.dwarf.sections.sup().ok_or(())? } else { &self.dwarf.sections };
-                    gimli::UnitRef::new(dwarf, self.units.get(&(s, o)).ok_or(())?)
+                    gimli::UnitRef::new(dwarf, &self.units.get(&(s, o)).ok_or(())?.0)
                 }
             };
             let mut entries = target.entries_raw(Some(offset)).map_err(drop)?;
@@ -1150,7 +1167,8 @@ impl RangeAttrs {
 /// the root entry's `DW_AT_ranges`, `.debug_aranges`, the root's
 /// `DW_AT_low_pc`/`DW_AT_high_pc`, and for a unit with none of these its
 /// line program's sequences. Each unit's abbreviations are parsed for its
-/// root entry, then dropped. Malformed units are left out. Each unit (its
+/// root entry ([`SharedAbbreviations`]), then dropped. Malformed units
+/// are left out. Each unit (its
 /// offset and [`Slot`]) and range is taken from `allowance`: many units
 /// may share one long range list or line program.
 fn index_units(dwarf: &gimli::Dwarf<Reader>, allowance: &mut Allowance) -> Result<(Vec<u64>, Box<[UnitRange]>), Stop> {
@@ -1162,6 +1180,7 @@ fn index_units(dwarf: &gimli::Dwarf<Reader>, allowance: &mut Allowance) -> Resul
     }
     aranges.sort_unstable_by_key(|a| a.0);
 
+    let mut abbreviations = SharedAbbreviations::new(dwarf);
     let mut units = Vec::new();
     let mut ranges: Vec<UnitRange> = Vec::new();
     let mut headers = dwarf.units();
@@ -1170,11 +1189,8 @@ fn index_units(dwarf: &gimli::Dwarf<Reader>, allowance: &mut Allowance) -> Resul
             continue;
         };
         let offset = offset.0 as u64;
-        let wants_ranges = match header.type_() {
-            gimli::UnitType::Type { .. } | gimli::UnitType::SplitType { .. } => continue,
-            // Partial units are only referred to; they have no code.
-            gimli::UnitType::Partial => false,
-            _ => true,
+        let Some(wants_ranges) = wants_ranges(&header) else {
+            continue;
         };
         let Ok(id) = u32::try_from(units.len()) else {
             break;
@@ -1184,7 +1200,9 @@ fn index_units(dwarf: &gimli::Dwarf<Reader>, allowance: &mut Allowance) -> Resul
         if !wants_ranges {
             continue;
         }
-        let Ok(unit) = dwarf.unit(header) else {
+        let unit =
+            abbreviations.get(dwarf, &header).and_then(|a| gimli::Unit::new_with_abbreviations(dwarf, header, a));
+        let Ok(unit) = unit else {
             continue;
         };
         let unit = gimli::UnitRef::new(dwarf, &unit);
@@ -1219,6 +1237,80 @@ fn index_units(dwarf: &gimli::Dwarf<Reader>, allowance: &mut Allowance) -> Resul
         r.min_begin = min;
     }
     Ok((units, ranges.into_boxed_slice()))
+}
+
+/// Whether [`index_units`] reads the ranges of the unit `header` starts;
+/// `None` for a type unit, which it leaves out.
+fn wants_ranges(header: &gimli::UnitHeader<Reader>) -> Option<bool> {
+    match header.type_() {
+        gimli::UnitType::Type { .. } | gimli::UnitType::SplitType { .. } => None,
+        // Partial units are only referred to; they have no code.
+        gimli::UnitType::Partial => Some(false),
+        _ => Some(true),
+    }
+}
+
+/// The abbreviation tables several units use (`dwz` and linkers that
+/// merge units share them; GCC and Clang give each unit its own), parsed
+/// once while the units are indexed, each dropped after its last unit.
+struct SharedAbbreviations {
+    /// By `.debug_abbrev` offset: the units still to use it, and the
+    /// table once parsed.
+    tables: HashMap<u64, (u32, Option<Arc<gimli::Abbreviations>>)>,
+    /// The offsets of all units' tables, sorted: a shared table is read
+    /// only up to the next one, so that the tables held at once never
+    /// overlap (offsets into one table would each parse all its rest).
+    offsets: Vec<u64>,
+}
+
+impl SharedAbbreviations {
+    fn new(dwarf: &gimli::Dwarf<Reader>) -> SharedAbbreviations {
+        let mut offsets = Vec::new();
+        let mut headers = dwarf.units();
+        while let Ok(Some(header)) = headers.next() {
+            if wants_ranges(&header) == Some(true) {
+                offsets.push(header.debug_abbrev_offset().0 as u64);
+            }
+        }
+        offsets.sort_unstable();
+        let mut tables = HashMap::new();
+        for run in offsets.chunk_by(|a, b| a == b).filter(|run| run.len() > 1) {
+            tables.insert(run[0], (u32::try_from(run.len()).unwrap_or(u32::MAX), None));
+        }
+        offsets.dedup();
+        SharedAbbreviations { tables, offsets }
+    }
+
+    /// The abbreviations of the unit `header` starts.
+    fn get(
+        &mut self,
+        dwarf: &gimli::Dwarf<Reader>,
+        header: &gimli::UnitHeader<Reader>,
+    ) -> Result<Arc<gimli::Abbreviations>, gimli::Error> {
+        let offset = header.debug_abbrev_offset().0 as u64;
+        let Some((left, table)) = self.tables.get_mut(&offset) else {
+            return dwarf.abbreviations(header);
+        };
+        *left = left.saturating_sub(1);
+        let parsed = match table {
+            Some(t) => Ok(t.clone()),
+            None => {
+                let next = self.offsets.partition_point(|&o| o <= offset);
+                let section = dwarf.debug_abbrev.reader().slice();
+                let end = self.offsets.get(next).map_or(section.len(), |&o| o as usize);
+                let upto = gimli::DebugAbbrev::new(section.get(..end).unwrap_or(section), gimli::LittleEndian);
+                let parsed = upto.abbreviations(gimli::DebugAbbrevOffset(offset as usize)).map(Arc::new);
+                if let Ok(t) = &parsed {
+                    *table = Some(t.clone());
+                }
+                parsed
+            }
+        };
+        if *left == 0 {
+            self.tables.remove(&offset);
+        }
+        parsed
+    }
 }
 
 /// Calls `f` with the address ranges of `unit`'s root entry
@@ -1574,7 +1666,7 @@ impl Dwarf {
         let parsed = parse_unit_at(&self.sections, unit)?;
         let u = gimli::UnitRef::new(&self.sections, &parsed);
         let mut names = Names { spans: &self.spans, side: Vec::new() };
-        let mut refs = RefUnits { dwarf: self, current: unit, units: HashMap::new() };
+        let mut refs = RefUnits::new(self, unit);
         let offset = gimli::UnitOffset(offset as usize);
         let (inlined, addresses) = parse_inline_tree(u, offset, &mut names, &mut refs, allowance)?;
         drop(refs);

@@ -184,8 +184,13 @@ fn abbrevs() -> Vec<u8> {
 /// A DWARF 4 unit (64-bit addresses, abbreviations at 0) whose entries
 /// are `entries`.
 fn unit(entries: &[u8]) -> Vec<u8> {
+    unit_with_abbrevs(entries, 0)
+}
+
+/// [`unit`] with its abbreviations at `abbrevs`.
+fn unit_with_abbrevs(entries: &[u8], abbrevs: u32) -> Vec<u8> {
     let mut w = Bytes::default();
-    w.u32(7 + entries.len() as u32).u16(4).u32(0).u8(8).bytes(entries);
+    w.u32(7 + entries.len() as u32).u16(4).u32(abbrevs).u8(8).bytes(entries);
     w.0
 }
 
@@ -388,8 +393,8 @@ fn only_the_files_rows_use_are_rendered() {
     assert!(unit.heap_bytes() < 16 * FILES + 2 * MAX_PATH_LEN as u64, "{} bytes", unit.heap_bytes());
 }
 
-/// What [`estimate_index`] makes of `file`'s index.
-fn estimate(file: &DwarfFile) -> u64 {
+/// `file`'s sections, and their owners (to keep while they are read).
+fn sections(file: &DwarfFile) -> (gimli::Dwarf<Reader>, Vec<SectionBytes>) {
     let mut owners = Vec::new();
     let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, DwarfError> {
         let bytes = section_bytes(file, id.name())?;
@@ -398,7 +403,12 @@ fn estimate(file: &DwarfFile) -> u64 {
         Ok(r)
     })
     .expect("sections");
-    estimate_index(&dwarf)
+    (dwarf, owners)
+}
+
+/// What [`estimate_index`] makes of `file`'s index.
+fn estimate(file: &DwarfFile) -> u64 {
+    estimate_index(&sections(file).0)
 }
 
 /// Loads `file` within `limit`: refused as too large, with the heap it
@@ -567,4 +577,60 @@ fn a_unit_over_the_limit_is_kept_as_a_placeholder() {
     let dwarf = Dwarf::load(&with_small_unit(&[], 1, line_program(1, &program.0 .0)), None, 64 << 20).expect("loads");
     assert_eq!(dwarf.frames(0x1004), [DwarfFrame { function: None, file: Some("/src/f".into()), line: 1 }]);
     assert!(dwarf.lazy_bytes.get() > 16 << 20);
+}
+
+#[test]
+fn abbreviations_units_share_are_parsed_once_at_load() {
+    // Three units on the table at 0, one on its own table after it.
+    let mut entries = Bytes::default();
+    entries.uleb(CU_RANGES).u32(0);
+    let own = abbrevs().len() as u32;
+    let info = [unit(&entries.0).repeat(3), unit_with_abbrevs(&entries.0, own)].concat();
+    let file = elf(
+        &[(".debug_abbrev", abbrevs().repeat(2)), (".debug_info", info), (".debug_ranges", range_list(0x1000, 1))],
+        &[],
+    );
+    let (dwarf, _owners) = sections(&file);
+    let mut shared = SharedAbbreviations::new(&dwarf);
+    assert_eq!(shared.tables.len(), 1);
+    let mut headers = dwarf.units();
+    let mut tables = Vec::new();
+    while let Ok(Some(header)) = headers.next() {
+        tables.push(shared.get(&dwarf, &header).expect("abbreviations"));
+    }
+    assert!(Arc::ptr_eq(&tables[0], &tables[1]) && Arc::ptr_eq(&tables[1], &tables[2]));
+    assert!(!Arc::ptr_eq(&tables[2], &tables[3]));
+    // Dropped after its last unit.
+    assert!(shared.tables.is_empty());
+    assert_eq!(Arc::strong_count(&tables[0]), 3);
+    // And the index is the same as with a table for each.
+    let dwarf = Dwarf::load(&file, None, 1 << 20).expect("loads");
+    assert_eq!(dwarf.units.len(), 4);
+    assert_eq!(dwarf.ranges.len(), 4);
+}
+
+#[test]
+fn units_parsed_for_names_are_dropped_one_at_a_time() {
+    // Looking names up in 40 other units, 32 kept: the least recently
+    // used goes, the others stay parsed.
+    let mut entries = Bytes::default();
+    entries.uleb(CU_RANGES).u32(0);
+    let one = unit(&entries.0);
+    let file = elf(
+        &[(".debug_abbrev", abbrevs()), (".debug_info", one.repeat(41)), (".debug_ranges", range_list(0x1000, 1))],
+        &[],
+    );
+    let dwarf = Dwarf::load(&file, None, 1 << 20).expect("loads");
+    let mut refs = RefUnits::new(&dwarf, 0);
+    let root = |i: usize| i * one.len() + 11;
+    for i in 1..=40 {
+        // The first unit is used again and again: it stays.
+        for j in [1, i] {
+            let (place, _) = refs.find(false, root(j)).expect("found");
+            assert!(place == Place::Other(false, (j * one.len()) as u64));
+        }
+    }
+    assert_eq!(refs.units.len(), MAX_REF_UNITS);
+    assert!(refs.units.contains_key(&(false, one.len() as u64)));
+    assert!((10..=40).all(|i| refs.units.contains_key(&(false, (i * one.len()) as u64))));
 }
