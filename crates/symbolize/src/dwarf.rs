@@ -60,7 +60,8 @@
 //! ([`DwarfError::TooLarge`]); so is DWARF whose index outgrows the
 //! limit as it is built (units can share one long range list or line
 //! program, which no estimate sees: each range is taken from an
-//! [`Allowance`]).
+//! [`Allowance`], and so is a byte for each entry read and not kept, so
+//! that the work of a load is bounded too).
 //!
 //! Lookups never grow a file's DWARF past that limit either: the parsed
 //! units share what the sections and index leave of it, and beyond, the
@@ -252,10 +253,14 @@ impl From<gimli::Error> for Stop {
     }
 }
 
+/// What [`Allowance::read`] takes for an entry read and not kept.
+const READ_COST: usize = 1;
+
 /// Heap a parse may take: entries of its tables are taken from it
 /// before they are kept (as the tables' lengths count them), so that
 /// entries sharing one range list, line program or string cannot
-/// multiply it past the file's DWARF limit.
+/// multiply it past the file's DWARF limit; entries read and not kept
+/// take [`READ_COST`] each, which bounds the work of a parse too.
 struct Allowance {
     limit: u64,
     /// Taken so far (over `limit` once it refused).
@@ -273,6 +278,14 @@ impl Allowance {
             return Err(Stop::OverAllowance);
         }
         Ok(())
+    }
+
+    /// Takes [`READ_COST`] for an entry read and not kept (an empty
+    /// range, a line row between sequences, a line program header's
+    /// entry): entries sharing one long list of those would otherwise
+    /// cost CPU without bound while keeping nothing.
+    fn read(&mut self, entries: usize) -> Result<(), Stop> {
+        self.take(entries.saturating_mul(READ_COST))
     }
 
     /// Gives back what was taken for entries then not kept.
@@ -1133,24 +1146,30 @@ impl RangeAttrs {
     }
 
     /// Calls `f` with each non-empty range (stopping at its error);
-    /// whether there was one.
+    /// whether there was one. Empty ranges are read from `allowance`.
     fn for_each(
         &self,
         unit: gimli::UnitRef<'_, Reader>,
-        mut f: impl FnMut(u64, u64) -> Result<(), Stop>,
+        allowance: &mut Allowance,
+        mut f: impl FnMut(&mut Allowance, u64, u64) -> Result<(), Stop>,
     ) -> Result<bool, Stop> {
         let mut any = false;
         let mut add = |begin: u64, end: u64| {
             if begin < end {
                 any = true;
-                return f(begin, end);
+                return f(allowance, begin, end);
             }
-            Ok(())
+            allowance.read(1)
         };
         if let Some(offset) = self.ranges {
             let mut list = unit.ranges(offset)?;
-            while let Some(r) = list.next()? {
-                add(r.begin, r.end)?;
+            // Raw, so that the entries gimli's `next` would skip (empty,
+            // tombstones, base addresses) are read from the allowance too.
+            while let Some(raw) = list.next_raw()? {
+                match list.convert_raw(raw)? {
+                    Some(r) => add(r.begin, r.end)?,
+                    None => add(0, 0)?,
+                }
             }
         } else if let (Some(begin), Some(end)) = (self.low_pc, self.high_pc) {
             add(begin, end)?;
@@ -1206,17 +1225,22 @@ fn index_units(dwarf: &gimli::Dwarf<Reader>, allowance: &mut Allowance) -> Resul
             continue;
         };
         let unit = gimli::UnitRef::new(dwarf, &unit);
+        // Units may share one line program header, parsed with each.
+        if let Some(program) = &unit.line_program {
+            let header = program.header();
+            allowance.read(header.file_names().len().saturating_add(header.include_directories().len()))?;
+        }
         let before = ranges.len();
-        let mut add = |begin: u64, end: u64| -> Result<(), Stop> {
+        let mut add = |allowance: &mut Allowance, begin: u64, end: u64| -> Result<(), Stop> {
             allowance.take(size_of::<UnitRange>())?;
             ranges.push(UnitRange { begin, end, min_begin: 0, unit: id });
             Ok(())
         };
-        let result = match unit_ranges(unit, offset, &aranges, &mut add) {
+        let result = match unit_ranges(unit, offset, &aranges, allowance, &mut add) {
             // No ranges declared: the line program's sequences, if it
             // runs without error.
             Ok(false) => match unit.line_program.clone() {
-                Some(program) => line_sequences(program, &mut add),
+                Some(program) => line_sequences(program, allowance, &mut add),
                 None => Ok(()),
             },
             other => other.map(drop),
@@ -1320,7 +1344,8 @@ fn unit_ranges(
     unit: gimli::UnitRef<'_, Reader>,
     offset: u64,
     aranges: &[(u64, gimli::DebugArangesOffset)],
-    mut f: impl FnMut(u64, u64) -> Result<(), Stop>,
+    allowance: &mut Allowance,
+    mut f: impl FnMut(&mut Allowance, u64, u64) -> Result<(), Stop>,
 ) -> Result<bool, Stop> {
     let mut entries = unit.entries_raw(None)?;
     let Some(abbrev) = entries.read_abbreviation()? else {
@@ -1345,7 +1370,7 @@ fn unit_ranges(
                 };
                 if entry.length() != 0 {
                     let r = entry.range();
-                    f(r.begin, r.end)?;
+                    f(allowance, r.begin, r.end)?;
                     found = true;
                 }
             }
@@ -1354,25 +1379,28 @@ fn unit_ranges(
             return Ok(true);
         }
     }
-    attrs.for_each(unit, f)
+    attrs.for_each(unit, allowance, f)
 }
 
 /// Calls `f` with the address range of each sequence of a line program
 /// that [`parse_lines`] keeps, keeping no row and rendering no file.
 fn line_sequences(
     program: gimli::IncompleteLineProgram<Reader>,
-    mut f: impl FnMut(u64, u64) -> Result<(), Stop>,
+    allowance: &mut Allowance,
+    mut f: impl FnMut(&mut Allowance, u64, u64) -> Result<(), Stop>,
 ) -> Result<(), Stop> {
     // The sequence being run: its first address, and whether each row's
     // address fits a 32-bit offset from it.
     let mut sequence: Option<(u64, bool)> = None;
     let mut rows = program.rows();
     while let Some((_, row)) = rows.next_row()? {
+        // Units may share one line program: each row run is read.
+        allowance.read(1)?;
         let address = row.address();
         if row.end_sequence() {
             if let Some((start, fits)) = sequence.take() {
                 if start < address && fits {
-                    f(start, address)?;
+                    f(allowance, start, address)?;
                 }
             }
             continue;
@@ -1603,7 +1631,7 @@ fn parse_functions(
             attrs.read(unit, &attr)?;
         }
         let function = u32::try_from(offsets.len()).map_err(|_| Stop::OverAllowance)?;
-        let any = attrs.for_each(unit, |begin, end| {
+        let any = attrs.for_each(unit, allowance, |allowance, begin, end| {
             allowance.take(size_of::<FunctionAddress>())?;
             addresses.push(FunctionAddress { begin, end, function });
             Ok(())
@@ -1770,11 +1798,12 @@ fn parse_inline_tree(
                 allowance.take(size_of::<Inlined>())?;
                 let name = names.add(name, allowance)?;
                 inlined.push(Inlined { name, call_file, call_line });
-                attrs.for_each(unit, |begin, end| {
-                    if let Ok(len) = u32::try_from(end - begin) {
-                        allowance.take(size_of::<InlinedAddress>())?;
-                        addresses.push(InlinedAddress { begin, len, call });
-                    }
+                attrs.for_each(unit, allowance, |allowance, begin, end| {
+                    let Ok(len) = u32::try_from(end - begin) else {
+                        return allowance.read(1);
+                    };
+                    allowance.take(size_of::<InlinedAddress>())?;
+                    addresses.push(InlinedAddress { begin, len, call });
                     Ok(())
                 })?;
                 open.push(next);

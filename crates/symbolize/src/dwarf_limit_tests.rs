@@ -488,6 +488,71 @@ fn units_sharing_a_line_program_are_refused_over_the_limit() {
     assert_eq!(frames, [DwarfFrame { function: None, file: Some("f".into()), line: 1 }]);
 }
 
+/// A `.debug_ranges` list of `count` empty ranges (nothing to keep).
+fn empty_range_list(count: u64) -> Vec<u8> {
+    let mut w = Bytes::default();
+    for i in 0..count {
+        w.u64(0x1000 + 16 * i).u64(0x1000 + 16 * i);
+    }
+    w.u64(0).u64(0);
+    w.0
+}
+
+#[test]
+fn units_sharing_a_list_of_empty_ranges_are_refused_not_read_for_ever() {
+    // 20,000 units naming one list of 20,000 empty ranges keep
+    // nothing, but reading them all is 4 * 10^8 entries: each one read
+    // takes a byte of the allowance, so the load stops after about
+    // `limit` of them.
+    let file = |units| {
+        elf(
+            &[
+                (".debug_abbrev", abbrevs()),
+                (".debug_info", units_naming_one_range_list(units)),
+                (".debug_ranges", empty_range_list(20_000)),
+            ],
+            &[],
+        )
+    };
+    let limit = 4 << 20;
+    let crafted = file(20_000);
+    assert!(estimate(&crafted) < limit);
+    assert!(refused(&crafted, limit) < limit + 64);
+    // Ten of them: 200,000 entries read, no range kept.
+    let dwarf = Dwarf::load(&file(10), None, limit).expect("loads");
+    assert_eq!(dwarf.ranges.len(), 0);
+}
+
+#[test]
+fn units_sharing_rows_outside_any_sequence_are_refused_not_run_for_ever() {
+    // 20,000 units without ranges naming one line program of 20,000
+    // rows that end no sequence: no range is kept, each row run takes a
+    // byte.
+    let mut program = Program::default();
+    program.set_address(0x1000);
+    for _ in 0..20_000 {
+        program.copy();
+    }
+    let file = |units| {
+        let mut entries = Bytes::default();
+        entries.uleb(CU_LINES).u32(0);
+        elf(
+            &[
+                (".debug_abbrev", abbrevs()),
+                (".debug_info", unit(&entries.0).repeat(units)),
+                (".debug_line", line_program(1, &program.0 .0)),
+            ],
+            &[],
+        )
+    };
+    let limit = 4 << 20;
+    let crafted = file(20_000);
+    assert!(estimate(&crafted) < limit);
+    assert!(refused(&crafted, limit) < limit + 64);
+    let dwarf = Dwarf::load(&file(10), None, limit).expect("loads");
+    assert_eq!(dwarf.ranges.len(), 0);
+}
+
 /// A unit at 0x1000 with the line program `lines` holding `children`,
 /// and after it, at 0x100_0000, a small unit with one function, "main"
 /// (and an empty line program); the range list at 0 has `ranges` ranges
