@@ -253,6 +253,11 @@ impl From<gimli::Error> for Stop {
     }
 }
 
+/// `.debug_info` bytes read (by the index pass, or by the units lookups
+/// parse) between two releases of the mapped sections' pages, which
+/// bounds the file pages a load or a burst of lookups keeps resident.
+const RELEASE_EVERY: u64 = 1 << 20;
+
 /// What [`Allowance::read`] takes for an entry read and not kept.
 const READ_COST: usize = 1;
 
@@ -448,6 +453,9 @@ pub(crate) struct Dwarf {
     /// Units parsed, and the sums over them of line program bytes, file
     /// names and `.debug_info` bytes (for the `memory_breakdown` example).
     parsed_sizes: Cell<(u64, [u64; 3])>,
+    /// `.debug_info` bytes of the units parsed since the pages were last
+    /// given back ([`RELEASE_EVERY`]).
+    info_since_release: Cell<u64>,
 }
 
 /// Why the DWARF of a file could not be used.
@@ -526,7 +534,7 @@ impl Dwarf {
         if let Some(sup) = sup {
             sections.load_sup(|id| load(sup, id))?;
         }
-        let estimated = estimate_index(&sections);
+        let estimated = estimate_index(&sections, &mut || release_maps(&owners));
         if owned_bytes + estimated > max_bytes {
             return Err(DwarfError::TooLarge { estimated: owned_bytes + estimated, limit: max_bytes });
         }
@@ -551,7 +559,7 @@ impl Dwarf {
         // stops once it would take more than what is left.
         let fixed = owned_bytes + (sup_units.len() * 8 + spans.len() * size_of::<(usize, usize)>()) as u64;
         let mut allowance = Allowance::new(max_bytes.saturating_sub(fixed));
-        let (units, ranges) = index_units(&sections, &mut allowance)
+        let (units, ranges) = index_units(&sections, &mut allowance, &mut || release_maps(&owners))
             .map_err(|_| DwarfError::TooLarge { estimated: fixed + allowance.taken, limit: max_bytes })?;
         let units = units.into_boxed_slice();
         let parsed: Box<[Slot]> = (0..units.len()).map(|_| Slot::Unparsed).collect();
@@ -578,6 +586,7 @@ impl Dwarf {
             index_bytes,
             lazy_bytes: Cell::new(0),
             parsed_sizes: Cell::new((0, [0; 3])),
+            info_since_release: Cell::new(0),
         })
     }
 
@@ -638,14 +647,8 @@ impl Dwarf {
     /// Gives the mapped pages read so far back (see
     /// [`crate::filemap::FileMap::release`]).
     pub(crate) fn release_pages(&self) {
-        let mut seen = HashSet::new();
-        for o in &self.owners {
-            if let Backing::Map(m) = &o.backing {
-                if seen.insert(Arc::as_ptr(m)) {
-                    m.release();
-                }
-            }
-        }
+        self.info_since_release.set(0);
+        release_maps(&self.owners);
     }
 
     /// The frames of `vaddr`, innermost first; empty when no unit covers
@@ -719,6 +722,12 @@ impl Dwarf {
         let info = unit.header.length_including_self() as u64;
         let (n, [p, f, i]) = self.parsed_sizes.get();
         self.parsed_sizes.set((n + 1, [p + program, f + files, i + info]));
+        // A burst of lookups (the first report of a big program) parses
+        // many units before the `symbolize-pages` thread's next turn.
+        self.info_since_release.set(self.info_since_release.get() + info);
+        if self.info_since_release.get() >= RELEASE_EVERY {
+            self.release_pages();
+        }
 
         let lines = match unit.line_program.clone() {
             None => None,
@@ -729,6 +738,18 @@ impl Dwarf {
         let functions = parse_functions(unit, &mut names, &mut refs, &mut allowance)?;
         drop(refs);
         Ok(ParsedUnit { lines, functions, names: names.side.into_boxed_slice(), used: 0 })
+    }
+}
+
+/// Gives back the pages read so far of the maps `owners` are read from.
+fn release_maps(owners: &[SectionBytes]) {
+    let mut seen = HashSet::new();
+    for o in owners {
+        if let Backing::Map(m) = &o.backing {
+            if seen.insert(Arc::as_ptr(m)) {
+                m.release();
+            }
+        }
     }
 }
 
@@ -1190,7 +1211,11 @@ impl RangeAttrs {
 /// are left out. Each unit (its
 /// offset and [`Slot`]) and range is taken from `allowance`: many units
 /// may share one long range list or line program.
-fn index_units(dwarf: &gimli::Dwarf<Reader>, allowance: &mut Allowance) -> Result<(Vec<u64>, Box<[UnitRange]>), Stop> {
+fn index_units(
+    dwarf: &gimli::Dwarf<Reader>,
+    allowance: &mut Allowance,
+    release: &mut dyn FnMut(),
+) -> Result<(Vec<u64>, Box<[UnitRange]>), Stop> {
     // The `.debug_aranges` sets, by the unit they describe.
     let mut aranges = Vec::new();
     let mut sets = dwarf.debug_aranges.headers();
@@ -1203,11 +1228,18 @@ fn index_units(dwarf: &gimli::Dwarf<Reader>, allowance: &mut Allowance) -> Resul
     let mut units = Vec::new();
     let mut ranges: Vec<UnitRange> = Vec::new();
     let mut headers = dwarf.units();
+    let mut released_at = 0;
     while let Ok(Some(header)) = headers.next() {
         let Some(offset) = header.debug_info_offset() else {
             continue;
         };
         let offset = offset.0 as u64;
+        // Every page of the sections the pass reads would otherwise stay
+        // resident until it ends (~40 MB of a 58 MB Rust binary's DWARF).
+        if offset.saturating_sub(released_at) >= RELEASE_EVERY {
+            release();
+            released_at = offset;
+        }
         let Some(wants_ranges) = wants_ranges(&header) else {
             continue;
         };
@@ -1851,17 +1883,25 @@ fn grown(n: u64) -> u64 {
 /// Heap of the unit index [`Dwarf::load`] builds for `dwarf`, estimated
 /// before it is built from the unit headers and `.debug_aranges` (no
 /// abbreviation parsed); allocates nothing.
-pub(crate) fn estimate_index(dwarf: &gimli::Dwarf<Reader>) -> u64 {
-    let count = |d: &gimli::Dwarf<Reader>| {
+pub(crate) fn estimate_index(dwarf: &gimli::Dwarf<Reader>, release: &mut dyn FnMut()) -> u64 {
+    let mut count = |d: &gimli::Dwarf<Reader>| {
         let mut n = 0u64;
+        let mut released_at = 0;
         let mut headers = d.units();
-        while let Ok(Some(_)) = headers.next() {
+        while let Ok(Some(h)) = headers.next() {
             n += 1;
+            // A header a unit: a page each of `.debug_info`, given back
+            // as for the index pass.
+            let offset = h.debug_info_offset().map_or(0, |o| o.0 as u64);
+            if offset.saturating_sub(released_at) >= RELEASE_EVERY {
+                release();
+                released_at = offset;
+            }
         }
         n
     };
     let units = count(dwarf);
-    let sup_units = dwarf.sup().map_or(0, count);
+    let sup_units = dwarf.sup().map_or(0, &mut count);
     // One range per `.debug_aranges` entry (16 bytes each on 64-bit),
     // else a few per unit; the vector grows by doubling.
     let aranges = dwarf.debug_aranges.reader().len() as u64 / 16;

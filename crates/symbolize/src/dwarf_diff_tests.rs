@@ -371,7 +371,7 @@ fn parsed_units_stay_within_the_file_limit_least_recently_used_dropped() {
     let exe = std::env::current_exe().expect("exe");
     let file = open(&exe).expect("open");
     let unlimited = Dwarf::load(&file, None, 1 << 34).expect("load");
-    let base = unlimited.owned_bytes + estimate_index(&unlimited.sections).max(unlimited.index_bytes);
+    let base = unlimited.owned_bytes + estimate_index(&unlimited.sections, &mut || {}).max(unlimited.index_bytes);
     // Room for the largest units of this binary (1.5 MB), not for all.
     let limit = base + (2 << 20);
     let limited = Dwarf::load(&file, None, limit).expect("load within the limit");

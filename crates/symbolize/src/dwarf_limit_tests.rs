@@ -408,7 +408,7 @@ fn sections(file: &DwarfFile) -> (gimli::Dwarf<Reader>, Vec<SectionBytes>) {
 
 /// What [`estimate_index`] makes of `file`'s index.
 fn estimate(file: &DwarfFile) -> u64 {
-    estimate_index(&sections(file).0)
+    estimate_index(&sections(file).0, &mut || {})
 }
 
 /// Loads `file` within `limit`: refused as too large, with the heap it
@@ -698,4 +698,34 @@ fn units_parsed_for_names_are_dropped_one_at_a_time() {
     assert_eq!(refs.units.len(), MAX_REF_UNITS);
     assert!(refs.units.contains_key(&(false, one.len() as u64)));
     assert!((10..=40).all(|i| refs.units.contains_key(&(false, (i * one.len()) as u64))));
+}
+
+#[test]
+fn the_passes_at_load_give_pages_back_every_mib_of_units() {
+    // 3.5 MiB of units, each covering 16 bytes of its own.
+    let mut info = Vec::new();
+    let mut begin = 0x1000;
+    while info.len() < 7 << 19 {
+        info.extend(full_unit(begin, 16, &[]));
+        begin += 16;
+    }
+    let units = begin.saturating_sub(0x1000) / 16;
+    let file = elf(&[(".debug_abbrev", abbrevs()), (".debug_info", info), (".debug_line", line_program(1, &[]))], &[]);
+    let (dwarf, _owners) = sections(&file);
+    let mut releases = 0;
+    estimate_index(&dwarf, &mut || releases += 1);
+    assert_eq!(releases, 3, "header pass");
+    releases = 0;
+    let (indexed, ranges) = index_units(&dwarf, &mut Allowance::new(64 << 20), &mut || releases += 1).expect("indexed");
+    assert_eq!(releases, 3, "index pass");
+    assert_eq!((indexed.len() as u64, ranges.len() as u64), (units, units));
+    // Lookups parsing units: given back after each MiB of them.
+    let dwarf = Dwarf::load(&file, None, 64 << 20).expect("loads");
+    let mut most = 0;
+    for u in 0..units {
+        dwarf.frames(0x1000 + 16 * u);
+        most = most.max(dwarf.info_since_release.get());
+    }
+    assert_eq!(dwarf.parsed_units().0, units);
+    assert!(most < RELEASE_EVERY && dwarf.info_since_release.get() < most, "{most}");
 }
