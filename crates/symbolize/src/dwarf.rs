@@ -258,6 +258,26 @@ impl From<gimli::Error> for Stop {
 /// bounds the file pages a load or a burst of lookups keeps resident.
 const RELEASE_EVERY: u64 = 1 << 20;
 
+/// Calls `f` with each unit header of `dwarf`, calling `release` after
+/// each [`RELEASE_EVERY`] bytes of `.debug_info`: a header a unit is a
+/// page each of a large file's section.
+fn for_each_header(
+    dwarf: &gimli::Dwarf<Reader>,
+    release: &mut dyn FnMut(),
+    mut f: impl FnMut(&gimli::UnitHeader<Reader>),
+) {
+    let mut released_at = 0;
+    let mut headers = dwarf.units();
+    while let Ok(Some(h)) = headers.next() {
+        f(&h);
+        let offset = h.debug_info_offset().map_or(0, |o| o.0 as u64);
+        if offset.saturating_sub(released_at) >= RELEASE_EVERY {
+            release();
+            released_at = offset;
+        }
+    }
+}
+
 /// What [`Allowance::read`] takes for an entry read and not kept.
 const READ_COST: usize = 1;
 
@@ -1224,7 +1244,7 @@ fn index_units(
     }
     aranges.sort_unstable_by_key(|a| a.0);
 
-    let mut abbreviations = SharedAbbreviations::new(dwarf);
+    let mut abbreviations = SharedAbbreviations::new(dwarf, release);
     let mut units = Vec::new();
     let mut ranges: Vec<UnitRange> = Vec::new();
     let mut headers = dwarf.units();
@@ -1320,14 +1340,13 @@ struct SharedAbbreviations {
 }
 
 impl SharedAbbreviations {
-    fn new(dwarf: &gimli::Dwarf<Reader>) -> SharedAbbreviations {
+    fn new(dwarf: &gimli::Dwarf<Reader>, release: &mut dyn FnMut()) -> SharedAbbreviations {
         let mut offsets = Vec::new();
-        let mut headers = dwarf.units();
-        while let Ok(Some(header)) = headers.next() {
-            if wants_ranges(&header) == Some(true) {
+        for_each_header(dwarf, release, |header| {
+            if wants_ranges(header) == Some(true) {
                 offsets.push(header.debug_abbrev_offset().0 as u64);
             }
-        }
+        });
         offsets.sort_unstable();
         let mut tables = HashMap::new();
         for run in offsets.chunk_by(|a, b| a == b).filter(|run| run.len() > 1) {
@@ -1886,18 +1905,7 @@ fn grown(n: u64) -> u64 {
 pub(crate) fn estimate_index(dwarf: &gimli::Dwarf<Reader>, release: &mut dyn FnMut()) -> u64 {
     let mut count = |d: &gimli::Dwarf<Reader>| {
         let mut n = 0u64;
-        let mut released_at = 0;
-        let mut headers = d.units();
-        while let Ok(Some(h)) = headers.next() {
-            n += 1;
-            // A header a unit: a page each of `.debug_info`, given back
-            // as for the index pass.
-            let offset = h.debug_info_offset().map_or(0, |o| o.0 as u64);
-            if offset.saturating_sub(released_at) >= RELEASE_EVERY {
-                release();
-                released_at = offset;
-            }
-        }
+        for_each_header(d, release, |_| n += 1);
         n
     };
     let units = count(dwarf);
