@@ -29,6 +29,10 @@ const SHN_UNDEF: u16 = 0;
 /// Longest name read (C++ and Rust names can be long; a missing NUL must
 /// not make a lookup read the whole string table).
 const MAX_NAME: usize = 64 * 1024;
+/// How many entries a scan of a symbol table reads between releases of
+/// the pages it read: 192 KiB of entries and, as linkers lay names out
+/// in entry order, about 1 MB of string table.
+const RELEASE_EVERY_SYMBOLS: usize = 8192;
 
 /// Which symbol table a [`SymbolIndex`] was built from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -379,20 +383,35 @@ impl ElfFile {
     /// (a malformed table is passed over), and the string table from its
     /// name on (its name and whatever follows: the NUL of every long,
     /// mangled name is not searched for), until `f` breaks.
+    ///
+    /// The pages read are given back every [`RELEASE_EVERY_SYMBOLS`]
+    /// entries and at the end: a scan reads about one string-table page
+    /// per entry, and the big libraries of build machines have 20-25 MB
+    /// of `.symtab` and `.strtab` (librustc_driver, libLLVM), which stayed
+    /// resident until the file was dropped.
     fn each_defined<B>(&self, mut f: impl FnMut(&Entry, &[u8]) -> ControlFlow<B>) -> Option<B> {
         let data = self.data();
         for (table, _) in tables(self, data) {
             let Ok(table) = table else { continue };
             let strtab = &data[table.strtab.0..table.strtab.0 + table.strtab.1];
-            for e in table.entries() {
+            let release = || {
+                self.release(table.entries);
+                self.release(strtab);
+            };
+            for (i, e) in table.entries().enumerate() {
+                if i > 0 && i.is_multiple_of(RELEASE_EVERY_SYMBOLS) {
+                    release();
+                }
                 if e.shndx == SHN_UNDEF {
                     continue;
                 }
                 let Some(head) = strtab.get(e.name as usize..) else { continue };
                 if let ControlFlow::Break(b) = f(&e, head) {
+                    release();
                     return Some(b);
                 }
             }
+            release();
         }
         None
     }

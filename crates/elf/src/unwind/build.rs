@@ -272,6 +272,11 @@ where
                 stats.rows.signal += 1;
             }
             spans.push(FdeSpan { start, len, offset, signal });
+            if spans.len().is_multiple_of(RELEASE_EVERY_PIECES) {
+                // The section (10 MB in the largest libraries) is read
+                // front to back: what is behind is not read again here.
+                elf.release(self.bytes);
+            }
         }
         spans
     }
@@ -568,8 +573,8 @@ fn find_eh_frame<'a>(elf: &'a ElfFile, stats: &mut UnwindStats) -> Option<(&'a [
     Some((data, vaddr, Some(phdr.vaddr)))
 }
 
-/// How many FDEs pass 2 runs between releases of the CFI sections' pages
-/// (about 1 MB of a large `.eh_frame`).
+/// How many FDEs pass 1 reads, or pass 2 runs, between releases of the
+/// CFI sections' pages (about 1 MB of a large `.eh_frame`).
 const RELEASE_EVERY_PIECES: usize = 16_384;
 
 /// Drops the CFI sections' pages from the resident set (a 200 MB
