@@ -425,63 +425,68 @@ fn refused(file: &DwarfFile, limit: u64) -> u64 {
     }
 }
 
-/// `count` units whose root entries all name the range list at 0.
-fn units_naming_one_range_list(count: usize) -> Vec<u8> {
+/// `units` units whose root entries all name one range list, `list`.
+fn units_sharing_ranges(units: usize, list: &[u8]) -> DwarfFile {
     let mut entries = Bytes::default();
     entries.uleb(CU_RANGES).u32(0);
-    unit(&entries.0).repeat(count)
+    elf(
+        &[
+            (".debug_abbrev", abbrevs()),
+            (".debug_info", unit(&entries.0).repeat(units)),
+            (".debug_ranges", list.to_vec()),
+        ],
+        &[],
+    )
+}
+
+/// `units` units without ranges that all name one line program, of
+/// `program`'s opcodes.
+fn units_sharing_lines(units: usize, program: &Program) -> DwarfFile {
+    let mut entries = Bytes::default();
+    entries.uleb(CU_LINES).u32(0);
+    elf(
+        &[
+            (".debug_abbrev", abbrevs()),
+            (".debug_info", unit(&entries.0).repeat(units)),
+            (".debug_line", line_program(1, &program.0 .0)),
+        ],
+        &[],
+    )
+}
+
+/// `crafted` looks small from its headers, yet its load is refused once
+/// it has taken `limit` (and at most `slack` more).
+fn assert_refused_near_the_limit(crafted: &DwarfFile, limit: u64, slack: u64) {
+    assert!(estimate(crafted) < limit);
+    let reached = refused(crafted, limit);
+    assert!(reached < limit + slack, "{reached}");
 }
 
 #[test]
 fn units_sharing_a_range_list_are_refused_over_the_limit() {
     // 10,000 units naming one list of 10,000 ranges: 3.2 GB of index,
     // where the estimate from the headers sees 20,000 ranges.
-    let file = |units| {
-        elf(
-            &[
-                (".debug_abbrev", abbrevs()),
-                (".debug_info", units_naming_one_range_list(units)),
-                (".debug_ranges", range_list(0x1000, 10_000)),
-            ],
-            &[],
-        )
-    };
+    let list = range_list(0x1000, 10_000);
     let limit = 16 << 20;
-    let crafted = file(10_000);
-    assert!(estimate(&crafted) < limit);
     // Stopped about where it reached the limit.
-    assert!(refused(&crafted, limit) < limit + 4096);
+    assert_refused_near_the_limit(&units_sharing_ranges(10_000, &list), limit, 4096);
     // Two of them fit, with all their ranges.
-    let dwarf = Dwarf::load(&file(2), None, limit).expect("loads");
+    let dwarf = Dwarf::load(&units_sharing_ranges(2, &list), None, limit).expect("loads");
     assert_eq!(dwarf.ranges.len(), 20_000);
     assert!(dwarf.cost() <= limit && dwarf.index_bytes >= 20_000 * 32, "{}", dwarf.index_bytes);
 }
 
 #[test]
 fn units_sharing_a_line_program_are_refused_over_the_limit() {
-    // 10,000 units without ranges, all naming one line program of
-    // 10,000 sequences: their ranges come from it, 3.2 GB of them.
+    // 10,000 units naming one line program of 10,000 sequences: their
+    // ranges come from it, 3.2 GB of them.
     let mut program = Program::default();
     for i in 0..10_000 {
         program.set_address(0x1000 + 16 * i).copy().advance_pc(8).end_sequence();
     }
-    let file = |units| {
-        let mut entries = Bytes::default();
-        entries.uleb(CU_LINES).u32(0);
-        elf(
-            &[
-                (".debug_abbrev", abbrevs()),
-                (".debug_info", unit(&entries.0).repeat(units)),
-                (".debug_line", line_program(1, &program.0 .0)),
-            ],
-            &[],
-        )
-    };
     let limit = 16 << 20;
-    let crafted = file(10_000);
-    assert!(estimate(&crafted) < limit);
-    assert!(refused(&crafted, limit) < limit + 4096);
-    let dwarf = Dwarf::load(&file(2), None, limit).expect("loads");
+    assert_refused_near_the_limit(&units_sharing_lines(10_000, &program), limit, 4096);
+    let dwarf = Dwarf::load(&units_sharing_lines(2, &program), None, limit).expect("loads");
     assert_eq!(dwarf.ranges.len(), 20_000);
     assert!(dwarf.cost() <= limit);
     let frames = dwarf.frames(0x1000 + 16 * 77 + 4);
@@ -504,52 +509,26 @@ fn units_sharing_a_list_of_empty_ranges_are_refused_not_read_for_ever() {
     // nothing, but reading them all is 4 * 10^8 entries: each one read
     // takes a byte of the allowance, so the load stops after about
     // `limit` of them.
-    let file = |units| {
-        elf(
-            &[
-                (".debug_abbrev", abbrevs()),
-                (".debug_info", units_naming_one_range_list(units)),
-                (".debug_ranges", empty_range_list(20_000)),
-            ],
-            &[],
-        )
-    };
+    let list = empty_range_list(20_000);
     let limit = 4 << 20;
-    let crafted = file(20_000);
-    assert!(estimate(&crafted) < limit);
-    assert!(refused(&crafted, limit) < limit + 64);
+    assert_refused_near_the_limit(&units_sharing_ranges(20_000, &list), limit, 64);
     // Ten of them: 200,000 entries read, no range kept.
-    let dwarf = Dwarf::load(&file(10), None, limit).expect("loads");
+    let dwarf = Dwarf::load(&units_sharing_ranges(10, &list), None, limit).expect("loads");
     assert_eq!(dwarf.ranges.len(), 0);
 }
 
 #[test]
 fn units_sharing_rows_outside_any_sequence_are_refused_not_run_for_ever() {
-    // 20,000 units without ranges naming one line program of 20,000
-    // rows that end no sequence: no range is kept, each row run takes a
-    // byte.
+    // 20,000 units naming one line program of 20,000 rows that end no
+    // sequence: no range is kept, each row run takes a byte.
     let mut program = Program::default();
     program.set_address(0x1000);
     for _ in 0..20_000 {
         program.copy();
     }
-    let file = |units| {
-        let mut entries = Bytes::default();
-        entries.uleb(CU_LINES).u32(0);
-        elf(
-            &[
-                (".debug_abbrev", abbrevs()),
-                (".debug_info", unit(&entries.0).repeat(units)),
-                (".debug_line", line_program(1, &program.0 .0)),
-            ],
-            &[],
-        )
-    };
     let limit = 4 << 20;
-    let crafted = file(20_000);
-    assert!(estimate(&crafted) < limit);
-    assert!(refused(&crafted, limit) < limit + 64);
-    let dwarf = Dwarf::load(&file(10), None, limit).expect("loads");
+    assert_refused_near_the_limit(&units_sharing_lines(20_000, &program), limit, 64);
+    let dwarf = Dwarf::load(&units_sharing_lines(10, &program), None, limit).expect("loads");
     assert_eq!(dwarf.ranges.len(), 0);
 }
 
