@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use profiler_elf::ElfFile;
 
+use super::names::join_path;
+use super::unit::parse_unit_at;
 use super::*;
 
 /// Most addresses checked per file (an even sample beyond).

@@ -6,8 +6,12 @@
 
 use std::sync::Arc;
 
-use profiler_elf::ElfFile;
+use profiler_elf::{ElfFile, SHF_COMPRESSED};
 
+use super::index::{index_units, SharedAbbreviations, RELEASE_EVERY};
+use super::names::{Place, RefUnits, MAX_NAME_LEN, MAX_PATH_LEN, MAX_REF_UNITS};
+use super::sections::ELFCOMPRESS_ZLIB;
+use super::unit::RENDERED;
 use super::*;
 
 /// A little-endian byte writer.
