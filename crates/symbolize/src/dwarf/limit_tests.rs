@@ -713,3 +713,23 @@ fn the_passes_at_load_give_pages_back_every_mib_of_units() {
     assert_eq!(dwarf.parsed_units().0, units);
     assert!(most < RELEASE_EVERY && dwarf.info_since_release.get() < most, "{most}");
 }
+
+/// Fuzzer finding `fuzz/regressions/dwarf_symbolize/line-program-unit-length-overflow`:
+/// a line program whose 64-bit unit length is all ones overflowed the
+/// offset of the next one while the header pass estimated the index.
+/// Now the estimate and the load end, and nothing is indexed from it.
+#[test]
+fn a_line_program_with_a_huge_unit_length_is_not_indexed() {
+    let mut lines = Bytes::default();
+    lines.u32(0xffff_ffff).u64(u64::MAX).0.extend([0u8; 64]);
+    let mut entries = Bytes::default();
+    entries.uleb(CU_LINES).u32(0);
+    let file = elf(
+        &[(".debug_abbrev", abbrevs()), (".debug_info", unit(&entries.0).repeat(2)), (".debug_line", lines.0)],
+        &[],
+    );
+    assert!(estimate(&file) < 1 << 20);
+    let dwarf = Dwarf::load(&file, None, 16 << 20).expect("loads");
+    assert_eq!(dwarf.ranges.len(), 0);
+    assert_eq!(dwarf.frames(0x1000), []);
+}
