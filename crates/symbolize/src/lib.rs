@@ -19,7 +19,7 @@
 //!   DWARF line tables with inline frames (in the file, or in a separate
 //!   debug file found by build id or `.gnu_debuglink` under the
 //!   [`DebugConfig`] roots), then `.symtab`/`.dynsym`.
-//! - [`demangle`]: Rust (legacy and v0) and C++ (Itanium) names.
+//! - [`demangle`](fn@demangle): Rust (legacy and v0) and C++ (Itanium) names.
 //!
 //! # Native frames in the profiler
 //!

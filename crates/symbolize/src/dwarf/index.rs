@@ -1,4 +1,4 @@
-//! The unit index [`Dwarf::load`](super::Dwarf::load) builds once, in one
+//! The unit index [`Dwarf::load`](super::Dwarf::load)(super::Dwarf::load) builds once, in one
 //! pass over all unit headers: each unit's address ranges ([`UnitRange`],
 //! [`index_units`]) from its root entry ([`RangeAttrs`], with the
 //! abbreviation tables units share parsed once, [`SharedAbbreviations`]),
@@ -324,7 +324,7 @@ fn unit_ranges(
 }
 
 /// Calls `f` with the address range of each sequence of a line program
-/// that [`parse_lines`] keeps, keeping no row and rendering no file.
+/// that `unit::parse_lines` keeps, keeping no row and rendering no file.
 fn line_sequences(
     program: gimli::IncompleteLineProgram<Reader>,
     allowance: &mut Allowance,
@@ -363,7 +363,7 @@ fn grown(n: u64) -> u64 {
     }
 }
 
-/// Heap of the unit index [`Dwarf::load`] builds for `dwarf`, estimated
+/// Heap of the unit index [`Dwarf::load`](super::Dwarf::load) builds for `dwarf`, estimated
 /// before it is built from the unit headers and `.debug_aranges` (no
 /// abbreviation parsed); allocates nothing.
 pub(crate) fn estimate_index(dwarf: &gimli::Dwarf<Reader>, release: &mut dyn FnMut()) -> u64 {

@@ -30,7 +30,7 @@
 //! `DW_AT_specification` target (at most 16 links, into other units
 //! through `DW_FORM_ref_addr` and into the supplementary file of `dwz`,
 //! each such unit parsed for the while), cut at 4 KiB and kept as 8-byte
-//! references into the sections they are read from ([`NameRef`]:
+//! references into the sections they are read from ([`NameRef`](names::NameRef):
 //! section, offset, length), copied out only when a lookup returns them.
 //!
 //! The frames of an address are the inlined calls holding it, innermost
@@ -216,7 +216,7 @@ pub(crate) struct Dwarf {
     /// The sections' bytes (see [`Reader`]).
     owners: Vec<SectionBytes>,
     /// Where each of `owners`' bytes are: (address, length), to turn a
-    /// name read from them into a [`NameRef`].
+    /// name read from them into a [`NameRef`](names::NameRef).
     spans: Box<[(usize, usize)]>,
     /// Bytes decompressed into memory.
     owned_bytes: u64,
@@ -228,7 +228,7 @@ pub(crate) struct Dwarf {
     /// names and `.debug_info` bytes (for the `memory_breakdown` example).
     parsed_sizes: Cell<(u64, [u64; 3])>,
     /// `.debug_info` bytes of the units parsed since the pages were last
-    /// given back ([`RELEASE_EVERY`]).
+    /// given back ([`RELEASE_EVERY`](index::RELEASE_EVERY)).
     info_since_release: Cell<u64>,
 }
 

@@ -79,9 +79,9 @@ impl Deref for SectionBytes {
 /// bytes).
 ///
 /// The slices are `'static` only in name: they borrow from the
-/// [`SectionBytes`] that [`Dwarf`] keeps next to its sections; what the
+/// [`SectionBytes`] that [`Dwarf`](super::Dwarf) keeps next to its sections; what the
 /// index keeps is copied out of them (file names) or refers to them by
-/// offset (names, [`NameRef`]).
+/// offset (names, [`NameRef`](super::names::NameRef)).
 pub(crate) type Reader = gimli::EndianSlice<'static, gimli::LittleEndian>;
 
 /// A reader over `bytes`, to be kept only as long as `bytes` (or a clone).
