@@ -1,4 +1,4 @@
-//! The unit index [`Dwarf::load`](super::Dwarf::load)(super::Dwarf::load) builds once, in one
+//! The unit index [`Dwarf::load`](super::Dwarf::load) builds once, in one
 //! pass over all unit headers: each unit's address ranges ([`UnitRange`],
 //! [`index_units`]) from its root entry ([`RangeAttrs`], with the
 //! abbreviation tables units share parsed once, [`SharedAbbreviations`]),
