@@ -474,6 +474,7 @@ impl Agent {
             symbolizer_address_hits: symbolizer.address_hits,
             symbolizer_address_misses: symbolizer.address_misses,
             symbolizer_dwarf_units_dropped: symbolizer.dwarf_units_dropped,
+            symbolizer_dwarf_units_shed: symbolizer.dwarf_units_shed,
             kernel_symbols_reloads: kernel_symbols.reloads,
             kernel_symbols_bpf_checks: kernel_symbols.bpf_checks,
             user_stacks_complete: unwind.complete,

@@ -53,6 +53,9 @@ pub struct Stats {
     /// DWARF units parsed by lookups and dropped again to keep a file's
     /// DWARF within its limit (parsed again when looked up).
     pub symbolizer_dwarf_units_dropped: u64,
+    /// DWARF units parsed by lookups and given up again to keep all
+    /// files within the symbolizer's budget before dropping a file.
+    pub symbolizer_dwarf_units_shed: u64,
     /// Times `/proc/kallsyms` was read again (a miss, or BPF programs
     /// that came or went).
     pub kernel_symbols_reloads: u64,

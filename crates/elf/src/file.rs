@@ -51,8 +51,9 @@ pub const SHT_DYNSYM: u32 = 11;
 /// Section flag of compressed sections (`Elf64_Chdr` + compressed data).
 pub const SHF_COMPRESSED: u64 = 0x800;
 
-/// Files smaller than this are read into memory instead of mapped.
-const READ_THRESHOLD: u64 = 256 * 1024;
+/// Files smaller than this are read into memory by [`ElfFile::open`]
+/// instead of mapped.
+pub const READ_INTO_MEMORY_BELOW: u64 = 256 * 1024;
 /// Most program headers read (real files have a dozen; the count can
 /// reach 2^32 - 1 through section 0's `sh_info`).
 pub const MAX_PROGRAM_HEADERS: u64 = 4096;
@@ -196,7 +197,7 @@ impl ElfFile {
     /// checks saw: growing the file later does not grow what is read).
     pub fn from_file(file: File, len: u64) -> Result<ElfFile> {
         let io_err = |source| Error::Io { path: "<descriptor>".into(), source };
-        let data = if len < READ_THRESHOLD {
+        let data = if len < READ_INTO_MEMORY_BELOW {
             let mut buf = vec![0u8; len as usize];
             std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf, 0).map_err(io_err)?;
             Data::Owned(buf)

@@ -64,7 +64,8 @@ mod unwind;
 pub use error::{Error, Result};
 pub use file::{
     release_mapped, ElfFile, ProgramHeader, Section, ET_DYN, ET_EXEC, MAX_PROGRAM_HEADERS, MAX_SECTION_HEADERS,
-    PT_GNU_EH_FRAME, PT_LOAD, PT_NOTE, SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_NOTE, SHT_SYMTAB,
+    PT_GNU_EH_FRAME, PT_LOAD, PT_NOTE, READ_INTO_MEMORY_BELOW, SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_NOTE,
+    SHT_SYMTAB,
 };
 pub use fileid::{file_id_of_bytes, file_id_of_file, file_id_of_path};
 pub use go_buildinfo::GoVersion;

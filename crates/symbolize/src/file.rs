@@ -377,6 +377,13 @@ impl FileSymbolizer {
         self.dwarf.as_ref().map_or(0, |(d, _)| d.units_dropped())
     }
 
+    /// Gives up DWARF units lookups parsed, least recently used first,
+    /// until `bytes` are freed (see [`Dwarf::shed_units`]): (bytes freed,
+    /// units dropped).
+    pub(crate) fn shed_dwarf_units(&self, bytes: u64) -> (u64, u64) {
+        self.dwarf.as_ref().map_or((0, 0), |(d, _)| d.shed_units(bytes))
+    }
+
     /// Accounted heap bytes held: symbols (16 bytes each; names stay in
     /// the file), decompressed DWARF, its unit index and the units parsed
     /// by lookups so far, interned names. Mapped file bytes are not

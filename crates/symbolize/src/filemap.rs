@@ -1,6 +1,6 @@
 //! The bytes of a file as the symbolizer reads them after a load:
-//! mapped read-only (large files) or read into memory (small ones), with
-//! a way to give the mapped pages back.
+//! mapped read-only (files under a page are read into memory), with a
+//! way to give the mapped pages back.
 //!
 //! A loaded file is read now and then (a symbol's name, a DWARF unit),
 //! but every page read stays in our resident set for as long as the file
@@ -15,9 +15,12 @@ use std::sync::Arc;
 use memmap2::Mmap;
 use profiler_elf::map_guard::MapGuard;
 
-/// Files smaller than this are read into memory instead of mapped (as
-/// `ElfFile::open` does).
-const READ_THRESHOLD: u64 = 256 * 1024;
+/// Files smaller than this are read into memory instead of mapped. Not
+/// more: a file read into memory is heap for as long as it stays loaded,
+/// while the pages of a mapped one go back to the page cache at each
+/// release (the churn's small libraries and Python modules held 1.7 MiB
+/// of heap read under a 256 KiB threshold; docs/memory.md, session 14).
+const READ_THRESHOLD: u64 = 4096;
 
 enum Data {
     /// The `SIGBUS` guard's registration (dropped before the map), the map.
@@ -106,7 +109,7 @@ impl Backing {
             },
             // Small files are read into memory by `ElfFile::open` (and
             // the vDSO comes as bytes); larger ones are mapped.
-            Backing::Elf(e) if (e.data().len() as u64) < READ_THRESHOLD => e.data().len() as u64,
+            Backing::Elf(e) if (e.data().len() as u64) < profiler_elf::READ_INTO_MEMORY_BELOW => e.data().len() as u64,
             Backing::Elf(_) => 0,
             Backing::Owned(v) => v.capacity() as u64,
         }

@@ -53,7 +53,7 @@
 //!
 //! The symbolizer is the part of the profiler whose memory grows with
 //! what runs on the machine, so it has a budget,
-//! [`NativeConfig::max_file_bytes`] (24 MiB by default), over what
+//! [`NativeConfig::max_file_bytes`] (8 MiB by default), over what
 //! [`FileSymbolizer::cost`] accounts for each loaded file:
 //!
 //! - symbols: 16 bytes each, names left in the file (read when a lookup
@@ -71,12 +71,16 @@
 //!   ([`NativeStats::dwarf_units_dropped`]), and a unit (or an inline
 //!   tree with its unit) that alone would not fit in what the sections
 //!   and index leave is not kept: its addresses are named from symbols;
-//! - files are mapped, not read: the pages lookups read are given back to
-//!   the page cache a second after the reads (the `symbolize-pages`
-//!   thread, `release.rs`).
+//! - files are mapped, not read (only those under a page are read into
+//!   memory): the pages lookups read are given back to the page cache a
+//!   second after the reads (the `symbolize-pages` thread, `release.rs`).
 //!
-//! Beyond the budget the least recently used files are dropped (their
-//! answers stay cached); a file whose load alone takes more than 3/4 of
+//! Beyond the budget, the units lookups parsed are given up first, the
+//! least recently used files' first, each file's last one used aside
+//! ([`NativeStats::dwarf_units_shed`]; parsed again when an address not
+//! in the address cache falls in one); only when that is not enough are
+//! the least recently used files dropped (their answers stay cached); a
+//! file whose load alone takes more than 3/4 of
 //! the budget is given up for [`NativeConfig::retry_failed_after`], one
 //! that its lookups grew over the budget is dropped and loaded again at
 //! the next new address. The `memory_breakdown`

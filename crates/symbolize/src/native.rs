@@ -32,15 +32,20 @@ pub struct NativeConfig {
     /// The memory budget of loaded files: most heap bytes they hold, as
     /// accounted by [`FileSymbolizer::cost`] (symbols, decompressed and
     /// parsed DWARF including the units lookups parse later, interned
-    /// names). Beyond it the least recently used files are dropped; a
-    /// file that alone grows beyond it is dropped too (its answers stay
-    /// in the address cache; a new address loads it again). DWARF too
-    /// large for [`DebugConfig::max_dwarf_bytes`] is not loaded at all.
-    /// Default 24 MiB: with the 8 MiB DWARF limit, room for a few files
-    /// with DWARF and the symbols of a few hundred files (a 150 MB
-    /// library's 100,000 symbols: 1.2 MiB). 12 MiB took 7 MiB off the
-    /// steady RSS of the churn soak but loaded files 4 times a second
-    /// (docs/memory.md, session 8).
+    /// names). Beyond it, the DWARF units lookups parsed are given up
+    /// first (least recently used files first; parsed again when an
+    /// address not in the address cache needs them), then the least
+    /// recently used files are dropped; a file that alone grows beyond
+    /// it is dropped too (its answers stay in the address cache; a new
+    /// address loads it again). DWARF too large for
+    /// [`DebugConfig::max_dwarf_bytes`] is not loaded at all.
+    ///
+    /// Default 8 MiB: the symbols of a few hundred files (a 150 MB
+    /// library's 100,000 symbols: 1.2 MiB) and the DWARF of a few. At 24
+    /// MiB the parsed units of the agent's own binary and of libpython
+    /// grew the churn soak's RSS by about 1.2 MiB a minute for its whole
+    /// 10 minutes (docs/memory.md, session 14). Before parsed units were
+    /// given up first, 12 MiB loaded files 4 times a second (session 8).
     pub max_file_bytes: u64,
     /// Most cached (file, address) answers (about 150 bytes each).
     /// Default 16,384.
@@ -58,7 +63,7 @@ impl Default for NativeConfig {
             enabled: true,
             debug: DebugConfig::default(),
             max_files: 256,
-            max_file_bytes: 24 << 20,
+            max_file_bytes: 8 << 20,
             max_addresses: 16_384,
             queue_capacity: 64,
             retry_failed_after: Duration::from_secs(10),
@@ -129,6 +134,11 @@ pub struct NativeStats {
     /// used first, to keep a file's DWARF within
     /// [`DebugConfig::max_dwarf_bytes`] (parsed again when looked up).
     pub dwarf_units_dropped: u64,
+    /// DWARF units parsed by lookups and given up again, least recently
+    /// used first, to keep all files within
+    /// [`NativeConfig::max_file_bytes`] before any file is dropped
+    /// (parsed again when looked up).
+    pub dwarf_units_shed: u64,
     /// Sum of load times, milliseconds.
     pub load_ms_total: u64,
     /// Longest load, milliseconds.
@@ -567,9 +577,48 @@ impl NativeSymbolizer {
         self.evict(Some(r.file_id));
     }
 
+    /// Gives up parsed DWARF units while over the byte budget: those of
+    /// the least recently used files first, `keep`'s last, the unit each
+    /// file used last aside. Files are dropped only when that is not
+    /// enough: loading one again (a 150 MB library's symbols) costs far
+    /// more than parsing a unit again.
+    fn shed_dwarf_units(&mut self, keep: Option<TableKey>) {
+        if self.stats.file_bytes <= self.config.max_file_bytes {
+            return;
+        }
+        let mut order: Vec<(u64, TableKey)> = self
+            .files
+            .iter()
+            .filter(|(_, s)| matches!(s.state, State::Loaded { .. }))
+            .map(|(id, s)| (if Some(*id) == keep { u64::MAX } else { s.last_used }, *id))
+            .collect();
+        order.sort_unstable();
+        for (_, id) in order {
+            let over = self.stats.file_bytes.saturating_sub(self.config.max_file_bytes);
+            if over == 0 {
+                break;
+            }
+            let Some(slot) = self.files.get_mut(&id) else {
+                continue;
+            };
+            let State::Loaded { file, .. } = &slot.state else {
+                continue;
+            };
+            let (freed, units) = file.shed_dwarf_units(over);
+            if freed > 0 {
+                let cost = file.cost();
+                self.stats.file_bytes = self.stats.file_bytes - slot.cost + cost;
+                slot.cost = cost;
+                self.stats.dwarf_units_shed += units;
+            }
+        }
+    }
+
     /// Drops least recently used files beyond the bounds, sparing `keep`
-    /// unless it alone is over the byte budget.
+    /// unless it alone is over the byte budget, once giving up parsed
+    /// DWARF units was not enough.
     fn evict(&mut self, keep: Option<TableKey>) {
+        self.shed_dwarf_units(keep);
         while self.files.len() > self.config.max_files.max(1) || self.stats.file_bytes > self.config.max_file_bytes {
             // Over the byte budget only, a slot that holds nothing (a load
             // under way: librustc_driver's takes a second) frees nothing:

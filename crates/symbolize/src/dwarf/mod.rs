@@ -374,21 +374,43 @@ impl Dwarf {
     /// those left fit in [`Self::max_parsed_bytes`] (`keep` alone does:
     /// a unit that would not is never kept).
     fn drop_old_units(&self, parsed: &mut [Slot], keep: usize) {
-        while self.lazy_bytes.get() > self.max_parsed_bytes {
+        let dropped = self.drop_units_down_to(parsed, Some(keep), self.max_parsed_bytes);
+        self.units_dropped.set(self.units_dropped.get() + dropped);
+    }
+
+    /// Drops the least recently used parsed units, `keep` aside, until
+    /// those left hold at most `limit` bytes; the number dropped.
+    fn drop_units_down_to(&self, parsed: &mut [Slot], keep: Option<usize>, limit: u64) -> u64 {
+        let mut dropped = 0;
+        while self.lazy_bytes.get() > limit {
             let oldest = parsed
                 .iter()
                 .enumerate()
-                .filter(|&(i, _)| i != keep)
+                .filter(|&(i, _)| Some(i) != keep)
                 .filter_map(|(i, s)| s.parsed().map(|p| (p.used, i)))
                 .min();
             let Some((_, i)) = oldest else {
-                return;
+                break;
             };
             if let Slot::Parsed(p) = std::mem::replace(&mut parsed[i], Slot::Unparsed) {
                 self.lazy_bytes.set(self.lazy_bytes.get().saturating_sub(p.heap_bytes()));
-                self.units_dropped.set(self.units_dropped.get() + 1);
+                dropped += 1;
             }
         }
+        dropped
+    }
+
+    /// Gives up parsed units, least recently used first and the last one
+    /// used aside, until `bytes` of their heap are freed: for the
+    /// symbolizer's budget, parsed units are the cheapest thing to give
+    /// up (a unit is parsed again only when an address not in the
+    /// address cache falls in it). Returns (bytes freed, units dropped).
+    pub(crate) fn shed_units(&self, bytes: u64) -> (u64, u64) {
+        let mut parsed = self.parsed.borrow_mut();
+        let newest = parsed.iter().enumerate().filter_map(|(i, s)| s.parsed().map(|p| (p.used, i))).max();
+        let before = self.lazy_bytes.get();
+        let dropped = self.drop_units_down_to(&mut parsed, newest.map(|(_, i)| i), before.saturating_sub(bytes));
+        (before - self.lazy_bytes.get(), dropped)
     }
 
     /// Parsed units dropped to stay within the file's DWARF limit.

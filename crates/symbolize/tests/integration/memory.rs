@@ -114,6 +114,32 @@ fn check_account(what: &str, source: &FileSource, config: &DebugConfig, addrs: &
     drop(file);
 }
 
+/// A C program of 12 units of 40 functions each (units of one size,
+/// unlike a Rust program's, where the standard library's unit is most
+/// of the DWARF), built `-O1 -g`.
+fn many_units_program(dir: &Path) -> PathBuf {
+    let mut args = vec!["-O1".to_string(), "-g".to_string()];
+    let mut decls = String::from("#include <stdlib.h>\n");
+    let mut main = String::from("int main(int argc, char **argv) {\n    int x = argc;\n");
+    for unit in 0..12 {
+        let mut src = String::new();
+        for f in 0..40 {
+            src += &format!(
+                "__attribute__((noinline)) int u{unit}_f{f}(int x) {{\n    int s = 0;\n    \
+                 for (int i = 0; i < x; i++) {{\n        s += i * {f} + (s >> 3);\n    }}\n    return s;\n}}\n"
+            );
+            decls += &format!("int u{unit}_f{f}(int x);\n");
+            main += &format!("    x ^= u{unit}_f{f}(x & 7);\n");
+        }
+        let name = format!("unit{unit}.c");
+        std::fs::write(dir.join(&name), src).expect("write unit");
+        args.push(name);
+    }
+    main += "    return x == 12345 ? EXIT_FAILURE : EXIT_SUCCESS;\n}\n";
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    compile(dir, "gcc", "main.c", &(decls + &main), "many-units", &args)
+}
+
 /// A Rust program with the standard library's debug information (many
 /// units, inline frames), built `-O -g`.
 fn rust_program(dir: &Path) -> Option<PathBuf> {
@@ -243,6 +269,64 @@ fn the_byte_budget_holds_over_many_files() {
     );
 }
 
+#[test]
+fn parsed_units_are_given_up_before_the_file() {
+    if !have("gcc") {
+        return;
+    }
+    let dir = test_dir("memory-shed");
+    let bin = many_units_program(&dir);
+    let debug = DebugConfig { max_dwarf_bytes: 1 << 30, ..DebugConfig::default() };
+    let addrs = function_addresses(&bin, 2000);
+    // Every answer with no budget, and what the file takes loaded and
+    // once every lookup parsed its unit.
+    let unlimited = FileSymbolizer::load(&FileSource::new(&bin), &debug).expect("load");
+    let loaded = unlimited.cost();
+    let expected: Vec<_> = addrs.iter().map(|&a| unlimited.symbolize(a)).collect();
+    let grown = unlimited.cost();
+    drop(unlimited);
+    // Room for half of the parsed units: the others are given up as
+    // lookups go, and the file itself stays.
+    let budget = loaded + (grown - loaded) / 2;
+    let id = table_key_of_path(&bin).expect("id");
+    let mut s = NativeSymbolizer::new(NativeConfig { max_file_bytes: budget, debug, ..NativeConfig::default() })
+        .expect("start");
+    let mut shed_before = 0;
+    // Twice over: the second round finds the units of the first's
+    // addresses given up, parses them again, gives others up.
+    for round in 0..2u64 {
+        for (&a, want) in addrs.iter().zip(&expected) {
+            // A new address each round: never from the address cache.
+            let vaddr = a - round;
+            let mut answer = s.symbolize(id, vaddr, || FileSource::new(&bin));
+            if answer == Symbolized::Pending {
+                assert!(s.wait_for_loads(Duration::from_secs(600)));
+                answer = s.symbolize(id, vaddr, || FileSource::new(&bin));
+            }
+            if round == 0 {
+                let got = match &answer {
+                    Symbolized::Lines { lines, .. } => Some(lines.to_vec()),
+                    _ => None,
+                };
+                let want = want.as_ref().map(|(lines, _)| lines.clone());
+                assert_eq!(got, want, "{a:#x}");
+            } else {
+                assert!(matches!(answer, Symbolized::Lines { .. }) || want.is_none(), "{vaddr:#x}: {answer:?}");
+            }
+            let st = s.stats();
+            assert!(st.file_bytes <= budget, "{} > {budget}: {st:?}", st.file_bytes);
+        }
+        let st = s.stats();
+        assert!(st.dwarf_units_shed > shed_before, "round {round}: {st:?}");
+        shed_before = st.dwarf_units_shed;
+    }
+    let st = s.stats();
+    assert_eq!((st.file_evictions, st.reloads, st.loads_requested, st.loads_failed), (0, 0, 1, 0), "{st:?}");
+    assert_eq!(st.files_loaded, 1, "{st:?}");
+}
+
+/// Shedding parsed units cannot help a file whose newest unit alone does
+/// not fit next to what its load takes: the file is dropped.
 #[test]
 fn a_file_its_lookups_grow_over_the_budget_is_loaded_again() {
     let dir = test_dir("memory-regrow");
