@@ -779,6 +779,11 @@ impl<T: LateTables> Reporter<'_, T> {
                 *lock(&self.shared.late) = self.late.counts();
             }
             if Instant::now() >= deadline {
+                let builder = &mut self.builder;
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| builder.forget_exited_processes())).is_err()
+                {
+                    self.shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
+                }
                 trim_allocator();
                 self.publish_symbolizer_stats();
                 let end = unix_now_ns();

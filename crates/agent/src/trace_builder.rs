@@ -105,6 +105,16 @@ impl TraceBuilder {
         runtimes.iter().zip(&self.namers).map(|(r, n)| (r.frame_kind(), n.stats())).collect()
     }
 
+    /// Drops what the runtimes' namers cached of processes that exited
+    /// (those the manager no longer holds and `/proc` no longer has).
+    pub(crate) fn forget_exited_processes(&mut self) {
+        let registry = &self.registry;
+        let alive = |pid: u32| registry.get(Pid(pid)).is_some() || Path::new(&format!("/proc/{pid}")).exists();
+        for namer in &mut self.namers {
+            namer.forget_processes(&alive);
+        }
+    }
+
     pub(crate) fn build(&mut self, sample: &RawSample) -> Trace {
         let pid = Pid(sample.pid);
         let snapshot = self.registry.get(pid);

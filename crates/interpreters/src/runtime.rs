@@ -151,6 +151,11 @@ pub trait FrameNamer: Send {
         self.name(memory, pid, mapped, word).into_iter().collect()
     }
 
+    /// Drops what is cached of the processes `alive` says are gone
+    /// (called once per reporting interval). Default: nothing cached per
+    /// process.
+    fn forget_processes(&mut self, _alive: &dyn Fn(u32) -> bool) {}
+
     /// Its counters.
     fn stats(&self) -> NamerStats;
 }

@@ -133,6 +133,10 @@ impl FrameNamer for PythonNamer {
         self.0.symbolize(memory, pid, build, mapped.bias, code, offset)
     }
 
+    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
+        self.0.forget_processes(alive);
+    }
+
     fn stats(&self) -> NamerStats {
         let s = self.0.stats();
         NamerStats { frames: s.frames, unknown: s.unknown, reads: s.code_reads }
