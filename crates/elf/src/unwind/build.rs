@@ -221,7 +221,16 @@ where
         // Offset of the next entry, assuming 32-bit DWARF lengths (only used
         // to say where a parse error happened).
         let mut next_offset = 0u64;
+        let mut read = 0usize;
         loop {
+            read += 1;
+            if read.is_multiple_of(RELEASE_EVERY_PIECES) {
+                // The section (10 MB in the largest libraries) is read
+                // front to back: what is behind is not read again here.
+                // Counted by entries read, so that entries skipped (CIEs,
+                // empty or malformed FDEs) count too.
+                elf.release(self.bytes);
+            }
             let entry = match entries.next() {
                 Ok(Some(entry)) => entry,
                 Ok(None) => break,
@@ -272,11 +281,6 @@ where
                 stats.rows.signal += 1;
             }
             spans.push(FdeSpan { start, len, offset, signal });
-            if spans.len().is_multiple_of(RELEASE_EVERY_PIECES) {
-                // The section (10 MB in the largest libraries) is read
-                // front to back: what is behind is not read again here.
-                elf.release(self.bytes);
-            }
         }
         spans
     }
