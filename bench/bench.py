@@ -447,11 +447,12 @@ def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3,
             m = re.search(r"(\d+) process events lost", err)
             fa = re.search(r"files:\s+(\d+) analysed in (\d+) ms", err)
             sl = re.search(r"symbolizer:\s+(\d+) loads in (\d+) ms, (\d+) files evicted \(budget\), (\d+) loaded again"
-                           r"(?:, (\d+) DWARF units dropped)?(?:, (\d+) given up \(budget\))?", err)
+                           r"(?:, (\d+) DWARF units parsed)?(?:, (\d+) DWARF units dropped)?(?:, (\d+) given up \(budget\))?", err)
             if sl:
                 row["symbolizer"] = {"loads": int(sl.group(1)), "load_ms": int(sl.group(2)),
                                      "evicted": int(sl.group(3)), "reloads": int(sl.group(4)),
-                                     "units_dropped": int(sl.group(5) or 0), "units_shed": int(sl.group(6) or 0)}
+                                     "units_parsed": int(sl.group(5) or 0), "units_dropped": int(sl.group(6) or 0),
+                                     "units_shed": int(sl.group(7) or 0)}
             row.update({"distinct_stacks": summary_value(err, "distinct stacks"),
                         "files_analysed": int(fa.group(1)) if fa else None, "analyse_ms": int(fa.group(2)) if fa else None})
             row.update({"latency_ms": load_latency(err), "process_events_lost": int(m.group(1)) if m else 0,
@@ -756,6 +757,7 @@ def render_churn(L, rows):
             y = r["symbolizer"]
             L.append(f"\n- {r['agent']} at {r['hz']} Hz, symbolizer: {y['loads']} loads in {y['load_ms']} ms, "
                      f"{y['evicted']} files evicted for its budget, {y['reloads']} loaded again, "
+                     f"{y.get('units_parsed', 0)} DWARF units parsed by lookups, "
                      f"{y.get('units_dropped', 0)} DWARF units dropped for a file's limit, "
                      f"{y.get('units_shed', 0)} given up for the budget")
     for r in rows:

@@ -473,6 +473,7 @@ impl Agent {
             symbolizer_load_ms_total: symbolizer.load_ms_total,
             symbolizer_address_hits: symbolizer.address_hits,
             symbolizer_address_misses: symbolizer.address_misses,
+            symbolizer_dwarf_units_parsed: symbolizer.dwarf_units_parsed,
             symbolizer_dwarf_units_dropped: symbolizer.dwarf_units_dropped,
             symbolizer_dwarf_units_shed: symbolizer.dwarf_units_shed,
             kernel_symbols_reloads: kernel_symbols.reloads,

@@ -50,6 +50,9 @@ pub struct Stats {
     pub symbolizer_address_hits: u64,
     /// See `symbolizer_address_hits`.
     pub symbolizer_address_misses: u64,
+    /// DWARF units parsed by lookups (again after being given up or
+    /// dropped included): the symbolizer's parsing work.
+    pub symbolizer_dwarf_units_parsed: u64,
     /// DWARF units parsed by lookups and dropped again to keep a file's
     /// DWARF within its limit (parsed again when looked up).
     pub symbolizer_dwarf_units_dropped: u64,

@@ -377,11 +377,23 @@ impl FileSymbolizer {
         self.dwarf.as_ref().map_or(0, |(d, _)| d.units_dropped())
     }
 
-    /// Gives up DWARF units lookups parsed, least recently used first,
-    /// until `bytes` are freed (see [`Dwarf::shed_units`]): (bytes freed,
-    /// units dropped).
-    pub(crate) fn shed_dwarf_units(&self, bytes: u64) -> (u64, u64) {
-        self.dwarf.as_ref().map_or((0, 0), |(d, _)| d.shed_units(bytes))
+    /// DWARF units lookups parsed so far (again after being given up
+    /// included).
+    pub fn dwarf_units_parsed(&self) -> u64 {
+        self.dwarf.as_ref().map_or(0, |(d, _)| d.parsed_units().0)
+    }
+
+    /// Appends (last use, index) of the DWARF units lookups parsed, the
+    /// one used last aside (see [`Dwarf::unit_uses`]).
+    pub(crate) fn dwarf_unit_uses(&self, out: &mut Vec<(u64, u32)>) {
+        if let Some((d, _)) = &self.dwarf {
+            d.unit_uses(out);
+        }
+    }
+
+    /// Gives up parsed DWARF unit `unit`; the heap bytes freed.
+    pub(crate) fn give_up_dwarf_unit(&self, unit: u32) -> u64 {
+        self.dwarf.as_ref().map_or(0, |(d, _)| d.give_up_unit(unit))
     }
 
     /// Accounted heap bytes held: symbols (16 bytes each; names stay in

@@ -76,9 +76,10 @@
 //!   second after the reads (the `symbolize-pages` thread, `release.rs`).
 //!
 //! Beyond the budget, the units lookups parsed are given up first, the
-//! least recently used files' first, each file's last one used aside
-//! ([`NativeStats::dwarf_units_shed`]; parsed again when an address not
-//! in the address cache falls in one); only when that is not enough are
+//! least recently used of all files first (one clock for all), each
+//! file's last one used aside ([`NativeStats::dwarf_units_shed`]; parsed
+//! again when an address not in the address cache falls in one,
+//! [`NativeStats::dwarf_units_parsed`]); only when that is not enough are
 //! the least recently used files dropped (their answers stay cached); a
 //! file whose load alone takes more than 3/4 of
 //! the budget is given up for [`NativeConfig::retry_failed_after`], one

@@ -33,7 +33,7 @@ pub struct NativeConfig {
     /// accounted by [`FileSymbolizer::cost`] (symbols, decompressed and
     /// parsed DWARF including the units lookups parse later, interned
     /// names). Beyond it, the DWARF units lookups parsed are given up
-    /// first (least recently used files first; parsed again when an
+    /// first (the least recently used of all files; parsed again when an
     /// address not in the address cache needs them), then the least
     /// recently used files are dropped; a file that alone grows beyond
     /// it is dropped too (its answers stay in the address cache; a new
@@ -134,8 +134,11 @@ pub struct NativeStats {
     /// used first, to keep a file's DWARF within
     /// [`DebugConfig::max_dwarf_bytes`] (parsed again when looked up).
     pub dwarf_units_dropped: u64,
-    /// DWARF units parsed by lookups and given up again, least recently
-    /// used first, to keep all files within
+    /// DWARF units parsed by lookups (again after being given up or
+    /// dropped included): the parsing work lookups did.
+    pub dwarf_units_parsed: u64,
+    /// DWARF units parsed by lookups and given up again, the least
+    /// recently used of all files first, to keep all files within
     /// [`NativeConfig::max_file_bytes`] before any file is dropped
     /// (parsed again when looked up).
     pub dwarf_units_shed: u64,
@@ -183,11 +186,13 @@ struct Slot {
     loaded_cost: u64,
     /// Its DWARF units dropped for the file's limit, as last counted.
     units_dropped: u64,
+    /// Its DWARF units parsed by lookups, as last counted.
+    units_parsed: u64,
 }
 
 impl Slot {
     fn new(state: State, tick: u64, cost: u64) -> Slot {
-        Slot { state, last_used: tick, cost, loaded_cost: cost, units_dropped: 0 }
+        Slot { state, last_used: tick, cost, loaded_cost: cost, units_dropped: 0, units_parsed: 0 }
     }
 }
 
@@ -388,7 +393,7 @@ impl NativeSymbolizer {
         let retry = self.config.retry_failed_after;
         enum Next {
             Answer(Symbolized),
-            Looked { answer: Option<Named>, cost: u64, units_dropped: u64, complete: bool },
+            Looked { answer: Option<Named>, cost: u64, units_dropped: u64, units_parsed: u64, complete: bool },
             Broken,
             Request,
         }
@@ -417,6 +422,7 @@ impl NativeSymbolizer {
                                 // Lazily parsed DWARF grows the file's cost.
                                 cost: file.cost(),
                                 units_dropped: file.dwarf_units_dropped(),
+                                units_parsed: file.dwarf_units_parsed(),
                                 complete: *complete,
                             },
                             Err(_) => Next::Broken,
@@ -435,12 +441,14 @@ impl NativeSymbolizer {
                 }
                 a
             }
-            Next::Looked { answer, cost, units_dropped, complete } => {
+            Next::Looked { answer, cost, units_dropped, units_parsed, complete } => {
                 if let Some(slot) = self.files.get_mut(&file_id) {
                     self.stats.file_bytes = self.stats.file_bytes - slot.cost + cost;
                     slot.cost = cost;
                     self.stats.dwarf_units_dropped += units_dropped.saturating_sub(slot.units_dropped);
                     slot.units_dropped = units_dropped;
+                    self.stats.dwarf_units_parsed += units_parsed.saturating_sub(slot.units_parsed);
+                    slot.units_parsed = units_parsed;
                 }
                 self.evict(Some(file_id));
                 if !complete {
@@ -577,25 +585,29 @@ impl NativeSymbolizer {
         self.evict(Some(r.file_id));
     }
 
-    /// Gives up parsed DWARF units while over the byte budget: those of
-    /// the least recently used files first, `keep`'s last, the unit each
-    /// file used last aside. Files are dropped only when that is not
-    /// enough: loading one again (a 150 MB library's symbols) costs far
-    /// more than parsing a unit again.
-    fn shed_dwarf_units(&mut self, keep: Option<TableKey>) {
+    /// Gives up parsed DWARF units while over the byte budget: the least
+    /// recently used of all files first, the unit each file used last
+    /// aside. Files are dropped only when that is not enough: loading
+    /// one again (a 150 MB library's symbols) costs far more than
+    /// parsing a unit again. One order for all files keeps the units in
+    /// use (libpython's eval loop, libc's) however many other files
+    /// lookups touch in between.
+    fn shed_dwarf_units(&mut self) {
         if self.stats.file_bytes <= self.config.max_file_bytes {
             return;
         }
-        let mut order: Vec<(u64, TableKey)> = self
-            .files
-            .iter()
-            .filter(|(_, s)| matches!(s.state, State::Loaded { .. }))
-            .map(|(id, s)| (if Some(*id) == keep { u64::MAX } else { s.last_used }, *id))
-            .collect();
-        order.sort_unstable();
-        for (_, id) in order {
-            let over = self.stats.file_bytes.saturating_sub(self.config.max_file_bytes);
-            if over == 0 {
+        let mut units: Vec<(u64, TableKey, u32)> = Vec::new();
+        let mut uses = Vec::new();
+        for (id, slot) in &self.files {
+            if let State::Loaded { file, .. } = &slot.state {
+                uses.clear();
+                file.dwarf_unit_uses(&mut uses);
+                units.extend(uses.iter().map(|&(used, unit)| (used, *id, unit)));
+            }
+        }
+        units.sort_unstable();
+        for (_, id, unit) in units {
+            if self.stats.file_bytes <= self.config.max_file_bytes {
                 break;
             }
             let Some(slot) = self.files.get_mut(&id) else {
@@ -604,12 +616,11 @@ impl NativeSymbolizer {
             let State::Loaded { file, .. } = &slot.state else {
                 continue;
             };
-            let (freed, units) = file.shed_dwarf_units(over);
-            if freed > 0 {
+            if file.give_up_dwarf_unit(unit) > 0 {
                 let cost = file.cost();
                 self.stats.file_bytes = self.stats.file_bytes - slot.cost + cost;
                 slot.cost = cost;
-                self.stats.dwarf_units_shed += units;
+                self.stats.dwarf_units_shed += 1;
             }
         }
     }
@@ -618,7 +629,7 @@ impl NativeSymbolizer {
     /// unless it alone is over the byte budget, once giving up parsed
     /// DWARF units was not enough.
     fn evict(&mut self, keep: Option<TableKey>) {
-        self.shed_dwarf_units(keep);
+        self.shed_dwarf_units();
         while self.files.len() > self.config.max_files.max(1) || self.stats.file_bytes > self.config.max_file_bytes {
             // Over the byte budget only, a slot that holds nothing (a load
             // under way: librustc_driver's takes a second) frees nothing:
@@ -650,7 +661,14 @@ impl NativeSymbolizer {
                 };
                 let state = std::mem::replace(&mut slot.state, State::Failed(Instant::now()));
                 let cost = std::mem::take(&mut slot.cost);
-                Slot { state, last_used: 0, cost, loaded_cost: slot.loaded_cost, units_dropped: slot.units_dropped }
+                Slot {
+                    state,
+                    last_used: 0,
+                    cost,
+                    loaded_cost: slot.loaded_cost,
+                    units_dropped: slot.units_dropped,
+                    units_parsed: slot.units_parsed,
+                }
             } else {
                 let Some(slot) = self.files.remove(&victim) else {
                     break;

@@ -85,6 +85,7 @@ mod unit;
 pub(crate) use sections::DwarfFile;
 
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use profiler_elf::SHT_NOBITS;
 
@@ -113,6 +114,12 @@ const MAX_INLINE_DEPTH: usize = 128;
 const _: () = assert!(MAX_INLINE_DEPTH < 256);
 /// "None" in the compact tables' `u32` fields.
 const NONE: u32 = u32::MAX;
+
+/// Lookups so far in the DWARF of every file: the clock of the parsed
+/// units' last use. One clock for all files, so that the symbolizer's
+/// budget gives up the units least recently used by any file first
+/// (a file's hot unit outlives another's cold ones).
+static UNIT_CLOCK: AtomicU64 = AtomicU64::new(0);
 
 /// A unit as lookups left it.
 enum Slot {
@@ -203,8 +210,6 @@ pub(crate) struct Dwarf {
     ranges: Box<[UnitRange]>,
     /// The units as lookups left them, by index in `units`.
     parsed: RefCell<Box<[Slot]>>,
-    /// Lookups so far (the clock of `parsed`).
-    lookups: Cell<u64>,
     /// Most heap the parsed units may hold: beyond, the least recently
     /// used are dropped (parsed again if looked up again), and a unit
     /// that alone would hold more is not kept ([`Slot::Broken`]). What
@@ -351,7 +356,6 @@ impl Dwarf {
             sup_units,
             ranges,
             parsed: RefCell::new(parsed),
-            lookups: Cell::new(0),
             max_parsed_bytes: max_bytes - owned_bytes - index_bytes,
             units_dropped: Cell::new(0),
             owners,
@@ -374,19 +378,11 @@ impl Dwarf {
     /// those left fit in [`Self::max_parsed_bytes`] (`keep` alone does:
     /// a unit that would not is never kept).
     fn drop_old_units(&self, parsed: &mut [Slot], keep: usize) {
-        let dropped = self.drop_units_down_to(parsed, Some(keep), self.max_parsed_bytes);
-        self.units_dropped.set(self.units_dropped.get() + dropped);
-    }
-
-    /// Drops the least recently used parsed units, `keep` aside, until
-    /// those left hold at most `limit` bytes; the number dropped.
-    fn drop_units_down_to(&self, parsed: &mut [Slot], keep: Option<usize>, limit: u64) -> u64 {
-        let mut dropped = 0;
-        while self.lazy_bytes.get() > limit {
+        while self.lazy_bytes.get() > self.max_parsed_bytes {
             let oldest = parsed
                 .iter()
                 .enumerate()
-                .filter(|&(i, _)| Some(i) != keep)
+                .filter(|&(i, _)| i != keep)
                 .filter_map(|(i, s)| s.parsed().map(|p| (p.used, i)))
                 .min();
             let Some((_, i)) = oldest else {
@@ -394,23 +390,40 @@ impl Dwarf {
             };
             if let Slot::Parsed(p) = std::mem::replace(&mut parsed[i], Slot::Unparsed) {
                 self.lazy_bytes.set(self.lazy_bytes.get().saturating_sub(p.heap_bytes()));
-                dropped += 1;
+                self.units_dropped.set(self.units_dropped.get() + 1);
             }
         }
-        dropped
     }
 
-    /// Gives up parsed units, least recently used first and the last one
-    /// used aside, until `bytes` of their heap are freed: for the
-    /// symbolizer's budget, parsed units are the cheapest thing to give
-    /// up (a unit is parsed again only when an address not in the
-    /// address cache falls in it). Returns (bytes freed, units dropped).
-    pub(crate) fn shed_units(&self, bytes: u64) -> (u64, u64) {
+    /// Appends (last use, index) of every parsed unit but the one used
+    /// last, for the symbolizer to give up the least recently used units
+    /// of all files first ([`Self::give_up_unit`]).
+    pub(crate) fn unit_uses(&self, out: &mut Vec<(u64, u32)>) {
+        let parsed = self.parsed.borrow();
+        let start = out.len();
+        out.extend(parsed.iter().enumerate().filter_map(|(i, s)| s.parsed().map(|p| (p.used, i as u32))));
+        // The newest stays: the lookup under way may be using it.
+        if let Some(newest) = out[start..].iter().enumerate().max_by_key(|(_, u)| u.0).map(|(i, _)| start + i) {
+            out.swap_remove(newest);
+        }
+    }
+
+    /// Gives parsed unit `unit` up (parsed again when an address not in
+    /// the address cache falls in it); the heap bytes freed.
+    pub(crate) fn give_up_unit(&self, unit: u32) -> u64 {
         let mut parsed = self.parsed.borrow_mut();
-        let newest = parsed.iter().enumerate().filter_map(|(i, s)| s.parsed().map(|p| (p.used, i))).max();
-        let before = self.lazy_bytes.get();
-        let dropped = self.drop_units_down_to(&mut parsed, newest.map(|(_, i)| i), before.saturating_sub(bytes));
-        (before - self.lazy_bytes.get(), dropped)
+        let Some(slot) = parsed.get_mut(unit as usize) else {
+            return 0;
+        };
+        if !matches!(slot, Slot::Parsed(_)) {
+            return 0;
+        }
+        let Slot::Parsed(p) = std::mem::replace(slot, Slot::Unparsed) else {
+            return 0;
+        };
+        let freed = p.heap_bytes().min(self.lazy_bytes.get());
+        self.lazy_bytes.set(self.lazy_bytes.get() - freed);
+        freed
     }
 
     /// Parsed units dropped to stay within the file's DWARF limit.
@@ -466,8 +479,7 @@ impl Dwarf {
             .take_while(|r| high > r.min_begin)
             .filter(|r| vaddr < r.end && high > r.begin)
             .map(|r| r.unit as usize);
-        let now = self.lookups.get() + 1;
-        self.lookups.set(now);
+        let now = UNIT_CLOCK.fetch_add(1, Ordering::Relaxed) + 1;
         for unit in candidates {
             let mut parsed = self.parsed.borrow_mut();
             let Some(slot) = parsed.get_mut(unit) else {

@@ -325,6 +325,83 @@ fn parsed_units_are_given_up_before_the_file() {
     assert_eq!(st.files_loaded, 1, "{st:?}");
 }
 
+/// The units given up for the budget are the least recently used of all
+/// files: two units of one file used at every step outlive the cold units
+/// another file's lookups sweep through, however recently that other
+/// file was used. (Ordered file by file, the first file's older unit was
+/// given up at every step and parsed again at the next.)
+#[test]
+fn the_hot_units_of_one_file_outlive_the_cold_units_of_another() {
+    if !have("gcc") {
+        return;
+    }
+    let dir = test_dir("memory-shed-order");
+    let bin = many_units_program(&dir);
+    let debug = DebugConfig { max_dwarf_bytes: 1 << 30, ..DebugConfig::default() };
+    // Distinct files (distinct keys) with the same code.
+    let [hot, cold] = ["hot", "cold"].map(|name| {
+        let p = dir.join(name);
+        let mut data = std::fs::read(&bin).expect("read");
+        data.extend_from_slice(name.as_bytes());
+        std::fs::write(&p, data).expect("write");
+        (table_key_of_path(&p).expect("id"), p)
+    });
+    let elf = ElfFile::open(&bin).expect("open");
+    let address =
+        |unit: u32, function: u32| elf.symbol_address(&format!("u{unit}_f{function}")).expect("function symbol") + 8;
+    // What a file takes loaded, and what each unit's first lookup adds
+    // (its tables, the names it interns).
+    let (loaded, unit_max) = {
+        let f = FileSymbolizer::load(&FileSource::new(&bin), &debug).expect("load");
+        let loaded = f.cost();
+        let mut unit_max = 0;
+        for unit in 0..12 {
+            let before = f.cost();
+            assert!(f.symbolize(address(unit, 0)).is_some(), "unit {unit}");
+            unit_max = unit_max.max(f.cost() - before);
+        }
+        (loaded, unit_max)
+    };
+    // Both files, the hot file's two units, room for about 4 of the cold
+    // file's 12 (and the names 40 more functions of each hot unit intern).
+    let budget = 2 * loaded + 6 * unit_max + 8192;
+    let mut s = NativeSymbolizer::new(NativeConfig { max_file_bytes: budget, debug, ..NativeConfig::default() })
+        .expect("start");
+    let mut look = |(id, path): &(profiler_trace::TableKey, PathBuf), unit: u32, function: u32| {
+        let vaddr = address(unit, function);
+        let mut answer = s.symbolize(*id, vaddr, || FileSource::new(path));
+        if answer == Symbolized::Pending {
+            assert!(s.wait_for_loads(Duration::from_secs(600)));
+            answer = s.symbolize(*id, vaddr, || FileSource::new(path));
+        }
+        let Symbolized::Lines { lines, .. } = &answer else {
+            panic!("u{unit}_f{function}: {answer:?}");
+        };
+        assert_eq!(&*lines.last().expect("a line").function, format!("u{unit}_f{function}"));
+        let st = s.stats();
+        assert!(st.file_bytes <= budget, "{} > {budget}: {st:?}", st.file_bytes);
+        st
+    };
+    // Both files loaded, nothing parsed by a lookup yet: the first lookup
+    // of each answers from symbols while DWARF loads.
+    look(&hot, 11, 39);
+    let before = look(&cold, 11, 39);
+    // Three sweeps of the cold file's units, each step a new address in
+    // each of the hot file's two units: never from the address cache.
+    let steps = 36;
+    for step in 0..steps {
+        look(&hot, 0, step % 40);
+        look(&hot, 1, step % 40);
+        look(&cold, step % 12, step / 12);
+    }
+    let st = look(&cold, 11, 39);
+    // The hot units are parsed once; every cold step parses its unit
+    // again (it was given up since the sweep's last visit).
+    assert_eq!(st.dwarf_units_parsed - before.dwarf_units_parsed, 2 + u64::from(steps), "{st:?}");
+    assert!(st.dwarf_units_shed - before.dwarf_units_shed >= u64::from(steps) - 12, "{st:?}");
+    assert_eq!((st.file_evictions, st.loads_requested, st.loads_failed), (0, 2, 0), "{st:?}");
+}
+
 /// Shedding parsed units cannot help a file whose newest unit alone does
 /// not fit next to what its load takes: the file is dropped.
 #[test]
