@@ -453,6 +453,9 @@ def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3,
                                      "evicted": int(sl.group(3)), "reloads": int(sl.group(4)),
                                      "units_parsed": int(sl.group(5) or 0), "units_dropped": int(sl.group(6) or 0),
                                      "units_shed": int(sl.group(7) or 0)}
+                bu = re.search(r"budget (\d+) MiB \(raised (\d+) times\)", err)
+                if bu:
+                    row["symbolizer"].update({"budget_mib": int(bu.group(1)), "budget_raises": int(bu.group(2))})
             row.update({"distinct_stacks": summary_value(err, "distinct stacks"),
                         "files_analysed": int(fa.group(1)) if fa else None, "analyse_ms": int(fa.group(2)) if fa else None})
             row.update({"latency_ms": load_latency(err), "process_events_lost": int(m.group(1)) if m else 0,
@@ -759,7 +762,9 @@ def render_churn(L, rows):
                      f"{y['evicted']} files evicted for its budget, {y['reloads']} loaded again, "
                      f"{y.get('units_parsed', 0)} DWARF units parsed by lookups, "
                      f"{y.get('units_dropped', 0)} DWARF units dropped for a file's limit, "
-                     f"{y.get('units_shed', 0)} given up for the budget")
+                     f"{y.get('units_shed', 0)} given up for the budget"
+                     + (f"; budget {y['budget_mib']} MiB at the end (raised {y['budget_raises']} times)"
+                        if "budget_mib" in y else ""))
     for r in rows:
         curve = ", ".join(f"{p[1] / 1024:.0f}" for p in r["curve"])
         L.append(f"\n- {r['agent']} at {r['hz']} Hz, VmRSS every 5 s (MiB): {curve}")

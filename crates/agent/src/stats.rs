@@ -59,6 +59,13 @@ pub struct Stats {
     /// DWARF units parsed by lookups and given up again to keep all
     /// files within the symbolizer's budget before dropping a file.
     pub symbolizer_dwarf_units_shed: u64,
+    /// DWARF units parsed again after being given up for the budget.
+    pub symbolizer_dwarf_units_reparsed: u64,
+    /// The symbolizer's byte budget now (raised while redoing what it
+    /// gave up costs CPU).
+    pub symbolizer_budget_bytes: u64,
+    /// Times the symbolizer's budget was raised.
+    pub symbolizer_budget_raises: u64,
     /// Times `/proc/kallsyms` was read again (a miss, or BPF programs
     /// that came or went).
     pub kernel_symbols_reloads: u64,

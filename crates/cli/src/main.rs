@@ -362,7 +362,8 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
     say!("  unused tables:     {} files evicted (budget), {} kept at stop", s.files_evicted, s.files_unused);
     say!(
         "  symbolizer:        {} loads in {} ms, {} files evicted (budget), {} loaded again, {} DWARF units parsed, \
-         {} DWARF units dropped, {} given up (budget); addresses {} cached, {} looked up",
+         {} DWARF units dropped, {} given up (budget), {} parsed again; budget {} MiB (raised {} times); addresses {} \
+         cached, {} looked up",
         s.symbolizer_loads,
         s.symbolizer_load_ms_total,
         s.symbolizer_file_evictions,
@@ -370,6 +371,9 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
         s.symbolizer_dwarf_units_parsed,
         s.symbolizer_dwarf_units_dropped,
         s.symbolizer_dwarf_units_shed,
+        s.symbolizer_dwarf_units_reparsed,
+        s.symbolizer_budget_bytes >> 20,
+        s.symbolizer_budget_raises,
         s.symbolizer_address_hits,
         s.symbolizer_address_misses
     );

@@ -383,6 +383,11 @@ impl FileSymbolizer {
         self.dwarf.as_ref().map_or(0, |(d, _)| d.parsed_units().0)
     }
 
+    /// DWARF units parsed again after being given up for the budget.
+    pub(crate) fn dwarf_units_reparsed(&self) -> u64 {
+        self.dwarf.as_ref().map_or(0, |(d, _)| d.units_reparsed())
+    }
+
     /// Appends (last use, index) of the DWARF units lookups parsed, the
     /// one used last aside (see [`Dwarf::unit_uses`]).
     pub(crate) fn dwarf_unit_uses(&self, out: &mut Vec<(u64, u32)>) {

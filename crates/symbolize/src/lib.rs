@@ -90,6 +90,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod budget;
 mod cache;
 mod debugfile;
 mod demangle;

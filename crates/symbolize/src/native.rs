@@ -11,6 +11,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use profiler_elf::source::Refusals;
 use profiler_trace::{SourceLine, TableKey};
 
+use crate::budget::Budget;
 use crate::cache::NameCache;
 use crate::debugfile::DebugConfig;
 use crate::file::{DwarfPart, FileSymbolizer, LineSource};
@@ -38,15 +39,26 @@ pub struct NativeConfig {
     /// recently used files are dropped; a file that alone grows beyond
     /// it is dropped too (its answers stay in the address cache; a new
     /// address loads it again). DWARF too large for
-    /// [`DebugConfig::max_dwarf_bytes`] is not loaded at all.
+    /// [`DebugConfig::max_dwarf_bytes`] is not loaded at all. The budget
+    /// grows while that costs CPU ([`Self::max_file_bytes_busy`]).
     ///
     /// Default 8 MiB: the symbols of a few hundred files (a 150 MB
     /// library's 100,000 symbols: 1.2 MiB) and the DWARF of a few. At 24
     /// MiB the parsed units of the agent's own binary and of libpython
     /// grew the churn soak's RSS by about 1.2 MiB a minute for its whole
-    /// 10 minutes (docs/memory.md, session 14). Before parsed units were
-    /// given up first, 12 MiB loaded files 4 times a second (session 8).
+    /// 10 minutes (docs/memory.md, session 14).
     pub max_file_bytes: u64,
+    /// Most the budget grows to: while parsing again the units it gave
+    /// up and loading again the files it dropped takes 1% of a core or
+    /// more (measured over 10 s), the budget grows by half of
+    /// [`Self::max_file_bytes`]; after a minute or more under 0.1%, it
+    /// shrinks by as much (more slowly after each growth). At most
+    /// `max_file_bytes` keeps the budget fixed.
+    ///
+    /// Default 24 MiB: at 1000 Hz in the churn bench 8 MiB made
+    /// re-parsed units a quarter of the agent's CPU, and 16 MiB held
+    /// every file with none given up (docs/memory.md, sessions 14-15).
+    pub max_file_bytes_busy: u64,
     /// Most cached (file, address) answers (about 150 bytes each).
     /// Default 16,384.
     pub max_addresses: usize,
@@ -64,6 +76,7 @@ impl Default for NativeConfig {
             debug: DebugConfig::default(),
             max_files: 256,
             max_file_bytes: 8 << 20,
+            max_file_bytes_busy: 24 << 20,
             max_addresses: 16_384,
             queue_capacity: 64,
             retry_failed_after: Duration::from_secs(10),
@@ -153,9 +166,17 @@ pub struct NativeStats {
     /// Files loaded now.
     pub files_loaded: u64,
     /// Heap bytes of the loaded files now, as accounted
-    /// ([`FileSymbolizer::cost`]); at most [`NativeConfig::max_file_bytes`]
-    /// once a lookup or load has made room.
+    /// ([`FileSymbolizer::cost`]); at most [`Self::budget_bytes`] once a
+    /// lookup or load has made room.
     pub file_bytes: u64,
+    /// The byte budget now: [`NativeConfig::max_file_bytes`], raised
+    /// while redoing what it gave up costs CPU (at most
+    /// [`NativeConfig::max_file_bytes_busy`]).
+    pub budget_bytes: u64,
+    /// Times the budget was raised.
+    pub budget_raises: u64,
+    /// DWARF units parsed again after being given up for the budget.
+    pub dwarf_units_reparsed: u64,
     /// Addresses cached now.
     pub addresses_cached: u64,
     /// Loads whose parsing panicked in the worker thread (the file is
@@ -188,11 +209,25 @@ struct Slot {
     units_dropped: u64,
     /// Its DWARF units parsed by lookups, as last counted.
     units_parsed: u64,
+    /// Its DWARF units parsed again after being given up, as last counted.
+    units_reparsed: u64,
+    /// Loaded again after being evicted: its load is work the budget
+    /// caused.
+    reload: bool,
 }
 
 impl Slot {
     fn new(state: State, tick: u64, cost: u64) -> Slot {
-        Slot { state, last_used: tick, cost, loaded_cost: cost, units_dropped: 0, units_parsed: 0 }
+        Slot {
+            state,
+            last_used: tick,
+            cost,
+            loaded_cost: cost,
+            units_dropped: 0,
+            units_parsed: 0,
+            units_reparsed: 0,
+            reload: false,
+        }
     }
 }
 
@@ -302,6 +337,7 @@ pub struct NativeSymbolizer {
     results: Receiver<LoadResult>,
     gates: Arc<Gates>,
     stats: NativeStats,
+    budget: Budget,
     /// Ids of the files evicted last, oldest first.
     recently_evicted: VecDeque<TableKey>,
     /// Drops the file pages lookups read a moment later (None when
@@ -345,6 +381,7 @@ impl NativeSymbolizer {
             None
         };
         let releaser = if config.enabled { Some(PageReleaser::start()?) } else { None };
+        let budget = Budget::new(config.max_file_bytes, config.max_file_bytes_busy, Instant::now());
         Ok(NativeSymbolizer {
             addresses: NameCache::new(config.max_addresses),
             config,
@@ -354,7 +391,12 @@ impl NativeSymbolizer {
             requests,
             results,
             gates,
-            stats: NativeStats::default(),
+            // Disabled, it holds nothing and has no budget to tell.
+            stats: NativeStats {
+                budget_bytes: if releaser.is_some() { budget.bytes() } else { 0 },
+                ..NativeStats::default()
+            },
+            budget,
             recently_evicted: VecDeque::new(),
             releaser,
             queued: HashSet::new(),
@@ -393,7 +435,15 @@ impl NativeSymbolizer {
         let retry = self.config.retry_failed_after;
         enum Next {
             Answer(Symbolized),
-            Looked { answer: Option<Named>, cost: u64, units_dropped: u64, units_parsed: u64, complete: bool },
+            Looked {
+                answer: Option<Named>,
+                cost: u64,
+                units_dropped: u64,
+                units_parsed: u64,
+                units_reparsed: u64,
+                spent: Duration,
+                complete: bool,
+            },
             Broken,
             Request,
         }
@@ -415,6 +465,7 @@ impl NativeSymbolizer {
                         }
                         // Lookups parse DWARF; a bug there must not take
                         // the caller down: the file is then given up.
+                        let started = Instant::now();
                         let looked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| file.symbolize(vaddr)));
                         match looked {
                             Ok(answer) => Next::Looked {
@@ -423,6 +474,8 @@ impl NativeSymbolizer {
                                 cost: file.cost(),
                                 units_dropped: file.dwarf_units_dropped(),
                                 units_parsed: file.dwarf_units_parsed(),
+                                units_reparsed: file.dwarf_units_reparsed(),
+                                spent: started.elapsed(),
                                 complete: *complete,
                             },
                             Err(_) => Next::Broken,
@@ -441,7 +494,7 @@ impl NativeSymbolizer {
                 }
                 a
             }
-            Next::Looked { answer, cost, units_dropped, units_parsed, complete } => {
+            Next::Looked { answer, cost, units_dropped, units_parsed, units_reparsed, spent, complete } => {
                 if let Some(slot) = self.files.get_mut(&file_id) {
                     self.stats.file_bytes = self.stats.file_bytes - slot.cost + cost;
                     slot.cost = cost;
@@ -449,6 +502,11 @@ impl NativeSymbolizer {
                     slot.units_dropped = units_dropped;
                     self.stats.dwarf_units_parsed += units_parsed.saturating_sub(slot.units_parsed);
                     slot.units_parsed = units_parsed;
+                    if units_reparsed > slot.units_reparsed {
+                        self.stats.dwarf_units_reparsed += units_reparsed - slot.units_reparsed;
+                        self.budget.rework(spent);
+                    }
+                    slot.units_reparsed = units_reparsed;
                 }
                 self.evict(Some(file_id));
                 if !complete {
@@ -497,10 +555,12 @@ impl NativeSymbolizer {
                 self.stats.loads_requested += 1;
                 self.stats.pending += 1;
                 self.loading += 1;
+                let mut slot = Slot::new(State::Loading, self.tick, 0);
                 if self.recently_evicted.contains(&file_id) {
                     self.stats.reloads += 1;
+                    slot.reload = true;
                 }
-                self.files.insert(file_id, Slot::new(State::Loading, self.tick, 0));
+                self.files.insert(file_id, slot);
                 self.evict(Some(file_id));
                 Symbolized::Pending
             }
@@ -523,15 +583,19 @@ impl NativeSymbolizer {
             // Evicted while loading: drop the result.
             return;
         };
-        let done = |stats: &mut NativeStats| {
-            let ms = r.elapsed.as_millis() as u64;
+        let (elapsed, reload) = (r.elapsed, slot.reload);
+        let done = |stats: &mut NativeStats, budget: &mut Budget| {
+            let ms = elapsed.as_millis() as u64;
             stats.load_ms_total += ms;
             stats.load_ms_max = stats.load_ms_max.max(ms);
+            if reload {
+                budget.rework(elapsed);
+            }
         };
         match (r.step, &mut slot.state) {
             (Step::Done(result), State::Loading) => {
                 self.loading -= 1;
-                done(&mut self.stats);
+                done(&mut self.stats, &mut self.budget);
                 match result {
                     Ok(file) => {
                         self.stats.loads_done += 1;
@@ -562,7 +626,7 @@ impl NativeSymbolizer {
             }
             (Step::Dwarf(part), State::Loaded { file, complete: complete @ false }) => {
                 self.loading -= 1;
-                done(&mut self.stats);
+                done(&mut self.stats, &mut self.budget);
                 self.stats.loads_done += 1;
                 self.stats.files_refused.add(&part.refusals());
                 if matches!(part.error(), Some(crate::DwarfError::TooLarge { .. })) {
@@ -593,7 +657,7 @@ impl NativeSymbolizer {
     /// use (libpython's eval loop, libc's) however many other files
     /// lookups touch in between.
     fn shed_dwarf_units(&mut self) {
-        if self.stats.file_bytes <= self.config.max_file_bytes {
+        if self.stats.file_bytes <= self.budget.bytes() {
             return;
         }
         let mut units: Vec<(u64, TableKey, u32)> = Vec::new();
@@ -607,7 +671,7 @@ impl NativeSymbolizer {
         }
         units.sort_unstable();
         for (_, id, unit) in units {
-            if self.stats.file_bytes <= self.config.max_file_bytes {
+            if self.stats.file_bytes <= self.budget.bytes() {
                 break;
             }
             let Some(slot) = self.files.get_mut(&id) else {
@@ -629,8 +693,13 @@ impl NativeSymbolizer {
     /// unless it alone is over the byte budget, once giving up parsed
     /// DWARF units was not enough.
     fn evict(&mut self, keep: Option<TableKey>) {
+        if self.budget.review(Instant::now()) {
+            self.stats.budget_bytes = self.budget.bytes();
+            self.stats.budget_raises = self.budget.raises();
+        }
         self.shed_dwarf_units();
-        while self.files.len() > self.config.max_files.max(1) || self.stats.file_bytes > self.config.max_file_bytes {
+        let budget = self.budget.bytes();
+        while self.files.len() > self.config.max_files.max(1) || self.stats.file_bytes > budget {
             // Over the byte budget only, a slot that holds nothing (a load
             // under way: librustc_driver's takes a second) frees nothing:
             // dropping it would only throw that work away.
@@ -641,7 +710,7 @@ impl NativeSymbolizer {
                 .filter(|(id, s)| Some(**id) != keep && !(bytes_only && s.cost == 0))
                 .min_by_key(|(_, s)| s.last_used)
                 .map(|(id, _)| *id)
-                .or(keep.filter(|_| self.stats.file_bytes > self.config.max_file_bytes));
+                .or(keep.filter(|_| self.stats.file_bytes > budget));
             let Some(victim) = victim else {
                 break;
             };
@@ -651,7 +720,7 @@ impl NativeSymbolizer {
             // (its answers so far stay cached) and it has a quarter of
             // the budget to grow into before the next drop. Giving it up
             // would leave its frames unnamed for `retry_failed_after`.
-            let regrows = self.files.get(&victim).is_some_and(|s| s.loaded_cost <= self.config.max_file_bytes / 4 * 3);
+            let regrows = self.files.get(&victim).is_some_and(|s| s.loaded_cost <= budget / 4 * 3);
             let slot = if Some(victim) == keep && !regrows {
                 // Over the budget on its own: given up for a while (as a
                 // failed load), rather than loaded again at the next
@@ -668,6 +737,8 @@ impl NativeSymbolizer {
                     loaded_cost: slot.loaded_cost,
                     units_dropped: slot.units_dropped,
                     units_parsed: slot.units_parsed,
+                    units_reparsed: slot.units_reparsed,
+                    reload: slot.reload,
                 }
             } else {
                 let Some(slot) = self.files.remove(&victim) else {

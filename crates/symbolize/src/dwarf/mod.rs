@@ -123,8 +123,12 @@ static UNIT_CLOCK: AtomicU64 = AtomicU64::new(0);
 
 /// A unit as lookups left it.
 enum Slot {
-    /// Not parsed (yet, or again since it was dropped).
+    /// Not parsed (yet, or again since it was dropped for the file's
+    /// limit).
     Unparsed,
+    /// Given up for the symbolizer's budget ([`Dwarf::give_up_unit`]):
+    /// parsing it again is work the budget caused.
+    GivenUp,
     /// Malformed, or its tables alone would hold more than the parsed
     /// units may: lookups in it find nothing (the symbols name the
     /// address), and it is not parsed again.
@@ -218,6 +222,8 @@ pub(crate) struct Dwarf {
     max_parsed_bytes: u64,
     /// Parsed units dropped for `max_parsed_bytes`.
     units_dropped: Cell<u64>,
+    /// Units parsed again after being given up for the budget.
+    units_reparsed: Cell<u64>,
     /// The sections' bytes (see [`Reader`]).
     owners: Vec<SectionBytes>,
     /// Where each of `owners`' bytes are: (address, length), to turn a
@@ -358,6 +364,7 @@ impl Dwarf {
             parsed: RefCell::new(parsed),
             max_parsed_bytes: max_bytes - owned_bytes - index_bytes,
             units_dropped: Cell::new(0),
+            units_reparsed: Cell::new(0),
             owners,
             spans,
             owned_bytes,
@@ -418,7 +425,7 @@ impl Dwarf {
         if !matches!(slot, Slot::Parsed(_)) {
             return 0;
         }
-        let Slot::Parsed(p) = std::mem::replace(slot, Slot::Unparsed) else {
+        let Slot::Parsed(p) = std::mem::replace(slot, Slot::GivenUp) else {
             return 0;
         };
         let freed = p.heap_bytes().min(self.lazy_bytes.get());
@@ -429,6 +436,11 @@ impl Dwarf {
     /// Parsed units dropped to stay within the file's DWARF limit.
     pub(crate) fn units_dropped(&self) -> u64 {
         self.units_dropped.get()
+    }
+
+    /// Units parsed again after being given up for the budget.
+    pub(crate) fn units_reparsed(&self) -> u64 {
+        self.units_reparsed.get()
     }
 
     /// Units parsed by lookups, and the sums of their line program
@@ -485,7 +497,10 @@ impl Dwarf {
             let Some(slot) = parsed.get_mut(unit) else {
                 return out;
             };
-            if let Slot::Unparsed = slot {
+            if let Slot::Unparsed | Slot::GivenUp = slot {
+                if let Slot::GivenUp = slot {
+                    self.units_reparsed.set(self.units_reparsed.get() + 1);
+                }
                 *slot = match self.parse_unit(unit) {
                     Ok(p) => {
                         self.lazy_bytes.set(self.lazy_bytes.get() + p.heap_bytes());

@@ -90,6 +90,12 @@ fn function_addresses(bin: &Path, max: usize) -> Vec<u64> {
     all.into_iter().step_by(step).take(max).collect()
 }
 
+/// A symbolizer config whose budget stays `bytes` (it does not grow for
+/// the work it causes: the tests count what a fixed budget gives up).
+fn fixed_budget(bytes: u64, debug: DebugConfig) -> NativeConfig {
+    NativeConfig { max_file_bytes: bytes, max_file_bytes_busy: 0, debug, ..NativeConfig::default() }
+}
+
 /// Checks that what `FileSymbolizer::cost` accounts covers the heap the
 /// file holds, after loading and after lookups (the lazily parsed DWARF
 /// units), without overstating it wildly.
@@ -234,8 +240,7 @@ fn the_byte_budget_holds_over_many_files() {
         f.cost()
     };
     let budget = 3 * one;
-    let mut s =
-        NativeSymbolizer::new(NativeConfig { max_file_bytes: budget, ..NativeConfig::default() }).expect("start");
+    let mut s = NativeSymbolizer::new(fixed_budget(budget, DebugConfig::default())).expect("start");
     for round in 0..2 {
         for (id, path) in &files {
             for (i, &call) in chain.calls.iter().enumerate() {
@@ -257,8 +262,7 @@ fn the_byte_budget_holds_over_many_files() {
 
     // A budget smaller than one file: it answers, then is given up for a
     // while instead of being loaded again at every address.
-    let mut s =
-        NativeSymbolizer::new(NativeConfig { max_file_bytes: one / 4, ..NativeConfig::default() }).expect("start");
+    let mut s = NativeSymbolizer::new(fixed_budget(one / 4, DebugConfig::default())).expect("start");
     let (id, path) = &files[0];
     assert_eq!(s.symbolize(*id, chain.calls[0], || FileSource::new(path)), Symbolized::Pending);
     assert!(s.wait_for_loads(Duration::from_secs(600)));
@@ -289,8 +293,7 @@ fn parsed_units_are_given_up_before_the_file() {
     // lookups go, and the file itself stays.
     let budget = loaded + (grown - loaded) / 2;
     let id = table_key_of_path(&bin).expect("id");
-    let mut s = NativeSymbolizer::new(NativeConfig { max_file_bytes: budget, debug, ..NativeConfig::default() })
-        .expect("start");
+    let mut s = NativeSymbolizer::new(fixed_budget(budget, debug)).expect("start");
     let mut shed_before = 0;
     // Twice over: the second round finds the units of the first's
     // addresses given up, parses them again, gives others up.
@@ -365,8 +368,7 @@ fn the_hot_units_of_one_file_outlive_the_cold_units_of_another() {
     // Both files, the hot file's two units, room for about 4 of the cold
     // file's 12 (and the names 40 more functions of each hot unit intern).
     let budget = 2 * loaded + 6 * unit_max + 8192;
-    let mut s = NativeSymbolizer::new(NativeConfig { max_file_bytes: budget, debug, ..NativeConfig::default() })
-        .expect("start");
+    let mut s = NativeSymbolizer::new(fixed_budget(budget, debug)).expect("start");
     let mut look = |(id, path): &(profiler_trace::TableKey, PathBuf), unit: u32, function: u32| {
         let vaddr = address(unit, function);
         let mut answer = s.symbolize(*id, vaddr, || FileSource::new(path));
@@ -425,8 +427,7 @@ fn a_file_its_lookups_grow_over_the_budget_is_loaded_again() {
     let budget = loaded / 3 * 4 + 4096;
     assert!(grown > budget + (budget >> 3), "lookups grow {loaded} to {grown} only: the test needs more");
     let id = table_key_of_path(&bin).expect("id");
-    let mut s = NativeSymbolizer::new(NativeConfig { max_file_bytes: budget, debug, ..NativeConfig::default() })
-        .expect("start");
+    let mut s = NativeSymbolizer::new(fixed_budget(budget, debug)).expect("start");
     let mut named = 0;
     for &a in &addrs {
         let mut answer = s.symbolize(id, a, || FileSource::new(&bin));
