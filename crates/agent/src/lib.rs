@@ -721,15 +721,17 @@ struct Reporter<'a, T> {
     shared: &'a Shared,
 }
 
-impl<T: LateTables> Reporter<'_, T> {
-    /// A panic (a bug met by one process's data) costs the unit of work
-    /// it happened in, never the thread: reporting would stop silently.
-    fn guarded(&self, f: impl FnOnce()) {
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
-            self.shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
-        }
+/// A panic (a bug met by one process's data) costs the reporter's unit
+/// of work it happened in, never the thread: reporting would stop
+/// silently. Counted in `panics_reporter`. A free function so that the
+/// work may borrow the reporter's other fields.
+fn guarded(shared: &Shared, f: impl FnOnce()) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+        shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
     }
+}
 
+impl<T: LateTables> Reporter<'_, T> {
     /// Runs until the reader hangs up.
     fn run(&mut self, samples: Receiver<RawSample>, interval: Duration) {
         let mut interval_start = unix_now_ns();
@@ -747,21 +749,18 @@ impl<T: LateTables> Reporter<'_, T> {
                     }
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    let registry = self.registry.clone();
+                    let registry = &self.registry;
                     let late = &mut self.late;
-                    let flushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        late.flush(|pid, address| snapshot_covers(&registry, pid, address), &mut ready)
-                    }));
-                    if flushed.is_err() {
-                        self.shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
-                    }
+                    guarded(self.shared, || {
+                        late.flush(|pid, address| snapshot_covers(registry, pid, address), &mut ready)
+                    });
                     self.emit_all(&mut ready);
                     *lock(&self.shared.late) = self.late.counts();
                     self.publish_symbolizer_stats();
                     let end = unix_now_ns();
                     for sink in std::mem::take(&mut self.sinks) {
                         let mut sink = sink;
-                        self.guarded(|| {
+                        guarded(self.shared, || {
                             sink.on_interval_end(interval_start, end);
                             sink.on_stop();
                         });
@@ -770,32 +769,24 @@ impl<T: LateTables> Reporter<'_, T> {
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
-            let registry = self.registry.clone();
+            let registry = &self.registry;
             let late = &mut self.late;
-            let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                late.poll(Instant::now(), |pid, address| snapshot_covers(&registry, pid, address), &mut ready)
-            }));
-            if polled.is_err() {
-                self.shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
-            }
+            guarded(self.shared, || {
+                late.poll(Instant::now(), |pid, address| snapshot_covers(registry, pid, address), &mut ready)
+            });
             if !ready.is_empty() {
                 self.emit_all(&mut ready);
                 *lock(&self.shared.late) = self.late.counts();
             }
             if Instant::now() >= deadline {
                 let builder = &mut self.builder;
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| builder.forget_exited_processes())).is_err()
-                {
-                    self.shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
-                }
+                guarded(self.shared, || builder.forget_exited_processes());
                 trim_allocator();
                 self.publish_symbolizer_stats();
                 let end = unix_now_ns();
-                let mut sinks = std::mem::take(&mut self.sinks);
-                for sink in &mut sinks {
-                    self.guarded(|| sink.on_interval_end(interval_start, end));
+                for sink in &mut self.sinks {
+                    guarded(self.shared, || sink.on_interval_end(interval_start, end));
                 }
-                self.sinks = sinks;
                 interval_start = end;
                 deadline += interval;
                 if deadline < Instant::now() {
@@ -808,16 +799,13 @@ impl<T: LateTables> Reporter<'_, T> {
     fn emit(&mut self, sample: &RawSample) {
         let (builder, sinks) = (&mut self.builder, &mut self.sinks);
         let shared = self.shared;
-        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        guarded(shared, || {
             let trace = builder.build(sample);
             for sink in sinks.iter_mut() {
                 sink.on_trace(&trace);
             }
             shared.samples_processed.fetch_add(1, Ordering::Relaxed);
-        }));
-        if built.is_err() {
-            shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
-        }
+        });
         *lock(&shared.unwind) = self.builder.counts();
     }
 

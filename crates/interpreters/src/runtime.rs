@@ -181,3 +181,29 @@ pub struct NamerStats {
     /// Objects read from process memory to name them (cache misses).
     pub reads: u64,
 }
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{FrameNamer, MappedFile};
+    use crate::memory::fake::FakeMemory;
+
+    /// Names `word` in processes 10, 11 and 12 over unreadable memory
+    /// (nothing is named, but each process gets what the namer keeps of
+    /// it), then has the namer forget all but 11: `pids` lists the
+    /// processes `namer` keeps something of.
+    pub(crate) fn assert_exited_processes_forgotten<N: FrameNamer>(
+        namer: &mut N,
+        mapped: &MappedFile,
+        word: u64,
+        pids: impl Fn(&N) -> Vec<u32>,
+    ) {
+        for pid in [10, 11, 12] {
+            assert_eq!(namer.name(&FakeMemory::default(), pid, mapped, word), None);
+        }
+        let mut kept = pids(namer);
+        kept.sort_unstable();
+        assert_eq!(kept, [10, 11, 12]);
+        namer.forget_processes(&|pid| pid == 11);
+        assert_eq!(pids(namer), [11]);
+    }
+}

@@ -222,9 +222,9 @@ impl HotspotSymbolizer {
         Some(info)
     }
 
-    /// Forgets a process's methods (it exited).
-    pub fn forget(&mut self, pid: u32) {
-        self.cache.retain(|(p, _), _| *p != pid);
+    /// Forgets the methods of the processes `alive` says are gone.
+    pub fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
+        self.cache.retain(|(pid, _), _| alive(*pid));
     }
 
     /// Counters.
@@ -354,7 +354,14 @@ mod tests {
         assert_eq!((sym.stats().reads, sym.stats().hits, sym.stats().stale), (2, 1, 1));
         assert!(sym.method(&m, 1, &l, 0x999).is_none());
         assert_eq!(sym.stats().read_failures, 1);
-        sym.forget(1);
+        // Process 2 maps the same method; process 1 exits.
+        sym.method(&m, 2, &l, 0x10000).unwrap();
+        assert_eq!(sym.len(), 2);
+        sym.forget_processes(&|pid| pid == 2);
+        assert_eq!(sym.len(), 1);
+        sym.method(&m, 2, &l, 0x10000).unwrap();
+        assert_eq!((sym.stats().reads, sym.stats().hits), (4, 2));
+        sym.forget_processes(&|_| false);
         assert!(sym.is_empty());
     }
 

@@ -358,6 +358,10 @@ impl FrameNamer for HotspotNamer {
         lines
     }
 
+    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
+        self.methods.forget_processes(alive);
+    }
+
     fn stats(&self) -> NamerStats {
         self.stats
     }

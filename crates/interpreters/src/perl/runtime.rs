@@ -218,6 +218,10 @@ impl FrameNamer for PerlNamer {
         Some(SourceLine { function: name.into(), file: (!file.is_empty()).then(|| file.into()), line })
     }
 
+    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
+        self.processes.retain(|(pid, _), _| alive(*pid));
+    }
+
     fn stats(&self) -> NamerStats {
         self.stats
     }
@@ -252,6 +256,29 @@ mod tests {
         assert_eq!(Perl.frame_address(sub(0x1000, 9)), 9);
     }
 
+    /// A threaded Perl 5.36 build.
+    fn threaded_5_36() -> PerlBuild {
+        use crate::perl::{PerlLayout, PerlVersion};
+        let version = PerlVersion::five(36);
+        PerlBuild {
+            version,
+            layout: PerlLayout::for_version(version, true).unwrap(),
+            state: PerlState::Threaded { thr_key_vaddr: 0x3a66d4, curinterp_vaddr: 0x3a66d8 },
+            runops: (0x1000, 0x200),
+            current_context_tls: Some(-8),
+        }
+    }
+
+    #[test]
+    fn the_processes_that_exited_are_forgotten() {
+        use crate::runtime::testing::assert_exited_processes_forgotten;
+        let build = threaded_5_36();
+        let mapped = MappedFile { file: Arc::new(PerlFile::new(build).unwrap()), bias: 0x5000_0000, process: None };
+        let word = UserFrame::runtime_word(InterpreterUnwinder::Perl as u8, (7 << PERL_FRAME_LINE_SHIFT) | 0x200);
+        let mut namer = PerlNamer { processes: HashMap::new(), stats: NamerStats::default() };
+        assert_exited_processes_forgotten(&mut namer, &mapped, word, |n| n.processes.keys().map(|k| k.0).collect());
+    }
+
     #[test]
     fn context_bits_are_the_walks() {
         let walk = [
@@ -268,15 +295,7 @@ mod tests {
 
     #[test]
     fn a_build_gives_its_loop_and_map_value() {
-        use crate::perl::{PerlLayout, PerlVersion};
-        let version = PerlVersion::five(36);
-        let build = PerlBuild {
-            version,
-            layout: PerlLayout::for_version(version, true).unwrap(),
-            state: PerlState::Threaded { thr_key_vaddr: 0x3a66d4, curinterp_vaddr: 0x3a66d8 },
-            runops: (0x1000, 0x200),
-            current_context_tls: Some(-8),
-        };
+        let build = threaded_5_36();
         let file = PerlFile::new(build.clone()).unwrap();
         assert_eq!(file.loop_ranges(), &[(0x1000, 0x1200)]);
         let Some(InterpreterFileValue::Perl(v)) = file.file_value() else { panic!("a perl_files value") };

@@ -194,6 +194,10 @@ impl FrameNamer for PhpNamer {
         })
     }
 
+    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
+        self.processes.retain(|(pid, _), _| alive(*pid));
+    }
+
     fn stats(&self) -> NamerStats {
         self.stats
     }
@@ -225,16 +229,32 @@ mod tests {
         assert_eq!(Php.frame_address(word(0x1000, 9, true)), 9);
     }
 
-    #[test]
-    fn a_build_gives_its_loop_and_map_value() {
+    /// A PHP 8.2 build.
+    fn php_8_2() -> PhpBuild {
         use crate::php::{PhpLayout, PhpVersion};
         let version = PhpVersion::new(8, 2, 36);
-        let build = PhpBuild {
+        PhpBuild {
             version,
             layout: PhpLayout::for_version(version).unwrap(),
             executor_globals_vaddr: 0x58ae60,
             execute_ex_vaddr: Some(0x36cbe0),
-        };
+        }
+    }
+
+    #[test]
+    fn the_processes_that_exited_are_forgotten() {
+        use crate::runtime::testing::assert_exited_processes_forgotten;
+        let build = php_8_2();
+        let file = PhpFile::new(build, Some((0x36cbe0, 0x931e))).unwrap();
+        let mapped = MappedFile { file: Arc::new(file), bias: 0x5000_0000, process: None };
+        let word = UserFrame::runtime_word(InterpreterUnwinder::Php as u8, (7 << PHP_FRAME_LINE_SHIFT) | 0x200);
+        let mut namer = PhpNamer { processes: HashMap::new(), stats: NamerStats::default() };
+        assert_exited_processes_forgotten(&mut namer, &mapped, word, |n| n.processes.keys().map(|k| k.0).collect());
+    }
+
+    #[test]
+    fn a_build_gives_its_loop_and_map_value() {
+        let build = php_8_2();
         let err = PhpFile::new(build.clone(), None).unwrap_err();
         assert_eq!(err.0, "8.2.36");
         let file = PhpFile::new(build, Some((0x36cbe0, 0x931e))).unwrap();

@@ -211,6 +211,10 @@ impl FrameNamer for RubyNamer {
         })
     }
 
+    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
+        self.processes.retain(|(pid, _), _| alive(*pid));
+    }
+
     fn stats(&self) -> NamerStats {
         self.stats
     }

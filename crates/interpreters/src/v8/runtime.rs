@@ -314,6 +314,10 @@ impl FrameNamer for V8Namer {
         lines
     }
 
+    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
+        self.functions.retain(|(pid, _), _| alive(*pid));
+    }
+
     fn stats(&self) -> NamerStats {
         self.stats
     }
