@@ -11,7 +11,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use profiler_elf::source::Refusals;
 use profiler_trace::{SourceLine, TableKey};
 
-use crate::budget::Budget;
+use crate::budget::{thread_cpu, Budget};
 use crate::cache::NameCache;
 use crate::debugfile::DebugConfig;
 use crate::file::{DwarfPart, FileSymbolizer, LineSource};
@@ -50,7 +50,7 @@ pub struct NativeConfig {
     pub max_file_bytes: u64,
     /// Most the budget grows to: while parsing again the units it gave
     /// up and loading again the files it dropped takes 1% of a core or
-    /// more (measured over 10 s), the budget grows by half of
+    /// more (their threads' CPU time over 10 s), the budget grows by half of
     /// [`Self::max_file_bytes`]; after a minute or more under 0.1%, it
     /// shrinks by as much (more slowly after each growth). At most
     /// `max_file_bytes` keeps the budget fixed.
@@ -255,6 +255,8 @@ struct LoadResult {
     file_id: TableKey,
     step: Step,
     elapsed: Duration,
+    /// The worker's CPU time for it (what a reload costs the budget).
+    cpu: Duration,
 }
 
 /// Blocks the worker while held; see [`NativeSymbolizer::hold_loads`].
@@ -465,7 +467,7 @@ impl NativeSymbolizer {
                         }
                         // Lookups parse DWARF; a bug there must not take
                         // the caller down: the file is then given up.
-                        let started = Instant::now();
+                        let started = thread_cpu();
                         let looked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| file.symbolize(vaddr)));
                         match looked {
                             Ok(answer) => Next::Looked {
@@ -475,7 +477,7 @@ impl NativeSymbolizer {
                                 units_dropped: file.dwarf_units_dropped(),
                                 units_parsed: file.dwarf_units_parsed(),
                                 units_reparsed: file.dwarf_units_reparsed(),
-                                spent: started.elapsed(),
+                                spent: thread_cpu().saturating_sub(started),
                                 complete: *complete,
                             },
                             Err(_) => Next::Broken,
@@ -583,13 +585,13 @@ impl NativeSymbolizer {
             // Evicted while loading: drop the result.
             return;
         };
-        let (elapsed, reload) = (r.elapsed, slot.reload);
+        let (elapsed, cpu, reload) = (r.elapsed, r.cpu, slot.reload);
         let done = |stats: &mut NativeStats, budget: &mut Budget| {
             let ms = elapsed.as_millis() as u64;
             stats.load_ms_total += ms;
             stats.load_ms_max = stats.load_ms_max.max(ms);
             if reload {
-                budget.rework(elapsed);
+                budget.rework(cpu);
             }
         };
         match (r.step, &mut slot.state) {
@@ -850,8 +852,11 @@ fn worker(requests: Receiver<LoadRequest>, results: Sender<LoadResult>, debug: D
     // Ends when the symbolizer (the only sender) is dropped.
     for req in requests {
         gates.load.wait_open();
-        let start = Instant::now();
-        let send = |step| results.send(LoadResult { file_id: req.file_id, step, elapsed: start.elapsed() }).is_ok();
+        let (start, start_cpu) = (Instant::now(), thread_cpu());
+        let send = |step| {
+            let (elapsed, cpu) = (start.elapsed(), thread_cpu().saturating_sub(start_cpu));
+            results.send(LoadResult { file_id: req.file_id, step, elapsed, cpu }).is_ok()
+        };
         let first = guarded(|| FileSymbolizer::load_symbols(&req.source, &debug))
             .unwrap_or_else(|| Err(LoadError::Panicked { path: req.source.open_path.clone() }));
         let sent = match first {
