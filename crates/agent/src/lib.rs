@@ -37,7 +37,7 @@ pub use profiler_bpf::{BpfError, UnwindStop};
 pub use sink::TraceSink;
 pub use stats::{RuntimeCounters, Stats, UnwindStops};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, TrySendError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use late_unwind::{LateTables, LateUnwindCounts, LateUnwinder};
 use profiler_bpf::{Counters, OffCpuJoinCounts, RawSample, Sampler, SamplerOptions, SELECTED_PIDS_MAX};
 use profiler_interpreters::{NamerStats, Registry};
@@ -88,9 +88,10 @@ pub enum NextBatch {
 
 /// Most samples the channel between the reader and the reporter holds
 /// (a few seconds of 1000 Hz on 8 CPUs; off-CPU stacks come faster).
+/// They take memory only while queued: the channel holds batches.
 const SAMPLE_QUEUE_MAX: usize = 32_768;
-/// Fewest: its slots are allocated and touched up front (about 190
-/// bytes each: 6 MB of resident memory at the maximum).
+/// Fewest (a burst of off-CPU switches or a reporter busy with a big
+/// interval must not drop the samples of a low rate).
 const SAMPLE_QUEUE_MIN: usize = 2048;
 
 /// Capacity of the sample channel: four seconds of samples (the reporter
@@ -108,6 +109,9 @@ fn sample_queue_capacity(samples_per_second: u32, cpus: usize, off_cpu: bool) ->
 }
 /// How often the reader drains the ring buffer when not woken earlier.
 const READER_POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// Batches (one a drain of the ring buffer) the channel to the reporter
+/// holds; the samples in them are bounded by [`sample_queue_capacity`].
+const SAMPLE_BATCH_QUEUE: usize = 256;
 /// Most bytes of stack copies in the channel between the reader and the
 /// reporter; beyond, samples go on without theirs (counted).
 const MAX_STACK_BYTES_IN_FLIGHT: u64 = 4 << 20;
@@ -116,6 +120,8 @@ const MAX_STACK_BYTES_IN_FLIGHT: u64 = 4 << 20;
 #[derive(Debug, Default)]
 struct Shared {
     samples_dropped: AtomicU64,
+    /// Samples in the channel from the reader to the reporter.
+    samples_queued: AtomicU64,
     /// The reader's joins of off-CPU stacks with their ends.
     off_cpu_join: Mutex<Arc<OffCpuJoinCounts>>,
     /// Panics caught per thread (see `Stats::panics_*`).
@@ -249,7 +255,7 @@ impl Agent {
         };
 
         let capacity = sample_queue_capacity(config.samples_per_second, online_cpus(), config.off_cpu_threshold > 0.0);
-        let (sample_tx, sample_rx) = crossbeam_channel::bounded::<RawSample>(capacity);
+        let (sample_tx, sample_rx) = crossbeam_channel::bounded::<Vec<RawSample>>(SAMPLE_BATCH_QUEUE);
         let reader = {
             let sample_reader = sampler.sample_reader()?;
             *lock(&shared.off_cpu_join) = sample_reader.off_cpu_counts();
@@ -258,23 +264,8 @@ impl Agent {
             std::thread::Builder::new()
                 .name("ep-reader".into())
                 .spawn(move || {
-                    let result = sample_reader.run(READER_POLL_INTERVAL, &stop, |mut sample| {
-                        let copied = sample.stack.as_ref().map_or(0, |s| s.bytes.len() as u64);
-                        let in_flight = &shared.stack_bytes_in_flight;
-                        if copied > 0 {
-                            if in_flight.load(Ordering::Relaxed) + copied > MAX_STACK_BYTES_IN_FLIGHT {
-                                sample.stack = None;
-                                shared.stack_copies_backlogged.fetch_add(1, Ordering::Relaxed);
-                            } else {
-                                in_flight.fetch_add(copied, Ordering::Relaxed);
-                            }
-                        }
-                        let carried = sample.stack.as_ref().map_or(0, |s| s.bytes.len() as u64);
-                        if let Err(TrySendError::Full(_)) = sample_tx.try_send(sample) {
-                            in_flight.fetch_sub(carried, Ordering::Relaxed);
-                            shared.samples_dropped.fetch_add(1, Ordering::Relaxed);
-                        }
-                    });
+                    let result = sample_reader
+                        .run(READER_POLL_INTERVAL, &stop, |batch| hand_over(&shared, capacity, &sample_tx, batch));
                     shared.samples_malformed.store(sample_reader.malformed(), Ordering::Relaxed);
                     shared.panics_reader.fetch_add(sample_reader.panics(), Ordering::Relaxed);
                     result
@@ -677,6 +668,44 @@ fn online_cpus() -> usize {
     usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
 }
 
+/// The reader's hand-over of one drain's samples to the reporter:
+/// within `capacity` samples queued and [`MAX_STACK_BYTES_IN_FLIGHT`]
+/// bytes of stack copies; what does not fit is dropped and counted.
+fn hand_over(shared: &Shared, capacity: usize, to_reporter: &Sender<Vec<RawSample>>, batch: &mut Vec<RawSample>) {
+    let queued = &shared.samples_queued;
+    let room = (capacity as u64).saturating_sub(queued.load(Ordering::Relaxed));
+    if batch.len() as u64 > room {
+        let over = batch.len() - room as usize;
+        batch.truncate(room as usize);
+        shared.samples_dropped.fetch_add(over as u64, Ordering::Relaxed);
+    }
+    if batch.is_empty() {
+        return;
+    }
+    let in_flight = &shared.stack_bytes_in_flight;
+    let mut carried = 0;
+    for sample in batch.iter_mut() {
+        let copied = sample.stack.as_ref().map_or(0, |s| s.bytes.len() as u64);
+        if copied == 0 {
+            continue;
+        }
+        if in_flight.load(Ordering::Relaxed) + copied > MAX_STACK_BYTES_IN_FLIGHT {
+            sample.stack = None;
+            shared.stack_copies_backlogged.fetch_add(1, Ordering::Relaxed);
+        } else {
+            in_flight.fetch_add(copied, Ordering::Relaxed);
+            carried += copied;
+        }
+    }
+    let count = batch.len() as u64;
+    queued.fetch_add(count, Ordering::Relaxed);
+    if let Err(TrySendError::Full(_)) = to_reporter.try_send(std::mem::take(batch)) {
+        queued.fetch_sub(count, Ordering::Relaxed);
+        in_flight.fetch_sub(carried, Ordering::Relaxed);
+        shared.samples_dropped.fetch_add(count, Ordering::Relaxed);
+    }
+}
+
 /// Gives memory freed inside malloc's heaps back to the system (glibc
 /// keeps it otherwise), once per reporting interval.
 fn trim_allocator() {
@@ -701,7 +730,7 @@ fn unix_now_ns() -> u64 {
 /// until the reader hangs up; samples with a stack copy wait in `late`
 /// for their process.
 fn report<T: LateTables>(
-    samples: Receiver<RawSample>,
+    samples: Receiver<Vec<RawSample>>,
     builder: TraceBuilder,
     sinks: Vec<Box<dyn TraceSink>>,
     late: LateUnwinder<T>,
@@ -733,19 +762,22 @@ fn guarded(shared: &Shared, f: impl FnOnce()) {
 
 impl<T: LateTables> Reporter<'_, T> {
     /// Runs until the reader hangs up.
-    fn run(&mut self, samples: Receiver<RawSample>, interval: Duration) {
+    fn run(&mut self, samples: Receiver<Vec<RawSample>>, interval: Duration) {
         let mut interval_start = unix_now_ns();
         let mut deadline = Instant::now() + interval;
         let mut ready = Vec::new();
         loop {
             let wake = self.late.next_poll().map_or(deadline, |p| p.min(deadline));
             match samples.recv_deadline(wake) {
-                Ok(sample) => {
-                    if let Some(copy) = &sample.stack {
-                        self.shared.stack_bytes_in_flight.fetch_sub(copy.bytes.len() as u64, Ordering::Relaxed);
-                        self.late.hold(sample, Instant::now(), &mut ready);
-                    } else {
-                        self.emit(&sample);
+                Ok(batch) => {
+                    self.shared.samples_queued.fetch_sub(batch.len() as u64, Ordering::Relaxed);
+                    for sample in batch {
+                        if let Some(copy) = &sample.stack {
+                            self.shared.stack_bytes_in_flight.fetch_sub(copy.bytes.len() as u64, Ordering::Relaxed);
+                            self.late.hold(sample, Instant::now(), &mut ready);
+                        } else {
+                            self.emit(&sample);
+                        }
                     }
                 }
                 Err(RecvTimeoutError::Disconnected) => {
@@ -876,6 +908,70 @@ mod tests {
         }
     }
 
+    /// A sample of thread `tid` with `copied` bytes of stack copy.
+    fn sample(tid: u32, copied: usize) -> RawSample {
+        let stack = (copied > 0).then(|| profiler_bpf::StackCopy {
+            pc: 0x1000,
+            sp: 0x7000,
+            fp: 0,
+            exact: true,
+            stack_switches: 0,
+            bytes: vec![0; copied],
+        });
+        RawSample {
+            pid: 1,
+            tid,
+            ktime_ns: 0,
+            cpu: 0,
+            comm: "t".into(),
+            process_comm: "p".into(),
+            kernel_frames: vec![],
+            user_frames: vec![0x1000],
+            unwind_stop: UnwindStop::UnknownPid,
+            stack,
+            off_cpu_ns: None,
+            go_labels: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_reader_hands_over_whole_drains_within_the_queue_bounds() {
+        let shared = Shared::default();
+        let (tx, rx) = crossbeam_channel::bounded(2);
+        // 3 samples, room for 5: one hand-over, the stack bytes counted.
+        let mut batch = vec![sample(1, 0), sample(2, 100), sample(3, 0)];
+        hand_over(&shared, 5, &tx, &mut batch);
+        assert!(batch.is_empty(), "taken");
+        assert_eq!(rx.len(), 1);
+        assert_eq!(shared.samples_queued.load(Ordering::Relaxed), 3);
+        assert_eq!(shared.stack_bytes_in_flight.load(Ordering::Relaxed), 100);
+        // 4 more: 2 fit the queue, the other 2 are dropped and counted.
+        let mut batch = (4..8).map(|tid| sample(tid, 0)).collect();
+        hand_over(&shared, 5, &tx, &mut batch);
+        assert_eq!(shared.samples_queued.load(Ordering::Relaxed), 5);
+        assert_eq!(shared.samples_dropped.load(Ordering::Relaxed), 2);
+        let tids = |b: Vec<RawSample>| b.iter().map(|s| s.tid).collect::<Vec<_>>();
+        assert_eq!(tids(rx.recv().unwrap()), vec![1, 2, 3]);
+        assert_eq!(tids(rx.recv().unwrap()), vec![4, 5]);
+        // A full channel drops the whole batch and gives back what it
+        // counted (the reporter took nothing meanwhile here).
+        shared.samples_queued.store(0, Ordering::Relaxed);
+        let (full_tx, _full_rx) = crossbeam_channel::bounded(0);
+        let mut batch = vec![sample(9, 64)];
+        hand_over(&shared, 5, &full_tx, &mut batch);
+        assert_eq!(shared.samples_queued.load(Ordering::Relaxed), 0);
+        assert_eq!(shared.samples_dropped.load(Ordering::Relaxed), 3);
+        assert_eq!(shared.stack_bytes_in_flight.load(Ordering::Relaxed), 100, "the dropped copy's 64 given back");
+        // Stack copies beyond the bytes in flight go on without theirs.
+        shared.stack_bytes_in_flight.store(MAX_STACK_BYTES_IN_FLIGHT - 10, Ordering::Relaxed);
+        let mut batch = vec![sample(10, 8), sample(11, 8)];
+        hand_over(&shared, 5, &tx, &mut batch);
+        let got = rx.recv().unwrap();
+        assert_eq!(got.iter().map(|s| s.stack.is_some()).collect::<Vec<_>>(), vec![true, false]);
+        assert_eq!(shared.stack_copies_backlogged.load(Ordering::Relaxed), 1);
+        assert_eq!(shared.stack_bytes_in_flight.load(Ordering::Relaxed), MAX_STACK_BYTES_IN_FLIGHT - 2);
+    }
+
     #[test]
     fn the_reporter_survives_a_panic_in_one_sample() {
         let native = NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() }).expect("new");
@@ -883,21 +979,7 @@ mod tests {
         let seen = Arc::new(Mutex::new((0, false)));
         let (tx, rx) = crossbeam_channel::bounded(8);
         for tid in 0..3 {
-            tx.send(RawSample {
-                pid: 1,
-                tid,
-                ktime_ns: 0,
-                cpu: 0,
-                comm: "t".into(),
-                process_comm: "p".into(),
-                kernel_frames: vec![],
-                user_frames: vec![0x1000],
-                unwind_stop: UnwindStop::UnknownPid,
-                stack: None,
-                off_cpu_ns: None,
-                go_labels: Vec::new(),
-            })
-            .unwrap();
+            tx.send(vec![sample(tid, 0)]).unwrap();
         }
         drop(tx);
         let shared = Shared::default();

@@ -4,8 +4,8 @@
 //! programs built from `ebpf/` (see `build.rs`), and attaches the entry
 //! program to one software cpu-clock perf event per online CPU. Samples
 //! arrive through a BPF ring buffer: [`Sampler::sample_reader`] gives a
-//! [`SampleReader`] to run on a thread of its own, which hands each
-//! [`RawSample`] to a callback. [`Sampler::counters`] reads the programs'
+//! [`SampleReader`] to run on a thread of its own, which hands the
+//! [`RawSample`]s of each drain to a callback. [`Sampler::counters`] reads the programs'
 //! own counters ([`Counters`]).
 //!
 //! The native unwinder in the kernel needs per-file stack deltas and

@@ -4,6 +4,7 @@ use crate::off_cpu::{OffCpuEnd, OffCpuJoin, OffCpuJoinCounts, MAX_PENDING_OFF_CP
 use crate::sample::RawSample;
 use crate::BpfError;
 use libbpf_rs::{MapHandle, RingBufferBuilder};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,19 +24,23 @@ impl SampleReader {
         SampleReader { map, malformed: AtomicU64::new(0), panics: AtomicU64::new(0), off_cpu: Arc::default() }
     }
 
-    /// Delivers every sample to `on_sample` until `stop` is set, then
+    /// Delivers the samples to `on_batch` until `stop` is set, then
     /// drains what is left. The programs wake the reader only when the
     /// buffer fills up (to keep wake-ups off the hot path), so it also
-    /// polls every `interval`. An off-CPU sample is delivered when the
-    /// thread's switch-in arrives, with its time off the CPU.
+    /// polls every `interval`. The samples of one drain go together (one
+    /// hand-over, one wake-up of whoever takes them, not one a sample);
+    /// `on_batch` takes what it keeps out of the vector. An off-CPU sample
+    /// is delivered when the thread's switch-in arrives, with its time off
+    /// the CPU.
     pub fn run(
         &self,
         interval: Duration,
         stop: &AtomicBool,
-        mut on_sample: impl FnMut(RawSample),
+        mut on_batch: impl FnMut(&mut Vec<RawSample>),
     ) -> Result<(), BpfError> {
         let (malformed, panics) = (&self.malformed, &self.panics);
         let mut join = OffCpuJoin::new(MAX_PENDING_OFF_CPU, &self.off_cpu);
+        let batch = RefCell::new(Vec::new());
         let mut builder = RingBufferBuilder::new();
         builder
             .add(&self.map, |data: &[u8]| {
@@ -54,7 +59,7 @@ impl SampleReader {
                         })
                     };
                     match sample {
-                        Some(Some(sample)) => on_sample(sample),
+                        Some(Some(sample)) => batch.borrow_mut().push(sample),
                         Some(None) => {}
                         None => {
                             malformed.fetch_add(1, Ordering::Relaxed);
@@ -68,13 +73,22 @@ impl SampleReader {
             })
             .map_err(|source| BpfError::Map { map: "samples", source })?;
         let ring = builder.build().map_err(|source| BpfError::Map { map: "samples", source })?;
+        let mut hand_over = || {
+            let mut batch = batch.borrow_mut();
+            if !batch.is_empty() {
+                on_batch(&mut batch);
+                batch.clear();
+            }
+        };
         while !stop.load(Ordering::Relaxed) {
             // poll() only consumes after a wake-up; consume() takes what
             // arrived without one.
             ring.poll(interval).map_err(|source| BpfError::Map { map: "samples", source })?;
             ring.consume().map_err(|source| BpfError::Map { map: "samples", source })?;
+            hand_over();
         }
         ring.consume().map_err(|source| BpfError::Map { map: "samples", source })?;
+        hand_over();
         Ok(())
     }
 

@@ -229,6 +229,18 @@ impl Slot {
             reload: false,
         }
     }
+
+    /// Marks the file failed (given up for a while) and hands out what it
+    /// held, its state and cost, as a slot of their own to be dropped;
+    /// its counters stay.
+    fn give_up(&mut self) -> Slot {
+        Slot {
+            state: std::mem::replace(&mut self.state, State::Failed(Instant::now())),
+            last_used: 0,
+            cost: std::mem::take(&mut self.cost),
+            ..*self
+        }
+    }
 }
 
 /// Files evicted lately, remembered to count the ones loaded again
@@ -393,11 +405,7 @@ impl NativeSymbolizer {
             requests,
             results,
             gates,
-            // Disabled, it holds nothing and has no budget to tell.
-            stats: NativeStats {
-                budget_bytes: if releaser.is_some() { budget.bytes() } else { 0 },
-                ..NativeStats::default()
-            },
+            stats: NativeStats::default(),
             budget,
             recently_evicted: VecDeque::new(),
             releaser,
@@ -695,10 +703,7 @@ impl NativeSymbolizer {
     /// unless it alone is over the byte budget, once giving up parsed
     /// DWARF units was not enough.
     fn evict(&mut self, keep: Option<TableKey>) {
-        if self.budget.review(Instant::now()) {
-            self.stats.budget_bytes = self.budget.bytes();
-            self.stats.budget_raises = self.budget.raises();
-        }
+        self.budget.review(Instant::now());
         self.shed_dwarf_units();
         let budget = self.budget.bytes();
         while self.files.len() > self.config.max_files.max(1) || self.stats.file_bytes > budget {
@@ -730,18 +735,7 @@ impl NativeSymbolizer {
                 let Some(slot) = self.files.get_mut(&victim) else {
                     break;
                 };
-                let state = std::mem::replace(&mut slot.state, State::Failed(Instant::now()));
-                let cost = std::mem::take(&mut slot.cost);
-                Slot {
-                    state,
-                    last_used: 0,
-                    cost,
-                    loaded_cost: slot.loaded_cost,
-                    units_dropped: slot.units_dropped,
-                    units_parsed: slot.units_parsed,
-                    units_reparsed: slot.units_reparsed,
-                    reload: slot.reload,
-                }
+                slot.give_up()
             } else {
                 let Some(slot) = self.files.remove(&victim) else {
                     break;
@@ -839,6 +833,9 @@ impl NativeSymbolizer {
             address_misses: names.misses,
             address_evictions: names.evictions,
             addresses_cached: names.entries,
+            // Disabled, it holds nothing and has no budget to tell.
+            budget_bytes: if self.requests.is_some() { self.budget.bytes() } else { 0 },
+            budget_raises: self.budget.raises(),
             ..self.stats
         }
     }

@@ -273,7 +273,8 @@ pub(super) fn attr_str(
     };
     let out_of_bounds = gimli::Error::OffsetOutOfBounds(offset as u64);
     let bytes = section.slice().get(offset..).ok_or(out_of_bounds)?;
-    let len = match bytes.iter().take(max + 1).position(|&b| b == 0) {
+    // memchr: names are searched for their end in every entry parsed.
+    let len = match memchr::memchr(0, &bytes[..bytes.len().min(max + 1)]) {
         Some(len) => len,
         None if bytes.len() > max => max,
         // Unterminated.

@@ -13,7 +13,7 @@ use profiler_elf::ElfFile;
 use profiler_symbolize::{
     DebugConfig, DwarfError, FileSource, FileSymbolizer, LineSource, NativeConfig, NativeSymbolizer, Reason, Symbolized,
 };
-use profiler_trace::Pid;
+use profiler_trace::{Pid, TableKey};
 
 use crate::native_c::build_chain;
 use crate::support::{compile, have, short, test_dir};
@@ -94,6 +94,16 @@ fn function_addresses(bin: &Path, max: usize) -> Vec<u64> {
 /// the work it causes: the tests count what a fixed budget gives up).
 fn fixed_budget(bytes: u64, debug: DebugConfig) -> NativeConfig {
     NativeConfig { max_file_bytes: bytes, max_file_bytes_busy: 0, debug, ..NativeConfig::default() }
+}
+
+/// `vaddr` of `path` symbolized, after its load when that is needed.
+fn symbolize_loaded(s: &mut NativeSymbolizer, id: TableKey, vaddr: u64, path: &Path) -> Symbolized {
+    let answer = s.symbolize(id, vaddr, || FileSource::new(path));
+    if answer != Symbolized::Pending {
+        return answer;
+    }
+    assert!(s.wait_for_loads(Duration::from_secs(600)));
+    s.symbolize(id, vaddr, || FileSource::new(path))
 }
 
 /// Checks that what `FileSymbolizer::cost` accounts covers the heap the
@@ -246,11 +256,8 @@ fn the_byte_budget_holds_over_many_files() {
             for (i, &call) in chain.calls.iter().enumerate() {
                 // A new address each round: never from the address cache.
                 let vaddr = call - round;
-                if let Symbolized::Pending = s.symbolize(*id, vaddr, || FileSource::new(path)) {
-                    assert!(s.wait_for_loads(Duration::from_secs(600)));
-                    let answer = s.symbolize(*id, vaddr, || FileSource::new(path));
-                    assert!(matches!(answer, Symbolized::Lines { .. }), "round {round}, call {i}: {answer:?}");
-                }
+                let answer = symbolize_loaded(&mut s, *id, vaddr, path);
+                assert!(matches!(answer, Symbolized::Lines { .. }), "round {round}, call {i}: {answer:?}");
                 let st = s.stats();
                 assert!(st.file_bytes <= budget, "{} > {budget}: {st:?}", st.file_bytes);
             }
@@ -301,11 +308,7 @@ fn parsed_units_are_given_up_before_the_file() {
         for (&a, want) in addrs.iter().zip(&expected) {
             // A new address each round: never from the address cache.
             let vaddr = a - round;
-            let mut answer = s.symbolize(id, vaddr, || FileSource::new(&bin));
-            if answer == Symbolized::Pending {
-                assert!(s.wait_for_loads(Duration::from_secs(600)));
-                answer = s.symbolize(id, vaddr, || FileSource::new(&bin));
-            }
+            let answer = symbolize_loaded(&mut s, id, vaddr, &bin);
             if round == 0 {
                 let got = match &answer {
                     Symbolized::Lines { lines, .. } => Some(lines.to_vec()),
@@ -369,13 +372,9 @@ fn the_hot_units_of_one_file_outlive_the_cold_units_of_another() {
     // file's 12 (and the names 40 more functions of each hot unit intern).
     let budget = 2 * loaded + 6 * unit_max + 8192;
     let mut s = NativeSymbolizer::new(fixed_budget(budget, debug)).expect("start");
-    let mut look = |(id, path): &(profiler_trace::TableKey, PathBuf), unit: u32, function: u32| {
+    let mut look = |(id, path): &(TableKey, PathBuf), unit: u32, function: u32| {
         let vaddr = address(unit, function);
-        let mut answer = s.symbolize(*id, vaddr, || FileSource::new(path));
-        if answer == Symbolized::Pending {
-            assert!(s.wait_for_loads(Duration::from_secs(600)));
-            answer = s.symbolize(*id, vaddr, || FileSource::new(path));
-        }
+        let answer = symbolize_loaded(&mut s, *id, vaddr, path);
         let Symbolized::Lines { lines, .. } = &answer else {
             panic!("u{unit}_f{function}: {answer:?}");
         };
@@ -430,11 +429,7 @@ fn a_file_its_lookups_grow_over_the_budget_is_loaded_again() {
     let mut s = NativeSymbolizer::new(fixed_budget(budget, debug)).expect("start");
     let mut named = 0;
     for &a in &addrs {
-        let mut answer = s.symbolize(id, a, || FileSource::new(&bin));
-        if answer == Symbolized::Pending {
-            assert!(s.wait_for_loads(Duration::from_secs(600)));
-            answer = s.symbolize(id, a, || FileSource::new(&bin));
-        }
+        let answer = symbolize_loaded(&mut s, id, a, &bin);
         assert_ne!(answer, Symbolized::Unknown(Reason::LoadFailed), "{a:#x}: given up");
         if matches!(answer, Symbolized::Lines { .. }) {
             named += 1;
