@@ -358,8 +358,10 @@ fn long_names_are_cut_and_referenced_never_copied_per_entry() {
     }
     let parsed = dwarf.parsed.borrow();
     let unit = parsed[0].parsed().expect("parsed");
-    assert!(unit.names.is_empty(), "names copied: {}", unit.names.len());
-    // Functions (24 bytes) and their addresses (24), one path.
+    let trees: Vec<_> = unit.functions.functions.iter().filter_map(|f| f.tree.get()).collect();
+    assert_eq!(trees.len(), 3, "the functions looked up, and only these, have their names read");
+    assert!(trees.iter().all(|t| t.names.is_empty()), "names copied");
+    // Functions (16 bytes) and their addresses (24), one path.
     assert!(unit.heap_bytes() < 64 * FUNCTIONS + 8192, "{} bytes", unit.heap_bytes());
 }
 

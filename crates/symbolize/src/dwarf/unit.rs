@@ -8,7 +8,7 @@ use std::cell::{Cell, OnceCell, RefCell};
 use std::cmp::Ordering;
 
 use super::index::{RangeAttrs, RELEASE_EVERY};
-use super::names::{attr_str, cut, join_path, read_name, NameRef, Names, RefUnits, MAX_PATH_LEN, NO_NAME};
+use super::names::{attr_str, cut, join_path, read_name, NameRef, Names, RefUnits, MAX_PATH_LEN};
 use super::sections::Reader;
 use super::{Allowance, Dwarf, DwarfFrame, Stop, MAX_FRAMES, MAX_INLINE_DEPTH, NONE};
 
@@ -18,9 +18,6 @@ pub(super) struct ParsedUnit {
     /// `None`: the unit has no line program.
     pub(super) lines: Option<Lines>,
     pub(super) functions: Functions,
-    /// The names that cannot be referenced in the sections (none, unless
-    /// a section is over 1 TiB), by [`NameRef`] index.
-    pub(super) names: Box<[Box<str>]>,
     /// The lookup count when it was last used.
     pub(super) used: u64,
 }
@@ -65,8 +62,10 @@ struct FunctionAddress {
     function: u32,
 }
 
+/// Its name is read with its inline tree, on the first lookup in it: most
+/// functions of a unit are never looked up, and a name often takes a
+/// reference to another entry (or unit) to find.
 pub(super) struct Function {
-    name: NameRef,
     /// Offset of its `DW_TAG_subprogram` entry in the unit.
     offset: u32,
     /// Its entry or inline tree is malformed, or the tree would not fit
@@ -77,13 +76,15 @@ pub(super) struct Function {
     pub(super) tree: OnceCell<Box<InlineTree>>,
 }
 
-/// The inlined calls of one function.
+/// The name and inlined calls of one function.
 pub(super) struct InlineTree {
+    name: NameRef,
     inlined: Box<[Inlined]>,
     /// Sorted by (depth, begin).
     inlined_addresses: Box<[InlinedAddress]>,
-    /// The calls' names that cannot be referenced (see [`NameRef`]).
-    names: Box<[Box<str>]>,
+    /// The names that cannot be referenced (see [`NameRef`]: none,
+    /// unless a section is over 1 TiB).
+    pub(super) names: Box<[Box<str>]>,
 }
 
 struct Inlined {
@@ -147,11 +148,8 @@ impl Dwarf {
             None => None,
             Some(program) => Some(parse_lines(unit, program, &mut allowance)?),
         };
-        let mut names = Names { spans: &self.spans, side: Vec::new() };
-        let mut refs = RefUnits::new(self, offset);
-        let functions = parse_functions(unit, &mut names, &mut refs, &mut allowance)?;
-        drop(refs);
-        Ok(ParsedUnit { lines, functions, names: names.side.into_boxed_slice(), used: 0 })
+        let functions = parse_functions(unit, &mut allowance)?;
+        Ok(ParsedUnit { lines, functions, used: 0 })
     }
 }
 
@@ -203,20 +201,20 @@ impl ParsedUnit {
         let Some(tree) = f.tree.get() else {
             return (Found::Broken, added);
         };
-        (self.frames_in(dwarf, Some((f, tree)), lines, probe, out), added)
+        (self.frames_in(dwarf, Some(tree), lines, probe, out), added)
     }
 
     fn frames_in(
         &self,
         dwarf: &Dwarf,
-        function: Option<(&Function, &InlineTree)>,
+        tree: Option<&InlineTree>,
         lines: Option<&Lines>,
         probe: u64,
         out: &mut Vec<DwarfFrame>,
     ) -> Found {
         let location = lines.and_then(|l| l.find(probe));
         let file = |i: u32| lines.and_then(|l| l.file(i));
-        let Some((function, tree)) = function else {
+        let Some(tree) = tree else {
             let Some((f, line)) = location else {
                 return Found::No;
             };
@@ -240,14 +238,13 @@ impl ParsedUnit {
             file_here = file(inlined.call_file);
             line_here = inlined.call_line;
         }
-        out.push(DwarfFrame { function: dwarf.name(&self.names, function.name), file: file_here, line: line_here });
+        out.push(DwarfFrame { function: dwarf.name(&tree.names, tree.name), file: file_here, line: line_here });
         Found::Yes
     }
 
     /// Heap held (from the tables' lengths: they are boxed slices).
     pub(super) fn heap_bytes(&self) -> u64 {
         let mut bytes = size_of::<ParsedUnit>() as u64;
-        bytes += names_bytes(&self.names);
         if let Some(l) = &self.lines {
             let files = l.files.borrow();
             bytes += (files.capacity() * size_of::<Option<Box<str>>>()) as u64;
@@ -480,14 +477,8 @@ thread_local! {
 }
 
 /// The functions of `unit`: every `DW_TAG_subprogram` with addresses,
-/// with its name, taken from `allowance` (functions may share one long
-/// range list).
-fn parse_functions(
-    unit: gimli::UnitRef<'_, Reader>,
-    names: &mut Names,
-    refs: &mut RefUnits<'_>,
-    allowance: &mut Allowance,
-) -> Result<Functions, Stop> {
+/// taken from `allowance` (functions may share one long range list).
+fn parse_functions(unit: gimli::UnitRef<'_, Reader>, allowance: &mut Allowance) -> Result<Functions, Stop> {
     let mut offsets = Vec::new();
     let mut addresses = Vec::new();
     let mut entries = unit.entries_raw(None)?;
@@ -517,40 +508,14 @@ fn parse_functions(
         }
     }
     addresses.sort_unstable_by_key(|a| a.begin);
-    let mut functions = Vec::with_capacity(offsets.len());
-    for o in offsets {
-        let offset = u32::try_from(o.0).ok();
-        let name = match offset.map(|_| function_name(unit, o, names, refs, allowance)) {
-            Some(Ok(name)) => Some(name),
-            Some(Err(Stop::OverAllowance)) => return Err(Stop::OverAllowance),
-            Some(Err(Stop::Malformed)) | None => None,
-        };
-        functions.push(Function {
-            name: name.unwrap_or(NO_NAME),
-            offset: offset.unwrap_or(0),
-            broken: Cell::new(name.is_none()),
-            tree: OnceCell::new(),
-        });
-    }
-    Ok(Functions { addresses: addresses.into_boxed_slice(), functions: functions.into_boxed_slice() })
-}
-
-/// The name of the function at `offset`.
-fn function_name(
-    unit: gimli::UnitRef<'_, Reader>,
-    offset: gimli::UnitOffset,
-    names: &mut Names,
-    refs: &mut RefUnits<'_>,
-    allowance: &mut Allowance,
-) -> Result<NameRef, Stop> {
-    let mut entries = unit.entries_raw(Some(offset))?;
-    let abbrev = entries.read_abbreviation()?.ok_or(Stop::Malformed)?;
-    let mut name = None;
-    for spec in abbrev.attributes() {
-        let attr = entries.read_attribute(*spec)?;
-        read_name(unit, &attr, &mut name, refs)?;
-    }
-    names.add(name, allowance)
+    let functions = offsets
+        .into_iter()
+        .map(|o| {
+            let offset = u32::try_from(o.0).ok();
+            Function { offset: offset.unwrap_or(0), broken: Cell::new(offset.is_none()), tree: OnceCell::new() }
+        })
+        .collect();
+    Ok(Functions { addresses: addresses.into_boxed_slice(), functions })
 }
 
 impl Dwarf {
@@ -571,7 +536,7 @@ impl Dwarf {
         let mut names = Names { spans: &self.spans, side: Vec::new() };
         let mut refs = RefUnits::new(self, unit);
         let offset = gimli::UnitOffset(offset as usize);
-        let (inlined, addresses) = parse_inline_tree(u, offset, &mut names, &mut refs, allowance)?;
+        let (name, inlined, addresses) = parse_inline_tree(u, offset, &mut names, &mut refs, allowance)?;
         drop(refs);
         if let (Some(lines), Some(program)) = (lines, &u.line_program) {
             let header = program.header();
@@ -600,6 +565,7 @@ impl Dwarf {
             }
         }
         Ok(InlineTree {
+            name,
             inlined: inlined.into_boxed_slice(),
             inlined_addresses: addresses.into_boxed_slice(),
             names: names.side.into_boxed_slice(),
@@ -607,20 +573,25 @@ impl Dwarf {
     }
 }
 
-/// The inlined calls of the function at `offset`, and their ranges
-/// sorted by (depth, begin), taken from `allowance` (calls may share one
-/// long range list).
+/// The name of the function at `offset`, its inlined calls, and their
+/// ranges sorted by (depth, begin), taken from `allowance` (calls may
+/// share one long range list).
 fn parse_inline_tree(
     unit: gimli::UnitRef<'_, Reader>,
     offset: gimli::UnitOffset,
     names: &mut Names,
     refs: &mut RefUnits<'_>,
     allowance: &mut Allowance,
-) -> Result<(Vec<Inlined>, Vec<InlinedAddress>), Stop> {
+) -> Result<(NameRef, Vec<Inlined>, Vec<InlinedAddress>), Stop> {
     let mut entries = unit.entries_raw(Some(offset))?;
     let depth = entries.next_depth();
     let abbrev = entries.read_abbreviation()?.ok_or(Stop::Malformed)?;
-    entries.skip_attributes(abbrev.attributes())?;
+    let mut name = None;
+    for spec in abbrev.attributes() {
+        let attr = entries.read_attribute(*spec)?;
+        read_name(unit, &attr, &mut name, refs)?;
+    }
+    let name = names.add(name, allowance)?;
     let mut inlined = Vec::new();
     let mut addresses = Vec::new();
     // Entry depths of the inlined calls the next entry may be inside.
@@ -687,5 +658,5 @@ fn parse_inline_tree(
         }
     }
     addresses.sort_unstable_by(|a, b| a.depth().cmp(&b.depth()).then(a.begin.cmp(&b.begin)));
-    Ok((inlined, addresses))
+    Ok((name, inlined, addresses))
 }
