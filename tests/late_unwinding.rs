@@ -60,7 +60,7 @@ fn process_started_while_the_manager_is_busy_is_complete_from_200ms() {
     let thread = completeness(&after, w.pid(), Fn("compare_leaf"), &thread_chain);
     eprintln!(
         "from 200 ms after exec: main {}/{}, thread {}/{} ({} samples before the load); late unwinding: {} copies, \
-         {} complete, stops {:?}, {} skipped, {} timed out",
+         {} complete, stops {:?}, {} skipped, {} timed out; {} map lookups, {} answered from the caches",
         main.complete,
         main.at_leaf,
         thread.complete,
@@ -70,7 +70,9 @@ fn process_started_while_the_manager_is_busy_is_complete_from_200ms() {
         stats.late_unwind_complete,
         stats.late_unwind_stops,
         stats.late_unwind_copies_skipped,
-        stats.late_unwind_timed_out
+        stats.late_unwind_timed_out,
+        stats.late_unwind_map_lookups,
+        stats.late_unwind_cached_lookups
     );
     for (what, c) in [("main thread", &main), ("qsort thread", &thread)] {
         assert!(c.at_leaf >= 25, "{what}: only {} samples at the leaf; {stats:#?}", c.at_leaf);
@@ -97,4 +99,13 @@ fn process_started_while_the_manager_is_busy_is_complete_from_200ms() {
         stats.late_unwind_complete
     );
     assert_eq!(stats.late_unwind_timed_out + stats.late_unwind_dropped_queue_full, 0, "{stats:#?}");
+    // Each a system call. A sample's frames fall in a few mappings, whose
+    // ranges are read once for it (about 7 lookups a copy here, its
+    // readiness checks included; 25 when read once a frame).
+    assert!(
+        stats.late_unwind_map_lookups <= 10 * stats.late_unwind_copies,
+        "{} map lookups for {} copies",
+        stats.late_unwind_map_lookups,
+        stats.late_unwind_copies
+    );
 }

@@ -202,6 +202,13 @@ pub struct MapTables {
     rule_ids: HashMap<(u64, u64), u16>,
     /// Rules by id: ids are handed out once and never reused.
     rules: HashMap<u16, UnwindRuleValue>,
+    /// The process's ranges and range chunks read during one call
+    /// ([`MapTables::unwind`], [`MapTables::is_loaded`]): a sample's
+    /// frames fall in a few mappings, each then read once, not once a
+    /// frame. Never kept across calls: the process manager may load the
+    /// process again meanwhile.
+    process: Option<(u32, ProcessRangesValue)>,
+    chunks: Vec<(usize, RangeChunk)>,
     /// Map lookups made, and answers taken from the caches instead.
     lookups: LookupCounts,
 }
@@ -232,8 +239,16 @@ impl MapTables {
             arrays: Vec::new(),
             rule_ids: HashMap::new(),
             rules: HashMap::new(),
+            process: None,
+            chunks: Vec::new(),
             lookups: LookupCounts::default(),
         }
+    }
+
+    /// Forgets the ranges read by the last call.
+    fn forget_ranges(&mut self) {
+        self.process = None;
+        self.chunks.clear();
     }
 
     /// The lookups made so far.
@@ -248,6 +263,7 @@ impl MapTables {
     /// and marks the others so until they are); a sample there waits, up
     /// to the queue's timeout.
     pub fn is_loaded(&mut self, pid: u32, address: u64) -> bool {
+        self.forget_ranges();
         matches!(self.mapping(pid, address), TableMapping::Native { .. })
     }
 
@@ -255,6 +271,7 @@ impl MapTables {
     /// collecting at most `max_frames` frames (the first is the copy's
     /// own pc).
     pub fn unwind(&mut self, pid: u32, copy: &StackCopy, max_frames: usize) -> LateUnwind {
+        self.forget_ranges();
         unwind(self, pid, copy, max_frames)
     }
 
@@ -286,15 +303,26 @@ fn delta_at(array: &MapHandle, index: u32) -> Option<u32> {
 impl UnwindTables for MapTables {
     fn mapping(&mut self, pid: u32, address: u64) -> TableMapping {
         // The same two searches as lookup_mapping (mappings.bpf.h).
-        self.lookups.map_lookups += 1;
-        let Some(process) = self
-            .process_ranges
-            .lookup(&pid.to_ne_bytes(), MapFlags::ANY)
-            .ok()
-            .flatten()
-            .and_then(|v| ProcessRangesValue::from_bytes(&v))
-        else {
-            return TableMapping::UnknownPid;
+        let process = match self.process {
+            Some((read_for, process)) if read_for == pid => {
+                self.lookups.cache_hits += 1;
+                process
+            }
+            _ => {
+                self.lookups.map_lookups += 1;
+                let Some(process) = self
+                    .process_ranges
+                    .lookup(&pid.to_ne_bytes(), MapFlags::ANY)
+                    .ok()
+                    .flatten()
+                    .and_then(|v| ProcessRangesValue::from_bytes(&v))
+                else {
+                    return TableMapping::UnknownPid;
+                };
+                self.process = Some((pid, process));
+                self.chunks.clear();
+                process
+            }
         };
         let count = process.count as usize;
         if count == 0 || count > PROCESS_RANGES_MAX as usize {
@@ -303,13 +331,29 @@ impl UnwindTables for MapTables {
         let chunks = count.div_ceil(RANGES_PER_CHUNK as usize);
         let index = process.chunk_start[..chunks].partition_point(|&start| start <= address);
         let Some(index) = index.checked_sub(1) else { return TableMapping::UnknownPc };
-        let key = range_chunk_key(pid, process.generation, index as u32);
-        self.lookups.map_lookups += 1;
-        let Some(chunk) =
-            self.range_chunks.lookup(&key, MapFlags::ANY).ok().flatten().and_then(|v| RangeChunk::from_bytes(&v))
-        else {
-            return TableMapping::UnknownPc;
+        let read = match self.chunks.iter().position(|(i, _)| *i == index) {
+            Some(read) => {
+                self.lookups.cache_hits += 1;
+                read
+            }
+            None => {
+                let key = range_chunk_key(pid, process.generation, index as u32);
+                self.lookups.map_lookups += 1;
+                let Some(chunk) = self
+                    .range_chunks
+                    .lookup(&key, MapFlags::ANY)
+                    .ok()
+                    .flatten()
+                    .and_then(|v| RangeChunk::from_bytes(&v))
+                else {
+                    return TableMapping::UnknownPc;
+                };
+                // At most RANGE_CHUNKS_MAX, all of one process.
+                self.chunks.push((index, chunk));
+                self.chunks.len() - 1
+            }
         };
+        let chunk = &self.chunks[read].1;
         let in_chunk = (count - index * RANGES_PER_CHUNK as usize).min(RANGES_PER_CHUNK as usize);
         let ranges = &chunk.ranges[..in_chunk];
         let at = ranges.partition_point(|r| r.start <= address);
