@@ -37,7 +37,7 @@ pub use profiler_bpf::{BpfError, UnwindStop};
 pub use sink::TraceSink;
 pub use stats::{RuntimeCounters, Stats, UnwindStops};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use late_unwind::{LateTables, LateUnwindCounts, LateUnwinder};
 use profiler_bpf::{Counters, OffCpuJoinCounts, RawSample, Sampler, SamplerOptions, SELECTED_PIDS_MAX};
 use profiler_interpreters::{NamerStats, Registry};
@@ -94,8 +94,8 @@ const SAMPLE_QUEUE_MAX: usize = 32_768;
 /// interval must not drop the samples of a low rate).
 const SAMPLE_QUEUE_MIN: usize = 2048;
 
-/// Capacity of the sample channel: four seconds of samples (the reporter
-/// drains it continuously, but not while it emits an interval), within
+/// Most samples queued for the reporter: four seconds of samples (it
+/// takes them continuously, but not while it emits an interval), within
 /// [`SAMPLE_QUEUE_MIN`, `SAMPLE_QUEUE_MAX`]; the maximum with off-CPU
 /// profiling, whose rate follows the machine's switches.
 fn sample_queue_capacity(samples_per_second: u32, cpus: usize, off_cpu: bool) -> usize {
@@ -699,7 +699,10 @@ fn hand_over(shared: &Shared, capacity: usize, to_reporter: &Sender<Vec<RawSampl
     }
     let count = batch.len() as u64;
     queued.fetch_add(count, Ordering::Relaxed);
-    if let Err(TrySendError::Full(_)) = to_reporter.try_send(std::mem::take(batch)) {
+    // Its capacity kept for the next drain.
+    let full = std::mem::replace(batch, Vec::with_capacity(batch.len()));
+    // Full, or the reporter gone: dropped either way.
+    if to_reporter.try_send(full).is_err() {
         queued.fetch_sub(count, Ordering::Relaxed);
         in_flight.fetch_sub(carried, Ordering::Relaxed);
         shared.samples_dropped.fetch_add(count, Ordering::Relaxed);
@@ -969,6 +972,12 @@ mod tests {
         let got = rx.recv().unwrap();
         assert_eq!(got.iter().map(|s| s.stack.is_some()).collect::<Vec<_>>(), vec![true, false]);
         assert_eq!(shared.stack_copies_backlogged.load(Ordering::Relaxed), 1);
+        assert_eq!(shared.stack_bytes_in_flight.load(Ordering::Relaxed), MAX_STACK_BYTES_IN_FLIGHT - 2);
+        // The reporter gone: dropped and given back as when full.
+        drop(rx);
+        let mut batch = vec![sample(12, 2)];
+        hand_over(&shared, 5, &tx, &mut batch);
+        assert_eq!(shared.samples_dropped.load(Ordering::Relaxed), 4);
         assert_eq!(shared.stack_bytes_in_flight.load(Ordering::Relaxed), MAX_STACK_BYTES_IN_FLIGHT - 2);
     }
 

@@ -280,8 +280,8 @@ pub struct Stats {
     /// Lookups the late unwinder made in the unwinder's BPF maps (one
     /// system call each).
     pub late_unwind_map_lookups: u64,
-    /// Rule ids and rules the late unwinder took from its caches instead
-    /// of the maps.
+    /// Rule ids, rules, and a sample's process ranges the late unwinder
+    /// took from its caches instead of the maps.
     pub late_unwind_cached_lookups: u64,
     /// Panics caught on the ring buffer reader thread (each cost one
     /// sample; the thread went on).

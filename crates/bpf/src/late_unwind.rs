@@ -218,7 +218,8 @@ pub struct MapTables {
 pub struct LookupCounts {
     /// Map lookups (each a system call).
     pub map_lookups: u64,
-    /// Rule ids and rules answered from the caches.
+    /// Rule ids, rules, and a call's process ranges and range chunks
+    /// answered from the caches.
     pub cache_hits: u64,
 }
 

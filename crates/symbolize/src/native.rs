@@ -834,7 +834,7 @@ impl NativeSymbolizer {
             address_evictions: names.evictions,
             addresses_cached: names.entries,
             // Disabled, it holds nothing and has no budget to tell.
-            budget_bytes: if self.requests.is_some() { self.budget.bytes() } else { 0 },
+            budget_bytes: if self.enabled() { self.budget.bytes() } else { 0 },
             budget_raises: self.budget.raises(),
             ..self.stats
         }

@@ -24,12 +24,12 @@ pub(super) const MAX_REF_UNITS: usize = 32;
 /// holding it (high 8 bits: `.debug_str`, `.debug_line_str`, an inline
 /// string in `.debug_info`, the supplementary file's, whichever form led
 /// there), its offset there (40 bits) and its length (16 bits); or, with
-/// [`SIDE_NAME`] as the section, the index in [`ParsedUnit::names`](super::unit::ParsedUnit::names);
+/// [`SIDE_NAME`] as the section, the index in [`InlineTree::names`](super::unit::InlineTree::names);
 /// [`NO_NAME`] for none.
 pub(super) type NameRef = u64;
 /// No name.
 pub(super) const NO_NAME: NameRef = u64::MAX;
-/// The "section" of names kept in [`ParsedUnit::names`](super::unit::ParsedUnit::names).
+/// The "section" of names kept in [`InlineTree::names`](super::unit::InlineTree::names).
 const SIDE_NAME: u64 = 0xff;
 /// Longest name kept (longer ones are cut): however long the string an
 /// entry names, only this much of it is read, and each name fits a
@@ -42,11 +42,11 @@ pub(super) const MAX_PATH_LEN: usize = 4 << 10;
 /// Largest section offset a [`NameRef`] holds.
 const MAX_NAME_OFFSET: usize = (1 << 40) - 1;
 
-/// Turns the names read while a unit is parsed into [`NameRef`]s.
+/// Turns the names read while an inline tree is parsed into [`NameRef`]s.
 pub(super) struct Names<'a> {
     /// [`Dwarf::spans`].
     pub(super) spans: &'a [(usize, usize)],
-    /// Names that cannot be referenced (becoming [`ParsedUnit::names`](super::unit::ParsedUnit::names)).
+    /// Names that cannot be referenced (becoming [`InlineTree::names`](super::unit::InlineTree::names)).
     pub(super) side: Vec<Box<str>>,
 }
 

@@ -479,7 +479,7 @@ thread_local! {
 /// The functions of `unit`: every `DW_TAG_subprogram` with addresses,
 /// taken from `allowance` (functions may share one long range list).
 fn parse_functions(unit: gimli::UnitRef<'_, Reader>, allowance: &mut Allowance) -> Result<Functions, Stop> {
-    let mut offsets = Vec::new();
+    let mut functions = Vec::new();
     let mut addresses = Vec::new();
     let mut entries = unit.entries_raw(None)?;
     while !entries.is_empty() {
@@ -496,7 +496,7 @@ fn parse_functions(unit: gimli::UnitRef<'_, Reader>, allowance: &mut Allowance) 
             let attr = entries.read_attribute(*spec)?;
             attrs.read(unit, &attr)?;
         }
-        let function = u32::try_from(offsets.len()).map_err(|_| Stop::OverAllowance)?;
+        let function = u32::try_from(functions.len()).map_err(|_| Stop::OverAllowance)?;
         let any = attrs.for_each(unit, allowance, |allowance, begin, end| {
             allowance.take(size_of::<FunctionAddress>())?;
             addresses.push(FunctionAddress { begin, end, function });
@@ -504,18 +504,16 @@ fn parse_functions(unit: gimli::UnitRef<'_, Reader>, allowance: &mut Allowance) 
         })?;
         if any {
             allowance.take(size_of::<Function>())?;
-            offsets.push(offset);
+            let offset = u32::try_from(offset.0).ok();
+            functions.push(Function {
+                offset: offset.unwrap_or(0),
+                broken: Cell::new(offset.is_none()),
+                tree: OnceCell::new(),
+            });
         }
     }
     addresses.sort_unstable_by_key(|a| a.begin);
-    let functions = offsets
-        .into_iter()
-        .map(|o| {
-            let offset = u32::try_from(o.0).ok();
-            Function { offset: offset.unwrap_or(0), broken: Cell::new(offset.is_none()), tree: OnceCell::new() }
-        })
-        .collect();
-    Ok(Functions { addresses: addresses.into_boxed_slice(), functions })
+    Ok(Functions { addresses: addresses.into_boxed_slice(), functions: functions.into_boxed_slice() })
 }
 
 impl Dwarf {
