@@ -458,6 +458,7 @@ impl Agent {
             symbolizer_loads_failed: symbolizer.loads_failed,
             symbolizer_queue_drops: symbolizer.queue_drops,
             symbolizer_file_evictions: symbolizer.file_evictions,
+            symbolizer_cold_files_dropped: symbolizer.cold_files_dropped,
             symbolizer_load_ms_max: symbolizer.load_ms_max,
             symbolizer_loads: symbolizer.loads_done,
             symbolizer_reloads: symbolizer.reloads,

@@ -36,6 +36,9 @@ pub struct Stats {
     pub symbolizer_queue_drops: u64,
     /// Files whose symbols were evicted to stay within the memory budget.
     pub symbolizer_file_evictions: u64,
+    /// Of those, files cheap to load again that were dropped before the
+    /// parsed DWARF units of files used more lately.
+    pub symbolizer_cold_files_dropped: u64,
     /// Longest single symbol load, ms.
     pub symbolizer_load_ms_max: u64,
     /// Symbol loads done (a file loaded again after an eviction counts

@@ -361,12 +361,13 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
     }
     say!("  unused tables:     {} files evicted (budget), {} kept at stop", s.files_evicted, s.files_unused);
     say!(
-        "  symbolizer:        {} loads in {} ms, {} files evicted (budget), {} loaded again, {} DWARF units parsed, \
+        "  symbolizer:        {} loads in {} ms, {} files evicted (budget; {} cold), {} loaded again, {} DWARF units parsed, \
          {} DWARF units dropped, {} given up (budget), {} parsed again; budget {} MiB (raised {} times); addresses {} \
          cached, {} looked up",
         s.symbolizer_loads,
         s.symbolizer_load_ms_total,
         s.symbolizer_file_evictions,
+        s.symbolizer_cold_files_dropped,
         s.symbolizer_reloads,
         s.symbolizer_dwarf_units_parsed,
         s.symbolizer_dwarf_units_dropped,

@@ -67,6 +67,12 @@ pub struct NativeConfig {
     pub queue_capacity: usize,
     /// How long a file that failed to load is not tried again. Default 10 s.
     pub retry_failed_after: Duration,
+    /// Over the budget, a file whose load took less CPU than this
+    /// (a small library or debug file: milliseconds; librustc_driver's
+    /// symbols take a second) is dropped whole among the parsed DWARF
+    /// units once its last lookup is older than theirs. Default 20 ms;
+    /// zero keeps every file until giving up units is not enough.
+    pub cheap_reload: Duration,
 }
 
 impl Default for NativeConfig {
@@ -80,6 +86,7 @@ impl Default for NativeConfig {
             max_addresses: 16_384,
             queue_capacity: 64,
             retry_failed_after: Duration::from_secs(10),
+            cheap_reload: Duration::from_millis(20),
         }
     }
 }
@@ -137,6 +144,9 @@ pub struct NativeStats {
     pub queue_drops: u64,
     /// Loaded files dropped to stay within the bounds.
     pub file_evictions: u64,
+    /// Of those, files cheap to load again dropped among parsed DWARF
+    /// units because their last lookup was older than the units'.
+    pub cold_files_dropped: u64,
     /// Loads of a file evicted lately (of the last 256 evicted): the
     /// budget is short of what is in use.
     pub reloads: u64,
@@ -214,6 +224,11 @@ struct Slot {
     /// Loaded again after being evicted: its load is work the budget
     /// caused.
     reload: bool,
+    /// The DWARF unit clock ([`crate::dwarf::unit_clock`]) at its last
+    /// lookup past the address cache, or at its load.
+    looked_up: u64,
+    /// The worker's CPU time for its load (both steps).
+    load_cpu: Duration,
 }
 
 impl Slot {
@@ -227,6 +242,8 @@ impl Slot {
             units_parsed: 0,
             units_reparsed: 0,
             reload: false,
+            looked_up: crate::dwarf::unit_clock(),
+            load_cpu: Duration::ZERO,
         }
     }
 
@@ -506,6 +523,7 @@ impl NativeSymbolizer {
             }
             Next::Looked { answer, cost, units_dropped, units_parsed, units_reparsed, spent, complete } => {
                 if let Some(slot) = self.files.get_mut(&file_id) {
+                    slot.looked_up = crate::dwarf::unit_clock();
                     self.stats.file_bytes = self.stats.file_bytes - slot.cost + cost;
                     slot.cost = cost;
                     self.stats.dwarf_units_dropped += units_dropped.saturating_sub(slot.units_dropped);
@@ -594,6 +612,8 @@ impl NativeSymbolizer {
             return;
         };
         let (elapsed, cpu, reload) = (r.elapsed, r.cpu, slot.reload);
+        slot.load_cpu = slot.load_cpu.saturating_add(cpu);
+        slot.looked_up = crate::dwarf::unit_clock();
         let done = |stats: &mut NativeStats, budget: &mut Budget| {
             let ms = elapsed.as_millis() as u64;
             stats.load_ms_total += ms;
@@ -661,29 +681,44 @@ impl NativeSymbolizer {
 
     /// Gives up parsed DWARF units while over the byte budget: the least
     /// recently used of all files first, the unit each file used last
-    /// aside. Files are dropped only when that is not enough: loading
-    /// one again (a 150 MB library's symbols) costs far more than
-    /// parsing a unit again. One order for all files keeps the units in
-    /// use (libpython's eval loop, libc's) however many other files
-    /// lookups touch in between.
-    fn shed_dwarf_units(&mut self) {
+    /// aside. A file cheap to load again ([`NativeConfig::cheap_reload`]) is
+    /// dropped whole in the same order, when its last lookup is older
+    /// than the units left: a debug file looked up once (libm's from
+    /// libc6-dbg holds 1.9 MB of decompressed DWARF) must not push out
+    /// the units of a file in use (libpython's, parsed again and again
+    /// at 20 Hz churn). Other files are dropped only when that is not
+    /// enough: loading one again (a 150 MB library's symbols) costs far
+    /// more than parsing a unit again. One order for all files keeps the
+    /// units in use (libpython's eval loop, libc's) however many other
+    /// files lookups touch in between.
+    fn shed_dwarf_units(&mut self, keep: Option<TableKey>) {
         if self.stats.file_bytes <= self.budget.bytes() {
             return;
         }
-        let mut units: Vec<(u64, TableKey, u32)> = Vec::new();
+        // (last use, file, unit; `None`: the whole file).
+        let mut items: Vec<(u64, TableKey, Option<u32>)> = Vec::new();
         let mut uses = Vec::new();
         for (id, slot) in &self.files {
-            if let State::Loaded { file, .. } = &slot.state {
+            if let State::Loaded { file, complete } = &slot.state {
                 uses.clear();
                 file.dwarf_unit_uses(&mut uses);
-                units.extend(uses.iter().map(|&(used, unit)| (used, *id, unit)));
+                items.extend(uses.iter().map(|&(used, unit)| (used, *id, Some(unit))));
+                if *complete && Some(*id) != keep && slot.load_cpu < self.config.cheap_reload {
+                    items.push((slot.looked_up, *id, None));
+                }
             }
         }
-        units.sort_unstable();
-        for (_, id, unit) in units {
+        items.sort_unstable();
+        for (_, id, unit) in items {
             if self.stats.file_bytes <= self.budget.bytes() {
                 break;
             }
+            let Some(unit) = unit else {
+                if self.drop_file(id) {
+                    self.stats.cold_files_dropped += 1;
+                }
+                continue;
+            };
             let Some(slot) = self.files.get_mut(&id) else {
                 continue;
             };
@@ -704,7 +739,7 @@ impl NativeSymbolizer {
     /// DWARF units was not enough.
     fn evict(&mut self, keep: Option<TableKey>) {
         self.budget.review(Instant::now());
-        self.shed_dwarf_units();
+        self.shed_dwarf_units(keep);
         let budget = self.budget.bytes();
         while self.files.len() > self.config.max_files.max(1) || self.stats.file_bytes > budget {
             // Over the byte budget only, a slot that holds nothing (a load
@@ -728,38 +763,50 @@ impl NativeSymbolizer {
             // the budget to grow into before the next drop. Giving it up
             // would leave its frames unnamed for `retry_failed_after`.
             let regrows = self.files.get(&victim).is_some_and(|s| s.loaded_cost <= budget / 4 * 3);
-            let slot = if Some(victim) == keep && !regrows {
+            if Some(victim) == keep && !regrows {
                 // Over the budget on its own: given up for a while (as a
                 // failed load), rather than loaded again at the next
                 // address.
                 let Some(slot) = self.files.get_mut(&victim) else {
                     break;
                 };
-                slot.give_up()
-            } else {
-                let Some(slot) = self.files.remove(&victim) else {
-                    break;
-                };
-                if self.recently_evicted.len() >= RECENTLY_EVICTED {
-                    self.recently_evicted.pop_front();
-                }
-                self.recently_evicted.push_back(victim);
-                slot
-            };
-            match slot.state {
-                State::Loaded { complete, .. } => {
-                    self.stats.file_evictions += 1;
-                    self.stats.files_loaded -= 1;
-                    self.stats.file_bytes -= slot.cost;
-                    // Its DWARF step's result will be ignored.
-                    if !complete {
-                        self.loading -= 1;
-                    }
-                }
-                // Its result will be ignored when it arrives.
-                State::Loading => self.loading -= 1,
-                State::Failed(_) => {}
+                let held = slot.give_up();
+                self.release(held);
+            } else if !self.drop_file(victim) {
+                break;
             }
+        }
+    }
+
+    /// Removes `victim` (remembered as evicted, to count a reload) and
+    /// releases what it held; whether it was there.
+    fn drop_file(&mut self, victim: TableKey) -> bool {
+        let Some(slot) = self.files.remove(&victim) else {
+            return false;
+        };
+        if self.recently_evicted.len() >= RECENTLY_EVICTED {
+            self.recently_evicted.pop_front();
+        }
+        self.recently_evicted.push_back(victim);
+        self.release(slot);
+        true
+    }
+
+    /// Takes what an evicted or given-up slot held off the counts.
+    fn release(&mut self, slot: Slot) {
+        match slot.state {
+            State::Loaded { complete, .. } => {
+                self.stats.file_evictions += 1;
+                self.stats.files_loaded -= 1;
+                self.stats.file_bytes -= slot.cost;
+                // Its DWARF step's result will be ignored.
+                if !complete {
+                    self.loading -= 1;
+                }
+            }
+            // Its result will be ignored when it arrives.
+            State::Loading => self.loading -= 1,
+            State::Failed(_) => {}
         }
     }
 
@@ -789,7 +836,10 @@ impl NativeSymbolizer {
         let cost = file.cost();
         self.stats.files_loaded += 1;
         self.stats.file_bytes += cost;
-        self.files.insert(file_id, Slot::new(State::Loaded { file: Box::new(file), complete: true }, self.tick, cost));
+        let mut slot = Slot::new(State::Loaded { file: Box::new(file), complete: true }, self.tick, cost);
+        // No path to load it again from: never dropped as cheap to reload.
+        slot.load_cpu = Duration::MAX;
+        self.files.insert(file_id, slot);
         self.evict(Some(file_id));
     }
 

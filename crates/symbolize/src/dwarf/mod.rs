@@ -121,6 +121,13 @@ const NONE: u32 = u32::MAX;
 /// (a file's hot unit outlives another's cold ones).
 static UNIT_CLOCK: AtomicU64 = AtomicU64::new(0);
 
+/// The clock of the parsed units' last use now: what a file's last
+/// lookup is compared with when the budget gives up whole files among
+/// units (`NativeSymbolizer`).
+pub(crate) fn unit_clock() -> u64 {
+    UNIT_CLOCK.load(Ordering::Relaxed)
+}
+
 /// A unit as lookups left it.
 enum Slot {
     /// Not parsed (yet, or again since it was dropped for the file's

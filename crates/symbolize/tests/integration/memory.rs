@@ -403,6 +403,67 @@ fn the_hot_units_of_one_file_outlive_the_cold_units_of_another() {
     assert_eq!((st.file_evictions, st.loads_requested, st.loads_failed), (0, 2, 0), "{st:?}");
 }
 
+/// A file looked up once and cheap to load again is dropped whole before
+/// the units of a file in use are given up (libm's debug file, 1.9 MB of
+/// decompressed DWARF, made the 20 Hz churn parse libpython's units again
+/// and again); with `cheap_reload` zero it stays and the busy file's
+/// units are parsed again instead.
+#[test]
+fn a_file_looked_up_once_is_dropped_before_the_units_of_a_file_in_use() {
+    if !have("gcc") {
+        return;
+    }
+    let dir = test_dir("memory-cold-file");
+    let bin = many_units_program(&dir);
+    let debug = DebugConfig { max_dwarf_bytes: 1 << 30, ..DebugConfig::default() };
+    let [stale, busy] = ["stale", "busy"].map(|name| {
+        let p = dir.join(name);
+        let mut data = std::fs::read(&bin).expect("read");
+        data.extend_from_slice(name.as_bytes());
+        std::fs::write(&p, data).expect("write");
+        (table_key_of_path(&p).expect("id"), p)
+    });
+    let elf = ElfFile::open(&bin).expect("open");
+    let address =
+        |unit: u32, function: u32| elf.symbol_address(&format!("u{unit}_f{function}")).expect("function symbol") + 8;
+    // Three sweeps of the busy file's 12 units, a new function each time.
+    let sweeps: Vec<(u32, u32)> = (0..3).flat_map(|round| (0..12).map(move |unit| (unit, round))).collect();
+    // What the busy file holds once every sweep is done: the budget.
+    let budget = {
+        let f = FileSymbolizer::load(&FileSource::new(&bin), &debug).expect("load");
+        for &(unit, function) in &sweeps {
+            assert!(f.symbolize(address(unit, function)).is_some(), "u{unit}_f{function}");
+        }
+        f.cost() + 4096
+    };
+    let run = |cheap_reload: Duration| {
+        let config = NativeConfig { cheap_reload, ..fixed_budget(budget, debug.clone()) };
+        let mut s = NativeSymbolizer::new(config).expect("start");
+        let mut look = |(id, path): &(TableKey, PathBuf), unit: u32, function: u32| {
+            let answer = symbolize_loaded(&mut s, *id, address(unit, function), path);
+            let Symbolized::Lines { lines, .. } = &answer else {
+                panic!("u{unit}_f{function}: {answer:?}");
+            };
+            assert_eq!(&*lines.last().expect("a line").function, format!("u{unit}_f{function}"));
+            let st = s.stats();
+            assert!(st.file_bytes <= budget, "{} > {budget}: {st:?}", st.file_bytes);
+            st
+        };
+        look(&stale, 5, 39);
+        for &(unit, function) in &sweeps {
+            look(&busy, unit, function);
+        }
+        // The stale file answers again (loaded again if it was dropped).
+        look(&stale, 6, 39)
+    };
+    let st = run(Duration::from_secs(60));
+    assert_eq!((st.cold_files_dropped, st.file_evictions, st.reloads), (1, 1, 1), "{st:?}");
+    assert_eq!((st.dwarf_units_reparsed, st.loads_requested, st.loads_failed), (0, 3, 0), "{st:?}");
+    let st = run(Duration::ZERO);
+    assert_eq!((st.cold_files_dropped, st.file_evictions, st.loads_requested), (0, 0, 2), "{st:?}");
+    assert!(st.dwarf_units_reparsed >= 12, "{st:?}");
+}
+
 /// Shedding parsed units cannot help a file whose newest unit alone does
 /// not fit next to what its load takes: the file is dropped.
 #[test]
