@@ -437,10 +437,7 @@ pub(crate) struct ManagerCpu {
 
 /// CPU time the calling thread has used, µs.
 fn thread_cpu_us() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    (ts.tv_sec as u64).saturating_mul(1_000_000) + ts.tv_nsec as u64 / 1000
+    u64::try_from(profiler_symbolize::thread_cpu().as_micros()).unwrap_or(u64::MAX)
 }
 
 /// Adds the thread CPU time since `*mark` to `to` and moves the mark.

@@ -104,6 +104,7 @@ mod release;
 mod source;
 mod symtab;
 
+pub use budget::thread_cpu;
 pub use cache::CacheStats;
 pub use debugfile::DebugConfig;
 pub use demangle::demangle;

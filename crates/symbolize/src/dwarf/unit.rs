@@ -184,7 +184,7 @@ impl ParsedUnit {
         }
         let lines = self.lines.as_ref();
         let Some(f) = function else {
-            return (self.frames_in(dwarf, None, lines, probe, out), 0);
+            return (Self::frames_in(dwarf, None, lines, probe, out), 0);
         };
         let mut added = 0;
         if f.tree.get().is_none() {
@@ -201,11 +201,10 @@ impl ParsedUnit {
         let Some(tree) = f.tree.get() else {
             return (Found::Broken, added);
         };
-        (self.frames_in(dwarf, Some(tree), lines, probe, out), added)
+        (Self::frames_in(dwarf, Some(tree), lines, probe, out), added)
     }
 
     fn frames_in(
-        &self,
         dwarf: &Dwarf,
         tree: Option<&InlineTree>,
         lines: Option<&Lines>,
