@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod batch_queue;
 mod config;
 mod go_labels;
 mod late_unwind;
@@ -37,7 +38,9 @@ pub use profiler_bpf::{BpfError, UnwindStop};
 pub use sink::TraceSink;
 pub use stats::{RuntimeCounters, Stats, UnwindStops};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::Receiver;
+
+use crate::batch_queue::{batch_queue, BatchReceiver, BatchSender, RecvTimeoutError};
 use late_unwind::{LateTables, LateUnwindCounts, LateUnwinder};
 use profiler_bpf::{Counters, OffCpuJoinCounts, RawSample, Sampler, SamplerOptions, SELECTED_PIDS_MAX};
 use profiler_interpreters::{NamerStats, Registry};
@@ -255,7 +258,7 @@ impl Agent {
         };
 
         let capacity = sample_queue_capacity(config.samples_per_second, online_cpus(), config.off_cpu_threshold > 0.0);
-        let (sample_tx, sample_rx) = crossbeam_channel::bounded::<Vec<RawSample>>(SAMPLE_BATCH_QUEUE);
+        let (sample_tx, sample_rx) = batch_queue::<Vec<RawSample>>(SAMPLE_BATCH_QUEUE);
         let reader = {
             let sample_reader = sampler.sample_reader()?;
             *lock(&shared.off_cpu_join) = sample_reader.off_cpu_counts();
@@ -672,7 +675,7 @@ fn online_cpus() -> usize {
 /// The reader's hand-over of one drain's samples to the reporter:
 /// within `capacity` samples queued and [`MAX_STACK_BYTES_IN_FLIGHT`]
 /// bytes of stack copies; what does not fit is dropped and counted.
-fn hand_over(shared: &Shared, capacity: usize, to_reporter: &Sender<Vec<RawSample>>, batch: &mut Vec<RawSample>) {
+fn hand_over(shared: &Shared, capacity: usize, to_reporter: &BatchSender<Vec<RawSample>>, batch: &mut Vec<RawSample>) {
     let queued = &shared.samples_queued;
     let room = (capacity as u64).saturating_sub(queued.load(Ordering::Relaxed));
     if batch.len() as u64 > room {
@@ -734,7 +737,7 @@ fn unix_now_ns() -> u64 {
 /// until the reader hangs up; samples with a stack copy wait in `late`
 /// for their process.
 fn report<T: LateTables>(
-    samples: Receiver<Vec<RawSample>>,
+    samples: BatchReceiver<Vec<RawSample>>,
     builder: TraceBuilder,
     sinks: Vec<Box<dyn TraceSink>>,
     late: LateUnwinder<T>,
@@ -766,7 +769,7 @@ fn guarded(shared: &Shared, f: impl FnOnce()) {
 
 impl<T: LateTables> Reporter<'_, T> {
     /// Runs until the reader hangs up.
-    fn run(&mut self, samples: Receiver<Vec<RawSample>>, interval: Duration) {
+    fn run(&mut self, samples: BatchReceiver<Vec<RawSample>>, interval: Duration) {
         let mut interval_start = unix_now_ns();
         let mut deadline = Instant::now() + interval;
         let mut ready = Vec::new();
@@ -941,7 +944,9 @@ mod tests {
     #[test]
     fn the_reader_hands_over_whole_drains_within_the_queue_bounds() {
         let shared = Shared::default();
-        let (tx, rx) = crossbeam_channel::bounded(2);
+        let (tx, rx) = batch_queue(2);
+        let recv =
+            |rx: &BatchReceiver<Vec<RawSample>>| rx.recv_deadline(Instant::now() + Duration::from_secs(5)).unwrap();
         // 3 samples, room for 5: one hand-over, the stack bytes counted.
         let mut batch = vec![sample(1, 0), sample(2, 100), sample(3, 0)];
         hand_over(&shared, 5, &tx, &mut batch);
@@ -955,12 +960,12 @@ mod tests {
         assert_eq!(shared.samples_queued.load(Ordering::Relaxed), 5);
         assert_eq!(shared.samples_dropped.load(Ordering::Relaxed), 2);
         let tids = |b: Vec<RawSample>| b.iter().map(|s| s.tid).collect::<Vec<_>>();
-        assert_eq!(tids(rx.recv().unwrap()), vec![1, 2, 3]);
-        assert_eq!(tids(rx.recv().unwrap()), vec![4, 5]);
+        assert_eq!(tids(recv(&rx)), vec![1, 2, 3]);
+        assert_eq!(tids(recv(&rx)), vec![4, 5]);
         // A full channel drops the whole batch and gives back what it
         // counted (the reporter took nothing meanwhile here).
         shared.samples_queued.store(0, Ordering::Relaxed);
-        let (full_tx, _full_rx) = crossbeam_channel::bounded(0);
+        let (full_tx, _full_rx) = batch_queue(0);
         let mut batch = vec![sample(9, 64)];
         hand_over(&shared, 5, &full_tx, &mut batch);
         assert_eq!(shared.samples_queued.load(Ordering::Relaxed), 0);
@@ -970,7 +975,7 @@ mod tests {
         shared.stack_bytes_in_flight.store(MAX_STACK_BYTES_IN_FLIGHT - 10, Ordering::Relaxed);
         let mut batch = vec![sample(10, 8), sample(11, 8)];
         hand_over(&shared, 5, &tx, &mut batch);
-        let got = rx.recv().unwrap();
+        let got = recv(&rx);
         assert_eq!(got.iter().map(|s| s.stack.is_some()).collect::<Vec<_>>(), vec![true, false]);
         assert_eq!(shared.stack_copies_backlogged.load(Ordering::Relaxed), 1);
         assert_eq!(shared.stack_bytes_in_flight.load(Ordering::Relaxed), MAX_STACK_BYTES_IN_FLIGHT - 2);
@@ -987,9 +992,9 @@ mod tests {
         let native = NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() }).expect("new");
         let builder = TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default()));
         let seen = Arc::new(Mutex::new((0, false)));
-        let (tx, rx) = crossbeam_channel::bounded(8);
+        let (tx, rx) = batch_queue(8);
         for tid in 0..3 {
-            tx.send(vec![sample(tid, 0)]).unwrap();
+            assert!(tx.try_send(vec![sample(tid, 0)]).is_ok());
         }
         drop(tx);
         let shared = Shared::default();
