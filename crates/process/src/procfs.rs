@@ -8,28 +8,41 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Size of one read of a `/proc` file.
+/// Size of one read of a `/proc` file past the first.
 const PROC_READ_CHUNK: usize = 64 * 1024;
+/// Size of the first read, into the stack: most files read here (`stat`,
+/// `cgroup`, a short-lived command's `environ`) fit, and are then copied
+/// into a buffer of their size rather than a zeroed 64 KiB one.
+const PROC_FIRST_READ: usize = 4096;
+
+/// One `read` of `file` into `buf`, retried when interrupted.
+fn read_once(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match file.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
 
 /// The first `max` bytes of a `/proc` file (the rest is left unread).
 /// The kernel generates these files at each read call, and a growing
 /// buffer (std's `read_to_end` starts with a 32-byte probe) costs 5 to
-/// 10 calls for one `stat` or `maps`: reads of 64 KiB take one, plus the
-/// one that sees the end.
+/// 10 calls for one `stat` or `maps`: a small file takes one read, plus
+/// the one that sees the end, and larger reads are 64 KiB.
 pub fn read_proc_file(path: &Path, max: usize) -> std::io::Result<Vec<u8>> {
     let mut file = std::fs::File::open(path)?;
-    let mut buf = Vec::new();
+    let mut first = [0u8; PROC_FIRST_READ];
+    let n = read_once(&mut file, &mut first[..PROC_FIRST_READ.min(max)])?;
+    let mut buf = first[..n].to_vec();
+    if n == 0 {
+        return Ok(buf);
+    }
     while buf.len() < max {
         let len = buf.len();
         let want = PROC_READ_CHUNK.min(max - len);
         buf.resize(len + want, 0);
-        let n = loop {
-            match file.read(&mut buf[len..]) {
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                other => break other,
-            }
-        };
-        let n = match n {
+        let n = match read_once(&mut file, &mut buf[len..]) {
             Ok(n) => n,
             Err(e) => {
                 buf.truncate(len);
@@ -230,6 +243,12 @@ mod tests {
         std::fs::write(&path, &content).unwrap();
         assert_eq!(read_proc_file(&path, 1 << 20).unwrap(), content);
         assert_eq!(read_proc_file(&path, 70_000).unwrap(), content[..70_000]);
+        // Bounds around the first read (into the stack).
+        for max in [0, 100, PROC_FIRST_READ - 1, PROC_FIRST_READ, PROC_FIRST_READ + 1] {
+            assert_eq!(read_proc_file(&path, max).unwrap(), content[..max], "max {max}");
+        }
+        std::fs::write(&path, b"").unwrap();
+        assert_eq!(read_proc_file(&path, 1 << 20).unwrap(), b"");
         std::fs::remove_file(&path).unwrap();
         let stat = read_proc_text(Path::new("/proc/self/stat"), 4096).unwrap();
         assert_eq!(parse_start_time(&stat), read_start_time(Path::new("/proc"), Pid(std::process::id())));
