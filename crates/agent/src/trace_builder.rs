@@ -91,12 +91,6 @@ impl TraceBuilder {
         self.counts
     }
 
-    /// Whether frames would be named later than now: files are being
-    /// loaded by the symbolizer.
-    pub(crate) fn names_pending(&self) -> bool {
-        self.native.loads_in_flight() > 0
-    }
-
     pub(crate) fn native_stats(&self) -> profiler_symbolize::NativeStats {
         self.native.stats()
     }
