@@ -442,7 +442,8 @@ fn registers(tid: u32) -> (u64, u64) {
 /// the entry frame (a sample may fall in a builtin or stub that keeps no
 /// frame of its own); outer and the top level with their call lines, and
 /// inner, once TurboFan compiled it (on-stack replacement of its loop),
-/// at the loop's line.
+/// at the loop's line or at the `return` after it (a thread stopped
+/// between two calls of inner: CI met it once in 20 samples).
 #[test]
 fn spinning_chain_from_registers() {
     if !have_node() {
@@ -470,7 +471,7 @@ fn spinning_chain_from_registers() {
     for (js, _) in &complete {
         assert_eq!((js[1].2, js[2].2), (line("outer"), line("spinTop")), "{js:?}");
         if js[0].1 == Tier::Turbofan {
-            assert_eq!(js[0].2, line("loop"), "{js:?}");
+            assert!([line("loop"), line("return")].contains(&js[0].2), "{js:?}");
         }
     }
     assert!(complete.iter().any(|(js, _)| js[0].1 == Tier::Turbofan), "inner never optimised: {results:?}");

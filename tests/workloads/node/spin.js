@@ -7,7 +7,7 @@
 function inner(n) {
   let x = 0;
   for (let i = 0; i < n; i++) x = (x * 31 + i) % 1000003; // line:loop
-  return x;
+  return x; // line:return
 }
 
 function outer() {
