@@ -98,8 +98,9 @@ static __always_inline u32 append_go_labels(u8 *to)
 }
 
 /* Sends the finished sample: the header, the used frame words, then
- * `extra` bytes that follow them in the record (a stack copy). */
-static __always_inline void send_sample_sized(struct sample_event *event, u8 stop, u32 extra)
+ * `extra` bytes that follow them in the record (a stack copy). `wake`
+ * wakes user space now rather than at its next poll. */
+static __always_inline void send_sample_sized(struct sample_event *event, u8 stop, u32 extra, bool wake)
 {
 	event->unwind_stop = stop;
 	if (stop < UNWIND_STOP_COUNT)
@@ -118,7 +119,7 @@ static __always_inline void send_sample_sized(struct sample_event *event, u8 sto
 			event->flags &= ~SAMPLE_FLAG_GO_LABELS;
 		size += added;
 	}
-	if (bpf_ringbuf_output(&samples, event, size, wakeup_flag()) < 0)
+	if (bpf_ringbuf_output(&samples, event, size, wake ? BPF_RB_FORCE_WAKEUP : wakeup_flag()) < 0)
 		count(COUNTER_SAMPLES_LOST_RINGBUF);
 	else
 		count(COUNTER_SAMPLES_SENT);
@@ -127,7 +128,7 @@ static __always_inline void send_sample_sized(struct sample_event *event, u8 sto
 /* Sends the finished sample (header and the used frame words only). */
 static __always_inline void send_sample(struct sample_event *event, u8 stop)
 {
-	send_sample_sized(event, stop, 0);
+	send_sample_sized(event, stop, 0, false);
 }
 
 /* The stack copy budget of each CPU (struct stack_copy_budget): bytes
@@ -202,13 +203,16 @@ static __always_inline u32 append_stack_copy(struct sample_record *record)
 /* Sends a sample whose user stack ended with `stop`. A process or
  * mapping the process manager has not loaded yet gets a copy of its
  * stack, which user space unwinds once it is loaded; other samples cost
- * nothing more. */
+ * nothing more. A process not loaded yet wakes user space at once (the
+ * samples of loaded ones wait for its poll, up to 500 ms at low rates):
+ * the reporter reads what the process is (executable, container) from
+ * /proc at its first sample, while a short-lived one still runs. */
 static __always_inline void finish_sample(struct sample_record *record, u8 stop)
 {
 	u32 extra = 0;
 	if (stop == UNWIND_STOP_UNKNOWN_PID || stop == UNWIND_STOP_UNKNOWN_PC)
 		extra = append_stack_copy(record);
-	send_sample_sized(&record->event, stop, extra);
+	send_sample_sized(&record->event, stop, extra, stop == UNWIND_STOP_UNKNOWN_PID);
 }
 
 #endif

@@ -110,8 +110,35 @@ fn sample_queue_capacity(samples_per_second: u32, cpus: usize, off_cpu: bool) ->
         .saturating_mul(4)
         .clamp(SAMPLE_QUEUE_MIN, SAMPLE_QUEUE_MAX)
 }
-/// How often the reader drains the ring buffer when not woken earlier.
-const READER_POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// How often the reader drains the ring buffer when not woken earlier,
+/// in steady state: about 64 samples a drain, every 100-500 ms
+/// ([`READER_POLL_SOON`] while [`Shared::poll_soon`]). Each drain wakes
+/// the reader and then the reporter, and a wake-up costs tens of µs of
+/// CPU on a machine whose CPUs are busy: at 20 Hz on 2 CPUs (4 samples a
+/// 100 ms drain) the reader's 10 wake-ups a second were most of its
+/// 0.07% of a core. The ring holds at least a second of samples
+/// ([`ring_buffer_bytes`]); the programs wake the reader once it is a
+/// quarter full, and at once for a sample whose process is not loaded
+/// yet (its /proc entry is read at its first sample, before a
+/// short-lived process is gone). Off-CPU stacks come with the switches,
+/// at no rate the sampling frequency tells: 100 ms.
+fn reader_poll_interval(samples_per_second: u32, cpus: usize, off_cpu: bool) -> Duration {
+    const SAMPLES_PER_DRAIN: u64 = 64;
+    let per_second = u64::from(samples_per_second).saturating_mul(cpus.max(1) as u64).max(1);
+    let ms = if off_cpu { 100 } else { (SAMPLES_PER_DRAIN * 1000 / per_second).clamp(100, 500) };
+    Duration::from_millis(ms)
+}
+/// The reader's poll while the reporter waits for something (a file's
+/// names loading, stacks held for their process's tables), and while
+/// interpreted frames come in: the samples that follow are named or
+/// unwound sooner, and fewer of them go out with frames still unnamed.
+/// An interpreted frame is named from the live process when its sample
+/// is built: V8 moves optimised code, a short-lived script exits.
+const READER_POLL_SOON: Duration = Duration::from_millis(100);
+/// How long after the last interpreted frame the reader keeps
+/// [`READER_POLL_SOON`]: a runtime that samples rarely (a script asleep)
+/// does not hold the short poll.
+const INTERPRETED_POLL_SOON_FOR: Duration = Duration::from_secs(2);
 /// Batches (one a drain of the ring buffer) the channel to the reporter
 /// holds; the samples in them are bounded by [`sample_queue_capacity`].
 const SAMPLE_BATCH_QUEUE: usize = 256;
@@ -123,6 +150,9 @@ const MAX_STACK_BYTES_IN_FLIGHT: u64 = 4 << 20;
 #[derive(Debug, Default)]
 struct Shared {
     samples_dropped: AtomicU64,
+    /// The reporter waits for file loads or for processes' tables: the
+    /// reader polls every [`READER_POLL_SOON`].
+    poll_soon: AtomicBool,
     /// Samples in the channel from the reader to the reporter.
     samples_queued: AtomicU64,
     /// The reader's joins of off-CPU stacks with their ends.
@@ -257,7 +287,11 @@ impl Agent {
             None
         };
 
-        let capacity = sample_queue_capacity(config.samples_per_second, online_cpus(), config.off_cpu_threshold > 0.0);
+        let off_cpu = config.off_cpu_threshold > 0.0;
+        let capacity = sample_queue_capacity(config.samples_per_second, online_cpus(), off_cpu);
+        let poll_interval = reader_poll_interval(config.samples_per_second, online_cpus(), off_cpu);
+        // Start-up: every file is new, until the reporter says otherwise.
+        shared.poll_soon.store(true, Ordering::Relaxed);
         let (sample_tx, sample_rx) = batch_queue::<Vec<RawSample>>(SAMPLE_BATCH_QUEUE);
         let reader = {
             let sample_reader = sampler.sample_reader()?;
@@ -267,8 +301,14 @@ impl Agent {
             std::thread::Builder::new()
                 .name("ep-reader".into())
                 .spawn(move || {
-                    let result = sample_reader
-                        .run(READER_POLL_INTERVAL, &stop, |batch| hand_over(&shared, capacity, &sample_tx, batch));
+                    let result = sample_reader.run(
+                        || match shared.poll_soon.load(Ordering::Relaxed) {
+                            true => poll_interval.min(READER_POLL_SOON),
+                            false => poll_interval,
+                        },
+                        &stop,
+                        |batch| hand_over(&shared, capacity, &sample_tx, batch),
+                    );
                     shared.samples_malformed.store(sample_reader.malformed(), Ordering::Relaxed);
                     shared.panics_reader.fetch_add(sample_reader.panics(), Ordering::Relaxed);
                     result
@@ -773,6 +813,7 @@ impl<T: LateTables> Reporter<'_, T> {
         let mut interval_start = unix_now_ns();
         let mut deadline = Instant::now() + interval;
         let mut ready = Vec::new();
+        let mut interpreted_until: Option<Instant> = None;
         loop {
             let wake = self.late.next_poll().map_or(deadline, |p| p.min(deadline));
             match samples.recv_deadline(wake) {
@@ -817,6 +858,14 @@ impl<T: LateTables> Reporter<'_, T> {
                 self.emit_all(&mut ready);
                 *lock(&self.shared.late) = self.late.counts();
             }
+            let now = Instant::now();
+            if self.builder.take_interpreted_seen() {
+                interpreted_until = Some(now + INTERPRETED_POLL_SOON_FOR);
+            }
+            let waiting = self.builder.names_pending()
+                || self.late.next_poll().is_some()
+                || interpreted_until.is_some_and(|until| now < until);
+            self.shared.poll_soon.store(waiting, Ordering::Relaxed);
             if Instant::now() >= deadline {
                 let builder = &mut self.builder;
                 guarded(self.shared, || builder.forget_exited_processes());
@@ -1014,6 +1063,17 @@ mod tests {
         assert_eq!(ring_buffer_bytes(1000, 128), 4 << 20, "never above the former fixed size");
         assert_eq!(ring_buffer_bytes(0, 0), 256 << 10);
         assert_eq!(ring_buffer_bytes(u32::MAX, usize::MAX), 4 << 20);
+    }
+
+    #[test]
+    fn the_reader_drains_about_64_samples_at_a_time_within_bounds() {
+        let ms = |hz, cpus, off_cpu| reader_poll_interval(hz, cpus, off_cpu).as_millis();
+        assert_eq!(ms(20, 2, false), 500, "40 samples a second: the longest interval");
+        assert_eq!(ms(100, 2, false), 320);
+        assert_eq!(ms(1000, 2, false), 100, "2,000 a second: the shortest");
+        assert_eq!(ms(20, 2, true), 100, "off-CPU stacks come with the switches");
+        assert_eq!(ms(0, 0, false), 500);
+        assert_eq!(ms(u32::MAX, usize::MAX, false), 100);
     }
 
     #[test]

@@ -25,13 +25,17 @@ fn main() {
             stop.store(true, Ordering::Relaxed);
         });
         reader
-            .run(Duration::from_millis(100), &stop, |sample| {
-                total += 1;
-                if shown < 5 {
-                    shown += 1;
-                    println!("{sample:x?}");
-                }
-            })
+            .run(
+                || Duration::from_millis(100),
+                &stop,
+                |sample| {
+                    total += 1;
+                    if shown < 5 {
+                        shown += 1;
+                        println!("{sample:x?}");
+                    }
+                },
+            )
             .expect("read");
     });
     println!("received {total}; counters {:?}", sampler.counters().unwrap());

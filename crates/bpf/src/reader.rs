@@ -26,15 +26,16 @@ impl SampleReader {
 
     /// Delivers the samples to `on_batch` until `stop` is set, then
     /// drains what is left. The programs wake the reader only when the
-    /// buffer fills up (to keep wake-ups off the hot path), so it also
-    /// polls every `interval`. The samples of one drain go together (one
+    /// buffer fills up or a sample's process is not loaded yet (to keep
+    /// wake-ups off the hot path), so it also polls, `interval()` after
+    /// each drain. The samples of one drain go together (one
     /// hand-over, one wake-up of whoever takes them, not one a sample);
     /// `on_batch` takes what it keeps out of the vector. An off-CPU sample
     /// is delivered when the thread's switch-in arrives, with its time off
     /// the CPU.
     pub fn run(
         &self,
-        interval: Duration,
+        interval: impl Fn() -> Duration,
         stop: &AtomicBool,
         mut on_batch: impl FnMut(&mut Vec<RawSample>),
     ) -> Result<(), BpfError> {
@@ -83,7 +84,7 @@ impl SampleReader {
         while !stop.load(Ordering::Relaxed) {
             // poll() only consumes after a wake-up; consume() takes what
             // arrived without one.
-            ring.poll(interval).map_err(|source| BpfError::Map { map: "samples", source })?;
+            ring.poll(interval()).map_err(|source| BpfError::Map { map: "samples", source })?;
             ring.consume().map_err(|source| BpfError::Map { map: "samples", source })?;
             hand_over();
         }

@@ -431,6 +431,12 @@ impl NativeSymbolizer {
         })
     }
 
+    /// Files being loaded now (their lookups answer
+    /// [`Symbolized::Pending`]).
+    pub fn loads_in_flight(&self) -> usize {
+        self.loading
+    }
+
     /// Whether native symbolization is on.
     pub fn enabled(&self) -> bool {
         self.requests.is_some()
