@@ -777,7 +777,7 @@ impl NativeSymbolizer {
                     break;
                 };
                 let held = slot.give_up();
-                self.release(held);
+                self.release(held, true);
             } else if !self.drop_file(victim) {
                 break;
             }
@@ -794,15 +794,18 @@ impl NativeSymbolizer {
             self.recently_evicted.pop_front();
         }
         self.recently_evicted.push_back(victim);
-        self.release(slot);
+        self.release(slot, true);
         true
     }
 
-    /// Takes what an evicted or given-up slot held off the counts.
-    fn release(&mut self, slot: Slot) {
+    /// Takes what an evicted, given-up or replaced slot held off the
+    /// counts; a loaded file counts as evicted when `evicted`.
+    fn release(&mut self, slot: Slot, evicted: bool) {
         match slot.state {
             State::Loaded { complete, .. } => {
-                self.stats.file_evictions += 1;
+                if evicted {
+                    self.stats.file_evictions += 1;
+                }
                 self.stats.files_loaded -= 1;
                 self.stats.file_bytes -= slot.cost;
                 // Its DWARF step's result will be ignored.
@@ -827,17 +830,7 @@ impl NativeSymbolizer {
         self.collect_results();
         self.tick += 1;
         if let Some(old) = self.files.remove(&file_id) {
-            match old.state {
-                State::Loaded { complete, .. } => {
-                    self.stats.files_loaded -= 1;
-                    self.stats.file_bytes -= old.cost;
-                    if !complete {
-                        self.loading -= 1;
-                    }
-                }
-                State::Loading => self.loading -= 1,
-                State::Failed(_) => {}
-            }
+            self.release(old, false);
         }
         let cost = file.cost();
         self.stats.files_loaded += 1;

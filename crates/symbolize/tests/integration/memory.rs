@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use profiler_elf::source::table_key_of_path;
 use profiler_elf::ElfFile;
 use profiler_symbolize::{
-    DebugConfig, DwarfError, FileSource, FileSymbolizer, LineSource, NativeConfig, NativeSymbolizer, Reason, Symbolized,
+    DebugConfig, DwarfError, FileSource, FileSymbolizer, LineSource, NativeConfig, NativeStats, NativeSymbolizer,
+    Reason, Symbolized,
 };
 use profiler_trace::{Pid, TableKey};
 
@@ -331,6 +332,42 @@ fn parsed_units_are_given_up_before_the_file() {
     assert_eq!(st.files_loaded, 1, "{st:?}");
 }
 
+/// Copies of `bin`, each with its name appended: distinct files
+/// (distinct keys) with the same code.
+fn distinct_copies<const N: usize>(dir: &Path, bin: &Path, names: [&str; N]) -> [(TableKey, PathBuf); N] {
+    names.map(|name| {
+        let p = dir.join(name);
+        let mut data = std::fs::read(bin).expect("read");
+        data.extend_from_slice(name.as_bytes());
+        std::fs::write(&p, data).expect("write");
+        (table_key_of_path(&p).expect("id"), p)
+    })
+}
+
+/// An address inside `u{unit}_f{function}` of [`many_units_program`].
+fn unit_function_address(elf: &ElfFile, unit: u32, function: u32) -> u64 {
+    elf.symbol_address(&format!("u{unit}_f{function}")).expect("function symbol") + 8
+}
+
+/// Looks `vaddr` up in `file`, which must name it `u{unit}_f{function}`,
+/// within `budget`; the stats after it.
+fn look_within(
+    s: &mut NativeSymbolizer,
+    (id, path): &(TableKey, PathBuf),
+    (unit, function): (u32, u32),
+    vaddr: u64,
+    budget: u64,
+) -> NativeStats {
+    let answer = symbolize_loaded(s, *id, vaddr, path);
+    let Symbolized::Lines { lines, .. } = &answer else {
+        panic!("u{unit}_f{function}: {answer:?}");
+    };
+    assert_eq!(&*lines.last().expect("a line").function, format!("u{unit}_f{function}"));
+    let st = s.stats();
+    assert!(st.file_bytes <= budget, "{} > {budget}: {st:?}", st.file_bytes);
+    st
+}
+
 /// The units given up for the budget are the least recently used of all
 /// files: two units of one file used at every step outlive the cold units
 /// another file's lookups sweep through, however recently that other
@@ -344,17 +381,9 @@ fn the_hot_units_of_one_file_outlive_the_cold_units_of_another() {
     let dir = test_dir("memory-shed-order");
     let bin = many_units_program(&dir);
     let debug = DebugConfig { max_dwarf_bytes: 1 << 30, ..DebugConfig::default() };
-    // Distinct files (distinct keys) with the same code.
-    let [hot, cold] = ["hot", "cold"].map(|name| {
-        let p = dir.join(name);
-        let mut data = std::fs::read(&bin).expect("read");
-        data.extend_from_slice(name.as_bytes());
-        std::fs::write(&p, data).expect("write");
-        (table_key_of_path(&p).expect("id"), p)
-    });
+    let [hot, cold] = distinct_copies(&dir, &bin, ["hot", "cold"]);
     let elf = ElfFile::open(&bin).expect("open");
-    let address =
-        |unit: u32, function: u32| elf.symbol_address(&format!("u{unit}_f{function}")).expect("function symbol") + 8;
+    let address = |unit, function| unit_function_address(&elf, unit, function);
     // What a file takes loaded, and what each unit's first lookup adds
     // (its tables, the names it interns).
     let (loaded, unit_max) = {
@@ -372,16 +401,8 @@ fn the_hot_units_of_one_file_outlive_the_cold_units_of_another() {
     // file's 12 (and the names 40 more functions of each hot unit intern).
     let budget = 2 * loaded + 6 * unit_max + 8192;
     let mut s = NativeSymbolizer::new(fixed_budget(budget, debug)).expect("start");
-    let mut look = |(id, path): &(TableKey, PathBuf), unit: u32, function: u32| {
-        let vaddr = address(unit, function);
-        let answer = symbolize_loaded(&mut s, *id, vaddr, path);
-        let Symbolized::Lines { lines, .. } = &answer else {
-            panic!("u{unit}_f{function}: {answer:?}");
-        };
-        assert_eq!(&*lines.last().expect("a line").function, format!("u{unit}_f{function}"));
-        let st = s.stats();
-        assert!(st.file_bytes <= budget, "{} > {budget}: {st:?}", st.file_bytes);
-        st
+    let mut look = |file: &(TableKey, PathBuf), unit, function| {
+        look_within(&mut s, file, (unit, function), address(unit, function), budget)
     };
     // Both files loaded, nothing parsed by a lookup yet: the first lookup
     // of each answers from symbols while DWARF loads.
@@ -416,16 +437,9 @@ fn a_file_looked_up_once_is_dropped_before_the_units_of_a_file_in_use() {
     let dir = test_dir("memory-cold-file");
     let bin = many_units_program(&dir);
     let debug = DebugConfig { max_dwarf_bytes: 1 << 30, ..DebugConfig::default() };
-    let [stale, busy] = ["stale", "busy"].map(|name| {
-        let p = dir.join(name);
-        let mut data = std::fs::read(&bin).expect("read");
-        data.extend_from_slice(name.as_bytes());
-        std::fs::write(&p, data).expect("write");
-        (table_key_of_path(&p).expect("id"), p)
-    });
+    let [stale, busy] = distinct_copies(&dir, &bin, ["stale", "busy"]);
     let elf = ElfFile::open(&bin).expect("open");
-    let address =
-        |unit: u32, function: u32| elf.symbol_address(&format!("u{unit}_f{function}")).expect("function symbol") + 8;
+    let address = |unit, function| unit_function_address(&elf, unit, function);
     // Three sweeps of the busy file's 12 units, a new function each time.
     let sweeps: Vec<(u32, u32)> = (0..3).flat_map(|round| (0..12).map(move |unit| (unit, round))).collect();
     // What the busy file holds once every sweep is done: the budget.
@@ -439,15 +453,8 @@ fn a_file_looked_up_once_is_dropped_before_the_units_of_a_file_in_use() {
     let run = |cheap_reload: Duration| {
         let config = NativeConfig { cheap_reload, ..fixed_budget(budget, debug.clone()) };
         let mut s = NativeSymbolizer::new(config).expect("start");
-        let mut look = |(id, path): &(TableKey, PathBuf), unit: u32, function: u32| {
-            let answer = symbolize_loaded(&mut s, *id, address(unit, function), path);
-            let Symbolized::Lines { lines, .. } = &answer else {
-                panic!("u{unit}_f{function}: {answer:?}");
-            };
-            assert_eq!(&*lines.last().expect("a line").function, format!("u{unit}_f{function}"));
-            let st = s.stats();
-            assert!(st.file_bytes <= budget, "{} > {budget}: {st:?}", st.file_bytes);
-            st
+        let mut look = |file: &(TableKey, PathBuf), unit, function| {
+            look_within(&mut s, file, (unit, function), address(unit, function), budget)
         };
         look(&stale, 5, 39);
         for &(unit, function) in &sweeps {
