@@ -946,6 +946,7 @@ fn snapshot_covers(registry: &ProcessRegistry, pid: u32, address: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use profiler_trace::UserFrame;
 
     /// Panics on the first trace, records the others and the stop.
     struct Fragile(Arc<Mutex<(u32, bool)>>);
@@ -1053,6 +1054,37 @@ mod tests {
         assert_eq!(shared.panics_reporter.load(Ordering::Relaxed), 1);
         assert_eq!(shared.samples_processed.load(Ordering::Relaxed), 2, "the other samples went on");
         assert_eq!(*lock(&seen), (3, true), "every sample reached the sink, then the stop");
+    }
+
+    /// Runs a reporter over `batches` (nothing to name natively, no
+    /// stack held) and returns whether it left the reader polling soon.
+    fn poll_soon_after(batches: Vec<Vec<RawSample>>) -> bool {
+        let native = NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() }).expect("new");
+        let builder = TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default()));
+        let (tx, rx) = batch_queue(8);
+        for batch in batches {
+            assert!(tx.try_send(batch).is_ok());
+        }
+        drop(tx);
+        let shared = Shared::default();
+        // As at start-up.
+        shared.poll_soon.store(true, Ordering::Relaxed);
+        let late = LateUnwinder::new(late_unwind::NoTables);
+        report(rx, builder, Vec::new(), late, Arc::new(ProcessRegistry::new()), Duration::from_secs(60), &shared);
+        shared.poll_soon.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn interpreted_frames_keep_the_reader_polling_soon() {
+        let native_only = || sample(1, 0);
+        let python =
+            || RawSample { user_frames: vec![UserFrame::python_word(0x7f00_0000_1000, 6), 0x1000], ..sample(2, 0) };
+        assert!(!poll_soon_after(vec![vec![native_only()], vec![native_only()]]), "native frames: polls by rate");
+        assert!(poll_soon_after(vec![vec![python()]]), "a CPython frame is named from the live process");
+        assert!(
+            poll_soon_after(vec![vec![python()], vec![native_only()]]),
+            "for a while after the last interpreted frame"
+        );
     }
 
     #[test]
