@@ -42,8 +42,8 @@ static __always_inline u64 wakeup_flag(void)
 }
 
 /* Sends a process event, if rate_limited unless one of its kind went out
- * for the pid within its interval. */
-static __always_inline void send_process_event(u32 kind, u32 pid, u64 pc, bool rate_limited)
+ * for the pid within its interval; whether it was sent. */
+static __always_inline bool send_process_event(u32 kind, u32 pid, u64 pc, bool rate_limited)
 {
 	u64 now = bpf_ktime_get_ns();
 	u64 key = ((u64)pid << 32) | kind;
@@ -53,7 +53,7 @@ static __always_inline void send_process_event(u32 kind, u32 pid, u64 pc, bool r
 							       : NEW_PROCESS_EVENT_INTERVAL_NS;
 		if (last && now - *last < interval) {
 			count(COUNTER_PROCESS_EVENTS_RATE_LIMITED);
-			return;
+			return false;
 		}
 		bpf_map_update_elem(&process_event_times, &key, &now, BPF_ANY);
 	}
@@ -67,10 +67,12 @@ static __always_inline void send_process_event(u32 kind, u32 pid, u64 pc, bool r
 	 * wait for its next poll (EVENT_POLL, crates/agent/src/process_manager.rs), so a burst of them
 	 * costs one wake-up. */
 	u64 wakeup = kind == PROCESS_EVENT_NEW || kind == PROCESS_EVENT_UNKNOWN_PC ? 0 : BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_output(&process_events, &event, sizeof(event), wakeup) < 0)
+	if (bpf_ringbuf_output(&process_events, &event, sizeof(event), wakeup) < 0) {
 		count(COUNTER_PROCESS_EVENTS_LOST);
-	else
-		count(COUNTER_PROCESS_EVENTS_SENT);
+		return false;
+	}
+	count(COUNTER_PROCESS_EVENTS_SENT);
+	return true;
 }
 
 /* Copies the sample's Go labels (go_labels.bpf.h) to `to`, in the
@@ -203,16 +205,19 @@ static __always_inline u32 append_stack_copy(struct sample_record *record)
 /* Sends a sample whose user stack ended with `stop`. A process or
  * mapping the process manager has not loaded yet gets a copy of its
  * stack, which user space unwinds once it is loaded; other samples cost
- * nothing more. A process not loaded yet wakes user space at once (the
- * samples of loaded ones wait for its poll, up to 500 ms at low rates):
- * the reporter reads what the process is (executable, container) from
- * /proc at its first sample, while a short-lived one still runs. */
+ * nothing more. The first sample of a process not loaded yet (one each
+ * NEW_PROCESS_EVENT_INTERVAL_NS) wakes user space at once, where the
+ * samples of loaded ones wait for its poll (up to 500 ms at low rates):
+ * without a stack copy (the budget spent) the reporter reads what the
+ * process is from /proc while a short-lived one still runs; with one,
+ * the held stack makes the reader poll every 100 ms until the process's
+ * tables are in. */
 static __always_inline void finish_sample(struct sample_record *record, u8 stop)
 {
 	u32 extra = 0;
 	if (stop == UNWIND_STOP_UNKNOWN_PID || stop == UNWIND_STOP_UNKNOWN_PC)
 		extra = append_stack_copy(record);
-	send_sample_sized(&record->event, stop, extra, stop == UNWIND_STOP_UNKNOWN_PID);
+	send_sample_sized(&record->event, stop, extra, record->state.wake_reader);
 }
 
 #endif

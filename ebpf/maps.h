@@ -45,7 +45,10 @@ struct unwind_state {
 	u8 tail_calls;
 	/* RULE_KIND_STACK_SWITCH frames unwound so far */
 	u8 stack_switches;
-	u8 reserved[5];
+	/* The sample wakes user space at once (finish_sample): set at
+	 * UNWIND_STOP_UNKNOWN_PID when the process event went out. */
+	u8 wake_reader;
+	u8 reserved[4];
 };
 
 /* Whether this sample's interpreter loops are unwound as such. */

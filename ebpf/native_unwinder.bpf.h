@@ -126,7 +126,10 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 	struct pid_mapping *mapping = NULL;
 	enum mapping_lookup found = lookup_mapping(pid, lookup_pc, &mapping);
 	if (found == MAPPING_UNKNOWN_PID) {
-		send_process_event(PROCESS_EVENT_NEW, pid, 0, true);
+		/* Its first sample (and one each event interval) wakes the
+		 * reader: a process never loaded (over the manager's limit)
+		 * does not wake it at every sample. */
+		state->wake_reader = send_process_event(PROCESS_EVENT_NEW, pid, 0, true);
 		return UNWIND_STOP_UNKNOWN_PID;
 	}
 	if (found != MAPPING_FOUND || !mapping) {

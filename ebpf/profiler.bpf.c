@@ -124,6 +124,7 @@ static __always_inline void begin_sample(void *ctx, struct sample_record *record
 	state->exact = 1;
 	state->tail_calls = 0;
 	state->stack_switches = 0;
+	state->wake_reader = 0;
 	record->interp.mode = INTERP_MODE_NONE;
 	record->interp.next = INTERP_NEXT_HAND_OVER;
 	record->interp.in_loop = 0;

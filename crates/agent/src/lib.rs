@@ -46,7 +46,9 @@ use profiler_bpf::{Counters, OffCpuJoinCounts, RawSample, Sampler, SamplerOption
 use profiler_interpreters::{NamerStats, Registry};
 use profiler_process::{EventQueue, ManagerLimits, ProcessManager, ProcessRegistry};
 use profiler_symbolize::{KernelSymbolizer, KernelSymbolizerStats, NativeConfig, NativeStats, NativeSymbolizer};
+use profiler_trace::UserFrame;
 use sink::{BatchCounters, OtlpBatchSink};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -118,9 +120,9 @@ fn sample_queue_capacity(samples_per_second: u32, cpus: usize, off_cpu: bool) ->
 /// 100 ms drain) the reader's 10 wake-ups a second were most of its
 /// 0.07% of a core. The ring holds at least a second of samples
 /// ([`ring_buffer_bytes`]); the programs wake the reader once it is a
-/// quarter full, and at once for a sample whose process is not loaded
-/// yet (its /proc entry is read at its first sample, before a
-/// short-lived process is gone). Off-CPU stacks come with the switches,
+/// quarter full, and at once for the first sample of a process not
+/// loaded yet (its /proc entry is read then, before a short-lived
+/// process is gone). Off-CPU stacks come with the switches,
 /// at no rate the sampling frequency tells: 100 ms.
 fn reader_poll_interval(samples_per_second: u32, cpus: usize, off_cpu: bool) -> Duration {
     const SAMPLES_PER_DRAIN: u64 = 64;
@@ -139,6 +141,37 @@ const READER_POLL_SOON: Duration = Duration::from_millis(100);
 /// [`READER_POLL_SOON`]: a runtime that samples rarely (a script asleep)
 /// does not hold the short poll.
 const INTERPRETED_POLL_SOON_FOR: Duration = Duration::from_secs(2);
+
+/// When the reader drains the ring buffer next: [`reader_poll_interval`],
+/// or [`READER_POLL_SOON`] while the reporter waits ([`Shared::poll_soon`])
+/// or interpreted frames came in lately. The reader sees those frames
+/// itself, so the drain right after them is already a short one.
+struct ReaderPace {
+    by_rate: Duration,
+    interpreted_until: Cell<Option<Instant>>,
+}
+
+impl ReaderPace {
+    fn new(by_rate: Duration) -> ReaderPace {
+        ReaderPace { by_rate, interpreted_until: Cell::new(None) }
+    }
+
+    /// Notes a drain's samples, taken at `now`.
+    fn saw(&self, batch: &[RawSample], now: Instant) {
+        if batch.iter().any(|s| s.user_frames.iter().any(|&w| UserFrame::is_interpreted(w))) {
+            self.interpreted_until.set(Some(now + INTERPRETED_POLL_SOON_FOR));
+        }
+    }
+
+    /// The wait before the next drain, at `now`.
+    fn interval(&self, reporter_waits: bool, now: Instant) -> Duration {
+        let interpreted = self.interpreted_until.get().is_some_and(|until| now < until);
+        match reporter_waits || interpreted {
+            true => self.by_rate.min(READER_POLL_SOON),
+            false => self.by_rate,
+        }
+    }
+}
 /// Batches (one a drain of the ring buffer) the channel to the reporter
 /// holds; the samples in them are bounded by [`sample_queue_capacity`].
 const SAMPLE_BATCH_QUEUE: usize = 256;
@@ -150,8 +183,8 @@ const MAX_STACK_BYTES_IN_FLIGHT: u64 = 4 << 20;
 #[derive(Debug, Default)]
 struct Shared {
     samples_dropped: AtomicU64,
-    /// The reporter waits for file loads or for processes' tables: the
-    /// reader polls every [`READER_POLL_SOON`].
+    /// At start-up, and while the reporter waits for file loads or for
+    /// processes' tables: the reader polls every [`READER_POLL_SOON`].
     poll_soon: AtomicBool,
     /// Samples in the channel from the reader to the reporter.
     samples_queued: AtomicU64,
@@ -289,7 +322,7 @@ impl Agent {
 
         let off_cpu = config.off_cpu_threshold > 0.0;
         let capacity = sample_queue_capacity(config.samples_per_second, online_cpus(), off_cpu);
-        let poll_interval = reader_poll_interval(config.samples_per_second, online_cpus(), off_cpu);
+        let pace = ReaderPace::new(reader_poll_interval(config.samples_per_second, online_cpus(), off_cpu));
         // Start-up: every file is new, until the reporter says otherwise.
         shared.poll_soon.store(true, Ordering::Relaxed);
         let (sample_tx, sample_rx) = batch_queue::<Vec<RawSample>>(SAMPLE_BATCH_QUEUE);
@@ -302,12 +335,12 @@ impl Agent {
                 .name("ep-reader".into())
                 .spawn(move || {
                     let result = sample_reader.run(
-                        || match shared.poll_soon.load(Ordering::Relaxed) {
-                            true => poll_interval.min(READER_POLL_SOON),
-                            false => poll_interval,
-                        },
+                        || pace.interval(shared.poll_soon.load(Ordering::Relaxed), Instant::now()),
                         &stop,
-                        |batch| hand_over(&shared, capacity, &sample_tx, batch),
+                        |batch| {
+                            pace.saw(batch, Instant::now());
+                            hand_over(&shared, capacity, &sample_tx, batch)
+                        },
                     );
                     shared.samples_malformed.store(sample_reader.malformed(), Ordering::Relaxed);
                     shared.panics_reader.fetch_add(sample_reader.panics(), Ordering::Relaxed);
@@ -694,7 +727,7 @@ fn file_handle_budget(wanted: usize) -> usize {
 }
 
 /// Bytes of the sample ring buffer: a second of samples at up to 2 KiB
-/// each (the reader drains it every 100 ms at the latest), a power of two
+/// each (the reader drains it every 500 ms at the latest), a power of two
 /// from 256 KiB to 4 MiB. The ring's pages are mapped into the agent (its
 /// data twice) and all become resident as it wraps: a fixed 4 MiB ring
 /// was 8 MiB of the agent's RSS at 20 Hz, where 80 KiB a second arrive.
@@ -813,7 +846,6 @@ impl<T: LateTables> Reporter<'_, T> {
         let mut interval_start = unix_now_ns();
         let mut deadline = Instant::now() + interval;
         let mut ready = Vec::new();
-        let mut interpreted_until: Option<Instant> = None;
         loop {
             let wake = self.late.next_poll().map_or(deadline, |p| p.min(deadline));
             match samples.recv_deadline(wake) {
@@ -858,13 +890,7 @@ impl<T: LateTables> Reporter<'_, T> {
                 self.emit_all(&mut ready);
                 *lock(&self.shared.late) = self.late.counts();
             }
-            let now = Instant::now();
-            if self.builder.take_interpreted_seen() {
-                interpreted_until = Some(now + INTERPRETED_POLL_SOON_FOR);
-            }
-            let waiting = self.builder.names_pending()
-                || self.late.next_poll().is_some()
-                || interpreted_until.is_some_and(|until| now < until);
+            let waiting = self.builder.names_pending() || self.late.next_poll().is_some();
             self.shared.poll_soon.store(waiting, Ordering::Relaxed);
             if Instant::now() >= deadline {
                 let builder = &mut self.builder;
@@ -946,7 +972,6 @@ fn snapshot_covers(registry: &ProcessRegistry, pid: u32, address: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use profiler_trace::UserFrame;
 
     /// Panics on the first trace, records the others and the stop.
     struct Fragile(Arc<Mutex<(u32, bool)>>);
@@ -1056,35 +1081,27 @@ mod tests {
         assert_eq!(*lock(&seen), (3, true), "every sample reached the sink, then the stop");
     }
 
-    /// Runs a reporter over `batches` (nothing to name natively, no
-    /// stack held) and returns whether it left the reader polling soon.
-    fn poll_soon_after(batches: Vec<Vec<RawSample>>) -> bool {
-        let native = NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() }).expect("new");
-        let builder = TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default()));
-        let (tx, rx) = batch_queue(8);
-        for batch in batches {
-            assert!(tx.try_send(batch).is_ok());
-        }
-        drop(tx);
-        let shared = Shared::default();
-        // As at start-up.
-        shared.poll_soon.store(true, Ordering::Relaxed);
-        let late = LateUnwinder::new(late_unwind::NoTables);
-        report(rx, builder, Vec::new(), late, Arc::new(ProcessRegistry::new()), Duration::from_secs(60), &shared);
-        shared.poll_soon.load(Ordering::Relaxed)
-    }
-
     #[test]
-    fn interpreted_frames_keep_the_reader_polling_soon() {
-        let native_only = || sample(1, 0);
+    fn interpreted_frames_keep_the_reader_polling_soon_for_two_seconds() {
+        let pace = ReaderPace::new(Duration::from_millis(500));
+        let t0 = Instant::now();
+        let native_only = sample(1, 0);
         let python =
-            || RawSample { user_frames: vec![UserFrame::python_word(0x7f00_0000_1000, 6), 0x1000], ..sample(2, 0) };
-        assert!(!poll_soon_after(vec![vec![native_only()], vec![native_only()]]), "native frames: polls by rate");
-        assert!(poll_soon_after(vec![vec![python()]]), "a CPython frame is named from the live process");
-        assert!(
-            poll_soon_after(vec![vec![python()], vec![native_only()]]),
-            "for a while after the last interpreted frame"
-        );
+            RawSample { user_frames: vec![UserFrame::python_word(0x7f00_0000_1000, 6), 0x1000], ..sample(2, 0) };
+        let ms = |waits, at: Duration| pace.interval(waits, t0 + at).as_millis();
+        assert_eq!(ms(false, Duration::ZERO), 500, "by rate");
+        assert_eq!(ms(true, Duration::ZERO), 100, "the reporter waits");
+        pace.saw(std::slice::from_ref(&native_only), t0);
+        assert_eq!(ms(false, Duration::ZERO), 500, "native frames: by rate");
+        pace.saw(&[native_only.clone(), python], t0);
+        assert_eq!(ms(false, Duration::ZERO), 100, "the drain right after an interpreted frame");
+        assert_eq!(ms(false, Duration::from_millis(1999)), 100);
+        assert_eq!(ms(false, Duration::from_secs(2)), 500, "two seconds on: by rate again");
+        pace.saw(&[native_only], t0 + Duration::from_secs(3));
+        assert_eq!(ms(false, Duration::from_secs(3)), 500);
+        let short = ReaderPace::new(Duration::from_millis(100));
+        short.saw(&[RawSample { user_frames: vec![UserFrame::runtime_word(3, 0x40)], ..sample(3, 0) }], t0);
+        assert_eq!(short.interval(false, t0).as_millis(), 100, "never longer than by rate");
     }
 
     #[test]

@@ -53,9 +53,6 @@ pub(crate) struct TraceBuilder {
     /// Environment variables reported of processes read here (those the
     /// manager has not loaded).
     include_env_vars: Arc<[Arc<str>]>,
-    /// A frame was named by a runtime's namer since the last
-    /// [`TraceBuilder::take_interpreted_seen`].
-    interpreted_seen: bool,
 }
 
 impl TraceBuilder {
@@ -76,7 +73,6 @@ impl TraceBuilder {
             counts: UnwindCounts::default(),
             realtime_offset_ns: realtime_offset_ns(),
             open_via_map_files: true,
-            interpreted_seen: false,
             include_env_vars: Arc::new([]),
         }
     }
@@ -97,16 +93,8 @@ impl TraceBuilder {
 
     /// Whether frames would be named later than now: files are being
     /// loaded by the symbolizer.
-    pub(crate) fn names_pending(&self) -> bool {
+    pub(crate) fn names_pending(&mut self) -> bool {
         self.native.loads_in_flight() > 0
-    }
-
-    /// Whether a sample built since the last call had an interpreted
-    /// frame. Their namers read the live process when the sample is
-    /// built, and what they read can move (V8's and HotSpot's compiled
-    /// code) or go (a process that exits): such samples must not wait.
-    pub(crate) fn take_interpreted_seen(&mut self) -> bool {
-        std::mem::take(&mut self.interpreted_seen)
     }
 
     pub(crate) fn native_stats(&self) -> profiler_symbolize::NativeStats {
@@ -165,7 +153,6 @@ impl TraceBuilder {
                 }
             };
             frames.push(self.interpreted_frame(pid, runtime, build, word));
-            self.interpreted_seen = true;
         }
         if sample.off_cpu_ns.is_some() {
             crate::off_cpu::trim_switch_frames(&mut frames);

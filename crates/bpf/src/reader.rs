@@ -26,7 +26,7 @@ impl SampleReader {
 
     /// Delivers the samples to `on_batch` until `stop` is set, then
     /// drains what is left. The programs wake the reader only when the
-    /// buffer fills up or a sample's process is not loaded yet (to keep
+    /// buffer fills up or at the first sample of a process not loaded yet (to keep
     /// wake-ups off the hot path), so it also polls, `interval()` after
     /// each drain. The samples of one drain go together (one
     /// hand-over, one wake-up of whoever takes them, not one a sample);

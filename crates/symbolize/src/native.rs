@@ -432,8 +432,11 @@ impl NativeSymbolizer {
     }
 
     /// Files being loaded now (their lookups answer
-    /// [`Symbolized::Pending`]).
-    pub fn loads_in_flight(&self) -> usize {
+    /// [`Symbolized::Pending`]); installs the loads that finished.
+    pub fn loads_in_flight(&mut self) -> usize {
+        if self.requests.is_some() {
+            self.collect_results();
+        }
         self.loading
     }
 

@@ -111,27 +111,33 @@ pub enum UserFrame {
 }
 
 impl UserFrame {
+    /// Whether a user frame word is an interpreter's frame (of any
+    /// runtime) rather than a pc.
+    pub fn is_interpreted(word: u64) -> bool {
+        word & FRAME_EXACT_PC == 0 && word & FRAME_INTERPRETED != 0
+    }
+
     /// Decodes a user frame word.
     pub fn decode(word: u64) -> UserFrame {
-        if word & FRAME_EXACT_PC == 0 && word & FRAME_INTERPRETED != 0 && word & FRAME_HOTSPOT != 0 {
+        if !UserFrame::is_interpreted(word) {
+            return UserFrame::Native(CodeAddress { pc: word & !FRAME_EXACT_PC, exact: word & FRAME_EXACT_PC != 0 });
+        }
+        if word & FRAME_HOTSPOT != 0 {
             return UserFrame::Hotspot {
                 compiled: word & FRAME_HOTSPOT_COMPILED != 0,
                 pointer: (word & ((1 << HOTSPOT_FRAME_OFFSET_SHIFT) - 1)) << 3,
                 offset: ((word >> HOTSPOT_FRAME_OFFSET_SHIFT) & HOTSPOT_FRAME_OFFSET_MAX) as u32,
             };
         }
-        if word & FRAME_EXACT_PC == 0 && word & FRAME_INTERPRETED != 0 && word & FRAME_RUNTIME != 0 {
+        if word & FRAME_RUNTIME != 0 {
             return UserFrame::Runtime {
                 slot: ((word >> FRAME_RUNTIME_SHIFT) & FRAME_RUNTIME_MASK) as u8,
                 bits: word & ((1 << FRAME_RUNTIME_SHIFT) - 1),
             };
         }
-        if word & FRAME_EXACT_PC == 0 && word & FRAME_INTERPRETED != 0 {
-            let code = (word & ((1 << PYTHON_FRAME_OFFSET_SHIFT) - 1)) << 3;
-            let offset = ((word >> PYTHON_FRAME_OFFSET_SHIFT) & PYTHON_FRAME_OFFSET_MAX) as u32;
-            return UserFrame::Python { code, offset };
-        }
-        UserFrame::Native(CodeAddress { pc: word & !FRAME_EXACT_PC, exact: word & FRAME_EXACT_PC != 0 })
+        let code = (word & ((1 << PYTHON_FRAME_OFFSET_SHIFT) - 1)) << 3;
+        let offset = ((word >> PYTHON_FRAME_OFFSET_SHIFT) & PYTHON_FRAME_OFFSET_MAX) as u32;
+        UserFrame::Python { code, offset }
     }
 
     /// The word the native unwinder writes for `pc`.
