@@ -175,6 +175,10 @@ impl ReaderPace {
 /// Batches (one a drain of the ring buffer) the channel to the reporter
 /// holds; the samples in them are bounded by [`sample_queue_capacity`].
 const SAMPLE_BATCH_QUEUE: usize = 256;
+/// How long the reporter goes on with what is queued once the agent is
+/// asked to stop: the rest is dropped and counted, so a stop never waits
+/// on samples that are slow to name.
+const STOP_DRAIN: Duration = Duration::from_secs(1);
 /// Most bytes of stack copies in the channel between the reader and the
 /// reporter; beyond, samples go on without theirs (counted).
 const MAX_STACK_BYTES_IN_FLIGHT: u64 = 4 << 20;
@@ -183,6 +187,11 @@ const MAX_STACK_BYTES_IN_FLIGHT: u64 = 4 << 20;
 #[derive(Debug, Default)]
 struct Shared {
     samples_dropped: AtomicU64,
+    /// Set when the agent is asked to stop: the reporter drains what is
+    /// queued for at most [`STOP_DRAIN`].
+    stopping: AtomicBool,
+    /// Samples still queued at [`STOP_DRAIN`] after the stop, dropped.
+    samples_dropped_at_stop: AtomicU64,
     /// At start-up, and while the reporter waits for file loads or for
     /// processes' tables: the reader polls every [`READER_POLL_SOON`].
     poll_soon: AtomicBool,
@@ -210,6 +219,8 @@ struct Shared {
     kernel_symbols: Mutex<KernelSymbolizerStats>,
     /// Counters of each runtime's frame namer, with its frames' kind.
     interpreter_namers: Mutex<Vec<(profiler_trace::FrameKind, NamerStats)>>,
+    /// Counters of the reporter's naming budget.
+    naming_budget: Mutex<profiler_interpreters::BudgetStats>,
     /// The interpreter runtimes and what they found in the files
     /// processes map (the process manager writes, the trace builder reads).
     interpreters: Arc<Registry>,
@@ -510,6 +521,7 @@ impl Agent {
             None => (*lock(&self.final_counters), *lock(&self.final_off_cpu_runs)),
         };
         let join = lock(&self.shared.off_cpu_join).clone();
+        let naming = *lock(&self.shared.naming_budget);
         let s = &self.shared;
         let unwind = *lock(&s.unwind);
         let manager = *lock(&s.manager);
@@ -523,6 +535,7 @@ impl Agent {
             samples: counters.sent,
             samples_lost: counters.lost_ring_buffer,
             samples_dropped: s.samples_dropped.load(Ordering::Relaxed),
+            samples_dropped_at_stop: s.samples_dropped_at_stop.load(Ordering::Relaxed),
             samples_processed: s.samples_processed.load(Ordering::Relaxed),
             samples_malformed: s.samples_malformed.load(Ordering::Relaxed),
             kernel_stack_errors: counters.kernel_stack_errors,
@@ -600,6 +613,12 @@ impl Agent {
             unwind_load_errors: manager.manager.load_errors + manager.interpreters.load_errors,
             interpreter_attach_retries: manager.interpreters.attach_retries,
             interpreter_attach_given_up: manager.interpreters.attach_retries_given_up,
+            naming_reads_refused: naming.reads_refused,
+            naming_overdrafts: naming.overdrafts,
+            naming_processes_over: naming.processes_over,
+            attach_reads_refused: manager.interpreters.attach_budget.reads_refused,
+            attach_overdrafts: manager.interpreters.attach_budget.overdrafts,
+            attach_processes_over: manager.interpreters.attach_budget.processes_over,
             unwind_analyse_ms: manager.manager.analyse_ms,
             runtimes,
             bpf_run_time_ns: counters.bpf_run_time_ns,
@@ -646,6 +665,7 @@ impl Agent {
     pub fn stop(&self) -> Result<(), BpfError> {
         let Some(mut running) = lock(&self.running).take() else { return Ok(()) };
         running.sampler.detach();
+        self.shared.stopping.store(true, Ordering::Relaxed);
         running.stop.store(true, Ordering::Relaxed);
         let read_result = running.reader.join().unwrap_or(Ok(()));
         let _ = running.reporter.join();
@@ -818,7 +838,7 @@ fn report<T: LateTables>(
     interval: Duration,
     shared: &Shared,
 ) {
-    Reporter { builder, sinks, late, registry, shared }.run(samples, interval);
+    Reporter { builder, sinks, late, registry, shared, stop_deadline: None }.run(samples, interval);
 }
 
 /// The reporter thread's state.
@@ -828,6 +848,9 @@ struct Reporter<'a, T> {
     late: LateUnwinder<T>,
     registry: Arc<ProcessRegistry>,
     shared: &'a Shared,
+    /// When what is still queued at a stop is dropped ([`STOP_DRAIN`]
+    /// after the reporter first saw the stop).
+    stop_deadline: Option<Instant>,
 }
 
 /// A panic (a bug met by one process's data) costs the reporter's unit
@@ -851,7 +874,13 @@ impl<T: LateTables> Reporter<'_, T> {
             match samples.recv_deadline(wake) {
                 Ok(batch) => {
                     self.shared.samples_queued.fetch_sub(batch.len() as u64, Ordering::Relaxed);
-                    for sample in batch {
+                    let mut batch = batch.into_iter();
+                    while let Some(sample) = batch.next() {
+                        if self.past_stop_deadline() {
+                            let left = 1 + batch.len() as u64;
+                            self.shared.samples_dropped_at_stop.fetch_add(left, Ordering::Relaxed);
+                            break;
+                        }
                         if let Some(copy) = &sample.stack {
                             self.shared.stack_bytes_in_flight.fetch_sub(copy.bytes.len() as u64, Ordering::Relaxed);
                             self.late.hold(sample, Instant::now(), &mut ready);
@@ -910,6 +939,17 @@ impl<T: LateTables> Reporter<'_, T> {
         }
     }
 
+    /// Whether the agent was asked to stop more than [`STOP_DRAIN`] ago:
+    /// what is still queued is dropped (counted), so that the agent
+    /// stops in bounded time whatever the samples cost to name.
+    fn past_stop_deadline(&mut self) -> bool {
+        if !self.shared.stopping.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        now >= *self.stop_deadline.get_or_insert(now + STOP_DRAIN)
+    }
+
     fn emit(&mut self, sample: &RawSample) {
         let (builder, sinks) = (&mut self.builder, &mut self.sinks);
         let shared = self.shared;
@@ -924,7 +964,13 @@ impl<T: LateTables> Reporter<'_, T> {
     }
 
     fn emit_all(&mut self, ready: &mut Vec<RawSample>) {
-        for sample in ready.drain(..) {
+        let mut samples = ready.drain(..);
+        while let Some(sample) = samples.next() {
+            if self.past_stop_deadline() {
+                let left = 1 + samples.len() as u64;
+                self.shared.samples_dropped_at_stop.fetch_add(left, Ordering::Relaxed);
+                break;
+            }
             self.emit(&sample);
         }
     }
@@ -933,6 +979,16 @@ impl<T: LateTables> Reporter<'_, T> {
         *lock(&self.shared.symbolizer) = self.builder.native_stats();
         *lock(&self.shared.kernel_symbols) = self.builder.kernel_stats();
         *lock(&self.shared.interpreter_namers) = self.builder.interpreter_stats();
+        *lock(&self.shared.naming_budget) = self.builder.budget_stats();
+        let told = self.builder.take_budget_notices();
+        if !told.is_empty() {
+            let mut notices = lock(&self.shared.notices);
+            for notice in told {
+                if notices.len() < process_manager::MAX_NOTICES {
+                    notices.push(notice);
+                }
+            }
+        }
     }
 }
 

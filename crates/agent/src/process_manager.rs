@@ -10,7 +10,7 @@ use profiler_bpf::{
     ProcessEventReader, UnwindMaps,
 };
 use profiler_elf::{DeltaWalk, ElfFile, RuleId, UnwindRule};
-use profiler_interpreters::{Inspection, PidMemory, Registry};
+use profiler_interpreters::{BudgetLimits, BudgetStats, Inspection, PidMemory, ReadBudget, Registry};
 use profiler_process::{
     EventKind, EventQueue, ExecutableFile, LoadKind, LoaderError, ManagerStats, ProcessFilter, ProcessManager,
     QueueStats, UnwindLoader, UnwindMapping, UnwindTarget,
@@ -77,13 +77,21 @@ impl UnwindLoader for BpfLoader {
                 }
             }
         }
-        let notices = self.interpreters.registry.process_mapped(pid.0, &files, &PidMemory(pid.0));
+        let since = profiler_symbolize::thread_cpu();
+        let memory = PidMemory(pid.0);
+        let budgeted = self.interpreters.attach_budget.memory(pid.0, &memory);
+        let notices = self.interpreters.registry.process_mapped(pid.0, &files, &budgeted);
         for notice in notices {
             self.interpreters.notice(notice);
         }
         let pending = self.interpreters.registry.attach_pending(pid.0);
         self.interpreters.retries.after_mapped(pid.0, pending, Instant::now());
         self.interpreters.mark_code(pid.0, &mut ranges);
+        let budget = &self.interpreters.attach_budget;
+        budget.charge_cpu(pid.0, profiler_symbolize::thread_cpu().saturating_sub(since));
+        for notice in budget.take_notices() {
+            self.interpreters.notice(notice);
+        }
         self.go_labels.process_mapped(pid.0, &files);
         Ok(self.maps.set_process(pid.0, &ranges)?)
     }
@@ -95,6 +103,7 @@ impl UnwindLoader for BpfLoader {
     fn remove_process(&mut self, pid: Pid) -> Result<(), LoaderError> {
         self.interpreters.registry.process_removed(pid.0);
         self.interpreters.retries.forget(pid.0);
+        self.interpreters.attach_budget.forget(pid.0);
         self.go_labels.process_removed(pid.0);
         if self.interpreters.maps.remove_process(pid.0).is_err() {
             self.interpreters.stats.load_errors += 1;
@@ -120,6 +129,8 @@ pub(crate) struct InterpreterStats {
     pub attach_retries: u64,
     /// Processes given up after the last retry (or not kept: too many).
     pub attach_retries_given_up: u64,
+    /// What reading processes' memory to attach to them was refused.
+    pub attach_budget: BudgetStats,
 }
 
 /// Most notices kept for [`crate::Agent::notices`].
@@ -136,6 +147,10 @@ pub(crate) struct Interpreters {
     notices: Arc<Mutex<Vec<String>>>,
     stats: InterpreterStats,
     retries: AttachRetries,
+    /// What reading a process's memory to attach may cost (a crafted
+    /// runtime retried at each mapping change would otherwise cost a
+    /// full read of its tables each time).
+    attach_budget: ReadBudget,
 }
 
 /// Processes whose interpreter was not ready to attach (a JVM still
@@ -204,13 +219,21 @@ impl Interpreters {
         registry: Arc<Registry>,
         notices: Arc<Mutex<Vec<String>>>,
     ) -> Interpreters {
-        Interpreters { maps, registry, notices, stats: InterpreterStats::default(), retries: AttachRetries::default() }
+        Interpreters {
+            maps,
+            registry,
+            notices,
+            stats: InterpreterStats::default(),
+            retries: AttachRetries::default(),
+            attach_budget: ReadBudget::new(BudgetLimits::ATTACH, "attaching to it"),
+        }
     }
 
     pub(crate) fn stats(&self) -> InterpreterStats {
         InterpreterStats {
             attach_retries: self.retries.retried,
             attach_retries_given_up: self.retries.given_up,
+            attach_budget: self.attach_budget.stats(),
             ..self.stats
         }
     }
@@ -254,7 +277,8 @@ impl Interpreters {
     /// their code marked for their unwinders. A value that cannot be set
     /// leaves the code unmarked (counted).
     fn mark_code(&mut self, pid: u32, ranges: &mut Vec<MappingRange>) {
-        let unwinding = self.registry.process_unwinding(pid, &PidMemory(pid));
+        let memory = PidMemory(pid);
+        let unwinding = self.registry.process_unwinding(pid, &self.attach_budget.memory(pid, &memory));
         let mut code = Vec::new();
         for u in &unwinding {
             if self.maps.set_process(pid, &u.value).is_err() {

@@ -14,6 +14,9 @@ pub struct Stats {
     pub samples_lost: u64,
     /// Samples dropped in user space because the reporter fell behind.
     pub samples_dropped: u64,
+    /// Samples still queued a second after the agent was asked to stop,
+    /// dropped so that it stops in bounded time.
+    pub samples_dropped_at_stop: u64,
     /// Samples turned into traces and handed to the outputs.
     pub samples_processed: u64,
     /// Ring buffer records that could not be decoded.
@@ -139,6 +142,20 @@ pub struct Stats {
     /// Of those, processes given up after the last retry (their frames
     /// stay native until their mappings change).
     pub interpreter_attach_given_up: u64,
+    /// Reads of a process's memory refused because naming its
+    /// interpreted frames went over its budget (its frames unnamed).
+    pub naming_reads_refused: u64,
+    /// Times a process went over its naming budget.
+    pub naming_overdrafts: u64,
+    /// Processes that went over their naming budget (one notice each).
+    pub naming_processes_over: u64,
+    /// Likewise for attaching to processes (the process manager's reads
+    /// of a runtime's tables in memory).
+    pub attach_reads_refused: u64,
+    /// See `naming_overdrafts`.
+    pub attach_overdrafts: u64,
+    /// See `naming_processes_over`.
+    pub attach_processes_over: u64,
     /// Reads of `/proc/PID/maps` (loads, re-reads after an exec, after
     /// an unknown pc).
     pub maps_reads: u64,

@@ -9,7 +9,9 @@
 //! them, with the build of that runtime the process maps.
 
 use profiler_bpf::{RawSample, UnwindStop};
-use profiler_interpreters::{FrameNamer, MappedFile, NamerStats, PidMemory, Registry, RuntimeId};
+use profiler_interpreters::{
+    BudgetLimits, BudgetStats, FrameNamer, MappedFile, NamerStats, PidMemory, ReadBudget, Registry, RuntimeId,
+};
 use profiler_process::{procfs, ProcessRegistry, ProcessSnapshot};
 use profiler_symbolize::{FileSource, KernelSymbolizer, LineSource, NativeSymbolizer, Symbolized};
 use profiler_trace::{CodeAddress, Frame, FrameKind, Pid, ProcessInfo, SourceLine, Tid, Trace, UserFrame};
@@ -47,6 +49,10 @@ pub(crate) struct TraceBuilder {
     interpreters: Arc<Registry>,
     /// One namer per runtime, by [`RuntimeId`].
     namers: Vec<Box<dyn FrameNamer>>,
+    /// What naming each process's interpreted frames may cost: a process
+    /// whose memory is shaped to make it expensive gets its frames
+    /// unnamed, and every other process keeps its names.
+    naming_budget: ReadBudget,
     /// Open files for symbols through `/proc/PID/map_files` (else by
     /// path inside the process's root).
     open_via_map_files: bool,
@@ -64,6 +70,7 @@ impl TraceBuilder {
     ) -> TraceBuilder {
         TraceBuilder {
             namers: interpreters.runtimes().iter().map(|r| r.namer()).collect(),
+            naming_budget: ReadBudget::new(BudgetLimits::NAMING, "naming its frames"),
             interpreters,
             registry,
             kernel,
@@ -119,6 +126,17 @@ impl TraceBuilder {
         for namer in &mut self.namers {
             namer.forget_processes(&alive);
         }
+        self.naming_budget.forget_processes(&alive);
+    }
+
+    /// The counters of the naming budget.
+    pub(crate) fn budget_stats(&self) -> BudgetStats {
+        self.naming_budget.stats()
+    }
+
+    /// What to tell of processes over their naming budget (once each).
+    pub(crate) fn take_budget_notices(&self) -> Vec<String> {
+        self.naming_budget.take_notices()
     }
 
     pub(crate) fn build(&mut self, sample: &RawSample) -> Trace {
@@ -134,6 +152,10 @@ impl TraceBuilder {
         }
         // Each runtime's build the process maps, found at its first frame.
         let mut builds: Vec<(RuntimeId, Option<MappedFile>)> = Vec::new();
+        // The CPU time naming this sample's interpreted frames took,
+        // charged to the process's budget (read once a sample, not once a
+        // frame: the thread's clock is a system call).
+        let mut naming_since = None;
         for &word in &sample.user_frames {
             if let UserFrame::Native(pc) = UserFrame::decode(word) {
                 frames.push(self.user_frame(snapshot.as_deref(), pc));
@@ -144,6 +166,9 @@ impl TraceBuilder {
                 frames.push(Frame { kind: FrameKind::Native, address: word, mapping: None, lines: vec![] });
                 continue;
             };
+            if naming_since.is_none() {
+                naming_since = Some(profiler_symbolize::thread_cpu());
+            }
             let build = match builds.iter().find(|(r, _)| *r == runtime) {
                 Some((_, build)) => build.clone(),
                 None => {
@@ -153,6 +178,9 @@ impl TraceBuilder {
                 }
             };
             frames.push(self.interpreted_frame(pid, runtime, build, word));
+        }
+        if let Some(since) = naming_since {
+            self.naming_budget.charge_cpu(pid.0, profiler_symbolize::thread_cpu().saturating_sub(since));
         }
         if sample.off_cpu_ns.is_some() {
             crate::off_cpu::trim_switch_frames(&mut frames);
@@ -251,7 +279,13 @@ impl TraceBuilder {
         let kind = self.interpreters.runtime(runtime).frame_kind();
         let address = self.interpreters.runtime(runtime).frame_address(word);
         let namer = &mut self.namers[runtime.index()];
-        let lines = build.map(|mapped| namer.lines(&PidMemory(pid.0), pid.0, &mapped, word)).unwrap_or_default();
+        let budget = &self.naming_budget;
+        let lines = match build {
+            Some(mapped) if budget.allows(pid.0) => {
+                namer.lines(&budget.memory(pid.0, &PidMemory(pid.0)), pid.0, &mapped, word)
+            }
+            _ => vec![],
+        };
         Frame { kind, address, mapping: None, lines }
     }
 

@@ -57,7 +57,7 @@ impl ProcessEventReader {
         let ring = builder.build().map_err(|source| BpfError::Map { map: "process_events", source })?;
         let mut timeout = tick;
         while !stop.load(Ordering::Relaxed) {
-            ring.poll(timeout).map_err(|source| BpfError::Map { map: "process_events", source })?;
+            crate::ring::poll(&ring, timeout, "process_events")?;
             // Events sent without a wake-up are not seen by the poll.
             ring.consume().map_err(|source| BpfError::Map { map: "process_events", source })?;
             let events = std::mem::take(&mut *pending.borrow_mut());

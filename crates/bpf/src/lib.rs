@@ -40,6 +40,7 @@ mod off_cpu;
 mod perf;
 mod preflight;
 mod reader;
+mod ring;
 mod sample;
 mod sampler;
 mod sampling_switch;

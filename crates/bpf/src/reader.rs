@@ -84,7 +84,7 @@ impl SampleReader {
         while !stop.load(Ordering::Relaxed) {
             // poll() only consumes after a wake-up; consume() takes what
             // arrived without one.
-            ring.poll(interval()).map_err(|source| BpfError::Map { map: "samples", source })?;
+            crate::ring::poll(&ring, interval(), "samples")?;
             ring.consume().map_err(|source| BpfError::Map { map: "samples", source })?;
             hand_over();
         }

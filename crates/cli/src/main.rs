@@ -291,6 +291,18 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
             );
         }
     }
+    if s.naming_processes_over + s.attach_processes_over > 0 {
+        say!(
+            "  over budget:       {} processes whose runtime memory cost too much to read (frames left unnamed; \
+             {} reads refused naming, {} attaching)",
+            s.naming_processes_over + s.attach_processes_over,
+            s.naming_reads_refused,
+            s.attach_reads_refused
+        );
+    }
+    if s.samples_dropped_at_stop > 0 {
+        say!("  at stop:           {} queued samples dropped to stop in time", s.samples_dropped_at_stop);
+    }
     if s.off_cpu_switches > 0 {
         say!(
             "  off-CPU:           {} switches seen, {} sampled, {} traces; {} stacks dropped, {} joins missed, \

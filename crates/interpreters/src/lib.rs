@@ -30,6 +30,8 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod budget;
+pub mod failures;
 pub mod go_labels;
 pub mod hotspot;
 pub mod memory;
@@ -42,6 +44,7 @@ mod runtime;
 pub mod v8;
 mod version;
 
+pub use budget::{BudgetLimits, BudgetStats, BudgetedMemory, ReadBudget};
 pub use memory::{PidMemory, ProcessMemory};
 pub use registry::{Inspection, Registry, RuntimeId, RuntimeStats, MAX_INTERPRETER_FILES};
 pub use runtime::{

@@ -35,6 +35,9 @@ pub struct FoldedStacks {
     ids: Vec<u32>,
     segment: String,
     max_distinct: usize,
+    /// Bytes of frame texts kept, and their bound.
+    frame_bytes: usize,
+    max_frame_bytes: usize,
     total: u64,
     dropped: u64,
 }
@@ -42,6 +45,12 @@ pub struct FoldedStacks {
 /// Default bound on distinct stacks kept (a stack takes 4 bytes a frame
 /// and ~30 besides; frame texts are shared).
 pub const DEFAULT_MAX_DISTINCT_STACKS: usize = 500_000;
+
+/// Default bound on the bytes of distinct frame texts kept: names come
+/// from the profiled processes, and a process that rewrites its
+/// functions' names all the time (each up to kilobytes) would make every
+/// sample's frames new.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 32 << 20;
 
 impl Default for FoldedStacks {
     fn default() -> Self {
@@ -53,6 +62,13 @@ impl FoldedStacks {
     /// Keeps at most `max_distinct` distinct stacks; samples of further new
     /// stacks are counted in [`FoldedStacks::dropped`].
     pub fn with_limit(max_distinct: usize) -> FoldedStacks {
+        FoldedStacks::with_limits(max_distinct, DEFAULT_MAX_FRAME_BYTES)
+    }
+
+    /// Keeps at most `max_distinct` distinct stacks, and at most
+    /// `max_frame_bytes` bytes of distinct frame texts; samples of stacks
+    /// beyond either are counted in [`FoldedStacks::dropped`].
+    pub fn with_limits(max_distinct: usize, max_frame_bytes: usize) -> FoldedStacks {
         FoldedStacks {
             frames: Vec::new(),
             frame_index: HashTable::new(),
@@ -62,6 +78,8 @@ impl FoldedStacks {
             ids: Vec::new(),
             segment: String::new(),
             max_distinct,
+            frame_bytes: 0,
+            max_frame_bytes,
             total: 0,
             dropped: 0,
         }
@@ -76,7 +94,19 @@ impl FoldedStacks {
     /// time off the CPU in microseconds). [`FoldedStacks::total`] and
     /// [`FoldedStacks::dropped`] sum weights.
     pub fn add_weighted(&mut self, trace: &Trace, weight: u64) {
-        let FoldedStacks { frames, frame_index, stacks, stack_index, hasher, ids, segment, max_distinct, .. } = self;
+        let FoldedStacks {
+            frames,
+            frame_index,
+            stacks,
+            stack_index,
+            hasher,
+            ids,
+            segment,
+            max_distinct,
+            frame_bytes,
+            ..
+        } = self;
+        let max_frame_bytes = self.max_frame_bytes;
         // A frame not seen yet makes a new stack: at the bound it is
         // dropped before its frames are kept.
         let full = stacks.len() >= *max_distinct;
@@ -87,9 +117,10 @@ impl FoldedStacks {
                 Some(&id) => id,
                 None => {
                     let id = match u32::try_from(frames.len()) {
-                        Ok(id) if !full => id,
+                        Ok(id) if !full && *frame_bytes + text.len() <= max_frame_bytes => id,
                         _ => return false,
                     };
+                    *frame_bytes += text.len();
                     frames.push(text.into());
                     frame_index.insert_unique(hash, id, |&i| hasher.hash_one(&*frames[i as usize]));
                     id
@@ -412,6 +443,22 @@ mod tests {
         let mut out = Vec::new();
         f.write_to(&mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "p;a 1\np;b 3\n");
+    }
+
+    /// Frames named from a process's memory can be long and always new:
+    /// their texts are bounded in bytes, what goes beyond is dropped and
+    /// counted, and known stacks are still counted.
+    #[test]
+    fn frame_texts_are_bounded_in_bytes() {
+        let mut f = FoldedStacks::with_limits(1000, 3000);
+        let long = |i: usize| trace("p", vec![named(FrameKind::Native, &[&format!("{i:01000}")])]);
+        for i in 0..10 {
+            f.add(&long(i));
+        }
+        // "p" (1 byte) and two 1000-byte names fit in 3000 bytes.
+        assert_eq!((f.len(), f.total(), f.dropped()), (2, 2, 8));
+        f.add(&long(1));
+        assert_eq!((f.total(), f.dropped()), (3, 8), "a known stack is still counted");
     }
 
     /// Off-CPU stacks weigh their microseconds; the bound drops weights.

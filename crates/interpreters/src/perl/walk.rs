@@ -9,6 +9,7 @@
 //! one, and the `blk_oldcop` of the sub it called for the others.
 
 use super::layout::{consts, PerlLayout};
+use crate::failures::RecentFailures;
 use crate::memory::ProcessMemory;
 use std::collections::HashMap;
 
@@ -49,6 +50,12 @@ pub enum WalkError {
     },
     /// A value read made no sense.
     Invalid(String),
+    /// Reading the object at `address` failed lately: not tried again
+    /// yet ([`RecentFailures`]).
+    FailedLately {
+        /// Where.
+        address: u64,
+    },
 }
 
 impl std::fmt::Display for WalkError {
@@ -56,6 +63,7 @@ impl std::fmt::Display for WalkError {
         match self {
             WalkError::Unreadable { what, address } => write!(f, "cannot read {what} at {address:#x}"),
             WalkError::Invalid(why) => write!(f, "{why}"),
+            WalkError::FailedLately { address } => write!(f, "reading {address:#x} failed lately"),
         }
     }
 }
@@ -100,6 +108,9 @@ pub struct PerlSymbolizer {
     /// CV -> (name, `CvFILE`, the line of its first op).
     subs: HashMap<u64, (String, String, Option<u32>)>,
     positions: HashMap<u64, (String, u32)>,
+    /// CVs and COPs that could not be read lately (not read again at
+    /// every sample).
+    pub failures: RecentFailures,
     /// Times a full cache was cleared.
     pub evictions: u64,
     /// Frames dropped past [`MAX_FRAMES`].
@@ -109,7 +120,14 @@ pub struct PerlSymbolizer {
 impl PerlSymbolizer {
     /// A symbolizer for processes running `layout`.
     pub fn new(layout: PerlLayout) -> Self {
-        PerlSymbolizer { layout, subs: HashMap::new(), positions: HashMap::new(), evictions: 0, truncated: 0 }
+        PerlSymbolizer {
+            layout,
+            subs: HashMap::new(),
+            positions: HashMap::new(),
+            failures: RecentFailures::default(),
+            evictions: 0,
+            truncated: 0,
+        }
     }
 
     /// The frames of a thread, innermost first, down to `main`.
@@ -186,6 +204,17 @@ impl PerlSymbolizer {
         if let Some(p) = self.positions.get(&cop) {
             return Ok(p.clone());
         }
+        if self.failures.failed_lately(cop) {
+            return Err(WalkError::FailedLately { address: cop });
+        }
+        let read = self.read_position(memory, cop);
+        if read.is_err() {
+            self.failures.record(cop);
+        }
+        read
+    }
+
+    fn read_position(&mut self, memory: &dyn ProcessMemory, cop: u64) -> Result<(String, u32), WalkError> {
         let l = &self.layout;
         let body = read_bytes(memory, cop, l.cop_size as usize, "COP")?;
         let line = field_u32(&body, l.cop_line)?;
@@ -241,6 +270,17 @@ impl PerlSymbolizer {
         if let Some(sub) = self.subs.get(&cv) {
             return Ok(sub.clone());
         }
+        if self.failures.failed_lately(cv) {
+            return Err(WalkError::FailedLately { address: cv });
+        }
+        let read = self.read_sub(memory, cv);
+        if read.is_err() {
+            self.failures.record(cv);
+        }
+        read
+    }
+
+    fn read_sub(&mut self, memory: &dyn ProcessMemory, cv: u64) -> Result<(String, String, Option<u32>), WalkError> {
         let l = self.layout.clone();
         let head = read_bytes(memory, cv, l.sv_size as usize, "CV")?;
         let flags = field_u32(&head, l.sv_flags)?;

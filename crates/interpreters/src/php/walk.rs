@@ -4,6 +4,7 @@
 //! and the line of the frame's opline) and how user space will name it.
 
 use super::layout::{consts, PhpLayout};
+use crate::failures::RecentFailures;
 use crate::memory::{i32_in, u64_in, ProcessMemory};
 use std::collections::HashMap;
 
@@ -11,6 +12,9 @@ use std::collections::HashMap;
 pub const MAX_FRAMES: usize = 4096;
 /// Most functions kept by a [`PhpSymbolizer`].
 pub const MAX_CACHED: usize = 16384;
+/// Most bytes of names and file names one symbolizer keeps (each can be
+/// kilobytes: a process's function names are its own to choose).
+pub const MAX_CACHED_BYTES: usize = 4 << 20;
 /// Longest name or file name read (bytes); longer ones are an error.
 pub const MAX_STRING: u64 = 4096;
 
@@ -56,6 +60,11 @@ pub fn current_execute_data(memory: &dyn ProcessMemory, layout: &PhpLayout, eg: 
 pub struct PhpSymbolizer {
     layout: PhpLayout,
     functions: HashMap<u64, Function>,
+    /// Bytes of the names and file names in `functions`.
+    cached_bytes: usize,
+    /// Functions that could not be read lately (not read again at every
+    /// sample).
+    pub failures: RecentFailures,
     /// Entries dropped because the cache was full (it is then cleared).
     pub evictions: u64,
 }
@@ -63,7 +72,13 @@ pub struct PhpSymbolizer {
 impl PhpSymbolizer {
     /// A symbolizer for one process.
     pub fn new(layout: PhpLayout) -> PhpSymbolizer {
-        PhpSymbolizer { layout, functions: HashMap::new(), evictions: 0 }
+        PhpSymbolizer {
+            layout,
+            functions: HashMap::new(),
+            cached_bytes: 0,
+            failures: RecentFailures::default(),
+            evictions: 0,
+        }
     }
 
     /// The frames from the `zend_execute_data` at `ex` down to the
@@ -175,11 +190,17 @@ impl PhpSymbolizer {
         if let Some(f) = self.functions.get(&func) {
             return Ok(f.clone());
         }
-        let f = self.read_function(memory, func)?;
-        if self.functions.len() >= MAX_CACHED {
+        if self.failures.failed_lately(func) {
+            return Err(format!("function {func:#x}: failed lately"));
+        }
+        let f = self.read_function(memory, func).inspect_err(|_| self.failures.record(func))?;
+        let bytes = f.name.as_ref().map_or(0, String::len) + f.file.len();
+        if self.functions.len() >= MAX_CACHED || self.cached_bytes + bytes > MAX_CACHED_BYTES {
             self.evictions += self.functions.len() as u64;
             self.functions.clear();
+            self.cached_bytes = 0;
         }
+        self.cached_bytes += bytes;
         self.functions.insert(func, f.clone());
         Ok(f)
     }

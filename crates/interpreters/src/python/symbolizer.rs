@@ -15,8 +15,11 @@ use std::sync::Arc;
 const MAX_NAME_CHARS: u64 = 1024;
 /// Longest line table read; longer ones leave their lines unknown.
 const MAX_LINE_TABLE: u64 = 1 << 16;
-/// Distinct names and file names shared; the set starts over when full.
+/// Distinct names and file names shared; the set starts over when full
+/// (in entries or bytes: a process can rewrite its names all the time).
 const MAX_INTERNED: usize = 65_536;
+/// See [`MAX_INTERNED`].
+const MAX_INTERNED_BYTES: usize = 4 << 20;
 
 /// A code object, as read.
 #[derive(Debug, PartialEq, Eq)]
@@ -42,9 +45,10 @@ impl CodeInfo {
         SourceLine { function: self.name.clone(), file: Some(self.file.clone()), line }
     }
 
-    /// Bytes held.
+    /// Bytes held (its names counted whole, though interned names are
+    /// shared: the bound holds however the process names its code).
     fn cost(&self) -> usize {
-        std::mem::size_of::<CodeInfo>() + self.table.len()
+        std::mem::size_of::<CodeInfo>() + self.table.len() + self.name.len() + self.file.len()
     }
 }
 
@@ -79,6 +83,7 @@ pub struct PythonSymbolizer {
     half_entries: usize,
     half_bytes: usize,
     interned: HashMap<Arc<str>, ()>,
+    interned_bytes: usize,
     stats: PythonSymbolizerStats,
 }
 
@@ -94,6 +99,7 @@ impl PythonSymbolizer {
             half_entries: (max_entries / 2).max(1),
             half_bytes: (max_bytes / 2).max(1),
             interned: HashMap::new(),
+            interned_bytes: 0,
             stats: PythonSymbolizerStats::default(),
         }
     }
@@ -195,9 +201,11 @@ impl PythonSymbolizer {
         if let Some((k, _)) = self.interned.get_key_value(s) {
             return k.clone();
         }
-        if self.interned.len() >= MAX_INTERNED {
+        if self.interned.len() >= MAX_INTERNED || self.interned_bytes + s.len() > MAX_INTERNED_BYTES {
             self.interned.clear();
+            self.interned_bytes = 0;
         }
+        self.interned_bytes += s.len();
         self.interned.insert(s.clone(), ());
         s.clone()
     }

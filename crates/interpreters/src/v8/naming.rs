@@ -34,6 +34,10 @@ const MAX_CONTEXT_LOCALS: i64 = 1 << 16;
 pub const MAX_SOURCE: usize = 8 << 20;
 /// Functions kept by a [`V8Symbolizer`] before it starts over.
 pub const MAX_CACHED_FUNCTIONS: usize = 16384;
+/// Most bytes the cached functions may hold (names, line ends,
+/// positions): a script's line ends can be megabytes, and each function
+/// of it keeps them.
+pub const MAX_CACHED_BYTES: usize = 16 << 20;
 /// Name given to functions without one.
 pub const ANONYMOUS: &str = "<anonymous>";
 
@@ -51,6 +55,14 @@ pub struct FunctionInfo {
 }
 
 impl FunctionInfo {
+    /// The bytes it holds (what it costs a cache to keep it).
+    pub fn heap_bytes(&self) -> usize {
+        self.name.len()
+            + self.script.as_ref().map_or(0, |s| s.len())
+            + self.line_ends.as_ref().map_or(0, |e| std::mem::size_of_val(&**e))
+            + self.bytecode.as_ref().map_or(0, |(_, p)| std::mem::size_of_val(&**p))
+    }
+
     /// `(line, column)` of script offset `offset`.
     pub fn line_column(&self, offset: u32) -> Option<(u32, u32)> {
         line_column(self.line_ends.as_deref()?, offset)
@@ -66,7 +78,7 @@ pub struct V8SymbolizerStats {
     pub hits: u64,
     /// `SharedFunctionInfo`s that could not be read (bad pointer, wrong type).
     pub failed: u64,
-    /// Times the cache was full and emptied.
+    /// Times the cache was full (in entries or bytes) and emptied.
     pub cache_resets: u64,
 }
 
@@ -78,13 +90,15 @@ pub struct V8SymbolizerStats {
 pub struct V8Symbolizer {
     layout: Arc<V8Layout>,
     cache: HashMap<u64, Arc<FunctionInfo>>,
+    /// [`FunctionInfo::heap_bytes`] of what `cache` holds.
+    cached_bytes: usize,
     stats: V8SymbolizerStats,
 }
 
 impl V8Symbolizer {
     /// A symbolizer for processes with `layout`.
     pub fn new(layout: Arc<V8Layout>) -> V8Symbolizer {
-        V8Symbolizer { layout, cache: HashMap::new(), stats: V8SymbolizerStats::default() }
+        V8Symbolizer { layout, cache: HashMap::new(), cached_bytes: 0, stats: V8SymbolizerStats::default() }
     }
 
     /// The layout.
@@ -109,12 +123,17 @@ impl V8Symbolizer {
             return None;
         };
         self.stats.read += 1;
-        if self.cache.len() >= MAX_CACHED_FUNCTIONS {
+        let bytes = info.heap_bytes();
+        if self.cache.len() >= MAX_CACHED_FUNCTIONS || self.cached_bytes + bytes > MAX_CACHED_BYTES {
             self.cache.clear();
+            self.cached_bytes = 0;
             self.stats.cache_resets += 1;
         }
         let info = Arc::new(info);
-        self.cache.insert(sfi, info.clone());
+        if bytes <= MAX_CACHED_BYTES {
+            self.cached_bytes += bytes;
+            self.cache.insert(sfi, info.clone());
+        }
         Some(info)
     }
 }

@@ -9,7 +9,9 @@
 
 use super::heap::Heap;
 use super::layout::V8Layout;
-use super::naming::{bytecode_script_offset, inlined_scopes, read_code, read_function, FunctionInfo, ANONYMOUS};
+use super::naming::{
+    bytecode_script_offset, inlined_scopes, read_code, read_function, FunctionInfo, ANONYMOUS, MAX_CACHED_BYTES,
+};
 use super::{detect, Detection};
 use crate::memory::ProcessMemory;
 use crate::runtime::{
@@ -212,13 +214,16 @@ struct Cached {
 pub struct V8Namer {
     functions: HashMap<(u32, u64), Cached>,
     max_functions: usize,
+    /// [`FunctionInfo::heap_bytes`] of what `functions` holds, at most
+    /// [`MAX_CACHED_BYTES`].
+    cached_bytes: usize,
     stats: NamerStats,
 }
 
 impl V8Namer {
     /// A namer keeping at most `max_functions` functions.
     pub fn new(max_functions: usize) -> V8Namer {
-        V8Namer { functions: HashMap::new(), max_functions, stats: NamerStats::default() }
+        V8Namer { functions: HashMap::new(), max_functions, cached_bytes: 0, stats: NamerStats::default() }
     }
 
     /// The function of `SharedFunctionInfo` `sfi` in process `pid`.
@@ -234,10 +239,15 @@ impl V8Namer {
         }
         self.stats.reads += 1;
         let info = Arc::new(read_function(heap, sfi)?);
-        if self.functions.len() >= self.max_functions {
+        let bytes = info.heap_bytes();
+        if self.functions.len() >= self.max_functions || self.cached_bytes + bytes > MAX_CACHED_BYTES {
             self.functions.clear();
+            self.cached_bytes = 0;
         }
-        self.functions.insert((pid, sfi), Cached { name_field, script_field, info: info.clone() });
+        if bytes <= MAX_CACHED_BYTES {
+            self.cached_bytes += bytes;
+            self.functions.insert((pid, sfi), Cached { name_field, script_field, info: info.clone() });
+        }
         Some(info)
     }
 
@@ -316,6 +326,7 @@ impl FrameNamer for V8Namer {
 
     fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
         self.functions.retain(|(pid, _), _| alive(*pid));
+        self.cached_bytes = self.functions.values().map(|c| c.info.heap_bytes()).sum();
     }
 
     fn stats(&self) -> NamerStats {

@@ -1,0 +1,432 @@
+//! What one process may cost the agent to read: a budget of reads, bytes
+//! and CPU time for naming its frames (or attaching to it), per process.
+//!
+//! The agent runs as root and reads the memory of every process that
+//! looks like a runtime, and any local user can start one whose memory
+//! is shaped to make each read lead to another (frame chains that loop,
+//! huge line tables, strings without an end, names rewritten all the
+//! time). Each runtime's walk is bounded on its own; this bounds the sum.
+//! Every process has a token bucket per resource, refilled at a steady
+//! rate up to a burst (a process's first seconds, when nothing is cached
+//! yet, cost many reads at once). A read that would overdraw the bucket
+//! is refused as if the memory were unreadable: the runtime's namer
+//! leaves the frame unnamed, and the agent goes on. The first time a
+//! process is refused, one notice says so; every refused read is
+//! counted. Buckets of processes that exited are forgotten, and their
+//! number is bounded.
+
+use crate::memory::ProcessMemory;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// Most processes whose buckets are kept at once; beyond it the buckets
+/// of those not seen for the longest are dropped (a process whose bucket
+/// was dropped starts again full: an attacker gains one burst by forcing
+/// it, which a bound of this size makes take thousands of processes).
+pub const MAX_BUDGETED_PROCESSES: usize = 8192;
+
+/// How much reading one process may cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BudgetLimits {
+    /// Reads a second, in the long run.
+    pub reads_per_second: u64,
+    /// Bytes read a second, in the long run.
+    pub bytes_per_second: u64,
+    /// CPU time a second spent on its behalf, in the long run.
+    pub cpu_per_second: Duration,
+    /// How many seconds' worth each bucket holds when full: what a
+    /// process may take at once after a calm period.
+    pub burst_seconds: u64,
+}
+
+impl BudgetLimits {
+    /// Naming frames (the reporter). A genuine process with warm caches
+    /// reads a few hundred objects a second at 99 Hz; one starting
+    /// (TypeScript's compiler: thousands of functions named in its first
+    /// seconds) fits in the burst. A process held at these rates costs
+    /// about 1-2% of a core.
+    pub const NAMING: BudgetLimits = BudgetLimits {
+        reads_per_second: 8192,
+        bytes_per_second: 4 << 20,
+        cpu_per_second: Duration::from_millis(20),
+        burst_seconds: 10,
+    };
+
+    /// Attaching to a process (the process manager reads a JVM's
+    /// vmStructs, a runtime's symbols in memory): less often, larger.
+    pub const ATTACH: BudgetLimits = BudgetLimits {
+        reads_per_second: 4096,
+        bytes_per_second: 4 << 20,
+        cpu_per_second: Duration::from_millis(20),
+        burst_seconds: 30,
+    };
+}
+
+/// Which resource a process ran out of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overdrawn {
+    /// Too many reads.
+    Reads,
+    /// Too many bytes.
+    Bytes,
+    /// Too much CPU time.
+    Cpu,
+}
+
+impl Overdrawn {
+    fn as_str(self) -> &'static str {
+        match self {
+            Overdrawn::Reads => "reads",
+            Overdrawn::Bytes => "bytes read",
+            Overdrawn::Cpu => "CPU time",
+        }
+    }
+}
+
+/// Counters of a [`ReadBudget`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BudgetStats {
+    /// Reads refused because a process was over budget.
+    pub reads_refused: u64,
+    /// Times a process went over budget (told once a process, counted
+    /// every time).
+    pub overdrafts: u64,
+    /// Processes told over budget (one notice each).
+    pub processes_over: u64,
+    /// Buckets dropped to stay within [`MAX_BUDGETED_PROCESSES`].
+    pub evicted: u64,
+}
+
+/// What [`ReadBudget::take`] did.
+enum Take {
+    Granted,
+    /// Refused; with the resource short when this starts an overdraft.
+    Refused(Option<Overdrawn>),
+}
+
+/// One resource's tokens, in units of the resource (nanoseconds for
+/// CPU time).
+#[derive(Clone, Copy, Debug)]
+struct Tokens {
+    left: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    reads: Tokens,
+    bytes: Tokens,
+    cpu_ns: Tokens,
+    refilled: Instant,
+    /// Whether it is over budget now (an overdraft is counted when it
+    /// starts, not at each refused read).
+    over: bool,
+    told: bool,
+}
+
+/// The budgets of every process, for one thread's reads (the reporter's
+/// naming, or the process manager's attaching): not shared, no lock.
+pub struct ReadBudget {
+    limits: BudgetLimits,
+    /// Of what is read, for whom: "naming" or "attaching".
+    purpose: &'static str,
+    buckets: RefCell<HashMap<u32, Bucket>>,
+    stats: Cell<BudgetStats>,
+    notices: RefCell<Vec<String>>,
+}
+
+impl ReadBudget {
+    /// Budgets of `limits` for `purpose` ("naming frames").
+    pub fn new(limits: BudgetLimits, purpose: &'static str) -> ReadBudget {
+        ReadBudget {
+            limits,
+            purpose,
+            buckets: RefCell::new(HashMap::new()),
+            stats: Cell::new(BudgetStats::default()),
+            notices: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Process `pid`'s memory, read within its budget (`memory` reads
+    /// it).
+    pub fn memory<'a, M: ProcessMemory>(&'a self, pid: u32, memory: &'a M) -> BudgetedMemory<'a, M> {
+        BudgetedMemory { budget: self, pid, memory }
+    }
+
+    /// Whether `pid` may be read now (its buckets are not empty): a
+    /// caller skips its work for a process over budget.
+    pub fn allows(&self, pid: u32) -> bool {
+        self.with_bucket(pid, |_, b| !b.over)
+    }
+
+    /// Charges `cpu` spent on `pid`'s behalf (measured by the caller
+    /// around its work).
+    pub fn charge_cpu(&self, pid: u32, cpu: Duration) {
+        let ns = u64::try_from(cpu.as_nanos()).unwrap_or(u64::MAX);
+        self.take(pid, 0, 0, ns);
+    }
+
+    /// Forgets the buckets of the processes `alive` says are gone.
+    pub fn forget_processes(&self, alive: &dyn Fn(u32) -> bool) {
+        self.buckets.borrow_mut().retain(|&pid, _| alive(pid));
+    }
+
+    /// Forgets the bucket of `pid` (it exited).
+    pub fn forget(&self, pid: u32) {
+        self.buckets.borrow_mut().remove(&pid);
+    }
+
+    /// Processes with a bucket now.
+    pub fn processes(&self) -> usize {
+        self.buckets.borrow().len()
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> BudgetStats {
+        self.stats.get()
+    }
+
+    /// The notices since the last call (one per process over budget).
+    pub fn take_notices(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notices.borrow_mut())
+    }
+
+    /// Takes `reads`, `bytes` and `cpu_ns` from `pid`'s buckets; false
+    /// (and nothing taken) when one of them has not enough.
+    fn take(&self, pid: u32, reads: u64, bytes: u64, cpu_ns: u64) -> bool {
+        let outcome = self.with_bucket(pid, |limits, b| {
+            // CPU time is charged after the work: it may overdraw, and
+            // the process waits until its bucket refills.
+            b.cpu_ns.left = b.cpu_ns.left.saturating_sub(cpu_ns);
+            if b.over {
+                return Take::Refused(None);
+            }
+            if b.reads.left < reads {
+                return Take::Refused(Some(Overdrawn::Reads));
+            }
+            if b.bytes.left < bytes {
+                return Take::Refused(Some(Overdrawn::Bytes));
+            }
+            if cpu_ns > 0 && b.cpu_ns.left == 0 && limits.cpu_per_second > Duration::ZERO {
+                return Take::Refused(Some(Overdrawn::Cpu));
+            }
+            b.reads.left -= reads;
+            b.bytes.left -= bytes;
+            Take::Granted
+        });
+        match outcome {
+            Take::Granted => true,
+            Take::Refused(why) => {
+                self.refused(pid, why, reads > 0);
+                false
+            }
+        }
+    }
+
+    /// Counts a refusal; `why` is set when it starts an overdraft (the
+    /// process was under budget until now).
+    fn refused(&self, pid: u32, why: Option<Overdrawn>, refused_a_read: bool) {
+        let mut stats = self.stats.get();
+        if refused_a_read {
+            stats.reads_refused += 1;
+        }
+        if let Some(why) = why {
+            stats.overdrafts += 1;
+            let tell = self.with_bucket(pid, |_, b| {
+                b.over = true;
+                !std::mem::replace(&mut b.told, true)
+            });
+            if tell {
+                stats.processes_over += 1;
+                let mut notices = self.notices.borrow_mut();
+                if notices.len() < 64 {
+                    notices.push(format!(
+                        "process {pid} went over its budget of {} for {} (its runtime's memory costs more \
+                         than a genuine process's): its interpreted frames are left unnamed while it stays over",
+                        why.as_str(),
+                        self.purpose
+                    ));
+                }
+            }
+        }
+        self.stats.set(stats);
+    }
+
+    /// Runs `f` on `pid`'s bucket, refilled for the time since its last
+    /// refill (made full if new).
+    fn with_bucket<T>(&self, pid: u32, f: impl FnOnce(&BudgetLimits, &mut Bucket) -> T) -> T {
+        let limits = &self.limits;
+        let now = Instant::now();
+        let mut buckets = self.buckets.borrow_mut();
+        if !buckets.contains_key(&pid) && buckets.len() >= MAX_BUDGETED_PROCESSES {
+            self.evict_oldest(&mut buckets);
+        }
+        let b = buckets.entry(pid).or_insert_with(|| Bucket {
+            reads: Tokens { left: limits.reads_per_second * limits.burst_seconds },
+            bytes: Tokens { left: limits.bytes_per_second * limits.burst_seconds },
+            cpu_ns: Tokens { left: nanos(limits.cpu_per_second) * limits.burst_seconds },
+            refilled: now,
+            over: false,
+            told: false,
+        });
+        let elapsed = now.saturating_duration_since(b.refilled);
+        if elapsed >= Duration::from_millis(10) {
+            refill(&mut b.reads, limits.reads_per_second, limits.burst_seconds, elapsed);
+            refill(&mut b.bytes, limits.bytes_per_second, limits.burst_seconds, elapsed);
+            refill(&mut b.cpu_ns, nanos(limits.cpu_per_second), limits.burst_seconds, elapsed);
+            b.refilled = now;
+            // Back under budget once a tenth of each bucket is there
+            // again: no flapping at the edge.
+            let tenth = |rate: u64| rate * limits.burst_seconds / 10;
+            if b.over
+                && b.reads.left >= tenth(limits.reads_per_second)
+                && b.bytes.left >= tenth(limits.bytes_per_second)
+                && b.cpu_ns.left >= tenth(nanos(limits.cpu_per_second))
+            {
+                b.over = false;
+            }
+        }
+        f(limits, b)
+    }
+
+    fn evict_oldest(&self, buckets: &mut HashMap<u32, Bucket>) {
+        // Rare (thousands of processes read at once): a scan is fine.
+        if let Some((&oldest, _)) = buckets.iter().min_by_key(|(_, b)| b.refilled) {
+            buckets.remove(&oldest);
+            let mut stats = self.stats.get();
+            stats.evicted += 1;
+            self.stats.set(stats);
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn refill(tokens: &mut Tokens, per_second: u64, burst_seconds: u64, elapsed: Duration) {
+    let capacity = per_second.saturating_mul(burst_seconds);
+    let added = u64::try_from(u128::from(per_second) * elapsed.as_nanos() / 1_000_000_000).unwrap_or(u64::MAX);
+    tokens.left = tokens.left.saturating_add(added).min(capacity);
+}
+
+/// One process's memory, read within its [`ReadBudget`].
+pub struct BudgetedMemory<'a, M> {
+    budget: &'a ReadBudget,
+    pid: u32,
+    memory: &'a M,
+}
+
+impl<M: ProcessMemory> ProcessMemory for BudgetedMemory<'_, M> {
+    fn read(&self, address: u64, buf: &mut [u8]) -> bool {
+        self.budget.take(self.pid, 1, buf.len() as u64, 0) && self.memory.read(address, buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::fake::FakeMemory;
+
+    const SMALL: BudgetLimits = BudgetLimits {
+        reads_per_second: 100,
+        bytes_per_second: 1000,
+        cpu_per_second: Duration::from_millis(10),
+        burst_seconds: 2,
+    };
+
+    fn memory() -> FakeMemory {
+        let mut m = FakeMemory::default();
+        m.add(0x1000, vec![7; 4096]);
+        m
+    }
+
+    #[test]
+    fn reads_beyond_the_burst_are_refused_counted_and_told_once() {
+        let budget = ReadBudget::new(SMALL, "naming frames");
+        let m = memory();
+        let mem = budget.memory(42, &m);
+        let mut buf = [0u8; 1];
+        let granted = (0..1000).filter(|_| mem.read(0x1000, &mut buf)).count();
+        // The burst (200 reads), and what the bucket refilled meanwhile
+        // (100 a second: at most a few in this loop).
+        assert!((200..=210).contains(&granted), "{granted}");
+        let stats = budget.stats();
+        assert_eq!(stats.reads_refused, 1000 - granted as u64);
+        assert_eq!((stats.overdrafts, stats.processes_over), (1, 1));
+        let notices = budget.take_notices();
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert!(notices[0].contains("process 42") && notices[0].contains("reads"), "{notices:?}");
+        assert!(!budget.allows(42));
+        assert!(budget.allows(43), "another process keeps its own budget");
+        assert!(budget.memory(43, &m).read(0x1000, &mut buf));
+        assert!(budget.take_notices().is_empty(), "told once");
+    }
+
+    #[test]
+    fn bytes_are_budgeted_as_well_as_reads() {
+        let budget = ReadBudget::new(SMALL, "naming frames");
+        let m = memory();
+        let mem = budget.memory(1, &m);
+        let mut buf = [0u8; 1500];
+        assert!(mem.read(0x1000, &mut buf), "1500 of the 2000 bytes of the burst");
+        assert!(!mem.read(0x1000, &mut buf), "over");
+        assert!(budget.take_notices()[0].contains("bytes read"));
+        assert!(!mem.read(0x1000, &mut buf[..400]), "over budget: nothing is read, however small");
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(mem.read(0x1000, &mut buf[..400]), "more than a tenth of each bucket left: read again");
+    }
+
+    #[test]
+    fn an_unreadable_address_costs_a_read_and_stays_unreadable() {
+        let budget = ReadBudget::new(SMALL, "naming frames");
+        let m = memory();
+        let mut buf = [0u8; 8];
+        assert!(!budget.memory(1, &m).read(0x10, &mut buf));
+        assert_eq!(budget.stats().reads_refused, 0, "refused by the memory, not the budget");
+    }
+
+    #[test]
+    fn cpu_time_overdraws_then_the_bucket_refills() {
+        let limits = BudgetLimits { burst_seconds: 1, ..SMALL };
+        let budget = ReadBudget::new(limits, "naming frames");
+        budget.charge_cpu(5, Duration::from_millis(50));
+        assert!(!budget.allows(5), "10 ms of burst, 50 charged");
+        assert!(budget.take_notices()[0].contains("CPU time"));
+        // 10 ms a second: a tenth of the bucket (1 ms) after 100 ms.
+        std::thread::sleep(Duration::from_millis(150));
+        assert!(budget.allows(5));
+        let m = memory();
+        assert!(budget.memory(5, &m).read(0x1000, &mut [0u8; 4]));
+        assert_eq!(budget.stats().overdrafts, 1);
+    }
+
+    #[test]
+    fn a_process_over_budget_is_read_again_once_its_buckets_refill() {
+        let limits = BudgetLimits { reads_per_second: 1000, burst_seconds: 1, ..SMALL };
+        let budget = ReadBudget::new(limits, "attaching");
+        let m = memory();
+        let mem = budget.memory(9, &m);
+        let mut buf = [0u8; 1];
+        while mem.read(0x1000, &mut buf) {}
+        assert!(!budget.allows(9));
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(budget.allows(9), "a tenth of the bucket is back");
+        assert!(mem.read(0x1000, &mut buf));
+        while mem.read(0x1000, &mut buf) {}
+        assert_eq!(budget.stats().overdrafts, 2, "each overdraft counted");
+        assert_eq!(budget.stats().processes_over, 1, "told once");
+    }
+
+    #[test]
+    fn buckets_are_bounded_and_forgotten_with_their_processes() {
+        let budget = ReadBudget::new(SMALL, "naming frames");
+        for pid in 0..MAX_BUDGETED_PROCESSES as u32 + 10 {
+            assert!(budget.allows(pid));
+        }
+        assert_eq!(budget.processes(), MAX_BUDGETED_PROCESSES);
+        assert_eq!(budget.stats().evicted, 10);
+        budget.forget_processes(&|pid| pid % 2 == 0);
+        assert_eq!(budget.processes(), MAX_BUDGETED_PROCESSES / 2);
+    }
+}
