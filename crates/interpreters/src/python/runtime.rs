@@ -119,6 +119,7 @@ pub fn python_file_value(build: &PythonBuild) -> PythonFileValue {
         frame_lasti: l.frame_lasti,
         frame_entry: l.frame_entry.unwrap_or(PYTHON_NO_OFFSET),
         code_adaptive: l.code_adaptive.unwrap_or(0),
+        frame_code_tag_mask: u32::from(l.frame_code_tag_mask),
     }
 }
 
