@@ -114,34 +114,39 @@ impl Python {
         }
     }
 
-    /// Where `script` runs from: the workload's own path, or its copy in
-    /// the root's `/tmp` (as the process sees it).
+    /// Where `script` runs from, as the process sees it: in a root file
+    /// system, the workloads' folder is mounted on its `/tmp`.
     fn script_path(&self, script: &str) -> PathBuf {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python").join(script);
-        let Some(root) = &self.root else { return path };
-        let inside = PathBuf::from(format!("/tmp/ep-python-{}-{script}", std::process::id()));
-        std::fs::create_dir_all(root.join("tmp")).unwrap();
-        std::fs::copy(&path, root.join(inside.strip_prefix("/").unwrap())).unwrap();
-        inside
+        match self.root {
+            None => workloads().join(script),
+            Some(_) => Path::new("/tmp").join(script),
+        }
     }
 
     fn spawn(&self, script: &str) -> Workload {
-        self.spawn_path(&self.script_path(script))
-    }
-
-    /// Runs the script at `path` (see [`Python::script_path`]).
-    fn spawn_path(&self, path: &Path) -> Workload {
+        let path = self.script_path(script);
         let mut command = match &self.root {
             None => Command::new(&self.exe),
             Some(root) => {
-                let mut c = Command::new("chroot");
-                // chroot execs the interpreter: the workload's pid is its.
-                c.arg(root).arg(&self.exe);
+                // In a mount namespace of its own, so that the root is only
+                // read: the workloads' folder on its /tmp, then chroot
+                // (every step execs: the workload's pid is the
+                // interpreter's).
+                let mut c = Command::new("unshare");
+                c.args(["--mount", "sh", "-c", r#"mount --bind "$1" "$2/tmp" && exec chroot "$2" "$3" "$4""#, "sh"])
+                    .arg(workloads())
+                    .arg(root)
+                    .arg(&self.exe);
                 c
             }
         };
         Workload::spawn(command.arg(path).env("PYTHONDONTWRITEBYTECODE", "1"))
     }
+}
+
+/// The Python workloads' folder.
+fn workloads() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python")
 }
 
 /// One element of an expected stack, root first; names and file patterns
@@ -252,10 +257,11 @@ fn line_of(file: &Path, text: &str) -> u32 {
     at as u32 + 1
 }
 
-/// `chain.py` on each 3.`minor` of the root file systems: the chain
-/// `<module> -> f1 -> f2 -> f3` of [`chain_test`], and each of those
-/// Python frames in the script's file at the line it runs.
-fn chain_in_runtime_roots(minor: u8) {
+/// Each 3.`minor` of the root file systems: `chain.py`'s chain `<module>
+/// -> f1 -> f2 -> f3` as in [`chain_test`], each of those Python frames in
+/// the script's file at the line it runs; then [`ctypes_test`] and
+/// [`threads_test`].
+fn in_runtime_roots(minor: u8) {
     let _serial = serial();
     let pythons = Python::in_runtime_roots(minor);
     if pythons.is_empty() {
@@ -273,12 +279,9 @@ fn chain_in_runtime_roots(minor: u8) {
     for py in pythons {
         let what = format!("{} <module> -> f1 -> f2 -> f3", py.describe());
         let script = py.script_path("chain.py");
-        let w = py.spawn_path(&script);
+        let w = py.spawn("chain.py");
         let pid = w.pid();
-        let profiled = profile_running(&w);
-        drop(w);
-        let _ = std::fs::remove_file(py.root.as_ref().unwrap().join(script.strip_prefix("/").unwrap()));
-        let Some((traces, stats)) = profiled else { return };
+        let Some((traces, stats)) = profile_running(&w) else { return };
         let mut chain = main_root(&py);
         chain.extend(python_chain(&py, &["<module>", "f1", "f2", "f3"].map(String::from)));
         let c = completeness(&traces, pid, None, &chain);
@@ -303,24 +306,32 @@ fn chain_in_runtime_roots(minor: u8) {
         );
         assert!(right >= 4 * MIN_SAMPLES, "{what}: {right} frames at their file and line");
         assert!(wrong.len() * 100 <= right, "{what}: {} frames elsewhere: {wrong:?}", wrong.len());
+        ctypes_of(&py);
+        threads_of(&py);
     }
 }
 
-mod chain_in_runtime_roots {
+mod in_runtime_roots {
     #[test]
     fn v3_14() {
-        super::chain_in_runtime_roots(14)
+        super::in_runtime_roots(14)
     }
 
     #[test]
     fn v3_15() {
-        super::chain_in_runtime_roots(15)
+        super::in_runtime_roots(15)
     }
 }
 
 fn ctypes_test(version: &str) {
     let _serial = serial();
-    let Some(py) = Python::find(version) else { return };
+    if let Some(py) = Python::find(version) {
+        ctypes_of(&py);
+    }
+}
+
+fn ctypes_of(py: &Python) {
+    let version = py.describe();
     let w = py.spawn("ctypes_qsort.py");
     let Some((traces, stats)) = profile_running(&w) else { return };
     let ctypes = format!("_ctypes.cpython-3{}-x86_64-linux-gnu.so", py.minor);
@@ -328,8 +339,8 @@ fn ctypes_test(version: &str) {
     let libffi = "libffi.so.*".to_string();
     let mut to_ctypes = py.files.clone();
     to_ctypes.push(ctypes.clone());
-    let mut chain = main_root(&py);
-    chain.extend(python_chain(&py, &["<module>", "sorter", "sort_once"].map(String::from)));
+    let mut chain = main_root(py);
+    chain.extend(python_chain(py, &["<module>", "sorter", "sort_once"].map(String::from)));
     // sort_once -> (call machinery) -> _ctypes -> libffi -> libc's qsort
     // -> libffi's closure -> _ctypes -> (call machinery) -> py_compare.
     chain.extend([
@@ -339,14 +350,20 @@ fn ctypes_test(version: &str) {
         S::ManyIn(libffi),
         S::ManyIn(any_of(&to_ctypes)),
     ]);
-    chain.extend(python_chain(&py, &["py_compare", "cmp_leaf"].map(String::from)));
+    chain.extend(python_chain(py, &["py_compare", "cmp_leaf"].map(String::from)));
     let c = completeness(&traces, w.pid(), None, &chain);
     assert_complete(&format!("Python {version} -> ctypes -> qsort -> Python callback"), &c, &stats);
 }
 
 fn threads_test(version: &str) {
     let _serial = serial();
-    let Some(py) = Python::find(version) else { return };
+    if let Some(py) = Python::find(version) {
+        threads_of(&py);
+    }
+}
+
+fn threads_of(py: &Python) {
+    let version = py.describe();
     let w = py.spawn("threads.py");
     let Some((traces, stats)) = profile_running(&w) else { return };
     // Which threads ran which leaf: each thread must show its own.
@@ -374,7 +391,7 @@ fn threads_test(version: &str) {
             mid.to_string(),
             leaf.to_string(),
         ];
-        chain.extend(python_chain(&py, &names));
+        chain.extend(python_chain(py, &names));
         // The thread's own samples, and no sample of the other thread may
         // show this chain's leaf (checked above: one thread per leaf).
         let c = completeness(&traces, w.pid(), Some(tids), &chain);

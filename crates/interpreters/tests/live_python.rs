@@ -36,7 +36,10 @@ impl Interpreter {
         }
     }
 
-    /// Runs `script` (copied into the root first).
+    /// Runs `script`; in a root file system, from the script's folder
+    /// mounted on the root's `/tmp` in a mount namespace of its own (the
+    /// root is only read; every step execs, so the child's pid is the
+    /// interpreter's).
     fn spawn(&self, script: &Path) -> std::process::Child {
         let mut command = match &self.root {
             None => {
@@ -45,11 +48,12 @@ impl Interpreter {
                 c
             }
             Some(root) => {
-                let inside = Path::new("/tmp").join(script.file_name().unwrap());
-                std::fs::create_dir_all(root.join("tmp")).unwrap();
-                std::fs::copy(script, root.join(inside.strip_prefix("/").unwrap())).unwrap();
-                let mut c = Command::new("chroot");
-                c.arg(root).arg(&self.exe).arg(&inside);
+                let mut c = Command::new("unshare");
+                c.args(["--mount", "sh", "-c", r#"mount --bind "$1" "$2/tmp" && exec chroot "$2" "$3" "$4""#, "sh"])
+                    .arg(script.parent().unwrap())
+                    .arg(root)
+                    .arg(&self.exe)
+                    .arg(Path::new("/tmp").join(script.file_name().unwrap()));
                 c
             }
         };
