@@ -703,6 +703,20 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
 mod tests {
     use super::*;
 
+    /// The FDEs of this test binary's `main`: found by an address inside
+    /// and at its start, each once; an address in no function finds none.
+    #[test]
+    fn fde_ranges_containing_addresses_of_this_binary() {
+        let elf = ElfFile::open("/proc/self/exe").unwrap();
+        let (main, size) = elf.function_symbol("main").expect("main in .symtab");
+        let found = elf.fde_ranges_containing(&[main, main + size / 2]);
+        assert_eq!(found.len(), 1, "{found:x?}");
+        let (start, end) = found[0];
+        assert!(start <= main && main + size <= end, "{found:x?} for main at {main:#x}+{size}");
+        assert!(elf.fde_ranges_containing(&[1, 2]).is_empty());
+        assert!(elf.fde_ranges_containing(&[]).is_empty());
+    }
+
     const A: UnwindRule = UnwindRule::Cfa { base: CfaBase::Rsp, offset: 8, rbp: RbpRule::Unchanged };
     const B: UnwindRule = UnwindRule::Cfa { base: CfaBase::Rsp, offset: 16, rbp: RbpRule::Unchanged };
     const C: UnwindRule = UnwindRule::Cfa { base: CfaBase::Rbp, offset: 16, rbp: RbpRule::AtCfa(-16) };
