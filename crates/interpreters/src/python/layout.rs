@@ -24,7 +24,7 @@ pub enum FrameModel {
     /// 3.11: `_PyInterpreterFrame`; one loop run evaluates a chain of
     /// frames ending (outermost) at the one with `is_entry` set.
     EntryFlag,
-    /// 3.12, 3.13: `_PyInterpreterFrame`; a loop run's chain ends at the
+    /// 3.12+: `_PyInterpreterFrame`; a loop run's chain ends at the
     /// shim frame it pushed on the C stack (`owner ==
     /// FRAME_OWNED_BY_CSTACK`).
     CStackOwner,
@@ -69,7 +69,7 @@ pub struct Layout {
     /// `PyThreadState.thread_id` (`pthread_self()`).
     pub tstate_thread_id: u32,
     /// `PyThreadState.frame` (3.8-3.10), `.cframe` (3.11, 3.12),
-    /// `.current_frame` (3.13).
+    /// `.current_frame` (3.13+).
     pub tstate_frame: u32,
     /// `_PyCFrame.current_frame` when `tstate_frame` is the cframe.
     pub cframe_current_frame: Option<u32>,

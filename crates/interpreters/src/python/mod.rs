@@ -41,6 +41,10 @@ const MINORS: std::ops::RangeInclusive<u8> = 8..=15;
 /// The largest cold part of the loop taken without a symbol (Debian's
 /// 3.14 and 3.15 have 82-85 KB).
 const MAX_COLD_PART: u64 = 1 << 20;
+/// The largest hot part scanned for jumps into its cold part (the whole
+/// loop of a build is 50-100 KB): a file's symbol cannot make the agent
+/// scan and keep more.
+const MAX_HOT_SCAN: u64 = 1 << 20;
 
 /// A CPython version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -191,7 +195,7 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
 /// part (`jmp`/`jcc` rel32) reach at two or more places, one at least not
 /// its start: a tail call reaches another function only at its start.
 fn cold_part_without_symbol(elf: &ElfFile, hot: (u64, u64)) -> Option<(u64, u64)> {
-    let size = usize::try_from(hot.1 - hot.0).ok()?;
+    let size = usize::try_from((hot.1 - hot.0).min(MAX_HOT_SCAN)).ok()?;
     let code = elf.bytes_at_vaddr(hot.0, size)?;
     let rel32 = |at: usize| code.get(at..at + 4).map(|b| i64::from(i32::from_le_bytes(b.try_into().expect("4"))));
     // Every byte offset is tried: a false reading lands on a random
@@ -204,7 +208,7 @@ fn cold_part_without_symbol(elf: &ElfFile, hot: (u64, u64)) -> Option<(u64, u64)
             _ => continue,
         };
         let Some(disp) = rel32(disp_at) else { continue };
-        let target = (hot.0 + end as u64).wrapping_add_signed(disp);
+        let target = hot.0.wrapping_add(end as u64).wrapping_add_signed(disp);
         if !(hot.0..hot.1).contains(&target) {
             targets.push(target);
         }

@@ -23,7 +23,7 @@ const MAX_CACHED_BYTES: usize = 4 << 20;
 // The unwinder reads this much of a frame; every layout fits in it.
 const _: () = assert!(FRAME_READ_MAX == profiler_bpf::PYTHON_FRAME_READ_MAX);
 
-/// CPython 3.8-3.13.
+/// CPython 3.8-3.15.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CPython;
 
