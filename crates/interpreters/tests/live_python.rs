@@ -78,8 +78,10 @@ fn interpreters() -> Vec<Interpreter> {
     let mut found: Vec<Interpreter> = found.into_iter().map(|exe| Interpreter { root: None, exe }).collect();
     for name in ["python3.14", "python3.15"] {
         let roots = in_runtime_roots(name);
+        // The roots are this machine's, not the project's: skipped even
+        // under CI=true.
         if roots.is_empty() {
-            skip(&format!("no root file system in {RUNTIME_ROOTS} has {name}"));
+            eprintln!("SKIPPED: no root file system in {RUNTIME_ROOTS} has {name}");
         }
         found.extend(roots.into_iter().map(|(root, exe)| Interpreter { root: Some(root), exe: exe.into() }));
     }
