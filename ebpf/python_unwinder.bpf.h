@@ -12,7 +12,7 @@
  * The hand-over: user space marks the process ranges (mappings.bpf.h) that
  * cover the evaluation loop (MAPPING_FLAG_INTERPRETER_LOOP, unwinder
  * UNWINDER_PYTHON: interpreters.bpf.h) and puts the
- * build's layout in python_files (crates/interpreters knows 3.8-3.13).
+ * build's layout in python_files (crates/interpreters knows 3.8-3.15).
  * When the native unwinder reaches such a frame it tail-calls
  * python_unwind, which from then on runs the whole rest of the sample,
  * native frames included (unwind_step), so one hand-over costs one tail
@@ -24,7 +24,7 @@
  *     PYTHON_THREAD_WALK_STEPS reads) and the answer is cached per thread
  *     in python_thread_states, checked again at each use. Its current
  *     frame: tstate->frame (3.8-3.10), tstate->cframe->current_frame
- *     (3.11, 3.12), tstate->current_frame (3.13).
+ *     (3.11, 3.12), tstate->current_frame (3.13+).
  *  2. At each loop frame (innermost first), the Python frames that loop
  *     run is evaluating, innermost first: one PyFrameObject up to 3.10
  *     (one loop run per Python call); up to 3.11's is_entry frame, or up
@@ -165,7 +165,8 @@ static __always_inline int python_step(struct sample_record *record)
 		python_end_loop(interp);
 		return STEP_CONTINUE;
 	}
-	u64 code = interp_buf_u64(interp, py->frame_code);
+	/* 3.14+: f_executable is a _PyStackRef, a tagged pointer. */
+	u64 code = interp_buf_u64(interp, py->frame_code) & ~(u64)py->frame_code_tag_mask;
 	interp->frame = interp_buf_u64(interp, py->frame_previous);
 	bool last = false;
 	bool record_it = true;
@@ -176,12 +177,13 @@ static __always_inline int python_step(struct sample_record *record)
 	case PYTHON_FRAMES_ENTRY_FLAG:
 		last = interp_buf_u8(interp, py->frame_entry) != 0;
 		break;
-	default:
-		if (interp_buf_u8(interp, py->frame_entry) == PYTHON_OWNER_CSTACK) {
+	default: {
+		u8 owner = interp_buf_u8(interp, py->frame_entry);
+		if (owner == PYTHON_OWNER_CSTACK)
 			last = true;
-			record_it = false;
-		}
+		record_it = owner < PYTHON_OWNER_CSTACK;
 		break;
+	}
 	}
 	if (!record_it || !code) {
 		if (last)

@@ -590,7 +590,9 @@ enum python_lasti {
 };
 
 /* _PyInterpreterFrame.owner of the shim frame an evaluation loop run
- * pushes on the C stack (FRAME_OWNED_BY_CSTACK, 3.12+). */
+ * pushes on the C stack (FRAME_OWNED_BY_CSTACK in 3.12 and 3.13,
+ * FRAME_OWNED_BY_INTERPRETER from 3.14). Owners above it (3.14's
+ * FRAME_OWNED_BY_CSTACK) are not Python code either. */
 #define PYTHON_OWNER_CSTACK 3
 /* An offset that does not apply to the version. */
 #define PYTHON_NO_OFFSET 0xffffffffU
@@ -618,7 +620,8 @@ struct python_file {
 	__u32 frame_lasti;               /* f_lasti / prev_instr / instr_ptr */
 	__u32 frame_entry;               /* is_entry (3.11) / owner (3.12+) */
 	__u32 code_adaptive;             /* PyCodeObject.co_code_adaptive (3.11+) */
-	__u32 reserved[2];
+	__u32 frame_code_tag_mask;       /* tag bits of f_executable (a _PyStackRef from 3.14), 0 before */
+	__u32 reserved;
 };
 
 /* Off-CPU profiling (off_cpu.bpf.h). A sampled switch-out sends the

@@ -2,7 +2,9 @@
 //! the interpreter's evaluation loop, native frames above and below them,
 //! for every CPython on this machine (pyenv's 3.8-3.13 under
 //! `~/.pyenv/versions`, the system's `/usr/bin/python3`; those not
-//! installed are skipped, except under CI=true where each is required).
+//! installed are skipped, except under CI=true where each is required),
+//! and 3.14 and 3.15 of the Debian root file systems in [`RUNTIME_ROOTS`]
+//! (run with `chroot`; skipped when no root has them).
 //!
 //! Each test asserts a whole chain, root first and in order, in at least
 //! 95% of the samples whose innermost Python frame is the chain's leaf
@@ -28,9 +30,15 @@ const REQUIRED: f64 = 0.95;
 const MIN_SAMPLES: usize = 25;
 const LIBC: &str = "libc.so.6";
 
+/// Where root file systems of other distributions are kept, one folder
+/// each (complete when it holds `.ready`).
+const RUNTIME_ROOTS: &str = "/var/cache/ebpf-profiler-runtimes";
+
 /// One CPython to test.
 struct Python {
-    /// The executable to run.
+    /// The root file system to `chroot` into, if not this machine's.
+    root: Option<PathBuf>,
+    /// The executable to run (in `root`).
     exe: PathBuf,
     /// 3.x
     minor: u8,
@@ -67,7 +75,33 @@ impl Python {
         if lib.exists() {
             files.push(lib.file_name()?.to_str()?.to_string());
         }
-        Some(Python { exe, minor, files })
+        Some(Python { root: None, exe, minor, files })
+    }
+
+    /// `/usr/bin/python3.<minor>` of each ready root of [`RUNTIME_ROOTS`]
+    /// that has it (Debian's executables are static: one file).
+    fn in_runtime_roots(minor: u8) -> Vec<Python> {
+        let mut roots: Vec<PathBuf> =
+            std::fs::read_dir(RUNTIME_ROOTS).map(|dir| dir.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+        roots.sort();
+        let name = format!("python3.{minor}");
+        roots
+            .into_iter()
+            .filter(|root| root.join(".ready").exists() && root.join("usr/bin").join(&name).exists())
+            .map(|root| Python {
+                root: Some(root),
+                exe: Path::new("/usr/bin").join(&name),
+                minor,
+                files: vec![name.clone()],
+            })
+            .collect()
+    }
+
+    fn describe(&self) -> String {
+        match &self.root {
+            Some(root) => format!("{}{}", root.display(), self.exe.display()),
+            None => self.exe.display().to_string(),
+        }
     }
 
     /// The function name CPython gives a method: its qualified name from
@@ -80,10 +114,39 @@ impl Python {
         }
     }
 
-    fn spawn(&self, script: &str) -> Workload {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python").join(script);
-        Workload::spawn(Command::new(&self.exe).arg(path).env("PYTHONDONTWRITEBYTECODE", "1"))
+    /// Where `script` runs from, as the process sees it: in a root file
+    /// system, the workloads' folder is mounted on its `/tmp`.
+    fn script_path(&self, script: &str) -> PathBuf {
+        match self.root {
+            None => workloads().join(script),
+            Some(_) => Path::new("/tmp").join(script),
+        }
     }
+
+    fn spawn(&self, script: &str) -> Workload {
+        let path = self.script_path(script);
+        let mut command = match &self.root {
+            None => Command::new(&self.exe),
+            Some(root) => {
+                // In a mount namespace of its own, so that the root is only
+                // read: the workloads' folder on its /tmp, then chroot
+                // (every step execs: the workload's pid is the
+                // interpreter's).
+                let mut c = Command::new("unshare");
+                c.args(["--mount", "sh", "-c", r#"mount --bind "$1" "$2/tmp" && exec chroot "$2" "$3" "$4""#, "sh"])
+                    .arg(workloads())
+                    .arg(root)
+                    .arg(&self.exe);
+                c
+            }
+        };
+        Workload::spawn(command.arg(path).env("PYTHONDONTWRITEBYTECODE", "1"))
+    }
+}
+
+/// The Python workloads' folder.
+fn workloads() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python")
 }
 
 /// One element of an expected stack, root first; names and file patterns
@@ -187,9 +250,88 @@ fn chain_test(version: &str) {
     assert_eq!(stats.runtimes.get("python", "unsupported"), 0);
 }
 
+/// The line of `file` (1-based) whose text, trimmed, is `text`.
+fn line_of(file: &Path, text: &str) -> u32 {
+    let source = std::fs::read_to_string(file).unwrap();
+    let at = source.lines().position(|l| l.trim() == text).unwrap_or_else(|| panic!("{text:?} in {}", file.display()));
+    at as u32 + 1
+}
+
+/// Each 3.`minor` of the root file systems: `chain.py`'s chain `<module>
+/// -> f1 -> f2 -> f3` as in [`chain_test`], each of those Python frames in
+/// the script's file at the line it runs; then [`ctypes_test`] and
+/// [`threads_test`].
+fn in_runtime_roots(minor: u8) {
+    let _serial = serial();
+    let pythons = Python::in_runtime_roots(minor);
+    if pythons.is_empty() {
+        eprintln!("SKIPPED: no root file system in {RUNTIME_ROOTS} has python3.{minor}");
+        return;
+    }
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python/chain.py");
+    let f3_first = line_of(&source, "def f3(n):");
+    let lines: HashMap<&str, std::ops::RangeInclusive<u32>> = HashMap::from([
+        ("<module>", line_of(&source, "f1(20000)")..=line_of(&source, "f1(20000)")),
+        ("f1", line_of(&source, "return f2(n)")..=line_of(&source, "return f2(n)")),
+        ("f2", line_of(&source, "return f3(n)")..=line_of(&source, "return f3(n)")),
+        ("f3", f3_first + 1..=f3_first + 4),
+    ]);
+    for py in pythons {
+        let what = format!("{} <module> -> f1 -> f2 -> f3", py.describe());
+        let script = py.script_path("chain.py");
+        let w = py.spawn("chain.py");
+        let pid = w.pid();
+        let Some((traces, stats)) = profile_running(&w) else { return };
+        let mut chain = main_root(&py);
+        chain.extend(python_chain(&py, &["<module>", "f1", "f2", "f3"].map(String::from)));
+        let c = completeness(&traces, pid, None, &chain);
+        assert_complete(&what, &c, &stats);
+        assert_eq!(stats.runtimes.get("python", "unsupported"), 0, "{what}");
+        // Every named frame of the chain: its file and a line it runs.
+        let (mut right, mut wrong) = (0usize, Vec::new());
+        let of_pid = traces.iter().filter(|t| t.process.pid.0 == pid);
+        for frame in of_pid.flat_map(|t| &t.frames).filter(|f| f.kind == FrameKind::CPython) {
+            let Some(line) = frame.lines.last() else { continue };
+            let Some(expected) = lines.get(&*line.function) else { continue };
+            if line.file.as_deref() == script.to_str() && expected.contains(&line.line) {
+                right += 1;
+            } else {
+                wrong.push(format!("{} {:?}:{}", line.function, line.file, line.line));
+            }
+        }
+        eprintln!(
+            "{what}: {right} frames at their file and line, {} not: {:?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(5)]
+        );
+        assert!(right >= 4 * MIN_SAMPLES, "{what}: {right} frames at their file and line");
+        assert!(wrong.len() * 100 <= right, "{what}: {} frames elsewhere: {wrong:?}", wrong.len());
+        ctypes_of(&py);
+        threads_of(&py);
+    }
+}
+
+mod in_runtime_roots {
+    #[test]
+    fn v3_14() {
+        super::in_runtime_roots(14)
+    }
+
+    #[test]
+    fn v3_15() {
+        super::in_runtime_roots(15)
+    }
+}
+
 fn ctypes_test(version: &str) {
     let _serial = serial();
-    let Some(py) = Python::find(version) else { return };
+    if let Some(py) = Python::find(version) {
+        ctypes_of(&py);
+    }
+}
+
+fn ctypes_of(py: &Python) {
+    let version = py.describe();
     let w = py.spawn("ctypes_qsort.py");
     let Some((traces, stats)) = profile_running(&w) else { return };
     let ctypes = format!("_ctypes.cpython-3{}-x86_64-linux-gnu.so", py.minor);
@@ -197,8 +339,8 @@ fn ctypes_test(version: &str) {
     let libffi = "libffi.so.*".to_string();
     let mut to_ctypes = py.files.clone();
     to_ctypes.push(ctypes.clone());
-    let mut chain = main_root(&py);
-    chain.extend(python_chain(&py, &["<module>", "sorter", "sort_once"].map(String::from)));
+    let mut chain = main_root(py);
+    chain.extend(python_chain(py, &["<module>", "sorter", "sort_once"].map(String::from)));
     // sort_once -> (call machinery) -> _ctypes -> libffi -> libc's qsort
     // -> libffi's closure -> _ctypes -> (call machinery) -> py_compare.
     chain.extend([
@@ -208,14 +350,20 @@ fn ctypes_test(version: &str) {
         S::ManyIn(libffi),
         S::ManyIn(any_of(&to_ctypes)),
     ]);
-    chain.extend(python_chain(&py, &["py_compare", "cmp_leaf"].map(String::from)));
+    chain.extend(python_chain(py, &["py_compare", "cmp_leaf"].map(String::from)));
     let c = completeness(&traces, w.pid(), None, &chain);
     assert_complete(&format!("Python {version} -> ctypes -> qsort -> Python callback"), &c, &stats);
 }
 
 fn threads_test(version: &str) {
     let _serial = serial();
-    let Some(py) = Python::find(version) else { return };
+    if let Some(py) = Python::find(version) {
+        threads_of(&py);
+    }
+}
+
+fn threads_of(py: &Python) {
+    let version = py.describe();
     let w = py.spawn("threads.py");
     let Some((traces, stats)) = profile_running(&w) else { return };
     // Which threads ran which leaf: each thread must show its own.
@@ -243,7 +391,7 @@ fn threads_test(version: &str) {
             mid.to_string(),
             leaf.to_string(),
         ];
-        chain.extend(python_chain(&py, &names));
+        chain.extend(python_chain(py, &names));
         // The thread's own samples, and no sample of the other thread may
         // show this chain's leaf (checked above: one thread per leaf).
         let c = completeness(&traces, w.pid(), Some(tids), &chain);

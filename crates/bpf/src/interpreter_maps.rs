@@ -246,6 +246,7 @@ mod tests {
             frame_lasti: 10,
             frame_entry: 11,
             code_adaptive: 12,
+            frame_code_tag_mask: 7,
         };
         let (map, bytes) = InterpreterFileValue::Python(v).encode();
         assert_eq!(map, "python_files");

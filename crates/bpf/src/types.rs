@@ -407,6 +407,8 @@ pub struct PythonFileValue {
     pub frame_lasti: u32,
     pub frame_entry: u32,
     pub code_adaptive: u32,
+    /// Tag bits of `f_executable` to clear (a `_PyStackRef` from 3.14).
+    pub frame_code_tag_mask: u32,
 }
 
 /// `sizeof(struct python_file)`.
@@ -433,7 +435,8 @@ impl PythonFileValue {
             frame_lasti: self.frame_lasti,
             frame_entry: self.frame_entry,
             code_adaptive: self.code_adaptive,
-            reserved: [0; 2],
+            frame_code_tag_mask: self.frame_code_tag_mask,
+            reserved: 0,
         }
     }
 
@@ -870,6 +873,7 @@ mod tests {
             frame_lasti: 56,
             frame_entry: 68,
             code_adaptive: 184,
+            frame_code_tag_mask: 7,
         };
         // Each value lands at its field's offset in the header's layout,
         // whatever the order of the fields there.
@@ -882,7 +886,8 @@ mod tests {
         assert_eq!(u32_at(offset_of!(c::python_file, interp_threads_head)), 16);
         assert_eq!(u32_at(offset_of!(c::python_file, tstate_thread_id)), 152);
         assert_eq!(u32_at(offset_of!(c::python_file, code_adaptive)), 184);
-        assert_eq!(read::<c::python_file>(&b).unwrap().reserved, [0; 2]);
+        assert_eq!(u32_at(offset_of!(c::python_file, frame_code_tag_mask)), 7);
+        assert_eq!(read::<c::python_file>(&b).unwrap().reserved, 0);
     }
 
     #[test]

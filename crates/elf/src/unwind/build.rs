@@ -592,6 +592,34 @@ fn release_cfi<S1, S2>(elf: &ElfFile, eh: Option<&SectionCfi<'_, S1>>, debug: Op
     }
 }
 
+/// The `.eh_frame` FDE ranges `[start, end)` that hold one of `addresses`
+/// (sorted), in address order; see [`ElfFile::fde_ranges_containing`].
+pub(super) fn fde_ranges_containing(elf: &ElfFile, addresses: &[u64]) -> Vec<(u64, u64)> {
+    let mut stats = UnwindStats::default();
+    let Some((data, vaddr, hdr)) = find_eh_frame(elf, &mut stats) else { return Vec::new() };
+    let text = elf.section_by_name(".text").map_or(0, |s| s.addr);
+    let got = elf.section_by_name(".got").map_or(0, |s| s.addr);
+    let mut bases = BaseAddresses::default().set_eh_frame(vaddr).set_text(text).set_got(got);
+    if let Some(hdr) = hdr {
+        bases = bases.set_eh_frame_hdr(hdr);
+    }
+    let mut section = EhFrame::new(data, LittleEndian);
+    section.set_address_size(8);
+    let mut cfi = SectionCfi::new(section, data, bases, CfiSection::EhFrame);
+    let mut ranges: Vec<(u64, u64)> = cfi
+        .spans(elf, &mut stats)
+        .into_iter()
+        .map(|span| (span.start, span.start + u64::from(span.len)))
+        .filter(|&(start, end)| {
+            let first = addresses.partition_point(|&a| a < start);
+            addresses.get(first).is_some_and(|&a| a < end)
+        })
+        .collect();
+    ranges.sort_unstable();
+    ranges.dedup();
+    ranges
+}
+
 /// Builds the table; see [`UnwindTable::from_elf`].
 pub(super) fn build(elf: &ElfFile) -> UnwindTable {
     let mut stats = UnwindStats::default();
@@ -674,6 +702,20 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The FDEs of this test binary's `main`: found by an address inside
+    /// and at its start, each once; an address in no function finds none.
+    #[test]
+    fn fde_ranges_containing_addresses_of_this_binary() {
+        let elf = ElfFile::open("/proc/self/exe").unwrap();
+        let (main, size) = elf.function_symbol("main").expect("main in .symtab");
+        let found = elf.fde_ranges_containing(&[main, main + size / 2]);
+        assert_eq!(found.len(), 1, "{found:x?}");
+        let (start, end) = found[0];
+        assert!(start <= main && main + size <= end, "{found:x?} for main at {main:#x}+{size}");
+        assert!(elf.fde_ranges_containing(&[1, 2]).is_empty());
+        assert!(elf.fde_ranges_containing(&[]).is_empty());
+    }
 
     const A: UnwindRule = UnwindRule::Cfa { base: CfaBase::Rsp, offset: 8, rbp: RbpRule::Unchanged };
     const B: UnwindRule = UnwindRule::Cfa { base: CfaBase::Rsp, offset: 16, rbp: RbpRule::Unchanged };

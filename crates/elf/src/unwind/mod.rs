@@ -65,4 +65,12 @@ impl ElfFile {
     pub fn unwind_table(&self) -> UnwindTable {
         UnwindTable::from_elf(self)
     }
+
+    /// The address ranges `[start, end)` of the `.eh_frame` FDEs that hold
+    /// one of `addresses` (sorted), in address order: the extent of code
+    /// that has no symbol (a function's split-off cold part in a stripped
+    /// file).
+    pub fn fde_ranges_containing(&self, addresses: &[u64]) -> Vec<(u64, u64)> {
+        build::fde_ranges_containing(self, addresses)
+    }
 }

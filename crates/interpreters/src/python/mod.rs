@@ -5,8 +5,8 @@
 //!
 //! A build is recognised by its evaluation loop `_PyEval_EvalFrameDefault`
 //! (the executable of a static build, or `libpython3.X.so`); its version
-//! comes from `Py_Version` (3.11+), the `_Py_DebugOffsets` of 3.13, or the
-//! file's name (`python3.X`, `libpython3.X.so`). Versions 3.8 to 3.13 are
+//! comes from `Py_Version` (3.11+), the `_Py_DebugOffsets` of 3.13+, or the
+//! file's name (`python3.X`, `libpython3.X.so`). Versions 3.8 to 3.15 are
 //! supported; anything else is [`Detection::Unsupported`] and profiled as
 //! native code.
 
@@ -15,7 +15,7 @@ mod linetable;
 mod runtime;
 mod symbolizer;
 
-pub use layout::{FrameModel, Lasti, Layout, LineTableFormat, OB_TYPE};
+pub use layout::{FrameModel, Lasti, Layout, LineTableFormat, OB_TYPE, OWNER_LOOP_ENTRY};
 pub use linetable::line_for_offset;
 pub use runtime::{python_file_value, CPython};
 pub use symbolizer::{CodeInfo, PythonSymbolizer, PythonSymbolizerStats};
@@ -36,15 +36,22 @@ const EVAL_LOOP_COLD: &str = "_PyEval_EvalFrameDefault.cold";
 /// Only in `Py_TRACE_REFS` builds, whose objects have two more pointers
 /// in their header (every offset moves).
 const TRACE_REFS_SYMBOL: &str = "_Py_PrintReferences";
-/// Bytes of `_Py_DebugOffsets` read (3.13's struct is 584 bytes).
-const DEBUG_OFFSETS_SIZE: usize = 584;
+/// Oldest and newest minor versions of CPython 3 supported.
+const MINORS: std::ops::RangeInclusive<u8> = 8..=15;
+/// The largest cold part of the loop taken without a symbol (Debian's
+/// 3.14 and 3.15 have 82-85 KB).
+const MAX_COLD_PART: u64 = 1 << 20;
+/// The largest hot part scanned for jumps into its cold part (the whole
+/// loop of a build is 50-100 KB): a file's symbol cannot make the agent
+/// scan and keep more.
+const MAX_HOT_SCAN: u64 = 1 << 20;
 
 /// A CPython version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Version {
     /// 3.
     pub major: u8,
-    /// 8 to 13 are supported.
+    /// 8 to 15 are supported.
     pub minor: u8,
     /// The patch level, when known (`Py_Version`, 3.11+).
     pub micro: Option<u8>,
@@ -76,7 +83,7 @@ impl fmt::Display for Version {
 pub enum LayoutSource {
     /// This crate's per-version table.
     Table,
-    /// The build's own `_Py_DebugOffsets` (3.13).
+    /// The build's own `_Py_DebugOffsets` (3.13+).
     DebugOffsets,
 }
 
@@ -130,15 +137,16 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
     let Some(runtime_vaddr) = elf.symbol_address("_PyRuntime") else {
         return unsupported(from_symbol, "no _PyRuntime symbol");
     };
-    let debug_offsets = elf.bytes_at_vaddr(runtime_vaddr, DEBUG_OFFSETS_SIZE).filter(|b| b.starts_with(b"xdebugpy"));
+    let debug_offsets =
+        elf.bytes_at_vaddr(runtime_vaddr, layout::DEBUG_OFFSETS_READ).filter(|b| b.starts_with(b"xdebugpy"));
     let version = from_symbol
         .or_else(|| debug_offsets.map(|b| Version::from_hex(u32::from_le_bytes(b[8..12].try_into().expect("4")))))
         .or_else(|| version_from_path(path));
     let Some(version) = version else {
         return unsupported(None, "its version is unknown (no Py_Version, and the file name says none)");
     };
-    if !(version.major == 3 && (8..=13).contains(&version.minor)) {
-        return unsupported(Some(version), "only 3.8 to 3.13 are supported");
+    if !(version.major == 3 && MINORS.contains(&version.minor)) {
+        return unsupported(Some(version), "only 3.8 to 3.15 are supported");
     }
     if elf.symbol_address(TRACE_REFS_SYMBOL).is_some() {
         return unsupported(Some(version), "a Py_TRACE_REFS build (another object layout)");
@@ -163,11 +171,11 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
             None => return unsupported(Some(version), "no layout for this version"),
         }
     };
-    let mut eval_ranges = vec![(eval, eval.saturating_add(eval_size))];
-    if let Some((cold, cold_size)) = elf.function_symbol(EVAL_LOOP_COLD) {
-        if cold_size > 0 {
-            eval_ranges.push((cold, cold.saturating_add(cold_size)));
-        }
+    let hot = (eval, eval.saturating_add(eval_size));
+    let mut eval_ranges = vec![hot];
+    match elf.function_symbol(EVAL_LOOP_COLD) {
+        Some((cold, cold_size)) if cold_size > 0 => eval_ranges.push((cold, cold.saturating_add(cold_size))),
+        _ => eval_ranges.extend(cold_part_without_symbol(elf, hot)),
     }
     Detection::Supported(PythonBuild {
         version,
@@ -177,6 +185,46 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
         code_type_vaddr: elf.symbol_address("PyCode_Type"),
         eval_ranges,
     })
+}
+
+/// The loop's cold part when `.symtab` (and its `.cold` symbol) was
+/// stripped: GCC moves the blocks it deems unlikely into one range of its
+/// own, with an FDE of its own, which the hot part jumps into. Debian's
+/// 3.14 and 3.15 executables keep most of the opcode bodies there (the hot
+/// part is 1 KB of 85 KB). Found as the FDE that direct jumps of the hot
+/// part (`jmp`/`jcc` rel32) reach at two or more places, one at least not
+/// its start: a tail call reaches another function only at its start.
+fn cold_part_without_symbol(elf: &ElfFile, hot: (u64, u64)) -> Option<(u64, u64)> {
+    let size = usize::try_from((hot.1 - hot.0).min(MAX_HOT_SCAN)).ok()?;
+    let code = elf.bytes_at_vaddr(hot.0, size)?;
+    let rel32 = |at: usize| code.get(at..at + 4).map(|b| i64::from(i32::from_le_bytes(b.try_into().expect("4"))));
+    // Every byte offset is tried: a false reading lands on a random
+    // address, which the FDE test below and the count filter out.
+    let mut targets = Vec::new();
+    for i in 0..code.len() {
+        let (disp_at, end) = match (code[i], code.get(i + 1)) {
+            (0xe9, _) => (i + 1, i + 5),
+            (0x0f, Some(0x80..=0x8f)) => (i + 2, i + 6),
+            _ => continue,
+        };
+        let Some(disp) = rel32(disp_at) else { continue };
+        let target = hot.0.wrapping_add(end as u64).wrapping_add_signed(disp);
+        if !(hot.0..hot.1).contains(&target) {
+            targets.push(target);
+        }
+    }
+    targets.sort_unstable();
+    targets.dedup();
+    let ranges = elf.fde_ranges_containing(&targets);
+    let mut best: Option<((u64, u64), usize)> = None;
+    for range in ranges {
+        let inside: Vec<u64> = targets.iter().copied().filter(|t| (range.0..range.1).contains(t)).collect();
+        let plausible = inside.len() >= 2 && inside.iter().any(|&t| t != range.0) && range.1 - range.0 <= MAX_COLD_PART;
+        if plausible && best.is_none_or(|(_, n)| inside.len() > n) {
+            best = Some((range, inside.len()));
+        }
+    }
+    best.map(|(range, _)| range)
 }
 
 /// `3.X` from `python3.X`, `libpython3.X.so.1.0`, `python3.Xd`...
@@ -254,11 +302,12 @@ pub fn walk_thread(
         }
         let outside = || format!("the layout reads outside the {} bytes of a frame", buf.len());
         let word = |off: u32| crate::memory::u64_in(&buf, off).ok_or_else(outside);
-        let code = word(l.frame_code)?;
+        let code = word(l.frame_code)? & !u64::from(l.frame_code_tag_mask);
         let previous = word(l.frame_previous)?;
-        let shim = l.frame_model == FrameModel::CStackOwner
-            && l.frame_entry.is_some_and(|e| buf.get(e as usize).copied() == Some(3));
-        if !shim && code != 0 {
+        // The loop's own frame, and (3.14+) other frames of C code.
+        let not_python = l.frame_model == FrameModel::CStackOwner
+            && l.frame_entry.is_some_and(|e| buf.get(e as usize).is_some_and(|&o| o >= OWNER_LOOP_ENTRY));
+        if !not_python && code != 0 {
             let lasti = |off: u32| crate::memory::i32_in(&buf, off).ok_or_else(outside);
             let offset = match l.lasti {
                 Lasti::Bytes => i64::from(lasti(l.frame_lasti)?),

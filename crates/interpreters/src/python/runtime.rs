@@ -23,7 +23,7 @@ const MAX_CACHED_BYTES: usize = 4 << 20;
 // The unwinder reads this much of a frame; every layout fits in it.
 const _: () = assert!(FRAME_READ_MAX == profiler_bpf::PYTHON_FRAME_READ_MAX);
 
-/// CPython 3.8-3.13.
+/// CPython 3.8-3.15.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CPython;
 
@@ -119,6 +119,7 @@ pub fn python_file_value(build: &PythonBuild) -> PythonFileValue {
         frame_lasti: l.frame_lasti,
         frame_entry: l.frame_entry.unwrap_or(PYTHON_NO_OFFSET),
         code_adaptive: l.code_adaptive.unwrap_or(0),
+        frame_code_tag_mask: u32::from(l.frame_code_tag_mask),
     }
 }
 

@@ -251,7 +251,7 @@ fn read_str(memory: &dyn ProcessMemory, l: &Layout, address: u64) -> Option<Stri
         return None;
     }
     let state = u32::from_le_bytes(state);
-    // struct state: interned:2, kind:3, compact:1, ascii:1 (3.8-3.13).
+    // struct state: interned:2, kind:3, compact:1, ascii:1 (3.8-3.15).
     let kind = (state >> 2) & 7;
     let compact = (state >> 5) & 1 == 1;
     let ascii = (state >> 6) & 1 == 1;

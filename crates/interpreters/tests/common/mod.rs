@@ -166,7 +166,10 @@ pub fn find_runtime<T>(pid: u32, mut detect: impl FnMut(&ElfFile, &str) -> Optio
             continue;
         }
         seen.push(path);
-        let Ok(elf) = ElfFile::open(path) else { continue };
+        // Through the process's root when the path is not ours (a process
+        // in another mount namespace).
+        let opened = ElfFile::open(path).or_else(|_| ElfFile::open(format!("/proc/{pid}/root{path}")));
+        let Ok(elf) = opened else { continue };
         let Some(found) = detect(&elf, path) else { continue };
         let of_file = || mappings.iter().filter(|m| m.3 == path);
         let (start, _, offset, _) = of_file().find(|m| m.1.contains('x')).or_else(|| of_file().next()).unwrap();
@@ -176,6 +179,25 @@ pub fn find_runtime<T>(pid: u32, mut detect: impl FnMut(&ElfFile, &str) -> Optio
         return Some((path.to_string(), found, bias));
     }
     None
+}
+
+/// Where root file systems of other distributions are kept (one folder
+/// each, complete when it holds `.ready`): interpreters this machine does
+/// not have, run with `chroot`.
+pub const RUNTIME_ROOTS: &str = "/var/cache/ebpf-profiler-runtimes";
+
+/// `(root, /usr/bin/<name>)` for each ready root of [`RUNTIME_ROOTS`] that
+/// has `/usr/bin/<name>`, in name order.
+pub fn in_runtime_roots(name: &str) -> Vec<(PathBuf, String)> {
+    let mut roots: Vec<PathBuf> =
+        std::fs::read_dir(RUNTIME_ROOTS).map(|dir| dir.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    roots.sort();
+    let exe = format!("/usr/bin/{name}");
+    roots
+        .into_iter()
+        .filter(|root| root.join(".ready").exists() && root.join(exe.trim_start_matches('/')).exists())
+        .map(|root| (root, exe.clone()))
+        .collect()
 }
 
 /// The `u64` at `address`; a failure when it cannot be read.
