@@ -180,8 +180,8 @@ fn lines_past_5000_keep_their_numbers() {
 
 /// Debian 13's and unstable's root file systems (built apart; the tests
 /// are skipped when they are missing): Ruby 3.3.8 (3.3.8-2 and -2.2),
-/// whose libruby hides `ruby_current_ec` and `rb_vm_exec` (found from
-/// `rb_iseq_eval`'s code).
+/// whose libruby does not export `ruby_current_ec` and `rb_vm_exec`
+/// (found from `rb_iseq_eval`'s code).
 const TRIXIE: &str = "/var/cache/ebpf-profiler-runtimes/trixie";
 const SID: &str = "/var/cache/ebpf-profiler-runtimes/sid";
 

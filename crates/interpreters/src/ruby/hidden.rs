@@ -1,8 +1,9 @@
 //! What a libruby that hides its internals still shows in its code.
 //!
-//! From 3.3 CRuby marks `ruby_current_ec`, `ruby_current_vm_ptr` and
-//! `rb_vm_exec` hidden, so Debian's stripped `libruby-3.3.so` names none
-//! of them (`readelf --dyn-syms`); its `ruby_current_ec` is reached with
+//! Debian's stripped `libruby-3.3.so` (3.3.8 in Debian 13 and unstable)
+//! exports none of `ruby_current_ec`, `ruby_current_vm_ptr` and
+//! `rb_vm_exec` (`readelf --dyn-syms`), which 3.1's did; its
+//! `ruby_current_ec` is reached with
 //! the local-dynamic TLS model (a `R_X86_64_DTPMOD64` relocation with no
 //! symbol, the offset an immediate in the code). The exported
 //! `rb_iseq_eval` reads it and ends by tail-calling `rb_vm_exec` (the

@@ -11,9 +11,9 @@
 //! `ruby_version` in the file, picks the layout. A file that looks like
 //! Ruby but cannot be read (no version, a version outside
 //! [`MIN_RUBY`]..=[`MAX_RUBY`]) is [`Detection::Unsupported`] with the
-//! reason: a notice for the agent, its frames stay native. What 3.3+
-//! hides (`ruby_current_ec`, `rb_vm_exec`) is read from the code of
-//! `rb_iseq_eval` (`hidden.rs`).
+//! reason: a notice for the agent, its frames stay native. What a build
+//! does not export (`ruby_current_ec`, `rb_vm_exec`: Debian's 3.3) is
+//! read from the code of `rb_iseq_eval` (`hidden.rs`).
 
 mod classes;
 mod hidden;
@@ -89,7 +89,8 @@ pub enum Detection {
 pub fn detect(elf: &ElfFile, path: &str) -> Detection {
     let vm_ptr_vaddr = elf.symbol_address("ruby_current_vm_ptr");
     let current_ec_vaddr = elf.symbol_address("ruby_current_execution_context_ptr");
-    // Every libruby defines `ruby_api_version`; 3.3+ hides the other two.
+    // Every libruby defines `ruby_api_version`; Debian's 3.3 exports
+    // neither of the other two.
     let api_vaddr = elf.symbol_address("ruby_api_version");
     if vm_ptr_vaddr.is_none() && current_ec_vaddr.is_none() && api_vaddr.is_none() {
         return Detection::NotRuby;
