@@ -382,6 +382,8 @@ struct Expanded {
     source_file: Option<String>,
     /// A Java frame that is one of several inlined at one compiled pc.
     inlined: bool,
+    /// A Java frame's line (0 if none).
+    line: u32,
 }
 
 fn expand(trace: &Trace) -> Vec<Expanded> {
@@ -393,13 +395,14 @@ fn expand(trace: &Trace) -> Vec<Expanded> {
                     desc: FrameDesc { kind: FrameKind::Jvm, name: Some(line.function.to_string()), file: None },
                     source_file: line.file.as_deref().map(str::to_string),
                     inlined: f.lines.len() > 1,
+                    line: line.line,
                 });
             }
             continue;
         }
         let mapping = f.mapping.as_ref().map(|m| m.file_name().to_string());
         let desc = FrameDesc { kind: f.kind, name: f.function_name().map(str::to_string), file: mapping };
-        out.push(Expanded { desc, source_file: None, inlined: false });
+        out.push(Expanded { desc, source_file: None, inlined: false, line: 0 });
     }
     out
 }
@@ -946,4 +949,92 @@ per_jdk! {
     jdk25_sort_compiled: compiled(jdk25, SORT);
     jdk25_jni_interpreted: interpreted(jdk25, JNI);
     jdk25_jni_compiled: compiled(jdk25, JNI);
+}
+
+/// Debian unstable's root file system (built apart; the test is skipped
+/// when it is missing), with `openjdk-26-jdk-headless`.
+const SID: &str = "/var/cache/ebpf-profiler-runtimes/sid";
+/// JDK 26's home in it.
+const SID_JDK26: &str = "/usr/lib/jvm/java-26-openjdk-amd64";
+
+/// `program args` run in `root` (`chroot`), with its own `/proc` mounted
+/// in a private mount namespace (ld.so reads `/proc/self/exe` for the
+/// launcher's `$ORIGIN`); `exec` all the way, so the pid is the JVM's.
+fn in_root(root: &str, program: &str) -> Command {
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(format!("mount -t proc proc {root}/proc && exec chroot {root} \"$@\""))
+        .args(["sh", program]);
+    c
+}
+
+/// JDK 26 (Debian unstable's `openjdk-26-jdk-headless`, in its root file
+/// system): the main chain, interpreted and compiled, the workload
+/// compiled by its own javac.
+#[test]
+fn jdk26_of_debian_unstable_main_chain() {
+    let root = Path::new(SID);
+    let home = root.join(SID_JDK26.trim_start_matches('/'));
+    if !root.join(".ready").exists() || !home.join("bin/javac").exists() {
+        eprintln!("SKIPPED: no JDK 26 in {SID} (or no .ready there)");
+        return;
+    }
+    for (mode, flags, warm_up) in
+        [("interpreted", &["-Xint"][..], Duration::from_millis(500)), ("compiled", &[][..], Duration::from_secs(5))]
+    {
+        let _serial = serial();
+        let inside = format!("/tmp/ep-hotspot-jdk26-{mode}-{}", std::process::id());
+        let dir = Scratch(root.join(inside.trim_start_matches('/')));
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/java").join(SOURCE);
+        std::fs::copy(&src, dir.0.join(SOURCE)).unwrap();
+        let javac = in_root(SID, &format!("{SID_JDK26}/bin/javac"))
+            .args(["-d", &inside, &format!("{inside}/{SOURCE}")])
+            .output()
+            .unwrap();
+        assert!(javac.status.success(), "javac 26: {}", String::from_utf8_lossy(&javac.stderr));
+        let out_path = dir.0.join("stdout");
+        let out = std::fs::File::create(&out_path).unwrap();
+        let w = Workload::spawn(
+            in_root(SID, &format!("{SID_JDK26}/bin/java"))
+                .args(flags)
+                .args(["-cp", &inside, "HotspotSpin", MAIN.arg])
+                .stdout(out)
+                .stderr(Stdio::inherit()),
+        );
+        let tid = wait_for_tid(&out_path, MAIN.arg, "JDK 26");
+        std::thread::sleep(warm_up);
+        let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+        let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
+            return;
+        };
+        let c = check(&traces, w.pid(), tid, &MAIN);
+        report(&format!("JDK 26 (Debian unstable) {mode} main chain"), &c, &stats);
+        // The lines too: the calls `a();` (main), `b();`, `c();`, and c's
+        // loop, in the leaf's samples.
+        let text = std::fs::read_to_string(&src).unwrap();
+        let line_of = |code: &str| text.lines().position(|l| l.trim() == code).unwrap() as u32 + 1;
+        let (c_first, c_last) = (line_of("static void c() {") + 1, line_of("static void c() {") + 5);
+        let expected = [(line_of("a();"), line_of("a();")), (line_of("b();"), line_of("b();"))];
+        let expected = [expected[0], expected[1], (line_of("c();"), line_of("c();")), (c_first, c_last)];
+        let (mut at_leaf, mut right) = (0, 0);
+        for t in traces.iter().filter(|t| t.process.pid.0 == w.pid() && t.tid.0 == tid) {
+            let java: Vec<Expanded> = expand(t).into_iter().filter(|f| f.desc.kind == FrameKind::Jvm).collect();
+            if java.last().and_then(|f| f.desc.name.as_deref()) != Some("HotspotSpin.c") {
+                continue;
+            }
+            at_leaf += 1;
+            let lines: Vec<u32> = java.iter().map(|f| f.line).collect();
+            if lines.len() == 4 && lines.iter().zip(expected).all(|(&l, (lo, hi))| (lo..=hi).contains(&l)) {
+                right += 1;
+            } else if at_leaf - right <= 3 {
+                eprintln!("  JDK 26 {mode}: lines {lines:?}, expected {expected:?}");
+            }
+        }
+        eprintln!("JDK 26 {mode}: {right}/{at_leaf} leaf samples with every line");
+        assert!(at_leaf > 0 && right as f64 >= REQUIRED * at_leaf as f64, "JDK 26 {mode}: lines {right}/{at_leaf}");
+        if mode == "compiled" {
+            assert!(c.inlined * 2 >= c.at_leaf, "JDK 26: mostly compiled code with inlining expected: {c:?}");
+        }
+    }
 }

@@ -11,7 +11,7 @@
 
 use profiler_bpf::UnwindStop;
 use profiler_tests::in_ci;
-use profiler_tests::runtime_chain::{Expect, LangFrame, Runtime, MIN_SAMPLES, SECONDS};
+use profiler_tests::runtime_chain::{copy_into_root, Expect, LangFrame, Runtime, MIN_SAMPLES, SECONDS};
 use profiler_trace::{FrameKind, Trace};
 
 const RUBY: Runtime = Runtime {
@@ -176,4 +176,66 @@ fn lines_past_5000_keep_their_numbers() {
         Expect::within("Far::Deep#spin", &path, at("spin_first")..=at("spin_last")),
     ];
     RUBY.chain_test(&path, &expected);
+}
+
+/// Debian 13's and unstable's root file systems (built apart; the tests
+/// are skipped when they are missing): Ruby 3.3.8 (3.3.8-2 and -2.2),
+/// whose libruby does not export `ruby_current_ec` and `rb_vm_exec`
+/// (found from `rb_iseq_eval`'s code).
+const TRIXIE: &str = "/var/cache/ebpf-profiler-runtimes/trixie";
+const SID: &str = "/var/cache/ebpf-profiler-runtimes/sid";
+
+/// Ruby run in `root`: `chroot ROOT /usr/bin/ruby SCRIPT`, the script
+/// copied into the root's `/tmp`.
+const fn ruby_in(root: &'static [&'static str; 2]) -> Runtime {
+    Runtime { binary: "/usr/sbin/chroot", args: root, package: "debootstrap + ruby", ..RUBY }
+}
+const RUBY_IN_TRIXIE: Runtime = ruby_in(&[TRIXIE, "/usr/bin/ruby"]);
+const RUBY_IN_SID: Runtime = ruby_in(&[SID, "/usr/bin/ruby"]);
+
+fn chain_main_a_b_c_in(ruby: &Runtime) {
+    let Some(script) = ruby.begin("cpu_chain.rb") else { return };
+    let Some(path) = copy_into_root(ruby.args[0], ruby.args[1], &script.path) else { return };
+    let at = |m: &str| script.line(m);
+    let expected = [
+        Expect::at("<main>", &path, at("main")),
+        Expect::at("Object#a", &path, at("a")),
+        Expect::at("Chain::Worker#b", &path, at("b")),
+        Expect::within("Object#c", &path, at("c_first")..=at("c_last")),
+    ];
+    ruby.chain_test(&path, &expected);
+}
+
+fn sort_block_in(ruby: &Runtime) {
+    let Some(script) = ruby.begin("sort_block.rb") else { return };
+    let Some(path) = copy_into_root(ruby.args[0], ruby.args[1], &script.path) else { return };
+    let at = |m: &str| script.line(m);
+    let expected = [
+        Expect::at("<main>", &path, at("main")),
+        Expect::at("Object#caller", &path, at("caller")),
+        Expect::builtin("Array#sort"),
+        Expect::at("block in caller", &path, at("caller")).after_native(),
+        Expect::within("Object#cmp", &path, at("cmp_first")..=at("cmp_last")),
+    ];
+    ruby.chain_test(&path, &expected);
+}
+
+#[test]
+fn ruby_3_3_of_debian_13_chain_main_a_b_c() {
+    chain_main_a_b_c_in(&RUBY_IN_TRIXIE);
+}
+
+#[test]
+fn ruby_3_3_of_debian_13_sort_block_is_called_back_from_c() {
+    sort_block_in(&RUBY_IN_TRIXIE);
+}
+
+#[test]
+fn ruby_3_3_of_debian_unstable_chain_main_a_b_c() {
+    chain_main_a_b_c_in(&RUBY_IN_SID);
+}
+
+#[test]
+fn ruby_3_3_of_debian_unstable_sort_block_is_called_back_from_c() {
+    sort_block_in(&RUBY_IN_SID);
 }

@@ -306,6 +306,22 @@ impl Runtime {
     }
 }
 
+/// `script` copied into the `/tmp` of the root file system `root` (a
+/// Debian release's, for its runtimes: `chroot ROOT INTERPRETER
+/// /tmp/SCRIPT`): its path as the chrooted process sees it. `None`
+/// (SKIPPED) when `root` is not complete (no `.ready`) or has no
+/// `interpreter`.
+pub fn copy_into_root(root: &str, interpreter: &str, script: &Path) -> Option<PathBuf> {
+    let root = Path::new(root);
+    if !root.join(".ready").exists() || !root.join(interpreter.trim_start_matches('/')).exists() {
+        eprintln!("SKIPPED: no {interpreter} in {} (or no .ready there)", root.display());
+        return None;
+    }
+    let inside = Path::new("/tmp").join(script.file_name().unwrap());
+    std::fs::copy(script, root.join(inside.strip_prefix("/").unwrap())).unwrap();
+    Some(inside)
+}
+
 /// The innermost frame of the runtime's name (`Some(None)`: unnamed).
 pub fn innermost(frames: &[LangFrame]) -> Option<Option<String>> {
     frames.iter().rev().find_map(|f| match f {

@@ -33,7 +33,7 @@ fn marked_line(name: &str) -> u32 {
 fn ruby_in(elf: &ElfFile, path: &str) -> Option<Box<RubyBuild>> {
     match detect(elf, path) {
         Detection::NotRuby => None,
-        Detection::Unsupported(why) => panic!("unsupported Ruby: {why}"),
+        Detection::Unsupported { reason, .. } => panic!("unsupported Ruby: {reason}"),
         Detection::Ruby(build) => Some(build),
     }
 }

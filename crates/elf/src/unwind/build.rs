@@ -699,6 +699,31 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
     UnwindTable { deltas, stats }
 }
 
+/// `[start, end)` of the function whose `.eh_frame` FDE starts exactly at
+/// `start`: the extent of a function the symbol tables do not name (a
+/// hidden one found from its callers' code). A linear pass over the FDEs.
+pub(super) fn fde_extent(elf: &ElfFile, start: u64) -> Option<(u64, u64)> {
+    let mut stats = UnwindStats::default();
+    let (data, vaddr, hdr) = find_eh_frame(elf, &mut stats)?;
+    let text = elf.section_by_name(".text").map_or(0, |s| s.addr);
+    let got = elf.section_by_name(".got").map_or(0, |s| s.addr);
+    let mut bases = BaseAddresses::default().set_eh_frame(vaddr).set_text(text).set_got(got);
+    if let Some(hdr) = hdr {
+        bases = bases.set_eh_frame_hdr(hdr);
+    }
+    let mut section = EhFrame::new(data, LittleEndian);
+    section.set_address_size(8);
+    let mut entries = section.entries(&bases);
+    while let Ok(Some(entry)) = entries.next() {
+        let CieOrFde::Fde(partial) = entry else { continue };
+        let Ok(fde) = partial.parse(EhFrame::cie_from_offset) else { continue };
+        if fde.initial_address() == start && fde.len() > 0 {
+            return Some((start, start + fde.len()));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,6 +33,15 @@ pub struct UnwindTable {
     pub stats: UnwindStats,
 }
 
+impl ElfFile {
+    /// `[start, end)` of the function whose `.eh_frame` entry (FDE)
+    /// starts at `start`, for a function no symbol names; `None` when no
+    /// FDE starts there.
+    pub fn fde_extent(&self, start: u64) -> Option<(u64, u64)> {
+        build::fde_extent(self, start)
+    }
+}
+
 impl UnwindTable {
     /// Reads `.eh_frame` (the section, or through `PT_GNU_EH_FRAME` when the
     /// section headers are stripped) and `.debug_frame`; where both

@@ -5,15 +5,23 @@
 //! public headers of each release (`intrpvar.h`, `cop.h`, `cv.h`, `gv.h`,
 //! `hv.h`, `sv.h`, `hv_func.h`) and cross-checked with the public notes of
 //! the OpenTelemetry eBPF profiler; 5.36 is proven against the live
-//! interpreter by `tests/perl_live.rs`, the others rest on facts only
-//! (see `docs/perl.md`).
+//! interpreter by `tests/perl_live.rs`, 5.40 and 5.42 by `tests/perl.rs`
+//! in Debian 13's and unstable's root file systems, the others rest on
+//! facts only (see `docs/perl.md`). 5.42 changed none of them: its
+//! `CORE/*.h` (Debian's 5.42.3) against tag v5.40.0 differ, in what is
+//! read here, only by `COP.cop_features` becoming a one-`U32` struct
+//! (same size, after `cop_file`).
 
 use std::fmt;
 
 /// The oldest release with a layout here.
 pub const MIN_PERL: PerlVersion = PerlVersion { major: 5, minor: 28, patch: 0 };
-/// The newest release with a layout here (any 5.40.x).
-pub const MAX_PERL: PerlVersion = PerlVersion { major: 5, minor: 40, patch: u8::MAX };
+/// The newest release with a layout here (any 5.42.x).
+pub const MAX_PERL: PerlVersion = PerlVersion { major: 5, minor: 42, patch: u8::MAX };
+/// Development releases refused although in range: 5.41.3-5.41.x
+/// renumbered the context types (`CXt_SUB` 9 -> 7, given/when removed;
+/// Perl's git, tag v5.41.3, `cop.h`), 5.42.0 restored them.
+const REFUSED_DEVELOPMENT_MINOR: u8 = 41;
 
 /// A Perl release, from `PL_revision`, `PL_version`, `PL_subversion`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -147,7 +155,8 @@ pub struct PerlLayout {
 impl PerlLayout {
     /// The layout of `version`, if supported.
     pub fn for_version(version: PerlVersion, threaded: bool) -> Option<PerlLayout> {
-        if version < MIN_PERL || version > MAX_PERL || version.major != 5 {
+        if version < MIN_PERL || version > MAX_PERL || version.major != 5 || version.minor == REFUSED_DEVELOPMENT_MINOR
+        {
             return None;
         }
         // intrpvar.h: Icurcop and Icurstackinfo sit 16 bytes lower from
@@ -202,7 +211,8 @@ mod tests {
     #[test]
     fn versions_outside_the_range_have_no_layout() {
         assert!(PerlLayout::for_version(PerlVersion::five(26), true).is_none());
-        assert!(PerlLayout::for_version(PerlVersion::five(42), true).is_none());
+        assert!(PerlLayout::for_version(PerlVersion::five(44), true).is_none());
+        assert!(PerlLayout::for_version(PerlVersion { major: 5, minor: 41, patch: 5 }, true).is_none());
         assert!(PerlLayout::for_version(PerlVersion { major: 7, minor: 30, patch: 0 }, true).is_none());
         let l = PerlLayout::for_version(PerlVersion { major: 5, minor: 40, patch: 2 }, false).unwrap();
         assert!(!l.threaded);
@@ -216,5 +226,8 @@ mod tests {
         assert_eq!((v(36).interp_curcop, v(36).interp_curstackinfo), (0xd0, 0xe0));
         assert_eq!(v(34).xhv_aux_in_body, None);
         assert_eq!(v(36).xhv_aux_in_body, Some(0x20));
+        // 5.42 reads as 5.40.
+        let (v40, v42) = (v(40), v(42));
+        assert_eq!(PerlLayout { version: v40.version, ..v42 }, v40);
     }
 }

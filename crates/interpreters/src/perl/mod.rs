@@ -131,7 +131,10 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
     };
     let threaded = matches!(state, PerlState::Threaded { .. });
     let Some(layout) = PerlLayout::for_version(version, threaded) else {
-        return Detection::Unsupported(format!("{path}: Perl {version} (supported: {MIN_PERL} to 5.40.x)"));
+        return Detection::Unsupported(format!(
+            "{path}: Perl {version} (supported: {MIN_PERL} to {}.{}.x, not 5.41.x)",
+            MAX_PERL.major, MAX_PERL.minor
+        ));
     };
     let current_context_tls =
         if threaded { static_tls_offset(elf, "PL_current_context").filter(|_| version.minor >= 36) } else { None };

@@ -26,7 +26,7 @@ const _: () = assert!(1u64 << (47 - 3) <= 1 << PERL_FRAME_LINE_SHIFT);
 /// caches); all are dropped when full.
 const MAX_PROCESSES: usize = 256;
 
-/// Perl 5.28-5.40 (5.36 threaded tested).
+/// Perl 5.28-5.42 (threaded 5.36, 5.40 and 5.42 tested).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Perl;
 

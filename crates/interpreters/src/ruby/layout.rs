@@ -5,8 +5,11 @@
 //! headers of each release (`vm_core.h`, `iseq.h`, `internal/string.h`,
 //! `include/ruby/internal/core/{rstring,rarray}.h`, `method.h`,
 //! `symbol.h`, `iseq.c`) and cross-checked against the offsets the
-//! OpenTelemetry eBPF profiler uses. Only 3.1 is proven against a live
-//! process here (`tests/ruby_live.rs`); the rest are untested facts.
+//! OpenTelemetry eBPF profiler uses. 3.1 is proven against a live
+//! process here (`tests/ruby_live.rs`, `tests/ruby.rs`), 3.3 by the chain
+//! tests of `tests/ruby.rs` in Debian 13's and unstable's root file
+//! systems (names, files, lines: every offset the unwinder and the
+//! naming read); the rest are untested facts.
 
 use std::fmt;
 
@@ -350,5 +353,23 @@ mod tests {
         assert_eq!((l27.cfp_size, l27.vm_main_thread, l27.insn_info_entry_size), (56, None, 8));
         let l33 = RubyLayout::for_version(RubyVersion::new(3, 3, 9)).unwrap();
         assert_eq!((l33.cfp_size, l33.body_insns_info, l33.rstring_embed_ary), (56, 112, 24));
+    }
+
+    /// The 3.3 facts the chain tests of `tests/ruby.rs` prove on Debian's
+    /// 3.3.8 (a change here makes them fail there): `rb_control_frame_t`
+    /// without `__bp__` (56 bytes: pc, sp, iseq, self, ep, block_code,
+    /// jit_return), `insns_info` at 112 with 12-byte entries, embedded
+    /// strings' length as a field, the class name in the embedded
+    /// classext's `classpath`, `FL_SINGLETON` still `FL_USER0`.
+    #[test]
+    fn ruby_3_3_facts() {
+        let l = RubyLayout::for_version(RubyVersion::new(3, 3, 8)).unwrap();
+        assert_eq!((l.vm_main_thread, l.ec_vm_stack, l.ec_vm_stack_size, l.ec_cfp), (Some(40), 0, 8, 16));
+        assert_eq!((l.cfp_pc, l.cfp_iseq, l.cfp_self, l.cfp_ep, l.cfp_size), (0, 16, 24, 32, 56));
+        assert_eq!((l.iseq_body, l.body_iseq_encoded, l.body_pathobj, l.body_label), (16, 8, 64, 80));
+        assert_eq!((l.body_insns_info, l.body_succ_index_table, l.insn_info_entry_size), (112, 136, 12));
+        assert_eq!((l.rstring_embed_ary, l.rstring_embed_len), (24, EmbedLen::Field(16)));
+        assert_eq!((l.me_def, l.me_called_id, l.me_owner, l.def_iseq), (16, 24, 32, 8));
+        assert_eq!((l.class_path, l.fl_singleton, l.last_op_id), (ClassPathAt::Field(152), 1 << 12, 169));
     }
 }

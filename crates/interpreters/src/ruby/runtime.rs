@@ -23,7 +23,7 @@ const MAX_PROCESSES: usize = 256;
 /// starting) waits before it is looked for again.
 const SYMBOLS_RETRY: Duration = Duration::from_secs(2);
 
-/// CRuby 3.0-3.4 (3.1 tested).
+/// CRuby 3.0-3.4 (3.1 and 3.3 tested).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CRuby;
 
@@ -69,13 +69,15 @@ impl Runtime for CRuby {
     }
 
     fn marker_symbols(&self) -> &'static [&'static str] {
-        &["ruby_current_vm_ptr", "ruby_current_execution_context_ptr"]
+        &["ruby_current_vm_ptr", "ruby_current_execution_context_ptr", "ruby_api_version"]
     }
 
     fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
         match detect(elf, path) {
             Detection::NotRuby => FileDetection::NotFound,
-            Detection::Unsupported(reason) => FileDetection::Unsupported { version: None, reason },
+            Detection::Unsupported { version, reason } => {
+                FileDetection::Unsupported { version: version.map(|v| v.to_string()), reason }
+            }
             Detection::Ruby(build) => match RubyFile::new(*build) {
                 Ok(file) => FileDetection::Found(Arc::new(file)),
                 Err((version, reason)) => FileDetection::Unsupported { version: Some(version), reason },
@@ -94,10 +96,13 @@ impl RubyFile {
     fn new(build: RubyBuild) -> Result<RubyFile, (String, String)> {
         let version = build.version.to_string();
         let Some(range) = build.exec_range else {
-            return Err((version, "no rb_vm_exec symbol".into()));
+            return Err((version, "no rb_vm_exec: neither its symbol nor rb_iseq_eval's tail call to it".into()));
         };
         let Some(tls) = build.tls else {
-            return Err((version, "no dynamic relocation of the thread-local ruby_current_ec".into()));
+            return Err((
+                version,
+                "ruby_current_ec not found: no relocation of its symbol, no local-dynamic load in rb_iseq_eval".into(),
+            ));
         };
         let l = &build.layout;
         if l.cfp_size > RUBY_CFP_READ_MAX || [l.cfp_pc, l.cfp_iseq, l.cfp_ep].iter().any(|&o| o + 8 > l.cfp_size) {
@@ -237,5 +242,48 @@ mod tests {
         assert_eq!(decode_word(0x7f00_0000_1000), None);
         assert!(CRuby.owns_frame(word(0x1000, 1)));
         assert_eq!(CRuby.frame_address(word(0x1000, 9)), 9);
+    }
+
+    /// A libruby of a release without a layout here is never silent:
+    /// Debian 12's 3.1 (or Debian 13's 3.3 from its root file system)
+    /// with its two version symbols rewritten to 3.9.0 is refused with
+    /// the release and the reason, and the registry's notice names the
+    /// file and counts it.
+    #[test]
+    fn an_unknown_release_is_refused_with_a_notice() {
+        let paths = [
+            "/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1",
+            "/var/cache/ebpf-profiler-runtimes/trixie/usr/lib/x86_64-linux-gnu/libruby-3.3.so.3.3.8",
+        ];
+        let mut tested = 0;
+        for path in paths {
+            let Ok(elf) = ElfFile::open(path) else { continue };
+            let version = elf.symbol_address("ruby_version").unwrap();
+            let api = elf.symbol_address("ruby_api_version").unwrap();
+            let (at_version, at_api) =
+                (elf.vaddr_to_file_offset(version).unwrap(), elf.vaddr_to_file_offset(api).unwrap());
+            let mut bytes = std::fs::read(path).unwrap();
+            bytes[at_version as usize..at_version as usize + 6].copy_from_slice(b"3.9.0\0");
+            bytes[at_api as usize + 4..at_api as usize + 8].copy_from_slice(&9u32.to_le_bytes());
+            let patched = ElfFile::from_bytes(bytes).unwrap();
+            let FileDetection::Unsupported { version, reason } = CRuby.detect_file(&patched, path) else {
+                panic!("{path} as 3.9.0 is not refused")
+            };
+            assert_eq!(version.as_deref(), Some("3.9.0"));
+            assert!(reason.contains(path) && reason.contains("outside"), "{reason}");
+
+            let registry = crate::Registry::new(vec![Box::new(CRuby)]);
+            let crate::Inspection::Unsupported { notice: Some(notice), .. } =
+                registry.inspect(profiler_trace::TableKey([7; 32]), &patched, path)
+            else {
+                panic!("no notice for {path}")
+            };
+            assert!(notice.contains("CRuby 3.9.0") && notice.contains(path), "{notice}");
+            assert_eq!(registry.stats()[0].unsupported, 1);
+            tested += 1;
+        }
+        if tested == 0 {
+            println!("SKIPPED: no libruby here");
+        }
     }
 }

@@ -75,6 +75,25 @@ pub fn find_tls(elf: &ElfFile, name: &str) -> Option<RubyTls> {
     }
 }
 
+/// File addresses of every `R_X86_64_DTPMOD64` slot of the file's
+/// `.dynsym` relocations, with or without a symbol (a local-dynamic
+/// access has none: see `hidden.rs`).
+pub fn dtpmod_slots(elf: &ElfFile) -> Vec<u64> {
+    let sections = elf.sections();
+    let Some(dynsym_index) = sections.iter().position(|s| s.name == ".dynsym") else { return Vec::new() };
+    let mut slots = Vec::new();
+    for section in sections.iter().filter(|s| s.sh_type == SHT_RELA && s.link as usize == dynsym_index) {
+        let Ok(data) = elf.section_data(section) else { continue };
+        for rela in data.chunks_exact(RELA_SIZE) {
+            let word = |i: usize| u64::from_le_bytes(rela[i..i + 8].try_into().unwrap());
+            if word(8) as u32 == R_DTPMOD64 {
+                slots.push(word(0));
+            }
+        }
+    }
+    slots
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
