@@ -289,11 +289,12 @@ impl Agent {
             }
             selected.truncate(SELECTED_PIDS_MAX);
         }
+        let cpus = online_cpus();
         let mut sampler = Sampler::open(&SamplerOptions {
             samples_per_second: config.samples_per_second,
             pids: (!config.pids.is_empty() || filter.is_active()).then(|| selected.clone()),
             follow_selection: filter.is_active(),
-            ring_buffer_bytes: ring_buffer_bytes(config.samples_per_second, online_cpus()),
+            ring_buffer_bytes: ring_buffer_bytes(config.samples_per_second, cpus),
             off_cpu_threshold: config.off_cpu_threshold_scaled(),
             ..SamplerOptions::default()
         })?;
@@ -332,8 +333,8 @@ impl Agent {
         };
 
         let off_cpu = config.off_cpu_threshold > 0.0;
-        let capacity = sample_queue_capacity(config.samples_per_second, online_cpus(), off_cpu);
-        let pace = ReaderPace::new(reader_poll_interval(config.samples_per_second, online_cpus(), off_cpu));
+        let capacity = sample_queue_capacity(config.samples_per_second, cpus, off_cpu);
+        let pace = ReaderPace::new(reader_poll_interval(config.samples_per_second, cpus, off_cpu));
         // Start-up: every file is new, until the reporter says otherwise.
         shared.poll_soon.store(true, Ordering::Relaxed);
         let (sample_tx, sample_rx) = batch_queue::<Vec<RawSample>>(SAMPLE_BATCH_QUEUE);
