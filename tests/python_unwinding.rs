@@ -3,6 +3,8 @@
 //! for every CPython on this machine (pyenv's 3.8-3.13 under
 //! `~/.pyenv/versions`, the system's `/usr/bin/python3`; those not
 //! installed are skipped, except under CI=true where each is required).
+//! Under `EP_RUNTIME_ROOT` (the runtime version matrix) the `system`
+//! tests run the root's `/usr/bin/python3` under chroot.
 //!
 //! Each test asserts a whole chain, root first and in order, in at least
 //! 95% of the samples whose innermost Python frame is the chain's leaf
@@ -11,8 +13,8 @@
 
 use profiler_agent::{AgentConfig, Stats};
 use profiler_tests::{
-    in_ci, matches_chain, profile_until, profile_with, serial, start_agent, user_frames, Completeness, FrameDesc, Step,
-    Workload,
+    host_path, in_ci, matches_chain, profile_until, profile_with, runtime_command, serial, start_agent, user_frames,
+    Completeness, FrameDesc, RuntimeScripts, Step, Workload,
 };
 use profiler_trace::{FrameKind, Trace};
 use std::collections::{HashMap, HashSet};
@@ -30,13 +32,16 @@ const LIBC: &str = "libc.so.6";
 
 /// One CPython to test.
 struct Python {
-    /// The executable to run.
+    /// The executable to run (as it sees itself: in the runtime root,
+    /// when set).
     exe: PathBuf,
     /// 3.x
     minor: u8,
     /// File names of its native code as mapped: the executable and, for a
     /// shared build, libpython.
     files: Vec<String>,
+    /// The workloads where it sees them.
+    scripts: RuntimeScripts,
 }
 
 impl Python {
@@ -48,13 +53,13 @@ impl Python {
             let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
             Path::new(&home).join(".pyenv/versions").join(version).join("bin/python3")
         };
-        let Ok(real) = std::fs::canonicalize(&exe) else {
-            assert!(!in_ci(), "{} is required under CI=true", exe.display());
-            eprintln!("SKIPPED: {} is not installed; under CI=true this fails", exe.display());
+        let Ok(real) = std::fs::canonicalize(host_path(&exe)) else {
+            assert!(!in_ci(), "{} is required under CI=true", host_path(&exe).display());
+            eprintln!("SKIPPED: {} is not installed; under CI=true this fails", host_path(&exe).display());
             return None;
         };
         // Installed but not running is a failure, never a skip.
-        let out = Command::new(&exe)
+        let out = runtime_command(exe.to_str()?)
             .args(["-c", "import sys; print(sys.version_info[1])"])
             .output()
             .unwrap_or_else(|e| panic!("running {}: {e}", exe.display()));
@@ -67,7 +72,7 @@ impl Python {
         if lib.exists() {
             files.push(lib.file_name()?.to_str()?.to_string());
         }
-        Some(Python { exe, minor, files })
+        Some(Python { exe, minor, files, scripts: RuntimeScripts::new("python") })
     }
 
     /// The function name CPython gives a method: its qualified name from
@@ -81,8 +86,8 @@ impl Python {
     }
 
     fn spawn(&self, script: &str) -> Workload {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python").join(script);
-        Workload::spawn(Command::new(&self.exe).arg(path).env("PYTHONDONTWRITEBYTECODE", "1"))
+        let path = self.scripts.path(script);
+        Workload::spawn(runtime_command(self.exe.to_str().unwrap()).arg(path).env("PYTHONDONTWRITEBYTECODE", "1"))
     }
 }
 
