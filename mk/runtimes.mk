@@ -9,7 +9,7 @@
 
 RUNTIME_SUITES ?= trixie sid
 # e.g. RUNTIMES=ruby,python; RUNTIME_LOCK=/tmp/measure.lock flocks each test.
-RUNTIMES ?= ruby,php,perl,python
+RUNTIMES ?= ruby,php,perl,python,java
 RUNTIME_LOCK ?=
 
 test-runtimes:

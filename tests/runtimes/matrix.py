@@ -14,6 +14,7 @@ not run at all. Root (BPF, chroot, debootstrap).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -38,7 +39,39 @@ RUNTIMES = {
         "/usr/bin/python3",
         ["-c", "import platform; print(platform.python_version())"],
     ),
+    # Each OpenJDK of the source (EP_RUNTIME_JDK), see jdks().
+    "java": ("hotspot", lambda t: t.startswith("matrix_jdk_"), None, ["-version"]),
 }
+
+
+def jdks(root):
+    """The OpenJDKs of a source: (name, its java, EP_RUNTIME_JDK)."""
+    jvm = Path(root or "/", "usr/lib/jvm")
+    homes = sorted(p.name for p in jvm.glob("java-*-openjdk-amd64") if not p.is_symlink())
+    return [(f"java{h.split('-')[1]}", f"/usr/lib/jvm/{h}/bin/java", {"EP_RUNTIME_JDK": f"/usr/lib/jvm/{h}"}) for h in homes]
+
+
+def variants(runtime, root):
+    """What to test of `runtime` in a source: (name, interpreter, extra
+    environment) each."""
+    if runtime == "java":
+        return jdks(root) or [("java", "/usr/lib/jvm/java-*-openjdk-amd64/bin/java", {})]
+    return [(runtime, RUNTIMES[runtime][2], {})]
+
+
+@contextlib.contextmanager
+def proc_mounted(root):
+    """/proc in `root` while the JVM runs there (its launcher finds
+    libjli.so through /proc/self/exe)."""
+    proc = Path(root, "proc") if root else None
+    if proc is None or os.path.ismount(proc):
+        yield
+        return
+    subprocess.run(["mount", "-t", "proc", "proc", str(proc)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(proc)], check=True)
 
 
 def test_binaries(targets):
@@ -62,7 +95,11 @@ def release(root, interpreter, probe):
         return "not installed"
     cmd = (["chroot", root] if root else []) + [interpreter] + probe
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else f"probe failed: {r.stdout[:80]}"
+    if r.returncode != 0 or not r.stdout.strip():
+        return f"probe failed: {r.stdout[:80]}"
+    first = r.stdout.strip().splitlines()[0]
+    quoted = re.search(r'"([^"]+)"', first)  # java -version: openjdk version "25.0.5" ...
+    return quoted.group(1) if quoted else first
 
 
 def reason_of(output):
@@ -78,8 +115,8 @@ def reason_of(output):
     return "exit status without a panic message"
 
 
-def run_test(binary, name, root, lock):
-    env = dict(os.environ)
+def run_test(binary, name, root, extra_env, lock):
+    env = dict(os.environ, **extra_env)
     env.pop("EP_RUNTIME_ROOT", None)
     env["RUST_BACKTRACE"] = "0"
     if root:
@@ -138,17 +175,20 @@ def main():
     rows = []
     for source, root in sources:
         for runtime in runtimes:
-            target, wanted, interpreter, probe = RUNTIMES[runtime]
+            target, wanted, _, probe = RUNTIMES[runtime]
             listed = subprocess.run([binaries[target], "--list"], check=True, stdout=subprocess.PIPE, text=True).stdout
             tests = [line[: -len(": test")] for line in listed.splitlines() if line.endswith(": test")]
-            version = release(root, interpreter, probe)
-            for name in filter(wanted, tests):
-                r = run_test(binaries[target], name, root, args.lock)
-                label = source.split(" ")[0]
-                (logs / f"{label}-{runtime}-{name.replace('::', '-')}.log").write_text(r["log"])
-                chains = "<br>".join(f"{c} {p}% of {n}" for c, p, n in r["chains"]) or "-"
-                rows.append((runtime, version, source, name, r["result"], chains, r["reason"], f"{r['seconds']:.0f}"))
-                print(f"{runtime} {version} [{source}] {name}: {r['result']} {r['reason']}", flush=True)
+            for variant, interpreter, extra_env in variants(runtime, root):
+                with proc_mounted(root if runtime == "java" else None):
+                    version = release(root, interpreter, probe)
+                    for name in filter(wanted, tests):
+                        r = run_test(binaries[target], name, root, extra_env, args.lock)
+                        label = source.split(" ")[0]
+                        (logs / f"{label}-{variant}-{name.replace('::', '-')}.log").write_text(r["log"])
+                        chains = "<br>".join(f"{c} {p}% of {n}" for c, p, n in r["chains"]) or "-"
+                        row = (variant, version, source, name, r["result"], chains, r["reason"], f"{r['seconds']:.0f}")
+                        rows.append(row)
+                        print(f"{variant} {version} [{source}] {name}: {r['result']} {r['reason']}", flush=True)
 
     header = ["runtime", "release", "from", "test", "result", "chains complete (of samples at the leaf)", "reason", "s"]
     passed = sum(r[4] == "pass" for r in rows)

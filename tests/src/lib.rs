@@ -43,6 +43,15 @@ pub fn host_path(path: &Path) -> PathBuf {
     }
 }
 
+/// Where the runtimes see `path`, a host path (inside [`runtime_root`]
+/// when set: the root's prefix removed).
+pub fn runtime_path(path: &Path) -> PathBuf {
+    match runtime_root().and_then(|root| path.strip_prefix(root).ok().map(|p| Path::new("/").join(p))) {
+        Some(seen) => seen,
+        None => path.to_path_buf(),
+    }
+}
+
 /// A command starting `binary` (a path as the runtimes see it): in
 /// [`runtime_root`] under chroot when set. chroot execs it, so the
 /// child's pid is the runtime's.
