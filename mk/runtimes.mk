@@ -8,7 +8,7 @@
 .PHONY: test-runtimes
 
 RUNTIME_SUITES ?= trixie sid
-# e.g. RUNTIMES=ruby,python; RUNTIME_LOCK=/tmp/measure.lock flocks each test.
+# e.g. RUNTIMES=ruby,python; RUNTIME_LOCK=/tmp/measure.lock flocks the tests of each runtime of a source.
 RUNTIMES ?= ruby,php,perl,python,java
 RUNTIME_LOCK ?=
 

@@ -15,6 +15,7 @@ not run at all. Root (BPF, chroot, debootstrap).
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -115,15 +116,30 @@ def reason_of(output):
     return "exit status without a panic message"
 
 
-def run_test(binary, name, root, extra_env, lock):
+@contextlib.contextmanager
+def locked(path):
+    """Holds flock(1)'s lock on `path`, if given: BPF tests measure the
+    CPUs, one at a time on a shared machine. Taken per runtime of a
+    source, not per test, so that a matrix does not wait behind every
+    other user's run once per test."""
+    if not path:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def run_test(binary, name, root, extra_env):
     env = dict(os.environ, **extra_env)
     env.pop("EP_RUNTIME_ROOT", None)
     env["RUST_BACKTRACE"] = "0"
     if root:
         env["EP_RUNTIME_ROOT"] = str(root)
     cmd = [binary, "--exact", name, "--nocapture", "--test-threads=1"]
-    if lock:
-        cmd = ["flock", lock] + cmd
     start = time.monotonic()
     r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seconds = time.monotonic() - start
@@ -155,7 +171,7 @@ def main():
     ap.add_argument("suites", nargs="*", default=["trixie", "sid"])
     ap.add_argument("--runtimes", default=",".join(RUNTIMES), help="comma-separated: " + ",".join(RUNTIMES))
     ap.add_argument("--no-host", action="store_true", help="only the suites' runtimes")
-    ap.add_argument("--lock", help="flock this file around each test (BPF tests measure the CPUs)")
+    ap.add_argument("--lock", help="flock this file around the tests of each runtime of a source")
     ap.add_argument("--output", default=str(REPO / "target/runtimes-matrix.md"))
     ap.add_argument("--logs", default=str(REPO / "target/runtimes-matrix"), help="each test's output")
     args = ap.parse_args()
@@ -169,7 +185,8 @@ def main():
         builds.append((suite, time.monotonic() - t))
 
     binaries = test_binaries(sorted({RUNTIMES[r][0] for r in runtimes}))
-    sources = ([] if args.no_host else [(host_name(), None)]) + [(s, CACHE / s) for s in args.suites]
+    # The suites first: the host's runtimes are CI's, tested by `make test` too.
+    sources = [(s, CACHE / s) for s in args.suites] + ([] if args.no_host else [(host_name(), None)])
     logs = Path(args.logs)
     logs.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -179,10 +196,10 @@ def main():
             listed = subprocess.run([binaries[target], "--list"], check=True, stdout=subprocess.PIPE, text=True).stdout
             tests = [line[: -len(": test")] for line in listed.splitlines() if line.endswith(": test")]
             for variant, interpreter, extra_env in variants(runtime, root):
-                with proc_mounted(root if runtime == "java" else None):
+                with locked(args.lock), proc_mounted(root if runtime == "java" else None):
                     version = release(root, interpreter, probe)
                     for name in filter(wanted, tests):
-                        r = run_test(binaries[target], name, root, extra_env, args.lock)
+                        r = run_test(binaries[target], name, root, extra_env)
                         label = source.split(" ")[0]
                         (logs / f"{label}-{variant}-{name.replace('::', '-')}.log").write_text(r["log"])
                         chains = "<br>".join(f"{c} {p}% of {n}" for c, p, n in r["chains"]) or "-"
