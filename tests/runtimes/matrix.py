@@ -103,8 +103,29 @@ def release(root, interpreter, probe):
     return quoted.group(1) if quoted else first
 
 
-def reason_of(output):
-    """The first line of a failed test's panic message."""
+# The agent's name of a runtime in its counters, where it differs.
+COUNTERS = {"java": "hotspot"}
+
+
+def counters_of(output, runtime):
+    """The agent's counters of `runtime` in a failed test's Stats dump
+    (`files=0 unsupported=0 frames=0`: whether it knew the runtime at all)."""
+    flat = re.sub(r"\s+", " ", output)
+    block = re.search(r'\( "%s", \[(.*?)\],? ?\)' % re.escape(COUNTERS.get(runtime, runtime)), flat)
+    if not block:
+        return ""
+    pairs = dict(re.findall(r'\( "(\w+)", (\d+),? \)', block.group(1)))
+    shown = [f"{k}={pairs[k]}" for k in ("files", "unsupported", "attach_failures", "frames") if k in pairs]
+    return f" [{COUNTERS.get(runtime, runtime)}: {' '.join(shown)}]"
+
+
+def reason_of(output, runtime):
+    """The first line of a failed test's panic message, and the agent's
+    counters of the runtime."""
+    return first_panic_line(output) + counters_of(output, runtime)
+
+
+def first_panic_line(output):
     lines = output.splitlines()
     for i, line in enumerate(lines):
         if "panicked at" in line and i + 1 < len(lines):
@@ -133,7 +154,7 @@ def locked(path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def run_test(binary, name, root, extra_env):
+def run_test(binary, name, root, extra_env, runtime):
     env = dict(os.environ, **extra_env)
     env.pop("EP_RUNTIME_ROOT", None)
     env["RUST_BACKTRACE"] = "0"
@@ -146,7 +167,7 @@ def run_test(binary, name, root, extra_env):
     chains = re.findall(r"^MATRIX chain=(\S+) complete=([\d.]+) samples=(\d+)", r.stdout, re.M)
     skipped = re.search(r"^SKIPPED: (.*)$", r.stdout, re.M)
     if r.returncode != 0:
-        result, reason = "FAIL", reason_of(r.stdout)
+        result, reason = "FAIL", reason_of(r.stdout, runtime)
     elif skipped:
         result, reason = "skipped", skipped.group(1)
     else:
@@ -199,7 +220,7 @@ def main():
                 with locked(args.lock), proc_mounted(root if runtime == "java" else None):
                     version = release(root, interpreter, probe)
                     for name in filter(wanted, tests):
-                        r = run_test(binaries[target], name, root, extra_env)
+                        r = run_test(binaries[target], name, root, extra_env, runtime)
                         label = source.split(" ")[0]
                         (logs / f"{label}-{variant}-{name.replace('::', '-')}.log").write_text(r["log"])
                         chains = "<br>".join(f"{c} {p}% of {n}" for c, p, n in r["chains"]) or "-"
