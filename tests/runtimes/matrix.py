@@ -164,8 +164,9 @@ def run_test(binary, name, root, extra_env, runtime):
     start = time.monotonic()
     r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seconds = time.monotonic() - start
-    chains = re.findall(r"^MATRIX chain=(\S+) complete=([\d.]+) samples=(\d+)", r.stdout, re.M)
-    skipped = re.search(r"^SKIPPED: (.*)$", r.stdout, re.M)
+    # Not anchored: libtest's `test NAME ... ` may start the line.
+    chains = re.findall(r"MATRIX chain=(\S+) complete=([\d.]+) samples=(\d+)", r.stdout)
+    skipped = re.search(r"SKIPPED: (.*)$", r.stdout, re.M)
     if r.returncode != 0:
         result, reason = "FAIL", reason_of(r.stdout, runtime)
     elif skipped:
