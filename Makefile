@@ -13,6 +13,7 @@ help:
 	@echo "make test        every test, BPF ones included (root)"
 	@echo "make bench       overhead, memory, completeness, start-up, side by side with perf -> BENCHMARKS.md (root)"
 	@echo "make bench-quick the same, reduced (< 3 min; CI runs it, never failing on a figure)"
+	@echo "make test-runtimes the runtime chain tests on Debian trixie and sid's runtimes, in chroots (root)"
 	@echo "make test-kernels the agent in VMs on the kernels of tests/kernels/kernels.txt (root)"
 	@echo "make fuzz        the parsers' cargo-fuzz targets (FUZZ_SECONDS, FUZZ_TARGETS); fuzz-smoke: 60 s each"
 

@@ -2,7 +2,8 @@
 //! then JIT-compiled with inlining) in place of the JVM's code cache,
 //! native frames around them down to the thread's root, for each JDK on
 //! this machine (Debian's OpenJDK 17, required under CI=true; Temurin 25
-//! when installed).
+//! when installed; the runtime version matrix's, `matrix_jdk_*`, from
+//! `EP_RUNTIME_JDK`, run under chroot in `EP_RUNTIME_ROOT` when set).
 //!
 //! The workload (`workloads/java/HotspotSpin.java`, compiled by javac
 //! here; its JNI half built by gcc) runs one chain of methods on the CPU
@@ -18,8 +19,9 @@
 
 use profiler_agent::{AgentConfig, Stats};
 use profiler_tests::{
-    assert_runtime, cold_and_warm_windows, in_ci, print_runtime, profile_with, report_runtime, serial, start_agent,
-    Completeness, FrameDesc, Workload,
+    assert_runtime, cold_and_warm_windows, host_path, in_ci, print_runtime, profile_with, report_runtime,
+    runtime_command, runtime_path, runtime_root, runtime_temp_dir, serial, start_agent, Completeness, FrameDesc,
+    Workload,
 };
 use profiler_trace::{FrameKind, Trace};
 use std::ops::Range;
@@ -264,12 +266,18 @@ impl Jdk {
     /// `required`).
     fn find(home: &str, name: &'static str, required: bool) -> Option<Jdk> {
         let home = PathBuf::from(home);
-        if !home.join("bin/java").exists() || !home.join("bin/javac").exists() {
-            assert!(!(required && in_ci()), "{name} ({}) is required under CI=true", home.display());
-            eprintln!("SKIPPED: {name} is not installed at {}", home.display());
+        if !host_path(&home.join("bin/java")).exists() || !host_path(&home.join("bin/javac")).exists() {
+            assert!(!(required && in_ci()), "{name} ({}) is required under CI=true", host_path(&home).display());
+            eprintln!("SKIPPED: {name} is not installed at {}", host_path(&home).display());
             return None;
         }
         Some(Jdk { home, name })
+    }
+
+    /// A command starting the JDK's `tool` (in the runtime root, when
+    /// set).
+    fn command(&self, tool: &str) -> Command {
+        runtime_command(self.home.join("bin").join(tool).to_str().unwrap())
     }
 
     /// Compiles the workload into a fresh directory.
@@ -288,11 +296,17 @@ impl Jdk {
     }
 
     fn javac(&self, dir: &Path, source: &str, args: &[&str]) {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/java").join(source);
-        let out = Command::new(self.home.join("bin/javac"))
+        let mut src = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/java").join(source);
+        if runtime_root().is_some() {
+            // The root's javac sees only the root: a copy beside the classes.
+            std::fs::copy(&src, dir.join(source)).unwrap();
+            src = runtime_path(&dir.join(source));
+        }
+        let out = self
+            .command("javac")
             .args(args)
             .arg("-d")
-            .arg(dir)
+            .arg(runtime_path(dir))
             .arg(&src)
             .output()
             .unwrap_or_else(|e| panic!("running javac of {}: {e}", self.name));
@@ -305,7 +319,8 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(what: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("ep-hotspot-{what}-{}", std::process::id()));
+        // In the root's /tmp under a runtime root: the JVM writes there.
+        let dir = host_path(&runtime_temp_dir()).join(format!("ep-hotspot-{what}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Scratch(dir)
@@ -325,8 +340,8 @@ fn build_jni(jdk: &Jdk, dir: &Path) -> Option<PathBuf> {
     let c = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/java/hotspot_spin_jni.c");
     let status = Command::new("gcc")
         .args(["-shared", "-fPIC", "-O2"])
-        .arg(format!("-I{}", jdk.home.join("include").display()))
-        .arg(format!("-I{}", jdk.home.join("include/linux").display()))
+        .arg(format!("-I{}", host_path(&jdk.home.join("include")).display()))
+        .arg(format!("-I{}", host_path(&jdk.home.join("include/linux")).display()))
         .arg("-o")
         .arg(&lib)
         .arg(c)
@@ -347,10 +362,10 @@ fn spawn(jdk: &Jdk, dir: &Path, chain: &Chain, flags: &[String]) -> (Workload, u
     let out_path = dir.join("stdout");
     let out = std::fs::File::create(&out_path).unwrap();
     let w = Workload::spawn(
-        Command::new(jdk.home.join("bin/java"))
+        jdk.command("java")
             .args(flags)
             .arg("-cp")
-            .arg(dir)
+            .arg(runtime_path(dir))
             .arg("HotspotSpin")
             .arg(chain.arg)
             .stdout(out)
@@ -516,7 +531,7 @@ fn chain_test(jdk: &Jdk, chain: &Chain, mode: &str, flags: &[&str], warm_up: Dur
     let mut flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
     if chain.arg == "jni" {
         let lib = build_jni(jdk, &dir.0)?;
-        flags.push(format!("-Dhotspot.jni={}", lib.display()));
+        flags.push(format!("-Dhotspot.jni={}", runtime_path(&lib).display()));
     }
     let (w, tid) = spawn(jdk, &dir.0, chain, &flags);
     std::thread::sleep(warm_up);
@@ -550,6 +565,19 @@ fn jdk17() -> Option<Jdk> {
 
 fn jdk25() -> Option<Jdk> {
     Jdk::find("/usr/lib/jvm/temurin-25-jdk-amd64", "Temurin 25", false)
+}
+
+/// The JDK whose home `EP_RUNTIME_JDK` names (as the runtimes see it: in
+/// the runtime root, when set), for the runtime version matrix (`make
+/// test-runtimes`); its tests are skipped, saying so, when it is unset.
+fn matrix_jdk() -> Option<Jdk> {
+    let Some(home) = std::env::var("EP_RUNTIME_JDK").ok().filter(|h| !h.is_empty()) else {
+        eprintln!("SKIPPED: EP_RUNTIME_JDK is not set (the runtime matrix's JDK)");
+        return None;
+    };
+    // Named after its home (java-25-openjdk-amd64) in the test's lines.
+    let name = Path::new(&home).file_name().map_or("EP_RUNTIME_JDK".to_string(), |n| n.to_string_lossy().into());
+    Jdk::find(&home, Box::leak(name.into_boxed_str()), true)
 }
 
 /// A JVM started after the agent (attached while it starts, once its
@@ -869,6 +897,11 @@ fn off_cpu(jdk: Option<Jdk>) {
 }
 
 #[test]
+fn matrix_jdk_off_cpu_sleep() {
+    off_cpu(matrix_jdk());
+}
+
+#[test]
 fn jdk17_off_cpu_sleep() {
     off_cpu(jdk17());
 }
@@ -949,6 +982,12 @@ per_jdk! {
     jdk25_sort_compiled: compiled(jdk25, SORT);
     jdk25_jni_interpreted: interpreted(jdk25, JNI);
     jdk25_jni_compiled: compiled(jdk25, JNI);
+    matrix_jdk_main_interpreted: interpreted(matrix_jdk, MAIN);
+    matrix_jdk_main_compiled: compiled(matrix_jdk, MAIN);
+    matrix_jdk_sort_interpreted: interpreted(matrix_jdk, SORT);
+    matrix_jdk_sort_compiled: compiled(matrix_jdk, SORT);
+    matrix_jdk_jni_interpreted: interpreted(matrix_jdk, JNI);
+    matrix_jdk_jni_compiled: compiled(matrix_jdk, JNI);
 }
 
 /// Debian unstable's root file system (built apart; the test is skipped

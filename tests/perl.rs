@@ -12,7 +12,6 @@
 use profiler_tests::in_ci;
 use profiler_tests::runtime_chain::{copy_into_root, Expect, Runtime, SECONDS};
 use profiler_trace::FrameKind;
-use std::process::Command;
 
 const PERL: Runtime = Runtime {
     name: "perl",
@@ -61,7 +60,7 @@ fn sort_sub_is_called_back_from_c() {
 #[test]
 fn each_thread_shows_its_own_chain() {
     let Some(script) = PERL.begin("threads.pl") else { return };
-    let threads = Command::new(PERL.binary).args(["-Mthreads", "-e1"]).status();
+    let threads = PERL.command().args(["-Mthreads", "-e1"]).status();
     if !threads.is_ok_and(|s| s.success()) {
         assert!(!in_ci(), "perl's threads module is required under CI=true (apt-get install perl)");
         eprintln!("SKIPPED: perl has no threads module");

@@ -4,7 +4,9 @@
 //! `~/.pyenv/versions`, the system's `/usr/bin/python3`; those not
 //! installed are skipped, except under CI=true where each is required),
 //! and 3.14 and 3.15 of the Debian root file systems in [`RUNTIME_ROOTS`]
-//! (run with `chroot`; skipped when no root has them).
+//! (run with `chroot`; skipped when no root has them). Under
+//! `EP_RUNTIME_ROOT` (the runtime version matrix) the `system` tests run
+//! the root's `/usr/bin/python3` under chroot.
 //!
 //! Each test asserts a whole chain, root first and in order, in at least
 //! 95% of the samples whose innermost Python frame is the chain's leaf
@@ -13,8 +15,8 @@
 
 use profiler_agent::{AgentConfig, Stats};
 use profiler_tests::{
-    in_ci, matches_chain, profile_until, profile_with, serial, start_agent, user_frames, Completeness, FrameDesc, Step,
-    Workload,
+    host_path, in_ci, matches_chain, profile_until, profile_with, runtime_command, serial, start_agent, user_frames,
+    Completeness, FrameDesc, RuntimeScripts, Step, Workload,
 };
 use profiler_trace::{FrameKind, Trace};
 use std::collections::{HashMap, HashSet};
@@ -36,15 +38,18 @@ const RUNTIME_ROOTS: &str = "/var/cache/ebpf-profiler-runtimes";
 
 /// One CPython to test.
 struct Python {
-    /// The root file system to `chroot` into, if not this machine's.
+    /// The root file system to `chroot` into, if not this machine's
+    /// (else `EP_RUNTIME_ROOT`'s, when set: see `runtime_command`).
     root: Option<PathBuf>,
-    /// The executable to run (in `root`).
+    /// The executable to run (as it sees itself: in the root).
     exe: PathBuf,
     /// 3.x
     minor: u8,
     /// File names of its native code as mapped: the executable and, for a
     /// shared build, libpython.
     files: Vec<String>,
+    /// The workloads where it sees them.
+    scripts: RuntimeScripts,
 }
 
 impl Python {
@@ -56,13 +61,13 @@ impl Python {
             let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
             Path::new(&home).join(".pyenv/versions").join(version).join("bin/python3")
         };
-        let Ok(real) = std::fs::canonicalize(&exe) else {
-            assert!(!in_ci(), "{} is required under CI=true", exe.display());
-            eprintln!("SKIPPED: {} is not installed; under CI=true this fails", exe.display());
+        let Ok(real) = std::fs::canonicalize(host_path(&exe)) else {
+            assert!(!in_ci(), "{} is required under CI=true", host_path(&exe).display());
+            eprintln!("SKIPPED: {} is not installed; under CI=true this fails", host_path(&exe).display());
             return None;
         };
         // Installed but not running is a failure, never a skip.
-        let out = Command::new(&exe)
+        let out = runtime_command(exe.to_str()?)
             .args(["-c", "import sys; print(sys.version_info[1])"])
             .output()
             .unwrap_or_else(|e| panic!("running {}: {e}", exe.display()));
@@ -75,7 +80,7 @@ impl Python {
         if lib.exists() {
             files.push(lib.file_name()?.to_str()?.to_string());
         }
-        Some(Python { root: None, exe, minor, files })
+        Some(Python { root: None, exe, minor, files, scripts: RuntimeScripts::new("python") })
     }
 
     /// `/usr/bin/python3.<minor>` of each ready root of [`RUNTIME_ROOTS`]
@@ -93,6 +98,7 @@ impl Python {
                 exe: Path::new("/usr/bin").join(&name),
                 minor,
                 files: vec![name.clone()],
+                scripts: RuntimeScripts::new("python"),
             })
             .collect()
     }
@@ -115,10 +121,10 @@ impl Python {
     }
 
     /// Where `script` runs from, as the process sees it: in a root file
-    /// system, the workloads' folder is mounted on its `/tmp`.
+    /// system of its own, the workloads' folder is mounted on its `/tmp`.
     fn script_path(&self, script: &str) -> PathBuf {
         match self.root {
-            None => workloads().join(script),
+            None => self.scripts.path(script),
             Some(_) => Path::new("/tmp").join(script),
         }
     }
@@ -126,7 +132,7 @@ impl Python {
     fn spawn(&self, script: &str) -> Workload {
         let path = self.script_path(script);
         let mut command = match &self.root {
-            None => Command::new(&self.exe),
+            None => runtime_command(self.exe.to_str().unwrap()),
             Some(root) => {
                 // In a mount namespace of its own, so that the root is only
                 // read: the workloads' folder on its /tmp, then chroot

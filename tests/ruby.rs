@@ -86,8 +86,7 @@ fn each_thread_shows_its_own_chain() {
 fn yjit_code_ends_stacks_without_misnaming() {
     let Some(script) = RUBY.begin("cpu_chain.rb") else { return };
     let path = script.path.clone();
-    let yjit =
-        std::process::Command::new(RUBY.binary).args(["--yjit", "-e", "exit(RubyVM::YJIT.enabled? ? 0 : 1)"]).status();
+    let yjit = RUBY.command().args(["--yjit", "-e", "exit(RubyVM::YJIT.enabled? ? 0 : 1)"]).status();
     if !yjit.is_ok_and(|s| s.success()) {
         assert!(!in_ci(), "{} --yjit is required under CI=true (Debian's Ruby 3.1 has it)", RUBY.binary);
         eprintln!("SKIPPED: {} has no YJIT", RUBY.binary);

@@ -26,6 +26,103 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
+/// The root file system the runtimes under test run in, from
+/// `EP_RUNTIME_ROOT` (the runtime version matrix, `make test-runtimes`):
+/// their interpreters start there under chroot, on copies of the scripts,
+/// while the agent profiles from the host. `None`: the host's runtimes.
+pub fn runtime_root() -> Option<PathBuf> {
+    std::env::var_os("EP_RUNTIME_ROOT").filter(|r| !r.is_empty()).map(PathBuf::from)
+}
+
+/// Where the host sees `path`, a path as the runtimes see it (inside
+/// [`runtime_root`] when set).
+pub fn host_path(path: &Path) -> PathBuf {
+    match runtime_root() {
+        Some(root) => root.join(path.strip_prefix("/").unwrap_or(path)),
+        None => path.to_path_buf(),
+    }
+}
+
+/// Where the runtimes see `path`, a host path (inside [`runtime_root`]
+/// when set: the root's prefix removed).
+pub fn runtime_path(path: &Path) -> PathBuf {
+    match runtime_root().and_then(|root| path.strip_prefix(root).ok().map(|p| Path::new("/").join(p))) {
+        Some(seen) => seen,
+        None => path.to_path_buf(),
+    }
+}
+
+/// A command starting `binary` (a path as the runtimes see it): in
+/// [`runtime_root`] under chroot when set. chroot execs it, so the
+/// child's pid is the runtime's.
+pub fn runtime_command(binary: &str) -> Command {
+    match runtime_root() {
+        Some(root) => {
+            let mut command = Command::new("chroot");
+            command.arg(root).arg(binary);
+            command
+        }
+        None => Command::new(binary),
+    }
+}
+
+/// The directory for the tests' temporary files, as the runtimes see it:
+/// the root's `/tmp` under [`runtime_root`], the host's otherwise.
+pub fn runtime_temp_dir() -> PathBuf {
+    match runtime_root() {
+        Some(_) => PathBuf::from("/tmp"),
+        None => std::env::temp_dir(),
+    }
+}
+
+/// The scripts of `workloads/<dir>/` where the runtimes see them: under
+/// [`runtime_root`], copies in the root's `/tmp`, removed when dropped;
+/// the originals otherwise.
+pub struct RuntimeScripts {
+    /// The directory as the runtimes see it.
+    dir: PathBuf,
+    /// The copy (the host's path), if one was made.
+    copy: Option<PathBuf>,
+}
+
+impl RuntimeScripts {
+    /// The scripts of `workloads/<dir>/`.
+    pub fn new(dir: &str) -> RuntimeScripts {
+        let original = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads").join(dir);
+        if runtime_root().is_none() {
+            return RuntimeScripts { dir: original, copy: None };
+        }
+        let seen = runtime_temp_dir().join(format!("ep-{dir}-{}", std::process::id()));
+        let copy = host_path(&seen);
+        std::fs::create_dir_all(&copy).unwrap();
+        for entry in std::fs::read_dir(&original).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+        }
+        RuntimeScripts { dir: seen, copy: Some(copy) }
+    }
+
+    /// Script `name`'s path as the runtimes see it.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+impl Drop for RuntimeScripts {
+    fn drop(&mut self) {
+        if let Some(copy) = &self.copy {
+            let _ = std::fs::remove_dir_all(copy);
+        }
+    }
+}
+
+/// Prints the line `make test-runtimes` collects: `MATRIX chain=WHAT
+/// complete=PCT samples=N` (WHAT with spaces as `_`).
+pub fn print_matrix(what: &str, complete: usize, at_leaf: usize) {
+    let pct = if at_leaf == 0 { 0.0 } else { 100.0 * complete as f64 / at_leaf as f64 };
+    eprintln!("MATRIX chain={} complete={pct:.1} samples={at_leaf}", what.replace(' ', "_"));
+}
+
 /// A child process killed (and reaped) when dropped.
 pub struct Workload {
     child: Child,
@@ -452,6 +549,7 @@ impl Completeness {
             100.0 * self.ratio(),
             bpf_cost(stats)
         );
+        print_matrix(what, self.complete, self.at_leaf);
     }
 
     /// [`Completeness::assert_whole`]'s assertions, without the print.

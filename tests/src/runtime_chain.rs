@@ -3,9 +3,12 @@
 //! a script under `workloads/<runtime>/` whose lines are marked
 //! `<comment> line:<marker>`, run by the system's interpreter, profiled,
 //! and its samples at the chain's leaf checked frame by frame (name, file,
-//! line, and where native frames lie between).
+//! line, and where native frames lie between). Under `EP_RUNTIME_ROOT`
+//! the interpreter is the root's, started under chroot on a copy of the
+//! script in the root's `/tmp` ([`crate::runtime_root`]).
 
-use crate::{in_ci, profile_with, serial, Completeness, Workload};
+use crate::{host_path, in_ci, profile_with, runtime_command, runtime_root, runtime_temp_dir, serial};
+use crate::{Completeness, Workload};
 use profiler_agent::{AgentConfig, Stats};
 use profiler_trace::{FrameKind, Trace};
 use std::collections::{HashMap, HashSet};
@@ -98,10 +101,10 @@ impl Expect {
 
 /// A test's script, and the lock that runs BPF tests one at a time.
 pub struct Script {
-    /// Its path.
+    /// Its path as the runtime sees it (and names it in its frames).
     pub path: PathBuf,
     comment: &'static str,
-    /// A copy made for the test, removed with it.
+    /// A copy made for the test (the host's path), removed with it.
     copy: Option<PathBuf>,
     _serial: MutexGuard<'static, ()>,
 }
@@ -110,6 +113,8 @@ impl Drop for Script {
     fn drop(&mut self) {
         if let Some(copy) = &self.copy {
             let _ = std::fs::remove_file(copy);
+            // Empty once the test's last copy is gone.
+            let _ = std::fs::remove_dir(copy.parent().unwrap());
         }
     }
 }
@@ -117,7 +122,7 @@ impl Drop for Script {
 impl Script {
     /// The line that ends with `<comment> line:<marker>`.
     pub fn line(&self, marker: &str) -> u32 {
-        line_of(&self.path, self.comment, marker)
+        line_of(&host_path(&self.path), self.comment, marker)
     }
 }
 
@@ -135,33 +140,61 @@ impl Runtime {
     /// is missing (a failure under CI=true).
     pub fn begin(&self, name: &str) -> Option<Script> {
         let lock = serial();
-        self.installed().then(|| Script { path: self.script(name), comment: self.comment, copy: None, _serial: lock })
+        if !self.installed() {
+            return None;
+        }
+        let script = Script { path: self.script(name), comment: self.comment, copy: None, _serial: lock };
+        if runtime_root().is_none() {
+            return Some(script);
+        }
+        // The root's interpreter sees only the root: a copy in its /tmp.
+        let text = std::fs::read_to_string(&script.path).unwrap();
+        Some(self.with_copy(script, name, &text))
+    }
+
+    /// `script`, replaced by a copy holding `text` in the temporary
+    /// directory the runtime sees ([`runtime_temp_dir`]), under its own
+    /// name (the tests' messages name scripts by file name).
+    fn with_copy(&self, mut script: Script, name: &str, text: &str) -> Script {
+        if let Some(old) = script.copy.take() {
+            let _ = std::fs::remove_file(old);
+        }
+        let dir = runtime_temp_dir().join(format!("ep-{}-{}", self.name, std::process::id()));
+        let path = dir.join(name);
+        let copy = host_path(&path);
+        std::fs::create_dir_all(host_path(&dir)).unwrap();
+        std::fs::write(&copy, text).unwrap();
+        script.path = path;
+        script.copy = Some(copy);
+        script
     }
 
     /// [`Runtime::begin`] on a copy of `workloads/<runtime>/<name>` (in
     /// the temporary directory) with `lines` comment lines in place of
     /// its line marked `padding`: the code below lies that far down.
     pub fn begin_padded(&self, name: &str, lines: usize) -> Option<Script> {
-        let mut script = self.begin(name)?;
-        let padding = line_of(&script.path, self.comment, "padding") as usize;
-        let text = std::fs::read_to_string(&script.path).unwrap();
+        let script = self.begin(name)?;
+        let padding = script.line("padding") as usize;
+        let text = std::fs::read_to_string(host_path(&script.path)).unwrap();
         let mut out: Vec<String> = text.lines().map(str::to_string).collect();
         out.splice(padding - 1..padding, (0..lines).map(|_| format!("{} padding", self.comment)));
-        let copy = std::env::temp_dir().join(format!("ep-{}-{name}", std::process::id()));
-        std::fs::write(&copy, out.join("\n") + "\n").unwrap();
-        script.path = copy.clone();
-        script.copy = Some(copy);
-        Some(script)
+        Some(self.with_copy(script, name, &(out.join("\n") + "\n")))
     }
 
     /// Whether the interpreter is here; under CI=true it must be.
     pub fn installed(&self) -> bool {
-        if Path::new(self.binary).exists() {
+        let binary = host_path(Path::new(self.binary));
+        if binary.exists() {
             return true;
         }
-        assert!(!in_ci(), "{} is required under CI=true (apt-get install {})", self.binary, self.package);
-        eprintln!("SKIPPED: {} is not installed; under CI=true this fails", self.binary);
+        assert!(!in_ci(), "{} is required under CI=true (apt-get install {})", binary.display(), self.package);
+        eprintln!("SKIPPED: {} is not installed; under CI=true this fails", binary.display());
         false
+    }
+
+    /// A command starting the interpreter ([`runtime_command`]).
+    pub fn command(&self) -> Command {
+        runtime_command(self.binary)
     }
 
     /// A script of `workloads/<name>/`.
@@ -198,7 +231,7 @@ impl Runtime {
     /// Starts `script` with `extra` arguments before it, and gives it
     /// time to reach its chain.
     pub fn spawn(&self, extra: &[&str], script: &Path) -> Workload {
-        let w = Workload::spawn(Command::new(self.binary).args(extra).arg(script));
+        let w = Workload::spawn(self.command().args(extra).arg(script));
         std::thread::sleep(Duration::from_millis(500));
         w
     }

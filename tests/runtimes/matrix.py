@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""`make test-runtimes` (issue 36): the runtime chain tests against the
+runtime releases of Debian's newer suites, each in a root file system
+built by `tests/runtimes/rootfs.sh` and run under chroot (EP_RUNTIME_ROOT)
+while the agent profiles from the host, next to the host's own runtimes.
+
+Each test runs alone (its test binary with `--exact`), so its exit status,
+its `MATRIX chain=... complete=...` lines, a SKIPPED line or its panic
+message are its own. Prints a table (runtime, release, where it came
+from, test, result, completeness per chain, reason) and writes it to
+--output. Failing releases stay in the table with their reason: the table
+reports, it does not gate; the exit status is 0 unless the matrix could
+not run at all. Root (BPF, chroot, debootstrap).
+"""
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("EP_RUNTIME_CACHE", "/var/cache/ebpf-profiler-runtimes"))
+
+# runtime -> (test target, which of its tests, interpreter, version probe)
+RUNTIMES = {
+    "ruby": ("ruby", lambda t: True, "/usr/bin/ruby", ["-e", "print RUBY_VERSION"]),
+    "php": ("php", lambda t: True, "/usr/bin/php", ["-r", "echo PHP_VERSION;"]),
+    "perl": ("perl", lambda t: True, "/usr/bin/perl", ["-e", "printf '%vd', $^V"]),
+    # Only the system interpreter's tests: the others are pyenv's builds
+    # or edited copies of the host's.
+    "python": (
+        "python_unwinding",
+        lambda t: t.endswith("::system"),
+        "/usr/bin/python3",
+        ["-c", "import platform; print(platform.python_version())"],
+    ),
+    # Each OpenJDK of the source (EP_RUNTIME_JDK), see jdks().
+    "java": ("hotspot", lambda t: t.startswith("matrix_jdk_"), None, ["-version"]),
+}
+
+
+def jdks(root):
+    """The OpenJDKs of a source: (name, its java, EP_RUNTIME_JDK)."""
+    jvm = Path(root or "/", "usr/lib/jvm")
+    homes = sorted(p.name for p in jvm.glob("java-*-openjdk-amd64") if not p.is_symlink())
+    return [(f"java{h.split('-')[1]}", f"/usr/lib/jvm/{h}/bin/java", {"EP_RUNTIME_JDK": f"/usr/lib/jvm/{h}"}) for h in homes]
+
+
+def variants(runtime, root):
+    """What to test of `runtime` in a source: (name, interpreter, extra
+    environment) each."""
+    if runtime == "java":
+        return jdks(root) or [("java", "/usr/lib/jvm/java-*-openjdk-amd64/bin/java", {})]
+    return [(runtime, RUNTIMES[runtime][2], {})]
+
+
+@contextlib.contextmanager
+def proc_mounted(root):
+    """/proc in `root` while the JVM runs there (its launcher finds
+    libjli.so through /proc/self/exe)."""
+    proc = Path(root, "proc") if root else None
+    if proc is None or os.path.ismount(proc):
+        yield
+        return
+    subprocess.run(["mount", "-t", "proc", "proc", str(proc)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(proc)], check=True)
+
+
+def test_binaries(targets):
+    """Builds the test targets once; their executables by target name."""
+    cmd = ["cargo", "test", "-j1", "--locked", "-p", "profiler-tests", "--no-run", "--message-format=json"]
+    for t in targets:
+        cmd += ["--test", t]
+    out = subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.PIPE, text=True).stdout
+    binaries = {}
+    for line in out.splitlines():
+        msg = json.loads(line)
+        if msg.get("reason") == "compiler-artifact" and msg.get("executable") and "test" in msg["target"]["kind"]:
+            binaries[msg["target"]["name"]] = msg["executable"]
+    return binaries
+
+
+def release(root, interpreter, probe):
+    """The interpreter's version as it reports it, or why there is none."""
+    path = Path(root, interpreter.lstrip("/")) if root else Path(interpreter)
+    if not path.exists():
+        return "not installed"
+    cmd = (["chroot", root] if root else []) + [interpreter] + probe
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0 or not r.stdout.strip():
+        return f"probe failed: {r.stdout[:80]}"
+    first = r.stdout.strip().splitlines()[0]
+    quoted = re.search(r'"([^"]+)"', first)  # java -version: openjdk version "25.0.5" ...
+    return quoted.group(1) if quoted else first
+
+
+# The agent's name of a runtime in its counters, where it differs.
+COUNTERS = {"java": "hotspot"}
+
+
+def counters_of(output, runtime):
+    """The agent's counters of `runtime` in a failed test's Stats dump
+    (`files=0 unsupported=0 frames=0`: whether it knew the runtime at all)."""
+    flat = re.sub(r"\s+", " ", output)
+    block = re.search(r'\( "%s", \[(.*?)\],? ?\)' % re.escape(COUNTERS.get(runtime, runtime)), flat)
+    if not block:
+        return ""
+    pairs = dict(re.findall(r'\( "(\w+)", (\d+),? \)', block.group(1)))
+    shown = [f"{k}={pairs[k]}" for k in ("files", "unsupported", "attach_failures", "frames") if k in pairs]
+    return f" [{COUNTERS.get(runtime, runtime)}: {' '.join(shown)}]"
+
+
+def reason_of(output, runtime):
+    """The first line of a failed test's panic message, and the agent's
+    counters of the runtime."""
+    return first_panic_line(output) + counters_of(output, runtime)
+
+
+def first_panic_line(output):
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if "panicked at" in line and i + 1 < len(lines):
+            reason = lines[i + 1].strip()[:160]
+            # A chain's failures follow, root first: show the first.
+            if reason.endswith("(root first):") and i + 2 < len(lines):
+                reason += " e.g. " + lines[i + 2].strip()[-120:]
+            return reason
+    return "exit status without a panic message"
+
+
+@contextlib.contextmanager
+def locked(path):
+    """Holds flock(1)'s lock on `path`, if given: BPF tests measure the
+    CPUs, one at a time on a shared machine. Taken per runtime of a
+    source, not per test, so that a matrix does not wait behind every
+    other user's run once per test."""
+    if not path:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def run_test(binary, name, root, extra_env, runtime):
+    env = dict(os.environ, **extra_env)
+    env.pop("EP_RUNTIME_ROOT", None)
+    env["RUST_BACKTRACE"] = "0"
+    if root:
+        env["EP_RUNTIME_ROOT"] = str(root)
+    cmd = [binary, "--exact", name, "--nocapture", "--test-threads=1"]
+    start = time.monotonic()
+    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seconds = time.monotonic() - start
+    # Not anchored: libtest's `test NAME ... ` may start the line.
+    chains = re.findall(r"MATRIX chain=(\S+) complete=([\d.]+) samples=(\d+)", r.stdout)
+    skipped = re.search(r"SKIPPED: (.*)$", r.stdout, re.M)
+    if r.returncode != 0:
+        result, reason = "FAIL", reason_of(r.stdout, runtime)
+    elif skipped:
+        result, reason = "skipped", skipped.group(1)
+    else:
+        result, reason = "pass", ""
+    return {"result": result, "reason": reason, "chains": chains, "seconds": seconds, "log": r.stdout}
+
+
+def host_name():
+    text = Path("/etc/os-release").read_text()
+    version = re.search(r'^VERSION_ID="?([^"\n]*)', text, re.M)
+    return f"host (Debian {version.group(1)})" if version else "host"
+
+
+def markdown(rows, header):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c).replace("|", "/") for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("suites", nargs="*", default=["trixie", "sid"])
+    ap.add_argument("--runtimes", default=",".join(RUNTIMES), help="comma-separated: " + ",".join(RUNTIMES))
+    ap.add_argument("--no-host", action="store_true", help="only the suites' runtimes")
+    ap.add_argument("--lock", help="flock this file around the tests of each runtime of a source")
+    ap.add_argument("--output", default=str(REPO / "target/runtimes-matrix.md"))
+    ap.add_argument("--logs", default=str(REPO / "target/runtimes-matrix"), help="each test's output")
+    args = ap.parse_args()
+    runtimes = [r for r in args.runtimes.split(",") if r]
+    started = time.monotonic()
+
+    builds = []
+    for suite in args.suites:
+        t = time.monotonic()
+        subprocess.run([str(REPO / "tests/runtimes/rootfs.sh"), suite], check=True)
+        builds.append((suite, time.monotonic() - t))
+
+    binaries = test_binaries(sorted({RUNTIMES[r][0] for r in runtimes}))
+    # The suites first: the host's runtimes are CI's, tested by `make test` too.
+    sources = [(s, CACHE / s) for s in args.suites] + ([] if args.no_host else [(host_name(), None)])
+    logs = Path(args.logs)
+    logs.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for source, root in sources:
+        for runtime in runtimes:
+            target, wanted, _, probe = RUNTIMES[runtime]
+            listed = subprocess.run([binaries[target], "--list"], check=True, stdout=subprocess.PIPE, text=True).stdout
+            tests = [line[: -len(": test")] for line in listed.splitlines() if line.endswith(": test")]
+            for variant, interpreter, extra_env in variants(runtime, root):
+                with locked(args.lock), proc_mounted(root if runtime == "java" else None):
+                    version = release(root, interpreter, probe)
+                    for name in filter(wanted, tests):
+                        r = run_test(binaries[target], name, root, extra_env, runtime)
+                        label = source.split(" ")[0]
+                        (logs / f"{label}-{variant}-{name.replace('::', '-')}.log").write_text(r["log"])
+                        chains = "<br>".join(f"{c} {p}% of {n}" for c, p, n in r["chains"]) or "-"
+                        row = (variant, version, source, name, r["result"], chains, r["reason"], f"{r['seconds']:.0f}")
+                        rows.append(row)
+                        print(f"{variant} {version} [{source}] {name}: {r['result']} {r['reason']}", flush=True)
+
+    header = ["runtime", "release", "from", "test", "result", "chains complete (of samples at the leaf)", "reason", "s"]
+    passed = sum(r[4] == "pass" for r in rows)
+    failed = sum(r[4] == "FAIL" for r in rows)
+    summary = [
+        f"{passed} passed, {failed} failed, {len(rows) - passed - failed} skipped, "
+        f"in {time.monotonic() - started:.0f} s in all"
+        + "".join(f"; {suite} root checked/built in {s:.0f} s" for suite, s in builds),
+    ]
+    for suite in args.suites:
+        versions = CACHE / suite / "versions.txt"
+        if versions.exists():
+            summary.append(f"\n{suite} packages:\n\n```\n{versions.read_text().strip()}\n```")
+    text = "# Runtime version matrix\n\n" + markdown(rows, header) + "\n\n" + "\n".join(summary) + "\n"
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(text)
+    print("\n" + text)
+    print(f"wrote {args.output}; each test's output in {logs}/")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
