@@ -152,10 +152,15 @@ impl Run {
             );
         }
         // The crafted process was sampled and walked (its made-up frames
-        // are there, named or not), held to its budget and told once.
+        // are there), most of them left unnamed, held to its budget and
+        // told once.
         let crafted: Vec<&Trace> = self.traces.iter().filter(|t| t.process.pid.0 == hostile.pid()).collect();
         assert!(crafted.len() >= 100, "{} samples of the crafted process", crafted.len());
-        assert!(crafted.iter().any(|t| t.frames.iter().any(|f| f.kind == kind)), "walked");
+        let walked: Vec<&profiler_trace::Frame> =
+            crafted.iter().flat_map(|t| &t.frames).filter(|f| f.kind == kind).collect();
+        let unnamed = walked.iter().filter(|f| f.function_name().is_none()).count();
+        eprintln!("crafted: {} samples, {} {kind:?} frames, {unnamed} unnamed", crafted.len(), walked.len());
+        assert!(unnamed > walked.len() / 2, "{unnamed} of {} crafted frames unnamed", walked.len());
         assert_eq!(s.naming_processes_over, 1, "{s:#?}");
         assert!(s.naming_overdrafts >= 1, "{s:#?}");
         let told: Vec<&String> = self.notices.iter().filter(|n| n.contains("over its budget")).collect();
@@ -196,6 +201,27 @@ fn a_crafted_perl_is_held_to_its_budget() {
         FrameKind::Perl,
         &["main", "Chain::a", "Chain::Worker::b", "Chain::c"],
     );
-    eprintln!("{:?}", run.stats.runtimes.0.iter().find(|(r, _)| *r == "perl"));
+    // Subs whose file never ends are not named, not even before the
+    // budget runs out.
     assert!(run.stats.runtimes.get("perl", "frames_unknown") > 0, "{:#?}", run.stats.runtimes);
+}
+
+/// A PHP whose frame chain is a ring of 256 frames over 8,192 methods
+/// whose names, class name and file name are 4 KiB each, names rewritten
+/// all the time and frames moved to other functions at every turn: its
+/// names would overflow any cache bounded by entries alone. Its frames
+/// are left unnamed once over budget (one notice), a genuine PHP beside
+/// it keeps its chain, and the agent stops at once.
+#[test]
+fn a_crafted_php_is_held_to_its_budget() {
+    let _serial = serial();
+    let Some(php) = system_binary("/usr/bin/php", "php-cli") else { return };
+    let exe = build_as("php/hostile_php.c", "php8.2");
+    let hostile = Workload::spawn(Command::new(&exe).uid(NOBODY).gid(NOBODY));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/php/cpu_chain.php");
+    let genuine = Workload::spawn(Command::new(&php).args(["-d", "opcache.enable_cli=0"]).arg(script));
+    std::thread::sleep(Duration::from_millis(500));
+    let Some(run) = run_beside(&hostile, &genuine, 6) else { return };
+    let chain = ["{main}", "Chain\\a", "Chain\\Worker::b", "Chain\\c"];
+    run.assert_held_to_budget(&hostile, &genuine, FrameKind::Php, &chain);
 }
