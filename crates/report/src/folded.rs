@@ -185,25 +185,44 @@ impl FoldedStacks {
     /// Every stack as `line count`, sorted by line so output is
     /// reproducible.
     pub fn lines(&self) -> Vec<String> {
-        let mut lines: Vec<(String, u64)> = self.stacks.iter().map(|(ids, c)| (self.render(ids), *c)).collect();
-        // By the line alone: with the count appended the order could
-        // differ (a tab in a name sorts before the space).
-        lines.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        lines
-            .into_iter()
-            .map(|(mut line, count)| {
-                let _ = write!(line, " {count}");
-                line
-            })
-            .collect()
+        self.sorted_stacks().into_iter().map(|k| self.line(k)).collect()
     }
 
-    /// Writes [`FoldedStacks::lines`], one per line.
+    /// Writes [`FoldedStacks::lines`], one per line, rendering one at a
+    /// time: the whole text can be far larger than what is kept (each
+    /// stack repeats its frames' texts, and a process chooses their
+    /// length).
     pub fn write_to(&self, out: &mut dyn Write) -> io::Result<()> {
-        for line in self.lines() {
-            writeln!(out, "{line}")?;
+        for k in self.sorted_stacks() {
+            writeln!(out, "{}", self.line(k))?;
         }
         out.flush()
+    }
+
+    /// The indices of the kept stacks in the order of their lines.
+    /// By the line alone: with the count appended the order could
+    /// differ (a tab in a name sorts before the space).
+    fn sorted_stacks(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.stacks.len()).collect();
+        order.sort_unstable_by(|&a, &b| {
+            self.rendered_bytes(&self.stacks[a].0).cmp(self.rendered_bytes(&self.stacks[b].0))
+        });
+        order
+    }
+
+    /// The bytes of [`FoldedStacks::render`]'s line, without building it.
+    fn rendered_bytes<'a>(&'a self, ids: &'a [u32]) -> impl Iterator<Item = u8> + 'a {
+        ids.iter()
+            .enumerate()
+            .flat_map(move |(k, &i)| (k > 0).then_some(b';').into_iter().chain(self.frames[i as usize].bytes()))
+    }
+
+    /// The `k`th kept stack as `line count`.
+    fn line(&self, k: usize) -> String {
+        let (ids, count) = &self.stacks[k];
+        let mut line = self.render(ids);
+        let _ = write!(line, " {count}");
+        line
     }
 
     /// Approximate heap bytes held: the tables' capacities and the kept

@@ -21,8 +21,8 @@ mod walk;
 pub use layout::{consts, PerlLayout, PerlVersion, MAX_PERL, MIN_PERL};
 pub use runtime::{decode_word, Perl, PerlFile, PerlWord};
 pub use walk::{
-    global_state, threaded_state, PerlFrame, PerlSymbolizer, PerlThreadState, WalkError, MAX_CACHED, MAX_CONTEXTS,
-    MAX_FRAMES, MAX_STACKS,
+    global_state, threaded_state, PerlFrame, PerlSymbolizer, PerlThreadState, WalkError, MAX_CACHED, MAX_CACHED_BYTES,
+    MAX_CONTEXTS, MAX_FRAMES, MAX_STACKS,
 };
 
 use profiler_elf::ElfFile;

@@ -19,8 +19,13 @@ pub const MAX_FRAMES: usize = 512;
 pub const MAX_CONTEXTS: usize = 16_384;
 /// Stacks (`PERL_SI`) followed at most.
 pub const MAX_STACKS: usize = 256;
-/// Names and positions cached at most, each; a full cache is cleared.
+/// Names and positions cached at most, each; when one is full both are
+/// cleared.
 pub const MAX_CACHED: usize = 4096;
+/// Most bytes of names and file names the two caches of one symbolizer
+/// keep together: entries count alone would let a process's 5 KiB names
+/// and files hold 40 MB of the agent.
+pub const MAX_CACHED_BYTES: usize = 4 << 20;
 /// Longest name (`HEK`) read.
 pub const MAX_NAME: usize = 1024;
 /// Longest file name read.
@@ -108,6 +113,8 @@ pub struct PerlSymbolizer {
     /// CV -> (name, `CvFILE`, the line of its first op).
     subs: HashMap<u64, (String, String, Option<u32>)>,
     positions: HashMap<u64, (String, u32)>,
+    /// Bytes of the names and file names in `subs` and `positions`.
+    cached_bytes: usize,
     /// CVs and COPs that could not be read lately (not read again at
     /// every sample).
     pub failures: RecentFailures,
@@ -124,6 +131,7 @@ impl PerlSymbolizer {
             layout,
             subs: HashMap::new(),
             positions: HashMap::new(),
+            cached_bytes: 0,
             failures: RecentFailures::default(),
             evictions: 0,
             truncated: 0,
@@ -229,10 +237,7 @@ impl PerlSymbolizer {
             let name = self.gv_name(memory, file_ptr)?;
             name.strip_prefix("_<").map(str::to_string).unwrap_or(name)
         };
-        if self.positions.len() >= MAX_CACHED {
-            self.positions.clear();
-            self.evictions += 1;
-        }
+        self.make_room(file.len());
         self.positions.insert(cop, (file.clone(), line));
         Ok((file, line))
     }
@@ -313,12 +318,23 @@ impl PerlSymbolizer {
                 memory.read(at, &mut raw).then(|| u32::from_le_bytes(raw))
             }),
         };
-        if self.subs.len() >= MAX_CACHED {
-            self.subs.clear();
-            self.evictions += 1;
-        }
+        self.make_room(name.len() + file.len());
         self.subs.insert(cv, (name.clone(), file.clone(), first_line));
         Ok((name, file, first_line))
+    }
+
+    /// Counts `bytes` about to be cached (a new entry: misses only),
+    /// first clearing both caches if either is full ([`MAX_CACHED`]) or
+    /// they would hold more than [`MAX_CACHED_BYTES`].
+    fn make_room(&mut self, bytes: usize) {
+        let full = self.subs.len().max(self.positions.len()) >= MAX_CACHED;
+        if full || self.cached_bytes + bytes > MAX_CACHED_BYTES {
+            self.subs.clear();
+            self.positions.clear();
+            self.cached_bytes = 0;
+            self.evictions += 1;
+        }
+        self.cached_bytes += bytes;
     }
 
     /// `Package::name` of the glob `gv`.
@@ -701,5 +717,34 @@ mod tests {
         }
         assert_eq!(s.position(&m, cop).unwrap(), ("t.pl".to_string(), 7));
         assert_eq!((s.evictions, s.positions.len()), (1, 1));
+    }
+
+    /// Subs of 1 KiB names defined in files of 4 KiB names: far fewer
+    /// than MAX_CACHED entries hold MAX_CACHED_BYTES.
+    #[test]
+    fn caches_are_bounded_in_bytes() {
+        let l = PerlLayout::for_version(PerlVersion::five(36), true).unwrap();
+        let mut m = Fake::default();
+        let long_file = m.alloc(4096);
+        m.put(long_file, &[b'f'; 4000]);
+        let subs: Vec<u64> = (0..1200)
+            .map(|i| {
+                let cv = m.cv(&l, "P", &format!("{i:0>1000}"), true);
+                let body = read_ptr(&m, cv, "sv_any").unwrap();
+                m.put_u64(body + u64::from(l.xcv_file), long_file);
+                cv
+            })
+            .collect();
+        let mut s = PerlSymbolizer::new(l);
+        for &cv in &subs {
+            let (name, file) = s.sub(&m, cv).unwrap();
+            assert_eq!((name.len(), file.len()), (1003, 4000));
+            assert!(s.cached_bytes <= MAX_CACHED_BYTES);
+        }
+        // 1,200 subs of 5,003 bytes: the byte bound cleared the caches
+        // once, long before MAX_CACHED entries.
+        assert_eq!(s.evictions, 1);
+        assert!(s.subs.len() < subs.len() && s.subs.len() > 300, "{}", s.subs.len());
+        assert_eq!(s.cached_bytes, s.subs.len() * 5003);
     }
 }
