@@ -104,7 +104,10 @@ int perl_off_cpu(u64 *ctx)
  * was off the CPU. */
 static __always_inline void off_cpu_switch_in(struct task_struct *next, u64 now)
 {
-	u64 key = ((u64)BPF_CORE_READ(next, tgid) << 32) | (u32)BPF_CORE_READ(next, pid);
+	u32 tgid, tid;
+	if (!agent_pids(next, &tgid, &tid))
+		return;
+	u64 key = ((u64)tgid << 32) | tid;
 	u64 *start = bpf_map_lookup_elem(&off_cpu_starts, &key);
 	if (!start)
 		return;
@@ -135,12 +138,15 @@ int on_sched_switch(u64 *ctx)
 
 	if (bpf_get_prandom_u32() > off_cpu_threshold)
 		return 0;
-	u32 tgid = BPF_CORE_READ(prev, tgid);
-	u32 tid = BPF_CORE_READ(prev, pid);
 	/* The idle task, kernel threads (no user stack), and threads on
 	 * their way out (they will not run again). */
-	if (tgid == 0 || (BPF_CORE_READ(prev, flags) & (PF_KTHREAD | PF_EXITING)))
+	if (BPF_CORE_READ(prev, tgid) == 0 || (BPF_CORE_READ(prev, flags) & (PF_KTHREAD | PF_EXITING)))
 		return 0;
+	u32 tgid, tid;
+	if (!agent_pids(prev, &tgid, &tid)) {
+		count(COUNTER_SAMPLES_OTHER_PID_NS);
+		return 0;
+	}
 	if (filter_pids && !bpf_map_lookup_elem(&selected_pids, &tgid))
 		return 0;
 

@@ -39,6 +39,70 @@ const volatile bool have_task_pt_regs = false;
  * KASAN. Only used without bpf_task_pt_regs. */
 const volatile u64 thread_size = 16384;
 
+/* Set by user space before load when the agent runs in a PID namespace
+ * other than the init one (a container without hostPID, a kind node):
+ * that namespace's inode (/proc/self/ns/pid). Every pid the programs
+ * key by or report is then the one the agent's /proc shows; 0 (the init
+ * namespace) keeps the kernel's own ids, as they are those. */
+const volatile u32 pid_ns_inum = 0;
+
+/* How many PID namespaces a task may be below the agent's and still be
+ * profiled: its containers, and theirs (kind pods, docker-in-docker). */
+#define PID_NS_SEARCH_DEPTH 4
+
+/* The address of pid's number at level (struct upid). */
+static __always_inline struct upid *pid_number(struct pid *pid, u32 level)
+{
+	const void *numbers = (const void *)pid + bpf_core_field_offset(struct pid, numbers);
+	return (struct upid *)(numbers + level * bpf_core_type_size(struct upid));
+}
+
+/* The level at which pid is numbered in the agent's PID namespace, or -1
+ * when the agent does not see it (a task of a parent namespace or of a
+ * sibling's, or too deep). The kernel numbers a task in its own
+ * namespace and each one above it (numbers[], init's first); searched
+ * from the task's own, so that the agent's namespace's tasks match at
+ * the first step. (bpf_get_ns_current_pid_tgid matches the task's own
+ * namespace only: it would lose the agent's containers.) */
+static __always_inline int agent_ns_level(struct pid *pid)
+{
+	if (!pid)
+		return -1;
+	int level = BPF_CORE_READ(pid, level);
+#pragma unroll
+	for (int up = 0; up < PID_NS_SEARCH_DEPTH; up++) {
+		if (level - up < 0)
+			return -1;
+		struct pid_namespace *ns = BPF_CORE_READ(pid_number(pid, level - up), ns);
+		if (ns && BPF_CORE_READ(ns, ns.inum) == pid_ns_inum)
+			return level - up;
+	}
+	return -1;
+}
+
+/* task's (tgid, tid) as the agent's /proc numbers them; false when the
+ * agent does not see it. */
+static __always_inline bool agent_pids(struct task_struct *task, u32 *tgid, u32 *tid)
+{
+	if (pid_ns_inum == 0) {
+		*tgid = BPF_CORE_READ(task, tgid);
+		*tid = BPF_CORE_READ(task, pid);
+		return true;
+	}
+	struct pid *thread = BPF_CORE_READ(task, thread_pid);
+	int level = agent_ns_level(thread);
+	if (level < 0)
+		return false;
+	/* A thread group shares one PID namespace: the leader's number is
+	 * at the same level. */
+	struct pid *leader = BPF_CORE_READ(task, group_leader, thread_pid);
+	if (!leader)
+		return false;
+	*tid = BPF_CORE_READ(pid_number(thread, level), nr);
+	*tgid = BPF_CORE_READ(pid_number(leader, level), nr);
+	return *tid != 0 && *tgid != 0;
+}
+
 #include "interpreters.bpf.h"
 #include "native_unwinder.bpf.h"
 #include "interpreter_driver.bpf.h"
@@ -142,6 +206,11 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 		count(COUNTER_SAMPLES_IDLE);
 		return 0;
 	}
+	/* Dropped by the verifier in the init namespace. */
+	if (pid_ns_inum != 0 && !agent_pids((struct task_struct *)bpf_get_current_task(), &tgid, &tid)) {
+		count(COUNTER_SAMPLES_OTHER_PID_NS);
+		return 0;
+	}
 	if (filter_pids && !bpf_map_lookup_elem(&selected_pids, &tgid)) {
 		count(COUNTER_SAMPLES_FILTERED);
 		return 0;
@@ -171,15 +240,16 @@ SEC("tp_btf/sched_process_exit")
 int on_process_exit(u64 *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
+	u32 tgid, tid;
+	if (!agent_pids(task, &tgid, &tid))
+		return 0;
 	/* Every thread: the interpreter unwinders forget it. */
-	u64 thread_key = ((u64)BPF_CORE_READ(task, tgid) << 32) | (u32)BPF_CORE_READ(task, pid);
-	interpreters_forget_thread(thread_key);
+	interpreters_forget_thread(((u64)tgid << 32) | tid);
 	/* do_exit decrements signal->live before this tracepoint; 0 means
 	 * this was the group's last thread. (6.16 added a group_dead
 	 * argument; reading the counter works on every kernel.) */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
-	u32 tgid = BPF_CORE_READ(task, tgid);
 	if (select_descendants)
 		bpf_map_delete_elem(&selected_pids, &tgid);
 	u64 new_key = ((u64)tgid << 32) | PROCESS_EVENT_NEW;
@@ -202,7 +272,9 @@ SEC("tp_btf/sched_process_exec")
 int on_process_exec(u64 *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
-	u32 tgid = BPF_CORE_READ(task, tgid);
+	u32 tgid, tid;
+	if (!agent_pids(task, &tgid, &tid))
+		return 0;
 	if (filter_pids && !select_descendants && !bpf_map_lookup_elem(&selected_pids, &tgid))
 		return 0;
 	send_process_event(PROCESS_EVENT_EXEC, tgid, 0, false);
@@ -216,11 +288,10 @@ int on_process_fork(u64 *ctx)
 {
 	struct task_struct *parent = (struct task_struct *)ctx[0];
 	struct task_struct *child = (struct task_struct *)ctx[1];
-	u32 child_tgid = BPF_CORE_READ(child, tgid);
-	if (!select_descendants || (u32)BPF_CORE_READ(child, pid) != child_tgid)
+	u32 child_tgid, child_tid, parent_tgid, parent_tid;
+	if (!select_descendants || !agent_pids(child, &child_tgid, &child_tid) || child_tid != child_tgid)
 		return 0;
-	u32 parent_tgid = BPF_CORE_READ(parent, tgid);
-	if (!bpf_map_lookup_elem(&selected_pids, &parent_tgid))
+	if (!agent_pids(parent, &parent_tgid, &parent_tid) || !bpf_map_lookup_elem(&selected_pids, &parent_tgid))
 		return 0;
 	u8 one = 1;
 	if (bpf_map_update_elem(&selected_pids, &child_tgid, &one, BPF_ANY) < 0)

@@ -456,6 +456,10 @@ enum counter_id {
 	COUNTER_STACK_COPY_BYTES = 19,
 	/* A fork's child could not be selected: selected_pids is full */
 	COUNTER_SELECTED_PIDS_FULL = 20,
+	/* the agent runs in a nested PID namespace and the sampled task is
+	 * not in it (nor in one below it): its /proc is not the agent's to
+	 * read, so the sample is dropped */
+	COUNTER_SAMPLES_OTHER_PID_NS = 22,
 	/* HotSpot (hotspot_unwinder.bpf.h): Java frames recorded */
 	COUNTER_HOTSPOT_FRAMES = 26,
 	/* HotSpot: tail calls into its unwinder (hand-overs included) */

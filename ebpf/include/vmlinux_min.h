@@ -163,6 +163,26 @@ struct thread_struct {
 } __attribute__((preserve_access_index));
 #endif
 
+/* A task's ids, one per PID namespace level from the init namespace
+ * (level 0) to the task's own (include/linux/pid.h). */
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct pid_namespace {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+struct upid {
+	int nr;
+	struct pid_namespace *ns;
+} __attribute__((preserve_access_index));
+
+struct pid {
+	unsigned int level;
+	struct upid numbers[];
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	struct thread_struct thread;
 	/* PF_* */
@@ -173,6 +193,7 @@ struct task_struct {
 	struct mm_struct *mm;
 	struct signal_struct *signal;
 	struct task_struct *group_leader;
+	struct pid *thread_pid;
 	char comm[16];
 } __attribute__((preserve_access_index));
 

@@ -298,6 +298,14 @@ impl Agent {
             off_cpu_threshold: config.off_cpu_threshold_scaled(),
             ..SamplerOptions::default()
         })?;
+        let pid_namespace = sampler.pid_namespace();
+        if !pid_namespace.is_init() {
+            warnings.push(format!(
+                "running in a nested PID namespace (pid:[{}]): pids are this namespace's, and only its processes \
+                 (and those of the namespaces below it) are profiled",
+                pid_namespace.inode
+            ));
+        }
         if let Some(why) = sampler.off_cpu_unavailable() {
             warnings.push(format!("off-CPU profiling is not available on this kernel, profiling on-CPU only: {why}"));
         }
@@ -539,6 +547,7 @@ impl Agent {
             samples_dropped_at_stop: s.samples_dropped_at_stop.load(Ordering::Relaxed),
             samples_processed: s.samples_processed.load(Ordering::Relaxed),
             samples_malformed: s.samples_malformed.load(Ordering::Relaxed),
+            samples_other_pid_namespace: counters.other_pid_namespace,
             kernel_stack_errors: counters.kernel_stack_errors,
             user_stack_errors: counters.user_stack_errors,
             processes_seen: manager.manager.processes_loaded,

@@ -21,6 +21,9 @@ pub struct Stats {
     pub samples_processed: u64,
     /// Ring buffer records that could not be decoded.
     pub samples_malformed: u64,
+    /// Samples of tasks outside the agent's PID namespace (it runs in a
+    /// nested one: their /proc is not its to read), not sent.
+    pub samples_other_pid_namespace: u64,
     /// Kernel stacks the BPF program could not read.
     pub kernel_stack_errors: u64,
     /// Retired (frame-pointer stacks that could not be read); always 0.

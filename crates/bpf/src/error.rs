@@ -56,6 +56,18 @@ pub enum BpfError {
         /// Its capacity.
         capacity: u64,
     },
+    /// `/proc` is mounted for another PID namespace than the agent's.
+    #[error(
+        "/proc is not mounted for the agent's PID namespace (pid:[{inode}]; its NSpid is {ns_pids:?}): \
+         the pids the programs report would not match /proc. Mount a /proc for this namespace \
+         (unshare --mount-proc), or run the agent in the host's PID namespace"
+    )]
+    ForeignProc {
+        /// The inode of the agent's PID namespace.
+        inode: u32,
+        /// The agent's pid in /proc's namespace and each one below (NSpid).
+        ns_pids: Vec<u32>,
+    },
     /// Reading a system file failed.
     #[error("reading {path}: {source}")]
     System {

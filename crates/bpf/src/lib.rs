@@ -38,6 +38,7 @@ mod interpreter_maps;
 mod late_unwind;
 mod off_cpu;
 mod perf;
+mod pid_namespace;
 mod preflight;
 mod reader;
 mod ring;
@@ -59,6 +60,7 @@ pub use interpreter_maps::{InterpreterFileValue, InterpreterMaps, InterpreterPro
 pub use late_unwind::{LateUnwind, LookupCounts, MapTables};
 pub use off_cpu::{OffCpuJoinCounts, MAX_PENDING_OFF_CPU};
 pub use perf::online_cpus;
+pub use pid_namespace::PidNamespace;
 pub use reader::SampleReader;
 pub use sample::{RawSample, StackCopy, STACK_COPY_MAX};
 pub use sampler::{Counters, Sampler, SamplerOptions};

@@ -5,6 +5,7 @@ use crate::go_labels::GoLabelMaps;
 use crate::interpreter_maps::InterpreterMaps;
 use crate::late_unwind::MapTables;
 use crate::perf::{online_cpus, open_cpu_clock};
+use crate::pid_namespace::PidNamespace;
 use crate::preflight::{check_kernel_features, check_privileges, has_task_pt_regs};
 use crate::reader::SampleReader;
 use crate::sample::STACK_COPY_MAX;
@@ -145,6 +146,9 @@ counters! {
     /// New processes of selected ones that could not be selected
     /// (`selected_pids` full).
     selected_pids_full = COUNTER_SELECTED_PIDS_FULL;
+    /// Ticks of tasks the agent's PID namespace does not see (the agent
+    /// runs in a nested one).
+    other_pid_namespace = COUNTER_SAMPLES_OTHER_PID_NS;
 
     /// Java frames the HotSpot unwinder recorded.
     hotspot_frames = COUNTER_HOTSPOT_FRAMES;
@@ -311,6 +315,7 @@ pub struct Sampler {
     cpus: Vec<u32>,
     frequency: u32,
     off_cpu: OffCpuState,
+    pid_namespace: PidNamespace,
 }
 
 /// Whether off-CPU profiling runs.
@@ -355,7 +360,9 @@ impl Sampler {
         let mut open: OpenProfilerSkel<'static> =
             ProfilerSkelBuilder::default().open(storage).map_err(BpfError::Load)?;
         let task_pt_regs = has_task_pt_regs() && !options.user_regs_from_stack;
+        let pid_namespace = PidNamespace::of_agent()?;
         if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+            rodata.pid_ns_inum = if pid_namespace.is_init() { 0 } else { pid_namespace.inode };
             rodata.filter_pids = options.pids.is_some();
             rodata.select_descendants = options.pids.is_some() && options.follow_selection;
             rodata.have_task_pt_regs = task_pt_regs;
@@ -417,6 +424,7 @@ impl Sampler {
             cpus: Vec::new(),
             frequency: options.samples_per_second,
             off_cpu,
+            pid_namespace,
         })
     }
 
@@ -466,6 +474,11 @@ impl Sampler {
         self.perf_events = Arc::new(events);
         self.cpus = cpus;
         Ok(())
+    }
+
+    /// The PID namespace whose pids the programs report (the agent's).
+    pub fn pid_namespace(&self) -> PidNamespace {
+        self.pid_namespace
     }
 
     /// Why off-CPU profiling was asked for and does not run (the kernel

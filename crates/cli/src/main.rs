@@ -437,6 +437,9 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
     if folded.dropped() > 0 {
         say!("  stacks not kept:   {} (distinct stack limit)", folded.dropped());
     }
+    if s.samples_other_pid_namespace > 0 {
+        say!("  samples outside the agent's PID namespace (not profiled): {}", s.samples_other_pid_namespace);
+    }
     if s.kernel_stack_errors > 0 {
         say!("  kernel stack read errors: {}", s.kernel_stack_errors);
     }
