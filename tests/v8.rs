@@ -499,7 +499,13 @@ fn chain_test_on(
     let off_cpu_threshold = if spec.off_cpu { 1.0 } else { 0.0 };
     let config =
         AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], off_cpu_threshold, ..AgentConfig::default() };
-    let (traces, stats) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS)))?;
+    let (traces, stats) = profile_with(config, |agent| {
+        std::thread::sleep(Duration::from_secs(SECONDS));
+        // A process over its naming budget has unnamed frames: say why.
+        for notice in agent.notices().iter().filter(|n| n.contains("budget")) {
+            eprintln!("{label} {mode}: {notice}");
+        }
+    })?;
     let c = check(&traces, w.pid(), spec, lines);
     report(&format!("{label} {mode} {}", spec.script), &c, &stats);
     Some(c)

@@ -480,3 +480,26 @@ fn spinning_chain_from_registers() {
     }
     assert!(complete.iter().any(|(js, _)| js[0].1 == Tier::Turbofan), "inner never optimised: {results:?}");
 }
+
+/// Node 24 and 26 (V8 13.6, 14.6), when cached by
+/// `scripts/install-node-releases.sh` (skipped when not, even under
+/// CI=true): refused with the reason, so that their frames stay native
+/// rather than misnamed (their functions reach their code through the JS
+/// dispatch table, see `docs/v8.md`).
+#[test]
+fn newer_releases_are_refused() {
+    for major in [24, 26] {
+        let path = format!("/var/cache/ebpf-profiler-runtimes/node/{major}/bin/node");
+        if !Path::new(&path).exists() {
+            eprintln!("SKIPPED: {path} is not cached");
+            continue;
+        }
+        let elf = ElfFile::open(&path).unwrap();
+        match detect(&elf, &path) {
+            Detection::Unsupported(why) => {
+                assert!(why.contains("outside the supported") && why.contains("dispatch table"), "{why}")
+            }
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+}
