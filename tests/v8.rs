@@ -1,9 +1,11 @@
 //! V8 unwinding on the real eBPF programs: Node's JavaScript frames in
 //! place of V8's code (the embedded builtins in `node`'s .text, JIT code
 //! in anonymous memory), native frames around them down to the thread's
-//! root, on each Node of this machine: `/usr/bin/node` (Node 20) and
+//! root, on each Node of this machine: `/usr/bin/node` (Node 20),
 //! Debian's Node 18 extracted beside it by `scripts/install-node18.sh`
-//! (both required under CI=true). Every test runs on each.
+//! (both required under CI=true), and the official releases cached by
+//! `scripts/install-node-releases.sh` (Node 22; skipped when not cached).
+//! Every test runs on each.
 //!
 //! The workload (`workloads/node/cpu_chain.js`) spins in top level ->
 //! main -> a -> b -> c on the main thread. Each test asserts, in at least
@@ -30,6 +32,12 @@ const MIN_SAMPLES: usize = 30;
 const NODE: &str = "/usr/bin/node";
 /// Debian 12's `nodejs` 18 (`libnode.so.108`), from `scripts/install-node18.sh`.
 const NODE18: &str = "/opt/ebpf-profiler/node18/bin/node";
+/// Official Node releases cached by `scripts/install-node-releases.sh`,
+/// tested when there (skipped when not, even under CI=true: they come
+/// from the npm registry, not the distribution). Only the supported
+/// ones: 24 and 26 (V8 13.6, 14.6) are refused (`v8_live.rs` checks it).
+const NODE_RELEASES: [(&str, &str, &str); 1] =
+    [("node22", "/var/cache/ebpf-profiler-runtimes/node/22/bin/node", "EP_TEST_NODE22")];
 
 /// One step of an expected stack, root first.
 #[derive(Clone, Copy, Debug)]
@@ -60,14 +68,29 @@ enum P {
 /// callback is pending; the workload has none: a checkpoint runs them).
 const MICROTASK_RUNNERS: &[&str] = &["processTicksAndRejections"];
 
-/// Node 20's frames from its C++ entry to the workload's top level.
-const LOADER: [P; 6] = [
-    P::Js("<anonymous>", false), // node:internal/main/run_main_module
-    P::Js("executeUserEntryPoint", false),
-    P::Js("Module._load", false),
-    P::Js("Module.load", false),
-    P::Js("Module._extensions..js", false),
-    P::Js("Module._compile", false),
+/// Node's frames from its C++ entry to the workload's top level: Node
+/// 18 and 20's, then Node 22's (`wrapModuleLoad` is new; the loader's
+/// methods, functions assigned to properties, have no inferred name in
+/// its snapshot: V8's own stack traces name them from the receiver,
+/// `Module._compile`, `Object..js`, `Function._load`).
+const LOADERS: [&[P]; 2] = [
+    &[
+        P::Js("<anonymous>", false), // node:internal/main/run_main_module
+        P::Js("executeUserEntryPoint", false),
+        P::Js("Module._load", false),
+        P::Js("Module.load", false),
+        P::Js("Module._extensions..js", false),
+        P::Js("Module._compile", false),
+    ],
+    &[
+        P::Js("<anonymous>", false),
+        P::Js("executeUserEntryPoint", false),
+        P::Js("wrapModuleLoad", false),
+        P::Js("<anonymous>", false), // Module._load
+        P::Js("<anonymous>", false), // Module.load
+        P::Js("<anonymous>", false), // Module._extensions..js
+        P::Js("<anonymous>", false), // Module._compile
+    ],
 ];
 
 /// A workload and the stack expected of it.
@@ -115,15 +138,15 @@ enum From {
 impl Spec {
     /// The expected stacks, root first (any of them).
     fn patterns(&self) -> Vec<Vec<P>> {
-        let top_level = || [&LOADER[..], &[P::Js("<anonymous>", true)]].concat();
+        let top_level = || LOADERS.map(|loader| [loader, &[P::Js("<anonymous>", true)]].concat());
         let below: Vec<Vec<P>> = match self.from {
             // Each turn from the worker's event loop, the first from its
             // top level.
             From::Worker => vec![vec![P::AnyJs], vec![P::AnyJs, P::Js("<anonymous>", true)]],
             // The first call comes from the top level, the others from
             // the event loop.
-            From::Immediate => vec![vec![P::Js("processImmediate", false)], top_level()],
-            From::TopLevel => vec![top_level()],
+            From::Immediate => [vec![vec![P::Js("processImmediate", false)]], top_level().to_vec()].concat(),
+            From::TopLevel => top_level().to_vec(),
             // The await's resolve closure (V8's builtin
             // AsyncFunctionAwaitResolveClosure, a JSFunction without a
             // name or script) resumes the async function.
@@ -411,14 +434,22 @@ fn report(what: &str, c: &Completeness, stats: &Stats) {
 }
 
 /// The Nodes to test, each with a label: Node 20 ([`NODE`], or
-/// `$EP_TEST_NODE`: another build to try) and Node 18 ([`NODE18`], or
-/// `$EP_TEST_NODE18`). One missing is skipped, a failure under CI=true.
+/// `$EP_TEST_NODE`: another build to try), Node 18 ([`NODE18`], or
+/// `$EP_TEST_NODE18`), each cached release of [`NODE_RELEASES`] (or its
+/// variable). `$EP_TEST_NODES=node22,node18` keeps only those labels. One
+/// missing is skipped, a failure under CI=true (but a release).
 fn nodes() -> Vec<(&'static str, PathBuf)> {
     let mut found = Vec::new();
-    for (label, default, var) in [("node20", NODE, "EP_TEST_NODE"), ("node18", NODE18, "EP_TEST_NODE18")] {
+    let distributed = [("node20", NODE, "EP_TEST_NODE"), ("node18", NODE18, "EP_TEST_NODE18")];
+    let only = std::env::var("EP_TEST_NODES").ok();
+    for (i, (label, default, var)) in distributed.into_iter().chain(NODE_RELEASES).enumerate() {
+        if only.as_ref().is_some_and(|only| !only.split(',').any(|l| l == label)) {
+            continue;
+        }
         let node = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
         if !node.exists() {
-            assert!(!in_ci(), "{} is required under CI=true (scripts/install-deps.sh)", node.display());
+            let release = i >= distributed.len();
+            assert!(release || !in_ci(), "{} is required under CI=true (scripts/install-deps.sh)", node.display());
             eprintln!("SKIPPED: {} is not installed", node.display());
             continue;
         }
@@ -468,7 +499,13 @@ fn chain_test_on(
     let off_cpu_threshold = if spec.off_cpu { 1.0 } else { 0.0 };
     let config =
         AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], off_cpu_threshold, ..AgentConfig::default() };
-    let (traces, stats) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS)))?;
+    let (traces, stats) = profile_with(config, |agent| {
+        std::thread::sleep(Duration::from_secs(SECONDS));
+        // A process over its naming budget has unnamed frames: say why.
+        for notice in agent.notices().iter().filter(|n| n.contains("budget")) {
+            eprintln!("{label} {mode}: {notice}");
+        }
+    })?;
     let c = check(&traces, w.pid(), spec, lines);
     report(&format!("{label} {mode} {}", spec.script), &c, &stats);
     Some(c)

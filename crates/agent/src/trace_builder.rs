@@ -156,6 +156,11 @@ impl TraceBuilder {
         // charged to the process's budget (read once a sample, not once a
         // frame: the thread's clock is a system call).
         let mut naming_since = None;
+        // Interpreted frames named in this sample, by word: the same word
+        // again (a recursion) is the same frame at the same instant, named
+        // once (a deep recursion would cost the process's naming budget
+        // its reads at every level).
+        let mut named_here: HashMap<u64, usize> = HashMap::new();
         for &word in &sample.user_frames {
             if let UserFrame::Native(pc) = UserFrame::decode(word) {
                 frames.push(self.user_frame(snapshot.as_deref(), pc));
@@ -166,6 +171,11 @@ impl TraceBuilder {
                 frames.push(Frame { kind: FrameKind::Native, address: word, mapping: None, lines: vec![] });
                 continue;
             };
+            if let Some(&at) = named_here.get(&word) {
+                let same = frames[at].clone();
+                frames.push(same);
+                continue;
+            }
             if naming_since.is_none() {
                 naming_since = Some(profiler_symbolize::thread_cpu());
             }
@@ -177,6 +187,7 @@ impl TraceBuilder {
                     build
                 }
             };
+            named_here.insert(word, frames.len());
             frames.push(self.interpreted_frame(pid, runtime, build, word));
         }
         if let Some(since) = naming_since {

@@ -23,12 +23,16 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const NODE: &str = "/usr/bin/node";
+/// The Node under test: `$EP_TEST_NODE` (another build, e.g. a release
+/// cached by `scripts/install-node-releases.sh`), else the machine's.
+fn node() -> String {
+    std::env::var("EP_TEST_NODE").unwrap_or_else(|_| "/usr/bin/node".to_string())
+}
 
 fn have_node() -> bool {
-    let found = Path::new(NODE).exists();
+    let found = Path::new(&node()).exists();
     if !found {
-        skip(&format!("no {NODE}"));
+        skip(&format!("no {}", node()));
     }
     found
 }
@@ -51,7 +55,7 @@ fn start(flags: &[&str], hot: bool) -> Workload {
 }
 
 fn start_script(script: &Path, flags: &[&str], hot: bool) -> Workload {
-    let mut cmd = Command::new(NODE);
+    let mut cmd = Command::new(node());
     cmd.args(flags).arg(script);
     if hot {
         cmd.arg("hot");
@@ -120,10 +124,10 @@ fn walk_main(node: &Workload) -> MainWalk {
 }
 
 fn layout() -> Arc<V8Layout> {
-    let elf = ElfFile::open(NODE).unwrap();
-    match detect(&elf, NODE) {
+    let elf = ElfFile::open(node()).unwrap();
+    match detect(&elf, &node()) {
         Detection::V8(layout) => Arc::new(*layout),
-        other => panic!("{NODE}: {other:?}"),
+        other => panic!("{}: {other:?}", node()),
     }
 }
 
@@ -252,16 +256,16 @@ fn node_layout_from_the_file() {
         return;
     }
     let layout = layout();
-    let out = Command::new(NODE).args(["-p", "process.versions.v8"]).output().unwrap();
+    let out = Command::new(node()).args(["-p", "process.versions.v8"]).output().unwrap();
     let reported = String::from_utf8(out.stdout).unwrap();
     // "11.3.244.8-node.38": the detected version is its numeric part.
     assert_eq!(layout.version.to_string(), reported.trim().split('-').next().unwrap());
-    let out = Command::new(NODE).args(["-p", "process.config.variables.v8_enable_pointer_compression"]).output();
+    let out = Command::new(node()).args(["-p", "process.config.variables.v8_enable_pointer_compression"]).output();
     let compressed = String::from_utf8(out.unwrap().stdout).unwrap();
     assert_eq!(layout.pointer_compression, compressed.trim() == "1" || compressed.trim() == "true");
     assert_eq!(layout.smi_shift, 32);
     // Builtins are in the embedded blob.
-    let elf = ElfFile::open(NODE).unwrap();
+    let elf = ElfFile::open(node()).unwrap();
     let blob = layout.builtins_code.clone().expect("embedded blob symbols");
     for builtin in ["Builtins_JSEntry", "Builtins_InterpreterEntryTrampoline"] {
         let (addr, _) = elf.function_symbol(builtin).unwrap();
@@ -475,4 +479,27 @@ fn spinning_chain_from_registers() {
         }
     }
     assert!(complete.iter().any(|(js, _)| js[0].1 == Tier::Turbofan), "inner never optimised: {results:?}");
+}
+
+/// Node 24 and 26 (V8 13.6, 14.6), when cached by
+/// `scripts/install-node-releases.sh` (skipped when not, even under
+/// CI=true): refused with the reason, so that their frames stay native
+/// rather than misnamed (their functions reach their code through the JS
+/// dispatch table, see `docs/v8.md`).
+#[test]
+fn newer_releases_are_refused() {
+    for major in [24, 26] {
+        let path = format!("/var/cache/ebpf-profiler-runtimes/node/{major}/bin/node");
+        if !Path::new(&path).exists() {
+            eprintln!("SKIPPED: {path} is not cached");
+            continue;
+        }
+        let elf = ElfFile::open(&path).unwrap();
+        match detect(&elf, &path) {
+            Detection::Unsupported(why) => {
+                assert!(why.contains("outside the supported") && why.contains("dispatch table"), "{why}")
+            }
+            other => panic!("{path}: {other:?}"),
+        }
+    }
 }

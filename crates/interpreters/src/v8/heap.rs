@@ -174,10 +174,13 @@ impl Heap<'_> {
         }
     }
 
-    /// The bytes of the `ByteArray` `tagged` (at most [`MAX_BYTE_ARRAY`]).
+    /// The bytes of the `ByteArray` (or `TrustedByteArray`: same header)
+    /// `tagged` (at most [`MAX_BYTE_ARRAY`]).
     pub fn byte_array(&self, tagged: u64) -> Option<Vec<u8>> {
         let l = self.layout;
-        self.typed(tagged, l.type_byte_array)?;
+        if !l.is_byte_array(self.instance_type(tagged)?) {
+            return None;
+        }
         let len = usize::try_from(self.smi_field(tagged, l.fixed_array_length)?).ok()?;
         if len > MAX_BYTE_ARRAY {
             return None;

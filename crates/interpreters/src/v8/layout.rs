@@ -8,9 +8,14 @@ use super::metadata::{Metadata, V8Version};
 /// Oldest V8 supported: the frame layout (bytecode array two slots below
 /// the function) and the `v8dbg_off_fp_*` symbols hold from here on.
 pub const MIN_V8: V8Version = V8Version::new(9, 5, 0);
-/// Newest V8 tried: Node 20 (V8 11.3). Newer builds move `Code` fields
-/// into trusted space and change source position tables' type.
-pub const MAX_V8: V8Version = V8Version::new(11, 9, 0);
+/// First V8 not supported: 13.x (Node 24) reaches a function's code
+/// through the JS dispatch table (leaptiering: `JSFunction` holds a
+/// dispatch handle, no `code` field), which the unwinder does not read.
+/// Tested up to 12.4 (Node 22).
+pub const MAX_V8: V8Version = V8Version::new(13, 0, 0);
+/// From here on `Code` and `BytecodeArray` live in trusted space
+/// (V8 12.x): other field order, `Trusted*` array types.
+const TRUSTED_SPACE_V8: V8Version = V8Version::new(12, 0, 0);
 
 /// Stack frame type markers (`StackFrame::Type`), as exported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +90,17 @@ pub struct V8Layout {
     pub type_fixed_array: u16,
     /// `Code`.
     pub type_code: u16,
+    /// Trusted-space arrays of 12.x (`TrustedByteArray`: position
+    /// tables, inlining positions; `TrustedFixedArray`,
+    /// `ProtectedFixedArray`: deoptimization data;
+    /// `TrustedWeakFixedArray`: its literals), when the build has them.
+    pub type_trusted_byte_array: Option<u16>,
+    /// See `type_trusted_byte_array`.
+    pub type_trusted_fixed_array: Option<u16>,
+    /// See `type_trusted_byte_array`.
+    pub type_protected_fixed_array: Option<u16>,
+    /// See `type_trusted_byte_array`.
+    pub type_trusted_weak_fixed_array: Option<u16>,
     /// Instance types below this are strings.
     pub first_nonstring_type: u16,
     /// String type bits.
@@ -186,12 +202,17 @@ impl V8Layout {
     /// The layout of the build behind `m`, of version `version`.
     pub fn from_metadata(m: &Metadata<'_>, version: V8Version) -> Result<V8Layout, String> {
         if !(MIN_V8..MAX_V8).contains(&version) {
-            return Err(format!("V8 {version} is outside the supported {MIN_V8}..{MAX_V8}"));
+            let why =
+                if version >= MAX_V8 { " (functions' code through the JS dispatch table: not read yet)" } else { "" };
+            return Err(format!("V8 {version} is outside the supported {MIN_V8}..{MAX_V8}{why}"));
         }
         const OFF: i64 = 4096;
         const TYPE: i64 = 0xffff;
         let off = |n: &str| m.small(n, OFF);
         let ty = |n: &str| m.small(n, TYPE).map(|v| v as u16);
+        // A field under whatever type name the build gives it.
+        let field = |class: &str, name: &str| m.field_offset(class, name, OFF);
+        let trusted_space = version >= TRUSTED_SPACE_V8;
         let frame = |n: &str| m.small(&format!("frametype_{n}"), 63);
         let pointer = m.small("SystemPointerSize", 16)?;
         let tagged = m.small("TaggedSize", 16)?;
@@ -217,17 +238,23 @@ impl V8Layout {
         if smi_shift != 32 {
             return Err(format!("Smi shift {smi_shift} (31-bit Smis are not supported)"));
         }
-        let js_function_shared = off("class_JSFunction__shared__SharedFunctionInfo")?;
+        let js_function_shared = field("JSFunction", "shared")?;
         let fp_function = m.fp_offset("off_fp_function")?;
         let fp_bytecode_array = m.fp_offset("off_fp_bytecode_array").unwrap_or(fp_function - 16);
         let fixed_array_length = off("class_FixedArrayBase__length__SMI")?;
-        let code_source_positions = match off("class_Code__source_position_table__ByteArray") {
-            Ok(at) => at,
+        // 12.x exports `Code::wrapper` but neither table: V8 12.x `code.h`
+        // `CODE_DATA_FIELDS` (no sandbox: no self indirect pointer) puts the
+        // deoptimization data or interpreter data right after the map, the
+        // position table next, then the wrapper.
+        let code_wrapper = field("Code", "wrapper").ok().filter(|_| trusted_space);
+        let code_source_positions = match (field("Code", "source_position_table"), code_wrapper) {
+            (Ok(at), _) => at,
+            (Err(_), Some(wrapper)) => wrapper.checked_sub(8).ok_or("Code::wrapper at 0")?,
             // Fallback (not exported in 10.x; V8 10.2 `code.h` `CODE_FIELDS`:
             // relocation info 8, deoptimization data or interpreter data 16,
             // position table 24, code data container 32).
-            Err(_) if version < V8Version::new(11, 0, 0) => 24,
-            Err(why) => return Err(why),
+            (Err(_), None) if version < V8Version::new(11, 0, 0) => 24,
+            (Err(why), None) => return Err(why),
         };
         // Before 11.x a `Code` holds its instructions after its header:
         // the metadata exports the header size as the pseudo-field
@@ -236,6 +263,11 @@ impl V8Layout {
         // the address instead, not exported (fallback below).
         let inline_start = off("class_Code__instruction_start__uintptr_t").ok();
         let type_js_function_first = ty("type_JSFunction__JS_FUNCTION_TYPE")?;
+        // Exported since 12.x; before, fallback: since V8 9.6 the 15
+        // instance types from JS_FUNCTION_TYPE on are JSFunction and its
+        // subclasses.
+        let type_js_function_last = ty("LastJSFunctionType").unwrap_or(type_js_function_first.saturating_add(14));
+        let trusted_type = |n: &str| ty(n).ok().filter(|_| trusted_space);
         Ok(V8Layout {
             version,
             builtins_code: m.builtins_code(),
@@ -262,9 +294,7 @@ impl V8Layout {
             heap_object_map: off("class_HeapObject__map__Map")?,
             map_instance_type: off("class_Map__instance_type__uint16_t")?,
             type_js_function_first,
-            // Fallback: since V8 9.6 the 15 instance types from
-            // JS_FUNCTION_TYPE on are JSFunction and its subclasses.
-            type_js_function_last: type_js_function_first.saturating_add(14),
+            type_js_function_last,
             type_shared_function_info: ty("type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE")?,
             type_scope_info: ty("type_ScopeInfo__SCOPE_INFO_TYPE")?,
             type_script: ty("type_Script__SCRIPT_TYPE")?,
@@ -272,6 +302,10 @@ impl V8Layout {
             type_byte_array: ty("type_ByteArray__BYTE_ARRAY_TYPE")?,
             type_fixed_array: ty("type_FixedArray__FIXED_ARRAY_TYPE")?,
             type_code: ty("type_Code__CODE_TYPE")?,
+            type_trusted_byte_array: trusted_type("type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE"),
+            type_trusted_fixed_array: trusted_type("type_TrustedFixedArray__TRUSTED_FIXED_ARRAY_TYPE"),
+            type_protected_fixed_array: trusted_type("type_ProtectedFixedArray__PROTECTED_FIXED_ARRAY_TYPE"),
+            type_trusted_weak_fixed_array: trusted_type("type_TrustedWeakFixedArray__TRUSTED_WEAK_FIXED_ARRAY_TYPE"),
             first_nonstring_type: ty("FirstNonstringType")?,
             string_representation_mask: ty("StringRepresentationMask")?,
             seq_string_tag: ty("SeqStringTag")?,
@@ -291,28 +325,40 @@ impl V8Layout {
             js_function_shared,
             // Fallback (V8 8.4 ..< 11.7.368): code three slots after shared.
             // (10.x exports it typed `CodeT`.)
-            js_function_code: off("class_JSFunction__code__Code")
-                .or_else(|_| off("class_JSFunction__code__CodeT"))
-                .unwrap_or(js_function_shared + 24),
-            sfi_name_or_scope_info: off("class_SharedFunctionInfo__name_or_scope_info__Object")?,
-            // Fallback: right after the map when not exported.
-            sfi_function_data: off("class_SharedFunctionInfo__function_data__Object").unwrap_or(8),
-            sfi_script_or_debug_info: off("class_SharedFunctionInfo__script_or_debug_info__HeapObject")?,
+            // (10.x exports it typed `CodeT`, 12.x `Tagged_Code_`.)
+            js_function_code: field("JSFunction", "code").unwrap_or(js_function_shared + 24),
+            sfi_name_or_scope_info: field("SharedFunctionInfo", "name_or_scope_info")?,
+            // Fallback: right after the map when not exported (12.4 too:
+            // `name_or_scope_info` is at 16).
+            sfi_function_data: field("SharedFunctionInfo", "function_data").unwrap_or(8),
+            // `script` since 12.x.
+            sfi_script_or_debug_info: field("SharedFunctionInfo", "script_or_debug_info")
+                .or_else(|_| field("SharedFunctionInfo", "script"))?,
             script_name: off("class_Script__name__Object")?,
             script_source: off("class_Script__source__Object")?,
             script_line_ends: off("class_Script__line_ends__Object")?,
             fixed_array_length,
             fixed_array_data: off("class_FixedArray__data__uintptr_t")?,
             // Fallback (lost from the metadata in 9.4): after the length,
-            // the constant pool and the handler table.
-            bytecode_source_positions: off("class_BytecodeArray__source_position_table__Object")
-                .unwrap_or(fixed_array_length + 24),
+            // the constant pool and the handler table; in 12.x (V8's
+            // `bytecode-array.h` `FIELD_LIST`) right after the exported
+            // wrapper.
+            bytecode_source_positions: match field("BytecodeArray", "source_position_table") {
+                Ok(at) => at,
+                Err(_) => match field("BytecodeArray", "wrapper").ok().filter(|_| trusted_space) {
+                    Some(wrapper) => wrapper + 8,
+                    None => fixed_array_length + 24,
+                },
+            },
             bytecode_data: off("class_BytecodeArray__data__uintptr_t")?,
             code_source_positions,
             // Fallbacks (11.x lost Code's metadata): instruction start two
             // slots after the source position table, then the flags (u32)
             // and, before 11.4.59, two u16 fields before the size.
-            code_instruction_start: inline_start.unwrap_or(code_source_positions + 16),
+            // (12.x exports the field, typed `Address`.)
+            code_instruction_start: inline_start
+                .or_else(|| off("class_Code__instruction_start__Address").ok())
+                .unwrap_or(code_source_positions + 16),
             code_instructions_inline: inline_start.is_some(),
             code_instruction_size: off("class_Code__instruction_size__int")
                 .unwrap_or(code_source_positions + 24 + 4 + if version < V8Version::new(11, 4, 59) { 4 } else { 0 }),
@@ -321,9 +367,10 @@ impl V8Layout {
             code_kind_shift: m.small("CodeKindFieldShift", 31)?,
             code_kind_baseline: m.small("CodeKindBaseline", 0xff)?,
             code_kind_builtin: m.small("CodeKindBytecodeHandler", 0xff)? + 2,
-            // Fallback: deoptimization data right after the relocation info.
-            code_deoptimization_data: off("class_Code__deoptimization_data__FixedArray")
-                .unwrap_or(code_source_positions - 8),
+            // Fallback: deoptimization data right before the position
+            // table (after the relocation info before 12.x, after the map
+            // since).
+            code_deoptimization_data: field("Code", "deoptimization_data").unwrap_or(code_source_positions - 8),
             // Fallbacks (not exported in 10.x; V8 10.2 `code.h`
             // `DeoptimizationData::kLiteralArrayIndex` 2,
             // `kInliningPositionsIndex` 7, as 11.3 exports them).
@@ -344,6 +391,25 @@ impl V8Layout {
     /// The value of a Smi, if `word` is one.
     pub fn smi(&self, word: u64) -> Option<i64> {
         (word & 1 == 0 && word & 0xffff_ffff == 0).then_some((word as i64) >> self.smi_shift)
+    }
+
+    /// Whether instance type `ty` is a byte array (`ByteArray`, or 12.x's
+    /// `TrustedByteArray`).
+    pub fn is_byte_array(&self, ty: u16) -> bool {
+        ty == self.type_byte_array || Some(ty) == self.type_trusted_byte_array
+    }
+
+    /// Whether instance type `ty` is a fixed array of tagged values
+    /// (`FixedArray`, or 12.x's trusted and protected ones).
+    pub fn is_fixed_array(&self, ty: u16) -> bool {
+        ty == self.type_fixed_array
+            || [self.type_trusted_fixed_array, self.type_protected_fixed_array].contains(&Some(ty))
+    }
+
+    /// Whether instance type `ty` is a weak fixed array (`WeakFixedArray`,
+    /// or 13.x's trusted one).
+    pub fn is_weak_fixed_array(&self, ty: u16) -> bool {
+        ty == self.type_weak_fixed_array || Some(ty) == self.type_trusted_weak_fixed_array
     }
 
     /// Whether `word` is a heap object pointer.
@@ -403,6 +469,10 @@ pub(crate) mod tests {
             type_byte_array: 0,
             type_fixed_array: 0,
             type_code: 0,
+            type_trusted_byte_array: None,
+            type_trusted_fixed_array: None,
+            type_protected_fixed_array: None,
+            type_trusted_weak_fixed_array: None,
             first_nonstring_type: 0,
             string_representation_mask: 0,
             seq_string_tag: 0,

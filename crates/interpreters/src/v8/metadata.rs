@@ -180,6 +180,24 @@ impl<'a> Metadata<'a> {
         }
     }
 
+    /// The offset of `class::field` whatever type the metadata names it
+    /// with: V8 12.x renamed most (`class_SharedFunctionInfo__script__
+    /// Tagged_HeapObject_` was `..._script_or_debug_info__HeapObject`
+    /// in 11.x, `Object` became `Tagged_Object_`). Present, in `0..=max`,
+    /// and the same under every name it has.
+    pub fn field_offset(&self, class: &str, field: &str, max: i64) -> Result<u32, String> {
+        let prefix = format!("class_{class}__{field}__");
+        let mut found: Option<u32> = None;
+        for name in self.symbols.keys().filter(|n| n.starts_with(&prefix)) {
+            let at = self.small(name, max)?;
+            match found {
+                Some(other) if other != at => return Err(format!("v8dbg_{prefix}* disagree ({other} and {at})")),
+                _ => found = Some(at),
+            }
+        }
+        found.ok_or_else(|| format!("no v8dbg_{prefix}*"))
+    }
+
     /// A frame pointer offset: present and within +-256 bytes.
     pub fn fp_offset(&self, name: &str) -> Result<i32, String> {
         match self.get(name) {

@@ -222,10 +222,11 @@ fn sfi_bytecode(heap: &Heap<'_>, data: u64) -> Option<u64> {
     if heap.typed(data, l.type_bytecode_array).is_some() {
         return Some(data);
     }
-    // Baseline code: `Code::bytecode_or_interpreter_data` (metadata 11.x:
-    // right after the map and the relocation info).
+    // Baseline code: `Code::bytecode_or_interpreter_data`, the field
+    // optimised code keeps its deoptimization data in (metadata 11.x:
+    // right after the map and the relocation info; 12.x: after the map).
     heap.typed(data, l.type_code)?;
-    let inner = heap.field(data, 16)?;
+    let inner = heap.field(data, l.code_deoptimization_data)?;
     heap.typed(inner, l.type_bytecode_array)
 }
 
@@ -264,12 +265,15 @@ pub fn inlined_scopes(heap: &Heap<'_>, code: u64, entry: PositionEntry, outer_sf
         return Some(vec![(outer_sfi, offset)]);
     }
     let data = heap.field(code, l.code_deoptimization_data)?;
-    heap.typed(data, l.type_fixed_array)?;
+    // A `TrustedFixedArray` (`ProtectedFixedArray` in 13.x) since 12.x.
+    if !l.is_fixed_array(heap.instance_type(data)?) {
+        return None;
+    }
     let element = |array: u64, i: u32| heap.field(array, l.fixed_array_data.checked_add(i.checked_mul(8)?)?);
     let literals = element(data, l.deopt_literal_array_index)?;
     let literals_len = heap.smi_field(literals, l.fixed_array_length)?;
     let ty = heap.instance_type(literals)?;
-    if ty != l.type_weak_fixed_array && ty != l.type_fixed_array {
+    if !l.is_weak_fixed_array(ty) && !l.is_fixed_array(ty) {
         return None;
     }
     let positions = heap.byte_array(element(data, l.deopt_inlining_positions_index)?)?;

@@ -10,7 +10,8 @@
 use super::heap::Heap;
 use super::layout::V8Layout;
 use super::naming::{
-    bytecode_script_offset, inlined_scopes, read_code, read_function, FunctionInfo, ANONYMOUS, MAX_CACHED_BYTES,
+    bytecode_script_offset, inlined_scopes, read_code, read_function, CodeInfo, FunctionInfo, ANONYMOUS,
+    MAX_CACHED_BYTES,
 };
 use super::{detect, Detection};
 use crate::memory::ProcessMemory;
@@ -197,6 +198,11 @@ pub fn process_value(l: &V8Layout) -> V8ProcessValue {
     }
 }
 
+/// Compiled code objects a [`V8Namer`] keeps decoded before it starts
+/// over: a warm process runs the same few (each frame of each sample
+/// would otherwise read and decode its position table again).
+pub const MAX_CACHED_CODES: usize = 4096;
+
 /// A cached function: the `SharedFunctionInfo` fields it was read from,
 /// compared at each use (the garbage collector moves and frees objects:
 /// another function's info at the same address is told apart).
@@ -213,6 +219,10 @@ struct Cached {
 /// there, innermost first.
 pub struct V8Namer {
     functions: HashMap<(u32, u64), Cached>,
+    /// Decoded `Code`s by (pid, tagged `Code`), kept while the object
+    /// there still has its type and instruction start (a freed one's
+    /// successor at the same address would start elsewhere).
+    codes: HashMap<(u32, u64), Arc<CodeInfo>>,
     max_functions: usize,
     /// [`FunctionInfo::heap_bytes`] of what `functions` holds, at most
     /// [`MAX_CACHED_BYTES`].
@@ -223,7 +233,35 @@ pub struct V8Namer {
 impl V8Namer {
     /// A namer keeping at most `max_functions` functions.
     pub fn new(max_functions: usize) -> V8Namer {
-        V8Namer { functions: HashMap::new(), max_functions, cached_bytes: 0, stats: NamerStats::default() }
+        V8Namer {
+            functions: HashMap::new(),
+            codes: HashMap::new(),
+            max_functions,
+            cached_bytes: 0,
+            stats: NamerStats::default(),
+        }
+    }
+
+    /// `Code` `code` of process `pid`, decoded once while it stays the
+    /// same code (three reads to check it).
+    fn code(&mut self, heap: &Heap<'_>, pid: u32, code: u64) -> Option<Arc<CodeInfo>> {
+        let l = heap.layout;
+        heap.typed(code, l.type_code)?;
+        let start = if l.code_instructions_inline {
+            code.checked_sub(1)?.checked_add(u64::from(l.code_instruction_start))?
+        } else {
+            heap.field(code, l.code_instruction_start)?
+        };
+        let key = (pid, code);
+        if self.codes.get(&key).is_none_or(|c| c.start != start) {
+            let info = read_code(heap, code)?;
+            self.stats.reads += 1;
+            if self.codes.len() >= MAX_CACHED_CODES {
+                self.codes.clear();
+            }
+            self.codes.insert(key, Arc::new(info));
+        }
+        self.codes.get(&key).cloned()
     }
 
     /// The function of `SharedFunctionInfo` `sfi` in process `pid`.
@@ -267,7 +305,7 @@ impl V8Namer {
             line: position.and_then(|p| info.line_column(p)).map_or(0, |(line, _)| line),
         };
         let known = u64::from(word.offset) < FRAME_OFFSET_MAX;
-        let code = heap.field(function, l.js_function_code).and_then(|c| read_code(heap, c).map(|i| (c, i)));
+        let code = heap.field(function, l.js_function_code).and_then(|c| Some((c, self.code(heap, pid, c)?)));
         if !word.compiled {
             // Sparkplug frames have the interpreter's shape but a stale
             // offset: no line for them.
@@ -285,6 +323,8 @@ impl V8Namer {
         if !known || code_info.kind == l.code_kind_builtin || !code_info.contains(pc) {
             return vec![line(&info, None)];
         }
+        // Inlined functions are read each time: the deoptimization
+        // data's functions move with the garbage collector.
         let Some(scopes) = code_info.position_at_return(pc).and_then(|e| inlined_scopes(heap, code, e, sfi)) else {
             return vec![line(&info, None)];
         };
@@ -326,6 +366,7 @@ impl FrameNamer for V8Namer {
 
     fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
         self.functions.retain(|(pid, _), _| alive(*pid));
+        self.codes.retain(|(pid, _), _| alive(*pid));
         self.cached_bytes = self.functions.values().map(|c| c.info.heap_bytes()).sum();
     }
 
