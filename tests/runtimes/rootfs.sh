@@ -20,7 +20,7 @@ keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 packages=(python3 ruby php-cli perl nodejs erlang-base elixir)
 case $suite in
 trixie) packages+=(openjdk-21-jdk-headless openjdk-25-jdk-headless) ;;
-sid) packages+=(openjdk-25-jdk-headless openjdk-26-jdk-headless) ;;
+sid) packages+=(python3.15 openjdk-25-jdk-headless openjdk-26-jdk-headless) ;;
 esac
 
 command -v debootstrap >/dev/null || apt-get install -y debootstrap

@@ -216,8 +216,9 @@ fn detects_versions_and_builds_from_the_symbols() {
     let PerlState::Globals { curcop_vaddr, curstackinfo_vaddr } = b.state else { panic!("{:?}", b.state) };
     assert!(curcop_vaddr != 0 && curstackinfo_vaddr != 0 && !b.layout.threaded);
     for (name, defines, why) in [
-        ("t526.so", &["-DMINOR=26", "-DTHREADED"][..], "Perl 5.26.1 (supported: 5.28.0 to 5.40.x)"),
-        ("t542.so", &["-DMINOR=42"][..], "Perl 5.42.1 (supported: 5.28.0 to 5.40.x)"),
+        ("t526.so", &["-DMINOR=26", "-DTHREADED"][..], "Perl 5.26.1 (supported: 5.28.0 to 5.42.x, not 5.41.x)"),
+        ("t541.so", &["-DMINOR=41"][..], "Perl 5.41.1 (supported: 5.28.0 to 5.42.x, not 5.41.x)"),
+        ("t544.so", &["-DMINOR=44"][..], "Perl 5.44.1 (supported: 5.28.0 to 5.42.x, not 5.41.x)"),
         (
             "nointerp.so",
             &["-DMINOR=36", "-DTHREADED", "-DNO_CURINTERP"][..],
