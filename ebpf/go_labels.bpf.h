@@ -40,6 +40,15 @@ static __always_inline int read_go_string(char *out, u32 size, u64 ptr, u64 len)
 	out[0] = 0;
 	if (len == 0)
 		return 0;
+	/* Bound the length again where it is used: clang may keep a copy of
+	 * it from before the clamp (on the stack), whose range the 5.10 and
+	 * 6.1 verifiers do not learn from the clamp. The mask (sizes are powers
+	 * of two) after a barrier, so that clang cannot drop it. */
+	_Static_assert((GO_LABEL_KEY_LEN & (GO_LABEL_KEY_LEN - 1)) == 0 &&
+			       (GO_LABEL_VALUE_LEN & (GO_LABEL_VALUE_LEN - 1)) == 0,
+		       "label sizes are powers of two");
+	barrier_var(len);
+	len &= size - 1;
 	if (bpf_probe_read_user(out, len, (const void *)ptr))
 		return -1;
 	out[len] = 0;

@@ -216,9 +216,7 @@ impl PerlSymbolizer {
             return Err(WalkError::FailedLately { address: cop });
         }
         let read = self.read_position(memory, cop);
-        if read.is_err() {
-            self.failures.record(cop);
-        }
+        self.failures.outcome(cop, read.is_ok());
         read
     }
 
@@ -279,9 +277,7 @@ impl PerlSymbolizer {
             return Err(WalkError::FailedLately { address: cv });
         }
         let read = self.read_sub(memory, cv);
-        if read.is_err() {
-            self.failures.record(cv);
-        }
+        self.failures.outcome(cv, read.is_ok());
         read
     }
 

@@ -193,7 +193,9 @@ impl PhpSymbolizer {
         if self.failures.failed_lately(func) {
             return Err(format!("function {func:#x}: failed lately"));
         }
-        let f = self.read_function(memory, func).inspect_err(|_| self.failures.record(func))?;
+        let read = self.read_function(memory, func);
+        self.failures.outcome(func, read.is_ok());
+        let f = read?;
         let bytes = f.name.as_ref().map_or(0, String::len) + f.file.len();
         if self.functions.len() >= MAX_CACHED || self.cached_bytes + bytes > MAX_CACHED_BYTES {
             self.evictions += self.functions.len() as u64;
