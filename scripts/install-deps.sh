@@ -23,7 +23,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # Node 18 (Debian's `nodejs`) extracted beside /usr/bin/node's Node 20 for tests/v8.rs
 "$(dirname "$0")/install-node18.sh"

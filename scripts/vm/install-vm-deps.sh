@@ -14,7 +14,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "install-vm-deps: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 VIRTME_NG_VERSION=1.42
 if ! command -v vng >/dev/null || [ "$(vng --version 2>/dev/null | awk '{print $NF}')" != "$VIRTME_NG_VERSION" ]; then

@@ -23,7 +23,8 @@ trixie) packages+=(openjdk-21-jdk-headless openjdk-25-jdk-headless) ;;
 sid) packages+=(python3.15 openjdk-25-jdk-headless openjdk-26-jdk-headless) ;;
 esac
 
-command -v debootstrap >/dev/null || apt-get install -y debootstrap
+# Two roots are built at once (.ci/run): wait for the other's apt.
+command -v debootstrap >/dev/null || apt-get -o DPkg::Lock::Timeout=600 install -y debootstrap
 
 start=$(date +%s)
 # A root without its stamp may be half built: start again, never with
