@@ -5,8 +5,8 @@
 //! crossbeam's blocking receive spins, then yields the CPU four times,
 //! each time it finds its channel empty before it sleeps. The reporter
 //! finds it empty at almost every wake-up (a batch every 100 ms), and on
-//! a busy machine each yield is a context switch: 3% of the agent's CPU
-//! in the 20 Hz churn profile (session 17).
+//! a busy machine each yield is a context switch: about 3% of the
+//! agent's CPU at 20 Hz under process churn.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

@@ -13,20 +13,18 @@
 //!   bounded caches).
 //! - [`Registry`]: the registered runtimes ([`runtimes`]) and the one
 //!   record of what they found in the files processes map now.
-//! - [`python`]: CPython 3.8-3.13 ([`python::CPython`]).
-//! - [`ruby`]: CRuby 3.0-3.4, 3.1 tested ([`ruby::CRuby`]; 2.7's layout
-//!   is known to the user-space walk only).
+//! - One module per runtime, each a [`Runtime`] in [`runtimes`] with its
+//!   BPF unwinder: [`python`] (CPython 3.8-3.15), [`hotspot`] (HotSpot
+//!   JVM, JDK 11-26, layouts from the JVM's own vmStructs tables), [`v8`]
+//!   (Node.js, V8 9.5 up to 13.0, from the `v8dbg_*` metadata in the
+//!   binary), [`ruby`] (CRuby 2.7-3.4), [`php`] (PHP 7.4-8.4) and
+//!   [`perl`] (Perl 5.28-5.42, stable releases); a build outside its
+//!   range is refused with a notice and profiled as native code.
+//! - [`budget`]: what reading one process may cost (reads, bytes, CPU
+//!   time), for naming its frames and attaching to it.
 //! - [`go_labels`]: what reading a Go program's pprof labels needs (not
 //!   a runtime: its labels go with the samples, its frames are native).
 //! - [`memory`]: reading another process's memory.
-//! - Not wired into the agent yet (their BPF unwinders are to come), each
-//!   proven against live processes by its `tests/*_live.rs`:
-//!   [`hotspot`] (HotSpot JVM, JDK 11-25, layouts from the JVM's own
-//!   vmStructs tables), [`v8`] (Node.js, V8 9.5-11.8, from the `v8dbg_*`
-//!   metadata in the binary), [`php`] (PHP
-//!   7.4-8.4) and [`perl`] (Perl 5.28-5.40): detection, layouts, and
-//!   naming frames walked in user space; each joins [`runtimes`] as a
-//!   [`Runtime`] with its unwinder.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 

@@ -7,7 +7,7 @@
 //!
 //! Per file, one after the other (each dropped before the next):
 //! - `elf symbols`: `profiler_elf::SymbolIndex` (the one symbol index,
-//!   16 bytes a function: what `load` holds for the file's symbols);
+//!   12 bytes a function: what `load` holds for the file's symbols);
 //! - `unwind`: the file's stack delta table while it is built;
 //! - `load`: `FileSymbolizer::load` (symbols, DWARF unit index, debug
 //!   file), held and peak, and its accounted cost;

@@ -7,9 +7,9 @@
 //! the file. How much depends on how many distinct addresses are looked
 //! up (the sampling rate, how many programs run), which no fixed budget
 //! fits: 8 MiB holds a 20 Hz machine's files with room to spare, and at
-//! 1000 Hz re-parsed units took a quarter of the agent's CPU (session
-//! 15, docs/memory.md). So the budget starts small and follows the
-//! measured cost of redoing work, within a ceiling.
+//! 1000 Hz parsing given-up units again can take a quarter of the
+//! agent's CPU. So the budget starts small and follows the measured
+//! cost of redoing work, within a ceiling.
 
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ pub(crate) const WINDOW: Duration = Duration::from_secs(10);
 /// wall time: 1% of a core) raises the budget one step. Work is counted
 /// in CPU time ([`thread_cpu`]): on a loaded machine a lookup's wall
 /// time is mostly waiting for a CPU, which a bigger budget would not
-/// save (the 20 Hz churn bench at load 5 raised it on wall time).
+/// save (counted in wall time, a loaded machine raised it at 20 Hz).
 const RAISE_AT_PERMILLE: u128 = 10;
 /// Under this share (0.1% of a core) a window counts as calm.
 const CALM_BELOW_PERMILLE: u128 = 1;

@@ -18,8 +18,8 @@ use profiler_elf::map_guard::MapGuard;
 /// Files smaller than this are read into memory instead of mapped. Not
 /// more: a file read into memory is heap for as long as it stays loaded,
 /// while the pages of a mapped one go back to the page cache at each
-/// release (the churn's small libraries and Python modules held 1.7 MiB
-/// of heap read under a 256 KiB threshold; docs/memory.md, session 14).
+/// release (under process churn, small libraries and Python modules
+/// read into memory add up to megabytes of heap).
 const READ_THRESHOLD: u64 = 4096;
 
 enum Data {

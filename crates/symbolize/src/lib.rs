@@ -56,7 +56,7 @@
 //! [`NativeConfig::max_file_bytes`] (8 MiB by default), over what
 //! [`FileSymbolizer::cost`] accounts for each loaded file:
 //!
-//! - symbols: 16 bytes each, names left in the file (read when a lookup
+//! - symbols: 12 bytes each, names left in the file (read when a lookup
 //!   needs one, then interned and counted);
 //! - DWARF: decompressed sections (those the index reads), the unit
 //!   index built at load (our own, on gimli: 24 bytes a unit and 32 an

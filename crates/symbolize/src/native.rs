@@ -43,10 +43,10 @@ pub struct NativeConfig {
     /// grows while that costs CPU ([`Self::max_file_bytes_busy`]).
     ///
     /// Default 8 MiB: the symbols of a few hundred files (a 150 MB
-    /// library's 100,000 symbols: 1.2 MiB) and the DWARF of a few. At 24
-    /// MiB the parsed units of the agent's own binary and of libpython
-    /// grew the churn soak's RSS by about 1.2 MiB a minute for its whole
-    /// 10 minutes (docs/memory.md, session 14).
+    /// library's 100,000 symbols: 1.2 MiB) and the DWARF of a few. Not
+    /// more: the DWARF units lookups parse keep coming as new addresses
+    /// are sampled, so a larger budget only fills more slowly, and the
+    /// agent's RSS rises with it for as long as it runs.
     pub max_file_bytes: u64,
     /// Most the budget grows to: while parsing again the units it gave
     /// up and loading again the files it dropped takes 1% of a core or
@@ -55,9 +55,9 @@ pub struct NativeConfig {
     /// shrinks by as much (more slowly after each growth). At most
     /// `max_file_bytes` keeps the budget fixed.
     ///
-    /// Default 24 MiB: at 1000 Hz in the churn bench 8 MiB made
-    /// re-parsed units a quarter of the agent's CPU, and 16 MiB held
-    /// every file with none given up (docs/memory.md, sessions 14-15).
+    /// Default 24 MiB: at high sampling rates 8 MiB makes parsing
+    /// given-up units again a large share of the agent's CPU, while
+    /// twice that holds the files in use; 24 MiB leaves room above it.
     pub max_file_bytes_busy: u64,
     /// Most cached (file, address) answers (about 150 bytes each).
     /// Default 16,384.

@@ -1,5 +1,5 @@
 //! A loaded file's function symbols: `profiler_elf`'s [`SymbolIndex`]
-//! (16 bytes per symbol, the one reader of ELF symbol tables) with the
+//! (12 bytes per symbol, the one reader of ELF symbol tables) with the
 //! symbolizer's own bytes of the file, which names are read from and
 //! whose pages it gives back.
 

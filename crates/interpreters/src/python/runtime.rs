@@ -14,9 +14,10 @@ use std::any::Any;
 use std::sync::Arc;
 
 /// Bounds on the code objects a namer caches: entries and bytes. Under
-/// process churn every new interpreter's code objects are new entries:
-/// at 32 MiB the cache grew for the whole 10-minute soak (docs/memory.md,
-/// session 8).
+/// process churn every new interpreter's code objects are new entries,
+/// so a large cache only fills more slowly: 4 MiB holds thousands of code
+/// objects with their line tables, and a miss costs one read of the
+/// process's memory.
 const MAX_CACHED_CODES: usize = 16_384;
 const MAX_CACHED_BYTES: usize = 4 << 20;
 
