@@ -452,13 +452,12 @@ def measure_churn(procs, bins, tmp, hz, seconds, rate, reference=None, probes=3,
             row["agent_exit"] = agent.p.returncode
             m = re.search(r"(\d+) process events lost", err)
             fa = re.search(r"files:\s+(\d+) analysed in (\d+) ms", err)
-            sl = re.search(r"symbolizer:\s+(\d+) loads in (\d+) ms, (\d+) files evicted \(budget\), (\d+) loaded again"
-                           r"(?:, (\d+) DWARF units parsed)?(?:, (\d+) DWARF units dropped)?(?:, (\d+) given up \(budget\))?", err)
+            sl = re.search(r"symbolizer:\s+(?P<loads>\d+) loads in (?P<load_ms>\d+) ms, (?P<evicted>\d+) files evicted "
+                           r"\(budget(?:; (?P<cold>\d+) cold)?\), (?P<reloads>\d+) loaded again"
+                           r"(?:, (?P<units_parsed>\d+) DWARF units parsed)?(?:, (?P<units_dropped>\d+) DWARF units dropped)?"
+                           r"(?:, (?P<units_shed>\d+) given up \(budget\))?", err)
             if sl:
-                row["symbolizer"] = {"loads": int(sl.group(1)), "load_ms": int(sl.group(2)),
-                                     "evicted": int(sl.group(3)), "reloads": int(sl.group(4)),
-                                     "units_parsed": int(sl.group(5) or 0), "units_dropped": int(sl.group(6) or 0),
-                                     "units_shed": int(sl.group(7) or 0)}
+                row["symbolizer"] = {k: int(v or 0) for k, v in sl.groupdict().items()}
                 bu = re.search(r"budget (\d+) MiB \(raised (\d+) times\)", err)
                 if bu:
                     row["symbolizer"].update({"budget_mib": int(bu.group(1)), "budget_raises": int(bu.group(2))})
