@@ -115,7 +115,8 @@ class Agent:
         self.stderr_path = output.with_suffix(".stderr")
         self.stderr = open(self.stderr_path, "w+")
         out_args = ["--format", "folded", "--output", str(output)] if local else []
-        self.p = procs.spawn([str(AGENT), "--samples-per-second", str(hz), "--duration", f"{seconds}s",
+        # --verbose: the summary figures read below (symbolizer, load latency).
+        self.p = procs.spawn([str(AGENT), "--verbose", "--samples-per-second", str(hz), "--duration", f"{seconds}s",
                               *out_args, *extra], stderr=self.stderr)
         self.ready_s = self._wait_ready()
 

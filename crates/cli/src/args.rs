@@ -117,6 +117,11 @@ pub struct Args {
     /// How many stacks the exit summary lists.
     #[arg(long, default_value_t = 5)]
     pub summary_top: usize,
+
+    /// The exit summary tells the agent's internals too (symbolizer,
+    /// process manager, off-CPU bookkeeping, BPF cost).
+    #[arg(long)]
+    pub verbose: bool,
 }
 
 /// `--off-cpu` without a value: 1% of switch-outs, a cost of about 1% of
