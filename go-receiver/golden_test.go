@@ -101,8 +101,9 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 	}
 	assert.Equal(t, 0, d.StackTable().At(0).LocationIndices().Len())
 	assert.Equal(t, int32(0), d.FunctionTable().At(0).NameStrindex())
-	// Every distinct function once: 11 named functions + the zero value.
-	assert.Equal(t, 12, d.FunctionTable().Len())
+	// Every distinct function once: 11 named functions, the stripped
+	// frame's file+address name, and the zero value.
+	assert.Equal(t, 13, d.FunctionTable().Len())
 	// 11 distinct frames (do_syscall_64 shared by both processes) + zero.
 	assert.Equal(t, 12, d.LocationTable().Len())
 
@@ -150,8 +151,8 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 	assert.False(t, prof.ProfileID().IsEmpty(), "every profile has a profile_id")
 
 	sleepStack := []frameView{
-		{[]string{"hrtimer_nanosleep"}, "kernel", ""},
-		{[]string{"do_syscall_64"}, "kernel", ""},
+		{[]string{"hrtimer_nanosleep"}, "kernel", "vmlinux"},
+		{[]string{"do_syscall_64"}, "kernel", "vmlinux"},
 		{[]string{"clock_nanosleep"}, "native", "/usr/lib/x86_64-linux-gnu/libc.so.6"},
 		{[]string{"inlined_helper", "leaf"}, "native", "/usr/bin/workload"},
 		{[]string{"middle"}, "native", "/usr/bin/workload"},
@@ -162,7 +163,7 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 		{3, "worker", 1235, sleepStack, 1, []uint64{0, 100, 200}},
 		{2, "workload", 1234, sleepStack, 0, []uint64{300, 400}},
 		{1, "worker", 1235, []frameView{
-			{nil, "native", "/usr/bin/workload"},
+			{[]string{"workload+0x1234"}, "native", "/usr/bin/workload"},
 			{[]string{"main"}, "native", "/usr/bin/workload"},
 			{[]string{"__libc_start_call_main"}, "native", "/usr/lib/x86_64-linux-gnu/libc.so.6"},
 		}, 1, []uint64{500}},
@@ -198,7 +199,7 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 	assert.NotEqual(t, prof.ProfileID(), goProf.ProfileID(), "profile ids are distinct")
 	goSamples := viewSamples(t, d, goProf)
 	assert.Equal(t, []sampleView{{4, "server-worker", 4250, []frameView{
-		{[]string{"do_syscall_64"}, "kernel", ""},
+		{[]string{"do_syscall_64"}, "kernel", "vmlinux"},
 		{[]string{"main.work"}, "go", "/usr/local/bin/server"},
 		{[]string{"main.main"}, "go", "/usr/local/bin/server"},
 		{[]string{"runtime.main"}, "go", "/usr/local/bin/server"},
@@ -211,4 +212,10 @@ func TestGoldenPayloadDecodesWithPdata(t *testing.T) {
 	}, attrsOf(d, goMapping.AttributeIndices()))
 	// The kernel frame shared by both processes is one location.
 	assert.Equal(t, leafStack.LocationIndices().At(1), goStack.LocationIndices().At(0))
+	// Kernel frames come under vmlinux with the running kernel's build id.
+	kernel := d.MappingTable().At(int(d.LocationTable().At(int(goStack.LocationIndices().At(0))).MappingIndex()))
+	assert.Equal(t, "vmlinux", strs.At(int(kernel.FilenameStrindex())))
+	assert.Equal(t, map[string]pcommon.Value{
+		"process.executable.build_id.gnu": pcommon.NewValueStr("fa36776b59bf96ada9b36526d3ba1705c7a98183"),
+	}, attrsOf(d, kernel.AttributeIndices()))
 }

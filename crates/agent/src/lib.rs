@@ -35,6 +35,7 @@ pub use config::{
 };
 pub use probabilistic::SamplingWindow;
 pub use profiler_bpf::{BpfError, UnwindStop};
+pub use profiler_elf::kernel_build_id;
 pub use sink::TraceSink;
 pub use stats::{RuntimeCounters, Stats, UnwindStops};
 

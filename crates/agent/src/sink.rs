@@ -46,7 +46,10 @@ impl OtlpBatchSink {
         counters: Arc<BatchCounters>,
     ) -> OtlpBatchSink {
         OtlpBatchSink {
-            aggregator: OtlpAggregator::new(OtlpConfig::new(samples_per_second), start_unix_ns),
+            aggregator: OtlpAggregator::new(
+                OtlpConfig::new(samples_per_second).with_kernel_build_id(profiler_elf::kernel_build_id()),
+                start_unix_ns,
+            ),
             queue,
             oldest,
             counters,

@@ -18,7 +18,8 @@ pub struct ExportSink {
 
 impl ExportSink {
     pub fn new(samples_per_second: u32, start_unix_ns: u64, exporter: Arc<Mutex<OtlpExporter>>) -> ExportSink {
-        ExportSink { aggregator: OtlpAggregator::new(OtlpConfig::new(samples_per_second), start_unix_ns), exporter }
+        let config = OtlpConfig::new(samples_per_second).with_kernel_build_id(profiler_agent::kernel_build_id());
+        ExportSink { aggregator: OtlpAggregator::new(config, start_unix_ns), exporter }
     }
 }
 

@@ -74,7 +74,7 @@ pub use gopclntab::{
     FUNC_FLAG_SP_WRITE, FUNC_FLAG_TOP_FRAME, GO116_MAGIC, GO118_MAGIC, GO120_MAGIC, MAX_GO_FUNCTIONS,
 };
 pub use mapping::{LoadSegment, LoadSegments};
-pub use notes::DebugLink;
+pub use notes::{gnu_build_id_in_notes, kernel_build_id, DebugLink};
 pub use symbols::{SymbolIndex, SymbolSource, SymbolTable};
 pub use unwind::{
     with_go_tables, CfaBase, CfiError, CfiErrorKind, CfiSection, DeltaWalk, Deltas, DeltasBuilder, EhFrameSource,

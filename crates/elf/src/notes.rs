@@ -52,6 +52,35 @@ fn notes(data: &[u8], align: u64) -> impl Iterator<Item = Note<'_>> {
     })
 }
 
+/// The GNU build id in a bare sequence of 4-aligned notes, as lower-case
+/// hex (`None`: none, or malformed).
+pub fn gnu_build_id_in_notes(data: &[u8]) -> Option<String> {
+    notes(data, 4)
+        .find(|n| n.name == b"GNU" && n.n_type == NT_GNU_BUILD_ID)
+        .filter(|n| !n.desc.is_empty())
+        .map(|n| n.desc.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Where the running kernel exposes its own ELF notes.
+const KERNEL_NOTES: &str = "/sys/kernel/notes";
+
+/// Most bytes read from [`KERNEL_NOTES`] (a few hundred in practice).
+const MAX_KERNEL_NOTES: u64 = 64 * 1024;
+
+/// The running kernel's GNU build id (what `vmlinux` and its debug
+/// package carry), read from `/sys/kernel/notes`; `None` where the file
+/// is missing, unreadable or holds none.
+pub fn kernel_build_id() -> Option<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(KERNEL_NOTES).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut data = Vec::new();
+    file.take(MAX_KERNEL_NOTES).read_to_end(&mut data).ok()?;
+    gnu_build_id_in_notes(&data)
+}
+
 impl ElfFile {
     /// Finds the first note with owner `owner` and type `n_type`: in note
     /// sections when the section headers exist, else in `PT_NOTE` segments.
@@ -116,6 +145,15 @@ impl ElfFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bare_note_sequence_gives_its_gnu_build_id() {
+        let mut data = note(b"Linux\0", 0x101, &[1, 1, 0, 0]);
+        data.extend(note(b"GNU\0", NT_GNU_BUILD_ID, &[0xfa, 0x36, 0x77, 0x6b]));
+        assert_eq!(gnu_build_id_in_notes(&data).as_deref(), Some("fa36776b"));
+        assert_eq!(gnu_build_id_in_notes(&data[..data.len() - 2]), None, "cut short");
+        assert_eq!(gnu_build_id_in_notes(&note(b"Linux\0", 0x101, &[1])), None);
+    }
 
     fn note(name: &[u8], n_type: u32, desc: &[u8]) -> Vec<u8> {
         let mut v = Vec::new();

@@ -62,6 +62,9 @@ pub(crate) struct Dictionary {
     hasher: RandomState,
     attributes: Vec<pb::KeyValueAndUnit>,
     attribute_index: HashMap<(i32, AttrValue), i32>,
+    // The mapping kernel frames are sent under: `vmlinux`, with the
+    // running kernel's build id when known (kept across `take`).
+    kernel: Arc<Mapping>,
 }
 
 impl Default for Dictionary {
@@ -89,11 +92,17 @@ impl Dictionary {
             hasher: RandomState::new(),
             attributes: vec![pb::KeyValueAndUnit::default()],
             attribute_index: HashMap::new(),
+            kernel: Arc::new(kernel_mapping(None)),
         };
         d.string_index.insert("".into(), 0);
         let empty = d.hasher.hash_one::<&[i32]>(&[]);
         d.stack_index.insert_unique(empty, 0, |_| empty);
         d
+    }
+
+    /// Empty tables whose kernel frames carry the kernel's GNU build id.
+    pub(crate) fn with_kernel_build_id(build_id: Option<&str>) -> Dictionary {
+        Dictionary { kernel: Arc::new(kernel_mapping(build_id)), ..Dictionary::new() }
     }
 
     /// Index of `s` in the string table.
@@ -165,13 +174,25 @@ impl Dictionary {
     }
 
     /// Index of the location for `frame` in the location table.
+    /// A frame that was not named gets one line named after where it is
+    /// (`file+0xaddress`): backends drop or mark unnamed frames.
     pub(crate) fn location(&mut self, frame: &Frame) -> i32 {
-        let mapping_index = frame.mapping.as_ref().map_or(0, |m| self.mapping(m));
+        let mapping = match (&frame.mapping, frame.kind) {
+            (Some(m), _) => Some(Arc::clone(m)),
+            (None, FrameKind::Kernel) => Some(Arc::clone(&self.kernel)),
+            (None, _) => None,
+        };
+        let mapping_index = mapping.as_ref().map_or(0, |m| self.mapping(m));
         let mut lines = std::mem::take(&mut self.line_buf);
         lines.clear();
         for l in &frame.lines {
             let function_index = self.function(&l.function, l.file.as_deref());
             lines.push(pb::Line { function_index, line: i64::from(l.line), column: 0 });
+        }
+        if lines.is_empty() {
+            let place = mapping.as_ref().map_or(frame.kind.as_str(), |m| m.file_name());
+            let function_index = self.function(&format!("{place}+{:#x}", frame.address), None);
+            lines.push(pb::Line { function_index, line: 0, column: 0 });
         }
         let frame_type = self.frame_type(frame.kind);
         let hash = location_hash(&self.hasher, mapping_index, frame.address, frame_type, &lines);
@@ -240,7 +261,8 @@ impl Dictionary {
 
     /// Hands the tables over as a proto dictionary and leaves `self` empty.
     pub(crate) fn take(&mut self) -> pb::ProfilesDictionary {
-        let d = std::mem::take(self);
+        let kernel = Arc::clone(&self.kernel);
+        let d = std::mem::replace(self, Dictionary { kernel, ..Dictionary::new() });
         pb::ProfilesDictionary {
             mapping_table: d.mappings,
             location_table: d.locations,
@@ -252,6 +274,23 @@ impl Dictionary {
         }
     }
 }
+
+/// The mapping of kernel frames: the kernel image, whole.
+fn kernel_mapping(build_id: Option<&str>) -> Mapping {
+    Mapping {
+        start: 0,
+        end: u64::MAX,
+        file_offset: 0,
+        path: KERNEL_FILE_NAME.into(),
+        file_id: None,
+        gnu_build_id: build_id.map(Into::into),
+        go_build_id: None,
+    }
+}
+
+/// What kernel frames' mapping is called (as the reference agent and
+/// perf call the kernel image).
+pub(crate) const KERNEL_FILE_NAME: &str = "vmlinux";
 
 /// The hash a location is found by: what it holds, with functions and
 /// mappings as their interned indices.

@@ -140,6 +140,10 @@ pub struct OtlpConfig {
     /// non-zero one, as the reference agent's random ids). Random by
     /// default; fixed in tests for reproducible output.
     pub profile_id_seed: u64,
+    /// The running kernel's GNU build id, sent on the `vmlinux` mapping
+    /// of kernel frames (`profiler_elf::kernel_build_id`); `None`: the
+    /// mapping goes without it.
+    pub kernel_build_id: Option<String>,
 }
 
 impl OtlpConfig {
@@ -149,7 +153,13 @@ impl OtlpConfig {
             samples_per_second,
             scope_version: env!("CARGO_PKG_VERSION").to_owned(),
             profile_id_seed: random_seed(),
+            kernel_build_id: None,
         }
+    }
+
+    /// The same settings, kernel frames carrying `build_id`.
+    pub fn with_kernel_build_id(self, build_id: Option<String>) -> OtlpConfig {
+        OtlpConfig { kernel_build_id: build_id, ..self }
     }
 
     /// CPU time one sample stands for, in nanoseconds.
@@ -222,9 +232,9 @@ impl OtlpAggregator {
     /// An aggregator whose first interval starts at `interval_start_unix_ns`.
     pub fn new(config: OtlpConfig, interval_start_unix_ns: u64) -> OtlpAggregator {
         OtlpAggregator {
+            dict: Dictionary::with_kernel_build_id(config.kernel_build_id.as_deref()),
             config,
             interval_start_unix_ns,
-            dict: Dictionary::new(),
             processes: Vec::new(),
             process_index: HashMap::new(),
             traces: 0,

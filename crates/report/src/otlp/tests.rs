@@ -91,8 +91,10 @@ fn encoded_request_decodes_back_field_by_field() {
     let leaf = frame(FrameKind::Native, 0x1234, Some(&app), &[("inl", Some("a.c"), 3), ("leaf", Some("a.c"), 9)]);
     let kernel = frame(FrameKind::Kernel, 0xffff_ffff_8100_0000, None, &[("k", None, 0)]);
 
-    let mut agg =
-        OtlpAggregator::new(OtlpConfig { samples_per_second: 19, scope_version: "v".into(), profile_id_seed: 7 }, 100);
+    let mut agg = OtlpAggregator::new(
+        OtlpConfig { samples_per_second: 19, scope_version: "v".into(), profile_id_seed: 7, kernel_build_id: None },
+        100,
+    );
     assert!(agg.is_empty());
     agg.add(&trace_at(&p, 7, "main", &[kernel.clone(), leaf.clone()], 1, 300));
     agg.add(&trace_at(&p, 7, "main", &[kernel.clone(), leaf.clone()], 1, 200));
@@ -107,13 +109,15 @@ fn encoded_request_decodes_back_field_by_field() {
     let req = ExportProfilesServiceRequest::decode(bytes.as_slice()).expect("decodes");
 
     let d = req.dictionary.expect("dictionary");
-    // Interning order: kernel frame (function, frame type), then the leaf's
+    // Interning order: kernel frame (its vmlinux mapping, function, frame
+    // type), then the leaf's
     // mapping (path, build id), functions, frame type; then thread
     // attributes; the value types last, at flush.
     assert_eq!(
         d.string_table,
         vec![
             "",
+            "vmlinux",
             "k",
             "profile.frame.type",
             "/bin/app",
@@ -134,25 +138,25 @@ fn encoded_request_decodes_back_field_by_field() {
         d.function_table,
         vec![
             pb::Function::default(),
-            pb::Function { name_strindex: 1, system_name_strindex: 0, filename_strindex: 0, start_line: 0 },
-            pb::Function { name_strindex: 5, system_name_strindex: 0, filename_strindex: 6, start_line: 0 },
-            pb::Function { name_strindex: 7, system_name_strindex: 0, filename_strindex: 6, start_line: 0 },
+            pb::Function { name_strindex: 2, system_name_strindex: 0, filename_strindex: 0, start_line: 0 },
+            pb::Function { name_strindex: 6, system_name_strindex: 0, filename_strindex: 7, start_line: 0 },
+            pb::Function { name_strindex: 8, system_name_strindex: 0, filename_strindex: 7, start_line: 0 },
         ]
     );
     assert_eq!(
         d.attribute_table,
         vec![
             pb::KeyValueAndUnit::default(),
-            kvu(2, str_value("kernel")),
-            kvu(4, str_value("abcd")),
-            kvu(2, str_value("native")),
-            kvu(8, str_value("main")),
-            kvu(9, int_value(7)),
-            kvu(10, int_value(1)),
-            kvu(8, str_value("io")),
-            kvu(9, int_value(8)),
-            kvu(10, int_value(0)),
-            kvu(10, int_value(2)),
+            kvu(3, str_value("kernel")),
+            kvu(5, str_value("abcd")),
+            kvu(3, str_value("native")),
+            kvu(9, str_value("main")),
+            kvu(10, int_value(7)),
+            kvu(11, int_value(1)),
+            kvu(9, str_value("io")),
+            kvu(10, int_value(8)),
+            kvu(11, int_value(0)),
+            kvu(11, int_value(2)),
         ]
     );
     assert_eq!(
@@ -160,10 +164,17 @@ fn encoded_request_decodes_back_field_by_field() {
         vec![
             pb::Mapping::default(),
             pb::Mapping {
+                memory_start: 0,
+                memory_limit: u64::MAX,
+                file_offset: 0,
+                filename_strindex: 1,
+                attribute_indices: vec![],
+            },
+            pb::Mapping {
                 memory_start: 0x40_0000,
                 memory_limit: 0x40_9000,
                 file_offset: 0x1000,
-                filename_strindex: 3,
+                filename_strindex: 4,
                 attribute_indices: vec![2],
             },
         ]
@@ -173,13 +184,13 @@ fn encoded_request_decodes_back_field_by_field() {
         vec![
             pb::Location::default(),
             pb::Location {
-                mapping_index: 0,
+                mapping_index: 1,
                 address: 0xffff_ffff_8100_0000,
                 lines: vec![pb::Line { function_index: 1, line: 0, column: 0 }],
                 attribute_indices: vec![1],
             },
             pb::Location {
-                mapping_index: 1,
+                mapping_index: 2,
                 address: 0x1234,
                 lines: vec![
                     pb::Line { function_index: 2, line: 3, column: 0 },
@@ -212,8 +223,8 @@ fn encoded_request_decodes_back_field_by_field() {
     assert_eq!((scope.name.as_str(), scope.version.as_str()), ("ebpf-profiler", "v"));
     assert_eq!(sp.profiles.len(), 1);
     let prof = &sp.profiles[0];
-    assert_eq!(prof.sample_type, Some(pb::ValueType { type_strindex: 11, unit_strindex: 12 }));
-    assert_eq!(prof.period_type, Some(pb::ValueType { type_strindex: 13, unit_strindex: 14 }));
+    assert_eq!(prof.sample_type, Some(pb::ValueType { type_strindex: 12, unit_strindex: 13 }));
+    assert_eq!(prof.period_type, Some(pb::ValueType { type_strindex: 14, unit_strindex: 15 }));
     assert_eq!(prof.period, 1_000_000_000 / 19);
     assert_eq!(prof.time_unix_nano, 100);
     assert_eq!(prof.duration_nano, 5_000);
@@ -296,8 +307,10 @@ fn off_cpu_traces_make_a_second_profile() {
     let f = frame(FrameKind::Kernel, 1, None, &[("schedule", None, 0)]);
     let off =
         |ts: u64, ns: u64| Trace { off_cpu_ns: Some(ns), ..trace_at(&p, 1, "a", std::slice::from_ref(&f), 0, ts) };
-    let mut agg =
-        OtlpAggregator::new(OtlpConfig { samples_per_second: 20, scope_version: "v".into(), profile_id_seed: 1 }, 100);
+    let mut agg = OtlpAggregator::new(
+        OtlpConfig { samples_per_second: 20, scope_version: "v".into(), profile_id_seed: 1, kernel_build_id: None },
+        100,
+    );
     agg.add(&off(300, 7_000));
     agg.add(&trace_at(&p, 1, "a", std::slice::from_ref(&f), 0, 150));
     agg.add(&off(200, 5_000));
@@ -342,8 +355,10 @@ fn labels_are_sample_attributes_and_split_samples() {
         labels: labels.iter().map(|&(k, v)| (k.into(), v.into())).collect(),
         ..trace_at(&p, 1, "a", std::slice::from_ref(&f), 0, ts)
     };
-    let mut agg =
-        OtlpAggregator::new(OtlpConfig { samples_per_second: 20, scope_version: "v".into(), profile_id_seed: 1 }, 100);
+    let mut agg = OtlpAggregator::new(
+        OtlpConfig { samples_per_second: 20, scope_version: "v".into(), profile_id_seed: 1, kernel_build_id: None },
+        100,
+    );
     agg.add(&labelled(110, &[("request", "r1")]));
     agg.add(&labelled(120, &[("request", "r2"), ("user", "u")]));
     agg.add(&labelled(130, &[("request", "r1")]));
@@ -490,7 +505,12 @@ pub(super) fn golden_request() -> ExportProfilesServiceRequest {
     let go_stack = [k_syscall, go_work, go_main, go_rt];
 
     let mut agg = OtlpAggregator::new(
-        OtlpConfig { samples_per_second: 20, scope_version: "golden".into(), profile_id_seed: 0x0060_1de2 },
+        OtlpConfig {
+            samples_per_second: 20,
+            scope_version: "golden".into(),
+            profile_id_seed: 0x0060_1de2,
+            kernel_build_id: Some("fa36776b59bf96ada9b36526d3ba1705c7a98183".into()),
+        },
         GOLDEN_START_NS,
     );
     // Sample n is taken at GOLDEN_START_NS + n * 100 ms.
@@ -582,13 +602,26 @@ fn golden_request_content() {
         ]
     );
     assert_eq!(samples[0].stack_index, samples[1].stack_index);
-    assert_eq!(names(samples[2].stack_index), vec![vec![], vec!["main"], vec!["__libc_start_call_main"]]);
+    // The stripped frame is named after its file and address.
+    assert_eq!(
+        names(samples[2].stack_index),
+        vec![vec!["workload+0x1234"], vec!["main"], vec!["__libc_start_call_main"]]
+    );
     let go_samples = &req.resource_profiles[1].scope_profiles[0].profiles[0].samples;
     assert_eq!(go_samples.len(), 1);
     assert_eq!(go_samples[0].values, vec![4]);
     // 11 distinct frames (do_syscall_64 shared by both processes) + zero value.
     assert_eq!(d.location_table.len(), 12);
-    assert_eq!(d.mapping_table.len(), 4);
+    // Kernel frames share one vmlinux mapping with the kernel's build id.
+    assert_eq!(d.mapping_table.len(), 5);
+    let vmlinux = &d.mapping_table[1];
+    assert_eq!(s(vmlinux.filename_strindex), "vmlinux");
+    let build_id = &d.attribute_table[vmlinux.attribute_indices[0] as usize];
+    assert_eq!(s(build_id.key_strindex), "process.executable.build_id.gnu");
+    assert_eq!(
+        build_id.value.as_ref().and_then(|v| v.value.clone()),
+        Some(Value::StringValue("fa36776b59bf96ada9b36526d3ba1705c7a98183".into()))
+    );
     assert_eq!(d.stack_table.len(), 4);
 }
 
