@@ -9,6 +9,7 @@ use prost::Message;
 use tonic::client::Grpc;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http::uri::PathAndQuery;
+use tonic::metadata::MetadataMap;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
@@ -56,11 +57,14 @@ impl Decoder for EncodedCodec {
 }
 
 /// One `Export` call carrying `request`, the encoded
-/// `ExportProfilesServiceRequest`.
+/// `ExportProfilesServiceRequest`, with `headers` as its metadata.
 pub(crate) async fn export(
     grpc: &mut Grpc<Channel>,
     request: Bytes,
+    headers: MetadataMap,
 ) -> Result<Response<ExportProfilesServiceResponse>, Status> {
     grpc.ready().await.map_err(|e| Status::unknown(format!("service was not ready: {e}")))?;
-    grpc.unary(Request::new(request), PathAndQuery::from_static(EXPORT_PATH), EncodedCodec).await
+    let mut request = Request::new(request);
+    *request.metadata_mut() = headers;
+    grpc.unary(request, PathAndQuery::from_static(EXPORT_PATH), EncodedCodec).await
 }

@@ -31,8 +31,10 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod encoded;
+mod settings;
 
 use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -43,8 +45,11 @@ use prost::Message;
 use tokio::sync::{watch, Notify};
 use tonic::client::Grpc;
 use tonic::codec::CompressionEncoding;
-use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
+use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic::Code;
+
+pub use settings::{parse_header_flag, parse_headers, Compression, Header, OtlpSettings};
 
 pub use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 
@@ -55,8 +60,17 @@ pub struct ExporterConfig {
     /// `host:port`, or a URI with an `http://`/`https://` scheme that
     /// agrees with [`ExporterConfig::tls`].
     pub endpoint: String,
-    /// Use TLS, verifying the server with the system's root certificates.
+    /// Use TLS, verifying the server with the system's root certificates
+    /// or [`ExporterConfig::ca_certificate`].
     pub tls: bool,
+    /// gRPC metadata sent with every export call (e.g. `authorization`).
+    /// Checked at start: a name or value gRPC cannot carry is an error.
+    pub headers: Vec<Header>,
+    /// PEM file of the certificate(s) that verify the server, instead of
+    /// the system's roots. Default none.
+    pub ca_certificate: Option<PathBuf>,
+    /// Client certificate and key (mutual TLS). Default none.
+    pub client_identity: Option<ClientIdentity>,
     /// Requests kept until sent, the one being sent included; beyond
     /// that the oldest is dropped. At least 1.
     pub buffer_capacity: usize,
@@ -84,6 +98,9 @@ impl ExporterConfig {
         ExporterConfig {
             endpoint: endpoint.into(),
             tls,
+            headers: Vec::new(),
+            ca_certificate: None,
+            client_identity: None,
             buffer_capacity,
             timeout: Duration::from_secs(10),
             initial_backoff: Duration::from_millis(500),
@@ -106,6 +123,114 @@ impl ExporterConfig {
             }),
         }
     }
+}
+
+/// PEM files of a client certificate and its private key (mutual TLS).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientIdentity {
+    /// The certificate (chain), PEM.
+    pub certificate: PathBuf,
+    /// Its private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+/// Largest certificate or key file read (they are a few KiB; a CA bundle
+/// of every public root is about 250 KiB).
+const MAX_PEM_FILE: u64 = 4 << 20;
+
+/// Reads `path`, a regular file of at most [`MAX_PEM_FILE`] bytes.
+fn read_pem_file(what: &'static str, path: &Path) -> Result<Vec<u8>, ExportError> {
+    use std::io::Read;
+    let error = |reason: String| ExportError::File { what, path: path.to_path_buf(), reason };
+    // Checked before opening too: opening a FIFO would block.
+    let regular = |meta: std::io::Result<std::fs::Metadata>| match meta {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => Err(error("not a regular file".into())),
+        Err(e) => Err(error(e.to_string())),
+    };
+    regular(std::fs::metadata(path))?;
+    let file = std::fs::File::open(path).map_err(|e| error(e.to_string()))?;
+    regular(file.metadata())?;
+    let mut bytes = Vec::new();
+    file.take(MAX_PEM_FILE + 1).read_to_end(&mut bytes).map_err(|e| error(e.to_string()))?;
+    if bytes.len() as u64 > MAX_PEM_FILE {
+        return Err(error(format!("larger than {} MiB", MAX_PEM_FILE >> 20)));
+    }
+    Ok(bytes)
+}
+
+/// Reads a PEM file of certificates, checking there is at least one.
+fn read_certificates(what: &'static str, path: &Path) -> Result<Vec<u8>, ExportError> {
+    use rustls_pki_types::pem::PemObject;
+    let bytes = read_pem_file(what, path)?;
+    let error = |reason: &str| ExportError::File { what, path: path.to_path_buf(), reason: reason.into() };
+    let certs = rustls_pki_types::CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| error(&format!("not PEM: {e}")))?;
+    if certs.is_empty() {
+        return Err(error("no PEM certificate in it (-----BEGIN CERTIFICATE-----)"));
+    }
+    Ok(bytes)
+}
+
+/// Reads a PEM private key file, checking it holds one.
+fn read_private_key(path: &Path) -> Result<Vec<u8>, ExportError> {
+    use rustls_pki_types::pem::PemObject;
+    const WHAT: &str = "client key";
+    let bytes = read_pem_file(WHAT, path)?;
+    rustls_pki_types::PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| ExportError::File {
+        what: WHAT,
+        path: path.to_path_buf(),
+        reason: format!("no PEM private key in it ({e})"),
+    })?;
+    Ok(bytes)
+}
+
+/// Names gRPC reserves for itself (or HTTP/2 for the transport).
+fn reserved_header(name: &str) -> bool {
+    name.starts_with("grpc-") || matches!(name, "te" | "content-type" | "user-agent" | "host")
+}
+
+/// The headers as gRPC metadata; an error names the header, never shows
+/// its value.
+fn metadata(headers: &[Header]) -> Result<MetadataMap, ExportError> {
+    let mut map = MetadataMap::new();
+    for h in headers {
+        let error = |reason: &str| ExportError::Header { name: h.name().to_string(), reason: reason.to_string() };
+        if reserved_header(h.name()) {
+            return Err(error("reserved by gRPC"));
+        }
+        if h.name().ends_with("-bin") {
+            return Err(error("binary (-bin) metadata is not supported"));
+        }
+        let key = MetadataKey::from_bytes(h.name().as_bytes())
+            .map_err(|_| error("not a valid gRPC metadata name (letters, digits, '-', '_', '.')"))?;
+        // gRPC ASCII metadata: printable ASCII and blanks (http would
+        // take other bytes too).
+        const UNFIT: &str = "its value has characters gRPC metadata cannot carry (printable ASCII and blanks only)";
+        if !h.value().bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+            return Err(error(UNFIT));
+        }
+        let value = MetadataValue::try_from(h.value()).map_err(|_| error(UNFIT))?;
+        map.insert(key, value);
+    }
+    Ok(map)
+}
+
+/// The TLS settings: the CA file instead of the system's roots, the client
+/// identity if any.
+fn tls_config(config: &ExporterConfig) -> Result<ClientTlsConfig, ExportError> {
+    let mut tls = ClientTlsConfig::new();
+    tls = match &config.ca_certificate {
+        Some(path) => tls.ca_certificate(Certificate::from_pem(read_certificates("CA certificate", path)?)),
+        None => tls.with_native_roots(),
+    };
+    if let Some(identity) = &config.client_identity {
+        let certificate = read_certificates("client certificate", &identity.certificate)?;
+        let key = read_private_key(&identity.key)?;
+        tls = tls.identity(Identity::from_pem(certificate, key));
+    }
+    Ok(tls)
 }
 
 /// A change in whether the backend can be reached, reported as it
@@ -159,12 +284,51 @@ pub enum ExportError {
     /// A setting is out of range.
     #[error("invalid exporter setting: {0}")]
     Config(&'static str),
-    /// TLS could not be set up.
-    #[error("OTLP exporter TLS setup: {0}")]
-    Tls(#[source] tonic::transport::Error),
+    /// An environment variable (or flag) could not be parsed.
+    #[error("{setting}: {reason}")]
+    Setting {
+        /// The variable's or flag's name.
+        setting: String,
+        /// What is wrong (never the value of a header).
+        reason: String,
+    },
+    /// A header cannot be sent as gRPC metadata.
+    #[error("OTLP header {name:?}: {reason}")]
+    Header {
+        /// The header's name (its value is never shown).
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A certificate or key file cannot be used.
+    #[error("OTLP {what} {path:?}: {reason}")]
+    File {
+        /// Which file: "CA certificate", "client certificate", "client key".
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// TLS could not be set up (e.g. the client key does not match its
+    /// certificate).
+    #[error("OTLP exporter TLS setup: {}", tls_error_chain(.0))]
+    // The sources are in the message (tonic's own is "transport error").
+    Tls(tonic::transport::Error),
     /// The exporter thread or its runtime could not start.
     #[error("starting the OTLP exporter thread: {0}")]
     Thread(#[source] std::io::Error),
+}
+
+/// `error` and its sources: tonic's own text is just "transport error".
+fn tls_error_chain(error: &tonic::transport::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(e) = source {
+        text = format!("{text}: {e}");
+        source = e.source();
+    }
+    text
 }
 
 /// A snapshot of an exporter's counters. Counters only grow, except
@@ -306,8 +470,9 @@ impl OtlpExporter {
             .map_err(|e| ExportError::Endpoint { endpoint: config.endpoint.clone(), reason: e.to_string() })?;
         endpoint = endpoint.connect_timeout(config.timeout).timeout(config.timeout);
         if config.tls {
-            endpoint = endpoint.tls_config(ClientTlsConfig::new().with_native_roots()).map_err(ExportError::Tls)?;
+            endpoint = endpoint.tls_config(tls_config(&config)?).map_err(ExportError::Tls)?;
         }
+        let headers = metadata(&config.headers)?;
 
         let runtime =
             tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ExportError::Thread)?;
@@ -321,7 +486,7 @@ impl OtlpExporter {
         });
         let (abort, abort_rx) = watch::channel(false);
         let (done_tx, done) = std::sync::mpsc::channel();
-        let worker = Worker { shared: shared.clone(), config, abort: abort_rx, observer, down: None };
+        let worker = Worker { shared: shared.clone(), config, headers, abort: abort_rx, observer, down: None };
         let thread = std::thread::Builder::new()
             .name("ep-otlp-export".into())
             .spawn(move || {
@@ -439,6 +604,8 @@ fn classify(status: &tonic::Status) -> Failure {
 struct Worker {
     shared: Arc<Shared>,
     config: ExporterConfig,
+    /// [`ExporterConfig::headers`], checked.
+    headers: MetadataMap,
     abort: watch::Receiver<bool>,
     observer: Option<BackendObserver>,
     /// Set while the backend cannot be reached.
@@ -584,7 +751,7 @@ impl Worker {
     async fn export(&mut self, client: &mut Grpc<Channel>, mut entry: Entry) -> Outcome {
         let shared = self.shared.clone();
         let counters = &shared.counters;
-        let call = encoded::export(client, entry.request.clone());
+        let call = encoded::export(client, entry.request.clone(), self.headers.clone());
         let result = tokio::select! {
             r = tokio::time::timeout(self.config.timeout, call) => r,
             _ = self.abort.wait_for(|a| *a) => return Outcome::Aborted,

@@ -1,7 +1,7 @@
 //! The exporter against a real gRPC server on loopback.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,8 +12,11 @@ use opentelemetry_proto::tonic::collector::profiles::v1development::{
     ExportProfilesPartialSuccess, ExportProfilesServiceResponse,
 };
 use opentelemetry_proto::tonic::profiles::v1development::{Profile, ResourceProfiles, ScopeProfiles};
-use profiler_export::{ExportError, ExportProfilesServiceRequest, ExporterConfig, ExporterStats, OtlpExporter};
+use profiler_export::{
+    ExportError, ExportProfilesServiceRequest, ExporterConfig, ExporterStats, Header, OtlpExporter, OtlpSettings,
+};
 use tonic::codec::CompressionEncoding;
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Code, Request, Response, Status};
 
 /// A request told apart by `marker` (the profile's time).
@@ -51,6 +54,10 @@ enum Reply {
 struct Sink {
     received: Received,
     reply: Reply,
+    /// `authorization` metadata a call must carry, else `Unauthenticated`.
+    required_authorization: Option<&'static str>,
+    /// Calls refused for want of it.
+    unauthenticated: Arc<AtomicUsize>,
 }
 
 #[tonic::async_trait]
@@ -59,6 +66,12 @@ impl ProfilesService for Sink {
         &self,
         request: Request<ExportProfilesServiceRequest>,
     ) -> Result<Response<ExportProfilesServiceResponse>, Status> {
+        if let Some(required) = self.required_authorization {
+            if request.metadata().get("authorization").and_then(|v| v.to_str().ok()) != Some(required) {
+                self.unauthenticated.fetch_add(1, Ordering::SeqCst);
+                return Err(Status::unauthenticated("no valid authorization header"));
+            }
+        }
         let encoding = request.metadata().get("grpc-encoding").map(|v| v.to_str().unwrap().to_owned());
         let calls = {
             let mut received = self.received.lock().unwrap();
@@ -83,6 +96,7 @@ impl ProfilesService for Sink {
 /// A gRPC server on `addr` in its own runtime thread; stops when dropped.
 struct Server {
     received: Received,
+    unauthenticated: Arc<AtomicUsize>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -96,8 +110,30 @@ impl Server {
     /// connection and closes it at once (as a proxy or load balancer in
     /// front of a backend that is down does).
     fn start_closing_while(addr: SocketAddr, reply: Reply, close_connections: Arc<AtomicBool>) -> Server {
+        Server::start_with(addr, reply, close_connections, None, None)
+    }
+
+    /// A TLS server (mutual TLS when `tls` says so) that refuses calls
+    /// without `authorization: <required_authorization>` when given.
+    fn start_tls(addr: SocketAddr, tls: ServerTlsConfig, required_authorization: Option<&'static str>) -> Server {
+        Server::start_with(addr, Reply::Ok, Arc::new(AtomicBool::new(false)), Some(tls), required_authorization)
+    }
+
+    fn start_with(
+        addr: SocketAddr,
+        reply: Reply,
+        close_connections: Arc<AtomicBool>,
+        tls: Option<ServerTlsConfig>,
+        required_authorization: Option<&'static str>,
+    ) -> Server {
         let received = Arc::new(Mutex::new(Vec::new()));
-        let sink = Sink { received: received.clone(), reply };
+        let unauthenticated = Arc::new(AtomicUsize::new(0));
+        let sink = Sink {
+            received: received.clone(),
+            reply,
+            required_authorization,
+            unauthenticated: unauthenticated.clone(),
+        };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (ready_tx, ready) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
@@ -105,7 +141,11 @@ impl Server {
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::bind(addr).await.expect("bind the test server");
                 ready_tx.send(()).unwrap();
-                tonic::transport::Server::builder()
+                let mut builder = tonic::transport::Server::builder();
+                if let Some(tls) = tls {
+                    builder = builder.tls_config(tls).expect("server TLS");
+                }
+                builder
                     .add_service(ProfilesServiceServer::new(sink).accept_compressed(CompressionEncoding::Gzip))
                     .serve_with_incoming_shutdown(tokio_stream_from(listener, close_connections), async {
                         let _ = stopped.await;
@@ -115,7 +155,7 @@ impl Server {
             });
         });
         ready.recv_timeout(Duration::from_secs(10)).expect("server ready");
-        Server { received, stop: Some(stop), thread: Some(thread) }
+        Server { received, unauthenticated, stop: Some(stop), thread: Some(thread) }
     }
 
     fn markers(&self) -> Vec<u64> {
@@ -419,4 +459,197 @@ fn outage_is_reported_live_then_recovery() {
     wait_until("one more delivered", &exporter, |s| s.requests_sent == 3);
     drop(exporter.shutdown(Duration::from_secs(5)));
     assert!(events.try_recv().is_err(), "no event while the backend is up");
+}
+
+/// A CA made at test time, which signs a server certificate for
+/// 127.0.0.1 and a client certificate; all written as PEM files into a
+/// directory of the test's own.
+struct Pki {
+    dir: std::path::PathBuf,
+    ca_pem: String,
+    server: Identity,
+}
+
+impl Pki {
+    fn new(test: &str) -> Pki {
+        let dir = std::env::temp_dir().join(format!("profiler-export-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params.distinguished_name.push(rcgen::DnType::CommonName, format!("{test} test CA"));
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let signed = |names: Vec<String>| {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let cert = rcgen::CertificateParams::new(names).unwrap().signed_by(&key, &issuer).unwrap();
+            (cert.pem(), key.serialize_pem())
+        };
+        let (server_cert, server_key) = signed(vec!["127.0.0.1".into()]);
+        let (client_cert, client_key) = signed(vec!["profiler-agent".into()]);
+        let pki = Pki { dir, ca_pem: ca.pem(), server: Identity::from_pem(server_cert, server_key) };
+        std::fs::write(pki.path("ca.pem"), &pki.ca_pem).unwrap();
+        std::fs::write(pki.path("client.pem"), client_cert).unwrap();
+        std::fs::write(pki.path("client.key"), client_key).unwrap();
+        pki
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).to_str().unwrap().to_string()
+    }
+
+    /// The server's TLS; with `client_auth`, a client certificate of this
+    /// CA is required.
+    fn server_tls(&self, client_auth: bool) -> ServerTlsConfig {
+        let tls = ServerTlsConfig::new().identity(self.server.clone());
+        match client_auth {
+            true => tls.client_ca_root(Certificate::from_pem(&self.ca_pem)),
+            false => tls,
+        }
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The exporter configured as the environment `vars` say.
+fn from_env(vars: &[(&str, String)]) -> ExporterConfig {
+    let vars: std::collections::HashMap<String, String> =
+        vars.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    let settings = OtlpSettings::from_vars(|name| vars.get(name).cloned()).unwrap();
+    assert!(settings.warnings.is_empty(), "{:?}", settings.warnings);
+    let mut c = settings.exporter_config(8).unwrap().expect("an endpoint");
+    c.initial_backoff = Duration::from_millis(20);
+    c.max_backoff = Duration::from_millis(100);
+    c
+}
+
+/// Issue 42: an endpoint behind TLS (a CA of its own) that requires a
+/// bearer token, set through `OTEL_EXPORTER_OTLP_HEADERS` (percent-encoded
+/// as the specification has it) and `OTEL_EXPORTER_OTLP_CERTIFICATE`.
+#[test]
+fn tls_endpoint_requiring_a_header_from_the_environment() {
+    let pki = Pki::new("header");
+    let addr = free_addr();
+    let server = Server::start_tls(addr, pki.server_tls(false), Some("Bearer xyz"));
+    let endpoint = format!("https://127.0.0.1:{}", addr.port());
+
+    let exporter = OtlpExporter::start(from_env(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.clone()),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20xyz,x-scope-orgid=tenant-1".into()),
+        ("OTEL_EXPORTER_OTLP_PROFILES_CERTIFICATE", pki.path("ca.pem")),
+    ]))
+    .unwrap();
+    for m in 1..=3 {
+        exporter.send(request(m));
+    }
+    let stats = exporter.shutdown(Duration::from_secs(20));
+    assert_eq!((stats.requests_sent, stats.dropped(), stats.attempts_failed), (3, 0, 0), "{stats:?}");
+    assert_eq!(server.markers(), vec![1, 2, 3]);
+    assert_eq!(server.unauthenticated.load(Ordering::SeqCst), 0);
+
+    // Without the header: the backend refuses, and each request is
+    // counted as refused (Unauthenticated), not retried.
+    let exporter = OtlpExporter::start(from_env(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.clone()),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", pki.path("ca.pem")),
+    ]))
+    .unwrap();
+    exporter.send(request(4));
+    exporter.send(request(5));
+    let stats = exporter.shutdown(Duration::from_secs(20));
+    assert_eq!((stats.requests_sent, stats.dropped_rejected), (0, 2), "{stats:?}");
+    assert_eq!(stats.dropped_rejected_by_code, [("Unauthenticated".to_string(), 2)].into_iter().collect());
+    assert_eq!(server.unauthenticated.load(Ordering::SeqCst), 2);
+    assert_eq!(server.markers(), vec![1, 2, 3], "refused calls are not accepted");
+
+    // A CA that did not sign the server's certificate: never reached.
+    let other = Pki::new("header-other-ca");
+    let exporter = OtlpExporter::start(from_env(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20xyz".into()),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", other.path("ca.pem")),
+    ]))
+    .unwrap();
+    exporter.send(request(6));
+    wait_until("a failed handshake", &exporter, |s| s.attempts_failed >= 1);
+    let stats = exporter.shutdown(Duration::from_millis(200));
+    assert_eq!((stats.requests_sent, stats.dropped_shutdown), (0, 1), "{stats:?}");
+    assert_eq!(server.markers(), vec![1, 2, 3]);
+}
+
+/// Mutual TLS: the server requires a client certificate of its CA; the
+/// exporter presents the one `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE` and
+/// `_CLIENT_KEY` name, and without it never gets through.
+#[test]
+fn mutual_tls_with_a_client_certificate_from_the_environment() {
+    let pki = Pki::new("mtls");
+    let addr = free_addr();
+    let server = Server::start_tls(addr, pki.server_tls(true), None);
+    let endpoint = format!("https://127.0.0.1:{}", addr.port());
+
+    let exporter = OtlpExporter::start(from_env(&[
+        ("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", endpoint.clone()),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", pki.path("ca.pem")),
+        ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", pki.path("client.pem")),
+        ("OTEL_EXPORTER_OTLP_PROFILES_CLIENT_KEY", pki.path("client.key")),
+    ]))
+    .unwrap();
+    exporter.send(request(1));
+    exporter.send(request(2));
+    let stats = exporter.shutdown(Duration::from_secs(20));
+    assert_eq!((stats.requests_sent, stats.dropped(), stats.attempts_failed), (2, 0, 0), "{stats:?}");
+    assert_eq!(server.markers(), vec![1, 2]);
+
+    let exporter = OtlpExporter::start(from_env(&[
+        ("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", endpoint),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", pki.path("ca.pem")),
+    ]))
+    .unwrap();
+    exporter.send(request(3));
+    wait_until("a refused handshake", &exporter, |s| s.attempts_failed >= 2);
+    let stats = exporter.shutdown(Duration::from_millis(200));
+    assert_eq!((stats.requests_sent, stats.dropped_shutdown), (0, 1), "{stats:?}");
+    assert_eq!(server.markers(), vec![1, 2], "nothing got through without a client certificate");
+}
+
+/// Files and headers that cannot be used stop the exporter at start with
+/// an error naming the file or the header, never showing a header's value.
+#[test]
+fn unusable_tls_files_and_headers_are_errors_at_start() {
+    let pki = Pki::new("bad-files");
+    let start = |f: &dyn Fn(&mut ExporterConfig)| {
+        let mut c = ExporterConfig::new("127.0.0.1:1", true, 1);
+        f(&mut c);
+        OtlpExporter::start(c).err().expect("an error").to_string()
+    };
+    let missing = pki.path("missing.pem");
+    let e = start(&|c| c.ca_certificate = Some(missing.clone().into()));
+    assert!(e.starts_with("OTLP CA certificate") && e.contains("missing.pem"), "{e}");
+    let e = start(&|c| c.ca_certificate = Some(pki.dir.clone()));
+    assert!(e.contains("not a regular file"), "{e}");
+    let e = start(&|c| c.ca_certificate = Some(pki.path("client.key").into()));
+    assert!(e.contains("client.key") && e.contains("no PEM certificate"), "{e}");
+    let e = start(&|c| {
+        c.client_identity = Some(profiler_export::ClientIdentity {
+            certificate: pki.path("client.pem").into(),
+            key: pki.path("ca.pem").into(),
+        })
+    });
+    assert!(e.starts_with("OTLP client key") && e.contains("ca.pem"), "{e}");
+
+    let e = start(&|c| c.headers = vec![Header::new("authorization", "Bearer secret\nvalue")]);
+    assert!(e.starts_with("OTLP header \"authorization\"") && !e.contains("secret"), "{e}");
+    let e = start(&|c| c.headers = vec![Header::new("bad name", "v")]);
+    assert!(e.contains("not a valid gRPC metadata name"), "{e}");
+    let e = start(&|c| c.headers = vec![Header::new("grpc-timeout", "1S")]);
+    assert!(e.contains("reserved"), "{e}");
+    // Headers are checked on a plain-text endpoint as well.
+    let mut c = ExporterConfig::new("127.0.0.1:1", false, 1);
+    c.headers = vec![Header::new("x-key", "é")];
+    assert!(matches!(OtlpExporter::start(c), Err(ExportError::Header { .. })));
 }
