@@ -3,6 +3,7 @@
 //! too and rewritten to the two-dash form before parsing.
 
 use clap::{Parser, ValueEnum};
+use profiler_export::OtlpSettings;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -60,12 +61,54 @@ pub struct Args {
 
     /// Send profiles over OTLP/gRPC to this backend (`HOST:PORT`, e.g. an
     /// OpenTelemetry Collector's otlp receiver), every reporting interval.
-    #[arg(long, value_name = "HOST:PORT")]
+    /// `http://HOST:PORT` is plain text, `https://HOST:PORT` TLS. Default:
+    /// OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT
+    /// (no export without one).
+    #[arg(long, visible_alias = "otlp-endpoint", value_name = "HOST:PORT")]
     pub collection_agent: Option<String>,
 
-    /// Talk to the collection agent in plain text instead of TLS.
+    /// Talk to the collection agent in plain text instead of TLS (an
+    /// endpoint without `http://` or `https://`; as
+    /// OTEL_EXPORTER_OTLP_INSECURE=true).
     #[arg(long)]
     pub disable_tls: bool,
+
+    /// gRPC header sent with every OTLP export (repeatable), e.g.
+    /// `authorization=Bearer TOKEN`; the value is taken literally. Replaces
+    /// a header of the same name from OTEL_EXPORTER_OTLP_HEADERS (which
+    /// keeps the token out of the process list).
+    #[arg(long = "otlp-header", value_name = "KEY=VALUE", value_parser = profiler_export::parse_header_flag)]
+    pub otlp_headers: Vec<profiler_export::Header>,
+
+    /// PEM file of the CA certificate(s) that verify the OTLP backend,
+    /// instead of the system's roots (OTEL_EXPORTER_OTLP_CERTIFICATE).
+    #[arg(long, value_name = "PATH")]
+    pub otlp_ca_file: Option<PathBuf>,
+
+    /// PEM file of the client certificate for mutual TLS
+    /// (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE); needs --otlp-client-key.
+    #[arg(long, value_name = "PATH")]
+    pub otlp_client_cert: Option<PathBuf>,
+
+    /// PEM file of the client certificate's private key
+    /// (OTEL_EXPORTER_OTLP_CLIENT_KEY).
+    #[arg(long, value_name = "PATH")]
+    pub otlp_client_key: Option<PathBuf>,
+
+    /// Compression of OTLP requests: gzip (default) or none
+    /// (OTEL_EXPORTER_OTLP_COMPRESSION).
+    #[arg(long, value_name = "gzip|none", value_parser = parse_compression)]
+    pub otlp_compression: Option<profiler_export::Compression>,
+
+    /// Limit of one OTLP export call, e.g. `10s` (default; as
+    /// OTEL_EXPORTER_OTLP_TIMEOUT in milliseconds).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub otlp_timeout: Option<Duration>,
+
+    /// Set once the OTLP settings are resolved: an endpoint came from a
+    /// flag or the environment.
+    #[arg(skip)]
+    pub exporting: bool,
 
     /// Reporting intervals kept in memory while the backend is unreachable;
     /// beyond that the oldest are dropped (and counted).
@@ -128,6 +171,11 @@ pub struct Args {
 /// a CPU at 50000 switches per second (docs/off-cpu.md).
 const DEFAULT_OFF_CPU_THRESHOLD: &str = "0.01";
 
+/// `gzip` or `none`.
+fn parse_compression(text: &str) -> Result<profiler_export::Compression, String> {
+    profiler_export::Compression::parse(text).ok_or_else(|| "gzip or none".to_string())
+}
+
 /// A fraction in [0, 1].
 fn parse_fraction(text: &str) -> Result<f64, String> {
     let value: f64 = text.parse().map_err(|_| format!("{text:?} is not a number"))?;
@@ -153,11 +201,40 @@ pub enum Format {
 impl Args {
     /// The local output format, if any.
     pub fn local_format(&self) -> Option<Format> {
-        match (self.format, &self.collection_agent) {
+        match (self.format, self.collection_agent.is_some() || self.exporting) {
             (Some(f), _) => Some(f),
-            (None, None) => Some(Format::Folded),
-            (None, Some(_)) => None,
+            (None, false) => Some(Format::Folded),
+            (None, true) => None,
         }
+    }
+
+    /// The OTLP exporter's settings: these flags where given, `env`'s
+    /// (OTEL_EXPORTER_OTLP_*) where not; headers merged by name.
+    pub fn otlp_settings(&self, env: OtlpSettings) -> anyhow::Result<OtlpSettings> {
+        let mut flags = OtlpSettings::default();
+        if let Some(endpoint) = &self.collection_agent {
+            flags.endpoint = Some(endpoint.clone());
+            flags.endpoint_source = Some("--collection-agent".into());
+        }
+        flags.insecure = self.disable_tls.then_some(true);
+        flags.headers = self.otlp_headers.clone();
+        flags.certificate = self.otlp_ca_file.clone();
+        flags.client_certificate = self.otlp_client_cert.clone();
+        flags.client_key = self.otlp_client_key.clone();
+        flags.compression = self.otlp_compression;
+        flags.timeout = self.otlp_timeout;
+        if self.otlp_timeout == Some(Duration::ZERO) {
+            anyhow::bail!("--otlp-timeout must be above 0");
+        }
+        let settings = flags.over(env);
+        if self.disable_tls && settings.endpoint.as_deref().is_some_and(|e| e.starts_with("https://")) {
+            anyhow::bail!(
+                "--disable-tls contradicts the https:// endpoint {} (from {})",
+                settings.endpoint.as_deref().unwrap_or(""),
+                settings.endpoint_source.as_deref().unwrap_or("?")
+            );
+        }
+        Ok(settings)
     }
 
     /// `--env-vars` split at its commas (blanks trimmed, empty entries
@@ -277,6 +354,88 @@ mod tests {
         assert_eq!(a.local_format(), Some(Format::Pprof));
         let a = parse(&["ebpf-profiler", "--format=svg"]).unwrap();
         assert_eq!(a.local_format(), Some(Format::Svg));
+    }
+
+    /// The environment's OTLP settings, from `vars`.
+    fn env(vars: &[(&str, &str)]) -> OtlpSettings {
+        let vars: std::collections::HashMap<&str, &str> = vars.iter().copied().collect();
+        OtlpSettings::from_vars(|name| vars.get(name).map(|v| v.to_string())).unwrap()
+    }
+
+    #[test]
+    fn otlp_flags_win_over_the_environment() {
+        use profiler_export::{Compression, Header};
+        let environment = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "env-generic:4317"),
+            ("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "env-profiles:4317"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20env,x-scope-orgid=t1"),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/env/ca.pem"),
+            ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "/env/client.pem"),
+            ("OTEL_EXPORTER_OTLP_CLIENT_KEY", "/env/client.key"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000"),
+            ("OTEL_EXPORTER_OTLP_COMPRESSION", "none"),
+        ]);
+        // No flags: the environment, PROFILES_ over generic; exporting
+        // means no local output unless asked for.
+        let mut a = parse(&["ebpf-profiler"]).unwrap();
+        let s = a.otlp_settings(environment.clone()).unwrap();
+        assert_eq!(s.endpoint.as_deref(), Some("env-profiles:4317"));
+        assert_eq!(s.endpoint_source.as_deref(), Some("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT"));
+        assert_eq!(s.headers[0], Header::new("authorization", "Bearer env"));
+        a.exporting = s.endpoint.is_some();
+        assert_eq!(a.local_format(), None);
+        let c = s.exporter_config(4).unwrap().unwrap();
+        assert!(c.tls && !c.gzip);
+        assert_eq!(c.timeout, Duration::from_secs(2));
+
+        // Flags win, in both spellings.
+        let a = parse(&[
+            "ebpf-profiler",
+            "-collection-agent=flag:1",
+            "-disable-tls",
+            "--otlp-header",
+            "Authorization=Bearer flag",
+            "--otlp-header=x-extra=1",
+            "--otlp-ca-file",
+            "/flag/ca.pem",
+            "--otlp-client-cert",
+            "/flag/client.pem",
+            "--otlp-client-key",
+            "/flag/client.key",
+            "--otlp-timeout",
+            "5s",
+            "--otlp-compression",
+            "gzip",
+        ])
+        .unwrap();
+        let s = a.otlp_settings(environment.clone()).unwrap();
+        assert_eq!(s.endpoint.as_deref(), Some("flag:1"));
+        assert_eq!(s.endpoint_source.as_deref(), Some("--collection-agent"));
+        let names: Vec<(&str, &str)> = s.headers.iter().map(|h| (h.name(), h.value())).collect();
+        assert_eq!(names, vec![("authorization", "Bearer flag"), ("x-scope-orgid", "t1"), ("x-extra", "1")]);
+        assert_eq!(s.certificate, Some(PathBuf::from("/flag/ca.pem")));
+        assert_eq!(s.client_certificate, Some(PathBuf::from("/flag/client.pem")));
+        assert_eq!(s.client_key, Some(PathBuf::from("/flag/client.key")));
+        assert_eq!((s.timeout, s.compression), (Some(Duration::from_secs(5)), Some(Compression::Gzip)));
+        let c = s.exporter_config(4).unwrap().unwrap();
+        assert!(!c.tls, "--disable-tls");
+        let a = parse(&["ebpf-profiler", "--otlp-endpoint", "http://alias:4317"]).unwrap();
+        assert_eq!(a.otlp_settings(OtlpSettings::default()).unwrap().endpoint.as_deref(), Some("http://alias:4317"));
+        // No endpoint anywhere: no export, folded stacks.
+        let a = parse(&["ebpf-profiler", "--otlp-header", "a=b"]).unwrap();
+        assert_eq!(a.otlp_settings(OtlpSettings::default()).unwrap().exporter_config(1).unwrap(), None);
+        assert_eq!(a.local_format(), Some(Format::Folded));
+    }
+
+    #[test]
+    fn otlp_flag_errors() {
+        let e = parse(&["ebpf-profiler", "--otlp-header", "novalue"]).unwrap_err().to_string();
+        assert!(e.contains("--otlp-header") && e.contains("KEY=VALUE"), "{e}");
+        let e = parse(&["ebpf-profiler", "--otlp-compression", "zstd"]).unwrap_err().to_string();
+        assert!(e.contains("gzip or none"), "{e}");
+        let a = parse(&["ebpf-profiler", "--disable-tls"]).unwrap();
+        let e = a.otlp_settings(env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://c:4317")])).unwrap_err().to_string();
+        assert!(e.contains("--disable-tls contradicts") && e.contains("OTEL_EXPORTER_OTLP_ENDPOINT"), "{e}");
     }
 
     #[test]

@@ -22,7 +22,7 @@ use export_sink::ExportSink;
 use off_cpu::OffCpuOutput;
 use output::Output;
 use profiler_agent::{Agent, AgentConfig, TraceSink};
-use profiler_export::{BackendEvent, BackendObserver, ExporterConfig, OtlpExporter};
+use profiler_export::{BackendEvent, BackendObserver, ExporterConfig, OtlpExporter, OtlpSettings};
 use profiler_report::folded::FoldedStacks;
 use profiler_report::pprof::PprofBuilder;
 use profiler_trace::Trace;
@@ -58,14 +58,23 @@ impl TraceSink for PprofSink {
 }
 
 fn main() {
-    let args = Args::parse_from_env();
-    if let Err(e) = run(&args) {
+    let mut args = Args::parse_from_env();
+    let result = otlp_settings(&mut args).and_then(|otlp| run(&args, &otlp));
+    if let Err(e) = result {
         say!("ebpf-profiler: error: {e:#}");
         std::process::exit(1);
     }
 }
 
-fn run(args: &Args) -> Result<()> {
+/// The OTLP export settings, flags over OTEL_EXPORTER_OTLP_* variables;
+/// marks `args` as exporting when they give an endpoint.
+fn otlp_settings(args: &mut Args) -> Result<OtlpSettings> {
+    let otlp = args.otlp_settings(OtlpSettings::from_env()?)?;
+    args.exporting = otlp.endpoint.is_some();
+    Ok(otlp)
+}
+
+fn run(args: &Args, otlp: &OtlpSettings) -> Result<()> {
     // Signals first: from here on any of them ends the run with the
     // outputs written and the summary printed; a second one exits at once.
     let stop = Arc::new(AtomicBool::new(false));
@@ -113,11 +122,16 @@ fn run(args: &Args) -> Result<()> {
             Some(PprofBuilder::new(args.samples_per_second, unix_now_ns()));
         sinks.push(Box::new(PprofSink(pprof.clone())));
     }
-    let exporter = match &args.collection_agent {
-        Some(endpoint) => {
-            let config = ExporterConfig::new(endpoint.clone(), !args.disable_tls, args.export_buffer as usize);
-            let exporter = OtlpExporter::start_with_observer(config, Some(backend_warnings(endpoint.clone())))
+    let exporter = match otlp.exporter_config(args.export_buffer as usize)? {
+        Some(config) => {
+            for warning in otlp.warnings.iter().chain(otlp.unused_tls_files().as_ref()) {
+                say!("ebpf-profiler: warning: {warning}");
+            }
+            let note = export_note(&config, otlp.endpoint_source.as_deref());
+            let endpoint = config.endpoint.clone();
+            let exporter = OtlpExporter::start_with_observer(config, Some(backend_warnings(endpoint)))
                 .context("starting the OTLP exporter")?;
+            say!("ebpf-profiler: {note}");
             let exporter = Arc::new(Mutex::new(exporter));
             sinks.push(Box::new(ExportSink::new(args.samples_per_second, unix_now_ns(), exporter.clone())));
             Some(exporter)
@@ -234,6 +248,25 @@ fn backend_warnings(endpoint: String) -> BackendObserver {
         _ => {}
     }
     })
+}
+
+/// Where profiles go and how: the endpoint, TLS, the headers' names
+/// (never their values), and where the endpoint came from.
+fn export_note(config: &ExporterConfig, source: Option<&str>) -> String {
+    let mut how = vec![match (config.tls, config.ca_certificate.is_some()) {
+        (false, _) => "plain text".to_string(),
+        (true, false) => "TLS".to_string(),
+        (true, true) => "TLS (CA file)".to_string(),
+    }];
+    if config.tls && config.client_identity.is_some() {
+        how.push("client certificate".into());
+    }
+    if !config.headers.is_empty() {
+        let names: Vec<&str> = config.headers.iter().map(|h| h.name()).collect();
+        how.push(format!("headers {}", names.join(", ")));
+    }
+    let from = source.map(|s| format!(", endpoint from {s}")).unwrap_or_default();
+    format!("OTLP export to {} ({}{from})", config.endpoint, how.join(", "))
 }
 
 /// What the start line says of the processes chosen (nothing: all).

@@ -85,7 +85,20 @@ struct Run {
 
 impl Run {
     fn start(args: &[&str]) -> Run {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ebpf-profiler"))
+        Run::start_with_env(args, &[])
+    }
+
+    /// The agent with `env` added to an environment without the test
+    /// runner's OTEL_EXPORTER_OTLP_* variables (one would make it export).
+    fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ebpf-profiler"));
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("OTEL_EXPORTER_OTLP_") {
+                command.env_remove(name);
+            }
+        }
+        let mut child = command
+            .envs(env.iter().copied())
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -234,6 +247,32 @@ fn unwritable_output_fails_before_sampling() {
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("cannot write the output") && stderr.contains("Is a directory"), "{stderr}");
     assert!(!stderr.contains("sampling at"), "{stderr}");
+}
+
+/// OTLP settings that cannot be used (a malformed OTEL_EXPORTER_OTLP_HEADERS,
+/// a CA file that is a directory, a header value gRPC cannot carry) fail
+/// the run before anything is sampled, naming the variable, file or
+/// header and never showing a header's value.
+#[test]
+fn unusable_otlp_settings_fail_before_sampling() {
+    let fails = |args: &[&str], env: &[(&str, &str)]| {
+        let (status, stderr) = Run::start_with_env(args, env).finish();
+        assert_eq!(status.code(), Some(1), "{stderr}");
+        assert!(!stderr.contains("sampling at") && !stderr.contains("secret"), "{stderr}");
+        stderr
+    };
+    let e = fails(&["--duration", "30s"], &[("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20secret,oops")]);
+    assert_eq!(e, "ebpf-profiler: error: OTEL_EXPORTER_OTLP_HEADERS: entry 2 has no '=' (expected key=value)");
+    let e = fails(
+        &["--duration", "30s"],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", "127.0.0.1:1"), ("OTEL_EXPORTER_OTLP_PROFILES_CERTIFICATE", "/")],
+    );
+    assert!(e.ends_with("error: starting the OTLP exporter: OTLP CA certificate \"/\": not a regular file"), "{e}");
+    let e = fails(
+        &["--duration", "30s", "--collection-agent", "127.0.0.1:1", "--otlp-header", "authorization=secret\u{7f}"],
+        &[],
+    );
+    assert!(e.contains("OTLP header \"authorization\": its value has characters"), "{e}");
 }
 
 /// `--pid` given a thread id profiles that thread's process, and says so.
