@@ -1,8 +1,12 @@
 //! The built `ebpf-profiler` binary run as a user runs it: signals, a bad
-//! `--output`, `--pid` given a thread id. The runs that sample load the
+//! `--output`, `--pid` given a thread id, OTLP export settings (a local TLS
+//! endpoint that requires a header). The runs that sample load the
 //! real BPF programs (root); without BPF they are skipped, except under
 //! `CI=true` where they fail.
 
+use opentelemetry_proto::tonic::collector::profiles::v1development::{
+    profiles_service_server, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
+};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -331,4 +335,139 @@ fn unreachable_backend_is_warned_live() {
     drop(spinner);
     assert!(status.success(), "{status:?}\n{stderr}");
     assert_eq!(stderr.matches("cannot be reached (").count(), 1, "said once per outage:\n{stderr}");
+}
+
+/// A local OTLP endpoint over TLS (a CA made at test time) that accepts
+/// export calls carrying `authorization: Bearer xyz` and refuses others.
+struct TlsEndpoint {
+    port: u16,
+    ca_file: PathBuf,
+    accepted: Arc<std::sync::atomic::AtomicUsize>,
+    refused: Arc<std::sync::atomic::AtomicUsize>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Clone)]
+struct Counting {
+    accepted: Arc<std::sync::atomic::AtomicUsize>,
+    refused: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[tonic::async_trait]
+impl profiles_service_server::ProfilesService for Counting {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportProfilesServiceRequest>,
+    ) -> Result<tonic::Response<ExportProfilesServiceResponse>, tonic::Status> {
+        if request.metadata().get("authorization").and_then(|v| v.to_str().ok()) != Some("Bearer xyz") {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+            return Err(tonic::Status::unauthenticated("no valid authorization header"));
+        }
+        self.accepted.fetch_add(1, Ordering::SeqCst);
+        Ok(tonic::Response::new(ExportProfilesServiceResponse { partial_success: None }))
+    }
+}
+
+impl TlsEndpoint {
+    fn start() -> TlsEndpoint {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert =
+            rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap().signed_by(&key, &issuer).unwrap();
+        let ca_file = scratch("otlp-ca.pem");
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        let identity = tonic::transport::Identity::from_pem(cert.pem(), key.serialize_pem());
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let counting = Counting { accepted: Arc::default(), refused: Arc::default() };
+        let (accepted, refused) = (counting.accepted.clone(), counting.refused.clone());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                tonic::transport::Server::builder()
+                    .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+                    .unwrap()
+                    .add_service(
+                        profiles_service_server::ProfilesServiceServer::new(counting)
+                            .accept_compressed(tonic::codec::CompressionEncoding::Gzip),
+                    )
+                    .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), async {
+                        let _ = stopped.await;
+                    })
+                    .await
+                    .unwrap();
+            });
+        });
+        TlsEndpoint { port, ca_file, accepted, refused, stop: Some(stop), thread: Some(thread) }
+    }
+}
+
+impl Drop for TlsEndpoint {
+    fn drop(&mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        let _ = self.thread.take().unwrap().join();
+        let _ = std::fs::remove_file(&self.ca_file);
+    }
+}
+
+/// Issue 42: the agent exports to a TLS endpoint that requires a header,
+/// everything set through OTEL_EXPORTER_OTLP_* variables (the header
+/// percent-encoded); without the header every interval is refused, and
+/// the summary says so by code. The token never shows on stderr.
+#[test]
+fn exports_to_a_tls_endpoint_with_a_header_from_the_environment() {
+    let _serial = serial();
+    let spinner = Spinner::start();
+    let endpoint = TlsEndpoint::start();
+    let url = format!("https://127.0.0.1:{}", endpoint.port);
+    let me = std::process::id().to_string();
+    let args = ["--pid", &me, "--duration", "3s", "--reporter-interval", "1s"];
+    let ca = endpoint.ca_file.to_str().unwrap();
+
+    let mut run = Run::start_with_env(
+        &args,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &url),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20xyz"),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca),
+        ],
+    );
+    if !run.sampling_started() {
+        return;
+    }
+    let (status, stderr) = run.finish();
+    assert!(status.success(), "{status:?}\n{stderr}");
+    let accepted = endpoint.accepted.load(Ordering::SeqCst);
+    assert!(accepted >= 2, "{accepted} accepted\n{stderr}");
+    assert_eq!(endpoint.refused.load(Ordering::SeqCst), 0, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "ebpf-profiler: OTLP export to {url} (TLS (CA file), headers authorization, endpoint from OTEL_EXPORTER_OTLP_ENDPOINT)"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("OTLP export:       {accepted} requests sent")), "{stderr}");
+    assert!(!stderr.contains("xyz"), "the token was printed:\n{stderr}");
+
+    let mut run = Run::start_with_env(
+        &args,
+        &[("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", &url), ("OTEL_EXPORTER_OTLP_PROFILES_CERTIFICATE", ca)],
+    );
+    assert!(run.sampling_started());
+    let (status, stderr) = run.finish();
+    drop(spinner);
+    assert!(status.success(), "{status:?}\n{stderr}");
+    let refused = endpoint.refused.load(Ordering::SeqCst);
+    assert!(refused >= 2, "{refused} refused\n{stderr}");
+    assert_eq!(endpoint.accepted.load(Ordering::SeqCst), accepted, "nothing accepted without the header");
+    assert!(stderr.contains(&format!("refused Unauthenticated {refused}")), "{stderr}");
 }
