@@ -241,6 +241,10 @@ fn backend_warnings(endpoint: String) -> BackendObserver {
              {buffered} request(s) wait, {dropped} dropped (the buffer is full: --export-buffer)",
             down_for.as_secs()
         ),
+        BackendEvent::Refused { code, message } => say!(
+            "ebpf-profiler: warning: the OTLP backend {endpoint} refused a request ({code}: {message}); \
+             refused requests are dropped (check the endpoint, headers and certificates)"
+        ),
         BackendEvent::Reachable { down_for, dropped } => say!(
             "ebpf-profiler: the OTLP backend {endpoint} is reached again after {}s ({dropped} request(s) dropped meanwhile)",
             down_for.as_secs()

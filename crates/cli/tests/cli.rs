@@ -470,4 +470,6 @@ fn exports_to_a_tls_endpoint_with_a_header_from_the_environment() {
     assert!(refused >= 2, "{refused} refused\n{stderr}");
     assert_eq!(endpoint.accepted.load(Ordering::SeqCst), accepted, "nothing accepted without the header");
     assert!(stderr.contains(&format!("refused Unauthenticated {refused}")), "{stderr}");
+    let warning = format!("ebpf-profiler: warning: the OTLP backend {url} refused a request (Unauthenticated: ");
+    assert_eq!(stderr.matches(&warning).count(), 1, "said once, live:\n{stderr}");
 }

@@ -257,6 +257,15 @@ pub enum BackendEvent {
         /// Requests dropped since the first failure.
         dropped: u64,
     },
+    /// The backend refused a request for good (e.g. `Unauthenticated`
+    /// for a missing or wrong header): said the first time each code is
+    /// seen, since it usually means a setting is wrong.
+    Refused {
+        /// The gRPC code, e.g. `"Unauthenticated"`.
+        code: String,
+        /// The backend's message.
+        message: String,
+    },
     /// A request reached the backend again.
     Reachable {
         /// How long it could not be reached.
@@ -486,7 +495,15 @@ impl OtlpExporter {
         });
         let (abort, abort_rx) = watch::channel(false);
         let (done_tx, done) = std::sync::mpsc::channel();
-        let worker = Worker { shared: shared.clone(), config, headers, abort: abort_rx, observer, down: None };
+        let worker = Worker {
+            shared: shared.clone(),
+            config,
+            headers,
+            abort: abort_rx,
+            observer,
+            down: None,
+            refusals_told: Vec::new(),
+        };
         let thread = std::thread::Builder::new()
             .name("ep-otlp-export".into())
             .spawn(move || {
@@ -610,6 +627,8 @@ struct Worker {
     observer: Option<BackendObserver>,
     /// Set while the backend cannot be reached.
     down: Option<Down>,
+    /// The refusal codes already reported ([`BackendEvent::Refused`]).
+    refusals_told: Vec<Code>,
 }
 
 /// Since when the backend cannot be reached, for [`BackendEvent`]s.
@@ -790,8 +809,13 @@ impl Worker {
             drop(buffer);
             counters.dropped_rejected.fetch_add(1, Ordering::Relaxed);
             let code = format!("{:?}", error.code());
-            *self.shared.rejected_by_code.lock().unwrap_or_else(|p| p.into_inner()).entry(code).or_insert(0) += 1;
+            *self.shared.rejected_by_code.lock().unwrap_or_else(|p| p.into_inner()).entry(code.clone()).or_insert(0) +=
+                1;
             self.shared.set_last_error(format!("export refused: {error}"));
+            if !self.refusals_told.contains(&error.code()) {
+                self.refusals_told.push(error.code());
+                self.notify(BackendEvent::Refused { code, message: error.message().to_string() });
+            }
             return Outcome::Done;
         }
         if failure == Failure::Retryable {

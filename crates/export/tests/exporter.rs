@@ -553,11 +553,16 @@ fn tls_endpoint_requiring_a_header_from_the_environment() {
     assert_eq!(server.unauthenticated.load(Ordering::SeqCst), 0);
 
     // Without the header: the backend refuses, and each request is
-    // counted as refused (Unauthenticated), not retried.
-    let exporter = OtlpExporter::start(from_env(&[
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.clone()),
-        ("OTEL_EXPORTER_OTLP_CERTIFICATE", pki.path("ca.pem")),
-    ]))
+    // counted as refused (Unauthenticated), not retried; the observer is
+    // told once.
+    let (tx, events) = std::sync::mpsc::channel();
+    let exporter = OtlpExporter::start_with_observer(
+        from_env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.clone()),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", pki.path("ca.pem")),
+        ]),
+        Some(Box::new(move |e| tx.send(e).unwrap())),
+    )
     .unwrap();
     exporter.send(request(4));
     exporter.send(request(5));
@@ -566,6 +571,14 @@ fn tls_endpoint_requiring_a_header_from_the_environment() {
     assert_eq!(stats.dropped_rejected_by_code, [("Unauthenticated".to_string(), 2)].into_iter().collect());
     assert_eq!(server.unauthenticated.load(Ordering::SeqCst), 2);
     assert_eq!(server.markers(), vec![1, 2, 3], "refused calls are not accepted");
+    let events: Vec<_> = events.try_iter().collect();
+    assert_eq!(
+        events,
+        vec![profiler_export::BackendEvent::Refused {
+            code: "Unauthenticated".into(),
+            message: "no valid authorization header".into()
+        }]
+    );
 
     // A CA that did not sign the server's certificate: never reached.
     let other = Pki::new("header-other-ca");
