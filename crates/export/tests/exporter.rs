@@ -666,3 +666,18 @@ fn unusable_tls_files_and_headers_are_errors_at_start() {
     c.headers = vec![Header::new("x-key", "é")];
     assert!(matches!(OtlpExporter::start(c), Err(ExportError::Header { .. })));
 }
+
+/// An endpoint as people write it in OTEL_EXPORTER_OTLP_ENDPOINT, with a
+/// trailing slash, works as well.
+#[test]
+fn endpoint_url_with_a_trailing_slash() {
+    let addr = free_addr();
+    let server = Server::start(addr, Reply::Ok);
+    let c = from_env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}/"))]);
+    assert!(!c.tls);
+    let exporter = OtlpExporter::start(c).unwrap();
+    exporter.send(request(1));
+    let stats = exporter.shutdown(Duration::from_secs(20));
+    assert_eq!(stats.requests_sent, 1, "{stats:?}");
+    assert_eq!(server.markers(), vec![1]);
+}
