@@ -286,9 +286,3 @@ static __always_inline int native_unwind_run(void *ctx, void *progs)
 	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
 	return 0;
 }
-
-SEC("perf_event")
-int native_unwind(struct bpf_perf_event_data *ctx)
-{
-	return native_unwind_run(ctx, &programs);
-}
