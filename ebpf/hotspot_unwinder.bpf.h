@@ -407,9 +407,3 @@ call_native:
 	unwinder_tail_call(ctx, progs, record, UNWINDER_NATIVE);
 	return 0;
 }
-
-SEC("perf_event")
-int hotspot_unwind(struct bpf_perf_event_data *ctx)
-{
-	return hotspot_unwind_run(ctx, &programs);
-}

@@ -14,21 +14,30 @@
  * calls interpreter_unwind, which tail-calls that unwinder; the native
  * unwinder itself names no interpreter.
  *
- * Adding an interpreter: its slot in enum unwinder_program (types.h),
- * its program below, its hand-over counter in count_hand_over. An
- * unwinder that walks the interpreter's frames one loop frame at a time
- * (Python, Ruby, PHP, Perl) runs in interpreter_unwind_run
- * (interpreter_driver.bpf.h) and brings only its start and step
- * functions.
+ * Every unwinder is its body, <name>_unwind_run(ctx, progs) in its own
+ * file, run by two entries that differ only in their program type (a
+ * tail call stays within programs of one type): <name>_unwind here
+ * (perf_event, in programs) and <name>_off_cpu (tp_btf, in
+ * off_cpu_programs: off_cpu.bpf.h). Both, their slots and the hand-over
+ * counters follow from the list of runtimes.h: adding an interpreter is
+ * its line there and its file. An unwinder that walks the interpreter's
+ * frames one loop frame at a time (Python, Ruby, PHP, Perl) runs in
+ * interpreter_unwind_run (interpreter_driver.bpf.h) and brings only its
+ * start and step functions.
  */
 
+/* The unwinders' bodies, defined in their files (included after this
+ * one). */
+static __always_inline int native_unwind_run(void *ctx, void *progs);
+#define RUNTIME(name, NAME, slot, map) static __always_inline int name##_unwind_run(void *ctx, void *progs);
+#include "runtimes.h"
+#undef RUNTIME
+
+/* Their perf_event entries. */
 int native_unwind(struct bpf_perf_event_data *ctx);
-int python_unwind(struct bpf_perf_event_data *ctx);
-int hotspot_unwind(struct bpf_perf_event_data *ctx);
-int v8_unwind(struct bpf_perf_event_data *ctx);
-int ruby_unwind(struct bpf_perf_event_data *ctx);
-int php_unwind(struct bpf_perf_event_data *ctx);
-int perl_unwind(struct bpf_perf_event_data *ctx);
+#define RUNTIME(name, NAME, slot, map) int name##_unwind(struct bpf_perf_event_data *ctx);
+#include "runtimes.h"
+#undef RUNTIME
 
 /* The unwinders, for tail calls; filled by libbpf at load. */
 struct {
@@ -39,14 +48,22 @@ struct {
 } programs SEC(".maps") = {
 	.values = {
 		[UNWINDER_NATIVE] = (void *)&native_unwind,
-		[UNWINDER_PYTHON] = (void *)&python_unwind,
-		[UNWINDER_HOTSPOT] = (void *)&hotspot_unwind,
-		[UNWINDER_V8] = (void *)&v8_unwind,
-		[UNWINDER_RUBY] = (void *)&ruby_unwind,
-		[UNWINDER_PHP] = (void *)&php_unwind,
-		[UNWINDER_PERL] = (void *)&perl_unwind,
+#define RUNTIME(name, NAME, slot, map) [UNWINDER_##NAME] = (void *)&name##_unwind,
+#include "runtimes.h"
+#undef RUNTIME
 	},
 };
+
+#define UNWINDER_PERF_ENTRY(name)                                  \
+	SEC("perf_event")                                          \
+	int name##_unwind(struct bpf_perf_event_data *ctx)         \
+	{                                                          \
+		return name##_unwind_run(ctx, &programs);          \
+	}
+UNWINDER_PERF_ENTRY(native)
+#define RUNTIME(name, NAME, slot, map) UNWINDER_PERF_ENTRY(name)
+#include "runtimes.h"
+#undef RUNTIME
 
 /* The interpreter unwinder named by a pid_mapping's flags, or
  * UNWINDER_NATIVE when the mapping is not an interpreter loop. */
@@ -62,24 +79,12 @@ static __always_inline u8 mapping_unwinder(u32 flags)
 static __always_inline void count_hand_over(u32 slot)
 {
 	switch (slot) {
-	case UNWINDER_PYTHON:
-		count(COUNTER_PYTHON_TAIL_CALLS);
+#define RUNTIME(name, NAME, slot, map)             \
+	case UNWINDER_##NAME:                      \
+		count(COUNTER_##NAME##_TAIL_CALLS); \
 		break;
-	case UNWINDER_HOTSPOT:
-		count(COUNTER_HOTSPOT_TAIL_CALLS);
-		break;
-	case UNWINDER_V8:
-		count(COUNTER_V8_TAIL_CALLS);
-		break;
-	case UNWINDER_RUBY:
-		count(COUNTER_RUBY_TAIL_CALLS);
-		break;
-	case UNWINDER_PHP:
-		count(COUNTER_PHP_TAIL_CALLS);
-		break;
-	case UNWINDER_PERL:
-		count(COUNTER_PERL_TAIL_CALLS);
-		break;
+#include "runtimes.h"
+#undef RUNTIME
 	default:
 		break;
 	}

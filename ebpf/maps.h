@@ -275,15 +275,37 @@ struct {
 	__array(values, struct file_delta_array);
 } file_deltas SEC(".maps");
 
-/* The CPython builds in loaded files: file id -> how to walk their
- * frames. Set by user space with the file's deltas, removed with them. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 1 << 10);
-	__type(key, u64);
-	__type(value, struct python_file);
-} python_files SEC(".maps");
+/* Each interpreter unwinder's map (runtimes.h), by its kind:
+ *
+ * files: <name>_files, file id -> struct <name>_file: how to walk the
+ * frames of the runtime's build in a loaded file. Set by user space
+ * with the file's deltas, removed with them.
+ *
+ * processes: <name>_processes, tgid -> struct <name>_process: what the
+ * unwinder needs of a runtime understood from a process's memory (a
+ * JVM's vmStructs, a Node's V8 metadata). Set by user space when the
+ * process maps the runtime, removed when the process is unloaded. */
+#define RUNTIME_MAP_files(name)                         \
+	struct {                                        \
+		__uint(type, BPF_MAP_TYPE_HASH);        \
+		__uint(map_flags, BPF_F_NO_PREALLOC);   \
+		__uint(max_entries, 1 << 10);           \
+		__type(key, u64);                       \
+		__type(value, struct name##_file);      \
+	} name##_files SEC(".maps");                    \
+	_Static_assert(sizeof(struct name##_file) > 0, "struct " #name "_file is defined");
+#define RUNTIME_MAP_processes(name)                     \
+	struct {                                        \
+		__uint(type, BPF_MAP_TYPE_HASH);        \
+		__uint(map_flags, BPF_F_NO_PREALLOC);   \
+		__uint(max_entries, 1 << 12);           \
+		__type(key, u32);                       \
+		__type(value, struct name##_process);   \
+	} name##_processes SEC(".maps");                \
+	_Static_assert(sizeof(struct name##_process) > 0, "struct " #name "_process is defined");
+#define RUNTIME(name, NAME, slot, map) RUNTIME_MAP_##map(name)
+#include "runtimes.h"
+#undef RUNTIME
 
 /* (tgid << 32 | tid) -> the thread's PyThreadState, found once by
  * walking the interpreter's thread list and checked at each use; a
@@ -294,60 +316,6 @@ struct {
 	__type(key, u64);
 	__type(value, u64);
 } python_thread_states SEC(".maps");
-
-/* HotSpot: tgid -> what its unwinder needs of the JVM in that process
- * (struct hotspot_process). Set by user space once the JVM's tables are
- * read, removed when the process is unloaded. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 1 << 12);
-	__type(key, u32);
-	__type(value, struct hotspot_process);
-} hotspot_processes SEC(".maps");
-
-/* The CRuby builds in loaded files: file id -> how to find a thread's
- * control frames. Set by user space with the file's deltas, removed with
- * them. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 1 << 10);
-	__type(key, u64);
-	__type(value, struct ruby_file);
-} ruby_files SEC(".maps");
-/* V8: tgid -> what its unwinder needs of the Node process (struct
- * v8_process). Set by user space when the process maps a V8 build,
- * removed when the process is unloaded. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 1 << 12);
-	__type(key, u32);
-	__type(value, struct v8_process);
-} v8_processes SEC(".maps");
-
-/* The PHP builds in loaded files: file id -> how to walk their frames
- * (struct php_file). Set by user space with the file's deltas, removed
- * with them. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 1 << 10);
-	__type(key, u64);
-	__type(value, struct php_file);
-} php_files SEC(".maps");
-
-/* The Perl builds in loaded files: file id -> how to walk their stacks
- * (struct perl_file). Set by user space with the file's deltas, removed
- * with them. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 1 << 10);
-	__type(key, u64);
-	__type(value, struct perl_file);
-} perl_files SEC(".maps");
 
 /* Go: tgid -> how to read its goroutines' pprof labels (struct
  * go_labels_process). Set by user space when the process's executable

@@ -245,8 +245,8 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 	return STEP_CONTINUE;
 }
 
-/* One run of the native unwinder. Its entries (native_unwind here, and
- * native_off_cpu in off_cpu.bpf.h) differ only in their program
+/* One run of the native unwinder. Its entries (native_unwind in
+ * interpreters.bpf.h, native_off_cpu in off_cpu.bpf.h) differ only in their program
  * type: a tail call stays within the program array of its entry's type
  * (progs). */
 static __always_inline int native_unwind_run(void *ctx, void *progs)
@@ -285,10 +285,4 @@ static __always_inline int native_unwind_run(void *ctx, void *progs)
 	}
 	send_sample(&record->event, UNWIND_STOP_TAIL_CALLS);
 	return 0;
-}
-
-SEC("perf_event")
-int native_unwind(struct bpf_perf_event_data *ctx)
-{
-	return native_unwind_run(ctx, &programs);
 }

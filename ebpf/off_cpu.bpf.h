@@ -7,11 +7,10 @@
  * current task there, so its stack is taken like a tick's: kernel stack,
  * user registers saved at kernel entry, then the same unwinders as
  * on_cpu_sample, through tail calls. A tail call stays within programs of
- * one type, so the unwinders have tp_btf entries of their own
- * (native_off_cpu, python_off_cpu, hotspot_off_cpu, v8_off_cpu, ruby_off_cpu, php_off_cpu,
- * perl_off_cpu) in off_cpu_programs,
- * sharing their bodies with the perf_event ones (native_unwind_run,
- * python_unwind_run, hotspot_unwind_run, v8_unwind_run). User space fills off_cpu_programs, and loads these
+ * one type, so every unwinder has a tp_btf entry of its own
+ * (<name>_off_cpu: native_off_cpu, then one per line of runtimes.h) in
+ * off_cpu_programs, sharing its body (<name>_unwind_run) with its
+ * perf_event entry. User space fills off_cpu_programs, and loads these
  * programs only when off-CPU profiling is on.
  *
  * A switch-out is sampled with probability (off_cpu_threshold + 1) /
@@ -58,47 +57,17 @@ struct {
 	__type(value, u32);
 } off_cpu_programs SEC(".maps");
 
-SEC("tp_btf/sched_switch")
-int native_off_cpu(u64 *ctx)
-{
-	return native_unwind_run(ctx, &off_cpu_programs);
-}
-
-SEC("tp_btf/sched_switch")
-int python_off_cpu(u64 *ctx)
-{
-	return python_unwind_run(ctx, &off_cpu_programs);
-}
-
-SEC("tp_btf/sched_switch")
-int hotspot_off_cpu(u64 *ctx)
-{
-	return hotspot_unwind_run(ctx, &off_cpu_programs);
-}
-
-SEC("tp_btf/sched_switch")
-int v8_off_cpu(u64 *ctx)
-{
-	return v8_unwind_run(ctx, &off_cpu_programs);
-}
-
-SEC("tp_btf/sched_switch")
-int ruby_off_cpu(u64 *ctx)
-{
-	return ruby_unwind_run(ctx, &off_cpu_programs);
-}
-
-SEC("tp_btf/sched_switch")
-int php_off_cpu(u64 *ctx)
-{
-	return php_unwind_run(ctx, &off_cpu_programs);
-}
-
-SEC("tp_btf/sched_switch")
-int perl_off_cpu(u64 *ctx)
-{
-	return perl_unwind_run(ctx, &off_cpu_programs);
-}
+/* Every unwinder's off-CPU entry (native, then those of runtimes.h). */
+#define UNWINDER_OFF_CPU_ENTRY(name)                               \
+	SEC("tp_btf/sched_switch")                                 \
+	int name##_off_cpu(u64 *ctx)                               \
+	{                                                          \
+		return name##_unwind_run(ctx, &off_cpu_programs);  \
+	}
+UNWINDER_OFF_CPU_ENTRY(native)
+#define RUNTIME(name, NAME, slot, map) UNWINDER_OFF_CPU_ENTRY(name)
+#include "runtimes.h"
+#undef RUNTIME
 
 /* next is about to run: if its switch-out was sampled, say how long it
  * was off the CPU. */

@@ -247,9 +247,3 @@ static __always_inline int perl_unwind_run(void *ctx, void *progs)
 {
 	return interpreter_unwind_run(ctx, progs, UNWINDER_PERL, perl_start, perl_step, perl_enter);
 }
-
-SEC("perf_event")
-int perl_unwind(struct bpf_perf_event_data *ctx)
-{
-	return perl_unwind_run(ctx, &programs);
-}

@@ -157,9 +157,3 @@ static __always_inline int php_unwind_run(void *ctx, void *progs)
 {
 	return interpreter_unwind_run(ctx, progs, UNWINDER_PHP, php_start, php_step, interp_enter_always);
 }
-
-SEC("perf_event")
-int php_unwind(struct bpf_perf_event_data *ctx)
-{
-	return php_unwind_run(ctx, &programs);
-}

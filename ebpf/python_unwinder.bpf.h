@@ -232,9 +232,3 @@ static __always_inline int python_unwind_run(void *ctx, void *progs)
 {
 	return interpreter_unwind_run(ctx, progs, UNWINDER_PYTHON, python_start, python_step, interp_enter_always);
 }
-
-SEC("perf_event")
-int python_unwind(struct bpf_perf_event_data *ctx)
-{
-	return python_unwind_run(ctx, &programs);
-}

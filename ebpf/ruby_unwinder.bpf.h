@@ -226,9 +226,3 @@ static __always_inline int ruby_unwind_run(void *ctx, void *progs)
 {
 	return interpreter_unwind_run(ctx, progs, UNWINDER_RUBY, ruby_start, ruby_step, interp_enter_always);
 }
-
-SEC("perf_event")
-int ruby_unwind(struct bpf_perf_event_data *ctx)
-{
-	return ruby_unwind_run(ctx, &programs);
-}

@@ -277,21 +277,27 @@ enum mapping_kind {
 #define MAPPING_UNWINDER_SHIFT 8
 #define MAPPING_UNWINDER_MASK 0xff
 
-/* The unwinder programs, by their slot in the program array
- * (interpreters.bpf.h). Every slot after UNWINDER_NATIVE is an
- * interpreter's. */
+/* The unwinder programs, by their slot in the program arrays
+ * (interpreters.bpf.h): the native unwinder, then one slot per
+ * interpreter unwinder of runtimes.h. */
 enum unwinder_program {
 	UNWINDER_NATIVE = 0,
-	UNWINDER_PYTHON = 1,
-	UNWINDER_HOTSPOT = 2,
-	UNWINDER_V8 = 3,
-	UNWINDER_RUBY = 4,
-	UNWINDER_PHP = 5,
-	UNWINDER_PERL = 6,
-	/* Reserved for the unwinders being built (one slot each, so that
-	 * they land independently): V8 3, CRuby 4, PHP 5, Perl 6. */
-	UNWINDER_COUNT = 7,
+#define RUNTIME(name, NAME, slot, map) UNWINDER_##NAME = slot,
+#include "runtimes.h"
+#undef RUNTIME
+	/* 1 + the runtimes of runtimes.h */
+	UNWINDER_COUNT = 1
+#define RUNTIME(name, NAME, slot, map) +1
+#include "runtimes.h"
+#undef RUNTIME
+	,
 };
+/* Slots are dense: each below UNWINDER_COUNT (and distinct: the
+ * programs array's initializer rejects a slot given twice). */
+#define RUNTIME(name, NAME, slot, map) \
+	_Static_assert(slot > UNWINDER_NATIVE && slot < UNWINDER_COUNT, #name "'s slot is dense");
+#include "runtimes.h"
+#undef RUNTIME
 
 struct pid_mapping {
 	__u64 file_id;   /* FileId::high64 */

@@ -216,9 +216,3 @@ call_native:
 	unwinder_tail_call(ctx, progs, record, UNWINDER_NATIVE);
 	return 0;
 }
-
-SEC("perf_event")
-int v8_unwind(struct bpf_perf_event_data *ctx)
-{
-	return v8_unwind_run(ctx, &programs);
-}

@@ -18,14 +18,30 @@ PROG_NAME_LEN = 15
 
 def defined_programs(ebpf=EBPF):
     """Every program of the agent's BPF object: each function defined
-    right after a SEC(...) in ebpf/, so that a new one cannot be left
-    out. smoke.sh runs the agent with --off-cpu: all of them load."""
+    right after a SEC(...) in ebpf/, and those a macro defines so
+    (`SEC(...) int name##_suffix(...)`: the unwinders' entries) for each
+    name it is invoked with, every runtime of runtimes.h when invoked
+    from a RUNTIME definition; so that a new one cannot be left out.
+    smoke.sh runs the agent with --off-cpu: all of them load."""
     found = set()
+    texts = []
     for path in sorted(glob.glob(os.path.join(ebpf, "*.c")) + glob.glob(os.path.join(ebpf, "*.h"))):
         with open(path) as f:
-            text = f.read()
+            texts.append(f.read())
+    with open(os.path.join(ebpf, "runtimes.h")) as f:
+        runtimes = re.findall(r"^RUNTIME\((\w+),", f.read(), re.M)
+    for text in texts:
         for name in re.findall(r'^SEC\("[^"]+"\)\s*\n\s*int\s+(\w+)\s*\(', text, re.M):
             found.add(name[:PROG_NAME_LEN])
+        entry_macros = re.findall(
+            r'^#define\s+(\w+)\((\w+)\)\s*\\\s*\n\s*SEC\("[^"]+"\)\s*\\\s*\n\s*int\s+\2\s*##\s*(\w+)\s*\(', text, re.M
+        )
+        for macro, _, suffix in entry_macros:
+            names = re.findall(rf"^{macro}\((\w+)\)", text, re.M)
+            if re.search(rf"^#define\s+RUNTIME\(.*\)\s+{macro}\(name\)", text, re.M):
+                names += runtimes
+            for name in names:
+                found.add((name + suffix)[:PROG_NAME_LEN])
     if not found:
         raise SystemExit(f"check.py: no BPF program found under {ebpf}")
     return sorted(found)

@@ -63,7 +63,7 @@ pub(crate) fn read<T: Pod>(bytes: &[u8]) -> Option<T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::c::*;
     use super::*;
     use libbpf_rs::btf::types::{Composite, Enum, MemberAttr};

@@ -10,6 +10,7 @@
 //! [`InterpreterMaps::remove_process`]). The per-thread caches are
 //! written by the BPF side only and emptied by it as threads exit.
 
+use crate::runtimes::{InterpreterUnwinder, RuntimeMap};
 use crate::types::{HotspotProcessValue, PerlFileValue, PhpFileValue, PythonFileValue, RubyFileValue, V8ProcessValue};
 use crate::BpfError;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
@@ -33,10 +34,10 @@ impl InterpreterFileValue {
     /// The map it goes in, and its bytes there.
     fn encode(&self) -> (&'static str, Vec<u8>) {
         match self {
-            InterpreterFileValue::Python(v) => ("python_files", v.to_bytes().to_vec()),
-            InterpreterFileValue::Ruby(v) => ("ruby_files", v.to_bytes().to_vec()),
-            InterpreterFileValue::Php(v) => ("php_files", v.to_bytes().to_vec()),
-            InterpreterFileValue::Perl(v) => ("perl_files", v.to_bytes().to_vec()),
+            InterpreterFileValue::Python(v) => (InterpreterUnwinder::Python.map().0, v.to_bytes().to_vec()),
+            InterpreterFileValue::Ruby(v) => (InterpreterUnwinder::Ruby.map().0, v.to_bytes().to_vec()),
+            InterpreterFileValue::Php(v) => (InterpreterUnwinder::Php.map().0, v.to_bytes().to_vec()),
+            InterpreterFileValue::Perl(v) => (InterpreterUnwinder::Perl.map().0, v.to_bytes().to_vec()),
         }
     }
 }
@@ -58,8 +59,8 @@ impl InterpreterProcessValue {
     /// The map it goes in, and its bytes there.
     fn encode(&self) -> (&'static str, Vec<u8>) {
         match self {
-            InterpreterProcessValue::Hotspot(v) => ("hotspot_processes", v.to_bytes()),
-            InterpreterProcessValue::V8(v) => ("v8_processes", v.to_bytes()),
+            InterpreterProcessValue::Hotspot(v) => (InterpreterUnwinder::Hotspot.map().0, v.to_bytes()),
+            InterpreterProcessValue::V8(v) => (InterpreterUnwinder::V8.map().0, v.to_bytes()),
         }
     }
 }
@@ -82,27 +83,21 @@ pub struct InterpreterMaps {
 }
 
 impl InterpreterMaps {
+    /// `runtime_maps`: each interpreter unwinder's map (name, kind,
+    /// handle); `thread_maps`: the per-thread caches.
     pub(crate) fn new(
-        python_files: MapHandle,
-        python_thread_states: MapHandle,
-        hotspot_processes: MapHandle,
-        v8_processes: MapHandle,
-        ruby_files: MapHandle,
-        php_files: MapHandle,
-        perl_files: MapHandle,
+        runtime_maps: Vec<(&'static str, RuntimeMap, MapHandle)>,
+        thread_maps: Vec<MapHandle>,
     ) -> InterpreterMaps {
-        InterpreterMaps {
-            file_maps: vec![
-                ("python_files", python_files),
-                ("ruby_files", ruby_files),
-                ("php_files", php_files),
-                ("perl_files", perl_files),
-            ],
-            thread_maps: vec![python_thread_states],
-            process_maps: vec![("hotspot_processes", hotspot_processes), ("v8_processes", v8_processes)],
-            loaded: HashMap::new(),
-            processes: HashMap::new(),
+        let mut file_maps = Vec::new();
+        let mut process_maps = Vec::new();
+        for (name, kind, handle) in runtime_maps {
+            match kind {
+                RuntimeMap::Files => file_maps.push((name, handle)),
+                RuntimeMap::Processes => process_maps.push((name, handle)),
+            }
         }
+        InterpreterMaps { file_maps, thread_maps, process_maps, loaded: HashMap::new(), processes: HashMap::new() }
     }
 
     /// Puts `value` for process `pid` in its unwinder's per-process map

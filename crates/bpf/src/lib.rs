@@ -42,6 +42,7 @@ mod pid_namespace;
 mod preflight;
 mod reader;
 mod ring;
+mod runtimes;
 mod sample;
 mod sampler;
 mod sampling_switch;

@@ -15,7 +15,7 @@ use crate::skel::{OpenProfilerSkel, ProfilerSkel, ProfilerSkelBuilder};
 use crate::types::{InterpreterUnwinder, UnwindStop};
 use crate::unwind_maps::UnwindMaps;
 use crate::BpfError;
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, OpenObject};
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
@@ -84,6 +84,11 @@ macro_rules! counters {
         pub(crate) const COUNTER_IDS: &[(&str, u32)] = &[$((stringify!($id), c::$id)),*];
 
         impl Counters {
+            /// Every field of the table, by name.
+            fn named(&self) -> [(&'static str, u64); [$(stringify!($field)),*].len()] {
+                [$((stringify!($field), self.$field)),*]
+            }
+
             /// Fills the table's fields with `read(id)`.
             fn read_all(mut read: impl FnMut(u32) -> Result<u64, BpfError>) -> Result<Counters, BpfError> {
                 let mut counters = Counters::default();
@@ -237,58 +242,15 @@ counters! {
 }
 
 impl Counters {
-    /// The counters of one interpreter unwinder, by their names after its
-    /// own ([`InterpreterUnwinder::name`]`_<name>` in the agent's stats).
+    /// The counters of one interpreter unwinder: the fields named
+    /// `<name>_<counter>` after it ([`InterpreterUnwinder::name`]), as
+    /// `<counter>` (`<name>_<counter>` in the agent's stats).
     pub fn interpreter(&self, unwinder: InterpreterUnwinder) -> Vec<(&'static str, u64)> {
-        match unwinder {
-            InterpreterUnwinder::Python => vec![
-                ("frames", self.python_frames),
-                ("tail_calls", self.python_tail_calls),
-                ("no_thread_state", self.python_no_thread_state),
-                ("read_errors", self.python_read_errors),
-            ],
-            InterpreterUnwinder::Hotspot => vec![
-                ("frames", self.hotspot_frames),
-                ("tail_calls", self.hotspot_tail_calls),
-                ("no_process", self.hotspot_no_process),
-                ("no_blob", self.hotspot_no_blob),
-                ("read_errors", self.hotspot_read_errors),
-                ("bad_frames", self.hotspot_bad_frames),
-                ("deopt_frames", self.hotspot_deopt_frames),
-            ],
-            InterpreterUnwinder::V8 => vec![
-                ("frames", self.v8_frames),
-                ("tail_calls", self.v8_tail_calls),
-                ("no_process", self.v8_no_process),
-                ("read_errors", self.v8_read_errors),
-                ("bad_frames", self.v8_bad_frames),
-                ("marker_frames", self.v8_marker_frames),
-                ("entry_frames", self.v8_entry_frames),
-            ],
-            InterpreterUnwinder::Ruby => vec![
-                ("frames", self.ruby_frames),
-                ("tail_calls", self.ruby_tail_calls),
-                ("no_ec", self.ruby_no_ec),
-                ("read_errors", self.ruby_read_errors),
-                ("skipped_frames", self.ruby_skipped_frames),
-                ("empty_loops", self.ruby_empty_loops),
-            ],
-            InterpreterUnwinder::Php => vec![
-                ("frames", self.php_frames),
-                ("tail_calls", self.php_tail_calls),
-                ("no_frames", self.php_no_frames),
-                ("read_errors", self.php_read_errors),
-                ("skipped_frames", self.php_skipped_frames),
-                ("empty_loops", self.php_empty_loops),
-            ],
-            InterpreterUnwinder::Perl => vec![
-                ("frames", self.perl_frames),
-                ("tail_calls", self.perl_tail_calls),
-                ("no_interpreter", self.perl_no_interpreter),
-                ("read_errors", self.perl_read_errors),
-                ("empty_loops", self.perl_empty_loops),
-            ],
-        }
+        let name = unwinder.name();
+        self.named()
+            .into_iter()
+            .filter_map(|(field, value)| Some((field.strip_prefix(name)?.strip_prefix('_')?, value)))
+            .collect()
     }
 
     /// How many user stacks ended for `reason`.
@@ -372,14 +334,13 @@ impl Sampler {
         if !off_cpu_on {
             // Not verified, not loaded: the unwinders' second entries
             // would double the load time.
-            open.progs.on_sched_switch.set_autoload(false);
-            open.progs.native_off_cpu.set_autoload(false);
-            open.progs.python_off_cpu.set_autoload(false);
-            open.progs.hotspot_off_cpu.set_autoload(false);
-            open.progs.v8_off_cpu.set_autoload(false);
-            open.progs.ruby_off_cpu.set_autoload(false);
-            open.progs.php_off_cpu.set_autoload(false);
-            open.progs.perl_off_cpu.set_autoload(false);
+            // Off-CPU programs: on_sched_switch and every unwinder's
+            // <name>_off_cpu entry.
+            for mut program in open.open_object_mut().progs_mut() {
+                if program.section() == "tp_btf/sched_switch" {
+                    program.set_autoload(false);
+                }
+            }
             open.maps
                 .off_cpu_starts
                 .set_max_entries(1)
@@ -570,22 +531,20 @@ impl Sampler {
     /// Handles on the interpreter unwinders' maps, for the process
     /// manager. Make one: it keeps the bookkeeping of what it loads.
     pub fn interpreter_maps(&self) -> Result<InterpreterMaps, BpfError> {
-        let maps = &self.skel.maps;
-        let files =
-            MapHandle::try_from(&maps.python_files).map_err(|source| BpfError::Map { map: "python_files", source })?;
-        let threads = MapHandle::try_from(&maps.python_thread_states)
-            .map_err(|source| BpfError::Map { map: "python_thread_states", source })?;
-        let processes = MapHandle::try_from(&maps.hotspot_processes)
-            .map_err(|source| BpfError::Map { map: "hotspot_processes", source })?;
-        let v8 =
-            MapHandle::try_from(&maps.v8_processes).map_err(|source| BpfError::Map { map: "v8_processes", source })?;
-        let ruby_files =
-            MapHandle::try_from(&maps.ruby_files).map_err(|source| BpfError::Map { map: "ruby_files", source })?;
-        let php_files =
-            MapHandle::try_from(&maps.php_files).map_err(|source| BpfError::Map { map: "php_files", source })?;
-        let perl_files =
-            MapHandle::try_from(&maps.perl_files).map_err(|source| BpfError::Map { map: "perl_files", source })?;
-        Ok(InterpreterMaps::new(files, threads, processes, v8, ruby_files, php_files, perl_files))
+        let object = self.skel.object();
+        let handle = |name: &'static str| {
+            let map = object.maps().find(|m| m.name() == name).ok_or_else(|| BpfError::Map {
+                map: name,
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such map in the BPF object").into(),
+            })?;
+            MapHandle::try_from(&map).map_err(|source| BpfError::Map { map: name, source })
+        };
+        let mut runtime_maps = Vec::with_capacity(InterpreterUnwinder::ALL.len());
+        for unwinder in InterpreterUnwinder::ALL {
+            let (name, kind) = unwinder.map();
+            runtime_maps.push((name, kind, handle(name)?));
+        }
+        Ok(InterpreterMaps::new(runtime_maps, vec![handle("python_thread_states")?]))
     }
 
     /// The map of Go processes whose pprof labels the programs read, for
@@ -669,17 +628,11 @@ fn program_run_stats(program: &libbpf_rs::Program<'_>) -> (u64, u64) {
 /// `enum unwinder_program` slot (as `programs` is filled at load).
 fn fill_off_cpu_programs(skel: &ProfilerSkel<'static>) -> Result<(), BpfError> {
     use std::os::fd::{AsFd, AsRawFd};
-    let progs = &skel.progs;
-    let entries = [
-        (c::UNWINDER_NATIVE, &progs.native_off_cpu),
-        (c::UNWINDER_PYTHON, &progs.python_off_cpu),
-        (c::UNWINDER_HOTSPOT, &progs.hotspot_off_cpu),
-        (c::UNWINDER_V8, &progs.v8_off_cpu),
-        (c::UNWINDER_RUBY, &progs.ruby_off_cpu),
-        (c::UNWINDER_PHP, &progs.php_off_cpu),
-        (c::UNWINDER_PERL, &progs.perl_off_cpu),
-    ];
-    for (slot, program) in entries {
+    for (name, slot) in crate::runtimes::off_cpu_programs() {
+        let program = skel.object().progs().find(|p| p.name() == name.as_str()).ok_or_else(|| {
+            let missing = std::io::Error::new(std::io::ErrorKind::NotFound, format!("no program {name}"));
+            BpfError::Map { map: "off_cpu_programs", source: missing.into() }
+        })?;
         let fd = program.as_fd().as_raw_fd();
         skel.maps
             .off_cpu_programs

@@ -217,48 +217,7 @@ pub(crate) fn range_chunk_key(pid: u32, generation: u32, index: u32) -> [u8; siz
     bytes_of(&key).try_into().expect("one key")
 }
 
-/// The interpreter unwinder programs, by their slot in the program array
-/// (`enum unwinder_program`, `ebpf/interpreters.bpf.h`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum InterpreterUnwinder {
-    /// `UNWINDER_PYTHON`: `python_unwind`.
-    Python = c::UNWINDER_PYTHON as u8,
-    /// `UNWINDER_HOTSPOT`: `hotspot_unwind`.
-    Hotspot = c::UNWINDER_HOTSPOT as u8,
-    /// `UNWINDER_V8`: `v8_unwind`.
-    V8 = c::UNWINDER_V8 as u8,
-    /// `UNWINDER_RUBY`: `ruby_unwind`.
-    Ruby = c::UNWINDER_RUBY as u8,
-    /// `UNWINDER_PHP`: `php_unwind`.
-    Php = c::UNWINDER_PHP as u8,
-    /// `UNWINDER_PERL`: `perl_unwind`.
-    Perl = c::UNWINDER_PERL as u8,
-}
-
-impl InterpreterUnwinder {
-    /// Every interpreter unwinder.
-    pub const ALL: [InterpreterUnwinder; 6] = [
-        InterpreterUnwinder::Python,
-        InterpreterUnwinder::Hotspot,
-        InterpreterUnwinder::V8,
-        InterpreterUnwinder::Ruby,
-        InterpreterUnwinder::Php,
-        InterpreterUnwinder::Perl,
-    ];
-
-    /// Its name in counters (`python_frames`, `hotspot_frames`).
-    pub fn name(self) -> &'static str {
-        match self {
-            InterpreterUnwinder::Python => "python",
-            InterpreterUnwinder::Hotspot => "hotspot",
-            InterpreterUnwinder::V8 => "v8",
-            InterpreterUnwinder::Ruby => "ruby",
-            InterpreterUnwinder::Php => "php",
-            InterpreterUnwinder::Perl => "perl",
-        }
-    }
-}
+pub use crate::runtimes::InterpreterUnwinder;
 
 /// `struct pid_mapping`.
 pub(crate) type PidMappingValue = c::pid_mapping;

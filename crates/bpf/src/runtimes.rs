@@ -1,0 +1,199 @@
+//! The interpreter unwinders, as `ebpf/runtimes.h` lists them: one line
+//! each here too ([`InterpreterUnwinder`]), from which their programs
+//! (`<name>_unwind`, `<name>_off_cpu`), maps (`<name>_files` or
+//! `<name>_processes`) and counters (`<name>_*` of [`crate::Counters`])
+//! are found by name. The test below fails when the two lists differ,
+//! or when a runtime lacks a program, a map or a counter on either side.
+
+use crate::contract::c;
+
+/// What an interpreter unwinder's map is keyed by (the `map` column of
+/// `ebpf/runtimes.h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RuntimeMap {
+    /// `<name>_files`: file id -> how to walk the frames of a build.
+    Files,
+    /// `<name>_processes`: tgid -> what the unwinder needs of a process.
+    Processes,
+}
+
+/// Declares [`InterpreterUnwinder`] from one table: variant, slot
+/// constant, name, map; in the order of `ebpf/runtimes.h`.
+macro_rules! runtimes {
+    ($($variant:ident = $slot:ident, $name:literal, $map:ident;)*) => {
+        /// The interpreter unwinder programs, by their slot in the program
+        /// arrays (`enum unwinder_program`, one per line of
+        /// `ebpf/runtimes.h`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum InterpreterUnwinder {
+            $(
+                #[doc = concat!("`", stringify!($slot), "`: `", $name, "_unwind`.")]
+                $variant = c::$slot as u8,
+            )*
+        }
+
+        impl InterpreterUnwinder {
+            /// Every interpreter unwinder.
+            pub const ALL: [InterpreterUnwinder; [$(InterpreterUnwinder::$variant),*].len()] =
+                [$(InterpreterUnwinder::$variant),*];
+
+            /// Its name in programs, maps and counters (`python_unwind`,
+            /// `python_files`, `python_frames`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(InterpreterUnwinder::$variant => $name,)*
+                }
+            }
+
+            /// Its map in the BPF object, and what that map is keyed by.
+            pub(crate) fn map(self) -> (&'static str, RuntimeMap) {
+                match self {
+                    $(InterpreterUnwinder::$variant => runtimes!(@map $name, $map),)*
+                }
+            }
+        }
+    };
+    (@map $name:literal, files) => { (concat!($name, "_files"), RuntimeMap::Files) };
+    (@map $name:literal, processes) => { (concat!($name, "_processes"), RuntimeMap::Processes) };
+}
+
+runtimes! {
+    Python = UNWINDER_PYTHON, "python", files;
+    Hotspot = UNWINDER_HOTSPOT, "hotspot", processes;
+    V8 = UNWINDER_V8, "v8", processes;
+    Ruby = UNWINDER_RUBY, "ruby", files;
+    Php = UNWINDER_PHP, "php", files;
+    Perl = UNWINDER_PERL, "perl", files;
+}
+
+/// The unwinders' off-CPU programs and their slots: the native one, then
+/// one per interpreter unwinder.
+pub(crate) fn off_cpu_programs() -> impl Iterator<Item = (String, u32)> {
+    std::iter::once(("native_off_cpu".to_string(), c::UNWINDER_NATIVE))
+        .chain(InterpreterUnwinder::ALL.iter().map(|u| (format!("{}_off_cpu", u.name()), u32::from(*u as u8))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::tests::RUST_ENUMS;
+    use crate::skel::ProfilerSkelBuilder;
+    use libbpf_rs::skel::SkelBuilder;
+    use std::collections::BTreeSet;
+    use std::mem::MaybeUninit;
+
+    /// One line of `ebpf/runtimes.h`: name, NAME, slot, map.
+    #[derive(Debug, PartialEq, Eq)]
+    struct Line {
+        name: String,
+        upper: String,
+        slot: i64,
+        map: RuntimeMap,
+    }
+
+    fn bpf_list() -> Vec<Line> {
+        let header = include_str!("../../../ebpf/runtimes.h");
+        let lines: Vec<Line> = header
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("RUNTIME(")?.strip_suffix(')').map(str::to_owned))
+            .map(|args| {
+                let args: Vec<&str> = args.split(',').map(str::trim).collect();
+                assert_eq!(args.len(), 4, "RUNTIME(name, NAME, slot, map): {args:?}");
+                Line {
+                    name: args[0].to_string(),
+                    upper: args[1].to_string(),
+                    slot: args[2].parse().unwrap_or_else(|_| panic!("slot of {}: {}", args[0], args[2])),
+                    map: match args[3] {
+                        "files" => RuntimeMap::Files,
+                        "processes" => RuntimeMap::Processes,
+                        other => panic!("map of {}: {other}", args[0]),
+                    },
+                }
+            })
+            .collect();
+        assert!(lines.len() >= 6, "ebpf/runtimes.h lists the runtimes: {lines:?}");
+        lines
+    }
+
+    fn rust_list() -> Vec<Line> {
+        InterpreterUnwinder::ALL
+            .iter()
+            .map(|&u| {
+                let (map_name, map) = u.map();
+                let suffix = match map {
+                    RuntimeMap::Files => "_files",
+                    RuntimeMap::Processes => "_processes",
+                };
+                assert_eq!(map_name, format!("{}{suffix}", u.name()));
+                Line { name: u.name().to_string(), upper: u.name().to_uppercase(), slot: i64::from(u as u8), map }
+            })
+            .collect()
+    }
+
+    /// The Rust list is the BPF one: same runtimes, names, slots and
+    /// maps, in the same order.
+    #[test]
+    fn rust_runtimes_are_the_bpf_list() {
+        assert_eq!(rust_list(), bpf_list(), "InterpreterUnwinder (runtimes.rs) and ebpf/runtimes.h");
+    }
+
+    /// `enum unwinder_program` as bindgen saw it: native, then each
+    /// runtime's UNWINDER_<NAME> at its slot, then the count.
+    #[test]
+    fn unwinder_slots_are_the_lists() {
+        let (_, slots) = RUST_ENUMS.iter().find(|(n, _)| *n == "unwinder_program").expect("enum unwinder_program");
+        let list = bpf_list();
+        let mut expected = vec![("UNWINDER_NATIVE".to_string(), 0)];
+        expected.extend(list.iter().map(|l| (format!("UNWINDER_{}", l.upper), l.slot)));
+        expected.push(("UNWINDER_COUNT".to_string(), list.len() as i64 + 1));
+        let slots: Vec<(String, i64)> = slots.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+        assert_eq!(slots, expected);
+        let dense: BTreeSet<i64> = list.iter().map(|l| l.slot).collect();
+        assert_eq!(dense, (1..=list.len() as i64).collect(), "slots are dense from 1");
+    }
+
+    /// Every runtime has its counters on both sides: the header's
+    /// COUNTER_<NAME>_FRAMES and _TAIL_CALLS, read into `Counters`, and
+    /// reported under its name.
+    #[test]
+    fn every_runtime_has_its_counters() {
+        let ids: BTreeSet<&str> = crate::sampler::COUNTER_IDS.iter().map(|(n, _)| *n).collect();
+        let counters = crate::Counters::default();
+        for line in bpf_list() {
+            for counter in ["FRAMES", "TAIL_CALLS"] {
+                let id = format!("COUNTER_{}_{counter}", line.upper);
+                assert!(ids.contains(id.as_str()), "{id} is not read into Counters");
+            }
+            let unwinder = InterpreterUnwinder::ALL.iter().find(|u| u.name() == line.name).expect("in the Rust list");
+            let names: Vec<&str> = counters.interpreter(*unwinder).iter().map(|(n, _)| *n).collect();
+            assert!(names.contains(&"frames") && names.contains(&"tail_calls"), "{}: {names:?}", line.name);
+        }
+    }
+
+    /// The BPF object has each runtime's two programs and its map, and no
+    /// unwinder program that is not in the list.
+    #[test]
+    fn every_runtime_has_its_programs_and_map() {
+        let mut storage = MaybeUninit::uninit();
+        let open = ProfilerSkelBuilder::default().open(&mut storage).expect("open (not load) the BPF object");
+        let object = libbpf_rs::skel::OpenSkel::open_object(&open);
+        let programs: BTreeSet<String> = object.progs().map(|p| p.name().to_string_lossy().into_owned()).collect();
+        let maps: BTreeSet<String> = object.maps().map(|m| m.name().to_string_lossy().into_owned()).collect();
+        let list = bpf_list();
+        let mut unwinders: BTreeSet<String> = ["native_unwind".to_string(), "native_off_cpu".to_string()].into();
+        for line in &list {
+            unwinders.insert(format!("{}_unwind", line.name));
+            unwinders.insert(format!("{}_off_cpu", line.name));
+        }
+        let found: BTreeSet<String> =
+            programs.iter().filter(|p| p.ends_with("_unwind") || p.ends_with("_off_cpu")).cloned().collect();
+        assert_eq!(found, unwinders, "the unwinder programs of the BPF object");
+        let off_cpu: BTreeSet<String> = off_cpu_programs().map(|(name, _)| name).collect();
+        assert_eq!(off_cpu, unwinders.iter().filter(|p| p.ends_with("_off_cpu")).cloned().collect());
+        for unwinder in InterpreterUnwinder::ALL {
+            let (map, _) = unwinder.map();
+            assert!(maps.contains(map), "map {map} is not in the BPF object");
+        }
+    }
+}
