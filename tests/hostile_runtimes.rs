@@ -239,36 +239,54 @@ fn a_crafted_php_is_held_to_its_budget() {
     run.assert_held_to_budget(&hostile, &genuine, FrameKind::Php, &chain);
 }
 
-/// A CRuby 3.1 (a `libruby-3.1.so.3.1` of the right symbols and
-/// thread-local `ruby_current_ec`) whose execution context claims a VM
-/// stack of 2^24 values and 512 control frames with no end of run, over
-/// methods and C functions whose classes each name 256 ids, iseqs whose
-/// bodies move at every turn, names and paths of 4 KiB (half of it not
-/// UTF-8) rewritten all the time, strings claiming 2^40 bytes, line
-/// tables of 2^20 entries and iseq pointers into nothing. Its frames
-/// are left unnamed once over budget (one notice), a genuine Ruby
-/// beside it keeps its chain, and the agent stops at once.
-#[test]
-fn a_crafted_cruby_is_held_to_its_budget() {
-    let _serial = serial();
-    let Some(ruby) = system_binary("/usr/bin/ruby", "ruby") else { return };
-    let dir = own_dir("ruby");
-    build_in(&dir, "ruby/hostile_ruby.c", "libruby-3.1.so.3.1", &["-shared", "-fPIC", "-DLIBRUBY"]);
+/// Builds the crafted CRuby (`workloads/ruby/hostile_ruby.c`) as
+/// `libruby-3.1.so.3.1` (with `flags`) and the `ruby` that runs it, in a
+/// directory named after `name`.
+fn build_crafted_ruby(name: &str, flags: &[&str]) -> PathBuf {
+    let dir = own_dir(name);
+    let library = [&["-shared", "-fPIC", "-DLIBRUBY"], flags].concat();
+    build_in(&dir, "ruby/hostile_ruby.c", "libruby-3.1.so.3.1", &library);
     let lib = format!("-L{}", dir.display());
-    let exe = build_in(&dir, "ruby/hostile_ruby.c", "ruby", &[&lib, "-l:libruby-3.1.so.3.1", "-Wl,-rpath,$ORIGIN"]);
-    let hostile = Workload::spawn(Command::new(&exe).uid(NOBODY).gid(NOBODY));
+    build_in(&dir, "ruby/hostile_ruby.c", "ruby", &[&lib, "-l:libruby-3.1.so.3.1", "-Wl,-rpath,$ORIGIN"])
+}
+
+/// Runs the crafted CRuby `exe` beside Debian's Ruby running its chain:
+/// held to its budget, and its iseq pointers into nothing never named
+/// (not even before the budget runs out).
+fn crafted_ruby_beside_a_genuine_one(exe: &Path) {
+    let Some(ruby) = system_binary("/usr/bin/ruby", "ruby") else { return };
+    let hostile = Workload::spawn(Command::new(exe).uid(NOBODY).gid(NOBODY));
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/ruby/cpu_chain.rb");
     let genuine = Workload::spawn(Command::new(&ruby).arg(script));
     std::thread::sleep(Duration::from_millis(500));
     let Some(run) = run_beside(&hostile, &genuine, 6) else { return };
-    run.assert_held_to_budget(
-        &hostile,
-        &genuine,
-        FrameKind::Ruby,
-        &["<main>", "Object#a", "Chain::Worker#b", "Object#c"],
-    );
-    // Its iseq pointers into nothing are not named, not even before the
-    // budget runs out.
+    let chain = ["<main>", "Object#a", "Chain::Worker#b", "Object#c"];
+    run.assert_held_to_budget(&hostile, &genuine, FrameKind::Ruby, &chain);
     let counters = &run.stats.runtimes;
     assert!(counters.get("ruby", "frames_unknown") > 0, "{counters:#?}");
+}
+
+/// A CRuby 3.1 (a `libruby-3.1.so.3.1` of the right symbols and
+/// thread-local `ruby_current_ec`) whose execution context claims a VM
+/// stack of 2^24 values and 512 control frames with no end of run, over
+/// methods and C functions whose classes each have 256 ivars of distinct
+/// ids, iseqs whose bodies move at every turn, names and paths of 4 KiB
+/// (half of it not UTF-8) rewritten all the time, strings claiming 2^40
+/// bytes, line tables of 2^20 entries and iseq pointers into nothing.
+/// Its frames are left unnamed once over budget (one notice), a genuine
+/// Ruby beside it keeps its chain, and the agent stops at once.
+#[test]
+fn a_crafted_cruby_is_held_to_its_budget() {
+    let _serial = serial();
+    crafted_ruby_beside_a_genuine_one(&build_crafted_ruby("ruby", &[]));
+}
+
+/// The same CRuby without `ruby_global_symbols` in its library, whose
+/// writable segment (63 MiB, just under what is scanned) is made of
+/// words that each look like the symbol table and lead to 4 KiB names:
+/// the scan for the table is held to the budget as the naming is.
+#[test]
+fn a_crafted_cruby_symbol_scan_is_held_to_its_budget() {
+    let _serial = serial();
+    crafted_ruby_beside_a_genuine_one(&build_crafted_ruby("ruby-scan", &["-DSCAN"]));
 }

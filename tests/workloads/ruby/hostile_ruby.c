@@ -27,6 +27,13 @@
  *  - the main loop moves every frame to other iseqs and classes at each
  *    turn, so that nothing the profiler cached is found again.
  *
+ * With -DSCAN as well, the library does not name ruby_global_symbols
+ * (Debian's does not either: the profiler looks for it in the writable
+ * segment) and that segment is 63 MiB of words that each look like a
+ * symbol table (a last id below 2^32, an ids array at a low address),
+ * whose arrays lead to 4 KiB names that are never "+": every word of the
+ * segment costs a dozen reads and 4 KiB to rule out.
+ *
  * Each sample's frames would cost hundreds of megabytes of reads.
  */
 #ifdef LIBRUBY
@@ -61,7 +68,17 @@
 const int ruby_api_version[3] = {3, 1, 0};
 const char ruby_version[32] = "3.1.7";
 /* rb_symbols_t: last_id (u32) at 0, ids at 16. */
+#ifdef SCAN
+#include <sys/mman.h>
+#define ruby_global_symbols hidden_symbols
+static uint64_t ruby_global_symbols[8];
+/* Below 2^32, as a last id must be. */
+#define DECOY 0x10000000ULL
+/* Not static: stores to it must stay. */
+__attribute__((visibility("hidden"))) uint64_t decoys[(63 << 20) / 8];
+#else
 uint64_t ruby_global_symbols[8];
+#endif
 __thread void *ruby_current_ec;
 
 struct rstring {
@@ -171,6 +188,25 @@ static void make_symbols(void)
 	put(ruby_global_symbols, 16, (uint64_t)&id_table);
 }
 
+#ifdef SCAN
+/* At DECOY: an array of 2^20 entries, each a 4 KiB string. */
+static int make_decoys(void)
+{
+	uint64_t *at = mmap((void *)DECOY, 1 << 20, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (at != (uint64_t *)DECOY)
+		return -1;
+	struct rarray *array = (struct rarray *)at;
+	uint64_t *elements = at + 64;
+	*array = (struct rarray){T_ARRAY, 0, 1 << 20, 0, (uint64_t)elements};
+	for (int i = 0; i < (1 << 16); i++)
+		elements[i] = (uint64_t)&names[i % NAMES];
+	for (uint64_t i = 0; i < sizeof(decoys) / 8; i++)
+		decoys[i] = DECOY;
+	return 0;
+}
+#endif
+
 static void make_classes(void)
 {
 	for (int c = 0; c < CLASSES; c++) {
@@ -278,6 +314,10 @@ int hostile_ruby_main(void)
 	frames = (uint64_t(*)[8])(vm_stack + CONTROL_FRAMES * 4);
 	make_names();
 	make_symbols();
+#ifdef SCAN
+	if (make_decoys())
+		return 1;
+#endif
 	make_classes();
 	make_bodies();
 	make_frames();
