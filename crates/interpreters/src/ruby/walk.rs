@@ -31,6 +31,11 @@ const ISEQ_TYPE_METHOD: u32 = 1;
 const ISEQ_TYPE_BLOCK: u32 = 2;
 /// Largest writable segment scanned for the symbol table.
 const MAX_SCAN: u64 = 64 << 20;
+/// Most places of the segment that look like the table checked by
+/// reading its ids (a dozen reads and a name each): Debian's 3.1 finds
+/// it at the 8th or so; a crafted segment of 64 MiB of such places would
+/// cost millions of reads in one go on the reporter's thread.
+const MAX_SCAN_CANDIDATES: usize = 4096;
 
 /// One frame, top first.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -360,7 +365,8 @@ fn id_name(memory: &dyn ProcessMemory, l: &RubyLayout, symbols: u64, id: u64) ->
 /// name it (Debian strips `.symtab`, and it is not exported): the
 /// word-aligned place in the writable segment `[start, start + len)`
 /// whose `ids` table names the operator ids `+` and `-` as "+" and "-"
-/// (Ruby registers every one-character operator at start-up). Done once
+/// (Ruby registers every one-character operator at start-up), among the
+/// first [`MAX_SCAN_CANDIDATES`] places that look like it. Done once
 /// per build: the result is a fixed offset in the file.
 pub fn find_global_symbols(memory: &dyn ProcessMemory, l: &RubyLayout, start: u64, len: u64) -> Option<u64> {
     if len > MAX_SCAN {
@@ -368,6 +374,7 @@ pub fn find_global_symbols(memory: &dyn ProcessMemory, l: &RubyLayout, start: u6
     }
     const CHUNK: u64 = 1 << 16;
     let mut off = 0u64;
+    let mut candidates = 0;
     while off < len {
         let n = CHUNK.min(len - off) as usize;
         let chunk =
@@ -381,6 +388,10 @@ pub fn find_global_symbols(memory: &dyn ProcessMemory, l: &RubyLayout, start: u6
             // `last_id` is a 32-bit serial padded to 8 bytes.
             if last >> 32 != 0 || last < l.last_op_id || !super::objects::is_heap_object(ids) {
                 continue;
+            }
+            candidates += 1;
+            if candidates > MAX_SCAN_CANDIDATES {
+                return None;
             }
             let at = start + off + i as u64;
             if id_name(memory, l, at, u64::from(b'+')).as_deref() == Some("+")
@@ -660,5 +671,22 @@ mod tests {
         assert_eq!(s.owner_name(&counted, 0xb2000).as_deref(), Some("Chain::Worker"));
         assert!(counted.1.get() <= 24, "{} reads: keys compared, not named", counted.1.get());
         assert_eq!(s.owner_name(&counted, 0xb0000), None, "cached");
+    }
+
+    /// A writable segment whose every word looks like the symbol table
+    /// (a crafted libruby's): the scan gives up after
+    /// MAX_SCAN_CANDIDATES of them, a bounded number of reads.
+    #[test]
+    fn the_symbol_scan_checks_a_bounded_number_of_places() {
+        let mut m = process(0, 64);
+        // Each word is 0x32000: a last id below 2^32 and a heap array.
+        let segment = 0x100_0000u64;
+        let words = vec![0x32000u64; (1 << 20) / 8];
+        m.words(segment, &words);
+        let s = symbolizer();
+        let counted = Counting(&m, Default::default());
+        assert_eq!(find_global_symbols(&counted, s.layout(), segment, 1 << 20), None);
+        let reads = counted.1.get();
+        assert!(reads > MAX_SCAN_CANDIDATES as u64 && reads <= 16 * MAX_SCAN_CANDIDATES as u64, "{reads} reads");
     }
 }
