@@ -282,7 +282,12 @@ pub fn profile_until(
 
 /// Starts the real agent feeding `traces`; `None` as for [`profile`].
 pub fn start_agent(config: AgentConfig, traces: Arc<Mutex<Vec<Trace>>>) -> Option<Agent> {
-    match Agent::start_with_sinks(config, vec![Box::new(Collect(traces))]) {
+    start_agent_with(config, Box::new(Collect(traces)))
+}
+
+/// [`start_agent`] with a sink of the caller's.
+pub fn start_agent_with(config: AgentConfig, sink: Box<dyn TraceSink>) -> Option<Agent> {
+    match Agent::start_with_sinks(config, vec![sink]) {
         Ok(agent) => Some(agent),
         Err(StartError::Bpf(e)) if !in_ci() => {
             eprintln!("SKIPPED: BPF is not available here ({e}); under CI=true this fails");

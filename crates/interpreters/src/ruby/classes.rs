@@ -9,8 +9,13 @@ use crate::memory::ProcessMemory;
 const T_CLASS: u64 = 0x02;
 /// `RUBY_T_MODULE`.
 const T_MODULE: u64 = 0x03;
-/// Most ivar-table entries looked at (classes have a handful).
-const MAX_IVARS: u64 = 256;
+/// Most ivar-table entries looked at. Entries keep their insertion
+/// order and a class is named (`__classpath__`) when it is defined,
+/// before any ivar of its own: a genuine class's path is among its
+/// first few. Until a process's `__classpath__` id is known, each entry
+/// costs the naming of its id (a dozen reads and up to 4 KiB): a
+/// crafted table of hundreds of entries would cost megabytes a class.
+pub(crate) const MAX_IVARS: u64 = 16;
 /// `sizeof(st_table_entry)`: hash, key, record.
 const ST_ENTRY: u64 = 24;
 /// `st_table.entries_start`, `entries_bound`, `entries`.
@@ -20,11 +25,14 @@ const ST_DELETED: u64 = u64::MAX;
 
 /// The name of the class or module `klass`, or None for an anonymous or
 /// singleton class, or a release whose class names are not read.
-/// `id_name` names an ivar id.
+/// `id_name` names an ivar id; `classpath_id` is the process's id of
+/// `__classpath__` once known (learnt here from the first class found
+/// by name), when keys are compared with it instead of being named.
 pub(crate) fn class_path(
     memory: &dyn ProcessMemory,
     l: &RubyLayout,
     klass: u64,
+    classpath_id: &mut Option<u64>,
     id_name: &mut dyn FnMut(u64) -> Option<String>,
 ) -> Option<String> {
     let flags = read_u64(memory, klass).filter(|_| is_heap_object(klass))?;
@@ -38,7 +46,7 @@ pub(crate) fn class_path(
         ClassPathAt::IvarTable { ext, iv_tbl } => {
             let ext = read_u64(memory, at(klass, ext)?)?;
             let table = read_u64(memory, at(ext, iv_tbl)?)?;
-            ivar(memory, table, "__classpath__", id_name)?
+            ivar(memory, table, "__classpath__", classpath_id, id_name)?
         }
     };
     flags_of(memory, path, super::layout::consts::T_STRING)?;
@@ -46,11 +54,13 @@ pub(crate) fn class_path(
 }
 
 /// The value of the entry named `name` in the `st_table` at `table`
-/// keyed by ids.
+/// keyed by ids, among its first [`MAX_IVARS`]; `known` is `name`'s id
+/// when known (set here when found by name).
 fn ivar(
     memory: &dyn ProcessMemory,
     table: u64,
     name: &str,
+    known: &mut Option<u64>,
     id_name: &mut dyn FnMut(u64) -> Option<String>,
 ) -> Option<u64> {
     if table == 0 {
@@ -59,17 +69,22 @@ fn ivar(
     let start = read_u64(memory, table.wrapping_add(ST_START))?;
     let bound = read_u64(memory, table.wrapping_add(ST_START + 8))?;
     let entries = read_u64(memory, table.wrapping_add(ST_START + 16))?;
-    if bound < start || bound - start > MAX_IVARS {
+    if bound < start {
         return None;
     }
-    for i in start..bound {
+    for i in start..bound.min(start.saturating_add(MAX_IVARS)) {
         let entry = entries.checked_add(i.checked_mul(ST_ENTRY)?)?;
         let hash = read_u64(memory, entry)?;
         if hash == ST_DELETED {
             continue;
         }
         let key = read_u64(memory, entry.wrapping_add(8))?;
-        if id_name(key).as_deref() == Some(name) {
+        let found = match *known {
+            Some(id) => key == id,
+            None => id_name(key).as_deref() == Some(name),
+        };
+        if found {
+            *known = Some(key);
             return read_u64(memory, entry.wrapping_add(16));
         }
     }

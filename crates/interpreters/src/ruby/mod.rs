@@ -30,7 +30,7 @@ pub use runtime::CRuby;
 pub use tls::{find_tls, RubyTls};
 pub use walk::{
     current_execution_context, find_global_symbols, main_execution_context, RubyFrame, RubySymbolizer, MAX_CACHED,
-    MAX_FRAMES,
+    MAX_CACHED_BYTES, MAX_FRAMES,
 };
 
 use profiler_elf::ElfFile;

@@ -16,6 +16,11 @@ pub const MAX_FRAMES: usize = 4096;
 const MAX_VM_STACK: u64 = 1 << 24;
 /// Most iseqs and method names kept by a [`RubySymbolizer`].
 pub const MAX_CACHED: usize = 16384;
+/// Most bytes of names (labels, files, method and class names) its
+/// caches hold: a crafted process's names are 4 KiB each (12 KiB once
+/// bytes that are not UTF-8 are replaced), so entries alone would let
+/// one process's caches grow to hundreds of megabytes.
+pub const MAX_CACHED_BYTES: usize = 4 << 20;
 /// Most environments followed from a block's to its method's.
 const MAX_EP_HOPS: usize = 256;
 /// `VM_ENV_FLAG_LOCAL`: the method-level environment.
@@ -26,6 +31,11 @@ const ISEQ_TYPE_METHOD: u32 = 1;
 const ISEQ_TYPE_BLOCK: u32 = 2;
 /// Largest writable segment scanned for the symbol table.
 const MAX_SCAN: u64 = 64 << 20;
+/// Most places of the segment that look like the table checked by
+/// reading its ids (a dozen reads and a name each): Debian's 3.1 finds
+/// it at the 8th or so; a crafted segment of 64 MiB of such places would
+/// cost millions of reads in one go on the reporter's thread.
+const MAX_SCAN_CANDIDATES: usize = 4096;
 
 /// One frame, top first.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,6 +93,10 @@ pub struct RubySymbolizer {
     iseqs: HashMap<u64, (String, String, u64)>,
     ids: HashMap<u64, String>,
     classes: HashMap<u64, Option<String>>,
+    /// Bytes of the names the caches hold (counted at each insertion).
+    cached_bytes: usize,
+    /// The process's id of `__classpath__`, once a class was found by it.
+    classpath_id: Option<u64>,
     /// Entries dropped because a cache was full (it is then cleared).
     pub evictions: u64,
 }
@@ -97,8 +111,25 @@ impl RubySymbolizer {
             iseqs: HashMap::new(),
             ids: HashMap::new(),
             classes: HashMap::new(),
+            cached_bytes: 0,
+            classpath_id: None,
             evictions: 0,
         }
+    }
+
+    /// Counts `bytes` about to be cached, first clearing every cache if
+    /// one is full ([`MAX_CACHED`]) or they would hold more than
+    /// [`MAX_CACHED_BYTES`]; the entries dropped are counted.
+    fn make_room(&mut self, bytes: usize) {
+        let full = self.iseqs.len().max(self.ids.len()).max(self.classes.len()) >= MAX_CACHED;
+        if full || self.cached_bytes + bytes > MAX_CACHED_BYTES {
+            self.evictions += (self.iseqs.len() + self.ids.len() + self.classes.len()) as u64;
+            self.iseqs.clear();
+            self.ids.clear();
+            self.classes.clear();
+            self.cached_bytes = 0;
+        }
+        self.cached_bytes += bytes;
     }
 
     /// The layout in use.
@@ -224,11 +255,8 @@ impl RubySymbolizer {
         }
         let label = read_rstring(memory, l, read_u64(memory, at(body, l.body_label)?)?)?;
         let file = read_pathobj(memory, l, read_u64(memory, at(body, l.body_pathobj)?)?)?;
+        self.make_room(label.len() + file.len());
         let entry = (label, file, body);
-        if self.iseqs.len() >= MAX_CACHED {
-            self.evictions += self.iseqs.len() as u64;
-            self.iseqs.clear();
-        }
         self.iseqs.insert(iseq, entry.clone());
         Some(entry)
     }
@@ -254,11 +282,10 @@ impl RubySymbolizer {
             return hit.clone();
         }
         let layout = self.layout.clone();
-        let name = class_path(memory, &layout, owner, &mut |id| self.id_name(memory, id));
-        if self.classes.len() >= MAX_CACHED {
-            self.evictions += self.classes.len() as u64;
-            self.classes.clear();
-        }
+        let mut classpath_id = self.classpath_id;
+        let name = class_path(memory, &layout, owner, &mut classpath_id, &mut |id| self.id_name(memory, id));
+        self.classpath_id = classpath_id;
+        self.make_room(name.as_ref().map_or(0, String::len));
         self.classes.insert(owner, name.clone());
         name
     }
@@ -309,10 +336,7 @@ impl RubySymbolizer {
             return Some(hit.clone());
         }
         let name = id_name(memory, &self.layout, self.symbols?, id)?;
-        if self.ids.len() >= MAX_CACHED {
-            self.evictions += self.ids.len() as u64;
-            self.ids.clear();
-        }
+        self.make_room(name.len());
         self.ids.insert(id, name.clone());
         Some(name)
     }
@@ -341,7 +365,8 @@ fn id_name(memory: &dyn ProcessMemory, l: &RubyLayout, symbols: u64, id: u64) ->
 /// name it (Debian strips `.symtab`, and it is not exported): the
 /// word-aligned place in the writable segment `[start, start + len)`
 /// whose `ids` table names the operator ids `+` and `-` as "+" and "-"
-/// (Ruby registers every one-character operator at start-up). Done once
+/// (Ruby registers every one-character operator at start-up), among the
+/// first [`MAX_SCAN_CANDIDATES`] places that look like it. Done once
 /// per build: the result is a fixed offset in the file.
 pub fn find_global_symbols(memory: &dyn ProcessMemory, l: &RubyLayout, start: u64, len: u64) -> Option<u64> {
     if len > MAX_SCAN {
@@ -349,6 +374,7 @@ pub fn find_global_symbols(memory: &dyn ProcessMemory, l: &RubyLayout, start: u6
     }
     const CHUNK: u64 = 1 << 16;
     let mut off = 0u64;
+    let mut candidates = 0;
     while off < len {
         let n = CHUNK.min(len - off) as usize;
         let chunk =
@@ -362,6 +388,10 @@ pub fn find_global_symbols(memory: &dyn ProcessMemory, l: &RubyLayout, start: u6
             // `last_id` is a 32-bit serial padded to 8 bytes.
             if last >> 32 != 0 || last < l.last_op_id || !super::objects::is_heap_object(ids) {
                 continue;
+            }
+            candidates += 1;
+            if candidates > MAX_SCAN_CANDIDATES {
+                return None;
             }
             let at = start + off + i as u64;
             if id_name(memory, l, at, u64::from(b'+')).as_deref() == Some("+")
@@ -551,5 +581,112 @@ mod tests {
         heap_string(&mut m, 0x46000, "other");
         let other = RubyFrame::Ruby { label: "other".into(), file: "main.rb".into(), line: 42 };
         assert_eq!(s.frame(&m, 0x40000, Some(2)), Some(other));
+    }
+
+    /// Counts the reads of the memory it wraps.
+    struct Counting<'a>(&'a FakeMemory, std::cell::Cell<u64>);
+
+    impl ProcessMemory for Counting<'_> {
+        fn read(&self, address: u64, buf: &mut [u8]) -> bool {
+            self.1.set(self.1.get() + 1);
+            self.0.read(address, buf)
+        }
+    }
+
+    /// Iseqs of 4,000-byte labels in files of 4,000-byte names (a
+    /// crafted process's): far fewer than MAX_CACHED entries hold
+    /// MAX_CACHED_BYTES, and the caches never hold more.
+    #[test]
+    fn caches_are_bounded_in_bytes() {
+        let mut m = process(0, 64);
+        heap_string(&mut m, 0x70000, &"l".repeat(4000));
+        heap_string(&mut m, 0x72000, &"f".repeat(4000));
+        let mut body = vec![0u64; 20];
+        body[8] = 0x72000;
+        body[10] = 0x70000;
+        body[11] = (7 << 1) | 1;
+        m.words(0x74000, &body);
+        let iseqs = 0x100_0000u64;
+        let n = 1200u64;
+        for i in 0..n {
+            m.words(iseqs + i * 24, &[consts::T_IMEMO | (consts::IMEMO_ISEQ << 12), 0, 0x74000]);
+        }
+        let mut s = symbolizer();
+        for i in 0..n {
+            let RubyFrame::Ruby { label, file, line } = s.frame(&m, iseqs + i * 24, None).unwrap() else { panic!() };
+            assert_eq!((label.len(), file.len(), line), (4000, 4000, 7));
+            assert!(s.cached_bytes <= MAX_CACHED_BYTES);
+        }
+        // 1,200 iseqs of 8,000 bytes: the byte bound cleared the caches
+        // twice, long before MAX_CACHED entries.
+        let kept = MAX_CACHED_BYTES / 8000;
+        assert_eq!(s.evictions, 2 * kept as u64);
+        assert_eq!(s.iseqs.len(), n as usize - 2 * kept);
+        assert_eq!(s.cached_bytes, s.iseqs.len() * 8000);
+    }
+
+    /// A class's ivar table of 256 entries, none `__classpath__` (a
+    /// crafted process's): only the first MAX_IVARS ids are named. Once a
+    /// class was found by its `__classpath__`, the others' keys are
+    /// compared with that id, not named.
+    #[test]
+    fn class_paths_name_a_bounded_number_of_ids() {
+        use super::super::classes::MAX_IVARS;
+        let mut m = process(0, 64);
+        // Serial 101 is "__classpath__".
+        let region = m.regions.iter_mut().find(|(start, _)| *start == 0x32000 + 40).unwrap();
+        region.1[202 * 8..203 * 8].copy_from_slice(&0x38000u64.to_le_bytes());
+        heap_string(&mut m, 0x38000, "__classpath__");
+        heap_string(&mut m, 0x39000, "Chain::Worker");
+        // A class (flags, ext at 24) -> ext (iv_tbl at 8) -> st_table
+        // (start, bound, entries at 32, 40, 48) of (hash, key, value).
+        let class = |m: &mut FakeMemory, at: u64, keys: &[u64]| {
+            m.words(at, &[2, 0, 0, at + 0x100]);
+            m.words(at + 0x100, &[0, at + 0x200]);
+            m.words(at + 0x200, &[0, 0, 0, 0, 0, keys.len() as u64, at + 0x300]);
+            let entries: Vec<u64> = keys.iter().flat_map(|&k| [1, k, 0x39000]).collect();
+            m.words(at + 0x300, &entries);
+        };
+        let crafted: Vec<u64> = (0..256).map(|i| (500 + i) << 4).collect();
+        class(&mut m, 0x80000, &crafted);
+        let mut named = vec![(600u64 << 4), (601 << 4), 101 << 4];
+        class(&mut m, 0x90000, &named);
+        named.insert(0, 602 << 4);
+        class(&mut m, 0xa0000, &named);
+        let owner = |m: &mut FakeMemory, me: u64, class: u64| {
+            m.words(me, &[consts::T_IMEMO | (consts::IMEMO_MENT << 12), 0, 0, 0, class]);
+        };
+        owner(&mut m, 0xb0000, 0x80000);
+        owner(&mut m, 0xb1000, 0x90000);
+        owner(&mut m, 0xb2000, 0xa0000);
+        let mut s = symbolizer();
+        let counted = Counting(&m, Default::default());
+        assert_eq!(s.owner_name(&counted, 0xb0000), None);
+        // Each id named costs about ten reads (table, unit, string).
+        let reads = counted.1.take();
+        assert!(reads <= 16 * MAX_IVARS, "{reads} reads for a table of 256");
+        assert_eq!(s.owner_name(&counted, 0xb1000).as_deref(), Some("Chain::Worker"));
+        assert_eq!(s.classpath_id, Some(101 << 4));
+        counted.1.take();
+        assert_eq!(s.owner_name(&counted, 0xb2000).as_deref(), Some("Chain::Worker"));
+        assert!(counted.1.get() <= 24, "{} reads: keys compared, not named", counted.1.get());
+        assert_eq!(s.owner_name(&counted, 0xb0000), None, "cached");
+    }
+
+    /// A writable segment whose every word looks like the symbol table
+    /// (a crafted libruby's): the scan gives up after
+    /// MAX_SCAN_CANDIDATES of them, a bounded number of reads.
+    #[test]
+    fn the_symbol_scan_checks_a_bounded_number_of_places() {
+        let mut m = process(0, 64);
+        // Each word is 0x32000: a last id below 2^32 and a heap array.
+        let segment = 0x100_0000u64;
+        let words = vec![0x32000u64; (1 << 20) / 8];
+        m.words(segment, &words);
+        let s = symbolizer();
+        let counted = Counting(&m, Default::default());
+        assert_eq!(find_global_symbols(&counted, s.layout(), segment, 1 << 20), None);
+        let reads = counted.1.get();
+        assert!(reads > MAX_SCAN_CANDIDATES as u64 && reads <= 16 * MAX_SCAN_CANDIDATES as u64, "{reads} reads");
     }
 }
