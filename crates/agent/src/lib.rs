@@ -537,7 +537,8 @@ impl Agent {
         let late = lock(&s.late).clone();
         let symbolizer = *lock(&s.symbolizer);
         let kernel_symbols = *lock(&s.kernel_symbols);
-        let runtimes = runtime_counters(&s.interpreters.stats(), &lock(&s.interpreter_namers), &counters);
+        let namers = lock(&s.interpreter_namers).clone();
+        let runtimes = runtime_counters(&s.interpreters.stats(), &namers, &counters);
         let mut refused = manager.manager.files_refused;
         refused.add(&symbolizer.files_refused);
         Stats {
@@ -626,6 +627,7 @@ impl Agent {
             naming_reads_refused: naming.reads_refused,
             naming_overdrafts: naming.overdrafts,
             naming_processes_over: naming.processes_over,
+            naming_failures_skipped: namers.iter().map(|(_, n)| n.failures_skipped).sum(),
             attach_reads_refused: manager.interpreters.attach_budget.reads_refused,
             attach_overdrafts: manager.interpreters.attach_budget.overdrafts,
             attach_processes_over: manager.interpreters.attach_budget.processes_over,

@@ -300,6 +300,13 @@ fn print_summary(agent: &Agent, folded: &FoldedStacks, elapsed: Duration, top: u
             s.attach_reads_refused
         );
     }
+    if s.naming_failures_skipped > 0 {
+        say!(
+            "  failed reads:      {} reads to name frames not tried again (the same object failed less than 10 s \
+             before)",
+            s.naming_failures_skipped
+        );
+    }
     if s.samples_dropped_at_stop > 0 {
         say!("  at stop:           {} queued samples dropped to stop in time", s.samples_dropped_at_stop);
     }
