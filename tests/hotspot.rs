@@ -21,7 +21,7 @@ use profiler_agent::{AgentConfig, Stats};
 use profiler_tests::{
     assert_runtime, cold_and_warm_windows, host_path, in_ci, print_runtime, profile_with, report_runtime,
     runtime_command, runtime_path, runtime_root, runtime_temp_dir, serial, start_agent, Completeness, FrameDesc,
-    Workload,
+    RuntimeRoot, Workload,
 };
 use profiler_trace::{FrameKind, Trace};
 use std::ops::Range;
@@ -990,16 +990,15 @@ per_jdk! {
     matrix_jdk_jni_compiled: compiled(matrix_jdk, JNI);
 }
 
-/// Debian unstable's root file system (built apart; the test is skipped
-/// when it is missing), with `openjdk-26-jdk-headless`.
-const SID: &str = "/var/cache/ebpf-profiler-runtimes/sid";
-/// JDK 26's home in it.
+/// JDK 26's home in Debian unstable's root file system
+/// (tests/runtimes/rootfs.sh installs `openjdk-26-jdk-headless` there).
 const SID_JDK26: &str = "/usr/lib/jvm/java-26-openjdk-amd64";
 
 /// `program args` run in `root` (`chroot`), with its own `/proc` mounted
 /// in a private mount namespace (ld.so reads `/proc/self/exe` for the
 /// launcher's `$ORIGIN`); `exec` all the way, so the pid is the JVM's.
-fn in_root(root: &str, program: &str) -> Command {
+fn in_root(root: &Path, program: &str) -> Command {
+    let root = root.display();
     let mut c = Command::new("unshare");
     c.args(["--mount", "--propagation", "private", "sh", "-c"])
         .arg(format!("mount -t proc proc {root}/proc && exec chroot {root} \"$@\""))
@@ -1009,15 +1008,12 @@ fn in_root(root: &str, program: &str) -> Command {
 
 /// JDK 26 (Debian unstable's `openjdk-26-jdk-headless`, in its root file
 /// system): the main chain, interpreted and compiled, the workload
-/// compiled by its own javac.
+/// compiled by its own javac. Skipped when the root is missing, except
+/// under CI=true, which builds it first.
 #[test]
 fn jdk26_of_debian_unstable_main_chain() {
-    let root = Path::new(SID);
-    let home = root.join(SID_JDK26.trim_start_matches('/'));
-    if !root.join(".ready").exists() || !home.join("bin/javac").exists() {
-        eprintln!("SKIPPED: no JDK 26 in {SID} (or no .ready there)");
-        return;
-    }
+    let Some(sid) = RuntimeRoot::debian("sid", &format!("{SID_JDK26}/bin/javac")) else { return };
+    let root = sid.path().unwrap();
     for (mode, flags, warm_up) in
         [("interpreted", &["-Xint"][..], Duration::from_millis(500)), ("compiled", &[][..], Duration::from_secs(5))]
     {
@@ -1027,7 +1023,7 @@ fn jdk26_of_debian_unstable_main_chain() {
         std::fs::create_dir_all(&dir.0).unwrap();
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/java").join(SOURCE);
         std::fs::copy(&src, dir.0.join(SOURCE)).unwrap();
-        let javac = in_root(SID, &format!("{SID_JDK26}/bin/javac"))
+        let javac = in_root(root, &format!("{SID_JDK26}/bin/javac"))
             .args(["-d", &inside, &format!("{inside}/{SOURCE}")])
             .output()
             .unwrap();
@@ -1035,7 +1031,7 @@ fn jdk26_of_debian_unstable_main_chain() {
         let out_path = dir.0.join("stdout");
         let out = std::fs::File::create(&out_path).unwrap();
         let w = Workload::spawn(
-            in_root(SID, &format!("{SID_JDK26}/bin/java"))
+            in_root(root, &format!("{SID_JDK26}/bin/java"))
                 .args(flags)
                 .args(["-cp", &inside, "HotspotSpin", MAIN.arg])
                 .stdout(out)

@@ -10,7 +10,7 @@
 //! count as failures), and prints the measured completeness.
 
 use profiler_tests::in_ci;
-use profiler_tests::runtime_chain::{copy_into_root, Expect, Runtime, SECONDS};
+use profiler_tests::runtime_chain::{Expect, Runtime, SECONDS};
 use profiler_trace::FrameKind;
 
 const PERL: Runtime = Runtime {
@@ -22,6 +22,7 @@ const PERL: Runtime = Runtime {
     args: &[],
     comment: "#",
     zero_counters: &["read_errors", "no_interpreter", "unsupported"],
+    suite: None,
 };
 
 #[test]
@@ -128,23 +129,17 @@ fn lines_past_5000_keep_their_numbers() {
     PERL.chain_test(&path, &expected);
 }
 
-/// Debian 13's (Perl 5.40.1) and unstable's (5.42.3) root file systems,
-/// built apart: the tests are skipped when they are missing.
-const TRIXIE: &str = "/var/cache/ebpf-profiler-runtimes/trixie";
-const SID: &str = "/var/cache/ebpf-profiler-runtimes/sid";
-
-/// Perl run in `root`: `chroot ROOT /usr/bin/perl SCRIPT`, the script
-/// copied into the root's `/tmp`.
-const fn perl_in(root: &'static [&'static str; 2]) -> Runtime {
-    Runtime { binary: "/usr/sbin/chroot", args: root, package: "debootstrap + perl", ..PERL }
-}
-const PERL_IN_TRIXIE: Runtime = perl_in(&[TRIXIE, "/usr/bin/perl"]);
-const PERL_IN_SID: Runtime = perl_in(&[SID, "/usr/bin/perl"]);
+/// Perl of Debian 13's (5.40.1) and unstable's (5.42.3) root file
+/// systems (tests/runtimes/rootfs.sh): `chroot ROOT /usr/bin/perl
+/// SCRIPT`, the script copied into the root's `/tmp`. Skipped when the
+/// root is missing, except under CI=true, which builds them first.
+const PERL_IN_TRIXIE: Runtime = Runtime { suite: Some("trixie"), ..PERL };
+const PERL_IN_SID: Runtime = Runtime { suite: Some("sid"), ..PERL };
 
 fn chain_and_sort_in(perl: &Runtime) {
     for (name, callback) in [("cpu_chain.pl", false), ("sort_sub.pl", true)] {
         let Some(script) = perl.begin(name) else { return };
-        let Some(path) = copy_into_root(perl.args[0], perl.args[1], &script.path) else { return };
+        let path = script.path.clone();
         let at = |m: &str| script.line(m);
         let mut expected = vec![Expect::at("main", &path, at("main")), Expect::at("Chain::a", &path, at("a"))];
         expected.push(match callback {

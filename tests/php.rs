@@ -29,6 +29,7 @@ const PHP: Runtime = Runtime {
     args: &["-d", "opcache.enable_cli=0"],
     comment: "//",
     zero_counters: &["read_errors", "unsupported"],
+    suite: None,
 };
 
 #[test]

@@ -3,10 +3,11 @@
 //! for every CPython on this machine (pyenv's 3.8-3.13 under
 //! `~/.pyenv/versions`, the system's `/usr/bin/python3`; those not
 //! installed are skipped, except under CI=true where each is required),
-//! and 3.14 and 3.15 of the Debian root file systems in [`RUNTIME_ROOTS`]
-//! (run with `chroot`; skipped when no root has them). Under
-//! `EP_RUNTIME_ROOT` (the runtime version matrix) the `system` tests run
-//! the root's `/usr/bin/python3` under chroot.
+//! and 3.14 and 3.15 of Debian unstable's root file system
+//! (tests/runtimes/rootfs.sh; run with `chroot`, see [`RuntimeRoot`];
+//! skipped when the root is missing, except under CI=true, which builds
+//! it first). Under `EP_RUNTIME_ROOT` (the runtime version matrix) the
+//! `system` tests run the root's `/usr/bin/python3` under chroot.
 //!
 //! Each test asserts a whole chain, root first and in order, in at least
 //! 95% of the samples whose innermost Python frame is the chain's leaf
@@ -15,8 +16,8 @@
 
 use profiler_agent::{AgentConfig, Stats};
 use profiler_tests::{
-    host_path, in_ci, matches_chain, profile_until, profile_with, runtime_command, serial, start_agent, user_frames,
-    Completeness, FrameDesc, RuntimeScripts, Step, Workload,
+    in_ci, matches_chain, profile_until, profile_with, serial, start_agent, user_frames, Completeness, FrameDesc,
+    RuntimeRoot, RuntimeScripts, Step, Workload,
 };
 use profiler_trace::{FrameKind, Trace};
 use std::collections::{HashMap, HashSet};
@@ -32,15 +33,13 @@ const REQUIRED: f64 = 0.95;
 const MIN_SAMPLES: usize = 25;
 const LIBC: &str = "libc.so.6";
 
-/// Where root file systems of other distributions are kept, one folder
-/// each (complete when it holds `.ready`).
-const RUNTIME_ROOTS: &str = "/var/cache/ebpf-profiler-runtimes";
-
 /// One CPython to test.
 struct Python {
-    /// The root file system to `chroot` into, if not this machine's
-    /// (else `EP_RUNTIME_ROOT`'s, when set: see `runtime_command`).
-    root: Option<PathBuf>,
+    /// Where it runs: `EP_RUNTIME_ROOT`'s root or this machine, or the
+    /// Debian suite's root of [`Python::in_suite`].
+    root: RuntimeRoot,
+    /// That suite.
+    suite: Option<&'static str>,
     /// The executable to run (as it sees itself: in the root).
     exe: PathBuf,
     /// 3.x
@@ -61,13 +60,15 @@ impl Python {
             let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
             Path::new(&home).join(".pyenv/versions").join(version).join("bin/python3")
         };
-        let Ok(real) = std::fs::canonicalize(host_path(&exe)) else {
-            assert!(!in_ci(), "{} is required under CI=true", host_path(&exe).display());
-            eprintln!("SKIPPED: {} is not installed; under CI=true this fails", host_path(&exe).display());
+        let root = RuntimeRoot::from_env();
+        let Ok(real) = std::fs::canonicalize(root.host_path(&exe)) else {
+            assert!(!in_ci(), "{} is required under CI=true", root.host_path(&exe).display());
+            eprintln!("SKIPPED: {} is not installed; under CI=true this fails", root.host_path(&exe).display());
             return None;
         };
         // Installed but not running is a failure, never a skip.
-        let out = runtime_command(exe.to_str()?)
+        let out = root
+            .command(exe.to_str()?)
             .args(["-c", "import sys; print(sys.version_info[1])"])
             .output()
             .unwrap_or_else(|e| panic!("running {}: {e}", exe.display()));
@@ -80,32 +81,24 @@ impl Python {
         if lib.exists() {
             files.push(lib.file_name()?.to_str()?.to_string());
         }
-        Some(Python { root: None, exe, minor, files, scripts: RuntimeScripts::new("python") })
+        let scripts = RuntimeScripts::in_root(&root, "python");
+        Some(Python { root, suite: None, exe, minor, files, scripts })
     }
 
-    /// `/usr/bin/python3.<minor>` of each ready root of [`RUNTIME_ROOTS`]
-    /// that has it (Debian's executables are static: one file).
-    fn in_runtime_roots(minor: u8) -> Vec<Python> {
-        let mut roots: Vec<PathBuf> =
-            std::fs::read_dir(RUNTIME_ROOTS).map(|dir| dir.flatten().map(|e| e.path()).collect()).unwrap_or_default();
-        roots.sort();
+    /// `/usr/bin/python3.<minor>` of Debian `suite`'s root file system
+    /// ([`RuntimeRoot::debian`]: `None` when it is missing, a failure
+    /// under CI=true). Debian's executables are static: one file.
+    fn in_suite(suite: &'static str, minor: u8) -> Option<Python> {
         let name = format!("python3.{minor}");
-        roots
-            .into_iter()
-            .filter(|root| root.join(".ready").exists() && root.join("usr/bin").join(&name).exists())
-            .map(|root| Python {
-                root: Some(root),
-                exe: Path::new("/usr/bin").join(&name),
-                minor,
-                files: vec![name.clone()],
-                scripts: RuntimeScripts::new("python"),
-            })
-            .collect()
+        let exe = Path::new("/usr/bin").join(&name);
+        let root = RuntimeRoot::debian(suite, exe.to_str()?)?;
+        let scripts = RuntimeScripts::in_root(&root, "python");
+        Some(Python { root, suite: Some(suite), exe, minor, files: vec![name], scripts })
     }
 
     fn describe(&self) -> String {
-        match &self.root {
-            Some(root) => format!("{}{}", root.display(), self.exe.display()),
+        match self.suite {
+            Some(suite) => format!("{} of Debian {suite}", self.exe.display()),
             None => self.exe.display().to_string(),
         }
     }
@@ -120,39 +113,15 @@ impl Python {
         }
     }
 
-    /// Where `script` runs from, as the process sees it: in a root file
-    /// system of its own, the workloads' folder is mounted on its `/tmp`.
+    /// Where `script` runs from, as the process sees it.
     fn script_path(&self, script: &str) -> PathBuf {
-        match self.root {
-            None => self.scripts.path(script),
-            Some(_) => Path::new("/tmp").join(script),
-        }
+        self.scripts.path(script)
     }
 
     fn spawn(&self, script: &str) -> Workload {
-        let path = self.script_path(script);
-        let mut command = match &self.root {
-            None => runtime_command(self.exe.to_str().unwrap()),
-            Some(root) => {
-                // In a mount namespace of its own, so that the root is only
-                // read: the workloads' folder on its /tmp, then chroot
-                // (every step execs: the workload's pid is the
-                // interpreter's).
-                let mut c = Command::new("unshare");
-                c.args(["--mount", "sh", "-c", r#"mount --bind "$1" "$2/tmp" && exec chroot "$2" "$3" "$4""#, "sh"])
-                    .arg(workloads())
-                    .arg(root)
-                    .arg(&self.exe);
-                c
-            }
-        };
-        Workload::spawn(command.arg(path).env("PYTHONDONTWRITEBYTECODE", "1"))
+        let mut command = self.root.command(self.exe.to_str().unwrap());
+        Workload::spawn(command.arg(self.script_path(script)).env("PYTHONDONTWRITEBYTECODE", "1"))
     }
-}
-
-/// The Python workloads' folder.
-fn workloads() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python")
 }
 
 /// One element of an expected stack, root first; names and file patterns
@@ -263,17 +232,13 @@ fn line_of(file: &Path, text: &str) -> u32 {
     at as u32 + 1
 }
 
-/// Each 3.`minor` of the root file systems: `chain.py`'s chain `<module>
-/// -> f1 -> f2 -> f3` as in [`chain_test`], each of those Python frames in
-/// the script's file at the line it runs; then [`ctypes_test`] and
-/// [`threads_test`].
-fn in_runtime_roots(minor: u8) {
+/// 3.`minor` of Debian `suite`'s root file system: `chain.py`'s chain
+/// `<module> -> f1 -> f2 -> f3` as in [`chain_test`], each of those Python
+/// frames in the script's file at the line it runs; then [`ctypes_test`]
+/// and [`threads_test`].
+fn in_runtime_roots(suite: &'static str, minor: u8) {
     let _serial = serial();
-    let pythons = Python::in_runtime_roots(minor);
-    if pythons.is_empty() {
-        eprintln!("SKIPPED: no root file system in {RUNTIME_ROOTS} has python3.{minor}");
-        return;
-    }
+    let Some(py) = Python::in_suite(suite, minor) else { return };
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python/chain.py");
     let f3_first = line_of(&source, "def f3(n):");
     let lines: HashMap<&str, std::ops::RangeInclusive<u32>> = HashMap::from([
@@ -282,50 +247,46 @@ fn in_runtime_roots(minor: u8) {
         ("f2", line_of(&source, "return f3(n)")..=line_of(&source, "return f3(n)")),
         ("f3", f3_first + 1..=f3_first + 4),
     ]);
-    for py in pythons {
-        let what = format!("{} <module> -> f1 -> f2 -> f3", py.describe());
-        let script = py.script_path("chain.py");
-        let w = py.spawn("chain.py");
-        let pid = w.pid();
-        let Some((traces, stats)) = profile_running(&w) else { return };
-        let mut chain = main_root(&py);
-        chain.extend(python_chain(&py, &["<module>", "f1", "f2", "f3"].map(String::from)));
-        let c = completeness(&traces, pid, None, &chain);
-        assert_complete(&what, &c, &stats);
-        assert_eq!(stats.runtimes.get("python", "unsupported"), 0, "{what}");
-        // Every named frame of the chain: its file and a line it runs.
-        let (mut right, mut wrong) = (0usize, Vec::new());
-        let of_pid = traces.iter().filter(|t| t.process.pid.0 == pid);
-        for frame in of_pid.flat_map(|t| &t.frames).filter(|f| f.kind == FrameKind::CPython) {
-            let Some(line) = frame.lines.last() else { continue };
-            let Some(expected) = lines.get(&*line.function) else { continue };
-            if line.file.as_deref() == script.to_str() && expected.contains(&line.line) {
-                right += 1;
-            } else {
-                wrong.push(format!("{} {:?}:{}", line.function, line.file, line.line));
-            }
+    let what = format!("{} <module> -> f1 -> f2 -> f3", py.describe());
+    let script = py.script_path("chain.py");
+    let w = py.spawn("chain.py");
+    let pid = w.pid();
+    let Some((traces, stats)) = profile_running(&w) else { return };
+    let mut chain = main_root(&py);
+    chain.extend(python_chain(&py, &["<module>", "f1", "f2", "f3"].map(String::from)));
+    let c = completeness(&traces, pid, None, &chain);
+    assert_complete(&what, &c, &stats);
+    assert_eq!(stats.runtimes.get("python", "unsupported"), 0, "{what}");
+    // Every named frame of the chain: its file and a line it runs.
+    let (mut right, mut wrong) = (0usize, Vec::new());
+    let of_pid = traces.iter().filter(|t| t.process.pid.0 == pid);
+    for frame in of_pid.flat_map(|t| &t.frames).filter(|f| f.kind == FrameKind::CPython) {
+        let Some(line) = frame.lines.last() else { continue };
+        let Some(expected) = lines.get(&*line.function) else { continue };
+        if line.file.as_deref() == script.to_str() && expected.contains(&line.line) {
+            right += 1;
+        } else {
+            wrong.push(format!("{} {:?}:{}", line.function, line.file, line.line));
         }
-        eprintln!(
-            "{what}: {right} frames at their file and line, {} not: {:?}",
-            wrong.len(),
-            &wrong[..wrong.len().min(5)]
-        );
-        assert!(right >= 4 * MIN_SAMPLES, "{what}: {right} frames at their file and line");
-        assert!(wrong.len() * 100 <= right, "{what}: {} frames elsewhere: {wrong:?}", wrong.len());
-        ctypes_of(&py);
-        threads_of(&py);
     }
+    eprintln!("{what}: {right} frames at their file and line, {} not: {:?}", wrong.len(), &wrong[..wrong.len().min(5)]);
+    assert!(right >= 4 * MIN_SAMPLES, "{what}: {right} frames at their file and line");
+    assert!(wrong.len() * 100 <= right, "{what}: {} frames elsewhere: {wrong:?}", wrong.len());
+    ctypes_of(&py);
+    threads_of(&py);
 }
 
+/// Debian unstable's CPythons (python3 is 3.14 there; rootfs.sh adds
+/// python3.15).
 mod in_runtime_roots {
     #[test]
     fn v3_14() {
-        super::in_runtime_roots(14)
+        super::in_runtime_roots("sid", 14)
     }
 
     #[test]
     fn v3_15() {
-        super::in_runtime_roots(15)
+        super::in_runtime_roots("sid", 15)
     }
 }
 

@@ -11,7 +11,7 @@
 
 use profiler_bpf::UnwindStop;
 use profiler_tests::in_ci;
-use profiler_tests::runtime_chain::{copy_into_root, Expect, LangFrame, Runtime, MIN_SAMPLES, SECONDS};
+use profiler_tests::runtime_chain::{Expect, LangFrame, Runtime, MIN_SAMPLES, SECONDS};
 use profiler_trace::{FrameKind, Trace};
 
 const RUBY: Runtime = Runtime {
@@ -23,6 +23,7 @@ const RUBY: Runtime = Runtime {
     args: &[],
     comment: "#",
     zero_counters: &["no_ec", "unsupported"],
+    suite: None,
 };
 
 #[test]
@@ -177,24 +178,18 @@ fn lines_past_5000_keep_their_numbers() {
     RUBY.chain_test(&path, &expected);
 }
 
-/// Debian 13's and unstable's root file systems (built apart; the tests
-/// are skipped when they are missing): Ruby 3.3.8 (3.3.8-2 and -2.2),
-/// whose libruby does not export `ruby_current_ec` and `rb_vm_exec`
-/// (found from `rb_iseq_eval`'s code).
-const TRIXIE: &str = "/var/cache/ebpf-profiler-runtimes/trixie";
-const SID: &str = "/var/cache/ebpf-profiler-runtimes/sid";
-
-/// Ruby run in `root`: `chroot ROOT /usr/bin/ruby SCRIPT`, the script
-/// copied into the root's `/tmp`.
-const fn ruby_in(root: &'static [&'static str; 2]) -> Runtime {
-    Runtime { binary: "/usr/sbin/chroot", args: root, package: "debootstrap + ruby", ..RUBY }
-}
-const RUBY_IN_TRIXIE: Runtime = ruby_in(&[TRIXIE, "/usr/bin/ruby"]);
-const RUBY_IN_SID: Runtime = ruby_in(&[SID, "/usr/bin/ruby"]);
+/// Ruby 3.3.8 (3.3.8-2 and -2.2) of Debian 13's and unstable's root file
+/// systems (tests/runtimes/rootfs.sh), whose libruby does not export
+/// `ruby_current_ec` and `rb_vm_exec` (found from `rb_iseq_eval`'s
+/// code): `chroot ROOT /usr/bin/ruby SCRIPT`, the script copied into the
+/// root's `/tmp`. Skipped when the root is missing, except under
+/// CI=true, which builds them first.
+const RUBY_IN_TRIXIE: Runtime = Runtime { suite: Some("trixie"), ..RUBY };
+const RUBY_IN_SID: Runtime = Runtime { suite: Some("sid"), ..RUBY };
 
 fn chain_main_a_b_c_in(ruby: &Runtime) {
     let Some(script) = ruby.begin("cpu_chain.rb") else { return };
-    let Some(path) = copy_into_root(ruby.args[0], ruby.args[1], &script.path) else { return };
+    let path = script.path.clone();
     let at = |m: &str| script.line(m);
     let expected = [
         Expect::at("<main>", &path, at("main")),
@@ -207,7 +202,7 @@ fn chain_main_a_b_c_in(ruby: &Runtime) {
 
 fn sort_block_in(ruby: &Runtime) {
     let Some(script) = ruby.begin("sort_block.rb") else { return };
-    let Some(path) = copy_into_root(ruby.args[0], ruby.args[1], &script.path) else { return };
+    let path = script.path.clone();
     let at = |m: &str| script.line(m);
     let expected = [
         Expect::at("<main>", &path, at("main")),

@@ -9,6 +9,7 @@ use profiler_trace::{FrameKind, Trace};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -26,57 +27,130 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
-/// The root file system the runtimes under test run in, from
-/// `EP_RUNTIME_ROOT` (the runtime version matrix, `make test-runtimes`):
-/// their interpreters start there under chroot, on copies of the scripts,
-/// while the agent profiles from the host. `None`: the host's runtimes.
-pub fn runtime_root() -> Option<PathBuf> {
-    std::env::var_os("EP_RUNTIME_ROOT").filter(|r| !r.is_empty()).map(PathBuf::from)
+/// Where `tests/runtimes/rootfs.sh` builds the Debian root file systems,
+/// one folder a suite (`EP_RUNTIME_CACHE` overrides it, as there).
+pub fn runtime_roots() -> PathBuf {
+    std::env::var_os("EP_RUNTIME_CACHE")
+        .filter(|c| !c.is_empty())
+        .map_or_else(|| PathBuf::from("/var/cache/ebpf-profiler-runtimes"), PathBuf::from)
 }
 
-/// Where the host sees `path`, a path as the runtimes see it (inside
-/// [`runtime_root`] when set).
-pub fn host_path(path: &Path) -> PathBuf {
-    match runtime_root() {
-        Some(root) => root.join(path.strip_prefix("/").unwrap_or(path)),
-        None => path.to_path_buf(),
+/// Where the runtimes under test run: this machine, or a root file
+/// system (a Debian suite's, from `tests/runtimes/rootfs.sh`) whose
+/// interpreters start under chroot, on copies of the scripts in its
+/// `/tmp` ([`RuntimeScripts`]), while the agent profiles from the host.
+/// A test takes the root from `EP_RUNTIME_ROOT` ([`RuntimeRoot::from_env`]:
+/// the runtime version matrix, `make test-runtimes`), or names the suite
+/// whose release it tests ([`RuntimeRoot::debian`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeRoot(Option<PathBuf>);
+
+impl RuntimeRoot {
+    /// `EP_RUNTIME_ROOT`'s root; unset, this machine.
+    pub fn from_env() -> RuntimeRoot {
+        RuntimeRoot(std::env::var_os("EP_RUNTIME_ROOT").filter(|r| !r.is_empty()).map(PathBuf::from))
     }
-}
 
-/// Where the runtimes see `path`, a host path (inside [`runtime_root`]
-/// when set: the root's prefix removed).
-pub fn runtime_path(path: &Path) -> PathBuf {
-    match runtime_root().and_then(|root| path.strip_prefix(root).ok().map(|p| Path::new("/").join(p))) {
-        Some(seen) => seen,
-        None => path.to_path_buf(),
+    /// The root of Debian `suite` (`trixie`, `sid`) in [`runtime_roots`],
+    /// if it is complete (`.ready`) and has `binary` (a path as the
+    /// runtimes see it). Otherwise `None`, SKIPPED, except under CI=true,
+    /// which builds the roots before the tests (`.ci/run`): there it
+    /// fails.
+    pub fn debian(suite: &str, binary: &str) -> Option<RuntimeRoot> {
+        let root = RuntimeRoot::in_suite(suite);
+        let dir = root.path().unwrap();
+        let why = if !dir.join(".ready").exists() {
+            format!("no complete root file system in {} (no .ready; tests/runtimes/rootfs.sh {suite})", dir.display())
+        } else if !root.host_path(Path::new(binary)).exists() {
+            format!("no {binary} in {}", dir.display())
+        } else {
+            return Some(root);
+        };
+        assert!(!in_ci(), "{why}: required under CI=true");
+        eprintln!("SKIPPED: {why}; under CI=true this fails");
+        None
     }
-}
 
-/// A command starting `binary` (a path as the runtimes see it): in
-/// [`runtime_root`] under chroot when set. chroot execs it, so the
-/// child's pid is the runtime's.
-pub fn runtime_command(binary: &str) -> Command {
-    match runtime_root() {
-        Some(root) => {
-            let mut command = Command::new("chroot");
-            command.arg(root).arg(binary);
-            command
+    /// The root of Debian `suite` in [`runtime_roots`], whether built or
+    /// not ([`RuntimeRoot::debian`] checks).
+    pub fn in_suite(suite: &str) -> RuntimeRoot {
+        RuntimeRoot(Some(runtime_roots().join(suite)))
+    }
+
+    /// The root's directory on the host; `None`: this machine.
+    pub fn path(&self) -> Option<&Path> {
+        self.0.as_deref()
+    }
+
+    /// Where the host sees `path`, a path as the runtimes see it.
+    pub fn host_path(&self, path: &Path) -> PathBuf {
+        match self.path() {
+            Some(root) => root.join(path.strip_prefix("/").unwrap_or(path)),
+            None => path.to_path_buf(),
         }
-        None => Command::new(binary),
+    }
+
+    /// Where the runtimes see `path`, a host path (the root's prefix
+    /// removed; unchanged outside the root).
+    pub fn runtime_path(&self, path: &Path) -> PathBuf {
+        match self.path().and_then(|root| path.strip_prefix(root).ok()) {
+            Some(inside) => Path::new("/").join(inside),
+            None => path.to_path_buf(),
+        }
+    }
+
+    /// A command starting `binary` (a path as the runtimes see it): under
+    /// chroot in a root. chroot execs it, so the child's pid is the
+    /// runtime's.
+    pub fn command(&self, binary: &str) -> Command {
+        match self.path() {
+            Some(root) => {
+                let mut command = Command::new("chroot");
+                command.arg(root).arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        }
+    }
+
+    /// The directory for the tests' temporary files, as the runtimes see
+    /// it: the root's `/tmp`, or the host's.
+    pub fn temp_dir(&self) -> PathBuf {
+        match self.path() {
+            Some(_) => PathBuf::from("/tmp"),
+            None => std::env::temp_dir(),
+        }
     }
 }
 
-/// The directory for the tests' temporary files, as the runtimes see it:
-/// the root's `/tmp` under [`runtime_root`], the host's otherwise.
+/// The directory of `EP_RUNTIME_ROOT`'s root (see [`RuntimeRoot`]);
+/// `None`: the host's runtimes.
+pub fn runtime_root() -> Option<PathBuf> {
+    RuntimeRoot::from_env().0
+}
+
+/// [`RuntimeRoot::host_path`] of `EP_RUNTIME_ROOT`'s root.
+pub fn host_path(path: &Path) -> PathBuf {
+    RuntimeRoot::from_env().host_path(path)
+}
+
+/// [`RuntimeRoot::runtime_path`] of `EP_RUNTIME_ROOT`'s root.
+pub fn runtime_path(path: &Path) -> PathBuf {
+    RuntimeRoot::from_env().runtime_path(path)
+}
+
+/// [`RuntimeRoot::command`] of `EP_RUNTIME_ROOT`'s root.
+pub fn runtime_command(binary: &str) -> Command {
+    RuntimeRoot::from_env().command(binary)
+}
+
+/// [`RuntimeRoot::temp_dir`] of `EP_RUNTIME_ROOT`'s root.
 pub fn runtime_temp_dir() -> PathBuf {
-    match runtime_root() {
-        Some(_) => PathBuf::from("/tmp"),
-        None => std::env::temp_dir(),
-    }
+    RuntimeRoot::from_env().temp_dir()
 }
 
-/// The scripts of `workloads/<dir>/` where the runtimes see them: under
-/// [`runtime_root`], copies in the root's `/tmp`, removed when dropped;
+/// The scripts of `workloads/<dir>/` where the runtimes see them: in a
+/// [`RuntimeRoot`]'s root, copies in its `/tmp`, removed when dropped;
 /// the originals otherwise.
 pub struct RuntimeScripts {
     /// The directory as the runtimes see it.
@@ -86,14 +160,24 @@ pub struct RuntimeScripts {
 }
 
 impl RuntimeScripts {
-    /// The scripts of `workloads/<dir>/`.
+    /// The scripts of `workloads/<dir>/`, for `EP_RUNTIME_ROOT`'s root.
     pub fn new(dir: &str) -> RuntimeScripts {
+        RuntimeScripts::in_root(&RuntimeRoot::from_env(), dir)
+    }
+
+    /// The scripts of `workloads/<dir>/`, for `root`.
+    pub fn in_root(root: &RuntimeRoot, dir: &str) -> RuntimeScripts {
         let original = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads").join(dir);
-        if runtime_root().is_none() {
+        if root.path().is_none() {
             return RuntimeScripts { dir: original, copy: None };
         }
-        let seen = runtime_temp_dir().join(format!("ep-{dir}-{}", std::process::id()));
-        let copy = host_path(&seen);
+        // Each its own copy: two sets of the same scripts in one root
+        // (tests of one binary run in parallel) must not remove each
+        // other's.
+        static COPIES: AtomicUsize = AtomicUsize::new(0);
+        let n = COPIES.fetch_add(1, Ordering::Relaxed);
+        let seen = root.temp_dir().join(format!("ep-{dir}-{}-{n}", std::process::id()));
+        let copy = root.host_path(&seen);
         std::fs::create_dir_all(&copy).unwrap();
         for entry in std::fs::read_dir(&original).unwrap() {
             let entry = entry.unwrap();

@@ -3,12 +3,13 @@
 //! a script under `workloads/<runtime>/` whose lines are marked
 //! `<comment> line:<marker>`, run by the system's interpreter, profiled,
 //! and its samples at the chain's leaf checked frame by frame (name, file,
-//! line, and where native frames lie between). Under `EP_RUNTIME_ROOT`
-//! the interpreter is the root's, started under chroot on a copy of the
-//! script in the root's `/tmp` ([`crate::runtime_root`]).
+//! line, and where native frames lie between). In a root file system
+//! ([`Runtime::suite`], else `EP_RUNTIME_ROOT`'s) the interpreter is the
+//! root's, started under chroot on a copy of the script in the root's
+//! `/tmp` ([`crate::RuntimeRoot`]).
 
-use crate::{host_path, in_ci, profile_with, runtime_command, runtime_root, runtime_temp_dir, serial};
-use crate::{Completeness, Workload};
+use crate::{in_ci, profile_with, serial};
+use crate::{Completeness, RuntimeRoot, Workload};
 use profiler_agent::{AgentConfig, Stats};
 use profiler_trace::{FrameKind, Trace};
 use std::collections::{HashMap, HashSet};
@@ -45,6 +46,10 @@ pub struct Runtime {
     pub comment: &'static str,
     /// Its counters that stay 0 in every chain test.
     pub zero_counters: &'static [&'static str],
+    /// The Debian suite whose root file system it runs in
+    /// ([`RuntimeRoot::debian`]); `None`: `EP_RUNTIME_ROOT`'s root, or
+    /// this machine.
+    pub suite: Option<&'static str>,
 }
 
 /// A user frame, root first: one of the runtime's (`name`, source
@@ -109,6 +114,13 @@ pub struct Script {
     _serial: MutexGuard<'static, ()>,
 }
 
+impl Script {
+    /// Where the host sees it: the copy, if one was made.
+    fn host_path(&self) -> &Path {
+        self.copy.as_deref().unwrap_or(&self.path)
+    }
+}
+
 impl Drop for Script {
     fn drop(&mut self) {
         if let Some(copy) = &self.copy {
@@ -122,7 +134,7 @@ impl Drop for Script {
 impl Script {
     /// The line that ends with `<comment> line:<marker>`.
     pub fn line(&self, marker: &str) -> u32 {
-        line_of(&host_path(&self.path), self.comment, marker)
+        line_of(self.host_path(), self.comment, marker)
     }
 }
 
@@ -135,16 +147,26 @@ fn line_of(script: &Path, comment: &str, marker: &str) -> u32 {
 }
 
 impl Runtime {
+    /// Where it runs: [`Runtime::suite`]'s root, else `EP_RUNTIME_ROOT`'s
+    /// or this machine ([`RuntimeRoot::from_env`]). A suite's root is
+    /// checked by [`Runtime::installed`].
+    pub fn root(&self) -> RuntimeRoot {
+        match self.suite {
+            Some(suite) => RuntimeRoot::in_suite(suite),
+            None => RuntimeRoot::from_env(),
+        }
+    }
+
     /// The start of a test of `workloads/<runtime>/<name>`: the serial
     /// lock ([`serial`]) and the script, or `None` when the interpreter
-    /// is missing (a failure under CI=true).
+    /// (or the suite's root) is missing (a failure under CI=true).
     pub fn begin(&self, name: &str) -> Option<Script> {
         let lock = serial();
         if !self.installed() {
             return None;
         }
         let script = Script { path: self.script(name), comment: self.comment, copy: None, _serial: lock };
-        if runtime_root().is_none() {
+        if self.root().path().is_none() {
             return Some(script);
         }
         // The root's interpreter sees only the root: a copy in its /tmp.
@@ -153,16 +175,17 @@ impl Runtime {
     }
 
     /// `script`, replaced by a copy holding `text` in the temporary
-    /// directory the runtime sees ([`runtime_temp_dir`]), under its own
-    /// name (the tests' messages name scripts by file name).
+    /// directory the runtime sees ([`RuntimeRoot::temp_dir`]), under its
+    /// own name (the tests' messages name scripts by file name).
     fn with_copy(&self, mut script: Script, name: &str, text: &str) -> Script {
         if let Some(old) = script.copy.take() {
             let _ = std::fs::remove_file(old);
         }
-        let dir = runtime_temp_dir().join(format!("ep-{}-{}", self.name, std::process::id()));
+        let root = self.root();
+        let dir = root.temp_dir().join(format!("ep-{}-{}", self.name, std::process::id()));
         let path = dir.join(name);
-        let copy = host_path(&path);
-        std::fs::create_dir_all(host_path(&dir)).unwrap();
+        let copy = root.host_path(&path);
+        std::fs::create_dir_all(root.host_path(&dir)).unwrap();
         std::fs::write(&copy, text).unwrap();
         script.path = path;
         script.copy = Some(copy);
@@ -175,15 +198,19 @@ impl Runtime {
     pub fn begin_padded(&self, name: &str, lines: usize) -> Option<Script> {
         let script = self.begin(name)?;
         let padding = script.line("padding") as usize;
-        let text = std::fs::read_to_string(host_path(&script.path)).unwrap();
+        let text = std::fs::read_to_string(script.host_path()).unwrap();
         let mut out: Vec<String> = text.lines().map(str::to_string).collect();
         out.splice(padding - 1..padding, (0..lines).map(|_| format!("{} padding", self.comment)));
         Some(self.with_copy(script, name, &(out.join("\n") + "\n")))
     }
 
-    /// Whether the interpreter is here; under CI=true it must be.
+    /// Whether the interpreter is here (in [`Runtime::suite`]'s root:
+    /// see [`RuntimeRoot::debian`]); under CI=true it must be.
     pub fn installed(&self) -> bool {
-        let binary = host_path(Path::new(self.binary));
+        if let Some(suite) = self.suite {
+            return RuntimeRoot::debian(suite, self.binary).is_some();
+        }
+        let binary = self.root().host_path(Path::new(self.binary));
         if binary.exists() {
             return true;
         }
@@ -192,9 +219,9 @@ impl Runtime {
         false
     }
 
-    /// A command starting the interpreter ([`runtime_command`]).
+    /// A command starting the interpreter ([`RuntimeRoot::command`]).
     pub fn command(&self) -> Command {
-        runtime_command(self.binary)
+        self.root().command(self.binary)
     }
 
     /// A script of `workloads/<name>/`.
@@ -337,22 +364,6 @@ impl Runtime {
         let what = script.file_name().unwrap().to_string_lossy();
         self.check(&what, &traces, &stats, w.pid(), w.pid(), expected);
     }
-}
-
-/// `script` copied into the `/tmp` of the root file system `root` (a
-/// Debian release's, for its runtimes: `chroot ROOT INTERPRETER
-/// /tmp/SCRIPT`): its path as the chrooted process sees it. `None`
-/// (SKIPPED) when `root` is not complete (no `.ready`) or has no
-/// `interpreter`.
-pub fn copy_into_root(root: &str, interpreter: &str, script: &Path) -> Option<PathBuf> {
-    let root = Path::new(root);
-    if !root.join(".ready").exists() || !root.join(interpreter.trim_start_matches('/')).exists() {
-        eprintln!("SKIPPED: no {interpreter} in {} (or no .ready there)", root.display());
-        return None;
-    }
-    let inside = Path::new("/tmp").join(script.file_name().unwrap());
-    std::fs::copy(script, root.join(inside.strip_prefix("/").unwrap())).unwrap();
-    Some(inside)
 }
 
 /// The innermost frame of the runtime's name (`Some(None)`: unnamed).

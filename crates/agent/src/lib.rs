@@ -113,18 +113,23 @@ fn sample_queue_capacity(samples_per_second: u32, cpus: usize, off_cpu: bool) ->
         .saturating_mul(4)
         .clamp(SAMPLE_QUEUE_MIN, SAMPLE_QUEUE_MAX)
 }
-/// How often the reader drains the ring buffer when not woken earlier,
-/// in steady state: about 64 samples a drain, every 100-500 ms
-/// ([`READER_POLL_SOON`] while [`Shared::poll_soon`]). Each drain wakes
-/// the reader and then the reporter, and a wake-up costs tens of µs of
-/// CPU on a machine whose CPUs are busy: at 20 Hz on 2 CPUs (4 samples a
-/// 100 ms drain) the reader's 10 wake-ups a second were most of its
-/// 0.07% of a core. The ring holds at least a second of samples
-/// ([`ring_buffer_bytes`]); the programs wake the reader once it is a
-/// quarter full, and at once for the first sample of a process not
-/// loaded yet (its /proc entry is read then, before a short-lived
-/// process is gone). Off-CPU stacks come with the switches,
-/// at no rate the sampling frequency tells: 100 ms.
+/// The reader's wait between drains of the ring buffer when nothing
+/// wakes it earlier: the time every CPU's sampling takes to bring about
+/// 64 samples, within 100-500 ms ([`ReaderPace`] shortens it to
+/// [`READER_POLL_SOON`] at times).
+///
+/// Why by rate: each drain wakes the reader and then the reporter, and a
+/// wake-up costs CPU whatever it brings; a fixed 100 ms at 20 Hz on
+/// 2 CPUs (4 samples a drain) made those wake-ups most of the reader's
+/// cost. Why 500 ms at most: below 2,048 samples a second the ring holds
+/// a second of samples of the largest size ([`ring_buffer_bytes`]), so a
+/// drain comes before it is half full. Why 100 ms at least: ten wake-ups
+/// a second is little at any rate, and a burst does not wait for the
+/// drain: the programs wake the reader once the ring is a quarter full
+/// (and at once for the first sample of a process not loaded yet, whose
+/// /proc entry must be read before a short-lived process is gone). With
+/// off-CPU profiling, 100 ms: its stacks come with the context switches,
+/// at a rate the sampling frequency does not tell.
 fn reader_poll_interval(samples_per_second: u32, cpus: usize, off_cpu: bool) -> Duration {
     const SAMPLES_PER_DRAIN: u64 = 64;
     let per_second = u64::from(samples_per_second).saturating_mul(cpus.max(1) as u64).max(1);
@@ -538,7 +543,8 @@ impl Agent {
         let late = lock(&s.late).clone();
         let symbolizer = *lock(&s.symbolizer);
         let kernel_symbols = *lock(&s.kernel_symbols);
-        let runtimes = runtime_counters(&s.interpreters.stats(), &lock(&s.interpreter_namers), &counters);
+        let namers = lock(&s.interpreter_namers).clone();
+        let runtimes = runtime_counters(&s.interpreters.stats(), &namers, &counters);
         let mut refused = manager.manager.files_refused;
         refused.add(&symbolizer.files_refused);
         Stats {
@@ -627,6 +633,7 @@ impl Agent {
             naming_reads_refused: naming.reads_refused,
             naming_overdrafts: naming.overdrafts,
             naming_processes_over: naming.processes_over,
+            naming_failures_skipped: namers.iter().map(|(_, n)| n.failures_skipped).sum(),
             attach_reads_refused: manager.interpreters.attach_budget.reads_refused,
             attach_overdrafts: manager.interpreters.attach_budget.overdrafts,
             attach_processes_over: manager.interpreters.attach_budget.processes_over,
@@ -930,6 +937,9 @@ impl<T: LateTables> Reporter<'_, T> {
                 self.emit_all(&mut ready);
                 *lock(&self.shared.late) = self.late.counts();
             }
+            // Installed first: a count of loads that finished long ago
+            // would hold the short poll.
+            self.builder.install_finished_loads();
             let waiting = self.builder.names_pending() || self.late.next_poll().is_some();
             self.shared.poll_soon.store(waiting, Ordering::Relaxed);
             if Instant::now() >= deadline {

@@ -152,6 +152,11 @@ pub struct Stats {
     pub naming_overdrafts: u64,
     /// Processes that went over their naming budget (one notice each).
     pub naming_processes_over: u64,
+    /// Reads of a process's memory not tried again, to name a frame,
+    /// because the same object failed to read moments before (its wait doubles, 50 ms to 10 s)
+    /// (PHP's and Perl's namers remember failures: a process whose
+    /// memory makes a read fail makes it fail at every sample).
+    pub naming_failures_skipped: u64,
     /// Likewise for attaching to processes (the process manager's reads
     /// of a runtime's tables in memory).
     pub attach_reads_refused: u64,

@@ -98,9 +98,16 @@ impl TraceBuilder {
         self.counts
     }
 
+    /// Installs the symbolizer's file loads that finished (see
+    /// [`NativeSymbolizer::install_finished_loads`]).
+    pub(crate) fn install_finished_loads(&mut self) {
+        self.native.install_finished_loads();
+    }
+
     /// Whether frames would be named later than now: files are being
-    /// loaded by the symbolizer.
-    pub(crate) fn names_pending(&mut self) -> bool {
+    /// loaded by the symbolizer (as of the last
+    /// [`TraceBuilder::install_finished_loads`] or lookup).
+    pub(crate) fn names_pending(&self) -> bool {
         self.native.loads_in_flight() > 0
     }
 

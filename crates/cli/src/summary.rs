@@ -70,6 +70,12 @@ pub fn summary_lines(s: &Stats, inputs: &SummaryInputs) -> Vec<String> {
             s.attach_reads_refused
         );
     }
+    if s.naming_failures_skipped > 0 {
+        line!(
+            "  failed reads:      {} reads to name frames not tried again (the same object failed moments before)",
+            s.naming_failures_skipped
+        );
+    }
     if s.samples_dropped_at_stop > 0 {
         line!("  at stop:           {} queued samples dropped to stop in time", s.samples_dropped_at_stop);
     }

@@ -26,6 +26,12 @@ use std::time::{Duration, Instant};
 /// it, which a bound of this size makes take thousands of processes).
 pub const MAX_BUDGETED_PROCESSES: usize = 8192;
 
+/// Buckets dropped at once when [`MAX_BUDGETED_PROCESSES`] is reached:
+/// finding the oldest scans every bucket, so each scan makes room for
+/// this many new processes (a scan per process would make each new one
+/// cost thousands of comparisons once the table is full).
+const EVICTION_BATCH: usize = MAX_BUDGETED_PROCESSES / 8;
+
 /// How much reading one process may cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BudgetLimits {
@@ -111,8 +117,11 @@ pub struct BudgetStats {
 /// What [`ReadBudget::take`] did.
 enum Take {
     Granted,
-    /// Refused; with the resource short when this starts an overdraft.
-    Refused(Option<Overdrawn>),
+    /// Refused, within an overdraft counted before.
+    Refused,
+    /// Refused, starting an overdraft: the resource short, and whether
+    /// the process is over budget for the first time (to be told).
+    Overdrawn(Overdrawn, bool),
 }
 
 /// One resource's tokens, in units of the resource (nanoseconds for
@@ -209,43 +218,46 @@ impl ReadBudget {
             // the process waits until its bucket refills.
             b.cpu_ns.left = b.cpu_ns.left.saturating_sub(cpu_ns);
             if b.over {
-                return Take::Refused(None);
+                return Take::Refused;
             }
-            if b.reads.left < reads {
-                return Take::Refused(Some(Overdrawn::Reads));
-            }
-            if b.bytes.left < bytes {
-                return Take::Refused(Some(Overdrawn::Bytes));
-            }
-            if cpu_ns > 0 && b.cpu_ns.left == 0 && limits.cpu_per_second > Duration::ZERO {
-                return Take::Refused(Some(Overdrawn::Cpu));
-            }
-            b.reads.left -= reads;
-            b.bytes.left -= bytes;
-            Take::Granted
+            let short = if b.reads.left < reads {
+                Overdrawn::Reads
+            } else if b.bytes.left < bytes {
+                Overdrawn::Bytes
+            } else if cpu_ns > 0 && b.cpu_ns.left == 0 && limits.cpu_per_second > Duration::ZERO {
+                Overdrawn::Cpu
+            } else {
+                b.reads.left -= reads;
+                b.bytes.left -= bytes;
+                return Take::Granted;
+            };
+            b.over = true;
+            Take::Overdrawn(short, !std::mem::replace(&mut b.told, true))
         });
         match outcome {
             Take::Granted => true,
-            Take::Refused(why) => {
-                self.refused(pid, why, reads > 0);
+            Take::Refused => {
+                self.refused(pid, None, reads > 0);
+                false
+            }
+            Take::Overdrawn(why, tell) => {
+                self.refused(pid, Some((why, tell)), reads > 0);
                 false
             }
         }
     }
 
-    /// Counts a refusal; `why` is set when it starts an overdraft (the
-    /// process was under budget until now).
-    fn refused(&self, pid: u32, why: Option<Overdrawn>, refused_a_read: bool) {
+    /// Counts a refusal; `overdraft` is set when it starts one (the
+    /// process was under budget until now): what ran short, and whether
+    /// the process is to be told (its first overdraft). The bucket was
+    /// marked over by the caller.
+    fn refused(&self, pid: u32, overdraft: Option<(Overdrawn, bool)>, refused_a_read: bool) {
         let mut stats = self.stats.get();
         if refused_a_read {
             stats.reads_refused += 1;
         }
-        if let Some(why) = why {
+        if let Some((why, tell)) = overdraft {
             stats.overdrafts += 1;
-            let tell = self.with_bucket(pid, |_, b| {
-                b.over = true;
-                !std::mem::replace(&mut b.told, true)
-            });
             if tell {
                 stats.processes_over += 1;
                 let mut notices = self.notices.borrow_mut();
@@ -268,7 +280,7 @@ impl ReadBudget {
         let limits = &self.limits;
         let now = Instant::now();
         let mut buckets = self.buckets.borrow_mut();
-        if !buckets.contains_key(&pid) && buckets.len() >= MAX_BUDGETED_PROCESSES {
+        if buckets.len() >= MAX_BUDGETED_PROCESSES && !buckets.contains_key(&pid) {
             self.evict_oldest(&mut buckets);
         }
         let b = buckets.entry(pid).or_insert_with(|| Bucket {
@@ -299,14 +311,22 @@ impl ReadBudget {
         f(limits, b)
     }
 
+    /// Drops the [`EVICTION_BATCH`] buckets refilled longest ago (about:
+    /// a bucket is refilled when its process is read, at most every
+    /// 10 ms): one scan of the table, and a partial sort of its times.
     fn evict_oldest(&self, buckets: &mut HashMap<u32, Bucket>) {
-        // Rare (thousands of processes read at once): a scan is fine.
-        if let Some((&oldest, _)) = buckets.iter().min_by_key(|(_, b)| b.refilled) {
-            buckets.remove(&oldest);
-            let mut stats = self.stats.get();
-            stats.evicted += 1;
-            self.stats.set(stats);
+        let mut by_age: Vec<(Instant, u32)> = buckets.iter().map(|(&pid, b)| (b.refilled, pid)).collect();
+        let batch = EVICTION_BATCH.min(by_age.len());
+        if batch == 0 {
+            return;
         }
+        by_age.select_nth_unstable(batch - 1);
+        for &(_, pid) in &by_age[..batch] {
+            buckets.remove(&pid);
+        }
+        let mut stats = self.stats.get();
+        stats.evicted += batch as u64;
+        self.stats.set(stats);
     }
 }
 
@@ -431,12 +451,48 @@ mod tests {
     #[test]
     fn buckets_are_bounded_and_forgotten_with_their_processes() {
         let budget = ReadBudget::new(SMALL, "naming frames");
-        for pid in 0..MAX_BUDGETED_PROCESSES as u32 + 10 {
+        let max = MAX_BUDGETED_PROCESSES as u32;
+        for pid in 0..max {
             assert!(budget.allows(pid));
         }
         assert_eq!(budget.processes(), MAX_BUDGETED_PROCESSES);
-        assert_eq!(budget.stats().evicted, 10);
+        assert_eq!(budget.stats().evicted, 0);
+        // Full: the next process makes room for a batch at once.
+        for pid in max..max + 10 {
+            assert!(budget.allows(pid));
+        }
+        assert_eq!(budget.processes(), MAX_BUDGETED_PROCESSES - EVICTION_BATCH + 10);
+        assert_eq!(budget.stats().evicted, EVICTION_BATCH as u64);
+        // Never above the bound, however many processes come.
+        for pid in max + 10..3 * max {
+            assert!(budget.allows(pid));
+            assert!(budget.processes() <= MAX_BUDGETED_PROCESSES);
+        }
         budget.forget_processes(&|pid| pid % 2 == 0);
-        assert_eq!(budget.processes(), MAX_BUDGETED_PROCESSES / 2);
+        assert!(budget.processes() <= MAX_BUDGETED_PROCESSES / 2 + 1);
+    }
+
+    #[test]
+    fn eviction_drops_the_buckets_refilled_longest_ago() {
+        let budget = ReadBudget::new(SMALL, "naming frames");
+        let max = MAX_BUDGETED_PROCESSES as u32;
+        let m = memory();
+        let mut buf = [0u8; 1];
+        // The first half a while ago, the second half now; then a read
+        // of the first process refills its bucket, and it is recent too.
+        for pid in 0..max / 2 {
+            assert!(budget.allows(pid));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        for pid in max / 2..max {
+            assert!(budget.allows(pid));
+        }
+        assert!(budget.memory(0, &m).read(0x1000, &mut buf));
+        assert!(budget.allows(max), "a new process");
+        let kept = |pid: u32| budget.buckets.borrow().contains_key(&pid);
+        let dropped = (0..max).filter(|&pid| !kept(pid)).collect::<Vec<_>>();
+        assert_eq!(dropped.len(), EVICTION_BATCH);
+        assert!(dropped.iter().all(|&pid| pid > 0 && pid < max / 2), "only old buckets: {dropped:?}");
+        assert!(kept(0) && kept(max), "refilled lately, new");
     }
 }

@@ -180,6 +180,10 @@ pub struct NamerStats {
     pub unknown: u64,
     /// Objects read from process memory to name them (cache misses).
     pub reads: u64,
+    /// Reads not tried again because they failed lately
+    /// ([`RecentFailures`](crate::failures::RecentFailures)); counted by
+    /// the namers that remember failures (PHP, Perl).
+    pub failures_skipped: u64,
 }
 
 #[cfg(test)]

@@ -431,12 +431,19 @@ impl NativeSymbolizer {
         })
     }
 
-    /// Files being loaded now (their lookups answer
-    /// [`Symbolized::Pending`]); installs the loads that finished.
-    pub fn loads_in_flight(&mut self) -> usize {
+    /// Installs the loads the loader threads finished since the last
+    /// call or lookup, so that [`NativeSymbolizer::loads_in_flight`]
+    /// counts only those still running (lookups install them too).
+    pub fn install_finished_loads(&mut self) {
         if self.requests.is_some() {
             self.collect_results();
         }
+    }
+
+    /// Files being loaded now (their lookups answer
+    /// [`Symbolized::Pending`]), as of the last
+    /// [`NativeSymbolizer::install_finished_loads`] or lookup.
+    pub fn loads_in_flight(&self) -> usize {
         self.loading
     }
 

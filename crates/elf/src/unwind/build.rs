@@ -577,6 +577,29 @@ fn find_eh_frame<'a>(elf: &'a ElfFile, stats: &mut UnwindStats) -> Option<(&'a [
     Some((data, vaddr, Some(phdr.vaddr)))
 }
 
+/// The addresses of `.text` and `.got`, the bases of pointers encoded
+/// relative to them (0 when the section is missing).
+fn text_and_got(elf: &ElfFile) -> (u64, u64) {
+    let text = elf.section_by_name(".text").map_or(0, |s| s.addr);
+    let got = elf.section_by_name(".got").map_or(0, |s| s.addr);
+    (text, got)
+}
+
+/// `.eh_frame`, found by [`find_eh_frame`], with the bases its pointer
+/// encodings need: what [`build`], [`fde_ranges_containing`] and
+/// [`fde_extent`] parse.
+fn eh_frame_cfi<'a>(elf: &'a ElfFile, stats: &mut UnwindStats) -> Option<SectionCfi<'a, EhFrame<Reader<'a>>>> {
+    let (data, vaddr, hdr) = find_eh_frame(elf, stats)?;
+    let (text, got) = text_and_got(elf);
+    let mut bases = BaseAddresses::default().set_eh_frame(vaddr).set_text(text).set_got(got);
+    if let Some(hdr) = hdr {
+        bases = bases.set_eh_frame_hdr(hdr);
+    }
+    let mut section = EhFrame::new(data, LittleEndian);
+    section.set_address_size(8);
+    Some(SectionCfi::new(section, data, bases, CfiSection::EhFrame))
+}
+
 /// How many FDEs pass 1 reads, or pass 2 runs, between releases of the
 /// CFI sections' pages (about 1 MB of a large `.eh_frame`).
 const RELEASE_EVERY_PIECES: usize = 16_384;
@@ -596,16 +619,7 @@ fn release_cfi<S1, S2>(elf: &ElfFile, eh: Option<&SectionCfi<'_, S1>>, debug: Op
 /// (sorted), in address order; see [`ElfFile::fde_ranges_containing`].
 pub(super) fn fde_ranges_containing(elf: &ElfFile, addresses: &[u64]) -> Vec<(u64, u64)> {
     let mut stats = UnwindStats::default();
-    let Some((data, vaddr, hdr)) = find_eh_frame(elf, &mut stats) else { return Vec::new() };
-    let text = elf.section_by_name(".text").map_or(0, |s| s.addr);
-    let got = elf.section_by_name(".got").map_or(0, |s| s.addr);
-    let mut bases = BaseAddresses::default().set_eh_frame(vaddr).set_text(text).set_got(got);
-    if let Some(hdr) = hdr {
-        bases = bases.set_eh_frame_hdr(hdr);
-    }
-    let mut section = EhFrame::new(data, LittleEndian);
-    section.set_address_size(8);
-    let mut cfi = SectionCfi::new(section, data, bases, CfiSection::EhFrame);
+    let Some(mut cfi) = eh_frame_cfi(elf, &mut stats) else { return Vec::new() };
     let mut ranges: Vec<(u64, u64)> = cfi
         .spans(elf, &mut stats)
         .into_iter()
@@ -624,19 +638,11 @@ pub(super) fn fde_ranges_containing(elf: &ElfFile, addresses: &[u64]) -> Vec<(u6
 pub(super) fn build(elf: &ElfFile) -> UnwindTable {
     let mut stats = UnwindStats::default();
     stats.sections_ignored = elf.sections_ignored().is_some();
-    let text = elf.section_by_name(".text").map_or(0, |s| s.addr);
-    let got = elf.section_by_name(".got").map_or(0, |s| s.addr);
+    let (text, got) = text_and_got(elf);
 
-    let mut eh = None;
-    if let Some((data, vaddr, hdr)) = find_eh_frame(elf, &mut stats) {
-        stats.eh_frame_bytes = data.len() as u64;
-        let mut bases = BaseAddresses::default().set_eh_frame(vaddr).set_text(text).set_got(got);
-        if let Some(hdr) = hdr {
-            bases = bases.set_eh_frame_hdr(hdr);
-        }
-        let mut section = EhFrame::new(data, LittleEndian);
-        section.set_address_size(8);
-        eh = Some(SectionCfi::new(section, data, bases, CfiSection::EhFrame));
+    let mut eh = eh_frame_cfi(elf, &mut stats);
+    if let Some(eh) = &eh {
+        stats.eh_frame_bytes = eh.bytes.len() as u64;
     }
 
     let mut debug = None;
@@ -704,16 +710,8 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
 /// hidden one found from its callers' code). A linear pass over the FDEs.
 pub(super) fn fde_extent(elf: &ElfFile, start: u64) -> Option<(u64, u64)> {
     let mut stats = UnwindStats::default();
-    let (data, vaddr, hdr) = find_eh_frame(elf, &mut stats)?;
-    let text = elf.section_by_name(".text").map_or(0, |s| s.addr);
-    let got = elf.section_by_name(".got").map_or(0, |s| s.addr);
-    let mut bases = BaseAddresses::default().set_eh_frame(vaddr).set_text(text).set_got(got);
-    if let Some(hdr) = hdr {
-        bases = bases.set_eh_frame_hdr(hdr);
-    }
-    let mut section = EhFrame::new(data, LittleEndian);
-    section.set_address_size(8);
-    let mut entries = section.entries(&bases);
+    let cfi = eh_frame_cfi(elf, &mut stats)?;
+    let mut entries = cfi.section.entries(&cfi.bases);
     while let Ok(Some(entry)) = entries.next() {
         let CieOrFde::Fde(partial) = entry else { continue };
         let Ok(fde) = partial.parse(EhFrame::cie_from_offset) else { continue };

@@ -464,7 +464,7 @@ mod tests {
         }
         let unattached = MappedFile { file, bias: 0, process: None };
         assert!(namer.lines(&memory, 1, &unattached, UserFrame::hotspot_word(false, 0x1000, 3)).is_empty());
-        assert_eq!(namer.stats(), NamerStats { frames: 0, unknown: 3, reads: 0 });
+        assert_eq!(namer.stats(), NamerStats { frames: 0, unknown: 3, reads: 0, failures_skipped: 0 });
         assert_eq!(namer.stale_blobs, 0);
 
         // A blob in use at the same place, compile id 8: the frame sampled

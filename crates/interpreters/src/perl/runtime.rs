@@ -204,12 +204,16 @@ impl FrameNamer for PerlNamer {
         }
         let symbolizer = self.processes.entry(key).or_insert_with(|| PerlSymbolizer::new(file.build.layout.clone()));
         self.stats.reads += 1;
+        let skipped_before = symbolizer.failures.skipped;
         let named = match w {
             PerlWord::Sub { cv: 0, .. } | PerlWord::Main { cop: 0 } | PerlWord::Eval { cop: 0 } => None,
             PerlWord::Sub { cv, line } => symbolizer.sub_at(memory, cv, line).ok(),
             PerlWord::Main { cop } => symbolizer.position(memory, cop).ok().map(|(f, l)| ("main".to_string(), f, l)),
             PerlWord::Eval { cop } => symbolizer.position(memory, cop).ok().map(|(f, l)| ("eval".to_string(), f, l)),
         };
+        // Kept here: the process's symbolizer, and its count, go when it
+        // exits.
+        self.stats.failures_skipped += symbolizer.failures.skipped - skipped_before;
         let Some((name, file, line)) = named else {
             self.stats.unknown += 1;
             return None;
@@ -277,6 +281,21 @@ mod tests {
         let word = UserFrame::runtime_word(InterpreterUnwinder::Perl as u8, (7 << PERL_FRAME_LINE_SHIFT) | 0x200);
         let mut namer = PerlNamer { processes: HashMap::new(), stats: NamerStats::default() };
         assert_exited_processes_forgotten(&mut namer, &mapped, word, |n| n.processes.keys().map(|k| k.0).collect());
+    }
+
+    #[test]
+    fn a_sub_that_failed_lately_is_not_read_again_and_counted() {
+        let mapped =
+            MappedFile { file: Arc::new(PerlFile::new(threaded_5_36()).unwrap()), bias: 0x5000_0000, process: None };
+        let word = UserFrame::runtime_word(InterpreterUnwinder::Perl as u8, (7 << PERL_FRAME_LINE_SHIFT) | 0x200);
+        let mut namer = PerlNamer { processes: HashMap::new(), stats: NamerStats::default() };
+        let unreadable = crate::memory::fake::FakeMemory::default();
+        for _ in 0..3 {
+            assert_eq!(namer.name(&unreadable, 10, &mapped, word), None);
+        }
+        assert_eq!(namer.stats().failures_skipped, 2, "read once, then skipped");
+        namer.forget_processes(&|_| false);
+        assert_eq!(namer.stats().failures_skipped, 2, "kept when the process goes");
     }
 
     #[test]

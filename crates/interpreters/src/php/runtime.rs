@@ -173,7 +173,7 @@ impl FrameNamer for PhpNamer {
             self.processes.clear();
         }
         let symbolizer = self.processes.entry(key).or_insert_with(|| PhpSymbolizer::new(file.build.layout.clone()));
-        let before = symbolizer.cached();
+        let (before, skipped_before) = (symbolizer.cached(), symbolizer.failures.skipped);
         let call_info = if w.top { consts::CALL_TOP } else { 0 };
         // The frame's line came with the word, from the function's first:
         // it is checked against the function's lines like a line read
@@ -183,6 +183,9 @@ impl FrameNamer for PhpNamer {
         if symbolizer.cached() != before {
             self.stats.reads += 1;
         }
+        // Kept here: the process's symbolizer, and its count, go when it
+        // exits.
+        self.stats.failures_skipped += symbolizer.failures.skipped - skipped_before;
         let Some(frame) = frame else {
             self.stats.unknown += 1;
             return None;
@@ -250,6 +253,23 @@ mod tests {
         let word = UserFrame::runtime_word(InterpreterUnwinder::Php as u8, (7 << PHP_FRAME_LINE_SHIFT) | 0x200);
         let mut namer = PhpNamer { processes: HashMap::new(), stats: NamerStats::default() };
         assert_exited_processes_forgotten(&mut namer, &mapped, word, |n| n.processes.keys().map(|k| k.0).collect());
+    }
+
+    #[test]
+    fn a_function_that_failed_lately_is_not_read_again_and_counted() {
+        let file = PhpFile::new(php_8_2(), Some((0x36cbe0, 0x931e))).unwrap();
+        let mapped = MappedFile { file: Arc::new(file), bias: 0x5000_0000, process: None };
+        let word = UserFrame::runtime_word(InterpreterUnwinder::Php as u8, (7 << PHP_FRAME_LINE_SHIFT) | 0x200);
+        let mut namer = PhpNamer { processes: HashMap::new(), stats: NamerStats::default() };
+        let unreadable = crate::memory::fake::FakeMemory::default();
+        for _ in 0..3 {
+            assert_eq!(namer.name(&unreadable, 10, &mapped, word), None);
+        }
+        assert_eq!(namer.stats().failures_skipped, 2, "read once, then skipped");
+        assert_eq!(namer.name(&unreadable, 11, &mapped, word), None);
+        assert_eq!(namer.stats().failures_skipped, 2, "another process reads it");
+        namer.forget_processes(&|_| false);
+        assert_eq!(namer.stats().failures_skipped, 2, "kept when the processes go");
     }
 
     #[test]

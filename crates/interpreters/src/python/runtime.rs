@@ -141,7 +141,7 @@ impl FrameNamer for PythonNamer {
 
     fn stats(&self) -> NamerStats {
         let s = self.0.stats();
-        NamerStats { frames: s.frames, unknown: s.unknown, reads: s.code_reads }
+        NamerStats { frames: s.frames, unknown: s.unknown, reads: s.code_reads, failures_skipped: 0 }
     }
 }
 
