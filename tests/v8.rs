@@ -437,7 +437,7 @@ fn report(what: &str, c: &Completeness, stats: &Stats) {
 /// `$EP_TEST_NODE`: another build to try), Node 18 ([`NODE18`], or
 /// `$EP_TEST_NODE18`), each cached release of [`NODE_RELEASES`] (or its
 /// variable). `$EP_TEST_NODES=node22,node18` keeps only those labels. One
-/// missing is skipped, a failure under CI=true (but a release).
+/// missing is skipped, a failure under CI=true (.ci/run installs them all).
 fn nodes() -> Vec<(&'static str, PathBuf)> {
     let mut found = Vec::new();
     let distributed = [("node20", NODE, "EP_TEST_NODE"), ("node18", NODE18, "EP_TEST_NODE18")];
@@ -448,8 +448,8 @@ fn nodes() -> Vec<(&'static str, PathBuf)> {
         }
         let node = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
         if !node.exists() {
-            let release = i >= distributed.len();
-            assert!(release || !in_ci(), "{} is required under CI=true (scripts/install-deps.sh)", node.display());
+            let how = if i >= distributed.len() { "scripts/install-node-releases.sh" } else { "scripts/install-deps.sh" };
+            assert!(!in_ci(), "{} is required under CI=true ({how})", node.display());
             eprintln!("SKIPPED: {} is not installed", node.display());
             continue;
         }
