@@ -448,7 +448,8 @@ fn nodes() -> Vec<(&'static str, PathBuf)> {
         }
         let node = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
         if !node.exists() {
-            let how = if i >= distributed.len() { "scripts/install-node-releases.sh" } else { "scripts/install-deps.sh" };
+            let how =
+                if i >= distributed.len() { "scripts/install-node-releases.sh" } else { "scripts/install-deps.sh" };
             assert!(!in_ci(), "{} is required under CI=true ({how})", node.display());
             eprintln!("SKIPPED: {} is not installed", node.display());
             continue;
