@@ -177,12 +177,11 @@ impl Dictionary {
     /// A frame that was not named gets one line named after where it is
     /// (`file+0xaddress`): backends drop or mark unnamed frames.
     pub(crate) fn location(&mut self, frame: &Frame) -> i32 {
-        let mapping = match (&frame.mapping, frame.kind) {
-            (Some(m), _) => Some(Arc::clone(m)),
-            (None, FrameKind::Kernel) => Some(Arc::clone(&self.kernel)),
-            (None, _) => None,
-        };
-        let mapping_index = mapping.as_ref().map_or(0, |m| self.mapping(m));
+        // Borrowed from the frame; only a kernel frame takes a reference
+        // to the kernel's mapping (self is borrowed mutably below).
+        let kernel = (frame.mapping.is_none() && frame.kind == FrameKind::Kernel).then(|| Arc::clone(&self.kernel));
+        let mapping = frame.mapping.as_ref().or(kernel.as_ref());
+        let mapping_index = mapping.map_or(0, |m| self.mapping(m));
         let mut lines = std::mem::take(&mut self.line_buf);
         lines.clear();
         for l in &frame.lines {
@@ -190,7 +189,7 @@ impl Dictionary {
             lines.push(pb::Line { function_index, line: i64::from(l.line), column: 0 });
         }
         if lines.is_empty() {
-            let place = mapping.as_ref().map_or(frame.kind.as_str(), |m| m.file_name());
+            let place = mapping.map_or(frame.kind.as_str(), |m| m.file_name());
             let function_index = self.function(&format!("{place}+{:#x}", frame.address), None);
             lines.push(pb::Line { function_index, line: 0, column: 0 });
         }
