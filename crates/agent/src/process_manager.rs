@@ -47,6 +47,10 @@ impl BpfLoader {
 }
 
 impl UnwindLoader for BpfLoader {
+    fn rule_capacity(&self) -> usize {
+        self.maps.rules_capacity() as usize
+    }
+
     fn set_rule(&mut self, id: RuleId, rule: &UnwindRule) -> Result<(), LoaderError> {
         Ok(self.maps.set_rule(id, rule)?)
     }

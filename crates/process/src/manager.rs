@@ -74,6 +74,11 @@ pub struct UnwindMapping {
 /// Where the manager puts unwinding state: the BPF maps in the agent, a
 /// recorder in tests. Only the manager's thread calls it.
 pub trait UnwindLoader {
+    /// How many distinct rules the loader's rule table holds: the
+    /// manager gives out no rule id past it.
+    fn rule_capacity(&self) -> usize {
+        RuleInterner::CAPACITY
+    }
     /// Makes rule `id` known (called before any file using it is loaded;
     /// may be called again for the same id).
     fn set_rule(&mut self, id: RuleId, rule: &UnwindRule) -> Result<(), LoaderError>;
@@ -405,7 +410,7 @@ pub struct ProcessManager<L: UnwindLoader> {
 impl<L: UnwindLoader> ProcessManager<L> {
     /// A manager loading into `loader` and publishing into `registry`.
     pub fn new(loader: L, registry: Arc<ProcessRegistry>, limits: ManagerLimits) -> ProcessManager<L> {
-        let interner = Arc::new(Mutex::new(RuleInterner::new()));
+        let interner = Arc::new(Mutex::new(RuleInterner::with_capacity(loader.rule_capacity())));
         ProcessManager {
             loader,
             registry,

@@ -316,11 +316,18 @@ impl PprofBuilder {
             return id;
         }
         let mapping_id = self.mapping_id(frame);
-        let line = frame
+        let mut line: Vec<Line> = frame
             .lines
             .iter()
             .map(|l| Line { function_id: self.function(&l.function, l.file.as_deref()), line: i64::from(l.line) })
             .collect();
+        if line.is_empty() {
+            // Named after where it is, as in OTLP: the mappings claim
+            // functions, so tools would otherwise show nothing for it.
+            let place = frame.mapping.as_ref().map_or(frame.kind.as_str(), |m| m.file_name());
+            let function_id = self.function(&format!("{place}+{:#x}", frame.address), None);
+            line.push(Line { function_id, line: 0 });
+        }
         let id = self.profile.location.len() as u64 + 1;
         self.profile.location.push(Location { id, mapping_id, address: frame.address, line });
         self.locations.insert(frame.clone(), id);
@@ -408,6 +415,33 @@ mod tests {
     }
 
     /// An off-CPU profile sums each stack's nanoseconds off the CPU.
+    #[test]
+    fn unnamed_frames_are_named_after_their_file_and_address() {
+        let mut stripped = trace("svc", &["main"], &[]);
+        let mapping = Arc::new(Mapping {
+            start: 0x1000,
+            end: 0x2000,
+            file_offset: 0,
+            path: "/usr/bin/svc".into(),
+            file_id: None,
+            gnu_build_id: None,
+            go_build_id: None,
+        });
+        stripped
+            .frames
+            .insert(0, Frame { kind: FrameKind::Native, address: 0x1234, mapping: Some(mapping), lines: vec![] });
+        stripped
+            .frames
+            .insert(0, Frame { kind: FrameKind::Kernel, address: 0xffff_0010, mapping: None, lines: vec![] });
+        let mut b = PprofBuilder::new(20, 1_000);
+        b.add(&stripped);
+        let p = b.finish(2_000);
+        assert_eq!(
+            names(&p, &p.sample[0]),
+            [format!("{}+0xffff0010", FrameKind::Kernel.as_str()), "svc+0x1234".into(), "main".into()]
+        );
+    }
+
     #[test]
     fn off_cpu_profile_sums_time_off_cpu() {
         let mut b = PprofBuilder::off_cpu(1_000);

@@ -31,6 +31,10 @@ impl RuleId {
     pub const UNFOLLOWED_SWITCH: RuleId = RuleId(4);
 }
 
+/// The rules every table starts with, in id order.
+const FIXED_RULES: [UnwindRule; 5] =
+    [UnwindRule::NoCoverage, UnwindRule::Invalid, UnwindRule::Stop, UnwindRule::Signal, UnwindRule::UnfollowedSwitch];
+
 /// Deduplicates rules across all files to [`RuleId`]s, so that the
 /// system-wide table of distinct rules stays small (about 10k on a
 /// desktop).
@@ -41,6 +45,9 @@ impl RuleId {
 pub struct RuleInterner {
     ids: HashMap<UnwindRule, RuleId, FxBuildHasher>,
     rules: Vec<UnwindRule>,
+    /// Most distinct rules: the table they are loaded into may hold fewer
+    /// than ids can name (the BPF `unwind_rules` array).
+    capacity: usize,
 }
 
 impl Default for RuleInterner {
@@ -50,19 +57,26 @@ impl Default for RuleInterner {
 }
 
 impl RuleInterner {
-    /// How many distinct rules fit (ids are 16 bits).
+    /// How many distinct rules ids can name (they are 16 bits).
     pub const CAPACITY: usize = 1 << 16;
 
-    /// An interner holding only the fixed rules.
+    /// An interner holding only the fixed rules, with room for
+    /// [`RuleInterner::CAPACITY`] rules.
     pub fn new() -> RuleInterner {
-        let mut interner = RuleInterner { ids: HashMap::default(), rules: Vec::new() };
-        for rule in [
-            UnwindRule::NoCoverage,
-            UnwindRule::Invalid,
-            UnwindRule::Stop,
-            UnwindRule::Signal,
-            UnwindRule::UnfollowedSwitch,
-        ] {
+        RuleInterner::with_capacity(Self::CAPACITY)
+    }
+
+    /// An interner holding only the fixed rules that refuses rules past
+    /// `capacity` (at least the fixed rules, at most
+    /// [`RuleInterner::CAPACITY`]), so that an id it gives always fits
+    /// the table it is loaded into.
+    pub fn with_capacity(capacity: usize) -> RuleInterner {
+        let mut interner = RuleInterner {
+            ids: HashMap::default(),
+            rules: Vec::new(),
+            capacity: capacity.clamp(FIXED_RULES.len(), Self::CAPACITY),
+        };
+        for rule in FIXED_RULES {
             // Cannot fail: the table is empty.
             let _ = interner.intern(rule);
         }
@@ -74,7 +88,11 @@ impl RuleInterner {
         if let Some(&id) = self.ids.get(&rule) {
             return Ok(id);
         }
-        let id = u16::try_from(self.rules.len()).map_err(|_| Error::RuleTableFull { capacity: Self::CAPACITY })?;
+        let full = Error::RuleTableFull { capacity: self.capacity };
+        if self.rules.len() >= self.capacity {
+            return Err(full);
+        }
+        let id = u16::try_from(self.rules.len()).map_err(|_| full)?;
         self.rules.push(rule);
         self.ids.insert(rule, RuleId(id));
         Ok(RuleId(id))
@@ -89,6 +107,11 @@ impl RuleInterner {
     /// The rule with id `id`.
     pub fn get(&self, id: RuleId) -> Option<UnwindRule> {
         self.rules.get(usize::from(id.0)).copied()
+    }
+
+    /// Most distinct rules this interner gives ids to.
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// Number of distinct rules, the fixed ones included.
@@ -130,5 +153,19 @@ mod tests {
         assert!(matches!(i.intern(rule(-1)), Err(Error::RuleTableFull { .. })));
         assert_eq!(i.intern(rule(8)).unwrap(), a);
         assert_eq!(i.get(RuleId(u16::MAX)), Some(rule(16 + RuleInterner::CAPACITY as i32 - 7)));
+    }
+
+    #[test]
+    fn a_smaller_table_refuses_past_its_size() {
+        let mut i = RuleInterner::with_capacity(8);
+        assert_eq!(i.capacity(), 8);
+        let rule = |offset| UnwindRule::Cfa { base: CfaBase::Rsp, offset, rbp: RbpRule::Unchanged };
+        for n in 0..3 {
+            assert_eq!(i.intern(rule(8 * n)).unwrap(), RuleId(5 + n as u16));
+        }
+        assert!(matches!(i.intern(rule(99)), Err(Error::RuleTableFull { capacity: 8 })));
+        assert_eq!(i.intern(rule(8)).unwrap(), RuleId(6), "a known rule still has its id");
+        assert_eq!(RuleInterner::with_capacity(1).capacity(), 5, "the fixed rules always fit");
+        assert_eq!(RuleInterner::with_capacity(1 << 20).capacity(), RuleInterner::CAPACITY);
     }
 }
