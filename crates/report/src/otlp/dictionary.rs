@@ -54,6 +54,9 @@ pub(crate) struct Dictionary {
     frame_types: HashMap<FrameKind, i32>,
     // One frame's lines, reused.
     line_buf: Vec<pb::Line>,
+    // The `file+0xaddress` function of an unnamed frame by (mapping,
+    // address, kind): formatted once per request, not once per trace.
+    unnamed_functions: HashMap<(i32, u64, FrameKind), i32>,
     stacks: Vec<pb::Stack>,
     // Indices into `stacks`, found by the hash of their locations: at
     // 1000 Hz an interval holds megabytes of stacks, which a map keyed
@@ -87,6 +90,7 @@ impl Dictionary {
             location_index: HashTable::new(),
             frame_types: HashMap::new(),
             line_buf: Vec::new(),
+            unnamed_functions: HashMap::new(),
             stacks: vec![pb::Stack::default()],
             stack_index: HashTable::new(),
             hasher: RandomState::new(),
@@ -189,8 +193,16 @@ impl Dictionary {
             lines.push(pb::Line { function_index, line: i64::from(l.line), column: 0 });
         }
         if lines.is_empty() {
-            let place = mapping.map_or(frame.kind.as_str(), |m| m.file_name());
-            let function_index = self.function(&format!("{place}+{:#x}", frame.address), None);
+            let key = (mapping_index, frame.address, frame.kind);
+            let function_index = match self.unnamed_functions.get(&key) {
+                Some(&i) => i,
+                None => {
+                    let place = mapping.map_or(frame.kind.as_str(), |m| m.file_name());
+                    let i = self.function(&format!("{place}+{:#x}", frame.address), None);
+                    self.unnamed_functions.insert(key, i);
+                    i
+                }
+            };
             lines.push(pb::Line { function_index, line: 0, column: 0 });
         }
         let frame_type = self.frame_type(frame.kind);
