@@ -24,6 +24,7 @@ mod files;
 mod latency;
 mod lru;
 mod manager;
+mod mapped_files;
 pub mod maps;
 mod pool;
 pub mod procfs;

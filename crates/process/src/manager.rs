@@ -2,14 +2,15 @@
 //! no known mapping, an exec, an exit) into unwinding state for the
 //! kernel, and keeps the [`ProcessRegistry`] that symbolization reads.
 //!
-//! For each process it reads `/proc/PID/maps`, opens each executable file
-//! through `/proc/PID/map_files/<range>` (so files of other mount
-//! namespaces are reached, and a file replaced on disk is still the one
-//! mapped), else as `<path>` inside `/proc/PID/root` (resolved within
-//! that root, and used only when it is the inode the maps line names),
-//! always as [`profiler_elf::source`] opens files a process controls
-//! (regular files only, bounded; refusals counted). It reads the vDSO
-//! from the process's memory, and has each file analysed once per
+//! For each process it reads `/proc/PID/maps`, finds the file each
+//! executable mapping maps ([`crate::mapped_files`]: through
+//! `/proc/PID/map_files/<range>`, so files of other mount namespaces are
+//! reached and a file replaced on disk is still the one mapped, else as
+//! `<path>` inside `/proc/PID/root`, resolved within that root and used
+//! only when it is the inode the maps line names; always as
+//! [`profiler_elf::source`] opens files a process controls: regular files
+//! only, bounded, refusals counted; the vDSO from the process's memory),
+//! and has each file analysed once per
 //! content ([`TableKey`], a digest of the whole file computed once per
 //! inode version; a [`FileId`] shared by two contents is counted, never
 //! trusted) by a small pool of workers ([`crate::pool`]). The manager
@@ -24,21 +25,18 @@
 use crate::files::{describe, ExecutableFile, FileKeys};
 use crate::latency::{LatencyHistogram, LatencySummary};
 use crate::lru::UnusedFiles;
+use crate::mapped_files::{MappedFile, MappedFiles};
 use crate::maps::{parse_executable, query_executable, MapsEntry};
 use crate::pool::{AnalysisPool, Done, InternedDeltas, Job, Table, Waker};
-use crate::procfs::{read_memory, read_proc_file, read_start_time};
+use crate::procfs::{read_proc_file, read_start_time};
 use crate::queue::{LoadKind, PendingWork};
 use crate::registry::{LazyProcessInfo, ProcessRegistry, ProcessSnapshot, SnapshotMapping};
-use profiler_elf::source::{
-    open_in_root, open_regular, path_in_root, stat_regular, table_key_of_bytes, table_key_of_opened, FileIdentity,
-    OpenError, OpenedFile, Purpose, Refusals,
-};
-use profiler_elf::{file_id_of_bytes, file_id_of_file, DeltaWalk, ElfFile, RuleId, RuleInterner, UnwindRule};
+use profiler_elf::source::Refusals;
+use profiler_elf::{DeltaWalk, ElfFile, RuleId, RuleInterner, UnwindRule};
 use profiler_trace::{FileId, Pid, TableKey};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -292,9 +290,6 @@ struct AnalysedMappings {
     files: HashSet<TableKey>,
 }
 
-/// Identity of a file on disk, to skip hashing it again.
-type DiskKey = FileIdentity;
-
 /// Most of `/proc/PID/maps` read (a process at the default
 /// `vm.max_map_count` has about 6 MB of it); the mappings beyond are not
 /// loaded.
@@ -308,14 +303,6 @@ const MAX_MAPPINGS: usize = 1 << 16;
 /// come with their first sample, as an unknown pc. One re-read, not two:
 /// in a minute of churn, 908 of the 1,795 reads of maps found nothing new.
 const EXEC_RESYNC_MS: [u64; 1] = [500];
-/// How long the identity of a mapped file (device, inode, size, times),
-/// taken by a `stat` of its `map_files` entry, stands for other mappings
-/// with the same device and inode in their maps line: under churn every
-/// new process maps the same libraries, and a `stat` each was a fifth of
-/// a load. A file rewritten in place is seen at most this late.
-const IDENTITY_TRUSTED_FOR: Duration = Duration::from_secs(1);
-/// Most identities kept for [`IDENTITY_TRUSTED_FOR`].
-const MAX_RECENT_IDENTITIES: usize = 4096;
 /// Most loads and re-reads scheduled at once (more are dropped and
 /// counted; a process missed this way is loaded at its first sample).
 const MAX_SCHEDULED: usize = 16_384;
@@ -347,10 +334,6 @@ struct Scheduled {
     exec: Option<ExecLoad>,
 }
 
-/// Bound of the (device, inode, ...) -> FileId cache and of the set of
-/// files known to fail.
-const MAX_DISK_KEYS: usize = 65_536;
-
 /// What a held file costs beyond its deltas (its state here, the
 /// loader's bookkeeping), for the unused files' budget.
 const FILE_OVERHEAD_BYTES: u64 = 4096;
@@ -375,13 +358,8 @@ pub struct ProcessManager<L: UnwindLoader> {
     unused: UnusedFiles<TableKey>,
     /// The content of each held file's [`FileId`], to notice collisions.
     file_ids: HashMap<FileId, TableKey>,
-    disk_keys: HashMap<DiskKey, (FileId, TableKey)>,
-    /// The identity a `stat` gave lately for a maps line's device and
-    /// inode ([`IDENTITY_TRUSTED_FOR`]).
-    recent_identities: HashMap<((u32, u32), u64), (DiskKey, Instant)>,
-    /// The last vDSO seen and its keys.
-    last_vdso: Option<(Vec<u8>, FileKeys)>,
-    failed: HashSet<DiskKey>,
+    /// Which file a mapping maps.
+    mapped: MappedFiles,
     processes: HashMap<Pid, ProcessState>,
     exited: Vec<(Pid, Instant)>,
     /// Exited processes whose unwinding state leaves the loader after
@@ -411,6 +389,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
     /// A manager loading into `loader` and publishing into `registry`.
     pub fn new(loader: L, registry: Arc<ProcessRegistry>, limits: ManagerLimits) -> ProcessManager<L> {
         let interner = Arc::new(Mutex::new(RuleInterner::with_capacity(loader.rule_capacity())));
+        let proc_root: Arc<Path> = Arc::from(Path::new("/proc"));
         ProcessManager {
             loader,
             registry,
@@ -419,10 +398,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             files: HashMap::new(),
             unused: UnusedFiles::new(limits.unused_files_budget),
             file_ids: HashMap::new(),
-            disk_keys: HashMap::new(),
-            recent_identities: HashMap::new(),
-            last_vdso: None,
-            failed: HashSet::new(),
+            mapped: MappedFiles::new(proc_root.clone(), limits.open_via_map_files),
             handles_held: 0,
             processes: HashMap::new(),
             exited: Vec::new(),
@@ -437,7 +413,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             latency: LatencyHistogram::default(),
             limits,
             stats: ManagerStats::default(),
-            proc_root: Arc::from(Path::new("/proc")),
+            proc_root,
         }
     }
 
@@ -1037,130 +1013,30 @@ impl<L: UnwindLoader> ProcessManager<L> {
     /// The analysed file behind a file-backed mapping (analysing and
     /// loading it on first sight).
     fn file_for(&mut self, pid: Pid, entry: &MapsEntry) -> Option<Arc<ExecutableFile>> {
-        if entry.is_vdso() {
-            let bytes = read_memory(&self.proc_root, pid, entry.start, entry.end).ok()?;
-            // Every process maps the same vDSO: compared, not hashed again.
-            let keys = match &self.last_vdso {
-                Some((seen, keys)) if *seen == bytes => *keys,
-                _ => {
-                    let keys = FileKeys {
-                        file_id: file_id_of_bytes(&bytes),
-                        table_key: table_key_of_bytes(&bytes),
-                        identity: None,
-                    };
-                    self.last_vdso = Some((bytes.clone(), keys));
-                    keys
+        let files = &self.files;
+        let found = self.mapped.find(
+            pid,
+            entry,
+            |key| files.contains_key(key),
+            &mut self.stats.files_refused,
+            &mut self.stats.files_failed,
+        )?;
+        match found {
+            MappedFile::Held(table_key) => self.files.get(&table_key).map(|e| e.file.clone()),
+            MappedFile::Vdso(keys, bytes) => self.add_file(keys, "[vdso]", None, || ElfFile::from_bytes(bytes).ok()),
+            MappedFile::Opened(keys, opened) => {
+                let identity = opened.identity;
+                let handle = (self.handles_held < self.limits.max_file_handles)
+                    .then(|| opened.file.try_clone().ok().map(Arc::new))
+                    .flatten();
+                let file =
+                    self.add_file(keys, &entry.path, handle, || ElfFile::from_file(opened.file, identity.size).ok());
+                if file.is_none() && !self.files.contains_key(&keys.table_key) {
+                    self.mapped.remember_failed(identity);
                 }
-            };
-            if let Some(e) = self.files.get(&keys.table_key) {
-                return Some(e.file.clone());
-            }
-            return self.add_file(keys, "[vdso]", None, || ElfFile::from_bytes(bytes).ok());
-        }
-        if let Some(file) = self.known_mapped_file(pid, entry) {
-            return Some(file);
-        }
-        let opened = match self.open_mapped(pid, entry) {
-            Ok(opened) => opened,
-            Err(e) => {
-                // Plain I/O errors (the process exited, ...) are not counted.
-                self.stats.files_refused.count(&e);
-                return None;
-            }
-        };
-        let key: DiskKey = opened.identity;
-        if self.failed.contains(&key) {
-            return None;
-        }
-        let keys = match self.disk_keys.get(&key) {
-            Some(&(file_id, table_key)) => FileKeys { file_id, table_key, identity: Some(key) },
-            None => {
-                let Some(keys) = file_keys(&opened) else {
-                    // Not ELF, or unreadable: nothing hashed beyond 4 bytes.
-                    self.stats.files_failed += 1;
-                    self.remember_failed(key);
-                    return None;
-                };
-                if self.disk_keys.len() >= MAX_DISK_KEYS {
-                    self.disk_keys.clear();
-                }
-                self.disk_keys.insert(key, (keys.file_id, keys.table_key));
-                keys
-            }
-        };
-        if let Some(e) = self.files.get(&keys.table_key) {
-            return Some(e.file.clone());
-        }
-        let size = opened.identity.size;
-        let handle = (self.handles_held < self.limits.max_file_handles)
-            .then(|| opened.file.try_clone().ok().map(Arc::new))
-            .flatten();
-        let file = self.add_file(keys, &entry.path, handle, || ElfFile::from_file(opened.file, size).ok());
-        if file.is_none() && !self.files.contains_key(&keys.table_key) {
-            self.remember_failed(key);
-        }
-        file
-    }
-
-    /// The file a mapping maps when it was analysed already under the
-    /// identity (device, inode, size, times) its `map_files` entry has
-    /// now: found by one `stat`, without opening it. `None`: open it.
-    fn known_mapped_file(&mut self, pid: Pid, entry: &MapsEntry) -> Option<Arc<ExecutableFile>> {
-        if !self.limits.open_via_map_files {
-            return None;
-        }
-        let now = Instant::now();
-        let seen_as = (entry.dev, entry.inode);
-        let identity = match self.recent_identities.get(&seen_as) {
-            Some(&(identity, at)) if now.duration_since(at) < IDENTITY_TRUSTED_FOR => identity,
-            _ => {
-                let identity = stat_regular(&self.map_files_entry(pid, entry)).ok()?;
-                if self.recent_identities.len() >= MAX_RECENT_IDENTITIES {
-                    self.recent_identities.retain(|_, (_, at)| now.duration_since(*at) < IDENTITY_TRUSTED_FOR);
-                    if self.recent_identities.len() >= MAX_RECENT_IDENTITIES {
-                        self.recent_identities.clear();
-                    }
-                }
-                self.recent_identities.insert(seen_as, (identity, now));
-                identity
-            }
-        };
-        let &(_, table_key) = self.disk_keys.get(&identity)?;
-        self.files.get(&table_key).map(|e| e.file.clone())
-    }
-
-    /// `/proc/PID/map_files/<start>-<end>`: the file a mapping maps.
-    fn map_files_entry(&self, pid: Pid, entry: &MapsEntry) -> PathBuf {
-        self.proc_root.join(pid.0.to_string()).join("map_files").join(format!("{:x}-{:x}", entry.start, entry.end))
-    }
-
-    fn remember_failed(&mut self, key: DiskKey) {
-        if self.failed.len() >= MAX_DISK_KEYS {
-            self.failed.clear();
-        }
-        self.failed.insert(key);
-    }
-
-    /// Opens the file a mapping maps: through `map_files` (the mapped
-    /// file itself), else by its path inside the process's root, which
-    /// must then be the inode the maps line names.
-    fn open_mapped(&self, pid: Pid, entry: &MapsEntry) -> Result<OpenedFile, OpenError> {
-        if self.limits.open_via_map_files {
-            match open_regular(&self.map_files_entry(pid, entry), Purpose::Executable) {
-                Ok(opened) => return Ok(opened),
-                // What is mapped is itself unacceptable (a device, ...).
-                Err(e) if e.is_refusal() => return Err(e),
-                // Not allowed to read map_files: by path below.
-                Err(_) => {}
+                file
             }
         }
-        let root = self.proc_root.join(pid.0.to_string()).join("root");
-        let path = path_in_root(&root, Path::new(&entry.path));
-        let opened = open_in_root(&root, &path, Purpose::Executable)?;
-        if !opened.identity.is_mapped(entry.dev.0, entry.dev.1, entry.inode, opened.on_overlay) {
-            return Err(OpenError::Mismatch);
-        }
-        Ok(opened)
     }
 
     /// Registers a file first seen and queues its analysis; the mappings
@@ -1227,18 +1103,6 @@ impl<L: UnwindLoader> ProcessManager<L> {
     }
 }
 
-/// The wire id and content key of an opened file, when it is ELF (the
-/// whole file is hashed only then).
-fn file_keys(opened: &OpenedFile) -> Option<FileKeys> {
-    let mut magic = [0u8; 4];
-    opened.file.read_exact_at(&mut magic, 0).ok()?;
-    if &magic != b"\x7fELF" {
-        return None;
-    }
-    let file_id = file_id_of_file(&opened.file, opened.identity.size).ok()?;
-    Some(FileKeys { file_id, table_key: table_key_of_opened(opened, file_id).ok()?, identity: Some(opened.identity) })
-}
-
 /// Scheduled work is due on a grid of this step, so that the loads and
 /// re-reads of the processes started close together (a shell pipeline, a
 /// build's burst, a churn of tens a second) take one wake-up of the
@@ -1284,6 +1148,8 @@ fn cost(entry: &FileEntry) -> u64 {
 mod tests {
     use super::*;
     use crate::queue::{EventKind, EventQueue};
+    use std::os::unix::fs::FileExt;
+    use std::path::PathBuf;
     use std::process::{Child, Command};
 
     /// Records what the manager loads, and checks the order: rules before
