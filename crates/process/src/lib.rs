@@ -30,6 +30,7 @@ mod pool;
 pub mod procfs;
 mod queue;
 mod registry;
+mod schedule;
 mod selection;
 
 pub use files::ExecutableFile;

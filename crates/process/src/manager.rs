@@ -31,6 +31,7 @@ use crate::pool::{AnalysisPool, Done, InternedDeltas, Job, Table, Waker};
 use crate::procfs::{read_proc_file, read_start_time};
 use crate::queue::{LoadKind, PendingWork};
 use crate::registry::{LazyProcessInfo, ProcessRegistry, ProcessSnapshot, SnapshotMapping};
+use crate::schedule::{ExecLoad, Schedule, MAX_SCHEDULED};
 use profiler_elf::source::Refusals;
 use profiler_elf::{DeltaWalk, ElfFile, RuleId, RuleInterner, UnwindRule};
 use profiler_trace::{FileId, Pid, TableKey};
@@ -303,9 +304,6 @@ const MAX_MAPPINGS: usize = 1 << 16;
 /// come with their first sample, as an unknown pc. One re-read, not two:
 /// in a minute of churn, 908 of the 1,795 reads of maps found nothing new.
 const EXEC_RESYNC_MS: [u64; 1] = [500];
-/// Most loads and re-reads scheduled at once (more are dropped and
-/// counted; a process missed this way is loaded at its first sample).
-const MAX_SCHEDULED: usize = 16_384;
 
 /// An exited process whose state is still in the loader.
 struct Removal {
@@ -314,24 +312,6 @@ struct Removal {
     files: HashSet<TableKey>,
     /// When it goes.
     at: Instant,
-}
-
-/// A load scheduled after an exec.
-#[derive(Clone, Copy)]
-struct ExecLoad {
-    /// Kernel time of the exec event (0: unknown).
-    ktime_ns: u64,
-    /// The process was loaded before its exec (its load is not an exec
-    /// preload, it needs no budget).
-    was_loaded: bool,
-}
-
-/// Work for later: a load after an exec, or a re-read of maps.
-#[derive(Clone, Copy)]
-struct Scheduled {
-    pid: Pid,
-    at: Instant,
-    exec: Option<ExecLoad>,
 }
 
 /// What a held file costs beyond its deltas (its state here, the
@@ -368,12 +348,7 @@ pub struct ProcessManager<L: UnwindLoader> {
     last_liveness: Instant,
     /// Loads after execs and re-reads of maps after them, when the
     /// dynamic loader will have mapped the libraries.
-    scheduled: Vec<Scheduled>,
-    /// Where the grid of scheduled work starts ([`SCHEDULE_GRID`]).
-    grid_origin: Instant,
-    /// Budget of exec preloads of processes never sampled (token bucket).
-    exec_tokens: f64,
-    exec_tokens_at: Instant,
+    scheduled: Schedule,
     /// Kernel time of the event being handled (0: none, now is used).
     event_ktime_ns: u64,
     /// Whether the file being added is the one a process's own code is
@@ -404,10 +379,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             exited: Vec::new(),
             removals: VecDeque::new(),
             last_liveness: Instant::now(),
-            grid_origin: Instant::now(),
-            scheduled: Vec::new(),
-            exec_tokens: limits.exec_preloads_per_second,
-            exec_tokens_at: Instant::now(),
+            scheduled: Schedule::new(limits.exec_preloads_per_second),
             event_ktime_ns: 0,
             adding_urgent: false,
             latency: LatencyHistogram::default(),
@@ -507,17 +479,14 @@ impl<L: UnwindLoader> ProcessManager<L> {
     }
 
     fn schedule(&mut self, pid: Pid, after: Duration, exec: Option<ExecLoad>) {
-        if self.scheduled.len() >= MAX_SCHEDULED {
+        if !self.scheduled.push(pid, after, exec) {
             self.stats.scheduled_dropped += 1;
-            return;
         }
-        let at = on_schedule_grid(self.grid_origin, Instant::now() + after);
-        self.scheduled.push(Scheduled { pid, at, exec });
     }
 
     /// When [`ProcessManager::run_due`] next has work, if ever.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.scheduled.iter().map(|r| r.at).min()
+        self.scheduled.next_deadline()
     }
 
     /// Does the scheduled work that is due (loads after execs, re-reading
@@ -525,9 +494,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
     pub fn run_due(&mut self) {
         let now = Instant::now();
         self.remove_due(now);
-        let due: Vec<Scheduled> = self.scheduled.iter().filter(|r| r.at <= now).copied().collect();
-        self.scheduled.retain(|r| r.at > now);
-        for s in due {
+        for s in self.scheduled.take_due(now) {
             match s.exec {
                 Some(exec) => self.load_after_exec(s.pid, exec),
                 None if self.processes.contains_key(&s.pid) => self.resync(s.pid),
@@ -542,7 +509,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
                 self.stats.exec_preloads_gone += 1;
                 return;
             }
-            if !exec.was_loaded && !self.take_exec_token() {
+            if !exec.was_loaded && !self.scheduled.take_exec_token() {
                 self.stats.exec_preloads_skipped += 1;
                 return;
             }
@@ -577,20 +544,6 @@ impl<L: UnwindLoader> ProcessManager<L> {
             for d in done {
                 self.finish_file(d);
             }
-        }
-    }
-
-    fn take_exec_token(&mut self) -> bool {
-        let rate = self.limits.exec_preloads_per_second;
-        let now = Instant::now();
-        let refill = now.duration_since(self.exec_tokens_at).as_secs_f64() * rate;
-        self.exec_tokens = (self.exec_tokens + refill).min(rate.max(1.0));
-        self.exec_tokens_at = now;
-        if self.exec_tokens >= 1.0 {
-            self.exec_tokens -= 1.0;
-            true
-        } else {
-            false
         }
     }
 
@@ -1103,21 +1056,6 @@ impl<L: UnwindLoader> ProcessManager<L> {
     }
 }
 
-/// Scheduled work is due on a grid of this step, so that the loads and
-/// re-reads of the processes started close together (a shell pipeline, a
-/// build's burst, a churn of tens a second) take one wake-up of the
-/// manager, not one each. The exec events queued meanwhile are handled
-/// in the same wake-up ([`crate::queue::LAZY_DELAY`] is the same step).
-const SCHEDULE_GRID: Duration = Duration::from_millis(50);
-
-/// `at`, rounded up to the next point of [`SCHEDULE_GRID`] after `origin`.
-fn on_schedule_grid(origin: Instant, at: Instant) -> Instant {
-    let step = SCHEDULE_GRID.as_nanos();
-    let since = at.saturating_duration_since(origin).as_nanos();
-    let rounded = since.div_ceil(step).saturating_mul(step);
-    origin + Duration::from_nanos(u64::try_from(rounded).unwrap_or(u64::MAX))
-}
-
 /// Whether `pid` exists (one syscall, no /proc read: most processes of a
 /// build's churn are gone when their load is due).
 fn is_running(pid: Pid) -> bool {
@@ -1148,6 +1086,7 @@ fn cost(entry: &FileEntry) -> u64 {
 mod tests {
     use super::*;
     use crate::queue::{EventKind, EventQueue};
+    use crate::schedule::SCHEDULE_GRID;
     use std::os::unix::fs::FileExt;
     use std::path::PathBuf;
     use std::process::{Child, Command};
@@ -1505,18 +1444,6 @@ mod tests {
     }
 
     #[test]
-    fn scheduled_work_falls_on_the_grid() {
-        let origin = Instant::now();
-        let at = |ms: u64| on_schedule_grid(origin, origin + Duration::from_micros(ms * 1000 + 300));
-        assert_eq!(at(0), origin + SCHEDULE_GRID);
-        assert_eq!(at(3), origin + SCHEDULE_GRID, "two starts 3 ms apart: one wake-up");
-        assert_eq!(at(49), origin + SCHEDULE_GRID, "49 ms apart too");
-        assert_eq!(at(50), origin + 2 * SCHEDULE_GRID);
-        assert_eq!(on_schedule_grid(origin, origin + SCHEDULE_GRID), origin + SCHEDULE_GRID, "on the grid already");
-        assert_eq!(on_schedule_grid(origin, origin), origin);
-    }
-
-    #[test]
     fn exec_preloads_within_budget_and_resyncs() {
         let registry = Arc::new(ProcessRegistry::new());
         let limits = ManagerLimits { exec_preloads_per_second: 1.0, ..quick() };
@@ -1557,7 +1484,7 @@ mod tests {
             ktime_ns: monotonic_ns() - 200_000_000,
         };
         m.on_work(exec);
-        let due = m.scheduled.iter().find(|s| s.pid == pb).map(|s| s.at).expect("scheduled");
+        let due = m.scheduled.find(pb).map(|s| s.at).expect("scheduled");
         assert!(due <= Instant::now() + SCHEDULE_GRID, "due from the exec");
     }
 
