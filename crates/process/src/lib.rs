@@ -21,6 +21,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod files;
+mod held_files;
 mod latency;
 mod lru;
 mod manager;

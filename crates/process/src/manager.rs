@@ -19,12 +19,13 @@
 //! at once with the files that are ready, and again as the others become
 //! ready. Files are reference-counted by the processes that map them;
 //! the ones nobody maps stay loaded, least recently used first out,
-//! within a byte budget ([`crate::lru`]). Everything is bounded by
+//! within a byte budget ([`crate::held_files`]). Loads after execs wait
+//! on a coarse grid ([`crate::schedule`]). Everything is bounded by
 //! [`ManagerLimits`] and counted in [`ManagerStats`].
 
 use crate::files::{describe, ExecutableFile, FileKeys};
+use crate::held_files::{FileState, HeldFiles};
 use crate::latency::{LatencyHistogram, LatencySummary};
-use crate::lru::UnusedFiles;
 use crate::mapped_files::{MappedFile, MappedFiles};
 use crate::maps::{parse_executable, query_executable, MapsEntry};
 use crate::pool::{AnalysisPool, Done, InternedDeltas, Job, Table, Waker};
@@ -34,7 +35,7 @@ use crate::registry::{LazyProcessInfo, ProcessRegistry, ProcessSnapshot, Snapsho
 use crate::schedule::{ExecLoad, Schedule, MAX_SCHEDULED};
 use profiler_elf::source::Refusals;
 use profiler_elf::{DeltaWalk, ElfFile, RuleId, RuleInterner, UnwindRule};
-use profiler_trace::{FileId, Pid, TableKey};
+use profiler_trace::{Pid, TableKey};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::path::Path;
@@ -243,24 +244,6 @@ pub struct ManagerStats {
     pub file_id_collisions: u64,
 }
 
-/// What became of a file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FileState {
-    /// Being analysed.
-    Pending,
-    /// Deltas in the loader.
-    Loaded,
-    /// Analysed, nothing loaded (no CFI, over the limits, load failed).
-    NoTable,
-}
-
-struct FileEntry {
-    file: Arc<ExecutableFile>,
-    /// Processes mapping it.
-    refs: usize,
-    state: FileState,
-}
-
 /// A file-backed (or anonymous) executable mapping of a process, as
 /// last read from its maps.
 #[derive(Clone, Copy)]
@@ -314,10 +297,6 @@ struct Removal {
     at: Instant,
 }
 
-/// What a held file costs beyond its deltas (its state here, the
-/// loader's bookkeeping), for the unused files' budget.
-const FILE_OVERHEAD_BYTES: u64 = 4096;
-
 /// `CLOCK_MONOTONIC` now, ns: the clock of the kernel's event times.
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -332,12 +311,8 @@ pub struct ProcessManager<L: UnwindLoader> {
     registry: Arc<ProcessRegistry>,
     interner: Arc<Mutex<RuleInterner>>,
     pool: AnalysisPool,
-    files: HashMap<TableKey, FileEntry>,
-    /// Files of `files` that keep a descriptor open.
-    handles_held: usize,
-    unused: UnusedFiles<TableKey>,
-    /// The content of each held file's [`FileId`], to notice collisions.
-    file_ids: HashMap<FileId, TableKey>,
+    /// The files analysed, by content.
+    held: HeldFiles,
     /// Which file a mapping maps.
     mapped: MappedFiles,
     processes: HashMap<Pid, ProcessState>,
@@ -370,11 +345,8 @@ impl<L: UnwindLoader> ProcessManager<L> {
             registry,
             pool: AnalysisPool::new(limits.analysis_workers, limits.max_deltas_per_file, interner.clone()),
             interner,
-            files: HashMap::new(),
-            unused: UnusedFiles::new(limits.unused_files_budget),
-            file_ids: HashMap::new(),
+            held: HeldFiles::new(limits.max_files, limits.max_file_handles, limits.unused_files_budget),
             mapped: MappedFiles::new(proc_root.clone(), limits.open_via_map_files),
-            handles_held: 0,
             processes: HashMap::new(),
             exited: Vec::new(),
             removals: VecDeque::new(),
@@ -405,11 +377,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
     pub fn stats(&self) -> ManagerStats {
         let mut s = self.stats;
         s.processes = self.processes.len() as u64;
-        s.files = self.files.len() as u64;
-        s.files_pending = self.files.values().filter(|f| f.state == FileState::Pending).count() as u64;
-        s.files_unused = self.unused.len() as u64;
-        s.files_unused_bytes = self.unused.bytes();
-        s.deltas = self.files.values().filter(|f| f.state == FileState::Loaded).map(|f| f.file.deltas).sum();
+        self.held.count(&mut s);
         s.rules = self.interner.lock().unwrap_or_else(|p| p.into_inner()).len() as u64;
         s.analyse_ms = self.pool.stats().analyse_ms;
         s.load_latency = self.latency.summary();
@@ -578,7 +546,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
                 self.process_exited(pid, false);
             }
         }
-        self.evict_over_budget();
+        self.held.evict_over_budget(&mut self.loader, &mut self.stats);
         for pid in self.loader.due_again() {
             self.push_mappings(pid);
         }
@@ -596,14 +564,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             self.remove_from_loader(r.pid, &r.files);
         }
         self.exited.clear();
-        while self.unused.pop_oldest().is_some() {}
-        self.file_ids.clear();
-        self.handles_held = 0;
-        for (id, entry) in std::mem::take(&mut self.files) {
-            if entry.state == FileState::Loaded && self.loader.unload_file(id).is_err() {
-                self.stats.load_errors += 1;
-            }
-        }
+        self.held.clear(&mut self.loader, &mut self.stats);
     }
 
     /// Unloads `pid` because it exited (an exit event, a missed exit, a
@@ -649,36 +610,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
     }
 
     fn release_files(&mut self, files: &HashSet<TableKey>) {
-        for id in files {
-            if let Some(entry) = self.files.get_mut(id) {
-                entry.refs = entry.refs.saturating_sub(1);
-                if entry.refs == 0 && entry.state != FileState::Pending {
-                    self.unused.insert(*id, cost(entry));
-                }
-            }
-        }
-        self.evict_over_budget();
-    }
-
-    /// Unloads the least recently used unused files beyond the budget.
-    fn evict_over_budget(&mut self) {
-        while let Some(id) = self.unused.pop_over_budget() {
-            self.evict(id);
-        }
-    }
-
-    fn evict(&mut self, id: TableKey) {
-        let Some(entry) = self.files.remove(&id) else { return };
-        if entry.file.handle.is_some() {
-            self.handles_held -= 1;
-        }
-        if self.file_ids.get(&entry.file.file_id) == Some(&id) {
-            self.file_ids.remove(&entry.file.file_id);
-        }
-        if entry.state == FileState::Loaded && self.loader.unload_file(id).is_err() {
-            self.stats.load_errors += 1;
-        }
-        self.stats.files_evicted += 1;
+        self.held.release(files, &mut self.loader, &mut self.stats);
     }
 
     /// Loads `pid`, or brings it up to date: reads its maps, compares
@@ -853,12 +785,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             }
         };
         let known_info = if old.is_empty() { None } else { self.registry.get(pid).map(|s| s.info.clone()) };
-        for id in files.difference(&old) {
-            if let Some(e) = self.files.get_mut(id) {
-                e.refs += 1;
-                self.unused.remove(*id);
-            }
-        }
+        self.held.take(files.difference(&old).copied());
         let released: HashSet<TableKey> = old.difference(files).copied().collect();
         self.release_files(&released);
         known_info
@@ -895,7 +822,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             .mappings
             .iter()
             .filter_map(|m| {
-                let state = m.file.and_then(|(id, _)| self.files.get(&id)).map(|e| e.state);
+                let state = m.file.and_then(|(id, _)| self.held.get(&id)).map(|e| e.state);
                 if state == Some(FileState::Pending) {
                     complete = false;
                     return None;
@@ -922,7 +849,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
     fn finish_file(&mut self, done: Done) {
         let Done { file, elf, table } = done;
         let id = file.table_key;
-        if !self.files.get(&id).is_some_and(|e| e.state == FileState::Pending) {
+        if !self.held.is_pending(&id) {
             return; // unloaded meanwhile (stopping)
         }
         self.stats.files_analysed += 1;
@@ -931,7 +858,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
         drop(elf);
         // The BPF maps know files by 64 bits of the key: another content
         // with the same 64 bits (2^-64 by chance) must not replace its table.
-        let bpf_id_taken = self.files.keys().any(|k| k.bpf_id() == id.bpf_id() && *k != id);
+        let bpf_id_taken = self.held.bpf_id_taken(id);
         match table {
             Table::Deltas(_) if bpf_id_taken => self.stats.files_rejected += 1,
             Table::Deltas(interned) if interned.deltas.is_empty() => {}
@@ -942,20 +869,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
             }
             Table::TooLarge | Table::RulesFull => self.stats.files_rejected += 1,
         }
-        match self.file_ids.get(&file.file_id) {
-            Some(other) if *other != id => self.stats.file_id_collisions += 1,
-            Some(_) => {}
-            None => {
-                self.file_ids.insert(file.file_id, id);
-            }
-        }
-        let Some(entry) = self.files.get_mut(&id) else { return };
-        entry.file = file;
-        entry.state = state;
-        if entry.refs == 0 {
-            self.unused.insert(id, cost(entry));
-            self.evict_over_budget();
-        }
+        self.held.finish(file, state, &mut self.loader, &mut self.stats);
         let pids: Vec<Pid> =
             self.processes.iter().filter(|(_, p)| p.files.contains(&id)).map(|(pid, _)| *pid).collect();
         for pid in pids {
@@ -966,25 +880,24 @@ impl<L: UnwindLoader> ProcessManager<L> {
     /// The analysed file behind a file-backed mapping (analysing and
     /// loading it on first sight).
     fn file_for(&mut self, pid: Pid, entry: &MapsEntry) -> Option<Arc<ExecutableFile>> {
-        let files = &self.files;
+        let held = &self.held;
         let found = self.mapped.find(
             pid,
             entry,
-            |key| files.contains_key(key),
+            |key| held.contains(key),
             &mut self.stats.files_refused,
             &mut self.stats.files_failed,
         )?;
         match found {
-            MappedFile::Held(table_key) => self.files.get(&table_key).map(|e| e.file.clone()),
+            MappedFile::Held(table_key) => self.held.get(&table_key).map(|e| e.file.clone()),
             MappedFile::Vdso(keys, bytes) => self.add_file(keys, "[vdso]", None, || ElfFile::from_bytes(bytes).ok()),
             MappedFile::Opened(keys, opened) => {
                 let identity = opened.identity;
-                let handle = (self.handles_held < self.limits.max_file_handles)
-                    .then(|| opened.file.try_clone().ok().map(Arc::new))
-                    .flatten();
+                let handle =
+                    self.held.has_room_for_handle().then(|| opened.file.try_clone().ok().map(Arc::new)).flatten();
                 let file =
                     self.add_file(keys, &entry.path, handle, || ElfFile::from_file(opened.file, identity.size).ok());
-                if file.is_none() && !self.files.contains_key(&keys.table_key) {
+                if file.is_none() && !self.held.contains(&keys.table_key) {
                     self.mapped.remember_failed(identity);
                 }
                 file
@@ -1002,25 +915,17 @@ impl<L: UnwindLoader> ProcessManager<L> {
         handle: Option<Arc<File>>,
         open: impl FnOnce() -> Option<ElfFile>,
     ) -> Option<Arc<ExecutableFile>> {
-        if self.files.len() >= self.limits.max_files {
-            match self.unused.pop_oldest() {
-                Some(old) => self.evict(old),
-                None => {
-                    self.stats.files_rejected += 1;
-                    return None;
-                }
-            }
+        if !self.held.make_room(&mut self.loader, &mut self.stats) {
+            self.stats.files_rejected += 1;
+            return None;
         }
         let Some(elf) = open() else {
             self.stats.files_failed += 1;
             return None;
         };
         let path: Arc<str> = Arc::from(path);
-        if handle.is_some() {
-            self.handles_held += 1;
-        }
         let file = Arc::new(describe(&elf, keys, path.clone(), handle.clone()));
-        self.files.insert(keys.table_key, FileEntry { file: file.clone(), refs: 0, state: FileState::Pending });
+        self.held.insert_pending(file.clone());
         self.pool.submit(Job { keys, path, elf, handle, urgent: self.adding_urgent });
         Some(file)
     }
@@ -1075,18 +980,13 @@ fn maps_digest(entries: &[MapsEntry]) -> u64 {
     h.finish()
 }
 
-/// What a file nobody maps costs while held: its deltas in the kernel
-/// (4 bytes each) and its state here.
-fn cost(entry: &FileEntry) -> u64 {
-    let deltas = if entry.state == FileState::Loaded { entry.file.deltas } else { 0 };
-    deltas * 4 + FILE_OVERHEAD_BYTES
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::held_files::FILE_OVERHEAD_BYTES;
     use crate::queue::{EventKind, EventQueue};
     use crate::schedule::SCHEDULE_GRID;
+    use profiler_trace::FileId;
     use std::os::unix::fs::FileExt;
     use std::path::PathBuf;
     use std::process::{Child, Command};
@@ -1212,7 +1112,7 @@ mod tests {
         assert_eq!(&magic, b"\x7fELF");
         let vdso = snap.mappings.iter().find(|s| s.mapping.path.as_ref() == "[vdso]").and_then(|s| s.file.clone());
         assert!(vdso.expect("vdso").handle.is_none());
-        assert_eq!(m.handles_held, files_after_one - 1, "every file but the vDSO");
+        assert_eq!(m.held.handles_held, files_after_one - 1, "every file but the vDSO");
 
         m.on_exit(pa);
         m.tick();
@@ -1227,7 +1127,7 @@ mod tests {
         let s = m.stats();
         assert_eq!((s.processes, s.files, s.processes_exited), (0, 0, 2));
         assert_eq!(s.files_evicted, s.files_analysed);
-        assert_eq!(m.handles_held, 0, "evicted files close their descriptors");
+        assert_eq!(m.held.handles_held, 0, "evicted files close their descriptors");
 
         // Stopping unloads the processes still running without counting
         // them as exited (the summary said "N exited" of running ones).
@@ -1252,7 +1152,7 @@ mod tests {
         m.settle();
         let snap = registry.get(pa).unwrap();
         let kept = snap.mappings.iter().filter_map(|s| s.file.as_ref()).filter(|f| f.handle.is_some()).count();
-        assert_eq!((kept, m.handles_held), (1, 1), "one descriptor, as the limit says");
+        assert_eq!((kept, m.held.handles_held), (1, 1), "one descriptor, as the limit says");
     }
 
     #[test]
@@ -1287,7 +1187,7 @@ mod tests {
 
         // A budget below one file's cost evicts every unused file.
         drop(b);
-        m.unused = UnusedFiles::new(FILE_OVERHEAD_BYTES - 1);
+        m.held.set_unused_budget(FILE_OVERHEAD_BYTES - 1);
         m.on_exit(pb);
         assert_eq!(m.stats().files_evicted, analysed);
         assert!(m.loader().files.is_empty());
@@ -1305,14 +1205,14 @@ mod tests {
             let keys = FileKeys { file_id: FileId([0; 16]), table_key: id, identity: None };
             let file = Arc::new(describe(&elf, keys, Arc::from("x"), None));
             m.loader.load_file(id, &|| Box::new(std::iter::empty())).unwrap();
-            m.files.insert(id, FileEntry { file, refs: 1, state: FileState::Loaded });
+            m.held.insert_as(file, 1, FileState::Loaded);
         }
-        m.unused = UnusedFiles::new(FILE_OVERHEAD_BYTES);
+        m.held.set_unused_budget(FILE_OVERHEAD_BYTES);
         m.release_files(&HashSet::from([old]));
         assert_eq!(m.stats().files_evicted, 0);
         m.release_files(&HashSet::from([new]));
         assert_eq!(m.stats().files_evicted, 1);
-        assert!(m.files.contains_key(&new) && !m.files.contains_key(&old));
+        assert!(m.held.contains(&new) && !m.held.contains(&old));
         assert_eq!(m.loader().files.keys().copied().collect::<Vec<_>>(), vec![new]);
     }
 
