@@ -14,6 +14,15 @@
 //!
 //! Both front ends use only this API: the `ebpf-profiler` CLI and the C ABI
 //! in `ffi/`.
+//!
+//! Where things are: this file starts and stops the threads and gathers
+//! [`Stats`]; `reader.rs` paces the reader and bounds its hand-over;
+//! `reporter.rs` is the reporter's loop; `trace_builder.rs` names a
+//! sample's frames; `late_unwind.rs` holds samples whose process is not
+//! loaded yet; `process_manager.rs` runs the [`ProcessManager`] against
+//! the BPF maps; `sink.rs` and `batch_queue.rs` carry the results;
+//! `config.rs`, `stats.rs`, `off_cpu.rs`, `probabilistic.rs` and
+//! `go_labels.rs` are what their names say.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -24,6 +33,8 @@ mod late_unwind;
 mod off_cpu;
 mod probabilistic;
 mod process_manager;
+mod reader;
+mod reporter;
 mod sink;
 mod stats;
 mod trace_builder;
@@ -41,15 +52,17 @@ pub use stats::{RuntimeCounters, Stats, UnwindStops};
 
 use crossbeam_channel::Receiver;
 
-use crate::batch_queue::{batch_queue, BatchReceiver, BatchSender, RecvTimeoutError};
-use late_unwind::{LateTables, LateUnwindCounts, LateUnwinder};
+use crate::batch_queue::{batch_queue, RecvTimeoutError};
+use late_unwind::{LateUnwindCounts, LateUnwinder};
 use profiler_bpf::{Counters, OffCpuJoinCounts, RawSample, Sampler, SamplerOptions, SELECTED_PIDS_MAX};
 use profiler_interpreters::{NamerStats, Registry};
 use profiler_process::{EventQueue, ManagerLimits, ProcessManager, ProcessRegistry};
 use profiler_symbolize::{KernelSymbolizer, KernelSymbolizerStats, NativeConfig, NativeStats, NativeSymbolizer};
-use profiler_trace::UserFrame;
+use reader::{
+    hand_over, reader_poll_interval, ring_buffer_bytes, sample_queue_capacity, ReaderPace, SAMPLE_BATCH_QUEUE,
+};
+use reporter::report;
 use sink::{BatchCounters, OtlpBatchSink};
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -91,103 +104,6 @@ pub enum NextBatch {
     /// batches are not enabled).
     Stopped,
 }
-
-/// Most samples the channel between the reader and the reporter holds
-/// (a few seconds of 1000 Hz on 8 CPUs; off-CPU stacks come faster).
-/// They take memory only while queued: the channel holds batches.
-const SAMPLE_QUEUE_MAX: usize = 32_768;
-/// Fewest (a burst of off-CPU switches or a reporter busy with a big
-/// interval must not drop the samples of a low rate).
-const SAMPLE_QUEUE_MIN: usize = 2048;
-
-/// Most samples queued for the reporter: four seconds of samples (it
-/// takes them continuously, but not while it emits an interval), within
-/// [`SAMPLE_QUEUE_MIN`, `SAMPLE_QUEUE_MAX`]; the maximum with off-CPU
-/// profiling, whose rate follows the machine's switches.
-fn sample_queue_capacity(samples_per_second: u32, cpus: usize, off_cpu: bool) -> usize {
-    if off_cpu {
-        return SAMPLE_QUEUE_MAX;
-    }
-    (samples_per_second as usize)
-        .saturating_mul(cpus.max(1))
-        .saturating_mul(4)
-        .clamp(SAMPLE_QUEUE_MIN, SAMPLE_QUEUE_MAX)
-}
-/// The reader's wait between drains of the ring buffer when nothing
-/// wakes it earlier: the time every CPU's sampling takes to bring about
-/// 64 samples, within 100-500 ms ([`ReaderPace`] shortens it to
-/// [`READER_POLL_SOON`] at times).
-///
-/// Why by rate: each drain wakes the reader and then the reporter, and a
-/// wake-up costs CPU whatever it brings; a fixed 100 ms at 20 Hz on
-/// 2 CPUs (4 samples a drain) made those wake-ups most of the reader's
-/// cost. Why 500 ms at most: below 2,048 samples a second the ring holds
-/// a second of samples of the largest size ([`ring_buffer_bytes`]), so a
-/// drain comes before it is half full. Why 100 ms at least: ten wake-ups
-/// a second is little at any rate, and a burst does not wait for the
-/// drain: the programs wake the reader once the ring is a quarter full
-/// (and at once for the first sample of a process not loaded yet, whose
-/// /proc entry must be read before a short-lived process is gone). With
-/// off-CPU profiling, 100 ms: its stacks come with the context switches,
-/// at a rate the sampling frequency does not tell.
-fn reader_poll_interval(samples_per_second: u32, cpus: usize, off_cpu: bool) -> Duration {
-    const SAMPLES_PER_DRAIN: u64 = 64;
-    let per_second = u64::from(samples_per_second).saturating_mul(cpus.max(1) as u64).max(1);
-    let ms = if off_cpu { 100 } else { (SAMPLES_PER_DRAIN * 1000 / per_second).clamp(100, 500) };
-    Duration::from_millis(ms)
-}
-/// The reader's poll while the reporter waits for something (a file's
-/// names loading, stacks held for their process's tables), and while
-/// interpreted frames come in: the samples that follow are named or
-/// unwound sooner, and fewer of them go out with frames still unnamed.
-/// An interpreted frame is named from the live process when its sample
-/// is built: V8 moves optimised code, a short-lived script exits.
-const READER_POLL_SOON: Duration = Duration::from_millis(100);
-/// How long after the last interpreted frame the reader keeps
-/// [`READER_POLL_SOON`]: a runtime that samples rarely (a script asleep)
-/// does not hold the short poll.
-const INTERPRETED_POLL_SOON_FOR: Duration = Duration::from_secs(2);
-
-/// When the reader drains the ring buffer next: [`reader_poll_interval`],
-/// or [`READER_POLL_SOON`] while the reporter waits ([`Shared::poll_soon`])
-/// or interpreted frames came in lately. The reader sees those frames
-/// itself, so the drain right after them is already a short one.
-struct ReaderPace {
-    by_rate: Duration,
-    interpreted_until: Cell<Option<Instant>>,
-}
-
-impl ReaderPace {
-    fn new(by_rate: Duration) -> ReaderPace {
-        ReaderPace { by_rate, interpreted_until: Cell::new(None) }
-    }
-
-    /// Notes a drain's samples, taken at `now`.
-    fn saw(&self, batch: &[RawSample], now: Instant) {
-        if batch.iter().any(|s| s.user_frames.iter().any(|&w| UserFrame::is_interpreted(w))) {
-            self.interpreted_until.set(Some(now + INTERPRETED_POLL_SOON_FOR));
-        }
-    }
-
-    /// The wait before the next drain, at `now`.
-    fn interval(&self, reporter_waits: bool, now: Instant) -> Duration {
-        let interpreted = self.interpreted_until.get().is_some_and(|until| now < until);
-        match reporter_waits || interpreted {
-            true => self.by_rate.min(READER_POLL_SOON),
-            false => self.by_rate,
-        }
-    }
-}
-/// Batches (one a drain of the ring buffer) the channel to the reporter
-/// holds; the samples in them are bounded by [`sample_queue_capacity`].
-const SAMPLE_BATCH_QUEUE: usize = 256;
-/// How long the reporter goes on with what is queued once the agent is
-/// asked to stop: the rest is dropped and counted, so a stop never waits
-/// on samples that are slow to name.
-const STOP_DRAIN: Duration = Duration::from_secs(1);
-/// Most bytes of stack copies in the channel between the reader and the
-/// reporter; beyond, samples go on without theirs (counted).
-const MAX_STACK_BYTES_IN_FLIGHT: u64 = 4 << 20;
 
 /// Counters updated by the threads.
 #[derive(Debug, Default)]
@@ -764,74 +680,11 @@ fn file_handle_budget(wanted: usize) -> usize {
     usize::try_from(lim.rlim_cur / 2).unwrap_or(usize::MAX).min(wanted)
 }
 
-/// Bytes of the sample ring buffer: a second of samples at up to 2 KiB
-/// each (the reader drains it every 500 ms at the latest), a power of two
-/// from 256 KiB to 4 MiB. The ring's pages are mapped into the agent (its
-/// data twice) and all become resident as it wraps: a fixed 4 MiB ring
-/// was 8 MiB of the agent's RSS at 20 Hz, where 80 KiB a second arrive.
-fn ring_buffer_bytes(samples_per_second: u32, cpus: usize) -> u32 {
-    const MIN: u64 = 256 << 10;
-    const MAX: u64 = 4 << 20;
-    let per_second = u64::from(samples_per_second).saturating_mul(cpus.max(1) as u64).saturating_mul(2048);
-    per_second.clamp(MIN, MAX).next_power_of_two().min(MAX) as u32
-}
-
 /// Online CPUs (every one is sampled).
 fn online_cpus() -> usize {
     // SAFETY: sysconf only reads a system value.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
-}
-
-/// The reader's hand-over of one drain's samples to the reporter:
-/// within `capacity` samples queued and [`MAX_STACK_BYTES_IN_FLIGHT`]
-/// bytes of stack copies; what does not fit is dropped and counted.
-fn hand_over(shared: &Shared, capacity: usize, to_reporter: &BatchSender<Vec<RawSample>>, batch: &mut Vec<RawSample>) {
-    let queued = &shared.samples_queued;
-    let room = (capacity as u64).saturating_sub(queued.load(Ordering::Relaxed));
-    if batch.len() as u64 > room {
-        let over = batch.len() - room as usize;
-        batch.truncate(room as usize);
-        shared.samples_dropped.fetch_add(over as u64, Ordering::Relaxed);
-    }
-    if batch.is_empty() {
-        return;
-    }
-    let in_flight = &shared.stack_bytes_in_flight;
-    let mut carried = 0;
-    for sample in batch.iter_mut() {
-        let copied = sample.stack.as_ref().map_or(0, |s| s.bytes.len() as u64);
-        if copied == 0 {
-            continue;
-        }
-        if in_flight.load(Ordering::Relaxed) + copied > MAX_STACK_BYTES_IN_FLIGHT {
-            sample.stack = None;
-            shared.stack_copies_backlogged.fetch_add(1, Ordering::Relaxed);
-        } else {
-            in_flight.fetch_add(copied, Ordering::Relaxed);
-            carried += copied;
-        }
-    }
-    let count = batch.len() as u64;
-    queued.fetch_add(count, Ordering::Relaxed);
-    // Its capacity kept for the next drain.
-    let full = std::mem::replace(batch, Vec::with_capacity(batch.len()));
-    // Full, or the reporter gone: dropped either way.
-    if to_reporter.try_send(full).is_err() {
-        queued.fetch_sub(count, Ordering::Relaxed);
-        in_flight.fetch_sub(carried, Ordering::Relaxed);
-        shared.samples_dropped.fetch_add(count, Ordering::Relaxed);
-    }
-}
-
-/// Gives memory freed inside malloc's heaps back to the system (glibc
-/// keeps it otherwise), once per reporting interval.
-fn trim_allocator() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free memory; safe at any time.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }
 
 /// Locks a mutex, recovering from a panic of another holder (the data
@@ -842,175 +695,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 fn unix_now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
-}
-
-/// The reporter thread: samples -> traces -> sinks, interval by interval,
-/// until the reader hangs up; samples with a stack copy wait in `late`
-/// for their process.
-fn report<T: LateTables>(
-    samples: BatchReceiver<Vec<RawSample>>,
-    builder: TraceBuilder,
-    sinks: Vec<Box<dyn TraceSink>>,
-    late: LateUnwinder<T>,
-    registry: Arc<ProcessRegistry>,
-    interval: Duration,
-    shared: &Shared,
-) {
-    Reporter { builder, sinks, late, registry, shared, stop_deadline: None }.run(samples, interval);
-}
-
-/// The reporter thread's state.
-struct Reporter<'a, T> {
-    builder: TraceBuilder,
-    sinks: Vec<Box<dyn TraceSink>>,
-    late: LateUnwinder<T>,
-    registry: Arc<ProcessRegistry>,
-    shared: &'a Shared,
-    /// When what is still queued at a stop is dropped ([`STOP_DRAIN`]
-    /// after the reporter first saw the stop).
-    stop_deadline: Option<Instant>,
-}
-
-/// A panic (a bug met by one process's data) costs the reporter's unit
-/// of work it happened in, never the thread: reporting would stop
-/// silently. Counted in `panics_reporter`. A free function so that the
-/// work may borrow the reporter's other fields.
-fn guarded(shared: &Shared, f: impl FnOnce()) {
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
-        shared.panics_reporter.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-impl<T: LateTables> Reporter<'_, T> {
-    /// Runs until the reader hangs up.
-    fn run(&mut self, samples: BatchReceiver<Vec<RawSample>>, interval: Duration) {
-        let mut interval_start = unix_now_ns();
-        let mut deadline = Instant::now() + interval;
-        let mut ready = Vec::new();
-        loop {
-            let wake = self.late.next_poll().map_or(deadline, |p| p.min(deadline));
-            match samples.recv_deadline(wake) {
-                Ok(batch) => {
-                    self.shared.samples_queued.fetch_sub(batch.len() as u64, Ordering::Relaxed);
-                    let mut batch = batch.into_iter();
-                    while let Some(sample) = batch.next() {
-                        if self.past_stop_deadline() {
-                            let left = 1 + batch.len() as u64;
-                            self.shared.samples_dropped_at_stop.fetch_add(left, Ordering::Relaxed);
-                            break;
-                        }
-                        if let Some(copy) = &sample.stack {
-                            self.shared.stack_bytes_in_flight.fetch_sub(copy.bytes.len() as u64, Ordering::Relaxed);
-                            self.late.hold(sample, Instant::now(), &mut ready);
-                        } else {
-                            self.emit(&sample);
-                        }
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    let registry = &self.registry;
-                    let late = &mut self.late;
-                    guarded(self.shared, || {
-                        late.flush(|pid, address| snapshot_covers(registry, pid, address), &mut ready)
-                    });
-                    self.emit_all(&mut ready);
-                    *lock(&self.shared.late) = self.late.counts();
-                    self.publish_symbolizer_stats();
-                    let end = unix_now_ns();
-                    for sink in std::mem::take(&mut self.sinks) {
-                        let mut sink = sink;
-                        guarded(self.shared, || {
-                            sink.on_interval_end(interval_start, end);
-                            sink.on_stop();
-                        });
-                    }
-                    return;
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-            }
-            let registry = &self.registry;
-            let late = &mut self.late;
-            guarded(self.shared, || {
-                late.poll(Instant::now(), |pid, address| snapshot_covers(registry, pid, address), &mut ready)
-            });
-            if !ready.is_empty() {
-                self.emit_all(&mut ready);
-                *lock(&self.shared.late) = self.late.counts();
-            }
-            // Installed first: a count of loads that finished long ago
-            // would hold the short poll.
-            self.builder.install_finished_loads();
-            let waiting = self.builder.names_pending() || self.late.next_poll().is_some();
-            self.shared.poll_soon.store(waiting, Ordering::Relaxed);
-            if Instant::now() >= deadline {
-                let builder = &mut self.builder;
-                guarded(self.shared, || builder.forget_exited_processes());
-                trim_allocator();
-                self.publish_symbolizer_stats();
-                let end = unix_now_ns();
-                for sink in &mut self.sinks {
-                    guarded(self.shared, || sink.on_interval_end(interval_start, end));
-                }
-                interval_start = end;
-                deadline += interval;
-                if deadline < Instant::now() {
-                    deadline = Instant::now() + interval;
-                }
-            }
-        }
-    }
-
-    /// Whether the agent was asked to stop more than [`STOP_DRAIN`] ago:
-    /// what is still queued is dropped (counted), so that the agent
-    /// stops in bounded time whatever the samples cost to name.
-    fn past_stop_deadline(&mut self) -> bool {
-        if !self.shared.stopping.load(Ordering::Relaxed) {
-            return false;
-        }
-        let now = Instant::now();
-        now >= *self.stop_deadline.get_or_insert(now + STOP_DRAIN)
-    }
-
-    fn emit(&mut self, sample: &RawSample) {
-        let (builder, sinks) = (&mut self.builder, &mut self.sinks);
-        let shared = self.shared;
-        guarded(shared, || {
-            let trace = builder.build(sample);
-            for sink in sinks.iter_mut() {
-                sink.on_trace(&trace);
-            }
-            shared.samples_processed.fetch_add(1, Ordering::Relaxed);
-        });
-        *lock(&shared.unwind) = self.builder.counts();
-    }
-
-    fn emit_all(&mut self, ready: &mut Vec<RawSample>) {
-        let mut samples = ready.drain(..);
-        while let Some(sample) = samples.next() {
-            if self.past_stop_deadline() {
-                let left = 1 + samples.len() as u64;
-                self.shared.samples_dropped_at_stop.fetch_add(left, Ordering::Relaxed);
-                break;
-            }
-            self.emit(&sample);
-        }
-    }
-
-    fn publish_symbolizer_stats(&self) {
-        *lock(&self.shared.symbolizer) = self.builder.native_stats();
-        *lock(&self.shared.kernel_symbols) = self.builder.kernel_stats();
-        *lock(&self.shared.interpreter_namers) = self.builder.interpreter_stats();
-        *lock(&self.shared.naming_budget) = self.builder.budget_stats();
-        let told = self.builder.take_budget_notices();
-        if !told.is_empty() {
-            let mut notices = lock(&self.shared.notices);
-            for notice in told {
-                if notices.len() < process_manager::MAX_NOTICES {
-                    notices.push(notice);
-                }
-            }
-        }
-    }
 }
 
 /// Each registered runtime's counters: the registry's, its namer's (by
@@ -1040,175 +724,29 @@ fn runtime_counters(
     )
 }
 
-/// Whether the process snapshot user space holds for `pid` maps
-/// `address` (the trace builder names frames with it).
-fn snapshot_covers(registry: &ProcessRegistry, pid: u32, address: u64) -> bool {
-    registry.get(profiler_trace::Pid(pid)).is_some_and(|s| s.resolve(address).is_some())
-}
-
+/// A sample of thread `tid` with `copied` bytes of stack copy (tests).
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Panics on the first trace, records the others and the stop.
-    struct Fragile(Arc<Mutex<(u32, bool)>>);
-
-    impl TraceSink for Fragile {
-        fn on_trace(&mut self, _trace: &profiler_trace::Trace) {
-            let mut seen = lock(&self.0);
-            seen.0 += 1;
-            if seen.0 == 1 {
-                drop(seen);
-                panic!("a bug met by one sample");
-            }
-        }
-        fn on_stop(&mut self) {
-            lock(&self.0).1 = true;
-        }
-    }
-
-    /// A sample of thread `tid` with `copied` bytes of stack copy.
-    fn sample(tid: u32, copied: usize) -> RawSample {
-        let stack = (copied > 0).then(|| profiler_bpf::StackCopy {
-            pc: 0x1000,
-            sp: 0x7000,
-            fp: 0,
-            exact: true,
-            stack_switches: 0,
-            bytes: vec![0; copied],
-        });
-        RawSample {
-            pid: 1,
-            tid,
-            ktime_ns: 0,
-            cpu: 0,
-            comm: "t".into(),
-            process_comm: "p".into(),
-            kernel_frames: vec![],
-            user_frames: vec![0x1000],
-            unwind_stop: UnwindStop::UnknownPid,
-            stack,
-            off_cpu_ns: None,
-            go_labels: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn the_reader_hands_over_whole_drains_within_the_queue_bounds() {
-        let shared = Shared::default();
-        let (tx, rx) = batch_queue(2);
-        let recv =
-            |rx: &BatchReceiver<Vec<RawSample>>| rx.recv_deadline(Instant::now() + Duration::from_secs(5)).unwrap();
-        // 3 samples, room for 5: one hand-over, the stack bytes counted.
-        let mut batch = vec![sample(1, 0), sample(2, 100), sample(3, 0)];
-        hand_over(&shared, 5, &tx, &mut batch);
-        assert!(batch.is_empty(), "taken");
-        assert_eq!(rx.len(), 1);
-        assert_eq!(shared.samples_queued.load(Ordering::Relaxed), 3);
-        assert_eq!(shared.stack_bytes_in_flight.load(Ordering::Relaxed), 100);
-        // 4 more: 2 fit the queue, the other 2 are dropped and counted.
-        let mut batch = (4..8).map(|tid| sample(tid, 0)).collect();
-        hand_over(&shared, 5, &tx, &mut batch);
-        assert_eq!(shared.samples_queued.load(Ordering::Relaxed), 5);
-        assert_eq!(shared.samples_dropped.load(Ordering::Relaxed), 2);
-        let tids = |b: Vec<RawSample>| b.iter().map(|s| s.tid).collect::<Vec<_>>();
-        assert_eq!(tids(recv(&rx)), vec![1, 2, 3]);
-        assert_eq!(tids(recv(&rx)), vec![4, 5]);
-        // A full channel drops the whole batch and gives back what it
-        // counted (the reporter took nothing meanwhile here).
-        shared.samples_queued.store(0, Ordering::Relaxed);
-        let (full_tx, _full_rx) = batch_queue(0);
-        let mut batch = vec![sample(9, 64)];
-        hand_over(&shared, 5, &full_tx, &mut batch);
-        assert_eq!(shared.samples_queued.load(Ordering::Relaxed), 0);
-        assert_eq!(shared.samples_dropped.load(Ordering::Relaxed), 3);
-        assert_eq!(shared.stack_bytes_in_flight.load(Ordering::Relaxed), 100, "the dropped copy's 64 given back");
-        // Stack copies beyond the bytes in flight go on without theirs.
-        shared.stack_bytes_in_flight.store(MAX_STACK_BYTES_IN_FLIGHT - 10, Ordering::Relaxed);
-        let mut batch = vec![sample(10, 8), sample(11, 8)];
-        hand_over(&shared, 5, &tx, &mut batch);
-        let got = recv(&rx);
-        assert_eq!(got.iter().map(|s| s.stack.is_some()).collect::<Vec<_>>(), vec![true, false]);
-        assert_eq!(shared.stack_copies_backlogged.load(Ordering::Relaxed), 1);
-        assert_eq!(shared.stack_bytes_in_flight.load(Ordering::Relaxed), MAX_STACK_BYTES_IN_FLIGHT - 2);
-        // The reporter gone: dropped and given back as when full.
-        drop(rx);
-        let mut batch = vec![sample(12, 2)];
-        hand_over(&shared, 5, &tx, &mut batch);
-        assert_eq!(shared.samples_dropped.load(Ordering::Relaxed), 4);
-        assert_eq!(shared.stack_bytes_in_flight.load(Ordering::Relaxed), MAX_STACK_BYTES_IN_FLIGHT - 2);
-    }
-
-    #[test]
-    fn the_reporter_survives_a_panic_in_one_sample() {
-        let native = NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() }).expect("new");
-        let builder = TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default()));
-        let seen = Arc::new(Mutex::new((0, false)));
-        let (tx, rx) = batch_queue(8);
-        for tid in 0..3 {
-            assert!(tx.try_send(vec![sample(tid, 0)]).is_ok());
-        }
-        drop(tx);
-        let shared = Shared::default();
-        let sinks: Vec<Box<dyn TraceSink>> = vec![Box::new(Fragile(seen.clone()))];
-        let late = LateUnwinder::new(late_unwind::NoTables);
-        report(rx, builder, sinks, late, Arc::new(ProcessRegistry::new()), Duration::from_secs(60), &shared);
-        assert_eq!(shared.panics_reporter.load(Ordering::Relaxed), 1);
-        assert_eq!(shared.samples_processed.load(Ordering::Relaxed), 2, "the other samples went on");
-        assert_eq!(*lock(&seen), (3, true), "every sample reached the sink, then the stop");
-    }
-
-    #[test]
-    fn interpreted_frames_keep_the_reader_polling_soon_for_two_seconds() {
-        let pace = ReaderPace::new(Duration::from_millis(500));
-        let t0 = Instant::now();
-        let native_only = sample(1, 0);
-        let python =
-            RawSample { user_frames: vec![UserFrame::python_word(0x7f00_0000_1000, 6), 0x1000], ..sample(2, 0) };
-        let ms = |waits, at: Duration| pace.interval(waits, t0 + at).as_millis();
-        assert_eq!(ms(false, Duration::ZERO), 500, "by rate");
-        assert_eq!(ms(true, Duration::ZERO), 100, "the reporter waits");
-        pace.saw(std::slice::from_ref(&native_only), t0);
-        assert_eq!(ms(false, Duration::ZERO), 500, "native frames: by rate");
-        pace.saw(&[native_only.clone(), python], t0);
-        assert_eq!(ms(false, Duration::ZERO), 100, "the drain right after an interpreted frame");
-        assert_eq!(ms(false, Duration::from_millis(1999)), 100);
-        assert_eq!(ms(false, Duration::from_secs(2)), 500, "two seconds on: by rate again");
-        pace.saw(&[native_only], t0 + Duration::from_secs(3));
-        assert_eq!(ms(false, Duration::from_secs(3)), 500);
-        let short = ReaderPace::new(Duration::from_millis(100));
-        short.saw(&[RawSample { user_frames: vec![UserFrame::runtime_word(3, 0x40)], ..sample(3, 0) }], t0);
-        assert_eq!(short.interval(false, t0).as_millis(), 100, "never longer than by rate");
-    }
-
-    #[test]
-    fn ring_buffer_follows_the_sample_rate() {
-        assert_eq!(ring_buffer_bytes(20, 2), 256 << 10, "80 KiB a second");
-        assert_eq!(ring_buffer_bytes(20, 16), 1 << 20, "640 KiB a second");
-        assert_eq!(ring_buffer_bytes(1000, 2), 4 << 20, "3.9 MiB a second");
-        assert_eq!(ring_buffer_bytes(1000, 128), 4 << 20, "never above the former fixed size");
-        assert_eq!(ring_buffer_bytes(0, 0), 256 << 10);
-        assert_eq!(ring_buffer_bytes(u32::MAX, usize::MAX), 4 << 20);
-    }
-
-    #[test]
-    fn the_reader_drains_about_64_samples_at_a_time_within_bounds() {
-        let ms = |hz, cpus, off_cpu| reader_poll_interval(hz, cpus, off_cpu).as_millis();
-        assert_eq!(ms(20, 2, false), 500, "40 samples a second: the longest interval");
-        assert_eq!(ms(100, 2, false), 320);
-        assert_eq!(ms(1000, 2, false), 100, "2,000 a second: the shortest");
-        assert_eq!(ms(20, 2, true), 100, "off-CPU stacks come with the switches");
-        assert_eq!(ms(0, 0, false), 500);
-        assert_eq!(ms(u32::MAX, usize::MAX, false), 100);
-    }
-
-    #[test]
-    fn sample_queue_holds_four_seconds_within_bounds() {
-        assert_eq!(sample_queue_capacity(20, 2, false), SAMPLE_QUEUE_MIN, "160 samples: the floor");
-        assert_eq!(sample_queue_capacity(1000, 2, false), 8000);
-        assert_eq!(sample_queue_capacity(1000, 8, false), 32_000);
-        assert_eq!(sample_queue_capacity(1000, 16, false), SAMPLE_QUEUE_MAX, "64,000: the ceiling");
-        assert_eq!(sample_queue_capacity(u32::MAX, usize::MAX, false), SAMPLE_QUEUE_MAX);
-        assert_eq!(sample_queue_capacity(20, 2, true), SAMPLE_QUEUE_MAX, "off-CPU stacks follow the switches");
+pub(crate) fn test_sample(tid: u32, copied: usize) -> RawSample {
+    let stack = (copied > 0).then(|| profiler_bpf::StackCopy {
+        pc: 0x1000,
+        sp: 0x7000,
+        fp: 0,
+        exact: true,
+        stack_switches: 0,
+        bytes: vec![0; copied],
+    });
+    RawSample {
+        pid: 1,
+        tid,
+        ktime_ns: 0,
+        cpu: 0,
+        comm: "t".into(),
+        process_comm: "p".into(),
+        kernel_frames: vec![],
+        user_frames: vec![0x1000],
+        unwind_stop: UnwindStop::UnknownPid,
+        stack,
+        off_cpu_ns: None,
+        go_labels: Vec::new(),
     }
 }
