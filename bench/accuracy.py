@@ -1,0 +1,536 @@
+#!/usr/bin/env python3
+"""`make bench-accuracy` (issue 39): the agent against each runtime's own
+profiler, on real programs that nobody here wrote, profiling the same
+process over the same window at the same rate.
+
+Per case: a real program is started (installed from PyPI or Debian into
+a cache, never from this repository), then the release agent
+(`--pid`, `--format pprof`, 99 Hz) and the runtime's reference profiler
+are attached to it for the same seconds. Both profiles are reduced to
+the runtime's own frames (interpreted frames for an interpreter, every
+frame for native code), and compared by function:
+
+- stacks that reach the thread's root (ours: the outermost frame is a
+  thread entry such as `_start`, `clone3` or `start_thread`; the
+  reference's as it reports them);
+- the total variation distance (TVD) between the two self-time
+  distributions (the innermost runtime frame of each sample), and the TVD
+  that sampling noise alone gives at the two sample counts (both drawn
+  from the pooled distribution, mean of 200 draws);
+- the 15 functions with the largest inclusive share in the reference,
+  side by side, and the largest disagreements.
+
+Cases: Python (pylint from PyPI, py-spy), C (xz from Debian, `perf
+--call-graph dwarf`), JavaScript (TypeScript's compiler from npm, `node
+--cpu-prof`). Where a reference is biased: py-spy pauses the process for
+each sample (its default, so that stacks are consistent) and reads every
+thread; perf's DWARF unwinding copies 8 KiB of stack per sample, so deep
+stacks come back cut (its "root" share is a floor, not the truth);
+`--cpu-prof` samples on a timer whatever the thread does (wall time) and
+covers the whole life of the process, so the agent runs system-wide from
+before the start for that case.
+
+The table goes into BENCHMARKS.md (its section only). `--quick` is CI's
+short version: figures never fail it, a case that cannot profile does.
+Root (BPF, attaching to other processes).
+"""
+
+import argparse
+import collections
+import datetime
+import os
+import platform
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pprof_reader  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("EP_ACCURACY_CACHE", "/var/cache/ebpf-profiler-accuracy"))
+HZ = 99
+SECTION = "## Accuracy against the runtimes' own profilers"
+# Frames that start a thread or the program: a native stack holding one
+# was walked to the root (the outermost frame itself may be unnamed: a
+# stripped `_start`).
+THREAD_ROOTS = {"_start", "__libc_start_call_main", "__libc_start_main", "__libc_start_main_impl", "clone3",
+                "clone", "__clone", "__clone3", "start_thread"}
+UNNAMED = re.compile(r"^(?P<file>.+)\+0x[0-9a-f]+$")
+# Pinned releases of the PyPI programs and tools.
+PYLINT = "pylint==3.3.4"
+PY_SPY = "py-spy==0.4.0"
+# The last TypeScript written in JavaScript (7.x is a native port).
+TYPESCRIPT = "typescript@5.9.3"
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+# --- the programs -----------------------------------------------------------
+
+
+def python_venv():
+    """A venv in the cache with pylint (the program) and py-spy (the
+    reference), installed from PyPI once."""
+    venv = CACHE / "python-venv"
+    marker = venv / f".installed-{PYLINT}-{PY_SPY}"
+    if not marker.exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        run([sys.executable, "-m", "venv", str(venv)])
+        run([str(venv / "bin/pip"), "install", "--quiet", PYLINT, PY_SPY])
+        marker.touch()
+    return venv
+
+
+def python_case(seconds):
+    """pylint (PyPI) linting its own dependency astroid's sources, under
+    py-spy: a linter, as users run one."""
+    venv = python_venv()
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    target = site / "astroid"
+    # --jobs=1: one process (py-spy and the agent follow the one pid).
+    cmd = [str(venv / "bin/pylint"), "--jobs=1", "--disable=all", "--enable=W,E,R", "--exit-zero", str(target)]
+
+    def reference(pid, out):
+        return [str(venv / "bin/py-spy"), "record", "--pid", str(pid), "--rate", str(HZ), "--duration",
+                str(seconds), "--format", "raw", "--output", str(out)]
+
+    return Case(
+        runtime="Python",
+        program=f"{PYLINT} on astroid's sources (PyPI)",
+        reference_name=f"{PY_SPY} (pauses the process each sample)",
+        command=cmd,
+        reference_command=reference,
+        read_reference=read_folded_pyspy,
+        ours_frames=lambda s: [f for f in s.frames if not f.native],
+        key=python_key,
+    )
+
+
+def native_case(seconds):
+    """xz (Debian) compressing the machine's libraries, under perf with
+    DWARF call graphs."""
+    data = CACHE / "native-input.tar"
+    if not data.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        run(["tar", "-cf", str(data), "--ignore-failed-read", "/usr/lib/x86_64-linux-gnu"],
+            stderr=subprocess.DEVNULL)
+    cmd = ["xz", "-9e", "-T1", "-c", str(data)]
+
+    def reference(pid, out):
+        return ["perf", "record", "-q", "-F", str(HZ), "--call-graph", "dwarf", "-p", str(pid), "-o", str(out),
+                "--", "sleep", str(seconds)]
+
+    return Case(
+        runtime="C",
+        program="xz -9e (Debian) on a tar of /usr/lib",
+        reference_name="perf record --call-graph dwarf (8 KiB stack copies)",
+        command=cmd,
+        reference_command=reference,
+        read_reference=read_perf_script,
+        ours_frames=lambda s: s.frames,
+        key=native_key,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def node_case(seconds):
+    """TypeScript's compiler (npm) type-checking its own JavaScript
+    (`--checkJs` over lib/typescript.js, about 9 MB), under V8's own
+    profiler (`--cpu-prof`, its whole life): the agent runs system-wide
+    from before the start, and its samples of that pid are compared."""
+    home = CACHE / "node"
+    tsc = home / "node_modules/typescript/bin/tsc"
+    if not (home / f".installed-{TYPESCRIPT}").exists():
+        home.mkdir(parents=True, exist_ok=True)
+        run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(home), TYPESCRIPT])
+        (home / f".installed-{TYPESCRIPT}").touch()
+    source = home / "node_modules/typescript/lib/typescript.js"
+
+    def command(work):
+        return ["node", "--cpu-prof", "--cpu-prof-interval", str(1_000_000 // HZ), "--cpu-prof-dir", str(work),
+                str(tsc), "--allowJs", "--checkJs", "--noEmit", "--skipLibCheck", "--target", "es2022",
+                "--module", "commonjs", str(source)]
+
+    return Case(
+        runtime="JavaScript (Node 20)",
+        program=f"{TYPESCRIPT} type-checking its own lib/typescript.js (npm)",
+        reference_name="node --cpu-prof (whole life; wall time, idle left out)",
+        command=command,
+        whole_life=True,
+        read_reference=read_cpuprofile,
+        ours_frames=lambda s: [f for f in s.frames if not f.native],
+        key=js_key,
+    )
+
+
+class Case:
+    def __init__(self, **kw):
+        self.stdout = subprocess.DEVNULL
+        # The reference profiles the program's whole life (started with
+        # it): the agent runs system-wide from before, its samples of
+        # the program's pid are kept.
+        self.whole_life = False
+        self.__dict__.update(kw)
+
+
+# --- reading profiles -------------------------------------------------------
+
+PYSPY_FRAME = re.compile(r"^(?P<name>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
+
+
+def python_key(frame):
+    """A Python function as both profilers can name it: its last name
+    component (py-spy gives the code object's name, we its qualified
+    name) and its file's base name."""
+    return f"{frame.function.rsplit('.', 1)[-1]} ({os.path.basename(frame.file)})"
+
+
+def native_key(frame):
+    """A native function: its name, or `file [unnamed]` for code neither
+    profiler could name by the same address (an unnamed frame's address
+    differs sample to sample)."""
+    m = UNNAMED.match(frame.function)
+    return f"{m.group('file')} [unnamed]" if m else frame.function
+
+
+def reaches_root(frames):
+    return any(f.function in THREAD_ROOTS for f in frames)
+
+
+def js_key(frame):
+    """A JavaScript function as both name it: its name (V8's empty name
+    is `(anonymous)`) and its script's base name."""
+    name = frame.function or "(anonymous)"
+    if name in ("<anonymous>", "anonymous"):
+        name = "(anonymous)"
+    return f"{name} ({os.path.basename(frame.file)})"
+
+
+def read_cpuprofile(path):
+    """V8's .cpuprofile (JSON): each sample's JavaScript frames,
+    innermost first; `(idle)` samples are left out, `(program)` and
+    `(garbage collector)` ones kept without frames. V8 walks its own
+    stacks: every stack reaches the root."""
+    import json
+    profile = json.loads(Path(path).read_text())
+    nodes = {n["id"]: n for n in profile["nodes"]}
+    parent = {c: n["id"] for n in profile["nodes"] for c in n.get("children", [])}
+    counts = collections.Counter(profile["samples"])
+    stacks = []
+    for node_id, count in counts.items():
+        if nodes[node_id]["callFrame"]["functionName"] == "(idle)":
+            continue
+        frames, at = [], node_id
+        while at in nodes:
+            cf = nodes[at]["callFrame"]
+            if cf.get("url"):
+                frames.append(pprof_reader.Frame(cf["functionName"], cf["url"], cf.get("lineNumber", 0) + 1, False))
+            at = parent.get(at)
+        stacks.append((frames, count, True))
+    return stacks
+
+
+def read_folded_pyspy(path):
+    """py-spy's raw output: `frame;frame;... count`, outermost first, each
+    frame `function (file:line)`; the first may name the thread."""
+    stacks = []
+    for line in Path(path).read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = []
+        for part in stack.split(";"):
+            # Python frames carry a line; a first `process ...` or
+            # `thread (0x...)` pseudo-frame does not.
+            m = PYSPY_FRAME.match(part)
+            if m and m.group("line"):
+                frames.append(pprof_reader.Frame(m.group("name"), m.group("file"), int(m.group("line")), False))
+        # Innermost first, as pprof's; py-spy's walk reached the thread's
+        # root when its outermost frame is a module's body.
+        frames.reverse()
+        whole = bool(frames) and frames[-1].function == "<module>"
+        stacks.append((frames, int(count), whole))
+    return stacks
+
+
+def read_perf_script(path):
+    """`perf script` of a DWARF call-graph recording: stacks, innermost
+    first, each whole when its outermost frame is a thread entry."""
+    out = subprocess.run(["perf", "script", "-i", str(path), "-F", "ip,sym,dso"], capture_output=True, text=True,
+                         errors="replace").stdout
+    stacks = []
+    for block in out.split("\n\n"):
+        frames = []
+        for line in block.strip().splitlines():
+            m = re.match(r"^\s*([0-9a-f]+) (.*?)(?: \((?P<dso>[^()]*)\))?$", line)
+            if not m:
+                continue
+            name = re.sub(r"\+0x[0-9a-f]+$", "", m.group(2)).removesuffix(" (inlined)").strip()
+            if name == "[unknown]":
+                name = f"{os.path.basename(m.group('dso') or '?')}+0x{m.group(1)}"
+            frames.append(pprof_reader.Frame(name, "", 0, True))
+        if frames:
+            stacks.append((frames, 1, reaches_root(frames)))
+    return stacks
+
+
+def read_ours_with_pids(path, case):
+    """Our pprof, reduced as `case` says: ((runtime frames innermost
+    first, count, whether the stack reaches the thread's root), pid)."""
+    return [((case.ours_frames(s), s.count, reaches_root(s.frames)), s.labels.get("pid"))
+            for s in pprof_reader.read(path)]
+
+
+def read_ours(path, case):
+    return [stack for stack, _ in read_ours_with_pids(path, case)]
+
+
+# --- comparing --------------------------------------------------------------
+
+
+def distributions(stacks, key):
+    """Self and inclusive counts by function key, samples with a runtime
+    frame, samples in all, and the share reaching the root."""
+    self_counts, inclusive = collections.Counter(), collections.Counter()
+    with_frames = total = whole = 0
+    for frames, count, reaches_root in stacks:
+        total += count
+        whole += count if reaches_root else 0
+        if not frames:
+            continue
+        with_frames += count
+        self_counts[key(frames[0])] += count
+        for k in {key(f) for f in frames}:
+            inclusive[k] += count
+    return self_counts, inclusive, with_frames, total, (whole / total if total else 0.0)
+
+
+def tvd(a, b):
+    na, nb = sum(a.values()), sum(b.values())
+    if not na or not nb:
+        return 1.0
+    return 0.5 * sum(abs(a.get(k, 0) / na - b.get(k, 0) / nb) for k in set(a) | set(b))
+
+
+def noise_tvd(a, b, draws=200, seed=1):
+    """The TVD two samples of these sizes from one distribution (the
+    pooled one) show by chance: the floor a perfect profiler meets."""
+    na, nb = sum(a.values()), sum(b.values())
+    pooled = a + b
+    keys, weights = list(pooled), list(pooled.values())
+    if not keys or not na or not nb:
+        return 0.0
+    rng = random.Random(seed)
+    total = 0.0
+    for _ in range(draws):
+        x = collections.Counter(rng.choices(keys, weights, k=na))
+        y = collections.Counter(rng.choices(keys, weights, k=nb))
+        total += tvd(x, y)
+    return total / draws
+
+
+def compare(case, ours, theirs):
+    o_self, o_incl, o_n, o_total, o_root = distributions(ours, case.key)
+    t_self, t_incl, t_n, t_total, t_root = distributions(theirs, case.key)
+    top = [k for k, _ in t_incl.most_common(15)]
+    side = [(k, 100 * t_incl[k] / t_n if t_n else 0, 100 * o_incl.get(k, 0) / o_n if o_n else 0) for k in top]
+    worst = sorted(side, key=lambda r: -abs(r[1] - r[2]))[:5]
+    keys = sorted(set(o_self) | set(t_self), key=lambda k: -(t_self.get(k, 0) / max(t_n, 1) + o_self.get(k, 0) / max(o_n, 1)))
+    self_side = [(k, 100 * t_self.get(k, 0) / max(t_n, 1), 100 * o_self.get(k, 0) / max(o_n, 1)) for k in keys[:10]]
+    return {
+        "runtime": case.runtime,
+        "program": case.program,
+        "reference": case.reference_name,
+        "ours_samples": o_total,
+        "ours_with_frames": o_n,
+        "theirs_samples": t_n,
+        "ours_root": o_root,
+        "theirs_root": t_root,
+        "tvd": tvd(o_self, t_self),
+        "noise": noise_tvd(o_self, t_self),
+        "top": side,
+        "self": self_side,
+        "worst": worst,
+        "within_2": sum(1 for _, t, o in side if abs(t - o) <= 2),
+    }
+
+
+# --- running ----------------------------------------------------------------
+
+
+def start_agent(agent, args):
+    """The agent, once it samples (BPF loading takes a moment)."""
+    proc = subprocess.Popen([str(agent), "--samples-per-second", str(HZ), "--format", "pprof", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        if "sampling" in proc.stderr.readline().lower():
+            return proc
+    proc.kill()
+    raise RuntimeError("the agent did not start sampling")
+
+
+def profile_whole_life(case, agent, seconds, work):
+    """The agent system-wide, then the program with its reference
+    profiler built in, to its end (or `seconds` * 3); our samples of its
+    pid and the reference's profile."""
+    ours_path = work / "ours.pb.gz"
+    agent_proc = start_agent(agent, ["--output", str(ours_path)])
+    try:
+        program = subprocess.Popen(case.command(work), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            program.wait(timeout=max(seconds * 3, 120))
+        except subprocess.TimeoutExpired:
+            program.send_signal(signal.SIGINT)  # --cpu-prof writes its profile at exit
+            program.wait(timeout=30)
+    finally:
+        agent_proc.send_signal(signal.SIGINT)
+        agent_proc.stderr.read()
+        agent_proc.wait(timeout=60)
+    if agent_proc.returncode != 0:
+        raise RuntimeError("the agent failed")
+    written = sorted(work.glob("*.cpuprofile"))
+    if not written:
+        raise RuntimeError(f"{case.program} wrote no reference profile (exit {program.returncode})")
+    ours = [st for st, pid in read_ours_with_pids(ours_path, case) if pid == program.pid]
+    if not ours:
+        raise RuntimeError(f"no sample of {case.program} (pid {program.pid}) in the agent's profile")
+    return ours, case.read_reference(written[0])
+
+
+def profile(case, agent, seconds, work):
+    """Starts the program, then the agent and the reference on it for
+    `seconds`; both profiles' stacks."""
+    if case.whole_life:
+        return profile_whole_life(case, agent, seconds, work)
+    program = subprocess.Popen(case.command, stdout=case.stdout, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        time.sleep(1.0)  # past the interpreter's start-up
+        if program.poll() is not None:
+            raise RuntimeError(f"{case.program} exited at once ({program.returncode})")
+        ours_path, theirs_path = work / "ours.pb.gz", work / "theirs.out"
+        # The reference starts once the agent samples: the same window
+        # within a fraction of a second.
+        agent_proc = start_agent(
+            agent, ["--pid", str(program.pid), "--duration", f"{seconds}s", "--output", str(ours_path)])
+        reference = subprocess.run(case.reference_command(program.pid, theirs_path), stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True, timeout=seconds + 120)
+        if reference.returncode != 0 and not theirs_path.exists():
+            raise RuntimeError(f"the reference failed: {reference.stderr.strip()[-500:]}")
+        agent_proc.stderr.read()
+        if agent_proc.wait(timeout=seconds + 60) != 0:
+            raise RuntimeError("the agent failed")
+        return read_ours(ours_path, case), case.read_reference(theirs_path)
+    finally:
+        try:
+            os.killpg(program.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        program.wait()
+
+
+def table(rows):
+    head = ("| runtime | real program | reference profiler | samples (ours / theirs) | ours reach the root | "
+            "theirs reach the root | TVD of self time (noise) | top 15 within 2 points |\n"
+            "|---|---|---|---|---|---|---|---|\n")
+    lines = []
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['runtime']} | {r['program']} | {r['reference']} | failed: {r['error']} | | | | |")
+            continue
+        lines.append(
+            f"| {r['runtime']} | {r['program']} | {r['reference']} | {r['ours_with_frames']} / {r['theirs_samples']} "
+            f"| {100 * r['ours_root']:.1f}% | {100 * r['theirs_root']:.1f}% | {r['tvd']:.3f} ({r['noise']:.3f}) "
+            f"| {r['within_2']} of {len(r['top'])} |")
+    return head + "\n".join(lines) + "\n"
+
+
+def details(rows):
+    out = []
+    for r in rows:
+        if "error" in r:
+            continue
+        out.append(f"\n{r['runtime']}: inclusive share, reference / ours (largest 15 of the reference)\n")
+        out.append("| function | reference | ours |\n|---|---|---|")
+        out += [f"| `{k}` | {t:.1f}% | {o:.1f}% |" for k, t, o in r["top"]]
+        out.append(f"\n{r['runtime']}: self time, reference / ours (the 10 largest of either)\n")
+        out.append("| function | reference | ours |\n|---|---|---|")
+        out += [f"| `{k}` | {t:.1f}% | {o:.1f}% |" for k, t, o in r["self"]]
+    return "\n".join(out) + "\n"
+
+
+def write_section(path, text):
+    old = path.read_text() if path.exists() else "# Benchmarks\n"
+    start = old.find(SECTION)
+    if start < 0:
+        new = old.rstrip("\n") + "\n\n" + text
+    else:
+        nxt = old.find("\n## ", start + len(SECTION))
+        new = old[:start] + text + ("\n" + old[nxt + 1:] if nxt >= 0 else "")
+    path.write_text(new)
+
+
+CASES = {"python": python_case, "native": native_case, "node": node_case}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--agent", default=str(ROOT / "target/release/ebpf-profiler"))
+    ap.add_argument("--seconds", type=int, default=30)
+    ap.add_argument("--quick", action="store_true", help="10 s a case, no BENCHMARKS.md (CI)")
+    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated of: {', '.join(CASES)}")
+    ap.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"))
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench-accuracy: needs root (BPF, attaching to other processes)")
+    seconds = 10 if args.quick else args.seconds
+    rows, failed = [], 0
+    loads = []
+    for name in args.cases.split(","):
+        case = CASES[name](seconds)
+        with tempfile.TemporaryDirectory(prefix=f"ep-accuracy-{name}-") as work:
+            try:
+                loads.append(os.getloadavg()[0])
+                ours, theirs = profile(case, Path(args.agent), seconds, Path(work))
+                loads.append(os.getloadavg()[0])
+                rows.append(compare(case, ours, theirs))
+            except Exception as e:  # a case that cannot profile fails the run
+                failed += 1
+                rows.append({"runtime": case.runtime, "program": case.program, "reference": case.reference_name,
+                             "error": str(e)})
+        print(table(rows[-1:]).splitlines()[-1], flush=True)
+    text = table(rows)
+    print()
+    print(text)
+    print(details(rows))
+    if not args.quick:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                text=True).stdout.strip()
+        section = f"""{SECTION}
+
+- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, commit {commit}; \
+{platform.system()} {platform.release()}, {os.cpu_count()} CPUs, load average {min(loads, default=0):.1f} to \
+{max(loads, default=0):.1f} (other work on the machine shows in the profiles of neither)
+- command: `make bench-accuracy` (`bench/accuracy.py`, {seconds} s a case at {HZ} Hz): the program started, then \
+the release agent (`--pid`, pprof) and the reference attached for the same seconds; compared on the runtime's own \
+frames. Root: ours, a thread entry (`_start`, `clone3`, `start_thread`) outermost; py-spy, `<module>` outermost; \
+perf, a thread entry outermost. TVD: between the self-time distributions by function, with the TVD sampling noise \
+alone gives at these counts in brackets
+
+{text}{details(rows)}"""
+        write_section(Path(args.output), section)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
