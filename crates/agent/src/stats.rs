@@ -269,6 +269,9 @@ pub struct Stats {
     /// Label sets cut short (more than 10 labels, keys over 31 bytes,
     /// values over 63).
     pub go_labels_truncated: u64,
+    /// Go stacks followed from `runtime.morestack` on the system stack to
+    /// the goroutine growing its stack (`g.m.curg.sched`).
+    pub go_morestack_followed: u64,
     /// Go executables whose labels are read.
     pub go_label_files: u64,
     /// Go executables whose labels are not read (unsupported version,

@@ -29,13 +29,15 @@ impl RuleId {
     pub const SIGNAL: RuleId = RuleId(3);
     /// Always [`UnwindRule::UnfollowedSwitch`].
     pub const UNFOLLOWED_SWITCH: RuleId = RuleId(4);
+    /// Always [`UnwindRule::GoMorestack`].
+    pub const GO_MORESTACK: RuleId = RuleId(5);
 }
 
 /// Deduplicates rules across all files to [`RuleId`]s, so that the
 /// system-wide table of distinct rules stays small (about 10k on a
 /// desktop).
 ///
-/// Ids 0–4 are fixed (see the [`RuleId`] constants) so the unwinder can
+/// Ids 0–5 are fixed (see the [`RuleId`] constants) so the unwinder can
 /// test for them without a lookup. Ids are never reused or renumbered.
 #[derive(Clone, Debug)]
 pub struct RuleInterner {
@@ -62,6 +64,7 @@ impl RuleInterner {
             UnwindRule::Stop,
             UnwindRule::Signal,
             UnwindRule::UnfollowedSwitch,
+            UnwindRule::GoMorestack,
         ] {
             // Cannot fail: the table is empty.
             let _ = interner.intern(rule);
@@ -115,20 +118,21 @@ mod tests {
     #[test]
     fn dedups_and_fills_up() {
         let mut i = RuleInterner::new();
-        assert_eq!(i.len(), 5);
+        assert_eq!(i.len(), 6);
+        assert_eq!(i.intern(UnwindRule::GoMorestack).unwrap(), RuleId::GO_MORESTACK);
         assert_eq!(i.intern(UnwindRule::Stop).unwrap(), RuleId::STOP);
         assert_eq!(i.get(RuleId::SIGNAL), Some(UnwindRule::Signal));
         assert_eq!(i.intern(UnwindRule::UnfollowedSwitch).unwrap(), RuleId::UNFOLLOWED_SWITCH);
         let rule = |offset| UnwindRule::Cfa { base: CfaBase::Rsp, offset, rbp: RbpRule::Unchanged };
         let a = i.intern(rule(8)).unwrap();
         assert_eq!(i.intern(rule(8)).unwrap(), a);
-        assert_eq!(a, RuleId(5));
-        for n in 0..(RuleInterner::CAPACITY as i32 - 6) {
+        assert_eq!(a, RuleId(6));
+        for n in 0..(RuleInterner::CAPACITY as i32 - 7) {
             i.intern(rule(16 + n)).unwrap();
         }
         assert_eq!(i.len(), RuleInterner::CAPACITY);
         assert!(matches!(i.intern(rule(-1)), Err(Error::RuleTableFull { .. })));
         assert_eq!(i.intern(rule(8)).unwrap(), a);
-        assert_eq!(i.get(RuleId(u16::MAX)), Some(rule(16 + RuleInterner::CAPACITY as i32 - 7)));
+        assert_eq!(i.get(RuleId(u16::MAX)), Some(rule(16 + RuleInterner::CAPACITY as i32 - 8)));
     }
 }
