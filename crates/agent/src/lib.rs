@@ -581,6 +581,7 @@ impl Agent {
             kernel_symbols_bpf_checks: kernel_symbols.bpf_checks,
             user_stacks_complete: unwind.complete,
             user_stacks_truncated: unwind.truncated,
+            user_stacks_frame_limit: unwind.frame_limit,
             user_frames_unresolved: unwind.unresolved_frames,
             unwind_stopped: UnwindStops::new(UnwindStop::ALL.map(|r| (r, counters.unwind_stop(r)))),
             user_frames: counters.user_frames,

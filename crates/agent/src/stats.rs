@@ -87,6 +87,10 @@ pub struct Stats {
     /// Processed samples whose user stack ended early (the
     /// `unwind_stopped_*` counters say why).
     pub user_stacks_truncated: u64,
+    /// Of those, the stacks cut at the unwinders' frame limit
+    /// (`MAX_USER_FRAMES`, or the tail calls ran out), which end with a
+    /// frame named `[truncated]`.
+    pub user_stacks_frame_limit: u64,
     /// User frames in no mapping known to user space.
     pub user_frames_unresolved: u64,
     /// How the BPF unwinder's user stacks ended, by reason: one

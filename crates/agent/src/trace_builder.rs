@@ -32,6 +32,9 @@ pub(crate) struct UnwindCounts {
     pub truncated: u64,
     /// User frames with no known mapping.
     pub unresolved_frames: u64,
+    /// Samples whose user stack was cut at the frame limit (ended with
+    /// [`Frame::truncated`]).
+    pub frame_limit: u64,
 }
 
 pub(crate) struct TraceBuilder {
@@ -202,6 +205,12 @@ impl TraceBuilder {
         }
         if sample.off_cpu_ns.is_some() {
             crate::off_cpu::trim_switch_frames(&mut frames);
+        }
+        if matches!(sample.unwind_stop, UnwindStop::MaxFrames | UnwindStop::TailCalls) && !sample.user_frames.is_empty()
+        {
+            // The stack goes on: say so where its root would be.
+            frames.push(Frame::truncated());
+            self.counts.frame_limit += 1;
         }
         if !sample.user_frames.is_empty() {
             if sample.unwind_stop == UnwindStop::Root {
