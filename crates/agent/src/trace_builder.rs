@@ -307,12 +307,17 @@ impl TraceBuilder {
         let address = self.interpreters.runtime(runtime).frame_address(word);
         let namer = &mut self.namers[runtime.index()];
         let budget = &self.naming_budget;
-        let lines = match build {
+        let mut lines = match build {
             Some(mapped) if budget.allows(pid.0) => {
                 namer.lines(&budget.memory(pid.0, &PidMemory(pid.0)), pid.0, &mapped, word)
             }
             _ => vec![],
         };
+        if lines.is_empty() {
+            if let Some(name) = self.interpreters.runtime(runtime).unnamed_frame(word) {
+                lines.push(SourceLine { function: self.intern(name), file: None, line: 0 });
+            }
+        }
         Frame { kind, address, mapping: None, lines }
     }
 

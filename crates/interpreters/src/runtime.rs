@@ -34,6 +34,14 @@ pub trait Runtime: Send + Sync {
     /// offset), from its frame word.
     fn frame_address(&self, word: u64) -> u64;
 
+    /// The name of a frame of it that could not be named (its process
+    /// gone, its code freed, over the naming budget), when the word alone
+    /// says what it is; `None` (the default): the frame stays unnamed,
+    /// reported by its address.
+    fn unnamed_frame(&self, _word: u64) -> Option<&'static str> {
+        None
+    }
+
     /// Symbols of which a file of this runtime defines at least one: a
     /// file defining none of them is not given to
     /// [`Runtime::detect_file`] (every file mapped is looked at, and one

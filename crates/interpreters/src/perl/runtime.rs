@@ -39,6 +39,11 @@ pub struct PerlFile {
     value: PerlFileValue,
 }
 
+/// The name of a sub's frame whose CV could not be read as a named CV
+/// when the sample was named: mostly a `BEGIN` block (a `use` line),
+/// which Perl frees once it has run, or a process that has exited.
+pub const UNNAMED_SUB: &str = "[unnamed Perl sub]";
+
 /// A Perl frame word, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PerlWord {
@@ -98,6 +103,15 @@ impl Runtime for Perl {
         match decode_word(word) {
             Some(PerlWord::Sub { line, .. }) => line.map_or(0, u64::from),
             _ => 0,
+        }
+    }
+
+    fn unnamed_frame(&self, word: u64) -> Option<&'static str> {
+        // Its line alone (the frame's address) would read as an address.
+        match decode_word(word)? {
+            PerlWord::Sub { .. } => Some(UNNAMED_SUB),
+            PerlWord::Main { .. } => Some("main"),
+            PerlWord::Eval { .. } => Some("eval"),
         }
     }
 
@@ -258,6 +272,11 @@ mod tests {
         assert_eq!(decode_word(0x7f00_0000_1000), None);
         assert!(Perl.owns_frame(sub(0x1000, 1)));
         assert_eq!(Perl.frame_address(sub(0x1000, 9)), 9);
+        // Never a raw address when it cannot be named.
+        assert_eq!(Perl.unnamed_frame(sub(0x1000, 9)), Some(UNNAMED_SUB));
+        assert_eq!(Perl.unnamed_frame(cop(0x7f00_0000_0040, PERL_COP_MAIN)), Some("main"));
+        assert_eq!(Perl.unnamed_frame(cop(0x7f00_0000_0040, PERL_COP_EVAL)), Some("eval"));
+        assert_eq!(Perl.unnamed_frame(UserFrame::runtime_word(5, 0x1000)), None);
     }
 
     /// A threaded Perl 5.36 build.
