@@ -203,6 +203,9 @@ impl TraceBuilder {
         if let Some(since) = naming_since {
             self.naming_budget.charge_cpu(pid.0, profiler_symbolize::thread_cpu().saturating_sub(since));
         }
+        for (runtime, _) in &builds {
+            self.interpreters.runtime(*runtime).name_from_context(&mut frames);
+        }
         if sample.off_cpu_ns.is_some() {
             crate::off_cpu::trim_switch_frames(&mut frames);
         }
