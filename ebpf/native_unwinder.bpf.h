@@ -105,6 +105,62 @@ static __always_inline int find_rule(u64 file_id, u64 vaddr)
 	return (u16)(entry >> 16);
 }
 
+/* runtime.morestack (RULE_ID_GO_MORESTACK), x86-64. Until it switches
+ * to the system stack the current g is the goroutine and morestack has
+ * no frame: the return address into the function growing its stack is at
+ * rsp. After (the current g is then g0), that function's pc, sp and bp
+ * are in curg.sched, where morestack saved them before switching. The
+ * offsets come from go_label_processes (go_labels.bpf.h). */
+static __always_inline int go_morestack_caller(struct unwind_state *state, u32 tgid)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct go_labels_process *go = bpf_map_lookup_elem(&go_label_processes, &tgid);
+	if (!go)
+		return UNWIND_STOP_STACK_SWITCH;
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	u64 fsbase = arch_thread_pointer(task);
+	u64 g = 0, m = 0, curg = 0;
+	if (!fsbase || read_user_u64(&g, fsbase + (s64)go->tls_g) || !g || read_user_u64(&m, g + go->g_m) || !m ||
+	    read_user_u64(&curg, m + go->m_curg) || !curg)
+		return UNWIND_STOP_STACK_SWITCH;
+	u64 pc, sp, bp;
+	if (g == curg) {
+		if (read_user_u64(&pc, state->sp))
+			return UNWIND_STOP_READ_ERROR;
+		sp = state->sp + 8;
+		bp = state->fp;
+	} else {
+		if (state->stack_switches >= MAX_STACK_SWITCHES)
+			return UNWIND_STOP_STACK_SWITCH;
+		state->stack_switches++;
+		/* curg.stack is {lo, hi} at 0; gobuf: sp at 0, pc at 8 */
+		u64 bounds[2], sched[2], curg_m = 0;
+		if (read_user_u64(&curg_m, curg + go->g_m) ||
+		    bpf_probe_read_user(bounds, sizeof(bounds), (const void *)curg) ||
+		    bpf_probe_read_user(sched, sizeof(sched), (const void *)(curg + go->g_sched)) ||
+		    read_user_u64(&bp, curg + go->g_sched + go->gobuf_bp))
+			return UNWIND_STOP_READ_ERROR;
+		sp = sched[0];
+		pc = sched[1];
+		/* On the goroutine's own stack and thread, as Go's traceback
+		 * requires, or the scheduler has moved on (newstack
+		 * preempting the goroutine): not followed. */
+		if (curg_m != m || sp <= bounds[0] || sp > bounds[1] || (sp & 7))
+			return UNWIND_STOP_STACK_SWITCH;
+		count(COUNTER_GO_MORESTACK_FOLLOWED);
+	}
+	if (pc == 0)
+		return UNWIND_STOP_ZERO_PC;
+	state->pc = pc;
+	state->sp = sp;
+	state->fp = bp;
+	state->exact = 0;
+	return STEP_CONTINUE;
+#else
+	return UNWIND_STOP_STACK_SWITCH;
+#endif
+}
+
 /* Unwinds one frame: records the current pc, then moves the state to the
  * caller. Returns STEP_CONTINUE or the unwind_stop reason that ends the
  * stack. */
@@ -169,6 +225,8 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 		return UNWIND_STOP_ROOT;
 	case RULE_ID_UNFOLLOWED_SWITCH:
 		return UNWIND_STOP_STACK_SWITCH;
+	case RULE_ID_GO_MORESTACK:
+		return go_morestack_caller(state, pid);
 	case RULE_ID_SIGNAL: {
 		/* The trampoline is not a frame of its own: the interrupted
 		 * code is, with an exact pc. */

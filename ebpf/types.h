@@ -360,6 +360,11 @@ _Static_assert(sizeof(struct delta_entry) == 4, "delta entries are 4 bytes");
 #define RULE_ID_SIGNAL 3
 /* A stack switch the unwinder cannot follow (UNWIND_STOP_STACK_SWITCH). */
 #define RULE_ID_UNFOLLOWED_SWITCH 4
+/* Go's runtime.morestack: on the goroutine's stack still, a frameless
+ * function (CFA = rsp + 8); after its switch to the system stack, the
+ * goroutine's pc, sp and bp saved in curg.sched (native_unwinder.bpf.h,
+ * go_morestack_caller). */
+#define RULE_ID_GO_MORESTACK 5
 
 enum rule_kind {
 	RULE_KIND_NONE = 0,
@@ -571,6 +576,9 @@ enum counter_id {
 	/* Go: more labels than GO_LABELS_MAX (the first ones are sent),
 	 * a map's labels beyond the buckets read, or a key or value cut */
 	COUNTER_GO_LABELS_TRUNCATED = 99,
+	/* Go: stacks followed from runtime.morestack on the system stack to
+	 * the goroutine that grows its stack (curg.sched) */
+	COUNTER_GO_MORESTACK_FOLLOWED = 100,
 	COUNTER_MAX = 128,
 };
 _Static_assert(COUNTER_UNWIND_STOP_BASE + UNWIND_STOP_COUNT <= COUNTER_OFF_CPU_SWITCHES, "counters fit");
@@ -892,7 +900,9 @@ struct go_labels_process {
 	__u32 m_curg;       /* runtime.m.curg */
 	__u32 g_labels;     /* runtime.g.labels */
 	__u8 layout;        /* enum go_labels_layout */
-	__u8 reserved[7];
+	__u8 g_sched;       /* runtime.g.sched (a gobuf: sp at 0, pc at 8) */
+	__u8 gobuf_bp;      /* runtime.gobuf.bp */
+	__u8 reserved[5];
 };
 
 #endif

@@ -1,7 +1,8 @@
 //! Go stacks on the real eBPF programs, unwound with the stack deltas
 //! built from `.gopclntab` (no frame pointers relied on, no DWARF):
-//! a stripped Go binary (`-ldflags='-s -w'`) and a cgo binary whose C code
-//! calls back into Go. Every chain must come through whole, every frame
+//! a stripped Go binary (`-ldflags='-s -w'`), a cgo binary whose C code
+//! calls back into Go, and a program whose goroutines grow their stacks
+//! (`runtime.morestack`) and are preempted asynchronously. Every chain must come through whole, every frame
 //! named, down to the thread's root, in at least 95% of the samples at the
 //! chain's leaf. Each test prints its measured completeness.
 //!
@@ -120,11 +121,15 @@ fn completeness(
 }
 
 fn assert_complete(what: &str, c: &Completeness, stats: &Stats) {
+    assert_complete_at(what, c, stats, REQUIRED)
+}
+
+fn assert_complete_at(what: &str, c: &Completeness, stats: &Stats, required: f64) {
     let ratio = if c.selected == 0 { 0.0 } else { c.complete as f64 / c.selected as f64 };
     eprintln!("completeness {what}: {}/{} = {:.1}%", c.complete, c.selected, 100.0 * ratio);
     assert!(c.selected >= MIN_SAMPLES, "{what}: only {} samples at the leaf; {stats:#?}", c.selected);
     assert!(
-        ratio >= REQUIRED,
+        ratio >= required,
         "{what}: {} of {} samples at the leaf carry the whole chain ({:.1}%); some that do not \
          (root first):\n{}\n{stats:#?}",
         c.complete,
@@ -269,6 +274,81 @@ fn cgo_callbacks_cross_both_stacks() {
     ]);
     let c = completeness(&traces, w.pid(), at_leaf("main.threadLeaf"), &thread_chain);
     assert_complete("C thread -> Go callback", &c, &stats);
+
+    eprintln!("stacks with frames not named yet: {}", unnamed_stacks(&traces, w.pid()));
+    assert_eq!(
+        stats.unwind_stopped.get(UnwindStop::BadSp) + stats.unwind_stopped.get(UnwindStop::InvalidRule),
+        0,
+        "{stats:#?}"
+    );
+}
+
+#[test]
+fn stack_growth_and_asynchronous_preemption() {
+    let _serial = serial();
+    let Some(exe) = build_go("go_growth", "-s -w", false) else { return };
+    // Larger first stacks (the runtime's adaptive start) would make the
+    // growth rare.
+    let w = Workload::spawn(Command::new(&exe).env("GOMAXPROCS", "2").env("GODEBUG", "adaptivestackstart=0"));
+    let Some((traces, stats)) = profile_running(&w) else { return };
+
+    // runtime.morestack switches to the system stack to grow the
+    // goroutine's: the stack goes on through the goroutine's g.sched to
+    // the function growing it (main.deep) and the goroutine's root.
+    let growth = [
+        Fn("runtime.goexit"),
+        Fn("main.main.gowrap1"),
+        Fn("main.grower"),
+        Any,
+        Fn("runtime.morestack"),
+        Fn("runtime.newstack"),
+        AnyOrNone,
+    ];
+    let c = completeness(&traces, w.pid(), through("runtime.newstack"), &growth);
+    // 98%: the rest are stacks sampled before the symbolizer had read
+    // the binary (unnamed frames), at most a few in a run.
+    assert_complete_at("stack growth through runtime.morestack", &c, &stats, 0.98);
+    assert!(stats.go_morestack_followed >= c.complete as u64, "{stats:#?}");
+    let deep_only = |frames: &[FrameDesc]| {
+        let at = frames.iter().position(|f| f.name.as_deref() == Some("runtime.morestack"));
+        at.is_some_and(|at| at >= 4 && frames[3..at].iter().all(|f| f.name.as_deref() == Some("main.deep")))
+    };
+    let grown = traces
+        .iter()
+        .filter(|t| t.process.pid.0 == w.pid() && through("runtime.newstack")(&frames_of(t)))
+        .filter(|t| deep_only(&frames_of(t)))
+        .count();
+    assert!(grown >= c.complete * 99 / 100, "the frames between grower and morestack are main.deep's");
+
+    // The loop's own samples.
+    let spin = [Fn("runtime.goexit"), Fn("main.spin"), Fn("main.spinLeaf")];
+    let c = completeness(&traces, w.pid(), at_leaf("main.spinLeaf"), &spin);
+    assert_complete("spinning goroutine", &c, &stats);
+
+    // asyncPreempt was injected as if main.spinLeaf had called it (its
+    // return address is the interrupted pc); the frames after it run on
+    // the goroutine's stack until runtime.mcall switches to the system
+    // stack (not followed: the goroutine is being descheduled).
+    let preempted = [Fn("runtime.goexit"), Fn("main.spin"), Fn("main.spinLeaf"), Fn("runtime.asyncPreempt"), AnyOrNone];
+    // (Rare: the preemption itself takes microseconds. Stacks sampled
+    // before the symbolizer had the binary are left out.)
+    let in_preempt = |frames: &[FrameDesc]| {
+        through("runtime.asyncPreempt")(frames)
+            && !frames.iter().any(|f| f.name.as_deref() == Some("runtime.mcall"))
+            && frames.iter().all(|f| f.name.is_some())
+    };
+    let c = completeness(&traces, w.pid(), in_preempt, &preempted);
+    let all = traces.iter().filter(|t| t.process.pid.0 == w.pid()).count();
+    let through_preempt = completeness(&traces, w.pid(), through("runtime.asyncPreempt"), &preempted);
+    eprintln!(
+        "samples through runtime.asyncPreempt: {} of {all}, {} through runtime.mcall; failures: {:#?}",
+        through_preempt.selected,
+        through_preempt.selected - c.selected,
+        c.failures
+    );
+    if c.selected > 0 {
+        assert_eq!(c.complete, c.selected, "{}", c.failures.join("\n"));
+    }
 
     eprintln!("stacks with frames not named yet: {}", unnamed_stacks(&traces, w.pid()));
     assert_eq!(

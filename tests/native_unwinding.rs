@@ -5,10 +5,11 @@
 //! the chain's leaf. Each test prints its measured completeness.
 
 use profiler_agent::{AgentConfig, Stats, UnwindStop};
+use profiler_bpf::MAX_USER_FRAMES;
 use profiler_tests::{
     build_workload, c_main_thread, completeness, profile_with, serial, start_agent, Completeness, Step, Workload,
 };
-use profiler_trace::Trace;
+use profiler_trace::{Frame, FrameKind, Trace};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -118,6 +119,48 @@ fn deep_recursion_comes_through_whole() {
         stats.unwind_stopped.get(UnwindStop::MaxFrames) + stats.unwind_stopped.get(UnwindStop::TailCalls) == 0,
         "{stats:#?}"
     );
+}
+
+/// Deeper than the frame limit: every sample ends with the
+/// `[truncated]` frame, after exactly `MAX_USER_FRAMES` frames from the
+/// leaf, and is counted as such.
+#[test]
+fn recursion_deeper_than_the_frame_limit_ends_truncated() {
+    let _serial = serial();
+    let exe = c_workload("deep_recursion.c");
+    let depth = MAX_USER_FRAMES + 100;
+    let w = Workload::spawn(Command::new(&exe).arg(depth.to_string()));
+    let Some((traces, stats)) = profile_running(&w) else { return };
+    let mine: Vec<&Trace> = traces.iter().filter(|t| t.process.pid.0 == w.pid()).collect();
+    let at_leaf: Vec<&Trace> = mine
+        .iter()
+        .copied()
+        .filter(|t| {
+            t.frames.iter().find(|f| f.kind != FrameKind::Kernel).and_then(|f| f.function_name()) == Some("deep_leaf")
+        })
+        .collect();
+    assert!(at_leaf.len() >= MIN_SAMPLES, "{} samples at deep_leaf; {stats:#?}", at_leaf.len());
+    let mut whole = 0;
+    for t in &at_leaf {
+        let user: Vec<&Frame> = t.frames.iter().filter(|f| f.kind != FrameKind::Kernel).collect();
+        let names: Vec<Option<&str>> = user.iter().map(|f| f.function_name()).collect();
+        // Leaf first: deep_leaf, recurse x (limit - 1), then the mark.
+        let expected = user.len() == MAX_USER_FRAMES + 1
+            && user.last().is_some_and(|f| f.is_truncated())
+            && names[1..MAX_USER_FRAMES].iter().all(|n| *n == Some("recurse"));
+        if expected {
+            whole += 1;
+        } else if whole == 0 {
+            eprintln!("unexpected: {} frames: {:?}", user.len(), &names[names.len().saturating_sub(4)..]);
+        }
+        assert!(!names.contains(&Some("main")), "a stack deeper than the limit cannot reach main");
+    }
+    eprintln!("{whole} of {} samples at deep_leaf end with [truncated] after {MAX_USER_FRAMES} frames", at_leaf.len());
+    // Some samples may be taken before the binary's tables were loaded
+    // (those end early, unnamed, at another reason).
+    assert!(whole as f64 >= REQUIRED * at_leaf.len() as f64, "{stats:#?}");
+    let truncated = mine.iter().filter(|t| t.frames.last().is_some_and(|f| f.is_truncated())).count() as u64;
+    assert!(stats.user_stacks_frame_limit >= truncated && truncated >= whole as u64, "{stats:#?}");
 }
 
 #[test]

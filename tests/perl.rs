@@ -160,3 +160,67 @@ fn perl_5_40_of_debian_13_chain_and_sort_callback() {
 fn perl_5_42_of_debian_unstable_chain_and_sort_callback() {
     chain_and_sort_in(&PERL_IN_SID);
 }
+
+/// A real program: Debian's `perltidy` (package `perltidy`; skipped when
+/// missing, except under CI=true), its `Perl::Tidy` formatting one of its
+/// own modules again and again in one process
+/// (`workloads/perl/tidy_loop.pl`), which compiles its modules anew
+/// each time: their `use` lines run as `BEGIN` blocks, which Perl frees
+/// once run, often before the sample is named. No Perl frame is reported
+/// by a raw address: each is named (`Package::sub`, `main`, `eval`,
+/// `BEGIN`), or, for a sub that could no longer be read when it was
+/// named, `[unnamed Perl sub]`.
+#[test]
+fn perltidy_frames_are_never_raw_addresses() {
+    use profiler_agent::AgentConfig;
+    use profiler_tests::Workload;
+    // profiler_interpreters::perl::UNNAMED_SUB
+    const UNNAMED_SUB: &str = "[unnamed Perl sub]";
+
+    let _serial = profiler_tests::serial();
+    let input = std::path::Path::new("/usr/share/perl5/Perl/Tidy/Logger.pm");
+    if !input.exists() || !std::path::Path::new(PERL.binary).exists() {
+        assert!(!in_ci(), "perl and perltidy are required under CI (apt-get install perltidy)");
+        eprintln!("SKIPPED: no perltidy");
+        return;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/perl/tidy_loop.pl");
+    let w = Workload::spawn(std::process::Command::new(PERL.binary).arg(&script).arg(input).arg("600"));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let config = AgentConfig { samples_per_second: 99, pids: vec![w.pid()], ..AgentConfig::default() };
+    let Some((traces, stats)) =
+        profiler_tests::profile_with(config, |_| std::thread::sleep(std::time::Duration::from_secs(SECONDS + 3)))
+    else {
+        return;
+    };
+    let mine = || traces.iter().filter(|t| t.process.pid.0 == w.pid());
+    let perl_frames: Vec<&profiler_trace::Frame> =
+        mine().flat_map(|t| t.frames.iter().filter(|f| f.kind == FrameKind::Perl)).collect();
+    let samples = mine().filter(|t| t.frames.iter().any(|f| f.kind == FrameKind::Perl)).count();
+    let raw: Vec<String> = perl_frames
+        .iter()
+        .filter(|f| f.function_name().is_none_or(|n| n.starts_with("0x")))
+        .map(|f| format!("{f:?}"))
+        .take(5)
+        .collect();
+    let unnamed = perl_frames.iter().filter(|f| f.function_name() == Some(UNNAMED_SUB)).count();
+    // BEGIN blocks: by their name while alive (`Perl::Tidy::BEGIN`), or
+    // from the compiler's native frames around them once freed.
+    let begin = perl_frames.iter().filter(|f| f.function_name().is_some_and(|n| n.ends_with("BEGIN"))).count();
+    let named = |name: &str| perl_frames.iter().filter(|f| f.function_name() == Some(name)).count();
+    eprintln!(
+        "perltidy: {samples} samples with Perl frames, {} Perl frames, {unnamed} {UNNAMED_SUB}, {begin} BEGIN, {} \
+         main, {} eval, {} Perl::Tidy::perltidy",
+        perl_frames.len(),
+        named("main"),
+        named("eval"),
+        named("Perl::Tidy::perltidy")
+    );
+    assert!(samples >= 25, "{samples} samples with Perl frames; {stats:#?}");
+    assert!(raw.is_empty(), "Perl frames without a name: {raw:#?}");
+    // The script's top level, its requires (string-eval frames), the
+    // modules' BEGIN blocks and perltidy's entry sub, at least.
+    assert!(named("main") > 0 && named("eval") > 0 && named("Perl::Tidy::perltidy") > 0 && begin > 0);
+    // Most frames are named by what they are, not the placeholder.
+    assert!(unnamed * 5 <= perl_frames.len(), "{unnamed} of {} frames unnamed", perl_frames.len());
+}

@@ -1,5 +1,7 @@
-/* Recurses DEPTH frames deep, then burns CPU: the whole stack must come
- * through (more frames than one unwinder program run takes). */
+/* Recurses DEPTH frames deep (or argv[1]), then burns CPU: the whole
+ * stack must come through (more frames than one unwinder program run
+ * takes), or, deeper than the frame limit, end with a truncation frame. */
+#include <stdlib.h>
 #define NOINLINE __attribute__((noinline))
 #define DEPTH 150
 static volatile unsigned long sink;
@@ -14,4 +16,8 @@ NOINLINE void recurse(int n)
 	sink++; /* not a tail call */
 }
 
-int main(void) { recurse(DEPTH - 1); }
+int main(int argc, char **argv)
+{
+	int depth = argc > 1 ? atoi(argv[1]) : DEPTH;
+	recurse(depth - 1);
+}

@@ -25,9 +25,9 @@ const MAX_PENDING_SAMPLES: usize = 1024;
 pub(crate) const MAX_PENDING_BYTES: usize = 8 << 20;
 /// How often held samples are checked.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
-/// `MAX_USER_FRAMES` of the BPF unwinder: the late frames continue the
-/// sample's, within the same bound.
-const MAX_USER_FRAMES: usize = 256;
+// MAX_USER_FRAMES of the BPF unwinder: the late frames continue the
+// sample's, within the same bound.
+use profiler_bpf::MAX_USER_FRAMES;
 
 /// What late unwinding needs of the tables (the BPF maps, or a test's).
 pub(crate) trait LateTables {

@@ -87,6 +87,10 @@ pub struct Stats {
     /// Processed samples whose user stack ended early (the
     /// `unwind_stopped_*` counters say why).
     pub user_stacks_truncated: u64,
+    /// Of those, the stacks cut at the unwinders' frame limit
+    /// (`MAX_USER_FRAMES`, or the tail calls ran out), which end with a
+    /// frame named `[truncated]`.
+    pub user_stacks_frame_limit: u64,
     /// User frames in no mapping known to user space.
     pub user_frames_unresolved: u64,
     /// How the BPF unwinder's user stacks ended, by reason: one
@@ -269,6 +273,9 @@ pub struct Stats {
     /// Label sets cut short (more than 10 labels, keys over 31 bytes,
     /// values over 63).
     pub go_labels_truncated: u64,
+    /// Go stacks followed from `runtime.morestack` on the system stack to
+    /// the goroutine growing its stack (`g.m.curg.sched`).
+    pub go_morestack_followed: u64,
     /// Go executables whose labels are read.
     pub go_label_files: u64,
     /// Go executables whose labels are not read (unsupported version,

@@ -32,6 +32,9 @@ pub(crate) struct UnwindCounts {
     pub truncated: u64,
     /// User frames with no known mapping.
     pub unresolved_frames: u64,
+    /// Samples whose user stack was cut at the frame limit (ended with
+    /// [`Frame::truncated`]).
+    pub frame_limit: u64,
 }
 
 pub(crate) struct TraceBuilder {
@@ -200,8 +203,17 @@ impl TraceBuilder {
         if let Some(since) = naming_since {
             self.naming_budget.charge_cpu(pid.0, profiler_symbolize::thread_cpu().saturating_sub(since));
         }
+        for (runtime, _) in &builds {
+            self.interpreters.runtime(*runtime).name_from_context(&mut frames);
+        }
         if sample.off_cpu_ns.is_some() {
             crate::off_cpu::trim_switch_frames(&mut frames);
+        }
+        if matches!(sample.unwind_stop, UnwindStop::MaxFrames | UnwindStop::TailCalls) && !sample.user_frames.is_empty()
+        {
+            // The stack goes on: say so where its root would be.
+            frames.push(Frame::truncated());
+            self.counts.frame_limit += 1;
         }
         if !sample.user_frames.is_empty() {
             if sample.unwind_stop == UnwindStop::Root {
@@ -298,12 +310,17 @@ impl TraceBuilder {
         let address = self.interpreters.runtime(runtime).frame_address(word);
         let namer = &mut self.namers[runtime.index()];
         let budget = &self.naming_budget;
-        let lines = match build {
+        let mut lines = match build {
             Some(mapped) if budget.allows(pid.0) => {
                 namer.lines(&budget.memory(pid.0, &PidMemory(pid.0)), pid.0, &mapped, word)
             }
             _ => vec![],
         };
+        if lines.is_empty() {
+            if let Some(name) = self.interpreters.runtime(runtime).unnamed_frame(word) {
+                lines.push(SourceLine { function: self.intern(name), file: None, line: 0 });
+            }
+        }
         Frame { kind, address, mapping: None, lines }
     }
 

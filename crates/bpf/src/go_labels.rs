@@ -40,6 +40,11 @@ pub struct GoLabelsValue {
     pub g_labels: u32,
     /// The label set's layout.
     pub layout: GoLabelsLayout,
+    /// `runtime.g.sched` (a `gobuf`, `sp` at 0 and `pc` at 8), read to
+    /// unwind `runtime.morestack` (`ebpf/native_unwinder.bpf.h`).
+    pub g_sched: u8,
+    /// `runtime.gobuf.bp`.
+    pub gobuf_bp: u8,
 }
 
 impl GoLabelsValue {
@@ -50,7 +55,9 @@ impl GoLabelsValue {
             m_curg: self.m_curg,
             g_labels: self.g_labels,
             layout: self.layout as u8,
-            reserved: [0; 7],
+            g_sched: self.g_sched,
+            gobuf_bp: self.gobuf_bp,
+            reserved: [0; 5],
         }
     }
 }
@@ -159,11 +166,20 @@ mod tests {
 
     #[test]
     fn value_layout_matches_the_header() {
-        let v = GoLabelsValue { tls_g: -8, g_m: 48, m_curg: 184, g_labels: 352, layout: GoLabelsLayout::Slice };
+        let v = GoLabelsValue {
+            tls_g: -8,
+            g_m: 48,
+            m_curg: 184,
+            g_labels: 352,
+            layout: GoLabelsLayout::Slice,
+            g_sched: 56,
+            gobuf_bp: 40,
+        };
         let b = bytes_of(&v.to_c()).to_vec();
         assert_eq!(b.len(), 24);
         assert_eq!(i32::from_ne_bytes(b[0..4].try_into().unwrap()), -8);
         assert_eq!(u32::from_ne_bytes(b[12..16].try_into().unwrap()), 352);
         assert_eq!(b[16], c::GO_LABELS_SLICE as u8);
+        assert_eq!((b[17], b[18]), (56, 40));
     }
 }

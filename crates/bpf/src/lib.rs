@@ -64,6 +64,10 @@ pub use perf::online_cpus;
 pub use pid_namespace::PidNamespace;
 pub use reader::SampleReader;
 pub use sample::{RawSample, StackCopy, STACK_COPY_MAX};
+
+/// The most user frames a sample carries (the BPF unwinders' frame
+/// limit; a deeper stack ends with `UnwindStop::MaxFrames`).
+pub const MAX_USER_FRAMES: usize = contract::c::MAX_USER_FRAMES as usize;
 pub use sampler::{Counters, Sampler, SamplerOptions};
 pub use sampling_switch::SamplingSwitch;
 pub use selection::{PidSelection, SELECTED_PIDS_MAX};

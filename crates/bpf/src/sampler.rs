@@ -239,6 +239,9 @@ counters! {
     /// Go label sets cut short (more than `GO_LABELS_MAX` labels, map
     /// buckets beyond those read, keys or values cut).
     go_labels_truncated = COUNTER_GO_LABELS_TRUNCATED;
+    /// Stacks followed from `runtime.morestack` on the system stack to
+    /// the goroutine growing its stack.
+    go_morestack_followed = COUNTER_GO_MORESTACK_FOLLOWED;
 }
 
 impl Counters {

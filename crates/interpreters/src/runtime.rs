@@ -9,7 +9,7 @@
 use crate::memory::ProcessMemory;
 use profiler_bpf::{InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder};
 use profiler_elf::ElfFile;
-use profiler_trace::{FrameKind, SourceLine};
+use profiler_trace::{Frame, FrameKind, SourceLine};
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
@@ -33,6 +33,19 @@ pub trait Runtime: Send + Sync {
     /// The address a frame of it reports (e.g. CPython: the bytecode
     /// offset), from its frame word.
     fn frame_address(&self, word: u64) -> u64;
+
+    /// The name of a frame of it that could not be named (its process
+    /// gone, its code freed, over the naming budget), when the word alone
+    /// says what it is; `None` (the default): the frame stays unnamed,
+    /// reported by its address.
+    fn unnamed_frame(&self, _word: u64) -> Option<&'static str> {
+        None
+    }
+
+    /// Names, from the native frames around them, frames of it left with
+    /// [`Runtime::unnamed_frame`]'s name, in a whole stack (innermost
+    /// first). The default: nothing.
+    fn name_from_context(&self, _frames: &mut [Frame]) {}
 
     /// Symbols of which a file of this runtime defines at least one: a
     /// file defining none of them is not given to

@@ -203,7 +203,28 @@ pub struct Frame {
     pub lines: Vec<SourceLine>,
 }
 
+/// The name of the frame that ends a stack cut at the unwinders' frame
+/// limit ([`Frame::truncated`]).
+pub const TRUNCATED_FRAME_NAME: &str = "[truncated]";
+
 impl Frame {
+    /// The outermost frame of a stack the unwinder cut at its frame limit,
+    /// standing for the frames not collected: such a stack never looks
+    /// whole, nor ends at some inner function as if it were the root.
+    pub fn truncated() -> Frame {
+        Frame {
+            kind: FrameKind::Native,
+            address: 0,
+            mapping: None,
+            lines: vec![SourceLine { function: Arc::from(TRUNCATED_FRAME_NAME), file: None, line: 0 }],
+        }
+    }
+
+    /// Whether this is [`Frame::truncated`].
+    pub fn is_truncated(&self) -> bool {
+        self.mapping.is_none() && self.address == 0 && self.function_name() == Some(TRUNCATED_FRAME_NAME)
+    }
+
     /// The name of the frame's outermost function, if symbolized.
     pub fn function_name(&self) -> Option<&str> {
         self.lines.last().map(|l| &*l.function)

@@ -35,11 +35,12 @@
 //!   `runtime.asmcgocall`, `runtime.cgocallback`, the vDSO callers, ...)
 //!   and whose prologue is `push %rbp; mov %rsp,%rbp` are followed through
 //!   `rbp` after the prologue: [`UnwindRule::StackSwitch`], `CFA = rbp +
-//!   16` on whichever stack the caller is. Every other `SPWRITE` function
-//!   (`runtime.mcall` clears `rbp`, `runtime.morestack` loads the system
-//!   stack's, `gogo` jumps away) is [`UnwindRule::UnfollowedSwitch`] after
-//!   its first instruction: the stack ends there with its own counted
-//!   reason, never a guess.
+//!   16` on whichever stack the caller is. `runtime.morestack` is
+//!   [`UnwindRule::GoMorestack`]: the BPF unwinder finds its caller in the
+//!   goroutine's `g.sched`. Every other `SPWRITE` function
+//!   (`runtime.mcall` clears `rbp`, `gogo` jumps away) is
+//!   [`UnwindRule::UnfollowedSwitch`] after its first instruction: the
+//!   stack ends there with its own counted reason, never a guess.
 //!
 //! Where `.eh_frame`/`.debug_frame` and a Go function's `pcsp` describe
 //! the same address, the Go rule wins: Go's own `.debug_frame` (kept in
@@ -87,6 +88,11 @@ const TOP_FRAMES: &[&str] = &["runtime.goexit", "runtime.mstart", "runtime.rt0_g
 
 /// Names of `SPWRITE` functions, for tables from before Go 1.17.
 const SP_WRITERS: &[&str] = &["runtime.mcall", "runtime.morestack", "runtime.gogo", "gogo", "runtime.clone"];
+
+/// The function that moves a goroutine to a larger stack (from the
+/// system stack, after saving the goroutine's pc, sp and bp in
+/// `g.sched`).
+const MORESTACK: &str = "runtime.morestack";
 
 /// `TOPFRAME` functions we unwind through anyway (see the module docs).
 const NOT_ROOTS: &[&str] = &["runtime.sigtramp"];
@@ -373,6 +379,11 @@ fn function_pieces(f: &FuncDesc<'_>, code: &mut impl Code, out: &mut Vec<Piece>,
 
     let sp_write = if f.has_flags { f.flag_sp_write } else { SP_WRITERS.contains(&f.name) };
     let sp_write = sp_write || (!f.has_flags && FOLLOWED_SWITCHES.contains(&f.name));
+    if sp_write && f.name == MORESTACK {
+        stats.switches_followed += 1;
+        push(out, f.entry, end, UnwindRule::GoMorestack);
+        return;
+    }
     if sp_write {
         let prologue = f.entry + PUSH_RBP_MOV.len() as u64;
         let framed = code.bytes(f.entry, PUSH_RBP_MOV.len()) == Some(&PUSH_RBP_MOV[..]);
@@ -677,9 +688,26 @@ mod tests {
         let (p, _) = pieces_of(&mcall, &mut code);
         assert_eq!(p, vec![(0, 1, rsp(8, UNCHANGED)), (1, 0x5e, UnwindRule::UnfollowedSwitch)]);
         // Go 1.16: by name.
-        let mut old = func(0x2000, "runtime.morestack", &[(0, 0)], 0x40);
+        let mut old = func(0x2000, "runtime.gogo", &[(0, 0)], 0x40);
         old.has_flags = false;
         assert_eq!(pieces_of(&old, &mut code).0[1], (1, 0x40, UnwindRule::UnfollowedSwitch));
+    }
+
+    #[test]
+    fn morestack_is_followed_through_the_goroutine() {
+        let mut code = FakeCode::default();
+        let mut f = func(0x1000, "runtime.morestack", &[(0, 0)], 0x94);
+        f.flag_sp_write = true;
+        let (p, stats) = pieces_of(&f, &mut code);
+        assert_eq!((p, stats.switches_followed), (vec![(0, 0x94, UnwindRule::GoMorestack)], 1));
+        // Go 1.16: by name.
+        f.has_flags = false;
+        f.flag_sp_write = false;
+        assert_eq!(pieces_of(&f, &mut code).0, vec![(0, 0x94, UnwindRule::GoMorestack)]);
+        // Another function is not.
+        let mut g = func(0x1000, "runtime.morestackc", &[(0, 0)], 0x20);
+        g.flag_sp_write = true;
+        assert_eq!(pieces_of(&g, &mut code).0[1], (1, 0x20, UnwindRule::UnfollowedSwitch));
     }
 
     #[test]

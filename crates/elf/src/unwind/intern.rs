@@ -29,17 +29,25 @@ impl RuleId {
     pub const SIGNAL: RuleId = RuleId(3);
     /// Always [`UnwindRule::UnfollowedSwitch`].
     pub const UNFOLLOWED_SWITCH: RuleId = RuleId(4);
+    /// Always [`UnwindRule::GoMorestack`].
+    pub const GO_MORESTACK: RuleId = RuleId(5);
 }
 
 /// The rules every table starts with, in id order.
-const FIXED_RULES: [UnwindRule; 5] =
-    [UnwindRule::NoCoverage, UnwindRule::Invalid, UnwindRule::Stop, UnwindRule::Signal, UnwindRule::UnfollowedSwitch];
+const FIXED_RULES: [UnwindRule; 6] = [
+    UnwindRule::NoCoverage,
+    UnwindRule::Invalid,
+    UnwindRule::Stop,
+    UnwindRule::Signal,
+    UnwindRule::UnfollowedSwitch,
+    UnwindRule::GoMorestack,
+];
 
 /// Deduplicates rules across all files to [`RuleId`]s, so that the
 /// system-wide table of distinct rules stays small (about 10k on a
 /// desktop).
 ///
-/// Ids 0–4 are fixed (see the [`RuleId`] constants) so the unwinder can
+/// Ids 0–5 are fixed (see the [`RuleId`] constants) so the unwinder can
 /// test for them without a lookup. Ids are never reused or renumbered.
 #[derive(Clone, Debug)]
 pub struct RuleInterner {
@@ -138,21 +146,22 @@ mod tests {
     #[test]
     fn dedups_and_fills_up() {
         let mut i = RuleInterner::new();
-        assert_eq!(i.len(), 5);
+        assert_eq!(i.len(), 6);
+        assert_eq!(i.intern(UnwindRule::GoMorestack).unwrap(), RuleId::GO_MORESTACK);
         assert_eq!(i.intern(UnwindRule::Stop).unwrap(), RuleId::STOP);
         assert_eq!(i.get(RuleId::SIGNAL), Some(UnwindRule::Signal));
         assert_eq!(i.intern(UnwindRule::UnfollowedSwitch).unwrap(), RuleId::UNFOLLOWED_SWITCH);
         let rule = |offset| UnwindRule::Cfa { base: CfaBase::Rsp, offset, rbp: RbpRule::Unchanged };
         let a = i.intern(rule(8)).unwrap();
         assert_eq!(i.intern(rule(8)).unwrap(), a);
-        assert_eq!(a, RuleId(5));
-        for n in 0..(RuleInterner::CAPACITY as i32 - 6) {
+        assert_eq!(a, RuleId(6));
+        for n in 0..(RuleInterner::CAPACITY as i32 - 7) {
             i.intern(rule(16 + n)).unwrap();
         }
         assert_eq!(i.len(), RuleInterner::CAPACITY);
         assert!(matches!(i.intern(rule(-1)), Err(Error::RuleTableFull { .. })));
         assert_eq!(i.intern(rule(8)).unwrap(), a);
-        assert_eq!(i.get(RuleId(u16::MAX)), Some(rule(16 + RuleInterner::CAPACITY as i32 - 7)));
+        assert_eq!(i.get(RuleId(u16::MAX)), Some(rule(16 + RuleInterner::CAPACITY as i32 - 8)));
     }
 
     #[test]
@@ -160,12 +169,12 @@ mod tests {
         let mut i = RuleInterner::with_capacity(8);
         assert_eq!(i.capacity(), 8);
         let rule = |offset| UnwindRule::Cfa { base: CfaBase::Rsp, offset, rbp: RbpRule::Unchanged };
-        for n in 0..3 {
-            assert_eq!(i.intern(rule(8 * n)).unwrap(), RuleId(5 + n as u16));
+        for n in 0..2 {
+            assert_eq!(i.intern(rule(8 * n)).unwrap(), RuleId(6 + n as u16));
         }
         assert!(matches!(i.intern(rule(99)), Err(Error::RuleTableFull { capacity: 8 })));
-        assert_eq!(i.intern(rule(8)).unwrap(), RuleId(6), "a known rule still has its id");
-        assert_eq!(RuleInterner::with_capacity(1).capacity(), 5, "the fixed rules always fit");
+        assert_eq!(i.intern(rule(8)).unwrap(), RuleId(7), "a known rule still has its id");
+        assert_eq!(RuleInterner::with_capacity(1).capacity(), 6, "the fixed rules always fit");
         assert_eq!(RuleInterner::with_capacity(1 << 20).capacity(), RuleInterner::CAPACITY);
     }
 }

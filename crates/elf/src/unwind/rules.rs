@@ -84,12 +84,19 @@ pub enum UnwindRule {
         rbp: RbpRule,
     },
     /// A stack switch the unwinder cannot follow: nothing on this stack
-    /// or in the registers leads to the caller (Go's `runtime.mcall` and
-    /// `runtime.morestack` after their switch to the system stack,
+    /// or in the registers leads to the caller (Go's `runtime.mcall`
+    /// after its switch to the system stack,
     /// `gogo`, any Go function flagged as writing `rsp` that is not known
     /// to keep a frame pointer). The frames so far are right; the stack
     /// ends with its own counted reason, not as a root.
     UnfollowedSwitch,
+    /// Go's `runtime.morestack`: on the goroutine's stack a frameless
+    /// function (`CFA = rsp + 8`); after its switch to the system stack
+    /// the caller is the function that grows its stack, whose pc, sp and
+    /// bp morestack saved in the goroutine's `g.sched` (found through the
+    /// thread's current g, `g.m.curg`). The unwinder tells the two apart
+    /// by the current g (the goroutine, then `g0`).
+    GoMorestack,
     /// CFI exists here but cannot be expressed in this rule set; the reason
     /// is counted in [`crate::UnwindStats`]. Never guessed around.
     Invalid,

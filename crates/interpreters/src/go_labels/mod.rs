@@ -58,7 +58,8 @@ pub fn inspect(elf: &ElfFile) -> GoLabelsFile {
 /// The layout of a Go release on amd64 (`tls_g` left at the default).
 /// Facts: `runtime.g.m` is at 48 in every release; `runtime.m.curg` at
 /// 192 until 1.24 (184 since 1.25, which dropped `gobuf.ret` from
-/// `m.morebuf`); `runtime.g.labels` moves as fields come and go; since
+/// `m.morebuf`); `runtime.g.sched` at 56 in every release (after
+/// `g.m`), `gobuf.bp` at 48 until 1.24, 40 since; `runtime.g.labels` moves as fields come and go; since
 /// 1.24 a label set is a slice, before a `map[string]string`.
 pub fn offsets(version: GoVersion) -> Option<GoLabelsValue> {
     if version < OLDEST || version > NEWEST {
@@ -79,6 +80,8 @@ pub fn offsets(version: GoVersion) -> Option<GoLabelsValue> {
         m_curg: if minor >= 25 { 184 } else { 192 },
         g_labels,
         layout: if minor >= 24 { GoLabelsLayout::Slice } else { GoLabelsLayout::Map },
+        g_sched: 56,
+        gobuf_bp: if minor >= 25 { 40 } else { 48 },
     })
 }
 
@@ -159,6 +162,12 @@ mod tests {
         let o = offsets(v(26)).unwrap();
         assert_eq!((o.m_curg, o.g_labels, o.layout), (184, 352, GoLabelsLayout::Slice));
         assert_eq!(offsets(v(18)).unwrap().g_labels, 360);
+        let o13 = offsets(v(13)).unwrap();
+        assert_eq!((o13.g_sched, o13.gobuf_bp), (56, 48));
+        let o26 = offsets(v(26)).unwrap();
+        assert_eq!((o26.g_sched, o26.gobuf_bp), (56, 40));
+        assert_eq!(offsets(v(24)).unwrap().gobuf_bp, 48);
+        assert_eq!(offsets(v(25)).unwrap().gobuf_bp, 40);
         assert_eq!(offsets(v(12)), None);
         assert_eq!(offsets(v(27)), None);
     }

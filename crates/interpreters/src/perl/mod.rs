@@ -19,7 +19,7 @@ mod runtime;
 mod walk;
 
 pub use layout::{consts, PerlLayout, PerlVersion, MAX_PERL, MIN_PERL};
-pub use runtime::{decode_word, Perl, PerlFile, PerlWord};
+pub use runtime::{decode_word, Perl, PerlFile, PerlWord, BEGIN_BLOCK, UNNAMED_SUB};
 pub use walk::{
     global_state, threaded_state, PerlFrame, PerlSymbolizer, PerlThreadState, WalkError, MAX_CACHED, MAX_CACHED_BYTES,
     MAX_CONTEXTS, MAX_FRAMES, MAX_STACKS,

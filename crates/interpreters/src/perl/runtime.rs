@@ -11,7 +11,7 @@ use profiler_bpf::{
     PERL_COP_MAIN, PERL_FRAME_COP, PERL_FRAME_LINE_MAX, PERL_FRAME_LINE_SHIFT, PERL_SI_READ,
 };
 use profiler_elf::ElfFile;
-use profiler_trace::{FrameKind, SourceLine};
+use profiler_trace::{Frame, FrameKind, SourceLine};
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -38,6 +38,38 @@ pub struct PerlFile {
     ranges: Vec<(u64, u64)>,
     value: PerlFileValue,
 }
+
+/// The name of a sub's frame whose CV could not be read as a named CV
+/// when the sample was named: mostly a `BEGIN` block (a `use` line),
+/// which Perl frees once it has run, or a process that has exited.
+pub const UNNAMED_SUB: &str = "[unnamed Perl sub]";
+
+/// Names `BEGIN` the unnamed subs that Perl runs as `BEGIN` blocks: a
+/// sub called by `Perl_call_sv` from `Perl_call_list`, which the compiler
+/// (`Perl_newATTRSUB_x`, through a static helper: one or two frames out)
+/// calls as soon as a `BEGIN` block (or a `use` line) is compiled, and
+/// which is freed once run, often before the sample is named. (The
+/// other blocks `Perl_call_list` runs, `END`, `INIT`, `CHECK`,
+/// `UNITCHECK`, are run from elsewhere and keep the placeholder.)
+fn name_begin_blocks(frames: &mut [Frame]) {
+    fn name(frames: &[Frame], i: usize) -> Option<&str> {
+        frames.get(i).and_then(Frame::function_name)
+    }
+    for i in 0..frames.len() {
+        if frames[i].kind != FrameKind::Perl || frames[i].function_name() != Some(UNNAMED_SUB) {
+            continue;
+        }
+        let compiled = name(frames, i + 1) == Some("Perl_call_sv")
+            && name(frames, i + 2) == Some("Perl_call_list")
+            && (3..=4).any(|k| name(frames, i + k) == Some("Perl_newATTRSUB_x"));
+        if compiled {
+            frames[i].lines = vec![SourceLine { function: Arc::from(BEGIN_BLOCK), file: None, line: 0 }];
+        }
+    }
+}
+
+/// The name of a `BEGIN` block's frame named by [`name_begin_blocks`].
+pub const BEGIN_BLOCK: &str = "BEGIN";
 
 /// A Perl frame word, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +131,19 @@ impl Runtime for Perl {
             Some(PerlWord::Sub { line, .. }) => line.map_or(0, u64::from),
             _ => 0,
         }
+    }
+
+    fn unnamed_frame(&self, word: u64) -> Option<&'static str> {
+        // Its line alone (the frame's address) would read as an address.
+        match decode_word(word)? {
+            PerlWord::Sub { .. } => Some(UNNAMED_SUB),
+            PerlWord::Main { .. } => Some("main"),
+            PerlWord::Eval { .. } => Some("eval"),
+        }
+    }
+
+    fn name_from_context(&self, frames: &mut [Frame]) {
+        name_begin_blocks(frames)
     }
 
     fn marker_symbols(&self) -> &'static [&'static str] {
@@ -258,6 +303,11 @@ mod tests {
         assert_eq!(decode_word(0x7f00_0000_1000), None);
         assert!(Perl.owns_frame(sub(0x1000, 1)));
         assert_eq!(Perl.frame_address(sub(0x1000, 9)), 9);
+        // Never a raw address when it cannot be named.
+        assert_eq!(Perl.unnamed_frame(sub(0x1000, 9)), Some(UNNAMED_SUB));
+        assert_eq!(Perl.unnamed_frame(cop(0x7f00_0000_0040, PERL_COP_MAIN)), Some("main"));
+        assert_eq!(Perl.unnamed_frame(cop(0x7f00_0000_0040, PERL_COP_EVAL)), Some("eval"));
+        assert_eq!(Perl.unnamed_frame(UserFrame::runtime_word(5, 0x1000)), None);
     }
 
     /// A threaded Perl 5.36 build.
@@ -296,6 +346,46 @@ mod tests {
         assert_eq!(namer.stats().failures_skipped, 2, "read once, then skipped");
         namer.forget_processes(&|_| false);
         assert_eq!(namer.stats().failures_skipped, 2, "kept when the process goes");
+    }
+
+    #[test]
+    fn unnamed_begin_blocks_are_named_from_the_compiler_frames() {
+        let native = |name: &str| Frame {
+            kind: FrameKind::Native,
+            address: 0x1000,
+            mapping: None,
+            lines: vec![SourceLine { function: Arc::from(name), file: None, line: 0 }],
+        };
+        let perl = |name: &str| Frame { kind: FrameKind::Perl, ..native(name) };
+        // Innermost first: a sample in a `use` line's BEGIN block.
+        let begin = |between: &[Frame]| {
+            let mut frames = vec![native("Perl_pp_add"), perl(UNNAMED_SUB), native("Perl_call_sv")];
+            frames.push(native("Perl_call_list"));
+            frames.extend_from_slice(between);
+            frames.extend([native("Perl_newATTRSUB_x"), native("Perl_utilize"), perl("eval")]);
+            frames
+        };
+        let mut frames = begin(&[native("perl+0x546bb")]);
+        Perl.name_from_context(&mut frames);
+        assert_eq!(frames[1].function_name(), Some(BEGIN_BLOCK));
+        assert_eq!(frames[0].function_name(), Some("Perl_pp_add"));
+        let mut frames = begin(&[]);
+        Perl.name_from_context(&mut frames);
+        assert_eq!(frames[1].function_name(), Some(BEGIN_BLOCK));
+        // Too far from the compiler, or not through call_list: unchanged.
+        for between in [&[native("a"), native("b")][..], &[native("a"), native("b"), native("c")]] {
+            let mut frames = begin(between);
+            Perl.name_from_context(&mut frames);
+            assert_eq!(frames[1].function_name(), Some(UNNAMED_SUB));
+        }
+        let mut frames = vec![perl(UNNAMED_SUB), native("Perl_call_sv"), native("Perl_pp_entersub")];
+        Perl.name_from_context(&mut frames);
+        assert_eq!(frames[0].function_name(), Some(UNNAMED_SUB));
+        // A named sub keeps its name.
+        let mut frames = begin(&[]);
+        frames[1] = perl("Outer::BEGIN");
+        Perl.name_from_context(&mut frames);
+        assert_eq!(frames[1].function_name(), Some("Outer::BEGIN"));
     }
 
     #[test]
