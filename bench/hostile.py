@@ -190,7 +190,7 @@ def spawn(args, **kw):
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
 
 
-def run_case(agent_bin, tmp, name, kind, seconds):
+def run_case(agent_bin, tmp, name, kind, seconds, perf_dir=None):
     runtime = "ruby" if kind == "ruby-scan" else kind
     genuine_kinds = ["python"] if runtime in (None, "python") else [runtime, "python"]
     missing = [k for k in genuine_kinds if not Path(GENUINE[k][0][0]).exists()]
@@ -231,12 +231,21 @@ def run_case(agent_bin, tmp, name, kind, seconds):
         c_settled = None
         hwm = 0
         end = t_ready + seconds
+        perf = None
         while time.monotonic() < end - 0.2:
             if c_settled is None and time.monotonic() >= t_ready + settle:
                 c_settled, t_settled = cpu_seconds(pid), time.monotonic()
+                if perf_dir:
+                    # Where the steady part's time goes (perf report -i).
+                    perf = subprocess.Popen(["perf", "record", "-q", "-F", "999", "--call-graph", "dwarf,16384",
+                                             "-p", str(pid), "-o", str(Path(perf_dir) / f"perf-{kind or 'baseline'}.data"),
+                                             "--", "sleep", str(max(1.0, end - 1.0 - time.monotonic()))],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             hwm = max(hwm, status_kib(pid, "VmHWM"))
             time.sleep(min(0.5, max(0.0, end - 0.2 - time.monotonic())))
         c_end, t_end = cpu_seconds(pid), time.monotonic()
+        if perf:
+            perf.wait()
         hwm = max(hwm, status_kib(pid, "VmHWM"))
         machine1 = all_cpu()
         load1 = os.getloadavg()[0]
@@ -366,6 +375,8 @@ def main():
     ap.add_argument("--cases", help="comma-separated: baseline,python,ruby,ruby-scan,perl,php (default: all)")
     ap.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"), help="the file whose section is written")
     ap.add_argument("--json", help="also write the rows here")
+    ap.add_argument("--perf", metavar="DIR", help="perf record (DWARF call graphs) the agent's steady part into "
+                    "DIR/perf-CASE.data (its cost shows in the CPU figures)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench-hostile: needs root (BPF, starting the crafted processes as nobody)")
@@ -381,7 +392,7 @@ def main():
             if wanted and (kind or "baseline") not in wanted:
                 continue
             log(f"{name}: {args.seconds} s")
-            rows.append(run_case(agent_bin, tmp, name, kind, args.seconds))
+            rows.append(run_case(agent_bin, tmp, name, kind, args.seconds, args.perf))
     print(table(rows))
     write_section(Path(args.output), section(rows, args.seconds, commit, agent_bin))
     if args.json:
