@@ -384,6 +384,11 @@ def main():
     wanted = set(args.cases.split(",")) if args.cases else None
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
+    # The agent measured is built from the tree: say when it is not the commit's.
+    changed = subprocess.run(["git", "status", "--porcelain", "--", "crates", "ebpf", "Cargo.lock"], cwd=ROOT,
+                             capture_output=True, text=True).stdout.strip()
+    if changed:
+        commit += " with uncommitted changes"
     rows = []
     with tempfile.TemporaryDirectory(prefix="ep-bench-hostile-") as tmp:
         tmp = Path(tmp)
