@@ -3,7 +3,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 
 
-.PHONY: help deps agent quickstart lint lint-rust test test-rust bench bench-quick bench-accuracy clean
+.PHONY: help deps agent quickstart lint lint-rust test test-rust bench bench-quick bench-accuracy bench-hostile clean
 
 help:
 	@echo "make deps        install the Debian packages the build needs (root)"
@@ -14,6 +14,7 @@ help:
 	@echo "make bench       overhead, memory, completeness, start-up, side by side with perf -> BENCHMARKS.md (root)"
 	@echo "make bench-quick the same, reduced (< 3 min; CI runs it, never failing on a figure)"
 	@echo "make bench-accuracy the agent against each runtime's own profiler on real programs -> BENCHMARKS.md (root)"
+	@echo "make bench-hostile the release agent at 99 Hz beside each crafted runtime (issue 43) -> BENCHMARKS.md (root)"
 	@echo "make test-runtimes the runtime chain tests on Debian trixie and sid's runtimes, in chroots (root)"
 	@echo "make test-kernels the agent in VMs on the kernels of tests/kernels/kernels.txt (root)"
 	@echo "make fuzz        the parsers' cargo-fuzz targets (FUZZ_SECONDS, FUZZ_TARGETS); fuzz-smoke: 60 s each"
@@ -56,6 +57,12 @@ bench-quick: deps agent
 # never fails on a figure. BENCH_ACCURACY_FLAGS=--quick: CI's short run.
 bench-accuracy: agent
 	PYTHONDONTWRITEBYTECODE=1 python3 bench/accuracy.py $(BENCH_ACCURACY_FLAGS)
+
+# The crafted runtimes of tests/hostile_runtimes.rs, each beside genuine
+# workloads, with the release agent run as users run it; measures, never
+# fails on a figure. On a shared machine: flock /tmp/measure.lock make bench-hostile.
+bench-hostile: agent
+	PYTHONDONTWRITEBYTECODE=1 python3 bench/hostile.py
 
 clean:
 	$(CARGO) clean

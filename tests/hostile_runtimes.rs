@@ -4,7 +4,8 @@
 //! frames go unnamed once they cost more than their budget, they are
 //! told once, and the genuine workloads keep their whole named chains.
 //! Each run prints the agent's CPU time and peak memory for the record
-//! (measured by `make bench`, never asserted).
+//! (the agent as users run it is measured by `make bench-hostile`;
+//! never asserted).
 
 use profiler_agent::{AgentConfig, Stats, TraceSink};
 use profiler_tests::{in_ci, serial, start_agent_with, user_frames, wait_for_traces, Workload};

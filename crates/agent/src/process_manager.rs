@@ -81,7 +81,7 @@ impl UnwindLoader for BpfLoader {
                 }
             }
         }
-        let since = profiler_symbolize::thread_cpu();
+        self.interpreters.attach_budget.start_metering(pid.0);
         let memory = PidMemory(pid.0);
         let budgeted = self.interpreters.attach_budget.memory(pid.0, &memory);
         let notices = self.interpreters.registry.process_mapped(pid.0, &files, &budgeted);
@@ -92,7 +92,7 @@ impl UnwindLoader for BpfLoader {
         self.interpreters.retries.after_mapped(pid.0, pending, Instant::now());
         self.interpreters.mark_code(pid.0, &mut ranges);
         let budget = &self.interpreters.attach_budget;
-        budget.charge_cpu(pid.0, profiler_symbolize::thread_cpu().saturating_sub(since));
+        budget.stop_metering();
         for notice in budget.take_notices() {
             self.interpreters.notice(notice);
         }

@@ -162,10 +162,11 @@ impl TraceBuilder {
         }
         // Each runtime's build the process maps, found at its first frame.
         let mut builds: Vec<(RuntimeId, Option<MappedFile>)> = Vec::new();
-        // The CPU time naming this sample's interpreted frames took,
-        // charged to the process's budget (read once a sample, not once a
-        // frame: the thread's clock is a system call).
-        let mut naming_since = None;
+        // The CPU time naming this sample's interpreted frames takes is
+        // charged to the process's budget as it goes (every few reads:
+        // the thread's clock is a system call), so that one sample of
+        // costly frames cannot spend far beyond it.
+        let mut metering = false;
         // Interpreted frames named in this sample, by word: the same word
         // again (a recursion) is the same frame at the same instant, named
         // once (a deep recursion would cost the process's naming budget
@@ -186,8 +187,9 @@ impl TraceBuilder {
                 frames.push(same);
                 continue;
             }
-            if naming_since.is_none() {
-                naming_since = Some(profiler_symbolize::thread_cpu());
+            if !metering {
+                self.naming_budget.start_metering(pid.0);
+                metering = true;
             }
             let build = match builds.iter().find(|(r, _)| *r == runtime) {
                 Some((_, build)) => build.clone(),
@@ -200,8 +202,8 @@ impl TraceBuilder {
             named_here.insert(word, frames.len());
             frames.push(self.interpreted_frame(pid, runtime, build, word));
         }
-        if let Some(since) = naming_since {
-            self.naming_budget.charge_cpu(pid.0, profiler_symbolize::thread_cpu().saturating_sub(since));
+        if metering {
+            self.naming_budget.stop_metering();
         }
         for (runtime, _) in &builds {
             self.interpreters.runtime(*runtime).name_from_context(&mut frames);

@@ -64,10 +64,12 @@ pub fn summary_lines(s: &Stats, inputs: &SummaryInputs) -> Vec<String> {
     if s.naming_processes_over + s.attach_processes_over > 0 {
         line!(
             "  over budget:       {} processes whose runtime memory cost too much to read (frames left unnamed; \
-             {} reads refused naming, {} attaching)",
+             {} reads refused naming, {} attaching; {} overdrafts naming, {} attaching)",
             s.naming_processes_over + s.attach_processes_over,
             s.naming_reads_refused,
-            s.attach_reads_refused
+            s.attach_reads_refused,
+            s.naming_overdrafts,
+            s.attach_overdrafts
         );
     }
     if s.naming_failures_skipped > 0 {
