@@ -37,7 +37,6 @@ const (
 	wireAttributes       = 1 // Resource.attributes
 	wireKey              = 1 // KeyValue.key
 	wireValue            = 2 // KeyValue.value
-	wireKeyStrindex      = 3 // KeyValue.key_strindex
 	wireStringValue      = 1 // AnyValue.string_value
 	wireBoolValue        = 2 // AnyValue.bool_value
 	wireIntValue         = 3 // AnyValue.int_value

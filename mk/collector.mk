@@ -111,5 +111,5 @@ test-ffi-c: collector-staticlib
 collector-e2e: otelcol-ebpf-profiler
 	tests/e2e/collector_e2e.sh
 
-collector-core-e2e: otelcol-ebpf-profiler-core
+collector-core-e2e: otelcol-ebpf-profiler otelcol-ebpf-profiler-core
 	tests/e2e/core_distribution_e2e.sh
