@@ -312,15 +312,24 @@ func cpuSeconds(t *testing.T, pid int) float64 {
 // Collector distribution against a sink with Pyroscope's rules while dd
 // reads /dev/zero under OTEL_SERVICE_NAME=dd-under-test: every export is
 // accepted, dd's profiles carry its service, its kernel chain and about
-// the CPU time it used. Run by tests/e2e/pyroscope_e2e.sh (root, BPF),
-// which sets EBPF_PROFILER_AGENT_BIN and EBPF_PROFILER_COLLECTOR_BIN;
-// skipped without them.
+// the CPU time it used. With EBPF_PROFILER_CORE_COLLECTOR_BIN (the
+// core-only distribution of the current Collector) the same pipeline's
+// exports are all refused: its otlp_grpc exporter sends the keys by
+// reference (versions.env). Run by tests/e2e/pyroscope_e2e.sh (root, BPF),
+// which sets EBPF_PROFILER_AGENT_BIN and EBPF_PROFILER_COLLECTOR_BIN, and
+// EBPF_PROFILER_CORE_COLLECTOR_BIN when that binary is built; skipped
+// without the first two.
 func TestPyroscopeAcceptsAgentAndCollector(t *testing.T) {
 	agentBin, collectorBin := os.Getenv("EBPF_PROFILER_AGENT_BIN"), os.Getenv("EBPF_PROFILER_COLLECTOR_BIN")
 	if agentBin == "" || collectorBin == "" {
 		t.Skip("EBPF_PROFILER_AGENT_BIN / EBPF_PROFILER_COLLECTOR_BIN not set (tests/e2e/pyroscope_e2e.sh sets them)")
 	}
-	for _, front := range []string{"agent", "collector"} {
+	coreBin := os.Getenv("EBPF_PROFILER_CORE_COLLECTOR_BIN")
+	fronts := []string{"agent", "collector"}
+	if coreBin != "" {
+		fronts = append(fronts, "core")
+	}
+	for _, front := range fronts {
 		t.Run(front, func(t *testing.T) {
 			sink, addr := startPyroscopeSink(t)
 			dd := exec.Command("dd", "if=/dev/zero", "of=/dev/null", "bs=1M")
@@ -355,7 +364,11 @@ service:
       receivers: [profiling]
       exporters: [otlp_grpc]
 `, hz, dd.Process.Pid, addr)), 0o600))
-				cmd = exec.Command(collectorBin, "--feature-gates=service.profilesSupport", "--config", config)
+				bin := collectorBin
+				if front == "core" {
+					bin = coreBin
+				}
+				cmd = exec.Command(bin, "--feature-gates=service.profilesSupport", "--config", config)
 			}
 			log := filepath.Join(t.TempDir(), front+".log")
 			logFile, err := os.Create(log)
@@ -363,6 +376,29 @@ service:
 			cmd.Stdout, cmd.Stderr = logFile, logFile
 			require.NoError(t, cmd.Start())
 			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+			if front == "core" {
+				// The first export is refused as a whole, and every one after.
+				deadline := time.Now().Add(60 * time.Second)
+				for {
+					sink.mu.Lock()
+					refused := len(sink.refused)
+					sink.mu.Unlock()
+					if refused >= 3 {
+						break
+					}
+					require.True(t, time.Now().Before(deadline), "fewer than 3 exports within 60 s; log: %s", readFile(log))
+					time.Sleep(200 * time.Millisecond)
+				}
+				sink.mu.Lock()
+				defer sink.mu.Unlock()
+				assert.Empty(t, sink.accepted, "the current core's exporter sent plain keys")
+				for _, err := range sink.refused {
+					assert.EqualError(t, err, "invalid label name ''")
+				}
+				t.Logf("core: %d exports refused, 0 accepted (keys by reference)", len(sink.refused))
+				return
+			}
 
 			// Profile for a while once the first profile of dd arrived.
 			deadline := time.Now().Add(60 * time.Second)
