@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CI for the collector side (issue 4): the C ABI header and its C smoke
 # test, the Go receiver's tests, otelcol-ebpf-profiler built with OCB, its
-# configuration check and the collector -> sink end-to-end test.
+# configuration check and the collector -> sink end-to-end test; the
+# core-only distribution of the current Collector (builder-core.yaml)
+# built and run end to end.
 # Called by .ci/run after `make test` (which ran the Rust tests, ffi's and
 # report's golden/decode tests included). Needs Go (preinstalled on this
 # machine kind; the Collector needs Go >= 1.25), a C compiler and root.
@@ -38,6 +40,14 @@ deploy/image/image_test.sh
 
 echo "== collector: end to end"
 tests/e2e/collector_e2e.sh
+
+echo "== collector: the core-only distribution of the current Collector (builder-core.yaml), built with OCB and run end to end"
+SECONDS=0
+make otelcol-ebpf-profiler-core
+./otelcol-ebpf-profiler-core components | grep -q "name: profiling"
+echo "== collector: core-only distribution built in ${SECONDS}s"
+tests/e2e/core_distribution_e2e.sh
+echo "== collector: core-only distribution built and tested in ${SECONDS}s"
 
 echo "== standalone agent: OTLP end to end"
 tests/e2e/agent_otlp_e2e.sh

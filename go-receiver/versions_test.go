@@ -29,43 +29,66 @@ func readVersions(t *testing.T) map[string]string {
 		out[k] = v
 	}
 	require.NoError(t, s.Err())
-	for _, k := range []string{"COLLECTOR_VERSION", "COLLECTOR_STABLE_VERSION", "COLLECTOR_OTLP_PROTO_VERSION", "COLLECTOR_RUST_OTLP_PROTO_CRATE"} {
+	for _, k := range []string{"COLLECTOR_VERSION", "COLLECTOR_STABLE_VERSION", "COLLECTOR_DIST_VERSION",
+		"COLLECTOR_DIST_STABLE_VERSION", "COLLECTOR_OTLP_PROTO_VERSION", "COLLECTOR_RUST_OTLP_PROTO_CRATE"} {
 		require.NotEmpty(t, out[k], "versions.env lacks %s", k)
 	}
 	return out
 }
 
-// wantCollectorVersion is the pinned version of a Collector module: v1.x
+// release is one Collector release: its v0.x and its stable v1.x version.
+type release struct{ beta, stable string }
+
+// want is the pinned version of a Collector module of the release: v1.x
 // for the stable modules, v0.x for the others.
-func wantCollectorVersion(v map[string]string, got string) string {
+func (r release) want(got string) string {
 	if strings.HasPrefix(got, "v1.") {
-		return v["COLLECTOR_STABLE_VERSION"]
+		return r.stable
 	}
-	return v["COLLECTOR_VERSION"]
+	return r.beta
 }
 
 // collectorModule matches a Collector (core or contrib) module and version.
 var collectorModule = regexp.MustCompile(`((?:go\.opentelemetry\.io/collector|github\.com/open-telemetry/opentelemetry-collector-contrib)(?:/[\w./-]+)?) (v\d+\.\d+\.\d+\S*)`)
 
-// TestVersionsAgree checks that go.mod, builder-config.yaml and the Rust
-// workspace use the versions pinned in versions.env: the Go side must
-// decode what the Rust side encodes (see also the golden payload test).
+// TestVersionsAgree checks that the module files, the OCB manifests and
+// the Rust workspace use the versions pinned in versions.env: the Go side
+// must decode what the Rust side encodes (see also the golden payload
+// test). The full distribution (builder-config.yaml, go.mod) is at
+// COLLECTOR_DIST_VERSION, whose reasons versions.env gives; the core-only
+// one (builder-core.yaml, go.core.mod) at COLLECTOR_VERSION.
 func TestVersionsAgree(t *testing.T) {
 	v := readVersions(t)
+	core := release{v["COLLECTOR_VERSION"], v["COLLECTOR_STABLE_VERSION"]}
+	dist := release{v["COLLECTOR_DIST_VERSION"], v["COLLECTOR_DIST_STABLE_VERSION"]}
 
-	goMod, err := os.ReadFile("go.mod")
-	require.NoError(t, err)
-	builder, err := os.ReadFile("../builder-config.yaml")
-	require.NoError(t, err)
-	for name, text := range map[string]string{"go.mod": string(goMod), "builder-config.yaml": string(builder)} {
-		matches := collectorModule.FindAllStringSubmatch(text, -1)
+	files := map[string]release{
+		"go.mod":                 dist,
+		"../builder-config.yaml": dist,
+		"go.core.mod":            core,
+		"../builder-core.yaml":   core,
+	}
+	texts := map[string]string{}
+	for name, r := range files {
+		b, err := os.ReadFile(name)
+		require.NoError(t, err)
+		texts[name] = string(b)
+		matches := collectorModule.FindAllStringSubmatch(string(b), -1)
 		require.NotEmpty(t, matches, "%s names no Collector module", name)
 		for _, m := range matches {
-			assert.Equal(t, wantCollectorVersion(v, m[2]), m[2], "%s: %s", name, m[1])
+			assert.Equal(t, r.want(m[2]), m[2], "%s: %s", name, m[1])
 		}
 	}
-	assert.Contains(t, string(goMod), "go.opentelemetry.io/collector/pdata/pprofile "+v["COLLECTOR_VERSION"])
-	assert.Contains(t, string(builder), "cgo_enabled: true")
+	assert.Contains(t, texts["go.mod"], "go.opentelemetry.io/collector/pdata/pprofile "+dist.beta)
+	assert.Contains(t, texts["go.core.mod"], "go.opentelemetry.io/collector/pdata/pprofile "+core.beta)
+	// The core-only distribution has no contrib component.
+	assert.NotContains(t, texts["../builder-core.yaml"], "opentelemetry-collector-contrib")
+	for _, name := range []string{"../builder-config.yaml", "../builder-core.yaml"} {
+		assert.Contains(t, texts[name], "cgo_enabled: true", name)
+	}
+	// Both module files declare the same requirements, at their releases.
+	assert.Equal(t, requiredModules(texts["go.mod"]), requiredModules(texts["go.core.mod"]),
+		"go.mod and go.core.mod require different modules")
 
 	// Rust: the workspace requirement and the locked version of the crate
 	// that generates the same proto.
@@ -80,4 +103,14 @@ func TestVersionsAgree(t *testing.T) {
 	require.NotNil(t, locked, "Cargo.lock: opentelemetry-proto is not locked")
 	assert.True(t, strings.HasPrefix(string(locked[1]), v["COLLECTOR_RUST_OTLP_PROTO_CRATE"]+"."),
 		"Cargo.lock has opentelemetry-proto %s, versions.env pins %s", locked[1], v["COLLECTOR_RUST_OTLP_PROTO_CRATE"])
+}
+
+// requiredModules are the direct requirements of a go.mod text, without
+// versions.
+func requiredModules(goMod string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(`(?m)^\t(\S+) v\S+$`).FindAllStringSubmatch(goMod, -1) {
+		out = append(out, m[1])
+	}
+	return out
 }
