@@ -787,6 +787,14 @@ struct v8_process {
 	 * in anonymous (JIT) memory (set in its copy at each frame). */
 	__u16 pc_in_jit;
 	__u16 reserved;
+	/* V8 13+: JSFunction::shared, SharedFunctionInfo's (trusted)
+	 * function data (its Sparkplug Code when it has one),
+	 * Code::instruction_size (i32): tell a Sparkplug frame from
+	 * optimised code entered by on-stack replacement from it. */
+	__u32 js_function_shared;
+	__u32 sfi_function_data;
+	__u32 code_instruction_size;
+	__u32 reserved2;
 };
 /* Words of a frame read at once: fp - 8 * V8_LOWEST_SLOT .. fp + 8. */
 #define V8_FRAME_SLOTS 8

@@ -104,6 +104,23 @@ static __always_inline u16 v8_instance_type(struct v8_process *v8, u64 tagged)
 	return type;
 }
 
+/* V8 13+: whether pc is in the Sparkplug code of `function` (its
+ * SharedFunctionInfo's data, when that is a Code). */
+static __always_inline bool v8_in_baseline_code(struct v8_process *v8, u64 function, u64 pc)
+{
+	u64 sfi = 0, data = 0, start = 0;
+	s32 size = 0;
+	if ((function & 3) != 1 || read_user_u64(&sfi, function - 1 + v8->js_function_shared) || (sfi & 3) != 1)
+		return false;
+	if (read_user_u64(&data, sfi - 1 + v8->sfi_function_data) || (data & 3) != 1)
+		return false;
+	if (read_user_u64(&start, data - 1 + (v8->code_instruction_start & ~V8_CODE_START_INLINE)))
+		return false;
+	if (bpf_probe_read_user(&size, sizeof(size), (const void *)(data - 1 + v8->code_instruction_size)))
+		return false;
+	return size > 0 && pc >= start && pc - start < (u64)size;
+}
+
 /* Records the JavaScript frame at fp running `function` (its pc:
  * state->pc). False when the stack is full. */
 static __always_inline bool v8_js_frame(struct sample_record *record, struct v8_process *v8, u64 function)
@@ -112,10 +129,12 @@ static __always_inline bool v8_js_frame(struct sample_record *record, struct v8_
 	u64 bytecode = v8_slot(interp, v8->fp_bytecode_array);
 	if (v8->type_bytecode_array && v8_instance_type(v8, bytecode) == v8->type_bytecode_array) {
 		s64 smi = (s64)v8_slot(interp, v8->fp_bytecode_offset);
-		/* V8 13+: an interpreter-shaped frame running JIT code with a
-		 * Smi offset is optimised code entered by on-stack replacement
-		 * (Sparkplug keeps its feedback vector there): by its pc. */
-		if (v8->compiled_by_pc && v8->pc_in_jit && !(smi & 1) && !(record->state.pc & ~V8_FRAME_PC_MASK))
+		/* V8 13+: an interpreter-shaped frame running JIT code runs
+		 * Sparkplug code (the pc in its function's, which is the
+		 * SharedFunctionInfo's data then) or optimised code entered by
+		 * on-stack replacement: that one by its pc. */
+		if (v8->compiled_by_pc && v8->pc_in_jit && !(record->state.pc & ~V8_FRAME_PC_MASK) &&
+		    !v8_in_baseline_code(v8, function, record->state.pc))
 			return v8_record_pc(record, record->state.pc);
 		s64 offset = (smi >> (v8->smi_shift & 63)) - (s64)v8->bytecode_offset_bias;
 		return v8_record(record, function, false, offset < 0 ? V8_FRAME_OFFSET_MAX : (u64)offset);

@@ -435,6 +435,9 @@ pub struct V8ProcessValue {
     pub type_bytecode_array: u16,
     /// V8 13+: compiled frames in JIT memory are recorded by their pc.
     pub compiled_by_pc: bool,
+    pub js_function_shared: u32,
+    pub sfi_function_data: u32,
+    pub code_instruction_size: u32,
 }
 
 impl V8ProcessValue {
@@ -457,6 +460,10 @@ impl V8ProcessValue {
             compiled_by_pc: u16::from(self.compiled_by_pc),
             pc_in_jit: 0,
             reserved: 0,
+            js_function_shared: self.js_function_shared,
+            sfi_function_data: self.sfi_function_data,
+            code_instruction_size: self.code_instruction_size,
+            reserved2: 0,
         }
     }
 

@@ -212,6 +212,9 @@ pub fn process_value(l: &V8Layout) -> V8ProcessValue {
             | if l.code_instructions_inline { CODE_START_INLINE } else { 0 },
         type_bytecode_array: l.type_bytecode_array,
         compiled_by_pc: l.compiled_by_pc,
+        js_function_shared: l.js_function_shared,
+        sfi_function_data: l.sfi_function_data,
+        code_instruction_size: l.code_instruction_size,
     }
 }
 

@@ -196,11 +196,10 @@ fn js_frames(heap: &Heap<'_>, names: &mut V8Symbolizer, fp: u64, pc: u64, functi
     };
     let bytecode = slot(l.fp_bytecode_array).filter(|&b| heap.typed(b, l.type_bytecode_array).is_some());
     // 13+: optimised code entered by on-stack replacement keeps the
-    // interpreter's frame (with its Smi offset, where Sparkplug keeps its
-    // feedback vector): told apart by the code around the pc.
+    // interpreter's (or Sparkplug's) frame: told apart by the code
+    // around the pc.
     let osr = l.compiled_by_pc
         && bytecode.is_some()
-        && slot(l.fp_bytecode_offset).is_some_and(|w| l.smi(w).is_some())
         && code_at_pc(heap, pc.saturating_sub(1))
             .and_then(|c| read_code(heap, c))
             .is_some_and(|c| c.kind > l.code_kind_baseline);
