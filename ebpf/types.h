@@ -80,6 +80,11 @@
 #define V8_FRAME_COMPILED (1ULL << 56)
 #define V8_FRAME_OFFSET_SHIFT 44
 #define V8_FRAME_OFFSET_MAX 0xfffULL
+/* V8 13+ (struct v8_process.compiled_by_pc): a compiled word whose bits
+ * 47-55 are clear holds the pc itself (bits 0-46), not a function; with
+ * the offset bits all set it is the function, offset unknown (builtins'
+ * frames in node's .text). */
+#define V8_FRAME_PC_MASK ((1ULL << 47) - 1)
 /* A PHP word's own bits (slot UNWINDER_PHP) are [PHP_FRAME_TOP] |
  * line << PHP_FRAME_LINE_SHIFT | function >> 3: the zend_function the
  * frame runs, the line of its current opline counted from the
@@ -782,7 +787,22 @@ struct v8_process {
 	__u32 js_function_code;   /* JSFunction::code */
 	__u32 code_instruction_start; /* Code::instruction_start */
 	__u16 type_bytecode_array; /* BYTECODE_ARRAY_TYPE */
-	__u16 reserved[3];
+	/* V8 13+ (no JSFunction::code: leaptiering): a compiled frame whose
+	 * pc is in JIT memory is recorded by its pc (V8_FRAME_PC_MASK), user
+	 * space finds the code around it. */
+	__u16 compiled_by_pc;
+	/* The unwinder's own: whether the pc of the frame being unwound is
+	 * in anonymous (JIT) memory (set in its copy at each frame). */
+	__u16 pc_in_jit;
+	__u16 reserved;
+	/* V8 13+: JSFunction::shared, SharedFunctionInfo's (trusted)
+	 * function data (its Sparkplug Code when it has one),
+	 * Code::instruction_size (i32): tell a Sparkplug frame from
+	 * optimised code entered by on-stack replacement from it. */
+	__u32 js_function_shared;
+	__u32 sfi_function_data;
+	__u32 code_instruction_size;
+	__u32 reserved2;
 };
 /* Words of a frame read at once: fp - 8 * V8_LOWEST_SLOT .. fp + 8. */
 #define V8_FRAME_SLOTS 8

@@ -74,6 +74,24 @@ static __always_inline bool v8_record(struct sample_record *record, u64 function
 	return true;
 }
 
+/* Appends a V8 13+ compiled frame word holding its pc (below
+ * V8_FRAME_PC_MASK); false when the stack is full. */
+static __always_inline bool v8_record_pc(struct sample_record *record, u64 pc)
+{
+	struct sample_event *event = &record->event;
+	u32 n = event->user_frames;
+	if (n >= MAX_USER_FRAMES)
+		return false;
+	u32 slot = event->kernel_frames + n;
+	if (slot >= MAX_KERNEL_FRAMES + MAX_USER_FRAMES)
+		return false;
+	event->frames[slot] = FRAME_INTERPRETED | FRAME_RUNTIME | ((u64)UNWINDER_V8 << FRAME_RUNTIME_SHIFT) |
+			      V8_FRAME_COMPILED | (pc & V8_FRAME_PC_MASK);
+	event->user_frames = n + 1;
+	count(COUNTER_V8_FRAMES);
+	return true;
+}
+
 /* The instance type of the heap object `tagged`, or 0. */
 static __always_inline u16 v8_instance_type(struct v8_process *v8, u64 tagged)
 {
@@ -86,6 +104,23 @@ static __always_inline u16 v8_instance_type(struct v8_process *v8, u64 tagged)
 	return type;
 }
 
+/* V8 13+: whether pc is in the Sparkplug code of `function` (its
+ * SharedFunctionInfo's data, when that is a Code). */
+static __always_inline bool v8_in_baseline_code(struct v8_process *v8, u64 function, u64 pc)
+{
+	u64 sfi = 0, data = 0, start = 0;
+	s32 size = 0;
+	if ((function & 3) != 1 || read_user_u64(&sfi, function - 1 + v8->js_function_shared) || (sfi & 3) != 1)
+		return false;
+	if (read_user_u64(&data, sfi - 1 + v8->sfi_function_data) || (data & 3) != 1)
+		return false;
+	if (read_user_u64(&start, data - 1 + (v8->code_instruction_start & ~V8_CODE_START_INLINE)))
+		return false;
+	if (bpf_probe_read_user(&size, sizeof(size), (const void *)(data - 1 + v8->code_instruction_size)))
+		return false;
+	return size > 0 && pc >= start && pc - start < (u64)size;
+}
+
 /* Records the JavaScript frame at fp running `function` (its pc:
  * state->pc). False when the stack is full. */
 static __always_inline bool v8_js_frame(struct sample_record *record, struct v8_process *v8, u64 function)
@@ -94,10 +129,25 @@ static __always_inline bool v8_js_frame(struct sample_record *record, struct v8_
 	u64 bytecode = v8_slot(interp, v8->fp_bytecode_array);
 	if (v8->type_bytecode_array && v8_instance_type(v8, bytecode) == v8->type_bytecode_array) {
 		s64 smi = (s64)v8_slot(interp, v8->fp_bytecode_offset);
+		/* V8 13+: an interpreter-shaped frame running JIT code runs
+		 * Sparkplug code (the pc in its function's, which is the
+		 * SharedFunctionInfo's data then) or optimised code entered by
+		 * on-stack replacement: that one by its pc. */
+		if (v8->compiled_by_pc && v8->pc_in_jit && !(record->state.pc & ~V8_FRAME_PC_MASK) &&
+		    !v8_in_baseline_code(v8, function, record->state.pc))
+			return v8_record_pc(record, record->state.pc);
 		s64 offset = (smi >> (v8->smi_shift & 63)) - (s64)v8->bytecode_offset_bias;
 		return v8_record(record, function, false, offset < 0 ? V8_FRAME_OFFSET_MAX : (u64)offset);
 	}
 	u64 code = 0, start = 0, offset = V8_FRAME_OFFSET_MAX;
+	if (v8->compiled_by_pc) {
+		/* No JSFunction::code from V8 13 on: JIT code by its pc (bits
+		 * 47-55 clear), builtins by their function (offset unknown). */
+		u64 pc = record->state.pc;
+		if (!v8->pc_in_jit || (pc & ~V8_FRAME_PC_MASK))
+			return v8_record(record, function, true, V8_FRAME_OFFSET_MAX);
+		return v8_record_pc(record, pc);
+	}
 	u32 start_at = v8->code_instruction_start & ~V8_CODE_START_INLINE;
 	if ((function & 3) == 1 && !read_user_u64(&code, function - 1 + v8->js_function_code) && (code & 3) == 1) {
 		if (v8->code_instruction_start & V8_CODE_START_INLINE)
@@ -156,13 +206,16 @@ static __always_inline int v8_step(struct sample_record *record, struct v8_proce
 	return entry ? STEP_V8_NATIVE : STEP_CONTINUE;
 }
 
-/* Whether the pc is in V8's code: its pid_mapping names this unwinder. */
-static __always_inline bool v8_code(struct unwind_state *state, u32 tgid)
+/* Whether the pc is in V8's code: its pid_mapping names this unwinder.
+ * Notes in v8->pc_in_jit whether that is anonymous (JIT) memory. */
+static __always_inline bool v8_code(struct unwind_state *state, u32 tgid, struct v8_process *v8)
 {
 	u64 pc = state->exact ? state->pc : state->pc - 1;
 	struct pid_mapping *mapping = NULL;
-	return lookup_mapping(tgid, pc, &mapping) == MAPPING_FOUND && mapping &&
-	       mapping_unwinder(mapping->flags) == UNWINDER_V8;
+	bool found = lookup_mapping(tgid, pc, &mapping) == MAPPING_FOUND && mapping &&
+		     mapping_unwinder(mapping->flags) == UNWINDER_V8;
+	v8->pc_in_jit = found && mapping->kind == MAPPING_KIND_NO_UNWIND_INFO;
+	return found;
 }
 
 /* Runs the JavaScript frames of a sample whose stack reached V8's code,
@@ -191,7 +244,9 @@ static __always_inline int v8_unwind_run(void *ctx, void *progs)
 	interp->in_loop = 0;
 
 	for (int i = 0; i < V8_FRAMES_PER_PROGRAM; i++) {
-		if (i > 0 && !v8_code(state, tgid))
+		/* The first pc is V8's (the hand-over, or checked before the
+		 * tail call); its lookup still tells JIT memory apart. */
+		if (!v8_code(state, tgid, &interp->v8) && i > 0)
 			goto native;
 		int result = v8_step(record, &interp->v8);
 		if (result == STEP_V8_NATIVE)
@@ -201,7 +256,7 @@ static __always_inline int v8_unwind_run(void *ctx, void *progs)
 			return 0;
 		}
 	}
-	if (!v8_code(state, tgid))
+	if (!v8_code(state, tgid, &interp->v8))
 		goto native;
 	/* This program goes on (the sample's next begin_sample clears
 	 * in_loop if it cannot). */

@@ -34,10 +34,13 @@ const NODE: &str = "/usr/bin/node";
 const NODE18: &str = "/opt/ebpf-profiler/node18/bin/node";
 /// Official Node releases cached by `scripts/install-node-releases.sh`,
 /// tested when there (skipped when not, even under CI=true: they come
-/// from the npm registry, not the distribution). Only the supported
-/// ones: 24 and 26 (V8 13.6, 14.6) are refused (`v8_live.rs` checks it).
-const NODE_RELEASES: [(&str, &str, &str); 1] =
-    [("node22", "/var/cache/ebpf-profiler-runtimes/node/22/bin/node", "EP_TEST_NODE22")];
+/// from the npm registry, not the distribution): 22, 24, 26 (V8 12.4,
+/// 13.6, 14.6).
+const NODE_RELEASES: [(&str, &str, &str); 3] = [
+    ("node22", "/var/cache/ebpf-profiler-runtimes/node/22/bin/node", "EP_TEST_NODE22"),
+    ("node24", "/var/cache/ebpf-profiler-runtimes/node/24/bin/node", "EP_TEST_NODE24"),
+    ("node26", "/var/cache/ebpf-profiler-runtimes/node/26/bin/node", "EP_TEST_NODE26"),
+];
 
 /// One step of an expected stack, root first.
 #[derive(Clone, Copy, Debug)]

@@ -72,6 +72,7 @@ impl ParseCallbacks for Collector {
             || name == "HOTSPOT_FRAME_OFFSET_MAX"
             || name == "HOTSPOT_NO_BCI"
             || name == "V8_FRAME_OFFSET_MAX"
+            || name == "V8_FRAME_PC_MASK"
         {
             Some(IntKind::U64)
         } else if name.starts_with("RULE_ID_") {

@@ -412,6 +412,8 @@ pub const V8_FRAME_COMPILED: u64 = c::V8_FRAME_COMPILED;
 pub const V8_FRAME_OFFSET_SHIFT: u32 = c::V8_FRAME_OFFSET_SHIFT;
 /// The largest offset of a V8 frame word; it means "unknown".
 pub const V8_FRAME_OFFSET_MAX: u64 = c::V8_FRAME_OFFSET_MAX;
+/// V8 13+: the pc bits of a compiled frame word recorded by its pc.
+pub const V8_FRAME_PC_MASK: u64 = c::V8_FRAME_PC_MASK;
 
 /// `struct v8_process`: what the V8 unwinder needs of one Node process.
 /// Slots are byte offsets from a frame pointer (multiples of 8, within
@@ -432,6 +434,11 @@ pub struct V8ProcessValue {
     pub js_function_code: u32,
     pub code_instruction_start: u32,
     pub type_bytecode_array: u16,
+    /// V8 13+: compiled frames in JIT memory are recorded by their pc.
+    pub compiled_by_pc: bool,
+    pub js_function_shared: u32,
+    pub sfi_function_data: u32,
+    pub code_instruction_size: u32,
 }
 
 impl V8ProcessValue {
@@ -451,7 +458,13 @@ impl V8ProcessValue {
             js_function_code: self.js_function_code,
             code_instruction_start: self.code_instruction_start,
             type_bytecode_array: self.type_bytecode_array,
-            reserved: [0; 3],
+            compiled_by_pc: u16::from(self.compiled_by_pc),
+            pc_in_jit: 0,
+            reserved: 0,
+            js_function_shared: self.js_function_shared,
+            sfi_function_data: self.sfi_function_data,
+            code_instruction_size: self.code_instruction_size,
+            reserved2: 0,
         }
     }
 

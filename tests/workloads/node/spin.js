@@ -12,7 +12,7 @@ function inner(n) {
 
 function outer() {
   let sum = 0;
-  for (;;) {
+  for (;;) { // line:outerLoop
     sum += inner(100000); // line:outer
     if (sum < 0) return sum;
   }

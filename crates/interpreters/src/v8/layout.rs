@@ -8,11 +8,17 @@ use super::metadata::{Metadata, V8Version};
 /// Oldest V8 supported: the frame layout (bytecode array two slots below
 /// the function) and the `v8dbg_off_fp_*` symbols hold from here on.
 pub const MIN_V8: V8Version = V8Version::new(9, 5, 0);
-/// First V8 not supported: 13.x (Node 24) reaches a function's code
-/// through the JS dispatch table (leaptiering: `JSFunction` holds a
-/// dispatch handle, no `code` field), which the unwinder does not read.
-/// Tested up to 12.4 (Node 22).
-pub const MAX_V8: V8Version = V8Version::new(13, 0, 0);
+/// First V8 not supported. Tested up to 14.6 (Node 26).
+pub const MAX_V8: V8Version = V8Version::new(15, 0, 0);
+/// From here on (leaptiering) a `JSFunction` has no `code` field, only a
+/// handle into the process-wide JS dispatch table, whose base nothing in
+/// the file gives: compiled frames are recorded by their pc and their
+/// `Code` is found around it (`InstructionStream` headers).
+const COMPILED_BY_PC_V8: V8Version = V8Version::new(13, 0, 0);
+/// From here on source position tables carry an extra bit per code
+/// offset: seen in 14.6 (Node 26), not in 13.6 (Node 24); no release in
+/// between was checked.
+const POSITION_CODE_FLAG_V8: V8Version = V8Version::new(14, 0, 0);
 /// From here on `Code` and `BytecodeArray` live in trusted space
 /// (V8 12.x): other field order, `Trusted*` array types.
 const TRUSTED_SPACE_V8: V8Version = V8Version::new(12, 0, 0);
@@ -135,8 +141,31 @@ pub struct V8Layout {
     pub sliced_offset: u32,
     /// `JSFunction::shared`.
     pub js_function_shared: u32,
-    /// `JSFunction::code` (fallback: not in 11.x metadata).
+    /// `JSFunction::code` (fallback: not in 11.x metadata; 0 from 13.x,
+    /// which has none).
     pub js_function_code: u32,
+    /// 13.x on: compiled frames in JIT memory are recorded by their pc
+    /// (see `COMPILED_BY_PC_V8`).
+    pub compiled_by_pc: bool,
+    /// Source position tables' code offset deltas carry one more low bit
+    /// (14.x; see `positions::decode_positions_of`).
+    pub position_code_flag: bool,
+    /// `InstructionStream` (13.x on): its header size (its instructions
+    /// follow), its `Code` field and its `body_size` (u32) field.
+    pub stream_header: u32,
+    /// See `stream_header`.
+    pub stream_code: u32,
+    /// See `stream_header`.
+    pub stream_body_size: u32,
+    /// `INSTRUCTION_STREAM_TYPE`, if exported.
+    pub type_instruction_stream: Option<u16>,
+    /// Deoptimization data index of the code's own function (13.x on: a
+    /// `SharedFunctionInfoWrapper`, whose field
+    /// [`V8Layout::sfi_wrapper_shared_info`] holds it).
+    pub deopt_shared_info_index: Option<u32>,
+    /// See `deopt_shared_info_index`; `None`: the entry is the
+    /// `SharedFunctionInfo` itself (12.x).
+    pub sfi_wrapper_shared_info: Option<u32>,
     /// `SharedFunctionInfo::name_or_scope_info`.
     pub sfi_name_or_scope_info: u32,
     /// `SharedFunctionInfo::function_data` (the `BytecodeArray`...).
@@ -213,6 +242,7 @@ impl V8Layout {
         // A field under whatever type name the build gives it.
         let field = |class: &str, name: &str| m.field_offset(class, name, OFF);
         let trusted_space = version >= TRUSTED_SPACE_V8;
+        let compiled_by_pc = version >= COMPILED_BY_PC_V8;
         let frame = |n: &str| m.small(&format!("frametype_{n}"), 63);
         let pointer = m.small("SystemPointerSize", 16)?;
         let tagged = m.small("TaggedSize", 16)?;
@@ -287,7 +317,10 @@ impl V8Layout {
                 // No Maglev before 10.x's end (none in 10.2): a marker no
                 // frame has.
                 maglev: frame("MaglevFrame").unwrap_or(u32::MAX),
-                turbofan: frame("TurbofanFrame").or_else(|_| frame("OptimizedFrame"))?,
+                // `TurbofanJSFrame` since 13.x.
+                turbofan: frame("TurbofanJSFrame")
+                    .or_else(|_| frame("TurbofanFrame"))
+                    .or_else(|_| frame("OptimizedFrame"))?,
                 internal: frame("InternalFrame")?,
                 stub: frame("StubFrame")?,
             },
@@ -326,7 +359,28 @@ impl V8Layout {
             // Fallback (V8 8.4 ..< 11.7.368): code three slots after shared.
             // (10.x exports it typed `CodeT`.)
             // (10.x exports it typed `CodeT`, 12.x `Tagged_Code_`.)
-            js_function_code: field("JSFunction", "code").unwrap_or(js_function_shared + 24),
+            js_function_code: match field("JSFunction", "code") {
+                Ok(at) => at,
+                Err(_) if compiled_by_pc => 0,
+                Err(_) => js_function_shared + 24,
+            },
+            compiled_by_pc,
+            position_code_flag: version >= POSITION_CODE_FLAG_V8,
+            // Exported as the pseudo-field `instruction_start` (32 in 13.6
+            // and 14.6). Fallbacks (13.6, 14.6 `instruction-stream.h`,
+            // checked on live processes): the `Code` right after the map,
+            // the body size after the relocation info.
+            stream_header: off("class_InstructionStream__instruction_start__uintptr_t").unwrap_or(32),
+            stream_code: 8,
+            stream_body_size: 24,
+            type_instruction_stream: ty("type_InstructionStream__INSTRUCTION_STREAM_TYPE").ok(),
+            deopt_shared_info_index: m
+                .small("DeoptimizationDataWrappedSharedFunctionInfoIndex", 64)
+                .or_else(|_| m.small("DeoptimizationDataSharedFunctionInfoIndex", 64))
+                .ok(),
+            sfi_wrapper_shared_info: m
+                .small("class_SharedFunctionInfoWrapper__shared_info__Tagged_SharedFunctionInfo_", OFF)
+                .ok(),
             sfi_name_or_scope_info: field("SharedFunctionInfo", "name_or_scope_info")?,
             // Fallback: right after the map when not exported (12.4 too:
             // `name_or_scope_info` is at 16).
@@ -491,6 +545,14 @@ pub(crate) mod tests {
             sliced_offset: 0,
             js_function_shared: 0,
             js_function_code: 0,
+            compiled_by_pc: false,
+            position_code_flag: false,
+            stream_header: 32,
+            stream_code: 8,
+            stream_body_size: 24,
+            type_instruction_stream: None,
+            deopt_shared_info_index: None,
+            sfi_wrapper_shared_info: None,
             sfi_name_or_scope_info: 0,
             sfi_function_data: 0,
             sfi_script_or_debug_info: 0,

@@ -20,7 +20,7 @@
 
 use super::heap::{untag, Heap};
 use super::layout::V8Layout;
-use super::positions::{decode_positions, line_column, position_at, PositionEntry};
+use super::positions::{decode_positions_of, line_column, position_at, PositionEntry};
 use crate::memory::ProcessMemory;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -235,7 +235,7 @@ fn sfi_bytecode(heap: &Heap<'_>, data: u64) -> Option<u64> {
 /// trace or the profiler first needs them).
 pub fn bytecode_positions(heap: &Heap<'_>, bytecode: u64) -> Option<Vec<PositionEntry>> {
     let table = heap.field(bytecode, heap.layout.bytecode_source_positions)?;
-    decode_positions(&heap.byte_array(table)?)
+    decode_positions_of(&heap.byte_array(table)?, heap.layout.position_code_flag)
 }
 
 /// The script offset of bytecode `frame_offset` (as a frame stores it:
@@ -326,7 +326,7 @@ pub fn read_code(heap: &Heap<'_>, code: u64) -> Option<CodeInfo> {
     let positions = heap
         .field(code, l.code_source_positions)
         .and_then(|t| heap.byte_array(t))
-        .and_then(|t| decode_positions(&t))
+        .and_then(|t| decode_positions_of(&t, l.position_code_flag))
         .unwrap_or_default();
     let flags = heap.field_i32(code, l.code_flags)? as u32;
     let kind = (flags >> l.code_kind_shift) & l.code_kind_mask;
@@ -344,4 +344,87 @@ impl CodeInfo {
         let offset = i32::try_from(pc.checked_sub(self.start)?.checked_sub(1)?).ok()?;
         position_at(&self.positions, offset)
     }
+}
+
+/// Farthest below a pc [`code_at_pc`] looks for its code's start (V8's
+/// largest optimised functions stay far below).
+pub const MAX_CODE_SCAN: u64 = 1 << 20;
+/// Bytes read at once by [`code_at_pc`].
+const CODE_SCAN_BLOCK: u64 = 4096;
+/// Instruction starts are aligned to this at least (V8's code alignment
+/// on x86-64 is 32 or 64).
+const CODE_START_ALIGN: u64 = 32;
+
+/// V8 13+: the `Code` (tagged) whose JIT instructions hold `address`
+/// (a pc, or a return address - 1). The `InstructionStream` holding the
+/// instructions starts one header below them, its map, its `Code` and
+/// its body size there; the nearest start below `address` whose header
+/// agrees (a `Code` whose instruction start and size point back to it)
+/// is the one. Candidates are read in blocks, up to [`MAX_CODE_SCAN`].
+pub fn code_at_pc(heap: &Heap<'_>, address: u64) -> Option<u64> {
+    let l = heap.layout;
+    let header = u64::from(l.stream_header);
+    let need = u64::from(l.stream_code.max(l.stream_body_size)) + 8;
+    if !l.compiled_by_pc || header < need || header % 8 != 0 {
+        return None;
+    }
+    let mut start = address & !(CODE_START_ALIGN - 1);
+    let lowest = address.saturating_sub(MAX_CODE_SCAN);
+    let mut block = vec![0u8; (CODE_SCAN_BLOCK + header) as usize];
+    while start >= lowest && start >= header {
+        // One block covers the headers of the starts in
+        // (start - CODE_SCAN_BLOCK, start].
+        let base = start.checked_sub(CODE_SCAN_BLOCK)?.checked_sub(header)?.checked_add(CODE_START_ALIGN)?;
+        // The block's start may be below the mapping: then from the next
+        // page on (no code starts lower).
+        let mut readable = base;
+        if !heap.memory.read(base, &mut block) {
+            readable = base.checked_add(4095)? & !4095;
+            let skip = usize::try_from(readable - base).ok()?;
+            if skip >= block.len() || !heap.memory.read(readable, &mut block[skip..]) {
+                return None;
+            }
+        }
+        let word = |at: u64| -> Option<u64> {
+            if at < readable {
+                return None;
+            }
+            let i = usize::try_from(at.checked_sub(base)?).ok()?;
+            Some(u64::from_le_bytes(block.get(i..i + 8)?.try_into().ok()?))
+        };
+        let block_end = start.saturating_sub(CODE_SCAN_BLOCK);
+        while start > block_end && start >= lowest {
+            let stream = start - header;
+            let (map, code) = (word(stream)?, word(stream + u64::from(l.stream_code))?);
+            let body = word(stream + u64::from(l.stream_body_size))? as u32;
+            if map & 3 == 1 && code & 3 == 1 && address - start < u64::from(body) && body < (64 << 20) {
+                let map_ok = l.type_instruction_stream.is_none_or(|t| heap.instance_type(stream + 1) == Some(t));
+                let code_ok = map_ok
+                    && heap.typed(code, l.type_code).is_some()
+                    && heap.field(code, l.code_instruction_start) == Some(start);
+                if code_ok {
+                    return Some(code);
+                }
+            }
+            start -= CODE_START_ALIGN;
+        }
+    }
+    None
+}
+
+/// The function whose optimised `Code` `code` is (13+: its deoptimization
+/// data's `SharedFunctionInfoWrapper`; 12.x: the function itself).
+pub fn code_function(heap: &Heap<'_>, code: u64) -> Option<u64> {
+    let l = heap.layout;
+    let data = heap.field(code, l.code_deoptimization_data)?;
+    if !l.is_fixed_array(heap.instance_type(data)?) {
+        return None;
+    }
+    let index = l.deopt_shared_info_index?;
+    let entry = heap.field(data, l.fixed_array_data.checked_add(index.checked_mul(8)?)?)?;
+    let sfi = match l.sfi_wrapper_shared_info {
+        Some(at) => heap.field(entry, at)?,
+        None => entry,
+    };
+    heap.typed(sfi, l.type_shared_function_info)
 }

@@ -30,6 +30,14 @@ pub struct PositionEntry {
 
 /// Decodes a source position table; `None` if it is malformed.
 pub fn decode_positions(table: &[u8]) -> Option<Vec<PositionEntry>> {
+    decode_positions_of(table, false)
+}
+
+/// Decodes a source position table of a V8 whose code offset deltas
+/// carry one more low bit when `code_flag` (14.x: the delta, statement
+/// or expression, is `2 * delta + 1` there in every table seen; found by
+/// comparing decoded tables with `node --print-bytecode`).
+pub fn decode_positions_of(table: &[u8], code_flag: bool) -> Option<Vec<PositionEntry>> {
     let mut out = Vec::new();
     let mut at = 0usize;
     let (mut code, mut raw) = (-1i64, 0i64);
@@ -40,6 +48,7 @@ pub fn decode_positions(table: &[u8]) -> Option<Vec<PositionEntry>> {
         let delta = read_vlq(table, &mut at)?;
         // Statement positions keep the delta; expressions store -delta - 1.
         let delta = if delta < 0 { -delta - 1 } else { delta };
+        let delta = if code_flag { delta >> 1 } else { delta };
         code = code.checked_add(delta)?;
         raw = raw.checked_add(read_vlq(table, &mut at)?)?;
         let raw_u = u64::try_from(raw).ok()?;
@@ -134,6 +143,11 @@ mod tests {
         assert_eq!(position_at(&e, 5).unwrap().script_offset, 300);
         assert_eq!(position_at(&e, 10_000).unwrap().script_offset, 40);
         assert!(decode_positions(&[0x80, 0x80]).is_none(), "truncated");
+        // 14.x: the same entries with the extra bit (2 * delta + 1).
+        let flagged = decode_positions_of(&[0x02, 0x00, 0x06, 0x10], true).unwrap();
+        let plain = decode_positions(&[0x00, 0x00, 0x02, 0x10]).unwrap();
+        assert_eq!(flagged, plain);
+        assert_eq!((flagged[1].code_offset, flagged[1].script_offset), (0, 3));
         assert!(decode_positions(&[0x80; 20]).is_none(), "too long");
     }
 

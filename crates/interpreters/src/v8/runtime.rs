@@ -10,8 +10,8 @@
 use super::heap::Heap;
 use super::layout::V8Layout;
 use super::naming::{
-    bytecode_script_offset, inlined_scopes, read_code, read_function, CodeInfo, FunctionInfo, ANONYMOUS,
-    MAX_CACHED_BYTES,
+    bytecode_script_offset, code_at_pc, code_function, inlined_scopes, read_code, read_function, CodeInfo,
+    FunctionInfo, ANONYMOUS, MAX_CACHED_BYTES,
 };
 use super::{detect, Detection};
 use crate::memory::ProcessMemory;
@@ -20,12 +20,12 @@ use crate::runtime::{
 };
 use profiler_bpf::{
     InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder, UserFrame, V8ProcessValue, V8_FRAME_COMPILED,
-    V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT,
+    V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT, V8_FRAME_PC_MASK,
 };
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// Functions a namer keeps (per trace builder, all processes).
@@ -63,6 +63,22 @@ impl V8Word {
             compiled: bits & FRAME_COMPILED != 0,
             offset: ((bits >> FRAME_OFFSET_SHIFT) & FRAME_OFFSET_MAX) as u32,
         })
+    }
+
+    /// V8 13+: the pc a compiled frame word holds (`V8_FRAME_PC_MASK`),
+    /// if `word` is one of that form (its layout says whether the form is
+    /// used).
+    pub fn decode_pc(word: u64) -> Option<u64> {
+        let UserFrame::Runtime { slot, bits } = UserFrame::decode(word) else { return None };
+        let pc_form = bits & FRAME_COMPILED != 0 && bits & !FRAME_COMPILED & !V8_FRAME_PC_MASK == 0;
+        (slot == InterpreterUnwinder::V8 as u8 && pc_form && bits & V8_FRAME_PC_MASK != 0)
+            .then_some(bits & V8_FRAME_PC_MASK)
+    }
+
+    /// The word the BPF unwinder writes for a V8 13+ compiled frame at
+    /// `pc` (tests).
+    pub fn encode_pc(pc: u64) -> u64 {
+        UserFrame::runtime_word(InterpreterUnwinder::V8 as u8, FRAME_COMPILED | (pc & V8_FRAME_PC_MASK))
     }
 
     /// The word the BPF unwinder writes for it (tests).
@@ -195,6 +211,10 @@ pub fn process_value(l: &V8Layout) -> V8ProcessValue {
         code_instruction_start: l.code_instruction_start
             | if l.code_instructions_inline { CODE_START_INLINE } else { 0 },
         type_bytecode_array: l.type_bytecode_array,
+        compiled_by_pc: l.compiled_by_pc,
+        js_function_shared: l.js_function_shared,
+        sfi_function_data: l.sfi_function_data,
+        code_instruction_size: l.code_instruction_size,
     }
 }
 
@@ -223,6 +243,9 @@ pub struct V8Namer {
     /// there still has its type and instruction start (a freed one's
     /// successor at the same address would start elsewhere).
     codes: HashMap<(u32, u64), Arc<CodeInfo>>,
+    /// V8 13+: JIT code found around a pc, by (pid, instruction start):
+    /// (end, tagged `Code`), checked against `codes` at each use.
+    code_ranges: BTreeMap<(u32, u64), (u64, u64)>,
     max_functions: usize,
     /// [`FunctionInfo::heap_bytes`] of what `functions` holds, at most
     /// [`MAX_CACHED_BYTES`].
@@ -236,6 +259,7 @@ impl V8Namer {
         V8Namer {
             functions: HashMap::new(),
             codes: HashMap::new(),
+            code_ranges: BTreeMap::new(),
             max_functions,
             cached_bytes: 0,
             stats: NamerStats::default(),
@@ -289,6 +313,68 @@ impl V8Namer {
         Some(info)
     }
 
+    /// V8 13+: the `Code` whose instructions hold `address`, from the
+    /// ranges found before (still that code) or found around it.
+    fn code_at(&mut self, heap: &Heap<'_>, pid: u32, address: u64) -> Option<(u64, Arc<CodeInfo>)> {
+        let known = self.code_ranges.range(..=(pid, address)).next_back();
+        if let Some((&(p, start), &(end, code))) = known {
+            if p == pid && address < end {
+                match self.code(heap, pid, code) {
+                    Some(info) if info.start == start && info.contains(address) => return Some((code, info)),
+                    _ => {
+                        self.code_ranges.remove(&(p, start));
+                    }
+                }
+            }
+        }
+        let code = code_at_pc(heap, address)?;
+        let info = self.code(heap, pid, code).filter(|i| i.contains(address))?;
+        if self.code_ranges.len() >= MAX_CACHED_CODES {
+            self.code_ranges.clear();
+        }
+        self.code_ranges.insert((pid, info.start), (info.start + u64::from(info.size), code));
+        Some((code, info))
+    }
+
+    /// V8 13+: a compiled frame recorded by its pc (a return address but
+    /// for the innermost frame: the position before it is the call's).
+    fn name_pc(&mut self, heap: &Heap<'_>, pid: u32, pc: u64) -> Vec<SourceLine> {
+        let l = heap.layout;
+        let Some((code, code_info)) = self.code_at(heap, pid, pc.saturating_sub(1)) else { return Vec::new() };
+        let Some(sfi) = code_function(heap, code) else { return Vec::new() };
+        let Some(info) = self.function(heap, pid, sfi) else { return Vec::new() };
+        let scopes = if code_info.kind == l.code_kind_builtin {
+            None
+        } else {
+            code_info.position_at_return(pc).and_then(|e| inlined_scopes(heap, code, e, sfi))
+        };
+        let Some(scopes) = scopes else { return vec![source_line(&info, None)] };
+        self.scope_lines(heap, pid, sfi, &info, scopes)
+    }
+
+    /// The lines of inlined `scopes` (innermost first, the last being
+    /// `sfi`'s, `info`).
+    fn scope_lines(
+        &mut self,
+        heap: &Heap<'_>,
+        pid: u32,
+        sfi: u64,
+        info: &Arc<FunctionInfo>,
+        scopes: Vec<(u64, u32)>,
+    ) -> Vec<SourceLine> {
+        let mut lines = Vec::with_capacity(scopes.len());
+        for (scope_sfi, position) in scopes {
+            let scope_info = if scope_sfi == sfi { Some(info.clone()) } else { self.function(heap, pid, scope_sfi) };
+            match scope_info {
+                Some(i) => lines.push(source_line(&i, Some(position))),
+                // An inlined function that cannot be read: the frame is
+                // not named rather than named in part.
+                None => return Vec::new(),
+            }
+        }
+        lines
+    }
+
     fn name_word(&mut self, heap: &Heap<'_>, pid: u32, word: V8Word) -> Vec<SourceLine> {
         let l = heap.layout;
         // Naming comes after the sample: a young function may have been
@@ -299,13 +385,15 @@ impl V8Namer {
         };
         let Some(sfi) = heap.field(function, l.js_function_shared) else { return Vec::new() };
         let Some(info) = self.function(heap, pid, sfi) else { return Vec::new() };
-        let line = |info: &FunctionInfo, position: Option<u32>| SourceLine {
-            function: if info.name.is_empty() { Arc::from(ANONYMOUS) } else { info.name.clone() },
-            file: info.script.clone(),
-            line: position.and_then(|p| info.line_column(p)).map_or(0, |(line, _)| line),
-        };
+        let line = source_line;
         let known = u64::from(word.offset) < FRAME_OFFSET_MAX;
-        let code = heap.field(function, l.js_function_code).and_then(|c| Some((c, self.code(heap, pid, c)?)));
+        // 13+: no `JSFunction::code`; the function's Sparkplug code is its
+        // `SharedFunctionInfo`'s data then.
+        let code_field = match l.compiled_by_pc {
+            true => heap.field(sfi, l.sfi_function_data),
+            false => heap.field(function, l.js_function_code),
+        };
+        let code = code_field.and_then(|c| Some((c, self.code(heap, pid, c)?)));
         if !word.compiled {
             // Sparkplug frames have the interpreter's shape but a stale
             // offset: no line for them.
@@ -318,7 +406,7 @@ impl V8Namer {
             };
             return vec![line(&info, position)];
         }
-        let Some((code, code_info)) = code else { return vec![line(&info, None)] };
+        let Some((code, code_info)) = code.filter(|_| !l.compiled_by_pc) else { return vec![line(&info, None)] };
         let pc = code_info.start + u64::from(word.offset);
         if !known || code_info.kind == l.code_kind_builtin || !code_info.contains(pc) {
             return vec![line(&info, None)];
@@ -328,17 +416,16 @@ impl V8Namer {
         let Some(scopes) = code_info.position_at_return(pc).and_then(|e| inlined_scopes(heap, code, e, sfi)) else {
             return vec![line(&info, None)];
         };
-        let mut lines = Vec::with_capacity(scopes.len());
-        for (scope_sfi, position) in scopes {
-            let scope_info = if scope_sfi == sfi { Some(info.clone()) } else { self.function(heap, pid, scope_sfi) };
-            match scope_info {
-                Some(i) => lines.push(line(&i, Some(position))),
-                // An inlined function that cannot be read: the frame is
-                // not named rather than named in part.
-                None => return Vec::new(),
-            }
-        }
-        lines
+        self.scope_lines(heap, pid, sfi, &info, scopes)
+    }
+}
+
+/// The line of `info` at script offset `position`.
+fn source_line(info: &FunctionInfo, position: Option<u32>) -> SourceLine {
+    SourceLine {
+        function: if info.name.is_empty() { Arc::from(ANONYMOUS) } else { info.name.clone() },
+        file: info.script.clone(),
+        line: position.and_then(|p| info.line_column(p)).map_or(0, |(line, _)| line),
     }
 }
 
@@ -350,9 +437,12 @@ impl FrameNamer for V8Namer {
     fn lines(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Vec<SourceLine> {
         let file = mapped.file.as_any().downcast_ref::<V8File>();
         let lines = match (file, V8Word::decode(word)) {
-            (Some(file), Some(word)) => {
+            (Some(file), Some(decoded)) => {
                 let heap = Heap { memory, layout: &file.layout };
-                self.name_word(&heap, pid, word)
+                match V8Word::decode_pc(word).filter(|_| file.layout.compiled_by_pc) {
+                    Some(pc) => self.name_pc(&heap, pid, pc),
+                    None => self.name_word(&heap, pid, decoded),
+                }
             }
             _ => Vec::new(),
         };
@@ -367,6 +457,7 @@ impl FrameNamer for V8Namer {
     fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
         self.functions.retain(|(pid, _), _| alive(*pid));
         self.codes.retain(|(pid, _), _| alive(*pid));
+        self.code_ranges.retain(|(pid, _), _| alive(*pid));
         self.cached_bytes = self.functions.values().map(|c| c.info.heap_bytes()).sum();
     }
 

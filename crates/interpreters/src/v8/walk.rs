@@ -13,7 +13,8 @@
 use super::heap::Heap;
 use super::layout::V8Layout;
 use super::naming::{
-    bytecode_positions, bytecode_script_offset, inlined_scopes, read_code, FunctionInfo, V8Symbolizer, ANONYMOUS,
+    bytecode_positions, bytecode_script_offset, code_at_pc, inlined_scopes, read_code, FunctionInfo, V8Symbolizer,
+    ANONYMOUS,
 };
 use crate::memory::ProcessMemory;
 use std::sync::Arc;
@@ -193,8 +194,22 @@ fn js_frames(heap: &Heap<'_>, names: &mut V8Symbolizer, fp: u64, pc: u64, functi
         let line = position.zip(info).and_then(|(p, i)| i.line_column(p));
         V8Frame::Js { fp, tier, name, script, line, inlined }
     };
-    if let Some(bytecode) = slot(l.fp_bytecode_array).filter(|&b| heap.typed(b, l.type_bytecode_array).is_some()) {
-        let code = heap.field(function, l.js_function_code).and_then(|c| read_code(heap, c));
+    let bytecode = slot(l.fp_bytecode_array).filter(|&b| heap.typed(b, l.type_bytecode_array).is_some());
+    // 13+: optimised code entered by on-stack replacement keeps the
+    // interpreter's (or Sparkplug's) frame: told apart by the code
+    // around the pc.
+    let osr = l.compiled_by_pc
+        && bytecode.is_some()
+        && code_at_pc(heap, pc.saturating_sub(1))
+            .and_then(|c| read_code(heap, c))
+            .is_some_and(|c| c.kind > l.code_kind_baseline);
+    if let Some(bytecode) = bytecode.filter(|_| !osr) {
+        // 13+: no `JSFunction::code`; Sparkplug code is the function data.
+        let code = match l.compiled_by_pc {
+            true => heap.field(sfi, l.sfi_function_data),
+            false => heap.field(function, l.js_function_code),
+        };
+        let code = code.and_then(|c| read_code(heap, c));
         if code.is_some_and(|c| c.kind == l.code_kind_baseline && c.contains(pc)) {
             return vec![frame(info.as_ref(), Tier::Baseline, None, false)];
         }
@@ -206,8 +221,15 @@ fn js_frames(heap: &Heap<'_>, names: &mut V8Symbolizer, fp: u64, pc: u64, functi
         let position = offset.zip(positions).and_then(|(o, p)| bytecode_script_offset(l, &p, o));
         return vec![frame(info.as_ref(), Tier::Bytecode, position, false)];
     }
-    let Some(code) = heap.field(function, l.js_function_code) else {
-        return vec![frame(info.as_ref(), Tier::Compiled, None, false)];
+    let code = match l.compiled_by_pc {
+        true => code_at_pc(heap, pc.saturating_sub(1)),
+        false => heap.field(function, l.js_function_code),
+    };
+    let Some(code) = code else {
+        // 13+: no JIT code around the pc of a function without bytecode:
+        // a builtin's (in node's .text).
+        let builtin = l.compiled_by_pc && info.as_ref().is_some_and(|i| i.bytecode.is_none());
+        return vec![frame(info.as_ref(), if builtin { Tier::Builtin } else { Tier::Compiled }, None, false)];
     };
     let code_info = read_code(heap, code);
     if code_info.as_ref().is_some_and(|c| c.kind == l.code_kind_builtin) {
