@@ -192,8 +192,10 @@ def main():
     jfr = Path(args.java_home) / "bin/jfr"
     profile = work / "agent.pb.gz"
     agent_err = open(work / "agent.stderr", "w+")
+    verbose = ["--verbose"] if "--verbose" in subprocess.run([args.agent, "--help"], capture_output=True,
+                                                             text=True).stdout else []
     agent = subprocess.Popen(
-        [args.agent, "--samples-per-second", str(args.hz), "--format", "pprof", "--output", str(profile)],
+        [args.agent, "--samples-per-second", str(args.hz), "--format", "pprof", "--output", str(profile)] + verbose,
         stderr=agent_err,
     )
     deadline = time.time() + 120
@@ -203,13 +205,28 @@ def main():
         time.sleep(0.2)
     # Let the agent analyse the JDK's files once before the measured runs.
     time.sleep(2)
-    recordings, runs, start = [], 0, time.time()
+    recordings, start = [], time.time()
+    try:
+        run_javac(args, javac, listing, work, recordings, start)
+    finally:
+        agent.send_signal(signal.SIGINT)
+        agent.wait(timeout=120)
+    runs = len(recordings)
+    elapsed = time.time() - start
+    summary = (work / "agent.stderr").read_text()
+    report(args, work, listing, profile, recordings, runs, elapsed, summary, jfr)
+
+
+def run_javac(args, javac, listing, work, recordings, start):
+    runs = 0
     while time.time() - start < args.seconds or runs == 0:
         out = work / f"classes{runs}"
         out.mkdir(exist_ok=True)
         recording = work / f"run{runs}.jfr"
         subprocess.run(
-            [str(javac), "-nowarn", "-encoding", "UTF-8", "-d", str(out),
+            # --release 11: collections4 4.4 does not compile against JDK
+            # 21+'s List (addLast).
+            [str(javac), "-nowarn", "--release", "11", "-encoding", "UTF-8", "-d", str(out),
              f"-J-XX:StartFlightRecording=filename={recording},settings=profile",
              "-J-XX:FlightRecorderOptions=stackdepth=2048",
              f"@{listing}"],
@@ -217,11 +234,9 @@ def main():
         )
         recordings.append(recording)
         runs += 1
-    elapsed = time.time() - start
-    agent.send_signal(signal.SIGINT)
-    agent.wait(timeout=120)
-    summary = (work / "agent.stderr").read_text()
 
+
+def report(args, work, listing, profile, recordings, runs, elapsed, summary, jfr):
     # Ours: javac's main thread (named as the process: the JVM does not
     # rename the thread that runs main; the primordial thread only waits).
     ours = [(f, n) for labels, f, n in read_pprof(profile)
@@ -257,7 +272,7 @@ def main():
     for stack, n in cut.most_common(args.cut):
         print(f"  {n:5d}  {stack}")
     for line in summary.splitlines():
-        if "unwind stops" in line or "unwound to the thread" in line:
+        if "unwind stops" in line or "unwound to the thread" in line or "hotspot counters" in line:
             print("agent:" + line)
     if not args.keep:
         print(f"(profiles in {work})")
