@@ -241,7 +241,9 @@ static __always_inline int hotspot_interpreted(struct sample_record *record, str
 	}
 	if (!hotspot_record(record, hotspot_word(method, bci)))
 		return UNWIND_STOP_MAX_FRAMES;
-	if (sender_sp <= state->sp || caller_fp <= fp || return_address == 0) {
+	/* The saved rbp is checked by no one: a compiled caller (C2 uses rbp
+	 * as any other register) may have left any value there. */
+	if (sender_sp <= state->sp || return_address == 0) {
 		count(COUNTER_HOTSPOT_BAD_FRAMES);
 		return UNWIND_STOP_HOTSPOT;
 	}
