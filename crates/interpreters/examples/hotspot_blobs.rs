@@ -7,7 +7,7 @@
 //!     cargo run -p profiler-interpreters --example hotspot_blobs -- PID [--max N]
 
 use profiler_elf::ElfFile;
-use profiler_interpreters::hotspot::{attach, detect, CodeCache, CodeBounds, Detection, NmethodEntries};
+use profiler_interpreters::hotspot::{attach, detect, CodeBounds, CodeCache, Detection, NmethodEntries};
 use profiler_interpreters::{PidMemory, ProcessMemory};
 
 fn bytes(memory: &dyn ProcessMemory, address: u64, len: usize) -> Option<Vec<u8>> {
@@ -31,7 +31,10 @@ fn main() {
     let pid: u32 = args.get(1).and_then(|p| p.parse().ok()).expect("usage: hotspot_blobs PID [--max N]");
     let max: usize = args.iter().position(|a| a == "--max").and_then(|i| args.get(i + 1)?.parse().ok()).unwrap_or(200);
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
-    let line = maps.lines().find(|l| l.ends_with("/libjvm.so") && l.split_whitespace().nth(1).is_some_and(|p| p.contains('x'))).expect("no libjvm.so");
+    let line = maps
+        .lines()
+        .find(|l| l.ends_with("/libjvm.so") && l.split_whitespace().nth(1).is_some_and(|p| p.contains('x')))
+        .expect("no libjvm.so");
     let f: Vec<&str> = line.split_whitespace().collect();
     let start = u64::from_str_radix(f[0].split('-').next().unwrap(), 16).unwrap();
     let offset = u64::from_str_radix(f[2], 16).unwrap();
@@ -62,9 +65,10 @@ fn main() {
             };
             let begin = info.code_begin;
             let verified = match (info.kind, l.nmethod_entries) {
-                (profiler_interpreters::hotspot::BlobKind::Nmethod, NmethodEntries::Pointers { verified_entry, .. }) => {
-                    word(&memory, blob + u64::from(verified_entry), 8)
-                }
+                (
+                    profiler_interpreters::hotspot::BlobKind::Nmethod,
+                    NmethodEntries::Pointers { verified_entry, .. },
+                ) => word(&memory, blob + u64::from(verified_entry), 8),
                 (profiler_interpreters::hotspot::BlobKind::Nmethod, NmethodEntries::Offsets { verified_entry, .. }) => {
                     word(&memory, blob + u64::from(verified_entry), 2).map(|o| begin + o)
                 }

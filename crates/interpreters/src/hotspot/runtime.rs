@@ -18,8 +18,7 @@ use crate::runtime::{
 use profiler_bpf::{
     HotspotHeapValue, HotspotProcessValue, InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder,
     UserFrame, HOTSPOT_CODE_OFFSETS, HOTSPOT_CODE_OFFSET_MAX, HOTSPOT_ENTRY_OFFSETS, HOTSPOT_FRAME_COMPLETE_16,
-    HOTSPOT_HAS_KIND, HOTSPOT_MARK_BITS, HOTSPOT_MARK_HIGH_SHIFT, HOTSPOT_MAX_HEAPS,
-    HOTSPOT_PC_EXACT,
+    HOTSPOT_HAS_KIND, HOTSPOT_MARK_BITS, HOTSPOT_MARK_HIGH_SHIFT, HOTSPOT_MAX_HEAPS, HOTSPOT_PC_EXACT,
 };
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine, HOTSPOT_NO_BCI};
