@@ -241,7 +241,9 @@ static __always_inline int hotspot_interpreted(struct sample_record *record, str
 	}
 	if (!hotspot_record(record, hotspot_word(method, bci)))
 		return UNWIND_STOP_MAX_FRAMES;
-	if (sender_sp <= state->sp || caller_fp <= fp || return_address == 0) {
+	/* The saved rbp is checked by no one: a compiled caller (C2 uses rbp
+	 * as any other register) may have left any value there. */
+	if (sender_sp <= state->sp || return_address == 0) {
 		count(COUNTER_HOTSPOT_BAD_FRAMES);
 		return UNWIND_STOP_HOTSPOT;
 	}
@@ -252,10 +254,243 @@ static __always_inline int hotspot_interpreted(struct sample_record *record, str
 	return STEP_CONTINUE;
 }
 
-/* A compiled frame (or a stub's) in the blob at `blob`. */
+/* Where a compiled frame's caller is, by what the frame's code has done
+ * at its pc (hotspot_leaf_shape). Only the sampled pc (the leaf) can be
+ * in an entry, a prologue or an epilogue: a return address is always in
+ * a built frame. */
+enum hotspot_shape {
+	/* The frame is built: its blob's _frame_size gives the caller. */
+	HOTSPOT_SHAPE_FRAME = 0,
+	/* Nothing pushed yet (entry, inline cache check, stack bang) or all
+	 * popped (at the return, the return poll): the return address at sp,
+	 * rbp still the caller's. */
+	HOTSPOT_SHAPE_RETURN_AT_SP = 1,
+	/* rbp pushed, nothing else (or all else popped): the caller's rbp at
+	 * sp, the return address above it. */
+	HOTSPOT_SHAPE_RBP_PUSHED = 2,
+	/* The frame allocated, the caller's rbp not stored in it yet: sizes
+	 * from _frame_size, rbp still the caller's. */
+	HOTSPOT_SHAPE_FRAME_RBP_LIVE = 3,
+	/* A stub without a frame size that set up rbp (enter()): the caller
+	 * from rbp. */
+	HOTSPOT_SHAPE_RBP_FRAME = 4,
+	/* A prologue not recognised, or a stub without a frame size that
+	 * does not set up rbp: stop (COUNTER_HOTSPOT_UNKNOWN_ENTRY). */
+	HOTSPOT_SHAPE_UNKNOWN = 5,
+};
+
+/* Code bytes read at a time to recognise a prologue or an epilogue. */
+#define HOTSPOT_CODE_WINDOW 64
+
+/* The bytes of code scratch: the interpreted frame's slot buffer, unused
+ * until the leaf is unwound. */
+static __always_inline u8 *hotspot_code_buffer(struct sample_record *record)
+{
+	_Static_assert(sizeof(record->interp.slots) >= HOTSPOT_CODE_WINDOW + 8, "code window");
+	return (u8 *)record->interp.slots;
+}
+
+/* The shape of the leaf frame at `pc` in the blob at `blob` when its pc
+ * is past the frame's completion (or the blob has none): its epilogue,
+ * from the instructions at pc. The epilogue of compiled code (C1, C2,
+ * native wrappers) is [vzeroupper] add rsp,N (or leave) pop rbp, the
+ * return poll (cmp rsp,[r15+poll]; ja stub; JDK 11: test of the polling
+ * page) and ret. */
+static __always_inline int hotspot_epilogue_shape(struct sample_record *record, u64 pc)
+{
+	u8 *code = hotspot_code_buffer(record);
+	if (bpf_probe_read_user(code, 16, (const void *)pc))
+		return HOTSPOT_SHAPE_FRAME;
+	u8 b0 = code[0], b1 = code[1], b2 = code[2];
+	if (b0 == 0xc3 || b0 == 0xc2) /* ret */
+		return HOTSPOT_SHAPE_RETURN_AT_SP;
+	if (b0 == 0x5d) /* pop rbp */
+		return HOTSPOT_SHAPE_RBP_PUSHED;
+	if (b0 == 0x49 && b1 == 0x3b && (b2 == 0xa7 || b2 == 0x67)) /* cmp rsp,[r15+poll] */
+		return HOTSPOT_SHAPE_RETURN_AT_SP;
+	if ((b0 == 0x0f && b1 == 0x87 && code[6] == 0xc3) || (b0 == 0x77 && b2 == 0xc3)) /* ja stub; ret */
+		return HOTSPOT_SHAPE_RETURN_AT_SP;
+	if (b0 == 0x85 && b1 == 0x05 && code[6] == 0xc3) /* test eax,[rip+page]; ret */
+		return HOTSPOT_SHAPE_RETURN_AT_SP;
+	if (b0 == 0x41 && b1 == 0x85 && b2 == 0x02 && code[3] == 0xc3) /* test eax,[r10]; ret */
+		return HOTSPOT_SHAPE_RETURN_AT_SP;
+	if (b0 == 0x4d && b1 == 0x8b && b2 == 0x97 && code[7] == 0x41 && code[8] == 0x85 && code[9] == 0x02 &&
+	    code[10] == 0xc3) /* mov r10,[r15+poll]; test eax,[r10]; ret */
+		return HOTSPOT_SHAPE_RETURN_AT_SP;
+	return HOTSPOT_SHAPE_FRAME;
+}
+
+/* Whether the code at `at` in the window is a stack bang,
+ * mov [rsp-N],eax; its length, else 0. */
+static __always_inline u32 hotspot_bang_length(u8 *code, u32 at)
+{
+	u8 b0 = code[at & (HOTSPOT_CODE_WINDOW - 1)], b1 = code[(at + 1) & (HOTSPOT_CODE_WINDOW - 1)],
+	   b2 = code[(at + 2) & (HOTSPOT_CODE_WINDOW - 1)];
+	if (b0 != 0x89 || b2 != 0x24)
+		return 0;
+	return b1 == 0x84 ? 7 : b1 == 0x44 ? 4 : 0;
+}
+
+/* The shape of a frame whose pc lies in its prologue, from `start` (the
+ * verified entry, or a stub's first instruction). The prologues of
+ * compiled code on x86-64 are one of two templates, matched from start
+ * without a loop (each step at most once or thrice: the verifier follows
+ * every combination):
+ *  - the stack bang(s) (mov [rsp-N],eax), push rbp, [mov rbp,rsp],
+ *    [sub rsp,N]: C1, C2 when it bangs the stack, native wrappers, stubs'
+ *    enter();
+ *  - sub rsp,imm32 then mov [rsp+N],rbp: C2 without a stack bang (small
+ *    leaf methods).
+ * Anything else is not guessed. */
+static __always_inline int hotspot_prologue_shape(struct sample_record *record, u64 start, u64 pc, bool sized)
+{
+	u8 *code = hotspot_code_buffer(record);
+	if (bpf_probe_read_user(code, HOTSPOT_CODE_WINDOW, (const void *)start))
+		return HOTSPOT_SHAPE_UNKNOWN;
+	u64 d = pc - start;
+	u32 at = 0;
+	/* Nothing has run yet (whatever the entry is: a patched one jumps
+	 * away). */
+	if (d == 0)
+		return HOTSPOT_SHAPE_RETURN_AT_SP;
+	/* Template 2: sub rsp,imm32; mov [rsp+disp8|disp32],rbp. */
+	if (code[0] == 0x48 && code[1] == 0x81 && code[2] == 0xec && code[7] == 0x48 && code[8] == 0x89 &&
+	    (code[9] == 0x6c || code[9] == 0xac) && code[10] == 0x24) {
+		u32 end = code[9] == 0x6c ? 12 : 15;
+		return d < end ? HOTSPOT_SHAPE_FRAME_RBP_LIVE : HOTSPOT_SHAPE_FRAME;
+	}
+	/* Template 1. */
+	at += hotspot_bang_length(code, at);
+	at += hotspot_bang_length(code, at);
+	at += hotspot_bang_length(code, at);
+	if (code[at & (HOTSPOT_CODE_WINDOW - 1)] != 0x55)
+		return HOTSPOT_SHAPE_UNKNOWN;
+	if (d <= at)
+		return HOTSPOT_SHAPE_RETURN_AT_SP;
+	at += 1;
+	bool framed = false;
+	/* mov rbp,rsp: 48 8b ec as HotSpot's assembler writes it, or 48 89 e5. */
+	u8 m1 = code[(at + 1) & (HOTSPOT_CODE_WINDOW - 1)], m2 = code[(at + 2) & (HOTSPOT_CODE_WINDOW - 1)];
+	if (code[at & (HOTSPOT_CODE_WINDOW - 1)] == 0x48 && ((m1 == 0x8b && m2 == 0xec) || (m1 == 0x89 && m2 == 0xe5))) {
+		at += 3;
+		framed = true;
+	}
+	if (code[at & (HOTSPOT_CODE_WINDOW - 1)] == 0x48 && code[(at + 2) & (HOTSPOT_CODE_WINDOW - 1)] == 0xec) {
+		u8 op = code[(at + 1) & (HOTSPOT_CODE_WINDOW - 1)];
+		at += op == 0x83 ? 4 : op == 0x81 ? 7 : 0;
+	}
+	/* Until the frame is allocated, only rbp is pushed (and may be the
+	 * frame pointer already). */
+	if (d < at)
+		return HOTSPOT_SHAPE_RBP_PUSHED;
+	if (!sized)
+		return framed ? HOTSPOT_SHAPE_RBP_FRAME : HOTSPOT_SHAPE_UNKNOWN;
+	return HOTSPOT_SHAPE_FRAME;
+}
+
+/* The start of the blob's code; 0 if it cannot be read. */
+static __always_inline u64 hotspot_code_begin(struct hotspot_process *jvm, u64 blob)
+{
+	u64 begin = 0;
+	if (jvm->code_flags & HOTSPOT_CODE_OFFSETS) {
+		s32 offset = 0;
+		if (bpf_probe_read_user(&offset, sizeof(offset), (const void *)(blob + jvm->blob_code_begin)) ||
+		    offset <= 0)
+			return 0;
+		begin = blob + (u32)offset;
+	} else if (read_user_u64(&begin, blob + jvm->blob_code_begin)) {
+		return 0;
+	}
+	return begin > blob ? begin : 0;
+}
+
+/* Whether a stub without a frame size (_frame_size < 0) starts with
+ * enter() (push rbp; mov rbp,rsp), so that rbp is its frame pointer: C1's
+ * runtime stubs that call into the VM or are GC barriers do; others
+ * (slow_subtype_check, unwind_exception) push registers or nothing and
+ * cannot be unwound. */
+static __always_inline bool hotspot_stub_enters(struct hotspot_process *jvm, u64 blob)
+{
+	u64 begin = hotspot_code_begin(jvm, blob);
+	u8 code[4] = {};
+	if (!begin || bpf_probe_read_user(code, sizeof(code), (const void *)begin))
+		return false;
+	return code[0] == 0x55 && code[1] == 0x48 &&
+	       ((code[2] == 0x8b && code[3] == 0xec) || (code[2] == 0x89 && code[3] == 0xe5));
+}
+
+/* The shape of the sampled (leaf) frame at `pc` in the blob at `blob`:
+ * in an nmethod, a pc before its verified entry is in the inline cache
+ * check (nothing pushed), one before _frame_complete_offset in its
+ * prologue (decoded), any other may be in its epilogue. A stub without
+ * a frame size (_frame_size < 0: C1's runtime stubs) is an rbp frame once
+ * its enter() has run. */
+static __always_inline int hotspot_leaf_shape(struct sample_record *record, struct hotspot_process *jvm, u64 blob,
+					      u64 pc, s32 frame_size)
+{
+	/* A blob of 0 words (vtable stubs, method handle intrinsics,
+	 * adapters) pushes nothing: its return address is at sp. */
+	if (frame_size == 0)
+		return HOTSPOT_SHAPE_FRAME;
+	u64 begin = hotspot_code_begin(jvm, blob);
+	if (!begin)
+		return HOTSPOT_SHAPE_UNKNOWN;
+	s32 complete = -1;
+	if (jvm->code_flags & HOTSPOT_FRAME_COMPLETE_16) {
+		s16 value = -1;
+		bpf_probe_read_user(&value, sizeof(value), (const void *)(blob + jvm->blob_frame_complete));
+		complete = value;
+	} else {
+		bpf_probe_read_user(&complete, sizeof(complete), (const void *)(blob + jvm->blob_frame_complete));
+	}
+	if (pc < begin)
+		return HOTSPOT_SHAPE_UNKNOWN;
+	bool sized = frame_size >= 0;
+	/* Past the frame's completion, or in a stub that never tells it (-1)
+	 * beyond its first instructions: a built frame or an epilogue. */
+	if ((complete > 0 && pc >= begin + (u32)complete) ||
+	    (complete <= 0 && pc - begin >= HOTSPOT_CODE_WINDOW - 8))
+		return hotspot_epilogue_shape(record, pc);
+	if (complete <= 0) {
+		/* A stub's first instructions: its prologue when it has the
+		 * template (C1's runtime stubs), else as past it. */
+		int shape = hotspot_prologue_shape(record, begin, pc, sized);
+		return shape == HOTSPOT_SHAPE_UNKNOWN ? hotspot_epilogue_shape(record, pc) : shape;
+	}
+	/* The nmethod's verified entry: code before it is the inline cache
+	 * check, which pushes nothing. */
+	u64 start = begin;
+	bool nmethod = false;
+	if (jvm->code_flags & HOTSPOT_HAS_KIND) {
+		u8 kind = 0;
+		bpf_probe_read_user(&kind, 1, (const void *)(blob + jvm->blob_kind));
+		nmethod = kind == jvm->blob_kind_nmethod;
+	}
+	u64 entry = 0;
+	if (jvm->code_flags & HOTSPOT_ENTRY_OFFSETS) {
+		u16 offset = 0;
+		if (nmethod && !bpf_probe_read_user(&offset, sizeof(offset),
+						    (const void *)(blob + jvm->nmethod_verified_entry)))
+			entry = begin + offset;
+	} else {
+		read_user_u64(&entry, blob + jvm->nmethod_verified_entry);
+	}
+	/* JDK < 23 tells nmethods by name: a stub's bytes there are no
+	 * entry inside its prologue. */
+	if (complete > 0 && entry >= begin && entry < begin + (u32)complete)
+		start = entry;
+	if (pc < start)
+		return HOTSPOT_SHAPE_RETURN_AT_SP;
+	return hotspot_prologue_shape(record, start, pc, sized);
+}
+
+/* A compiled frame (or a stub's) in the blob at `blob`; the leaf's
+ * shape (hotspot_leaf_shape) is in the scratch when the pc is the
+ * sampled one. */
 static __always_inline int hotspot_compiled(struct sample_record *record, struct hotspot_process *jvm, u64 blob)
 {
 	struct unwind_state *state = &record->state;
+	u32 shape = *(volatile u32 *)&record->interp.leaf_shape;
 	s32 frame_size = 0;
 	if (bpf_probe_read_user(&frame_size, sizeof(frame_size), (const void *)(blob + jvm->blob_frame_size))) {
 		count(COUNTER_HOTSPOT_READ_ERRORS);
@@ -268,17 +503,45 @@ static __always_inline int hotspot_compiled(struct sample_record *record, struct
 		u64 saved = hotspot_deopt_pc(jvm, blob, pc, state->sp);
 		if (saved)
 			pc = saved;
+		/* A return address: the frame is built. */
+		shape = HOTSPOT_SHAPE_FRAME;
 	}
 	if (!hotspot_record(record, hotspot_compiled_word(jvm, pc, state->exact, mark)))
 		return UNWIND_STOP_MAX_FRAMES;
-	if (frame_size < 0 || frame_size > (1 << 16)) {
+	if (frame_size < 0 && (shape == HOTSPOT_SHAPE_FRAME || shape == HOTSPOT_SHAPE_RBP_FRAME))
+		shape = hotspot_stub_enters(jvm, blob) ? HOTSPOT_SHAPE_RBP_FRAME : HOTSPOT_SHAPE_UNKNOWN;
+	if (shape == HOTSPOT_SHAPE_UNKNOWN) {
+		count(COUNTER_HOTSPOT_UNKNOWN_ENTRY);
+		return UNWIND_STOP_HOTSPOT;
+	}
+	if (frame_size > (1 << 16) || (frame_size < 0 && shape != HOTSPOT_SHAPE_RBP_FRAME &&
+				       shape != HOTSPOT_SHAPE_RETURN_AT_SP && shape != HOTSPOT_SHAPE_RBP_PUSHED)) {
 		count(COUNTER_HOTSPOT_BAD_FRAMES);
 		return UNWIND_STOP_HOTSPOT;
 	}
-	/* A frame of 0 words: a leaf stub that pushed nothing. */
-	u64 caller_sp = state->sp + 8 * (frame_size ? (u64)frame_size : 1);
+	if (shape == HOTSPOT_SHAPE_RETURN_AT_SP || shape == HOTSPOT_SHAPE_RBP_PUSHED ||
+	    shape == HOTSPOT_SHAPE_FRAME_RBP_LIVE)
+		count(COUNTER_HOTSPOT_FRAMELESS);
+	u64 caller_sp = 0;
 	u64 words[2] = {};
-	if (frame_size >= 2) {
+	bool fp_saved = true;
+	if (shape == HOTSPOT_SHAPE_RETURN_AT_SP) {
+		caller_sp = state->sp + 8;
+		fp_saved = false;
+	} else if (shape == HOTSPOT_SHAPE_RBP_PUSHED) {
+		caller_sp = state->sp + 16;
+	} else if (shape == HOTSPOT_SHAPE_RBP_FRAME) {
+		if (state->fp <= state->sp || state->fp - state->sp > (1 << 20)) {
+			count(COUNTER_HOTSPOT_BAD_FRAMES);
+			return UNWIND_STOP_HOTSPOT;
+		}
+		caller_sp = state->fp + 16;
+	} else {
+		/* A frame of 0 words: a leaf stub that pushed nothing. */
+		caller_sp = state->sp + 8 * (frame_size > 0 ? (u64)frame_size : 1);
+		fp_saved = frame_size >= 2 && shape == HOTSPOT_SHAPE_FRAME;
+	}
+	if (fp_saved) {
 		if (bpf_probe_read_user(words, sizeof(words), (const void *)(caller_sp - 16))) {
 			count(COUNTER_HOTSPOT_READ_ERRORS);
 			return UNWIND_STOP_HOTSPOT;
@@ -373,6 +636,22 @@ static __always_inline int hotspot_unwind_run(void *ctx, void *progs)
 		}
 	}
 	read_user_u64(&interp->call_stub_return, jvm->call_stub_return);
+
+	/* The sampled pc may be in a compiled frame not built yet, or torn
+	 * down: its shape is found once, here, outside the frame loop. */
+	u32 leaf_shape = HOTSPOT_SHAPE_FRAME;
+	if (fresh && state->exact && state->pc >= jvm->code_low && state->pc < jvm->code_high &&
+	    state->pc != interp->call_stub_return &&
+	    !(state->pc >= interp->interpreter_low && state->pc < interp->interpreter_high)) {
+		u64 blob = hotspot_find_blob(jvm, state->pc);
+		s32 frame_size = 0;
+		if (blob && !bpf_probe_read_user(&frame_size, sizeof(frame_size),
+						 (const void *)(blob + jvm->blob_frame_size)))
+			leaf_shape = hotspot_leaf_shape(record, jvm, blob, state->pc, frame_size);
+	}
+	/* Kept in the scratch and read back as an unknown value: else the
+	 * verifier follows the frame loop once per shape. */
+	interp->leaf_shape = leaf_shape;
 
 	for (int i = 0; i < HOTSPOT_FRAMES_PER_PROGRAM; i++) {
 		if (state->pc < jvm->code_low || state->pc >= jvm->code_high) {

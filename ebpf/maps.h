@@ -116,6 +116,10 @@ struct interp_state {
 			u64 interpreter_high;
 			/* StubRoutines::_call_stub_return_address. */
 			u64 call_stub_return;
+			/* The sampled frame's enum hotspot_shape (set at a
+			 * program run's start; used while the pc is exact). */
+			u32 leaf_shape;
+			u32 hotspot_reserved;
 			/* An interpreted frame's slots fp - 64 .. fp + 8, as
 			 * read. */
 			u64 slots[HOTSPOT_FRAME_SLOTS];

@@ -495,6 +495,14 @@ enum counter_id {
 	 * their nmethod's deoptimisation handler, named at the pc saved in
 	 * the frame */
 	COUNTER_HOTSPOT_DEOPT_FRAMES = 21,
+	/* HotSpot: leaf frames sampled before their frame was built (entry,
+	 * prologue) or after it was torn down (epilogue), unwound from what
+	 * their instructions had pushed */
+	COUNTER_HOTSPOT_FRAMELESS = 23,
+	/* HotSpot: a leaf pc in a prologue whose instructions were not
+	 * recognised, or a frame of a stub without a frame size that does
+	 * not keep rbp as its frame pointer: the stack ends there */
+	COUNTER_HOTSPOT_UNKNOWN_ENTRY = 24,
 	/* COUNTER_UNWIND_STOP_BASE + enum unwind_stop: how each user
 	 * stack ended */
 	COUNTER_UNWIND_STOP_BASE = 32,
@@ -718,8 +726,22 @@ struct hotspot_process {
 	__u32 nmethod_orig_pc_offset;    /* nmethod::_orig_pc_offset (int): bytes above a frame's sp */
 	__u32 nmethod_deopt_handler;     /* the nmethod's deoptimisation handler (0: none): */
 	__u32 deopt_handler_is_offset;   /* 0: a pointer there (JDK < 23); 1: an int, from the blob */
+	/* Where a compiled frame's leaf pc may lie before its frame is built
+	 * or after it is torn down (hotspot_leaf_shape): */
+	__u32 blob_code_begin;           /* CodeBlob::_code_begin (pointer), or _code_offset (int, from the blob) */
+	__u32 blob_frame_complete;       /* CodeBlob::_frame_complete_offset (from the code's start) */
+	__u32 nmethod_verified_entry;    /* _verified_entry_point (pointer), or _verified_entry_offset (u16, from the code's start) */
+	__u32 blob_kind;                 /* CodeBlob::_kind (u8), when HOTSPOT_HAS_KIND */
+	__u32 blob_kind_nmethod;         /* CodeBlobKind::Nmethod */
+	__u32 code_flags;                /* HOTSPOT_CODE_OFFSETS | HOTSPOT_ENTRY_OFFSETS | ... */
 	__u32 reserved;
 };
+
+/* struct hotspot_process's code_flags. */
+#define HOTSPOT_CODE_OFFSETS 1      /* blob_code_begin is _code_offset (JDK 23+) */
+#define HOTSPOT_ENTRY_OFFSETS 2     /* nmethod_verified_entry is a u16 offset (JDK 23+) */
+#define HOTSPOT_FRAME_COMPLETE_16 4 /* _frame_complete_offset is int16_t (JDK 23+) */
+#define HOTSPOT_HAS_KIND 8          /* blob_kind is set (JDK 23+) */
 
 
 /* CRuby (ruby_unwinder.bpf.h). How a build reaches ruby_current_ec, the

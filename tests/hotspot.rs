@@ -161,6 +161,25 @@ const DEOPT: Chain = Chain {
     ],
 };
 
+/// The main thread calling a compiled method of a few instructions (not
+/// inlined) in a loop: most samples of the leaf fall before its frame is
+/// built (the verified entry, the prologue) or after it is torn down (the
+/// epilogue, the return poll, ret).
+const TINY: Chain = Chain {
+    arg: "tiny",
+    leaves: &["HotspotSpin.tinyLeaf"],
+    source: SOURCE,
+    pattern: &[
+        P::Native("libc.so.6"),
+        P::Native("libjli.so"),
+        P::Native("libjvm.so"),
+        P::Java(&["HotspotSpin.main"]),
+        P::Java(&["HotspotSpin.tinyOuter"]),
+        P::Java(&["HotspotSpin.tinyLeaf"]),
+        P::AnyNative,
+    ],
+};
+
 /// The main thread asleep in `Thread.sleep` (off the CPU), the JDK's
 /// frames of it (`sleep`, and `sleep0`/`sleepNanos` in later JDKs) then
 /// the JVM's native code and the kernel's.
@@ -936,6 +955,41 @@ fn deoptimised(jdk: Option<Jdk>) {
     report(&format!("{} deoptimised frame", jdk.name), &c, &stats);
     let deopt = stats.runtimes.get("hotspot", "deopt_frames");
     assert!(deopt as usize >= c.complete, "{}: {deopt} frames at a deoptimisation handler, {c:?}", jdk.name);
+}
+
+/// A leaf sampled in its prologue or epilogue: the chain is whole, and
+/// the unwinder says it unwound such frames (`hotspot_frameless`).
+fn prologues(jdk: Option<Jdk>) {
+    let Some(jdk) = jdk else { return };
+    let flags = ["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,HotspotSpin::tinyLeaf"];
+    let _serial = serial();
+    let dir = Scratch::new("tiny");
+    jdk.compile(&dir.0);
+    let (w, tid) = spawn(&jdk, &dir.0, &TINY, &flags.map(String::from));
+    // tinyLeaf and tinyOuter are compiled by C2 within the first seconds.
+    std::thread::sleep(Duration::from_secs(5));
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
+        return;
+    };
+    let c = check(&traces, w.pid(), tid, &TINY);
+    report(&format!("{} prologues and epilogues, tiny chain", jdk.name), &c, &stats);
+    let frameless = stats.runtimes.get("hotspot", "frameless");
+    assert!(
+        frameless * 5 >= c.at_leaf as u64,
+        "{}: only {frameless} leaf frames unwound before or after their frame, {c:?}",
+        jdk.name
+    );
+}
+
+#[test]
+fn jdk17_prologues_and_epilogues() {
+    prologues(jdk17());
+}
+
+#[test]
+fn jdk25_prologues_and_epilogues() {
+    prologues(jdk25());
 }
 
 #[test]

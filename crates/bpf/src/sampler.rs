@@ -170,6 +170,11 @@ counters! {
     /// Java frames returning to a deoptimisation handler, named at their
     /// saved pc.
     hotspot_deopt_frames = COUNTER_HOTSPOT_DEOPT_FRAMES;
+    /// Java leaf frames sampled before their frame was built or after it
+    /// was torn down, unwound from what their code had pushed.
+    hotspot_frameless = COUNTER_HOTSPOT_FRAMELESS;
+    /// Java leaf frames in a prologue not recognised: the stack ends.
+    hotspot_unknown_entry = COUNTER_HOTSPOT_UNKNOWN_ENTRY;
     /// Scheduler switches seen (off-CPU profiling on).
     off_cpu_switches = COUNTER_OFF_CPU_SWITCHES;
     /// Switch-outs of user threads sampled: their stack was taken.

@@ -768,7 +768,30 @@ pub struct HotspotProcessValue {
     /// Whether that field is an `int` offset from the blob (JDK 23+),
     /// not a pointer.
     pub deopt_handler_is_offset: bool,
+    /// `CodeBlob::_code_begin` (a pointer) or `_code_offset` (an `int`
+    /// from the blob, with [`HOTSPOT_CODE_OFFSETS`]).
+    pub blob_code_begin: u32,
+    /// `CodeBlob::_frame_complete_offset`.
+    pub blob_frame_complete: u32,
+    /// `nmethod::_verified_entry_point` (a pointer) or
+    /// `_verified_entry_offset` (`u16`, with [`HOTSPOT_ENTRY_OFFSETS`]).
+    pub nmethod_verified_entry: u32,
+    /// `CodeBlob::_kind` (with [`HOTSPOT_HAS_KIND`]).
+    pub blob_kind: u32,
+    /// `CodeBlobKind::Nmethod`.
+    pub blob_kind_nmethod: u32,
+    /// `HOTSPOT_*` flags: how the fields above are read.
+    pub code_flags: u32,
 }
+
+/// `code_flags`: `blob_code_begin` is `_code_offset` (JDK 23+).
+pub const HOTSPOT_CODE_OFFSETS: u32 = c::HOTSPOT_CODE_OFFSETS;
+/// `code_flags`: `nmethod_verified_entry` is a `u16` offset (JDK 23+).
+pub const HOTSPOT_ENTRY_OFFSETS: u32 = c::HOTSPOT_ENTRY_OFFSETS;
+/// `code_flags`: `_frame_complete_offset` is `int16_t` (JDK 23+).
+pub const HOTSPOT_FRAME_COMPLETE_16: u32 = c::HOTSPOT_FRAME_COMPLETE_16;
+/// `code_flags`: `blob_kind` is set (JDK 23+).
+pub const HOTSPOT_HAS_KIND: u32 = c::HOTSPOT_HAS_KIND;
 
 impl HotspotProcessValue {
     /// The map value, field by field.
@@ -812,6 +835,12 @@ impl HotspotProcessValue {
             nmethod_orig_pc_offset: self.nmethod_orig_pc_offset,
             nmethod_deopt_handler: self.nmethod_deopt_handler,
             deopt_handler_is_offset: u32::from(self.deopt_handler_is_offset),
+            blob_code_begin: self.blob_code_begin,
+            blob_frame_complete: self.blob_frame_complete,
+            nmethod_verified_entry: self.nmethod_verified_entry,
+            blob_kind: self.blob_kind,
+            blob_kind_nmethod: self.blob_kind_nmethod,
+            code_flags: self.code_flags,
             reserved: 0,
         }
     }

@@ -158,6 +158,16 @@ pub fn summary_lines(s: &Stats, inputs: &SummaryInputs) -> Vec<String> {
         if !stops.is_empty() {
             line!("  unwind stops:      {}", stops.join(", "));
         }
+        // Each runtime's own counters (why its frames stopped or how they
+        // were unwound), for the runtimes that recorded frames.
+        for (runtime, counters) in &s.runtimes.0 {
+            if s.runtimes.get(runtime, "frames") == 0 {
+                continue;
+            }
+            let shown: Vec<String> =
+                counters.iter().filter(|&&(_, n)| n > 0).map(|(name, n)| format!("{name} {n}")).collect();
+            line!("  {:<19}{}", format!("{runtime} counters:"), shown.join(", "));
+        }
         if s.late_unwind_copies + s.late_unwind_copies_skipped + s.late_unwind_copies_failed > 0 {
             let stops: Vec<String> = s
                 .late_unwind_stops

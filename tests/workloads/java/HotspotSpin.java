@@ -48,6 +48,11 @@ public class HotspotSpin {
                 printTid("deopt");
                 deoptOuter(new Square());
                 break;
+            case "tiny":
+                printTid("tiny");
+                while (true) {
+                    tinyOuter();
+                }
             default:
                 printTid("main");
                 while (true) {
@@ -80,6 +85,24 @@ public class HotspotSpin {
             acc = acc * 31 + (i ^ (acc >>> 7));
         }
         sink = acc;
+    }
+
+    /**
+     * Calls a method of a few instructions (not inlined: the test says
+     * -XX:CompileCommand=dontinline) in a loop: most of its samples fall
+     * in its prologue or epilogue, before its frame is built or after it
+     * is torn down.
+     */
+    static void tinyOuter() {
+        int acc = (int) sink;
+        for (int i = 0; i < 1_000_000; i++) {
+            acc = tinyLeaf(acc, i);
+        }
+        sink = acc;
+    }
+
+    static int tinyLeaf(int acc, int i) {
+        return acc * 31 + i;
     }
 
     /** The leaf of the sort and jni chains. */

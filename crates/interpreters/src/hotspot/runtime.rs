@@ -5,7 +5,7 @@
 //! walks with, and [`HotspotNamer`] names the frame words it records.
 
 use super::layout::HotspotLayout;
-use super::layout::NmethodEntries;
+use super::layout::{CodeBounds, NmethodEntries};
 use super::naming::HotspotSymbolizer;
 use super::remote::read_u32;
 use super::scopes::compiled_scopes;
@@ -17,8 +17,8 @@ use crate::runtime::{
 };
 use profiler_bpf::{
     HotspotHeapValue, HotspotProcessValue, InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder,
-    UserFrame, HOTSPOT_CODE_OFFSET_MAX, HOTSPOT_MARK_BITS, HOTSPOT_MARK_HIGH_SHIFT, HOTSPOT_MAX_HEAPS,
-    HOTSPOT_PC_EXACT,
+    UserFrame, HOTSPOT_CODE_OFFSETS, HOTSPOT_CODE_OFFSET_MAX, HOTSPOT_ENTRY_OFFSETS, HOTSPOT_FRAME_COMPLETE_16,
+    HOTSPOT_HAS_KIND, HOTSPOT_MARK_BITS, HOTSPOT_MARK_HIGH_SHIFT, HOTSPOT_MAX_HEAPS, HOTSPOT_PC_EXACT,
 };
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine, HOTSPOT_NO_BCI};
@@ -251,7 +251,39 @@ fn process_value(l: &HotspotLayout, bias: u64, cache: Option<&CodeCache>) -> Hot
             }
         },
         deopt_handler_is_offset: matches!(l.nmethod_entries, NmethodEntries::Offsets { .. }),
+        blob_code_begin: match l.code_blob_code {
+            CodeBounds::Pointers { begin, .. } => begin,
+            CodeBounds::Offsets { code, .. } => code,
+        },
+        blob_frame_complete: l.code_blob_frame_complete,
+        nmethod_verified_entry: match l.nmethod_entries {
+            NmethodEntries::Pointers { verified_entry, .. } | NmethodEntries::Offsets { verified_entry, .. } => {
+                verified_entry
+            }
+        },
+        blob_kind: l.code_blob_kind.unwrap_or(0),
+        blob_kind_nmethod: l.code_blob_kind_nmethod.unwrap_or(0),
+        code_flags: code_flags(l),
     }
+}
+
+/// How the BPF unwinder reads a blob's code start, frame completion and
+/// verified entry (`struct hotspot_process`'s `code_flags`).
+fn code_flags(l: &HotspotLayout) -> u32 {
+    let mut flags = 0;
+    if matches!(l.code_blob_code, CodeBounds::Offsets { .. }) {
+        flags |= HOTSPOT_CODE_OFFSETS;
+    }
+    if matches!(l.nmethod_entries, NmethodEntries::Offsets { .. }) {
+        flags |= HOTSPOT_ENTRY_OFFSETS;
+    }
+    if l.code_blob_frame_complete_size == 2 {
+        flags |= HOTSPOT_FRAME_COMPLETE_16;
+    }
+    if l.code_blob_kind.is_some() && l.code_blob_kind_nmethod.is_some() {
+        flags |= HOTSPOT_HAS_KIND;
+    }
+    flags
 }
 
 /// Names HotSpot frame words: interpreted frames by their `Method*` and
