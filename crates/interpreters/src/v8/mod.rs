@@ -22,8 +22,8 @@ pub use layout::{FrameTypes, V8Layout, HEAP_OBJECT_TAG, MAX_V8, MIN_V8};
 pub use metadata::{Metadata, V8Version};
 pub use naming::{
     bytecode_positions, bytecode_script_offset, code_at_pc, code_function, inlined_scopes, read_code, read_function,
-    CodeInfo, FunctionInfo, V8Symbolizer, V8SymbolizerStats, ANONYMOUS, MAX_CACHED_FUNCTIONS, MAX_CODE_SCAN,
-    MAX_INLINING_DEPTH, MAX_SOURCE, SCOPE_INFO_SLOTS,
+    CodeInfo, FunctionInfo, ScriptLines, V8Symbolizer, V8SymbolizerStats, ANONYMOUS, MAX_CACHED_FUNCTIONS,
+    MAX_CODE_SCAN, MAX_INLINING_DEPTH, MAX_SOURCE, SCOPE_INFO_SLOTS,
 };
 pub use positions::{decode_positions, decode_positions_of, line_column, position_at, PositionEntry};
 pub use runtime::{process_value, V8File, V8Namer, V8Word, FRAME_OFFSET_MAX, MAX_NAMED_FUNCTIONS, V8};

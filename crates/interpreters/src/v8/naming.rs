@@ -55,11 +55,12 @@ pub struct FunctionInfo {
 }
 
 impl FunctionInfo {
-    /// The bytes it holds (what it costs a cache to keep it).
+    /// The bytes it holds (what it costs a cache to keep it); its
+    /// script's line ends are shared with the script's other functions
+    /// and counted by [`ScriptLines`].
     pub fn heap_bytes(&self) -> usize {
         self.name.len()
             + self.script.as_ref().map_or(0, |s| s.len())
-            + self.line_ends.as_ref().map_or(0, |e| std::mem::size_of_val(&**e))
             + self.bytecode.as_ref().map_or(0, |(_, p)| std::mem::size_of_val(&**p))
     }
 
@@ -92,13 +93,20 @@ pub struct V8Symbolizer {
     cache: HashMap<u64, Arc<FunctionInfo>>,
     /// [`FunctionInfo::heap_bytes`] of what `cache` holds.
     cached_bytes: usize,
+    lines: ScriptLines,
     stats: V8SymbolizerStats,
 }
 
 impl V8Symbolizer {
     /// A symbolizer for processes with `layout`.
     pub fn new(layout: Arc<V8Layout>) -> V8Symbolizer {
-        V8Symbolizer { layout, cache: HashMap::new(), cached_bytes: 0, stats: V8SymbolizerStats::default() }
+        V8Symbolizer {
+            layout,
+            cache: HashMap::new(),
+            cached_bytes: 0,
+            lines: ScriptLines::default(),
+            stats: V8SymbolizerStats::default(),
+        }
     }
 
     /// The layout.
@@ -118,7 +126,7 @@ impl V8Symbolizer {
             return Some(info.clone());
         }
         let heap = Heap { memory, layout: &self.layout };
-        let Some(info) = read_function(&heap, sfi) else {
+        let Some(info) = read_function(&heap, sfi, &mut self.lines, 0) else {
             self.stats.failed += 1;
             return None;
         };
@@ -139,7 +147,7 @@ impl V8Symbolizer {
 }
 
 /// Reads the function of `SharedFunctionInfo` `sfi`.
-pub fn read_function(heap: &Heap<'_>, sfi: u64) -> Option<FunctionInfo> {
+pub fn read_function(heap: &Heap<'_>, sfi: u64, lines: &mut ScriptLines, pid: u32) -> Option<FunctionInfo> {
     let l = heap.layout;
     heap.typed(sfi, l.type_shared_function_info)?;
     let name = function_name(heap, heap.field(sfi, l.sfi_name_or_scope_info)?)
@@ -147,7 +155,7 @@ pub fn read_function(heap: &Heap<'_>, sfi: u64) -> Option<FunctionInfo> {
         .unwrap_or_else(|| ANONYMOUS.to_string());
     let (script, line_ends) = match heap.field(sfi, l.sfi_script_or_debug_info) {
         Some(s) if heap.typed(s, l.type_script).is_some() => {
-            (heap.field(s, l.script_name).and_then(|n| heap.string(n)), script_line_ends(heap, s))
+            (heap.field(s, l.script_name).and_then(|n| heap.string(n)), lines.line_ends(heap, pid, s))
         }
         _ => (None, None),
     };
@@ -156,7 +164,7 @@ pub fn read_function(heap: &Heap<'_>, sfi: u64) -> Option<FunctionInfo> {
     Some(FunctionInfo {
         name: name.into(),
         script: script.map(Into::into),
-        line_ends: line_ends.map(Into::into),
+        line_ends,
         bytecode: bytecode.map(|(b, p)| (b, p.into())),
     })
 }
@@ -191,6 +199,56 @@ fn function_name(heap: &Heap<'_>, name_or_scope_info: u64) -> Option<String> {
         }
     }
     None
+}
+
+/// Most bytes of line ends [`ScriptLines`] keeps (a bundled program of
+/// 9 MB has about 250,000 lines: 2 MB).
+pub const MAX_SCRIPT_LINES_BYTES: usize = 32 << 20;
+
+/// The line ends of scripts, shared by all their functions: finding them
+/// reads a script's whole `line_ends` array or source (megabytes for a
+/// bundled program such as TypeScript's compiler), so it is done once a
+/// script, not once a function. Keyed by (pid, `Script`, its source
+/// field): a script moved or freed by the collector, or another at its
+/// address, is read again. Bounded by [`MAX_SCRIPT_LINES_BYTES`],
+/// emptied when full.
+#[derive(Default)]
+pub struct ScriptLines {
+    scripts: HashMap<(u32, u64, u64), Arc<[i64]>>,
+    bytes: usize,
+}
+
+impl ScriptLines {
+    /// The line ends of `script` (tagged) in process `pid`.
+    pub fn line_ends(&mut self, heap: &Heap<'_>, pid: u32, script: u64) -> Option<Arc<[i64]>> {
+        let source = heap.field(script, heap.layout.script_source)?;
+        let key = (pid, script, source);
+        if let Some(ends) = self.scripts.get(&key) {
+            return Some(ends.clone());
+        }
+        let ends: Arc<[i64]> = script_line_ends(heap, script)?.into();
+        let bytes = std::mem::size_of_val(&*ends);
+        if self.bytes + bytes > MAX_SCRIPT_LINES_BYTES {
+            self.scripts.clear();
+            self.bytes = 0;
+        }
+        if bytes <= MAX_SCRIPT_LINES_BYTES {
+            self.bytes += bytes;
+            self.scripts.insert(key, ends.clone());
+        }
+        Some(ends)
+    }
+
+    /// Forgets the scripts of the processes `alive` says are gone.
+    pub fn retain_processes(&mut self, alive: impl Fn(u32) -> bool) {
+        self.scripts.retain(|&(pid, _, _), _| alive(pid));
+        self.bytes = self.scripts.values().map(|e| std::mem::size_of_val(&**e)).sum();
+    }
+
+    /// Bytes of line ends held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
 }
 
 /// A script's line ends: its `line_ends` array once V8 computed it,
@@ -427,4 +485,39 @@ pub fn code_function(heap: &Heap<'_>, code: u64) -> Option<u64> {
         None => entry,
     };
     heap.typed(sfi, l.type_shared_function_info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::v8::heap::tests::{layout, Builder};
+
+    /// A script's line ends are read once for all its functions, again
+    /// when its source field changes (moved, or another script there).
+    #[test]
+    fn script_line_ends_are_shared_by_its_functions() {
+        let l = V8Layout { script_source: 16, script_line_ends: 24, type_script: 202, ..layout() };
+        let mut b = Builder::new();
+        let source = b.one_byte("a\nbc\n\nd");
+        let script = b.typed(l.type_script, 32, &[(16, source)], &[]);
+        let heap = Heap { memory: &b.mem, layout: &l };
+        let mut lines = ScriptLines::default();
+        let first = lines.line_ends(&heap, 7, script).expect("line ends");
+        assert_eq!(&*first, &[1, 4, 5]);
+        let again = lines.line_ends(&heap, 7, script).expect("cached");
+        assert!(Arc::ptr_eq(&first, &again), "one read for the script");
+        assert_eq!(lines.bytes(), 3 * 8);
+        let other = lines.line_ends(&heap, 8, script).expect("another process");
+        assert!(!Arc::ptr_eq(&first, &other));
+        lines.retain_processes(|pid| pid == 8);
+        assert_eq!(lines.bytes(), 3 * 8);
+
+        // Another source in the same script object (the collector moved
+        // the string, or another script took the address).
+        let source2 = b.one_byte("x\ny");
+        let region = b.mem.regions.iter_mut().find(|(at, _)| *at == script - 1).expect("the script");
+        region.1[16..24].copy_from_slice(&source2.to_le_bytes());
+        let heap = Heap { memory: &b.mem, layout: &l };
+        assert_eq!(&*lines.line_ends(&heap, 8, script).expect("read again"), &[1]);
+    }
 }

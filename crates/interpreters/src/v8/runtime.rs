@@ -11,7 +11,7 @@ use super::heap::Heap;
 use super::layout::V8Layout;
 use super::naming::{
     bytecode_script_offset, code_at_pc, code_function, inlined_scopes, read_code, read_function, CodeInfo,
-    FunctionInfo, ANONYMOUS, MAX_CACHED_BYTES,
+    FunctionInfo, ScriptLines, ANONYMOUS, MAX_CACHED_BYTES,
 };
 use super::{detect, Detection};
 use crate::memory::ProcessMemory;
@@ -232,6 +232,18 @@ struct Cached {
     info: Arc<FunctionInfo>,
 }
 
+/// A frame word named before: the bytes of its `JSFunction` up to and
+/// including the fields naming it (map, shared function info, code).
+struct Recent {
+    head: Box<[u8]>,
+    lines: Vec<SourceLine>,
+}
+
+/// Most frame words kept in [`V8Namer`]'s `recent` (emptied when full).
+const MAX_RECENT_WORDS: usize = 16_384;
+/// Most bytes of a `JSFunction` compared to name a word again.
+const MAX_HEAD_BYTES: usize = 128;
+
 /// Names V8 frame words: the `JSFunction` (checked to still be one, and
 /// its `SharedFunctionInfo` to be one) gives the name and script; an
 /// interpreted frame's bytecode offset gives its line; a compiled frame's
@@ -246,6 +258,12 @@ pub struct V8Namer {
     /// V8 13+: JIT code found around a pc, by (pid, instruction start):
     /// (end, tagged `Code`), checked against `codes` at each use.
     code_ranges: BTreeMap<(u32, u64), (u64, u64)>,
+    /// Line ends by script, shared by its functions.
+    lines: ScriptLines,
+    /// The lines of frame words named lately, by (pid, word), with the
+    /// `JSFunction`'s first bytes they were named from (see
+    /// [`V8Namer::name_word_again`]).
+    recent: HashMap<(u32, u64), Recent>,
     max_functions: usize,
     /// [`FunctionInfo::heap_bytes`] of what `functions` holds, at most
     /// [`MAX_CACHED_BYTES`].
@@ -260,6 +278,8 @@ impl V8Namer {
             functions: HashMap::new(),
             codes: HashMap::new(),
             code_ranges: BTreeMap::new(),
+            lines: ScriptLines::default(),
+            recent: HashMap::new(),
             max_functions,
             cached_bytes: 0,
             stats: NamerStats::default(),
@@ -300,7 +320,7 @@ impl V8Namer {
             }
         }
         self.stats.reads += 1;
-        let info = Arc::new(read_function(heap, sfi)?);
+        let info = Arc::new(read_function(heap, sfi, &mut self.lines, pid)?);
         let bytes = info.heap_bytes();
         if self.functions.len() >= self.max_functions || self.cached_bytes + bytes > MAX_CACHED_BYTES {
             self.functions.clear();
@@ -375,6 +395,43 @@ impl V8Namer {
         lines
     }
 
+    /// Names a frame word as [`V8Namer::name_word`] does, with one read
+    /// when the word was named before: its `JSFunction`'s first bytes
+    /// (map, shared function info, code and what lies between) unchanged
+    /// say it is the same function with the same code, hence the same
+    /// lines. A function the collector moved (its map word is then a
+    /// forwarding address) or another at the address reads otherwise and
+    /// is named again. A deep stack of a busy program names the same few
+    /// hundred words at every sample: about 11 reads a frame otherwise.
+    fn name_word_again(&mut self, heap: &Heap<'_>, pid: u32, word: u64, decoded: V8Word) -> Vec<SourceLine> {
+        let l = heap.layout;
+        let fields_end = match l.compiled_by_pc {
+            true => l.js_function_shared,
+            false => l.js_function_shared.max(l.js_function_code),
+        };
+        let len = (fields_end as usize + 8).min(MAX_HEAD_BYTES);
+        let mut head = vec![0u8; len];
+        let read = decoded.function != 0
+            && crate::v8::heap::untag(decoded.function).is_some_and(|at| heap.memory.read(at, &mut head));
+        if !read {
+            self.recent.remove(&(pid, word));
+            return self.name_word(heap, pid, decoded);
+        }
+        if let Some(r) = self.recent.get(&(pid, word)) {
+            if *r.head == *head {
+                return r.lines.clone();
+            }
+        }
+        let lines = self.name_word(heap, pid, decoded);
+        if self.recent.len() >= MAX_RECENT_WORDS {
+            self.recent.clear();
+        }
+        if !lines.is_empty() {
+            self.recent.insert((pid, word), Recent { head: head.into(), lines: lines.clone() });
+        }
+        lines
+    }
+
     fn name_word(&mut self, heap: &Heap<'_>, pid: u32, word: V8Word) -> Vec<SourceLine> {
         let l = heap.layout;
         // Naming comes after the sample: a young function may have been
@@ -441,7 +498,7 @@ impl FrameNamer for V8Namer {
                 let heap = Heap { memory, layout: &file.layout };
                 match V8Word::decode_pc(word).filter(|_| file.layout.compiled_by_pc) {
                     Some(pc) => self.name_pc(&heap, pid, pc),
-                    None => self.name_word(&heap, pid, decoded),
+                    None => self.name_word_again(&heap, pid, word, decoded),
                 }
             }
             _ => Vec::new(),
@@ -458,6 +515,8 @@ impl FrameNamer for V8Namer {
         self.functions.retain(|(pid, _), _| alive(*pid));
         self.codes.retain(|(pid, _), _| alive(*pid));
         self.code_ranges.retain(|(pid, _), _| alive(*pid));
+        self.lines.retain_processes(alive);
+        self.recent.retain(|(pid, _), _| alive(*pid));
         self.cached_bytes = self.functions.values().map(|c| c.info.heap_bytes()).sum();
     }
 
@@ -508,6 +567,64 @@ mod tests {
         let word = V8Word { function: 0x6000_0001, compiled: true, offset: 3 }.encode();
         assert!(namer.lines(&empty, 1, &mapped, word).is_empty());
         assert_eq!(namer.stats(), NamerStats { frames: 0, unknown: 4, reads: 0, failures_skipped: 0 });
+    }
+
+    /// A word named before is named again from one read of its
+    /// function's first bytes; a different function at that address (or
+    /// the same one pointing elsewhere) is named again in full.
+    #[test]
+    fn words_named_again_from_one_read_while_their_function_is_unchanged() {
+        struct Counting<'a>(&'a crate::memory::fake::FakeMemory, std::cell::Cell<u32>);
+        impl ProcessMemory for Counting<'_> {
+            fn read(&self, address: u64, buf: &mut [u8]) -> bool {
+                self.1.set(self.1.get() + 1);
+                self.0.read(address, buf)
+            }
+        }
+        let layout = Arc::new(V8Layout {
+            type_js_function_first: 300,
+            type_js_function_last: 300,
+            type_shared_function_info: 301,
+            type_scope_info: 302,
+            type_script: 202,
+            js_function_shared: 24,
+            js_function_code: 32,
+            sfi_name_or_scope_info: 16,
+            sfi_script_or_debug_info: 24,
+            sfi_function_data: 32,
+            script_name: 16,
+            script_source: 24,
+            script_line_ends: 32,
+            ..super::super::heap::tests::layout()
+        });
+        let file: Arc<dyn InterpreterFile> = Arc::new(V8File { layout: layout.clone(), loops: Vec::new() });
+        let mapped = MappedFile { file, bias: 0, process: None };
+        let mut b = super::super::heap::tests::Builder::new();
+        let (app, source) = (b.one_byte("app.js"), b.one_byte("a\nb\n"));
+        let script = b.typed(202, 48, &[(16, app), (24, source)], &[]);
+        let sfi_of = |b: &mut super::super::heap::tests::Builder, name: &str| {
+            let name = b.one_byte(name);
+            b.typed(301, 48, &[(16, name), (24, script)], &[])
+        };
+        let (compute, other) = (sfi_of(&mut b, "compute"), sfi_of(&mut b, "other"));
+        let function = b.typed(300, 64, &[(24, compute)], &[]);
+        let word = V8Word { function, compiled: false, offset: 3 }.encode();
+        let names = |lines: Vec<SourceLine>| lines.iter().map(|l| l.function.to_string()).collect::<Vec<_>>();
+        let mut namer = V8Namer::new(16);
+        let memory = Counting(&b.mem, std::cell::Cell::new(0));
+        assert_eq!(names(namer.lines(&memory, 1, &mapped, word)), ["compute"]);
+        assert!(memory.1.get() > 3, "named in full first");
+        memory.1.set(0);
+        assert_eq!(names(namer.lines(&memory, 1, &mapped, word)), ["compute"]);
+        assert_eq!(memory.1.get(), 1, "then one read");
+        // Another function at the same address.
+        let region = b.mem.regions.iter_mut().find(|(at, _)| *at == function - 1).expect("the function");
+        region.1[24..32].copy_from_slice(&other.to_le_bytes());
+        let memory = Counting(&b.mem, std::cell::Cell::new(0));
+        assert_eq!(names(namer.lines(&memory, 1, &mapped, word)), ["other"]);
+        assert!(memory.1.get() > 1);
+        // Another process's word is its own.
+        assert_eq!(names(namer.lines(&memory, 2, &mapped, word)), ["other"]);
     }
 
     #[test]
