@@ -201,7 +201,9 @@ impl Run {
         assert!(crafted.len() >= 100, "{} samples of the crafted process", crafted.len());
         let walked: Vec<&profiler_trace::Frame> =
             crafted.iter().flat_map(|t| &t.frames).filter(|f| f.kind == kind).collect();
-        let unnamed = walked.iter().filter(|f| f.function_name().is_none()).count();
+        // Perl's namer shows a sub it could not read as a placeholder
+        // (`profiler_interpreters::perl::UNNAMED_SUB`).
+        let unnamed = walked.iter().filter(|f| f.function_name().is_none_or(|n| n == "[unnamed Perl sub]")).count();
         eprintln!("crafted: {} samples, {} {kind:?} frames, {unnamed} unnamed", crafted.len(), walked.len());
         assert!(unnamed > walked.len() / 2, "{unnamed} of {} crafted frames unnamed", walked.len());
         assert_eq!(s.naming_processes_over, 1, "{s:#?}");
