@@ -50,13 +50,13 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import pprof_reader  # noqa: E402
+import pprof_reader  # bench/, the script's directory, is on the path
+import sections
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("EP_ACCURACY_CACHE", "/var/cache/ebpf-profiler-accuracy"))
 HZ = 99
-SECTION = "## Accuracy against the runtimes' own profilers"
+SECTION = sections.ACCURACY
 # Frames that start a thread or the program: a native stack holding one
 # was walked to the root (the outermost frame itself may be unnamed: a
 # stripped `_start`).
@@ -469,17 +469,6 @@ def details(rows):
     return "\n".join(out) + "\n"
 
 
-def write_section(path, text):
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    start = old.find(SECTION)
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + text
-    else:
-        nxt = old.find("\n## ", start + len(SECTION))
-        new = old[:start] + text + ("\n" + old[nxt + 1:] if nxt >= 0 else "")
-    path.write_text(new)
-
-
 CASES = {"python": python_case, "native": native_case, "node": node_case}
 
 
@@ -528,7 +517,7 @@ perf, a thread entry outermost. TVD: between the self-time distributions by func
 alone gives at these counts in brackets
 
 {text}{details(rows)}"""
-        write_section(Path(args.output), section)
+        sections.write_section(Path(args.output), SECTION, section)
     sys.exit(1 if failed else 0)
 
 

@@ -36,6 +36,8 @@ import threading
 import time
 from pathlib import Path
 
+import sections  # bench/sections.py
+
 from churn import Churn, MemorySampler, churn_commands
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -874,7 +876,9 @@ def main():
     results["loadavg"]["end"] = os.getloadavg()[0]
     text = render(results, q)
     print(text)
-    Path(args.output).write_text(text)
+    # The sections accuracy.py and hostile.py wrote stay.
+    kept = sections.others_sections(args.output)
+    Path(args.output).write_text(text.rstrip("\n") + "\n" + ("\n" + kept if kept else ""))
     (Path(args.output).with_suffix(".json")).write_text(json.dumps(results, indent=1, default=str))
     log(f"wrote {args.output}")
 

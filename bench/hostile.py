@@ -36,12 +36,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import sections  # bench/sections.py
+
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests" / "workloads"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NOBODY = 65534
 HZ = 99
-SECTION = "## Crafted runtimes (issue 43): the release agent system-wide at 99 Hz"
+SECTION = sections.HOSTILE
 
 # The genuine workloads: the command (after the interpreter) and the chain,
 # root first, as the runtime tests name it.
@@ -357,17 +359,6 @@ core, VmHWM <= 128 MB, exit within 2 s of the duration, genuine chains >= 95%
 """
 
 
-def write_section(path, text):
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    start = old.find(SECTION)
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + text
-    else:
-        nxt = old.find("\n## ", start + len(SECTION))
-        new = old[:start] + text + ("\n" + old[nxt + 1:] if nxt >= 0 else "")
-    path.write_text(new)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--agent", default=str(ROOT / "target" / "release" / "ebpf-profiler"))
@@ -399,7 +390,7 @@ def main():
             log(f"{name}: {args.seconds} s")
             rows.append(run_case(agent_bin, tmp, name, kind, args.seconds, args.perf))
     print(table(rows))
-    write_section(Path(args.output), section(rows, args.seconds, commit, agent_bin))
+    sections.write_section(Path(args.output), SECTION, section(rows, args.seconds, commit, agent_bin))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     log(f"wrote its section of {args.output}")

@@ -28,7 +28,6 @@ Needs root (the agent), mvn, javac and jfr of the JDK given by --java-home.
 
 import argparse
 import collections
-import gzip
 import json
 import os
 import signal
@@ -38,6 +37,8 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+
+import pprof_reader  # bench/pprof_reader.py
 
 LIBRARIES = [
     ("org.apache.commons", "commons-math3", "3.6.1"),
@@ -70,93 +71,10 @@ def sources(work: Path) -> Path:
     return listing
 
 
-# A minimal protobuf reader for pprof's Profile (no dependency).
-def varint(buf, i):
-    shift = value = 0
-    while True:
-        b = buf[i]
-        i += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, i
-        shift += 7
-
-
-def fields(buf):
-    i = 0
-    while i < len(buf):
-        key, i = varint(buf, i)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, i = varint(buf, i)
-        elif wire == 2:
-            length, i = varint(buf, i)
-            value = buf[i : i + length]
-            i += length
-        elif wire == 1:
-            value = int.from_bytes(buf[i : i + 8], "little")
-            i += 8
-        elif wire == 5:
-            value = int.from_bytes(buf[i : i + 4], "little")
-            i += 4
-        else:
-            raise ValueError(f"wire type {wire}")
-        yield number, wire, value
-
-
-def packed(wire, value):
-    if wire == 0:
-        return [value]
-    out, i = [], 0
-    while i < len(value):
-        v, i = varint(value, i)
-        out.append(v)
-    return out
-
-
 def read_pprof(path):
     """Samples as (labels dict, frames leaf first as (function, file), count)."""
-    buf = gzip.decompress(Path(path).read_bytes())
-    strings, raw_samples, locations, functions = [], [], {}, {}
-    for number, wire, value in fields(buf):
-        if number == 6:
-            strings.append(value.decode("utf-8", "replace"))
-        elif number == 2:
-            raw_samples.append(value)
-        elif number == 4:
-            loc_id, address, lines = 0, 0, []
-            for n, w, v in fields(value):
-                if n == 1:
-                    loc_id = v
-                elif n == 3:
-                    address = v
-                elif n == 4:
-                    lines.append(dict((ln, lv) for ln, _, lv in fields(v)).get(1, 0))
-            locations[loc_id] = (address, lines)
-        elif number == 5:
-            f = dict((n, v) for n, _, v in fields(value))
-            functions[f.get(1, 0)] = (f.get(2, 0), f.get(4, 0))
-    samples = []
-    for raw in raw_samples:
-        loc_ids, values, labels = [], [], {}
-        for n, w, v in fields(raw):
-            if n == 1:
-                loc_ids += packed(w, v)
-            elif n == 2:
-                values += packed(w, v)
-            elif n == 3:
-                lab = dict((ln, lv) for ln, _, lv in fields(v))
-                labels[strings[lab.get(1, 0)]] = strings[lab.get(2, 0)] if lab.get(2) else lab.get(3, 0)
-        frames = []
-        for loc_id in loc_ids:
-            address, lines = locations[loc_id]
-            if not lines:
-                frames.append((f"0x{address:x}", ""))
-            for fid in lines:
-                name, filename = functions.get(fid, (0, 0))
-                frames.append((strings[name] or f"0x{address:x}", strings[filename]))
-        samples.append((labels, frames, values[0] if values else 1))
-    return samples
+    return [(s.labels, [(f.function or f"0x{f.address:x}", f.file) for f in s.frames], s.count)
+            for s in pprof_reader.read(path)]
 
 
 def jfr_samples(jfr, recording):

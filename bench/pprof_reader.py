@@ -59,6 +59,7 @@ class Frame:
     file: str
     line: int
     native: bool  # in a mapped file (or the kernel), not an interpreter's frame
+    address: int = 0  # the location's address
 
 
 @dataclass
@@ -83,12 +84,14 @@ def read(path):
             mapping_id = next((v for n, _, v in _fields(value) if n == 1), 0)
             mappings.add(mapping_id)
         elif number == 4:
-            loc = {"id": 0, "mapping": 0, "lines": []}
+            loc = {"id": 0, "mapping": 0, "address": 0, "lines": []}
             for n, w, v in _fields(value):
                 if n == 1:
                     loc["id"] = v
                 elif n == 2:
                     loc["mapping"] = v
+                elif n == 3:
+                    loc["address"] = v
                 elif n == 4:
                     line = dict((ln, lv) for ln, _, lv in _fields(v))
                     loc["lines"].append((line.get(1, 0), line.get(2, 0)))
@@ -116,8 +119,8 @@ def read(path):
             native = loc["mapping"] != 0
             for function_id, line in loc["lines"]:  # innermost first within a location
                 name, file = functions.get(function_id, (0, 0))
-                frames.append(Frame(strings[name], strings[file], line, native))
+                frames.append(Frame(strings[name], strings[file], line, native, loc["address"]))
             if not loc["lines"]:
-                frames.append(Frame("", "", 0, native))
+                frames.append(Frame("", "", 0, native, loc["address"]))
         samples.append(Sample(frames, values[0] if values else 1, labels))
     return samples
