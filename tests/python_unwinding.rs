@@ -560,7 +560,9 @@ fn malformed_interpreter_state_is_survived() {
     assert!(looped.len() >= MIN_SAMPLES, "{stats:#?}");
     for t in &looped {
         let frames = user_frames(t);
-        assert!(frames.len() <= 256, "{} frames", frames.len());
+        // A stack cut at the frame limit ends in a `[truncated]` frame.
+        let cut = t.frames.last().is_some_and(|f| f.is_truncated());
+        assert!(frames.len() - usize::from(cut) <= 256, "{} frames", frames.len());
         assert!(frames.iter().filter(|f| is_python(f)).all(|f| f.name.is_none()), "named from garbage");
     }
     assert!(looped.iter().any(|t| user_frames(t).iter().any(is_python)), "the made-up frames were walked");
