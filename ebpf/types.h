@@ -809,14 +809,18 @@ struct v8_process {
 	__u32 js_function_code;   /* JSFunction::code */
 	__u32 code_instruction_start; /* Code::instruction_start */
 	__u16 type_bytecode_array; /* BYTECODE_ARRAY_TYPE */
-	/* V8 13+ (no JSFunction::code: leaptiering): a compiled frame whose
-	 * pc is in JIT memory is recorded by its pc (V8_FRAME_PC_MASK), user
-	 * space finds the code around it. */
+	/* V8 12+: a compiled frame whose pc is in JIT memory is recorded by
+	 * its pc (V8_FRAME_PC_MASK), user space finds the code around it:
+	 * exact in code of any size, and in code its function no longer
+	 * runs (from 13 on, leaptiering, there is no JSFunction::code). */
 	__u16 compiled_by_pc;
 	/* The unwinder's own: whether the pc of the frame being unwound is
 	 * in anonymous (JIT) memory (set in its copy at each frame). */
 	__u16 pc_in_jit;
-	__u16 reserved;
+	/* V8 13+: an interpreter-shaped frame in JIT memory outside its
+	 * function's Sparkplug code (the SharedFunctionInfo's data) runs
+	 * optimised code entered by on-stack replacement: by its pc. */
+	__u16 osr_by_pc;
 	/* V8 13+: JSFunction::shared, SharedFunctionInfo's (trusted)
 	 * function data (its Sparkplug Code when it has one),
 	 * Code::instruction_size (i32): tell a Sparkplug frame from

@@ -133,7 +133,7 @@ static __always_inline bool v8_js_frame(struct sample_record *record, struct v8_
 		 * Sparkplug code (the pc in its function's, which is the
 		 * SharedFunctionInfo's data then) or optimised code entered by
 		 * on-stack replacement: that one by its pc. */
-		if (v8->compiled_by_pc && v8->pc_in_jit && !(record->state.pc & ~V8_FRAME_PC_MASK) &&
+		if (v8->osr_by_pc && v8->pc_in_jit && !(record->state.pc & ~V8_FRAME_PC_MASK) &&
 		    !v8_in_baseline_code(v8, function, record->state.pc))
 			return v8_record_pc(record, record->state.pc);
 		s64 offset = (smi >> (v8->smi_shift & 63)) - (s64)v8->bytecode_offset_bias;
@@ -141,8 +141,8 @@ static __always_inline bool v8_js_frame(struct sample_record *record, struct v8_
 	}
 	u64 code = 0, start = 0, offset = V8_FRAME_OFFSET_MAX;
 	if (v8->compiled_by_pc) {
-		/* No JSFunction::code from V8 13 on: JIT code by its pc (bits
-		 * 47-55 clear), builtins by their function (offset unknown). */
+		/* JIT code by its pc (bits 47-55 clear), builtins by their
+		 * function (offset unknown: no positions to look up). */
 		u64 pc = record->state.pc;
 		if (!v8->pc_in_jit || (pc & ~V8_FRAME_PC_MASK))
 			return v8_record(record, function, true, V8_FRAME_OFFSET_MAX);

@@ -434,8 +434,12 @@ pub struct V8ProcessValue {
     pub js_function_code: u32,
     pub code_instruction_start: u32,
     pub type_bytecode_array: u16,
-    /// V8 13+: compiled frames in JIT memory are recorded by their pc.
+    /// Compiled frames in JIT memory are recorded by their pc (V8 12+).
     pub compiled_by_pc: bool,
+    /// V8 13+: interpreter-shaped frames in JIT memory outside their
+    /// function's Sparkplug code are optimised code entered by on-stack
+    /// replacement, recorded by their pc.
+    pub osr_by_pc: bool,
     pub js_function_shared: u32,
     pub sfi_function_data: u32,
     pub code_instruction_size: u32,
@@ -460,7 +464,7 @@ impl V8ProcessValue {
             type_bytecode_array: self.type_bytecode_array,
             compiled_by_pc: u16::from(self.compiled_by_pc),
             pc_in_jit: 0,
-            reserved: 0,
+            osr_by_pc: u16::from(self.osr_by_pc),
             js_function_shared: self.js_function_shared,
             sfi_function_data: self.sfi_function_data,
             code_instruction_size: self.code_instruction_size,

@@ -12,9 +12,15 @@ pub const MIN_V8: V8Version = V8Version::new(9, 5, 0);
 pub const MAX_V8: V8Version = V8Version::new(15, 0, 0);
 /// From here on (leaptiering) a `JSFunction` has no `code` field, only a
 /// handle into the process-wide JS dispatch table, whose base nothing in
-/// the file gives: compiled frames are recorded by their pc and their
-/// `Code` is found around it (`InstructionStream` headers).
-const COMPILED_BY_PC_V8: V8Version = V8Version::new(13, 0, 0);
+/// the file gives: a function's Sparkplug code is its
+/// `SharedFunctionInfo`'s data, and optimised code entered by on-stack
+/// replacement is told apart by the code around the pc.
+const LEAPTIERING_V8: V8Version = V8Version::new(13, 0, 0);
+/// From here on compiled frames are recorded by their pc
+/// (`V8Layout::compiled_by_pc`): the `InstructionStream` header around
+/// the instructions is the one `code_at_pc` reads (checked on 12.4 and
+/// later; 11.3's header is 16 bytes and has no room for its fields).
+const COMPILED_BY_PC_V8: V8Version = V8Version::new(12, 0, 0);
 /// From here on source position tables carry an extra bit per code
 /// offset: seen in 14.6 (Node 26), not in 13.6 (Node 24); no release in
 /// between was checked.
@@ -144,9 +150,16 @@ pub struct V8Layout {
     /// `JSFunction::code` (fallback: not in 11.x metadata; 0 from 13.x,
     /// which has none).
     pub js_function_code: u32,
-    /// 13.x on: compiled frames in JIT memory are recorded by their pc
-    /// (see `COMPILED_BY_PC_V8`).
+    /// Compiled frames in JIT memory are recorded by their pc, and their
+    /// `Code` found around it (`InstructionStream` headers; 12.x on, see
+    /// `COMPILED_BY_PC_V8`). The pc
+    /// gives the exact position in optimised code of any size, where the
+    /// frame word's 12-bit offset from the function's current code would
+    /// lose a pc 4 KiB into it, or one in code the function no longer
+    /// runs.
     pub compiled_by_pc: bool,
+    /// 13.x on: no `JSFunction::code` (see `LEAPTIERING_V8`).
+    pub leaptiering: bool,
     /// Source position tables' code offset deltas carry one more low bit
     /// (14.x; see `positions::decode_positions_of`).
     pub position_code_flag: bool,
@@ -242,7 +255,8 @@ impl V8Layout {
         // A field under whatever type name the build gives it.
         let field = |class: &str, name: &str| m.field_offset(class, name, OFF);
         let trusted_space = version >= TRUSTED_SPACE_V8;
-        let compiled_by_pc = version >= COMPILED_BY_PC_V8;
+        let leaptiering = version >= LEAPTIERING_V8;
+        let type_instruction_stream = ty("type_InstructionStream__INSTRUCTION_STREAM_TYPE").ok();
         let frame = |n: &str| m.small(&format!("frametype_{n}"), 63);
         let pointer = m.small("SystemPointerSize", 16)?;
         let tagged = m.small("TaggedSize", 16)?;
@@ -361,10 +375,11 @@ impl V8Layout {
             // (10.x exports it typed `CodeT`, 12.x `Tagged_Code_`.)
             js_function_code: match field("JSFunction", "code") {
                 Ok(at) => at,
-                Err(_) if compiled_by_pc => 0,
+                Err(_) if leaptiering => 0,
                 Err(_) => js_function_shared + 24,
             },
-            compiled_by_pc,
+            compiled_by_pc: version >= COMPILED_BY_PC_V8,
+            leaptiering,
             position_code_flag: version >= POSITION_CODE_FLAG_V8,
             // Exported as the pseudo-field `instruction_start` (32 in 13.6
             // and 14.6). Fallbacks (13.6, 14.6 `instruction-stream.h`,
@@ -373,7 +388,7 @@ impl V8Layout {
             stream_header: off("class_InstructionStream__instruction_start__uintptr_t").unwrap_or(32),
             stream_code: 8,
             stream_body_size: 24,
-            type_instruction_stream: ty("type_InstructionStream__INSTRUCTION_STREAM_TYPE").ok(),
+            type_instruction_stream,
             deopt_shared_info_index: m
                 .small("DeoptimizationDataWrappedSharedFunctionInfoIndex", 64)
                 .or_else(|_| m.small("DeoptimizationDataSharedFunctionInfoIndex", 64))
@@ -546,6 +561,7 @@ pub(crate) mod tests {
             js_function_shared: 0,
             js_function_code: 0,
             compiled_by_pc: false,
+            leaptiering: false,
             position_code_flag: false,
             stream_header: 32,
             stream_code: 8,

@@ -413,7 +413,7 @@ const CODE_SCAN_BLOCK: u64 = 4096;
 /// on x86-64 is 32 or 64).
 const CODE_START_ALIGN: u64 = 32;
 
-/// V8 13+: the `Code` (tagged) whose JIT instructions hold `address`
+/// `V8Layout::compiled_by_pc`: the `Code` (tagged) whose JIT instructions hold `address`
 /// (a pc, or a return address - 1). The `InstructionStream` holding the
 /// instructions starts one header below them, its map, its `Code` and
 /// its body size there; the nearest start below `address` whose header

@@ -198,14 +198,14 @@ fn js_frames(heap: &Heap<'_>, names: &mut V8Symbolizer, fp: u64, pc: u64, functi
     // 13+: optimised code entered by on-stack replacement keeps the
     // interpreter's (or Sparkplug's) frame: told apart by the code
     // around the pc.
-    let osr = l.compiled_by_pc
+    let osr = l.leaptiering
         && bytecode.is_some()
         && code_at_pc(heap, pc.saturating_sub(1))
             .and_then(|c| read_code(heap, c))
             .is_some_and(|c| c.kind > l.code_kind_baseline);
     if let Some(bytecode) = bytecode.filter(|_| !osr) {
         // 13+: no `JSFunction::code`; Sparkplug code is the function data.
-        let code = match l.compiled_by_pc {
+        let code = match l.leaptiering {
             true => heap.field(sfi, l.sfi_function_data),
             false => heap.field(function, l.js_function_code),
         };
@@ -221,13 +221,12 @@ fn js_frames(heap: &Heap<'_>, names: &mut V8Symbolizer, fp: u64, pc: u64, functi
         let position = offset.zip(positions).and_then(|(o, p)| bytecode_script_offset(l, &p, o));
         return vec![frame(info.as_ref(), Tier::Bytecode, position, false)];
     }
-    let code = match l.compiled_by_pc {
-        true => code_at_pc(heap, pc.saturating_sub(1)),
-        false => heap.field(function, l.js_function_code),
-    };
+    // The code around the pc; before 13, else the function's own.
+    let around = l.compiled_by_pc.then(|| code_at_pc(heap, pc.saturating_sub(1))).flatten();
+    let code = around.or_else(|| (!l.leaptiering).then(|| heap.field(function, l.js_function_code)).flatten());
     let Some(code) = code else {
-        // 13+: no JIT code around the pc of a function without bytecode:
-        // a builtin's (in node's .text).
+        // No JIT code around the pc of a function without bytecode: a
+        // builtin's (in node's .text).
         let builtin = l.compiled_by_pc && info.as_ref().is_some_and(|i| i.bytecode.is_none());
         return vec![frame(info.as_ref(), if builtin { Tier::Builtin } else { Tier::Compiled }, None, false)];
     };
