@@ -498,6 +498,7 @@ impl Agent {
             user_stacks_complete: unwind.complete,
             user_stacks_truncated: unwind.truncated,
             user_stacks_frame_limit: unwind.frame_limit,
+            interpreted_frames_named_after_exit: unwind.named_after_exit,
             user_frames_unresolved: unwind.unresolved_frames,
             unwind_stopped: UnwindStops::new(UnwindStop::ALL.map(|r| (r, counters.unwind_stop(r)))),
             user_frames: counters.user_frames,

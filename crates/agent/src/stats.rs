@@ -91,6 +91,10 @@ pub struct Stats {
     /// (`MAX_USER_FRAMES`, or the tail calls ran out), which end with a
     /// frame named `[truncated]`.
     pub user_stacks_frame_limit: u64,
+    /// Interpreted frames of processes that had exited by the time their
+    /// samples were processed (their memory gone), named as the same
+    /// frames were in the processes' earlier samples.
+    pub interpreted_frames_named_after_exit: u64,
     /// User frames in no mapping known to user space.
     pub user_frames_unresolved: u64,
     /// How the BPF unwinder's user stacks ended, by reason: one

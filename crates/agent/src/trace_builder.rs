@@ -23,6 +23,10 @@ use std::sync::Arc;
 /// samples) whose identity is cached here.
 const MAX_UNLOADED_PROCESSES: usize = 4096;
 
+/// Bound on the interpreted frames whose last names are kept (see
+/// `TraceBuilder::last_names`); emptied when full.
+const MAX_LAST_NAMES: usize = 16_384;
+
 /// Counts of how the user stacks of the processed samples ended.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct UnwindCounts {
@@ -35,6 +39,9 @@ pub(crate) struct UnwindCounts {
     /// Samples whose user stack was cut at the frame limit (ended with
     /// [`Frame::truncated`]).
     pub frame_limit: u64,
+    /// Interpreted frames of a process that had exited by the time they
+    /// were named, named as they were in its earlier samples.
+    pub named_after_exit: u64,
 }
 
 pub(crate) struct TraceBuilder {
@@ -56,6 +63,17 @@ pub(crate) struct TraceBuilder {
     /// whose memory is shaped to make it expensive gets its frames
     /// unnamed, and every other process keeps its names.
     naming_budget: ReadBudget,
+    /// The lines each interpreted frame word was last named with, by
+    /// (pid, word). Names come from the process's memory, which is gone
+    /// once it exits, while its last samples (a fraction of a second of
+    /// them) are still on their way here: those are named as the same
+    /// words were while it ran. Only then: a running process's words are
+    /// named from its memory every time (an object's address may be
+    /// another's later).
+    last_names: HashMap<(u32, u64), Vec<SourceLine>>,
+    /// Whether the process of the sample being built has exited (asked
+    /// once per sample, when a frame cannot be named).
+    sample_process_gone: Option<bool>,
     /// Open files for symbols through `/proc/PID/map_files` (else by
     /// path inside the process's root).
     open_via_map_files: bool,
@@ -74,6 +92,8 @@ impl TraceBuilder {
         TraceBuilder {
             namers: interpreters.runtimes().iter().map(|r| r.namer()).collect(),
             naming_budget: ReadBudget::new(BudgetLimits::NAMING, "naming its frames"),
+            last_names: HashMap::new(),
+            sample_process_gone: None,
             interpreters,
             registry,
             kernel,
@@ -136,6 +156,7 @@ impl TraceBuilder {
         for namer in &mut self.namers {
             namer.forget_processes(&alive);
         }
+        self.last_names.retain(|(pid, _), _| alive(*pid));
         self.naming_budget.forget_processes(&alive);
     }
 
@@ -172,6 +193,7 @@ impl TraceBuilder {
         // once (a deep recursion would cost the process's naming budget
         // its reads at every level).
         let mut named_here: HashMap<u64, usize> = HashMap::new();
+        self.sample_process_gone = None;
         for &word in &sample.user_frames {
             if let UserFrame::Native(pc) = UserFrame::decode(word) {
                 frames.push(self.user_frame(snapshot.as_deref(), pc));
@@ -318,12 +340,34 @@ impl TraceBuilder {
             }
             _ => vec![],
         };
+        if lines.is_empty() && self.process_gone(pid) {
+            if let Some(last) = self.last_names.get(&(pid.0, word)) {
+                lines = last.clone();
+                self.counts.named_after_exit += 1;
+            }
+        } else if !lines.is_empty() {
+            if self.last_names.len() >= MAX_LAST_NAMES {
+                self.last_names.clear();
+            }
+            self.last_names.insert((pid.0, word), lines.clone());
+        }
         if lines.is_empty() {
             if let Some(name) = self.interpreters.runtime(runtime).unnamed_frame(word) {
                 lines.push(SourceLine { function: self.intern(name), file: None, line: 0 });
             }
         }
         Frame { kind, address, mapping: None, lines }
+    }
+
+    /// Whether the process of the sample being built has exited (its
+    /// `/proc` entry gone, or a zombie: its memory is gone), asked once
+    /// per sample.
+    fn process_gone(&mut self, pid: Pid) -> bool {
+        *self.sample_process_gone.get_or_insert_with(|| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", pid.0)) else { return true };
+            // The state follows the command's closing parenthesis.
+            matches!(stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()), Some('Z' | 'X'))
+        })
     }
 
     /// A kernel frame, named by the kernel symbolizer (which caches its

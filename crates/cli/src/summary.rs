@@ -49,6 +49,13 @@ pub fn summary_lines(s: &Stats, inputs: &SummaryInputs) -> Vec<String> {
             s.user_frames
         );
     }
+    if s.interpreted_frames_named_after_exit > 0 {
+        line!(
+            "  named after exit:  {} interpreted frames of processes gone before their samples were processed, \
+             named as in their earlier samples",
+            s.interpreted_frames_named_after_exit
+        );
+    }
     for (runtime, _) in &s.runtimes.0 {
         let (frames, unsupported) = (s.runtimes.get(runtime, "frames"), s.runtimes.get(runtime, "unsupported"));
         if frames > 0 || unsupported > 0 {

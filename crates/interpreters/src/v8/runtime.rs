@@ -27,6 +27,7 @@ use profiler_trace::{FrameKind, SourceLine};
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Functions a namer keeps (per trace builder, all processes).
 pub const MAX_NAMED_FUNCTIONS: usize = 16_384;
@@ -65,7 +66,7 @@ impl V8Word {
         })
     }
 
-    /// V8 13+: the pc a compiled frame word holds (`V8_FRAME_PC_MASK`),
+    /// `V8Layout::compiled_by_pc`: the pc a compiled frame word holds (`V8_FRAME_PC_MASK`),
     /// if `word` is one of that form (its layout says whether the form is
     /// used).
     pub fn decode_pc(word: u64) -> Option<u64> {
@@ -75,7 +76,7 @@ impl V8Word {
             .then_some(bits & V8_FRAME_PC_MASK)
     }
 
-    /// The word the BPF unwinder writes for a V8 13+ compiled frame at
+    /// The word the BPF unwinder writes for a compiled frame (by pc) at
     /// `pc` (tests).
     pub fn encode_pc(pc: u64) -> u64 {
         UserFrame::runtime_word(InterpreterUnwinder::V8 as u8, FRAME_COMPILED | (pc & V8_FRAME_PC_MASK))
@@ -212,6 +213,7 @@ pub fn process_value(l: &V8Layout) -> V8ProcessValue {
             | if l.code_instructions_inline { CODE_START_INLINE } else { 0 },
         type_bytecode_array: l.type_bytecode_array,
         compiled_by_pc: l.compiled_by_pc,
+        osr_by_pc: l.leaptiering,
         js_function_shared: l.js_function_shared,
         sfi_function_data: l.sfi_function_data,
         code_instruction_size: l.code_instruction_size,
@@ -233,11 +235,22 @@ struct Cached {
 }
 
 /// A frame word named before: the bytes of its `JSFunction` up to and
-/// including the fields naming it (map, shared function info, code).
+/// including the fields naming it (map, shared function info, code;
+/// empty for a word holding a pc), its lines, and when they were last
+/// checked against the process's memory.
 struct Recent {
     head: Box<[u8]>,
     lines: Vec<SourceLine>,
+    checked: Instant,
 }
+
+/// How long a word's lines ([`Recent`]) are taken as they are, without
+/// checking the process's memory again. Naming already comes a fraction
+/// of a second after the sample (the objects may have moved since), and
+/// a deep stack's outer frames come back in every sample: checked at
+/// each, a busy Node program's naming costs as much as the naming
+/// budget's whole allowance of a genuine process.
+const RECHECK_AFTER: Duration = Duration::from_millis(100);
 
 /// Most frame words kept in [`V8Namer`]'s `recent` (emptied when full).
 const MAX_RECENT_WORDS: usize = 16_384;
@@ -255,7 +268,7 @@ pub struct V8Namer {
     /// there still has its type and instruction start (a freed one's
     /// successor at the same address would start elsewhere).
     codes: HashMap<(u32, u64), Arc<CodeInfo>>,
-    /// V8 13+: JIT code found around a pc, by (pid, instruction start):
+    /// JIT code found around a pc, by (pid, instruction start):
     /// (end, tagged `Code`), checked against `codes` at each use.
     code_ranges: BTreeMap<(u32, u64), (u64, u64)>,
     /// Line ends by script, shared by its functions.
@@ -264,6 +277,8 @@ pub struct V8Namer {
     /// `JSFunction`'s first bytes they were named from (see
     /// [`V8Namer::name_word_again`]).
     recent: HashMap<(u32, u64), Recent>,
+    /// [`RECHECK_AFTER`] (tests change it).
+    recheck_after: Duration,
     max_functions: usize,
     /// [`FunctionInfo::heap_bytes`] of what `functions` holds, at most
     /// [`MAX_CACHED_BYTES`].
@@ -280,6 +295,7 @@ impl V8Namer {
             code_ranges: BTreeMap::new(),
             lines: ScriptLines::default(),
             recent: HashMap::new(),
+            recheck_after: RECHECK_AFTER,
             max_functions,
             cached_bytes: 0,
             stats: NamerStats::default(),
@@ -333,7 +349,7 @@ impl V8Namer {
         Some(info)
     }
 
-    /// V8 13+: the `Code` whose instructions hold `address`, from the
+    /// The `Code` whose instructions hold `address`, from the
     /// ranges found before (still that code) or found around it.
     fn code_at(&mut self, heap: &Heap<'_>, pid: u32, address: u64) -> Option<(u64, Arc<CodeInfo>)> {
         let known = self.code_ranges.range(..=(pid, address)).next_back();
@@ -356,7 +372,7 @@ impl V8Namer {
         Some((code, info))
     }
 
-    /// V8 13+: a compiled frame recorded by its pc (a return address but
+    /// A compiled frame recorded by its pc (a return address but
     /// for the innermost frame: the position before it is the call's).
     fn name_pc(&mut self, heap: &Heap<'_>, pid: u32, pc: u64) -> Vec<SourceLine> {
         let l = heap.layout;
@@ -404,8 +420,12 @@ impl V8Namer {
     /// is named again. A deep stack of a busy program names the same few
     /// hundred words at every sample: about 11 reads a frame otherwise.
     fn name_word_again(&mut self, heap: &Heap<'_>, pid: u32, word: u64, decoded: V8Word) -> Vec<SourceLine> {
+        let now = Instant::now();
+        if let Some(lines) = self.recently_checked(pid, word, now) {
+            return lines;
+        }
         let l = heap.layout;
-        let fields_end = match l.compiled_by_pc {
+        let fields_end = match l.leaptiering {
             true => l.js_function_shared,
             false => l.js_function_shared.max(l.js_function_code),
         };
@@ -417,19 +437,45 @@ impl V8Namer {
             self.recent.remove(&(pid, word));
             return self.name_word(heap, pid, decoded);
         }
-        if let Some(r) = self.recent.get(&(pid, word)) {
+        if let Some(r) = self.recent.get_mut(&(pid, word)) {
             if *r.head == *head {
+                r.checked = now;
                 return r.lines.clone();
             }
         }
         let lines = self.name_word(heap, pid, decoded);
+        self.remember(pid, word, head.into(), &lines, now);
+        lines
+    }
+
+    /// A word holding a pc ([`V8Namer::name_pc`]), kept as
+    /// [`V8Namer::name_word_again`] keeps the others.
+    fn name_pc_again(&mut self, heap: &Heap<'_>, pid: u32, word: u64, pc: u64) -> Vec<SourceLine> {
+        let now = Instant::now();
+        if let Some(lines) = self.recently_checked(pid, word, now) {
+            return lines;
+        }
+        let lines = self.name_pc(heap, pid, pc);
+        self.remember(pid, word, Box::default(), &lines, now);
+        lines
+    }
+
+    /// The lines of `word` if they were checked less than
+    /// [`RECHECK_AFTER`] ago.
+    fn recently_checked(&self, pid: u32, word: u64, now: Instant) -> Option<Vec<SourceLine>> {
+        let r = self.recent.get(&(pid, word))?;
+        (now.saturating_duration_since(r.checked) < self.recheck_after).then(|| r.lines.clone())
+    }
+
+    fn remember(&mut self, pid: u32, word: u64, head: Box<[u8]>, lines: &[SourceLine], now: Instant) {
+        if lines.is_empty() {
+            self.recent.remove(&(pid, word));
+            return;
+        }
         if self.recent.len() >= MAX_RECENT_WORDS {
             self.recent.clear();
         }
-        if !lines.is_empty() {
-            self.recent.insert((pid, word), Recent { head: head.into(), lines: lines.clone() });
-        }
-        lines
+        self.recent.insert((pid, word), Recent { head, lines: lines.to_vec(), checked: now });
     }
 
     fn name_word(&mut self, heap: &Heap<'_>, pid: u32, word: V8Word) -> Vec<SourceLine> {
@@ -446,7 +492,7 @@ impl V8Namer {
         let known = u64::from(word.offset) < FRAME_OFFSET_MAX;
         // 13+: no `JSFunction::code`; the function's Sparkplug code is its
         // `SharedFunctionInfo`'s data then.
-        let code_field = match l.compiled_by_pc {
+        let code_field = match l.leaptiering {
             true => heap.field(sfi, l.sfi_function_data),
             false => heap.field(function, l.js_function_code),
         };
@@ -463,7 +509,7 @@ impl V8Namer {
             };
             return vec![line(&info, position)];
         }
-        let Some((code, code_info)) = code.filter(|_| !l.compiled_by_pc) else { return vec![line(&info, None)] };
+        let Some((code, code_info)) = code.filter(|_| !l.leaptiering) else { return vec![line(&info, None)] };
         let pc = code_info.start + u64::from(word.offset);
         if !known || code_info.kind == l.code_kind_builtin || !code_info.contains(pc) {
             return vec![line(&info, None)];
@@ -497,7 +543,7 @@ impl FrameNamer for V8Namer {
             (Some(file), Some(decoded)) => {
                 let heap = Heap { memory, layout: &file.layout };
                 match V8Word::decode_pc(word).filter(|_| file.layout.compiled_by_pc) {
-                    Some(pc) => self.name_pc(&heap, pid, pc),
+                    Some(pc) => self.name_pc_again(&heap, pid, word, pc),
                     None => self.name_word_again(&heap, pid, word, decoded),
                 }
             }
@@ -570,8 +616,10 @@ mod tests {
     }
 
     /// A word named before is named again from one read of its
-    /// function's first bytes; a different function at that address (or
-    /// the same one pointing elsewhere) is named again in full.
+    /// function's first bytes once its lines are older than the recheck
+    /// interval, with no read within it; a different function at that
+    /// address (or the same one pointing elsewhere) is named again in
+    /// full.
     #[test]
     fn words_named_again_from_one_read_while_their_function_is_unchanged() {
         struct Counting<'a>(&'a crate::memory::fake::FakeMemory, std::cell::Cell<u32>);
@@ -615,6 +663,9 @@ mod tests {
         assert_eq!(names(namer.lines(&memory, 1, &mapped, word)), ["compute"]);
         assert!(memory.1.get() > 3, "named in full first");
         memory.1.set(0);
+        assert_eq!(names(namer.lines(&memory, 1, &mapped, word)), ["compute"]);
+        assert_eq!(memory.1.get(), 0, "within the recheck interval: no read");
+        namer.recheck_after = Duration::ZERO;
         assert_eq!(names(namer.lines(&memory, 1, &mapped, word)), ["compute"]);
         assert_eq!(memory.1.get(), 1, "then one read");
         // Another function at the same address.
