@@ -44,6 +44,8 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 NOBODY = 65534
 HZ = 99
 SECTION = sections.HOSTILE
+# Debian's OpenJDK 17, as tests/hostile_runtimes.rs.
+JDK = "/usr/lib/jvm/java-17-openjdk-amd64"
 
 # The genuine workloads: the command (after the interpreter) and the chain,
 # root first, as the runtime tests name it.
@@ -53,6 +55,9 @@ GENUINE = {
     "perl": (["/usr/bin/perl", str(TESTS / "perl" / "cpu_chain.pl")], ["main", "Chain::a", "Chain::Worker::b", "Chain::c"]),
     "php": (["/usr/bin/php", "-d", "opcache.enable_cli=0", str(TESTS / "php" / "cpu_chain.php")],
             ["{main}", "Chain\\a", "Chain\\Worker::b", "Chain\\c"]),
+    # Its classes are compiled into the run's directory first (JAVA_CLASSES).
+    "java": ([f"{JDK}/bin/java", "-cp", "JAVA_CLASSES", "HotspotSpin", "main"],
+             ["HotspotSpin.main", "HotspotSpin.a", "HotspotSpin.b", "HotspotSpin.c"]),
 }
 
 # The crafted cases of tests/hostile_runtimes.rs: (case, runtime, how it is built).
@@ -62,6 +67,7 @@ CASES = [
     ("CRuby, symbol scan (-DSCAN)", "ruby-scan"),
     ("Perl", "perl"),
     ("PHP", "php"),
+    ("HotSpot (attach)", "hotspot"),
 ]
 
 
@@ -135,6 +141,9 @@ def build(case_dir, kind):
         return gcc(case_dir / "perl", "perl/hostile_perl.c")
     if kind == "php":
         return gcc(case_dir / "php8.2", "php/hostile_php.c")
+    if kind == "hotspot":
+        gcc(case_dir / "libjvm.so", "java/hostile_jvm.c", ["-shared", "-fPIC", "-DLIBJVM"])
+        return gcc(case_dir / "java", "java/hostile_jvm.c", [f"-L{case_dir}", "-l:libjvm.so", "-Wl,-rpath,$ORIGIN"])
     scan = ["-DSCAN"] if kind == "ruby-scan" else []
     gcc(case_dir / "libruby-3.1.so.3.1", "ruby/hostile_ruby.c", ["-shared", "-fPIC", "-DLIBRUBY", *scan])
     return gcc(case_dir / "ruby", "ruby/hostile_ruby.c",
@@ -178,6 +187,7 @@ def budget_counters(err):
         "reads_refused_naming": int(over.group(2)) if over else 0,
         "reads_refused_attach": int(over.group(3)) if over else 0,
         "overdrafts": summary_int(err, r"(\d+) overdrafts naming"),
+        "overdrafts_attach": summary_int(err, r"overdrafts naming, (\d+) attaching"),
         "failures_skipped": summary_int(err, r"failed reads:\s+(\d+)"),
         "dropped_at_stop": summary_int(err, r"at stop:\s+(\d+)"),
         "samples": summary_int(err, r"samples taken:\s+(\d+)"),
@@ -193,7 +203,7 @@ def spawn(args, **kw):
 
 
 def run_case(agent_bin, tmp, name, kind, seconds, perf_dir=None):
-    runtime = "ruby" if kind == "ruby-scan" else kind
+    runtime = {"ruby-scan": "ruby", "hotspot": "java"}.get(kind, kind)
     genuine_kinds = ["python"] if runtime in (None, "python") else [runtime, "python"]
     missing = [k for k in genuine_kinds if not Path(GENUINE[k][0][0]).exists()]
     if missing:
@@ -206,8 +216,16 @@ def run_case(agent_bin, tmp, name, kind, seconds, perf_dir=None):
             crafted = spawn([str(exe)], user=NOBODY, group=NOBODY, extra_groups=[], cwd="/")
             children.append(crafted)
         for k in genuine_kinds:
-            children.append(spawn(GENUINE[k][0], env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}))
-        time.sleep(0.5)
+            command = GENUINE[k][0]
+            if k == "java":
+                classes = tmp / "java-classes"
+                if not classes.exists():
+                    subprocess.run([f"{JDK}/bin/javac", "-d", str(classes), str(TESTS / "java" / "HotspotSpin.java")],
+                                   check=True)
+                command = [str(classes) if a == "JAVA_CLASSES" else a for a in command]
+            children.append(spawn(command, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}))
+        # A JVM takes a second or two to start its chain.
+        time.sleep(3.0 if "java" in genuine_kinds else 0.5)
         out = tmp / f"{kind or 'baseline'}.folded"
         err_path = tmp / f"{kind or 'baseline'}.stderr"
         err_file = open(err_path, "w+")
@@ -307,6 +325,14 @@ def fmt_row(r):
             + f", samples {b['samples']} lost {b['lost']}, over budget {b['processes_over']}")
 
 
+def over_figures(b):
+    """Overdrafts and reads refused, naming's (and attaching's when any)."""
+    if not (b["overdrafts_attach"] or b["reads_refused_attach"]):
+        return f"{b['overdrafts']}, {b['reads_refused_naming']}"
+    return (f"{b['overdrafts']} + {b['overdrafts_attach']} attaching, "
+            f"{b['reads_refused_naming']} + {b['reads_refused_attach']} attaching")
+
+
 def table(rows):
     lines = [
         "| crafted runtime | agent CPU, % of a core | steady (last 2/3) | start-up CPU | VmHWM | exit after the duration "
@@ -330,7 +356,7 @@ def table(rows):
             f"| {r['case']} | {r['cpu_pct']:.1f}% | {r['steady_cpu_pct']:.1f}% | {r['startup_cpu_s']:.2f} s "
             f"in {r['startup_s']:.1f} s | {r['hwm_kib'] / 1024:.0f} MiB | {r['exit_after_s']:.2f} s | {genuine} "
             f"| {b['samples']} ({b['lost']}, {b['dropped_at_stop']}) "
-            f"| {b['processes_over']}, {b['overdrafts']}, {b['reads_refused_naming']} | {named} "
+            f"| {b['processes_over']}, {over_figures(b)} | {named} "
             f"| {r['others_cpu_pct']:.0f}% ({top}) |")
     return "\n".join(lines)
 
@@ -347,7 +373,8 @@ sessions' builds and tests ran meanwhile (the last column: CPU of processes othe
 so the figures are rough
 - command: `flock /tmp/measure.lock make bench-hostile` (`bench/hostile.py`): per row, the crafted process of \
 `tests/workloads/<runtime>/hostile_*.c` (built as `tests/hostile_runtimes.rs` builds it) started as user nobody beside \
-the same runtime's genuine chain script and `python3 tests/workloads/python/chain.py`; then \
+the same runtime's genuine chain script (the crafted HotSpot: OpenJDK 17 running `HotspotSpin main`) and \
+`python3 tests/workloads/python/chain.py`; then \
 `ebpf-profiler --verbose --samples-per-second {HZ} --duration {seconds}s --format folded --output FILE` \
 system-wide. CPU: utime + stime of the agent from "sampling at" to the end of the duration (steady: its last two \
 thirds, once a crafted process has spent its budget's burst); start-up: spawn to "sampling at" (BPF load, the \
@@ -363,7 +390,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--agent", default=str(ROOT / "target" / "release" / "ebpf-profiler"))
     ap.add_argument("--seconds", type=int, default=30)
-    ap.add_argument("--cases", help="comma-separated: baseline,python,ruby,ruby-scan,perl,php (default: all)")
+    ap.add_argument("--cases", help="comma-separated: baseline,python,ruby,ruby-scan,perl,php,hotspot (default: all)")
     ap.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"), help="the file whose section is written")
     ap.add_argument("--json", help="also write the rows here")
     ap.add_argument("--perf", metavar="DIR", help="perf record (DWARF call graphs) the agent's steady part into "

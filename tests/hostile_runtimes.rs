@@ -72,8 +72,18 @@ fn chain_share(traces: &[Trace], pid: u32, kind: FrameKind, chain: &[&str]) -> (
     let leaf = chain.last().unwrap();
     let (mut at_leaf, mut whole) = (0, 0);
     for t in traces.iter().filter(|t| t.process.pid.0 == pid) {
-        let interpreted: Vec<Option<String>> =
-            user_frames(t).into_iter().filter(|f| f.kind == kind).map(|f| f.name).collect();
+        let interpreted: Vec<Option<String>> = if kind == FrameKind::Jvm {
+            // A compiled Java frame holds the methods inlined into it,
+            // innermost first: each is a frame of the chain.
+            t.frames
+                .iter()
+                .rev()
+                .filter(|f| f.kind == kind)
+                .flat_map(|f| f.lines.iter().rev().map(|l| Some(l.function.to_string())))
+                .collect()
+        } else {
+            user_frames(t).into_iter().filter(|f| f.kind == kind).map(|f| f.name).collect()
+        };
         if interpreted.last().and_then(|n| n.as_deref()) != Some(*leaf) {
             continue;
         }
@@ -321,4 +331,78 @@ fn a_crafted_cruby_is_held_to_its_budget() {
 fn a_crafted_cruby_symbol_scan_is_held_to_its_budget() {
     let _serial = serial();
     crafted_ruby_beside_a_genuine_one(&build_crafted_ruby("ruby-scan", &["-DSCAN"]));
+}
+
+/// Debian's OpenJDK 17 (required under CI=true).
+const JDK: &str = "/usr/lib/jvm/java-17-openjdk-amd64";
+
+/// A HotSpot (a `libjvm.so` exporting the Serviceability Agent's table
+/// symbols, `workloads/java/hostile_jvm.c`) whose tables are as large as
+/// the agent reads, of entries of the largest stride with names of their
+/// own, and never complete (the last table has no end: "not ready yet",
+/// tried again), and which maps a new RWX page every 0.3 s (a new mapping
+/// to look at each time). Its attaching is held to its budget (one
+/// notice), it is never attached, and a genuine JVM beside it keeps its
+/// whole chain.
+#[test]
+fn a_crafted_hotspot_is_held_to_its_attach_budget() {
+    let _serial = serial();
+    let Some(java) = system_binary(&format!("{JDK}/bin/java"), "openjdk-17-jdk-headless") else { return };
+    let Some(javac) = system_binary(&format!("{JDK}/bin/javac"), "openjdk-17-jdk-headless") else { return };
+    let dir = own_dir("java");
+    build_in(&dir, "java/hostile_jvm.c", "libjvm.so", &["-shared", "-fPIC", "-DLIBJVM"]);
+    let lib = format!("-L{}", dir.display());
+    let exe = build_in(&dir, "java/hostile_jvm.c", "java", &[&lib, "-l:libjvm.so", "-Wl,-rpath,$ORIGIN"]);
+    let hostile = Workload::spawn(Command::new(&exe).uid(NOBODY).gid(NOBODY));
+    let classes = own_dir("java-classes");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/java/HotspotSpin.java");
+    let out = Command::new(&javac).arg("-d").arg(&classes).arg(source).output().expect("running javac");
+    assert!(out.status.success(), "javac: {}", String::from_utf8_lossy(&out.stderr));
+    let printed = classes.join("stdout");
+    let genuine = Workload::spawn(
+        Command::new(&java)
+            .arg("-cp")
+            .arg(&classes)
+            .args(["HotspotSpin", "main"])
+            .stdout(std::fs::File::create(&printed).unwrap()),
+    );
+    // The chain runs once the JVM has started.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&printed).unwrap_or_default().contains("main-tid") {
+        assert!(Instant::now() < deadline, "the genuine JVM's chain did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Longer than the others: libjvm.so (20 MB) is analysed first.
+    let Some(run) = run_beside(&hostile, &genuine, 10) else { return };
+    let s = &run.stats;
+    assert_eq!(s.samples_lost + s.samples_dropped + s.samples_dropped_at_stop, 0, "the reporter kept up: {s:#?}");
+    let chain = ["HotspotSpin.main", "HotspotSpin.a", "HotspotSpin.b", "HotspotSpin.c"];
+    let (share, at_leaf) = chain_share(&run.traces, genuine.pid(), FrameKind::Jvm, &chain);
+    eprintln!("genuine: whole chain in {share:.3} of {at_leaf} samples at HotspotSpin.c");
+    assert!(at_leaf >= 100 && share >= REQUIRED, "genuine chain in {share:.3} of {at_leaf} samples");
+    for t in run.traces.iter().filter(|t| t.process.pid.0 == genuine.pid()) {
+        assert!(
+            t.frames.iter().flat_map(|f| &f.lines).all(|l| !l.function.contains("hostile")),
+            "a genuine frame named from the crafted process's memory"
+        );
+    }
+    // The crafted process ran (in its RWX pages) and was sampled, never
+    // attached (no Java frame), held to its attach budget and told once.
+    let crafted: Vec<&Trace> = run.traces.iter().filter(|t| t.process.pid.0 == hostile.pid()).collect();
+    assert!(crafted.len() >= 100, "{} samples of the crafted process", crafted.len());
+    assert!(crafted.iter().flat_map(|t| &t.frames).all(|f| f.kind != FrameKind::Jvm), "the crafted JVM attached");
+    eprintln!(
+        "attach: over {} overdrafts {} reads refused {} retries {} given up {}",
+        s.attach_processes_over,
+        s.attach_overdrafts,
+        s.attach_reads_refused,
+        s.interpreter_attach_retries,
+        s.interpreter_attach_given_up
+    );
+    assert_eq!(s.attach_processes_over, 1, "{s:#?}");
+    assert!(s.attach_overdrafts >= 1 && s.attach_reads_refused > 0, "{s:#?}");
+    assert_eq!(s.naming_processes_over, 0, "{s:#?}");
+    let told: Vec<&String> = run.notices.iter().filter(|n| n.contains("over its budget")).collect();
+    assert_eq!(told.len(), 1, "{:?}", run.notices);
+    assert!(told[0].contains(&format!("process {}", hostile.pid())) && told[0].contains("attaching"), "{told:?}");
 }

@@ -23,7 +23,9 @@ use profiler_bpf::{
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine, HOTSPOT_NO_BCI};
 use std::any::Any;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Methods a namer keeps (per trace builder).
 const MAX_METHODS: usize = 16_384;
@@ -59,7 +61,9 @@ impl Runtime for Hotspot {
     fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
         match detect(elf, path) {
             Detection::NotHotspot => FileDetection::NotFound,
-            Detection::Hotspot(symbols) => FileDetection::Found(Arc::new(HotspotFile { symbols })),
+            Detection::Hotspot(symbols) => {
+                FileDetection::Found(Arc::new(HotspotFile { symbols, unreadable: Mutex::default() }))
+            }
             Detection::Unsupported(reason) => FileDetection::Unsupported { version: None, reason },
         }
     }
@@ -123,6 +127,53 @@ impl CompiledWord {
 #[derive(Debug)]
 pub struct HotspotFile {
     symbols: TableSymbols,
+    /// Processes whose tables could not be read, remembered so that they
+    /// are not read again (a full read of the tables) at each change of
+    /// their mappings.
+    unreadable: Mutex<Unreadable>,
+}
+
+/// The processes (pid, `libjvm.so`'s bias) whose tables could not be
+/// read: when they may be tried again, and how many tries failed in a
+/// row. A genuine JVM gives that only while ld.so still maps the file (a
+/// moment); a crafted one whose tables never end (or lead nowhere) would
+/// otherwise be read whole at each new mapping (a JIT maps often), only
+/// its attach budget stopping it.
+#[derive(Debug, Default)]
+struct Unreadable(HashMap<(u32, u64), (Instant, u32)>);
+
+impl Unreadable {
+    /// Most processes remembered (expired ones go first when full).
+    const MAX: usize = 4096;
+    /// The wait after the first failure, doubled with each one in a row
+    /// up to [`Unreadable::LONGEST`]. Shorter than the process manager's
+    /// first retry of a process not ready (1 s), so that one is not
+    /// refused.
+    const FIRST: Duration = Duration::from_millis(500);
+    const LONGEST: Duration = Duration::from_secs(30);
+
+    /// Whether `key` may be read now.
+    fn may_try(&self, key: (u32, u64), now: Instant) -> bool {
+        self.0.get(&key).is_none_or(|(until, _)| now >= *until)
+    }
+
+    /// `key`'s tables could not be read at `now`.
+    fn failed(&mut self, key: (u32, u64), now: Instant) {
+        if self.0.len() >= Self::MAX && !self.0.contains_key(&key) {
+            self.0.retain(|_, (until, _)| *until > now);
+            if self.0.len() >= Self::MAX {
+                self.0.clear();
+            }
+        }
+        let failures = self.0.get(&key).map_or(0, |(_, n)| *n).saturating_add(1);
+        let wait = Self::FIRST.saturating_mul(1 << (failures - 1).min(16)).min(Self::LONGEST);
+        self.0.insert(key, (now + wait, failures));
+    }
+
+    /// `key` was read (or is not there to read): forgotten.
+    fn forget(&mut self, key: (u32, u64)) {
+        self.0.remove(&key);
+    }
 }
 
 /// What is kept of one JVM process: its layout, and its code cache as
@@ -162,8 +213,20 @@ impl InterpreterFile for HotspotFile {
         None
     }
 
-    fn attach(&self, _pid: u32, memory: &dyn ProcessMemory, bias: u64) -> Attach {
-        match attach(memory, &self.symbols, bias) {
+    fn attach(&self, pid: u32, memory: &dyn ProcessMemory, bias: u64) -> Attach {
+        let key = (pid, bias);
+        let now = Instant::now();
+        if !self.unreadable.lock().unwrap_or_else(|p| p.into_inner()).may_try(key, now) {
+            return Attach::NotYet("unreadable vmStructs, tried again later".into());
+        }
+        let result = attach(memory, &self.symbols, bias);
+        let mut unreadable = self.unreadable.lock().unwrap_or_else(|p| p.into_inner());
+        match &result {
+            Err(HotspotError::Unreadable(_)) => unreadable.failed(key, now),
+            _ => unreadable.forget(key),
+        }
+        drop(unreadable);
+        match result {
             Ok(layout) => Attach::Attached(Arc::new(HotspotProcess {
                 layout: Arc::new(layout),
                 bias,
@@ -404,6 +467,80 @@ mod tests {
     use super::*;
 
     #[test]
+    fn unreadable_tables_are_tried_again_later_and_later() {
+        let mut u = Unreadable::default();
+        let t0 = Instant::now();
+        let key = (7, 0x1000);
+        assert!(u.may_try(key, t0));
+        u.failed(key, t0);
+        assert!(!u.may_try(key, t0 + Duration::from_millis(499)));
+        assert!(u.may_try(key, t0 + Duration::from_millis(500)));
+        assert!(u.may_try((8, 0x1000), t0) && u.may_try((7, 0x2000), t0), "per process and bias");
+        // Doubled with each failure in a row, up to 30 s.
+        let mut at = t0;
+        for wait_ms in [1000, 2000, 4000, 8000, 16000, 30000, 30000] {
+            at += Duration::from_secs(60);
+            u.failed(key, at);
+            assert!(!u.may_try(key, at + Duration::from_millis(wait_ms - 1)), "{wait_ms}");
+            assert!(u.may_try(key, at + Duration::from_millis(wait_ms)), "{wait_ms}");
+        }
+        u.forget(key);
+        assert!(u.may_try(key, at));
+        // Bounded: when full, the expired go first, then all.
+        for pid in 0..Unreadable::MAX as u32 {
+            u.failed((pid, 0), t0);
+        }
+        assert_eq!(u.0.len(), Unreadable::MAX);
+        u.failed((1 << 30, 0), t0 + Duration::from_secs(1));
+        assert_eq!(u.0.len(), 1);
+        for pid in 1..Unreadable::MAX as u32 {
+            u.failed((pid, 0), t0);
+        }
+        assert_eq!(u.0.len(), Unreadable::MAX);
+        u.failed((1 << 31, 0), t0);
+        assert_eq!(u.0.len(), 1, "none expired: all forgotten");
+    }
+
+    /// Counts the reads of another memory.
+    struct Counted<'a>(&'a dyn ProcessMemory, std::cell::Cell<usize>);
+
+    impl ProcessMemory for Counted<'_> {
+        fn read(&self, address: u64, buf: &mut [u8]) -> bool {
+            self.1.set(self.1.get() + 1);
+            self.0.read(address, buf)
+        }
+    }
+
+    #[test]
+    fn a_process_whose_tables_cannot_be_read_is_not_read_again_at_once() {
+        // One table read (the first): its address leads nowhere.
+        let fields = ["TypeName", "FieldName", "IsStatic", "Offset", "Address"];
+        let table = super::super::TableSymbol {
+            array: 0x100,
+            stride: 0x108,
+            fields: fields.iter().enumerate().map(|(i, f)| (*f, 0x110 + 8 * i as u64)).collect(),
+        };
+        let symbols = TableSymbols {
+            structs: table.clone(),
+            types: table.clone(),
+            int_constants: table.clone(),
+            long_constants: table,
+        };
+        let file = HotspotFile { symbols, unreadable: Mutex::default() };
+        let mut m = crate::memory::fake::FakeMemory::default();
+        m.add(0x100, [0x7000_0000u64, 16, 0, 0, 0, 0, 0].iter().flat_map(|v| v.to_le_bytes()).collect());
+        let memory = Counted(&m, Default::default());
+        assert!(matches!(file.attach(5, &memory, 0), Attach::NotYet(_)));
+        let first = memory.1.get();
+        assert!(first > 0);
+        assert!(matches!(file.attach(5, &memory, 0), Attach::NotYet(_)));
+        assert_eq!(memory.1.get(), first, "not read again before its wait");
+        // Another process of the same build is read.
+        assert!(matches!(file.attach(6, &memory, 0), Attach::NotYet(_)));
+        assert_eq!(memory.1.get(), 2 * first);
+    }
+
+    #[test]
     fn compiled_words_carry_the_pc_and_the_blobs_mark() {
         let frame = CompiledWord { pc_offset: 0x7fff_fff0, exact: true, mark: 0x0abc_def1 };
         let word = frame.encode();
@@ -486,7 +623,7 @@ mod tests {
             int_constants: table.clone(),
             long_constants: table,
         };
-        let file: Arc<dyn InterpreterFile> = Arc::new(HotspotFile { symbols });
+        let file: Arc<dyn InterpreterFile> = Arc::new(HotspotFile { symbols, unreadable: Mutex::default() });
         let attached = MappedFile { file: file.clone(), bias: 0, process: Some(Arc::new(process)) };
         let mut namer = HotspotNamer::new(16);
         let blob = heap.low + u64::from(l.heap_block_size);
