@@ -146,6 +146,9 @@ struct Shared {
     /// The interpreter runtimes and what they found in the files
     /// processes map (the process manager writes, the trace builder reads).
     interpreters: Arc<Registry>,
+    /// Erlang emulators and the processes running them (the process
+    /// manager writes, the trace builder reads).
+    beam: Arc<profiler_interpreters::beam::BeamProcesses>,
     /// Things found while running, each told once (Agent::notices).
     notices: Arc<Mutex<Vec<String>>>,
     /// Probabilistic profiling's windows, newest last (bounded).
@@ -308,6 +311,7 @@ impl Agent {
                 sampler.interpreter_maps()?,
                 shared.interpreters.clone(),
                 shared.notices.clone(),
+                shared.beam.clone(),
             );
             let mut manager = ProcessManager::new(
                 process_manager::BpfLoader::new(
@@ -374,6 +378,7 @@ impl Agent {
             let late = LateUnwinder::new(sampler.map_tables()?);
             let mut builder = TraceBuilder::new(registry.clone(), kernel, native, shared.interpreters.clone());
             builder.set_open_via_map_files(config.open_via_map_files);
+            builder.set_beam(shared.beam.clone());
             builder.set_include_env_vars(config.env_var_names());
             let interval = config.reporter_interval();
             std::thread::Builder::new()

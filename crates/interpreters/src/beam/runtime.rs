@@ -31,7 +31,7 @@ pub struct BeamProcess {
     pub build: Arc<BeamBuild>,
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct State {
     files: HashMap<TableKey, Arc<BeamBuild>>,
     told: HashSet<TableKey>,
@@ -40,7 +40,7 @@ struct State {
 
 /// The emulator files found and the processes mapping them: written by
 /// the process manager, read by the trace builder.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct BeamProcesses {
     state: Mutex<State>,
 }
