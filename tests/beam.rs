@@ -112,7 +112,6 @@ fn leaves_are_named(root: RuntimeRoot, otp: u32) {
         return;
     };
     drop(node);
-    let _ = std::fs::remove_dir_all(root.host_path(&dir));
     let notice =
         notices.iter().find(|n| n.starts_with("BEAM ")).unwrap_or_else(|| panic!("no BEAM notice: {notices:?}"));
     assert!(notice.starts_with(&format!("BEAM OTP {otp} (ERTS ")), "{notice}");
@@ -120,6 +119,26 @@ fn leaves_are_named(root: RuntimeRoot, otp: u32) {
         traces.iter().filter(|t| t.process.pid.0 == pid && is_scheduler(&t.thread_name)).collect();
     let jit: Vec<&profiler_trace::Frame> = on_schedulers.iter().filter_map(|t| leaf(t)).filter(|f| is_jit(f)).collect();
     let named: Vec<&str> = jit.iter().filter(|f| f.kind == FrameKind::Beam).filter_map(|f| f.function_name()).collect();
+    // The leaves' lines: the clauses of leaf_spin/2 and cmp_spin/2 in the
+    // file as erlc was given it.
+    let source = std::fs::read_to_string(root.host_path(&dir.join("chain.erl"))).unwrap();
+    let lines_of = |prefix: &str| -> Vec<u32> {
+        (1..).zip(source.lines()).filter(|(_, l)| l.starts_with(prefix)).map(|(n, _)| n).collect()
+    };
+    let file = dir.join("chain.erl").to_string_lossy().into_owned();
+    for (function, clauses) in
+        [("chain:leaf_spin/2", lines_of("leaf_spin(")), ("chain:cmp_spin/2", lines_of("cmp_spin("))]
+    {
+        assert_eq!(clauses.len(), 2, "{function}'s two clauses in chain.erl");
+        for f in jit.iter().filter(|f| f.function_name() == Some(function)) {
+            let line = &f.lines[0];
+            // OTP 27's compiler keeps the path relative to its working
+            // directory (/ under chroot), OTP 25's as given.
+            let recorded = line.file.as_deref().unwrap_or_default();
+            assert!(recorded == file || Some(recorded) == file.strip_prefix('/'), "{function}: {line:?}, not {file}");
+            assert!(clauses.contains(&line.line), "{function} at line {}, its clauses at {clauses:?}", line.line);
+        }
+    }
     let count = |name: &str| named.iter().filter(|n| **n == name).count();
     let (leaf_spin, cmp_spin) = (count("chain:leaf_spin/2"), count("chain:cmp_spin/2"));
     let mut others: Vec<&str> = named.iter().copied().filter(|n| !n.starts_with("chain:")).collect();
@@ -146,6 +165,7 @@ fn leaves_are_named(root: RuntimeRoot, otp: u32) {
     assert!(leaf_spin * 4 >= named.len(), "chain:leaf_spin/2 in {leaf_spin} of {}", named.len());
     assert!(cmp_spin * 10 >= named.len(), "chain:cmp_spin/2 in {cmp_spin} of {}", named.len());
     assert!(named.iter().all(|n| n.contains(':') && n.contains('/')), "module:function/arity: {named:?}");
+    let _ = std::fs::remove_dir_all(root.host_path(&dir));
 }
 
 /// The host's OTP (Debian 12: 25).

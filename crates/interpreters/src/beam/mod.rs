@@ -35,6 +35,14 @@ pub const RANGES_SIZE: u64 = 32;
 pub const MAX_MODULES: u64 = 1 << 20;
 /// Most functions of one module we search.
 pub const MAX_FUNCTIONS: u64 = 1 << 20;
+/// Most `line` instructions of one function we search.
+pub const MAX_LINE_ITEMS: u64 = 1 << 20;
+/// Longest source file name read, in characters (a list of them).
+pub const MAX_FILE_NAME: usize = 1024;
+/// `BeamCodeLineTab`: `fname_ptr` at 0, `loc_size` at 8, `loc_tab` at
+/// 16, `func_tab[]` from 24 (OTP 25 and 27).
+pub const LINE_TAB_FUNC_TAB: u64 = 24;
+
 /// Longest atom name, in bytes (`MAX_ATOM_SZ_LIMIT`: 255 characters of
 /// up to 4 bytes).
 pub const MAX_ATOM_BYTES: usize = 1020;
@@ -44,6 +52,9 @@ pub const MAX_ATOM_BYTES: usize = 1020;
 pub struct BeamLayout {
     /// `BeamCodeHeader.functions` (after `num_functions` at 0).
     pub functions: u64,
+    /// `BeamCodeHeader.line_table` (a `BeamCodeLineTab *`, null without
+    /// line information).
+    pub line_table: u64,
     /// `ErtsCodeInfo.mfa`.
     pub code_info_mfa: u64,
     /// `IndexTable.seg_table` (of `erts_atom_table`).
@@ -65,7 +76,7 @@ impl BeamLayout {
             27 => 0x88,
             _ => return None,
         };
-        Some(BeamLayout { functions, code_info_mfa: 16, seg_table: 120, atom_len: 24, atom_name: 32 })
+        Some(BeamLayout { functions, line_table: 0x48, code_info_mfa: 16, seg_table: 120, atom_len: 24, atom_name: 32 })
     }
 }
 

@@ -2,8 +2,8 @@
 //! per process), and the naming of JIT pcs ([`BeamNamer`]).
 
 use super::{
-    atom_index, detect, function_name, BeamBuild, Detection, CODE_INDICES, MAX_ATOM_BYTES, MAX_FUNCTIONS, MAX_MODULES,
-    RANGES_SIZE,
+    atom_index, detect, function_name, BeamBuild, Detection, CODE_INDICES, LINE_TAB_FUNC_TAB, MAX_ATOM_BYTES,
+    MAX_FILE_NAME, MAX_FUNCTIONS, MAX_LINE_ITEMS, MAX_MODULES, RANGES_SIZE,
 };
 use crate::memory::{u64_in, ProcessMemory};
 use crate::runtime::NamerStats;
@@ -18,6 +18,10 @@ pub const MAX_BEAM_FILES: usize = 256;
 pub const MAX_BEAM_PROCESSES: usize = 16_384;
 /// Most atom names cached by a [`BeamNamer`] (all processes).
 const MAX_CACHED_ATOMS: usize = 65_536;
+/// Most source file names cached by a [`BeamNamer`] (all processes).
+const MAX_CACHED_FILES: usize = 4096;
+/// The empty list (`NIL`), which ends a string.
+const NIL: u64 = 0x3b;
 /// Steps of a binary search over modules or functions (2^24 > every
 /// bound above).
 const MAX_SEARCH_STEPS: u32 = 24;
@@ -136,6 +140,8 @@ impl BeamProcesses {
 pub struct BeamNamer {
     /// (pid, atom index) -> name.
     atoms: HashMap<(u32, u64), Arc<str>>,
+    /// (pid, file name term) -> the name.
+    files: HashMap<(u32, u64), Arc<str>>,
     stats: NamerStats,
 }
 
@@ -158,10 +164,10 @@ impl BeamNamer {
             Some(_) => self.stats.frames += 1,
             None => self.stats.unknown += 1,
         }
-        named.map(|function| SourceLine { function: Arc::from(function), file: None, line: 0 })
+        named
     }
 
-    fn lookup(&mut self, memory: &dyn ProcessMemory, pid: u32, process: &BeamProcess, pc: u64) -> Option<String> {
+    fn lookup(&mut self, memory: &dyn ProcessMemory, pid: u32, process: &BeamProcess, pc: u64) -> Option<SourceLine> {
         let build = &process.build;
         let layout = &build.layout;
         let mut ix = [0u8; 4];
@@ -208,6 +214,7 @@ impl BeamNamer {
         let functions = header.checked_add(layout.functions)?;
         let (mut lo, mut hi) = (0u64, count);
         let mut info = None;
+        let mut index = 0;
         for _ in 0..MAX_SEARCH_STEPS {
             if lo >= hi {
                 break;
@@ -221,6 +228,7 @@ impl BeamNamer {
                 lo = mid + 1;
             } else {
                 info = Some(start);
+                index = mid;
                 break;
             }
         }
@@ -235,7 +243,105 @@ impl BeamNamer {
         }
         let module = self.atom(memory, pid, process, module)?;
         let function = self.atom(memory, pid, process, function)?;
-        Some(function_name(&module, &function, arity))
+        let function = Arc::from(function_name(&module, &function, arity));
+        // The line is a bonus: a function without one keeps its name.
+        let (file, line) = self.line(memory, pid, process, header, index, pc).unwrap_or((None, 0));
+        Some(SourceLine { function, file, line })
+    }
+
+    /// The source file and line of `pc` in function `index` of the
+    /// module at `header`, from its line table: the last `line`
+    /// instruction at or before `pc` (the first, for a pc before all).
+    fn line(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        pid: u32,
+        process: &BeamProcess,
+        header: u64,
+        index: u64,
+        pc: u64,
+    ) -> Option<(Option<Arc<str>>, u32)> {
+        self.stats.reads += 1;
+        let table = read_u64(memory, header.checked_add(process.build.layout.line_table)?)?;
+        if table == 0 {
+            return None;
+        }
+        let mut head = [0u8; 24];
+        self.stats.reads += 3;
+        if !memory.read(table, &mut head) {
+            return None;
+        }
+        let (names, loc_size, locs) = (u64_in(&head, 0)?, u64_in(&head, 8)? & 0xffff_ffff, u64_in(&head, 16)?);
+        let func_tab = table.checked_add(LINE_TAB_FUNC_TAB)?;
+        let first = read_u64(memory, func_tab)?;
+        let (lo, hi) = read_pair(memory, func_tab.checked_add(index.checked_mul(8)?)?)?;
+        if lo < first || hi <= lo || (lo - first) % 8 != 0 || (hi - lo) % 8 != 0 || (hi - lo) / 8 > MAX_LINE_ITEMS {
+            return None;
+        }
+        // The greatest item <= pc, else the first.
+        let (mut at, mut a, mut b) = (lo, 0u64, (hi - lo) / 8);
+        for _ in 0..MAX_SEARCH_STEPS {
+            if a >= b {
+                break;
+            }
+            let mid = a + (b - a) / 2;
+            self.stats.reads += 1;
+            if read_u64(memory, lo + mid * 8)? <= pc {
+                at = lo + mid * 8;
+                a = mid + 1;
+            } else {
+                b = mid;
+            }
+        }
+        let item = (at - first) / 8;
+        let mut loc = [0u8; 4];
+        let loc_bytes = match loc_size {
+            2 => &mut loc[..2],
+            4 => &mut loc[..],
+            _ => return None,
+        };
+        self.stats.reads += 1;
+        if !memory.read(locs.checked_add(item.checked_mul(loc_size)?)?, loc_bytes) {
+            return None;
+        }
+        let loc = u32::from_le_bytes(loc);
+        // LOC_FILE and LOC_LINE; line 0: no location.
+        let (file, line) = (u64::from(loc >> 24), loc & 0xff_ffff);
+        if line == 0 {
+            return None;
+        }
+        self.stats.reads += 1;
+        let name = read_u64(memory, names.checked_add(file * 8)?)?;
+        Some((self.file_name(memory, pid, name), line))
+    }
+
+    /// A source file name: an Erlang string (a list of character
+    /// terms), cached per process.
+    fn file_name(&mut self, memory: &dyn ProcessMemory, pid: u32, term: u64) -> Option<Arc<str>> {
+        if let Some(name) = self.files.get(&(pid, term)) {
+            return Some(name.clone());
+        }
+        let mut name = String::new();
+        let mut cell = term;
+        while cell != NIL {
+            // A list cell (tag 01): [head, tail], the head a small integer.
+            if cell & 3 != 1 || name.len() >= MAX_FILE_NAME {
+                return None;
+            }
+            self.stats.reads += 1;
+            let (head, tail) = read_pair(memory, cell & !3)?;
+            if head & 0xf != 0xf {
+                return None;
+            }
+            name.push(char::from_u32(u32::try_from(head >> 4).ok()?)?);
+            cell = tail;
+        }
+        let name: Arc<str> = Arc::from(name);
+        if self.files.len() >= MAX_CACHED_FILES {
+            self.files.clear();
+        }
+        self.files.insert((pid, term), name.clone());
+        Some(name)
     }
 
     /// The name of atom `term`, cached per process.
@@ -274,6 +380,7 @@ impl BeamNamer {
     /// Drops the atoms cached of processes `alive` says are gone.
     pub fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
         self.atoms.retain(|(pid, _), _| alive(*pid));
+        self.files.retain(|(pid, _), _| alive(*pid));
     }
 
     /// Its counters.
@@ -320,7 +427,26 @@ mod tests {
         let mut words = vec![3u64];
         words.resize(0x60 / 8, 0);
         words.extend(f);
+        let table = 0x7e00_0000_0000u64;
+        words[0x48 / 8] = table;
         m.words(header, &words);
+        // The line table: file 1 "c.erl"; a/1's items before its start
+        // and inside, leaf_spin/2's two, a/0's one without a location.
+        let (names, locs, items) = (table + 0x100, table + 0x200, table + 0x300);
+        m.words(table, &[names, 4, locs, items, items + 16, items + 32, items + 40]);
+        let string = table + 0x400;
+        m.words(names, &[NIL, string | 1]);
+        let cells: Vec<u64> = "c.erl"
+            .chars()
+            .enumerate()
+            .flat_map(|(i, c)| [u64::from(c) << 4 | 0xf, if i == 4 { NIL } else { (string + 16 * (i as u64 + 1)) | 1 }])
+            .collect();
+        m.words(string, &cells);
+        let loc = |file: u32, line: u32| file << 24 | line;
+        let locs_bytes: Vec<u8> =
+            [loc(1, 16), loc(1, 17), loc(1, 21), loc(1, 22), 0].iter().flat_map(|l| l.to_le_bytes()).collect();
+        m.add(locs, locs_bytes);
+        m.words(items, &[header + 0x1f0, header + 0x280, header + 0x300, header + 0x400, header + 0x500]);
         for (i, (&info, (fun, arity))) in f.iter().zip([(2, 1), (3, 2), (2, 0)]).enumerate().take(3) {
             let _ = i;
             m.words(info + 16, &[atom(1), atom(fun), arity]);
@@ -346,6 +472,16 @@ mod tests {
         let p = build();
         let mut namer = BeamNamer::default();
         let name = |namer: &mut BeamNamer, pc| namer.name(&m, 7, &p, pc).map(|l| l.function.to_string());
+        let line = |namer: &mut BeamNamer, pc| {
+            namer.name(&m, 7, &p, pc).map(|l| (l.file.map(|f| f.to_string()), l.line)).unwrap()
+        };
+        let c = Some("c.erl".to_string());
+        assert_eq!(line(&mut namer, 0x7f00_0000_1250), (c.clone(), 16), "the item before the function's start");
+        assert_eq!(line(&mut namer, 0x7f00_0000_1290), (c.clone(), 17));
+        assert_eq!(line(&mut namer, 0x7f00_0000_1300), (c.clone(), 21));
+        assert_eq!(line(&mut namer, 0x7f00_0000_14ff), (c, 22));
+        assert_eq!(line(&mut namer, 0x7f00_0000_1600), (None, 0), "no location");
+        namer.stats = NamerStats::default();
         assert_eq!(name(&mut namer, 0x7f00_0000_1250).as_deref(), Some("chain:a/1"));
         assert_eq!(name(&mut namer, 0x7f00_0000_1300).as_deref(), Some("chain:leaf_spin/2"));
         assert_eq!(name(&mut namer, 0x7f00_0000_14ff).as_deref(), Some("chain:leaf_spin/2"));
