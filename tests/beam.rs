@@ -16,7 +16,7 @@ use profiler_agent::AgentConfig;
 use profiler_tests::{in_ci, profile_with, serial, RuntimeRoot};
 use profiler_trace::{FrameKind, Trace};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// How long each node is profiled.
@@ -168,20 +168,23 @@ fn leaves_are_named(root: RuntimeRoot, otp: u32) {
     let _ = std::fs::remove_dir_all(root.host_path(&dir));
 }
 
-/// The host's OTP (Debian 12: 25).
+/// The host's OTP (Debian 12: 25), or the release of EP_RUNTIME_ROOT's
+/// root (the runtime matrix, tests/runtimes/matrix.py).
 #[test]
-fn otp_of_the_host_names_jit_leaves() {
-    if !Path::new("/usr/bin/erl").exists() {
+fn names_jit_leaves() {
+    let root = RuntimeRoot::from_env();
+    if !root.host_path(Path::new("/usr/bin/erl")).exists() {
         assert!(!in_ci(), "erl is required under CI=true (apt-get install erlang-base)");
         eprintln!("SKIPPED: no /usr/bin/erl (apt-get install erlang-base)");
         return;
     }
-    let release = Command::new("erl")
+    let release = root
+        .command("/usr/bin/erl")
         .args(["-noshell", "-eval", "io:put_chars(erlang:system_info(otp_release)), halt()."])
         .output()
         .expect("erl runs");
     let otp: u32 = String::from_utf8_lossy(&release.stdout).trim().parse().expect("an OTP release");
-    leaves_are_named(RuntimeRoot::from_env(), otp);
+    leaves_are_named(root, otp);
 }
 
 /// Debian 13's OTP 27, in its root file system.
