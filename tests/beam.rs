@@ -165,6 +165,8 @@ fn leaves_are_named(root: RuntimeRoot, otp: u32) {
     assert!(leaf_spin * 4 >= named.len(), "chain:leaf_spin/2 in {leaf_spin} of {}", named.len());
     assert!(cmp_spin * 10 >= named.len(), "chain:cmp_spin/2 in {cmp_spin} of {}", named.len());
     assert!(named.iter().all(|n| n.contains(':') && n.contains('/')), "module:function/arity: {named:?}");
+    // The agent's counters say as much (all its samples were this node's).
+    assert!(stats.runtimes.get("beam", "frames_named") >= named.len() as u64, "{:?}", stats.runtimes);
     let _ = std::fs::remove_dir_all(root.host_path(&dir));
 }
 

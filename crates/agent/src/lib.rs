@@ -465,7 +465,20 @@ impl Agent {
         let symbolizer = *lock(&s.symbolizer);
         let kernel_symbols = *lock(&s.kernel_symbols);
         let namers = lock(&s.interpreter_namers).clone();
-        let runtimes = runtime_counters(&s.interpreters.stats(), &namers, &counters);
+        let mut runtimes = runtime_counters(&s.interpreters.stats(), &namers, &counters);
+        // Erlang's emulators: not a runtime of the registry (no BPF
+        // unwinder yet), their JIT code named by the trace builder.
+        let beam = namers.iter().find(|(k, _)| *k == profiler_trace::FrameKind::Beam).map(|(_, n)| *n);
+        let beam = beam.unwrap_or_default();
+        runtimes.0.push((
+            "beam",
+            vec![
+                ("processes", s.beam.processes() as u64),
+                ("frames_named", beam.frames),
+                ("frames_unknown", beam.unknown),
+                ("code_reads", beam.reads),
+            ],
+        ));
         let mut refused = manager.manager.files_refused;
         refused.add(&symbolizer.files_refused);
         Stats {

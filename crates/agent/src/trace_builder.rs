@@ -134,10 +134,14 @@ impl TraceBuilder {
         self.kernel.as_ref().map(KernelSymbolizer::stats).unwrap_or_default()
     }
 
-    /// The counters of each runtime's namer, with the kind of its frames.
+    /// The counters of each runtime's namer, with the kind of its frames
+    /// (and of the Erlang emulators' JIT code: `FrameKind::Beam`, last).
     pub(crate) fn interpreter_stats(&self) -> Vec<(FrameKind, NamerStats)> {
         let runtimes = self.interpreters.runtimes();
-        runtimes.iter().zip(&self.namers).map(|(r, n)| (r.frame_kind(), n.stats())).collect()
+        let mut stats: Vec<(FrameKind, NamerStats)> =
+            runtimes.iter().zip(&self.namers).map(|(r, n)| (r.frame_kind(), n.stats())).collect();
+        stats.push((FrameKind::Beam, self.beam_namer.stats()));
+        stats
     }
 
     /// Drops what the runtimes' namers cached of processes that exited
