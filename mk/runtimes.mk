@@ -9,7 +9,7 @@
 
 RUNTIME_SUITES ?= trixie sid
 # e.g. RUNTIMES=ruby,python; RUNTIME_LOCK=/tmp/measure.lock flocks the tests of each runtime of a source.
-RUNTIMES ?= ruby,php,perl,python,java
+RUNTIMES ?= ruby,php,perl,python,java,erlang
 RUNTIME_LOCK ?=
 
 test-runtimes:

@@ -32,6 +32,13 @@ RUNTIMES = {
     "ruby": ("ruby", lambda t: True, "/usr/bin/ruby", ["-e", "print RUBY_VERSION"]),
     "php": ("php", lambda t: True, "/usr/bin/php", ["-r", "echo PHP_VERSION;"]),
     "perl": ("perl", lambda t: True, "/usr/bin/perl", ["-e", "printf '%vd', $^V"]),
+    # JIT leaves named (docs/beam.md); OTP 29 (sid) is told unsupported.
+    "erlang": (
+        "beam",
+        lambda t: t == "names_jit_leaves",
+        "/usr/bin/erl",
+        ["-noshell", "-eval", "io:put_chars(erlang:system_info(otp_release)), halt()."],
+    ),
     # Only the system interpreter's tests: the others are pyenv's builds
     # or edited copies of the host's.
     "python": (
@@ -104,7 +111,7 @@ def release(root, interpreter, probe):
 
 
 # The agent's name of a runtime in its counters, where it differs.
-COUNTERS = {"java": "hotspot"}
+COUNTERS = {"java": "hotspot", "erlang": "beam"}
 
 
 def counters_of(output, runtime):

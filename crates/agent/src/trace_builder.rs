@@ -9,6 +9,7 @@
 //! them, with the build of that runtime the process maps.
 
 use profiler_bpf::{RawSample, UnwindStop};
+use profiler_interpreters::beam::{BeamNamer, BeamProcess, BeamProcesses};
 use profiler_interpreters::{
     BudgetLimits, BudgetStats, FrameNamer, MappedFile, NamerStats, PidMemory, ReadBudget, Registry, RuntimeId,
 };
@@ -80,6 +81,10 @@ pub(crate) struct TraceBuilder {
     /// Environment variables reported of processes read here (those the
     /// manager has not loaded).
     include_env_vars: Arc<[Arc<str>]>,
+    /// Erlang emulators: their JIT code (native frames in memory without
+    /// a file) named by [`BeamNamer`].
+    beam: Option<Arc<BeamProcesses>>,
+    beam_namer: BeamNamer,
 }
 
 impl TraceBuilder {
@@ -104,7 +109,14 @@ impl TraceBuilder {
             realtime_offset_ns: realtime_offset_ns(),
             open_via_map_files: true,
             include_env_vars: Arc::new([]),
+            beam: None,
+            beam_namer: BeamNamer::default(),
         }
+    }
+
+    /// Names the JIT code of the Erlang emulators in `beam`.
+    pub(crate) fn set_beam(&mut self, beam: Arc<BeamProcesses>) {
+        self.beam = Some(beam);
     }
 
     /// See [`crate::AgentConfig::include_env_vars`].
@@ -142,10 +154,14 @@ impl TraceBuilder {
         self.kernel.as_ref().map(KernelSymbolizer::stats).unwrap_or_default()
     }
 
-    /// The counters of each runtime's namer, with the kind of its frames.
+    /// The counters of each runtime's namer, with the kind of its frames
+    /// (and of the Erlang emulators' JIT code: `FrameKind::Beam`, last).
     pub(crate) fn interpreter_stats(&self) -> Vec<(FrameKind, NamerStats)> {
         let runtimes = self.interpreters.runtimes();
-        runtimes.iter().zip(&self.namers).map(|(r, n)| (r.frame_kind(), n.stats())).collect()
+        let mut stats: Vec<(FrameKind, NamerStats)> =
+            runtimes.iter().zip(&self.namers).map(|(r, n)| (r.frame_kind(), n.stats())).collect();
+        stats.push((FrameKind::Beam, self.beam_namer.stats()));
+        stats
     }
 
     /// Drops what the runtimes' namers cached of processes that exited
@@ -157,6 +173,7 @@ impl TraceBuilder {
             namer.forget_processes(&alive);
         }
         self.last_names.retain(|(pid, _), _| alive(*pid));
+        self.beam_namer.forget_processes(&alive);
         self.naming_budget.forget_processes(&alive);
     }
 
@@ -194,9 +211,18 @@ impl TraceBuilder {
         // its reads at every level).
         let mut named_here: HashMap<u64, usize> = HashMap::new();
         self.sample_process_gone = None;
+        let beam = self.beam.as_ref().and_then(|b| b.get(pid.0));
         for &word in &sample.user_frames {
             if let UserFrame::Native(pc) = UserFrame::decode(word) {
-                frames.push(self.user_frame(snapshot.as_deref(), pc));
+                let mut frame = self.user_frame(snapshot.as_deref(), pc);
+                if let Some(beam) = beam.as_ref().filter(|_| frame.lines.is_empty()) {
+                    if !metering {
+                        self.naming_budget.start_metering(pid.0);
+                        metering = true;
+                    }
+                    self.beam_frame(pid, beam, pc, &mut frame);
+                }
+                frames.push(frame);
                 continue;
             }
             let Some(runtime) = self.interpreters.runtime_of_frame(word) else {
@@ -312,6 +338,23 @@ impl TraceBuilder {
             }
         }
         Frame { kind, address: vaddr, mapping: Some(mapping), lines }
+    }
+
+    /// A native frame of an Erlang emulator's process that no file
+    /// names (the JIT's code is in memory without a file): named from
+    /// the emulator's code index, when `pc` is in a loaded module.
+    fn beam_frame(&mut self, pid: Pid, beam: &BeamProcess, pc: CodeAddress, frame: &mut Frame) {
+        let budget = &self.naming_budget;
+        if !budget.allows(pid.0) {
+            return;
+        }
+        let process = PidMemory(pid.0);
+        let memory = budget.memory(pid.0, &process);
+        if let Some(line) = self.beam_namer.name(&memory, pid.0, beam, pc.lookup()) {
+            frame.kind = FrameKind::Beam;
+            frame.address = pc.pc;
+            frame.lines = vec![line];
+        }
     }
 
     /// The build of `runtime` that `snapshot`'s process maps, and its

@@ -20,6 +20,9 @@
 //!   binary), [`ruby`] (CRuby 2.7-3.4), [`php`] (PHP 7.4-8.4) and
 //!   [`perl`] (Perl 5.28-5.42, stable releases); a build outside its
 //!   range is refused with a notice and profiled as native code.
+//! - [`beam`]: Erlang/OTP's emulator (OTP 25 and 27, JIT): not a
+//!   runtime of [`runtimes`] yet (no BPF unwinder); its JIT code is named
+//!   at the sampled pc from the process's code index.
 //! - [`budget`]: what reading one process may cost (reads, bytes, CPU
 //!   time), for naming its frames and attaching to it.
 //! - [`go_labels`]: what reading a Go program's pprof labels needs (not
@@ -28,6 +31,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod beam;
 pub mod budget;
 pub mod failures;
 pub mod go_labels;

@@ -1,0 +1,531 @@
+//! The emulators the process manager found ([`BeamProcesses`]: per file,
+//! per process), and the naming of JIT pcs ([`BeamNamer`]).
+
+use super::{
+    atom_index, detect, function_name, BeamBuild, Detection, CODE_INDICES, LINE_TAB_FUNC_TAB, MAX_ATOM_BYTES,
+    MAX_FILE_NAME, MAX_FUNCTIONS, MAX_LINE_ITEMS, MAX_MODULES, RANGES_SIZE,
+};
+use crate::memory::{u64_in, ProcessMemory};
+use crate::runtime::NamerStats;
+use profiler_elf::ElfFile;
+use profiler_trace::{SourceLine, TableKey};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Most emulator files remembered.
+pub const MAX_BEAM_FILES: usize = 256;
+/// Most processes remembered as running an emulator.
+pub const MAX_BEAM_PROCESSES: usize = 16_384;
+/// Most atom names cached by a [`BeamNamer`] (all processes).
+const MAX_CACHED_ATOMS: usize = 65_536;
+/// Most source file names cached by a [`BeamNamer`] (all processes).
+const MAX_CACHED_FILES: usize = 4096;
+/// The empty list (`NIL`), which ends a string.
+const NIL: u64 = 0x3b;
+/// Steps of a binary search over modules or functions (2^24 > every
+/// bound above).
+const MAX_SEARCH_STEPS: u32 = 24;
+
+/// An emulator as one process maps it.
+#[derive(Clone, Debug)]
+pub struct BeamProcess {
+    /// The mapping's load bias.
+    pub bias: u64,
+    /// The build.
+    pub build: Arc<BeamBuild>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    files: HashMap<TableKey, Arc<BeamBuild>>,
+    told: HashSet<TableKey>,
+    processes: HashMap<u32, BeamProcess>,
+}
+
+/// The emulator files found and the processes mapping them: written by
+/// the process manager, read by the trace builder.
+#[derive(Debug, Default)]
+pub struct BeamProcesses {
+    state: Mutex<State>,
+}
+
+impl BeamProcesses {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Looks at a file just analysed; a notice the first time an emulator
+    /// is seen in it (which release, and whether its code is named).
+    pub fn inspect(&self, key: TableKey, elf: &ElfFile, path: &str) -> Option<String> {
+        let detection = detect(elf, path);
+        if matches!(detection, Detection::NotBeam) {
+            return None;
+        }
+        let mut state = self.lock();
+        if state.told.len() >= MAX_BEAM_FILES {
+            state.told.clear();
+        }
+        let first = state.told.insert(key);
+        match detection {
+            Detection::NotBeam => None,
+            Detection::Beam(build) => {
+                let notice = format!(
+                    "BEAM {} in {path}: Erlang functions in JIT code are named at the sampled pc; the Erlang frames \
+                     that called them are not unwound yet",
+                    build.version()
+                );
+                if state.files.len() < MAX_BEAM_FILES || state.files.contains_key(&key) {
+                    state.files.insert(key, Arc::from(build));
+                }
+                first.then_some(notice)
+            }
+            Detection::Unsupported { version, reason } => {
+                let version = version.unwrap_or_else(|| "of unknown version".into());
+                first.then(|| {
+                    format!(
+                        "BEAM {version} in {path} is not supported ({reason}): its frames are profiled as native code"
+                    )
+                })
+            }
+        }
+    }
+
+    /// A file no process maps any more.
+    pub fn file_unloaded(&self, key: TableKey) {
+        let mut state = self.lock();
+        state.files.remove(&key);
+        state.told.remove(&key);
+    }
+
+    /// Process `pid` maps `files` (file, bias) now: it runs an emulator
+    /// if one of them is one.
+    pub fn process_mapped(&self, pid: u32, files: &[(TableKey, u64)]) {
+        let mut state = self.lock();
+        let found = files.iter().find_map(|(key, bias)| Some((*bias, state.files.get(key)?.clone())));
+        match found {
+            Some((bias, build)) => {
+                if state.processes.len() < MAX_BEAM_PROCESSES || state.processes.contains_key(&pid) {
+                    state.processes.insert(pid, BeamProcess { bias, build });
+                }
+            }
+            None => {
+                state.processes.remove(&pid);
+            }
+        }
+    }
+
+    /// Process `pid` is gone.
+    pub fn process_removed(&self, pid: u32) {
+        self.lock().processes.remove(&pid);
+    }
+
+    /// The emulator process `pid` runs, if any.
+    pub fn get(&self, pid: u32) -> Option<BeamProcess> {
+        let state = self.lock();
+        if state.processes.is_empty() {
+            return None;
+        }
+        state.processes.get(&pid).cloned()
+    }
+
+    /// Processes running an emulator now.
+    pub fn processes(&self) -> usize {
+        self.lock().processes.len()
+    }
+}
+
+/// Names pcs in the JIT code of emulator processes, with a bounded cache
+/// of atom names.
+#[derive(Default)]
+pub struct BeamNamer {
+    /// (pid, atom index) -> name.
+    atoms: HashMap<(u32, u64), Arc<str>>,
+    /// (pid, file name term) -> the name.
+    files: HashMap<(u32, u64), Arc<str>>,
+    stats: NamerStats,
+}
+
+fn read_u64(memory: &dyn ProcessMemory, address: u64) -> Option<u64> {
+    let mut b = [0u8; 8];
+    memory.read(address, &mut b).then(|| u64::from_le_bytes(b))
+}
+
+fn read_pair(memory: &dyn ProcessMemory, address: u64) -> Option<(u64, u64)> {
+    let mut b = [0u8; 16];
+    memory.read(address, &mut b).then(|| (u64_in(&b, 0).unwrap_or(0), u64_in(&b, 8).unwrap_or(0)))
+}
+
+impl BeamNamer {
+    /// Names `pc` of process `pid` running `process`'s emulator, if it
+    /// lies in the code of a loaded module.
+    pub fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, process: &BeamProcess, pc: u64) -> Option<SourceLine> {
+        let named = self.lookup(memory, pid, process, pc);
+        match named {
+            Some(_) => self.stats.frames += 1,
+            None => self.stats.unknown += 1,
+        }
+        named
+    }
+
+    fn lookup(&mut self, memory: &dyn ProcessMemory, pid: u32, process: &BeamProcess, pc: u64) -> Option<SourceLine> {
+        let build = &process.build;
+        let layout = &build.layout;
+        let mut ix = [0u8; 4];
+        self.stats.reads += 1;
+        if !memory.read(process.bias.wrapping_add(build.active_code_index), &mut ix) {
+            return None;
+        }
+        let ix = u32::from_le_bytes(ix);
+        if ix >= CODE_INDICES {
+            return None;
+        }
+        let ranges = process.bias.wrapping_add(build.ranges).wrapping_add(u64::from(ix) * RANGES_SIZE);
+        self.stats.reads += 1;
+        let (modules, n) = read_pair(memory, ranges)?;
+        if n == 0 || n > MAX_MODULES {
+            return None;
+        }
+        // The module: ranges sorted by start, each [start, end).
+        let (mut lo, mut hi) = (0u64, n);
+        let mut header = None;
+        for _ in 0..MAX_SEARCH_STEPS {
+            if lo >= hi {
+                break;
+            }
+            let mid = lo + (hi - lo) / 2;
+            self.stats.reads += 1;
+            let (start, end) = read_pair(memory, modules.checked_add(mid * 16)?)?;
+            if pc < start {
+                hi = mid;
+            } else if pc >= end {
+                lo = mid + 1;
+            } else {
+                header = Some(start);
+                break;
+            }
+        }
+        let header = header?;
+        // The function: functions[0..=count] sorted, pc in [f[i], f[i+1]).
+        self.stats.reads += 1;
+        let count = read_u64(memory, header)? & 0xffff_ffff;
+        if count == 0 || count > MAX_FUNCTIONS {
+            return None;
+        }
+        let functions = header.checked_add(layout.functions)?;
+        let (mut lo, mut hi) = (0u64, count);
+        let mut info = None;
+        let mut index = 0;
+        for _ in 0..MAX_SEARCH_STEPS {
+            if lo >= hi {
+                break;
+            }
+            let mid = lo + (hi - lo) / 2;
+            self.stats.reads += 1;
+            let (start, end) = read_pair(memory, functions.checked_add(mid * 8)?)?;
+            if pc < start {
+                hi = mid;
+            } else if pc >= end {
+                lo = mid + 1;
+            } else {
+                info = Some(start);
+                index = mid;
+                break;
+            }
+        }
+        let mut mfa = [0u8; 24];
+        self.stats.reads += 1;
+        if !memory.read(info?.checked_add(layout.code_info_mfa)?, &mut mfa) {
+            return None;
+        }
+        let (module, function, arity) = (u64_in(&mfa, 0)?, u64_in(&mfa, 8)?, u64_in(&mfa, 16)?);
+        if arity > 255 {
+            return None;
+        }
+        let module = self.atom(memory, pid, process, module)?;
+        let function = self.atom(memory, pid, process, function)?;
+        let function = Arc::from(function_name(&module, &function, arity));
+        // The line is a bonus: a function without one keeps its name.
+        let (file, line) = self.line(memory, pid, process, header, index, pc).unwrap_or((None, 0));
+        Some(SourceLine { function, file, line })
+    }
+
+    /// The source file and line of `pc` in function `index` of the
+    /// module at `header`, from its line table: the last `line`
+    /// instruction at or before `pc` (the first, for a pc before all).
+    fn line(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        pid: u32,
+        process: &BeamProcess,
+        header: u64,
+        index: u64,
+        pc: u64,
+    ) -> Option<(Option<Arc<str>>, u32)> {
+        self.stats.reads += 1;
+        let table = read_u64(memory, header.checked_add(process.build.layout.line_table)?)?;
+        if table == 0 {
+            return None;
+        }
+        let mut head = [0u8; 24];
+        self.stats.reads += 3;
+        if !memory.read(table, &mut head) {
+            return None;
+        }
+        let (names, loc_size, locs) = (u64_in(&head, 0)?, u64_in(&head, 8)? & 0xffff_ffff, u64_in(&head, 16)?);
+        let func_tab = table.checked_add(LINE_TAB_FUNC_TAB)?;
+        let first = read_u64(memory, func_tab)?;
+        let (lo, hi) = read_pair(memory, func_tab.checked_add(index.checked_mul(8)?)?)?;
+        if lo < first || hi <= lo || (lo - first) % 8 != 0 || (hi - lo) % 8 != 0 || (hi - lo) / 8 > MAX_LINE_ITEMS {
+            return None;
+        }
+        // The greatest item <= pc, else the first.
+        let (mut at, mut a, mut b) = (lo, 0u64, (hi - lo) / 8);
+        for _ in 0..MAX_SEARCH_STEPS {
+            if a >= b {
+                break;
+            }
+            let mid = a + (b - a) / 2;
+            self.stats.reads += 1;
+            if read_u64(memory, lo + mid * 8)? <= pc {
+                at = lo + mid * 8;
+                a = mid + 1;
+            } else {
+                b = mid;
+            }
+        }
+        let item = (at - first) / 8;
+        let mut loc = [0u8; 4];
+        let loc_bytes = match loc_size {
+            2 => &mut loc[..2],
+            4 => &mut loc[..],
+            _ => return None,
+        };
+        self.stats.reads += 1;
+        if !memory.read(locs.checked_add(item.checked_mul(loc_size)?)?, loc_bytes) {
+            return None;
+        }
+        let loc = u32::from_le_bytes(loc);
+        // LOC_FILE and LOC_LINE; line 0: no location.
+        let (file, line) = (u64::from(loc >> 24), loc & 0xff_ffff);
+        if line == 0 {
+            return None;
+        }
+        self.stats.reads += 1;
+        let name = read_u64(memory, names.checked_add(file * 8)?)?;
+        Some((self.file_name(memory, pid, name), line))
+    }
+
+    /// A source file name: an Erlang string (a list of character
+    /// terms), cached per process.
+    fn file_name(&mut self, memory: &dyn ProcessMemory, pid: u32, term: u64) -> Option<Arc<str>> {
+        if let Some(name) = self.files.get(&(pid, term)) {
+            return Some(name.clone());
+        }
+        let mut name = String::new();
+        let mut cell = term;
+        while cell != NIL {
+            // A list cell (tag 01): [head, tail], the head a small integer.
+            if cell & 3 != 1 || name.len() >= MAX_FILE_NAME {
+                return None;
+            }
+            self.stats.reads += 1;
+            let (head, tail) = read_pair(memory, cell & !3)?;
+            if head & 0xf != 0xf {
+                return None;
+            }
+            name.push(char::from_u32(u32::try_from(head >> 4).ok()?)?);
+            cell = tail;
+        }
+        let name: Arc<str> = Arc::from(name);
+        if self.files.len() >= MAX_CACHED_FILES {
+            self.files.clear();
+        }
+        self.files.insert((pid, term), name.clone());
+        Some(name)
+    }
+
+    /// The name of atom `term`, cached per process.
+    fn atom(&mut self, memory: &dyn ProcessMemory, pid: u32, process: &BeamProcess, term: u64) -> Option<Arc<str>> {
+        let index = atom_index(term)?;
+        if let Some(name) = self.atoms.get(&(pid, index)) {
+            return Some(name.clone());
+        }
+        let layout = &process.build.layout;
+        let table = process.bias.wrapping_add(process.build.atom_table);
+        // seg_table[index >> 10][index & 1023]: pages of 1024 entries.
+        self.stats.reads += 3;
+        let segments = read_u64(memory, table.checked_add(layout.seg_table)?)?;
+        let segment = read_u64(memory, segments.checked_add((index >> 10).checked_mul(8)?)?)?;
+        let entry = read_u64(memory, segment.checked_add((index & 1023) * 8)?)?;
+        let mut len = [0u8; 2];
+        self.stats.reads += 2;
+        if !memory.read(entry.checked_add(layout.atom_len)?, &mut len) {
+            return None;
+        }
+        let len = usize::try_from(i16::from_le_bytes(len)).ok().filter(|&l| l <= MAX_ATOM_BYTES)?;
+        let name = read_u64(memory, entry.checked_add(layout.atom_name)?)?;
+        let mut bytes = vec![0u8; len];
+        self.stats.reads += 1;
+        if !memory.read(name, &mut bytes) {
+            return None;
+        }
+        let name: Arc<str> = Arc::from(String::from_utf8_lossy(&bytes).as_ref());
+        if self.atoms.len() >= MAX_CACHED_ATOMS {
+            self.atoms.clear();
+        }
+        self.atoms.insert((pid, index), name.clone());
+        Some(name)
+    }
+
+    /// Drops the atoms cached of processes `alive` says are gone.
+    pub fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
+        self.atoms.retain(|(pid, _), _| alive(*pid));
+        self.files.retain(|(pid, _), _| alive(*pid));
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> NamerStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::beam::BeamLayout;
+    use crate::memory::fake::FakeMemory;
+
+    const BIAS: u64 = 0x5500_0000_0000;
+
+    fn build() -> BeamProcess {
+        let build = BeamBuild {
+            otp: 25,
+            erts: "13.1.5".into(),
+            active_code_index: 0x1000,
+            ranges: 0x2000,
+            atom_table: 0x3000,
+            layout: BeamLayout::for_release(25).unwrap(),
+        };
+        BeamProcess { bias: BIAS, build: Arc::new(build) }
+    }
+
+    fn atom(i: u64) -> u64 {
+        i << 6 | 0x0b
+    }
+
+    /// A node with two modules (code index 1), the second with three
+    /// functions; atoms 0 "false", 1 "chain", 2 "a", 3 "leaf_spin".
+    fn node() -> FakeMemory {
+        let mut m = FakeMemory::default();
+        m.add(BIAS + 0x1000, 1u32.to_le_bytes().to_vec());
+        let modules = 0x7000_0000u64;
+        m.words(BIAS + 0x2000 + RANGES_SIZE, &[modules, 2]);
+        let header = 0x7f00_0000_1000u64;
+        m.words(modules, &[0x7f00_0000_0000, 0x7f00_0000_0800, header, header + 0x1000]);
+        // num_functions, ..., functions[] at 0x60.
+        let f = [header + 0x200, header + 0x300, header + 0x500, header + 0x900];
+        let mut words = vec![3u64];
+        words.resize(0x60 / 8, 0);
+        words.extend(f);
+        let table = 0x7e00_0000_0000u64;
+        words[0x48 / 8] = table;
+        m.words(header, &words);
+        // The line table: file 1 "c.erl"; a/1's items before its start
+        // and inside, leaf_spin/2's two, a/0's one without a location.
+        let (names, locs, items) = (table + 0x100, table + 0x200, table + 0x300);
+        m.words(table, &[names, 4, locs, items, items + 16, items + 32, items + 40]);
+        let string = table + 0x400;
+        m.words(names, &[NIL, string | 1]);
+        let cells: Vec<u64> = "c.erl"
+            .chars()
+            .enumerate()
+            .flat_map(|(i, c)| [u64::from(c) << 4 | 0xf, if i == 4 { NIL } else { (string + 16 * (i as u64 + 1)) | 1 }])
+            .collect();
+        m.words(string, &cells);
+        let loc = |file: u32, line: u32| file << 24 | line;
+        let locs_bytes: Vec<u8> =
+            [loc(1, 16), loc(1, 17), loc(1, 21), loc(1, 22), 0].iter().flat_map(|l| l.to_le_bytes()).collect();
+        m.add(locs, locs_bytes);
+        m.words(items, &[header + 0x1f0, header + 0x280, header + 0x300, header + 0x400, header + 0x500]);
+        for (i, (&info, (fun, arity))) in f.iter().zip([(2, 1), (3, 2), (2, 0)]).enumerate().take(3) {
+            let _ = i;
+            m.words(info + 16, &[atom(1), atom(fun), arity]);
+        }
+        let segments = 0x6000_0000u64;
+        m.words(BIAS + 0x3000 + 120, &[segments]);
+        m.words(segments, &[segments + 0x100]);
+        let entries: Vec<u64> = (0..4).map(|i| 0x6100_0000 + i * 0x100).collect();
+        m.words(segments + 0x100, &entries);
+        for (e, name) in entries.iter().zip(["false", "chain", "a", "leaf_spin"]) {
+            let mut bytes = vec![0u8; 40];
+            bytes[24..26].copy_from_slice(&(name.len() as i16).to_le_bytes());
+            bytes[32..40].copy_from_slice(&(e + 0x80).to_le_bytes());
+            m.add(*e, bytes);
+            m.add(e + 0x80, name.as_bytes().to_vec());
+        }
+        m
+    }
+
+    #[test]
+    fn names_pcs_of_each_function() {
+        let m = node();
+        let p = build();
+        let mut namer = BeamNamer::default();
+        let name = |namer: &mut BeamNamer, pc| namer.name(&m, 7, &p, pc).map(|l| l.function.to_string());
+        let line = |namer: &mut BeamNamer, pc| {
+            namer.name(&m, 7, &p, pc).map(|l| (l.file.map(|f| f.to_string()), l.line)).unwrap()
+        };
+        let c = Some("c.erl".to_string());
+        assert_eq!(line(&mut namer, 0x7f00_0000_1250), (c.clone(), 16), "the item before the function's start");
+        assert_eq!(line(&mut namer, 0x7f00_0000_1290), (c.clone(), 17));
+        assert_eq!(line(&mut namer, 0x7f00_0000_1300), (c.clone(), 21));
+        assert_eq!(line(&mut namer, 0x7f00_0000_14ff), (c, 22));
+        assert_eq!(line(&mut namer, 0x7f00_0000_1600), (None, 0), "no location");
+        namer.stats = NamerStats::default();
+        assert_eq!(name(&mut namer, 0x7f00_0000_1250).as_deref(), Some("chain:a/1"));
+        assert_eq!(name(&mut namer, 0x7f00_0000_1300).as_deref(), Some("chain:leaf_spin/2"));
+        assert_eq!(name(&mut namer, 0x7f00_0000_14ff).as_deref(), Some("chain:leaf_spin/2"));
+        assert_eq!(name(&mut namer, 0x7f00_0000_1600).as_deref(), Some("chain:a/0"));
+        assert_eq!(name(&mut namer, 0x7f00_0000_1100), None, "the header, before the first function");
+        assert_eq!(name(&mut namer, 0x7f00_0000_1900), None, "after the last function");
+        assert_eq!(name(&mut namer, 0x7f00_0000_0100), None, "a module whose header is unreadable");
+        assert_eq!(name(&mut namer, 0x7f00_0000_3000), None, "no module");
+        assert_eq!(namer.stats().frames, 4);
+        assert_eq!(namer.stats().unknown, 4);
+        namer.forget_processes(&|pid| pid != 7);
+        assert!(namer.atoms.is_empty());
+    }
+
+    #[test]
+    fn garbage_is_refused() {
+        let p = build();
+        let mut namer = BeamNamer::default();
+        // A code index out of range.
+        let mut m = node();
+        m.regions[0].1 = 3u32.to_le_bytes().to_vec();
+        assert_eq!(namer.name(&m, 7, &p, 0x7f00_0000_1250), None);
+        // A module count beyond the bound.
+        let mut m = node();
+        m.regions[1].1[8..16].copy_from_slice(&(MAX_MODULES + 1).to_le_bytes());
+        assert_eq!(namer.name(&m, 7, &p, 0x7f00_0000_1250), None);
+        // A function count beyond the bound.
+        let mut m = node();
+        m.regions[3].1[0..8].copy_from_slice(&(MAX_FUNCTIONS + 1).to_le_bytes());
+        assert_eq!(namer.name(&m, 7, &p, 0x7f00_0000_1250), None);
+        assert_eq!(namer.stats().frames, 0);
+    }
+
+    #[test]
+    fn processes_follow_their_mappings() {
+        let beam = BeamProcesses::default();
+        let key = TableKey([7; 32]);
+        beam.lock().files.insert(key, build().build);
+        beam.process_mapped(5, &[(key, BIAS)]);
+        assert_eq!(beam.get(5).map(|p| p.bias), Some(BIAS));
+        beam.process_mapped(5, &[]);
+        assert!(beam.get(5).is_none(), "an exec replaced the emulator");
+        beam.process_mapped(6, &[(key, BIAS)]);
+        beam.process_removed(6);
+        assert_eq!(beam.processes(), 0);
+    }
+}
