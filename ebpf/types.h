@@ -54,11 +54,6 @@
 #define FRAME_EXTENDED_SLOT_MASK 0xffULL
 #define FRAME_EXTENDED_SLOT_MIN 8
 #define FRAME_EXTENDED_PAYLOAD_BITS 49
-/* The unwinders' former names of the slot coding's bits. */
-#define FRAME_HOTSPOT FRAME_WIDE
-#define FRAME_HOTSPOT_COMPILED HOTSPOT_FRAME_COMPILED
-#define FRAME_RUNTIME FRAME_COMPACT
-#define FRAME_RUNTIME_SHIFT FRAME_COMPACT_SLOT_SHIFT
 /* The payload bits of a word of unwinder slot `slot`. */
 #define FRAME_PAYLOAD_BITS(slot)                                                        \
 	((slot) == FRAME_WIDE_SLOT ? FRAME_WIDE_PAYLOAD_BITS                            \
