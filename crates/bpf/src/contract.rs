@@ -191,23 +191,25 @@ pub(crate) mod tests {
         assert_eq!(u64::from(t::FRAME_EXTENDED_PAYLOAD_BITS), FRAME_EXTENDED_PAYLOAD_BITS);
         // The classes' fields do not overlap: each payload lies below its
         // class's tag and slot, and the slot field of a compact word below
-        // FRAME_COMPACT.
-        assert!(FRAME_WIDE_PAYLOAD_BITS <= 61 && FRAME_PLAIN_PAYLOAD_BITS <= 60);
-        assert_eq!(FRAME_COMPACT_SLOT_MASK << FRAME_COMPACT_SLOT_SHIFT & FRAME_COMPACT, 0);
-        assert!(FRAME_COMPACT_PAYLOAD_BITS <= FRAME_COMPACT_SLOT_SHIFT);
-        assert!(FRAME_EXTENDED_SLOT_SHIFT + 8 <= FRAME_COMPACT_SLOT_SHIFT);
-        assert!(FRAME_EXTENDED_PAYLOAD_BITS <= FRAME_EXTENDED_SLOT_SHIFT);
-        // Each runtime's payload fields lie within its payload width.
-        assert!(PYTHON_FRAME_OFFSET_MAX << PYTHON_FRAME_OFFSET_SHIFT < 1 << PYTHON_FRAME_PAYLOAD_BITS);
-        assert!((HOTSPOT_FRAME_COMPILED as u64) < 1 << HOTSPOT_FRAME_PAYLOAD_BITS);
-        assert!(HOTSPOT_FRAME_OFFSET_MAX << HOTSPOT_FRAME_OFFSET_SHIFT < HOTSPOT_FRAME_COMPILED as u64);
-        assert!((RUBY_FRAME_POS_MAX as u64) << RUBY_FRAME_POS_SHIFT < 1 << RUBY_FRAME_PAYLOAD_BITS);
-        assert!(V8_FRAME_COMPILED < 1 << V8_FRAME_PAYLOAD_BITS);
-        assert!(V8_FRAME_OFFSET_MAX << V8_FRAME_OFFSET_SHIFT < V8_FRAME_COMPILED);
-        assert!(PHP_FRAME_TOP < 1 << PHP_FRAME_PAYLOAD_BITS);
-        assert!((PHP_FRAME_LINE_MAX as u64) << PHP_FRAME_LINE_SHIFT < PHP_FRAME_TOP);
-        assert!(PERL_FRAME_COP < 1 << PERL_FRAME_PAYLOAD_BITS);
-        assert!((PERL_FRAME_LINE_MAX as u64) << PERL_FRAME_LINE_SHIFT < PERL_FRAME_COP);
+        // FRAME_COMPACT. Each runtime's payload fields lie within its
+        // payload width. (Checked when the tests build.)
+        const {
+            assert!(FRAME_WIDE_PAYLOAD_BITS <= 61 && FRAME_PLAIN_PAYLOAD_BITS <= 60);
+            assert!(FRAME_COMPACT_SLOT_MASK << FRAME_COMPACT_SLOT_SHIFT & FRAME_COMPACT == 0);
+            assert!(FRAME_COMPACT_PAYLOAD_BITS <= FRAME_COMPACT_SLOT_SHIFT);
+            assert!(FRAME_EXTENDED_SLOT_SHIFT + 8 <= FRAME_COMPACT_SLOT_SHIFT);
+            assert!(FRAME_EXTENDED_PAYLOAD_BITS <= FRAME_EXTENDED_SLOT_SHIFT);
+            assert!(PYTHON_FRAME_OFFSET_MAX << PYTHON_FRAME_OFFSET_SHIFT < 1 << PYTHON_FRAME_PAYLOAD_BITS);
+            assert!(HOTSPOT_FRAME_COMPILED < 1 << HOTSPOT_FRAME_PAYLOAD_BITS);
+            assert!(HOTSPOT_FRAME_OFFSET_MAX << HOTSPOT_FRAME_OFFSET_SHIFT < HOTSPOT_FRAME_COMPILED);
+            assert!((RUBY_FRAME_POS_MAX as u64) << RUBY_FRAME_POS_SHIFT < 1 << RUBY_FRAME_PAYLOAD_BITS);
+            assert!(V8_FRAME_COMPILED < 1 << V8_FRAME_PAYLOAD_BITS);
+            assert!(V8_FRAME_OFFSET_MAX << V8_FRAME_OFFSET_SHIFT < V8_FRAME_COMPILED);
+            assert!(PHP_FRAME_TOP < 1 << PHP_FRAME_PAYLOAD_BITS);
+            assert!((PHP_FRAME_LINE_MAX as u64) << PHP_FRAME_LINE_SHIFT < PHP_FRAME_TOP);
+            assert!(PERL_FRAME_COP < 1 << PERL_FRAME_PAYLOAD_BITS);
+            assert!((PERL_FRAME_LINE_MAX as u64) << PERL_FRAME_LINE_SHIFT < PERL_FRAME_COP);
+        }
     }
 
     /// `UnwindStop` is the header's `enum unwind_stop`, one variant per

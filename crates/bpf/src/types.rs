@@ -25,7 +25,7 @@ pub const PYTHON_FRAME_OFFSET_SHIFT: u32 = c::PYTHON_FRAME_OFFSET_SHIFT;
 /// The largest instruction offset of a CPython frame word (larger clamp).
 pub const PYTHON_FRAME_OFFSET_MAX: u64 = c::PYTHON_FRAME_OFFSET_MAX;
 /// Set in a HotSpot frame word's payload for compiled code.
-pub const HOTSPOT_FRAME_COMPILED: u64 = c::HOTSPOT_FRAME_COMPILED as u64;
+pub const HOTSPOT_FRAME_COMPILED: u64 = c::HOTSPOT_FRAME_COMPILED;
 /// Where a HotSpot frame word's payload keeps the bci (or the low bits of
 /// a compiled frame's mark).
 pub const HOTSPOT_FRAME_OFFSET_SHIFT: u32 = c::HOTSPOT_FRAME_OFFSET_SHIFT;
