@@ -63,15 +63,8 @@ static __always_inline u64 hotspot_slot(struct interp_state *interp, s32 slot)
 /* Appends a HotSpot frame word; false when the stack is full. */
 static __always_inline bool hotspot_record(struct sample_record *record, u64 word)
 {
-	struct sample_event *event = &record->event;
-	u32 n = event->user_frames;
-	if (n >= MAX_USER_FRAMES)
+	if (!append_user_frame(&record->event, word))
 		return false;
-	u32 slot = event->kernel_frames + n;
-	if (slot >= MAX_KERNEL_FRAMES + MAX_USER_FRAMES)
-		return false;
-	event->frames[slot] = word;
-	event->user_frames = n + 1;
 	count(COUNTER_HOTSPOT_FRAMES);
 	return true;
 }
@@ -83,7 +76,7 @@ static __always_inline u64 hotspot_word(u64 method, u64 bci)
 	u64 bits = (method & 7) || (method >> 47) ? 0 : method >> 3;
 	if (bci > HOTSPOT_FRAME_OFFSET_MAX)
 		bci = HOTSPOT_FRAME_OFFSET_MAX;
-	return FRAME_INTERPRETED | FRAME_HOTSPOT | (bci << HOTSPOT_FRAME_OFFSET_SHIFT) | bits;
+	return frame_word_interpreted(UNWINDER_HOTSPOT, (bci << HOTSPOT_FRAME_OFFSET_SHIFT) | bits);
 }
 
 /* A compiled frame's word: `pc`'s offset in the code cache (0 if it is
@@ -96,8 +89,9 @@ static __always_inline u64 hotspot_compiled_word(struct hotspot_process *jvm, u6
 		offset = 0;
 	u64 low = mark & 0xffff;
 	u64 high = (mark >> 16) & ((1U << (HOTSPOT_MARK_BITS - 16)) - 1);
-	return FRAME_INTERPRETED | FRAME_HOTSPOT | FRAME_HOTSPOT_COMPILED | (low << HOTSPOT_FRAME_OFFSET_SHIFT) |
-	       (high << HOTSPOT_MARK_HIGH_SHIFT) | (exact ? HOTSPOT_PC_EXACT : 0) | offset;
+	return frame_word_interpreted(UNWINDER_HOTSPOT, HOTSPOT_FRAME_COMPILED | (low << HOTSPOT_FRAME_OFFSET_SHIFT) |
+							  (high << HOTSPOT_MARK_HIGH_SHIFT) |
+							  (exact ? HOTSPOT_PC_EXACT : 0) | offset);
 }
 
 /* The pc a compiled frame at sp stands for, when `return_address` is its

@@ -168,15 +168,12 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 {
 	struct unwind_state *state = &record->state;
 	struct sample_event *event = &record->event;
+	/* The frames before this one: a loop frame dropped below goes back
+	 * to it. */
 	u32 n = event->user_frames;
-	if (n >= MAX_USER_FRAMES)
-		return UNWIND_STOP_MAX_FRAMES;
-	u32 slot = event->kernel_frames + n;
-	if (slot >= MAX_KERNEL_FRAMES + MAX_USER_FRAMES)
-		return UNWIND_STOP_MAX_FRAMES;
 	u64 pc = state->pc;
-	event->frames[slot] = state->exact ? pc | FRAME_EXACT_PC : pc;
-	event->user_frames = n + 1;
+	if (!append_user_frame(event, state->exact ? pc | FRAME_EXACT_PC : pc))
+		return UNWIND_STOP_MAX_FRAMES;
 
 	u64 lookup_pc = state->exact ? pc : pc - 1;
 	struct pid_mapping *mapping = NULL;

@@ -138,16 +138,9 @@ static __always_inline bool perl_start(struct sample_record *record)
 /* Appends a Perl frame word; false when the stack is full. */
 static __always_inline bool perl_record(struct sample_record *record, u64 own_bits)
 {
-	struct sample_event *event = &record->event;
 	struct interp_state *interp = &record->interp;
-	u32 n = event->user_frames;
-	if (n >= MAX_USER_FRAMES)
+	if (!append_user_frame(&record->event, frame_word_interpreted(UNWINDER_PERL, own_bits)))
 		return false;
-	u32 slot = event->kernel_frames + n;
-	if (slot >= MAX_KERNEL_FRAMES + MAX_USER_FRAMES)
-		return false;
-	event->frames[slot] = FRAME_INTERPRETED | FRAME_RUNTIME | ((u64)UNWINDER_PERL << FRAME_RUNTIME_SHIFT) | own_bits;
-	event->user_frames = n + 1;
 	count(COUNTER_PERL_FRAMES);
 	if (interp->loop_frames < 255)
 		interp->loop_frames++;

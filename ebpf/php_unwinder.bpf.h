@@ -31,7 +31,7 @@
  *     be read, stay native frames: the sample is never lost, only less
  *     detailed (COUNTER_PHP_*).
  *
- * A PHP frame is one word (FRAME_RUNTIME, slot UNWINDER_PHP): the
+ * A PHP frame is one word (slot UNWINDER_PHP, types.h): the
  * zend_function, the line of the frame's opline (in a caller, the call
  * being made) and ZEND_CALL_TOP; user space reads the function's names.
  * The chain's length is bounded by MAX_USER_FRAMES (a cycle fills the
@@ -133,15 +133,9 @@ static __always_inline int php_step(struct sample_record *record)
 		line = lineno - line_start;
 	u64 func_bits = (func & 7) || (func >> 47) ? 0 : func >> 3;
 
-	u32 n = event->user_frames;
-	if (n >= MAX_USER_FRAMES)
+	u64 payload = (top ? PHP_FRAME_TOP : 0) | (line << PHP_FRAME_LINE_SHIFT) | func_bits;
+	if (!append_user_frame(event, frame_word_interpreted(UNWINDER_PHP, payload)))
 		return UNWIND_STOP_MAX_FRAMES;
-	u32 slot = event->kernel_frames + n;
-	if (slot >= MAX_KERNEL_FRAMES + MAX_USER_FRAMES)
-		return UNWIND_STOP_MAX_FRAMES;
-	event->frames[slot] = FRAME_INTERPRETED | FRAME_RUNTIME | ((u64)UNWINDER_PHP << FRAME_RUNTIME_SHIFT) |
-			      (top ? PHP_FRAME_TOP : 0) | (line << PHP_FRAME_LINE_SHIFT) | func_bits;
-	event->user_frames = n + 1;
 	count(COUNTER_PHP_FRAMES);
 	if (interp->loop_frames < 255)
 		interp->loop_frames++;

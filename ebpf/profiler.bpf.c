@@ -15,6 +15,7 @@
 #include "types.h"
 #include "maps.h"
 #include "helpers.h"
+#include "frame_word.h"
 #include "mappings.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";

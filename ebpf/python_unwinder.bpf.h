@@ -210,14 +210,9 @@ static __always_inline int python_step(struct sample_record *record)
 		offset = PYTHON_FRAME_OFFSET_MAX;
 	u64 code_bits = (code & 7) || (code >> 47) ? 0 : code >> 3;
 
-	u32 n = event->user_frames;
-	if (n >= MAX_USER_FRAMES)
+	u64 payload = ((u64)offset << PYTHON_FRAME_OFFSET_SHIFT) | code_bits;
+	if (!append_user_frame(event, frame_word_interpreted(UNWINDER_PYTHON, payload)))
 		return UNWIND_STOP_MAX_FRAMES;
-	u32 slot = event->kernel_frames + n;
-	if (slot >= MAX_KERNEL_FRAMES + MAX_USER_FRAMES)
-		return UNWIND_STOP_MAX_FRAMES;
-	event->frames[slot] = FRAME_INTERPRETED | ((u64)offset << PYTHON_FRAME_OFFSET_SHIFT) | code_bits;
-	event->user_frames = n + 1;
 	count(COUNTER_PYTHON_FRAMES);
 	if (interp->loop_frames < 255)
 		interp->loop_frames++;

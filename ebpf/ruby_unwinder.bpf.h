@@ -134,19 +134,11 @@ static __always_inline bool ruby_start(struct sample_record *record)
 /* Appends a Ruby frame word; false when the stack is full. */
 static __always_inline bool ruby_record(struct sample_record *record, u64 pointer, u64 pos)
 {
-	struct sample_event *event = &record->event;
-	u32 n = event->user_frames;
-	if (n >= MAX_USER_FRAMES)
-		return false;
-	u32 slot = event->kernel_frames + n;
-	if (slot >= MAX_KERNEL_FRAMES + MAX_USER_FRAMES)
-		return false;
 	u64 bits = (pointer & 7) || (pointer >> 47) ? 0 : pointer >> 3;
 	if (pos > RUBY_FRAME_POS_MAX)
 		pos = RUBY_FRAME_POS_MAX;
-	event->frames[slot] = FRAME_INTERPRETED | FRAME_RUNTIME | ((u64)UNWINDER_RUBY << FRAME_RUNTIME_SHIFT) |
-			      (pos << RUBY_FRAME_POS_SHIFT) | bits;
-	event->user_frames = n + 1;
+	if (!append_user_frame(&record->event, frame_word_interpreted(UNWINDER_RUBY, (pos << RUBY_FRAME_POS_SHIFT) | bits)))
+		return false;
 	count(COUNTER_RUBY_FRAMES);
 	return true;
 }

@@ -25,29 +25,64 @@
  * User addresses never reach bit 63. */
 #define FRAME_EXACT_PC (1ULL << 63)
 
-/* Set in a user frame word that is an interpreter's frame, not a pc
- * (FRAME_EXACT_PC is then clear; pcs never reach bit 62). A CPython
- * frame word is FRAME_INTERPRETED | offset << PYTHON_FRAME_OFFSET_SHIFT
- * | code >> 3: the code object's address (8-aligned, below 2^47; 0 when
- * it is not) and the byte offset of the instruction in its bytecode
- * (clamped to PYTHON_FRAME_OFFSET_MAX). See python_unwinder.bpf.h. */
+/* A user frame word with FRAME_INTERPRETED set (FRAME_EXACT_PC clear;
+ * pcs never reach bit 62) is an interpreter's frame: its runtime's
+ * unwinder slot (enum unwinder_program) and a payload whose layout is the
+ * runtime's own. The slot is prefix-coded, so that the runtimes whose
+ * payloads are widest keep the most bits:
+ *
+ *   bit 61 set                      slot 2 (FRAME_WIDE_SLOT), payload bits 0-60
+ *   bits 61, 60 clear               slot 1 (FRAME_PLAIN_SLOT), payload bits 0-59
+ *   bit 60 set, bits 57-59 = s>=3   slot s (3..7), payload bits 0-56
+ *   bit 60 set, bits 57-59 = 0      slot = bits 49-56 (8..255), payload bits 0-48
+ *
+ * Bits 57-59 of 1 or 2 with bit 60 set, or an extended slot below 8, are
+ * no word an unwinder writes (user space counts them as malformed).
+ * frame_word_interpreted (frame_word.h) is the one encoder. */
 #define FRAME_INTERPRETED (1ULL << 62)
+#define FRAME_WIDE (1ULL << 61)
+#define FRAME_WIDE_SLOT 2
+#define FRAME_WIDE_PAYLOAD_BITS 61
+#define FRAME_PLAIN_SLOT 1
+#define FRAME_PLAIN_PAYLOAD_BITS 60
+#define FRAME_COMPACT (1ULL << 60)
+#define FRAME_COMPACT_SLOT_SHIFT 57
+#define FRAME_COMPACT_SLOT_MASK 7ULL
+#define FRAME_COMPACT_SLOT_MIN 3
+#define FRAME_COMPACT_PAYLOAD_BITS 57
+#define FRAME_EXTENDED_SLOT_SHIFT 49
+#define FRAME_EXTENDED_SLOT_MASK 0xffULL
+#define FRAME_EXTENDED_SLOT_MIN 8
+#define FRAME_EXTENDED_PAYLOAD_BITS 49
+/* The payload bits of a word of unwinder slot `slot`. */
+#define FRAME_PAYLOAD_BITS(slot)                                                        \
+	((slot) == FRAME_WIDE_SLOT ? FRAME_WIDE_PAYLOAD_BITS                            \
+	 : (slot) == FRAME_PLAIN_SLOT ? FRAME_PLAIN_PAYLOAD_BITS                        \
+	 : (slot) < FRAME_EXTENDED_SLOT_MIN ? FRAME_COMPACT_PAYLOAD_BITS               \
+					    : FRAME_EXTENDED_PAYLOAD_BITS)
+
+/* Each runtime's payload, and its width: <NAME>_FRAME_PAYLOAD_BITS, which
+ * must fit its slot's (checked below for every line of runtimes.h, and
+ * by crates/bpf's runtime test).
+ *
+ * CPython (slot 1): offset << PYTHON_FRAME_OFFSET_SHIFT | code >> 3: the
+ * code object's address (8-aligned, below 2^47; 0 when it is not) and
+ * the byte offset of the instruction in its bytecode (clamped to
+ * PYTHON_FRAME_OFFSET_MAX). See python_unwinder.bpf.h. */
 #define PYTHON_FRAME_OFFSET_SHIFT 44
 #define PYTHON_FRAME_OFFSET_MAX ((1ULL << 16) - 1)
-/* With FRAME_INTERPRETED: a HotSpot frame, not a CPython one (bit 61
- * lies above PYTHON_FRAME_OFFSET_MAX's bits). An interpreted HotSpot
- * frame word is FRAME_INTERPRETED | FRAME_HOTSPOT | bci <<
+#define PYTHON_FRAME_CODE_MASK ((1ULL << PYTHON_FRAME_OFFSET_SHIFT) - 1)
+#define PYTHON_FRAME_PAYLOAD_BITS 60
+/* HotSpot (slot 2): an interpreted frame is bci <<
  * HOTSPOT_FRAME_OFFSET_SHIFT | Method* >> 3 (HOTSPOT_NO_BCI for none). A
- * compiled one (FRAME_HOTSPOT_COMPILED) is FRAME_INTERPRETED |
- * FRAME_HOTSPOT | FRAME_HOTSPOT_COMPILED | mark's low 16 bits <<
- * HOTSPOT_FRAME_OFFSET_SHIFT | mark's next 12 bits <<
- * HOTSPOT_MARK_HIGH_SHIFT | [HOTSPOT_PC_EXACT] | pc - CodeCache's low
+ * compiled one (HOTSPOT_FRAME_COMPILED) is HOTSPOT_FRAME_COMPILED |
+ * mark's low 16 bits << HOTSPOT_FRAME_OFFSET_SHIFT | mark's next 12 bits
+ * << HOTSPOT_MARK_HIGH_SHIFT | [HOTSPOT_PC_EXACT] | pc - CodeCache's low
  * bound (31 bits; 0: unknown): the mark is the blob's generation (the
  * int at nmethod::_compile_id's offset, HOTSPOT_MARK_BITS of it), read
  * again when naming, so that a blob freed and replaced at the same place
  * is unknown, never another method. See hotspot_unwinder.bpf.h. */
-#define FRAME_HOTSPOT (1ULL << 61)
-#define FRAME_HOTSPOT_COMPILED (1ULL << 60)
+#define HOTSPOT_FRAME_COMPILED (1ULL << 60)
 #define HOTSPOT_FRAME_OFFSET_SHIFT 44
 #define HOTSPOT_FRAME_OFFSET_MAX 0xffffULL
 #define HOTSPOT_NO_BCI 0xffffULL
@@ -55,25 +90,18 @@
 #define HOTSPOT_PC_EXACT (1ULL << 31)
 #define HOTSPOT_MARK_HIGH_SHIFT 32
 #define HOTSPOT_MARK_BITS 28
-#define PYTHON_FRAME_CODE_MASK ((1ULL << PYTHON_FRAME_OFFSET_SHIFT) - 1)
-/* With FRAME_INTERPRETED (FRAME_HOTSPOT clear): a frame of one of the
- * runtimes after CPython and HotSpot (bit 60 lies above
- * PYTHON_FRAME_OFFSET_MAX's bits). Bits 57-59 name the runtime by its
- * unwinder slot (enum unwinder_program), bits 0-56 are the runtime's own.
- * A CRuby word's own bits are pos << RUBY_FRAME_POS_SHIFT | pointer >> 3:
- * an iseq frame's iseq (a method's frame: its method entry, whose
- * definition runs that iseq) and the index of its pc in the iseq's
- * encoded instructions (clamped to RUBY_FRAME_POS_MAX, which means
- * unknown), or a C function frame's method entry (pos 0); user space
- * tells them apart by the imemo and method types. See
- * ruby_unwinder.bpf.h. */
-#define FRAME_RUNTIME (1ULL << 60)
-#define FRAME_RUNTIME_SHIFT 57
-#define FRAME_RUNTIME_MASK 7ULL
+#define HOTSPOT_FRAME_PAYLOAD_BITS 61
+/* CRuby (slot 4): pos << RUBY_FRAME_POS_SHIFT | pointer >> 3: an iseq
+ * frame's iseq (a method's frame: its method entry, whose definition
+ * runs that iseq) and the index of its pc in the iseq's encoded
+ * instructions (clamped to RUBY_FRAME_POS_MAX, which means unknown), or
+ * a C function frame's method entry (pos 0); user space tells them
+ * apart by the imemo and method types. See ruby_unwinder.bpf.h. */
 #define RUBY_FRAME_POS_SHIFT 44
 #define RUBY_FRAME_POS_MAX 0x1fffULL
-/* A V8 word's own bits: [V8_FRAME_COMPILED] | offset << V8_FRAME_OFFSET_SHIFT
- * | function >> 3: the JSFunction of a JavaScript frame (untagged) and,
+#define RUBY_FRAME_PAYLOAD_BITS 57
+/* V8 (slot 3): [V8_FRAME_COMPILED] | offset << V8_FRAME_OFFSET_SHIFT |
+ * function >> 3: the JSFunction of a JavaScript frame (untagged) and,
  * for an interpreted frame, its bytecode offset, for a compiled one the
  * pc's offset from its code's instruction start (V8_FRAME_OFFSET_MAX:
  * unknown). See v8_unwinder.bpf.h. */
@@ -85,7 +113,8 @@
  * the offset bits all set it is the function, offset unknown (builtins'
  * frames in node's .text). */
 #define V8_FRAME_PC_MASK ((1ULL << 47) - 1)
-/* A PHP word's own bits (slot UNWINDER_PHP) are [PHP_FRAME_TOP] |
+#define V8_FRAME_PAYLOAD_BITS 57
+/* PHP (slot 5): [PHP_FRAME_TOP] |
  * line << PHP_FRAME_LINE_SHIFT | function >> 3: the zend_function the
  * frame runs, the line of its current opline counted from the
  * function's line_start (PHP_FRAME_LINE_MAX: unknown or larger), and
@@ -94,7 +123,8 @@
 #define PHP_FRAME_LINE_SHIFT 44
 #define PHP_FRAME_LINE_MAX 0xfffULL
 #define PHP_FRAME_TOP (1ULL << 56)
-/* A Perl word's own bits (slot UNWINDER_PERL) are line <<
+#define PHP_FRAME_PAYLOAD_BITS 57
+/* Perl (slot 6): line <<
  * PERL_FRAME_LINE_SHIFT | pointer >> 3: a sub's frame, its CV and the
  * line of its COP counted from the line of the sub's first op (its first
  * statement; PERL_FRAME_LINE_MAX: unknown or larger); or, with
@@ -106,6 +136,7 @@
 #define PERL_FRAME_COP (1ULL << 56)
 #define PERL_COP_MAIN 0
 #define PERL_COP_EVAL 1
+#define PERL_FRAME_PAYLOAD_BITS 57
 
 /* Why the user stack of a sample ends where it ends (sample_event's
  * unwind_stop, and the COUNTER_UNWIND_STOP_BASE + reason counters).
@@ -301,6 +332,14 @@ enum unwinder_program {
  * programs array's initializer rejects a slot given twice). */
 #define RUNTIME(name, NAME, slot, map) \
 	_Static_assert(slot > UNWINDER_NATIVE && slot < UNWINDER_COUNT, #name "'s slot is dense");
+#include "runtimes.h"
+#undef RUNTIME
+/* Every runtime's frame words fit: its slot is one a frame word can name,
+ * and its payload (<NAME>_FRAME_PAYLOAD_BITS, declared with its layout
+ * above) fits that slot's payload bits. */
+#define RUNTIME(name, NAME, slot, map)                                                              \
+	_Static_assert(slot <= FRAME_EXTENDED_SLOT_MASK, #name "'s slot fits a frame word");          \
+	_Static_assert(NAME##_FRAME_PAYLOAD_BITS <= FRAME_PAYLOAD_BITS(slot), #name "'s payload fits its slot");
 #include "runtimes.h"
 #undef RUNTIME
 

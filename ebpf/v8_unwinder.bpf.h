@@ -56,20 +56,13 @@ static __always_inline u64 v8_slot(struct interp_state *interp, s32 off)
 /* Appends a V8 frame word; false when the stack is full. */
 static __always_inline bool v8_record(struct sample_record *record, u64 function, bool compiled, u64 offset)
 {
-	struct sample_event *event = &record->event;
-	u32 n = event->user_frames;
-	if (n >= MAX_USER_FRAMES)
-		return false;
-	u32 slot = event->kernel_frames + n;
-	if (slot >= MAX_KERNEL_FRAMES + MAX_USER_FRAMES)
-		return false;
 	u64 pointer = function - 1;
 	u64 bits = (pointer & 7) || (pointer >> 47) ? 0 : pointer >> 3;
 	if (offset > V8_FRAME_OFFSET_MAX)
 		offset = V8_FRAME_OFFSET_MAX;
-	event->frames[slot] = FRAME_INTERPRETED | FRAME_RUNTIME | ((u64)UNWINDER_V8 << FRAME_RUNTIME_SHIFT) |
-			      (compiled ? V8_FRAME_COMPILED : 0) | (offset << V8_FRAME_OFFSET_SHIFT) | bits;
-	event->user_frames = n + 1;
+	u64 payload = (compiled ? V8_FRAME_COMPILED : 0) | (offset << V8_FRAME_OFFSET_SHIFT) | bits;
+	if (!append_user_frame(&record->event, frame_word_interpreted(UNWINDER_V8, payload)))
+		return false;
 	count(COUNTER_V8_FRAMES);
 	return true;
 }
@@ -78,16 +71,9 @@ static __always_inline bool v8_record(struct sample_record *record, u64 function
  * V8_FRAME_PC_MASK); false when the stack is full. */
 static __always_inline bool v8_record_pc(struct sample_record *record, u64 pc)
 {
-	struct sample_event *event = &record->event;
-	u32 n = event->user_frames;
-	if (n >= MAX_USER_FRAMES)
+	if (!append_user_frame(&record->event,
+			       frame_word_interpreted(UNWINDER_V8, V8_FRAME_COMPILED | (pc & V8_FRAME_PC_MASK))))
 		return false;
-	u32 slot = event->kernel_frames + n;
-	if (slot >= MAX_KERNEL_FRAMES + MAX_USER_FRAMES)
-		return false;
-	event->frames[slot] = FRAME_INTERPRETED | FRAME_RUNTIME | ((u64)UNWINDER_V8 << FRAME_RUNTIME_SHIFT) |
-			      V8_FRAME_COMPILED | (pc & V8_FRAME_PC_MASK);
-	event->user_frames = n + 1;
 	count(COUNTER_V8_FRAMES);
 	return true;
 }

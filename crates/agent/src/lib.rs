@@ -518,6 +518,7 @@ impl Agent {
             user_stacks_frame_limit: unwind.frame_limit,
             interpreted_frames_named_after_exit: unwind.named_after_exit,
             user_frames_unresolved: unwind.unresolved_frames,
+            user_frames_malformed: unwind.malformed_frames,
             unwind_stopped: UnwindStops::new(UnwindStop::ALL.map(|r| (r, counters.unwind_stop(r)))),
             user_frames: counters.user_frames,
             process_events: counters.process_events,

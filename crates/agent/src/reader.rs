@@ -219,8 +219,10 @@ mod tests {
         let pace = ReaderPace::new(Duration::from_millis(500));
         let t0 = Instant::now();
         let native_only = sample(1, 0);
-        let python =
-            RawSample { user_frames: vec![UserFrame::python_word(0x7f00_0000_1000, 6), 0x1000], ..sample(2, 0) };
+        let python = RawSample {
+            user_frames: vec![UserFrame::interpreted_word(1, 0x7f00_0000_1000 >> 3 | 6 << 44), 0x1000],
+            ..sample(2, 0)
+        };
         let ms = |waits, at: Duration| pace.interval(waits, t0 + at).as_millis();
         assert_eq!(ms(false, Duration::ZERO), 500, "by rate");
         assert_eq!(ms(true, Duration::ZERO), 100, "the reporter waits");
@@ -233,7 +235,7 @@ mod tests {
         pace.saw(&[native_only], t0 + Duration::from_secs(3));
         assert_eq!(ms(false, Duration::from_secs(3)), 500);
         let short = ReaderPace::new(Duration::from_millis(100));
-        short.saw(&[RawSample { user_frames: vec![UserFrame::runtime_word(3, 0x40)], ..sample(3, 0) }], t0);
+        short.saw(&[RawSample { user_frames: vec![UserFrame::interpreted_word(3, 0x40)], ..sample(3, 0) }], t0);
         assert_eq!(short.interval(false, t0).as_millis(), 100, "never longer than by rate");
     }
 

@@ -97,6 +97,9 @@ pub struct Stats {
     pub interpreted_frames_named_after_exit: u64,
     /// User frames in no mapping known to user space.
     pub user_frames_unresolved: u64,
+    /// User frame words marked interpreted whose slot coding no unwinder
+    /// writes (`UserFrame::Malformed`); kept as unnamed frames.
+    pub user_frames_malformed: u64,
     /// How the BPF unwinder's user stacks ended, by reason: one
     /// `unwind_stopped_<reason>` field per `enum unwind_stop` in the JSON.
     #[serde(flatten)]

@@ -37,6 +37,8 @@ pub(crate) struct UnwindCounts {
     pub truncated: u64,
     /// User frames with no known mapping.
     pub unresolved_frames: u64,
+    /// Interpreted frame words with a slot coding no unwinder writes.
+    pub malformed_frames: u64,
     /// Samples whose user stack was cut at the frame limit (ended with
     /// [`Frame::truncated`]).
     pub frame_limit: u64,
@@ -213,17 +215,21 @@ impl TraceBuilder {
         self.sample_process_gone = None;
         let beam = self.beam.as_ref().and_then(|b| b.get(pid.0));
         for &word in &sample.user_frames {
-            if let UserFrame::Native(pc) = UserFrame::decode(word) {
-                let mut frame = self.user_frame(snapshot.as_deref(), pc);
-                if let Some(beam) = beam.as_ref().filter(|_| frame.lines.is_empty()) {
-                    if !metering {
-                        self.naming_budget.start_metering(pid.0);
-                        metering = true;
+            match UserFrame::decode(word) {
+                UserFrame::Native(pc) => {
+                    let mut frame = self.user_frame(snapshot.as_deref(), pc);
+                    if let Some(beam) = beam.as_ref().filter(|_| frame.lines.is_empty()) {
+                        if !metering {
+                            self.naming_budget.start_metering(pid.0);
+                            metering = true;
+                        }
+                        self.beam_frame(pid, beam, pc, &mut frame);
                     }
-                    self.beam_frame(pid, beam, pc, &mut frame);
+                    frames.push(frame);
+                    continue;
                 }
-                frames.push(frame);
-                continue;
+                UserFrame::Malformed(_) => self.counts.malformed_frames += 1,
+                UserFrame::Interpreted { .. } => {}
             }
             let Some(runtime) = self.interpreters.runtime_of_frame(word) else {
                 // A frame word no runtime claims: kept, unnamed.
@@ -443,4 +449,29 @@ fn clock_ns(clock: libc::clockid_t) -> i128 {
 /// bpf_ktime_get_ns() reads CLOCK_MONOTONIC; this turns it into wall time.
 fn realtime_offset_ns() -> i128 {
     clock_ns(libc::CLOCK_REALTIME) - clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_sample as sample;
+    use profiler_bpf::FRAME_INTERPRETED;
+    use profiler_interpreters::Registry;
+    use profiler_symbolize::{NativeConfig, NativeSymbolizer};
+
+    #[test]
+    fn malformed_frame_words_are_kept_unnamed_and_counted() {
+        let native = NativeSymbolizer::new(NativeConfig { enabled: false, ..NativeConfig::default() }).expect("new");
+        let mut builder =
+            TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default()));
+        // Compact slot field 1: no unwinder writes it.
+        let malformed = FRAME_INTERPRETED | (1 << 60) | (1 << 57) | 0x40;
+        // A valid word of a slot no runtime registered here.
+        let unclaimed = UserFrame::interpreted_word(200, 0x40);
+        let trace = builder.build(&RawSample { user_frames: vec![malformed, unclaimed, 0x1000], ..sample(1, 0) });
+        assert_eq!(trace.frames.len(), 3);
+        assert_eq!(trace.frames[0].address, malformed);
+        assert_eq!(trace.frames[1].address, unclaimed);
+        assert_eq!(builder.counts().malformed_frames, 1);
+    }
 }

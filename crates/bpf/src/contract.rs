@@ -169,37 +169,47 @@ pub(crate) mod tests {
             SAMPLE_EVENT_HEADER_SIZE as usize + 8 * (MAX_KERNEL_FRAMES + MAX_USER_FRAMES) as usize
         );
         assert_eq!(PYTHON_FRAME_CODE_MASK, (1 << PYTHON_FRAME_OFFSET_SHIFT) - 1);
-        // The frame words are decoded in profiler_trace (which cannot use
-        // the generated types): its bits are the header's.
-        assert_eq!(profiler_trace::FRAME_EXACT_PC, FRAME_EXACT_PC);
-        assert_eq!(profiler_trace::FRAME_INTERPRETED, FRAME_INTERPRETED);
-        assert_eq!(profiler_trace::PYTHON_FRAME_OFFSET_SHIFT, PYTHON_FRAME_OFFSET_SHIFT);
-        assert_eq!(profiler_trace::PYTHON_FRAME_OFFSET_MAX, PYTHON_FRAME_OFFSET_MAX);
-        assert_eq!(profiler_trace::FRAME_HOTSPOT, FRAME_HOTSPOT);
-        assert_eq!(profiler_trace::FRAME_HOTSPOT_COMPILED, FRAME_HOTSPOT_COMPILED);
-        assert_eq!(profiler_trace::HOTSPOT_FRAME_OFFSET_SHIFT, HOTSPOT_FRAME_OFFSET_SHIFT);
-        assert_eq!(profiler_trace::HOTSPOT_FRAME_OFFSET_MAX, HOTSPOT_FRAME_OFFSET_MAX);
-        assert_eq!(profiler_trace::HOTSPOT_NO_BCI, HOTSPOT_NO_BCI);
+        // The frame words' format is decoded in profiler_trace (which
+        // cannot use the generated types): its bits are the header's.
         // (bindgen picks each constant's width by its value.)
-        assert_eq!(profiler_trace::FRAME_RUNTIME, FRAME_RUNTIME);
-        assert_eq!(u64::from(profiler_trace::FRAME_RUNTIME_SHIFT), FRAME_RUNTIME_SHIFT);
-        assert_eq!(profiler_trace::FRAME_RUNTIME_MASK, FRAME_RUNTIME_MASK);
-        assert_eq!(u64::from(profiler_trace::RUBY_FRAME_POS_SHIFT), RUBY_FRAME_POS_SHIFT as u64);
-        assert_eq!(profiler_trace::RUBY_FRAME_POS_MAX, RUBY_FRAME_POS_MAX as u64);
-        // A runtime's tag and its own bits lie below FRAME_RUNTIME, which
-        // lies above every bit of a CPython word; every slot fits the tag.
-        assert_eq!(
-            FRAME_RUNTIME & ((PYTHON_FRAME_OFFSET_MAX << PYTHON_FRAME_OFFSET_SHIFT) | PYTHON_FRAME_CODE_MASK),
-            0
-        );
-        assert!(UNWINDER_COUNT as u64 <= FRAME_RUNTIME_MASK + 1);
-        assert_eq!((FRAME_RUNTIME_MASK << FRAME_RUNTIME_SHIFT) & FRAME_RUNTIME, 0);
-        assert!(((RUBY_FRAME_POS_MAX as u64) << RUBY_FRAME_POS_SHIFT) < 1u64 << FRAME_RUNTIME_SHIFT);
-        // The HotSpot tag lies above every bit of a CPython word.
-        assert_eq!(
-            FRAME_HOTSPOT & ((PYTHON_FRAME_OFFSET_MAX << PYTHON_FRAME_OFFSET_SHIFT) | PYTHON_FRAME_CODE_MASK),
-            0
-        );
+        use profiler_trace as t;
+        assert_eq!(t::FRAME_EXACT_PC, FRAME_EXACT_PC);
+        assert_eq!(t::FRAME_INTERPRETED, FRAME_INTERPRETED);
+        assert_eq!(t::FRAME_WIDE, FRAME_WIDE);
+        assert_eq!(u64::from(t::FRAME_WIDE_SLOT), FRAME_WIDE_SLOT);
+        assert_eq!(u64::from(t::FRAME_WIDE_PAYLOAD_BITS), FRAME_WIDE_PAYLOAD_BITS);
+        assert_eq!(u64::from(t::FRAME_PLAIN_SLOT), FRAME_PLAIN_SLOT);
+        assert_eq!(u64::from(t::FRAME_PLAIN_PAYLOAD_BITS), FRAME_PLAIN_PAYLOAD_BITS);
+        assert_eq!(t::FRAME_COMPACT, FRAME_COMPACT);
+        assert_eq!(u64::from(t::FRAME_COMPACT_SLOT_SHIFT), FRAME_COMPACT_SLOT_SHIFT);
+        assert_eq!(t::FRAME_COMPACT_SLOT_MASK, FRAME_COMPACT_SLOT_MASK);
+        assert_eq!(u64::from(t::FRAME_COMPACT_SLOT_MIN), FRAME_COMPACT_SLOT_MIN);
+        assert_eq!(u64::from(t::FRAME_COMPACT_PAYLOAD_BITS), FRAME_COMPACT_PAYLOAD_BITS);
+        assert_eq!(u64::from(t::FRAME_EXTENDED_SLOT_SHIFT), FRAME_EXTENDED_SLOT_SHIFT);
+        assert_eq!(t::FRAME_EXTENDED_SLOT_MASK, FRAME_EXTENDED_SLOT_MASK);
+        assert_eq!(u64::from(t::FRAME_EXTENDED_SLOT_MIN), FRAME_EXTENDED_SLOT_MIN);
+        assert_eq!(u64::from(t::FRAME_EXTENDED_PAYLOAD_BITS), FRAME_EXTENDED_PAYLOAD_BITS);
+        // The classes' fields do not overlap: each payload lies below its
+        // class's tag and slot, and the slot field of a compact word below
+        // FRAME_COMPACT. Each runtime's payload fields lie within its
+        // payload width. (Checked when the tests build.)
+        const {
+            assert!(FRAME_WIDE_PAYLOAD_BITS <= 61 && FRAME_PLAIN_PAYLOAD_BITS <= 60);
+            assert!(FRAME_COMPACT_SLOT_MASK << FRAME_COMPACT_SLOT_SHIFT & FRAME_COMPACT == 0);
+            assert!(FRAME_COMPACT_PAYLOAD_BITS <= FRAME_COMPACT_SLOT_SHIFT);
+            assert!(FRAME_EXTENDED_SLOT_SHIFT + 8 <= FRAME_COMPACT_SLOT_SHIFT);
+            assert!(FRAME_EXTENDED_PAYLOAD_BITS <= FRAME_EXTENDED_SLOT_SHIFT);
+            assert!(PYTHON_FRAME_OFFSET_MAX << PYTHON_FRAME_OFFSET_SHIFT < 1 << PYTHON_FRAME_PAYLOAD_BITS);
+            assert!(HOTSPOT_FRAME_COMPILED < 1 << HOTSPOT_FRAME_PAYLOAD_BITS);
+            assert!(HOTSPOT_FRAME_OFFSET_MAX << HOTSPOT_FRAME_OFFSET_SHIFT < HOTSPOT_FRAME_COMPILED);
+            assert!((RUBY_FRAME_POS_MAX as u64) << RUBY_FRAME_POS_SHIFT < 1 << RUBY_FRAME_PAYLOAD_BITS);
+            assert!(V8_FRAME_COMPILED < 1 << V8_FRAME_PAYLOAD_BITS);
+            assert!(V8_FRAME_OFFSET_MAX << V8_FRAME_OFFSET_SHIFT < V8_FRAME_COMPILED);
+            assert!(PHP_FRAME_TOP < 1 << PHP_FRAME_PAYLOAD_BITS);
+            assert!((PHP_FRAME_LINE_MAX as u64) << PHP_FRAME_LINE_SHIFT < PHP_FRAME_TOP);
+            assert!(PERL_FRAME_COP < 1 << PERL_FRAME_PAYLOAD_BITS);
+            assert!((PERL_FRAME_LINE_MAX as u64) << PERL_FRAME_LINE_SHIFT < PERL_FRAME_COP);
+        }
     }
 
     /// `UnwindStop` is the header's `enum unwind_stop`, one variant per

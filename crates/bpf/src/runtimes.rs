@@ -18,9 +18,10 @@ pub(crate) enum RuntimeMap {
 }
 
 /// Declares [`InterpreterUnwinder`] from one table: variant, slot
-/// constant, name, map; in the order of `ebpf/runtimes.h`.
+/// constant, name, map, the width of its frame words' payload
+/// (`<NAME>_FRAME_PAYLOAD_BITS`); in the order of `ebpf/runtimes.h`.
 macro_rules! runtimes {
-    ($($variant:ident = $slot:ident, $name:literal, $map:ident;)*) => {
+    ($($variant:ident = $slot:ident, $name:literal, $map:ident, $payload:ident;)*) => {
         /// The interpreter unwinder programs, by their slot in the program
         /// arrays (`enum unwinder_program`, one per line of
         /// `ebpf/runtimes.h`).
@@ -46,6 +47,16 @@ macro_rules! runtimes {
                 }
             }
 
+            /// The bits of its frame words' payload its unwinder uses
+            /// (`<NAME>_FRAME_PAYLOAD_BITS`, at most
+            /// [`UserFrame::payload_bits`](profiler_trace::UserFrame::payload_bits)
+            /// of its slot).
+            pub fn frame_payload_bits(self) -> u32 {
+                match self {
+                    $(InterpreterUnwinder::$variant => c::$payload,)*
+                }
+            }
+
             /// Its map in the BPF object, and what that map is keyed by.
             pub(crate) fn map(self) -> (&'static str, RuntimeMap) {
                 match self {
@@ -59,12 +70,12 @@ macro_rules! runtimes {
 }
 
 runtimes! {
-    Python = UNWINDER_PYTHON, "python", files;
-    Hotspot = UNWINDER_HOTSPOT, "hotspot", processes;
-    V8 = UNWINDER_V8, "v8", processes;
-    Ruby = UNWINDER_RUBY, "ruby", files;
-    Php = UNWINDER_PHP, "php", files;
-    Perl = UNWINDER_PERL, "perl", files;
+    Python = UNWINDER_PYTHON, "python", files, PYTHON_FRAME_PAYLOAD_BITS;
+    Hotspot = UNWINDER_HOTSPOT, "hotspot", processes, HOTSPOT_FRAME_PAYLOAD_BITS;
+    V8 = UNWINDER_V8, "v8", processes, V8_FRAME_PAYLOAD_BITS;
+    Ruby = UNWINDER_RUBY, "ruby", files, RUBY_FRAME_PAYLOAD_BITS;
+    Php = UNWINDER_PHP, "php", files, PHP_FRAME_PAYLOAD_BITS;
+    Perl = UNWINDER_PERL, "perl", files, PERL_FRAME_PAYLOAD_BITS;
 }
 
 /// The unwinders' off-CPU programs and their slots: the native one, then
@@ -151,6 +162,34 @@ mod tests {
         assert_eq!(slots, expected);
         let dense: BTreeSet<i64> = list.iter().map(|l| l.slot).collect();
         assert_eq!(dense, (1..=list.len() as i64).collect(), "slots are dense from 1");
+    }
+
+    /// Every runtime's frame words fit the one format: its slot is one a
+    /// word can name, distinct from every other runtime's, and its
+    /// payload fits that slot's payload bits (the BPF side asserts the
+    /// same at compile time, types.h).
+    #[test]
+    fn every_runtime_fits_the_frame_word() {
+        use profiler_trace::UserFrame;
+        let mut slots = BTreeSet::new();
+        for unwinder in InterpreterUnwinder::ALL {
+            let slot = unwinder as u8;
+            assert!(slot != 0 && slots.insert(slot), "{}: slot {slot}", unwinder.name());
+            let bits = unwinder.frame_payload_bits();
+            assert!(
+                bits > 0 && bits <= UserFrame::payload_bits(slot),
+                "{}: a {bits}-bit payload in slot {slot} ({} bits)",
+                unwinder.name(),
+                UserFrame::payload_bits(slot)
+            );
+            let payload = (1u64 << bits) - 1;
+            assert_eq!(
+                UserFrame::decode(UserFrame::interpreted_word(slot, payload)),
+                UserFrame::Interpreted { slot, payload },
+                "{}",
+                unwinder.name()
+            );
+        }
     }
 
     /// Every runtime has its counters on both sides: the header's

@@ -14,9 +14,31 @@ pub(crate) use c::{
     RULE_ID_UNFOLLOWED_SWITCH,
 };
 pub use c::{PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET};
-// The frame words' decoding lives with the data model (profiler_trace);
-// the contract test checks its bits against the header's.
+// The frame words' format lives with the data model (profiler_trace);
+// the contract test checks its bits against the header's. Each runtime's
+// payload is its own (the constants below, by runtime).
 pub use profiler_trace::{UserFrame, FRAME_EXACT_PC, FRAME_INTERPRETED};
+
+/// A CPython frame word's payload: `offset << PYTHON_FRAME_OFFSET_SHIFT |
+/// code >> 3` (`ebpf/types.h`).
+pub const PYTHON_FRAME_OFFSET_SHIFT: u32 = c::PYTHON_FRAME_OFFSET_SHIFT;
+/// The largest instruction offset of a CPython frame word (larger clamp).
+pub const PYTHON_FRAME_OFFSET_MAX: u64 = c::PYTHON_FRAME_OFFSET_MAX;
+/// Set in a HotSpot frame word's payload for compiled code.
+pub const HOTSPOT_FRAME_COMPILED: u64 = c::HOTSPOT_FRAME_COMPILED;
+/// Where a HotSpot frame word's payload keeps the bci (or the low bits of
+/// a compiled frame's mark).
+pub const HOTSPOT_FRAME_OFFSET_SHIFT: u32 = c::HOTSPOT_FRAME_OFFSET_SHIFT;
+/// The largest bci of a HotSpot frame word (larger clamp).
+pub const HOTSPOT_FRAME_OFFSET_MAX: u64 = c::HOTSPOT_FRAME_OFFSET_MAX;
+/// The bci of an interpreted HotSpot frame that has none (a native
+/// method).
+pub const HOTSPOT_NO_BCI: u64 = c::HOTSPOT_NO_BCI;
+/// A CRuby frame word's payload: `pos << RUBY_FRAME_POS_SHIFT | pointer
+/// >> 3`.
+pub const RUBY_FRAME_POS_SHIFT: u32 = c::RUBY_FRAME_POS_SHIFT;
+/// The largest `pos` of a CRuby frame word; it means "unknown".
+pub const RUBY_FRAME_POS_MAX: u64 = c::RUBY_FRAME_POS_MAX as u64;
 
 /// Declares [`UnwindStop`] from one table: variant, `enum unwind_stop`
 /// constant, stats name. A reason added to types.h and not here fails the
@@ -405,10 +427,9 @@ impl PythonFileValue {
     }
 }
 
-/// Set in a V8 frame word's own bits (below the runtime tag,
-/// `UserFrame::Runtime`) for compiled code (`ebpf/types.h`).
+/// Set in a V8 frame word's payload for compiled code (`ebpf/types.h`).
 pub const V8_FRAME_COMPILED: u64 = c::V8_FRAME_COMPILED;
-/// Where a V8 frame word's own bits keep the offset.
+/// Where a V8 frame word's payload keeps the offset.
 pub const V8_FRAME_OFFSET_SHIFT: u32 = c::V8_FRAME_OFFSET_SHIFT;
 /// The largest offset of a V8 frame word; it means "unknown".
 pub const V8_FRAME_OFFSET_MAX: u64 = c::V8_FRAME_OFFSET_MAX;
@@ -569,7 +590,7 @@ pub struct PhpFileValue {
 /// `ex_*` field must lie below.
 pub const PHP_EXECUTE_DATA_READ: u32 = c::PHP_EXECUTE_DATA_READ;
 
-/// A PHP frame word's own bits: `[PHP_FRAME_TOP] | line <<
+/// A PHP frame word's payload: `[PHP_FRAME_TOP] | line <<
 /// PHP_FRAME_LINE_SHIFT | function >> 3`, the line counted from the
 /// function's `line_start` (`ebpf/php_unwinder.bpf.h`).
 pub const PHP_FRAME_LINE_SHIFT: u32 = c::PHP_FRAME_LINE_SHIFT;
@@ -636,7 +657,7 @@ pub struct PerlFileValue {
 pub const PERL_CONTEXT_READ: u32 = c::PERL_CONTEXT_READ;
 /// Bytes of a `PERL_SI` the Perl unwinder reads at once.
 pub const PERL_SI_READ: u32 = c::PERL_SI_READ;
-/// A Perl frame word's own bits: `line << PERL_FRAME_LINE_SHIFT |
+/// A Perl frame word's payload: `line << PERL_FRAME_LINE_SHIFT |
 /// pointer >> 3` (a sub's CV, the line counted from its first op's), or
 /// [`PERL_FRAME_COP`] with a COP (`ebpf/perl_unwinder.bpf.h`).
 pub const PERL_FRAME_LINE_SHIFT: u32 = c::PERL_FRAME_LINE_SHIFT;

@@ -9,10 +9,25 @@
 use crate::memory::ProcessMemory;
 use profiler_bpf::{InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder};
 use profiler_elf::ElfFile;
-use profiler_trace::{Frame, FrameKind, SourceLine};
+use profiler_trace::{Frame, FrameKind, SourceLine, UserFrame};
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
+
+/// The payload of `word` if it is a frame word of `unwinder`'s slot
+/// (its layout is the runtime's own: decoded in its folder).
+pub fn frame_payload(word: u64, unwinder: InterpreterUnwinder) -> Option<u64> {
+    match UserFrame::decode(word) {
+        UserFrame::Interpreted { slot, payload } if slot == unwinder as u8 => Some(payload),
+        _ => None,
+    }
+}
+
+/// The frame word `unwinder`'s BPF side writes for `payload`
+/// (`frame_word_interpreted` in `ebpf/frame_word.h`).
+pub fn frame_word(unwinder: InterpreterUnwinder, payload: u64) -> u64 {
+    UserFrame::interpreted_word(unwinder as u8, payload)
+}
 
 /// A kind of interpreter the profiler unwinds.
 pub trait Runtime: Send + Sync {
@@ -27,8 +42,11 @@ pub trait Runtime: Send + Sync {
     fn unwinder(&self) -> InterpreterUnwinder;
 
     /// Whether a user frame word of a sample is one of its frames (its
-    /// BPF unwinder recorded it).
-    fn owns_frame(&self, word: u64) -> bool;
+    /// BPF unwinder recorded it): an interpreted word of its unwinder's
+    /// slot.
+    fn owns_frame(&self, word: u64) -> bool {
+        frame_payload(word, self.unwinder()).is_some()
+    }
 
     /// The address a frame of it reports (e.g. CPython: the bytecode
     /// offset), from its frame word.

@@ -1,10 +1,24 @@
-//! The one decoding of the frame words a sample carries (the layout is
-//! `ebpf/types.h`'s: `FRAME_EXACT_PC`, `FRAME_INTERPRETED`,
-//! `PYTHON_FRAME_OFFSET_SHIFT`, `PYTHON_FRAME_OFFSET_MAX`): which user
-//! words are native pcs and which interpreter frames, which pcs are exact
-//! and which return addresses, and the address each code frame is looked
-//! up (and reported) at. Every consumer (trace building, late unwinding,
-//! tests) decodes through here.
+//! The one format of the frame words a sample carries (`ebpf/types.h`:
+//! `FRAME_EXACT_PC`, `FRAME_INTERPRETED` and the slot coding below it):
+//! which user words are native pcs (exact or return addresses) and which
+//! interpreters' frames, each named by its runtime's unwinder slot with a
+//! payload whose layout is that runtime's own (decoded in its folder of
+//! `profiler_interpreters`). Every consumer (trace building, late
+//! unwinding, tests) decodes through here; [`UserFrame::interpreted_word`]
+//! is the one encoder of interpreted words.
+//!
+//! An interpreted word's slot is prefix-coded, so that the widest payloads
+//! keep the most bits:
+//!
+//! | bits | slot | payload |
+//! |---|---|---|
+//! | 61 set | 2 ([`FRAME_WIDE_SLOT`]) | bits 0-60 |
+//! | 61, 60 clear | 1 ([`FRAME_PLAIN_SLOT`]) | bits 0-59 |
+//! | 60 set, 57-59 = s, s >= 3 | s (3..=7) | bits 0-56 |
+//! | 60 set, 57-59 = 0 | bits 49-56 (8..=255) | bits 0-48 |
+//!
+//! Any other interpreted word (bits 57-59 of 1 or 2, an extended slot
+//! below 8) is [`UserFrame::Malformed`].
 
 /// Set in a user frame word whose address is an exact pc (the sampled
 /// instruction, or one a signal interrupted), clear for return addresses.
@@ -14,36 +28,34 @@ pub const FRAME_EXACT_PC: u64 = 1 << 63;
 /// interpreter's frame rather than a pc.
 pub const FRAME_INTERPRETED: u64 = 1 << 62;
 
-/// Where a CPython frame word keeps the instruction offset.
-pub const PYTHON_FRAME_OFFSET_SHIFT: u32 = 44;
-/// Largest instruction offset a CPython frame word holds (larger clamp).
-pub const PYTHON_FRAME_OFFSET_MAX: u64 = (1 << 16) - 1;
-
-/// Set (with [`FRAME_INTERPRETED`], [`FRAME_HOTSPOT`] clear) in the frame
-/// word of a runtime named by its unwinder slot in the bits
-/// [`FRAME_RUNTIME_SHIFT`].. (masked by [`FRAME_RUNTIME_MASK`]); the bits
-/// below are the runtime's own.
-pub const FRAME_RUNTIME: u64 = 1 << 60;
-/// Where a [`FRAME_RUNTIME`] word names its runtime.
-pub const FRAME_RUNTIME_SHIFT: u32 = 57;
-/// The runtime's slot, after the shift.
-pub const FRAME_RUNTIME_MASK: u64 = 7;
-/// A CRuby word's own bits: `pos << RUBY_FRAME_POS_SHIFT | pointer >> 3`.
-pub const RUBY_FRAME_POS_SHIFT: u32 = 44;
-/// The largest `pos` of a CRuby word; it means "unknown".
-pub const RUBY_FRAME_POS_MAX: u64 = 0x1fff;
-
-/// Set (with [`FRAME_INTERPRETED`]) in a HotSpot frame word.
-pub const FRAME_HOTSPOT: u64 = 1 << 61;
-/// Set in a HotSpot frame word of compiled code (a code blob and a pc
-/// offset), clear for an interpreted frame (a `Method*` and a bci).
-pub const FRAME_HOTSPOT_COMPILED: u64 = 1 << 60;
-/// Where a HotSpot frame word keeps the bci or pc offset.
-pub const HOTSPOT_FRAME_OFFSET_SHIFT: u32 = 44;
-/// Largest bci or pc offset a HotSpot frame word holds (larger clamp).
-pub const HOTSPOT_FRAME_OFFSET_MAX: u64 = 0xffff;
-/// The bci of an interpreted frame that has none (a native method).
-pub const HOTSPOT_NO_BCI: u64 = 0xffff;
+/// Set in an interpreted word of slot [`FRAME_WIDE_SLOT`].
+pub const FRAME_WIDE: u64 = 1 << 61;
+/// The slot whose words carry the widest payload.
+pub const FRAME_WIDE_SLOT: u8 = 2;
+/// Payload bits of a [`FRAME_WIDE_SLOT`] word.
+pub const FRAME_WIDE_PAYLOAD_BITS: u32 = 61;
+/// The slot whose words have bits 60 and 61 clear.
+pub const FRAME_PLAIN_SLOT: u8 = 1;
+/// Payload bits of a [`FRAME_PLAIN_SLOT`] word.
+pub const FRAME_PLAIN_PAYLOAD_BITS: u32 = 60;
+/// Set in an interpreted word of any other slot, compact or extended.
+pub const FRAME_COMPACT: u64 = 1 << 60;
+/// Where a compact word keeps its slot.
+pub const FRAME_COMPACT_SLOT_SHIFT: u32 = 57;
+/// A compact word's slot field, after the shift (0: extended).
+pub const FRAME_COMPACT_SLOT_MASK: u64 = 7;
+/// The first slot of the compact form.
+pub const FRAME_COMPACT_SLOT_MIN: u8 = 3;
+/// Payload bits of a compact word.
+pub const FRAME_COMPACT_PAYLOAD_BITS: u32 = 57;
+/// Where an extended word keeps its slot.
+pub const FRAME_EXTENDED_SLOT_SHIFT: u32 = 49;
+/// An extended word's slot, after the shift.
+pub const FRAME_EXTENDED_SLOT_MASK: u64 = 0xff;
+/// The first slot of the extended form.
+pub const FRAME_EXTENDED_SLOT_MIN: u8 = 8;
+/// Payload bits of an extended word.
+pub const FRAME_EXTENDED_PAYLOAD_BITS: u32 = 49;
 
 /// A code address in a stack: the sampled instruction (or one a signal
 /// interrupted), or a return address.
@@ -79,42 +91,37 @@ impl CodeAddress {
 pub enum UserFrame {
     /// A native pc.
     Native(CodeAddress),
-    /// A CPython frame.
-    Python {
-        /// Address of the code object in the process, 0 when the unwinder
-        /// could not encode it.
-        code: u64,
-        /// Byte offset of the frame's current instruction in the code
-        /// object's bytecode.
-        offset: u32,
-    },
-    /// A HotSpot (JVM) frame.
-    Hotspot {
-        /// Compiled code (or a stub): `pointer` is its code blob and
-        /// `offset` the pc's offset from it. Else an interpreted frame:
-        /// `pointer` is its `Method*`, `offset` the bytecode index
-        /// ([`HOTSPOT_NO_BCI`]: none).
-        compiled: bool,
-        /// 0 when the unwinder could not encode it.
-        pointer: u64,
-        /// Clamped to [`HOTSPOT_FRAME_OFFSET_MAX`].
-        offset: u32,
-    },
-    /// A frame of a runtime after CPython and HotSpot ([`FRAME_RUNTIME`]):
-    /// its unwinder slot and its own bits, which the runtime decodes.
-    Runtime {
-        /// The unwinder slot (`enum unwinder_program`).
+    /// An interpreter's frame: the unwinder slot of its runtime (`enum
+    /// unwinder_program`) and the payload the runtime decodes.
+    Interpreted {
+        /// The runtime's unwinder slot (1..=255).
         slot: u8,
-        /// The bits below [`FRAME_RUNTIME_SHIFT`].
-        bits: u64,
+        /// The bits below the slot's coding
+        /// ([`UserFrame::payload_bits`] of them).
+        payload: u64,
     },
+    /// A word with [`FRAME_INTERPRETED`] whose slot coding is none an
+    /// unwinder writes (the whole word).
+    Malformed(u64),
 }
 
 impl UserFrame {
     /// Whether a user frame word is an interpreter's frame (of any
-    /// runtime) rather than a pc.
+    /// runtime, or malformed) rather than a pc.
     pub fn is_interpreted(word: u64) -> bool {
         word & FRAME_EXACT_PC == 0 && word & FRAME_INTERPRETED != 0
+    }
+
+    /// The payload bits of a word of slot `slot` (0 for slot 0, the
+    /// native unwinder's, which has no interpreted words).
+    pub const fn payload_bits(slot: u8) -> u32 {
+        match slot {
+            0 => 0,
+            FRAME_PLAIN_SLOT => FRAME_PLAIN_PAYLOAD_BITS,
+            FRAME_WIDE_SLOT => FRAME_WIDE_PAYLOAD_BITS,
+            s if s < FRAME_EXTENDED_SLOT_MIN => FRAME_COMPACT_PAYLOAD_BITS,
+            _ => FRAME_EXTENDED_PAYLOAD_BITS,
+        }
     }
 
     /// Decodes a user frame word.
@@ -122,22 +129,22 @@ impl UserFrame {
         if !UserFrame::is_interpreted(word) {
             return UserFrame::Native(CodeAddress { pc: word & !FRAME_EXACT_PC, exact: word & FRAME_EXACT_PC != 0 });
         }
-        if word & FRAME_HOTSPOT != 0 {
-            return UserFrame::Hotspot {
-                compiled: word & FRAME_HOTSPOT_COMPILED != 0,
-                pointer: (word & ((1 << HOTSPOT_FRAME_OFFSET_SHIFT) - 1)) << 3,
-                offset: ((word >> HOTSPOT_FRAME_OFFSET_SHIFT) & HOTSPOT_FRAME_OFFSET_MAX) as u32,
-            };
-        }
-        if word & FRAME_RUNTIME != 0 {
-            return UserFrame::Runtime {
-                slot: ((word >> FRAME_RUNTIME_SHIFT) & FRAME_RUNTIME_MASK) as u8,
-                bits: word & ((1 << FRAME_RUNTIME_SHIFT) - 1),
-            };
-        }
-        let code = (word & ((1 << PYTHON_FRAME_OFFSET_SHIFT) - 1)) << 3;
-        let offset = ((word >> PYTHON_FRAME_OFFSET_SHIFT) & PYTHON_FRAME_OFFSET_MAX) as u32;
-        UserFrame::Python { code, offset }
+        let payload = |slot: u8| word & ((1 << UserFrame::payload_bits(slot)) - 1);
+        let slot = if word & FRAME_WIDE != 0 {
+            FRAME_WIDE_SLOT
+        } else if word & FRAME_COMPACT == 0 {
+            FRAME_PLAIN_SLOT
+        } else {
+            match ((word >> FRAME_COMPACT_SLOT_SHIFT) & FRAME_COMPACT_SLOT_MASK) as u8 {
+                0 => match ((word >> FRAME_EXTENDED_SLOT_SHIFT) & FRAME_EXTENDED_SLOT_MASK) as u8 {
+                    s if s >= FRAME_EXTENDED_SLOT_MIN => s,
+                    _ => return UserFrame::Malformed(word),
+                },
+                s if s >= FRAME_COMPACT_SLOT_MIN => s,
+                _ => return UserFrame::Malformed(word),
+            }
+        };
+        UserFrame::Interpreted { slot, payload: payload(slot) }
     }
 
     /// The word the native unwinder writes for `pc`.
@@ -149,31 +156,20 @@ impl UserFrame {
         }
     }
 
-    /// The word the CPython unwinder writes (code objects are 8-byte
-    /// aligned below 2^47, else encoded as 0; offsets clamp).
-    pub fn python_word(code: u64, offset: u32) -> u64 {
-        let code_bits = if code & 7 != 0 || code >> 47 != 0 { 0 } else { code >> 3 };
-        FRAME_INTERPRETED | (u64::from(offset).min(PYTHON_FRAME_OFFSET_MAX) << PYTHON_FRAME_OFFSET_SHIFT) | code_bits
-    }
-
-    /// The word a [`UserFrame::Runtime`] unwinder writes (`bits` are cut
-    /// to the bits below [`FRAME_RUNTIME_SHIFT`]).
-    pub fn runtime_word(slot: u8, bits: u64) -> u64 {
+    /// The word an interpreter's unwinder writes for a frame of slot
+    /// `slot` (`frame_word_interpreted` in `ebpf/frame_word.h`), with
+    /// `payload` cut to the slot's [`UserFrame::payload_bits`]. Slot 0 is
+    /// no interpreter's: its word decodes as [`UserFrame::Malformed`].
+    pub const fn interpreted_word(slot: u8, payload: u64) -> u64 {
+        let payload = payload & ((1 << UserFrame::payload_bits(slot)) - 1);
         FRAME_INTERPRETED
-            | FRAME_RUNTIME
-            | ((u64::from(slot) & FRAME_RUNTIME_MASK) << FRAME_RUNTIME_SHIFT)
-            | (bits & ((1 << FRAME_RUNTIME_SHIFT) - 1))
-    }
-
-    /// The word the HotSpot unwinder writes (pointers are 8-byte aligned
-    /// below 2^47, else encoded as 0; offsets clamp).
-    pub fn hotspot_word(compiled: bool, pointer: u64, offset: u64) -> u64 {
-        let bits = if pointer & 7 != 0 || pointer >> 47 != 0 { 0 } else { pointer >> 3 };
-        FRAME_INTERPRETED
-            | FRAME_HOTSPOT
-            | if compiled { FRAME_HOTSPOT_COMPILED } else { 0 }
-            | (offset.min(HOTSPOT_FRAME_OFFSET_MAX) << HOTSPOT_FRAME_OFFSET_SHIFT)
-            | bits
+            | match slot {
+                FRAME_WIDE_SLOT => FRAME_WIDE,
+                FRAME_PLAIN_SLOT => 0,
+                s if s < FRAME_EXTENDED_SLOT_MIN => FRAME_COMPACT | ((s as u64) << FRAME_COMPACT_SLOT_SHIFT),
+                s => FRAME_COMPACT | ((s as u64) << FRAME_EXTENDED_SLOT_SHIFT),
+            }
+            | payload
     }
 }
 
@@ -202,7 +198,7 @@ mod tests {
 
     #[test]
     fn exact_bit_wins_over_interpreted_bit() {
-        // Bit 62 set with bit 63: a native exact pc, never a Python frame.
+        // Bit 62 set with bit 63: a native exact pc, never an interpreted frame.
         let word = FRAME_EXACT_PC | FRAME_INTERPRETED | 0x1000;
         assert_eq!(
             UserFrame::decode(word),
@@ -211,55 +207,68 @@ mod tests {
     }
 
     #[test]
-    fn python_words_round_trip() {
-        let w = UserFrame::python_word(0x7f12_3456_7898, 1234);
-        assert_eq!(w & FRAME_EXACT_PC, 0);
-        assert_eq!(UserFrame::decode(w), UserFrame::Python { code: 0x7f12_3456_7898, offset: 1234 });
-        // Not encodable: misaligned, or above 2^47; offsets clamp.
-        assert_eq!(UserFrame::decode(UserFrame::python_word(0x1001, 7)), UserFrame::Python { code: 0, offset: 7 });
-        assert_eq!(
-            UserFrame::decode(UserFrame::python_word(1 << 48, 1 << 20)),
-            UserFrame::Python { code: 0, offset: (1 << 16) - 1 }
-        );
-    }
-
-    #[test]
-    fn runtime_words_round_trip_and_are_not_python_or_hotspot_words() {
-        let bits = (0x1fff << RUBY_FRAME_POS_SHIFT) | (0x7fff_ffff_fff8 >> 3);
-        let w = UserFrame::runtime_word(4, bits);
-        assert_eq!(w & FRAME_EXACT_PC, 0);
-        assert_eq!(UserFrame::decode(w), UserFrame::Runtime { slot: 4, bits });
-        assert_eq!(UserFrame::decode(UserFrame::runtime_word(6, 1)), UserFrame::Runtime { slot: 6, bits: 1 });
-        // Bits above the runtime's own are cut, never taken as its tag.
-        assert_eq!(
-            UserFrame::decode(UserFrame::runtime_word(3, u64::MAX)),
-            UserFrame::Runtime { slot: 3, bits: (1 << FRAME_RUNTIME_SHIFT) - 1 }
-        );
-        // The largest CPython and HotSpot words keep their kind.
-        let py = UserFrame::python_word(0x7fff_ffff_fff8, u32::MAX);
-        assert!(matches!(UserFrame::decode(py), UserFrame::Python { .. }));
-        let hs = UserFrame::hotspot_word(true, 0x7fff_ffff_fff8, u64::MAX);
-        assert!(matches!(UserFrame::decode(hs), UserFrame::Hotspot { .. }));
-    }
-
-    #[test]
     fn kernel_leaf_is_exact_callers_are_return_addresses() {
         assert_eq!(CodeAddress::kernel(0, 0xffff_ffff_8100_0010).lookup(), 0xffff_ffff_8100_0010);
         assert_eq!(CodeAddress::kernel(1, 0xffff_ffff_8100_0010).lookup(), 0xffff_ffff_8100_000f);
     }
 
+    /// The word's bits for slot and payload, checked against the table of
+    /// the module's docs, independently of the encoder.
+    fn expected(slot: u8, payload: u64) -> u64 {
+        match slot {
+            1 => (1 << 62) | payload,
+            2 => (1 << 62) | (1 << 61) | payload,
+            3..=7 => (1 << 62) | (1 << 60) | (u64::from(slot) << 57) | payload,
+            _ => (1 << 62) | (1 << 60) | (u64::from(slot) << 49) | payload,
+        }
+    }
+
     #[test]
-    fn hotspot_words_round_trip_and_are_not_python_words() {
-        let w = UserFrame::hotspot_word(false, 0x7f12_3456_7898, 17);
-        assert_eq!(UserFrame::decode(w), UserFrame::Hotspot { compiled: false, pointer: 0x7f12_3456_7898, offset: 17 });
-        let w = UserFrame::hotspot_word(true, 0x7f00_0000_1000, 1 << 20);
-        assert_eq!(
-            UserFrame::decode(w),
-            UserFrame::Hotspot { compiled: true, pointer: 0x7f00_0000_1000, offset: 0xffff }
-        );
-        assert_eq!(w & FRAME_EXACT_PC, 0);
-        // The largest CPython word stays a CPython frame.
-        let py = UserFrame::python_word(0x7fff_ffff_fff8, u32::MAX);
-        assert!(matches!(UserFrame::decode(py), UserFrame::Python { .. }));
+    fn every_slot_class_round_trips_at_its_payload_limits() {
+        for (slot, bits) in [(1u8, 60u32), (2, 61), (3, 57), (6, 57), (7, 57), (8, 49), (9, 49), (200, 49), (255, 49)] {
+            assert_eq!(UserFrame::payload_bits(slot), bits, "slot {slot}");
+            let max = (1u64 << bits) - 1;
+            for payload in [0, 1, 0x7f12_3456_7898 >> 3, max] {
+                let word = UserFrame::interpreted_word(slot, payload);
+                assert_eq!(word, expected(slot, payload), "slot {slot} payload {payload:#x}");
+                assert_eq!(word & FRAME_EXACT_PC, 0);
+                assert!(UserFrame::is_interpreted(word));
+                assert_eq!(UserFrame::decode(word), UserFrame::Interpreted { slot, payload }, "{word:#x}");
+            }
+            // A payload one bit too wide is cut, never taken as the slot.
+            let word = UserFrame::interpreted_word(slot, max + 1 + 5);
+            assert_eq!(UserFrame::decode(word), UserFrame::Interpreted { slot, payload: 5 });
+            let word = UserFrame::interpreted_word(slot, u64::MAX);
+            assert_eq!(UserFrame::decode(word), UserFrame::Interpreted { slot, payload: max });
+        }
+    }
+
+    #[test]
+    fn every_slot_has_one_word_form() {
+        let mut seen = std::collections::HashSet::new();
+        for slot in 1..=255u8 {
+            let word = UserFrame::interpreted_word(slot, 0);
+            assert!(seen.insert(word), "slot {slot}: {word:#x}");
+            assert_eq!(UserFrame::decode(word), UserFrame::Interpreted { slot, payload: 0 });
+        }
+    }
+
+    #[test]
+    fn invalid_slot_codings_are_malformed() {
+        let compact = FRAME_INTERPRETED | FRAME_COMPACT;
+        for word in [
+            // Compact slot fields 1 and 2 (slots 1 and 2 have their own forms).
+            compact | (1 << FRAME_COMPACT_SLOT_SHIFT) | 0x10,
+            compact | (2 << FRAME_COMPACT_SLOT_SHIFT),
+            // Extended slots below 8.
+            compact,
+            compact | (7 << FRAME_EXTENDED_SLOT_SHIFT) | 3,
+            // Slot 0 is the native unwinder's.
+            UserFrame::interpreted_word(0, 0x1234),
+        ] {
+            assert_eq!(UserFrame::decode(word), UserFrame::Malformed(word), "{word:#x}");
+            assert!(UserFrame::is_interpreted(word));
+        }
+        assert_eq!(UserFrame::payload_bits(0), 0);
     }
 }

@@ -25,6 +25,7 @@ mod runtime;
 mod scopes;
 mod vmstructs;
 mod walk;
+mod word;
 
 pub use layout::{
     layout_from_tables, CodeBounds, HotspotLayout, JdkVersion, NmethodData, NmethodEntries, SourceFileIndex, MAX_JDK,
@@ -39,6 +40,7 @@ pub use walk::{
     java_threads, walk_java_frames, BlobKind, CodeBlobInfo, CodeCache, CodeHeapInfo, JavaFrame, JavaThreadInfo,
     WalkEnd, MAX_THREADS,
 };
+pub use word::{CompiledWord, InterpretedWord};
 
 use crate::memory::ProcessMemory;
 use profiler_elf::ElfFile;

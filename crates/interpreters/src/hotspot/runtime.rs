@@ -10,6 +10,7 @@ use super::naming::HotspotSymbolizer;
 use super::remote::read_u32;
 use super::scopes::compiled_scopes;
 use super::walk::{BlobKind, CodeCache};
+use super::word::{CompiledWord, InterpretedWord};
 use super::{attach, detect, Detection, HotspotError, TableSymbols};
 use crate::memory::ProcessMemory;
 use crate::runtime::{
@@ -17,11 +18,11 @@ use crate::runtime::{
 };
 use profiler_bpf::{
     HotspotHeapValue, HotspotProcessValue, InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder,
-    UserFrame, HOTSPOT_CODE_OFFSETS, HOTSPOT_CODE_OFFSET_MAX, HOTSPOT_ENTRY_OFFSETS, HOTSPOT_FRAME_COMPLETE_16,
-    HOTSPOT_HAS_KIND, HOTSPOT_MARK_BITS, HOTSPOT_MARK_HIGH_SHIFT, HOTSPOT_MAX_HEAPS, HOTSPOT_PC_EXACT,
+    HOTSPOT_CODE_OFFSETS, HOTSPOT_ENTRY_OFFSETS, HOTSPOT_FRAME_COMPLETE_16, HOTSPOT_HAS_KIND, HOTSPOT_MAX_HEAPS,
+    HOTSPOT_NO_BCI,
 };
 use profiler_elf::ElfFile;
-use profiler_trace::{FrameKind, SourceLine, HOTSPOT_NO_BCI};
+use profiler_trace::{FrameKind, SourceLine};
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -46,15 +47,11 @@ impl Runtime for Hotspot {
         InterpreterUnwinder::Hotspot
     }
 
-    fn owns_frame(&self, word: u64) -> bool {
-        matches!(UserFrame::decode(word), UserFrame::Hotspot { .. })
-    }
-
     fn frame_address(&self, word: u64) -> u64 {
-        match UserFrame::decode(word) {
-            UserFrame::Hotspot { compiled: true, .. } => CompiledWord::decode(word).map_or(0, |w| w.pc_offset),
-            UserFrame::Hotspot { offset, .. } => u64::from(offset),
-            _ => word,
+        match (InterpretedWord::decode(word), CompiledWord::decode(word)) {
+            (Some(w), _) => w.bci.map_or(HOTSPOT_NO_BCI, u64::from),
+            (_, Some(w)) => w.pc_offset,
+            _ => 0,
         }
     }
 
@@ -70,56 +67,6 @@ impl Runtime for Hotspot {
 
     fn namer(&self) -> Box<dyn FrameNamer> {
         Box::new(HotspotNamer::new(MAX_METHODS))
-    }
-}
-
-/// A compiled frame's word, as `ebpf/hotspot_unwinder.bpf.h` writes it
-/// (`ebpf/types.h`): the pc and its blob's mark.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CompiledWord {
-    /// The pc's offset from `CodeCache::_low_bound` (never 0).
-    pub pc_offset: u64,
-    /// The pc is the sampled instruction, not a return address.
-    pub exact: bool,
-    /// The low [`HOTSPOT_MARK_BITS`] of the int at the blob's
-    /// `nmethod::_compile_id` offset when the frame was sampled.
-    pub mark: u32,
-}
-
-impl CompiledWord {
-    const MARK_MASK: u32 = (1 << HOTSPOT_MARK_BITS) - 1;
-
-    /// The compiled frame of `word`; `None` for another word, or one whose
-    /// pc the unwinder could not encode.
-    pub fn decode(word: u64) -> Option<CompiledWord> {
-        let UserFrame::Hotspot { compiled: true, pointer, offset } = UserFrame::decode(word) else { return None };
-        let bits = pointer >> 3;
-        let high = (bits >> HOTSPOT_MARK_HIGH_SHIFT) as u32 & (Self::MARK_MASK >> 16);
-        let pc_offset = bits & HOTSPOT_CODE_OFFSET_MAX;
-        (pc_offset != 0).then_some(CompiledWord {
-            pc_offset,
-            exact: bits & HOTSPOT_PC_EXACT != 0,
-            mark: offset | (high << 16),
-        })
-    }
-
-    /// The word (the BPF unwinder writes them).
-    #[cfg(test)]
-    pub fn encode(self) -> u64 {
-        use profiler_trace::{FRAME_HOTSPOT, FRAME_HOTSPOT_COMPILED, FRAME_INTERPRETED, HOTSPOT_FRAME_OFFSET_SHIFT};
-        let mark = u64::from(self.mark & Self::MARK_MASK);
-        FRAME_INTERPRETED
-            | FRAME_HOTSPOT
-            | FRAME_HOTSPOT_COMPILED
-            | ((mark & 0xffff) << HOTSPOT_FRAME_OFFSET_SHIFT)
-            | ((mark >> 16) << HOTSPOT_MARK_HIGH_SHIFT)
-            | if self.exact { HOTSPOT_PC_EXACT } else { 0 }
-            | (self.pc_offset & HOTSPOT_CODE_OFFSET_MAX)
-    }
-
-    /// Whether `mark`, read from a blob now, is this frame's.
-    pub fn same_mark(&self, mark: u32) -> bool {
-        mark & Self::MARK_MASK == self.mark
     }
 }
 
@@ -388,14 +335,12 @@ impl HotspotNamer {
         process: &HotspotProcess,
         word: u64,
     ) -> Vec<SourceLine> {
-        let UserFrame::Hotspot { compiled, pointer, offset } = UserFrame::decode(word) else { return Vec::new() };
         let l = &*process.layout;
-        if !compiled {
-            if pointer == 0 {
+        if let Some(frame) = InterpretedWord::decode(word) {
+            if frame.method == 0 {
                 return Vec::new();
             }
-            let bci = (u64::from(offset) != HOTSPOT_NO_BCI).then_some(offset);
-            return self.method_line(memory, pid, l, pointer, bci).into_iter().collect();
+            return self.method_line(memory, pid, l, frame.method, frame.bci).into_iter().collect();
         }
         let Some(frame) = CompiledWord::decode(word) else { return Vec::new() };
         let Some(cache) = process.code_cache(memory) else { return Vec::new() };
@@ -560,15 +505,15 @@ mod tests {
         assert!(back.same_mark(0x1234_5678) && back.same_mark(0x0234_5678) && !back.same_mark(0x0234_5679));
         // A pc the unwinder could not encode; an interpreted word.
         assert_eq!(CompiledWord::decode(CompiledWord { pc_offset: 0, exact: false, mark: 1 }.encode()), None);
-        assert_eq!(CompiledWord::decode(UserFrame::hotspot_word(false, 0x7f00_0000_1000, 3)), None);
+        assert_eq!(CompiledWord::decode(InterpretedWord { method: 0x7f00_0000_1000, bci: Some(3) }.encode()), None);
     }
 
     #[test]
     fn hotspot_words_are_its_own() {
-        let w = UserFrame::hotspot_word(false, 0x7f00_0000_1000, 12);
+        let w = InterpretedWord { method: 0x7f00_0000_1000, bci: Some(12) }.encode();
         assert!(Hotspot.owns_frame(w));
         assert_eq!(Hotspot.frame_address(w), 12);
-        assert!(!Hotspot.owns_frame(UserFrame::python_word(0x7f00_0000_1000, 12)));
+        assert!(!Hotspot.owns_frame(crate::python::PythonWord { code: 0x7f00_0000_1000, offset: 12 }.encode()));
         assert!(!Hotspot.owns_frame(0x7f00_0000_1000));
         assert_eq!(Hotspot.frame_kind(), FrameKind::Jvm);
     }
@@ -628,11 +573,13 @@ mod tests {
         let mut namer = HotspotNamer::new(16);
         let blob = heap.low + u64::from(l.heap_block_size);
         let compiled = |mark| CompiledWord { pc_offset: blob + 0x40 - heap.low, exact: false, mark }.encode();
-        for word in [compiled(7), UserFrame::hotspot_word(false, 0, 3)] {
+        for word in [compiled(7), InterpretedWord { method: 0, bci: Some(3) }.encode()] {
             assert!(namer.lines(&memory, 1, &attached, word).is_empty());
         }
         let unattached = MappedFile { file, bias: 0, process: None };
-        assert!(namer.lines(&memory, 1, &unattached, UserFrame::hotspot_word(false, 0x1000, 3)).is_empty());
+        assert!(namer
+            .lines(&memory, 1, &unattached, InterpretedWord { method: 0x1000, bci: Some(3) }.encode())
+            .is_empty());
         assert_eq!(namer.stats(), NamerStats { frames: 0, unknown: 3, reads: 0, failures_skipped: 0 });
         assert_eq!(namer.stale_blobs, 0);
 

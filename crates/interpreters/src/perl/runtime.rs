@@ -5,7 +5,7 @@
 
 use super::{detect, Detection, PerlBuild, PerlState, PerlSymbolizer};
 use crate::memory::ProcessMemory;
-use crate::runtime::{FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
+use crate::runtime::{frame_payload, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
 use profiler_bpf::{
     InterpreterFileValue, InterpreterUnwinder, PerlFileValue, UserFrame, PERL_CONTEXT_READ, PERL_COP_EVAL,
     PERL_COP_MAIN, PERL_FRAME_COP, PERL_FRAME_LINE_MAX, PERL_FRAME_LINE_SHIFT, PERL_SI_READ,
@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 // The tag and the line lie below the runtime's slot bits, the line above
 // the pointer's.
-const _: () = assert!(PERL_FRAME_COP < 1 << profiler_trace::FRAME_RUNTIME_SHIFT);
+const _: () = assert!(PERL_FRAME_COP < 1 << UserFrame::payload_bits(InterpreterUnwinder::Perl as u8));
 const _: () = assert!(PERL_FRAME_LINE_MAX << PERL_FRAME_LINE_SHIFT < PERL_FRAME_COP);
 const _: () = assert!(1u64 << (47 - 3) <= 1 << PERL_FRAME_LINE_SHIFT);
 
@@ -95,10 +95,7 @@ pub enum PerlWord {
 
 /// A Perl frame word's fields; `None` if it is not a Perl frame.
 pub fn decode_word(word: u64) -> Option<PerlWord> {
-    let UserFrame::Runtime { slot, bits } = UserFrame::decode(word) else { return None };
-    if slot != InterpreterUnwinder::Perl as u8 {
-        return None;
-    }
+    let bits = frame_payload(word, InterpreterUnwinder::Perl)?;
     let pointer = (bits & ((1 << PERL_FRAME_LINE_SHIFT) - 1)) << 3;
     let line = (bits >> PERL_FRAME_LINE_SHIFT) & PERL_FRAME_LINE_MAX;
     Some(match (bits & PERL_FRAME_COP != 0, line) {
@@ -120,10 +117,6 @@ impl Runtime for Perl {
 
     fn unwinder(&self) -> InterpreterUnwinder {
         InterpreterUnwinder::Perl
-    }
-
-    fn owns_frame(&self, word: u64) -> bool {
-        decode_word(word).is_some()
     }
 
     fn frame_address(&self, word: u64) -> u64 {
@@ -280,11 +273,12 @@ impl FrameNamer for PerlNamer {
 mod tests {
     use super::super::consts;
     use super::*;
+    use crate::runtime::frame_word;
     use profiler_bpf::PERL_CX_BITS;
 
     #[test]
     fn words_decode_to_subs_main_and_evals() {
-        let word = |bits: u64| UserFrame::runtime_word(InterpreterUnwinder::Perl as u8, bits);
+        let word = |bits: u64| frame_word(InterpreterUnwinder::Perl, bits);
         let sub = |cv: u64, line: u64| word((line << PERL_FRAME_LINE_SHIFT) | (cv >> 3));
         assert_eq!(
             decode_word(sub(0x5555_1234_5678, 42)),
@@ -299,7 +293,7 @@ mod tests {
         assert_eq!(decode_word(cop(0x7f00_0000_0040, PERL_COP_EVAL)), Some(PerlWord::Eval { cop: 0x7f00_0000_0040 }));
         // An unknown COP kind, another runtime's words, native pcs.
         assert_eq!(decode_word(cop(0x1000, 7)), None);
-        assert_eq!(decode_word(UserFrame::runtime_word(5, 0x1000)), None);
+        assert_eq!(decode_word(UserFrame::interpreted_word(5, 0x1000)), None);
         assert_eq!(decode_word(0x7f00_0000_1000), None);
         assert!(Perl.owns_frame(sub(0x1000, 1)));
         assert_eq!(Perl.frame_address(sub(0x1000, 9)), 9);
@@ -307,7 +301,7 @@ mod tests {
         assert_eq!(Perl.unnamed_frame(sub(0x1000, 9)), Some(UNNAMED_SUB));
         assert_eq!(Perl.unnamed_frame(cop(0x7f00_0000_0040, PERL_COP_MAIN)), Some("main"));
         assert_eq!(Perl.unnamed_frame(cop(0x7f00_0000_0040, PERL_COP_EVAL)), Some("eval"));
-        assert_eq!(Perl.unnamed_frame(UserFrame::runtime_word(5, 0x1000)), None);
+        assert_eq!(Perl.unnamed_frame(UserFrame::interpreted_word(5, 0x1000)), None);
     }
 
     /// A threaded Perl 5.36 build.
@@ -328,7 +322,7 @@ mod tests {
         use crate::runtime::testing::assert_exited_processes_forgotten;
         let build = threaded_5_36();
         let mapped = MappedFile { file: Arc::new(PerlFile::new(build).unwrap()), bias: 0x5000_0000, process: None };
-        let word = UserFrame::runtime_word(InterpreterUnwinder::Perl as u8, (7 << PERL_FRAME_LINE_SHIFT) | 0x200);
+        let word = frame_word(InterpreterUnwinder::Perl, (7 << PERL_FRAME_LINE_SHIFT) | 0x200);
         let mut namer = PerlNamer { processes: HashMap::new(), stats: NamerStats::default() };
         assert_exited_processes_forgotten(&mut namer, &mapped, word, |n| n.processes.keys().map(|k| k.0).collect());
     }
@@ -337,7 +331,7 @@ mod tests {
     fn a_sub_that_failed_lately_is_not_read_again_and_counted() {
         let mapped =
             MappedFile { file: Arc::new(PerlFile::new(threaded_5_36()).unwrap()), bias: 0x5000_0000, process: None };
-        let word = UserFrame::runtime_word(InterpreterUnwinder::Perl as u8, (7 << PERL_FRAME_LINE_SHIFT) | 0x200);
+        let word = frame_word(InterpreterUnwinder::Perl, (7 << PERL_FRAME_LINE_SHIFT) | 0x200);
         let mut namer = PerlNamer { processes: HashMap::new(), stats: NamerStats::default() };
         let unreadable = crate::memory::fake::FakeMemory::default();
         for _ in 0..3 {

@@ -5,7 +5,7 @@
 
 use super::{consts, detect, Detection, PhpBuild, PhpFrame, PhpSymbolizer};
 use crate::memory::ProcessMemory;
-use crate::runtime::{FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
+use crate::runtime::{frame_payload, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
 use profiler_bpf::{
     InterpreterFileValue, InterpreterUnwinder, PhpFileValue, UserFrame, PHP_EXECUTE_DATA_READ, PHP_FRAME_LINE_MAX,
     PHP_FRAME_LINE_SHIFT, PHP_FRAME_TOP,
@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 // The tag and the line lie below the runtime's slot bits, the line above
 // the function's.
-const _: () = assert!(PHP_FRAME_TOP < 1 << profiler_trace::FRAME_RUNTIME_SHIFT);
+const _: () = assert!(PHP_FRAME_TOP < 1 << UserFrame::payload_bits(InterpreterUnwinder::Php as u8));
 const _: () = assert!(PHP_FRAME_LINE_MAX << PHP_FRAME_LINE_SHIFT < PHP_FRAME_TOP);
 const _: () = assert!(1u64 << (47 - 3) <= 1 << PHP_FRAME_LINE_SHIFT);
 
@@ -53,10 +53,7 @@ pub struct PhpWord {
 
 /// A PHP frame word's fields; `None` if it is not a PHP frame.
 pub fn decode_word(word: u64) -> Option<PhpWord> {
-    let UserFrame::Runtime { slot, bits } = UserFrame::decode(word) else { return None };
-    if slot != InterpreterUnwinder::Php as u8 {
-        return None;
-    }
+    let bits = frame_payload(word, InterpreterUnwinder::Php)?;
     let line = (bits >> PHP_FRAME_LINE_SHIFT) & PHP_FRAME_LINE_MAX;
     Some(PhpWord {
         function: (bits & ((1 << PHP_FRAME_LINE_SHIFT) - 1)) << 3,
@@ -76,10 +73,6 @@ impl Runtime for Php {
 
     fn unwinder(&self) -> InterpreterUnwinder {
         InterpreterUnwinder::Php
-    }
-
-    fn owns_frame(&self, word: u64) -> bool {
-        decode_word(word).is_some()
     }
 
     fn frame_address(&self, word: u64) -> u64 {
@@ -209,12 +202,13 @@ impl FrameNamer for PhpNamer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::frame_word;
 
     #[test]
     fn words_decode_to_function_line_and_top() {
         let word = |function: u64, line: u64, top: bool| {
             let bits = (if top { PHP_FRAME_TOP } else { 0 }) | (line << PHP_FRAME_LINE_SHIFT) | (function >> 3);
-            UserFrame::runtime_word(InterpreterUnwinder::Php as u8, bits)
+            frame_word(InterpreterUnwinder::Php, bits)
         };
         assert_eq!(
             decode_word(word(0x7f00_1234_5678, 17, false)),
@@ -225,8 +219,8 @@ mod tests {
             Some(PhpWord { function: 0x5555_0000_1000, line: None, top: true })
         );
         // Another runtime's words, CPython's, native pcs.
-        assert_eq!(decode_word(UserFrame::runtime_word(4, 0x1000)), None);
-        assert_eq!(decode_word(UserFrame::python_word(0x7f00_0000_1000, 4)), None);
+        assert_eq!(decode_word(UserFrame::interpreted_word(4, 0x1000)), None);
+        assert_eq!(decode_word(crate::python::PythonWord { code: 0x7f00_0000_1000, offset: 4 }.encode()), None);
         assert_eq!(decode_word(0x7f00_0000_1000), None);
         assert!(Php.owns_frame(word(0x1000, 1, false)));
         assert_eq!(Php.frame_address(word(0x1000, 9, true)), 9);
@@ -250,7 +244,7 @@ mod tests {
         let build = php_8_2();
         let file = PhpFile::new(build, Some((0x36cbe0, 0x931e))).unwrap();
         let mapped = MappedFile { file: Arc::new(file), bias: 0x5000_0000, process: None };
-        let word = UserFrame::runtime_word(InterpreterUnwinder::Php as u8, (7 << PHP_FRAME_LINE_SHIFT) | 0x200);
+        let word = frame_word(InterpreterUnwinder::Php, (7 << PHP_FRAME_LINE_SHIFT) | 0x200);
         let mut namer = PhpNamer { processes: HashMap::new(), stats: NamerStats::default() };
         assert_exited_processes_forgotten(&mut namer, &mapped, word, |n| n.processes.keys().map(|k| k.0).collect());
     }
@@ -259,7 +253,7 @@ mod tests {
     fn a_function_that_failed_lately_is_not_read_again_and_counted() {
         let file = PhpFile::new(php_8_2(), Some((0x36cbe0, 0x931e))).unwrap();
         let mapped = MappedFile { file: Arc::new(file), bias: 0x5000_0000, process: None };
-        let word = UserFrame::runtime_word(InterpreterUnwinder::Php as u8, (7 << PHP_FRAME_LINE_SHIFT) | 0x200);
+        let word = frame_word(InterpreterUnwinder::Php, (7 << PHP_FRAME_LINE_SHIFT) | 0x200);
         let mut namer = PhpNamer { processes: HashMap::new(), stats: NamerStats::default() };
         let unreadable = crate::memory::fake::FakeMemory::default();
         for _ in 0..3 {

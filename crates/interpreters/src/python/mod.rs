@@ -14,11 +14,13 @@ mod layout;
 mod linetable;
 mod runtime;
 mod symbolizer;
+mod word;
 
 pub use layout::{FrameModel, Lasti, Layout, LineTableFormat, OB_TYPE, OWNER_LOOP_ENTRY};
 pub use linetable::line_for_offset;
 pub use runtime::{python_file_value, CPython};
 pub use symbolizer::{CodeInfo, PythonSymbolizer, PythonSymbolizerStats};
+pub use word::PythonWord;
 
 use crate::memory::ProcessMemory;
 use profiler_elf::ElfFile;

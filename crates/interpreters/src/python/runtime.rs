@@ -1,12 +1,11 @@
 //! CPython as a [`Runtime`]: detection ([`detect`]), its `python_files`
 //! entry, and its frames named by a [`PythonSymbolizer`].
 
-use super::{detect, Detection, FrameModel, Lasti, PythonBuild, PythonSymbolizer, FRAME_READ_MAX};
+use super::{detect, Detection, FrameModel, Lasti, PythonBuild, PythonSymbolizer, PythonWord, FRAME_READ_MAX};
 use crate::memory::ProcessMemory;
 use crate::runtime::{FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
 use profiler_bpf::{
-    InterpreterFileValue, InterpreterUnwinder, PythonFileValue, PythonFrameModel, PythonLasti, UserFrame,
-    PYTHON_NO_OFFSET,
+    InterpreterFileValue, InterpreterUnwinder, PythonFileValue, PythonFrameModel, PythonLasti, PYTHON_NO_OFFSET,
 };
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
@@ -41,17 +40,8 @@ impl Runtime for CPython {
         InterpreterUnwinder::Python
     }
 
-    fn owns_frame(&self, word: u64) -> bool {
-        matches!(UserFrame::decode(word), UserFrame::Python { .. })
-    }
-
     fn frame_address(&self, word: u64) -> u64 {
-        match UserFrame::decode(word) {
-            UserFrame::Python { offset, .. } => u64::from(offset),
-            UserFrame::Native(address) => address.pc,
-            UserFrame::Hotspot { pointer, .. } => pointer,
-            UserFrame::Runtime { bits, .. } => bits,
-        }
+        PythonWord::decode(word).map_or(0, |w| u64::from(w.offset))
     }
 
     fn marker_symbols(&self) -> &'static [&'static str] {
@@ -130,7 +120,7 @@ struct PythonNamer(PythonSymbolizer);
 
 impl FrameNamer for PythonNamer {
     fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
-        let UserFrame::Python { code, offset } = UserFrame::decode(word) else { return None };
+        let PythonWord { code, offset } = PythonWord::decode(word)?;
         let build = mapped.file.as_any().downcast_ref::<PythonBuild>()?;
         self.0.symbolize(memory, pid, build, mapped.bias, code, offset)
     }

@@ -5,12 +5,13 @@
 
 use super::{detect, find_global_symbols, Detection, RubyBuild, RubyFrame, RubySymbolizer, RubyTls};
 use crate::memory::ProcessMemory;
-use crate::runtime::{FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
+use crate::runtime::{frame_payload, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
 use profiler_bpf::{
-    InterpreterFileValue, InterpreterUnwinder, RubyFileValue, RubyTlsModel, UserFrame, RUBY_CFP_READ_MAX,
+    InterpreterFileValue, InterpreterUnwinder, RubyFileValue, RubyTlsModel, RUBY_CFP_READ_MAX, RUBY_FRAME_POS_MAX,
+    RUBY_FRAME_POS_SHIFT,
 };
 use profiler_elf::ElfFile;
-use profiler_trace::{FrameKind, SourceLine, RUBY_FRAME_POS_MAX, RUBY_FRAME_POS_SHIFT};
+use profiler_trace::{FrameKind, SourceLine};
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -38,10 +39,7 @@ pub struct RubyFile {
 
 /// A Ruby frame word's pointer and `pos` (`None`: unknown).
 pub fn decode_word(word: u64) -> Option<(u64, Option<u64>)> {
-    let UserFrame::Runtime { slot, bits } = UserFrame::decode(word) else { return None };
-    if slot != InterpreterUnwinder::Ruby as u8 {
-        return None;
-    }
+    let bits = frame_payload(word, InterpreterUnwinder::Ruby)?;
     let pointer = (bits & ((1 << RUBY_FRAME_POS_SHIFT) - 1)) << 3;
     let pos = (bits >> RUBY_FRAME_POS_SHIFT) & RUBY_FRAME_POS_MAX;
     Some((pointer, (pos != RUBY_FRAME_POS_MAX).then_some(pos)))
@@ -58,10 +56,6 @@ impl Runtime for CRuby {
 
     fn unwinder(&self) -> InterpreterUnwinder {
         InterpreterUnwinder::Ruby
-    }
-
-    fn owns_frame(&self, word: u64) -> bool {
-        decode_word(word).is_some()
     }
 
     fn frame_address(&self, word: u64) -> u64 {
@@ -228,17 +222,19 @@ impl FrameNamer for RubyNamer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::frame_word;
+    use profiler_bpf::UserFrame;
 
     #[test]
     fn words_decode_to_pointer_and_position() {
         let word = |pointer: u64, pos: u64| {
-            UserFrame::runtime_word(InterpreterUnwinder::Ruby as u8, (pos << RUBY_FRAME_POS_SHIFT) | (pointer >> 3))
+            frame_word(InterpreterUnwinder::Ruby, (pos << RUBY_FRAME_POS_SHIFT) | (pointer >> 3))
         };
         assert_eq!(decode_word(word(0x7f00_1234_5678, 17)), Some((0x7f00_1234_5678, Some(17))));
         assert_eq!(decode_word(word(0x5555_0000_1000, RUBY_FRAME_POS_MAX)), Some((0x5555_0000_1000, None)));
         // Another runtime's words, CPython's, native pcs.
-        assert_eq!(decode_word(UserFrame::runtime_word(3, 0x1000)), None);
-        assert_eq!(decode_word(UserFrame::python_word(0x7f00_0000_1000, 4)), None);
+        assert_eq!(decode_word(UserFrame::interpreted_word(3, 0x1000)), None);
+        assert_eq!(decode_word(crate::python::PythonWord { code: 0x7f00_0000_1000, offset: 4 }.encode()), None);
         assert_eq!(decode_word(0x7f00_0000_1000), None);
         assert!(CRuby.owns_frame(word(0x1000, 1)));
         assert_eq!(CRuby.frame_address(word(0x1000, 9)), 9);

@@ -16,10 +16,11 @@ use super::naming::{
 use super::{detect, Detection};
 use crate::memory::ProcessMemory;
 use crate::runtime::{
-    Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState, ProcessUnwinding, Runtime,
+    frame_payload, frame_word, Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats,
+    ProcessState, ProcessUnwinding, Runtime,
 };
 use profiler_bpf::{
-    InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder, UserFrame, V8ProcessValue, V8_FRAME_COMPILED,
+    InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder, V8ProcessValue, V8_FRAME_COMPILED,
     V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT, V8_FRAME_PC_MASK,
 };
 use profiler_elf::ElfFile;
@@ -54,10 +55,7 @@ pub struct V8Word {
 impl V8Word {
     /// Decodes `word` if it is a V8 frame word.
     pub fn decode(word: u64) -> Option<V8Word> {
-        let UserFrame::Runtime { slot, bits } = UserFrame::decode(word) else { return None };
-        if slot != InterpreterUnwinder::V8 as u8 {
-            return None;
-        }
+        let bits = frame_payload(word, InterpreterUnwinder::V8)?;
         let pointer = (bits & ((1 << FRAME_OFFSET_SHIFT) - 1)) << 3;
         Some(V8Word {
             function: if pointer == 0 { 0 } else { pointer + 1 },
@@ -70,16 +68,15 @@ impl V8Word {
     /// if `word` is one of that form (its layout says whether the form is
     /// used).
     pub fn decode_pc(word: u64) -> Option<u64> {
-        let UserFrame::Runtime { slot, bits } = UserFrame::decode(word) else { return None };
+        let bits = frame_payload(word, InterpreterUnwinder::V8)?;
         let pc_form = bits & FRAME_COMPILED != 0 && bits & !FRAME_COMPILED & !V8_FRAME_PC_MASK == 0;
-        (slot == InterpreterUnwinder::V8 as u8 && pc_form && bits & V8_FRAME_PC_MASK != 0)
-            .then_some(bits & V8_FRAME_PC_MASK)
+        (pc_form && bits & V8_FRAME_PC_MASK != 0).then_some(bits & V8_FRAME_PC_MASK)
     }
 
     /// The word the BPF unwinder writes for a compiled frame (by pc) at
     /// `pc` (tests).
     pub fn encode_pc(pc: u64) -> u64 {
-        UserFrame::runtime_word(InterpreterUnwinder::V8 as u8, FRAME_COMPILED | (pc & V8_FRAME_PC_MASK))
+        frame_word(InterpreterUnwinder::V8, FRAME_COMPILED | (pc & V8_FRAME_PC_MASK))
     }
 
     /// The word the BPF unwinder writes for it (tests).
@@ -87,10 +84,7 @@ impl V8Word {
         let pointer = self.function.wrapping_sub(1);
         let bits = if pointer & 7 != 0 || pointer >> 47 != 0 { 0 } else { pointer >> 3 };
         let offset = u64::from(self.offset).min(FRAME_OFFSET_MAX) << FRAME_OFFSET_SHIFT;
-        UserFrame::runtime_word(
-            InterpreterUnwinder::V8 as u8,
-            bits | offset | if self.compiled { FRAME_COMPILED } else { 0 },
-        )
+        frame_word(InterpreterUnwinder::V8, bits | offset | if self.compiled { FRAME_COMPILED } else { 0 })
     }
 }
 
@@ -108,10 +102,6 @@ impl Runtime for V8 {
 
     fn unwinder(&self) -> InterpreterUnwinder {
         InterpreterUnwinder::V8
-    }
-
-    fn owns_frame(&self, word: u64) -> bool {
-        V8Word::decode(word).is_some()
     }
 
     fn frame_address(&self, word: u64) -> u64 {
@@ -574,6 +564,7 @@ impl FrameNamer for V8Namer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use profiler_bpf::UserFrame;
 
     #[test]
     fn v8_words_round_trip_and_are_v8s_only() {
@@ -586,9 +577,9 @@ mod tests {
         // Not a tagged heap pointer: encoded as none.
         let w = V8Word { function: 0x1_0004, compiled: false, offset: 3 };
         assert_eq!(V8Word::decode(w.encode()).map(|w| w.function), Some(0));
-        assert!(!V8.owns_frame(UserFrame::hotspot_word(false, 0x7f00_0000_1000, 12)));
-        assert!(!V8.owns_frame(UserFrame::python_word(0x7f00_0000_1000, 12)));
-        assert!(!V8.owns_frame(UserFrame::runtime_word(4, 0x1000)));
+        assert!(!V8.owns_frame(crate::hotspot::InterpretedWord { method: 0x7f00_0000_1000, bci: Some(12) }.encode()));
+        assert!(!V8.owns_frame(crate::python::PythonWord { code: 0x7f00_0000_1000, offset: 12 }.encode()));
+        assert!(!V8.owns_frame(UserFrame::interpreted_word(4, 0x1000)));
         assert!(!V8.owns_frame(0x7f00_0000_1000));
         assert_eq!(V8.frame_kind(), FrameKind::V8Js);
     }
