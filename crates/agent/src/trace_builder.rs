@@ -27,6 +27,10 @@ const MAX_UNLOADED_PROCESSES: usize = 4096;
 /// Bound on the interpreted frames whose last names are kept (see
 /// `TraceBuilder::last_names`); emptied when full.
 const MAX_LAST_NAMES: usize = 16_384;
+/// Bound on the bytes of those names (counted as if none were shared
+/// with the namers' caches: a process that rewrites kilobyte names all
+/// the time would otherwise keep them alive here); emptied when full.
+const MAX_LAST_NAMES_BYTES: usize = 4 << 20;
 
 /// Counts of how the user stacks of the processed samples ended.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,6 +78,8 @@ pub(crate) struct TraceBuilder {
     /// named from its memory every time (an object's address may be
     /// another's later).
     last_names: HashMap<(u32, u64), Vec<SourceLine>>,
+    /// The bytes of `last_names` (see [`MAX_LAST_NAMES_BYTES`]).
+    last_names_bytes: usize,
     /// Whether the process of the sample being built has exited (asked
     /// once per sample, when a frame cannot be named).
     sample_process_gone: Option<bool>,
@@ -100,6 +106,7 @@ impl TraceBuilder {
             namers: interpreters.runtimes().iter().map(|r| r.namer()).collect(),
             naming_budget: ReadBudget::new(BudgetLimits::NAMING, "naming its frames"),
             last_names: HashMap::new(),
+            last_names_bytes: 0,
             sample_process_gone: None,
             interpreters,
             registry,
@@ -175,6 +182,7 @@ impl TraceBuilder {
             namer.forget_processes(&alive);
         }
         self.last_names.retain(|(pid, _), _| alive(*pid));
+        self.last_names_bytes = self.last_names.values().map(|l| lines_bytes(l)).sum();
         self.beam_namer.forget_processes(&alive);
         self.naming_budget.forget_processes(&alive);
     }
@@ -394,11 +402,16 @@ impl TraceBuilder {
                 lines = last.clone();
                 self.counts.named_after_exit += 1;
             }
-        } else if !lines.is_empty() {
-            if self.last_names.len() >= MAX_LAST_NAMES {
+        } else if !lines.is_empty() && self.last_names.get(&(pid.0, word)) != Some(&lines) {
+            let bytes = lines_bytes(&lines);
+            if self.last_names.len() >= MAX_LAST_NAMES || self.last_names_bytes + bytes > MAX_LAST_NAMES_BYTES {
                 self.last_names.clear();
+                self.last_names_bytes = 0;
             }
-            self.last_names.insert((pid.0, word), lines.clone());
+            if let Some(old) = self.last_names.insert((pid.0, word), lines.clone()) {
+                self.last_names_bytes -= lines_bytes(&old);
+            }
+            self.last_names_bytes += bytes;
         }
         if lines.is_empty() {
             if let Some(name) = self.interpreters.runtime(runtime).unnamed_frame(word) {
@@ -437,6 +450,13 @@ impl TraceBuilder {
         }
         n
     }
+}
+
+/// What `lines` costs kept in `TraceBuilder::last_names`, its strings
+/// counted in full.
+fn lines_bytes(lines: &[SourceLine]) -> usize {
+    let strings: usize = lines.iter().map(|l| l.function.len() + l.file.as_ref().map_or(0, |f| f.len())).sum();
+    std::mem::size_of::<(u32, u64, Vec<SourceLine>)>() + std::mem::size_of_val(lines) + strings
 }
 
 fn clock_ns(clock: libc::clockid_t) -> i128 {
