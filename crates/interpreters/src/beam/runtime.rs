@@ -150,6 +150,37 @@ fn read_u64(memory: &dyn ProcessMemory, address: u64) -> Option<u64> {
     memory.read(address, &mut b).then(|| u64::from_le_bytes(b))
 }
 
+/// The range holding `pc` among `n` sorted ranges at `base`, range `i`
+/// being [start, end) in the two words at `base + i * stride`: its index
+/// and start. A binary search of at most [`MAX_SEARCH_STEPS`] reads,
+/// each counted in `reads`.
+fn search_ranges(
+    memory: &dyn ProcessMemory,
+    base: u64,
+    stride: u64,
+    n: u64,
+    pc: u64,
+    reads: &mut u64,
+) -> Option<(u64, u64)> {
+    let (mut lo, mut hi) = (0u64, n);
+    for _ in 0..MAX_SEARCH_STEPS {
+        if lo >= hi {
+            return None;
+        }
+        let mid = lo + (hi - lo) / 2;
+        *reads += 1;
+        let (start, end) = read_pair(memory, base.checked_add(mid.checked_mul(stride)?)?)?;
+        if pc < start {
+            hi = mid;
+        } else if pc >= end {
+            lo = mid + 1;
+        } else {
+            return Some((mid, start));
+        }
+    }
+    None
+}
+
 fn read_pair(memory: &dyn ProcessMemory, address: u64) -> Option<(u64, u64)> {
     let mut b = [0u8; 16];
     memory.read(address, &mut b).then(|| (u64_in(&b, 0).unwrap_or(0), u64_in(&b, 8).unwrap_or(0)))
@@ -186,25 +217,7 @@ impl BeamNamer {
             return None;
         }
         // The module: ranges sorted by start, each [start, end).
-        let (mut lo, mut hi) = (0u64, n);
-        let mut header = None;
-        for _ in 0..MAX_SEARCH_STEPS {
-            if lo >= hi {
-                break;
-            }
-            let mid = lo + (hi - lo) / 2;
-            self.stats.reads += 1;
-            let (start, end) = read_pair(memory, modules.checked_add(mid * 16)?)?;
-            if pc < start {
-                hi = mid;
-            } else if pc >= end {
-                lo = mid + 1;
-            } else {
-                header = Some(start);
-                break;
-            }
-        }
-        let header = header?;
+        let (_, header) = search_ranges(memory, modules, 16, n, pc, &mut self.stats.reads)?;
         // The function: functions[0..=count] sorted, pc in [f[i], f[i+1]).
         self.stats.reads += 1;
         let count = read_u64(memory, header)? & 0xffff_ffff;
@@ -212,29 +225,10 @@ impl BeamNamer {
             return None;
         }
         let functions = header.checked_add(layout.functions)?;
-        let (mut lo, mut hi) = (0u64, count);
-        let mut info = None;
-        let mut index = 0;
-        for _ in 0..MAX_SEARCH_STEPS {
-            if lo >= hi {
-                break;
-            }
-            let mid = lo + (hi - lo) / 2;
-            self.stats.reads += 1;
-            let (start, end) = read_pair(memory, functions.checked_add(mid * 8)?)?;
-            if pc < start {
-                hi = mid;
-            } else if pc >= end {
-                lo = mid + 1;
-            } else {
-                info = Some(start);
-                index = mid;
-                break;
-            }
-        }
+        let (index, info) = search_ranges(memory, functions, 8, count, pc, &mut self.stats.reads)?;
         let mut mfa = [0u8; 24];
         self.stats.reads += 1;
-        if !memory.read(info?.checked_add(layout.code_info_mfa)?, &mut mfa) {
+        if !memory.read(info.checked_add(layout.code_info_mfa)?, &mut mfa) {
             return None;
         }
         let (module, function, arity) = (u64_in(&mfa, 0)?, u64_in(&mfa, 8)?, u64_in(&mfa, 16)?);
