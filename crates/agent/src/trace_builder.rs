@@ -80,9 +80,6 @@ pub(crate) struct TraceBuilder {
     last_names: HashMap<(u32, u64), Vec<SourceLine>>,
     /// The bytes of `last_names` (see [`MAX_LAST_NAMES_BYTES`]).
     last_names_bytes: usize,
-    /// Whether the process of the sample being built has exited (asked
-    /// once per sample, when a frame cannot be named).
-    sample_process_gone: Option<bool>,
     /// Open files for symbols through `/proc/PID/map_files` (else by
     /// path inside the process's root).
     open_via_map_files: bool,
@@ -107,7 +104,6 @@ impl TraceBuilder {
             naming_budget: ReadBudget::new(BudgetLimits::NAMING, "naming its frames"),
             last_names: HashMap::new(),
             last_names_bytes: 0,
-            sample_process_gone: None,
             interpreters,
             registry,
             kernel,
@@ -220,7 +216,9 @@ impl TraceBuilder {
         // once (a deep recursion would cost the process's naming budget
         // its reads at every level).
         let mut named_here: HashMap<u64, usize> = HashMap::new();
-        self.sample_process_gone = None;
+        // Whether the process has exited: asked once, when a frame
+        // cannot be named.
+        let mut gone = None;
         let beam = self.beam.as_ref().and_then(|b| b.get(pid.0));
         for &word in &sample.user_frames {
             match UserFrame::decode(word) {
@@ -262,7 +260,7 @@ impl TraceBuilder {
                 }
             };
             named_here.insert(word, frames.len());
-            frames.push(self.interpreted_frame(pid, runtime, build, word));
+            frames.push(self.interpreted_frame(pid, runtime, build, word, &mut gone));
         }
         if metering {
             self.naming_budget.stop_metering();
@@ -386,7 +384,14 @@ impl TraceBuilder {
     /// memory (unnamed when it cannot be: the process exited, or the
     /// frame was garbage). Its address is the frame word's payload as
     /// the runtime's unwinder recorded it.
-    fn interpreted_frame(&mut self, pid: Pid, runtime: RuntimeId, build: Option<MappedFile>, word: u64) -> Frame {
+    fn interpreted_frame(
+        &mut self,
+        pid: Pid,
+        runtime: RuntimeId,
+        build: Option<MappedFile>,
+        word: u64,
+        gone: &mut Option<bool>,
+    ) -> Frame {
         let kind = self.interpreters.runtime(runtime).frame_kind();
         let address = self.interpreters.runtime(runtime).frame_address(word);
         let namer = &mut self.namers[runtime.index()];
@@ -397,7 +402,7 @@ impl TraceBuilder {
             }
             _ => vec![],
         };
-        if lines.is_empty() && self.process_gone(pid) {
+        if lines.is_empty() && *gone.get_or_insert_with(|| process_gone(pid)) {
             if let Some(last) = self.last_names.get(&(pid.0, word)) {
                 lines = last.clone();
                 self.counts.named_after_exit += 1;
@@ -421,17 +426,6 @@ impl TraceBuilder {
         Frame { kind, address, mapping: None, lines }
     }
 
-    /// Whether the process of the sample being built has exited (its
-    /// `/proc` entry gone, or a zombie: its memory is gone), asked once
-    /// per sample.
-    fn process_gone(&mut self, pid: Pid) -> bool {
-        *self.sample_process_gone.get_or_insert_with(|| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", pid.0)) else { return true };
-            // The state follows the command's closing parenthesis.
-            matches!(stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()), Some('Z' | 'X'))
-        })
-    }
-
     /// A kernel frame, named by the kernel symbolizer (which caches its
     /// names: the one cache of kernel names).
     fn kernel_frame(&mut self, pc: CodeAddress) -> Frame {
@@ -450,6 +444,14 @@ impl TraceBuilder {
         }
         n
     }
+}
+
+/// Whether `pid` has exited: its `/proc` entry gone, or a zombie (its
+/// memory is gone).
+fn process_gone(pid: Pid) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", pid.0)) else { return true };
+    // The state follows the command's closing parenthesis.
+    matches!(stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()), Some('Z' | 'X'))
 }
 
 /// What `lines` costs kept in `TraceBuilder::last_names`, its strings
