@@ -5,7 +5,8 @@
 # every capability dropped but the chart's list, read-only root file
 # system, /tmp a tmpfs, seccomp unconfined as the chart's default), and a
 # workload (tests/workloads/native_chain.c, static, no frame pointers) in a
-# second container. A sink Collector on the host receives the profiles;
+# second container; then again without --pid=host, the profiler joining
+# the workload container's PID namespace. A sink Collector on the host receives the profiles;
 # go-receiver's TestE2EProfiles checks the workload's host pid, its
 # container.id (the workload container's id) and its native chain.
 #
@@ -122,17 +123,19 @@ native_pid=$(docker inspect -f '{{.State.Pid}}' "$workload")
 # test runs the chart's examples/old-kernel.yaml set instead: those
 # capabilities left out and SYS_ADMIN added (what kernels before 5.8 need),
 # and says so.
+# run_profiler [DOCKER_ARGS...]: the profiler container as the chart runs
+# it; the arguments choose its PID namespace.
 run_profiler() {
   local cap_args=(--cap-drop ALL)
   for c in $caps; do cap_args+=(--cap-add "$c"); done
-  docker run -d --pid=host --network host --user 0:0 \
+  docker run -d "$@" --network host --user 0:0 \
     "${cap_args[@]}" --security-opt seccomp=unconfined \
     --read-only --tmpfs /tmp -v "$tmp/agent.yaml:/conf/config.yaml:ro" \
     "$image:$version" --config=/conf/config.yaml --feature-gates=service.profilesSupport 2>"$tmp/docker-run.log"
 }
 profiler=
 for _ in 1 2 3 4 5 6 7 8; do
-  if profiler=$(run_profiler); then break; fi
+  if profiler=$(run_profiler --pid=host); then break; fi
   unknown=$(sed -n 's/.*unknown capability: "CAP_\([A-Z_]*\)".*/\1/p' "$tmp/docker-run.log")
   [ -n "$unknown" ] || fail "docker run of the profiler container"
   echo "$e2e_name: this Docker daemon does not know CAP_$unknown: using SYS_ADMIN instead (examples/old-kernel.yaml)"
@@ -142,25 +145,59 @@ done
 [ -n "$profiler" ] || fail "docker run of the profiler container"
 echo "$e2e_name: profiler container runs with capabilities: $caps"
 containers+=("$profiler")
-# Start-up takes longer on a loaded machine: wait for it, then sample.
-for _ in $(seq 120); do
-  docker logs "$profiler" > "$tmp/profiler.log" 2>&1 || true
-  grep -q "profiler started" "$tmp/profiler.log" && break
-  [ "$(docker inspect -f '{{.State.Running}}' "$profiler")" = true ] || fail "the profiler container exited"
-  sleep 0.5
-done
-grep -q "profiler started" "$tmp/profiler.log" || fail "the receiver did not start in the container within 60 s"
-sleep 8
-[ "$(docker inspect -f '{{.State.Running}}' "$profiler")" = true ] || fail "the profiler container exited"
-docker stop -t 30 "$profiler" >/dev/null
-docker logs "$profiler" > "$tmp/profiler.log" 2>&1 || true
-grep -q "profiler stopped" "$tmp/profiler.log" || fail "the receiver did not stop cleanly"
-stop "$sink"
-[ -s "$tmp/sink.pb" ] || fail "the sink received nothing"
+# wait_started CONTAINER LOG: start-up takes longer on a loaded machine.
+wait_started() {
+  for _ in $(seq 120); do
+    docker logs "$1" > "$2" 2>&1 || true
+    grep -q "profiler started" "$2" && return 0
+    [ "$(docker inspect -f '{{.State.Running}}' "$1")" = true ] || fail "the profiler container exited (see $2)"
+    sleep 0.5
+  done
+  fail "the receiver did not start in the container within 60 s"
+}
+# sample_and_stop CONTAINER LOG SINK_FILE: sample 8 s, stop cleanly, and
+# the sink must have received profiles.
+sample_and_stop() {
+  sleep 8
+  [ "$(docker inspect -f '{{.State.Running}}' "$1")" = true ] || fail "the profiler container exited"
+  docker stop -t 30 "$1" >/dev/null
+  docker logs "$1" > "$2" 2>&1 || true
+  grep -q "profiler stopped" "$2" || fail "the receiver did not stop cleanly"
+  stop "$sink"
+  [ -s "$3" ] || fail "the sink received nothing"
+}
+wait_started "$profiler" "$tmp/profiler.log"
+sample_and_stop "$profiler" "$tmp/profiler.log" "$tmp/sink.pb"
 
 ( cd go-receiver &&
   EBPF_PROFILER_E2E_FILES=$tmp/sink.pb EBPF_PROFILER_E2E_PID=$native_pid EBPF_PROFILER_E2E_NAME=native_chain \
   EBPF_PROFILER_E2E_CONTAINER_ID=$workload \
   EBPF_PROFILER_E2E_CHAIN=chain_leaf,chain_4,chain_3,chain_2,chain_1,main EBPF_PROFILER_E2E_FRAME_TYPE=native \
     go test -count=1 -run TestE2EProfiles -v . ) || fail "the workload's profiles are not as expected"
-echo "$e2e_name: ok (image $((size / 1024 / 1024)) MiB)"
+docker rm -f "$workload" >/dev/null
+
+# Without --pid=host: a pod without hostPID that shares its process
+# namespace (shareProcessNamespace). The workload container holds a PID
+# namespace of its own, the profiler container joins it, and profiles
+# what it sees there. The samples must carry the workload's pid as that
+# namespace numbers it (the last NSpid field: 1), and its whole chain.
+joined=$(docker run -d --network none ebpf-profiler-test/workload:1)
+containers+=("$joined")
+joined_host_pid=$(docker inspect -f '{{.State.Pid}}' "$joined")
+joined_pid=$(awk '/^NSpid:/ { print $NF }' "/proc/$joined_host_pid/status")
+[ -n "$joined_pid" ] && [ "$joined_pid" != "$joined_host_pid" ] ||
+  fail "the workload has no PID namespace of its own (NSpid: $joined_pid)"
+start_sink "$tmp/sink-nested.pb" "$tmp/sink-nested.log"
+nested=$(run_profiler --pid "container:$joined") || fail "docker run of the profiler container in the workload's PID namespace"
+containers+=("$nested")
+wait_started "$nested" "$tmp/profiler-nested.log"
+grep -q "running in a nested PID namespace" "$tmp/profiler-nested.log" ||
+  fail "no notice of the nested PID namespace (see profiler-nested.log)"
+echo "$e2e_name: profiler in the workload's PID namespace, where the workload is pid $joined_pid ($joined_host_pid on the host)"
+sample_and_stop "$nested" "$tmp/profiler-nested.log" "$tmp/sink-nested.pb"
+( cd go-receiver &&
+  EBPF_PROFILER_E2E_FILES=$tmp/sink-nested.pb EBPF_PROFILER_E2E_PID=$joined_pid EBPF_PROFILER_E2E_NAME=native_chain \
+  EBPF_PROFILER_E2E_CHAIN=chain_leaf,chain_4,chain_3,chain_2,chain_1,main EBPF_PROFILER_E2E_FRAME_TYPE=native \
+  EBPF_PROFILER_E2E_MIN_SHARE=0.95 \
+    go test -count=1 -run TestE2EProfiles -v . ) || fail "the nested namespace's profiles are not as expected"
+echo "$e2e_name: ok (image $((size / 1024 / 1024)) MiB; also without --pid=host)"
