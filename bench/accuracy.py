@@ -20,15 +20,31 @@ frame for native code), and compared by function:
 - the 15 functions with the largest inclusive share in the reference,
   side by side, and the largest disagreements.
 
-Cases: Python (pylint from PyPI, py-spy), C (xz from Debian, `perf
---call-graph dwarf`), JavaScript (TypeScript's compiler from npm, `node
---cpu-prof`). Where a reference is biased: py-spy pauses the process for
-each sample (its default, so that stacks are consistent) and reads every
-thread; perf's DWARF unwinding copies 8 KiB of stack per sample, so deep
-stacks come back cut (its "root" share is a floor, not the truth);
-`--cpu-prof` samples on a timer whatever the thread does (wall time) and
-covers the whole life of the process, so the agent runs system-wide from
-before the start for that case.
+Cases (program, reference, and where the reference is biased):
+- Python: pylint (PyPI) under py-spy, which pauses the process for each
+  sample (its default, so that stacks are consistent).
+- C: xz (Debian) under `perf --call-graph dwarf`, which copies 8 KiB of
+  stack per sample, so deep stacks come back cut (its "root" share is a
+  floor, not the truth).
+- JavaScript: TypeScript's compiler (npm) under `node --cpu-prof`, which
+  samples on a timer whatever the thread does (wall time), in bursts (each
+  sample is weighed by its time), over the whole life of the process: the
+  agent runs system-wide from before the start.
+- Go: gofmt (the installed toolchain's) under its own `-cpuprofile`
+  (runtime/pprof, 100 Hz of CPU time per thread, whole life); Go's
+  traceback leaves out runtime.goexit, so its stacks count as whole.
+- Perl: perltidy (Debian) under Devel::NYTProf (Debian), subroutines
+  only, CPU clock, whole life: it instruments every call, which costs the
+  most in subs called most often.
+- Ruby: rdoc (Debian) under rbspy (crates.io, built into the cache),
+  which pauses the process for each sample and does not name C functions
+  (both sides compare Ruby methods only).
+- PHP: phpcs (Debian) under Excimer (Debian), started by
+  bench/workloads/excimer_run.php before the program: a CPU timer whose
+  samples are taken at the next function entry or exit, so a long
+  function's time can go to its callee or caller.
+- Rust: ripgrep (crates.io, built into the cache with its symbols) under
+  `perf --call-graph dwarf`.
 
 The table goes into BENCHMARKS.md (its section only). `--quick` is CI's
 short version: figures never fail it, a case that cannot profile does.
@@ -63,6 +79,7 @@ SECTION = sections.ACCURACY
 THREAD_ROOTS = {"_start", "__libc_start_call_main", "__libc_start_main", "__libc_start_main_impl", "clone3",
                 "clone", "__clone", "__clone3", "start_thread"}
 UNNAMED = re.compile(r"^(?P<file>.+)\+0x[0-9a-f]+$")
+MEMCPY = re.compile(r"^(__)memcpy(_\w+_unaligned(?:_erms)?)$")
 # Pinned releases of the PyPI programs and tools.
 PYLINT = "pylint==3.3.4"
 PY_SPY = "py-spy==0.4.0"
@@ -113,7 +130,7 @@ def python_case(seconds):
         command=cmd,
         reference_command=reference,
         read_reference=read_folded_pyspy,
-        ours_frames=lambda s: [f for f in s.frames if not f.native],
+        ours_frames=interpreted,
         key=python_key,
     )
 
@@ -128,16 +145,12 @@ def native_case(seconds):
             stderr=subprocess.DEVNULL)
     cmd = ["xz", "-9e", "-T1", "-c", str(data)]
 
-    def reference(pid, out):
-        return ["perf", "record", "-q", "-F", str(HZ), "--call-graph", "dwarf", "-p", str(pid), "-o", str(out),
-                "--", "sleep", str(seconds)]
-
     return Case(
         runtime="C",
         program="xz -9e (Debian) on a tar of /usr/lib",
         reference_name="perf record --call-graph dwarf (8 KiB stack copies)",
         command=cmd,
-        reference_command=reference,
+        reference_command=perf_dwarf(seconds),
         read_reference=read_perf_script,
         ours_frames=lambda s: s.frames,
         key=native_key,
@@ -173,9 +186,220 @@ def node_case(seconds):
         command=command,
         whole_life=True,
         read_reference=read_cpuprofile,
-        ours_frames=lambda s: [f for f in s.frames if not f.native],
+        ours_frames=interpreted,
         key=js_key,
     )
+
+
+# Where a Go stack ends when Go's own unwinder (and ours) walked it whole:
+# a goroutine's stack starts at runtime.goexit, the system stacks at
+# mstart (threads) or rt0_go (the first thread).
+GO_ROOTS = THREAD_ROOTS | {"runtime.goexit", "runtime.mstart", "runtime.rt0_go"}
+
+RIPGREP = "ripgrep@14.1.1"
+
+
+def perf_dwarf(seconds):
+    """The reference of the native cases: perf with DWARF call graphs."""
+    def reference(pid, out):
+        return ["perf", "record", "-q", "-F", str(HZ), "--call-graph", "dwarf", "-p", str(pid), "-o", str(out),
+                "--", "sleep", str(seconds)]
+    return reference
+
+
+def rust_case(seconds):
+    """ripgrep (crates.io, built into the cache once: a release build
+    keeps its symbols) searching the machine's shared data on one thread,
+    under perf with DWARF call graphs."""
+    rg = CACHE / "ripgrep/bin/rg"
+    marker = CACHE / f"ripgrep/.installed-{RIPGREP}"
+    if not marker.exists():
+        run(["cargo", "install", "--locked", "--quiet", "--root", str(CACHE / "ripgrep"), RIPGREP])
+        marker.touch()
+    # 400 words of the licences every Debian system has, matched as whole
+    # words without case on one thread: the regex engines' work, not I/O.
+    words = CACHE / "rust-words.txt"
+    if not words.exists():
+        text = " ".join(p.read_text(errors="replace") for p in sorted(Path("/usr/share/common-licenses").iterdir())
+                        if p.is_file())
+        chosen = sorted({w.lower() for w in re.findall(r"[A-Za-z]{5,}", text)})[:400]
+        words.write_text("\n".join(chosen) + "\n")
+    cmd = [str(rg), "-j1", "-c", "-a", "-i", "-w", "--no-ignore", "-f", str(words), "/usr/share"]
+    return Case(
+        runtime="Rust",
+        program=f"{RIPGREP} (crates.io): 400 words, whole and without case, over /usr/share",
+        reference_name="perf record --call-graph dwarf (8 KiB stack copies)",
+        command=cmd,
+        reference_command=perf_dwarf(seconds),
+        read_reference=read_perf_script,
+        ours_frames=lambda s: s.frames,
+        key=native_key,
+    )
+
+
+
+def go_case(seconds):
+    """gofmt (the Go toolchain's, from the distribution installed here)
+    simplifying the toolchain's own sources, under Go's own profiler
+    (`-cpuprofile`: runtime/pprof, SIGPROF at 100 Hz, its whole life)."""
+    goroot = subprocess.run(["go", "env", "GOROOT"], capture_output=True, text=True, check=True).stdout.strip()
+
+    def command(work):
+        return [f"{goroot}/bin/gofmt", "-l", "-s", "-cpuprofile", str(work / "gofmt.pprof"), f"{goroot}/src"]
+
+    return Case(
+        runtime="Go",
+        program=f"gofmt -l -s over the Go {go_version(goroot)} sources",
+        reference_name="gofmt -cpuprofile (runtime/pprof, 100 Hz, whole life)",
+        command=command,
+        whole_life=True,
+        reference_output="gofmt.pprof",
+        read_reference=read_go_pprof,
+        ours_frames=lambda s: s.frames,
+        key=native_key,
+        roots=GO_ROOTS,
+    )
+
+
+def go_version(goroot):
+    try:
+        return Path(goroot, "VERSION").read_text().split()[0].removeprefix("go")
+    except (OSError, IndexError):
+        return "?"
+
+
+def read_go_pprof(path):
+    """Go's pprof: each sample's frames (inlined ones included),
+    innermost first. Go's traceback leaves out runtime.goexit, so its
+    stacks cannot be checked for their root: they count as whole (Go
+    walks its own frames, up to 128 of them)."""
+    return [(s.frames, s.count, True) for s in pprof_reader.read(path)]
+
+
+# A large module of perltidy itself, as its users tidy one.
+PERLTIDY_INPUT = "/usr/share/perl5/Perl/Tidy/Formatter.pm"
+
+
+def perl_case(seconds):
+    """perltidy (Debian) reformatting its own largest module, under
+    Devel::NYTProf (Debian; subroutine profiler only, its whole life)."""
+    ensure_debian_packages(["perltidy", "libdevel-nytprof-perl"])
+
+    def command(work):
+        return ["perl", "-d:NYTProf", "/usr/bin/perltidy", "-st", PERLTIDY_INPUT]
+
+    def env(work):
+        # Subroutines only (statement profiling slows the program ~4x),
+        # timed in CPU time (clock 2, CLOCK_PROCESS_CPUTIME_ID) as we sample.
+        return {"NYTPROF": f"file={work}/nytprof.out:stmts=0:addpid=0:clock=2"}
+
+    return Case(
+        runtime="Perl",
+        program=f"perltidy {perltidy_version()} (Debian) on its own Formatter.pm",
+        reference_name="Devel::NYTProf, subs only (instruments every call)",
+        command=command,
+        env=env,
+        whole_life=True,
+        reference_output="nytprof.out",
+        read_reference=read_nytprof,
+        ours_frames=interpreted,
+        key=perl_key,
+    )
+
+
+def perltidy_version():
+    out = subprocess.run(["perltidy", "-v"], capture_output=True, text=True).stdout
+    m = re.search(r"perltidy, v(\S+)", out)
+    return m.group(1) if m else "?"
+
+
+def ensure_debian_packages(packages):
+    missing = [p for p in packages
+               if subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True,
+                                 text=True).stdout != "install ok installed"]
+    if missing:
+        run(["apt-get", "install", "-y", "--no-install-recommends", *missing], stdout=subprocess.DEVNULL,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+
+
+RBSPY = "rbspy@0.42.0"
+
+
+def ruby_case(seconds):
+    """rdoc (Debian's ruby) parsing the Ruby standard library's sources,
+    under rbspy (crates.io, built into the cache once; pauses the
+    process for each sample, as py-spy)."""
+    rbspy = CACHE / "rbspy/bin/rbspy"
+    marker = CACHE / f"rbspy/.installed-{RBSPY}"
+    if not marker.exists():
+        run(["cargo", "install", "--locked", "--quiet", "--root", str(CACHE / "rbspy"), RBSPY])
+        marker.touch()
+    ruby_version = subprocess.run(["ruby", "-e", "print RbConfig::CONFIG['ruby_version']"], capture_output=True,
+                                  text=True, check=True).stdout
+    cmd = ["rdoc", "--dry-run", "-q", f"/usr/lib/ruby/{ruby_version}"]
+
+    def reference(pid, out):
+        return [str(rbspy), "record", "--pid", str(pid), "--rate", str(HZ), "--duration", str(seconds), "--format",
+                "collapsed", "--file", str(out), "--silent"]
+
+    return Case(
+        runtime="Ruby",
+        program=f"rdoc --dry-run over Ruby {ruby_version}'s standard library (Debian)",
+        reference_name=f"{RBSPY} (pauses the process each sample)",
+        command=cmd,
+        reference_command=reference,
+        read_reference=read_rbspy,
+        # Ruby methods only: rbspy does not name C functions.
+        ours_frames=lambda s: [f for f in interpreted(s) if f.file],
+        key=ruby_key,
+    )
+
+
+def php_case(seconds):
+    """PHP_CodeSniffer (Debian's phpcs) checking copies of the PHP
+    libraries installed here against the Squiz standard, under Excimer
+    (Debian's php-excimer: CPU-time timer, its whole life, started by
+    bench/workloads/excimer_run.php before phpcs runs)."""
+    ensure_debian_packages(["php-cli", "php-excimer", "php-codesniffer"])
+    # About 8 s of work a copy.
+    copies = max(1, seconds // 8)
+    corpus = CACHE / f"php-corpus-{copies}"
+    if not corpus.exists():
+        staging = CACHE / "php-corpus.tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        for i in range(copies):
+            shutil.copytree("/usr/share/php", staging / f"copy{i}", symlinks=True)
+        staging.rename(corpus)
+
+    def command(work):
+        return ["php", str(ROOT / "bench/workloads/excimer_run.php"), "/usr/bin/phpcs", "--standard=Squiz",
+                "--report=summary", "-q", str(corpus)]
+
+    return Case(
+        runtime="PHP",
+        program=f"phpcs {phpcs_version()} --standard=Squiz (Debian) over {copies} copies of /usr/share/php",
+        reference_name="Excimer (CPU timer; books a sample at the next function entry or exit)",
+        command=command,
+        env=lambda work: {"EXCIMER_OUTPUT": str(work / "excimer.collapsed")},
+        whole_life=True,
+        reference_output="excimer.collapsed",
+        read_reference=read_excimer,
+        ours_frames=interpreted,
+        key=php_key,
+    )
+
+
+def phpcs_version():
+    out = subprocess.run(["phpcs", "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"version (\S+)", out)
+    return m.group(1) if m else "?"
+
+
+def interpreted(sample):
+    """Our interpreted frames of a pprof sample. A native frame outside
+    every known mapping (`file+0x...` or `native+0x...`, no mapping in
+    pprof) is not one."""
+    return [f for f in sample.frames if not f.native and not UNNAMED.match(f.function)]
 
 
 class Case:
@@ -185,6 +409,12 @@ class Case:
         # it): the agent runs system-wide from before, its samples of
         # the program's pid are kept.
         self.whole_life = False
+        # Where a whole-life reference writes its profile, in the work
+        # directory.
+        self.reference_output = "*.cpuprofile"
+        self.env = None
+        # Outermost frames that make a stack of ours whole.
+        self.roots = THREAD_ROOTS
         self.__dict__.update(kw)
 
 
@@ -205,11 +435,15 @@ def native_key(frame):
     profiler could name by the same address (an unnamed frame's address
     differs sample to sample)."""
     m = UNNAMED.match(frame.function)
-    return f"{m.group('file')} [unnamed]" if m else frame.function
+    if m:
+        return f"{m.group('file')} [unnamed]"
+    # glibc's memcpy variants are its memmove ones under a second name:
+    # perf and we may pick either name for the one address.
+    return MEMCPY.sub(r"\1memmove\2", frame.function)
 
 
-def reaches_root(frames):
-    return any(f.function in THREAD_ROOTS for f in frames)
+def reaches_root(frames, roots=THREAD_ROOTS):
+    return any(f.function in roots for f in frames)
 
 
 def js_key(frame):
@@ -219,6 +453,93 @@ def js_key(frame):
     if name in ("<anonymous>", "anonymous"):
         name = "(anonymous)"
     return f"{name} ({os.path.basename(frame.file)})"
+
+
+def perl_key(frame):
+    """A Perl sub as both name it: its package-qualified name, without
+    NYTProf's `@line` of BEGIN blocks and anonymous subs."""
+    return re.sub(r"@\d+$", "", frame.function or "?")
+
+
+def read_nytprof(path):
+    """Devel::NYTProf's call stacks (`nytprofcalls`): each stack of subs,
+    outermost first, with its exclusive time, in periods of the agent's
+    rate. An instrumenting profiler sees every call: every stack is
+    whole."""
+    ticks = subprocess.run(
+        ["perl", "-MDevel::NYTProf::Data", "-e",
+         "print Devel::NYTProf::Data->new({filename => shift, quiet => 1})->attributes->{ticks_per_sec}", str(path)],
+        capture_output=True, text=True, check=True).stdout.strip()
+    per_period = int(ticks) / HZ
+    out = subprocess.run(["nytprofcalls", str(path)], capture_output=True, text=True, check=True,
+                         errors="replace").stdout
+    stacks = []
+    for line in out.splitlines():
+        stack, _, value = line.rpartition(" ")
+        if not stack or not value.isdigit():
+            continue
+        frames = [pprof_reader.Frame(name, "", 0, False) for name in reversed(stack.split(";"))]
+        stacks.append((frames, int(value) / per_period, True))
+    return stacks
+
+
+RUBY_BLOCK = re.compile(r"^((?:block|rescue|ensure) (?:\(\d+ levels\) )?in )?(.*)$")
+
+
+def ruby_key(frame):
+    """A Ruby method as both name it: its label without the class
+    (`block in parse_files`) and its file's base name, symbolic links
+    resolved (the main script is `/usr/bin/rdoc` as run, a link to
+    `rdoc3.1`: rbspy gives the real path, we the path as run)."""
+    m = RUBY_BLOCK.match(frame.function or "?")
+    return f"{m.group(1) or ''}{re.split(r'[#.]', m.group(2))[-1]} ({os.path.basename(os.path.realpath(frame.file))})"
+
+
+def read_rbspy(path):
+    """rbspy's collapsed output: `name - file:line;... count`, outermost
+    first; C functions (`(unknown) [c function]`) left out. Whole when the
+    outermost frame is the script's `<main>`."""
+    stacks = []
+    for line in Path(path).read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = []
+        for part in stack.split(";"):
+            name, _, where = part.rpartition(" - ")
+            file, _, number = where.rpartition(":")
+            if "[c function]" in name or not file:
+                continue
+            frames.append(pprof_reader.Frame(name, file, int(number) if number.isdigit() else 0, False))
+        frames.reverse()
+        whole = bool(frames) and frames[-1].function == "<main>"
+        stacks.append((frames, int(count), whole))
+    return stacks
+
+
+def php_key(frame):
+    """A PHP function as both name it: `Class::method`, or the file of
+    top-level code (Excimer names it by its path, we `{main}` or
+    `{include}` with the file)."""
+    name = frame.function or "?"
+    if name in ("{main}", "{include}", "main") or name.startswith("/"):
+        return os.path.basename(frame.file or name)
+    return name
+
+
+def read_excimer(path):
+    """Excimer's collapsed log: `frame;frame;... count`, outermost first
+    (a line may start with `;`); every stack is whole (PHP's own frame
+    chain)."""
+    stacks = []
+    for line in Path(path).read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = [pprof_reader.Frame(name, name if name.startswith("/") else "", 0, False)
+                  for name in reversed(stack.split(";")) if name]
+        stacks.append((frames, int(count), True))
+    return stacks
 
 
 def read_cpuprofile(path):
@@ -303,7 +624,7 @@ def read_perf_script(path):
 def read_ours_with_pids(path, case):
     """Our pprof, reduced as `case` says: ((runtime frames innermost
     first, count, whether the stack reaches the thread's root), pid)."""
-    return [((case.ours_frames(s), s.count, reaches_root(s.frames)), s.labels.get("pid"))
+    return [((case.ours_frames(s), s.count, reaches_root(s.frames, case.roots)), s.labels.get("pid"))
             for s in pprof_reader.read(path)]
 
 
@@ -405,11 +726,12 @@ def profile_whole_life(case, agent, seconds, work):
     ours_path = work / "ours.pb.gz"
     agent_proc = start_agent(agent, ["--output", str(ours_path)])
     try:
-        program = subprocess.Popen(case.command(work), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = {**os.environ, **(case.env(work) if case.env else {})}
+        program = subprocess.Popen(case.command(work), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         try:
             program.wait(timeout=max(seconds * 3, 120))
         except subprocess.TimeoutExpired:
-            program.send_signal(signal.SIGINT)  # --cpu-prof writes its profile at exit
+            program.send_signal(signal.SIGINT)  # the references write their profiles at exit
             program.wait(timeout=30)
     finally:
         agent_proc.send_signal(signal.SIGINT)
@@ -417,7 +739,7 @@ def profile_whole_life(case, agent, seconds, work):
         agent_proc.wait(timeout=60)
     if agent_proc.returncode != 0:
         raise RuntimeError("the agent failed")
-    written = sorted(work.glob("*.cpuprofile"))
+    written = sorted(work.glob(case.reference_output))
     if not written:
         raise RuntimeError(f"{case.program} wrote no reference profile (exit {program.returncode})")
     ours = [st for st, pid in read_ours_with_pids(ours_path, case) if pid == program.pid]
@@ -488,7 +810,8 @@ def details(rows):
     return "\n".join(out) + "\n"
 
 
-CASES = {"python": python_case, "native": native_case, "node": node_case}
+CASES = {"native": native_case, "rust": rust_case, "go": go_case, "python": python_case, "ruby": ruby_case,
+         "perl": perl_case, "php": php_case, "node": node_case}
 
 
 def main():
@@ -531,8 +854,9 @@ def main():
 {max(loads, default=0):.1f} (other work on the machine shows in the profiles of neither)
 - command: `make bench-accuracy` (`bench/accuracy.py`, {seconds} s a case at {HZ} Hz): the program started, then \
 the release agent (`--pid`, pprof) and the reference attached for the same seconds; compared on the runtime's own \
-frames. Root: ours, a thread entry (`_start`, `clone3`, `start_thread`) outermost; py-spy, `<module>` outermost; \
-perf, a thread entry outermost. TVD: between the self-time distributions by function, with the TVD sampling noise \
+frames (whole-life references: the agent system-wide from before the program's start). Root: ours, a thread entry \
+(`_start`, `clone3`, `start_thread`; for Go also `runtime.goexit`, `mstart`) outermost; py-spy, `<module>`; rbspy, \
+`<main>`; perf, a thread entry; the others walk their own frames, counted whole. TVD: between the self-time distributions by function, with the TVD sampling noise \
 alone gives at these counts in brackets
 
 {text}{details(rows)}"""
