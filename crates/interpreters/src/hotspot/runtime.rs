@@ -203,6 +203,8 @@ impl InterpreterFile for HotspotFile {
         Some(ProcessUnwinding {
             unwinder: InterpreterUnwinder::Hotspot,
             code,
+            // `[_low_bound, _high_bound)` is the code cache's reservation.
+            reserved: cache.is_some(),
             value: InterpreterProcessValue::Hotspot(value),
         })
     }

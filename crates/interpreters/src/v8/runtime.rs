@@ -171,6 +171,7 @@ impl InterpreterFile for V8File {
         Some(ProcessUnwinding {
             unwinder: InterpreterUnwinder::V8,
             code: vec![(0, u64::MAX)],
+            reserved: false,
             value: InterpreterProcessValue::V8(process_value(&self.layout)),
         })
     }
