@@ -63,6 +63,17 @@ LIBRARIES = [
     ("org.apache.commons", "commons-collections4", "4.4"),
 ]
 THREAD_ROOTS = {"clone3", "clone", "__clone", "__clone3", "start_thread"}
+# JFR starting its recording in the main thread, before it records: JFR
+# cannot show it, so it is left out of ours too.
+JFR_START = "jdk.jfr.internal.dcmd.DCmdStart.execute"
+
+
+def is_root(name):
+    """Whether the outermost frame `name` is the thread's root. A JDK
+    in another root file system uses that system's libc, whose symbols
+    (`clone3`: not in `.dynsym`) the agent finds only with its debug
+    files: there an unnamed libc frame outermost counts as the root."""
+    return name in THREAD_ROOTS or name.startswith("libc.so.6+0x")
 JAVA_ROOT = "com.sun.tools.javac.Main.main"
 TOP = 15
 WITHIN = 3.0  # points of inclusive share
@@ -232,9 +243,10 @@ def measure(args, name, jdk, keep):
     elapsed = time.time() - start
     summary = (work / "agent.stderr").read_text()
     result = report(args, name, jdk, listing, profile, recordings, runs, elapsed, summary, jfr)
-    if jdk.root and (keep or True):
-        # The sources and classes inside the root are not kept there.
-        shutil.rmtree(jdk.outside(inside), ignore_errors=True) if keep else None
+    if jdk.root and keep:
+        # The sources and classes are not left inside the root.
+        for path in [jdk.outside(inside) / "src"] + list(jdk.outside(inside).glob("classes*")):
+            shutil.rmtree(path, ignore_errors=True)
     if not keep:
         print(f"(profiles in {work})")
     return result
@@ -264,16 +276,18 @@ def report(args, name, jdk, listing, profile, recordings, runs, elapsed, summary
     # rename the thread that runs main; the primordial thread only waits).
     ours = [(f, n) for labels, f, n in read_pprof(profile)
             if labels.get("process") == "javac" and labels.get("thread") == "javac"]
+    jfr_start = sum(n for f, n in ours if any(name == JFR_START for name, _ in f))
+    ours = [(f, n) for f, n in ours if not any(name == JFR_START for name, _ in f)]
     total = sum(n for _, n in ours)
-    rooted = sum(n for f, n in ours if f and f[-1][0] in THREAD_ROOTS)
+    rooted = sum(n for f, n in ours if f and is_root(f[-1][0]))
     with_main = sum(n for f, n in ours if any(name == JAVA_ROOT for name, _ in f))
-    both = sum(n for f, n in ours if f and f[-1][0] in THREAD_ROOTS and any(name == JAVA_ROOT for name, _ in f))
+    both = sum(n for f, n in ours if f and is_root(f[-1][0]) and any(name == JAVA_ROOT for name, _ in f))
     depth = sum(len(f) * n for f, n in ours) / max(total, 1)
     java_depth = sum(sum(1 for _, file in f if file.endswith(".java")) * n for f, n in ours) / max(total, 1)
     cut = collections.Counter()
     cut_lengths = collections.Counter()
     for f, n in ours:
-        if not (f and f[-1][0] in THREAD_ROOTS):
+        if not (f and is_root(f[-1][0])):
             cut[";".join(name for name, _ in reversed(f[-4:]))] += n
             cut_lengths[len(f)] += n
 
@@ -300,7 +314,7 @@ def report(args, name, jdk, listing, profile, recordings, runs, elapsed, summary
     print(f"javac {jdk.home}{' in ' + jdk.root if jdk.root else ''}: {runs} runs of "
           f"{len(jdk.outside(listing).read_text().split())} files in {elapsed:.1f} s, "
           f"agent at {args.hz} Hz, JFR every 10 ms; load average {os.getloadavg()[0]:.1f}")
-    print(f"ours, main thread: {total} samples; reach the thread root {rooted} = {pct(rooted, total)}; "
+    print(f"ours, main thread: {total} samples ({jfr_start} more in JFR's start, left out); reach the thread root {rooted} = {pct(rooted, total)}; "
           f"carry {JAVA_ROOT} {with_main} = {pct(with_main, total)}; both {both} = {pct(both, total)}; "
           f"mean depth {depth:.1f} frames, {java_depth:.1f} Java frames")
     print(f"JFR, main thread: {jfr_total} samples; end at {JAVA_ROOT}, not truncated: {jfr_rooted} = "
