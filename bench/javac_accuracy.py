@@ -152,7 +152,7 @@ def jfr_samples(jdk, jfr, recording):
     return result
 
 
-SECTION = "## Java against JFR: javac on a real library (bench/javac_accuracy.py)"
+SECTION = sections.JAVAC
 
 
 def main():
@@ -190,12 +190,16 @@ def main():
 - date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, commit {commit}; \
 {platform.system()} {platform.release()}, {os.cpu_count()} CPUs, load average {min(loads):.1f} to {max(loads):.1f} \
 (other work ran on the machine: rough figures)
-- command: `sudo bench/javac_accuracy.py --write --seconds {args.seconds:g} --cases ...` : javac (`--release 11`) \
-compiles commons-math3 3.6.1 and commons-collections4 4.4 in a loop, recording itself with JFR (every 10 ms, \
-which turns on -XX:+DebugNonSafepoints) while the agent samples the machine at {args.hz} Hz; javac's main thread \
-only. Ours reach the root: the outermost frame is the thread's root (`clone3`/`start_thread`); JFR: ends at \
+- command: `sudo bench/javac_accuracy.py --agent target/release/ebpf-profiler --write --seconds {args.seconds:g} \
+--cases "{args.cases or ''}"`: javac (`--release 11`) compiles commons-math3 3.6.1 and commons-collections4 4.4 \
+in a loop for {args.seconds:g} s, recording itself with JFR (every 10 ms, which turns on \
+-XX:+DebugNonSafepoints) while the agent samples the machine at {args.hz} Hz; javac's main thread only, without \
+JFR's own start (`DCmdStart`, which JFR cannot record). Ours reach the root: the outermost frame is the thread's \
+root (`clone3`/`start_thread`; in a chroot, its libc's outermost frame, unnamed there); JFR: ends at \
 `{JAVA_ROOT}`, not truncated. Depth: all frames (ours; Java frames in brackets), Java frames (JFR). Top {TOP}: the \
-methods with the largest inclusive share in JFR, ours within {WITHIN:g} points
+methods with the largest inclusive share in JFR, ours within {WITHIN:g} points. JFR's `jdk.ExecutionSample` \
+takes threads running Java code only, ours every state: time in the JVM's own code (class loading, the \
+interpreter's runtime calls) weighs on ours alone
 
 | JDK | runs | samples (ours / JFR) | ours reach the root | JFR reaches `Main.main` | depth ours (Java) / JFR | top {TOP} within {WITHIN:g} points |
 |---|---|---|---|---|---|---|
