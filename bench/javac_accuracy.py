@@ -16,12 +16,14 @@ fetched once with `mvn dependency:get` into ~/.m2), in a loop for about
 - JFR: the share of samples whose bottom frame is
   `com.sun.tools.javac.Main.main` and that are not truncated, and the
   mean depth (JFR shows only Java frames);
+- the 15 methods with the largest inclusive share in JFR (the share of
+  the main thread's samples that hold the method anywhere), with ours;
 - the most frequent cut stacks of ours (outermost frames first).
 
-JFR turns on -XX:+DebugNonSafepoints while it records, so both see the same
-debug information. CPU figures depend on what else runs on the machine.
-- the 15 methods with the largest inclusive share in JFR (the share of
-  the main thread's samples that hold the method anywhere), with ours.
+JFR's own start (in the main thread, before it records) is left out of
+ours. JFR turns on -XX:+DebugNonSafepoints while it records, so both see
+the same debug information. CPU figures depend on what else runs on the
+machine.
 
 A JDK in another root file system (`--root`, e.g. Debian's JDK 21 and 26
 under /var/cache/ebpf-profiler-runtimes) runs under `chroot` with its own
@@ -208,16 +210,18 @@ interpreter's runtime calls) weighs on ours alone
 
 
 def measure(args, name, jdk, keep):
-    inside = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="javac-accuracy-", dir=jdk.outside("/tmp")))
-    if jdk.root and not keep:
-        inside = Path("/") / inside.relative_to(jdk.root)
-    work = jdk.outside(inside)
-    if jdk.root and keep:
-        # A kept directory is given as seen from here; javac sees it inside.
+    # `work`: where the profile goes, as seen from here; `inside`: where
+    # javac's sources, classes and recordings go, as javac sees it.
+    if not keep:
+        work = Path(tempfile.mkdtemp(prefix="javac-accuracy-", dir=jdk.outside("/tmp")))
+        inside = Path("/") / work.relative_to(jdk.root) if jdk.root else work
+    elif jdk.root:
         work = Path(keep)
         inside = Path("/tmp") / f"javac-accuracy-{name}"
         shutil.rmtree(jdk.outside(inside), ignore_errors=True)
         jdk.outside(inside).mkdir(parents=True)
+    else:
+        work = inside = Path(keep)
     work.mkdir(parents=True, exist_ok=True)
     listing = sources(inside, jdk)
     javac = Path(jdk.home) / "bin/javac"
