@@ -251,7 +251,7 @@ def measure(args, name, jdk, keep):
     elapsed = time.time() - start
     summary = (work / "agent.stderr").read_text()
     result = report(args, name, jdk, listing, profile, recordings, runs, elapsed, summary, jfr)
-    if jdk.root and keep:
+    if jdk.root:
         # The sources and classes are not left inside the root.
         for path in [jdk.outside(inside) / "src"] + list(jdk.outside(inside).glob("classes*")):
             shutil.rmtree(path, ignore_errors=True)
