@@ -165,6 +165,26 @@ const DEOPT: Chain = Chain {
 /// inlined) in a loop: most samples of the leaf fall before its frame is
 /// built (the verified entry, the prologue) or after it is torn down (the
 /// epilogue, the return poll, ret).
+/// A comparator C2 inlines into TimSort, where nearly all of the thread's
+/// time goes (`weight`'s loop).
+const CMP: Chain = Chain {
+    arg: "cmp",
+    leaves: &["HotspotSpin.weight", "HotspotSpin$ByWeight.compare"],
+    source: SOURCE,
+    pattern: &[
+        P::Native("libc.so.6"),
+        P::Native("libjvm.so"),
+        P::Java(&["HotspotSpin$Comparer.run"]),
+        P::Java(&["HotspotSpin.sortItems"]),
+        P::Java(&["java.util.Arrays.sort"]),
+        P::JavaRun("java.util.TimSort."),
+        // The bridge compare(Object, Object), then compare(Item, Item).
+        P::JavaRun("HotspotSpin$ByWeight.compare"),
+        P::OptJava("HotspotSpin.weight"),
+        P::AnyNative,
+    ],
+};
+
 const TINY: Chain = Chain {
     arg: "tiny",
     leaves: &["HotspotSpin.tinyLeaf"],
@@ -980,6 +1000,73 @@ fn prologues(jdk: Option<Jdk>) {
         "{}: only {frameless} leaf frames unwound before or after their frame, {c:?}",
         jdk.name
     );
+}
+
+/// The comparator inlined into TimSort under the JVM's default flags
+/// (no `-XX:+DebugNonSafepoints`: scopes only at safepoints): of the
+/// thread's samples in the sort (any `TimSort` frame), >= 90% must carry
+/// the whole chain down to the comparator, inlined in the same compiled
+/// frame as a `TimSort` method; the sampled pcs named from the nearest
+/// debug information are marked approximate.
+fn inlined_comparator(jdk: Option<Jdk>) {
+    let Some(jdk) = jdk else { return };
+    let _serial = serial();
+    let dir = Scratch::new("cmp");
+    jdk.compile(&dir.0);
+    let (w, tid) = spawn(&jdk, &dir.0, &CMP, &[]);
+    // TimSort's methods are compiled by C2, the comparator inlined, within
+    // the first seconds.
+    std::thread::sleep(Duration::from_secs(5));
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
+        return;
+    };
+    let (mut in_sort, mut named, mut approximate) = (0usize, 0usize, 0usize);
+    let mut failures: Vec<String> = Vec::new();
+    for t in traces.iter().filter(|t| t.process.pid.0 == w.pid() && t.tid.0 == tid) {
+        let frames = expand(t);
+        let java = |f: &Expanded, prefix: &str| {
+            f.desc.kind == FrameKind::Jvm && f.desc.name.as_deref().is_some_and(|n| n.starts_with(prefix))
+        };
+        if !frames.iter().any(|f| java(f, "java.util.TimSort.")) {
+            continue;
+        }
+        in_sort += 1;
+        // The innermost Java frame (leaf first in the trace): the
+        // comparator's lines inside TimSort's compiled frame.
+        let leaf = t.frames.iter().find(|f| f.kind == FrameKind::Jvm);
+        let inlined = leaf.is_some_and(|f| {
+            CMP.is_leaf(f.lines.first().map_or("", |l| &*l.function))
+                && f.lines.iter().any(|l| l.function.starts_with("java.util.TimSort."))
+        });
+        if inlined && matches(&frames, CMP.pattern, CMP.source) {
+            named += 1;
+            if leaf.is_some_and(|f| f.lines.iter().all(|l| l.approximate)) {
+                approximate += 1;
+            }
+        } else if failures.len() < 5 {
+            failures.push(show(&frames));
+        }
+    }
+    eprintln!(
+        "{}: inlined comparator (default flags): {named}/{in_sort} sort samples name it, {approximate} approximate; \
+         hotspot frames named {}",
+        jdk.name,
+        stats.runtimes.get("hotspot", "frames_named")
+    );
+    assert!(in_sort >= MIN_SAMPLES, "{}: {in_sort} samples in the sort", jdk.name);
+    assert!(named * 10 >= in_sort * 9, "{}: {named}/{in_sort}, e.g. {failures:#?}", jdk.name);
+    assert!(approximate * 2 >= named, "{}: {approximate} of {named} marked approximate", jdk.name);
+}
+
+#[test]
+fn jdk17_inlined_comparator() {
+    inlined_comparator(jdk17());
+}
+
+#[test]
+fn jdk25_inlined_comparator() {
+    inlined_comparator(jdk25());
 }
 
 #[test]

@@ -28,7 +28,7 @@ mod tests {
             kind,
             address: 0,
             mapping: None,
-            lines: vec![SourceLine { function: name.into(), file: None, line: 0 }],
+            lines: vec![SourceLine { function: name.into(), file: None, line: 0, approximate: false }],
         }
     }
 

@@ -296,12 +296,16 @@ impl Interpreters {
         let memory = PidMemory(pid);
         let unwinding = self.registry.process_unwinding(pid, &self.attach_budget.memory(pid, &memory));
         let mut code = Vec::new();
+        let mut reserved = Vec::new();
         for u in &unwinding {
             if self.maps.set_process(pid, &u.value).is_err() {
                 self.stats.load_errors += 1;
                 continue;
             }
             code.extend(u.code.iter().map(|&(s, e)| (s, e, u.unwinder)));
+            if u.reserved {
+                reserved.extend(u.code.iter().map(|&(s, e)| (s, e, u.unwinder)));
+            }
         }
         if code.is_empty() {
             return;
@@ -314,6 +318,7 @@ impl Interpreters {
             }
             split_code(r.start, r.end, &code, &mut out);
         }
+        reserve_code(&reserved, &mut out);
         *ranges = out;
     }
 
@@ -386,6 +391,35 @@ fn split_code(start: u64, end: u64, code: &[(u64, u64, InterpreterUnwinder)], ou
     }
     if at < end {
         out.push(MappingRange { start: at, end, target: MappingTarget::NoUnwindInfo });
+    }
+}
+
+/// Marks the parts of `reserved` (a runtime's reservation for its code)
+/// that no range covers: memory not executable yet when the maps were
+/// read. A JVM commits its code cache bit by bit as it compiles, and
+/// the maps are read again only after a sample meets an unknown pc: its
+/// newest code would be cut at each commit meanwhile. Nothing else can
+/// be mapped there, and a pc can be there only once committed.
+fn reserve_code(reserved: &[(u64, u64, InterpreterUnwinder)], ranges: &mut Vec<MappingRange>) {
+    if reserved.is_empty() {
+        return;
+    }
+    let mut covered: Vec<(u64, u64)> = ranges.iter().map(|r| (r.start, r.end)).collect();
+    covered.sort_unstable();
+    for &(start, end, unwinder) in reserved {
+        let mut at = start;
+        for &(s, e) in &covered {
+            if e <= at || s >= end {
+                continue;
+            }
+            if s > at {
+                ranges.push(MappingRange { start: at, end: s, target: MappingTarget::InterpreterCode { unwinder } });
+            }
+            at = at.max(e);
+        }
+        if at < end {
+            ranges.push(MappingRange { start: at, end, target: MappingTarget::InterpreterCode { unwinder } });
+        }
     }
 }
 
@@ -792,5 +826,42 @@ mod tests {
         );
         assert_eq!(view(0x2000, 0x3000, &[(0x1000, 0x9000, hs)]), vec![(0x2000, 0x3000, Some(hs))]);
         assert_eq!(view(0x2000, 0x3000, &[(0x5000, 0x9000, hs)]), vec![(0x2000, 0x3000, None)]);
+    }
+
+    #[test]
+    fn reserved_code_not_committed_yet_is_marked_too() {
+        let hs = InterpreterUnwinder::Hotspot;
+        let code = MappingTarget::InterpreterCode { unwinder: hs };
+        let native = MappingTarget::Native { file_id: 9, bias: 0 };
+        // The cache [0x10000, 0x20000): committed 0x10000-0x12000 and
+        // 0x15000-0x16000 (marked from the maps); a file's mapping and
+        // anonymous memory outside it are left alone.
+        let mut ranges = vec![
+            MappingRange { start: 0x1000, end: 0x2000, target: native },
+            MappingRange { start: 0x10000, end: 0x12000, target: code },
+            MappingRange { start: 0x15000, end: 0x16000, target: code },
+            MappingRange { start: 0x30000, end: 0x31000, target: MappingTarget::NoUnwindInfo },
+        ];
+        reserve_code(&[(0x10000, 0x20000, hs)], &mut ranges);
+        let mut view: Vec<(u64, u64, bool)> = ranges.iter().map(|r| (r.start, r.end, r.target == code)).collect();
+        view.sort_unstable();
+        assert_eq!(
+            view,
+            vec![
+                (0x1000, 0x2000, false),
+                (0x10000, 0x12000, true),
+                (0x12000, 0x15000, true),
+                (0x15000, 0x16000, true),
+                (0x16000, 0x20000, true),
+                (0x30000, 0x31000, false),
+            ]
+        );
+        // Nothing committed yet: the whole reservation; nothing reserved:
+        // nothing added.
+        let mut ranges = Vec::new();
+        reserve_code(&[(0x10000, 0x20000, hs)], &mut ranges);
+        assert_eq!(ranges, vec![MappingRange { start: 0x10000, end: 0x20000, target: code }]);
+        reserve_code(&[], &mut ranges);
+        assert_eq!(ranges.len(), 1);
     }
 }

@@ -420,7 +420,7 @@ impl TraceBuilder {
         }
         if lines.is_empty() {
             if let Some(name) = self.interpreters.runtime(runtime).unnamed_frame(word) {
-                lines.push(SourceLine { function: self.intern(name), file: None, line: 0 });
+                lines.push(SourceLine { function: self.intern(name), file: None, line: 0, approximate: false });
             }
         }
         Frame { kind, address, mapping: None, lines }
@@ -430,7 +430,9 @@ impl TraceBuilder {
     /// names: the one cache of kernel names).
     fn kernel_frame(&mut self, pc: CodeAddress) -> Frame {
         let function = self.kernel.as_mut().and_then(|k| k.function(pc.lookup()));
-        let lines = function.map(|function| vec![SourceLine { function, file: None, line: 0 }]).unwrap_or_default();
+        let lines = function
+            .map(|function| vec![SourceLine { function, file: None, line: 0, approximate: false }])
+            .unwrap_or_default();
         Frame { kind: FrameKind::Kernel, address: pc.pc, mapping: None, lines }
     }
 

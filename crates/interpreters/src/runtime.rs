@@ -162,6 +162,12 @@ pub struct ProcessUnwinding {
     /// of the process's executable anonymous mappings in them are marked
     /// for the unwinder.
     pub code: Vec<(u64, u64)>,
+    /// Whether `code` is memory the runtime reserved for its code alone:
+    /// its parts not executable yet (committed later, as a JVM's code
+    /// cache grows) are marked too, so that code committed between two
+    /// reads of the process's maps is unwound at once rather than cut
+    /// as an unknown pc.
+    pub reserved: bool,
     /// The unwinder's per-process map value.
     pub value: InterpreterProcessValue,
 }

@@ -352,7 +352,7 @@ pub(crate) mod tests_support {
             kind,
             address: 0,
             mapping: None,
-            lines: vec![SourceLine { function: Arc::from(n), file: None, line: 0 }],
+            lines: vec![SourceLine { function: Arc::from(n), file: None, line: 0, approximate: false }],
         };
         let mut frames: Vec<Frame> = user.iter().map(|n| frame(FrameKind::Native, n)).collect();
         frames.extend(kernel.iter().map(|n| frame(FrameKind::Kernel, n)));
@@ -389,7 +389,10 @@ mod tests {
             kind,
             address: 0,
             mapping: None,
-            lines: names.iter().map(|n| SourceLine { function: Arc::from(*n), file: None, line: 0 }).collect(),
+            lines: names
+                .iter()
+                .map(|n| SourceLine { function: Arc::from(*n), file: None, line: 0, approximate: false })
+                .collect(),
         }
     }
 

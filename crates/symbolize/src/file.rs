@@ -478,6 +478,7 @@ impl FileSymbolizer {
                                 function: names.get(f.function),
                                 file: f.file.map(|p| names.get(p)),
                                 line: f.line,
+                                approximate: false,
                             })
                             .collect();
                         return Some((lines, LineSource::GoPclntab));
@@ -503,13 +504,18 @@ impl FileSymbolizer {
                     None if i + 1 == count => symbol(&mut names).unwrap_or_else(|| names.get("??")),
                     None => names.get("??"),
                 };
-                lines.push(SourceLine { function, file: f.file.as_deref().map(|p| names.get(p)), line: f.line });
+                lines.push(SourceLine {
+                    function,
+                    file: f.file.as_deref().map(|p| names.get(p)),
+                    line: f.line,
+                    approximate: false,
+                });
             }
             if lines.iter().any(|l| &*l.function != "??") {
                 return Some((lines, *source));
             }
         }
         let function = symbol(&mut names)?;
-        Some((vec![SourceLine { function, file: None, line: 0 }], LineSource::Symbols))
+        Some((vec![SourceLine { function, file: None, line: 0, approximate: false }], LineSource::Symbols))
     }
 }

@@ -185,6 +185,12 @@ pub struct SourceLine {
     pub file: Option<Arc<str>>,
     /// Line number, 0 when unknown.
     pub line: u32,
+    /// The runtime could only guess this position: a JIT-compiled pc
+    /// without debug information of its own, named by the nearest one
+    /// recorded (an inlined method may stand for its caller, or the
+    /// reverse). Written as the location's `profile.frame.approximate`
+    /// attribute in OTLP.
+    pub approximate: bool,
 }
 
 /// One frame of a stack.
@@ -217,7 +223,12 @@ impl Frame {
             kind: FrameKind::Native,
             address: 0,
             mapping: None,
-            lines: vec![SourceLine { function: Arc::from(TRUNCATED_FRAME_NAME), file: None, line: 0 }],
+            lines: vec![SourceLine {
+                function: Arc::from(TRUNCATED_FRAME_NAME),
+                file: None,
+                line: 0,
+                approximate: false,
+            }],
         }
     }
 

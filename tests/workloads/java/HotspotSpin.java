@@ -17,6 +17,10 @@
 //            deoptimisation handler; prints "deopt-changed" then.
 //   sleep    the main thread, off the CPU: main -> napOuter -> napInner
 //            -> Thread.sleep(10 ms), in a loop.
+//   cmp      thread "comparer": Comparer.run -> sortItems -> Arrays.sort
+//            (TimSort) -> ByWeight.compare (its bridge, then itself) ->
+//            weight, a loop: nearly all of the time is in the comparator,
+//            which C2 inlines into TimSort's methods.
 // Interpreted under -Xint; otherwise the JIT compiles the loops with the
 // small methods inlined, so the same chains come from compiled frames and
 // their inlining scopes.
@@ -33,6 +37,9 @@ public class HotspotSpin {
         switch (chain) {
             case "sort":
                 new Sorter().start();
+                break;
+            case "cmp":
+                new Comparer().start();
                 break;
             case "jni":
                 System.load(System.getProperty("hotspot.jni"));
@@ -126,6 +133,57 @@ public class HotspotSpin {
         public int compare(String x, String y) {
             spin(50_000);
             return Integer.compare(x.length(), y.length());
+        }
+    }
+
+    static final class Item {
+        final int v;
+
+        Item(int v) {
+            this.v = v;
+        }
+    }
+
+    /** Not final: the loop's trip count is not a constant C2 could unroll away. */
+    static int weightRounds = 400;
+
+    static int weight(Item item) {
+        int w = item.v;
+        for (int i = 0; i < weightRounds; i++) {
+            w = w * 0x9E3779B1 + (w >>> 15);
+        }
+        return w;
+    }
+
+    static final class ByWeight implements Comparator<Item> {
+        @Override
+        public int compare(Item x, Item y) {
+            return Integer.compare(weight(x), weight(y));
+        }
+    }
+
+    static void sortItems(Item[] items, Item[] work) {
+        System.arraycopy(items, 0, work, 0, items.length);
+        java.util.Arrays.sort(work, new ByWeight());
+        sink += work[0].v;
+    }
+
+    static class Comparer extends Thread {
+        Comparer() {
+            super("comparer");
+        }
+
+        @Override
+        public void run() {
+            printTid("cmp");
+            Item[] items = new Item[512];
+            for (int i = 0; i < items.length; i++) {
+                items[i] = new Item(i * 7919 % 1000);
+            }
+            Item[] work = new Item[items.length];
+            while (true) {
+                sortItems(items, work);
+            }
         }
     }
 

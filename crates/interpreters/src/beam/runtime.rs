@@ -240,7 +240,7 @@ impl BeamNamer {
         let function = Arc::from(function_name(&module, &function, arity));
         // The line is a bonus: a function without one keeps its name.
         let (file, line) = self.line(memory, pid, process, header, index, pc).unwrap_or((None, 0));
-        Some(SourceLine { function, file, line })
+        Some(SourceLine { function, file, line, approximate: false })
     }
 
     /// The source file and line of `pc` in function `index` of the

@@ -8,7 +8,7 @@ use super::layout::HotspotLayout;
 use super::layout::{CodeBounds, NmethodEntries};
 use super::naming::HotspotSymbolizer;
 use super::remote::read_u32;
-use super::scopes::compiled_scopes;
+use super::scopes::scopes_near;
 use super::walk::{BlobKind, CodeCache};
 use super::word::{CompiledWord, InterpretedWord};
 use super::{attach, detect, Detection, HotspotError, TableSymbols};
@@ -203,6 +203,8 @@ impl InterpreterFile for HotspotFile {
         Some(ProcessUnwinding {
             unwinder: InterpreterUnwinder::Hotspot,
             code,
+            // `[_low_bound, _high_bound)` is the code cache's reservation.
+            reserved: cache.is_some(),
             value: InterpreterProcessValue::Hotspot(value),
         })
     }
@@ -325,7 +327,12 @@ impl HotspotNamer {
         let info = self.methods.method(memory, pid, l, method)?;
         self.stats.reads += self.methods.stats().reads - before;
         let line = bci.and_then(|b| info.line(b)).unwrap_or(0);
-        Some(SourceLine { function: info.qualified_name().into(), file: info.source_file.clone(), line })
+        Some(SourceLine {
+            function: info.qualified_name().into(),
+            file: info.source_file.clone(),
+            line,
+            approximate: false,
+        })
     }
 
     fn name_word(
@@ -362,18 +369,23 @@ impl HotspotNamer {
         }
         match blob.kind {
             BlobKind::Nmethod => {
-                let Ok(scopes) = compiled_scopes(memory, l, &blob, pc) else { return Vec::new() };
+                let Ok((scopes, exact)) = scopes_near(memory, l, &blob, pc) else { return Vec::new() };
                 let mut lines = Vec::with_capacity(scopes.len());
                 for scope in scopes {
                     match self.method_line(memory, pid, l, scope.method, scope.bci) {
-                        Some(line) => lines.push(line),
+                        Some(line) => lines.push(SourceLine { approximate: !exact, ..line }),
                         None => return Vec::new(),
                     }
                 }
                 lines
             }
             BlobKind::Interpreter | BlobKind::Other => {
-                vec![SourceLine { function: format!("[{}]", blob.name).into(), file: None, line: 0 }]
+                vec![SourceLine {
+                    function: format!("[{}]", blob.name).into(),
+                    file: None,
+                    line: 0,
+                    approximate: false,
+                }]
             }
         }
     }

@@ -104,22 +104,38 @@ pub fn compiled_scopes(
     blob: &CodeBlobInfo,
     pc: u64,
 ) -> Result<Vec<Scope>, String> {
+    scopes_near(memory, l, blob, pc).map(|(scopes, _)| scopes)
+}
+
+/// As [`compiled_scopes`], and whether a descriptor is at `pc` itself
+/// (always so at a return address). Without one the scopes are those of
+/// the next descriptor, or the nmethod's own method: a guess, since the
+/// JIT records scopes only at safepoints unless
+/// `-XX:+DebugNonSafepoints`.
+pub fn scopes_near(
+    memory: &dyn ProcessMemory,
+    l: &HotspotLayout,
+    blob: &CodeBlobInfo,
+    pc: u64,
+) -> Result<(Vec<Scope>, bool), String> {
     let own = blob.method.ok_or("not an nmethod")?;
     let s = sections(memory, l, blob.address).ok_or("cannot read the nmethod")?;
     let desc_size = u64::from(l.pc_desc_sizeof);
     let pcs = section(memory, s.pcs, MAX_PC_DESCS * desc_size).ok_or("bad pc descriptor table")?;
     let target = pc.wrapping_sub(blob.code_begin);
     let mut decode_offset = None;
+    let mut exact = false;
     for desc in pcs.chunks_exact(desc_size as usize) {
         let Some(offset) = u32_at(desc, l.pc_desc_pc_offset as usize) else { break };
         let offset = offset as i32;
         if offset >= 0 && offset as u64 >= target {
             decode_offset = u32_at(desc, l.pc_desc_scope_decode_offset as usize);
+            exact = offset as u64 == target;
             break;
         }
     }
     let Some(mut decode_offset) = decode_offset.filter(|&d| d != 0) else {
-        return Ok(vec![Scope { method: own, bci: None }]);
+        return Ok((vec![Scope { method: own, bci: None }], false));
     };
     let scopes = section(memory, s.scopes, MAX_SECTION).ok_or("bad scope data")?;
     let metadata = section(memory, s.metadata, MAX_SECTION).ok_or("bad metadata")?;
@@ -139,7 +155,7 @@ pub fn compiled_scopes(
             if method != own {
                 return Err(format!("the outermost scope is {method:#x}, the nmethod's method {own:#x}"));
             }
-            return Ok(out);
+            return Ok((out, exact));
         }
         decode_offset = sender;
     }
@@ -206,6 +222,15 @@ mod tests {
         assert_eq!(compiled_scopes(&m, &l, &blob, CODE + 3).unwrap(), [inner, outer], "the next descriptor");
         assert_eq!(compiled_scopes(&m, &l, &blob, CODE + 40).unwrap(), [outer]);
         assert_eq!(compiled_scopes(&m, &l, &blob, CODE + 41).unwrap(), [Scope { method: OUTER, bci: None }]);
+    }
+
+    #[test]
+    fn scopes_are_exact_only_at_a_descriptor() {
+        let (m, blob) = nmethod(&SCOPES);
+        let l = jdk17_fixture();
+        let exact = |pc| scopes_near(&m, &l, &blob, CODE + pc).unwrap().1;
+        assert!(exact(10) && exact(40));
+        assert!(!exact(3) && !exact(11) && !exact(41), "the next descriptor, or none: a guess");
     }
 
     #[test]

@@ -63,7 +63,8 @@ fn name_begin_blocks(frames: &mut [Frame]) {
             && name(frames, i + 2) == Some("Perl_call_list")
             && (3..=4).any(|k| name(frames, i + k) == Some("Perl_newATTRSUB_x"));
         if compiled {
-            frames[i].lines = vec![SourceLine { function: Arc::from(BEGIN_BLOCK), file: None, line: 0 }];
+            frames[i].lines =
+                vec![SourceLine { function: Arc::from(BEGIN_BLOCK), file: None, line: 0, approximate: false }];
         }
     }
 }
@@ -257,7 +258,12 @@ impl FrameNamer for PerlNamer {
             return None;
         };
         self.stats.frames += 1;
-        Some(SourceLine { function: name.into(), file: (!file.is_empty()).then(|| file.into()), line })
+        Some(SourceLine {
+            function: name.into(),
+            file: (!file.is_empty()).then(|| file.into()),
+            line,
+            approximate: false,
+        })
     }
 
     fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
@@ -348,7 +354,7 @@ mod tests {
             kind: FrameKind::Native,
             address: 0x1000,
             mapping: None,
-            lines: vec![SourceLine { function: Arc::from(name), file: None, line: 0 }],
+            lines: vec![SourceLine { function: Arc::from(name), file: None, line: 0, approximate: false }],
         };
         let perl = |name: &str| Frame { kind: FrameKind::Perl, ..native(name) };
         // Innermost first: a sample in a `use` line's BEGIN block.

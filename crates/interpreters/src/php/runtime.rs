@@ -185,8 +185,12 @@ impl FrameNamer for PhpNamer {
         };
         self.stats.frames += 1;
         Some(match frame {
-            PhpFrame::User { name, file, line } => SourceLine { function: name.into(), file: Some(file.into()), line },
-            PhpFrame::Internal { name } => SourceLine { function: name.into(), file: None, line: 0 },
+            PhpFrame::User { name, file, line } => {
+                SourceLine { function: name.into(), file: Some(file.into()), line, approximate: false }
+            }
+            PhpFrame::Internal { name } => {
+                SourceLine { function: name.into(), file: None, line: 0, approximate: false }
+            }
         })
     }
 

@@ -42,7 +42,7 @@ impl CodeInfo {
         let line = line_for_offset(self.format, &self.table, self.first_line, offset)
             .or_else(|| u32::try_from(self.first_line).ok())
             .unwrap_or(0);
-        SourceLine { function: self.name.clone(), file: Some(self.file.clone()), line }
+        SourceLine { function: self.name.clone(), file: Some(self.file.clone()), line, approximate: false }
     }
 
     /// Bytes held (its names counted whole, though interned names are

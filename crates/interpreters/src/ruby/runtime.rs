@@ -204,9 +204,9 @@ impl FrameNamer for RubyNamer {
         self.stats.frames += 1;
         Some(match frame {
             RubyFrame::Ruby { label, file, line } => {
-                SourceLine { function: label.into(), file: Some(file.into()), line }
+                SourceLine { function: label.into(), file: Some(file.into()), line, approximate: false }
             }
-            RubyFrame::CFunc { name } => SourceLine { function: name.into(), file: None, line: 0 },
+            RubyFrame::CFunc { name } => SourceLine { function: name.into(), file: None, line: 0, approximate: false },
         })
     }
 

@@ -171,6 +171,7 @@ impl InterpreterFile for V8File {
         Some(ProcessUnwinding {
             unwinder: InterpreterUnwinder::V8,
             code: vec![(0, u64::MAX)],
+            reserved: false,
             value: InterpreterProcessValue::V8(process_value(&self.layout)),
         })
     }
@@ -519,6 +520,7 @@ fn source_line(info: &FunctionInfo, position: Option<u32>) -> SourceLine {
         function: if info.name.is_empty() { Arc::from(ANONYMOUS) } else { info.name.clone() },
         file: info.script.clone(),
         line: position.and_then(|p| info.line_column(p)).map_or(0, |(line, _)| line),
+        approximate: false,
     }
 }
 

@@ -23,6 +23,7 @@ use super::attr;
 pub(crate) enum AttrValue {
     Str(Box<str>),
     Int(i64),
+    Bool(bool),
 }
 
 impl AttrValue {
@@ -30,6 +31,7 @@ impl AttrValue {
         let value = match self {
             AttrValue::Str(s) => any_value::Value::StringValue(s.to_string()),
             AttrValue::Int(i) => any_value::Value::IntValue(*i),
+            AttrValue::Bool(b) => any_value::Value::BoolValue(*b),
         };
         AnyValue { value: Some(value) }
     }
@@ -206,13 +208,22 @@ impl Dictionary {
             lines.push(pb::Line { function_index, line: 0, column: 0 });
         }
         let frame_type = self.frame_type(frame.kind);
+        // A guessed position (`SourceLine::approximate`) is another
+        // location than the same lines known exactly.
+        let approximate = frame
+            .lines
+            .iter()
+            .any(|l| l.approximate)
+            .then(|| self.attribute(attr::FRAME_APPROXIMATE, AttrValue::Bool(true)));
+        let buf = [frame_type, approximate.unwrap_or(0)];
+        let attributes = &buf[..1 + usize::from(approximate.is_some())];
         let hash = location_hash(&self.hasher, mapping_index, frame.address, frame_type, &lines);
         let locations = &self.locations;
         let same = |&i: &i32| {
             locations.get(i as usize).is_some_and(|l| {
                 l.mapping_index == mapping_index
                     && l.address == frame.address
-                    && l.attribute_indices == [frame_type]
+                    && l.attribute_indices == attributes
                     && l.lines == lines
             })
         };
@@ -224,7 +235,7 @@ impl Dictionary {
                     mapping_index,
                     address: frame.address,
                     lines: lines.clone(),
-                    attribute_indices: vec![frame_type],
+                    attribute_indices: attributes.to_vec(),
                 });
                 let (hasher, locations) = (&self.hasher, &self.locations);
                 self.location_index.insert_unique(hash, i, |&j| {

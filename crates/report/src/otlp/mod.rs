@@ -89,6 +89,11 @@ pub mod attr {
     /// Location attribute: which unwinder produced the frame
     /// ([`profiler_trace::FrameKind::as_str`]).
     pub const FRAME_TYPE: &str = "profile.frame.type";
+    /// Location attribute, `true` when set: the frame's position was
+    /// guessed ([`profiler_trace::SourceLine::approximate`]: a
+    /// JIT-compiled pc named by the nearest debug information). Our own
+    /// key: the semantic conventions have none.
+    pub const FRAME_APPROXIMATE: &str = "profile.frame.approximate";
     /// Mapping attribute: the file's [`profiler_trace::FileId`] in hex.
     pub const BUILD_ID_HTLHASH: &str = "process.executable.build_id.htlhash";
     /// Mapping attribute: the GNU build id in hex.

@@ -30,7 +30,12 @@ fn frame(kind: FrameKind, address: u64, mapping: Option<&Arc<Mapping>>, lines: &
         mapping: mapping.cloned(),
         lines: lines
             .iter()
-            .map(|&(function, file, line)| SourceLine { function: function.into(), file: file.map(Into::into), line })
+            .map(|&(function, file, line)| SourceLine {
+                function: function.into(),
+                file: file.map(Into::into),
+                line,
+                approximate: false,
+            })
             .collect(),
     }
 }
@@ -656,4 +661,37 @@ fn locations_and_stacks_are_shared_by_content() {
     assert_eq!(t.location_table.len(), 9);
     assert_eq!(t.location_table[1].lines.len(), 2);
     assert_eq!(t.stack_table.len(), 3);
+}
+
+#[test]
+fn approximate_frames_carry_their_attribute() {
+    let mut d = dictionary::Dictionary::new();
+    let exact =
+        frame(FrameKind::Jvm, 0x40, None, &[("Cmp.compare", Some("Cmp.java"), 7), ("TimSort.mergeHi", None, 9)]);
+    let mut guessed = exact.clone();
+    for l in &mut guessed.lines {
+        l.approximate = true;
+    }
+    let (e, g) = (d.location(&exact), d.location(&guessed));
+    assert_ne!(e, g, "a guess is another location than the same lines known");
+    assert_eq!((d.location(&exact), d.location(&guessed)), (e, g), "each found again");
+    let t = d.take();
+    let attrs = |i: i32| -> Vec<(String, Option<AnyValue>)> {
+        t.location_table[i as usize]
+            .attribute_indices
+            .iter()
+            .map(|&a| {
+                let kv = &t.attribute_table[a as usize];
+                (t.string_table[kv.key_strindex as usize].clone(), kv.value.clone())
+            })
+            .collect()
+    };
+    assert_eq!(attrs(e), [("profile.frame.type".to_string(), str_value("jvm"))]);
+    assert_eq!(
+        attrs(g),
+        [
+            ("profile.frame.type".to_string(), str_value("jvm")),
+            ("profile.frame.approximate".to_string(), Some(AnyValue { value: Some(Value::BoolValue(true)) })),
+        ]
+    );
 }
