@@ -129,6 +129,8 @@ struct Run {
     traces: Vec<Trace>,
     stats: Stats,
     notices: Vec<String>,
+    /// The test process's (the agent's and the traces') peak RSS.
+    hwm_kib: u64,
 }
 
 /// Profiles `hostile` and `genuine` for `seconds`, then stops the agent.
@@ -136,6 +138,8 @@ fn run_beside(hostile: &Workload, genuine: &Workload, seconds: u64) -> Option<Ru
     let traces = Arc::new(Mutex::new(Vec::new()));
     let config =
         AgentConfig { samples_per_second: HZ, pids: vec![hostile.pid(), genuine.pid()], ..AgentConfig::default() };
+    // The peak is this run's, not an earlier test's in the same process.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
     let (cpu_before, _) = own_cpu_and_peak();
     let agent = start_agent_with(config, Box::new(Slim(traces.clone())))?;
     let started = Instant::now();
@@ -157,7 +161,7 @@ fn run_beside(hostile: &Workload, genuine: &Workload, seconds: u64) -> Option<Ru
         stats.samples_dropped_at_stop,
     );
     let traces = std::mem::take(&mut *traces.lock().unwrap());
-    Some(Run { traces, stats, notices })
+    Some(Run { traces, stats, notices, hwm_kib })
 }
 
 /// CPython's frames looping over code objects that look genuine, with
@@ -499,15 +503,19 @@ fn a_crafted_node_with_deep_stacks_is_held_to_its_budget() {
 /// 8 Mi newlines (one 64 KiB leaf under 7 levels, as long and deep as
 /// the agent reads): each function's lines would take 8 MiB of reads and
 /// 8 Mi line ends. Its frames are left unnamed once over budget (one
-/// notice), none gets a line from such a script (too many lines to
-/// keep, the failure remembered), a genuine Node beside it keeps its
-/// chain, and the agent stops at once.
+/// notice), none gets a line from such a script (too many lines, the
+/// failure remembered), the agent's memory stays bounded, a genuine Node
+/// beside it keeps its chain, and the agent stops at once.
 #[test]
 fn a_crafted_node_with_huge_cons_string_sources_is_held_to_its_budget() {
     let _serial = serial();
     let Some(node) = system_binary("/usr/bin/node", "nodejs") else { return };
     let exe = build_crafted_node("node-cons", &node, &["-DCONS"]);
     let Some((run, _, pid)) = crafted_node_beside_a_genuine_one(&exe, &node) else { return };
+    // Each such script's line ends (64 MiB) were kept by its functions:
+    // hundreds of megabytes within seconds. The traces kept hold short
+    // names only.
+    assert!(run.hwm_kib < 128 << 10, "VmHWM {} MiB", run.hwm_kib >> 10);
     let named: Vec<&profiler_trace::SourceLine> = run
         .traces
         .iter()
