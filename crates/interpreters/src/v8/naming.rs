@@ -218,6 +218,9 @@ const SCRIPT_ENTRY_BYTES: usize = 64;
 /// again.
 const SCRIPT_RETRY_AFTER: Duration = Duration::from_secs(10);
 
+/// A script's line ends, or when finding them failed.
+type ScriptEntry = Result<Arc<[i64]>, Instant>;
+
 /// The line ends of scripts, shared by all their functions: finding them
 /// reads a script's whole `line_ends` array or source (megabytes for a
 /// bundled program such as TypeScript's compiler), so it is done once a
@@ -231,7 +234,7 @@ const SCRIPT_RETRY_AFTER: Duration = Duration::from_secs(10);
 /// from before (cached functions) lets them go too.
 #[derive(Default)]
 pub struct ScriptLines {
-    scripts: HashMap<(u32, u64, u64), Result<Arc<[i64]>, Instant>>,
+    scripts: HashMap<(u32, u64, u64), ScriptEntry>,
     bytes: usize,
     generation: u64,
 }
@@ -246,7 +249,7 @@ impl ScriptLines {
             Some(Err(failed)) if failed.elapsed() < SCRIPT_RETRY_AFTER => return None,
             _ => {}
         }
-        let ends: Result<Arc<[i64]>, Instant> = script_line_ends(heap, script).map(Into::into).ok_or_else(Instant::now);
+        let ends: ScriptEntry = script_line_ends(heap, script).map(Into::into).ok_or_else(Instant::now);
         let bytes = SCRIPT_ENTRY_BYTES + ends.as_ref().map_or(0, |e| std::mem::size_of_val(&**e));
         if self.bytes + bytes > MAX_SCRIPT_LINES_BYTES {
             self.scripts.clear();
