@@ -19,8 +19,10 @@ the summary. Also the CPU the rest of the machine used meanwhile (other
 sessions' builds and tests run here), by command.
 
 It measures and reports, never fails on a figure. Needs root (BPF, to
-start processes as nobody), gcc, and python3, ruby, perl and php for the
-genuine workloads (a case whose runtime is missing is skipped and said).
+start processes as nobody), gcc, and python3, ruby, perl, php, OpenJDK 17
+and node for the genuine workloads (a case whose runtime is missing is
+skipped and said); the crafted Node is built from the machine's node's
+`v8dbg_*` constants (tests/workloads/node/v8dbg_of.py).
 Run it under `flock /tmp/measure.lock` on a machine shared with BPF tests.
 """
 
@@ -58,6 +60,8 @@ GENUINE = {
     # Its classes are compiled into the run's directory first (JAVA_CLASSES).
     "java": ([f"{JDK}/bin/java", "-cp", "JAVA_CLASSES", "HotspotSpin", "main"],
              ["HotspotSpin.main", "HotspotSpin.a", "HotspotSpin.b", "HotspotSpin.c"]),
+    "node": (["/usr/bin/node", "--jitless", str(TESTS / "node" / "cpu_chain.js"), "immediate"],
+             ["processImmediate", "main", "a", "b", "c"]),
 }
 
 # The crafted cases of tests/hostile_runtimes.rs: (case, runtime, how it is built).
@@ -68,6 +72,8 @@ CASES = [
     ("Perl", "perl"),
     ("PHP", "php"),
     ("HotSpot (attach)", "hotspot"),
+    ("V8, 512 frames renamed and moved", "node"),
+    ("V8, 8 Mi-line cons-string sources (-DCONS)", "node-cons"),
 ]
 
 
@@ -141,6 +147,14 @@ def build(case_dir, kind):
         return gcc(case_dir / "perl", "perl/hostile_perl.c")
     if kind == "php":
         return gcc(case_dir / "php8.2", "php/hostile_php.c")
+    if kind in ("node", "node-cons"):
+        # Every v8dbg_* constant and the version of the machine's node.
+        generated = case_dir / "v8dbg.c"
+        with open(generated, "w") as f:
+            subprocess.run([sys.executable, str(TESTS / "node" / "v8dbg_of.py"), GENUINE["node"][0][0]],
+                           stdout=f, check=True)
+        cons = ["-DCONS"] if kind == "node-cons" else []
+        return gcc(case_dir / "node", "node/hostile_v8.c", [str(generated), *cons])
     if kind == "hotspot":
         gcc(case_dir / "libjvm.so", "java/hostile_jvm.c", ["-shared", "-fPIC", "-DLIBJVM"])
         return gcc(case_dir / "java", "java/hostile_jvm.c", [f"-L{case_dir}", "-l:libjvm.so", "-Wl,-rpath,$ORIGIN"])
@@ -203,7 +217,7 @@ def spawn(args, **kw):
 
 
 def run_case(agent_bin, tmp, name, kind, seconds, perf_dir=None):
-    runtime = {"ruby-scan": "ruby", "hotspot": "java"}.get(kind, kind)
+    runtime = {"ruby-scan": "ruby", "hotspot": "java", "node-cons": "node"}.get(kind, kind)
     genuine_kinds = ["python"] if runtime in (None, "python") else [runtime, "python"]
     missing = [k for k in genuine_kinds if not Path(GENUINE[k][0][0]).exists()]
     if missing:
@@ -345,7 +359,7 @@ def table(rows):
             lines.append(f"| {r['case']} | skipped: {r['skipped']} |" + " |" * 9)
             continue
         b = r["budget"]
-        runtime = {"ruby-scan": "ruby"}.get(r["crafted"], r["crafted"])
+        runtime = {"ruby-scan": "ruby", "node": "v8", "node-cons": "v8"}.get(r["crafted"], r["crafted"])
         named = "-"
         if runtime and runtime in b["runtimes"]:
             rt = b["runtimes"][runtime]
@@ -373,7 +387,8 @@ sessions' builds and tests ran meanwhile (the last column: CPU of processes othe
 so the figures are rough
 - command: `flock /tmp/measure.lock make bench-hostile` (`bench/hostile.py`): per row, the crafted process of \
 `tests/workloads/<runtime>/hostile_*.c` (built as `tests/hostile_runtimes.rs` builds it) started as user nobody beside \
-the same runtime's genuine chain script (the crafted HotSpot: OpenJDK 17 running `HotspotSpin main`) and \
+the same runtime's genuine chain script (the crafted HotSpot: OpenJDK 17 running `HotspotSpin main`; the crafted \
+Node, built with the `v8dbg_*` constants of the machine's node: that node running `--jitless cpu_chain.js immediate`) and \
 `python3 tests/workloads/python/chain.py`; then \
 `ebpf-profiler --verbose --samples-per-second {HZ} --duration {seconds}s --format folded --output FILE` \
 system-wide. CPU: utime + stime of the agent from "sampling at" to the end of the duration (steady: its last two \
@@ -390,7 +405,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--agent", default=str(ROOT / "target" / "release" / "ebpf-profiler"))
     ap.add_argument("--seconds", type=int, default=30)
-    ap.add_argument("--cases", help="comma-separated: baseline,python,ruby,ruby-scan,perl,php,hotspot (default: all)")
+    ap.add_argument("--cases", help="comma-separated: baseline,python,ruby,ruby-scan,perl,php,hotspot,node,node-cons (default: all)")
     ap.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"), help="the file whose section is written")
     ap.add_argument("--json", help="also write the rows here")
     ap.add_argument("--perf", metavar="DIR", help="perf record (DWARF call graphs) the agent's steady part into "

@@ -129,6 +129,9 @@ struct Run {
     traces: Vec<Trace>,
     stats: Stats,
     notices: Vec<String>,
+    /// How far the test process's (the agent's and the traces') RSS
+    /// rose above what it was when the run started, at its peak.
+    growth_kib: u64,
 }
 
 /// Profiles `hostile` and `genuine` for `seconds`, then stops the agent.
@@ -136,7 +139,10 @@ fn run_beside(hostile: &Workload, genuine: &Workload, seconds: u64) -> Option<Ru
     let traces = Arc::new(Mutex::new(Vec::new()));
     let config =
         AgentConfig { samples_per_second: HZ, pids: vec![hostile.pid(), genuine.pid()], ..AgentConfig::default() };
-    let (cpu_before, _) = own_cpu_and_peak();
+    // The peak is this run's, not an earlier test's in the same process:
+    // reset to what is resident now (what earlier tests freed may be).
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let (cpu_before, rss_before_kib) = own_cpu_and_peak();
     let agent = start_agent_with(config, Box::new(Slim(traces.clone())))?;
     let started = Instant::now();
     wait_for_traces(&traces, Duration::from_secs(seconds), Duration::from_secs(seconds), |_| true);
@@ -147,17 +153,18 @@ fn run_beside(hostile: &Workload, genuine: &Workload, seconds: u64) -> Option<Ru
     let stats = agent.stats();
     let notices = agent.notices();
     eprintln!(
-        "agent: {:.1}% of a core over {:.1} s, VmHWM {} MiB, stop in {} ms; samples {} dropped {} at stop {}",
+        "agent: {:.1}% of a core over {:.1} s, VmHWM {} MiB (+{} MiB), stop in {} ms; samples {} dropped {} at stop {}",
         100.0 * (cpu_after - cpu_before) / started.elapsed().as_secs_f64(),
         started.elapsed().as_secs_f64(),
         hwm_kib / 1024,
+        hwm_kib.saturating_sub(rss_before_kib) / 1024,
         stop.as_millis(),
         stats.samples,
         stats.samples_dropped,
         stats.samples_dropped_at_stop,
     );
     let traces = std::mem::take(&mut *traces.lock().unwrap());
-    Some(Run { traces, stats, notices })
+    Some(Run { traces, stats, notices, growth_kib: hwm_kib.saturating_sub(rss_before_kib) })
 }
 
 /// CPython's frames looping over code objects that look genuine, with
@@ -187,6 +194,20 @@ impl Run {
     /// (root first) whole and named, none named from the crafted memory;
     /// `hostile` walked, over its naming budget and told once.
     fn assert_held_to_budget(&self, hostile: &Workload, genuine: &Workload, kind: FrameKind, chain: &[&str]) {
+        self.assert_held_to_budget_after(hostile, genuine, kind, chain, 0);
+    }
+
+    /// [`Run::assert_held_to_budget`], with most frames unnamed in the
+    /// crafted process's samples past the first `burst` of every 10
+    /// (a debug build's burst lasts seconds when each frame costs little).
+    fn assert_held_to_budget_after(
+        &self,
+        hostile: &Workload,
+        genuine: &Workload,
+        kind: FrameKind,
+        chain: &[&str],
+        burst: usize,
+    ) {
         // What the agent owes everyone else first: it kept up, stopped
         // without dropping what was queued, and named the genuine chain from the genuine memory.
         let s = &self.stats;
@@ -209,12 +230,18 @@ impl Run {
         // told once.
         let crafted: Vec<&Trace> = self.traces.iter().filter(|t| t.process.pid.0 == hostile.pid()).collect();
         assert!(crafted.len() >= 100, "{} samples of the crafted process", crafted.len());
+        let settled = &crafted[crafted.len() * burst / 10..];
         let walked: Vec<&profiler_trace::Frame> =
-            crafted.iter().flat_map(|t| &t.frames).filter(|f| f.kind == kind).collect();
+            settled.iter().flat_map(|t| &t.frames).filter(|f| f.kind == kind).collect();
         // Perl's namer shows a sub it could not read as a placeholder
         // (`profiler_interpreters::perl::UNNAMED_SUB`).
         let unnamed = walked.iter().filter(|f| f.function_name().is_none_or(|n| n == "[unnamed Perl sub]")).count();
-        eprintln!("crafted: {} samples, {} {kind:?} frames, {unnamed} unnamed", crafted.len(), walked.len());
+        eprintln!(
+            "crafted: {} samples, {} {kind:?} frames in the last {}, {unnamed} unnamed",
+            crafted.len(),
+            walked.len(),
+            settled.len()
+        );
         assert!(unnamed > walked.len() / 2, "{unnamed} of {} crafted frames unnamed", walked.len());
         assert_eq!(s.naming_processes_over, 1, "{s:#?}");
         assert!(s.naming_overdrafts >= 1, "{s:#?}");
@@ -405,4 +432,101 @@ fn a_crafted_hotspot_is_held_to_its_attach_budget() {
     let told: Vec<&String> = run.notices.iter().filter(|n| n.contains("over its budget")).collect();
     assert_eq!(told.len(), 1, "{:?}", run.notices);
     assert!(told[0].contains(&format!("process {}", hostile.pid())) && told[0].contains("attaching"), "{told:?}");
+}
+
+/// Builds the crafted Node (`workloads/node/hostile_v8.c`, with `flags`)
+/// as `node` in a directory named after `name`, with every `v8dbg_*`
+/// constant and the version string of the machine's real `node`
+/// (`workloads/node/v8dbg_of.py`): the agent's detection takes it for
+/// that build.
+fn build_crafted_node(name: &str, node: &Path, flags: &[&str]) -> PathBuf {
+    let dir = own_dir(name);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node/v8dbg_of.py");
+    let out = Command::new("python3").arg(script).arg(node).output().expect("running python3");
+    assert!(out.status.success(), "v8dbg_of.py: {}", String::from_utf8_lossy(&out.stderr));
+    let generated = dir.join("v8dbg.c");
+    std::fs::write(&generated, &out.stdout).unwrap();
+    let generated = generated.to_str().unwrap().to_string();
+    build_in(&dir, "node/hostile_v8.c", "node", &[&[generated.as_str()], flags].concat())
+}
+
+/// Runs the crafted Node `exe` beside the machine's Node running its
+/// chain from the event loop, interpreted: held to its budget, its
+/// frames walked by the V8 unwinder (the agent took it for Node), and
+/// the returned run's crafted samples' V8 frame counts.
+fn crafted_node_beside_a_genuine_one(exe: &Path, node: &Path) -> Option<(Run, Vec<usize>, u32)> {
+    let hostile = Workload::spawn(Command::new(exe).uid(NOBODY).gid(NOBODY));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node/cpu_chain.js");
+    let genuine = Workload::spawn(Command::new(node).arg("--jitless").arg(script).arg("immediate"));
+    std::thread::sleep(Duration::from_millis(500));
+    // Longer than the others: a debug build's burst (ten times the
+    // release's CPU time) lasts seconds at 256 cheap frames a sample.
+    let run = run_beside(&hostile, &genuine, 12)?;
+    let chain = ["processImmediate", "main", "a", "b", "c"];
+    // Named in full for its first seconds (its burst, ten times the
+    // release's CPU time in a debug build), most frames unnamed after.
+    run.assert_held_to_budget_after(&hostile, &genuine, FrameKind::V8Js, &chain, 5);
+    let depths: Vec<usize> = run
+        .traces
+        .iter()
+        .filter(|t| t.process.pid.0 == hostile.pid())
+        .map(|t| t.frames.iter().filter(|f| f.kind == FrameKind::V8Js).count())
+        .collect();
+    // The agent took it for Node: its made-up frames were walked by the
+    // V8 unwinder in most of its samples (the others are its rotating
+    // thread's, native).
+    let walked = depths.iter().filter(|&&d| d > 0).count();
+    assert!(walked >= 100, "{walked} of {} crafted samples with V8 frames", depths.len());
+    let v8: Vec<_> = run.stats.runtimes.0.iter().filter(|(r, _)| r.eq_ignore_ascii_case("v8")).collect();
+    eprintln!("{v8:?}");
+    Some((run, depths, hostile.pid()))
+}
+
+/// A Node (every `v8dbg_*` constant of the machine's `node`) whose
+/// main thread runs 512 made-up interpreted frames, more than a sample
+/// holds, over 4,096 functions, moved to other functions and bytecode
+/// offsets all the time: no frame word is ever named from what was
+/// named before, each would cost its full check (~11 reads) at every
+/// sample. Its frames are left unnamed once over budget (one notice), a
+/// genuine Node beside it keeps its chain, and the agent stops at once.
+#[test]
+fn a_crafted_node_with_deep_stacks_is_held_to_its_budget() {
+    let _serial = serial();
+    let Some(node) = system_binary("/usr/bin/node", "nodejs") else { return };
+    let exe = build_crafted_node("node-deep", &node, &[]);
+    let Some((_, depths, _)) = crafted_node_beside_a_genuine_one(&exe, &node) else { return };
+    // Walked to the depth limit: 256 and more JavaScript frames a sample.
+    let deep = depths.iter().filter(|&&d| d >= 256).count();
+    let walked = depths.iter().filter(|&&d| d > 0).count();
+    assert!(deep * 10 >= walked * 9, "{deep} of {walked} walked samples with >= 256 V8 frames");
+}
+
+/// A Node whose 64 made-up frames run 4,096 functions, each of its own
+/// script without `line_ends` and whose source is a cons-string tree of
+/// 8 Mi newlines (one 64 KiB leaf under 7 levels, as long and deep as
+/// the agent reads): each function's lines would take 8 MiB of reads and
+/// 8 Mi line ends. Its frames are left unnamed once over budget (one
+/// notice), none gets a line from such a script (too many lines, the
+/// failure remembered), the agent's memory stays bounded, a genuine Node
+/// beside it keeps its chain, and the agent stops at once.
+#[test]
+fn a_crafted_node_with_huge_cons_string_sources_is_held_to_its_budget() {
+    let _serial = serial();
+    let Some(node) = system_binary("/usr/bin/node", "nodejs") else { return };
+    let exe = build_crafted_node("node-cons", &node, &["-DCONS"]);
+    let Some((run, _, pid)) = crafted_node_beside_a_genuine_one(&exe, &node) else { return };
+    // Each such script's line ends (64 MiB) were kept by its functions:
+    // 800 MiB more within seconds. The traces kept hold short names
+    // only; a script's source and line ends while they are read are
+    // 16 MiB.
+    assert!(run.growth_kib < 64 << 10, "RSS rose by {} MiB", run.growth_kib >> 10);
+    let named: Vec<&profiler_trace::SourceLine> = run
+        .traces
+        .iter()
+        .filter(|t| t.process.pid.0 == pid)
+        .flat_map(|t| &t.frames)
+        .filter(|f| f.kind == FrameKind::V8Js)
+        .flat_map(|f| &f.lines)
+        .collect();
+    assert!(named.iter().all(|l| l.line == 0), "a line from a script of 8 Mi lines");
 }

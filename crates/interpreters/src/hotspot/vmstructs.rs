@@ -134,7 +134,12 @@ impl VmTables {
             read_table(memory, &symbols.structs, bias, &mut names, &STRUCT_FIELDS, &[8, 8, 4, 8, 8])?
         {
             let [field_ptr, is_static, offset, address] = [rest[0], rest[1], rest[2], rest[3]];
-            let Some(field) = names.get(memory, field_ptr) else { continue };
+            // A genuine table's names all read: the first that does not
+            // (unmapped, or refused by the attach budget) ends the try,
+            // rather than a read refused again for each entry left.
+            let Some(field) = names.get(memory, field_ptr) else {
+                return Err(TableError::Bad(format!("unreadable field name of {type_name}")));
+            };
             let value = if is_static as u32 != 0 { Field::Static(address) } else { Field::Offset(offset) };
             tables.fields.insert((type_name, field), value);
         }
@@ -372,5 +377,35 @@ mod tests {
         assert!(matches!(VmTables::read(&m, &symbols(), 0), Err(TableError::Bad(s)) if s.contains("outside")));
         m.regions[0].1 = words(&[0x1000, 0, 0, 0, 0, 0, 0]);
         assert_eq!(VmTables::read(&m, &symbols(), 0).unwrap_err(), TableError::NotInitialised);
+    }
+
+    /// A field name that cannot be read (unmapped, or refused by the
+    /// attach budget) ends the try at once: no read of the entries
+    /// after it.
+    #[test]
+    fn an_unreadable_field_name_ends_the_try() {
+        struct Counting(FakeMemory, std::cell::Cell<u32>);
+        impl ProcessMemory for Counting {
+            fn read(&self, address: u64, buf: &mut [u8]) -> bool {
+                self.1.set(self.1.get() + 1);
+                self.0.read(address, buf)
+            }
+        }
+        let mut m = process(true);
+        // 100 entries whose field names point nowhere, each elsewhere,
+        // then the end.
+        let mut structs = Vec::new();
+        for i in 0..100 {
+            structs.extend(words(&[0x9000, 0x7_0000 + 0x100 * i, 0, 0, 24, 0]));
+        }
+        structs.extend(words(&[0; 6]));
+        m.regions.iter_mut().find(|(at, _)| *at == 0x1000).unwrap().1 = structs;
+        let m = Counting(m, std::cell::Cell::new(0));
+        let err = VmTables::read(&m, &symbols(), 0).unwrap_err();
+        assert!(matches!(&err, TableError::Bad(s) if s.contains("unreadable field name")), "{err:?}");
+        // The table's variables, its entries (the second chunk entry by
+        // entry: it runs past the region), the shared type name and one
+        // field name; not one more for each of the 99 entries left.
+        assert_eq!(m.1.get(), 48);
     }
 }

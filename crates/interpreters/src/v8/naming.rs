@@ -18,12 +18,13 @@
 //! Smis) is taken, as V8's own debug name does (the name, else the
 //! inferred name).
 
-use super::heap::{untag, Heap};
+use super::heap::{untag, Heap, MAX_SMI_ARRAY};
 use super::layout::V8Layout;
 use super::positions::{decode_positions_of, line_column, position_at, PositionEntry};
 use crate::memory::ProcessMemory;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Slots of a `ScopeInfo` searched for the function name after the
 /// context locals.
@@ -126,13 +127,16 @@ impl V8Symbolizer {
             return Some(info.clone());
         }
         let heap = Heap { memory, layout: &self.layout };
+        let generation = self.lines.generation();
         let Some(info) = read_function(&heap, sfi, &mut self.lines, 0) else {
             self.stats.failed += 1;
             return None;
         };
         self.stats.read += 1;
         let bytes = info.heap_bytes();
-        if self.cache.len() >= MAX_CACHED_FUNCTIONS || self.cached_bytes + bytes > MAX_CACHED_BYTES {
+        // Line ends the scripts' cache let go are let go here too.
+        let lines_reset = self.lines.generation() != generation;
+        if lines_reset || self.cache.len() >= MAX_CACHED_FUNCTIONS || self.cached_bytes + bytes > MAX_CACHED_BYTES {
             self.cache.clear();
             self.cached_bytes = 0;
             self.stats.cache_resets += 1;
@@ -204,18 +208,35 @@ fn function_name(heap: &Heap<'_>, name_or_scope_info: u64) -> Option<String> {
 /// Most bytes of line ends [`ScriptLines`] keeps (a bundled program of
 /// 9 MB has about 250,000 lines: 2 MB).
 pub const MAX_SCRIPT_LINES_BYTES: usize = 32 << 20;
+/// Most line ends of one script, as V8's own `line_ends` array is read
+/// ([`MAX_SMI_ARRAY`], 8 MiB): a source of more lines (up to
+/// [`MAX_SOURCE`] newlines, 64 MiB of line ends) has none.
+pub const MAX_LINE_ENDS: usize = MAX_SMI_ARRAY;
+/// What [`ScriptLines`] counts for an entry besides its line ends.
+const SCRIPT_ENTRY_BYTES: usize = 64;
+/// How long a script whose line ends could not be found is not read
+/// again.
+const SCRIPT_RETRY_AFTER: Duration = Duration::from_secs(10);
+
+/// A script's line ends, or when finding them failed.
+type ScriptEntry = Result<Arc<[i64]>, Instant>;
 
 /// The line ends of scripts, shared by all their functions: finding them
 /// reads a script's whole `line_ends` array or source (megabytes for a
 /// bundled program such as TypeScript's compiler), so it is done once a
 /// script, not once a function. Keyed by (pid, `Script`, its source
 /// field): a script moved or freed by the collector, or another at its
-/// address, is read again. Bounded by [`MAX_SCRIPT_LINES_BYTES`],
-/// emptied when full.
+/// address, is read again. A script without line ends (unreadable, too
+/// many lines) is remembered as such for [`SCRIPT_RETRY_AFTER`]: its
+/// functions do not read its source again each. Bounded by
+/// [`MAX_SCRIPT_LINES_BYTES`] (entries counted too), emptied when full;
+/// [`ScriptLines::generation`] says when, so that what holds line ends
+/// from before (cached functions) lets them go too.
 #[derive(Default)]
 pub struct ScriptLines {
-    scripts: HashMap<(u32, u64, u64), Arc<[i64]>>,
+    scripts: HashMap<(u32, u64, u64), ScriptEntry>,
     bytes: usize,
+    generation: u64,
 }
 
 impl ScriptLines {
@@ -223,37 +244,52 @@ impl ScriptLines {
     pub fn line_ends(&mut self, heap: &Heap<'_>, pid: u32, script: u64) -> Option<Arc<[i64]>> {
         let source = heap.field(script, heap.layout.script_source)?;
         let key = (pid, script, source);
-        if let Some(ends) = self.scripts.get(&key) {
-            return Some(ends.clone());
+        match self.scripts.get(&key) {
+            Some(Ok(ends)) => return Some(ends.clone()),
+            Some(Err(failed)) if failed.elapsed() < SCRIPT_RETRY_AFTER => return None,
+            _ => {}
         }
-        let ends: Arc<[i64]> = script_line_ends(heap, script)?.into();
-        let bytes = std::mem::size_of_val(&*ends);
+        let ends: ScriptEntry = script_line_ends(heap, script).map(Into::into).ok_or_else(Instant::now);
+        let bytes = SCRIPT_ENTRY_BYTES + ends.as_ref().map_or(0, |e| std::mem::size_of_val(&**e));
         if self.bytes + bytes > MAX_SCRIPT_LINES_BYTES {
             self.scripts.clear();
             self.bytes = 0;
+            self.generation += 1;
         }
-        if bytes <= MAX_SCRIPT_LINES_BYTES {
-            self.bytes += bytes;
-            self.scripts.insert(key, ends.clone());
+        // At most MAX_LINE_ENDS (8 MiB) each: always kept.
+        self.bytes += bytes;
+        if let Some(old) = self.scripts.insert(key, ends.clone()) {
+            self.bytes -= SCRIPT_ENTRY_BYTES + old.map_or(0, |e| std::mem::size_of_val(&*e));
         }
-        Some(ends)
+        ends.ok()
     }
 
     /// Forgets the scripts of the processes `alive` says are gone.
     pub fn retain_processes(&mut self, alive: impl Fn(u32) -> bool) {
         self.scripts.retain(|&(pid, _, _), _| alive(pid));
-        self.bytes = self.scripts.values().map(|e| std::mem::size_of_val(&**e)).sum();
+        self.bytes = self
+            .scripts
+            .values()
+            .map(|e| SCRIPT_ENTRY_BYTES + e.as_ref().map_or(0, |e| std::mem::size_of_val(&**e)))
+            .sum();
     }
 
-    /// Bytes of line ends held.
+    /// Bytes held (line ends and entries).
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// How many times it was emptied: line ends found before then are no
+    /// longer counted here, and whoever keeps them must let them go.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 }
 
 /// A script's line ends: its `line_ends` array once V8 computed it,
 /// else computed from its source (if a sequential or cons string of at
-/// most [`MAX_SOURCE`] characters), in UTF-16 units as V8 counts.
+/// most [`MAX_SOURCE`] characters), in UTF-16 units as V8 counts; none
+/// beyond [`MAX_LINE_ENDS`].
 fn script_line_ends(heap: &Heap<'_>, script: u64) -> Option<Vec<i64>> {
     let l = heap.layout;
     if let Some(ends) = heap.field(script, l.script_line_ends).and_then(|a| heap.smi_array(a)) {
@@ -266,6 +302,9 @@ fn script_line_ends(heap: &Heap<'_>, script: u64) -> Option<Vec<i64>> {
     let mut at = 0i64;
     for c in source.chars() {
         if c == '\n' {
+            if ends.len() == MAX_LINE_ENDS {
+                return None;
+            }
             ends.push(at);
         }
         at += c.len_utf16() as i64;
@@ -506,11 +545,11 @@ mod tests {
         assert_eq!(&*first, &[1, 4, 5]);
         let again = lines.line_ends(&heap, 7, script).expect("cached");
         assert!(Arc::ptr_eq(&first, &again), "one read for the script");
-        assert_eq!(lines.bytes(), 3 * 8);
+        assert_eq!(lines.bytes(), 3 * 8 + SCRIPT_ENTRY_BYTES);
         let other = lines.line_ends(&heap, 8, script).expect("another process");
         assert!(!Arc::ptr_eq(&first, &other));
         lines.retain_processes(|pid| pid == 8);
-        assert_eq!(lines.bytes(), 3 * 8);
+        assert_eq!(lines.bytes(), 3 * 8 + SCRIPT_ENTRY_BYTES);
 
         // Another source in the same script object (the collector moved
         // the string, or another script took the address).
@@ -519,5 +558,47 @@ mod tests {
         region.1[16..24].copy_from_slice(&source2.to_le_bytes());
         let heap = Heap { memory: &b.mem, layout: &l };
         assert_eq!(&*lines.line_ends(&heap, 8, script).expect("read again"), &[1]);
+    }
+
+    /// A source of more lines than [`MAX_LINE_ENDS`] (a cons string of
+    /// two halves of newlines) has no line ends, and is not read again
+    /// while that is remembered; scripts' line ends beyond the cache's
+    /// bytes empty it and say so (its generation).
+    #[test]
+    fn scripts_of_too_many_lines_have_none_and_are_not_read_again() {
+        struct Counting<'a>(&'a crate::memory::fake::FakeMemory, std::cell::Cell<u32>);
+        impl ProcessMemory for Counting<'_> {
+            fn read(&self, address: u64, buf: &mut [u8]) -> bool {
+                self.1.set(self.1.get() + 1);
+                self.0.read(address, buf)
+            }
+        }
+        let l = V8Layout { script_source: 16, script_line_ends: 24, type_script: 202, ..layout() };
+        let mut b = Builder::new();
+        let half = MAX_LINE_ENDS / 2 + 1;
+        let leaf = b.one_byte(&"\n".repeat(half));
+        let cons = b.typed(1 | 8, 32, &[(16, leaf), (24, leaf)], &[(12, 2 * half as i32)]);
+        let script = b.typed(l.type_script, 32, &[(16, cons)], &[]);
+        let memory = Counting(&b.mem, std::cell::Cell::new(0));
+        let heap = Heap { memory: &memory, layout: &l };
+        let mut lines = ScriptLines::default();
+        assert_eq!(lines.line_ends(&heap, 7, script), None);
+        assert!(memory.1.get() > 2, "read once");
+        memory.1.set(0);
+        assert_eq!(lines.line_ends(&heap, 7, script), None);
+        assert_eq!(memory.1.get(), 1, "only its source field: the failure is remembered");
+        assert_eq!(lines.bytes(), SCRIPT_ENTRY_BYTES);
+
+        // Two lines less: kept (8 MiB); three such and the entries fill
+        // the cache, the fourth empties it.
+        let cons = b.typed(1 | 8, 32, &[(16, leaf), (24, leaf)], &[(12, 2 * half as i32 - 2)]);
+        for i in 0..4u64 {
+            let script = b.typed(l.type_script, 32, &[(16, cons)], &[]);
+            let heap = Heap { memory: &b.mem, layout: &l };
+            let ends = lines.line_ends(&heap, 7, script).expect("line ends");
+            assert_eq!(ends.len(), MAX_LINE_ENDS);
+            assert_eq!(lines.generation(), u64::from(i == 3), "script {i}");
+        }
+        assert_eq!(lines.bytes(), 8 * MAX_LINE_ENDS + SCRIPT_ENTRY_BYTES);
     }
 }

@@ -327,9 +327,14 @@ impl V8Namer {
             }
         }
         self.stats.reads += 1;
+        let generation = self.lines.generation();
         let info = Arc::new(read_function(heap, sfi, &mut self.lines, pid)?);
         let bytes = info.heap_bytes();
-        if self.functions.len() >= self.max_functions || self.cached_bytes + bytes > MAX_CACHED_BYTES {
+        // The functions hold their scripts' line ends: when the scripts'
+        // cache let them go (full), they go too, or the functions would
+        // keep every script's, uncounted.
+        let lines_reset = self.lines.generation() != generation;
+        if lines_reset || self.functions.len() >= self.max_functions || self.cached_bytes + bytes > MAX_CACHED_BYTES {
             self.functions.clear();
             self.cached_bytes = 0;
         }
