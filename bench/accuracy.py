@@ -295,7 +295,7 @@ def perl_case(seconds):
 
     return Case(
         runtime="Perl",
-        program=f"perltidy {perltidy_version()} (Debian) on its own Formatter.pm",
+        program=f"perltidy {tool_version(['perltidy', '-v'], PERLTIDY_VERSION)} (Debian) on its own Formatter.pm",
         reference_name="Devel::NYTProf, subs only (instruments every call)",
         command=command,
         env=env,
@@ -307,9 +307,14 @@ def perl_case(seconds):
     )
 
 
-def perltidy_version():
-    out = subprocess.run(["perltidy", "-v"], capture_output=True, text=True).stdout
-    m = re.search(r"perltidy, v(\S+)", out)
+PERLTIDY_VERSION = r"perltidy, v(\S+)"
+PHPCS_VERSION = r"version (\S+)"
+
+
+def tool_version(command, pattern):
+    """The version a program prints (`pattern`'s group), or `?`."""
+    out = subprocess.run(command, capture_output=True, text=True).stdout
+    m = re.search(pattern, out)
     return m.group(1) if m else "?"
 
 
@@ -377,7 +382,8 @@ def php_case(seconds):
 
     return Case(
         runtime="PHP",
-        program=f"phpcs {phpcs_version()} --standard=Squiz (Debian) over {copies} copies of /usr/share/php",
+        program=f"phpcs {tool_version(['phpcs', '--version'], PHPCS_VERSION)} --standard=Squiz (Debian) over {copies} "
+                "copies of /usr/share/php",
         reference_name="Excimer (CPU timer; books a sample at the next function entry or exit)",
         command=command,
         env=lambda work: {"EXCIMER_OUTPUT": str(work / "excimer.collapsed")},
@@ -387,12 +393,6 @@ def php_case(seconds):
         ours_frames=interpreted,
         key=php_key,
     )
-
-
-def phpcs_version():
-    out = subprocess.run(["phpcs", "--version"], capture_output=True, text=True).stdout
-    m = re.search(r"version (\S+)", out)
-    return m.group(1) if m else "?"
 
 
 def interpreted(sample):
