@@ -33,9 +33,9 @@ other process. `--cases` runs several JDKs one after the other and
 Needs root (the agent, chroot), mvn, javac and jfr of the JDK given by
 --java-home.
 
-    sudo bench/javac_accuracy.py --agent target/release/ebpf-profiler \
+    bench/javac_accuracy.py --agent target/release/ebpf-profiler \
         --java-home /usr/lib/jvm/java-17-openjdk-amd64 --seconds 20
-    sudo bench/javac_accuracy.py --agent target/release/ebpf-profiler --write --cases \
+    bench/javac_accuracy.py --agent target/release/ebpf-profiler --write --cases \
         "17=/usr/lib/jvm/java-17-openjdk-amd64,21=/var/cache/ebpf-profiler-runtimes/trixie:/usr/lib/jvm/java-21-openjdk-amd64"
 """
 
@@ -192,7 +192,7 @@ def main():
 - date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, commit {commit}; \
 {platform.system()} {platform.release()}, {os.cpu_count()} CPUs, load average {min(loads):.1f} to {max(loads):.1f} \
 (other work ran on the machine: rough figures)
-- command: `sudo bench/javac_accuracy.py --agent target/release/ebpf-profiler --write --seconds {args.seconds:g} \
+- command: `bench/javac_accuracy.py --agent target/release/ebpf-profiler --write --seconds {args.seconds:g} \
 --cases "{args.cases or ''}"`: javac (`--release 11`) compiles commons-math3 3.6.1 and commons-collections4 4.4 \
 in a loop for {args.seconds:g} s, recording itself with JFR (every 10 ms, which turns on \
 -XX:+DebugNonSafepoints) while the agent samples the machine at {args.hz} Hz; javac's main thread only, without \
