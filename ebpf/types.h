@@ -15,7 +15,7 @@
  * (sysctl kernel.perf_event_max_stack). */
 #define MAX_KERNEL_FRAMES 128
 /* Longest user stack we keep. */
-#define MAX_USER_FRAMES 256
+#define MAX_USER_FRAMES 512
 #define COMM_LEN 16
 
 /* Set in a user frame word when the address is the exact pc of the

@@ -15,6 +15,7 @@
 //! measured completeness.
 
 use profiler_agent::{AgentConfig, Stats};
+use profiler_bpf::MAX_USER_FRAMES;
 use profiler_tests::{
     in_ci, matches_chain, profile_until, profile_with, serial, start_agent, user_frames, Completeness, FrameDesc,
     RuntimeRoot, RuntimeScripts, Step, Workload,
@@ -562,7 +563,7 @@ fn malformed_interpreter_state_is_survived() {
         let frames = user_frames(t);
         // A stack cut at the frame limit ends in a `[truncated]` frame.
         let cut = t.frames.last().is_some_and(|f| f.is_truncated());
-        assert!(frames.len() - usize::from(cut) <= 256, "{} frames", frames.len());
+        assert!(frames.len() - usize::from(cut) <= MAX_USER_FRAMES, "{} frames", frames.len());
         assert!(frames.iter().filter(|f| is_python(f)).all(|f| f.name.is_none()), "named from garbage");
     }
     assert!(looped.iter().any(|t| user_frames(t).iter().any(is_python)), "the made-up frames were walked");
