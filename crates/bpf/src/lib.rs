@@ -72,7 +72,7 @@ pub use sampler::{Counters, Sampler, SamplerOptions};
 pub use sampling_switch::SamplingSwitch;
 pub use selection::{PidSelection, SELECTED_PIDS_MAX};
 pub use types::{
-    HotspotHeapValue, HotspotProcessValue, InterpreterUnwinder, PerlFileValue, PhpFileValue, ProcessEvent,
+    BeamProcessValue, HotspotHeapValue, HotspotProcessValue, InterpreterUnwinder, PerlFileValue, PhpFileValue, ProcessEvent,
     ProcessEventKind, PythonFileValue, PythonFrameModel, PythonLasti, RubyFileValue, RubyTlsModel, UnwindStop,
     UserFrame, V8ProcessValue, FRAME_EXACT_PC, FRAME_INTERPRETED, HOTSPOT_CODE_OFFSETS, HOTSPOT_CODE_OFFSET_MAX,
     HOTSPOT_ENTRY_OFFSETS, HOTSPOT_FRAME_COMPILED, HOTSPOT_FRAME_COMPLETE_16, HOTSPOT_FRAME_OFFSET_MAX,
@@ -81,6 +81,6 @@ pub use types::{
     PERL_FRAME_LINE_MAX, PERL_FRAME_LINE_SHIFT, PERL_SI_READ, PHP_EXECUTE_DATA_READ, PHP_FRAME_LINE_MAX,
     PHP_FRAME_LINE_SHIFT, PHP_FRAME_TOP, PYTHON_FRAME_OFFSET_MAX, PYTHON_FRAME_OFFSET_SHIFT, PYTHON_FRAME_READ_MAX,
     PYTHON_NO_OFFSET, RUBY_CFP_READ_MAX, RUBY_FRAME_POS_MAX, RUBY_FRAME_POS_SHIFT, V8_FRAME_COMPILED,
-    V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT, V8_FRAME_PC_MASK,
+    V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT, V8_FRAME_PC_MASK, BEAM_FRAME_PC_MASK, BEAM_FRAME_RETURN_ADDRESS,
 };
 pub use unwind_maps::{EncodedDeltas, MappingRange, MappingTarget, UnwindMaps, UnwindMapsStats};
