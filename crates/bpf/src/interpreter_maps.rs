@@ -11,7 +11,9 @@
 //! written by the BPF side only and emptied by it as threads exit.
 
 use crate::runtimes::{InterpreterUnwinder, RuntimeMap};
-use crate::types::{BeamProcessValue, HotspotProcessValue, PerlFileValue, PhpFileValue, PythonFileValue, RubyFileValue, V8ProcessValue};
+use crate::types::{
+    BeamProcessValue, HotspotProcessValue, PerlFileValue, PhpFileValue, PythonFileValue, RubyFileValue, V8ProcessValue,
+};
 use crate::BpfError;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use std::collections::HashMap;
