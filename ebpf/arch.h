@@ -35,6 +35,7 @@ static __always_inline bool arch_user_mode(const bpf_user_pt_regs_t *regs)
 #define arch_regs_pc(r) ((r)->ip)
 #define arch_regs_sp(r) ((r)->sp)
 #define arch_regs_fp(r) ((r)->bp)
+#define arch_regs_bx(r) ((r)->bx)
 
 /* The thread pointer: the user fs base (glibc's struct pthread). */
 #define arch_thread_pointer(task) BPF_CORE_READ(task, thread.fsbase)
@@ -67,6 +68,8 @@ static __always_inline bool arch_user_mode(const bpf_user_pt_regs_t *regs)
 /* x29, the frame pointer (AAPCS64); the link register x30 is
  * regs[30] and is not read yet: see docs/kernels.md. */
 #define arch_regs_fp(r) ((r)->regs[29])
+/* (The BEAM's JIT registers are read on x86-64 only.) */
+#define arch_regs_bx(r) 0
 
 /* The thread pointer: TPIDR_EL0, saved in thread_struct.uw.tp_value
  * (glibc: it points at the TCB, after struct pthread). */

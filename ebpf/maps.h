@@ -39,6 +39,9 @@ struct unwind_state {
 	u64 pc;
 	u64 sp;
 	u64 fp;
+	/* rbx at the sample (x86-64; 0 elsewhere or after the leaf): the
+	 * BEAM JIT keeps its scheduler registers there */
+	u64 bx;
 	/* pc is exact (leaf, or interrupted by a signal), not a return
 	 * address: its rule is looked up at pc, not pc - 1 */
 	u8 exact;
@@ -142,6 +145,13 @@ struct interp_state {
 			struct v8_process v8;
 			/* A frame's slots fp - 48 .. fp + 8, as read. */
 			u64 v8_slots[V8_FRAME_SLOTS];
+		};
+		/* BEAM (beam_unwinder.bpf.h). */
+		struct {
+			/* beam_processes[tgid], copied at the hand-over. */
+			struct beam_process beam;
+			/* The words above a frame's stack pointer, as read. */
+			u64 beam_words[BEAM_SCAN_WORDS];
 		};
 		/* PHP (php_unwinder.bpf.h). */
 		struct {

@@ -113,6 +113,7 @@ static __always_inline bool agent_pids(struct task_struct *task, u32 *tgid, u32 
 #include "ruby_unwinder.bpf.h"
 #include "php_unwinder.bpf.h"
 #include "perl_unwinder.bpf.h"
+#include "beam_unwinder.bpf.h"
 #include "go_labels.bpf.h"
 
 /* The user registers the current task saved on entering the kernel.
@@ -139,6 +140,7 @@ static __always_inline int saved_user_registers(struct unwind_state *state)
 	state->pc = arch_regs_pc(&regs);
 	state->sp = arch_regs_sp(&regs);
 	state->fp = arch_regs_fp(&regs);
+	state->bx = arch_regs_bx(&regs);
 	return STEP_CONTINUE;
 }
 
@@ -151,6 +153,7 @@ static __always_inline int user_registers(struct bpf_perf_event_data *ctx, struc
 		state->pc = arch_regs_pc(&ctx->regs);
 		state->sp = arch_regs_sp(&ctx->regs);
 		state->fp = arch_regs_fp(&ctx->regs);
+		state->bx = arch_regs_bx(&ctx->regs);
 		return STEP_CONTINUE;
 	}
 	return saved_user_registers(state);

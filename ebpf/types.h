@@ -137,6 +137,14 @@
 #define PERL_COP_MAIN 0
 #define PERL_COP_EVAL 1
 #define PERL_FRAME_PAYLOAD_BITS 57
+/* BEAM (slot 7): [BEAM_FRAME_RETURN_ADDRESS] | pc: the pc of an Erlang
+ * frame in the JIT's code (below 2^47); with the flag it is a return
+ * address (a continuation pointer), named by pc - 1. The module, function
+ * and line follow from the node's code index in user space. See
+ * beam_unwinder.bpf.h. */
+#define BEAM_FRAME_RETURN_ADDRESS (1ULL << 56)
+#define BEAM_FRAME_PC_MASK ((1ULL << 47) - 1)
+#define BEAM_FRAME_PAYLOAD_BITS 57
 
 /* Why the user stack of a sample ends where it ends (sample_event's
  * unwind_stop, and the COUNTER_UNWIND_STOP_BASE + reason counters).
@@ -555,7 +563,8 @@ enum counter_id {
 	/* struct off_cpu_end lost: the ring buffer was full */
 	COUNTER_OFF_CPU_ENDS_LOST = 59,
 	/* 64-127: one block of 8 per interpreter unwinder, in slot order:
-	 * V8 64-71, CRuby 72-79, PHP 80-87, Perl 88-95. */
+	 * V8 64-71, CRuby 72-79, PHP 80-87, Perl 88-95, (Go labels
+	 * 96-103), BEAM 104-111. */
 	/* V8 (v8_unwinder.bpf.h): JavaScript frames recorded */
 	COUNTER_V8_FRAMES = 64,
 	/* V8: tail calls into its unwinder (hand-overs included) */
@@ -631,6 +640,30 @@ enum counter_id {
 	/* Go: stacks followed from runtime.morestack on the system stack to
 	 * the goroutine that grows its stack (curg.sched) */
 	COUNTER_GO_MORESTACK_FOLLOWED = 100,
+	/* BEAM (beam_unwinder.bpf.h): Erlang frames recorded */
+	COUNTER_BEAM_FRAMES = 104,
+	/* BEAM: tail calls into its unwinder (hand-overs included) */
+	COUNTER_BEAM_TAIL_CALLS = 105,
+	/* BEAM: a pc in the JIT's code of a process without its
+	 * beam_processes entry (its frame ends the stack) */
+	COUNTER_BEAM_NO_PROCESS = 106,
+	/* BEAM: the Erlang stack could not be read */
+	COUNTER_BEAM_READ_ERRORS = 107,
+	/* BEAM: no continuation pointer within BEAM_SCAN_WORDS words above
+	 * a frame's stack pointer (a frame larger than that, or not an
+	 * Erlang stack): the stack ends there */
+	COUNTER_BEAM_NO_CP = 108,
+	/* BEAM: JIT code reached from C (a BIF, the garbage collector, the
+	 * scheduler) on the scheduler's C stack: its frame is recorded, the
+	 * Erlang frames above it are not followed */
+	COUNTER_BEAM_FROM_C = 109,
+	/* BEAM: stacks walked down to beam_normal_exit and on into the
+	 * scheduler thread's native frames */
+	COUNTER_BEAM_SCHEDULER_ROOTS = 110,
+	/* BEAM: the bottom of the Erlang stack was reached but the
+	 * scheduler's return address was not found (no rbx at the sample,
+	 * or not native code there) */
+	COUNTER_BEAM_NO_ROOT = 111,
 	COUNTER_MAX = 128,
 };
 _Static_assert(COUNTER_UNWIND_STOP_BASE + UNWIND_STOP_COUNT <= COUNTER_OFF_CPU_SWITCHES, "counters fit");
@@ -869,6 +902,28 @@ struct v8_process {
 	__u32 code_instruction_size;
 	__u32 reserved2;
 };
+/* What the BEAM unwinder needs of one Erlang node (beam_processes[tgid],
+ * set by user space: crates/interpreters/src/beam). */
+struct beam_process {
+	/* The code address in beam_normal_exit: the continuation pointer at
+	 * the bottom of every Erlang process's stack. */
+	__u64 normal_exit;
+	/* The JIT's executable code [code_low, code_high): its r-xs
+	 * /memfd:vmem mappings (a continuation pointer lies in it). */
+	__u64 code_low;
+	__u64 code_high;
+	/* From rbx (the JIT keeps its ErtsSchedulerRegisters there while
+	 * Erlang code runs) to the slot of the scheduler thread's return
+	 * address into C (process_main's entry stack pointer), per release;
+	 * 0: unknown (the stack ends at the bottom of the Erlang stack). */
+	__u32 scheduler_return;
+	/* erts_frame_layout: 0 (RA) or 1 (FP_RA, rbp chains the frames). */
+	__u32 frame_layout;
+};
+/* Words above a BEAM frame's stack pointer searched for its
+ * continuation pointer (its y registers lie below it). */
+#define BEAM_SCAN_WORDS 32
+
 /* Words of a frame read at once: fp - 8 * V8_LOWEST_SLOT .. fp + 8. */
 #define V8_FRAME_SLOTS 8
 #define V8_LOWEST_SLOT (-6)

@@ -35,6 +35,7 @@ var knownTracers = map[string]bool{
 // checks the two lists agree).
 var libraryInterpreters = map[string]bool{
 	"python": true, "hotspot": true, "v8": true, "ruby": true, "php": true, "perl": true,
+	"beam": true,
 }
 
 // alwaysOn is what the profiler unwinds whatever `tracers` and

@@ -94,10 +94,10 @@ func TestReferenceConfigLoadsUnchanged(t *testing.T) {
 		"interpreters.ruby.skip_native_resume",
 	}, cfg.notApplied())
 	// The library switches its own interpreters off; the others are told.
-	assert.Equal(t, []string{"hotspot", "perl", "python", "v8"}, cfg.unwinderSelection().disabled)
+	assert.Equal(t, []string{"beam", "hotspot", "perl", "python", "v8"}, cfg.unwinderSelection().disabled)
 	assert.Equal(t, []string{
 		"interpreters.dotnet.disabled=true", "interpreters.go.disabled=true",
-		"interpreters.beam.disabled=true", "interpreters.luajit.disabled=true",
+		"interpreters.luajit.disabled=true",
 	}, cfg.unwinderSelection().unapplied)
 
 	// The applied keys reach the library.
@@ -105,7 +105,7 @@ func TestReferenceConfigLoadsUnchanged(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"samples_per_second":19,"reporter_interval_ms":10000,"pids":[],"otlp_batches":true,"batch_queue_capacity":16,"symbolize_native":true,
 		"probabilistic_threshold":50,"probabilistic_interval_ms":120000,"include_env_vars":["HOME","LANG"],"off_cpu_threshold":0.05,
-		"container_ids":[],"cgroups":[],"disabled_interpreters":["hotspot","perl","python","v8"]}`, text)
+		"container_ids":[],"cgroups":[],"disabled_interpreters":["beam","hotspot","perl","python","v8"]}`, text)
 }
 
 // The reference receiver's own minimal form: `interpreters` turning

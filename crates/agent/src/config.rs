@@ -443,12 +443,12 @@ mod tests {
         assert_eq!(c.disabled_interpreters, ["python", "perl"]);
         let names: Vec<&str> =
             profiler_interpreters::runtimes_except(&c.disabled_interpreters).iter().map(|r| r.name()).collect();
-        assert_eq!(names, ["HotSpot", "V8", "CRuby", "PHP"]);
+        assert_eq!(names, ["HotSpot", "V8", "CRuby", "PHP", "BEAM"]);
         assert_eq!(
             AgentConfig::from_json(r#"{"disabled_interpreters": ["dotnet"]}"#),
             Err(ConfigError::UnknownInterpreter {
                 got: "dotnet".into(),
-                known: "python, hotspot, v8, ruby, php, perl".into()
+                known: "python, hotspot, v8, ruby, php, perl, beam".into()
             })
         );
     }

@@ -146,9 +146,6 @@ struct Shared {
     /// The interpreter runtimes and what they found in the files
     /// processes map (the process manager writes, the trace builder reads).
     interpreters: Arc<Registry>,
-    /// Erlang emulators and the processes running them (the process
-    /// manager writes, the trace builder reads).
-    beam: Arc<profiler_interpreters::beam::BeamProcesses>,
     /// Things found while running, each told once (Agent::notices).
     notices: Arc<Mutex<Vec<String>>>,
     /// Probabilistic profiling's windows, newest last (bounded).
@@ -311,7 +308,6 @@ impl Agent {
                 sampler.interpreter_maps()?,
                 shared.interpreters.clone(),
                 shared.notices.clone(),
-                shared.beam.clone(),
             );
             let mut manager = ProcessManager::new(
                 process_manager::BpfLoader::new(
@@ -378,7 +374,6 @@ impl Agent {
             let late = LateUnwinder::new(sampler.map_tables()?);
             let mut builder = TraceBuilder::new(registry.clone(), kernel, native, shared.interpreters.clone());
             builder.set_open_via_map_files(config.open_via_map_files);
-            builder.set_beam(shared.beam.clone());
             builder.set_include_env_vars(config.env_var_names());
             let interval = config.reporter_interval();
             std::thread::Builder::new()
@@ -465,20 +460,7 @@ impl Agent {
         let symbolizer = *lock(&s.symbolizer);
         let kernel_symbols = *lock(&s.kernel_symbols);
         let namers = lock(&s.interpreter_namers).clone();
-        let mut runtimes = runtime_counters(&s.interpreters.stats(), &namers, &counters);
-        // Erlang's emulators: not a runtime of the registry (no BPF
-        // unwinder yet), their JIT code named by the trace builder.
-        let beam = namers.iter().find(|(k, _)| *k == profiler_trace::FrameKind::Beam).map(|(_, n)| *n);
-        let beam = beam.unwrap_or_default();
-        runtimes.0.push((
-            "beam",
-            vec![
-                ("processes", s.beam.processes() as u64),
-                ("frames_named", beam.frames),
-                ("frames_unknown", beam.unknown),
-                ("code_reads", beam.reads),
-            ],
-        ));
+        let runtimes = runtime_counters(&s.interpreters.stats(), &namers, &counters);
         let mut refused = manager.manager.files_refused;
         refused.add(&symbolizer.files_refused);
         Stats {

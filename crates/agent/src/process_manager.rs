@@ -10,7 +10,6 @@ use profiler_bpf::{
     ProcessEventReader, UnwindMaps,
 };
 use profiler_elf::{DeltaWalk, ElfFile, RuleId, UnwindRule};
-use profiler_interpreters::beam::BeamProcesses;
 use profiler_interpreters::{BudgetLimits, BudgetStats, Inspection, PidMemory, ReadBudget, Registry};
 use profiler_process::{
     EventKind, EventQueue, ExecutableFile, LoadKind, LoaderError, ManagerStats, ProcessFilter, ProcessManager,
@@ -98,7 +97,6 @@ impl UnwindLoader for BpfLoader {
             self.interpreters.notice(notice);
         }
         self.go_labels.process_mapped(pid.0, &files);
-        self.interpreters.beam.process_mapped(pid.0, &files);
         Ok(self.maps.set_process(pid.0, &ranges)?)
     }
 
@@ -111,7 +109,6 @@ impl UnwindLoader for BpfLoader {
         self.interpreters.retries.forget(pid.0);
         self.interpreters.attach_budget.forget(pid.0);
         self.go_labels.process_removed(pid.0);
-        self.interpreters.beam.process_removed(pid.0);
         if self.interpreters.maps.remove_process(pid.0).is_err() {
             self.interpreters.stats.load_errors += 1;
         }
@@ -158,9 +155,6 @@ pub(crate) struct Interpreters {
     /// runtime retried at each mapping change would otherwise cost a
     /// full read of its tables each time).
     attach_budget: ReadBudget,
-    /// Erlang emulators (not a runtime of the registry: no BPF unwinder
-    /// yet; the trace builder names their JIT code).
-    beam: Arc<BeamProcesses>,
 }
 
 /// Processes whose interpreter was not ready to attach (a JVM still
@@ -228,12 +222,10 @@ impl Interpreters {
         maps: InterpreterMaps,
         registry: Arc<Registry>,
         notices: Arc<Mutex<Vec<String>>>,
-        beam: Arc<BeamProcesses>,
     ) -> Interpreters {
         Interpreters {
             maps,
             registry,
-            beam,
             notices,
             stats: InterpreterStats::default(),
             retries: AttachRetries::default(),
@@ -254,9 +246,6 @@ impl Interpreters {
         if let Inspection::Unsupported { notice: Some(notice), .. } =
             self.registry.inspect(file.table_key, elf, &file.path)
         {
-            self.notice(notice);
-        }
-        if let Some(notice) = self.beam.inspect(file.table_key, elf, &file.path) {
             self.notice(notice);
         }
     }
@@ -281,7 +270,6 @@ impl Interpreters {
     }
 
     fn file_unloaded(&mut self, file_id: TableKey) {
-        self.beam.file_unloaded(file_id);
         if self.registry.file_unloaded(file_id).is_some() && self.maps.remove_file(file_id.bpf_id()).is_err() {
             self.stats.load_errors += 1;
         }

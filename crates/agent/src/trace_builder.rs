@@ -9,7 +9,6 @@
 //! them, with the build of that runtime the process maps.
 
 use profiler_bpf::{RawSample, UnwindStop};
-use profiler_interpreters::beam::{BeamNamer, BeamProcess, BeamProcesses};
 use profiler_interpreters::{
     BudgetLimits, BudgetStats, FrameNamer, MappedFile, NamerStats, PidMemory, ReadBudget, Registry, RuntimeId,
 };
@@ -86,10 +85,6 @@ pub(crate) struct TraceBuilder {
     /// Environment variables reported of processes read here (those the
     /// manager has not loaded).
     include_env_vars: Arc<[Arc<str>]>,
-    /// Erlang emulators: their JIT code (native frames in memory without
-    /// a file) named by [`BeamNamer`].
-    beam: Option<Arc<BeamProcesses>>,
-    beam_namer: BeamNamer,
 }
 
 impl TraceBuilder {
@@ -114,14 +109,7 @@ impl TraceBuilder {
             realtime_offset_ns: realtime_offset_ns(),
             open_via_map_files: true,
             include_env_vars: Arc::new([]),
-            beam: None,
-            beam_namer: BeamNamer::default(),
         }
-    }
-
-    /// Names the JIT code of the Erlang emulators in `beam`.
-    pub(crate) fn set_beam(&mut self, beam: Arc<BeamProcesses>) {
-        self.beam = Some(beam);
     }
 
     /// See [`crate::AgentConfig::include_env_vars`].
@@ -159,14 +147,10 @@ impl TraceBuilder {
         self.kernel.as_ref().map(KernelSymbolizer::stats).unwrap_or_default()
     }
 
-    /// The counters of each runtime's namer, with the kind of its frames
-    /// (and of the Erlang emulators' JIT code: `FrameKind::Beam`, last).
+    /// The counters of each runtime's namer, with the kind of its frames.
     pub(crate) fn interpreter_stats(&self) -> Vec<(FrameKind, NamerStats)> {
         let runtimes = self.interpreters.runtimes();
-        let mut stats: Vec<(FrameKind, NamerStats)> =
-            runtimes.iter().zip(&self.namers).map(|(r, n)| (r.frame_kind(), n.stats())).collect();
-        stats.push((FrameKind::Beam, self.beam_namer.stats()));
-        stats
+        runtimes.iter().zip(&self.namers).map(|(r, n)| (r.frame_kind(), n.stats())).collect()
     }
 
     /// Drops what the runtimes' namers cached of processes that exited
@@ -179,7 +163,6 @@ impl TraceBuilder {
         }
         self.last_names.retain(|(pid, _), _| alive(*pid));
         self.last_names_bytes = self.last_names.values().map(|l| lines_bytes(l)).sum();
-        self.beam_namer.forget_processes(&alive);
         self.naming_budget.forget_processes(&alive);
     }
 
@@ -219,18 +202,10 @@ impl TraceBuilder {
         // Whether the process has exited: asked once, when a frame
         // cannot be named.
         let mut gone = None;
-        let beam = self.beam.as_ref().and_then(|b| b.get(pid.0));
         for &word in &sample.user_frames {
             match UserFrame::decode(word) {
                 UserFrame::Native(pc) => {
-                    let mut frame = self.user_frame(snapshot.as_deref(), pc);
-                    if let Some(beam) = beam.as_ref().filter(|_| frame.lines.is_empty()) {
-                        if !metering {
-                            self.naming_budget.start_metering(pid.0);
-                            metering = true;
-                        }
-                        self.beam_frame(pid, beam, pc, &mut frame);
-                    }
+                    let frame = self.user_frame(snapshot.as_deref(), pc);
                     frames.push(frame);
                     continue;
                 }
@@ -350,23 +325,6 @@ impl TraceBuilder {
             }
         }
         Frame { kind, address: vaddr, mapping: Some(mapping), lines }
-    }
-
-    /// A native frame of an Erlang emulator's process that no file
-    /// names (the JIT's code is in memory without a file): named from
-    /// the emulator's code index, when `pc` is in a loaded module.
-    fn beam_frame(&mut self, pid: Pid, beam: &BeamProcess, pc: CodeAddress, frame: &mut Frame) {
-        let budget = &self.naming_budget;
-        if !budget.allows(pid.0) {
-            return;
-        }
-        let process = PidMemory(pid.0);
-        let memory = budget.memory(pid.0, &process);
-        if let Some(line) = self.beam_namer.name(&memory, pid.0, beam, pc.lookup()) {
-            frame.kind = FrameKind::Beam;
-            frame.address = pc.pc;
-            frame.lines = vec![line];
-        }
     }
 
     /// The build of `runtime` that `snapshot`'s process maps, and its

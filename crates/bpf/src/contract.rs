@@ -42,6 +42,7 @@ pod!(
     ruby_file,
     php_file,
     perl_file,
+    beam_process,
     go_labels_process
 );
 
@@ -209,6 +210,8 @@ pub(crate) mod tests {
             assert!((PHP_FRAME_LINE_MAX as u64) << PHP_FRAME_LINE_SHIFT < PHP_FRAME_TOP);
             assert!(PERL_FRAME_COP < 1 << PERL_FRAME_PAYLOAD_BITS);
             assert!((PERL_FRAME_LINE_MAX as u64) << PERL_FRAME_LINE_SHIFT < PERL_FRAME_COP);
+            assert!(BEAM_FRAME_RETURN_ADDRESS < 1 << BEAM_FRAME_PAYLOAD_BITS);
+            assert!(BEAM_FRAME_PC_MASK < BEAM_FRAME_RETURN_ADDRESS);
         }
     }
 

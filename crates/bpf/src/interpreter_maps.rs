@@ -11,7 +11,9 @@
 //! written by the BPF side only and emptied by it as threads exit.
 
 use crate::runtimes::{InterpreterUnwinder, RuntimeMap};
-use crate::types::{HotspotProcessValue, PerlFileValue, PhpFileValue, PythonFileValue, RubyFileValue, V8ProcessValue};
+use crate::types::{
+    BeamProcessValue, HotspotProcessValue, PerlFileValue, PhpFileValue, PythonFileValue, RubyFileValue, V8ProcessValue,
+};
 use crate::BpfError;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use std::collections::HashMap;
@@ -53,6 +55,8 @@ pub enum InterpreterProcessValue {
     Hotspot(HotspotProcessValue),
     /// `v8_processes`.
     V8(V8ProcessValue),
+    /// `beam_processes`.
+    Beam(BeamProcessValue),
 }
 
 impl InterpreterProcessValue {
@@ -61,6 +65,7 @@ impl InterpreterProcessValue {
         match self {
             InterpreterProcessValue::Hotspot(v) => (InterpreterUnwinder::Hotspot.map().0, v.to_bytes()),
             InterpreterProcessValue::V8(v) => (InterpreterUnwinder::V8.map().0, v.to_bytes()),
+            InterpreterProcessValue::Beam(v) => (InterpreterUnwinder::Beam.map().0, v.to_bytes()),
         }
     }
 }

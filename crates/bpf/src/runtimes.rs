@@ -76,6 +76,7 @@ runtimes! {
     Ruby = UNWINDER_RUBY, "ruby", files, RUBY_FRAME_PAYLOAD_BITS;
     Php = UNWINDER_PHP, "php", files, PHP_FRAME_PAYLOAD_BITS;
     Perl = UNWINDER_PERL, "perl", files, PERL_FRAME_PAYLOAD_BITS;
+    Beam = UNWINDER_BEAM, "beam", processes, BEAM_FRAME_PAYLOAD_BITS;
 }
 
 /// The unwinders' off-CPU programs and their slots: the native one, then

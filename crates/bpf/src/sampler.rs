@@ -247,6 +247,25 @@ counters! {
     /// Stacks followed from `runtime.morestack` on the system stack to
     /// the goroutine growing its stack.
     go_morestack_followed = COUNTER_GO_MORESTACK_FOLLOWED;
+    /// Erlang frames the BEAM unwinder recorded.
+    beam_frames = COUNTER_BEAM_FRAMES;
+    /// Tail calls into the BEAM unwinder (hand-overs included).
+    beam_tail_calls = COUNTER_BEAM_TAIL_CALLS;
+    /// Pcs in the JIT's code of a node without its entry (yet).
+    beam_no_process = COUNTER_BEAM_NO_PROCESS;
+    /// Erlang stacks that could not be read.
+    beam_read_errors = COUNTER_BEAM_READ_ERRORS;
+    /// Frames without a continuation pointer in the words searched.
+    beam_no_cp = COUNTER_BEAM_NO_CP;
+    /// JIT code reached from C on the scheduler's C stack (its Erlang
+    /// callers not followed).
+    beam_from_c = COUNTER_BEAM_FROM_C;
+    /// Erlang stacks walked to their bottom and on into the scheduler's
+    /// native frames.
+    beam_scheduler_roots = COUNTER_BEAM_SCHEDULER_ROOTS;
+    /// Erlang stacks whose bottom was reached without the scheduler's
+    /// return address.
+    beam_no_root = COUNTER_BEAM_NO_ROOT;
 }
 
 impl Counters {

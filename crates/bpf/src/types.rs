@@ -427,6 +427,46 @@ impl PythonFileValue {
     }
 }
 
+/// Set in a BEAM frame word's payload when its pc is a return address
+/// (a continuation pointer: named by pc - 1; `ebpf/types.h`).
+pub const BEAM_FRAME_RETURN_ADDRESS: u64 = c::BEAM_FRAME_RETURN_ADDRESS;
+/// The pc bits of a BEAM frame word's payload.
+pub const BEAM_FRAME_PC_MASK: u64 = c::BEAM_FRAME_PC_MASK;
+
+/// `struct beam_process`: what the BEAM unwinder needs of one Erlang node
+/// (process addresses).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BeamProcessValue {
+    /// The code address `beam_normal_exit` holds.
+    pub normal_exit: u64,
+    /// The JIT's executable code `[code_low, code_high)`.
+    pub code_low: u64,
+    /// See `code_low`.
+    pub code_high: u64,
+    /// From rbx to the scheduler's return address into C (0: unknown).
+    pub scheduler_return: u32,
+    /// `erts_frame_layout` (0: RA, 1: FP_RA).
+    pub frame_layout: u32,
+}
+
+impl BeamProcessValue {
+    /// The map value, field by field.
+    pub(crate) fn to_c(self) -> c::beam_process {
+        c::beam_process {
+            normal_exit: self.normal_exit,
+            code_low: self.code_low,
+            code_high: self.code_high,
+            scheduler_return: self.scheduler_return,
+            frame_layout: self.frame_layout,
+        }
+    }
+
+    /// The map value's bytes.
+    pub(crate) fn to_bytes(self) -> Vec<u8> {
+        bytes_of(&self.to_c()).to_vec()
+    }
+}
+
 /// Set in a V8 frame word's payload for compiled code (`ebpf/types.h`).
 pub const V8_FRAME_COMPILED: u64 = c::V8_FRAME_COMPILED;
 /// Where a V8 frame word's payload keeps the offset.

@@ -17,12 +17,11 @@
 //!   BPF unwinder: [`python`] (CPython 3.8-3.15), [`hotspot`] (HotSpot
 //!   JVM, JDK 11-26, layouts from the JVM's own vmStructs tables), [`v8`]
 //!   (Node.js, V8 9.5 up to 13.0, from the `v8dbg_*` metadata in the
-//!   binary), [`ruby`] (CRuby 2.7-3.4), [`php`] (PHP 7.4-8.4) and
-//!   [`perl`] (Perl 5.28-5.42, stable releases); a build outside its
-//!   range is refused with a notice and profiled as native code.
-//! - [`beam`]: Erlang/OTP's emulator (OTP 25 and 27, JIT): not a
-//!   runtime of [`runtimes`] yet (no BPF unwinder); its JIT code is named
-//!   at the sampled pc from the process's code index.
+//!   binary), [`ruby`] (CRuby 2.7-3.4), [`php`] (PHP 7.4-8.4),
+//!   [`perl`] (Perl 5.28-5.42, stable releases) and [`beam`] (Erlang/OTP's
+//!   JIT emulator, OTP 25 and 27, named from the node's code index); a
+//!   build outside its range is refused with a notice and profiled as
+//!   native code.
 //! - [`budget`]: what reading one process may cost (reads, bytes, CPU
 //!   time), for naming its frames and attaching to it.
 //! - [`go_labels`]: what reading a Go program's pprof labels needs (not
@@ -62,13 +61,14 @@ type MakeRuntime = fn() -> Box<dyn Runtime>;
 /// reference receiver's `tracers` and `interpreters.<name>.disabled`).
 /// Adding one: its folder in `src/<runtime>/` and one line here
 /// (docs/internals.md, "How to add a runtime").
-const RUNTIMES: [(&str, MakeRuntime); 6] = [
+const RUNTIMES: [(&str, MakeRuntime); 7] = [
     ("python", || Box::new(python::CPython)),
     ("hotspot", || Box::new(hotspot::Hotspot)),
     ("v8", || Box::new(v8::V8)),
     ("ruby", || Box::new(ruby::CRuby)),
     ("php", || Box::new(php::Php)),
     ("perl", || Box::new(perl::Perl)),
+    ("beam", || Box::new(beam::Beam)),
 ];
 
 /// The names of [`runtimes`], in their order.

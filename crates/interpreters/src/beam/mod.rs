@@ -22,7 +22,7 @@
 
 mod runtime;
 
-pub use runtime::{BeamNamer, BeamProcess, BeamProcesses, MAX_BEAM_FILES, MAX_BEAM_PROCESSES};
+pub use runtime::{Beam, BeamFile, BeamNamer, BeamProcess};
 
 use profiler_elf::ElfFile;
 
@@ -63,6 +63,11 @@ pub struct BeamLayout {
     pub atom_len: u64,
     /// `Atom.name` (a `byte *`).
     pub atom_name: u64,
+    /// From rbx (the scheduler's `ErtsSchedulerRegisters`, as the JIT
+    /// keeps it) to the scheduler thread's return address into C
+    /// (`process_main`'s entry stack pointer), measured on Debian's
+    /// builds (see docs/beam.md).
+    pub scheduler_return: u32,
 }
 
 impl BeamLayout {
@@ -71,12 +76,20 @@ impl BeamLayout {
     /// `functions` at 0x60 and 0x88) and checked on live nodes; OTP 28
     /// keeps atom names as binaries, and 26 was not checked.
     pub fn for_release(release: u32) -> Option<BeamLayout> {
-        let functions = match release {
-            25 => 0x60,
-            27 => 0x88,
+        let (functions, scheduler_return) = match release {
+            25 => (0x60, 0x40c8),
+            27 => (0x88, 0x40b8),
             _ => return None,
         };
-        Some(BeamLayout { functions, line_table: 0x48, code_info_mfa: 16, seg_table: 120, atom_len: 24, atom_name: 32 })
+        Some(BeamLayout {
+            functions,
+            line_table: 0x48,
+            code_info_mfa: 16,
+            seg_table: 120,
+            atom_len: 24,
+            atom_name: 32,
+            scheduler_return,
+        })
     }
 }
 
@@ -94,6 +107,10 @@ pub struct BeamBuild {
     pub ranges: u64,
     /// `erts_atom_table`.
     pub atom_table: u64,
+    /// `beam_normal_exit` (a code pointer, set at start).
+    pub normal_exit: u64,
+    /// `erts_frame_layout` (a `u32`).
+    pub frame_layout: u64,
     /// The offsets of its release.
     pub layout: BeamLayout,
 }
@@ -168,15 +185,27 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
     let Some(layout) = BeamLayout::for_release(otp) else {
         return unsupported("only OTP 25 and 27 are read");
     };
-    let (Some(active_code_index), Some(atom_table)) =
-        (elf.symbol_address("the_active_code_index"), elf.symbol_address("erts_atom_table"))
-    else {
-        return unsupported("no the_active_code_index or erts_atom_table symbol");
+    let (Some(active_code_index), Some(atom_table), Some(normal_exit), Some(frame_layout)) = (
+        elf.symbol_address("the_active_code_index"),
+        elf.symbol_address("erts_atom_table"),
+        elf.symbol_address("beam_normal_exit"),
+        elf.symbol_address("erts_frame_layout"),
+    ) else {
+        return unsupported("no the_active_code_index, erts_atom_table, beam_normal_exit or erts_frame_layout symbol");
     };
     let Some(ranges) = find_ranges(elf, active_code_index) else {
         return unsupported("the code ranges table was not found in erts_lookup_function_info");
     };
-    Detection::Beam(Box::new(BeamBuild { otp, erts, active_code_index, ranges, atom_table, layout }))
+    Detection::Beam(Box::new(BeamBuild {
+        otp,
+        erts,
+        active_code_index,
+        ranges,
+        atom_table,
+        normal_exit,
+        frame_layout,
+        layout,
+    }))
 }
 
 /// The address of `r` (the ranges of each code index, static in

@@ -1,21 +1,25 @@
-//! The emulators the process manager found ([`BeamProcesses`]: per file,
-//! per process), and the naming of JIT pcs ([`BeamNamer`]).
+//! The emulator as a runtime of the registry ([`Beam`], [`BeamFile`]:
+//! what its BPF unwinder needs of a node), and the naming of the pcs it
+//! records ([`BeamNamer`]).
 
 use super::{
     atom_index, detect, function_name, BeamBuild, Detection, CODE_INDICES, LINE_TAB_FUNC_TAB, MAX_ATOM_BYTES,
     MAX_FILE_NAME, MAX_FUNCTIONS, MAX_LINE_ITEMS, MAX_MODULES, RANGES_SIZE,
 };
 use crate::memory::{u64_in, ProcessMemory};
-use crate::runtime::NamerStats;
+use crate::runtime::{
+    frame_payload, Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState,
+    ProcessUnwinding, Runtime,
+};
+use profiler_bpf::{
+    BeamProcessValue, InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder, BEAM_FRAME_PC_MASK,
+    BEAM_FRAME_RETURN_ADDRESS,
+};
 use profiler_elf::ElfFile;
-use profiler_trace::{SourceLine, TableKey};
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard};
-
-/// Most emulator files remembered.
-pub const MAX_BEAM_FILES: usize = 256;
-/// Most processes remembered as running an emulator.
-pub const MAX_BEAM_PROCESSES: usize = 16_384;
+use profiler_trace::{FrameKind, SourceLine};
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::Arc;
 /// Most atom names cached by a [`BeamNamer`] (all processes).
 const MAX_CACHED_ATOMS: usize = 65_536;
 /// Most source file names cached by a [`BeamNamer`] (all processes).
@@ -35,102 +39,142 @@ pub struct BeamProcess {
     pub build: Arc<BeamBuild>,
 }
 
-#[derive(Debug, Default)]
-struct State {
-    files: HashMap<TableKey, Arc<BeamBuild>>,
-    told: HashSet<TableKey>,
-    processes: HashMap<u32, BeamProcess>,
+/// The Erlang emulator (the BEAM), a runtime of the registry: its JIT's
+/// code is walked by `ebpf/beam_unwinder.bpf.h` (slot 7) and its frames
+/// named from the node's code index.
+pub struct Beam;
+
+impl Runtime for Beam {
+    fn name(&self) -> &'static str {
+        "BEAM"
+    }
+
+    fn frame_kind(&self) -> FrameKind {
+        FrameKind::Beam
+    }
+
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::Beam
+    }
+
+    fn frame_address(&self, word: u64) -> u64 {
+        frame_payload(word, InterpreterUnwinder::Beam).map_or(0, |p| p & BEAM_FRAME_PC_MASK)
+    }
+
+    fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
+        match detect(elf, path) {
+            Detection::NotBeam => FileDetection::NotFound,
+            Detection::Beam(build) => FileDetection::Found(Arc::new(BeamFile { build: Arc::from(build) })),
+            Detection::Unsupported { version, reason } => FileDetection::Unsupported { version, reason },
+        }
+    }
+
+    fn namer(&self) -> Box<dyn FrameNamer> {
+        Box::new(BeamNamer::default())
+    }
 }
 
-/// The emulator files found and the processes mapping them: written by
-/// the process manager, read by the trace builder.
-#[derive(Debug, Default)]
-pub struct BeamProcesses {
-    state: Mutex<State>,
+/// An emulator build found in one file.
+#[derive(Debug)]
+pub struct BeamFile {
+    /// What was found.
+    pub build: Arc<BeamBuild>,
 }
 
-impl BeamProcesses {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
+/// What is kept of one node ([`InterpreterFile::attach`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BeamNode {
+    pid: u32,
+    /// The code address in `beam_normal_exit`.
+    normal_exit: u64,
+    /// `erts_frame_layout`.
+    frame_layout: u32,
+}
 
-    /// Looks at a file just analysed; a notice the first time an emulator
-    /// is seen in it (which release, and whether its code is named).
-    pub fn inspect(&self, key: TableKey, elf: &ElfFile, path: &str) -> Option<String> {
-        let detection = detect(elf, path);
-        if matches!(detection, Detection::NotBeam) {
-            return None;
+/// Most bytes of `/proc/PID/maps` read to find the JIT's code.
+const MAX_MAPS_BYTES: u64 = 16 << 20;
+
+/// The JIT's executable code of process `pid`: the smallest range holding
+/// its `r-xs` `/memfd:vmem` mappings (the JIT maps its code twice from
+/// one memfd, and runs it from that view).
+fn jit_code(pid: u32) -> Option<(u64, u64)> {
+    use std::io::Read;
+    let file = std::fs::File::open(format!("/proc/{pid}/maps")).ok()?;
+    let mut text = String::new();
+    file.take(MAX_MAPS_BYTES).read_to_string(&mut text).ok()?;
+    jit_code_in(&text)
+}
+
+/// [`jit_code`] of a maps file's text.
+fn jit_code_in(maps: &str) -> Option<(u64, u64)> {
+    let mut code: Option<(u64, u64)> = None;
+    for line in maps.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else { continue };
+        let path = fields.nth(3).unwrap_or("");
+        if !perms.starts_with("r-x") || !path.starts_with("/memfd:vmem") {
+            continue;
         }
-        let mut state = self.lock();
-        if state.told.len() >= MAX_BEAM_FILES {
-            state.told.clear();
+        let Some((start, end)) = range.split_once('-') else { continue };
+        let (Ok(start), Ok(end)) = (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16)) else { continue };
+        if start >= end {
+            continue;
         }
-        let first = state.told.insert(key);
-        match detection {
-            Detection::NotBeam => None,
-            Detection::Beam(build) => {
-                let notice = format!(
-                    "BEAM {} in {path}: Erlang functions in JIT code are named at the sampled pc; the Erlang frames \
-                     that called them are not unwound yet",
-                    build.version()
-                );
-                if state.files.len() < MAX_BEAM_FILES || state.files.contains_key(&key) {
-                    state.files.insert(key, Arc::from(build));
-                }
-                first.then_some(notice)
-            }
-            Detection::Unsupported { version, reason } => {
-                let version = version.unwrap_or_else(|| "of unknown version".into());
-                first.then(|| {
-                    format!(
-                        "BEAM {version} in {path} is not supported ({reason}): its frames are profiled as native code"
-                    )
-                })
-            }
+        code = Some(code.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
+    }
+    code
+}
+
+impl InterpreterFile for BeamFile {
+    fn unwinder(&self) -> InterpreterUnwinder {
+        InterpreterUnwinder::Beam
+    }
+
+    fn loop_ranges(&self) -> &[(u64, u64)] {
+        &[]
+    }
+
+    fn file_value(&self) -> Option<InterpreterFileValue> {
+        None
+    }
+
+    fn attach(&self, pid: u32, memory: &dyn ProcessMemory, bias: u64) -> Attach {
+        let Some(normal_exit) = read_u64(memory, bias.wrapping_add(self.build.normal_exit)) else {
+            return Attach::Failed("beam_normal_exit could not be read".into());
+        };
+        if normal_exit == 0 {
+            return Attach::NotYet("the emulator is starting".into());
         }
-    }
-
-    /// A file no process maps any more.
-    pub fn file_unloaded(&self, key: TableKey) {
-        let mut state = self.lock();
-        state.files.remove(&key);
-        state.told.remove(&key);
-    }
-
-    /// Process `pid` maps `files` (file, bias) now: it runs an emulator
-    /// if one of them is one.
-    pub fn process_mapped(&self, pid: u32, files: &[(TableKey, u64)]) {
-        let mut state = self.lock();
-        let found = files.iter().find_map(|(key, bias)| Some((*bias, state.files.get(key)?.clone())));
-        match found {
-            Some((bias, build)) => {
-                if state.processes.len() < MAX_BEAM_PROCESSES || state.processes.contains_key(&pid) {
-                    state.processes.insert(pid, BeamProcess { bias, build });
-                }
-            }
-            None => {
-                state.processes.remove(&pid);
-            }
+        let mut layout = [0u8; 4];
+        if !memory.read(bias.wrapping_add(self.build.frame_layout), &mut layout) {
+            return Attach::Failed("erts_frame_layout could not be read".into());
         }
-    }
-
-    /// Process `pid` is gone.
-    pub fn process_removed(&self, pid: u32) {
-        self.lock().processes.remove(&pid);
-    }
-
-    /// The emulator process `pid` runs, if any.
-    pub fn get(&self, pid: u32) -> Option<BeamProcess> {
-        let state = self.lock();
-        if state.processes.is_empty() {
-            return None;
+        let frame_layout = u32::from_le_bytes(layout);
+        if frame_layout > 1 {
+            return Attach::Failed(format!("unknown frame layout {frame_layout}"));
         }
-        state.processes.get(&pid).cloned()
+        Attach::Attached(Arc::new(BeamNode { pid, normal_exit, frame_layout }))
     }
 
-    /// Processes running an emulator now.
-    pub fn processes(&self) -> usize {
-        self.lock().processes.len()
+    fn process_unwinding(&self, process: &ProcessState, _memory: &dyn ProcessMemory) -> Option<ProcessUnwinding> {
+        let node = process.downcast_ref::<BeamNode>()?;
+        let (code_low, code_high) = jit_code(node.pid)?;
+        let value = BeamProcessValue {
+            normal_exit: node.normal_exit,
+            code_low,
+            code_high,
+            scheduler_return: self.build.layout.scheduler_return,
+            frame_layout: node.frame_layout,
+        };
+        Some(ProcessUnwinding {
+            unwinder: InterpreterUnwinder::Beam,
+            code: vec![(code_low, code_high)],
+            value: InterpreterProcessValue::Beam(value),
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 
@@ -189,7 +233,13 @@ fn read_pair(memory: &dyn ProcessMemory, address: u64) -> Option<(u64, u64)> {
 impl BeamNamer {
     /// Names `pc` of process `pid` running `process`'s emulator, if it
     /// lies in the code of a loaded module.
-    pub fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, process: &BeamProcess, pc: u64) -> Option<SourceLine> {
+    pub fn name_pc(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        pid: u32,
+        process: &BeamProcess,
+        pc: u64,
+    ) -> Option<SourceLine> {
         let named = self.lookup(memory, pid, process, pc);
         match named {
             Some(_) => self.stats.frames += 1,
@@ -370,15 +420,26 @@ impl BeamNamer {
         self.atoms.insert((pid, index), name.clone());
         Some(name)
     }
+}
 
-    /// Drops the atoms cached of processes `alive` says are gone.
-    pub fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
+impl FrameNamer for BeamNamer {
+    /// The frame's pc (`pc - 1` for a return address: the call) in the
+    /// node's code index.
+    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
+        let file = mapped.file.as_any().downcast_ref::<BeamFile>()?;
+        let payload = frame_payload(word, InterpreterUnwinder::Beam)?;
+        let pc = payload & BEAM_FRAME_PC_MASK;
+        let pc = if payload & BEAM_FRAME_RETURN_ADDRESS != 0 { pc.checked_sub(1)? } else { pc };
+        let process = BeamProcess { bias: mapped.bias, build: file.build.clone() };
+        self.name_pc(memory, pid, &process, pc)
+    }
+
+    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
         self.atoms.retain(|(pid, _), _| alive(*pid));
         self.files.retain(|(pid, _), _| alive(*pid));
     }
 
-    /// Its counters.
-    pub fn stats(&self) -> NamerStats {
+    fn stats(&self) -> NamerStats {
         self.stats
     }
 }
@@ -398,6 +459,8 @@ mod tests {
             active_code_index: 0x1000,
             ranges: 0x2000,
             atom_table: 0x3000,
+            normal_exit: 0x4000,
+            frame_layout: 0x5000,
             layout: BeamLayout::for_release(25).unwrap(),
         };
         BeamProcess { bias: BIAS, build: Arc::new(build) }
@@ -465,9 +528,9 @@ mod tests {
         let m = node();
         let p = build();
         let mut namer = BeamNamer::default();
-        let name = |namer: &mut BeamNamer, pc| namer.name(&m, 7, &p, pc).map(|l| l.function.to_string());
+        let name = |namer: &mut BeamNamer, pc| namer.name_pc(&m, 7, &p, pc).map(|l| l.function.to_string());
         let line = |namer: &mut BeamNamer, pc| {
-            namer.name(&m, 7, &p, pc).map(|l| (l.file.map(|f| f.to_string()), l.line)).unwrap()
+            namer.name_pc(&m, 7, &p, pc).map(|l| (l.file.map(|f| f.to_string()), l.line)).unwrap()
         };
         let c = Some("c.erl".to_string());
         assert_eq!(line(&mut namer, 0x7f00_0000_1250), (c.clone(), 16), "the item before the function's start");
@@ -497,29 +560,61 @@ mod tests {
         // A code index out of range.
         let mut m = node();
         m.regions[0].1 = 3u32.to_le_bytes().to_vec();
-        assert_eq!(namer.name(&m, 7, &p, 0x7f00_0000_1250), None);
+        assert_eq!(namer.name_pc(&m, 7, &p, 0x7f00_0000_1250), None);
         // A module count beyond the bound.
         let mut m = node();
         m.regions[1].1[8..16].copy_from_slice(&(MAX_MODULES + 1).to_le_bytes());
-        assert_eq!(namer.name(&m, 7, &p, 0x7f00_0000_1250), None);
+        assert_eq!(namer.name_pc(&m, 7, &p, 0x7f00_0000_1250), None);
         // A function count beyond the bound.
         let mut m = node();
         m.regions[3].1[0..8].copy_from_slice(&(MAX_FUNCTIONS + 1).to_le_bytes());
-        assert_eq!(namer.name(&m, 7, &p, 0x7f00_0000_1250), None);
+        assert_eq!(namer.name_pc(&m, 7, &p, 0x7f00_0000_1250), None);
         assert_eq!(namer.stats().frames, 0);
     }
 
     #[test]
-    fn processes_follow_their_mappings() {
-        let beam = BeamProcesses::default();
-        let key = TableKey([7; 32]);
-        beam.lock().files.insert(key, build().build);
-        beam.process_mapped(5, &[(key, BIAS)]);
-        assert_eq!(beam.get(5).map(|p| p.bias), Some(BIAS));
-        beam.process_mapped(5, &[]);
-        assert!(beam.get(5).is_none(), "an exec replaced the emulator");
-        beam.process_mapped(6, &[(key, BIAS)]);
-        beam.process_removed(6);
-        assert_eq!(beam.processes(), 0);
+    fn jit_code_is_the_executable_view_of_the_memfd() {
+        let maps = "55ef86c25000-55ef86eb0000 r-xp 00066000 fe:00 1171462 /usr/lib/erlang/erts-13.1.5/bin/beam.smp\n\
+                    7fab043ff000-7fab04bff000 rw-s 00000000 00:01 82752 /memfd:vmem (deleted)\n\
+                    7fab04bff000-7fab053ff000 r-xs 00000000 00:01 82752 /memfd:vmem (deleted)\n\
+                    7fab06000000-7fab06100000 r-xs 00000000 00:01 82753 /memfd:vmem (deleted)\n\
+                    7fab07000000-7fab07100000 r-xp 00000000 00:00 0\n";
+        assert_eq!(jit_code_in(maps), Some((0x7fab_04bf_f000, 0x7fab_0610_0000)));
+        assert_eq!(jit_code_in("7fab043ff000-7fab04bff000 rw-s 00000000 00:01 82752 /memfd:vmem\n"), None);
+        assert_eq!(jit_code_in("garbage\nzz-1 r-xs 0 0 0 /memfd:vmem\n"), None);
+    }
+
+    #[test]
+    fn frame_words_name_their_pc_or_the_call_before_a_return_address() {
+        let m = node();
+        let file: Arc<dyn InterpreterFile> = Arc::new(BeamFile { build: build().build });
+        let mapped = MappedFile { file, bias: BIAS, process: None };
+        let mut namer = BeamNamer::default();
+        let word = |payload| crate::runtime::frame_word(InterpreterUnwinder::Beam, payload);
+        let name =
+            |namer: &mut BeamNamer, w| FrameNamer::name(namer, &m, 7, &mapped, w).map(|l| l.function.to_string());
+        assert_eq!(name(&mut namer, word(0x7f00_0000_1300)).as_deref(), Some("chain:leaf_spin/2"));
+        // A return address just past leaf_spin/2's last byte is its call.
+        assert_eq!(
+            name(&mut namer, word(0x7f00_0000_1500 | BEAM_FRAME_RETURN_ADDRESS)).as_deref(),
+            Some("chain:leaf_spin/2")
+        );
+        assert_eq!(name(&mut namer, word(0x7f00_0000_1500)).as_deref(), Some("chain:a/0"));
+        assert_eq!(Beam.frame_address(word(0x7f00_0000_1500 | BEAM_FRAME_RETURN_ADDRESS)), 0x7f00_0000_1500);
+    }
+
+    #[test]
+    fn attaching_reads_the_bottom_of_the_stacks_and_the_frame_layout() {
+        let file = BeamFile { build: build().build };
+        let mut m = FakeMemory::default();
+        m.words(BIAS + 0x4000, &[0x7f00_0000_0010]);
+        m.add(BIAS + 0x5000, 0u32.to_le_bytes().to_vec());
+        let Attach::Attached(node) = file.attach(9, &m, BIAS) else { panic!("not attached") };
+        let node = node.downcast_ref::<BeamNode>().copied();
+        assert_eq!(node, Some(BeamNode { pid: 9, normal_exit: 0x7f00_0000_0010, frame_layout: 0 }));
+        let mut starting = FakeMemory::default();
+        starting.words(BIAS + 0x4000, &[0]);
+        assert!(matches!(file.attach(9, &starting, BIAS), Attach::NotYet(_)));
+        assert!(matches!(file.attach(9, &FakeMemory::default(), BIAS), Attach::Failed(_)));
     }
 }

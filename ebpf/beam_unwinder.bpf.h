@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The BEAM unwinder: records the Erlang frames an Erlang/OTP node's
+ * scheduler thread runs in the JIT's code (x86-64, OTP 25 and 27), then
+ * goes on with the scheduler thread's native frames.
+ *
+ * Included once by profiler.bpf.c, after interpreters.bpf.h and
+ * native_unwinder.bpf.h.
+ *
+ * The hand-over: user space marks the JIT's executable memory (the r-xs
+ * /memfd:vmem mappings) for UNWINDER_BEAM and puts what the walk needs in
+ * beam_processes[tgid] (struct beam_process). When the native unwinder
+ * reaches a pc there it tail-calls beam_unwind.
+ *
+ *  - The sampled pc (exact) is in JIT code: Erlang code runs on the
+ *    Erlang process's own stack (rsp is the Erlang stack pointer), each
+ *    frame [y registers][continuation pointer]. The caller's pc is the
+ *    first word at or above rsp that is untagged (low two bits clear:
+ *    y registers hold tagged terms) and lies in the JIT's code; rsp moves
+ *    past it. (With frame pointers, erts_frame_layout FP_RA, the saved
+ *    rbp between them is a stack address, outside the code: passed over
+ *    the same way.)
+ *  - The continuation pointer beam_normal_exit ends every process stack.
+ *    The scheduler's C stack holds its ErtsSchedulerRegisters (rbx points
+ *    into them while Erlang code runs) just below the return address of
+ *    process_main into the scheduler's C code: at rbx +
+ *    scheduler_return (a constant of the release). The native unwinder
+ *    goes on from there, to the thread's root.
+ *  - A pc in JIT code reached as a return address from C (a BIF, the
+ *    garbage collector, the scheduler loop calling into C): the C code
+ *    ran on the scheduler's C stack, the Erlang stack pointer is not at
+ *    hand. That frame is recorded and the stack ends
+ *    (UNWIND_STOP_STACK_SWITCH, COUNTER_BEAM_FROM_C).
+ *
+ * Every other outcome ends the stack with its reason and counter; the
+ * frames so far are kept.
+ */
+
+/* Frames walked per program run. */
+#define BEAM_FRAMES_PER_PROGRAM 16
+
+/* Appends the Erlang frame at pc; false when the stack is full. */
+static __always_inline bool beam_record(struct sample_record *record, u64 pc, bool return_address)
+{
+	u64 payload = (pc & BEAM_FRAME_PC_MASK) | (return_address ? BEAM_FRAME_RETURN_ADDRESS : 0);
+	if (!append_user_frame(&record->event, frame_word_interpreted(UNWINDER_BEAM, payload)))
+		return false;
+	count(COUNTER_BEAM_FRAMES);
+	return true;
+}
+
+/* Whether `word` can be a continuation pointer: untagged, in the JIT's
+ * code. */
+static __always_inline bool beam_is_cp(struct beam_process *beam, u64 word)
+{
+	return (word & 3) == 0 && word > beam->code_low && word < beam->code_high;
+}
+
+/* Below this distance under the scheduler's registers a stack pointer
+ * is the scheduler's C stack (the JIT's shared code runs C calls there),
+ * not an Erlang stack (process heap memory). */
+#define BEAM_C_STACK_WINDOW (1ULL << 20)
+
+/* Whether the sampled stack pointer is on the scheduler's C stack. */
+static __always_inline bool beam_on_c_stack(struct unwind_state *state, struct beam_process *beam)
+{
+	u64 bx = state->bx;
+	return bx && state->sp < bx + beam->scheduler_return && state->sp + BEAM_C_STACK_WINDOW > bx;
+}
+
+/* Step results besides STEP_CONTINUE and the unwind_stop reasons: the
+ * bottom of the Erlang stack is reached. */
+#define STEP_BEAM_BOTTOM 0xfd
+
+/* Records the frame at state->pc and moves the state to its caller's
+ * continuation pointer. */
+static __always_inline int beam_step(struct sample_record *record, struct beam_process *beam)
+{
+	struct unwind_state *state = &record->state;
+	struct interp_state *interp = &record->interp;
+	if (!beam_record(record, state->pc, !state->exact))
+		return UNWIND_STOP_MAX_FRAMES;
+	u64 sp = state->sp;
+	if (bpf_probe_read_user(interp->beam_words, sizeof(interp->beam_words), (const void *)sp)) {
+		count(COUNTER_BEAM_READ_ERRORS);
+		return UNWIND_STOP_READ_ERROR;
+	}
+	for (u32 i = 0; i < BEAM_SCAN_WORDS; i++) {
+		u64 word = interp->beam_words[i];
+		if (!beam_is_cp(beam, word))
+			continue;
+		state->pc = word;
+		state->sp = sp + 8 * (i + 1);
+		state->exact = 0;
+		return word == beam->normal_exit ? STEP_BEAM_BOTTOM : STEP_CONTINUE;
+	}
+	count(COUNTER_BEAM_NO_CP);
+	return UNWIND_STOP_BAD_SP;
+}
+
+/* From the bottom of the Erlang stack to the scheduler's return address
+ * into C (see above). */
+static __always_inline int beam_scheduler_root(struct sample_record *record, struct beam_process *beam, u32 tgid)
+{
+	struct unwind_state *state = &record->state;
+	u64 slot = state->bx + beam->scheduler_return;
+	u64 return_address = 0;
+	struct pid_mapping *mapping = NULL;
+	if (!state->bx || !beam->scheduler_return || (slot & 7) || read_user_u64(&return_address, slot) ||
+	    lookup_mapping(tgid, return_address - 1, &mapping) != MAPPING_FOUND || !mapping ||
+	    mapping->kind != MAPPING_KIND_NATIVE) {
+		count(COUNTER_BEAM_NO_ROOT);
+		return UNWIND_STOP_STACK_SWITCH;
+	}
+	count(COUNTER_BEAM_SCHEDULER_ROOTS);
+	/* rbx is the JIT's and callee-saved: the C code it returns to
+	 * restores its own from its frame, not from here. rbp is not used by
+	 * the JIT (RA layout) or cleared before scheduling (FP_RA): kept. */
+	state->pc = return_address;
+	state->sp = slot + 8;
+	state->exact = 0;
+	return STEP_CONTINUE;
+}
+
+/* Runs the Erlang frames of a sample whose stack reached the JIT's code,
+ * then hands back to the native unwinder; `progs` is the program array
+ * of the entry it runs under (perf_event or off-CPU tp_btf). */
+static __always_inline int beam_unwind_run(void *ctx, void *progs)
+{
+	u32 zero = 0;
+	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	if (!record)
+		return 0;
+	struct interp_state *interp = &record->interp;
+	struct unwind_state *state = &record->state;
+	u32 tgid = record->event.pid;
+	int result;
+	/* A hand-over, or this program going on (in_loop is set by this
+	 * program before it calls itself, with the layout copied). */
+	if (!interp->in_loop) {
+		struct beam_process *beam = bpf_map_lookup_elem(&beam_processes, &tgid);
+		if (!beam) {
+			/* Its frame stays native (and ends the stack there). */
+			count(COUNTER_BEAM_NO_PROCESS);
+			interp->next = INTERP_NEXT_NATIVE;
+			unwinder_tail_call(ctx, progs, record, UNWINDER_NATIVE);
+			return 0;
+		}
+		interp->beam = *beam;
+		if (!state->exact || beam_on_c_stack(state, beam)) {
+			/* Returned into from C, or shared code running on the
+			 * C stack: the Erlang stack pointer is not at hand. */
+			count(COUNTER_BEAM_FROM_C);
+			if (!beam_record(record, state->pc, true))
+				result = UNWIND_STOP_MAX_FRAMES;
+			else
+				result = UNWIND_STOP_STACK_SWITCH;
+			send_sample(&record->event, result);
+			return 0;
+		}
+	}
+	interp->in_loop = 0;
+
+	for (int i = 0; i < BEAM_FRAMES_PER_PROGRAM; i++) {
+		result = beam_step(record, &interp->beam);
+		if (result == STEP_BEAM_BOTTOM) {
+			result = beam_scheduler_root(record, &interp->beam, tgid);
+			if (result != STEP_CONTINUE)
+				goto done;
+			/* The next frame is native code. */
+			interp->next = INTERP_NEXT_HAND_OVER;
+			unwinder_tail_call(ctx, progs, record, UNWINDER_NATIVE);
+			return 0;
+		}
+		if (result != STEP_CONTINUE)
+			goto done;
+	}
+	/* This program goes on (the sample's next begin_sample clears
+	 * in_loop if it cannot). */
+	interp->in_loop = 1;
+	unwinder_run_again(ctx, progs, record, UNWINDER_BEAM);
+	return 0;
+
+done:
+	send_sample(&record->event, result);
+	return 0;
+}
