@@ -180,7 +180,7 @@ func TestLoadConfig(t *testing.T) {
 	want.BatchQueueCapacity = 4
 	assert.Equal(t, want, cfg)
 	// A list switches the library's other interpreters off; Go cannot be.
-	assert.Equal(t, []string{"perl", "php", "ruby", "v8"}, cfg.unwinderSelection().disabled)
+	assert.Equal(t, []string{"beam", "perl", "php", "ruby", "v8"}, cfg.unwinderSelection().disabled)
 	assert.Equal(t, []string{"tracers: go left out"}, cfg.unwinderSelection().unapplied)
 }
 
@@ -287,7 +287,7 @@ func TestAgentJSON(t *testing.T) {
 		"off_cpu_threshold":         0.0,
 		"container_ids":             []any{},
 		"cgroups":                   []any{},
-		"disabled_interpreters":     []any{"perl", "php", "ruby", "v8"},
+		"disabled_interpreters":     []any{"beam", "perl", "php", "ruby", "v8"},
 	}, got)
 
 	text, err = createDefaultConfig().agentJSON()

@@ -169,7 +169,7 @@ func TestUnappliedUnwinderSelectionIsLoggedTruthfully(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
 	require.NoError(t, r.Shutdown(context.Background()))
-	assert.Contains(t, given, `"disabled_interpreters":["perl","php","python","ruby","v8"]`)
+	assert.Contains(t, given, `"disabled_interpreters":["beam","perl","php","python","ruby","v8"]`)
 	warned := logs.FilterMessage("unwinder settings not applied: the profiler has no such unwinder, " +
 		"and always unwinds kernel, native (C, C++, Rust) and Go frames").All()
 	require.Len(t, warned, 1, "%v", logs.All())

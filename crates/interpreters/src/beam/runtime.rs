@@ -169,6 +169,9 @@ impl InterpreterFile for BeamFile {
         Some(ProcessUnwinding {
             unwinder: InterpreterUnwinder::Beam,
             code: vec![(code_low, code_high)],
+            // The executable views mapped now; a grown JIT area is a new
+            // mapping, found at the next read of the process's maps.
+            reserved: false,
             value: InterpreterProcessValue::Beam(value),
         })
     }
