@@ -307,9 +307,12 @@ mod tests {
 
     #[test]
     fn rejects_more_frames_than_a_sample_holds() {
-        let mut r = record(&[1; 200], &[2; 184]);
+        // As many as a sample holds, more kernel frames than user ones.
+        let kernel = 200;
+        let mut r = record(&[1; 200], &vec![2; MAX_FRAMES - kernel]);
         assert!(RawSample::parse(&r).is_some());
-        r[offset_of!(c::sample_event, user_frames)] = 185;
+        let at = offset_of!(c::sample_event, user_frames);
+        r[at..at + 2].copy_from_slice(&((MAX_FRAMES - kernel + 1) as u16).to_le_bytes());
         r.extend_from_slice(&[0; 8]);
         assert_eq!(RawSample::parse(&r), None);
     }
