@@ -81,11 +81,23 @@ static __always_inline int beam_step(struct sample_record *record, struct beam_p
 	if (!beam_record(record, state->pc, !state->exact))
 		return UNWIND_STOP_MAX_FRAMES;
 	u64 sp = state->sp;
+	u32 words = BEAM_SCAN_WORDS;
 	if (bpf_probe_read_user(interp->beam_words, sizeof(interp->beam_words), (const void *)sp)) {
-		count(COUNTER_BEAM_READ_ERRORS);
-		return UNWIND_STOP_READ_ERROR;
+		/* A process's stack ends at the end of its heap block, which
+		 * may end a mapping: the outermost frames are within the
+		 * page of sp. */
+		u32 to_page_end = STACK_COPY_PAGE - (u32)(sp & (STACK_COPY_PAGE - 1));
+		if (to_page_end >= sizeof(interp->beam_words) || to_page_end < 8 ||
+		    bpf_probe_read_user(interp->beam_words, to_page_end & (sizeof(interp->beam_words) - 8),
+					(const void *)sp)) {
+			count(COUNTER_BEAM_READ_ERRORS);
+			return UNWIND_STOP_READ_ERROR;
+		}
+		words = to_page_end / 8;
 	}
 	for (u32 i = 0; i < BEAM_SCAN_WORDS; i++) {
+		if (i >= words)
+			break;
 		u64 word = interp->beam_words[i];
 		if (!beam_is_cp(beam, word))
 			continue;
