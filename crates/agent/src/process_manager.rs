@@ -291,9 +291,7 @@ impl Interpreters {
                 continue;
             }
             code.extend(u.code.iter().map(|&(s, e)| (s, e, u.unwinder)));
-            if u.reserved {
-                reserved.extend(u.code.iter().map(|&(s, e)| (s, e, u.unwinder)));
-            }
+            reserved.extend(u.reserved.iter().map(|&(s, e)| (s, e, u.unwinder)));
         }
         if code.is_empty() {
             return;

@@ -458,12 +458,7 @@ mod tests {
         fn process_unwinding(&self, process: &ProcessState, _memory: &dyn ProcessMemory) -> Option<ProcessUnwinding> {
             let (_, bias) = process.downcast_ref::<(u32, u64)>()?;
             let value = profiler_bpf::InterpreterProcessValue::Hotspot(Default::default());
-            Some(ProcessUnwinding {
-                unwinder: InterpreterUnwinder::Hotspot,
-                code: vec![(*bias, bias + 0x100)],
-                reserved: false,
-                value,
-            })
+            Some(ProcessUnwinding::new(InterpreterUnwinder::Hotspot, vec![(*bias, bias + 0x100)], value))
         }
     }
 

@@ -162,14 +162,28 @@ pub struct ProcessUnwinding {
     /// of the process's executable anonymous mappings in them are marked
     /// for the unwinder.
     pub code: Vec<(u64, u64)>,
-    /// Whether `code` is memory the runtime reserved for its code alone:
-    /// its parts not executable yet (committed later, as a JVM's code
-    /// cache grows) are marked too, so that code committed between two
-    /// reads of the process's maps is unwound at once rather than cut
-    /// as an unknown pc.
-    pub reserved: bool,
+    /// `[start, end)` process addresses the runtime reserved for its code
+    /// alone ([`ProcessUnwinding::reserving`]; none by default).
+    pub reserved: Vec<(u64, u64)>,
     /// The unwinder's per-process map value.
     pub value: InterpreterProcessValue,
+}
+
+impl ProcessUnwinding {
+    /// `unwinder` takes the parts of `code` without unwind tables, with
+    /// `value` as its per-process map value.
+    pub fn new(unwinder: InterpreterUnwinder, code: Vec<(u64, u64)>, value: InterpreterProcessValue) -> Self {
+        ProcessUnwinding { unwinder, code, reserved: Vec::new(), value }
+    }
+
+    /// With `reserved`, memory the runtime reserved for its code alone:
+    /// its parts not executable yet (committed later, as a JVM's code
+    /// cache grows) are marked too, so that code committed between two
+    /// reads of the process's maps is unwound at once rather than cut as
+    /// an unknown pc.
+    pub fn reserving(self, reserved: Vec<(u64, u64)>) -> Self {
+        ProcessUnwinding { reserved, ..self }
+    }
 }
 
 /// Names the frames of one runtime, with bounded caches.

@@ -166,14 +166,10 @@ impl InterpreterFile for BeamFile {
             scheduler_return: self.build.layout.scheduler_return,
             frame_layout: node.frame_layout,
         };
-        Some(ProcessUnwinding {
-            unwinder: InterpreterUnwinder::Beam,
-            code: vec![(code_low, code_high)],
-            // The executable views mapped now; a grown JIT area is a new
-            // mapping, found at the next read of the process's maps.
-            reserved: false,
-            value: InterpreterProcessValue::Beam(value),
-        })
+        // The executable views mapped now; a grown JIT area is a new
+        // mapping, found at the next read of the process's maps.
+        let value = InterpreterProcessValue::Beam(value);
+        Some(ProcessUnwinding::new(InterpreterUnwinder::Beam, vec![(code_low, code_high)], value))
     }
 
     fn as_any(&self) -> &dyn Any {

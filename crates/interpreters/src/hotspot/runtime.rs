@@ -195,17 +195,14 @@ impl InterpreterFile for HotspotFile {
         if cache.is_some() {
             *process.code_cache.lock().unwrap_or_else(|p| p.into_inner()) = cache.clone();
         }
-        let value = process_value(&process.layout, process.bias, cache.as_deref());
-        let code = match &cache {
-            Some(cache) => vec![(cache.low, cache.high)],
-            None => vec![(0, u64::MAX)],
-        };
-        Some(ProcessUnwinding {
-            unwinder: InterpreterUnwinder::Hotspot,
-            code,
+        let value = InterpreterProcessValue::Hotspot(process_value(&process.layout, process.bias, cache.as_deref()));
+        Some(match &cache {
             // `[_low_bound, _high_bound)` is the code cache's reservation.
-            reserved: cache.is_some(),
-            value: InterpreterProcessValue::Hotspot(value),
+            Some(cache) => {
+                let code = vec![(cache.low, cache.high)];
+                ProcessUnwinding::new(InterpreterUnwinder::Hotspot, code.clone(), value).reserving(code)
+            }
+            None => ProcessUnwinding::new(InterpreterUnwinder::Hotspot, vec![(0, u64::MAX)], value),
         })
     }
 

@@ -168,12 +168,8 @@ impl InterpreterFile for V8File {
         // All of a Node process's anonymous executable memory is V8's
         // (its code range: baseline, optimised and regexp code, and the
         // short-call copy of the builtins when not file-backed).
-        Some(ProcessUnwinding {
-            unwinder: InterpreterUnwinder::V8,
-            code: vec![(0, u64::MAX)],
-            reserved: false,
-            value: InterpreterProcessValue::V8(process_value(&self.layout)),
-        })
+        let value = InterpreterProcessValue::V8(process_value(&self.layout));
+        Some(ProcessUnwinding::new(InterpreterUnwinder::V8, vec![(0, u64::MAX)], value))
     }
 
     fn as_any(&self) -> &dyn Any {
