@@ -9,9 +9,15 @@
 
 RUNTIME_SUITES ?= trixie sid
 # e.g. RUNTIMES=ruby,python; RUNTIME_LOCK=/tmp/measure.lock flocks the tests of each runtime of a source.
-RUNTIMES ?= ruby,php,perl,python,java,erlang
+RUNTIMES ?= ruby,php,perl,python,java,erlang,node
 RUNTIME_LOCK ?=
+# full: every test on every release; ci: every test on each runtime's
+# newest release, its chain test on the others, each release once (CI's,
+# with RUNTIME_FLAGS="--no-host --gate": the host's releases are make
+# test's, and a failure fails CI).
+RUNTIME_SCOPE ?= full
+RUNTIME_FLAGS ?=
 
 test-runtimes:
-	PYTHONDONTWRITEBYTECODE=1 tests/runtimes/matrix.py --runtimes $(RUNTIMES) \
-		$(if $(RUNTIME_LOCK),--lock $(RUNTIME_LOCK)) $(RUNTIME_SUITES)
+	PYTHONDONTWRITEBYTECODE=1 tests/runtimes/matrix.py --runtimes $(RUNTIMES) --scope $(RUNTIME_SCOPE) \
+		$(RUNTIME_FLAGS) $(if $(RUNTIME_LOCK),--lock $(RUNTIME_LOCK)) $(RUNTIME_SUITES)

@@ -22,7 +22,6 @@ const PERL: Runtime = Runtime {
     args: &[],
     comment: "#",
     zero_counters: &["read_errors", "no_interpreter", "unsupported"],
-    suite: None,
 };
 
 #[test]
@@ -127,38 +126,6 @@ fn lines_past_5000_keep_their_numbers() {
         Expect::within("Far::spin", &path, at("spin_first")..=at("spin_last")),
     ];
     PERL.chain_test(&path, &expected);
-}
-
-/// Perl of Debian 13's (5.40.1) and unstable's (5.42.3) root file
-/// systems (tests/runtimes/rootfs.sh): `chroot ROOT /usr/bin/perl
-/// SCRIPT`, the script copied into the root's `/tmp`. Skipped when the
-/// root is missing, except under CI=true, which builds them first.
-const PERL_IN_TRIXIE: Runtime = Runtime { suite: Some("trixie"), ..PERL };
-const PERL_IN_SID: Runtime = Runtime { suite: Some("sid"), ..PERL };
-
-fn chain_and_sort_in(perl: &Runtime) {
-    for (name, callback) in [("cpu_chain.pl", false), ("sort_sub.pl", true)] {
-        let Some(script) = perl.begin(name) else { return };
-        let path = script.path.clone();
-        let at = |m: &str| script.line(m);
-        let mut expected = vec![Expect::at("main", &path, at("main")), Expect::at("Chain::a", &path, at("a"))];
-        expected.push(match callback {
-            false => Expect::at("Chain::Worker::b", &path, at("b")),
-            true => Expect::at("Chain::by_value", &path, at("by_value")).after_native(),
-        });
-        expected.push(Expect::within("Chain::c", &path, at("c_first")..=at("c_last")));
-        perl.chain_test(&path, &expected);
-    }
-}
-
-#[test]
-fn perl_5_40_of_debian_13_chain_and_sort_callback() {
-    chain_and_sort_in(&PERL_IN_TRIXIE);
-}
-
-#[test]
-fn perl_5_42_of_debian_unstable_chain_and_sort_callback() {
-    chain_and_sort_in(&PERL_IN_SID);
 }
 
 /// A real program: Debian's `perltidy` (package `perltidy`; skipped when

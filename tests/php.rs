@@ -29,7 +29,6 @@ const PHP: Runtime = Runtime {
     args: &["-d", "opcache.enable_cli=0"],
     comment: "//",
     zero_counters: &["read_errors", "unsupported"],
-    suite: None,
 };
 
 #[test]

@@ -2,12 +2,11 @@
 //! the interpreter's evaluation loop, native frames above and below them,
 //! for every CPython on this machine (pyenv's 3.8-3.13 under
 //! `~/.pyenv/versions`, the system's `/usr/bin/python3`; those not
-//! installed are skipped, except under CI=true where each is required),
-//! and 3.14 and 3.15 of Debian unstable's root file system
-//! (tests/runtimes/rootfs.sh; run with `chroot`, see [`RuntimeRoot`];
-//! skipped when the root is missing, except under CI=true, which builds
-//! it first). Under `EP_RUNTIME_ROOT` (the runtime version matrix) the
-//! `system` tests run the root's `/usr/bin/python3` under chroot.
+//! installed are skipped, except under CI=true where each is required).
+//! Other releases (Debian 13's and unstable's: 3.13, 3.14, 3.15) are the
+//! runtime matrix's (`make test-runtimes`, tests/runtimes/matrix.py): under
+//! `EP_RUNTIME_ROOT` the `system` tests run the root's `/usr/bin/python3`,
+//! or the CPython `EP_RUNTIME_PYTHON` names, under chroot.
 //!
 //! Each test asserts a whole chain, root first and in order, in at least
 //! 95% of the samples whose innermost Python frame is the chain's leaf
@@ -36,11 +35,8 @@ const LIBC: &str = "libc.so.6";
 
 /// One CPython to test.
 struct Python {
-    /// Where it runs: `EP_RUNTIME_ROOT`'s root or this machine, or the
-    /// Debian suite's root of [`Python::in_suite`].
+    /// Where it runs: `EP_RUNTIME_ROOT`'s root or this machine.
     root: RuntimeRoot,
-    /// That suite.
-    suite: Option<&'static str>,
     /// The executable to run (as it sees itself: in the root).
     exe: PathBuf,
     /// 3.x
@@ -56,7 +52,10 @@ impl Python {
     /// pyenv's `version` ("3.11.7"), or "system" for /usr/bin/python3.
     fn find(version: &str) -> Option<Python> {
         let exe = if version == "system" {
-            PathBuf::from("/usr/bin/python3")
+            // The runtime matrix names a root's other CPythons (sid's 3.15).
+            std::env::var_os("EP_RUNTIME_PYTHON")
+                .filter(|p| !p.is_empty())
+                .map_or_else(|| "/usr/bin/python3".into(), PathBuf::from)
         } else {
             let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
             Path::new(&home).join(".pyenv/versions").join(version).join("bin/python3")
@@ -83,23 +82,12 @@ impl Python {
             files.push(lib.file_name()?.to_str()?.to_string());
         }
         let scripts = RuntimeScripts::in_root(&root, "python");
-        Some(Python { root, suite: None, exe, minor, files, scripts })
-    }
-
-    /// `/usr/bin/python3.<minor>` of Debian `suite`'s root file system
-    /// ([`RuntimeRoot::debian`]: `None` when it is missing, a failure
-    /// under CI=true). Debian's executables are static: one file.
-    fn in_suite(suite: &'static str, minor: u8) -> Option<Python> {
-        let name = format!("python3.{minor}");
-        let exe = Path::new("/usr/bin").join(&name);
-        let root = RuntimeRoot::debian(suite, exe.to_str()?)?;
-        let scripts = RuntimeScripts::in_root(&root, "python");
-        Some(Python { root, suite: Some(suite), exe, minor, files: vec![name], scripts })
+        Some(Python { root, exe, minor, files, scripts })
     }
 
     fn describe(&self) -> String {
-        match self.suite {
-            Some(suite) => format!("{} of Debian {suite}", self.exe.display()),
+        match self.root.path() {
+            Some(root) => format!("{} in {}", self.exe.display(), root.display()),
             None => self.exe.display().to_string(),
         }
     }
@@ -217,29 +205,6 @@ fn python_chain(py: &Python, names: &[String]) -> Vec<S> {
 fn chain_test(version: &str) {
     let _serial = serial();
     let Some(py) = Python::find(version) else { return };
-    let w = py.spawn("chain.py");
-    let Some((traces, stats)) = profile_running(&w) else { return };
-    let mut chain = main_root(&py);
-    chain.extend(python_chain(&py, &["<module>", "f1", "f2", "f3"].map(String::from)));
-    let c = completeness(&traces, w.pid(), None, &chain);
-    assert_complete(&format!("Python {version} <module> -> f1 -> f2 -> f3"), &c, &stats);
-    assert_eq!(stats.runtimes.get("python", "unsupported"), 0);
-}
-
-/// The line of `file` (1-based) whose text, trimmed, is `text`.
-fn line_of(file: &Path, text: &str) -> u32 {
-    let source = std::fs::read_to_string(file).unwrap();
-    let at = source.lines().position(|l| l.trim() == text).unwrap_or_else(|| panic!("{text:?} in {}", file.display()));
-    at as u32 + 1
-}
-
-/// 3.`minor` of Debian `suite`'s root file system: `chain.py`'s chain
-/// `<module> -> f1 -> f2 -> f3` as in [`chain_test`], each of those Python
-/// frames in the script's file at the line it runs; then [`ctypes_test`]
-/// and [`threads_test`].
-fn in_runtime_roots(suite: &'static str, minor: u8) {
-    let _serial = serial();
-    let Some(py) = Python::in_suite(suite, minor) else { return };
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/python/chain.py");
     let f3_first = line_of(&source, "def f3(n):");
     let lines: HashMap<&str, std::ops::RangeInclusive<u32>> = HashMap::from([
@@ -248,7 +213,7 @@ fn in_runtime_roots(suite: &'static str, minor: u8) {
         ("f2", line_of(&source, "return f3(n)")..=line_of(&source, "return f3(n)")),
         ("f3", f3_first + 1..=f3_first + 4),
     ]);
-    let what = format!("{} <module> -> f1 -> f2 -> f3", py.describe());
+    let what = format!("Python {} <module> -> f1 -> f2 -> f3", py.describe());
     let script = py.script_path("chain.py");
     let w = py.spawn("chain.py");
     let pid = w.pid();
@@ -273,22 +238,13 @@ fn in_runtime_roots(suite: &'static str, minor: u8) {
     eprintln!("{what}: {right} frames at their file and line, {} not: {:?}", wrong.len(), &wrong[..wrong.len().min(5)]);
     assert!(right >= 4 * MIN_SAMPLES, "{what}: {right} frames at their file and line");
     assert!(wrong.len() * 100 <= right, "{what}: {} frames elsewhere: {wrong:?}", wrong.len());
-    ctypes_of(&py);
-    threads_of(&py);
 }
 
-/// Debian unstable's CPythons (python3 is 3.14 there; rootfs.sh adds
-/// python3.15).
-mod in_runtime_roots {
-    #[test]
-    fn v3_14() {
-        super::in_runtime_roots("sid", 14)
-    }
-
-    #[test]
-    fn v3_15() {
-        super::in_runtime_roots("sid", 15)
-    }
+/// The line of `file` (1-based) whose text, trimmed, is `text`.
+fn line_of(file: &Path, text: &str) -> u32 {
+    let source = std::fs::read_to_string(file).unwrap();
+    let at = source.lines().position(|l| l.trim() == text).unwrap_or_else(|| panic!("{text:?} in {}", file.display()));
+    at as u32 + 1
 }
 
 fn ctypes_test(version: &str) {

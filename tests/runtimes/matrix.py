@@ -27,29 +27,55 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("EP_RUNTIME_CACHE", "/var/cache/ebpf-profiler-runtimes"))
 
-# runtime -> (test target, which of its tests, interpreter, version probe)
+# runtime -> (test target, which of its tests, interpreter, version probe,
+# its chain test: the one test a release that is neither the oldest nor
+# the newest runs under --scope ci)
 RUNTIMES = {
-    "ruby": ("ruby", lambda t: True, "/usr/bin/ruby", ["-e", "print RUBY_VERSION"]),
-    "php": ("php", lambda t: True, "/usr/bin/php", ["-r", "echo PHP_VERSION;"]),
-    "perl": ("perl", lambda t: True, "/usr/bin/perl", ["-e", "printf '%vd', $^V"]),
-    # JIT leaves named (docs/beam.md); OTP 29 (sid) is told unsupported.
+    "ruby": ("ruby", lambda t: True, "/usr/bin/ruby", ["-e", "print RUBY_VERSION"], "chain_main_a_b_c"),
+    "php": ("php", lambda t: True, "/usr/bin/php", ["-r", "echo PHP_VERSION;"], "chain_main_a_b_c"),
+    "perl": ("perl", lambda t: True, "/usr/bin/perl", ["-e", "printf '%vd', $^V"], "chain_main_a_b_c"),
     "erlang": (
         "beam",
-        lambda t: t == "names_jit_leaves",
+        lambda t: True,
         "/usr/bin/erl",
         ["-noshell", "-eval", "io:put_chars(erlang:system_info(otp_release)), halt()."],
+        "erlang_chains_to_the_scheduler_root",
     ),
-    # Only the system interpreter's tests: the others are pyenv's builds
-    # or edited copies of the host's.
+    # Only the system interpreter's tests (the root's python3, or the
+    # CPython EP_RUNTIME_PYTHON names): the others are pyenv's builds or
+    # edited copies of the host's.
     "python": (
         "python_unwinding",
         lambda t: t.endswith("::system"),
         "/usr/bin/python3",
         ["-c", "import platform; print(platform.python_version())"],
+        "chain_test::system",
     ),
+    # Node's official releases from npm (scripts/install-node-releases.sh)
+    # and the host's, by EP_TEST_NODES; tests/v8.rs does not run in a
+    # root, so the roots' Debian builds (libnode) have no row yet.
+    "node": ("v8", lambda t: True, None, ["--version"], "optimised_chain"),
     # Each OpenJDK of the source (EP_RUNTIME_JDK), see jdks().
-    "java": ("hotspot", lambda t: t.startswith("matrix_jdk_"), None, ["-version"]),
+    "java": ("hotspot", lambda t: t.startswith("matrix_jdk_"), None, ["-version"], "matrix_jdk_main_compiled"),
 }
+
+# Releases the agent refuses, saying so: (runtime, release prefix) -> what
+# their failed test's reason must show (the agent's notice). The row is
+# "refused", not a failure, when it does. OTP 29 exports none of the
+# symbols BEAM's reader needs (docs/beam.md).
+REFUSED = {("erlang", "29"): "is not supported"}
+
+
+def pins_its_release(test):
+    """Tests that run a named suite's release whatever the matrix gives
+    them (`*_of_debian_*`, python's `in_runtime_roots`): the matrix runs
+    those releases itself."""
+    return "_of_debian_" in test or test.startswith("in_runtime_roots::")
+
+
+def release_key(version):
+    """A release's numbers, for ordering ("3.14.10" -> (3, 14, 10))."""
+    return tuple(int(n) for n in re.findall(r"\d+", version))
 
 
 def jdks(root):
@@ -59,11 +85,47 @@ def jdks(root):
     return [(f"java{h.split('-')[1]}", f"/usr/lib/jvm/{h}/bin/java", {"EP_RUNTIME_JDK": f"/usr/lib/jvm/{h}"}) for h in homes]
 
 
-def variants(runtime, root):
+def pythons(root):
+    """A source's CPythons: its python3, and each other python3.N beside
+    it (sid's 3.15), run by the `::system` tests through
+    EP_RUNTIME_PYTHON."""
+    found = [("python", "/usr/bin/python3", {})]
+    default = Path(root or "/", "usr/bin/python3")
+    target = default.resolve().name if default.exists() else None
+    for exe in sorted(Path(root or "/", "usr/bin").glob("python3.[0-9]*")):
+        if re.fullmatch(r"python3\.\d+", exe.name) and exe.name != target and not exe.is_symlink():
+            found.append((exe.name, f"/usr/bin/{exe.name}", {"EP_RUNTIME_PYTHON": f"/usr/bin/{exe.name}"}))
+    return found
+
+
+# The source of Node's official releases (no root: they run on the host).
+NPM = "npm (official builds)"
+
+
+def nodes(source, root):
+    """The Nodes tests/v8.rs knows, by its labels: npm's releases cached
+    under CACHE/node, the host's /usr/bin/node; none in a root (tests/v8.rs
+    does not run in one, so the roots' Debian builds, on libnode, have no
+    row yet)."""
+    if source == NPM:
+        releases = sorted((CACHE / "node").glob("*/bin/node"), key=lambda p: int(p.parts[-3]))
+        return [(f"node{r.parts[-3]}", str(r), {"EP_TEST_NODES": f"node{r.parts[-3]}"}) for r in releases]
+    if root is None:
+        return [("node20", "/usr/bin/node", {"EP_TEST_NODES": "node20"})]
+    return []
+
+
+def variants(runtime, source, root):
     """What to test of `runtime` in a source: (name, interpreter, extra
     environment) each."""
+    if runtime == "node":
+        return nodes(source, root)
+    if source == NPM:
+        return []
     if runtime == "java":
         return jdks(root) or [("java", "/usr/lib/jvm/java-*-openjdk-amd64/bin/java", {})]
+    if runtime == "python":
+        return pythons(root)
     return [(runtime, RUNTIMES[runtime][2], {})]
 
 
@@ -83,8 +145,10 @@ def proc_mounted(root):
 
 
 def test_binaries(targets):
-    """Builds the test targets once; their executables by target name."""
-    cmd = ["cargo", "test", "-j1", "--locked", "-p", "profiler-tests", "--no-run", "--message-format=json"]
+    """Builds the test targets once; their executables by target name.
+    With `--workspace`, as `make test` builds them: the same features, so
+    after `make test` nothing is built again."""
+    cmd = ["cargo", "test", "--locked", "--workspace", "--no-run", "--message-format=json"]
     for t in targets:
         cmd += ["--test", t]
     out = subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.PIPE, text=True).stdout
@@ -111,7 +175,7 @@ def release(root, interpreter, probe):
 
 
 # The agent's name of a runtime in its counters, where it differs.
-COUNTERS = {"java": "hotspot", "erlang": "beam"}
+COUNTERS = {"java": "hotspot", "erlang": "beam", "node": "v8"}
 
 
 def counters_of(output, runtime):
@@ -195,11 +259,51 @@ def markdown(rows, header):
     return "\n".join(out)
 
 
+def plan(runtime, sources, probe, tests, chain_test, scope):
+    """What to run of `runtime`: (source, root, variant, environment,
+    release, tests, why not) per release found. Under scope "ci" each
+    release runs once (the newest suite's copy), the newest release all
+    of `tests`, the others `chain_test` only; a refused release
+    (REFUSED) its chain test, which must show the refusal."""
+    found = []
+    for source, root in sources:
+        for variant, interpreter, extra_env in variants(runtime, source, root):
+            with proc_mounted(root if runtime == "java" else None):
+                version = release(root, interpreter, probe)
+            found.append((source, root, variant, extra_env, version))
+    if scope == "full":
+        return [(*f, tests, None) for f in found]
+    refused = lambda v: any(rt == runtime and v.startswith(pre) for rt, pre in REFUSED)
+    readable = [f for f in found if release_key(f[4]) and not refused(f[4])]
+    newest = max((release_key(f[4]) for f in readable), default=None)
+    planned, seen = [], {}
+    # Later suites first: a release in both runs in the newer one.
+    for source, root, variant, extra_env, version in reversed(found):
+        key = release_key(version)
+        if not key:
+            planned.append((source, root, variant, extra_env, version, [], f"no release: {version}"))
+        elif key in seen:
+            planned.append((source, root, variant, extra_env, version, [], f"the same release runs from {seen[key]}"))
+        else:
+            seen[key] = source
+            names = tests if key == newest else [chain_test]
+            planned.append((source, root, variant, extra_env, version, names, None))
+    return list(reversed(planned))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("suites", nargs="*", default=["trixie", "sid"])
     ap.add_argument("--runtimes", default=",".join(RUNTIMES), help="comma-separated: " + ",".join(RUNTIMES))
     ap.add_argument("--no-host", action="store_true", help="only the suites' runtimes")
+    ap.add_argument(
+        "--scope",
+        choices=["full", "ci"],
+        default="full",
+        help="full: every test of every release; ci: every test of each runtime's newest release, "
+        "the chain test of the others, each release once",
+    )
+    ap.add_argument("--gate", action="store_true", help="exit 1 when a test fails (CI)")
     ap.add_argument("--lock", help="flock this file around the tests of each runtime of a source")
     ap.add_argument("--output", default=str(REPO / "target/runtimes-matrix.md"))
     ap.add_argument("--logs", default=str(REPO / "target/runtimes-matrix"), help="each test's output")
@@ -215,32 +319,48 @@ def main():
 
     binaries = test_binaries(sorted({RUNTIMES[r][0] for r in runtimes}))
     # The suites first: the host's runtimes are CI's, tested by `make test` too.
-    sources = [(s, CACHE / s) for s in args.suites] + ([] if args.no_host else [(host_name(), None)])
+    sources = [(s, CACHE / s) for s in args.suites] + [(NPM, None)] + ([] if args.no_host else [(host_name(), None)])
     logs = Path(args.logs)
     logs.mkdir(parents=True, exist_ok=True)
     rows = []
-    for source, root in sources:
-        for runtime in runtimes:
-            target, wanted, _, probe = RUNTIMES[runtime]
-            listed = subprocess.run([binaries[target], "--list"], check=True, stdout=subprocess.PIPE, text=True).stdout
-            tests = [line[: -len(": test")] for line in listed.splitlines() if line.endswith(": test")]
-            for variant, interpreter, extra_env in variants(runtime, root):
-                with locked(args.lock), proc_mounted(root if runtime == "java" else None):
-                    version = release(root, interpreter, probe)
-                    for name in filter(wanted, tests):
-                        r = run_test(binaries[target], name, root, extra_env, runtime)
-                        label = source.split(" ")[0]
-                        (logs / f"{label}-{variant}-{name.replace('::', '-')}.log").write_text(r["log"])
-                        chains = "<br>".join(f"{c} {p}% of {n}" for c, p, n in r["chains"]) or "-"
-                        row = (variant, version, source, name, r["result"], chains, r["reason"], f"{r['seconds']:.0f}")
-                        rows.append(row)
-                        print(f"{variant} {version} [{source}] {name}: {r['result']} {r['reason']}", flush=True)
+    for runtime in runtimes:
+        target, wanted, _, probe, chain_test = RUNTIMES[runtime]
+        listed = subprocess.run([binaries[target], "--list"], check=True, stdout=subprocess.PIPE, text=True).stdout
+        tests = [line[: -len(": test")] for line in listed.splitlines() if line.endswith(": test")]
+        tests = [t for t in tests if wanted(t) and not pins_its_release(t)]
+        assert chain_test in tests, f"{runtime}: no chain test {chain_test} in {target}"
+        for entry in plan(runtime, sources, probe, tests, chain_test, args.scope):
+            source, root, variant, extra_env, version, names, why = entry
+            label = source.split(" ")[0]
+            if why:
+                rows.append((variant, version, source, "-", "skipped", "-", why, "0"))
+                print(f"{variant} {version} [{source}]: skipped: {why}", flush=True)
+                continue
+            refusal = next((m for (rt, pre), m in REFUSED.items() if rt == runtime and version.startswith(pre)), None)
+            with locked(args.lock), proc_mounted(root if runtime == "java" else None):
+                for name in names:
+                    r = run_test(binaries[target], name, root, extra_env, runtime)
+                    if refusal and r["result"] == "FAIL" and refusal in r["reason"]:
+                        r["result"] = "refused"
+                    (logs / f"{label}-{variant}-{name.replace('::', '-')}.log").write_text(r["log"])
+                    chains = "<br>".join(f"{c} {p}% of {n}" for c, p, n in r["chains"]) or "-"
+                    row = (variant, version, source, name, r["result"], chains, r["reason"], f"{r['seconds']:.0f}")
+                    rows.append(row)
+                    print(f"{variant} {version} [{source}] {name}: {r['result']} {r['reason']}", flush=True)
 
+    # A runtime with no release tested at all is a failure of the matrix
+    # (a root or a cache missing), not a pass.
+    ran = ("pass", "FAIL", "refused")
+    untested = [rt for rt in runtimes if not any(r[4] in ran and r[0].startswith(rt) for r in rows)]
+    for rt in untested:
+        rows.append((rt, "-", "-", "-", "FAIL", "-", "no release of it was tested", "0"))
     header = ["runtime", "release", "from", "test", "result", "chains complete (of samples at the leaf)", "reason", "s"]
     passed = sum(r[4] == "pass" for r in rows)
     failed = sum(r[4] == "FAIL" for r in rows)
+    refused = sum(r[4] == "refused" for r in rows)
     summary = [
-        f"{passed} passed, {failed} failed, {len(rows) - passed - failed} skipped, "
+        f"scope {args.scope}: {passed} passed, {failed} failed, {refused} refused as expected, "
+        f"{len(rows) - passed - failed - refused} skipped, "
         f"in {time.monotonic() - started:.0f} s in all"
         + "".join(f"; {suite} root checked/built in {s:.0f} s" for suite, s in builds),
     ]
@@ -253,6 +373,7 @@ def main():
     Path(args.output).write_text(text)
     print("\n" + text)
     print(f"wrote {args.output}; each test's output in {logs}/")
+    return 1 if args.gate and failed else 0
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 //! `<comment> line:<marker>`, run by the system's interpreter, profiled,
 //! and its samples at the chain's leaf checked frame by frame (name, file,
 //! line, and where native frames lie between). In a root file system
-//! ([`Runtime::suite`], else `EP_RUNTIME_ROOT`'s) the interpreter is the
+//! (`EP_RUNTIME_ROOT`'s: the runtime matrix) the interpreter is the
 //! root's, started under chroot on a copy of the script in the root's
 //! `/tmp` ([`crate::RuntimeRoot`]).
 
@@ -46,10 +46,6 @@ pub struct Runtime {
     pub comment: &'static str,
     /// Its counters that stay 0 in every chain test.
     pub zero_counters: &'static [&'static str],
-    /// The Debian suite whose root file system it runs in
-    /// ([`RuntimeRoot::debian`]); `None`: `EP_RUNTIME_ROOT`'s root, or
-    /// this machine.
-    pub suite: Option<&'static str>,
 }
 
 /// A user frame, root first: one of the runtime's (`name`, source
@@ -80,6 +76,8 @@ pub struct Expect {
     /// Whether native frames lie between it and the frame before it (C
     /// code called back into the runtime: a new run of its loop).
     pub native_before: bool,
+    /// A method of the runtime's core library ([`Expect::core`]).
+    pub core: bool,
 }
 
 impl Expect {
@@ -90,12 +88,21 @@ impl Expect {
 
     /// A frame of `file` within `lines`, right after the frame before it.
     pub fn within(name: &'static str, file: &Path, lines: RangeInclusive<u32>) -> Expect {
-        Expect { name, file: Some(file.to_path_buf()), lines, native_before: false }
+        Expect { name, file: Some(file.to_path_buf()), lines, native_before: false, core: false }
     }
 
     /// A function written in C (no file, no line).
     pub fn builtin(name: &'static str) -> Expect {
-        Expect { name, file: None, lines: 0..=0, native_before: false }
+        Expect { name, file: None, lines: 0..=0, native_before: false, core: false }
+    }
+
+    /// A method of the runtime's core library: written in C (no file, no
+    /// line), or, in the releases that write it in the runtime's own
+    /// language, in one of its prelude files (`<internal:kernel>`, any
+    /// line: Ruby 3.3's `Kernel#loop`). The frame after it then follows
+    /// it directly, whatever that one's `native_before` says.
+    pub fn core(name: &'static str) -> Expect {
+        Expect { core: true, ..Expect::builtin(name) }
     }
 
     /// This frame, with native frames before it.
@@ -147,19 +154,15 @@ fn line_of(script: &Path, comment: &str, marker: &str) -> u32 {
 }
 
 impl Runtime {
-    /// Where it runs: [`Runtime::suite`]'s root, else `EP_RUNTIME_ROOT`'s
-    /// or this machine ([`RuntimeRoot::from_env`]). A suite's root is
-    /// checked by [`Runtime::installed`].
+    /// Where it runs: `EP_RUNTIME_ROOT`'s root (the runtime matrix's), or
+    /// this machine ([`RuntimeRoot::from_env`]).
     pub fn root(&self) -> RuntimeRoot {
-        match self.suite {
-            Some(suite) => RuntimeRoot::in_suite(suite),
-            None => RuntimeRoot::from_env(),
-        }
+        RuntimeRoot::from_env()
     }
 
     /// The start of a test of `workloads/<runtime>/<name>`: the serial
     /// lock ([`serial`]) and the script, or `None` when the interpreter
-    /// (or the suite's root) is missing (a failure under CI=true).
+    /// is missing (a failure under CI=true).
     pub fn begin(&self, name: &str) -> Option<Script> {
         let lock = serial();
         if !self.installed() {
@@ -204,12 +207,9 @@ impl Runtime {
         Some(self.with_copy(script, name, &(out.join("\n") + "\n")))
     }
 
-    /// Whether the interpreter is here (in [`Runtime::suite`]'s root:
-    /// see [`RuntimeRoot::debian`]); under CI=true it must be.
+    /// Whether the interpreter is here (in the root, if any); under
+    /// CI=true it must be.
     pub fn installed(&self) -> bool {
-        if let Some(suite) = self.suite {
-            return RuntimeRoot::debian(suite, self.binary).is_some();
-        }
         let binary = self.root().host_path(Path::new(self.binary));
         if binary.exists() {
             return true;
@@ -382,12 +382,18 @@ pub fn matches(frames: &[LangFrame], expected: &[Expect]) -> bool {
     if lang.len() != expected.len() || lang.first().is_none_or(|&i| i == 0) {
         return false;
     }
+    let in_prelude =
+        |i: usize| matches!(&frames[i], LangFrame::Lang { file: Some(f), .. } if f.starts_with("<internal:"));
     lang.iter().zip(expected).enumerate().all(|(k, (&i, e))| {
         let LangFrame::Lang { name, file, line } = &frames[i] else { return false };
-        name.as_deref() == Some(e.name)
-            && e.lines.contains(line)
-            && file.as_deref().map(Path::new) == e.file.as_deref()
-            && (k == 0 || (i - lang[k - 1] > 1) == e.native_before)
+        let place = if e.core && in_prelude(i) {
+            true
+        } else {
+            e.lines.contains(line) && file.as_deref().map(Path::new) == e.file.as_deref()
+        };
+        let gap =
+            k == 0 || (i - lang[k - 1] > 1) == (e.native_before && !(expected[k - 1].core && in_prelude(lang[k - 1])));
+        name.as_deref() == Some(e.name) && place && gap
     })
 }
 
@@ -428,6 +434,41 @@ mod tests {
         let mut e = expected();
         e[1].file = Some(f.to_path_buf());
         assert!(!matches(&frames, &e));
+        // A core method in C, or in the runtime's prelude with the frame
+        // after it directly above it.
+        let core =
+            || vec![Expect::at("<main>", f, 3), Expect::core("Kernel#loop"), Expect::at("b", f, 4).after_native()];
+        let c = vec![
+            LangFrame::Native,
+            lang("<main>", Some("/w/a.rb"), 3),
+            lang("Kernel#loop", None, 0),
+            LangFrame::Native,
+            lang("b", Some("/w/a.rb"), 4),
+        ];
+        assert!(matches(&c, &core()));
+        let prelude = vec![
+            LangFrame::Native,
+            lang("<main>", Some("/w/a.rb"), 3),
+            lang("Kernel#loop", Some("<internal:kernel>"), 187),
+            lang("b", Some("/w/a.rb"), 4),
+        ];
+        assert!(matches(&prelude, &core()));
+        // Not a prelude: a script's file is still checked.
+        let elsewhere = vec![
+            LangFrame::Native,
+            lang("<main>", Some("/w/a.rb"), 3),
+            lang("Kernel#loop", Some("/w/k.rb"), 187),
+            lang("b", Some("/w/a.rb"), 4),
+        ];
+        assert!(!matches(&elsewhere, &core()));
+        // In C, the native frames before the next one are still required.
+        let direct = vec![
+            LangFrame::Native,
+            lang("<main>", Some("/w/a.rb"), 3),
+            lang("Kernel#loop", None, 0),
+            lang("b", Some("/w/a.rb"), 4),
+        ];
+        assert!(!matches(&direct, &core()));
         let mut e = expected();
         e[2].name = "cmq";
         assert!(!matches(&frames, &e));
