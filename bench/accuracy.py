@@ -428,9 +428,10 @@ def java_profile(jdk, libraries, agent, seconds, work):
     what cuts them starts there."""
     if not jdk.available():
         raise RuntimeError(f"no JDK at {jdk.outside(jdk.home)} (tests/runtimes/rootfs.sh installs the roots)")
+    summary = []
     ours, theirs, runs = javac_accuracy.profile(
-        jdk, libraries, seconds, lambda path: start_agent(agent, ["--output", str(path)]), stop_agent,
-        work / "ours.pb.gz")
+        jdk, libraries, seconds, lambda path: start_agent(agent, ["--output", str(path), "--verbose"]),
+        lambda proc: summary.append(stop_agent(proc)), work / "ours.pb.gz")
     if not ours:
         raise RuntimeError(f"no sample of javac's main thread in the agent's profile ({runs} runs)")
     cut = collections.Counter()
@@ -440,6 +441,10 @@ def java_profile(jdk, libraries, agent, seconds, work):
     print(f"{jdk.home}: {runs} javac runs; ours cut {sum(cut.values())} of {sum(n for _, n, _ in ours)}")
     for stack, count in cut.most_common(8):
         print(f"  {count:5d}  {stack}")
+    # The agent's counters of the whole machine: the reasons stacks stopped.
+    for line in "".join(summary).splitlines():
+        if "unwind stops" in line or "hotspot" in line:
+            print(f"  agent: {line.strip()}")
     # Java methods only: the JVM's stubs (`[vtable chunks]`, adapters)
     # are not frames to JFR, which books their time to the Java caller.
     java = [(f, n, whole) for frames, n, whole in ours
@@ -776,10 +781,12 @@ def start_agent(agent, args):
 
 
 def stop_agent(proc):
+    """Stops the agent; its exit summary."""
     proc.send_signal(signal.SIGINT)
-    proc.stderr.read()
+    summary = proc.stderr.read()
     if proc.wait(timeout=60) != 0:
         raise RuntimeError("the agent failed")
+    return summary
 
 
 def profile_whole_life(case, agent, seconds, work):
