@@ -404,8 +404,8 @@ def php_case(seconds):
 def java_case(name):
     """javac of one JDK (bench/javac_accuracy.py) under JFR, both
     recording the same runs: a loop of runs over commons-collections4
-    and commons-math3 for the case's seconds; `--quick`'s 10 s, one run
-    over commons-collections4 alone (326 files, about 10 s)."""
+    and commons-math3 for the case's seconds; `--quick`'s 10 s, runs over
+    commons-collections4 alone (326 files, 5-10 s a run: one or two)."""
     def make(seconds):
         jdk = javac_accuracy.JDKS[name]()
         quick = seconds < 20
