@@ -45,6 +45,11 @@ Cases (program, reference, and where the reference is biased):
   function's time can go to its callee or caller.
 - Rust: ripgrep (crates.io, built into the cache with its symbols) under
   `perf --call-graph dwarf`.
+- Java (17, 21, 25, 26; bench/javac_accuracy.py): javac compiling
+  commons-collections4 and commons-math3 (Maven Central) under JFR
+  (`jdk.ExecutionSample` every 10 ms), which samples threads running Java
+  code only (time in the JVM's own code weighs on ours alone) and drops
+  the stacks it cannot walk; its root is `Main.main`, not truncated.
 
 The table goes into BENCHMARKS.md (its section only). `--quick` is CI's
 short version: figures never fail it, a case that cannot profile does.
@@ -66,7 +71,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import pprof_reader  # bench/, the script's directory, is on the path
+import javac_accuracy  # bench/, the script's directory, is on the path
+import pprof_reader
 import sections
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -395,6 +401,58 @@ def php_case(seconds):
     )
 
 
+def java_case(name):
+    """javac of one JDK (bench/javac_accuracy.py) under JFR, both
+    recording the same runs: a loop of runs over commons-collections4
+    and commons-math3 for the case's seconds; `--quick`'s 10 s, runs over
+    commons-collections4 alone (326 files, 5-10 s a run: one or two)."""
+    def make(seconds):
+        jdk = javac_accuracy.JDKS[name]()
+        quick = seconds < 20
+        libraries = [javac_accuracy.COLLECTIONS] + ([] if quick else [javac_accuracy.MATH])
+        where = f" in {jdk.root}" if jdk.root else ""
+        return Case(
+            runtime=f"Java {name.removeprefix('java')}",
+            program=f"javac of {jdk.version() if jdk.available() else jdk.home}{where}, --release 11 on "
+                    + " and ".join(f"{a} {v}" for _, a, v in libraries) + " (Maven Central), main thread",
+            reference_name="JFR (jdk.ExecutionSample, 10 ms; Java code only, drops stacks it cannot walk)",
+            run=lambda agent, secs, work: java_profile(jdk, libraries, agent, secs, work),
+            key=lambda f: javac_accuracy.method_name(f.function),
+        )
+    return make
+
+
+def java_profile(jdk, libraries, agent, seconds, work):
+    """Ours (Java frames) and JFR's stacks of javac's main thread; our
+    cut stacks are printed (their outermost frames), as the hunt for
+    what cuts them starts there."""
+    if not jdk.available():
+        raise RuntimeError(f"no JDK at {jdk.outside(jdk.home)} (tests/runtimes/rootfs.sh installs the roots)")
+    summary = []
+    ours, theirs, runs = javac_accuracy.profile(
+        jdk, libraries, seconds, lambda path: start_agent(agent, ["--output", str(path), "--verbose"]),
+        lambda proc: summary.append(stop_agent(proc)), work / "ours.pb.gz")
+    if not ours:
+        raise RuntimeError(f"no sample of javac's main thread in the agent's profile ({runs} runs)")
+    cut = collections.Counter()
+    for frames, count, whole in ours:
+        if not whole:
+            cut[";".join(f.function or f"0x{f.address:x}" for f in reversed(frames[-4:]))] += count
+    print(f"{jdk.home}: {runs} javac runs; ours cut {sum(cut.values())} of {sum(n for _, n, _ in ours)}")
+    for stack, count in cut.most_common(8):
+        print(f"  {count:5d}  {stack}")
+    # The agent's counters of the whole machine: the reasons stacks stopped.
+    for line in "".join(summary).splitlines():
+        if "unwind stops" in line or "hotspot" in line:
+            print(f"  agent: {line.strip()}")
+    # Java methods only: the JVM's stubs (`[vtable chunks]`, adapters)
+    # are not frames to JFR, which books their time to the Java caller.
+    java = [(f, n, whole) for frames, n, whole in ours
+            for f in [[x for x in frames if not x.native and x.function and not x.function.startswith("[")
+                       and not UNNAMED.match(x.function)]]]
+    return java, theirs
+
+
 def interpreted(sample):
     """Our interpreted frames of a pprof sample. A native frame outside
     every known mapping (`file+0x...` or `native+0x...`, no mapping in
@@ -415,6 +473,9 @@ class Case:
         self.env = None
         # Outermost frames that make a stack of ours whole.
         self.roots = THREAD_ROOTS
+        # run(agent, seconds, work) -> (ours, theirs): a case that starts
+        # its programs and the agent itself.
+        self.run = None
         self.__dict__.update(kw)
 
 
@@ -719,6 +780,15 @@ def start_agent(agent, args):
     raise RuntimeError("the agent did not start sampling")
 
 
+def stop_agent(proc):
+    """Stops the agent; its exit summary."""
+    proc.send_signal(signal.SIGINT)
+    summary = proc.stderr.read()
+    if proc.wait(timeout=60) != 0:
+        raise RuntimeError("the agent failed")
+    return summary
+
+
 def profile_whole_life(case, agent, seconds, work):
     """The agent system-wide, then the program with its reference
     profiler built in, to its end (or `seconds` * 3); our samples of its
@@ -734,11 +804,7 @@ def profile_whole_life(case, agent, seconds, work):
             program.send_signal(signal.SIGINT)  # the references write their profiles at exit
             program.wait(timeout=30)
     finally:
-        agent_proc.send_signal(signal.SIGINT)
-        agent_proc.stderr.read()
-        agent_proc.wait(timeout=60)
-    if agent_proc.returncode != 0:
-        raise RuntimeError("the agent failed")
+        stop_agent(agent_proc)
     written = sorted(work.glob(case.reference_output))
     if not written:
         raise RuntimeError(f"{case.program} wrote no reference profile (exit {program.returncode})")
@@ -751,6 +817,8 @@ def profile_whole_life(case, agent, seconds, work):
 def profile(case, agent, seconds, work):
     """Starts the program, then the agent and the reference on it for
     `seconds`; both profiles' stacks."""
+    if case.run:
+        return case.run(agent, seconds, work)
     if case.whole_life:
         return profile_whole_life(case, agent, seconds, work)
     program = subprocess.Popen(case.command, stdout=case.stdout, stderr=subprocess.DEVNULL,
@@ -811,7 +879,8 @@ def details(rows):
 
 
 CASES = {"native": native_case, "rust": rust_case, "go": go_case, "python": python_case, "ruby": ruby_case,
-         "perl": perl_case, "php": php_case, "node": node_case}
+         "perl": perl_case, "php": php_case, "node": node_case,
+         **{name: java_case(name) for name in javac_accuracy.JDKS}}
 
 
 def main():
@@ -855,8 +924,9 @@ def main():
 - command: `make bench-accuracy` (`bench/accuracy.py`, {seconds} s a case at {HZ} Hz): the program started, then \
 the release agent (`--pid`, pprof) and the reference attached for the same seconds; compared on the runtime's own \
 frames (whole-life references: the agent system-wide from before the program's start). Root: ours, a thread entry \
-(`_start`, `clone3`, `start_thread`; for Go also `runtime.goexit`, `mstart`) outermost; py-spy, `<module>`; rbspy, \
-`<main>`; perf, a thread entry; the others walk their own frames, counted whole. TVD: between the self-time distributions by function, with the TVD sampling noise \
+(`_start`, `clone3`, `start_thread`; for Go also `runtime.goexit`, `mstart`; for a JDK in a chroot, its libc's \
+unnamed outermost frame) outermost; py-spy, `<module>`; rbspy, `<main>`; perf, a thread entry; JFR, \
+`com.sun.tools.javac.Main.main` outermost, not truncated; the others walk their own frames, counted whole. TVD: between the self-time distributions by function, with the TVD sampling noise \
 alone gives at these counts in brackets
 
 {text}{details(rows)}"""

@@ -1,14 +1,13 @@
 """BENCHMARKS.md is written by several scripts: `bench.py` (make bench)
-writes the file, `accuracy.py`, `hostile.py` and `javac_accuracy.py` each
-own one section of it. Each writes its own part and keeps the others'."""
+writes the file, `accuracy.py` and `hostile.py` each own one
+section of it. Each writes its own part and keeps the others'."""
 
 from pathlib import Path
 
 ACCURACY = "## Accuracy against the runtimes' own profilers"
 HOSTILE = "## Crafted runtimes (issue 43): the release agent system-wide at 99 Hz"
-JAVAC = "## Java against JFR: javac on a real library (bench/javac_accuracy.py)"
 # Sections other scripts than bench.py write.
-OWN_SCRIPTS = (ACCURACY, HOSTILE, JAVAC)
+OWN_SCRIPTS = (ACCURACY, HOSTILE)
 
 
 def _span(text, title):
