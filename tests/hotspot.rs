@@ -21,7 +21,7 @@ use profiler_agent::{AgentConfig, Stats};
 use profiler_tests::{
     assert_runtime, cold_and_warm_windows, host_path, in_ci, print_runtime, profile_with, report_runtime,
     runtime_command, runtime_path, runtime_root, runtime_temp_dir, serial, start_agent, Completeness, FrameDesc,
-    RuntimeRoot, Workload,
+    Workload,
 };
 use profiler_trace::{FrameKind, Trace};
 use std::ops::Range;
@@ -1131,63 +1131,30 @@ per_jdk! {
     matrix_jdk_jni_compiled: compiled(matrix_jdk, JNI);
 }
 
-/// JDK 26's home in Debian unstable's root file system
-/// (tests/runtimes/rootfs.sh installs `openjdk-26-jdk-headless` there).
-const SID_JDK26: &str = "/usr/lib/jvm/java-26-openjdk-amd64";
-
-/// `program args` run in `root` (`chroot`), with its own `/proc` mounted
-/// in a private mount namespace (ld.so reads `/proc/self/exe` for the
-/// launcher's `$ORIGIN`); `exec` all the way, so the pid is the JVM's.
-fn in_root(root: &Path, program: &str) -> Command {
-    let root = root.display();
-    let mut c = Command::new("unshare");
-    c.args(["--mount", "--propagation", "private", "sh", "-c"])
-        .arg(format!("mount -t proc proc {root}/proc && exec chroot {root} \"$@\""))
-        .args(["sh", program]);
-    c
-}
-
-/// JDK 26 (Debian unstable's `openjdk-26-jdk-headless`, in its root file
-/// system): the main chain, interpreted and compiled, the workload
-/// compiled by its own javac. Skipped when the root is missing, except
-/// under CI=true, which builds it first.
+/// The main chain, interpreted and compiled, with the line of every frame
+/// at the chain's leaf: the calls `a();` (main), `b();`, `c();`, and c's
+/// loop (the runtime matrix's JDK: `EP_RUNTIME_JDK`, compiled by its own
+/// javac).
 #[test]
-fn jdk26_of_debian_unstable_main_chain() {
-    let Some(sid) = RuntimeRoot::debian("sid", &format!("{SID_JDK26}/bin/javac")) else { return };
-    let root = sid.path().unwrap();
+fn matrix_jdk_main_chain_lines() {
+    let Some(jdk) = matrix_jdk() else { return };
     for (mode, flags, warm_up) in
         [("interpreted", &["-Xint"][..], Duration::from_millis(500)), ("compiled", &[][..], Duration::from_secs(5))]
     {
         let _serial = serial();
-        let inside = format!("/tmp/ep-hotspot-jdk26-{mode}-{}", std::process::id());
-        let dir = Scratch(root.join(inside.trim_start_matches('/')));
-        std::fs::create_dir_all(&dir.0).unwrap();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/java").join(SOURCE);
-        std::fs::copy(&src, dir.0.join(SOURCE)).unwrap();
-        let javac = in_root(root, &format!("{SID_JDK26}/bin/javac"))
-            .args(["-d", &inside, &format!("{inside}/{SOURCE}")])
-            .output()
-            .unwrap();
-        assert!(javac.status.success(), "javac 26: {}", String::from_utf8_lossy(&javac.stderr));
-        let out_path = dir.0.join("stdout");
-        let out = std::fs::File::create(&out_path).unwrap();
-        let w = Workload::spawn(
-            in_root(root, &format!("{SID_JDK26}/bin/java"))
-                .args(flags)
-                .args(["-cp", &inside, "HotspotSpin", MAIN.arg])
-                .stdout(out)
-                .stderr(Stdio::inherit()),
-        );
-        let tid = wait_for_tid(&out_path, MAIN.arg, "JDK 26");
+        let dir = Scratch::new(&format!("lines-{mode}"));
+        jdk.compile(&dir.0);
+        let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+        let (w, tid) = spawn(&jdk, &dir.0, &MAIN, &flags);
         std::thread::sleep(warm_up);
         let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
         let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
             return;
         };
+        let name = jdk.name;
         let c = check(&traces, w.pid(), tid, &MAIN);
-        report(&format!("JDK 26 (Debian unstable) {mode} main chain"), &c, &stats);
-        // The lines too: the calls `a();` (main), `b();`, `c();`, and c's
-        // loop, in the leaf's samples.
+        report(&format!("{name} {mode} main chain"), &c, &stats);
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/java").join(SOURCE);
         let text = std::fs::read_to_string(&src).unwrap();
         let line_of = |code: &str| text.lines().position(|l| l.trim() == code).unwrap() as u32 + 1;
         let (c_first, c_last) = (line_of("static void c() {") + 1, line_of("static void c() {") + 5);
@@ -1204,13 +1171,13 @@ fn jdk26_of_debian_unstable_main_chain() {
             if lines.len() == 4 && lines.iter().zip(expected).all(|(&l, (lo, hi))| (lo..=hi).contains(&l)) {
                 right += 1;
             } else if at_leaf - right <= 3 {
-                eprintln!("  JDK 26 {mode}: lines {lines:?}, expected {expected:?}");
+                eprintln!("  {name} {mode}: lines {lines:?}, expected {expected:?}");
             }
         }
-        eprintln!("JDK 26 {mode}: {right}/{at_leaf} leaf samples with every line");
-        assert!(at_leaf > 0 && right as f64 >= REQUIRED * at_leaf as f64, "JDK 26 {mode}: lines {right}/{at_leaf}");
+        eprintln!("{name} {mode}: {right}/{at_leaf} leaf samples with every line");
+        assert!(at_leaf > 0 && right as f64 >= REQUIRED * at_leaf as f64, "{name} {mode}: lines {right}/{at_leaf}");
         if mode == "compiled" {
-            assert!(c.inlined * 2 >= c.at_leaf, "JDK 26: mostly compiled code with inlining expected: {c:?}");
+            assert!(c.inlined * 2 >= c.at_leaf, "{name}: mostly compiled code with inlining expected: {c:?}");
         }
     }
 }
