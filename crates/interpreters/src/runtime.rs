@@ -221,6 +221,10 @@ pub struct NamerStats {
     /// ([`RecentFailures`](crate::failures::RecentFailures)); counted by
     /// the namers that remember failures (PHP, Perl).
     pub failures_skipped: u64,
+    /// `unknown` by reason, for the namers that tell them (BEAM): each a
+    /// counter name (`frames_unknown_<reason>`) and its count; unused
+    /// entries have an empty name.
+    pub unknown_by_reason: [(&'static str, u64); 4],
 }
 
 #[cfg(test)]

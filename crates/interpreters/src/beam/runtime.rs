@@ -181,6 +181,27 @@ impl InterpreterFile for BeamFile {
     }
 }
 
+/// Why a pc was not named: the namer's `frames_unknown_<reason>`
+/// counters, in [`UNKNOWN_REASONS`]'s order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unknown {
+    /// In no loaded module: code purged since the sample (hot code
+    /// loading), or the JIT's shared fragments.
+    NoModule,
+    /// In a module's range but outside its functions (its header).
+    NoFunction,
+    /// A read of the node's memory failed (it exited, or freed what was
+    /// being read).
+    Unreadable,
+    /// A value out of its bounds: a code index, a count, an arity, a
+    /// term that is not an atom.
+    BadData,
+}
+
+/// The counter of each [`Unknown`] reason.
+const UNKNOWN_REASONS: [&str; 4] =
+    ["frames_unknown_no_module", "frames_unknown_no_function", "frames_unknown_unreadable", "frames_unknown_bad_data"];
+
 /// Names pcs in the JIT code of emulator processes, with a bounded cache
 /// of atom names.
 #[derive(Default)]
@@ -190,6 +211,8 @@ pub struct BeamNamer {
     /// (pid, file name term) -> the name.
     files: HashMap<(u32, u64), Arc<str>>,
     stats: NamerStats,
+    /// Unnamed frames by [`Unknown`] reason.
+    unknown: [u64; 4],
 }
 
 fn read_u64(memory: &dyn ProcessMemory, address: u64) -> Option<u64> {
@@ -199,8 +222,8 @@ fn read_u64(memory: &dyn ProcessMemory, address: u64) -> Option<u64> {
 
 /// The range holding `pc` among `n` sorted ranges at `base`, range `i`
 /// being [start, end) in the two words at `base + i * stride`: its index
-/// and start. A binary search of at most [`MAX_SEARCH_STEPS`] reads,
-/// each counted in `reads`.
+/// and start (`None`: no range holds it). A binary search of at most
+/// [`MAX_SEARCH_STEPS`] reads, each counted in `reads`.
 fn search_ranges(
     memory: &dyn ProcessMemory,
     base: u64,
@@ -208,24 +231,25 @@ fn search_ranges(
     n: u64,
     pc: u64,
     reads: &mut u64,
-) -> Option<(u64, u64)> {
+) -> Result<Option<(u64, u64)>, Unknown> {
     let (mut lo, mut hi) = (0u64, n);
     for _ in 0..MAX_SEARCH_STEPS {
         if lo >= hi {
-            return None;
+            return Ok(None);
         }
         let mid = lo + (hi - lo) / 2;
         *reads += 1;
-        let (start, end) = read_pair(memory, base.checked_add(mid.checked_mul(stride)?)?)?;
+        let at = mid.checked_mul(stride).and_then(|o| base.checked_add(o)).ok_or(Unknown::BadData)?;
+        let (start, end) = read_pair(memory, at).ok_or(Unknown::Unreadable)?;
         if pc < start {
             hi = mid;
         } else if pc >= end {
             lo = mid + 1;
         } else {
-            return Some((mid, start));
+            return Ok(Some((mid, start)));
         }
     }
-    None
+    Ok(None)
 }
 
 fn read_pair(memory: &dyn ProcessMemory, address: u64) -> Option<(u64, u64)> {
@@ -243,57 +267,71 @@ impl BeamNamer {
         process: &BeamProcess,
         pc: u64,
     ) -> Option<SourceLine> {
-        let named = self.lookup(memory, pid, process, pc);
-        match named {
-            Some(_) => self.stats.frames += 1,
-            None => self.stats.unknown += 1,
+        match self.lookup(memory, pid, process, pc) {
+            Ok(named) => {
+                self.stats.frames += 1;
+                Some(named)
+            }
+            Err(why) => {
+                self.stats.unknown += 1;
+                self.unknown[why as usize] += 1;
+                None
+            }
         }
-        named
     }
 
-    fn lookup(&mut self, memory: &dyn ProcessMemory, pid: u32, process: &BeamProcess, pc: u64) -> Option<SourceLine> {
+    fn lookup(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        pid: u32,
+        process: &BeamProcess,
+        pc: u64,
+    ) -> Result<SourceLine, Unknown> {
+        use Unknown::{BadData, NoFunction, NoModule, Unreadable};
         let build = &process.build;
         let layout = &build.layout;
         let mut ix = [0u8; 4];
         self.stats.reads += 1;
         if !memory.read(process.bias.wrapping_add(build.active_code_index), &mut ix) {
-            return None;
+            return Err(Unreadable);
         }
         let ix = u32::from_le_bytes(ix);
         if ix >= CODE_INDICES {
-            return None;
+            return Err(BadData);
         }
         let ranges = process.bias.wrapping_add(build.ranges).wrapping_add(u64::from(ix) * RANGES_SIZE);
         self.stats.reads += 1;
-        let (modules, n) = read_pair(memory, ranges)?;
+        let (modules, n) = read_pair(memory, ranges).ok_or(Unreadable)?;
         if n == 0 || n > MAX_MODULES {
-            return None;
+            return Err(BadData);
         }
-        // The module: ranges sorted by start, each [start, end).
-        let (_, header) = search_ranges(memory, modules, 16, n, pc, &mut self.stats.reads)?;
+        // The module: ranges sorted by start, each [start, end). The
+        // active index only: a module purged since the sample is gone.
+        let (_, header) = search_ranges(memory, modules, 16, n, pc, &mut self.stats.reads)?.ok_or(NoModule)?;
         // The function: functions[0..=count] sorted, pc in [f[i], f[i+1]).
         self.stats.reads += 1;
-        let count = read_u64(memory, header)? & 0xffff_ffff;
+        let count = read_u64(memory, header).ok_or(Unreadable)? & 0xffff_ffff;
         if count == 0 || count > MAX_FUNCTIONS {
-            return None;
+            return Err(BadData);
         }
-        let functions = header.checked_add(layout.functions)?;
-        let (index, info) = search_ranges(memory, functions, 8, count, pc, &mut self.stats.reads)?;
+        let functions = header.checked_add(layout.functions).ok_or(BadData)?;
+        let (index, info) = search_ranges(memory, functions, 8, count, pc, &mut self.stats.reads)?.ok_or(NoFunction)?;
         let mut mfa = [0u8; 24];
         self.stats.reads += 1;
-        if !memory.read(info.checked_add(layout.code_info_mfa)?, &mut mfa) {
-            return None;
+        if !memory.read(info.checked_add(layout.code_info_mfa).ok_or(BadData)?, &mut mfa) {
+            return Err(Unreadable);
         }
-        let (module, function, arity) = (u64_in(&mfa, 0)?, u64_in(&mfa, 8)?, u64_in(&mfa, 16)?);
+        let word = |i| u64_in(&mfa, i).ok_or(BadData);
+        let (module, function, arity) = (word(0)?, word(8)?, word(16)?);
         if arity > 255 {
-            return None;
+            return Err(BadData);
         }
         let module = self.atom(memory, pid, process, module)?;
         let function = self.atom(memory, pid, process, function)?;
         let function = Arc::from(function_name(&module, &function, arity));
         // The line is a bonus: a function without one keeps its name.
         let (file, line) = self.line(memory, pid, process, header, index, pc).unwrap_or((None, 0));
-        Some(SourceLine { function, file, line, approximate: false })
+        Ok(SourceLine { function, file, line, approximate: false })
     }
 
     /// The source file and line of `pc` in function `index` of the
@@ -392,36 +430,54 @@ impl BeamNamer {
     }
 
     /// The name of atom `term`, cached per process.
-    fn atom(&mut self, memory: &dyn ProcessMemory, pid: u32, process: &BeamProcess, term: u64) -> Option<Arc<str>> {
-        let index = atom_index(term)?;
+    fn atom(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        pid: u32,
+        process: &BeamProcess,
+        term: u64,
+    ) -> Result<Arc<str>, Unknown> {
+        let index = atom_index(term).ok_or(Unknown::BadData)?;
         if let Some(name) = self.atoms.get(&(pid, index)) {
-            return Some(name.clone());
+            return Ok(name.clone());
         }
+        self.read_atom(memory, pid, process, index)
+    }
+
+    fn read_atom(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        pid: u32,
+        process: &BeamProcess,
+        index: u64,
+    ) -> Result<Arc<str>, Unknown> {
+        use Unknown::{BadData, Unreadable};
         let layout = &process.build.layout;
         let table = process.bias.wrapping_add(process.build.atom_table);
         // seg_table[index >> 10][index & 1023]: pages of 1024 entries.
         self.stats.reads += 3;
-        let segments = read_u64(memory, table.checked_add(layout.seg_table)?)?;
-        let segment = read_u64(memory, segments.checked_add((index >> 10).checked_mul(8)?)?)?;
-        let entry = read_u64(memory, segment.checked_add((index & 1023) * 8)?)?;
+        let segments = read_u64(memory, table.checked_add(layout.seg_table).ok_or(BadData)?).ok_or(Unreadable)?;
+        let segment = (index >> 10).checked_mul(8).and_then(|o| segments.checked_add(o)).ok_or(BadData)?;
+        let segment = read_u64(memory, segment).ok_or(Unreadable)?;
+        let entry = read_u64(memory, segment.checked_add((index & 1023) * 8).ok_or(BadData)?).ok_or(Unreadable)?;
         let mut len = [0u8; 2];
         self.stats.reads += 2;
-        if !memory.read(entry.checked_add(layout.atom_len)?, &mut len) {
-            return None;
+        if !memory.read(entry.checked_add(layout.atom_len).ok_or(BadData)?, &mut len) {
+            return Err(Unreadable);
         }
-        let len = usize::try_from(i16::from_le_bytes(len)).ok().filter(|&l| l <= MAX_ATOM_BYTES)?;
-        let name = read_u64(memory, entry.checked_add(layout.atom_name)?)?;
+        let len = usize::try_from(i16::from_le_bytes(len)).ok().filter(|&l| l <= MAX_ATOM_BYTES).ok_or(BadData)?;
+        let name = read_u64(memory, entry.checked_add(layout.atom_name).ok_or(BadData)?).ok_or(Unreadable)?;
         let mut bytes = vec![0u8; len];
         self.stats.reads += 1;
         if !memory.read(name, &mut bytes) {
-            return None;
+            return Err(Unreadable);
         }
         let name: Arc<str> = Arc::from(String::from_utf8_lossy(&bytes).as_ref());
         if self.atoms.len() >= MAX_CACHED_ATOMS {
             self.atoms.clear();
         }
         self.atoms.insert((pid, index), name.clone());
-        Some(name)
+        Ok(name)
     }
 }
 
@@ -443,7 +499,11 @@ impl FrameNamer for BeamNamer {
     }
 
     fn stats(&self) -> NamerStats {
-        self.stats
+        let mut stats = self.stats;
+        for (slot, (name, n)) in stats.unknown_by_reason.iter_mut().zip(UNKNOWN_REASONS.iter().zip(self.unknown)) {
+            *slot = (name, n);
+        }
+        stats
     }
 }
 
@@ -552,6 +612,12 @@ mod tests {
         assert_eq!(name(&mut namer, 0x7f00_0000_3000), None, "no module");
         assert_eq!(namer.stats().frames, 4);
         assert_eq!(namer.stats().unknown, 4);
+        let reasons = namer.stats().unknown_by_reason;
+        assert_eq!(
+            reasons.map(|(_, n)| n),
+            [1, 2, 1, 0],
+            "{reasons:?}: no module; the header and past the last function; the unreadable header"
+        );
         namer.forget_processes(&|pid| pid != 7);
         assert!(namer.atoms.is_empty());
     }
@@ -573,6 +639,7 @@ mod tests {
         m.regions[3].1[0..8].copy_from_slice(&(MAX_FUNCTIONS + 1).to_le_bytes());
         assert_eq!(namer.name_pc(&m, 7, &p, 0x7f00_0000_1250), None);
         assert_eq!(namer.stats().frames, 0);
+        assert_eq!(namer.stats().unknown_by_reason.map(|(_, n)| n), [0, 0, 0, 3]);
     }
 
     #[test]

@@ -592,7 +592,10 @@ mod tests {
         assert!(namer
             .lines(&memory, 1, &unattached, InterpretedWord { method: 0x1000, bci: Some(3) }.encode())
             .is_empty());
-        assert_eq!(namer.stats(), NamerStats { frames: 0, unknown: 3, reads: 0, failures_skipped: 0 });
+        assert_eq!(
+            namer.stats(),
+            NamerStats { frames: 0, unknown: 3, reads: 0, failures_skipped: 0, ..NamerStats::default() }
+        );
         assert_eq!(namer.stale_blobs, 0);
 
         // A blob in use at the same place, compile id 8: the frame sampled

@@ -610,7 +610,10 @@ mod tests {
         let empty = FakeMemory::default();
         let word = V8Word { function: 0x6000_0001, compiled: true, offset: 3 }.encode();
         assert!(namer.lines(&empty, 1, &mapped, word).is_empty());
-        assert_eq!(namer.stats(), NamerStats { frames: 0, unknown: 4, reads: 0, failures_skipped: 0 });
+        assert_eq!(
+            namer.stats(),
+            NamerStats { frames: 0, unknown: 4, reads: 0, failures_skipped: 0, ..NamerStats::default() }
+        );
     }
 
     /// A word named before is named again from one read of its
