@@ -8,8 +8,8 @@ use super::{
 };
 use crate::memory::{u64_in, ProcessMemory};
 use crate::runtime::{
-    frame_payload, Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState,
-    ProcessUnwinding, Runtime,
+    frame_payload, Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats,
+    ProcessState, ProcessUnwinding, Runtime,
 };
 use profiler_bpf::{
     BeamProcessValue, InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder, BEAM_FRAME_PC_MASK,
@@ -91,38 +91,14 @@ struct BeamNode {
     frame_layout: u32,
 }
 
-/// Most bytes of `/proc/PID/maps` read to find the JIT's code.
-const MAX_MAPS_BYTES: u64 = 16 << 20;
-
-/// The JIT's executable code of process `pid`: the smallest range holding
-/// its `r-xs` `/memfd:vmem` mappings (the JIT maps its code twice from
-/// one memfd, and runs it from that view).
-fn jit_code(pid: u32) -> Option<(u64, u64)> {
-    use std::io::Read;
-    let file = std::fs::File::open(format!("/proc/{pid}/maps")).ok()?;
-    let mut text = String::new();
-    file.take(MAX_MAPS_BYTES).read_to_string(&mut text).ok()?;
-    jit_code_in(&text)
-}
-
-/// [`jit_code`] of a maps file's text.
-fn jit_code_in(maps: &str) -> Option<(u64, u64)> {
-    let mut code: Option<(u64, u64)> = None;
-    for line in maps.lines() {
-        let mut fields = line.split_whitespace();
-        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else { continue };
-        let path = fields.nth(3).unwrap_or("");
-        if !perms.starts_with("r-x") || !path.starts_with("/memfd:vmem") {
-            continue;
-        }
-        let Some((start, end)) = range.split_once('-') else { continue };
-        let (Ok(start), Ok(end)) = (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16)) else { continue };
-        if start >= end {
-            continue;
-        }
-        code = Some(code.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
-    }
-    code
+/// The JIT's executable code among a process's executable mappings: the
+/// smallest range holding its `/memfd:vmem` ones (the JIT maps its code
+/// twice from one memfd, `rw-s` to write and `r-xs` to run: only the
+/// latter is executable).
+fn jit_code(maps: &[ExecutableMapping<'_>]) -> Option<(u64, u64)> {
+    maps.iter()
+        .filter(|m| m.path.starts_with("/memfd:vmem") && m.start < m.end)
+        .fold(None, |code, m| Some(code.map_or((m.start, m.end), |(s, e): (u64, u64)| (s.min(m.start), e.max(m.end)))))
 }
 
 impl InterpreterFile for BeamFile {
@@ -156,9 +132,14 @@ impl InterpreterFile for BeamFile {
         Attach::Attached(Arc::new(BeamNode { pid, normal_exit, frame_layout }))
     }
 
-    fn process_unwinding(&self, process: &ProcessState, _memory: &dyn ProcessMemory) -> Option<ProcessUnwinding> {
+    fn process_unwinding(
+        &self,
+        process: &ProcessState,
+        _memory: &dyn ProcessMemory,
+        maps: &[ExecutableMapping<'_>],
+    ) -> Option<ProcessUnwinding> {
         let node = process.downcast_ref::<BeamNode>()?;
-        let (code_low, code_high) = jit_code(node.pid)?;
+        let (code_low, code_high) = jit_code(maps)?;
         let value = BeamProcessValue {
             normal_exit: node.normal_exit,
             code_low,
@@ -644,14 +625,33 @@ mod tests {
 
     #[test]
     fn jit_code_is_the_executable_view_of_the_memfd() {
-        let maps = "55ef86c25000-55ef86eb0000 r-xp 00066000 fe:00 1171462 /usr/lib/erlang/erts-13.1.5/bin/beam.smp\n\
-                    7fab043ff000-7fab04bff000 rw-s 00000000 00:01 82752 /memfd:vmem (deleted)\n\
-                    7fab04bff000-7fab053ff000 r-xs 00000000 00:01 82752 /memfd:vmem (deleted)\n\
-                    7fab06000000-7fab06100000 r-xs 00000000 00:01 82753 /memfd:vmem (deleted)\n\
-                    7fab07000000-7fab07100000 r-xp 00000000 00:00 0\n";
-        assert_eq!(jit_code_in(maps), Some((0x7fab_04bf_f000, 0x7fab_0610_0000)));
-        assert_eq!(jit_code_in("7fab043ff000-7fab04bff000 rw-s 00000000 00:01 82752 /memfd:vmem\n"), None);
-        assert_eq!(jit_code_in("garbage\nzz-1 r-xs 0 0 0 /memfd:vmem\n"), None);
+        let m = |start, end, path| ExecutableMapping { start, end, path };
+        let maps = [
+            m(0x55ef_86c2_5000, 0x55ef_86eb_0000, "/usr/lib/erlang/erts-13.1.5/bin/beam.smp"),
+            m(0x7fab_04bf_f000, 0x7fab_053f_f000, "/memfd:vmem (deleted)"),
+            m(0x7fab_0600_0000, 0x7fab_0610_0000, "/memfd:vmem (deleted)"),
+            m(0x7fab_0700_0000, 0x7fab_0710_0000, ""),
+        ];
+        assert_eq!(jit_code(&maps), Some((0x7fab_04bf_f000, 0x7fab_0610_0000)));
+        assert_eq!(jit_code(&maps[..1]), None);
+        assert_eq!(jit_code(&[m(2, 1, "/memfd:vmem")]), None, "an empty range");
+    }
+
+    #[test]
+    fn unwinding_of_a_node_is_its_jit_code() {
+        let file = BeamFile { build: build().build };
+        let node: ProcessState = Arc::new(BeamNode { pid: 9, normal_exit: 0x7fab_0500_0010, frame_layout: 1 });
+        let maps =
+            [ExecutableMapping { start: 0x7fab_04bf_f000, end: 0x7fab_053f_f000, path: "/memfd:vmem (deleted)" }];
+        let memory = FakeMemory::default();
+        let u = file.process_unwinding(&node, &memory, &maps).expect("unwinding");
+        assert_eq!(u.code, vec![(0x7fab_04bf_f000, 0x7fab_053f_f000)]);
+        let InterpreterProcessValue::Beam(v) = u.value else { panic!("not BEAM's") };
+        assert_eq!(
+            (v.normal_exit, v.code_low, v.code_high, v.frame_layout),
+            (0x7fab_0500_0010, 0x7fab_04bf_f000, 0x7fab_053f_f000, 1)
+        );
+        assert!(file.process_unwinding(&node, &memory, &[]).is_none(), "no JIT code mapped yet");
     }
 
     #[test]

@@ -14,7 +14,8 @@ use super::word::{CompiledWord, InterpretedWord};
 use super::{attach, detect, Detection, HotspotError, TableSymbols};
 use crate::memory::ProcessMemory;
 use crate::runtime::{
-    Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState, ProcessUnwinding, Runtime,
+    Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState,
+    ProcessUnwinding, Runtime,
 };
 use profiler_bpf::{
     HotspotHeapValue, HotspotProcessValue, InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder,
@@ -185,7 +186,12 @@ impl InterpreterFile for HotspotFile {
         }
     }
 
-    fn process_unwinding(&self, process: &ProcessState, memory: &dyn ProcessMemory) -> Option<ProcessUnwinding> {
+    fn process_unwinding(
+        &self,
+        process: &ProcessState,
+        memory: &dyn ProcessMemory,
+        _maps: &[ExecutableMapping<'_>],
+    ) -> Option<ProcessUnwinding> {
         let process = process.downcast_ref::<HotspotProcess>()?;
         // The heaps are set while the VM starts: until they are, every
         // anonymous code of the process goes to the unwinder, which reads
