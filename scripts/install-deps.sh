@@ -12,12 +12,12 @@
 #   ruby                the Ruby tests (tests/ruby.rs, crates/interpreters/tests/ruby_live.rs)
 #   php-cli             the PHP tests (crates/interpreters/tests/php_live.rs)
 #   php-fpm             tests/php.rs's PHP-FPM worker test (php-fpm8.2)
-#   erlang-base         the BEAM tests (tests/beam.rs: erl, erlc, beam.smp of OTP 25)
+#   erlang-base elixir  the BEAM tests (tests/beam.rs: erl, erlc, beam.smp of OTP 25; elixir 1.14)
 #   perl                the Perl tests (perl_live.rs; its ithread test needs the threads module of libperl)
 #   python3-venv xz-utils  make bench-accuracy: pylint and py-spy in a venv from PyPI; xz is its native program
 #   perltidy libdevel-nytprof-perl php-codesniffer php-excimer  make bench-accuracy: the Perl and PHP programs and their profilers
 set -euo pipefail
-packages=(clang-19 libclang1-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool dwz openjdk-17-jdk-headless ruby php-cli php-fpm perl erlang-base python3-venv xz-utils perltidy libdevel-nytprof-perl php-codesniffer php-excimer)
+packages=(clang-19 libclang1-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool dwz openjdk-17-jdk-headless ruby php-cli php-fpm perl erlang-base elixir python3-venv xz-utils perltidy libdevel-nytprof-perl php-codesniffer php-excimer)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

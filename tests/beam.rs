@@ -7,17 +7,21 @@
 //!
 //! The workload `workloads/beam/chain.erl` (compiled by the test with
 //! `erlc`) runs two Erlang processes: `a/1 -> b/1 -> c/1 -> leaf_spin/2`
-//! and a `lists:sort/2` comparator calling `cmp_spin/2`. Run with the
-//! host's `erl` (Debian 12: OTP 25, package `erlang-base`) and with
-//! Debian 13's (OTP 27) in its root file system; skipped when missing,
-//! except under CI=true.
+//! and a `lists:sort/2` comparator calling `cmp_spin/2`; it is profiled
+//! running before the agent and started after it. `chain.exs` is the
+//! same chain in Elixir (`Ex.Chain.a/1`); `hot.erl` is reloaded while
+//! the agent runs (`reload.erl`). Run with the host's `erl` and `elixir`
+//! (Debian 12: OTP 25, packages `erlang-base` and `elixir`) and with
+//! Debian 13's (OTP 27, Elixir 1.18) in its root file system; skipped
+//! when missing, except under CI=true.
 
 use profiler_agent::AgentConfig;
-use profiler_tests::{in_ci, profile_with, serial, RuntimeRoot};
+use profiler_tests::{in_ci, profile_with, serial, RuntimeRoot, Workload};
 use profiler_trace::{FrameKind, Trace};
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long each node is profiled.
 const SECONDS: u64 = 6;
@@ -34,38 +38,33 @@ impl Drop for Node {
     }
 }
 
-/// Compiles the workload into the root's `/tmp` (or the host's) with the
-/// root's `erlc`; the directory as the node sees it.
-fn compile(root: &RuntimeRoot) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/beam/chain.erl");
-    let dir = root.temp_dir().join(format!("ep-beam-{}", std::process::id()));
+/// Copies the workloads `files` into a directory of the root's `/tmp`
+/// (or the host's), compiling the `.erl` ones with the root's `erlc`; the
+/// directory as the node sees it.
+fn compile(root: &RuntimeRoot, tag: &str, files: &[&str]) -> PathBuf {
+    let dir = root.temp_dir().join(format!("ep-beam-{tag}-{}", std::process::id()));
     let host_dir = root.host_path(&dir);
     std::fs::create_dir_all(&host_dir).unwrap();
-    std::fs::copy(&src, host_dir.join("chain.erl")).unwrap();
-    let out = root
-        .command("/usr/bin/erlc")
-        .arg("-o")
-        .arg(&dir)
-        .arg(dir.join("chain.erl"))
-        .output()
-        .unwrap_or_else(|e| panic!("running erlc: {e}"));
-    assert!(out.status.success(), "erlc failed: {}", String::from_utf8_lossy(&out.stderr));
+    for file in files {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/beam").join(file);
+        std::fs::copy(&src, host_dir.join(file)).unwrap();
+        if !file.ends_with(".erl") {
+            continue;
+        }
+        let out = root
+            .command("/usr/bin/erlc")
+            .arg("-o")
+            .arg(&dir)
+            .arg(dir.join(file))
+            .output()
+            .unwrap_or_else(|e| panic!("running erlc: {e}"));
+        assert!(out.status.success(), "erlc failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
     dir
 }
 
-/// Starts `chain:main()` and waits until the pid is the emulator.
-fn start(root: &RuntimeRoot, dir: &Path) -> Node {
-    let child = root
-        .command("/usr/bin/erl")
-        .args(["-noshell", "-pa"])
-        .arg(dir)
-        .args(["-eval", "chain:main()"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting erl: {e}"));
-    let node = Node(child);
-    let pid = node.0.id();
+/// Waits until process `pid` is the emulator.
+fn wait_for_emulator(pid: u32) {
     let start = Instant::now();
     loop {
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
@@ -75,9 +74,36 @@ fn start(root: &RuntimeRoot, dir: &Path) -> Node {
         assert!(start.elapsed() < Duration::from_secs(20), "erl did not exec beam.smp: {exe:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Loaded and running its two processes.
-    std::thread::sleep(Duration::from_millis(1500));
+}
+
+/// Starts `binary args` of the root, waits until the pid is the emulator
+/// and its code is loaded and running.
+fn start(root: &RuntimeRoot, binary: &str, args: &[&std::ffi::OsStr]) -> Node {
+    let child = root
+        .command(binary)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {binary}: {e}"));
+    let node = Node(child);
+    wait_for_emulator(node.0.id());
+    // Loaded and running (Elixir compiles the script's module first).
+    std::thread::sleep(Duration::from_millis(2500));
     node
+}
+
+/// `chain:main()` of `dir`.
+fn start_chain(root: &RuntimeRoot, dir: &Path) -> Node {
+    start(
+        root,
+        "/usr/bin/erl",
+        &["-noshell".as_ref(), "-pa".as_ref(), dir.as_os_str(), "-eval".as_ref(), "chain:main()".as_ref()],
+    )
+}
+
+fn unix_now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// A normal scheduler thread: `1_scheduler` (OTP 25), `erts_sched_1`
@@ -97,6 +123,12 @@ fn shown(frame: &profiler_trace::Frame) -> String {
     }
 }
 
+/// Whether `name` is an Erlang frame's name: `module:function/arity`, or
+/// `Module.function/arity` for an Elixir module.
+fn is_named(name: &str) -> bool {
+    name.contains('/') && (name.contains(':') || name.contains('.'))
+}
+
 /// The user frames of a trace, root first.
 fn user_frames(trace: &Trace) -> Vec<&profiler_trace::Frame> {
     trace.frames.iter().rev().filter(|f| f.kind != FrameKind::Kernel).collect()
@@ -105,7 +137,7 @@ fn user_frames(trace: &Trace) -> Vec<&profiler_trace::Frame> {
 /// Whether a scheduler's stack (root first) is whole: native frames from
 /// the thread's root (libc's, then the emulator's scheduler loop in
 /// beam.smp), then Erlang frames only, every one named
-/// `module:function/arity`, ending with `chain` (innermost last).
+/// ([`is_named`]), ending with `chain` (innermost last).
 fn is_whole(frames: &[&profiler_trace::Frame], chain: &[&str]) -> bool {
     let first_erlang = frames.iter().position(|f| f.kind == FrameKind::Beam).unwrap_or(frames.len());
     let (native, erlang) = frames.split_at(first_erlang);
@@ -115,18 +147,28 @@ fn is_whole(frames: &[&profiler_trace::Frame], chain: &[&str]) -> bool {
         && file(native[0]).starts_with("libc.so")
         && file(native[native.len() - 1]) == "beam.smp"
         && erlang.len() >= chain.len()
-        && erlang
-            .iter()
-            .all(|f| f.kind == FrameKind::Beam && f.function_name().is_some_and(|n| n.contains(':') && n.contains('/')))
+        && erlang.iter().all(|f| f.kind == FrameKind::Beam && f.function_name().is_some_and(is_named))
         && erlang[erlang.len() - chain.len()..].iter().zip(chain).all(|(f, want)| f.function_name() == Some(*want))
 }
 
 /// Of `pid`'s scheduler samples whose leaf is `chain`'s last function:
 /// (at the leaf, whole, a failing stack, a whole stack).
 fn completeness(traces: &[Trace], pid: u32, chain: &[&str]) -> (usize, usize, Option<String>, Option<String>) {
+    completeness_in(traces, pid, chain, 0..u64::MAX)
+}
+
+/// [`completeness`] of the samples taken in `window` (unix ns).
+fn completeness_in(
+    traces: &[Trace],
+    pid: u32,
+    chain: &[&str],
+    window: std::ops::Range<u64>,
+) -> (usize, usize, Option<String>, Option<String>) {
     let leaf = chain[chain.len() - 1];
     let (mut at_leaf, mut whole, mut failure, mut example) = (0, 0, None, None);
-    for t in traces.iter().filter(|t| t.process.pid.0 == pid && is_scheduler(&t.thread_name)) {
+    let ours =
+        |t: &&Trace| t.process.pid.0 == pid && is_scheduler(&t.thread_name) && window.contains(&t.timestamp_unix_ns);
+    for t in traces.iter().filter(ours) {
         let frames = user_frames(t);
         if frames.last().and_then(|f| f.function_name()) != Some(leaf) {
             continue;
@@ -143,14 +185,40 @@ fn completeness(traces: &[Trace], pid: u32, chain: &[&str]) -> (usize, usize, Op
     (at_leaf, whole, failure, example)
 }
 
+/// That every frame of `pid` named `function` is at a line of `source`
+/// starting with its `clause` (callers: at their call), in `file` (as the
+/// node sees it).
+fn assert_lines(traces: &[Trace], pid: u32, what: &str, source: &str, file: &Path, functions: &[(&str, &str)]) {
+    let lines_of = |prefix: &str| -> Vec<u32> {
+        (1..).zip(source.lines()).filter(|(_, l)| l.starts_with(prefix)).map(|(n, _)| n).collect()
+    };
+    let file = file.to_string_lossy().into_owned();
+    let frames: Vec<&profiler_trace::Frame> =
+        traces.iter().filter(|t| t.process.pid.0 == pid).flat_map(|t| &t.frames).collect();
+    for (function, clause) in functions {
+        let lines = lines_of(clause);
+        assert!(!lines.is_empty(), "{function}: {clause:?} in {file}");
+        let frames: Vec<_> = frames.iter().filter(|f| f.function_name() == Some(function)).collect();
+        assert!(!frames.is_empty(), "{what}: no frame of {function}");
+        for f in frames {
+            let line = &f.lines[0];
+            // OTP 27's compiler keeps the path relative to its working
+            // directory (/ under chroot), OTP 25's as given.
+            let recorded = line.file.as_deref().unwrap_or_default();
+            assert!(recorded == file || Some(recorded) == file.strip_prefix('/'), "{function}: {line:?}, not {file}");
+            assert!(lines.contains(&line.line), "{what}: {function} at line {}, not {lines:?}", line.line);
+        }
+    }
+}
+
 /// Profiles the node of `root` (release `otp`): the chain's and the
 /// comparator's leaf samples carry their whole stacks, every Erlang
 /// frame named with its file and line, down to the scheduler thread's
 /// root.
 fn chains_are_whole(root: RuntimeRoot, otp: u32) {
     let _serial = serial();
-    let dir = compile(&root);
-    let node = start(&root, &dir);
+    let dir = compile(&root, "chain", &["chain.erl"]);
+    let node = start_chain(&root, &dir);
     let pid = node.0.id();
     let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
     let mut notices = Vec::new();
@@ -168,35 +236,8 @@ fn chains_are_whole(root: RuntimeRoot, otp: u32) {
     assert!(!notices.iter().any(|n| n.starts_with("BEAM ")), "OTP {otp}: {notices:?}");
     // The lines: each function's clauses in the file as erlc was given it.
     let source = std::fs::read_to_string(root.host_path(&dir.join("chain.erl"))).unwrap();
-    let lines_of = |prefix: &str| -> Vec<u32> {
-        (1..).zip(source.lines()).filter(|(_, l)| l.starts_with(prefix)).map(|(n, _)| n).collect()
-    };
-    let file = dir.join("chain.erl").to_string_lossy().into_owned();
-    let erlang: Vec<&profiler_trace::Frame> =
-        traces.iter().filter(|t| t.process.pid.0 == pid).flat_map(|t| &t.frames).collect();
-    for (function, clause) in [
-        ("chain:leaf_spin/2", "leaf_spin("),
-        ("chain:c/1", "c(N)"),
-        ("chain:b/1", "b(N)"),
-        ("chain:a/1", "a(N)"),
-        ("chain:chain_loop/0", "    _ = a(2000)"),
-        ("chain:cmp_spin/2", "cmp_spin("),
-        ("chain:compare/2", "compare(X, Y)"),
-    ] {
-        let lines = lines_of(clause);
-        assert!(!lines.is_empty(), "{function}: {clause:?} in chain.erl");
-        let frames: Vec<_> = erlang.iter().filter(|f| f.function_name() == Some(function)).collect();
-        assert!(!frames.is_empty(), "OTP {otp}: no frame of {function}");
-        for f in frames {
-            let line = &f.lines[0];
-            // OTP 27's compiler keeps the path relative to its working
-            // directory (/ under chroot), OTP 25's as given.
-            let recorded = line.file.as_deref().unwrap_or_default();
-            assert!(recorded == file || Some(recorded) == file.strip_prefix('/'), "{function}: {line:?}, not {file}");
-            assert!(lines.contains(&line.line), "OTP {otp}: {function} at line {}, not {lines:?}", line.line);
-        }
-    }
-    let chain = ["chain:chain_loop/0", "chain:a/1", "chain:b/1", "chain:c/1", "chain:leaf_spin/2"];
+    assert_lines(&traces, pid, &format!("OTP {otp}"), &source, &dir.join("chain.erl"), &CHAIN_LINES);
+    let chain = CHAIN;
     let sorter = ["chain:sorter/0", "lists:sort/2"];
     let (at_leaf, whole, failure, example) = completeness(&traces, pid, &chain);
     eprintln!("OTP {otp} chain: {whole} of {at_leaf} leaf samples whole; e.g. {example:?}; a failure: {failure:?}");
@@ -241,6 +282,20 @@ fn chains_are_whole(root: RuntimeRoot, otp: u32) {
     let _ = std::fs::remove_dir_all(root.host_path(&dir));
 }
 
+/// The chain of `chain.erl`'s first process, root first.
+const CHAIN: [&str; 5] = ["chain:chain_loop/0", "chain:a/1", "chain:b/1", "chain:c/1", "chain:leaf_spin/2"];
+
+/// The functions of `chain.erl` and the start of their lines.
+const CHAIN_LINES: [(&str, &str); 7] = [
+    ("chain:leaf_spin/2", "leaf_spin("),
+    ("chain:c/1", "c(N)"),
+    ("chain:b/1", "b(N)"),
+    ("chain:a/1", "a(N)"),
+    ("chain:chain_loop/0", "    _ = a(2000)"),
+    ("chain:cmp_spin/2", "cmp_spin("),
+    ("chain:compare/2", "compare(X, Y)"),
+];
+
 /// The host's OTP (Debian 12: 25), or the release of EP_RUNTIME_ROOT's
 /// root (the runtime matrix, tests/runtimes/matrix.py).
 #[test]
@@ -265,4 +320,272 @@ fn erlang_chains_to_the_scheduler_root() {
 fn otp_27_of_debian_13_erlang_chains() {
     let Some(root) = RuntimeRoot::debian("trixie", "/usr/bin/erl") else { return };
     chains_are_whole(root, 27);
+}
+
+/// Whether the root has `binary`; if not, SKIPPED (a failure under
+/// CI=true).
+fn has(root: &RuntimeRoot, binary: &str, package: &str) -> bool {
+    if root.host_path(Path::new(binary)).exists() {
+        return true;
+    }
+    assert!(!in_ci(), "{binary} is required under CI=true (apt-get install {package})");
+    eprintln!("SKIPPED: no {binary} (apt-get install {package})");
+    false
+}
+
+/// The chain of `chain.exs`, root first: Elixir names its modules
+/// `Elixir.Ex.Chain`, shown as Elixir writes them.
+const ELIXIR_CHAIN: [&str; 5] =
+    ["Ex.Chain.loop/0", "Ex.Chain.a/1", "Ex.Chain.b/1", "Ex.Chain.c/1", "Ex.Chain.leaf_spin/2"];
+
+/// The Elixir script `chain.exs` (its module compiled by `elixir` as it
+/// starts): the chain's leaf samples carry the whole chain to the
+/// scheduler thread's root, each frame `Ex.Chain.f/N` at its line of the
+/// script.
+fn elixir_chain_is_whole(root: RuntimeRoot, what: &str) {
+    let _serial = serial();
+    let dir = compile(&root, "elixir", &["chain.exs"]);
+    let script = dir.join("chain.exs");
+    let node = start(&root, "/usr/bin/elixir", &[script.as_os_str()]);
+    let pid = node.0.id();
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
+    let mut notices = Vec::new();
+    let Some((traces, stats)) = profile_with(config, |agent| {
+        std::thread::sleep(Duration::from_secs(SECONDS));
+        notices = agent.notices();
+    }) else {
+        return;
+    };
+    drop(node);
+    assert!(!notices.iter().any(|n| n.starts_with("BEAM ")), "{what}: {notices:?}");
+    let source = std::fs::read_to_string(root.host_path(&script)).unwrap();
+    assert_lines(
+        &traces,
+        pid,
+        what,
+        &source,
+        &script,
+        &[
+            ("Ex.Chain.leaf_spin/2", "  def leaf_spin("),
+            ("Ex.Chain.c/1", "  def c(n)"),
+            ("Ex.Chain.b/1", "  def b(n)"),
+            ("Ex.Chain.a/1", "  def a(n)"),
+            ("Ex.Chain.loop/0", "    _ = a(2000)"),
+        ],
+    );
+    let (at_leaf, whole, failure, example) = completeness(&traces, pid, &ELIXIR_CHAIN);
+    eprintln!(
+        "{what}: {whole} of {at_leaf} leaf samples whole; e.g. {example:?}; a failure: {failure:?}; {:?}{}",
+        stats.runtimes.0.last(),
+        profiler_tests::bpf_cost(&stats)
+    );
+    assert!(at_leaf >= 30, "{what}: {at_leaf} leaf samples of up to {}", SECONDS * u64::from(HZ));
+    assert!(whole * 100 >= at_leaf * 95, "{what}: {whole} of {at_leaf} whole");
+    let _ = std::fs::remove_dir_all(root.host_path(&dir));
+}
+
+/// The host's Elixir (Debian 12: 1.14 on OTP 25), or EP_RUNTIME_ROOT's.
+#[test]
+fn elixir_chain_to_the_scheduler_root() {
+    let root = RuntimeRoot::from_env();
+    if has(&root, "/usr/bin/elixir", "elixir") {
+        elixir_chain_is_whole(root, "Elixir");
+    }
+}
+
+/// Debian 13's Elixir 1.18 on OTP 27, in its root file system.
+#[test]
+fn elixir_1_18_of_debian_13_chain() {
+    let Some(root) = RuntimeRoot::debian("trixie", "/usr/bin/elixir") else { return };
+    elixir_chain_is_whole(root, "Elixir 1.18 (OTP 27)");
+}
+
+/// How long after its first sample with an Erlang frame a node started
+/// after the agent may have incomplete stacks (it is attached once its
+/// emulator has set `beam_normal_exit`).
+const LATE_START: Duration = Duration::from_secs(1);
+
+/// A node started after the agent (its pid known, the emulator not yet
+/// executed): from [`LATE_START`] after its first sample with an Erlang
+/// frame, the chain's leaf samples carry the whole chain.
+#[test]
+fn erlang_node_started_after_the_agent() {
+    let root = RuntimeRoot::from_env();
+    if !has(&root, "/usr/bin/erl", "erlang-base") {
+        return;
+    }
+    let _serial = serial();
+    let dir = compile(&root, "late", &["chain.erl"]);
+    let erl = match root.path() {
+        Some(r) => format!("chroot {} /usr/bin/erl", r.display()),
+        None => "/usr/bin/erl".to_string(),
+    };
+    let mut w = Workload::spawn_gated(&format!(
+        "exec {erl} -noshell -pa {} -eval 'chain:main()' >/dev/null 2>&1",
+        dir.display()
+    ));
+    let pid = w.pid();
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| {
+        w.release();
+        wait_for_emulator(pid);
+        std::thread::sleep(LATE_START + Duration::from_secs(SECONDS));
+    }) else {
+        return;
+    };
+    drop(w);
+    let erlang = |t: &&Trace| t.process.pid.0 == pid && t.frames.iter().any(|f| f.kind == FrameKind::Beam);
+    let first = traces.iter().filter(erlang).map(|t| t.timestamp_unix_ns).min().expect("samples with Erlang frames");
+    let since = first + LATE_START.as_nanos() as u64;
+    let early = completeness_in(&traces, pid, &CHAIN, first..since);
+    let (at_leaf, whole, failure, example) = completeness_in(&traces, pid, &CHAIN, since..u64::MAX);
+    eprintln!(
+        "started after the agent: in the first {LATE_START:?} {} of {} leaf samples whole (a failure: {:?}); then \
+         {whole} of {at_leaf}; e.g. {example:?}; a failure: {failure:?}; {:?}",
+        early.1,
+        early.0,
+        early.2,
+        stats.runtimes.0.last(),
+    );
+    assert!(at_leaf >= 30, "{at_leaf} leaf samples of up to {}", SECONDS * u64::from(HZ));
+    assert!(whole * 100 >= at_leaf * 95, "{whole} of {at_leaf} whole");
+    let source = std::fs::read_to_string(root.host_path(&dir.join("chain.erl"))).unwrap();
+    assert_lines(&traces, pid, "started after the agent", &source, &dir.join("chain.erl"), &CHAIN_LINES);
+    let _ = std::fs::remove_dir_all(root.host_path(&dir));
+}
+
+/// The chain of `hot.erl`, root first.
+const HOT_CHAIN: [&str; 3] = ["hot:run/0", "hot:outer/1", "hot:spin/2"];
+
+/// Hot code loading while the agent runs: `hot` is running (v1, from
+/// `hot.erl`), then v2 (`v2/hot.erl`: its body changed, its lines moved
+/// down) is compiled, loaded and v1 purged. Samples before the load name
+/// v1's file and lines (or are unknown, counted by reason: a v1 frame
+/// named after the purge is in no module); samples after it v2's, never
+/// v1's, with the whole chain.
+#[test]
+fn hot_code_loading_names_the_new_code() {
+    let root = RuntimeRoot::from_env();
+    if !has(&root, "/usr/bin/erl", "erlang-base") {
+        return;
+    }
+    let _serial = serial();
+    let dir = compile(&root, "hot", &["hot.erl", "reload.erl"]);
+    let v1 = std::fs::read_to_string(root.host_path(&dir.join("hot.erl"))).unwrap();
+    assert!(v1.contains("Acc * 7"));
+    let v2 = format!("{}{}", "%% v2: moved down, its body changed\n".repeat(20), v1.replace("Acc * 7", "Acc * 5"));
+    let new = dir.join("v2/hot.erl");
+    std::fs::create_dir_all(root.host_path(&dir.join("v2"))).unwrap();
+    std::fs::write(root.host_path(&new), &v2).unwrap();
+    let child = root
+        .command("/usr/bin/erl")
+        .args(["-noshell", "-pa"])
+        .arg(&dir)
+        .args(["-run", "reload", "main"])
+        .arg(&new)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting erl: {e}"));
+    let mut node = Node(child);
+    let pid = node.0.id();
+    let mut stdin = node.0.stdin.take().unwrap();
+    let stdout = node.0.stdout.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let wait = |want: &str| loop {
+        match lines.recv_timeout(Duration::from_secs(30)) {
+            Ok(line) if line == want => break,
+            Ok(_) => continue,
+            Err(e) => panic!("the node did not print {want:?}: {e}"),
+        }
+    };
+    wait_for_emulator(pid);
+    wait("running");
+    std::thread::sleep(Duration::from_millis(500));
+    let (mut load, mut loaded) = (0, 0);
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| {
+        std::thread::sleep(Duration::from_secs(3));
+        load = unix_now_ns();
+        stdin.write_all(b"go\n").unwrap();
+        stdin.flush().unwrap();
+        wait("reloaded");
+        loaded = unix_now_ns();
+        std::thread::sleep(Duration::from_secs(4));
+    }) else {
+        return;
+    };
+    drop(node);
+    let lines_of = |source: &str, prefixes: &[&str]| -> Vec<u32> {
+        (1..).zip(source.lines()).filter(|(_, l)| prefixes.iter().any(|p| l.starts_with(p))).map(|(n, _)| n).collect()
+    };
+    let (old_file, new_file) = (dir.join("hot.erl"), new.clone());
+    let same_file = |recorded: &str, file: &Path| {
+        let file = file.to_string_lossy();
+        recorded == file || Some(recorded) == file.strip_prefix('/')
+    };
+    // Clock skew between the agent's timestamps and this clock.
+    let margin = 20_000_000;
+    let (mut before, mut after, mut unknown_before, mut unknown_after) = (0, 0, 0, 0);
+    for t in traces.iter().filter(|t| t.process.pid.0 == pid) {
+        for f in t.frames.iter().filter(|f| f.kind == FrameKind::Beam) {
+            let Some(line) = f.lines.first() else {
+                match t.timestamp_unix_ns {
+                    ts if ts < load => unknown_before += 1,
+                    ts if ts > loaded + margin => unknown_after += 1,
+                    _ => {}
+                }
+                continue;
+            };
+            let Some(&(_, clause)) =
+                // run/0's leaf samples may be at its tail call.
+                [
+                    ("hot:spin/2", &["spin("][..]),
+                    ("hot:outer/1", &["outer(N)"]),
+                    ("hot:run/0", &["    _ = outer(2000)", "    hot:run()"]),
+                ]
+                .iter()
+                .find(|(name, _)| *name == &*line.function)
+            else {
+                continue;
+            };
+            let recorded = line.file.as_deref().unwrap_or_default();
+            let (v, source, file) = if t.timestamp_unix_ns + margin < load {
+                before += 1;
+                ("v1", &v1, &old_file)
+            } else if t.timestamp_unix_ns > loaded + margin {
+                after += 1;
+                ("v2", &v2, &new_file)
+            } else {
+                continue;
+            };
+            assert!(same_file(recorded, file), "{v}: {line:?} not in {}", file.display());
+            let lines = lines_of(source, clause);
+            assert!(lines.contains(&line.line), "{v}: {} at line {}, not {lines:?}", line.function, line.line);
+        }
+    }
+    let (at_leaf, whole, failure, example) = completeness_in(&traces, pid, &HOT_CHAIN, loaded + margin..u64::MAX);
+    let unknown = stats.runtimes.get("beam", "frames_unknown");
+    let reasons: Vec<(&str, u64)> = ["no_module", "no_function", "unreadable", "bad_data"]
+        .iter()
+        .map(|r| (*r, stats.runtimes.get("beam", &format!("frames_unknown_{r}"))))
+        .collect();
+    eprintln!(
+        "hot code loading: {before} frames of v1 named before the load, {after} of v2 after it ({} ms to load \
+         and purge); unnamed Erlang frames: {unknown_before} before, {unknown_after} after; the namer's unknown: \
+         {unknown} {reasons:?}; after the load {whole} of {at_leaf} leaf samples whole, e.g. {example:?}; a \
+         failure: {failure:?}",
+        (loaded - load) / 1_000_000
+    );
+    assert!(before >= 10 && after >= 30, "{before} v1 frames before the load, {after} v2 frames after it");
+    assert!(at_leaf >= 30 && whole * 100 >= at_leaf * 95, "after the load {whole} of {at_leaf} whole");
+    assert_eq!(reasons.iter().map(|(_, n)| n).sum::<u64>(), unknown, "every unknown frame has its reason");
+    assert!(unknown >= unknown_before + unknown_after, "{unknown} unknown to the namer");
+    let _ = std::fs::remove_dir_all(root.host_path(&dir));
 }

@@ -721,6 +721,7 @@ fn runtime_counters(
                     ("frames_unknown", namer.unknown),
                     ("code_reads", namer.reads),
                 ];
+                c.extend(namer.unknown_by_reason.iter().copied().filter(|(name, _)| !name.is_empty()));
                 c.extend(counters.interpreter(r.unwinder));
                 (r.unwinder.name(), c)
             })

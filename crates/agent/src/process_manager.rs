@@ -10,7 +10,9 @@ use profiler_bpf::{
     ProcessEventReader, UnwindMaps,
 };
 use profiler_elf::{DeltaWalk, ElfFile, RuleId, UnwindRule};
-use profiler_interpreters::{BudgetLimits, BudgetStats, Inspection, PidMemory, ReadBudget, Registry};
+use profiler_interpreters::{
+    BudgetLimits, BudgetStats, ExecutableMapping, Inspection, PidMemory, ReadBudget, Registry,
+};
 use profiler_process::{
     EventKind, EventQueue, ExecutableFile, LoadKind, LoaderError, ManagerStats, ProcessFilter, ProcessManager,
     QueueStats, UnwindLoader, UnwindMapping, UnwindTarget,
@@ -90,7 +92,9 @@ impl UnwindLoader for BpfLoader {
         }
         let pending = self.interpreters.registry.attach_pending(pid.0);
         self.interpreters.retries.after_mapped(pid.0, pending, Instant::now());
-        self.interpreters.mark_code(pid.0, &mut ranges);
+        let maps: Vec<ExecutableMapping<'_>> =
+            mappings.iter().map(|m| ExecutableMapping { start: m.start, end: m.end, path: &m.path }).collect();
+        self.interpreters.mark_code(pid.0, &maps, &mut ranges);
         let budget = &self.interpreters.attach_budget;
         budget.stop_metering();
         for notice in budget.take_notices() {
@@ -279,10 +283,11 @@ impl Interpreters {
     /// anonymous memory (a JVM's code cache): their per-process map
     /// values set, and the parts of `ranges` without unwind tables in
     /// their code marked for their unwinders. A value that cannot be set
-    /// leaves the code unmarked (counted).
-    fn mark_code(&mut self, pid: u32, ranges: &mut Vec<MappingRange>) {
+    /// leaves the code unmarked (counted). `maps`: the process's
+    /// executable mappings, as the process manager read them.
+    fn mark_code(&mut self, pid: u32, maps: &[ExecutableMapping<'_>], ranges: &mut Vec<MappingRange>) {
         let memory = PidMemory(pid);
-        let unwinding = self.registry.process_unwinding(pid, &self.attach_budget.memory(pid, &memory));
+        let unwinding = self.registry.process_unwinding(pid, &self.attach_budget.memory(pid, &memory), maps);
         let mut code = Vec::new();
         let mut reserved = Vec::new();
         for u in &unwinding {

@@ -386,7 +386,9 @@ impl Serialize for UnwindStops {
 /// - `attach_failures`: processes whose runtime state could not be read;
 /// - `frames_named`, `frames_unknown`: frames named (function, file,
 ///   line) or not (the process had exited, the code was unreadable or
-///   freed since);
+///   freed since); some namers also count `frames_unknown` by reason
+///   (BEAM: `frames_unknown_no_module`, `_no_function`, `_unreadable`,
+///   `_bad_data`);
 /// - `code_reads`: objects read from process memory to name them;
 /// - then its BPF unwinder's counters (`frames` recorded, `tail_calls`,
 ///   `read_errors`, and its own: CPython's `no_thread_state`, HotSpot's

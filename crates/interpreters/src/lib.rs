@@ -49,8 +49,8 @@ pub use budget::{BudgetLimits, BudgetStats, BudgetedMemory, ReadBudget};
 pub use memory::{PidMemory, ProcessMemory};
 pub use registry::{Inspection, Registry, RuntimeId, RuntimeStats, MAX_INTERPRETER_FILES};
 pub use runtime::{
-    frame_payload, frame_word, Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats,
-    ProcessState, ProcessUnwinding, Runtime,
+    frame_payload, frame_word, Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile,
+    NamerStats, ProcessState, ProcessUnwinding, Runtime,
 };
 
 /// Builds one runtime.

@@ -13,7 +13,9 @@
 //! and counted.
 
 use crate::memory::ProcessMemory;
-use crate::runtime::{Attach, FileDetection, InterpreterFile, ProcessState, ProcessUnwinding, Runtime};
+use crate::runtime::{
+    Attach, ExecutableMapping, FileDetection, InterpreterFile, ProcessState, ProcessUnwinding, Runtime,
+};
 use profiler_bpf::InterpreterUnwinder;
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, TableKey};
@@ -331,7 +333,12 @@ impl Registry {
     /// What the unwinders need of process `pid`, from each build
     /// attached to it ([`InterpreterFile::process_unwinding`], read
     /// outside the lock).
-    pub fn process_unwinding(&self, pid: u32, memory: &dyn ProcessMemory) -> Vec<ProcessUnwinding> {
+    pub fn process_unwinding(
+        &self,
+        pid: u32,
+        memory: &dyn ProcessMemory,
+        maps: &[ExecutableMapping<'_>],
+    ) -> Vec<ProcessUnwinding> {
         let attached: Vec<(Arc<dyn InterpreterFile>, ProcessState)> = {
             let state = self.lock();
             let Some(files) = state.processes.get(&pid) else { return Vec::new() };
@@ -344,7 +351,7 @@ impl Registry {
                 })
                 .collect()
         };
-        attached.iter().filter_map(|(file, process)| file.process_unwinding(process, memory)).collect()
+        attached.iter().filter_map(|(file, process)| file.process_unwinding(process, memory, maps)).collect()
     }
 
     /// Process `pid` is gone: what was kept of it is forgotten.
@@ -455,7 +462,12 @@ mod tests {
                 _ => Attach::Failed("unreadable".into()),
             }
         }
-        fn process_unwinding(&self, process: &ProcessState, _memory: &dyn ProcessMemory) -> Option<ProcessUnwinding> {
+        fn process_unwinding(
+            &self,
+            process: &ProcessState,
+            _memory: &dyn ProcessMemory,
+            _maps: &[ExecutableMapping<'_>],
+        ) -> Option<ProcessUnwinding> {
             let (_, bias) = process.downcast_ref::<(u32, u64)>()?;
             let value = profiler_bpf::InterpreterProcessValue::Hotspot(Default::default());
             Some(ProcessUnwinding::new(InterpreterUnwinder::Hotspot, vec![(*bias, bias + 0x100)], value))
@@ -729,7 +741,7 @@ mod tests {
         assert!(kept.is_none(), "nothing kept");
         assert_eq!(file.as_any().downcast_ref::<FakeFile>().unwrap().1.load(std::sync::atomic::Ordering::Relaxed), 2);
         assert_eq!(r.stats()[1].attach_failures, 0, "not a failure");
-        assert!(r.process_unwinding(5, &memory).is_empty());
+        assert!(r.process_unwinding(5, &memory, &[]).is_empty());
         assert!(r.attach_pending(5) && !r.attach_pending(6), "to be asked again");
         r.process_mapped(5, &[], &memory);
         assert!(!r.attach_pending(5), "no longer mapped");
@@ -747,11 +759,11 @@ mod tests {
             r.file_loaded(key(k));
         }
         r.process_mapped(5, &[(key(1), 0x1000), (key(2), 0x2000)], &memory);
-        let unwinding = r.process_unwinding(5, &memory);
+        let unwinding = r.process_unwinding(5, &memory, &[]);
         assert_eq!(unwinding.len(), 1, "the failed attachment gives nothing");
         assert_eq!(unwinding[0].code, vec![(0x1000, 0x1100)]);
-        assert!(r.process_unwinding(6, &memory).is_empty());
+        assert!(r.process_unwinding(6, &memory, &[]).is_empty());
         r.process_removed(5);
-        assert!(r.process_unwinding(5, &memory).is_empty());
+        assert!(r.process_unwinding(5, &memory, &[]).is_empty());
     }
 }

@@ -127,13 +127,32 @@ pub trait InterpreterFile: Send + Sync + fmt::Debug {
     /// to, read again each time the process's mappings change (a JVM's
     /// code cache grows): the process's code it unwinds (anonymous
     /// memory, in process addresses) and its per-process map value.
-    /// `None`: nothing (yet); the code stays native.
-    fn process_unwinding(&self, _process: &ProcessState, _memory: &dyn ProcessMemory) -> Option<ProcessUnwinding> {
+    /// `maps`: the process's executable mappings as the process manager
+    /// just read them, sorted by address. `None`: nothing (yet); the code
+    /// stays native.
+    fn process_unwinding(
+        &self,
+        _process: &ProcessState,
+        _memory: &dyn ProcessMemory,
+        _maps: &[ExecutableMapping<'_>],
+    ) -> Option<ProcessUnwinding> {
         None
     }
 
     /// Itself, for its runtime's [`FrameNamer`] to see its own type.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// An executable mapping of a process, as the process manager read it
+/// from `/proc/PID/maps` ([`InterpreterFile::process_unwinding`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecutableMapping<'a> {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Its path (empty for anonymous memory).
+    pub path: &'a str,
 }
 
 /// What a runtime keeps of one process ([`InterpreterFile::attach`]).
@@ -235,6 +254,10 @@ pub struct NamerStats {
     /// ([`RecentFailures`](crate::failures::RecentFailures)); counted by
     /// the namers that remember failures (PHP, Perl).
     pub failures_skipped: u64,
+    /// `unknown` by reason, for the namers that tell them (BEAM): each a
+    /// counter name (`frames_unknown_<reason>`) and its count; unused
+    /// entries have an empty name.
+    pub unknown_by_reason: [(&'static str, u64); 4],
 }
 
 #[cfg(test)]

@@ -61,7 +61,7 @@ pub enum UnwindTarget {
 }
 
 /// One executable mapping `[start, end)` of a process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnwindMapping {
     /// First address.
     pub start: u64,
@@ -69,6 +69,9 @@ pub struct UnwindMapping {
     pub end: u64,
     /// What is there.
     pub target: UnwindTarget,
+    /// Its path in `/proc/PID/maps` (empty for anonymous memory), for
+    /// the runtimes that find their code by it (a BEAM's `/memfd:vmem`).
+    pub path: Arc<str>,
 }
 
 /// Where the manager puts unwinding state: the BPF maps in the agent, a
@@ -246,11 +249,12 @@ pub struct ManagerStats {
 
 /// A file-backed (or anonymous) executable mapping of a process, as
 /// last read from its maps.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct ProcessMapping {
     start: u64,
     end: u64,
     file: Option<(TableKey, u64)>,
+    path: Arc<str>,
 }
 
 struct ProcessState {
@@ -725,7 +729,8 @@ impl<L: UnwindLoader> ProcessManager<L> {
             first_file &= entry.is_anonymous();
             let bias = file.as_ref().and_then(|f| f.segments.executable_bias(entry.start, entry.offset));
             let target = file.as_ref().zip(bias).map(|(f, b)| (f.table_key, b));
-            analysed.mappings.push(ProcessMapping { start: entry.start, end: entry.end, file: target });
+            let path = Arc::from(entry.path.as_str());
+            analysed.mappings.push(ProcessMapping { start: entry.start, end: entry.end, file: target, path });
             if let Some(f) = &file {
                 analysed.files.insert(f.table_key);
             }
@@ -831,7 +836,7 @@ impl<L: UnwindLoader> ProcessManager<L> {
                     (Some((table_key, bias)), Some(FileState::Loaded)) => UnwindTarget::File { table_key, bias },
                     _ => UnwindTarget::NoUnwindInfo,
                 };
-                Some(UnwindMapping { start: m.start, end: m.end, target })
+                Some(UnwindMapping { start: m.start, end: m.end, target, path: m.path.clone() })
             })
             .collect();
         if self.loader.set_process(pid, &unwind).is_err() {

@@ -8,8 +8,8 @@ use super::{
 };
 use crate::memory::{u64_in, ProcessMemory};
 use crate::runtime::{
-    frame_payload, Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState,
-    ProcessUnwinding, Runtime,
+    frame_payload, Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats,
+    ProcessState, ProcessUnwinding, Runtime,
 };
 use profiler_bpf::{
     BeamProcessValue, InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder, BEAM_FRAME_PC_MASK,
@@ -91,38 +91,14 @@ struct BeamNode {
     frame_layout: u32,
 }
 
-/// Most bytes of `/proc/PID/maps` read to find the JIT's code.
-const MAX_MAPS_BYTES: u64 = 16 << 20;
-
-/// The JIT's executable code of process `pid`: the smallest range holding
-/// its `r-xs` `/memfd:vmem` mappings (the JIT maps its code twice from
-/// one memfd, and runs it from that view).
-fn jit_code(pid: u32) -> Option<(u64, u64)> {
-    use std::io::Read;
-    let file = std::fs::File::open(format!("/proc/{pid}/maps")).ok()?;
-    let mut text = String::new();
-    file.take(MAX_MAPS_BYTES).read_to_string(&mut text).ok()?;
-    jit_code_in(&text)
-}
-
-/// [`jit_code`] of a maps file's text.
-fn jit_code_in(maps: &str) -> Option<(u64, u64)> {
-    let mut code: Option<(u64, u64)> = None;
-    for line in maps.lines() {
-        let mut fields = line.split_whitespace();
-        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else { continue };
-        let path = fields.nth(3).unwrap_or("");
-        if !perms.starts_with("r-x") || !path.starts_with("/memfd:vmem") {
-            continue;
-        }
-        let Some((start, end)) = range.split_once('-') else { continue };
-        let (Ok(start), Ok(end)) = (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16)) else { continue };
-        if start >= end {
-            continue;
-        }
-        code = Some(code.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
-    }
-    code
+/// The JIT's executable code among a process's executable mappings: the
+/// smallest range holding its `/memfd:vmem` ones (the JIT maps its code
+/// twice from one memfd, `rw-s` to write and `r-xs` to run: only the
+/// latter is executable).
+fn jit_code(maps: &[ExecutableMapping<'_>]) -> Option<(u64, u64)> {
+    maps.iter()
+        .filter(|m| m.path.starts_with("/memfd:vmem") && m.start < m.end)
+        .fold(None, |code, m| Some(code.map_or((m.start, m.end), |(s, e): (u64, u64)| (s.min(m.start), e.max(m.end)))))
 }
 
 impl InterpreterFile for BeamFile {
@@ -156,9 +132,14 @@ impl InterpreterFile for BeamFile {
         Attach::Attached(Arc::new(BeamNode { pid, normal_exit, frame_layout }))
     }
 
-    fn process_unwinding(&self, process: &ProcessState, _memory: &dyn ProcessMemory) -> Option<ProcessUnwinding> {
+    fn process_unwinding(
+        &self,
+        process: &ProcessState,
+        _memory: &dyn ProcessMemory,
+        maps: &[ExecutableMapping<'_>],
+    ) -> Option<ProcessUnwinding> {
         let node = process.downcast_ref::<BeamNode>()?;
-        let (code_low, code_high) = jit_code(node.pid)?;
+        let (code_low, code_high) = jit_code(maps)?;
         let value = BeamProcessValue {
             normal_exit: node.normal_exit,
             code_low,
@@ -177,6 +158,27 @@ impl InterpreterFile for BeamFile {
     }
 }
 
+/// Why a pc was not named: the namer's `frames_unknown_<reason>`
+/// counters, in [`UNKNOWN_REASONS`]'s order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unknown {
+    /// In no loaded module: code purged since the sample (hot code
+    /// loading), or the JIT's shared fragments.
+    NoModule,
+    /// In a module's range but outside its functions (its header).
+    NoFunction,
+    /// A read of the node's memory failed (it exited, or freed what was
+    /// being read).
+    Unreadable,
+    /// A value out of its bounds: a code index, a count, an arity, a
+    /// term that is not an atom.
+    BadData,
+}
+
+/// The counter of each [`Unknown`] reason.
+const UNKNOWN_REASONS: [&str; 4] =
+    ["frames_unknown_no_module", "frames_unknown_no_function", "frames_unknown_unreadable", "frames_unknown_bad_data"];
+
 /// Names pcs in the JIT code of emulator processes, with a bounded cache
 /// of atom names.
 #[derive(Default)]
@@ -186,6 +188,8 @@ pub struct BeamNamer {
     /// (pid, file name term) -> the name.
     files: HashMap<(u32, u64), Arc<str>>,
     stats: NamerStats,
+    /// Unnamed frames by [`Unknown`] reason.
+    unknown: [u64; 4],
 }
 
 fn read_u64(memory: &dyn ProcessMemory, address: u64) -> Option<u64> {
@@ -195,8 +199,8 @@ fn read_u64(memory: &dyn ProcessMemory, address: u64) -> Option<u64> {
 
 /// The range holding `pc` among `n` sorted ranges at `base`, range `i`
 /// being [start, end) in the two words at `base + i * stride`: its index
-/// and start. A binary search of at most [`MAX_SEARCH_STEPS`] reads,
-/// each counted in `reads`.
+/// and start (`None`: no range holds it). A binary search of at most
+/// [`MAX_SEARCH_STEPS`] reads, each counted in `reads`.
 fn search_ranges(
     memory: &dyn ProcessMemory,
     base: u64,
@@ -204,24 +208,25 @@ fn search_ranges(
     n: u64,
     pc: u64,
     reads: &mut u64,
-) -> Option<(u64, u64)> {
+) -> Result<Option<(u64, u64)>, Unknown> {
     let (mut lo, mut hi) = (0u64, n);
     for _ in 0..MAX_SEARCH_STEPS {
         if lo >= hi {
-            return None;
+            return Ok(None);
         }
         let mid = lo + (hi - lo) / 2;
         *reads += 1;
-        let (start, end) = read_pair(memory, base.checked_add(mid.checked_mul(stride)?)?)?;
+        let at = mid.checked_mul(stride).and_then(|o| base.checked_add(o)).ok_or(Unknown::BadData)?;
+        let (start, end) = read_pair(memory, at).ok_or(Unknown::Unreadable)?;
         if pc < start {
             hi = mid;
         } else if pc >= end {
             lo = mid + 1;
         } else {
-            return Some((mid, start));
+            return Ok(Some((mid, start)));
         }
     }
-    None
+    Ok(None)
 }
 
 fn read_pair(memory: &dyn ProcessMemory, address: u64) -> Option<(u64, u64)> {
@@ -239,57 +244,71 @@ impl BeamNamer {
         process: &BeamProcess,
         pc: u64,
     ) -> Option<SourceLine> {
-        let named = self.lookup(memory, pid, process, pc);
-        match named {
-            Some(_) => self.stats.frames += 1,
-            None => self.stats.unknown += 1,
+        match self.lookup(memory, pid, process, pc) {
+            Ok(named) => {
+                self.stats.frames += 1;
+                Some(named)
+            }
+            Err(why) => {
+                self.stats.unknown += 1;
+                self.unknown[why as usize] += 1;
+                None
+            }
         }
-        named
     }
 
-    fn lookup(&mut self, memory: &dyn ProcessMemory, pid: u32, process: &BeamProcess, pc: u64) -> Option<SourceLine> {
+    fn lookup(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        pid: u32,
+        process: &BeamProcess,
+        pc: u64,
+    ) -> Result<SourceLine, Unknown> {
+        use Unknown::{BadData, NoFunction, NoModule, Unreadable};
         let build = &process.build;
         let layout = &build.layout;
         let mut ix = [0u8; 4];
         self.stats.reads += 1;
         if !memory.read(process.bias.wrapping_add(build.active_code_index), &mut ix) {
-            return None;
+            return Err(Unreadable);
         }
         let ix = u32::from_le_bytes(ix);
         if ix >= CODE_INDICES {
-            return None;
+            return Err(BadData);
         }
         let ranges = process.bias.wrapping_add(build.ranges).wrapping_add(u64::from(ix) * RANGES_SIZE);
         self.stats.reads += 1;
-        let (modules, n) = read_pair(memory, ranges)?;
+        let (modules, n) = read_pair(memory, ranges).ok_or(Unreadable)?;
         if n == 0 || n > MAX_MODULES {
-            return None;
+            return Err(BadData);
         }
-        // The module: ranges sorted by start, each [start, end).
-        let (_, header) = search_ranges(memory, modules, 16, n, pc, &mut self.stats.reads)?;
+        // The module: ranges sorted by start, each [start, end). The
+        // active index only: a module purged since the sample is gone.
+        let (_, header) = search_ranges(memory, modules, 16, n, pc, &mut self.stats.reads)?.ok_or(NoModule)?;
         // The function: functions[0..=count] sorted, pc in [f[i], f[i+1]).
         self.stats.reads += 1;
-        let count = read_u64(memory, header)? & 0xffff_ffff;
+        let count = read_u64(memory, header).ok_or(Unreadable)? & 0xffff_ffff;
         if count == 0 || count > MAX_FUNCTIONS {
-            return None;
+            return Err(BadData);
         }
-        let functions = header.checked_add(layout.functions)?;
-        let (index, info) = search_ranges(memory, functions, 8, count, pc, &mut self.stats.reads)?;
+        let functions = header.checked_add(layout.functions).ok_or(BadData)?;
+        let (index, info) = search_ranges(memory, functions, 8, count, pc, &mut self.stats.reads)?.ok_or(NoFunction)?;
         let mut mfa = [0u8; 24];
         self.stats.reads += 1;
-        if !memory.read(info.checked_add(layout.code_info_mfa)?, &mut mfa) {
-            return None;
+        if !memory.read(info.checked_add(layout.code_info_mfa).ok_or(BadData)?, &mut mfa) {
+            return Err(Unreadable);
         }
-        let (module, function, arity) = (u64_in(&mfa, 0)?, u64_in(&mfa, 8)?, u64_in(&mfa, 16)?);
+        let word = |i| u64_in(&mfa, i).ok_or(BadData);
+        let (module, function, arity) = (word(0)?, word(8)?, word(16)?);
         if arity > 255 {
-            return None;
+            return Err(BadData);
         }
         let module = self.atom(memory, pid, process, module)?;
         let function = self.atom(memory, pid, process, function)?;
         let function = Arc::from(function_name(&module, &function, arity));
         // The line is a bonus: a function without one keeps its name.
         let (file, line) = self.line(memory, pid, process, header, index, pc).unwrap_or((None, 0));
-        Some(SourceLine { function, file, line, approximate: false })
+        Ok(SourceLine { function, file, line, approximate: false })
     }
 
     /// The source file and line of `pc` in function `index` of the
@@ -388,36 +407,54 @@ impl BeamNamer {
     }
 
     /// The name of atom `term`, cached per process.
-    fn atom(&mut self, memory: &dyn ProcessMemory, pid: u32, process: &BeamProcess, term: u64) -> Option<Arc<str>> {
-        let index = atom_index(term)?;
+    fn atom(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        pid: u32,
+        process: &BeamProcess,
+        term: u64,
+    ) -> Result<Arc<str>, Unknown> {
+        let index = atom_index(term).ok_or(Unknown::BadData)?;
         if let Some(name) = self.atoms.get(&(pid, index)) {
-            return Some(name.clone());
+            return Ok(name.clone());
         }
+        self.read_atom(memory, pid, process, index)
+    }
+
+    fn read_atom(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        pid: u32,
+        process: &BeamProcess,
+        index: u64,
+    ) -> Result<Arc<str>, Unknown> {
+        use Unknown::{BadData, Unreadable};
         let layout = &process.build.layout;
         let table = process.bias.wrapping_add(process.build.atom_table);
         // seg_table[index >> 10][index & 1023]: pages of 1024 entries.
         self.stats.reads += 3;
-        let segments = read_u64(memory, table.checked_add(layout.seg_table)?)?;
-        let segment = read_u64(memory, segments.checked_add((index >> 10).checked_mul(8)?)?)?;
-        let entry = read_u64(memory, segment.checked_add((index & 1023) * 8)?)?;
+        let segments = read_u64(memory, table.checked_add(layout.seg_table).ok_or(BadData)?).ok_or(Unreadable)?;
+        let segment = (index >> 10).checked_mul(8).and_then(|o| segments.checked_add(o)).ok_or(BadData)?;
+        let segment = read_u64(memory, segment).ok_or(Unreadable)?;
+        let entry = read_u64(memory, segment.checked_add((index & 1023) * 8).ok_or(BadData)?).ok_or(Unreadable)?;
         let mut len = [0u8; 2];
         self.stats.reads += 2;
-        if !memory.read(entry.checked_add(layout.atom_len)?, &mut len) {
-            return None;
+        if !memory.read(entry.checked_add(layout.atom_len).ok_or(BadData)?, &mut len) {
+            return Err(Unreadable);
         }
-        let len = usize::try_from(i16::from_le_bytes(len)).ok().filter(|&l| l <= MAX_ATOM_BYTES)?;
-        let name = read_u64(memory, entry.checked_add(layout.atom_name)?)?;
+        let len = usize::try_from(i16::from_le_bytes(len)).ok().filter(|&l| l <= MAX_ATOM_BYTES).ok_or(BadData)?;
+        let name = read_u64(memory, entry.checked_add(layout.atom_name).ok_or(BadData)?).ok_or(Unreadable)?;
         let mut bytes = vec![0u8; len];
         self.stats.reads += 1;
         if !memory.read(name, &mut bytes) {
-            return None;
+            return Err(Unreadable);
         }
         let name: Arc<str> = Arc::from(String::from_utf8_lossy(&bytes).as_ref());
         if self.atoms.len() >= MAX_CACHED_ATOMS {
             self.atoms.clear();
         }
         self.atoms.insert((pid, index), name.clone());
-        Some(name)
+        Ok(name)
     }
 }
 
@@ -439,7 +476,11 @@ impl FrameNamer for BeamNamer {
     }
 
     fn stats(&self) -> NamerStats {
-        self.stats
+        let mut stats = self.stats;
+        for (slot, (name, n)) in stats.unknown_by_reason.iter_mut().zip(UNKNOWN_REASONS.iter().zip(self.unknown)) {
+            *slot = (name, n);
+        }
+        stats
     }
 }
 
@@ -548,6 +589,12 @@ mod tests {
         assert_eq!(name(&mut namer, 0x7f00_0000_3000), None, "no module");
         assert_eq!(namer.stats().frames, 4);
         assert_eq!(namer.stats().unknown, 4);
+        let reasons = namer.stats().unknown_by_reason;
+        assert_eq!(
+            reasons.map(|(_, n)| n),
+            [1, 2, 1, 0],
+            "{reasons:?}: no module; the header and past the last function; the unreadable header"
+        );
         namer.forget_processes(&|pid| pid != 7);
         assert!(namer.atoms.is_empty());
     }
@@ -569,18 +616,38 @@ mod tests {
         m.regions[3].1[0..8].copy_from_slice(&(MAX_FUNCTIONS + 1).to_le_bytes());
         assert_eq!(namer.name_pc(&m, 7, &p, 0x7f00_0000_1250), None);
         assert_eq!(namer.stats().frames, 0);
+        assert_eq!(namer.stats().unknown_by_reason.map(|(_, n)| n), [0, 0, 0, 3]);
     }
 
     #[test]
     fn jit_code_is_the_executable_view_of_the_memfd() {
-        let maps = "55ef86c25000-55ef86eb0000 r-xp 00066000 fe:00 1171462 /usr/lib/erlang/erts-13.1.5/bin/beam.smp\n\
-                    7fab043ff000-7fab04bff000 rw-s 00000000 00:01 82752 /memfd:vmem (deleted)\n\
-                    7fab04bff000-7fab053ff000 r-xs 00000000 00:01 82752 /memfd:vmem (deleted)\n\
-                    7fab06000000-7fab06100000 r-xs 00000000 00:01 82753 /memfd:vmem (deleted)\n\
-                    7fab07000000-7fab07100000 r-xp 00000000 00:00 0\n";
-        assert_eq!(jit_code_in(maps), Some((0x7fab_04bf_f000, 0x7fab_0610_0000)));
-        assert_eq!(jit_code_in("7fab043ff000-7fab04bff000 rw-s 00000000 00:01 82752 /memfd:vmem\n"), None);
-        assert_eq!(jit_code_in("garbage\nzz-1 r-xs 0 0 0 /memfd:vmem\n"), None);
+        let m = |start, end, path| ExecutableMapping { start, end, path };
+        let maps = [
+            m(0x55ef_86c2_5000, 0x55ef_86eb_0000, "/usr/lib/erlang/erts-13.1.5/bin/beam.smp"),
+            m(0x7fab_04bf_f000, 0x7fab_053f_f000, "/memfd:vmem (deleted)"),
+            m(0x7fab_0600_0000, 0x7fab_0610_0000, "/memfd:vmem (deleted)"),
+            m(0x7fab_0700_0000, 0x7fab_0710_0000, ""),
+        ];
+        assert_eq!(jit_code(&maps), Some((0x7fab_04bf_f000, 0x7fab_0610_0000)));
+        assert_eq!(jit_code(&maps[..1]), None);
+        assert_eq!(jit_code(&[m(2, 1, "/memfd:vmem")]), None, "an empty range");
+    }
+
+    #[test]
+    fn unwinding_of_a_node_is_its_jit_code() {
+        let file = BeamFile { build: build().build };
+        let node: ProcessState = Arc::new(BeamNode { pid: 9, normal_exit: 0x7fab_0500_0010, frame_layout: 1 });
+        let maps =
+            [ExecutableMapping { start: 0x7fab_04bf_f000, end: 0x7fab_053f_f000, path: "/memfd:vmem (deleted)" }];
+        let memory = FakeMemory::default();
+        let u = file.process_unwinding(&node, &memory, &maps).expect("unwinding");
+        assert_eq!(u.code, vec![(0x7fab_04bf_f000, 0x7fab_053f_f000)]);
+        let InterpreterProcessValue::Beam(v) = u.value else { panic!("not BEAM's") };
+        assert_eq!(
+            (v.normal_exit, v.code_low, v.code_high, v.frame_layout),
+            (0x7fab_0500_0010, 0x7fab_04bf_f000, 0x7fab_053f_f000, 1)
+        );
+        assert!(file.process_unwinding(&node, &memory, &[]).is_none(), "no JIT code mapped yet");
     }
 
     #[test]

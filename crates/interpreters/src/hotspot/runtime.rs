@@ -14,7 +14,8 @@ use super::word::{CompiledWord, InterpretedWord};
 use super::{attach, detect, Detection, HotspotError, TableSymbols};
 use crate::memory::ProcessMemory;
 use crate::runtime::{
-    Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState, ProcessUnwinding, Runtime,
+    Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState,
+    ProcessUnwinding, Runtime,
 };
 use profiler_bpf::{
     HotspotHeapValue, HotspotProcessValue, InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder,
@@ -185,7 +186,12 @@ impl InterpreterFile for HotspotFile {
         }
     }
 
-    fn process_unwinding(&self, process: &ProcessState, memory: &dyn ProcessMemory) -> Option<ProcessUnwinding> {
+    fn process_unwinding(
+        &self,
+        process: &ProcessState,
+        memory: &dyn ProcessMemory,
+        _maps: &[ExecutableMapping<'_>],
+    ) -> Option<ProcessUnwinding> {
         let process = process.downcast_ref::<HotspotProcess>()?;
         // The heaps are set while the VM starts: until they are, every
         // anonymous code of the process goes to the unwinder, which reads
@@ -589,7 +595,10 @@ mod tests {
         assert!(namer
             .lines(&memory, 1, &unattached, InterpretedWord { method: 0x1000, bci: Some(3) }.encode())
             .is_empty());
-        assert_eq!(namer.stats(), NamerStats { frames: 0, unknown: 3, reads: 0, failures_skipped: 0 });
+        assert_eq!(
+            namer.stats(),
+            NamerStats { frames: 0, unknown: 3, reads: 0, failures_skipped: 0, ..NamerStats::default() }
+        );
         assert_eq!(namer.stale_blobs, 0);
 
         // A blob in use at the same place, compile id 8: the frame sampled

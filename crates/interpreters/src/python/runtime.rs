@@ -131,7 +131,7 @@ impl FrameNamer for PythonNamer {
 
     fn stats(&self) -> NamerStats {
         let s = self.0.stats();
-        NamerStats { frames: s.frames, unknown: s.unknown, reads: s.code_reads, failures_skipped: 0 }
+        NamerStats { frames: s.frames, unknown: s.unknown, reads: s.code_reads, ..NamerStats::default() }
     }
 }
 

@@ -16,8 +16,8 @@ use super::naming::{
 use super::{detect, Detection};
 use crate::memory::ProcessMemory;
 use crate::runtime::{
-    frame_payload, frame_word, Attach, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats,
-    ProcessState, ProcessUnwinding, Runtime,
+    frame_payload, frame_word, Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile,
+    NamerStats, ProcessState, ProcessUnwinding, Runtime,
 };
 use profiler_bpf::{
     InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder, V8ProcessValue, V8_FRAME_COMPILED,
@@ -164,7 +164,12 @@ impl InterpreterFile for V8File {
         Attach::Attached(Arc::new(()))
     }
 
-    fn process_unwinding(&self, _process: &ProcessState, _memory: &dyn ProcessMemory) -> Option<ProcessUnwinding> {
+    fn process_unwinding(
+        &self,
+        _process: &ProcessState,
+        _memory: &dyn ProcessMemory,
+        _maps: &[ExecutableMapping<'_>],
+    ) -> Option<ProcessUnwinding> {
         // All of a Node process's anonymous executable memory is V8's
         // (its code range: baseline, optimised and regexp code, and the
         // short-call copy of the builtins when not file-backed).
@@ -606,7 +611,10 @@ mod tests {
         let empty = FakeMemory::default();
         let word = V8Word { function: 0x6000_0001, compiled: true, offset: 3 }.encode();
         assert!(namer.lines(&empty, 1, &mapped, word).is_empty());
-        assert_eq!(namer.stats(), NamerStats { frames: 0, unknown: 4, reads: 0, failures_skipped: 0 });
+        assert_eq!(
+            namer.stats(),
+            NamerStats { frames: 0, unknown: 4, reads: 0, failures_skipped: 0, ..NamerStats::default() }
+        );
     }
 
     /// A word named before is named again from one read of its
