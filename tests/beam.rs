@@ -315,13 +315,6 @@ fn erlang_chains_to_the_scheduler_root() {
     chains_are_whole(root, otp);
 }
 
-/// Debian 13's OTP 27, in its root file system.
-#[test]
-fn otp_27_of_debian_13_erlang_chains() {
-    let Some(root) = RuntimeRoot::debian("trixie", "/usr/bin/erl") else { return };
-    chains_are_whole(root, 27);
-}
-
 /// Whether the root has `binary`; if not, SKIPPED (a failure under
 /// CI=true).
 fn has(root: &RuntimeRoot, binary: &str, package: &str) -> bool {
@@ -391,13 +384,6 @@ fn elixir_chain_to_the_scheduler_root() {
     if has(&root, "/usr/bin/elixir", "elixir") {
         elixir_chain_is_whole(root, "Elixir");
     }
-}
-
-/// Debian 13's Elixir 1.18 on OTP 27, in its root file system.
-#[test]
-fn elixir_1_18_of_debian_13_chain() {
-    let Some(root) = RuntimeRoot::debian("trixie", "/usr/bin/elixir") else { return };
-    elixir_chain_is_whole(root, "Elixir 1.18 (OTP 27)");
 }
 
 /// How long after its first sample with an Erlang frame a node started

@@ -66,13 +66,6 @@ RUNTIMES = {
 REFUSED = {("erlang", "29"): "is not supported"}
 
 
-def pins_its_release(test):
-    """Tests that run a named suite's release whatever the matrix gives
-    them (`*_of_debian_*`, python's `in_runtime_roots`): the matrix runs
-    those releases itself."""
-    return "_of_debian_" in test or test.startswith("in_runtime_roots::")
-
-
 def release_key(version):
     """A release's numbers, for ordering ("3.14.10" -> (3, 14, 10))."""
     return tuple(int(n) for n in re.findall(r"\d+", version))
@@ -327,7 +320,7 @@ def main():
         target, wanted, _, probe, chain_test = RUNTIMES[runtime]
         listed = subprocess.run([binaries[target], "--list"], check=True, stdout=subprocess.PIPE, text=True).stdout
         tests = [line[: -len(": test")] for line in listed.splitlines() if line.endswith(": test")]
-        tests = [t for t in tests if wanted(t) and not pins_its_release(t)]
+        tests = [t for t in tests if wanted(t)]
         assert chain_test in tests, f"{runtime}: no chain test {chain_test} in {target}"
         for entry in plan(runtime, sources, probe, tests, chain_test, args.scope):
             source, root, variant, extra_env, version, names, why = entry

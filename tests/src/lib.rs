@@ -27,21 +27,12 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
-/// Where `tests/runtimes/rootfs.sh` builds the Debian root file systems,
-/// one folder a suite (`EP_RUNTIME_CACHE` overrides it, as there).
-pub fn runtime_roots() -> PathBuf {
-    std::env::var_os("EP_RUNTIME_CACHE")
-        .filter(|c| !c.is_empty())
-        .map_or_else(|| PathBuf::from("/var/cache/ebpf-profiler-runtimes"), PathBuf::from)
-}
-
 /// Where the runtimes under test run: this machine, or a root file
 /// system (a Debian suite's, from `tests/runtimes/rootfs.sh`) whose
 /// interpreters start under chroot, on copies of the scripts in its
 /// `/tmp` ([`RuntimeScripts`]), while the agent profiles from the host.
 /// A test takes the root from `EP_RUNTIME_ROOT` ([`RuntimeRoot::from_env`]:
-/// the runtime version matrix, `make test-runtimes`), or names the suite
-/// whose release it tests ([`RuntimeRoot::debian`]).
+/// the runtime version matrix, `make test-runtimes`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RuntimeRoot(Option<PathBuf>);
 
@@ -49,32 +40,6 @@ impl RuntimeRoot {
     /// `EP_RUNTIME_ROOT`'s root; unset, this machine.
     pub fn from_env() -> RuntimeRoot {
         RuntimeRoot(std::env::var_os("EP_RUNTIME_ROOT").filter(|r| !r.is_empty()).map(PathBuf::from))
-    }
-
-    /// The root of Debian `suite` (`trixie`, `sid`) in [`runtime_roots`],
-    /// if it is complete (`.ready`) and has `binary` (a path as the
-    /// runtimes see it). Otherwise `None`, SKIPPED, except under CI=true,
-    /// which builds the roots before the tests (`.ci/run`): there it
-    /// fails.
-    pub fn debian(suite: &str, binary: &str) -> Option<RuntimeRoot> {
-        let root = RuntimeRoot::in_suite(suite);
-        let dir = root.path().unwrap();
-        let why = if !dir.join(".ready").exists() {
-            format!("no complete root file system in {} (no .ready; tests/runtimes/rootfs.sh {suite})", dir.display())
-        } else if !root.host_path(Path::new(binary)).exists() {
-            format!("no {binary} in {}", dir.display())
-        } else {
-            return Some(root);
-        };
-        assert!(!in_ci(), "{why}: required under CI=true");
-        eprintln!("SKIPPED: {why}; under CI=true this fails");
-        None
-    }
-
-    /// The root of Debian `suite` in [`runtime_roots`], whether built or
-    /// not ([`RuntimeRoot::debian`] checks).
-    pub fn in_suite(suite: &str) -> RuntimeRoot {
-        RuntimeRoot(Some(runtime_roots().join(suite)))
     }
 
     /// The root's directory on the host; `None`: this machine.
