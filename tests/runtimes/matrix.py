@@ -246,6 +246,21 @@ def host_name():
     return f"host (Debian {version.group(1)})" if version else "host"
 
 
+def by_release(releases):
+    """A row a release: its tests passed (and refused) of those run, and
+    the lowest and highest completeness of its chains."""
+    out = []
+    for (variant, version, source), tests in releases.items():
+        passed = sum(r == "pass" for r, _ in tests)
+        refused = sum(r == "refused" for r, _ in tests)
+        ran = sum(r in ("pass", "FAIL", "refused") for r, _ in tests)
+        shares = [float(p) for _, chains in tests for _, p, _ in chains]
+        span = f"{min(shares):.1f}-{max(shares):.1f}%" if shares else "-"
+        told = f"{passed} of {ran}" + (f" ({refused} refused as expected)" if refused else "")
+        out.append((variant, version, source.split(" (")[0], told, span))
+    return out
+
+
 def markdown(rows, header):
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(str(c).replace("|", "/") for c in row) + " |" for row in rows]
@@ -316,6 +331,8 @@ def main():
     logs = Path(args.logs)
     logs.mkdir(parents=True, exist_ok=True)
     rows = []
+    # (runtime, release, source) -> (result, MATRIX chains) of each test.
+    releases = {}
     for runtime in runtimes:
         target, wanted, _, probe, chain_test = RUNTIMES[runtime]
         listed = subprocess.run([binaries[target], "--list"], check=True, stdout=subprocess.PIPE, text=True).stdout
@@ -339,6 +356,7 @@ def main():
                     chains = "<br>".join(f"{c} {p}% of {n}" for c, p, n in r["chains"]) or "-"
                     row = (variant, version, source, name, r["result"], chains, r["reason"], f"{r['seconds']:.0f}")
                     rows.append(row)
+                    releases.setdefault((variant, version, source), []).append((r["result"], r["chains"]))
                     print(f"{variant} {version} [{source}] {name}: {r['result']} {r['reason']}", flush=True)
 
     # A runtime with no release tested at all is a failure of the matrix
@@ -361,7 +379,15 @@ def main():
         versions = CACHE / suite / "versions.txt"
         if versions.exists():
             summary.append(f"\n{suite} packages:\n\n```\n{versions.read_text().strip()}\n```")
-    text = "# Runtime version matrix\n\n" + markdown(rows, header) + "\n\n" + "\n".join(summary) + "\n"
+    text = (
+        "# Runtime version matrix\n\n"
+        + markdown(by_release(releases), ["runtime", "release", "from", "tests passed", "chains complete (lowest-highest)"])
+        + "\n\n"
+        + markdown(rows, header)
+        + "\n\n"
+        + "\n".join(summary)
+        + "\n"
+    )
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(text)
     print("\n" + text)
