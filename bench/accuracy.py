@@ -190,7 +190,7 @@ def node_case(seconds, major=NODE_LTS):
         command=command,
         whole_life=True,
         read_reference=read_cpuprofile,
-        ours_frames=interpreted,
+        ours_frames=scripted,
         key=js_key,
     )
 
@@ -404,6 +404,13 @@ def interpreted(sample):
     every known mapping (`file+0x...` or `native+0x...`, no mapping in
     pprof) is not one."""
     return [f for f in sample.frames if not f.native and not UNNAMED.match(f.function)]
+
+
+def scripted(sample):
+    """Our JavaScript frames of a script: V8's profile books a builtin's
+    time (`Array.prototype.forEach`, no script) to its caller, and
+    read_cpuprofile keeps frames with a script only."""
+    return [f for f in interpreted(sample) if f.file]
 
 
 class Case:
