@@ -16,9 +16,9 @@
 //! `Module.prototype._compile = function () {}`). The layout of those
 //! optional slots is not in the metadata: the first non-empty string
 //! within [`SCOPE_INFO_SLOTS`] before the function's position pair (two
-//! Smis; V8 13+ keeps it before the locals) or the outer scope's
-//! `ScopeInfo` is taken, as V8's own debug name does (the name, else the
-//! inferred name).
+//! Smis; V8 13+ keeps it before the locals) or any other object (the
+//! outer scope's `ScopeInfo`, the next object's map) is taken, as V8's
+//! own debug name does (the name, else the inferred name).
 
 use super::heap::{untag, Heap, MAX_SMI_ARRAY};
 use super::layout::V8Layout;
@@ -209,15 +209,14 @@ fn function_name(heap: &Heap<'_>, name_or_scope_info: u64) -> Option<String> {
         if !V8Layout::is_heap_object(word) {
             continue;
         }
-        if heap.typed(word, l.type_scope_info).is_some() {
-            // The outer scope's: the names are before it (V8 13+ keeps
-            // the positions first, so nothing else ends them).
-            return None;
-        }
-        if let Some(name) = heap.string(word) {
-            if !name.is_empty() {
-                return Some(name);
-            }
+        // The names are strings; the first other object (undefined for
+        // no inferred name, the outer scope's `ScopeInfo`, the next
+        // object's map past this one's end) ends them: V8 13+ keeps the
+        // positions first, so no Smi pair does.
+        match heap.string(word) {
+            Some(name) if !name.is_empty() => return Some(name),
+            Some(_) => {}
+            None => return None,
         }
     }
     None
@@ -570,9 +569,9 @@ mod tests {
     /// The function's name or inferred name from its `ScopeInfo`, with
     /// few locals and with a hash table of many (TypeScript's
     /// `createTypeChecker`), the positions after the locals (before V8
-    /// 13) or before them (13+: the outer scope's `ScopeInfo` follows the
-    /// names); none for an anonymous function, whatever strings lie past
-    /// those slots.
+    /// 13) or before them (13+: the outer scope's `ScopeInfo`, or the
+    /// next object, follows the names); none for an anonymous function,
+    /// whatever strings lie past those slots.
     #[test]
     fn scope_info_names_with_inline_or_hashed_locals() {
         let l = V8Layout { type_scope_info: 302, scope_info_context_locals: 2, scope_info_first_vars: 3, ..layout() };
@@ -587,10 +586,15 @@ mod tests {
             let v13 = scope_info(&mut b, &l, locals, &[name, outer, stray]);
             let anonymous_v12 = scope_info(&mut b, &l, locals, &[undefined, smi(10), smi(900), stray]);
             let anonymous_v13 = scope_info(&mut b, &l, locals, &[undefined, outer, stray]);
+            // Nothing after the locals: the next object's map, then its
+            // fields (the workload's strings).
+            let next_map = b.map(l.type_fixed_array);
+            let anonymous_last = scope_info(&mut b, &l, locals, &[next_map, stray]);
             let heap = Heap { memory: &b.mem, layout: &l };
             assert_eq!(function_name(&heap, v12).as_deref(), Some("createTypeChecker"), "{locals} locals");
             assert_eq!(function_name(&heap, v13).as_deref(), Some("createTypeChecker"), "{locals} locals");
             assert_eq!(function_name(&heap, anonymous_v12), None, "{locals} locals");
+            assert_eq!(function_name(&heap, anonymous_last), None, "{locals} locals");
             assert_eq!(function_name(&heap, anonymous_v13), None, "{locals} locals");
         }
     }
