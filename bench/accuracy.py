@@ -26,7 +26,8 @@ Cases (program, reference, and where the reference is biased):
 - C: xz (Debian) under `perf --call-graph dwarf`, which copies 8 KiB of
   stack per sample, so deep stacks come back cut (its "root" share is a
   floor, not the truth).
-- JavaScript: TypeScript's compiler (npm) under `node --cpu-prof`, which
+- JavaScript: TypeScript's compiler (npm) on Node 22, 24 and 26 (cases
+  `node22`, `node24`, `node26`; `node` is 24) under `node --cpu-prof`, which
   samples on a timer whatever the thread does (wall time), in bursts (each
   sample is weighed by its time), over the whole life of the process: the
   agent runs system-wide from before the start.
