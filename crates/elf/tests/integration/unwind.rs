@@ -294,3 +294,53 @@ fn vdso_from_memory() {
     assert_fdes_match(&table, &fdes.iter().collect::<Vec<_>>(), "vDSO");
     assert!(matches!(table.lookup(gettime), UnwindRule::Cfa { .. }));
 }
+
+/// V8's conservative stack scan trampoline as Node's builds have it: a
+/// hand-written framed function, no CFI; and a namesake-shaped function
+/// under another name (not described).
+const FRAMED_WITHOUT_CFI_C: &str = r#"
+__asm__(".text\n"
+        ".globl PushAllRegistersAndIterateStack\n"
+        ".type PushAllRegistersAndIterateStack, @function\n"
+        "PushAllRegistersAndIterateStack:\n"
+        "  push %rbp\n  mov %rsp,%rbp\n  push $0xcdcdcd\n  push %rbx\n  push %r12\n"
+        "  push %r13\n  push %r14\n  push %r15\n  mov %rdx,%r8\n  mov %rsp,%rdx\n"
+        "  call *%r8\n  add $0x30,%rsp\n  pop %rbp\n  ret\n"
+        ".globl OtherFramedAsm\n"
+        ".type OtherFramedAsm, @function\n"
+        "OtherFramedAsm:\n"
+        "  push %rbp\n  mov %rsp,%rbp\n  call *%rdx\n  pop %rbp\n  ret\n");
+void PushAllRegistersAndIterateStack(void *, void *, void (*)(void));
+void OtherFramedAsm(void *, void *, void (*)(void));
+static void callback(void) {}
+int main(void) {
+  PushAllRegistersAndIterateStack(0, 0, callback);
+  OtherFramedAsm(0, 0, callback);
+  return 0;
+}
+"#;
+
+#[test]
+fn framed_function_without_cfi_is_described_from_its_code() {
+    let dir = test_dir("unwind-framed");
+    let bin = compile(&dir, "framed", FRAMED_WITHOUT_CFI_C, &["-O2"]);
+    let (elf, table) = table_of(&bin);
+    let (push, _) = symbol(&elf, "PushAllRegistersAndIterateStack");
+    let (other, _) = symbol(&elf, "OtherFramedAsm");
+    let entry = UnwindRule::Cfa { base: CfaBase::Rsp, offset: 8, rbp: RbpRule::Unchanged };
+    let pushed = UnwindRule::Cfa { base: CfaBase::Rsp, offset: 16, rbp: RbpRule::AtCfa(-16) };
+    let framed = UnwindRule::Cfa { base: CfaBase::Rbp, offset: 16, rbp: RbpRule::AtCfa(-16) };
+    // push %rbp (1) mov (3) push imm (5) push rbx (1) 4 x push r (2)
+    // mov (3) mov (3) call (3): the return address at +27; add (4), pop
+    // (1), ret at +32.
+    assert_eq!(table.lookup(push), entry);
+    assert_eq!(table.lookup(push + 1), pushed);
+    assert_eq!(table.lookup(push + 4), framed);
+    assert_eq!(table.lookup(push + 26), framed, "the call's return address - 1");
+    assert_eq!(table.lookup(push + 31), framed, "pop %rbp");
+    assert_eq!(table.lookup(push + 32), entry, "ret");
+    assert_eq!(table.lookup(push + 33), UnwindRule::NoCoverage);
+    assert_eq!(table.lookup(other + 4), UnwindRule::NoCoverage);
+    assert_eq!(table.stats.framed_without_cfi, 1);
+    check_shape(&table);
+}

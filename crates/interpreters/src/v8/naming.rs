@@ -8,15 +8,17 @@
 //! function's `name_or_scope_info` is its `ScopeInfo`, whose slots after
 //! the map are the flags, the parameter count, the context local count
 //! (`v8dbg_scopeinfo_idx_ncontextlocals`), then from
-//! `v8dbg_scopeinfo_idx_first_vars` the context locals' names and infos
-//! (two slots per local), then optional slots of which the first string
+//! `v8dbg_scopeinfo_idx_first_vars` the context locals' names (inline,
+//! or one hash table from 75 locals on) and infos (one slot per local),
+//! then optional slots of which the first string
 //! is the function's name (empty for anonymous functions), then the name
 //! V8 inferred for an anonymous function (`Module._compile` for
 //! `Module.prototype._compile = function () {}`). The layout of those
 //! optional slots is not in the metadata: the first non-empty string
 //! within [`SCOPE_INFO_SLOTS`] before the function's position pair (two
-//! Smis) is taken, as V8's own debug name does (the name, else the
-//! inferred name).
+//! Smis; V8 13+ keeps it before the locals) or any other object (the
+//! outer scope's `ScopeInfo`, the next object's map) is taken, as V8's
+//! own debug name does (the name, else the inferred name).
 
 use super::heap::{untag, Heap, MAX_SMI_ARRAY};
 use super::layout::V8Layout;
@@ -29,6 +31,11 @@ use std::time::{Duration, Instant};
 /// Slots of a `ScopeInfo` searched for the function name after the
 /// context locals.
 pub const SCOPE_INFO_SLOTS: u32 = 16;
+/// V8's `kScopeInfoMaxInlinedLocalNamesSize`: a scope of this many
+/// context locals or more keeps their names in a hash table (one slot),
+/// not inline. TypeScript's `createTypeChecker` has hundreds: read as
+/// inline, the slots looked at were past the object (other strings).
+const MAX_INLINED_LOCAL_NAMES: i64 = 75;
 /// Most context locals accepted in a `ScopeInfo`.
 const MAX_CONTEXT_LOCALS: i64 = 1 << 16;
 /// Largest script source read to compute line ends (characters).
@@ -185,21 +192,31 @@ fn function_name(heap: &Heap<'_>, name_or_scope_info: u64) -> Option<String> {
     if !(0..=MAX_CONTEXT_LOCALS).contains(&locals) {
         return None;
     }
-    let first = l.scope_info_first_vars.checked_add(2 * locals as u32)?;
+    // The locals' names inline, or one hash table of them; then their
+    // infos (one Smi each).
+    let names = if locals < MAX_INLINED_LOCAL_NAMES { locals } else { 1 };
+    let first = l.scope_info_first_vars.checked_add(u32::try_from(names + locals).ok()?)?;
     let mut previous_smi = false;
     for i in first..first + SCOPE_INFO_SLOTS {
         let word = slot(i)?;
         let smi = l.smi(word).is_some();
         if smi && previous_smi {
-            // The function's start and end positions: the names are
-            // before them, what follows is other scopes' data.
+            // The function's start and end positions (before V8 13): the
+            // names are before them, what follows is other scopes' data.
             return None;
         }
         previous_smi = smi;
-        if let Some(name) = V8Layout::is_heap_object(word).then(|| heap.string(word)).flatten() {
-            if !name.is_empty() {
-                return Some(name);
-            }
+        if !V8Layout::is_heap_object(word) {
+            continue;
+        }
+        // The names are strings; the first other object (undefined for
+        // no inferred name, the outer scope's `ScopeInfo`, the next
+        // object's map past this one's end) ends them: V8 13+ keeps the
+        // positions first, so no Smi pair does.
+        match heap.string(word) {
+            Some(name) if !name.is_empty() => return Some(name),
+            Some(_) => {}
+            None => return None,
         }
     }
     None
@@ -530,6 +547,57 @@ pub fn code_function(heap: &Heap<'_>, code: u64) -> Option<u64> {
 mod tests {
     use super::*;
     use crate::v8::heap::tests::{layout, Builder};
+
+    /// A `ScopeInfo` of `locals` context locals (names inline below 75,
+    /// else one hash table slot; an info Smi each), then `after`.
+    fn scope_info(b: &mut Builder, l: &V8Layout, locals: i64, after: &[u64]) -> u64 {
+        let smi = |v: i64| (v as u64) << l.smi_shift;
+        let mut slots = vec![0u64; l.scope_info_first_vars as usize];
+        slots[l.scope_info_context_locals as usize] = smi(locals);
+        if locals < MAX_INLINED_LOCAL_NAMES {
+            let local_name = b.one_byte("localName");
+            slots.extend((0..locals).map(|_| local_name));
+        } else {
+            slots.push(b.typed(l.type_fixed_array, 16, &[], &[]));
+        }
+        slots.extend((0..locals).map(|_| smi(1)));
+        slots.extend_from_slice(after);
+        let fields: Vec<(usize, u64)> = slots.iter().enumerate().map(|(i, &w)| (8 + 8 * i, w)).collect();
+        b.typed(l.type_scope_info, 8 + 8 * slots.len() + 8 * SCOPE_INFO_SLOTS as usize, &fields, &[])
+    }
+
+    /// The function's name or inferred name from its `ScopeInfo`, with
+    /// few locals and with a hash table of many (TypeScript's
+    /// `createTypeChecker`), the positions after the locals (before V8
+    /// 13) or before them (13+: the outer scope's `ScopeInfo`, or the
+    /// next object, follows the names); none for an anonymous function,
+    /// whatever strings lie past those slots.
+    #[test]
+    fn scope_info_names_with_inline_or_hashed_locals() {
+        let l = V8Layout { type_scope_info: 302, scope_info_context_locals: 2, scope_info_first_vars: 3, ..layout() };
+        let mut b = Builder::new();
+        let smi = |v: i64| (v as u64) << l.smi_shift;
+        let name = b.one_byte("createTypeChecker");
+        let stray = b.one_byte("node:internal/main/run_main_module");
+        let undefined = b.typed(l.type_fixed_array, 16, &[], &[]);
+        let outer = scope_info(&mut b, &l, 0, &[]);
+        for locals in [0, 3, 74, 75, 400] {
+            let v12 = scope_info(&mut b, &l, locals, &[name, smi(10), smi(900), stray]);
+            let v13 = scope_info(&mut b, &l, locals, &[name, outer, stray]);
+            let anonymous_v12 = scope_info(&mut b, &l, locals, &[undefined, smi(10), smi(900), stray]);
+            let anonymous_v13 = scope_info(&mut b, &l, locals, &[undefined, outer, stray]);
+            // Nothing after the locals: the next object's map, then its
+            // fields (the workload's strings).
+            let next_map = b.map(l.type_fixed_array);
+            let anonymous_last = scope_info(&mut b, &l, locals, &[next_map, stray]);
+            let heap = Heap { memory: &b.mem, layout: &l };
+            assert_eq!(function_name(&heap, v12).as_deref(), Some("createTypeChecker"), "{locals} locals");
+            assert_eq!(function_name(&heap, v13).as_deref(), Some("createTypeChecker"), "{locals} locals");
+            assert_eq!(function_name(&heap, anonymous_v12), None, "{locals} locals");
+            assert_eq!(function_name(&heap, anonymous_last), None, "{locals} locals");
+            assert_eq!(function_name(&heap, anonymous_v13), None, "{locals} locals");
+        }
+    }
 
     /// A script's line ends are read once for all its functions, again
     /// when its source field changes (moved, or another script there).
