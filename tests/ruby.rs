@@ -88,7 +88,10 @@ fn yjit_code_ends_stacks_without_misnaming() {
     let path = script.path.clone();
     let yjit = RUBY.command().args(["--yjit", "-e", "exit(RubyVM::YJIT.enabled? ? 0 : 1)"]).status();
     if !yjit.is_ok_and(|s| s.success()) {
-        assert!(!in_ci(), "{} --yjit is required under CI=true (Debian's Ruby 3.1 has it)", RUBY.binary);
+        // Debian 12's Ruby 3.1 has YJIT; Debian builds 3.3 without it
+        // (the runtime matrix's roots).
+        let in_root = RUBY.root().path().is_some();
+        assert!(!in_ci() || in_root, "{} --yjit is required under CI=true (Debian's Ruby 3.1 has it)", RUBY.binary);
         eprintln!("SKIPPED: {} has no YJIT", RUBY.binary);
         return;
     }
