@@ -66,6 +66,12 @@ RUNTIMES = {
 REFUSED = {("erlang", "29"): "is not supported"}
 
 
+def refusal(runtime, version):
+    """What the failed test of a refused release must show (REFUSED), or
+    None when the agent is expected to read `version`."""
+    return next((m for (rt, pre), m in REFUSED.items() if rt == runtime and version.startswith(pre)), None)
+
+
 def release_key(version):
     """A release's numbers, for ordering ("3.14.10" -> (3, 14, 10))."""
     return tuple(int(n) for n in re.findall(r"\d+", version))
@@ -281,8 +287,7 @@ def plan(runtime, sources, probe, tests, chain_test, scope):
             found.append((source, root, variant, extra_env, version))
     if scope == "full":
         return [(*f, tests, None) for f in found]
-    refused = lambda v: any(rt == runtime and v.startswith(pre) for rt, pre in REFUSED)
-    readable = [f for f in found if release_key(f[4]) and not refused(f[4])]
+    readable = [f for f in found if release_key(f[4]) and not refusal(runtime, f[4])]
     newest = max((release_key(f[4]) for f in readable), default=None)
     planned, seen = [], {}
     # Later suites first: a release in both runs in the newer one.
@@ -346,11 +351,11 @@ def main():
                 rows.append((variant, version, source, "-", "skipped", "-", why, "0"))
                 print(f"{variant} {version} [{source}]: skipped: {why}", flush=True)
                 continue
-            refusal = next((m for (rt, pre), m in REFUSED.items() if rt == runtime and version.startswith(pre)), None)
+            refused_with = refusal(runtime, version)
             with locked(args.lock), proc_mounted(root if runtime == "java" else None):
                 for name in names:
                     r = run_test(binaries[target], name, root, extra_env, runtime)
-                    if refusal and r["result"] == "FAIL" and refusal in r["reason"]:
+                    if refused_with and r["result"] == "FAIL" and refused_with in r["reason"]:
                         r["result"] = "refused"
                     (logs / f"{label}-{variant}-{name.replace('::', '-')}.log").write_text(r["log"])
                     chains = "<br>".join(f"{c} {p}% of {n}" for c, p, n in r["chains"]) or "-"
