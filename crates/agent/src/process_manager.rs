@@ -92,9 +92,7 @@ impl UnwindLoader for BpfLoader {
         }
         let pending = self.interpreters.registry.attach_pending(pid.0);
         self.interpreters.retries.after_mapped(pid.0, pending, Instant::now());
-        let maps: Vec<ExecutableMapping<'_>> =
-            mappings.iter().map(|m| ExecutableMapping { start: m.start, end: m.end, path: &m.path }).collect();
-        self.interpreters.mark_code(pid.0, &maps, &mut ranges);
+        self.interpreters.mark_code(pid.0, mappings, &mut ranges);
         let budget = &self.interpreters.attach_budget;
         budget.stop_metering();
         for notice in budget.take_notices() {
@@ -283,9 +281,16 @@ impl Interpreters {
     /// anonymous memory (a JVM's code cache): their per-process map
     /// values set, and the parts of `ranges` without unwind tables in
     /// their code marked for their unwinders. A value that cannot be set
-    /// leaves the code unmarked (counted). `maps`: the process's
+    /// leaves the code unmarked (counted). `mappings`: the process's
     /// executable mappings, as the process manager read them.
-    fn mark_code(&mut self, pid: u32, maps: &[ExecutableMapping<'_>], ranges: &mut Vec<MappingRange>) {
+    fn mark_code(&mut self, pid: u32, mappings: &[UnwindMapping], ranges: &mut Vec<MappingRange>) {
+        // Most processes run no runtime: no view of their maps is built.
+        if !self.registry.is_attached(pid) {
+            return;
+        }
+        let maps: Vec<ExecutableMapping<'_>> =
+            mappings.iter().map(|m| ExecutableMapping { start: m.start, end: m.end, path: &m.path }).collect();
+        let maps = &maps[..];
         let memory = PidMemory(pid);
         let unwinding = self.registry.process_unwinding(pid, &self.attach_budget.memory(pid, &memory), maps);
         let mut code = Vec::new();

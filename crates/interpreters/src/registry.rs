@@ -354,6 +354,11 @@ impl Registry {
         attached.iter().filter_map(|(file, process)| file.process_unwinding(process, memory, maps)).collect()
     }
 
+    /// Whether a build `pid` maps is attached to it (has process state).
+    pub fn is_attached(&self, pid: u32) -> bool {
+        self.lock().processes.get(&pid).is_some_and(|files| files.iter().any(|(_, _, process)| process.is_some()))
+    }
+
     /// Process `pid` is gone: what was kept of it is forgotten.
     pub fn process_removed(&self, pid: u32) {
         let mut state = self.lock();
