@@ -3,7 +3,7 @@
  * The contract between the eBPF programs and user space: every struct
  * that crosses a map or a ring buffer, every enum and limit both sides
  * use, is defined here once. The Rust side is generated from this file
- * (bindgen in crates/bpf/build.rs) and uses it by name; a contract test
+ * (bindgen in crates/contract/build.rs) and uses it by name; a test
  * checks the layouts against this file compiled for the BPF target.
  * Keep it plain C: structs of fixed-size integers with explicit
  * reserved fields (no implicit padding), enums, integer #defines.

@@ -10,64 +10,70 @@
 //! [`InterpreterMaps::remove_process`]). The per-thread caches are
 //! written by the BPF side only and emptied by it as threads exit.
 
+use crate::contract::{bytes_of, read};
 use crate::runtimes::{InterpreterUnwinder, RuntimeMap};
-use crate::types::{
-    BeamProcessValue, HotspotProcessValue, PerlFileValue, PhpFileValue, PythonFileValue, RubyFileValue, V8ProcessValue,
-};
 use crate::BpfError;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use profiler_contract::Pod;
 use std::collections::HashMap;
 
-/// The value of an interpreter's per-file map: how to walk the frames
-/// of the interpreter in one file. One variant per interpreter unwinder.
-#[derive(Clone, Copy, Debug)]
-pub enum InterpreterFileValue {
-    /// `python_files`.
-    Python(PythonFileValue),
-    /// `ruby_files`.
-    Ruby(RubyFileValue),
-    /// `php_files`.
-    Php(PhpFileValue),
-    /// `perl_files`.
-    Perl(PerlFileValue),
+/// A value of an interpreter unwinder's map (`<name>_files` or
+/// `<name>_processes`): the unwinder whose map it goes in, and its bytes
+/// there. Each runtime makes its own from the header's struct of it
+/// (profiler-contract); its size is checked against the map's when it is
+/// written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeMapValue {
+    unwinder: InterpreterUnwinder,
+    bytes: Box<[u8]>,
 }
 
-impl InterpreterFileValue {
-    /// The map it goes in, and its bytes there.
-    fn encode(&self) -> (&'static str, Vec<u8>) {
-        match self {
-            InterpreterFileValue::Python(v) => (InterpreterUnwinder::Python.map().0, v.to_bytes().to_vec()),
-            InterpreterFileValue::Ruby(v) => (InterpreterUnwinder::Ruby.map().0, v.to_bytes().to_vec()),
-            InterpreterFileValue::Php(v) => (InterpreterUnwinder::Php.map().0, v.to_bytes().to_vec()),
-            InterpreterFileValue::Perl(v) => (InterpreterUnwinder::Perl.map().0, v.to_bytes().to_vec()),
+impl RuntimeMapValue {
+    /// `value` for `unwinder`'s map.
+    pub fn new<T: Pod>(unwinder: InterpreterUnwinder, value: &T) -> RuntimeMapValue {
+        RuntimeMapValue { unwinder, bytes: bytes_of(value).into() }
+    }
+
+    /// The unwinder whose map it goes in.
+    pub fn unwinder(&self) -> InterpreterUnwinder {
+        self.unwinder
+    }
+
+    /// Its bytes in the map.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The value as a `T`, if it is one's size (for tests and checks).
+    pub fn read<T: Pod>(&self) -> Option<T> {
+        (self.bytes.len() == size_of::<T>()).then(|| read(&self.bytes)).flatten()
+    }
+
+    /// The name of its map, checked to be keyed by `kind`.
+    fn map(&self, kind: RuntimeMap) -> Result<&'static str, BpfError> {
+        let (name, map_kind) = self.unwinder.map();
+        if map_kind != kind {
+            let wrong = std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{name} is not keyed by {}", if kind == RuntimeMap::Files { "file" } else { "process" }),
+            );
+            return Err(BpfError::Map { map: name, source: wrong.into() });
         }
+        Ok(name)
     }
 }
 
-/// The value of an interpreter's per-process map: what its unwinder
-/// needs of one process. One variant per unwinder that has one.
-// (HotSpot's value is the large one; values are made once per process
-// mapping change.)
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InterpreterProcessValue {
-    /// `hotspot_processes`.
-    Hotspot(HotspotProcessValue),
-    /// `v8_processes`.
-    V8(V8ProcessValue),
-    /// `beam_processes`.
-    Beam(BeamProcessValue),
-}
-
-impl InterpreterProcessValue {
-    /// The map it goes in, and its bytes there.
-    fn encode(&self) -> (&'static str, Vec<u8>) {
-        match self {
-            InterpreterProcessValue::Hotspot(v) => (InterpreterUnwinder::Hotspot.map().0, v.to_bytes()),
-            InterpreterProcessValue::V8(v) => (InterpreterUnwinder::V8.map().0, v.to_bytes()),
-            InterpreterProcessValue::Beam(v) => (InterpreterUnwinder::Beam.map().0, v.to_bytes()),
-        }
+/// Writes `value` at `key` in `map` (named `name`), its size first
+/// checked against the map's value size.
+fn update(name: &'static str, map: &MapHandle, key: &[u8], value: &RuntimeMapValue) -> Result<(), BpfError> {
+    if map.value_size() as usize != value.bytes.len() {
+        let wrong = std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("a value of {} bytes for {} bytes", value.bytes.len(), map.value_size()),
+        );
+        return Err(BpfError::Map { map: name, source: wrong.into() });
     }
+    map.update(key, &value.bytes, MapFlags::ANY).map_err(|source| BpfError::Map { map: name, source })
 }
 
 /// Most processes with a per-process entry (the maps' `max_entries`).
@@ -76,15 +82,15 @@ pub const MAX_INTERPRETER_PROCESSES: usize = 4096;
 /// Handles on the interpreter unwinders' maps. Made by
 /// [`crate::Sampler::interpreter_maps`]; may move to another thread.
 pub struct InterpreterMaps {
-    /// The per-file maps, by name ([`InterpreterFileValue`]).
+    /// The per-file maps, by name.
     file_maps: Vec<(&'static str, MapHandle)>,
     thread_maps: Vec<MapHandle>,
-    /// The per-process maps, by name ([`InterpreterProcessValue`]).
+    /// The per-process maps, by name.
     process_maps: Vec<(&'static str, MapHandle)>,
     /// Files with an entry, and the map that holds it.
     loaded: HashMap<u64, &'static str>,
     /// Processes with an entry, the map that holds it and its value.
-    processes: HashMap<u32, (&'static str, InterpreterProcessValue)>,
+    processes: HashMap<u32, (&'static str, RuntimeMapValue)>,
 }
 
 impl InterpreterMaps {
@@ -110,11 +116,11 @@ impl InterpreterMaps {
     /// the process's code is marked [`crate::MappingTarget::InterpreterCode`].
     /// At most [`MAX_INTERPRETER_PROCESSES`]: beyond, an error (the
     /// caller counts it; the process's code stays unwalkable).
-    pub fn set_process(&mut self, pid: u32, value: &InterpreterProcessValue) -> Result<(), BpfError> {
+    pub fn set_process(&mut self, pid: u32, value: &RuntimeMapValue) -> Result<(), BpfError> {
         if self.processes.get(&pid).is_some_and(|(_, old)| old == value) {
             return Ok(());
         }
-        let (map, bytes) = value.encode();
+        let map = value.map(RuntimeMap::Processes)?;
         let Some(index) = self.process_maps.iter().position(|(n, _)| *n == map) else {
             let missing = std::io::Error::new(std::io::ErrorKind::NotFound, format!("no interpreter map {map}"));
             return Err(BpfError::Map { map: "interpreter process maps", source: missing.into() });
@@ -126,11 +132,8 @@ impl InterpreterMaps {
         if self.processes.get(&pid).is_some_and(|(old, _)| *old != map) {
             self.remove_process(pid)?;
         }
-        self.process_maps[index]
-            .1
-            .update(&pid.to_ne_bytes(), &bytes, MapFlags::ANY)
-            .map_err(|source| BpfError::Map { map, source })?;
-        self.processes.insert(pid, (map, *value));
+        update(map, &self.process_maps[index].1, &pid.to_ne_bytes(), value)?;
+        self.processes.insert(pid, (map, value.clone()));
         Ok(())
     }
 
@@ -154,21 +157,17 @@ impl InterpreterMaps {
     /// interpreter's per-file map (a file has one entry, in one map). Set
     /// it before the file's mappings are marked
     /// [`crate::MappingTarget::InterpreterLoop`].
-    pub fn set_file(&mut self, file_id: u64, value: &InterpreterFileValue) -> Result<(), BpfError> {
-        let (map, value) = value.encode();
+    pub fn set_file(&mut self, file_id: u64, value: &RuntimeMapValue) -> Result<(), BpfError> {
+        let map = value.map(RuntimeMap::Files)?;
         let Some(index) = self.file_maps.iter().position(|(n, _)| *n == map) else {
             let missing = std::io::Error::new(std::io::ErrorKind::NotFound, format!("no interpreter map {map}"));
             return Err(BpfError::Map { map: "interpreter file maps", source: missing.into() });
         };
-        let name = self.file_maps[index].0;
-        if self.loaded.get(&file_id).is_some_and(|old| *old != name) {
+        if self.loaded.get(&file_id).is_some_and(|old| *old != map) {
             self.remove_file(file_id)?;
         }
-        self.file_maps[index]
-            .1
-            .update(&file_id.to_ne_bytes(), &value, MapFlags::ANY)
-            .map_err(|source| BpfError::Map { map: name, source })?;
-        self.loaded.insert(file_id, name);
+        update(map, &self.file_maps[index].1, &file_id.to_ne_bytes(), value)?;
+        self.loaded.insert(file_id, map);
         Ok(())
     }
 
@@ -210,9 +209,7 @@ impl InterpreterMaps {
 mod tests {
     use super::*;
     use crate::contract::c;
-    use crate::types::{
-        InterpreterUnwinder, PythonFrameModel, PythonLasti, MAPPING_FLAG_INTERPRETER_LOOP, MAPPING_UNWINDER_SHIFT,
-    };
+    use crate::types::{InterpreterUnwinder, MAPPING_FLAG_INTERPRETER_LOOP, MAPPING_UNWINDER_SHIFT};
 
     #[test]
     fn unwinder_slots_fit_the_flags_and_the_program_array() {
@@ -227,79 +224,16 @@ mod tests {
     }
 
     #[test]
-    fn each_value_goes_to_its_map() {
-        let v = PythonFileValue {
-            runtime_vaddr: 0x1234,
-            version: 0x030c,
-            frame_model: PythonFrameModel::CStackOwner,
-            lasti_kind: PythonLasti::Pointer,
-            frame_read_size: 80,
-            runtime_interpreters_head: 1,
-            interp_next: 2,
-            interp_threads_head: 3,
-            tstate_next: 4,
-            tstate_thread_id: 5,
-            tstate_frame: 6,
-            cframe_current_frame: 7,
-            frame_previous: 8,
-            frame_code: 9,
-            frame_lasti: 10,
-            frame_entry: 11,
-            code_adaptive: 12,
-            frame_code_tag_mask: 7,
-        };
-        let (map, bytes) = InterpreterFileValue::Python(v).encode();
-        assert_eq!(map, "python_files");
-        assert_eq!(bytes, v.to_bytes().to_vec());
-    }
-
-    #[test]
-    fn hotspot_process_values_are_the_headers_layout() {
-        use crate::types::HotspotHeapValue;
-        let mut v = HotspotProcessValue {
-            code_low: 0x7f00_0000_0000,
-            code_high: 0x7f00_1000_0000,
-            interpreter_code: 0x1111,
-            call_stub_return: 0x2222,
-            heap_count: 9,
-            blob_frame_size: 0x2c,
-            interp_method_slot: -3,
-            interp_bcp_slot: -8,
-            interp_sender_sp_slot: -1,
-            ..Default::default()
-        };
-        v.heaps[3] = HotspotHeapValue { low: 1, high: 2, segmap: 3, log2_segment_size: 7 };
-        let (map, bytes) = InterpreterProcessValue::Hotspot(v).encode();
-        assert_eq!(map, "hotspot_processes");
-        let back = crate::contract::read::<c::hotspot_process>(&bytes).unwrap();
-        assert_eq!(bytes.len(), size_of::<c::hotspot_process>());
-        assert_eq!((back.code_low, back.call_stub_return, back.blob_frame_size), (0x7f00_0000_0000, 0x2222, 0x2c));
-        assert_eq!(back.heap_count as usize, crate::types::HOTSPOT_MAX_HEAPS, "clamped to the array");
-        assert_eq!((back.heaps[3].segmap, back.heaps[3].log2_segment_size), (3, 7));
-        assert_eq!((back.interp_method_slot, back.interp_bcp_slot, back.interp_sender_sp_slot), (-3, -8, -1));
-    }
-
-    #[test]
-    fn v8_process_values_are_the_headers_layout() {
-        let v = V8ProcessValue {
-            fp_marker: -8,
-            fp_function: -16,
-            fp_bytecode_array: -32,
-            fp_bytecode_offset: -40,
-            marker_entry: 1,
-            smi_shift: 32,
-            bytecode_offset_bias: 53,
-            js_function_code: 48,
-            code_instruction_start: 40,
-            type_bytecode_array: 0x1234,
-            ..Default::default()
-        };
-        let (map, bytes) = InterpreterProcessValue::V8(v).encode();
-        assert_eq!(map, "v8_processes");
-        assert_eq!(bytes.len(), size_of::<c::v8_process>());
-        let back = crate::contract::read::<c::v8_process>(&bytes).unwrap();
-        assert_eq!((back.fp_marker, back.fp_function, back.fp_bytecode_offset), (-8, -16, -40));
-        assert_eq!((back.smi_shift, back.bytecode_offset_bias, back.code_instruction_start), (32, 53, 40));
-        assert_eq!(back.type_bytecode_array, 0x1234);
+    fn values_go_to_their_unwinders_map_only() {
+        let v = c::pid_mapping { file_id: 7, bias: 0x1000, kind: 1, flags: 2 };
+        let value = RuntimeMapValue::new(InterpreterUnwinder::Python, &v);
+        assert_eq!(value.bytes(), bytes_of(&v));
+        assert_eq!(value.read::<c::pid_mapping>(), Some(v));
+        assert_eq!(value.read::<c::delta_page>(), None, "not one of its size");
+        assert_eq!(value.map(RuntimeMap::Files).ok(), Some("python_files"));
+        assert!(value.map(RuntimeMap::Processes).is_err(), "python_files is keyed by file");
+        let value = RuntimeMapValue::new(InterpreterUnwinder::Hotspot, &v);
+        assert_eq!(value.map(RuntimeMap::Processes).ok(), Some("hotspot_processes"));
+        assert!(value.map(RuntimeMap::Files).is_err());
     }
 }

@@ -15,6 +15,7 @@
 
 use crate::arch::{plt_cfa, RETURN_ADDRESS_BELOW_CFA, UCONTEXT_RBP, UCONTEXT_RIP, UCONTEXT_RSP};
 use crate::contract::c::{self, DELTA_SEARCH_STEPS};
+use crate::contract::read;
 use crate::sample::StackCopy;
 use crate::types::{
     delta_page_key, range_chunk_key, ProcessRangesValue, RangeChunk, UnwindRuleValue, UnwindStop, UserFrame,
@@ -318,7 +319,7 @@ impl UnwindTables for MapTables {
                     .lookup(&pid.to_ne_bytes(), MapFlags::ANY)
                     .ok()
                     .flatten()
-                    .and_then(|v| ProcessRangesValue::from_bytes(&v))
+                    .and_then(|v| read::<ProcessRangesValue>(&v))
                 else {
                     return TableMapping::UnknownPid;
                 };
@@ -342,12 +343,8 @@ impl UnwindTables for MapTables {
             None => {
                 let key = range_chunk_key(pid, process.generation, index as u32);
                 self.lookups.map_lookups += 1;
-                let Some(chunk) = self
-                    .range_chunks
-                    .lookup(&key, MapFlags::ANY)
-                    .ok()
-                    .flatten()
-                    .and_then(|v| RangeChunk::from_bytes(&v))
+                let Some(chunk) =
+                    self.range_chunks.lookup(&key, MapFlags::ANY).ok().flatten().and_then(|v| read::<RangeChunk>(&v))
                 else {
                     return TableMapping::UnknownPc;
                 };
@@ -390,7 +387,7 @@ impl UnwindTables for MapTables {
         }
         self.lookups.map_lookups += 1;
         let value = self.unwind_rules.lookup(&u32::from(id).to_ne_bytes(), MapFlags::ANY).ok()??;
-        let rule = UnwindRuleValue::from_bytes(&value.as_slice().try_into().ok()?);
+        let rule = read::<UnwindRuleValue>(&value)?;
         self.rules.insert(id, rule);
         Some(rule)
     }

@@ -57,7 +57,7 @@ pub use go_labels::{
     GoLabelMaps, GoLabelsLayout, GoLabelsValue, GO_LABELS_MAX, GO_LABEL_KEY_MAX, GO_LABEL_VALUE_MAX,
     MAX_GO_LABEL_PROCESSES,
 };
-pub use interpreter_maps::{InterpreterFileValue, InterpreterMaps, InterpreterProcessValue, MAX_INTERPRETER_PROCESSES};
+pub use interpreter_maps::{InterpreterMaps, RuntimeMapValue, MAX_INTERPRETER_PROCESSES};
 pub use late_unwind::{LateUnwind, LookupCounts, MapTables};
 pub use off_cpu::{OffCpuJoinCounts, MAX_PENDING_OFF_CPU};
 pub use perf::online_cpus;
@@ -72,16 +72,6 @@ pub use sampler::{Counters, Sampler, SamplerOptions};
 pub use sampling_switch::SamplingSwitch;
 pub use selection::{PidSelection, SELECTED_PIDS_MAX};
 pub use types::{
-    BeamProcessValue, HotspotHeapValue, HotspotProcessValue, InterpreterUnwinder, PerlFileValue, PhpFileValue,
-    ProcessEvent, ProcessEventKind, PythonFileValue, PythonFrameModel, PythonLasti, RubyFileValue, RubyTlsModel,
-    UnwindStop, UserFrame, V8ProcessValue, BEAM_FRAME_PC_MASK, BEAM_FRAME_RETURN_ADDRESS, FRAME_EXACT_PC,
-    FRAME_INTERPRETED, HOTSPOT_CODE_OFFSETS, HOTSPOT_CODE_OFFSET_MAX, HOTSPOT_ENTRY_OFFSETS, HOTSPOT_FRAME_COMPILED,
-    HOTSPOT_FRAME_COMPLETE_16, HOTSPOT_FRAME_OFFSET_MAX, HOTSPOT_FRAME_OFFSET_SHIFT, HOTSPOT_HAS_KIND,
-    HOTSPOT_MARK_BITS, HOTSPOT_MARK_HIGH_SHIFT, HOTSPOT_MAX_HEAPS, HOTSPOT_NO_BCI, HOTSPOT_PC_EXACT, PERL_CONTEXT_READ,
-    PERL_COP_EVAL, PERL_COP_MAIN, PERL_CX_BITS, PERL_FRAME_COP, PERL_FRAME_LINE_MAX, PERL_FRAME_LINE_SHIFT,
-    PERL_SI_READ, PHP_EXECUTE_DATA_READ, PHP_FRAME_LINE_MAX, PHP_FRAME_LINE_SHIFT, PHP_FRAME_TOP,
-    PYTHON_FRAME_OFFSET_MAX, PYTHON_FRAME_OFFSET_SHIFT, PYTHON_FRAME_READ_MAX, PYTHON_NO_OFFSET, RUBY_CFP_READ_MAX,
-    RUBY_FRAME_POS_MAX, RUBY_FRAME_POS_SHIFT, V8_FRAME_COMPILED, V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT,
-    V8_FRAME_PC_MASK,
+    InterpreterUnwinder, ProcessEvent, ProcessEventKind, UnwindStop, UserFrame, FRAME_EXACT_PC, FRAME_INTERPRETED,
 };
 pub use unwind_maps::{EncodedDeltas, MappingRange, MappingTarget, UnwindMaps, UnwindMapsStats};

@@ -6,9 +6,10 @@
 //! inserts has exactly one deletion path: [`UnwindMaps::remove_process`]
 //! and [`UnwindMaps::unload_file`].
 
+use crate::contract::bytes_of;
 use crate::types::{
-    delta_entry, delta_page, delta_page_key, range_chunk_key, InterpreterUnwinder, PidMappingValue, ProcessRange,
-    ProcessRangesValue, RangeChunk, UnwindRuleValue, DELTA_PAGE_BITS, MAPPING_FLAG_INTERPRETER_LOOP,
+    delta_entry, delta_page, delta_page_key, process_ranges_of, range_chunk_key, range_chunk_of, unwind_rule_of,
+    InterpreterUnwinder, PidMappingValue, ProcessRange, DELTA_PAGE_BITS, MAPPING_FLAG_INTERPRETER_LOOP,
     MAPPING_KIND_NATIVE, MAPPING_KIND_NO_UNWIND_INFO, MAPPING_UNWINDER_SHIFT, PROCESS_RANGES_MAX, RANGES_PER_CHUNK,
     RANGE_START_UNUSED,
 };
@@ -511,9 +512,10 @@ impl UnwindMaps {
         if u32::from(id.0) >= self.rules_capacity {
             return Err(BpfError::MapFull { map: "unwind_rules", capacity: self.rules_capacity.into() });
         }
-        let value = UnwindRuleValue::from_rule(rule).to_bytes();
+        let rule = unwind_rule_of(rule);
+        let value = bytes_of(&rule);
         self.unwind_rules
-            .update(&u32::from(id.0).to_ne_bytes(), &value, MapFlags::ANY)
+            .update(&u32::from(id.0).to_ne_bytes(), value, MapFlags::ANY)
             .map_err(map_err("unwind_rules"))?;
         self.rules_loaded.insert(id.0);
         Ok(())
@@ -627,15 +629,15 @@ impl UnwindMaps {
         let chunk_values: Vec<u8> = new
             .ranges
             .chunks(RANGES_PER_CHUNK as usize)
-            .flat_map(|part| RangeChunk::of(part).as_bytes().to_vec())
+            .flat_map(|part| bytes_of(&range_chunk_of(part)).to_vec())
             .collect();
         let n = new.chunks() as usize;
         let written = update_all(&self.range_chunks, &mut self.batch_hash, &chunk_keys, &chunk_values, n)
             .map_err(|source| BpfError::Map { map: "process_range_chunks", source })
             .and_then(|()| {
-                let entry = ProcessRangesValue::of(&new.ranges, generation);
+                let entry = process_ranges_of(&new.ranges, generation);
                 self.process_ranges
-                    .update(&pid.to_ne_bytes(), entry.as_bytes(), MapFlags::ANY)
+                    .update(&pid.to_ne_bytes(), bytes_of(&entry), MapFlags::ANY)
                     .map_err(|source| BpfError::Map { map: "process_ranges", source })
             });
         if let Err(e) = written {

@@ -433,7 +433,7 @@ impl Default for Registry {
 mod tests {
     use super::*;
     use crate::runtime::FrameNamer;
-    use profiler_bpf::InterpreterFileValue;
+    use profiler_bpf::RuntimeMapValue;
     use std::any::Any;
 
     /// A runtime found in files by their path: "fake" is one to unwind,
@@ -452,7 +452,7 @@ mod tests {
         fn loop_ranges(&self) -> &[(u64, u64)] {
             &[]
         }
-        fn file_value(&self) -> Option<InterpreterFileValue> {
+        fn file_value(&self) -> Option<RuntimeMapValue> {
             unreachable!("not loaded in these tests")
         }
         fn as_any(&self) -> &dyn Any {
@@ -474,7 +474,8 @@ mod tests {
             _maps: &[ExecutableMapping<'_>],
         ) -> Option<ProcessUnwinding> {
             let (_, bias) = process.downcast_ref::<(u32, u64)>()?;
-            let value = profiler_bpf::InterpreterProcessValue::Hotspot(Default::default());
+            let value =
+                RuntimeMapValue::new(InterpreterUnwinder::Hotspot, &profiler_contract::c::hotspot_process::default());
             Some(ProcessUnwinding::new(InterpreterUnwinder::Hotspot, vec![(*bias, bias + 0x100)], value))
         }
     }

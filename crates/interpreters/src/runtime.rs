@@ -7,7 +7,7 @@
 //! [`crate::Registry`] of what was found.
 
 use crate::memory::ProcessMemory;
-use profiler_bpf::{InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder};
+use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue};
 use profiler_elf::ElfFile;
 use profiler_trace::{Frame, FrameKind, SourceLine, UserFrame};
 use std::any::Any;
@@ -113,7 +113,7 @@ pub trait InterpreterFile: Send + Sync + fmt::Debug {
     /// Its entry in its unwinder's per-file map (`None`: its unwinder
     /// needs nothing per file, e.g. HotSpot's needs only
     /// [`InterpreterFile::process_unwinding`]).
-    fn file_value(&self) -> Option<InterpreterFileValue>;
+    fn file_value(&self) -> Option<RuntimeMapValue>;
 
     /// A process maps this file with `bias`: what the runtime needs of
     /// that process, read once from its memory (HotSpot's VM structures,
@@ -185,13 +185,13 @@ pub struct ProcessUnwinding {
     /// alone ([`ProcessUnwinding::reserving`]; none by default).
     pub reserved: Vec<(u64, u64)>,
     /// The unwinder's per-process map value.
-    pub value: InterpreterProcessValue,
+    pub value: RuntimeMapValue,
 }
 
 impl ProcessUnwinding {
     /// `unwinder` takes the parts of `code` without unwind tables, with
     /// `value` as its per-process map value.
-    pub fn new(unwinder: InterpreterUnwinder, code: Vec<(u64, u64)>, value: InterpreterProcessValue) -> Self {
+    pub fn new(unwinder: InterpreterUnwinder, code: Vec<(u64, u64)>, value: RuntimeMapValue) -> Self {
         ProcessUnwinding { unwinder, code, reserved: Vec::new(), value }
     }
 

@@ -20,6 +20,7 @@
 //! Every read is bounded and checked; nothing read is trusted as a size
 //! before it is compared with a limit.
 
+mod map_value;
 mod runtime;
 
 pub use runtime::{Beam, BeamFile, BeamNamer, BeamProcess};

@@ -6,15 +6,13 @@ use super::{
     atom_index, detect, function_name, BeamBuild, Detection, CODE_INDICES, LINE_TAB_FUNC_TAB, MAX_ATOM_BYTES,
     MAX_FILE_NAME, MAX_FUNCTIONS, MAX_LINE_ITEMS, MAX_MODULES, RANGES_SIZE,
 };
+use crate::beam::map_value::{BeamProcessValue, BEAM_FRAME_PC_MASK, BEAM_FRAME_RETURN_ADDRESS};
 use crate::memory::{u64_in, ProcessMemory};
 use crate::runtime::{
     frame_payload, Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats,
     ProcessState, ProcessUnwinding, Runtime,
 };
-use profiler_bpf::{
-    BeamProcessValue, InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder, BEAM_FRAME_PC_MASK,
-    BEAM_FRAME_RETURN_ADDRESS,
-};
+use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
 use std::any::Any;
@@ -110,7 +108,7 @@ impl InterpreterFile for BeamFile {
         &[]
     }
 
-    fn file_value(&self) -> Option<InterpreterFileValue> {
+    fn file_value(&self) -> Option<RuntimeMapValue> {
         None
     }
 
@@ -149,7 +147,7 @@ impl InterpreterFile for BeamFile {
         };
         // The executable views mapped now; a grown JIT area is a new
         // mapping, found at the next read of the process's maps.
-        let value = InterpreterProcessValue::Beam(value);
+        let value = value.map_value();
         Some(ProcessUnwinding::new(InterpreterUnwinder::Beam, vec![(code_low, code_high)], value))
     }
 
@@ -642,7 +640,8 @@ mod tests {
         let memory = FakeMemory::default();
         let u = file.process_unwinding(&node, &memory, &maps).expect("unwinding");
         assert_eq!(u.code, vec![(0x7fab_04bf_f000, 0x7fab_053f_f000)]);
-        let InterpreterProcessValue::Beam(v) = u.value else { panic!("not BEAM's") };
+        assert_eq!(u.value.unwinder(), InterpreterUnwinder::Beam);
+        let v = u.value.read::<profiler_contract::c::beam_process>().expect("a beam_process");
         assert_eq!(
             (v.normal_exit, v.code_low, v.code_high, v.frame_layout),
             (0x7fab_0500_0010, 0x7fab_04bf_f000, 0x7fab_053f_f000, 1)

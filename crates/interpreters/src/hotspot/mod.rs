@@ -19,6 +19,7 @@
 
 mod layout;
 mod linetable;
+mod map_value;
 mod naming;
 mod remote;
 mod runtime;

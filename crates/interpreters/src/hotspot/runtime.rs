@@ -12,16 +12,16 @@ use super::scopes::scopes_near;
 use super::walk::{BlobKind, CodeCache};
 use super::word::{CompiledWord, InterpretedWord};
 use super::{attach, detect, Detection, HotspotError, TableSymbols};
+use crate::hotspot::map_value::{
+    HotspotHeapValue, HotspotProcessValue, HOTSPOT_CODE_OFFSETS, HOTSPOT_ENTRY_OFFSETS, HOTSPOT_FRAME_COMPLETE_16,
+    HOTSPOT_HAS_KIND, HOTSPOT_MAX_HEAPS, HOTSPOT_NO_BCI,
+};
 use crate::memory::ProcessMemory;
 use crate::runtime::{
     Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState,
     ProcessUnwinding, Runtime,
 };
-use profiler_bpf::{
-    HotspotHeapValue, HotspotProcessValue, InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder,
-    HOTSPOT_CODE_OFFSETS, HOTSPOT_ENTRY_OFFSETS, HOTSPOT_FRAME_COMPLETE_16, HOTSPOT_HAS_KIND, HOTSPOT_MAX_HEAPS,
-    HOTSPOT_NO_BCI,
-};
+use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
 use std::any::Any;
@@ -157,7 +157,7 @@ impl InterpreterFile for HotspotFile {
         &[]
     }
 
-    fn file_value(&self) -> Option<InterpreterFileValue> {
+    fn file_value(&self) -> Option<RuntimeMapValue> {
         None
     }
 
@@ -201,7 +201,7 @@ impl InterpreterFile for HotspotFile {
         if cache.is_some() {
             *process.code_cache.lock().unwrap_or_else(|p| p.into_inner()) = cache.clone();
         }
-        let value = InterpreterProcessValue::Hotspot(process_value(&process.layout, process.bias, cache.as_deref()));
+        let value = process_value(&process.layout, process.bias, cache.as_deref()).map_value();
         Some(match &cache {
             // `[_low_bound, _high_bound)` is the code cache's reservation.
             Some(cache) => {

@@ -2,11 +2,12 @@
 //! `UNWINDER_HOTSPOT`): an interpreted frame's `Method*` and bci, or a
 //! compiled frame's pc and its blob's mark (`HOTSPOT_FRAME_COMPILED`).
 
-use crate::runtime::{frame_payload, frame_word};
-use profiler_bpf::{
-    InterpreterUnwinder, HOTSPOT_CODE_OFFSET_MAX, HOTSPOT_FRAME_COMPILED, HOTSPOT_FRAME_OFFSET_MAX,
-    HOTSPOT_FRAME_OFFSET_SHIFT, HOTSPOT_MARK_BITS, HOTSPOT_MARK_HIGH_SHIFT, HOTSPOT_NO_BCI, HOTSPOT_PC_EXACT,
+use crate::hotspot::map_value::{
+    HOTSPOT_CODE_OFFSET_MAX, HOTSPOT_FRAME_COMPILED, HOTSPOT_FRAME_OFFSET_MAX, HOTSPOT_FRAME_OFFSET_SHIFT,
+    HOTSPOT_MARK_BITS, HOTSPOT_MARK_HIGH_SHIFT, HOTSPOT_NO_BCI, HOTSPOT_PC_EXACT,
 };
+use crate::runtime::{frame_payload, frame_word};
+use profiler_bpf::InterpreterUnwinder;
 
 /// An interpreted frame's word: `bci << HOTSPOT_FRAME_OFFSET_SHIFT |
 /// Method* >> 3`.

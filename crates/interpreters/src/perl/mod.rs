@@ -15,6 +15,7 @@
 //! [`Detection::Unsupported`]: a notice for the agent, frames stay native.
 
 mod layout;
+mod map_value;
 mod runtime;
 mod walk;
 

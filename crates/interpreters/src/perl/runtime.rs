@@ -5,11 +5,12 @@
 
 use super::{detect, Detection, PerlBuild, PerlState, PerlSymbolizer};
 use crate::memory::ProcessMemory;
-use crate::runtime::{frame_payload, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
-use profiler_bpf::{
-    InterpreterFileValue, InterpreterUnwinder, PerlFileValue, UserFrame, PERL_CONTEXT_READ, PERL_COP_EVAL,
-    PERL_COP_MAIN, PERL_FRAME_COP, PERL_FRAME_LINE_MAX, PERL_FRAME_LINE_SHIFT, PERL_SI_READ,
+use crate::perl::map_value::{
+    PerlFileValue, PERL_CONTEXT_READ, PERL_COP_EVAL, PERL_COP_MAIN, PERL_FRAME_COP, PERL_FRAME_LINE_MAX,
+    PERL_FRAME_LINE_SHIFT, PERL_SI_READ,
 };
+use crate::runtime::{frame_payload, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
+use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue, UserFrame};
 use profiler_elf::ElfFile;
 use profiler_trace::{Frame, FrameKind, SourceLine};
 use std::any::Any;
@@ -216,8 +217,8 @@ impl InterpreterFile for PerlFile {
         &self.ranges
     }
 
-    fn file_value(&self) -> Option<InterpreterFileValue> {
-        Some(InterpreterFileValue::Perl(self.value))
+    fn file_value(&self) -> Option<RuntimeMapValue> {
+        Some(self.value.map_value())
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -279,8 +280,8 @@ impl FrameNamer for PerlNamer {
 mod tests {
     use super::super::consts;
     use super::*;
+    use crate::perl::map_value::PERL_CX_BITS;
     use crate::runtime::frame_word;
-    use profiler_bpf::PERL_CX_BITS;
 
     #[test]
     fn words_decode_to_subs_main_and_evals() {
@@ -407,8 +408,10 @@ mod tests {
         let build = threaded_5_36();
         let file = PerlFile::new(build.clone()).unwrap();
         assert_eq!(file.loop_ranges(), &[(0x1000, 0x1200)]);
-        let Some(InterpreterFileValue::Perl(v)) = file.file_value() else { panic!("a perl_files value") };
-        assert_eq!((v.curinterp_vaddr, v.tls_offset, v.threaded), (0x3a66d8, Some(-8), true));
+        let value = file.file_value().expect("a perl_files value");
+        assert_eq!(value.unwinder(), InterpreterUnwinder::Perl);
+        let v = value.read::<profiler_contract::c::perl_file>().expect("a perl_file");
+        assert_eq!((v.curinterp_vaddr, v.tls_offset, v.has_tls, v.threaded), (0x3a66d8, -8, 1, 1));
         assert_eq!((v.interp_curcop, v.interp_curstackinfo, v.cx_blk_sub_cv, v.cx_size), (0xd0, 0xe0, 0x48, 0x68));
         // No size for the op loop: nothing to mark.
         assert!(PerlFile::new(PerlBuild { runops: (0x1000, 0), ..build }).is_err());

@@ -14,6 +14,7 @@
 //! versions outside [`MIN_PHP`]..=[`MAX_PHP`].
 
 mod layout;
+mod map_value;
 mod runtime;
 mod walk;
 

@@ -5,11 +5,11 @@
 
 use super::{consts, detect, Detection, PhpBuild, PhpFrame, PhpSymbolizer};
 use crate::memory::ProcessMemory;
-use crate::runtime::{frame_payload, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
-use profiler_bpf::{
-    InterpreterFileValue, InterpreterUnwinder, PhpFileValue, UserFrame, PHP_EXECUTE_DATA_READ, PHP_FRAME_LINE_MAX,
-    PHP_FRAME_LINE_SHIFT, PHP_FRAME_TOP,
+use crate::php::map_value::{
+    PhpFileValue, PHP_EXECUTE_DATA_READ, PHP_FRAME_LINE_MAX, PHP_FRAME_LINE_SHIFT, PHP_FRAME_TOP,
 };
+use crate::runtime::{frame_payload, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
+use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue, UserFrame};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
 use std::any::Any;
@@ -140,8 +140,8 @@ impl InterpreterFile for PhpFile {
         &self.ranges
     }
 
-    fn file_value(&self) -> Option<InterpreterFileValue> {
-        Some(InterpreterFileValue::Php(self.value))
+    fn file_value(&self) -> Option<RuntimeMapValue> {
+        Some(self.value.map_value())
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -277,9 +277,10 @@ mod tests {
         assert_eq!(err.0, "8.2.36");
         let file = PhpFile::new(build, Some((0x36cbe0, 0x931e))).unwrap();
         assert_eq!(file.loop_ranges(), &[(0x36cbe0, 0x36cbe0 + 0x931e)]);
-        let Some(InterpreterFileValue::Php(v)) = file.file_value() else { panic!("a php_files value") };
+        let value = file.file_value().expect("a php_files value");
+        assert_eq!(value.unwinder(), InterpreterUnwinder::Php);
         assert_eq!(
-            v,
+            value,
             PhpFileValue {
                 executor_globals_vaddr: 0x58ae60,
                 eg_current_execute_data: 488,
@@ -291,6 +292,7 @@ mod tests {
                 call_top: 1 << 17,
                 op_array_line_start: 160,
             }
+            .map_value()
         );
     }
 }

@@ -12,6 +12,7 @@
 
 mod layout;
 mod linetable;
+mod map_value;
 mod runtime;
 mod symbolizer;
 mod word;

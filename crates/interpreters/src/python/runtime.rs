@@ -3,10 +3,9 @@
 
 use super::{detect, Detection, FrameModel, Lasti, PythonBuild, PythonSymbolizer, PythonWord, FRAME_READ_MAX};
 use crate::memory::ProcessMemory;
+use crate::python::map_value::{PythonFileValue, PythonFrameModel, PythonLasti, PYTHON_NO_OFFSET};
 use crate::runtime::{FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
-use profiler_bpf::{
-    InterpreterFileValue, InterpreterUnwinder, PythonFileValue, PythonFrameModel, PythonLasti, PYTHON_NO_OFFSET,
-};
+use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
 use std::any::Any;
@@ -21,7 +20,7 @@ const MAX_CACHED_CODES: usize = 16_384;
 const MAX_CACHED_BYTES: usize = 4 << 20;
 
 // The unwinder reads this much of a frame; every layout fits in it.
-const _: () = assert!(FRAME_READ_MAX == profiler_bpf::PYTHON_FRAME_READ_MAX);
+const _: () = assert!(FRAME_READ_MAX == crate::python::map_value::PYTHON_FRAME_READ_MAX);
 
 /// CPython 3.8-3.15.
 #[derive(Clone, Copy, Debug, Default)]
@@ -72,8 +71,8 @@ impl InterpreterFile for PythonBuild {
         &self.eval_ranges
     }
 
-    fn file_value(&self) -> Option<InterpreterFileValue> {
-        Some(InterpreterFileValue::Python(python_file_value(self)))
+    fn file_value(&self) -> Option<RuntimeMapValue> {
+        Some(python_file_value(self).map_value())
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -154,10 +153,12 @@ mod tests {
     #[test]
     fn file_value_carries_the_layout() {
         let b = build(12);
-        let Some(InterpreterFileValue::Python(v)) = b.file_value() else { panic!("a per-file value") };
+        let value = b.file_value().expect("a per-file value");
+        assert_eq!(value.unwinder(), InterpreterUnwinder::Python);
+        let v = value.read::<profiler_contract::c::python_file>().expect("a python_file");
         assert_eq!(v.runtime_vaddr, 0x5000);
         assert_eq!(v.version, 0x030c);
-        assert_eq!(v.frame_model, PythonFrameModel::CStackOwner);
+        assert_eq!(v.frame_model, PythonFrameModel::CStackOwner as u8);
         assert_eq!(v.frame_code, b.layout.frame_code);
         assert_eq!(v.cframe_current_frame, b.layout.cframe_current_frame.unwrap_or(PYTHON_NO_OFFSET));
         assert_eq!(b.unwinder(), InterpreterUnwinder::Python);
@@ -188,8 +189,8 @@ mod tests {
             fn loop_ranges(&self) -> &[(u64, u64)] {
                 &[]
             }
-            fn file_value(&self) -> Option<InterpreterFileValue> {
-                Some(InterpreterFileValue::Python(python_file_value(&build(11))))
+            fn file_value(&self) -> Option<RuntimeMapValue> {
+                Some(python_file_value(&build(11)).map_value())
             }
             fn as_any(&self) -> &dyn Any {
                 self

@@ -1,8 +1,9 @@
 //! A CPython frame word's payload (`ebpf/types.h`, slot
 //! `UNWINDER_PYTHON`): `offset << PYTHON_FRAME_OFFSET_SHIFT | code >> 3`.
 
+use crate::python::map_value::{PYTHON_FRAME_OFFSET_MAX, PYTHON_FRAME_OFFSET_SHIFT};
 use crate::runtime::{frame_payload, frame_word};
-use profiler_bpf::{InterpreterUnwinder, PYTHON_FRAME_OFFSET_MAX, PYTHON_FRAME_OFFSET_SHIFT};
+use profiler_bpf::InterpreterUnwinder;
 
 /// A CPython frame word, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,6 +19,7 @@ mod classes;
 mod hidden;
 mod layout;
 mod lines;
+mod map_value;
 mod objects;
 mod runtime;
 mod tls;

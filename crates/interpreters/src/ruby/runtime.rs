@@ -5,11 +5,11 @@
 
 use super::{detect, find_global_symbols, Detection, RubyBuild, RubyFrame, RubySymbolizer, RubyTls};
 use crate::memory::ProcessMemory;
-use crate::runtime::{frame_payload, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
-use profiler_bpf::{
-    InterpreterFileValue, InterpreterUnwinder, RubyFileValue, RubyTlsModel, RUBY_CFP_READ_MAX, RUBY_FRAME_POS_MAX,
-    RUBY_FRAME_POS_SHIFT,
+use crate::ruby::map_value::{
+    RubyFileValue, RubyTlsModel, RUBY_CFP_READ_MAX, RUBY_FRAME_POS_MAX, RUBY_FRAME_POS_SHIFT,
 };
+use crate::runtime::{frame_payload, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
+use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
 use std::any::Any;
@@ -135,8 +135,8 @@ impl InterpreterFile for RubyFile {
         &self.ranges
     }
 
-    fn file_value(&self) -> Option<InterpreterFileValue> {
-        Some(InterpreterFileValue::Ruby(self.value))
+    fn file_value(&self) -> Option<RuntimeMapValue> {
+        Some(self.value.map_value())
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -11,6 +11,7 @@
 
 mod heap;
 mod layout;
+mod map_value;
 mod metadata;
 mod naming;
 mod positions;

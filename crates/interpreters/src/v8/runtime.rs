@@ -19,10 +19,10 @@ use crate::runtime::{
     frame_payload, frame_word, Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile,
     NamerStats, ProcessState, ProcessUnwinding, Runtime,
 };
-use profiler_bpf::{
-    InterpreterFileValue, InterpreterProcessValue, InterpreterUnwinder, V8ProcessValue, V8_FRAME_COMPILED,
-    V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT, V8_FRAME_PC_MASK,
+use crate::v8::map_value::{
+    V8ProcessValue, V8_FRAME_COMPILED, V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT, V8_FRAME_PC_MASK,
 };
+use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
 use std::any::Any;
@@ -154,7 +154,7 @@ impl InterpreterFile for V8File {
         &self.loops
     }
 
-    fn file_value(&self) -> Option<InterpreterFileValue> {
+    fn file_value(&self) -> Option<RuntimeMapValue> {
         None
     }
 
@@ -173,7 +173,7 @@ impl InterpreterFile for V8File {
         // All of a Node process's anonymous executable memory is V8's
         // (its code range: baseline, optimised and regexp code, and the
         // short-call copy of the builtins when not file-backed).
-        let value = InterpreterProcessValue::V8(process_value(&self.layout));
+        let value = process_value(&self.layout).map_value();
         Some(ProcessUnwinding::new(InterpreterUnwinder::V8, vec![(0, u64::MAX)], value))
     }
 
