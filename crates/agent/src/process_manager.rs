@@ -92,8 +92,10 @@ impl UnwindLoader for BpfLoader {
         }
         let pending = self.interpreters.registry.attach_pending(pid.0);
         self.interpreters.retries.after_mapped(pid.0, pending, Instant::now());
-        let maps: Vec<ExecutableMapping<'_>> =
-            mappings.iter().map(|m| ExecutableMapping { start: m.start, end: m.end, path: &m.path }).collect();
+        let maps: Vec<ExecutableMapping<'_>> = mappings
+            .iter()
+            .map(|m| ExecutableMapping { start: m.start, end: m.end, path: &m.path, reserved_end: m.reserved_end })
+            .collect();
         self.interpreters.mark_code(pid.0, &maps, &mut ranges);
         let budget = &self.interpreters.attach_budget;
         budget.stop_metering();

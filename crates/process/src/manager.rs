@@ -72,6 +72,9 @@ pub struct UnwindMapping {
     /// Its path in `/proc/PID/maps` (empty for anonymous memory), for
     /// the runtimes that find their code by it (a BEAM's `/memfd:vmem`).
     pub path: Arc<str>,
+    /// The end of the reservation right after it
+    /// ([`crate::maps::MapsEntry::reserved_end`]; `end` when none).
+    pub reserved_end: u64,
 }
 
 /// Where the manager puts unwinding state: the BPF maps in the agent, a
@@ -253,6 +256,7 @@ pub struct ManagerStats {
 struct ProcessMapping {
     start: u64,
     end: u64,
+    reserved_end: u64,
     file: Option<(TableKey, u64)>,
     path: Arc<str>,
 }
@@ -730,7 +734,13 @@ impl<L: UnwindLoader> ProcessManager<L> {
             let bias = file.as_ref().and_then(|f| f.segments.executable_bias(entry.start, entry.offset));
             let target = file.as_ref().zip(bias).map(|(f, b)| (f.table_key, b));
             let path = Arc::from(entry.path.as_str());
-            analysed.mappings.push(ProcessMapping { start: entry.start, end: entry.end, file: target, path });
+            analysed.mappings.push(ProcessMapping {
+                start: entry.start,
+                end: entry.end,
+                reserved_end: entry.reserved_end,
+                file: target,
+                path,
+            });
             if let Some(f) = &file {
                 analysed.files.insert(f.table_key);
             }
@@ -836,7 +846,13 @@ impl<L: UnwindLoader> ProcessManager<L> {
                     (Some((table_key, bias)), Some(FileState::Loaded)) => UnwindTarget::File { table_key, bias },
                     _ => UnwindTarget::NoUnwindInfo,
                 };
-                Some(UnwindMapping { start: m.start, end: m.end, target, path: m.path.clone() })
+                Some(UnwindMapping {
+                    start: m.start,
+                    end: m.end,
+                    target,
+                    path: m.path.clone(),
+                    reserved_end: m.reserved_end,
+                })
             })
             .collect();
         if self.loader.set_process(pid, &unwind).is_err() {
@@ -980,7 +996,7 @@ fn maps_digest(entries: &[MapsEntry]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for e in entries {
-        (e.start, e.end, e.offset, e.inode, &e.path).hash(&mut h);
+        (e.start, e.end, e.reserved_end, e.offset, e.inode, &e.path).hash(&mut h);
     }
     h.finish()
 }
