@@ -13,8 +13,8 @@
 const fs = require('fs');
 const vm = require('vm');
 
-const ROUND_MS = 60;
-const FILLERS = 6;
+const ROUND_MS = 40;
+const FILLERS = 8;
 const FILLER_STATEMENTS = 300;
 
 function awaitGo(goFile) {
