@@ -58,7 +58,14 @@ pub fn parse_executable(text: &str) -> Vec<MapsEntry> {
     // Whether the last line was an anonymous executable mapping (the
     // last entry): the next line may be its reservation.
     let mut after_anonymous = false;
-    for (entry, perms, name) in text.lines().filter_map(parse_line) {
+    for line in text.lines() {
+        // Most lines are data: skipped before their fields are parsed.
+        let perms = line.split(' ').nth(1).unwrap_or("");
+        let wanted = perms.as_bytes().get(2) == Some(&b'x') || (after_anonymous && perms == "---p");
+        let Some((entry, perms, name)) = wanted.then(|| parse_line(line)).flatten() else {
+            after_anonymous = false;
+            continue;
+        };
         if after_anonymous && perms == "---p" && entry.inode == 0 && reservation_name(name) {
             if let Some(last) = out.last_mut().filter(|l| l.end == entry.start) {
                 last.reserved_end = entry.end;
