@@ -288,8 +288,10 @@ impl Interpreters {
         if !self.registry.is_attached(pid) {
             return;
         }
-        let maps: Vec<ExecutableMapping<'_>> =
-            mappings.iter().map(|m| ExecutableMapping { start: m.start, end: m.end, path: &m.path }).collect();
+        let maps: Vec<ExecutableMapping<'_>> = mappings
+            .iter()
+            .map(|m| ExecutableMapping { start: m.start, end: m.end, path: &m.path, reserved_end: m.reserved_end })
+            .collect();
         let maps = &maps[..];
         let memory = PidMemory(pid);
         let unwinding = self.registry.process_unwinding(pid, &self.attach_budget.memory(pid, &memory), maps);

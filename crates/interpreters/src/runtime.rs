@@ -153,6 +153,10 @@ pub struct ExecutableMapping<'a> {
     pub end: u64,
     /// Its path (empty for anonymous memory).
     pub path: &'a str,
+    /// One past the inaccessible anonymous memory right after it, when
+    /// it is anonymous: a JIT's reservation, committed later (`end`
+    /// when there is none).
+    pub reserved_end: u64,
 }
 
 /// What a runtime keeps of one process ([`InterpreterFile::attach`]).

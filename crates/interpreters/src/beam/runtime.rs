@@ -619,7 +619,7 @@ mod tests {
 
     #[test]
     fn jit_code_is_the_executable_view_of_the_memfd() {
-        let m = |start, end, path| ExecutableMapping { start, end, path };
+        let m = |start, end, path| ExecutableMapping { start, end, path, reserved_end: end };
         let maps = [
             m(0x55ef_86c2_5000, 0x55ef_86eb_0000, "/usr/lib/erlang/erts-13.1.5/bin/beam.smp"),
             m(0x7fab_04bf_f000, 0x7fab_053f_f000, "/memfd:vmem (deleted)"),
@@ -635,8 +635,12 @@ mod tests {
     fn unwinding_of_a_node_is_its_jit_code() {
         let file = BeamFile { build: build().build };
         let node: ProcessState = Arc::new(BeamNode { pid: 9, normal_exit: 0x7fab_0500_0010, frame_layout: 1 });
-        let maps =
-            [ExecutableMapping { start: 0x7fab_04bf_f000, end: 0x7fab_053f_f000, path: "/memfd:vmem (deleted)" }];
+        let maps = [ExecutableMapping {
+            start: 0x7fab_04bf_f000,
+            end: 0x7fab_053f_f000,
+            path: "/memfd:vmem (deleted)",
+            reserved_end: 0x7fab_053f_f000,
+        }];
         let memory = FakeMemory::default();
         let u = file.process_unwinding(&node, &memory, &maps).expect("unwinding");
         assert_eq!(u.code, vec![(0x7fab_04bf_f000, 0x7fab_053f_f000)]);

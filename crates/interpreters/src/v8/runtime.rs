@@ -168,18 +168,37 @@ impl InterpreterFile for V8File {
         &self,
         _process: &ProcessState,
         _memory: &dyn ProcessMemory,
-        _maps: &[ExecutableMapping<'_>],
+        maps: &[ExecutableMapping<'_>],
     ) -> Option<ProcessUnwinding> {
         // All of a Node process's anonymous executable memory is V8's
         // (its code range: baseline, optimised and regexp code, and the
         // short-call copy of the builtins when not file-backed).
         let value = process_value(&self.layout).map_value();
-        Some(ProcessUnwinding::new(InterpreterUnwinder::V8, vec![(0, u64::MAX)], value))
+        let unwinding = ProcessUnwinding::new(InterpreterUnwinder::V8, vec![(0, u64::MAX)], value);
+        Some(unwinding.reserving(code_range_reservations(maps)))
     }
 
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// The most of a code range reservation taken after one executable
+/// mapping: V8's code range is at most 512 MiB on 64-bit builds
+/// (`kMaximalCodeRangeSize`); what lies beyond is not its.
+pub const MAX_CODE_RANGE: u64 = 512 << 20;
+
+/// The not yet executable parts of V8's code ranges: the inaccessible
+/// anonymous memory right after each anonymous executable mapping (V8
+/// reserves its code range whole and makes its pages executable as it
+/// compiles; Node 22 starts with 240 KiB of a 512 MiB range). Marked as
+/// V8's code, the pages committed later are walked as soon as they run,
+/// not cut as unknown pcs until the process's maps are read again.
+pub fn code_range_reservations(maps: &[ExecutableMapping<'_>]) -> Vec<(u64, u64)> {
+    maps.iter()
+        .filter(|m| m.path.is_empty() && m.reserved_end > m.end)
+        .map(|m| (m.end, m.reserved_end.min(m.end.saturating_add(MAX_CODE_RANGE))))
+        .collect()
 }
 
 /// Set in `struct v8_process`'s `code_instruction_start` when `Code`
@@ -590,6 +609,35 @@ mod tests {
         assert!(!V8.owns_frame(UserFrame::interpreted_word(4, 0x1000)));
         assert!(!V8.owns_frame(0x7f00_0000_1000));
         assert_eq!(V8.frame_kind(), FrameKind::V8Js);
+    }
+
+    /// The reservations after anonymous code, as Node 22 shows its code
+    /// range (pages of 256 KiB: a header, guards, 240 KiB of code; the
+    /// rest of the 512 MiB inaccessible), are marked for the unwinder;
+    /// a file's are not, nor more than a code range's size.
+    #[test]
+    fn code_range_reservations_are_marked() {
+        let m = |start, end, path, reserved_end| ExecutableMapping { start, end, path, reserved_end };
+        let maps = [
+            m(0x40_0000, 0x80_0000, "/usr/bin/node", 0x90_0000),
+            m(0x7f48_e67c_3000, 0x7f48_e67f_f000, "", 0x7f48_e680_0000),
+            m(0x7f48_e680_3000, 0x7f48_e683_f000, "", 0x7f49_0000_0000),
+            m(0x7f49_1000_0000, 0x7f49_1000_1000, "", 0x7f49_1000_1000),
+            m(0x7f4a_0000_0000, 0x7f4a_0000_1000, "", 0x7f4b_0000_1000),
+        ];
+        assert_eq!(
+            code_range_reservations(&maps),
+            [
+                (0x7f48_e67f_f000, 0x7f48_e680_0000),
+                (0x7f48_e683_f000, 0x7f49_0000_0000),
+                (0x7f4a_0000_1000, 0x7f4a_0000_1000 + MAX_CODE_RANGE),
+            ]
+        );
+        let unwinding = V8File { layout: Arc::new(super::super::heap::tests::layout()), loops: Vec::new() }
+            .process_unwinding(&(Arc::new(()) as ProcessState), &crate::memory::fake::FakeMemory::default(), &maps)
+            .unwrap();
+        assert_eq!(unwinding.code, [(0, u64::MAX)]);
+        assert_eq!(unwinding.reserved, code_range_reservations(&maps));
     }
 
     /// A word whose function is gone (unreadable, or no longer a

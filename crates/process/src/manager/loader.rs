@@ -36,6 +36,9 @@ pub struct UnwindMapping {
     /// Its path in `/proc/PID/maps` (empty for anonymous memory), for
     /// the runtimes that find their code by it (a BEAM's `/memfd:vmem`).
     pub path: Arc<str>,
+    /// The end of the reservation right after it
+    /// ([`crate::maps::MapsEntry::reserved_end`]; `end` when none).
+    pub reserved_end: u64,
 }
 
 /// Where the manager puts unwinding state: the BPF maps in the agent, a

@@ -57,6 +57,7 @@ pub use loader::{LoaderError, UnwindLoader, UnwindMapping, UnwindTarget};
 struct ProcessMapping {
     start: u64,
     end: u64,
+    reserved_end: u64,
     file: Option<(TableKey, u64)>,
     path: Arc<str>,
 }
@@ -354,7 +355,7 @@ fn maps_digest(entries: &[MapsEntry]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for e in entries {
-        (e.start, e.end, e.offset, e.inode, &e.path).hash(&mut h);
+        (e.start, e.end, e.reserved_end, e.offset, e.inode, &e.path).hash(&mut h);
     }
     h.finish()
 }

@@ -188,7 +188,13 @@ impl<L: UnwindLoader> ProcessManager<L> {
             let bias = file.as_ref().and_then(|f| f.segments.executable_bias(entry.start, entry.offset));
             let target = file.as_ref().zip(bias).map(|(f, b)| (f.table_key, b));
             let path = Arc::from(entry.path.as_str());
-            analysed.mappings.push(ProcessMapping { start: entry.start, end: entry.end, file: target, path });
+            analysed.mappings.push(ProcessMapping {
+                start: entry.start,
+                end: entry.end,
+                reserved_end: entry.reserved_end,
+                file: target,
+                path,
+            });
             if let Some(f) = &file {
                 analysed.files.insert(f.table_key);
             }
@@ -294,7 +300,13 @@ impl<L: UnwindLoader> ProcessManager<L> {
                     (Some((table_key, bias)), Some(FileState::Loaded)) => UnwindTarget::File { table_key, bias },
                     _ => UnwindTarget::NoUnwindInfo,
                 };
-                Some(UnwindMapping { start: m.start, end: m.end, target, path: m.path.clone() })
+                Some(UnwindMapping {
+                    start: m.start,
+                    end: m.end,
+                    target,
+                    path: m.path.clone(),
+                    reserved_end: m.reserved_end,
+                })
             })
             .collect();
         if self.loader.set_process(pid, &unwind).is_err() {
