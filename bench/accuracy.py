@@ -35,7 +35,8 @@ Cases (program, reference, and where the reference is biased):
   (runtime/pprof, 100 Hz of CPU time per thread, whole life); Go's
   traceback leaves out runtime.goexit, so its stacks count as whole
   (they stop at 64 frames, and at `runtime.mcall` on the scheduler's
-  stack). A SIGPROF pending with the SIGURG of an asynchronous
+  stack); it has no kernel frames (a SIGPROF in the kernel is taken at
+  the user pc that entered it), so our kernel frames are left out. A SIGPROF pending with the SIGURG of an asynchronous
   preemption is delivered when the SIGURG handler returns, at
   `runtime.asyncPreempt`'s first instruction: those samples are booked
   to the interrupted function (asyncPreempt's caller), as the CPU time
@@ -92,6 +93,8 @@ SECTION = sections.ACCURACY
 # stripped `_start`).
 THREAD_ROOTS = {"_start", "__libc_start_call_main", "__libc_start_main", "__libc_start_main_impl", "clone3",
                 "clone", "__clone", "__clone3", "start_thread"}
+# Where the kernel's addresses start (x86-64): user frames lie below.
+KERNEL_START = 0xffff800000000000
 UNNAMED = re.compile(r"^(?P<file>.+)\+0x[0-9a-f]+$")
 MEMCPY = re.compile(r"^(__)memcpy(_\w+_unaligned(?:_erms)?)$")
 # Pinned releases of the PyPI programs and tools.
@@ -275,7 +278,9 @@ def go_case(seconds):
         whole_life=True,
         reference_output="gofmt.pprof",
         read_reference=lambda path: read_go_pprof(path, go_symbol(gofmt, "runtime.asyncPreempt")),
-        ours_frames=lambda s: s.frames,
+        # pprof has no kernel frames (a SIGPROF in the kernel is taken
+        # where the thread entered it): ours are left out too.
+        ours_frames=lambda s: [f for f in s.frames if f.address < KERNEL_START],
         key=native_key,
         roots=GO_ROOTS,
     )
