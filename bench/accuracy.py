@@ -33,7 +33,14 @@ Cases (program, reference, and where the reference is biased):
   agent runs system-wide from before the start.
 - Go: gofmt (the installed toolchain's) under its own `-cpuprofile`
   (runtime/pprof, 100 Hz of CPU time per thread, whole life); Go's
-  traceback leaves out runtime.goexit, so its stacks count as whole.
+  traceback leaves out runtime.goexit, so its stacks count as whole
+  (they stop at 64 frames, and at `runtime.mcall` on the scheduler's
+  stack); it has no kernel frames (a SIGPROF in the kernel is taken at
+  the user pc that entered it), so our kernel frames are left out. A SIGPROF pending with the SIGURG of an asynchronous
+  preemption is delivered when the SIGURG handler returns, at
+  `runtime.asyncPreempt`'s first instruction: those samples are booked
+  to the interrupted function (asyncPreempt's caller), as the CPU time
+  was spent there (docs/go-unwinding.md).
 - Perl: perltidy (Debian) under Devel::NYTProf (Debian), subroutines
   only, CPU clock, whole life: it instruments every call, which costs the
   most in subs called most often.
@@ -86,6 +93,8 @@ SECTION = sections.ACCURACY
 # stripped `_start`).
 THREAD_ROOTS = {"_start", "__libc_start_call_main", "__libc_start_main", "__libc_start_main_impl", "clone3",
                 "clone", "__clone", "__clone3", "start_thread"}
+# Where the kernel's addresses start (x86-64): user frames lie below.
+KERNEL_START = 0xffff800000000000
 UNNAMED = re.compile(r"^(?P<file>.+)\+0x[0-9a-f]+$")
 MEMCPY = re.compile(r"^(__)memcpy(_\w+_unaligned(?:_erms)?)$")
 # Pinned releases of the PyPI programs and tools.
@@ -255,18 +264,23 @@ def go_case(seconds):
     (`-cpuprofile`: runtime/pprof, SIGPROF at 100 Hz, its whole life)."""
     goroot = subprocess.run(["go", "env", "GOROOT"], capture_output=True, text=True, check=True).stdout.strip()
 
+    gofmt = f"{goroot}/bin/gofmt"
+
     def command(work):
-        return [f"{goroot}/bin/gofmt", "-l", "-s", "-cpuprofile", str(work / "gofmt.pprof"), f"{goroot}/src"]
+        return [gofmt, "-l", "-s", "-cpuprofile", str(work / "gofmt.pprof"), f"{goroot}/src"]
 
     return Case(
         runtime="Go",
         program=f"gofmt -l -s over the Go {go_version(goroot)} sources",
-        reference_name="gofmt -cpuprofile (runtime/pprof, 100 Hz, whole life)",
+        reference_name="gofmt -cpuprofile (runtime/pprof, 100 Hz, whole life; "
+                       "SIGPROF delivered at asyncPreempt's entry booked to the interrupted function)",
         command=command,
         whole_life=True,
         reference_output="gofmt.pprof",
-        read_reference=read_go_pprof,
-        ours_frames=lambda s: s.frames,
+        read_reference=lambda path: read_go_pprof(path, go_symbol(gofmt, "runtime.asyncPreempt")),
+        # pprof has no kernel frames (a SIGPROF in the kernel is taken
+        # where the thread entered it): ours are left out too.
+        ours_frames=lambda s: [f for f in s.frames if f.address < KERNEL_START],
         key=native_key,
         roots=GO_ROOTS,
     )
@@ -279,12 +293,41 @@ def go_version(goroot):
         return "?"
 
 
-def read_go_pprof(path):
+def go_symbol(binary, name):
+    """The address of Go function `name` in `binary` (its ABI0 symbol
+    for assembly), or None."""
+    out = subprocess.run(["go", "tool", "nm", binary], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2] in (name, f"{name}.abi0"):
+            return int(parts[0], 16)
+    return None
+
+
+def read_go_pprof(path, async_preempt=None):
     """Go's pprof: each sample's frames (inlined ones included),
     innermost first. Go's traceback leaves out runtime.goexit, so its
     stacks cannot be checked for their root: they count as whole (Go
-    walks its own frames, up to 128 of them)."""
-    return [(s.frames, s.count, True) for s in pprof_reader.read(path)]
+    walks its own frames, up to 64 of them for a CPU profile).
+
+    A sample whose innermost frame is `runtime.asyncPreempt` at its entry
+    (`async_preempt`, its address) is a SIGPROF that was pending with the
+    SIGURG that injected the call (the kernel delivers the lower-numbered
+    SIGURG first, Go's handler blocks every signal, SIGPROF follows on its
+    return): asyncPreempt has run no instruction yet, the time went to
+    the interrupted function, its caller frame. That frame is taken as
+    the innermost one; the number moved is printed."""
+    stacks, moved = [], 0
+    for s in pprof_reader.read(path):
+        frames = s.frames
+        if (async_preempt is not None and len(frames) > 1 and frames[0].function == "runtime.asyncPreempt"
+                and frames[0].address == async_preempt):
+            frames = frames[1:]
+            moved += s.count
+        stacks.append((frames, s.count, True))
+    total = sum(n for _, n, _ in stacks)
+    print(f"pprof: {moved} of {total} samples at runtime.asyncPreempt's entry booked to the interrupted function")
+    return stacks
 
 
 # A large module of perltidy itself, as its users tidy one.
@@ -878,6 +921,27 @@ def profile(case, agent, seconds, work):
         program.wait()
 
 
+def print_cut(ours):
+    """Our stacks that do not reach the root, by their outermost frames
+    (where the hunt for what cut them starts), and those cut by the frame
+    limit (`[truncated]`) or with an unnamed outermost frame (sampled
+    before the symbolizer had the file)."""
+    cut = collections.Counter()
+    truncated = unnamed = 0
+    for frames, count, whole in ours:
+        if whole:
+            continue
+        outer = frames[-1].function if frames else ""
+        truncated += count if outer == "[truncated]" else 0
+        unnamed += count if UNNAMED.match(outer) else 0
+        cut[";".join(f.function for f in reversed(frames[-4:]))] += count
+    total = sum(n for _, n, _ in ours)
+    print(f"ours: {sum(cut.values())} of {total} samples cut short; {truncated} at the frame limit ([truncated]), "
+          f"{unnamed} with an unnamed outermost frame")
+    for stack, count in cut.most_common(8):
+        print(f"  {count:5d}  {stack}")
+
+
 def table(rows):
     head = ("| runtime | real program | reference profiler | samples (ours / theirs) | ours reach the root | "
             "theirs reach the root | TVD of self time (noise) | top 15 within 2 points |\n"
@@ -962,6 +1026,7 @@ def main():
                 loads.append(os.getloadavg()[0])
                 if args.keep:
                     shutil.copytree(work, Path(args.keep) / name, dirs_exist_ok=True)
+                print_cut(ours)
                 rows.append(compare(case, ours, theirs))
             except Exception as e:  # a case that cannot profile fails the run
                 failed += 1

@@ -105,13 +105,57 @@ static __always_inline int find_rule(u64 file_id, u64 vaddr)
 	return (u16)(entry >> 16);
 }
 
-/* runtime.morestack (RULE_ID_GO_MORESTACK), x86-64. Until it switches
- * to the system stack the current g is the goroutine and morestack has
- * no frame: the return address into the function growing its stack is at
- * rsp. After (the current g is then g0), that function's pc, sp and bp
- * are in curg.sched, where morestack saved them before switching. The
- * offsets come from go_label_processes (go_labels.bpf.h). */
-static __always_inline int go_morestack_caller(struct unwind_state *state, u32 tgid)
+#if defined(__TARGET_ARCH_x86)
+/* The scheduler's stack of an M (its g0) below runtime.mcall's or
+ * runtime.morestack's frame there, when no goroutine is followed: both
+ * move rsp to m.g0.sched.sp (mcall pushes one word first) and call on
+ * from there. runtime.mstart1 set g0.sched to return into
+ * runtime.mstart0, whose frame lies above that sp, and mstart is the
+ * thread's root. Followed only when the frame sits right at g0.sched.sp
+ * within g0's stack, and the word at g0.sched.sp is not a stack address
+ * at or above it: a cgo callback moves g0.sched.sp to its own frame and
+ * saves the old value there, while g0.sched.pc stays mstart0's. */
+static __always_inline int go_g0_root(struct unwind_state *state, struct go_labels_process *go, u64 m)
+{
+	/* runtime.m.g0 is m's first field in every Go version */
+	u64 g0 = 0;
+	if (read_user_u64(&g0, m) || !g0)
+		return UNWIND_STOP_STACK_SWITCH;
+	u64 bounds[2], sched[2], bp, saved;
+	if (bpf_probe_read_user(bounds, sizeof(bounds), (const void *)g0) ||
+	    bpf_probe_read_user(sched, sizeof(sched), (const void *)(g0 + go->g_sched)) ||
+	    read_user_u64(&bp, g0 + go->g_sched + go->gobuf_bp))
+		return UNWIND_STOP_READ_ERROR;
+	u64 sp = sched[0], pc = sched[1];
+	/* morestack calls at sp (its frame's CFA is sp), mcall at sp - 8 */
+	if (state->sp > sp || sp - state->sp > 8 || state->sp <= bounds[0] || sp >= bounds[1] || (sp & 7))
+		return UNWIND_STOP_STACK_SWITCH;
+	if (read_user_u64(&saved, sp))
+		return UNWIND_STOP_READ_ERROR;
+	if (saved >= sp && saved <= bounds[1])
+		return UNWIND_STOP_STACK_SWITCH;
+	if (pc == 0)
+		return UNWIND_STOP_ZERO_PC;
+	count(COUNTER_GO_SCHEDULER_ROOTS);
+	state->pc = pc;
+	state->sp = sp;
+	state->fp = bp;
+	state->exact = 0;
+	return STEP_CONTINUE;
+}
+#endif
+
+/* runtime.morestack (RULE_ID_GO_MORESTACK) and runtime.mcall
+ * (RULE_ID_GO_MCALL), x86-64. Until they switch to the system stack the
+ * current g is the goroutine and they have no frame: the return address
+ * is at rsp. After (the current g is then g0), morestack's caller, the
+ * function growing its stack, has its pc, sp and bp in curg.sched, where
+ * morestack saved them before switching; mcall's fn (park_m,
+ * gopreempt_m, ...) drops the goroutine or schedules another, so neither
+ * is followed to a goroutine (Go's traceback does not either): both go
+ * on down the system stack (go_g0_root). The offsets come from
+ * go_label_processes (go_labels.bpf.h). */
+static __always_inline int go_switch_caller(struct unwind_state *state, u32 tgid, bool morestack)
 {
 #if defined(__TARGET_ARCH_x86)
 	struct go_labels_process *go = bpf_map_lookup_elem(&go_label_processes, &tgid);
@@ -121,18 +165,19 @@ static __always_inline int go_morestack_caller(struct unwind_state *state, u32 t
 	u64 fsbase = arch_thread_pointer(task);
 	u64 g = 0, m = 0, curg = 0;
 	if (!fsbase || read_user_u64(&g, fsbase + (s64)go->tls_g) || !g || read_user_u64(&m, g + go->g_m) || !m ||
-	    read_user_u64(&curg, m + go->m_curg) || !curg)
+	    read_user_u64(&curg, m + go->m_curg))
 		return UNWIND_STOP_STACK_SWITCH;
 	u64 pc, sp, bp;
-	if (g == curg) {
+	if (curg && g == curg) {
 		if (read_user_u64(&pc, state->sp))
 			return UNWIND_STOP_READ_ERROR;
 		sp = state->sp + 8;
 		bp = state->fp;
 	} else {
+		if (!morestack || !curg)
+			return go_g0_root(state, go, m);
 		if (state->stack_switches >= MAX_STACK_SWITCHES)
 			return UNWIND_STOP_STACK_SWITCH;
-		state->stack_switches++;
 		/* curg.stack is {lo, hi} at 0; gobuf: sp at 0, pc at 8 */
 		u64 bounds[2], sched[2], curg_m = 0;
 		if (read_user_u64(&curg_m, curg + go->g_m) ||
@@ -143,10 +188,11 @@ static __always_inline int go_morestack_caller(struct unwind_state *state, u32 t
 		sp = sched[0];
 		pc = sched[1];
 		/* On the goroutine's own stack and thread, as Go's traceback
-		 * requires, or the scheduler has moved on (newstack
-		 * preempting the goroutine): not followed. */
+		 * requires; else the scheduler has moved on (newstack
+		 * preempting the goroutine): the system stack goes on. */
 		if (curg_m != m || sp <= bounds[0] || sp > bounds[1] || (sp & 7))
-			return UNWIND_STOP_STACK_SWITCH;
+			return go_g0_root(state, go, m);
+		state->stack_switches++;
 		count(COUNTER_GO_MORESTACK_FOLLOWED);
 	}
 	if (pc == 0)
@@ -223,7 +269,9 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 	case RULE_ID_UNFOLLOWED_SWITCH:
 		return UNWIND_STOP_STACK_SWITCH;
 	case RULE_ID_GO_MORESTACK:
-		return go_morestack_caller(state, pid);
+		return go_switch_caller(state, pid, true);
+	case RULE_ID_GO_MCALL:
+		return go_switch_caller(state, pid, false);
 	case RULE_ID_SIGNAL: {
 		/* The trampoline is not a frame of its own: the interrupted
 		 * code is, with an exact pc. */

@@ -415,8 +415,13 @@ _Static_assert(sizeof(struct delta_entry) == 4, "delta entries are 4 bytes");
 /* Go's runtime.morestack: on the goroutine's stack still, a frameless
  * function (CFA = rsp + 8); after its switch to the system stack, the
  * goroutine's pc, sp and bp saved in curg.sched (native_unwinder.bpf.h,
- * go_morestack_caller). */
+ * go_switch_caller). */
 #define RULE_ID_GO_MORESTACK 5
+/* Go's runtime.mcall after its first instruction: on the goroutine's
+ * stack still, a frameless function; after its switch to the system
+ * stack, the scheduler's stack of the thread (g0), whose caller is
+ * runtime.mstart0 at g0.sched (go_switch_caller). */
+#define RULE_ID_GO_MCALL 6
 
 enum rule_kind {
 	RULE_KIND_NONE = 0,
@@ -640,6 +645,10 @@ enum counter_id {
 	/* Go: stacks followed from runtime.morestack on the system stack to
 	 * the goroutine that grows its stack (curg.sched) */
 	COUNTER_GO_MORESTACK_FOLLOWED = 100,
+	/* Go: stacks followed from runtime.mcall or runtime.morestack on the
+	 * system stack, with no goroutine to follow, to the thread's root
+	 * (m.g0.sched: runtime.mstart0, runtime.mstart) */
+	COUNTER_GO_SCHEDULER_ROOTS = 101,
 	/* BEAM (beam_unwinder.bpf.h): Erlang frames recorded */
 	COUNTER_BEAM_FRAMES = 104,
 	/* BEAM: tail calls into its unwinder (hand-overs included) */

@@ -101,6 +101,17 @@ fn completeness(
     select: impl std::ops::Fn(&[FrameDesc]) -> bool,
     pattern: &[Step],
 ) -> Completeness {
+    completeness_of_any(traces, pid, select, &[pattern])
+}
+
+/// [`completeness`], a sample being whole when it matches one of
+/// `patterns`.
+fn completeness_of_any(
+    traces: &[Trace],
+    pid: u32,
+    select: impl std::ops::Fn(&[FrameDesc]) -> bool,
+    patterns: &[&[Step]],
+) -> Completeness {
     let mut c = Completeness { selected: 0, complete: 0, failures: Vec::new() };
     for t in traces.iter().filter(|t| t.process.pid.0 == pid) {
         let frames = frames_of(t);
@@ -110,7 +121,7 @@ fn completeness(
             continue;
         }
         c.selected += 1;
-        if matches_chain(&frames, pattern) {
+        if patterns.iter().any(|pattern| matches_chain(&frames, pattern)) {
             c.complete += 1;
         } else if c.failures.len() < 6 {
             let names: Vec<String> = frames.iter().map(|f| f.to_string()).collect();
@@ -304,11 +315,31 @@ fn stack_growth_and_asynchronous_preemption() {
         Fn("runtime.newstack"),
         AnyOrNone,
     ];
-    let c = completeness(&traces, w.pid(), through("runtime.newstack"), &growth);
+    // newstack may find a preemption request instead and deschedule the
+    // goroutine (m.curg dropped): the system stack goes on to its root,
+    // mstart0's frame (m.g0.sched).
+    let preempted_growth =
+        [Fn("runtime.mstart"), Fn("runtime.mstart0"), Fn("runtime.morestack"), Fn("runtime.newstack"), Any];
+    let c = completeness_of_any(&traces, w.pid(), through("runtime.newstack"), &[&growth, &preempted_growth]);
     // 98%: the rest are stacks sampled before the symbolizer had read
     // the binary (unnamed frames), at most a few in a run.
     assert_complete_at("stack growth through runtime.morestack", &c, &stats, 0.98);
-    assert!(stats.go_morestack_followed >= c.complete as u64, "{stats:#?}");
+    let followed = completeness(&traces, w.pid(), through("runtime.newstack"), &growth);
+    assert!(stats.go_morestack_followed >= followed.complete as u64, "{stats:#?}");
+
+    // The scheduler, called by runtime.mcall on the system stack (g0)
+    // each time a goroutine blocks, exits or is preempted: below mcall
+    // is the base of that stack, runtime.mstart0's frame (m.g0.sched),
+    // then the thread's root. (mcall's own first instructions, on the
+    // goroutine's stack, are left out: its callers are the goroutine's.)
+    let scheduler = [Fn("runtime.mstart"), Fn("runtime.mstart0"), Fn("runtime.mcall"), Any];
+    let on_g0 = |frames: &[FrameDesc]| {
+        let at = frames.iter().position(|f| f.name.as_deref() == Some("runtime.mcall"));
+        at.is_some_and(|at| at + 1 < frames.len())
+    };
+    let c = completeness(&traces, w.pid(), on_g0, &scheduler);
+    assert_complete("the scheduler below runtime.mcall", &c, &stats);
+    assert!(stats.go_scheduler_roots >= c.complete as u64, "{stats:#?}");
     let deep_only = |frames: &[FrameDesc]| {
         let at = frames.iter().position(|f| f.name.as_deref() == Some("runtime.morestack"));
         at.is_some_and(|at| at >= 4 && frames[3..at].iter().all(|f| f.name.as_deref() == Some("main.deep")))

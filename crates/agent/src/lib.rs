@@ -574,6 +574,7 @@ impl Agent {
             go_labels_read_errors: counters.go_labels_read_errors,
             go_labels_truncated: counters.go_labels_truncated,
             go_morestack_followed: counters.go_morestack_followed,
+            go_scheduler_roots: counters.go_scheduler_roots,
             go_label_files: manager.go_labels.files,
             go_label_files_skipped: manager.go_labels.files_skipped,
             go_label_processes: manager.go_labels.processes,

@@ -283,6 +283,10 @@ pub struct Stats {
     /// Go stacks followed from `runtime.morestack` on the system stack to
     /// the goroutine growing its stack (`g.m.curg.sched`).
     pub go_morestack_followed: u64,
+    /// Go stacks followed from `runtime.mcall` or `runtime.morestack` on
+    /// the system stack, with no goroutine to follow, to the thread's
+    /// root (`g.m.g0.sched`: `runtime.mstart0`, `runtime.mstart`).
+    pub go_scheduler_roots: u64,
     /// Go executables whose labels are read.
     pub go_label_files: u64,
     /// Go executables whose labels are not read (unsupported version,

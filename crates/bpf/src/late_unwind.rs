@@ -20,7 +20,7 @@ use crate::sample::StackCopy;
 use crate::types::{
     delta_page_key, range_chunk_key, ProcessRangesValue, RangeChunk, UnwindRuleValue, UnwindStop, UserFrame,
     CFA_BASE_RBP, DELTA_PAGE_BITS, MAPPING_KIND_NATIVE, PROCESS_RANGES_MAX, RANGES_PER_CHUNK, RBP_AT_CFA, RBP_AT_RBP,
-    RULE_ID_GO_MORESTACK, RULE_ID_INVALID, RULE_ID_NO_COVERAGE, RULE_ID_SIGNAL, RULE_ID_STOP,
+    RULE_ID_GO_MCALL, RULE_ID_GO_MORESTACK, RULE_ID_INVALID, RULE_ID_NO_COVERAGE, RULE_ID_SIGNAL, RULE_ID_STOP,
     RULE_ID_UNFOLLOWED_SWITCH, RULE_KIND_CFA, RULE_KIND_CFA_DEREF, RULE_KIND_PLT, RULE_KIND_STACK_SWITCH,
 };
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
@@ -126,9 +126,9 @@ fn unwind_into(
             RULE_ID_NO_COVERAGE => return UnwindStop::NoCoverage,
             RULE_ID_INVALID => return UnwindStop::InvalidRule,
             RULE_ID_STOP => return UnwindStop::Root,
-            // Following morestack needs the thread's current g (its TLS),
-            // which a stack copy does not hold.
-            RULE_ID_UNFOLLOWED_SWITCH | RULE_ID_GO_MORESTACK => return UnwindStop::StackSwitch,
+            // Following morestack or mcall needs the thread's current g
+            // (its TLS), which a stack copy does not hold.
+            RULE_ID_UNFOLLOWED_SWITCH | RULE_ID_GO_MORESTACK | RULE_ID_GO_MCALL => return UnwindStop::StackSwitch,
             RULE_ID_SIGNAL => {
                 // The trampoline is no frame: the interrupted code is,
                 // at an exact pc.

@@ -247,6 +247,10 @@ counters! {
     /// Stacks followed from `runtime.morestack` on the system stack to
     /// the goroutine growing its stack.
     go_morestack_followed = COUNTER_GO_MORESTACK_FOLLOWED;
+    /// Stacks followed from `runtime.mcall` or `runtime.morestack` on the
+    /// system stack, with no goroutine to follow, to the thread's root
+    /// (`m.g0.sched`).
+    go_scheduler_roots = COUNTER_GO_SCHEDULER_ROOTS;
     /// Erlang frames the BEAM unwinder recorded.
     beam_frames = COUNTER_BEAM_FRAMES;
     /// Tail calls into the BEAM unwinder (hand-overs included).

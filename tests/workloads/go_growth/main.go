@@ -10,7 +10,11 @@
 //     with the growers: the runtime preempts them asynchronously
 //     (runtime.asyncPreempt, injected by a signal at the loop's pc);
 //   - a goroutine runs garbage collections back to back: each stops the
-//     world twice, preempting the spinning goroutines each time.
+//     world twice, preempting the spinning goroutines each time;
+//   - two goroutines hand a value back and forth over unbuffered
+//     channels: each blocks at every exchange, so the scheduler runs
+//     (runtime.mcall -> runtime.park_m -> runtime.schedule, on the
+//     system stack).
 package main
 
 import "runtime"
@@ -46,10 +50,27 @@ func spin() {
 	sink += spinLeaf()
 }
 
+//go:noinline
+func pingPong(in <-chan int, out chan<- int) {
+	for v := range in {
+		out <- v + 1
+	}
+}
+
+// startPingPong starts the pair (their go statements here, not in main,
+// keep main's wrapper of grower named main.main.gowrap1).
+func startPingPong() {
+	ping, pong := make(chan int), make(chan int)
+	go pingPong(ping, pong)
+	go pingPong(pong, ping)
+	ping <- 0
+}
+
 func main() {
 	for i := 0; i < 3; i++ {
 		go spin()
 	}
+	startPingPong()
 	go func() {
 		for {
 			runtime.GC()

@@ -129,7 +129,10 @@ fn count_rule(stats: &mut UnwindStats, rule: &UnwindRule) {
         UnwindRule::Signal => rows.signal += 1,
         UnwindRule::Stop => rows.stop += 1,
         // Never reduced from CFI (Go tables only).
-        UnwindRule::StackSwitch { .. } | UnwindRule::UnfollowedSwitch | UnwindRule::GoMorestack => {}
+        UnwindRule::StackSwitch { .. }
+        | UnwindRule::UnfollowedSwitch
+        | UnwindRule::GoMorestack
+        | UnwindRule::GoMcall => {}
         UnwindRule::Invalid | UnwindRule::NoCoverage => {}
     }
 }

@@ -37,8 +37,9 @@
 //!   `rbp` after the prologue: [`UnwindRule::StackSwitch`], `CFA = rbp +
 //!   16` on whichever stack the caller is. `runtime.morestack` is
 //!   [`UnwindRule::GoMorestack`]: the BPF unwinder finds its caller in the
-//!   goroutine's `g.sched`. Every other `SPWRITE` function
-//!   (`runtime.mcall` clears `rbp`, `gogo` jumps away) is
+//!   goroutine's `g.sched`; `runtime.mcall` is [`UnwindRule::GoMcall`]:
+//!   below it on the system stack is `runtime.mstart0`, found in
+//!   `m.g0.sched`. Every other `SPWRITE` function (`gogo` jumps away) is
 //!   [`UnwindRule::UnfollowedSwitch`] after its first instruction: the
 //!   stack ends there with its own counted reason, never a guess.
 //!
@@ -93,6 +94,11 @@ const SP_WRITERS: &[&str] = &["runtime.mcall", "runtime.morestack", "runtime.gog
 /// system stack, after saving the goroutine's pc, sp and bp in
 /// `g.sched`).
 const MORESTACK: &str = "runtime.morestack";
+
+/// The function that switches to the system stack to call the scheduler
+/// (`park_m`, `gopreempt_m`, ...) from the base of that stack, where
+/// `runtime.mstart0`'s frame is.
+const MCALL: &str = "runtime.mcall";
 
 /// `TOPFRAME` functions we unwind through anyway (see the module docs).
 const NOT_ROOTS: &[&str] = &["runtime.sigtramp"];
@@ -382,6 +388,13 @@ fn function_pieces(f: &FuncDesc<'_>, code: &mut impl Code, out: &mut Vec<Piece>,
     if sp_write && f.name == MORESTACK {
         stats.switches_followed += 1;
         push(out, f.entry, end, UnwindRule::GoMorestack);
+        return;
+    }
+    if sp_write && f.name == MCALL {
+        stats.switches_followed += 1;
+        // Nothing is moved before the first instruction runs.
+        pcsp_pieces(f, Framing::None, f.entry, f.entry + 1, out, stats);
+        push(out, f.entry + 1, end, UnwindRule::GoMcall);
         return;
     }
     if sp_write {
@@ -683,14 +696,29 @@ mod tests {
     fn other_sp_writers_end_the_stack_after_their_entry() {
         let mut code = FakeCode::default();
         code.put(0x1000, &PUSH_RBP_MOV);
-        let mut mcall = func(0x1000, "runtime.mcall", &[(0, 0), (1, 8), (0x4f, 16), (0x57, 8), (0x5d, 0)], 0x5e);
-        mcall.flag_sp_write = true;
-        let (p, _) = pieces_of(&mcall, &mut code);
+        let mut gogo = func(0x1000, "runtime.gogo", &[(0, 0), (1, 8), (0x4f, 16), (0x57, 8), (0x5d, 0)], 0x5e);
+        gogo.flag_sp_write = true;
+        let (p, stats) = pieces_of(&gogo, &mut code);
         assert_eq!(p, vec![(0, 1, rsp(8, UNCHANGED)), (1, 0x5e, UnwindRule::UnfollowedSwitch)]);
+        assert_eq!(stats.switches_unfollowed, 1);
         // Go 1.16: by name.
         let mut old = func(0x2000, "runtime.gogo", &[(0, 0)], 0x40);
         old.has_flags = false;
         assert_eq!(pieces_of(&old, &mut code).0[1], (1, 0x40, UnwindRule::UnfollowedSwitch));
+    }
+
+    #[test]
+    fn mcall_goes_on_down_the_system_stack_after_its_entry() {
+        let mut code = FakeCode::default();
+        let mut mcall = func(0x1000, "runtime.mcall", &[(0, 0), (0x3c, 8), (0x45, 0)], 0x4e);
+        mcall.flag_sp_write = true;
+        let (p, stats) = pieces_of(&mcall, &mut code);
+        assert_eq!(p, vec![(0, 1, rsp(8, UNCHANGED)), (1, 0x4e, UnwindRule::GoMcall)]);
+        assert_eq!((stats.switches_followed, stats.switches_unfollowed), (1, 0));
+        // Go 1.16: by name.
+        mcall.has_flags = false;
+        mcall.flag_sp_write = false;
+        assert_eq!(pieces_of(&mcall, &mut code).0[1], (1, 0x4e, UnwindRule::GoMcall));
     }
 
     #[test]
@@ -797,7 +825,7 @@ func main() { fmt.Println(work(10)) }
         eprintln!("{stats:#?}, {} deltas, {} rules", table.deltas.len(), table.distinct_rules());
         assert!(stats.functions > 1000 && stats.framed_functions > stats.functions / 2, "{stats:?}");
         assert_eq!(stats.roots, 3, "goexit, mstart, rt0_go: {stats:?}");
-        assert!(stats.switches_followed >= 4 && stats.switches_unfollowed >= 3, "{stats:?}");
+        assert!(stats.switches_followed >= 5 && stats.switches_unfollowed >= 2, "{stats:?}");
         assert_eq!(stats.signal_trampolines, 1);
 
         let tab = GoPclntab::find(&elf).unwrap().unwrap();
@@ -820,7 +848,10 @@ func main() { fmt.Println(work(10)) }
         let systemstack = func("runtime.systemstack");
         assert_eq!(table.lookup(systemstack.entry + 0x10), UnwindRule::StackSwitch { offset: 16, rbp: RBP_SAVED });
         let mcall = func("runtime.mcall");
-        assert_eq!(table.lookup(mcall.entry + 0x10), UnwindRule::UnfollowedSwitch);
+        assert_eq!(table.lookup(mcall.entry + 0x10), UnwindRule::GoMcall);
+        // gogo's body (named without its package: a file-local symbol).
+        let gogo = func("gogo");
+        assert_eq!(table.lookup(gogo.entry + 4), UnwindRule::UnfollowedSwitch);
         let sigreturn = func("runtime.sigreturn__sigaction");
         assert_eq!(table.lookup(sigreturn.entry - 1), UnwindRule::Signal);
         // Deltas sorted, no equal neighbours, NoCoverage last.

@@ -31,23 +31,26 @@ impl RuleId {
     pub const UNFOLLOWED_SWITCH: RuleId = RuleId(4);
     /// Always [`UnwindRule::GoMorestack`].
     pub const GO_MORESTACK: RuleId = RuleId(5);
+    /// Always [`UnwindRule::GoMcall`].
+    pub const GO_MCALL: RuleId = RuleId(6);
 }
 
 /// The rules every table starts with, in id order.
-const FIXED_RULES: [UnwindRule; 6] = [
+const FIXED_RULES: [UnwindRule; 7] = [
     UnwindRule::NoCoverage,
     UnwindRule::Invalid,
     UnwindRule::Stop,
     UnwindRule::Signal,
     UnwindRule::UnfollowedSwitch,
     UnwindRule::GoMorestack,
+    UnwindRule::GoMcall,
 ];
 
 /// Deduplicates rules across all files to [`RuleId`]s, so that the
 /// system-wide table of distinct rules stays small (about 10k on a
 /// desktop).
 ///
-/// Ids 0–5 are fixed (see the [`RuleId`] constants) so the unwinder can
+/// Ids 0–6 are fixed (see the [`RuleId`] constants) so the unwinder can
 /// test for them without a lookup. Ids are never reused or renumbered.
 #[derive(Clone, Debug)]
 pub struct RuleInterner {
@@ -146,22 +149,23 @@ mod tests {
     #[test]
     fn dedups_and_fills_up() {
         let mut i = RuleInterner::new();
-        assert_eq!(i.len(), 6);
+        assert_eq!(i.len(), 7);
         assert_eq!(i.intern(UnwindRule::GoMorestack).unwrap(), RuleId::GO_MORESTACK);
+        assert_eq!(i.intern(UnwindRule::GoMcall).unwrap(), RuleId::GO_MCALL);
         assert_eq!(i.intern(UnwindRule::Stop).unwrap(), RuleId::STOP);
         assert_eq!(i.get(RuleId::SIGNAL), Some(UnwindRule::Signal));
         assert_eq!(i.intern(UnwindRule::UnfollowedSwitch).unwrap(), RuleId::UNFOLLOWED_SWITCH);
         let rule = |offset| UnwindRule::Cfa { base: CfaBase::Rsp, offset, rbp: RbpRule::Unchanged };
         let a = i.intern(rule(8)).unwrap();
         assert_eq!(i.intern(rule(8)).unwrap(), a);
-        assert_eq!(a, RuleId(6));
-        for n in 0..(RuleInterner::CAPACITY as i32 - 7) {
+        assert_eq!(a, RuleId(7));
+        for n in 0..(RuleInterner::CAPACITY as i32 - 8) {
             i.intern(rule(16 + n)).unwrap();
         }
         assert_eq!(i.len(), RuleInterner::CAPACITY);
         assert!(matches!(i.intern(rule(-1)), Err(Error::RuleTableFull { .. })));
         assert_eq!(i.intern(rule(8)).unwrap(), a);
-        assert_eq!(i.get(RuleId(u16::MAX)), Some(rule(16 + RuleInterner::CAPACITY as i32 - 8)));
+        assert_eq!(i.get(RuleId(u16::MAX)), Some(rule(16 + RuleInterner::CAPACITY as i32 - 9)));
     }
 
     #[test]
@@ -169,12 +173,10 @@ mod tests {
         let mut i = RuleInterner::with_capacity(8);
         assert_eq!(i.capacity(), 8);
         let rule = |offset| UnwindRule::Cfa { base: CfaBase::Rsp, offset, rbp: RbpRule::Unchanged };
-        for n in 0..2 {
-            assert_eq!(i.intern(rule(8 * n)).unwrap(), RuleId(6 + n as u16));
-        }
+        assert_eq!(i.intern(rule(8)).unwrap(), RuleId(7));
         assert!(matches!(i.intern(rule(99)), Err(Error::RuleTableFull { capacity: 8 })));
         assert_eq!(i.intern(rule(8)).unwrap(), RuleId(7), "a known rule still has its id");
-        assert_eq!(RuleInterner::with_capacity(1).capacity(), 6, "the fixed rules always fit");
+        assert_eq!(RuleInterner::with_capacity(1).capacity(), 7, "the fixed rules always fit");
         assert_eq!(RuleInterner::with_capacity(1 << 20).capacity(), RuleInterner::CAPACITY);
     }
 }

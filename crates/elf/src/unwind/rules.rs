@@ -95,8 +95,16 @@ pub enum UnwindRule {
     /// the caller is the function that grows its stack, whose pc, sp and
     /// bp morestack saved in the goroutine's `g.sched` (found through the
     /// thread's current g, `g.m.curg`). The unwinder tells the two apart
-    /// by the current g (the goroutine, then `g0`).
+    /// by the current g (the goroutine, then `g0`). When the goroutine
+    /// cannot be followed, the system stack goes on as for
+    /// [`UnwindRule::GoMcall`].
     GoMorestack,
+    /// Go's `runtime.mcall` after its first instruction: on the
+    /// goroutine's stack a frameless function; after its switch to the
+    /// system stack (`g0`), no goroutine is followed (its callee drops
+    /// or replaces `m.curg`): the caller is `runtime.mstart0`, the start
+    /// of the thread's system stack, found in `m.g0.sched`.
+    GoMcall,
     /// CFI exists here but cannot be expressed in this rule set; the reason
     /// is counted in [`crate::UnwindStats`]. Never guessed around.
     Invalid,

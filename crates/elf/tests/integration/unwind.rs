@@ -200,6 +200,7 @@ fn libc_matches_readelf() {
         UnwindRule::Signal,
         UnwindRule::UnfollowedSwitch,
         UnwindRule::GoMorestack,
+        UnwindRule::GoMcall,
     ];
     let fixed_present = fixed.iter().filter(|r| table.deltas.iter().any(|d| d.rule == **r)).count();
     assert_eq!(interner.len(), table.distinct_rules() + fixed.len() - fixed_present);
