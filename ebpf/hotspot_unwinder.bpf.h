@@ -271,6 +271,15 @@ enum hotspot_shape {
 	/* A prologue not recognised, or a stub without a frame size that
 	 * does not set up rbp: stop (COUNTER_HOTSPOT_UNKNOWN_ENTRY). */
 	HOTSPOT_SHAPE_UNKNOWN = 5,
+	/* A stub whose return address was found (and checked against the
+	 * call before it) at sp + 8 * interp.leaf_slot, its caller's pushed
+	 * arguments (interp.leaf_pushed words) above it; rbp the caller's,
+	 * or at sp (interp.leaf_fp_at_sp). */
+	HOTSPOT_SHAPE_STUB_SLOT = 6,
+	/* StubRoutines' nmethod entry barrier with its rbp frame built: the
+	 * caller's rbp at fp, the barrier's cookie at fp + 8, the return
+	 * address at fp + 16. */
+	HOTSPOT_SHAPE_BARRIER_FRAME = 7,
 };
 
 /* Code bytes read at a time to recognise a prologue or an epilogue. */
@@ -413,6 +422,200 @@ static __always_inline bool hotspot_stub_enters(struct hotspot_process *jvm, u64
 	       ((code[2] == 0x8b && code[3] == 0xec) || (code[2] == 0x89 && code[3] == 0xe5));
 }
 
+/* The longest stub whose frame is recognised from its first
+ * instructions (StubRoutines' nmethod entry barrier: 429 bytes on JDK
+ * 25). */
+#define HOTSPOT_STUB_MAX 4096
+/* Stack words searched for the return address of a C1 runtime stub that
+ * pushes registers (slow_subtype_check: 4 registers, then 4 words). */
+#define HOTSPOT_STUB_SCAN 9
+
+/* The target of the `call rel32` that ends just before `ret` (how
+ * compiled code calls the stubs of the code cache), or 0. */
+static __always_inline u64 hotspot_call_target(u64 ret)
+{
+	u8 call[8] = {};
+	if (bpf_probe_read_user(call, 5, (const void *)(ret - 5)) || call[0] != 0xe8)
+		return 0;
+	s32 rel = (s32)((u32)call[1] | (u32)call[2] << 8 | (u32)call[3] << 16 | (u32)call[4] << 24);
+	return ret + (s64)rel;
+}
+
+/* Whether the code at `at` is StubRoutines' nmethod entry barrier (push
+ * -1, a cookie it overwrites to deoptimise the caller, then enter():
+ * push rbp; mov rbp,rsp) or, with !barrier, a stub that starts with
+ * enter(). */
+static __always_inline bool hotspot_stub_starts(u64 at, bool barrier)
+{
+	u8 c[16] = {};
+	if (bpf_probe_read_user(c, 9, (const void *)at))
+		return false;
+	if (barrier)
+		return c[0] == 0x68 && c[1] == 0xff && c[2] == 0xff && c[3] == 0xff && c[4] == 0xff && c[5] == 0x55 &&
+		       c[6] == 0x48 && ((c[7] == 0x8b && c[8] == 0xec) || (c[7] == 0x89 && c[8] == 0xe5));
+	return c[0] == 0x55 && c[1] == 0x48 && ((c[2] == 0x8b && c[3] == 0xec) || (c[2] == 0x89 && c[3] == 0xe5));
+}
+
+/* Whether `ret` returns from a call to a stub of the blob (from `begin`)
+ * that starts at or below `pc` with the barrier's or enter()'s code. */
+static __always_inline bool hotspot_returns_from(u64 ret, u64 begin, u64 pc, bool barrier)
+{
+	u64 target = hotspot_call_target(ret);
+	return target && target >= begin && target <= pc && pc - target < HOTSPOT_STUB_MAX &&
+	       hotspot_stub_starts(target, barrier);
+}
+
+/* The shape of a frame at `pc` in a blob whose frame size (0) is not its
+ * stubs' (the StubRoutines blobs: one blob, many stubs): a stub that
+ * built an rbp frame (enter(), or the nmethod entry barrier's cookie and
+ * enter()) when the return address that frame gives returns from a call
+ * to such a stub in this blob; else nothing pushed (the return address
+ * at sp), as for vtable stubs and adapters. For the sampled pc, the
+ * instructions around it tell a frame being built or torn down. */
+static __always_inline int hotspot_stub_shape(struct sample_record *record, struct hotspot_process *jvm, u64 blob,
+					      u64 pc, bool exact)
+{
+	struct unwind_state *state = &record->state;
+	struct interp_state *interp = &record->interp;
+	u64 begin = hotspot_code_begin(jvm, blob);
+	if (!begin)
+		return HOTSPOT_SHAPE_FRAME;
+	u64 words[3] = {};
+	if (state->fp > state->sp && state->fp - state->sp < (1 << 16) &&
+	    !bpf_probe_read_user(words, sizeof(words), (const void *)state->fp)) {
+		if (hotspot_returns_from(words[2], begin, pc, true)) {
+			count(COUNTER_HOTSPOT_STUB_FRAMES);
+			return HOTSPOT_SHAPE_BARRIER_FRAME;
+		}
+		if (hotspot_returns_from(words[1], begin, pc, false)) {
+			count(COUNTER_HOTSPOT_STUB_FRAMES);
+			return HOTSPOT_SHAPE_RBP_FRAME;
+		}
+	}
+	if (!exact)
+		return HOTSPOT_SHAPE_FRAME;
+	/* The instructions before and at pc: 8 bytes each. */
+	u8 w[16] = {};
+	if (bpf_probe_read_user(w, sizeof(w), (const void *)(pc - 8)))
+		return HOTSPOT_SHAPE_FRAME;
+	bool cookie = w[3] == 0x68 && w[4] == 0xff && w[5] == 0xff && w[6] == 0xff && w[7] == 0xff;
+	bool cookie_before_push = w[2] == 0x68 && w[3] == 0xff && w[4] == 0xff && w[5] == 0xff && w[6] == 0xff;
+	u32 slot = 0;
+	bool fp_at_sp = false, barrier = true;
+	u64 start = 0;
+	if (cookie && w[8] == 0x55) {
+		/* The barrier's cookie pushed. */
+		slot = 1;
+		start = pc - 5;
+	} else if (cookie_before_push && w[7] == 0x55 && w[8] == 0x48) {
+		/* The barrier's cookie and rbp pushed. */
+		slot = 2;
+		fp_at_sp = true;
+		start = pc - 6;
+	} else if (w[7] == 0x55 && w[8] == 0x48 && ((w[9] == 0x8b && w[10] == 0xec) || (w[9] == 0x89 && w[10] == 0xe5))) {
+		/* enter()'s push rbp done. */
+		slot = 1;
+		fp_at_sp = true;
+		start = pc - 1;
+		barrier = false;
+	} else if (w[7] == 0xc9 && w[8] == 0x48 && w[9] == 0x83 && w[10] == 0xc4 && w[11] == 0x08 && w[12] == 0xc3) {
+		/* The barrier after leave: the cookie left to pop. */
+		slot = 1;
+	} else {
+		return HOTSPOT_SHAPE_FRAME;
+	}
+	u64 ret = 0;
+	if (read_user_u64(&ret, state->sp + 8 * slot))
+		return HOTSPOT_SHAPE_FRAME;
+	u64 target = hotspot_call_target(ret);
+	if (!target || (start ? target != start : !hotspot_returns_from(ret, begin, pc, barrier)))
+		return HOTSPOT_SHAPE_FRAME;
+	interp->leaf_slot = slot;
+	interp->leaf_pushed = 0;
+	interp->leaf_fp_at_sp = fp_at_sp;
+	count(COUNTER_HOTSPOT_STUB_FRAMES);
+	return HOTSPOT_SHAPE_STUB_SLOT;
+}
+
+/* Caller words pushed as arguments before a call that returns to `ret`,
+ * popped by the caller right after it (C1 calls slow_subtype_check
+ * so: push, push, call, pop, pop): at most 2. */
+static __always_inline bool hotspot_is_pop(u8 b)
+{
+	return b >= 0x58 && b <= 0x5f;
+}
+
+static __always_inline u32 hotspot_pushed_arguments(u64 ret)
+{
+	u8 c[4] = {};
+	if (bpf_probe_read_user(c, sizeof(c), (const void *)ret))
+		return 0;
+	/* pop r64 (58+r), or with REX.B (41 58+r). */
+	if (hotspot_is_pop(c[0]))
+		return 1 + (hotspot_is_pop(c[1]) || (c[1] == 0x41 && hotspot_is_pop(c[2])));
+	if (c[0] == 0x41 && hotspot_is_pop(c[1]))
+		return 1 + (hotspot_is_pop(c[2]) || (c[2] == 0x41 && hotspot_is_pop(c[3])));
+	return 0;
+}
+
+/* The shape of a frame in a C1 runtime stub without a frame size that
+ * does not keep rbp (slow_subtype_check pushes registers;
+ * unwind_exception is jumped to with the return address at sp). Sampled
+ * in it: the first stack word that returns from a call to this very stub
+ * (a runtime stub is one blob) is its return address; else, a stub that
+ * was not called, the return address at sp, or above the word
+ * call_VM_leaf pushes to align the stack. Returned to from the C++ it
+ * called (a return address in it): that alignment word is there when
+ * the next instruction removes it (add rsp,8). The word taken must be
+ * in the code cache (a Java caller's); else the stack ends. */
+static __always_inline int hotspot_pushing_stub_shape(struct sample_record *record, struct hotspot_process *jvm,
+						      u64 blob, u64 pc, bool exact)
+{
+	struct unwind_state *state = &record->state;
+	struct interp_state *interp = &record->interp;
+	u64 begin = hotspot_code_begin(jvm, blob);
+	if (!begin)
+		return HOTSPOT_SHAPE_UNKNOWN;
+	u64 *stack = interp->slots;
+	_Static_assert(sizeof(interp->slots) >= 8 * HOTSPOT_STUB_SCAN, "stub scan");
+	if (bpf_probe_read_user(stack, 8 * HOTSPOT_STUB_SCAN, (const void *)state->sp))
+		return HOTSPOT_SHAPE_UNKNOWN;
+	u32 slot = HOTSPOT_STUB_SCAN;
+	if (exact) {
+		for (u32 i = 0; i < HOTSPOT_STUB_SCAN; i++) {
+			u64 word = stack[i];
+			if (word < jvm->code_low || word >= jvm->code_high)
+				continue;
+			if (hotspot_call_target(word) == begin) {
+				slot = i;
+				break;
+			}
+		}
+	}
+	u32 pushed = 0;
+	if (slot < HOTSPOT_STUB_SCAN) {
+		pushed = hotspot_pushed_arguments(stack[slot < HOTSPOT_STUB_SCAN ? slot : 0]);
+	} else {
+		u8 code[4] = {};
+		if (bpf_probe_read_user(code, sizeof(code), (const void *)pc))
+			return HOTSPOT_SHAPE_UNKNOWN;
+		/* jmp or call through a register: the stub leaves (its return
+		 * address popped) or calls out. */
+		if (code[0] == 0xff || (code[0] == 0x41 && code[1] == 0xff))
+			return HOTSPOT_SHAPE_UNKNOWN;
+		bool aligned = code[0] == 0x48 && code[1] == 0x83 && code[2] == 0xc4 && code[3] == 0x08;
+		slot = exact ? (stack[0] >= jvm->code_low && stack[0] < jvm->code_high ? 0 : 1) : (aligned ? 1 : 0);
+		u64 word = stack[slot & 1];
+		if (word < jvm->code_low || word >= jvm->code_high)
+			return HOTSPOT_SHAPE_UNKNOWN;
+	}
+	interp->leaf_slot = slot;
+	interp->leaf_pushed = pushed;
+	interp->leaf_fp_at_sp = 0;
+	count(COUNTER_HOTSPOT_STUB_FRAMES);
+	return HOTSPOT_SHAPE_STUB_SLOT;
+}
+
 /* The shape of the sampled (leaf) frame at `pc` in the blob at `blob`:
  * in an nmethod, a pc before its verified entry is in the inline cache
  * check (nothing pushed), one before _frame_complete_offset in its
@@ -423,9 +626,12 @@ static __always_inline int hotspot_leaf_shape(struct sample_record *record, stru
 					      u64 pc, s32 frame_size)
 {
 	/* A blob of 0 words (vtable stubs, method handle intrinsics,
-	 * adapters) pushes nothing: its return address is at sp. */
+	 * adapters) pushes nothing: its return address is at sp; unless it
+	 * is one of StubRoutines' blobs, whose stubs may build frames. */
 	if (frame_size == 0)
-		return HOTSPOT_SHAPE_FRAME;
+		return hotspot_stub_shape(record, jvm, blob, pc, true);
+	if (frame_size < 0 && !hotspot_stub_enters(jvm, blob))
+		return hotspot_pushing_stub_shape(record, jvm, blob, pc, true);
 	u64 begin = hotspot_code_begin(jvm, blob);
 	if (!begin)
 		return HOTSPOT_SHAPE_UNKNOWN;
@@ -499,52 +705,65 @@ static __always_inline int hotspot_compiled(struct sample_record *record, struct
 			pc = saved;
 		/* A return address: the frame is built. */
 		shape = HOTSPOT_SHAPE_FRAME;
+		if (frame_size == 0)
+			shape = hotspot_stub_shape(record, jvm, blob, pc, false);
 	}
 	if (!hotspot_record(record, hotspot_compiled_word(jvm, pc, state->exact, mark)))
 		return UNWIND_STOP_MAX_FRAMES;
 	if (frame_size < 0 && (shape == HOTSPOT_SHAPE_FRAME || shape == HOTSPOT_SHAPE_RBP_FRAME))
-		shape = hotspot_stub_enters(jvm, blob) ? HOTSPOT_SHAPE_RBP_FRAME : HOTSPOT_SHAPE_UNKNOWN;
+		shape = hotspot_stub_enters(jvm, blob) ? HOTSPOT_SHAPE_RBP_FRAME
+						       : hotspot_pushing_stub_shape(record, jvm, blob, pc, state->exact);
 	if (shape == HOTSPOT_SHAPE_UNKNOWN) {
 		count(COUNTER_HOTSPOT_UNKNOWN_ENTRY);
 		return UNWIND_STOP_HOTSPOT;
 	}
-	if (frame_size > (1 << 16) || (frame_size < 0 && shape != HOTSPOT_SHAPE_RBP_FRAME &&
-				       shape != HOTSPOT_SHAPE_RETURN_AT_SP && shape != HOTSPOT_SHAPE_RBP_PUSHED)) {
+	if (frame_size > (1 << 16) ||
+	    (frame_size < 0 && shape != HOTSPOT_SHAPE_RBP_FRAME && shape != HOTSPOT_SHAPE_RETURN_AT_SP &&
+	     shape != HOTSPOT_SHAPE_RBP_PUSHED && shape != HOTSPOT_SHAPE_STUB_SLOT)) {
 		count(COUNTER_HOTSPOT_BAD_FRAMES);
 		return UNWIND_STOP_HOTSPOT;
 	}
 	if (shape == HOTSPOT_SHAPE_RETURN_AT_SP || shape == HOTSPOT_SHAPE_RBP_PUSHED ||
 	    shape == HOTSPOT_SHAPE_FRAME_RBP_LIVE)
 		count(COUNTER_HOTSPOT_FRAMELESS);
-	u64 caller_sp = 0;
-	u64 words[2] = {};
-	bool fp_saved = true;
+	/* Where the return address and the caller's saved rbp (0: rbp is
+	 * still the caller's) are, and the caller's sp. */
+	u64 caller_sp = 0, ret_at = 0, fp_at = 0;
 	if (shape == HOTSPOT_SHAPE_RETURN_AT_SP) {
 		caller_sp = state->sp + 8;
-		fp_saved = false;
 	} else if (shape == HOTSPOT_SHAPE_RBP_PUSHED) {
 		caller_sp = state->sp + 16;
-	} else if (shape == HOTSPOT_SHAPE_RBP_FRAME) {
+		fp_at = state->sp;
+	} else if (shape == HOTSPOT_SHAPE_RBP_FRAME || shape == HOTSPOT_SHAPE_BARRIER_FRAME) {
 		if (state->fp <= state->sp || state->fp - state->sp > (1 << 20)) {
 			count(COUNTER_HOTSPOT_BAD_FRAMES);
 			return UNWIND_STOP_HOTSPOT;
 		}
-		caller_sp = state->fp + 16;
+		/* The barrier's cookie lies between the saved rbp and the
+		 * return address. */
+		caller_sp = state->fp + (shape == HOTSPOT_SHAPE_BARRIER_FRAME ? 24 : 16);
+		fp_at = state->fp;
+	} else if (shape == HOTSPOT_SHAPE_STUB_SLOT) {
+		u64 slot = record->interp.leaf_slot & 15;
+		ret_at = state->sp + 8 * slot;
+		caller_sp = ret_at + 8 + 8 * (u64)(record->interp.leaf_pushed & 3);
+		if (record->interp.leaf_fp_at_sp)
+			fp_at = state->sp;
 	} else {
 		/* A frame of 0 words: a leaf stub that pushed nothing. */
 		caller_sp = state->sp + 8 * (frame_size > 0 ? (u64)frame_size : 1);
-		fp_saved = frame_size >= 2 && shape == HOTSPOT_SHAPE_FRAME;
+		if (frame_size >= 2 && shape == HOTSPOT_SHAPE_FRAME)
+			fp_at = caller_sp - 16;
 	}
-	if (fp_saved) {
-		if (bpf_probe_read_user(words, sizeof(words), (const void *)(caller_sp - 16))) {
-			count(COUNTER_HOTSPOT_READ_ERRORS);
-			return UNWIND_STOP_HOTSPOT;
-		}
-		state->fp = words[0];
-	} else if (read_user_u64(&words[1], caller_sp - 8)) {
+	if (!ret_at)
+		ret_at = caller_sp - 8;
+	u64 words[2] = {};
+	if (read_user_u64(&words[1], ret_at) || (fp_at && read_user_u64(&words[0], fp_at))) {
 		count(COUNTER_HOTSPOT_READ_ERRORS);
 		return UNWIND_STOP_HOTSPOT;
 	}
+	if (fp_at)
+		state->fp = words[0];
 	if (words[1] == 0) {
 		count(COUNTER_HOTSPOT_BAD_FRAMES);
 		return UNWIND_STOP_HOTSPOT;
