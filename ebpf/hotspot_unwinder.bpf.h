@@ -430,15 +430,24 @@ static __always_inline bool hotspot_stub_enters(struct hotspot_process *jvm, u64
  * pushes registers (slow_subtype_check: 4 registers, then 4 words). */
 #define HOTSPOT_STUB_SCAN 9
 
-/* The target of the `call rel32` that ends just before `ret` (how
- * compiled code calls the stubs of the code cache), or 0. */
+/* The target of the call that ends just before `ret`: `call rel32` (C1,
+ * the stubs, C2's calls within the code cache) or `mov r10,imm64; call
+ * r10` (C2's runtime calls); 0 for any other code. */
 static __always_inline u64 hotspot_call_target(u64 ret)
 {
-	u8 call[8] = {};
-	if (bpf_probe_read_user(call, 5, (const void *)(ret - 5)) || call[0] != 0xe8)
+	u8 c[16] = {};
+	if (bpf_probe_read_user(c, 13, (const void *)(ret - 13)))
 		return 0;
-	s32 rel = (s32)((u32)call[1] | (u32)call[2] << 8 | (u32)call[3] << 16 | (u32)call[4] << 24);
-	return ret + (s64)rel;
+	if (c[8] == 0xe8) {
+		s32 rel = (s32)((u32)c[9] | (u32)c[10] << 8 | (u32)c[11] << 16 | (u32)c[12] << 24);
+		return ret + (s64)rel;
+	}
+	if (c[0] == 0x49 && c[1] == 0xba && c[10] == 0x41 && c[11] == 0xff && c[12] == 0xd2) {
+		u64 target = 0;
+		__builtin_memcpy(&target, &c[2], 8);
+		return target;
+	}
+	return 0;
 }
 
 /* Whether the code at `at` is StubRoutines' nmethod entry barrier (push
@@ -481,7 +490,7 @@ static __always_inline int hotspot_stub_shape(struct sample_record *record, stru
 	if (!begin)
 		return HOTSPOT_SHAPE_FRAME;
 	u64 words[3] = {};
-	if (state->fp > state->sp && state->fp - state->sp < (1 << 16) &&
+	if (state->fp >= state->sp && state->fp - state->sp < (1 << 16) &&
 	    !bpf_probe_read_user(words, sizeof(words), (const void *)state->fp)) {
 		if (hotspot_returns_from(words[2], begin, pc, true)) {
 			count(COUNTER_HOTSPOT_STUB_FRAMES);
@@ -735,7 +744,7 @@ static __always_inline int hotspot_compiled(struct sample_record *record, struct
 		caller_sp = state->sp + 16;
 		fp_at = state->sp;
 	} else if (shape == HOTSPOT_SHAPE_RBP_FRAME || shape == HOTSPOT_SHAPE_BARRIER_FRAME) {
-		if (state->fp <= state->sp || state->fp - state->sp > (1 << 20)) {
+		if (state->fp < state->sp || state->fp - state->sp > (1 << 20)) {
 			count(COUNTER_HOTSPOT_BAD_FRAMES);
 			return UNWIND_STOP_HOTSPOT;
 		}

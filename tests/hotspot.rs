@@ -219,6 +219,24 @@ const SUBTYPE: Chain = Chain {
 };
 const SUBTYPE_STUB: &[&str] = &["[slow_subtype_check Runtime1 stub]", "[C1 Runtime slow_subtype_check_blob]"];
 
+/// A stub of StubRoutines' blobs (`jlong_disjoint_arraycopy`: named
+/// after its blob, `StubRoutines (...)`, as every stub of it) called by
+/// `copyOuter`'s C2 code.
+const COPY: Chain = Chain {
+    arg: "copy",
+    leaves: &[],
+    source: SOURCE,
+    pattern: &[
+        P::Native("libc.so.6"),
+        P::Native("libjli.so"),
+        P::Native("libjvm.so"),
+        P::Java(&["HotspotSpin.main"]),
+        P::Java(&["HotspotSpin.copyOuter"]),
+        P::JavaRun("[StubRoutines"),
+        P::AnyNative,
+    ],
+};
+
 /// The main thread asleep in `Thread.sleep` (off the CPU), the JDK's
 /// frames of it (`sleep`, and `sleep0`/`sleepNanos` in later JDKs) then
 /// the JVM's native code and the kernel's.
@@ -1044,6 +1062,28 @@ fn subtype_stub(jdk: Option<Jdk>) {
     assert!(stubs as usize >= c.complete, "{}: {stubs} stub frames unwound by their return address, {c:?}", jdk.name);
 }
 
+/// A leaf in StubRoutines' `jlong_disjoint_arraycopy`, whose rbp frame
+/// the blob's frame size (0) does not describe: the chain is whole
+/// through it, the stub's caller found through rbp and checked against
+/// the call (`hotspot_stub_frames`).
+fn arraycopy_stub(jdk: Option<Jdk>) {
+    let Some(jdk) = jdk else { return };
+    let _serial = serial();
+    let dir = Scratch::new("copy");
+    jdk.compile(&dir.0);
+    let (w, tid) = spawn(&jdk, &dir.0, &COPY, &[]);
+    // copyOuter is compiled by C2 within the first seconds.
+    std::thread::sleep(Duration::from_secs(5));
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
+        return;
+    };
+    let c = check(&traces, w.pid(), tid, &COPY);
+    report(&format!("{} StubRoutines arraycopy stub, copy chain", jdk.name), &c, &stats);
+    let stubs = stats.runtimes.get("hotspot", "stub_frames");
+    assert!(stubs as usize >= c.complete, "{}: {stubs} stub frames unwound by their return address, {c:?}", jdk.name);
+}
+
 /// The comparator inlined into TimSort under the JVM's default flags
 /// (no `-XX:+DebugNonSafepoints`: scopes only at safepoints): of the
 /// thread's samples in the sort (any `TimSort` frame), >= 90% must carry
@@ -1109,6 +1149,21 @@ fn jdk17_inlined_comparator() {
 #[test]
 fn jdk25_inlined_comparator() {
     inlined_comparator(jdk25());
+}
+
+#[test]
+fn jdk17_arraycopy_stub() {
+    arraycopy_stub(jdk17());
+}
+
+#[test]
+fn jdk25_arraycopy_stub() {
+    arraycopy_stub(jdk25());
+}
+
+#[test]
+fn matrix_jdk_arraycopy_stub() {
+    arraycopy_stub(matrix_jdk());
 }
 
 #[test]

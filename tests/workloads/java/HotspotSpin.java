@@ -27,6 +27,10 @@
 //            slow_subtype_check for each (a miss is never cached), a stub
 //            without a frame size that pushes registers, its arguments
 //            pushed by the caller.
+//   copy     the main thread: main -> copyOuter -> System.arraycopy of
+//            a large long[]: C2's code calls StubRoutines'
+//            jlong_disjoint_arraycopy, a stub that builds an rbp frame
+//            inside a blob whose frame size (0) is not its own.
 // Interpreted under -Xint; otherwise the JIT compiles the loops with the
 // small methods inlined, so the same chains come from compiled frames and
 // their inlining scopes.
@@ -65,6 +69,11 @@ public class HotspotSpin {
                 printTid("subtype");
                 while (true) {
                     subtypeOuter();
+                }
+            case "copy":
+                printTid("copy");
+                while (true) {
+                    copyOuter();
                 }
             case "tiny":
                 printTid("tiny");
@@ -155,6 +164,17 @@ public class HotspotSpin {
             }
         }
         sink += hits;
+    }
+
+    static final long[] COPY_FROM = new long[1 << 16];
+    static final long[] COPY_TO = new long[1 << 16];
+
+    /** Copies 512 KiB at a time: nearly all of the time in the stub. */
+    static void copyOuter() {
+        for (int i = 0; i < 1_000; i++) {
+            System.arraycopy(COPY_FROM, 0, COPY_TO, 0, COPY_FROM.length);
+        }
+        sink += COPY_TO[1];
     }
 
     /** The leaf of the sort and jni chains. */
