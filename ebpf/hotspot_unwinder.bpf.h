@@ -280,6 +280,11 @@ enum hotspot_shape {
 	 * caller's rbp at fp, the barrier's cookie at fp + 8, the return
 	 * address at fp + 16. */
 	HOTSPOT_SHAPE_BARRIER_FRAME = 7,
+	/* The frame is built and has pushed interp.leaf_pushed words of
+	 * arguments for a call it makes or has just returned from (C1's
+	 * calls of slow_subtype_check): its frame size counts from above
+	 * them. */
+	HOTSPOT_SHAPE_FRAME_PUSHED = 8,
 };
 
 /* Code bytes read at a time to recognise a prologue or an epilogue. */
@@ -293,13 +298,85 @@ static __always_inline u8 *hotspot_code_buffer(struct sample_record *record)
 	return (u8 *)record->interp.slots;
 }
 
+static __always_inline bool hotspot_is_push(u8 b)
+{
+	return b >= 0x50 && b <= 0x57 && b != 0x54;
+}
+
+static __always_inline bool hotspot_is_pop_byte(u8 b)
+{
+	return b >= 0x58 && b <= 0x5f && b != 0x5c;
+}
+
+/* The length of the push or pop (r64, with or without REX.B) ending at
+ * w[end], or 0. */
+#define HOTSPOT_OP_ENDING(w, end, is_op) (is_op((w)[(end) - 1]) ? ((w)[(end) - 2] == 0x41 ? 2 : 1) : 0)
+
+/* Whether the call rel32 at w[at] (5 bytes, at `pc`) calls code in the
+ * code cache (a stub). */
+static __always_inline bool hotspot_calls_stub(struct hotspot_process *jvm, const u8 *w, u32 at, u64 pc)
+{
+	if (w[at & 15] != 0xe8)
+		return false;
+	s32 rel = (s32)((u32)w[(at + 1) & 15] | (u32)w[(at + 2) & 15] << 8 | (u32)w[(at + 3) & 15] << 16 |
+			(u32)w[(at + 4) & 15] << 24);
+	u64 target = pc + 5 + (s64)rel;
+	return target >= jvm->code_low && target < jvm->code_high;
+}
+
+/* A built compiled frame at `pc` that may have pushed a call's arguments
+ * (C1: push, push, call slow_subtype_check, pop, pop): the words pushed
+ * at pc (interp.leaf_pushed) and HOTSPOT_SHAPE_FRAME_PUSHED, else
+ * HOTSPOT_SHAPE_FRAME. */
+static __always_inline int hotspot_arguments_shape(struct sample_record *record, struct hotspot_process *jvm, u64 pc)
+{
+	u8 w[16] = {};
+	if (bpf_probe_read_user(w, sizeof(w), (const void *)(pc - 8)))
+		return HOTSPOT_SHAPE_FRAME;
+	u32 pushed = 0;
+	u32 last = HOTSPOT_OP_ENDING(w, 8, hotspot_is_push);
+	u32 first = 0;
+	if (last == 1)
+		first = HOTSPOT_OP_ENDING(w, 7, hotspot_is_push);
+	else if (last == 2)
+		first = HOTSPOT_OP_ENDING(w, 6, hotspot_is_push);
+	if (last && hotspot_calls_stub(jvm, w, 8, pc)) {
+		/* At the call: both pushes done (or one). */
+		pushed = first ? 2 : 1;
+	} else if (last && hotspot_is_push(w[8]) && hotspot_calls_stub(jvm, w, 9, pc + 1)) {
+		/* At the second push. */
+		pushed = 1;
+	} else if (last && w[8] == 0x41 && hotspot_is_push(w[9]) && hotspot_calls_stub(jvm, w, 10, pc + 2)) {
+		pushed = 1;
+	} else {
+		bool pop_here = hotspot_is_pop_byte(w[8]) || (w[8] == 0x41 && hotspot_is_pop_byte(w[9]));
+		u32 here = hotspot_is_pop_byte(w[8]) ? 1 : 2;
+		bool pop_next = here == 1 ? (hotspot_is_pop_byte(w[9]) || (w[9] == 0x41 && hotspot_is_pop_byte(w[10])))
+					  : (hotspot_is_pop_byte(w[10]) || (w[10] == 0x41 && hotspot_is_pop_byte(w[11])));
+		u32 popped = HOTSPOT_OP_ENDING(w, 8, hotspot_is_pop_byte);
+		if (!pop_here)
+			return HOTSPOT_SHAPE_FRAME;
+		if (hotspot_calls_stub(jvm, w, 3, pc - 5))
+			/* Right after the call: the pops to come. */
+			pushed = pop_next ? 2 : 1;
+		else if ((popped == 1 && hotspot_calls_stub(jvm, w, 2, pc - 6)) ||
+			 (popped == 2 && hotspot_calls_stub(jvm, w, 1, pc - 7)))
+			/* At the second pop. */
+			pushed = 1;
+	}
+	if (!pushed)
+		return HOTSPOT_SHAPE_FRAME;
+	record->interp.leaf_pushed = pushed;
+	return HOTSPOT_SHAPE_FRAME_PUSHED;
+}
+
 /* The shape of the leaf frame at `pc` in the blob at `blob` when its pc
  * is past the frame's completion (or the blob has none): its epilogue,
  * from the instructions at pc. The epilogue of compiled code (C1, C2,
  * native wrappers) is [vzeroupper] add rsp,N (or leave) pop rbp, the
  * return poll (cmp rsp,[r15+poll]; ja stub; JDK 11: test of the polling
  * page) and ret. */
-static __always_inline int hotspot_epilogue_shape(struct sample_record *record, u64 pc)
+static __always_inline int hotspot_epilogue_shape(struct sample_record *record, struct hotspot_process *jvm, u64 pc)
 {
 	u8 *code = hotspot_code_buffer(record);
 	if (bpf_probe_read_user(code, 16, (const void *)pc))
@@ -320,7 +397,7 @@ static __always_inline int hotspot_epilogue_shape(struct sample_record *record, 
 	if (b0 == 0x4d && b1 == 0x8b && b2 == 0x97 && code[7] == 0x41 && code[8] == 0x85 && code[9] == 0x02 &&
 	    code[10] == 0xc3) /* mov r10,[r15+poll]; test eax,[r10]; ret */
 		return HOTSPOT_SHAPE_RETURN_AT_SP;
-	return HOTSPOT_SHAPE_FRAME;
+	return hotspot_arguments_shape(record, jvm, pc);
 }
 
 /* Whether the code at `at` in the window is a stack bang,
@@ -466,11 +543,14 @@ static __always_inline bool hotspot_stub_starts(u64 at, bool barrier)
 }
 
 /* Whether `ret` returns from a call to a stub of the blob (from `begin`)
- * that starts at or below `pc` with the barrier's or enter()'s code. */
+ * near `pc` that starts with the barrier's or enter()'s code. The stub
+ * may lie after pc: a conjoint arraycopy stub builds its frame, then
+ * jumps into the disjoint one, generated before it. */
 static __always_inline bool hotspot_returns_from(u64 ret, u64 begin, u64 pc, bool barrier)
 {
 	u64 target = hotspot_call_target(ret);
-	return target && target >= begin && target <= pc && pc - target < HOTSPOT_STUB_MAX &&
+	return target && target >= begin &&
+	       (target <= pc ? pc - target < HOTSPOT_STUB_MAX : target - pc < HOTSPOT_STUB_MAX) &&
 	       hotspot_stub_starts(target, barrier);
 }
 
@@ -659,12 +739,12 @@ static __always_inline int hotspot_leaf_shape(struct sample_record *record, stru
 	 * beyond its first instructions: a built frame or an epilogue. */
 	if ((complete > 0 && pc >= begin + (u32)complete) ||
 	    (complete <= 0 && pc - begin >= HOTSPOT_CODE_WINDOW - 8))
-		return hotspot_epilogue_shape(record, pc);
+		return hotspot_epilogue_shape(record, jvm, pc);
 	if (complete <= 0) {
 		/* A stub's first instructions: its prologue when it has the
 		 * template (C1's runtime stubs), else as past it. */
 		int shape = hotspot_prologue_shape(record, begin, pc, sized);
-		return shape == HOTSPOT_SHAPE_UNKNOWN ? hotspot_epilogue_shape(record, pc) : shape;
+		return shape == HOTSPOT_SHAPE_UNKNOWN ? hotspot_epilogue_shape(record, jvm, pc) : shape;
 	}
 	/* The nmethod's verified entry: code before it is the inline cache
 	 * check, which pushes nothing. */
@@ -722,6 +802,8 @@ static __always_inline int hotspot_compiled(struct sample_record *record, struct
 	if (frame_size < 0 && (shape == HOTSPOT_SHAPE_FRAME || shape == HOTSPOT_SHAPE_RBP_FRAME))
 		shape = hotspot_stub_enters(jvm, blob) ? HOTSPOT_SHAPE_RBP_FRAME
 						       : hotspot_pushing_stub_shape(record, jvm, blob, pc, state->exact);
+	if (shape == HOTSPOT_SHAPE_FRAME_PUSHED && frame_size <= 0)
+		shape = HOTSPOT_SHAPE_FRAME;
 	if (shape == HOTSPOT_SHAPE_UNKNOWN) {
 		count(COUNTER_HOTSPOT_UNKNOWN_ENTRY);
 		return UNWIND_STOP_HOTSPOT;
@@ -733,7 +815,7 @@ static __always_inline int hotspot_compiled(struct sample_record *record, struct
 		return UNWIND_STOP_HOTSPOT;
 	}
 	if (shape == HOTSPOT_SHAPE_RETURN_AT_SP || shape == HOTSPOT_SHAPE_RBP_PUSHED ||
-	    shape == HOTSPOT_SHAPE_FRAME_RBP_LIVE)
+	    shape == HOTSPOT_SHAPE_FRAME_RBP_LIVE || shape == HOTSPOT_SHAPE_FRAME_PUSHED)
 		count(COUNTER_HOTSPOT_FRAMELESS);
 	/* Where the return address and the caller's saved rbp (0: rbp is
 	 * still the caller's) are, and the caller's sp. */
@@ -761,7 +843,9 @@ static __always_inline int hotspot_compiled(struct sample_record *record, struct
 	} else {
 		/* A frame of 0 words: a leaf stub that pushed nothing. */
 		caller_sp = state->sp + 8 * (frame_size > 0 ? (u64)frame_size : 1);
-		if (frame_size >= 2 && shape == HOTSPOT_SHAPE_FRAME)
+		if (shape == HOTSPOT_SHAPE_FRAME_PUSHED)
+			caller_sp += 8 * (u64)(record->interp.leaf_pushed & 3);
+		if (frame_size >= 2 && (shape == HOTSPOT_SHAPE_FRAME || shape == HOTSPOT_SHAPE_FRAME_PUSHED))
 			fp_at = caller_sp - 16;
 	}
 	if (!ret_at)

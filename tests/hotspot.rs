@@ -217,6 +217,21 @@ const SUBTYPE: Chain = Chain {
         P::AnyNative,
     ],
 };
+/// The same thread in `subtypeOuter` itself: its samples between the
+/// pushes of the stub's arguments and their pops must be whole too.
+const SUBTYPE_OUTER: Chain = Chain {
+    arg: "subtype",
+    leaves: &["HotspotSpin.subtypeOuter"],
+    source: SOURCE,
+    pattern: &[
+        P::Native("libc.so.6"),
+        P::Native("libjli.so"),
+        P::Native("libjvm.so"),
+        P::Java(&["HotspotSpin.main"]),
+        P::Java(&["HotspotSpin.subtypeOuter"]),
+        P::AnyNative,
+    ],
+};
 const SUBTYPE_STUB: &[&str] = &["[slow_subtype_check Runtime1 stub]", "[C1 Runtime slow_subtype_check_blob]"];
 
 /// A stub of StubRoutines' blobs (`jlong_disjoint_arraycopy`: named
@@ -1058,6 +1073,11 @@ fn subtype_stub(jdk: Option<Jdk>) {
     };
     let c = check(&traces, w.pid(), tid, &SUBTYPE);
     report(&format!("{} C1 slow_subtype_check stub, subtype chain", jdk.name), &c, &stats);
+    // Fewer samples there (the stub takes most of the time on JDK 17):
+    // held to the same share, not to a count.
+    let outer = check(&traces, w.pid(), tid, &SUBTYPE_OUTER);
+    eprintln!("{}: subtypeOuter's own samples whole: {}/{}", jdk.name, outer.complete, outer.at_leaf);
+    assert!(outer.complete as f64 >= REQUIRED * outer.at_leaf as f64, "{}: subtypeOuter {outer:?}", jdk.name);
     let stubs = stats.runtimes.get("hotspot", "stub_frames");
     assert!(stubs as usize >= c.complete, "{}: {stubs} stub frames unwound by their return address, {c:?}", jdk.name);
 }

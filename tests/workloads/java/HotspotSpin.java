@@ -28,9 +28,10 @@
 //            without a frame size that pushes registers, its arguments
 //            pushed by the caller.
 //   copy     the main thread: main -> copyOuter -> System.arraycopy of
-//            a large long[]: C2's code calls StubRoutines'
-//            jlong_disjoint_arraycopy, a stub that builds an rbp frame
-//            inside a blob whose frame size (0) is not its own.
+//            a large long[], to another and within itself: C2's code
+//            calls StubRoutines' jlong_disjoint_arraycopy and
+//            jlong_arraycopy, stubs that build an rbp frame inside a blob
+//            whose frame size (0) is not their own.
 // Interpreted under -Xint; otherwise the JIT compiles the loops with the
 // small methods inlined, so the same chains come from compiled frames and
 // their inlining scopes.
@@ -169,10 +170,19 @@ public class HotspotSpin {
     static final long[] COPY_FROM = new long[1 << 16];
     static final long[] COPY_TO = new long[1 << 16];
 
-    /** Copies 512 KiB at a time: nearly all of the time in the stub. */
+    /** Not final: C2 cannot tell that the second copy does not overlap. */
+    static int copyShift = 1;
+
+    /**
+     * Copies 512 KiB at a time: nearly all of the time in the stubs. The
+     * second copy, within one array, goes to jlong_arraycopy, which builds
+     * its frame then jumps into jlong_disjoint_arraycopy when the ranges
+     * allow a forward copy.
+     */
     static void copyOuter() {
         for (int i = 0; i < 1_000; i++) {
             System.arraycopy(COPY_FROM, 0, COPY_TO, 0, COPY_FROM.length);
+            System.arraycopy(COPY_TO, copyShift, COPY_TO, 0, COPY_TO.length - copyShift);
         }
         sink += COPY_TO[1];
     }
