@@ -498,7 +498,26 @@ def java_profile(jdk, libraries, agent, seconds, work):
     java = [(f, n, whole) for frames, n, whole in ours
             for f in [[x for x in frames if not x.native and x.function and not x.function.startswith("[")
                        and not UNNAMED.match(x.function)]]]
+    print(jfr_scope(ours, java, theirs))
     return java, theirs
+
+
+def jfr_scope(ours, java, theirs):
+    """The top 15 again with ours held to JFR's scope: `jdk.ExecutionSample`
+    samples a thread only while it runs Java code, so of ours only the
+    samples whose innermost frame is Java code (compiled, interpreted or
+    the JVM's stubs) count, not those in the JVM's C++ code or in native
+    methods (class loading, linking, reading the jars)."""
+    def key(f):
+        return javac_accuracy.method_name(f.function)
+    scoped = [j for (frames, _, _), j in zip(ours, java) if frames and not frames[0].native]
+    _, o_incl, o_n, _, _ = distributions(scoped, key)
+    _, t_incl, t_n, _, _ = distributions(theirs, key)
+    _, a_incl, a_n, _, _ = distributions(java, key)
+    top = [k for k, _ in t_incl.most_common(15)]
+    within = [abs(100 * t_incl[k] / max(t_n, 1) - 100 * o_incl.get(k, 0) / max(o_n, 1)) for k in top]
+    return (f"  ours in JFR's scope (innermost frame Java code): {o_n} of {a_n} samples with Java frames; "
+            f"top 15 within 3 points {sum(d <= 3 for d in within)} of 15 (within 2: {sum(d <= 2 for d in within)})")
 
 
 def interpreted(sample):

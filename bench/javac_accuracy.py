@@ -29,7 +29,10 @@ import pprof_reader  # bench/pprof_reader.py
 
 COLLECTIONS = ("org.apache.commons", "commons-collections4", "4.4")
 MATH = ("org.apache.commons", "commons-math3", "3.6.1")
-THREAD_ROOTS = {"clone3", "clone", "__clone", "__clone3", "start_thread"}
+# The launcher's own thread (`_start` -> `main` -> `JLI_Launch`, which
+# loads the JVM, then waits for the thread it starts) is javac's too.
+THREAD_ROOTS = {"clone3", "clone", "__clone", "__clone3", "start_thread", "_start", "__libc_start_main",
+                "__libc_start_main_impl", "__libc_start_call_main"}
 # JFR starting its recording in the main thread, before it records: JFR
 # cannot show it, so it is left out of ours too.
 JFR_START = "jdk.jfr.internal.dcmd.DCmdStart.execute"
@@ -187,6 +190,10 @@ def profile(jdk, libraries, seconds, start_agent, stop_agent, ours_path):
             if any(f.function == JFR_START for f in s.frames):
                 continue
             ours.append((s.frames, s.count, bool(s.frames) and is_root(s.frames[-1].function)))
+        # Kept beside ours (`bench/accuracy.py --keep`) for the analysis
+        # of where the two disagree.
+        for recording in recordings:
+            shutil.copy(jdk.outside(recording), ours_path.parent / recording.name)
         theirs = []
         for recording in recordings:
             for thread, frames, truncated in jfr_samples(jdk, recording):

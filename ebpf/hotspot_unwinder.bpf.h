@@ -271,6 +271,20 @@ enum hotspot_shape {
 	/* A prologue not recognised, or a stub without a frame size that
 	 * does not set up rbp: stop (COUNTER_HOTSPOT_UNKNOWN_ENTRY). */
 	HOTSPOT_SHAPE_UNKNOWN = 5,
+	/* A stub whose return address was found (and checked against the
+	 * call before it) at sp + 8 * interp.leaf_slot, its caller's pushed
+	 * arguments (interp.leaf_pushed words) above it; rbp the caller's,
+	 * or at sp (interp.leaf_fp_at_sp). */
+	HOTSPOT_SHAPE_STUB_SLOT = 6,
+	/* StubRoutines' nmethod entry barrier with its rbp frame built: the
+	 * caller's rbp at fp, the barrier's cookie at fp + 8, the return
+	 * address at fp + 16. */
+	HOTSPOT_SHAPE_BARRIER_FRAME = 7,
+	/* The frame is built and has pushed interp.leaf_pushed words of
+	 * arguments for a call it makes or has just returned from (C1's
+	 * calls of slow_subtype_check): its frame size counts from above
+	 * them. */
+	HOTSPOT_SHAPE_FRAME_PUSHED = 8,
 };
 
 /* Code bytes read at a time to recognise a prologue or an epilogue. */
@@ -284,13 +298,85 @@ static __always_inline u8 *hotspot_code_buffer(struct sample_record *record)
 	return (u8 *)record->interp.slots;
 }
 
+static __always_inline bool hotspot_is_push(u8 b)
+{
+	return b >= 0x50 && b <= 0x57 && b != 0x54;
+}
+
+static __always_inline bool hotspot_is_pop_byte(u8 b)
+{
+	return b >= 0x58 && b <= 0x5f && b != 0x5c;
+}
+
+/* The length of the push or pop (r64, with or without REX.B) ending at
+ * w[end], or 0. */
+#define HOTSPOT_OP_ENDING(w, end, is_op) (is_op((w)[(end) - 1]) ? ((w)[(end) - 2] == 0x41 ? 2 : 1) : 0)
+
+/* Whether the call rel32 at w[at] (5 bytes, at `pc`) calls code in the
+ * code cache (a stub). */
+static __always_inline bool hotspot_calls_stub(struct hotspot_process *jvm, const u8 *w, u32 at, u64 pc)
+{
+	if (w[at & 15] != 0xe8)
+		return false;
+	s32 rel = (s32)((u32)w[(at + 1) & 15] | (u32)w[(at + 2) & 15] << 8 | (u32)w[(at + 3) & 15] << 16 |
+			(u32)w[(at + 4) & 15] << 24);
+	u64 target = pc + 5 + (s64)rel;
+	return target >= jvm->code_low && target < jvm->code_high;
+}
+
+/* A built compiled frame at `pc` that may have pushed a call's arguments
+ * (C1: push, push, call slow_subtype_check, pop, pop): the words pushed
+ * at pc (interp.leaf_pushed) and HOTSPOT_SHAPE_FRAME_PUSHED, else
+ * HOTSPOT_SHAPE_FRAME. */
+static __always_inline int hotspot_arguments_shape(struct sample_record *record, struct hotspot_process *jvm, u64 pc)
+{
+	u8 w[16] = {};
+	if (bpf_probe_read_user(w, sizeof(w), (const void *)(pc - 8)))
+		return HOTSPOT_SHAPE_FRAME;
+	u32 pushed = 0;
+	u32 last = HOTSPOT_OP_ENDING(w, 8, hotspot_is_push);
+	u32 first = 0;
+	if (last == 1)
+		first = HOTSPOT_OP_ENDING(w, 7, hotspot_is_push);
+	else if (last == 2)
+		first = HOTSPOT_OP_ENDING(w, 6, hotspot_is_push);
+	if (last && hotspot_calls_stub(jvm, w, 8, pc)) {
+		/* At the call: both pushes done (or one). */
+		pushed = first ? 2 : 1;
+	} else if (last && hotspot_is_push(w[8]) && hotspot_calls_stub(jvm, w, 9, pc + 1)) {
+		/* At the second push. */
+		pushed = 1;
+	} else if (last && w[8] == 0x41 && hotspot_is_push(w[9]) && hotspot_calls_stub(jvm, w, 10, pc + 2)) {
+		pushed = 1;
+	} else {
+		bool pop_here = hotspot_is_pop_byte(w[8]) || (w[8] == 0x41 && hotspot_is_pop_byte(w[9]));
+		u32 here = hotspot_is_pop_byte(w[8]) ? 1 : 2;
+		bool pop_next = here == 1 ? (hotspot_is_pop_byte(w[9]) || (w[9] == 0x41 && hotspot_is_pop_byte(w[10])))
+					  : (hotspot_is_pop_byte(w[10]) || (w[10] == 0x41 && hotspot_is_pop_byte(w[11])));
+		u32 popped = HOTSPOT_OP_ENDING(w, 8, hotspot_is_pop_byte);
+		if (!pop_here)
+			return HOTSPOT_SHAPE_FRAME;
+		if (hotspot_calls_stub(jvm, w, 3, pc - 5))
+			/* Right after the call: the pops to come. */
+			pushed = pop_next ? 2 : 1;
+		else if ((popped == 1 && hotspot_calls_stub(jvm, w, 2, pc - 6)) ||
+			 (popped == 2 && hotspot_calls_stub(jvm, w, 1, pc - 7)))
+			/* At the second pop. */
+			pushed = 1;
+	}
+	if (!pushed)
+		return HOTSPOT_SHAPE_FRAME;
+	record->interp.leaf_pushed = pushed;
+	return HOTSPOT_SHAPE_FRAME_PUSHED;
+}
+
 /* The shape of the leaf frame at `pc` in the blob at `blob` when its pc
  * is past the frame's completion (or the blob has none): its epilogue,
  * from the instructions at pc. The epilogue of compiled code (C1, C2,
  * native wrappers) is [vzeroupper] add rsp,N (or leave) pop rbp, the
  * return poll (cmp rsp,[r15+poll]; ja stub; JDK 11: test of the polling
  * page) and ret. */
-static __always_inline int hotspot_epilogue_shape(struct sample_record *record, u64 pc)
+static __always_inline int hotspot_epilogue_shape(struct sample_record *record, struct hotspot_process *jvm, u64 pc)
 {
 	u8 *code = hotspot_code_buffer(record);
 	if (bpf_probe_read_user(code, 16, (const void *)pc))
@@ -311,7 +397,7 @@ static __always_inline int hotspot_epilogue_shape(struct sample_record *record, 
 	if (b0 == 0x4d && b1 == 0x8b && b2 == 0x97 && code[7] == 0x41 && code[8] == 0x85 && code[9] == 0x02 &&
 	    code[10] == 0xc3) /* mov r10,[r15+poll]; test eax,[r10]; ret */
 		return HOTSPOT_SHAPE_RETURN_AT_SP;
-	return HOTSPOT_SHAPE_FRAME;
+	return hotspot_arguments_shape(record, jvm, pc);
 }
 
 /* Whether the code at `at` in the window is a stack bang,
@@ -413,6 +499,212 @@ static __always_inline bool hotspot_stub_enters(struct hotspot_process *jvm, u64
 	       ((code[2] == 0x8b && code[3] == 0xec) || (code[2] == 0x89 && code[3] == 0xe5));
 }
 
+/* The longest stub whose frame is recognised from its first
+ * instructions (StubRoutines' nmethod entry barrier: 429 bytes on JDK
+ * 25). */
+#define HOTSPOT_STUB_MAX 4096
+/* Stack words searched for the return address of a C1 runtime stub that
+ * pushes registers (slow_subtype_check: 4 registers, then 4 words). */
+#define HOTSPOT_STUB_SCAN 9
+
+/* The target of the call that ends just before `ret`: `call rel32` (C1,
+ * the stubs, C2's calls within the code cache) or `mov r10,imm64; call
+ * r10` (C2's runtime calls); 0 for any other code. */
+static __always_inline u64 hotspot_call_target(u64 ret)
+{
+	u8 c[16] = {};
+	if (bpf_probe_read_user(c, 13, (const void *)(ret - 13)))
+		return 0;
+	if (c[8] == 0xe8) {
+		s32 rel = (s32)((u32)c[9] | (u32)c[10] << 8 | (u32)c[11] << 16 | (u32)c[12] << 24);
+		return ret + (s64)rel;
+	}
+	if (c[0] == 0x49 && c[1] == 0xba && c[10] == 0x41 && c[11] == 0xff && c[12] == 0xd2) {
+		u64 target = 0;
+		__builtin_memcpy(&target, &c[2], 8);
+		return target;
+	}
+	return 0;
+}
+
+/* Whether the code at `at` is StubRoutines' nmethod entry barrier (push
+ * -1, a cookie it overwrites to deoptimise the caller, then enter():
+ * push rbp; mov rbp,rsp) or, with !barrier, a stub that starts with
+ * enter(). */
+static __always_inline bool hotspot_stub_starts(u64 at, bool barrier)
+{
+	u8 c[16] = {};
+	if (bpf_probe_read_user(c, 9, (const void *)at))
+		return false;
+	if (barrier)
+		return c[0] == 0x68 && c[1] == 0xff && c[2] == 0xff && c[3] == 0xff && c[4] == 0xff && c[5] == 0x55 &&
+		       c[6] == 0x48 && ((c[7] == 0x8b && c[8] == 0xec) || (c[7] == 0x89 && c[8] == 0xe5));
+	return c[0] == 0x55 && c[1] == 0x48 && ((c[2] == 0x8b && c[3] == 0xec) || (c[2] == 0x89 && c[3] == 0xe5));
+}
+
+/* Whether `ret` returns from a call to a stub of the blob (from `begin`)
+ * near `pc` that starts with the barrier's or enter()'s code. The stub
+ * may lie after pc: a conjoint arraycopy stub builds its frame, then
+ * jumps into the disjoint one, generated before it. */
+static __always_inline bool hotspot_returns_from(u64 ret, u64 begin, u64 pc, bool barrier)
+{
+	u64 target = hotspot_call_target(ret);
+	return target && target >= begin &&
+	       (target <= pc ? pc - target < HOTSPOT_STUB_MAX : target - pc < HOTSPOT_STUB_MAX) &&
+	       hotspot_stub_starts(target, barrier);
+}
+
+/* The shape of a frame at `pc` in a blob whose frame size (0) is not its
+ * stubs' (the StubRoutines blobs: one blob, many stubs): a stub that
+ * built an rbp frame (enter(), or the nmethod entry barrier's cookie and
+ * enter()) when the return address that frame gives returns from a call
+ * to such a stub in this blob; else nothing pushed (the return address
+ * at sp), as for vtable stubs and adapters. For the sampled pc, the
+ * instructions around it tell a frame being built or torn down. */
+static __always_inline int hotspot_stub_shape(struct sample_record *record, struct hotspot_process *jvm, u64 blob,
+					      u64 pc, bool exact)
+{
+	struct unwind_state *state = &record->state;
+	struct interp_state *interp = &record->interp;
+	u64 begin = hotspot_code_begin(jvm, blob);
+	if (!begin)
+		return HOTSPOT_SHAPE_FRAME;
+	u64 words[3] = {};
+	if (state->fp >= state->sp && state->fp - state->sp < (1 << 16) &&
+	    !bpf_probe_read_user(words, sizeof(words), (const void *)state->fp)) {
+		if (hotspot_returns_from(words[2], begin, pc, true)) {
+			count(COUNTER_HOTSPOT_STUB_FRAMES);
+			return HOTSPOT_SHAPE_BARRIER_FRAME;
+		}
+		if (hotspot_returns_from(words[1], begin, pc, false)) {
+			count(COUNTER_HOTSPOT_STUB_FRAMES);
+			return HOTSPOT_SHAPE_RBP_FRAME;
+		}
+	}
+	if (!exact)
+		return HOTSPOT_SHAPE_FRAME;
+	/* The instructions before and at pc: 8 bytes each. */
+	u8 w[16] = {};
+	if (bpf_probe_read_user(w, sizeof(w), (const void *)(pc - 8)))
+		return HOTSPOT_SHAPE_FRAME;
+	bool cookie = w[3] == 0x68 && w[4] == 0xff && w[5] == 0xff && w[6] == 0xff && w[7] == 0xff;
+	bool cookie_before_push = w[2] == 0x68 && w[3] == 0xff && w[4] == 0xff && w[5] == 0xff && w[6] == 0xff;
+	u32 slot = 0;
+	bool fp_at_sp = false, barrier = true;
+	u64 start = 0;
+	if (cookie && w[8] == 0x55) {
+		/* The barrier's cookie pushed. */
+		slot = 1;
+		start = pc - 5;
+	} else if (cookie_before_push && w[7] == 0x55 && w[8] == 0x48) {
+		/* The barrier's cookie and rbp pushed. */
+		slot = 2;
+		fp_at_sp = true;
+		start = pc - 6;
+	} else if (w[7] == 0x55 && w[8] == 0x48 && ((w[9] == 0x8b && w[10] == 0xec) || (w[9] == 0x89 && w[10] == 0xe5))) {
+		/* enter()'s push rbp done. */
+		slot = 1;
+		fp_at_sp = true;
+		start = pc - 1;
+		barrier = false;
+	} else if (w[7] == 0xc9 && w[8] == 0x48 && w[9] == 0x83 && w[10] == 0xc4 && w[11] == 0x08 && w[12] == 0xc3) {
+		/* The barrier after leave: the cookie left to pop. */
+		slot = 1;
+	} else {
+		return HOTSPOT_SHAPE_FRAME;
+	}
+	u64 ret = 0;
+	if (read_user_u64(&ret, state->sp + 8 * slot))
+		return HOTSPOT_SHAPE_FRAME;
+	u64 target = hotspot_call_target(ret);
+	if (!target || (start ? target != start : !hotspot_returns_from(ret, begin, pc, barrier)))
+		return HOTSPOT_SHAPE_FRAME;
+	interp->leaf_slot = slot;
+	interp->leaf_pushed = 0;
+	interp->leaf_fp_at_sp = fp_at_sp;
+	count(COUNTER_HOTSPOT_STUB_FRAMES);
+	return HOTSPOT_SHAPE_STUB_SLOT;
+}
+
+/* Caller words pushed as arguments before a call that returns to `ret`,
+ * popped by the caller right after it (C1 calls slow_subtype_check
+ * so: push, push, call, pop, pop): at most 2. */
+static __always_inline bool hotspot_is_pop(u8 b)
+{
+	return b >= 0x58 && b <= 0x5f;
+}
+
+static __always_inline u32 hotspot_pushed_arguments(u64 ret)
+{
+	u8 c[4] = {};
+	if (bpf_probe_read_user(c, sizeof(c), (const void *)ret))
+		return 0;
+	/* pop r64 (58+r), or with REX.B (41 58+r). */
+	if (hotspot_is_pop(c[0]))
+		return 1 + (hotspot_is_pop(c[1]) || (c[1] == 0x41 && hotspot_is_pop(c[2])));
+	if (c[0] == 0x41 && hotspot_is_pop(c[1]))
+		return 1 + (hotspot_is_pop(c[2]) || (c[2] == 0x41 && hotspot_is_pop(c[3])));
+	return 0;
+}
+
+/* The shape of a frame in a C1 runtime stub without a frame size that
+ * does not keep rbp (slow_subtype_check pushes registers;
+ * unwind_exception is jumped to with the return address at sp). Sampled
+ * in it: the first stack word that returns from a call to this very stub
+ * (a runtime stub is one blob) is its return address; else, a stub that
+ * was not called, the return address at sp, or above the word
+ * call_VM_leaf pushes to align the stack. Returned to from the C++ it
+ * called (a return address in it): that alignment word is there when
+ * the next instruction removes it (add rsp,8). The word taken must be
+ * in the code cache (a Java caller's); else the stack ends. */
+static __always_inline int hotspot_pushing_stub_shape(struct sample_record *record, struct hotspot_process *jvm,
+						      u64 blob, u64 pc, bool exact)
+{
+	struct unwind_state *state = &record->state;
+	struct interp_state *interp = &record->interp;
+	u64 begin = hotspot_code_begin(jvm, blob);
+	if (!begin)
+		return HOTSPOT_SHAPE_UNKNOWN;
+	u64 *stack = interp->slots;
+	_Static_assert(sizeof(interp->slots) >= 8 * HOTSPOT_STUB_SCAN, "stub scan");
+	if (bpf_probe_read_user(stack, 8 * HOTSPOT_STUB_SCAN, (const void *)state->sp))
+		return HOTSPOT_SHAPE_UNKNOWN;
+	u32 slot = HOTSPOT_STUB_SCAN;
+	if (exact) {
+		for (u32 i = 0; i < HOTSPOT_STUB_SCAN; i++) {
+			u64 word = stack[i];
+			if (word < jvm->code_low || word >= jvm->code_high)
+				continue;
+			if (hotspot_call_target(word) == begin) {
+				slot = i;
+				break;
+			}
+		}
+	}
+	u32 pushed = 0;
+	if (slot < HOTSPOT_STUB_SCAN) {
+		pushed = hotspot_pushed_arguments(stack[slot < HOTSPOT_STUB_SCAN ? slot : 0]);
+	} else {
+		u8 code[4] = {};
+		if (bpf_probe_read_user(code, sizeof(code), (const void *)pc))
+			return HOTSPOT_SHAPE_UNKNOWN;
+		/* jmp or call through a register: the stub leaves (its return
+		 * address popped) or calls out. */
+		if (code[0] == 0xff || (code[0] == 0x41 && code[1] == 0xff))
+			return HOTSPOT_SHAPE_UNKNOWN;
+		bool aligned = code[0] == 0x48 && code[1] == 0x83 && code[2] == 0xc4 && code[3] == 0x08;
+		slot = exact ? (stack[0] >= jvm->code_low && stack[0] < jvm->code_high ? 0 : 1) : (aligned ? 1 : 0);
+		u64 word = stack[slot & 1];
+		if (word < jvm->code_low || word >= jvm->code_high)
+			return HOTSPOT_SHAPE_UNKNOWN;
+	}
+	interp->leaf_slot = slot;
+	interp->leaf_pushed = pushed;
+	interp->leaf_fp_at_sp = 0;
+	count(COUNTER_HOTSPOT_STUB_FRAMES);
+	return HOTSPOT_SHAPE_STUB_SLOT;
+}
+
 /* The shape of the sampled (leaf) frame at `pc` in the blob at `blob`:
  * in an nmethod, a pc before its verified entry is in the inline cache
  * check (nothing pushed), one before _frame_complete_offset in its
@@ -423,9 +715,12 @@ static __always_inline int hotspot_leaf_shape(struct sample_record *record, stru
 					      u64 pc, s32 frame_size)
 {
 	/* A blob of 0 words (vtable stubs, method handle intrinsics,
-	 * adapters) pushes nothing: its return address is at sp. */
+	 * adapters) pushes nothing: its return address is at sp; unless it
+	 * is one of StubRoutines' blobs, whose stubs may build frames. */
 	if (frame_size == 0)
-		return HOTSPOT_SHAPE_FRAME;
+		return hotspot_stub_shape(record, jvm, blob, pc, true);
+	if (frame_size < 0 && !hotspot_stub_enters(jvm, blob))
+		return hotspot_pushing_stub_shape(record, jvm, blob, pc, true);
 	u64 begin = hotspot_code_begin(jvm, blob);
 	if (!begin)
 		return HOTSPOT_SHAPE_UNKNOWN;
@@ -444,12 +739,12 @@ static __always_inline int hotspot_leaf_shape(struct sample_record *record, stru
 	 * beyond its first instructions: a built frame or an epilogue. */
 	if ((complete > 0 && pc >= begin + (u32)complete) ||
 	    (complete <= 0 && pc - begin >= HOTSPOT_CODE_WINDOW - 8))
-		return hotspot_epilogue_shape(record, pc);
+		return hotspot_epilogue_shape(record, jvm, pc);
 	if (complete <= 0) {
 		/* A stub's first instructions: its prologue when it has the
 		 * template (C1's runtime stubs), else as past it. */
 		int shape = hotspot_prologue_shape(record, begin, pc, sized);
-		return shape == HOTSPOT_SHAPE_UNKNOWN ? hotspot_epilogue_shape(record, pc) : shape;
+		return shape == HOTSPOT_SHAPE_UNKNOWN ? hotspot_epilogue_shape(record, jvm, pc) : shape;
 	}
 	/* The nmethod's verified entry: code before it is the inline cache
 	 * check, which pushes nothing. */
@@ -499,52 +794,69 @@ static __always_inline int hotspot_compiled(struct sample_record *record, struct
 			pc = saved;
 		/* A return address: the frame is built. */
 		shape = HOTSPOT_SHAPE_FRAME;
+		if (frame_size == 0)
+			shape = hotspot_stub_shape(record, jvm, blob, pc, false);
 	}
 	if (!hotspot_record(record, hotspot_compiled_word(jvm, pc, state->exact, mark)))
 		return UNWIND_STOP_MAX_FRAMES;
 	if (frame_size < 0 && (shape == HOTSPOT_SHAPE_FRAME || shape == HOTSPOT_SHAPE_RBP_FRAME))
-		shape = hotspot_stub_enters(jvm, blob) ? HOTSPOT_SHAPE_RBP_FRAME : HOTSPOT_SHAPE_UNKNOWN;
+		shape = hotspot_stub_enters(jvm, blob) ? HOTSPOT_SHAPE_RBP_FRAME
+						       : hotspot_pushing_stub_shape(record, jvm, blob, pc, state->exact);
+	if (shape == HOTSPOT_SHAPE_FRAME_PUSHED && frame_size <= 0)
+		shape = HOTSPOT_SHAPE_FRAME;
 	if (shape == HOTSPOT_SHAPE_UNKNOWN) {
 		count(COUNTER_HOTSPOT_UNKNOWN_ENTRY);
 		return UNWIND_STOP_HOTSPOT;
 	}
-	if (frame_size > (1 << 16) || (frame_size < 0 && shape != HOTSPOT_SHAPE_RBP_FRAME &&
-				       shape != HOTSPOT_SHAPE_RETURN_AT_SP && shape != HOTSPOT_SHAPE_RBP_PUSHED)) {
+	if (frame_size > (1 << 16) ||
+	    (frame_size < 0 && shape != HOTSPOT_SHAPE_RBP_FRAME && shape != HOTSPOT_SHAPE_RETURN_AT_SP &&
+	     shape != HOTSPOT_SHAPE_RBP_PUSHED && shape != HOTSPOT_SHAPE_STUB_SLOT)) {
 		count(COUNTER_HOTSPOT_BAD_FRAMES);
 		return UNWIND_STOP_HOTSPOT;
 	}
 	if (shape == HOTSPOT_SHAPE_RETURN_AT_SP || shape == HOTSPOT_SHAPE_RBP_PUSHED ||
-	    shape == HOTSPOT_SHAPE_FRAME_RBP_LIVE)
+	    shape == HOTSPOT_SHAPE_FRAME_RBP_LIVE || shape == HOTSPOT_SHAPE_FRAME_PUSHED)
 		count(COUNTER_HOTSPOT_FRAMELESS);
-	u64 caller_sp = 0;
-	u64 words[2] = {};
-	bool fp_saved = true;
+	/* Where the return address and the caller's saved rbp (0: rbp is
+	 * still the caller's) are, and the caller's sp. */
+	u64 caller_sp = 0, ret_at = 0, fp_at = 0;
 	if (shape == HOTSPOT_SHAPE_RETURN_AT_SP) {
 		caller_sp = state->sp + 8;
-		fp_saved = false;
 	} else if (shape == HOTSPOT_SHAPE_RBP_PUSHED) {
 		caller_sp = state->sp + 16;
-	} else if (shape == HOTSPOT_SHAPE_RBP_FRAME) {
-		if (state->fp <= state->sp || state->fp - state->sp > (1 << 20)) {
+		fp_at = state->sp;
+	} else if (shape == HOTSPOT_SHAPE_RBP_FRAME || shape == HOTSPOT_SHAPE_BARRIER_FRAME) {
+		if (state->fp < state->sp || state->fp - state->sp > (1 << 20)) {
 			count(COUNTER_HOTSPOT_BAD_FRAMES);
 			return UNWIND_STOP_HOTSPOT;
 		}
-		caller_sp = state->fp + 16;
+		/* The barrier's cookie lies between the saved rbp and the
+		 * return address. */
+		caller_sp = state->fp + (shape == HOTSPOT_SHAPE_BARRIER_FRAME ? 24 : 16);
+		fp_at = state->fp;
+	} else if (shape == HOTSPOT_SHAPE_STUB_SLOT) {
+		u64 slot = record->interp.leaf_slot & 15;
+		ret_at = state->sp + 8 * slot;
+		caller_sp = ret_at + 8 + 8 * (u64)(record->interp.leaf_pushed & 3);
+		if (record->interp.leaf_fp_at_sp)
+			fp_at = state->sp;
 	} else {
 		/* A frame of 0 words: a leaf stub that pushed nothing. */
 		caller_sp = state->sp + 8 * (frame_size > 0 ? (u64)frame_size : 1);
-		fp_saved = frame_size >= 2 && shape == HOTSPOT_SHAPE_FRAME;
+		if (shape == HOTSPOT_SHAPE_FRAME_PUSHED)
+			caller_sp += 8 * (u64)(record->interp.leaf_pushed & 3);
+		if (frame_size >= 2 && (shape == HOTSPOT_SHAPE_FRAME || shape == HOTSPOT_SHAPE_FRAME_PUSHED))
+			fp_at = caller_sp - 16;
 	}
-	if (fp_saved) {
-		if (bpf_probe_read_user(words, sizeof(words), (const void *)(caller_sp - 16))) {
-			count(COUNTER_HOTSPOT_READ_ERRORS);
-			return UNWIND_STOP_HOTSPOT;
-		}
-		state->fp = words[0];
-	} else if (read_user_u64(&words[1], caller_sp - 8)) {
+	if (!ret_at)
+		ret_at = caller_sp - 8;
+	u64 words[2] = {};
+	if (read_user_u64(&words[1], ret_at) || (fp_at && read_user_u64(&words[0], fp_at))) {
 		count(COUNTER_HOTSPOT_READ_ERRORS);
 		return UNWIND_STOP_HOTSPOT;
 	}
+	if (fp_at)
+		state->fp = words[0];
 	if (words[1] == 0) {
 		count(COUNTER_HOTSPOT_BAD_FRAMES);
 		return UNWIND_STOP_HOTSPOT;

@@ -122,7 +122,14 @@ struct interp_state {
 			/* The sampled frame's enum hotspot_shape (set at a
 			 * program run's start; used while the pc is exact). */
 			u32 leaf_shape;
-			u32 hotspot_reserved;
+			/* HOTSPOT_SHAPE_STUB_SLOT: the sampled stub's return
+			 * address at sp + 8 * leaf_slot, the words its caller
+			 * pushed for it above, and whether the caller's rbp is
+			 * at sp. */
+			u8 leaf_slot;
+			u8 leaf_pushed;
+			u8 leaf_fp_at_sp;
+			u8 hotspot_reserved;
 			/* An interpreted frame's slots fp - 64 .. fp + 8, as
 			 * read. */
 			u64 slots[HOTSPOT_FRAME_SLOTS];

@@ -555,6 +555,11 @@ enum counter_id {
 	 * recognised, or a frame of a stub without a frame size that does
 	 * not keep rbp as its frame pointer: the stack ends there */
 	COUNTER_HOTSPOT_UNKNOWN_ENTRY = 24,
+	/* HotSpot: frames of stubs without a frame size of their own (the
+	 * StubRoutines blobs' stubs, C1's runtime stubs that push
+	 * registers) unwound from a return address checked against the
+	 * call that pushed it */
+	COUNTER_HOTSPOT_STUB_FRAMES = 25,
 	/* COUNTER_UNWIND_STOP_BASE + enum unwind_stop: how each user
 	 * stack ended */
 	COUNTER_UNWIND_STOP_BASE = 32,

@@ -200,6 +200,58 @@ const TINY: Chain = Chain {
     ],
 };
 
+/// C1's runtime stub `slow_subtype_check` (named after its blob, which
+/// JDK 17 and 25 name differently), called from `subtypeOuter`'s C1 code
+/// with its arguments pushed.
+const SUBTYPE: Chain = Chain {
+    arg: "subtype",
+    leaves: SUBTYPE_STUB,
+    source: SOURCE,
+    pattern: &[
+        P::Native("libc.so.6"),
+        P::Native("libjli.so"),
+        P::Native("libjvm.so"),
+        P::Java(&["HotspotSpin.main"]),
+        P::Java(&["HotspotSpin.subtypeOuter"]),
+        P::Java(SUBTYPE_STUB),
+        P::AnyNative,
+    ],
+};
+/// The same thread in `subtypeOuter` itself: its samples between the
+/// pushes of the stub's arguments and their pops must be whole too.
+const SUBTYPE_OUTER: Chain = Chain {
+    arg: "subtype",
+    leaves: &["HotspotSpin.subtypeOuter"],
+    source: SOURCE,
+    pattern: &[
+        P::Native("libc.so.6"),
+        P::Native("libjli.so"),
+        P::Native("libjvm.so"),
+        P::Java(&["HotspotSpin.main"]),
+        P::Java(&["HotspotSpin.subtypeOuter"]),
+        P::AnyNative,
+    ],
+};
+const SUBTYPE_STUB: &[&str] = &["[slow_subtype_check Runtime1 stub]", "[C1 Runtime slow_subtype_check_blob]"];
+
+/// A stub of StubRoutines' blobs (`jlong_disjoint_arraycopy`: named
+/// after its blob, `StubRoutines (...)`, as every stub of it) called by
+/// `copyOuter`'s C2 code.
+const COPY: Chain = Chain {
+    arg: "copy",
+    leaves: &[],
+    source: SOURCE,
+    pattern: &[
+        P::Native("libc.so.6"),
+        P::Native("libjli.so"),
+        P::Native("libjvm.so"),
+        P::Java(&["HotspotSpin.main"]),
+        P::Java(&["HotspotSpin.copyOuter"]),
+        P::JavaRun("[StubRoutines"),
+        P::AnyNative,
+    ],
+};
+
 /// The main thread asleep in `Thread.sleep` (off the CPU), the JDK's
 /// frames of it (`sleep`, and `sleep0`/`sleepNanos` in later JDKs) then
 /// the JVM's native code and the kernel's.
@@ -1002,6 +1054,62 @@ fn prologues(jdk: Option<Jdk>) {
     );
 }
 
+/// A leaf in C1's `slow_subtype_check` stub (no frame size, registers
+/// pushed, its two arguments pushed by the caller): the chain is whole
+/// through it, every such sample unwound from the return address found
+/// above the pushed registers (`hotspot_stub_frames`).
+fn subtype_stub(jdk: Option<Jdk>) {
+    let Some(jdk) = jdk else { return };
+    let flags = ["-XX:TieredStopAtLevel=1"];
+    let _serial = serial();
+    let dir = Scratch::new("subtype");
+    jdk.compile(&dir.0);
+    let (w, tid) = spawn(&jdk, &dir.0, &SUBTYPE, &flags.map(String::from));
+    // subtypeOuter is compiled by C1 within the first second.
+    std::thread::sleep(Duration::from_secs(3));
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
+        return;
+    };
+    let c = check(&traces, w.pid(), tid, &SUBTYPE);
+    report(&format!("{} C1 slow_subtype_check stub, subtype chain", jdk.name), &c, &stats);
+    // Fewer samples there (the stub takes most of the time on JDK 17):
+    // held to the same share, not to a count.
+    let outer = check(&traces, w.pid(), tid, &SUBTYPE_OUTER);
+    eprintln!("{}: subtypeOuter's own samples whole: {}/{}", jdk.name, outer.complete, outer.at_leaf);
+    assert!(outer.complete as f64 >= REQUIRED * outer.at_leaf as f64, "{}: subtypeOuter {outer:?}", jdk.name);
+    let stubs = stats.runtimes.get("hotspot", "stub_frames");
+    assert!(stubs as usize >= c.complete, "{}: {stubs} stub frames unwound by their return address, {c:?}", jdk.name);
+}
+
+/// A leaf in StubRoutines' `jlong_disjoint_arraycopy`, whose rbp frame
+/// the blob's frame size (0) does not describe: the chain is whole
+/// through it, the stub's caller found through rbp and checked against
+/// the call (`hotspot_stub_frames`).
+fn arraycopy_stub(jdk: Option<Jdk>) {
+    let Some(jdk) = jdk else { return };
+    let _serial = serial();
+    let dir = Scratch::new("copy");
+    jdk.compile(&dir.0);
+    let (w, tid) = spawn(&jdk, &dir.0, &COPY, &[]);
+    // copyOuter is compiled by C2 within the first seconds.
+    std::thread::sleep(Duration::from_secs(5));
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
+        return;
+    };
+    let c = check(&traces, w.pid(), tid, &COPY);
+    report(&format!("{} StubRoutines arraycopy stub, copy chain", jdk.name), &c, &stats);
+    // A stub sampled at its first instruction or at its `ret` has
+    // nothing pushed: the return address at sp, as before.
+    let stubs = stats.runtimes.get("hotspot", "stub_frames");
+    assert!(
+        stubs as usize * 10 >= c.complete * 9,
+        "{}: {stubs} stub frames unwound by their return address, {c:?}",
+        jdk.name
+    );
+}
+
 /// The comparator inlined into TimSort under the JVM's default flags
 /// (no `-XX:+DebugNonSafepoints`: scopes only at safepoints): of the
 /// thread's samples in the sort (any `TimSort` frame), >= 90% must carry
@@ -1067,6 +1175,36 @@ fn jdk17_inlined_comparator() {
 #[test]
 fn jdk25_inlined_comparator() {
     inlined_comparator(jdk25());
+}
+
+#[test]
+fn jdk17_arraycopy_stub() {
+    arraycopy_stub(jdk17());
+}
+
+#[test]
+fn jdk25_arraycopy_stub() {
+    arraycopy_stub(jdk25());
+}
+
+#[test]
+fn matrix_jdk_arraycopy_stub() {
+    arraycopy_stub(matrix_jdk());
+}
+
+#[test]
+fn jdk17_c1_subtype_stub() {
+    subtype_stub(jdk17());
+}
+
+#[test]
+fn jdk25_c1_subtype_stub() {
+    subtype_stub(jdk25());
+}
+
+#[test]
+fn matrix_jdk_c1_subtype_stub() {
+    subtype_stub(matrix_jdk());
 }
 
 #[test]

@@ -175,6 +175,9 @@ counters! {
     hotspot_frameless = COUNTER_HOTSPOT_FRAMELESS;
     /// Java leaf frames in a prologue not recognised: the stack ends.
     hotspot_unknown_entry = COUNTER_HOTSPOT_UNKNOWN_ENTRY;
+    /// Frames of stubs without a frame size of their own, unwound from a
+    /// return address checked against the call before it.
+    hotspot_stub_frames = COUNTER_HOTSPOT_STUB_FRAMES;
     /// Scheduler switches seen (off-CPU profiling on).
     off_cpu_switches = COUNTER_OFF_CPU_SWITCHES;
     /// Switch-outs of user threads sampled: their stack was taken.

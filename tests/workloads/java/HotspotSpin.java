@@ -21,6 +21,17 @@
 //            (TimSort) -> ByWeight.compare (its bridge, then itself) ->
 //            weight, a loop: nearly all of the time is in the comparator,
 //            which C2 inlines into TimSort's methods.
+//   subtype  the main thread: main -> subtypeOuter, a loop of instanceof
+//            checks of interfaces the objects' class does not implement:
+//            C1's code (-XX:TieredStopAtLevel=1) calls its runtime stub
+//            slow_subtype_check for each (a miss is never cached), a stub
+//            without a frame size that pushes registers, its arguments
+//            pushed by the caller.
+//   copy     the main thread: main -> copyOuter -> System.arraycopy of
+//            a large long[], to another and within itself: C2's code
+//            calls StubRoutines' jlong_disjoint_arraycopy and
+//            jlong_arraycopy, stubs that build an rbp frame inside a blob
+//            whose frame size (0) is not their own.
 // Interpreted under -Xint; otherwise the JIT compiles the loops with the
 // small methods inlined, so the same chains come from compiled frames and
 // their inlining scopes.
@@ -55,6 +66,16 @@ public class HotspotSpin {
                 printTid("deopt");
                 deoptOuter(new Square());
                 break;
+            case "subtype":
+                printTid("subtype");
+                while (true) {
+                    subtypeOuter();
+                }
+            case "copy":
+                printTid("copy");
+                while (true) {
+                    copyOuter();
+                }
             case "tiny":
                 printTid("tiny");
                 while (true) {
@@ -110,6 +131,60 @@ public class HotspotSpin {
 
     static int tinyLeaf(int acc, int i) {
         return acc * 31 + i;
+    }
+
+    interface Tag0 {}
+    interface Tag1 {}
+    interface Tag2 {}
+    interface Tag3 {}
+    interface Tag4 {}
+    interface Tag5 {}
+    interface Miss0 {}
+    interface Miss1 {}
+    interface Miss2 {}
+
+    static final class Tagged implements Tag0, Tag1, Tag2, Tag3, Tag4, Tag5 {}
+
+    static final class Labelled implements Tag5, Tag4, Tag3, Tag2, Tag1, Tag0 {}
+
+    static final Object[] TAGGED = {new Tagged(), new Labelled()};
+
+    /** Checks of interfaces that no object here implements. */
+    static void subtypeOuter() {
+        int hits = 0;
+        for (int i = 0; i < 1_000_000; i++) {
+            Object o = TAGGED[i & 1];
+            if (o instanceof Miss0) {
+                hits++;
+            }
+            if (o instanceof Miss1) {
+                hits++;
+            }
+            if (o instanceof Miss2) {
+                hits++;
+            }
+        }
+        sink += hits;
+    }
+
+    static final long[] COPY_FROM = new long[1 << 16];
+    static final long[] COPY_TO = new long[1 << 16];
+
+    /** Not final: C2 cannot tell that the second copy does not overlap. */
+    static int copyShift = 1;
+
+    /**
+     * Copies 512 KiB at a time: nearly all of the time in the stubs. The
+     * second copy, within one array, goes to jlong_arraycopy, which builds
+     * its frame then jumps into jlong_disjoint_arraycopy when the ranges
+     * allow a forward copy.
+     */
+    static void copyOuter() {
+        for (int i = 0; i < 1_000; i++) {
+            System.arraycopy(COPY_FROM, 0, COPY_TO, 0, COPY_FROM.length);
+            System.arraycopy(COPY_TO, copyShift, COPY_TO, 0, COPY_TO.length - copyShift);
+        }
+        sink += COPY_TO[1];
     }
 
     /** The leaf of the sort and jni chains. */
