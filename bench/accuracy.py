@@ -413,8 +413,10 @@ BEAM_RELEASES = {"beam25": None, "beam27": f"{javac_accuracy.RUNTIMES}/trixie"}
 # macros their build defines): more than a case's seconds of work.
 BEAM_APPS = [("stdlib", []), ("compiler", ["-DCOMPILER_VSN=\"8\""])]
 # perf's names of the JIT's code (`/tmp/perf-PID.map`): `$module:function/arity`
-# for a function, `$global::fragment` for the JIT's shared code.
-PERF_BEAM_FUNCTION = re.compile(r"^\$(?P<mfa>[^$].*:.*/\d+)$")
+# for a function (`...-CodeInfoPrologue` for the code before its entry,
+# which we count as the function's), `$global::fragment` for the JIT's
+# shared code.
+PERF_BEAM_FUNCTION = re.compile(r"^\$(?P<mfa>[^$].*:.*/\d+)(?:-CodeInfoPrologue)?$")
 # The functions of the emulator's own module: the bottom of every
 # process stack (`normal_exit`), the JIT's and perf's root of an Erlang
 # stack; not a function of the program.
@@ -467,6 +469,9 @@ def beam_case(name):
             if root:
                 shutil.copy(Path(root, f"tmp/perf-{maps['pid']}.map"), host_map)
             try:
+                # Kept with the recording (--keep): `perf script` names
+                # the JIT's code with it in /tmp.
+                shutil.copy(host_map, Path(path).parent)
                 return read_perf_beam(path)
             finally:
                 host_map.unlink(missing_ok=True)
