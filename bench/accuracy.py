@@ -46,6 +46,18 @@ Cases (program, reference, and where the reference is biased):
   function's time can go to its callee or caller.
 - Rust: ripgrep (crates.io, built into the cache with its symbols) under
   `perf --call-graph dwarf`.
+- Erlang (OTP 25 here, `beam25`; OTP 27 in Debian 13's root, `beam27`):
+  erlc compiling OTP's stdlib and compiler sources (Debian's
+  erlang-src) under `perf record -g`, the node started with the
+  emulator's perf support (`+JPperf true`: /tmp/perf-PID.map names the
+  JIT's code, every Erlang frame pushes rbp; OTP 25 and 27 then map the
+  JIT's code once, in anonymous rwx memory). perf's frame-pointer walk
+  cannot go through the emulator's C code (built without frame
+  pointers) and skips the caller of code that pushes no frame (the JIT's
+  shared fragments), so only samples whose pc is in the JIT's code are
+  compared, keyed `module:function/arity` (the fragments as one key);
+  perf's root is the bottom of the Erlang process's stack
+  (`$erts_beamasm:normal_exit/0`), ours the thread's.
 - Java (17, 21, 25, 26; bench/javac_accuracy.py): javac compiling
   commons-collections4 and commons-math3 (Maven Central) under JFR
   (`jdk.ExecutionSample` every 10 ms), which samples threads running Java
@@ -482,8 +494,8 @@ def beam_case(name):
             runtime=f"Erlang (OTP {release})",
             program=f"erlc (Debian's OTP {release}{', in Debian 13' if root else ''}) compiling OTP's stdlib and "
                     "compiler sources (erlang-src)",
-            reference_name="perf record -g with +JPperf true (frame pointers; a leaf without a frame hides its "
-                           "caller)",
+            reference_name="perf record -g with +JPperf true (frame pointers: 127 frames at most, C code not "
+                           "walked, a leaf without a frame hides its caller)",
             command=cmd + files,
             env=lambda work: {"ERL_FLAGS": "+JPperf true"},
             reference_command=reference,
@@ -1139,8 +1151,9 @@ def main():
 - command: `make bench-accuracy` (`bench/accuracy.py`, {seconds} s a case at {HZ} Hz): the program started, then \
 the release agent (`--pid`, pprof) and the reference attached for the same seconds; compared on the runtime's own \
 frames (whole-life references: the agent system-wide from before the program's start). Root: ours, a thread entry \
-(`_start`, `clone3`, `start_thread`; for Go also `runtime.goexit`, `mstart`; for a JDK in a chroot, its libc's \
-unnamed outermost frame) outermost; py-spy, `<module>`; rbspy, `<main>`; perf, a thread entry; JFR, \
+(`_start`, `clone3`, `start_thread`; for Go also `runtime.goexit`, `mstart`; for a JDK or a BEAM in a chroot, its \
+libc's unnamed outermost frame) outermost; py-spy, `<module>`; rbspy, `<main>`; perf, a thread entry (for the BEAM, \
+the Erlang process's `$erts_beamasm:normal_exit/0`); JFR, \
 `com.sun.tools.javac.Main.main` outermost, not truncated; the others walk their own frames, counted whole. TVD: between the self-time distributions by function, with the TVD sampling noise \
 alone gives at these counts in brackets
 

@@ -62,8 +62,10 @@ static __always_inline bool beam_is_cp(struct beam_process *beam, u64 word)
 /* erts_frame_layout's FP_RA: each frame pushes rbp below its CP. */
 #define BEAM_FRAME_LAYOUT_FP_RA 1
 /* With FP_RA, a saved rbp points to the caller's saved rbp, above it by
- * the caller's frame: its y registers (at most 1023 words) and two more.
- * A word at most this far above its own slot is a stack address. */
+ * the caller's frame: its y registers and two words (room here for 8190
+ * y registers). A word at most this far above its own slot is a stack
+ * address; a CP that close would need the JIT's code to start right
+ * above a process stack. */
 #define BEAM_SAVED_FP_WINDOW (1ULL << 16)
 
 /* Below this distance under the scheduler's registers a stack pointer
