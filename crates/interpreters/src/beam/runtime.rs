@@ -91,6 +91,9 @@ struct BeamNode {
     frame_layout: u32,
 }
 
+/// `[start, end)` of code.
+type CodeRange = (u64, u64);
+
 /// The JIT's executable code among a process's executable mappings: its
 /// ranges and the smallest range holding them. By default the JIT maps
 /// its code twice from one memfd, `rw-s` to write and `r-xs` to run: the
@@ -98,8 +101,8 @@ struct BeamNode {
 /// its code once (`+JPperf` on OTP 25, where perf cannot read a second
 /// view; `+JMsingle true`) writes and runs it in anonymous `rwxp` memory:
 /// without a memfd view, the anonymous executable mappings are the JIT's.
-fn jit_code(maps: &[ExecutableMapping<'_>]) -> Option<(Vec<(u64, u64)>, (u64, u64))> {
-    let views = |anonymous: bool| -> Vec<(u64, u64)> {
+fn jit_code(maps: &[ExecutableMapping<'_>]) -> Option<(Vec<CodeRange>, CodeRange)> {
+    let views = |anonymous: bool| -> Vec<CodeRange> {
         maps.iter()
             .filter(|m| m.start < m.end)
             .filter(|m| if anonymous { m.path.is_empty() } else { m.path.starts_with("/memfd:vmem") })
