@@ -244,6 +244,8 @@ fn chains_are_whole_with(root: RuntimeRoot, otp: u32, flags: &[&str]) {
         return;
     };
     drop(node);
+    // The map perf support writes (+JPperf), in the node's /tmp.
+    let _ = std::fs::remove_file(root.host_path(Path::new(&format!("/tmp/perf-{pid}.map"))));
     assert!(!notices.iter().any(|n| n.starts_with("BEAM ")), "OTP {otp}: {notices:?}");
     // The lines: each function's clauses in the file as erlc was given it.
     let source = std::fs::read_to_string(root.host_path(&dir.join("chain.erl"))).unwrap();
