@@ -53,6 +53,18 @@ Cases (program, reference, and where the reference is biased):
   function's time can go to its callee or caller.
 - Rust: ripgrep (crates.io, built into the cache with its symbols) under
   `perf --call-graph dwarf`.
+- Erlang (OTP 25 here, `beam25`; OTP 27 in Debian 13's root, `beam27`):
+  erlc compiling OTP's stdlib and compiler sources (Debian's
+  erlang-src) under `perf record -g`, the node started with the
+  emulator's perf support (`+JPperf true`: /tmp/perf-PID.map names the
+  JIT's code, every Erlang frame pushes rbp; OTP 25 and 27 then map the
+  JIT's code once, in anonymous rwx memory). perf's frame-pointer walk
+  cannot go through the emulator's C code (built without frame
+  pointers) and skips the caller of code that pushes no frame (the JIT's
+  shared fragments), so only samples whose pc is in the JIT's code are
+  compared, keyed `module:function/arity` (the fragments as one key);
+  perf's root is the bottom of the Erlang process's stack
+  (`$erts_beamasm:normal_exit/0`), ours the thread's.
 - Java (17, 21, 25, 26; bench/javac_accuracy.py): javac compiling
   commons-collections4 and commons-math3 (Maven Central) under JFR
   (`jdk.ExecutionSample` every 10 ms), which samples threads running Java
@@ -449,6 +461,147 @@ def php_case(seconds):
     )
 
 
+# The Erlang/OTP releases of the BEAM cases: the host's (Debian 12) and
+# Debian 13's in its root (tests/runtimes/rootfs.sh).
+BEAM_RELEASES = {"beam25": None, "beam27": f"{javac_accuracy.RUNTIMES}/trixie"}
+# The OTP applications whose sources erlc compiles, in order (with the
+# macros their build defines): more than a case's seconds of work.
+BEAM_APPS = [("stdlib", []), ("compiler", ["-DCOMPILER_VSN=\"8\""])]
+# perf's names of the JIT's code (`/tmp/perf-PID.map`): `$module:function/arity`
+# for a function (`...-CodeInfoPrologue` for the code before its entry,
+# which we count as the function's), `$global::fragment` for the JIT's
+# shared code.
+PERF_BEAM_FUNCTION = re.compile(r"^\$(?P<mfa>[^$].*:.*/\d+)(?:-CodeInfoPrologue)?$")
+# The functions of the emulator's own module: the bottom of every
+# process stack (`normal_exit`), the JIT's and perf's root of an Erlang
+# stack; not a function of the program.
+BEAM_ROOT = "erts_beamasm:normal_exit/0"
+BEAM_SHARED = "(JIT shared code)"
+
+
+def beam_case(name):
+    """erlc (Erlang/OTP's compiler, Debian's) compiling OTP's own stdlib
+    and compiler sources (Debian's erlang-src), under `perf record -g`
+    with the emulator's perf support (`+JPperf true`: frame pointers in
+    the JIT's frames, /tmp/perf-PID.map naming its code)."""
+    root = BEAM_RELEASES[name]
+
+    def make(seconds):
+        ensure_debian_packages(["erlang-base", "erlang-src"])
+        lib = Path("/usr/lib/erlang/lib")
+        # The sources are the host's (OTP 25's), copied into a root once:
+        # the same program for both releases.
+        corpus = Path(root or "/", "var/tmp/ep-accuracy-beam")
+        if root and not (corpus / ".copied").exists():
+            shutil.rmtree(corpus, ignore_errors=True)
+            for app, _ in BEAM_APPS:
+                shutil.copytree(next(lib.glob(f"{app}-*")), corpus / app, symlinks=True)
+            (corpus / ".copied").touch()
+        src = corpus if root else lib
+        inside = lambda p: "/" + str(Path(p).relative_to(root)) if root else str(p)
+        out = Path(root or "/", "var/tmp/ep-accuracy-beam-out")
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        kernel = next(Path(root or "/", "usr/lib/erlang/lib").glob("kernel-*"))
+        cmd = [*(["chroot", root] if root else []), "erlc", "-o", inside(out), "-I", inside(kernel / "include")]
+        for app, defines in BEAM_APPS:
+            app_dir = next(src.glob(f"{app}-*")) if not root else src / app
+            cmd += ["-I", inside(app_dir / "include"), "-I", inside(app_dir / "src"), *defines]
+        files = [inside(f) for app, _ in BEAM_APPS
+                 for f in sorted((next(src.glob(f"{app}-*")) if not root else src / app).glob("src/*.erl"))]
+        release = "27" if root else "25"
+        maps = {}
+
+        def reference(pid, out_path):
+            maps["pid"] = pid
+            return ["perf", "record", "-q", "-F", str(HZ), "-g", "-p", str(pid), "-o", str(out_path), "--", "sleep",
+                    str(seconds)]
+
+        def read(path):
+            # perf looks for the map in the host's /tmp; a node in a root
+            # writes it in the root's.
+            host_map = Path(f"/tmp/perf-{maps['pid']}.map")
+            if root:
+                shutil.copy(Path(root, f"tmp/perf-{maps['pid']}.map"), host_map)
+            try:
+                # Kept with the recording (--keep): `perf script` names
+                # the JIT's code with it in /tmp.
+                shutil.copy(host_map, Path(path).parent)
+                return read_perf_beam(path)
+            finally:
+                host_map.unlink(missing_ok=True)
+                if root:
+                    Path(root, f"tmp/perf-{maps['pid']}.map").unlink(missing_ok=True)
+
+        return Case(
+            runtime=f"Erlang (OTP {release})",
+            program=f"erlc (Debian's OTP {release}{', in Debian 13' if root else ''}) compiling OTP's stdlib and "
+                    "compiler sources (erlang-src)",
+            reference_name="perf record -g with +JPperf true (frame pointers: 127 frames at most, C code not "
+                           "walked, a leaf without a frame hides its caller)",
+            command=cmd + files,
+            env=lambda work: {"ERL_FLAGS": "+JPperf true"},
+            reference_command=reference,
+            read_reference=read,
+            ours_frames=beam_frames,
+            key=beam_key,
+            # A root's libc is named by its debug files alone: there its
+            # unnamed outermost frame is the thread's root (as a JDK's).
+            roots=javac_accuracy.is_root if root else THREAD_ROOTS,
+            # Half the samples may be in C called from Erlang, compared by
+            # neither: the root share of the compared ones said too.
+            framed_root=True,
+        )
+    return make
+
+
+def beam_key(frame):
+    """An Erlang function as both name it: `module:function/arity`,
+    without the quotes Erlang puts around atoms that need them (the
+    emulator's perf map writes `compile:'-do_compile/2-anonymous-0-'/1`,
+    we write the atoms bare)."""
+    return frame.function.replace("'", "")
+
+
+def beam_frames(sample):
+    """Our Erlang frames of a sample whose pc is in the JIT's code (the
+    others, in C, are left out: perf cannot walk the emulator's C code,
+    built without frame pointers). An unnamed innermost frame is the
+    JIT's shared code."""
+    frames = sample.frames
+    if not frames or frames[0].native:
+        return []
+    named = [f for f in frames if not f.native and not UNNAMED.match(f.function) and f.function != BEAM_ROOT]
+    if UNNAMED.match(frames[0].function):
+        return [pprof_reader.Frame(BEAM_SHARED, "", 0, False), *named]
+    return named
+
+
+def read_perf_beam(path):
+    """`perf script` of a frame-pointer recording of a node with perf
+    support: the Erlang frames of each sample whose pc is in the JIT's
+    code (its shared code keyed as one), innermost first; whole when the
+    walk reached the bottom of the Erlang process's stack
+    (`$erts_beamasm:normal_exit/0`)."""
+    out = subprocess.run(["perf", "script", "-i", str(path), "-F", "ip,sym"], capture_output=True, text=True,
+                         errors="replace").stdout
+    stacks = []
+    for block in out.split("\n\n"):
+        names = [m.group(1) for line in block.strip().splitlines()
+                 if (m := re.match(r"^\s*[0-9a-f]+ (.*?)(?:\+0x[0-9a-f]+)?$", line))]
+        if not names:
+            continue
+        whole = names[-1] == f"${BEAM_ROOT}"
+        frames = []
+        if names[0].startswith("$"):
+            if not PERF_BEAM_FUNCTION.match(names[0]):
+                frames.append(pprof_reader.Frame(BEAM_SHARED, "", 0, False))
+            frames += [pprof_reader.Frame(m.group("mfa"), "", 0, False) for n in names
+                       if (m := PERF_BEAM_FUNCTION.match(n)) and m.group("mfa") != BEAM_ROOT]
+        stacks.append((frames, 1, whole))
+    return stacks
+
+
 def java_case(name):
     """javac of one JDK (bench/javac_accuracy.py) under JFR, both
     recording the same runs: a loop of runs over commons-collections4
@@ -578,6 +731,10 @@ def native_key(frame):
 
 
 def reaches_root(frames, roots=THREAD_ROOTS):
+    """Whether a stack holds one of `roots`, or (`roots` a function)
+    whether its outermost frame is a root."""
+    if callable(roots):
+        return bool(frames) and roots(frames[-1].function)
     return any(f.function in roots for f in frames)
 
 
@@ -787,19 +944,22 @@ def read_ours(path, case):
 
 def distributions(stacks, key):
     """Self and inclusive counts by function key, samples with a runtime
-    frame, samples in all, and the share reaching the root."""
+    frame, samples in all, the share reaching the root, and that share
+    among the samples with a runtime frame."""
     self_counts, inclusive = collections.Counter(), collections.Counter()
-    with_frames = total = whole = 0
+    with_frames = total = whole = whole_with_frames = 0
     for frames, count, reaches_root in stacks:
         total += count
         whole += count if reaches_root else 0
         if not frames:
             continue
         with_frames += count
+        whole_with_frames += count if reaches_root else 0
         self_counts[key(frames[0])] += count
         for k in {key(f) for f in frames}:
             inclusive[k] += count
-    return self_counts, inclusive, with_frames, total, (whole / total if total else 0.0)
+    return (self_counts, inclusive, with_frames, total, (whole / total if total else 0.0),
+            (whole_with_frames / with_frames if with_frames else 0.0))
 
 
 def tvd(a, b):
@@ -829,8 +989,8 @@ def noise_tvd(a, b, draws=200, seed=1):
 
 
 def compare(case, ours, theirs):
-    o_self, o_incl, o_n, o_total, o_root = distributions(ours, case.key)
-    t_self, t_incl, t_n, t_total, t_root = distributions(theirs, case.key)
+    o_self, o_incl, o_n, o_total, o_root, o_root_framed = distributions(ours, case.key)
+    t_self, t_incl, t_n, t_total, t_root, t_root_framed = distributions(theirs, case.key)
     top = [k for k, _ in t_incl.most_common(15)]
     side = [(k, 100 * t_incl[k] / t_n if t_n else 0, 100 * o_incl.get(k, 0) / o_n if o_n else 0) for k in top]
     worst = sorted(side, key=lambda r: -abs(r[1] - r[2]))[:5]
@@ -845,6 +1005,9 @@ def compare(case, ours, theirs):
         "theirs_samples": round(t_n),
         "ours_root": o_root,
         "theirs_root": t_root,
+        "ours_root_framed": o_root_framed,
+        "theirs_root_framed": t_root_framed,
+        "framed_root": getattr(case, "framed_root", False),
         "tvd": tvd(o_self, t_self),
         "noise": noise_tvd(o_self, t_self),
         "top": side,
@@ -913,7 +1076,8 @@ def profile(case, agent, seconds, work):
         return case.run(agent, seconds, work)
     if case.whole_life:
         return profile_whole_life(case, agent, seconds, work)
-    program = subprocess.Popen(case.command, stdout=case.stdout, stderr=subprocess.DEVNULL,
+    env = {**os.environ, **(case.env(work) if case.env else {})}
+    program = subprocess.Popen(case.command, stdout=case.stdout, stderr=subprocess.DEVNULL, env=env,
                                start_new_session=True)
     try:
         time.sleep(1.0)  # past the interpreter's start-up
@@ -985,6 +1149,9 @@ def summary(r):
     line = (f"{r['runtime']}: ours reach the root {100 * r['ours_root']:.1f}% (theirs {100 * r['theirs_root']:.1f}%)"
             f", top 15 within 3 points {r['within_3']} of {len(r['top'])} (within 2: {r['within_2']})"
             f", TVD of self time {r['tvd']:.3f} (noise {r['noise']:.3f})")
+    if r.get("framed_root"):
+        line += (f", of the samples compared (in the runtime's code) ours reach the root "
+                 f"{100 * r['ours_root_framed']:.1f}% (theirs {100 * r['theirs_root_framed']:.1f}%)")
     if r.get("unnamed"):
         unnamed, total = r["unnamed"]
         line += f", unnamed interpreted frames {100 * unnamed / max(total, 1):.2f}% ({unnamed} of {total}, whole life)"
@@ -993,9 +1160,9 @@ def summary(r):
 
 def figures(rows):
     """The summary of the cases that count unnamed frames (Node's, per
-    release): the issue's targets are top 15 within 3 points and unnamed
-    frames."""
-    lines = [f"- {summary(r)}" for r in rows if r.get("unnamed")]
+    release: the issue's targets are top 15 within 3 points and unnamed
+    frames) or compare part of the samples (BEAM's)."""
+    lines = [f"- {summary(r)}" for r in rows if r.get("unnamed") or r.get("framed_root")]
     return "\n" + "\n".join(lines) + "\n" if lines else ""
 
 
@@ -1014,7 +1181,7 @@ def details(rows):
 
 
 CASES = {"native": native_case, "rust": rust_case, "go": go_case, "python": python_case, "ruby": ruby_case,
-         "perl": perl_case, "php": php_case,
+         "perl": perl_case, "php": php_case, **{name: beam_case(name) for name in BEAM_RELEASES},
          **{f"node{m}": functools.partial(node_case, major=m) for m in NODE_MAJORS},
          **{name: java_case(name) for name in javac_accuracy.JDKS}}
 # Run by default: every case, each Node release (`node` alone is the LTS).
@@ -1068,8 +1235,9 @@ def main():
 - command: `make bench-accuracy` (`bench/accuracy.py`, {seconds} s a case at {HZ} Hz): the program started, then \
 the release agent (`--pid`, pprof) and the reference attached for the same seconds; compared on the runtime's own \
 frames (whole-life references: the agent system-wide from before the program's start). Root: ours, a thread entry \
-(`_start`, `clone3`, `start_thread`; for Go also `runtime.goexit`, `mstart`; for a JDK in a chroot, its libc's \
-unnamed outermost frame) outermost; py-spy, `<module>`; rbspy, `<main>`; perf, a thread entry; JFR, \
+(`_start`, `clone3`, `start_thread`; for Go also `runtime.goexit`, `mstart`; for a JDK or a BEAM in a chroot, its \
+libc's unnamed outermost frame) outermost; py-spy, `<module>`; rbspy, `<main>`; perf, a thread entry (for the BEAM, \
+the Erlang process's `$erts_beamasm:normal_exit/0`); JFR, \
 `com.sun.tools.javac.Main.main` outermost, not truncated; the others walk their own frames, counted whole. TVD: between the self-time distributions by function, with the TVD sampling noise \
 alone gives at these counts in brackets
 

@@ -18,8 +18,11 @@
  *    first word at or above rsp that is untagged (low two bits clear:
  *    y registers hold tagged terms) and lies in the JIT's code; rsp moves
  *    past it. (With frame pointers, erts_frame_layout FP_RA, the saved
- *    rbp between them is a stack address, outside the code: passed over
- *    the same way.)
+ *    rbp between them is a stack address: outside the code when the JIT
+ *    maps it twice (memfd views). A node that maps its code once (+JPperf
+ *    on OTP 25) has several anonymous rwx areas whose hull may hold the
+ *    process stacks: a word just above its slot, within the caller's
+ *    frame, is a saved rbp, passed over.)
  *  - The continuation pointer beam_normal_exit ends every process stack.
  *    The scheduler's C stack holds its ErtsSchedulerRegisters (rbx points
  *    into them while Erlang code runs) just below the return address of
@@ -55,6 +58,15 @@ static __always_inline bool beam_is_cp(struct beam_process *beam, u64 word)
 {
 	return (word & 3) == 0 && word > beam->code_low && word < beam->code_high;
 }
+
+/* erts_frame_layout's FP_RA: each frame pushes rbp below its CP. */
+#define BEAM_FRAME_LAYOUT_FP_RA 1
+/* With FP_RA, a saved rbp points to the caller's saved rbp, above it by
+ * the caller's frame: its y registers and two words (room here for 8190
+ * y registers). A word at most this far above its own slot is a stack
+ * address; a CP that close would need the JIT's code to start right
+ * above a process stack. */
+#define BEAM_SAVED_FP_WINDOW (1ULL << 16)
 
 /* Below this distance under the scheduler's registers a stack pointer
  * is the scheduler's C stack (the JIT's shared code runs C calls there),
@@ -100,6 +112,10 @@ static __always_inline int beam_step(struct sample_record *record, struct beam_p
 			break;
 		u64 word = interp->beam_words[i];
 		if (!beam_is_cp(beam, word))
+			continue;
+		u64 slot = sp + 8 * i;
+		if (beam->frame_layout == BEAM_FRAME_LAYOUT_FP_RA && word > slot &&
+		    word - slot <= BEAM_SAVED_FP_WINDOW)
 			continue;
 		state->pc = word;
 		state->sp = sp + 8 * (i + 1);

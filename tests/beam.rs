@@ -93,13 +93,11 @@ fn start(root: &RuntimeRoot, binary: &str, args: &[&std::ffi::OsStr]) -> Node {
     node
 }
 
-/// `chain:main()` of `dir`.
-fn start_chain(root: &RuntimeRoot, dir: &Path) -> Node {
-    start(
-        root,
-        "/usr/bin/erl",
-        &["-noshell".as_ref(), "-pa".as_ref(), dir.as_os_str(), "-eval".as_ref(), "chain:main()".as_ref()],
-    )
+/// `chain:main()` of `dir`, the emulator given `flags` too.
+fn start_chain_with(root: &RuntimeRoot, dir: &Path, flags: &[&str]) -> Node {
+    let mut args: Vec<&std::ffi::OsStr> = flags.iter().map(|f| f.as_ref()).collect();
+    args.extend(["-noshell".as_ref(), "-pa".as_ref(), dir.as_os_str(), "-eval".as_ref(), "chain:main()".as_ref()]);
+    start(root, "/usr/bin/erl", &args)
 }
 
 fn unix_now_ns() -> u64 {
@@ -216,10 +214,23 @@ fn assert_lines(traces: &[Trace], pid: u32, what: &str, source: &str, file: &Pat
 /// frame named with its file and line, down to the scheduler thread's
 /// root.
 fn chains_are_whole(root: RuntimeRoot, otp: u32) {
+    chains_are_whole_with(root, otp, &[])
+}
+
+/// [`chains_are_whole`] of a node started with the emulator's `flags`.
+fn chains_are_whole_with(root: RuntimeRoot, otp: u32, flags: &[&str]) {
     let _serial = serial();
     let dir = compile(&root, "chain", &["chain.erl"]);
-    let node = start_chain(&root, &dir);
+    let node = start_chain_with(&root, &dir, flags);
     let pid = node.0.id();
+    let otp = format!("{otp}{}", if flags.is_empty() { String::new() } else { format!(" ({})", flags.join(" ")) });
+    if flags.contains(&"+JPperf") {
+        // What the test is about: the JIT's code mapped once, anonymous
+        // and writable, not the two views of a memfd.
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        assert!(!maps.contains("/memfd:vmem"), "OTP {otp}: the JIT's code is in a memfd:\n{maps}");
+        assert!(maps.lines().any(|l| l.split_whitespace().nth(1) == Some("rwxp")), "OTP {otp}: no rwx memory");
+    }
     let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
     let mut notices = Vec::new();
     let mut rss = String::new();
@@ -233,6 +244,8 @@ fn chains_are_whole(root: RuntimeRoot, otp: u32) {
         return;
     };
     drop(node);
+    // The map perf support writes (+JPperf), in the node's /tmp.
+    let _ = std::fs::remove_file(root.host_path(Path::new(&format!("/tmp/perf-{pid}.map"))));
     assert!(!notices.iter().any(|n| n.starts_with("BEAM ")), "OTP {otp}: {notices:?}");
     // The lines: each function's clauses in the file as erlc was given it.
     let source = std::fs::read_to_string(root.host_path(&dir.join("chain.erl"))).unwrap();
@@ -313,6 +326,27 @@ fn erlang_chains_to_the_scheduler_root() {
         .expect("erl runs");
     let otp: u32 = String::from_utf8_lossy(&release.stdout).trim().parse().expect("an OTP release");
     chains_are_whole(root, otp);
+}
+
+/// A node with the emulator's perf support (`+JPperf true`: the JIT's
+/// code mapped once in anonymous rwx memory, frame pointers pushed by
+/// every Erlang frame, erts_frame_layout FP_RA), as profiled beside perf
+/// (`make bench-accuracy`'s beam cases): whole chains, every Erlang
+/// frame named (a saved frame pointer taken for a return address is an
+/// unnamed frame).
+#[test]
+fn erlang_with_perf_support_chains_to_the_scheduler_root() {
+    let root = RuntimeRoot::from_env();
+    if !has(&root, "/usr/bin/erl", "erlang-base") {
+        return;
+    }
+    let release = root
+        .command("/usr/bin/erl")
+        .args(["-noshell", "-eval", "io:put_chars(erlang:system_info(otp_release)), halt()."])
+        .output()
+        .expect("erl runs");
+    let otp: u32 = String::from_utf8_lossy(&release.stdout).trim().parse().expect("an OTP release");
+    chains_are_whole_with(root, otp, &["+JPperf", "true"]);
 }
 
 /// Whether the root has `binary`; if not, SKIPPED (a failure under

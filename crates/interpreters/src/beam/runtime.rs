@@ -89,14 +89,31 @@ struct BeamNode {
     frame_layout: u32,
 }
 
-/// The JIT's executable code among a process's executable mappings: the
-/// smallest range holding its `/memfd:vmem` ones (the JIT maps its code
-/// twice from one memfd, `rw-s` to write and `r-xs` to run: only the
-/// latter is executable).
-fn jit_code(maps: &[ExecutableMapping<'_>]) -> Option<(u64, u64)> {
-    maps.iter()
-        .filter(|m| m.path.starts_with("/memfd:vmem") && m.start < m.end)
-        .fold(None, |code, m| Some(code.map_or((m.start, m.end), |(s, e): (u64, u64)| (s.min(m.start), e.max(m.end)))))
+/// `[start, end)` of code.
+type CodeRange = (u64, u64);
+
+/// The JIT's executable code among a process's executable mappings: its
+/// ranges and the smallest range holding them. By default the JIT maps
+/// its code twice from one memfd, `rw-s` to write and `r-xs` to run: the
+/// `/memfd:vmem` views (only the latter are executable). A node that maps
+/// its code once (`+JPperf` on OTP 25, where perf cannot read a second
+/// view; `+JMsingle true`) writes and runs it in anonymous `rwxp` memory:
+/// without a memfd view, the anonymous executable mappings are the JIT's.
+fn jit_code(maps: &[ExecutableMapping<'_>]) -> Option<(Vec<CodeRange>, CodeRange)> {
+    let views = |anonymous: bool| -> Vec<CodeRange> {
+        maps.iter()
+            .filter(|m| m.start < m.end)
+            .filter(|m| if anonymous { m.path.is_empty() } else { m.path.starts_with("/memfd:vmem") })
+            .map(|m| (m.start, m.end))
+            .collect()
+    };
+    let mut code = views(false);
+    if code.is_empty() {
+        code = views(true);
+    }
+    let low = code.iter().map(|r| r.0).min()?;
+    let high = code.iter().map(|r| r.1).max()?;
+    Some((code, (low, high)))
 }
 
 impl InterpreterFile for BeamFile {
@@ -137,7 +154,7 @@ impl InterpreterFile for BeamFile {
         maps: &[ExecutableMapping<'_>],
     ) -> Option<ProcessUnwinding> {
         let node = process.downcast_ref::<BeamNode>()?;
-        let (code_low, code_high) = jit_code(maps)?;
+        let (code, (code_low, code_high)) = jit_code(maps)?;
         let value = BeamProcessValue {
             normal_exit: node.normal_exit,
             code_low,
@@ -148,7 +165,7 @@ impl InterpreterFile for BeamFile {
         // The executable views mapped now; a grown JIT area is a new
         // mapping, found at the next read of the process's maps.
         let value = value.map_value();
-        Some(ProcessUnwinding::new(InterpreterUnwinder::Beam, vec![(code_low, code_high)], value))
+        Some(ProcessUnwinding::new(InterpreterUnwinder::Beam, code, value))
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -626,9 +643,40 @@ mod tests {
             m(0x7fab_0600_0000, 0x7fab_0610_0000, "/memfd:vmem (deleted)"),
             m(0x7fab_0700_0000, 0x7fab_0710_0000, ""),
         ];
-        assert_eq!(jit_code(&maps), Some((0x7fab_04bf_f000, 0x7fab_0610_0000)));
+        assert_eq!(
+            jit_code(&maps),
+            Some((
+                vec![(0x7fab_04bf_f000, 0x7fab_053f_f000), (0x7fab_0600_0000, 0x7fab_0610_0000)],
+                (0x7fab_04bf_f000, 0x7fab_0610_0000)
+            ))
+        );
         assert_eq!(jit_code(&maps[..1]), None);
         assert_eq!(jit_code(&[m(2, 1, "/memfd:vmem")]), None, "an empty range");
+    }
+
+    #[test]
+    fn single_mapped_jit_code_is_the_anonymous_executable_memory() {
+        // Measured on OTP 25 with +JPperf true: no memfd, rwxp anonymous
+        // mappings with a library between them.
+        let m = |start, end, path| ExecutableMapping { start, end, path };
+        let maps = [
+            m(0x5602_4c27_3000, 0x5602_4c4f_e000, "/usr/lib/erlang/erts-13.1.5/bin/beam.smp"),
+            m(0x7f97_9560_0000, 0x7f97_95a0_0000, ""),
+            m(0x7f97_95c0_0000, 0x7f97_95e0_0000, ""),
+            m(0x7f97_96f0_0000, 0x7f97_96f1_0000, "/usr/lib/x86_64-linux-gnu/libm.so.6"),
+            m(0x7f97_9777_8000, 0x7f97_9779_8000, ""),
+        ];
+        assert_eq!(
+            jit_code(&maps),
+            Some((
+                vec![
+                    (0x7f97_9560_0000, 0x7f97_95a0_0000),
+                    (0x7f97_95c0_0000, 0x7f97_95e0_0000),
+                    (0x7f97_9777_8000, 0x7f97_9779_8000)
+                ],
+                (0x7f97_9560_0000, 0x7f97_9779_8000)
+            ))
+        );
     }
 
     #[test]
