@@ -658,7 +658,7 @@ mod tests {
     fn single_mapped_jit_code_is_the_anonymous_executable_memory() {
         // Measured on OTP 25 with +JPperf true: no memfd, rwxp anonymous
         // mappings with a library between them.
-        let m = |start, end, path| ExecutableMapping { start, end, path };
+        let m = |start, end, path| ExecutableMapping { start, end, path, reserved_end: end };
         let maps = [
             m(0x5602_4c27_3000, 0x5602_4c4f_e000, "/usr/lib/erlang/erts-13.1.5/bin/beam.smp"),
             m(0x7f97_9560_0000, 0x7f97_95a0_0000, ""),
