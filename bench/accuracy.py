@@ -664,9 +664,9 @@ def jfr_scope(ours, java, theirs):
     def key(f):
         return javac_accuracy.method_name(f.function)
     scoped = [j for (frames, _, _), j in zip(ours, java) if frames and not frames[0].native]
-    _, o_incl, o_n, _, _ = distributions(scoped, key)
-    _, t_incl, t_n, _, _ = distributions(theirs, key)
-    _, a_incl, a_n, _, _ = distributions(java, key)
+    _, o_incl, o_n, _, _, _ = distributions(scoped, key)
+    _, t_incl, t_n, _, _, _ = distributions(theirs, key)
+    _, a_incl, a_n, _, _, _ = distributions(java, key)
     top = [k for k, _ in t_incl.most_common(15)]
     within = [abs(100 * t_incl[k] / max(t_n, 1) - 100 * o_incl.get(k, 0) / max(o_n, 1)) for k in top]
     return (f"  ours in JFR's scope (innermost frame Java code): {o_n} of {a_n} samples with Java frames; "
