@@ -484,6 +484,52 @@ struct Run<'a> {
     only: fn(&Trace) -> bool,
 }
 
+/// Spawns `command`, a workload that prints "ready" once started, its
+/// output in a file named after `tag`, and waits for that word.
+fn spawn_ready(command: &mut Command, tag: &str) -> Workload {
+    let out_path = std::env::temp_dir().join(format!("ep-v8-{tag}-{}", std::process::id()));
+    let out = std::fs::File::create(&out_path).unwrap();
+    let w = Workload::spawn(command.stdout(out).stderr(Stdio::inherit()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&out_path).unwrap_or_default().contains("ready") {
+        assert!(Instant::now() < deadline, "node did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_file(&out_path);
+    w
+}
+
+/// A workload held in `awaitGo` until its go file exists, with the agent
+/// on it ([`held_in_await_go`]).
+struct Held {
+    workload: Workload,
+    /// The file whose creation ends the wait (`cold_and_warm_windows`).
+    go: PathBuf,
+    traces: Arc<Mutex<Vec<Trace>>>,
+    agent: profiler_agent::Agent,
+}
+
+/// `script` (of workloads/node) on `node` after `flags`, spinning in
+/// `awaitGo` until its go file exists; the agent started on it, and its
+/// main thread seen in `awaitGo` (attached, `node` analysed, its maps
+/// read). `None` when the agent cannot start here (outside CI).
+fn held_in_await_go(node: &Path, flags: &[&str], script: &str, tag: &str) -> Option<Held> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(script);
+    let go = std::env::temp_dir().join(format!("ep-v8-{tag}-go-{}", std::process::id()));
+    let _ = std::fs::remove_file(&go);
+    let workload = spawn_ready(Command::new(node).args(flags).arg(&script).arg(&go), tag);
+    let traces = Arc::new(Mutex::new(Vec::new()));
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![workload.pid()], ..AgentConfig::default() };
+    let agent = start_agent(config, traces.clone())?;
+    let waiting = |t: &Trace| t.frames.iter().any(|f| f.lines.iter().any(|l| &*l.function == "awaitGo"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !traces.lock().unwrap().iter().any(waiting) {
+        assert!(Instant::now() < deadline, "node was never seen in awaitGo");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(Held { workload, go, traces, agent })
+}
+
 /// [`chain_test`] on one Node.
 fn chain_test_on(
     node: &Path,
@@ -494,22 +540,9 @@ fn chain_test_on(
 ) -> Option<Completeness> {
     let _serial = serial();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(spec.script);
-    let out_path = std::env::temp_dir().join(format!("ep-v8-{mode}-{}", std::process::id()));
-    let out = std::fs::File::create(&out_path).unwrap();
     let mut command = Command::new(node);
-    command
-        .args(flags)
-        .arg(&script)
-        .args((spec.from == From::Immediate).then_some("immediate"))
-        .stdout(out)
-        .stderr(Stdio::inherit());
-    let w = Workload::spawn(&mut command);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&out_path).unwrap_or_default().contains("ready") {
-        assert!(Instant::now() < deadline, "node did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = std::fs::remove_file(&out_path);
+    command.args(flags).arg(&script).args((spec.from == From::Immediate).then_some("immediate"));
+    let w = spawn_ready(&mut command, mode);
     std::thread::sleep(warm_up);
     let off_cpu_threshold = if spec.off_cpu { 1.0 } else { 0.0 };
     let config =
@@ -747,29 +780,10 @@ fn unseen_program_cold_and_warm() {
 
 fn unseen_program_on(label: &str, node: &Path) {
     let _serial = serial();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node/freight_desk.js");
-    let go = std::env::temp_dir().join(format!("ep-v8-unseen-go-{}", std::process::id()));
-    let out_path = std::env::temp_dir().join(format!("ep-v8-unseen-{}", std::process::id()));
-    let _ = std::fs::remove_file(&go);
-    let out = std::fs::File::create(&out_path).unwrap();
-    let w = Workload::spawn(Command::new(node).arg(&script).arg(&go).stdout(out).stderr(Stdio::inherit()));
+    let Some(Held { workload: w, go, traces, agent }) = held_in_await_go(node, &[], "freight_desk.js", "unseen") else {
+        return;
+    };
     let pid = w.pid();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&out_path).unwrap_or_default().contains("ready") {
-        assert!(Instant::now() < deadline, "node did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = std::fs::remove_file(&out_path);
-    let traces = Arc::new(Mutex::new(Vec::new()));
-    let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
-    let Some(agent) = start_agent(config, traces.clone()) else { return };
-    // Attached, `node` analysed: its main thread is seen in awaitGo.
-    let waiting = |t: &Trace| t.frames.iter().any(|f| f.lines.iter().any(|l| &*l.function == "awaitGo"));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !traces.lock().unwrap().iter().any(waiting) {
-        assert!(Instant::now() < deadline, "node was never seen in awaitGo");
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let (cold, warm) = cold_and_warm_windows(&go, COLD, WARM_AFTER, WARM);
     agent.stop().expect("reader ran without error");
     let _ = std::fs::remove_file(&go);
@@ -852,31 +866,12 @@ fn code_committed_after_the_maps_were_read() {
 
 fn code_committed_after_the_maps_were_read_on(label: &str, node: &Path) {
     let _serial = serial();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/node").join(FRESH.script);
-    let go = std::env::temp_dir().join(format!("ep-v8-fresh-go-{}", std::process::id()));
-    let out_path = std::env::temp_dir().join(format!("ep-v8-fresh-{}", std::process::id()));
-    let _ = std::fs::remove_file(&go);
-    let out = std::fs::File::create(&out_path).unwrap();
-    let mut command = Command::new(node);
-    command.arg("--always-sparkplug").arg(&script).arg(&go).stdout(out).stderr(Stdio::inherit());
-    let w = Workload::spawn(&mut command);
+    let Some(Held { workload: w, go, traces, agent }) =
+        held_in_await_go(node, &["--always-sparkplug"], FRESH.script, "fresh")
+    else {
+        return;
+    };
     let pid = w.pid();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&out_path).unwrap_or_default().contains("ready") {
-        assert!(Instant::now() < deadline, "node did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = std::fs::remove_file(&out_path);
-    let traces = Arc::new(Mutex::new(Vec::new()));
-    let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
-    let Some(agent) = start_agent(config, traces.clone()) else { return };
-    // Attached, `node` analysed, its maps read: seen in awaitGo.
-    let waiting = |t: &Trace| t.frames.iter().any(|f| f.lines.iter().any(|l| &*l.function == "awaitGo"));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !traces.lock().unwrap().iter().any(waiting) {
-        assert!(Instant::now() < deadline, "node was never seen in awaitGo");
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let (before, reserved) = anonymous_code(pid);
     let (window, _) = cold_and_warm_windows(&go, Duration::from_secs(SECONDS), Duration::ZERO, Duration::ZERO);
     let (after, _) = anonymous_code(pid);
