@@ -504,11 +504,10 @@ def beam_case(name):
         out.mkdir(parents=True)
         kernel = next(Path(root or "/", "usr/lib/erlang/lib").glob("kernel-*"))
         cmd = [*(["chroot", root] if root else []), "erlc", "-o", inside(out), "-I", inside(kernel / "include")]
-        for app, defines in BEAM_APPS:
-            app_dir = next(src.glob(f"{app}-*")) if not root else src / app
+        app_dirs = [(src / app if root else next(src.glob(f"{app}-*")), defines) for app, defines in BEAM_APPS]
+        for app_dir, defines in app_dirs:
             cmd += ["-I", inside(app_dir / "include"), "-I", inside(app_dir / "src"), *defines]
-        files = [inside(f) for app, _ in BEAM_APPS
-                 for f in sorted((next(src.glob(f"{app}-*")) if not root else src / app).glob("src/*.erl"))]
+        files = [inside(f) for app_dir, _ in app_dirs for f in sorted(app_dir.glob("src/*.erl"))]
         release = "27" if root else "25"
         maps = {}
 
@@ -667,8 +666,7 @@ def jfr_scope(ours, java, theirs):
     _, o_incl, o_n, _, _, _ = distributions(scoped, key)
     _, t_incl, t_n, _, _, _ = distributions(theirs, key)
     _, a_incl, a_n, _, _, _ = distributions(java, key)
-    top = [k for k, _ in t_incl.most_common(15)]
-    within = [abs(100 * t_incl[k] / max(t_n, 1) - 100 * o_incl.get(k, 0) / max(o_n, 1)) for k in top]
+    within = [abs(t - o) for _, t, o in top_side(t_incl, t_n, o_incl, o_n)]
     return (f"  ours in JFR's scope (innermost frame Java code): {o_n} of {a_n} samples with Java frames; "
             f"top 15 within 3 points {sum(d <= 3 for d in within)} of 15 (within 2: {sum(d <= 2 for d in within)})")
 
@@ -988,11 +986,17 @@ def noise_tvd(a, b, draws=200, seed=1):
     return total / draws
 
 
+def top_side(t_incl, t_n, o_incl, o_n):
+    """The 15 largest inclusive shares of the reference, each with ours:
+    (key, theirs %, ours %)."""
+    return [(k, 100 * t_incl[k] / t_n if t_n else 0, 100 * o_incl.get(k, 0) / o_n if o_n else 0)
+            for k, _ in t_incl.most_common(15)]
+
+
 def compare(case, ours, theirs):
     o_self, o_incl, o_n, o_total, o_root, o_root_framed = distributions(ours, case.key)
     t_self, t_incl, t_n, t_total, t_root, t_root_framed = distributions(theirs, case.key)
-    top = [k for k, _ in t_incl.most_common(15)]
-    side = [(k, 100 * t_incl[k] / t_n if t_n else 0, 100 * o_incl.get(k, 0) / o_n if o_n else 0) for k in top]
+    side = top_side(t_incl, t_n, o_incl, o_n)
     worst = sorted(side, key=lambda r: -abs(r[1] - r[2]))[:5]
     keys = sorted(set(o_self) | set(t_self), key=lambda k: -(t_self.get(k, 0) / max(t_n, 1) + o_self.get(k, 0) / max(o_n, 1)))
     self_side = [(k, 100 * t_self.get(k, 0) / max(t_n, 1), 100 * o_self.get(k, 0) / max(o_n, 1)) for k in keys[:10]]
