@@ -616,6 +616,21 @@ fn report(what: &str, c: &Completeness, stats: &Stats) {
 
 /// Profiles `chain` on `jdk` with `flags`, after `warm_up`.
 fn chain_test(jdk: &Jdk, chain: &Chain, mode: &str, flags: &[&str], warm_up: Duration) -> Option<Completeness> {
+    profile_chain(jdk, chain, mode, flags, warm_up).map(|p| p.c)
+}
+
+/// What [`profile_chain`] saw: the workload's pid, the chain thread's
+/// tid, the traces, the agent's counters, and the chain's completeness.
+struct Profiled {
+    pid: u32,
+    tid: u32,
+    traces: Vec<Trace>,
+    stats: Stats,
+    c: Completeness,
+}
+
+/// [`chain_test`], with what it saw kept for more checks.
+fn profile_chain(jdk: &Jdk, chain: &Chain, mode: &str, flags: &[&str], warm_up: Duration) -> Option<Profiled> {
     let _serial = serial();
     let dir = Scratch::new(&format!("{}-{mode}", chain.arg));
     jdk.compile(&dir.0);
@@ -630,7 +645,7 @@ fn chain_test(jdk: &Jdk, chain: &Chain, mode: &str, flags: &[&str], warm_up: Dur
     let (traces, stats) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS)))?;
     let c = check(&traces, w.pid(), tid, chain);
     report(&format!("{} {mode} {} chain", jdk.name, chain.arg), &c, &stats);
-    Some(c)
+    Some(Profiled { pid: w.pid(), tid, traces, stats, c })
 }
 
 fn interpreted(jdk: Option<Jdk>, chain: &Chain) {
@@ -1034,18 +1049,9 @@ fn deoptimised(jdk: Option<Jdk>) {
 fn prologues(jdk: Option<Jdk>) {
     let Some(jdk) = jdk else { return };
     let flags = ["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,HotspotSpin::tinyLeaf"];
-    let _serial = serial();
-    let dir = Scratch::new("tiny");
-    jdk.compile(&dir.0);
-    let (w, tid) = spawn(&jdk, &dir.0, &TINY, &flags.map(String::from));
     // tinyLeaf and tinyOuter are compiled by C2 within the first seconds.
-    std::thread::sleep(Duration::from_secs(5));
-    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
-    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
-        return;
-    };
-    let c = check(&traces, w.pid(), tid, &TINY);
-    report(&format!("{} prologues and epilogues, tiny chain", jdk.name), &c, &stats);
+    let warm_up = Duration::from_secs(5);
+    let Some(Profiled { stats, c, .. }) = profile_chain(&jdk, &TINY, "prologues", &flags, warm_up) else { return };
     let frameless = stats.runtimes.get("hotspot", "frameless");
     assert!(
         frameless * 5 >= c.at_leaf as u64,
@@ -1060,22 +1066,16 @@ fn prologues(jdk: Option<Jdk>) {
 /// above the pushed registers (`hotspot_stub_frames`).
 fn subtype_stub(jdk: Option<Jdk>) {
     let Some(jdk) = jdk else { return };
-    let flags = ["-XX:TieredStopAtLevel=1"];
-    let _serial = serial();
-    let dir = Scratch::new("subtype");
-    jdk.compile(&dir.0);
-    let (w, tid) = spawn(&jdk, &dir.0, &SUBTYPE, &flags.map(String::from));
     // subtypeOuter is compiled by C1 within the first second.
-    std::thread::sleep(Duration::from_secs(3));
-    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
-    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
+    let warm_up = Duration::from_secs(3);
+    let Some(Profiled { pid, tid, traces, stats, c }) =
+        profile_chain(&jdk, &SUBTYPE, "c1-stub", &["-XX:TieredStopAtLevel=1"], warm_up)
+    else {
         return;
     };
-    let c = check(&traces, w.pid(), tid, &SUBTYPE);
-    report(&format!("{} C1 slow_subtype_check stub, subtype chain", jdk.name), &c, &stats);
     // Fewer samples there (the stub takes most of the time on JDK 17):
     // held to the same share, not to a count.
-    let outer = check(&traces, w.pid(), tid, &SUBTYPE_OUTER);
+    let outer = check(&traces, pid, tid, &SUBTYPE_OUTER);
     eprintln!("{}: subtypeOuter's own samples whole: {}/{}", jdk.name, outer.complete, outer.at_leaf);
     assert!(outer.complete as f64 >= REQUIRED * outer.at_leaf as f64, "{}: subtypeOuter {outer:?}", jdk.name);
     let stubs = stats.runtimes.get("hotspot", "stub_frames");
@@ -1088,18 +1088,9 @@ fn subtype_stub(jdk: Option<Jdk>) {
 /// the call (`hotspot_stub_frames`).
 fn arraycopy_stub(jdk: Option<Jdk>) {
     let Some(jdk) = jdk else { return };
-    let _serial = serial();
-    let dir = Scratch::new("copy");
-    jdk.compile(&dir.0);
-    let (w, tid) = spawn(&jdk, &dir.0, &COPY, &[]);
     // copyOuter is compiled by C2 within the first seconds.
-    std::thread::sleep(Duration::from_secs(5));
-    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
-    let Some((traces, stats)) = profile_with(config, |_| std::thread::sleep(Duration::from_secs(SECONDS))) else {
-        return;
-    };
-    let c = check(&traces, w.pid(), tid, &COPY);
-    report(&format!("{} StubRoutines arraycopy stub, copy chain", jdk.name), &c, &stats);
+    let warm_up = Duration::from_secs(5);
+    let Some(Profiled { stats, c, .. }) = profile_chain(&jdk, &COPY, "stub", &[], warm_up) else { return };
     // A stub sampled at its first instruction or at its `ret` has
     // nothing pushed: the return address at sp, as before.
     let stubs = stats.runtimes.get("hotspot", "stub_frames");
