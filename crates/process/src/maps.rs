@@ -75,7 +75,7 @@ pub fn parse_executable(text: &str) -> Vec<MapsEntry> {
         if perms.as_bytes().get(2) != Some(&b'x') || entry.start >= KERNEL_SPACE {
             continue;
         }
-        after_anonymous = entry.is_anonymous() && entry.inode == 0;
+        after_anonymous = entry.may_precede_reservation();
         out.push(entry);
     }
     out
@@ -94,6 +94,12 @@ impl MapsEntry {
     /// Whether nothing is mapped from a file (anonymous executable memory).
     pub fn is_anonymous(&self) -> bool {
         self.path.is_empty()
+    }
+
+    /// Whether a JIT's reservation may follow it ([`Self::reserved_end`]):
+    /// anonymous memory, no inode behind it.
+    fn may_precede_reservation(&self) -> bool {
+        self.is_anonymous() && self.inode == 0
     }
 
     /// Whether this is the vDSO.
@@ -221,7 +227,7 @@ pub fn query_executable(maps: &File, max: usize) -> Option<std::io::Result<Vec<M
             path,
             reserved_end: q.vma_end,
         };
-        if entry.is_anonymous() && entry.inode == 0 {
+        if entry.may_precede_reservation() {
             // One more query: the mapping right after it, of any kind.
             match query(maps, entry.end, 0, &mut name) {
                 Ok(Some(next))
