@@ -7,7 +7,7 @@ pub(crate) use profiler_contract::{bytes_of, c, read};
 
 #[cfg(test)]
 pub(crate) mod tests {
-    pub(crate) use profiler_contract::layout::RUST_ENUMS;
+    pub(crate) use profiler_contract::RUST_ENUMS;
 
     /// `UnwindStop` is the header's `enum unwind_stop`, one variant per
     /// constant, each named after it.

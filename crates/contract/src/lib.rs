@@ -42,49 +42,39 @@ pub fn read<T: Pod>(bytes: &[u8]) -> Option<T> {
     Some(value)
 }
 
-/// What bindgen saw in the header, by name: the layout of every struct
-/// (for the layout test) and the constants of every enum (for the tests
-/// of the crates that mirror an enum or a list of the header).
-pub mod layout {
-    #[allow(unused_imports)]
-    use crate::c::*;
+// The constants of every enum of the header, by name (for the tests of
+// the crates that mirror an enum or a list of the header).
+include!(concat!(env!("OUT_DIR"), "/contract_enums.rs"));
+
+#[cfg(test)]
+mod tests {
+    use super::c::*;
+    use super::*;
+    use libbpf_rs::btf::types::{Composite, Enum, MemberAttr};
+    use libbpf_rs::btf::{Btf, HasSize};
 
     /// One struct of the header as Rust lays it out.
     #[derive(Debug)]
-    pub struct StructLayout {
-        /// Its C name.
-        pub name: &'static str,
-        /// `size_of`.
-        pub size: usize,
-        /// Its fields, in order.
-        pub fields: Vec<FieldLayout>,
+    struct StructLayout {
+        name: &'static str,
+        size: usize,
+        fields: Vec<FieldLayout>,
     }
 
     /// One field of a [`StructLayout`].
     #[derive(Debug)]
-    pub struct FieldLayout {
-        /// Its C name.
-        pub name: &'static str,
-        /// `offset_of`.
-        pub offset: usize,
-        /// Its size in bytes.
-        pub size: usize,
+    struct FieldLayout {
+        name: &'static str,
+        offset: usize,
+        size: usize,
     }
 
     fn field_size<S, F>(_: fn(&S) -> &F) -> usize {
         size_of::<F>()
     }
 
+    // rust_structs(): every struct of the header, as Rust lays it out.
     include!(concat!(env!("OUT_DIR"), "/contract_layout.rs"));
-}
-
-#[cfg(test)]
-mod tests {
-    use super::c::*;
-    use super::layout::{rust_structs, RUST_ENUMS};
-    use super::*;
-    use libbpf_rs::btf::types::{Composite, Enum, MemberAttr};
-    use libbpf_rs::btf::{Btf, HasSize};
 
     fn contract_btf() -> Btf<'static> {
         let path = concat!(env!("OUT_DIR"), "/contract.bpf.o");
