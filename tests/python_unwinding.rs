@@ -442,7 +442,10 @@ fn unsupported_version_is_reported_once_and_profiled_as_native() {
     let traces = std::mem::take(&mut *traces.lock().unwrap());
     eprintln!("notices: {notices:?}");
     assert_eq!(stats.runtimes.get("python", "unsupported"), 1, "one file, two processes: told once; {stats:#?}");
-    assert_eq!(notices.iter().filter(|n| n.contains("3.99")).count(), 1, "{notices:?}");
+    assert_eq!(stats.runtimes.get("python", "refused_version"), 1, "refused for its version: {stats:#?}");
+    let told: Vec<&String> = notices.iter().filter(|n| n.contains("3.99")).collect();
+    assert_eq!(told.len(), 1, "{notices:?}");
+    assert!(told[0].contains("(only 3.8 to 3.15 are read)"), "{told:?}");
     assert_eq!((stats.runtimes.get("python", "files"), stats.runtimes.get("python", "frames")), (0, 0), "{stats:#?}");
     let files = vec![copy.file_name().unwrap().to_str().unwrap().to_string(), LIBC.to_string()];
     for w in [&a, &b] {

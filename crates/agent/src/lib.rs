@@ -55,7 +55,7 @@ use crossbeam_channel::Receiver;
 use crate::batch_queue::{batch_queue, RecvTimeoutError};
 use late_unwind::{LateUnwindCounts, LateUnwinder};
 use profiler_bpf::{Counters, OffCpuJoinCounts, RawSample, Sampler, SamplerOptions, SELECTED_PIDS_MAX};
-use profiler_interpreters::{NamerStats, Registry};
+use profiler_interpreters::{NamerStats, Refusal, Registry};
 use profiler_process::{EventQueue, ManagerLimits, ProcessManager, ProcessRegistry};
 use profiler_symbolize::{KernelSymbolizer, KernelSymbolizerStats, NativeConfig, NativeStats, NativeSymbolizer};
 use reader::{
@@ -722,6 +722,7 @@ fn runtime_counters(
                     ("frames_unknown", namer.unknown),
                     ("code_reads", namer.reads),
                 ];
+                c.extend(Refusal::COUNTERS.into_iter().zip(r.refused_by_reason));
                 c.extend(namer.unknown_by_reason.iter().copied().filter(|(name, _)| !name.is_empty()));
                 c.extend(counters.interpreter(r.unwinder));
                 (r.unwinder.name(), c)

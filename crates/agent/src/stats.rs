@@ -388,6 +388,9 @@ impl Serialize for UnwindStops {
 /// - `unsupported`: files holding a build it does not (profiled as native
 ///   code, each told once in `Agent::notices`);
 /// - `attach_failures`: processes whose runtime state could not be read;
+/// - `refused_version`, `_unknown_version`, `_symbol`, `_build`,
+///   `_layout`, `_unreadable`: the two above by reason
+///   ([`profiler_interpreters::Refusal`]);
 /// - `frames_named`, `frames_unknown`: frames named (function, file,
 ///   line) or not (the process had exited, the code was unreadable or
 ///   freed since); some namers also count `frames_unknown` by reason

@@ -16,7 +16,7 @@
 //! - One module per runtime, each a [`Runtime`] in [`runtimes`] with its
 //!   BPF unwinder: [`python`] (CPython 3.8-3.15), [`hotspot`] (HotSpot
 //!   JVM, JDK 11-26, layouts from the JVM's own vmStructs tables), [`v8`]
-//!   (Node.js, V8 9.5 up to 13.0, from the `v8dbg_*` metadata in the
+//!   (Node.js 18 to 26, V8 9.5 up to 14.x, from the `v8dbg_*` metadata in the
 //!   binary), [`ruby`] (CRuby 2.7-3.4), [`php`] (PHP 7.4-8.4),
 //!   [`perl`] (Perl 5.28-5.42, stable releases) and [`beam`] (Erlang/OTP's
 //!   JIT emulator, OTP 25 and 27, named from the node's code index); a
@@ -39,6 +39,7 @@ pub mod memory;
 pub mod perl;
 pub mod php;
 pub mod python;
+mod refusal;
 mod registry;
 pub mod ruby;
 mod runtime;
@@ -47,6 +48,7 @@ mod version;
 
 pub use budget::{BudgetLimits, BudgetStats, BudgetedMemory, ReadBudget};
 pub use memory::{PidMemory, ProcessMemory};
+pub use refusal::Refusal;
 pub use registry::{Inspection, Registry, RuntimeId, RuntimeStats, MAX_INTERPRETER_FILES};
 pub use runtime::{
     frame_payload, frame_word, Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile,

@@ -13,6 +13,7 @@
 //! and counted.
 
 use crate::memory::ProcessMemory;
+use crate::refusal::Refusal;
 use crate::runtime::{
     Attach, ExecutableMapping, FileDetection, InterpreterFile, ProcessState, ProcessUnwinding, Runtime,
 };
@@ -61,6 +62,9 @@ pub struct RuntimeStats {
     pub files: u64,
     /// Files holding a build it does not unwind (told once each).
     pub unsupported: u64,
+    /// `unsupported` and `attach_failures` together, by reason: one per
+    /// [`Refusal::COUNTERS`] (`refused_*`).
+    pub refused_by_reason: [u64; Refusal::COUNTERS.len()],
     /// Processes whose state could not be read (their frames stay
     /// unnamed).
     pub attach_failures: u64,
@@ -107,6 +111,7 @@ struct State {
     not_yet: HashSet<u32>,
     unsupported: Vec<u64>,
     attach_failures: Vec<u64>,
+    refused_by_reason: Vec<[u64; Refusal::COUNTERS.len()]>,
     dropped: u64,
 }
 
@@ -123,6 +128,7 @@ impl Registry {
         let state = State {
             unsupported: vec![0; runtimes.len()],
             attach_failures: vec![0; runtimes.len()],
+            refused_by_reason: vec![[0; Refusal::COUNTERS.len()]; runtimes.len()],
             ..State::default()
         };
         Registry { runtimes, state: Mutex::new(state) }
@@ -183,6 +189,7 @@ impl Registry {
                     return Inspection::Unsupported { runtime, notice: None };
                 }
                 state.unsupported[runtime.0] += 1;
+                state.refused_by_reason[runtime.0][reason.index()] += 1;
                 let name = self.runtimes[runtime.0].name();
                 let version = version.unwrap_or_else(|| "of unknown version".to_string());
                 let notice = format!(
@@ -285,7 +292,7 @@ impl Registry {
                 // Not kept: asked again at the next change of mappings,
                 // or when the caller asks again (`attach_pending`).
                 Attach::NotNeeded => continue,
-                Attach::NotYet(_) => {
+                Attach::NotYet => {
                     not_yet = true;
                     continue;
                 }
@@ -295,14 +302,15 @@ impl Registry {
             let mut state = self.lock();
             if let Some(reason) = failure {
                 state.attach_failures[runtime.0] += 1;
+                state.refused_by_reason[runtime.0][reason.index()] += 1;
                 if state.attach_told.len() >= MAX_REPORTED {
                     state.attach_told.clear();
                 }
                 if state.attach_told.insert(id) {
                     let name = self.runtimes[runtime.0].name();
                     notices.push(format!(
-                        "{name} in process {pid} could not be read ({reason}): its frames are profiled as native \
-                         code (told once per build)"
+                        "{name} in process {pid} is not read ({reason}): its frames are profiled as native code \
+                         (told once per build)"
                     ));
                 }
             }
@@ -410,6 +418,7 @@ impl Registry {
                 files: files[i],
                 unsupported: state.unsupported[i],
                 attach_failures: state.attach_failures[i],
+                refused_by_reason: state.refused_by_reason[i],
             })
             .collect()
     }
@@ -463,8 +472,8 @@ mod tests {
             match self.0 {
                 0 => Attach::NotNeeded,
                 1 => Attach::Attached(Arc::new((pid, bias))),
-                3 => Attach::NotYet("starting".into()),
-                _ => Attach::Failed("unreadable".into()),
+                3 => Attach::NotYet,
+                _ => Attach::Failed(Refusal::Unreadable("the state")),
             }
         }
         fn process_unwinding(
@@ -499,9 +508,10 @@ mod tests {
         fn detect_file(&self, _elf: &ElfFile, path: &str) -> FileDetection {
             match path.strip_prefix("fake") {
                 Some(n) => FileDetection::Found(Arc::new(FakeFile(n.parse().unwrap_or(0), Default::default()))),
-                None if path.starts_with("old") => {
-                    FileDetection::Unsupported { version: Some("0.1".into()), reason: "too old".into() }
-                }
+                None if path.starts_with("old") => FileDetection::Unsupported {
+                    version: Some("0.1".into()),
+                    reason: Refusal::Version { supported: "1 to 2".into() },
+                },
                 None => FileDetection::NotFound,
             }
         }
@@ -631,11 +641,15 @@ mod tests {
             panic!("a notice the first time")
         };
         assert_eq!(runtime, RuntimeId(1));
-        assert_eq!(notice, "Fake 0.1 in old/bin is not supported (too old): its frames are profiled as native code");
+        assert_eq!(
+            notice,
+            "Fake 0.1 in old/bin is not supported (only 1 to 2 are read): its frames are profiled as native code"
+        );
         assert_eq!(r.inspect(key(1), &elf, "old/bin"), Inspection::Unsupported { runtime, notice: None });
         assert!(matches!(r.inspect(key(2), &elf, "old/lib"), Inspection::Unsupported { notice: Some(_), .. }));
         let stats = r.stats();
         assert_eq!((stats[1].name, stats[1].unsupported, stats[1].files), ("Fake", 2, 0));
+        assert_eq!(stats[1].refused_by_reason, [2, 0, 0, 0, 0, 0], "both refused for their version");
         assert_eq!((stats[0].name, stats[0].unsupported), ("Other", 0));
         assert!(r.is_empty());
     }
@@ -688,8 +702,8 @@ mod tests {
         let notices = r.process_mapped(5, &files, &memory);
         assert_eq!(
             notices,
-            ["Fake in process 5 could not be read (unreadable): its frames are profiled as native code (told once per \
-              build)"]
+            ["Fake in process 5 is not read (the state could not be read): its frames are profiled as native code \
+              (told once per build)"]
         );
         assert!(r.process_mapped(5, &files, &memory).is_empty());
         let attachments = |k: u64| {
@@ -704,6 +718,7 @@ mod tests {
         assert!(process(5, 2).is_none() && process(5, 0).is_none());
         assert!(process(6, 1).is_none(), "another process");
         assert_eq!(r.stats()[1].attach_failures, 1);
+        assert_eq!(r.stats()[1].refused_by_reason, [0, 0, 0, 0, 0, 1], "unreadable");
         assert_eq!(r.attached_processes(), 1);
         r.process_removed(5);
         assert_eq!(r.attached_processes(), 0);

@@ -7,6 +7,7 @@
 //! [`crate::Registry`] of what was found.
 
 use crate::memory::ProcessMemory;
+use crate::refusal::Refusal;
 use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue};
 use profiler_elf::ElfFile;
 use profiler_trace::{Frame, FrameKind, SourceLine, UserFrame};
@@ -95,7 +96,7 @@ pub enum FileDetection {
         /// Its version, when known.
         version: Option<String>,
         /// Why.
-        reason: String,
+        reason: Refusal,
     },
 }
 
@@ -170,9 +171,9 @@ pub enum Attach {
     Attached(ProcessState),
     /// Not yet (the runtime is starting): asked again when the
     /// process's mappings change.
-    NotYet(String),
+    NotYet,
     /// It could not be read (counted; its frames stay unnamed).
-    Failed(String),
+    Failed(Refusal),
 }
 
 /// What a runtime's unwinder needs of one process

@@ -28,9 +28,9 @@ fn marked_line(name: &str) -> u32 {
 
 /// PHP, when `elf` holds it.
 fn php_in(elf: &ElfFile, path: &str) -> Option<Box<PhpBuild>> {
-    match detect(elf, path) {
+    match detect(elf) {
         Detection::NotPhp => None,
-        Detection::Unsupported(why) => panic!("unsupported PHP: {why}"),
+        Detection::Unsupported { version, reason } => panic!("{path}: unsupported PHP {version:?}: {reason}"),
         Detection::Php(build) => Some(build),
     }
 }
@@ -111,7 +111,7 @@ fn detects_the_system_php_from_the_file() {
     let exe = Command::new("php").args(["-r", "echo realpath(PHP_BINARY);"]).output().unwrap().stdout;
     let path = String::from_utf8(exe).unwrap();
     let elf = ElfFile::open(&path).unwrap();
-    let Detection::Php(build) = detect(&elf, &path) else { panic!("{path}: {:?}", detect(&elf, &path)) };
+    let Detection::Php(build) = detect(&elf) else { panic!("{path}: {:?}", detect(&elf)) };
     let script = "echo PHP_MAJOR_VERSION, '.', PHP_MINOR_VERSION, '.', PHP_RELEASE_VERSION;";
     let want = String::from_utf8(Command::new("php").args(["-r", script]).output().unwrap().stdout).unwrap();
     assert_eq!(build.version.to_string(), want, "{version}");

@@ -31,9 +31,9 @@ fn marked_line(name: &str) -> u32 {
 
 /// Ruby, when `elf` holds it.
 fn ruby_in(elf: &ElfFile, path: &str) -> Option<Box<RubyBuild>> {
-    match detect(elf, path) {
+    match detect(elf) {
         Detection::NotRuby => None,
-        Detection::Unsupported { reason, .. } => panic!("unsupported Ruby: {reason}"),
+        Detection::Unsupported { version, reason } => panic!("{path}: unsupported Ruby {version:?}: {reason}"),
         Detection::Ruby(build) => Some(build),
     }
 }
@@ -105,7 +105,7 @@ fn detects_the_system_libruby_from_the_file() {
     let version = Command::new("ruby").args(["-e", "print RUBY_VERSION"]).output().unwrap().stdout;
     let version = String::from_utf8(version).unwrap();
     let elf = ElfFile::open(&path).unwrap();
-    let Detection::Ruby(build) = detect(&elf, &path) else { panic!("{path}: {:?}", detect(&elf, &path)) };
+    let Detection::Ruby(build) = detect(&elf) else { panic!("{path}: {:?}", detect(&elf)) };
     assert_eq!(build.version.to_string(), version);
     assert_eq!(build.layout.version, build.version);
     assert!(build.vm_ptr_vaddr.is_some());

@@ -125,7 +125,7 @@ fn walk_main(node: &Workload) -> MainWalk {
 
 fn layout() -> Arc<V8Layout> {
     let elf = ElfFile::open(node()).unwrap();
-    match detect(&elf, &node()) {
+    match detect(&elf) {
         Detection::V8(layout) => Arc::new(*layout),
         other => panic!("{}: {other:?}", node()),
     }
@@ -505,7 +505,7 @@ fn newer_releases_are_accepted() {
             continue;
         }
         let elf = ElfFile::open(&path).unwrap();
-        match detect(&elf, &path) {
+        match detect(&elf) {
             Detection::V8(layout) => {
                 assert_eq!(layout.version.major, v8_major, "{path}");
                 assert!(layout.compiled_by_pc, "{path}");

@@ -25,6 +25,7 @@ mod runtime;
 
 pub use runtime::{Beam, BeamFile, BeamNamer, BeamProcess};
 
+use crate::refusal::Refusal;
 use profiler_elf::ElfFile;
 
 /// Code indices the emulator keeps (`ERTS_NUM_CODE_IX`).
@@ -135,7 +136,7 @@ pub enum Detection {
         /// "OTP 29", "ERTS 17.1.1", when known.
         version: Option<String>,
         /// Why.
-        reason: String,
+        reason: Refusal,
     },
 }
 
@@ -172,19 +173,21 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
     let Some(release) = symbol_string(elf, "etp_otp_release", 8) else {
         return Detection::Unsupported {
             version: erts_from_path(path).map(|v| format!("ERTS {v}")),
-            reason: "it exports no etp_otp_release symbol (a stripped build that hides its symbols)".into(),
+            reason: Refusal::Symbol("etp_otp_release (a stripped build that hides its symbols)".into()),
         };
     };
     let erts = symbol_string(elf, "etp_erts_version", 32).unwrap_or_else(|| "unknown".into());
     let version = Some(format!("OTP {release} (ERTS {erts})"));
-    let unsupported = |reason: &str| Detection::Unsupported { version: version.clone(), reason: reason.into() };
-    let Ok(otp) = release.parse::<u32>() else { return unsupported("its release is not a number") };
+    let unsupported = |reason: Refusal| Detection::Unsupported { version: version.clone(), reason };
+    let Ok(otp) = release.parse::<u32>() else {
+        return unsupported(Refusal::UnknownVersion { what: "etp_otp_release is not a number" });
+    };
     let jit = elf.symbol_address("etp_beamasm").and_then(|v| elf.bytes_at_vaddr(v, 4));
     if jit.is_some_and(|b| b == [0, 0, 0, 0]) {
-        return unsupported("the interpreter flavour (emu): only the JIT's code is read");
+        return unsupported(Refusal::Build("the interpreter flavour (emu): only the JIT's code is read"));
     }
     let Some(layout) = BeamLayout::for_release(otp) else {
-        return unsupported("only OTP 25 and 27 are read");
+        return unsupported(Refusal::Version { supported: "OTP 25 and 27".into() });
     };
     let (Some(active_code_index), Some(atom_table), Some(normal_exit), Some(frame_layout)) = (
         elf.symbol_address("the_active_code_index"),
@@ -192,10 +195,11 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
         elf.symbol_address("beam_normal_exit"),
         elf.symbol_address("erts_frame_layout"),
     ) else {
-        return unsupported("no the_active_code_index, erts_atom_table, beam_normal_exit or erts_frame_layout symbol");
+        let symbols = "the_active_code_index, erts_atom_table, beam_normal_exit or erts_frame_layout";
+        return unsupported(Refusal::Symbol(symbols.into()));
     };
     let Some(ranges) = find_ranges(elf, active_code_index) else {
-        return unsupported("the code ranges table was not found in erts_lookup_function_info");
+        return unsupported(Refusal::Layout("the code ranges table was not found in erts_lookup_function_info".into()));
     };
     Detection::Beam(Box::new(BeamBuild {
         otp,

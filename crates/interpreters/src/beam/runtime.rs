@@ -8,6 +8,7 @@ use super::{
 };
 use crate::beam::map_value::{BeamProcessValue, BEAM_FRAME_PC_MASK, BEAM_FRAME_RETURN_ADDRESS};
 use crate::memory::{u64_in, ProcessMemory};
+use crate::refusal::Refusal;
 use crate::runtime::{
     frame_payload, Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats,
     ProcessState, ProcessUnwinding, Runtime,
@@ -131,18 +132,19 @@ impl InterpreterFile for BeamFile {
 
     fn attach(&self, pid: u32, memory: &dyn ProcessMemory, bias: u64) -> Attach {
         let Some(normal_exit) = read_u64(memory, bias.wrapping_add(self.build.normal_exit)) else {
-            return Attach::Failed("beam_normal_exit could not be read".into());
+            return Attach::Failed(Refusal::Unreadable("beam_normal_exit"));
         };
         if normal_exit == 0 {
-            return Attach::NotYet("the emulator is starting".into());
+            // The emulator is starting.
+            return Attach::NotYet;
         }
         let mut layout = [0u8; 4];
         if !memory.read(bias.wrapping_add(self.build.frame_layout), &mut layout) {
-            return Attach::Failed("erts_frame_layout could not be read".into());
+            return Attach::Failed(Refusal::Unreadable("erts_frame_layout"));
         }
         let frame_layout = u32::from_le_bytes(layout);
         if frame_layout > 1 {
-            return Attach::Failed(format!("unknown frame layout {frame_layout}"));
+            return Attach::Failed(Refusal::Layout(format!("unknown frame layout {frame_layout}")));
         }
         Attach::Attached(Arc::new(BeamNode { pid, normal_exit, frame_layout }))
     }
@@ -731,7 +733,7 @@ mod tests {
         assert_eq!(node, Some(BeamNode { pid: 9, normal_exit: 0x7f00_0000_0010, frame_layout: 0 }));
         let mut starting = FakeMemory::default();
         starting.words(BIAS + 0x4000, &[0]);
-        assert!(matches!(file.attach(9, &starting, BIAS), Attach::NotYet(_)));
+        assert!(matches!(file.attach(9, &starting, BIAS), Attach::NotYet));
         assert!(matches!(file.attach(9, &FakeMemory::default(), BIAS), Attach::Failed(_)));
     }
 }

@@ -44,6 +44,7 @@ pub use walk::{
 pub use word::{CompiledWord, InterpretedWord};
 
 use crate::memory::ProcessMemory;
+use crate::refusal::Refusal;
 use profiler_elf::ElfFile;
 use std::fmt;
 
@@ -56,21 +57,21 @@ pub enum Detection {
     /// process that maps it.
     Hotspot(TableSymbols),
     /// A JVM this crate does not unwind (its frames stay native).
-    Unsupported(String),
+    Unsupported(Refusal),
 }
 
 /// Looks at one mapped file (`path` is its name).
 pub fn detect(elf: &ElfFile, path: &str) -> Detection {
     let name = path.rsplit('/').next().unwrap_or(path);
     if name.starts_with("libj9vm") {
-        return Detection::Unsupported(format!("{path}: an OpenJ9 JVM"));
+        return Detection::Unsupported(Refusal::Build("an OpenJ9 JVM"));
     }
     if !(name == "libjvm.so" || name.starts_with("libjvm.so.")) {
         return Detection::NotHotspot;
     }
     match TableSymbols::find(elf) {
         Ok(symbols) => Detection::Hotspot(symbols),
-        Err(symbol) => Detection::Unsupported(format!("{path}: no {symbol} (not HotSpot, e.g. OpenJ9's libjvm.so)")),
+        Err(symbol) => Detection::Unsupported(Refusal::Symbol(symbol)),
     }
 }
 
@@ -118,10 +119,11 @@ mod tests {
         let elf = ElfFile::open(&exe).unwrap();
         assert_eq!(detect(&elf, exe.to_str().unwrap()), Detection::NotHotspot);
         assert!(
-            matches!(detect(&elf, "/opt/j9/lib/default/libj9vm29.so"), Detection::Unsupported(s) if s.contains("OpenJ9"))
+            matches!(detect(&elf, "/opt/j9/lib/default/libj9vm29.so"), Detection::Unsupported(Refusal::Build(s)) if s.contains("OpenJ9"))
         );
         assert!(
-            matches!(detect(&elf, "/opt/jdk/lib/server/libjvm.so"), Detection::Unsupported(s) if s.contains("no gHotSpotVMStructs"))
+            detect(&elf, "/opt/jdk/lib/server/libjvm.so")
+                == Detection::Unsupported(Refusal::Symbol("gHotSpotVMStructs".into()))
         );
     }
 }

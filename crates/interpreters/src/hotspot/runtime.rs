@@ -17,6 +17,7 @@ use crate::hotspot::map_value::{
     HOTSPOT_HAS_KIND, HOTSPOT_MAX_HEAPS, HOTSPOT_NO_BCI,
 };
 use crate::memory::ProcessMemory;
+use crate::refusal::Refusal;
 use crate::runtime::{
     Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState,
     ProcessUnwinding, Runtime,
@@ -165,7 +166,7 @@ impl InterpreterFile for HotspotFile {
         let key = (pid, bias);
         let now = Instant::now();
         if !self.unreadable.lock().unwrap_or_else(|p| p.into_inner()).may_try(key, now) {
-            return Attach::NotYet("unreadable vmStructs, tried again later".into());
+            return Attach::NotYet;
         }
         let result = attach(memory, &self.symbols, bias);
         let mut unreadable = self.unreadable.lock().unwrap_or_else(|p| p.into_inner());
@@ -181,8 +182,8 @@ impl InterpreterFile for HotspotFile {
                 code_cache: Mutex::new(None),
             })),
             // ld.so may still be mapping the file, or the VM starting.
-            Err(e @ (HotspotError::NotReady | HotspotError::Unreadable(_))) => Attach::NotYet(e.to_string()),
-            Err(e @ HotspotError::Unsupported(_)) => Attach::Failed(e.to_string()),
+            Err(HotspotError::NotReady | HotspotError::Unreadable(_)) => Attach::NotYet,
+            Err(HotspotError::Unsupported(why)) => Attach::Failed(Refusal::Layout(why)),
         }
     }
 
@@ -490,13 +491,13 @@ mod tests {
         let mut m = crate::memory::fake::FakeMemory::default();
         m.add(0x100, [0x7000_0000u64, 16, 0, 0, 0, 0, 0].iter().flat_map(|v| v.to_le_bytes()).collect());
         let memory = Counted(&m, Default::default());
-        assert!(matches!(file.attach(5, &memory, 0), Attach::NotYet(_)));
+        assert!(matches!(file.attach(5, &memory, 0), Attach::NotYet));
         let first = memory.1.get();
         assert!(first > 0);
-        assert!(matches!(file.attach(5, &memory, 0), Attach::NotYet(_)));
+        assert!(matches!(file.attach(5, &memory, 0), Attach::NotYet));
         assert_eq!(memory.1.get(), first, "not read again before its wait");
         // Another process of the same build is read.
-        assert!(matches!(file.attach(6, &memory, 0), Attach::NotYet(_)));
+        assert!(matches!(file.attach(6, &memory, 0), Attach::NotYet));
         assert_eq!(memory.1.get(), 2 * first);
     }
 

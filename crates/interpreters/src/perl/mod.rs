@@ -26,6 +26,7 @@ pub use walk::{
     MAX_CONTEXTS, MAX_FRAMES, MAX_STACKS,
 };
 
+use crate::refusal::Refusal;
 use profiler_elf::ElfFile;
 
 /// Where an interpreter's state is, as file addresses.
@@ -104,19 +105,25 @@ pub enum Detection {
     /// A supported Perl.
     Perl(Box<PerlBuild>),
     /// A Perl this crate does not unwind (its frames stay native).
-    Unsupported(String),
+    Unsupported {
+        /// Its release, when it could be read.
+        version: Option<PerlVersion>,
+        /// Why.
+        reason: Refusal,
+    },
 }
 
-/// Looks at one mapped file (`path` is its name, for messages).
-pub fn detect(elf: &ElfFile, path: &str) -> Detection {
+/// Looks at one mapped file.
+pub fn detect(elf: &ElfFile) -> Detection {
     let Some(runops) = elf.function_symbol("Perl_runops_standard") else {
         return Detection::NotPerl;
     };
+    let unsupported = |version, reason| Detection::Unsupported { version, reason };
     let mut digits = [0u8; 3];
     for (digit, symbol) in digits.iter_mut().zip(["PL_revision", "PL_version", "PL_subversion"]) {
         match elf.symbol_address(symbol).and_then(|v| elf.bytes_at_vaddr(v, 1)) {
             Some(b) => *digit = b[0],
-            None => return Detection::Unsupported(format!("{path}: Perl without a readable {symbol}")),
+            None => return unsupported(None, Refusal::Symbol(symbol.into())),
         }
     }
     let version = PerlVersion { major: digits[0], minor: digits[1], patch: digits[2] };
@@ -124,18 +131,14 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
         (Some(thr_key_vaddr), Some(curinterp_vaddr)) => PerlState::Threaded { thr_key_vaddr, curinterp_vaddr },
         (None, _) => match (elf.symbol_address("PL_curcop"), elf.symbol_address("PL_curstackinfo")) {
             (Some(curcop_vaddr), Some(curstackinfo_vaddr)) => PerlState::Globals { curcop_vaddr, curstackinfo_vaddr },
-            _ => return Detection::Unsupported(format!("{path}: Perl {version} without PL_curcop/PL_curstackinfo")),
+            _ => return unsupported(Some(version), Refusal::Symbol("PL_curcop and PL_curstackinfo".into())),
         },
-        (Some(_), None) => {
-            return Detection::Unsupported(format!("{path}: threaded Perl {version} without PL_curinterp"))
-        }
+        (Some(_), None) => return unsupported(Some(version), Refusal::Symbol("PL_curinterp (a threaded Perl)".into())),
     };
     let threaded = matches!(state, PerlState::Threaded { .. });
     let Some(layout) = PerlLayout::for_version(version, threaded) else {
-        return Detection::Unsupported(format!(
-            "{path}: Perl {version} (supported: {MIN_PERL} to {}.{}.x, not 5.41.x)",
-            MAX_PERL.major, MAX_PERL.minor
-        ));
+        let supported = format!("{MIN_PERL} to {}.{}.x, not 5.41.x", MAX_PERL.major, MAX_PERL.minor);
+        return unsupported(Some(version), Refusal::Version { supported });
     };
     let current_context_tls =
         if threaded { static_tls_offset(elf, "PL_current_context").filter(|_| version.minor >= 36) } else { None };

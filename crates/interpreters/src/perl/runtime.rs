@@ -9,6 +9,7 @@ use crate::perl::map_value::{
     PerlFileValue, PERL_CONTEXT_READ, PERL_COP_EVAL, PERL_COP_MAIN, PERL_FRAME_COP, PERL_FRAME_LINE_MAX,
     PERL_FRAME_LINE_SHIFT, PERL_SI_READ,
 };
+use crate::refusal::Refusal;
 use crate::runtime::{frame_payload, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
 use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue, UserFrame};
 use profiler_elf::ElfFile;
@@ -145,10 +146,12 @@ impl Runtime for Perl {
         &["Perl_runops_standard"]
     }
 
-    fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
-        match detect(elf, path) {
+    fn detect_file(&self, elf: &ElfFile, _path: &str) -> FileDetection {
+        match detect(elf) {
             Detection::NotPerl => FileDetection::NotFound,
-            Detection::Unsupported(reason) => FileDetection::Unsupported { version: None, reason },
+            Detection::Unsupported { version, reason } => {
+                FileDetection::Unsupported { version: version.map(|v| v.to_string()), reason }
+            }
             Detection::Perl(build) => match PerlFile::new(*build) {
                 Ok(file) => FileDetection::Found(Arc::new(file)),
                 Err((version, reason)) => FileDetection::Unsupported { version: Some(version), reason },
@@ -164,11 +167,11 @@ impl Runtime for Perl {
 impl PerlFile {
     /// The build, with what its unwinder needs; or (its version, why it
     /// cannot be unwound).
-    fn new(build: PerlBuild) -> Result<PerlFile, (String, String)> {
+    fn new(build: PerlBuild) -> Result<PerlFile, (String, Refusal)> {
         let version = build.version.to_string();
         let (start, size) = build.runops;
         if size == 0 {
-            return Err((version, "the size of Perl_runops_standard is unknown".into()));
+            return Err((version, Refusal::Symbol("Perl_runops_standard with its size".into())));
         }
         let l = &build.layout;
         let fits = |offset: u32, width: u32, read: u32| offset + width <= read;
@@ -179,7 +182,7 @@ impl PerlFile {
             && fits(l.cx_blk_sub_cv, 8, PERL_CONTEXT_READ)
             && l.cx_size >= PERL_CONTEXT_READ;
         if !sane {
-            return Err((version, "contexts laid out beyond what the unwinder reads".into()));
+            return Err((version, Refusal::Layout("contexts laid out beyond what the unwinder reads".into())));
         }
         let mut value = PerlFileValue {
             threaded: l.threaded,

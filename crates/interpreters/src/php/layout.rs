@@ -8,6 +8,7 @@
 //! against a live process here (`tests/php_live.rs`); the others are
 //! untested facts.
 
+use crate::refusal::Refusal;
 use std::fmt;
 
 /// A PHP release, `major.minor.release`.
@@ -104,9 +105,10 @@ pub struct PhpLayout {
 
 impl PhpLayout {
     /// The layout of `version`'s minor release, or why there is none.
-    pub fn for_version(version: PhpVersion) -> Result<PhpLayout, String> {
+    pub fn for_version(version: PhpVersion) -> Result<PhpLayout, Refusal> {
         if version < MIN_PHP || version > MAX_PHP {
-            return Err(format!("PHP {version} is outside {MIN_PHP}..{}.{}.x", MAX_PHP.major, MAX_PHP.minor));
+            let supported = format!("{}.{} to {}.{}", MIN_PHP.major, MIN_PHP.minor, MAX_PHP.major, MAX_PHP.minor);
+            return Err(Refusal::Version { supported });
         }
         // `zend_op_array` grows between releases: 8.0 added `attributes`
         // to the common head, 8.2 moved `T` and `run_time_cache` into

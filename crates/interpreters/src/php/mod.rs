@@ -22,6 +22,7 @@ pub use layout::{consts, PhpLayout, PhpVersion, MAX_PHP, MIN_PHP};
 pub use runtime::{decode_word, Php, PhpFile, PhpWord};
 pub use walk::{current_execute_data, PhpFrame, PhpSymbolizer, MAX_CACHED, MAX_FRAMES, MAX_STRING};
 
+use crate::refusal::Refusal;
 use profiler_elf::ElfFile;
 
 /// `PT_LOAD`.
@@ -54,26 +55,32 @@ pub enum Detection {
     /// A supported PHP.
     Php(Box<PhpBuild>),
     /// A PHP this crate does not unwind (its frames stay native).
-    Unsupported(String),
+    Unsupported {
+        /// Its release, when it could be read.
+        version: Option<PhpVersion>,
+        /// Why.
+        reason: Refusal,
+    },
 }
 
 /// Looks at one mapped file (`path` is its name, for messages).
-pub fn detect(elf: &ElfFile, path: &str) -> Detection {
+pub fn detect(elf: &ElfFile) -> Detection {
     if elf.symbol_address("zend_execute_ex").is_none() {
         return Detection::NotPhp;
     }
+    let unsupported = |version, reason| Detection::Unsupported { version, reason };
     let Some(eg) = elf.symbol_address("executor_globals") else {
         return if elf.symbol_address("executor_globals_offset").is_some() {
-            Detection::Unsupported(format!("{path}: thread-safe (ZTS) PHP"))
+            unsupported(None, Refusal::Build("thread-safe (ZTS) PHP"))
         } else {
-            Detection::Unsupported(format!("{path}: PHP without executor_globals"))
+            unsupported(None, Refusal::Symbol("executor_globals".into()))
         };
     };
     let Some(text) = version_text(elf) else {
-        return Detection::Unsupported(format!("{path}: PHP without a version string"));
+        return unsupported(None, Refusal::UnknownVersion { what: "no version string" });
     };
     let Some(version) = PhpVersion::parse(&text) else {
-        return Detection::Unsupported(format!("{path}: unreadable PHP version {text:?}"));
+        return unsupported(None, Refusal::Layout(format!("unreadable version {text:?}")));
     };
     match PhpLayout::for_version(version) {
         Ok(layout) => Detection::Php(Box::new(PhpBuild {
@@ -82,7 +89,7 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
             executor_globals_vaddr: eg,
             execute_ex_vaddr: elf.symbol_address("execute_ex"),
         })),
-        Err(why) => Detection::Unsupported(format!("{path}: {why}")),
+        Err(reason) => unsupported(Some(version), reason),
     }
 }
 

@@ -8,6 +8,7 @@ use crate::memory::ProcessMemory;
 use crate::php::map_value::{
     PhpFileValue, PHP_EXECUTE_DATA_READ, PHP_FRAME_LINE_MAX, PHP_FRAME_LINE_SHIFT, PHP_FRAME_TOP,
 };
+use crate::refusal::Refusal;
 use crate::runtime::{frame_payload, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
 use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue, UserFrame};
 use profiler_elf::ElfFile;
@@ -83,10 +84,12 @@ impl Runtime for Php {
         &["zend_execute_ex"]
     }
 
-    fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
-        match detect(elf, path) {
+    fn detect_file(&self, elf: &ElfFile, _path: &str) -> FileDetection {
+        match detect(elf) {
             Detection::NotPhp => FileDetection::NotFound,
-            Detection::Unsupported(reason) => FileDetection::Unsupported { version: None, reason },
+            Detection::Unsupported { version, reason } => {
+                FileDetection::Unsupported { version: version.map(|v| v.to_string()), reason }
+            }
             Detection::Php(build) => {
                 let exec = elf.function_symbol("execute_ex").filter(|&(_, size)| size > 0);
                 match PhpFile::new(*build, exec) {
@@ -105,16 +108,16 @@ impl Runtime for Php {
 impl PhpFile {
     /// The build, with what its unwinder needs (`exec`: `execute_ex`'s
     /// address and size); or (its version, why it cannot be unwound).
-    fn new(build: PhpBuild, exec: Option<(u64, u64)>) -> Result<PhpFile, (String, String)> {
+    fn new(build: PhpBuild, exec: Option<(u64, u64)>) -> Result<PhpFile, (String, Refusal)> {
         let version = build.version.to_string();
         let Some((start, size)) = exec else {
-            return Err((version, "no execute_ex symbol (the VM loop) with a size".into()));
+            return Err((version, Refusal::Symbol("execute_ex (the VM loop) with its size".into())));
         };
         let l = &build.layout;
         if [l.ex_opline, l.ex_func, l.ex_prev].iter().any(|&o| o + 8 > PHP_EXECUTE_DATA_READ)
             || l.ex_this_type_info + 4 > PHP_EXECUTE_DATA_READ
         {
-            return Err((version, "zend_execute_data fields beyond what the unwinder reads".into()));
+            return Err((version, Refusal::Layout("zend_execute_data fields beyond what the unwinder reads".into())));
         }
         let value = PhpFileValue {
             executor_globals_vaddr: build.executor_globals_vaddr,

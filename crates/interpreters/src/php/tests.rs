@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 fn a_file_without_php_is_not_php() {
     let exe = std::fs::read_link("/proc/self/exe").unwrap();
     let elf = ElfFile::open(&exe).unwrap();
-    assert_eq!(detect(&elf, exe.to_str().unwrap()), Detection::NotPhp);
+    assert_eq!(detect(&elf), Detection::NotPhp);
 }
 
 #[test]

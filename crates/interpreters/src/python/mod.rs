@@ -24,6 +24,7 @@ pub use symbolizer::{CodeInfo, PythonSymbolizer, PythonSymbolizerStats};
 pub use word::PythonWord;
 
 use crate::memory::ProcessMemory;
+use crate::refusal::Refusal;
 use profiler_elf::ElfFile;
 use std::fmt;
 
@@ -120,8 +121,14 @@ pub enum Detection {
         /// Its version, when it could be found.
         version: Option<Version>,
         /// Why.
-        reason: String,
+        reason: Refusal,
     },
+}
+
+/// The releases read, for a refusal.
+fn supported() -> Refusal {
+    let (first, last) = (MINORS.start(), MINORS.end());
+    Refusal::Version { supported: format!("3.{first} to 3.{last}") }
 }
 
 /// Looks for CPython in an executable file (`path` is its name, used for
@@ -131,14 +138,13 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
     let Some((eval, eval_size)) = elf.function_symbol(EVAL_LOOP) else {
         return Detection::NotPython;
     };
-    let unsupported =
-        |version: Option<Version>, reason: &str| Detection::Unsupported { version, reason: reason.to_string() };
+    let unsupported = |version: Option<Version>, reason: Refusal| Detection::Unsupported { version, reason };
     let from_symbol = elf
         .symbol_address("Py_Version")
         .and_then(|a| elf.bytes_at_vaddr(a, 4))
         .map(|b| Version::from_hex(u32::from_le_bytes(b.try_into().expect("4 bytes"))));
     let Some(runtime_vaddr) = elf.symbol_address("_PyRuntime") else {
-        return unsupported(from_symbol, "no _PyRuntime symbol");
+        return unsupported(from_symbol, Refusal::Symbol("_PyRuntime".into()));
     };
     let debug_offsets =
         elf.bytes_at_vaddr(runtime_vaddr, layout::DEBUG_OFFSETS_READ).filter(|b| b.starts_with(b"xdebugpy"));
@@ -146,32 +152,35 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
         .or_else(|| debug_offsets.map(|b| Version::from_hex(u32::from_le_bytes(b[8..12].try_into().expect("4")))))
         .or_else(|| version_from_path(path));
     let Some(version) = version else {
-        return unsupported(None, "its version is unknown (no Py_Version, and the file name says none)");
+        return unsupported(None, Refusal::UnknownVersion { what: "no Py_Version, and the file name says none" });
     };
     if !(version.major == 3 && MINORS.contains(&version.minor)) {
-        return unsupported(Some(version), "only 3.8 to 3.15 are supported");
+        return unsupported(Some(version), supported());
     }
     if elf.symbol_address(TRACE_REFS_SYMBOL).is_some() {
-        return unsupported(Some(version), "a Py_TRACE_REFS build (another object layout)");
+        return unsupported(Some(version), Refusal::Build("a Py_TRACE_REFS build (another object layout)"));
     }
     if eval_size == 0 {
-        return unsupported(Some(version), "the size of _PyEval_EvalFrameDefault is unknown");
+        return unsupported(Some(version), Refusal::Symbol("_PyEval_EvalFrameDefault with its size".into()));
     }
     let (layout, layout_source) = if version.minor >= 13 {
         let Some(data) = debug_offsets else {
-            return unsupported(Some(version), "no _Py_DebugOffsets in _PyRuntime");
+            return unsupported(Some(version), Refusal::Symbol("_Py_DebugOffsets in _PyRuntime".into()));
         };
         match Layout::from_debug_offsets(data) {
             Ok((hex, layout)) if Version::from_hex(hex).minor == version.minor => (layout, LayoutSource::DebugOffsets),
             Ok((hex, _)) => {
-                return unsupported(Some(version), &format!("_Py_DebugOffsets say {}", Version::from_hex(hex)))
+                return unsupported(
+                    Some(version),
+                    Refusal::Layout(format!("_Py_DebugOffsets say {}", Version::from_hex(hex))),
+                )
             }
-            Err(reason) => return unsupported(Some(version), &reason),
+            Err(reason) => return unsupported(Some(version), Refusal::Layout(reason)),
         }
     } else {
         match Layout::for_version(version.major, version.minor) {
             Some(layout) => (layout, LayoutSource::Table),
-            None => return unsupported(Some(version), "no layout for this version"),
+            None => return unsupported(Some(version), supported()),
         }
     };
     let hot = (eval, eval.saturating_add(eval_size));

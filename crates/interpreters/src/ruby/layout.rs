@@ -11,6 +11,7 @@
 //! systems (names, files, lines: every offset the unwinder and the
 //! naming read); the rest are untested facts.
 
+use crate::refusal::Refusal;
 use std::fmt;
 
 /// A Ruby release, `major.minor.teeny`.
@@ -238,12 +239,10 @@ pub mod consts {
 
 impl RubyLayout {
     /// The layout of `version`'s minor release, or why there is none.
-    pub fn for_version(version: RubyVersion) -> Result<RubyLayout, String> {
+    pub fn for_version(version: RubyVersion) -> Result<RubyLayout, Refusal> {
         if version < MIN_RUBY || version > MAX_RUBY {
-            return Err(format!(
-                "Ruby {version} is outside {}.{}..={}.{}",
-                MIN_RUBY.major, MIN_RUBY.minor, MAX_RUBY.major, MAX_RUBY.minor
-            ));
+            let supported = format!("{}.{} to {}.{}", MIN_RUBY.major, MIN_RUBY.minor, MAX_RUBY.major, MAX_RUBY.minor);
+            return Err(Refusal::Version { supported });
         }
         let v = version;
         // 3.0 moved the main thread under `vm.ractor` and made
@@ -346,7 +345,7 @@ mod tests {
         assert_eq!(RubyVersion::parse("3.1"), None);
         assert_eq!(RubyVersion::parse("x.1.2"), None);
         assert!(RubyLayout::for_version(RubyVersion::new(2, 6, 10)).is_err());
-        assert!(RubyLayout::for_version(RubyVersion::new(3, 5, 0)).unwrap_err().contains("3.5.0"));
+        assert!(matches!(RubyLayout::for_version(RubyVersion::new(3, 5, 0)), Err(Refusal::Version { .. })));
         let l31 = RubyLayout::for_version(RubyVersion::new(3, 1, 7)).unwrap();
         assert_eq!((l31.cfp_size, l31.body_insns_info, l31.insn_info_entry_size), (64, 120, 12));
         let l27 = RubyLayout::for_version(RubyVersion::new(2, 7, 8)).unwrap();

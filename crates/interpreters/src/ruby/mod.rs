@@ -34,6 +34,7 @@ pub use walk::{
     MAX_CACHED_BYTES, MAX_FRAMES,
 };
 
+use crate::refusal::Refusal;
 use profiler_elf::ElfFile;
 
 /// `PF_W`: a writable segment.
@@ -81,13 +82,13 @@ pub enum Detection {
     Unsupported {
         /// The release, when it could be read.
         version: Option<RubyVersion>,
-        /// Why, naming the file.
-        reason: String,
+        /// Why.
+        reason: Refusal,
     },
 }
 
-/// Looks at one mapped file (`path` is its name, for messages).
-pub fn detect(elf: &ElfFile, path: &str) -> Detection {
+/// Looks at one mapped file.
+pub fn detect(elf: &ElfFile) -> Detection {
     let vm_ptr_vaddr = elf.symbol_address("ruby_current_vm_ptr");
     let current_ec_vaddr = elf.symbol_address("ruby_current_execution_context_ptr");
     // Every libruby defines `ruby_api_version`; Debian's 3.3 exports
@@ -97,14 +98,15 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
         return Detection::NotRuby;
     }
     let Some(version_vaddr) = elf.symbol_address("ruby_version") else {
-        return Detection::Unsupported { version: None, reason: format!("{path}: Ruby without ruby_version") };
+        return Detection::Unsupported { version: None, reason: Refusal::Symbol("ruby_version".into()) };
     };
     let text = elf.bytes_at_vaddr(version_vaddr, 32).map(|b| {
         let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
         String::from_utf8_lossy(&b[..end]).into_owned()
     });
     let Some(version) = text.as_deref().and_then(RubyVersion::parse) else {
-        return Detection::Unsupported { version: None, reason: format!("{path}: unreadable ruby_version {text:?}") };
+        let reason = Refusal::Layout(format!("unreadable ruby_version {text:?}"));
+        return Detection::Unsupported { version: None, reason };
     };
     // `ruby_api_version` is `{major, minor, 0}` as three ints: a file
     // whose two version symbols disagree is not trusted.
@@ -112,16 +114,16 @@ pub fn detect(elf: &ElfFile, path: &str) -> Detection {
         let major = u32::from_le_bytes([api[0], api[1], api[2], api[3]]);
         let minor = u32::from_le_bytes([api[4], api[5], api[6], api[7]]);
         if (major, minor) != (u32::from(version.major), u32::from(version.minor)) {
-            let reason = format!("{path}: ruby_version {version} but ruby_api_version {major}.{minor}");
+            let reason = Refusal::Layout(format!("ruby_version {version} but ruby_api_version {major}.{minor}"));
             return Detection::Unsupported { version: Some(version), reason };
         }
     }
     let layout = match RubyLayout::for_version(version) {
         Ok(l) => l,
-        Err(why) => return Detection::Unsupported { version: Some(version), reason: format!("{path}: {why}") },
+        Err(reason) => return Detection::Unsupported { version: Some(version), reason },
     };
     if layout.vm_main_thread.is_none() && current_ec_vaddr.is_none() {
-        let reason = format!("{path}: Ruby {version} without ruby_current_execution_context_ptr");
+        let reason = Refusal::Symbol("ruby_current_execution_context_ptr".into());
         return Detection::Unsupported { version: Some(version), reason };
     }
     let data_segment =
@@ -153,7 +155,7 @@ mod tests {
     fn a_file_without_ruby_is_not_ruby() {
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let elf = ElfFile::open(&exe).unwrap();
-        assert_eq!(detect(&elf, exe.to_str().unwrap()), Detection::NotRuby);
+        assert_eq!(detect(&elf), Detection::NotRuby);
     }
 
     /// Debian 13's libruby 3.3.8 (in the trixie root file system, when
@@ -168,7 +170,7 @@ mod tests {
             println!("SKIPPED: no {path}");
             return;
         };
-        let Detection::Ruby(build) = detect(&elf, path) else { panic!("{:?}", detect(&elf, path)) };
+        let Detection::Ruby(build) = detect(&elf) else { panic!("{path}: {:?}", detect(&elf)) };
         assert_eq!(build.version, RubyVersion::new(3, 3, 8));
         assert_eq!((build.vm_ptr_vaddr, build.current_ec_vaddr), (None, None));
         assert_eq!(build.tls, Some(RubyTls::Dynamic { module_slot: 0x45a660, offset: 0x10 }));

@@ -4,6 +4,7 @@
 //! the list is in `docs/v8.md`).
 
 use super::metadata::{Metadata, V8Version};
+use crate::refusal::Refusal;
 
 /// Oldest V8 supported: the frame layout (bytecode array two slots below
 /// the function) and the `v8dbg_off_fp_*` symbols hold from here on.
@@ -242,12 +243,16 @@ pub const HEAP_OBJECT_TAG: u64 = 1;
 
 impl V8Layout {
     /// The layout of the build behind `m`, of version `version`.
-    pub fn from_metadata(m: &Metadata<'_>, version: V8Version) -> Result<V8Layout, String> {
+    pub fn from_metadata(m: &Metadata<'_>, version: V8Version) -> Result<V8Layout, Refusal> {
         if !(MIN_V8..MAX_V8).contains(&version) {
-            let why =
-                if version >= MAX_V8 { " (functions' code through the JS dispatch table: not read yet)" } else { "" };
-            return Err(format!("V8 {version} is outside the supported {MIN_V8}..{MAX_V8}{why}"));
+            let supported = format!("{MIN_V8} to {}.x", MAX_V8.major - 1);
+            return Err(Refusal::Version { supported });
         }
+        Self::read(m, version).map_err(Refusal::Layout)
+    }
+
+    /// [`V8Layout::from_metadata`] of a version in range.
+    fn read(m: &Metadata<'_>, version: V8Version) -> Result<V8Layout, String> {
         const OFF: i64 = 4096;
         const TYPE: i64 = 0xffff;
         let off = |n: &str| m.small(n, OFF);

@@ -30,6 +30,7 @@ pub use positions::{decode_positions, decode_positions_of, line_column, position
 pub use runtime::{process_value, V8File, V8Namer, V8Word, FRAME_OFFSET_MAX, MAX_NAMED_FUNCTIONS, V8};
 pub use walk::{find_exit_frame, walk_frames, Tier, V8Frame, WalkEnd, EXIT_SCAN_BYTES, MAX_FRAMES};
 
+use crate::refusal::Refusal;
 use profiler_elf::ElfFile;
 
 /// What [`detect`] found in a file.
@@ -39,28 +40,34 @@ pub enum Detection {
     NotV8,
     /// A supported V8 build.
     V8(Box<V8Layout>),
-    /// A V8 this crate does not unwind (its frames stay native): the
-    /// reason, for a notice.
-    Unsupported(String),
+    /// A V8 this crate does not unwind (its frames stay native).
+    Unsupported {
+        /// Its version, when it could be read.
+        version: Option<V8Version>,
+        /// Why.
+        reason: Refusal,
+    },
 }
 
-/// Looks at one mapped file (`path` is its name, for messages): a `node`
-/// executable or a `libnode.so` (or any embedder) exporting `v8dbg_*`.
-pub fn detect(elf: &ElfFile, path: &str) -> Detection {
+/// Looks at one mapped file: a `node` executable or a `libnode.so` (or
+/// any embedder) exporting `v8dbg_*`.
+pub fn detect(elf: &ElfFile) -> Detection {
     let Some(metadata) = Metadata::find(elf) else {
         return Detection::NotV8;
     };
     let Some(version) = metadata.version() else {
-        return Detection::Unsupported(format!("{path}: V8 metadata but no V8 version string"));
+        let reason = Refusal::UnknownVersion { what: "V8 metadata but no version string" };
+        return Detection::Unsupported { version: None, reason };
     };
     match V8Layout::from_metadata(&metadata, version) {
         // Without the builtins' range the interpreter's frames (its
         // bytecode handlers are builtins) would be lost: refused whole.
-        Ok(layout) if layout.builtins_code.is_none() => Detection::Unsupported(format!(
-            "{path}: V8 {version}: no embedded builtins range (no blob symbols, no getters of the known form)"
-        )),
+        Ok(layout) if layout.builtins_code.is_none() => Detection::Unsupported {
+            version: Some(version),
+            reason: Refusal::Symbol("the embedded builtins' range (blob symbols, or getters of the known form)".into()),
+        },
         Ok(layout) => Detection::V8(Box::new(layout)),
-        Err(why) => Detection::Unsupported(format!("{path}: V8 {version}: {why}")),
+        Err(reason) => Detection::Unsupported { version: Some(version), reason },
     }
 }
 
@@ -72,6 +79,6 @@ mod tests {
     fn a_file_without_metadata_is_not_v8() {
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let elf = ElfFile::open(&exe).unwrap();
-        assert_eq!(detect(&elf, exe.to_str().unwrap()), Detection::NotV8);
+        assert_eq!(detect(&elf), Detection::NotV8);
     }
 }

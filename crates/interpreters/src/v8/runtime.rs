@@ -112,14 +112,16 @@ impl Runtime for V8 {
         &["v8dbg_SmiTagMask"]
     }
 
-    fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
-        match detect(elf, path) {
+    fn detect_file(&self, elf: &ElfFile, _path: &str) -> FileDetection {
+        match detect(elf) {
             Detection::NotV8 => FileDetection::NotFound,
             Detection::V8(layout) => {
                 let loops = layout.builtins_code.clone().map(|r| vec![(r.start, r.end)]).unwrap_or_default();
                 FileDetection::Found(Arc::new(V8File { layout: Arc::from(layout), loops }))
             }
-            Detection::Unsupported(reason) => FileDetection::Unsupported { version: None, reason },
+            Detection::Unsupported { version, reason } => {
+                FileDetection::Unsupported { version: version.map(|v| v.to_string()), reason }
+            }
         }
     }
 
