@@ -144,18 +144,21 @@ def proc_mounted(root):
 
 
 def test_binaries(targets):
-    """Builds the test targets once; their executables by target name.
-    With `--workspace`, as `make test` builds them: the same features, so
-    after `make test` nothing is built again."""
+    """The executables of the test targets, by target name: every test
+    target built as `make test` builds them (naming some with `--test`
+    would leave out the other crates' dev-dependencies, whose features
+    change shared dependencies: all of them would be built again)."""
     cmd = ["cargo", "test", "--locked", "--workspace", "--no-run", "--message-format=json"]
-    for t in targets:
-        cmd += ["--test", t]
     out = subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.PIPE, text=True).stdout
     binaries = {}
     for line in out.splitlines():
         msg = json.loads(line)
-        if msg.get("reason") == "compiler-artifact" and msg.get("executable") and "test" in msg["target"]["kind"]:
-            binaries[msg["target"]["name"]] = msg["executable"]
+        target = msg.get("target", {})
+        if msg.get("reason") == "compiler-artifact" and msg.get("executable") and target.get("name") in targets:
+            binaries[target["name"]] = msg["executable"]
+    missing = sorted(set(targets) - set(binaries))
+    if missing:
+        sys.exit(f"matrix: no test target {', '.join(missing)} in the workspace")
     return binaries
 
 
