@@ -139,12 +139,14 @@ static __always_inline void send_sample(struct sample_event *event, u8 stop)
  * more with smaller windows). */
 #define STACK_COPY_BUDGET_NS (1000ULL * 1000 * 1000)
 const volatile u64 stack_copy_budget_bytes = 20 * STACK_COPY_MAX;
-/* Windows end at a page boundary: from sp to the end of its page plus
- * up to STACK_COPY_EXTRA_PAGES pages, fewer when a read fails (the stack
- * mapping ends there). */
+/* A window is STACK_COPY_MAX bytes from sp; where that read fails (the
+ * stack mapping ends within it) it ends at a page boundary: the end of
+ * sp's page plus fewer of the STACK_COPY_EXTRA_PAGES pages, the most
+ * that can be read. */
 #define STACK_COPY_PAGE 4096
-#define STACK_COPY_EXTRA_PAGES 3
-_Static_assert(STACK_COPY_PAGE * (STACK_COPY_EXTRA_PAGES + 1) <= STACK_COPY_MAX, "windows fit");
+#define STACK_COPY_EXTRA_PAGES 6
+_Static_assert(STACK_COPY_PAGE * STACK_COPY_EXTRA_PAGES >= STACK_COPY_MAX,
+	       "the first try is a whole window, whatever sp's offset in its page");
 
 /* Puts a struct stack_copy of the unwinder's state and the user stack
  * from its sp right after the used frame words. Returns the bytes added

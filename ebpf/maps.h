@@ -200,6 +200,9 @@ struct sample_record {
 	/* Room for a struct go_labels after the stack copy. */
 	u8 go_labels_room[sizeof(struct go_labels)];
 };
+/* The kernel's bound on a per-CPU map value (PCPU_MIN_UNIT_SIZE): scratch
+ * cannot be created above it. */
+_Static_assert(sizeof(struct sample_record) <= 32768, "the scratch record is a per-CPU map value");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
