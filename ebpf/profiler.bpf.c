@@ -107,13 +107,10 @@ static __always_inline bool agent_pids(struct task_struct *task, u32 *tgid, u32 
 #include "interpreters.bpf.h"
 #include "native_unwinder.bpf.h"
 #include "interpreter_driver.bpf.h"
-#include "runtimes/python/unwinder.bpf.h"
-#include "runtimes/hotspot/unwinder.bpf.h"
-#include "runtimes/v8/unwinder.bpf.h"
-#include "runtimes/ruby/unwinder.bpf.h"
-#include "runtimes/php/unwinder.bpf.h"
-#include "runtimes/perl/unwinder.bpf.h"
-#include "runtimes/beam/unwinder.bpf.h"
+/* Each runtime's unwinder (ebpf/runtimes/<name>/unwinder.bpf.h). */
+#define RUNTIME_FILE unwinder.bpf.h
+#include "runtime_files.h"
+#undef RUNTIME_FILE
 #include "go_labels.bpf.h"
 
 /* The user registers the current task saved on entering the kernel.
