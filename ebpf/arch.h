@@ -13,7 +13,7 @@
  *    x86-64 signal frame).
  * Shared by both, so not here: the frame record a frame pointer points
  * at ([fp] the caller's fp, [fp + 8] the return address, the caller's sp
- * at fp + 16), which the HotSpot, V8 and interpreter unwinders walk; it
+ * at fp + 16), which the JIT and interpreter unwinders walk; it
  * is the same on arm64 (AAPCS64: x29 points at the {x29, x30} pair).
  * vmlinux_min.h holds the pt_regs and thread_struct of each.
  */
@@ -68,7 +68,7 @@ static __always_inline bool arch_user_mode(const bpf_user_pt_regs_t *regs)
 /* x29, the frame pointer (AAPCS64); the link register x30 is
  * regs[30] and is not read yet: see docs/kernels.md. */
 #define arch_regs_fp(r) ((r)->regs[29])
-/* (The BEAM's JIT registers are read on x86-64 only.) */
+/* (A JIT's registers in rbx are read on x86-64 only.) */
 #define arch_regs_bx(r) 0
 
 /* The thread pointer: TPIDR_EL0, saved in thread_struct.uw.tp_value

@@ -2,7 +2,7 @@
 /*
  * What every unwinder that hands a sample on shares: the tail call that
  * ends a program run, and the driver of the interpreters whose frames
- * replace the native frames of their loop (Python, Ruby, PHP, Perl).
+ * replace the native frames of their loop.
  *
  * Included once by profiler.bpf.c, after native_unwinder.bpf.h (its
  * unwind_step, step results and tail-call budget) and before the

@@ -4,7 +4,7 @@
  * the unwinder of an interpreter.
  *
  * Included once by profiler.bpf.c, before native_unwinder.bpf.h and the
- * interpreter unwinders (python_unwinder.bpf.h, ...).
+ * interpreter unwinders (ebpf/runtimes/<name>/unwinder.bpf.h).
  *
  * User space marks the process ranges (mappings.bpf.h) that cover an interpreter's
  * evaluation loop (MAPPING_FLAG_INTERPRETER_LOOP), or its code in
@@ -20,8 +20,8 @@
  * (perf_event, in programs) and <name>_off_cpu (tp_btf, in
  * off_cpu_programs: off_cpu.bpf.h). Both, their slots and the hand-over
  * counters follow from the list of runtimes.h: adding an interpreter is
- * its line there and its file. An unwinder that walks the interpreter's
- * frames one loop frame at a time (Python, Ruby, PHP, Perl) runs in
+ * its line there and its folder. An unwinder that walks the interpreter's
+ * frames one loop frame at a time runs in
  * interpreter_unwind_run (interpreter_driver.bpf.h) and brings only its
  * start and step functions.
  */
@@ -29,15 +29,15 @@
 /* The unwinders' bodies, defined in their files (included after this
  * one). */
 static __always_inline int native_unwind_run(void *ctx, void *progs);
-#define RUNTIME(name, NAME, slot, map) static __always_inline int name##_unwind_run(void *ctx, void *progs);
-#include "runtimes.h"
-#undef RUNTIME
+#define RUNTIME_EACH(name, NAME, slot, map) static __always_inline int name##_unwind_run(void *ctx, void *progs);
+RUNTIMES(RUNTIME_EACH)
+#undef RUNTIME_EACH
 
 /* Their perf_event entries. */
 int native_unwind(struct bpf_perf_event_data *ctx);
-#define RUNTIME(name, NAME, slot, map) int name##_unwind(struct bpf_perf_event_data *ctx);
-#include "runtimes.h"
-#undef RUNTIME
+#define RUNTIME_EACH(name, NAME, slot, map) int name##_unwind(struct bpf_perf_event_data *ctx);
+RUNTIMES(RUNTIME_EACH)
+#undef RUNTIME_EACH
 
 /* The unwinders, for tail calls; filled by libbpf at load. */
 struct {
@@ -48,9 +48,9 @@ struct {
 } programs SEC(".maps") = {
 	.values = {
 		[UNWINDER_NATIVE] = (void *)&native_unwind,
-#define RUNTIME(name, NAME, slot, map) [UNWINDER_##NAME] = (void *)&name##_unwind,
-#include "runtimes.h"
-#undef RUNTIME
+#define RUNTIME_EACH(name, NAME, slot, map) [UNWINDER_##NAME] = (void *)&name##_unwind,
+RUNTIMES(RUNTIME_EACH)
+#undef RUNTIME_EACH
 	},
 };
 
@@ -61,9 +61,9 @@ struct {
 		return name##_unwind_run(ctx, &programs);          \
 	}
 UNWINDER_PERF_ENTRY(native)
-#define RUNTIME(name, NAME, slot, map) UNWINDER_PERF_ENTRY(name)
-#include "runtimes.h"
-#undef RUNTIME
+#define RUNTIME_EACH(name, NAME, slot, map) UNWINDER_PERF_ENTRY(name)
+RUNTIMES(RUNTIME_EACH)
+#undef RUNTIME_EACH
 
 /* The interpreter unwinder named by a pid_mapping's flags, or
  * UNWINDER_NATIVE when the mapping is not an interpreter loop. */
@@ -79,12 +79,12 @@ static __always_inline u8 mapping_unwinder(u32 flags)
 static __always_inline void count_hand_over(u32 slot)
 {
 	switch (slot) {
-#define RUNTIME(name, NAME, slot, map)             \
+#define RUNTIME_EACH(name, NAME, slot, map)             \
 	case UNWINDER_##NAME:                      \
 		count(COUNTER_##NAME##_TAIL_CALLS); \
 		break;
-#include "runtimes.h"
-#undef RUNTIME
+RUNTIMES(RUNTIME_EACH)
+#undef RUNTIME_EACH
 	default:
 		break;
 	}
@@ -104,8 +104,14 @@ static __always_inline void interpreter_unwind(void *ctx, void *progs, struct sa
 	bpf_tail_call(ctx, progs, slot);
 }
 
-/* A thread exits: every interpreter forgets what it cached of it. */
+/* A thread exits: every interpreter forgets what it cached of it
+ * (<name>_forget_thread, in its unwinder.bpf.h). */
+#define RUNTIME_EACH(name, NAME, slot, map) static __always_inline void name##_forget_thread(u64 thread_key);
+RUNTIMES(RUNTIME_EACH)
+#undef RUNTIME_EACH
 static __always_inline void interpreters_forget_thread(u64 thread_key)
 {
-	bpf_map_delete_elem(&python_thread_states, &thread_key);
+#define RUNTIME_EACH(name, NAME, slot, map) name##_forget_thread(thread_key);
+	RUNTIMES(RUNTIME_EACH)
+#undef RUNTIME_EACH
 }

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Every map of the programs, with what it is for. Sizes marked "set by
- * user space" are overridden before load (crates/bpf/src/sampler.rs).
+ * Every shared map of the programs, with what it is for (a runtime's own
+ * maps, other than its <name>_files or <name>_processes, are in its
+ * unwinder.bpf.h). Sizes marked "set by user space" are overridden
+ * before load (crates/bpf/src/sampler.rs).
  */
 #ifndef EP_MAPS_H
 #define EP_MAPS_H
 
 #include "types.h"
+#include "runtimes.h"
 
 /* Samples for user space. Size set by user space at load time. */
 struct {
@@ -39,8 +42,8 @@ struct unwind_state {
 	u64 pc;
 	u64 sp;
 	u64 fp;
-	/* rbx at the sample (x86-64; 0 elsewhere or after the leaf): the
-	 * BEAM JIT keeps its scheduler registers there */
+	/* rbx at the sample (x86-64; 0 elsewhere or after the leaf): a
+	 * JIT may keep its own registers there */
 	u64 bx;
 	/* pc is exact (leaf, or interrupted by a signal), not a return
 	 * address: its rule is looked up at pc, not pc - 1 */
@@ -58,8 +61,8 @@ struct unwind_state {
 enum interp_mode {
 	/* No loop met yet: the first one hands over. */
 	INTERP_MODE_NONE = 0,
-	/* The Python unwinder runs the sample (it found the thread's
-	 * frames). */
+	/* The interpreter unwinder runs the sample (it found the
+	 * thread's frames). */
 	INTERP_MODE_ACTIVE = 1,
 	/* The frames could not be found or read: loops are native frames. */
 	INTERP_MODE_UNAVAILABLE = 2,
@@ -76,20 +79,15 @@ enum interp_next {
 	INTERP_NEXT_NATIVE = 2,
 };
 
-/* Words of an interpreted frame read at once: slots -8 .. +1 from its
- * frame pointer (the bcp is the lowest, the return address the highest). */
-#define HOTSPOT_FRAME_SLOTS 10
-#define HOTSPOT_LOWEST_SLOT (-8)
-
 /* The interpreter unwinder's part of the unwind state
- * (python_unwinder.bpf.h). */
+ * (interpreters.bpf.h, interpreter_driver.bpf.h). */
 struct interp_state {
 	/* enum interp_mode */
 	u8 mode;
 	/* enum interp_next: what the native unwinder does at the next
 	 * frame of an interpreter loop */
 	u8 next;
-	/* the Python unwinder is recording the frames of the loop at pc */
+	/* the interpreter unwinder is recording the frames of the loop at pc */
 	u8 in_loop;
 	/* frames recorded for the loop at pc (saturating) */
 	u8 loop_frames;
@@ -99,94 +97,13 @@ struct interp_state {
 	/* The interpreter file (its process range) the hand-over came from. */
 	u64 file_id;
 	u64 bias;
-	/* Each interpreter unwinder's own state: the one place where they
-	 * share the per-CPU scratch (only one runs at a time). */
+	/* Each interpreter unwinder's own state, struct <name>_scratch of
+	 * its types.h, as member <name>: the one place where they share the
+	 * per-CPU scratch (only one runs at a time). */
 	union {
-		/* CPython (python_unwinder.bpf.h). */
-		struct {
-			/* The next CPython frame to record (0: none left). */
-			u64 frame;
-			/* python_files[file_id], copied at the hand-over. */
-			struct python_file py;
-			/* One frame, as read. */
-			u8 buf[PYTHON_FRAME_READ_MAX];
-		};
-		/* HotSpot (hotspot_unwinder.bpf.h). */
-		struct {
-			/* The template interpreter's code [low, high), read
-			 * at each program run. */
-			u64 interpreter_low;
-			u64 interpreter_high;
-			/* StubRoutines::_call_stub_return_address. */
-			u64 call_stub_return;
-			/* The sampled frame's enum hotspot_shape (set at a
-			 * program run's start; used while the pc is exact). */
-			u32 leaf_shape;
-			/* HOTSPOT_SHAPE_STUB_SLOT: the sampled stub's return
-			 * address at sp + 8 * leaf_slot, the words its caller
-			 * pushed for it above, and whether the caller's rbp is
-			 * at sp. */
-			u8 leaf_slot;
-			u8 leaf_pushed;
-			u8 leaf_fp_at_sp;
-			u8 hotspot_reserved;
-			/* An interpreted frame's slots fp - 64 .. fp + 8, as
-			 * read. */
-			u64 slots[HOTSPOT_FRAME_SLOTS];
-		};
-		/* CRuby (ruby_unwinder.bpf.h). */
-		struct {
-			/* The next control frame to record, and the end of
-			 * the VM stack (the control frames grow down from
-			 * it). */
-			u64 ruby_cfp;
-			u64 ruby_stack_end;
-			/* ruby_files[file_id], copied at the hand-over. */
-			struct ruby_file rb;
-			/* One control frame, as read. */
-			u8 ruby_buf[RUBY_CFP_READ_MAX];
-		};
-		/* V8 (v8_unwinder.bpf.h). */
-		struct {
-			/* v8_processes[tgid], copied at the hand-over. */
-			struct v8_process v8;
-			/* A frame's slots fp - 48 .. fp + 8, as read. */
-			u64 v8_slots[V8_FRAME_SLOTS];
-		};
-		/* BEAM (beam_unwinder.bpf.h). */
-		struct {
-			/* beam_processes[tgid], copied at the hand-over. */
-			struct beam_process beam;
-			/* The words above a frame's stack pointer, as read. */
-			u64 beam_words[BEAM_SCAN_WORDS];
-		};
-		/* PHP (php_unwinder.bpf.h). */
-		struct {
-			/* The next zend_execute_data to record (0: none left). */
-			u64 php_ex;
-			/* php_files[file_id], copied at the hand-over. */
-			struct php_file php;
-			/* One zend_execute_data, as read. */
-			u8 php_buf[PHP_EXECUTE_DATA_READ];
-		};
-		/* Perl (perl_unwinder.bpf.h). */
-		struct {
-			/* The stack info being walked, its context array and
-			 * the index of its next context (-1: none left). */
-			u64 perl_si;
-			u64 perl_cxstack;
-			s32 perl_cxix;
-			/* the script's top level was recorded */
-			u8 perl_main_done;
-			u8 perl_reserved[3];
-			/* The COP of the next frame recorded (the statement it
-			 * runs, or the call it makes). */
-			u64 perl_cop;
-			/* perl_files[file_id], copied at the hand-over. */
-			struct perl_file perl;
-			/* One context (or stack info), as read. */
-			u8 perl_buf[PERL_CONTEXT_READ];
-		};
+#define RUNTIME_SCRATCH(name, NAME, slot, map) struct name##_scratch name;
+		RUNTIMES(RUNTIME_SCRATCH)
+#undef RUNTIME_SCRATCH
 	};
 };
 
@@ -306,8 +223,8 @@ struct {
  * with the file's deltas, removed with them.
  *
  * processes: <name>_processes, tgid -> struct <name>_process: what the
- * unwinder needs of a runtime understood from a process's memory (a
- * JVM's vmStructs, a Node's V8 metadata). Set by user space when the
+ * unwinder needs of a runtime understood from a process's memory (its
+ * debug metadata). Set by user space when the
  * process maps the runtime, removed when the process is unloaded. */
 #define RUNTIME_MAP_files(name)                         \
 	struct {                                        \
@@ -327,19 +244,9 @@ struct {
 		__type(value, struct name##_process);   \
 	} name##_processes SEC(".maps");                \
 	_Static_assert(sizeof(struct name##_process) > 0, "struct " #name "_process is defined");
-#define RUNTIME(name, NAME, slot, map) RUNTIME_MAP_##map(name)
-#include "runtimes.h"
-#undef RUNTIME
-
-/* (tgid << 32 | tid) -> the thread's PyThreadState, found once by
- * walking the interpreter's thread list and checked at each use; a
- * thread's entry goes when it exits (on_process_exit). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 1 << 12);
-	__type(key, u64);
-	__type(value, u64);
-} python_thread_states SEC(".maps");
+#define RUNTIME_MAP(name, NAME, slot, map) RUNTIME_MAP_##map(name)
+RUNTIMES(RUNTIME_MAP)
+#undef RUNTIME_MAP
 
 /* Go: tgid -> how to read its goroutines' pprof labels (struct
  * go_labels_process). Set by user space when the process's executable

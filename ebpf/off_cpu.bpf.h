@@ -65,9 +65,9 @@ struct {
 		return name##_unwind_run(ctx, &off_cpu_programs);  \
 	}
 UNWINDER_OFF_CPU_ENTRY(native)
-#define RUNTIME(name, NAME, slot, map) UNWINDER_OFF_CPU_ENTRY(name)
-#include "runtimes.h"
-#undef RUNTIME
+#define RUNTIME_EACH(name, NAME, slot, map) UNWINDER_OFF_CPU_ENTRY(name)
+RUNTIMES(RUNTIME_EACH)
+#undef RUNTIME_EACH
 
 /* next is about to run: if its switch-out was sampled, say how long it
  * was off the CPU. */

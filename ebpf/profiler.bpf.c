@@ -107,13 +107,10 @@ static __always_inline bool agent_pids(struct task_struct *task, u32 *tgid, u32 
 #include "interpreters.bpf.h"
 #include "native_unwinder.bpf.h"
 #include "interpreter_driver.bpf.h"
-#include "python_unwinder.bpf.h"
-#include "hotspot_unwinder.bpf.h"
-#include "v8_unwinder.bpf.h"
-#include "ruby_unwinder.bpf.h"
-#include "php_unwinder.bpf.h"
-#include "perl_unwinder.bpf.h"
-#include "beam_unwinder.bpf.h"
+/* Each runtime's unwinder (ebpf/runtimes/<name>/unwinder.bpf.h). */
+#define RUNTIME_FILE unwinder.bpf.h
+#include "runtime_files.h"
+#undef RUNTIME_FILE
 #include "go_labels.bpf.h"
 
 /* The user registers the current task saved on entering the kernel.

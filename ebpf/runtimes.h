@@ -1,14 +1,29 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The interpreter unwinders, one line each:
+ * The interpreter unwinders, one line each: the one place that names
+ * every runtime. Adding a runtime is its folder ebpf/runtimes/<name>/,
+ * its Rust folder (crates/interpreters/src/<name>, registered in
+ * crates/bpf/src/runtimes.rs) and its line here.
  *
  *   RUNTIME(name, NAME, slot, map)
  *
- *   name  <name>_unwinder.bpf.h defines its body, <name>_unwind_run(ctx,
- *         progs); its programs are <name>_unwind (perf_event) and
- *         <name>_off_cpu (tp_btf/sched_switch).
- *   NAME  its constants: UNWINDER_<NAME> (= slot) and its counters,
- *         COUNTER_<NAME>_TAIL_CALLS among them (types.h).
+ *   name  its folder, ebpf/runtimes/<name>/, which holds
+ *           types.h         its part of the contract: its map value
+ *                           (struct <name>_file or struct
+ *                           <name>_process), the layout of its frame
+ *                           words' payload (<NAME>_FRAME_PAYLOAD_BITS
+ *                           wide), its constants, and its per-sample
+ *                           scratch, struct <name>_scratch (a member of
+ *                           struct interp_state's union, maps.h);
+ *           counters.h      its counters, COUNTER(<NAME>_..., doc) lines
+ *                           (enum counter_id, types.h), among them
+ *                           <NAME>_FRAMES and <NAME>_TAIL_CALLS;
+ *           unwinder.bpf.h  its body, <name>_unwind_run(ctx, progs), and
+ *                           <name>_forget_thread(key) (a thread exits).
+ *         Its programs are <name>_unwind (perf_event) and <name>_off_cpu
+ *         (tp_btf/sched_switch).
+ *   NAME  the prefix of its constants: UNWINDER_<NAME> (= slot), its
+ *         counters COUNTER_<NAME>_*.
  *   slot  its enum unwinder_program value: its index in the program
  *         arrays, named by mapping flags and frame words. Slots are dense
  *         from 1 (UNWINDER_NATIVE is 0) and never renumbered.
@@ -16,19 +31,32 @@
  *         <name>_file) or <name>_processes (tgid -> struct
  *         <name>_process), declared in maps.h.
  *
- * From this list follow enum unwinder_program (types.h), the maps
- * (maps.h), the program declarations, the programs array, the perf_event
- * entries and the hand-over counters (interpreters.bpf.h), and the
- * off-CPU entries (off_cpu.bpf.h). crates/bpf checks the Rust side
- * against it (src/runtimes.rs): a runtime missing there fails a test.
+ * RUNTIMES(X) expands X(name, NAME, slot, map) for each line: from it
+ * follow enum unwinder_program and the counter ids (types.h), the maps
+ * and the scratch union (maps.h), the program declarations, the programs
+ * array, the perf_event entries and the hand-over counters
+ * (interpreters.bpf.h), and the off-CPU entries (off_cpu.bpf.h); and
+ * runtime_files.h includes one file of every folder (types.h, counters.h,
+ * unwinder.bpf.h). crates/bpf checks the Rust side against it
+ * (src/runtimes.rs): a runtime missing there, or a folder missing a
+ * file, fails a test.
  *
- * No include guard: each includer defines RUNTIME, includes this file
- * and undefines RUNTIME.
+ * Each line ends with a backslash; the list ends at the empty line.
  */
-RUNTIME(python, PYTHON, 1, files)
-RUNTIME(hotspot, HOTSPOT, 2, processes)
-RUNTIME(v8, V8, 3, processes)
-RUNTIME(ruby, RUBY, 4, files)
-RUNTIME(php, PHP, 5, files)
-RUNTIME(perl, PERL, 6, files)
-RUNTIME(beam, BEAM, 7, processes)
+#ifndef EP_RUNTIMES_H
+#define EP_RUNTIMES_H
+
+#define RUNTIMES(RUNTIME)                       \
+	RUNTIME(python, PYTHON, 1, files)       \
+	RUNTIME(hotspot, HOTSPOT, 2, processes) \
+	RUNTIME(v8, V8, 3, processes)           \
+	RUNTIME(ruby, RUBY, 4, files)           \
+	RUNTIME(php, PHP, 5, files)             \
+	RUNTIME(perl, PERL, 6, files)           \
+	RUNTIME(beam, BEAM, 7, processes)       \
+
+/* How many runtimes the list has (usable in #if). */
+#define RUNTIME_PLUS_ONE_(name, NAME, slot, map) +1
+#define RUNTIME_COUNT (0 RUNTIMES(RUNTIME_PLUS_ONE_))
+
+#endif

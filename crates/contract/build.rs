@@ -21,7 +21,7 @@ fn main() {
     let clang = env::var("BPF_CLANG").unwrap_or_else(|_| "clang-19".to_string());
     println!("cargo:rerun-if-env-changed=BPF_CLANG");
     println!("cargo:rerun-if-changed={}", ebpf_dir.display());
-    let seen = generate_contract(&ebpf_dir.join("types.h"), &out_dir);
+    let seen = generate_contract(&ebpf_dir.join("types.h"), &ebpf_dir, &out_dir);
     compile_contract_object(&seen, &ebpf_dir, &out_dir, &clang);
 }
 
@@ -81,12 +81,15 @@ impl ParseCallbacks for Collector {
 /// Writes `contract.rs` (bindgen over `types.h`), `contract_layout.rs`
 /// (the struct layouts, for the layout test), `contract_enums.rs` and
 /// `contract_pod.rs`.
-fn generate_contract(header: &Path, out_dir: &Path) -> Seen {
+fn generate_contract(header: &Path, ebpf_dir: &Path, out_dir: &Path) -> Seen {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let header_path = header.display().to_string();
+    // types.h and what it includes of ebpf/: each runtime's types.h
+    // (ebpf/runtimes/<name>/, through runtimes.h's list).
+    let ebpf_files = format!("{}/.*", regex_escape(&ebpf_dir.display().to_string()));
     let bindings = bindgen::Builder::default()
         .header_contents("contract_wrapper.h", &format!("#include <linux/types.h>\n#include \"{header_path}\"\n"))
-        .allowlist_file(regex_escape(&header_path))
+        .allowlist_file(ebpf_files)
         .prepend_enum_name(false)
         .derive_default(true)
         .derive_eq(true)
@@ -124,6 +127,7 @@ fn generate_contract(header: &Path, out_dir: &Path) -> Seen {
         enums.push_str("]),\n");
     }
     enums.push_str("];\n");
+    enums.push_str(&runtime_counters(&seen));
     std::fs::write(out_dir.join("contract_enums.rs"), enums).expect("write contract_enums.rs");
 
     // The layout test checks every one of them for padding.
@@ -133,6 +137,30 @@ fn generate_contract(header: &Path, out_dir: &Path) -> Seen {
     }
     std::fs::write(out_dir.join("contract_pod.rs"), pod).expect("write contract_pod.rs");
     seen
+}
+
+/// `RUNTIME_COUNTERS`: the runtimes' counters of `enum counter_id` (from
+/// `COUNTER_RUNTIMES_BASE` to `COUNTER_MAX`, each runtime's
+/// `counters.h`), by their stats name: the constant without `COUNTER_`, in
+/// lower case (`python_frames`).
+fn runtime_counters(seen: &Seen) -> String {
+    let ids = seen.enums.get("counter_id").expect("types.h has enum counter_id");
+    let value = |name: &str| ids.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap_or_else(|| panic!("{name}"));
+    let (base, max) = (value("COUNTER_RUNTIMES_BASE"), value("COUNTER_MAX"));
+    let mut out = String::from(
+        "/// The runtimes' counters (`enum counter_id` from `COUNTER_RUNTIMES_BASE`\n\
+         /// to `COUNTER_MAX`, in the order of `ebpf/runtimes.h`): the constant\n\
+         /// without `COUNTER_`, in lower case, and its id.\n\
+         pub const RUNTIME_COUNTERS: &[(&str, u32)] = &[\n",
+    );
+    for (name, id) in ids {
+        if *id >= base && *id < max && name != "COUNTER_RUNTIMES_BASE" {
+            let stats_name = name.trim_start_matches("COUNTER_").to_lowercase();
+            let _ = writeln!(out, "    (\"{stats_name}\", {id}),");
+        }
+    }
+    out.push_str("];\n");
+    out
 }
 
 /// Compiles `types.h` for the BPF target with one variable of every

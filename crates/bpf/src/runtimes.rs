@@ -6,6 +6,8 @@
 //! or when a runtime lacks a program, a map or a counter on either side.
 
 use crate::contract::c;
+#[cfg(test)]
+use profiler_contract::RUNTIME_COUNTERS;
 
 /// What an interpreter unwinder's map is keyed by (the `map` column of
 /// `ebpf/runtimes.h`).
@@ -108,7 +110,8 @@ mod tests {
         let header = include_str!("../../../ebpf/runtimes.h");
         let lines: Vec<Line> = header
             .lines()
-            .filter_map(|l| l.trim().strip_prefix("RUNTIME(")?.strip_suffix(')').map(str::to_owned))
+            .filter_map(|l| l.trim().trim_end_matches('\\').trim_end().strip_prefix("RUNTIME(")?.strip_suffix(')'))
+            .map(str::to_owned)
             .map(|args| {
                 let args: Vec<&str> = args.split(',').map(str::trim).collect();
                 assert_eq!(args.len(), 4, "RUNTIME(name, NAME, slot, map): {args:?}");
@@ -193,22 +196,95 @@ mod tests {
         }
     }
 
-    /// Every runtime has its counters on both sides: the header's
-    /// COUNTER_<NAME>_FRAMES and _TAIL_CALLS, read into `Counters`, and
-    /// reported under its name.
+    /// Every runtime has its counters on both sides: its counters.h's
+    /// COUNTER_<NAME>_FRAMES and _TAIL_CALLS among the header's runtime
+    /// counters, reported under its name; and every runtime counter is
+    /// one runtime's.
     #[test]
     fn every_runtime_has_its_counters() {
-        let ids: BTreeSet<&str> = crate::sampler::COUNTER_IDS.iter().map(|(n, _)| *n).collect();
         let counters = crate::Counters::default();
-        for line in bpf_list() {
-            for counter in ["FRAMES", "TAIL_CALLS"] {
-                let id = format!("COUNTER_{}_{counter}", line.upper);
-                assert!(ids.contains(id.as_str()), "{id} is not read into Counters");
+        let list = bpf_list();
+        for line in &list {
+            for counter in ["frames", "tail_calls"] {
+                let id = format!("{}_{counter}", line.name);
+                assert!(RUNTIME_COUNTERS.iter().any(|(n, _)| *n == id), "{id} is not among the runtime counters");
             }
             let unwinder = InterpreterUnwinder::ALL.iter().find(|u| u.name() == line.name).expect("in the Rust list");
             let names: Vec<&str> = counters.interpreter(*unwinder).iter().map(|(n, _)| *n).collect();
             assert!(names.contains(&"frames") && names.contains(&"tail_calls"), "{}: {names:?}", line.name);
         }
+        for (name, _) in RUNTIME_COUNTERS {
+            let owners = list.iter().filter(|l| name.starts_with(&format!("{}_", l.name))).count();
+            assert_eq!(owners, 1, "counter {name} belongs to one runtime of the list");
+        }
+        let total: usize = InterpreterUnwinder::ALL.iter().map(|u| counters.interpreter(*u).len()).sum();
+        assert_eq!(total, RUNTIME_COUNTERS.len());
+    }
+
+    /// The runtime counters are numbered by the header after the shared
+    /// ones, without gaps, in the order of the list.
+    #[test]
+    fn runtime_counters_follow_the_list() {
+        let ids: Vec<u32> = RUNTIME_COUNTERS.iter().map(|(_, id)| *id).collect();
+        let expected: Vec<u32> = (c::COUNTER_RUNTIMES_BASE..c::COUNTER_MAX).collect();
+        assert_eq!(ids, expected);
+        let list = bpf_list();
+        let owners: Vec<usize> = RUNTIME_COUNTERS
+            .iter()
+            .map(|(name, _)| {
+                list.iter().position(|l| name.starts_with(&format!("{}_", l.name))).expect("a runtime's counter")
+            })
+            .collect();
+        assert!(
+            owners.windows(2).all(|w| w[0] <= w[1]),
+            "each runtime's counters together, in the list's order: {owners:?}"
+        );
+    }
+
+    /// Each runtime of the list has its BPF folder with its three files,
+    /// and ebpf/runtimes/ holds no folder the list does not name.
+    #[test]
+    fn every_runtime_has_its_bpf_folder() {
+        let ebpf = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ebpf");
+        let list = bpf_list();
+        for line in &list {
+            for file in ["types.h", "counters.h", "unwinder.bpf.h"] {
+                let path = ebpf.join("runtimes").join(&line.name).join(file);
+                assert!(path.is_file(), "{} is missing", path.display());
+            }
+        }
+        let folders: BTreeSet<String> = std::fs::read_dir(ebpf.join("runtimes"))
+            .expect("ebpf/runtimes/")
+            .map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        let named: BTreeSet<String> = list.iter().map(|l| l.name.clone()).collect();
+        assert_eq!(folders, named, "the folders of ebpf/runtimes/ and the lines of ebpf/runtimes.h");
+    }
+
+    /// No shared file of ebpf/ names a runtime: only runtimes.h's list
+    /// does, and each runtime's own folder.
+    #[test]
+    fn no_shared_bpf_file_names_a_runtime() {
+        let ebpf = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ebpf");
+        let list = bpf_list();
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&ebpf).expect("ebpf/") {
+            let path = entry.expect("dir entry").path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !path.is_file() || !(name.ends_with(".h") || name.ends_with(".c")) || name == "runtimes.h" {
+                continue;
+            }
+            checked += 1;
+            let text = std::fs::read_to_string(&path).expect("read").to_lowercase();
+            for line in &list {
+                // Whole words, and as the prefix of an identifier
+                // (python_files, COUNTER_PYTHON_...).
+                let named = text.split(|c: char| !c.is_ascii_alphanumeric()).any(|word| word == line.name);
+                let prefixed = text.contains(&format!("{}_", line.name));
+                assert!(!named && !prefixed, "{name} names the runtime {}", line.name);
+            }
+        }
+        assert!(checked >= 10, "the shared files of ebpf/: {checked}");
     }
 
     /// The BPF object has each runtime's two programs and its map, and no

@@ -67,7 +67,7 @@ macro_rules! counters {
     ($($(#[$doc:meta])* $field:ident = $id:ident;)*) => {
         /// The counters the eBPF programs keep (`enum counter_id` in
         /// `ebpf/types.h`), summed over CPUs.
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub struct Counters {
             $($(#[$doc])* pub $field: u64,)*
             /// Time the kernel spent in the programs for samples, ns (the entry
@@ -77,6 +77,21 @@ macro_rules! counters {
             pub bpf_runs: u64,
             /// How user stacks ended, by [`UnwindStop`] (index = its raw value).
             pub unwind_stops: [u64; UnwindStop::ALL.len()],
+            /// Each runtime's counters (`ebpf/runtimes/<name>/counters.h`), by
+            /// their place in [`RUNTIME_COUNTERS`]: see [`Counters::interpreter`].
+            runtimes: [u64; RUNTIME_COUNTERS.len()],
+        }
+
+        impl Default for Counters {
+            fn default() -> Self {
+                Counters {
+                    $($field: 0,)*
+                    bpf_run_time_ns: 0,
+                    bpf_runs: 0,
+                    unwind_stops: [0; UnwindStop::ALL.len()],
+                    runtimes: [0; RUNTIME_COUNTERS.len()],
+                }
+            }
         }
 
         /// The `enum counter_id` constants [`Counters`] reads, by name.
@@ -84,17 +99,15 @@ macro_rules! counters {
         pub(crate) const COUNTER_IDS: &[(&str, u32)] = &[$((stringify!($id), c::$id)),*];
 
         impl Counters {
-            /// Every field of the table, by name.
-            fn named(&self) -> [(&'static str, u64); [$(stringify!($field)),*].len()] {
-                [$((stringify!($field), self.$field)),*]
-            }
-
             /// Fills the table's fields with `read(id)`.
             fn read_all(mut read: impl FnMut(u32) -> Result<u64, BpfError>) -> Result<Counters, BpfError> {
                 let mut counters = Counters::default();
                 $(counters.$field = read(c::$id)?;)*
                 for (i, slot) in counters.unwind_stops.iter_mut().enumerate() {
                     *slot = read(c::COUNTER_UNWIND_STOP_BASE + i as u32)?;
+                }
+                for (slot, (_, id)) in counters.runtimes.iter_mut().zip(RUNTIME_COUNTERS) {
+                    *slot = read(*id)?;
                 }
                 Ok(counters)
             }
@@ -128,16 +141,6 @@ counters! {
     user_frames = COUNTER_USER_FRAMES;
     /// Tail calls into the native unwinder.
     native_tail_calls = COUNTER_NATIVE_TAIL_CALLS;
-    /// CPython frames recorded.
-    python_frames = COUNTER_PYTHON_FRAMES;
-    /// Tail calls into the Python unwinder (hand-overs included).
-    python_tail_calls = COUNTER_PYTHON_TAIL_CALLS;
-    /// Samples in a CPython evaluation loop whose thread state was not
-    /// found (their loops stay native frames).
-    python_no_thread_state = COUNTER_PYTHON_NO_THREAD_STATE;
-    /// CPython frames that could not be read (the rest of their stack's
-    /// loops stay native frames).
-    python_read_errors = COUNTER_PYTHON_READ_ERRORS;
     /// Samples sent with a copy of their user stack (their process or pc
     /// was not loaded yet).
     stack_copies = COUNTER_STACK_COPIES;
@@ -155,29 +158,6 @@ counters! {
     /// runs in a nested one).
     other_pid_namespace = COUNTER_SAMPLES_OTHER_PID_NS;
 
-    /// Java frames the HotSpot unwinder recorded.
-    hotspot_frames = COUNTER_HOTSPOT_FRAMES;
-    /// Tail calls into the HotSpot unwinder (hand-overs included).
-    hotspot_tail_calls = COUNTER_HOTSPOT_TAIL_CALLS;
-    /// Pcs in a code cache of a JVM not attached (yet).
-    hotspot_no_process = COUNTER_HOTSPOT_NO_PROCESS;
-    /// Pcs in a code cache that no code blob holds.
-    hotspot_no_blob = COUNTER_HOTSPOT_NO_BLOB;
-    /// Java frames, blobs or methods that could not be read.
-    hotspot_read_errors = COUNTER_HOTSPOT_READ_ERRORS;
-    /// Java frames that gave a bad stack or frame pointer.
-    hotspot_bad_frames = COUNTER_HOTSPOT_BAD_FRAMES;
-    /// Java frames returning to a deoptimisation handler, named at their
-    /// saved pc.
-    hotspot_deopt_frames = COUNTER_HOTSPOT_DEOPT_FRAMES;
-    /// Java leaf frames sampled before their frame was built or after it
-    /// was torn down, unwound from what their code had pushed.
-    hotspot_frameless = COUNTER_HOTSPOT_FRAMELESS;
-    /// Java leaf frames in a prologue not recognised: the stack ends.
-    hotspot_unknown_entry = COUNTER_HOTSPOT_UNKNOWN_ENTRY;
-    /// Frames of stubs without a frame size of their own, unwound from a
-    /// return address checked against the call before it.
-    hotspot_stub_frames = COUNTER_HOTSPOT_STUB_FRAMES;
     /// Scheduler switches seen (off-CPU profiling on).
     off_cpu_switches = COUNTER_OFF_CPU_SWITCHES;
     /// Switch-outs of user threads sampled: their stack was taken.
@@ -186,57 +166,6 @@ counters! {
     off_cpu_ends = COUNTER_OFF_CPU_ENDS_SENT;
     /// Ends of off-CPU periods lost (the ring buffer was full).
     off_cpu_ends_lost = COUNTER_OFF_CPU_ENDS_LOST;
-    /// JavaScript frames the V8 unwinder recorded.
-    v8_frames = COUNTER_V8_FRAMES;
-    /// Tail calls into the V8 unwinder (hand-overs included).
-    v8_tail_calls = COUNTER_V8_TAIL_CALLS;
-    /// Pcs in V8's code of a process without its layout (yet).
-    v8_no_process = COUNTER_V8_NO_PROCESS;
-    /// V8 frames that could not be read.
-    v8_read_errors = COUNTER_V8_READ_ERRORS;
-    /// V8 frames neither marked nor JavaScript, or with a bad caller.
-    v8_bad_frames = COUNTER_V8_BAD_FRAMES;
-    /// V8 marker frames passed over (exit, stub, internal...).
-    v8_marker_frames = COUNTER_V8_MARKER_FRAMES;
-    /// V8 entry frames: back to the C++ that called JavaScript.
-    v8_entry_frames = COUNTER_V8_ENTRY_FRAMES;
-    /// Ruby frames the CRuby unwinder recorded.
-    ruby_frames = COUNTER_RUBY_FRAMES;
-    /// Tail calls into the CRuby unwinder (hand-overs included).
-    ruby_tail_calls = COUNTER_RUBY_TAIL_CALLS;
-    /// Samples in `rb_vm_exec` whose thread's execution context was not
-    /// found (its runs stay native frames).
-    ruby_no_ec = COUNTER_RUBY_NO_EC;
-    /// Control frames, environments or iseqs that could not be read.
-    ruby_read_errors = COUNTER_RUBY_READ_ERRORS;
-    /// Control frames skipped (dummy frames, no pc yet).
-    ruby_skipped_frames = COUNTER_RUBY_SKIPPED_FRAMES;
-    /// `rb_vm_exec` frames with no control frame left (kept native).
-    ruby_empty_loops = COUNTER_RUBY_EMPTY_LOOPS;
-    /// PHP frames the PHP unwinder recorded.
-    php_frames = COUNTER_PHP_FRAMES;
-    /// Tail calls into the PHP unwinder (hand-overs included).
-    php_tail_calls = COUNTER_PHP_TAIL_CALLS;
-    /// Samples in `execute_ex` with no PHP frame to walk (its runs stay
-    /// native frames).
-    php_no_frames = COUNTER_PHP_NO_FRAMES;
-    /// PHP frames (`zend_execute_data`) that could not be read.
-    php_read_errors = COUNTER_PHP_READ_ERRORS;
-    /// PHP frames without a function skipped (VM dummies).
-    php_skipped_frames = COUNTER_PHP_SKIPPED_FRAMES;
-    /// `execute_ex` frames with no PHP frame left (kept native).
-    php_empty_loops = COUNTER_PHP_EMPTY_LOOPS;
-    /// Perl frames the Perl unwinder recorded.
-    perl_frames = COUNTER_PERL_FRAMES;
-    /// Tail calls into the Perl unwinder (hand-overs included).
-    perl_tail_calls = COUNTER_PERL_TAIL_CALLS;
-    /// Samples in `Perl_runops_standard` whose interpreter was not found
-    /// (threads other than a threaded perl's main one: native frames).
-    perl_no_interpreter = COUNTER_PERL_NO_INTERPRETER;
-    /// Perl stack infos or contexts that could not be read.
-    perl_read_errors = COUNTER_PERL_READ_ERRORS;
-    /// Runops frames with no Perl frame left (kept native).
-    perl_empty_loops = COUNTER_PERL_EMPTY_LOOPS;
     /// Samples of Go processes sent with their goroutine's pprof labels.
     go_labels_samples = COUNTER_GO_LABELS_SAMPLES;
     /// Samples of Go processes whose current goroutine could not be
@@ -254,36 +183,18 @@ counters! {
     /// system stack, with no goroutine to follow, to the thread's root
     /// (`m.g0.sched`).
     go_scheduler_roots = COUNTER_GO_SCHEDULER_ROOTS;
-    /// Erlang frames the BEAM unwinder recorded.
-    beam_frames = COUNTER_BEAM_FRAMES;
-    /// Tail calls into the BEAM unwinder (hand-overs included).
-    beam_tail_calls = COUNTER_BEAM_TAIL_CALLS;
-    /// Pcs in the JIT's code of a node without its entry (yet).
-    beam_no_process = COUNTER_BEAM_NO_PROCESS;
-    /// Erlang stacks that could not be read.
-    beam_read_errors = COUNTER_BEAM_READ_ERRORS;
-    /// Frames without a continuation pointer in the words searched.
-    beam_no_cp = COUNTER_BEAM_NO_CP;
-    /// JIT code reached from C on the scheduler's C stack (its Erlang
-    /// callers not followed).
-    beam_from_c = COUNTER_BEAM_FROM_C;
-    /// Erlang stacks walked to their bottom and on into the scheduler's
-    /// native frames.
-    beam_scheduler_roots = COUNTER_BEAM_SCHEDULER_ROOTS;
-    /// Erlang stacks whose bottom was reached without the scheduler's
-    /// return address.
-    beam_no_root = COUNTER_BEAM_NO_ROOT;
 }
 
 impl Counters {
-    /// The counters of one interpreter unwinder: the fields named
-    /// `<name>_<counter>` after it ([`InterpreterUnwinder::name`]), as
-    /// `<counter>` (`<name>_<counter>` in the agent's stats).
+    /// The counters of one interpreter unwinder: those of its
+    /// `counters.h`, `COUNTER_<NAME>_<COUNTER>`, as `<counter>`
+    /// (`<name>_<counter>` in the agent's stats).
     pub fn interpreter(&self, unwinder: InterpreterUnwinder) -> Vec<(&'static str, u64)> {
         let name = unwinder.name();
-        self.named()
-            .into_iter()
-            .filter_map(|(field, value)| Some((field.strip_prefix(name)?.strip_prefix('_')?, value)))
+        RUNTIME_COUNTERS
+            .iter()
+            .zip(self.runtimes)
+            .filter_map(|((counter, _), value)| Some((counter.strip_prefix(name)?.strip_prefix('_')?, value)))
             .collect()
     }
 
@@ -294,6 +205,7 @@ impl Counters {
 }
 
 use crate::contract::c;
+use profiler_contract::RUNTIME_COUNTERS;
 
 /// The loaded and attached eBPF programs. Dropping it detaches them.
 pub struct Sampler {

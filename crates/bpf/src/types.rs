@@ -102,8 +102,10 @@ unwind_stops! {
     /// User space only: unwinding a stack copy ([`crate::StackCopy`])
     /// needed a word outside the copied window.
     OutsideCopy = UNWIND_STOP_OUTSIDE_COPY, "outside_copy";
-    /// A pc in a JVM's code cache the HotSpot unwinder could not unwind.
-    Hotspot = UNWIND_STOP_HOTSPOT, "hotspot";
+    /// A pc in a runtime's JIT code its unwinder could not unwind (a
+    /// JVM's code cache: HotSpot is the one that stops there). Its stats
+    /// name stays `hotspot`.
+    Hotspot = UNWIND_STOP_RUNTIME_CODE, "hotspot";
     /// A frame the eBPF build's architecture cannot unwind yet (arm64:
     /// PLT stubs, signal frames; `ebpf/arch.h`).
     ArchUnsupported = UNWIND_STOP_ARCH_UNSUPPORTED, "arch_unsupported";

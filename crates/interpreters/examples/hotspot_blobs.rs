@@ -2,7 +2,7 @@
 //! of them to unwind a frame sampled before it is built or after it is
 //! torn down: frame size, frame completion, verified entry, and the first
 //! code bytes there. A tool to check the prologue templates of
-//! `ebpf/hotspot_unwinder.bpf.h` against a JDK (root; `--max N` blobs).
+//! `ebpf/runtimes/hotspot/unwinder.bpf.h` against a JDK (root; `--max N` blobs).
 //!
 //!     cargo run -p profiler-interpreters --example hotspot_blobs -- PID [--max N]
 

@@ -90,3 +90,46 @@ pub fn runtimes() -> Vec<Box<dyn Runtime>> {
 pub fn runtimes_except(disabled: &[impl AsRef<str>]) -> Vec<Box<dyn Runtime>> {
     RUNTIMES.iter().filter(|(name, _)| !disabled.iter().any(|d| d.as_ref() == *name)).map(|(_, make)| make()).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profiler_bpf::InterpreterUnwinder;
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    /// The names of `ebpf/runtimes.h`'s list, in its order.
+    fn bpf_runtimes() -> Vec<String> {
+        include_str!("../../../ebpf/runtimes.h")
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("RUNTIME(")?.split(',').next())
+            .map(|name| name.trim().to_string())
+            .filter(|name| name != "name")
+            .collect()
+    }
+
+    /// A runtime of the BPF list is registered on the Rust side too: its
+    /// folder here (with its map value), its line in `RUNTIMES`, whose
+    /// runtime names it, and its `InterpreterUnwinder`; and `RUNTIMES`
+    /// holds no runtime the list lacks. A half-registered runtime fails.
+    #[test]
+    fn every_runtime_is_registered() {
+        let list = bpf_runtimes();
+        assert!(list.len() >= 7, "ebpf/runtimes.h: {list:?}");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        for name in &list {
+            for file in ["mod.rs", "map_value.rs"] {
+                let path = src.join(name).join(file);
+                assert!(path.is_file(), "{} is missing", path.display());
+            }
+        }
+        let listed: BTreeSet<&str> = list.iter().map(String::as_str).collect();
+        let registered: BTreeSet<&str> = runtime_names().collect();
+        assert_eq!(registered, listed, "RUNTIMES (lib.rs) and ebpf/runtimes.h");
+        let unwinders: BTreeSet<&str> = InterpreterUnwinder::ALL.iter().map(|u| u.name()).collect();
+        assert_eq!(unwinders, listed, "InterpreterUnwinder and ebpf/runtimes.h");
+        for (name, make) in RUNTIMES {
+            assert_eq!(make().unwinder().name(), name, "the unwinder of RUNTIMES' {name}");
+        }
+    }
+}

@@ -1,4 +1,4 @@
-//! What BEAM's BPF unwinder (`ebpf/beam_unwinder.bpf.h`) keeps in its
+//! What BEAM's BPF unwinder (`ebpf/runtimes/beam/unwinder.bpf.h`) keeps in its
 //! map `beam_processes` ([`profiler_contract::c`]'s struct of it, written
 //! field by field), and the layout of its frame words' payload.
 
@@ -12,7 +12,7 @@ const _: () = {
 };
 
 /// Set in a BEAM frame word's payload when its pc is a return address
-/// (a continuation pointer: named by pc - 1; `ebpf/types.h`).
+/// (a continuation pointer: named by pc - 1; `ebpf/runtimes/beam/types.h`).
 pub const BEAM_FRAME_RETURN_ADDRESS: u64 = c::BEAM_FRAME_RETURN_ADDRESS;
 /// The pc bits of a BEAM frame word's payload.
 pub const BEAM_FRAME_PC_MASK: u64 = c::BEAM_FRAME_PC_MASK;

@@ -39,7 +39,7 @@ pub struct BeamProcess {
 }
 
 /// The Erlang emulator (the BEAM), a runtime of the registry: its JIT's
-/// code is walked by `ebpf/beam_unwinder.bpf.h` (slot 7) and its frames
+/// code is walked by `ebpf/runtimes/beam/unwinder.bpf.h` (slot 7) and its frames
 /// named from the node's code index.
 pub struct Beam;
 

@@ -1,4 +1,4 @@
-//! What HotSpot's BPF unwinder (`ebpf/hotspot_unwinder.bpf.h`) keeps in its
+//! What HotSpot's BPF unwinder (`ebpf/runtimes/hotspot/unwinder.bpf.h`) keeps in its
 //! map `hotspot_processes` ([`profiler_contract::c`]'s struct of it, written
 //! field by field), and the layout of its frame words' payload.
 
@@ -26,7 +26,7 @@ pub const HOTSPOT_NO_BCI: u64 = c::HOTSPOT_NO_BCI;
 /// (`HOTSPOT_MAX_HEAPS`).
 pub const HOTSPOT_MAX_HEAPS: usize = c::HOTSPOT_MAX_HEAPS as usize;
 /// A compiled HotSpot frame word's pc offset in the code cache (its low
-/// bits; `HOTSPOT_CODE_OFFSET_MAX` in `ebpf/types.h`).
+/// bits; `HOTSPOT_CODE_OFFSET_MAX` in `ebpf/runtimes/hotspot/types.h`).
 pub const HOTSPOT_CODE_OFFSET_MAX: u64 = c::HOTSPOT_CODE_OFFSET_MAX as u64;
 /// Set in a compiled HotSpot frame word when its pc is the sampled
 /// instruction, not a return address.

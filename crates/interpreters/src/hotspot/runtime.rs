@@ -1,7 +1,7 @@
 //! HotSpot on the interpreter interface: [`Hotspot`] finds `libjvm.so`,
 //! [`HotspotFile::attach`] reads the JVM's layout from each process,
 //! [`HotspotFile::process_unwinding`] gives the BPF unwinder
-//! (`ebpf/hotspot_unwinder.bpf.h`) the code cache and the offsets it
+//! (`ebpf/runtimes/hotspot/unwinder.bpf.h`) the code cache and the offsets it
 //! walks with, and [`HotspotNamer`] names the frame words it records.
 
 use super::layout::HotspotLayout;
@@ -506,7 +506,7 @@ mod tests {
         let frame = CompiledWord { pc_offset: 0x7fff_fff0, exact: true, mark: 0x0abc_def1 };
         let word = frame.encode();
         assert_eq!(CompiledWord::decode(word), Some(frame));
-        // The layout of ebpf/types.h: mark bits 0-15 at 44, 16-27 at 32,
+        // The layout of ebpf/runtimes/hotspot/types.h: mark bits 0-15 at 44, 16-27 at 32,
         // the exact bit at 31, the pc's offset below.
         assert_eq!((word >> 44) & 0xffff, 0xdef1);
         assert_eq!((word >> 32) & 0xfff, 0xabc);

@@ -1,4 +1,4 @@
-//! A HotSpot frame word's payload (`ebpf/types.h`, slot
+//! A HotSpot frame word's payload (`ebpf/runtimes/hotspot/types.h`, slot
 //! `UNWINDER_HOTSPOT`): an interpreted frame's `Method*` and bci, or a
 //! compiled frame's pc and its blob's mark (`HOTSPOT_FRAME_COMPILED`).
 
@@ -43,8 +43,8 @@ impl InterpretedWord {
     }
 }
 
-/// A compiled frame's word, as `ebpf/hotspot_unwinder.bpf.h` writes it
-/// (`ebpf/types.h`): the pc and its blob's mark.
+/// A compiled frame's word, as `ebpf/runtimes/hotspot/unwinder.bpf.h` writes it
+/// (`ebpf/runtimes/hotspot/types.h`): the pc and its blob's mark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CompiledWord {
     /// The pc's offset from `CodeCache::_low_bound` (never 0).

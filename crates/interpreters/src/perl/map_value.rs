@@ -1,4 +1,4 @@
-//! What Perl's BPF unwinder (`ebpf/perl_unwinder.bpf.h`) keeps in its
+//! What Perl's BPF unwinder (`ebpf/runtimes/perl/unwinder.bpf.h`) keeps in its
 //! map `perl_files` ([`profiler_contract::c`]'s struct of it, written
 //! field by field), and the layout of its frame words' payload.
 
@@ -47,7 +47,7 @@ pub const PERL_CONTEXT_READ: u32 = c::PERL_CONTEXT_READ;
 pub const PERL_SI_READ: u32 = c::PERL_SI_READ;
 /// A Perl frame word's payload: `line << PERL_FRAME_LINE_SHIFT |
 /// pointer >> 3` (a sub's CV, the line counted from its first op's), or
-/// [`PERL_FRAME_COP`] with a COP (`ebpf/perl_unwinder.bpf.h`).
+/// [`PERL_FRAME_COP`] with a COP (`ebpf/runtimes/perl/unwinder.bpf.h`).
 pub const PERL_FRAME_LINE_SHIFT: u32 = c::PERL_FRAME_LINE_SHIFT;
 /// The largest line a Perl frame word holds; it means "unknown".
 pub const PERL_FRAME_LINE_MAX: u64 = c::PERL_FRAME_LINE_MAX as u64;

@@ -2,7 +2,7 @@
 //! offsets the unwinder needs ([`PerlLayout`]), and a user-space walk of a
 //! thread's context stacks that names its subs ([`PerlSymbolizer`]) and
 //! proves the layout against live processes; [`Perl`], the
-//! [`crate::Runtime`] whose BPF unwinder (`ebpf/perl_unwinder.bpf.h`)
+//! [`crate::Runtime`] whose BPF unwinder (`ebpf/runtimes/perl/unwinder.bpf.h`)
 //! records Perl frames in place of `Perl_runops_standard`. See
 //! `docs/perl.md`.
 //!

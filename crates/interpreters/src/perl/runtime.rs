@@ -1,6 +1,6 @@
 //! Perl as a [`Runtime`]: detection ([`detect`]), its `perl_files` entry
 //! and `Perl_runops_standard` range for the BPF unwinder
-//! (`ebpf/perl_unwinder.bpf.h`), and its frames named by a
+//! (`ebpf/runtimes/perl/unwinder.bpf.h`), and its frames named by a
 //! [`PerlSymbolizer`] per process.
 
 use super::{detect, Detection, PerlBuild, PerlState, PerlSymbolizer};

@@ -1,4 +1,4 @@
-//! What PHP's BPF unwinder (`ebpf/php_unwinder.bpf.h`) keeps in its
+//! What PHP's BPF unwinder (`ebpf/runtimes/php/unwinder.bpf.h`) keeps in its
 //! map `php_files` ([`profiler_contract::c`]'s struct of it, written
 //! field by field), and the layout of its frame words' payload.
 
@@ -36,7 +36,7 @@ pub const PHP_EXECUTE_DATA_READ: u32 = c::PHP_EXECUTE_DATA_READ;
 
 /// A PHP frame word's payload: `[PHP_FRAME_TOP] | line <<
 /// PHP_FRAME_LINE_SHIFT | function >> 3`, the line counted from the
-/// function's `line_start` (`ebpf/php_unwinder.bpf.h`).
+/// function's `line_start` (`ebpf/runtimes/php/unwinder.bpf.h`).
 pub const PHP_FRAME_LINE_SHIFT: u32 = c::PHP_FRAME_LINE_SHIFT;
 /// The largest line a PHP frame word holds; it means "unknown".
 pub const PHP_FRAME_LINE_MAX: u64 = c::PHP_FRAME_LINE_MAX as u64;

@@ -2,7 +2,7 @@
 //! per-version offsets the unwinder needs ([`PhpLayout`]), and a
 //! user-space walk that names a thread's frames ([`PhpSymbolizer`]) and
 //! proves the layout against live processes; [`Php`], the [`crate::Runtime`]
-//! whose BPF unwinder (`ebpf/php_unwinder.bpf.h`) records PHP frames in
+//! whose BPF unwinder (`ebpf/runtimes/php/unwinder.bpf.h`) records PHP frames in
 //! place of `execute_ex`. See `docs/php.md`.
 //!
 //! PHP is recognised by a file (`php8.x`, `php-fpm`, `libphp.so`)

@@ -1,6 +1,6 @@
 //! PHP as a [`Runtime`]: detection ([`detect`]), its `php_files` entry
 //! and `execute_ex` range for the BPF unwinder
-//! (`ebpf/php_unwinder.bpf.h`), and its frames named by a
+//! (`ebpf/runtimes/php/unwinder.bpf.h`), and its frames named by a
 //! [`PhpSymbolizer`] per process.
 
 use super::{consts, detect, Detection, PhpBuild, PhpFrame, PhpSymbolizer};

@@ -1,4 +1,4 @@
-//! What CPython's BPF unwinder (`ebpf/python_unwinder.bpf.h`) keeps in its
+//! What CPython's BPF unwinder (`ebpf/runtimes/python/unwinder.bpf.h`) keeps in its
 //! map `python_files` ([`profiler_contract::c`]'s struct of it, written
 //! field by field), and the layout of its frame words' payload.
 
@@ -11,7 +11,7 @@ const _: () = {
 };
 
 /// A CPython frame word's payload: `offset << PYTHON_FRAME_OFFSET_SHIFT |
-/// code >> 3` (`ebpf/types.h`).
+/// code >> 3` (`ebpf/runtimes/python/types.h`).
 pub const PYTHON_FRAME_OFFSET_SHIFT: u32 = c::PYTHON_FRAME_OFFSET_SHIFT;
 /// The largest instruction offset of a CPython frame word (larger clamp).
 pub const PYTHON_FRAME_OFFSET_MAX: u64 = c::PYTHON_FRAME_OFFSET_MAX;

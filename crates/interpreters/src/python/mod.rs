@@ -29,7 +29,7 @@ use profiler_elf::ElfFile;
 use std::fmt;
 
 /// Bytes of a frame the BPF unwinder reads at once (`PYTHON_FRAME_READ_MAX`
-/// in `ebpf/types.h`): every frame field of a [`Layout`] lies below.
+/// in `ebpf/runtimes/python/types.h`): every frame field of a [`Layout`] lies below.
 pub const FRAME_READ_MAX: u32 = 128;
 
 /// The evaluation loop; its native frames are replaced by the Python

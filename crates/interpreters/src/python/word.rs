@@ -1,4 +1,4 @@
-//! A CPython frame word's payload (`ebpf/types.h`, slot
+//! A CPython frame word's payload (`ebpf/runtimes/python/types.h`, slot
 //! `UNWINDER_PYTHON`): `offset << PYTHON_FRAME_OFFSET_SHIFT | code >> 3`.
 
 use crate::python::map_value::{PYTHON_FRAME_OFFSET_MAX, PYTHON_FRAME_OFFSET_SHIFT};

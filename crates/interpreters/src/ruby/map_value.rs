@@ -1,4 +1,4 @@
-//! What CRuby's BPF unwinder (`ebpf/ruby_unwinder.bpf.h`) keeps in its
+//! What CRuby's BPF unwinder (`ebpf/runtimes/ruby/unwinder.bpf.h`) keeps in its
 //! map `ruby_files` ([`profiler_contract::c`]'s struct of it, written
 //! field by field), and the layout of its frame words' payload.
 

@@ -3,7 +3,7 @@
 //! ([`RubyLayout`]), and a user-space walk that names a thread's frames
 //! ([`RubySymbolizer`]) and proves the layout against live processes.
 //! [`CRuby`] puts it on the interpreter interface, for the BPF unwinder
-//! (`ebpf/ruby_unwinder.bpf.h`); see `docs/ruby.md`.
+//! (`ebpf/runtimes/ruby/unwinder.bpf.h`); see `docs/ruby.md`.
 //!
 //! Ruby is recognised by `libruby.so` (or a static `ruby`) exporting
 //! `ruby_api_version`, `ruby_current_vm_ptr` or

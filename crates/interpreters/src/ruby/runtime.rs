@@ -1,6 +1,6 @@
 //! CRuby as a [`Runtime`]: detection ([`detect`]), its `ruby_files`
 //! entry and `rb_vm_exec` range for the BPF unwinder
-//! (`ebpf/ruby_unwinder.bpf.h`), and its frames named by a
+//! (`ebpf/runtimes/ruby/unwinder.bpf.h`), and its frames named by a
 //! [`RubySymbolizer`] per process.
 
 use super::{detect, find_global_symbols, Detection, RubyBuild, RubyFrame, RubySymbolizer, RubyTls};

@@ -1,4 +1,4 @@
-//! What V8's BPF unwinder (`ebpf/v8_unwinder.bpf.h`) keeps in its
+//! What V8's BPF unwinder (`ebpf/runtimes/v8/unwinder.bpf.h`) keeps in its
 //! map `v8_processes` ([`profiler_contract::c`]'s struct of it, written
 //! field by field), and the layout of its frame words' payload.
 
@@ -11,7 +11,7 @@ const _: () = {
     assert!(c::V8_FRAME_OFFSET_MAX << c::V8_FRAME_OFFSET_SHIFT < c::V8_FRAME_COMPILED);
 };
 
-/// Set in a V8 frame word's payload for compiled code (`ebpf/types.h`).
+/// Set in a V8 frame word's payload for compiled code (`ebpf/runtimes/v8/types.h`).
 pub const V8_FRAME_COMPILED: u64 = c::V8_FRAME_COMPILED;
 /// Where a V8 frame word's payload keeps the offset.
 pub const V8_FRAME_OFFSET_SHIFT: u32 = c::V8_FRAME_OFFSET_SHIFT;

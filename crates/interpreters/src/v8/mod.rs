@@ -4,7 +4,7 @@
 //! memory ([`V8Symbolizer`]) and a user-space walk of a thread's
 //! JavaScript frames ([`walk_frames`]) that proves the layout against
 //! live Node processes; [`V8`] wires it to the BPF unwinder
-//! (`ebpf/v8_unwinder.bpf.h`). See `docs/v8.md`.
+//! (`ebpf/runtimes/v8/unwinder.bpf.h`). See `docs/v8.md`.
 //!
 //! Unlike HotSpot's tables, V8's metadata is constant data in the file,
 //! so the whole layout is known from the file alone, once per build.

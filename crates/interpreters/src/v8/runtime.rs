@@ -1,5 +1,5 @@
 //! V8 on the interpreter interface: [`V8`] finds a V8 build (`node`) in a
-//! file, [`V8File`] gives the BPF unwinder (`ebpf/v8_unwinder.bpf.h`) the
+//! file, [`V8File`] gives the BPF unwinder (`ebpf/runtimes/v8/unwinder.bpf.h`) the
 //! embedded builtins as its loop range, the process's anonymous code as
 //! its code and the layout as its per-process value, and [`V8Namer`]
 //! names the frame words it records.
@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 pub const MAX_NAMED_FUNCTIONS: usize = 16_384;
 
 /// A V8 frame word's own bits (below the runtime tag): see
-/// `ebpf/types.h` (`V8_FRAME_*`).
+/// `ebpf/runtimes/v8/types.h` (`V8_FRAME_*`).
 const FRAME_COMPILED: u64 = V8_FRAME_COMPILED;
 const FRAME_OFFSET_SHIFT: u32 = V8_FRAME_OFFSET_SHIFT;
 /// The largest offset; it means "unknown".
@@ -205,7 +205,7 @@ pub fn code_range_reservations(maps: &[ExecutableMapping<'_>]) -> Vec<(u64, u64)
 
 /// Set in `struct v8_process`'s `code_instruction_start` when `Code`
 /// holds its instructions after its header (`V8_CODE_START_INLINE` in
-/// `ebpf/v8_unwinder.bpf.h`).
+/// `ebpf/runtimes/v8/unwinder.bpf.h`).
 pub const CODE_START_INLINE: u32 = 1 << 31;
 
 /// The BPF unwinder's view of a V8 build (`struct v8_process`).

@@ -36,7 +36,7 @@
  *    caller: sp = sp + 8 * CodeBlob::_frame_size, the return address and
  *    the saved rbp in the two words below.
  *
- * Anything that cannot be followed ends the stack (UNWIND_STOP_HOTSPOT,
+ * Anything that cannot be followed ends the stack (UNWIND_STOP_RUNTIME_CODE,
  * with a COUNTER_HOTSPOT_* reason): the frames so far are kept.
  */
 
@@ -51,13 +51,13 @@
 #define STEP_HOTSPOT_NATIVE 0xfd
 
 /* The slot `slot` (words from fp) of the interpreted frame read in
- * interp->slots, or 0 if user space gave a slot outside them. */
+ * interp->hotspot.slots, or 0 if user space gave a slot outside them. */
 static __always_inline u64 hotspot_slot(struct interp_state *interp, s32 slot)
 {
 	u32 index = (u32)(slot - HOTSPOT_LOWEST_SLOT);
 	if (index >= HOTSPOT_FRAME_SLOTS)
 		return 0;
-	return interp->slots[index];
+	return interp->hotspot.slots[index];
 }
 
 /* Appends a HotSpot frame word; false when the stack is full. */
@@ -216,10 +216,10 @@ static __always_inline int hotspot_interpreted(struct sample_record *record, str
 	struct unwind_state *state = &record->state;
 	struct interp_state *interp = &record->interp;
 	u64 fp = state->fp;
-	if (bpf_probe_read_user(interp->slots, sizeof(interp->slots),
+	if (bpf_probe_read_user(interp->hotspot.slots, sizeof(interp->hotspot.slots),
 				(const void *)(fp + 8 * HOTSPOT_LOWEST_SLOT))) {
 		count(COUNTER_HOTSPOT_READ_ERRORS);
-		return UNWIND_STOP_HOTSPOT;
+		return UNWIND_STOP_RUNTIME_CODE;
 	}
 	u64 method = hotspot_slot(interp, jvm->interp_method_slot);
 	u64 bcp = hotspot_slot(interp, jvm->interp_bcp_slot);
@@ -239,7 +239,7 @@ static __always_inline int hotspot_interpreted(struct sample_record *record, str
 	 * as any other register) may have left any value there. */
 	if (sender_sp <= state->sp || return_address == 0) {
 		count(COUNTER_HOTSPOT_BAD_FRAMES);
-		return UNWIND_STOP_HOTSPOT;
+		return UNWIND_STOP_RUNTIME_CODE;
 	}
 	state->pc = return_address;
 	state->sp = sender_sp;
@@ -272,15 +272,15 @@ enum hotspot_shape {
 	 * does not set up rbp: stop (COUNTER_HOTSPOT_UNKNOWN_ENTRY). */
 	HOTSPOT_SHAPE_UNKNOWN = 5,
 	/* A stub whose return address was found (and checked against the
-	 * call before it) at sp + 8 * interp.leaf_slot, its caller's pushed
-	 * arguments (interp.leaf_pushed words) above it; rbp the caller's,
-	 * or at sp (interp.leaf_fp_at_sp). */
+	 * call before it) at sp + 8 * interp.hotspot.leaf_slot, its caller's pushed
+	 * arguments (interp.hotspot.leaf_pushed words) above it; rbp the caller's,
+	 * or at sp (interp.hotspot.leaf_fp_at_sp). */
 	HOTSPOT_SHAPE_STUB_SLOT = 6,
 	/* StubRoutines' nmethod entry barrier with its rbp frame built: the
 	 * caller's rbp at fp, the barrier's cookie at fp + 8, the return
 	 * address at fp + 16. */
 	HOTSPOT_SHAPE_BARRIER_FRAME = 7,
-	/* The frame is built and has pushed interp.leaf_pushed words of
+	/* The frame is built and has pushed interp.hotspot.leaf_pushed words of
 	 * arguments for a call it makes or has just returned from (C1's
 	 * calls of slow_subtype_check): its frame size counts from above
 	 * them. */
@@ -294,8 +294,8 @@ enum hotspot_shape {
  * until the leaf is unwound. */
 static __always_inline u8 *hotspot_code_buffer(struct sample_record *record)
 {
-	_Static_assert(sizeof(record->interp.slots) >= HOTSPOT_CODE_WINDOW + 8, "code window");
-	return (u8 *)record->interp.slots;
+	_Static_assert(sizeof(record->interp.hotspot.slots) >= HOTSPOT_CODE_WINDOW + 8, "code window");
+	return (u8 *)record->interp.hotspot.slots;
 }
 
 static __always_inline bool hotspot_is_push(u8 b)
@@ -326,7 +326,7 @@ static __always_inline bool hotspot_calls_stub(struct hotspot_process *jvm, cons
 
 /* A built compiled frame at `pc` that may have pushed a call's arguments
  * (C1: push, push, call slow_subtype_check, pop, pop): the words pushed
- * at pc (interp.leaf_pushed) and HOTSPOT_SHAPE_FRAME_PUSHED, else
+ * at pc (interp.hotspot.leaf_pushed) and HOTSPOT_SHAPE_FRAME_PUSHED, else
  * HOTSPOT_SHAPE_FRAME. */
 static __always_inline int hotspot_arguments_shape(struct sample_record *record, struct hotspot_process *jvm, u64 pc)
 {
@@ -366,7 +366,7 @@ static __always_inline int hotspot_arguments_shape(struct sample_record *record,
 	}
 	if (!pushed)
 		return HOTSPOT_SHAPE_FRAME;
-	record->interp.leaf_pushed = pushed;
+	record->interp.hotspot.leaf_pushed = pushed;
 	return HOTSPOT_SHAPE_FRAME_PUSHED;
 }
 
@@ -619,9 +619,9 @@ static __always_inline int hotspot_stub_shape(struct sample_record *record, stru
 	u64 target = hotspot_call_target(ret);
 	if (!target || (start ? target != start : !hotspot_returns_from(ret, begin, pc, barrier)))
 		return HOTSPOT_SHAPE_FRAME;
-	interp->leaf_slot = slot;
-	interp->leaf_pushed = 0;
-	interp->leaf_fp_at_sp = fp_at_sp;
+	interp->hotspot.leaf_slot = slot;
+	interp->hotspot.leaf_pushed = 0;
+	interp->hotspot.leaf_fp_at_sp = fp_at_sp;
 	count(COUNTER_HOTSPOT_STUB_FRAMES);
 	return HOTSPOT_SHAPE_STUB_SLOT;
 }
@@ -665,8 +665,8 @@ static __always_inline int hotspot_pushing_stub_shape(struct sample_record *reco
 	u64 begin = hotspot_code_begin(jvm, blob);
 	if (!begin)
 		return HOTSPOT_SHAPE_UNKNOWN;
-	u64 *stack = interp->slots;
-	_Static_assert(sizeof(interp->slots) >= 8 * HOTSPOT_STUB_SCAN, "stub scan");
+	u64 *stack = interp->hotspot.slots;
+	_Static_assert(sizeof(interp->hotspot.slots) >= 8 * HOTSPOT_STUB_SCAN, "stub scan");
 	if (bpf_probe_read_user(stack, 8 * HOTSPOT_STUB_SCAN, (const void *)state->sp))
 		return HOTSPOT_SHAPE_UNKNOWN;
 	u32 slot = HOTSPOT_STUB_SCAN;
@@ -698,9 +698,9 @@ static __always_inline int hotspot_pushing_stub_shape(struct sample_record *reco
 		if (word < jvm->code_low || word >= jvm->code_high)
 			return HOTSPOT_SHAPE_UNKNOWN;
 	}
-	interp->leaf_slot = slot;
-	interp->leaf_pushed = pushed;
-	interp->leaf_fp_at_sp = 0;
+	interp->hotspot.leaf_slot = slot;
+	interp->hotspot.leaf_pushed = pushed;
+	interp->hotspot.leaf_fp_at_sp = 0;
 	count(COUNTER_HOTSPOT_STUB_FRAMES);
 	return HOTSPOT_SHAPE_STUB_SLOT;
 }
@@ -779,11 +779,11 @@ static __always_inline int hotspot_leaf_shape(struct sample_record *record, stru
 static __always_inline int hotspot_compiled(struct sample_record *record, struct hotspot_process *jvm, u64 blob)
 {
 	struct unwind_state *state = &record->state;
-	u32 shape = *(volatile u32 *)&record->interp.leaf_shape;
+	u32 shape = *(volatile u32 *)&record->interp.hotspot.leaf_shape;
 	s32 frame_size = 0;
 	if (bpf_probe_read_user(&frame_size, sizeof(frame_size), (const void *)(blob + jvm->blob_frame_size))) {
 		count(COUNTER_HOTSPOT_READ_ERRORS);
-		return UNWIND_STOP_HOTSPOT;
+		return UNWIND_STOP_RUNTIME_CODE;
 	}
 	u32 mark = 0;
 	bpf_probe_read_user(&mark, sizeof(mark), (const void *)(blob + jvm->nmethod_compile_id));
@@ -806,13 +806,13 @@ static __always_inline int hotspot_compiled(struct sample_record *record, struct
 		shape = HOTSPOT_SHAPE_FRAME;
 	if (shape == HOTSPOT_SHAPE_UNKNOWN) {
 		count(COUNTER_HOTSPOT_UNKNOWN_ENTRY);
-		return UNWIND_STOP_HOTSPOT;
+		return UNWIND_STOP_RUNTIME_CODE;
 	}
 	if (frame_size > (1 << 16) ||
 	    (frame_size < 0 && shape != HOTSPOT_SHAPE_RBP_FRAME && shape != HOTSPOT_SHAPE_RETURN_AT_SP &&
 	     shape != HOTSPOT_SHAPE_RBP_PUSHED && shape != HOTSPOT_SHAPE_STUB_SLOT)) {
 		count(COUNTER_HOTSPOT_BAD_FRAMES);
-		return UNWIND_STOP_HOTSPOT;
+		return UNWIND_STOP_RUNTIME_CODE;
 	}
 	if (shape == HOTSPOT_SHAPE_RETURN_AT_SP || shape == HOTSPOT_SHAPE_RBP_PUSHED ||
 	    shape == HOTSPOT_SHAPE_FRAME_RBP_LIVE || shape == HOTSPOT_SHAPE_FRAME_PUSHED)
@@ -828,23 +828,23 @@ static __always_inline int hotspot_compiled(struct sample_record *record, struct
 	} else if (shape == HOTSPOT_SHAPE_RBP_FRAME || shape == HOTSPOT_SHAPE_BARRIER_FRAME) {
 		if (state->fp < state->sp || state->fp - state->sp > (1 << 20)) {
 			count(COUNTER_HOTSPOT_BAD_FRAMES);
-			return UNWIND_STOP_HOTSPOT;
+			return UNWIND_STOP_RUNTIME_CODE;
 		}
 		/* The barrier's cookie lies between the saved rbp and the
 		 * return address. */
 		caller_sp = state->fp + (shape == HOTSPOT_SHAPE_BARRIER_FRAME ? 24 : 16);
 		fp_at = state->fp;
 	} else if (shape == HOTSPOT_SHAPE_STUB_SLOT) {
-		u64 slot = record->interp.leaf_slot & 15;
+		u64 slot = record->interp.hotspot.leaf_slot & 15;
 		ret_at = state->sp + 8 * slot;
-		caller_sp = ret_at + 8 + 8 * (u64)(record->interp.leaf_pushed & 3);
-		if (record->interp.leaf_fp_at_sp)
+		caller_sp = ret_at + 8 + 8 * (u64)(record->interp.hotspot.leaf_pushed & 3);
+		if (record->interp.hotspot.leaf_fp_at_sp)
 			fp_at = state->sp;
 	} else {
 		/* A frame of 0 words: a leaf stub that pushed nothing. */
 		caller_sp = state->sp + 8 * (frame_size > 0 ? (u64)frame_size : 1);
 		if (shape == HOTSPOT_SHAPE_FRAME_PUSHED)
-			caller_sp += 8 * (u64)(record->interp.leaf_pushed & 3);
+			caller_sp += 8 * (u64)(record->interp.hotspot.leaf_pushed & 3);
 		if (frame_size >= 2 && (shape == HOTSPOT_SHAPE_FRAME || shape == HOTSPOT_SHAPE_FRAME_PUSHED))
 			fp_at = caller_sp - 16;
 	}
@@ -853,13 +853,13 @@ static __always_inline int hotspot_compiled(struct sample_record *record, struct
 	u64 words[2] = {};
 	if (read_user_u64(&words[1], ret_at) || (fp_at && read_user_u64(&words[0], fp_at))) {
 		count(COUNTER_HOTSPOT_READ_ERRORS);
-		return UNWIND_STOP_HOTSPOT;
+		return UNWIND_STOP_RUNTIME_CODE;
 	}
 	if (fp_at)
 		state->fp = words[0];
 	if (words[1] == 0) {
 		count(COUNTER_HOTSPOT_BAD_FRAMES);
-		return UNWIND_STOP_HOTSPOT;
+		return UNWIND_STOP_RUNTIME_CODE;
 	}
 	state->pc = words[1];
 	state->sp = caller_sp;
@@ -875,16 +875,16 @@ static __always_inline int hotspot_step(struct sample_record *record, struct hot
 	struct unwind_state *state = &record->state;
 	struct interp_state *interp = &record->interp;
 	u64 pc = state->pc;
-	if (pc == interp->call_stub_return && pc) {
+	if (pc == interp->hotspot.call_stub_return && pc) {
 		/* The entry frame: C called Java here. */
 		u64 words[2];
 		if (bpf_probe_read_user(words, sizeof(words), (const void *)state->fp)) {
 			count(COUNTER_HOTSPOT_READ_ERRORS);
-			return UNWIND_STOP_HOTSPOT;
+			return UNWIND_STOP_RUNTIME_CODE;
 		}
 		if (state->fp + 16 <= state->sp || words[1] == 0) {
 			count(COUNTER_HOTSPOT_BAD_FRAMES);
-			return UNWIND_STOP_HOTSPOT;
+			return UNWIND_STOP_RUNTIME_CODE;
 		}
 		state->sp = state->fp + 16;
 		state->fp = words[0];
@@ -892,12 +892,12 @@ static __always_inline int hotspot_step(struct sample_record *record, struct hot
 		state->exact = 0;
 		return STEP_HOTSPOT_NATIVE;
 	}
-	if (pc >= interp->interpreter_low && pc < interp->interpreter_high)
+	if (pc >= interp->hotspot.interpreter_low && pc < interp->hotspot.interpreter_high)
 		return hotspot_interpreted(record, jvm);
 	u64 blob = hotspot_find_blob(jvm, state->exact ? pc : pc - 1);
 	if (!blob) {
 		count(COUNTER_HOTSPOT_NO_BLOB);
-		return UNWIND_STOP_HOTSPOT;
+		return UNWIND_STOP_RUNTIME_CODE;
 	}
 	return hotspot_compiled(record, jvm, blob);
 }
@@ -927,9 +927,9 @@ static __always_inline int hotspot_unwind_run(void *ctx, void *progs)
 		goto call_native;
 	}
 	/* Set while the JVM starts: read at each run. */
-	interp->interpreter_low = 0;
-	interp->interpreter_high = 0;
-	interp->call_stub_return = 0;
+	interp->hotspot.interpreter_low = 0;
+	interp->hotspot.interpreter_high = 0;
+	interp->hotspot.call_stub_return = 0;
 	u64 queue = 0;
 	if (!read_user_u64(&queue, jvm->interpreter_code) && queue) {
 		u64 buffer = 0;
@@ -937,18 +937,18 @@ static __always_inline int hotspot_unwind_run(void *ctx, void *progs)
 		if (!read_user_u64(&buffer, queue + jvm->stub_queue_buffer) &&
 		    !bpf_probe_read_user(&limit, sizeof(limit), (const void *)(queue + jvm->stub_queue_limit)) &&
 		    limit > 0) {
-			interp->interpreter_low = buffer;
-			interp->interpreter_high = buffer + (u32)limit;
+			interp->hotspot.interpreter_low = buffer;
+			interp->hotspot.interpreter_high = buffer + (u32)limit;
 		}
 	}
-	read_user_u64(&interp->call_stub_return, jvm->call_stub_return);
+	read_user_u64(&interp->hotspot.call_stub_return, jvm->call_stub_return);
 
 	/* The sampled pc may be in a compiled frame not built yet, or torn
 	 * down: its shape is found once, here, outside the frame loop. */
 	u32 leaf_shape = HOTSPOT_SHAPE_FRAME;
 	if (fresh && state->exact && state->pc >= jvm->code_low && state->pc < jvm->code_high &&
-	    state->pc != interp->call_stub_return &&
-	    !(state->pc >= interp->interpreter_low && state->pc < interp->interpreter_high)) {
+	    state->pc != interp->hotspot.call_stub_return &&
+	    !(state->pc >= interp->hotspot.interpreter_low && state->pc < interp->hotspot.interpreter_high)) {
 		u64 blob = hotspot_find_blob(jvm, state->pc);
 		s32 frame_size = 0;
 		if (blob && !bpf_probe_read_user(&frame_size, sizeof(frame_size),
@@ -957,7 +957,7 @@ static __always_inline int hotspot_unwind_run(void *ctx, void *progs)
 	}
 	/* Kept in the scratch and read back as an unknown value: else the
 	 * verifier follows the frame loop once per shape. */
-	interp->leaf_shape = leaf_shape;
+	interp->hotspot.leaf_shape = leaf_shape;
 
 	for (int i = 0; i < HOTSPOT_FRAMES_PER_PROGRAM; i++) {
 		if (state->pc < jvm->code_low || state->pc >= jvm->code_high) {
@@ -991,4 +991,9 @@ native:
 call_native:
 	unwinder_tail_call(ctx, progs, record, UNWINDER_NATIVE);
 	return 0;
+}
+
+/* A thread exits: the hotspot unwinder keeps nothing per thread. */
+static __always_inline void hotspot_forget_thread(u64 thread_key)
+{
 }

@@ -94,13 +94,13 @@ static __always_inline int beam_step(struct sample_record *record, struct beam_p
 		return UNWIND_STOP_MAX_FRAMES;
 	u64 sp = state->sp;
 	u32 words = BEAM_SCAN_WORDS;
-	if (bpf_probe_read_user(interp->beam_words, sizeof(interp->beam_words), (const void *)sp)) {
+	if (bpf_probe_read_user(interp->beam.words, sizeof(interp->beam.words), (const void *)sp)) {
 		/* A process's stack ends at the end of its heap block, which
 		 * may end a mapping: the outermost frames are within the
 		 * page of sp. */
 		u32 to_page_end = STACK_COPY_PAGE - (u32)(sp & (STACK_COPY_PAGE - 1));
-		if (to_page_end >= sizeof(interp->beam_words) || to_page_end < 8 ||
-		    bpf_probe_read_user(interp->beam_words, to_page_end & (sizeof(interp->beam_words) - 8),
+		if (to_page_end >= sizeof(interp->beam.words) || to_page_end < 8 ||
+		    bpf_probe_read_user(interp->beam.words, to_page_end & (sizeof(interp->beam.words) - 8),
 					(const void *)sp)) {
 			count(COUNTER_BEAM_READ_ERRORS);
 			return UNWIND_STOP_READ_ERROR;
@@ -110,7 +110,7 @@ static __always_inline int beam_step(struct sample_record *record, struct beam_p
 	for (u32 i = 0; i < BEAM_SCAN_WORDS; i++) {
 		if (i >= words)
 			break;
-		u64 word = interp->beam_words[i];
+		u64 word = interp->beam.words[i];
 		if (!beam_is_cp(beam, word))
 			continue;
 		u64 slot = sp + 8 * i;
@@ -174,7 +174,7 @@ static __always_inline int beam_unwind_run(void *ctx, void *progs)
 			unwinder_tail_call(ctx, progs, record, UNWINDER_NATIVE);
 			return 0;
 		}
-		interp->beam = *beam;
+		interp->beam.process = *beam;
 		if (!state->exact || beam_on_c_stack(state, beam)) {
 			/* Returned into from C, or shared code running on the
 			 * C stack: the Erlang stack pointer is not at hand. */
@@ -190,9 +190,9 @@ static __always_inline int beam_unwind_run(void *ctx, void *progs)
 	interp->in_loop = 0;
 
 	for (int i = 0; i < BEAM_FRAMES_PER_PROGRAM; i++) {
-		result = beam_step(record, &interp->beam);
+		result = beam_step(record, &interp->beam.process);
 		if (result == STEP_BEAM_BOTTOM) {
-			result = beam_scheduler_root(record, &interp->beam, tgid);
+			result = beam_scheduler_root(record, &interp->beam.process, tgid);
 			if (result != STEP_CONTINUE)
 				goto done;
 			/* The next frame is native code. */
@@ -212,4 +212,9 @@ static __always_inline int beam_unwind_run(void *ctx, void *progs)
 done:
 	send_sample(&record->event, result);
 	return 0;
+}
+
+/* A thread exits: the beam unwinder keeps nothing per thread. */
+static __always_inline void beam_forget_thread(u64 thread_key)
+{
 }

@@ -48,7 +48,7 @@ static __always_inline u64 ruby_buf_u64(struct interp_state *interp, u32 offset)
 {
 	if (offset > RUBY_CFP_READ_MAX - sizeof(u64))
 		return 0;
-	return *(u64 *)(interp->ruby_buf + offset);
+	return *(u64 *)(interp->ruby.buf + offset);
 }
 
 /* The control frames of the rb_vm_exec frame at pc are all recorded (or
@@ -66,7 +66,7 @@ static __always_inline void ruby_end_loop(struct interp_state *interp)
 /* The thread's rb_execution_context_t (0 if none). */
 static __always_inline u64 ruby_execution_context(struct interp_state *interp)
 {
-	struct ruby_file *rb = &interp->rb;
+	struct ruby_file *rb = &interp->ruby.file;
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	u64 fsbase = arch_thread_pointer(task);
 	if (!fsbase)
@@ -106,8 +106,8 @@ static __always_inline bool ruby_start(struct sample_record *record)
 	struct ruby_file *info = bpf_map_lookup_elem(&ruby_files, &interp->file_id);
 	if (!info)
 		return false;
-	interp->rb = *info;
-	struct ruby_file *rb = &interp->rb;
+	interp->ruby.file = *info;
+	struct ruby_file *rb = &interp->ruby.file;
 	if (rb->cfp_size == 0 || rb->cfp_size > RUBY_CFP_READ_MAX)
 		return false;
 	u64 ec = ruby_execution_context(interp);
@@ -126,8 +126,8 @@ static __always_inline bool ruby_start(struct sample_record *record)
 		count(COUNTER_RUBY_READ_ERRORS);
 		return false;
 	}
-	interp->ruby_cfp = cfp;
-	interp->ruby_stack_end = end;
+	interp->ruby.cfp = cfp;
+	interp->ruby.stack_end = end;
 	return true;
 }
 
@@ -149,16 +149,16 @@ static __always_inline bool ruby_record(struct sample_record *record, u64 pointe
 static __always_inline int ruby_step(struct sample_record *record)
 {
 	struct interp_state *interp = &record->interp;
-	struct ruby_file *rb = &interp->rb;
-	u64 cfp = interp->ruby_cfp;
+	struct ruby_file *rb = &interp->ruby.file;
+	u64 cfp = interp->ruby.cfp;
 	u32 size = rb->cfp_size;
-	if (size == 0 || size > RUBY_CFP_READ_MAX || cfp + size > interp->ruby_stack_end) {
+	if (size == 0 || size > RUBY_CFP_READ_MAX || cfp + size > interp->ruby.stack_end) {
 		/* No control frame left (more runs than frames). */
 		ruby_end_loop(interp);
 		return STEP_CONTINUE;
 	}
 	u64 env[3] = {};
-	if (bpf_probe_read_user(interp->ruby_buf, size, (const void *)cfp)) {
+	if (bpf_probe_read_user(interp->ruby.buf, size, (const void *)cfp)) {
 		count(COUNTER_RUBY_READ_ERRORS);
 		goto broken;
 	}
@@ -170,7 +170,7 @@ static __always_inline int ruby_step(struct sample_record *record)
 		count(COUNTER_RUBY_READ_ERRORS);
 		goto broken;
 	}
-	interp->ruby_cfp = cfp + size;
+	interp->ruby.cfp = cfp + size;
 	u64 flags = env[2];
 	u64 magic = flags & RUBY_FRAME_MAGIC_MASK;
 	bool last = (flags & RUBY_FRAME_FLAG_FINISH) != 0;
@@ -217,4 +217,9 @@ broken:
 static __always_inline int ruby_unwind_run(void *ctx, void *progs)
 {
 	return interpreter_unwind_run(ctx, progs, UNWINDER_RUBY, ruby_start, ruby_step, interp_enter_always);
+}
+
+/* A thread exits: the ruby unwinder keeps nothing per thread. */
+static __always_inline void ruby_forget_thread(u64 thread_key)
+{
 }

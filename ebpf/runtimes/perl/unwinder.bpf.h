@@ -56,34 +56,34 @@ static __always_inline u64 perl_buf_u64(struct interp_state *interp, u32 offset)
 {
 	if (offset > PERL_CONTEXT_READ - sizeof(u64))
 		return 0;
-	return *(u64 *)(interp->perl_buf + offset);
+	return *(u64 *)(interp->perl.buf + offset);
 }
 
 static __always_inline u32 perl_buf_u32(struct interp_state *interp, u32 offset)
 {
 	if (offset > PERL_CONTEXT_READ - sizeof(u32))
 		return 0;
-	return *(u32 *)(interp->perl_buf + offset);
+	return *(u32 *)(interp->perl.buf + offset);
 }
 
 static __always_inline u8 perl_buf_u8(struct interp_state *interp, u32 offset)
 {
 	if (offset > PERL_CONTEXT_READ - 1)
 		return 0;
-	return interp->perl_buf[offset];
+	return interp->perl.buf[offset];
 }
 
 /* Makes `si` the stack info walked: its context array and top index.
  * False when it cannot be read. */
 static __always_inline bool perl_enter_stack(struct interp_state *interp, u64 si)
 {
-	struct perl_file *perl = &interp->perl;
-	if (!si || (si & 7) || bpf_probe_read_user(interp->perl_buf, PERL_SI_READ, (const void *)si))
+	struct perl_file *perl = &interp->perl.file;
+	if (!si || (si & 7) || bpf_probe_read_user(interp->perl.buf, PERL_SI_READ, (const void *)si))
 		return false;
-	interp->perl_si = si;
-	interp->perl_cxstack = perl_buf_u64(interp, perl->si_cxstack);
-	interp->perl_cxix = (s32)perl_buf_u32(interp, perl->si_cxix);
-	return interp->perl_cxstack != 0;
+	interp->perl.si = si;
+	interp->perl.cxstack = perl_buf_u64(interp, perl->si_cxstack);
+	interp->perl.cxix = (s32)perl_buf_u32(interp, perl->si_cxix);
+	return interp->perl.cxstack != 0;
 }
 
 /* The build's layout, the current COP and stack info. False when there
@@ -94,8 +94,8 @@ static __always_inline bool perl_find_interpreter(struct sample_record *record)
 	struct perl_file *info = bpf_map_lookup_elem(&perl_files, &interp->file_id);
 	if (!info)
 		return false;
-	interp->perl = *info;
-	struct perl_file *perl = &interp->perl;
+	interp->perl.file = *info;
+	struct perl_file *perl = &interp->perl.file;
 	u64 cop_at, si_at;
 	if (perl->threaded) {
 		u64 interpreter = 0;
@@ -119,10 +119,10 @@ static __always_inline bool perl_find_interpreter(struct sample_record *record)
 		si_at = interp->bias + perl->curstackinfo_vaddr;
 	}
 	u64 si = 0;
-	interp->perl_cop = 0;
-	if (read_user_u64(&interp->perl_cop, cop_at) || read_user_u64(&si, si_at))
+	interp->perl.cop = 0;
+	if (read_user_u64(&interp->perl.cop, cop_at) || read_user_u64(&si, si_at))
 		return false;
-	interp->perl_main_done = 0;
+	interp->perl.main_done = 0;
 	return perl_enter_stack(interp, si);
 }
 
@@ -163,38 +163,38 @@ static __always_inline u64 perl_cop_bits(u64 cop, u64 kind)
 static __always_inline int perl_step(struct sample_record *record)
 {
 	struct interp_state *interp = &record->interp;
-	struct perl_file *perl = &interp->perl;
-	s32 cxix = interp->perl_cxix;
+	struct perl_file *perl = &interp->perl.file;
+	s32 cxix = interp->perl.cxix;
 	if (cxix < 0) {
 		/* This stack info is done: its caller's is the next runops
 		 * frame's, or this was the bottom one and the script's top
 		 * level is the last frame. */
 		u64 prev = 0;
-		if (interp->perl_si)
-			read_user_u64(&prev, interp->perl_si + perl->si_prev);
+		if (interp->perl.si)
+			read_user_u64(&prev, interp->perl.si + perl->si_prev);
 		if (prev) {
 			if (!perl_enter_stack(interp, prev)) {
 				count(COUNTER_PERL_READ_ERRORS);
 				interp->mode = INTERP_MODE_UNAVAILABLE;
 			}
 		} else {
-			if (!interp->perl_main_done && interp->perl_cop &&
-			    !perl_record(record, perl_cop_bits(interp->perl_cop, PERL_COP_MAIN)))
+			if (!interp->perl.main_done && interp->perl.cop &&
+			    !perl_record(record, perl_cop_bits(interp->perl.cop, PERL_COP_MAIN)))
 				return UNWIND_STOP_MAX_FRAMES;
-			interp->perl_main_done = 1;
-			interp->perl_si = 0;
+			interp->perl.main_done = 1;
+			interp->perl.si = 0;
 		}
 		perl_end_loop(interp);
 		return STEP_CONTINUE;
 	}
-	u64 cx = interp->perl_cxstack + (u64)(u32)cxix * perl->cx_size;
-	if (bpf_probe_read_user(interp->perl_buf, sizeof(interp->perl_buf), (const void *)cx)) {
+	u64 cx = interp->perl.cxstack + (u64)(u32)cxix * perl->cx_size;
+	if (bpf_probe_read_user(interp->perl.buf, sizeof(interp->perl.buf), (const void *)cx)) {
 		count(COUNTER_PERL_READ_ERRORS);
 		interp->mode = INTERP_MODE_UNAVAILABLE;
 		perl_end_loop(interp);
 		return STEP_CONTINUE;
 	}
-	interp->perl_cxix = cxix - 1;
+	interp->perl.cxix = cxix - 1;
 	u8 type = perl_buf_u8(interp, perl->cx_type);
 	u8 kind = type & PERL_CXTYPEMASK;
 	u64 own_bits;
@@ -207,22 +207,22 @@ static __always_inline int perl_step(struct sample_record *record)
 		u64 line = PERL_FRAME_LINE_MAX;
 		u32 cop_line = 0, start_line = 0;
 		u64 body = 0, start = 0;
-		if (interp->perl_cop &&
-		    !bpf_probe_read_user(&cop_line, sizeof(cop_line), (const void *)(interp->perl_cop + perl->cop_line)) &&
+		if (interp->perl.cop &&
+		    !bpf_probe_read_user(&cop_line, sizeof(cop_line), (const void *)(interp->perl.cop + perl->cop_line)) &&
 		    !read_user_u64(&body, cv) && body && !read_user_u64(&start, body + perl->xcv_start) && start &&
 		    !bpf_probe_read_user(&start_line, sizeof(start_line), (const void *)(start + perl->cop_line)) &&
 		    cop_line >= start_line && cop_line - start_line < PERL_FRAME_LINE_MAX)
 			line = cop_line - start_line;
 		own_bits = (line << PERL_FRAME_LINE_SHIFT) | perl_pointer_bits(cv);
 	} else if (kind == PERL_CXT_EVAL && !(type & (PERL_CXP_EVALBLOCK | PERL_CXP_TRY))) {
-		own_bits = perl_cop_bits(interp->perl_cop, PERL_COP_EVAL);
+		own_bits = perl_cop_bits(interp->perl.cop, PERL_COP_EVAL);
 	} else {
 		/* A loop or block: part of the sub around it. */
 		return STEP_CONTINUE;
 	}
 	if (!perl_record(record, own_bits))
 		return UNWIND_STOP_MAX_FRAMES;
-	interp->perl_cop = perl_buf_u64(interp, perl->cx_blk_oldcop);
+	interp->perl.cop = perl_buf_u64(interp, perl->cx_blk_oldcop);
 	return STEP_CONTINUE;
 }
 
@@ -230,7 +230,7 @@ static __always_inline int perl_step(struct sample_record *record)
  * the walk is done (the top level recorded): it stays native. */
 static __always_inline bool perl_enter(struct interp_state *interp)
 {
-	return interp->perl_si != 0;
+	return interp->perl.si != 0;
 }
 
 /* Runs the rest of a sample whose stack reached Perl's op loop: Perl
@@ -239,4 +239,9 @@ static __always_inline bool perl_enter(struct interp_state *interp)
 static __always_inline int perl_unwind_run(void *ctx, void *progs)
 {
 	return interpreter_unwind_run(ctx, progs, UNWINDER_PERL, perl_start, perl_step, perl_enter);
+}
+
+/* A thread exits: the perl unwinder keeps nothing per thread. */
+static __always_inline void perl_forget_thread(u64 thread_key)
+{
 }

@@ -50,7 +50,7 @@ static __always_inline u64 v8_slot(struct interp_state *interp, s32 off)
 	u32 index = (u32)(off - 8 * V8_LOWEST_SLOT) >> 3;
 	if ((off & 7) || index >= V8_FRAME_SLOTS)
 		return 0;
-	return interp->v8_slots[index];
+	return interp->v8.slots[index];
 }
 
 /* Appends a V8 frame word; false when the stack is full. */
@@ -156,7 +156,7 @@ static __always_inline int v8_step(struct sample_record *record, struct v8_proce
 	struct unwind_state *state = &record->state;
 	struct interp_state *interp = &record->interp;
 	u64 fp = state->fp;
-	if (bpf_probe_read_user(interp->v8_slots, sizeof(interp->v8_slots), (const void *)(fp + 8 * V8_LOWEST_SLOT))) {
+	if (bpf_probe_read_user(interp->v8.slots, sizeof(interp->v8.slots), (const void *)(fp + 8 * V8_LOWEST_SLOT))) {
 		count(COUNTER_V8_READ_ERRORS);
 		return UNWIND_STOP_READ_ERROR;
 	}
@@ -225,16 +225,16 @@ static __always_inline int v8_unwind_run(void *ctx, void *progs)
 			interp->next = INTERP_NEXT_NATIVE;
 			goto call_native;
 		}
-		interp->v8 = *v8;
+		interp->v8.process = *v8;
 	}
 	interp->in_loop = 0;
 
 	for (int i = 0; i < V8_FRAMES_PER_PROGRAM; i++) {
 		/* The first pc is V8's (the hand-over, or checked before the
 		 * tail call); its lookup still tells JIT memory apart. */
-		if (!v8_code(state, tgid, &interp->v8) && i > 0)
+		if (!v8_code(state, tgid, &interp->v8.process) && i > 0)
 			goto native;
-		int result = v8_step(record, &interp->v8);
+		int result = v8_step(record, &interp->v8.process);
 		if (result == STEP_V8_NATIVE)
 			goto native;
 		if (result != STEP_CONTINUE) {
@@ -242,7 +242,7 @@ static __always_inline int v8_unwind_run(void *ctx, void *progs)
 			return 0;
 		}
 	}
-	if (!v8_code(state, tgid, &interp->v8))
+	if (!v8_code(state, tgid, &interp->v8.process))
 		goto native;
 	/* This program goes on (the sample's next begin_sample clears
 	 * in_loop if it cannot). */
@@ -256,4 +256,9 @@ native:
 call_native:
 	unwinder_tail_call(ctx, progs, record, UNWINDER_NATIVE);
 	return 0;
+}
+
+/* A thread exits: the v8 unwinder keeps nothing per thread. */
+static __always_inline void v8_forget_thread(u64 thread_key)
+{
 }

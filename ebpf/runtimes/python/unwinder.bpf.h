@@ -40,6 +40,22 @@
  * object's names and line table from the process's memory.
  */
 
+/* (tgid << 32 | tid) -> the thread's PyThreadState, found once by
+ * walking the interpreter's thread list and checked at each use; a
+ * thread's entry goes when it exits (on_process_exit). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1 << 12);
+	__type(key, u64);
+	__type(value, u64);
+} python_thread_states SEC(".maps");
+
+/* A thread exits (on_process_exit): its cached thread state goes. */
+static __always_inline void python_forget_thread(u64 thread_key)
+{
+	bpf_map_delete_elem(&python_thread_states, &thread_key);
+}
+
 /* Reads spent looking for a thread's PyThreadState: threads of all
  * interpreters, two reads per thread. */
 #define PYTHON_THREAD_WALK_STEPS 160
@@ -49,21 +65,21 @@ static __always_inline u64 interp_buf_u64(struct interp_state *interp, u32 offse
 {
 	if (offset > PYTHON_FRAME_READ_MAX - sizeof(u64))
 		return 0;
-	return *(u64 *)(interp->buf + offset);
+	return *(u64 *)(interp->python.buf + offset);
 }
 
 static __always_inline u32 interp_buf_u32(struct interp_state *interp, u32 offset)
 {
 	if (offset > PYTHON_FRAME_READ_MAX - sizeof(u32))
 		return 0;
-	return *(u32 *)(interp->buf + offset);
+	return *(u32 *)(interp->python.buf + offset);
 }
 
 static __always_inline u8 interp_buf_u8(struct interp_state *interp, u32 offset)
 {
 	if (offset > PYTHON_FRAME_READ_MAX - 1)
 		return 0;
-	return interp->buf[offset];
+	return interp->python.buf[offset];
 }
 
 /* The Python frames of the loop at pc are all recorded (or cannot be):
@@ -79,7 +95,7 @@ static __always_inline void python_end_loop(struct interp_state *interp)
 /* The PyThreadState of the current thread (0 if none is found). */
 static __always_inline u64 python_thread_state(struct interp_state *interp, u64 thread_key, u64 fsbase)
 {
-	struct python_file *py = &interp->py;
+	struct python_file *py = &interp->python.file;
 	u64 id = 0;
 	u64 *cached = bpf_map_lookup_elem(&python_thread_states, &thread_key);
 	if (cached) {
@@ -122,8 +138,8 @@ static __always_inline bool python_start(struct sample_record *record)
 	struct python_file *info = bpf_map_lookup_elem(&python_files, &interp->file_id);
 	if (!info)
 		return false;
-	interp->py = *info;
-	struct python_file *py = &interp->py;
+	interp->python.file = *info;
+	struct python_file *py = &interp->python.file;
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	u64 fsbase = arch_thread_pointer(task);
 	u64 thread_key = ((u64)record->event.pid << 32) | record->event.tid;
@@ -138,7 +154,7 @@ static __always_inline bool python_start(struct sample_record *record)
 	if (py->cframe_current_frame != PYTHON_NO_OFFSET && frame &&
 	    read_user_u64(&frame, frame + py->cframe_current_frame))
 		return false;
-	interp->frame = frame;
+	interp->python.frame = frame;
 	return true;
 }
 
@@ -147,9 +163,9 @@ static __always_inline bool python_start(struct sample_record *record)
 static __always_inline int python_step(struct sample_record *record)
 {
 	struct interp_state *interp = &record->interp;
-	struct python_file *py = &interp->py;
+	struct python_file *py = &interp->python.file;
 	struct sample_event *event = &record->event;
-	u64 frame = interp->frame;
+	u64 frame = interp->python.frame;
 	if (!frame) {
 		/* No Python frame left (more loops than Python frames, when
 		 * no frame was recorded for this one). */
@@ -158,7 +174,7 @@ static __always_inline int python_step(struct sample_record *record)
 	}
 	u32 size = py->frame_read_size;
 	if (size == 0 || size > PYTHON_FRAME_READ_MAX ||
-	    bpf_probe_read_user(interp->buf, size, (const void *)frame)) {
+	    bpf_probe_read_user(interp->python.buf, size, (const void *)frame)) {
 		/* The chain is broken: the loops further up are native. */
 		count(COUNTER_PYTHON_READ_ERRORS);
 		interp->mode = INTERP_MODE_UNAVAILABLE;
@@ -167,7 +183,7 @@ static __always_inline int python_step(struct sample_record *record)
 	}
 	/* 3.14+: f_executable is a _PyStackRef, a tagged pointer. */
 	u64 code = interp_buf_u64(interp, py->frame_code) & ~(u64)py->frame_code_tag_mask;
-	interp->frame = interp_buf_u64(interp, py->frame_previous);
+	interp->python.frame = interp_buf_u64(interp, py->frame_previous);
 	bool last = false;
 	bool record_it = true;
 	switch (py->frame_model) {

@@ -56,14 +56,14 @@ static __always_inline u64 php_buf_u64(struct interp_state *interp, u32 offset)
 {
 	if (offset > PHP_EXECUTE_DATA_READ - sizeof(u64))
 		return 0;
-	return *(u64 *)(interp->php_buf + offset);
+	return *(u64 *)(interp->php.buf + offset);
 }
 
 static __always_inline u32 php_buf_u32(struct interp_state *interp, u32 offset)
 {
 	if (offset > PHP_EXECUTE_DATA_READ - sizeof(u32))
 		return 0;
-	return *(u32 *)(interp->php_buf + offset);
+	return *(u32 *)(interp->php.buf + offset);
 }
 
 /* The build's layout and the innermost frame. False when there is none
@@ -74,12 +74,12 @@ static __always_inline bool php_first_frame(struct sample_record *record)
 	struct php_file *info = bpf_map_lookup_elem(&php_files, &interp->file_id);
 	if (!info)
 		return false;
-	interp->php = *info;
+	interp->php.file = *info;
 	u64 ex = 0;
-	u64 at = interp->bias + interp->php.executor_globals_vaddr + interp->php.eg_current_execute_data;
+	u64 at = interp->bias + interp->php.file.executor_globals_vaddr + interp->php.file.eg_current_execute_data;
 	if (read_user_u64(&ex, at) || !ex)
 		return false;
-	interp->php_ex = ex;
+	interp->php.ex = ex;
 	return true;
 }
 
@@ -97,15 +97,15 @@ static __always_inline bool php_start(struct sample_record *record)
 static __always_inline int php_step(struct sample_record *record)
 {
 	struct interp_state *interp = &record->interp;
-	struct php_file *php = &interp->php;
+	struct php_file *php = &interp->php.file;
 	struct sample_event *event = &record->event;
-	u64 ex = interp->php_ex;
+	u64 ex = interp->php.ex;
 	if (!ex) {
 		/* More execute_ex runs than chains of frames. */
 		php_end_loop(interp);
 		return STEP_CONTINUE;
 	}
-	if ((ex & 7) || bpf_probe_read_user(interp->php_buf, sizeof(interp->php_buf), (const void *)ex)) {
+	if ((ex & 7) || bpf_probe_read_user(interp->php.buf, sizeof(interp->php.buf), (const void *)ex)) {
 		/* The chain is broken: the runs further up are native. */
 		count(COUNTER_PHP_READ_ERRORS);
 		interp->mode = INTERP_MODE_UNAVAILABLE;
@@ -115,7 +115,7 @@ static __always_inline int php_step(struct sample_record *record)
 	u64 func = php_buf_u64(interp, php->ex_func);
 	u64 opline = php_buf_u64(interp, php->ex_opline);
 	bool top = (php_buf_u32(interp, php->ex_call_info) & php->call_top) != 0;
-	interp->php_ex = php_buf_u64(interp, php->ex_prev);
+	interp->php.ex = php_buf_u64(interp, php->ex_prev);
 	if (!func) {
 		count(COUNTER_PHP_SKIPPED_FRAMES);
 		if (top)
@@ -150,4 +150,9 @@ static __always_inline int php_step(struct sample_record *record)
 static __always_inline int php_unwind_run(void *ctx, void *progs)
 {
 	return interpreter_unwind_run(ctx, progs, UNWINDER_PHP, php_start, php_step, interp_enter_always);
+}
+
+/* A thread exits: the php unwinder keeps nothing per thread. */
+static __always_inline void php_forget_thread(u64 thread_key)
+{
 }
