@@ -124,3 +124,76 @@ impl NamingWait {
         self.queue.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_sample as sample;
+    use profiler_interpreters::Registry;
+    use profiler_process::ProcessRegistry;
+    use profiler_symbolize::{FileSource, NativeConfig, NativeSymbolizer};
+    use profiler_trace::{FrameKind, TableKey};
+    use std::sync::Arc;
+
+    fn held_trace(builder: &mut TraceBuilder, file: &str) -> (Trace, Vec<UnnamedFrame>) {
+        let mut trace = builder.build(&sample(1, 0));
+        trace.frames = vec![Frame { kind: FrameKind::Native, address: 0x10, mapping: None, lines: vec![] }];
+        (trace, vec![UnnamedFrame::new(0, TableKey([7; 32]), 0x10, FileSource::new(file))])
+    }
+
+    #[test]
+    fn held_traces_go_on_when_full_after_the_wait_or_once_their_file_answers() {
+        let native = NativeSymbolizer::new(NativeConfig::default()).expect("new");
+        let gate = native.hold_loads();
+        let mut builder =
+            TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default()));
+        let missing = "/nonexistent/early-naming-wait";
+        let mut wait = NamingWait::default();
+        let (mut ready, start) = (Vec::new(), Instant::now());
+        for _ in 0..=MAX_TRACES {
+            let (trace, unnamed) = held_trace(&mut builder, missing);
+            wait.hold(trace, unnamed, start, &mut ready);
+        }
+        assert_eq!(ready.len(), 1, "the oldest went on when the bound was reached");
+        assert_eq!((wait.counts().held, wait.counts().dropped_full), (MAX_TRACES as u64 + 1, 1));
+        // The file is loading (its load held): they wait, then go on as
+        // they are.
+        wait.poll(&mut builder, start + Duration::from_millis(1), false, &mut ready);
+        assert_eq!(ready.len(), 1);
+        assert!(wait.next_poll(start).is_some());
+        wait.poll(&mut builder, start + MAX_WAIT, false, &mut ready);
+        assert_eq!(ready.len(), MAX_TRACES + 1);
+        assert!(wait.is_empty() && wait.next_poll(start).is_none());
+        assert_eq!(wait.counts().timed_out, MAX_TRACES as u64);
+        assert_eq!(wait.bytes, 0, "every byte held was given back");
+        // Once the load ends (it fails: no such file), a held trace goes
+        // on at the next poll, unnamed but not timed out.
+        drop(gate);
+        let (trace, unnamed) = held_trace(&mut builder, missing);
+        wait.hold(trace, unnamed, Instant::now(), &mut ready);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !wait.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+            wait.poll(&mut builder, Instant::now(), false, &mut ready);
+        }
+        assert!(wait.is_empty());
+        assert_eq!(ready.len(), MAX_TRACES + 2);
+        assert_eq!((wait.counts().timed_out, wait.counts().frames_named), (MAX_TRACES as u64, 0));
+    }
+
+    #[test]
+    fn a_flush_lets_every_held_trace_go() {
+        let native = NativeSymbolizer::new(NativeConfig::default()).expect("new");
+        let _gate = native.hold_loads();
+        let mut builder =
+            TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default()));
+        let mut wait = NamingWait::default();
+        let mut ready = Vec::new();
+        for _ in 0..3 {
+            let (trace, unnamed) = held_trace(&mut builder, "/nonexistent/early-flush");
+            wait.hold(trace, unnamed, Instant::now(), &mut ready);
+        }
+        wait.poll(&mut builder, Instant::now(), true, &mut ready);
+        assert_eq!((ready.len(), wait.counts().timed_out), (3, 3));
+    }
+}

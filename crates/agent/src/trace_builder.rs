@@ -62,6 +62,13 @@ pub(crate) struct UnnamedFrame {
     source: FileSource,
 }
 
+#[cfg(test)]
+impl UnnamedFrame {
+    pub(crate) fn new(index: usize, table_key: profiler_trace::TableKey, vaddr: u64, source: FileSource) -> Self {
+        UnnamedFrame { index, table_key, vaddr, source }
+    }
+}
+
 pub(crate) struct TraceBuilder {
     registry: Arc<ProcessRegistry>,
     kernel: Option<KernelSymbolizer>,
