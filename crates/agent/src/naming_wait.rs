@@ -22,7 +22,8 @@ pub(crate) const MAX_WAIT: Duration = Duration::from_secs(3);
 /// two busy CPUs at 99 Hz; the bytes bound a deep stack's share.
 const MAX_TRACES: usize = 1024;
 const MAX_BYTES: usize = 4 << 20;
-/// How often held traces are named again.
+/// How often the symbolizer's finished loads are checked for held
+/// traces (they are named again only when one was installed).
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Counters of the wait.
@@ -53,6 +54,9 @@ pub(crate) struct NamingWait {
     queue: VecDeque<Held>,
     bytes: usize,
     counts: NamingWaitCounts,
+    /// The symbolizer's installed loads when the held traces were last
+    /// named again: until it changes, they would get the same answers.
+    named_at: Option<u64>,
 }
 
 /// What a held trace is counted to cost.
@@ -102,9 +106,14 @@ impl NamingWait {
             return;
         }
         builder.install_finished_loads();
+        let installed = builder.loads_installed();
+        let again = self.named_at != Some(installed);
+        self.named_at = Some(installed);
         let mut kept = VecDeque::with_capacity(self.queue.len());
         for mut held in self.queue.drain(..) {
-            self.counts.frames_named += builder.name_again(&mut held.trace, &mut held.unnamed) as u64;
+            if again {
+                self.counts.frames_named += builder.name_again(&mut held.trace, &mut held.unnamed) as u64;
+            }
             if held.unnamed.is_empty() {
                 self.bytes -= held.bytes;
                 ready.push(held.trace);

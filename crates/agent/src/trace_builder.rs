@@ -162,6 +162,12 @@ impl TraceBuilder {
         self.native.loads_in_flight() > 0
     }
 
+    /// Changes when the symbolizer installs a load result: frames that
+    /// waited for their files may be named then, not before.
+    pub(crate) fn loads_installed(&self) -> u64 {
+        self.native.loads_installed()
+    }
+
     /// The native frames of the trace [`TraceBuilder::build`] returned
     /// last that their files could not name yet but may in a moment:
     /// the file is loading, or its load could not be queued.
