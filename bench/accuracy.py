@@ -641,10 +641,7 @@ def java_profile(jdk, libraries, agent, seconds, work):
     print(f"{jdk.home}: {runs} javac runs; ours cut {sum(cut.values())} of {sum(n for _, n, _ in ours)}")
     for stack, count in cut.most_common(8):
         print(f"  {count:5d}  {stack}")
-    # The agent's counters of the whole machine: the reasons stacks stopped.
-    for line in "".join(summary).splitlines():
-        if "unwind stops" in line or "hotspot" in line:
-            print(f"  agent: {line.strip()}")
+    print_agent_counters("".join(summary), ("hotspot",))
     # Java methods only: the JVM's stubs (`[vtable chunks]`, adapters)
     # are not frames to JFR, which books their time to the Java caller.
     java = [(f, n, whole) for frames, n, whole in ours
@@ -1047,12 +1044,23 @@ def stop_agent(proc):
     return summary
 
 
+def print_agent_counters(summary, more=()):
+    """The agent's counters of the whole machine that say why stacks
+    stopped: the BPF unwinders' stops, the late walk of the stacks of
+    processes not loaded yet (native only: it stops at a runtime's JIT
+    or interpreter code), the traces that waited for their files'
+    names."""
+    for line in summary.splitlines():
+        if any(k in line for k in ("unwind stops", "new processes", "names waited", *more)):
+            print(f"  agent: {line.strip()}")
+
+
 def profile_whole_life(case, agent, seconds, work):
     """The agent system-wide, then the program with its reference
     profiler built in, to its end (or `seconds` * 3); our samples of its
     pid and the reference's profile."""
     ours_path = work / "ours.pb.gz"
-    agent_proc = start_agent(agent, ["--output", str(ours_path)])
+    agent_proc = start_agent(agent, ["--output", str(ours_path), "--verbose"])
     try:
         env = {**os.environ, **(case.env(work) if case.env else {})}
         program = subprocess.Popen(case.command(work), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -1062,7 +1070,7 @@ def profile_whole_life(case, agent, seconds, work):
             program.send_signal(signal.SIGINT)  # the references write their profiles at exit
             program.wait(timeout=30)
     finally:
-        stop_agent(agent_proc)
+        print_agent_counters(stop_agent(agent_proc))
     written = sorted(work.glob(case.reference_output))
     if not written:
         raise RuntimeError(f"{case.program} wrote no reference profile (exit {program.returncode})")

@@ -269,6 +269,58 @@ fn short_lived_process_started_after_the_agent_then_maps_empty() {
     assert_complete("short-lived process", &c, &stats_before_stop);
 }
 
+/// Issues 37-39: the first samples of a process are built while the
+/// symbolizer still loads its files (a fresh agent has none loaded):
+/// they wait for their names, so that no sample of the program keeps a
+/// bare address in its own executable, the very first ones included.
+#[test]
+fn first_samples_of_a_new_process_have_named_native_frames() {
+    let _serial = serial();
+    let exe = c_workload("short_lived.c");
+    let exe_name = exe.file_name().unwrap().to_str().unwrap().to_string();
+    let mut w = Workload::spawn_gated(&format!("exec {}", exe.display()));
+    let traces = Arc::new(Mutex::new(Vec::new()));
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
+    let Some(agent) = start_agent(config, traces.clone()) else { return };
+    w.release();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::path::Path::new(&format!("/proc/{}/stat", w.pid())).exists()
+        && !std::fs::read_to_string(format!("/proc/{}/stat", w.pid())).unwrap_or_default().contains(") Z")
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    agent.stop().expect("clean stop");
+    let stats = agent.stats();
+    drop(w);
+    let mut ours: Vec<Trace> = std::mem::take(&mut *traces.lock().unwrap())
+        .into_iter()
+        .filter(|t| *t.process.executable_name == *exe_name)
+        .collect();
+    ours.sort_by_key(|t| t.timestamp_unix_ns);
+    let shown = |t: &Trace| profiler_tests::user_frames(t).iter().map(|f| f.to_string()).collect::<Vec<_>>().join(";");
+    let in_exe = |f: &Frame| f.mapping.as_ref().is_some_and(|m| m.file_name() == exe_name);
+    let bare: Vec<String> =
+        ours.iter().filter(|t| t.frames.iter().any(|f| in_exe(f) && f.lines.is_empty())).map(shown).collect();
+    assert!(ours.len() >= MIN_SAMPLES, "{} samples of {exe_name}; {stats:#?}", ours.len());
+    assert_eq!(bare, Vec::<String>::new(), "samples with an unnamed frame in {exe_name} (of {})", ours.len());
+    // The first samples at the leaf: the whole chain, named.
+    let chain = c_main_thread(&[Fn("short_work"), Fn("short_leaf")]);
+    let at_leaf = |t: &&Trace| t.frames.iter().any(|f| f.function_name() == Some("short_leaf"));
+    let first: Vec<&Trace> = ours.iter().filter(at_leaf).take(3).collect();
+    assert_eq!(first.len(), 3, "{}", ours.iter().take(5).map(shown).collect::<Vec<_>>().join("\n"));
+    for (i, t) in first.iter().enumerate() {
+        assert!(
+            profiler_tests::matches_chain(&profiler_tests::user_frames(t), &chain),
+            "sample {i} at the leaf: {}",
+            shown(t)
+        );
+    }
+    // They waited, and none went on unnamed.
+    assert!(stats.names_waited >= 1 && stats.names_waited_frames_named >= 1, "{stats:#?}");
+    assert_eq!((stats.names_wait_timed_out, stats.names_wait_dropped_full), (0, 0), "{stats:#?}");
+}
+
 /// Measurement, not a CI test (run it with `--release -- --ignored
 /// --nocapture`): whole-system profiling, a program never seen before
 /// starts as a new process; prints how long until its first sample and

@@ -30,6 +30,7 @@ mod batch_queue;
 mod config;
 mod go_labels;
 mod late_unwind;
+mod naming_wait;
 mod off_cpu;
 mod probabilistic;
 mod process_manager;
@@ -132,6 +133,8 @@ struct Shared {
     /// Stack copies dropped because too many bytes were in flight.
     stack_copies_backlogged: AtomicU64,
     late: Mutex<LateUnwindCounts>,
+    /// Counters of the traces that waited for native names.
+    naming_wait: Mutex<naming_wait::NamingWaitCounts>,
     batches: Arc<BatchCounters>,
     unwind: Mutex<trace_builder::UnwindCounts>,
     manager: Mutex<process_manager::ManagerReport>,
@@ -457,6 +460,7 @@ impl Agent {
         let unwind = *lock(&s.unwind);
         let manager = *lock(&s.manager);
         let late = lock(&s.late).clone();
+        let naming_wait = *lock(&s.naming_wait);
         let symbolizer = *lock(&s.symbolizer);
         let kernel_symbols = *lock(&s.kernel_symbols);
         let namers = lock(&s.interpreter_namers).clone();
@@ -590,6 +594,10 @@ impl Agent {
             late_unwind_timed_out: late.timed_out,
             late_unwind_map_lookups: late.lookups.map_lookups,
             late_unwind_cached_lookups: late.lookups.cache_hits,
+            names_waited: naming_wait.held,
+            names_waited_frames_named: naming_wait.frames_named,
+            names_wait_timed_out: naming_wait.timed_out,
+            names_wait_dropped_full: naming_wait.dropped_full,
             panics_reader: s.panics_reader.load(Ordering::Relaxed),
             panics_reporter: s.panics_reporter.load(Ordering::Relaxed),
             panics_process_manager: s.panics_process_manager.load(Ordering::Relaxed),

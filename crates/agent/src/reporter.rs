@@ -1,14 +1,18 @@
 //! The reporter thread: samples -> traces -> sinks, interval by
 //! interval. Samples with a stack copy wait for their process's tables
-//! ([`LateUnwinder`]); a stop drains what is queued for at most
-//! [`STOP_DRAIN`]; a panic costs one unit of work, never the thread.
+//! ([`LateUnwinder`]), traces with native frames whose files are still
+//! loading wait for their names ([`NamingWait`]); a stop drains what is
+//! queued for at most [`STOP_DRAIN`]; a panic costs one unit of work,
+//! never the thread.
 
 use crate::batch_queue::{BatchReceiver, RecvTimeoutError};
 use crate::late_unwind::{LateTables, LateUnwinder};
+use crate::naming_wait::NamingWait;
 use crate::trace_builder::TraceBuilder;
 use crate::{lock, process_manager, unix_now_ns, Shared, TraceSink};
 use profiler_bpf::RawSample;
 use profiler_process::ProcessRegistry;
+use profiler_trace::Trace;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,7 +44,8 @@ pub(crate) fn report<T: LateTables>(
     interval: Duration,
     shared: &Shared,
 ) {
-    Reporter { builder, sinks, late, registry, shared, stop_deadline: None }.run(samples, interval);
+    Reporter { builder, sinks, late, naming: NamingWait::default(), registry, shared, stop_deadline: None }
+        .run(samples, interval);
 }
 
 /// The reporter thread's state.
@@ -48,6 +53,7 @@ struct Reporter<'a, T> {
     builder: TraceBuilder,
     sinks: Vec<Box<dyn TraceSink>>,
     late: LateUnwinder<T>,
+    naming: NamingWait,
     registry: Arc<ProcessRegistry>,
     shared: &'a Shared,
     /// When what is still queued at a stop is dropped ([`STOP_DRAIN`]
@@ -72,7 +78,10 @@ impl<T: LateTables> Reporter<'_, T> {
         let mut deadline = Instant::now() + interval;
         let mut ready = Vec::new();
         loop {
-            let wake = self.late.next_poll().map_or(deadline, |p| p.min(deadline));
+            let mut wake = self.late.next_poll().map_or(deadline, |p| p.min(deadline));
+            if let Some(p) = self.naming.next_poll(Instant::now()) {
+                wake = wake.min(p);
+            }
             match samples.recv_deadline(wake) {
                 Ok(batch) => {
                     self.shared.samples_queued.fetch_sub(batch.len() as u64, Ordering::Relaxed);
@@ -99,6 +108,7 @@ impl<T: LateTables> Reporter<'_, T> {
                     });
                     self.emit_all(&mut ready);
                     *lock(&self.shared.late) = self.late.counts();
+                    self.drain_naming_wait();
                     self.publish_symbolizer_stats();
                     let end = unix_now_ns();
                     for sink in std::mem::take(&mut self.sinks) {
@@ -121,10 +131,11 @@ impl<T: LateTables> Reporter<'_, T> {
                 self.emit_all(&mut ready);
                 *lock(&self.shared.late) = self.late.counts();
             }
-            // Installed first: a count of loads that finished long ago
-            // would hold the short poll.
+            // Installed first (the poll installs them too): a count of
+            // loads that finished long ago would hold the short poll.
             self.builder.install_finished_loads();
-            let waiting = self.builder.names_pending() || self.late.next_poll().is_some();
+            self.poll_naming_wait(false);
+            let waiting = self.builder.names_pending() || self.late.next_poll().is_some() || !self.naming.is_empty();
             self.shared.poll_soon.store(waiting, Ordering::Relaxed);
             if Instant::now() >= deadline {
                 let builder = &mut self.builder;
@@ -155,17 +166,60 @@ impl<T: LateTables> Reporter<'_, T> {
         now >= *self.stop_deadline.get_or_insert(now + STOP_DRAIN)
     }
 
+    /// Builds the trace of `sample` and hands it to the sinks, or holds
+    /// it while files that name its native frames load.
     fn emit(&mut self, sample: &RawSample) {
-        let (builder, sinks) = (&mut self.builder, &mut self.sinks);
+        let (builder, naming) = (&mut self.builder, &mut self.naming);
         let shared = self.shared;
+        let mut ready = Vec::new();
         guarded(shared, || {
             let trace = builder.build(sample);
-            for sink in sinks.iter_mut() {
-                sink.on_trace(&trace);
+            let unnamed = builder.take_unnamed();
+            if unnamed.is_empty() {
+                ready.push(trace);
+            } else {
+                naming.hold(trace, unnamed, Instant::now(), &mut ready);
             }
-            shared.samples_processed.fetch_add(1, Ordering::Relaxed);
         });
+        self.send(ready);
         *lock(&shared.unwind) = self.builder.counts();
+    }
+
+    /// Hands finished traces to the sinks.
+    fn send(&mut self, traces: Vec<Trace>) {
+        for trace in traces {
+            let sinks = &mut self.sinks;
+            let shared = self.shared;
+            guarded(shared, || {
+                for sink in sinks.iter_mut() {
+                    sink.on_trace(&trace);
+                }
+                shared.samples_processed.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+    }
+
+    /// Names held traces again; sends those done (all with `flush`).
+    fn poll_naming_wait(&mut self, flush: bool) {
+        let (builder, naming) = (&mut self.builder, &mut self.naming);
+        let mut ready = Vec::new();
+        guarded(self.shared, || naming.poll(builder, Instant::now(), flush, &mut ready));
+        self.send(ready);
+        *lock(&self.shared.naming_wait) = self.naming.counts();
+    }
+
+    /// At the stop: the held traces get what loads finish within the
+    /// stop's drain time, then go on as they are.
+    fn drain_naming_wait(&mut self) {
+        let until = *self.stop_deadline.get_or_insert_with(|| Instant::now() + STOP_DRAIN);
+        while !self.naming.is_empty() && Instant::now() < until {
+            self.poll_naming_wait(false);
+            if self.naming.is_empty() || !self.builder.names_pending() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.poll_naming_wait(true);
     }
 
     fn emit_all(&mut self, ready: &mut Vec<RawSample>) {

@@ -329,6 +329,17 @@ pub struct Stats {
     /// Rule ids, rules, and a sample's process ranges the late unwinder
     /// took from its caches instead of the maps.
     pub late_unwind_cached_lookups: u64,
+    /// Traces held because files that name their native frames were
+    /// still loading (the first samples of a process or a library).
+    pub names_waited: u64,
+    /// Native frames of held traces named while they waited.
+    pub names_waited_frames_named: u64,
+    /// Held traces that went on with frames still unnamed: their files
+    /// took longer than the wait's bound, or the agent stopped.
+    pub names_wait_timed_out: u64,
+    /// Held traces that went on with frames unnamed because the wait's
+    /// bounds (count, bytes) were reached.
+    pub names_wait_dropped_full: u64,
     /// Panics caught on the ring buffer reader thread (each cost one
     /// sample; the thread went on).
     pub panics_reader: u64,

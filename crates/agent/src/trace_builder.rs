@@ -13,7 +13,7 @@ use profiler_interpreters::{
     BudgetLimits, BudgetStats, FrameNamer, MappedFile, NamerStats, PidMemory, ReadBudget, Registry, RuntimeId,
 };
 use profiler_process::{procfs, ProcessRegistry, ProcessSnapshot};
-use profiler_symbolize::{FileSource, KernelSymbolizer, LineSource, NativeSymbolizer, Symbolized};
+use profiler_symbolize::{FileSource, KernelSymbolizer, LineSource, NativeSymbolizer, Reason, Symbolized};
 use profiler_trace::{CodeAddress, Frame, FrameKind, Pid, ProcessInfo, SourceLine, Tid, Trace, UserFrame};
 use std::collections::HashMap;
 use std::path::Path;
@@ -48,6 +48,25 @@ pub(crate) struct UnwindCounts {
     /// Interpreted frames of a process that had exited by the time they
     /// were named, named as they were in its earlier samples.
     pub named_after_exit: u64,
+}
+
+/// A native frame of the last built trace that its file could not name
+/// yet (the file still loading, or its load not queued: the queue was
+/// full): what naming it again takes ([`TraceBuilder::name_again`]).
+#[derive(Clone, Debug)]
+pub(crate) struct UnnamedFrame {
+    /// Its index in the trace's frames.
+    pub index: usize,
+    table_key: profiler_trace::TableKey,
+    vaddr: u64,
+    source: FileSource,
+}
+
+#[cfg(test)]
+impl UnnamedFrame {
+    pub(crate) fn new(index: usize, table_key: profiler_trace::TableKey, vaddr: u64, source: FileSource) -> Self {
+        UnnamedFrame { index, table_key, vaddr, source }
+    }
 }
 
 pub(crate) struct TraceBuilder {
@@ -85,6 +104,9 @@ pub(crate) struct TraceBuilder {
     /// Environment variables reported of processes read here (those the
     /// manager has not loaded).
     include_env_vars: Arc<[Arc<str>]>,
+    /// The native frames of the last built trace whose files could not
+    /// name them yet ([`TraceBuilder::take_unnamed`]).
+    unnamed: Vec<UnnamedFrame>,
 }
 
 impl TraceBuilder {
@@ -109,6 +131,7 @@ impl TraceBuilder {
             realtime_offset_ns: realtime_offset_ns(),
             open_via_map_files: true,
             include_env_vars: Arc::new([]),
+            unnamed: Vec::new(),
         }
     }
 
@@ -137,6 +160,43 @@ impl TraceBuilder {
     /// [`TraceBuilder::install_finished_loads`] or lookup).
     pub(crate) fn names_pending(&self) -> bool {
         self.native.loads_in_flight() > 0
+    }
+
+    /// Changes when the symbolizer installs a load result: frames that
+    /// waited for their files may be named then, not before.
+    pub(crate) fn loads_installed(&self) -> u64 {
+        self.native.loads_installed()
+    }
+
+    /// The native frames of the trace [`TraceBuilder::build`] returned
+    /// last that their files could not name yet but may in a moment:
+    /// the file is loading, or its load could not be queued.
+    pub(crate) fn take_unnamed(&mut self) -> Vec<UnnamedFrame> {
+        std::mem::take(&mut self.unnamed)
+    }
+
+    /// Names again the frames of `trace` in `unnamed` (taken with
+    /// [`TraceBuilder::take_unnamed`] when it was built); keeps in
+    /// `unnamed` those still waiting for their file. Returns how many
+    /// were named.
+    pub(crate) fn name_again(&mut self, trace: &mut Trace, unnamed: &mut Vec<UnnamedFrame>) -> usize {
+        let mut named = 0;
+        unnamed.retain(|u| {
+            let Some(frame) = trace.frames.get_mut(u.index) else { return false };
+            match self.native.symbolize(u.table_key, u.vaddr, || u.source.clone()) {
+                Symbolized::Lines { lines, source } => {
+                    frame.lines = lines.to_vec();
+                    if source == LineSource::GoPclntab {
+                        frame.kind = FrameKind::Go;
+                    }
+                    named += 1;
+                    false
+                }
+                Symbolized::Pending | Symbolized::Unknown(Reason::QueueFull) => true,
+                Symbolized::Unknown(_) => false,
+            }
+        });
+        named
     }
 
     pub(crate) fn native_stats(&self) -> profiler_symbolize::NativeStats {
@@ -177,6 +237,7 @@ impl TraceBuilder {
     }
 
     pub(crate) fn build(&mut self, sample: &RawSample) -> Trace {
+        self.unnamed.clear();
         let pid = Pid(sample.pid);
         let snapshot = self.registry.get(pid);
         let process = match &snapshot {
@@ -205,7 +266,7 @@ impl TraceBuilder {
         for &word in &sample.user_frames {
             match UserFrame::decode(word) {
                 UserFrame::Native(pc) => {
-                    let frame = self.user_frame(snapshot.as_deref(), pc);
+                    let frame = self.user_frame(snapshot.as_deref(), pc, frames.len());
                     frames.push(frame);
                     continue;
                 }
@@ -287,7 +348,9 @@ impl TraceBuilder {
     }
 
     /// A user frame, looked up (and reported) at [`CodeAddress::lookup`].
-    fn user_frame(&mut self, snapshot: Option<&ProcessSnapshot>, pc: CodeAddress) -> Frame {
+    /// `index` is its place in the trace's frames (recorded when its file
+    /// cannot name it yet).
+    fn user_frame(&mut self, snapshot: Option<&ProcessSnapshot>, pc: CodeAddress, index: usize) -> Frame {
         let lookup = pc.lookup();
         let Some(resolved) = snapshot.and_then(|s| s.resolve(lookup)) else {
             self.counts.unresolved_frames += 1;
@@ -316,12 +379,22 @@ impl TraceBuilder {
             };
             // The symbolizer loads a file's symbols first (milliseconds)
             // and answers from them while its DWARF loads; until then
-            // (Pending) the frame keeps its address only.
-            if let Symbolized::Lines { lines: found, source } = self.native.symbolize(file.table_key, vaddr, source) {
-                lines = found.to_vec();
-                if source == LineSource::GoPclntab {
-                    kind = FrameKind::Go;
+            // (Pending) the frame keeps its address, and is recorded to
+            // be named again once the file is in.
+            let mut opened = None;
+            let opener = || opened.insert(source()).clone();
+            match self.native.symbolize(file.table_key, vaddr, opener) {
+                Symbolized::Lines { lines: found, source } => {
+                    lines = found.to_vec();
+                    if source == LineSource::GoPclntab {
+                        kind = FrameKind::Go;
+                    }
                 }
+                Symbolized::Pending | Symbolized::Unknown(Reason::QueueFull) => {
+                    let source = opened.unwrap_or_else(source);
+                    self.unnamed.push(UnnamedFrame { index, table_key: file.table_key, vaddr, source });
+                }
+                Symbolized::Unknown(_) => {}
             }
         }
         Frame { kind, address: vaddr, mapping: Some(mapping), lines }

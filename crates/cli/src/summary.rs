@@ -199,6 +199,16 @@ pub fn summary_lines(s: &Stats, inputs: &SummaryInputs) -> Vec<String> {
                 s.late_unwind_cached_lookups
             );
         }
+        if s.names_waited > 0 {
+            line!(
+                "  names waited for:  {} stacks held while their files loaded, {} frames named then; \
+                 went on unnamed: {} past the wait, {} wait full",
+                s.names_waited,
+                s.names_waited_frames_named,
+                s.names_wait_timed_out,
+                s.names_wait_dropped_full
+            );
+        }
         if s.off_cpu_switches > 0 {
             line!(
                 "  off-CPU:           {} switches seen, {} sampled, {} traces; {} stacks dropped, {} joins missed, \

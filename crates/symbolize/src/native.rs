@@ -378,6 +378,8 @@ pub struct NativeSymbolizer {
     /// ([`PageReleaser::generation`] `queued_at`).
     queued: HashSet<TableKey>,
     queued_at: u64,
+    /// Load results installed so far ([`NativeSymbolizer::loads_installed`]).
+    installed: u64,
 }
 
 impl std::fmt::Debug for NativeSymbolizer {
@@ -428,6 +430,7 @@ impl NativeSymbolizer {
             releaser,
             queued: HashSet::new(),
             queued_at: 0,
+            installed: 0,
         })
     }
 
@@ -445,6 +448,14 @@ impl NativeSymbolizer {
     /// [`NativeSymbolizer::install_finished_loads`] or lookup.
     pub fn loads_in_flight(&self) -> usize {
         self.loading
+    }
+
+    /// How many load results (a file's symbols, its DWARF, a failure)
+    /// have been installed so far: while it stays the same, a lookup that
+    /// answered [`Symbolized::Pending`] or `Unknown(QueueFull)` answers
+    /// the same again.
+    pub fn loads_installed(&self) -> u64 {
+        self.installed
     }
 
     /// Whether native symbolization is on.
@@ -618,6 +629,7 @@ impl NativeSymbolizer {
     /// Installs finished loads.
     fn collect_results(&mut self) {
         while let Ok(r) = self.results.try_recv() {
+            self.installed += 1;
             self.install(r);
         }
     }
