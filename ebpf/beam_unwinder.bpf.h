@@ -84,13 +84,14 @@ static __always_inline bool beam_on_c_stack(struct unwind_state *state, struct b
  * bottom of the Erlang stack is reached. */
 #define STEP_BEAM_BOTTOM 0xfd
 
-/* Records the frame at state->pc and moves the state to its caller's
- * continuation pointer. */
-static __always_inline int beam_step(struct sample_record *record, struct beam_process *beam)
+/* Records the frame at state->pc (unless `recorded`: the frame C
+ * returned to) and moves the state to its caller's continuation
+ * pointer. */
+static __always_inline int beam_step(struct sample_record *record, struct beam_process *beam, bool recorded)
 {
 	struct unwind_state *state = &record->state;
 	struct interp_state *interp = &record->interp;
-	if (!beam_record(record, state->pc, !state->exact))
+	if (!recorded && !beam_record(record, state->pc, !state->exact))
 		return UNWIND_STOP_MAX_FRAMES;
 	u64 sp = state->sp;
 	u32 words = BEAM_SCAN_WORDS;
@@ -124,6 +125,33 @@ static __always_inline int beam_step(struct sample_record *record, struct beam_p
 	}
 	count(COUNTER_BEAM_NO_CP);
 	return UNWIND_STOP_BAD_SP;
+}
+
+/* The JIT's return from C to Erlang code that keeps the Erlang stack
+ * pointer in rbp (E_saved) across the call: mov %rbp,%rsp. */
+#define BEAM_MOV_RSP_RBP 0xec8948
+
+/* At a JIT pc C returned to (state: the native unwinder's, after C's
+ * frames): when the JIT returns there with mov %rbp,%rsp, rbp (restored
+ * by the native unwinder from C's frames) is the Erlang stack pointer,
+ * and the C stack pointer C was called with is the start of the
+ * scheduler's registers, runtime_stack below rbx. Moves the state to
+ * the Erlang stack, with rbx the JIT's; false when that is not so (the
+ * JIT reloads rsp from c_p->stop: c_p is not at hand). */
+static __always_inline bool beam_resume_erlang(struct unwind_state *state, struct beam_process *beam)
+{
+	u32 code = 0;
+	u64 e = state->fp;
+	if (beam->frame_layout != 0 || !beam->runtime_stack || !e || (e & 7) ||
+	    bpf_probe_read_user(&code, 3, (const void *)state->pc) || code != BEAM_MOV_RSP_RBP)
+		return false;
+	u64 bx = state->sp + beam->runtime_stack;
+	/* An Erlang stack is process heap memory, not this C stack. */
+	if (e < bx + beam->scheduler_return && e + BEAM_C_STACK_WINDOW > bx)
+		return false;
+	state->bx = bx;
+	state->sp = e;
+	return true;
 }
 
 /* From the bottom of the Erlang stack to the scheduler's return address
@@ -163,6 +191,7 @@ static __always_inline int beam_unwind_run(void *ctx, void *progs)
 	struct unwind_state *state = &record->state;
 	u32 tgid = record->event.pid;
 	int result;
+	bool resumed = false;
 	/* A hand-over, or this program going on (in_loop is set by this
 	 * program before it calls itself, with the layout copied). */
 	if (!interp->in_loop) {
@@ -177,20 +206,25 @@ static __always_inline int beam_unwind_run(void *ctx, void *progs)
 		interp->beam = *beam;
 		if (!state->exact || beam_on_c_stack(state, beam)) {
 			/* Returned into from C, or shared code running on the
-			 * C stack: the Erlang stack pointer is not at hand. */
+			 * C stack. */
 			count(COUNTER_BEAM_FROM_C);
-			if (!beam_record(record, state->pc, true))
-				result = UNWIND_STOP_MAX_FRAMES;
-			else
-				result = UNWIND_STOP_STACK_SWITCH;
-			send_sample(&record->event, result);
-			return 0;
+			if (!beam_record(record, state->pc, true)) {
+				send_sample(&record->event, UNWIND_STOP_MAX_FRAMES);
+				return 0;
+			}
+			if (state->exact || !beam_resume_erlang(state, beam)) {
+				/* The Erlang stack pointer is not at hand. */
+				send_sample(&record->event, UNWIND_STOP_STACK_SWITCH);
+				return 0;
+			}
+			count(COUNTER_BEAM_FROM_C_FOLLOWED);
+			resumed = true;
 		}
 	}
 	interp->in_loop = 0;
 
 	for (int i = 0; i < BEAM_FRAMES_PER_PROGRAM; i++) {
-		result = beam_step(record, &interp->beam);
+		result = beam_step(record, &interp->beam, resumed && i == 0);
 		if (result == STEP_BEAM_BOTTOM) {
 			result = beam_scheduler_root(record, &interp->beam, tgid);
 			if (result != STEP_CONTINUE)

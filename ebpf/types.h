@@ -678,6 +678,10 @@ enum counter_id {
 	 * scheduler's return address was not found (no rbx at the sample,
 	 * or not native code there) */
 	COUNTER_BEAM_NO_ROOT = 111,
+	/* BEAM: of the COUNTER_BEAM_FROM_C frames, those whose Erlang
+	 * stack pointer was found (rbp: the JIT returns with mov rsp, rbp)
+	 * and whose Erlang frames were followed */
+	COUNTER_BEAM_FROM_C_FOLLOWED = 112,
 	COUNTER_MAX = 128,
 };
 _Static_assert(COUNTER_UNWIND_STOP_BASE + UNWIND_STOP_COUNT <= COUNTER_OFF_CPU_SWITCHES, "counters fit");
@@ -933,6 +937,12 @@ struct beam_process {
 	__u32 scheduler_return;
 	/* erts_frame_layout: 0 (RA) or 1 (FP_RA, rbp chains the frames). */
 	__u32 frame_layout;
+	/* From the stack pointer the JIT calls C with (the start of the
+	 * scheduler's ErtsSchedulerRegisters: the C stack grows down from
+	 * there) to rbx, per release; 0: unknown (stacks in C called from
+	 * Erlang end at the JIT frame C returns to). */
+	__u32 runtime_stack;
+	__u32 reserved;
 };
 /* Words above a BEAM frame's stack pointer searched for its
  * continuation pointer (its y registers lie below it). */

@@ -273,6 +273,9 @@ counters! {
     /// Erlang stacks whose bottom was reached without the scheduler's
     /// return address.
     beam_no_root = COUNTER_BEAM_NO_ROOT;
+    /// JIT code reached from C whose Erlang callers were followed (the
+    /// Erlang stack pointer in rbp).
+    beam_from_c_followed = COUNTER_BEAM_FROM_C_FOLLOWED;
 }
 
 impl Counters {

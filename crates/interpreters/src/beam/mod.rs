@@ -69,6 +69,11 @@ pub struct BeamLayout {
     /// (`process_main`'s entry stack pointer), measured on Debian's
     /// builds (see docs/beam.md).
     pub scheduler_return: u32,
+    /// From the stack pointer the JIT calls C with (the start of the
+    /// scheduler's `ErtsSchedulerRegisters`) to rbx: the JIT's `lea
+    /// -0x80(%rbx),%rsp` (OTP 25) or `lea -0x40(%rbx),%rsp` (OTP 27)
+    /// before such a call, read in live nodes' code.
+    pub runtime_stack: u32,
 }
 
 impl BeamLayout {
@@ -77,9 +82,9 @@ impl BeamLayout {
     /// `functions` at 0x60 and 0x88) and checked on live nodes; OTP 28
     /// keeps atom names as binaries, and 26 was not checked.
     pub fn for_release(release: u32) -> Option<BeamLayout> {
-        let (functions, scheduler_return) = match release {
-            25 => (0x60, 0x40c8),
-            27 => (0x88, 0x40b8),
+        let (functions, scheduler_return, runtime_stack) = match release {
+            25 => (0x60, 0x40c8, 0x80),
+            27 => (0x88, 0x40b8, 0x40),
             _ => return None,
         };
         Some(BeamLayout {
@@ -90,6 +95,7 @@ impl BeamLayout {
             atom_len: 24,
             atom_name: 32,
             scheduler_return,
+            runtime_stack,
         })
     }
 }

@@ -160,6 +160,7 @@ impl InterpreterFile for BeamFile {
             code_low,
             code_high,
             scheduler_return: self.build.layout.scheduler_return,
+            runtime_stack: self.build.layout.runtime_stack,
             frame_layout: node.frame_layout,
         };
         // The executable views mapped now; a grown JIT area is a new
