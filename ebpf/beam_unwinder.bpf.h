@@ -127,27 +127,48 @@ static __always_inline int beam_step(struct sample_record *record, struct beam_p
 	return UNWIND_STOP_BAD_SP;
 }
 
-/* The JIT's return from C to Erlang code that keeps the Erlang stack
- * pointer in rbp (E_saved) across the call: mov %rbp,%rsp. */
+/* The JIT's code at a return from C to Erlang code: mov %rbp,%rsp (the
+ * Erlang stack pointer kept in rbp, E_saved, across the call), or
+ * mov disp8(%r13),%rsp (reloaded from c_p->stop, which the JIT stored
+ * before the call; disp8 is process_stop). Little-endian words. */
 #define BEAM_MOV_RSP_RBP 0xec8948
+#define BEAM_MOV_RSP_C_P_MASK 0xffffff
+#define BEAM_MOV_RSP_C_P 0x658b49
+/* The scheduler's ErtsSchedulerData address lies right below its return
+ * address into C (OTP 25 and 27, measured on live nodes). */
+#define BEAM_SCHEDULER_DATA_SLOT 8
 
 /* At a JIT pc C returned to (state: the native unwinder's, after C's
- * frames): when the JIT returns there with mov %rbp,%rsp, rbp (restored
- * by the native unwinder from C's frames) is the Erlang stack pointer,
- * and the C stack pointer C was called with is the start of the
- * scheduler's registers, runtime_stack below rbx. Moves the state to
- * the Erlang stack, with rbx the JIT's; false when that is not so (the
- * JIT reloads rsp from c_p->stop: c_p is not at hand). */
+ * frames): C was called with the stack pointer at the start of the
+ * scheduler's registers, runtime_stack below the JIT's rbx. The Erlang
+ * stack pointer is where the JIT's code at pc takes it from: rbp
+ * (restored by the native unwinder from C's frames), or the current
+ * process's stop, the process found through the scheduler's data (whose
+ * first field points back to the registers). Moves the state to the
+ * Erlang stack, with rbx the JIT's; false when the code is neither, or
+ * a read or a check fails. */
 static __always_inline bool beam_resume_erlang(struct unwind_state *state, struct beam_process *beam)
 {
 	u32 code = 0;
-	u64 e = state->fp;
-	if (beam->frame_layout != 0 || !beam->runtime_stack || !e || (e & 7) ||
-	    bpf_probe_read_user(&code, 3, (const void *)state->pc) || code != BEAM_MOV_RSP_RBP)
+	u64 r = state->sp, bx = state->sp + beam->runtime_stack, e = 0;
+	if (!beam->runtime_stack || !beam->scheduler_return || (r & 7) ||
+	    bpf_probe_read_user(&code, sizeof(code), (const void *)state->pc))
 		return false;
-	u64 bx = state->sp + beam->runtime_stack;
+	if ((code & BEAM_MOV_RSP_C_P_MASK) == BEAM_MOV_RSP_RBP && beam->frame_layout == 0) {
+		e = state->fp;
+	} else if ((code & BEAM_MOV_RSP_C_P_MASK) == BEAM_MOV_RSP_C_P && beam->process_stop &&
+		   code >> 24 == beam->process_stop && beam->current_process) {
+		u64 esdp = 0, registers = 0, c_p = 0;
+		if (read_user_u64(&esdp, bx + beam->scheduler_return - BEAM_SCHEDULER_DATA_SLOT) || !esdp ||
+		    read_user_u64(&registers, esdp) || registers != r ||
+		    read_user_u64(&c_p, esdp + beam->current_process) || !c_p ||
+		    read_user_u64(&e, c_p + beam->process_stop))
+			return false;
+	} else {
+		return false;
+	}
 	/* An Erlang stack is process heap memory, not this C stack. */
-	if (e < bx + beam->scheduler_return && e + BEAM_C_STACK_WINDOW > bx)
+	if (!e || (e & 7) || (e < bx + beam->scheduler_return && e + BEAM_C_STACK_WINDOW > bx))
 		return false;
 	state->bx = bx;
 	state->sp = e;
@@ -213,7 +234,8 @@ static __always_inline int beam_unwind_run(void *ctx, void *progs)
 				return 0;
 			}
 			if (state->exact || !beam_resume_erlang(state, beam)) {
-				/* The Erlang stack pointer is not at hand. */
+				/* The Erlang stack pointer is not at hand (a
+				 * sampled pc in shared code on the C stack). */
 				send_sample(&record->event, UNWIND_STOP_STACK_SWITCH);
 				return 0;
 			}

@@ -679,8 +679,9 @@ enum counter_id {
 	 * or not native code there) */
 	COUNTER_BEAM_NO_ROOT = 111,
 	/* BEAM: of the COUNTER_BEAM_FROM_C frames, those whose Erlang
-	 * stack pointer was found (rbp: the JIT returns with mov rsp, rbp)
-	 * and whose Erlang frames were followed */
+	 * stack pointer was found (in rbp or in the scheduler's current
+	 * process, as the JIT's code at the return address reloads it) and
+	 * whose Erlang frames were followed */
 	COUNTER_BEAM_FROM_C_FOLLOWED = 112,
 	COUNTER_MAX = 128,
 };
@@ -942,7 +943,12 @@ struct beam_process {
 	 * there) to rbx, per release; 0: unknown (stacks in C called from
 	 * Erlang end at the JIT frame C returns to). */
 	__u32 runtime_stack;
-	__u32 reserved;
+	/* ErtsSchedulerData.current_process (the process the scheduler
+	 * runs, c_p) and Process.stop (its Erlang stack pointer, stored
+	 * when the JIT calls C that may look at the stack), per release;
+	 * 0: unknown. */
+	__u16 current_process;
+	__u16 process_stop;
 };
 /* Words above a BEAM frame's stack pointer searched for its
  * continuation pointer (its y registers lie below it). */

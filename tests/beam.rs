@@ -409,20 +409,29 @@ fn is_whole_in_c(frames: &[&profiler_trace::Frame], chain: &[&str], c_function: 
 
 /// A process whose time is in C called from Erlang (`cpath.erl`: the
 /// emulator's term comparison, `erts_cmp_compound`, called by the JIT's
-/// code): the samples in that C carry the Erlang frames above it
-/// (followed from the Erlang stack pointer the JIT keeps in rbp across
-/// the call) and the scheduler thread's native frames to its root.
+/// code): the samples in that C carry the Erlang frames above it and the
+/// scheduler thread's native frames to its root. The Erlang stack
+/// pointer is found in rbp, where the JIT keeps it across the call; with
+/// `+JPperf true` (frame layout FP_RA) in the process the scheduler runs
+/// (`c_p->stop`).
 #[test]
 fn erlang_stacks_in_c_reach_the_scheduler_root() {
     let root = RuntimeRoot::from_env();
     if !has(&root, "/usr/bin/erl", "erlang-base") {
         return;
     }
+    stacks_in_c_are_whole(&root, &[]);
+    stacks_in_c_are_whole(&root, &["+JPperf", "true"]);
+}
+
+/// [`erlang_stacks_in_c_reach_the_scheduler_root`] of a node started
+/// with the emulator's `flags`.
+fn stacks_in_c_are_whole(root: &RuntimeRoot, flags: &[&str]) {
     let _serial = serial();
-    let dir = compile(&root, "cpath", &["cpath.erl"]);
-    let args: Vec<&std::ffi::OsStr> =
-        vec!["-noshell".as_ref(), "-pa".as_ref(), dir.as_os_str(), "-eval".as_ref(), "cpath:main()".as_ref()];
-    let node = start(&root, "/usr/bin/erl", &args);
+    let dir = compile(root, "cpath", &["cpath.erl"]);
+    let mut args: Vec<&std::ffi::OsStr> = flags.iter().map(|f| f.as_ref()).collect();
+    args.extend(["-noshell".as_ref(), "-pa".as_ref(), dir.as_os_str(), "-eval".as_ref(), "cpath:main()".as_ref()]);
+    let node = start(root, "/usr/bin/erl", &args);
     let pid = node.0.id();
     let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
     let mut notices = Vec::new();
@@ -433,7 +442,8 @@ fn erlang_stacks_in_c_reach_the_scheduler_root() {
         return;
     };
     drop(node);
-    let what = root.host_path(Path::new("/usr/bin/erl")).display().to_string();
+    let _ = std::fs::remove_file(root.host_path(Path::new(&format!("/tmp/perf-{pid}.map"))));
+    let what = format!("{} {}", root.host_path(Path::new("/usr/bin/erl")).display(), flags.join(" "));
     assert!(!notices.iter().any(|n| n.starts_with("BEAM ")), "{what}: {notices:?}");
     let c_function = "erts_cmp_compound";
     let (mut in_c, mut whole, mut failure, mut example) = (0, 0, None, None);

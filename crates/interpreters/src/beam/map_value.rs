@@ -33,6 +33,10 @@ pub struct BeamProcessValue {
     pub frame_layout: u32,
     /// From the stack pointer the JIT calls C with to rbx (0: unknown).
     pub runtime_stack: u32,
+    /// `ErtsSchedulerData.current_process` (0: unknown).
+    pub current_process: u16,
+    /// `Process.stop` (0: unknown).
+    pub process_stop: u16,
 }
 
 impl BeamProcessValue {
@@ -45,7 +49,8 @@ impl BeamProcessValue {
             scheduler_return: self.scheduler_return,
             frame_layout: self.frame_layout,
             runtime_stack: self.runtime_stack,
-            reserved: 0,
+            current_process: self.current_process,
+            process_stop: self.process_stop,
         }
     }
 
