@@ -555,11 +555,10 @@ def beam_case(name):
 
 
 def beam_key(frame):
-    """An Erlang function as both name it: `module:function/arity`,
-    without the quotes Erlang puts around atoms that need them (the
-    emulator's perf map writes `compile:'-do_compile/2-anonymous-0-'/1`,
-    we write the atoms bare)."""
-    return frame.function.replace("'", "")
+    """An Erlang function as both name it: `module:function/arity`, its
+    atoms quoted where the emulator quotes them
+    (`compile:'-do_compile/2-anonymous-0-'/1`)."""
+    return frame.function
 
 
 def beam_frames(sample):

@@ -153,10 +153,10 @@ struct sample_event {
 /* Most bytes of user stack copied for a sample whose process is not
  * loaded yet (UNWIND_STOP_UNKNOWN_PID, UNWIND_STOP_UNKNOWN_PC): user
  * space holds the sample until the process's tables are loaded, then
- * unwinds the rest of it from this window with the same rules. PHP's
- * CLI runs its scripts 12-22 KiB above main's frame (do_cli alone takes
- * 4.9 KiB); the scratch record that holds the window is a per-CPU map
- * value, at most 32 KiB (maps.h). */
+ * unwinds the rest of it from this window with the same rules. A
+ * command-line interpreter may run its scripts 12-22 KiB above main's
+ * frame (one frame alone can take 5 KiB); the scratch record that holds
+ * the window is a per-CPU map value, at most 32 KiB (maps.h). */
 #define STACK_COPY_MAX 24576
 
 /* The unwinder's state where it stopped (its frame at pc is the last

@@ -376,6 +376,104 @@ fn erlang_with_perf_support_chains_to_the_scheduler_root() {
     chains_are_whole_with(root, otp, &["+JPperf", "true"]);
 }
 
+/// The Erlang chain of `cpath.erl`, root first, above the C it calls.
+const CPATH_CHAIN: [&str; 3] = ["cpath:loop/2", "cpath:outer/2", "cpath:inner/2"];
+
+/// The functions of `cpath.erl` and the start of their lines (callers:
+/// of their call; `inner/2`: its head, as its comparison has no line of
+/// its own).
+const CPATH_LINES: [(&str, &str); 3] =
+    [("cpath:inner/2", "inner(L, M)"), ("cpath:outer/2", "outer(L, M)"), ("cpath:loop/2", "    _ = outer(L, M)")];
+
+/// Whether a scheduler's stack (root first) in C called from Erlang is
+/// whole: native frames from the thread's root (as [`is_whole`]), then
+/// Erlang frames, each named, ending with `chain` and at most one
+/// unnamed frame after it (the JIT's shared fragment that called C),
+/// then only native frames of beam.smp, at least one of them
+/// `c_function`.
+fn is_whole_in_c(frames: &[&profiler_trace::Frame], chain: &[&str], c_function: &str) -> bool {
+    let Some(last_erlang) = frames.iter().rposition(|f| f.kind == FrameKind::Beam) else {
+        return false;
+    };
+    let (upper, c) = frames.split_at(last_erlang + 1);
+    let file = |f: &profiler_trace::Frame| f.mapping.as_ref().map(|m| m.file_name().to_string()).unwrap_or_default();
+    let upper = match upper.last() {
+        Some(f) if f.function_name().is_none() => &upper[..upper.len() - 1],
+        _ => upper,
+    };
+    !c.is_empty()
+        && c.iter().all(|f| f.kind == FrameKind::Native && file(f) == "beam.smp")
+        && c.iter().any(|f| f.function_name() == Some(c_function))
+        && is_whole(upper, chain)
+}
+
+/// A process whose time is in C called from Erlang (`cpath.erl`: the
+/// emulator's term comparison, `erts_cmp_compound`, called by the JIT's
+/// code): the samples in that C carry the Erlang frames above it and the
+/// scheduler thread's native frames to its root. The Erlang stack
+/// pointer is found in rbp, where the JIT keeps it across the call; with
+/// `+JPperf true` (frame layout FP_RA) in the process the scheduler runs
+/// (`c_p->stop`).
+#[test]
+fn erlang_stacks_in_c_reach_the_scheduler_root() {
+    let root = RuntimeRoot::from_env();
+    if !has(&root, "/usr/bin/erl", "erlang-base") {
+        return;
+    }
+    stacks_in_c_are_whole(&root, &[]);
+    stacks_in_c_are_whole(&root, &["+JPperf", "true"]);
+}
+
+/// [`erlang_stacks_in_c_reach_the_scheduler_root`] of a node started
+/// with the emulator's `flags`.
+fn stacks_in_c_are_whole(root: &RuntimeRoot, flags: &[&str]) {
+    let _serial = serial();
+    let dir = compile(root, "cpath", &["cpath.erl"]);
+    let mut args: Vec<&std::ffi::OsStr> = flags.iter().map(|f| f.as_ref()).collect();
+    args.extend(["-noshell".as_ref(), "-pa".as_ref(), dir.as_os_str(), "-eval".as_ref(), "cpath:main()".as_ref()]);
+    let node = start(root, "/usr/bin/erl", &args);
+    let pid = node.0.id();
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
+    let mut notices = Vec::new();
+    let Some((traces, stats)) = profile_with(config, |agent| {
+        std::thread::sleep(Duration::from_secs(SECONDS));
+        notices = agent.notices();
+    }) else {
+        return;
+    };
+    drop(node);
+    let _ = std::fs::remove_file(root.host_path(Path::new(&format!("/tmp/perf-{pid}.map"))));
+    let what = format!("{} {}", root.host_path(Path::new("/usr/bin/erl")).display(), flags.join(" "));
+    assert!(!notices.iter().any(|n| n.starts_with("BEAM ")), "{what}: {notices:?}");
+    let c_function = "erts_cmp_compound";
+    let (mut in_c, mut whole, mut failure, mut example) = (0, 0, None, None);
+    let ours = |t: &&Trace| t.process.pid.0 == pid && is_scheduler(&t.thread_name);
+    for t in traces.iter().filter(ours) {
+        let frames = user_frames(t);
+        if !frames.iter().any(|f| f.function_name() == Some(c_function)) {
+            continue;
+        }
+        in_c += 1;
+        let text = || frames.iter().map(|f| shown(f)).collect::<Vec<_>>().join(";");
+        if is_whole_in_c(&frames, &CPATH_CHAIN, c_function) {
+            whole += 1;
+            example.get_or_insert_with(text);
+        } else {
+            failure.get_or_insert_with(text);
+        }
+    }
+    eprintln!(
+        "{what}: {whole} of {in_c} samples in {c_function} whole; e.g. {example:?}; a failure: {failure:?}; {:?}",
+        stats.runtimes.0.last()
+    );
+    assert!(in_c >= 30, "{what}: {in_c} samples in {c_function} of up to {}", SECONDS * u64::from(HZ));
+    assert!(whole * 100 >= in_c * 95, "{what}: {whole} of {in_c} whole; a failure: {failure:?}");
+    let source = std::fs::read_to_string(root.host_path(&dir.join("cpath.erl"))).unwrap();
+    assert_lines(&traces, pid, &what, &source, &dir.join("cpath.erl"), &CPATH_LINES);
+    assert!(stats.runtimes.get("beam", "from_c_followed") * 100 >= stats.runtimes.get("beam", "from_c") * 90);
+    let _ = std::fs::remove_dir_all(root.host_path(&dir));
+}
+
 /// Whether the root has `binary`; if not, SKIPPED (a failure under
 /// CI=true).
 fn has(root: &RuntimeRoot, binary: &str, package: &str) -> bool {

@@ -33,6 +33,17 @@ struct beam_process {
 	__u32 scheduler_return;
 	/* erts_frame_layout: 0 (RA) or 1 (FP_RA, rbp chains the frames). */
 	__u32 frame_layout;
+	/* From the stack pointer the JIT calls C with (the start of the
+	 * scheduler's ErtsSchedulerRegisters: the C stack grows down from
+	 * there) to rbx, per release; 0: unknown (stacks in C called from
+	 * Erlang end at the JIT frame C returns to). */
+	__u32 runtime_stack;
+	/* ErtsSchedulerData.current_process (the process the scheduler
+	 * runs, c_p) and Process.stop (its Erlang stack pointer, stored
+	 * when the JIT calls C that may look at the stack), per release;
+	 * 0: unknown. */
+	__u16 current_process;
+	__u16 process_stop;
 };
 /* Words above a BEAM frame's stack pointer searched for its
  * continuation pointer (its y registers lie below it). */

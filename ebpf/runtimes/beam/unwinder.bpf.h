@@ -84,13 +84,14 @@ static __always_inline bool beam_on_c_stack(struct unwind_state *state, struct b
  * bottom of the Erlang stack is reached. */
 #define STEP_BEAM_BOTTOM 0xfd
 
-/* Records the frame at state->pc and moves the state to its caller's
- * continuation pointer. */
-static __always_inline int beam_step(struct sample_record *record, struct beam_process *beam)
+/* Records the frame at state->pc (unless `recorded`: the frame C
+ * returned to) and moves the state to its caller's continuation
+ * pointer. */
+static __always_inline int beam_step(struct sample_record *record, struct beam_process *beam, bool recorded)
 {
 	struct unwind_state *state = &record->state;
 	struct interp_state *interp = &record->interp;
-	if (!beam_record(record, state->pc, !state->exact))
+	if (!recorded && !beam_record(record, state->pc, !state->exact))
 		return UNWIND_STOP_MAX_FRAMES;
 	u64 sp = state->sp;
 	u32 words = BEAM_SCAN_WORDS;
@@ -124,6 +125,54 @@ static __always_inline int beam_step(struct sample_record *record, struct beam_p
 	}
 	count(COUNTER_BEAM_NO_CP);
 	return UNWIND_STOP_BAD_SP;
+}
+
+/* The JIT's code at a return from C to Erlang code: mov %rbp,%rsp (the
+ * Erlang stack pointer kept in rbp, E_saved, across the call), or
+ * mov disp8(%r13),%rsp (reloaded from c_p->stop, which the JIT stored
+ * before the call; disp8 is process_stop). Little-endian words. */
+#define BEAM_MOV_RSP_RBP 0xec8948
+#define BEAM_MOV_RSP_C_P_MASK 0xffffff
+#define BEAM_MOV_RSP_C_P 0x658b49
+/* The scheduler's ErtsSchedulerData address lies right below its return
+ * address into C (OTP 25 and 27, measured on live nodes). */
+#define BEAM_SCHEDULER_DATA_SLOT 8
+
+/* At a JIT pc C returned to (state: the native unwinder's, after C's
+ * frames): C was called with the stack pointer at the start of the
+ * scheduler's registers, runtime_stack below the JIT's rbx. The Erlang
+ * stack pointer is where the JIT's code at pc takes it from: rbp
+ * (restored by the native unwinder from C's frames), or the current
+ * process's stop, the process found through the scheduler's data (whose
+ * first field points back to the registers). Moves the state to the
+ * Erlang stack, with rbx the JIT's; false when the code is neither, or
+ * a read or a check fails. */
+static __always_inline bool beam_resume_erlang(struct unwind_state *state, struct beam_process *beam)
+{
+	u32 code = 0;
+	u64 r = state->sp, bx = state->sp + beam->runtime_stack, e = 0;
+	if (!beam->runtime_stack || !beam->scheduler_return || (r & 7) ||
+	    bpf_probe_read_user(&code, sizeof(code), (const void *)state->pc))
+		return false;
+	if ((code & BEAM_MOV_RSP_C_P_MASK) == BEAM_MOV_RSP_RBP && beam->frame_layout == 0) {
+		e = state->fp;
+	} else if ((code & BEAM_MOV_RSP_C_P_MASK) == BEAM_MOV_RSP_C_P && beam->process_stop &&
+		   code >> 24 == beam->process_stop && beam->current_process) {
+		u64 esdp = 0, registers = 0, c_p = 0;
+		if (read_user_u64(&esdp, bx + beam->scheduler_return - BEAM_SCHEDULER_DATA_SLOT) || !esdp ||
+		    read_user_u64(&registers, esdp) || registers != r ||
+		    read_user_u64(&c_p, esdp + beam->current_process) || !c_p ||
+		    read_user_u64(&e, c_p + beam->process_stop))
+			return false;
+	} else {
+		return false;
+	}
+	/* An Erlang stack is process heap memory, not this C stack. */
+	if (!e || (e & 7) || (e < bx + beam->scheduler_return && e + BEAM_C_STACK_WINDOW > bx))
+		return false;
+	state->bx = bx;
+	state->sp = e;
+	return true;
 }
 
 /* From the bottom of the Erlang stack to the scheduler's return address
@@ -163,6 +212,7 @@ static __always_inline int beam_unwind_run(void *ctx, void *progs)
 	struct unwind_state *state = &record->state;
 	u32 tgid = record->event.pid;
 	int result;
+	bool resumed = false;
 	/* A hand-over, or this program going on (in_loop is set by this
 	 * program before it calls itself, with the layout copied). */
 	if (!interp->in_loop) {
@@ -177,20 +227,26 @@ static __always_inline int beam_unwind_run(void *ctx, void *progs)
 		interp->beam.process = *beam;
 		if (!state->exact || beam_on_c_stack(state, beam)) {
 			/* Returned into from C, or shared code running on the
-			 * C stack: the Erlang stack pointer is not at hand. */
+			 * C stack. */
 			count(COUNTER_BEAM_FROM_C);
-			if (!beam_record(record, state->pc, true))
-				result = UNWIND_STOP_MAX_FRAMES;
-			else
-				result = UNWIND_STOP_STACK_SWITCH;
-			send_sample(&record->event, result);
-			return 0;
+			if (!beam_record(record, state->pc, true)) {
+				send_sample(&record->event, UNWIND_STOP_MAX_FRAMES);
+				return 0;
+			}
+			if (state->exact || !beam_resume_erlang(state, beam)) {
+				/* The Erlang stack pointer is not at hand (a
+				 * sampled pc in shared code on the C stack). */
+				send_sample(&record->event, UNWIND_STOP_STACK_SWITCH);
+				return 0;
+			}
+			count(COUNTER_BEAM_FROM_C_FOLLOWED);
+			resumed = true;
 		}
 	}
 	interp->in_loop = 0;
 
 	for (int i = 0; i < BEAM_FRAMES_PER_PROGRAM; i++) {
-		result = beam_step(record, &interp->beam.process);
+		result = beam_step(record, &interp->beam.process, resumed && i == 0);
 		if (result == STEP_BEAM_BOTTOM) {
 			result = beam_scheduler_root(record, &interp->beam.process, tgid);
 			if (result != STEP_CONTINUE)

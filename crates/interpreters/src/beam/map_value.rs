@@ -31,6 +31,12 @@ pub struct BeamProcessValue {
     pub scheduler_return: u32,
     /// `erts_frame_layout` (0: RA, 1: FP_RA).
     pub frame_layout: u32,
+    /// From the stack pointer the JIT calls C with to rbx (0: unknown).
+    pub runtime_stack: u32,
+    /// `ErtsSchedulerData.current_process` (0: unknown).
+    pub current_process: u16,
+    /// `Process.stop` (0: unknown).
+    pub process_stop: u16,
 }
 
 impl BeamProcessValue {
@@ -42,6 +48,9 @@ impl BeamProcessValue {
             code_high: self.code_high,
             scheduler_return: self.scheduler_return,
             frame_layout: self.frame_layout,
+            runtime_stack: self.runtime_stack,
+            current_process: self.current_process,
+            process_stop: self.process_stop,
         }
     }
 

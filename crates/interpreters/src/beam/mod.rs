@@ -70,6 +70,18 @@ pub struct BeamLayout {
     /// (`process_main`'s entry stack pointer), measured on Debian's
     /// builds (see docs/beam.md).
     pub scheduler_return: u32,
+    /// From the stack pointer the JIT calls C with (the start of the
+    /// scheduler's `ErtsSchedulerRegisters`) to rbx: the JIT's `lea
+    /// -0x80(%rbx),%rsp` (OTP 25) or `lea -0x40(%rbx),%rsp` (OTP 27)
+    /// before such a call, read in live nodes' code.
+    pub runtime_stack: u32,
+    /// `ErtsSchedulerData.current_process` (the scheduler data's address
+    /// lies right below the scheduler's return address into C, and its
+    /// first field is the registers' address), found on live nodes.
+    pub current_process: u16,
+    /// `Process.stop`: the JIT's `mov 0x58(%r13),%rsp` after C calls
+    /// that store the Erlang stack pointer.
+    pub process_stop: u16,
 }
 
 impl BeamLayout {
@@ -78,9 +90,9 @@ impl BeamLayout {
     /// `functions` at 0x60 and 0x88) and checked on live nodes; OTP 28
     /// keeps atom names as binaries, and 26 was not checked.
     pub fn for_release(release: u32) -> Option<BeamLayout> {
-        let (functions, scheduler_return) = match release {
-            25 => (0x60, 0x40c8),
-            27 => (0x88, 0x40b8),
+        let (functions, scheduler_return, runtime_stack) = match release {
+            25 => (0x60, 0x40c8, 0x80),
+            27 => (0x88, 0x40b8, 0x40),
             _ => return None,
         };
         Some(BeamLayout {
@@ -91,6 +103,9 @@ impl BeamLayout {
             atom_len: 24,
             atom_name: 32,
             scheduler_return,
+            runtime_stack,
+            current_process: 0xa8,
+            process_stop: 0x58,
         })
     }
 }
@@ -266,12 +281,39 @@ pub fn atom_index(term: u64) -> Option<u64> {
 }
 
 /// The name of a function as its language writes it: Elixir modules
-/// (`Elixir.Foo.Bar`) as `Foo.Bar.fun/2`, Erlang's as `mod:fun/2`.
+/// (`Elixir.Foo.Bar`) as `Foo.Bar.fun/2`, Erlang's as `mod:fun/2` with
+/// its atoms as the emulator prints them ([`erlang_atom`]).
 pub fn function_name(module: &str, function: &str, arity: u64) -> String {
     match module.strip_prefix("Elixir.") {
         Some(elixir) => format!("{elixir}.{function}/{arity}"),
-        None => format!("{module}:{function}/{arity}"),
+        None => format!("{}:{}/{arity}", erlang_atom(module), erlang_atom(function)),
     }
+}
+
+/// An atom as the emulator prints it (its perf map, `~p`): bare when it
+/// starts with a lowercase letter and holds only letters, digits, `_`
+/// and `@` (Latin-1's too); else between single quotes, with `'` and
+/// `\` escaped. Reserved words (`receive`) stay bare, as the emulator
+/// prints them.
+pub fn erlang_atom(atom: &str) -> std::borrow::Cow<'_, str> {
+    let lower = |c: char| c.is_ascii_lowercase() || (('\u{df}'..='\u{ff}').contains(&c) && c != '\u{f7}');
+    let upper = |c: char| c.is_ascii_uppercase() || (('\u{c0}'..='\u{de}').contains(&c) && c != '\u{d7}');
+    let mut chars = atom.chars();
+    let bare = chars.next().is_some_and(lower)
+        && chars.all(|c| lower(c) || upper(c) || c.is_ascii_digit() || c == '_' || c == '@');
+    if bare {
+        return atom.into();
+    }
+    let mut quoted = String::with_capacity(atom.len() + 2);
+    quoted.push('\'');
+    for c in atom.chars() {
+        if c == '\'' || c == '\\' {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    quoted.push('\'');
+    quoted.into()
 }
 
 #[cfg(test)]
@@ -293,6 +335,16 @@ mod tests {
     fn names_as_each_language_writes_them() {
         assert_eq!(function_name("chain", "leaf_spin", 2), "chain:leaf_spin/2");
         assert_eq!(function_name("Elixir.Foo.Bar", "baz", 1), "Foo.Bar.baz/1");
+        // As OTP 25's perf map writes them.
+        assert_eq!(function_name("compile", "-do_compile/2-anonymous-0-", 1), "compile:'-do_compile/2-anonymous-0-'/1");
+        assert_eq!(function_name("prim_eval", "receive", 2), "prim_eval:receive/2");
+        assert_eq!(function_name("a@b_C9", "f", 0), "a@b_C9:f/0");
+        assert_eq!(function_name("My-Mod", "Up", 0), "'My-Mod':'Up'/0");
+        assert_eq!(erlang_atom(""), "''");
+        assert_eq!(erlang_atom("it's\\"), "'it\\'s\\\\'");
+        assert_eq!(erlang_atom("\u{e9}t\u{e9}"), "\u{e9}t\u{e9}", "Latin-1 lowercase letters");
+        assert_eq!(erlang_atom("\u{c9}t\u{e9}"), "'\u{c9}t\u{e9}'", "an uppercase first letter");
+        assert_eq!(erlang_atom("a\u{f7}b"), "'a\u{f7}b'", "division sign");
         assert_eq!(atom_index(5 << 6 | 0x0b), Some(5));
         assert_eq!(atom_index(5 << 6 | 0x0f), None, "a small integer, not an atom");
     }

@@ -162,6 +162,9 @@ impl InterpreterFile for BeamFile {
             code_low,
             code_high,
             scheduler_return: self.build.layout.scheduler_return,
+            runtime_stack: self.build.layout.runtime_stack,
+            current_process: self.build.layout.current_process,
+            process_stop: self.build.layout.process_stop,
             frame_layout: node.frame_layout,
         };
         // The executable views mapped now; a grown JIT area is a new
