@@ -610,25 +610,27 @@ def java_case(name):
         quick = seconds < 20
         libraries = [javac_accuracy.COLLECTIONS] + ([] if quick else [javac_accuracy.MATH])
         where = f" in {jdk.root}" if jdk.root else ""
-        return Case(
+        case = Case(
             runtime=f"Java {name.removeprefix('java')}",
             program=f"javac of {jdk.version() if jdk.available() else jdk.home}{where}, --release 11 on "
                     + " and ".join(f"{a} {v}" for _, a, v in libraries) + " (Maven Central), main thread",
             reference_name="JFR (jdk.ExecutionSample, 10 ms; Java code only, drops stacks it cannot walk)",
-            run=lambda agent, secs, work: java_profile(jdk, libraries, agent, secs, work),
+            run=lambda agent, secs, work: java_profile(case, jdk, libraries, agent, secs, work),
             key=lambda f: javac_accuracy.method_name(f.function),
         )
+        return case
     return make
 
 
-def java_profile(jdk, libraries, agent, seconds, work):
+def java_profile(case, jdk, libraries, agent, seconds, work):
     """Ours (Java frames) and JFR's stacks of javac's main thread; our
     cut stacks are printed (their outermost frames), as the hunt for
-    what cuts them starts there."""
+    what cuts them starts there. Ours against async-profiler's, the
+    second reference, go in `case.second`."""
     if not jdk.available():
         raise RuntimeError(f"no JDK at {jdk.outside(jdk.home)} (tests/runtimes/rootfs.sh installs the roots)")
     summary = []
-    ours, theirs, runs = javac_accuracy.profile(
+    ours, theirs, async_stacks, runs = javac_accuracy.profile(
         jdk, libraries, seconds, lambda path: start_agent(agent, ["--output", str(path), "--verbose"]),
         lambda proc: summary.append(stop_agent(proc)), work / "ours.pb.gz")
     if not ours:
@@ -647,7 +649,21 @@ def java_profile(jdk, libraries, agent, seconds, work):
             for f in [[x for x in frames if not x.native and x.function and not x.function.startswith("[")
                        and not UNNAMED.match(x.function)]]]
     print(jfr_scope(ours, java, theirs))
+    case.second = second_reference("async-profiler 4.2 (CPU, 10 ms, every thread state)", java, async_stacks,
+                                   case.key)
     return java, theirs
+
+
+def second_reference(name, ours, theirs, key):
+    """Ours against a second reference profiler of the same runs: its
+    samples, its share reaching the root, the top 15 within 3 and 2
+    points, the TVD of self time and its noise floor."""
+    o_self, o_incl, o_n, _, _, _ = distributions(ours, key)
+    t_self, t_incl, t_n, _, t_root, _ = distributions(theirs, key)
+    within = [abs(t - o) for _, t, o in top_side(t_incl, t_n, o_incl, o_n)]
+    return {"name": name, "samples": t_n, "root": t_root, "within_3": sum(d <= 3 for d in within),
+            "within_2": sum(d <= 2 for d in within), "top": len(within), "tvd": tvd(o_self, t_self),
+            "noise": noise_tvd(o_self, t_self)}
 
 
 def jfr_scope(ours, java, theirs):
@@ -1016,6 +1032,7 @@ def compare(case, ours, theirs):
         "within_2": sum(1 for _, t, o in side if abs(t - o) <= 2),
         "within_3": sum(1 for _, t, o in side if abs(t - o) <= 3),
         "unnamed": getattr(case, "unnamed", None),
+        "second": getattr(case, "second", None),
     }
 
 
@@ -1163,6 +1180,11 @@ def summary(r):
     if r.get("framed_root"):
         line += (f", of the samples compared (in the runtime's code) ours reach the root "
                  f"{100 * r['ours_root_framed']:.1f}% (theirs {100 * r['theirs_root_framed']:.1f}%)")
+    if r.get("second"):
+        b = r["second"]
+        line += (f"; against {b['name']} ({b['samples']} samples, {100 * b['root']:.1f}% to the root): "
+                 f"top 15 within 3 points {b['within_3']} of {b['top']} (within 2: {b['within_2']}), "
+                 f"TVD of self time {b['tvd']:.3f} (noise {b['noise']:.3f})")
     if r.get("unnamed"):
         unnamed, total = r["unnamed"]
         line += f", unnamed interpreted frames {100 * unnamed / max(total, 1):.2f}% ({unnamed} of {total}, whole life)"
@@ -1172,8 +1194,9 @@ def summary(r):
 def figures(rows):
     """The summary of the cases that count unnamed frames (Node's, per
     release: the issue's targets are top 15 within 3 points and unnamed
-    frames) or compare part of the samples (BEAM's)."""
-    lines = [f"- {summary(r)}" for r in rows if r.get("unnamed") or r.get("framed_root")]
+    frames), compare part of the samples (BEAM's) or have a second
+    reference (Java's async-profiler)."""
+    lines = [f"- {summary(r)}" for r in rows if r.get("unnamed") or r.get("framed_root") or r.get("second")]
     return "\n" + "\n".join(lines) + "\n" if lines else ""
 
 

