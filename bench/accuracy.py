@@ -660,7 +660,11 @@ def second_reference(name, ours, theirs, key):
     points, the TVD of self time and its noise floor."""
     o_self, o_incl, o_n, _, _, _ = distributions(ours, key)
     t_self, t_incl, t_n, _, t_root, _ = distributions(theirs, key)
-    within = [abs(t - o) for _, t, o in top_side(t_incl, t_n, o_incl, o_n)]
+    side = top_side(t_incl, t_n, o_incl, o_n)
+    print(f"  {name}: inclusive share, theirs / ours (their largest 15)")
+    for k, t, o in side:
+        print(f"    {t:5.1f}% {o:5.1f}%  {k}")
+    within = [abs(t - o) for _, t, o in side]
     return {"name": name, "samples": t_n, "root": t_root, "within_3": sum(d <= 3 for d in within),
             "within_2": sum(d <= 2 for d in within), "top": len(within), "tvd": tvd(o_self, t_self),
             "noise": noise_tvd(o_self, t_self)}
