@@ -48,6 +48,9 @@ pub use config::{
 pub use probabilistic::SamplingWindow;
 pub use profiler_bpf::{BpfError, UnwindStop};
 pub use profiler_elf::kernel_build_id;
+/// The names of the interpreter runtimes, as `disabled_interpreters`
+/// takes them (the lines of `ebpf/runtimes.h`).
+pub use profiler_interpreters::runtime_names;
 pub use sink::TraceSink;
 pub use stats::{RuntimeCounters, Stats, UnwindStops};
 
