@@ -122,9 +122,8 @@ pub enum FrameKind {
     Interpreted(&'static str),
 }
 
-// The frame types of the runtimes unwound today, by the names the
-// runtimes' folders and the tests use (the same values as
-// `FrameKind::Interpreted(<type>)`).
+// The seven runtimes' frame types, by the names their folders and the
+// tests use (the same values as `FrameKind::Interpreted(<type>)`).
 #[allow(non_upper_case_globals)]
 impl FrameKind {
     /// CPython interpreted code.
