@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The interpreter unwinders, one line each: the one place that names
- * every runtime. Adding a runtime is its folder ebpf/runtimes/<name>/,
- * its Rust folder (crates/interpreters/src/<name>, registered in
- * crates/bpf/src/runtimes.rs) and its line here.
+ * every runtime, for BPF and for Rust. Adding a runtime is its folder
+ * ebpf/runtimes/<name>/, its Rust folder (crates/interpreters/src/<name>,
+ * registered in crates/interpreters/src/lib.rs) and its line here.
  *
  *   RUNTIME(name, NAME, slot, map)
  *
@@ -37,9 +37,11 @@
  * array, the perf_event entries and the hand-over counters
  * (interpreters.bpf.h), and the off-CPU entries (off_cpu.bpf.h); and
  * runtime_files.h includes one file of every folder (types.h, counters.h,
- * unwinder.bpf.h). crates/bpf checks the Rust side against it
- * (src/runtimes.rs): a runtime missing there, or a folder missing a
- * file, fails a test.
+ * unwinder.bpf.h). On the Rust side, crates/contract/build.rs reads it
+ * into profiler-bpf's InterpreterUnwinder (a variant per line, named
+ * after name in camel case); the tests of crates/bpf/src/runtimes.rs,
+ * crates/interpreters and go-receiver fail when a runtime lacks its
+ * folder's files, its Rust folder or registration, or its Go config.
  *
  * Each line ends with a backslash; the list ends at the empty line.
  */

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,9 +31,11 @@ var knownTracers = map[string]bool{
 }
 
 // libraryInterpreters are the interpreter unwinders the library can switch
-// off (its disabled_interpreters names: runtime_names() in
-// crates/interpreters/src/lib.rs; TestLibraryInterpretersAreTheLibrarys
-// checks the two lists agree).
+// off (its disabled_interpreters names: the lines of ebpf/runtimes.h,
+// runtime_names() in crates/interpreters/src/lib.rs). A runtime of that list
+// is here, in knownTracers and a field of InterpretersConfig:
+// TestRuntimesAreTheBPFList checks the three against the header, and
+// TestLibraryInterpretersAreTheLibrarys this list against the library.
 var libraryInterpreters = map[string]bool{
 	"python": true, "hotspot": true, "v8": true, "ruby": true, "php": true, "perl": true,
 	"beam": true,
@@ -412,27 +415,34 @@ func parseTracers(s string) ([]string, error) {
 	return names, nil
 }
 
-// disabledInterpreters names the interpreters `interpreters` turns off
-// (go counts when its symbolization or labels are off too), in the
-// reference receiver's order.
+// disabledInterpreters names the interpreters `interpreters` turns off, by
+// their keys, in the reference receiver's order (InterpretersConfig's): one
+// is off when any `disabled` of its block is (go's symbolization or labels
+// too).
 func (c *Config) disabledInterpreters() []string {
-	in := c.Interpreters
+	in := reflect.ValueOf(c.Interpreters)
 	var names []string
-	for _, e := range []struct {
-		name     string
-		disabled bool
-	}{
-		{"python", in.Python.Disabled}, {"perl", in.Perl.Disabled}, {"php", in.PHP.Disabled},
-		{"hotspot", in.Hotspot.Disabled}, {"ruby", in.Ruby.Disabled}, {"v8", in.V8.Disabled},
-		{"dotnet", in.Dotnet.Disabled},
-		{"go", in.Go.Disabled || in.Go.Labels.Disabled || in.Go.Symbolization.Disabled},
-		{"beam", in.BEAM.Disabled}, {"luajit", in.LuaJIT.Disabled},
-	} {
-		if e.disabled {
-			names = append(names, e.name)
+	for i := 0; i < in.NumField(); i++ {
+		if anyDisabled(in.Field(i)) {
+			names = append(names, in.Type().Field(i).Tag.Get("mapstructure"))
 		}
 	}
 	return names
+}
+
+// anyDisabled tells whether a block of `interpreters` or one of its
+// sub-blocks sets `disabled: true`.
+func anyDisabled(block reflect.Value) bool {
+	for i := 0; i < block.NumField(); i++ {
+		field := block.Field(i)
+		switch {
+		case field.Kind() == reflect.Struct && anyDisabled(field):
+			return true
+		case field.Kind() == reflect.Bool && block.Type().Field(i).Tag.Get("mapstructure") == "disabled" && field.Bool():
+			return true
+		}
+	}
+	return false
 }
 
 // unwinderSelection is what `tracers` and `interpreters` select, from one

@@ -68,9 +68,11 @@ pub struct AgentConfig {
     /// below them: paths as `/proc/PID/cgroup` shows them (cgroup v2, or
     /// any v1 hierarchy), e.g. `/system.slice/app.service`. Default none.
     pub cgroups: Vec<String>,
-    /// Interpreter unwinders switched off, by name (`python`, `hotspot`,
-    /// `v8`, `ruby`, `php`, `perl`): those runtimes are not looked for and
-    /// their processes are profiled as native code. Default none.
+    /// Interpreter unwinders switched off, by name (one of
+    /// [`runtime_names`](crate::runtime_names), the names of
+    /// `ebpf/runtimes.h`'s list: `python`, `hotspot`, ...): those runtimes
+    /// are not looked for and their processes are profiled as native code.
+    /// Default none.
     pub disabled_interpreters: Vec<String>,
 }
 
@@ -439,17 +441,27 @@ mod tests {
 
     #[test]
     fn disabled_interpreters_are_known_names() {
+        use std::collections::BTreeSet;
         let c = AgentConfig::from_json(r#"{"disabled_interpreters": ["python", "perl"]}"#).unwrap();
         assert_eq!(c.disabled_interpreters, ["python", "perl"]);
-        let names: Vec<&str> =
-            profiler_interpreters::runtimes_except(&c.disabled_interpreters).iter().map(|r| r.name()).collect();
-        assert_eq!(names, ["HotSpot", "V8", "CRuby", "PHP", "BEAM"]);
+        let kept: BTreeSet<&str> = profiler_interpreters::runtimes_except(&c.disabled_interpreters)
+            .iter()
+            .map(|r| r.unwinder().name())
+            .collect();
+        // Every runtime of the list (the unwinders, generated from
+        // ebpf/runtimes.h) but the two.
+        let expected: BTreeSet<&str> = profiler_bpf::InterpreterUnwinder::ALL
+            .iter()
+            .map(|u| u.name())
+            .filter(|n| !["python", "perl"].contains(n))
+            .collect();
+        assert_eq!(kept, expected);
+        assert_eq!(kept.len(), profiler_bpf::InterpreterUnwinder::ALL.len() - 2);
+        let known: Vec<&str> = crate::runtime_names().collect();
+        assert_eq!(known.iter().copied().collect::<BTreeSet<_>>().len(), profiler_bpf::InterpreterUnwinder::ALL.len());
         assert_eq!(
             AgentConfig::from_json(r#"{"disabled_interpreters": ["dotnet"]}"#),
-            Err(ConfigError::UnknownInterpreter {
-                got: "dotnet".into(),
-                known: "python, hotspot, v8, ruby, php, perl, beam".into()
-            })
+            Err(ConfigError::UnknownInterpreter { got: "dotnet".into(), known: known.join(", ") })
         );
     }
 

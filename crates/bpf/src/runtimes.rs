@@ -1,9 +1,11 @@
-//! The interpreter unwinders, as `ebpf/runtimes.h` lists them: one line
-//! each here too ([`InterpreterUnwinder`]), from which their programs
+//! The interpreter unwinders, as `ebpf/runtimes.h` lists them
+//! ([`InterpreterUnwinder`], generated from that list by
+//! profiler-contract's build.rs), from which their programs
 //! (`<name>_unwind`, `<name>_off_cpu`), maps (`<name>_files` or
 //! `<name>_processes`) and counters (`<name>_*` of [`crate::Counters`])
-//! are found by name. The test below fails when the two lists differ,
-//! or when a runtime lacks a program, a map or a counter on either side.
+//! are found by name. The tests below fail when the generated table
+//! differs from the header (read here on its own), or when a runtime
+//! lacks a program, a map or a counter on either side.
 
 use crate::contract::c;
 #[cfg(test)]
@@ -19,9 +21,10 @@ pub(crate) enum RuntimeMap {
     Processes,
 }
 
-/// Declares [`InterpreterUnwinder`] from one table: variant, slot
-/// constant, name, map, the width of its frame words' payload
-/// (`<NAME>_FRAME_PAYLOAD_BITS`); in the order of `ebpf/runtimes.h`.
+/// Declares [`InterpreterUnwinder`] from the lines of `ebpf/runtimes.h`
+/// (`profiler_contract::runtimes_list!`): variant, slot constant, name,
+/// map, the width of its frame words' payload
+/// (`<NAME>_FRAME_PAYLOAD_BITS`); in the list's order.
 macro_rules! runtimes {
     ($($variant:ident = $slot:ident, $name:literal, $map:ident, $payload:ident;)*) => {
         /// The interpreter unwinder programs, by their slot in the program
@@ -71,15 +74,10 @@ macro_rules! runtimes {
     (@map $name:literal, processes) => { (concat!($name, "_processes"), RuntimeMap::Processes) };
 }
 
-runtimes! {
-    Python = UNWINDER_PYTHON, "python", files, PYTHON_FRAME_PAYLOAD_BITS;
-    Hotspot = UNWINDER_HOTSPOT, "hotspot", processes, HOTSPOT_FRAME_PAYLOAD_BITS;
-    V8 = UNWINDER_V8, "v8", processes, V8_FRAME_PAYLOAD_BITS;
-    Ruby = UNWINDER_RUBY, "ruby", files, RUBY_FRAME_PAYLOAD_BITS;
-    Php = UNWINDER_PHP, "php", files, PHP_FRAME_PAYLOAD_BITS;
-    Perl = UNWINDER_PERL, "perl", files, PERL_FRAME_PAYLOAD_BITS;
-    Beam = UNWINDER_BEAM, "beam", processes, BEAM_FRAME_PAYLOAD_BITS;
-}
+// The table is ebpf/runtimes.h's list, turned into its lines by
+// profiler-contract's build.rs: a runtime added there is an
+// InterpreterUnwinder here, with no line of Rust.
+profiler_contract::runtimes_list!(runtimes);
 
 /// The unwinders' off-CPU programs and their slots: the native one, then
 /// one per interpreter unwinder.

@@ -39,9 +39,13 @@ pub struct Args {
     #[arg(long = "cgroup", value_name = "PATH")]
     pub cgroups: Vec<String>,
 
-    /// Do not unwind this interpreter (repeatable): python, hotspot, v8,
-    /// ruby, php or perl. Its processes are profiled as native code.
-    #[arg(long = "disable-interpreter", value_name = "NAME")]
+    /// Do not unwind this interpreter (repeatable). Its processes are
+    /// profiled as native code.
+    #[arg(
+        long = "disable-interpreter",
+        value_name = "NAME",
+        value_parser = clap::builder::PossibleValuesParser::new(profiler_agent::runtime_names())
+    )]
     pub disabled_interpreters: Vec<String>,
 
     /// Local output format. Default: `folded`, unless `--collection-agent`
@@ -354,6 +358,28 @@ mod tests {
         assert_eq!(a.local_format(), Some(Format::Pprof));
         let a = parse(&["ebpf-profiler", "--format=svg"]).unwrap();
         assert_eq!(a.local_format(), Some(Format::Svg));
+    }
+
+    /// `--disable-interpreter` takes the runtimes' names, and its help
+    /// lists every one of them (the names of ebpf/runtimes.h's list).
+    #[test]
+    fn disable_interpreter_takes_the_runtimes_names() {
+        use clap::CommandFactory;
+        let names: Vec<&str> = profiler_agent::runtime_names().collect();
+        assert!(names.contains(&"python") && names.contains(&"beam"), "{names:?}");
+        let a = parse(&["ebpf-profiler", "--disable-interpreter", "perl", "-disable-interpreter=beam"]).unwrap();
+        assert_eq!(a.disabled_interpreters, ["perl", "beam"]);
+        let err = parse(&["ebpf-profiler", "--disable-interpreter", "dotnet"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
+        let help = Args::command().render_long_help().to_string();
+        let flag = help.find("--disable-interpreter").expect("the flag's help");
+        // Up to the next option's line.
+        let rest = &help[flag + 1..];
+        let end = [rest.find("\n  -"), rest.find("\n      --")].into_iter().flatten().min().unwrap_or(rest.len());
+        let listed = &rest[..end];
+        for name in names {
+            assert!(listed.contains(name), "{name} is not in the help of --disable-interpreter: {listed}");
+        }
     }
 
     /// The environment's OTLP settings, from `vars`.

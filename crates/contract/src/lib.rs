@@ -46,6 +46,10 @@ pub fn read<T: Pod>(bytes: &[u8]) -> Option<T> {
 // the crates that mirror an enum or a list of the header).
 include!(concat!(env!("OUT_DIR"), "/contract_enums.rs"));
 
+// The list of runtimes, ebpf/runtimes.h, for profiler-bpf's
+// InterpreterUnwinder: the one list a new runtime adds a line to.
+include!(concat!(env!("OUT_DIR"), "/contract_runtimes.rs"));
+
 #[cfg(test)]
 mod tests {
     use super::c::*;

@@ -62,7 +62,7 @@ type MakeRuntime = fn() -> Box<dyn Runtime>;
 /// file, by the name that switches it off (`disabled_interpreters`, the
 /// reference receiver's `tracers` and `interpreters.<name>.disabled`).
 /// Adding one: its folder in `src/<runtime>/` and one line here
-/// (docs/internals.md, "How to add a runtime").
+/// (docs/internals.md, "Adding a runtime").
 const RUNTIMES: [(&str, MakeRuntime); 7] = [
     ("python", || Box::new(python::CPython)),
     ("hotspot", || Box::new(hotspot::Hotspot)),

@@ -102,6 +102,11 @@ impl fmt::Debug for TableKey {
 }
 
 /// What produced a frame; its OTLP spelling is [`FrameKind::as_str`].
+///
+/// The profiler's own unwinders are variants; an interpreted frame is
+/// [`FrameKind::Interpreted`] with its runtime's frame type, which the
+/// runtime names in its own folder (`Runtime::frame_kind` in
+/// profiler-interpreters): a new runtime adds no variant here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum FrameKind {
@@ -111,22 +116,30 @@ pub enum FrameKind {
     Native,
     /// Go code, unwound and named from `.gopclntab`.
     Go,
+    /// A runtime's interpreted or JIT-compiled frame, by the value of its
+    /// `profile.frame.type` attribute, as the reference agent spells it
+    /// (`cpython`, `jvm`, `v8js`): lower-case ASCII.
+    Interpreted(&'static str),
+}
+
+// The seven runtimes' frame types, by the names their folders and the
+// tests use (the same values as `FrameKind::Interpreted(<type>)`).
+#[allow(non_upper_case_globals)]
+impl FrameKind {
     /// CPython interpreted code.
-    CPython,
+    pub const CPython: FrameKind = FrameKind::Interpreted("cpython");
     /// Java and other HotSpot JVM code.
-    Jvm,
+    pub const Jvm: FrameKind = FrameKind::Interpreted("jvm");
     /// V8 JavaScript.
-    V8Js,
+    pub const V8Js: FrameKind = FrameKind::Interpreted("v8js");
     /// PHP.
-    Php,
+    pub const Php: FrameKind = FrameKind::Interpreted("php");
     /// Ruby.
-    Ruby,
+    pub const Ruby: FrameKind = FrameKind::Interpreted("ruby");
     /// Perl.
-    Perl,
-    /// .NET.
-    DotNet,
+    pub const Perl: FrameKind = FrameKind::Interpreted("perl");
     /// Erlang BEAM.
-    Beam,
+    pub const Beam: FrameKind = FrameKind::Interpreted("beam");
 }
 
 impl FrameKind {
@@ -137,15 +150,13 @@ impl FrameKind {
             FrameKind::Kernel => "kernel",
             FrameKind::Native => "native",
             FrameKind::Go => "go",
-            FrameKind::CPython => "cpython",
-            FrameKind::Jvm => "jvm",
-            FrameKind::V8Js => "v8js",
-            FrameKind::Php => "php",
-            FrameKind::Ruby => "ruby",
-            FrameKind::Perl => "perl",
-            FrameKind::DotNet => "dotnet",
-            FrameKind::Beam => "beam",
+            FrameKind::Interpreted(frame_type) => frame_type,
         }
+    }
+
+    /// Whether an interpreter's unwinder produced the frame.
+    pub fn is_interpreted(self) -> bool {
+        matches!(self, FrameKind::Interpreted(_))
     }
 }
 
@@ -317,10 +328,28 @@ mod tests {
         assert_eq!(id.to_hex(), "12000000000000340000000000000000");
     }
 
+    /// The `profile.frame.type` values are the reference agent's, for
+    /// the profiler's own kinds and for every runtime's.
     #[test]
     fn frame_kinds_use_reference_spelling() {
-        assert_eq!(FrameKind::V8Js.as_str(), "v8js");
-        assert_eq!(FrameKind::DotNet.as_str(), "dotnet");
-        assert_eq!(FrameKind::CPython.as_str(), "cpython");
+        let kinds = [
+            (FrameKind::Kernel, "kernel"),
+            (FrameKind::Native, "native"),
+            (FrameKind::Go, "go"),
+            (FrameKind::CPython, "cpython"),
+            (FrameKind::Jvm, "jvm"),
+            (FrameKind::V8Js, "v8js"),
+            (FrameKind::Php, "php"),
+            (FrameKind::Ruby, "ruby"),
+            (FrameKind::Perl, "perl"),
+            (FrameKind::Beam, "beam"),
+            (FrameKind::Interpreted("dotnet"), "dotnet"),
+        ];
+        for (kind, name) in kinds {
+            assert_eq!(kind.as_str(), name);
+            assert_eq!(kind.is_interpreted(), !matches!(name, "kernel" | "native" | "go"), "{name}");
+        }
+        assert_eq!(FrameKind::Perl, FrameKind::Interpreted("perl"));
+        assert_ne!(FrameKind::Perl, FrameKind::Php);
     }
 }
