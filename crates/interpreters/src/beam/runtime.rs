@@ -1,6 +1,6 @@
-//! The emulator as a runtime of the registry ([`Beam`], [`BeamFile`]:
-//! what its BPF unwinder needs of a node), and the naming of the pcs it
-//! records ([`BeamNamer`]).
+//! The emulator as a runtime of the registry ([`Beam`], [`BeamFile`], and
+//! its object per node: what its BPF unwinder needs of the node), and the
+//! naming of the pcs it records ([`BeamNamer`], one per node).
 
 use super::{
     atom_index, detect, function_name, BeamBuild, Detection, CODE_INDICES, LINE_TAB_FUNC_TAB, MAX_ATOM_BYTES,
@@ -10,18 +10,17 @@ use crate::beam::map_value::{BeamProcessValue, BEAM_FRAME_PC_MASK, BEAM_FRAME_RE
 use crate::memory::{u64_in, ProcessMemory};
 use crate::refusal::Refusal;
 use crate::runtime::{
-    frame_payload, Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats,
-    ProcessState, ProcessUnwinding, Runtime,
+    frame_payload, Attach, CacheUse, ExecutableMapping, FileDetection, InterpreterFile, NamerStats, ProcessUnwinding,
+    Runtime, RuntimeProcess,
 };
 use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
-/// Most atom names cached by a [`BeamNamer`] (all processes).
+/// Most atom names cached, all nodes together (and each alone).
 const MAX_CACHED_ATOMS: usize = 65_536;
-/// Most source file names cached by a [`BeamNamer`] (all processes).
+/// Most source file names cached, all nodes together (and each alone).
 const MAX_CACHED_FILES: usize = 4096;
 /// The empty list (`NIL`), which ends a string.
 const NIL: u64 = 0x3b;
@@ -68,8 +67,12 @@ impl Runtime for Beam {
         }
     }
 
-    fn namer(&self) -> Box<dyn FrameNamer> {
-        Box::new(BeamNamer::default())
+    fn cache_bound(&self) -> CacheUse {
+        CacheUse::entries(MAX_CACHED_ATOMS + MAX_CACHED_FILES)
+    }
+
+    fn naming_counters(&self) -> NamerStats {
+        BeamNamer::default().stats()
     }
 }
 
@@ -80,14 +83,22 @@ pub struct BeamFile {
     pub build: Arc<BeamBuild>,
 }
 
-/// What is kept of one node ([`InterpreterFile::attach`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The emulator in one node ([`InterpreterFile::attach`]): what attaching
+/// read of it, and the names read from it since.
 struct BeamNode {
     pid: u32,
     /// The code address in `beam_normal_exit`.
     normal_exit: u64,
     /// `erts_frame_layout`.
     frame_layout: u32,
+    process: BeamProcess,
+    namer: BeamNamer,
+}
+
+impl BeamNode {
+    fn new(pid: u32, normal_exit: u64, frame_layout: u32, process: BeamProcess) -> BeamNode {
+        BeamNode { pid, normal_exit, frame_layout, process, namer: BeamNamer::default() }
+    }
 }
 
 /// `[start, end)` of code.
@@ -130,7 +141,7 @@ impl InterpreterFile for BeamFile {
         None
     }
 
-    fn attach(&self, pid: u32, memory: &dyn ProcessMemory, bias: u64) -> Attach {
+    fn attach(self: Arc<Self>, pid: u32, memory: &dyn ProcessMemory, bias: u64) -> Attach {
         let Some(normal_exit) = read_u64(memory, bias.wrapping_add(self.build.normal_exit)) else {
             return Attach::Failed(Refusal::Unreadable("beam_normal_exit"));
         };
@@ -146,26 +157,37 @@ impl InterpreterFile for BeamFile {
         if frame_layout > 1 {
             return Attach::Failed(Refusal::Layout(format!("unknown frame layout {frame_layout}")));
         }
-        Attach::Attached(Arc::new(BeamNode { pid, normal_exit, frame_layout }))
+        let process = BeamProcess { bias, build: self.build.clone() };
+        Attach::Attached(Box::new(BeamNode::new(pid, normal_exit, frame_layout, process)))
+    }
+}
+
+impl RuntimeProcess for BeamNode {
+    /// The frame's pc (`pc - 1` for a return address: the call) in the
+    /// node's code index.
+    fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
+        let Some(payload) = frame_payload(word, InterpreterUnwinder::Beam) else { return Vec::new() };
+        let pc = payload & BEAM_FRAME_PC_MASK;
+        let pc = if payload & BEAM_FRAME_RETURN_ADDRESS != 0 { pc.checked_sub(1) } else { Some(pc) };
+        let Some(pc) = pc else { return Vec::new() };
+        let before = self.namer.stats();
+        let line = self.namer.name_pc(memory, self.pid, &self.process, pc);
+        stats.add_change(&before, &self.namer.stats());
+        line.into_iter().collect()
     }
 
-    fn process_unwinding(
-        &self,
-        process: &ProcessState,
-        _memory: &dyn ProcessMemory,
-        maps: &[ExecutableMapping<'_>],
-    ) -> Option<ProcessUnwinding> {
-        let node = process.downcast_ref::<BeamNode>()?;
+    fn sync(&mut self, _memory: &dyn ProcessMemory, maps: &[ExecutableMapping<'_>]) -> Option<ProcessUnwinding> {
         let (code, (code_low, code_high)) = jit_code(maps)?;
+        let layout = &self.process.build.layout;
         let value = BeamProcessValue {
-            normal_exit: node.normal_exit,
+            normal_exit: self.normal_exit,
             code_low,
             code_high,
-            scheduler_return: self.build.layout.scheduler_return,
-            runtime_stack: self.build.layout.runtime_stack,
-            current_process: self.build.layout.current_process,
-            process_stop: self.build.layout.process_stop,
-            frame_layout: node.frame_layout,
+            scheduler_return: layout.scheduler_return,
+            runtime_stack: layout.runtime_stack,
+            current_process: layout.current_process,
+            process_stop: layout.process_stop,
+            frame_layout: self.frame_layout,
         };
         // The executable views mapped now; a grown JIT area is a new
         // mapping, found at the next read of the process's maps.
@@ -173,8 +195,13 @@ impl InterpreterFile for BeamFile {
         Some(ProcessUnwinding::new(InterpreterUnwinder::Beam, code, value))
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
+    fn cached(&self) -> CacheUse {
+        CacheUse { entries: self.namer.atoms.len() + self.namer.files.len(), bytes: 0 }
+    }
+
+    fn clear(&mut self) {
+        self.namer.atoms.clear();
+        self.namer.files.clear();
     }
 }
 
@@ -199,8 +226,8 @@ enum Unknown {
 const UNKNOWN_REASONS: [&str; 4] =
     ["frames_unknown_no_module", "frames_unknown_no_function", "frames_unknown_unreadable", "frames_unknown_bad_data"];
 
-/// Names pcs in the JIT code of emulator processes, with a bounded cache
-/// of atom names.
+/// Names pcs in the JIT code of an emulator process, with a bounded
+/// cache of atom names.
 #[derive(Default)]
 pub struct BeamNamer {
     /// (pid, atom index) -> name.
@@ -478,24 +505,9 @@ impl BeamNamer {
     }
 }
 
-impl FrameNamer for BeamNamer {
-    /// The frame's pc (`pc - 1` for a return address: the call) in the
-    /// node's code index.
-    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
-        let file = mapped.file.as_any().downcast_ref::<BeamFile>()?;
-        let payload = frame_payload(word, InterpreterUnwinder::Beam)?;
-        let pc = payload & BEAM_FRAME_PC_MASK;
-        let pc = if payload & BEAM_FRAME_RETURN_ADDRESS != 0 { pc.checked_sub(1)? } else { pc };
-        let process = BeamProcess { bias: mapped.bias, build: file.build.clone() };
-        self.name_pc(memory, pid, &process, pc)
-    }
-
-    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
-        self.atoms.retain(|(pid, _), _| alive(*pid));
-        self.files.retain(|(pid, _), _| alive(*pid));
-    }
-
-    fn stats(&self) -> NamerStats {
+impl BeamNamer {
+    /// Its counters, with the names of its reasons for unknown frames.
+    pub fn stats(&self) -> NamerStats {
         let mut stats = self.stats;
         for (slot, (name, n)) in stats.unknown_by_reason.iter_mut().zip(UNKNOWN_REASONS.iter().zip(self.unknown)) {
             *slot = (name, n);
@@ -615,8 +627,7 @@ mod tests {
             [1, 2, 1, 0],
             "{reasons:?}: no module; the header and past the last function; the unreadable header"
         );
-        namer.forget_processes(&|pid| pid != 7);
-        assert!(namer.atoms.is_empty());
+        assert!(!namer.atoms.is_empty());
     }
 
     #[test]
@@ -686,8 +697,7 @@ mod tests {
 
     #[test]
     fn unwinding_of_a_node_is_its_jit_code() {
-        let file = BeamFile { build: build().build };
-        let node: ProcessState = Arc::new(BeamNode { pid: 9, normal_exit: 0x7fab_0500_0010, frame_layout: 1 });
+        let mut node = BeamNode::new(9, 0x7fab_0500_0010, 1, build());
         let maps = [ExecutableMapping {
             start: 0x7fab_04bf_f000,
             end: 0x7fab_053f_f000,
@@ -695,7 +705,7 @@ mod tests {
             reserved_end: 0x7fab_053f_f000,
         }];
         let memory = FakeMemory::default();
-        let u = file.process_unwinding(&node, &memory, &maps).expect("unwinding");
+        let u = node.sync(&memory, &maps).expect("unwinding");
         assert_eq!(u.code, vec![(0x7fab_04bf_f000, 0x7fab_053f_f000)]);
         assert_eq!(u.value.unwinder(), InterpreterUnwinder::Beam);
         let v = u.value.read::<profiler_contract::c::beam_process>().expect("a beam_process");
@@ -703,18 +713,19 @@ mod tests {
             (v.normal_exit, v.code_low, v.code_high, v.frame_layout),
             (0x7fab_0500_0010, 0x7fab_04bf_f000, 0x7fab_053f_f000, 1)
         );
-        assert!(file.process_unwinding(&node, &memory, &[]).is_none(), "no JIT code mapped yet");
+        assert!(node.sync(&memory, &[]).is_none(), "no JIT code mapped yet");
     }
 
     #[test]
     fn frame_words_name_their_pc_or_the_call_before_a_return_address() {
         let m = node();
-        let file: Arc<dyn InterpreterFile> = Arc::new(BeamFile { build: build().build });
-        let mapped = MappedFile { file, bias: BIAS, process: None };
-        let mut namer = BeamNamer::default();
+        let mut namer = BeamNode::new(7, 0x7f00_0000_0010, 0, build());
         let word = |payload| crate::runtime::frame_word(InterpreterUnwinder::Beam, payload);
-        let name =
-            |namer: &mut BeamNamer, w| FrameNamer::name(namer, &m, 7, &mapped, w).map(|l| l.function.to_string());
+        let mut stats = Beam.naming_counters();
+        let mut name = |namer: &mut BeamNode, w| {
+            let lines = namer.lines(&m, w, &mut stats);
+            lines.first().map(|l| l.function.to_string())
+        };
         assert_eq!(name(&mut namer, word(0x7f00_0000_1300)).as_deref(), Some("chain:leaf_spin/2"));
         // A return address just past leaf_spin/2's last byte is its call.
         assert_eq!(
@@ -722,21 +733,30 @@ mod tests {
             Some("chain:leaf_spin/2")
         );
         assert_eq!(name(&mut namer, word(0x7f00_0000_1500)).as_deref(), Some("chain:a/0"));
+        assert_eq!(name(&mut namer, word(0x7f00_0000_3000)), None, "no module");
         assert_eq!(Beam.frame_address(word(0x7f00_0000_1500 | BEAM_FRAME_RETURN_ADDRESS)), 0x7f00_0000_1500);
+        assert_eq!((stats.frames, stats.unknown), (3, 1));
+        assert_eq!(stats.unknown_by_reason[0], ("frames_unknown_no_module", 1));
+        assert_eq!(stats.unknown_by_reason[3], ("frames_unknown_bad_data", 0));
+        assert!(namer.cached().entries > 0);
+        namer.clear();
+        assert_eq!(namer.cached(), CacheUse::default());
     }
 
     #[test]
     fn attaching_reads_the_bottom_of_the_stacks_and_the_frame_layout() {
-        let file = BeamFile { build: build().build };
+        let file = Arc::new(BeamFile { build: build().build });
         let mut m = FakeMemory::default();
         m.words(BIAS + 0x4000, &[0x7f00_0000_0010]);
         m.add(BIAS + 0x5000, 0u32.to_le_bytes().to_vec());
-        let Attach::Attached(node) = file.attach(9, &m, BIAS) else { panic!("not attached") };
-        let node = node.downcast_ref::<BeamNode>().copied();
-        assert_eq!(node, Some(BeamNode { pid: 9, normal_exit: 0x7f00_0000_0010, frame_layout: 0 }));
+        let Attach::Attached(mut node) = file.clone().attach(9, &m, BIAS) else { panic!("not attached") };
+        let maps = [ExecutableMapping { start: 0x7f00_0000_0000, end: 0x7f00_0010_0000, path: "", reserved_end: 0 }];
+        let u = node.sync(&m, &maps).expect("unwinding");
+        let v = u.value.read::<profiler_contract::c::beam_process>().expect("a beam_process");
+        assert_eq!((v.normal_exit, v.frame_layout), (0x7f00_0000_0010, 0));
         let mut starting = FakeMemory::default();
         starting.words(BIAS + 0x4000, &[0]);
-        assert!(matches!(file.attach(9, &starting, BIAS), Attach::NotYet));
+        assert!(matches!(file.clone().attach(9, &starting, BIAS), Attach::NotYet));
         assert!(matches!(file.attach(9, &FakeMemory::default(), BIAS), Attach::Failed(_)));
     }
 }

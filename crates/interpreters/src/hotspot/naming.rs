@@ -222,6 +222,12 @@ impl HotspotSymbolizer {
         Some(info)
     }
 
+    /// Forgets every method.
+    pub fn clear(&mut self) {
+        self.stats.evictions += self.cache.len() as u64;
+        self.cache.clear();
+    }
+
     /// Forgets the methods of the processes `alive` says are gone.
     pub fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
         self.cache.retain(|(pid, _), _| alive(*pid));

@@ -111,6 +111,22 @@ impl PythonSymbolizer {
         s
     }
 
+    /// What it caches: code objects and their bytes.
+    pub fn cached(&self) -> crate::CacheUse {
+        crate::CacheUse { entries: self.young.len() + self.old.len(), bytes: self.young_bytes + self.old_bytes }
+    }
+
+    /// Drops every code object and interned name.
+    pub fn clear(&mut self) {
+        self.stats.evictions += (self.young.len() + self.old.len()) as u64;
+        for map in [&mut self.young, &mut self.old] {
+            map.clear();
+        }
+        (self.young_bytes, self.old_bytes) = (0, 0);
+        self.interned.clear();
+        self.interned_bytes = 0;
+    }
+
     /// Drops the code objects of the processes `alive` says are gone.
     /// Under churn every new interpreter's code objects are new entries
     /// (keyed by pid): without this, a dead process's stay until the

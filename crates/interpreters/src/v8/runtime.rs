@@ -1,8 +1,9 @@
 //! V8 on the interpreter interface: [`V8`] finds a V8 build (`node`) in a
 //! file, [`V8File`] gives the BPF unwinder (`ebpf/runtimes/v8/unwinder.bpf.h`) the
 //! embedded builtins as its loop range, the process's anonymous code as
-//! its code and the layout as its per-process value, and [`V8Namer`]
-//! names the frame words it records.
+//! its code and the layout as its per-process value (through its object
+//! per process), and a [`V8Namer`] per process names the frame words it
+//! records.
 //!
 //! Everything the unwinder needs is in the file (the `v8dbg_*`
 //! metadata): attaching reads nothing from the process.
@@ -11,13 +12,13 @@ use super::heap::Heap;
 use super::layout::V8Layout;
 use super::naming::{
     bytecode_script_offset, code_at_pc, code_function, inlined_scopes, read_code, read_function, CodeInfo,
-    FunctionInfo, ScriptLines, ANONYMOUS, MAX_CACHED_BYTES,
+    FunctionInfo, ScriptLines, ANONYMOUS, MAX_CACHED_BYTES, MAX_SCRIPT_LINES_BYTES,
 };
 use super::{detect, Detection};
 use crate::memory::ProcessMemory;
 use crate::runtime::{
-    frame_payload, frame_word, Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile,
-    NamerStats, ProcessState, ProcessUnwinding, Runtime,
+    frame_payload, frame_word, Attach, CacheUse, ExecutableMapping, FileDetection, InterpreterFile, NamerStats,
+    ProcessUnwinding, Runtime, RuntimeProcess,
 };
 use crate::v8::map_value::{
     V8ProcessValue, V8_FRAME_COMPILED, V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT, V8_FRAME_PC_MASK,
@@ -25,12 +26,11 @@ use crate::v8::map_value::{
 use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
-use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Functions a namer keeps (per trace builder, all processes).
+/// Functions cached, all processes together (and each alone).
 pub const MAX_NAMED_FUNCTIONS: usize = 16_384;
 
 /// A V8 frame word's own bits (below the runtime tag): see
@@ -125,8 +125,8 @@ impl Runtime for V8 {
         }
     }
 
-    fn namer(&self) -> Box<dyn FrameNamer> {
-        Box::new(V8Namer::new(MAX_NAMED_FUNCTIONS))
+    fn cache_bound(&self) -> CacheUse {
+        CACHE_BOUND
     }
 }
 
@@ -160,30 +160,52 @@ impl InterpreterFile for V8File {
         None
     }
 
-    fn attach(&self, _pid: u32, _memory: &dyn ProcessMemory, _bias: u64) -> Attach {
-        // Nothing to read: the layout is the file's. Attaching makes
-        // process_unwinding run for the process.
-        Attach::Attached(Arc::new(()))
+    fn attach(self: Arc<Self>, pid: u32, _memory: &dyn ProcessMemory, _bias: u64) -> Attach {
+        // Nothing to read: the layout is the file's.
+        Attach::Attached(Box::new(V8Process { file: self, pid, namer: V8Namer::new(MAX_NAMED_FUNCTIONS) }))
+    }
+}
+
+/// V8 in one process: gives the unwinder its code, names its frames.
+struct V8Process {
+    file: Arc<V8File>,
+    pid: u32,
+    namer: V8Namer,
+}
+
+impl RuntimeProcess for V8Process {
+    fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
+        let before = self.namer.stats();
+        let lines = self.namer.lines(memory, self.pid, &self.file.layout, word);
+        stats.add_change(&before, &self.namer.stats());
+        lines
     }
 
-    fn process_unwinding(
-        &self,
-        _process: &ProcessState,
-        _memory: &dyn ProcessMemory,
-        maps: &[ExecutableMapping<'_>],
-    ) -> Option<ProcessUnwinding> {
+    fn sync(&mut self, _memory: &dyn ProcessMemory, maps: &[ExecutableMapping<'_>]) -> Option<ProcessUnwinding> {
         // All of a Node process's anonymous executable memory is V8's
         // (its code range: baseline, optimised and regexp code, and the
         // short-call copy of the builtins when not file-backed).
-        let value = process_value(&self.layout).map_value();
+        let value = process_value(&self.file.layout).map_value();
         let unwinding = ProcessUnwinding::new(InterpreterUnwinder::V8, vec![(0, u64::MAX)], value);
         Some(unwinding.reserving(code_range_reservations(maps)))
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
+    fn cached(&self) -> CacheUse {
+        self.namer.cached()
+    }
+
+    fn clear(&mut self) {
+        self.namer.clear();
     }
 }
+
+/// What V8's objects cache together at most: the functions, compiled
+/// code objects (decoded, and their ranges) and words named lately of
+/// one namer, and its functions' and scripts' bytes.
+const CACHE_BOUND: CacheUse = CacheUse {
+    entries: MAX_NAMED_FUNCTIONS + 2 * MAX_CACHED_CODES + MAX_RECENT_WORDS,
+    bytes: MAX_CACHED_BYTES + MAX_SCRIPT_LINES_BYTES,
+};
 
 /// The most of a code range reservation taken after one executable
 /// mapping: V8's code range is at most 512 MiB on 64-bit builds
@@ -551,22 +573,18 @@ fn source_line(info: &FunctionInfo, position: Option<u32>) -> SourceLine {
     }
 }
 
-impl FrameNamer for V8Namer {
-    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
-        self.lines(memory, pid, mapped, word).into_iter().next()
-    }
-
-    fn lines(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Vec<SourceLine> {
-        let file = mapped.file.as_any().downcast_ref::<V8File>();
-        let lines = match (file, V8Word::decode(word)) {
-            (Some(file), Some(decoded)) => {
-                let heap = Heap { memory, layout: &file.layout };
-                match V8Word::decode_pc(word).filter(|_| file.layout.compiled_by_pc) {
+impl V8Namer {
+    /// The lines of frame `word` of process `pid`, whose V8 has `layout`.
+    pub fn lines(&mut self, memory: &dyn ProcessMemory, pid: u32, layout: &V8Layout, word: u64) -> Vec<SourceLine> {
+        let lines = match V8Word::decode(word) {
+            Some(decoded) => {
+                let heap = Heap { memory, layout };
+                match V8Word::decode_pc(word).filter(|_| layout.compiled_by_pc) {
                     Some(pc) => self.name_pc_again(&heap, pid, word, pc),
                     None => self.name_word_again(&heap, pid, word, decoded),
                 }
             }
-            _ => Vec::new(),
+            None => Vec::new(),
         };
         if lines.is_empty() {
             self.stats.unknown += 1;
@@ -576,16 +594,26 @@ impl FrameNamer for V8Namer {
         lines
     }
 
-    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
-        self.functions.retain(|(pid, _), _| alive(*pid));
-        self.codes.retain(|(pid, _), _| alive(*pid));
-        self.code_ranges.retain(|(pid, _), _| alive(*pid));
-        self.lines.retain_processes(alive);
-        self.recent.retain(|(pid, _), _| alive(*pid));
-        self.cached_bytes = self.functions.values().map(|c| c.info.heap_bytes()).sum();
+    /// What it caches (see [`CACHE_BOUND`]).
+    pub fn cached(&self) -> CacheUse {
+        CacheUse {
+            entries: self.functions.len() + self.codes.len() + self.code_ranges.len() + self.recent.len(),
+            bytes: self.cached_bytes + self.lines.bytes(),
+        }
     }
 
-    fn stats(&self) -> NamerStats {
+    /// Drops everything it caches.
+    pub fn clear(&mut self) {
+        self.functions.clear();
+        self.codes.clear();
+        self.code_ranges.clear();
+        self.lines = ScriptLines::default();
+        self.recent.clear();
+        self.cached_bytes = 0;
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> NamerStats {
         self.stats
     }
 }
@@ -635,9 +663,10 @@ mod tests {
                 (0x7f4a_0000_1000, 0x7f4a_0000_1000 + MAX_CODE_RANGE),
             ]
         );
-        let unwinding = V8File { layout: Arc::new(super::super::heap::tests::layout()), loops: Vec::new() }
-            .process_unwinding(&(Arc::new(()) as ProcessState), &crate::memory::fake::FakeMemory::default(), &maps)
-            .unwrap();
+        let file = Arc::new(V8File { layout: Arc::new(super::super::heap::tests::layout()), loops: Vec::new() });
+        let memory = crate::memory::fake::FakeMemory::default();
+        let Attach::Attached(mut process) = file.attach(1, &memory, 0) else { panic!("attached") };
+        let unwinding = process.sync(&memory, &maps).unwrap();
         assert_eq!(unwinding.code, [(0, u64::MAX)]);
         assert_eq!(unwinding.reserved, code_range_reservations(&maps));
     }
@@ -648,19 +677,17 @@ mod tests {
     fn frames_of_freed_functions_are_unknown() {
         use crate::memory::fake::FakeMemory;
         let layout = Arc::new(super::super::heap::tests::layout());
-        let file: Arc<dyn InterpreterFile> = Arc::new(V8File { layout: layout.clone(), loops: Vec::new() });
-        let mapped = MappedFile { file, bias: 0, process: None };
         let mut b = super::super::heap::tests::Builder::new();
         // An object of another type where the function was.
         let other = b.typed(layout.type_script, 64, &[], &[]);
         let mut namer = V8Namer::new(16);
         for function in [other, 0x5000_0001, 0] {
             let word = V8Word { function, compiled: false, offset: 3 }.encode();
-            assert!(namer.lines(&b.mem, 1, &mapped, word).is_empty(), "{function:#x}");
+            assert!(namer.lines(&b.mem, 1, &layout, word).is_empty(), "{function:#x}");
         }
         let empty = FakeMemory::default();
         let word = V8Word { function: 0x6000_0001, compiled: true, offset: 3 }.encode();
-        assert!(namer.lines(&empty, 1, &mapped, word).is_empty());
+        assert!(namer.lines(&empty, 1, &layout, word).is_empty());
         assert_eq!(
             namer.stats(),
             NamerStats { frames: 0, unknown: 4, reads: 0, failures_skipped: 0, ..NamerStats::default() }
@@ -697,8 +724,6 @@ mod tests {
             script_line_ends: 32,
             ..super::super::heap::tests::layout()
         });
-        let file: Arc<dyn InterpreterFile> = Arc::new(V8File { layout: layout.clone(), loops: Vec::new() });
-        let mapped = MappedFile { file, bias: 0, process: None };
         let mut b = super::super::heap::tests::Builder::new();
         let (app, source) = (b.one_byte("app.js"), b.one_byte("a\nb\n"));
         let script = b.typed(202, 48, &[(16, app), (24, source)], &[]);
@@ -712,22 +737,22 @@ mod tests {
         let names = |lines: Vec<SourceLine>| lines.iter().map(|l| l.function.to_string()).collect::<Vec<_>>();
         let mut namer = V8Namer::new(16);
         let memory = Counting(&b.mem, std::cell::Cell::new(0));
-        assert_eq!(names(namer.lines(&memory, 1, &mapped, word)), ["compute"]);
+        assert_eq!(names(namer.lines(&memory, 1, &layout, word)), ["compute"]);
         assert!(memory.1.get() > 3, "named in full first");
         memory.1.set(0);
-        assert_eq!(names(namer.lines(&memory, 1, &mapped, word)), ["compute"]);
+        assert_eq!(names(namer.lines(&memory, 1, &layout, word)), ["compute"]);
         assert_eq!(memory.1.get(), 0, "within the recheck interval: no read");
         namer.recheck_after = Duration::ZERO;
-        assert_eq!(names(namer.lines(&memory, 1, &mapped, word)), ["compute"]);
+        assert_eq!(names(namer.lines(&memory, 1, &layout, word)), ["compute"]);
         assert_eq!(memory.1.get(), 1, "then one read");
         // Another function at the same address.
         let region = b.mem.regions.iter_mut().find(|(at, _)| *at == function - 1).expect("the function");
         region.1[24..32].copy_from_slice(&other.to_le_bytes());
         let memory = Counting(&b.mem, std::cell::Cell::new(0));
-        assert_eq!(names(namer.lines(&memory, 1, &mapped, word)), ["other"]);
+        assert_eq!(names(namer.lines(&memory, 1, &layout, word)), ["other"]);
         assert!(memory.1.get() > 1);
         // Another process's word is its own.
-        assert_eq!(names(namer.lines(&memory, 2, &mapped, word)), ["other"]);
+        assert_eq!(names(namer.lines(&memory, 2, &layout, word)), ["other"]);
     }
 
     #[test]
