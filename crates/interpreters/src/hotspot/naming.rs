@@ -228,11 +228,6 @@ impl HotspotSymbolizer {
         self.cache.clear();
     }
 
-    /// Forgets the methods of the processes `alive` says are gone.
-    pub fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
-        self.cache.retain(|(pid, _), _| alive(*pid));
-    }
-
     /// Counters.
     pub fn stats(&self) -> HotspotSymbolizerStats {
         self.stats
@@ -360,15 +355,16 @@ mod tests {
         assert_eq!((sym.stats().reads, sym.stats().hits, sym.stats().stale), (2, 1, 1));
         assert!(sym.method(&m, 1, &l, 0x999).is_none());
         assert_eq!(sym.stats().read_failures, 1);
-        // Process 2 maps the same method; process 1 exits.
+        // Process 2 maps the same method; cleared, all are read again.
         sym.method(&m, 2, &l, 0x10000).unwrap();
         assert_eq!(sym.len(), 2);
-        sym.forget_processes(&|pid| pid == 2);
-        assert_eq!(sym.len(), 1);
         sym.method(&m, 2, &l, 0x10000).unwrap();
         assert_eq!((sym.stats().reads, sym.stats().hits), (4, 2));
-        sym.forget_processes(&|_| false);
+        sym.clear();
         assert!(sym.is_empty());
+        assert_eq!(sym.stats().evictions, 2);
+        sym.method(&m, 2, &l, 0x10000).unwrap();
+        assert_eq!((sym.stats().reads, sym.stats().hits), (5, 2));
     }
 
     #[test]

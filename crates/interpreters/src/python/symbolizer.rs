@@ -66,8 +66,6 @@ pub struct PythonSymbolizerStats {
     pub code_read_failures: u64,
     /// Cached code objects dropped to stay within bounds.
     pub evictions: u64,
-    /// Cached code objects dropped because their process exited.
-    pub forgotten: u64,
     /// Code objects cached now.
     pub cached: u64,
 }
@@ -125,26 +123,6 @@ impl PythonSymbolizer {
         (self.young_bytes, self.old_bytes) = (0, 0);
         self.interned.clear();
         self.interned_bytes = 0;
-    }
-
-    /// Drops the code objects of the processes `alive` says are gone.
-    /// Under churn every new interpreter's code objects are new entries
-    /// (keyed by pid): without this, a dead process's stay until the
-    /// cache fills up, and it fills for the whole run.
-    pub fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
-        let mut verdicts: HashMap<u32, bool> = HashMap::new();
-        let mut forgotten = 0;
-        for (codes, bytes) in [(&mut self.young, &mut self.young_bytes), (&mut self.old, &mut self.old_bytes)] {
-            codes.retain(|&(pid, _), value| {
-                let keep = *verdicts.entry(pid).or_insert_with(|| alive(pid));
-                if !keep {
-                    *bytes = bytes.saturating_sub(value.as_ref().map_or(16, |v| v.cost()));
-                    forgotten += 1;
-                }
-                keep
-            });
-        }
-        self.stats.forgotten += forgotten;
     }
 
     /// Names the frame of code object `code` at bytecode byte offset
@@ -468,36 +446,27 @@ mod tests {
     }
 
     #[test]
-    fn the_code_objects_of_exited_processes_are_forgotten() {
+    fn a_cleared_cache_is_empty_and_refills() {
         let memory = fake();
-        // 10 per generation: pids 0-14 end up in both generations.
-        let mut s = PythonSymbolizer::new(20, 1 << 20);
-        for pid in 0..15 {
-            s.symbolize(&memory, pid, &build(), BIAS, 0x6000, 0);
-        }
-        assert_eq!((s.stats().cached, s.stats().code_reads), (15, 15));
-        s.forget_processes(&|pid| pid % 3 == 0);
-        assert_eq!((s.stats().cached, s.stats().forgotten, s.stats().evictions), (5, 10, 0));
-        // The living ones answer from the cache; a forgotten one is read again.
-        for pid in [0, 3, 6, 9, 12] {
-            assert_eq!(s.symbolize(&memory, pid, &build(), BIAS, 0x6000, 4).unwrap().line, 22);
-        }
-        assert_eq!(s.stats().code_reads, 15);
-        s.symbolize(&memory, 1, &build(), BIAS, 0x6000, 0);
-        assert_eq!(s.stats().code_reads, 16);
-        // Their bytes left the account: a byte-bounded cache refills to
-        // as many entries as before.
         let mut s = PythonSymbolizer::new(1000, 4096);
-        for pid in 0..1000 {
-            s.symbolize(&memory, pid, &build(), BIAS, 0x6000, 0);
-        }
-        let full = s.stats().cached;
-        s.forget_processes(&|_| false);
-        assert_eq!(s.stats().cached, 0);
-        assert_eq!((s.young_bytes, s.old_bytes), (0, 0));
-        for pid in 1000..1000 + full as u32 {
-            s.symbolize(&memory, pid, &build(), BIAS, 0x6000, 0);
-        }
-        assert_eq!(s.stats().cached, full);
+        let fill = |s: &mut PythonSymbolizer| {
+            s.symbolize(&memory, 1, &build(), BIAS, 0x6000, 0);
+            for code in 0..1000 {
+                s.symbolize(&memory, 1, &build(), BIAS, 0x1_0000 + 8 * code, 0);
+            }
+            s.cached()
+        };
+        let full = fill(&mut s);
+        assert!(full.entries > 0 && full.bytes <= 4096, "{full:?}");
+        s.clear();
+        assert_eq!(s.cached(), crate::CacheUse::default());
+        assert!(s.interned.is_empty());
+        let reads = s.stats().code_reads;
+        assert_eq!(s.symbolize(&memory, 1, &build(), BIAS, 0x6000, 4).unwrap().line, 22);
+        assert_eq!(s.stats().code_reads, reads + 1, "read again");
+        // Its bytes left the account: the cache refills to as much as
+        // before.
+        s.clear();
+        assert_eq!(fill(&mut s), full);
     }
 }

@@ -281,16 +281,6 @@ impl ScriptLines {
         ends.ok()
     }
 
-    /// Forgets the scripts of the processes `alive` says are gone.
-    pub fn retain_processes(&mut self, alive: impl Fn(u32) -> bool) {
-        self.scripts.retain(|&(pid, _, _), _| alive(pid));
-        self.bytes = self
-            .scripts
-            .values()
-            .map(|e| SCRIPT_ENTRY_BYTES + e.as_ref().map_or(0, |e| std::mem::size_of_val(&**e)))
-            .sum();
-    }
-
     /// Bytes held (line ends and entries).
     pub fn bytes(&self) -> usize {
         self.bytes
@@ -616,8 +606,7 @@ mod tests {
         assert_eq!(lines.bytes(), 3 * 8 + SCRIPT_ENTRY_BYTES);
         let other = lines.line_ends(&heap, 8, script).expect("another process");
         assert!(!Arc::ptr_eq(&first, &other));
-        lines.retain_processes(|pid| pid == 8);
-        assert_eq!(lines.bytes(), 3 * 8 + SCRIPT_ENTRY_BYTES);
+        assert_eq!(lines.bytes(), 2 * (3 * 8 + SCRIPT_ENTRY_BYTES));
 
         // Another source in the same script object (the collector moved
         // the string, or another script took the address).
