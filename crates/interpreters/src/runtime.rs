@@ -285,3 +285,54 @@ impl NamerStats {
         }
     }
 }
+
+/// A file whose runtime names a process's frames with one symbolizer per
+/// process, made at its first frame: [`SymbolizerProcess`] is its
+/// [`RuntimeProcess`] (PHP, Perl).
+pub(crate) trait SymbolizerFile: Send + Sync + 'static {
+    /// The symbolizer of one process.
+    type Symbolizer: Send;
+
+    /// A new one.
+    fn symbolizer(&self) -> Self::Symbolizer;
+
+    /// Names frame `word` with `symbolizer`, counted in `stats`.
+    fn name(
+        &self,
+        symbolizer: &mut Self::Symbolizer,
+        memory: &dyn ProcessMemory,
+        word: u64,
+        stats: &mut NamerStats,
+    ) -> Option<SourceLine>;
+}
+
+/// One process of a [`SymbolizerFile`]'s runtime: its symbolizer, one
+/// cache entry (its runtime's bound counts processes with one; each
+/// symbolizer bounds its own caches).
+pub(crate) struct SymbolizerProcess<F: SymbolizerFile> {
+    file: Arc<F>,
+    symbolizer: Option<F::Symbolizer>,
+}
+
+impl<F: SymbolizerFile> SymbolizerProcess<F> {
+    /// The process's object, with no symbolizer yet.
+    pub(crate) fn attach(file: Arc<F>) -> Attach {
+        Attach::Attached(Box::new(SymbolizerProcess { file, symbolizer: None }))
+    }
+}
+
+impl<F: SymbolizerFile> RuntimeProcess for SymbolizerProcess<F> {
+    fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
+        let file = &self.file;
+        let symbolizer = self.symbolizer.get_or_insert_with(|| file.symbolizer());
+        file.name(symbolizer, memory, word, stats).into_iter().collect()
+    }
+
+    fn cached(&self) -> CacheUse {
+        CacheUse { entries: usize::from(self.symbolizer.is_some()), bytes: 0 }
+    }
+
+    fn clear(&mut self) {
+        self.symbolizer = None;
+    }
+}

@@ -11,7 +11,8 @@ use crate::perl::map_value::{
 };
 use crate::refusal::Refusal;
 use crate::runtime::{
-    frame_payload, Attach, CacheUse, FileDetection, InterpreterFile, NamerStats, Runtime, RuntimeProcess,
+    frame_payload, Attach, CacheUse, FileDetection, InterpreterFile, NamerStats, Runtime, SymbolizerFile,
+    SymbolizerProcess,
 };
 use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue, UserFrame};
 use profiler_elf::ElfFile;
@@ -226,37 +227,27 @@ impl InterpreterFile for PerlFile {
 
     fn attach(self: Arc<Self>, _pid: u32, _memory: &dyn ProcessMemory, _bias: u64) -> Attach {
         // Its frame words hold process addresses: the bias is not needed.
-        Attach::Attached(Box::new(PerlProcess { file: self, symbolizer: None }))
+        SymbolizerProcess::attach(self)
     }
 }
 
-/// Perl in one process: names its frames (`Package::sub` with the file it
+/// Perl names a process's frames (`Package::sub` with the file it
 /// was defined in and the line, `main` or `eval` at their statement).
-struct PerlProcess {
-    file: Arc<PerlFile>,
-    /// Made at the first frame named.
-    symbolizer: Option<PerlSymbolizer>,
-}
+impl SymbolizerFile for PerlFile {
+    type Symbolizer = PerlSymbolizer;
 
-impl RuntimeProcess for PerlProcess {
-    fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
-        self.name(memory, word, stats).into_iter().collect()
+    fn symbolizer(&self) -> PerlSymbolizer {
+        PerlSymbolizer::new(self.build.layout.clone())
     }
 
-    fn cached(&self) -> CacheUse {
-        CacheUse { entries: usize::from(self.symbolizer.is_some()), bytes: 0 }
-    }
-
-    fn clear(&mut self) {
-        self.symbolizer = None;
-    }
-}
-
-impl PerlProcess {
-    fn name(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Option<SourceLine> {
+    fn name(
+        &self,
+        symbolizer: &mut PerlSymbolizer,
+        memory: &dyn ProcessMemory,
+        word: u64,
+        stats: &mut NamerStats,
+    ) -> Option<SourceLine> {
         let w = decode_word(word)?;
-        let layout = &self.file.build.layout;
-        let symbolizer = self.symbolizer.get_or_insert_with(|| PerlSymbolizer::new(layout.clone()));
         stats.reads += 1;
         let skipped_before = symbolizer.failures.skipped;
         let named = match w {

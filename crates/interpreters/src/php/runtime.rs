@@ -10,7 +10,8 @@ use crate::php::map_value::{
 };
 use crate::refusal::Refusal;
 use crate::runtime::{
-    frame_payload, Attach, CacheUse, FileDetection, InterpreterFile, NamerStats, Runtime, RuntimeProcess,
+    frame_payload, Attach, CacheUse, FileDetection, InterpreterFile, NamerStats, Runtime, SymbolizerFile,
+    SymbolizerProcess,
 };
 use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue, UserFrame};
 use profiler_elf::ElfFile;
@@ -149,37 +150,27 @@ impl InterpreterFile for PhpFile {
 
     fn attach(self: Arc<Self>, _pid: u32, _memory: &dyn ProcessMemory, _bias: u64) -> Attach {
         // Its frame words hold process addresses: the bias is not needed.
-        Attach::Attached(Box::new(PhpProcess { file: self, symbolizer: None }))
+        SymbolizerProcess::attach(self)
     }
 }
 
-/// PHP in one process: names its frames (`Class::method`, `function`,
+/// PHP names a process's frames (`Class::method`, `function`,
 /// `{main}` with the file and line, or an internal function's name).
-struct PhpProcess {
-    file: Arc<PhpFile>,
-    /// Made at the first frame named.
-    symbolizer: Option<PhpSymbolizer>,
-}
+impl SymbolizerFile for PhpFile {
+    type Symbolizer = PhpSymbolizer;
 
-impl RuntimeProcess for PhpProcess {
-    fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
-        self.name(memory, word, stats).into_iter().collect()
+    fn symbolizer(&self) -> PhpSymbolizer {
+        PhpSymbolizer::new(self.build.layout.clone())
     }
 
-    fn cached(&self) -> CacheUse {
-        CacheUse { entries: usize::from(self.symbolizer.is_some()), bytes: 0 }
-    }
-
-    fn clear(&mut self) {
-        self.symbolizer = None;
-    }
-}
-
-impl PhpProcess {
-    fn name(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Option<SourceLine> {
+    fn name(
+        &self,
+        symbolizer: &mut PhpSymbolizer,
+        memory: &dyn ProcessMemory,
+        word: u64,
+        stats: &mut NamerStats,
+    ) -> Option<SourceLine> {
         let w = decode_word(word)?;
-        let layout = &self.file.build.layout;
-        let symbolizer = self.symbolizer.get_or_insert_with(|| PhpSymbolizer::new(layout.clone()));
         let (before, skipped_before) = (symbolizer.cached(), symbolizer.failures.skipped);
         let call_info = if w.top { consts::CALL_TOP } else { 0 };
         // The frame's line came with the word, from the function's first:
