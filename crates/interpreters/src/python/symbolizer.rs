@@ -185,6 +185,10 @@ impl PythonSymbolizer {
             self.stats.evictions += self.old.len() as u64;
             self.old = std::mem::take(&mut self.young);
             self.old_bytes = std::mem::replace(&mut self.young_bytes, 0);
+            // What is interned is then the names of the young entries
+            // alone: counted in their bytes.
+            self.interned.clear();
+            self.interned_bytes = 0;
         }
         self.young_bytes += cost;
         self.young.insert(key, value.clone());
