@@ -391,10 +391,10 @@ impl Registry {
         }
     }
 
-    /// Process `pid` maps `files` (file, bias) now, and only them: what
-    /// was kept for files it no longer maps so goes, and each loaded build
-    /// that needs something of the process and has not got it reads it
-    /// ([`InterpreterFile::attach`], outside the lock).
+    /// Process `pid` maps `files` (file, bias) now, and only them: the
+    /// objects of files it no longer maps so go, and each loaded build
+    /// without an object for the process (nor a failure to make one) makes
+    /// it ([`InterpreterFile::attach`], outside the lock).
     ///
     /// Returns a notice for each build that failed to attach for the
     /// first time (once per build: the process's frames of it stay
