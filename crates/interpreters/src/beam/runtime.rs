@@ -86,7 +86,6 @@ pub struct BeamFile {
 /// The emulator in one node ([`InterpreterFile::attach`]): what attaching
 /// read of it, and the names read from it since.
 struct BeamNode {
-    pid: u32,
     /// The code address in `beam_normal_exit`.
     normal_exit: u64,
     /// `erts_frame_layout`.
@@ -96,8 +95,8 @@ struct BeamNode {
 }
 
 impl BeamNode {
-    fn new(pid: u32, normal_exit: u64, frame_layout: u32, process: BeamProcess) -> BeamNode {
-        BeamNode { pid, normal_exit, frame_layout, process, namer: BeamNamer::default() }
+    fn new(normal_exit: u64, frame_layout: u32, process: BeamProcess) -> BeamNode {
+        BeamNode { normal_exit, frame_layout, process, namer: BeamNamer::default() }
     }
 }
 
@@ -141,7 +140,7 @@ impl InterpreterFile for BeamFile {
         None
     }
 
-    fn attach(self: Arc<Self>, pid: u32, memory: &dyn ProcessMemory, bias: u64) -> Attach {
+    fn attach(self: Arc<Self>, _pid: u32, memory: &dyn ProcessMemory, bias: u64) -> Attach {
         let Some(normal_exit) = read_u64(memory, bias.wrapping_add(self.build.normal_exit)) else {
             return Attach::Failed(Refusal::Unreadable("beam_normal_exit"));
         };
@@ -158,7 +157,7 @@ impl InterpreterFile for BeamFile {
             return Attach::Failed(Refusal::Layout(format!("unknown frame layout {frame_layout}")));
         }
         let process = BeamProcess { bias, build: self.build.clone() };
-        Attach::Attached(Box::new(BeamNode::new(pid, normal_exit, frame_layout, process)))
+        Attach::Attached(Box::new(BeamNode::new(normal_exit, frame_layout, process)))
     }
 }
 
@@ -171,7 +170,7 @@ impl RuntimeProcess for BeamNode {
         let pc = if payload & BEAM_FRAME_RETURN_ADDRESS != 0 { pc.checked_sub(1) } else { Some(pc) };
         let Some(pc) = pc else { return Vec::new() };
         let before = self.namer.stats();
-        let line = self.namer.name_pc(memory, self.pid, &self.process, pc);
+        let line = self.namer.name_pc(memory, &self.process, pc);
         stats.add_change(&before, &self.namer.stats());
         line.into_iter().collect()
     }
@@ -230,10 +229,10 @@ const UNKNOWN_REASONS: [&str; 4] =
 /// cache of atom names.
 #[derive(Default)]
 pub struct BeamNamer {
-    /// (pid, atom index) -> name.
-    atoms: HashMap<(u32, u64), Arc<str>>,
-    /// (pid, file name term) -> the name.
-    files: HashMap<(u32, u64), Arc<str>>,
+    /// Atom index -> name.
+    atoms: HashMap<u64, Arc<str>>,
+    /// File name term -> the name.
+    files: HashMap<u64, Arc<str>>,
     stats: NamerStats,
     /// Unnamed frames by [`Unknown`] reason.
     unknown: [u64; 4],
@@ -282,16 +281,10 @@ fn read_pair(memory: &dyn ProcessMemory, address: u64) -> Option<(u64, u64)> {
 }
 
 impl BeamNamer {
-    /// Names `pc` of process `pid` running `process`'s emulator, if it
+    /// Names `pc` of the process running `process`'s emulator, if it
     /// lies in the code of a loaded module.
-    pub fn name_pc(
-        &mut self,
-        memory: &dyn ProcessMemory,
-        pid: u32,
-        process: &BeamProcess,
-        pc: u64,
-    ) -> Option<SourceLine> {
-        match self.lookup(memory, pid, process, pc) {
+    pub fn name_pc(&mut self, memory: &dyn ProcessMemory, process: &BeamProcess, pc: u64) -> Option<SourceLine> {
+        match self.lookup(memory, process, pc) {
             Ok(named) => {
                 self.stats.frames += 1;
                 Some(named)
@@ -304,13 +297,7 @@ impl BeamNamer {
         }
     }
 
-    fn lookup(
-        &mut self,
-        memory: &dyn ProcessMemory,
-        pid: u32,
-        process: &BeamProcess,
-        pc: u64,
-    ) -> Result<SourceLine, Unknown> {
+    fn lookup(&mut self, memory: &dyn ProcessMemory, process: &BeamProcess, pc: u64) -> Result<SourceLine, Unknown> {
         use Unknown::{BadData, NoFunction, NoModule, Unreadable};
         let build = &process.build;
         let layout = &build.layout;
@@ -350,11 +337,11 @@ impl BeamNamer {
         if arity > 255 {
             return Err(BadData);
         }
-        let module = self.atom(memory, pid, process, module)?;
-        let function = self.atom(memory, pid, process, function)?;
+        let module = self.atom(memory, process, module)?;
+        let function = self.atom(memory, process, function)?;
         let function = Arc::from(function_name(&module, &function, arity));
         // The line is a bonus: a function without one keeps its name.
-        let (file, line) = self.line(memory, pid, process, header, index, pc).unwrap_or((None, 0));
+        let (file, line) = self.line(memory, process, header, index, pc).unwrap_or((None, 0));
         Ok(SourceLine { function, file, line, approximate: false })
     }
 
@@ -364,7 +351,6 @@ impl BeamNamer {
     fn line(
         &mut self,
         memory: &dyn ProcessMemory,
-        pid: u32,
         process: &BeamProcess,
         header: u64,
         index: u64,
@@ -421,13 +407,13 @@ impl BeamNamer {
         }
         self.stats.reads += 1;
         let name = read_u64(memory, names.checked_add(file * 8)?)?;
-        Some((self.file_name(memory, pid, name), line))
+        Some((self.file_name(memory, name), line))
     }
 
     /// A source file name: an Erlang string (a list of character
     /// terms), cached per process.
-    fn file_name(&mut self, memory: &dyn ProcessMemory, pid: u32, term: u64) -> Option<Arc<str>> {
-        if let Some(name) = self.files.get(&(pid, term)) {
+    fn file_name(&mut self, memory: &dyn ProcessMemory, term: u64) -> Option<Arc<str>> {
+        if let Some(name) = self.files.get(&term) {
             return Some(name.clone());
         }
         let mut name = String::new();
@@ -449,29 +435,22 @@ impl BeamNamer {
         if self.files.len() >= MAX_CACHED_FILES {
             self.files.clear();
         }
-        self.files.insert((pid, term), name.clone());
+        self.files.insert(term, name.clone());
         Some(name)
     }
 
     /// The name of atom `term`, cached per process.
-    fn atom(
-        &mut self,
-        memory: &dyn ProcessMemory,
-        pid: u32,
-        process: &BeamProcess,
-        term: u64,
-    ) -> Result<Arc<str>, Unknown> {
+    fn atom(&mut self, memory: &dyn ProcessMemory, process: &BeamProcess, term: u64) -> Result<Arc<str>, Unknown> {
         let index = atom_index(term).ok_or(Unknown::BadData)?;
-        if let Some(name) = self.atoms.get(&(pid, index)) {
+        if let Some(name) = self.atoms.get(&index) {
             return Ok(name.clone());
         }
-        self.read_atom(memory, pid, process, index)
+        self.read_atom(memory, process, index)
     }
 
     fn read_atom(
         &mut self,
         memory: &dyn ProcessMemory,
-        pid: u32,
         process: &BeamProcess,
         index: u64,
     ) -> Result<Arc<str>, Unknown> {
@@ -500,7 +479,7 @@ impl BeamNamer {
         if self.atoms.len() >= MAX_CACHED_ATOMS {
             self.atoms.clear();
         }
-        self.atoms.insert((pid, index), name.clone());
+        self.atoms.insert(index, name.clone());
         Ok(name)
     }
 }
@@ -600,9 +579,9 @@ mod tests {
         let m = node();
         let p = build();
         let mut namer = BeamNamer::default();
-        let name = |namer: &mut BeamNamer, pc| namer.name_pc(&m, 7, &p, pc).map(|l| l.function.to_string());
+        let name = |namer: &mut BeamNamer, pc| namer.name_pc(&m, &p, pc).map(|l| l.function.to_string());
         let line = |namer: &mut BeamNamer, pc| {
-            namer.name_pc(&m, 7, &p, pc).map(|l| (l.file.map(|f| f.to_string()), l.line)).unwrap()
+            namer.name_pc(&m, &p, pc).map(|l| (l.file.map(|f| f.to_string()), l.line)).unwrap()
         };
         let c = Some("c.erl".to_string());
         assert_eq!(line(&mut namer, 0x7f00_0000_1250), (c.clone(), 16), "the item before the function's start");
@@ -637,15 +616,15 @@ mod tests {
         // A code index out of range.
         let mut m = node();
         m.regions[0].1 = 3u32.to_le_bytes().to_vec();
-        assert_eq!(namer.name_pc(&m, 7, &p, 0x7f00_0000_1250), None);
+        assert_eq!(namer.name_pc(&m, &p, 0x7f00_0000_1250), None);
         // A module count beyond the bound.
         let mut m = node();
         m.regions[1].1[8..16].copy_from_slice(&(MAX_MODULES + 1).to_le_bytes());
-        assert_eq!(namer.name_pc(&m, 7, &p, 0x7f00_0000_1250), None);
+        assert_eq!(namer.name_pc(&m, &p, 0x7f00_0000_1250), None);
         // A function count beyond the bound.
         let mut m = node();
         m.regions[3].1[0..8].copy_from_slice(&(MAX_FUNCTIONS + 1).to_le_bytes());
-        assert_eq!(namer.name_pc(&m, 7, &p, 0x7f00_0000_1250), None);
+        assert_eq!(namer.name_pc(&m, &p, 0x7f00_0000_1250), None);
         assert_eq!(namer.stats().frames, 0);
         assert_eq!(namer.stats().unknown_by_reason.map(|(_, n)| n), [0, 0, 0, 3]);
     }
@@ -697,7 +676,7 @@ mod tests {
 
     #[test]
     fn unwinding_of_a_node_is_its_jit_code() {
-        let mut node = BeamNode::new(9, 0x7fab_0500_0010, 1, build());
+        let mut node = BeamNode::new(0x7fab_0500_0010, 1, build());
         let maps = [ExecutableMapping {
             start: 0x7fab_04bf_f000,
             end: 0x7fab_053f_f000,
@@ -719,7 +698,7 @@ mod tests {
     #[test]
     fn frame_words_name_their_pc_or_the_call_before_a_return_address() {
         let m = node();
-        let mut namer = BeamNode::new(7, 0x7f00_0000_0010, 0, build());
+        let mut namer = BeamNode::new(0x7f00_0000_0010, 0, build());
         let word = |payload| crate::runtime::frame_word(InterpreterUnwinder::Beam, payload);
         let mut stats = Beam.naming_counters();
         let mut name = |namer: &mut BeamNode, w| {

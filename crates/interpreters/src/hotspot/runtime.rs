@@ -131,7 +131,6 @@ pub struct HotspotProcess {
     pub layout: Arc<HotspotLayout>,
     /// `libjvm.so`'s load bias.
     pub bias: u64,
-    pid: u32,
     code_cache: Option<Arc<CodeCache>>,
     methods: HotspotSymbolizer,
     /// Compiled frames whose blob's mark changed since the sample (freed
@@ -140,16 +139,9 @@ pub struct HotspotProcess {
 }
 
 impl HotspotProcess {
-    /// Process `pid` with `layout`, `libjvm.so` mapped with `bias`.
-    pub fn new(pid: u32, layout: Arc<HotspotLayout>, bias: u64) -> HotspotProcess {
-        HotspotProcess {
-            layout,
-            bias,
-            pid,
-            code_cache: None,
-            methods: HotspotSymbolizer::new(MAX_METHODS),
-            stale_blobs: 0,
-        }
+    /// A process with `layout`, `libjvm.so` mapped with `bias`.
+    pub fn new(layout: Arc<HotspotLayout>, bias: u64) -> HotspotProcess {
+        HotspotProcess { layout, bias, code_cache: None, methods: HotspotSymbolizer::new(MAX_METHODS), stale_blobs: 0 }
     }
 
     /// The code cache as last read, or read now.
@@ -190,7 +182,7 @@ impl InterpreterFile for HotspotFile {
         }
         drop(unreadable);
         match result {
-            Ok(layout) => Attach::Attached(Box::new(HotspotProcess::new(pid, Arc::new(layout), bias))),
+            Ok(layout) => Attach::Attached(Box::new(HotspotProcess::new(Arc::new(layout), bias))),
             // ld.so may still be mapping the file, or the VM starting.
             Err(HotspotError::NotReady | HotspotError::Unreadable(_)) => Attach::NotYet,
             Err(HotspotError::Unsupported(why)) => Attach::Failed(Refusal::Layout(why)),
@@ -334,7 +326,7 @@ impl HotspotProcess {
         stats: &mut NamerStats,
     ) -> Option<SourceLine> {
         let before = self.methods.stats().reads;
-        let info = self.methods.method(memory, self.pid, &self.layout, method)?;
+        let info = self.methods.method(memory, &self.layout, method)?;
         stats.reads += self.methods.stats().reads - before;
         let line = bci.and_then(|b| info.line(b)).unwrap_or(0);
         Some(SourceLine {
@@ -547,7 +539,7 @@ mod tests {
         let mut memory = FakeMemory::default();
         memory.add(heap.segmap, vec![0xff; 32]); // all free
         let cache = CodeCache { low: heap.low, high: heap.high, heaps: vec![heap] };
-        let mut process = HotspotProcess::new(1, Arc::new(l.clone()), 0);
+        let mut process = HotspotProcess::new(Arc::new(l.clone()), 0);
         process.code_cache = Some(Arc::new(cache));
         let mut stats = NamerStats::default();
         let blob = heap.low + u64::from(l.heap_block_size);

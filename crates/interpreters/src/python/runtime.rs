@@ -74,10 +74,10 @@ impl InterpreterFile for PythonBuild {
         Some(python_file_value(self).map_value())
     }
 
-    fn attach(self: Arc<Self>, pid: u32, _memory: &dyn ProcessMemory, bias: u64) -> Attach {
+    fn attach(self: Arc<Self>, _pid: u32, _memory: &dyn ProcessMemory, bias: u64) -> Attach {
         // Everything the unwinder needs is in the file.
         let symbolizer = PythonSymbolizer::new(MAX_CACHED_CODES, MAX_CACHED_BYTES);
-        Attach::Attached(Box::new(PythonProcess { build: self, pid, bias, symbolizer }))
+        Attach::Attached(Box::new(PythonProcess { build: self, bias, symbolizer }))
     }
 }
 
@@ -119,7 +119,6 @@ pub fn python_file_value(build: &PythonBuild) -> PythonFileValue {
 /// code objects it read from the process.
 struct PythonProcess {
     build: Arc<PythonBuild>,
-    pid: u32,
     bias: u64,
     symbolizer: PythonSymbolizer,
 }
@@ -128,7 +127,7 @@ impl RuntimeProcess for PythonProcess {
     fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
         let Some(PythonWord { code, offset }) = PythonWord::decode(word) else { return Vec::new() };
         let before = self.symbolizer.stats();
-        let line = self.symbolizer.symbolize(memory, self.pid, &self.build, self.bias, code, offset);
+        let line = self.symbolizer.symbolize(memory, &self.build, self.bias, code, offset);
         let after = self.symbolizer.stats();
         stats.frames += after.frames - before.frames;
         stats.unknown += after.unknown - before.unknown;

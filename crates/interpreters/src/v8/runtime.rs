@@ -160,23 +160,22 @@ impl InterpreterFile for V8File {
         None
     }
 
-    fn attach(self: Arc<Self>, pid: u32, _memory: &dyn ProcessMemory, _bias: u64) -> Attach {
+    fn attach(self: Arc<Self>, _pid: u32, _memory: &dyn ProcessMemory, _bias: u64) -> Attach {
         // Nothing to read: the layout is the file's.
-        Attach::Attached(Box::new(V8Process { file: self, pid, namer: V8Namer::new(MAX_NAMED_FUNCTIONS) }))
+        Attach::Attached(Box::new(V8Process { file: self, namer: V8Namer::new(MAX_NAMED_FUNCTIONS) }))
     }
 }
 
 /// V8 in one process: gives the unwinder its code, names its frames.
 struct V8Process {
     file: Arc<V8File>,
-    pid: u32,
     namer: V8Namer,
 }
 
 impl RuntimeProcess for V8Process {
     fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
         let before = self.namer.stats();
-        let lines = self.namer.lines(memory, self.pid, &self.file.layout, word);
+        let lines = self.namer.lines(memory, &self.file.layout, word);
         stats.add_change(&before, &self.namer.stats());
         lines
     }
@@ -298,20 +297,20 @@ const MAX_HEAD_BYTES: usize = 128;
 /// pc offset in the function's current code gives the functions inlined
 /// there, innermost first.
 pub struct V8Namer {
-    functions: HashMap<(u32, u64), Cached>,
-    /// Decoded `Code`s by (pid, tagged `Code`), kept while the object
+    functions: HashMap<u64, Cached>,
+    /// Decoded `Code`s by tagged `Code`, kept while the object
     /// there still has its type and instruction start (a freed one's
     /// successor at the same address would start elsewhere).
-    codes: HashMap<(u32, u64), Arc<CodeInfo>>,
-    /// JIT code found around a pc, by (pid, instruction start):
+    codes: HashMap<u64, Arc<CodeInfo>>,
+    /// JIT code found around a pc, by instruction start:
     /// (end, tagged `Code`), checked against `codes` at each use.
-    code_ranges: BTreeMap<(u32, u64), (u64, u64)>,
+    code_ranges: BTreeMap<u64, (u64, u64)>,
     /// Line ends by script, shared by its functions.
     lines: ScriptLines,
-    /// The lines of frame words named lately, by (pid, word), with the
+    /// The lines of frame words named lately, by word, with the
     /// `JSFunction`'s first bytes they were named from (see
     /// [`V8Namer::name_word_again`]).
-    recent: HashMap<(u32, u64), Recent>,
+    recent: HashMap<u64, Recent>,
     /// [`RECHECK_AFTER`] (tests change it).
     recheck_after: Duration,
     max_functions: usize,
@@ -337,9 +336,9 @@ impl V8Namer {
         }
     }
 
-    /// `Code` `code` of process `pid`, decoded once while it stays the
+    /// `Code` `code`, decoded once while it stays the
     /// same code (three reads to check it).
-    fn code(&mut self, heap: &Heap<'_>, pid: u32, code: u64) -> Option<Arc<CodeInfo>> {
+    fn code(&mut self, heap: &Heap<'_>, code: u64) -> Option<Arc<CodeInfo>> {
         let l = heap.layout;
         heap.typed(code, l.type_code)?;
         let start = if l.code_instructions_inline {
@@ -347,7 +346,7 @@ impl V8Namer {
         } else {
             heap.field(code, l.code_instruction_start)?
         };
-        let key = (pid, code);
+        let key = code;
         if self.codes.get(&key).is_none_or(|c| c.start != start) {
             let info = read_code(heap, code)?;
             self.stats.reads += 1;
@@ -359,20 +358,20 @@ impl V8Namer {
         self.codes.get(&key).cloned()
     }
 
-    /// The function of `SharedFunctionInfo` `sfi` in process `pid`.
-    fn function(&mut self, heap: &Heap<'_>, pid: u32, sfi: u64) -> Option<Arc<FunctionInfo>> {
+    /// The function of `SharedFunctionInfo` `sfi`.
+    fn function(&mut self, heap: &Heap<'_>, sfi: u64) -> Option<Arc<FunctionInfo>> {
         let l = heap.layout;
         heap.typed(sfi, l.type_shared_function_info)?;
         let name_field = heap.field(sfi, l.sfi_name_or_scope_info)?;
         let script_field = heap.field(sfi, l.sfi_script_or_debug_info)?;
-        if let Some(c) = self.functions.get(&(pid, sfi)) {
+        if let Some(c) = self.functions.get(&sfi) {
             if c.name_field == name_field && c.script_field == script_field {
                 return Some(c.info.clone());
             }
         }
         self.stats.reads += 1;
         let generation = self.lines.generation();
-        let info = Arc::new(read_function(heap, sfi, &mut self.lines, pid)?);
+        let info = Arc::new(read_function(heap, sfi, &mut self.lines)?);
         let bytes = info.heap_bytes();
         // The functions hold their scripts' line ends: when the scripts'
         // cache let them go (full), they go too, or the functions would
@@ -384,48 +383,48 @@ impl V8Namer {
         }
         if bytes <= MAX_CACHED_BYTES {
             self.cached_bytes += bytes;
-            self.functions.insert((pid, sfi), Cached { name_field, script_field, info: info.clone() });
+            self.functions.insert(sfi, Cached { name_field, script_field, info: info.clone() });
         }
         Some(info)
     }
 
     /// The `Code` whose instructions hold `address`, from the
     /// ranges found before (still that code) or found around it.
-    fn code_at(&mut self, heap: &Heap<'_>, pid: u32, address: u64) -> Option<(u64, Arc<CodeInfo>)> {
-        let known = self.code_ranges.range(..=(pid, address)).next_back();
-        if let Some((&(p, start), &(end, code))) = known {
-            if p == pid && address < end {
-                match self.code(heap, pid, code) {
+    fn code_at(&mut self, heap: &Heap<'_>, address: u64) -> Option<(u64, Arc<CodeInfo>)> {
+        let known = self.code_ranges.range(..=address).next_back();
+        if let Some((&start, &(end, code))) = known {
+            if address < end {
+                match self.code(heap, code) {
                     Some(info) if info.start == start && info.contains(address) => return Some((code, info)),
                     _ => {
-                        self.code_ranges.remove(&(p, start));
+                        self.code_ranges.remove(&start);
                     }
                 }
             }
         }
         let code = code_at_pc(heap, address)?;
-        let info = self.code(heap, pid, code).filter(|i| i.contains(address))?;
+        let info = self.code(heap, code).filter(|i| i.contains(address))?;
         if self.code_ranges.len() >= MAX_CACHED_CODES {
             self.code_ranges.clear();
         }
-        self.code_ranges.insert((pid, info.start), (info.start + u64::from(info.size), code));
+        self.code_ranges.insert(info.start, (info.start + u64::from(info.size), code));
         Some((code, info))
     }
 
     /// A compiled frame recorded by its pc (a return address but
     /// for the innermost frame: the position before it is the call's).
-    fn name_pc(&mut self, heap: &Heap<'_>, pid: u32, pc: u64) -> Vec<SourceLine> {
+    fn name_pc(&mut self, heap: &Heap<'_>, pc: u64) -> Vec<SourceLine> {
         let l = heap.layout;
-        let Some((code, code_info)) = self.code_at(heap, pid, pc.saturating_sub(1)) else { return Vec::new() };
+        let Some((code, code_info)) = self.code_at(heap, pc.saturating_sub(1)) else { return Vec::new() };
         let Some(sfi) = code_function(heap, code) else { return Vec::new() };
-        let Some(info) = self.function(heap, pid, sfi) else { return Vec::new() };
+        let Some(info) = self.function(heap, sfi) else { return Vec::new() };
         let scopes = if code_info.kind == l.code_kind_builtin {
             None
         } else {
             code_info.position_at_return(pc).and_then(|e| inlined_scopes(heap, code, e, sfi))
         };
         let Some(scopes) = scopes else { return vec![source_line(&info, None)] };
-        self.scope_lines(heap, pid, sfi, &info, scopes)
+        self.scope_lines(heap, sfi, &info, scopes)
     }
 
     /// The lines of inlined `scopes` (innermost first, the last being
@@ -433,14 +432,13 @@ impl V8Namer {
     fn scope_lines(
         &mut self,
         heap: &Heap<'_>,
-        pid: u32,
         sfi: u64,
         info: &Arc<FunctionInfo>,
         scopes: Vec<(u64, u32)>,
     ) -> Vec<SourceLine> {
         let mut lines = Vec::with_capacity(scopes.len());
         for (scope_sfi, position) in scopes {
-            let scope_info = if scope_sfi == sfi { Some(info.clone()) } else { self.function(heap, pid, scope_sfi) };
+            let scope_info = if scope_sfi == sfi { Some(info.clone()) } else { self.function(heap, scope_sfi) };
             match scope_info {
                 Some(i) => lines.push(source_line(&i, Some(position))),
                 // An inlined function that cannot be read: the frame is
@@ -459,9 +457,9 @@ impl V8Namer {
     /// forwarding address) or another at the address reads otherwise and
     /// is named again. A deep stack of a busy program names the same few
     /// hundred words at every sample: about 11 reads a frame otherwise.
-    fn name_word_again(&mut self, heap: &Heap<'_>, pid: u32, word: u64, decoded: V8Word) -> Vec<SourceLine> {
+    fn name_word_again(&mut self, heap: &Heap<'_>, word: u64, decoded: V8Word) -> Vec<SourceLine> {
         let now = Instant::now();
-        if let Some(lines) = self.recently_checked(pid, word, now) {
+        if let Some(lines) = self.recently_checked(word, now) {
             return lines;
         }
         let l = heap.layout;
@@ -474,51 +472,51 @@ impl V8Namer {
         let read = decoded.function != 0
             && crate::v8::heap::untag(decoded.function).is_some_and(|at| heap.memory.read(at, &mut head));
         if !read {
-            self.recent.remove(&(pid, word));
-            return self.name_word(heap, pid, decoded);
+            self.recent.remove(&word);
+            return self.name_word(heap, decoded);
         }
-        if let Some(r) = self.recent.get_mut(&(pid, word)) {
+        if let Some(r) = self.recent.get_mut(&word) {
             if *r.head == *head {
                 r.checked = now;
                 return r.lines.clone();
             }
         }
-        let lines = self.name_word(heap, pid, decoded);
-        self.remember(pid, word, head.into(), &lines, now);
+        let lines = self.name_word(heap, decoded);
+        self.remember(word, head.into(), &lines, now);
         lines
     }
 
     /// A word holding a pc ([`V8Namer::name_pc`]), kept as
     /// [`V8Namer::name_word_again`] keeps the others.
-    fn name_pc_again(&mut self, heap: &Heap<'_>, pid: u32, word: u64, pc: u64) -> Vec<SourceLine> {
+    fn name_pc_again(&mut self, heap: &Heap<'_>, word: u64, pc: u64) -> Vec<SourceLine> {
         let now = Instant::now();
-        if let Some(lines) = self.recently_checked(pid, word, now) {
+        if let Some(lines) = self.recently_checked(word, now) {
             return lines;
         }
-        let lines = self.name_pc(heap, pid, pc);
-        self.remember(pid, word, Box::default(), &lines, now);
+        let lines = self.name_pc(heap, pc);
+        self.remember(word, Box::default(), &lines, now);
         lines
     }
 
     /// The lines of `word` if they were checked less than
     /// [`RECHECK_AFTER`] ago.
-    fn recently_checked(&self, pid: u32, word: u64, now: Instant) -> Option<Vec<SourceLine>> {
-        let r = self.recent.get(&(pid, word))?;
+    fn recently_checked(&self, word: u64, now: Instant) -> Option<Vec<SourceLine>> {
+        let r = self.recent.get(&word)?;
         (now.saturating_duration_since(r.checked) < self.recheck_after).then(|| r.lines.clone())
     }
 
-    fn remember(&mut self, pid: u32, word: u64, head: Box<[u8]>, lines: &[SourceLine], now: Instant) {
+    fn remember(&mut self, word: u64, head: Box<[u8]>, lines: &[SourceLine], now: Instant) {
         if lines.is_empty() {
-            self.recent.remove(&(pid, word));
+            self.recent.remove(&word);
             return;
         }
         if self.recent.len() >= MAX_RECENT_WORDS {
             self.recent.clear();
         }
-        self.recent.insert((pid, word), Recent { head, lines: lines.to_vec(), checked: now });
+        self.recent.insert(word, Recent { head, lines: lines.to_vec(), checked: now });
     }
 
-    fn name_word(&mut self, heap: &Heap<'_>, pid: u32, word: V8Word) -> Vec<SourceLine> {
+    fn name_word(&mut self, heap: &Heap<'_>, word: V8Word) -> Vec<SourceLine> {
         let l = heap.layout;
         // Naming comes after the sample: a young function may have been
         // moved by a scavenge since.
@@ -527,7 +525,7 @@ impl V8Namer {
             return Vec::new();
         };
         let Some(sfi) = heap.field(function, l.js_function_shared) else { return Vec::new() };
-        let Some(info) = self.function(heap, pid, sfi) else { return Vec::new() };
+        let Some(info) = self.function(heap, sfi) else { return Vec::new() };
         let line = source_line;
         let known = u64::from(word.offset) < FRAME_OFFSET_MAX;
         // 13+: no `JSFunction::code`; the function's Sparkplug code is its
@@ -536,7 +534,7 @@ impl V8Namer {
             true => heap.field(sfi, l.sfi_function_data),
             false => heap.field(function, l.js_function_code),
         };
-        let code = code_field.and_then(|c| Some((c, self.code(heap, pid, c)?)));
+        let code = code_field.and_then(|c| Some((c, self.code(heap, c)?)));
         if !word.compiled {
             // Sparkplug frames have the interpreter's shape but a stale
             // offset: no line for them.
@@ -559,7 +557,7 @@ impl V8Namer {
         let Some(scopes) = code_info.position_at_return(pc).and_then(|e| inlined_scopes(heap, code, e, sfi)) else {
             return vec![line(&info, None)];
         };
-        self.scope_lines(heap, pid, sfi, &info, scopes)
+        self.scope_lines(heap, sfi, &info, scopes)
     }
 }
 
@@ -574,14 +572,14 @@ fn source_line(info: &FunctionInfo, position: Option<u32>) -> SourceLine {
 }
 
 impl V8Namer {
-    /// The lines of frame `word` of process `pid`, whose V8 has `layout`.
-    pub fn lines(&mut self, memory: &dyn ProcessMemory, pid: u32, layout: &V8Layout, word: u64) -> Vec<SourceLine> {
+    /// The lines of frame `word` of its process, whose V8 has `layout`.
+    pub fn lines(&mut self, memory: &dyn ProcessMemory, layout: &V8Layout, word: u64) -> Vec<SourceLine> {
         let lines = match V8Word::decode(word) {
             Some(decoded) => {
                 let heap = Heap { memory, layout };
                 match V8Word::decode_pc(word).filter(|_| layout.compiled_by_pc) {
-                    Some(pc) => self.name_pc_again(&heap, pid, word, pc),
-                    None => self.name_word_again(&heap, pid, word, decoded),
+                    Some(pc) => self.name_pc_again(&heap, word, pc),
+                    None => self.name_word_again(&heap, word, decoded),
                 }
             }
             None => Vec::new(),
@@ -683,11 +681,11 @@ mod tests {
         let mut namer = V8Namer::new(16);
         for function in [other, 0x5000_0001, 0] {
             let word = V8Word { function, compiled: false, offset: 3 }.encode();
-            assert!(namer.lines(&b.mem, 1, &layout, word).is_empty(), "{function:#x}");
+            assert!(namer.lines(&b.mem, &layout, word).is_empty(), "{function:#x}");
         }
         let empty = FakeMemory::default();
         let word = V8Word { function: 0x6000_0001, compiled: true, offset: 3 }.encode();
-        assert!(namer.lines(&empty, 1, &layout, word).is_empty());
+        assert!(namer.lines(&empty, &layout, word).is_empty());
         assert_eq!(
             namer.stats(),
             NamerStats { frames: 0, unknown: 4, reads: 0, failures_skipped: 0, ..NamerStats::default() }
@@ -737,22 +735,20 @@ mod tests {
         let names = |lines: Vec<SourceLine>| lines.iter().map(|l| l.function.to_string()).collect::<Vec<_>>();
         let mut namer = V8Namer::new(16);
         let memory = Counting(&b.mem, std::cell::Cell::new(0));
-        assert_eq!(names(namer.lines(&memory, 1, &layout, word)), ["compute"]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["compute"]);
         assert!(memory.1.get() > 3, "named in full first");
         memory.1.set(0);
-        assert_eq!(names(namer.lines(&memory, 1, &layout, word)), ["compute"]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["compute"]);
         assert_eq!(memory.1.get(), 0, "within the recheck interval: no read");
         namer.recheck_after = Duration::ZERO;
-        assert_eq!(names(namer.lines(&memory, 1, &layout, word)), ["compute"]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["compute"]);
         assert_eq!(memory.1.get(), 1, "then one read");
         // Another function at the same address.
         let region = b.mem.regions.iter_mut().find(|(at, _)| *at == function - 1).expect("the function");
         region.1[24..32].copy_from_slice(&other.to_le_bytes());
         let memory = Counting(&b.mem, std::cell::Cell::new(0));
-        assert_eq!(names(namer.lines(&memory, 1, &layout, word)), ["other"]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["other"]);
         assert!(memory.1.get() > 1);
-        // Another process's word is its own.
-        assert_eq!(names(namer.lines(&memory, 2, &layout, word)), ["other"]);
     }
 
     #[test]
