@@ -408,6 +408,8 @@ impl Serialize for UnwindStops {
 ///   (BEAM: `frames_unknown_no_module`, `_no_function`, `_unreadable`,
 ///   `_bad_data`);
 /// - `code_reads`: objects read from process memory to name them;
+/// - `cache_clears`: times its process objects emptied their caches
+///   together, at the bound on what they cache;
 /// - then its BPF unwinder's counters (`frames` recorded, `tail_calls`,
 ///   `read_errors`, and its own: CPython's `no_thread_state`, HotSpot's
 ///   `no_process`, `no_blob`, `bad_frames`).

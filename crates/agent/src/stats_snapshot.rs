@@ -188,6 +188,7 @@ fn runtime_counters(
                     ("frames_named", namer.frames),
                     ("frames_unknown", namer.unknown),
                     ("code_reads", namer.reads),
+                    ("cache_clears", r.cache_clears),
                 ];
                 c.extend(Refusal::COUNTERS.into_iter().zip(r.refused_by_reason));
                 c.extend(namer.unknown_by_reason.iter().copied().filter(|(name, _)| !name.is_empty()));

@@ -5,12 +5,12 @@
 //! pclntab, DWARF with inline frames, ELF symbols), which answers from a
 //! file's symbols while its DWARF loads in the background. Interpreted
 //! frames (recorded by an interpreter's unwinder in place of its
-//! evaluation loop) go to the [`FrameNamer`] of the runtime that owns
-//! them, with the build of that runtime the process maps.
+//! evaluation loop) are named by the object of the runtime that owns them
+//! for the process ([`ProcessObject`], in the interpreters' [`Registry`]).
 
 use profiler_bpf::{RawSample, UnwindStop};
 use profiler_interpreters::{
-    BudgetLimits, BudgetStats, FrameNamer, MappedFile, NamerStats, PidMemory, ReadBudget, Registry, RuntimeId,
+    BudgetLimits, BudgetStats, NamerStats, PidMemory, ProcessObject, ReadBudget, Registry, RuntimeId,
 };
 use profiler_process::{procfs, ProcessRegistry, ProcessSnapshot};
 use profiler_symbolize::{FileSource, KernelSymbolizer, LineSource, NativeSymbolizer, Reason, Symbolized};
@@ -82,8 +82,8 @@ pub(crate) struct TraceBuilder {
     realtime_offset_ns: i128,
     /// What the interpreter runtimes found in the files processes map.
     interpreters: Arc<Registry>,
-    /// One namer per runtime, by [`RuntimeId`].
-    namers: Vec<Box<dyn FrameNamer>>,
+    /// The naming counters of each runtime, by [`RuntimeId`].
+    namer_stats: Vec<NamerStats>,
     /// What naming each process's interpreted frames may cost: a process
     /// whose memory is shaped to make it expensive gets its frames
     /// unnamed, and every other process keeps its names.
@@ -117,7 +117,7 @@ impl TraceBuilder {
         interpreters: Arc<Registry>,
     ) -> TraceBuilder {
         TraceBuilder {
-            namers: interpreters.runtimes().iter().map(|r| r.namer()).collect(),
+            namer_stats: interpreters.runtimes().iter().map(|r| r.naming_counters()).collect(),
             naming_budget: ReadBudget::new(BudgetLimits::NAMING, "naming its frames"),
             last_names: HashMap::new(),
             last_names_bytes: 0,
@@ -210,17 +210,16 @@ impl TraceBuilder {
     /// The counters of each runtime's namer, with the kind of its frames.
     pub(crate) fn interpreter_stats(&self) -> Vec<(FrameKind, NamerStats)> {
         let runtimes = self.interpreters.runtimes();
-        runtimes.iter().zip(&self.namers).map(|(r, n)| (r.frame_kind(), n.stats())).collect()
+        runtimes.iter().zip(&self.namer_stats).map(|(r, n)| (r.frame_kind(), *n)).collect()
     }
 
-    /// Drops what the runtimes' namers cached of processes that exited
-    /// (those the manager no longer holds and `/proc` no longer has).
+    /// Drops what is kept of processes that exited (those the manager
+    /// no longer holds and `/proc` no longer has), and the runtimes'
+    /// objects of those that exited a while ago.
     pub(crate) fn forget_exited_processes(&mut self) {
         let registry = &self.registry;
         let alive = |pid: u32| registry.get(Pid(pid)).is_some() || Path::new(&format!("/proc/{pid}")).exists();
-        for namer in &mut self.namers {
-            namer.forget_processes(&alive);
-        }
+        self.interpreters.forget_exited();
         self.last_names.retain(|(pid, _), _| alive(*pid));
         self.last_names_bytes = self.last_names.values().map(|l| lines_bytes(l)).sum();
         self.naming_budget.forget_processes(&alive);
@@ -249,7 +248,7 @@ impl TraceBuilder {
             frames.push(self.kernel_frame(CodeAddress::kernel(i, address)));
         }
         // Each runtime's build the process maps, found at its first frame.
-        let mut builds: Vec<(RuntimeId, Option<MappedFile>)> = Vec::new();
+        let mut builds: Vec<(RuntimeId, Option<ProcessObject>)> = Vec::new();
         // The CPU time naming this sample's interpreted frames takes is
         // charged to the process's budget as it goes (every few reads:
         // the thread's clock is a system call), so that one sample of
@@ -400,15 +399,12 @@ impl TraceBuilder {
         Frame { kind, address: vaddr, mapping: Some(mapping), lines }
     }
 
-    /// The build of `runtime` that `snapshot`'s process maps, and its
-    /// bias.
-    fn interpreter_build(&self, runtime: RuntimeId, snapshot: Option<&ProcessSnapshot>) -> Option<MappedFile> {
-        let mappings = &snapshot?.mappings;
-        let ids = mappings.iter().filter_map(|m| m.file.as_ref().map(|f| &f.table_key));
-        let pid = snapshot?.info.pid().0;
-        let (table_key, file, process) = self.interpreters.find(runtime, pid, ids)?;
-        let bias = mappings.iter().find(|m| m.file.as_ref().is_some_and(|f| f.table_key == table_key))?.bias?;
-        Some(MappedFile { file, bias, process })
+    /// The object of `runtime` for `snapshot`'s process, attached for a
+    /// build it maps.
+    fn interpreter_build(&self, runtime: RuntimeId, snapshot: Option<&ProcessSnapshot>) -> Option<ProcessObject> {
+        let snapshot = snapshot?;
+        let ids = snapshot.mappings.iter().filter_map(|m| m.file.as_ref().map(|f| &f.table_key));
+        self.interpreters.find(runtime, snapshot.info.pid().0, ids)
     }
 
     /// An interpreted frame, named by its runtime from the process's
@@ -419,17 +415,17 @@ impl TraceBuilder {
         &mut self,
         pid: Pid,
         runtime: RuntimeId,
-        build: Option<MappedFile>,
+        build: Option<ProcessObject>,
         word: u64,
         gone: &mut Option<bool>,
     ) -> Frame {
         let kind = self.interpreters.runtime(runtime).frame_kind();
         let address = self.interpreters.runtime(runtime).frame_address(word);
-        let namer = &mut self.namers[runtime.index()];
+        let stats = &mut self.namer_stats[runtime.index()];
         let budget = &self.naming_budget;
         let mut lines = match build {
-            Some(mapped) if budget.allows(pid.0) => {
-                namer.lines(&budget.memory(pid.0, &PidMemory(pid.0)), pid.0, &mapped, word)
+            Some(object) if budget.allows(pid.0) => {
+                self.interpreters.lines(&object, &budget.memory(pid.0, &PidMemory(pid.0)), word, stats)
             }
             _ => vec![],
         };

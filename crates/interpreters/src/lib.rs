@@ -7,10 +7,10 @@
 //! out its threads and frames, and user space needs to turn the recorded
 //! frames into names, files and lines. Both come from here:
 //!
-//! - [`Runtime`], [`InterpreterFile`], [`FrameNamer`]: what every runtime
-//!   implements (detection in a file, its BPF map value and loop ranges,
-//!   what it needs of each process that maps it, naming its frames with
-//!   bounded caches).
+//! - [`Runtime`], [`InterpreterFile`], [`RuntimeProcess`]: what every
+//!   runtime implements (detection in a file, its BPF map value and loop
+//!   ranges, and one object per process that maps it: what it needs of
+//!   the process, naming its frames with caches bounded per runtime).
 //! - [`Registry`]: the registered runtimes ([`runtimes`]) and the one
 //!   record of what they found in the files processes map now.
 //! - One module per runtime, each a [`Runtime`] in [`runtimes`] with its
@@ -49,10 +49,10 @@ mod version;
 pub use budget::{BudgetLimits, BudgetStats, BudgetedMemory, ReadBudget};
 pub use memory::{PidMemory, ProcessMemory};
 pub use refusal::Refusal;
-pub use registry::{Inspection, Registry, RuntimeId, RuntimeStats, MAX_INTERPRETER_FILES};
+pub use registry::{Inspection, ProcessObject, Registry, RuntimeId, RuntimeStats, MAX_INTERPRETER_FILES};
 pub use runtime::{
-    frame_payload, frame_word, Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile,
-    NamerStats, ProcessState, ProcessUnwinding, Runtime,
+    frame_payload, frame_word, Attach, CacheUse, ExecutableMapping, FileDetection, InterpreterFile, NamerStats,
+    ProcessUnwinding, Runtime, RuntimeProcess,
 };
 
 /// Builds one runtime.

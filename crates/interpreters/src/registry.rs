@@ -4,35 +4,44 @@
 //!
 //! A file's entry lives from its analysis to its unloading: the process
 //! manager unloads a file when no process maps it any more (or at stop).
-//! Samples taken before may still be in the reporter's queue, so an
-//! unloaded file's build is kept for naming a little longer (at most
-//! [`MAX_RETIRED`] files, [`RETIRED_FOR`]), then forgotten. A file
-//! analysed but never loaded is forgotten at the next analysis (the
-//! manager loads a file right after analysing it, or not at all). The
-//! number of entries is bounded; files beyond are profiled as native code
-//! and counted.
+//! A file analysed but never loaded is forgotten at the next analysis
+//! (the manager loads a file right after analysing it, or not at all).
+//! The number of entries is bounded; files beyond are profiled as native
+//! code and counted.
+//!
+//! Each process mapping a loaded build gets the runtime's object for it
+//! ([`RuntimeProcess`], made by [`InterpreterFile::attach`]), which holds
+//! the build and names the process's frames. It lives while the process
+//! maps the file; when the process exits, samples taken before may still
+//! be in the reporter's queue, so its objects are kept for naming a
+//! little longer (at most [`MAX_EXITED`] processes, [`EXITED_FOR`]), then
+//! dropped. What the objects of one runtime cache is counted together
+//! against the runtime's [`Runtime::cache_bound`]: past it, every one of
+//! them empties its caches (counted in [`RuntimeStats::cache_clears`]).
 
 use crate::memory::ProcessMemory;
 use crate::refusal::Refusal;
 use crate::runtime::{
-    Attach, ExecutableMapping, FileDetection, InterpreterFile, ProcessState, ProcessUnwinding, Runtime,
+    Attach, CacheUse, ExecutableMapping, FileDetection, InterpreterFile, NamerStats, ProcessUnwinding, Runtime,
+    RuntimeProcess,
 };
 use profiler_bpf::InterpreterUnwinder;
 use profiler_elf::ElfFile;
-use profiler_trace::{FrameKind, TableKey};
+use profiler_trace::{FrameKind, SourceLine, TableKey};
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Most files with an interpreter held at once.
 pub const MAX_INTERPRETER_FILES: usize = 4096;
-/// Most unloaded files whose builds are kept for naming the samples
+/// Most exited processes whose objects are kept for naming the samples
 /// still queued.
-pub const MAX_RETIRED: usize = 256;
-/// How long an unloaded file's build is kept for them.
-pub const RETIRED_FOR: Duration = Duration::from_secs(30);
-/// Most processes whose per-process state ([`InterpreterFile::attach`])
-/// is kept.
+pub const MAX_EXITED: usize = 256;
+/// How long an exited process's objects are kept for them.
+pub const EXITED_FOR: Duration = Duration::from_secs(30);
+/// Most processes whose runtime objects ([`InterpreterFile::attach`])
+/// are kept.
 pub const MAX_ATTACHED_PROCESSES: usize = 16_384;
 /// Most files with an unsupported build remembered (each is told once).
 const MAX_REPORTED: usize = 4096;
@@ -68,6 +77,9 @@ pub struct RuntimeStats {
     /// Processes whose state could not be read (their frames stay
     /// unnamed).
     pub attach_failures: u64,
+    /// Times its process objects emptied their caches, together, at its
+    /// [`Runtime::cache_bound`].
+    pub cache_clears: u64,
 }
 
 /// What [`Registry::inspect`] found in a file.
@@ -95,24 +107,61 @@ struct Entry {
     loaded: bool,
 }
 
+/// A runtime's object for one process, shared by the process manager
+/// ([`RuntimeProcess::sync`]) and the trace builder (naming).
+type Shared = Arc<Mutex<Slot>>;
+
+struct Slot {
+    object: Box<dyn RuntimeProcess>,
+    /// Dropped by the registry (the process exited or unmapped the file)
+    /// while a sample being named still holds it: no longer counted, and
+    /// it caches nothing more.
+    released: bool,
+}
+
+/// A file a process maps, and its runtime's object for the process.
+struct Attached {
+    file: TableKey,
+    bias: u64,
+    runtime: RuntimeId,
+    /// `None`: attaching failed; not tried again while the process maps
+    /// the file so.
+    process: Option<Shared>,
+}
+
+/// A runtime's object for one process ([`Registry::find`]), to name its
+/// frames with ([`Registry::lines`]).
+#[derive(Clone)]
+pub struct ProcessObject {
+    runtime: RuntimeId,
+    process: Shared,
+}
+
 #[derive(Default)]
 struct State {
     files: HashMap<TableKey, Entry>,
-    /// Unloaded files, oldest first, with when they were unloaded.
-    retired: VecDeque<(TableKey, Entry, Instant)>,
     reported: HashSet<TableKey>,
     /// Builds whose failure to attach was told.
     attach_told: HashSet<TableKey>,
-    /// Per process, the files attached to and their bias (`None`:
-    /// attaching failed; not tried again while the process maps it so).
-    processes: HashMap<u32, Vec<(TableKey, u64, Option<ProcessState>)>>,
+    /// Per process, the files it maps that hold loaded builds.
+    processes: HashMap<u32, Vec<Attached>>,
+    /// Exited processes' objects, oldest first, with when they exited.
+    exited: VecDeque<(u32, Vec<Attached>, Instant)>,
     /// Processes with a build that was not ready to attach at the last
     /// [`Registry::process_mapped`] (bounded as `processes`).
     not_yet: HashSet<u32>,
     unsupported: Vec<u64>,
     attach_failures: Vec<u64>,
     refused_by_reason: Vec<[u64; Refusal::COUNTERS.len()]>,
+    cache_clears: Vec<u64>,
     dropped: u64,
+}
+
+/// What the objects of one runtime cache now, together.
+#[derive(Default)]
+struct CacheCount {
+    entries: AtomicUsize,
+    bytes: AtomicUsize,
 }
 
 /// The registered runtimes and the builds they found in the files
@@ -120,6 +169,13 @@ struct State {
 pub struct Registry {
     runtimes: Vec<Box<dyn Runtime>>,
     state: Mutex<State>,
+    /// By [`RuntimeId`]: what its objects cache (changed under each
+    /// object's lock, with the change it counts).
+    cached: Vec<CacheCount>,
+}
+
+fn lock_slot(slot: &Shared) -> MutexGuard<'_, Slot> {
+    slot.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Registry {
@@ -129,9 +185,47 @@ impl Registry {
             unsupported: vec![0; runtimes.len()],
             attach_failures: vec![0; runtimes.len()],
             refused_by_reason: vec![[0; Refusal::COUNTERS.len()]; runtimes.len()],
+            cache_clears: vec![0; runtimes.len()],
             ..State::default()
         };
-        Registry { runtimes, state: Mutex::new(state) }
+        let cached = runtimes.iter().map(|_| CacheCount::default()).collect();
+        Registry { runtimes, state: Mutex::new(state), cached }
+    }
+
+    /// `slot`'s cache went from `before` to what it holds now.
+    fn count(&self, runtime: RuntimeId, slot: &Slot, before: CacheUse) {
+        if slot.released {
+            return;
+        }
+        let (c, after) = (&self.cached[runtime.0], slot.object.cached());
+        // Added first: the count never goes below zero.
+        c.entries.fetch_add(after.entries, Ordering::Relaxed);
+        c.entries.fetch_sub(before.entries, Ordering::Relaxed);
+        c.bytes.fetch_add(after.bytes, Ordering::Relaxed);
+        c.bytes.fetch_sub(before.bytes, Ordering::Relaxed);
+    }
+
+    /// What `runtime`'s objects cache now.
+    pub fn cached(&self, runtime: RuntimeId) -> CacheUse {
+        let c = &self.cached[runtime.0];
+        CacheUse { entries: c.entries.load(Ordering::Relaxed), bytes: c.bytes.load(Ordering::Relaxed) }
+    }
+
+    /// Objects the registry no longer holds: their caches emptied and no
+    /// longer counted (a sample being named may hold one a moment more).
+    fn release(&self, dropped: impl IntoIterator<Item = Attached>) {
+        for a in dropped {
+            let Some(process) = a.process else { continue };
+            let mut slot = lock_slot(&process);
+            let before = slot.object.cached();
+            slot.object.clear();
+            self.count(a.runtime, &slot, before);
+            let left = slot.object.cached();
+            let c = &self.cached[a.runtime.0];
+            c.entries.fetch_sub(left.entries, Ordering::Relaxed);
+            c.bytes.fetch_sub(left.bytes, Ordering::Relaxed);
+            slot.released = true;
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -210,23 +304,12 @@ impl Registry {
     }
 
     /// The file is unloaded (no process maps it), or its build could not
-    /// be loaded: it is no longer [loaded](Registry::loaded), only kept a
-    /// while for naming the samples already taken. Returns what was held.
+    /// be loaded: it is no longer [loaded](Registry::loaded) (the objects
+    /// of processes that mapped it, kept a while after they exit, hold
+    /// its build for naming the samples already taken). Returns what was
+    /// held.
     pub fn file_unloaded(&self, file_id: TableKey) -> Option<Arc<dyn InterpreterFile>> {
-        let now = Instant::now();
-        let mut state = self.lock();
-        let entry = state.files.remove(&file_id)?;
-        let file = entry.file.clone();
-        if entry.loaded {
-            state.retired.retain(|(id, _, _)| *id != file_id);
-            while state.retired.len() >= MAX_RETIRED
-                || state.retired.front().is_some_and(|(_, _, at)| now.duration_since(*at) > RETIRED_FOR)
-            {
-                state.retired.pop_front();
-            }
-            state.retired.push_back((file_id, entry, now));
-        }
-        Some(file)
+        Some(self.lock().files.remove(&file_id)?.file)
     }
 
     /// The build in a loaded file, if any.
@@ -234,41 +317,97 @@ impl Registry {
         self.lock().files.get(file_id).filter(|e| e.loaded).map(|e| e.file.clone())
     }
 
-    /// The first of `file_ids` (mapped by process `pid`) that holds a
-    /// loaded (or lately unloaded) build of `runtime`, with it and what
-    /// was kept of the process: for naming frames.
+    /// The object of `runtime` for process `pid` (a live process first,
+    /// else one that exited lately), attached for one of `file_ids` (the
+    /// files the process maps, as the trace builder knows them): for
+    /// naming frames.
     pub fn find<'a>(
         &self,
         runtime: RuntimeId,
         pid: u32,
         file_ids: impl IntoIterator<Item = &'a TableKey>,
-    ) -> Option<(TableKey, Arc<dyn InterpreterFile>, Option<ProcessState>)> {
+    ) -> Option<ProcessObject> {
         let state = self.lock();
-        if state.files.is_empty() && state.retired.is_empty() {
+        if state.processes.is_empty() && state.exited.is_empty() {
             return None;
         }
-        file_ids.into_iter().find_map(|id| {
-            let held = state.files.get(id).filter(|e| e.loaded);
-            let retired = || state.retired.iter().rev().find(|(r, _, _)| r == id).map(|(_, e, _)| e);
-            let e = held.or_else(retired).filter(|e| e.runtime == runtime)?;
-            let attached = state.processes.get(&pid).and_then(|files| files.iter().find(|(f, _, _)| f == id));
-            Some((*id, e.file.clone(), attached.and_then(|(_, _, p)| p.clone())))
+        let ids: Vec<&TableKey> = file_ids.into_iter().collect();
+        let live = state.processes.get(&pid).into_iter().flatten();
+        let exited = state.exited.iter().rev().filter(|(p, _, _)| *p == pid).flat_map(|(_, a, _)| a);
+        live.chain(exited).filter(|a| a.runtime == runtime && ids.contains(&&a.file)).find_map(|a| {
+            let process = a.process.clone()?;
+            Some(ProcessObject { runtime, process })
         })
     }
 
-    /// Process `pid` maps `files` (file, bias) now, and only them: what
-    /// was kept for files it no longer maps so goes, and each loaded build
-    /// that needs something of the process and has not got it reads it
-    /// ([`InterpreterFile::attach`], outside the lock).
+    /// The lines of frame `word` (of `object`'s runtime), named by
+    /// `object` ([`RuntimeProcess::lines`]) from `memory`, counted in
+    /// `stats`. What the object caches is counted; past its runtime's
+    /// bound, every object of the runtime empties its caches.
+    pub fn lines(
+        &self,
+        object: &ProcessObject,
+        memory: &dyn ProcessMemory,
+        word: u64,
+        stats: &mut NamerStats,
+    ) -> Vec<SourceLine> {
+        let runtime = object.runtime;
+        let lines = {
+            let mut slot = lock_slot(&object.process);
+            let before = slot.object.cached();
+            let lines = slot.object.lines(memory, word, stats);
+            if slot.released {
+                slot.object.clear();
+            }
+            self.count(runtime, &slot, before);
+            lines
+        };
+        let bound = self.runtimes[runtime.0].cache_bound();
+        if self.cached(runtime).exceeds(bound) {
+            self.clear_caches(runtime, &object.process, bound);
+        }
+        lines
+    }
+
+    /// Empties the caches of `runtime`'s objects, `keep`'s last (the one
+    /// naming now: emptied only if it alone is past `bound`).
+    fn clear_caches(&self, runtime: RuntimeId, keep: &Shared, bound: CacheUse) {
+        let objects: Vec<Shared> = {
+            let mut state = self.lock();
+            state.cache_clears[runtime.0] += 1;
+            let live = state.processes.values().flatten();
+            let exited = state.exited.iter().flat_map(|(_, a, _)| a);
+            live.chain(exited).filter(|a| a.runtime == runtime).filter_map(|a| a.process.clone()).collect()
+        };
+        let clear = |process: &Shared| {
+            let mut slot = lock_slot(process);
+            let before = slot.object.cached();
+            slot.object.clear();
+            self.count(runtime, &slot, before);
+        };
+        objects.iter().filter(|o| !Arc::ptr_eq(o, keep)).for_each(clear);
+        if self.cached(runtime).exceeds(bound) {
+            clear(keep);
+        }
+    }
+
+    /// Process `pid` maps `files` (file, bias) now, and only them: the
+    /// objects of files it no longer maps so go, and each loaded build
+    /// without an object for the process (nor a failure to make one) makes
+    /// it ([`InterpreterFile::attach`], outside the lock).
     ///
     /// Returns a notice for each build that failed to attach for the
     /// first time (once per build: the process's frames of it stay
     /// native code, as an unsupported build's).
     pub fn process_mapped(&self, pid: u32, files: &[(TableKey, u64)], memory: &dyn ProcessMemory) -> Vec<String> {
+        let mut unmapped = Vec::new();
         let todo: Vec<(TableKey, u64, RuntimeId, Arc<dyn InterpreterFile>)> = {
             let mut state = self.lock();
             if let Some(attached) = state.processes.get_mut(&pid) {
-                attached.retain(|(f, bias, _)| files.contains(&(*f, *bias)));
+                let (kept, gone) =
+                    std::mem::take(attached).into_iter().partition(|a| files.contains(&(a.file, a.bias)));
+                *attached = kept;
+                unmapped = gone;
                 if attached.is_empty() {
                     state.processes.remove(&pid);
                 }
@@ -278,25 +417,25 @@ impl Registry {
             files
                 .iter()
                 .filter(|(id, _)| seen.insert(*id))
-                .filter(|(id, _)| !attached.is_some_and(|a| a.iter().any(|(f, _, _)| f == id)))
+                .filter(|(id, _)| !attached.is_some_and(|a| a.iter().any(|a| a.file == *id)))
                 .filter_map(|(id, bias)| {
                     let e = state.files.get(id).filter(|e| e.loaded)?;
                     Some((*id, *bias, e.runtime, e.file.clone()))
                 })
                 .collect()
         };
+        self.release(unmapped);
         let mut notices = Vec::new();
         let mut not_yet = false;
         for (id, bias, runtime, file) in todo {
             let (kept, failure) = match file.attach(pid, memory, bias) {
                 // Not kept: asked again at the next change of mappings,
                 // or when the caller asks again (`attach_pending`).
-                Attach::NotNeeded => continue,
                 Attach::NotYet => {
                     not_yet = true;
                     continue;
                 }
-                Attach::Attached(process) => (Some(process), None),
+                Attach::Attached(object) => (Some(Arc::new(Mutex::new(Slot { object, released: false }))), None),
                 Attach::Failed(reason) => (None, Some(reason)),
             };
             let mut state = self.lock();
@@ -318,7 +457,10 @@ impl Registry {
                 state.dropped += 1;
                 continue;
             }
-            state.processes.entry(pid).or_default().push((id, bias, kept));
+            if let Some(process) = &kept {
+                self.count(runtime, &lock_slot(process), CacheUse::default());
+            }
+            state.processes.entry(pid).or_default().push(Attached { file: id, bias, runtime, process: kept });
         }
         let mut state = self.lock();
         if !not_yet {
@@ -338,40 +480,74 @@ impl Registry {
         self.lock().not_yet.contains(&pid)
     }
 
-    /// What the unwinders need of process `pid`, from each build
-    /// attached to it ([`InterpreterFile::process_unwinding`], read
-    /// outside the lock).
+    /// What the unwinders need of process `pid`, from each object
+    /// attached to it ([`RuntimeProcess::sync`], outside the registry's
+    /// lock).
     pub fn process_unwinding(
         &self,
         pid: u32,
         memory: &dyn ProcessMemory,
         maps: &[ExecutableMapping<'_>],
     ) -> Vec<ProcessUnwinding> {
-        let attached: Vec<(Arc<dyn InterpreterFile>, ProcessState)> = {
+        let attached: Vec<(RuntimeId, Shared)> = {
             let state = self.lock();
             let Some(files) = state.processes.get(&pid) else { return Vec::new() };
-            files
-                .iter()
-                .filter_map(|(id, _, process)| {
-                    let process = process.clone()?;
-                    let file = state.files.get(id).filter(|e| e.loaded)?.file.clone();
-                    Some((file, process))
-                })
-                .collect()
+            files.iter().filter_map(|a| Some((a.runtime, a.process.clone()?))).collect()
         };
-        attached.iter().filter_map(|(file, process)| file.process_unwinding(process, memory, maps)).collect()
+        attached
+            .iter()
+            .filter_map(|(runtime, process)| {
+                let mut slot = lock_slot(process);
+                let before = slot.object.cached();
+                let unwinding = slot.object.sync(memory, maps);
+                self.count(*runtime, &slot, before);
+                unwinding
+            })
+            .collect()
     }
 
-    /// Whether a build `pid` maps is attached to it (has process state).
+    /// Whether a build `pid` maps is attached to it (has an object).
     pub fn is_attached(&self, pid: u32) -> bool {
-        self.lock().processes.get(&pid).is_some_and(|files| files.iter().any(|(_, _, process)| process.is_some()))
+        self.lock().processes.get(&pid).is_some_and(|files| files.iter().any(|a| a.process.is_some()))
     }
 
-    /// Process `pid` is gone: what was kept of it is forgotten.
+    /// Process `pid` is gone: its objects are kept a while for naming
+    /// the samples already taken ([`MAX_EXITED`], [`EXITED_FOR`]), then
+    /// dropped.
     pub fn process_removed(&self, pid: u32) {
-        let mut state = self.lock();
-        state.processes.remove(&pid);
-        state.not_yet.remove(&pid);
+        let expired = {
+            let mut state = self.lock();
+            state.not_yet.remove(&pid);
+            if let Some(attached) = state.processes.remove(&pid) {
+                if state.exited.len() >= MAX_EXITED {
+                    let oldest = state.exited.pop_front();
+                    state.exited.push_back((pid, attached, Instant::now()));
+                    oldest.into_iter().flat_map(|(_, a, _)| a).chain(Self::expired(&mut state)).collect()
+                } else {
+                    state.exited.push_back((pid, attached, Instant::now()));
+                    Self::expired(&mut state)
+                }
+            } else {
+                Self::expired(&mut state)
+            }
+        };
+        self.release(expired);
+    }
+
+    /// Drops the objects of the processes that exited more than
+    /// [`EXITED_FOR`] ago (also done as processes exit).
+    pub fn forget_exited(&self) {
+        let expired = Self::expired(&mut self.lock());
+        self.release(expired);
+    }
+
+    fn expired(state: &mut State) -> Vec<Attached> {
+        let now = Instant::now();
+        let mut expired = Vec::new();
+        while state.exited.front().is_some_and(|(_, _, at)| now.duration_since(*at) > EXITED_FOR) {
+            expired.extend(state.exited.pop_front().into_iter().flat_map(|(_, a, _)| a));
+        }
+        expired
     }
 
     /// Processes with something kept of them.
@@ -419,6 +595,7 @@ impl Registry {
                 unsupported: state.unsupported[i],
                 attach_failures: state.attach_failures[i],
                 refused_by_reason: state.refused_by_reason[i],
+                cache_clears: state.cache_clears[i],
             })
             .collect()
     }
@@ -441,18 +618,32 @@ impl Default for Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::FrameNamer;
     use profiler_bpf::RuntimeMapValue;
-    use std::any::Any;
+    use std::sync::atomic::AtomicU32;
 
-    /// A runtime found in files by their path: "fake" is one to unwind,
-    /// "old" one that is not.
-    struct Fake;
+    /// Attachments, by the number of the fake file.
+    type Attaches = Arc<[AtomicU32; 8]>;
 
-    /// Its number says what it needs per process: 0 nothing, 1 its pid
-    /// and bias, 2 fails; it counts its attachments.
+    /// A runtime found in files by their path: "fake<n>" is one to
+    /// unwind, "old" one that is not. Its objects cache one entry per
+    /// word they name, at most `bound` together.
+    #[derive(Default)]
+    struct Fake {
+        attaches: Attaches,
+        bound: Option<usize>,
+    }
+
+    /// Its number says what it needs per process: 1 fails... see
+    /// `attach`; it counts its attachments.
     #[derive(Debug)]
-    struct FakeFile(u64, std::sync::atomic::AtomicU32);
+    struct FakeFile(u64, Attaches);
+
+    /// What a fake file keeps of a process, and the words it named.
+    struct FakeProcess {
+        pid: u32,
+        bias: u64,
+        words: HashSet<u64>,
+    }
 
     impl InterpreterFile for FakeFile {
         fn unwinder(&self) -> InterpreterUnwinder {
@@ -464,28 +655,33 @@ mod tests {
         fn file_value(&self) -> Option<RuntimeMapValue> {
             unreachable!("not loaded in these tests")
         }
-        fn as_any(&self) -> &dyn Any {
-            self
-        }
-        fn attach(&self, pid: u32, _memory: &dyn ProcessMemory, bias: u64) -> Attach {
-            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        fn attach(self: Arc<Self>, pid: u32, _memory: &dyn ProcessMemory, bias: u64) -> Attach {
+            self.1[self.0 as usize % 8].fetch_add(1, Ordering::Relaxed);
             match self.0 {
-                0 => Attach::NotNeeded,
-                1 => Attach::Attached(Arc::new((pid, bias))),
+                2 => Attach::Failed(Refusal::Unreadable("the state")),
                 3 => Attach::NotYet,
-                _ => Attach::Failed(Refusal::Unreadable("the state")),
+                _ => Attach::Attached(Box::new(FakeProcess { pid, bias, words: HashSet::new() })),
             }
         }
-        fn process_unwinding(
-            &self,
-            process: &ProcessState,
-            _memory: &dyn ProcessMemory,
-            _maps: &[ExecutableMapping<'_>],
-        ) -> Option<ProcessUnwinding> {
-            let (_, bias) = process.downcast_ref::<(u32, u64)>()?;
+    }
+
+    impl RuntimeProcess for FakeProcess {
+        fn lines(&mut self, _memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
+            stats.frames += 1;
+            self.words.insert(word);
+            let function = format!("{}:{:#x}", self.pid, self.bias).into();
+            vec![SourceLine { function, file: None, line: word as u32, approximate: false }]
+        }
+        fn sync(&mut self, _memory: &dyn ProcessMemory, _maps: &[ExecutableMapping<'_>]) -> Option<ProcessUnwinding> {
             let value =
                 RuntimeMapValue::new(InterpreterUnwinder::Hotspot, &profiler_contract::c::hotspot_process::default());
-            Some(ProcessUnwinding::new(InterpreterUnwinder::Hotspot, vec![(*bias, bias + 0x100)], value))
+            Some(ProcessUnwinding::new(InterpreterUnwinder::Hotspot, vec![(self.bias, self.bias + 0x100)], value))
+        }
+        fn cached(&self) -> CacheUse {
+            CacheUse { entries: self.words.len(), bytes: 8 * self.words.len() }
+        }
+        fn clear(&mut self) {
+            self.words.clear();
         }
     }
 
@@ -507,7 +703,7 @@ mod tests {
         }
         fn detect_file(&self, _elf: &ElfFile, path: &str) -> FileDetection {
             match path.strip_prefix("fake") {
-                Some(n) => FileDetection::Found(Arc::new(FakeFile(n.parse().unwrap_or(0), Default::default()))),
+                Some(n) => FileDetection::Found(Arc::new(FakeFile(n.parse().unwrap_or(0), self.attaches.clone()))),
                 None if path.starts_with("old") => FileDetection::Unsupported {
                     version: Some("0.1".into()),
                     reason: Refusal::Version { supported: "1 to 2".into() },
@@ -515,8 +711,8 @@ mod tests {
                 None => FileDetection::NotFound,
             }
         }
-        fn namer(&self) -> Box<dyn FrameNamer> {
-            unreachable!()
+        fn cache_bound(&self) -> CacheUse {
+            CacheUse::entries(self.bound.unwrap_or(usize::MAX))
         }
     }
 
@@ -540,8 +736,8 @@ mod tests {
         fn detect_file(&self, _elf: &ElfFile, _path: &str) -> FileDetection {
             FileDetection::NotFound
         }
-        fn namer(&self) -> Box<dyn FrameNamer> {
-            unreachable!()
+        fn cache_bound(&self) -> CacheUse {
+            CacheUse::default()
         }
     }
 
@@ -556,26 +752,44 @@ mod tests {
     }
 
     fn registry() -> Registry {
-        Registry::new(vec![Box::new(Named("Other")), Box::new(Fake)])
+        Registry::new(vec![Box::new(Named("Other")), Box::new(Fake::default())])
+    }
+
+    /// The registry, and the attachments of its fake runtime's files.
+    fn counting(bound: Option<usize>) -> (Registry, Attaches) {
+        let fake = Fake { bound, ..Fake::default() };
+        let attaches = fake.attaches.clone();
+        (Registry::new(vec![Box::new(Named("Other")), Box::new(fake)]), attaches)
+    }
+
+    /// The function `r` names word 7 of `pid` with, by the object of the
+    /// fake runtime attached for file `k`.
+    fn named(r: &Registry, pid: u32, k: u64) -> Option<String> {
+        let object = r.find(RuntimeId(1), pid, [&key(k)])?;
+        let memory = crate::memory::fake::FakeMemory::default();
+        let lines = r.lines(&object, &memory, 7, &mut NamerStats::default());
+        Some(lines[0].function.to_string())
     }
 
     #[test]
     fn a_file_lives_from_its_load_to_its_unload() {
         let (r, elf) = (registry(), elf());
+        let memory = crate::memory::fake::FakeMemory::default();
         assert_eq!(r.inspect(key(1), &elf, "fake1"), Inspection::Found(RuntimeId(1)));
         assert!(r.loaded(&key(1)).is_none(), "not loaded yet");
-        assert!(r.find(RuntimeId(1), 1, [&key(1)]).is_none(), "frames are not named from an unloaded file");
+        r.process_mapped(1, &[(key(1), 0x10)], &memory);
+        assert!(named(&r, 1, 1).is_none(), "no process is attached to an unloaded file");
         assert!(r.file_loaded(key(1)).is_some());
-        let (id, file, _) = r.find(RuntimeId(1), 1, [&key(9), &key(1)]).unwrap();
-        assert_eq!(id, key(1));
-        assert_eq!(file.as_any().downcast_ref::<FakeFile>().unwrap().0, 1);
+        r.process_mapped(1, &[(key(1), 0x10)], &memory);
+        assert_eq!(named(&r, 1, 1).as_deref(), Some("1:0x10"));
+        assert!(r.find(RuntimeId(1), 1, [&key(9)]).is_none(), "a file the process does not map");
         assert!(r.find(RuntimeId(0), 1, [&key(1)]).is_none(), "another runtime's file");
         assert_eq!(r.stats()[1].files, 1);
         assert!(r.file_unloaded(key(1)).is_some());
         assert!(r.loaded(&key(1)).is_none());
         assert!(r.is_empty(), "an unloaded file is forgotten");
         assert_eq!(r.stats()[1].files, 0);
-        assert!(r.find(RuntimeId(1), 1, [&key(1)]).is_some(), "kept a while for the samples already taken");
+        assert_eq!(named(&r, 1, 1).as_deref(), Some("1:0x10"), "its process's object holds the build");
         assert!(r.file_unloaded(key(1)).is_none(), "unloaded once");
         assert_eq!(r.inspect(key(2), &elf, "native"), Inspection::Nothing);
         assert!(r.is_empty());
@@ -589,25 +803,25 @@ mod tests {
             "Marked"
         }
         fn frame_kind(&self) -> FrameKind {
-            Fake.frame_kind()
+            Fake::default().frame_kind()
         }
         fn unwinder(&self) -> InterpreterUnwinder {
-            Fake.unwinder()
+            Fake::default().unwinder()
         }
         fn owns_frame(&self, word: u64) -> bool {
-            Fake.owns_frame(word)
+            Fake::default().owns_frame(word)
         }
         fn frame_address(&self, word: u64) -> u64 {
-            Fake.frame_address(word)
+            Fake::default().frame_address(word)
         }
         fn marker_symbols(&self) -> &'static [&'static str] {
             self.0
         }
         fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection {
-            Fake.detect_file(elf, path)
+            Fake::default().detect_file(elf, path)
         }
-        fn namer(&self) -> Box<dyn FrameNamer> {
-            unreachable!()
+        fn cache_bound(&self) -> CacheUse {
+            CacheUse::default()
         }
     }
 
@@ -671,27 +885,34 @@ mod tests {
     }
 
     #[test]
-    fn unloaded_files_are_kept_for_naming_boundedly() {
+    fn exited_processes_are_kept_for_naming_boundedly() {
         let (r, elf) = (registry(), elf());
-        for i in 0..MAX_RETIRED as u64 + 10 {
-            r.inspect(key(i), &elf, "fake");
-            r.file_loaded(key(i));
-            r.file_unloaded(key(i));
+        let memory = crate::memory::fake::FakeMemory::default();
+        r.inspect(key(1), &elf, "fake1");
+        r.file_loaded(key(1));
+        for pid in 0..MAX_EXITED as u32 + 10 {
+            r.process_mapped(pid, &[(key(1), 0x10)], &memory);
+            assert_eq!(named(&r, pid, 1).as_deref(), Some(format!("{pid}:0x10").as_str()));
+            r.process_removed(pid);
         }
-        assert!(r.is_empty());
-        assert!(r.find(RuntimeId(1), 1, [&key(9)]).is_none(), "the oldest are forgotten");
-        assert!(r.find(RuntimeId(1), 1, [&key(10)]).is_some());
-        assert!(r.find(RuntimeId(1), 1, [&key(MAX_RETIRED as u64 + 9)]).is_some());
-        assert_eq!(r.lock().retired.len(), MAX_RETIRED);
-        // Never loaded: nothing to name, not kept.
-        r.inspect(key(1000), &elf, "fake");
-        r.file_unloaded(key(1000));
-        assert!(r.find(RuntimeId(1), 1, [&key(1000)]).is_none());
+        assert_eq!(r.attached_processes(), 0);
+        assert!(named(&r, 9, 1).is_none(), "the oldest are forgotten");
+        assert_eq!(named(&r, 10, 1).as_deref(), Some("10:0x10"), "kept a while for the samples already taken");
+        assert!(named(&r, MAX_EXITED as u32 + 9, 1).is_some());
+        assert_eq!(r.lock().exited.len(), MAX_EXITED);
+        assert_eq!(r.cached(RuntimeId(1)).entries, MAX_EXITED, "the kept ones' caches are counted");
+        // A new process with an exited one's pid: its own object first.
+        r.process_mapped(10, &[(key(1), 0x20)], &memory);
+        assert_eq!(named(&r, 10, 1).as_deref(), Some("10:0x20"));
+        r.lock().exited.iter_mut().for_each(|(_, _, at)| *at -= EXITED_FOR + Duration::from_secs(1));
+        r.forget_exited();
+        assert!(r.lock().exited.is_empty() && named(&r, 11, 1).is_none(), "dropped after EXITED_FOR");
+        assert_eq!(r.cached(RuntimeId(1)).entries, 1, "only the live process's cache is counted");
     }
 
     #[test]
     fn processes_are_attached_once_and_forgotten_at_their_exit() {
-        let (r, elf) = (registry(), elf());
+        let ((r, attaches), elf) = (counting(None), elf());
         let memory = crate::PidMemory(std::process::id());
         for (k, path) in [(0, "fake0"), (1, "fake1"), (2, "fake2")] {
             r.inspect(key(k), &elf, path);
@@ -706,33 +927,70 @@ mod tests {
               (told once per build)"]
         );
         assert!(r.process_mapped(5, &files, &memory).is_empty());
-        let attachments = |k: u64| {
-            let (_, file, _) = r.find(RuntimeId(1), 5, [&key(k)]).unwrap();
-            file.as_any().downcast_ref::<FakeFile>().unwrap().1.load(std::sync::atomic::Ordering::Relaxed)
-        };
-        assert_eq!((attachments(1), attachments(2)), (1, 1), "once while the process lives, failed or not");
-        assert_eq!(attachments(0), 2, "nothing kept: asked again (it needs nothing)");
-        let process = |pid: u32, k: u64| r.find(RuntimeId(1), pid, [&key(k)]).unwrap().2;
-        let kept = process(5, 1).unwrap();
-        assert_eq!(kept.downcast_ref::<(u32, u64)>(), Some(&(5, 0x1000)));
-        assert!(process(5, 2).is_none() && process(5, 0).is_none());
-        assert!(process(6, 1).is_none(), "another process");
+        let attachments = |n: usize| attaches[n].load(Ordering::Relaxed);
+        assert_eq!((attachments(0), attachments(1), attachments(2)), (1, 1, 1), "once while the process lives");
+        assert_eq!(named(&r, 5, 1).as_deref(), Some("5:0x1000"));
+        assert_eq!(named(&r, 5, 0).as_deref(), Some("5:0x10"));
+        assert!(named(&r, 5, 2).is_none(), "failed to attach");
+        assert!(named(&r, 6, 1).is_none(), "another process");
         assert_eq!(r.stats()[1].attach_failures, 1);
         assert_eq!(r.stats()[1].refused_by_reason, [0, 0, 0, 0, 0, 1], "unreadable");
         assert_eq!(r.attached_processes(), 1);
         r.process_removed(5);
         assert_eq!(r.attached_processes(), 0);
-        assert!(process(5, 1).is_none());
         r.process_mapped(5, &files, &memory);
         assert_eq!(attachments(1), 2, "a new process with the pid is attached again");
         // Unmapped, then mapped elsewhere: attached again, at its new bias.
         r.process_mapped(5, &[(key(1), 0x1000)], &memory);
         r.process_mapped(5, &[], &memory);
         assert_eq!(r.attached_processes(), 0, "maps none of them");
+        assert_eq!(r.cached(RuntimeId(1)), CacheUse { entries: 2, bytes: 16 }, "only the exited one's caches");
         r.process_mapped(5, &[(key(1), 0x5000)], &memory);
         assert_eq!(attachments(1), 3);
-        assert_eq!(process(5, 1).unwrap().downcast_ref::<(u32, u64)>(), Some(&(5, 0x5000)));
+        assert_eq!(named(&r, 5, 1).as_deref(), Some("5:0x5000"));
         assert!(r.process_mapped(7, &files, &memory).is_empty(), "a failure is told once per build");
+    }
+
+    /// What the objects of a runtime cache is counted together: past the
+    /// runtime's bound, all of them empty their caches (the one naming
+    /// kept), counted; dropped objects leave the count.
+    #[test]
+    fn the_objects_of_a_runtime_cache_within_its_bound() {
+        let ((r, _), elf) = (counting(Some(5)), elf());
+        let memory = crate::memory::fake::FakeMemory::default();
+        r.inspect(key(1), &elf, "fake1");
+        r.file_loaded(key(1));
+        let mut stats = NamerStats::default();
+        for pid in 1..=3 {
+            r.process_mapped(pid, &[(key(1), 0x10)], &memory);
+        }
+        let name = |pid: u32, word: u64, stats: &mut NamerStats| {
+            let object = r.find(RuntimeId(1), pid, [&key(1)]).unwrap();
+            r.lines(&object, &memory, word, stats);
+        };
+        for (pid, word) in [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1)] {
+            name(pid, word, &mut stats);
+        }
+        assert_eq!(r.cached(RuntimeId(1)), CacheUse { entries: 5, bytes: 40 });
+        assert_eq!(r.stats()[1].cache_clears, 0);
+        name(3, 2, &mut stats);
+        assert_eq!(r.cached(RuntimeId(1)).entries, 2, "all emptied but the one naming");
+        assert_eq!(r.stats()[1].cache_clears, 1);
+        assert_eq!(stats.frames, 6);
+        name(1, 1, &mut stats);
+        r.process_removed(1);
+        r.process_mapped(3, &[], &memory);
+        assert_eq!(r.cached(RuntimeId(1)).entries, 1, "the exited process's object is kept a while");
+        r.lock().exited.iter_mut().for_each(|(_, _, at)| *at -= EXITED_FOR + Duration::from_secs(1));
+        r.forget_exited();
+        assert_eq!(r.cached(RuntimeId(1)), CacheUse::default());
+        // An object dropped while a sample holds it names, uncounted.
+        let object = r.find(RuntimeId(1), 2, [&key(1)]).unwrap();
+        r.process_removed(2);
+        r.lock().exited.iter_mut().for_each(|(_, _, at)| *at -= EXITED_FOR + Duration::from_secs(1));
+        r.forget_exited();
+        assert_eq!(r.lines(&object, &memory, 9, &mut stats).len(), 1);
+        assert_eq!(r.cached(RuntimeId(1)), CacheUse::default());
     }
 
     #[test]
@@ -752,15 +1010,14 @@ mod tests {
 
     #[test]
     fn a_runtime_not_ready_is_attached_at_a_later_mapping_change() {
-        let (r, elf) = (registry(), elf());
+        let ((r, attaches), elf) = (counting(None), elf());
         let memory = crate::PidMemory(std::process::id());
         r.inspect(key(3), &elf, "fake3");
         r.file_loaded(key(3));
         r.process_mapped(5, &[(key(3), 0x10)], &memory);
         r.process_mapped(5, &[(key(3), 0x10)], &memory);
-        let (_, file, kept) = r.find(RuntimeId(1), 5, [&key(3)]).unwrap();
-        assert!(kept.is_none(), "nothing kept");
-        assert_eq!(file.as_any().downcast_ref::<FakeFile>().unwrap().1.load(std::sync::atomic::Ordering::Relaxed), 2);
+        assert!(named(&r, 5, 3).is_none(), "nothing kept");
+        assert_eq!(attaches[3].load(Ordering::Relaxed), 2);
         assert_eq!(r.stats()[1].attach_failures, 0, "not a failure");
         assert!(r.process_unwinding(5, &memory, &[]).is_empty());
         assert!(r.attach_pending(5) && !r.attach_pending(6), "to be asked again");

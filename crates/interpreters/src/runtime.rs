@@ -1,6 +1,7 @@
 //! The interface every runtime (CPython, HotSpot, ...) implements: find
-//! itself in a file, say what its BPF unwinder needs of that file, and
-//! name the frames that unwinder records.
+//! itself in a file, say what its BPF unwinder needs of that file, and,
+//! through one typed object per process that maps the file, what it
+//! needs of that process and the names of the frames it records there.
 //!
 //! A runtime is registered once in [`crate::runtimes`]; the agent and the
 //! trace builder only go through these traits and the
@@ -11,7 +12,6 @@ use crate::refusal::Refusal;
 use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue};
 use profiler_elf::ElfFile;
 use profiler_trace::{Frame, FrameKind, SourceLine, UserFrame};
-use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -80,8 +80,16 @@ pub trait Runtime: Send + Sync {
     /// the few symbols it needs.
     fn detect_file(&self, elf: &ElfFile, path: &str) -> FileDetection;
 
-    /// A namer of its frames with bounded caches (one per trace builder).
-    fn namer(&self) -> Box<dyn FrameNamer>;
+    /// The most its [process objects](RuntimeProcess) cache together,
+    /// over all processes: past it, the registry empties their caches
+    /// ([`RuntimeProcess::clear`]), as one cache is emptied when full.
+    fn cache_bound(&self) -> CacheUse;
+
+    /// Its naming counters before any frame is named (the default: all
+    /// zero; BEAM's name its reasons for unknown frames).
+    fn naming_counters(&self) -> NamerStats {
+        NamerStats::default()
+    }
 }
 
 /// What a runtime found in a file.
@@ -113,39 +121,75 @@ pub trait InterpreterFile: Send + Sync + fmt::Debug {
 
     /// Its entry in its unwinder's per-file map (`None`: its unwinder
     /// needs nothing per file, e.g. HotSpot's needs only
-    /// [`InterpreterFile::process_unwinding`]).
+    /// [`RuntimeProcess::sync`]).
     fn file_value(&self) -> Option<RuntimeMapValue>;
 
-    /// A process maps this file with `bias`: what the runtime needs of
-    /// that process, read once from its memory (HotSpot's VM structures,
-    /// say), kept while the process lives and handed to its
-    /// [`FrameNamer`]. Everything CPython needs is in the file.
-    fn attach(&self, _pid: u32, _memory: &dyn ProcessMemory, _bias: u64) -> Attach {
-        Attach::NotNeeded
-    }
+    /// A process maps this file with `bias`: the runtime's object for
+    /// that process (what it reads of the process once, HotSpot's VM
+    /// structures say, and what it caches to name its frames), kept while
+    /// the process lives and maps the file. It holds the file as its own
+    /// type.
+    fn attach(self: Arc<Self>, pid: u32, memory: &dyn ProcessMemory, bias: u64) -> Attach;
+}
 
-    /// What its unwinder needs of a process it [attached](InterpreterFile::attach)
-    /// to, read again each time the process's mappings change (a JVM's
-    /// code cache grows): the process's code it unwinds (anonymous
-    /// memory, in process addresses) and its per-process map value.
-    /// `maps`: the process's executable mappings as the process manager
-    /// just read them, sorted by address. `None`: nothing (yet); the code
-    /// stays native.
-    fn process_unwinding(
-        &self,
-        _process: &ProcessState,
-        _memory: &dyn ProcessMemory,
-        _maps: &[ExecutableMapping<'_>],
-    ) -> Option<ProcessUnwinding> {
+/// One runtime's object for one process mapping one of its files
+/// ([`InterpreterFile::attach`]): it names the frames the runtime's
+/// unwinder records in the process, and gives that unwinder what it
+/// needs of the process. Dropped when the process exits or unmaps the
+/// file (a little later: see [`crate::Registry::process_removed`]).
+pub trait RuntimeProcess: Send {
+    /// The lines of frame `word` (one the runtime
+    /// [owns](Runtime::owns_frame)), innermost first: one for most
+    /// runtimes, several for compiled code with inlined methods
+    /// (HotSpot). Empty when it cannot be named (the process exited, the
+    /// frame was garbage): the frame is kept, unnamed. Counted in
+    /// `stats` (the runtime's counters, kept by the caller).
+    fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine>;
+
+    /// What its unwinder needs of the process, read again each time the
+    /// process's mappings change (a JVM's code cache grows): the
+    /// process's code it unwinds (anonymous memory, in process addresses)
+    /// and its per-process map value. `maps`: the process's executable
+    /// mappings as the process manager just read them, sorted by address.
+    /// `None` (the default): nothing (yet); the code stays native.
+    fn sync(&mut self, _memory: &dyn ProcessMemory, _maps: &[ExecutableMapping<'_>]) -> Option<ProcessUnwinding> {
         None
     }
 
-    /// Itself, for its runtime's [`FrameNamer`] to see its own type.
-    fn as_any(&self) -> &dyn Any;
+    /// What it caches now, counted against its runtime's
+    /// [`Runtime::cache_bound`].
+    fn cached(&self) -> CacheUse {
+        CacheUse::default()
+    }
+
+    /// Drops what it caches (its runtime's bound is reached).
+    fn clear(&mut self) {}
+}
+
+/// What process objects cache: entries and the bytes they hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheUse {
+    /// Entries (what each runtime counts: code objects, methods,
+    /// processes' symbolizers).
+    pub entries: usize,
+    /// Bytes (`usize::MAX` in a bound: not bounded by bytes).
+    pub bytes: usize,
+}
+
+impl CacheUse {
+    /// `entries` entries, unbounded in bytes.
+    pub const fn entries(entries: usize) -> CacheUse {
+        CacheUse { entries, bytes: usize::MAX }
+    }
+
+    /// Whether `self` is beyond `bound` in entries or bytes.
+    pub fn exceeds(self, bound: CacheUse) -> bool {
+        self.entries > bound.entries || self.bytes > bound.bytes
+    }
 }
 
 /// An executable mapping of a process, as the process manager read it
-/// from `/proc/PID/maps` ([`InterpreterFile::process_unwinding`]).
+/// from `/proc/PID/maps` ([`RuntimeProcess::sync`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExecutableMapping<'a> {
     /// First address.
@@ -160,15 +204,10 @@ pub struct ExecutableMapping<'a> {
     pub reserved_end: u64,
 }
 
-/// What a runtime keeps of one process ([`InterpreterFile::attach`]).
-pub type ProcessState = Arc<dyn Any + Send + Sync>;
-
 /// What [`InterpreterFile::attach`] found in a process.
 pub enum Attach {
-    /// Nothing is needed per process.
-    NotNeeded,
-    /// What to keep for the process.
-    Attached(ProcessState),
+    /// The runtime's object for the process.
+    Attached(Box<dyn RuntimeProcess>),
     /// Not yet (the runtime is starting): asked again when the
     /// process's mappings change.
     NotYet,
@@ -177,7 +216,7 @@ pub enum Attach {
 }
 
 /// What a runtime's unwinder needs of one process
-/// ([`InterpreterFile::process_unwinding`]).
+/// ([`RuntimeProcess::sync`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProcessUnwinding {
     /// The unwinder that takes the code.
@@ -210,43 +249,7 @@ impl ProcessUnwinding {
     }
 }
 
-/// Names the frames of one runtime, with bounded caches.
-pub trait FrameNamer: Send {
-    /// Names the frame `word` (one the runtime [owns](Runtime::owns_frame))
-    /// of process `pid`, in which `file` is mapped with `bias`; `process`
-    /// is what [`InterpreterFile::attach`] kept of it. `None` when it
-    /// cannot be named (the process exited, the frame was garbage): the
-    /// frame is kept, unnamed.
-    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine>;
-
-    /// The lines of frame `word`, innermost first: one for most runtimes
-    /// ([`FrameNamer::name`]), several for compiled code with inlined
-    /// methods (HotSpot). Empty when it cannot be named.
-    fn lines(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Vec<SourceLine> {
-        self.name(memory, pid, mapped, word).into_iter().collect()
-    }
-
-    /// Drops what is cached of the processes `alive` says are gone
-    /// (called once per reporting interval). Default: nothing cached per
-    /// process.
-    fn forget_processes(&mut self, _alive: &dyn Fn(u32) -> bool) {}
-
-    /// Its counters.
-    fn stats(&self) -> NamerStats;
-}
-
-/// A runtime's file as one process maps it.
-#[derive(Clone)]
-pub struct MappedFile {
-    /// The build in the file.
-    pub file: Arc<dyn InterpreterFile>,
-    /// The mapping's load bias.
-    pub bias: u64,
-    /// What [`InterpreterFile::attach`] kept of the process, if anything.
-    pub process: Option<ProcessState>,
-}
-
-/// Counters of a [`FrameNamer`].
+/// Counters of one runtime's naming (its [`RuntimeProcess::lines`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NamerStats {
     /// Frames named.
@@ -265,28 +268,71 @@ pub struct NamerStats {
     pub unknown_by_reason: [(&'static str, u64); 4],
 }
 
-#[cfg(test)]
-pub(crate) mod testing {
-    use super::{FrameNamer, MappedFile};
-    use crate::memory::fake::FakeMemory;
-
-    /// Names `word` in processes 10, 11 and 12 over unreadable memory
-    /// (nothing is named, but each process gets what the namer keeps of
-    /// it), then has the namer forget all but 11: `pids` lists the
-    /// processes `namer` keeps something of.
-    pub(crate) fn assert_exited_processes_forgotten<N: FrameNamer>(
-        namer: &mut N,
-        mapped: &MappedFile,
-        word: u64,
-        pids: impl Fn(&N) -> Vec<u32>,
-    ) {
-        for pid in [10, 11, 12] {
-            assert_eq!(namer.name(&FakeMemory::default(), pid, mapped, word), None);
+impl NamerStats {
+    /// Adds what a namer counted between two readings of its counters,
+    /// `before` and `after`.
+    pub fn add_change(&mut self, before: &NamerStats, after: &NamerStats) {
+        self.frames += after.frames - before.frames;
+        self.unknown += after.unknown - before.unknown;
+        self.reads += after.reads - before.reads;
+        self.failures_skipped += after.failures_skipped - before.failures_skipped;
+        for ((total, was), now) in
+            self.unknown_by_reason.iter_mut().zip(&before.unknown_by_reason).zip(&after.unknown_by_reason)
+        {
+            if !now.0.is_empty() {
+                *total = (now.0, total.1 + (now.1 - was.1));
+            }
         }
-        let mut kept = pids(namer);
-        kept.sort_unstable();
-        assert_eq!(kept, [10, 11, 12]);
-        namer.forget_processes(&|pid| pid == 11);
-        assert_eq!(pids(namer), [11]);
+    }
+}
+
+/// A file whose runtime names a process's frames with one symbolizer per
+/// process, made at its first frame: [`SymbolizerProcess`] is its
+/// [`RuntimeProcess`] (PHP, Perl).
+pub(crate) trait SymbolizerFile: Send + Sync + 'static {
+    /// The symbolizer of one process.
+    type Symbolizer: Send;
+
+    /// A new one.
+    fn symbolizer(&self) -> Self::Symbolizer;
+
+    /// Names frame `word` with `symbolizer`, counted in `stats`.
+    fn name(
+        &self,
+        symbolizer: &mut Self::Symbolizer,
+        memory: &dyn ProcessMemory,
+        word: u64,
+        stats: &mut NamerStats,
+    ) -> Option<SourceLine>;
+}
+
+/// One process of a [`SymbolizerFile`]'s runtime: its symbolizer, one
+/// cache entry (its runtime's bound counts processes with one; each
+/// symbolizer bounds its own caches).
+pub(crate) struct SymbolizerProcess<F: SymbolizerFile> {
+    file: Arc<F>,
+    symbolizer: Option<F::Symbolizer>,
+}
+
+impl<F: SymbolizerFile> SymbolizerProcess<F> {
+    /// The process's object, with no symbolizer yet.
+    pub(crate) fn attach(file: Arc<F>) -> Attach {
+        Attach::Attached(Box::new(SymbolizerProcess { file, symbolizer: None }))
+    }
+}
+
+impl<F: SymbolizerFile> RuntimeProcess for SymbolizerProcess<F> {
+    fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
+        let file = &self.file;
+        let symbolizer = self.symbolizer.get_or_insert_with(|| file.symbolizer());
+        file.name(symbolizer, memory, word, stats).into_iter().collect()
+    }
+
+    fn cached(&self) -> CacheUse {
+        CacheUse { entries: usize::from(self.symbolizer.is_some()), bytes: 0 }
+    }
+
+    fn clear(&mut self) {
+        self.symbolizer = None;
     }
 }

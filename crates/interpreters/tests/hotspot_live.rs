@@ -159,7 +159,7 @@ fn names(
 ) -> Vec<(String, Option<u32>)> {
     let memory = PidMemory(pid);
     let mut named = |method: u64, bci: Option<u32>| {
-        let m = sym.method(&memory, pid, l, method).unwrap_or_else(|| panic!("Method {method:#x} unreadable"));
+        let m = sym.method(&memory, l, method).unwrap_or_else(|| panic!("Method {method:#x} unreadable"));
         (m.qualified_name(), bci.and_then(|b| m.line(b)))
     };
     match frame {
@@ -275,7 +275,7 @@ fn check(home: &Path, tag: &str, xint: bool) {
     );
     let a_frame = frames.iter().filter(|f| matches!(f, JavaFrame::Interpreted { .. })).nth_back(1).unwrap();
     let JavaFrame::Interpreted { method: a_method, .. } = a_frame else { unreachable!() };
-    assert_eq!(sym.method(&memory, pid, &layout, *a_method).unwrap().qualified_name(), "HotspotChain.a");
+    assert_eq!(sym.method(&memory, &layout, *a_method).unwrap().qualified_name(), "HotspotChain.a");
     let a_info = read_method(&memory, &layout, *a_method).unwrap();
     assert_eq!((&*a_info.signature, a_info.source_file.as_deref()), ("()V", Some("HotspotChain.java")));
 

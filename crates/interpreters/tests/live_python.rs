@@ -136,7 +136,7 @@ fn layouts_match_live_interpreters() {
             for (unit, want) in code["lines"].as_array().unwrap().iter().enumerate() {
                 let offset = 2 * unit as u32;
                 let got = symbolizer
-                    .symbolize(&memory, pid, &build, bias, id, offset)
+                    .symbolize(&memory, &build, bias, id, offset)
                     .unwrap_or_else(|| panic!("{what}: code object {expected_name} unreadable"));
                 assert_eq!(&*got.function, expected_name, "{what}");
                 assert_eq!(got.file.as_deref(), code["file"].as_str(), "{what}");
@@ -153,7 +153,7 @@ fn layouts_match_live_interpreters() {
             let frames =
                 walk_thread(&memory, &build, bias, thread.as_u64().unwrap()).unwrap_or_else(|e| panic!("{what}: {e}"));
             let mut name = |code, offset| {
-                let line = symbolizer.symbolize(&memory, pid, &build, bias, code, offset);
+                let line = symbolizer.symbolize(&memory, &build, bias, code, offset);
                 line.map(|l| l.function.to_string()).unwrap_or_default()
             };
             frames.iter().map(|f| name(f.code, f.offset)).collect()

@@ -1,6 +1,6 @@
-//! The emulator as a runtime of the registry ([`Beam`], [`BeamFile`]:
-//! what its BPF unwinder needs of a node), and the naming of the pcs it
-//! records ([`BeamNamer`]).
+//! The emulator as a runtime of the registry ([`Beam`], [`BeamFile`], and
+//! its object per node: what its BPF unwinder needs of the node), and the
+//! naming of the pcs it records ([`BeamNamer`], one per node).
 
 use super::{
     atom_index, detect, function_name, BeamBuild, Detection, CODE_INDICES, LINE_TAB_FUNC_TAB, MAX_ATOM_BYTES,
@@ -10,18 +10,17 @@ use crate::beam::map_value::{BeamProcessValue, BEAM_FRAME_PC_MASK, BEAM_FRAME_RE
 use crate::memory::{u64_in, ProcessMemory};
 use crate::refusal::Refusal;
 use crate::runtime::{
-    frame_payload, Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats,
-    ProcessState, ProcessUnwinding, Runtime,
+    frame_payload, Attach, CacheUse, ExecutableMapping, FileDetection, InterpreterFile, NamerStats, ProcessUnwinding,
+    Runtime, RuntimeProcess,
 };
 use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
-/// Most atom names cached by a [`BeamNamer`] (all processes).
+/// Most atom names cached, all nodes together (and each alone).
 const MAX_CACHED_ATOMS: usize = 65_536;
-/// Most source file names cached by a [`BeamNamer`] (all processes).
+/// Most source file names cached, all nodes together (and each alone).
 const MAX_CACHED_FILES: usize = 4096;
 /// The empty list (`NIL`), which ends a string.
 const NIL: u64 = 0x3b;
@@ -68,8 +67,12 @@ impl Runtime for Beam {
         }
     }
 
-    fn namer(&self) -> Box<dyn FrameNamer> {
-        Box::new(BeamNamer::default())
+    fn cache_bound(&self) -> CacheUse {
+        CacheUse::entries(MAX_CACHED_ATOMS + MAX_CACHED_FILES)
+    }
+
+    fn naming_counters(&self) -> NamerStats {
+        BeamNamer::default().stats()
     }
 }
 
@@ -80,14 +83,21 @@ pub struct BeamFile {
     pub build: Arc<BeamBuild>,
 }
 
-/// What is kept of one node ([`InterpreterFile::attach`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The emulator in one node ([`InterpreterFile::attach`]): what attaching
+/// read of it, and the names read from it since.
 struct BeamNode {
-    pid: u32,
     /// The code address in `beam_normal_exit`.
     normal_exit: u64,
     /// `erts_frame_layout`.
     frame_layout: u32,
+    process: BeamProcess,
+    namer: BeamNamer,
+}
+
+impl BeamNode {
+    fn new(normal_exit: u64, frame_layout: u32, process: BeamProcess) -> BeamNode {
+        BeamNode { normal_exit, frame_layout, process, namer: BeamNamer::default() }
+    }
 }
 
 /// `[start, end)` of code.
@@ -130,7 +140,7 @@ impl InterpreterFile for BeamFile {
         None
     }
 
-    fn attach(&self, pid: u32, memory: &dyn ProcessMemory, bias: u64) -> Attach {
+    fn attach(self: Arc<Self>, _pid: u32, memory: &dyn ProcessMemory, bias: u64) -> Attach {
         let Some(normal_exit) = read_u64(memory, bias.wrapping_add(self.build.normal_exit)) else {
             return Attach::Failed(Refusal::Unreadable("beam_normal_exit"));
         };
@@ -146,26 +156,37 @@ impl InterpreterFile for BeamFile {
         if frame_layout > 1 {
             return Attach::Failed(Refusal::Layout(format!("unknown frame layout {frame_layout}")));
         }
-        Attach::Attached(Arc::new(BeamNode { pid, normal_exit, frame_layout }))
+        let process = BeamProcess { bias, build: self.build.clone() };
+        Attach::Attached(Box::new(BeamNode::new(normal_exit, frame_layout, process)))
+    }
+}
+
+impl RuntimeProcess for BeamNode {
+    /// The frame's pc (`pc - 1` for a return address: the call) in the
+    /// node's code index.
+    fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
+        let Some(payload) = frame_payload(word, InterpreterUnwinder::Beam) else { return Vec::new() };
+        let pc = payload & BEAM_FRAME_PC_MASK;
+        let pc = if payload & BEAM_FRAME_RETURN_ADDRESS != 0 { pc.checked_sub(1) } else { Some(pc) };
+        let Some(pc) = pc else { return Vec::new() };
+        let before = self.namer.stats();
+        let line = self.namer.name_pc(memory, &self.process, pc);
+        stats.add_change(&before, &self.namer.stats());
+        line.into_iter().collect()
     }
 
-    fn process_unwinding(
-        &self,
-        process: &ProcessState,
-        _memory: &dyn ProcessMemory,
-        maps: &[ExecutableMapping<'_>],
-    ) -> Option<ProcessUnwinding> {
-        let node = process.downcast_ref::<BeamNode>()?;
+    fn sync(&mut self, _memory: &dyn ProcessMemory, maps: &[ExecutableMapping<'_>]) -> Option<ProcessUnwinding> {
         let (code, (code_low, code_high)) = jit_code(maps)?;
+        let layout = &self.process.build.layout;
         let value = BeamProcessValue {
-            normal_exit: node.normal_exit,
+            normal_exit: self.normal_exit,
             code_low,
             code_high,
-            scheduler_return: self.build.layout.scheduler_return,
-            runtime_stack: self.build.layout.runtime_stack,
-            current_process: self.build.layout.current_process,
-            process_stop: self.build.layout.process_stop,
-            frame_layout: node.frame_layout,
+            scheduler_return: layout.scheduler_return,
+            runtime_stack: layout.runtime_stack,
+            current_process: layout.current_process,
+            process_stop: layout.process_stop,
+            frame_layout: self.frame_layout,
         };
         // The executable views mapped now; a grown JIT area is a new
         // mapping, found at the next read of the process's maps.
@@ -173,8 +194,13 @@ impl InterpreterFile for BeamFile {
         Some(ProcessUnwinding::new(InterpreterUnwinder::Beam, code, value))
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
+    fn cached(&self) -> CacheUse {
+        CacheUse { entries: self.namer.atoms.len() + self.namer.files.len(), bytes: 0 }
+    }
+
+    fn clear(&mut self) {
+        self.namer.atoms.clear();
+        self.namer.files.clear();
     }
 }
 
@@ -199,14 +225,14 @@ enum Unknown {
 const UNKNOWN_REASONS: [&str; 4] =
     ["frames_unknown_no_module", "frames_unknown_no_function", "frames_unknown_unreadable", "frames_unknown_bad_data"];
 
-/// Names pcs in the JIT code of emulator processes, with a bounded cache
-/// of atom names.
+/// Names pcs in the JIT code of an emulator process, with a bounded
+/// cache of atom names.
 #[derive(Default)]
 pub struct BeamNamer {
-    /// (pid, atom index) -> name.
-    atoms: HashMap<(u32, u64), Arc<str>>,
-    /// (pid, file name term) -> the name.
-    files: HashMap<(u32, u64), Arc<str>>,
+    /// Atom index -> name.
+    atoms: HashMap<u64, Arc<str>>,
+    /// File name term -> the name.
+    files: HashMap<u64, Arc<str>>,
     stats: NamerStats,
     /// Unnamed frames by [`Unknown`] reason.
     unknown: [u64; 4],
@@ -255,16 +281,10 @@ fn read_pair(memory: &dyn ProcessMemory, address: u64) -> Option<(u64, u64)> {
 }
 
 impl BeamNamer {
-    /// Names `pc` of process `pid` running `process`'s emulator, if it
+    /// Names `pc` of the process running `process`'s emulator, if it
     /// lies in the code of a loaded module.
-    pub fn name_pc(
-        &mut self,
-        memory: &dyn ProcessMemory,
-        pid: u32,
-        process: &BeamProcess,
-        pc: u64,
-    ) -> Option<SourceLine> {
-        match self.lookup(memory, pid, process, pc) {
+    pub fn name_pc(&mut self, memory: &dyn ProcessMemory, process: &BeamProcess, pc: u64) -> Option<SourceLine> {
+        match self.lookup(memory, process, pc) {
             Ok(named) => {
                 self.stats.frames += 1;
                 Some(named)
@@ -277,13 +297,7 @@ impl BeamNamer {
         }
     }
 
-    fn lookup(
-        &mut self,
-        memory: &dyn ProcessMemory,
-        pid: u32,
-        process: &BeamProcess,
-        pc: u64,
-    ) -> Result<SourceLine, Unknown> {
+    fn lookup(&mut self, memory: &dyn ProcessMemory, process: &BeamProcess, pc: u64) -> Result<SourceLine, Unknown> {
         use Unknown::{BadData, NoFunction, NoModule, Unreadable};
         let build = &process.build;
         let layout = &build.layout;
@@ -323,11 +337,11 @@ impl BeamNamer {
         if arity > 255 {
             return Err(BadData);
         }
-        let module = self.atom(memory, pid, process, module)?;
-        let function = self.atom(memory, pid, process, function)?;
+        let module = self.atom(memory, process, module)?;
+        let function = self.atom(memory, process, function)?;
         let function = Arc::from(function_name(&module, &function, arity));
         // The line is a bonus: a function without one keeps its name.
-        let (file, line) = self.line(memory, pid, process, header, index, pc).unwrap_or((None, 0));
+        let (file, line) = self.line(memory, process, header, index, pc).unwrap_or((None, 0));
         Ok(SourceLine { function, file, line, approximate: false })
     }
 
@@ -337,7 +351,6 @@ impl BeamNamer {
     fn line(
         &mut self,
         memory: &dyn ProcessMemory,
-        pid: u32,
         process: &BeamProcess,
         header: u64,
         index: u64,
@@ -394,13 +407,13 @@ impl BeamNamer {
         }
         self.stats.reads += 1;
         let name = read_u64(memory, names.checked_add(file * 8)?)?;
-        Some((self.file_name(memory, pid, name), line))
+        Some((self.file_name(memory, name), line))
     }
 
     /// A source file name: an Erlang string (a list of character
     /// terms), cached per process.
-    fn file_name(&mut self, memory: &dyn ProcessMemory, pid: u32, term: u64) -> Option<Arc<str>> {
-        if let Some(name) = self.files.get(&(pid, term)) {
+    fn file_name(&mut self, memory: &dyn ProcessMemory, term: u64) -> Option<Arc<str>> {
+        if let Some(name) = self.files.get(&term) {
             return Some(name.clone());
         }
         let mut name = String::new();
@@ -422,29 +435,22 @@ impl BeamNamer {
         if self.files.len() >= MAX_CACHED_FILES {
             self.files.clear();
         }
-        self.files.insert((pid, term), name.clone());
+        self.files.insert(term, name.clone());
         Some(name)
     }
 
     /// The name of atom `term`, cached per process.
-    fn atom(
-        &mut self,
-        memory: &dyn ProcessMemory,
-        pid: u32,
-        process: &BeamProcess,
-        term: u64,
-    ) -> Result<Arc<str>, Unknown> {
+    fn atom(&mut self, memory: &dyn ProcessMemory, process: &BeamProcess, term: u64) -> Result<Arc<str>, Unknown> {
         let index = atom_index(term).ok_or(Unknown::BadData)?;
-        if let Some(name) = self.atoms.get(&(pid, index)) {
+        if let Some(name) = self.atoms.get(&index) {
             return Ok(name.clone());
         }
-        self.read_atom(memory, pid, process, index)
+        self.read_atom(memory, process, index)
     }
 
     fn read_atom(
         &mut self,
         memory: &dyn ProcessMemory,
-        pid: u32,
         process: &BeamProcess,
         index: u64,
     ) -> Result<Arc<str>, Unknown> {
@@ -473,29 +479,14 @@ impl BeamNamer {
         if self.atoms.len() >= MAX_CACHED_ATOMS {
             self.atoms.clear();
         }
-        self.atoms.insert((pid, index), name.clone());
+        self.atoms.insert(index, name.clone());
         Ok(name)
     }
 }
 
-impl FrameNamer for BeamNamer {
-    /// The frame's pc (`pc - 1` for a return address: the call) in the
-    /// node's code index.
-    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
-        let file = mapped.file.as_any().downcast_ref::<BeamFile>()?;
-        let payload = frame_payload(word, InterpreterUnwinder::Beam)?;
-        let pc = payload & BEAM_FRAME_PC_MASK;
-        let pc = if payload & BEAM_FRAME_RETURN_ADDRESS != 0 { pc.checked_sub(1)? } else { pc };
-        let process = BeamProcess { bias: mapped.bias, build: file.build.clone() };
-        self.name_pc(memory, pid, &process, pc)
-    }
-
-    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
-        self.atoms.retain(|(pid, _), _| alive(*pid));
-        self.files.retain(|(pid, _), _| alive(*pid));
-    }
-
-    fn stats(&self) -> NamerStats {
+impl BeamNamer {
+    /// Its counters, with the names of its reasons for unknown frames.
+    pub fn stats(&self) -> NamerStats {
         let mut stats = self.stats;
         for (slot, (name, n)) in stats.unknown_by_reason.iter_mut().zip(UNKNOWN_REASONS.iter().zip(self.unknown)) {
             *slot = (name, n);
@@ -588,9 +579,9 @@ mod tests {
         let m = node();
         let p = build();
         let mut namer = BeamNamer::default();
-        let name = |namer: &mut BeamNamer, pc| namer.name_pc(&m, 7, &p, pc).map(|l| l.function.to_string());
+        let name = |namer: &mut BeamNamer, pc| namer.name_pc(&m, &p, pc).map(|l| l.function.to_string());
         let line = |namer: &mut BeamNamer, pc| {
-            namer.name_pc(&m, 7, &p, pc).map(|l| (l.file.map(|f| f.to_string()), l.line)).unwrap()
+            namer.name_pc(&m, &p, pc).map(|l| (l.file.map(|f| f.to_string()), l.line)).unwrap()
         };
         let c = Some("c.erl".to_string());
         assert_eq!(line(&mut namer, 0x7f00_0000_1250), (c.clone(), 16), "the item before the function's start");
@@ -615,8 +606,7 @@ mod tests {
             [1, 2, 1, 0],
             "{reasons:?}: no module; the header and past the last function; the unreadable header"
         );
-        namer.forget_processes(&|pid| pid != 7);
-        assert!(namer.atoms.is_empty());
+        assert!(!namer.atoms.is_empty());
     }
 
     #[test]
@@ -626,15 +616,15 @@ mod tests {
         // A code index out of range.
         let mut m = node();
         m.regions[0].1 = 3u32.to_le_bytes().to_vec();
-        assert_eq!(namer.name_pc(&m, 7, &p, 0x7f00_0000_1250), None);
+        assert_eq!(namer.name_pc(&m, &p, 0x7f00_0000_1250), None);
         // A module count beyond the bound.
         let mut m = node();
         m.regions[1].1[8..16].copy_from_slice(&(MAX_MODULES + 1).to_le_bytes());
-        assert_eq!(namer.name_pc(&m, 7, &p, 0x7f00_0000_1250), None);
+        assert_eq!(namer.name_pc(&m, &p, 0x7f00_0000_1250), None);
         // A function count beyond the bound.
         let mut m = node();
         m.regions[3].1[0..8].copy_from_slice(&(MAX_FUNCTIONS + 1).to_le_bytes());
-        assert_eq!(namer.name_pc(&m, 7, &p, 0x7f00_0000_1250), None);
+        assert_eq!(namer.name_pc(&m, &p, 0x7f00_0000_1250), None);
         assert_eq!(namer.stats().frames, 0);
         assert_eq!(namer.stats().unknown_by_reason.map(|(_, n)| n), [0, 0, 0, 3]);
     }
@@ -686,8 +676,7 @@ mod tests {
 
     #[test]
     fn unwinding_of_a_node_is_its_jit_code() {
-        let file = BeamFile { build: build().build };
-        let node: ProcessState = Arc::new(BeamNode { pid: 9, normal_exit: 0x7fab_0500_0010, frame_layout: 1 });
+        let mut node = BeamNode::new(0x7fab_0500_0010, 1, build());
         let maps = [ExecutableMapping {
             start: 0x7fab_04bf_f000,
             end: 0x7fab_053f_f000,
@@ -695,7 +684,7 @@ mod tests {
             reserved_end: 0x7fab_053f_f000,
         }];
         let memory = FakeMemory::default();
-        let u = file.process_unwinding(&node, &memory, &maps).expect("unwinding");
+        let u = node.sync(&memory, &maps).expect("unwinding");
         assert_eq!(u.code, vec![(0x7fab_04bf_f000, 0x7fab_053f_f000)]);
         assert_eq!(u.value.unwinder(), InterpreterUnwinder::Beam);
         let v = u.value.read::<profiler_contract::c::beam_process>().expect("a beam_process");
@@ -703,18 +692,19 @@ mod tests {
             (v.normal_exit, v.code_low, v.code_high, v.frame_layout),
             (0x7fab_0500_0010, 0x7fab_04bf_f000, 0x7fab_053f_f000, 1)
         );
-        assert!(file.process_unwinding(&node, &memory, &[]).is_none(), "no JIT code mapped yet");
+        assert!(node.sync(&memory, &[]).is_none(), "no JIT code mapped yet");
     }
 
     #[test]
     fn frame_words_name_their_pc_or_the_call_before_a_return_address() {
         let m = node();
-        let file: Arc<dyn InterpreterFile> = Arc::new(BeamFile { build: build().build });
-        let mapped = MappedFile { file, bias: BIAS, process: None };
-        let mut namer = BeamNamer::default();
+        let mut namer = BeamNode::new(0x7f00_0000_0010, 0, build());
         let word = |payload| crate::runtime::frame_word(InterpreterUnwinder::Beam, payload);
-        let name =
-            |namer: &mut BeamNamer, w| FrameNamer::name(namer, &m, 7, &mapped, w).map(|l| l.function.to_string());
+        let mut stats = Beam.naming_counters();
+        let mut name = |namer: &mut BeamNode, w| {
+            let lines = namer.lines(&m, w, &mut stats);
+            lines.first().map(|l| l.function.to_string())
+        };
         assert_eq!(name(&mut namer, word(0x7f00_0000_1300)).as_deref(), Some("chain:leaf_spin/2"));
         // A return address just past leaf_spin/2's last byte is its call.
         assert_eq!(
@@ -722,21 +712,30 @@ mod tests {
             Some("chain:leaf_spin/2")
         );
         assert_eq!(name(&mut namer, word(0x7f00_0000_1500)).as_deref(), Some("chain:a/0"));
+        assert_eq!(name(&mut namer, word(0x7f00_0000_3000)), None, "no module");
         assert_eq!(Beam.frame_address(word(0x7f00_0000_1500 | BEAM_FRAME_RETURN_ADDRESS)), 0x7f00_0000_1500);
+        assert_eq!((stats.frames, stats.unknown), (3, 1));
+        assert_eq!(stats.unknown_by_reason[0], ("frames_unknown_no_module", 1));
+        assert_eq!(stats.unknown_by_reason[3], ("frames_unknown_bad_data", 0));
+        assert!(namer.cached().entries > 0);
+        namer.clear();
+        assert_eq!(namer.cached(), CacheUse::default());
     }
 
     #[test]
     fn attaching_reads_the_bottom_of_the_stacks_and_the_frame_layout() {
-        let file = BeamFile { build: build().build };
+        let file = Arc::new(BeamFile { build: build().build });
         let mut m = FakeMemory::default();
         m.words(BIAS + 0x4000, &[0x7f00_0000_0010]);
         m.add(BIAS + 0x5000, 0u32.to_le_bytes().to_vec());
-        let Attach::Attached(node) = file.attach(9, &m, BIAS) else { panic!("not attached") };
-        let node = node.downcast_ref::<BeamNode>().copied();
-        assert_eq!(node, Some(BeamNode { pid: 9, normal_exit: 0x7f00_0000_0010, frame_layout: 0 }));
+        let Attach::Attached(mut node) = file.clone().attach(9, &m, BIAS) else { panic!("not attached") };
+        let maps = [ExecutableMapping { start: 0x7f00_0000_0000, end: 0x7f00_0010_0000, path: "", reserved_end: 0 }];
+        let u = node.sync(&m, &maps).expect("unwinding");
+        let v = u.value.read::<profiler_contract::c::beam_process>().expect("a beam_process");
+        assert_eq!((v.normal_exit, v.frame_layout), (0x7f00_0000_0010, 0));
         let mut starting = FakeMemory::default();
         starting.words(BIAS + 0x4000, &[0]);
-        assert!(matches!(file.attach(9, &starting, BIAS), Attach::NotYet));
+        assert!(matches!(file.clone().attach(9, &starting, BIAS), Attach::NotYet));
         assert!(matches!(file.attach(9, &FakeMemory::default(), BIAS), Attach::Failed(_)));
     }
 }

@@ -34,7 +34,7 @@ pub use layout::{
 };
 pub use linetable::{decode_line_table, line_for_bci};
 pub use naming::{read_method, read_symbol, HotspotSymbolizer, HotspotSymbolizerStats, MethodInfo};
-pub use runtime::{Hotspot, HotspotFile, HotspotNamer, HotspotProcess};
+pub use runtime::{Hotspot, HotspotFile, HotspotProcess};
 pub use scopes::{compiled_scopes, scopes_near, Scope};
 pub use vmstructs::{Field, TableError, TableSymbol, TableSymbols, VmTables};
 pub use walk::{

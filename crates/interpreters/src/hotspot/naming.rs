@@ -176,11 +176,11 @@ pub struct HotspotSymbolizerStats {
     pub evictions: u64,
 }
 
-/// Names methods by (pid, `Method*`), caching at most `max_entries`; each
+/// Names the methods of one JVM by `Method*`, caching at most `max_entries`; each
 /// hit costs one 8-byte read to check that the `Method` still points at
 /// the `ConstMethod` it was read with.
 pub struct HotspotSymbolizer {
-    cache: HashMap<(u32, u64), Arc<MethodInfo>>,
+    cache: HashMap<u64, Arc<MethodInfo>>,
     max_entries: usize,
     stats: HotspotSymbolizerStats,
 }
@@ -191,22 +191,16 @@ impl HotspotSymbolizer {
         HotspotSymbolizer { cache: HashMap::new(), max_entries: max_entries.max(1), stats: Default::default() }
     }
 
-    /// The method at `method` in process `pid`.
-    pub fn method(
-        &mut self,
-        memory: &dyn ProcessMemory,
-        pid: u32,
-        l: &HotspotLayout,
-        method: u64,
-    ) -> Option<Arc<MethodInfo>> {
-        if let Some(info) = self.cache.get(&(pid, method)) {
+    /// The method at `method`.
+    pub fn method(&mut self, memory: &dyn ProcessMemory, l: &HotspotLayout, method: u64) -> Option<Arc<MethodInfo>> {
+        if let Some(info) = self.cache.get(&method) {
             let now = read_u64(memory, method.wrapping_add(u64::from(l.method_const_method)));
             if now == Some(info.const_method) {
                 self.stats.hits += 1;
                 return Some(info.clone());
             }
             self.stats.stale += 1;
-            self.cache.remove(&(pid, method));
+            self.cache.remove(&method);
         }
         self.stats.reads += 1;
         let Ok(info) = read_method(memory, l, method) else {
@@ -218,13 +212,14 @@ impl HotspotSymbolizer {
             self.cache.clear();
         }
         let info = Arc::new(info);
-        self.cache.insert((pid, method), info.clone());
+        self.cache.insert(method, info.clone());
         Some(info)
     }
 
-    /// Forgets the methods of the processes `alive` says are gone.
-    pub fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
-        self.cache.retain(|(pid, _), _| alive(*pid));
+    /// Forgets every method.
+    pub fn clear(&mut self) {
+        self.stats.evictions += self.cache.len() as u64;
+        self.cache.clear();
     }
 
     /// Counters.
@@ -344,34 +339,34 @@ mod tests {
         let l = jdk17_fixture();
         let mut m = process(0x20000, 3, None);
         let mut sym = HotspotSymbolizer::new(10);
-        assert_eq!(sym.method(&m, 1, &l, 0x10000).unwrap().const_method, 0x20000);
-        assert_eq!(sym.method(&m, 1, &l, 0x10000).unwrap().const_method, 0x20000);
+        assert_eq!(sym.method(&m, &l, 0x10000).unwrap().const_method, 0x20000);
+        assert_eq!(sym.method(&m, &l, 0x10000).unwrap().const_method, 0x20000);
         assert_eq!((sym.stats().reads, sym.stats().hits, sym.stats().stale), (1, 1, 0));
         // The Method now points elsewhere (redefined, or freed and reused).
         let moved = process(0x28000, 3, None);
         m.regions = moved.regions;
-        assert_eq!(sym.method(&m, 1, &l, 0x10000).unwrap().const_method, 0x28000);
+        assert_eq!(sym.method(&m, &l, 0x10000).unwrap().const_method, 0x28000);
         assert_eq!((sym.stats().reads, sym.stats().hits, sym.stats().stale), (2, 1, 1));
-        assert!(sym.method(&m, 1, &l, 0x999).is_none());
+        assert!(sym.method(&m, &l, 0x999).is_none());
         assert_eq!(sym.stats().read_failures, 1);
-        // Process 2 maps the same method; process 1 exits.
-        sym.method(&m, 2, &l, 0x10000).unwrap();
-        assert_eq!(sym.len(), 2);
-        sym.forget_processes(&|pid| pid == 2);
+        // Cleared, it is read again.
         assert_eq!(sym.len(), 1);
-        sym.method(&m, 2, &l, 0x10000).unwrap();
-        assert_eq!((sym.stats().reads, sym.stats().hits), (4, 2));
-        sym.forget_processes(&|_| false);
+        sym.clear();
         assert!(sym.is_empty());
+        assert_eq!(sym.stats().evictions, 1);
+        sym.method(&m, &l, 0x10000).unwrap();
+        assert_eq!((sym.stats().reads, sym.stats().hits), (4, 1));
     }
 
     #[test]
     fn the_cache_is_bounded() {
         let l = jdk17_fixture();
-        let m = process(0x20000, 3, None);
+        let mut m = process(0x20000, 3, None);
         let mut sym = HotspotSymbolizer::new(2);
-        for pid in 1..=5 {
-            assert!(sym.method(&m, pid, &l, 0x10000).is_some());
+        for k in 1..=5u64 {
+            // Another Method of the same ConstMethod.
+            m.add(0x10000 + 0x100 * k, [0u64.to_le_bytes(), 0x20000u64.to_le_bytes()].concat());
+            assert!(sym.method(&m, &l, 0x10000 + 0x100 * k).is_some());
             assert!(sym.len() <= 2);
         }
         assert_eq!(sym.stats().evictions, 4);

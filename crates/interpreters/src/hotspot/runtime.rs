@@ -1,8 +1,8 @@
 //! HotSpot on the interpreter interface: [`Hotspot`] finds `libjvm.so`,
-//! [`HotspotFile::attach`] reads the JVM's layout from each process,
-//! [`HotspotFile::process_unwinding`] gives the BPF unwinder
-//! (`ebpf/runtimes/hotspot/unwinder.bpf.h`) the code cache and the offsets it
-//! walks with, and [`HotspotNamer`] names the frame words it records.
+//! [`HotspotFile::attach`] reads the JVM's layout from each process into
+//! a [`HotspotProcess`], which gives the BPF unwinder
+//! (`ebpf/runtimes/hotspot/unwinder.bpf.h`) the code cache and the
+//! offsets it walks with, and names the frame words it records.
 
 use super::layout::HotspotLayout;
 use super::layout::{CodeBounds, NmethodEntries};
@@ -19,18 +19,17 @@ use crate::hotspot::map_value::{
 use crate::memory::ProcessMemory;
 use crate::refusal::Refusal;
 use crate::runtime::{
-    Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, ProcessState,
-    ProcessUnwinding, Runtime,
+    Attach, CacheUse, ExecutableMapping, FileDetection, InterpreterFile, NamerStats, ProcessUnwinding, Runtime,
+    RuntimeProcess,
 };
 use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Methods a namer keeps (per trace builder).
+/// Methods cached, all processes together (and each alone).
 const MAX_METHODS: usize = 16_384;
 
 /// The HotSpot JVM runtime.
@@ -67,8 +66,8 @@ impl Runtime for Hotspot {
         }
     }
 
-    fn namer(&self) -> Box<dyn FrameNamer> {
-        Box::new(HotspotNamer::new(MAX_METHODS))
+    fn cache_bound(&self) -> CacheUse {
+        CacheUse::entries(MAX_METHODS)
     }
 }
 
@@ -125,25 +124,32 @@ impl Unreadable {
     }
 }
 
-/// What is kept of one JVM process: its layout, and its code cache as
-/// last read (for naming compiled frames).
-#[derive(Debug)]
+/// One JVM process: its layout, its code cache as last read (for naming
+/// compiled frames), and the methods read from it.
 pub struct HotspotProcess {
     /// The layout read from its tables.
     pub layout: Arc<HotspotLayout>,
     /// `libjvm.so`'s load bias.
     pub bias: u64,
-    code_cache: Mutex<Option<Arc<CodeCache>>>,
+    code_cache: Option<Arc<CodeCache>>,
+    methods: HotspotSymbolizer,
+    /// Compiled frames whose blob's mark changed since the sample (freed
+    /// and replaced): unknown.
+    stale_blobs: u64,
 }
 
 impl HotspotProcess {
+    /// A process with `layout`, `libjvm.so` mapped with `bias`.
+    pub fn new(layout: Arc<HotspotLayout>, bias: u64) -> HotspotProcess {
+        HotspotProcess { layout, bias, code_cache: None, methods: HotspotSymbolizer::new(MAX_METHODS), stale_blobs: 0 }
+    }
+
     /// The code cache as last read, or read now.
-    fn code_cache(&self, memory: &dyn ProcessMemory) -> Option<Arc<CodeCache>> {
-        let mut cache = self.code_cache.lock().unwrap_or_else(|p| p.into_inner());
-        if cache.is_none() {
-            *cache = CodeCache::read(memory, &self.layout, self.bias).ok().map(Arc::new);
+    fn code_cache(&mut self, memory: &dyn ProcessMemory) -> Option<Arc<CodeCache>> {
+        if self.code_cache.is_none() {
+            self.code_cache = CodeCache::read(memory, &self.layout, self.bias).ok().map(Arc::new);
         }
-        cache.clone()
+        self.code_cache.clone()
     }
 }
 
@@ -154,7 +160,7 @@ impl InterpreterFile for HotspotFile {
 
     fn loop_ranges(&self) -> &[(u64, u64)] {
         // Its code is in the code cache, anonymous memory: see
-        // process_unwinding.
+        // its process object's `sync`.
         &[]
     }
 
@@ -162,7 +168,7 @@ impl InterpreterFile for HotspotFile {
         None
     }
 
-    fn attach(&self, pid: u32, memory: &dyn ProcessMemory, bias: u64) -> Attach {
+    fn attach(self: Arc<Self>, pid: u32, memory: &dyn ProcessMemory, bias: u64) -> Attach {
         let key = (pid, bias);
         let now = Instant::now();
         if !self.unreadable.lock().unwrap_or_else(|p| p.into_inner()).may_try(key, now) {
@@ -176,45 +182,11 @@ impl InterpreterFile for HotspotFile {
         }
         drop(unreadable);
         match result {
-            Ok(layout) => Attach::Attached(Arc::new(HotspotProcess {
-                layout: Arc::new(layout),
-                bias,
-                code_cache: Mutex::new(None),
-            })),
+            Ok(layout) => Attach::Attached(Box::new(HotspotProcess::new(Arc::new(layout), bias))),
             // ld.so may still be mapping the file, or the VM starting.
             Err(HotspotError::NotReady | HotspotError::Unreadable(_)) => Attach::NotYet,
             Err(HotspotError::Unsupported(why)) => Attach::Failed(Refusal::Layout(why)),
         }
-    }
-
-    fn process_unwinding(
-        &self,
-        process: &ProcessState,
-        memory: &dyn ProcessMemory,
-        _maps: &[ExecutableMapping<'_>],
-    ) -> Option<ProcessUnwinding> {
-        let process = process.downcast_ref::<HotspotProcess>()?;
-        // The heaps are set while the VM starts: until they are, every
-        // anonymous code of the process goes to the unwinder, which reads
-        // them itself once they are there (the process's mappings need
-        // not change again for that).
-        let cache = CodeCache::read(memory, &process.layout, process.bias).ok().map(Arc::new);
-        if cache.is_some() {
-            *process.code_cache.lock().unwrap_or_else(|p| p.into_inner()) = cache.clone();
-        }
-        let value = process_value(&process.layout, process.bias, cache.as_deref()).map_value();
-        Some(match &cache {
-            // `[_low_bound, _high_bound)` is the code cache's reservation.
-            Some(cache) => {
-                let code = vec![(cache.low, cache.high)];
-                ProcessUnwinding::new(InterpreterUnwinder::Hotspot, code.clone(), value).reserving(code)
-            }
-            None => ProcessUnwinding::new(InterpreterUnwinder::Hotspot, vec![(0, u64::MAX)], value),
-        })
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
@@ -305,31 +277,57 @@ fn code_flags(l: &HotspotLayout) -> u32 {
 /// Names HotSpot frame words: interpreted frames by their `Method*` and
 /// bci, compiled ones by their blob and pc offset (with the methods
 /// inlined there, innermost first), stubs by their blob's name.
-pub struct HotspotNamer {
-    methods: HotspotSymbolizer,
-    stats: NamerStats,
-    /// Compiled frames whose blob's mark changed since the sample (freed
-    /// and replaced): unknown.
-    stale_blobs: u64,
-}
-
-impl HotspotNamer {
-    /// A namer keeping at most `max_methods` methods.
-    pub fn new(max_methods: usize) -> HotspotNamer {
-        HotspotNamer { methods: HotspotSymbolizer::new(max_methods), stats: NamerStats::default(), stale_blobs: 0 }
+impl RuntimeProcess for HotspotProcess {
+    fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
+        let lines = self.name_word(memory, word, stats);
+        if lines.is_empty() {
+            stats.unknown += 1;
+        } else {
+            stats.frames += 1;
+        }
+        lines
     }
 
+    fn sync(&mut self, memory: &dyn ProcessMemory, _maps: &[ExecutableMapping<'_>]) -> Option<ProcessUnwinding> {
+        // The heaps are set while the VM starts: until they are, every
+        // anonymous code of the process goes to the unwinder, which reads
+        // them itself once they are there (the process's mappings need
+        // not change again for that).
+        let cache = CodeCache::read(memory, &self.layout, self.bias).ok().map(Arc::new);
+        if cache.is_some() {
+            self.code_cache = cache.clone();
+        }
+        let value = process_value(&self.layout, self.bias, cache.as_deref()).map_value();
+        Some(match &cache {
+            // `[_low_bound, _high_bound)` is the code cache's reservation.
+            Some(cache) => {
+                let code = vec![(cache.low, cache.high)];
+                ProcessUnwinding::new(InterpreterUnwinder::Hotspot, code.clone(), value).reserving(code)
+            }
+            None => ProcessUnwinding::new(InterpreterUnwinder::Hotspot, vec![(0, u64::MAX)], value),
+        })
+    }
+
+    fn cached(&self) -> CacheUse {
+        CacheUse { entries: self.methods.len(), bytes: 0 }
+    }
+
+    fn clear(&mut self) {
+        self.methods.clear();
+    }
+}
+
+impl HotspotProcess {
     fn method_line(
         &mut self,
         memory: &dyn ProcessMemory,
-        pid: u32,
-        l: &HotspotLayout,
         method: u64,
         bci: Option<u32>,
+        stats: &mut NamerStats,
     ) -> Option<SourceLine> {
         let before = self.methods.stats().reads;
-        let info = self.methods.method(memory, pid, l, method)?;
-        self.stats.reads += self.methods.stats().reads - before;
+        let info = self.methods.method(memory, &self.layout, method)?;
+        stats.reads += self.methods.stats().reads - before;
         let line = bci.and_then(|b| info.line(b)).unwrap_or(0);
         Some(SourceLine {
             function: info.qualified_name().into(),
@@ -339,22 +337,17 @@ impl HotspotNamer {
         })
     }
 
-    fn name_word(
-        &mut self,
-        memory: &dyn ProcessMemory,
-        pid: u32,
-        process: &HotspotProcess,
-        word: u64,
-    ) -> Vec<SourceLine> {
-        let l = &*process.layout;
+    fn name_word(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
         if let Some(frame) = InterpretedWord::decode(word) {
             if frame.method == 0 {
                 return Vec::new();
             }
-            return self.method_line(memory, pid, l, frame.method, frame.bci).into_iter().collect();
+            return self.method_line(memory, frame.method, frame.bci, stats).into_iter().collect();
         }
         let Some(frame) = CompiledWord::decode(word) else { return Vec::new() };
-        let Some(cache) = process.code_cache(memory) else { return Vec::new() };
+        let Some(cache) = self.code_cache(memory) else { return Vec::new() };
+        let layout = self.layout.clone();
+        let l = &*layout;
         // The blob may have been freed (and the memory reused) since the
         // sample: the pc must still be in a blob's code, and that blob
         // must carry the mark the unwinder read (its compile id), else
@@ -376,7 +369,7 @@ impl HotspotNamer {
                 let Ok((scopes, exact)) = scopes_near(memory, l, &blob, pc) else { return Vec::new() };
                 let mut lines = Vec::with_capacity(scopes.len());
                 for scope in scopes {
-                    match self.method_line(memory, pid, l, scope.method, scope.bci) {
+                    match self.method_line(memory, scope.method, scope.bci, stats) {
                         Some(line) => lines.push(SourceLine { approximate: !exact, ..line }),
                         None => return Vec::new(),
                     }
@@ -392,34 +385,6 @@ impl HotspotNamer {
                 }]
             }
         }
-    }
-}
-
-impl FrameNamer for HotspotNamer {
-    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
-        self.lines(memory, pid, mapped, word).into_iter().next()
-    }
-
-    fn lines(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Vec<SourceLine> {
-        let process = mapped.process.as_ref().and_then(|p| p.downcast_ref::<HotspotProcess>());
-        let lines = match process {
-            Some(process) => self.name_word(memory, pid, process, word),
-            None => Vec::new(),
-        };
-        if lines.is_empty() {
-            self.stats.unknown += 1;
-        } else {
-            self.stats.frames += 1;
-        }
-        lines
-    }
-
-    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
-        self.methods.forget_processes(alive);
-    }
-
-    fn stats(&self) -> NamerStats {
-        self.stats
     }
 }
 
@@ -487,14 +452,14 @@ mod tests {
             int_constants: table.clone(),
             long_constants: table,
         };
-        let file = HotspotFile { symbols, unreadable: Mutex::default() };
+        let file = Arc::new(HotspotFile { symbols, unreadable: Mutex::default() });
         let mut m = crate::memory::fake::FakeMemory::default();
         m.add(0x100, [0x7000_0000u64, 16, 0, 0, 0, 0, 0].iter().flat_map(|v| v.to_le_bytes()).collect());
         let memory = Counted(&m, Default::default());
-        assert!(matches!(file.attach(5, &memory, 0), Attach::NotYet));
+        assert!(matches!(file.clone().attach(5, &memory, 0), Attach::NotYet));
         let first = memory.1.get();
         assert!(first > 0);
-        assert!(matches!(file.attach(5, &memory, 0), Attach::NotYet));
+        assert!(matches!(file.clone().attach(5, &memory, 0), Attach::NotYet));
         assert_eq!(memory.1.get(), first, "not read again before its wait");
         // Another process of the same build is read.
         assert!(matches!(file.attach(6, &memory, 0), Attach::NotYet));
@@ -569,38 +534,26 @@ mod tests {
     fn frames_of_freed_code_are_unknown() {
         use super::super::remote::fake::FakeMemory;
         use super::super::walk::CodeHeapInfo;
-        use super::super::TableSymbol;
         let l = super::super::layout::jdk17_fixture();
         let heap = CodeHeapInfo { low: 0x10_0000, high: 0x10_1000, segmap: 0x20_0000, log2_segment_size: 7 };
         let mut memory = FakeMemory::default();
         memory.add(heap.segmap, vec![0xff; 32]); // all free
         let cache = CodeCache { low: heap.low, high: heap.high, heaps: vec![heap] };
-        let process =
-            HotspotProcess { layout: Arc::new(l.clone()), bias: 0, code_cache: Mutex::new(Some(Arc::new(cache))) };
-        let table = TableSymbol { array: 0, stride: 0, fields: Vec::new() };
-        let symbols = TableSymbols {
-            structs: table.clone(),
-            types: table.clone(),
-            int_constants: table.clone(),
-            long_constants: table,
-        };
-        let file: Arc<dyn InterpreterFile> = Arc::new(HotspotFile { symbols, unreadable: Mutex::default() });
-        let attached = MappedFile { file: file.clone(), bias: 0, process: Some(Arc::new(process)) };
-        let mut namer = HotspotNamer::new(16);
+        let mut process = HotspotProcess::new(Arc::new(l.clone()), 0);
+        process.code_cache = Some(Arc::new(cache));
+        let mut stats = NamerStats::default();
         let blob = heap.low + u64::from(l.heap_block_size);
         let compiled = |mark| CompiledWord { pc_offset: blob + 0x40 - heap.low, exact: false, mark }.encode();
-        for word in [compiled(7), InterpretedWord { method: 0, bci: Some(3) }.encode()] {
-            assert!(namer.lines(&memory, 1, &attached, word).is_empty());
+        for word in [
+            compiled(7),
+            InterpretedWord { method: 0, bci: Some(3) }.encode(),
+            InterpretedWord { method: 0x1000, bci: Some(3) }.encode(),
+        ] {
+            assert!(process.lines(&memory, word, &mut stats).is_empty());
         }
-        let unattached = MappedFile { file, bias: 0, process: None };
-        assert!(namer
-            .lines(&memory, 1, &unattached, InterpretedWord { method: 0x1000, bci: Some(3) }.encode())
-            .is_empty());
-        assert_eq!(
-            namer.stats(),
-            NamerStats { frames: 0, unknown: 3, reads: 0, failures_skipped: 0, ..NamerStats::default() }
-        );
-        assert_eq!(namer.stale_blobs, 0);
+        assert_eq!(stats, NamerStats { frames: 0, unknown: 3, reads: 0, failures_skipped: 0, ..NamerStats::default() });
+        assert_eq!(process.stale_blobs, 0);
+        assert_eq!(process.cached(), CacheUse::default(), "no method read");
 
         // A blob in use at the same place, compile id 8: the frame sampled
         // in the blob of compile id 7 is unknown, because of its mark.
@@ -611,11 +564,11 @@ mod tests {
         let id = (l.heap_block_size + l.nmethod_compile_id) as usize;
         block[id..id + 4].copy_from_slice(&8u32.to_le_bytes());
         memory.add(heap.low, block);
-        assert!(namer.lines(&memory, 1, &attached, compiled(7)).is_empty());
-        assert_eq!(namer.stale_blobs, 1);
+        assert!(process.lines(&memory, compiled(7), &mut stats).is_empty());
+        assert_eq!(process.stale_blobs, 1);
         // Its own mark passes that check (the blob's header is not a
         // whole nmethod here: unknown still, but not stale).
-        assert!(namer.lines(&memory, 1, &attached, compiled(8)).is_empty());
-        assert_eq!(namer.stale_blobs, 1);
+        assert!(process.lines(&memory, compiled(8), &mut stats).is_empty());
+        assert_eq!(process.stale_blobs, 1);
     }
 }

@@ -10,12 +10,13 @@ use crate::perl::map_value::{
     PERL_FRAME_LINE_SHIFT, PERL_SI_READ,
 };
 use crate::refusal::Refusal;
-use crate::runtime::{frame_payload, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
+use crate::runtime::{
+    frame_payload, Attach, CacheUse, FileDetection, InterpreterFile, NamerStats, Runtime, SymbolizerFile,
+    SymbolizerProcess,
+};
 use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue, UserFrame};
 use profiler_elf::ElfFile;
 use profiler_trace::{Frame, FrameKind, SourceLine};
-use std::any::Any;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 // The tag and the line lie below the runtime's slot bits, the line above
@@ -24,8 +25,8 @@ const _: () = assert!(PERL_FRAME_COP < 1 << UserFrame::payload_bits(InterpreterU
 const _: () = assert!(PERL_FRAME_LINE_MAX << PERL_FRAME_LINE_SHIFT < PERL_FRAME_COP);
 const _: () = assert!(1u64 << (47 - 3) <= 1 << PERL_FRAME_LINE_SHIFT);
 
-/// Most processes a namer keeps a symbolizer for (each bounds its own
-/// caches); all are dropped when full.
+/// Most processes with a symbolizer at once (each bounds its own
+/// caches); all are dropped when more would be.
 const MAX_PROCESSES: usize = 256;
 
 /// Perl 5.28-5.42 (threaded 5.36, 5.40 and 5.42 tested).
@@ -159,8 +160,8 @@ impl Runtime for Perl {
         }
     }
 
-    fn namer(&self) -> Box<dyn FrameNamer> {
-        Box::new(PerlNamer { processes: HashMap::new(), stats: NamerStats::default() })
+    fn cache_bound(&self) -> CacheUse {
+        CacheUse::entries(MAX_PROCESSES)
     }
 }
 
@@ -224,29 +225,30 @@ impl InterpreterFile for PerlFile {
         Some(self.value.map_value())
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
+    fn attach(self: Arc<Self>, _pid: u32, _memory: &dyn ProcessMemory, _bias: u64) -> Attach {
+        // Its frame words hold process addresses: the bias is not needed.
+        SymbolizerProcess::attach(self)
     }
 }
 
-/// Names Perl frames: `Package::sub` with the file it was defined in and
-/// the line, `main` or `eval` at their statement.
-struct PerlNamer {
-    /// By (pid, bias of the Perl file).
-    processes: HashMap<(u32, u64), PerlSymbolizer>,
-    stats: NamerStats,
-}
+/// Perl names a process's frames (`Package::sub` with the file it
+/// was defined in and the line, `main` or `eval` at their statement).
+impl SymbolizerFile for PerlFile {
+    type Symbolizer = PerlSymbolizer;
 
-impl FrameNamer for PerlNamer {
-    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
+    fn symbolizer(&self) -> PerlSymbolizer {
+        PerlSymbolizer::new(self.build.layout.clone())
+    }
+
+    fn name(
+        &self,
+        symbolizer: &mut PerlSymbolizer,
+        memory: &dyn ProcessMemory,
+        word: u64,
+        stats: &mut NamerStats,
+    ) -> Option<SourceLine> {
         let w = decode_word(word)?;
-        let file = mapped.file.as_any().downcast_ref::<PerlFile>()?;
-        let key = (pid, mapped.bias);
-        if !self.processes.contains_key(&key) && self.processes.len() >= MAX_PROCESSES {
-            self.processes.clear();
-        }
-        let symbolizer = self.processes.entry(key).or_insert_with(|| PerlSymbolizer::new(file.build.layout.clone()));
-        self.stats.reads += 1;
+        stats.reads += 1;
         let skipped_before = symbolizer.failures.skipped;
         let named = match w {
             PerlWord::Sub { cv: 0, .. } | PerlWord::Main { cop: 0 } | PerlWord::Eval { cop: 0 } => None,
@@ -254,28 +256,20 @@ impl FrameNamer for PerlNamer {
             PerlWord::Main { cop } => symbolizer.position(memory, cop).ok().map(|(f, l)| ("main".to_string(), f, l)),
             PerlWord::Eval { cop } => symbolizer.position(memory, cop).ok().map(|(f, l)| ("eval".to_string(), f, l)),
         };
-        // Kept here: the process's symbolizer, and its count, go when it
-        // exits.
-        self.stats.failures_skipped += symbolizer.failures.skipped - skipped_before;
+        // Kept in `stats`: the process's symbolizer, and its count, go
+        // when it exits.
+        stats.failures_skipped += symbolizer.failures.skipped - skipped_before;
         let Some((name, file, line)) = named else {
-            self.stats.unknown += 1;
+            stats.unknown += 1;
             return None;
         };
-        self.stats.frames += 1;
+        stats.frames += 1;
         Some(SourceLine {
             function: name.into(),
             file: (!file.is_empty()).then(|| file.into()),
             line,
             approximate: false,
         })
-    }
-
-    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
-        self.processes.retain(|(pid, _), _| alive(*pid));
-    }
-
-    fn stats(&self) -> NamerStats {
-        self.stats
     }
 }
 
@@ -328,28 +322,21 @@ mod tests {
     }
 
     #[test]
-    fn the_processes_that_exited_are_forgotten() {
-        use crate::runtime::testing::assert_exited_processes_forgotten;
-        let build = threaded_5_36();
-        let mapped = MappedFile { file: Arc::new(PerlFile::new(build).unwrap()), bias: 0x5000_0000, process: None };
-        let word = frame_word(InterpreterUnwinder::Perl, (7 << PERL_FRAME_LINE_SHIFT) | 0x200);
-        let mut namer = PerlNamer { processes: HashMap::new(), stats: NamerStats::default() };
-        assert_exited_processes_forgotten(&mut namer, &mapped, word, |n| n.processes.keys().map(|k| k.0).collect());
-    }
-
-    #[test]
     fn a_sub_that_failed_lately_is_not_read_again_and_counted() {
-        let mapped =
-            MappedFile { file: Arc::new(PerlFile::new(threaded_5_36()).unwrap()), bias: 0x5000_0000, process: None };
+        let file = Arc::new(PerlFile::new(threaded_5_36()).unwrap());
         let word = frame_word(InterpreterUnwinder::Perl, (7 << PERL_FRAME_LINE_SHIFT) | 0x200);
-        let mut namer = PerlNamer { processes: HashMap::new(), stats: NamerStats::default() };
         let unreadable = crate::memory::fake::FakeMemory::default();
+        let Attach::Attached(mut process) = file.attach(10, &unreadable, 0x5000_0000) else { panic!("attached") };
+        let mut stats = NamerStats::default();
         for _ in 0..3 {
-            assert_eq!(namer.name(&unreadable, 10, &mapped, word), None);
+            assert!(process.lines(&unreadable, word, &mut stats).is_empty());
         }
-        assert_eq!(namer.stats().failures_skipped, 2, "read once, then skipped");
-        namer.forget_processes(&|_| false);
-        assert_eq!(namer.stats().failures_skipped, 2, "kept when the process goes");
+        assert_eq!(stats.failures_skipped, 2, "read once, then skipped");
+        assert_eq!((process.cached().entries, stats.unknown, stats.reads), (1, 3, 3));
+        process.clear();
+        assert_eq!(process.cached(), CacheUse::default());
+        assert!(process.lines(&unreadable, word, &mut stats).is_empty());
+        assert_eq!(stats.failures_skipped, 2, "its failures went with its symbolizer");
     }
 
     #[test]

@@ -9,12 +9,13 @@ use crate::php::map_value::{
     PhpFileValue, PHP_EXECUTE_DATA_READ, PHP_FRAME_LINE_MAX, PHP_FRAME_LINE_SHIFT, PHP_FRAME_TOP,
 };
 use crate::refusal::Refusal;
-use crate::runtime::{frame_payload, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
+use crate::runtime::{
+    frame_payload, Attach, CacheUse, FileDetection, InterpreterFile, NamerStats, Runtime, SymbolizerFile,
+    SymbolizerProcess,
+};
 use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue, UserFrame};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
-use std::any::Any;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 // The tag and the line lie below the runtime's slot bits, the line above
@@ -23,8 +24,8 @@ const _: () = assert!(PHP_FRAME_TOP < 1 << UserFrame::payload_bits(InterpreterUn
 const _: () = assert!(PHP_FRAME_LINE_MAX << PHP_FRAME_LINE_SHIFT < PHP_FRAME_TOP);
 const _: () = assert!(1u64 << (47 - 3) <= 1 << PHP_FRAME_LINE_SHIFT);
 
-/// Most processes a namer keeps a symbolizer for (each bounds its own
-/// cache); all are dropped when full.
+/// Most processes with a symbolizer at once (each bounds its own cache);
+/// all are dropped when more would be.
 const MAX_PROCESSES: usize = 256;
 
 /// PHP 7.4-8.4, NTS builds (8.2 tested).
@@ -100,8 +101,8 @@ impl Runtime for Php {
         }
     }
 
-    fn namer(&self) -> Box<dyn FrameNamer> {
-        Box::new(PhpNamer { processes: HashMap::new(), stats: NamerStats::default() })
+    fn cache_bound(&self) -> CacheUse {
+        CacheUse::entries(MAX_PROCESSES)
     }
 }
 
@@ -147,28 +148,29 @@ impl InterpreterFile for PhpFile {
         Some(self.value.map_value())
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
+    fn attach(self: Arc<Self>, _pid: u32, _memory: &dyn ProcessMemory, _bias: u64) -> Attach {
+        // Its frame words hold process addresses: the bias is not needed.
+        SymbolizerProcess::attach(self)
     }
 }
 
-/// Names PHP frames: `Class::method`, `function`, `{main}` with the file
-/// and line, or an internal function's name.
-struct PhpNamer {
-    /// By (pid, bias of the PHP file).
-    processes: HashMap<(u32, u64), PhpSymbolizer>,
-    stats: NamerStats,
-}
+/// PHP names a process's frames (`Class::method`, `function`,
+/// `{main}` with the file and line, or an internal function's name).
+impl SymbolizerFile for PhpFile {
+    type Symbolizer = PhpSymbolizer;
 
-impl FrameNamer for PhpNamer {
-    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
+    fn symbolizer(&self) -> PhpSymbolizer {
+        PhpSymbolizer::new(self.build.layout.clone())
+    }
+
+    fn name(
+        &self,
+        symbolizer: &mut PhpSymbolizer,
+        memory: &dyn ProcessMemory,
+        word: u64,
+        stats: &mut NamerStats,
+    ) -> Option<SourceLine> {
         let w = decode_word(word)?;
-        let file = mapped.file.as_any().downcast_ref::<PhpFile>()?;
-        let key = (pid, mapped.bias);
-        if !self.processes.contains_key(&key) && self.processes.len() >= MAX_PROCESSES {
-            self.processes.clear();
-        }
-        let symbolizer = self.processes.entry(key).or_insert_with(|| PhpSymbolizer::new(file.build.layout.clone()));
         let (before, skipped_before) = (symbolizer.cached(), symbolizer.failures.skipped);
         let call_info = if w.top { consts::CALL_TOP } else { 0 };
         // The frame's line came with the word, from the function's first:
@@ -177,16 +179,16 @@ impl FrameNamer for PhpNamer {
         let frame =
             if w.function == 0 { None } else { symbolizer.frame_at_offset(memory, w.function, w.line, call_info).ok() };
         if symbolizer.cached() != before {
-            self.stats.reads += 1;
+            stats.reads += 1;
         }
-        // Kept here: the process's symbolizer, and its count, go when it
-        // exits.
-        self.stats.failures_skipped += symbolizer.failures.skipped - skipped_before;
+        // Kept in `stats`: the process's symbolizer, and its count, go
+        // when it exits.
+        stats.failures_skipped += symbolizer.failures.skipped - skipped_before;
         let Some(frame) = frame else {
-            self.stats.unknown += 1;
+            stats.unknown += 1;
             return None;
         };
-        self.stats.frames += 1;
+        stats.frames += 1;
         Some(match frame {
             PhpFrame::User { name, file, line } => {
                 SourceLine { function: name.into(), file: Some(file.into()), line, approximate: false }
@@ -195,14 +197,6 @@ impl FrameNamer for PhpNamer {
                 SourceLine { function: name.into(), file: None, line: 0, approximate: false }
             }
         })
-    }
-
-    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
-        self.processes.retain(|(pid, _), _| alive(*pid));
-    }
-
-    fn stats(&self) -> NamerStats {
-        self.stats
     }
 }
 
@@ -246,31 +240,28 @@ mod tests {
     }
 
     #[test]
-    fn the_processes_that_exited_are_forgotten() {
-        use crate::runtime::testing::assert_exited_processes_forgotten;
-        let build = php_8_2();
-        let file = PhpFile::new(build, Some((0x36cbe0, 0x931e))).unwrap();
-        let mapped = MappedFile { file: Arc::new(file), bias: 0x5000_0000, process: None };
-        let word = frame_word(InterpreterUnwinder::Php, (7 << PHP_FRAME_LINE_SHIFT) | 0x200);
-        let mut namer = PhpNamer { processes: HashMap::new(), stats: NamerStats::default() };
-        assert_exited_processes_forgotten(&mut namer, &mapped, word, |n| n.processes.keys().map(|k| k.0).collect());
-    }
-
-    #[test]
     fn a_function_that_failed_lately_is_not_read_again_and_counted() {
-        let file = PhpFile::new(php_8_2(), Some((0x36cbe0, 0x931e))).unwrap();
-        let mapped = MappedFile { file: Arc::new(file), bias: 0x5000_0000, process: None };
+        let file = Arc::new(PhpFile::new(php_8_2(), Some((0x36cbe0, 0x931e))).unwrap());
         let word = frame_word(InterpreterUnwinder::Php, (7 << PHP_FRAME_LINE_SHIFT) | 0x200);
-        let mut namer = PhpNamer { processes: HashMap::new(), stats: NamerStats::default() };
         let unreadable = crate::memory::fake::FakeMemory::default();
+        let attach = |pid| match file.clone().attach(pid, &unreadable, 0x5000_0000) {
+            Attach::Attached(process) => process,
+            _ => panic!("attached"),
+        };
+        let (mut first, mut second) = (attach(10), attach(11));
+        let mut stats = NamerStats::default();
+        assert_eq!(first.cached(), CacheUse::default(), "no symbolizer before its first frame");
         for _ in 0..3 {
-            assert_eq!(namer.name(&unreadable, 10, &mapped, word), None);
+            assert!(first.lines(&unreadable, word, &mut stats).is_empty());
         }
-        assert_eq!(namer.stats().failures_skipped, 2, "read once, then skipped");
-        assert_eq!(namer.name(&unreadable, 11, &mapped, word), None);
-        assert_eq!(namer.stats().failures_skipped, 2, "another process reads it");
-        namer.forget_processes(&|_| false);
-        assert_eq!(namer.stats().failures_skipped, 2, "kept when the processes go");
+        assert_eq!(stats.failures_skipped, 2, "read once, then skipped");
+        assert!(second.lines(&unreadable, word, &mut stats).is_empty());
+        assert_eq!(stats.failures_skipped, 2, "another process reads it");
+        assert_eq!((first.cached().entries, stats.unknown), (1, 4));
+        first.clear();
+        assert_eq!(first.cached(), CacheUse::default());
+        assert!(first.lines(&unreadable, word, &mut stats).is_empty());
+        assert_eq!(stats.failures_skipped, 2, "its failures went with its symbolizer");
     }
 
     #[test]

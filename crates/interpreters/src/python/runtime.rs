@@ -1,21 +1,20 @@
 //! CPython as a [`Runtime`]: detection ([`detect`]), its `python_files`
-//! entry, and its frames named by a [`PythonSymbolizer`].
+//! entry, and its frames named by a [`PythonSymbolizer`] per process.
 
 use super::{detect, Detection, FrameModel, Lasti, PythonBuild, PythonSymbolizer, PythonWord, FRAME_READ_MAX};
 use crate::memory::ProcessMemory;
 use crate::python::map_value::{PythonFileValue, PythonFrameModel, PythonLasti, PYTHON_NO_OFFSET};
-use crate::runtime::{FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
+use crate::runtime::{Attach, CacheUse, FileDetection, InterpreterFile, NamerStats, Runtime, RuntimeProcess};
 use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
-use std::any::Any;
 use std::sync::Arc;
 
-/// Bounds on the code objects a namer caches: entries and bytes. Under
-/// process churn every new interpreter's code objects are new entries,
-/// so a large cache only fills more slowly: 4 MiB holds thousands of code
-/// objects with their line tables, and a miss costs one read of the
-/// process's memory.
+/// Bounds on the code objects cached, all processes together (and each
+/// process alone): entries and bytes. Under process churn every new
+/// interpreter's code objects are new entries, so a large cache only
+/// fills more slowly: 4 MiB holds thousands of code objects with their
+/// line tables, and a miss costs one read of the process's memory.
 const MAX_CACHED_CODES: usize = 16_384;
 const MAX_CACHED_BYTES: usize = 4 << 20;
 
@@ -57,8 +56,8 @@ impl Runtime for CPython {
         }
     }
 
-    fn namer(&self) -> Box<dyn FrameNamer> {
-        Box::new(PythonNamer(PythonSymbolizer::new(MAX_CACHED_CODES, MAX_CACHED_BYTES)))
+    fn cache_bound(&self) -> CacheUse {
+        CacheUse { entries: MAX_CACHED_CODES, bytes: MAX_CACHED_BYTES }
     }
 }
 
@@ -75,8 +74,10 @@ impl InterpreterFile for PythonBuild {
         Some(python_file_value(self).map_value())
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
+    fn attach(self: Arc<Self>, _pid: u32, _memory: &dyn ProcessMemory, bias: u64) -> Attach {
+        // Everything the unwinder needs is in the file.
+        let symbolizer = PythonSymbolizer::new(MAX_CACHED_CODES, MAX_CACHED_BYTES);
+        Attach::Attached(Box::new(PythonProcess { build: self, bias, symbolizer }))
     }
 }
 
@@ -113,24 +114,33 @@ pub fn python_file_value(build: &PythonBuild) -> PythonFileValue {
     }
 }
 
-/// Names CPython frames: the code object's qualified name, file and the
-/// line of the frame's instruction.
-struct PythonNamer(PythonSymbolizer);
+/// CPython in one process: names its frames (the code object's
+/// qualified name, file and the line of the frame's instruction) with the
+/// code objects it read from the process.
+struct PythonProcess {
+    build: Arc<PythonBuild>,
+    bias: u64,
+    symbolizer: PythonSymbolizer,
+}
 
-impl FrameNamer for PythonNamer {
-    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
-        let PythonWord { code, offset } = PythonWord::decode(word)?;
-        let build = mapped.file.as_any().downcast_ref::<PythonBuild>()?;
-        self.0.symbolize(memory, pid, build, mapped.bias, code, offset)
+impl RuntimeProcess for PythonProcess {
+    fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
+        let Some(PythonWord { code, offset }) = PythonWord::decode(word) else { return Vec::new() };
+        let before = self.symbolizer.stats();
+        let line = self.symbolizer.symbolize(memory, &self.build, self.bias, code, offset);
+        let after = self.symbolizer.stats();
+        stats.frames += after.frames - before.frames;
+        stats.unknown += after.unknown - before.unknown;
+        stats.reads += after.code_reads - before.code_reads;
+        line.into_iter().collect()
     }
 
-    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
-        self.0.forget_processes(alive);
+    fn cached(&self) -> CacheUse {
+        self.symbolizer.cached()
     }
 
-    fn stats(&self) -> NamerStats {
-        let s = self.0.stats();
-        NamerStats { frames: s.frames, unknown: s.unknown, reads: s.code_reads, ..NamerStats::default() }
+    fn clear(&mut self) {
+        self.symbolizer.clear();
     }
 }
 
@@ -176,32 +186,22 @@ mod tests {
         assert!(!CPython.owns_frame(0x7f00_0000_1000 | profiler_bpf::FRAME_EXACT_PC));
     }
 
-    /// A namer given another runtime's file names nothing (and does not
-    /// panic).
+    /// A process's object names nothing of a word that is not a frame
+    /// of its (and counts nothing), and names its frames per process.
     #[test]
-    fn namer_refuses_foreign_files() {
-        #[derive(Debug)]
-        struct Other;
-        impl InterpreterFile for Other {
-            fn unwinder(&self) -> InterpreterUnwinder {
-                InterpreterUnwinder::Python
-            }
-            fn loop_ranges(&self) -> &[(u64, u64)] {
-                &[]
-            }
-            fn file_value(&self) -> Option<RuntimeMapValue> {
-                Some(python_file_value(&build(11)).map_value())
-            }
-            fn as_any(&self) -> &dyn Any {
-                self
-            }
-        }
-        let mut namer = CPython.namer();
-        let word = profiler_bpf::FRAME_INTERPRETED | 0x200 | (6u64 << 44);
+    fn a_process_names_its_own_frames() {
         let memory = crate::PidMemory(std::process::id());
-        let mapped = |file: Arc<dyn InterpreterFile>| MappedFile { file, bias: 0, process: None };
-        assert_eq!(namer.name(&memory, std::process::id(), &mapped(Arc::new(Other)), word), None);
-        assert_eq!(namer.name(&memory, std::process::id(), &mapped(Arc::new(build(11))), 0x1234), None, "native word");
-        assert_eq!(namer.stats(), NamerStats::default(), "neither was a frame to read");
+        let Attach::Attached(mut process) = Arc::new(build(11)).attach(std::process::id(), &memory, 0) else {
+            panic!("attached")
+        };
+        let mut stats = NamerStats::default();
+        assert!(process.lines(&memory, 0x1234, &mut stats).is_empty(), "native word");
+        assert_eq!(stats, NamerStats::default(), "not a frame to read");
+        let word = profiler_bpf::FRAME_INTERPRETED | 0x200 | (6u64 << 44);
+        assert!(process.lines(&memory, word, &mut stats).is_empty(), "not a code object");
+        assert_eq!((stats.unknown, stats.reads), (1, 1));
+        assert_eq!(process.cached().entries, 1, "its failure is cached");
+        process.clear();
+        assert_eq!(process.cached(), CacheUse::default());
     }
 }

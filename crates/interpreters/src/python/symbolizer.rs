@@ -66,18 +66,16 @@ pub struct PythonSymbolizerStats {
     pub code_read_failures: u64,
     /// Cached code objects dropped to stay within bounds.
     pub evictions: u64,
-    /// Cached code objects dropped because their process exited.
-    pub forgotten: u64,
     /// Code objects cached now.
     pub cached: u64,
 }
 
-/// Names CPython frames, caching code objects per (pid, address) within
+/// Names the CPython frames of one process, caching code objects by address within
 /// `max_entries` and `max_bytes` (two generations: the older is dropped
 /// whole when the younger fills up, so recently used entries stay).
 pub struct PythonSymbolizer {
-    young: HashMap<(u32, u64), Option<Arc<CodeInfo>>>,
-    old: HashMap<(u32, u64), Option<Arc<CodeInfo>>>,
+    young: HashMap<u64, Option<Arc<CodeInfo>>>,
+    old: HashMap<u64, Option<Arc<CodeInfo>>>,
     young_bytes: usize,
     old_bytes: usize,
     half_entries: usize,
@@ -111,39 +109,34 @@ impl PythonSymbolizer {
         s
     }
 
-    /// Drops the code objects of the processes `alive` says are gone.
-    /// Under churn every new interpreter's code objects are new entries
-    /// (keyed by pid): without this, a dead process's stay until the
-    /// cache fills up, and it fills for the whole run.
-    pub fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
-        let mut verdicts: HashMap<u32, bool> = HashMap::new();
-        let mut forgotten = 0;
-        for (codes, bytes) in [(&mut self.young, &mut self.young_bytes), (&mut self.old, &mut self.old_bytes)] {
-            codes.retain(|&(pid, _), value| {
-                let keep = *verdicts.entry(pid).or_insert_with(|| alive(pid));
-                if !keep {
-                    *bytes = bytes.saturating_sub(value.as_ref().map_or(16, |v| v.cost()));
-                    forgotten += 1;
-                }
-                keep
-            });
+    /// What it caches: code objects and their bytes.
+    pub fn cached(&self) -> crate::CacheUse {
+        crate::CacheUse { entries: self.young.len() + self.old.len(), bytes: self.young_bytes + self.old_bytes }
+    }
+
+    /// Drops every code object and interned name.
+    pub fn clear(&mut self) {
+        self.stats.evictions += (self.young.len() + self.old.len()) as u64;
+        for map in [&mut self.young, &mut self.old] {
+            map.clear();
         }
-        self.stats.forgotten += forgotten;
+        (self.young_bytes, self.old_bytes) = (0, 0);
+        self.interned.clear();
+        self.interned_bytes = 0;
     }
 
     /// Names the frame of code object `code` at bytecode byte offset
-    /// `offset` in process `pid`, whose `build` is mapped with `bias`.
-    /// `None` when the code object cannot be read.
+    /// `offset` in the process whose memory is `memory`, where `build` is
+    /// mapped with `bias`. `None` when the code object cannot be read.
     pub fn symbolize(
         &mut self,
         memory: &dyn ProcessMemory,
-        pid: u32,
         build: &PythonBuild,
         bias: u64,
         code: u64,
         offset: u32,
     ) -> Option<SourceLine> {
-        let info = if code == 0 { None } else { self.code(memory, pid, build, bias, code) };
+        let info = if code == 0 { None } else { self.code(memory, build, bias, code) };
         match info {
             Some(info) => {
                 self.stats.frames += 1;
@@ -156,15 +149,8 @@ impl PythonSymbolizer {
         }
     }
 
-    fn code(
-        &mut self,
-        memory: &dyn ProcessMemory,
-        pid: u32,
-        build: &PythonBuild,
-        bias: u64,
-        code: u64,
-    ) -> Option<Arc<CodeInfo>> {
-        let key = (pid, code);
+    fn code(&mut self, memory: &dyn ProcessMemory, build: &PythonBuild, bias: u64, code: u64) -> Option<Arc<CodeInfo>> {
+        let key = code;
         if let Some(hit) = self.young.get(&key) {
             return hit.clone();
         }
@@ -191,6 +177,10 @@ impl PythonSymbolizer {
             self.stats.evictions += self.old.len() as u64;
             self.old = std::mem::take(&mut self.young);
             self.old_bytes = std::mem::replace(&mut self.young_bytes, 0);
+            // What is interned is then the names of the young entries
+            // alone: counted in their bytes.
+            self.interned.clear();
+            self.interned_bytes = 0;
         }
         self.young_bytes += cost;
         self.young.insert(key, value.clone());
@@ -382,15 +372,15 @@ mod tests {
     fn names_and_lines_of_a_code_object() {
         let memory = fake();
         let mut s = PythonSymbolizer::new(100, 1 << 20);
-        let line = s.symbolize(&memory, 1, &build(), BIAS, 0x6000, 0).unwrap();
+        let line = s.symbolize(&memory, &build(), BIAS, 0x6000, 0).unwrap();
         assert_eq!(&*line.function, "Händler.run");
         // The file name is not ASCII but was written as latin-1 bytes
         // under an ASCII header: read as latin-1, no panic.
         assert!(line.file.as_deref().unwrap().starts_with("/srv/app/h"));
         assert_eq!(line.line, 21, "first two units: line 20 + 1");
-        assert_eq!(s.symbolize(&memory, 1, &build(), BIAS, 0x6000, 4).unwrap().line, 22);
+        assert_eq!(s.symbolize(&memory, &build(), BIAS, 0x6000, 4).unwrap().line, 22);
         let reads = memory.reads.get();
-        s.symbolize(&memory, 1, &build(), BIAS, 0x6000, 6);
+        s.symbolize(&memory, &build(), BIAS, 0x6000, 6);
         assert_eq!(memory.reads.get(), reads, "cached");
         assert_eq!(s.stats().frames, 3);
         assert_eq!(s.stats().code_reads, 1);
@@ -400,11 +390,11 @@ mod tests {
     fn garbage_is_unknown_and_cached_as_such() {
         let memory = fake();
         let mut s = PythonSymbolizer::new(100, 1 << 20);
-        assert_eq!(s.symbolize(&memory, 1, &build(), BIAS, 0x6800, 0), None, "ob_type is not PyCode_Type");
-        assert_eq!(s.symbolize(&memory, 1, &build(), BIAS, 0x9999_0000, 0), None, "unmapped");
-        assert_eq!(s.symbolize(&memory, 1, &build(), BIAS, 0, 0), None, "not encodable");
+        assert_eq!(s.symbolize(&memory, &build(), BIAS, 0x6800, 0), None, "ob_type is not PyCode_Type");
+        assert_eq!(s.symbolize(&memory, &build(), BIAS, 0x9999_0000, 0), None, "unmapped");
+        assert_eq!(s.symbolize(&memory, &build(), BIAS, 0, 0), None, "not encodable");
         let reads = memory.reads.get();
-        assert_eq!(s.symbolize(&memory, 1, &build(), BIAS, 0x6800, 0), None);
+        assert_eq!(s.symbolize(&memory, &build(), BIAS, 0x6800, 0), None);
         assert_eq!(memory.reads.get(), reads, "the failure is cached");
         assert_eq!(s.stats().unknown, 4);
     }
@@ -427,7 +417,7 @@ mod tests {
         let mut s = PythonSymbolizer::new(100, 1 << 20);
         for code in [0x6000, 0x6800, 0x7000, 0x7300] {
             // Reads whatever is there; never panics.
-            let _ = s.symbolize(&memory, 1, &build, BIAS, code, 0);
+            let _ = s.symbolize(&memory, &build, BIAS, code, 0);
         }
         assert_eq!(s.stats().code_reads, 4);
         // Addresses at the top of the address space do not overflow.
@@ -437,51 +427,48 @@ mod tests {
 
     #[test]
     fn the_cache_is_bounded() {
-        let memory = fake();
+        let mut memory = fake();
+        // A thousand copies of the code object.
+        let copies: Vec<u64> = (0..1000).map(|k| 0x10_0000 + 0x100 * k).collect();
+        for &at in &copies {
+            let code = memory.bytes[&0x6000].clone();
+            memory.bytes.insert(at, code);
+        }
         let mut s = PythonSymbolizer::new(10, 1 << 20);
-        for pid in 0..1000 {
-            s.symbolize(&memory, pid, &build(), BIAS, 0x6000, 0);
+        for &code in &copies {
+            assert!(s.symbolize(&memory, &build(), BIAS, code, 0).is_some());
             assert!(s.stats().cached <= 10);
         }
         let mut s = PythonSymbolizer::new(1000, 4096);
-        for pid in 0..1000 {
-            s.symbolize(&memory, pid, &build(), BIAS, 0x6000, 0);
+        for &code in &copies {
+            s.symbolize(&memory, &build(), BIAS, code, 0);
         }
         assert!(s.stats().cached < 100, "{} within 4 KiB", s.stats().cached);
         assert!(s.stats().evictions > 0);
     }
 
     #[test]
-    fn the_code_objects_of_exited_processes_are_forgotten() {
+    fn a_cleared_cache_is_empty_and_refills() {
         let memory = fake();
-        // 10 per generation: pids 0-14 end up in both generations.
-        let mut s = PythonSymbolizer::new(20, 1 << 20);
-        for pid in 0..15 {
-            s.symbolize(&memory, pid, &build(), BIAS, 0x6000, 0);
-        }
-        assert_eq!((s.stats().cached, s.stats().code_reads), (15, 15));
-        s.forget_processes(&|pid| pid % 3 == 0);
-        assert_eq!((s.stats().cached, s.stats().forgotten, s.stats().evictions), (5, 10, 0));
-        // The living ones answer from the cache; a forgotten one is read again.
-        for pid in [0, 3, 6, 9, 12] {
-            assert_eq!(s.symbolize(&memory, pid, &build(), BIAS, 0x6000, 4).unwrap().line, 22);
-        }
-        assert_eq!(s.stats().code_reads, 15);
-        s.symbolize(&memory, 1, &build(), BIAS, 0x6000, 0);
-        assert_eq!(s.stats().code_reads, 16);
-        // Their bytes left the account: a byte-bounded cache refills to
-        // as many entries as before.
         let mut s = PythonSymbolizer::new(1000, 4096);
-        for pid in 0..1000 {
-            s.symbolize(&memory, pid, &build(), BIAS, 0x6000, 0);
-        }
-        let full = s.stats().cached;
-        s.forget_processes(&|_| false);
-        assert_eq!(s.stats().cached, 0);
-        assert_eq!((s.young_bytes, s.old_bytes), (0, 0));
-        for pid in 1000..1000 + full as u32 {
-            s.symbolize(&memory, pid, &build(), BIAS, 0x6000, 0);
-        }
-        assert_eq!(s.stats().cached, full);
+        let fill = |s: &mut PythonSymbolizer| {
+            s.symbolize(&memory, &build(), BIAS, 0x6000, 0);
+            for code in 0..1000 {
+                s.symbolize(&memory, &build(), BIAS, 0x1_0000 + 8 * code, 0);
+            }
+            s.cached()
+        };
+        let full = fill(&mut s);
+        assert!(full.entries > 0 && full.bytes <= 4096, "{full:?}");
+        s.clear();
+        assert_eq!(s.cached(), crate::CacheUse::default());
+        assert!(s.interned.is_empty());
+        let reads = s.stats().code_reads;
+        assert_eq!(s.symbolize(&memory, &build(), BIAS, 0x6000, 4).unwrap().line, 22);
+        assert_eq!(s.stats().code_reads, reads + 1, "read again");
+        // Its bytes left the account: the cache refills to as much as
+        // before.
+        s.clear();
+        assert_eq!(fill(&mut s), full);
     }
 }

@@ -9,17 +9,17 @@ use crate::refusal::Refusal;
 use crate::ruby::map_value::{
     RubyFileValue, RubyTlsModel, RUBY_CFP_READ_MAX, RUBY_FRAME_POS_MAX, RUBY_FRAME_POS_SHIFT,
 };
-use crate::runtime::{frame_payload, FileDetection, FrameNamer, InterpreterFile, MappedFile, NamerStats, Runtime};
+use crate::runtime::{
+    frame_payload, Attach, CacheUse, FileDetection, InterpreterFile, NamerStats, Runtime, RuntimeProcess,
+};
 use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
-use std::any::Any;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Most processes a namer keeps a symbolizer for (each bounds its own
-/// caches); all are dropped when full.
+/// Most processes with a symbolizer at once (each bounds its own
+/// caches); all are dropped when more would be.
 const MAX_PROCESSES: usize = 256;
 /// How long a process whose symbol table was not found (Ruby is
 /// starting) waits before it is looked for again.
@@ -80,8 +80,8 @@ impl Runtime for CRuby {
         }
     }
 
-    fn namer(&self) -> Box<dyn FrameNamer> {
-        Box::new(RubyNamer { processes: HashMap::new(), stats: NamerStats::default() })
+    fn cache_bound(&self) -> CacheUse {
+        CacheUse::entries(MAX_PROCESSES)
     }
 }
 
@@ -141,8 +141,9 @@ impl InterpreterFile for RubyFile {
         Some(self.value.map_value())
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
+    fn attach(self: Arc<Self>, _pid: u32, _memory: &dyn ProcessMemory, bias: u64) -> Attach {
+        // The process is read when its first frame is named.
+        Attach::Attached(Box::new(RubyProcess { file: self, bias, names: None }))
     }
 }
 
@@ -154,23 +155,23 @@ struct ProcessNames {
     looked_at: Instant,
 }
 
-/// Names Ruby frames: `label` with the file and line at the pc, or a C
-/// function's `Class#name`.
-struct RubyNamer {
-    /// By (pid, bias of the Ruby file).
-    processes: HashMap<(u32, u64), ProcessNames>,
-    stats: NamerStats,
+/// CRuby in one process: names its frames (`label` with the file and
+/// line at the pc, or a C function's `Class#name`).
+struct RubyProcess {
+    file: Arc<RubyFile>,
+    /// The Ruby file's bias.
+    bias: u64,
+    names: Option<ProcessNames>,
 }
 
-impl RubyNamer {
-    fn process(&mut self, memory: &dyn ProcessMemory, pid: u32, file: &RubyFile, bias: u64) -> &mut ProcessNames {
-        let key = (pid, bias);
-        let stale = self.processes.get(&key).is_some_and(|p| !p.has_symbols && p.looked_at.elapsed() >= SYMBOLS_RETRY);
-        if stale || !self.processes.contains_key(&key) {
-            if self.processes.len() >= MAX_PROCESSES {
-                self.processes.clear();
-            }
-            let build = &file.build;
+impl RubyProcess {
+    fn names(&mut self, memory: &dyn ProcessMemory) -> &mut ProcessNames {
+        let stale = self.names.as_ref().is_some_and(|p| !p.has_symbols && p.looked_at.elapsed() >= SYMBOLS_RETRY);
+        if stale {
+            self.names = None;
+        }
+        let (build, bias) = (&self.file.build, self.bias);
+        self.names.get_or_insert_with(|| {
             let symbols = match (build.global_symbols_vaddr, build.data_segment) {
                 (Some(vaddr), _) => vaddr.checked_add(bias),
                 (None, Some((start, len))) => {
@@ -178,46 +179,39 @@ impl RubyNamer {
                 }
                 (None, None) => None,
             };
-            let names = ProcessNames {
+            ProcessNames {
                 symbolizer: RubySymbolizer::new(build.layout.clone(), symbols),
                 has_symbols: symbols.is_some(),
                 looked_at: Instant::now(),
-            };
-            self.processes.insert(key, names);
-        }
-        self.processes.get_mut(&key).expect("inserted above")
+            }
+        })
     }
 }
 
-impl FrameNamer for RubyNamer {
-    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
-        let (pointer, pos) = decode_word(word)?;
-        let file = mapped.file.as_any().downcast_ref::<RubyFile>()?;
-        self.stats.reads += 1;
-        let frame = if pointer == 0 {
-            None
-        } else {
-            self.process(memory, pid, file, mapped.bias).symbolizer.frame(memory, pointer, pos)
-        };
+impl RuntimeProcess for RubyProcess {
+    fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
+        let Some((pointer, pos)) = decode_word(word) else { return Vec::new() };
+        stats.reads += 1;
+        let frame = if pointer == 0 { None } else { self.names(memory).symbolizer.frame(memory, pointer, pos) };
         let Some(frame) = frame else {
-            self.stats.unknown += 1;
-            return None;
+            stats.unknown += 1;
+            return Vec::new();
         };
-        self.stats.frames += 1;
-        Some(match frame {
+        stats.frames += 1;
+        vec![match frame {
             RubyFrame::Ruby { label, file, line } => {
                 SourceLine { function: label.into(), file: Some(file.into()), line, approximate: false }
             }
             RubyFrame::CFunc { name } => SourceLine { function: name.into(), file: None, line: 0, approximate: false },
-        })
+        }]
     }
 
-    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
-        self.processes.retain(|(pid, _), _| alive(*pid));
+    fn cached(&self) -> CacheUse {
+        CacheUse { entries: usize::from(self.names.is_some()), bytes: 0 }
     }
 
-    fn stats(&self) -> NamerStats {
-        self.stats
+    fn clear(&mut self) {
+        self.names = None;
     }
 }
 

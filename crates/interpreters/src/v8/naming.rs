@@ -135,7 +135,7 @@ impl V8Symbolizer {
         }
         let heap = Heap { memory, layout: &self.layout };
         let generation = self.lines.generation();
-        let Some(info) = read_function(&heap, sfi, &mut self.lines, 0) else {
+        let Some(info) = read_function(&heap, sfi, &mut self.lines) else {
             self.stats.failed += 1;
             return None;
         };
@@ -158,7 +158,7 @@ impl V8Symbolizer {
 }
 
 /// Reads the function of `SharedFunctionInfo` `sfi`.
-pub fn read_function(heap: &Heap<'_>, sfi: u64, lines: &mut ScriptLines, pid: u32) -> Option<FunctionInfo> {
+pub fn read_function(heap: &Heap<'_>, sfi: u64, lines: &mut ScriptLines) -> Option<FunctionInfo> {
     let l = heap.layout;
     heap.typed(sfi, l.type_shared_function_info)?;
     let name = function_name(heap, heap.field(sfi, l.sfi_name_or_scope_info)?)
@@ -166,7 +166,7 @@ pub fn read_function(heap: &Heap<'_>, sfi: u64, lines: &mut ScriptLines, pid: u3
         .unwrap_or_else(|| ANONYMOUS.to_string());
     let (script, line_ends) = match heap.field(sfi, l.sfi_script_or_debug_info) {
         Some(s) if heap.typed(s, l.type_script).is_some() => {
-            (heap.field(s, l.script_name).and_then(|n| heap.string(n)), lines.line_ends(heap, pid, s))
+            (heap.field(s, l.script_name).and_then(|n| heap.string(n)), lines.line_ends(heap, s))
         }
         _ => (None, None),
     };
@@ -241,8 +241,7 @@ type ScriptEntry = Result<Arc<[i64]>, Instant>;
 /// The line ends of scripts, shared by all their functions: finding them
 /// reads a script's whole `line_ends` array or source (megabytes for a
 /// bundled program such as TypeScript's compiler), so it is done once a
-/// script, not once a function. Keyed by (pid, `Script`, its source
-/// field): a script moved or freed by the collector, or another at its
+/// script, not once a function. Keyed by (`Script`, its source field): a script moved or freed by the collector, or another at its
 /// address, is read again. A script without line ends (unreadable, too
 /// many lines) is remembered as such for [`SCRIPT_RETRY_AFTER`]: its
 /// functions do not read its source again each. Bounded by
@@ -251,16 +250,16 @@ type ScriptEntry = Result<Arc<[i64]>, Instant>;
 /// from before (cached functions) lets them go too.
 #[derive(Default)]
 pub struct ScriptLines {
-    scripts: HashMap<(u32, u64, u64), ScriptEntry>,
+    scripts: HashMap<(u64, u64), ScriptEntry>,
     bytes: usize,
     generation: u64,
 }
 
 impl ScriptLines {
-    /// The line ends of `script` (tagged) in process `pid`.
-    pub fn line_ends(&mut self, heap: &Heap<'_>, pid: u32, script: u64) -> Option<Arc<[i64]>> {
+    /// The line ends of `script` (tagged).
+    pub fn line_ends(&mut self, heap: &Heap<'_>, script: u64) -> Option<Arc<[i64]>> {
         let source = heap.field(script, heap.layout.script_source)?;
-        let key = (pid, script, source);
+        let key = (script, source);
         match self.scripts.get(&key) {
             Some(Ok(ends)) => return Some(ends.clone()),
             Some(Err(failed)) if failed.elapsed() < SCRIPT_RETRY_AFTER => return None,
@@ -279,16 +278,6 @@ impl ScriptLines {
             self.bytes -= SCRIPT_ENTRY_BYTES + old.map_or(0, |e| std::mem::size_of_val(&*e));
         }
         ends.ok()
-    }
-
-    /// Forgets the scripts of the processes `alive` says are gone.
-    pub fn retain_processes(&mut self, alive: impl Fn(u32) -> bool) {
-        self.scripts.retain(|&(pid, _, _), _| alive(pid));
-        self.bytes = self
-            .scripts
-            .values()
-            .map(|e| SCRIPT_ENTRY_BYTES + e.as_ref().map_or(0, |e| std::mem::size_of_val(&**e)))
-            .sum();
     }
 
     /// Bytes held (line ends and entries).
@@ -609,14 +598,10 @@ mod tests {
         let script = b.typed(l.type_script, 32, &[(16, source)], &[]);
         let heap = Heap { memory: &b.mem, layout: &l };
         let mut lines = ScriptLines::default();
-        let first = lines.line_ends(&heap, 7, script).expect("line ends");
+        let first = lines.line_ends(&heap, script).expect("line ends");
         assert_eq!(&*first, &[1, 4, 5]);
-        let again = lines.line_ends(&heap, 7, script).expect("cached");
+        let again = lines.line_ends(&heap, script).expect("cached");
         assert!(Arc::ptr_eq(&first, &again), "one read for the script");
-        assert_eq!(lines.bytes(), 3 * 8 + SCRIPT_ENTRY_BYTES);
-        let other = lines.line_ends(&heap, 8, script).expect("another process");
-        assert!(!Arc::ptr_eq(&first, &other));
-        lines.retain_processes(|pid| pid == 8);
         assert_eq!(lines.bytes(), 3 * 8 + SCRIPT_ENTRY_BYTES);
 
         // Another source in the same script object (the collector moved
@@ -625,7 +610,7 @@ mod tests {
         let region = b.mem.regions.iter_mut().find(|(at, _)| *at == script - 1).expect("the script");
         region.1[16..24].copy_from_slice(&source2.to_le_bytes());
         let heap = Heap { memory: &b.mem, layout: &l };
-        assert_eq!(&*lines.line_ends(&heap, 8, script).expect("read again"), &[1]);
+        assert_eq!(&*lines.line_ends(&heap, script).expect("read again"), &[1]);
     }
 
     /// A source of more lines than [`MAX_LINE_ENDS`] (a cons string of
@@ -650,10 +635,10 @@ mod tests {
         let memory = Counting(&b.mem, std::cell::Cell::new(0));
         let heap = Heap { memory: &memory, layout: &l };
         let mut lines = ScriptLines::default();
-        assert_eq!(lines.line_ends(&heap, 7, script), None);
+        assert_eq!(lines.line_ends(&heap, script), None);
         assert!(memory.1.get() > 2, "read once");
         memory.1.set(0);
-        assert_eq!(lines.line_ends(&heap, 7, script), None);
+        assert_eq!(lines.line_ends(&heap, script), None);
         assert_eq!(memory.1.get(), 1, "only its source field: the failure is remembered");
         assert_eq!(lines.bytes(), SCRIPT_ENTRY_BYTES);
 
@@ -663,7 +648,7 @@ mod tests {
         for i in 0..4u64 {
             let script = b.typed(l.type_script, 32, &[(16, cons)], &[]);
             let heap = Heap { memory: &b.mem, layout: &l };
-            let ends = lines.line_ends(&heap, 7, script).expect("line ends");
+            let ends = lines.line_ends(&heap, script).expect("line ends");
             assert_eq!(ends.len(), MAX_LINE_ENDS);
             assert_eq!(lines.generation(), u64::from(i == 3), "script {i}");
         }

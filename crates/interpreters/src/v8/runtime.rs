@@ -1,8 +1,9 @@
 //! V8 on the interpreter interface: [`V8`] finds a V8 build (`node`) in a
 //! file, [`V8File`] gives the BPF unwinder (`ebpf/runtimes/v8/unwinder.bpf.h`) the
 //! embedded builtins as its loop range, the process's anonymous code as
-//! its code and the layout as its per-process value, and [`V8Namer`]
-//! names the frame words it records.
+//! its code and the layout as its per-process value (through its object
+//! per process), and a [`V8Namer`] per process names the frame words it
+//! records.
 //!
 //! Everything the unwinder needs is in the file (the `v8dbg_*`
 //! metadata): attaching reads nothing from the process.
@@ -11,13 +12,13 @@ use super::heap::Heap;
 use super::layout::V8Layout;
 use super::naming::{
     bytecode_script_offset, code_at_pc, code_function, inlined_scopes, read_code, read_function, CodeInfo,
-    FunctionInfo, ScriptLines, ANONYMOUS, MAX_CACHED_BYTES,
+    FunctionInfo, ScriptLines, ANONYMOUS, MAX_CACHED_BYTES, MAX_SCRIPT_LINES_BYTES,
 };
 use super::{detect, Detection};
 use crate::memory::ProcessMemory;
 use crate::runtime::{
-    frame_payload, frame_word, Attach, ExecutableMapping, FileDetection, FrameNamer, InterpreterFile, MappedFile,
-    NamerStats, ProcessState, ProcessUnwinding, Runtime,
+    frame_payload, frame_word, Attach, CacheUse, ExecutableMapping, FileDetection, InterpreterFile, NamerStats,
+    ProcessUnwinding, Runtime, RuntimeProcess,
 };
 use crate::v8::map_value::{
     V8ProcessValue, V8_FRAME_COMPILED, V8_FRAME_OFFSET_MAX, V8_FRAME_OFFSET_SHIFT, V8_FRAME_PC_MASK,
@@ -25,12 +26,11 @@ use crate::v8::map_value::{
 use profiler_bpf::{InterpreterUnwinder, RuntimeMapValue};
 use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
-use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Functions a namer keeps (per trace builder, all processes).
+/// Functions cached, all processes together (and each alone).
 pub const MAX_NAMED_FUNCTIONS: usize = 16_384;
 
 /// A V8 frame word's own bits (below the runtime tag): see
@@ -125,8 +125,8 @@ impl Runtime for V8 {
         }
     }
 
-    fn namer(&self) -> Box<dyn FrameNamer> {
-        Box::new(V8Namer::new(MAX_NAMED_FUNCTIONS))
+    fn cache_bound(&self) -> CacheUse {
+        CACHE_BOUND
     }
 }
 
@@ -160,30 +160,51 @@ impl InterpreterFile for V8File {
         None
     }
 
-    fn attach(&self, _pid: u32, _memory: &dyn ProcessMemory, _bias: u64) -> Attach {
-        // Nothing to read: the layout is the file's. Attaching makes
-        // process_unwinding run for the process.
-        Attach::Attached(Arc::new(()))
+    fn attach(self: Arc<Self>, _pid: u32, _memory: &dyn ProcessMemory, _bias: u64) -> Attach {
+        // Nothing to read: the layout is the file's.
+        Attach::Attached(Box::new(V8Process { file: self, namer: V8Namer::new(MAX_NAMED_FUNCTIONS) }))
+    }
+}
+
+/// V8 in one process: gives the unwinder its code, names its frames.
+struct V8Process {
+    file: Arc<V8File>,
+    namer: V8Namer,
+}
+
+impl RuntimeProcess for V8Process {
+    fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
+        let before = self.namer.stats();
+        let lines = self.namer.lines(memory, &self.file.layout, word);
+        stats.add_change(&before, &self.namer.stats());
+        lines
     }
 
-    fn process_unwinding(
-        &self,
-        _process: &ProcessState,
-        _memory: &dyn ProcessMemory,
-        maps: &[ExecutableMapping<'_>],
-    ) -> Option<ProcessUnwinding> {
+    fn sync(&mut self, _memory: &dyn ProcessMemory, maps: &[ExecutableMapping<'_>]) -> Option<ProcessUnwinding> {
         // All of a Node process's anonymous executable memory is V8's
         // (its code range: baseline, optimised and regexp code, and the
         // short-call copy of the builtins when not file-backed).
-        let value = process_value(&self.layout).map_value();
+        let value = process_value(&self.file.layout).map_value();
         let unwinding = ProcessUnwinding::new(InterpreterUnwinder::V8, vec![(0, u64::MAX)], value);
         Some(unwinding.reserving(code_range_reservations(maps)))
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
+    fn cached(&self) -> CacheUse {
+        self.namer.cached()
+    }
+
+    fn clear(&mut self) {
+        self.namer.clear();
     }
 }
+
+/// What V8's objects cache together at most: the functions, compiled
+/// code objects (decoded, and their ranges) and words named lately of
+/// one namer, and its functions' and scripts' bytes.
+const CACHE_BOUND: CacheUse = CacheUse {
+    entries: MAX_NAMED_FUNCTIONS + 2 * MAX_CACHED_CODES + MAX_RECENT_WORDS,
+    bytes: MAX_CACHED_BYTES + MAX_SCRIPT_LINES_BYTES,
+};
 
 /// The most of a code range reservation taken after one executable
 /// mapping: V8's code range is at most 512 MiB on 64-bit builds
@@ -276,20 +297,20 @@ const MAX_HEAD_BYTES: usize = 128;
 /// pc offset in the function's current code gives the functions inlined
 /// there, innermost first.
 pub struct V8Namer {
-    functions: HashMap<(u32, u64), Cached>,
-    /// Decoded `Code`s by (pid, tagged `Code`), kept while the object
+    functions: HashMap<u64, Cached>,
+    /// Decoded `Code`s by tagged `Code`, kept while the object
     /// there still has its type and instruction start (a freed one's
     /// successor at the same address would start elsewhere).
-    codes: HashMap<(u32, u64), Arc<CodeInfo>>,
-    /// JIT code found around a pc, by (pid, instruction start):
+    codes: HashMap<u64, Arc<CodeInfo>>,
+    /// JIT code found around a pc, by instruction start:
     /// (end, tagged `Code`), checked against `codes` at each use.
-    code_ranges: BTreeMap<(u32, u64), (u64, u64)>,
+    code_ranges: BTreeMap<u64, (u64, u64)>,
     /// Line ends by script, shared by its functions.
     lines: ScriptLines,
-    /// The lines of frame words named lately, by (pid, word), with the
+    /// The lines of frame words named lately, by word, with the
     /// `JSFunction`'s first bytes they were named from (see
     /// [`V8Namer::name_word_again`]).
-    recent: HashMap<(u32, u64), Recent>,
+    recent: HashMap<u64, Recent>,
     /// [`RECHECK_AFTER`] (tests change it).
     recheck_after: Duration,
     max_functions: usize,
@@ -315,9 +336,9 @@ impl V8Namer {
         }
     }
 
-    /// `Code` `code` of process `pid`, decoded once while it stays the
+    /// `Code` `code`, decoded once while it stays the
     /// same code (three reads to check it).
-    fn code(&mut self, heap: &Heap<'_>, pid: u32, code: u64) -> Option<Arc<CodeInfo>> {
+    fn code(&mut self, heap: &Heap<'_>, code: u64) -> Option<Arc<CodeInfo>> {
         let l = heap.layout;
         heap.typed(code, l.type_code)?;
         let start = if l.code_instructions_inline {
@@ -325,7 +346,7 @@ impl V8Namer {
         } else {
             heap.field(code, l.code_instruction_start)?
         };
-        let key = (pid, code);
+        let key = code;
         if self.codes.get(&key).is_none_or(|c| c.start != start) {
             let info = read_code(heap, code)?;
             self.stats.reads += 1;
@@ -337,20 +358,20 @@ impl V8Namer {
         self.codes.get(&key).cloned()
     }
 
-    /// The function of `SharedFunctionInfo` `sfi` in process `pid`.
-    fn function(&mut self, heap: &Heap<'_>, pid: u32, sfi: u64) -> Option<Arc<FunctionInfo>> {
+    /// The function of `SharedFunctionInfo` `sfi`.
+    fn function(&mut self, heap: &Heap<'_>, sfi: u64) -> Option<Arc<FunctionInfo>> {
         let l = heap.layout;
         heap.typed(sfi, l.type_shared_function_info)?;
         let name_field = heap.field(sfi, l.sfi_name_or_scope_info)?;
         let script_field = heap.field(sfi, l.sfi_script_or_debug_info)?;
-        if let Some(c) = self.functions.get(&(pid, sfi)) {
+        if let Some(c) = self.functions.get(&sfi) {
             if c.name_field == name_field && c.script_field == script_field {
                 return Some(c.info.clone());
             }
         }
         self.stats.reads += 1;
         let generation = self.lines.generation();
-        let info = Arc::new(read_function(heap, sfi, &mut self.lines, pid)?);
+        let info = Arc::new(read_function(heap, sfi, &mut self.lines)?);
         let bytes = info.heap_bytes();
         // The functions hold their scripts' line ends: when the scripts'
         // cache let them go (full), they go too, or the functions would
@@ -362,48 +383,48 @@ impl V8Namer {
         }
         if bytes <= MAX_CACHED_BYTES {
             self.cached_bytes += bytes;
-            self.functions.insert((pid, sfi), Cached { name_field, script_field, info: info.clone() });
+            self.functions.insert(sfi, Cached { name_field, script_field, info: info.clone() });
         }
         Some(info)
     }
 
     /// The `Code` whose instructions hold `address`, from the
     /// ranges found before (still that code) or found around it.
-    fn code_at(&mut self, heap: &Heap<'_>, pid: u32, address: u64) -> Option<(u64, Arc<CodeInfo>)> {
-        let known = self.code_ranges.range(..=(pid, address)).next_back();
-        if let Some((&(p, start), &(end, code))) = known {
-            if p == pid && address < end {
-                match self.code(heap, pid, code) {
+    fn code_at(&mut self, heap: &Heap<'_>, address: u64) -> Option<(u64, Arc<CodeInfo>)> {
+        let known = self.code_ranges.range(..=address).next_back();
+        if let Some((&start, &(end, code))) = known {
+            if address < end {
+                match self.code(heap, code) {
                     Some(info) if info.start == start && info.contains(address) => return Some((code, info)),
                     _ => {
-                        self.code_ranges.remove(&(p, start));
+                        self.code_ranges.remove(&start);
                     }
                 }
             }
         }
         let code = code_at_pc(heap, address)?;
-        let info = self.code(heap, pid, code).filter(|i| i.contains(address))?;
+        let info = self.code(heap, code).filter(|i| i.contains(address))?;
         if self.code_ranges.len() >= MAX_CACHED_CODES {
             self.code_ranges.clear();
         }
-        self.code_ranges.insert((pid, info.start), (info.start + u64::from(info.size), code));
+        self.code_ranges.insert(info.start, (info.start + u64::from(info.size), code));
         Some((code, info))
     }
 
     /// A compiled frame recorded by its pc (a return address but
     /// for the innermost frame: the position before it is the call's).
-    fn name_pc(&mut self, heap: &Heap<'_>, pid: u32, pc: u64) -> Vec<SourceLine> {
+    fn name_pc(&mut self, heap: &Heap<'_>, pc: u64) -> Vec<SourceLine> {
         let l = heap.layout;
-        let Some((code, code_info)) = self.code_at(heap, pid, pc.saturating_sub(1)) else { return Vec::new() };
+        let Some((code, code_info)) = self.code_at(heap, pc.saturating_sub(1)) else { return Vec::new() };
         let Some(sfi) = code_function(heap, code) else { return Vec::new() };
-        let Some(info) = self.function(heap, pid, sfi) else { return Vec::new() };
+        let Some(info) = self.function(heap, sfi) else { return Vec::new() };
         let scopes = if code_info.kind == l.code_kind_builtin {
             None
         } else {
             code_info.position_at_return(pc).and_then(|e| inlined_scopes(heap, code, e, sfi))
         };
         let Some(scopes) = scopes else { return vec![source_line(&info, None)] };
-        self.scope_lines(heap, pid, sfi, &info, scopes)
+        self.scope_lines(heap, sfi, &info, scopes)
     }
 
     /// The lines of inlined `scopes` (innermost first, the last being
@@ -411,14 +432,13 @@ impl V8Namer {
     fn scope_lines(
         &mut self,
         heap: &Heap<'_>,
-        pid: u32,
         sfi: u64,
         info: &Arc<FunctionInfo>,
         scopes: Vec<(u64, u32)>,
     ) -> Vec<SourceLine> {
         let mut lines = Vec::with_capacity(scopes.len());
         for (scope_sfi, position) in scopes {
-            let scope_info = if scope_sfi == sfi { Some(info.clone()) } else { self.function(heap, pid, scope_sfi) };
+            let scope_info = if scope_sfi == sfi { Some(info.clone()) } else { self.function(heap, scope_sfi) };
             match scope_info {
                 Some(i) => lines.push(source_line(&i, Some(position))),
                 // An inlined function that cannot be read: the frame is
@@ -437,9 +457,9 @@ impl V8Namer {
     /// forwarding address) or another at the address reads otherwise and
     /// is named again. A deep stack of a busy program names the same few
     /// hundred words at every sample: about 11 reads a frame otherwise.
-    fn name_word_again(&mut self, heap: &Heap<'_>, pid: u32, word: u64, decoded: V8Word) -> Vec<SourceLine> {
+    fn name_word_again(&mut self, heap: &Heap<'_>, word: u64, decoded: V8Word) -> Vec<SourceLine> {
         let now = Instant::now();
-        if let Some(lines) = self.recently_checked(pid, word, now) {
+        if let Some(lines) = self.recently_checked(word, now) {
             return lines;
         }
         let l = heap.layout;
@@ -452,51 +472,51 @@ impl V8Namer {
         let read = decoded.function != 0
             && crate::v8::heap::untag(decoded.function).is_some_and(|at| heap.memory.read(at, &mut head));
         if !read {
-            self.recent.remove(&(pid, word));
-            return self.name_word(heap, pid, decoded);
+            self.recent.remove(&word);
+            return self.name_word(heap, decoded);
         }
-        if let Some(r) = self.recent.get_mut(&(pid, word)) {
+        if let Some(r) = self.recent.get_mut(&word) {
             if *r.head == *head {
                 r.checked = now;
                 return r.lines.clone();
             }
         }
-        let lines = self.name_word(heap, pid, decoded);
-        self.remember(pid, word, head.into(), &lines, now);
+        let lines = self.name_word(heap, decoded);
+        self.remember(word, head.into(), &lines, now);
         lines
     }
 
     /// A word holding a pc ([`V8Namer::name_pc`]), kept as
     /// [`V8Namer::name_word_again`] keeps the others.
-    fn name_pc_again(&mut self, heap: &Heap<'_>, pid: u32, word: u64, pc: u64) -> Vec<SourceLine> {
+    fn name_pc_again(&mut self, heap: &Heap<'_>, word: u64, pc: u64) -> Vec<SourceLine> {
         let now = Instant::now();
-        if let Some(lines) = self.recently_checked(pid, word, now) {
+        if let Some(lines) = self.recently_checked(word, now) {
             return lines;
         }
-        let lines = self.name_pc(heap, pid, pc);
-        self.remember(pid, word, Box::default(), &lines, now);
+        let lines = self.name_pc(heap, pc);
+        self.remember(word, Box::default(), &lines, now);
         lines
     }
 
     /// The lines of `word` if they were checked less than
     /// [`RECHECK_AFTER`] ago.
-    fn recently_checked(&self, pid: u32, word: u64, now: Instant) -> Option<Vec<SourceLine>> {
-        let r = self.recent.get(&(pid, word))?;
+    fn recently_checked(&self, word: u64, now: Instant) -> Option<Vec<SourceLine>> {
+        let r = self.recent.get(&word)?;
         (now.saturating_duration_since(r.checked) < self.recheck_after).then(|| r.lines.clone())
     }
 
-    fn remember(&mut self, pid: u32, word: u64, head: Box<[u8]>, lines: &[SourceLine], now: Instant) {
+    fn remember(&mut self, word: u64, head: Box<[u8]>, lines: &[SourceLine], now: Instant) {
         if lines.is_empty() {
-            self.recent.remove(&(pid, word));
+            self.recent.remove(&word);
             return;
         }
         if self.recent.len() >= MAX_RECENT_WORDS {
             self.recent.clear();
         }
-        self.recent.insert((pid, word), Recent { head, lines: lines.to_vec(), checked: now });
+        self.recent.insert(word, Recent { head, lines: lines.to_vec(), checked: now });
     }
 
-    fn name_word(&mut self, heap: &Heap<'_>, pid: u32, word: V8Word) -> Vec<SourceLine> {
+    fn name_word(&mut self, heap: &Heap<'_>, word: V8Word) -> Vec<SourceLine> {
         let l = heap.layout;
         // Naming comes after the sample: a young function may have been
         // moved by a scavenge since.
@@ -505,7 +525,7 @@ impl V8Namer {
             return Vec::new();
         };
         let Some(sfi) = heap.field(function, l.js_function_shared) else { return Vec::new() };
-        let Some(info) = self.function(heap, pid, sfi) else { return Vec::new() };
+        let Some(info) = self.function(heap, sfi) else { return Vec::new() };
         let line = source_line;
         let known = u64::from(word.offset) < FRAME_OFFSET_MAX;
         // 13+: no `JSFunction::code`; the function's Sparkplug code is its
@@ -514,7 +534,7 @@ impl V8Namer {
             true => heap.field(sfi, l.sfi_function_data),
             false => heap.field(function, l.js_function_code),
         };
-        let code = code_field.and_then(|c| Some((c, self.code(heap, pid, c)?)));
+        let code = code_field.and_then(|c| Some((c, self.code(heap, c)?)));
         if !word.compiled {
             // Sparkplug frames have the interpreter's shape but a stale
             // offset: no line for them.
@@ -537,7 +557,7 @@ impl V8Namer {
         let Some(scopes) = code_info.position_at_return(pc).and_then(|e| inlined_scopes(heap, code, e, sfi)) else {
             return vec![line(&info, None)];
         };
-        self.scope_lines(heap, pid, sfi, &info, scopes)
+        self.scope_lines(heap, sfi, &info, scopes)
     }
 }
 
@@ -551,22 +571,18 @@ fn source_line(info: &FunctionInfo, position: Option<u32>) -> SourceLine {
     }
 }
 
-impl FrameNamer for V8Namer {
-    fn name(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Option<SourceLine> {
-        self.lines(memory, pid, mapped, word).into_iter().next()
-    }
-
-    fn lines(&mut self, memory: &dyn ProcessMemory, pid: u32, mapped: &MappedFile, word: u64) -> Vec<SourceLine> {
-        let file = mapped.file.as_any().downcast_ref::<V8File>();
-        let lines = match (file, V8Word::decode(word)) {
-            (Some(file), Some(decoded)) => {
-                let heap = Heap { memory, layout: &file.layout };
-                match V8Word::decode_pc(word).filter(|_| file.layout.compiled_by_pc) {
-                    Some(pc) => self.name_pc_again(&heap, pid, word, pc),
-                    None => self.name_word_again(&heap, pid, word, decoded),
+impl V8Namer {
+    /// The lines of frame `word` of its process, whose V8 has `layout`.
+    pub fn lines(&mut self, memory: &dyn ProcessMemory, layout: &V8Layout, word: u64) -> Vec<SourceLine> {
+        let lines = match V8Word::decode(word) {
+            Some(decoded) => {
+                let heap = Heap { memory, layout };
+                match V8Word::decode_pc(word).filter(|_| layout.compiled_by_pc) {
+                    Some(pc) => self.name_pc_again(&heap, word, pc),
+                    None => self.name_word_again(&heap, word, decoded),
                 }
             }
-            _ => Vec::new(),
+            None => Vec::new(),
         };
         if lines.is_empty() {
             self.stats.unknown += 1;
@@ -576,16 +592,26 @@ impl FrameNamer for V8Namer {
         lines
     }
 
-    fn forget_processes(&mut self, alive: &dyn Fn(u32) -> bool) {
-        self.functions.retain(|(pid, _), _| alive(*pid));
-        self.codes.retain(|(pid, _), _| alive(*pid));
-        self.code_ranges.retain(|(pid, _), _| alive(*pid));
-        self.lines.retain_processes(alive);
-        self.recent.retain(|(pid, _), _| alive(*pid));
-        self.cached_bytes = self.functions.values().map(|c| c.info.heap_bytes()).sum();
+    /// What it caches (see [`CACHE_BOUND`]).
+    pub fn cached(&self) -> CacheUse {
+        CacheUse {
+            entries: self.functions.len() + self.codes.len() + self.code_ranges.len() + self.recent.len(),
+            bytes: self.cached_bytes + self.lines.bytes(),
+        }
     }
 
-    fn stats(&self) -> NamerStats {
+    /// Drops everything it caches.
+    pub fn clear(&mut self) {
+        self.functions.clear();
+        self.codes.clear();
+        self.code_ranges.clear();
+        self.lines = ScriptLines::default();
+        self.recent.clear();
+        self.cached_bytes = 0;
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> NamerStats {
         self.stats
     }
 }
@@ -635,9 +661,10 @@ mod tests {
                 (0x7f4a_0000_1000, 0x7f4a_0000_1000 + MAX_CODE_RANGE),
             ]
         );
-        let unwinding = V8File { layout: Arc::new(super::super::heap::tests::layout()), loops: Vec::new() }
-            .process_unwinding(&(Arc::new(()) as ProcessState), &crate::memory::fake::FakeMemory::default(), &maps)
-            .unwrap();
+        let file = Arc::new(V8File { layout: Arc::new(super::super::heap::tests::layout()), loops: Vec::new() });
+        let memory = crate::memory::fake::FakeMemory::default();
+        let Attach::Attached(mut process) = file.attach(1, &memory, 0) else { panic!("attached") };
+        let unwinding = process.sync(&memory, &maps).unwrap();
         assert_eq!(unwinding.code, [(0, u64::MAX)]);
         assert_eq!(unwinding.reserved, code_range_reservations(&maps));
     }
@@ -648,19 +675,17 @@ mod tests {
     fn frames_of_freed_functions_are_unknown() {
         use crate::memory::fake::FakeMemory;
         let layout = Arc::new(super::super::heap::tests::layout());
-        let file: Arc<dyn InterpreterFile> = Arc::new(V8File { layout: layout.clone(), loops: Vec::new() });
-        let mapped = MappedFile { file, bias: 0, process: None };
         let mut b = super::super::heap::tests::Builder::new();
         // An object of another type where the function was.
         let other = b.typed(layout.type_script, 64, &[], &[]);
         let mut namer = V8Namer::new(16);
         for function in [other, 0x5000_0001, 0] {
             let word = V8Word { function, compiled: false, offset: 3 }.encode();
-            assert!(namer.lines(&b.mem, 1, &mapped, word).is_empty(), "{function:#x}");
+            assert!(namer.lines(&b.mem, &layout, word).is_empty(), "{function:#x}");
         }
         let empty = FakeMemory::default();
         let word = V8Word { function: 0x6000_0001, compiled: true, offset: 3 }.encode();
-        assert!(namer.lines(&empty, 1, &mapped, word).is_empty());
+        assert!(namer.lines(&empty, &layout, word).is_empty());
         assert_eq!(
             namer.stats(),
             NamerStats { frames: 0, unknown: 4, reads: 0, failures_skipped: 0, ..NamerStats::default() }
@@ -697,8 +722,6 @@ mod tests {
             script_line_ends: 32,
             ..super::super::heap::tests::layout()
         });
-        let file: Arc<dyn InterpreterFile> = Arc::new(V8File { layout: layout.clone(), loops: Vec::new() });
-        let mapped = MappedFile { file, bias: 0, process: None };
         let mut b = super::super::heap::tests::Builder::new();
         let (app, source) = (b.one_byte("app.js"), b.one_byte("a\nb\n"));
         let script = b.typed(202, 48, &[(16, app), (24, source)], &[]);
@@ -712,22 +735,20 @@ mod tests {
         let names = |lines: Vec<SourceLine>| lines.iter().map(|l| l.function.to_string()).collect::<Vec<_>>();
         let mut namer = V8Namer::new(16);
         let memory = Counting(&b.mem, std::cell::Cell::new(0));
-        assert_eq!(names(namer.lines(&memory, 1, &mapped, word)), ["compute"]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["compute"]);
         assert!(memory.1.get() > 3, "named in full first");
         memory.1.set(0);
-        assert_eq!(names(namer.lines(&memory, 1, &mapped, word)), ["compute"]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["compute"]);
         assert_eq!(memory.1.get(), 0, "within the recheck interval: no read");
         namer.recheck_after = Duration::ZERO;
-        assert_eq!(names(namer.lines(&memory, 1, &mapped, word)), ["compute"]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["compute"]);
         assert_eq!(memory.1.get(), 1, "then one read");
         // Another function at the same address.
         let region = b.mem.regions.iter_mut().find(|(at, _)| *at == function - 1).expect("the function");
         region.1[24..32].copy_from_slice(&other.to_le_bytes());
         let memory = Counting(&b.mem, std::cell::Cell::new(0));
-        assert_eq!(names(namer.lines(&memory, 1, &mapped, word)), ["other"]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["other"]);
         assert!(memory.1.get() > 1);
-        // Another process's word is its own.
-        assert_eq!(names(namer.lines(&memory, 2, &mapped, word)), ["other"]);
     }
 
     #[test]
