@@ -106,7 +106,9 @@ HZ = 99
 SECTION = sections.ACCURACY
 # Frames that start a thread or the program: a native stack holding one
 # was walked to the root (the outermost frame itself may be unnamed: a
-# stripped `_start`).
+# stripped `_start`). ld.so's `_start`, the first frame of a process
+# before its program's own `_start`, has a name in ld.so's debug file
+# only (libc6-dbg).
 THREAD_ROOTS = {"_start", "__libc_start_call_main", "__libc_start_main", "__libc_start_main_impl", "clone3",
                 "clone", "__clone", "__clone3", "start_thread"}
 # Where the kernel's addresses start (x86-64): user frames lie below.
