@@ -107,25 +107,37 @@ impl NamingWait {
         }
         builder.install_finished_loads();
         let installed = builder.loads_installed();
-        let again = self.named_at != Some(installed);
+        if self.named_at == Some(installed) && !flush {
+            // Nothing new to name them with: only the oldest may have
+            // waited long enough (the queue is in arrival order), so a
+            // poll costs nothing for the traces still in their wait.
+            while self.queue.front().is_some_and(|held| now.duration_since(held.arrived) >= MAX_WAIT) {
+                if let Some(held) = self.queue.pop_front() {
+                    self.let_go(held, true, ready);
+                }
+            }
+            return;
+        }
         self.named_at = Some(installed);
         let mut kept = VecDeque::with_capacity(self.queue.len());
-        for mut held in self.queue.drain(..) {
-            if again {
-                self.counts.frames_named += builder.name_again(&mut held.trace, &mut held.unnamed) as u64;
-            }
+        for mut held in std::mem::take(&mut self.queue) {
+            self.counts.frames_named += builder.name_again(&mut held.trace, &mut held.unnamed) as u64;
             if held.unnamed.is_empty() {
-                self.bytes -= held.bytes;
-                ready.push(held.trace);
+                self.let_go(held, false, ready);
             } else if flush || now.duration_since(held.arrived) >= MAX_WAIT {
-                self.bytes -= held.bytes;
-                self.counts.timed_out += 1;
-                ready.push(held.trace);
+                self.let_go(held, true, ready);
             } else {
                 kept.push_back(held);
             }
         }
         self.queue = kept;
+    }
+
+    /// Sends `held` on to `ready` (`timed_out`: with frames unnamed).
+    fn let_go(&mut self, held: Held, timed_out: bool, ready: &mut Vec<Trace>) {
+        self.bytes -= held.bytes;
+        self.counts.timed_out += u64::from(timed_out);
+        ready.push(held.trace);
     }
 
     /// Whether traces are held.
@@ -188,6 +200,32 @@ mod tests {
         assert!(wait.is_empty());
         assert_eq!(ready.len(), MAX_TRACES + 2);
         assert_eq!((wait.counts().timed_out, wait.counts().frames_named), (MAX_TRACES as u64, 0));
+    }
+
+    #[test]
+    fn with_nothing_new_loaded_held_traces_go_as_their_wait_ends() {
+        let native = NativeSymbolizer::new(NativeConfig::default()).expect("new");
+        let _gate = native.hold_loads();
+        let mut builder =
+            TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default()));
+        let mut wait = NamingWait::default();
+        let (mut ready, start) = (Vec::new(), Instant::now());
+        let second = Duration::from_secs(1);
+        for i in 0..3 {
+            let (mut trace, unnamed) = held_trace(&mut builder, "/nonexistent/early-in-order");
+            trace.cpu = i;
+            wait.hold(trace, unnamed, start + second * i, &mut ready);
+        }
+        // The first poll names them again (their load is held: in vain);
+        // the next ones have nothing new and let the oldest go in order.
+        wait.poll(&mut builder, start, false, &mut ready);
+        assert!(ready.is_empty());
+        wait.poll(&mut builder, start + MAX_WAIT, false, &mut ready);
+        assert_eq!(ready.iter().map(|t| t.cpu).collect::<Vec<_>>(), vec![0]);
+        wait.poll(&mut builder, start + second * 2 + MAX_WAIT, false, &mut ready);
+        assert_eq!(ready.iter().map(|t| t.cpu).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert!(wait.is_empty());
+        assert_eq!((wait.counts().timed_out, wait.bytes), (3, 0));
     }
 
     #[test]
