@@ -7,7 +7,8 @@
 use profiler_agent::{AgentConfig, Stats, UnwindStop};
 use profiler_bpf::MAX_USER_FRAMES;
 use profiler_tests::{
-    build_workload, c_main_thread, completeness, profile_with, serial, start_agent, Completeness, Step, Workload,
+    build_workload, c_main_thread, completeness, profile_with, serial, start_agent, wait_exited, Completeness, Step,
+    Workload,
 };
 use profiler_trace::{Frame, FrameKind, Trace};
 use std::path::PathBuf;
@@ -234,13 +235,7 @@ fn short_lived_process_started_after_the_agent_then_maps_empty() {
     let Some(agent) = start_agent(config, traces.clone()) else { return };
     w.release();
     // Wait for the program to exit (700 ms of CPU).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::path::Path::new(&format!("/proc/{}/stat", w.pid())).exists()
-        && !std::fs::read_to_string(format!("/proc/{}/stat", w.pid())).unwrap_or_default().contains(") Z")
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_exited(w.pid(), Duration::from_secs(20));
     // Everything loaded for it goes: the process at once, its files after
     // the (zero) grace period, at the next housekeeping.
     let mut entries = agent.unwind_map_entries();
@@ -283,13 +278,7 @@ fn first_samples_of_a_new_process_have_named_native_frames() {
     let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
     let Some(agent) = start_agent(config, traces.clone()) else { return };
     w.release();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::path::Path::new(&format!("/proc/{}/stat", w.pid())).exists()
-        && !std::fs::read_to_string(format!("/proc/{}/stat", w.pid())).unwrap_or_default().contains(") Z")
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_exited(w.pid(), Duration::from_secs(20));
     agent.stop().expect("clean stop");
     let stats = agent.stats();
     drop(w);
