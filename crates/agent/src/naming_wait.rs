@@ -152,9 +152,17 @@ mod tests {
     use crate::test_sample as sample;
     use profiler_interpreters::Registry;
     use profiler_process::ProcessRegistry;
-    use profiler_symbolize::{FileSource, NativeConfig, NativeSymbolizer};
+    use profiler_symbolize::{FileSource, LoadHold, NativeConfig, NativeSymbolizer};
     use profiler_trace::{FrameKind, TableKey};
     use std::sync::Arc;
+
+    /// A trace builder whose symbolizer starts no load until the hold
+    /// is dropped.
+    fn builder_with_loads_held() -> (LoadHold, TraceBuilder) {
+        let native = NativeSymbolizer::new(NativeConfig::default()).expect("new");
+        let gate = native.hold_loads();
+        (gate, TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default())))
+    }
 
     fn held_trace(builder: &mut TraceBuilder, file: &str) -> (Trace, Vec<UnnamedFrame>) {
         let mut trace = builder.build(&sample(1, 0));
@@ -164,10 +172,7 @@ mod tests {
 
     #[test]
     fn held_traces_go_on_when_full_after_the_wait_or_once_their_file_answers() {
-        let native = NativeSymbolizer::new(NativeConfig::default()).expect("new");
-        let gate = native.hold_loads();
-        let mut builder =
-            TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default()));
+        let (gate, mut builder) = builder_with_loads_held();
         let missing = "/nonexistent/early-naming-wait";
         let mut wait = NamingWait::default();
         let (mut ready, start) = (Vec::new(), Instant::now());
@@ -204,10 +209,7 @@ mod tests {
 
     #[test]
     fn with_nothing_new_loaded_held_traces_go_as_their_wait_ends() {
-        let native = NativeSymbolizer::new(NativeConfig::default()).expect("new");
-        let _gate = native.hold_loads();
-        let mut builder =
-            TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default()));
+        let (_gate, mut builder) = builder_with_loads_held();
         let mut wait = NamingWait::default();
         let (mut ready, start) = (Vec::new(), Instant::now());
         let second = Duration::from_secs(1);
@@ -230,10 +232,7 @@ mod tests {
 
     #[test]
     fn a_flush_lets_every_held_trace_go() {
-        let native = NativeSymbolizer::new(NativeConfig::default()).expect("new");
-        let _gate = native.hold_loads();
-        let mut builder =
-            TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default()));
+        let (_gate, mut builder) = builder_with_loads_held();
         let mut wait = NamingWait::default();
         let mut ready = Vec::new();
         for _ in 0..3 {
