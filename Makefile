@@ -3,7 +3,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 
 
-.PHONY: help deps agent quickstart lint lint-rust test test-rust bench bench-quick bench-accuracy bench-hostile clean
+.PHONY: help deps agent quickstart lint lint-rust test test-rust test-bench bench bench-quick bench-accuracy bench-hostile clean
 
 help:
 	@echo "make deps        install the Debian packages the build needs (root)"
@@ -39,11 +39,15 @@ lint-rust:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 # The Go receiver's tests (test-go) come from mk/collector.mk.
-test: test-rust test-go
+test: test-rust test-go test-bench
 
 # All Rust tests; the ones in tests/ load the real eBPF programs (root).
 test-rust:
 	$(CARGO) test --locked --workspace --no-fail-fast
+
+# The bench scripts' own tests (made-up results, no profiler runs).
+test-bench:
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s bench -p 'test_*.py'
 
 # Measures and writes BENCHMARKS.md; never asserts a figure.
 bench: deps agent

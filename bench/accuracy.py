@@ -71,7 +71,10 @@ Cases (program, reference, and where the reference is biased):
   code only (time in the JVM's own code weighs on ours alone) and drops
   the stacks it cannot walk; its root is `Main.main`, not truncated.
 
-The table goes into BENCHMARKS.md (its section only). `--quick` is CI's
+The table goes into BENCHMARKS.md (its section only): a run of every
+default case writes the section anew; a run of some (`--cases`) replaces
+their rows, summary lines and tables, keeps the other cases' and adds a
+note saying when and how they were measured. `--quick` is CI's
 short version: figures never fail it, a case that cannot profile does.
 Root (BPF, attaching to other processes).
 """
@@ -85,6 +88,7 @@ import platform
 import random
 import re
 import shutil
+import shlex
 import signal
 import subprocess
 import sys
@@ -102,7 +106,9 @@ HZ = 99
 SECTION = sections.ACCURACY
 # Frames that start a thread or the program: a native stack holding one
 # was walked to the root (the outermost frame itself may be unnamed: a
-# stripped `_start`).
+# stripped `_start`). ld.so's `_start`, the first frame of a process
+# before its program's own `_start`, has a name in ld.so's debug file
+# only (libc6-dbg).
 THREAD_ROOTS = {"_start", "__libc_start_call_main", "__libc_start_main", "__libc_start_main_impl", "clone3",
                 "clone", "__clone", "__clone3", "start_thread"}
 # Where the kernel's addresses start (x86-64): user frames lie below.
@@ -1195,12 +1201,17 @@ def summary(r):
     return line
 
 
-def figures(rows):
-    """The summary of the cases that count unnamed frames (Node's, per
+def figure_line(r):
+    """The summary line of a case that counts unnamed frames (Node's, per
     release: the issue's targets are top 15 within 3 points and unnamed
-    frames), compare part of the samples (BEAM's) or have a second
-    reference (Java's async-profiler)."""
-    lines = [f"- {summary(r)}" for r in rows if r.get("unnamed") or r.get("framed_root") or r.get("second")]
+    frames), compares part of the samples (BEAM's) or has a second
+    reference (Java's async-profiler); None for others."""
+    return f"- {summary(r)}" if r.get("unnamed") or r.get("framed_root") or r.get("second") else None
+
+
+def figures(rows):
+    """The summary lines of the cases that have one (figure_line)."""
+    lines = [line for line in map(figure_line, rows) if line]
     return "\n" + "\n".join(lines) + "\n" if lines else ""
 
 
@@ -1216,6 +1227,90 @@ def details(rows):
         out.append("| function | reference | ours |\n|---|---|---|")
         out += [f"| `{k}` | {t:.1f}% | {o:.1f}% |" for k, t, o in r["self"]]
     return "\n".join(out) + "\n"
+
+
+TABLE_HEAD = "| runtime | real program |"
+# The first line of a case's tables below the table (details()).
+DETAILS_START = re.compile(r"^(?P<runtime>.+): inclusive share, reference / ours")
+# A note on the rows of some cases (those runs and other notes' form):
+# "- The PHP row and its figures below: ..." or "- The Go and PHP rows and
+# their tables below: ...".
+ROWS_NOTE = re.compile(r"^- The (?P<names>.+?) (?:row and its|rows and their) (?P<what>\w+) below: (?P<rest>.*)$")
+
+
+def row_runtime(line):
+    """The runtime (first cell) of a row of the table."""
+    return line[2:].split(" | ", 1)[0]
+
+
+def join_names(names):
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def rows_note(names, what, rest):
+    """A note line on the rows of `names` (see ROWS_NOTE)."""
+    rows = "row and its" if len(names) == 1 else "rows and their"
+    return f"- The {join_names(names)} {rows} {what} below: {rest}"
+
+
+def merge_section(old, rows, note):
+    """The section `old` (the text BENCHMARKS.md has) with the rows, summary
+    lines and tables of the cases of `rows` (of a run of some cases)
+    replaced or added, and `note` (when and how they were measured)
+    added; notes that named them name them no more. The other cases'
+    rows, lines and tables are kept as they were."""
+    lines = old.rstrip("\n").split("\n")
+    head_at = next(i for i, line in enumerate(lines) if line.startswith(TABLE_HEAD))
+    end = head_at + 2
+    while end < len(lines) and lines[end].startswith("| "):
+        end += 1
+    details_at = next((i for i in range(end, len(lines)) if DETAILS_START.match(lines[i])), len(lines))
+    run = {r["runtime"] for r in rows}
+
+    new_rows = {r["runtime"]: table([r]).splitlines()[-1] for r in rows}
+    table_rows = [new_rows.pop(row_runtime(line), line) for line in lines[head_at + 2:end]]
+    table_rows += new_rows.values()
+
+    new_lines = {r["runtime"]: figure_line(r) for r in rows}
+    middle = []
+    for line in lines[end:details_at]:
+        ran = next((rt for rt in run if line.startswith(f"- {rt}: ")), None)
+        m = ROWS_NOTE.match(line)
+        if ran is not None:
+            line = new_lines.pop(ran, None)
+        elif m:
+            names = m.group("names").replace(" and ", ", ").split(", ")
+            kept = [n for n in names if n not in run]
+            if len(kept) < len(names):
+                line = rows_note(kept, m.group("what"), m.group("rest")) if kept else None
+        if line is not None:
+            middle.append(line)
+    middle += ["", note, ""] + [line for line in new_lines.values() if line]
+    # One blank line between paragraphs, one before the tables.
+    squeezed = []
+    for line in middle + [""]:
+        if line or (squeezed and squeezed[-1]):
+            squeezed.append(line)
+
+    blocks, order = {}, []
+    for line in lines[details_at:]:
+        m = DETAILS_START.match(line)
+        if m:
+            order.append(m.group("runtime"))
+            blocks[order[-1]] = []
+        blocks[order[-1]].append(line)
+    for r in rows:
+        if "error" in r:
+            # Failed: no tables (the old ones would pass for its figures).
+            blocks.pop(r["runtime"], None)
+            continue
+        if r["runtime"] not in blocks:
+            order.append(r["runtime"])
+        blocks[r["runtime"]] = details([r]).strip("\n").split("\n") + [""]
+    out = lines[:head_at + 2] + table_rows + [""] + squeezed
+    for runtime in order:
+        out += blocks.get(runtime, [])
+    return "\n".join(out).rstrip("\n") + "\n"
 
 
 CASES = {"native": native_case, "rust": rust_case, "go": go_case, "python": python_case, "ruby": ruby_case,
@@ -1241,7 +1336,8 @@ def main():
     seconds = 10 if args.quick else args.seconds
     rows, failed = [], 0
     loads = []
-    for name in args.cases.split(","):
+    names = args.cases.split(",")
+    for name in names:
         case = CASES[name](seconds)
         with tempfile.TemporaryDirectory(prefix=f"ep-accuracy-{name}-") as work:
             try:
@@ -1265,11 +1361,19 @@ def main():
     if not args.quick:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                 text=True).stdout.strip()
+        when = (f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, commit {commit}; "
+                f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs, load average "
+                f"{min(loads, default=0):.1f} to {max(loads, default=0):.1f}")
+        old = sections.read_section(Path(args.output), SECTION)
+        if old is not None and not set(DEFAULT_CASES) <= set(names):
+            # Some cases: their rows, lines and tables, the others' kept.
+            command = shlex.join(["python3", "bench/accuracy.py", *sys.argv[1:]])
+            note = rows_note([r["runtime"] for r in rows], "figures", f"{when} (`{command}`, {seconds} s a case)")
+            sections.write_section(Path(args.output), SECTION, merge_section(old, rows, note))
+            sys.exit(1 if failed else 0)
         section = f"""{SECTION}
 
-- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, commit {commit}; \
-{platform.system()} {platform.release()}, {os.cpu_count()} CPUs, load average {min(loads, default=0):.1f} to \
-{max(loads, default=0):.1f} (other work on the machine shows in the profiles of neither)
+- date: {when} (other work on the machine shows in the profiles of neither)
 - command: `make bench-accuracy` (`bench/accuracy.py`, {seconds} s a case at {HZ} Hz): the program started, then \
 the release agent (`--pid`, pprof) and the reference attached for the same seconds; compared on the runtime's own \
 frames (whole-life references: the agent system-wide from before the program's start). Root: ours, a thread entry \

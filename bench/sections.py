@@ -46,3 +46,14 @@ def others_sections(path):
         if span:
             kept.append(old[span[0]:span[1]].rstrip("\n") + "\n")
     return "\n".join(kept)
+
+
+def read_section(path, title):
+    """The section `title` of the file at `path` (from its title to the
+    next section), or None."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    old = path.read_text()
+    span = _span(old, title)
+    return old[span[0]:span[1]] if span else None

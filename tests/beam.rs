@@ -15,7 +15,7 @@
 //! Debian 13's (OTP 27, Elixir 1.18) in its root file system; skipped
 //! when missing, except under CI=true.
 
-use profiler_agent::AgentConfig;
+use profiler_agent::{Agent, AgentConfig, Stats};
 use profiler_tests::{in_ci, profile_with, serial, RuntimeRoot, Workload};
 use profiler_trace::{FrameKind, Trace};
 use std::io::{BufRead, Write};
@@ -98,6 +98,23 @@ fn start_chain_with(root: &RuntimeRoot, dir: &Path, flags: &[&str]) -> Node {
     let mut args: Vec<&std::ffi::OsStr> = flags.iter().map(|f| f.as_ref()).collect();
     args.extend(["-noshell".as_ref(), "-pa".as_ref(), dir.as_os_str(), "-eval".as_ref(), "chain:main()".as_ref()]);
     start(root, "/usr/bin/erl", &args)
+}
+
+/// Profiles `node` for [`SECONDS`] (then calls `after` with the agent,
+/// the node still running) and kills it; fails if the agent noticed
+/// anything of the BEAM (`what` says of which node). `None`: BPF is
+/// unavailable (outside CI).
+fn profile_node(node: Node, what: &str, after: impl FnOnce(&Agent)) -> Option<(Vec<Trace>, Stats)> {
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![node.0.id()], ..AgentConfig::default() };
+    let mut notices = Vec::new();
+    let profiled = profile_with(config, |agent| {
+        std::thread::sleep(Duration::from_secs(SECONDS));
+        notices = agent.notices();
+        after(agent);
+    });
+    drop(node);
+    assert!(!notices.iter().any(|n| n.starts_with("BEAM ")), "{what}: {notices:?}");
+    profiled
 }
 
 fn unix_now_ns() -> u64 {
@@ -258,22 +275,15 @@ fn chains_are_whole_with(root: RuntimeRoot, otp: u32, flags: &[&str]) {
         assert!(!maps.contains("/memfd:vmem"), "OTP {otp}: the JIT's code is in a memfd:\n{maps}");
         assert!(maps.lines().any(|l| l.split_whitespace().nth(1) == Some("rwxp")), "OTP {otp}: no rwx memory");
     }
-    let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
-    let mut notices = Vec::new();
     let mut rss = String::new();
-    let Some((traces, stats)) = profile_with(config, |agent| {
-        std::thread::sleep(Duration::from_secs(SECONDS));
-        notices = agent.notices();
+    let profiled = profile_node(node, &format!("OTP {otp}"), |_| {
         // The agent runs in this process: its resident memory, the node busy.
         let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
         rss = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or_default().to_string();
-    }) else {
-        return;
-    };
-    drop(node);
+    });
     // The map perf support writes (+JPperf), in the node's /tmp.
     let _ = std::fs::remove_file(root.host_path(Path::new(&format!("/tmp/perf-{pid}.map"))));
-    assert!(!notices.iter().any(|n| n.starts_with("BEAM ")), "OTP {otp}: {notices:?}");
+    let Some((traces, stats)) = profiled else { return };
     // The lines: each function's clauses in the file as erlc was given it.
     let source = std::fs::read_to_string(root.host_path(&dir.join("chain.erl"))).unwrap();
     assert_lines(&traces, pid, &format!("OTP {otp}"), &source, &dir.join("chain.erl"), &CHAIN_LINES);
@@ -433,18 +443,10 @@ fn stacks_in_c_are_whole(root: &RuntimeRoot, flags: &[&str]) {
     args.extend(["-noshell".as_ref(), "-pa".as_ref(), dir.as_os_str(), "-eval".as_ref(), "cpath:main()".as_ref()]);
     let node = start(root, "/usr/bin/erl", &args);
     let pid = node.0.id();
-    let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
-    let mut notices = Vec::new();
-    let Some((traces, stats)) = profile_with(config, |agent| {
-        std::thread::sleep(Duration::from_secs(SECONDS));
-        notices = agent.notices();
-    }) else {
-        return;
-    };
-    drop(node);
-    let _ = std::fs::remove_file(root.host_path(Path::new(&format!("/tmp/perf-{pid}.map"))));
     let what = format!("{} {}", root.host_path(Path::new("/usr/bin/erl")).display(), flags.join(" "));
-    assert!(!notices.iter().any(|n| n.starts_with("BEAM ")), "{what}: {notices:?}");
+    let profiled = profile_node(node, &what, |_| {});
+    let _ = std::fs::remove_file(root.host_path(Path::new(&format!("/tmp/perf-{pid}.map"))));
+    let Some((traces, stats)) = profiled else { return };
     let c_function = "erts_cmp_compound";
     let (mut in_c, mut whole, mut failure, mut example) = (0, 0, None, None);
     let ours = |t: &&Trace| t.process.pid.0 == pid && is_scheduler(&t.thread_name);
@@ -500,16 +502,7 @@ fn elixir_chain_is_whole(root: RuntimeRoot, what: &str) {
     let script = dir.join("chain.exs");
     let node = start(&root, "/usr/bin/elixir", &[script.as_os_str()]);
     let pid = node.0.id();
-    let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
-    let mut notices = Vec::new();
-    let Some((traces, stats)) = profile_with(config, |agent| {
-        std::thread::sleep(Duration::from_secs(SECONDS));
-        notices = agent.notices();
-    }) else {
-        return;
-    };
-    drop(node);
-    assert!(!notices.iter().any(|n| n.starts_with("BEAM ")), "{what}: {notices:?}");
+    let Some((traces, stats)) = profile_node(node, what, |_| {}) else { return };
     let source = std::fs::read_to_string(root.host_path(&script)).unwrap();
     assert_lines(
         &traces,

@@ -7,7 +7,8 @@
 use profiler_agent::{AgentConfig, Stats, UnwindStop};
 use profiler_bpf::MAX_USER_FRAMES;
 use profiler_tests::{
-    build_workload, c_main_thread, completeness, profile_with, serial, start_agent, Completeness, Step, Workload,
+    build_workload, c_main_thread, completeness, profile_with, serial, start_agent, wait_exited, Completeness, Step,
+    Workload,
 };
 use profiler_trace::{Frame, FrameKind, Trace};
 use std::path::PathBuf;
@@ -234,13 +235,7 @@ fn short_lived_process_started_after_the_agent_then_maps_empty() {
     let Some(agent) = start_agent(config, traces.clone()) else { return };
     w.release();
     // Wait for the program to exit (700 ms of CPU).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::path::Path::new(&format!("/proc/{}/stat", w.pid())).exists()
-        && !std::fs::read_to_string(format!("/proc/{}/stat", w.pid())).unwrap_or_default().contains(") Z")
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_exited(w.pid(), Duration::from_secs(20));
     // Everything loaded for it goes: the process at once, its files after
     // the (zero) grace period, at the next housekeeping.
     let mut entries = agent.unwind_map_entries();
@@ -283,13 +278,7 @@ fn first_samples_of_a_new_process_have_named_native_frames() {
     let config = AgentConfig { samples_per_second: HZ, pids: vec![w.pid()], ..AgentConfig::default() };
     let Some(agent) = start_agent(config, traces.clone()) else { return };
     w.release();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::path::Path::new(&format!("/proc/{}/stat", w.pid())).exists()
-        && !std::fs::read_to_string(format!("/proc/{}/stat", w.pid())).unwrap_or_default().contains(") Z")
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_exited(w.pid(), Duration::from_secs(20));
     agent.stop().expect("clean stop");
     let stats = agent.stats();
     drop(w);
@@ -375,4 +364,42 @@ fn measure_new_process_latency() {
         stats.unwind_analyse_ms
     );
     eprintln!("{stats:#?}");
+}
+
+/// Issue 39: a library's constructor runs from ld.so (`_dl_init`, called
+/// by `_dl_start_user` just after ld.so's `_start`), before the
+/// program's `_start`. ld.so's entry code has no CFI: its stacks end
+/// there as whole (a root), not cut for want of coverage.
+#[test]
+fn library_constructor_run_by_ld_so_is_whole() {
+    let _serial = serial();
+    let lib =
+        build_workload("gcc", "ctor_spin.c", &["-O2", "-fomit-frame-pointer", "-shared", "-fPIC"], "libctor_spin.so");
+    let rpath = format!("-Wl,-rpath,{}", lib.parent().unwrap().display());
+    let lib_arg = lib.to_str().unwrap();
+    let exe = build_workload("gcc", "ctor_main.c", &["-O2", &rpath, "-Wl,--no-as-needed", lib_arg], "ctor_main");
+    let mut w = Workload::spawn_gated(&format!("exec {}", exe.display()));
+    let pid = w.pid();
+    let config = AgentConfig { samples_per_second: HZ, pids: vec![pid], ..AgentConfig::default() };
+    let Some((traces, stats)) = profile_with(config, |_| {
+        w.release();
+        wait_exited(pid, Duration::from_secs(30));
+    }) else {
+        return;
+    };
+    drop(w);
+    // Root first: ld.so's frames (its `_start`, named from its debug
+    // file where installed, `_dl_init`, `call_init`), the constructor.
+    let chain = [ManyIn("ld-linux-x86-64.so.2"), Fn("ctor_spin"), Fn("ctor_leaf")];
+    let c = completeness(&traces, pid, Fn("ctor_leaf"), &chain);
+    assert_complete("library constructor run by ld.so", &c, &stats);
+    // The frames alone would match a stack cut at ld.so's entry too: the
+    // stops say whether they reached the root.
+    let stopped = stats.user_stacks_complete + stats.user_stacks_truncated;
+    assert!(
+        stats.user_stacks_truncated as f64 <= stopped as f64 * (1.0 - REQUIRED),
+        "{} of {stopped} user stacks cut short: {:?}",
+        stats.user_stacks_truncated,
+        stats.unwind_stopped
+    );
 }

@@ -16,8 +16,8 @@
 use profiler_agent::{AgentConfig, Stats};
 use profiler_bpf::MAX_USER_FRAMES;
 use profiler_tests::{
-    in_ci, matches_chain, profile_until, profile_with, serial, start_agent, user_frames, Completeness, FrameDesc,
-    RuntimeRoot, RuntimeScripts, Step, Workload,
+    in_ci, matches_chain, profile_until, profile_with, serial, start_agent, user_frames, wait_exited, Completeness,
+    FrameDesc, RuntimeRoot, RuntimeScripts, Step, Workload,
 };
 use profiler_trace::{FrameKind, Trace};
 use std::collections::{HashMap, HashSet};
@@ -595,12 +595,7 @@ fn short_lived_forked_and_exec_processes_then_maps_empty() {
     parent.0.stdin.take().unwrap().write_all(b"go\n").unwrap();
     parent.0.wait().unwrap();
     // CPU time, however long a busy machine makes it take.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while std::fs::read_to_string(format!("/proc/{}/stat", shell.pid())).is_ok_and(|s| !s.contains(") Z"))
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_exited(shell.pid(), Duration::from_secs(120));
     // Everything made for them goes: the processes at once, the files
     // and the build's entry after the (zero) grace period, the threads'
     // entries at their exit.

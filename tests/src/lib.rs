@@ -211,6 +211,18 @@ impl Drop for Workload {
     }
 }
 
+/// Waits until process `pid` has exited (gone, or a zombie not reaped
+/// yet), for `timeout` at most: a workload's CPU time takes however long
+/// a busy machine makes it.
+pub fn wait_exited(pid: u32, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"))
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Compiles `workloads/<source>` with gcc and `flags` into a fresh
 /// directory; returns the executable's path (named after the source).
 pub fn build_c_workload(source: &str, flags: &[&str]) -> PathBuf {

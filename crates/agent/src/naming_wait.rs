@@ -107,25 +107,37 @@ impl NamingWait {
         }
         builder.install_finished_loads();
         let installed = builder.loads_installed();
-        let again = self.named_at != Some(installed);
+        if self.named_at == Some(installed) && !flush {
+            // Nothing new to name them with: only the oldest may have
+            // waited long enough (the queue is in arrival order), so a
+            // poll costs nothing for the traces still in their wait.
+            while self.queue.front().is_some_and(|held| now.duration_since(held.arrived) >= MAX_WAIT) {
+                if let Some(held) = self.queue.pop_front() {
+                    self.let_go(held, true, ready);
+                }
+            }
+            return;
+        }
         self.named_at = Some(installed);
         let mut kept = VecDeque::with_capacity(self.queue.len());
-        for mut held in self.queue.drain(..) {
-            if again {
-                self.counts.frames_named += builder.name_again(&mut held.trace, &mut held.unnamed) as u64;
-            }
+        for mut held in std::mem::take(&mut self.queue) {
+            self.counts.frames_named += builder.name_again(&mut held.trace, &mut held.unnamed) as u64;
             if held.unnamed.is_empty() {
-                self.bytes -= held.bytes;
-                ready.push(held.trace);
+                self.let_go(held, false, ready);
             } else if flush || now.duration_since(held.arrived) >= MAX_WAIT {
-                self.bytes -= held.bytes;
-                self.counts.timed_out += 1;
-                ready.push(held.trace);
+                self.let_go(held, true, ready);
             } else {
                 kept.push_back(held);
             }
         }
         self.queue = kept;
+    }
+
+    /// Sends `held` on to `ready` (`timed_out`: with frames unnamed).
+    fn let_go(&mut self, held: Held, timed_out: bool, ready: &mut Vec<Trace>) {
+        self.bytes -= held.bytes;
+        self.counts.timed_out += u64::from(timed_out);
+        ready.push(held.trace);
     }
 
     /// Whether traces are held.
@@ -140,9 +152,17 @@ mod tests {
     use crate::test_sample as sample;
     use profiler_interpreters::Registry;
     use profiler_process::ProcessRegistry;
-    use profiler_symbolize::{FileSource, NativeConfig, NativeSymbolizer};
+    use profiler_symbolize::{FileSource, LoadHold, NativeConfig, NativeSymbolizer};
     use profiler_trace::{FrameKind, TableKey};
     use std::sync::Arc;
+
+    /// A trace builder whose symbolizer starts no load until the hold
+    /// is dropped.
+    fn builder_with_loads_held() -> (LoadHold, TraceBuilder) {
+        let native = NativeSymbolizer::new(NativeConfig::default()).expect("new");
+        let gate = native.hold_loads();
+        (gate, TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default())))
+    }
 
     fn held_trace(builder: &mut TraceBuilder, file: &str) -> (Trace, Vec<UnnamedFrame>) {
         let mut trace = builder.build(&sample(1, 0));
@@ -152,10 +172,7 @@ mod tests {
 
     #[test]
     fn held_traces_go_on_when_full_after_the_wait_or_once_their_file_answers() {
-        let native = NativeSymbolizer::new(NativeConfig::default()).expect("new");
-        let gate = native.hold_loads();
-        let mut builder =
-            TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default()));
+        let (gate, mut builder) = builder_with_loads_held();
         let missing = "/nonexistent/early-naming-wait";
         let mut wait = NamingWait::default();
         let (mut ready, start) = (Vec::new(), Instant::now());
@@ -191,11 +208,31 @@ mod tests {
     }
 
     #[test]
+    fn with_nothing_new_loaded_held_traces_go_as_their_wait_ends() {
+        let (_gate, mut builder) = builder_with_loads_held();
+        let mut wait = NamingWait::default();
+        let (mut ready, start) = (Vec::new(), Instant::now());
+        let second = Duration::from_secs(1);
+        for i in 0..3 {
+            let (mut trace, unnamed) = held_trace(&mut builder, "/nonexistent/early-in-order");
+            trace.cpu = i;
+            wait.hold(trace, unnamed, start + second * i, &mut ready);
+        }
+        // The first poll names them again (their load is held: in vain);
+        // the next ones have nothing new and let the oldest go in order.
+        wait.poll(&mut builder, start, false, &mut ready);
+        assert!(ready.is_empty());
+        wait.poll(&mut builder, start + MAX_WAIT, false, &mut ready);
+        assert_eq!(ready.iter().map(|t| t.cpu).collect::<Vec<_>>(), vec![0]);
+        wait.poll(&mut builder, start + second * 2 + MAX_WAIT, false, &mut ready);
+        assert_eq!(ready.iter().map(|t| t.cpu).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert!(wait.is_empty());
+        assert_eq!((wait.counts().timed_out, wait.bytes), (3, 0));
+    }
+
+    #[test]
     fn a_flush_lets_every_held_trace_go() {
-        let native = NativeSymbolizer::new(NativeConfig::default()).expect("new");
-        let _gate = native.hold_loads();
-        let mut builder =
-            TraceBuilder::new(Arc::new(ProcessRegistry::new()), None, native, Arc::new(Registry::default()));
+        let (_gate, mut builder) = builder_with_loads_held();
         let mut wait = NamingWait::default();
         let mut ready = Vec::new();
         for _ in 0..3 {

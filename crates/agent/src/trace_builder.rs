@@ -69,6 +69,32 @@ impl UnnamedFrame {
     }
 }
 
+/// What the symbolizer's answer made of a native frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Naming {
+    /// Named (a Go function's frame is then of kind Go).
+    Named,
+    /// Not yet: its file is loading, or its load could not be queued.
+    Later,
+    /// Its file cannot name it.
+    Never,
+}
+
+/// Names `frame` with the symbolizer's `answer` for its address.
+fn name_native(frame: &mut Frame, answer: Symbolized) -> Naming {
+    match answer {
+        Symbolized::Lines { lines, source } => {
+            frame.lines = lines.to_vec();
+            if source == LineSource::GoPclntab {
+                frame.kind = FrameKind::Go;
+            }
+            Naming::Named
+        }
+        Symbolized::Pending | Symbolized::Unknown(Reason::QueueFull) => Naming::Later,
+        Symbolized::Unknown(_) => Naming::Never,
+    }
+}
+
 pub(crate) struct TraceBuilder {
     registry: Arc<ProcessRegistry>,
     kernel: Option<KernelSymbolizer>,
@@ -183,17 +209,13 @@ impl TraceBuilder {
         let mut named = 0;
         unnamed.retain(|u| {
             let Some(frame) = trace.frames.get_mut(u.index) else { return false };
-            match self.native.symbolize(u.table_key, u.vaddr, || u.source.clone()) {
-                Symbolized::Lines { lines, source } => {
-                    frame.lines = lines.to_vec();
-                    if source == LineSource::GoPclntab {
-                        frame.kind = FrameKind::Go;
-                    }
+            match name_native(frame, self.native.symbolize(u.table_key, u.vaddr, || u.source.clone())) {
+                Naming::Named => {
                     named += 1;
                     false
                 }
-                Symbolized::Pending | Symbolized::Unknown(Reason::QueueFull) => true,
-                Symbolized::Unknown(_) => false,
+                Naming::Later => true,
+                Naming::Never => false,
             }
         });
         named
@@ -361,8 +383,8 @@ impl TraceBuilder {
             let address = lookup - mapping.start + mapping.file_offset;
             return Frame { kind: FrameKind::Native, address, mapping: Some(mapping), lines: vec![] };
         };
-        let mut kind = FrameKind::Native;
-        let mut lines = vec![];
+        let mut frame =
+            Frame { kind: FrameKind::Native, address: vaddr, mapping: Some(mapping.clone()), lines: vec![] };
         if let (Some(file), true) = (resolved.file, self.native.enabled()) {
             let pid = snapshot.map(|s| s.info.pid()).unwrap_or(Pid(0));
             let by_map_files = self.open_via_map_files;
@@ -382,21 +404,12 @@ impl TraceBuilder {
             // be named again once the file is in.
             let mut opened = None;
             let opener = || opened.insert(source()).clone();
-            match self.native.symbolize(file.table_key, vaddr, opener) {
-                Symbolized::Lines { lines: found, source } => {
-                    lines = found.to_vec();
-                    if source == LineSource::GoPclntab {
-                        kind = FrameKind::Go;
-                    }
-                }
-                Symbolized::Pending | Symbolized::Unknown(Reason::QueueFull) => {
-                    let source = opened.unwrap_or_else(source);
-                    self.unnamed.push(UnnamedFrame { index, table_key: file.table_key, vaddr, source });
-                }
-                Symbolized::Unknown(_) => {}
+            if name_native(&mut frame, self.native.symbolize(file.table_key, vaddr, opener)) == Naming::Later {
+                let source = opened.unwrap_or_else(source);
+                self.unnamed.push(UnnamedFrame { index, table_key: file.table_key, vaddr, source });
             }
         }
-        Frame { kind, address: vaddr, mapping: Some(mapping), lines }
+        frame
     }
 
     /// The object of `runtime` for `snapshot`'s process, attached for a

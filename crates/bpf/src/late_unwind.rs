@@ -658,4 +658,35 @@ mod tests {
         let c = StackCopy { stack_switches: MAX_STACK_SWITCHES, ..copy(BASE + 0x810, SP + 0x10, true, &words) };
         assert_eq!(run(&c).stop, UnwindStop::StackSwitch);
     }
+
+    /// A process's first frames: ld.so's `_start` calls `_dl_start`
+    /// (`mov %rsp,%rdi; call _dl_start`) and has no CFI. With the real
+    /// table of ld.so, a stack at `_dl_start`'s first instruction ends at
+    /// `_start` as a root (it ended there without coverage before).
+    #[test]
+    fn ld_so_start_up_ends_at_its_entry_point_as_a_root() {
+        let elf = profiler_elf::ElfFile::open("/lib64/ld-linux-x86-64.so.2").expect("open ld.so");
+        let entry = elf.entry();
+        // `mov %rsp,%rdi` (3 bytes), then `call rel32`.
+        let call = elf.bytes_at_vaddr(entry + 3, 5).expect("ld.so's entry code");
+        if elf.bytes_at_vaddr(entry, 3) != Some(&[0x48, 0x89, 0xe7][..]) || call[0] != 0xe8 {
+            eprintln!("SKIPPED: ld.so's entry is not `mov %rsp,%rdi; call _dl_start`");
+            return;
+        }
+        let returns_to = entry + 8;
+        let dl_start = returns_to.wrapping_add_signed(i64::from(i32::from_le_bytes(call[1..5].try_into().unwrap())));
+        let table = elf.unwind_table();
+        let mut interner = profiler_elf::RuleInterner::new();
+        let ids = interner.intern_deltas(&table.deltas.to_vec()).expect("intern");
+        let rules = ids.iter().filter_map(|&(_, id)| Some((id.0, crate::types::unwind_rule_of(&interner.get(id)?))));
+        let mut tables = HandTables {
+            deltas: EncodedDeltas::encode(&ids),
+            rules: rules.collect(),
+            unknown_from: BASE + table.deltas.last().map_or(0, |d| d.address),
+        };
+        // At `_dl_start`'s first instruction its return address is on top.
+        let late = unwind(&mut tables, PID, &copy(BASE + dl_start, 0, true, &[BASE + returns_to, 0, 0]), 256);
+        assert_eq!(late.frames, vec![(BASE + dl_start) | FRAME_EXACT_PC, BASE + returns_to]);
+        assert_eq!(late.stop, UnwindStop::Root);
+    }
 }

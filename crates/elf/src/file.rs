@@ -35,10 +35,14 @@ pub const ET_DYN: u16 = 3;
 
 /// Program header type of a loadable segment.
 pub const PT_LOAD: u32 = 1;
+/// Program header type naming the program interpreter (`ld.so`).
+pub const PT_INTERP: u32 = 3;
 /// Program header type of a notes segment.
 pub const PT_NOTE: u32 = 4;
 /// Program header type pointing at `.eh_frame_hdr` (a GNU extension).
 pub const PT_GNU_EH_FRAME: u32 = 0x6474_e550;
+/// Program header flag of an executable segment.
+pub const PF_X: u32 = 1;
 
 /// Section type of a static symbol table.
 pub const SHT_SYMTAB: u32 = 2;
@@ -389,6 +393,28 @@ impl ElfFile {
     /// The entry point's virtual address (0 for most libraries).
     pub fn entry(&self) -> u64 {
         self.entry
+    }
+
+    /// The entry point of a file meant to be run: an executable
+    /// (`ET_EXEC`, or with a `PT_INTERP`) or the dynamic loader and
+    /// static PIEs (`ET_DYN` without `PT_INTERP`, whose entry their
+    /// linker was told). A library's `e_entry` at the very start of
+    /// `.text` is GNU ld's default when no `_start` is defined (`crtstuff`
+    /// code, nothing that starts a process): `None`, as for an entry of 0
+    /// or outside an executable segment.
+    pub fn program_entry(&self) -> Option<u64> {
+        let entry = self.entry;
+        // By memory size: a separate debug file keeps the segments
+        // without their bytes.
+        let executable = |p: &ProgramHeader| {
+            p.p_type == PT_LOAD && p.flags & PF_X != 0 && entry >= p.vaddr && entry - p.vaddr < p.memsz
+        };
+        if entry == 0 || !self.phdrs.iter().any(executable) {
+            return None;
+        }
+        let interp = self.phdrs.iter().any(|p| p.p_type == PT_INTERP);
+        let linker_default = self.section_by_name(".text").is_none_or(|s| s.addr == entry);
+        (self.e_type == ET_EXEC || interp || (self.e_type == ET_DYN && !linker_default)).then_some(entry)
     }
 
     /// The program header table.

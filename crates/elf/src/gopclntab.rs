@@ -41,7 +41,7 @@
 use std::ops::Range;
 
 use crate::error::{Error, Result};
-use crate::file::{cstr_at, ElfFile, ReadLe, PT_LOAD, SHT_NOBITS};
+use crate::file::{cstr_at, ElfFile, ReadLe, PF_X, PT_LOAD, SHT_NOBITS};
 
 /// Header magic of Go 1.16 and 1.17 tables.
 pub const GO116_MAGIC: u32 = 0xffff_fffa;
@@ -50,8 +50,6 @@ pub const GO118_MAGIC: u32 = 0xffff_fff0;
 /// Header magic of Go 1.20 and later tables.
 pub const GO120_MAGIC: u32 = 0xffff_fff1;
 
-/// `PF_X`: executable segment.
-const PF_X: u32 = 1;
 /// `PF_W`: writable segment.
 const PF_W: u32 = 2;
 /// `_PCDATA_InlTreeIndex`: the pc-value table giving the inline tree index.

@@ -63,9 +63,9 @@ mod unwind;
 
 pub use error::{Error, Result};
 pub use file::{
-    release_mapped, ElfFile, ProgramHeader, Section, ET_DYN, ET_EXEC, MAX_PROGRAM_HEADERS, MAX_SECTION_HEADERS,
-    PT_GNU_EH_FRAME, PT_LOAD, PT_NOTE, READ_INTO_MEMORY_BELOW, SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_NOTE,
-    SHT_SYMTAB,
+    release_mapped, ElfFile, ProgramHeader, Section, ET_DYN, ET_EXEC, MAX_PROGRAM_HEADERS, MAX_SECTION_HEADERS, PF_X,
+    PT_GNU_EH_FRAME, PT_INTERP, PT_LOAD, PT_NOTE, READ_INTO_MEMORY_BELOW, SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS,
+    SHT_NOTE, SHT_SYMTAB,
 };
 pub use fileid::{file_id_of_bytes, file_id_of_file, file_id_of_path};
 pub use go_buildinfo::GoVersion;
@@ -79,5 +79,5 @@ pub use symbols::{SymbolIndex, SymbolSource, SymbolTable};
 pub use unwind::{
     with_go_tables, CfaBase, CfiError, CfiErrorKind, CfiSection, DeltaWalk, Deltas, DeltasBuilder, EhFrameSource,
     GoUnwindStats, IndexedIter, IntoIndexed, InvalidReason, RbpRule, RowCounts, RuleId, RuleInterner, StackDelta,
-    UnwindRule, UnwindStats, UnwindTable, FOLLOWED_SWITCHES, MAX_KEPT_ERRORS, MAX_RULES_PER_TABLE,
+    UnwindRule, UnwindStats, UnwindTable, FOLLOWED_SWITCHES, MAX_ENTRY_LEN, MAX_KEPT_ERRORS, MAX_RULES_PER_TABLE,
 };

@@ -20,6 +20,8 @@ const SYM_SIZE: usize = 24;
 const STT_FUNC: u8 = 2;
 /// `STT_GNU_IFUNC`: an indirect function (its address is the resolver).
 const STT_GNU_IFUNC: u8 = 10;
+/// `STT_NOTYPE`: a label of no declared type (hand-written assembly).
+const STT_NOTYPE: u8 = 0;
 /// `STB_GLOBAL`.
 const STB_GLOBAL: u8 = 1;
 /// `STB_WEAK`.
@@ -74,9 +76,20 @@ impl Entry {
         (kind == STT_FUNC || kind == STT_GNU_IFUNC) && self.shndx != SHN_UNDEF && self.addr != 0
     }
 
+    /// The untyped label of a program's entry point (`entry`, from
+    /// [`ElfFile::program_entry`]): ld.so's `_start` is one, in the
+    /// `.symtab` of its debug file. The index keeps it too, so that the
+    /// process's first frame is named.
+    fn is_entry_label(&self, entry: Option<u64>) -> bool {
+        self.info & 0xf == STT_NOTYPE && self.shndx != SHN_UNDEF && Some(self.addr) == entry
+    }
+
     /// Aliases (one address, several names) prefer global, then weak,
-    /// then local names.
+    /// then local names, then an entry label.
     fn rank(&self) -> u8 {
+        if !self.is_function() {
+            return 3;
+        }
         match self.info >> 4 {
             STB_GLOBAL => 0,
             STB_WEAK => 1,
@@ -147,7 +160,8 @@ struct Sym {
 
 const _: () = assert!(std::mem::size_of::<Sym>() == 12);
 
-/// The function symbols (`STT_FUNC`, `STT_GNU_IFUNC`) of a file, sorted
+/// The function symbols (`STT_FUNC`, `STT_GNU_IFUNC`, and an untyped
+/// label at a program's entry point) of a file, sorted
 /// by address for lookup by binary search; names are read from the
 /// file's bytes when a lookup needs one (every method takes them: the
 /// bytes the index was built from, or another map of the same file).
@@ -177,6 +191,7 @@ impl SymbolIndex {
     /// function.
     pub fn build(elf: &ElfFile, data: &[u8]) -> Result<SymbolIndex> {
         let mut error = None;
+        let entry = elf.program_entry();
         for (table, source) in tables(elf, data) {
             let table = match table {
                 Ok(t) => t,
@@ -187,7 +202,9 @@ impl SymbolIndex {
             };
             let strtab_len = table.strtab.1;
             // Named (offset 0 is the empty string), inside the table.
-            let keep = |e: &Entry| e.is_function() && e.name != 0 && (e.name as usize) < strtab_len;
+            let keep = |e: &Entry| {
+                (e.is_function() || e.is_entry_label(entry)) && e.name != 0 && (e.name as usize) < strtab_len
+            };
             let count = table.entries().filter(keep).count();
             if count == 0 {
                 continue;
@@ -342,6 +359,15 @@ impl ElfFile {
     /// every file mapped for a few well-known functions costs no memory.
     pub fn function_symbol(&self, name: &str) -> Option<(u64, u64)> {
         self.scan_symbols(name, Entry::is_function)
+    }
+
+    /// The size of a function symbol at `vaddr` that has one, from
+    /// `.symtab` then `.dynsym`: a linear scan.
+    pub fn function_size_at(&self, vaddr: u64) -> Option<u64> {
+        self.each_defined(|e, _| match e.is_function() && e.addr == vaddr && e.size > 0 {
+            true => ControlFlow::Break(e.size),
+            false => ControlFlow::Continue(()),
+        })
     }
 
     /// Which of `names` the file defines (symbols of any kind, in

@@ -391,7 +391,7 @@ struct Piece {
     /// The FDE's offset in its section.
     offset: u32,
     /// 0: `.eh_frame`, 1: `.debug_frame`, [`FRAMED`]: a framed function
-    /// without CFI.
+    /// without CFI, [`ENTRY`]: a program's entry point without CFI.
     source: u8,
     signal: bool,
     /// The first piece of its FDE (whose rows are counted).
@@ -553,6 +553,41 @@ fn framed_rows(piece: &Piece, sink: &mut dyn FnMut(u64, UnwindRule) -> bool) {
             return;
         }
     }
+}
+
+/// The [`Piece::source`] of a program's entry point without CFI.
+const ENTRY: u8 = 3;
+/// How far the root at an entry point without CFI reaches when no symbol
+/// gives its size and no FDE follows: ld.so's `_start` and
+/// `_dl_start_user` (61 bytes on glibc 2.36) hold the return addresses
+/// of the process's first calls.
+pub const MAX_ENTRY_LEN: u64 = 128;
+
+/// The program's entry point ([`ElfFile::program_entry`]) when no FDE
+/// covers it (ld.so's `_start`, some static executables'): the
+/// process's first frame, whose caller nothing describes because there
+/// is none, a root as `DW_CFA_undefined rip` would make it. From the
+/// entry to the end of a function symbol there that gives its size,
+/// else to [`MAX_ENTRY_LEN`] on; never past the next FDE (`covered`:
+/// sorted, disjoint) nor the segment's end.
+fn entry_without_cfi(elf: &ElfFile, covered: &[(u64, u64)]) -> Option<Piece> {
+    let start = elf.program_entry()?;
+    let next = covered.partition_point(|&(_, end)| end <= start);
+    let next_start = match covered.get(next) {
+        Some(&(cs, _)) if cs <= start => return None,
+        Some(&(cs, _)) => cs,
+        None => u64::MAX,
+    };
+    let len = elf.function_size_at(start).unwrap_or(MAX_ENTRY_LEN);
+    // The code's bytes, not only its place (its rows are not read, but
+    // the unwinder has no use for a root where no code is).
+    let in_file = elf.data_from_vaddr(start).map_or(0, <[u8]>::len) as u64;
+    let end = start.saturating_add(len.min(in_file).min(u64::from(u32::MAX))).min(next_start);
+    if end <= start {
+        return None;
+    }
+    let span = FdeSpan { start, len: (end - start) as u32, offset: 0, signal: false };
+    Some(Piece::of(&span, start, end, ENTRY, true))
 }
 
 /// Merged, sorted intervals covered by `pieces` (sorted by start).
@@ -751,6 +786,14 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
         pieces.extend(framed);
         pieces.sort_by_key(|p| p.start);
     }
+    // A file without any CFI stays without rules (a pure Go binary has
+    // its own tables, which describe its entry point).
+    let entry = if pieces.is_empty() { None } else { entry_without_cfi(elf, &coverage(&pieces)) };
+    if let Some(entry) = entry {
+        stats.entry_without_cfi = true;
+        pieces.push(entry);
+        pieces.sort_by_key(|p| p.start);
+    }
     pieces.shrink_to_fit();
 
     // Pass 2: their rows, in address order.
@@ -766,6 +809,9 @@ pub(super) fn build(elf: &ElfFile) -> UnwindTable {
         }
         match (piece.source, &mut eh, &mut debug) {
             (FRAMED, _, _) => framed_rows(piece, sink),
+            (ENTRY, _, _) => {
+                sink(piece.start, UnwindRule::Stop);
+            }
             (0, Some(eh), _) => eh.run(piece, piece.first, &mut ctx, &mut stats, sink),
             (_, _, Some(debug)) => debug.run(piece, piece.first, &mut ctx, &mut stats, sink),
             _ => {}

@@ -11,6 +11,7 @@ mod intern;
 mod rules;
 mod stats;
 
+pub use build::MAX_ENTRY_LEN;
 pub use deltas::{Deltas, DeltasBuilder, IndexedIter, IntoIndexed, MAX_RULES_PER_TABLE};
 pub use go::{with_go_tables, GoUnwindStats, FOLLOWED_SWITCHES};
 pub use intern::{DeltaWalk, RuleId, RuleInterner};

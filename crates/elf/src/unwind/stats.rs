@@ -131,6 +131,9 @@ pub struct UnwindStats {
     /// Framed functions without CFI described from their code
     /// (`build::FRAMED_WITHOUT_CFI`).
     pub framed_without_cfi: u64,
+    /// The program's entry point had no CFI and was made a root
+    /// ([`crate::UnwindRule::Stop`]; ld.so's `_start`).
+    pub entry_without_cfi: bool,
     /// Rows by rule, of the FDEs that describe some address of the table
     /// (an FDE wholly shadowed by others is not run).
     pub rows: RowCounts,

@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use profiler_elf::{CfaBase, EhFrameSource, ElfFile, InvalidReason, RbpRule, RuleInterner, UnwindRule, UnwindTable};
+use profiler_elf::{
+    CfaBase, EhFrameSource, ElfFile, InvalidReason, RbpRule, RuleInterner, UnwindRule, UnwindTable, MAX_ENTRY_LEN,
+};
 
 use crate::support::{assert_fdes_match, compile, readelf_frames, strip_section_headers, test_dir, Fde, LIBC};
 
@@ -344,4 +346,110 @@ fn framed_function_without_cfi_is_described_from_its_code() {
     assert_eq!(table.lookup(other + 4), UnwindRule::NoCoverage);
     assert_eq!(table.stats.framed_without_cfi, 1);
     check_shape(&table);
+}
+
+/// A static program's own `_start` without CFI: typed and sized
+/// (`-DTYPED`), or a bare label as in ld.so.
+const ENTRY_WITHOUT_CFI_C: &str = r#"
+#ifdef TYPED
+#define TYPE ".type _start, @function\n"
+#define SIZE ".size _start, .-_start\n"
+#else
+#define TYPE ""
+#define SIZE ""
+#endif
+__asm__(".text\n"
+        ".globl _start\n" TYPE
+        "_start:\n"
+        "  xor %ebp,%ebp\n  call work\n  mov %eax,%edi\n  mov $60,%eax\n  syscall\n  hlt\n" SIZE);
+__attribute__((noinline)) int work(void) { return 0; }
+"#;
+/// The bytes of that `_start`: xor (2) call (5) mov (2) mov (5)
+/// syscall (2) hlt (1).
+const ENTRY_LEN: u64 = 17;
+
+/// Where the root made at `entry` should end: the symbol's end when
+/// `sized`, else [`MAX_ENTRY_LEN`] on, before the next FDE (by readelf)
+/// and within the file's bytes of the segment.
+fn expected_entry_end(elf: &ElfFile, path: &Path, entry: u64, sized: Option<u64>) -> u64 {
+    let next_fde = readelf_frames(path).iter().map(|f| f.start).filter(|&s| s > entry).min();
+    let in_file = elf.data_from_vaddr(entry).map_or(0, <[u8]>::len) as u64;
+    (entry + sized.unwrap_or(MAX_ENTRY_LEN).min(in_file)).min(next_fde.unwrap_or(u64::MAX))
+}
+
+/// The root made at `entry`: `[entry, end)` is [`UnwindRule::Stop`],
+/// `end` is not.
+fn assert_entry_root(table: &UnwindTable, entry: u64, end: u64, what: &str) {
+    assert!(table.stats.entry_without_cfi, "{what}");
+    let deltas = table.deltas.to_vec();
+    let at = deltas.iter().position(|d| d.address == entry).unwrap_or_else(|| panic!("{what}: no delta at the entry"));
+    assert_eq!(deltas[at].rule, UnwindRule::Stop, "{what}");
+    assert_eq!(deltas.get(at + 1).map(|d| d.address), Some(end), "{what}: where the root ends");
+    assert_ne!(table.lookup(end), UnwindRule::Stop, "{what}");
+    check_shape(table);
+}
+
+#[test]
+fn entry_point_without_cfi_is_a_root() {
+    let dir = test_dir("unwind-entry");
+    for typed in [true, false] {
+        let what = if typed { "typed _start" } else { "untyped _start" };
+        let flags: &[&str] =
+            if typed { &["-O2", "-static", "-nostdlib", "-DTYPED"] } else { &["-O2", "-static", "-nostdlib"] };
+        let bin = compile(&dir, if typed { "typed" } else { "untyped" }, ENTRY_WITHOUT_CFI_C, flags);
+        let (elf, table) = table_of(&bin);
+        let entry = elf.entry();
+        assert_eq!(elf.program_entry(), Some(entry), "{what}");
+        assert!(elf.fde_ranges_containing(&[entry]).is_empty(), "{what}: the entry has CFI");
+        let sized = typed.then(|| symbol(&elf, "_start").1);
+        assert_eq!(sized, typed.then_some(ENTRY_LEN), "{what}");
+        let end = expected_entry_end(&elf, &bin, entry, sized);
+        assert!(end >= entry + ENTRY_LEN, "{what}: {entry:#x}..{end:#x}");
+        assert_entry_root(&table, entry, end, what);
+        // Named, the bare label too: the return address of `call work`.
+        let symbols = elf.symbols().expect("symbols");
+        assert_eq!(symbols.lookup(entry + 7), Some(("_start".into(), 7)), "{what}");
+    }
+}
+
+/// ld.so's `_start` (and `_dl_start_user` after it) has no FDE: the
+/// process's first frames end there, a root.
+#[test]
+fn ld_so_entry_point_is_a_root() {
+    let path = Path::new("/lib64/ld-linux-x86-64.so.2");
+    let (elf, table) = table_of(path);
+    let entry = elf.entry();
+    assert_eq!(elf.program_entry(), Some(entry));
+    if !elf.fde_ranges_containing(&[entry]).is_empty() {
+        eprintln!("SKIPPED: this ld.so's entry point has CFI");
+        assert!(!table.stats.entry_without_cfi);
+        return;
+    }
+    let end = expected_entry_end(&elf, path, entry, None);
+    assert_entry_root(&table, entry, end, "ld.so");
+    assert!(matches!(table.lookup(end), UnwindRule::Cfa { .. }), "ld.so: the next FDE starts at {end:#x}");
+}
+
+/// A library's `e_entry` (GNU ld's default: the start of `.text`) is no
+/// program's entry; an executable's with CFI keeps its rows.
+#[test]
+fn library_entry_is_no_root() {
+    let dir = test_dir("unwind-entry-lib");
+    let lib = compile(&dir, "libentry.so", SHAPES_C, &["-O2", "-shared", "-fPIC"]);
+    // Newer linkers leave a library's e_entry 0: set it where older ones
+    // put it (as in Debian 12's libXau).
+    let text = ElfFile::open(&lib).expect("open").section_by_name(".text").expect(".text").addr;
+    let mut data = std::fs::read(&lib).expect("read");
+    data[24..32].copy_from_slice(&text.to_le_bytes());
+    let patched = dir.join("libentry-patched.so");
+    std::fs::write(&patched, data).expect("write");
+    let (elf, table) = table_of(&patched);
+    assert_eq!(elf.entry(), text);
+    assert_eq!(elf.program_entry(), None);
+    assert!(!table.stats.entry_without_cfi);
+    let exe = compile(&dir, "exe", SHAPES_C, &["-O2"]);
+    let (elf, table) = table_of(&exe);
+    assert_eq!(elf.program_entry(), Some(elf.entry()));
+    assert!(!table.stats.entry_without_cfi);
+    assert_eq!(table.lookup(elf.entry()), UnwindRule::Stop, "crt1's _start: DW_CFA_undefined rip");
 }

@@ -243,3 +243,22 @@ fn dwz_supplementary_file() {
     let sym = FileSymbolizer::load(&FileSource::new(moved.join("chain")), &roots(&root)).expect("load");
     check(&sym, &chain, LineSource::Dwarf, "dwz by build id");
 }
+
+/// ld.so's entry point (`_start`, then `_dl_start_user`: the outermost
+/// frames of a process's start-up) is named `_start` from the untyped
+/// label of its debug file's `.symtab` (libc6-dbg); without that file
+/// it has no name.
+#[test]
+fn ld_so_entry_point_is_named_from_its_debug_file() {
+    let path = Path::new("/lib64/ld-linux-x86-64.so.2");
+    let f = FileSymbolizer::load(&FileSource::new(path), &DebugConfig::default()).expect("load ld.so");
+    let entry = profiler_elf::ElfFile::open(path).expect("open").entry();
+    if f.info().debug_file.is_none() {
+        eprintln!("SKIPPED: no debug file for ld.so (apt-get install libc6-dbg)");
+        return;
+    }
+    for vaddr in [entry, entry + 8] {
+        let (lines, _) = f.symbolize(vaddr).unwrap_or_else(|| panic!("{vaddr:#x} unnamed"));
+        assert_eq!(lines.last().map(|l| &*l.function), Some("_start"), "{vaddr:#x}: {lines:?}");
+    }
+}
