@@ -17,7 +17,7 @@
 #   python3-venv xz-utils  make bench-accuracy: pylint and py-spy in a venv from PyPI; xz is its native program
 #   perltidy libdevel-nytprof-perl php-codesniffer php-excimer  make bench-accuracy: the Perl and PHP programs and their profilers
 set -euo pipefail
-packages=(clang-19 libclang1-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool dwz openjdk-17-jdk-headless ruby php-cli php-fpm perl erlang-base elixir python3-venv xz-utils perltidy libdevel-nytprof-perl php-codesniffer php-excimer)
+packages=(clang-19 libclang1-19 llvm-19 libelf-dev zlib1g-dev pkg-config make gcc g++ protobuf-compiler linux-perf bpftool dwz openjdk-17-jdk-headless ruby php-cli php-fpm perl erlang-base elixir python3-venv xz-utils perltidy libdevel-nytprof-perl php-codesniffer php-excimer libc6-dbg)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
