@@ -121,6 +121,27 @@ fn deep_recursion_comes_through_whole() {
     );
 }
 
+/// As deep as real recursive programs go (a Go formatter reaches 1,900
+/// frames): 1,500 frames, dozens of program runs, come through whole
+/// down to the thread's root.
+#[test]
+fn recursion_1500_deep_reaches_main() {
+    let _serial = serial();
+    let exe = c_workload("deep_recursion.c");
+    let depth = 1500;
+    let w = Workload::spawn(Command::new(&exe).arg(depth.to_string()));
+    let Some((traces, stats)) = profile_running(&w) else { return };
+    let mut below_main = vec![Fn("recurse"); depth];
+    below_main.push(Fn("deep_leaf"));
+    let chain = c_main_thread(&below_main);
+    let c = completeness(&traces, w.pid(), Fn("deep_leaf"), &chain);
+    assert_complete("1500-deep recursion", &c, &stats);
+    assert!(
+        stats.unwind_stopped.get(UnwindStop::MaxFrames) + stats.unwind_stopped.get(UnwindStop::TailCalls) == 0,
+        "{stats:#?}"
+    );
+}
+
 /// Deeper than the frame limit: every sample ends with the
 /// `[truncated]` frame, after exactly `MAX_USER_FRAMES` frames from the
 /// leaf, and is counted as such.
