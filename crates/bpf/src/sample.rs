@@ -21,9 +21,8 @@ const AREA: usize = size_of::<sample_record>() - offset_of!(sample_record, event
 const LABELS_SIZE: usize = size_of::<c::go_labels>();
 const _: () = assert!(size_of::<sample_record>() == 32768);
 const _: () = assert!(AREA >= MAX_FRAMES * 8 + STACK_COPY_HEADER_SIZE + LABELS_SIZE);
-const _: () = assert!(
-    AREA >= (c::MAX_KERNEL_FRAMES as usize + 256) * 8 + STACK_COPY_HEADER_SIZE + STACK_COPY_MAX + LABELS_SIZE
-);
+const _: () =
+    assert!(AREA >= (c::MAX_KERNEL_FRAMES as usize + 256) * 8 + STACK_COPY_HEADER_SIZE + STACK_COPY_MAX + LABELS_SIZE);
 
 /// The user stack of a sample whose process (or pc) was not loaded yet,
 /// copied where the in-kernel unwinder stopped, for
