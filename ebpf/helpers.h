@@ -114,7 +114,14 @@ static __always_inline void send_sample_sized(struct sample_event *event, u8 sto
 		size = sizeof(*event);
 	if (extra > sizeof(struct stack_copy) + STACK_COPY_MAX)
 		extra = 0;
-	size += extra;
+	/* A stack copy takes the room its frame words leave
+	 * (append_stack_copy); the verifier knows the two bounds apart only:
+	 * bound their sum (after a barrier, or clang drops the check). */
+	u64 total = size + extra;
+	barrier_var(total);
+	if (total > SAMPLE_EVENT_HEADER_SIZE + SAMPLE_COPY_AREA + sizeof(struct stack_copy))
+		total = size;
+	size = total;
 	if (event->flags & SAMPLE_FLAG_GO_LABELS) {
 		u32 added = append_go_labels((u8 *)event + size);
 		if (!added)
@@ -155,8 +162,14 @@ static __always_inline u32 append_stack_copy(struct sample_record *record)
 {
 	struct sample_event *event = &record->event;
 	u64 words = (u64)event->kernel_frames + event->user_frames;
-	if (words > MAX_KERNEL_FRAMES + MAX_USER_FRAMES)
+	if (words > SAMPLE_WORDS_MAX)
 		return 0;
+	/* The window fits in the room the frame words leave (maps.h): a full
+	 * one after a few, less after many. Each branch gives the verifier
+	 * both bounds. */
+	u32 most = STACK_COPY_MAX;
+	if (words > STACK_COPY_FULL_WORDS)
+		most = STACK_COPY_DEEP_MAX;
 	u32 zero = 0;
 	struct stack_copy_budget *budget = bpf_map_lookup_elem(&stack_copy_budgets, &zero);
 	if (!budget)
@@ -178,8 +191,8 @@ static __always_inline u32 append_stack_copy(struct sample_record *record)
 	u32 size = 0;
 	for (int pages = STACK_COPY_EXTRA_PAGES; pages >= 0; pages--) {
 		u32 want = head + pages * STACK_COPY_PAGE;
-		if (want > STACK_COPY_MAX)
-			want = STACK_COPY_MAX;
+		if (want > most)
+			want = most;
 		if (bpf_probe_read_user(window, want, (const void *)sp) == 0) {
 			size = want;
 			break;

@@ -5,11 +5,11 @@
  * replace the native frames of their loop.
  *
  * Included once by profiler.bpf.c, after native_unwinder.bpf.h (its
- * unwind_step, step results and tail-call budget) and before the
+ * unwind_frame, step results and tail-call budget) and before the
  * interpreter unwinders.
  *
  * The driver (interpreter_unwind_run) runs the rest of a sample from the
- * hand-over on: the native frames with unwind_step, and at each loop
+ * hand-over on: the native frames with unwind_frame, and at each loop
  * frame of its interpreter that interpreter's walk, one step at a time,
  * INTERP_STEPS_PER_PROGRAM steps per program run, resuming across tail
  * calls (the walk's state is in record->interp). A loop frame with no
@@ -47,7 +47,7 @@ static __always_inline void unwinder_run_again(void *ctx, void *progs, struct sa
 
 /* Loop iterations per program run of interpreter_unwind_run: each
  * unwinds a native frame or takes one step of the interpreter's walk. */
-#define INTERP_STEPS_PER_PROGRAM 24
+#define INTERP_STEPS_PER_PROGRAM 64
 
 /* What an interpreter brings to interpreter_unwind_run. All three are
  * __always_inline functions named by constants, so the calls are
@@ -93,12 +93,12 @@ static __always_inline int interpreter_unwind_run(void *ctx, void *progs, u32 sl
 			interp->mode = INTERP_MODE_UNAVAILABLE;
 		}
 	}
+	int result = STEP_CONTINUE;
 	for (int i = 0; i < INTERP_STEPS_PER_PROGRAM; i++) {
-		int result;
 		if (interp->in_loop) {
 			result = step(record);
 		} else {
-			result = unwind_step(record, pid);
+			result = unwind_frame(pid);
 			if (result == STEP_INTERPRETER) {
 				if (interp->unwinder == slot && enter(interp)) {
 					/* The next loop frame: its frames
@@ -111,10 +111,12 @@ static __always_inline int interpreter_unwind_run(void *ctx, void *progs, u32 sl
 				result = STEP_CONTINUE;
 			}
 		}
-		if (result != STEP_CONTINUE) {
-			send_sample(&record->event, result);
-			return 0;
-		}
+		if (result != STEP_CONTINUE)
+			break;
+	}
+	if (result != STEP_CONTINUE) {
+		send_sample(&record->event, result);
+		return 0;
 	}
 	unwinder_run_again(ctx, progs, record, slot);
 	return 0;

@@ -107,19 +107,44 @@ struct interp_state {
 	};
 };
 
+/* The kernel's bound on a per-CPU map value (PCPU_MIN_UNIT_SIZE): scratch
+ * cannot be created above it. */
+#define SCRATCH_RECORD_MAX 32768
+#define SAMPLE_WORDS_MAX (MAX_KERNEL_FRAMES + MAX_USER_FRAMES)
+
+/* The members of struct sample_record before its tail room (all of
+ * them multiples of 8 bytes: no padding, checked below). */
+#define SAMPLE_HEAD_BYTES (sizeof(struct unwind_state) + sizeof(struct interp_state) + sizeof(struct sample_event))
+
+/* The sample goes out in one piece: its header, the used frame words,
+ * then a struct stack_copy and its window, then a struct go_labels. The
+ * unused frame words and tail_room are one area for what follows the
+ * used words: a stack as deep as MAX_USER_FRAMES and a full stack copy
+ * do not both fit in a per-CPU value, and a sample has one or the other
+ * (a stack copy is taken where the unwinder stopped early). */
 struct sample_record {
 	struct unwind_state state;
 	struct interp_state interp;
 	struct sample_event event;
-	/* Room for a struct stack_copy and its window after the used frame
-	 * words, whichever their number: the sample goes out in one piece. */
-	u8 stack_copy_room[sizeof(struct stack_copy) + STACK_COPY_MAX];
-	/* Room for a struct go_labels after the stack copy. */
-	u8 go_labels_room[sizeof(struct go_labels)];
+	u8 tail_room[SCRATCH_RECORD_MAX - SAMPLE_HEAD_BYTES];
 };
-/* The kernel's bound on a per-CPU map value (PCPU_MIN_UNIT_SIZE): scratch
- * cannot be created above it. */
-_Static_assert(sizeof(struct sample_record) <= 32768, "the scratch record is a per-CPU map value");
+_Static_assert(sizeof(struct sample_record) == SCRATCH_RECORD_MAX, "the scratch record is a per-CPU map value");
+
+/* Bytes from frames[0] to the end of the record. */
+#define SAMPLE_AREA_BYTES (SAMPLE_WORDS_MAX * 8 + SCRATCH_RECORD_MAX - SAMPLE_HEAD_BYTES)
+/* Of them, what the frame words and a stack copy (header and window)
+ * may take: the Go labels' room is kept after them. */
+#define SAMPLE_COPY_AREA (SAMPLE_AREA_BYTES - sizeof(struct go_labels) - sizeof(struct stack_copy))
+/* Frame words (kernel and user) below which a full STACK_COPY_MAX
+ * window fits after them. */
+#define STACK_COPY_FULL_WORDS ((SAMPLE_COPY_AREA - STACK_COPY_MAX) / 8)
+/* The window after more words: what the most frame words leave. */
+#define STACK_COPY_DEEP_MAX (SAMPLE_COPY_AREA - SAMPLE_WORDS_MAX * 8)
+_Static_assert(SAMPLE_COPY_AREA >= SAMPLE_WORDS_MAX * 8, "the frame words fit with the Go labels");
+_Static_assert(STACK_COPY_FULL_WORDS >= MAX_KERNEL_FRAMES + 256,
+	       "a full stack copy fits after a kernel stack and 256 user frames");
+_Static_assert(STACK_COPY_DEEP_MAX >= 8192 && STACK_COPY_DEEP_MAX < STACK_COPY_MAX,
+	       "a stack copy after the most frames is at least two pages");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -32,10 +32,10 @@
  */
 
 /* Frames unwound per program run (each costs up to 21 map lookups). The
- * verifier's cost grows about linearly: on 6.18 it processes 28k
- * instructions at 12 frames, 60k at 32, 98k at 48 (limit 1M); 32 frames
- * take a 256-frame stack in 8 runs. */
-#define NATIVE_FRAMES_PER_PROGRAM 32
+ * verifier's cost grows about linearly with it (limit 1M): see
+ * docs/native-unwinding.md for the counts per kernel. 64 frames per run
+ * take MAX_USER_FRAMES within the tail calls. */
+#define NATIVE_FRAMES_PER_PROGRAM 64
 /* Tail calls per sample: the entry program's call into the unwinder
  * plus these stay within the kernel's MAX_TAIL_CALL_CNT (32, 33 since
  * Linux 5.17). */
@@ -348,6 +348,20 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
 	return STEP_CONTINUE;
 }
 
+/* unwind_step as a global function: the verifier checks it once, where
+ * inlined it checked it again at each frame of a run's loop (32 frames
+ * took 400k of the 1M instructions it allows). It takes no pointer (a
+ * global function's arguments are checked by type alone): the record is
+ * the scratch one. */
+__noinline int unwind_frame(u32 pid)
+{
+	u32 zero = 0;
+	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	if (!record)
+		return UNWIND_STOP_INTERNAL;
+	return unwind_step(record, pid);
+}
+
 /* One run of the native unwinder. Its entries (native_unwind in
  * interpreters.bpf.h, native_off_cpu in off_cpu.bpf.h) differ only in their program
  * type: a tail call stays within the program array of its entry's type
@@ -359,8 +373,9 @@ static __always_inline int native_unwind_run(void *ctx, void *progs)
 	if (!record)
 		return 0;
 	u32 pid = record->event.pid;
+	int result = STEP_CONTINUE;
 	for (int i = 0; i < NATIVE_FRAMES_PER_PROGRAM; i++) {
-		int result = unwind_step(record, pid);
+		result = unwind_frame(pid);
 		if (result == STEP_INTERPRETER) {
 			/* The interpreter's unwinder runs the rest of the
 			 * sample. */
@@ -370,12 +385,16 @@ static __always_inline int native_unwind_run(void *ctx, void *progs)
 			}
 			/* It cannot: the loops are native frames. */
 			record->interp.mode = INTERP_MODE_UNAVAILABLE;
+			result = STEP_CONTINUE;
 			continue;
 		}
-		if (result != STEP_CONTINUE) {
-			finish_sample(record, result);
-			return 0;
-		}
+		if (result != STEP_CONTINUE)
+			break;
+	}
+	/* Once, after the loop: the verifier need not check it per frame. */
+	if (result != STEP_CONTINUE) {
+		finish_sample(record, result);
+		return 0;
 	}
 	if (record->event.user_frames >= MAX_USER_FRAMES) {
 		send_sample(&record->event, UNWIND_STOP_MAX_FRAMES);

@@ -14,8 +14,11 @@
 /* Longest kernel stack we keep; bpf_get_stack's own cap is 127
  * (sysctl kernel.perf_event_max_stack). */
 #define MAX_KERNEL_FRAMES 128
-/* Longest user stack we keep. */
-#define MAX_USER_FRAMES 512
+/* Longest user stack we keep: real programs recurse deeper than 1,000
+ * frames (a Go formatter ~1,900, a TypeScript compile on Node, erlc).
+ * Bounded by the scratch record (a per-CPU map value, maps.h) and by the
+ * program runs a sample gets (native_unwinder.bpf.h). */
+#define MAX_USER_FRAMES 2048
 #define COMM_LEN 16
 
 /* Set in a user frame word when the address is the exact pc of the
@@ -131,7 +134,8 @@ enum unwind_stop {
  * and the used frame words are sent: frames[] holds kernel_frames kernel
  * addresses, then user_frames user addresses (pcs; see FRAME_EXACT_PC),
  * leaf first. With SAMPLE_FLAG_STACK_COPY, a struct stack_copy and its
- * bytes follow the used frame words. */
+ * bytes follow the used frame words (in the scratch record they share
+ * one area with the unused ones: maps.h). */
 struct sample_event {
 	__u32 pid;            /* tgid */
 	__u32 tid;
@@ -156,7 +160,9 @@ struct sample_event {
  * unwinds the rest of it from this window with the same rules. A
  * command-line interpreter may run its scripts 12-22 KiB above main's
  * frame (one frame alone can take 5 KiB); the scratch record that holds
- * the window is a per-CPU map value, at most 32 KiB (maps.h). */
+ * the window is a per-CPU map value, at most 32 KiB (maps.h). Such a
+ * sample has few frames (UNKNOWN_PID: none but the leaf); one with many
+ * gets the room its frame words leave (STACK_COPY_DEEP_MAX, maps.h). */
 #define STACK_COPY_MAX 24576
 
 /* The unwinder's state where it stopped (its frame at pc is the last

@@ -105,21 +105,35 @@ fn samples_in_the_kernel_unwind_the_user_stack() {
     assert_complete("user stacks of samples in the kernel", &c, &stats);
 }
 
-#[test]
-fn deep_recursion_comes_through_whole() {
+/// `deep_recursion.c` run `depth` frames deep: the whole chain down to
+/// the thread's root, never cut at the frame limit.
+fn deep_recursion_reaches_main(depth: usize) {
     let _serial = serial();
     let exe = c_workload("deep_recursion.c");
-    let w = Workload::spawn(&mut Command::new(&exe));
+    let w = Workload::spawn(Command::new(&exe).arg(depth.to_string()));
     let Some((traces, stats)) = profile_running(&w) else { return };
-    let mut below_main = vec![Fn("recurse"); 150];
+    let mut below_main = vec![Fn("recurse"); depth];
     below_main.push(Fn("deep_leaf"));
     let chain = c_main_thread(&below_main);
     let c = completeness(&traces, w.pid(), Fn("deep_leaf"), &chain);
-    assert_complete("150-deep recursion", &c, &stats);
+    assert_complete(&format!("{depth}-deep recursion"), &c, &stats);
     assert!(
         stats.unwind_stopped.get(UnwindStop::MaxFrames) + stats.unwind_stopped.get(UnwindStop::TailCalls) == 0,
         "{stats:#?}"
     );
+}
+
+#[test]
+fn deep_recursion_comes_through_whole() {
+    deep_recursion_reaches_main(150);
+}
+
+/// As deep as real recursive programs go (a Go formatter reaches 1,900
+/// frames): 1,500 frames, dozens of program runs, come through whole
+/// down to the thread's root.
+#[test]
+fn recursion_1500_deep_reaches_main() {
+    deep_recursion_reaches_main(1500);
 }
 
 /// Deeper than the frame limit: every sample ends with the

@@ -240,6 +240,32 @@ fn chain_test(version: &str) {
     assert!(wrong.len() * 100 <= right, "{what}: {} frames elsewhere: {wrong:?}", wrong.len());
 }
 
+/// A recursion 1,000 Python calls deep comes through whole, from the
+/// interpreter's root to `<module>` and every `recurse`. From 3.11 on
+/// (Python-to-Python calls in one run of the evaluation loop): before,
+/// each call adds native frames, and 1,000 calls pass the frame limit.
+#[test]
+fn recursion_1000_deep_reaches_module() {
+    let _serial = serial();
+    let Some(py) = Python::find("system") else { return };
+    if py.minor < 11 {
+        eprintln!("SKIPPED: Python 3.{} runs each call in a native frame of its own", py.minor);
+        return;
+    }
+    let depth = 1000;
+    let w = py.spawn("deep.py");
+    let Some((traces, stats)) = profile_running(&w) else { return };
+    let mut names = vec!["<module>".to_string()];
+    // recurse(depth) down to recurse(0), which calls leaf
+    names.extend(std::iter::repeat_n("recurse".to_string(), depth + 1));
+    names.push("leaf".to_string());
+    let mut chain = main_root(&py);
+    chain.extend(python_chain(&py, &names));
+    let c = completeness(&traces, w.pid(), None, &chain);
+    assert_complete(&format!("Python {} {depth}-deep recursion", py.describe()), &c, &stats);
+    assert_eq!(stats.user_stacks_frame_limit, 0, "{stats:#?}");
+}
+
 /// The line of `file` (1-based) whose text, trimmed, is `text`.
 fn line_of(file: &Path, text: &str) -> u32 {
     let source = std::fs::read_to_string(file).unwrap();

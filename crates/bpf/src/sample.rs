@@ -14,15 +14,15 @@ const MAX_FRAMES: usize = (c::MAX_KERNEL_FRAMES + c::MAX_USER_FRAMES) as usize;
 /// `STACK_COPY_MAX`: most bytes of stack in one copy.
 pub const STACK_COPY_MAX: usize = c::STACK_COPY_MAX as usize;
 const STACK_COPY_HEADER_SIZE: usize = size_of::<c::stack_copy>();
-// The scratch record has room for a header and a full window after the
-// last frame word.
-const _: () = assert!(
-    offset_of!(sample_record, go_labels_room) - offset_of!(sample_record, stack_copy_room)
-        == STACK_COPY_HEADER_SIZE + STACK_COPY_MAX
-);
-// And room for the Go labels after that.
+// The scratch record's area from frames[] on (ebpf/maps.h) holds the most
+// frame words and the Go labels, or a full window after a kernel stack and
+// 256 user frames.
+const AREA: usize = size_of::<sample_record>() - offset_of!(sample_record, event) - HEADER_SIZE;
+const LABELS_SIZE: usize = size_of::<c::go_labels>();
+const _: () = assert!(size_of::<sample_record>() == 32768);
+const _: () = assert!(AREA >= MAX_FRAMES * 8 + STACK_COPY_HEADER_SIZE + LABELS_SIZE);
 const _: () =
-    assert!(size_of::<sample_record>() - offset_of!(sample_record, go_labels_room) == size_of::<c::go_labels>());
+    assert!(AREA >= (c::MAX_KERNEL_FRAMES as usize + 256) * 8 + STACK_COPY_HEADER_SIZE + STACK_COPY_MAX + LABELS_SIZE);
 
 /// The user stack of a sample whose process (or pc) was not loaded yet,
 /// copied where the in-kernel unwinder stopped, for

@@ -40,7 +40,7 @@
  */
 
 /* Frames walked per program run. */
-#define BEAM_FRAMES_PER_PROGRAM 16
+#define BEAM_FRAMES_PER_PROGRAM 64
 
 /* Appends the Erlang frame at pc; false when the stack is full. */
 static __always_inline bool beam_record(struct sample_record *record, u64 pc, bool return_address)
@@ -199,6 +199,17 @@ static __always_inline int beam_scheduler_root(struct sample_record *record, str
 	return STEP_CONTINUE;
 }
 
+/* beam_step as a global function, which the verifier checks once rather
+ * than at each frame of a run (native_unwinder.bpf.h, unwind_frame). */
+__noinline int beam_frame(u32 recorded)
+{
+	u32 zero = 0;
+	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	if (!record)
+		return UNWIND_STOP_INTERNAL;
+	return beam_step(record, &record->interp.beam.process, recorded);
+}
+
 /* Runs the Erlang frames of a sample whose stack reached the JIT's code,
  * then hands back to the native unwinder; `progs` is the program array
  * of the entry it runs under (perf_event or off-CPU tp_btf). */
@@ -246,7 +257,7 @@ static __always_inline int beam_unwind_run(void *ctx, void *progs)
 	interp->in_loop = 0;
 
 	for (int i = 0; i < BEAM_FRAMES_PER_PROGRAM; i++) {
-		result = beam_step(record, &interp->beam.process, resumed && i == 0);
+		result = beam_frame(resumed && i == 0);
 		if (result == STEP_BEAM_BOTTOM) {
 			result = beam_scheduler_root(record, &interp->beam.process, tgid);
 			if (result != STEP_CONTINUE)

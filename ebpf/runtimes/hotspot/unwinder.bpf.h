@@ -41,7 +41,7 @@
  */
 
 /* Java frames unwound per program run. */
-#define HOTSPOT_FRAMES_PER_PROGRAM 12
+#define HOTSPOT_FRAMES_PER_PROGRAM 64
 /* Segment map steps to a blob's first segment: each step goes back at
  * most 254 segments (of 64 or 128 bytes), so 32 steps cover blobs of at
  * least 500 KiB; the interpreter, the largest, is not looked up so. */
@@ -902,6 +902,19 @@ static __always_inline int hotspot_step(struct sample_record *record, struct hot
 	return hotspot_compiled(record, jvm, blob);
 }
 
+/* hotspot_step as a global function, which the verifier checks once
+ * rather than at each frame of a run (native_unwinder.bpf.h,
+ * unwind_frame). */
+__noinline int hotspot_frame(u32 tgid)
+{
+	u32 zero = 0;
+	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	struct hotspot_process *jvm = bpf_map_lookup_elem(&hotspot_processes, &tgid);
+	if (!record || !jvm)
+		return UNWIND_STOP_INTERNAL;
+	return hotspot_step(record, jvm);
+}
+
 /* Runs the Java frames of a sample whose stack reached the code cache,
  * then hands back to the native unwinder; `progs` is the program array
  * of the entry it runs under (perf_event or off-CPU tp_btf). */
@@ -970,7 +983,7 @@ static __always_inline int hotspot_unwind_run(void *ctx, void *progs)
 			}
 			goto native;
 		}
-		int result = hotspot_step(record, jvm);
+		int result = hotspot_frame(tgid);
 		if (result == STEP_HOTSPOT_NATIVE)
 			goto native;
 		if (result != STEP_CONTINUE) {

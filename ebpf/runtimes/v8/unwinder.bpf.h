@@ -34,7 +34,7 @@
  */
 
 /* Frames followed per program run. */
-#define V8_FRAMES_PER_PROGRAM 32
+#define V8_FRAMES_PER_PROGRAM 64
 /* Largest distance from a frame to its caller's (V8's own limit on a
  * frame is far below). */
 #define V8_MAX_FRAME_SIZE (1ULL << 20)
@@ -204,6 +204,24 @@ static __always_inline bool v8_code(struct unwind_state *state, u32 tgid, struct
 	return found;
 }
 
+/* One frame of the loop below as a global function, which the verifier
+ * checks once rather than at each frame of a run (native_unwinder.bpf.h,
+ * unwind_frame): STEP_V8_NATIVE when the pc is not V8's code (checked
+ * from the second frame of a run on: the first was checked before). */
+__noinline int v8_frame(u32 tgid, u32 first)
+{
+	u32 zero = 0;
+	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	if (!record)
+		return UNWIND_STOP_INTERNAL;
+	struct v8_process *v8 = &record->interp.v8.process;
+	/* The first pc is V8's (the hand-over, or checked before the tail
+	 * call); its lookup still tells JIT memory apart. */
+	if (!v8_code(&record->state, tgid, v8) && !first)
+		return STEP_V8_NATIVE;
+	return v8_step(record, v8);
+}
+
 /* Runs the JavaScript frames of a sample whose stack reached V8's code,
  * then hands back to the native unwinder; `progs` is the program array
  * of the entry it runs under (perf_event or off-CPU tp_btf). */
@@ -230,11 +248,7 @@ static __always_inline int v8_unwind_run(void *ctx, void *progs)
 	interp->in_loop = 0;
 
 	for (int i = 0; i < V8_FRAMES_PER_PROGRAM; i++) {
-		/* The first pc is V8's (the hand-over, or checked before the
-		 * tail call); its lookup still tells JIT memory apart. */
-		if (!v8_code(state, tgid, &interp->v8.process) && i > 0)
-			goto native;
-		int result = v8_step(record, &interp->v8.process);
+		int result = v8_frame(tgid, i == 0);
 		if (result == STEP_V8_NATIVE)
 			goto native;
 		if (result != STEP_CONTINUE) {
