@@ -128,6 +128,12 @@ static __always_inline void send_sample_sized(struct sample_event *event, u8 sto
 			event->flags &= ~SAMPLE_FLAG_GO_LABELS;
 		size += added;
 	}
+	/* Bounded again where it is used: Linux 6.12's verifier loses the
+	 * upper bound of a register tied to the sum above by an offset
+	 * (refused as an unbounded read). Never true: the header alone then. */
+	barrier_var(size);
+	if (size > SAMPLE_EVENT_HEADER_SIZE + SAMPLE_COPY_AREA + sizeof(struct stack_copy) + sizeof(struct go_labels))
+		size = SAMPLE_EVENT_HEADER_SIZE;
 	if (bpf_ringbuf_output(&samples, event, size, wake ? BPF_RB_FORCE_WAKEUP : wakeup_flag()) < 0)
 		count(COUNTER_SAMPLES_LOST_RINGBUF);
 	else
