@@ -22,7 +22,8 @@ pub(crate) const PENDING_TIMEOUT: Duration = Duration::from_secs(8);
 /// as it is when a new one does not fit). 8 MiB holds the BPF budget of
 /// two CPUs at 20 Hz for the whole timeout.
 const MAX_PENDING_SAMPLES: usize = 1024;
-pub(crate) const MAX_PENDING_BYTES: usize = 8 << 20;
+/// The stack bytes held at most.
+pub const MAX_PENDING_BYTES: usize = 8 << 20;
 /// How often held samples are checked.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 // MAX_USER_FRAMES of the BPF unwinder: the late frames continue the

@@ -51,6 +51,7 @@ pub use config::{
     MAX_REPORTER_INTERVAL_MS, MAX_SAMPLES_PER_SECOND, MAX_UNUSED_TABLES_BUDGET_MIB, MIN_PROBABILISTIC_INTERVAL_MS,
     MIN_REPORTER_INTERVAL_MS, PROBABILISTIC_THRESHOLD_MAX,
 };
+pub use late_unwind::MAX_PENDING_BYTES as LATE_UNWIND_MAX_PENDING_BYTES;
 pub use probabilistic::SamplingWindow;
 pub use profiler_bpf::{BpfError, UnwindStop};
 pub use profiler_elf::kernel_build_id;
