@@ -45,7 +45,7 @@ fn symbolize(build: &PythonBuild, memory: &[u8]) {
     let mut s = PythonSymbolizer::new(64, 1 << 20);
     for code in [BASE, BASE + 8, BASE + 64, BASE + 256] {
         for offset in [0, 2, 10, 1000] {
-            let _ = s.symbolize(&memory, 1, build, 0, code, offset);
+            let _ = s.symbolize(&memory, build, 0, code, offset);
         }
     }
     let _ = profiler_interpreters::python::walk_thread(&memory, build, 0, 1);
