@@ -217,15 +217,20 @@ impl Registry {
         for a in dropped {
             let Some(process) = a.process else { continue };
             let mut slot = lock_slot(&process);
-            let before = slot.object.cached();
-            slot.object.clear();
-            self.count(a.runtime, &slot, before);
+            self.clear_slot(a.runtime, &mut slot);
             let left = slot.object.cached();
             let c = &self.cached[a.runtime.0];
             c.entries.fetch_sub(left.entries, Ordering::Relaxed);
             c.bytes.fetch_sub(left.bytes, Ordering::Relaxed);
             slot.released = true;
         }
+    }
+
+    /// Empties `slot`'s caches, counted.
+    fn clear_slot(&self, runtime: RuntimeId, slot: &mut Slot) {
+        let before = slot.object.cached();
+        slot.object.clear();
+        self.count(runtime, slot, before);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -379,12 +384,7 @@ impl Registry {
             let exited = state.exited.iter().flat_map(|(_, a, _)| a);
             live.chain(exited).filter(|a| a.runtime == runtime).filter_map(|a| a.process.clone()).collect()
         };
-        let clear = |process: &Shared| {
-            let mut slot = lock_slot(process);
-            let before = slot.object.cached();
-            slot.object.clear();
-            self.count(runtime, &slot, before);
-        };
+        let clear = |process: &Shared| self.clear_slot(runtime, &mut lock_slot(process));
         objects.iter().filter(|o| !Arc::ptr_eq(o, keep)).for_each(clear);
         if self.cached(runtime).exceeds(bound) {
             clear(keep);
@@ -515,23 +515,19 @@ impl Registry {
     /// the samples already taken ([`MAX_EXITED`], [`EXITED_FOR`]), then
     /// dropped.
     pub fn process_removed(&self, pid: u32) {
-        let expired = {
+        let mut dropped = Vec::new();
+        {
             let mut state = self.lock();
             state.not_yet.remove(&pid);
             if let Some(attached) = state.processes.remove(&pid) {
                 if state.exited.len() >= MAX_EXITED {
-                    let oldest = state.exited.pop_front();
-                    state.exited.push_back((pid, attached, Instant::now()));
-                    oldest.into_iter().flat_map(|(_, a, _)| a).chain(Self::expired(&mut state)).collect()
-                } else {
-                    state.exited.push_back((pid, attached, Instant::now()));
-                    Self::expired(&mut state)
+                    dropped.extend(state.exited.pop_front().into_iter().flat_map(|(_, a, _)| a));
                 }
-            } else {
-                Self::expired(&mut state)
+                state.exited.push_back((pid, attached, Instant::now()));
             }
-        };
-        self.release(expired);
+            dropped.extend(Self::expired(&mut state));
+        }
+        self.release(dropped);
     }
 
     /// Drops the objects of the processes that exited more than
