@@ -670,9 +670,8 @@ def second_reference(name, ours, theirs, key):
     print(f"  {name}: inclusive share, theirs / ours (their largest 15)")
     for k, t, o in side:
         print(f"    {t:5.1f}% {o:5.1f}%  {k}")
-    within = [abs(t - o) for _, t, o in side]
-    return {"name": name, "samples": t_n, "root": t_root, "within_3": sum(d <= 3 for d in within),
-            "within_2": sum(d <= 2 for d in within), "top": len(within), "tvd": tvd(o_self, t_self),
+    return {"name": name, "samples": t_n, "root": t_root, "within_3": within(side, 3),
+            "within_2": within(side, 2), "top": len(side), "tvd": tvd(o_self, t_self),
             "noise": noise_tvd(o_self, t_self)}
 
 
@@ -688,9 +687,9 @@ def jfr_scope(ours, java, theirs):
     _, o_incl, o_n, _, _, _ = distributions(scoped, key)
     _, t_incl, t_n, _, _, _ = distributions(theirs, key)
     _, a_incl, a_n, _, _, _ = distributions(java, key)
-    within = [abs(t - o) for _, t, o in top_side(t_incl, t_n, o_incl, o_n)]
+    side = top_side(t_incl, t_n, o_incl, o_n)
     return (f"  ours in JFR's scope (innermost frame Java code): {o_n} of {a_n} samples with Java frames; "
-            f"top 15 within 3 points {sum(d <= 3 for d in within)} of 15 (within 2: {sum(d <= 2 for d in within)})")
+            f"top 15 within 3 points {within(side, 3)} of 15 (within 2: {within(side, 2)})")
 
 
 def interpreted(sample):
@@ -1015,6 +1014,12 @@ def top_side(t_incl, t_n, o_incl, o_n):
             for k, _ in t_incl.most_common(15)]
 
 
+def within(side, points):
+    """How many of top_side's functions have ours within `points` of
+    theirs."""
+    return sum(1 for _, t, o in side if abs(t - o) <= points)
+
+
 def compare(case, ours, theirs):
     o_self, o_incl, o_n, o_total, o_root, o_root_framed = distributions(ours, case.key)
     t_self, t_incl, t_n, t_total, t_root, t_root_framed = distributions(theirs, case.key)
@@ -1039,8 +1044,8 @@ def compare(case, ours, theirs):
         "top": side,
         "self": self_side,
         "worst": worst,
-        "within_2": sum(1 for _, t, o in side if abs(t - o) <= 2),
-        "within_3": sum(1 for _, t, o in side if abs(t - o) <= 3),
+        "within_2": within(side, 2),
+        "within_3": within(side, 3),
         "unnamed": getattr(case, "unnamed", None),
         "second": getattr(case, "second", None),
     }
