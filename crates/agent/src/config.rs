@@ -29,8 +29,8 @@ pub struct AgentConfig {
     /// started again finds its tables loaded. Default 64; 0 unloads a
     /// file when its last process exits.
     pub unused_tables_budget_mib: u64,
-    /// For tests: the process manager waits this long before it handles
-    /// each new-process or exec event (a busy manager, made
+    /// For tests: the process manager handles each new-process or exec
+    /// event no sooner than this long after it came (a busy manager, made
     /// deterministic). Default 0.
     pub process_load_delay_ms: u64,
     /// Open mapped files through `/proc/PID/map_files` when allowed.

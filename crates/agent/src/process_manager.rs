@@ -14,8 +14,8 @@ use profiler_interpreters::{
     BudgetLimits, BudgetStats, ExecutableMapping, Inspection, PidMemory, ReadBudget, Registry,
 };
 use profiler_process::{
-    EventKind, EventQueue, ExecutableFile, LoadKind, LoaderError, ManagerStats, ProcessFilter, ProcessManager,
-    QueueStats, UnwindLoader, UnwindMapping, UnwindTarget,
+    monotonic_ns, EventKind, EventQueue, ExecutableFile, LoadKind, LoaderError, ManagerStats, ProcessFilter,
+    ProcessManager, QueueStats, UnwindLoader, UnwindMapping, UnwindTarget,
 };
 use profiler_trace::{Pid, TableKey};
 use std::collections::HashMap;
@@ -662,7 +662,7 @@ pub(crate) fn run(
         let mut mark = thread_cpu_us();
         for work in batch {
             if !load_delay.is_zero() && matches!(work.load, Some(LoadKind::New | LoadKind::Exec)) {
-                std::thread::sleep(load_delay);
+                std::thread::sleep(remaining_delay(load_delay, work.ktime_ns, monotonic_ns()));
             }
             // A load a sample waits for counts as one, also when it came
             // merged with an exec.
@@ -706,6 +706,17 @@ pub(crate) fn run(
     publish(&manager, cpu);
 }
 
+/// What is left of the test knob's delay for work whose first event came
+/// at `event_ns`: the delay counts from the event, so that work queued
+/// behind other delayed work (a shell's short-lived children) is not
+/// delayed once more for each of them. Unknown event times wait it all.
+fn remaining_delay(delay: Duration, event_ns: u64, now_ns: u64) -> Duration {
+    if event_ns == 0 {
+        return delay;
+    }
+    delay.saturating_sub(Duration::from_nanos(now_ns.saturating_sub(event_ns)))
+}
+
 /// glibc keeps what threads free in their arenas: after a big file's
 /// tables were built and loaded, most of the memory it took is free but
 /// still counted in the agent's RSS. `malloc_trim` hands it back (a few
@@ -739,6 +750,16 @@ impl FreeMemoryTrim {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_test_load_delay_counts_from_the_event() {
+        let d = Duration::from_secs(2);
+        assert_eq!(remaining_delay(d, 1_000_000_000, 1_500_000_000), Duration::from_millis(1500));
+        // Queued behind another delayed load: what is left, not 2 s more.
+        assert_eq!(remaining_delay(d, 1_000_000_000, 3_500_000_000), Duration::ZERO);
+        assert_eq!(remaining_delay(d, 0, 3_500_000_000), d, "no event time: the whole delay");
+        assert_eq!(remaining_delay(d, 5_000_000_000, 1_000_000_000), d, "a clock behind the event");
+    }
 
     #[test]
     fn processes_not_ready_are_shown_again_with_backoff_then_given_up() {
