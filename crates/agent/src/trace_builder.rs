@@ -416,8 +416,10 @@ impl TraceBuilder {
     /// build it maps.
     fn interpreter_build(&self, runtime: RuntimeId, snapshot: Option<&ProcessSnapshot>) -> Option<ProcessObject> {
         let snapshot = snapshot?;
-        let ids = snapshot.mappings.iter().filter_map(|m| m.file.as_ref().map(|f| &f.table_key));
-        self.interpreters.find(runtime, snapshot.info.pid().0, ids)
+        let maps = |key: &profiler_trace::TableKey| {
+            snapshot.mappings.iter().any(|m| m.file.as_ref().is_some_and(|f| f.table_key == *key))
+        };
+        self.interpreters.find(runtime, snapshot.info.pid().0, maps)
     }
 
     /// An interpreted frame, named by its runtime from the process's

@@ -323,23 +323,18 @@ impl Registry {
     }
 
     /// The object of `runtime` for process `pid` (a live process first,
-    /// else one that exited lately), attached for one of `file_ids` (the
-    /// files the process maps, as the trace builder knows them): for
-    /// naming frames.
-    pub fn find<'a>(
-        &self,
-        runtime: RuntimeId,
-        pid: u32,
-        file_ids: impl IntoIterator<Item = &'a TableKey>,
-    ) -> Option<ProcessObject> {
+    /// else one that exited lately), attached for a file that `maps`
+    /// (the files the process maps, as the trace builder knows them):
+    /// for naming frames. Asks `maps` only of that pid's objects of that
+    /// runtime, so nothing is collected under the lock.
+    pub fn find(&self, runtime: RuntimeId, pid: u32, maps: impl Fn(&TableKey) -> bool) -> Option<ProcessObject> {
         let state = self.lock();
         if state.processes.is_empty() && state.exited.is_empty() {
             return None;
         }
-        let ids: Vec<&TableKey> = file_ids.into_iter().collect();
         let live = state.processes.get(&pid).into_iter().flatten();
         let exited = state.exited.iter().rev().filter(|(p, _, _)| *p == pid).flat_map(|(_, a, _)| a);
-        live.chain(exited).filter(|a| a.runtime == runtime && ids.contains(&&a.file)).find_map(|a| {
+        live.chain(exited).filter(|a| a.runtime == runtime && maps(&a.file)).find_map(|a| {
             let process = a.process.clone()?;
             Some(ProcessObject { runtime, process })
         })
@@ -761,7 +756,7 @@ mod tests {
     /// The function `r` names word 7 of `pid` with, by the object of the
     /// fake runtime attached for file `k`.
     fn named(r: &Registry, pid: u32, k: u64) -> Option<String> {
-        let object = r.find(RuntimeId(1), pid, [&key(k)])?;
+        let object = r.find(RuntimeId(1), pid, |f: &TableKey| *f == key(k))?;
         let memory = crate::memory::fake::FakeMemory::default();
         let lines = r.lines(&object, &memory, 7, &mut NamerStats::default());
         Some(lines[0].function.to_string())
@@ -778,8 +773,8 @@ mod tests {
         assert!(r.file_loaded(key(1)).is_some());
         r.process_mapped(1, &[(key(1), 0x10)], &memory);
         assert_eq!(named(&r, 1, 1).as_deref(), Some("1:0x10"));
-        assert!(r.find(RuntimeId(1), 1, [&key(9)]).is_none(), "a file the process does not map");
-        assert!(r.find(RuntimeId(0), 1, [&key(1)]).is_none(), "another runtime's file");
+        assert!(r.find(RuntimeId(1), 1, |f: &TableKey| *f == key(9)).is_none(), "a file the process does not map");
+        assert!(r.find(RuntimeId(0), 1, |f: &TableKey| *f == key(1)).is_none(), "another runtime's file");
         assert_eq!(r.stats()[1].files, 1);
         assert!(r.file_unloaded(key(1)).is_some());
         assert!(r.loaded(&key(1)).is_none());
@@ -961,7 +956,7 @@ mod tests {
             r.process_mapped(pid, &[(key(1), 0x10)], &memory);
         }
         let name = |pid: u32, word: u64, stats: &mut NamerStats| {
-            let object = r.find(RuntimeId(1), pid, [&key(1)]).unwrap();
+            let object = r.find(RuntimeId(1), pid, |f: &TableKey| *f == key(1)).unwrap();
             r.lines(&object, &memory, word, stats);
         };
         for (pid, word) in [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1)] {
@@ -981,7 +976,7 @@ mod tests {
         r.forget_exited();
         assert_eq!(r.cached(RuntimeId(1)), CacheUse::default());
         // An object dropped while a sample holds it names, uncounted.
-        let object = r.find(RuntimeId(1), 2, [&key(1)]).unwrap();
+        let object = r.find(RuntimeId(1), 2, |f: &TableKey| *f == key(1)).unwrap();
         r.process_removed(2);
         r.lock().exited.iter_mut().for_each(|(_, _, at)| *at -= EXITED_FOR + Duration::from_secs(1));
         r.forget_exited();
