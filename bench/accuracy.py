@@ -157,8 +157,9 @@ def python_case(seconds):
     cmd = [str(venv / "bin/pylint"), "--jobs=1", "--disable=all", "--enable=W,E,R", "--exit-zero", str(target)]
 
     def reference(pid, out):
-        return [str(venv / "bin/py-spy"), "record", "--pid", str(pid), "--rate", str(HZ), "--duration",
-                str(seconds), "--format", "raw", "--output", str(out)]
+        # No --duration: the window is the gate's (profile_gated).
+        return [str(venv / "bin/py-spy"), "record", "--pid", str(pid), "--rate", str(HZ), "--format", "raw",
+                "--output", str(out)]
 
     return Case(
         runtime="Python",
@@ -169,6 +170,7 @@ def python_case(seconds):
         read_reference=read_folded_pyspy,
         ours_frames=interpreted,
         key=python_key,
+        gated=True,
     )
 
 
@@ -416,8 +418,9 @@ def ruby_case(seconds):
     cmd = ["rdoc", "--dry-run", "-q", f"/usr/lib/ruby/{ruby_version}"]
 
     def reference(pid, out):
-        return [str(rbspy), "record", "--pid", str(pid), "--rate", str(HZ), "--duration", str(seconds), "--format",
-                "collapsed", "--file", str(out), "--silent"]
+        # No --duration: the window is the gate's (profile_gated).
+        return [str(rbspy), "record", "--pid", str(pid), "--rate", str(HZ), "--format", "collapsed", "--file",
+                str(out), "--silent"]
 
     return Case(
         runtime="Ruby",
@@ -429,6 +432,8 @@ def ruby_case(seconds):
         # Ruby methods only: rbspy does not name C functions.
         ours_frames=lambda s: [f for f in interpreted(s) if f.file],
         key=ruby_key,
+        reconcile=name_eval_files,
+        gated=True,
     )
 
 
@@ -722,6 +727,12 @@ class Case:
         # run(agent, seconds, work) -> (ours, theirs): a case that starts
         # its programs and the agent itself.
         self.run = None
+        # (ours, theirs) -> (ours, theirs): names put alike where the two
+        # profilers name one frame differently.
+        self.reconcile = lambda ours, theirs: (ours, theirs)
+        # The program is stopped while the agent and the reference attach
+        # and after the window (profile_gated): both see the same seconds.
+        self.gated = False
         self.__dict__.update(kw)
 
 
@@ -802,8 +813,13 @@ def ruby_key(frame):
     (`block in parse_files`) and its file's base name, symbolic links
     resolved (the main script is `/usr/bin/rdoc` as run, a link to
     `rdoc3.1`: rbspy gives the real path, we the path as run)."""
+    return f"{ruby_label(frame)} ({os.path.basename(os.path.realpath(frame.file))})"
+
+
+def ruby_label(frame):
+    """A Ruby frame's label without its class (`block in parse_files`)."""
     m = RUBY_BLOCK.match(frame.function or "?")
-    return f"{m.group(1) or ''}{re.split(r'[#.]', m.group(2))[-1]} ({os.path.basename(os.path.realpath(frame.file))})"
+    return f"{m.group(1) or ''}{re.split(r'[#.]', m.group(2))[-1]}"
 
 
 def read_rbspy(path):
@@ -826,6 +842,39 @@ def read_rbspy(path):
         whole = bool(frames) and frames[-1].function == "<main>"
         stacks.append((frames, int(count), whole))
     return stacks
+
+
+# rbspy's file of a frame whose iseq has no real path: code compiled by
+# `eval` (an ERB template's result), whose path is the name given to eval.
+RBSPY_NO_FILE = "unknown"
+
+
+def name_eval_files(ours, theirs):
+    """rbspy's frames without a file (RBSPY_NO_FILE: rbspy reads an
+    iseq's real path, which Ruby leaves nil for code compiled by `eval`,
+    as ERB#result compiles rdoc's templates) given the file ours gives
+    their label (the path eval was given, as Ruby's own backtraces show
+    it: `class.rhtml:..:in 'block in generate_class'`), when ours gives
+    that label one file only; the labels named so are printed. Without
+    this the same frames are two keys, each 0% on the other side."""
+    files = collections.defaultdict(set)
+    for frames, _, _ in ours:
+        for f in frames:
+            files[ruby_label(f)].add(f.file)
+    named = collections.Counter()
+
+    def name(f):
+        label = ruby_label(f)
+        if f.file != RBSPY_NO_FILE or len(files.get(label, ())) != 1:
+            return f
+        (file,) = files[label]
+        named[f"{label} ({os.path.basename(file)})"] += 1
+        return pprof_reader.Frame(f.function, file, f.line, f.native)
+
+    theirs = [([name(f) for f in frames], count, whole) for frames, count, whole in theirs]
+    for label, stacks in sorted(named.items()):
+        print(f"rbspy: file of {label} taken from ours ({stacks} stacks; rbspy has none)")
+    return ours, theirs
 
 
 def php_key(frame):
@@ -1014,6 +1063,22 @@ def top_side(t_incl, t_n, o_incl, o_n):
             for k, _ in t_incl.most_common(15)]
 
 
+def difference_se(side, t_n, o_n):
+    """The largest standard error (in points) of the difference between
+    theirs and ours of top_side's shares, were the two profiles
+    independent draws of `t_n` and `o_n` samples from one distribution
+    (its pooled share): the spread sampling alone gives a difference. It
+    is largest for shares near 50%. Both profiling the same seconds, the
+    shares of functions that run for long stretches differ by less."""
+    if not t_n or not o_n:
+        return 0.0
+    worst = 0.0
+    for _, t, o in side:
+        p = (t * t_n + o * o_n) / (100 * (t_n + o_n))
+        worst = max(worst, 100 * (p * (1 - p) * (1 / t_n + 1 / o_n)) ** 0.5)
+    return worst
+
+
 def within(side, points):
     """How many of top_side's functions have ours within `points` of
     theirs."""
@@ -1046,6 +1111,7 @@ def compare(case, ours, theirs):
         "worst": worst,
         "within_2": within(side, 2),
         "within_3": within(side, 3),
+        "se": difference_se(side, t_n, o_n),
         "unnamed": getattr(case, "unnamed", None),
         "second": getattr(case, "second", None),
     }
@@ -1112,6 +1178,77 @@ def profile_whole_life(case, agent, seconds, work):
     return ours, case.read_reference(written[0])
 
 
+# How long the reference gets to attach to the stopped program (py-spy
+# and rbspy take well under a second to find the interpreter's state).
+REFERENCE_ATTACH_SECONDS = 3.0
+
+
+def process_state(pid):
+    """The state letter of /proc/PID/stat (`T`: stopped), or `?`."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return "?"
+
+
+def profile_gated(case, agent, seconds, work):
+    """The program started, then stopped (SIGSTOP) while the agent loads
+    and the reference attaches, resumed for `seconds` (or to its end),
+    stopped again before both are told to stop (SIGINT): the two
+    profiles cover the same seconds of the program's run. Neither
+    samples a stopped program: the agent samples CPU time, py-spy leaves
+    out threads that do not run, rbspy is told to (`--on-cpu`).
+    Attaching one after the other to a running program gave the first
+    its seconds of the program alone (the agent's BPF load, py-spy's and
+    rbspy's start-up), shifting the phases of a program that works in
+    phases (rdoc's parse, then generate). The state of the program
+    during the attach is printed: `T` when the gate held."""
+    env = {**os.environ, **(case.env(work) if case.env else {})}
+    program = subprocess.Popen(case.command, stdout=case.stdout, stderr=subprocess.DEVNULL, env=env,
+                               start_new_session=True)
+    agent_proc = reference = None
+    try:
+        time.sleep(1.0)  # past the interpreter's start-up
+        if program.poll() is not None:
+            raise RuntimeError(f"{case.program} exited at once ({program.returncode})")
+        os.killpg(program.pid, signal.SIGSTOP)
+        ours_path, theirs_path = work / "ours.pb.gz", work / "theirs.out"
+        agent_proc = start_agent(agent, ["--pid", str(program.pid), "--output", str(ours_path)])
+        reference = subprocess.Popen(case.reference_command(program.pid, theirs_path), stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        time.sleep(REFERENCE_ATTACH_SECONDS)
+        if reference.poll() is not None:
+            raise RuntimeError(f"the reference failed: {reference.stderr.read().strip()[-500:]}")
+        state = process_state(program.pid)
+        os.killpg(program.pid, signal.SIGCONT)
+        started = time.monotonic()
+        try:
+            program.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            os.killpg(program.pid, signal.SIGSTOP)
+        window = time.monotonic() - started
+        print(f"gate: the program {state!r} while both attached, then ran {window:.2f} s "
+              f"({'to its end' if program.poll() is not None else 'stopped again'})")
+        reference.send_signal(signal.SIGINT)
+        _, err = reference.communicate(timeout=120)
+        if not theirs_path.exists():
+            raise RuntimeError(f"the reference wrote no profile: {err.strip()[-500:]}")
+        stop_agent(agent_proc)
+        agent_proc = None
+        return read_ours(ours_path, case), case.read_reference(theirs_path)
+    finally:
+        for proc in (reference, agent_proc):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        try:
+            os.killpg(program.pid, signal.SIGKILL)
+            os.killpg(program.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        program.wait()
+
+
 def profile(case, agent, seconds, work):
     """Starts the program, then the agent and the reference on it for
     `seconds`; both profiles' stacks."""
@@ -1119,6 +1256,8 @@ def profile(case, agent, seconds, work):
         return case.run(agent, seconds, work)
     if case.whole_life:
         return profile_whole_life(case, agent, seconds, work)
+    if case.gated:
+        return profile_gated(case, agent, seconds, work)
     env = {**os.environ, **(case.env(work) if case.env else {})}
     program = subprocess.Popen(case.command, stdout=case.stdout, stderr=subprocess.DEVNULL, env=env,
                                start_new_session=True)
@@ -1168,9 +1307,17 @@ def print_cut(ours):
         print(f"  {count:5d}  {stack}")
 
 
+def top_count(r):
+    """The top-15 cell: how many within 2 points, with the largest
+    standard error of a difference (difference_se) where known."""
+    count = f"{r['within_2']} of {len(r['top'])}"
+    return f"{count} ({r['se']:.1f})" if r.get("se") is not None else count
+
+
 def table(rows):
     head = ("| runtime | real program | reference profiler | samples (ours / theirs) | ours reach the root | "
-            "theirs reach the root | TVD of self time (noise) | top 15 within 2 points |\n"
+            "theirs reach the root | TVD of self time (noise) | top 15 within 2 points (largest standard error "
+            "of a difference) |\n"
             "|---|---|---|---|---|---|---|---|\n")
     lines = []
     for r in rows:
@@ -1180,7 +1327,7 @@ def table(rows):
         lines.append(
             f"| {r['runtime']} | {r['program']} | {r['reference']} | {r['ours_with_frames']} / {r['theirs_samples']} "
             f"| {100 * r['ours_root']:.1f}% | {100 * r['theirs_root']:.1f}% | {r['tvd']:.3f} ({r['noise']:.3f}) "
-            f"| {r['within_2']} of {len(r['top'])} |")
+            f"| {top_count(r)} |")
     return head + "\n".join(lines) + "\n"
 
 
@@ -1190,7 +1337,8 @@ def summary(r):
     if "error" in r:
         return f"{r['runtime']}: failed: {r['error']}"
     line = (f"{r['runtime']}: ours reach the root {100 * r['ours_root']:.1f}% (theirs {100 * r['theirs_root']:.1f}%)"
-            f", top 15 within 3 points {r['within_3']} of {len(r['top'])} (within 2: {r['within_2']})"
+            f", top 15 within 3 points {r['within_3']} of {len(r['top'])} (within 2: {r['within_2']}; "
+            f"standard error of a difference up to {r.get('se', 0):.1f} points)"
             f", TVD of self time {r['tvd']:.3f} (noise {r['noise']:.3f})")
     if r.get("framed_root"):
         line += (f", of the samples compared (in the runtime's code) ours reach the root "
@@ -1312,7 +1460,8 @@ def merge_section(old, rows, note):
         if r["runtime"] not in blocks:
             order.append(r["runtime"])
         blocks[r["runtime"]] = details([r]).strip("\n").split("\n") + [""]
-    out = lines[:head_at + 2] + table_rows + [""] + squeezed
+    # The header as table() writes it now.
+    out = lines[:head_at] + table([]).splitlines()[:2] + table_rows + [""] + squeezed
     for runtime in order:
         out += blocks.get(runtime, [])
     return "\n".join(out).rstrip("\n") + "\n"
@@ -1347,7 +1496,7 @@ def main():
         with tempfile.TemporaryDirectory(prefix=f"ep-accuracy-{name}-") as work:
             try:
                 loads.append(os.getloadavg()[0])
-                ours, theirs = profile(case, Path(args.agent), seconds, Path(work))
+                ours, theirs = case.reconcile(*profile(case, Path(args.agent), seconds, Path(work)))
                 loads.append(os.getloadavg()[0])
                 if args.keep:
                     shutil.copytree(work, Path(args.keep) / name, dirs_exist_ok=True)

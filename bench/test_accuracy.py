@@ -73,6 +73,9 @@ class MergeSection(unittest.TestCase):
         self.assertEqual([accuracy.row_runtime(r) for r in rows], ["C", "PHP", "JavaScript (Node 22)",
                                                                    "JavaScript (Node 24)"])
         self.assertEqual(rows[1], "| PHP | PHP program | ref | 7 / 8 | 99.5% | 100.0% | 0.100 (0.050) | 1 of 1 |")
+        # The header is the current one (the old named no standard error).
+        self.assertIn(accuracy.table([]).splitlines()[0], lines)
+        self.assertNotIn(OLD.split("\n")[5], lines)
         for kept in (0, 2, 3):
             self.assertIn(rows[kept], OLD)
         # The old PHP note goes, the one on C and PHP names C alone, the
@@ -116,6 +119,42 @@ class MergeSection(unittest.TestCase):
                          "- The A, B and C rows and their tables below: x")
         m = accuracy.ROWS_NOTE.match(accuracy.rows_note(["A", "B"], "figures", "x"))
         self.assertEqual((m.group("names"), m.group("what"), m.group("rest")), ("A and B", "figures", "x"))
+
+
+class Comparison(unittest.TestCase):
+    def test_the_standard_error_of_a_difference(self):
+        # 50% on both sides of 2000 samples: sqrt(0.25 * 2 / 2000) = 1.58 points.
+        self.assertAlmostEqual(accuracy.difference_se([("f", 50.0, 50.0)], 2000, 2000), 1.581, places=3)
+        # The largest of the top: the share nearest 50% (pooled: 40%, 1.55 points).
+        side = [("a", 100.0, 100.0), ("b", 42.0, 38.0), ("c", 5.0, 5.0)]
+        self.assertAlmostEqual(accuracy.difference_se(side, 2000, 2000), 100 * (0.4 * 0.6 / 1000) ** 0.5,
+                               places=6)
+        # Shares of 0 and 100% have none; no samples, none.
+        self.assertEqual(accuracy.difference_se([("a", 100.0, 100.0), ("z", 0.0, 0.0)], 10, 10), 0.0)
+        self.assertEqual(accuracy.difference_se([("f", 50.0, 50.0)], 0, 10), 0.0)
+
+    def test_the_top_cell_has_the_standard_error(self):
+        r = result("Ruby", 0.999, se=1.234)
+        self.assertEqual(accuracy.table([r]).splitlines()[-1],
+                         "| Ruby | Ruby program | ref | 7 / 8 | 99.9% | 100.0% | 0.100 (0.050) | 1 of 1 (1.2) |")
+        self.assertIn("within 2: 1; standard error of a difference up to 1.2 points", accuracy.summary(r))
+
+    def test_rbspy_frames_without_a_file_take_ours(self):
+        frame = accuracy.pprof_reader.Frame
+        ours = [([frame("RDoc::Generator::Darkfish#block in generate_class", "/t/class.rhtml", 3, False),
+                  frame("RDoc::Generator::Darkfish#generate_class", "/r/darkfish.rb", 1, False)], 5, True),
+                # A label with two files in ours: left as rbspy gives it.
+                ([frame("block in each", "/a.rb", 1, False)], 1, True),
+                ([frame("block in each", "/b.rb", 1, False)], 1, True)]
+        theirs = [([frame("block in generate_class", "unknown", 3, False),
+                    frame("generate_class", "/r/darkfish.rb", 1, False)], 4, True),
+                  ([frame("block in each", "unknown", 0, False)], 2, True),
+                  ([frame("block in parse", "unknown", 0, False)], 1, True)]
+        _, named = accuracy.name_eval_files(ours, theirs)
+        self.assertEqual([[accuracy.ruby_key(f) for f in frames] for frames, _, _ in named],
+                         [["block in generate_class (class.rhtml)", "generate_class (darkfish.rb)"],
+                          ["block in each (unknown)"], ["block in parse (unknown)"]])
+        self.assertEqual([(n, whole) for _, n, whole in named], [(4, True), (2, True), (1, True)])
 
 
 if __name__ == "__main__":
