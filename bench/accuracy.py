@@ -418,23 +418,24 @@ def ruby_case(seconds):
     cmd = ["rdoc", "--dry-run", "-q", f"/usr/lib/ruby/{ruby_version}"]
 
     def reference(pid, out):
-        # No --duration: the window is the gate's (profile_gated).
-        return [str(rbspy), "record", "--pid", str(pid), "--rate", str(HZ), "--format", "collapsed", "--file",
-                str(out), "--silent"]
+        # No --duration: the window is the gate's (profile_gated). The raw
+        # file has each sample's time and both of a frame's paths.
+        return [str(rbspy), "record", "--pid", str(pid), "--rate", str(HZ), "--on-cpu", "--raw-file", str(out),
+                "--format", "collapsed", "--file", f"{out}.collapsed", "--silent"]
 
-    return Case(
+    case = Case(
         runtime="Ruby",
         program=f"rdoc --dry-run over Ruby {ruby_version}'s standard library (Debian)",
-        reference_name=f"{RBSPY} (pauses the process each sample)",
+        reference_name=f"{RBSPY} (--on-cpu; pauses the process each sample)",
         command=cmd,
         reference_command=reference,
-        read_reference=read_rbspy,
+        read_reference=lambda path: read_rbspy_raw(path, case.window),
         # Ruby methods only: rbspy does not name C functions.
         ours_frames=lambda s: [f for f in interpreted(s) if f.file],
         key=ruby_key,
-        reconcile=name_eval_files,
         gated=True,
     )
+    return case
 
 
 def php_case(seconds):
@@ -727,12 +728,11 @@ class Case:
         # run(agent, seconds, work) -> (ours, theirs): a case that starts
         # its programs and the agent itself.
         self.run = None
-        # (ours, theirs) -> (ours, theirs): names put alike where the two
-        # profilers name one frame differently.
-        self.reconcile = lambda ours, theirs: (ours, theirs)
         # The program is stopped while the agent and the reference attach
         # and after the window (profile_gated): both see the same seconds.
         self.gated = False
+        # The gate's (from, to), wall-clock seconds, once it ran.
+        self.window = None
         self.__dict__.update(kw)
 
 
@@ -822,59 +822,38 @@ def ruby_label(frame):
     return f"{m.group(1) or ''}{re.split(r'[#.]', m.group(2))[-1]}"
 
 
-def read_rbspy(path):
-    """rbspy's collapsed output: `name - file:line;... count`, outermost
-    first; C functions (`(unknown) [c function]`) left out. Whole when the
-    outermost frame is the script's `<main>`."""
-    stacks = []
-    for line in Path(path).read_text(errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
+def read_rbspy_raw(path, window=None):
+    """rbspy's raw file (gzip: `rbspy02`, a header line, then one JSON
+    stack trace a line, innermost frame first, with its time): the
+    samples taken within `window` (wall-clock seconds, from, to), C
+    functions (`... [c function]`) left out. Whole when the outermost
+    frame is the script's `<main>`. A frame's file is its path as Ruby
+    loaded it (`relative_path`): rbspy's collapsed output gives the real
+    path, which Ruby leaves nil for code compiled by `eval`, so that
+    rdoc's ERB templates (`block in generate_class`, run from
+    class.rhtml) came out as `unknown`. The samples outside the window
+    are counted and printed."""
+    import gzip
+    import json
+    with gzip.open(path, "rt", errors="replace") as f:
+        lines = f.read().splitlines()
+    if not lines or not lines[0].startswith("rbspy02"):
+        raise RuntimeError(f"{path}: not an rbspy raw file of version 2")
+    stacks, outside = [], 0
+    for line in lines[2:]:  # past the magic and the header
+        if not line.strip():
             continue
-        frames = []
-        for part in stack.split(";"):
-            name, _, where = part.rpartition(" - ")
-            file, _, number = where.rpartition(":")
-            if "[c function]" in name or not file:
-                continue
-            frames.append(pprof_reader.Frame(name, file, int(number) if number.isdigit() else 0, False))
-        frames.reverse()
-        whole = bool(frames) and frames[-1].function == "<main>"
-        stacks.append((frames, int(count), whole))
+        trace = json.loads(line)
+        when = trace.get("time")
+        at = when["secs_since_epoch"] + when["nanos_since_epoch"] / 1e9 if when else None
+        if window is not None and (at is None or not window[0] <= at <= window[1]):
+            outside += 1
+            continue
+        frames = [pprof_reader.Frame(f["name"], f["relative_path"], f.get("lineno") or 0, False)
+                  for f in trace["trace"] if "[c function]" not in f["name"]]
+        stacks.append((frames, 1, bool(frames) and frames[-1].function == "<main>"))
+    print(f"rbspy: {len(stacks)} samples within the window, {outside} outside it")
     return stacks
-
-
-# rbspy's file of a frame whose iseq has no real path: code compiled by
-# `eval` (an ERB template's result), whose path is the name given to eval.
-RBSPY_NO_FILE = "unknown"
-
-
-def name_eval_files(ours, theirs):
-    """rbspy's frames without a file (RBSPY_NO_FILE: rbspy reads an
-    iseq's real path, which Ruby leaves nil for code compiled by `eval`,
-    as ERB#result compiles rdoc's templates) given the file ours gives
-    their label (the path eval was given, as Ruby's own backtraces show
-    it: `class.rhtml:..:in 'block in generate_class'`), when ours gives
-    that label one file only; the labels named so are printed. Without
-    this the same frames are two keys, each 0% on the other side."""
-    files = collections.defaultdict(set)
-    for frames, _, _ in ours:
-        for f in frames:
-            files[ruby_label(f)].add(f.file)
-    named = collections.Counter()
-
-    def name(f):
-        label = ruby_label(f)
-        if f.file != RBSPY_NO_FILE or len(files.get(label, ())) != 1:
-            return f
-        (file,) = files[label]
-        named[f"{label} ({os.path.basename(file)})"] += 1
-        return pprof_reader.Frame(f.function, file, f.line, f.native)
-
-    theirs = [([name(f) for f in frames], count, whole) for frames, count, whole in theirs]
-    for label, stacks in sorted(named.items()):
-        print(f"rbspy: file of {label} taken from ours ({stacks} stacks; rbspy has none)")
-    return ours, theirs
 
 
 def php_key(frame):
@@ -1195,9 +1174,10 @@ def profile_gated(case, agent, seconds, work):
     """The program started, then stopped (SIGSTOP) while the agent loads
     and the reference attaches, resumed for `seconds` (or to its end),
     stopped again before both are told to stop (SIGINT): the two
-    profiles cover the same seconds of the program's run. Neither
-    samples a stopped program: the agent samples CPU time, py-spy leaves
-    out threads that do not run, rbspy is told to (`--on-cpu`).
+    profiles cover the same seconds of the program's run (`case.window`,
+    wall-clock). Neither samples a stopped program: the agent samples CPU
+    time, py-spy leaves out threads that do not run, rbspy is told to
+    (`--on-cpu`) and its samples carry their time.
     Attaching one after the other to a running program gave the first
     its seconds of the program alone (the agent's BPF load, py-spy's and
     rbspy's start-up), shifting the phases of a program that works in
@@ -1221,13 +1201,13 @@ def profile_gated(case, agent, seconds, work):
             raise RuntimeError(f"the reference failed: {reference.stderr.read().strip()[-500:]}")
         state = process_state(program.pid)
         os.killpg(program.pid, signal.SIGCONT)
-        started = time.monotonic()
+        started = time.time()
         try:
             program.wait(timeout=seconds)
         except subprocess.TimeoutExpired:
             os.killpg(program.pid, signal.SIGSTOP)
-        window = time.monotonic() - started
-        print(f"gate: the program {state!r} while both attached, then ran {window:.2f} s "
+        case.window = (started, time.time())
+        print(f"gate: the program {state!r} while both attached, then ran {case.window[1] - started:.2f} s "
               f"({'to its end' if program.poll() is not None else 'stopped again'})")
         reference.send_signal(signal.SIGINT)
         _, err = reference.communicate(timeout=120)
@@ -1496,7 +1476,7 @@ def main():
         with tempfile.TemporaryDirectory(prefix=f"ep-accuracy-{name}-") as work:
             try:
                 loads.append(os.getloadavg()[0])
-                ours, theirs = case.reconcile(*profile(case, Path(args.agent), seconds, Path(work)))
+                ours, theirs = profile(case, Path(args.agent), seconds, Path(work))
                 loads.append(os.getloadavg()[0])
                 if args.keep:
                     shutil.copytree(work, Path(args.keep) / name, dirs_exist_ok=True)

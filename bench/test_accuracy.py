@@ -1,6 +1,9 @@
 """Tests of accuracy.py's writing of its BENCHMARKS.md section, with made-up
 results (no profiler runs): `python3 -m unittest discover -s bench -p 'test_*.py'`."""
 
+import gzip
+import json
+import tempfile
 import unittest
 
 import accuracy
@@ -139,23 +142,27 @@ class Comparison(unittest.TestCase):
                          "| Ruby | Ruby program | ref | 7 / 8 | 99.9% | 100.0% | 0.100 (0.050) | 1 of 1 (1.2) |")
         self.assertIn("within 2: 1; standard error of a difference up to 1.2 points", accuracy.summary(r))
 
-    def test_rbspy_frames_without_a_file_take_ours(self):
-        frame = accuracy.pprof_reader.Frame
-        ours = [([frame("RDoc::Generator::Darkfish#block in generate_class", "/t/class.rhtml", 3, False),
-                  frame("RDoc::Generator::Darkfish#generate_class", "/r/darkfish.rb", 1, False)], 5, True),
-                # A label with two files in ours: left as rbspy gives it.
-                ([frame("block in each", "/a.rb", 1, False)], 1, True),
-                ([frame("block in each", "/b.rb", 1, False)], 1, True)]
-        theirs = [([frame("block in generate_class", "unknown", 3, False),
-                    frame("generate_class", "/r/darkfish.rb", 1, False)], 4, True),
-                  ([frame("block in each", "unknown", 0, False)], 2, True),
-                  ([frame("block in parse", "unknown", 0, False)], 1, True)]
-        _, named = accuracy.name_eval_files(ours, theirs)
-        self.assertEqual([[accuracy.ruby_key(f) for f in frames] for frames, _, _ in named],
-                         [["block in generate_class (class.rhtml)", "generate_class (darkfish.rb)"],
-                          ["block in each (unknown)"], ["block in parse (unknown)"]])
-        self.assertEqual([(n, whole) for _, n, whole in named], [(4, True), (2, True), (1, True)])
-
+    def test_rbspy_raw_frames_keep_their_path_and_window(self):
+        def trace(at, frames):
+            return json.dumps({"trace": [{"name": n, "relative_path": r, "absolute_path": a, "lineno": 1}
+                                         for n, r, a in frames],
+                               "pid": 1, "thread_id": 1, "on_cpu": True,
+                               "time": {"secs_since_epoch": at, "nanos_since_epoch": 500_000_000}})
+        erb = [("block in generate_class", "/t/class.rhtml", "unknown"), ("ERB#result", "/r/erb.rb", "/r/erb.rb"),
+               ("each [c function]", "(unknown)", None), ("<main>", "/x/bin/rdoc", "/x/bin/rdoc")]
+        cut = [("parse_files", "/r/rdoc.rb", "/r/rdoc.rb")]
+        with tempfile.TemporaryDirectory() as d:
+            path = f"{d}/raw.gz"
+            with gzip.open(path, "wt") as f:
+                f.write("rbspy02\n" + json.dumps({"sample_rate": 99}) + "\n")
+                for line in (trace(99, cut), trace(100, erb), trace(101, cut), trace(102, erb)):
+                    f.write(line + "\n")
+            stacks = accuracy.read_rbspy_raw(path, (100.0, 101.9))
+            everything = accuracy.read_rbspy_raw(path)
+        self.assertEqual([([accuracy.ruby_key(f) for f in frames], n, whole) for frames, n, whole in stacks],
+                         [(["block in generate_class (class.rhtml)", "result (erb.rb)", "<main> (rdoc)"], 1, True),
+                          (["parse_files (rdoc.rb)"], 1, False)])
+        self.assertEqual(len(everything), 4)
 
 if __name__ == "__main__":
     unittest.main()
