@@ -6,7 +6,9 @@ process over the same window at the same rate.
 Per case: a real program is started (installed from PyPI or Debian into
 a cache, never from this repository), then the release agent
 (`--pid`, `--format pprof`, 99 Hz) and the runtime's reference profiler
-are attached to it for the same seconds. Both profiles are reduced to
+are attached to it for the same seconds (Python and Ruby: the program
+stopped while both attach, resumed for the window, stopped again before
+both stop: profile_gated). Both profiles are reduced to
 the runtime's own frames (interpreted frames for an interpreter, every
 frame for native code), and compared by function:
 
@@ -46,7 +48,10 @@ Cases (program, reference, and where the reference is biased):
   most in subs called most often.
 - Ruby: rdoc (Debian) under rbspy (crates.io, built into the cache),
   which pauses the process for each sample and does not name C functions
-  (both sides compare Ruby methods only).
+  (both sides compare Ruby methods only); `--on-cpu`, as we sample CPU
+  time, and its raw file, whose frames have the path Ruby loaded them
+  from (its collapsed output has `unknown` for code compiled by `eval`:
+  rdoc's ERB templates).
 - PHP: phpcs (Debian) under Excimer (Debian), started by
   bench/workloads/excimer_run.php before the program: a CPU timer whose
   samples are taken at the next function entry or exit, so a long
