@@ -1462,14 +1462,19 @@ CASES["node"] = CASES[f"node{NODE_LTS}"]
 
 
 def main():
+    global HZ
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--agent", default=str(ROOT / "target/release/ebpf-profiler"))
     ap.add_argument("--seconds", type=int, default=30)
+    ap.add_argument("--hz", type=int, default=HZ,
+                    help="samples a second, of the agent and of the references that take a rate (py-spy, rbspy, "
+                         "perf, node); Go's pprof (100) and JFR (10 ms) keep theirs")
     ap.add_argument("--quick", action="store_true", help="10 s a case, no BENCHMARKS.md (CI)")
     ap.add_argument("--cases", default=",".join(DEFAULT_CASES), help=f"comma-separated of: {', '.join(CASES)}")
     ap.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"))
     ap.add_argument("--keep", help="copy each case's profiles (ours and the reference's) into DIR/CASE")
     args = ap.parse_args()
+    HZ = args.hz  # read by the cases' commands and readers
     if os.geteuid() != 0:
         sys.exit("bench-accuracy: needs root (BPF, attaching to other processes)")
     seconds = 10 if args.quick else args.seconds
