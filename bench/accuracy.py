@@ -1519,7 +1519,8 @@ def main():
 
 - date: {when} (other work on the machine shows in the profiles of neither)
 - command: `make bench-accuracy` (`bench/accuracy.py`, {seconds} s a case at {HZ} Hz): the program started, then \
-the release agent (`--pid`, pprof) and the reference attached for the same seconds; compared on the runtime's own \
+the release agent (`--pid`, pprof) and the reference attached for the same seconds (Python, Ruby: the \
+program stopped while both attach, resumed for the window, stopped before both stop); compared on the runtime's own \
 frames (whole-life references: the agent system-wide from before the program's start). Root: ours, a thread entry \
 (`_start`, `clone3`, `start_thread`; for Go also `runtime.goexit`, `mstart`; for a JDK or a BEAM in a chroot, its \
 libc's unnamed outermost frame) outermost; py-spy, `<module>`; rbspy, `<main>`; perf, a thread entry (for the BEAM, \
