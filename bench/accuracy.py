@@ -7,8 +7,8 @@ Per case: a real program is started (installed from PyPI or Debian into
 a cache, never from this repository), then the release agent
 (`--pid`, `--format pprof`, 99 Hz) and the runtime's reference profiler
 are attached to it for the same seconds (Python and Ruby: the program
-stopped while both attach, resumed for the window, stopped again before
-both stop: profile_gated). Both profiles are reduced to
+stopped while the agent attaches, resumed for the window, stopped again
+before the agent stops: profile_gated). Both profiles are reduced to
 the runtime's own frames (interpreted frames for an interpreter, every
 frame for native code), and compared by function:
 
@@ -175,7 +175,8 @@ def python_case(seconds):
         read_reference=read_folded_pyspy,
         ours_frames=interpreted,
         key=python_key,
-        gated=True,
+        gated="running",
+        reference_ready=r"Sampling process",
     )
 
 
@@ -438,7 +439,7 @@ def ruby_case(seconds):
         # Ruby methods only: rbspy does not name C functions.
         ours_frames=lambda s: [f for f in interpreted(s) if f.file],
         key=ruby_key,
-        gated=True,
+        gated="stopped",
     )
     return case
 
@@ -733,9 +734,12 @@ class Case:
         # run(agent, seconds, work) -> (ours, theirs): a case that starts
         # its programs and the agent itself.
         self.run = None
-        # The program is stopped while the agent and the reference attach
-        # and after the window (profile_gated): both see the same seconds.
-        self.gated = False
+        # The program is stopped while the agent (and the reference)
+        # attach and after the window (profile_gated: "stopped" or
+        # "running", where the reference attaches), for the same seconds.
+        self.gated = None
+        # A reference's line saying it samples (a "running" gate's).
+        self.reference_ready = None
         # The gate's (from, to), wall-clock seconds, once it ran.
         self.window = None
         self.__dict__.update(kw)
@@ -1162,8 +1166,8 @@ def profile_whole_life(case, agent, seconds, work):
     return ours, case.read_reference(written[0])
 
 
-# How long the reference gets to attach to the stopped program (py-spy
-# and rbspy take well under a second to find the interpreter's state).
+# How long the reference gets to attach to the stopped program (rbspy
+# takes well under a second to find the interpreter's state).
 REFERENCE_ATTACH_SECONDS = 3.0
 
 
@@ -1176,48 +1180,77 @@ def process_state(pid):
 
 
 def profile_gated(case, agent, seconds, work):
-    """The program started, then stopped (SIGSTOP) while the agent loads
-    and the reference attaches, resumed for `seconds` (or to its end),
-    stopped again before both are told to stop (SIGINT): the two
-    profiles cover the same seconds of the program's run (`case.window`,
-    wall-clock). Neither samples a stopped program: the agent samples CPU
-    time, py-spy leaves out threads that do not run, rbspy is told to
-    (`--on-cpu`) and its samples carry their time.
+    """The program started, then stopped (SIGSTOP) while the agent loads,
+    resumed for `seconds` (or to its end), stopped again before the agent
+    is told to stop (SIGINT): no sample of ours outside the window
+    (`case.window`, wall-clock). The reference, by `case.gated`:
+    - "stopped": attaches to the stopped program (rbspy, `--on-cpu`: it
+      does not pause a program that does not run, and its samples carry
+      their time) and is stopped after the window: the same seconds;
+    - "running": cannot pause a stopped program (py-spy: ptrace EPERM,
+      and the program runs on), so it starts once the program runs and
+      stops before the program is stopped; the seconds ours has alone
+      (its start-up, up to its `case.reference_ready` line, and its
+      exit) are printed.
     Attaching one after the other to a running program gave the first
-    its seconds of the program alone (the agent's BPF load, py-spy's and
-    rbspy's start-up), shifting the phases of a program that works in
-    phases (rdoc's parse, then generate). The state of the program
-    during the attach is printed: `T` when the gate held."""
+    the seconds of the program until the second sampled (the agent's
+    BPF load, py-spy's and rbspy's start-up), shifting the phases of a
+    program that works in phases (rdoc's parse, then generate)."""
     env = {**os.environ, **(case.env(work) if case.env else {})}
     program = subprocess.Popen(case.command, stdout=case.stdout, stderr=subprocess.DEVNULL, env=env,
                                start_new_session=True)
     agent_proc = reference = None
+    ours_path, theirs_path = work / "ours.pb.gz", work / "theirs.out"
+
+    def start_reference():
+        return subprocess.Popen(case.reference_command(program.pid, theirs_path), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
     try:
         time.sleep(1.0)  # past the interpreter's start-up
         if program.poll() is not None:
             raise RuntimeError(f"{case.program} exited at once ({program.returncode})")
         os.killpg(program.pid, signal.SIGSTOP)
-        ours_path, theirs_path = work / "ours.pb.gz", work / "theirs.out"
         agent_proc = start_agent(agent, ["--pid", str(program.pid), "--output", str(ours_path)])
-        reference = subprocess.Popen(case.reference_command(program.pid, theirs_path), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-        time.sleep(REFERENCE_ATTACH_SECONDS)
-        if reference.poll() is not None:
-            raise RuntimeError(f"the reference failed: {reference.stderr.read().strip()[-500:]}")
-        state = process_state(program.pid)
-        os.killpg(program.pid, signal.SIGCONT)
-        started = time.time()
+        alone = 0.0
+        if case.gated == "stopped":
+            reference = start_reference()
+            time.sleep(REFERENCE_ATTACH_SECONDS)
+            if reference.poll() is not None:
+                raise RuntimeError(f"the reference failed: {reference.stdout.read().strip()[-500:]}")
+            if process_state(program.pid) != "T":
+                raise RuntimeError(f"the program runs again once the reference attached ({process_state(program.pid)})")
+            os.killpg(program.pid, signal.SIGCONT)
+            started = time.time()
+        else:
+            os.killpg(program.pid, signal.SIGCONT)
+            started = time.time()
+            reference = start_reference()
+            for line in reference.stdout:
+                if re.search(case.reference_ready, line):
+                    break
+            else:
+                raise RuntimeError(f"the reference failed: {reference.wait()}")
+            alone += time.time() - started
         try:
             program.wait(timeout=seconds)
         except subprocess.TimeoutExpired:
+            pass
+        if case.gated != "stopped" and reference.poll() is None:
+            ending = time.time()
+            reference.send_signal(signal.SIGINT)
+            reference.communicate(timeout=120)
+            alone += time.time() - ending
+        if program.poll() is None:
             os.killpg(program.pid, signal.SIGSTOP)
         case.window = (started, time.time())
-        print(f"gate: the program {state!r} while both attached, then ran {case.window[1] - started:.2f} s "
-              f"({'to its end' if program.poll() is not None else 'stopped again'})")
-        reference.send_signal(signal.SIGINT)
-        _, err = reference.communicate(timeout=120)
+        print(f"gate: the program ran {case.window[1] - started:.2f} s "
+              f"({'to its end' if program.poll() is not None else 'then stopped'}), ours alone {alone:.2f} s of it")
+        if reference.poll() is None:
+            reference.send_signal(signal.SIGINT)
+        out, _ = reference.communicate(timeout=120)
         if not theirs_path.exists():
-            raise RuntimeError(f"the reference wrote no profile: {err.strip()[-500:]}")
+            raise RuntimeError(f"the reference wrote no profile: {(out or '').strip()[-500:]}")
         stop_agent(agent_proc)
         agent_proc = None
         return read_ours(ours_path, case), case.read_reference(theirs_path)
@@ -1520,7 +1553,8 @@ def main():
 - date: {when} (other work on the machine shows in the profiles of neither)
 - command: `make bench-accuracy` (`bench/accuracy.py`, {seconds} s a case at {HZ} Hz): the program started, then \
 the release agent (`--pid`, pprof) and the reference attached for the same seconds (Python, Ruby: the \
-program stopped while both attach, resumed for the window, stopped before both stop); compared on the runtime's own \
+program stopped while the agent, and rbspy, attach, resumed for the window, stopped before they stop; py-spy cannot \
+sample a stopped program: attached once it runs, stopped first); compared on the runtime's own \
 frames (whole-life references: the agent system-wide from before the program's start). Root: ours, a thread entry \
 (`_start`, `clone3`, `start_thread`; for Go also `runtime.goexit`, `mstart`; for a JDK or a BEAM in a chroot, its \
 libc's unnamed outermost frame) outermost; py-spy, `<module>`; rbspy, `<main>`; perf, a thread entry (for the BEAM, \
