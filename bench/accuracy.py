@@ -6,7 +6,9 @@ process over the same window at the same rate.
 Per case: a real program is started (installed from PyPI or Debian into
 a cache, never from this repository), then the release agent
 (`--pid`, `--format pprof`, 99 Hz) and the runtime's reference profiler
-are attached to it for the same seconds. Both profiles are reduced to
+are attached to it for the same seconds (Python and Ruby: the program
+stopped while the agent attaches, resumed for the window, stopped again
+before the agent stops: profile_gated). Both profiles are reduced to
 the runtime's own frames (interpreted frames for an interpreter, every
 frame for native code), and compared by function:
 
@@ -46,7 +48,10 @@ Cases (program, reference, and where the reference is biased):
   most in subs called most often.
 - Ruby: rdoc (Debian) under rbspy (crates.io, built into the cache),
   which pauses the process for each sample and does not name C functions
-  (both sides compare Ruby methods only).
+  (both sides compare Ruby methods only); `--on-cpu`, as we sample CPU
+  time, and its raw file, whose frames have the path Ruby loaded them
+  from (its collapsed output has `unknown` for code compiled by `eval`:
+  rdoc's ERB templates).
 - PHP: phpcs (Debian) under Excimer (Debian), started by
   bench/workloads/excimer_run.php before the program: a CPU timer whose
   samples are taken at the next function entry or exit, so a long
@@ -157,8 +162,9 @@ def python_case(seconds):
     cmd = [str(venv / "bin/pylint"), "--jobs=1", "--disable=all", "--enable=W,E,R", "--exit-zero", str(target)]
 
     def reference(pid, out):
-        return [str(venv / "bin/py-spy"), "record", "--pid", str(pid), "--rate", str(HZ), "--duration",
-                str(seconds), "--format", "raw", "--output", str(out)]
+        # No --duration: the window is the gate's (profile_gated).
+        return [str(venv / "bin/py-spy"), "record", "--pid", str(pid), "--rate", str(HZ), "--format", "raw",
+                "--output", str(out)]
 
     return Case(
         runtime="Python",
@@ -169,6 +175,8 @@ def python_case(seconds):
         read_reference=read_folded_pyspy,
         ours_frames=interpreted,
         key=python_key,
+        gated="running",
+        reference_ready=r"Sampling process",
     )
 
 
@@ -416,20 +424,24 @@ def ruby_case(seconds):
     cmd = ["rdoc", "--dry-run", "-q", f"/usr/lib/ruby/{ruby_version}"]
 
     def reference(pid, out):
-        return [str(rbspy), "record", "--pid", str(pid), "--rate", str(HZ), "--duration", str(seconds), "--format",
-                "collapsed", "--file", str(out), "--silent"]
+        # No --duration: the window is the gate's (profile_gated). The raw
+        # file has each sample's time and both of a frame's paths.
+        return [str(rbspy), "record", "--pid", str(pid), "--rate", str(HZ), "--on-cpu", "--raw-file", str(out),
+                "--format", "collapsed", "--file", f"{out}.collapsed", "--silent"]
 
-    return Case(
+    case = Case(
         runtime="Ruby",
         program=f"rdoc --dry-run over Ruby {ruby_version}'s standard library (Debian)",
-        reference_name=f"{RBSPY} (pauses the process each sample)",
+        reference_name=f"{RBSPY} (--on-cpu; pauses the process each sample)",
         command=cmd,
         reference_command=reference,
-        read_reference=read_rbspy,
+        read_reference=lambda path: read_rbspy_raw(path, case.window),
         # Ruby methods only: rbspy does not name C functions.
         ours_frames=lambda s: [f for f in interpreted(s) if f.file],
         key=ruby_key,
+        gated="stopped",
     )
+    return case
 
 
 def php_case(seconds):
@@ -722,6 +734,14 @@ class Case:
         # run(agent, seconds, work) -> (ours, theirs): a case that starts
         # its programs and the agent itself.
         self.run = None
+        # The program is stopped while the agent (and the reference)
+        # attach and after the window (profile_gated: "stopped" or
+        # "running", where the reference attaches), for the same seconds.
+        self.gated = None
+        # A reference's line saying it samples (a "running" gate's).
+        self.reference_ready = None
+        # The gate's (from, to), wall-clock seconds, once it ran.
+        self.window = None
         self.__dict__.update(kw)
 
 
@@ -802,29 +822,46 @@ def ruby_key(frame):
     (`block in parse_files`) and its file's base name, symbolic links
     resolved (the main script is `/usr/bin/rdoc` as run, a link to
     `rdoc3.1`: rbspy gives the real path, we the path as run)."""
+    return f"{ruby_label(frame)} ({os.path.basename(os.path.realpath(frame.file))})"
+
+
+def ruby_label(frame):
+    """A Ruby frame's label without its class (`block in parse_files`)."""
     m = RUBY_BLOCK.match(frame.function or "?")
-    return f"{m.group(1) or ''}{re.split(r'[#.]', m.group(2))[-1]} ({os.path.basename(os.path.realpath(frame.file))})"
+    return f"{m.group(1) or ''}{re.split(r'[#.]', m.group(2))[-1]}"
 
 
-def read_rbspy(path):
-    """rbspy's collapsed output: `name - file:line;... count`, outermost
-    first; C functions (`(unknown) [c function]`) left out. Whole when the
-    outermost frame is the script's `<main>`."""
-    stacks = []
-    for line in Path(path).read_text(errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
+def read_rbspy_raw(path, window=None):
+    """rbspy's raw file (gzip: `rbspy02`, a header line, then one JSON
+    stack trace a line, innermost frame first, with its time): the
+    samples taken within `window` (wall-clock seconds, from, to), C
+    functions (`... [c function]`) left out. Whole when the outermost
+    frame is the script's `<main>`. A frame's file is its path as Ruby
+    loaded it (`relative_path`): rbspy's collapsed output gives the real
+    path, which Ruby leaves nil for code compiled by `eval`, so that
+    rdoc's ERB templates (`block in generate_class`, run from
+    class.rhtml) came out as `unknown`. The samples outside the window
+    are counted and printed."""
+    import gzip
+    import json
+    with gzip.open(path, "rt", errors="replace") as f:
+        lines = f.read().splitlines()
+    if not lines or not lines[0].startswith("rbspy02"):
+        raise RuntimeError(f"{path}: not an rbspy raw file of version 2")
+    stacks, outside = [], 0
+    for line in lines[2:]:  # past the magic and the header
+        if not line.strip():
             continue
-        frames = []
-        for part in stack.split(";"):
-            name, _, where = part.rpartition(" - ")
-            file, _, number = where.rpartition(":")
-            if "[c function]" in name or not file:
-                continue
-            frames.append(pprof_reader.Frame(name, file, int(number) if number.isdigit() else 0, False))
-        frames.reverse()
-        whole = bool(frames) and frames[-1].function == "<main>"
-        stacks.append((frames, int(count), whole))
+        trace = json.loads(line)
+        when = trace.get("time")
+        at = when["secs_since_epoch"] + when["nanos_since_epoch"] / 1e9 if when else None
+        if window is not None and (at is None or not window[0] <= at <= window[1]):
+            outside += 1
+            continue
+        frames = [pprof_reader.Frame(f["name"], f["relative_path"], f.get("lineno") or 0, False)
+                  for f in trace["trace"] if "[c function]" not in f["name"]]
+        stacks.append((frames, 1, bool(frames) and frames[-1].function == "<main>"))
+    print(f"rbspy: {len(stacks)} samples within the window, {outside} outside it")
     return stacks
 
 
@@ -1014,6 +1051,22 @@ def top_side(t_incl, t_n, o_incl, o_n):
             for k, _ in t_incl.most_common(15)]
 
 
+def difference_se(side, t_n, o_n):
+    """The largest standard error (in points) of the difference between
+    theirs and ours of top_side's shares, were the two profiles
+    independent draws of `t_n` and `o_n` samples from one distribution
+    (its pooled share): the spread sampling alone gives a difference. It
+    is largest for shares near 50%. Both profiling the same seconds, the
+    shares of functions that run for long stretches differ by less."""
+    if not t_n or not o_n:
+        return 0.0
+    worst = 0.0
+    for _, t, o in side:
+        p = (t * t_n + o * o_n) / (100 * (t_n + o_n))
+        worst = max(worst, 100 * (p * (1 - p) * (1 / t_n + 1 / o_n)) ** 0.5)
+    return worst
+
+
 def within(side, points):
     """How many of top_side's functions have ours within `points` of
     theirs."""
@@ -1046,7 +1099,9 @@ def compare(case, ours, theirs):
         "worst": worst,
         "within_2": within(side, 2),
         "within_3": within(side, 3),
+        "se": difference_se(side, t_n, o_n),
         "unnamed": getattr(case, "unnamed", None),
+        "unnamed_over": "whole life" if case.whole_life else "the window",
         "second": getattr(case, "second", None),
     }
 
@@ -1112,6 +1167,110 @@ def profile_whole_life(case, agent, seconds, work):
     return ours, case.read_reference(written[0])
 
 
+# How long the reference gets to attach to the stopped program (rbspy
+# takes well under a second to find the interpreter's state).
+REFERENCE_ATTACH_SECONDS = 3.0
+
+
+def process_state(pid):
+    """The state letter of /proc/PID/stat (`T`: stopped), or `?`."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return "?"
+
+
+def profile_gated(case, agent, seconds, work):
+    """The program started, then stopped (SIGSTOP) while the agent loads,
+    resumed for `seconds` (or to its end), stopped again before the agent
+    is told to stop (SIGINT): no sample of ours outside the window
+    (`case.window`, wall-clock). The reference, by `case.gated`:
+    - "stopped": attaches to the stopped program (rbspy, `--on-cpu`: it
+      does not pause a program that does not run, and its samples carry
+      their time) and is stopped after the window: the same seconds;
+    - "running": cannot pause a stopped program (py-spy: ptrace EPERM,
+      and the program runs on), so it starts once the program runs and
+      stops before the program is stopped; the seconds ours has alone
+      (its start-up, up to its `case.reference_ready` line, and its
+      exit) are printed.
+    Attached one after the other to the running program, the reference
+    sampled from 0.02-0.03 s after the agent, and both programs ended
+    within the window: the gate makes the same seconds hold by
+    construction (py-spy's `--duration` counts samples, not seconds)."""
+    env = {**os.environ, **(case.env(work) if case.env else {})}
+    program = subprocess.Popen(case.command, stdout=case.stdout, stderr=subprocess.DEVNULL, env=env,
+                               start_new_session=True)
+    agent_proc = reference = None
+    ours_path, theirs_path = work / "ours.pb.gz", work / "theirs.out"
+
+    def start_reference():
+        return subprocess.Popen(case.reference_command(program.pid, theirs_path), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
+    try:
+        time.sleep(1.0)  # past the interpreter's start-up
+        if program.poll() is not None:
+            raise RuntimeError(f"{case.program} exited at once ({program.returncode})")
+        os.killpg(program.pid, signal.SIGSTOP)
+        agent_proc = start_agent(agent, ["--pid", str(program.pid), "--output", str(ours_path)])
+        alone = 0.0
+        if case.gated == "stopped":
+            reference = start_reference()
+            time.sleep(REFERENCE_ATTACH_SECONDS)
+            if reference.poll() is not None:
+                raise RuntimeError(f"the reference failed: {reference.stdout.read().strip()[-500:]}")
+            if process_state(program.pid) != "T":
+                raise RuntimeError(f"the program runs again once the reference attached ({process_state(program.pid)})")
+            os.killpg(program.pid, signal.SIGCONT)
+            started = time.time()
+        else:
+            os.killpg(program.pid, signal.SIGCONT)
+            started = time.time()
+            reference = start_reference()
+            for line in reference.stdout:
+                if re.search(case.reference_ready, line):
+                    break
+            else:
+                raise RuntimeError(f"the reference failed: {reference.wait()}")
+            alone += time.time() - started
+        try:
+            program.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            pass
+        if case.gated != "stopped" and reference.poll() is None:
+            ending = time.time()
+            reference.send_signal(signal.SIGINT)
+            reference.communicate(timeout=120)
+            alone += time.time() - ending
+        if program.poll() is None:
+            os.killpg(program.pid, signal.SIGSTOP)
+        case.window = (started, time.time())
+        print(f"gate: the program ran {case.window[1] - started:.2f} s "
+              f"({'to its end' if program.poll() is not None else 'then stopped'}), ours alone {alone:.2f} s of it")
+        if reference.poll() is None:
+            reference.send_signal(signal.SIGINT)
+        out, _ = reference.communicate(timeout=120)
+        if not theirs_path.exists():
+            raise RuntimeError(f"the reference wrote no profile: {(out or '').strip()[-500:]}")
+        stop_agent(agent_proc)
+        agent_proc = None
+        # A frame left unnamed (over the agent's naming budget) is left
+        # out of the comparison: how many there were is said.
+        case.unnamed = unnamed_frames(ours_path, program.pid)
+        return read_ours(ours_path, case), case.read_reference(theirs_path)
+    finally:
+        for proc in (reference, agent_proc):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        try:
+            os.killpg(program.pid, signal.SIGKILL)
+            os.killpg(program.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        program.wait()
+
+
 def profile(case, agent, seconds, work):
     """Starts the program, then the agent and the reference on it for
     `seconds`; both profiles' stacks."""
@@ -1119,6 +1278,8 @@ def profile(case, agent, seconds, work):
         return case.run(agent, seconds, work)
     if case.whole_life:
         return profile_whole_life(case, agent, seconds, work)
+    if case.gated:
+        return profile_gated(case, agent, seconds, work)
     env = {**os.environ, **(case.env(work) if case.env else {})}
     program = subprocess.Popen(case.command, stdout=case.stdout, stderr=subprocess.DEVNULL, env=env,
                                start_new_session=True)
@@ -1168,9 +1329,17 @@ def print_cut(ours):
         print(f"  {count:5d}  {stack}")
 
 
+def top_count(r):
+    """The top-15 cell: how many within 2 points, with the largest
+    standard error of a difference (difference_se) where known."""
+    count = f"{r['within_2']} of {len(r['top'])}"
+    return f"{count} ({r['se']:.1f})" if r.get("se") is not None else count
+
+
 def table(rows):
     head = ("| runtime | real program | reference profiler | samples (ours / theirs) | ours reach the root | "
-            "theirs reach the root | TVD of self time (noise) | top 15 within 2 points |\n"
+            "theirs reach the root | TVD of self time (noise) | top 15 within 2 points (largest standard error "
+            "of a difference) |\n"
             "|---|---|---|---|---|---|---|---|\n")
     lines = []
     for r in rows:
@@ -1180,7 +1349,7 @@ def table(rows):
         lines.append(
             f"| {r['runtime']} | {r['program']} | {r['reference']} | {r['ours_with_frames']} / {r['theirs_samples']} "
             f"| {100 * r['ours_root']:.1f}% | {100 * r['theirs_root']:.1f}% | {r['tvd']:.3f} ({r['noise']:.3f}) "
-            f"| {r['within_2']} of {len(r['top'])} |")
+            f"| {top_count(r)} |")
     return head + "\n".join(lines) + "\n"
 
 
@@ -1190,7 +1359,8 @@ def summary(r):
     if "error" in r:
         return f"{r['runtime']}: failed: {r['error']}"
     line = (f"{r['runtime']}: ours reach the root {100 * r['ours_root']:.1f}% (theirs {100 * r['theirs_root']:.1f}%)"
-            f", top 15 within 3 points {r['within_3']} of {len(r['top'])} (within 2: {r['within_2']})"
+            f", top 15 within 3 points {r['within_3']} of {len(r['top'])} (within 2: {r['within_2']}; "
+            f"standard error of a difference up to {r.get('se', 0):.1f} points)"
             f", TVD of self time {r['tvd']:.3f} (noise {r['noise']:.3f})")
     if r.get("framed_root"):
         line += (f", of the samples compared (in the runtime's code) ours reach the root "
@@ -1202,7 +1372,8 @@ def summary(r):
                  f"TVD of self time {b['tvd']:.3f} (noise {b['noise']:.3f})")
     if r.get("unnamed"):
         unnamed, total = r["unnamed"]
-        line += f", unnamed interpreted frames {100 * unnamed / max(total, 1):.2f}% ({unnamed} of {total}, whole life)"
+        line += (f", unnamed interpreted frames {100 * unnamed / max(total, 1):.2f}% ({unnamed} of {total}, "
+                 f"{r.get('unnamed_over', 'whole life')})")
     return line
 
 
@@ -1312,7 +1483,8 @@ def merge_section(old, rows, note):
         if r["runtime"] not in blocks:
             order.append(r["runtime"])
         blocks[r["runtime"]] = details([r]).strip("\n").split("\n") + [""]
-    out = lines[:head_at + 2] + table_rows + [""] + squeezed
+    # The header as table() writes it now.
+    out = lines[:head_at] + table([]).splitlines()[:2] + table_rows + [""] + squeezed
     for runtime in order:
         out += blocks.get(runtime, [])
     return "\n".join(out).rstrip("\n") + "\n"
@@ -1328,14 +1500,19 @@ CASES["node"] = CASES[f"node{NODE_LTS}"]
 
 
 def main():
+    global HZ
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--agent", default=str(ROOT / "target/release/ebpf-profiler"))
     ap.add_argument("--seconds", type=int, default=30)
+    ap.add_argument("--hz", type=int, default=HZ,
+                    help="samples a second, of the agent and of the references that take a rate (py-spy, rbspy, "
+                         "perf, node); Go's pprof (100) and JFR (10 ms) keep theirs")
     ap.add_argument("--quick", action="store_true", help="10 s a case, no BENCHMARKS.md (CI)")
     ap.add_argument("--cases", default=",".join(DEFAULT_CASES), help=f"comma-separated of: {', '.join(CASES)}")
     ap.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"))
     ap.add_argument("--keep", help="copy each case's profiles (ours and the reference's) into DIR/CASE")
     args = ap.parse_args()
+    HZ = args.hz  # read by the cases' commands and readers
     if os.geteuid() != 0:
         sys.exit("bench-accuracy: needs root (BPF, attaching to other processes)")
     seconds = 10 if args.quick else args.seconds
@@ -1380,7 +1557,9 @@ def main():
 
 - date: {when} (other work on the machine shows in the profiles of neither)
 - command: `make bench-accuracy` (`bench/accuracy.py`, {seconds} s a case at {HZ} Hz): the program started, then \
-the release agent (`--pid`, pprof) and the reference attached for the same seconds; compared on the runtime's own \
+the release agent (`--pid`, pprof) and the reference attached for the same seconds (Python, Ruby: the \
+program stopped while the agent, and rbspy, attach, resumed for the window, stopped before they stop; py-spy cannot \
+sample a stopped program: attached once it runs, stopped first); compared on the runtime's own \
 frames (whole-life references: the agent system-wide from before the program's start). Root: ours, a thread entry \
 (`_start`, `clone3`, `start_thread`; for Go also `runtime.goexit`, `mstart`; for a JDK or a BEAM in a chroot, its \
 libc's unnamed outermost frame) outermost; py-spy, `<module>`; rbspy, `<main>`; perf, a thread entry (for the BEAM, \

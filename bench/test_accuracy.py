@@ -1,6 +1,9 @@
 """Tests of accuracy.py's writing of its BENCHMARKS.md section, with made-up
 results (no profiler runs): `python3 -m unittest discover -s bench -p 'test_*.py'`."""
 
+import gzip
+import json
+import tempfile
 import unittest
 
 import accuracy
@@ -73,6 +76,9 @@ class MergeSection(unittest.TestCase):
         self.assertEqual([accuracy.row_runtime(r) for r in rows], ["C", "PHP", "JavaScript (Node 22)",
                                                                    "JavaScript (Node 24)"])
         self.assertEqual(rows[1], "| PHP | PHP program | ref | 7 / 8 | 99.5% | 100.0% | 0.100 (0.050) | 1 of 1 |")
+        # The header is the current one (the old named no standard error).
+        self.assertIn(accuracy.table([]).splitlines()[0], lines)
+        self.assertNotIn(OLD.split("\n")[5], lines)
         for kept in (0, 2, 3):
             self.assertIn(rows[kept], OLD)
         # The old PHP note goes, the one on C and PHP names C alone, the
@@ -117,6 +123,46 @@ class MergeSection(unittest.TestCase):
         m = accuracy.ROWS_NOTE.match(accuracy.rows_note(["A", "B"], "figures", "x"))
         self.assertEqual((m.group("names"), m.group("what"), m.group("rest")), ("A and B", "figures", "x"))
 
+
+class Comparison(unittest.TestCase):
+    def test_the_standard_error_of_a_difference(self):
+        # 50% on both sides of 2000 samples: sqrt(0.25 * 2 / 2000) = 1.58 points.
+        self.assertAlmostEqual(accuracy.difference_se([("f", 50.0, 50.0)], 2000, 2000), 1.581, places=3)
+        # The largest of the top: the share nearest 50% (pooled: 40%, 1.55 points).
+        side = [("a", 100.0, 100.0), ("b", 42.0, 38.0), ("c", 5.0, 5.0)]
+        self.assertAlmostEqual(accuracy.difference_se(side, 2000, 2000), 100 * (0.4 * 0.6 / 1000) ** 0.5,
+                               places=6)
+        # Shares of 0 and 100% have none; no samples, none.
+        self.assertEqual(accuracy.difference_se([("a", 100.0, 100.0), ("z", 0.0, 0.0)], 10, 10), 0.0)
+        self.assertEqual(accuracy.difference_se([("f", 50.0, 50.0)], 0, 10), 0.0)
+
+    def test_the_top_cell_has_the_standard_error(self):
+        r = result("Ruby", 0.999, se=1.234)
+        self.assertEqual(accuracy.table([r]).splitlines()[-1],
+                         "| Ruby | Ruby program | ref | 7 / 8 | 99.9% | 100.0% | 0.100 (0.050) | 1 of 1 (1.2) |")
+        self.assertIn("within 2: 1; standard error of a difference up to 1.2 points", accuracy.summary(r))
+
+    def test_rbspy_raw_frames_keep_their_path_and_window(self):
+        def trace(at, frames):
+            return json.dumps({"trace": [{"name": n, "relative_path": r, "absolute_path": a, "lineno": 1}
+                                         for n, r, a in frames],
+                               "pid": 1, "thread_id": 1, "on_cpu": True,
+                               "time": {"secs_since_epoch": at, "nanos_since_epoch": 500_000_000}})
+        erb = [("block in generate_class", "/t/class.rhtml", "unknown"), ("ERB#result", "/r/erb.rb", "/r/erb.rb"),
+               ("each [c function]", "(unknown)", None), ("<main>", "/x/bin/rdoc", "/x/bin/rdoc")]
+        cut = [("parse_files", "/r/rdoc.rb", "/r/rdoc.rb")]
+        with tempfile.TemporaryDirectory() as d:
+            path = f"{d}/raw.gz"
+            with gzip.open(path, "wt") as f:
+                f.write("rbspy02\n" + json.dumps({"sample_rate": 99}) + "\n")
+                for line in (trace(99, cut), trace(100, erb), trace(101, cut), trace(102, erb)):
+                    f.write(line + "\n")
+            stacks = accuracy.read_rbspy_raw(path, (100.0, 101.9))
+            everything = accuracy.read_rbspy_raw(path)
+        self.assertEqual([([accuracy.ruby_key(f) for f in frames], n, whole) for frames, n, whole in stacks],
+                         [(["block in generate_class (class.rhtml)", "result (erb.rb)", "<main> (rdoc)"], 1, True),
+                          (["parse_files (rdoc.rb)"], 1, False)])
+        self.assertEqual(len(everything), 4)
 
 if __name__ == "__main__":
     unittest.main()
