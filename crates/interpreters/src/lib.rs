@@ -39,6 +39,7 @@ pub mod memory;
 pub mod perl;
 pub mod php;
 pub mod python;
+mod recent;
 mod refusal;
 mod registry;
 pub mod ruby;

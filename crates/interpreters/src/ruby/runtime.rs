@@ -5,6 +5,7 @@
 
 use super::{detect, find_global_symbols, Detection, RubyBuild, RubyFrame, RubySymbolizer, RubyTls};
 use crate::memory::ProcessMemory;
+use crate::recent::RecentWords;
 use crate::refusal::Refusal;
 use crate::ruby::map_value::{
     RubyFileValue, RubyTlsModel, RUBY_CFP_READ_MAX, RUBY_FRAME_POS_MAX, RUBY_FRAME_POS_SHIFT,
@@ -24,6 +25,17 @@ const MAX_PROCESSES: usize = 256;
 /// How long a process whose symbol table was not found (Ruby is
 /// starting) waits before it is looked for again.
 const SYMBOLS_RETRY: Duration = Duration::from_secs(2);
+/// Most frame words a process keeps named ([`RecentWords`]).
+const MAX_RECENT_WORDS: usize = 16_384;
+/// How long a word named lately is taken as it is (see [`RecentWords`]).
+const RECENT_TRUST: Duration = Duration::from_millis(100);
+/// Bytes of a frame's object compared to name its word again: the
+/// object's flags and the two words after them, which hold an iseq's
+/// body and a method entry's definition (another object at the address,
+/// or the same one reused, reads otherwise).
+const HEAD_BYTES: usize = 24;
+/// What every process's words named lately hold together at most.
+const MAX_RECENT_BYTES: usize = 16 << 20;
 
 /// CRuby 3.0-3.4 (3.1 and 3.3 tested).
 #[derive(Clone, Copy, Debug, Default)]
@@ -81,7 +93,7 @@ impl Runtime for CRuby {
     }
 
     fn cache_bound(&self) -> CacheUse {
-        CacheUse::entries(MAX_PROCESSES)
+        CacheUse { entries: MAX_PROCESSES, bytes: MAX_RECENT_BYTES }
     }
 }
 
@@ -143,7 +155,8 @@ impl InterpreterFile for RubyFile {
 
     fn attach(self: Arc<Self>, _pid: u32, _memory: &dyn ProcessMemory, bias: u64) -> Attach {
         // The process is read when its first frame is named.
-        Attach::Attached(Box::new(RubyProcess { file: self, bias, names: None }))
+        let recent = RecentWords::new(MAX_RECENT_WORDS, RECENT_TRUST);
+        Attach::Attached(Box::new(RubyProcess { file: self, bias, names: None, recent }))
     }
 }
 
@@ -162,6 +175,10 @@ struct RubyProcess {
     /// The Ruby file's bias.
     bias: u64,
     names: Option<ProcessNames>,
+    /// Its frame words named lately: a deep stack's outer frames come
+    /// back in every sample, and naming one from memory takes several
+    /// reads (the object, its definition, its iseq, the line table).
+    recent: RecentWords,
 }
 
 impl RubyProcess {
@@ -191,27 +208,41 @@ impl RubyProcess {
 impl RuntimeProcess for RubyProcess {
     fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine> {
         let Some((pointer, pos)) = decode_word(word) else { return Vec::new() };
+        let now = Instant::now();
+        let mut head = [0u8; HEAD_BYTES];
+        let known = self.recent.trusted(word, now).or_else(|| {
+            let read = pointer != 0 && memory.read(pointer, &mut head);
+            read.then(|| self.recent.same_head(word, &head, now)).flatten()
+        });
+        if let Some(lines) = known {
+            stats.frames += 1;
+            return lines;
+        }
         stats.reads += 1;
         let frame = if pointer == 0 { None } else { self.names(memory).symbolizer.frame(memory, pointer, pos) };
         let Some(frame) = frame else {
+            self.recent.forget(word);
             stats.unknown += 1;
             return Vec::new();
         };
         stats.frames += 1;
-        vec![match frame {
+        let lines = vec![match frame {
             RubyFrame::Ruby { label, file, line } => {
                 SourceLine { function: label.into(), file: Some(file.into()), line, approximate: false }
             }
             RubyFrame::CFunc { name } => SourceLine { function: name.into(), file: None, line: 0, approximate: false },
-        }]
+        }];
+        self.recent.remember(word, &head, &lines, now);
+        lines
     }
 
     fn cached(&self) -> CacheUse {
-        CacheUse { entries: usize::from(self.names.is_some()), bytes: 0 }
+        CacheUse { entries: usize::from(self.names.is_some()), bytes: self.recent.bytes() }
     }
 
     fn clear(&mut self) {
         self.names = None;
+        self.recent.clear();
     }
 }
 
