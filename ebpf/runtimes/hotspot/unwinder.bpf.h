@@ -905,41 +905,22 @@ static __always_inline int hotspot_step(struct sample_record *record, struct hot
 /* hotspot_step as a global function, which the verifier checks once
  * rather than at each frame of a run (native_unwinder.bpf.h,
  * unwind_frame). */
-__noinline int hotspot_frame(u32 tgid)
-{
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
-	struct hotspot_process *jvm = bpf_map_lookup_elem(&hotspot_processes, &tgid);
-	if (!record || !jvm)
-		return UNWIND_STOP_INTERNAL;
-	return hotspot_step(record, jvm);
-}
-
-/* Runs the Java frames of a sample whose stack reached the code cache,
- * then hands back to the native unwinder; `progs` is the program array
- * of the entry it runs under (perf_event or off-CPU tp_btf). */
-static __always_inline int hotspot_unwind_run(void *ctx, void *progs)
+__noinline int hotspot_frame(void)
 {
 	u32 zero = 0;
 	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
 	if (!record)
-		return 0;
+		return UNWIND_STOP_INTERNAL;
+	return hotspot_step(record, &record->interp.hotspot.process);
+}
+
+/* At the hand-over: what the frames of this sample share, read from the
+ * JVM (the template interpreter's code and the call stub's return
+ * address, set while it starts), and the sampled frame's shape. */
+static __always_inline void hotspot_attach(struct sample_record *record, struct hotspot_process *jvm)
+{
 	struct interp_state *interp = &record->interp;
 	struct unwind_state *state = &record->state;
-	u32 tgid = record->event.pid;
-	/* A hand-over, or this program going on (in_loop is clear at a
-	 * hand-over, and set by this program before it calls itself). */
-	bool fresh = !interp->in_loop;
-	interp->in_loop = 0;
-	struct hotspot_process *jvm = bpf_map_lookup_elem(&hotspot_processes, &tgid);
-	if (!jvm || !hotspot_code_cache(jvm)) {
-		/* Not attached, or its code cache not set, yet: the code
-		 * stays memory without unwind tables. */
-		count(COUNTER_HOTSPOT_NO_PROCESS);
-		interp->next = INTERP_NEXT_NATIVE;
-		goto call_native;
-	}
-	/* Set while the JVM starts: read at each run. */
 	interp->hotspot.interpreter_low = 0;
 	interp->hotspot.interpreter_high = 0;
 	interp->hotspot.call_stub_return = 0;
@@ -959,7 +940,7 @@ static __always_inline int hotspot_unwind_run(void *ctx, void *progs)
 	/* The sampled pc may be in a compiled frame not built yet, or torn
 	 * down: its shape is found once, here, outside the frame loop. */
 	u32 leaf_shape = HOTSPOT_SHAPE_FRAME;
-	if (fresh && state->exact && state->pc >= jvm->code_low && state->pc < jvm->code_high &&
+	if (state->exact && state->pc >= jvm->code_low && state->pc < jvm->code_high &&
 	    state->pc != interp->hotspot.call_stub_return &&
 	    !(state->pc >= interp->hotspot.interpreter_low && state->pc < interp->hotspot.interpreter_high)) {
 		u64 blob = hotspot_find_blob(jvm, state->pc);
@@ -971,7 +952,38 @@ static __always_inline int hotspot_unwind_run(void *ctx, void *progs)
 	/* Kept in the scratch and read back as an unknown value: else the
 	 * verifier follows the frame loop once per shape. */
 	interp->hotspot.leaf_shape = leaf_shape;
+}
 
+/* Runs the Java frames of a sample whose stack reached the code cache,
+ * then hands back to the native unwinder; `progs` is the program array
+ * of the entry it runs under (perf_event or off-CPU tp_btf). */
+static __always_inline int hotspot_unwind_run(void *ctx, void *progs)
+{
+	u32 zero = 0;
+	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	if (!record)
+		return 0;
+	struct interp_state *interp = &record->interp;
+	struct unwind_state *state = &record->state;
+	u32 tgid = record->event.pid;
+	/* A hand-over, or this program going on (in_loop is clear at a
+	 * hand-over, and set by this program before it calls itself, with
+	 * the process copied). */
+	bool fresh = !interp->in_loop;
+	interp->in_loop = 0;
+	struct hotspot_process *jvm = &interp->hotspot.process;
+	if (fresh) {
+		struct hotspot_process *entry = bpf_map_lookup_elem(&hotspot_processes, &tgid);
+		if (!entry || !hotspot_code_cache(entry)) {
+			/* Not attached, or its code cache not set, yet: the
+			 * code stays memory without unwind tables. */
+			count(COUNTER_HOTSPOT_NO_PROCESS);
+			interp->next = INTERP_NEXT_NATIVE;
+			goto call_native;
+		}
+		*jvm = *entry;
+		hotspot_attach(record, jvm);
+	}
 	for (int i = 0; i < HOTSPOT_FRAMES_PER_PROGRAM; i++) {
 		if (state->pc < jvm->code_low || state->pc >= jvm->code_high) {
 			if (i == 0 && fresh) {
@@ -983,7 +995,7 @@ static __always_inline int hotspot_unwind_run(void *ctx, void *progs)
 			}
 			goto native;
 		}
-		int result = hotspot_frame(tgid);
+		int result = hotspot_frame();
 		if (result == STEP_HOTSPOT_NATIVE)
 			goto native;
 		if (result != STEP_CONTINUE) {
