@@ -107,6 +107,7 @@ static __always_inline bool agent_pids(struct task_struct *task, u32 *tgid, u32 
 #include "interpreters.bpf.h"
 #include "native_unwinder.bpf.h"
 #include "interpreter_driver.bpf.h"
+#include "jit_driver.bpf.h"
 /* Each runtime's unwinder (ebpf/runtimes/<name>/unwinder.bpf.h). */
 #define RUNTIME_FILE unwinder.bpf.h
 #include "runtime_files.h"
