@@ -48,8 +48,7 @@ typedef int (*jit_frame_fn)(u32 hand_over);
  * of the entry it runs under (perf_event or off-CPU). */
 static __always_inline int jit_unwind_run(void *ctx, void *progs, u32 slot, jit_attach_fn attach, jit_frame_fn frame)
 {
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	struct sample_record *record = scratch_record();
 	if (!record)
 		return 0;
 	struct interp_state *interp = &record->interp;

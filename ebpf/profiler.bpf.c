@@ -218,8 +218,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	struct sample_record *record = scratch_record();
 	if (!record)
 		return 0;
 	begin_sample(ctx, record, tgid, tid);

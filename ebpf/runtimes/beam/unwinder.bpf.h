@@ -233,8 +233,7 @@ static __always_inline int beam_attach(struct sample_record *record)
  * scheduler's return address into C, and STEP_JIT_NATIVE. */
 __noinline int beam_frame(u32 hand_over)
 {
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	struct sample_record *record = scratch_record();
 	if (!record)
 		return UNWIND_STOP_INTERNAL;
 	struct beam_scratch *beam = &record->interp.beam;

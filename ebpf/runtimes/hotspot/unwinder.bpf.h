@@ -958,8 +958,7 @@ static __always_inline int hotspot_attach(struct sample_record *record)
  * cache (the hand-over's is checked by hotspot_attach). */
 __noinline int hotspot_frame(u32 hand_over)
 {
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	struct sample_record *record = scratch_record();
 	if (!record)
 		return UNWIND_STOP_INTERNAL;
 	struct hotspot_process *jvm = &record->interp.hotspot.process;

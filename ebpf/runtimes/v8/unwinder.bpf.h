@@ -216,8 +216,7 @@ static __always_inline int v8_attach(struct sample_record *record)
  * code (the hand-over's was checked by the native unwinder). */
 __noinline int v8_frame(u32 hand_over)
 {
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	struct sample_record *record = scratch_record();
 	if (!record)
 		return UNWIND_STOP_INTERNAL;
 	struct v8_process *v8 = &record->interp.v8.process;
