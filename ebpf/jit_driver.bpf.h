@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The driver of the JIT runtimes' unwinders (HotSpot, V8, BEAM): their
- * code has no unwind tables, and each of their frames tells its caller
+ * The driver of the JIT runtimes' unwinders (their folders'
+ * unwinder.bpf.h call jit_unwind_run): their code has no unwind tables, and each of their frames tells its caller
  * by the runtime's own layout, so their unwinder replaces the native
  * unwinder while the pc stays in the runtime's code, then hands back.
  *
@@ -66,13 +66,15 @@ static __always_inline int jit_unwind_run(void *ctx, void *progs, u32 slot, jit_
 		if (result != STEP_CONTINUE)
 			goto send;
 	}
-	for (int i = 0; i < JIT_FRAMES_PER_PROGRAM; i++) {
-		result = frame(hand_over && i == 0);
-		if (result == STEP_JIT_NATIVE)
-			goto native;
-		if (result != STEP_CONTINUE)
-			goto send;
-	}
+	/* The first frame apart: hand_over is dead in the loop, which the
+	 * verifier then follows once, not once per value of it. */
+	result = frame(hand_over);
+	for (int i = 1; i < JIT_FRAMES_PER_PROGRAM && result == STEP_CONTINUE; i++)
+		result = frame(0);
+	if (result == STEP_JIT_NATIVE)
+		goto native;
+	if (result != STEP_CONTINUE)
+		goto send;
 	/* This program goes on (the sample's next begin_sample clears
 	 * in_loop if it cannot). */
 	interp->in_loop = 1;
