@@ -39,8 +39,9 @@ typedef int (*jit_attach_fn)(struct sample_record *record);
 /* Unwinds the frame at record->state (a global function: the verifier
  * checks it once, not at each frame of a run): records it and moves the
  * state to its caller. `hand_over`: the frame is the hand-over's (attach
- * has seen it). STEP_CONTINUE, STEP_JIT_NATIVE or an unwind_stop
- * reason. */
+ * has seen it; it must be read: clang leaves an unused argument of a
+ * global function unset, which the verifier refuses). STEP_CONTINUE,
+ * STEP_JIT_NATIVE or an unwind_stop reason. */
 typedef int (*jit_frame_fn)(u32 hand_over);
 
 /* Runs the frames of the JIT runtime `slot` from a hand-over of the
