@@ -78,8 +78,7 @@ static __always_inline bool interp_enter_always(struct interp_state *interp)
 static __always_inline int interpreter_unwind_run(void *ctx, void *progs, u32 slot, interp_start_fn start,
 						  interp_step_fn step, interp_enter_fn enter)
 {
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	struct sample_record *record = scratch_record();
 	if (!record)
 		return 0;
 	struct interp_state *interp = &record->interp;

@@ -23,7 +23,9 @@
  * its line there and its folder. An unwinder that walks the interpreter's
  * frames one loop frame at a time runs in
  * interpreter_unwind_run (interpreter_driver.bpf.h) and brings only its
- * start and step functions.
+ * start and step functions; one of a JIT runtime, which walks the
+ * frames of its code, runs in jit_unwind_run (jit_driver.bpf.h) and
+ * brings its attach and frame functions.
  */
 
 /* The unwinders' bodies, defined in their files (included after this

@@ -153,6 +153,13 @@ struct {
 	__type(value, struct sample_record);
 } scratch SEC(".maps");
 
+/* This CPU's scratch record (NULL only in the verifier's view). */
+static __always_inline struct sample_record *scratch_record(void)
+{
+	u32 zero = 0;
+	return bpf_map_lookup_elem(&scratch, &zero);
+}
+
 /* Stack copies are bounded per CPU: at most stack_copy_budget_bytes in
  * each STACK_COPY_BUDGET_NS window (helpers.h), so that a burst of new
  * processes (a fork bomb) cannot flood the samples ring buffer. */

@@ -355,8 +355,7 @@ static __always_inline int unwind_step(struct sample_record *record, u32 pid)
  * the scratch one. */
 __noinline int unwind_frame(u32 pid)
 {
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	struct sample_record *record = scratch_record();
 	if (!record)
 		return UNWIND_STOP_INTERNAL;
 	return unwind_step(record, pid);
@@ -368,8 +367,7 @@ __noinline int unwind_frame(u32 pid)
  * (progs). */
 static __always_inline int native_unwind_run(void *ctx, void *progs)
 {
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	struct sample_record *record = scratch_record();
 	if (!record)
 		return 0;
 	u32 pid = record->event.pid;

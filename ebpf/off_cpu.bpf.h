@@ -119,8 +119,7 @@ int on_sched_switch(u64 *ctx)
 	if (filter_pids && !bpf_map_lookup_elem(&selected_pids, &tgid))
 		return 0;
 
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	struct sample_record *record = scratch_record();
 	if (!record)
 		return 0;
 	begin_sample(ctx, record, tgid, tid);

@@ -107,6 +107,7 @@ static __always_inline bool agent_pids(struct task_struct *task, u32 *tgid, u32 
 #include "interpreters.bpf.h"
 #include "native_unwinder.bpf.h"
 #include "interpreter_driver.bpf.h"
+#include "jit_driver.bpf.h"
 /* Each runtime's unwinder (ebpf/runtimes/<name>/unwinder.bpf.h). */
 #define RUNTIME_FILE unwinder.bpf.h
 #include "runtime_files.h"
@@ -217,8 +218,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	struct sample_record *record = scratch_record();
 	if (!record)
 		return 0;
 	begin_sample(ctx, record, tgid, tid);

@@ -53,6 +53,10 @@ struct beam_process {
 struct beam_scratch {
 	/* beam_processes[tgid], copied at the hand-over. */
 	struct beam_process process;
+	/* The hand-over's frame, which C returned to, is recorded and the
+	 * walk resumed on the Erlang stack (beam_attach). */
+	__u32 resumed;
+	__u32 reserved;
 	/* The words above a frame's stack pointer, as read. */
 	__u64 words[BEAM_SCAN_WORDS];
 };

@@ -10,7 +10,8 @@
  * The hand-over: user space marks the JIT's executable memory (the r-xs
  * /memfd:vmem mappings) for UNWINDER_BEAM and puts what the walk needs in
  * beam_processes[tgid] (struct beam_process). When the native unwinder
- * reaches a pc there it tail-calls beam_unwind.
+ * reaches a pc there it tail-calls beam_unwind (the driver:
+ * jit_driver.bpf.h).
  *
  *  - The sampled pc (exact) is in JIT code: Erlang code runs on the
  *    Erlang process's own stack (rsp is the Erlang stack pointer), each
@@ -38,9 +39,6 @@
  * Every other outcome ends the stack with its reason and counter; the
  * frames so far are kept.
  */
-
-/* Frames walked per program run. */
-#define BEAM_FRAMES_PER_PROGRAM 64
 
 /* Appends the Erlang frame at pc; false when the stack is full. */
 static __always_inline bool beam_record(struct sample_record *record, u64 pc, bool return_address)
@@ -80,9 +78,9 @@ static __always_inline bool beam_on_c_stack(struct unwind_state *state, struct b
 	return bx && state->sp < bx + beam->scheduler_return && state->sp + BEAM_C_STACK_WINDOW > bx;
 }
 
-/* Step results besides STEP_CONTINUE and the unwind_stop reasons: the
- * bottom of the Erlang stack is reached. */
-#define STEP_BEAM_BOTTOM 0xfd
+/* beam_step's result besides STEP_CONTINUE and the unwind_stop
+ * reasons: the bottom of the Erlang stack is reached. */
+#define STEP_BEAM_BOTTOM 0xfb
 
 /* Records the frame at state->pc (unless `recorded`: the frame C
  * returned to) and moves the state to its caller's continuation
@@ -199,86 +197,59 @@ static __always_inline int beam_scheduler_root(struct sample_record *record, str
 	return STEP_CONTINUE;
 }
 
-/* beam_step as a global function, which the verifier checks once rather
- * than at each frame of a run (native_unwinder.bpf.h, unwind_frame). */
-__noinline int beam_frame(u32 recorded)
+/* At the hand-over: beam_processes[tgid] copied into the scratch; a pc
+ * C returned to (or shared code on the C stack) is recorded here, and
+ * the walk resumes on the Erlang stack when it is at hand. */
+static __always_inline int beam_attach(struct sample_record *record)
 {
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
-	if (!record)
-		return UNWIND_STOP_INTERNAL;
-	return beam_step(record, &record->interp.beam.process, recorded);
-}
-
-/* Runs the Erlang frames of a sample whose stack reached the JIT's code,
- * then hands back to the native unwinder; `progs` is the program array
- * of the entry it runs under (perf_event or off-CPU tp_btf). */
-static __always_inline int beam_unwind_run(void *ctx, void *progs)
-{
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
-	if (!record)
-		return 0;
 	struct interp_state *interp = &record->interp;
 	struct unwind_state *state = &record->state;
 	u32 tgid = record->event.pid;
-	int result;
-	bool resumed = false;
-	/* A hand-over, or this program going on (in_loop is set by this
-	 * program before it calls itself, with the layout copied). */
-	if (!interp->in_loop) {
-		struct beam_process *beam = bpf_map_lookup_elem(&beam_processes, &tgid);
-		if (!beam) {
-			/* Its frame stays native (and ends the stack there). */
-			count(COUNTER_BEAM_NO_PROCESS);
-			interp->next = INTERP_NEXT_NATIVE;
-			unwinder_tail_call(ctx, progs, record, UNWINDER_NATIVE);
-			return 0;
-		}
-		interp->beam.process = *beam;
-		if (!state->exact || beam_on_c_stack(state, beam)) {
-			/* Returned into from C, or shared code running on the
-			 * C stack. */
-			count(COUNTER_BEAM_FROM_C);
-			if (!beam_record(record, state->pc, true)) {
-				send_sample(&record->event, UNWIND_STOP_MAX_FRAMES);
-				return 0;
-			}
-			if (state->exact || !beam_resume_erlang(state, beam)) {
-				/* The Erlang stack pointer is not at hand (a
-				 * sampled pc in shared code on the C stack). */
-				send_sample(&record->event, UNWIND_STOP_STACK_SWITCH);
-				return 0;
-			}
-			count(COUNTER_BEAM_FROM_C_FOLLOWED);
-			resumed = true;
-		}
+	struct beam_process *entry = bpf_map_lookup_elem(&beam_processes, &tgid);
+	if (!entry) {
+		/* Its frame stays native (and ends the stack there). */
+		count(COUNTER_BEAM_NO_PROCESS);
+		return STEP_JIT_STAYS_NATIVE;
 	}
-	interp->in_loop = 0;
+	interp->beam.process = *entry;
+	struct beam_process *beam = &interp->beam.process;
+	interp->beam.resumed = 0;
+	if (state->exact && !beam_on_c_stack(state, beam))
+		return STEP_CONTINUE;
+	/* Returned into from C, or shared code running on the C stack. */
+	count(COUNTER_BEAM_FROM_C);
+	if (!beam_record(record, state->pc, true))
+		return UNWIND_STOP_MAX_FRAMES;
+	/* The Erlang stack pointer is not at hand for a sampled pc in
+	 * shared code on the C stack. */
+	if (state->exact || !beam_resume_erlang(state, beam))
+		return UNWIND_STOP_STACK_SWITCH;
+	count(COUNTER_BEAM_FROM_C_FOLLOWED);
+	interp->beam.resumed = 1;
+	return STEP_CONTINUE;
+}
 
-	for (int i = 0; i < BEAM_FRAMES_PER_PROGRAM; i++) {
-		result = beam_frame(resumed && i == 0);
-		if (result == STEP_BEAM_BOTTOM) {
-			result = beam_scheduler_root(record, &interp->beam.process, tgid);
-			if (result != STEP_CONTINUE)
-				goto done;
-			/* The next frame is native code. */
-			interp->next = INTERP_NEXT_HAND_OVER;
-			unwinder_tail_call(ctx, progs, record, UNWINDER_NATIVE);
-			return 0;
-		}
-		if (result != STEP_CONTINUE)
-			goto done;
-	}
-	/* This program goes on (the sample's next begin_sample clears
-	 * in_loop if it cannot). */
-	interp->in_loop = 1;
-	unwinder_run_again(ctx, progs, record, UNWINDER_BEAM);
-	return 0;
+/* One frame (jit_frame_fn); at the bottom of the Erlang stack, the
+ * scheduler's return address into C, and STEP_JIT_NATIVE. */
+__noinline int beam_frame(u32 hand_over)
+{
+	struct sample_record *record = scratch_record();
+	if (!record)
+		return UNWIND_STOP_INTERNAL;
+	struct beam_scratch *beam = &record->interp.beam;
+	/* The frame C returned to is recorded by beam_attach. */
+	int result = beam_step(record, &beam->process, hand_over && beam->resumed);
+	if (result != STEP_BEAM_BOTTOM)
+		return result;
+	result = beam_scheduler_root(record, &beam->process, record->event.pid);
+	return result == STEP_CONTINUE ? STEP_JIT_NATIVE : result;
+}
 
-done:
-	send_sample(&record->event, result);
-	return 0;
+/* Runs the Erlang frames of a sample whose stack reached the JIT's code,
+ * then hands back to the native unwinder. */
+static __always_inline int beam_unwind_run(void *ctx, void *progs)
+{
+	return jit_unwind_run(ctx, progs, UNWINDER_BEAM, beam_attach, beam_frame);
 }
 
 /* A thread exits: the beam unwinder keeps nothing per thread. */

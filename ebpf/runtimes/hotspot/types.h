@@ -103,8 +103,11 @@ struct hotspot_process {
 
 /* The HotSpot unwinder's scratch (struct interp_state, maps.h). */
 struct hotspot_scratch {
-	/* The template interpreter's code [low, high), read at each program
-	 * run. */
+	/* hotspot_processes[tgid], copied at the hand-over (with the code
+	 * cache's bounds and heaps: hotspot_code_cache). */
+	struct hotspot_process process;
+	/* The template interpreter's code [low, high), read at the
+	 * hand-over (set while the JVM starts). */
 	__u64 interpreter_low;
 	__u64 interpreter_high;
 	/* StubRoutines::_call_stub_return_address. */

@@ -15,7 +15,8 @@
  * the JVM's vmStructs tables by crates/interpreters/src/hotspot). When
  * the native unwinder reaches a pc in the code cache it tail-calls
  * hotspot_unwind, which unwinds Java frames while the pc stays in the
- * code cache, then tail-calls the native unwinder again:
+ * code cache, then tail-calls the native unwinder again (the driver:
+ * jit_driver.bpf.h):
  *
  *  - a pc in the template interpreter (AbstractInterpreter::_code's
  *    buffer) is an interpreted frame: its Method* and bcp are in the
@@ -40,15 +41,10 @@
  * with a COUNTER_HOTSPOT_* reason): the frames so far are kept.
  */
 
-/* Java frames unwound per program run. */
-#define HOTSPOT_FRAMES_PER_PROGRAM 64
 /* Segment map steps to a blob's first segment: each step goes back at
  * most 254 segments (of 64 or 128 bytes), so 32 steps cover blobs of at
  * least 500 KiB; the interpreter, the largest, is not looked up so. */
 #define HOTSPOT_SEGMAP_STEPS 32
-
-/* Step result: the pc left the code cache, the native unwinder goes on. */
-#define STEP_HOTSPOT_NATIVE 0xfd
 
 /* The slot `slot` (words from fp) of the interpreted frame read in
  * interp->hotspot.slots, or 0 if user space gave a slot outside them. */
@@ -868,8 +864,8 @@ static __always_inline int hotspot_compiled(struct sample_record *record, struct
 }
 
 /* Unwinds one frame at a pc in the code cache. Returns STEP_CONTINUE,
- * STEP_HOTSPOT_NATIVE when the caller is native code, or an
- * unwind_stop reason. */
+ * STEP_JIT_NATIVE when the caller is native code, or an unwind_stop
+ * reason. */
 static __always_inline int hotspot_step(struct sample_record *record, struct hotspot_process *jvm)
 {
 	struct unwind_state *state = &record->state;
@@ -890,7 +886,7 @@ static __always_inline int hotspot_step(struct sample_record *record, struct hot
 		state->fp = words[0];
 		state->pc = words[1];
 		state->exact = 0;
-		return STEP_HOTSPOT_NATIVE;
+		return STEP_JIT_NATIVE;
 	}
 	if (pc >= interp->hotspot.interpreter_low && pc < interp->hotspot.interpreter_high)
 		return hotspot_interpreted(record, jvm);
@@ -902,44 +898,29 @@ static __always_inline int hotspot_step(struct sample_record *record, struct hot
 	return hotspot_compiled(record, jvm, blob);
 }
 
-/* hotspot_step as a global function, which the verifier checks once
- * rather than at each frame of a run (native_unwinder.bpf.h,
- * unwind_frame). */
-__noinline int hotspot_frame(u32 tgid)
+/* At the hand-over: hotspot_processes[tgid] copied into the scratch,
+ * what the frames of this sample share read from the JVM (the template
+ * interpreter's code and the call stub's return address, set while it
+ * starts), and the sampled frame's shape. */
+static __always_inline int hotspot_attach(struct sample_record *record)
 {
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
-	struct hotspot_process *jvm = bpf_map_lookup_elem(&hotspot_processes, &tgid);
-	if (!record || !jvm)
-		return UNWIND_STOP_INTERNAL;
-	return hotspot_step(record, jvm);
-}
-
-/* Runs the Java frames of a sample whose stack reached the code cache,
- * then hands back to the native unwinder; `progs` is the program array
- * of the entry it runs under (perf_event or off-CPU tp_btf). */
-static __always_inline int hotspot_unwind_run(void *ctx, void *progs)
-{
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
-	if (!record)
-		return 0;
 	struct interp_state *interp = &record->interp;
 	struct unwind_state *state = &record->state;
 	u32 tgid = record->event.pid;
-	/* A hand-over, or this program going on (in_loop is clear at a
-	 * hand-over, and set by this program before it calls itself). */
-	bool fresh = !interp->in_loop;
-	interp->in_loop = 0;
-	struct hotspot_process *jvm = bpf_map_lookup_elem(&hotspot_processes, &tgid);
-	if (!jvm || !hotspot_code_cache(jvm)) {
+	struct hotspot_process *entry = bpf_map_lookup_elem(&hotspot_processes, &tgid);
+	if (!entry || !hotspot_code_cache(entry)) {
 		/* Not attached, or its code cache not set, yet: the code
 		 * stays memory without unwind tables. */
 		count(COUNTER_HOTSPOT_NO_PROCESS);
-		interp->next = INTERP_NEXT_NATIVE;
-		goto call_native;
+		return STEP_JIT_STAYS_NATIVE;
 	}
-	/* Set while the JVM starts: read at each run. */
+	struct hotspot_process *jvm = &interp->hotspot.process;
+	*jvm = *entry;
+	/* Handed memory that is not the code cache (user space marks every
+	 * anonymous code of a JVM until it knows the cache): it stays
+	 * native. */
+	if (state->pc < jvm->code_low || state->pc >= jvm->code_high)
+		return STEP_JIT_STAYS_NATIVE;
 	interp->hotspot.interpreter_low = 0;
 	interp->hotspot.interpreter_high = 0;
 	interp->hotspot.call_stub_return = 0;
@@ -959,8 +940,7 @@ static __always_inline int hotspot_unwind_run(void *ctx, void *progs)
 	/* The sampled pc may be in a compiled frame not built yet, or torn
 	 * down: its shape is found once, here, outside the frame loop. */
 	u32 leaf_shape = HOTSPOT_SHAPE_FRAME;
-	if (fresh && state->exact && state->pc >= jvm->code_low && state->pc < jvm->code_high &&
-	    state->pc != interp->hotspot.call_stub_return &&
+	if (state->exact && state->pc != interp->hotspot.call_stub_return &&
 	    !(state->pc >= interp->hotspot.interpreter_low && state->pc < interp->hotspot.interpreter_high)) {
 		u64 blob = hotspot_find_blob(jvm, state->pc);
 		s32 frame_size = 0;
@@ -971,39 +951,27 @@ static __always_inline int hotspot_unwind_run(void *ctx, void *progs)
 	/* Kept in the scratch and read back as an unknown value: else the
 	 * verifier follows the frame loop once per shape. */
 	interp->hotspot.leaf_shape = leaf_shape;
+	return STEP_CONTINUE;
+}
 
-	for (int i = 0; i < HOTSPOT_FRAMES_PER_PROGRAM; i++) {
-		if (state->pc < jvm->code_low || state->pc >= jvm->code_high) {
-			if (i == 0 && fresh) {
-				/* Handed memory that is not the code cache (user
-				 * space marks every anonymous code of a JVM until
-				 * it knows the cache): it stays native. */
-				interp->next = INTERP_NEXT_NATIVE;
-				goto call_native;
-			}
-			goto native;
-		}
-		int result = hotspot_frame(tgid);
-		if (result == STEP_HOTSPOT_NATIVE)
-			goto native;
-		if (result != STEP_CONTINUE) {
-			send_sample(&record->event, result);
-			return 0;
-		}
-	}
-	/* This program goes on (the sample's next begin_sample clears
-	 * in_loop if it cannot). */
-	interp->in_loop = 1;
-	unwinder_run_again(ctx, progs, record, UNWINDER_HOTSPOT);
-	return 0;
+/* One frame (jit_frame_fn): STEP_JIT_NATIVE when the pc left the code
+ * cache (the hand-over's is checked by hotspot_attach). */
+__noinline int hotspot_frame(u32 hand_over)
+{
+	struct sample_record *record = scratch_record();
+	if (!record)
+		return UNWIND_STOP_INTERNAL;
+	struct hotspot_process *jvm = &record->interp.hotspot.process;
+	if (!hand_over && (record->state.pc < jvm->code_low || record->state.pc >= jvm->code_high))
+		return STEP_JIT_NATIVE;
+	return hotspot_step(record, jvm);
+}
 
-native:
-	/* The next frame is native code (or, when the JVM is not attached,
-	 * the code cache seen as memory without unwind tables). */
-	interp->next = INTERP_NEXT_HAND_OVER;
-call_native:
-	unwinder_tail_call(ctx, progs, record, UNWINDER_NATIVE);
-	return 0;
+/* Runs the Java frames of a sample whose stack reached the code cache,
+ * then hands back to the native unwinder. */
+static __always_inline int hotspot_unwind_run(void *ctx, void *progs)
+{
+	return jit_unwind_run(ctx, progs, UNWINDER_HOTSPOT, hotspot_attach, hotspot_frame);
 }
 
 /* A thread exits: the hotspot unwinder keeps nothing per thread. */

@@ -14,7 +14,8 @@
  * layout in v8_processes[tgid] (struct v8_process, from the binary's
  * v8dbg_* metadata). When the native unwinder reaches a pc there it
  * tail-calls v8_unwind, which follows the frame pointer chain (V8 keeps
- * rbp in all its frames) while the pc stays in V8's code:
+ * rbp in all its frames) while the pc stays in V8's code (the driver:
+ * jit_driver.bpf.h):
  *
  *  - [fp - 8] holds either a frame type marker (a Smi: low bit clear) or
  *    a JavaScript frame's context (a heap pointer: low bit set).
@@ -33,8 +34,6 @@
  * are kept.
  */
 
-/* Frames followed per program run. */
-#define V8_FRAMES_PER_PROGRAM 64
 /* Largest distance from a frame to its caller's (V8's own limit on a
  * frame is far below). */
 #define V8_MAX_FRAME_SIZE (1ULL << 20)
@@ -146,10 +145,6 @@ static __always_inline bool v8_js_frame(struct sample_record *record, struct v8_
 	return v8_record(record, function, true, offset);
 }
 
-/* Step results besides STEP_CONTINUE and the unwind_stop reasons: the
- * caller is native code. */
-#define STEP_V8_NATIVE 0xfd
-
 /* Unwinds the V8 frame at state->fp. */
 static __always_inline int v8_step(struct sample_record *record, struct v8_process *v8)
 {
@@ -189,7 +184,7 @@ static __always_inline int v8_step(struct sample_record *record, struct v8_proce
 	state->sp = fp + 16;
 	state->fp = caller_fp;
 	state->exact = 0;
-	return entry ? STEP_V8_NATIVE : STEP_CONTINUE;
+	return entry ? STEP_JIT_NATIVE : STEP_CONTINUE;
 }
 
 /* Whether the pc is in V8's code: its pid_mapping names this unwinder.
@@ -204,72 +199,38 @@ static __always_inline bool v8_code(struct unwind_state *state, u32 tgid, struct
 	return found;
 }
 
-/* One frame of the loop below as a global function, which the verifier
- * checks once rather than at each frame of a run (native_unwinder.bpf.h,
- * unwind_frame): STEP_V8_NATIVE when the pc is not V8's code (checked
- * from the second frame of a run on: the first was checked before). */
-__noinline int v8_frame(u32 tgid, u32 first)
+/* At the hand-over: v8_processes[tgid] copied into the scratch. */
+static __always_inline int v8_attach(struct sample_record *record)
 {
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
+	u32 tgid = record->event.pid;
+	struct v8_process *v8 = bpf_map_lookup_elem(&v8_processes, &tgid);
+	if (!v8) {
+		count(COUNTER_V8_NO_PROCESS);
+		return STEP_JIT_STAYS_NATIVE;
+	}
+	record->interp.v8.process = *v8;
+	return STEP_CONTINUE;
+}
+
+/* One frame (jit_frame_fn): STEP_JIT_NATIVE when the pc is not V8's
+ * code (the hand-over's was checked by the native unwinder). */
+__noinline int v8_frame(u32 hand_over)
+{
+	struct sample_record *record = scratch_record();
 	if (!record)
 		return UNWIND_STOP_INTERNAL;
 	struct v8_process *v8 = &record->interp.v8.process;
-	/* The first pc is V8's (the hand-over, or checked before the tail
-	 * call); its lookup still tells JIT memory apart. */
-	if (!v8_code(&record->state, tgid, v8) && !first)
-		return STEP_V8_NATIVE;
+	/* The hand-over's lookup still tells JIT memory apart. */
+	if (!v8_code(&record->state, record->event.pid, v8) && !hand_over)
+		return STEP_JIT_NATIVE;
 	return v8_step(record, v8);
 }
 
 /* Runs the JavaScript frames of a sample whose stack reached V8's code,
- * then hands back to the native unwinder; `progs` is the program array
- * of the entry it runs under (perf_event or off-CPU tp_btf). */
+ * then hands back to the native unwinder. */
 static __always_inline int v8_unwind_run(void *ctx, void *progs)
 {
-	u32 zero = 0;
-	struct sample_record *record = bpf_map_lookup_elem(&scratch, &zero);
-	if (!record)
-		return 0;
-	struct interp_state *interp = &record->interp;
-	struct unwind_state *state = &record->state;
-	u32 tgid = record->event.pid;
-	/* A hand-over, or this program going on (in_loop is set by this
-	 * program before it calls itself, with the layout copied). */
-	if (!interp->in_loop) {
-		struct v8_process *v8 = bpf_map_lookup_elem(&v8_processes, &tgid);
-		if (!v8) {
-			count(COUNTER_V8_NO_PROCESS);
-			interp->next = INTERP_NEXT_NATIVE;
-			goto call_native;
-		}
-		interp->v8.process = *v8;
-	}
-	interp->in_loop = 0;
-
-	for (int i = 0; i < V8_FRAMES_PER_PROGRAM; i++) {
-		int result = v8_frame(tgid, i == 0);
-		if (result == STEP_V8_NATIVE)
-			goto native;
-		if (result != STEP_CONTINUE) {
-			send_sample(&record->event, result);
-			return 0;
-		}
-	}
-	if (!v8_code(state, tgid, &interp->v8.process))
-		goto native;
-	/* This program goes on (the sample's next begin_sample clears
-	 * in_loop if it cannot). */
-	interp->in_loop = 1;
-	unwinder_run_again(ctx, progs, record, UNWINDER_V8);
-	return 0;
-
-native:
-	/* The next frame is native code. */
-	interp->next = INTERP_NEXT_HAND_OVER;
-call_native:
-	unwinder_tail_call(ctx, progs, record, UNWINDER_NATIVE);
-	return 0;
+	return jit_unwind_run(ctx, progs, UNWINDER_V8, v8_attach, v8_frame);
 }
 
 /* A thread exits: the v8 unwinder keeps nothing per thread. */

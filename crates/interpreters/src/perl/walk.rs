@@ -13,8 +13,9 @@ use crate::failures::RecentFailures;
 use crate::memory::ProcessMemory;
 use std::collections::HashMap;
 
-/// Frames returned at most; deeper ones are dropped and counted.
-pub const MAX_FRAMES: usize = 512;
+/// Frames returned at most (as many as the BPF unwinder collects);
+/// deeper ones are dropped and counted.
+pub const MAX_FRAMES: usize = profiler_bpf::MAX_USER_FRAMES;
 /// Contexts looked at per walk at most (all stacks together).
 pub const MAX_CONTEXTS: usize = 16_384;
 /// Stacks (`PERL_SI`) followed at most.

@@ -19,8 +19,8 @@ use super::naming::{
 use crate::memory::ProcessMemory;
 use std::sync::Arc;
 
-/// Most frames walked.
-pub const MAX_FRAMES: usize = 512;
+/// Most frames walked: as many as the BPF unwinder collects.
+pub const MAX_FRAMES: usize = profiler_bpf::MAX_USER_FRAMES;
 /// Largest distance from a frame to its caller's.
 const MAX_FRAME_SIZE: u64 = 1 << 20;
 /// Bytes of stack scanned above `sp` for the innermost exit frame.
