@@ -323,9 +323,12 @@ pub struct Stats {
     /// Copies given up because their process was not loaded in time; their
     /// samples went on with their leaf only.
     pub late_unwind_timed_out: u64,
-    /// Lookups the late unwinder made in the unwinder's BPF maps (one
-    /// system call each).
+    /// Lookups the late unwinder made in the unwinder's BPF maps to unwind
+    /// (one system call each).
     pub late_unwind_map_lookups: u64,
+    /// Lookups it made to ask whether a held sample's process was loaded
+    /// yet (once per distinct leaf per poll while samples wait).
+    pub late_unwind_readiness_lookups: u64,
     /// Rule ids, rules, and a sample's process ranges the late unwinder
     /// took from its caches instead of the maps.
     pub late_unwind_cached_lookups: u64,

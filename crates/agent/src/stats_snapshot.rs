@@ -156,6 +156,7 @@ impl Agent {
             late_unwind_timed_out: late.timed_out,
             late_unwind_map_lookups: late.lookups.map_lookups,
             late_unwind_cached_lookups: late.lookups.cache_hits,
+            late_unwind_readiness_lookups: late.lookups.readiness_lookups,
             names_waited: naming_wait.held,
             names_waited_frames_named: naming_wait.frames_named,
             names_wait_timed_out: naming_wait.timed_out,

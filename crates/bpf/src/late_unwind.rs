@@ -219,8 +219,12 @@ pub struct MapTables {
 /// What [`MapTables`] asked the kernel, and what its caches answered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LookupCounts {
-    /// Map lookups (each a system call).
+    /// Map lookups of the unwinding itself (each a system call).
     pub map_lookups: u64,
+    /// Map lookups that asked whether a sample's process was loaded yet
+    /// ([`MapTables::is_loaded`]): they grow with the wait, not with the
+    /// samples unwound.
+    pub readiness_lookups: u64,
     /// Rule ids, rules, and a call's process ranges and range chunks
     /// answered from the caches.
     pub cache_hits: u64,
@@ -268,7 +272,11 @@ impl MapTables {
     /// to the queue's timeout.
     pub fn is_loaded(&mut self, pid: u32, address: u64) -> bool {
         self.forget_ranges();
-        matches!(self.mapping(pid, address), TableMapping::Native { .. })
+        let before = self.lookups.map_lookups;
+        let loaded = matches!(self.mapping(pid, address), TableMapping::Native { .. });
+        self.lookups.readiness_lookups += self.lookups.map_lookups - before;
+        self.lookups.map_lookups = before;
+        loaded
     }
 
     /// Goes on unwinding the sample of `pid` the copy belongs to,

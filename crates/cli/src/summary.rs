@@ -185,7 +185,7 @@ pub fn summary_lines(s: &Stats, inputs: &SummaryInputs) -> Vec<String> {
             line!(
                 "  new processes:     {} stacks copied ({} KiB), {} unwound in user space to the root, {} stopped early{}; \
                  not copied: {} over budget, {} unreadable; given up: {} queue full, {} not loaded in time; \
-                 {} table lookups in the maps ({} cached)",
+                 {} table lookups in the maps ({} cached), {} asking whether a process was loaded",
                 s.late_unwind_copies,
                 s.late_unwind_copy_bytes / 1024,
                 s.late_unwind_complete,
@@ -196,7 +196,8 @@ pub fn summary_lines(s: &Stats, inputs: &SummaryInputs) -> Vec<String> {
                 s.late_unwind_dropped_queue_full,
                 s.late_unwind_timed_out,
                 s.late_unwind_map_lookups,
-                s.late_unwind_cached_lookups
+                s.late_unwind_cached_lookups,
+                s.late_unwind_readiness_lookups
             );
         }
         if s.names_waited > 0 {
