@@ -15,7 +15,7 @@ use super::naming::{
     FunctionInfo, ScriptLines, ANONYMOUS, MAX_CACHED_BYTES, MAX_SCRIPT_LINES_BYTES,
 };
 use super::{detect, Detection};
-use crate::memory::ProcessMemory;
+use crate::memory::{ProcessMemory, RangeRead};
 use crate::runtime::{
     frame_payload, frame_word, Attach, CacheUse, ExecutableMapping, FileDetection, InterpreterFile, NamerStats,
     ProcessUnwinding, Runtime, RuntimeProcess,
@@ -180,6 +180,10 @@ impl RuntimeProcess for V8Process {
         lines
     }
 
+    fn prefetch(&mut self, memory: &dyn ProcessMemory, words: &[u64]) {
+        self.namer.prefetch(memory, &self.file.layout, words);
+    }
+
     fn sync(&mut self, _memory: &dyn ProcessMemory, maps: &[ExecutableMapping<'_>]) -> Option<ProcessUnwinding> {
         // All of a Node process's anonymous executable memory is V8's
         // (its code range: baseline, optimised and regexp code, and the
@@ -199,10 +203,10 @@ impl RuntimeProcess for V8Process {
 }
 
 /// What V8's objects cache together at most: the functions, compiled
-/// code objects (decoded, and their ranges) and words named lately of
-/// one namer, and its functions' and scripts' bytes.
+/// code objects (decoded, and their ranges), words named lately and heads
+/// read for a sample of one namer, and its functions' and scripts' bytes.
 const CACHE_BOUND: CacheUse = CacheUse {
-    entries: MAX_NAMED_FUNCTIONS + 2 * MAX_CACHED_CODES + MAX_RECENT_WORDS,
+    entries: MAX_NAMED_FUNCTIONS + 2 * MAX_CACHED_CODES + MAX_RECENT_WORDS + MAX_PREFETCHED,
     bytes: MAX_CACHED_BYTES + MAX_SCRIPT_LINES_BYTES,
 };
 
@@ -290,6 +294,19 @@ const RECHECK_AFTER: Duration = Duration::from_millis(100);
 const MAX_RECENT_WORDS: usize = 16_384;
 /// Most bytes of a `JSFunction` compared to name a word again.
 const MAX_HEAD_BYTES: usize = 128;
+/// Most words of one sample whose heads are read together
+/// ([`V8Namer::prefetch`]); a deeper stack's others are read one by one.
+const MAX_PREFETCHED: usize = 1024;
+
+/// The bytes of a `JSFunction` that name it: up to and including its
+/// shared function info and code fields.
+fn head_len(l: &V8Layout) -> usize {
+    let fields_end = match l.leaptiering {
+        true => l.js_function_shared,
+        false => l.js_function_shared.max(l.js_function_code),
+    };
+    (fields_end as usize + 8).min(MAX_HEAD_BYTES)
+}
 
 /// Names V8 frame words: the `JSFunction` (checked to still be one, and
 /// its `SharedFunctionInfo` to be one) gives the name and script; an
@@ -311,6 +328,13 @@ pub struct V8Namer {
     /// `JSFunction`'s first bytes they were named from (see
     /// [`V8Namer::name_word_again`]).
     recent: HashMap<u64, Recent>,
+    /// The heads of the functions of the sample being named, read
+    /// together before it ([`V8Namer::prefetch`]), by word (`None`:
+    /// unreadable); each taken by its word's naming, all replaced at the
+    /// next sample's, and not used once older than [`RECHECK_AFTER`].
+    prefetched: HashMap<u64, Option<Box<[u8]>>>,
+    /// When `prefetched` was read.
+    prefetched_at: Instant,
     /// [`RECHECK_AFTER`] (tests change it).
     recheck_after: Duration,
     max_functions: usize,
@@ -329,6 +353,8 @@ impl V8Namer {
             code_ranges: BTreeMap::new(),
             lines: ScriptLines::default(),
             recent: HashMap::new(),
+            prefetched: HashMap::new(),
+            prefetched_at: Instant::now(),
             recheck_after: RECHECK_AFTER,
             max_functions,
             cached_bytes: 0,
@@ -457,33 +483,81 @@ impl V8Namer {
     /// forwarding address) or another at the address reads otherwise and
     /// is named again. A deep stack of a busy program names the same few
     /// hundred words at every sample: about 11 reads a frame otherwise.
+    /// The read is the sample's prefetched one when there is one.
     fn name_word_again(&mut self, heap: &Heap<'_>, word: u64, decoded: V8Word) -> Vec<SourceLine> {
         let now = Instant::now();
         if let Some(lines) = self.recently_checked(word, now) {
             return lines;
         }
-        let l = heap.layout;
-        let fields_end = match l.leaptiering {
-            true => l.js_function_shared,
-            false => l.js_function_shared.max(l.js_function_code),
+        let head = match self.take_prefetched(word, now) {
+            Some(head) => head,
+            None => {
+                let mut head = vec![0u8; head_len(heap.layout)];
+                let read = function_address(decoded).is_some_and(|at| heap.memory.read(at, &mut head));
+                read.then(|| head.into())
+            }
         };
-        let len = (fields_end as usize + 8).min(MAX_HEAD_BYTES);
-        let mut head = vec![0u8; len];
-        let read = decoded.function != 0
-            && crate::v8::heap::untag(decoded.function).is_some_and(|at| heap.memory.read(at, &mut head));
-        if !read {
+        let Some(head) = head else {
             self.recent.remove(&word);
             return self.name_word(heap, decoded);
-        }
+        };
         if let Some(r) = self.recent.get_mut(&word) {
-            if *r.head == *head {
+            if r.head == head {
                 r.checked = now;
                 return r.lines.clone();
             }
         }
         let lines = self.name_word(heap, decoded);
-        self.remember(word, head.into(), &lines, now);
+        self.remember(word, head, &lines, now);
         lines
+    }
+
+    /// Reads together the heads [`V8Namer::name_word_again`] is about to
+    /// read one by one for `words` (one sample's, to be named next): those
+    /// of function words not checked within the recheck interval, each
+    /// once, at most [`MAX_PREFETCHED`]. A busy deep stack at 99 Hz has
+    /// hundreds of such words a second, and one read each made the system
+    /// calls (not the bytes) most of the reporter's naming time.
+    pub fn prefetch(&mut self, memory: &dyn ProcessMemory, layout: &V8Layout, words: &[u64]) {
+        let now = Instant::now();
+        self.prefetched.clear();
+        let mut due = Vec::new();
+        for &word in words {
+            if due.len() >= MAX_PREFETCHED {
+                break;
+            }
+            if layout.compiled_by_pc && V8Word::decode_pc(word).is_some() {
+                continue;
+            }
+            let Some(at) = V8Word::decode(word).and_then(function_address) else { continue };
+            let checked = self.recent.get(&word).is_some_and(|r| self.fresh(r, now));
+            if !checked && self.prefetched.insert(word, None).is_none() {
+                due.push((word, at));
+            }
+        }
+        if due.is_empty() {
+            return;
+        }
+        let len = head_len(layout);
+        let mut heads = vec![0u8; len * due.len()];
+        let mut reads: Vec<RangeRead<'_>> =
+            due.iter().zip(heads.chunks_mut(len)).map(|(&(_, at), head)| RangeRead::new(at, head)).collect();
+        memory.read_many(&mut reads);
+        for (r, &(word, _)) in reads.iter().zip(&due) {
+            self.prefetched.insert(word, r.done.then(|| Box::from(&*r.buf)));
+        }
+        self.prefetched_at = now;
+    }
+
+    /// `word`'s prefetched head (`Some(None)`: it was unreadable), if it
+    /// has one read less than [`RECHECK_AFTER`] ago: as fresh as the
+    /// lines of a word checked within the interval.
+    fn take_prefetched(&mut self, word: u64, now: Instant) -> Option<Option<Box<[u8]>>> {
+        if now.saturating_duration_since(self.prefetched_at) >= RECHECK_AFTER {
+            self.prefetched.clear();
+            return None;
+        }
+        self.prefetched.remove(&word)
     }
 
     /// A word holding a pc ([`V8Namer::name_pc`]), kept as
@@ -501,8 +575,12 @@ impl V8Namer {
     /// The lines of `word` if they were checked less than
     /// [`RECHECK_AFTER`] ago.
     fn recently_checked(&self, word: u64, now: Instant) -> Option<Vec<SourceLine>> {
-        let r = self.recent.get(&word)?;
-        (now.saturating_duration_since(r.checked) < self.recheck_after).then(|| r.lines.clone())
+        self.recent.get(&word).filter(|r| self.fresh(r, now)).map(|r| r.lines.clone())
+    }
+
+    /// Whether `r` was checked less than [`RECHECK_AFTER`] ago.
+    fn fresh(&self, r: &Recent, now: Instant) -> bool {
+        now.saturating_duration_since(r.checked) < self.recheck_after
     }
 
     fn remember(&mut self, word: u64, head: Box<[u8]>, lines: &[SourceLine], now: Instant) {
@@ -561,6 +639,11 @@ impl V8Namer {
     }
 }
 
+/// Where a function word's `JSFunction` is (none for a word without one).
+fn function_address(word: V8Word) -> Option<u64> {
+    (word.function != 0).then(|| crate::v8::heap::untag(word.function)).flatten()
+}
+
 /// The line of `info` at script offset `position`.
 fn source_line(info: &FunctionInfo, position: Option<u32>) -> SourceLine {
     SourceLine {
@@ -595,7 +678,11 @@ impl V8Namer {
     /// What it caches (see [`CACHE_BOUND`]).
     pub fn cached(&self) -> CacheUse {
         CacheUse {
-            entries: self.functions.len() + self.codes.len() + self.code_ranges.len() + self.recent.len(),
+            entries: self.functions.len()
+                + self.codes.len()
+                + self.code_ranges.len()
+                + self.recent.len()
+                + self.prefetched.len(),
             bytes: self.cached_bytes + self.lines.bytes(),
         }
     }
@@ -607,6 +694,7 @@ impl V8Namer {
         self.code_ranges.clear();
         self.lines = ScriptLines::default();
         self.recent.clear();
+        self.prefetched.clear();
         self.cached_bytes = 0;
     }
 
@@ -692,20 +780,48 @@ mod tests {
         );
     }
 
-    /// A word named before is named again from one read of its
-    /// function's first bytes once its lines are older than the recheck
-    /// interval, with no read within it; a different function at that
-    /// address (or the same one pointing elsewhere) is named again in
-    /// full.
-    #[test]
-    fn words_named_again_from_one_read_while_their_function_is_unchanged() {
-        struct Counting<'a>(&'a crate::memory::fake::FakeMemory, std::cell::Cell<u32>);
-        impl ProcessMemory for Counting<'_> {
-            fn read(&self, address: u64, buf: &mut [u8]) -> bool {
-                self.1.set(self.1.get() + 1);
-                self.0.read(address, buf)
+    /// A process memory counting its reads and its batches
+    /// ([`ProcessMemory::read_many`]), whose batches can be made to fail.
+    struct Counting<'a> {
+        memory: &'a crate::memory::fake::FakeMemory,
+        reads: std::cell::Cell<u32>,
+        batches: std::cell::Cell<u32>,
+        ranges: std::cell::Cell<usize>,
+        batches_fail: bool,
+    }
+
+    impl<'a> Counting<'a> {
+        fn new(memory: &'a crate::memory::fake::FakeMemory) -> Counting<'a> {
+            let zero = std::cell::Cell::new(0);
+            Counting { memory, reads: zero.clone(), batches: zero, ranges: Default::default(), batches_fail: false }
+        }
+
+        /// (reads, batches, ranges in them) since the last call.
+        fn take(&self) -> (u32, u32, usize) {
+            (self.reads.take(), self.batches.take(), self.ranges.take())
+        }
+    }
+
+    impl ProcessMemory for Counting<'_> {
+        fn read(&self, address: u64, buf: &mut [u8]) -> bool {
+            self.reads.set(self.reads.get() + 1);
+            self.memory.read(address, buf)
+        }
+
+        fn read_many(&self, reads: &mut [RangeRead<'_>]) {
+            self.batches.set(self.batches.get() + 1);
+            self.ranges.set(self.ranges.get() + reads.len());
+            for r in reads {
+                r.done = !self.batches_fail && self.memory.read(r.address, r.buf);
             }
         }
+    }
+
+    /// A layout whose `JSFunction` head is 40 bytes (map to code), and a
+    /// heap with one `JSFunction` (tagged) for each of `names` and a
+    /// spare `SharedFunctionInfo` named "other", all in one script
+    /// "app.js".
+    fn functions(names: &[&str]) -> (Arc<V8Layout>, super::super::heap::tests::Builder, Vec<u64>, u64) {
         let layout = Arc::new(V8Layout {
             type_js_function_first: 300,
             type_js_function_last: 300,
@@ -725,30 +841,113 @@ mod tests {
         let mut b = super::super::heap::tests::Builder::new();
         let (app, source) = (b.one_byte("app.js"), b.one_byte("a\nb\n"));
         let script = b.typed(202, 48, &[(16, app), (24, source)], &[]);
-        let sfi_of = |b: &mut super::super::heap::tests::Builder, name: &str| {
+        let mut sfi_of = |name: &str| {
             let name = b.one_byte(name);
             b.typed(301, 48, &[(16, name), (24, script)], &[])
         };
-        let (compute, other) = (sfi_of(&mut b, "compute"), sfi_of(&mut b, "other"));
-        let function = b.typed(300, 64, &[(24, compute)], &[]);
-        let word = V8Word { function, compiled: false, offset: 3 }.encode();
-        let names = |lines: Vec<SourceLine>| lines.iter().map(|l| l.function.to_string()).collect::<Vec<_>>();
+        let sfis: Vec<u64> = names.iter().map(|n| sfi_of(n)).collect();
+        let other = sfi_of("other");
+        let functions = sfis.iter().map(|&sfi| b.typed(300, 64, &[(24, sfi)], &[])).collect();
+        (layout, b, functions, other)
+    }
+
+    /// Points the `JSFunction` at `function` to `sfi` (another function
+    /// at its address).
+    fn set_shared(b: &mut super::super::heap::tests::Builder, function: u64, sfi: u64) {
+        let region = b.mem.regions.iter_mut().find(|(at, _)| *at == function - 1).expect("the function");
+        region.1[24..32].copy_from_slice(&sfi.to_le_bytes());
+    }
+
+    fn names(lines: Vec<SourceLine>) -> Vec<String> {
+        lines.iter().map(|l| l.function.to_string()).collect()
+    }
+
+    /// A word named before is named again from one read of its
+    /// function's first bytes once its lines are older than the recheck
+    /// interval, with no read within it; a different function at that
+    /// address (or the same one pointing elsewhere) is named again in
+    /// full.
+    #[test]
+    fn words_named_again_from_one_read_while_their_function_is_unchanged() {
+        let (layout, mut b, functions, other) = functions(&["compute"]);
+        let word = V8Word { function: functions[0], compiled: false, offset: 3 }.encode();
         let mut namer = V8Namer::new(16);
-        let memory = Counting(&b.mem, std::cell::Cell::new(0));
+        let memory = Counting::new(&b.mem);
         assert_eq!(names(namer.lines(&memory, &layout, word)), ["compute"]);
-        assert!(memory.1.get() > 3, "named in full first");
-        memory.1.set(0);
+        assert!(memory.take().0 > 3, "named in full first");
         assert_eq!(names(namer.lines(&memory, &layout, word)), ["compute"]);
-        assert_eq!(memory.1.get(), 0, "within the recheck interval: no read");
+        assert_eq!(memory.take().0, 0, "within the recheck interval: no read");
         namer.recheck_after = Duration::ZERO;
         assert_eq!(names(namer.lines(&memory, &layout, word)), ["compute"]);
-        assert_eq!(memory.1.get(), 1, "then one read");
-        // Another function at the same address.
-        let region = b.mem.regions.iter_mut().find(|(at, _)| *at == function - 1).expect("the function");
-        region.1[24..32].copy_from_slice(&other.to_le_bytes());
-        let memory = Counting(&b.mem, std::cell::Cell::new(0));
+        assert_eq!(memory.take().0, 1, "then one read");
+        set_shared(&mut b, functions[0], other);
+        let memory = Counting::new(&b.mem);
         assert_eq!(names(namer.lines(&memory, &layout, word)), ["other"]);
-        assert!(memory.1.get() > 1);
+        assert!(memory.take().0 > 1);
+    }
+
+    /// The heads of a sample's words due for a check are read in one
+    /// batch before they are named, each word once, and naming them reads
+    /// nothing more while their functions are unchanged; a changed one is
+    /// named again in full, the others are not.
+    #[test]
+    fn a_samples_heads_are_read_in_one_batch() {
+        let (layout, mut b, functions, other) = functions(&["a", "b", "c"]);
+        let words: Vec<u64> =
+            functions.iter().map(|&function| V8Word { function, compiled: false, offset: 3 }.encode()).collect();
+        let mut namer = V8Namer::new(16);
+        let memory = Counting::new(&b.mem);
+        let sample = [words[0], words[1], words[2], words[1]];
+        let name_all = |namer: &mut V8Namer, memory: &Counting<'_>| {
+            namer.prefetch(memory, &layout, &sample);
+            words.iter().flat_map(|&w| names(namer.lines(memory, &layout, w))).collect::<Vec<_>>()
+        };
+        assert_eq!(name_all(&mut namer, &memory), ["a", "b", "c"]);
+        let (reads, batches, ranges) = memory.take();
+        assert!(reads > 9, "named in full first: {reads}");
+        assert_eq!((batches, ranges), (1, 3), "the heads, each once");
+        namer.prefetch(&memory, &layout, &sample);
+        assert_eq!(memory.take(), (0, 0, 0), "within the recheck interval: nothing due");
+        namer.recheck_after = Duration::ZERO;
+        assert_eq!(name_all(&mut namer, &memory), ["a", "b", "c"]);
+        assert_eq!(memory.take(), (0, 1, 3), "one batch, no read");
+        set_shared(&mut b, functions[1], other);
+        let memory = Counting::new(&b.mem);
+        assert_eq!(name_all(&mut namer, &memory), ["a", "other", "c"]);
+        let (reads, batches, ranges) = memory.take();
+        assert!(reads > 1, "b's successor named in full: {reads}");
+        assert_eq!((batches, ranges), (1, 3));
+        // Heads read too long ago are read again at naming.
+        namer.prefetch(&memory, &layout, &sample);
+        namer.prefetched_at -= RECHECK_AFTER;
+        memory.take();
+        assert_eq!(names(namer.lines(&memory, &layout, words[0])), ["a"]);
+        assert_eq!(memory.take(), (1, 0, 0));
+        assert!(namer.prefetched.is_empty(), "the stale heads dropped");
+    }
+
+    /// A head the batch could not read is read as it was before
+    /// batches: the word is named in full.
+    #[test]
+    fn a_failed_batch_names_in_full() {
+        let (layout, b, functions, _) = functions(&["a"]);
+        let word = V8Word { function: functions[0], compiled: false, offset: 3 }.encode();
+        let mut namer = V8Namer::new(16);
+        let memory = Counting { batches_fail: true, ..Counting::new(&b.mem) };
+        namer.prefetch(&memory, &layout, &[word]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["a"]);
+        let full = memory.take();
+        assert!(full.0 > 3 && full.1 == 1, "{full:?}");
+        namer.recheck_after = Duration::ZERO;
+        namer.prefetch(&memory, &layout, &[word]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["a"]);
+        let again = memory.take();
+        assert!(again.0 > 1 && again.1 == 1, "in full again (its function cached), no head kept: {again:?}");
+        assert!(!namer.recent.contains_key(&word));
+        // A word of no function: nothing to read.
+        let nothing = V8Word { function: 0, compiled: false, offset: 3 }.encode();
+        namer.prefetch(&memory, &layout, &[nothing]);
+        assert_eq!(memory.take(), (0, 0, 0));
     }
 
     #[test]
