@@ -273,13 +273,16 @@ struct Cached {
 }
 
 /// A frame word named before: the bytes of its `JSFunction` up to and
-/// including the fields naming it (map, shared function info, code;
-/// empty for a word holding a pc), its lines, and when they were last
-/// checked against the process's memory.
+/// including the fields naming it (map, shared function info, code; for
+/// a word holding a pc, those of its `Code`), its lines, and when they
+/// were last checked against the process's memory.
 struct Recent {
     head: Box<[u8]>,
     lines: Vec<SourceLine>,
     checked: Instant,
+    /// For a word holding a pc, the `Code` (tagged) it was named from,
+    /// whose first bytes `head` holds; 0 for a function word.
+    code: u64,
 }
 
 /// How long a word's lines ([`Recent`]) are taken as they are, without
@@ -306,6 +309,25 @@ fn head_len(l: &V8Layout) -> usize {
         false => l.js_function_shared.max(l.js_function_code),
     };
     (fields_end as usize + 8).min(MAX_HEAD_BYTES)
+}
+
+/// The bytes of a `Code` that name the frames in it: up to and including
+/// its deoptimization data (the function and those inlined), positions,
+/// instruction start, size and flags. A `Code` is not changed once made:
+/// the same bytes at the address are the same code, another one (even
+/// at the same address) has other data or instructions.
+fn code_head_len(l: &V8Layout) -> usize {
+    let fields = [l.code_deoptimization_data, l.code_source_positions, l.code_instruction_size, l.code_flags];
+    let start = if l.code_instructions_inline { 0 } else { l.code_instruction_start };
+    (fields.into_iter().fold(start, u32::max) as usize + 8).min(MAX_HEAD_BYTES)
+}
+
+/// The first `len` bytes of the object at `tagged` (none for 0, or when
+/// they cannot be read).
+fn read_head(memory: &dyn ProcessMemory, tagged: u64, len: usize) -> Option<Box<[u8]>> {
+    let at = object_address(tagged)?;
+    let mut head = vec![0u8; len];
+    memory.read(at, &mut head).then(|| head.into())
 }
 
 /// Names V8 frame words: the `JSFunction` (checked to still be one, and
@@ -439,9 +461,15 @@ impl V8Namer {
 
     /// A compiled frame recorded by its pc (a return address but
     /// for the innermost frame: the position before it is the call's).
-    fn name_pc(&mut self, heap: &Heap<'_>, pc: u64) -> Vec<SourceLine> {
+    /// Returns the `Code` (tagged) holding it, with its lines.
+    fn name_pc(&mut self, heap: &Heap<'_>, pc: u64) -> Option<(u64, Vec<SourceLine>)> {
+        let (code, code_info) = self.code_at(heap, pc.saturating_sub(1))?;
+        Some((code, self.code_lines(heap, code, &code_info, pc)))
+    }
+
+    /// The lines of return address `pc` in `code`.
+    fn code_lines(&mut self, heap: &Heap<'_>, code: u64, code_info: &CodeInfo, pc: u64) -> Vec<SourceLine> {
         let l = heap.layout;
-        let Some((code, code_info)) = self.code_at(heap, pc.saturating_sub(1)) else { return Vec::new() };
         let Some(sfi) = code_function(heap, code) else { return Vec::new() };
         let Some(info) = self.function(heap, sfi) else { return Vec::new() };
         let scopes = if code_info.kind == l.code_kind_builtin {
@@ -491,11 +519,7 @@ impl V8Namer {
         }
         let head = match self.take_prefetched(word, now) {
             Some(head) => head,
-            None => {
-                let mut head = vec![0u8; head_len(heap.layout)];
-                let read = function_address(decoded).is_some_and(|at| heap.memory.read(at, &mut head));
-                read.then(|| head.into())
-            }
+            None => read_head(heap.memory, decoded.function, head_len(heap.layout)),
         };
         let Some(head) = head else {
             self.recent.remove(&word);
@@ -508,16 +532,18 @@ impl V8Namer {
             }
         }
         let lines = self.name_word(heap, decoded);
-        self.remember(word, head, &lines, now);
+        self.remember(word, 0, head, &lines, now);
         lines
     }
 
-    /// Reads together the heads [`V8Namer::name_word_again`] is about to
-    /// read one by one for `words` (one sample's, to be named next): those
-    /// of function words not checked within the recheck interval, each
-    /// once, at most [`MAX_PREFETCHED`]. A busy deep stack at 99 Hz has
-    /// hundreds of such words a second, and one read each made the system
-    /// calls (not the bytes) most of the reporter's naming time.
+    /// Reads together the heads [`V8Namer::name_word_again`] and
+    /// [`V8Namer::name_pc_again`] are about to read one by one for `words`
+    /// (one sample's, to be named next): those of words not checked within
+    /// the recheck interval (a function word's function, a pc word's code
+    /// once named), each once, at most [`MAX_PREFETCHED`]. A busy deep
+    /// stack at 99 Hz has hundreds of such words a second, and one read
+    /// each made the system calls (not the bytes) most of the reporter's
+    /// naming time.
     pub fn prefetch(&mut self, memory: &dyn ProcessMemory, layout: &V8Layout, words: &[u64]) {
         let now = Instant::now();
         self.prefetched.clear();
@@ -526,24 +552,34 @@ impl V8Namer {
             if due.len() >= MAX_PREFETCHED {
                 break;
             }
-            if layout.compiled_by_pc && V8Word::decode_pc(word).is_some() {
+            let recent = self.recent.get(&word);
+            if recent.is_some_and(|r| self.fresh(r, now)) {
                 continue;
             }
-            let Some(at) = V8Word::decode(word).and_then(function_address) else { continue };
-            let checked = self.recent.get(&word).is_some_and(|r| self.fresh(r, now));
-            if !checked && self.prefetched.insert(word, None).is_none() {
-                due.push((word, at));
+            let object = match V8Word::decode_pc(word).filter(|_| layout.compiled_by_pc) {
+                Some(_) => recent.map(|r| (r.code, code_head_len(layout))),
+                None => V8Word::decode(word).map(|w| (w.function, head_len(layout))),
+            };
+            let Some((at, len)) = object.and_then(|(tagged, len)| Some((object_address(tagged)?, len))) else {
+                continue;
+            };
+            if self.prefetched.insert(word, None).is_none() {
+                due.push((word, at, len));
             }
         }
         if due.is_empty() {
             return;
         }
-        let len = head_len(layout);
-        let mut heads = vec![0u8; len * due.len()];
-        let mut reads: Vec<RangeRead<'_>> =
-            due.iter().zip(heads.chunks_mut(len)).map(|(&(_, at), head)| RangeRead::new(at, head)).collect();
+        let mut heads = vec![0u8; due.iter().map(|d| d.2).sum()];
+        let mut rest = &mut heads[..];
+        let mut reads = Vec::with_capacity(due.len());
+        for &(_, at, len) in &due {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            reads.push(RangeRead::new(at, head));
+            rest = tail;
+        }
         memory.read_many(&mut reads);
-        for (r, &(word, _)) in reads.iter().zip(&due) {
+        for (r, &(word, _, _)) in reads.iter().zip(&due) {
             self.prefetched.insert(word, r.done.then(|| Box::from(&*r.buf)));
         }
         self.prefetched_at = now;
@@ -561,14 +597,40 @@ impl V8Namer {
     }
 
     /// A word holding a pc ([`V8Namer::name_pc`]), kept as
-    /// [`V8Namer::name_word_again`] keeps the others.
+    /// [`V8Namer::name_word_again`] keeps the others, by the first bytes
+    /// of its `Code` ([`code_head_len`]): unchanged, the same code names
+    /// it as before (its function and those inlined at the pc, about 15
+    /// reads otherwise).
     fn name_pc_again(&mut self, heap: &Heap<'_>, word: u64, pc: u64) -> Vec<SourceLine> {
         let now = Instant::now();
         if let Some(lines) = self.recently_checked(word, now) {
             return lines;
         }
-        let lines = self.name_pc(heap, pc);
-        self.remember(word, Box::default(), &lines, now);
+        let len = code_head_len(heap.layout);
+        let code = self.recent.get(&word).map_or(0, |r| r.code);
+        let head = match self.take_prefetched(word, now) {
+            Some(head) => head,
+            None => read_head(heap.memory, code, len),
+        };
+        if let (Some(head), Some(r)) = (&head, self.recent.get_mut(&word)) {
+            if r.head == *head {
+                r.checked = now;
+                return r.lines.clone();
+            }
+        }
+        let Some((now_in, lines)) = self.name_pc(heap, pc) else {
+            self.recent.remove(&word);
+            return Vec::new();
+        };
+        // The head read was that of the code the word was named from
+        // before: read the one naming it now if it is another.
+        let head = if now_in == code { head } else { read_head(heap.memory, now_in, len) };
+        match head {
+            Some(head) => self.remember(word, now_in, head, &lines, now),
+            None => {
+                self.recent.remove(&word);
+            }
+        }
         lines
     }
 
@@ -583,7 +645,7 @@ impl V8Namer {
         now.saturating_duration_since(r.checked) < self.recheck_after
     }
 
-    fn remember(&mut self, word: u64, head: Box<[u8]>, lines: &[SourceLine], now: Instant) {
+    fn remember(&mut self, word: u64, code: u64, head: Box<[u8]>, lines: &[SourceLine], now: Instant) {
         if lines.is_empty() {
             self.recent.remove(&word);
             return;
@@ -591,7 +653,7 @@ impl V8Namer {
         if self.recent.len() >= MAX_RECENT_WORDS {
             self.recent.clear();
         }
-        self.recent.insert(word, Recent { head, lines: lines.to_vec(), checked: now });
+        self.recent.insert(word, Recent { head, lines: lines.to_vec(), checked: now, code });
     }
 
     fn name_word(&mut self, heap: &Heap<'_>, word: V8Word) -> Vec<SourceLine> {
@@ -639,9 +701,9 @@ impl V8Namer {
     }
 }
 
-/// Where a function word's `JSFunction` is (none for a word without one).
-fn function_address(word: V8Word) -> Option<u64> {
-    (word.function != 0).then(|| crate::v8::heap::untag(word.function)).flatten()
+/// Where the object at `tagged` is (none for 0).
+fn object_address(tagged: u64) -> Option<u64> {
+    (tagged != 0).then(|| crate::v8::heap::untag(tagged)).flatten()
 }
 
 /// The line of `info` at script offset `position`.
@@ -924,6 +986,68 @@ mod tests {
         assert_eq!(names(namer.lines(&memory, &layout, words[0])), ["a"]);
         assert_eq!(memory.take(), (1, 0, 0));
         assert!(namer.prefetched.is_empty(), "the stale heads dropped");
+    }
+
+    /// A word holding a pc is named again from its `Code`'s first bytes
+    /// (read in the sample's batch) while they are unchanged; another
+    /// code at the address (other deoptimization data: another function)
+    /// is named again in full.
+    #[test]
+    fn pc_words_named_again_from_their_codes_head() {
+        let (layout, mut b, functions, other) = functions(&["a"]);
+        let layout = Arc::new(V8Layout {
+            compiled_by_pc: true,
+            type_code: 303,
+            code_deoptimization_data: 8,
+            code_source_positions: 16,
+            code_instruction_start: 40,
+            code_instructions_inline: false,
+            code_flags: 48,
+            code_instruction_size: 52,
+            code_kind_mask: 0xff,
+            code_kind_shift: 0,
+            code_kind_builtin: 99,
+            deopt_shared_info_index: Some(0),
+            sfi_wrapper_shared_info: None,
+            ..(*layout).clone()
+        });
+        assert_eq!(code_head_len(&layout), 60);
+        let mut shared = [0u8; 8];
+        assert!(b.mem.read(functions[0] - 1 + 24, &mut shared));
+        let sfi_a = u64::from_le_bytes(shared);
+        let deopt_a = b.typed(201, 24, &[(16, sfi_a)], &[]);
+        let deopt_other = b.typed(201, 24, &[(16, other)], &[]);
+        let start = 0x7000_0000u64;
+        let code = b.typed(303, 64, &[(8, deopt_a), (40, start)], &[(48, 1), (52, 0x100)]);
+        let word = V8Word::encode_pc(start + 0x10);
+        assert_eq!(V8Word::decode_pc(word), Some(start + 0x10));
+        let mut namer = V8Namer::new(16);
+        // Where the code is, as a scan of the code space found it.
+        namer.code_ranges.insert(start, (start + 0x100, code));
+        let memory = Counting::new(&b.mem);
+        namer.prefetch(&memory, &layout, &[word]);
+        assert_eq!(memory.take(), (0, 0, 0), "never named: no head to read");
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["a"]);
+        assert!(memory.take().0 > 5, "named in full first");
+        assert_eq!(namer.recent[&word].code, code);
+        namer.recheck_after = Duration::ZERO;
+        namer.prefetch(&memory, &layout, &[word]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["a"]);
+        assert_eq!(memory.take(), (0, 1, 1), "the code's head, in one batch");
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["a"]);
+        assert_eq!(memory.take(), (1, 0, 0), "not prefetched: one read");
+        // Another code at the address: other deoptimization data.
+        let region = b.mem.regions.iter_mut().find(|(at, _)| *at == code - 1).expect("the code");
+        region.1[8..16].copy_from_slice(&deopt_other.to_le_bytes());
+        let memory = Counting::new(&b.mem);
+        namer.prefetch(&memory, &layout, &[word]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["other"]);
+        assert!(memory.take().0 > 3, "named in full");
+        // Gone: unnamed, forgotten.
+        b.mem.regions.retain(|(at, _)| *at != code - 1);
+        let memory = Counting::new(&b.mem);
+        assert!(namer.lines(&memory, &layout, word).is_empty());
+        assert!(!namer.recent.contains_key(&word));
     }
 
     /// A head the batch could not read is read as it was before
