@@ -959,15 +959,21 @@ mod tests {
         assert!(r.process_mapped(7, &files, &memory).is_empty(), "a failure is told once per build");
     }
 
+    /// A registry whose fake runtime's objects cache at most `bound`
+    /// entries together, with file 1 loaded; a memory to attach with.
+    fn bounded(bound: usize) -> (Registry, crate::memory::fake::FakeMemory) {
+        let ((r, _), elf) = (counting(Some(bound)), elf());
+        r.inspect(key(1), &elf, "fake1");
+        r.file_loaded(key(1));
+        (r, crate::memory::fake::FakeMemory::default())
+    }
+
     /// What the objects of a runtime cache is counted together: past the
     /// runtime's bound, all of them empty their caches (the one naming
     /// kept), counted; dropped objects leave the count.
     #[test]
     fn the_objects_of_a_runtime_cache_within_its_bound() {
-        let ((r, _), elf) = (counting(Some(5)), elf());
-        let memory = crate::memory::fake::FakeMemory::default();
-        r.inspect(key(1), &elf, "fake1");
-        r.file_loaded(key(1));
+        let (r, memory) = bounded(5);
         let mut stats = NamerStats::default();
         for pid in 1..=3 {
             r.process_mapped(pid, &[(key(1), 0x10)], &memory);
@@ -1005,10 +1011,7 @@ mod tests {
     /// the object keeps of them counts against its runtime's bound.
     #[test]
     fn prefetched_words_reach_the_object_and_are_counted() {
-        let ((r, _), elf) = (counting(Some(5)), elf());
-        let memory = crate::memory::fake::FakeMemory::default();
-        r.inspect(key(1), &elf, "fake1");
-        r.file_loaded(key(1));
+        let (r, memory) = bounded(5);
         r.process_mapped(1, &[(key(1), 0x10)], &memory);
         let object = r.find(RuntimeId(1), 1, |f: &TableKey| *f == key(1)).unwrap();
         r.prefetch(&object, &memory, &[1, 2, 3]);
