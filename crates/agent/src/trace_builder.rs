@@ -269,8 +269,7 @@ impl TraceBuilder {
         for (i, &address) in sample.kernel_frames.iter().enumerate() {
             frames.push(self.kernel_frame(CodeAddress::kernel(i, address)));
         }
-        // Each runtime's build the process maps, found at its first frame.
-        let mut builds: Vec<(RuntimeId, Option<ProcessObject>)> = Vec::new();
+        let builds = self.prefetch(pid, snapshot.as_deref(), &sample.user_frames);
         // The CPU time naming this sample's interpreted frames takes is
         // charged to the process's budget as it goes (every few reads:
         // the thread's clock is a system call), so that one sample of
@@ -308,14 +307,7 @@ impl TraceBuilder {
                 self.naming_budget.start_metering(pid.0);
                 metering = true;
             }
-            let build = match builds.iter().find(|(r, _)| *r == runtime) {
-                Some((_, build)) => build.clone(),
-                None => {
-                    let build = self.interpreter_build(runtime, snapshot.as_deref());
-                    builds.push((runtime, build.clone()));
-                    build
-                }
-            };
+            let build = builds.iter().find(|(r, _)| *r == runtime).and_then(|(_, build)| build.clone());
             named_here.insert(word, frames.len());
             frames.push(self.interpreted_frame(pid, runtime, build, word, &mut gone));
         }
@@ -410,6 +402,47 @@ impl TraceBuilder {
             }
         }
         frame
+    }
+
+    /// The object of each runtime with frames in a sample's
+    /// `user_frames`, for the process it maps; each is given its frame
+    /// words before it is asked to name them (it reads what it can of
+    /// them together: one system call rather than one a frame), its CPU
+    /// time charged to the process's naming budget.
+    fn prefetch(
+        &self,
+        pid: Pid,
+        snapshot: Option<&ProcessSnapshot>,
+        user_frames: &[u64],
+    ) -> Vec<(RuntimeId, Option<ProcessObject>)> {
+        let mut words: Vec<(RuntimeId, Vec<u64>)> = Vec::new();
+        for &word in user_frames {
+            if matches!(UserFrame::decode(word), UserFrame::Native(_)) {
+                continue;
+            }
+            let Some(runtime) = self.interpreters.runtime_of_frame(word) else { continue };
+            match words.iter_mut().find(|(r, _)| *r == runtime) {
+                Some((_, of_runtime)) => of_runtime.push(word),
+                None => words.push((runtime, vec![word])),
+            }
+        }
+        if words.is_empty() {
+            return Vec::new();
+        }
+        let budget = &self.naming_budget;
+        budget.start_metering(pid.0);
+        let builds = words
+            .into_iter()
+            .map(|(runtime, words)| {
+                let build = self.interpreter_build(runtime, snapshot);
+                if let Some(object) = build.as_ref().filter(|_| budget.allows(pid.0)) {
+                    self.interpreters.prefetch(object, &budget.memory(pid.0, &PidMemory(pid.0)), &words);
+                }
+                (runtime, build)
+            })
+            .collect();
+        budget.stop_metering();
+        builds
     }
 
     /// The object of `runtime` for `snapshot`'s process, attached for a

@@ -15,7 +15,7 @@
 //! counted. Buckets of processes that exited are forgotten, and their
 //! number is bounded.
 
-use crate::memory::ProcessMemory;
+use crate::memory::{ProcessMemory, RangeRead};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -431,6 +431,18 @@ impl<M: ProcessMemory> ProcessMemory for BudgetedMemory<'_, M> {
         self.budget.metered_read(self.pid);
         self.budget.take(self.pid, 1, buf.len() as u64, 0) && self.memory.read(address, buf)
     }
+
+    /// One system call (metered as one read), taking a read and its bytes
+    /// from the budget for each range: all of them or none.
+    fn read_many(&self, reads: &mut [RangeRead<'_>]) {
+        self.budget.metered_read(self.pid);
+        let bytes = reads.iter().map(|r| r.buf.len() as u64).sum();
+        if self.budget.take(self.pid, reads.len() as u64, bytes, 0) {
+            self.memory.read_many(reads);
+        } else {
+            reads.iter_mut().for_each(|r| r.done = false);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -485,6 +497,46 @@ mod tests {
         assert!(!mem.read(0x1000, &mut buf[..400]), "over budget: nothing is read, however small");
         std::thread::sleep(Duration::from_millis(20));
         assert!(mem.read(0x1000, &mut buf[..400]), "more than a tenth of each bucket left: read again");
+    }
+
+    /// A batch costs a read and its bytes per range, and is one read of
+    /// the memory's: refused whole when the budget cannot take it all.
+    #[test]
+    fn a_batch_is_one_call_budgeted_as_its_ranges() {
+        struct Calls<'a>(&'a FakeMemory, Cell<u32>);
+        impl ProcessMemory for Calls<'_> {
+            fn read(&self, _: u64, _: &mut [u8]) -> bool {
+                unreachable!("read in one batch")
+            }
+            fn read_many(&self, reads: &mut [RangeRead<'_>]) {
+                self.1.set(self.1.get() + 1);
+                reads.iter_mut().for_each(|r| r.done = self.0.read(r.address, r.buf));
+            }
+        }
+        let budget = ReadBudget::new(SMALL, "naming frames");
+        let m = memory();
+        let calls = Calls(&m, Cell::new(0));
+        let mem = budget.memory(7, &calls);
+        let mut bufs = [[0u8; 8]; 150];
+        let mut reads: Vec<RangeRead<'_>> =
+            bufs.iter_mut().enumerate().map(|(i, b)| RangeRead::new(0x1000 + 8 * i as u64, b)).collect();
+        reads[3].address = 0x10;
+        mem.read_many(&mut reads[..120]);
+        assert_eq!(calls.1.get(), 1);
+        let done = reads.iter().filter(|r| r.done).count();
+        assert_eq!(done, 119, "all but the unreadable one");
+        // 200 reads in the burst: 80 left, and the 30 left of the
+        // 150 are granted, then 60 more are not.
+        mem.read_many(&mut reads[120..]);
+        assert!(reads[120..].iter().all(|r| r.done));
+        assert_eq!(budget.stats().reads_refused, 0);
+        let mut more: Vec<[u8; 8]> = vec![[0; 8]; 60];
+        let mut more: Vec<RangeRead<'_>> = more.iter_mut().map(|b| RangeRead::new(0x1000, b)).collect();
+        more[0].done = true;
+        mem.read_many(&mut more);
+        assert!(more.iter().all(|r| !r.done));
+        assert_eq!(calls.1.get(), 2, "refused before the call");
+        assert!(budget.take_notices()[0].contains("reads"));
     }
 
     #[test]

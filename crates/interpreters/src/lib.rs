@@ -48,7 +48,7 @@ pub mod v8;
 mod version;
 
 pub use budget::{BudgetLimits, BudgetStats, BudgetedMemory, ReadBudget};
-pub use memory::{PidMemory, ProcessMemory};
+pub use memory::{PidMemory, ProcessMemory, RangeRead};
 pub use refusal::Refusal;
 pub use registry::{Inspection, ProcessObject, Registry, RuntimeId, RuntimeStats, MAX_INTERPRETER_FILES};
 pub use runtime::{

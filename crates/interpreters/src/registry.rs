@@ -351,22 +351,36 @@ impl Registry {
         word: u64,
         stats: &mut NamerStats,
     ) -> Vec<SourceLine> {
+        self.with_object(object, |o| o.lines(memory, word, stats))
+    }
+
+    /// Gives `object` the words of one sample it is about to name
+    /// ([`RuntimeProcess::prefetch`]), counted as [`Registry::lines`]
+    /// counts.
+    pub fn prefetch(&self, object: &ProcessObject, memory: &dyn ProcessMemory, words: &[u64]) {
+        self.with_object(object, |o| o.prefetch(memory, words));
+    }
+
+    /// Runs `f` on `object` under its lock, with what it caches counted;
+    /// past its runtime's bound, every object of the runtime empties its
+    /// caches.
+    fn with_object<T>(&self, object: &ProcessObject, f: impl FnOnce(&mut dyn RuntimeProcess) -> T) -> T {
         let runtime = object.runtime;
-        let lines = {
+        let out = {
             let mut slot = lock_slot(&object.process);
             let before = slot.object.cached();
-            let lines = slot.object.lines(memory, word, stats);
+            let out = f(&mut *slot.object);
             if slot.released {
                 slot.object.clear();
             }
             self.count(runtime, &slot, before);
-            lines
+            out
         };
         let bound = self.runtimes[runtime.0].cache_bound();
         if self.cached(runtime).exceeds(bound) {
             self.clear_caches(runtime, &object.process, bound);
         }
-        lines
+        out
     }
 
     /// Empties the caches of `runtime`'s objects, `keep`'s last (the one
@@ -663,6 +677,9 @@ mod tests {
             let function = format!("{}:{:#x}", self.pid, self.bias).into();
             vec![SourceLine { function, file: None, line: word as u32, approximate: false }]
         }
+        fn prefetch(&mut self, _memory: &dyn ProcessMemory, words: &[u64]) {
+            self.words.extend(words);
+        }
         fn sync(&mut self, _memory: &dyn ProcessMemory, _maps: &[ExecutableMapping<'_>]) -> Option<ProcessUnwinding> {
             let value =
                 RuntimeMapValue::new(InterpreterUnwinder::Hotspot, &profiler_contract::c::hotspot_process::default());
@@ -942,15 +959,21 @@ mod tests {
         assert!(r.process_mapped(7, &files, &memory).is_empty(), "a failure is told once per build");
     }
 
+    /// A registry whose fake runtime's objects cache at most `bound`
+    /// entries together, with file 1 loaded; a memory to attach with.
+    fn bounded(bound: usize) -> (Registry, crate::memory::fake::FakeMemory) {
+        let ((r, _), elf) = (counting(Some(bound)), elf());
+        r.inspect(key(1), &elf, "fake1");
+        r.file_loaded(key(1));
+        (r, crate::memory::fake::FakeMemory::default())
+    }
+
     /// What the objects of a runtime cache is counted together: past the
     /// runtime's bound, all of them empty their caches (the one naming
     /// kept), counted; dropped objects leave the count.
     #[test]
     fn the_objects_of_a_runtime_cache_within_its_bound() {
-        let ((r, _), elf) = (counting(Some(5)), elf());
-        let memory = crate::memory::fake::FakeMemory::default();
-        r.inspect(key(1), &elf, "fake1");
-        r.file_loaded(key(1));
+        let (r, memory) = bounded(5);
         let mut stats = NamerStats::default();
         for pid in 1..=3 {
             r.process_mapped(pid, &[(key(1), 0x10)], &memory);
@@ -982,6 +1005,20 @@ mod tests {
         r.forget_exited();
         assert_eq!(r.lines(&object, &memory, 9, &mut stats).len(), 1);
         assert_eq!(r.cached(RuntimeId(1)), CacheUse::default());
+    }
+
+    /// A sample's words reach its object before it names them, and what
+    /// the object keeps of them counts against its runtime's bound.
+    #[test]
+    fn prefetched_words_reach_the_object_and_are_counted() {
+        let (r, memory) = bounded(5);
+        r.process_mapped(1, &[(key(1), 0x10)], &memory);
+        let object = r.find(RuntimeId(1), 1, |f: &TableKey| *f == key(1)).unwrap();
+        r.prefetch(&object, &memory, &[1, 2, 3]);
+        assert_eq!(r.cached(RuntimeId(1)), CacheUse { entries: 3, bytes: 24 });
+        r.prefetch(&object, &memory, &[3, 4, 5, 6]);
+        assert_eq!(r.cached(RuntimeId(1)), CacheUse::default(), "6 words: past the bound, emptied");
+        assert_eq!(r.stats()[1].cache_clears, 1);
     }
 
     #[test]

@@ -146,6 +146,13 @@ pub trait RuntimeProcess: Send {
     /// `stats` (the runtime's counters, kept by the caller).
     fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine>;
 
+    /// The words of one sample it is about to be asked to name
+    /// ([`RuntimeProcess::lines`]), each once, innermost first: what it
+    /// would read of each it may read now for all of them together
+    /// ([`ProcessMemory::read_many`]), for those calls to use. The
+    /// default: nothing.
+    fn prefetch(&mut self, _memory: &dyn ProcessMemory, _words: &[u64]) {}
+
     /// What its unwinder needs of the process, read again each time the
     /// process's mappings change (a JVM's code cache grows): the
     /// process's code it unwinds (anonymous memory, in process addresses)

@@ -15,7 +15,7 @@ use super::naming::{
     FunctionInfo, ScriptLines, ANONYMOUS, MAX_CACHED_BYTES, MAX_SCRIPT_LINES_BYTES,
 };
 use super::{detect, Detection};
-use crate::memory::ProcessMemory;
+use crate::memory::{ProcessMemory, RangeRead};
 use crate::runtime::{
     frame_payload, frame_word, Attach, CacheUse, ExecutableMapping, FileDetection, InterpreterFile, NamerStats,
     ProcessUnwinding, Runtime, RuntimeProcess,
@@ -180,6 +180,10 @@ impl RuntimeProcess for V8Process {
         lines
     }
 
+    fn prefetch(&mut self, memory: &dyn ProcessMemory, words: &[u64]) {
+        self.namer.prefetch(memory, &self.file.layout, words);
+    }
+
     fn sync(&mut self, _memory: &dyn ProcessMemory, maps: &[ExecutableMapping<'_>]) -> Option<ProcessUnwinding> {
         // All of a Node process's anonymous executable memory is V8's
         // (its code range: baseline, optimised and regexp code, and the
@@ -199,10 +203,10 @@ impl RuntimeProcess for V8Process {
 }
 
 /// What V8's objects cache together at most: the functions, compiled
-/// code objects (decoded, and their ranges) and words named lately of
-/// one namer, and its functions' and scripts' bytes.
+/// code objects (decoded, and their ranges), words named lately and heads
+/// read for a sample of one namer, and its functions' and scripts' bytes.
 const CACHE_BOUND: CacheUse = CacheUse {
-    entries: MAX_NAMED_FUNCTIONS + 2 * MAX_CACHED_CODES + MAX_RECENT_WORDS,
+    entries: MAX_NAMED_FUNCTIONS + 2 * MAX_CACHED_CODES + MAX_RECENT_WORDS + MAX_PREFETCHED,
     bytes: MAX_CACHED_BYTES + MAX_SCRIPT_LINES_BYTES,
 };
 
@@ -269,13 +273,16 @@ struct Cached {
 }
 
 /// A frame word named before: the bytes of its `JSFunction` up to and
-/// including the fields naming it (map, shared function info, code;
-/// empty for a word holding a pc), its lines, and when they were last
-/// checked against the process's memory.
+/// including the fields naming it (map, shared function info, code; for
+/// a word holding a pc, those of its `Code`), its lines, and when they
+/// were last checked against the process's memory.
 struct Recent {
     head: Box<[u8]>,
     lines: Vec<SourceLine>,
     checked: Instant,
+    /// For a word holding a pc, the `Code` (tagged) it was named from,
+    /// whose first bytes `head` holds; 0 for a function word.
+    code: u64,
 }
 
 /// How long a word's lines ([`Recent`]) are taken as they are, without
@@ -290,6 +297,38 @@ const RECHECK_AFTER: Duration = Duration::from_millis(100);
 const MAX_RECENT_WORDS: usize = 16_384;
 /// Most bytes of a `JSFunction` compared to name a word again.
 const MAX_HEAD_BYTES: usize = 128;
+/// Most words of one sample whose heads are read together
+/// ([`V8Namer::prefetch`]); a deeper stack's others are read one by one.
+const MAX_PREFETCHED: usize = 1024;
+
+/// The bytes of a `JSFunction` that name it: up to and including its
+/// shared function info and code fields.
+fn head_len(l: &V8Layout) -> usize {
+    let fields_end = match l.leaptiering {
+        true => l.js_function_shared,
+        false => l.js_function_shared.max(l.js_function_code),
+    };
+    (fields_end as usize + 8).min(MAX_HEAD_BYTES)
+}
+
+/// The bytes of a `Code` that name the frames in it: up to and including
+/// its deoptimization data (the function and those inlined), positions,
+/// instruction start, size and flags. A `Code` is not changed once made:
+/// the same bytes at the address are the same code, another one (even
+/// at the same address) has other data or instructions.
+fn code_head_len(l: &V8Layout) -> usize {
+    let fields = [l.code_deoptimization_data, l.code_source_positions, l.code_instruction_size, l.code_flags];
+    let start = if l.code_instructions_inline { 0 } else { l.code_instruction_start };
+    (fields.into_iter().fold(start, u32::max) as usize + 8).min(MAX_HEAD_BYTES)
+}
+
+/// The first `len` bytes of the object at `tagged` (none for 0, or when
+/// they cannot be read).
+fn read_head(memory: &dyn ProcessMemory, tagged: u64, len: usize) -> Option<Box<[u8]>> {
+    let at = object_address(tagged)?;
+    let mut head = vec![0u8; len];
+    memory.read(at, &mut head).then(|| head.into())
+}
 
 /// Names V8 frame words: the `JSFunction` (checked to still be one, and
 /// its `SharedFunctionInfo` to be one) gives the name and script; an
@@ -311,6 +350,13 @@ pub struct V8Namer {
     /// `JSFunction`'s first bytes they were named from (see
     /// [`V8Namer::name_word_again`]).
     recent: HashMap<u64, Recent>,
+    /// The heads of the functions of the sample being named, read
+    /// together before it ([`V8Namer::prefetch`]), by word (`None`:
+    /// unreadable); each taken by its word's naming, all replaced at the
+    /// next sample's, and not used once older than [`RECHECK_AFTER`].
+    prefetched: HashMap<u64, Option<Box<[u8]>>>,
+    /// When `prefetched` was read.
+    prefetched_at: Instant,
     /// [`RECHECK_AFTER`] (tests change it).
     recheck_after: Duration,
     max_functions: usize,
@@ -329,6 +375,8 @@ impl V8Namer {
             code_ranges: BTreeMap::new(),
             lines: ScriptLines::default(),
             recent: HashMap::new(),
+            prefetched: HashMap::new(),
+            prefetched_at: Instant::now(),
             recheck_after: RECHECK_AFTER,
             max_functions,
             cached_bytes: 0,
@@ -413,9 +461,15 @@ impl V8Namer {
 
     /// A compiled frame recorded by its pc (a return address but
     /// for the innermost frame: the position before it is the call's).
-    fn name_pc(&mut self, heap: &Heap<'_>, pc: u64) -> Vec<SourceLine> {
+    /// Returns the `Code` (tagged) holding it, with its lines.
+    fn name_pc(&mut self, heap: &Heap<'_>, pc: u64) -> Option<(u64, Vec<SourceLine>)> {
+        let (code, code_info) = self.code_at(heap, pc.saturating_sub(1))?;
+        Some((code, self.code_lines(heap, code, &code_info, pc)))
+    }
+
+    /// The lines of return address `pc` in `code`.
+    fn code_lines(&mut self, heap: &Heap<'_>, code: u64, code_info: &CodeInfo, pc: u64) -> Vec<SourceLine> {
         let l = heap.layout;
-        let Some((code, code_info)) = self.code_at(heap, pc.saturating_sub(1)) else { return Vec::new() };
         let Some(sfi) = code_function(heap, code) else { return Vec::new() };
         let Some(info) = self.function(heap, sfi) else { return Vec::new() };
         let scopes = if code_info.kind == l.code_kind_builtin {
@@ -457,55 +511,141 @@ impl V8Namer {
     /// forwarding address) or another at the address reads otherwise and
     /// is named again. A deep stack of a busy program names the same few
     /// hundred words at every sample: about 11 reads a frame otherwise.
+    /// The read is the sample's prefetched one when there is one.
     fn name_word_again(&mut self, heap: &Heap<'_>, word: u64, decoded: V8Word) -> Vec<SourceLine> {
         let now = Instant::now();
         if let Some(lines) = self.recently_checked(word, now) {
             return lines;
         }
-        let l = heap.layout;
-        let fields_end = match l.leaptiering {
-            true => l.js_function_shared,
-            false => l.js_function_shared.max(l.js_function_code),
+        let head = match self.take_prefetched(word, now) {
+            Some(head) => head,
+            None => read_head(heap.memory, decoded.function, head_len(heap.layout)),
         };
-        let len = (fields_end as usize + 8).min(MAX_HEAD_BYTES);
-        let mut head = vec![0u8; len];
-        let read = decoded.function != 0
-            && crate::v8::heap::untag(decoded.function).is_some_and(|at| heap.memory.read(at, &mut head));
-        if !read {
+        let Some(head) = head else {
             self.recent.remove(&word);
             return self.name_word(heap, decoded);
-        }
+        };
         if let Some(r) = self.recent.get_mut(&word) {
-            if *r.head == *head {
+            if r.head == head {
                 r.checked = now;
                 return r.lines.clone();
             }
         }
         let lines = self.name_word(heap, decoded);
-        self.remember(word, head.into(), &lines, now);
+        self.remember(word, 0, head, &lines, now);
         lines
     }
 
+    /// Reads together the heads [`V8Namer::name_word_again`] and
+    /// [`V8Namer::name_pc_again`] are about to read one by one for `words`
+    /// (one sample's, to be named next): those of words not checked within
+    /// the recheck interval (a function word's function, a pc word's code
+    /// once named), each once, at most [`MAX_PREFETCHED`]. A busy deep
+    /// stack at 99 Hz has hundreds of such words a second, and one read
+    /// each made the system calls (not the bytes) most of the reporter's
+    /// naming time.
+    pub fn prefetch(&mut self, memory: &dyn ProcessMemory, layout: &V8Layout, words: &[u64]) {
+        let now = Instant::now();
+        self.prefetched.clear();
+        let mut due = Vec::new();
+        for &word in words {
+            if due.len() >= MAX_PREFETCHED {
+                break;
+            }
+            let recent = self.recent.get(&word);
+            if recent.is_some_and(|r| self.fresh(r, now)) {
+                continue;
+            }
+            let object = match V8Word::decode_pc(word).filter(|_| layout.compiled_by_pc) {
+                Some(_) => recent.map(|r| (r.code, code_head_len(layout))),
+                None => V8Word::decode(word).map(|w| (w.function, head_len(layout))),
+            };
+            let Some((at, len)) = object.and_then(|(tagged, len)| Some((object_address(tagged)?, len))) else {
+                continue;
+            };
+            if self.prefetched.insert(word, None).is_none() {
+                due.push((word, at, len));
+            }
+        }
+        if due.is_empty() {
+            return;
+        }
+        let mut heads = vec![0u8; due.iter().map(|d| d.2).sum()];
+        let mut rest = &mut heads[..];
+        let mut reads = Vec::with_capacity(due.len());
+        for &(_, at, len) in &due {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            reads.push(RangeRead::new(at, head));
+            rest = tail;
+        }
+        memory.read_many(&mut reads);
+        for (r, &(word, _, _)) in reads.iter().zip(&due) {
+            self.prefetched.insert(word, r.done.then(|| Box::from(&*r.buf)));
+        }
+        self.prefetched_at = now;
+    }
+
+    /// `word`'s prefetched head (`Some(None)`: it was unreadable), if it
+    /// has one read less than [`RECHECK_AFTER`] ago: as fresh as the
+    /// lines of a word checked within the interval.
+    fn take_prefetched(&mut self, word: u64, now: Instant) -> Option<Option<Box<[u8]>>> {
+        if now.saturating_duration_since(self.prefetched_at) >= RECHECK_AFTER {
+            self.prefetched.clear();
+            return None;
+        }
+        self.prefetched.remove(&word)
+    }
+
     /// A word holding a pc ([`V8Namer::name_pc`]), kept as
-    /// [`V8Namer::name_word_again`] keeps the others.
+    /// [`V8Namer::name_word_again`] keeps the others, by the first bytes
+    /// of its `Code` ([`code_head_len`]): unchanged, the same code names
+    /// it as before (its function and those inlined at the pc, about 15
+    /// reads otherwise).
     fn name_pc_again(&mut self, heap: &Heap<'_>, word: u64, pc: u64) -> Vec<SourceLine> {
         let now = Instant::now();
         if let Some(lines) = self.recently_checked(word, now) {
             return lines;
         }
-        let lines = self.name_pc(heap, pc);
-        self.remember(word, Box::default(), &lines, now);
+        let len = code_head_len(heap.layout);
+        let code = self.recent.get(&word).map_or(0, |r| r.code);
+        let head = match self.take_prefetched(word, now) {
+            Some(head) => head,
+            None => read_head(heap.memory, code, len),
+        };
+        if let (Some(head), Some(r)) = (&head, self.recent.get_mut(&word)) {
+            if r.head == *head {
+                r.checked = now;
+                return r.lines.clone();
+            }
+        }
+        let Some((now_in, lines)) = self.name_pc(heap, pc) else {
+            self.recent.remove(&word);
+            return Vec::new();
+        };
+        // The head read was that of the code the word was named from
+        // before: read the one naming it now if it is another.
+        let head = if now_in == code { head } else { read_head(heap.memory, now_in, len) };
+        match head {
+            Some(head) => self.remember(word, now_in, head, &lines, now),
+            None => {
+                self.recent.remove(&word);
+            }
+        }
         lines
     }
 
     /// The lines of `word` if they were checked less than
     /// [`RECHECK_AFTER`] ago.
     fn recently_checked(&self, word: u64, now: Instant) -> Option<Vec<SourceLine>> {
-        let r = self.recent.get(&word)?;
-        (now.saturating_duration_since(r.checked) < self.recheck_after).then(|| r.lines.clone())
+        self.recent.get(&word).filter(|r| self.fresh(r, now)).map(|r| r.lines.clone())
     }
 
-    fn remember(&mut self, word: u64, head: Box<[u8]>, lines: &[SourceLine], now: Instant) {
+    /// Whether `r` was checked less than [`RECHECK_AFTER`] ago.
+    fn fresh(&self, r: &Recent, now: Instant) -> bool {
+        now.saturating_duration_since(r.checked) < self.recheck_after
+    }
+
+    fn remember(&mut self, word: u64, code: u64, head: Box<[u8]>, lines: &[SourceLine], now: Instant) {
         if lines.is_empty() {
             self.recent.remove(&word);
             return;
@@ -513,7 +653,7 @@ impl V8Namer {
         if self.recent.len() >= MAX_RECENT_WORDS {
             self.recent.clear();
         }
-        self.recent.insert(word, Recent { head, lines: lines.to_vec(), checked: now });
+        self.recent.insert(word, Recent { head, lines: lines.to_vec(), checked: now, code });
     }
 
     fn name_word(&mut self, heap: &Heap<'_>, word: V8Word) -> Vec<SourceLine> {
@@ -561,6 +701,11 @@ impl V8Namer {
     }
 }
 
+/// Where the object at `tagged` is (none for 0).
+fn object_address(tagged: u64) -> Option<u64> {
+    (tagged != 0).then(|| crate::v8::heap::untag(tagged)).flatten()
+}
+
 /// The line of `info` at script offset `position`.
 fn source_line(info: &FunctionInfo, position: Option<u32>) -> SourceLine {
     SourceLine {
@@ -595,7 +740,11 @@ impl V8Namer {
     /// What it caches (see [`CACHE_BOUND`]).
     pub fn cached(&self) -> CacheUse {
         CacheUse {
-            entries: self.functions.len() + self.codes.len() + self.code_ranges.len() + self.recent.len(),
+            entries: self.functions.len()
+                + self.codes.len()
+                + self.code_ranges.len()
+                + self.recent.len()
+                + self.prefetched.len(),
             bytes: self.cached_bytes + self.lines.bytes(),
         }
     }
@@ -607,6 +756,7 @@ impl V8Namer {
         self.code_ranges.clear();
         self.lines = ScriptLines::default();
         self.recent.clear();
+        self.prefetched.clear();
         self.cached_bytes = 0;
     }
 
@@ -692,20 +842,48 @@ mod tests {
         );
     }
 
-    /// A word named before is named again from one read of its
-    /// function's first bytes once its lines are older than the recheck
-    /// interval, with no read within it; a different function at that
-    /// address (or the same one pointing elsewhere) is named again in
-    /// full.
-    #[test]
-    fn words_named_again_from_one_read_while_their_function_is_unchanged() {
-        struct Counting<'a>(&'a crate::memory::fake::FakeMemory, std::cell::Cell<u32>);
-        impl ProcessMemory for Counting<'_> {
-            fn read(&self, address: u64, buf: &mut [u8]) -> bool {
-                self.1.set(self.1.get() + 1);
-                self.0.read(address, buf)
+    /// A process memory counting its reads and its batches
+    /// ([`ProcessMemory::read_many`]), whose batches can be made to fail.
+    struct Counting<'a> {
+        memory: &'a crate::memory::fake::FakeMemory,
+        reads: std::cell::Cell<u32>,
+        batches: std::cell::Cell<u32>,
+        ranges: std::cell::Cell<usize>,
+        batches_fail: bool,
+    }
+
+    impl<'a> Counting<'a> {
+        fn new(memory: &'a crate::memory::fake::FakeMemory) -> Counting<'a> {
+            let zero = std::cell::Cell::new(0);
+            Counting { memory, reads: zero.clone(), batches: zero, ranges: Default::default(), batches_fail: false }
+        }
+
+        /// (reads, batches, ranges in them) since the last call.
+        fn take(&self) -> (u32, u32, usize) {
+            (self.reads.take(), self.batches.take(), self.ranges.take())
+        }
+    }
+
+    impl ProcessMemory for Counting<'_> {
+        fn read(&self, address: u64, buf: &mut [u8]) -> bool {
+            self.reads.set(self.reads.get() + 1);
+            self.memory.read(address, buf)
+        }
+
+        fn read_many(&self, reads: &mut [RangeRead<'_>]) {
+            self.batches.set(self.batches.get() + 1);
+            self.ranges.set(self.ranges.get() + reads.len());
+            for r in reads {
+                r.done = !self.batches_fail && self.memory.read(r.address, r.buf);
             }
         }
+    }
+
+    /// A layout whose `JSFunction` head is 40 bytes (map to code), and a
+    /// heap with one `JSFunction` (tagged) for each of `names` and a
+    /// spare `SharedFunctionInfo` named "other", all in one script
+    /// "app.js".
+    fn functions(names: &[&str]) -> (Arc<V8Layout>, super::super::heap::tests::Builder, Vec<u64>, u64) {
         let layout = Arc::new(V8Layout {
             type_js_function_first: 300,
             type_js_function_last: 300,
@@ -725,30 +903,175 @@ mod tests {
         let mut b = super::super::heap::tests::Builder::new();
         let (app, source) = (b.one_byte("app.js"), b.one_byte("a\nb\n"));
         let script = b.typed(202, 48, &[(16, app), (24, source)], &[]);
-        let sfi_of = |b: &mut super::super::heap::tests::Builder, name: &str| {
+        let mut sfi_of = |name: &str| {
             let name = b.one_byte(name);
             b.typed(301, 48, &[(16, name), (24, script)], &[])
         };
-        let (compute, other) = (sfi_of(&mut b, "compute"), sfi_of(&mut b, "other"));
-        let function = b.typed(300, 64, &[(24, compute)], &[]);
-        let word = V8Word { function, compiled: false, offset: 3 }.encode();
-        let names = |lines: Vec<SourceLine>| lines.iter().map(|l| l.function.to_string()).collect::<Vec<_>>();
+        let sfis: Vec<u64> = names.iter().map(|n| sfi_of(n)).collect();
+        let other = sfi_of("other");
+        let functions = sfis.iter().map(|&sfi| b.typed(300, 64, &[(24, sfi)], &[])).collect();
+        (layout, b, functions, other)
+    }
+
+    /// Points the `JSFunction` at `function` to `sfi` (another function
+    /// at its address).
+    fn set_shared(b: &mut super::super::heap::tests::Builder, function: u64, sfi: u64) {
+        let region = b.mem.regions.iter_mut().find(|(at, _)| *at == function - 1).expect("the function");
+        region.1[24..32].copy_from_slice(&sfi.to_le_bytes());
+    }
+
+    fn names(lines: Vec<SourceLine>) -> Vec<String> {
+        lines.iter().map(|l| l.function.to_string()).collect()
+    }
+
+    /// A word named before is named again from one read of its
+    /// function's first bytes once its lines are older than the recheck
+    /// interval, with no read within it; a different function at that
+    /// address (or the same one pointing elsewhere) is named again in
+    /// full.
+    #[test]
+    fn words_named_again_from_one_read_while_their_function_is_unchanged() {
+        let (layout, mut b, functions, other) = functions(&["compute"]);
+        let word = V8Word { function: functions[0], compiled: false, offset: 3 }.encode();
         let mut namer = V8Namer::new(16);
-        let memory = Counting(&b.mem, std::cell::Cell::new(0));
+        let memory = Counting::new(&b.mem);
         assert_eq!(names(namer.lines(&memory, &layout, word)), ["compute"]);
-        assert!(memory.1.get() > 3, "named in full first");
-        memory.1.set(0);
+        assert!(memory.take().0 > 3, "named in full first");
         assert_eq!(names(namer.lines(&memory, &layout, word)), ["compute"]);
-        assert_eq!(memory.1.get(), 0, "within the recheck interval: no read");
+        assert_eq!(memory.take().0, 0, "within the recheck interval: no read");
         namer.recheck_after = Duration::ZERO;
         assert_eq!(names(namer.lines(&memory, &layout, word)), ["compute"]);
-        assert_eq!(memory.1.get(), 1, "then one read");
-        // Another function at the same address.
-        let region = b.mem.regions.iter_mut().find(|(at, _)| *at == function - 1).expect("the function");
-        region.1[24..32].copy_from_slice(&other.to_le_bytes());
-        let memory = Counting(&b.mem, std::cell::Cell::new(0));
+        assert_eq!(memory.take().0, 1, "then one read");
+        set_shared(&mut b, functions[0], other);
+        let memory = Counting::new(&b.mem);
         assert_eq!(names(namer.lines(&memory, &layout, word)), ["other"]);
-        assert!(memory.1.get() > 1);
+        assert!(memory.take().0 > 1);
+    }
+
+    /// The heads of a sample's words due for a check are read in one
+    /// batch before they are named, each word once, and naming them reads
+    /// nothing more while their functions are unchanged; a changed one is
+    /// named again in full, the others are not.
+    #[test]
+    fn a_samples_heads_are_read_in_one_batch() {
+        let (layout, mut b, functions, other) = functions(&["a", "b", "c"]);
+        let words: Vec<u64> =
+            functions.iter().map(|&function| V8Word { function, compiled: false, offset: 3 }.encode()).collect();
+        let mut namer = V8Namer::new(16);
+        let memory = Counting::new(&b.mem);
+        let sample = [words[0], words[1], words[2], words[1]];
+        let name_all = |namer: &mut V8Namer, memory: &Counting<'_>| {
+            namer.prefetch(memory, &layout, &sample);
+            words.iter().flat_map(|&w| names(namer.lines(memory, &layout, w))).collect::<Vec<_>>()
+        };
+        assert_eq!(name_all(&mut namer, &memory), ["a", "b", "c"]);
+        let (reads, batches, ranges) = memory.take();
+        assert!(reads > 9, "named in full first: {reads}");
+        assert_eq!((batches, ranges), (1, 3), "the heads, each once");
+        namer.prefetch(&memory, &layout, &sample);
+        assert_eq!(memory.take(), (0, 0, 0), "within the recheck interval: nothing due");
+        namer.recheck_after = Duration::ZERO;
+        assert_eq!(name_all(&mut namer, &memory), ["a", "b", "c"]);
+        assert_eq!(memory.take(), (0, 1, 3), "one batch, no read");
+        set_shared(&mut b, functions[1], other);
+        let memory = Counting::new(&b.mem);
+        assert_eq!(name_all(&mut namer, &memory), ["a", "other", "c"]);
+        let (reads, batches, ranges) = memory.take();
+        assert!(reads > 1, "b's successor named in full: {reads}");
+        assert_eq!((batches, ranges), (1, 3));
+        // Heads read too long ago are read again at naming.
+        namer.prefetch(&memory, &layout, &sample);
+        namer.prefetched_at -= RECHECK_AFTER;
+        memory.take();
+        assert_eq!(names(namer.lines(&memory, &layout, words[0])), ["a"]);
+        assert_eq!(memory.take(), (1, 0, 0));
+        assert!(namer.prefetched.is_empty(), "the stale heads dropped");
+    }
+
+    /// A word holding a pc is named again from its `Code`'s first bytes
+    /// (read in the sample's batch) while they are unchanged; another
+    /// code at the address (other deoptimization data: another function)
+    /// is named again in full.
+    #[test]
+    fn pc_words_named_again_from_their_codes_head() {
+        let (layout, mut b, functions, other) = functions(&["a"]);
+        let layout = Arc::new(V8Layout {
+            compiled_by_pc: true,
+            type_code: 303,
+            code_deoptimization_data: 8,
+            code_source_positions: 16,
+            code_instruction_start: 40,
+            code_instructions_inline: false,
+            code_flags: 48,
+            code_instruction_size: 52,
+            code_kind_mask: 0xff,
+            code_kind_shift: 0,
+            code_kind_builtin: 99,
+            deopt_shared_info_index: Some(0),
+            sfi_wrapper_shared_info: None,
+            ..(*layout).clone()
+        });
+        assert_eq!(code_head_len(&layout), 60);
+        let mut shared = [0u8; 8];
+        assert!(b.mem.read(functions[0] - 1 + 24, &mut shared));
+        let sfi_a = u64::from_le_bytes(shared);
+        let deopt_a = b.typed(201, 24, &[(16, sfi_a)], &[]);
+        let deopt_other = b.typed(201, 24, &[(16, other)], &[]);
+        let start = 0x7000_0000u64;
+        let code = b.typed(303, 64, &[(8, deopt_a), (40, start)], &[(48, 1), (52, 0x100)]);
+        let word = V8Word::encode_pc(start + 0x10);
+        assert_eq!(V8Word::decode_pc(word), Some(start + 0x10));
+        let mut namer = V8Namer::new(16);
+        // Where the code is, as a scan of the code space found it.
+        namer.code_ranges.insert(start, (start + 0x100, code));
+        let memory = Counting::new(&b.mem);
+        namer.prefetch(&memory, &layout, &[word]);
+        assert_eq!(memory.take(), (0, 0, 0), "never named: no head to read");
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["a"]);
+        assert!(memory.take().0 > 5, "named in full first");
+        assert_eq!(namer.recent[&word].code, code);
+        namer.recheck_after = Duration::ZERO;
+        namer.prefetch(&memory, &layout, &[word]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["a"]);
+        assert_eq!(memory.take(), (0, 1, 1), "the code's head, in one batch");
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["a"]);
+        assert_eq!(memory.take(), (1, 0, 0), "not prefetched: one read");
+        // Another code at the address: other deoptimization data.
+        let region = b.mem.regions.iter_mut().find(|(at, _)| *at == code - 1).expect("the code");
+        region.1[8..16].copy_from_slice(&deopt_other.to_le_bytes());
+        let memory = Counting::new(&b.mem);
+        namer.prefetch(&memory, &layout, &[word]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["other"]);
+        assert!(memory.take().0 > 3, "named in full");
+        // Gone: unnamed, forgotten.
+        b.mem.regions.retain(|(at, _)| *at != code - 1);
+        let memory = Counting::new(&b.mem);
+        assert!(namer.lines(&memory, &layout, word).is_empty());
+        assert!(!namer.recent.contains_key(&word));
+    }
+
+    /// A head the batch could not read is read as it was before
+    /// batches: the word is named in full.
+    #[test]
+    fn a_failed_batch_names_in_full() {
+        let (layout, b, functions, _) = functions(&["a"]);
+        let word = V8Word { function: functions[0], compiled: false, offset: 3 }.encode();
+        let mut namer = V8Namer::new(16);
+        let memory = Counting { batches_fail: true, ..Counting::new(&b.mem) };
+        namer.prefetch(&memory, &layout, &[word]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["a"]);
+        let full = memory.take();
+        assert!(full.0 > 3 && full.1 == 1, "{full:?}");
+        namer.recheck_after = Duration::ZERO;
+        namer.prefetch(&memory, &layout, &[word]);
+        assert_eq!(names(namer.lines(&memory, &layout, word)), ["a"]);
+        let again = memory.take();
+        assert!(again.0 > 1 && again.1 == 1, "in full again (its function cached), no head kept: {again:?}");
+        assert!(!namer.recent.contains_key(&word));
+        // A word of no function: nothing to read.
+        let nothing = V8Word { function: 0, compiled: false, offset: 3 }.encode();
+        namer.prefetch(&memory, &layout, &[nothing]);
+        assert_eq!(memory.take(), (0, 0, 0));
     }
 
     #[test]
