@@ -232,7 +232,7 @@ impl RuntimeProcess for RubyProcess {
             }
             RubyFrame::CFunc { name } => SourceLine { function: name.into(), file: None, line: 0, approximate: false },
         }];
-        self.recent.remember(word, &head, &lines, now);
+        self.recent.remember(word, pointer, &head, &lines, now);
         lines
     }
 

@@ -16,6 +16,7 @@ use super::naming::{
 };
 use super::{detect, Detection};
 use crate::memory::{ProcessMemory, RangeRead};
+use crate::recent::RecentWords;
 use crate::runtime::{
     frame_payload, frame_word, Attach, CacheUse, ExecutableMapping, FileDetection, InterpreterFile, NamerStats,
     ProcessUnwinding, Runtime, RuntimeProcess,
@@ -272,20 +273,7 @@ struct Cached {
     info: Arc<FunctionInfo>,
 }
 
-/// A frame word named before: the bytes of its `JSFunction` up to and
-/// including the fields naming it (map, shared function info, code; for
-/// a word holding a pc, those of its `Code`), its lines, and when they
-/// were last checked against the process's memory.
-struct Recent {
-    head: Box<[u8]>,
-    lines: Vec<SourceLine>,
-    checked: Instant,
-    /// For a word holding a pc, the `Code` (tagged) it was named from,
-    /// whose first bytes `head` holds; 0 for a function word.
-    code: u64,
-}
-
-/// How long a word's lines ([`Recent`]) are taken as they are, without
+/// How long a word's lines (`V8Namer::recent`) are taken as they are, without
 /// checking the process's memory again. Naming already comes a fraction
 /// of a second after the sample (the objects may have moved since), and
 /// a deep stack's outer frames come back in every sample: checked at
@@ -348,8 +336,9 @@ pub struct V8Namer {
     lines: ScriptLines,
     /// The lines of frame words named lately, by word, with the
     /// `JSFunction`'s first bytes they were named from (see
-    /// [`V8Namer::name_word_again`]).
-    recent: HashMap<u64, Recent>,
+    /// [`V8Namer::name_word_again`]); for a word holding a pc, its
+    /// `Code` (tagged) and that code's first bytes.
+    recent: RecentWords,
     /// The heads of the functions of the sample being named, read
     /// together before it ([`V8Namer::prefetch`]), by word (`None`:
     /// unreadable); each taken by its word's naming, all replaced at the
@@ -357,8 +346,6 @@ pub struct V8Namer {
     prefetched: HashMap<u64, Option<Box<[u8]>>>,
     /// When `prefetched` was read.
     prefetched_at: Instant,
-    /// [`RECHECK_AFTER`] (tests change it).
-    recheck_after: Duration,
     max_functions: usize,
     /// [`FunctionInfo::heap_bytes`] of what `functions` holds, at most
     /// [`MAX_CACHED_BYTES`].
@@ -374,10 +361,9 @@ impl V8Namer {
             codes: HashMap::new(),
             code_ranges: BTreeMap::new(),
             lines: ScriptLines::default(),
-            recent: HashMap::new(),
+            recent: RecentWords::new(MAX_RECENT_WORDS, RECHECK_AFTER),
             prefetched: HashMap::new(),
             prefetched_at: Instant::now(),
-            recheck_after: RECHECK_AFTER,
             max_functions,
             cached_bytes: 0,
             stats: NamerStats::default(),
@@ -514,7 +500,7 @@ impl V8Namer {
     /// The read is the sample's prefetched one when there is one.
     fn name_word_again(&mut self, heap: &Heap<'_>, word: u64, decoded: V8Word) -> Vec<SourceLine> {
         let now = Instant::now();
-        if let Some(lines) = self.recently_checked(word, now) {
+        if let Some(lines) = self.recent.trusted(word, now) {
             return lines;
         }
         let head = match self.take_prefetched(word, now) {
@@ -522,17 +508,14 @@ impl V8Namer {
             None => read_head(heap.memory, decoded.function, head_len(heap.layout)),
         };
         let Some(head) = head else {
-            self.recent.remove(&word);
+            self.recent.forget(word);
             return self.name_word(heap, decoded);
         };
-        if let Some(r) = self.recent.get_mut(&word) {
-            if r.head == head {
-                r.checked = now;
-                return r.lines.clone();
-            }
+        if let Some(lines) = self.recent.same_head(word, &head, now) {
+            return lines;
         }
         let lines = self.name_word(heap, decoded);
-        self.remember(word, 0, head, &lines, now);
+        self.recent.remember(word, decoded.function, &head, &lines, now);
         lines
     }
 
@@ -552,12 +535,11 @@ impl V8Namer {
             if due.len() >= MAX_PREFETCHED {
                 break;
             }
-            let recent = self.recent.get(&word);
-            if recent.is_some_and(|r| self.fresh(r, now)) {
+            if self.recent.is_trusted(word, now) {
                 continue;
             }
             let object = match V8Word::decode_pc(word).filter(|_| layout.compiled_by_pc) {
-                Some(_) => recent.map(|r| (r.code, code_head_len(layout))),
+                Some(_) => self.recent.object(word).map(|code| (code, code_head_len(layout))),
                 None => V8Word::decode(word).map(|w| (w.function, head_len(layout))),
             };
             let Some((at, len)) = object.and_then(|(tagged, len)| Some((object_address(tagged)?, len))) else {
@@ -603,57 +585,30 @@ impl V8Namer {
     /// reads otherwise).
     fn name_pc_again(&mut self, heap: &Heap<'_>, word: u64, pc: u64) -> Vec<SourceLine> {
         let now = Instant::now();
-        if let Some(lines) = self.recently_checked(word, now) {
+        if let Some(lines) = self.recent.trusted(word, now) {
             return lines;
         }
         let len = code_head_len(heap.layout);
-        let code = self.recent.get(&word).map_or(0, |r| r.code);
+        let code = self.recent.object(word).unwrap_or(0);
         let head = match self.take_prefetched(word, now) {
             Some(head) => head,
             None => read_head(heap.memory, code, len),
         };
-        if let (Some(head), Some(r)) = (&head, self.recent.get_mut(&word)) {
-            if r.head == *head {
-                r.checked = now;
-                return r.lines.clone();
-            }
+        if let Some(lines) = head.as_deref().and_then(|head| self.recent.same_head(word, head, now)) {
+            return lines;
         }
         let Some((now_in, lines)) = self.name_pc(heap, pc) else {
-            self.recent.remove(&word);
+            self.recent.forget(word);
             return Vec::new();
         };
         // The head read was that of the code the word was named from
         // before: read the one naming it now if it is another.
         let head = if now_in == code { head } else { read_head(heap.memory, now_in, len) };
         match head {
-            Some(head) => self.remember(word, now_in, head, &lines, now),
-            None => {
-                self.recent.remove(&word);
-            }
+            Some(head) => self.recent.remember(word, now_in, &head, &lines, now),
+            None => self.recent.forget(word),
         }
         lines
-    }
-
-    /// The lines of `word` if they were checked less than
-    /// [`RECHECK_AFTER`] ago.
-    fn recently_checked(&self, word: u64, now: Instant) -> Option<Vec<SourceLine>> {
-        self.recent.get(&word).filter(|r| self.fresh(r, now)).map(|r| r.lines.clone())
-    }
-
-    /// Whether `r` was checked less than [`RECHECK_AFTER`] ago.
-    fn fresh(&self, r: &Recent, now: Instant) -> bool {
-        now.saturating_duration_since(r.checked) < self.recheck_after
-    }
-
-    fn remember(&mut self, word: u64, code: u64, head: Box<[u8]>, lines: &[SourceLine], now: Instant) {
-        if lines.is_empty() {
-            self.recent.remove(&word);
-            return;
-        }
-        if self.recent.len() >= MAX_RECENT_WORDS {
-            self.recent.clear();
-        }
-        self.recent.insert(word, Recent { head, lines: lines.to_vec(), checked: now, code });
     }
 
     fn name_word(&mut self, heap: &Heap<'_>, word: V8Word) -> Vec<SourceLine> {
@@ -939,7 +894,7 @@ mod tests {
         assert!(memory.take().0 > 3, "named in full first");
         assert_eq!(names(namer.lines(&memory, &layout, word)), ["compute"]);
         assert_eq!(memory.take().0, 0, "within the recheck interval: no read");
-        namer.recheck_after = Duration::ZERO;
+        namer.recent.trust = Duration::ZERO;
         assert_eq!(names(namer.lines(&memory, &layout, word)), ["compute"]);
         assert_eq!(memory.take().0, 1, "then one read");
         set_shared(&mut b, functions[0], other);
@@ -970,7 +925,7 @@ mod tests {
         assert_eq!((batches, ranges), (1, 3), "the heads, each once");
         namer.prefetch(&memory, &layout, &sample);
         assert_eq!(memory.take(), (0, 0, 0), "within the recheck interval: nothing due");
-        namer.recheck_after = Duration::ZERO;
+        namer.recent.trust = Duration::ZERO;
         assert_eq!(name_all(&mut namer, &memory), ["a", "b", "c"]);
         assert_eq!(memory.take(), (0, 1, 3), "one batch, no read");
         set_shared(&mut b, functions[1], other);
@@ -1029,8 +984,8 @@ mod tests {
         assert_eq!(memory.take(), (0, 0, 0), "never named: no head to read");
         assert_eq!(names(namer.lines(&memory, &layout, word)), ["a"]);
         assert!(memory.take().0 > 5, "named in full first");
-        assert_eq!(namer.recent[&word].code, code);
-        namer.recheck_after = Duration::ZERO;
+        assert_eq!(namer.recent.object(word), Some(code));
+        namer.recent.trust = Duration::ZERO;
         namer.prefetch(&memory, &layout, &[word]);
         assert_eq!(names(namer.lines(&memory, &layout, word)), ["a"]);
         assert_eq!(memory.take(), (0, 1, 1), "the code's head, in one batch");
@@ -1047,7 +1002,7 @@ mod tests {
         b.mem.regions.retain(|(at, _)| *at != code - 1);
         let memory = Counting::new(&b.mem);
         assert!(namer.lines(&memory, &layout, word).is_empty());
-        assert!(!namer.recent.contains_key(&word));
+        assert_eq!(namer.recent.object(word), None);
     }
 
     /// A head the batch could not read is read as it was before
@@ -1062,12 +1017,12 @@ mod tests {
         assert_eq!(names(namer.lines(&memory, &layout, word)), ["a"]);
         let full = memory.take();
         assert!(full.0 > 3 && full.1 == 1, "{full:?}");
-        namer.recheck_after = Duration::ZERO;
+        namer.recent.trust = Duration::ZERO;
         namer.prefetch(&memory, &layout, &[word]);
         assert_eq!(names(namer.lines(&memory, &layout, word)), ["a"]);
         let again = memory.take();
         assert!(again.0 > 1 && again.1 == 1, "in full again (its function cached), no head kept: {again:?}");
-        assert!(!namer.recent.contains_key(&word));
+        assert_eq!(namer.recent.object(word), None);
         // A word of no function: nothing to read.
         let nothing = V8Word { function: 0, compiled: false, offset: 3 }.encode();
         namer.prefetch(&memory, &layout, &[nothing]);
