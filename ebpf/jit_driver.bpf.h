@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The driver of the JIT runtimes' unwinders (their folders'
- * unwinder.bpf.h call jit_unwind_run): their code has no unwind tables, and each of their frames tells its caller
- * by the runtime's own layout, so their unwinder replaces the native
- * unwinder while the pc stays in the runtime's code, then hands back.
+ * unwinder.bpf.h call jit_unwind_run): their code has no unwind tables,
+ * and each of their frames tells its caller by the runtime's own layout,
+ * so their unwinder replaces the native unwinder while the pc stays in
+ * the runtime's code, then hands back.
  *
  * Included once by profiler.bpf.c, after interpreter_driver.bpf.h (its
  * tail calls) and before the runtimes' unwinders.

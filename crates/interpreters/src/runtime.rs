@@ -147,7 +147,8 @@ pub trait RuntimeProcess: Send {
     fn lines(&mut self, memory: &dyn ProcessMemory, word: u64, stats: &mut NamerStats) -> Vec<SourceLine>;
 
     /// The words of one sample it is about to be asked to name
-    /// ([`RuntimeProcess::lines`]), each once, innermost first: what it
+    /// ([`RuntimeProcess::lines`]), innermost first (a recursion's word
+    /// comes more than once; it is named once): what it
     /// would read of each it may read now for all of them together
     /// ([`ProcessMemory::read_many`]), for those calls to use. The
     /// default: nothing.
