@@ -55,10 +55,9 @@ pub struct BudgetLimits {
 
 impl BudgetLimits {
     /// Naming frames (the reporter). A genuine process is named in a few
-    /// thousand reads a second at 99 Hz, but V8 checks each frame's
-    /// objects again at every sample (the collector moves them): a Node
-    /// process sampled off the CPU at 450 stacks a second of 12
-    /// JavaScript frames reads about 40,000 times a second. One starting
+    /// thousand reads a second at 99 Hz; the reads allowance covers the
+    /// busiest genuine case, a Node process sampled off the CPU (hundreds
+    /// of stacks a second of a dozen JavaScript frames). One starting
     /// (TypeScript's compiler: thousands of functions named in its first
     /// seconds) fits in the burst. CPU time binds first: a process held
     /// to it costs at most 2% of a core in the long run (the agent's

@@ -31,6 +31,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod beam;
+mod blocks;
 pub mod budget;
 pub mod failures;
 pub mod go_labels;

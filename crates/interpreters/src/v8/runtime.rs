@@ -15,6 +15,7 @@ use super::naming::{
     FunctionInfo, ScriptLines, ANONYMOUS, MAX_CACHED_BYTES, MAX_SCRIPT_LINES_BYTES,
 };
 use super::{detect, Detection};
+use crate::blocks::{BlockCache, MAX_BLOCKS, MAX_BLOCK_CACHE_BYTES};
 use crate::memory::{ProcessMemory, RangeRead};
 use crate::recent::RecentWords;
 use crate::runtime::{
@@ -204,11 +205,12 @@ impl RuntimeProcess for V8Process {
 }
 
 /// What V8's objects cache together at most: the functions, compiled
-/// code objects (decoded, and their ranges), words named lately and heads
-/// read for a sample of one namer, and its functions' and scripts' bytes.
+/// code objects (decoded, and their ranges), words named lately, heads
+/// and blocks read for a sample of one namer, and its functions' and
+/// scripts' bytes.
 const CACHE_BOUND: CacheUse = CacheUse {
-    entries: MAX_NAMED_FUNCTIONS + 2 * MAX_CACHED_CODES + MAX_RECENT_WORDS + MAX_PREFETCHED,
-    bytes: MAX_CACHED_BYTES + MAX_SCRIPT_LINES_BYTES,
+    entries: MAX_NAMED_FUNCTIONS + 2 * MAX_CACHED_CODES + MAX_RECENT_WORDS + MAX_PREFETCHED + MAX_BLOCKS,
+    bytes: MAX_CACHED_BYTES + MAX_SCRIPT_LINES_BYTES + MAX_BLOCK_CACHE_BYTES,
 };
 
 /// The most of a code range reservation taken after one executable
@@ -346,6 +348,9 @@ pub struct V8Namer {
     prefetched: HashMap<u64, Option<Box<[u8]>>>,
     /// When `prefetched` was read.
     prefetched_at: Instant,
+    /// The blocks of memory one sample's naming read (emptied at each
+    /// sample's [`V8Namer::prefetch`]).
+    blocks: BlockCache,
     max_functions: usize,
     /// [`FunctionInfo::heap_bytes`] of what `functions` holds, at most
     /// [`MAX_CACHED_BYTES`].
@@ -364,6 +369,7 @@ impl V8Namer {
             recent: RecentWords::new(MAX_RECENT_WORDS, RECHECK_AFTER),
             prefetched: HashMap::new(),
             prefetched_at: Instant::now(),
+            blocks: BlockCache::default(),
             max_functions,
             cached_bytes: 0,
             stats: NamerStats::default(),
@@ -498,14 +504,20 @@ impl V8Namer {
     /// is named again. A deep stack of a busy program names the same few
     /// hundred words at every sample: about 11 reads a frame otherwise.
     /// The read is the sample's prefetched one when there is one.
-    fn name_word_again(&mut self, heap: &Heap<'_>, word: u64, decoded: V8Word) -> Vec<SourceLine> {
+    fn name_word_again(
+        &mut self,
+        heap: &Heap<'_>,
+        fresh: &dyn ProcessMemory,
+        word: u64,
+        decoded: V8Word,
+    ) -> Vec<SourceLine> {
         let now = Instant::now();
         if let Some(lines) = self.recent.trusted(word, now) {
             return lines;
         }
         let head = match self.take_prefetched(word, now) {
             Some(head) => head,
-            None => read_head(heap.memory, decoded.function, head_len(heap.layout)),
+            None => read_head(fresh, decoded.function, head_len(heap.layout)),
         };
         let Some(head) = head else {
             self.recent.forget(word);
@@ -530,6 +542,7 @@ impl V8Namer {
     pub fn prefetch(&mut self, memory: &dyn ProcessMemory, layout: &V8Layout, words: &[u64]) {
         let now = Instant::now();
         self.prefetched.clear();
+        self.blocks.clear();
         let mut due = Vec::new();
         for &word in words {
             if due.len() >= MAX_PREFETCHED {
@@ -583,7 +596,7 @@ impl V8Namer {
     /// of its `Code` ([`code_head_len`]): unchanged, the same code names
     /// it as before (its function and those inlined at the pc, about 15
     /// reads otherwise).
-    fn name_pc_again(&mut self, heap: &Heap<'_>, word: u64, pc: u64) -> Vec<SourceLine> {
+    fn name_pc_again(&mut self, heap: &Heap<'_>, fresh: &dyn ProcessMemory, word: u64, pc: u64) -> Vec<SourceLine> {
         let now = Instant::now();
         if let Some(lines) = self.recent.trusted(word, now) {
             return lines;
@@ -592,7 +605,7 @@ impl V8Namer {
         let code = self.recent.object(word).unwrap_or(0);
         let head = match self.take_prefetched(word, now) {
             Some(head) => head,
-            None => read_head(heap.memory, code, len),
+            None => read_head(fresh, code, len),
         };
         if let Some(lines) = head.as_deref().and_then(|head| self.recent.same_head(word, head, now)) {
             return lines;
@@ -603,7 +616,7 @@ impl V8Namer {
         };
         // The head read was that of the code the word was named from
         // before: read the one naming it now if it is another.
-        let head = if now_in == code { head } else { read_head(heap.memory, now_in, len) };
+        let head = if now_in == code { head } else { read_head(fresh, now_in, len) };
         match head {
             Some(head) => self.recent.remember(word, now_in, &head, &lines, now),
             None => self.recent.forget(word),
@@ -673,17 +686,22 @@ fn source_line(info: &FunctionInfo, position: Option<u32>) -> SourceLine {
 
 impl V8Namer {
     /// The lines of frame `word` of its process, whose V8 has `layout`.
+    /// Its objects are read through the sample's blocks; the heads that
+    /// say whether a word is named as before, from `memory` as it is.
     pub fn lines(&mut self, memory: &dyn ProcessMemory, layout: &V8Layout, word: u64) -> Vec<SourceLine> {
+        let mut blocks = std::mem::take(&mut self.blocks);
         let lines = match V8Word::decode(word) {
             Some(decoded) => {
-                let heap = Heap { memory, layout };
+                let through_blocks = blocks.over(memory, Instant::now());
+                let heap = Heap { memory: &through_blocks, layout };
                 match V8Word::decode_pc(word).filter(|_| layout.compiled_by_pc) {
-                    Some(pc) => self.name_pc_again(&heap, word, pc),
-                    None => self.name_word_again(&heap, word, decoded),
+                    Some(pc) => self.name_pc_again(&heap, memory, word, pc),
+                    None => self.name_word_again(&heap, memory, word, decoded),
                 }
             }
             None => Vec::new(),
         };
+        self.blocks = blocks;
         if lines.is_empty() {
             self.stats.unknown += 1;
         } else {
@@ -699,8 +717,9 @@ impl V8Namer {
                 + self.codes.len()
                 + self.code_ranges.len()
                 + self.recent.len()
-                + self.prefetched.len(),
-            bytes: self.cached_bytes + self.lines.bytes(),
+                + self.prefetched.len()
+                + self.blocks.len(),
+            bytes: self.cached_bytes + self.lines.bytes() + self.blocks.bytes(),
         }
     }
 
@@ -712,6 +731,7 @@ impl V8Namer {
         self.lines = ScriptLines::default();
         self.recent.clear();
         self.prefetched.clear();
+        self.blocks.clear();
         self.cached_bytes = 0;
     }
 
