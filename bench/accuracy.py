@@ -86,6 +86,7 @@ Root (BPF, attaching to other processes).
 
 import argparse
 import collections
+import dataclasses
 import datetime
 import functools
 import os
@@ -232,8 +233,9 @@ def node_case(seconds, major=NODE_LTS):
         command=command,
         whole_life=True,
         read_reference=read_cpuprofile,
-        ours_frames=scripted,
+        ours_frames=scripted_v8,
         key=js_key,
+        ours_as_reference=cut_as_v8,
     )
 
 
@@ -725,6 +727,10 @@ class Case:
         # it): the agent runs system-wide from before, its samples of
         # the program's pid are kept.
         self.whole_life = False
+        # Our frames (`ours_frames`') cut as the reference's sampler cuts
+        # its stacks (V8's: [`cut_as_v8`]), for the inclusive shares;
+        # None: as they are.
+        self.ours_as_reference = None
         # Where a whole-life reference writes its profile, in the work
         # directory.
         self.reference_output = "*.cpuprofile"
@@ -890,11 +896,21 @@ def read_excimer(path):
     return stacks
 
 
+# Frames V8's sampler keeps of a stack, innermost first (`TickSample`'s
+# `kMaxFramesCount`): a deeper stack loses its outer frames, and a few of
+# the 255 may be builtins without a script (not in the profile's tree).
+V8_MAX_FRAMES = 255
+# Node's function that runs the main script: every stack of the script
+# V8 walked whole has it.
+NODE_ENTRY = "executeUserEntryPoint"
+
+
 def read_cpuprofile(path):
     """V8's .cpuprofile (JSON): each sample's JavaScript frames,
     innermost first; `(idle)` samples are left out, `(program)` and
-    `(garbage collector)` ones kept without frames. V8 walks its own
-    stacks: every stack reaches the root.
+    `(garbage collector)` ones kept without frames. A stack reaches the
+    root unless V8's sampler cut it: [`V8_MAX_FRAMES`] deep (a few frames
+    short: builtins) without Node's entry.
 
     Its samples are not evenly spaced: in some loops V8 takes them in
     bursts far closer than the interval asked for (TypeScript's
@@ -921,8 +937,30 @@ def read_cpuprofile(path):
             if cf.get("url"):
                 frames.append(pprof_reader.Frame(cf["functionName"], cf["url"], cf.get("lineNumber", 0) + 1, False))
             at = parent.get(at)
-        stacks.append((frames, weight, True))
+        cut = len(frames) >= V8_MAX_FRAMES - 5 and not any(f.function == NODE_ENTRY for f in frames)
+        stacks.append((frames, weight, not cut))
     return stacks
+
+
+def scripted_v8(sample):
+    """[`scripted`] frames, each with its place among our V8 frames as
+    its `location` (physical frames, innermost first: a frame and those
+    inlined in it share one), for [`cut_as_v8`]. Nothing for a sample of
+    `--cpu-prof` writing its profile at exit (`node::profiler`, under
+    `process.exit`): the reference's own work, which it does not sample."""
+    if any(f.native and f.function.startswith("node::profiler::") for f in sample.frames):
+        return []
+    rank = {place: i for i, place in enumerate(sorted({f.location for f in sample.frames if not f.native}))}
+    return [dataclasses.replace(f, location=rank[f.location]) for f in scripted(sample)]
+
+
+def cut_as_v8(frames):
+    """[`scripted_v8`] frames of the innermost [`V8_MAX_FRAMES`] physical
+    ones, as V8's sampler keeps them: both profiles then lose the same
+    outer frames of a deeper stack. V8 counts its entry and exit frames
+    too, which our profile does not show: a cut stack of ours keeps a few
+    more."""
+    return [f for f in frames if f.location < V8_MAX_FRAMES]
 
 
 def read_folded_pyspy(path):
@@ -1076,6 +1114,11 @@ def within(side, points):
 def compare(case, ours, theirs):
     o_self, o_incl, o_n, o_total, o_root, o_root_framed = distributions(ours, case.key)
     t_self, t_incl, t_n, t_total, t_root, t_root_framed = distributions(theirs, case.key)
+    # Inclusive shares as the reference's sampler sees stacks (V8's keeps
+    # 255 frames), when it cuts them.
+    if case.ours_as_reference:
+        cut_ours = [(case.ours_as_reference(frames), c, whole) for frames, c, whole in ours]
+        _, o_incl, o_n, *_ = distributions(cut_ours, case.key)
     side = top_side(t_incl, t_n, o_incl, o_n)
     worst = sorted(side, key=lambda r: -abs(r[1] - r[2]))[:5]
     keys = sorted(set(o_self) | set(t_self), key=lambda k: -(t_self.get(k, 0) / max(t_n, 1) + o_self.get(k, 0) / max(o_n, 1)))
@@ -1103,6 +1146,7 @@ def compare(case, ours, theirs):
         "unnamed": getattr(case, "unnamed", None),
         "unnamed_over": "whole life" if case.whole_life else "the window",
         "second": getattr(case, "second", None),
+        "cut_as_reference": bool(case.ours_as_reference),
     }
 
 
@@ -1370,6 +1414,8 @@ def summary(r):
         line += (f"; against {b['name']} ({b['samples']} samples, {100 * b['root']:.1f}% to the root): "
                  f"top 15 within 3 points {b['within_3']} of {b['top']} (within 2: {b['within_2']}), "
                  f"TVD of self time {b['tvd']:.3f} (noise {b['noise']:.3f})")
+    if r.get("cut_as_reference"):
+        line += f"; the top 15 with ours cut at {V8_MAX_FRAMES} frames, as the reference's"
     if r.get("unnamed"):
         unnamed, total = r["unnamed"]
         line += (f", unnamed interpreted frames {100 * unnamed / max(total, 1):.2f}% ({unnamed} of {total}, "
@@ -1564,8 +1610,9 @@ frames (whole-life references: the agent system-wide from before the program's s
 (`_start`, `clone3`, `start_thread`; for Go also `runtime.goexit`, `mstart`; for a JDK or a BEAM in a chroot, its \
 libc's unnamed outermost frame) outermost; py-spy, `<module>`; rbspy, `<main>`; perf, a thread entry (for the BEAM, \
 the Erlang process's `$erts_beamasm:normal_exit/0`); JFR, \
-`com.sun.tools.javac.Main.main` outermost, not truncated; the others walk their own frames, counted whole. TVD: between the self-time distributions by function, with the TVD sampling noise \
-alone gives at these counts in brackets
+`com.sun.tools.javac.Main.main` outermost, not truncated; V8's sampler, whole unless cut at its 255 frames (a deep \
+stack without Node's `executeUserEntryPoint`; for the top 15, ours cut at 255 V8 frames too); the others walk their own frames, counted whole. TVD: between the self-time distributions \
+by function, with the TVD sampling noise alone gives at these counts in brackets
 
 {text}{figures(rows)}{details(rows)}"""
         sections.write_section(Path(args.output), SECTION, section)

@@ -60,6 +60,7 @@ class Frame:
     line: int
     native: bool  # in a mapped file (or the kernel), not an interpreter's frame
     address: int = 0  # the location's address
+    location: int = -1  # the location's place in its sample, 0 innermost: one physical frame
 
 
 @dataclass
@@ -112,15 +113,15 @@ def read(path):
                 key = strings[label.get(1, 0)]
                 labels[key] = strings[label[2]] if label.get(2) else label.get(3, 0)
         frames = []
-        for location_id in location_ids:
+        for place, location_id in enumerate(location_ids):
             loc = locations.get(location_id)
             if loc is None:
                 continue
             native = loc["mapping"] != 0
             for function_id, line in loc["lines"]:  # innermost first within a location
                 name, file = functions.get(function_id, (0, 0))
-                frames.append(Frame(strings[name], strings[file], line, native, loc["address"]))
+                frames.append(Frame(strings[name], strings[file], line, native, loc["address"], place))
             if not loc["lines"]:
-                frames.append(Frame("", "", 0, native, loc["address"]))
+                frames.append(Frame("", "", 0, native, loc["address"], place))
         samples.append(Sample(frames, values[0] if values else 1, labels))
     return samples

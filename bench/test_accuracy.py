@@ -164,5 +164,41 @@ class Comparison(unittest.TestCase):
                           (["parse_files (rdoc.rb)"], 1, False)])
         self.assertEqual(len(everything), 4)
 
+    def test_v8_cuts_deep_stacks_and_ours_are_cut_as_its(self):
+        # V8's profile: a chain from Node's entry 3 deep, and one of 300
+        # frames without it (its sampler kept the innermost).
+        nodes = [{"id": 1, "callFrame": {"functionName": "(root)", "url": ""}, "children": [2, 10]},
+                 {"id": 2, "callFrame": {"functionName": "executeUserEntryPoint", "url": "run_main"},
+                  "children": [3]},
+                 {"id": 3, "callFrame": {"functionName": "main", "url": "a.js"}, "children": [4]},
+                 {"id": 4, "callFrame": {"functionName": "leaf", "url": "a.js"}}]
+        deep = list(range(10, 310))
+        for i, n in enumerate(deep):
+            nodes.append({"id": n, "callFrame": {"functionName": "rec", "url": "a.js"},
+                          "children": [deep[i + 1]] if i + 1 < len(deep) else []})
+        profile = {"nodes": nodes, "samples": [4, 309], "timeDeltas": [0, 10_101],
+                   "startTime": 0, "endTime": 20_202}
+        with tempfile.TemporaryDirectory() as d:
+            path = f"{d}/p.cpuprofile"
+            with open(path, "w") as f:
+                json.dump(profile, f)
+            stacks = accuracy.read_cpuprofile(path)
+        self.assertEqual(sorted((len(frames), whole) for frames, _, whole in stacks), [(3, True), (300, False)])
+        # Ours: 300 physical frames with a script, an inlined one in the
+        # innermost, and a native frame between: the innermost 255
+        # physical V8 frames are kept (256 with the inlined one).
+        F = accuracy.pprof_reader.Frame
+        frames = [F("inlined", "a.js", 1, False, 0, 0), F("rec", "a.js", 1, False, 0, 0),
+                  F("native", "", 0, True, 0, 1)]
+        frames += [F("rec", "a.js", 1, False, 0, place) for place in range(2, 301)]
+        sample = accuracy.pprof_reader.Sample(frames, 1, {})
+        ranked = accuracy.scripted_v8(sample)
+        self.assertEqual(len(ranked), 301)
+        self.assertEqual([f.location for f in ranked[:4]], [0, 0, 1, 2])
+        self.assertEqual(len(accuracy.cut_as_v8(ranked)), 256)
+        # `--cpu-prof` writing its profile at exit: left out.
+        writing = [F("node::profiler::StartProfilers", "", 0, True, 0, 0)] + frames
+        self.assertEqual(accuracy.scripted_v8(accuracy.pprof_reader.Sample(writing, 1, {})), [])
+
 if __name__ == "__main__":
     unittest.main()
