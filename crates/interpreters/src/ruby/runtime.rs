@@ -36,6 +36,10 @@ const RECENT_TRUST: Duration = Duration::from_millis(100);
 const HEAD_BYTES: usize = 24;
 /// What every process's words named lately hold together at most.
 const MAX_RECENT_BYTES: usize = 16 << 20;
+/// What every process's symbolizer caches (iseqs, method names, classes:
+/// [`MAX_CACHED_BYTES`](super::MAX_CACHED_BYTES) each) hold together at most: 256 processes of a
+/// full cache each would otherwise be 1 GiB.
+const MAX_NAMES_BYTES: usize = 16 << 20;
 
 /// CRuby 3.0-3.4 (3.1 and 3.3 tested).
 #[derive(Clone, Copy, Debug, Default)]
@@ -93,7 +97,7 @@ impl Runtime for CRuby {
     }
 
     fn cache_bound(&self) -> CacheUse {
-        CacheUse { entries: MAX_PROCESSES, bytes: MAX_RECENT_BYTES }
+        CacheUse { entries: MAX_PROCESSES, bytes: MAX_RECENT_BYTES + MAX_NAMES_BYTES }
     }
 }
 
@@ -237,11 +241,16 @@ impl RuntimeProcess for RubyProcess {
     }
 
     fn cached(&self) -> CacheUse {
-        CacheUse { entries: usize::from(self.names.is_some()), bytes: self.recent.bytes() }
+        let names = self.names.as_ref().map_or(0, |n| n.symbolizer.cached_bytes());
+        CacheUse { entries: usize::from(self.names.is_some()), bytes: self.recent.bytes() + names }
     }
 
+    /// Empties its caches; where its global symbols are stays known (a
+    /// scan of the data segment to find them again).
     fn clear(&mut self) {
-        self.names = None;
+        if let Some(names) = &mut self.names {
+            names.symbolizer.clear_caches();
+        }
         self.recent.clear();
     }
 }

@@ -132,6 +132,19 @@ impl RubySymbolizer {
         self.cached_bytes += bytes;
     }
 
+    /// Bytes of the names its caches hold.
+    pub fn cached_bytes(&self) -> usize {
+        self.cached_bytes
+    }
+
+    /// Empties its caches (where the global symbols are is kept).
+    pub fn clear_caches(&mut self) {
+        self.iseqs.clear();
+        self.ids.clear();
+        self.classes.clear();
+        self.cached_bytes = 0;
+    }
+
     /// The layout in use.
     pub fn layout(&self) -> &RubyLayout {
         &self.layout
@@ -623,6 +636,14 @@ mod tests {
         assert_eq!(s.evictions, 2 * kept as u64);
         assert_eq!(s.iseqs.len(), n as usize - 2 * kept);
         assert_eq!(s.cached_bytes, s.iseqs.len() * 8000);
+        assert_eq!(s.cached_bytes(), s.cached_bytes);
+        // Emptied (the registry's bound over all processes): nothing
+        // held, the global symbols still known, and names read again.
+        s.clear_caches();
+        assert_eq!((s.cached_bytes(), s.iseqs.len()), (0, 0));
+        assert_eq!(s.symbols, Some(SYMBOLS));
+        assert!(s.frame(&m, iseqs, None).is_some());
+        assert_eq!(s.cached_bytes(), 8000);
     }
 
     /// A class's ivar table of 256 entries, none `__classpath__` (a
