@@ -8,6 +8,7 @@ use super::{
 };
 use crate::beam::map_value::{BeamProcessValue, BEAM_FRAME_PC_MASK, BEAM_FRAME_RETURN_ADDRESS};
 use crate::memory::{u64_in, ProcessMemory};
+use crate::recent::RecentWords;
 use crate::refusal::Refusal;
 use crate::runtime::{
     frame_payload, Attach, CacheUse, ExecutableMapping, FileDetection, InterpreterFile, NamerStats, ProcessUnwinding,
@@ -18,8 +19,15 @@ use profiler_elf::ElfFile;
 use profiler_trace::{FrameKind, SourceLine};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 /// Most atom names cached, all nodes together (and each alone).
 const MAX_CACHED_ATOMS: usize = 65_536;
+/// Most frame words a node keeps named ([`RecentWords`]).
+const MAX_RECENT_WORDS: usize = 16_384;
+/// How long a word named lately is taken as it is (see [`RecentWords`]).
+const RECENT_TRUST: Duration = Duration::from_millis(100);
+/// What every node's words named lately hold together at most.
+const MAX_RECENT_BYTES: usize = 16 << 20;
 /// Most source file names cached, all nodes together (and each alone).
 const MAX_CACHED_FILES: usize = 4096;
 /// The empty list (`NIL`), which ends a string.
@@ -68,7 +76,7 @@ impl Runtime for Beam {
     }
 
     fn cache_bound(&self) -> CacheUse {
-        CacheUse::entries(MAX_CACHED_ATOMS + MAX_CACHED_FILES)
+        CacheUse { entries: MAX_CACHED_ATOMS + MAX_CACHED_FILES + MAX_RECENT_WORDS, bytes: MAX_RECENT_BYTES }
     }
 
     fn naming_counters(&self) -> NamerStats {
@@ -92,16 +100,27 @@ struct BeamNode {
     frame_layout: u32,
     process: BeamProcess,
     namer: BeamNamer,
+    /// Its frame words named lately, by the `{module, function, arity}`
+    /// of the function's code info they were named from: a compiler's
+    /// deep recursion brings hundreds of words back in every sample, and
+    /// naming one from memory takes about 25 reads (two binary searches
+    /// and the line table). Code is not changed while its module is
+    /// loaded; code purged and its memory reused reads another head.
+    recent: RecentWords,
 }
 
 impl BeamNode {
     fn new(normal_exit: u64, frame_layout: u32, process: BeamProcess) -> BeamNode {
-        BeamNode { normal_exit, frame_layout, process, namer: BeamNamer::default() }
+        let recent = RecentWords::new(MAX_RECENT_WORDS, RECENT_TRUST);
+        BeamNode { normal_exit, frame_layout, process, namer: BeamNamer::default(), recent }
     }
 }
 
 /// `[start, end)` of code.
 type CodeRange = (u64, u64);
+
+/// Bytes of a function's `{module, function, arity}` in its code info.
+const MFA_BYTES: usize = 24;
 
 /// The JIT's executable code among a process's executable mappings: its
 /// ranges and the smallest range holding them. By default the JIT maps
@@ -169,10 +188,32 @@ impl RuntimeProcess for BeamNode {
         let pc = payload & BEAM_FRAME_PC_MASK;
         let pc = if payload & BEAM_FRAME_RETURN_ADDRESS != 0 { pc.checked_sub(1) } else { Some(pc) };
         let Some(pc) = pc else { return Vec::new() };
+        let now = Instant::now();
+        if let Some(lines) = self.recent.trusted(word, now) {
+            stats.frames += 1;
+            return lines;
+        }
+        let mfa_at = |info: u64| info.checked_add(self.process.build.layout.code_info_mfa);
+        if let Some(at) = self.recent.object(word).and_then(mfa_at) {
+            let mut head = [0u8; MFA_BYTES];
+            stats.reads += 1;
+            if memory.read(at, &mut head) {
+                if let Some(lines) = self.recent.same_head(word, &head, now) {
+                    stats.frames += 1;
+                    return lines;
+                }
+            }
+        }
         let before = self.namer.stats();
-        let line = self.namer.name_pc(memory, &self.process, pc);
+        let named = self.namer.name_pc(memory, &self.process, pc);
         stats.add_change(&before, &self.namer.stats());
-        line.into_iter().collect()
+        let Some((line, info, mfa)) = named else {
+            self.recent.forget(word);
+            return Vec::new();
+        };
+        let lines = vec![line];
+        self.recent.remember(word, info, &mfa, &lines, now);
+        lines
     }
 
     fn sync(&mut self, _memory: &dyn ProcessMemory, maps: &[ExecutableMapping<'_>]) -> Option<ProcessUnwinding> {
@@ -195,12 +236,16 @@ impl RuntimeProcess for BeamNode {
     }
 
     fn cached(&self) -> CacheUse {
-        CacheUse { entries: self.namer.atoms.len() + self.namer.files.len(), bytes: 0 }
+        CacheUse {
+            entries: self.namer.atoms.len() + self.namer.files.len() + self.recent.len(),
+            bytes: self.recent.bytes(),
+        }
     }
 
     fn clear(&mut self) {
         self.namer.atoms.clear();
         self.namer.files.clear();
+        self.recent.clear();
     }
 }
 
@@ -282,8 +327,15 @@ fn read_pair(memory: &dyn ProcessMemory, address: u64) -> Option<(u64, u64)> {
 
 impl BeamNamer {
     /// Names `pc` of the process running `process`'s emulator, if it
-    /// lies in the code of a loaded module.
-    pub fn name_pc(&mut self, memory: &dyn ProcessMemory, process: &BeamProcess, pc: u64) -> Option<SourceLine> {
+    /// lies in the code of a loaded module: its line, with the address of
+    /// its function's code info and the `{module, function, arity}` read
+    /// there.
+    pub fn name_pc(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        process: &BeamProcess,
+        pc: u64,
+    ) -> Option<(SourceLine, u64, [u8; MFA_BYTES])> {
         match self.lookup(memory, process, pc) {
             Ok(named) => {
                 self.stats.frames += 1;
@@ -297,7 +349,12 @@ impl BeamNamer {
         }
     }
 
-    fn lookup(&mut self, memory: &dyn ProcessMemory, process: &BeamProcess, pc: u64) -> Result<SourceLine, Unknown> {
+    fn lookup(
+        &mut self,
+        memory: &dyn ProcessMemory,
+        process: &BeamProcess,
+        pc: u64,
+    ) -> Result<(SourceLine, u64, [u8; MFA_BYTES]), Unknown> {
         use Unknown::{BadData, NoFunction, NoModule, Unreadable};
         let build = &process.build;
         let layout = &build.layout;
@@ -327,7 +384,7 @@ impl BeamNamer {
         }
         let functions = header.checked_add(layout.functions).ok_or(BadData)?;
         let (index, info) = search_ranges(memory, functions, 8, count, pc, &mut self.stats.reads)?.ok_or(NoFunction)?;
-        let mut mfa = [0u8; 24];
+        let mut mfa = [0u8; MFA_BYTES];
         self.stats.reads += 1;
         if !memory.read(info.checked_add(layout.code_info_mfa).ok_or(BadData)?, &mut mfa) {
             return Err(Unreadable);
@@ -342,7 +399,7 @@ impl BeamNamer {
         let function = Arc::from(function_name(&module, &function, arity));
         // The line is a bonus: a function without one keeps its name.
         let (file, line) = self.line(memory, process, header, index, pc).unwrap_or((None, 0));
-        Ok(SourceLine { function, file, line, approximate: false })
+        Ok((SourceLine { function, file, line, approximate: false }, info, mfa))
     }
 
     /// The source file and line of `pc` in function `index` of the
@@ -579,9 +636,9 @@ mod tests {
         let m = node();
         let p = build();
         let mut namer = BeamNamer::default();
-        let name = |namer: &mut BeamNamer, pc| namer.name_pc(&m, &p, pc).map(|l| l.function.to_string());
+        let name = |namer: &mut BeamNamer, pc| namer.name_pc(&m, &p, pc).map(|(l, _, _)| l.function.to_string());
         let line = |namer: &mut BeamNamer, pc| {
-            namer.name_pc(&m, &p, pc).map(|l| (l.file.map(|f| f.to_string()), l.line)).unwrap()
+            namer.name_pc(&m, &p, pc).map(|(l, _, _)| (l.file.map(|f| f.to_string()), l.line)).unwrap()
         };
         let c = Some("c.erl".to_string());
         assert_eq!(line(&mut namer, 0x7f00_0000_1250), (c.clone(), 16), "the item before the function's start");
@@ -720,6 +777,43 @@ mod tests {
         assert!(namer.cached().entries > 0);
         namer.clear();
         assert_eq!(namer.cached(), CacheUse::default());
+    }
+
+    /// A word named lately is taken as it is, then kept while its
+    /// function's `{module, function, arity}` reads the same (one read),
+    /// and named again when it does not (code purged, memory reused).
+    #[test]
+    fn words_named_lately_are_checked_by_their_functions_mfa() {
+        struct Counted<'a>(&'a FakeMemory, std::cell::Cell<u32>);
+        impl ProcessMemory for Counted<'_> {
+            fn read(&self, address: u64, buf: &mut [u8]) -> bool {
+                self.1.set(self.1.get() + 1);
+                self.0.read(address, buf)
+            }
+        }
+        let mut m = node();
+        let mut node = BeamNode::new(0x7f00_0000_0010, 0, build());
+        let word = crate::runtime::frame_word(InterpreterUnwinder::Beam, 0x7f00_0000_1300);
+        let mut stats = Beam.naming_counters();
+        let name = |node: &mut BeamNode, m: &FakeMemory, stats: &mut NamerStats| {
+            let counted = Counted(m, std::cell::Cell::new(0));
+            let lines = node.lines(&counted, word, stats);
+            (lines.first().map(|l| l.function.to_string()), counted.1.get())
+        };
+        let (named, reads) = name(&mut node, &m, &mut stats);
+        assert_eq!(named.as_deref(), Some("chain:leaf_spin/2"));
+        assert!(reads > 10, "named in full: {reads} reads");
+        assert_eq!(name(&mut node, &m, &mut stats), (named.clone(), 0), "trusted: no read");
+        node.recent.trust = Duration::ZERO;
+        assert_eq!(name(&mut node, &m, &mut stats), (named, 1), "the same function: one read");
+        // Another function's code info at the address: named again.
+        let info = node.recent.object(word).unwrap();
+        let region = m.regions.iter_mut().find(|(start, _)| *start == info + 16).unwrap();
+        region.1[8..16].copy_from_slice(&atom(2).to_le_bytes());
+        let (renamed, reads) = name(&mut node, &m, &mut stats);
+        assert_eq!(renamed.as_deref(), Some("chain:a/2"));
+        assert!(reads > 10, "{reads}");
+        assert_eq!(stats.frames, 4);
     }
 
     #[test]
