@@ -236,6 +236,7 @@ def node_case(seconds, major=NODE_LTS):
         ours_frames=scripted_v8,
         key=js_key,
         ours_as_reference=cut_as_v8,
+        cut_depth=V8_MAX_FRAMES,
     )
 
 
@@ -563,6 +564,8 @@ def beam_case(name):
             reference_command=reference,
             read_reference=read,
             ours_frames=beam_frames,
+            ours_as_reference=cut_as_perf,
+            cut_depth=perf_max_stack(),
             key=beam_key,
             # A root's libc is named by its debug files alone: there its
             # unnamed outermost frame is the thread's root (as a JDK's).
@@ -585,14 +588,31 @@ def beam_frames(sample):
     """Our Erlang frames of a sample whose pc is in the JIT's code (the
     others, in C, are left out: perf cannot walk the emulator's C code,
     built without frame pointers). An unnamed innermost frame is the
-    JIT's shared code."""
+    JIT's shared code. Each keeps its place in the sample (`location`)
+    for [`cut_as_perf`]."""
     frames = sample.frames
     if not frames or frames[0].native:
         return []
     named = [f for f in frames if not f.native and not UNNAMED.match(f.function) and f.function != BEAM_ROOT]
     if UNNAMED.match(frames[0].function):
-        return [pprof_reader.Frame(BEAM_SHARED, "", 0, False), *named]
+        return [pprof_reader.Frame(BEAM_SHARED, "", 0, False, 0, 0), *named]
     return named
+
+
+def perf_max_stack():
+    """Entries perf keeps of a call chain (`kernel.perf_event_max_stack`)."""
+    try:
+        return int(Path("/proc/sys/kernel/perf_event_max_stack").read_text())
+    except (OSError, ValueError):
+        return 127
+
+
+def cut_as_perf(frames):
+    """[`beam_frames`] of the innermost `perf_event_max_stack` frames of
+    our sample, as perf keeps them: both profiles then lose the same
+    outer frames of a deeper stack."""
+    limit = perf_max_stack()
+    return [f for f in frames if f.location < limit]
 
 
 def read_perf_beam(path):
@@ -609,7 +629,8 @@ def read_perf_beam(path):
                  if (m := re.match(r"^\s*[0-9a-f]+ (.*?)(?:\+0x[0-9a-f]+)?$", line))]
         if not names:
             continue
-        whole = names[-1] == f"${BEAM_ROOT}"
+        # A chain of perf_event_max_stack entries was cut there.
+        whole = names[-1] == f"${BEAM_ROOT}" and len(names) < perf_max_stack()
         frames = []
         if names[0].startswith("$"):
             if not PERF_BEAM_FUNCTION.match(names[0]):
@@ -728,9 +749,10 @@ class Case:
         # the program's pid are kept.
         self.whole_life = False
         # Our frames (`ours_frames`') cut as the reference's sampler cuts
-        # its stacks (V8's: [`cut_as_v8`]), for the inclusive shares;
-        # None: as they are.
+        # its stacks (V8's: [`cut_as_v8`], perf's: [`cut_as_perf`]), for
+        # the inclusive shares, at `cut_depth` frames; None: as they are.
         self.ours_as_reference = None
+        self.cut_depth = None
         # Where a whole-life reference writes its profile, in the work
         # directory.
         self.reference_output = "*.cpuprofile"
@@ -1146,7 +1168,7 @@ def compare(case, ours, theirs):
         "unnamed": getattr(case, "unnamed", None),
         "unnamed_over": "whole life" if case.whole_life else "the window",
         "second": getattr(case, "second", None),
-        "cut_as_reference": bool(case.ours_as_reference),
+        "cut_as_reference": case.cut_depth if case.ours_as_reference else None,
     }
 
 
@@ -1415,7 +1437,7 @@ def summary(r):
                  f"top 15 within 3 points {b['within_3']} of {b['top']} (within 2: {b['within_2']}), "
                  f"TVD of self time {b['tvd']:.3f} (noise {b['noise']:.3f})")
     if r.get("cut_as_reference"):
-        line += f"; the top 15 with ours cut at {V8_MAX_FRAMES} frames, as the reference's"
+        line += f"; the top 15 with ours cut as the reference cuts its stacks ({r['cut_as_reference']} frames)"
     if r.get("unnamed"):
         unnamed, total = r["unnamed"]
         line += (f", unnamed interpreted frames {100 * unnamed / max(total, 1):.2f}% ({unnamed} of {total}, "
@@ -1609,7 +1631,8 @@ sample a stopped program: attached once it runs, stopped first); compared on the
 frames (whole-life references: the agent system-wide from before the program's start). Root: ours, a thread entry \
 (`_start`, `clone3`, `start_thread`; for Go also `runtime.goexit`, `mstart`; for a JDK or a BEAM in a chroot, its \
 libc's unnamed outermost frame) outermost; py-spy, `<module>`; rbspy, `<main>`; perf, a thread entry (for the BEAM, \
-the Erlang process's `$erts_beamasm:normal_exit/0`); JFR, \
+the Erlang process's `$erts_beamasm:normal_exit/0`, unless cut at `perf_event_max_stack` entries; for the top 15, ours \
+cut there too); JFR, \
 `com.sun.tools.javac.Main.main` outermost, not truncated; V8's sampler, whole unless cut at its 255 frames (a deep \
 stack without Node's `executeUserEntryPoint`; for the top 15, ours cut at 255 V8 frames too); the others walk their own frames, counted whole. TVD: between the self-time distributions \
 by function, with the TVD sampling noise alone gives at these counts in brackets

@@ -200,5 +200,20 @@ class Comparison(unittest.TestCase):
         writing = [F("node::profiler::StartProfilers", "", 0, True, 0, 0)] + frames
         self.assertEqual(accuracy.scripted_v8(accuracy.pprof_reader.Sample(writing, 1, {})), [])
 
+    def test_ours_are_cut_where_perf_cuts_its_chains(self):
+        F = accuracy.pprof_reader.Frame
+        limit = accuracy.perf_max_stack()
+        # An unnamed innermost JIT frame, then Erlang functions, then the
+        # scheduler's C frames: one location each.
+        frames = [F("beam+0x10", "", 0, False, 0, 0)]
+        frames += [F(f"m:f{i}/0", "", 0, False, 0, i) for i in range(1, limit + 10)]
+        frames += [F("process_main", "", 0, True, 0, limit + 10)]
+        ours = accuracy.beam_frames(accuracy.pprof_reader.Sample(frames, 1, {}))
+        self.assertEqual(ours[0].function, accuracy.BEAM_SHARED)
+        self.assertEqual(len(ours), limit + 10)
+        cut = accuracy.cut_as_perf(ours)
+        self.assertEqual(len(cut), limit)
+        self.assertEqual(cut[-1].function, f"m:f{limit - 1}/0")
+
 if __name__ == "__main__":
     unittest.main()
