@@ -14,7 +14,8 @@
 //! ([`BlockCache::clear`]), and they are never kept longer than
 //! [`BLOCK_LIFETIME`], so what it reads is no older than the sample's
 //! own naming. Reads that must see the memory as it is now (the heads a
-//! namer compares to trust what it named before) bypass them.
+//! namer compares to trust what it named before) bypass them; the head
+//! kept with a name is read through them, as the name was.
 
 use crate::memory::{ProcessMemory, RangeRead};
 use std::cell::RefCell;
