@@ -949,6 +949,23 @@ mod tests {
         one
     }
 
+    /// A word named in full reads its objects through the sample's
+    /// blocks: one read a block, where a memory whose blocks cannot be
+    /// read whole costs one a field.
+    #[test]
+    fn a_word_named_in_full_reads_each_block_once() {
+        let (layout, b, functions, _) = functions(&["a"]);
+        let word = V8Word { function: functions[0], compiled: false, offset: 3 }.encode();
+        let one = contiguous(&b.mem);
+        let (by_field, by_block) = (Counting::new(&b.mem), Counting::new(&one));
+        assert_eq!(names(V8Namer::new(16).lines(&by_field, &layout, word)), ["a"]);
+        let mut namer = V8Namer::new(16);
+        assert_eq!(names(namer.lines(&by_block, &layout, word)), ["a"]);
+        let (fields, blocks) = (by_field.take().0, by_block.take().0);
+        assert!(blocks < fields, "{blocks} reads through blocks, {fields} without");
+        assert_eq!(blocks as usize, 1 + namer.blocks.len(), "the fresh head, then each block once");
+    }
+
     /// A function replaced in the process after a sample's blocks were
     /// read: a word of it named from those blocks is kept with the head
     /// they held, not the newer one read to check it, so that its next
