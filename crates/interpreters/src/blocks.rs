@@ -14,7 +14,8 @@
 //! ([`BlockCache::clear`]), and they are never kept longer than
 //! [`BLOCK_LIFETIME`], so what it reads is no older than the sample's
 //! own naming. Reads that must see the memory as it is now (the heads a
-//! namer compares to trust what it named before) bypass them.
+//! namer compares to trust what it named before) bypass them; the head
+//! kept with a name is read through them, as the name was.
 
 use crate::memory::{ProcessMemory, RangeRead};
 use std::cell::RefCell;
@@ -115,7 +116,8 @@ impl ProcessMemory for BlockMemory<'_> {
             let n = (BLOCK_BYTES - from).min(buf.len() - done);
             buf[done..done + n].copy_from_slice(&bytes[from..from + n]);
             done += n;
-            at += block;
+            // Past the last block of the address space once done.
+            at = at.wrapping_add(block);
         }
         true
     }
@@ -201,6 +203,20 @@ mod tests {
         blocks.read_many(&mut many);
         assert!(many[0].done);
         assert_eq!(counted.1.get(), reads + 2, "batches are read fresh");
+    }
+
+    /// The last block of the address space (a hostile word's address,
+    /// readable in a fake memory): read whole, with no overflow past it.
+    #[test]
+    fn the_last_block_of_the_address_space_reads() {
+        let mut fake = FakeMemory::default();
+        let last = u64::MAX - (BLOCK_BYTES as u64 - 1);
+        fake.add(last, vec![5; BLOCK_BYTES]);
+        let mut cache = BlockCache::default();
+        let blocks = cache.over(&fake, Instant::now());
+        let mut b = [0u8; 8];
+        assert!(blocks.read(u64::MAX - 15, &mut b));
+        assert_eq!(b, [5; 8]);
     }
 
     #[test]

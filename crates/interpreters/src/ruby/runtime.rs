@@ -19,8 +19,8 @@ use profiler_trace::{FrameKind, SourceLine};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Most processes with a symbolizer at once (each bounds its own
-/// caches); all are dropped when more would be.
+/// Most processes whose symbolizer holds names at once (each bounds its
+/// own caches); all are emptied when more would.
 const MAX_PROCESSES: usize = 256;
 /// How long a process whose symbol table was not found (Ruby is
 /// starting) waits before it is looked for again.
@@ -241,8 +241,14 @@ impl RuntimeProcess for RubyProcess {
     }
 
     fn cached(&self) -> CacheUse {
-        let names = self.names.as_ref().map_or(0, |n| n.symbolizer.cached_bytes());
-        CacheUse { entries: usize::from(self.names.is_some()), bytes: self.recent.bytes() + names }
+        let names = self.names.as_ref().map(|n| &n.symbolizer);
+        // An emptied symbolizer is not counted: emptying must bring the
+        // processes back under the bound, or every naming would empty
+        // them all again.
+        CacheUse {
+            entries: usize::from(names.is_some_and(|s| s.holds_names())),
+            bytes: self.recent.bytes() + names.map_or(0, |s| s.cached_bytes()),
+        }
     }
 
     /// Empties its caches; where its global symbols are stays known (a
@@ -274,6 +280,34 @@ mod tests {
         assert_eq!(decode_word(0x7f00_0000_1000), None);
         assert!(CRuby.owns_frame(word(0x1000, 1)));
         assert_eq!(CRuby.frame_address(word(0x1000, 9)), 9);
+    }
+
+    /// A process whose caches were emptied counts for nothing in Ruby's
+    /// bound over all processes, and keeps where its global symbols are.
+    #[test]
+    fn an_emptied_process_counts_for_nothing() {
+        let layout = crate::ruby::RubyLayout::for_version(crate::ruby::RubyVersion::new(3, 1, 7)).unwrap();
+        let build = RubyBuild {
+            version: crate::ruby::RubyVersion::new(3, 1, 7),
+            layout: layout.clone(),
+            vm_ptr_vaddr: None,
+            current_ec_vaddr: None,
+            global_symbols_vaddr: Some(0x1000),
+            data_segment: None,
+            exec_range: Some((0x1000, 0x2000)),
+            tls: Some(crate::ruby::RubyTls::InitialExec { offset_slot: 0x3000 }),
+        };
+        let file = Arc::new(RubyFile::new(build).unwrap());
+        let names = ProcessNames {
+            symbolizer: RubySymbolizer::new(layout, Some(0x1000)),
+            has_symbols: true,
+            looked_at: Instant::now(),
+        };
+        let recent = RecentWords::new(MAX_RECENT_WORDS, RECENT_TRUST);
+        let mut process = RubyProcess { file, bias: 0, names: Some(names), recent };
+        process.clear();
+        assert_eq!(process.cached(), CacheUse::default());
+        assert!(process.names.as_ref().is_some_and(|n| n.has_symbols));
     }
 
     /// A libruby of a release without a layout here is never silent:

@@ -137,11 +137,18 @@ impl RubySymbolizer {
         self.cached_bytes
     }
 
-    /// Empties its caches (where the global symbols are is kept).
+    /// Whether its caches hold anything.
+    pub fn holds_names(&self) -> bool {
+        !(self.iseqs.is_empty() && self.ids.is_empty() && self.classes.is_empty())
+    }
+
+    /// Empties its caches, their tables' room too (where the global
+    /// symbols are is kept): the registry empties every process's
+    /// caches to bound them together.
     pub fn clear_caches(&mut self) {
-        self.iseqs.clear();
-        self.ids.clear();
-        self.classes.clear();
+        self.iseqs = HashMap::new();
+        self.ids = HashMap::new();
+        self.classes = HashMap::new();
         self.cached_bytes = 0;
     }
 
@@ -639,8 +646,10 @@ mod tests {
         assert_eq!(s.cached_bytes(), s.cached_bytes);
         // Emptied (the registry's bound over all processes): nothing
         // held, the global symbols still known, and names read again.
+        assert!(s.holds_names());
         s.clear_caches();
-        assert_eq!((s.cached_bytes(), s.iseqs.len()), (0, 0));
+        assert_eq!((s.cached_bytes(), s.iseqs.len(), s.iseqs.capacity()), (0, 0, 0));
+        assert!(!s.holds_names());
         assert_eq!(s.symbols, Some(SYMBOLS));
         assert!(s.frame(&m, iseqs, None).is_some());
         assert_eq!(s.cached_bytes(), 8000);

@@ -527,8 +527,24 @@ impl V8Namer {
             return lines;
         }
         let lines = self.name_word(heap, decoded);
-        self.recent.remember(word, decoded.function, &head, &lines, now);
+        self.remember_as_named(heap, word, decoded.function, &lines, now);
         lines
+    }
+
+    /// Keeps `lines` of `word`, named from `object`, with the head of
+    /// `object` they were named from: read through the sample's blocks,
+    /// as the naming read it. The head read fresh to check the word may
+    /// be newer than a block: kept with lines named from that block, it
+    /// would vouch for them for as long as the object stays as it is now.
+    fn remember_as_named(&mut self, heap: &Heap<'_>, word: u64, object: u64, lines: &[SourceLine], now: Instant) {
+        let len = match V8Word::decode_pc(word).filter(|_| heap.layout.compiled_by_pc) {
+            Some(_) => code_head_len(heap.layout),
+            None => head_len(heap.layout),
+        };
+        match read_head(heap.memory, object, len) {
+            Some(head) => self.recent.remember(word, object, &head, lines, now),
+            None => self.recent.forget(word),
+        }
     }
 
     /// Reads together the heads [`V8Namer::name_word_again`] and
@@ -614,13 +630,7 @@ impl V8Namer {
             self.recent.forget(word);
             return Vec::new();
         };
-        // The head read was that of the code the word was named from
-        // before: read the one naming it now if it is another.
-        let head = if now_in == code { head } else { read_head(fresh, now_in, len) };
-        match head {
-            Some(head) => self.recent.remember(word, now_in, &head, &lines, now),
-            None => self.recent.forget(word),
-        }
+        self.remember_as_named(heap, word, now_in, &lines, now);
         lines
     }
 
@@ -921,6 +931,62 @@ mod tests {
         let memory = Counting::new(&b.mem);
         assert_eq!(names(namer.lines(&memory, &layout, word)), ["other"]);
         assert!(memory.take().0 > 1);
+    }
+
+    /// `memory`'s regions as one, gaps and its last block zeroed: its
+    /// blocks read whole, as a process's heap does.
+    fn contiguous(memory: &crate::memory::fake::FakeMemory) -> crate::memory::fake::FakeMemory {
+        let start = memory.regions.iter().map(|r| r.0).min().unwrap();
+        let end = memory.regions.iter().map(|r| r.0 + r.1.len() as u64).max().unwrap();
+        let end = end.next_multiple_of(crate::blocks::BLOCK_BYTES as u64);
+        let mut bytes = vec![0u8; (end - start) as usize];
+        for (at, region) in &memory.regions {
+            let from = (at - start) as usize;
+            bytes[from..from + region.len()].copy_from_slice(region);
+        }
+        let mut one = crate::memory::fake::FakeMemory::default();
+        one.add(start, bytes);
+        one
+    }
+
+    /// A word named in full reads its objects through the sample's
+    /// blocks: one read a block, where a memory whose blocks cannot be
+    /// read whole costs one a field.
+    #[test]
+    fn a_word_named_in_full_reads_each_block_once() {
+        let (layout, b, functions, _) = functions(&["a"]);
+        let word = V8Word { function: functions[0], compiled: false, offset: 3 }.encode();
+        let one = contiguous(&b.mem);
+        let (by_field, by_block) = (Counting::new(&b.mem), Counting::new(&one));
+        assert_eq!(names(V8Namer::new(16).lines(&by_field, &layout, word)), ["a"]);
+        let mut namer = V8Namer::new(16);
+        assert_eq!(names(namer.lines(&by_block, &layout, word)), ["a"]);
+        let (fields, blocks) = (by_field.take().0, by_block.take().0);
+        assert!(blocks < fields, "{blocks} reads through blocks, {fields} without");
+        assert_eq!(blocks as usize, 1 + namer.blocks.len(), "the fresh head, then each block once");
+    }
+
+    /// A function replaced in the process after a sample's blocks were
+    /// read: a word of it named from those blocks is kept with the head
+    /// they held, not the newer one read to check it, so that its next
+    /// check names it again rather than vouch for the old lines.
+    #[test]
+    fn words_named_from_older_blocks_are_checked_again() {
+        let (layout, b, functions, other) = functions(&["a"]);
+        let mut mem = contiguous(&b.mem);
+        let mut namer = V8Namer::new(16);
+        let word = |offset| V8Word { function: functions[0], compiled: false, offset }.encode();
+        // The sample's first word reads the function's block.
+        assert_eq!(names(namer.lines(&mem, &layout, word(3))), ["a"]);
+        let at = functions[0] - 1 + 24 - mem.regions[0].0;
+        mem.regions[0].1[at as usize..at as usize + 8].copy_from_slice(&other.to_le_bytes());
+        // Another word of the same function, in the same sample: named
+        // from the blocks (the lines of the sample's memory, as they
+        // were at most a block's lifetime ago).
+        let stale = names(namer.lines(&mem, &layout, word(5)));
+        namer.recent.trust = Duration::ZERO;
+        namer.prefetch(&mem, &layout, &[word(5)]);
+        assert_eq!(names(namer.lines(&mem, &layout, word(5))), ["other"], "named {stale:?} from the blocks");
     }
 
     /// The heads of a sample's words due for a check are read in one
