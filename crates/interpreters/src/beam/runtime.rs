@@ -76,7 +76,10 @@ impl Runtime for Beam {
     }
 
     fn cache_bound(&self) -> CacheUse {
-        CacheUse { entries: MAX_CACHED_ATOMS + MAX_CACHED_FILES + MAX_RECENT_WORDS, bytes: MAX_RECENT_BYTES }
+        // Words named lately count by their bytes (each node keeps
+        // MAX_RECENT_WORDS of them): in entries, a few busy nodes would
+        // empty every node's caches again and again.
+        CacheUse { entries: MAX_CACHED_ATOMS + MAX_CACHED_FILES, bytes: MAX_RECENT_BYTES }
     }
 
     fn naming_counters(&self) -> NamerStats {
@@ -236,10 +239,7 @@ impl RuntimeProcess for BeamNode {
     }
 
     fn cached(&self) -> CacheUse {
-        CacheUse {
-            entries: self.namer.atoms.len() + self.namer.files.len() + self.recent.len(),
-            bytes: self.recent.bytes(),
-        }
+        CacheUse { entries: self.namer.atoms.len() + self.namer.files.len(), bytes: self.recent.bytes() }
     }
 
     fn clear(&mut self) {
