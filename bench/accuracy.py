@@ -785,6 +785,11 @@ def python_key(frame):
     return f"{frame.function.rsplit('.', 1)[-1]} ({os.path.basename(frame.file)})"
 
 
+# glibc's functions known by two names at one address (perf names them
+# by the first, the agent may by the second).
+GLIBC_ALIASES = {"__libc_start_main_impl": "__libc_start_main"}
+
+
 def native_key(frame):
     """A native function: its name, or `file [unnamed]` for code neither
     profiler could name by the same address (an unnamed frame's address
@@ -792,9 +797,11 @@ def native_key(frame):
     m = UNNAMED.match(frame.function)
     if m:
         return f"{m.group('file')} [unnamed]"
-    # glibc's memcpy variants are its memmove ones under a second name:
+    # glibc's memcpy variants are its memmove ones under a second name,
+    # and its exported `__libc_start_main` is `__libc_start_main_impl`:
     # perf and we may pick either name for the one address.
-    return MEMCPY.sub(r"\1memmove\2", frame.function)
+    name = GLIBC_ALIASES.get(frame.function, frame.function)
+    return MEMCPY.sub(r"\1memmove\2", name)
 
 
 def reaches_root(frames, roots=THREAD_ROOTS):

@@ -200,6 +200,13 @@ class Comparison(unittest.TestCase):
         writing = [F("node::profiler::StartProfilers", "", 0, True, 0, 0)] + frames
         self.assertEqual(accuracy.scripted_v8(accuracy.pprof_reader.Sample(writing, 1, {})), [])
 
+    def test_glibc_names_of_one_address_are_one_function(self):
+        F = accuracy.pprof_reader.Frame
+        keys = {accuracy.native_key(F(n, "", 0, True)) for n in ("__libc_start_main_impl", "__libc_start_main")}
+        self.assertEqual(keys, {"__libc_start_main"})
+        self.assertEqual(accuracy.native_key(F("__memcpy_avx_unaligned_erms", "", 0, True)),
+                         "__memmove_avx_unaligned_erms")
+
     def test_ours_are_cut_where_perf_cuts_its_chains(self):
         F = accuracy.pprof_reader.Frame
         limit = accuracy.perf_max_stack()
