@@ -527,20 +527,25 @@ impl V8Namer {
             return lines;
         }
         let lines = self.name_word(heap, decoded);
-        self.remember_as_named(heap, word, decoded.function, &lines, now);
+        self.remember_as_named(heap, word, decoded.function, head_len(heap.layout), &lines, now);
         lines
     }
 
-    /// Keeps `lines` of `word`, named from `object`, with the head of
-    /// `object` they were named from: read through the sample's blocks,
-    /// as the naming read it. The head read fresh to check the word may
-    /// be newer than a block: kept with lines named from that block, it
-    /// would vouch for them for as long as the object stays as it is now.
-    fn remember_as_named(&mut self, heap: &Heap<'_>, word: u64, object: u64, lines: &[SourceLine], now: Instant) {
-        let len = match V8Word::decode_pc(word).filter(|_| heap.layout.compiled_by_pc) {
-            Some(_) => code_head_len(heap.layout),
-            None => head_len(heap.layout),
-        };
+    /// Keeps `lines` of `word`, named from `object`, with the `len` first
+    /// bytes of `object` they were named from: read through the sample's
+    /// blocks, as the naming read it. The head read fresh to check the
+    /// word may be newer than a block: kept with lines named from that
+    /// block, it would vouch for them for as long as the object stays as
+    /// it is now.
+    fn remember_as_named(
+        &mut self,
+        heap: &Heap<'_>,
+        word: u64,
+        object: u64,
+        len: usize,
+        lines: &[SourceLine],
+        now: Instant,
+    ) {
         match read_head(heap.memory, object, len) {
             Some(head) => self.recent.remember(word, object, &head, lines, now),
             None => self.recent.forget(word),
@@ -630,7 +635,7 @@ impl V8Namer {
             self.recent.forget(word);
             return Vec::new();
         };
-        self.remember_as_named(heap, word, now_in, &lines, now);
+        self.remember_as_named(heap, word, now_in, len, &lines, now);
         lines
     }
 
