@@ -599,8 +599,11 @@ def beam_frames(sample):
     return named
 
 
+@functools.cache
 def perf_max_stack():
-    """Entries perf keeps of a call chain (`kernel.perf_event_max_stack`)."""
+    """Entries perf keeps of a call chain (`kernel.perf_event_max_stack`),
+    read once: every sample of ours and every chain of perf's is cut by
+    it."""
     try:
         return int(Path("/proc/sys/kernel/perf_event_max_stack").read_text())
     except (OSError, ValueError):
