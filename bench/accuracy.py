@@ -235,8 +235,8 @@ def node_case(seconds, major=NODE_LTS):
         read_reference=read_cpuprofile,
         ours_frames=scripted_v8,
         key=js_key,
-        ours_as_reference=cut_as_v8,
-        cut_depth=V8_MAX_FRAMES,
+        as_reference=cut_stacks(cut_as_v8),
+        as_reference_note=f"the top 15 with ours cut as the reference cuts its stacks ({V8_MAX_FRAMES} frames)",
     )
 
 
@@ -564,8 +564,8 @@ def beam_case(name):
             reference_command=reference,
             read_reference=read,
             ours_frames=beam_frames,
-            ours_as_reference=cut_as_perf,
-            cut_depth=perf_max_stack(),
+            as_reference=cut_stacks(cut_as_perf),
+            as_reference_note=f"the top 15 with ours cut as the reference cuts its stacks ({perf_max_stack()} frames)",
             key=beam_key,
             # A root's libc is named by its debug files alone: there its
             # unnamed outermost frame is the thread's root (as a JDK's).
@@ -669,12 +669,15 @@ def java_case(name):
 def java_profile(case, jdk, libraries, agent, seconds, work):
     """Ours (Java frames) and JFR's stacks of javac's main thread; our
     cut stacks are printed (their outermost frames), as the hunt for
-    what cuts them starts there. Ours against async-profiler's, the
-    second reference, go in `case.second`."""
+    what cuts them starts there. JFR samples a thread only while it runs
+    Java code: ours are compared to it in that scope ([`java_scope`]).
+    Ours against async-profiler's, which samples every state, go in
+    `case.second`; async-profiler held to JFR's scope against JFR says
+    how far JFR's own sampling is from another profiler's."""
     if not jdk.available():
         raise RuntimeError(f"no JDK at {jdk.outside(jdk.home)} (tests/runtimes/rootfs.sh installs the roots)")
     summary = []
-    ours, theirs, async_stacks, runs = javac_accuracy.profile(
+    ours, theirs, async_stacks, async_in_java, runs = javac_accuracy.profile(
         jdk, libraries, seconds, lambda path: start_agent(agent, ["--output", str(path), "--verbose"]),
         lambda proc: summary.append(stop_agent(proc)), work / "ours.pb.gz")
     if not ours:
@@ -689,13 +692,48 @@ def java_profile(case, jdk, libraries, agent, seconds, work):
     print_agent_counters("".join(summary), ("hotspot",))
     # Java methods only: the JVM's stubs (`[vtable chunks]`, adapters)
     # are not frames to JFR, which books their time to the Java caller.
-    java = [(f, n, whole) for frames, n, whole in ours
-            for f in [[x for x in frames if not x.native and x.function and not x.function.startswith("[")
-                       and not UNNAMED.match(x.function)]]]
-    print(jfr_scope(ours, java, theirs))
+    java = [(java_frames(frames), n, whole) for frames, n, whole in ours]
+    scoped = java_scope(ours)
+    n_java = sum(n for frames, n, _ in java if frames)
+    n_scoped = sum(n for _, n, _ in scoped)
+    n_jfr = len(theirs)
+    case.as_reference = lambda _: scoped
+    case.as_reference_note = (f"ours held to JFR's scope (innermost frame Java code: {n_scoped} of {n_java} samples "
+                              f"with Java frames); JFR kept {n_jfr} samples, {100 * n_jfr / max(n_scoped, 1):.0f}% "
+                              f"as many")
+    print(f"  JFR's samples of the main thread: {n_jfr}; ours while it ran Java code: {n_scoped} (99 Hz)")
     case.second = second_reference("async-profiler 4.2 (CPU, 10 ms, every thread state)", java, async_stacks,
                                    case.key)
+    case.second["jfr_by_async"] = reference_agreement(theirs, async_in_java, case.key)
     return java, theirs
+
+
+def java_frames(frames):
+    """The Java methods of our stack: not the JVM's own code, not its
+    stubs, not unnamed frames."""
+    return [x for x in frames if not x.native and x.function and not x.function.startswith("[")
+            and not UNNAMED.match(x.function)]
+
+
+def java_scope(ours):
+    """Our samples as JFR's `jdk.ExecutionSample` takes them: only while
+    the thread runs Java code, so only those whose innermost frame is
+    Java code (compiled, interpreted or the JVM's stubs), not those in
+    the JVM's C++ code or in native methods (class loading, linking,
+    reading the jars); their Java frames."""
+    return [(java_frames(frames), n, whole) for frames, n, whole in ours if frames and not frames[0].native]
+
+
+def reference_agreement(theirs, other, key):
+    """How many of the reference's 15 largest inclusive shares a second
+    profiler's stacks (`other`) have within 3 and 2 points: how well two
+    references agree with each other."""
+    _, t_incl, t_n, *_ = distributions(theirs, key)
+    _, o_incl, o_n, *_ = distributions(other, key)
+    side = top_side(t_incl, t_n, o_incl, o_n)
+    for k, t, o in side:
+        print(f"    JFR {t:5.1f}%  async-profiler in JFR's scope {o:5.1f}%  {k}")
+    return {"within_3": within(side, 3), "within_2": within(side, 2), "top": len(side)}
 
 
 def second_reference(name, ours, theirs, key):
@@ -711,23 +749,6 @@ def second_reference(name, ours, theirs, key):
     return {"name": name, "samples": t_n, "root": t_root, "within_3": within(side, 3),
             "within_2": within(side, 2), "top": len(side), "tvd": tvd(o_self, t_self),
             "noise": noise_tvd(o_self, t_self)}
-
-
-def jfr_scope(ours, java, theirs):
-    """The top 15 again with ours held to JFR's scope: `jdk.ExecutionSample`
-    samples a thread only while it runs Java code, so of ours only the
-    samples whose innermost frame is Java code (compiled, interpreted or
-    the JVM's stubs) count, not those in the JVM's C++ code or in native
-    methods (class loading, linking, reading the jars)."""
-    def key(f):
-        return javac_accuracy.method_name(f.function)
-    scoped = [j for (frames, _, _), j in zip(ours, java) if frames and not frames[0].native]
-    _, o_incl, o_n, _, _, _ = distributions(scoped, key)
-    _, t_incl, t_n, _, _, _ = distributions(theirs, key)
-    _, a_incl, a_n, _, _, _ = distributions(java, key)
-    side = top_side(t_incl, t_n, o_incl, o_n)
-    return (f"  ours in JFR's scope (innermost frame Java code): {o_n} of {a_n} samples with Java frames; "
-            f"top 15 within 3 points {within(side, 3)} of 15 (within 2: {within(side, 2)})")
 
 
 def interpreted(sample):
@@ -751,11 +772,13 @@ class Case:
         # it): the agent runs system-wide from before, its samples of
         # the program's pid are kept.
         self.whole_life = False
-        # Our frames (`ours_frames`') cut as the reference's sampler cuts
-        # its stacks (V8's: [`cut_as_v8`], perf's: [`cut_as_perf`]), for
-        # the inclusive shares, at `cut_depth` frames; None: as they are.
-        self.ours_as_reference = None
-        self.cut_depth = None
+        # Our stacks as the reference's sampler would have kept them, for
+        # the top 15 and the TVD: cut where it cuts its stacks (V8's:
+        # [`cut_as_v8`], perf's: [`cut_as_perf`]), or only the samples it
+        # takes (JFR's: threads running Java code); None: as they are.
+        # `as_reference_note` says how, in the summary line.
+        self.as_reference = None
+        self.as_reference_note = None
         # Where a whole-life reference writes its profile, in the work
         # directory.
         self.reference_output = "*.cpuprofile"
@@ -986,6 +1009,11 @@ def scripted_v8(sample):
     return [dataclasses.replace(f, location=rank[f.location]) for f in scripted(sample)]
 
 
+def cut_stacks(cut):
+    """[`Case.as_reference`] of a cut of each stack's frames."""
+    return lambda stacks: [(cut(frames), count, whole) for frames, count, whole in stacks]
+
+
 def cut_as_v8(frames):
     """[`scripted_v8`] frames of the innermost [`V8_MAX_FRAMES`] physical
     ones, as V8's sampler keeps them: both profiles then lose the same
@@ -1146,11 +1174,10 @@ def within(side, points):
 def compare(case, ours, theirs):
     o_self, o_incl, o_n, o_total, o_root, o_root_framed = distributions(ours, case.key)
     t_self, t_incl, t_n, t_total, t_root, t_root_framed = distributions(theirs, case.key)
-    # Inclusive shares as the reference's sampler sees stacks (V8's keeps
-    # 255 frames), when it cuts them.
-    if case.ours_as_reference:
-        cut_ours = [(case.ours_as_reference(frames), c, whole) for frames, c, whole in ours]
-        _, o_incl, o_n, *_ = distributions(cut_ours, case.key)
+    # Shares as the reference's sampler sees ours (V8's keeps 255 frames,
+    # JFR samples Java code only); the root shares stay ours, whole.
+    if case.as_reference:
+        o_self, o_incl, o_n, *_ = distributions(case.as_reference(ours), case.key)
     side = top_side(t_incl, t_n, o_incl, o_n)
     worst = sorted(side, key=lambda r: -abs(r[1] - r[2]))[:5]
     keys = sorted(set(o_self) | set(t_self), key=lambda k: -(t_self.get(k, 0) / max(t_n, 1) + o_self.get(k, 0) / max(o_n, 1)))
@@ -1178,7 +1205,7 @@ def compare(case, ours, theirs):
         "unnamed": getattr(case, "unnamed", None),
         "unnamed_over": "whole life" if case.whole_life else "the window",
         "second": getattr(case, "second", None),
-        "cut_as_reference": case.cut_depth if case.ours_as_reference else None,
+        "as_reference": case.as_reference_note if case.as_reference else None,
     }
 
 
@@ -1446,8 +1473,12 @@ def summary(r):
         line += (f"; against {b['name']} ({b['samples']} samples, {100 * b['root']:.1f}% to the root): "
                  f"top 15 within 3 points {b['within_3']} of {b['top']} (within 2: {b['within_2']}), "
                  f"TVD of self time {b['tvd']:.3f} (noise {b['noise']:.3f})")
-    if r.get("cut_as_reference"):
-        line += f"; the top 15 with ours cut as the reference cuts its stacks ({r['cut_as_reference']} frames)"
+        if b.get("jfr_by_async"):
+            j = b["jfr_by_async"]
+            line += (f"; {b['name'].split(' (')[0]} held to JFR's scope against JFR: top 15 within 3 points "
+                     f"{j['within_3']} of {j['top']} (within 2: {j['within_2']})")
+    if r.get("as_reference"):
+        line += f"; {r['as_reference']}"
     if r.get("unnamed"):
         unnamed, total = r["unnamed"]
         line += (f", unnamed interpreted frames {100 * unnamed / max(total, 1):.2f}% ({unnamed} of {total}, "

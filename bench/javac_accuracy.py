@@ -150,8 +150,9 @@ def install_async_profiler(jdk, work):
 
 def async_profiler_samples(path):
     """async-profiler's collapsed stacks (`threads`, `ann`): (thread,
-    Java frames innermost first, count). Hidden classes keep their
-    `/0x...` suffix for method_name to drop."""
+    Java frames innermost first, count, whether the innermost frame is
+    Java code: the thread ran Java, as JFR samples it). Hidden classes
+    keep their `/0x...` suffix for method_name to drop."""
     result = []
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
@@ -160,7 +161,8 @@ def async_profiler_samples(path):
         frames = stack.split(";")
         m = re.match(r"\[(.*) tid=\d+\]$", frames[0])
         names = [re.sub(r"/(?!0x)", ".", j.group(1)) for j in map(ASYNC_JAVA_FRAME.match, frames[1:]) if j]
-        result.append((m.group(1) if m else None, names[::-1], int(count)))
+        in_java = len(frames) > 1 and ASYNC_JAVA_FRAME.match(frames[-1]) is not None
+        result.append((m.group(1) if m else None, names[::-1], int(count), in_java))
     return result
 
 
@@ -216,14 +218,18 @@ def run_javac(jdk, listing, work, seconds, async_profiler):
 def async_profiler_stacks(jdk, recordings):
     """The main thread's stacks in async-profiler's output of the runs
     (the JVM renames that thread `DestroyJavaVM` as it exits), as
-    (Java frames, count, whether JAVA_ROOT is outermost)."""
-    stacks = []
+    (Java frames, count, whether JAVA_ROOT is outermost): all of them,
+    and those taken while the thread ran Java code (JFR's scope)."""
+    stacks, in_java = [], []
     for recording in recordings:
-        for thread, frames, count in async_profiler_samples(jdk.outside(recording.with_suffix(".collapsed"))):
+        for thread, frames, count, java in async_profiler_samples(jdk.outside(recording.with_suffix(".collapsed"))):
             if thread in ("main", "DestroyJavaVM") and JFR_START not in frames:
-                stacks.append(([pprof_reader.Frame(f, "", 0, False) for f in frames], count,
-                               bool(frames) and frames[-1] == JAVA_ROOT))
-    return stacks
+                stack = ([pprof_reader.Frame(f, "", 0, False) for f in frames], count,
+                         bool(frames) and frames[-1] == JAVA_ROOT)
+                stacks.append(stack)
+                if java:
+                    in_java.append(stack)
+    return stacks, in_java
 
 
 def profile(jdk, libraries, seconds, start_agent, stop_agent, ours_path):
@@ -232,7 +238,8 @@ def profile(jdk, libraries, seconds, start_agent, stop_agent, ours_path):
     machine: the main thread's stacks of ours, of JFR and of
     async-profiler, each (frames innermost first, count, whether it
     reaches the root); ours keep every frame (the Java ones are picked by
-    the caller), the references' are Java frames named by method."""
+    the caller), the references' are Java frames named by method;
+    async-profiler's twice: all, and those in JFR's scope."""
     work = Path(tempfile.mkdtemp(prefix="ep-accuracy-javac-", dir=jdk.outside("/tmp")))
     inside = Path("/") / work.relative_to(jdk.root) if jdk.root else work
     try:
@@ -262,6 +269,6 @@ def profile(jdk, libraries, seconds, start_agent, stop_agent, ours_path):
                 if thread == "main":
                     theirs.append(([pprof_reader.Frame(f, "", 0, False) for f in frames], 1,
                                    bool(frames) and frames[-1] == JAVA_ROOT and not truncated))
-        return ours, theirs, async_profiler_stacks(jdk, recordings), len(recordings)
+        return (ours, theirs, *async_profiler_stacks(jdk, recordings), len(recordings))
     finally:
         shutil.rmtree(work, ignore_errors=True)

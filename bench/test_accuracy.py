@@ -222,5 +222,45 @@ class Comparison(unittest.TestCase):
         self.assertEqual(len(cut), limit)
         self.assertEqual(cut[-1].function, f"m:f{limit - 1}/0")
 
+    def test_ours_are_held_to_jfrs_scope_java_code_innermost(self):
+        F = accuracy.pprof_reader.Frame
+        main = F("com.sun.tools.javac.Main.main", "", 0, False)
+        attr = F("Attr.attribTree", "", 0, False)
+        parse = F("JavacParser.parse", "", 0, False)
+        stub = F("[vtable chunks]", "", 0, False)
+        vm = F("SystemDictionary::resolve_or_fail", "", 0, True)
+        ours = [([attr, main], 3, True),          # compiled Java code
+                ([stub, parse, main], 1, True),   # a stub: Java state, not a frame to JFR
+                ([vm, parse, main], 4, True),     # the VM's code: JFR does not sample it
+                ([vm], 2, False)]                 # no Java frame at all
+        scoped = accuracy.java_scope(ours)
+        self.assertEqual([([f.function for f in frames], n) for frames, n, _ in scoped],
+                         [(["Attr.attribTree", "com.sun.tools.javac.Main.main"], 3),
+                          (["JavacParser.parse", "com.sun.tools.javac.Main.main"], 1)])
+        # compare() takes the shares from the scoped stacks, the root
+        # share from all of ours.
+        case = accuracy.Case(runtime="Java", program="javac", reference_name="JFR", key=lambda f: f.function)
+        case.as_reference = lambda _: scoped
+        case.as_reference_note = "held"
+        theirs = [([attr, main], 3, True), ([parse, main], 1, True)]
+        r = accuracy.compare(case, [(accuracy.java_frames(f), n, w) for f, n, w in ours], theirs)
+        self.assertEqual(r["ours_with_frames"], 4)
+        self.assertEqual(r["within_2"], 3)
+        self.assertAlmostEqual(r["ours_root"], 0.8)
+        self.assertAlmostEqual(r["tvd"], 0.0)
+
+    def test_async_profiler_innermost_java_frame_is_jfrs_scope(self):
+        text = ("[main tid=1];start_thread;JavaMain;Main.main_[j];Attr.attrib_[i] 5\n"
+                "[main tid=1];start_thread;JavaMain;Main.main_[j];ClassLoader::load 2\n"
+                "[C2 CompilerThre tid=2];start_thread;Compile::Compile 1\n")
+        with tempfile.TemporaryDirectory() as d:
+            path = accuracy.Path(d) / "run0.collapsed"
+            path.write_text(text)
+            samples = accuracy.javac_accuracy.async_profiler_samples(path)
+        self.assertEqual(samples, [("main", ["Attr.attrib", "Main.main"], 5, True),
+                                   ("main", ["Main.main"], 2, False),
+                                   ("C2 CompilerThre", [], 1, False)])
+
+
 if __name__ == "__main__":
     unittest.main()
