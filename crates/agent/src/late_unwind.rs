@@ -87,7 +87,7 @@ impl LateTables for NoTables {
     }
 
     fn unwind(&mut self, _pid: u32, copy: &StackCopy, _max_frames: usize) -> LateUnwind {
-        LateUnwind { frames: vec![copy.pc], stop: UnwindStop::UnknownPid }
+        LateUnwind { frames: vec![copy.pc], stop: UnwindStop::UnknownPid, v8: Default::default() }
     }
 
     fn process_exists(&mut self, _pid: u32) -> bool {
@@ -108,6 +108,12 @@ pub(crate) struct LateUnwindCounts {
     pub timed_out: u64,
     /// Lookups in the unwinder's BPF maps, and answers from caches.
     pub lookups: LookupCounts,
+    /// Samples whose late walk went through V8's frames, the JavaScript
+    /// frames it recorded there, and the samples whose stack ended in
+    /// them (`stops` says why).
+    pub v8_samples: u64,
+    pub v8_frames: u64,
+    pub v8_stops: u64,
 }
 
 struct Pending {
@@ -237,6 +243,11 @@ impl<T: LateTables> LateUnwinder<T> {
                     && !*gone.entry(pid).or_insert_with(|| !self.tables.process_exists(pid));
                 if !waiting {
                     *self.counts.stops.entry(late.stop).or_default() += 1;
+                    if late.v8.walks > 0 {
+                        self.counts.v8_samples += 1;
+                        self.counts.v8_frames += u64::from(late.v8.frames);
+                        self.counts.v8_stops += u64::from(late.v8.stopped);
+                    }
                     ready.push(apply(p.sample, late));
                     continue;
                 }
@@ -298,7 +309,7 @@ mod tests {
             let mut frames = vec![copy.pc | FRAME_EXACT_PC];
             frames.extend(&self.tail);
             frames.truncate(max_frames);
-            LateUnwind { frames, stop: self.stop.unwrap_or(UnwindStop::Root) }
+            LateUnwind { frames, stop: self.stop.unwrap_or(UnwindStop::Root), v8: Default::default() }
         }
 
         fn process_exists(&mut self, pid: u32) -> bool {

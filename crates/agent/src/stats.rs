@@ -332,6 +332,17 @@ pub struct Stats {
     /// Rule ids, rules, and a sample's process ranges the late unwinder
     /// took from its caches instead of the maps.
     pub late_unwind_cached_lookups: u64,
+    /// Reads of a process's memory by the late unwinder (V8's heap: one
+    /// system call each).
+    pub late_unwind_memory_reads: u64,
+    /// Samples unwound in user space whose walk went through V8's frames
+    /// (a Node process's first moments).
+    pub late_unwind_v8_samples: u64,
+    /// JavaScript frames those walks recorded.
+    pub late_unwind_v8_frames: u64,
+    /// Those whose stack ended within V8's frames (`late_unwind_stops`
+    /// counts them by reason too).
+    pub late_unwind_v8_stops: u64,
     /// Traces held because files that name their native frames were
     /// still loading (the first samples of a process or a library).
     pub names_waited: u64,

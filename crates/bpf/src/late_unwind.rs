@@ -11,15 +11,20 @@
 //! outside it ends the stack with [`UnwindStop::OutsideCopy`]. The frame
 //! words are the BPF unwinder's (exact pcs flagged with
 //! [`FRAME_EXACT_PC`]), so traces need no special case. Interpreter loops
-//! are unwound as native frames.
+//! are unwound as native frames; V8's code (a range marked for the V8
+//! unwinder, in a process with its `v8_processes` entry) is walked as the
+//! BPF V8 unwinder does ([`crate::late_v8`]), then the native walk goes on
+//! from its entry frame.
 
 use crate::arch::{plt_cfa, RETURN_ADDRESS_BELOW_CFA, UCONTEXT_RBP, UCONTEXT_RIP, UCONTEXT_RSP};
 use crate::contract::c::{self, DELTA_SEARCH_STEPS};
 use crate::contract::read;
+use crate::late_v8::{self, LateV8, Regs, V8Process};
 use crate::sample::StackCopy;
 use crate::types::{
-    delta_page_key, range_chunk_key, ProcessRangesValue, RangeChunk, UnwindRuleValue, UnwindStop, UserFrame,
-    CFA_BASE_RBP, DELTA_PAGE_BITS, MAPPING_KIND_NATIVE, PROCESS_RANGES_MAX, RANGES_PER_CHUNK, RBP_AT_CFA, RBP_AT_RBP,
+    delta_page_key, range_chunk_key, InterpreterUnwinder, ProcessRangesValue, RangeChunk, UnwindRuleValue, UnwindStop,
+    UserFrame, CFA_BASE_RBP, DELTA_PAGE_BITS, MAPPING_FLAG_INTERPRETER_LOOP, MAPPING_KIND_NATIVE,
+    MAPPING_KIND_NO_UNWIND_INFO, MAPPING_UNWINDER_SHIFT, PROCESS_RANGES_MAX, RANGES_PER_CHUNK, RBP_AT_CFA, RBP_AT_RBP,
     RULE_ID_GO_MCALL, RULE_ID_GO_MORESTACK, RULE_ID_INVALID, RULE_ID_NO_COVERAGE, RULE_ID_SIGNAL, RULE_ID_STOP,
     RULE_ID_UNFOLLOWED_SWITCH, RULE_KIND_CFA, RULE_KIND_CFA_DEREF, RULE_KIND_PLT, RULE_KIND_STACK_SWITCH,
 };
@@ -47,6 +52,11 @@ pub(crate) enum TableMapping {
     NoUnwindInfo,
     /// A file with deltas.
     Native { file_id: u64, bias: u64 },
+    /// V8's code (a range marked for its unwinder): in anonymous memory
+    /// (`jit`), or in a file (`native`: its deltas, for a process
+    /// without its `v8_processes` entry, unwound natively as the BPF
+    /// unwinder does then).
+    V8Code { jit: bool, native: Option<(u64, u64)> },
 }
 
 /// The tables the unwinder reads, as the BPF maps hold them.
@@ -58,6 +68,11 @@ pub(crate) trait UnwindTables {
     fn rule_id(&mut self, file_id: u64, vaddr: u64) -> Result<u16, UnwindStop>;
     /// `unwind_rules[id]`.
     fn rule(&mut self, id: u16) -> Option<UnwindRuleValue>;
+    /// `v8_processes[pid]`.
+    fn v8_process(&mut self, pid: u32) -> Option<V8Process>;
+    /// Fills `buf` from `pid`'s memory at `address`; false unless all of
+    /// it could be read.
+    fn read_memory(&mut self, pid: u32, address: u64, buf: &mut [u8]) -> bool;
 }
 
 /// The frames unwound in user space from a stack copy.
@@ -68,16 +83,18 @@ pub struct LateUnwind {
     pub frames: Vec<u64>,
     /// Why the stack ends there.
     pub stop: UnwindStop,
+    /// What the walk did in V8's frames.
+    pub v8: LateV8,
 }
 
 /// The copied window of the stack.
-struct Window<'a> {
+pub(crate) struct Window<'a> {
     base: u64,
     bytes: &'a [u8],
 }
 
 impl Window<'_> {
-    fn read(&self, address: u64) -> Result<u64, UnwindStop> {
+    pub(crate) fn read(&self, address: u64) -> Result<u64, UnwindStop> {
         let offset = address.checked_sub(self.base).ok_or(UnwindStop::OutsideCopy)?;
         let offset = usize::try_from(offset).map_err(|_| UnwindStop::OutsideCopy)?;
         let end = offset.checked_add(8).ok_or(UnwindStop::OutsideCopy)?;
@@ -90,8 +107,9 @@ impl Window<'_> {
 /// frames.
 pub(crate) fn unwind(tables: &mut impl UnwindTables, pid: u32, copy: &StackCopy, max_frames: usize) -> LateUnwind {
     let mut frames = Vec::new();
-    let stop = unwind_into(tables, pid, copy, max_frames, &mut frames);
-    LateUnwind { frames, stop }
+    let mut v8 = LateV8::default();
+    let stop = unwind_into(tables, pid, copy, max_frames, &mut frames, &mut v8);
+    LateUnwind { frames, stop, v8 }
 }
 
 fn unwind_into(
@@ -100,10 +118,13 @@ fn unwind_into(
     copy: &StackCopy,
     max_frames: usize,
     frames: &mut Vec<u64>,
+    v8_counts: &mut LateV8,
 ) -> UnwindStop {
     let window = Window { base: copy.sp, bytes: &copy.bytes };
     let (mut pc, mut sp, mut fp, mut exact) = (copy.pc, copy.sp, copy.fp, copy.exact);
     let mut switches = copy.stack_switches;
+    // `v8_processes[pid]`, looked up at the first hand-over.
+    let mut v8_process: Option<Option<V8Process>> = None;
     loop {
         if frames.len() >= max_frames {
             return UnwindStop::MaxFrames;
@@ -117,6 +138,27 @@ fn unwind_into(
             TableMapping::UnknownPc => return UnwindStop::UnknownPc,
             TableMapping::NoUnwindInfo => return UnwindStop::NoUnwindInfo,
             TableMapping::Native { file_id, bias } => (file_id, bias),
+            TableMapping::V8Code { native, .. } => {
+                let process = *v8_process.get_or_insert_with(|| tables.v8_process(pid));
+                if let Some(v8) = process {
+                    // Its JavaScript frames stand in its place.
+                    frames.pop();
+                    let mut regs = Regs { pc, sp, fp, exact };
+                    if let Err(stop) =
+                        late_v8::walk(tables, pid, &window, &v8, &mut regs, frames, max_frames, v8_counts)
+                    {
+                        v8_counts.stopped = true;
+                        return stop;
+                    }
+                    Regs { pc, sp, fp, exact } = regs;
+                    continue;
+                }
+                // No entry: unwound as native code (`STEP_JIT_STAYS_NATIVE`).
+                match native {
+                    Some(file) => file,
+                    None => return UnwindStop::NoUnwindInfo,
+                }
+            }
         };
         let rule_id = match tables.rule_id(file_id, lookup.wrapping_sub(bias)) {
             Ok(id) => id,
@@ -199,6 +241,8 @@ pub struct MapTables {
     delta_pages: MapHandle,
     file_deltas: MapHandle,
     unwind_rules: MapHandle,
+    /// `v8_processes`: the V8 unwinder's layout of each Node process.
+    v8_processes: MapHandle,
     /// Delta arrays opened by id, most recent last.
     arrays: Vec<(u32, MapHandle)>,
     /// Found rule ids by (table key, ELF address) (see [`CACHED_RULE_IDS`]).
@@ -228,6 +272,20 @@ pub struct LookupCounts {
     /// Rule ids, rules, and a call's process ranges and range chunks
     /// answered from the caches.
     pub cache_hits: u64,
+    /// Reads of a process's memory (the V8 walk's heap reads; each a
+    /// system call).
+    pub memory_reads: u64,
+}
+
+/// `pid`'s memory at `address`, with `process_vm_readv`.
+fn read_process_memory(pid: u32, address: u64, buf: &mut [u8]) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    let remote = libc::iovec { iov_base: address as *mut libc::c_void, iov_len: buf.len() };
+    // SAFETY: `local` describes `buf`, writable for its length; the
+    // remote range is only read by the kernel, which checks it.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    usize::try_from(n) == Ok(buf.len())
 }
 
 impl MapTables {
@@ -237,6 +295,7 @@ impl MapTables {
         delta_pages: MapHandle,
         file_deltas: MapHandle,
         unwind_rules: MapHandle,
+        v8_processes: MapHandle,
     ) -> MapTables {
         MapTables {
             process_ranges,
@@ -244,6 +303,7 @@ impl MapTables {
             delta_pages,
             file_deltas,
             unwind_rules,
+            v8_processes,
             arrays: Vec::new(),
             rule_ids: HashMap::new(),
             rules: HashMap::new(),
@@ -273,7 +333,13 @@ impl MapTables {
     pub fn is_loaded(&mut self, pid: u32, address: u64) -> bool {
         self.forget_ranges();
         let before = self.lookups.map_lookups;
-        let loaded = matches!(self.mapping(pid, address), TableMapping::Native { .. });
+        // V8's code waits for the process's entry too: without it, it
+        // would be unwound as native code.
+        let loaded = match self.mapping(pid, address) {
+            TableMapping::Native { .. } => true,
+            TableMapping::V8Code { .. } => self.v8_process(pid).is_some(),
+            _ => false,
+        };
         self.lookups.readiness_lookups += self.lookups.map_lookups - before;
         self.lookups.map_lookups = before;
         loaded
@@ -369,10 +435,28 @@ impl UnwindTables for MapTables {
             return TableMapping::UnknownPc;
         };
         let m = range.mapping;
+        let v8_slot = u32::from(InterpreterUnwinder::V8 as u8);
+        if m.flags & MAPPING_FLAG_INTERPRETER_LOOP != 0
+            && (m.flags >> MAPPING_UNWINDER_SHIFT) & c::MAPPING_UNWINDER_MASK == v8_slot
+        {
+            let native = (m.kind == MAPPING_KIND_NATIVE).then_some((m.file_id, m.bias));
+            return TableMapping::V8Code { jit: m.kind == MAPPING_KIND_NO_UNWIND_INFO, native };
+        }
         match m.kind {
             MAPPING_KIND_NATIVE => TableMapping::Native { file_id: m.file_id, bias: m.bias },
             _ => TableMapping::NoUnwindInfo,
         }
+    }
+
+    fn v8_process(&mut self, pid: u32) -> Option<V8Process> {
+        self.lookups.map_lookups += 1;
+        let value = self.v8_processes.lookup(&pid.to_ne_bytes(), MapFlags::ANY).ok()??;
+        read::<V8Process>(&value)
+    }
+
+    fn read_memory(&mut self, pid: u32, address: u64, buf: &mut [u8]) -> bool {
+        self.lookups.memory_reads += 1;
+        read_process_memory(pid, address, buf)
     }
 
     fn rule_id(&mut self, file_id: u64, vaddr: u64) -> Result<u16, UnwindStop> {
@@ -455,6 +539,10 @@ mod tests {
     /// The test file is mapped at [BASE, BASE + 0x10000) with bias BASE.
     const BASE: u64 = 0x40_0000;
     const SP: u64 = 0x7ffe_1000;
+    /// V8's builtins in the test file (a loop range for its unwinder),
+    /// and its JIT code (anonymous).
+    const BUILTINS: u64 = BASE + 0x8000;
+    const JIT: u64 = 0x5000_0000;
 
     /// Rule ids of the hand-built table.
     const R_RSP8: u16 = 10; // CFA = rsp + 8: a leaf, nothing pushed
@@ -469,6 +557,10 @@ mod tests {
         rules: HashMap<u16, UnwindRuleValue>,
         /// [start, end) mappings beyond the test file.
         unknown_from: u64,
+        /// The process's `v8_processes` entry.
+        v8: Option<V8Process>,
+        /// Its memory: (address, bytes) regions.
+        memory: Vec<(u64, Vec<u8>)>,
     }
 
     fn rule(kind: u8, base: u8, cfa: i32, rbp_kind: u8, rbp: i32) -> UnwindRuleValue {
@@ -510,7 +602,7 @@ mod tests {
             );
             rules.insert(R_PLT, UnwindRuleValue { plt_threshold: 11, ..rule(RULE_KIND_PLT, 0, 0, RBP_UNCHANGED, 0) });
             rules.insert(R_SWITCH, rule(RULE_KIND_STACK_SWITCH, CFA_BASE_RBP, 16, RBP_AT_CFA, -16));
-            HandTables { deltas, rules, unknown_from: BASE + 0x1_0000 }
+            HandTables { deltas, rules, unknown_from: BASE + 0x1_0000, v8: None, memory: Vec::new() }
         }
     }
 
@@ -518,6 +610,10 @@ mod tests {
         fn mapping(&mut self, pid: u32, address: u64) -> TableMapping {
             if pid != PID {
                 TableMapping::UnknownPid
+            } else if (BUILTINS..BUILTINS + 0x1000).contains(&address) {
+                TableMapping::V8Code { jit: false, native: Some((1, BASE)) }
+            } else if (JIT..JIT + 0x1000).contains(&address) {
+                TableMapping::V8Code { jit: true, native: None }
             } else if (BASE..self.unknown_from).contains(&address) {
                 TableMapping::Native { file_id: 1, bias: BASE }
             } else {
@@ -532,6 +628,25 @@ mod tests {
 
         fn rule(&mut self, id: u16) -> Option<UnwindRuleValue> {
             self.rules.get(&id).copied()
+        }
+
+        fn v8_process(&mut self, pid: u32) -> Option<V8Process> {
+            assert_eq!(pid, PID);
+            self.v8
+        }
+
+        fn read_memory(&mut self, pid: u32, address: u64, buf: &mut [u8]) -> bool {
+            assert_eq!(pid, PID);
+            let Some((start, bytes)) = self
+                .memory
+                .iter()
+                .find(|(start, bytes)| address >= *start && address + buf.len() as u64 <= start + bytes.len() as u64)
+            else {
+                return false;
+            };
+            let at = (address - start) as usize;
+            buf.copy_from_slice(&bytes[at..at + buf.len()]);
+            true
         }
     }
 
@@ -691,10 +806,199 @@ mod tests {
             deltas: EncodedDeltas::encode(&ids),
             rules: rules.collect(),
             unknown_from: BASE + table.deltas.last().map_or(0, |d| d.address),
+            v8: None,
+            memory: Vec::new(),
         };
         // At `_dl_start`'s first instruction its return address is on top.
         let late = unwind(&mut tables, PID, &copy(BASE + dl_start, 0, true, &[BASE + returns_to, 0, 0]), 256);
         assert_eq!(late.frames, vec![(BASE + dl_start) | FRAME_EXACT_PC, BASE + returns_to]);
         assert_eq!(late.stop, UnwindStop::Root);
+    }
+
+    /// V8's layout in the tests: the slots of Node's frames; frame types
+    /// entry 1, construct entry 2, exit 4.
+    fn v8_layout() -> V8Process {
+        V8Process {
+            fp_marker: -8,
+            fp_function: -16,
+            fp_bytecode_array: -32,
+            fp_bytecode_offset: -40,
+            marker_entry: 1,
+            marker_construct_entry: 2,
+            smi_shift: 32,
+            bytecode_offset_bias: 53,
+            heap_object_map: 0,
+            map_instance_type: 12,
+            js_function_code: 48,
+            code_instruction_start: 24,
+            type_bytecode_array: 0xa0,
+            ..V8Process::default()
+        }
+    }
+
+    /// A frame marker: `StackFrame::Type << 1`.
+    const fn marker(frame_type: u64) -> u64 {
+        frame_type << 1
+    }
+    const EXIT: u64 = marker(4);
+    const ENTRY: u64 = marker(1);
+    /// Heap objects (tagged): two functions, a BytecodeArray, its map, the
+    /// second function's Code and where its instructions start.
+    const F1: u64 = 0x1000_0001;
+    const F2: u64 = 0x1000_0101;
+    const BYTECODE: u64 = 0x2000_0001;
+    const MAP: u64 = 0x3000_0001;
+    const CODE: u64 = 0x4000_0001;
+    const CONTEXT: u64 = 0x6000_0001;
+    const CODE_START: u64 = JIT + 0x100;
+
+    /// A V8 word as the BPF unwinder writes it (`v8_record`, by hand).
+    fn v8_word(function: u64, compiled: bool, offset: u64) -> u64 {
+        let payload =
+            if compiled { c::V8_FRAME_COMPILED } else { 0 } | offset << c::V8_FRAME_OFFSET_SHIFT | (function - 1) >> 3;
+        UserFrame::interpreted_word(InterpreterUnwinder::V8 as u8, payload)
+    }
+
+    /// The stack of a runtime function called from JavaScript: a native
+    /// leaf (0x110, its return address on top) called by CEntry (an exit
+    /// frame at SP + 0x40), called by an interpreted frame (SP + 0x90,
+    /// function F1 at bytecode 7), called by compiled code in JIT memory
+    /// (SP + 0xe0, function F2 at 0x23 into its code), called from JSEntry
+    /// (an entry frame at SP + 0x130) by native code (0x310: CFA = rbp + 16)
+    /// which returns to `_start`. The heap holds what the walk reads.
+    fn v8_stack() -> (HandTables, StackCopy) {
+        let mut w = vec![0u64; 64];
+        let slot = |fp_index: usize, off: i64| (fp_index as i64 + off / 8) as usize;
+        w[0] = BUILTINS + 0x10; // into Builtins_CEntry
+        let (exit, interp, compiled, entry, native) = (8, 18, 28, 38, 48);
+        let fp = |i: usize| SP + 8 * i as u64;
+        w[slot(exit, -8)] = EXIT;
+        w[exit] = fp(interp);
+        w[slot(exit, 8)] = BUILTINS + 0x110; // the interpreter's bytecode handler
+        w[slot(interp, -40)] = (7 + 53) << 32;
+        w[slot(interp, -32)] = BYTECODE;
+        w[slot(interp, -16)] = F1;
+        w[slot(interp, -8)] = CONTEXT;
+        w[interp] = fp(compiled);
+        w[slot(interp, 8)] = JIT + 0x123;
+        w[slot(compiled, -16)] = F2;
+        w[slot(compiled, -8)] = CONTEXT;
+        w[compiled] = fp(entry);
+        w[slot(compiled, 8)] = BUILTINS + 0x210; // into Builtins_JSEntry
+        w[slot(entry, -8)] = ENTRY;
+        w[entry] = fp(native);
+        w[slot(entry, 8)] = BASE + 0x310;
+        w[native] = 0;
+        w[native + 1] = BASE + 0x701;
+        let mut tables = HandTables::new();
+        tables.v8 = Some(v8_layout());
+        let mut map = vec![0u8; 16];
+        map[12..14].copy_from_slice(&0xa0u16.to_ne_bytes());
+        tables.memory = vec![
+            (BYTECODE - 1, MAP.to_ne_bytes().to_vec()),
+            (MAP - 1, map),
+            (F2 - 1 + 48, CODE.to_ne_bytes().to_vec()),
+            (CODE - 1 + 24, CODE_START.to_ne_bytes().to_vec()),
+        ];
+        (tables, copy(BASE + 0x110, fp(exit), true, &w))
+    }
+
+    #[test]
+    fn v8_frames_are_walked_between_native_ones() {
+        let (mut tables, c) = v8_stack();
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(
+            late.frames,
+            vec![
+                (BASE + 0x110) | FRAME_EXACT_PC,
+                v8_word(F1, false, 7),
+                v8_word(F2, true, 0x23),
+                BASE + 0x310,
+                BASE + 0x701
+            ]
+        );
+        assert_eq!(late.stop, UnwindStop::Root);
+        assert_eq!(late.v8, LateV8 { walks: 1, frames: 2, stopped: false });
+    }
+
+    #[test]
+    fn v8_13_compiled_frames_are_recorded_by_their_pc() {
+        let (mut tables, c) = v8_stack();
+        tables.v8 = Some(V8Process { compiled_by_pc: 1, ..v8_layout() });
+        let late = unwind(&mut tables, PID, &c, 256);
+        let by_pc = UserFrame::interpreted_word(InterpreterUnwinder::V8 as u8, c::V8_FRAME_COMPILED | (JIT + 0x123));
+        assert_eq!(late.frames[1..3], [v8_word(F1, false, 7), by_pc]);
+        assert_eq!(late.stop, UnwindStop::Root);
+        // A compiled frame in the builtins (not JIT memory): its function,
+        // offset unknown. F1's frame becomes one when its BytecodeArray is
+        // not one.
+        tables.memory.remove(1);
+        tables.memory.push((MAP - 1, vec![0; 16]));
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames[1], v8_word(F1, true, c::V8_FRAME_OFFSET_MAX));
+    }
+
+    #[test]
+    fn a_leaf_in_jit_code_starts_the_v8_walk() {
+        // Sampled in F2's code: the copy's pc is JIT + 0x123, fp its frame.
+        let (mut tables, mut c) = v8_stack();
+        let compiled_fp = SP + 8 * 28;
+        c.pc = JIT + 0x123;
+        c.fp = compiled_fp;
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames, vec![v8_word(F2, true, 0x23), BASE + 0x310, BASE + 0x701]);
+        assert_eq!(late.stop, UnwindStop::Root);
+    }
+
+    #[test]
+    fn v8_walks_stop_distinctly_with_the_frames_so_far() {
+        // The interpreted frame's caller fp below its own: bad sp, after
+        // F1's frame.
+        let (mut tables, mut c) = v8_stack();
+        c.bytes[8 * 18..8 * 19].copy_from_slice(&(SP + 8).to_ne_bytes());
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames, vec![(BASE + 0x110) | FRAME_EXACT_PC, v8_word(F1, false, 7)]);
+        assert_eq!((late.stop, late.v8.stopped), (UnwindStop::BadSp, true));
+        // The BytecodeArray's map cannot be read: read error, before F1.
+        let (mut tables, c) = v8_stack();
+        tables.memory.remove(1);
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames, vec![(BASE + 0x110) | FRAME_EXACT_PC]);
+        assert_eq!((late.stop, late.v8.stopped), (UnwindStop::ReadError, true));
+        // F2's code: the same after F1.
+        let (mut tables, c) = v8_stack();
+        tables.memory.remove(2);
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames, vec![(BASE + 0x110) | FRAME_EXACT_PC, v8_word(F1, false, 7)]);
+        assert_eq!(late.stop, UnwindStop::ReadError);
+        // A frame slot past the copy.
+        let (mut tables, mut c) = v8_stack();
+        c.bytes.truncate(8 * 30);
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames.len(), 3);
+        assert_eq!(late.stop, UnwindStop::OutsideCopy);
+        // Neither a marker nor a function: bad sp.
+        let (mut tables, mut c) = v8_stack();
+        c.bytes[8 * 26..8 * 27].copy_from_slice(&8u64.to_ne_bytes());
+        assert_eq!(unwind(&mut tables, PID, &c, 256).stop, UnwindStop::BadSp);
+        // A marker beyond V8's frame types.
+        let (mut tables, mut c) = v8_stack();
+        c.bytes[8 * 7..8 * 8].copy_from_slice(&marker(64).to_ne_bytes());
+        assert_eq!(unwind(&mut tables, PID, &c, 256).stop, UnwindStop::BadSp);
+        // The frame limit, within V8's frames.
+        let (mut tables, c) = v8_stack();
+        let late = unwind(&mut tables, PID, &c, 2);
+        assert_eq!((late.frames.len(), late.stop), (2, UnwindStop::MaxFrames));
+    }
+
+    #[test]
+    fn without_its_entry_v8_code_is_native() {
+        // No v8_processes entry: the builtins are unwound with the file's
+        // deltas (none there: no coverage), as the BPF unwinder does.
+        let (mut tables, c) = v8_stack();
+        tables.v8 = None;
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames, vec![(BASE + 0x110) | FRAME_EXACT_PC, BUILTINS + 0x10]);
+        assert_eq!((late.stop, late.v8.walks), (UnwindStop::NoCoverage, 0));
     }
 }

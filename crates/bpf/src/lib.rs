@@ -36,6 +36,7 @@ mod events;
 mod go_labels;
 mod interpreter_maps;
 mod late_unwind;
+mod late_v8;
 mod off_cpu;
 mod perf;
 mod pid_namespace;
@@ -59,6 +60,7 @@ pub use go_labels::{
 };
 pub use interpreter_maps::{InterpreterMaps, RuntimeMapValue, MAX_INTERPRETER_PROCESSES};
 pub use late_unwind::{LateUnwind, LookupCounts, MapTables};
+pub use late_v8::LateV8;
 pub use off_cpu::{OffCpuJoinCounts, MAX_PENDING_OFF_CPU};
 pub use perf::online_cpus;
 pub use pid_namespace::PidNamespace;

@@ -471,6 +471,7 @@ impl Sampler {
             handle(&maps.delta_pages, "delta_pages")?,
             handle(&maps.file_deltas, "file_deltas")?,
             handle(&maps.unwind_rules, "unwind_rules")?,
+            handle(&maps.v8_processes, "v8_processes")?,
         ))
     }
 

@@ -185,7 +185,7 @@ pub fn summary_lines(s: &Stats, inputs: &SummaryInputs) -> Vec<String> {
             line!(
                 "  new processes:     {} stacks copied ({} KiB), {} unwound in user space to the root, {} stopped early{}; \
                  not copied: {} over budget, {} unreadable; given up: {} queue full, {} not loaded in time; \
-                 {} table lookups in the maps ({} cached), {} asking whether a process was loaded",
+                 {} table lookups in the maps ({} cached), {} asking whether a process was loaded{}",
                 s.late_unwind_copies,
                 s.late_unwind_copy_bytes / 1024,
                 s.late_unwind_complete,
@@ -197,7 +197,18 @@ pub fn summary_lines(s: &Stats, inputs: &SummaryInputs) -> Vec<String> {
                 s.late_unwind_timed_out,
                 s.late_unwind_map_lookups,
                 s.late_unwind_cached_lookups,
-                s.late_unwind_readiness_lookups
+                s.late_unwind_readiness_lookups,
+                if s.late_unwind_v8_samples > 0 {
+                    format!(
+                        "; V8: {} stacks through its frames, {} JavaScript frames, {} ended there, {} heap reads",
+                        s.late_unwind_v8_samples,
+                        s.late_unwind_v8_frames,
+                        s.late_unwind_v8_stops,
+                        s.late_unwind_memory_reads
+                    )
+                } else {
+                    String::new()
+                }
             );
         }
         if s.names_waited > 0 {

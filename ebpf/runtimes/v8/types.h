@@ -62,6 +62,15 @@ struct v8_process {
 	__u32 reserved2;
 };
 
+/* Largest distance from a frame to its caller's (V8's own limit on a
+ * frame is far below). Here, not in unwinder.bpf.h: user space's late
+ * walk (crates/bpf/src/late_v8.rs) follows the same bound. */
+#define V8_MAX_FRAME_SIZE (1ULL << 20)
+/* Set in code_instruction_start when a Code holds its instructions
+ * itself, after its header (V8 before 11.x, Node 18): the instructions
+ * start at that offset in the object, not at the address kept there. */
+#define V8_CODE_START_INLINE (1U << 31)
+
 /* Words of a frame read at once: fp - 8 * V8_LOWEST_SLOT .. fp + 8. */
 #define V8_FRAME_SLOTS 8
 #define V8_LOWEST_SLOT (-6)

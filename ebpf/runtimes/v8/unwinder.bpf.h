@@ -34,14 +34,6 @@
  * are kept.
  */
 
-/* Largest distance from a frame to its caller's (V8's own limit on a
- * frame is far below). */
-#define V8_MAX_FRAME_SIZE (1ULL << 20)
-/* Set in code_instruction_start when a Code holds its instructions
- * itself, after its header (V8 before 11.x, Node 18): the instructions
- * start at that offset in the object, not at the address kept there. */
-#define V8_CODE_START_INLINE (1U << 31)
-
 /* The slot at fp + off (off a multiple of 8 within the window read),
  * or 0. */
 static __always_inline u64 v8_slot(struct interp_state *interp, s32 off)

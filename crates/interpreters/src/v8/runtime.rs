@@ -232,9 +232,8 @@ pub fn code_range_reservations(maps: &[ExecutableMapping<'_>]) -> Vec<(u64, u64)
 }
 
 /// Set in `struct v8_process`'s `code_instruction_start` when `Code`
-/// holds its instructions after its header (`V8_CODE_START_INLINE` in
-/// `ebpf/runtimes/v8/unwinder.bpf.h`).
-pub const CODE_START_INLINE: u32 = 1 << 31;
+/// holds its instructions after its header (`ebpf/runtimes/v8/types.h`).
+pub const CODE_START_INLINE: u32 = profiler_contract::c::V8_CODE_START_INLINE;
 
 /// The BPF unwinder's view of a V8 build (`struct v8_process`).
 pub fn process_value(l: &V8Layout) -> V8ProcessValue {
