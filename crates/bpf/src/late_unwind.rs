@@ -19,7 +19,7 @@
 use crate::arch::{plt_cfa, RETURN_ADDRESS_BELOW_CFA, UCONTEXT_RBP, UCONTEXT_RIP, UCONTEXT_RSP};
 use crate::contract::c::{self, DELTA_SEARCH_STEPS};
 use crate::contract::read;
-use crate::late_v8::{self, LateV8, Regs, V8Process};
+use crate::late_v8::{self, LateV8, Regs, V8Process, V8Walk};
 use crate::sample::StackCopy;
 use crate::types::{
     delta_page_key, range_chunk_key, InterpreterUnwinder, ProcessRangesValue, RangeChunk, UnwindRuleValue, UnwindStop,
@@ -144,9 +144,8 @@ fn unwind_into(
                     // Its JavaScript frames stand in its place.
                     frames.pop();
                     let mut regs = Regs { pc, sp, fp, exact };
-                    if let Err(stop) =
-                        late_v8::walk(tables, pid, &window, &v8, &mut regs, frames, max_frames, v8_counts)
-                    {
+                    let walk = V8Walk { pid, window: &window, v8, max_frames };
+                    if let Err(stop) = late_v8::walk(tables, &walk, &mut regs, frames, v8_counts) {
                         v8_counts.stopped = true;
                         return stop;
                     }

@@ -176,18 +176,24 @@ fn js_frame_word<T: UnwindTables>(
     Ok(function_word(function, true, offset))
 }
 
+/// What a V8 walk reads besides the tables: the process, its stack copy
+/// and its layout; and how many frames the stack may hold.
+pub(crate) struct V8Walk<'w> {
+    pub pid: u32,
+    pub window: &'w Window<'w>,
+    pub v8: V8Process,
+    pub max_frames: usize,
+}
+
 /// Walks V8's frames from a hand-over at `regs` (a pc in V8's code) as
 /// `jit_unwind_run` with `v8_frame` does, appending JavaScript frames to
 /// `frames` (at most `max_frames` in all). Ok: the caller is native code,
 /// at `regs`; Err: the stack ends there.
 pub(crate) fn walk(
     tables: &mut impl UnwindTables,
-    pid: u32,
-    window: &Window<'_>,
-    v8: &V8Process,
+    w: &V8Walk<'_>,
     regs: &mut Regs,
     frames: &mut Vec<u64>,
-    max_frames: usize,
     counts: &mut LateV8,
 ) -> Result<(), UnwindStop> {
     counts.walks += 1;
@@ -195,13 +201,13 @@ pub(crate) fn walk(
     loop {
         // `v8_code`: whether the pc is V8's code, and in JIT memory.
         let lookup = if regs.exact { regs.pc } else { regs.pc.wrapping_sub(1) };
-        let pc_in_jit = match tables.mapping(pid, lookup) {
+        let pc_in_jit = match tables.mapping(w.pid, lookup) {
             TableMapping::V8Code { jit, .. } => jit,
             _ if hand_over => false,
             _ => return Ok(()),
         };
         hand_over = false;
-        if step(tables, pid, window, v8, regs, pc_in_jit, frames, max_frames, counts)? {
+        if step(tables, w, regs, pc_in_jit, frames, counts)? {
             return Ok(());
         }
     }
@@ -209,22 +215,18 @@ pub(crate) fn walk(
 
 /// `v8_step`: unwinds the V8 frame at `regs.fp`. Ok(true) after an entry
 /// frame (the caller is native code).
-#[allow(clippy::too_many_arguments)]
 fn step(
     tables: &mut impl UnwindTables,
-    pid: u32,
-    window: &Window<'_>,
-    v8: &V8Process,
+    w: &V8Walk<'_>,
     regs: &mut Regs,
     pc_in_jit: bool,
     frames: &mut Vec<u64>,
-    max_frames: usize,
     counts: &mut LateV8,
 ) -> Result<bool, UnwindStop> {
-    let fp = regs.fp;
+    let (v8, fp) = (&w.v8, regs.fp);
     let mut slots = Slots([0; FRAME_SLOTS]);
     for (i, slot) in slots.0.iter_mut().enumerate() {
-        *slot = window.read(fp.wrapping_add((8 * (LOWEST_SLOT + i as i64)) as u64))?;
+        *slot = w.window.read(fp.wrapping_add((8 * (LOWEST_SLOT + i as i64)) as u64))?;
     }
     let caller_fp = slots.at(0);
     let return_address = slots.at(8);
@@ -241,10 +243,10 @@ fn step(
         if function & 3 != 1 {
             return Err(UnwindStop::BadSp);
         }
-        if frames.len() >= max_frames {
+        if frames.len() >= w.max_frames {
             return Err(UnwindStop::MaxFrames);
         }
-        let mut heap = Heap { tables, pid };
+        let mut heap = Heap { tables, pid: w.pid };
         frames.push(js_frame_word(&mut heap, v8, &slots, function, regs.pc, pc_in_jit)?);
         counts.frames += 1;
     }
