@@ -1236,8 +1236,8 @@ def stop_agent(proc):
 def print_agent_counters(summary, more=()):
     """The agent's counters of the whole machine that say why stacks
     stopped: the BPF unwinders' stops, the late walk of the stacks of
-    processes not loaded yet (native only: it stops at a runtime's JIT
-    or interpreter code), the traces that waited for their files'
+    processes not loaded yet (native and V8's frames: it stops at another
+    runtime's JIT code), the traces that waited for their files'
     names."""
     for line in summary.splitlines():
         if any(k in line for k in ("unwind stops", "new processes", "names waited", *more)):

@@ -677,7 +677,10 @@ const LATE_START: Duration = Duration::from_secs(10);
 
 /// A Node started after the agent: attached as soon as its mappings are
 /// loaded (nothing is read from the process); from its first sample with
-/// a JavaScript frame, its chain is whole.
+/// a JavaScript frame, its chain is whole. Its samples from before its
+/// load (the analysis of `node` takes seconds) are unwound late, through
+/// V8's frames too: they carry the chain, so the first one with a
+/// JavaScript frame comes within V8's start-up, not at the load.
 #[test]
 fn started_after_the_agent() {
     for (label, node) in nodes() {
@@ -700,6 +703,17 @@ fn started_after_the_agent_on(label: &str, node: &Path) {
     };
     let js = |t: &&Trace| t.frames.iter().any(|f| f.kind == FrameKind::V8Js);
     let since = traces.iter().filter(js).map(|t| t.timestamp_unix_ns).min().unwrap_or(u64::MAX);
+    let main = |t: &&Trace| t.process.pid.0 == pid && t.tid.0 == pid && t.off_cpu_ns.is_none();
+    let before = traces.iter().filter(main).filter(|t| t.timestamp_unix_ns < since).count();
+    eprintln!(
+        "{label} started after the agent: {before} main-thread samples before the first with JavaScript; late: \
+         {} stacks through V8's frames, {} JavaScript frames, {} ended there",
+        stats.late_unwind_v8_samples, stats.late_unwind_v8_frames, stats.late_unwind_v8_stops
+    );
+    assert!(stats.late_unwind_v8_frames > 0, "{label}: no JavaScript frame unwound late: {stats:#?}");
+    // V8's start-up before the first JavaScript runs: well under a
+    // second of samples (the load takes seconds).
+    assert!(before < HZ as usize / 2, "{label}: {before} samples before the first with JavaScript");
     let later: Vec<Trace> = traces.into_iter().filter(|t| t.timestamp_unix_ns >= since).collect();
     let c = check(&later, pid, &spec, Lines::All);
     report(&format!("{label} started after the agent"), &c, &stats);
