@@ -332,11 +332,12 @@ impl MapTables {
     pub fn is_loaded(&mut self, pid: u32, address: u64) -> bool {
         self.forget_ranges();
         let before = self.lookups.map_lookups;
-        // V8's code waits for the process's entry too: without it, it
-        // would be unwound as native code.
+        // V8's code is ready with the process's entry (the process
+        // manager writes it before the ranges), or as native code without
+        // it (an attach put off or failed: the BPF unwinder does the same).
         let loaded = match self.mapping(pid, address) {
-            TableMapping::Native { .. } => true,
-            TableMapping::V8Code { .. } => self.v8_process(pid).is_some(),
+            TableMapping::Native { .. } | TableMapping::V8Code { native: Some(_), .. } => true,
+            TableMapping::V8Code { native: None, .. } => self.v8_process(pid).is_some(),
             _ => false,
         };
         self.lookups.readiness_lookups += self.lookups.map_lookups - before;
