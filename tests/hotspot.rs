@@ -704,7 +704,8 @@ fn matrix_jdk() -> Option<Jdk> {
 /// tables are set and `libjvm.so` analysed; the unwinder reads the code
 /// cache itself when it is set after that): from its first sample with a
 /// Java frame (within [`LATE_START`] and [`SECONDS`] of its `main()`),
-/// its chain is whole.
+/// its chain is whole. Its samples from before its load are unwound
+/// late, through HotSpot's frames too: some carry Java frames.
 fn started_after_the_agent(jdk: Option<Jdk>) {
     let Some(jdk) = jdk else { return };
     let _serial = serial();
@@ -740,6 +741,11 @@ fn started_after_the_agent(jdk: Option<Jdk>) {
     let java = |t: &&Trace| t.tid.0 == tid && t.frames.iter().any(|f| f.kind == FrameKind::Jvm);
     let since = traces.iter().filter(java).map(|t| t.timestamp_unix_ns).min().unwrap_or(u64::MAX);
     let c = check_window(&traces, pid, tid, &MAIN, since..u64::MAX);
+    eprintln!(
+        "{} started after the agent: late, {} stacks through HotSpot's frames, {} Java frames, ended there: {:?}",
+        jdk.name, stats.late_unwind_hotspot_samples, stats.late_unwind_hotspot_frames, stats.late_unwind_hotspot_stops
+    );
+    assert!(stats.late_unwind_hotspot_frames > 0, "{}: no Java frame unwound late: {stats:#?}", jdk.name);
     report(&format!("{} started after the agent, main chain", jdk.name), &c, &stats);
 }
 
