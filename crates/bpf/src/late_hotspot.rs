@@ -324,18 +324,19 @@ fn stub_shape<T: UnwindTables>(
     window: &Window<'_>,
     p: &HotspotProcess,
     blob: u64,
+    pc: u64,
     regs: &Regs,
 ) -> Shape {
     let Some(begin) = code_begin(mem, p, blob) else { return Shape::Frame };
     let (fp, sp) = (regs.fp, regs.sp);
     if fp >= sp && fp - sp < 1 << 16 {
         if let Ok(ret) = window.read(fp.wrapping_add(16)) {
-            if returns_from(mem, ret, begin, regs.pc, true) {
+            if returns_from(mem, ret, begin, pc, true) {
                 return Shape::BarrierFrame;
             }
         }
         if let Ok(ret) = window.read(fp.wrapping_add(8)) {
-            if returns_from(mem, ret, begin, regs.pc, false) {
+            if returns_from(mem, ret, begin, pc, false) {
                 return Shape::RbpFrame;
             }
         }
@@ -500,7 +501,7 @@ fn compiled<T: UnwindTables>(
     let p = &w.jvm.process;
     let frame_size = mem.i32(blob.wrapping_add(u64::from(p.blob_frame_size))).ok_or(HotspotStop::ReadError)?;
     let pc = deopt_pc(mem, w.window, p, blob, regs.pc, regs.sp).unwrap_or(regs.pc);
-    let mut shape = if frame_size == 0 { stub_shape(mem, w.window, p, blob, regs) } else { Shape::Frame };
+    let mut shape = if frame_size == 0 { stub_shape(mem, w.window, p, blob, pc, regs) } else { Shape::Frame };
     record(w, frames, counts, compiled_word(p, pc, false, mark))?;
     if frame_size < 0 {
         // C1's runtime stubs: followed when they build an rbp frame.

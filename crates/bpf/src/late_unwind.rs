@@ -699,11 +699,9 @@ mod tests {
 
         fn read_memory(&mut self, pid: u32, address: u64, buf: &mut [u8]) -> bool {
             assert_eq!(pid, PID);
-            let Some((start, bytes)) = self
-                .memory
-                .iter()
-                .find(|(start, bytes)| address >= *start && address + buf.len() as u64 <= start + bytes.len() as u64)
-            else {
+            let Some((start, bytes)) = self.memory.iter().find(|(start, bytes)| {
+                address >= *start && address.saturating_add(buf.len() as u64) <= start + bytes.len() as u64
+            }) else {
                 return false;
             };
             let at = (address - start) as usize;
@@ -1316,6 +1314,40 @@ mod tests {
         let late = unwind(&mut tables, PID, &c, 256);
         assert_eq!(late.frames.len(), 3);
         assert_eq!((late.stop, late.hotspot.stop), (UnwindStop::Hotspot, Some(HotspotStop::UnknownStub)));
+    }
+
+    #[test]
+    fn hotspot_stubs_without_a_frame_size_are_followed_when_simple() {
+        let expected = |late: &LateUnwind| {
+            assert_eq!(
+                late.frames[1..4],
+                [interpreted(METHOD_A, 5), compiled(NMETHOD_PC, false), interpreted(METHOD_B, 0x20)]
+            );
+            assert_eq!((late.frames.len(), late.stop), (6, UnwindStop::Root));
+        };
+        // A blob of 0 words that pushed nothing: its return address at
+        // sp, rbp its caller's.
+        let (mut tables, mut c) = hotspot_stack();
+        tables.memory[1].1[16..20].copy_from_slice(&0i32.to_ne_bytes());
+        set(&mut c, SP_C, INTERPRETER + 0x200);
+        set(&mut c, FP_A, SP + 8 * FP_B as u64);
+        expected(&unwind(&mut tables, PID, &c, 256));
+        // A C1 stub without a frame size that starts with enter(): an rbp
+        // frame (its saved rbp and return address where the nmethod's
+        // were).
+        let (mut tables, mut c) = hotspot_stack();
+        let code = CODE_CACHE + 0x5000;
+        tables.memory[1].1[16..20].copy_from_slice(&(-1i32).to_ne_bytes());
+        tables.memory.push((BLOB + 0x20, code.to_ne_bytes().to_vec()));
+        tables.memory.push((code, vec![0x55, 0x48, 0x89, 0xe5]));
+        tables.hotspot = Some(HotspotProcess { blob_code_begin: 0x20, ..hotspot_layout() });
+        set(&mut c, FP_A, SP + 8 * (SP_C as u64 + 2));
+        expected(&unwind(&mut tables, PID, &c, 256));
+        // Without enter(): not followed.
+        tables.memory.pop();
+        tables.memory.push((code, vec![0x53, 0x51, 0x52, 0x56]));
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!((late.frames.len(), late.hotspot.stop), (3, Some(HotspotStop::UnknownStub)));
     }
 
     #[test]
