@@ -376,6 +376,8 @@ impl MapTables {
         // V8's code is ready with the process's entry (the process
         // manager writes it before the ranges), or as native code without
         // it (an attach put off or failed: the BPF unwinder does the same).
+        // A JVM's code cache is ready with its entry (written once
+        // libjvm.so is analysed, after the ranges): a sample there waits.
         let loaded = match self.mapping(pid, address) {
             TableMapping::Native { .. } | TableMapping::RuntimeCode { native: Some(_), .. } => true,
             TableMapping::RuntimeCode { unwinder: InterpreterUnwinder::V8, .. } => self.v8_process(pid).is_some(),
