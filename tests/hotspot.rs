@@ -704,7 +704,8 @@ fn matrix_jdk() -> Option<Jdk> {
 /// tables are set and `libjvm.so` analysed; the unwinder reads the code
 /// cache itself when it is set after that): from its first sample with a
 /// Java frame (within [`LATE_START`] and [`SECONDS`] of its `main()`),
-/// its chain is whole.
+/// its chain is whole. Its samples from before its load are unwound
+/// late, through HotSpot's frames too: some carry Java frames.
 fn started_after_the_agent(jdk: Option<Jdk>) {
     let Some(jdk) = jdk else { return };
     let _serial = serial();
@@ -738,8 +739,35 @@ fn started_after_the_agent(jdk: Option<Jdk>) {
     };
     let tid = started.lock().unwrap().expect("the workload started");
     let java = |t: &&Trace| t.tid.0 == tid && t.frames.iter().any(|f| f.kind == FrameKind::Jvm);
-    let since = traces.iter().filter(java).map(|t| t.timestamp_unix_ns).min().unwrap_or(u64::MAX);
+    let first = traces.iter().filter(java).map(|t| t.timestamp_unix_ns).min().unwrap_or(u64::MAX);
+    // The first ones are unwound late (a copy of the stack, walked once
+    // the process is loaded). Between its load and its attach a sample in
+    // the code cache ends there (`no_unwind_info`: no entry yet, and no
+    // copy is taken): a lone unnamed frame. The chain is whole from the
+    // first Java frame after the last of these in the JVM's start-up.
+    let start_up = first.saturating_add(LATE_START.as_nanos() as u64);
+    let lone = |t: &&Trace| {
+        let frames = expand(t);
+        t.tid.0 == tid
+            && frames.len() == 1
+            && frames[0].desc.kind != FrameKind::Jvm
+            && frames[0].desc.name.is_none()
+            && frames[0].desc.file.as_deref().is_none_or(str::is_empty)
+    };
+    let attached = traces.iter().filter(lone).map(|t| t.timestamp_unix_ns).filter(|&ts| ts < start_up).max();
+    let since = traces
+        .iter()
+        .filter(java)
+        .map(|t| t.timestamp_unix_ns)
+        .filter(|&ts| attached.is_none_or(|a| ts > a))
+        .min()
+        .unwrap_or(u64::MAX);
     let c = check_window(&traces, pid, tid, &MAIN, since..u64::MAX);
+    eprintln!(
+        "{} started after the agent: late, {} stacks through HotSpot's frames, {} Java frames, ended there: {:?}",
+        jdk.name, stats.late_unwind_hotspot_samples, stats.late_unwind_hotspot_frames, stats.late_unwind_hotspot_stops
+    );
+    assert!(stats.late_unwind_hotspot_frames > 0, "{}: no Java frame unwound late: {stats:#?}", jdk.name);
     report(&format!("{} started after the agent, main chain", jdk.name), &c, &stats);
 }
 

@@ -10,7 +10,7 @@
 //! end before their load, and holding each for the whole timeout kept
 //! megabytes of copies that could never be unwound.
 
-use profiler_bpf::{LateUnwind, LookupCounts, MapTables, RawSample, StackCopy, UnwindStop, UserFrame};
+use profiler_bpf::{HotspotStop, LateUnwind, LookupCounts, MapTables, RawSample, StackCopy, UnwindStop, UserFrame};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -87,7 +87,12 @@ impl LateTables for NoTables {
     }
 
     fn unwind(&mut self, _pid: u32, copy: &StackCopy, _max_frames: usize) -> LateUnwind {
-        LateUnwind { frames: vec![copy.pc], stop: UnwindStop::UnknownPid, v8: Default::default() }
+        LateUnwind {
+            frames: vec![copy.pc],
+            stop: UnwindStop::UnknownPid,
+            v8: Default::default(),
+            hotspot: Default::default(),
+        }
     }
 
     fn process_exists(&mut self, _pid: u32) -> bool {
@@ -114,6 +119,11 @@ pub(crate) struct LateUnwindCounts {
     pub v8_samples: u64,
     pub v8_frames: u64,
     pub v8_stops: u64,
+    /// The same for HotSpot's frames (Java frames), with why the stacks
+    /// that ended in them did.
+    pub hotspot_samples: u64,
+    pub hotspot_frames: u64,
+    pub hotspot_stops: BTreeMap<HotspotStop, u64>,
 }
 
 struct Pending {
@@ -248,6 +258,13 @@ impl<T: LateTables> LateUnwinder<T> {
                         self.counts.v8_frames += u64::from(late.v8.frames);
                         self.counts.v8_stops += u64::from(late.v8.stopped);
                     }
+                    if late.hotspot.walks > 0 {
+                        self.counts.hotspot_samples += 1;
+                        self.counts.hotspot_frames += u64::from(late.hotspot.frames);
+                        if let Some(stop) = late.hotspot.stop {
+                            *self.counts.hotspot_stops.entry(stop).or_default() += 1;
+                        }
+                    }
                     ready.push(apply(p.sample, late));
                     continue;
                 }
@@ -309,7 +326,12 @@ mod tests {
             let mut frames = vec![copy.pc | FRAME_EXACT_PC];
             frames.extend(&self.tail);
             frames.truncate(max_frames);
-            LateUnwind { frames, stop: self.stop.unwrap_or(UnwindStop::Root), v8: Default::default() }
+            LateUnwind {
+                frames,
+                stop: self.stop.unwrap_or(UnwindStop::Root),
+                v8: Default::default(),
+                hotspot: Default::default(),
+            }
         }
 
         fn process_exists(&mut self, pid: u32) -> bool {

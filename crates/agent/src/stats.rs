@@ -343,6 +343,15 @@ pub struct Stats {
     /// Those whose stack ended within V8's frames (`late_unwind_stops`
     /// counts them by reason too).
     pub late_unwind_v8_stops: u64,
+    /// Samples unwound in user space whose walk went through HotSpot's
+    /// frames (a JVM's first moments).
+    pub late_unwind_hotspot_samples: u64,
+    /// Java frames those walks recorded.
+    pub late_unwind_hotspot_frames: u64,
+    /// Those whose stack ended within HotSpot's frames, by why
+    /// (`compiled_leaf`, `no_blob`, `unknown_stub`, `bad_frame`,
+    /// `read_error`, `outside_copy`, `max_frames`).
+    pub late_unwind_hotspot_stops: BTreeMap<String, u64>,
     /// Traces held because files that name their native frames were
     /// still loading (the first samples of a process or a library).
     pub names_waited: u64,

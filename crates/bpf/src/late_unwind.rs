@@ -11,14 +11,16 @@
 //! outside it ends the stack with [`UnwindStop::OutsideCopy`]. The frame
 //! words are the BPF unwinder's (exact pcs flagged with
 //! [`FRAME_EXACT_PC`]), so traces need no special case. Interpreter loops
-//! are unwound as native frames; V8's code (a range marked for the V8
-//! unwinder, in a process with its `v8_processes` entry) is walked as the
-//! BPF V8 unwinder does ([`crate::late_v8`]), then the native walk goes on
-//! from its entry frame.
+//! are unwound as native frames; V8's code and a JVM's code cache (ranges
+//! marked for their unwinders, in a process with its `v8_processes` or
+//! `hotspot_processes` entry) are walked as the BPF unwinders do
+//! ([`crate::late_v8`], [`crate::late_hotspot`]), then the native walk
+//! goes on from their entry frame.
 
 use crate::arch::{plt_cfa, RETURN_ADDRESS_BELOW_CFA, UCONTEXT_RBP, UCONTEXT_RIP, UCONTEXT_RSP};
 use crate::contract::c::{self, DELTA_SEARCH_STEPS};
 use crate::contract::read;
+use crate::late_hotspot::{self, HotspotProcess, HotspotWalk, Jvm, LateHotspot};
 use crate::late_v8::{self, LateV8, Regs, V8Process, V8Walk};
 use crate::sample::StackCopy;
 use crate::types::{
@@ -52,11 +54,11 @@ pub(crate) enum TableMapping {
     NoUnwindInfo,
     /// A file with deltas.
     Native { file_id: u64, bias: u64 },
-    /// V8's code (a range marked for its unwinder): in anonymous memory
-    /// (`jit`), or in a file (`native`: its deltas, for a process
-    /// without its `v8_processes` entry, unwound natively as the BPF
-    /// unwinder does then).
-    V8Code { jit: bool, native: Option<(u64, u64)> },
+    /// A runtime's code (a range marked for its unwinder: V8's, a JVM's
+    /// code cache): in anonymous memory (`jit`), or in a file (`native`:
+    /// its deltas, for a process without its runtime's entry, unwound
+    /// natively as the BPF unwinder does then).
+    RuntimeCode { unwinder: InterpreterUnwinder, jit: bool, native: Option<(u64, u64)> },
 }
 
 /// The tables the unwinder reads, as the BPF maps hold them.
@@ -70,6 +72,8 @@ pub(crate) trait UnwindTables {
     fn rule(&mut self, id: u16) -> Option<UnwindRuleValue>;
     /// `v8_processes[pid]`.
     fn v8_process(&mut self, pid: u32) -> Option<V8Process>;
+    /// `hotspot_processes[pid]`.
+    fn hotspot_process(&mut self, pid: u32) -> Option<HotspotProcess>;
     /// Fills `buf` from `pid`'s memory at `address`; false unless all of
     /// it could be read.
     fn read_memory(&mut self, pid: u32, address: u64, buf: &mut [u8]) -> bool;
@@ -85,6 +89,8 @@ pub struct LateUnwind {
     pub stop: UnwindStop,
     /// What the walk did in V8's frames.
     pub v8: LateV8,
+    /// What the walk did in HotSpot's frames.
+    pub hotspot: LateHotspot,
 }
 
 /// The copied window of the stack.
@@ -107,9 +113,15 @@ impl Window<'_> {
 /// frames.
 pub(crate) fn unwind(tables: &mut impl UnwindTables, pid: u32, copy: &StackCopy, max_frames: usize) -> LateUnwind {
     let mut frames = Vec::new();
-    let mut v8 = LateV8::default();
-    let stop = unwind_into(tables, pid, copy, max_frames, &mut frames, &mut v8);
-    LateUnwind { frames, stop, v8 }
+    let mut late = LateUnwind {
+        frames: Vec::new(),
+        stop: UnwindStop::Root,
+        v8: LateV8::default(),
+        hotspot: LateHotspot::default(),
+    };
+    late.stop = unwind_into(tables, pid, copy, max_frames, &mut frames, &mut late);
+    late.frames = frames;
+    late
 }
 
 fn unwind_into(
@@ -118,13 +130,15 @@ fn unwind_into(
     copy: &StackCopy,
     max_frames: usize,
     frames: &mut Vec<u64>,
-    v8_counts: &mut LateV8,
+    counts: &mut LateUnwind,
 ) -> UnwindStop {
     let window = Window { base: copy.sp, bytes: &copy.bytes };
     let (mut pc, mut sp, mut fp, mut exact) = (copy.pc, copy.sp, copy.fp, copy.exact);
     let mut switches = copy.stack_switches;
-    // `v8_processes[pid]`, looked up at the first hand-over.
+    // `v8_processes[pid]`, `hotspot_processes[pid]` (attached), looked up
+    // at the first hand-over.
     let mut v8_process: Option<Option<V8Process>> = None;
+    let mut jvm: Option<Option<Jvm>> = None;
     loop {
         if frames.len() >= max_frames {
             return UnwindStop::MaxFrames;
@@ -138,21 +152,44 @@ fn unwind_into(
             TableMapping::UnknownPc => return UnwindStop::UnknownPc,
             TableMapping::NoUnwindInfo => return UnwindStop::NoUnwindInfo,
             TableMapping::Native { file_id, bias } => (file_id, bias),
-            TableMapping::V8Code { native, .. } => {
-                let process = *v8_process.get_or_insert_with(|| tables.v8_process(pid));
-                if let Some(v8) = process {
-                    // Its JavaScript frames stand in its place.
-                    frames.pop();
-                    let mut regs = Regs { pc, sp, fp, exact };
-                    let walk = V8Walk { pid, window: &window, v8, max_frames };
-                    if let Err(stop) = late_v8::walk(tables, &walk, &mut regs, frames, v8_counts) {
-                        v8_counts.stopped = true;
-                        return stop;
+            TableMapping::RuntimeCode { unwinder, native, .. } => {
+                // The runtime's frames stand in the pc's place.
+                frames.pop();
+                let mut regs = Regs { pc, sp, fp, exact };
+                let walked = match unwinder {
+                    InterpreterUnwinder::V8 => {
+                        let process = *v8_process.get_or_insert_with(|| tables.v8_process(pid));
+                        process.map(|v8| {
+                            let walk = V8Walk { pid, window: &window, v8, max_frames };
+                            late_v8::walk(tables, &walk, &mut regs, frames, &mut counts.v8).inspect_err(|_| {
+                                counts.v8.stopped = true;
+                            })
+                        })
                     }
-                    Regs { pc, sp, fp, exact } = regs;
-                    continue;
+                    InterpreterUnwinder::Hotspot => {
+                        let attached = *jvm.get_or_insert_with(|| {
+                            tables.hotspot_process(pid).and_then(|entry| late_hotspot::attach(tables, pid, entry))
+                        });
+                        attached.filter(|jvm| jvm.in_code_cache(pc)).map(|jvm| {
+                            let walk = HotspotWalk { pid, window: &window, jvm, max_frames };
+                            late_hotspot::walk(tables, &walk, &mut regs, frames, &mut counts.hotspot).map_err(|stop| {
+                                counts.hotspot.stop = Some(stop);
+                                stop.unwind_stop()
+                            })
+                        })
+                    }
+                    _ => None,
+                };
+                match walked {
+                    Some(Ok(())) => {
+                        Regs { pc, sp, fp, exact } = regs;
+                        continue;
+                    }
+                    Some(Err(stop)) => return stop,
+                    None => frames.push(UserFrame::native_word(pc, exact)),
                 }
-                // No entry: unwound as native code (`STEP_JIT_STAYS_NATIVE`).
+                // No entry (or, for a JVM, its code cache not set or the pc
+                // outside it): unwound as native code (`STEP_JIT_STAYS_NATIVE`).
                 match native {
                     Some(file) => file,
                     None => return UnwindStop::NoUnwindInfo,
@@ -242,6 +279,8 @@ pub struct MapTables {
     unwind_rules: MapHandle,
     /// `v8_processes`: the V8 unwinder's layout of each Node process.
     v8_processes: MapHandle,
+    /// `hotspot_processes`: the HotSpot unwinder's view of each JVM.
+    hotspot_processes: MapHandle,
     /// Delta arrays opened by id, most recent last.
     arrays: Vec<(u32, MapHandle)>,
     /// Found rule ids by (table key, ELF address) (see [`CACHED_RULE_IDS`]).
@@ -271,8 +310,8 @@ pub struct LookupCounts {
     /// Rule ids, rules, and a call's process ranges and range chunks
     /// answered from the caches.
     pub cache_hits: u64,
-    /// Reads of a process's memory (the V8 walk's heap reads; each a
-    /// system call).
+    /// Reads of a process's memory (the V8 walk's heap reads, the
+    /// HotSpot walk's metadata and code reads; each a system call).
     pub memory_reads: u64,
 }
 
@@ -295,6 +334,7 @@ impl MapTables {
         file_deltas: MapHandle,
         unwind_rules: MapHandle,
         v8_processes: MapHandle,
+        hotspot_processes: MapHandle,
     ) -> MapTables {
         MapTables {
             process_ranges,
@@ -303,6 +343,7 @@ impl MapTables {
             file_deltas,
             unwind_rules,
             v8_processes,
+            hotspot_processes,
             arrays: Vec::new(),
             rule_ids: HashMap::new(),
             rules: HashMap::new(),
@@ -335,9 +376,14 @@ impl MapTables {
         // V8's code is ready with the process's entry (the process
         // manager writes it before the ranges), or as native code without
         // it (an attach put off or failed: the BPF unwinder does the same).
+        // A JVM's code cache is ready with its entry (written once
+        // libjvm.so is analysed, after the ranges): a sample there waits.
         let loaded = match self.mapping(pid, address) {
-            TableMapping::Native { .. } | TableMapping::V8Code { native: Some(_), .. } => true,
-            TableMapping::V8Code { native: None, .. } => self.v8_process(pid).is_some(),
+            TableMapping::Native { .. } | TableMapping::RuntimeCode { native: Some(_), .. } => true,
+            TableMapping::RuntimeCode { unwinder: InterpreterUnwinder::V8, .. } => self.v8_process(pid).is_some(),
+            TableMapping::RuntimeCode { unwinder: InterpreterUnwinder::Hotspot, .. } => {
+                self.hotspot_process(pid).is_some()
+            }
             _ => false,
         };
         self.lookups.readiness_lookups += self.lookups.map_lookups - before;
@@ -435,12 +481,12 @@ impl UnwindTables for MapTables {
             return TableMapping::UnknownPc;
         };
         let m = range.mapping;
-        let v8_slot = u32::from(InterpreterUnwinder::V8 as u8);
-        if m.flags & MAPPING_FLAG_INTERPRETER_LOOP != 0
-            && (m.flags >> MAPPING_UNWINDER_SHIFT) & c::MAPPING_UNWINDER_MASK == v8_slot
-        {
+        let slot = (m.flags >> MAPPING_UNWINDER_SHIFT) & c::MAPPING_UNWINDER_MASK;
+        let unwinder =
+            [InterpreterUnwinder::V8, InterpreterUnwinder::Hotspot].into_iter().find(|&u| u32::from(u as u8) == slot);
+        if let Some(unwinder) = unwinder.filter(|_| m.flags & MAPPING_FLAG_INTERPRETER_LOOP != 0) {
             let native = (m.kind == MAPPING_KIND_NATIVE).then_some((m.file_id, m.bias));
-            return TableMapping::V8Code { jit: m.kind == MAPPING_KIND_NO_UNWIND_INFO, native };
+            return TableMapping::RuntimeCode { unwinder, jit: m.kind == MAPPING_KIND_NO_UNWIND_INFO, native };
         }
         match m.kind {
             MAPPING_KIND_NATIVE => TableMapping::Native { file_id: m.file_id, bias: m.bias },
@@ -452,6 +498,12 @@ impl UnwindTables for MapTables {
         self.lookups.map_lookups += 1;
         let value = self.v8_processes.lookup(&pid.to_ne_bytes(), MapFlags::ANY).ok()??;
         read::<V8Process>(&value)
+    }
+
+    fn hotspot_process(&mut self, pid: u32) -> Option<HotspotProcess> {
+        self.lookups.map_lookups += 1;
+        let value = self.hotspot_processes.lookup(&pid.to_ne_bytes(), MapFlags::ANY).ok()??;
+        read::<HotspotProcess>(&value)
     }
 
     fn read_memory(&mut self, pid: u32, address: u64, buf: &mut [u8]) -> bool {
@@ -530,6 +582,7 @@ fn search_page(array: &MapHandle, first: u32, mut n: u32, target: u16, reads: &m
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::late_hotspot::HotspotStop;
     use crate::types::{CFA_BASE_RSP, FRAME_EXACT_PC, RBP_UNCHANGED};
     use crate::EncodedDeltas;
     use profiler_elf::RuleId;
@@ -543,6 +596,8 @@ mod tests {
     /// and its JIT code (anonymous).
     const BUILTINS: u64 = BASE + 0x8000;
     const JIT: u64 = 0x5000_0000;
+    /// A JVM's code cache (anonymous, one code heap).
+    const CODE_CACHE: u64 = 0x6000_0000;
 
     /// Rule ids of the hand-built table.
     const R_RSP8: u16 = 10; // CFA = rsp + 8: a leaf, nothing pushed
@@ -559,6 +614,8 @@ mod tests {
         unknown_from: u64,
         /// The process's `v8_processes` entry.
         v8: Option<V8Process>,
+        /// Its `hotspot_processes` entry.
+        hotspot: Option<HotspotProcess>,
         /// Its memory: (address, bytes) regions.
         memory: Vec<(u64, Vec<u8>)>,
     }
@@ -602,7 +659,7 @@ mod tests {
             );
             rules.insert(R_PLT, UnwindRuleValue { plt_threshold: 11, ..rule(RULE_KIND_PLT, 0, 0, RBP_UNCHANGED, 0) });
             rules.insert(R_SWITCH, rule(RULE_KIND_STACK_SWITCH, CFA_BASE_RBP, 16, RBP_AT_CFA, -16));
-            HandTables { deltas, rules, unknown_from: BASE + 0x1_0000, v8: None, memory: Vec::new() }
+            HandTables { deltas, rules, unknown_from: BASE + 0x1_0000, v8: None, hotspot: None, memory: Vec::new() }
         }
     }
 
@@ -611,9 +668,11 @@ mod tests {
             if pid != PID {
                 TableMapping::UnknownPid
             } else if (BUILTINS..BUILTINS + 0x1000).contains(&address) {
-                TableMapping::V8Code { jit: false, native: Some((1, BASE)) }
+                TableMapping::RuntimeCode { unwinder: InterpreterUnwinder::V8, jit: false, native: Some((1, BASE)) }
             } else if (JIT..JIT + 0x1000).contains(&address) {
-                TableMapping::V8Code { jit: true, native: None }
+                TableMapping::RuntimeCode { unwinder: InterpreterUnwinder::V8, jit: true, native: None }
+            } else if (CODE_CACHE..CODE_CACHE + 0x1_0000).contains(&address) {
+                TableMapping::RuntimeCode { unwinder: InterpreterUnwinder::Hotspot, jit: true, native: None }
             } else if (BASE..self.unknown_from).contains(&address) {
                 TableMapping::Native { file_id: 1, bias: BASE }
             } else {
@@ -635,13 +694,16 @@ mod tests {
             self.v8
         }
 
+        fn hotspot_process(&mut self, pid: u32) -> Option<HotspotProcess> {
+            assert_eq!(pid, PID);
+            self.hotspot
+        }
+
         fn read_memory(&mut self, pid: u32, address: u64, buf: &mut [u8]) -> bool {
             assert_eq!(pid, PID);
-            let Some((start, bytes)) = self
-                .memory
-                .iter()
-                .find(|(start, bytes)| address >= *start && address + buf.len() as u64 <= start + bytes.len() as u64)
-            else {
+            let Some((start, bytes)) = self.memory.iter().find(|(start, bytes)| {
+                address >= *start && address.saturating_add(buf.len() as u64) <= start + bytes.len() as u64
+            }) else {
                 return false;
             };
             let at = (address - start) as usize;
@@ -807,6 +869,7 @@ mod tests {
             rules: rules.collect(),
             unknown_from: BASE + table.deltas.last().map_or(0, |d| d.address),
             v8: None,
+            hotspot: None,
             memory: Vec::new(),
         };
         // At `_dl_start`'s first instruction its return address is on top.
@@ -1000,5 +1063,316 @@ mod tests {
         let late = unwind(&mut tables, PID, &c, 256);
         assert_eq!(late.frames, vec![(BASE + 0x110) | FRAME_EXACT_PC, BUILTINS + 0x10]);
         assert_eq!((late.stop, late.v8.walks), (UnwindStop::NoCoverage, 0));
+    }
+
+    /// The JVM of the HotSpot tests: its code cache at CODE_CACHE (one
+    /// heap of 64-byte segments), the template interpreter's code at
+    /// INTERPRETER, the call stub's return address, an nmethod.
+    const INTERPRETER: u64 = CODE_CACHE + 0x1000;
+    const CALL_STUB_RETURN: u64 = CODE_CACHE + 0x3010;
+    /// The nmethod's HeapBlock (16 bytes, its used flag at 8), then the
+    /// blob: its frame size (4 words), compile id, deopt handler offset,
+    /// orig pc offset.
+    const BLOCK: u64 = CODE_CACHE + 0x4000;
+    const BLOB: u64 = BLOCK + 16;
+    const NMETHOD_PC: u64 = CODE_CACHE + 0x4100;
+    const DEOPT_HANDLER: u64 = BLOB + 0x300;
+    const COMPILE_ID: u32 = 0x1_2345;
+    /// The JVM's variables and metadata.
+    const SEGMAP: u64 = 0x7000_0000;
+    const VARS: u64 = 0x7100_0000; // &_code, &_call_stub_return_address
+    const QUEUE: u64 = 0x7200_0000; // the interpreter's StubQueue
+    const METHOD_A: u64 = 0x7300_0000;
+    const METHOD_B: u64 = 0x7300_0100;
+    const CONST_A: u64 = 0x7400_0000;
+    const CONST_B: u64 = 0x7400_1000;
+
+    fn hotspot_layout() -> HotspotProcess {
+        let mut p = HotspotProcess {
+            code_low: CODE_CACHE,
+            code_high: CODE_CACHE + 0x1_0000,
+            interpreter_code: VARS,
+            call_stub_return: VARS + 8,
+            heap_count: 1,
+            heap_block_size: 16,
+            heap_block_used: 8,
+            stub_queue_buffer: 0,
+            stub_queue_limit: 8,
+            blob_frame_size: 0,
+            nmethod_compile_id: 4,
+            nmethod_deopt_handler: 8,
+            deopt_handler_is_offset: 1,
+            nmethod_orig_pc_offset: 12,
+            method_const_method: 8,
+            const_method_size: 0x30,
+            interp_method_slot: -3,
+            interp_bcp_slot: -7,
+            interp_sender_sp_slot: -1,
+            ..HotspotProcess::default()
+        };
+        p.heaps[0] = c::hotspot_heap {
+            low: CODE_CACHE,
+            high: CODE_CACHE + 0x1_0000,
+            segmap: SEGMAP,
+            log2_segment_size: 6,
+            reserved: 0,
+        };
+        p
+    }
+
+    /// A HotSpot frame word as the BPF unwinder writes it (by hand).
+    fn interpreted(method: u64, bci: u64) -> u64 {
+        UserFrame::interpreted_word(InterpreterUnwinder::Hotspot as u8, bci << 44 | method >> 3)
+    }
+    fn compiled(pc: u64, exact: bool) -> u64 {
+        let payload = 1 << 60 | 0x2345 << 44 | 1 << 32 | if exact { 1 << 31 } else { 0 } | (pc - CODE_CACHE);
+        UserFrame::interpreted_word(InterpreterUnwinder::Hotspot as u8, payload)
+    }
+
+    /// Slot indices (words from SP) of the frames of `hotspot_stack`.
+    const FP_A: usize = 10;
+    const SP_C: usize = 12;
+    const FP_B: usize = 26;
+    const FP_ENTRY: usize = 30;
+
+    /// The stack of a JVM thread in the VM's C++ code: a native leaf
+    /// (0x110, its return address on top) called by the interpreter
+    /// (frame A at SP + 8 * FP_A: METHOD_A at bci 5), called by an
+    /// nmethod (its frame of 4 words at SP + 8 * SP_C), called by the
+    /// interpreter (frame B: METHOD_B at bci 0x20), called through the
+    /// call stub (its entry frame at SP + 8 * FP_ENTRY) by native code
+    /// (0x310: CFA = rbp + 16) that returns to `_start`.
+    fn hotspot_stack() -> (HandTables, StackCopy) {
+        let fp = |i: usize| SP + 8 * i as u64;
+        let mut w = vec![0u64; 40];
+        w[0] = INTERPRETER + 0x100;
+        w[FP_A - 7] = CONST_A + 0x30 + 5;
+        w[FP_A - 3] = METHOD_A;
+        w[FP_A - 1] = fp(SP_C);
+        w[FP_A] = 0x1234; // rbp of the interpreter's caller: any value
+        w[FP_A + 1] = NMETHOD_PC;
+        w[SP_C + 2] = fp(FP_B); // the nmethod's saved rbp
+        w[SP_C + 3] = INTERPRETER + 0x200;
+        w[FP_B - 7] = CONST_B + 0x30 + 0x20;
+        w[FP_B - 3] = METHOD_B;
+        w[FP_B - 1] = fp(FP_B + 2);
+        w[FP_B] = fp(FP_ENTRY);
+        w[FP_B + 1] = CALL_STUB_RETURN;
+        w[FP_ENTRY] = fp(34);
+        w[FP_ENTRY + 1] = BASE + 0x310;
+        w[34] = 0;
+        w[35] = BASE + 0x701;
+        let mut tables = HandTables::new();
+        tables.hotspot = Some(hotspot_layout());
+        // The segment map: the nmethod's segments (0x100..) step back
+        // to its first; the others are free.
+        let mut segmap = vec![0xffu8; 0x400];
+        for i in 0..0x40 {
+            segmap[0x100 + i] = i as u8;
+        }
+        let mut block = vec![0u8; 0x30];
+        block[8] = 1;
+        block[16..20].copy_from_slice(&4i32.to_ne_bytes());
+        block[20..24].copy_from_slice(&COMPILE_ID.to_ne_bytes());
+        block[24..28].copy_from_slice(&((DEOPT_HANDLER - BLOB) as u32).to_ne_bytes());
+        block[28..32].copy_from_slice(&8i32.to_ne_bytes());
+        let vars: Vec<u8> = [QUEUE, CALL_STUB_RETURN].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let mut queue = INTERPRETER.to_ne_bytes().to_vec();
+        queue.extend(0x1000i32.to_ne_bytes());
+        tables.memory = vec![
+            (SEGMAP, segmap),
+            (BLOCK, block),
+            (VARS, vars),
+            (QUEUE, queue),
+            (METHOD_A + 8, CONST_A.to_ne_bytes().to_vec()),
+            (METHOD_B + 8, CONST_B.to_ne_bytes().to_vec()),
+        ];
+        (tables, copy(BASE + 0x110, fp(FP_A), true, &w))
+    }
+
+    fn set(c: &mut StackCopy, index: usize, value: u64) {
+        c.bytes[8 * index..8 * index + 8].copy_from_slice(&value.to_ne_bytes());
+    }
+
+    #[test]
+    fn hotspot_frames_are_walked_between_native_ones() {
+        let (mut tables, c) = hotspot_stack();
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(
+            late.frames,
+            vec![
+                (BASE + 0x110) | FRAME_EXACT_PC,
+                interpreted(METHOD_A, 5),
+                compiled(NMETHOD_PC, false),
+                interpreted(METHOD_B, 0x20),
+                BASE + 0x310,
+                BASE + 0x701
+            ]
+        );
+        assert_eq!(late.stop, UnwindStop::Root);
+        assert_eq!(late.hotspot, LateHotspot { walks: 1, frames: 3, stop: None });
+    }
+
+    #[test]
+    fn hotspot_code_heaps_are_read_from_the_jvm_when_the_entry_lacks_them() {
+        let (mut tables, c) = hotspot_stack();
+        let mut entry = HotspotProcess {
+            code_low: 0,
+            heap_count: 0,
+            heaps: Default::default(),
+            code_low_bound: 0x7500_0000,
+            code_high_bound: 0x7500_0008,
+            code_heaps: 0x7500_0010,
+            growable_array_len: 0,
+            growable_array_data: 8,
+            code_heap_memory: 0x10,
+            virtual_space_low: 0,
+            virtual_space_high: 8,
+            code_heap_segmap: 0x20,
+            code_heap_log2_segment_size: 0x30,
+            ..hotspot_layout()
+        };
+        let (array, heaps, heap) = (0x7600_0000u64, 0x7600_0100u64, 0x7600_0200u64);
+        let words = |v: &[u64]| -> Vec<u8> { v.iter().flat_map(|w| w.to_ne_bytes()).collect() };
+        let mut heap_bytes = words(&[0, 0, CODE_CACHE, CODE_CACHE + 0x1_0000, SEGMAP, 0]);
+        heap_bytes.extend(6i32.to_ne_bytes());
+        tables.memory.extend([
+            (0x7500_0000, words(&[CODE_CACHE, CODE_CACHE + 0x1_0000, array])),
+            (array, words(&[1, heaps])),
+            (heaps, words(&[heap])),
+            (heap, heap_bytes),
+        ]);
+        tables.hotspot = Some(entry);
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!((late.frames.len(), late.stop, late.hotspot.frames), (6, UnwindStop::Root, 3));
+        // Not set yet: the code cache stays code without unwind tables.
+        entry.code_low_bound = 0x7700_0000;
+        tables.hotspot = Some(entry);
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames, vec![(BASE + 0x110) | FRAME_EXACT_PC, INTERPRETER + 0x100]);
+        assert_eq!((late.stop, late.hotspot.walks), (UnwindStop::NoUnwindInfo, 0));
+    }
+
+    #[test]
+    fn a_deoptimised_return_address_stands_for_the_saved_pc() {
+        // The nmethod's return address patched to its deopt handler; the
+        // pc it stands for saved at sp + orig_pc_offset (8).
+        let (mut tables, mut c) = hotspot_stack();
+        set(&mut c, FP_A + 1, DEOPT_HANDLER);
+        set(&mut c, SP_C + 1, NMETHOD_PC + 0x20);
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames[2], compiled(NMETHOD_PC + 0x20, false));
+        assert_eq!(late.stop, UnwindStop::Root);
+        // A handler elsewhere: the return address is the frame's pc.
+        let mut block = tables.memory[1].1.clone();
+        block[24..28].copy_from_slice(&0x200u32.to_ne_bytes());
+        tables.memory[1].1 = block;
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames[2], compiled(DEOPT_HANDLER, false));
+    }
+
+    #[test]
+    fn hotspot_walks_stop_distinctly_with_the_frames_so_far() {
+        let leaf = (BASE + 0x110) | FRAME_EXACT_PC;
+        // Frame A's sender sp below its own sp: after A's frame.
+        let (mut tables, mut c) = hotspot_stack();
+        set(&mut c, FP_A - 1, SP);
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames, vec![leaf, interpreted(METHOD_A, 5)]);
+        assert_eq!((late.stop, late.hotspot.stop), (UnwindStop::BadSp, Some(HotspotStop::BadFrame)));
+        // METHOD_A unreadable: before it.
+        let (mut tables, c) = hotspot_stack();
+        tables.memory.retain(|(at, _)| *at != METHOD_A + 8);
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames, vec![leaf]);
+        assert_eq!((late.stop, late.hotspot.stop), (UnwindStop::ReadError, Some(HotspotStop::ReadError)));
+        // A return address in no blob (a free segment).
+        let (mut tables, mut c) = hotspot_stack();
+        set(&mut c, FP_A + 1, CODE_CACHE + 0x8000);
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames.len(), 2);
+        assert_eq!((late.stop, late.hotspot.stop), (UnwindStop::Hotspot, Some(HotspotStop::NoBlob)));
+        // The nmethod's frame past the copy.
+        let (mut tables, mut c) = hotspot_stack();
+        c.bytes.truncate(8 * (SP_C + 3));
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames.len(), 3);
+        assert_eq!((late.stop, late.hotspot.stop), (UnwindStop::OutsideCopy, Some(HotspotStop::OutsideCopy)));
+        // The entry frame's caller below it.
+        let (mut tables, mut c) = hotspot_stack();
+        set(&mut c, FP_B - 1, SP + 8 * (FP_ENTRY as u64 + 2));
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames.len(), 4);
+        assert_eq!((late.stop, late.hotspot.stop), (UnwindStop::BadSp, Some(HotspotStop::BadFrame)));
+        // The frame limit.
+        let (mut tables, c) = hotspot_stack();
+        let late = unwind(&mut tables, PID, &c, 3);
+        assert_eq!((late.frames.len(), late.stop), (3, UnwindStop::MaxFrames));
+        assert_eq!(late.hotspot.stop, Some(HotspotStop::MaxFrames));
+        // A stub without a frame size that does not build an rbp frame:
+        // recorded, then the end.
+        let (mut tables, c) = hotspot_stack();
+        tables.memory[1].1[16..20].copy_from_slice(&(-1i32).to_ne_bytes());
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames.len(), 3);
+        assert_eq!((late.stop, late.hotspot.stop), (UnwindStop::Hotspot, Some(HotspotStop::UnknownStub)));
+    }
+
+    #[test]
+    fn hotspot_stubs_without_a_frame_size_are_followed_when_simple() {
+        let expected = |late: &LateUnwind| {
+            assert_eq!(
+                late.frames[1..4],
+                [interpreted(METHOD_A, 5), compiled(NMETHOD_PC, false), interpreted(METHOD_B, 0x20)]
+            );
+            assert_eq!((late.frames.len(), late.stop), (6, UnwindStop::Root));
+        };
+        // A blob of 0 words that pushed nothing: its return address at
+        // sp, rbp its caller's.
+        let (mut tables, mut c) = hotspot_stack();
+        tables.memory[1].1[16..20].copy_from_slice(&0i32.to_ne_bytes());
+        set(&mut c, SP_C, INTERPRETER + 0x200);
+        set(&mut c, FP_A, SP + 8 * FP_B as u64);
+        expected(&unwind(&mut tables, PID, &c, 256));
+        // A C1 stub without a frame size that starts with enter(): an rbp
+        // frame (its saved rbp and return address where the nmethod's
+        // were).
+        let (mut tables, mut c) = hotspot_stack();
+        let code = CODE_CACHE + 0x5000;
+        tables.memory[1].1[16..20].copy_from_slice(&(-1i32).to_ne_bytes());
+        tables.memory.push((BLOB + 0x20, code.to_ne_bytes().to_vec()));
+        tables.memory.push((code, vec![0x55, 0x48, 0x89, 0xe5]));
+        tables.hotspot = Some(HotspotProcess { blob_code_begin: 0x20, ..hotspot_layout() });
+        set(&mut c, FP_A, SP + 8 * (SP_C as u64 + 2));
+        expected(&unwind(&mut tables, PID, &c, 256));
+        // Without enter(): not followed.
+        tables.memory.pop();
+        tables.memory.push((code, vec![0x53, 0x51, 0x52, 0x56]));
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!((late.frames.len(), late.hotspot.stop), (3, Some(HotspotStop::UnknownStub)));
+    }
+
+    #[test]
+    fn a_hotspot_leaf_in_the_interpreter_is_walked_in_compiled_code_recorded() {
+        // Sampled in the interpreter, in frame A.
+        let (mut tables, mut c) = hotspot_stack();
+        c.pc = INTERPRETER + 0x80;
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames[0], interpreted(METHOD_A, 5));
+        assert_eq!((late.frames.len(), late.stop), (5, UnwindStop::Root));
+        // Sampled in the nmethod: its frame may be half built.
+        c.pc = NMETHOD_PC;
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames, vec![compiled(NMETHOD_PC, true)]);
+        assert_eq!((late.stop, late.hotspot.stop), (UnwindStop::Hotspot, Some(HotspotStop::CompiledLeaf)));
+    }
+
+    #[test]
+    fn without_its_entry_the_code_cache_has_no_unwind_info() {
+        let (mut tables, c) = hotspot_stack();
+        tables.hotspot = None;
+        let late = unwind(&mut tables, PID, &c, 256);
+        assert_eq!(late.frames, vec![(BASE + 0x110) | FRAME_EXACT_PC, INTERPRETER + 0x100]);
+        assert_eq!((late.stop, late.hotspot.walks), (UnwindStop::NoUnwindInfo, 0));
     }
 }

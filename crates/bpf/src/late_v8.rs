@@ -202,7 +202,7 @@ pub(crate) fn walk(
         // `v8_code`: whether the pc is V8's code, and in JIT memory.
         let lookup = if regs.exact { regs.pc } else { regs.pc.wrapping_sub(1) };
         let pc_in_jit = match tables.mapping(w.pid, lookup) {
-            TableMapping::V8Code { jit, .. } => jit,
+            TableMapping::RuntimeCode { unwinder: InterpreterUnwinder::V8, jit, .. } => jit,
             _ if hand_over => false,
             _ => return Ok(()),
         };

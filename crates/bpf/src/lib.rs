@@ -35,6 +35,7 @@ mod error;
 mod events;
 mod go_labels;
 mod interpreter_maps;
+mod late_hotspot;
 mod late_unwind;
 mod late_v8;
 mod off_cpu;
@@ -59,6 +60,7 @@ pub use go_labels::{
     MAX_GO_LABEL_PROCESSES,
 };
 pub use interpreter_maps::{InterpreterMaps, RuntimeMapValue, MAX_INTERPRETER_PROCESSES};
+pub use late_hotspot::{HotspotStop, LateHotspot};
 pub use late_unwind::{LateUnwind, LookupCounts, MapTables};
 pub use late_v8::LateV8;
 pub use off_cpu::{OffCpuJoinCounts, MAX_PENDING_OFF_CPU};

@@ -472,6 +472,7 @@ impl Sampler {
             handle(&maps.file_deltas, "file_deltas")?,
             handle(&maps.unwind_rules, "unwind_rules")?,
             handle(&maps.v8_processes, "v8_processes")?,
+            handle(&maps.hotspot_processes, "hotspot_processes")?,
         ))
     }
 

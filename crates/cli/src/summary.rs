@@ -20,6 +20,29 @@ pub struct SummaryInputs<'a> {
     pub verbose: bool,
 }
 
+/// The late walks through HotSpot's frames, for the "new processes"
+/// line: empty without any.
+fn hotspot_late_walks(s: &Stats) -> String {
+    if s.late_unwind_hotspot_samples == 0 {
+        return String::new();
+    }
+    let ended: u64 = s.late_unwind_hotspot_stops.values().sum();
+    let why: Vec<String> = s.late_unwind_hotspot_stops.iter().map(|(reason, n)| format!("{reason} {n}")).collect();
+    format!(
+        "; HotSpot: {} stacks through its frames, {} Java frames, {} ended there{}{}",
+        s.late_unwind_hotspot_samples,
+        s.late_unwind_hotspot_frames,
+        ended,
+        if why.is_empty() { String::new() } else { format!(" ({})", why.join(", ")) },
+        // The V8 part counts them when there is one.
+        if s.late_unwind_v8_samples == 0 {
+            format!(", {} memory reads", s.late_unwind_memory_reads)
+        } else {
+            String::new()
+        }
+    )
+}
+
 /// The summary's lines.
 pub fn summary_lines(s: &Stats, inputs: &SummaryInputs) -> Vec<String> {
     let SummaryInputs { folded, elapsed, top, export, ref output, verbose } = *inputs;
@@ -185,7 +208,7 @@ pub fn summary_lines(s: &Stats, inputs: &SummaryInputs) -> Vec<String> {
             line!(
                 "  new processes:     {} stacks copied ({} KiB), {} unwound in user space to the root, {} stopped early{}; \
                  not copied: {} over budget, {} unreadable; given up: {} queue full, {} not loaded in time; \
-                 {} table lookups in the maps ({} cached), {} asking whether a process was loaded{}",
+                 {} table lookups in the maps ({} cached), {} asking whether a process was loaded{}{}",
                 s.late_unwind_copies,
                 s.late_unwind_copy_bytes / 1024,
                 s.late_unwind_complete,
@@ -208,7 +231,8 @@ pub fn summary_lines(s: &Stats, inputs: &SummaryInputs) -> Vec<String> {
                     )
                 } else {
                     String::new()
-                }
+                },
+                hotspot_late_walks(s)
             );
         }
         if s.names_waited > 0 {
